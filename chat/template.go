@@ -1,0 +1,892 @@
+package chat
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// Template is a parsed chat template. Safe for concurrent use.
+//
+// Templates are rendered the way Hugging Face transformers renders them
+// (trim_blocks and lstrip_blocks on, Python-style tojson, raise_exception,
+// strftime_now), on top of github.com/ardanlabs/jinja. The few things that
+// engine lacks or renders differently are supplied here, as extra globals
+// and filters and a light rewrite of the source (see addExtensions).
+type Template struct {
+	src      string
+	compiled *jinja.Template
+
+	capsOnce sync.Once
+	caps     TemplateCaps
+}
+
+// TemplateInput is what a template is rendered with.
+type TemplateInput struct {
+	// Messages is the conversation.
+	Messages []Message
+	// Tools are the functions offered to the model; none means the
+	// template sees tools as none.
+	Tools []Tool
+	// AddGenerationPrompt asks the template to open an assistant turn.
+	AddGenerationPrompt bool
+	// BOSToken and EOSToken are the model's special token texts.
+	BOSToken, EOSToken string
+	// Extra holds extra template variables (enable_thinking,
+	// reasoning_effort, builtin_tools, ...) merged into the context.
+	// Values are plain Go values (string, bool, numbers, []any,
+	// map[string]any, json.RawMessage); an Extra key overrides a variable
+	// of the same name set from the fields above.
+	Extra map[string]any
+	// Now is the time strftime_now renders; zero means time.Now().
+	Now time.Time
+}
+
+// TemplateCaps reports what a template supports. It is found by rendering
+// probe conversations and looking for their markers in the output.
+type TemplateCaps struct {
+	// SupportsSystemRole: a system message's content reaches the prompt.
+	SupportsSystemRole bool
+	// SupportsTools: tool definitions reach the prompt.
+	SupportsTools bool
+	// SupportsToolCalls: an assistant message's tool calls reach the prompt.
+	SupportsToolCalls bool
+	// SupportsToolResponses: a tool message's content reaches the prompt.
+	SupportsToolResponses bool
+	// SupportsParallelToolCalls: a second tool call in one message reaches
+	// the prompt.
+	SupportsParallelToolCalls bool
+	// RequiresTypedContent: content must be given as a list of typed parts
+	// (a plain string does not reach the prompt).
+	RequiresTypedContent bool
+	// SupportsThinking: the template reacts to enable_thinking.
+	SupportsThinking bool
+}
+
+// TemplateError is the error a template raised itself, through
+// raise_exception.
+type TemplateError struct {
+	// Message is the text the template passed to raise_exception.
+	Message string
+}
+
+// Error implements error.
+func (e *TemplateError) Error() string { return "chat: template raised: " + e.Message }
+
+// ParseTemplate parses a Jinja chat template.
+func ParseTemplate(source string) (*Template, error) {
+	compiled, err := jinja.Compile(preprocessSource(source))
+	if err != nil {
+		return nil, fmt.Errorf("chat: parse template: %w", err)
+	}
+	return &Template{src: source, compiled: compiled}, nil
+}
+
+// Source returns the template text as it was given to ParseTemplate.
+func (t *Template) Source() string { return t.src }
+
+// Render renders the template with a conversation. Messages are adapted to
+// the template the way llama.cpp does it: the developer role becomes system
+// (except for templates using <|channel|>, that is gpt-oss), a leading
+// system message is merged into the next message when the template ignores
+// the system role, and content is given as typed parts when the template
+// only reads parts.
+func (t *Template) Render(in TemplateInput) (string, error) {
+	caps := t.Caps()
+	msgs := make([]Message, len(in.Messages))
+	copy(msgs, in.Messages)
+
+	if !strings.Contains(t.src, "<|channel|>") {
+		for i := range msgs {
+			if msgs[i].Role == RoleDeveloper {
+				msgs[i].Role = RoleSystem
+			}
+		}
+	}
+	if !caps.SupportsSystemRole && len(msgs) > 0 && msgs[0].Role == RoleSystem {
+		if len(msgs) > 1 {
+			next := msgs[1]
+			next.Content = messageText(msgs[0]) + "\n" + messageText(next)
+			next.Parts = nil
+			msgs = append([]Message{next}, msgs[2:]...)
+		} else {
+			msgs = msgs[1:]
+		}
+	}
+
+	mode := contentAsGiven
+	if caps.RequiresTypedContent {
+		mode = contentTyped
+	}
+	messages, err := messagesValue(msgs, mode)
+	if err != nil {
+		return "", err
+	}
+	tools, err := toolsValue(in.Tools)
+	if err != nil {
+		return "", err
+	}
+	vars := map[string]jinja.Value{
+		"messages":              messages,
+		"tools":                 tools,
+		"add_generation_prompt": jinja.NewBool(in.AddGenerationPrompt),
+		"bos_token":             jinja.NewString(in.BOSToken),
+		"eos_token":             jinja.NewString(in.EOSToken),
+	}
+	for k, v := range in.Extra {
+		jv, err := goToValue(v)
+		if err != nil {
+			return "", fmt.Errorf("chat: extra variable %q: %w", k, err)
+		}
+		vars[k] = jv
+	}
+	return t.render(vars, in.Now)
+}
+
+// render runs the template with prepared variables and our extensions.
+func (t *Template) render(vars map[string]jinja.Value, now time.Time) (string, error) {
+	if now.IsZero() {
+		now = time.Now()
+	}
+	addExtensions(vars, now)
+	out, err := t.compiled.RenderValues(vars)
+	if err != nil {
+		var te *TemplateError
+		if errors.As(err, &te) {
+			return "", te
+		}
+		return "", fmt.Errorf("chat: render template: %w", err)
+	}
+	return out, nil
+}
+
+// messageText is the text of a message, its parts joined the way llama.cpp
+// joins them (with newlines) when Parts is set.
+func messageText(m Message) string {
+	if len(m.Parts) == 0 {
+		return m.Content
+	}
+	var sb strings.Builder
+	for _, p := range m.Parts {
+		if p.Type != "text" {
+			continue
+		}
+		if sb.Len() > 0 {
+			sb.WriteByte('\n')
+		}
+		sb.WriteString(p.Text)
+	}
+	return sb.String()
+}
+
+type contentMode int
+
+const (
+	contentAsGiven contentMode = iota // string, or parts when Parts is set
+	contentTyped                      // always a list of parts
+)
+
+// messagesValue converts messages to the list of plain maps templates
+// expect, as transformers and llama.cpp pass them.
+func messagesValue(msgs []Message, mode contentMode) (jinja.Value, error) {
+	items := make([]jinja.Value, 0, len(msgs))
+	for i, m := range msgs {
+		d := jinja.NewDict()
+		dict := d.AsDict()
+		dict.Set("role", jinja.NewString(m.Role))
+		switch {
+		case len(m.Parts) > 0:
+			dict.Set("content", partsValue(m.Parts))
+		case mode == contentTyped:
+			dict.Set("content", partsValue([]ContentPart{{Type: "text", Text: m.Content}}))
+		default:
+			dict.Set("content", jinja.NewString(m.Content))
+		}
+		if m.ReasoningContent != "" {
+			dict.Set("reasoning_content", jinja.NewString(m.ReasoningContent))
+		}
+		if m.Name != "" {
+			dict.Set("name", jinja.NewString(m.Name))
+		}
+		if m.ToolCallID != "" {
+			dict.Set("tool_call_id", jinja.NewString(m.ToolCallID))
+		}
+		if len(m.ToolCalls) > 0 {
+			calls := make([]jinja.Value, 0, len(m.ToolCalls))
+			for _, tc := range m.ToolCalls {
+				args, err := argumentsValue(tc.Arguments)
+				if err != nil {
+					return jinja.Value{}, fmt.Errorf("chat: message %d: tool call %q: %w", i, tc.Name, err)
+				}
+				fn := jinja.NewDict()
+				fn.AsDict().Set("name", jinja.NewString(tc.Name))
+				fn.AsDict().Set("arguments", args)
+				call := jinja.NewDict()
+				cd := call.AsDict()
+				cd.Set("type", jinja.NewString("function"))
+				cd.Set("function", fn)
+				if tc.ID != "" {
+					cd.Set("id", jinja.NewString(tc.ID))
+				}
+				calls = append(calls, call)
+			}
+			dict.Set("tool_calls", jinja.NewList(calls))
+		}
+		items = append(items, d)
+	}
+	return jinja.NewList(items), nil
+}
+
+// argumentsValue decodes a tool call's JSON arguments into an ordered
+// value; text that is not JSON is passed as a string.
+func argumentsValue(args string) (jinja.Value, error) {
+	if strings.TrimSpace(args) == "" {
+		return jinja.NewDict(), nil
+	}
+	v, err := jsonToValue([]byte(args))
+	if err != nil {
+		return jinja.NewString(args), nil
+	}
+	return v, nil
+}
+
+func partsValue(parts []ContentPart) jinja.Value {
+	items := make([]jinja.Value, 0, len(parts))
+	for _, p := range parts {
+		d := jinja.NewDict()
+		d.AsDict().Set("type", jinja.NewString(p.Type))
+		d.AsDict().Set("text", jinja.NewString(p.Text))
+		items = append(items, d)
+	}
+	return jinja.NewList(items)
+}
+
+// toolsValue converts tools to [{"type":"function","function":{...}}];
+// no tools is none.
+func toolsValue(tools []Tool) (jinja.Value, error) {
+	if len(tools) == 0 {
+		return jinja.None(), nil
+	}
+	items := make([]jinja.Value, 0, len(tools))
+	for _, tool := range tools {
+		fn := jinja.NewDict()
+		fd := fn.AsDict()
+		fd.Set("name", jinja.NewString(tool.Name))
+		fd.Set("description", jinja.NewString(tool.Description))
+		params := jinja.NewDict()
+		if len(bytes.TrimSpace(tool.Parameters)) > 0 {
+			v, err := jsonToValue(tool.Parameters)
+			if err != nil {
+				return jinja.Value{}, fmt.Errorf("chat: tool %q parameters: %w", tool.Name, err)
+			}
+			params = v
+		}
+		fd.Set("parameters", params)
+		d := jinja.NewDict()
+		d.AsDict().Set("type", jinja.NewString("function"))
+		d.AsDict().Set("function", fn)
+		items = append(items, d)
+	}
+	return jinja.NewList(items), nil
+}
+
+// jsonToValue decodes JSON into a template value, keeping object key order
+// (templates print tool schemas with tojson, whose output must follow the
+// source order as Python's json.dumps does).
+func jsonToValue(data []byte) (jinja.Value, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	v, err := decodeValue(dec)
+	if err != nil {
+		return jinja.Value{}, err
+	}
+	if _, err := dec.Token(); err == nil {
+		return jinja.Value{}, errors.New("trailing data after JSON value")
+	}
+	return v, nil
+}
+
+func decodeValue(dec *json.Decoder) (jinja.Value, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return jinja.Value{}, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			d := jinja.NewDict()
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return jinja.Value{}, err
+				}
+				key, _ := kt.(string)
+				v, err := decodeValue(dec)
+				if err != nil {
+					return jinja.Value{}, err
+				}
+				d.AsDict().Set(key, v)
+			}
+			if _, err := dec.Token(); err != nil {
+				return jinja.Value{}, err
+			}
+			return d, nil
+		case '[':
+			var items []jinja.Value
+			for dec.More() {
+				v, err := decodeValue(dec)
+				if err != nil {
+					return jinja.Value{}, err
+				}
+				items = append(items, v)
+			}
+			if _, err := dec.Token(); err != nil {
+				return jinja.Value{}, err
+			}
+			if items == nil {
+				items = []jinja.Value{}
+			}
+			return jinja.NewList(items), nil
+		}
+		return jinja.Value{}, fmt.Errorf("unexpected delimiter %v", t)
+	default:
+		return jinja.FromGoValue(t), nil
+	}
+}
+
+// goToValue converts an Extra value. JSON texts (json.RawMessage) keep their
+// key order; Go maps are ordered by key.
+func goToValue(v any) (jinja.Value, error) {
+	switch x := v.(type) {
+	case jinja.Value:
+		return x, nil
+	case json.RawMessage:
+		return jsonToValue(x)
+	case []byte:
+		return jsonToValue(x)
+	case []string:
+		items := make([]jinja.Value, len(x))
+		for i, s := range x {
+			items[i] = jinja.NewString(s)
+		}
+		return jinja.NewList(items), nil
+	case int32:
+		return jinja.NewInt(int64(x)), nil
+	case uint:
+		return jinja.NewInt(int64(x)), nil
+	case float32:
+		return jinja.NewFloat(float64(x)), nil
+	}
+	return jinja.FromGoValue(v), nil
+}
+
+// filterPrefix names our replacements of the engine's own filters; the
+// source is rewritten to call them (the engine looks filters it does not
+// know up among the variables).
+const filterPrefix = "__chat_f_"
+
+// overriddenFilters are engine filters whose output differs from Jinja2's.
+var overriddenFilters = map[string]bool{
+	"tojson": true,
+}
+
+// preprocessSource rewrites filter applications of overriddenFilters inside
+// {{ }} and {% %} tags so that they reach our implementations. String
+// literals and comments are left alone.
+func preprocessSource(src string) string {
+	var out strings.Builder
+	out.Grow(len(src) + 64)
+	i := 0
+	for i < len(src) {
+		if !strings.HasPrefix(src[i:], "{{") && !strings.HasPrefix(src[i:], "{%") && !strings.HasPrefix(src[i:], "{#") {
+			out.WriteByte(src[i])
+			i++
+			continue
+		}
+		if src[i+1] == '#' {
+			end := strings.Index(src[i+2:], "#}")
+			if end < 0 {
+				out.WriteString(src[i:])
+				return out.String()
+			}
+			out.WriteString(src[i : i+2+end+2])
+			i += 2 + end + 2
+			continue
+		}
+		closer := "}}"
+		if src[i+1] == '%' {
+			closer = "%}"
+		}
+		out.WriteString(src[i : i+2])
+		i += 2
+		var quote byte
+		for i < len(src) {
+			c := src[i]
+			if quote != 0 {
+				out.WriteByte(c)
+				if c == '\\' && i+1 < len(src) {
+					out.WriteByte(src[i+1])
+					i += 2
+					continue
+				}
+				if c == quote {
+					quote = 0
+				}
+				i++
+				continue
+			}
+			if c == '\'' || c == '"' {
+				quote = c
+				out.WriteByte(c)
+				i++
+				continue
+			}
+			if strings.HasPrefix(src[i:], closer) {
+				out.WriteString(closer)
+				i += 2
+				break
+			}
+			if c == '|' {
+				out.WriteByte(c)
+				i++
+				j := i
+				for j < len(src) && (src[j] == ' ' || src[j] == '\t' || src[j] == '\n' || src[j] == '\r') {
+					j++
+				}
+				k := j
+				for k < len(src) && (src[k] == '_' || isAlnum(src[k])) {
+					k++
+				}
+				out.WriteString(src[i:j])
+				if overriddenFilters[src[j:k]] {
+					out.WriteString(filterPrefix)
+				}
+				out.WriteString(src[j:k])
+				i = k
+				continue
+			}
+			out.WriteByte(c)
+			i++
+		}
+	}
+	return out.String()
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+type jinjaFunc = func(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error)
+
+// addExtensions adds the globals and filters the engine lacks or renders
+// differently from Jinja2 as transformers configures it. Variables the
+// caller set are kept.
+func addExtensions(vars map[string]jinja.Value, now time.Time) {
+	set := func(name string, fn jinjaFunc) {
+		if _, ok := vars[name]; !ok {
+			vars[name] = jinja.NewCallable(name, fn)
+		}
+	}
+	set("raise_exception", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+		msg := ""
+		if len(args) > 0 {
+			msg = pyStr(args[0])
+		}
+		return jinja.Undefined(), &TemplateError{Message: msg}
+	})
+	set("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+		format := "%Y-%m-%d"
+		if len(args) > 0 {
+			format = pyStr(args[0])
+		}
+		return jinja.NewString(strftime(now, format)), nil
+	})
+	set(filterPrefix+"tojson", filterToJSON)
+}
+
+// pyStr is str(v) for the values templates print.
+func pyStr(v jinja.Value) string {
+	if v.IsString() {
+		return v.AsString()
+	}
+	return v.String()
+}
+
+// filterToJSON is Jinja2's tojson as transformers defines it:
+// json.dumps(x, ensure_ascii=False, indent=indent, separators=separators,
+// sort_keys=False), with Python's spacing.
+func filterToJSON(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	if len(args) == 0 {
+		return jinja.Undefined(), errors.New("tojson: missing value")
+	}
+	indent := -1
+	var ind jinja.Value
+	if v, ok := kwargs["indent"]; ok {
+		ind = v
+	} else if len(args) > 1 {
+		ind = args[1]
+	}
+	switch {
+	case ind.IsInt():
+		indent = int(ind.AsInt())
+	case ind.IsString():
+		indent = -2 // handled below through indentStr
+	}
+	indentStr := ""
+	if indent >= 0 {
+		indentStr = strings.Repeat(" ", indent)
+	} else if indent == -2 {
+		indentStr = ind.AsString()
+	}
+	pretty := indent != -1
+	itemSep, keySep := ", ", ": "
+	if pretty {
+		itemSep = ","
+	}
+	if seps, ok := kwargs["separators"]; ok && seps.IsList() && seps.AsList().Len() == 2 {
+		itemSep = pyStr(seps.AsList().Get(0))
+		keySep = pyStr(seps.AsList().Get(1))
+	}
+	var sb strings.Builder
+	if err := writeJSON(&sb, args[0], pretty, indentStr, itemSep, keySep, 0); err != nil {
+		return jinja.Undefined(), err
+	}
+	return jinja.NewString(sb.String()), nil
+}
+
+func writeJSON(sb *strings.Builder, v jinja.Value, pretty bool, indent, itemSep, keySep string, depth int) error {
+	newline := func(d int) {
+		if pretty {
+			sb.WriteByte('\n')
+			for range d {
+				sb.WriteString(indent)
+			}
+		}
+	}
+	switch {
+	case v.IsUndefined(), v.IsNone():
+		sb.WriteString("null")
+	case v.IsBool():
+		if v.AsBool() {
+			sb.WriteString("true")
+		} else {
+			sb.WriteString("false")
+		}
+	case v.IsInt():
+		fmt.Fprintf(sb, "%d", v.AsInt())
+	case v.IsFloat():
+		sb.WriteString(pyFloat(v.AsFloat()))
+	case v.IsString():
+		writeJSONString(sb, v.AsString())
+	case v.IsList():
+		items := v.AsList().Items
+		if len(items) == 0 {
+			sb.WriteString("[]")
+			return nil
+		}
+		sb.WriteByte('[')
+		for i, it := range items {
+			if i > 0 {
+				sb.WriteString(itemSep)
+			}
+			newline(depth + 1)
+			if err := writeJSON(sb, it, pretty, indent, itemSep, keySep, depth+1); err != nil {
+				return err
+			}
+		}
+		newline(depth)
+		sb.WriteByte(']')
+	case v.IsDict():
+		d := v.AsDict()
+		if d.Len() == 0 {
+			sb.WriteString("{}")
+			return nil
+		}
+		sb.WriteByte('{')
+		for i, k := range d.OrderedKeys() {
+			if i > 0 {
+				sb.WriteString(itemSep)
+			}
+			newline(depth + 1)
+			writeJSONString(sb, k)
+			sb.WriteString(keySep)
+			val, _ := d.Get(k)
+			if err := writeJSON(sb, val, pretty, indent, itemSep, keySep, depth+1); err != nil {
+				return err
+			}
+		}
+		newline(depth)
+		sb.WriteByte('}')
+	default:
+		return fmt.Errorf("tojson: cannot serialize %s", v.String())
+	}
+	return nil
+}
+
+// writeJSONString writes s as json.dumps(s, ensure_ascii=False) does:
+// only quotes, backslashes and control characters are escaped.
+func writeJSONString(sb *strings.Builder, s string) {
+	sb.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			sb.WriteString(`\"`)
+		case '\\':
+			sb.WriteString(`\\`)
+		case '\n':
+			sb.WriteString(`\n`)
+		case '\r':
+			sb.WriteString(`\r`)
+		case '\t':
+			sb.WriteString(`\t`)
+		case '\b':
+			sb.WriteString(`\b`)
+		case '\f':
+			sb.WriteString(`\f`)
+		default:
+			if r < 0x20 {
+				fmt.Fprintf(sb, `\u%04x`, r)
+			} else {
+				sb.WriteRune(r)
+			}
+		}
+	}
+	sb.WriteByte('"')
+}
+
+// pyFloat formats a float as Python's repr does.
+func pyFloat(f float64) string {
+	switch {
+	case f != f:
+		return "NaN"
+	case f > 1.7976931348623157e308:
+		return "Infinity"
+	case f < -1.7976931348623157e308:
+		return "-Infinity"
+	}
+	s := strconvFloat(f)
+	return s
+}
+
+// strconvFloat is Python's float repr: the shortest round-tripping digits,
+// in positional form for exponents in [-4, 16), else in exponent form.
+func strconvFloat(f float64) string {
+	s := strconv.FormatFloat(f, 'e', -1, 64)
+	mant, expStr, _ := strings.Cut(s, "e")
+	exp, _ := strconv.Atoi(expStr)
+	if exp < -4 || exp >= 16 {
+		sign := "+"
+		if exp < 0 {
+			sign, exp = "-", -exp
+		}
+		return fmt.Sprintf("%se%s%02d", mant, sign, exp)
+	}
+	s = strconv.FormatFloat(f, 'f', -1, 64)
+	if !strings.ContainsAny(s, ".") {
+		s += ".0"
+	}
+	return s
+}
+
+// strftime formats t as Python's time.strftime does for the directives
+// chat templates use.
+func strftime(t time.Time, format string) string {
+	var sb strings.Builder
+	for i := 0; i < len(format); i++ {
+		c := format[i]
+		if c != '%' || i+1 >= len(format) {
+			sb.WriteByte(c)
+			continue
+		}
+		i++
+		switch format[i] {
+		case 'Y':
+			fmt.Fprintf(&sb, "%04d", t.Year())
+		case 'y':
+			fmt.Fprintf(&sb, "%02d", t.Year()%100)
+		case 'm':
+			fmt.Fprintf(&sb, "%02d", int(t.Month()))
+		case 'd':
+			fmt.Fprintf(&sb, "%02d", t.Day())
+		case 'e':
+			fmt.Fprintf(&sb, "%2d", t.Day())
+		case '-':
+			// GNU extension: %-d, %-m, %-H ... without padding.
+			if i+1 < len(format) {
+				i++
+				switch format[i] {
+				case 'd':
+					fmt.Fprintf(&sb, "%d", t.Day())
+				case 'm':
+					fmt.Fprintf(&sb, "%d", int(t.Month()))
+				case 'H':
+					fmt.Fprintf(&sb, "%d", t.Hour())
+				case 'I':
+					fmt.Fprintf(&sb, "%d", hour12(t))
+				case 'M':
+					fmt.Fprintf(&sb, "%d", t.Minute())
+				case 'S':
+					fmt.Fprintf(&sb, "%d", t.Second())
+				case 'j':
+					fmt.Fprintf(&sb, "%d", t.YearDay())
+				default:
+					sb.WriteString("%-")
+					sb.WriteByte(format[i])
+				}
+			}
+		case 'H':
+			fmt.Fprintf(&sb, "%02d", t.Hour())
+		case 'I':
+			fmt.Fprintf(&sb, "%02d", hour12(t))
+		case 'M':
+			fmt.Fprintf(&sb, "%02d", t.Minute())
+		case 'S':
+			fmt.Fprintf(&sb, "%02d", t.Second())
+		case 'f':
+			fmt.Fprintf(&sb, "%06d", t.Nanosecond()/1000)
+		case 'p':
+			if t.Hour() < 12 {
+				sb.WriteString("AM")
+			} else {
+				sb.WriteString("PM")
+			}
+		case 'B':
+			sb.WriteString(t.Month().String())
+		case 'b', 'h':
+			sb.WriteString(t.Month().String()[:3])
+		case 'A':
+			sb.WriteString(t.Weekday().String())
+		case 'a':
+			sb.WriteString(t.Weekday().String()[:3])
+		case 'w':
+			fmt.Fprintf(&sb, "%d", int(t.Weekday()))
+		case 'j':
+			fmt.Fprintf(&sb, "%03d", t.YearDay())
+		case 'Z':
+			name, _ := t.Zone()
+			sb.WriteString(name)
+		case 'z':
+			sb.WriteString(t.Format("-0700"))
+		case 'F':
+			sb.WriteString(t.Format("2006-01-02"))
+		case 'T':
+			sb.WriteString(t.Format("15:04:05"))
+		case 'D':
+			sb.WriteString(t.Format("01/02/06"))
+		case '%':
+			sb.WriteByte('%')
+		default:
+			sb.WriteByte('%')
+			sb.WriteByte(format[i])
+		}
+	}
+	return sb.String()
+}
+
+func hour12(t time.Time) int {
+	h := t.Hour() % 12
+	if h == 0 {
+		h = 12
+	}
+	return h
+}
+
+// Caps reports what the template supports. It renders probe conversations
+// once (like llama.cpp's capability check) and remembers the answer.
+func (t *Template) Caps() TemplateCaps {
+	t.capsOnce.Do(func() { t.caps = t.detectCaps() })
+	return t.caps
+}
+
+const (
+	probeString   = "PROBE_STRING_MARKER"
+	probeSystem   = "PROBE_SYSTEM_MARKER"
+	probeToolDef  = "probe_tool_definition"
+	probeCall1    = "probe_tool_call_one"
+	probeCall2    = "probe_tool_call_two"
+	probeResponse = "PROBE_TOOL_RESPONSE_MARKER"
+)
+
+// probe renders messages as given, without Render's adaptations.
+func (t *Template) probe(msgs []Message, tools []Tool, mode contentMode, extra map[string]jinja.Value) (string, bool) {
+	messages, err := messagesValue(msgs, mode)
+	if err != nil {
+		return "", false
+	}
+	toolsVal, err := toolsValue(tools)
+	if err != nil {
+		return "", false
+	}
+	vars := map[string]jinja.Value{
+		"messages":              messages,
+		"tools":                 toolsVal,
+		"add_generation_prompt": jinja.NewBool(true),
+		"bos_token":             jinja.NewString(""),
+		"eos_token":             jinja.NewString(""),
+	}
+	for k, v := range extra {
+		vars[k] = v
+	}
+	out, err := t.render(vars, time.Date(2024, 7, 26, 0, 0, 0, 0, time.UTC))
+	return out, err == nil
+}
+
+func (t *Template) detectCaps() TemplateCaps {
+	var c TemplateCaps
+
+	mode := contentAsGiven
+	user := []Message{{Role: RoleUser, Content: probeString}}
+	if out, ok := t.probe(user, nil, contentAsGiven, nil); !ok || !strings.Contains(out, probeString) {
+		if out, ok := t.probe(user, nil, contentTyped, nil); ok && strings.Contains(out, probeString) {
+			c.RequiresTypedContent = true
+			mode = contentTyped
+		}
+	}
+
+	sys := []Message{{Role: RoleSystem, Content: probeSystem}, {Role: RoleUser, Content: "User message"}}
+	if out, ok := t.probe(sys, nil, mode, nil); ok && strings.Contains(out, probeSystem) {
+		c.SupportsSystemRole = true
+	}
+
+	tools := []Tool{{
+		Name:        probeToolDef,
+		Description: "Tool description",
+		Parameters:  json.RawMessage(`{"type": "object", "properties": {"arg": {"type": "string", "description": "Arg description"}}, "required": ["arg"]}`),
+	}}
+	conv := func(calls ...string) []Message {
+		var tc []ToolCall
+		for i, name := range calls {
+			tc = append(tc, ToolCall{ID: fmt.Sprintf("call0000%d", i+1), Name: name, Arguments: `{"arg": "value"}`})
+		}
+		return []Message{
+			{Role: RoleUser, Content: "User message"},
+			{Role: RoleAssistant, ToolCalls: tc},
+			{Role: RoleTool, Content: probeResponse, ToolCallID: "call00001"},
+			{Role: RoleAssistant, Content: "The tool response was 'tool response'"},
+			{Role: RoleUser, Content: "User message"},
+		}
+	}
+	if out, ok := t.probe(conv(probeCall1), tools, mode, nil); ok {
+		c.SupportsTools = strings.Contains(out, probeToolDef)
+		c.SupportsToolCalls = strings.Contains(out, probeCall1)
+		c.SupportsToolResponses = strings.Contains(out, probeResponse)
+	}
+	if c.SupportsToolCalls {
+		if out, ok := t.probe(conv(probeCall1, probeCall2), tools, mode, nil); ok {
+			c.SupportsParallelToolCalls = strings.Contains(out, probeCall2)
+		}
+	}
+
+	on, okOn := t.probe(user, nil, mode, map[string]jinja.Value{"enable_thinking": jinja.NewBool(true)})
+	off, okOff := t.probe(user, nil, mode, map[string]jinja.Value{"enable_thinking": jinja.NewBool(false)})
+	c.SupportsThinking = okOn && okOff && on != off
+	return c
+}
