@@ -68,6 +68,10 @@ type TemplateCaps struct {
 	RequiresTypedContent bool
 	// SupportsThinking: the template reacts to enable_thinking.
 	SupportsThinking bool
+	// SupportsObjectArguments: the template reads tool call arguments as
+	// an object (iterating it or printing it with tojson); otherwise they
+	// are passed as the JSON text, as llama.cpp does.
+	SupportsObjectArguments bool
 }
 
 // TemplateError is the error a template raised itself, through
@@ -124,6 +128,9 @@ func (t *Template) Render(in TemplateInput) (string, error) {
 	mode := contentAsGiven
 	if caps.RequiresTypedContent {
 		mode = contentTyped
+	}
+	if !caps.SupportsObjectArguments {
+		mode |= argsAsText
 	}
 	messages, err := messagesValue(msgs, mode)
 	if err != nil {
@@ -189,22 +196,23 @@ func messageText(m Message) string {
 type contentMode int
 
 const (
-	contentAsGiven contentMode = iota // string, or parts when Parts is set
-	contentTyped                      // always a list of parts
+	contentAsGiven contentMode = 0      // string, or parts when Parts is set
+	contentTyped   contentMode = 1 << 0 // always a list of parts
+	argsAsText     contentMode = 1 << 1 // tool call arguments as JSON text
 )
 
 // messagesValue converts messages to the list of plain maps templates
 // expect, as transformers and llama.cpp pass them.
 func messagesValue(msgs []Message, mode contentMode) (jinja.Value, error) {
 	items := make([]jinja.Value, 0, len(msgs))
-	for i, m := range msgs {
+	for _, m := range msgs {
 		d := jinja.NewDict()
 		dict := d.AsDict()
 		dict.Set("role", jinja.NewString(m.Role))
 		switch {
 		case len(m.Parts) > 0:
 			dict.Set("content", partsValue(m.Parts))
-		case mode == contentTyped:
+		case mode&contentTyped != 0:
 			dict.Set("content", partsValue([]ContentPart{{Type: "text", Text: m.Content}}))
 		default:
 			dict.Set("content", jinja.NewString(m.Content))
@@ -221,9 +229,9 @@ func messagesValue(msgs []Message, mode contentMode) (jinja.Value, error) {
 		if len(m.ToolCalls) > 0 {
 			calls := make([]jinja.Value, 0, len(m.ToolCalls))
 			for _, tc := range m.ToolCalls {
-				args, err := argumentsValue(tc.Arguments)
-				if err != nil {
-					return jinja.Value{}, fmt.Errorf("chat: message %d: tool call %q: %w", i, tc.Name, err)
+				args := jinja.NewString(tc.Arguments)
+				if mode&argsAsText == 0 {
+					args = argumentsValue(tc.Arguments)
 				}
 				fn := jinja.NewDict()
 				fn.AsDict().Set("name", jinja.NewString(tc.Name))
@@ -246,15 +254,15 @@ func messagesValue(msgs []Message, mode contentMode) (jinja.Value, error) {
 
 // argumentsValue decodes a tool call's JSON arguments into an ordered
 // value; text that is not JSON is passed as a string.
-func argumentsValue(args string) (jinja.Value, error) {
+func argumentsValue(args string) jinja.Value {
 	if strings.TrimSpace(args) == "" {
-		return jinja.NewDict(), nil
+		return jinja.NewDict()
 	}
 	v, err := jsonToValue([]byte(args))
 	if err != nil {
-		return jinja.NewString(args), nil
+		return jinja.NewString(args)
 	}
-	return v, nil
+	return v
 }
 
 func partsValue(parts []ContentPart) jinja.Value {
@@ -813,6 +821,7 @@ const (
 	probeCall1    = "probe_tool_call_one"
 	probeCall2    = "probe_tool_call_two"
 	probeResponse = "PROBE_TOOL_RESPONSE_MARKER"
+	probeArg      = "PROBE_ARG_MARKER"
 )
 
 // probe renders messages as given, without Render's adaptations.
@@ -864,7 +873,7 @@ func (t *Template) detectCaps() TemplateCaps {
 	conv := func(calls ...string) []Message {
 		var tc []ToolCall
 		for i, name := range calls {
-			tc = append(tc, ToolCall{ID: fmt.Sprintf("call0000%d", i+1), Name: name, Arguments: `{"arg": "value"}`})
+			tc = append(tc, ToolCall{ID: fmt.Sprintf("call0000%d", i+1), Name: name, Arguments: `{"arg": "` + probeArg + `"}`})
 		}
 		return []Message{
 			{Role: RoleUser, Content: "User message"},
@@ -874,7 +883,16 @@ func (t *Template) detectCaps() TemplateCaps {
 			{Role: RoleUser, Content: "User message"},
 		}
 	}
-	if out, ok := t.probe(conv(probeCall1), tools, mode, nil); ok {
+	// Arguments as an object first, as llama.cpp probes: kept when the
+	// template shows them other than as a printed Python dict.
+	out, ok := t.probe(conv(probeCall1), tools, mode, nil)
+	if ok && strings.Contains(out, probeArg) && !strings.Contains(out, "{'arg': '"+probeArg+"'}") {
+		c.SupportsObjectArguments = true
+	} else {
+		mode |= argsAsText
+		out, ok = t.probe(conv(probeCall1), tools, mode, nil)
+	}
+	if ok {
 		c.SupportsTools = strings.Contains(out, probeToolDef)
 		c.SupportsToolCalls = strings.Contains(out, probeCall1)
 		c.SupportsToolResponses = strings.Contains(out, probeResponse)
