@@ -1,0 +1,333 @@
+package gguf
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"regexp"
+	"strings"
+)
+
+// Pooling types for [TinyModelOptions.PoolingType]. They match llama.cpp's
+// enum llama_pooling_type, except that 0 selects the architecture default
+// and PoolingNone (written as 0) must be asked for explicitly.
+const (
+	PoolingDefault = 0
+	PoolingNone    = -1
+	PoolingMean    = 1
+	PoolingCLS     = 2
+	PoolingLast    = 3
+	PoolingRank    = 4
+)
+
+// TinyModelOptions describes a small random-weight model of a llama.cpp
+// architecture. Zero fields take the defaults noted on each field.
+type TinyModelOptions struct {
+	// Arch is "llama" (decoder) or "bert" (encoder). Default "llama".
+	Arch string
+	// VocabFrom is the path of a vocab-only GGUF (e.g. from
+	// models/vocab/) whose tokenizer.* keys are copied. Required.
+	VocabFrom string
+	// NEmbd is the embedding width. Default 64.
+	NEmbd int
+	// NLayer is the number of blocks. Default 2.
+	NLayer int
+	// NHead is the number of attention heads. Default 4. NEmbd/NHead must
+	// be even (it is the rotary dimension for llama).
+	NHead int
+	// NHeadKV is the number of key/value heads. Default NHead; NHead must be
+	// a multiple of it.
+	NHeadKV int
+	// NFF is the feed-forward width. Default 2*NEmbd.
+	NFF int
+	// NCtx is the training context length (for bert also the number of
+	// position embeddings). Default 512.
+	NCtx int
+	// Seed seeds the random weights.
+	Seed int64
+	// Classifier, for bert, is the number of classification outputs. A
+	// positive value makes a reranker: it adds cls.weight, cls.bias,
+	// cls.output.weight and cls.output.bias, and the default pooling type
+	// becomes PoolingRank. Values above 1 also write
+	// bert.classifier.output_labels, which is how llama.cpp learns the
+	// number of outputs.
+	Classifier int
+	// PoolingType is written as <arch>.pooling_type; see the Pooling*
+	// constants. The default is none written for llama, PoolingCLS for bert
+	// (PoolingRank with Classifier > 0).
+	PoolingType int
+	// ExtraKV is set last and may override any generated key.
+	ExtraKV []KV
+}
+
+func (o *TinyModelOptions) defaults() error {
+	if o.Arch == "" {
+		o.Arch = "llama"
+	}
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&o.NEmbd, 64)
+	def(&o.NLayer, 2)
+	def(&o.NHead, 4)
+	def(&o.NHeadKV, o.NHead)
+	def(&o.NFF, 2*o.NEmbd)
+	def(&o.NCtx, 512)
+	switch {
+	case o.Arch != "llama" && o.Arch != "bert":
+		return fmt.Errorf("gguf: tiny model: unsupported architecture %q (want llama or bert)", o.Arch)
+	case o.VocabFrom == "":
+		return fmt.Errorf("gguf: tiny model: VocabFrom is required")
+	case o.NEmbd < 0 || o.NLayer < 0 || o.NHead < 0 || o.NHeadKV < 0 || o.NFF < 0 || o.NCtx < 0 || o.Classifier < 0:
+		return fmt.Errorf("gguf: tiny model: negative size in options")
+	case o.NEmbd%o.NHead != 0 || (o.NEmbd/o.NHead)%2 != 0:
+		return fmt.Errorf("gguf: tiny model: NEmbd %d must be NHead %d times an even head size", o.NEmbd, o.NHead)
+	case o.NHead%o.NHeadKV != 0:
+		return fmt.Errorf("gguf: tiny model: NHead %d is not a multiple of NHeadKV %d", o.NHead, o.NHeadKV)
+	case o.Classifier > 0 && o.Arch != "bert":
+		return fmt.Errorf("gguf: tiny model: Classifier needs the bert architecture")
+	case o.PoolingType < PoolingNone || o.PoolingType > PoolingRank:
+		return fmt.Errorf("gguf: tiny model: invalid pooling type %d", o.PoolingType)
+	}
+	return nil
+}
+
+// randTensors adds random F32 tensors to a writer.
+type randTensors struct {
+	w   *Writer
+	rng *rand.Rand
+	err error
+}
+
+// add adds a tensor of the given shape with values uniform in
+// [center-spread, center+spread].
+func (r *randTensors) add(name string, center, spread float32, shape ...int) {
+	if r.err != nil {
+		return
+	}
+	n := 1
+	dims := make([]uint64, len(shape))
+	for i, d := range shape {
+		n *= d
+		dims[i] = uint64(d)
+	}
+	data := make([]float32, n)
+	for i := range data {
+		data[i] = center + spread*(2*r.rng.Float32()-1)
+	}
+	r.err = r.w.AddTensorF32(name, dims, data)
+}
+
+// weight adds a matrix initialised with spread 1/sqrt(fan_in).
+func (r *randTensors) weight(name string, nIn, nOut int) {
+	r.add(name, 0, float32(1/math.Sqrt(float64(nIn))), nIn, nOut)
+}
+
+func newRand(seed int64) *rand.Rand {
+	return rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
+}
+
+// WriteTinyModel writes a small random-weight model to path that llama.cpp's
+// loader accepts for the chosen architecture: the hyper-parameter keys it
+// requires (with the exact value types it checks), the tokenizer copied from
+// o.VocabFrom, and exactly the tensors its load_tensors creates, all F32.
+func WriteTinyModel(path string, o TinyModelOptions) error {
+	if err := o.defaults(); err != nil {
+		return err
+	}
+	vocab, err := Open(o.VocabFrom)
+	if err != nil {
+		return err
+	}
+	tokens, ok := vocab.Strings("tokenizer.ggml.tokens")
+	if !ok || len(tokens) == 0 {
+		return fmt.Errorf("gguf: tiny model: %s has no tokenizer.ggml.tokens", o.VocabFrom)
+	}
+	nVocab := len(tokens)
+
+	w := NewWriter()
+	a := o.Arch
+	u32 := func(v int) uint32 { return uint32(v) }
+	w.SetKV("general.architecture", a)
+	w.SetKV("general.type", "model")
+	w.SetKV("general.name", "tiny-random-"+a)
+	w.SetKV("general.file_type", uint32(0)) // LLAMA_FTYPE_ALL_F32
+	w.SetKV(a+".context_length", u32(o.NCtx))
+	w.SetKV(a+".embedding_length", u32(o.NEmbd))
+	w.SetKV(a+".block_count", u32(o.NLayer))
+	w.SetKV(a+".feed_forward_length", u32(o.NFF))
+	w.SetKV(a+".attention.head_count", u32(o.NHead))
+	w.SetKV(a+".attention.head_count_kv", u32(o.NHeadKV))
+	headDim := o.NEmbd / o.NHead
+	nEmbdKV := headDim * o.NHeadKV
+	pooling := o.PoolingType
+	switch a {
+	case "llama":
+		w.SetKV(a+".rope.dimension_count", u32(headDim))
+		w.SetKV(a+".rope.freq_base", float32(10000))
+		w.SetKV(a+".attention.layer_norm_rms_epsilon", float32(1e-5))
+		w.SetKV(a+".vocab_size", u32(nVocab))
+	case "bert":
+		w.SetKV(a+".attention.layer_norm_epsilon", float32(1e-12))
+		w.SetKV(a+".attention.causal", false)
+		if pooling == PoolingDefault {
+			pooling = PoolingCLS
+			if o.Classifier > 0 {
+				pooling = PoolingRank
+			}
+		}
+		if o.Classifier > 1 {
+			labels := make([]string, o.Classifier)
+			for i := range labels {
+				labels[i] = fmt.Sprintf("LABEL_%d", i)
+			}
+			w.SetKV(a+".classifier.output_labels", labels)
+		}
+	}
+	switch {
+	case pooling == PoolingNone:
+		w.SetKV(a+".pooling_type", uint32(0))
+	case pooling != PoolingDefault:
+		w.SetKV(a+".pooling_type", u32(pooling))
+	}
+	w.CopyKV(vocab, func(key string) bool { return !strings.HasPrefix(key, "tokenizer.") })
+	nTokenTypes := 0
+	if a == "bert" {
+		// llama.cpp's bert loader refuses a vocab without token types.
+		if v, ok := vocab.Int("tokenizer.ggml.token_type_count"); ok && v > 0 {
+			nTokenTypes = v
+		} else {
+			nTokenTypes = 2
+			w.SetKV("tokenizer.ggml.token_type_count", uint32(2))
+		}
+	}
+	for _, kv := range o.ExtraKV {
+		w.SetKV(kv.Key, kv.Value)
+	}
+
+	r := &randTensors{w: w, rng: newRand(o.Seed)}
+	e, ff := o.NEmbd, o.NFF
+	switch a {
+	case "llama":
+		r.add("token_embd.weight", 0, 0.5, e, nVocab)
+		r.add("output_norm.weight", 1, 0.1, e)
+		r.weight("output.weight", e, nVocab)
+		for i := 0; i < o.NLayer; i++ {
+			p := fmt.Sprintf("blk.%d.", i)
+			r.add(p+"attn_norm.weight", 1, 0.1, e)
+			r.weight(p+"attn_q.weight", e, e)
+			r.weight(p+"attn_k.weight", e, nEmbdKV)
+			r.weight(p+"attn_v.weight", e, nEmbdKV)
+			r.weight(p+"attn_output.weight", e, e)
+			r.add(p+"ffn_norm.weight", 1, 0.1, e)
+			r.weight(p+"ffn_gate.weight", e, ff)
+			r.weight(p+"ffn_down.weight", ff, e)
+			r.weight(p+"ffn_up.weight", e, ff)
+		}
+	case "bert":
+		r.add("token_embd.weight", 0, 0.5, e, nVocab)
+		r.add("token_types.weight", 0, 0.1, e, nTokenTypes)
+		r.add("position_embd.weight", 0, 0.1, e, o.NCtx)
+		r.add("token_embd_norm.weight", 1, 0.1, e)
+		r.add("token_embd_norm.bias", 0, 0.1, e)
+		if o.Classifier > 0 {
+			r.weight("cls.weight", e, e)
+			r.add("cls.bias", 0, 0.1, e)
+			r.weight("cls.output.weight", e, o.Classifier)
+			r.add("cls.output.bias", 0, 0.1, o.Classifier)
+		}
+		for i := 0; i < o.NLayer; i++ {
+			p := fmt.Sprintf("blk.%d.", i)
+			r.weight(p+"attn_q.weight", e, e)
+			r.add(p+"attn_q.bias", 0, 0.1, e)
+			r.weight(p+"attn_k.weight", e, nEmbdKV)
+			r.add(p+"attn_k.bias", 0, 0.1, nEmbdKV)
+			r.weight(p+"attn_v.weight", e, nEmbdKV)
+			r.add(p+"attn_v.bias", 0, 0.1, nEmbdKV)
+			r.weight(p+"attn_output.weight", e, e)
+			r.add(p+"attn_output.bias", 0, 0.1, e)
+			r.add(p+"attn_output_norm.weight", 1, 0.1, e)
+			r.add(p+"attn_output_norm.bias", 0, 0.1, e)
+			r.weight(p+"ffn_up.weight", e, ff)
+			r.add(p+"ffn_up.bias", 0, 0.1, ff)
+			r.weight(p+"ffn_down.weight", ff, e)
+			r.add(p+"ffn_down.bias", 0, 0.1, e)
+			r.add(p+"layer_output_norm.weight", 1, 0.1, e)
+			r.add(p+"layer_output_norm.bias", 0, 0.1, e)
+		}
+	}
+	if r.err != nil {
+		return r.err
+	}
+	return w.WriteFile(path)
+}
+
+var defaultLoRATarget = regexp.MustCompile(`^blk\.\d+\.attn_[qv]\.weight$`)
+
+// LoRAShapes returns the shapes llama.cpp expects for the lora_a and lora_b
+// tensors adapting a base tensor of shape base (ne[0] = inputs, ne[1] =
+// outputs) at the given rank. For a token embedding, which llama.cpp applies
+// through a row lookup, A is [rank, n_vocab] and B is [rank, n_embd];
+// otherwise A is [n_in, rank] and B is [rank, n_out].
+func LoRAShapes(name string, base []uint64, rank int) (a, b []uint64, err error) {
+	if len(base) != 2 {
+		return nil, nil, fmt.Errorf("gguf: lora target %q has shape %v, want a matrix", name, base)
+	}
+	if rank <= 0 {
+		return nil, nil, fmt.Errorf("gguf: lora rank %d must be positive", rank)
+	}
+	r := uint64(rank)
+	if strings.HasSuffix(name, "token_embd.weight") {
+		return []uint64{r, base[1]}, []uint64{r, base[0]}, nil
+	}
+	return []uint64{base[0], r}, []uint64{r, base[1]}, nil
+}
+
+// WriteLoRA writes a LoRA adapter GGUF for the model described by base:
+// general.type=adapter, adapter.type=lora, adapter.lora.alpha, the base
+// model's general.architecture, and for each target base tensor (e.g.
+// "blk.0.attn_q.weight") F32 tensors "<name>.lora_a" and "<name>.lora_b"
+// shaped as [LoRAShapes] describes, with values uniform in [-scale, scale].
+// An empty targets list selects every blk.N.attn_q.weight and
+// blk.N.attn_v.weight of the base model.
+func WriteLoRA(path string, base *File, targets []string, rank int, alpha float32, seed int64, scale float32) error {
+	arch := base.Architecture()
+	if arch == "" {
+		return fmt.Errorf("gguf: lora: base model has no general.architecture")
+	}
+	if len(targets) == 0 {
+		for _, t := range base.Tensors {
+			if defaultLoRATarget.MatchString(t.Name) {
+				targets = append(targets, t.Name)
+			}
+		}
+		if len(targets) == 0 {
+			return fmt.Errorf("gguf: lora: base model has no attn_q/attn_v weights to target")
+		}
+	}
+	w := NewWriter()
+	w.SetKV("general.architecture", arch)
+	w.SetKV("general.type", "adapter")
+	w.SetKV("general.name", "tiny-random-lora")
+	w.SetKV("adapter.type", "lora")
+	w.SetKV("adapter.lora.alpha", alpha)
+	r := &randTensors{w: w, rng: newRand(seed)}
+	for _, name := range targets {
+		t, ok := base.Tensor(name)
+		if !ok {
+			return fmt.Errorf("gguf: lora: base model has no tensor %q", name)
+		}
+		as, bs, err := LoRAShapes(name, t.Shape, rank)
+		if err != nil {
+			return err
+		}
+		r.add(name+".lora_a", 0, scale, int(as[0]), int(as[1]))
+		r.add(name+".lora_b", 0, scale, int(bs[0]), int(bs[1]))
+		if r.err != nil {
+			return r.err
+		}
+	}
+	return w.WriteFile(path)
+}
