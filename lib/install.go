@@ -1,0 +1,238 @@
+package lib
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// InstallOptions controls Install. The zero value installs the CPU build for
+// the running platform into its cache folder, quietly.
+type InstallOptions struct {
+	// Dir is the folder to install into; empty means DefaultDir(Flavor).
+	Dir string
+	// Flavor picks the build (CPU, CUDA, Vulkan).
+	Flavor Flavor
+	// Progress, when set, receives human-readable progress lines while the
+	// package downloads and unpacks.
+	Progress io.Writer
+	// NPM is the npm command; empty means "npm" from PATH.
+	NPM string
+}
+
+// Install fetches the pinned build through the npm client and unpacks its
+// libraries into a folder, returning the folder. A folder that already holds
+// the library is left alone. The download is verified against the pinned
+// SHA-256 where one is known. Concurrent installs (from several processes)
+// are safe: the folder is filled under a temporary name and renamed.
+func Install(ctx context.Context, o InstallOptions) (string, error) {
+	pkg, err := PackageFor(runtime.GOOS, runtime.GOARCH, o.Flavor)
+	if err != nil {
+		return "", err
+	}
+	dir := o.Dir
+	if dir == "" {
+		if dir, err = DefaultDir(o.Flavor); err != nil {
+			return "", err
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, LibraryFile())); err == nil {
+		return dir, nil
+	}
+	npm := o.NPM
+	if npm == "" {
+		npm = "npm"
+	}
+	if _, err := exec.LookPath(npm); err != nil {
+		return "", fmt.Errorf("lib: installing llama.cpp %s needs the npm client: %w", Version, err)
+	}
+	spec := pkg.Name + "@" + NPMVersion
+	progress(o.Progress, "llama: installing llama.cpp %s (%s) into %s", Version, spec, dir)
+	tgz, err := fetchTarball(ctx, npm, spec, o.Progress)
+	if err != nil {
+		return "", err
+	}
+	if pkg.SHA256 != "" {
+		sum := sha256.Sum256(tgz)
+		if got := hex.EncodeToString(sum[:]); got != pkg.SHA256 {
+			return "", fmt.Errorf("lib: %s: checksum mismatch: got sha256 %s, want %s", spec, got, pkg.SHA256)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", fmt.Errorf("lib: %w", err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".install-*")
+	if err != nil {
+		return "", fmt.Errorf("lib: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	n, err := untarFolder(tgz, "package/"+pkg.Folder+"/", tmp)
+	if err != nil {
+		return "", fmt.Errorf("lib: unpacking %s: %w", spec, err)
+	}
+	if _, err := os.Stat(filepath.Join(tmp, LibraryFile())); err != nil {
+		return "", fmt.Errorf("lib: %s holds no %s in %s", spec, LibraryFile(), pkg.Folder)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		// Another process may have won the race; its folder is as good.
+		if _, serr := os.Stat(filepath.Join(dir, LibraryFile())); serr == nil {
+			return dir, nil
+		}
+		return "", fmt.Errorf("lib: %w", err)
+	}
+	progress(o.Progress, "llama: installed %d files into %s", n, dir)
+	return dir, nil
+}
+
+// fetchTarball asks npm where the package's tarball is (the registry comes
+// from the user's npm configuration) and downloads it with progress; if that
+// fails it falls back to `npm pack`, which downloads it itself.
+func fetchTarball(ctx context.Context, npm, spec string, w io.Writer) ([]byte, error) {
+	out, err := exec.CommandContext(ctx, npm, "view", spec, "dist.tarball").Output()
+	if err == nil {
+		url := strings.TrimSpace(string(out))
+		if strings.HasPrefix(url, "https://") || strings.HasPrefix(url, "http://") {
+			b, derr := download(ctx, url, w)
+			if derr == nil {
+				return b, nil
+			}
+			progress(w, "llama: direct download failed (%v); trying npm pack", derr)
+		}
+	}
+	tmp, err := os.MkdirTemp("", "llama-npm-*")
+	if err != nil {
+		return nil, fmt.Errorf("lib: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	cmd := exec.CommandContext(ctx, npm, "pack", "--silent", spec)
+	cmd.Dir = tmp
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if out, err = cmd.Output(); err != nil {
+		return nil, fmt.Errorf("lib: npm pack %s: %w: %s", spec, err, strings.TrimSpace(stderr.String()))
+	}
+	name := strings.TrimSpace(string(out))
+	if i := strings.LastIndexByte(name, '\n'); i >= 0 {
+		name = name[i+1:]
+	}
+	return os.ReadFile(filepath.Join(tmp, filepath.Base(name)))
+}
+
+func download(ctx context.Context, url string, w io.Writer) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %s", resp.Status)
+	}
+	pr := &progressReader{r: resp.Body, total: resp.ContentLength, w: w}
+	b, err := io.ReadAll(pr)
+	pr.report(true)
+	return b, err
+}
+
+type progressReader struct {
+	r     io.Reader
+	w     io.Writer
+	total int64
+	n     int64
+	last  time.Time
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	p.report(false)
+	return n, err
+}
+
+func (p *progressReader) report(final bool) {
+	if p.w == nil || (!final && time.Since(p.last) < 500*time.Millisecond) {
+		return
+	}
+	p.last = time.Now()
+	if p.total > 0 {
+		progress(p.w, "llama: downloaded %.1f of %.1f MiB (%d%%)", mib(p.n), mib(p.total), p.n*100/p.total)
+	} else {
+		progress(p.w, "llama: downloaded %.1f MiB", mib(p.n))
+	}
+}
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+func progress(w io.Writer, format string, args ...any) {
+	if w != nil {
+		fmt.Fprintf(w, format+"\n", args...)
+	}
+}
+
+// untarFolder extracts the regular files under prefix in a gzipped tar into
+// dst (flat: the libraries sit in one folder), refusing names that would
+// escape it.
+func untarFolder(tgz []byte, prefix, dst string) (int, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(tgz))
+	if err != nil {
+		return 0, err
+	}
+	tr := tar.NewReader(zr)
+	n := 0
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		if h.Typeflag != tar.TypeReg || !strings.HasPrefix(h.Name, prefix) {
+			continue
+		}
+		rel := path.Clean(strings.TrimPrefix(h.Name, prefix))
+		if rel == "." || strings.HasPrefix(rel, "..") || path.IsAbs(rel) || strings.Contains(rel, "/") {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(dst, rel), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+		if err != nil {
+			return n, err
+		}
+		_, err = io.Copy(f, io.LimitReader(tr, 1<<31))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+}
+
+// FindOrInstall returns Find(dir, f) when the library is there, and otherwise
+// installs the pinned build into the cache folder (never into an explicit
+// folder or $LLAMA_LIB_DIR, which must already hold it).
+func FindOrInstall(ctx context.Context, dir string, f Flavor, progressOut io.Writer) (string, error) {
+	d, err := Find(dir, f)
+	if err == nil || dir != "" || os.Getenv(EnvDir) != "" {
+		return d, err
+	}
+	return Install(ctx, InstallOptions{Flavor: f, Progress: progressOut})
+}

@@ -1,0 +1,176 @@
+// Package lib finds, installs and loads the prebuilt llama.cpp shared
+// libraries that package llama calls through purego.
+//
+// The pinned build is llama.cpp release v0.4.0 as prebuilt by node-llama-cpp
+// 3.21.1 and published as npm packages (one per platform and GPU flavour).
+// Find looks for it in an explicit folder, then in the folder named by the
+// LLAMA_LIB_DIR environment variable, then in a per-user cache folder;
+// Install fetches it through the npm client (whose registry configuration is
+// the user's own), verifies its checksum where one is pinned, and unpacks it
+// into the cache.
+//
+// Load opens the libraries of a folder and the ggml backends in it, so that
+// ggml picks the CPU variant (and, where present, the GPU backend) that suits
+// the machine. A library of another ABI is refused by package llama at load.
+package lib
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+)
+
+// Version is the llama.cpp release the bindings are written against.
+const Version = "v0.4.0"
+
+// NPMVersion is the version of the node-llama-cpp platform packages that
+// carry the pinned build.
+const NPMVersion = "3.21.1"
+
+// EnvDir is the environment variable naming a folder that holds the libraries.
+const EnvDir = "LLAMA_LIB_DIR"
+
+// EnvCache is the environment variable naming the cache folder under which
+// installs go (default: the user cache folder's "go-llama").
+const EnvCache = "LLAMA_CACHE"
+
+// Flavor selects a build of the library for a platform.
+type Flavor string
+
+// Flavors of the prebuilt library. Not every flavor exists for every platform.
+const (
+	CPU    Flavor = ""       // CPU only (Metal on Apple silicon)
+	CUDA   Flavor = "cuda"   // NVIDIA CUDA
+	Vulkan Flavor = "vulkan" // Vulkan
+)
+
+// Package describes one prebuilt package of the library.
+type Package struct {
+	// Name is the npm package name.
+	Name string
+	// Folder is the folder inside the package tarball holding the libraries.
+	Folder string
+	// SHA256 is the pinned checksum of the package tarball; empty when the
+	// package's integrity is left to the npm client alone.
+	SHA256 string
+}
+
+// packages maps GOOS/GOARCH[/flavor] to the npm package of the pinned build.
+var packages = map[string]Package{
+	"linux/amd64": {Name: "@node-llama-cpp/linux-x64", Folder: "bins/linux-x64",
+		SHA256: "4b5b65a8b2611d8af94349b02d815c0f424a30a0a19aef2be5db25ecfef6730f"},
+	"linux/amd64/cuda":   {Name: "@node-llama-cpp/linux-x64-cuda", Folder: "bins/linux-x64-cuda"},
+	"linux/amd64/vulkan": {Name: "@node-llama-cpp/linux-x64-vulkan", Folder: "bins/linux-x64-vulkan"},
+	"linux/arm64":        {Name: "@node-llama-cpp/linux-arm64", Folder: "bins/linux-arm64"},
+	"darwin/arm64":       {Name: "@node-llama-cpp/mac-arm64-metal", Folder: "bins/mac-arm64-metal"},
+	"darwin/amd64":       {Name: "@node-llama-cpp/mac-x64", Folder: "bins/mac-x64"},
+	"windows/amd64":      {Name: "@node-llama-cpp/win-x64", Folder: "bins/win-x64"},
+	"windows/amd64/cuda": {Name: "@node-llama-cpp/win-x64-cuda", Folder: "bins/win-x64-cuda"},
+	"windows/amd64/vulkan": {Name: "@node-llama-cpp/win-x64-vulkan",
+		Folder: "bins/win-x64-vulkan"},
+	"windows/arm64": {Name: "@node-llama-cpp/win-arm64", Folder: "bins/win-arm64"},
+}
+
+// PackageFor returns the prebuilt package for a platform and flavor.
+func PackageFor(goos, goarch string, f Flavor) (Package, error) {
+	key := goos + "/" + goarch
+	if f != CPU {
+		key += "/" + string(f)
+	}
+	p, ok := packages[key]
+	if !ok {
+		return Package{}, fmt.Errorf("lib: no prebuilt llama.cpp %s for %s", flavorName(f), key)
+	}
+	return p, nil
+}
+
+func flavorName(f Flavor) string {
+	if f == CPU {
+		return "build"
+	}
+	return string(f) + " build"
+}
+
+// LibraryFile is the file name of libllama for the running platform.
+func LibraryFile() string { return libFile(runtime.GOOS, "llama") }
+
+// GGMLFile is the file name of libggml for the running platform.
+func GGMLFile() string { return libFile(runtime.GOOS, "ggml") }
+
+// GGMLBaseFile is the file name of libggml-base for the running platform.
+func GGMLBaseFile() string {
+	switch runtime.GOOS {
+	case "windows":
+		return "ggml-base.dll"
+	case "darwin":
+		return "libggml-base.dylib"
+	}
+	return "libggml-base.so"
+}
+
+func libFile(goos, name string) string {
+	switch goos {
+	case "windows":
+		return name + ".dll"
+	case "darwin":
+		return "lib" + name + "." + Version + ".dylib"
+	}
+	return "lib" + name + "." + Version + ".so"
+}
+
+// CacheDir is the folder under which Install puts builds: $LLAMA_CACHE, or
+// the user cache folder's "go-llama".
+func CacheDir() (string, error) {
+	if d := os.Getenv(EnvCache); d != "" {
+		return d, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("lib: no cache folder (set %s): %w", EnvCache, err)
+	}
+	return filepath.Join(d, "go-llama"), nil
+}
+
+// DefaultDir is the cache folder for the given flavor of the pinned build
+// on the running platform.
+func DefaultDir(f Flavor) (string, error) {
+	c, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	name := runtime.GOOS + "-" + runtime.GOARCH
+	if f != CPU {
+		name += "-" + string(f)
+	}
+	return filepath.Join(c, Version, name), nil
+}
+
+// ErrNotFound is returned (wrapped) by Find when no folder holds the library.
+var ErrNotFound = errors.New("lib: llama.cpp library not found")
+
+// Find returns the folder holding the library: dir when it is not empty,
+// else $LLAMA_LIB_DIR when set, else the cache folder of the flavor. The
+// folder must hold LibraryFile; an explicit folder or $LLAMA_LIB_DIR that
+// lacks it is an error rather than a reason to look further, so that a
+// mistake is never hidden by another copy of the library.
+func Find(dir string, f Flavor) (string, error) {
+	check := func(d, from string) (string, error) {
+		if _, err := os.Stat(filepath.Join(d, LibraryFile())); err != nil {
+			return "", fmt.Errorf("%w: %s (%s) has no %s", ErrNotFound, d, from, LibraryFile())
+		}
+		return d, nil
+	}
+	if dir != "" {
+		return check(dir, "given folder")
+	}
+	if d := os.Getenv(EnvDir); d != "" {
+		return check(d, EnvDir)
+	}
+	d, err := DefaultDir(f)
+	if err != nil {
+		return "", err
+	}
+	return check(d, "cache")
+}
