@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -406,84 +407,254 @@ var overriddenFilters = map[string]bool{
 	"tojson": true,
 }
 
-// preprocessSource rewrites filter applications of overriddenFilters inside
-// {{ }} and {% %} tags so that they reach our implementations. String
-// literals and comments are left alone.
+// preprocessSource applies Jinja2's whitespace rules as transformers
+// configures them (trim_blocks, lstrip_blocks, "-" markers, no trailing
+// newline kept) itself and hands the engine a source without any plain
+// text: each text run becomes a string literal expression. The engine's own
+// trimming looks past expressions for the text to trim, which Jinja2 does
+// not do; with no text left it has nothing to get wrong. Comments are
+// dropped, raw blocks become text, and filters in overriddenFilters are
+// renamed to reach our implementations.
 func preprocessSource(src string) string {
+	src = strings.ReplaceAll(src, "\r\n", "\n")
+	src = strings.TrimSuffix(src, "\n")
+	segs := scanSegments(src)
+
+	// Decide cuts on the original text, as Jinja2's lexer does.
+	type cut struct{ start, end int }
+	cuts := make([]cut, len(segs))
+	for i, sg := range segs {
+		cuts[i] = cut{0, len(sg.text)}
+	}
+	for i, sg := range segs {
+		if sg.kind == segTextKind {
+			continue
+		}
+		block := sg.kind == '%' || sg.kind == '#'
+		if i > 0 && segs[i-1].kind == segTextKind {
+			prev := segs[i-1].text
+			switch {
+			case sg.trimLeft:
+				cuts[i-1].end = min(cuts[i-1].end, len(strings.TrimRightFunc(prev, unicode.IsSpace)))
+			case block && !sg.plusLeft:
+				k := len(strings.TrimRight(prev, " \t"))
+				if k < len(prev) && (k > 0 && prev[k-1] == '\n' || k == 0 && (segs[i-1].pos == 0 || strings.Contains(prev, "\n"))) {
+					cuts[i-1].end = min(cuts[i-1].end, k)
+				}
+			}
+		}
+		if i+1 < len(segs) && segs[i+1].kind == segTextKind {
+			next := segs[i+1].text
+			switch {
+			case sg.trimRight:
+				cuts[i+1].start = max(cuts[i+1].start, len(next)-len(strings.TrimLeftFunc(next, unicode.IsSpace)))
+			case block && !sg.plusRight && strings.HasPrefix(next, "\n"):
+				cuts[i+1].start = max(cuts[i+1].start, 1)
+			}
+		}
+	}
+
 	var out strings.Builder
-	out.Grow(len(src) + 64)
+	out.Grow(len(src) + len(src)/4)
+	for i, sg := range segs {
+		switch sg.kind {
+		case segTextKind:
+			c := cuts[i]
+			if c.start >= c.end {
+				continue
+			}
+			text := sg.text[c.start:c.end]
+			out.WriteString(`{{ "`)
+			for j := 0; j < len(text); j++ {
+				if text[j] == '\\' || text[j] == '"' {
+					out.WriteByte('\\')
+				}
+				out.WriteByte(text[j])
+			}
+			out.WriteString(`" }}`)
+		case '#':
+		case '{':
+			out.WriteString("{{")
+			out.WriteString(renameFilters(sg.text))
+			out.WriteString("}}")
+		case '%':
+			out.WriteString("{%")
+			out.WriteString(renameFilters(sg.text))
+			out.WriteString("%}")
+		}
+	}
+	return out.String()
+}
+
+const segTextKind = 0
+
+// segment is a run of template text or one tag.
+type segment struct {
+	kind                 byte // segTextKind, '{', '%' or '#'
+	text                 string
+	pos                  int // offset in the source
+	trimLeft, plusLeft   bool
+	trimRight, plusRight bool
+}
+
+// scanSegments splits a template into text and tags. An unterminated tag
+// is kept as text, for the engine to report.
+func scanSegments(src string) []segment {
+	var segs []segment
+	textStart := 0
 	i := 0
-	for i < len(src) {
-		if !strings.HasPrefix(src[i:], "{{") && !strings.HasPrefix(src[i:], "{%") && !strings.HasPrefix(src[i:], "{#") {
-			out.WriteByte(src[i])
+	flush := func(end int) {
+		if end > textStart {
+			segs = append(segs, segment{kind: segTextKind, text: src[textStart:end], pos: textStart})
+		}
+	}
+	for i+1 < len(src) {
+		if src[i] != '{' || (src[i+1] != '{' && src[i+1] != '%' && src[i+1] != '#') {
 			i++
 			continue
 		}
-		if src[i+1] == '#' {
-			end := strings.Index(src[i+2:], "#}")
-			if end < 0 {
-				out.WriteString(src[i:])
-				return out.String()
-			}
-			out.WriteString(src[i : i+2+end+2])
-			i += 2 + end + 2
-			continue
-		}
+		kind := src[i+1]
 		closer := "}}"
-		if src[i+1] == '%' {
+		switch kind {
+		case '%':
 			closer = "%}"
+		case '#':
+			closer = "#}"
 		}
-		out.WriteString(src[i : i+2])
-		i += 2
+		j := i + 2
+		sg := segment{kind: kind, pos: i}
+		if j < len(src) && src[j] == '-' {
+			sg.trimLeft = true
+			j++
+		} else if j < len(src) && src[j] == '+' {
+			sg.plusLeft = true
+			j++
+		}
+		bodyStart := j
+		end := -1
 		var quote byte
-		for i < len(src) {
-			c := src[i]
-			if quote != 0 {
-				out.WriteByte(c)
-				if c == '\\' && i+1 < len(src) {
-					out.WriteByte(src[i+1])
-					i += 2
+		for j < len(src) {
+			c := src[j]
+			if kind != '#' && quote != 0 {
+				if c == '\\' {
+					j += 2
 					continue
 				}
 				if c == quote {
 					quote = 0
 				}
-				i++
+				j++
 				continue
 			}
-			if c == '\'' || c == '"' {
+			if kind != '#' && (c == '\'' || c == '"') {
 				quote = c
-				out.WriteByte(c)
-				i++
+				j++
 				continue
 			}
-			if strings.HasPrefix(src[i:], closer) {
-				out.WriteString(closer)
-				i += 2
+			if strings.HasPrefix(src[j:], closer) {
+				end = j
 				break
 			}
-			if c == '|' {
-				out.WriteByte(c)
-				i++
-				j := i
-				for j < len(src) && (src[j] == ' ' || src[j] == '\t' || src[j] == '\n' || src[j] == '\r') {
-					j++
+			j++
+		}
+		if end < 0 {
+			break
+		}
+		bodyEnd := end
+		if bodyEnd > bodyStart && src[bodyEnd-1] == '-' {
+			sg.trimRight = true
+			bodyEnd--
+		} else if bodyEnd > bodyStart && src[bodyEnd-1] == '+' {
+			sg.plusRight = true
+			bodyEnd--
+		}
+		sg.text = src[bodyStart:bodyEnd]
+		flush(i)
+		i = end + 2
+		textStart = i
+		if kind == '%' && strings.TrimSpace(sg.text) == "raw" {
+			// Everything up to {% endraw %} is text.
+			k := i
+			for {
+				o := strings.Index(src[k:], "{%")
+				if o < 0 {
+					break
 				}
-				k := j
-				for k < len(src) && (src[k] == '_' || isAlnum(src[k])) {
-					k++
+				k += o
+				c := strings.Index(src[k:], "%}")
+				if c < 0 {
+					break
 				}
-				out.WriteString(src[i:j])
-				if overriddenFilters[src[j:k]] {
-					out.WriteString(filterPrefix)
+				inner := strings.Trim(src[k+2:k+c], "-+ \t\r\n")
+				if inner == "endraw" {
+					segs = append(segs, sg)
+					segs = append(segs, segment{kind: segTextKind, text: src[i:k], pos: i})
+					endTag := segment{kind: '#', pos: k}
+					endBody := src[k+2 : k+c]
+					endTag.trimLeft = strings.HasPrefix(endBody, "-")
+					endTag.trimRight = strings.HasSuffix(endBody, "-")
+					segs = append(segs, endTag)
+					i = k + c + 2
+					textStart = i
+					sg.kind = '#' // the raw tag itself renders nothing
+					segs[len(segs)-3].kind = '#'
+					break
 				}
-				out.WriteString(src[j:k])
-				i = k
+				k += c + 2
+			}
+			if sg.kind == '#' {
 				continue
 			}
-			out.WriteByte(c)
-			i++
 		}
+		segs = append(segs, sg)
+	}
+	textStart = min(textStart, len(src))
+	if textStart < len(src) {
+		segs = append(segs, segment{kind: segTextKind, text: src[textStart:], pos: textStart})
+	}
+	return segs
+}
+
+// renameFilters renames filter applications of overriddenFilters in a tag
+// body, outside string literals.
+func renameFilters(body string) string {
+	var out strings.Builder
+	var quote byte
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if quote != 0 {
+			out.WriteByte(c)
+			if c == '\\' && i+1 < len(body) {
+				i++
+				out.WriteByte(body[i])
+			} else if c == quote {
+				quote = 0
+			}
+			continue
+		}
+		if c == '\'' || c == '"' {
+			quote = c
+			out.WriteByte(c)
+			continue
+		}
+		out.WriteByte(c)
+		if c != '|' {
+			continue
+		}
+		j := i + 1
+		for j < len(body) && (body[j] == ' ' || body[j] == '\t' || body[j] == '\n' || body[j] == '\r') {
+			j++
+		}
+		k := j
+		for k < len(body) && (body[k] == '_' || isAlnum(body[k])) {
+			k++
+		}
+		out.WriteString(body[i+1 : j])
+		if overriddenFilters[body[j:k]] {
+			out.WriteString(filterPrefix)
+		}
+		out.WriteString(body[j:k])
+		i = k - 1
 	}
 	return out.String()
 }

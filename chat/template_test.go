@@ -96,3 +96,63 @@ var expectedRaise = map[string]string{
 	// Gemma 2 knows no tool role: the tool message breaks its alternation.
 	"google-gemma-2-2b-it": "Conversation roles must alternate user/assistant/user/assistant/...",
 }
+
+// llamaTemplateCase is one case of llama.cpp's tests/test-chat-template.cpp,
+// reproduced in testdata/template_llama/chat_template_cases.json.
+type llamaTemplateCase struct {
+	Name                string     `json:"name"`
+	Template            string     `json:"template_str"`
+	ExpectedOutput      string     `json:"expected_output"`
+	ExpectedOutputJinja string     `json:"expected_output_jinja"`
+	BOSToken            string     `json:"bos_token"`
+	EOSToken            string     `json:"eos_token"`
+	SupportedWithJinja  *bool      `json:"supported_with_jinja"`
+	ExtraConversation   [][]string `json:"extra_conversation"`
+}
+
+func TestLlamaChatTemplateExpectations(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "template_llama", "chat_template_cases.json"))
+	require.NoError(t, err)
+	var cases []llamaTemplateCase
+	require.NoError(t, json.Unmarshal(data, &cases))
+	require.Len(t, cases, 36)
+
+	conversation := []Message{
+		{Role: RoleSystem, Content: "You are a helpful assistant"},
+		{Role: RoleUser, Content: "Hello"},
+		{Role: RoleAssistant, Content: "Hi there"},
+		{Role: RoleUser, Content: "Who are you"},
+		{Role: RoleAssistant, Content: "   I am an assistant   "},
+		{Role: RoleUser, Content: "Another question"},
+	}
+	matched, ran := 0, 0
+	for _, tc := range cases {
+		if tc.SupportedWithJinja != nil && !*tc.SupportedWithJinja {
+			continue
+		}
+		ran++
+		t.Run(tc.Name, func(t *testing.T) {
+			msgs := append([]Message(nil), conversation...)
+			for _, m := range tc.ExtraConversation {
+				msgs = append(msgs, Message{Role: m[0], Content: m[1]})
+			}
+			tmpl, err := ParseTemplate(tc.Template)
+			require.NoError(t, err)
+			out, err := tmpl.Render(TemplateInput{
+				Messages:            msgs,
+				AddGenerationPrompt: true,
+				BOSToken:            tc.BOSToken,
+				EOSToken:            tc.EOSToken,
+			})
+			require.NoError(t, err)
+			want := tc.ExpectedOutputJinja
+			if want == "" {
+				want = tc.ExpectedOutput
+			}
+			if assert.Equal(t, want, out) {
+				matched++
+			}
+		})
+	}
+	t.Logf("%d of %d expected renderings match", matched, ran)
+}
