@@ -156,3 +156,98 @@ func TestLlamaChatTemplateExpectations(t *testing.T) {
 	}
 	t.Logf("%d of %d expected renderings match", matched, ran)
 }
+
+// renderSource renders a template source with extra variables.
+func renderSource(t *testing.T, src string, vars map[string]any) (string, error) {
+	t.Helper()
+	tmpl, err := ParseTemplate(src)
+	if err != nil {
+		return "", err
+	}
+	return tmpl.Render(TemplateInput{Extra: vars, Now: time.Date(2024, 7, 26, 15, 4, 5, 0, time.UTC)})
+}
+
+func TestJinjaFeatures(t *testing.T) {
+	tools := json.RawMessage(`[{"name": "f", "parameters": {"type": "object", "properties": {"b": {"type": "string"}, "a": {"type": "integer"}}}}]`)
+	tests := []struct {
+		name string
+		src  string
+		vars map[string]any
+		want string
+	}{
+		// tojson: Python json.dumps spacing and order, ensure_ascii off.
+		{"tojson spacing", `{{ x | tojson }}`, map[string]any{"x": json.RawMessage(`{"b": [1, 2.5, true, null], "a": "x"}`)}, `{"b": [1, 2.5, true, null], "a": "x"}`},
+		{"tojson key order kept", `{{ tools[0].parameters | tojson }}`, map[string]any{"tools": tools}, `{"type": "object", "properties": {"b": {"type": "string"}, "a": {"type": "integer"}}}`},
+		{"tojson indent", `{{ x | tojson(indent=2) }}`, map[string]any{"x": json.RawMessage(`{"a": [1, {"b": null}], "c": {}, "d": []}`)}, "{\n  \"a\": [\n    1,\n    {\n      \"b\": null\n    }\n  ],\n  \"c\": {},\n  \"d\": []\n}"},
+		{"tojson no ascii escape", `{{ "héllo <b>&'\"" | tojson }}`, nil, `"héllo <b>&'\""`},
+		{"tojson separators", `{{ x | tojson(separators=(',', ':')) }}`, map[string]any{"x": json.RawMessage(`{"a": [1, 2]}`)}, `{"a":[1,2]}`},
+		{"tojson float", `{{ x | tojson }}`, map[string]any{"x": json.RawMessage(`[1.0, 0.1, 1e20, 1e-7, 123456.5]`)}, `[1.0, 0.1, 1e+20, 1e-07, 123456.5]`},
+		{"tojson control chars", `{{ "a\nb\tc" | tojson }}`, nil, `"a\nb\tc"`},
+		// Variables and globals.
+		{"bos eos", `{{ bos_token }}x{{ eos_token }}`, nil, `x`},
+		{"strftime_now", `{{ strftime_now("%d %b %Y %H:%M:%S %A %-d") }}`, nil, `26 Jul 2024 15:04:05 Friday 26`},
+		{"namespace", `{% set ns = namespace(found=false, n=0) %}{% for i in [1, 2, 3] %}{% set ns.n = ns.n + i %}{% if i == 2 %}{% set ns.found = true %}{% endif %}{% endfor %}{{ ns.found }} {{ ns.n }}`, nil, `True 6`},
+		// Loops.
+		{"loop vars", `{% for x in "abc" | list %}{{ loop.index }}{{ loop.index0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }}{{ loop.revindex }};{% endfor %}`, nil, `10TrueFalse33;21FalseFalse32;32FalseTrue31;`},
+		{"loop filter and else", `{% for x in [1, 2, 3, 4] if x is even %}{{ x }}{% else %}none{% endfor %}|{% for x in [] %}{{ x }}{% else %}empty{% endfor %}`, nil, `24|empty`},
+		{"loop dict items", `{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}`, map[string]any{"d": json.RawMessage(`{"z": 1, "a": 2}`)}, `z=1;a=2;`},
+		{"loop previtem", `{% for x in [1, 2] %}{% if loop.previtem is defined %}{{ loop.previtem }}{% endif %}{% endfor %}`, nil, `1`},
+		// String methods.
+		{"strip family", `[{{ "  a  ".strip() }}][{{ "  a  ".lstrip() }}][{{ "  a  ".rstrip() }}][{{ "xxaxx".strip("x") }}]`, nil, `[a][a  ][  a][a]`},
+		{"split", `{{ "a,b,c".split(",") | join("|") }} {{ "a b  c".split() | length }}`, nil, `a|b|c 3`},
+		{"startswith endswith", `{{ "hello".startswith("he") }} {{ "hello".endswith("lo") }} {{ "hello".startswith("x") }}`, nil, `True True False`},
+		{"case methods", `{{ "aB".upper() }} {{ "aB".lower() }} {{ "hello world".title() }}`, nil, `AB ab Hello World`},
+		{"replace find count", `{{ "aaa".replace("a", "b") }} {{ "hello".find("l") }} {{ "hello".count("l") }}`, nil, `bbb 2 2`},
+		// Filters.
+		{"join length first last", `{{ [1, 2, 3] | join(", ") }} {{ [1, 2, 3] | length }} {{ [1, 2, 3] | first }} {{ [1, 2, 3] | last }}`, nil, `1, 2, 3 3 1 3`},
+		{"map attribute", `{{ msgs | map(attribute="role") | join(",") }}`, map[string]any{"msgs": json.RawMessage(`[{"role": "user"}, {"role": "assistant"}]`)}, `user,assistant`},
+		{"selectattr rejectattr", `{{ msgs | selectattr("role", "equalto", "user") | list | length }} {{ msgs | rejectattr("role", "equalto", "user") | map(attribute="role") | first }}`, map[string]any{"msgs": json.RawMessage(`[{"role": "user"}, {"role": "assistant"}, {"role": "user"}]`)}, `2 assistant`},
+		{"reverse unique", `{{ [1, 2, 2, 3] | unique | list | reverse | join }}`, nil, `321`},
+		{"dictsort items", `{% for k, v in d | dictsort %}{{ k }}{{ v }}{% endfor %} {% for k, v in d | items %}{{ k }}{% endfor %}`, map[string]any{"d": json.RawMessage(`{"b": 1, "a": 2}`)}, `a2b1 ba`},
+		{"trim default", `[{{ "  x " | trim }}][{{ missing | default("d") }}][{{ "" | default("e", true) }}]`, nil, `[x][d][e]`},
+		// Tests.
+		{"is tests", `{{ x is defined }} {{ y is defined }} {{ x is string }} {{ d is mapping }} {{ l is iterable }} {{ n is none }} {{ 3 is number }}`, map[string]any{"x": "s", "d": map[string]any{}, "l": []any{}, "n": nil}, `True False True True True True True`},
+		// Expressions.
+		{"slicing", `{{ "hello"[1:3] }} {{ [1, 2, 3, 4][::-1] | join }} {{ [1, 2, 3][-1] }} {{ "hello"[:-1] }}`, nil, `el 4321 3 hell`},
+		{"in and not in", `{{ "a" in "cat" }} {{ 2 in [1, 2] }} {{ "k" in d }} {{ "z" not in d }}`, map[string]any{"d": map[string]any{"k": 1}}, `True True True True`},
+		{"concat tilde", `{{ "a" ~ 1 ~ "b" }} {{ "x" + "y" }}`, nil, `a1b xy`},
+		{"inline if", `{{ "yes" if x else "no" }}`, map[string]any{"x": true}, `yes`},
+		{"macro", `{% macro greet(name, p="Hi") %}{{ p }} {{ name }}{% endmacro %}{{ greet("bob") }}/{{ greet("al", p="Yo") }}`, nil, `Hi bob/Yo al`},
+		// Whitespace control, trim_blocks and lstrip_blocks as transformers
+		// sets them (on), and the trailing newline dropped.
+		{"trim_blocks", "{% if true %}\nhello\n{% endif %}\n", nil, "hello\n"},
+		{"lstrip_blocks", "    {% if true %}\n    hello\n    {% endif %}\n", nil, "    hello\n"},
+		{"explicit strip", "  {%- if true -%}  \nhello\n  {%- endif -%}  \n", nil, "hello"},
+		{"expression keeps indentation", "a\n {{ 'b' }}{% if true %}c{% endif %}", nil, "a\n bc"},
+		{"newline after expression kept", "{% if true %}{{ 'x' }}\ny{% endif %}", nil, "x\ny"},
+		{"plus disables lstrip", "  {%+ if true %}x{% endif %}", nil, "  x"},
+		{"comments dropped", "a{# note #}b\n{# line #}\nc", nil, "ab\nc"},
+		{"raw block", "{% raw %}{{ not evaluated }}{% endraw %}", nil, "{{ not evaluated }}"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := renderSource(t, tc.src, tc.vars)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, out)
+		})
+	}
+}
+
+func TestRaiseExceptionIsTemplateError(t *testing.T) {
+	_, err := renderSource(t, `{% if true %}{{ raise_exception("Only user and assistant roles are supported!") }}{% endif %}`, nil)
+	var te *TemplateError
+	require.True(t, errors.As(err, &te))
+	assert.Equal(t, "Only user and assistant roles are supported!", te.Message)
+	assert.Equal(t, "chat: template raised: Only user and assistant roles are supported!", err.Error())
+
+	_, err = renderSource(t, `{{ foo() }}`, nil)
+	require.Error(t, err)
+	assert.False(t, errors.As(err, &te), "other failures are not TemplateError")
+	assert.True(t, strings.HasPrefix(err.Error(), "chat: "))
+}
+
+func TestParseTemplateError(t *testing.T) {
+	_, err := ParseTemplate(`{% for x in %}`)
+	require.Error(t, err)
+	assert.True(t, strings.HasPrefix(err.Error(), "chat: "))
+}
