@@ -252,6 +252,9 @@ func (rd *reader) tensorInfo() (TensorInfo, error) {
 	if err != nil {
 		return ti, err
 	}
+	if name == "" {
+		return ti, formatErr("empty tensor name")
+	}
 	if len(name) >= MaxNameLen {
 		return ti, formatErr("tensor name %q is %d bytes long, must be shorter than %d", name, len(name), MaxNameLen)
 	}
