@@ -1,0 +1,201 @@
+package chat
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Format is a model family's way of writing reasoning and tool calls in its
+// output.
+type Format int
+
+// Formats known to the parser.
+const (
+	// FormatContentOnly is plain text (with an optional <think> block).
+	FormatContentOnly Format = iota
+	// FormatGeneric is the JSON envelope used for models with no tool-call
+	// format of their own: {"tool_call":{...}}, {"tool_calls":[...]} or
+	// {"response":"..."}.
+	FormatGeneric
+	// FormatHermes2Pro is <tool_call>{"name":...,"arguments":...}</tool_call>
+	// (Hermes 2 Pro / 3, Qwen 2.5 / 3, Granite 4).
+	FormatHermes2Pro
+	// FormatQwen3Coder is <tool_call><function=name><parameter=p>v</parameter>
+	// </function></tool_call> (Qwen3-Coder, Qwen 3.5, Nemotron 3 Nano).
+	FormatQwen3Coder
+	// FormatLlama3x is a bare {"name":...,"parameters":...} object, or
+	// <|python_tag|> for built-in tools (Llama 3.1 to 3.3).
+	FormatLlama3x
+	// FormatMistralNemo is [TOOL_CALLS][{"name":...,"arguments":...,"id":...}].
+	FormatMistralNemo
+	// FormatMagistral is [TOOL_CALLS]name[CALL_ID]id[ARGS]{...} with
+	// [THINK]...[/THINK] reasoning (Magistral, Ministral 3, Mistral Small 3.2,
+	// Devstral).
+	FormatMagistral
+	// FormatFunctionaryV31 is <function=name>{...}</function> and
+	// <|python_tag|> code.
+	FormatFunctionaryV31
+	// FormatFunctionaryV32 is >>>name\n{...} with >>>all\n for text.
+	FormatFunctionaryV32
+	// FormatDeepSeekR1 is <｜tool▁calls▁begin｜> ... ```json blocks, with
+	// <think> reasoning.
+	FormatDeepSeekR1
+	// FormatDeepSeekV31 is <｜tool▁call▁begin｜>name<｜tool▁sep｜>{...}.
+	FormatDeepSeekV31
+	// FormatCommandR7B is <|START_THINKING|>, <|START_RESPONSE|> and
+	// <|START_ACTION|>[...]<|END_ACTION|>.
+	FormatCommandR7B
+	// FormatGemma is Gemma 4's <|tool_call>call:name{k:v}<tool_call|> with
+	// <|channel>thought ...<channel|> reasoning.
+	FormatGemma
+	// FormatGPTOSS is OpenAI's harmony format: <|channel|>analysis,
+	// commentary to=functions.name, final.
+	FormatGPTOSS
+	// FormatKimiK2 is <|tool_calls_section_begin|> with
+	// functions.name:index ids.
+	FormatKimiK2
+	// FormatGLM45 is <tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>.
+	FormatGLM45
+	// FormatFireFunctionV2 is " functools[{...}]".
+	FormatFireFunctionV2
+	// FormatNemotronV2 is <TOOLCALL>[{...}]</TOOLCALL>.
+	FormatNemotronV2
+	// FormatApriel is <tool_calls>[{...}]</tool_calls>.
+	FormatApriel
+	// FormatGranite is <|tool_call|>[{...}] (Granite 3.x).
+	FormatGranite
+
+	formatCount
+)
+
+var formatNames = [...]string{
+	FormatContentOnly:    "Content-only",
+	FormatGeneric:        "Generic",
+	FormatHermes2Pro:     "Hermes 2 Pro",
+	FormatQwen3Coder:     "Qwen3 Coder",
+	FormatLlama3x:        "Llama 3.x",
+	FormatMistralNemo:    "Mistral Nemo",
+	FormatMagistral:      "Magistral",
+	FormatFunctionaryV31: "Functionary v3.1",
+	FormatFunctionaryV32: "Functionary v3.2",
+	FormatDeepSeekR1:     "DeepSeek R1",
+	FormatDeepSeekV31:    "DeepSeek V3.1",
+	FormatCommandR7B:     "Command R7B",
+	FormatGemma:          "Gemma",
+	FormatGPTOSS:         "GPT-OSS",
+	FormatKimiK2:         "Kimi K2",
+	FormatGLM45:          "GLM 4.5",
+	FormatFireFunctionV2: "FireFunction v2",
+	FormatNemotronV2:     "Nemotron v2",
+	FormatApriel:         "Apriel",
+	FormatGranite:        "Granite",
+}
+
+// String returns the format's name.
+func (f Format) String() string {
+	if f >= 0 && f < formatCount {
+		return formatNames[f]
+	}
+	return fmt.Sprintf("Format(%d)", int(f))
+}
+
+// DetectFormat picks the tool-call and reasoning format from a chat
+// template's source text by looking for the marker strings each family's
+// template contains. A template that mentions tools but none of the known
+// markers gets [FormatGeneric]; one that does not mention tools gets
+// [FormatContentOnly].
+func DetectFormat(templateSource string) Format {
+	src := templateSource
+	has := func(subs ...string) bool {
+		for _, s := range subs {
+			if !strings.Contains(src, s) {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case has("<|channel|>"):
+		return FormatGPTOSS
+	case has("[TOOL_CALLS]", "[ARGS]"):
+		return FormatMagistral
+	case has("[TOOL_CALLS]"):
+		return FormatMistralNemo
+	case has(">>>all"):
+		return FormatFunctionaryV32
+	case has("<|tool_calls_section_begin|>"):
+		return FormatKimiK2
+	case has("<|START_ACTION|>"):
+		return FormatCommandR7B
+	case has("'<|tool_call>call:'"), has("<|tool_call>call:"):
+		return FormatGemma
+	case has("<tool_call>", "<function=", "<parameter="):
+		return FormatQwen3Coder
+	case has("<tool_call>", "<arg_key>"):
+		return FormatGLM45
+	case has("tool▁sep") && has("<think>") && strings.Contains(src, "tool▁call▁begin|>'+tool['function']['name']") ||
+		has("tool▁sep", "DeepSeek-V3.1"):
+		return FormatDeepSeekV31
+	case has("tool▁calls▁begin", "```json"):
+		return FormatDeepSeekR1
+	case has("tool▁calls▁begin"):
+		return FormatDeepSeekV31
+	case has("<function=", "<|python_tag|>") || has("<function=") && !has("<tool_call>"):
+		return FormatFunctionaryV31
+	case has("functools["):
+		return FormatFireFunctionV2
+	case has("<TOOLCALL>"):
+		return FormatNemotronV2
+	case has("<tool_calls>"):
+		return FormatApriel
+	case has("<|tool_call|>"):
+		return FormatGranite
+	case has("<tool_call>"):
+		return FormatHermes2Pro
+	case has("<|start_header_id|>") && (has("ipython") || has("<|python_tag|>")):
+		return FormatLlama3x
+	case has("tools"):
+		return FormatGeneric
+	}
+	return FormatContentOnly
+}
+
+// ReasoningFormat says what to do with a model's thinking.
+type ReasoningFormat int
+
+const (
+	// ReasoningNone leaves thinking in the content as the model wrote it.
+	ReasoningNone ReasoningFormat = iota
+	// ReasoningDeepSeek moves thinking to [Message.ReasoningContent].
+	ReasoningDeepSeek
+	// ReasoningAuto extracts thinking the way the format writes it; for the
+	// parsers here it behaves as [ReasoningDeepSeek].
+	ReasoningAuto
+)
+
+// String returns the name accepted by [ParseReasoningFormat].
+func (r ReasoningFormat) String() string {
+	switch r {
+	case ReasoningNone:
+		return "none"
+	case ReasoningDeepSeek:
+		return "deepseek"
+	case ReasoningAuto:
+		return "auto"
+	}
+	return fmt.Sprintf("ReasoningFormat(%d)", int(r))
+}
+
+// ParseReasoningFormat reads a reasoning format name: "none", "deepseek",
+// "deepseek-legacy" (treated as deepseek) or "auto".
+func ParseReasoningFormat(s string) (ReasoningFormat, error) {
+	switch s {
+	case "none":
+		return ReasoningNone, nil
+	case "deepseek", "deepseek-legacy":
+		return ReasoningDeepSeek, nil
+	case "auto":
+		return ReasoningAuto, nil
+	}
+	return ReasoningNone, fmt.Errorf("chat: unknown reasoning format %q", s)
+}

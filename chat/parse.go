@@ -1,0 +1,450 @@
+package chat
+
+import (
+	"errors"
+	"strings"
+)
+
+// ParseOptions says how to read a model's output.
+type ParseOptions struct {
+	// Format is the model family's output format.
+	Format Format
+	// Reasoning says whether thinking is moved out of the content.
+	Reasoning ReasoningFormat
+	// ThinkingForcedOpen is set when the prompt ended inside a thinking
+	// block (for example with "<think>\n"), so the output starts with
+	// thinking and has no opening tag.
+	ThinkingForcedOpen bool
+	// ParseToolCalls turns tool-call markup into [Message.ToolCalls]. When it
+	// is false the markup is left in the content.
+	ParseToolCalls bool
+	// Tools optionally gives the tools offered to the model. Formats that
+	// write arguments as untyped text (Qwen3 Coder, GLM 4.5) use the
+	// parameter schemas to keep string parameters as strings; without them a
+	// value that reads as JSON (a number, true, an object...) is taken as
+	// such and anything else becomes a string.
+	Tools []Tool
+}
+
+var (
+	errIncomplete = errors.New("chat: output ended inside a tool call")
+	errMalformed  = errors.New("chat: malformed tool call")
+)
+
+// Parse parses a complete output. It returns the assistant message with its
+// content, reasoning and tool calls (IDs are empty unless the format carries
+// them). When the output ends inside a tool call or a call is malformed, it
+// returns what could be read along with an error.
+func Parse(output string, opts ParseOptions) (Message, error) {
+	p := newState(output, opts, false)
+	p.run()
+	return p.message(), p.err
+}
+
+// pstate is one run of a parser over a text. In partial mode the text is a
+// prefix of the output: the parser then reports only what no continuation
+// can change, holding back anything undecided (a marker's first characters,
+// a call whose name is not complete, trailing spaces that may be trimmed).
+type pstate struct {
+	s       string
+	opts    ParseOptions
+	partial bool
+
+	content   strings.Builder
+	reasoning strings.Builder
+	calls     []ToolCall
+
+	hadReasoning bool
+	stopped      bool // stop reading: the rest is held back or dropped
+	err          error
+}
+
+func newState(s string, opts ParseOptions, partial bool) *pstate {
+	return &pstate{s: s, opts: opts, partial: partial}
+}
+
+func (p *pstate) run() {
+	spec := specFor(p.opts.Format)
+	if spec.custom != nil {
+		spec.custom(p)
+		return
+	}
+	i := 0
+	if spec.thinkStart != "" {
+		i = p.reasoningBlock(0, spec.thinkStart, spec.thinkEnd)
+	}
+	if p.stopped {
+		return
+	}
+	if spec.start != nil && p.opts.ParseToolCalls {
+		i = spec.start(p, i)
+		if p.stopped {
+			return
+		}
+	}
+	markers := spec.markers
+	if !p.opts.ParseToolCalls {
+		markers = spec.alwaysMarkers
+	}
+	p.body(i, markers, spec.call)
+}
+
+func (p *pstate) trims() bool { return p.opts.Format != FormatContentOnly }
+
+func (p *pstate) message() Message {
+	msg := Message{Role: RoleAssistant}
+	content := p.content.String()
+	if p.trims() {
+		content = strings.TrimSpace(content)
+	} else if p.hadReasoning {
+		content = strings.TrimLeft(content, " \t\r\n")
+	}
+	msg.Content = content
+	msg.ReasoningContent = strings.TrimSpace(p.reasoning.String())
+	if len(p.calls) > 0 {
+		msg.ToolCalls = append([]ToolCall(nil), p.calls...)
+	}
+	return msg
+}
+
+// reasoningBlock reads a thinking block at i (after spaces) delimited by
+// start and end, or from i when thinking was forced open. It returns where
+// the rest of the output starts.
+func (p *pstate) reasoningBlock(i int, start, end string) int {
+	if p.opts.Reasoning == ReasoningNone {
+		return i
+	}
+	s := p.s
+	j := i
+	if !p.opts.ThinkingForcedOpen {
+		k := skipSpace(s, i)
+		rest := s[k:]
+		switch {
+		case strings.HasPrefix(rest, start):
+			j = k + len(start)
+		case p.partial && strings.HasPrefix(start, rest):
+			p.stopped = true
+			return len(s)
+		default:
+			return i
+		}
+	}
+	p.hadReasoning = true
+	e := strings.Index(s[j:], end)
+	if e < 0 {
+		text := s[j:]
+		if p.partial {
+			text = text[:len(text)-heldSuffix(text, end)]
+			p.stopped = true
+		}
+		p.reasoning.WriteString(text)
+		return len(s)
+	}
+	p.reasoning.WriteString(s[j : j+e])
+	return j + e + len(end)
+}
+
+// heldSuffix is the length of the longest end of text that is the start of
+// one of the markers (but not a whole marker).
+func heldSuffix(text string, markers ...string) int {
+	best := 0
+	for _, m := range markers {
+		n := len(m) - 1
+		if n > len(text) {
+			n = len(text)
+		}
+		for k := n; k > best; k-- {
+			if strings.HasSuffix(text, m[:k]) {
+				best = k
+				break
+			}
+		}
+	}
+	return best
+}
+
+// callFunc reads tool-call markup that starts with marker at s[i]. It
+// returns the index after the markup. ok is false when there is no call
+// there after all (nothing was recorded), and the marker is then content.
+// It sets p.stopped when the partial input ends inside the markup and p.err
+// when a call that was already reported turns out incomplete or malformed.
+type callFunc func(p *pstate, i int, marker string) (end int, ok bool)
+
+// body reads content from i, handing each marker to call.
+func (p *pstate) body(i int, markers []string, call callFunc) {
+	s := p.s
+	for i <= len(s) && !p.stopped {
+		j, m := findFirst(s, i, markers)
+		if j < 0 {
+			text := s[i:]
+			if p.partial {
+				text = text[:len(text)-heldSuffix(text, markers...)]
+			}
+			p.content.WriteString(text)
+			return
+		}
+		p.content.WriteString(s[i:j])
+		end, ok := call(p, j, m)
+		if p.stopped {
+			return
+		}
+		if !ok {
+			p.content.WriteString(m)
+			i = j + len(m)
+			continue
+		}
+		i = end
+	}
+}
+
+// findFirst finds the earliest of the markers in s from i.
+func findFirst(s string, i int, markers []string) (int, string) {
+	best, which := -1, ""
+	for _, m := range markers {
+		if k := strings.Index(s[i:], m); k >= 0 && (best < 0 || i+k < best || i+k == best && len(m) > len(which)) {
+			best, which = i+k, m
+		}
+	}
+	return best, which
+}
+
+// eof ends a call that ran into the end of the input. A call whose name is
+// known is reported (with an error when the input is complete); otherwise a
+// partial input holds the markup back and a complete one treats it as text.
+func (p *pstate) eof(tc *ToolCall, committed bool) (int, bool) {
+	if tc != nil && tc.Name != "" {
+		p.calls = append(p.calls, *tc)
+		committed = true
+	}
+	if committed {
+		p.stopped = true
+		if !p.partial {
+			p.err = errIncomplete
+		}
+		return len(p.s), true
+	}
+	if p.partial {
+		p.stopped = true
+		return len(p.s), true
+	}
+	return 0, false
+}
+
+// invalid ends a call whose markup went wrong. Once something of the
+// section was reported (committed) the error stands; before that the markup
+// is plain text.
+func (p *pstate) invalid(tc *ToolCall, committed bool) (int, bool) {
+	if tc != nil && tc.Name != "" {
+		p.calls = append(p.calls, *tc)
+		committed = true
+	}
+	if committed {
+		p.err = errMalformed
+		p.stopped = true
+		return len(p.s), true
+	}
+	return 0, false
+}
+
+// lit matches the literal l at i after optional spaces. In partial mode an
+// input that ends before l could be told apart sets p.stopped.
+func (p *pstate) lit(i int, l string, spaces bool) (int, bool) {
+	k := i
+	if spaces {
+		k = skipSpace(p.s, i)
+	}
+	rest := p.s[k:]
+	if strings.HasPrefix(rest, l) {
+		return k + len(l), true
+	}
+	if p.partial && strings.HasPrefix(l, rest) {
+		p.stopped = true
+		return len(p.s), false
+	}
+	return i, false
+}
+
+// until reads up to the terminator t from i. found is false when the input
+// ends first; text then excludes a held-back start of t in partial mode.
+func (p *pstate) until(i int, t string) (text string, end int, found bool) {
+	k := strings.Index(p.s[i:], t)
+	if k < 0 {
+		text = p.s[i:]
+		if p.partial {
+			text = text[:len(text)-heldSuffix(text, t)]
+		}
+		return text, len(p.s), false
+	}
+	return p.s[i : i+k], i + k + len(t), true
+}
+
+// argsJSON reads a JSON arguments value at i (after spaces) into
+// tc.Arguments. With scanEOF the arguments hold the text so far (without
+// trailing spaces); with scanInvalid they hold the text up to the error.
+func (p *pstate) argsJSON(tc *ToolCall, i int) (int, scanStatus) {
+	k := skipSpace(p.s, i)
+	end, st := scanJSONValue(p.s, k)
+	switch st {
+	case scanOK:
+		tc.Arguments = p.s[k:end]
+	default:
+		tc.Arguments = strings.TrimRight(p.s[k:end], " \t\r\n")
+	}
+	return end, st
+}
+
+// callKeys name the fields of a JSON call object.
+type callKeys struct {
+	name, args, id []string
+}
+
+var defaultCallKeys = callKeys{
+	name: []string{"name", "tool_name"},
+	args: []string{"arguments", "parameters"},
+	id:   []string{"id", "tool_call_id"},
+}
+
+func inList(k string, list []string) bool {
+	for _, l := range list {
+		if k == l {
+			return true
+		}
+	}
+	return false
+}
+
+// callObject reads a {"name":...,"arguments":...} object at s[i]. With
+// scanEOF or scanInvalid the call holds what was read before that point.
+func (p *pstate) callObject(i int, keys callKeys) (tc ToolCall, end int, st scanStatus) {
+	s := p.s
+	if i >= len(s) {
+		return tc, len(s), scanEOF
+	}
+	if s[i] != '{' {
+		return tc, i, scanInvalid
+	}
+	i++
+	var haveName, haveArgs, haveID bool
+	first := true
+	for {
+		i = skipSpace(s, i)
+		if i >= len(s) {
+			return tc, len(s), scanEOF
+		}
+		if s[i] == '}' && first {
+			i++
+			break
+		}
+		if !first {
+			if s[i] == '}' {
+				i++
+				break
+			}
+			if s[i] != ',' {
+				return tc, i, scanInvalid
+			}
+			i = skipSpace(s, i+1)
+		}
+		first = false
+		ke, kst := scanJSONString(s, i)
+		if kst != scanOK {
+			return tc, ke, kst
+		}
+		key := decodeJSONString(s[i:ke])
+		i = skipSpace(s, ke)
+		if i >= len(s) {
+			return tc, len(s), scanEOF
+		}
+		if s[i] != ':' {
+			return tc, i, scanInvalid
+		}
+		i = skipSpace(s, i+1)
+		switch {
+		case !haveName && inList(key, keys.name):
+			e, vst := scanJSONString(s, i)
+			if vst != scanOK {
+				return tc, e, vst
+			}
+			tc.Name = decodeJSONString(s[i:e])
+			haveName = true
+			i = e
+		case !haveArgs && inList(key, keys.args):
+			e, vst := p.argsJSON(&tc, i)
+			if vst != scanOK {
+				return tc, e, vst
+			}
+			haveArgs = true
+			i = e
+		case !haveID && inList(key, keys.id):
+			e, vst := scanJSONValue(s, i)
+			if vst != scanOK {
+				return tc, e, vst
+			}
+			if s[i] == '"' {
+				tc.ID = decodeJSONString(s[i:e])
+			} else {
+				tc.ID = s[i:e]
+			}
+			haveID = true
+			i = e
+		default:
+			e, vst := scanJSONValue(s, i)
+			if vst != scanOK {
+				return tc, e, vst
+			}
+			i = e
+		}
+	}
+	if tc.Arguments == "" {
+		tc.Arguments = "{}"
+	}
+	return tc, i, scanOK
+}
+
+// callArray reads a JSON array of call objects at i (after spaces), adding
+// each call.
+func (p *pstate) callArray(i int, keys callKeys) (int, bool) {
+	s := p.s
+	i = skipSpace(s, i)
+	if i >= len(s) {
+		return p.eof(nil, false)
+	}
+	if s[i] != '[' {
+		return p.invalid(nil, false)
+	}
+	i++
+	committed := false
+	first := true
+	for {
+		i = skipSpace(s, i)
+		if i >= len(s) {
+			return p.eof(nil, committed)
+		}
+		if s[i] == ']' {
+			return i + 1, true
+		}
+		if !first {
+			if s[i] != ',' {
+				return p.invalid(nil, committed)
+			}
+			i = skipSpace(s, i+1)
+		}
+		first = false
+		tc, end, st := p.callObject(i, keys)
+		switch st {
+		case scanEOF:
+			if !committed && tc.Name == "" && !p.partial {
+				return 0, false
+			}
+			return p.eof(&tc, committed)
+		case scanInvalid:
+			return p.invalid(&tc, committed)
+		}
+		if tc.Name == "" {
+			return p.invalid(nil, committed)
+		}
+		p.calls = append(p.calls, tc)
+		committed = true
+		i = end
+	}
+}

@@ -1,0 +1,744 @@
+package chat
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// formatSpec describes how one format is read.
+type formatSpec struct {
+	// thinkStart and thinkEnd delimit a thinking block at the start.
+	thinkStart, thinkEnd string
+	// start, when set, reads format-specific markup at the start of the
+	// body (after thinking) and returns where the body continues.
+	start func(p *pstate, i int) int
+	// markers start tool-call markup anywhere in the content; call reads it.
+	markers []string
+	call    callFunc
+	// alwaysMarkers are handled by call even when tool calls are not parsed
+	// (wrappers that are never content).
+	alwaysMarkers []string
+	// custom replaces the whole reading for structured formats.
+	custom func(p *pstate)
+}
+
+const (
+	thinkOpen  = "<think>"
+	thinkClose = "</think>"
+)
+
+func specFor(f Format) formatSpec {
+	switch f {
+	case FormatGeneric:
+		return formatSpec{custom: parseGeneric}
+	case FormatHermes2Pro:
+		return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose,
+			markers: []string{"<tool_call>"}, call: callHermes}
+	case FormatQwen3Coder:
+		return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose,
+			markers: []string{"<tool_call>", "<function="}, call: callQwen3Coder}
+	case FormatLlama3x:
+		return formatSpec{start: startLlama3x,
+			markers: []string{"<|python_tag|>"}, call: callPythonTag}
+	case FormatMistralNemo:
+		return formatSpec{markers: []string{"[TOOL_CALLS]"}, call: callArrayAfterMarker("")}
+	case FormatMagistral:
+		return formatSpec{thinkStart: "[THINK]", thinkEnd: "[/THINK]",
+			markers: []string{"[TOOL_CALLS]"}, call: callMagistral}
+	case FormatFunctionaryV31:
+		return formatSpec{markers: []string{"<function=", "<|python_tag|>"}, call: callFunctionaryV31}
+	case FormatFunctionaryV32:
+		return formatSpec{custom: parseFunctionaryV32}
+	case FormatDeepSeekR1:
+		return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose,
+			markers: []string{dsCallsBegin, dsCallBegin}, call: callDeepSeek(true)}
+	case FormatDeepSeekV31:
+		return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose,
+			markers: []string{dsCallsBegin, dsCallBegin}, call: callDeepSeek(false)}
+	case FormatCommandR7B:
+		wrappers := []string{"<|START_RESPONSE|>", "<|END_RESPONSE|>"}
+		return formatSpec{thinkStart: "<|START_THINKING|>", thinkEnd: "<|END_THINKING|>",
+			markers:       append([]string{"<|START_ACTION|>"}, wrappers...),
+			alwaysMarkers: wrappers,
+			call:          callCommandR7B}
+	case FormatGemma:
+		return formatSpec{thinkStart: "<|channel>thought", thinkEnd: "<channel|>",
+			markers: []string{"<|tool_call>"}, call: callGemma}
+	case FormatGPTOSS:
+		return formatSpec{custom: parseHarmony}
+	case FormatKimiK2:
+		return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose,
+			markers: []string{"<|tool_calls_section_begin|>"}, call: callKimiK2}
+	case FormatGLM45:
+		return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose,
+			markers: []string{"<tool_call>"}, call: callGLM45}
+	case FormatFireFunctionV2:
+		return formatSpec{markers: []string{"functools"}, call: callArrayAfterMarker("")}
+	case FormatNemotronV2:
+		return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose,
+			markers: []string{"<TOOLCALL>"}, call: callArrayAfterMarker("</TOOLCALL>")}
+	case FormatApriel:
+		return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose,
+			markers: []string{"<tool_calls>"}, call: callArrayAfterMarker("</tool_calls>")}
+	case FormatGranite:
+		return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose,
+			markers: []string{"<|tool_call|>"}, call: callArrayAfterMarker("")}
+	}
+	return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose}
+}
+
+// closeWith consumes an optional closing literal after a call.
+func (p *pstate) closeWith(i int, closing string) int {
+	if closing == "" {
+		return i
+	}
+	if j, ok := p.lit(i, closing, true); ok {
+		return j
+	}
+	return i
+}
+
+// callArrayAfterMarker reads a JSON array of calls after the marker, then an
+// optional closing literal.
+func callArrayAfterMarker(closing string) callFunc {
+	return func(p *pstate, i int, marker string) (int, bool) {
+		end, ok := p.callArray(i+len(marker), defaultCallKeys)
+		if !ok || p.stopped {
+			return end, ok
+		}
+		return p.closeWith(end, closing), true
+	}
+}
+
+// callHermes reads <tool_call>{"name":...,"arguments":...}</tool_call>.
+func callHermes(p *pstate, i int, marker string) (int, bool) {
+	k := skipSpace(p.s, i+len(marker))
+	tc, end, st := p.callObject(k, defaultCallKeys)
+	switch st {
+	case scanEOF:
+		return p.eof(&tc, false)
+	case scanInvalid:
+		return p.invalid(&tc, false)
+	}
+	if tc.Name == "" {
+		return p.invalid(nil, false)
+	}
+	p.calls = append(p.calls, tc)
+	return p.closeWith(end, "</tool_call>"), true
+}
+
+// callCommandR7B reads <|START_ACTION|>[...]<|END_ACTION|> and drops the
+// response wrappers.
+func callCommandR7B(p *pstate, i int, marker string) (int, bool) {
+	if marker != "<|START_ACTION|>" {
+		return i + len(marker), true
+	}
+	end, ok := p.callArray(i+len(marker), defaultCallKeys)
+	if !ok || p.stopped {
+		return end, ok
+	}
+	return p.closeWith(end, "<|END_ACTION|>"), true
+}
+
+// callMagistral reads [TOOL_CALLS]name[CALL_ID]id[ARGS]{...}.
+func callMagistral(p *pstate, i int, marker string) (int, bool) {
+	s := p.s
+	j := i + len(marker)
+	// A JSON array right after the marker is the older Nemo form.
+	if k := skipSpace(s, j); k < len(s) && s[k] == '[' {
+		return p.callArray(k, defaultCallKeys)
+	}
+	a := strings.Index(s[j:], "[ARGS]")
+	c := strings.Index(s[j:], "[CALL_ID]")
+	var tc ToolCall
+	switch {
+	case c >= 0 && (a < 0 || c < a):
+		tc.Name = strings.TrimSpace(s[j : j+c])
+		idStart := j + c + len("[CALL_ID]")
+		a2 := strings.Index(s[idStart:], "[ARGS]")
+		if a2 < 0 {
+			return p.eofNoName()
+		}
+		tc.ID = strings.TrimSpace(s[idStart : idStart+a2])
+		j = idStart + a2 + len("[ARGS]")
+	case a >= 0:
+		tc.Name = strings.TrimSpace(s[j : j+a])
+		j += a + len("[ARGS]")
+	default:
+		return p.eofNoName()
+	}
+	if !validName(tc.Name) {
+		return p.invalid(nil, false)
+	}
+	end, st := p.argsJSON(&tc, j)
+	switch st {
+	case scanEOF:
+		return p.eof(&tc, false)
+	case scanInvalid:
+		return p.invalid(&tc, false)
+	}
+	p.calls = append(p.calls, tc)
+	return end, true
+}
+
+// eofNoName handles a call whose name is not complete at the end of the
+// input: held back in partial mode, text otherwise.
+func (p *pstate) eofNoName() (int, bool) { return p.eof(nil, false) }
+
+// validName reports whether s looks like a function name.
+func validName(s string) bool {
+	if s == "" || len(s) > 256 {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || r == '-' || r == '.' || r == ':' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r > 127) {
+			return false
+		}
+	}
+	return true
+}
+
+// callFunctionaryV31 reads <function=name>{...}</function> and
+// <|python_tag|> code.
+func callFunctionaryV31(p *pstate, i int, marker string) (int, bool) {
+	if marker == "<|python_tag|>" {
+		return callPythonTag(p, i, marker)
+	}
+	s := p.s
+	j := i + len(marker)
+	k := strings.IndexByte(s[j:], '>')
+	if k < 0 {
+		return p.eofNoName()
+	}
+	tc := ToolCall{Name: strings.TrimSpace(s[j : j+k])}
+	if !validName(tc.Name) {
+		return p.invalid(nil, false)
+	}
+	end, st := p.argsJSON(&tc, j+k+1)
+	switch st {
+	case scanEOF:
+		return p.eof(&tc, false)
+	case scanInvalid:
+		return p.invalid(&tc, false)
+	}
+	p.calls = append(p.calls, tc)
+	return p.closeWith(end, "</function>"), true
+}
+
+// codeCall makes a python call whose argument is the raw code text; in
+// partial mode it stays open.
+func (p *pstate) codeCall(name, code string) {
+	tc := ToolCall{Name: name}
+	if p.partial {
+		enc := jsonString(completeRunes(code))
+		tc.Arguments = `{"code": ` + enc[:len(enc)-1]
+		p.calls = append(p.calls, tc)
+		p.stopped = true
+		return
+	}
+	tc.Arguments = `{"code": ` + jsonString(code) + `}`
+	p.calls = append(p.calls, tc)
+}
+
+// callPythonTag reads <|python_tag|>name.call(k=v, ...) (Llama built-in
+// tools) or <|python_tag|>code (run as python).
+func callPythonTag(p *pstate, i int, marker string) (int, bool) {
+	s := p.s
+	j := i + len(marker)
+	k := j
+	for k < len(s) && (s[k] == '_' || s[k] >= 'a' && s[k] <= 'z' || s[k] >= 'A' && s[k] <= 'Z' || s[k] >= '0' && s[k] <= '9' && k > j) {
+		k++
+	}
+	const callOpen = ".call("
+	if k == len(s) && p.partial {
+		return p.eofNoName()
+	}
+	if k > j {
+		rest := s[k:]
+		if p.partial && len(rest) < len(callOpen) && strings.HasPrefix(callOpen, rest) {
+			return p.eofNoName()
+		}
+		if strings.HasPrefix(rest, callOpen) {
+			tc := ToolCall{Name: s[j:k]}
+			args, end, st := pythonKwargs(s, k+len(callOpen))
+			switch st {
+			case scanEOF:
+				return p.eof(&tc, false)
+			case scanInvalid:
+				return p.invalid(&tc, false)
+			}
+			tc.Arguments = args
+			p.calls = append(p.calls, tc)
+			return end, true
+		}
+	}
+	p.codeCall("python", s[j:])
+	return len(s), true
+}
+
+// pythonKwargs reads k=v, ... ) into a JSON object.
+func pythonKwargs(s string, i int) (string, int, scanStatus) {
+	var b strings.Builder
+	b.WriteByte('{')
+	n := 0
+	for {
+		i = skipSpace(s, i)
+		if i >= len(s) {
+			return "", len(s), scanEOF
+		}
+		if s[i] == ')' {
+			b.WriteByte('}')
+			return b.String(), i + 1, scanOK
+		}
+		if n > 0 {
+			if s[i] != ',' {
+				return "", i, scanInvalid
+			}
+			i = skipSpace(s, i+1)
+		}
+		k := i
+		for k < len(s) && (s[k] == '_' || s[k] >= 'a' && s[k] <= 'z' || s[k] >= 'A' && s[k] <= 'Z' || s[k] >= '0' && s[k] <= '9') {
+			k++
+		}
+		if k >= len(s) {
+			return "", len(s), scanEOF
+		}
+		if k == i || s[k] != '=' && s[k] != ':' {
+			return "", k, scanInvalid
+		}
+		key := s[i:k]
+		i = skipSpace(s, k+1)
+		if i >= len(s) {
+			return "", len(s), scanEOF
+		}
+		var val string
+		switch s[i] {
+		case '"':
+			e, st := scanJSONString(s, i)
+			if st != scanOK {
+				return "", e, st
+			}
+			val, i = s[i:e], e
+		case '\'':
+			var sb strings.Builder
+			e := i + 1
+			for ; e < len(s) && s[e] != '\''; e++ {
+				if s[e] == '\\' && e+1 < len(s) {
+					e++
+				}
+				sb.WriteByte(s[e])
+			}
+			if e >= len(s) {
+				return "", len(s), scanEOF
+			}
+			val, i = jsonString(sb.String()), e+1
+		default:
+			e := i
+			for e < len(s) && s[e] != ',' && s[e] != ')' {
+				e++
+			}
+			if e >= len(s) {
+				return "", len(s), scanEOF
+			}
+			raw := strings.TrimSpace(s[i:e])
+			switch raw {
+			case "True":
+				raw = "true"
+			case "False":
+				raw = "false"
+			case "None":
+				raw = "null"
+			}
+			if !isJSONValue(raw) {
+				raw = jsonString(raw)
+			}
+			val, i = raw, e
+		}
+		if n > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(jsonString(key) + ": " + val)
+		n++
+	}
+}
+
+// isJSONValue reports whether s is exactly one JSON value.
+func isJSONValue(s string) bool {
+	if s == "" {
+		return false
+	}
+	end, st := scanJSONValue(s, 0)
+	if st == scanEOF {
+		// A number at the end of the text is complete here.
+		return json.Valid([]byte(s))
+	}
+	return st == scanOK && end == len(s)
+}
+
+// startLlama3x reads bare JSON calls at the start of the output.
+func startLlama3x(p *pstate, i int) int {
+	s := p.s
+	keys := callKeys{name: []string{"name"}, args: []string{"parameters", "arguments"}}
+	committed := false
+	for {
+		k := skipSpace(s, i)
+		if committed && k < len(s) && s[k] == ';' {
+			k = skipSpace(s, k+1)
+		}
+		if k >= len(s) {
+			if p.partial {
+				p.stopped = true
+			}
+			return i
+		}
+		if s[k] != '{' {
+			return i
+		}
+		tc, end, st := p.callObject(k, keys)
+		switch st {
+		case scanEOF:
+			if tc.Name != "" || committed || p.partial {
+				p.eof(&tc, committed)
+				return len(s)
+			}
+			return i
+		case scanInvalid:
+			if tc.Name != "" || committed {
+				p.invalid(&tc, committed)
+				return len(s)
+			}
+			return i
+		}
+		if tc.Name == "" {
+			return i
+		}
+		p.calls = append(p.calls, tc)
+		committed = true
+		i = end
+	}
+}
+
+const (
+	dsCallsBegin = "<｜tool▁calls▁begin｜>"
+	dsCallsEnd   = "<｜tool▁calls▁end｜>"
+	dsCallBegin  = "<｜tool▁call▁begin｜>"
+	dsCallEnd    = "<｜tool▁call▁end｜>"
+	dsSep        = "<｜tool▁sep｜>"
+)
+
+// callDeepSeek reads a DeepSeek tool-call section. R1 writes
+// <｜tool▁call▁begin｜>function<｜tool▁sep｜>name\n```json\n{...}\n```<｜tool▁call▁end｜>;
+// V3.1 writes <｜tool▁call▁begin｜>name<｜tool▁sep｜>{...}<｜tool▁call▁end｜>.
+func callDeepSeek(r1 bool) callFunc {
+	return func(p *pstate, i int, marker string) (int, bool) {
+		s := p.s
+		j := i
+		if marker == dsCallsBegin {
+			j = i + len(marker)
+		}
+		committed := false
+		for {
+			k, ok := p.lit(j, dsCallBegin, true)
+			if p.stopped {
+				return p.eof(nil, committed)
+			}
+			if !ok {
+				if !committed {
+					return p.invalid(nil, false)
+				}
+				return p.closeWith(j, dsCallsEnd), true
+			}
+			sep := strings.Index(s[k:], dsSep)
+			if sep < 0 {
+				return p.eof(nil, committed)
+			}
+			var tc ToolCall
+			head := strings.TrimSpace(s[k : k+sep])
+			j = k + sep + len(dsSep)
+			if r1 || head == "function" {
+				nl := strings.IndexByte(s[j:], '\n')
+				if nl < 0 {
+					return p.eof(nil, committed)
+				}
+				tc.Name = strings.TrimSpace(s[j : j+nl])
+				j += nl + 1
+				if f, ok := p.lit(j, "```json", true); ok {
+					j = f
+				} else if p.stopped {
+					return p.eof(nil, committed)
+				}
+			} else {
+				tc.Name = head
+			}
+			if !validName(tc.Name) {
+				return p.invalid(nil, committed)
+			}
+			end, st := p.argsJSON(&tc, j)
+			switch st {
+			case scanEOF:
+				return p.eof(&tc, committed)
+			case scanInvalid:
+				return p.invalid(&tc, committed)
+			}
+			p.calls = append(p.calls, tc)
+			committed = true
+			j = end
+			if f, ok := p.lit(j, "```", true); ok {
+				j = f
+			} else if p.stopped {
+				return len(s), true
+			}
+			if f, ok := p.lit(j, dsCallEnd, true); ok {
+				j = f
+			} else if p.stopped {
+				return len(s), true
+			}
+		}
+	}
+}
+
+// callKimiK2 reads <|tool_calls_section_begin|>(<|tool_call_begin|>
+// functions.name:idx<|tool_call_argument_begin|>{...}<|tool_call_end|>)*
+// <|tool_calls_section_end|>.
+func callKimiK2(p *pstate, i int, marker string) (int, bool) {
+	const (
+		callBegin = "<|tool_call_begin|>"
+		argBegin  = "<|tool_call_argument_begin|>"
+		callEnd   = "<|tool_call_end|>"
+		secEnd    = "<|tool_calls_section_end|>"
+	)
+	s := p.s
+	j := i + len(marker)
+	committed := false
+	for {
+		k, ok := p.lit(j, callBegin, true)
+		if p.stopped {
+			return p.eof(nil, committed)
+		}
+		if !ok {
+			if e, ok := p.lit(j, secEnd, true); ok {
+				return e, true
+			} else if p.stopped {
+				return p.eof(nil, committed)
+			}
+			return p.invalid(nil, committed)
+		}
+		a := strings.Index(s[k:], argBegin)
+		if a < 0 {
+			return p.eof(nil, committed)
+		}
+		id := strings.TrimSpace(s[k : k+a])
+		name := strings.TrimPrefix(id, "functions.")
+		if c := strings.LastIndexByte(name, ':'); c >= 0 {
+			name = name[:c]
+		}
+		tc := ToolCall{ID: id, Name: name}
+		if !validName(name) {
+			return p.invalid(nil, committed)
+		}
+		end, st := p.argsJSON(&tc, k+a+len(argBegin))
+		switch st {
+		case scanEOF:
+			return p.eof(&tc, committed)
+		case scanInvalid:
+			return p.invalid(&tc, committed)
+		}
+		p.calls = append(p.calls, tc)
+		committed = true
+		j = end
+		if f, ok := p.lit(j, callEnd, true); ok {
+			j = f
+		} else if p.stopped {
+			return len(s), true
+		}
+	}
+}
+
+// xmlArgs builds a JSON arguments object from text parameters one at a
+// time; the open form is a prefix of the closed one.
+type xmlArgs struct {
+	b strings.Builder
+	n int
+}
+
+func (a *xmlArgs) add(p *pstate, fn, key, val string) {
+	if a.n == 0 {
+		a.b.WriteByte('{')
+	} else {
+		a.b.WriteString(", ")
+	}
+	a.n++
+	a.b.WriteString(jsonString(key))
+	a.b.WriteString(": ")
+	a.b.WriteString(p.typedValue(fn, key, val))
+}
+
+func (a *xmlArgs) open() string {
+	if a.n == 0 {
+		return "{"
+	}
+	return a.b.String()
+}
+
+func (a *xmlArgs) closed() string { return a.open() + "}" }
+
+// typedValue turns a text parameter into JSON: a string when the tool's
+// schema says so or when the text is not JSON, the JSON value otherwise.
+func (p *pstate) typedValue(fn, key, val string) string {
+	if t := paramType(p.opts.Tools, fn, key); t == "string" {
+		return jsonString(val)
+	}
+	if v := strings.TrimSpace(val); isJSONValue(v) {
+		return v
+	}
+	return jsonString(val)
+}
+
+// paramType is the JSON Schema type of a tool's parameter, or "".
+func paramType(tools []Tool, fn, key string) string {
+	for _, t := range tools {
+		if t.Name != fn || len(t.Parameters) == 0 {
+			continue
+		}
+		var schema struct {
+			Properties map[string]struct {
+				Type any `json:"type"`
+			} `json:"properties"`
+		}
+		if json.Unmarshal(t.Parameters, &schema) != nil {
+			return ""
+		}
+		if ts, ok := schema.Properties[key].Type.(string); ok {
+			return ts
+		}
+		return ""
+	}
+	return ""
+}
+
+// trimNewlines drops one newline at each end of a parameter value.
+func trimNewlines(v string) string {
+	v = strings.TrimPrefix(v, "\r")
+	v = strings.TrimPrefix(v, "\n")
+	v = strings.TrimSuffix(v, "\n")
+	v = strings.TrimSuffix(v, "\r")
+	return v
+}
+
+// callQwen3Coder reads <tool_call><function=name><parameter=k>v</parameter>
+// </function></tool_call> (the opening <tool_call> may be missing).
+func callQwen3Coder(p *pstate, i int, marker string) (int, bool) {
+	s := p.s
+	j := i + len(marker)
+	if marker == "<tool_call>" {
+		k, ok := p.lit(j, "<function=", true)
+		if p.stopped {
+			return p.eof(nil, false)
+		}
+		if !ok {
+			// Some models put Hermes JSON in the same tags.
+			return callHermes(p, i, marker)
+		}
+		j = k
+	}
+	gt := strings.IndexByte(s[j:], '>')
+	if gt < 0 {
+		return p.eofNoName()
+	}
+	tc := ToolCall{Name: strings.TrimSpace(s[j : j+gt])}
+	if !validName(tc.Name) {
+		return p.invalid(nil, false)
+	}
+	j += gt + 1
+	var args xmlArgs
+	for {
+		tc.Arguments = args.open()
+		k, ok := p.lit(j, "<parameter=", true)
+		if p.stopped {
+			return p.eof(&tc, false)
+		}
+		if ok {
+			gt := strings.IndexByte(s[k:], '>')
+			if gt < 0 {
+				return p.eof(&tc, false)
+			}
+			key := strings.TrimSpace(s[k : k+gt])
+			val, end, found := p.until(k+gt+1, "</parameter>")
+			if !found {
+				return p.eof(&tc, false)
+			}
+			args.add(p, tc.Name, key, trimNewlines(val))
+			j = end
+			continue
+		}
+		k, ok = p.lit(j, "</function>", true)
+		if p.stopped {
+			return p.eof(&tc, false)
+		}
+		if !ok {
+			return p.invalid(&tc, false)
+		}
+		tc.Arguments = args.closed()
+		p.calls = append(p.calls, tc)
+		return p.closeWith(k, "</tool_call>"), true
+	}
+}
+
+// callGLM45 reads <tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value>
+// </tool_call>.
+func callGLM45(p *pstate, i int, marker string) (int, bool) {
+	s := p.s
+	j := i + len(marker)
+	end := len(s)
+	for _, t := range []string{"\n", "<arg_key>", "</tool_call>"} {
+		if k := strings.Index(s[j:], t); k >= 0 && j+k < end {
+			end = j + k
+		}
+	}
+	if end == len(s) {
+		return p.eofNoName()
+	}
+	tc := ToolCall{Name: strings.TrimSpace(s[j:end])}
+	if !validName(tc.Name) {
+		return p.invalid(nil, false)
+	}
+	j = end
+	var args xmlArgs
+	for {
+		tc.Arguments = args.open()
+		k, ok := p.lit(j, "<arg_key>", true)
+		if p.stopped {
+			return p.eof(&tc, false)
+		}
+		if ok {
+			key, e, found := p.until(k, "</arg_key>")
+			if !found {
+				return p.eof(&tc, false)
+			}
+			v, ok := p.lit(e, "<arg_value>", true)
+			if p.stopped {
+				return p.eof(&tc, false)
+			}
+			if !ok {
+				return p.invalid(&tc, false)
+			}
+			val, e, found := p.until(v, "</arg_value>")
+			if !found {
+				return p.eof(&tc, false)
+			}
+			args.add(p, tc.Name, strings.TrimSpace(key), val)
+			j = e
+			continue
+		}
+		k, ok = p.lit(j, "</tool_call>", true)
+		if p.stopped {
+			return p.eof(&tc, false)
+		}
+		if !ok {
+			return p.invalid(&tc, false)
+		}
+		tc.Arguments = args.closed()
+		p.calls = append(p.calls, tc)
+		return k, true
+	}
+}

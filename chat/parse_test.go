@@ -1,0 +1,302 @@
+package chat
+
+import (
+	"math/rand"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type parseCase struct {
+	name      string
+	format    Format
+	reasoning ReasoningFormat
+	forced    bool
+	noTools   bool
+	tools     []Tool
+	in        string
+
+	content, reasoningOut string
+	calls                 []ToolCall // Arguments compared as JSON
+	wantErr               bool
+}
+
+func (c parseCase) opts() ParseOptions {
+	return ParseOptions{Format: c.format, Reasoning: c.reasoning, ThinkingForcedOpen: c.forced, ParseToolCalls: !c.noTools, Tools: c.tools}
+}
+
+func call(name, args string) ToolCall { return ToolCall{Name: name, Arguments: args} }
+
+func callID(name, args, id string) ToolCall { return ToolCall{Name: name, Arguments: args, ID: id} }
+
+const (
+	helloContent = "Hello, world!\nWhat's up?"
+	argsArg1     = `{"arg1": 1}`
+)
+
+var parseCases = []parseCase{
+	{name: "content only", format: FormatContentOnly, in: helloContent, content: helloContent},
+	{name: "content only keeps spaces", format: FormatContentOnly, in: "  indented\n", content: "  indented\n"},
+	{name: "content only think", format: FormatContentOnly, reasoning: ReasoningDeepSeek, in: "<think>I'm\nthinking</think>\n\nHello, world!\nWhat's up?", content: helloContent, reasoningOut: "I'm\nthinking"},
+	{name: "content only think none", format: FormatContentOnly, reasoning: ReasoningNone, in: "<think>I'm\nthinking</think>Hello", content: "<think>I'm\nthinking</think>Hello"},
+	{name: "qwq forced open", format: FormatHermes2Pro, reasoning: ReasoningAuto, forced: true, in: "Let me think about this...\n</think>\nThe answer is 42.", content: "The answer is 42.", reasoningOut: "Let me think about this..."},
+	{name: "forced open unterminated", format: FormatHermes2Pro, reasoning: ReasoningDeepSeek, forced: true, in: "still thinking", reasoningOut: "still thinking"},
+	{name: "empty think", format: FormatHermes2Pro, reasoning: ReasoningAuto, forced: true, in: "</think>Hello, world!", content: "Hello, world!"},
+
+	{name: "generic response", format: FormatGeneric, in: `{"response": "Hello, world!\nWhat's up?"}`, content: helloContent},
+	{name: "generic call", format: FormatGeneric, in: `{"tool_call": {"name": "special_function", "arguments": {"arg1": 1}}}`, calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "generic calls", format: FormatGeneric, in: `{"tool_calls": [{"name": "special_function", "arguments": {"arg1": 1}, "id": "123456789"}]}`, calls: []ToolCall{callID("special_function", argsArg1, "123456789")}},
+	{name: "generic plain text", format: FormatGeneric, in: "plain text", content: "plain text"},
+	{name: "generic unicode response", format: FormatGeneric, in: `{"response": "caf\u00e9 \ud83d\ude00 格"}`, content: "café 😀 格"},
+
+	{name: "hermes call", format: FormatHermes2Pro, in: "<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}</tool_call>", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "hermes content and call", format: FormatHermes2Pro, in: "Hello, world!\nWhat's up?<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}</tool_call>", content: helloContent, calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "hermes parallel", format: FormatHermes2Pro, in: "<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}\n</tool_call>\n<tool_call>\n{\"name\": \"special_function_with_opt\", \"arguments\": {\"arg1\": 1, \"arg2\": 2}}\n</tool_call>",
+		calls: []ToolCall{call("special_function", argsArg1), call("special_function_with_opt", `{"arg1": 1, "arg2": 2}`)}},
+	{name: "hermes think and call", format: FormatHermes2Pro, reasoning: ReasoningDeepSeek, forced: true, in: "I'm\nthinking\n</think>\n\n<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}\n</tool_call>", reasoningOut: "I'm\nthinking", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "hermes tools off", format: FormatHermes2Pro, noTools: true, in: "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>", content: "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"},
+	{name: "hermes bad call is text", format: FormatHermes2Pro, in: "see <tool_call> tags", content: "see <tool_call> tags"},
+	{name: "hermes cut off", format: FormatHermes2Pro, in: "<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg", calls: []ToolCall{call("special_function", `{"arg`)}, wantErr: true},
+
+	{name: "qwen3 coder call", format: FormatQwen3Coder, in: "<tool_call>\n<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n</function>\n</tool_call>", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "qwen3 coder no open tag", format: FormatQwen3Coder, in: "Let me call it.\n<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n</function>\n</tool_call>", content: "Let me call it.", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "qwen3 coder parallel", format: FormatQwen3Coder, in: "<tool_call>\n<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=special_function_with_opt>\n<parameter=arg1>\n1\n</parameter>\n<parameter=arg2>\n2\n</parameter>\n</function>\n</tool_call>",
+		calls: []ToolCall{call("special_function", argsArg1), call("special_function_with_opt", `{"arg1": 1, "arg2": 2}`)}},
+	{name: "qwen3 coder code", format: FormatQwen3Coder, in: "<tool_call>\n<function=python>\n<parameter=code>\ndef hello():\n    print(\"Hello, world!\")\n\nhello()\n</parameter>\n</function>\n</tool_call>",
+		calls: []ToolCall{call("python", "{\"code\": \"def hello():\\n    print(\\\"Hello, world!\\\")\\n\\nhello()\"}")}},
+	{name: "qwen3 coder unicode", format: FormatQwen3Coder, in: "<tool_call>\n<function=python>\n<parameter=code>\n格\n</parameter>\n</function>\n</tool_call>", calls: []ToolCall{call("python", `{"code": "格"}`)}},
+	{name: "qwen3 coder html", format: FormatQwen3Coder, in: "<tool_call>\n<function=html>\n<parameter=markup>\n<html>\n <head>\n  <title>Hello!</title>\n </head>\n</html>\n</parameter>\n</function>\n</tool_call>",
+		calls: []ToolCall{call("html", "{\"markup\": \"<html>\\n <head>\\n  <title>Hello!</title>\\n </head>\\n</html>\"}")}},
+	{name: "qwen3 coder typed by schema", format: FormatQwen3Coder, tools: []Tool{{Name: "f", Parameters: []byte(`{"type":"object","properties":{"zip":{"type":"string"}}}`)}},
+		in: "<tool_call>\n<function=f>\n<parameter=zip>\n01234\n</parameter>\n</function>\n</tool_call>", calls: []ToolCall{call("f", `{"zip": "01234"}`)}},
+	{name: "qwen3.5 think and call", format: FormatQwen3Coder, reasoning: ReasoningAuto, forced: true, in: "I'm\nthinking\n</think>\n\n<tool_call>\n<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n</function>\n</tool_call>", reasoningOut: "I'm\nthinking", calls: []ToolCall{call("special_function", argsArg1)}},
+
+	{name: "llama json call", format: FormatLlama3x, in: `{"name": "special_function", "parameters": {"arg1": 1}}`, calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "llama typed json call", format: FormatLlama3x, in: `{"type": "function", "name": "special_function", "parameters": {"arg1": 1}}`, calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "llama json content", format: FormatLlama3x, in: `{"answer": 42}`, content: `{"answer": 42}`},
+	{name: "llama builtin", format: FormatLlama3x, in: `<|python_tag|>code_interpreter.call(code="print('hey')")`, calls: []ToolCall{call("code_interpreter", `{"code": "print('hey')"}`)}},
+	{name: "llama builtin search", format: FormatLlama3x, in: `<|python_tag|>brave_search.call(query="today's weather", count=3)`, calls: []ToolCall{call("brave_search", `{"query": "today's weather", "count": 3}`)}},
+	{name: "llama python code", format: FormatLlama3x, in: "<|python_tag|>print('hey')", calls: []ToolCall{call("python", `{"code": "print('hey')"}`)}},
+	{name: "llama content", format: FormatLlama3x, in: helloContent, content: helloContent},
+
+	{name: "nemo call", format: FormatMistralNemo, in: `[TOOL_CALLS][{"name": "special_function", "arguments": {"arg1": 1}, "id": "123456789"}]`, calls: []ToolCall{callID("special_function", argsArg1, "123456789")}},
+	{name: "nemo content", format: FormatMistralNemo, in: helloContent, content: helloContent},
+
+	{name: "magistral think", format: FormatMagistral, reasoning: ReasoningAuto, in: "[THINK]I'm\nthinking[/THINK]Hello, world!\nWhat's up?", content: helloContent, reasoningOut: "I'm\nthinking"},
+	{name: "magistral think none", format: FormatMagistral, in: "[THINK]I'm\nthinking[/THINK]Hello, world!\nWhat's up?", content: "[THINK]I'm\nthinking[/THINK]Hello, world!\nWhat's up?"},
+	{name: "magistral call", format: FormatMagistral, reasoning: ReasoningAuto, in: `[TOOL_CALLS]special_function[ARGS]{"arg1":1}`, calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "magistral think call", format: FormatMagistral, reasoning: ReasoningAuto, in: "[THINK]I'm\nthinking[/THINK]" + `[TOOL_CALLS]special_function[ARGS]{"arg1":1}`, reasoningOut: "I'm\nthinking", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "magistral parallel", format: FormatMagistral, in: `[TOOL_CALLS]special_function[ARGS]{"arg1": 1}[TOOL_CALLS]special_function_with_opt[ARGS]{"arg1": 1, "arg2": 2}`,
+		calls: []ToolCall{call("special_function", argsArg1), call("special_function_with_opt", `{"arg1": 1, "arg2": 2}`)}},
+	{name: "magistral fake marker in thinking", format: FormatMagistral, reasoning: ReasoningAuto, in: "[THINK]Let me think about [TOOL_CALLS]special_function[ARGS]{\"arg1\":1} and more[/THINK]" + `[TOOL_CALLS]special_function[ARGS]{"arg1": 1}`,
+		reasoningOut: "Let me think about [TOOL_CALLS]special_function[ARGS]{\"arg1\":1} and more", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "mistral small call id", format: FormatMagistral, in: `[TOOL_CALLS]special_function[CALL_ID]123456789[ARGS]{"arg1": 1}`, calls: []ToolCall{callID("special_function", argsArg1, "123456789")}},
+	{name: "devstral content call", format: FormatMagistral, in: `Hello, world!` + "\n" + `What's up?[TOOL_CALLS]special_function[ARGS]{"arg1": 1}`, content: helloContent, calls: []ToolCall{call("special_function", argsArg1)}},
+
+	{name: "functionary v3.1 call", format: FormatFunctionaryV31, in: `<function=special_function>{"arg1": 1}</function>`, calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "functionary v3.1 python", format: FormatFunctionaryV31, in: "<|python_tag|>print('hey')", calls: []ToolCall{call("python", `{"code": "print('hey')"}`)}},
+	{name: "functionary v3.1 content", format: FormatFunctionaryV31, in: helloContent, content: helloContent},
+
+	{name: "functionary v3.2 content", format: FormatFunctionaryV32, in: "all\nHello, world!\nWhat's up?", content: helloContent},
+	{name: "functionary v3.2 call", format: FormatFunctionaryV32, in: "special_function\n{\"arg1\": 1}", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "functionary v3.2 content then call", format: FormatFunctionaryV32, in: "all\nHello, world!\nWhat's up?>>>special_function\n{\"arg1\": 1}", content: helloContent, calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "functionary v3.2 python", format: FormatFunctionaryV32, in: "python\nprint('hey')", calls: []ToolCall{call("python", `{"code": "print('hey')"}`)}},
+	{name: "functionary v3.2 plain", format: FormatFunctionaryV32, in: "Just text, no recipient.", content: "Just text, no recipient."},
+
+	{name: "deepseek r1 think", format: FormatDeepSeekR1, reasoning: ReasoningDeepSeek, forced: true, in: "I'm\nthinking</think>Hello, world!\nWhat's up?", content: helloContent, reasoningOut: "I'm\nthinking"},
+	{name: "deepseek r1 call", format: FormatDeepSeekR1, reasoning: ReasoningDeepSeek, forced: true, in: "</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>special_function\n```json\n{\"arg1\": 1}```<｜tool▁call▁end｜><｜tool▁calls▁end｜>", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "deepseek r1 call no think", format: FormatDeepSeekR1, reasoning: ReasoningDeepSeek, in: "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>special_function\n```json\n{\"arg1\": 1}```<｜tool▁call▁end｜><｜tool▁calls▁end｜>", calls: []ToolCall{call("special_function", argsArg1)}},
+
+	{name: "deepseek v3.1 call", format: FormatDeepSeekV31, reasoning: ReasoningDeepSeek, in: "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{\"city\": \"XYZCITY\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", calls: []ToolCall{call("get_time", `{"city":"XYZCITY"}`)}},
+	{name: "deepseek v3.1 think call", format: FormatDeepSeekV31, reasoning: ReasoningDeepSeek, forced: true, in: "REASONING</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{\"city\": \"Tokyo\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", reasoningOut: "REASONING", calls: []ToolCall{call("get_time", `{"city":"Tokyo"}`)}},
+	{name: "deepseek v3.1 parallel", format: FormatDeepSeekV31, reasoning: ReasoningDeepSeek, forced: true, in: "REASONING</think>CONTENT<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+		reasoningOut: "REASONING", content: "CONTENT", calls: []ToolCall{call("get_time", `{"city":"Paris"}`), call("get_weather", `{"city":"Paris"}`)}},
+	{name: "deepseek v3.1 content", format: FormatDeepSeekV31, reasoning: ReasoningDeepSeek, in: "CONTENT", content: "CONTENT"},
+
+	{name: "command r7b response", format: FormatCommandR7B, in: "<|START_RESPONSE|>Hello, world!\nWhat's up?<|END_RESPONSE|>", content: helloContent},
+	{name: "command r7b think call", format: FormatCommandR7B, reasoning: ReasoningDeepSeek, in: "<|START_THINKING|>I'm\nthinking<|END_THINKING|><|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"special_function\", \"parameters\": {\"arg1\": 1}}\n]<|END_ACTION|>",
+		reasoningOut: "I'm\nthinking", calls: []ToolCall{callID("special_function", argsArg1, "0")}},
+
+	{name: "gemma think", format: FormatGemma, reasoning: ReasoningAuto, in: "<|channel>thought\nI'm\nthinking<channel|>Hello, world!\nWhat's up?", content: helloContent, reasoningOut: "I'm\nthinking"},
+	{name: "gemma empty think", format: FormatGemma, reasoning: ReasoningAuto, in: "<|channel>thought<channel|>Hello, world!\nWhat's up?", content: helloContent},
+	{name: "gemma think none", format: FormatGemma, in: "<|channel>thought\nI'm\nthinking<channel|>Hello, world!\nWhat's up?", content: "<|channel>thought\nI'm\nthinking<channel|>Hello, world!\nWhat's up?"},
+	{name: "gemma call", format: FormatGemma, in: `<|tool_call>call:get_time{city:<|"|>London<|"|>}<tool_call|>`, calls: []ToolCall{call("get_time", `{"city": "London"}`)}},
+	{name: "gemma empty args", format: FormatGemma, in: `<|tool_call>call:empty_args{}<tool_call|>`, calls: []ToolCall{call("empty_args", `{}`)}},
+	{name: "gemma content call", format: FormatGemma, in: "Hello, world!\nWhat's up?" + `<|tool_call>call:get_time{city:<|"|>Paris<|"|>}<tool_call|>`, content: helloContent, calls: []ToolCall{call("get_time", `{"city": "Paris"}`)}},
+	{name: "gemma parallel", format: FormatGemma, in: `<|tool_call>call:get_time{city:<|"|>London<|"|>}<tool_call|><|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>`,
+		calls: []ToolCall{call("get_time", `{"city": "London"}`), call("get_weather", `{"city": "Paris"}`)}},
+	{name: "gemma number nested", format: FormatGemma, in: `<|tool_call>call:special_function{arg1:42,opts:{on:true,tags:[<|"|>a<|"|>,-1.5]}}<tool_call|>`, calls: []ToolCall{call("special_function", `{"arg1": 42, "opts": {"on": true, "tags": ["a", -1.5]}}`)}},
+
+	{name: "gpt-oss final", format: FormatGPTOSS, in: "<|channel|>final<|message|>Hello, world!\nWhat's up?", content: helloContent},
+	{name: "gpt-oss commentary", format: FormatGPTOSS, in: "<|channel|>commentary<|message|>Hello, world!\nWhat's up?", content: helloContent},
+	{name: "gpt-oss analysis final", format: FormatGPTOSS, reasoning: ReasoningAuto, in: "<|channel|>analysis<|message|>I'm\nthinking<|end|><|start|>assistant<|channel|>final<|message|>Hello, world!\nWhat's up?", content: helloContent, reasoningOut: "I'm\nthinking"},
+	{name: "gpt-oss reasoning none", format: FormatGPTOSS, in: "<|channel|>analysis<|message|>I'm\nthinking<|end|><|start|>assistant<|channel|>final<|message|>Hello, world!\nWhat's up?", content: "<|channel|>analysis<|message|>I'm\nthinking<|end|>Hello, world!\nWhat's up?"},
+	{name: "gpt-oss recipient in role", format: FormatGPTOSS, reasoning: ReasoningAuto, in: " to=functions.special_function<|channel|>analysis<|message|>{\"arg1\": 1}", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "gpt-oss recipient in channel", format: FormatGPTOSS, reasoning: ReasoningAuto, in: "<|channel|>analysis to=functions.special_function<|message|>{\"arg1\": 1}", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "gpt-oss constrain", format: FormatGPTOSS, reasoning: ReasoningAuto, in: " to=functions.special_function<|channel|>analysis <|constrain|>json<|message|>{\"arg1\": 1}", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "gpt-oss think then call", format: FormatGPTOSS, reasoning: ReasoningAuto, in: "<|channel|>analysis<|message|>I'm\nthinking<|end|><|start|>assistant to=functions.special_function<|channel|>analysis<|message|>{\"arg1\": 1}", reasoningOut: "I'm\nthinking", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "gpt-oss edit", format: FormatGPTOSS, reasoning: ReasoningAuto, in: "<|channel|>analysis<|message|>Thinking about edit...<|end|><|start|>assistant<|channel|>commentary to=functions.edit <|constrain|>json<|message|>{\"oldString\": \"if (part < railCount - 1) {\", \"newString\": \"if (part < 4) {\", \"replaceAll\": false}<|call|>",
+		reasoningOut: "Thinking about edit...", calls: []ToolCall{call("edit", `{"oldString": "if (part < railCount - 1) {", "newString": "if (part < 4) {", "replaceAll": false}`)}},
+
+	{name: "kimi call", format: FormatKimiK2, in: "<|tool_calls_section_begin|><|tool_call_begin|>functions.special_function:0<|tool_call_argument_begin|>{\"arg1\": 1}<|tool_call_end|><|tool_calls_section_end|>", calls: []ToolCall{callID("special_function", argsArg1, "functions.special_function:0")}},
+	{name: "kimi think call", format: FormatKimiK2, reasoning: ReasoningAuto, in: "<think>I'm thinking about this</think><|tool_calls_section_begin|><|tool_call_begin|>functions.special_function:0<|tool_call_argument_begin|>{\"arg1\": 1}<|tool_call_end|><|tool_calls_section_end|>",
+		reasoningOut: "I'm thinking about this", calls: []ToolCall{callID("special_function", argsArg1, "functions.special_function:0")}},
+	{name: "kimi content call", format: FormatKimiK2, in: "Hello, world!\nWhat's up?<|tool_calls_section_begin|><|tool_call_begin|>functions.special_function:0<|tool_call_argument_begin|>{\"arg1\": 1}<|tool_call_end|><|tool_calls_section_end|>", content: helloContent, calls: []ToolCall{callID("special_function", argsArg1, "functions.special_function:0")}},
+	{name: "kimi parallel", format: FormatKimiK2, reasoning: ReasoningAuto, in: "<think>I need to call two functions</think><|tool_calls_section_begin|><|tool_call_begin|>functions.special_function:0<|tool_call_argument_begin|>{\"arg1\": 1}<|tool_call_end|><|tool_call_begin|>functions.python:1<|tool_call_argument_begin|>{\"code\": \"print('hey')\"}<|tool_call_end|><|tool_calls_section_end|>",
+		reasoningOut: "I need to call two functions", calls: []ToolCall{callID("special_function", argsArg1, "functions.special_function:0"), callID("python", `{"code": "print('hey')"}`, "functions.python:1")}},
+
+	{name: "glm 4.6 call", format: FormatGLM45, in: "<tool_call>special_function\n<arg_key>arg1</arg_key>\n<arg_value>1</arg_value>\n</tool_call>", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "glm 4.7 call", format: FormatGLM45, in: "<tool_call>special_function<arg_key>arg1</arg_key><arg_value>1</arg_value></tool_call>", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "glm think", format: FormatGLM45, reasoning: ReasoningDeepSeek, forced: true, in: "I'm\nthinking</think>Hello, world!\nWhat's up?", content: helloContent, reasoningOut: "I'm\nthinking"},
+	{name: "glm string arg", format: FormatGLM45, in: "<tool_call>get_time\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>", calls: []ToolCall{call("get_time", `{"city": "Paris"}`)}},
+
+	{name: "firefunction call", format: FormatFireFunctionV2, in: " functools[{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}]", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "nemotron v2 call", format: FormatNemotronV2, reasoning: ReasoningAuto, forced: true, in: "I'm\nthinking\n</think>\n<TOOLCALL>[{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}]</TOOLCALL>", reasoningOut: "I'm\nthinking", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "apriel call", format: FormatApriel, in: "<tool_calls>[{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}]</tool_calls>", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "granite call", format: FormatGranite, in: "<|tool_call|>[{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}]", calls: []ToolCall{call("special_function", argsArg1)}},
+}
+
+func checkMessage(t *testing.T, c parseCase, got Message) {
+	t.Helper()
+	assert.Equal(t, RoleAssistant, got.Role)
+	assert.Equal(t, c.content, got.Content, "content")
+	assert.Equal(t, c.reasoningOut, got.ReasoningContent, "reasoning")
+	require.Len(t, got.ToolCalls, len(c.calls), "tool calls: %+v", got.ToolCalls)
+	for i, want := range c.calls {
+		assert.Equal(t, want.Name, got.ToolCalls[i].Name)
+		assert.Equal(t, want.ID, got.ToolCalls[i].ID)
+		if !c.wantErr {
+			assert.JSONEq(t, want.Arguments, got.ToolCalls[i].Arguments)
+		} else {
+			assert.Equal(t, want.Arguments, got.ToolCalls[i].Arguments)
+		}
+	}
+}
+
+func TestParse(t *testing.T) {
+	for _, c := range parseCases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := Parse(c.in, c.opts())
+			if c.wantErr {
+				assert.Error(t, err)
+			} else {
+				require.NoError(t, err)
+			}
+			checkMessage(t, c, got)
+		})
+	}
+}
+
+// allMarkers are strings no content delta may end with a start of.
+var allMarkers = []string{
+	"<tool_call>", "<function=", "<|python_tag|>", "[TOOL_CALLS]", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>",
+	"<|START_ACTION|>", "<|tool_call>", "<|tool_calls_section_begin|>", "<TOOLCALL>", "<tool_calls>", "<|tool_call|>",
+	"<think>", "</think>", "[THINK]", "[/THINK]", "<|START_THINKING|>", "<|END_THINKING|>", "<|channel|>", "<|start|>",
+}
+
+// streamPieces feeds pieces to a parser and checks the deltas add up.
+func streamPieces(t *testing.T, opts ParseOptions, pieces []string) (Message, error) {
+	t.Helper()
+	p := NewParser(opts)
+	var acc Message
+	acc.Role = RoleAssistant
+	apply := func(d Delta) {
+		acc.Content += d.Content
+		acc.ReasoningContent += d.ReasoningContent
+		for _, td := range d.ToolCalls {
+			for len(acc.ToolCalls) <= td.Index {
+				acc.ToolCalls = append(acc.ToolCalls, ToolCall{})
+			}
+			tc := &acc.ToolCalls[td.Index]
+			if td.Name != "" {
+				assert.Empty(t, tc.Name, "name sent twice")
+				tc.Name = td.Name
+			}
+			if td.ID != "" {
+				assert.Empty(t, tc.ID, "id sent twice")
+				tc.ID = td.ID
+			}
+			assert.NotEmpty(t, tc.Name, "arguments before name")
+			tc.Arguments += td.ArgumentsDelta
+		}
+	}
+	var streamErr error
+	for _, piece := range pieces {
+		d, err := p.Push(piece)
+		if err != nil {
+			streamErr = err
+		}
+		apply(d)
+	}
+	d, err := p.Finish()
+	apply(d)
+	if err == nil && streamErr != nil {
+		t.Errorf("Push failed (%v) but Finish did not", streamErr)
+	}
+	final := p.Message()
+	assert.Equal(t, final, acc, "concatenated deltas differ from Message()")
+	return final, err
+}
+
+func runeSplit(s string) []string {
+	var out []string
+	for len(s) > 0 {
+		_, n := utf8.DecodeRuneInString(s)
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return out
+}
+
+func randomSplit(r *rand.Rand, s string) []string {
+	var out []string
+	for len(s) > 0 {
+		n := 1 + r.Intn(8)
+		if n > len(s) {
+			n = len(s)
+		}
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return out
+}
+
+func TestParserStream(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	for _, c := range parseCases {
+		t.Run(c.name, func(t *testing.T) {
+			whole, wholeErr := Parse(c.in, c.opts())
+			splits := map[string][]string{"runes": runeSplit(c.in), "bytes": strings.Split(c.in, "")}
+			for k := 0; k < 3; k++ {
+				splits["random"+string(rune('0'+k))] = randomSplit(r, c.in)
+			}
+			bytesSplit := make([]string, len(c.in))
+			for i := 0; i < len(c.in); i++ {
+				bytesSplit[i] = c.in[i : i+1]
+			}
+			splits["bytes"] = bytesSplit
+			for name, pieces := range splits {
+				got, err := streamPieces(t, c.opts(), pieces)
+				assert.Equal(t, whole, got, "split %s", name)
+				assert.Equal(t, wholeErr != nil, err != nil, "split %s: error %v vs %v", name, err, wholeErr)
+			}
+			// No content delta may show the start of a marker before the
+			// parser knows it is not one.
+			if len(c.calls) > 0 || c.reasoningOut != "" {
+				p := NewParser(c.opts())
+				for _, piece := range runeSplit(c.in) {
+					d, _ := p.Push(piece)
+					for _, m := range allMarkers {
+						if c.noTools || c.reasoning == ReasoningNone && strings.Contains(c.content, m) {
+							continue
+						}
+						assert.NotContains(t, d.Content, m)
+					}
+				}
+			}
+		})
+	}
+}
