@@ -60,8 +60,9 @@ func (w *Writer) DeleteKV(key string) {
 func (w *Writer) KV() []KV { return w.kv }
 
 // CopyKV copies all metadata of f into the writer, in f's order, except the
-// keys for which skip returns true (skip may be nil). general.alignment is
-// never copied implicitly unless skip is nil or allows it.
+// keys for which skip returns true (skip may be nil to copy everything).
+// Keys already set are replaced in place. Note that a copied
+// general.alignment also sets the alignment of the written file.
 func (w *Writer) CopyKV(f *File, skip func(key string) bool) {
 	for _, kv := range f.KV {
 		if skip != nil && skip(kv.Key) {
