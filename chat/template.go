@@ -87,7 +87,7 @@ func (e *TemplateError) Error() string { return "chat: template raised: " + e.Me
 
 // ParseTemplate parses a Jinja chat template.
 func ParseTemplate(source string) (*Template, error) {
-	compiled, err := jinja.Compile(preprocessSource(source))
+	compiled, err := compileSafely(preprocessSource(source))
 	if err != nil {
 		return nil, fmt.Errorf("chat: parse template: %w", err)
 	}
@@ -164,7 +164,7 @@ func (t *Template) render(vars map[string]jinja.Value, now time.Time) (string, e
 		now = time.Now()
 	}
 	addExtensions(vars, now)
-	out, err := t.compiled.RenderValues(vars)
+	out, err := renderSafely(t.compiled, vars)
 	if err != nil {
 		var te *TemplateError
 		if errors.As(err, &te) {
@@ -173,6 +173,26 @@ func (t *Template) render(vars map[string]jinja.Value, now time.Time) (string, e
 		return "", fmt.Errorf("chat: render template: %w", err)
 	}
 	return out, nil
+}
+
+// compileSafely compiles, turning a panic of the engine into an error.
+func compileSafely(src string) (tmpl *jinja.Template, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("engine panic: %v", r)
+		}
+	}()
+	return jinja.Compile(src)
+}
+
+// renderSafely renders, turning a panic of the engine into an error.
+func renderSafely(tmpl *jinja.Template, vars map[string]jinja.Value) (out string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("engine panic: %v", r)
+		}
+	}()
+	return tmpl.RenderValues(vars)
 }
 
 // messageText is the text of a message, its parts joined the way llama.cpp
@@ -581,26 +601,26 @@ func scanSegments(src string) []segment {
 					break
 				}
 				k += o
-				c := strings.Index(src[k:], "%}")
+				c := strings.Index(src[k+2:], "%}")
 				if c < 0 {
 					break
 				}
-				inner := strings.Trim(src[k+2:k+c], "-+ \t\r\n")
+				inner := strings.Trim(src[k+2:k+2+c], "-+ \t\r\n")
 				if inner == "endraw" {
 					segs = append(segs, sg)
 					segs = append(segs, segment{kind: segTextKind, text: src[i:k], pos: i})
 					endTag := segment{kind: '#', pos: k}
-					endBody := src[k+2 : k+c]
+					endBody := src[k+2 : k+2+c]
 					endTag.trimLeft = strings.HasPrefix(endBody, "-")
 					endTag.trimRight = strings.HasSuffix(endBody, "-")
 					segs = append(segs, endTag)
-					i = k + c + 2
+					i = k + 2 + c + 2
 					textStart = i
 					sg.kind = '#' // the raw tag itself renders nothing
 					segs[len(segs)-3].kind = '#'
 					break
 				}
-				k += c + 2
+				k += 2 + c + 2
 			}
 			if sg.kind == '#' {
 				continue

@@ -251,3 +251,139 @@ func TestParseTemplateError(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, strings.HasPrefix(err.Error(), "chat: "))
 }
+
+func TestRenderMessageShape(t *testing.T) {
+	src := `{% for m in messages %}{{ m.role }}|{{ m.content }}|{% if m.tool_calls %}{% for tc in m.tool_calls %}{{ tc.id }} {{ tc.type }} {{ tc.function.name }} {{ tc.function.arguments | tojson }} {% for k, v in tc.function.arguments | items %}{{ k }}={{ v }};{% endfor %}{% endfor %}{% endif %}{{ m.tool_call_id }}|{{ m.name }}|{{ m.reasoning_content }}
+{% endfor %}{% for t in tools %}{{ t.type }} {{ t.function.name }} {{ t.function.description }} {{ t.function.parameters | tojson }}{% endfor %}`
+	tmpl, err := ParseTemplate(src)
+	require.NoError(t, err)
+	assert.Equal(t, src, tmpl.Source())
+	caps := tmpl.Caps()
+	assert.True(t, caps.SupportsObjectArguments)
+	out, err := tmpl.Render(conformanceInput())
+	require.NoError(t, err)
+	assert.Equal(t, `system|You are a helpful assistant.|||
+user|What is the weather in Paris?|||
+assistant||call12345 function get_weather {"city": "Paris", "unit": "celsius"} city=Paris;unit=celsius;||
+tool|{"temperature": 21}|call12345|get_weather|
+user|Thanks! And tomorrow?|||
+function get_weather Get the weather of a city {"type": "object", "properties": {"city": {"type": "string", "description": "The city"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city"]}`, out)
+}
+
+func TestRenderArgumentsAsTextForTemplatesPrintingThem(t *testing.T) {
+	tmpl, err := ParseTemplate(`{% for m in messages %}{% for tc in m.tool_calls %}{{ tc.function.arguments }}{% endfor %}{% endfor %}`)
+	require.NoError(t, err)
+	assert.False(t, tmpl.Caps().SupportsObjectArguments)
+	out, err := tmpl.Render(TemplateInput{Messages: []Message{{Role: RoleAssistant, ToolCalls: []ToolCall{{Name: "f", Arguments: `{"a": 1}`}}}}})
+	require.NoError(t, err)
+	assert.Equal(t, `{"a": 1}`, out)
+}
+
+func TestRenderPolyfills(t *testing.T) {
+	noSystem := `{% for m in messages %}{% if m.role == 'system' %}{% else %}<{{ m.role }}>{{ m.content }}{% endif %}{% endfor %}`
+	tmpl, err := ParseTemplate(noSystem)
+	require.NoError(t, err)
+	assert.False(t, tmpl.Caps().SupportsSystemRole)
+	out, err := tmpl.Render(TemplateInput{Messages: []Message{
+		{Role: RoleDeveloper, Content: "Be brief."},
+		{Role: RoleUser, Content: "Hi"},
+	}})
+	require.NoError(t, err)
+	assert.Equal(t, "<user>Be brief.\nHi", out, "developer becomes system, merged into the next message")
+
+	typed := `{% for m in messages %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endfor %}`
+	tmpl, err = ParseTemplate(typed)
+	require.NoError(t, err)
+	assert.True(t, tmpl.Caps().RequiresTypedContent)
+	out, err = tmpl.Render(TemplateInput{Messages: []Message{{Role: RoleUser, Content: "plain"}, {Role: RoleUser, Parts: []ContentPart{{Type: "text", Text: "a"}, {Type: "text", Text: "b"}}}}})
+	require.NoError(t, err)
+	assert.Equal(t, "plainab", out)
+
+	gptOSS := `{% for m in messages %}{{ m.role }};{% endfor %}{# <|channel|> #}`
+	tmpl, err = ParseTemplate(gptOSS)
+	require.NoError(t, err)
+	out, err = tmpl.Render(TemplateInput{Messages: []Message{{Role: RoleDeveloper, Content: "x"}}})
+	require.NoError(t, err)
+	assert.Equal(t, "developer;", out, "templates with <|channel|> keep the developer role")
+}
+
+func TestBundledTemplateCaps(t *testing.T) {
+	dir := filepath.Join(llamaSrc(t), "models", "templates")
+	load := func(name string) *Template {
+		src, err := os.ReadFile(filepath.Join(dir, name+".jinja"))
+		require.NoError(t, err)
+		tmpl, err := ParseTemplate(string(src))
+		require.NoError(t, err)
+		return tmpl
+	}
+	qwen3 := load("Qwen-Qwen3-0.6B").Caps()
+	assert.Equal(t, TemplateCaps{SupportsSystemRole: true, SupportsTools: true, SupportsToolCalls: true, SupportsToolResponses: true, SupportsParallelToolCalls: true, SupportsThinking: true, SupportsObjectArguments: true}, qwen3)
+	gemma2 := load("google-gemma-2-2b-it").Caps()
+	assert.False(t, gemma2.SupportsSystemRole)
+	assert.False(t, gemma2.SupportsTools)
+	llama31 := load("meta-llama-Llama-3.1-8B-Instruct").Caps()
+	assert.True(t, llama31.SupportsTools)
+	assert.False(t, llama31.SupportsParallelToolCalls, "Llama 3.1 raises on parallel calls")
+	assert.False(t, llama31.SupportsThinking)
+}
+
+func TestRenderThinkingToggleAndNow(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(llamaSrc(t), "models", "templates", "Qwen-Qwen3-0.6B.jinja"))
+	require.NoError(t, err)
+	tmpl, err := ParseTemplate(string(src))
+	require.NoError(t, err)
+	in := TemplateInput{Messages: []Message{{Role: RoleUser, Content: "Hi"}}, AddGenerationPrompt: true}
+	out, err := tmpl.Render(in)
+	require.NoError(t, err)
+	assert.Equal(t, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", out)
+	in.Extra = map[string]any{"enable_thinking": false}
+	out, err = tmpl.Render(in)
+	require.NoError(t, err)
+	assert.Equal(t, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n", out)
+
+	src, err = os.ReadFile(filepath.Join(llamaSrc(t), "models", "templates", "meta-llama-Llama-3.2-3B-Instruct.jinja"))
+	require.NoError(t, err)
+	tmpl, err = ParseTemplate(string(src))
+	require.NoError(t, err)
+	out, err = tmpl.Render(TemplateInput{Messages: []Message{{Role: RoleUser, Content: "Hi"}}, BOSToken: "<|begin_of_text|>", Now: time.Date(2025, 1, 2, 0, 0, 0, 0, time.UTC)})
+	require.NoError(t, err)
+	assert.Equal(t, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 02 Jan 2025\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>", out)
+}
+
+func TestTemplateConcurrentRender(t *testing.T) {
+	tmpl, err := ParseTemplate(`{% for m in messages %}{{ m.content }}{% endfor %}`)
+	require.NoError(t, err)
+	done := make(chan string, 8)
+	for i := range 8 {
+		go func() {
+			out, _ := tmpl.Render(TemplateInput{Messages: []Message{{Role: RoleUser, Content: strings.Repeat("x", i)}}})
+			done <- out
+		}()
+	}
+	lens := map[int]bool{}
+	for range 8 {
+		lens[len(<-done)] = true
+	}
+	assert.Len(t, lens, 8)
+}
+
+func FuzzParseTemplate(f *testing.F) {
+	for _, s := range []string{
+		"{{ x }}",
+		"{% for m in messages %}{{ m.content | tojson }}{% endfor %}",
+		"{%- if a -%} {{ b }} {%+ endif +%}",
+		"{% raw %}{{ {% endraw %}",
+		"{{ 'unterminated",
+		"{# comment",
+		"{% set ns = namespace(a=1) %}{{ ns.a }}",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		tmpl, err := ParseTemplate(src)
+		if err != nil {
+			return
+		}
+		_, _ = tmpl.Render(TemplateInput{Messages: []Message{{Role: RoleUser, Content: "hi"}}, AddGenerationPrompt: true})
+	})
+}
