@@ -177,6 +177,9 @@ func (b *Builder) AddSchema(name string, schema []byte) (_ string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			se, ok := r.(*SchemaError)
+			if u, isUnsat := r.(unsatError); isUnsat {
+				se, ok = u.SchemaError, true
+			}
 			if !ok {
 				panic(r)
 			}

@@ -109,9 +109,9 @@ func (pc *patternConv) top(re *syntax.Regexp) string {
 		subs = subs[:len(subs)-1]
 	}
 	var parts []string
-	anyStar := pc.c.b.prim("char") + "*"
+	anyStar := func() string { return pc.c.b.prim("char") + "*" }
 	if !anchoredStart {
-		parts = append(parts, anyStar)
+		parts = append(parts, anyStar())
 	}
 	for _, s := range subs {
 		if t := pc.seq(s); t != "" {
@@ -119,7 +119,7 @@ func (pc *patternConv) top(re *syntax.Regexp) string {
 		}
 	}
 	if !anchoredEnd && (anchoredStart || len(subs) > 0) {
-		parts = append(parts, anyStar)
+		parts = append(parts, anyStar())
 	}
 	if len(parts) == 0 {
 		return `""`
