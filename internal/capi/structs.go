@@ -1,5 +1,7 @@
 package capi
 
+import "unsafe"
+
 // Go mirrors of the C structs of llama.h that cross the boundary by value or
 // by pointer. Field order, types and padding follow the header exactly;
 // layout_test.go compiles the real header with the system C compiler and
@@ -110,8 +112,8 @@ type TokenData struct {
 
 // TokenDataArray mirrors llama_token_data_array.
 type TokenDataArray struct {
-	Data     uintptr // llama_token_data *
-	Size     uintptr // size_t
+	Data     unsafe.Pointer // llama_token_data *
+	Size     uintptr        // size_t
 	Selected int64
 	Sorted   bool
 	_        [7]byte

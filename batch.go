@@ -1,0 +1,139 @@
+package llama
+
+import (
+	"unsafe"
+
+	"github.com/x/llama/internal/capi"
+)
+
+// Batch is a reusable set of tokens to decode, for one or several sequences
+// at once: each entry has a token, a position, the sequences it belongs to
+// and whether its logits (or embeddings) are wanted.
+//
+// A Batch is Go memory, allocated once by NewBatch; adding tokens does not
+// allocate, and Decode passes it to llama.cpp without copying. A Batch is
+// not safe for concurrent use; it needs no Close.
+type Batch struct {
+	tokens []int32
+	pos    []int32
+	nSeq   []int32
+	seqPtr []uintptr // one pointer per entry into seqIDs
+	seqIDs []int32   // maxSeq ids per entry
+	output []int8
+	maxSeq int
+	n      int
+}
+
+// NewBatch returns an empty batch for up to capacity tokens, each in up to
+// maxSeqPerToken sequences (at least 1).
+func NewBatch(capacity, maxSeqPerToken int) *Batch {
+	capacity = max(capacity, 1)
+	maxSeqPerToken = max(maxSeqPerToken, 1)
+	b := &Batch{
+		tokens: make([]int32, capacity),
+		pos:    make([]int32, capacity),
+		nSeq:   make([]int32, capacity),
+		seqPtr: make([]uintptr, capacity),
+		seqIDs: make([]int32, capacity*maxSeqPerToken),
+		output: make([]int8, capacity),
+		maxSeq: maxSeqPerToken,
+	}
+	for i := range b.seqPtr {
+		b.seqPtr[i] = uintptr(unsafe.Pointer(&b.seqIDs[i*maxSeqPerToken]))
+	}
+	return b
+}
+
+// Len returns the number of tokens in the batch.
+func (b *Batch) Len() int { return b.n }
+
+// Cap returns the batch's capacity.
+func (b *Batch) Cap() int { return len(b.tokens) }
+
+// Clear empties the batch for reuse.
+func (b *Batch) Clear() { b.n = 0 }
+
+// Add appends a token at position pos of sequence seq; output asks for its
+// logits (or embeddings). It fails when the batch is full or an argument is
+// negative; Decode checks the rest against the context.
+func (b *Batch) Add(t Token, pos int, seq int, output bool) error {
+	if b.n >= len(b.tokens) {
+		return errorf(CodeInvalid, "batch add", "batch is full (%d tokens)", len(b.tokens))
+	}
+	if pos < 0 || pos > 1<<30 || seq < 0 || seq > 1<<20 {
+		return errorf(CodeInvalid, "batch add", "bad position %d or sequence %d", pos, seq)
+	}
+	i := b.n
+	b.tokens[i] = int32(t)
+	b.pos[i] = int32(pos)
+	b.nSeq[i] = 1
+	b.seqIDs[i*b.maxSeq] = int32(seq)
+	b.output[i] = 0
+	if output {
+		b.output[i] = 1
+	}
+	b.n++
+	return nil
+}
+
+// AddShared appends a token that belongs to several sequences at once
+// (a shared prompt prefix, say).
+func (b *Batch) AddShared(t Token, pos int, seqs []int, output bool) error {
+	if len(seqs) == 0 || len(seqs) > b.maxSeq {
+		return errorf(CodeInvalid, "batch add", "%d sequences for one token, batch allows 1 to %d", len(seqs), b.maxSeq)
+	}
+	if err := b.Add(t, pos, seqs[0], output); err != nil {
+		return err
+	}
+	i := b.n - 1
+	for k, s := range seqs {
+		if s < 0 || s > 1<<20 {
+			b.n--
+			return errorf(CodeInvalid, "batch add", "bad sequence %d", s)
+		}
+		b.seqIDs[i*b.maxSeq+k] = int32(s)
+	}
+	b.nSeq[i] = int32(len(seqs))
+	return nil
+}
+
+// AddSequence appends tokens at consecutive positions from pos in sequence
+// seq, asking for the output of the last one only when lastOutput is set.
+func (b *Batch) AddSequence(tokens []Token, pos int, seq int, lastOutput bool) error {
+	if b.n+len(tokens) > len(b.tokens) {
+		return errorf(CodeInvalid, "batch add", "%d tokens do not fit: %d of %d used", len(tokens), b.n, len(b.tokens))
+	}
+	for i, t := range tokens {
+		if err := b.Add(t, pos+i, seq, lastOutput && i == len(tokens)-1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetOutput changes whether entry i's output is wanted.
+func (b *Batch) SetOutput(i int, output bool) {
+	if i >= 0 && i < b.n {
+		b.output[i] = 0
+		if output {
+			b.output[i] = 1
+		}
+	}
+}
+
+// Token returns entry i's token, position and first sequence.
+func (b *Batch) Token(i int) (t Token, pos, seq int) {
+	return Token(b.tokens[i]), int(b.pos[i]), int(b.seqIDs[i*b.maxSeq])
+}
+
+// c returns the C view of the batch; b must stay reachable during the call.
+func (b *Batch) c() capi.Batch {
+	return capi.Batch{
+		NTokens: int32(b.n),
+		Token:   uintptr(unsafe.Pointer(&b.tokens[0])),
+		Pos:     uintptr(unsafe.Pointer(&b.pos[0])),
+		NSeqID:  uintptr(unsafe.Pointer(&b.nSeq[0])),
+		SeqID:   uintptr(unsafe.Pointer(&b.seqPtr[0])),
+		Logits:  uintptr(unsafe.Pointer(&b.output[0])),
+	}
+}

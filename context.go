@@ -1,0 +1,999 @@
+package llama
+
+import (
+	"context"
+	"math"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/x/llama/internal/capi"
+)
+
+// PoolingType says how a context pools token embeddings per sequence.
+type PoolingType int
+
+// Pooling types. The zero value uses the model's own.
+const (
+	PoolingDefault PoolingType = iota // the model's pooling type
+	PoolingNone                       // no pooling: per-token embeddings only
+	PoolingMean                       // mean of the sequence's tokens
+	PoolingCLS                        // the first token
+	PoolingLast                       // the last token
+	PoolingRank                       // a classification head's scores (rerankers)
+)
+
+var poolingC = [...]int32{capi.PoolingUnspecified, capi.PoolingNone, capi.PoolingMean, capi.PoolingCLS, capi.PoolingLast, capi.PoolingRank}
+
+func (p PoolingType) String() string {
+	return [...]string{"default", "none", "mean", "cls", "last", "rank"}[min(max(int(p), 0), 5)]
+}
+
+// ParsePoolingType parses "none", "mean", "cls", "last", "rank" (or "").
+func ParsePoolingType(s string) (PoolingType, error) {
+	for i, n := range [...]string{"", "none", "mean", "cls", "last", "rank"} {
+		if s == n {
+			return PoolingType(i), nil
+		}
+	}
+	return 0, errorf(CodeInvalid, "pooling", "unknown pooling type %q", s)
+}
+
+// FlashAttention says when to use flash attention.
+type FlashAttention int
+
+// Flash attention settings; the zero value lets llama.cpp decide.
+const (
+	FlashAttentionAuto FlashAttention = iota
+	FlashAttentionOff
+	FlashAttentionOn
+)
+
+// RopeScaling selects a RoPE scaling method.
+type RopeScaling int
+
+// RoPE scaling methods; the zero value uses the model's.
+const (
+	RopeScalingDefault RopeScaling = iota
+	RopeScalingNone
+	RopeScalingLinear
+	RopeScalingYaRN
+	RopeScalingLongRoPE
+)
+
+// Attention selects the attention type for embeddings.
+type Attention int
+
+// Attention types; the zero value uses the model's.
+const (
+	AttentionDefault Attention = iota
+	AttentionCausal
+	AttentionNonCausal
+)
+
+// KV cache data types accepted by ContextOptions.TypeK and TypeV.
+var cacheTypes = map[string]int32{
+	"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30,
+}
+
+// ContextOptions configures NewContext. Every field's zero value means the
+// default named beside it.
+type ContextOptions struct {
+	ContextSize    int            // tokens of context; 0: the model's training context
+	BatchSize      int            // most tokens one Decode takes; 0: 2048
+	UBatchSize     int            // physical batch size; 0: 512
+	Sequences      int            // distinct sequences (parallel slots); 0: 1
+	Threads        int            // threads for generation; 0: the number of CPUs
+	ThreadsBatch   int            // threads for prompt processing; 0: Threads
+	Pooling        PoolingType    // embedding pooling; default: the model's
+	Attention      Attention      // attention for embeddings; default: the model's
+	FlashAttention FlashAttention // default: auto
+	RopeScaling    RopeScaling    // default: the model's
+	RopeFreqBase   float32        // 0: from the model
+	RopeFreqScale  float32        // 0: from the model
+	YarnOrigCtx    int            // 0: from the model
+	TypeK, TypeV   string         // KV cache types ("f16", "q8_0", ...); "": f16
+	Embeddings     bool           // compute embeddings (with logits)
+	NoOffloadKQV   bool           // keep the KV cache and KQV ops on the CPU
+	NoOpOffload    bool           // do not offload host tensor operations
+	SWAPartial     bool           // use a sliding-window-sized cache for SWA models (default: full)
+	KVUnified      bool           // one KV buffer shared by all sequences
+	Perf           bool           // collect performance counters (Perf)
+}
+
+// Context is an inference context over a Model: its KV memory, batches
+// and outputs.
+//
+// A Context is not safe for concurrent use, except Close, which may be
+// called from any goroutine: it interrupts a running Decode, waits for it,
+// and frees the context. Close is idempotent; Model.Close closes the
+// model's contexts. Calls after Close return ErrClosed.
+type Context struct {
+	model *Model
+	mu    sync.Mutex
+	ptr   capi.Context
+	mem   capi.Memory
+
+	nCtx, nCtxSeq, nBatch, nUBatch, nSeqMax int
+	embeddings                              bool
+	pooling                                 PoolingType
+
+	abort   *atomic.Uint32 // non-zero aborts; C reads its first byte (little-endian)
+	outputs []int8   // outputs wanted by the last decode, by batch index
+	nOut    int
+}
+
+// NewContext creates a context for m.
+func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
+	done, err := m.use("new context")
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	p := capi.ContextDefaultParams()
+	type lim struct {
+		v    int
+		name string
+		dst  *uint32
+	}
+	for _, l := range []lim{{opts.ContextSize, "ContextSize", &p.NCtx}, {opts.BatchSize, "BatchSize", &p.NBatch},
+		{opts.UBatchSize, "UBatchSize", &p.NUbatch}, {opts.Sequences, "Sequences", &p.NSeqMax}} {
+		if l.v < 0 || l.v > 1<<24 {
+			return nil, errorf(CodeInvalid, "new context", "%s %d out of range", l.name, l.v)
+		}
+		if l.v > 0 {
+			*l.dst = uint32(l.v)
+		}
+	}
+	if opts.ContextSize == 0 {
+		p.NCtx = 0 // from the model
+	}
+	if max := int(capi.MaxParallelSequences()); int(p.NSeqMax) > max {
+		return nil, errorf(CodeInvalid, "new context", "Sequences %d above llama.cpp's limit %d", p.NSeqMax, max)
+	}
+	if p.NUbatch > p.NBatch {
+		p.NUbatch = p.NBatch
+	}
+	threads := opts.Threads
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	tb := opts.ThreadsBatch
+	if tb <= 0 {
+		tb = threads
+	}
+	p.NThreads, p.NThreadsBatch = int32(min(threads, 512)), int32(min(tb, 512))
+	if opts.Pooling < 0 || int(opts.Pooling) >= len(poolingC) {
+		return nil, errorf(CodeInvalid, "new context", "bad pooling type %d", opts.Pooling)
+	}
+	p.PoolingType = poolingC[opts.Pooling]
+	p.AttentionType = [...]int32{-1, 0, 1}[min(max(int(opts.Attention), 0), 2)]
+	p.FlashAttnType = [...]int32{-1, 0, 1}[min(max(int(opts.FlashAttention), 0), 2)]
+	p.RopeScalingType = [...]int32{-1, 0, 1, 2, 3}[min(max(int(opts.RopeScaling), 0), 4)]
+	p.RopeFreqBase, p.RopeFreqScale = opts.RopeFreqBase, opts.RopeFreqScale
+	p.YarnOrigCtx = uint32(max(opts.YarnOrigCtx, 0))
+	for _, kv := range []struct {
+		s   string
+		dst *int32
+	}{{opts.TypeK, &p.TypeK}, {opts.TypeV, &p.TypeV}} {
+		if kv.s == "" {
+			continue
+		}
+		t, ok := cacheTypes[kv.s]
+		if !ok {
+			return nil, errorf(CodeInvalid, "new context", "unknown KV cache type %q", kv.s)
+		}
+		*kv.dst = t
+	}
+	p.Embeddings = opts.Embeddings
+	p.OffloadKQV = !opts.NoOffloadKQV
+	p.OpOffload = !opts.NoOpOffload
+	p.SwaFull = !opts.SWAPartial
+	p.KVUnified = opts.KVUnified
+	p.NoPerf = !opts.Perf
+
+	c := &Context{model: m, abort: new(atomic.Uint32)}
+	p.AbortCallback = capi.AbortFlagFunc
+	p.AbortCallbackData = uintptr(unsafe.Pointer(c.abort))
+	ptr := capi.InitFromModel(m.ptr, p)
+	if ptr == 0 {
+		return nil, errorf(CodeLoad, "new context", "llama.cpp could not create the context (out of memory, or options the model does not support)")
+	}
+	c.ptr = ptr
+	c.mem = capi.GetMemory(ptr)
+	c.nCtx = int(capi.NCtx(ptr))
+	c.nCtxSeq = int(capi.NCtxSeq(ptr))
+	c.nBatch = int(capi.NBatch(ptr))
+	c.nUBatch = int(capi.NUbatch(ptr))
+	c.nSeqMax = int(capi.NSeqMax(ptr))
+	c.embeddings = opts.Embeddings
+	c.pooling = PoolingDefault
+	if pt := capi.PoolingType(ptr); pt >= -1 && pt <= 4 {
+		for i, v := range poolingC {
+			if v == pt {
+				c.pooling = PoolingType(i)
+			}
+		}
+	}
+	c.outputs = make([]int8, c.nBatch)
+	if !m.addChild(c) {
+		capi.Free(ptr)
+		return nil, closedErr("new context", "model")
+	}
+	return c, nil
+}
+
+func (c *Context) closeFromParent() { c.close() }
+
+// Close frees the context; it interrupts and waits for a running Decode.
+func (c *Context) Close() error {
+	c.close()
+	c.model.removeChild(c)
+	return nil
+}
+
+func (c *Context) close() {
+	c.abort.Store(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ptr != 0 {
+		capi.Free(c.ptr)
+		c.ptr = 0
+		c.mem = 0
+	}
+}
+
+func (c *Context) lock(op string) error {
+	c.mu.Lock()
+	if c.ptr == 0 {
+		c.mu.Unlock()
+		return closedErr(op, "context")
+	}
+	return nil
+}
+
+// Model returns the context's model.
+func (c *Context) Model() *Model { return c.model }
+
+// Size returns the context size in tokens.
+func (c *Context) Size() int { return c.nCtx }
+
+// SeqSize returns the context size available to each sequence.
+func (c *Context) SeqSize() int { return c.nCtxSeq }
+
+// BatchSize returns the most tokens one Decode takes.
+func (c *Context) BatchSize() int { return c.nBatch }
+
+// UBatchSize returns the physical batch size.
+func (c *Context) UBatchSize() int { return c.nUBatch }
+
+// Sequences returns the number of sequences the context holds.
+func (c *Context) Sequences() int { return c.nSeqMax }
+
+// Pooling returns the context's pooling type.
+func (c *Context) Pooling() PoolingType { return c.pooling }
+
+// check validates a batch against the context before it reaches C.
+func (c *Context) check(op string, b *Batch, maxTokens int) error {
+	if b == nil || b.n == 0 {
+		return errorf(CodeInvalid, op, "empty batch")
+	}
+	if b.n > maxTokens {
+		return errorf(CodeInvalid, op, "batch of %d tokens exceeds the context's batch size %d", b.n, maxTokens)
+	}
+	nv := c.model.nVocb
+	for i := 0; i < b.n; i++ {
+		if t := b.tokens[i]; t < 0 || t >= nv {
+			return errorf(CodeInvalid, op, "token %d at batch index %d out of range [0, %d)", t, i, nv)
+		}
+		if p := b.pos[i]; int(p) >= c.nCtxSeq {
+			return errorf(CodeNoKVSlot, op, "position %d at batch index %d is past the context size %d", p, i, c.nCtxSeq)
+		}
+		for k := 0; k < int(b.nSeq[i]); k++ {
+			if s := b.seqIDs[i*b.maxSeq+k]; s < 0 || int(s) >= c.nSeqMax {
+				return errorf(CodeInvalid, op, "sequence %d at batch index %d out of range [0, %d)", s, i, c.nSeqMax)
+			}
+		}
+	}
+	return nil
+}
+
+// Decode runs the model on a batch, adding it to the KV memory. A done ctx
+// interrupts it: the call returns an error matching ErrCanceled and
+// ctx.Err(), and whatever part of the batch was processed is removed from
+// memory again, so the context is as before the call.
+func (c *Context) Decode(ctx context.Context, b *Batch) error {
+	if err := c.lock("decode"); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	return c.decodeLocked(ctx, b)
+}
+
+func (c *Context) decodeLocked(ctx context.Context, b *Batch) error {
+	if err := c.check("decode", b, c.nBatch); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return &Error{Code: CodeCanceled, Op: "decode", Err: err}
+	}
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, c.setAbort)
+	}
+	rc := capi.Decode(c.ptr, b.c())
+	if stop != nil && !stop() {
+		// The abort func has started; wait until it has set the flag so
+		// that clearing it below cannot be undone by it.
+		for c.abort.Load() == 0 {
+			runtime.Gosched()
+		}
+	}
+	c.abort.Store(0)
+	runtime.KeepAlive(b)
+	switch rc {
+	case 0:
+		copy(c.outputs, b.output[:b.n])
+		c.nOut = b.n
+		return nil
+	case 1:
+		return errorf(CodeNoKVSlot, "decode", "no KV slot for a batch of %d tokens (context full)", b.n)
+	case 2:
+		c.rollback(b)
+		err := ctx.Err()
+		if err == nil {
+			err = context.Canceled
+		}
+		return &Error{Code: CodeCanceled, Op: "decode", Err: err}
+	case -1:
+		return errorf(CodeInvalid, "decode", "llama.cpp rejected the batch (positions not consistent with the sequence's memory?)")
+	default:
+		c.rollback(b)
+		return errorf(CodeDecode, "decode", "llama.cpp failed with code %d", rc)
+	}
+}
+
+func (c *Context) setAbort() { c.abort.Store(1) }
+
+// rollback removes from memory what an interrupted decode of b kept.
+func (c *Context) rollback(b *Batch) {
+	minPos := map[int32]int32{}
+	for i := 0; i < b.n; i++ {
+		for k := 0; k < int(b.nSeq[i]); k++ {
+			s := b.seqIDs[i*b.maxSeq+k]
+			if p, ok := minPos[s]; !ok || b.pos[i] < p {
+				minPos[s] = b.pos[i]
+			}
+		}
+	}
+	for s, p := range minPos {
+		capi.MemorySeqRm(c.mem, s, p, -1)
+	}
+	c.nOut = 0
+}
+
+// Encode runs an encoder (BERT-like or encoder-decoder) model on a batch,
+// without the KV memory. The batch must fit the context's UBatchSize.
+func (c *Context) Encode(ctx context.Context, b *Batch) error {
+	if err := c.lock("encode"); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	if err := c.check("encode", b, c.nUBatch); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return &Error{Code: CodeCanceled, Op: "encode", Err: err}
+	}
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, c.setAbort)
+	}
+	rc := capi.Encode(c.ptr, b.c())
+	if stop != nil && !stop() {
+		for c.abort.Load() == 0 {
+			runtime.Gosched()
+		}
+	}
+	aborted := c.abort.Swap(0) != 0
+	runtime.KeepAlive(b)
+	if rc != 0 {
+		if aborted || ctx.Err() != nil {
+			return &Error{Code: CodeCanceled, Op: "encode", Err: context.Cause(ctx)}
+		}
+		return errorf(CodeDecode, "encode", "llama.cpp failed with code %d", rc)
+	}
+	copy(c.outputs, b.output[:b.n])
+	c.nOut = b.n
+	return nil
+}
+
+func (c *Context) checkOutput(op string, i int) error {
+	if i < 0 || i >= c.nOut || c.outputs[i] == 0 {
+		return errorf(CodeInvalid, op, "batch index %d had no output in the last decode", i)
+	}
+	return nil
+}
+
+// Logits returns the logits of batch entry i of the last Decode (an entry
+// added with output set). The slice views llama.cpp's memory: it is valid
+// until the next Decode or Close; copy it to keep it.
+func (c *Context) Logits(i int) ([]float32, error) {
+	if err := c.lock("logits"); err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	if err := c.checkOutput("logits", i); err != nil {
+		return nil, err
+	}
+	p := capi.GetLogitsIth(c.ptr, int32(i))
+	if p == nil {
+		return nil, errorf(CodeInvalid, "logits", "no logits for batch index %d", i)
+	}
+	return unsafe.Slice((*float32)(p), c.model.nVocb), nil
+}
+
+// Embeddings returns the embedding of batch entry i of the last Decode or
+// Encode (needs Embeddings in the options). The slice views llama.cpp's
+// memory, valid until the next call; copy it to keep it.
+func (c *Context) Embeddings(i int) ([]float32, error) {
+	if err := c.lock("embeddings"); err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	if !c.embeddings {
+		return nil, errorf(CodeUnsupported, "embeddings", "context made without Embeddings")
+	}
+	if err := c.checkOutput("embeddings", i); err != nil {
+		return nil, err
+	}
+	p := capi.GetEmbeddingsIth(c.ptr, int32(i))
+	if p == nil {
+		return nil, errorf(CodeInvalid, "embeddings", "no embeddings for batch index %d", i)
+	}
+	return unsafe.Slice((*float32)(p), capi.ModelNEmbdOut(c.model.ptr)), nil
+}
+
+// SeqEmbeddings returns the pooled embedding of a sequence after the last
+// Decode or Encode (needs Embeddings and a pooling type other than none).
+// With PoolingRank it holds the classifier's scores. The slice views
+// llama.cpp's memory, valid until the next call.
+func (c *Context) SeqEmbeddings(seq int) ([]float32, error) {
+	if err := c.lock("embeddings"); err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	if !c.embeddings {
+		return nil, errorf(CodeUnsupported, "embeddings", "context made without Embeddings")
+	}
+	if c.pooling == PoolingNone || c.pooling == PoolingDefault {
+		return nil, errorf(CodeUnsupported, "embeddings", "context has no pooling; use Embeddings(i)")
+	}
+	if seq < 0 || seq >= c.nSeqMax {
+		return nil, errorf(CodeInvalid, "embeddings", "sequence %d out of range [0, %d)", seq, c.nSeqMax)
+	}
+	p := capi.GetEmbeddingsSeq(c.ptr, int32(seq))
+	if p == nil {
+		return nil, errorf(CodeInvalid, "embeddings", "no embeddings for sequence %d", seq)
+	}
+	n := int(capi.ModelNEmbdOut(c.model.ptr))
+	if c.pooling == PoolingRank {
+		n = max(int(capi.ModelNClsOut(c.model.ptr)), 1)
+	}
+	return unsafe.Slice((*float32)(p), n), nil
+}
+
+// Normalize scales v in place by its p-norm, as llama.cpp's embd_normalize:
+// p = 2 Euclidean (the usual), 1 taxicab, 0 max-absolute scaled to int16
+// range, negative: leave as is, > 2: p-norm. It returns v.
+func Normalize(v []float32, p int) []float32 {
+	var sum float64
+	switch {
+	case p < 0:
+		return v
+	case p == 0:
+		for _, x := range v {
+			sum = math.Max(sum, math.Abs(float64(x)))
+		}
+		sum /= 32760
+	case p == 2:
+		for _, x := range v {
+			sum += float64(x) * float64(x)
+		}
+		sum = math.Sqrt(sum)
+	default:
+		for _, x := range v {
+			sum += math.Pow(math.Abs(float64(x)), float64(p))
+		}
+		sum = math.Pow(sum, 1/float64(p))
+	}
+	if sum > 0 {
+		for i := range v {
+			v[i] = float32(float64(v[i]) / sum)
+		}
+	}
+	return v
+}
+
+// KV memory.
+
+func (c *Context) seqOK(op string, seq int, allowAll bool) error {
+	if (allowAll && seq == -1) || (seq >= 0 && seq < c.nSeqMax) {
+		return nil
+	}
+	return errorf(CodeInvalid, op, "sequence %d out of range [0, %d)", seq, c.nSeqMax)
+}
+
+// ClearMemory empties the KV memory of every sequence.
+func (c *Context) ClearMemory() error {
+	if err := c.lock("clear memory"); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	capi.MemoryClear(c.mem, true)
+	return nil
+}
+
+// RemoveTokens removes positions [p0, p1) of seq (-1: every sequence;
+// p1 < 0: to the end). It returns false when the memory cannot remove a
+// part of a sequence (recurrent models).
+func (c *Context) RemoveTokens(seq, p0, p1 int) (bool, error) {
+	if err := c.lock("remove tokens"); err != nil {
+		return false, err
+	}
+	defer c.mu.Unlock()
+	if err := c.seqOK("remove tokens", seq, true); err != nil {
+		return false, err
+	}
+	return capi.MemorySeqRm(c.mem, int32(seq), clampPos(p0), clampPos(p1)), nil
+}
+
+func clampPos(p int) int32 {
+	if p < 0 {
+		return -1
+	}
+	return int32(min(p, math.MaxInt32))
+}
+
+// CopyTokens copies positions [p0, p1) of src to dst (sharing the cells).
+func (c *Context) CopyTokens(src, dst, p0, p1 int) error {
+	if err := c.lock("copy tokens"); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	if err := c.seqOK("copy tokens", src, false); err != nil {
+		return err
+	}
+	if err := c.seqOK("copy tokens", dst, false); err != nil {
+		return err
+	}
+	if src != dst {
+		capi.MemorySeqCp(c.mem, int32(src), int32(dst), clampPos(p0), clampPos(p1))
+	}
+	return nil
+}
+
+// KeepSequence removes every sequence but seq.
+func (c *Context) KeepSequence(seq int) error {
+	if err := c.lock("keep sequence"); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	if err := c.seqOK("keep sequence", seq, false); err != nil {
+		return err
+	}
+	capi.MemorySeqKeep(c.mem, int32(seq))
+	return nil
+}
+
+// ShiftTokens adds delta to the positions [p0, p1) of seq (context shift).
+func (c *Context) ShiftTokens(seq, p0, p1, delta int) error {
+	if err := c.lock("shift tokens"); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	if err := c.seqOK("shift tokens", seq, true); err != nil {
+		return err
+	}
+	if !capi.MemoryCanShift(c.mem) {
+		return errorf(CodeUnsupported, "shift tokens", "this model's memory cannot shift positions")
+	}
+	if delta < -math.MaxInt32/2 || delta > math.MaxInt32/2 {
+		return errorf(CodeInvalid, "shift tokens", "delta %d out of range", delta)
+	}
+	capi.MemorySeqAdd(c.mem, int32(seq), clampPos(p0), clampPos(p1), int32(delta))
+	return nil
+}
+
+// DivideTokens divides the positions [p0, p1) of seq by d (> 1), for
+// self-extend.
+func (c *Context) DivideTokens(seq, p0, p1, d int) error {
+	if err := c.lock("divide tokens"); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	if err := c.seqOK("divide tokens", seq, true); err != nil {
+		return err
+	}
+	if d < 1 || d > math.MaxInt32 {
+		return errorf(CodeInvalid, "divide tokens", "divisor %d must be at least 1", d)
+	}
+	if !capi.MemoryCanShift(c.mem) {
+		return errorf(CodeUnsupported, "divide tokens", "this model's memory cannot shift positions")
+	}
+	capi.MemorySeqDiv(c.mem, int32(seq), clampPos(p0), clampPos(p1), int32(d))
+	return nil
+}
+
+// PosRange returns the smallest and largest position of seq in memory;
+// both are -1 when the sequence is empty.
+func (c *Context) PosRange(seq int) (lo, hi int, err error) {
+	if err := c.lock("pos range"); err != nil {
+		return -1, -1, err
+	}
+	defer c.mu.Unlock()
+	if err := c.seqOK("pos range", seq, false); err != nil {
+		return -1, -1, err
+	}
+	return int(capi.MemorySeqPosMin(c.mem, int32(seq))), int(capi.MemorySeqPosMax(c.mem, int32(seq))), nil
+}
+
+// CanShift reports whether the memory supports ShiftTokens.
+func (c *Context) CanShift() bool {
+	if c.lock("can shift") != nil {
+		return false
+	}
+	defer c.mu.Unlock()
+	return capi.MemoryCanShift(c.mem)
+}
+
+// State.
+
+// State returns the whole context state (KV memory, outputs, RNG).
+func (c *Context) State() ([]byte, error) {
+	if err := c.lock("state"); err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	n := capi.StateGetSize(c.ptr)
+	buf := make([]byte, n)
+	if n == 0 {
+		return buf, nil
+	}
+	got := capi.StateGetData(c.ptr, unsafe.Pointer(&buf[0]), n)
+	return buf[:got], nil
+}
+
+// SetState restores a state returned by State.
+func (c *Context) SetState(data []byte) error {
+	if err := c.lock("set state"); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	if len(data) == 0 {
+		return errorf(CodeInvalid, "set state", "empty state")
+	}
+	if capi.StateSetData(c.ptr, unsafe.Pointer(&data[0]), uintptr(len(data))) == 0 {
+		return errorf(CodeLoad, "set state", "llama.cpp rejected the state data")
+	}
+	c.nOut = 0
+	return nil
+}
+
+// SeqState returns the state of one sequence.
+func (c *Context) SeqState(seq int) ([]byte, error) {
+	if err := c.lock("seq state"); err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	if err := c.seqOK("seq state", seq, false); err != nil {
+		return nil, err
+	}
+	n := capi.StateSeqGetSize(c.ptr, int32(seq))
+	buf := make([]byte, n)
+	if n == 0 {
+		return buf, nil
+	}
+	got := capi.StateSeqGetData(c.ptr, unsafe.Pointer(&buf[0]), n, int32(seq))
+	return buf[:got], nil
+}
+
+// SetSeqState restores a sequence state into seq (which should be empty).
+func (c *Context) SetSeqState(seq int, data []byte) error {
+	if err := c.lock("set seq state"); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	if err := c.seqOK("set seq state", seq, false); err != nil {
+		return err
+	}
+	if len(data) == 0 {
+		return errorf(CodeInvalid, "set seq state", "empty state")
+	}
+	if capi.StateSeqSetData(c.ptr, unsafe.Pointer(&data[0]), uintptr(len(data)), int32(seq)) == 0 {
+		return errorf(CodeLoad, "set seq state", "llama.cpp rejected the sequence state")
+	}
+	return nil
+}
+
+func tokPtr(t []Token) unsafe.Pointer {
+	if len(t) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&t[0])
+}
+
+// SaveStateFile writes the whole state and the tokens it holds to a file.
+func (c *Context) SaveStateFile(path string, tokens []Token) error {
+	if err := c.lock("save state"); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	if !capi.StateSaveFile(c.ptr, path, tokPtr(tokens), uintptr(len(tokens))) {
+		return errorf(CodeLoad, "save state", "could not write %s", path)
+	}
+	return nil
+}
+
+// LoadStateFile restores a state written by SaveStateFile and returns its tokens.
+func (c *Context) LoadStateFile(path string) ([]Token, error) {
+	if err := c.lock("load state"); err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	if _, err := os.Stat(path); err != nil {
+		return nil, &Error{Code: CodeLoad, Op: "load state", Err: err}
+	}
+	toks := make([]Token, c.nCtx)
+	var n uintptr
+	if !capi.StateLoadFile(c.ptr, path, tokPtr(toks), uintptr(len(toks)), &n) {
+		return nil, errorf(CodeLoad, "load state", "llama.cpp rejected %s", path)
+	}
+	c.nOut = 0
+	return toks[:n], nil
+}
+
+// SaveSeqFile writes one sequence's state and tokens to a file, returning
+// the bytes written.
+func (c *Context) SaveSeqFile(path string, seq int, tokens []Token) (int, error) {
+	if err := c.lock("save seq"); err != nil {
+		return 0, err
+	}
+	defer c.mu.Unlock()
+	if err := c.seqOK("save seq", seq, false); err != nil {
+		return 0, err
+	}
+	n := capi.StateSeqSaveFile(c.ptr, path, int32(seq), tokPtr(tokens), uintptr(len(tokens)))
+	if n == 0 {
+		return 0, errorf(CodeLoad, "save seq", "could not write %s", path)
+	}
+	return int(n), nil
+}
+
+// LoadSeqFile restores a sequence file into seq and returns its tokens.
+func (c *Context) LoadSeqFile(path string, seq int) ([]Token, error) {
+	if err := c.lock("load seq"); err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	if err := c.seqOK("load seq", seq, false); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, &Error{Code: CodeLoad, Op: "load seq", Err: err}
+	}
+	toks := make([]Token, c.nCtx)
+	var n uintptr
+	if capi.StateSeqLoadFile(c.ptr, path, int32(seq), tokPtr(toks), uintptr(len(toks)), &n) == 0 {
+		return nil, errorf(CodeLoad, "load seq", "llama.cpp rejected %s", path)
+	}
+	return toks[:n], nil
+}
+
+// Threads.
+
+// SetThreads sets the threads for generation and for batches.
+func (c *Context) SetThreads(n, nBatch int) error {
+	if err := c.lock("set threads"); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	if n < 1 || nBatch < 1 || n > 512 || nBatch > 512 {
+		return errorf(CodeInvalid, "set threads", "thread counts %d, %d out of range [1, 512]", n, nBatch)
+	}
+	capi.SetNThreads(c.ptr, int32(n), int32(nBatch))
+	return nil
+}
+
+// Threads returns the threads for generation and for batches.
+func (c *Context) Threads() (n, nBatch int) {
+	if c.lock("threads") != nil {
+		return 0, 0
+	}
+	defer c.mu.Unlock()
+	return int(capi.NThreads(c.ptr)), int(capi.NThreadsBatch(c.ptr))
+}
+
+// SetEmbeddings switches embedding output on or off.
+func (c *Context) SetEmbeddings(on bool) error {
+	if err := c.lock("set embeddings"); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	capi.SetEmbeddings(c.ptr, on)
+	c.embeddings = on
+	return nil
+}
+
+// SetCausalAttention switches causal attention on or off.
+func (c *Context) SetCausalAttention(on bool) error {
+	if err := c.lock("set causal"); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	capi.SetCausalAttn(c.ptr, on)
+	return nil
+}
+
+// Perf holds a context's performance counters (with Perf in the options).
+type Perf struct {
+	LoadMs, PromptMs, EvalMs float64
+	PromptTokens, EvalTokens int
+	GraphReuses              int
+}
+
+// Perf returns the performance counters.
+func (c *Context) Perf() (Perf, error) {
+	if err := c.lock("perf"); err != nil {
+		return Perf{}, err
+	}
+	defer c.mu.Unlock()
+	d := capi.PerfContext(c.ptr)
+	return Perf{LoadMs: d.TLoadMs, PromptMs: d.TPEvalMs, EvalMs: d.TEvalMs, PromptTokens: int(d.NPEval),
+		EvalTokens: int(d.NEval), GraphReuses: int(d.NReused)}, nil
+}
+
+// ResetPerf zeroes the performance counters.
+func (c *Context) ResetPerf() error {
+	if err := c.lock("perf"); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	capi.PerfContextReset(c.ptr)
+	return nil
+}
+
+// Adapters.
+
+// Adapter is a LoRA adapter loaded for a model. It is safe for concurrent
+// use; Close frees it (idempotent), as does closing its Model. Contexts
+// using it must have it removed (SetAdapters) before it is closed.
+type Adapter struct {
+	model *Model
+	mu    sync.Mutex
+	ptr   capi.AdapterLora
+	path  string
+}
+
+// LoadAdapter loads a LoRA adapter GGUF for the model.
+func (m *Model) LoadAdapter(path string) (*Adapter, error) {
+	done, err := m.use("load adapter")
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if st, err := os.Stat(path); err != nil || st.IsDir() {
+		if err == nil {
+			err = os.ErrInvalid
+		}
+		return nil, &Error{Code: CodeLoad, Op: "load adapter", Err: err}
+	}
+	p := capi.AdapterLoraInit(m.ptr, path)
+	if p == 0 {
+		return nil, errorf(CodeLoad, "load adapter", "llama.cpp could not load %s for this model", path)
+	}
+	a := &Adapter{model: m, ptr: p, path: path}
+	m.addChild(a)
+	return a, nil
+}
+
+// Path returns the adapter's file.
+func (a *Adapter) Path() string { return a.path }
+
+// Meta returns one metadata value of the adapter.
+func (a *Adapter) Meta(key string) (string, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ptr == 0 {
+		return "", false
+	}
+	return a.model.strCall("adapter meta", func(b unsafe.Pointer, s uintptr) int32 {
+		return capi.AdapterMetaValStr(a.ptr, key, b, s)
+	})
+}
+
+func (a *Adapter) closeFromParent() { a.close() }
+
+func (a *Adapter) close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ptr != 0 {
+		// llama.cpp frees adapters with their model; free only while the model lives.
+		capi.AdapterLoraFree(a.ptr)
+		a.ptr = 0
+	}
+}
+
+// Close frees the adapter.
+func (a *Adapter) Close() error {
+	a.close()
+	a.model.removeChild(a)
+	return nil
+}
+
+// AdapterScale is an adapter with the scale to apply it at.
+type AdapterScale struct {
+	Adapter *Adapter
+	Scale   float32
+}
+
+// SetAdapters makes the given adapters (and only them) active on the
+// context, each at its scale; nil removes all. Swapping adapters never
+// reloads the model.
+func (c *Context) SetAdapters(adapters []AdapterScale) error {
+	if err := c.lock("set adapters"); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	ptrs := make([]uintptr, 0, len(adapters))
+	scales := make([]float32, 0, len(adapters))
+	for _, a := range adapters {
+		if a.Adapter == nil || a.Adapter.ptr == 0 {
+			return closedErr("set adapters", "adapter")
+		}
+		if a.Adapter.model != c.model {
+			return errorf(CodeInvalid, "set adapters", "adapter %s belongs to another model", a.Adapter.path)
+		}
+		if math.IsNaN(float64(a.Scale)) || math.IsInf(float64(a.Scale), 0) {
+			return errorf(CodeInvalid, "set adapters", "scale %v is not finite", a.Scale)
+		}
+		ptrs = append(ptrs, uintptr(a.Adapter.ptr))
+		scales = append(scales, a.Scale)
+	}
+	var pp, sp unsafe.Pointer
+	if len(ptrs) > 0 {
+		pp, sp = unsafe.Pointer(&ptrs[0]), unsafe.Pointer(&scales[0])
+	}
+	if rc := capi.SetAdaptersLora(c.ptr, pp, uintptr(len(ptrs)), sp); rc != 0 {
+		return errorf(CodeInvalid, "set adapters", "llama.cpp refused the adapters (code %d)", rc)
+	}
+	return nil
+}
+
+// SetControlVector applies a control vector: data holds one direction of
+// EmbeddingSize floats per layer, starting at layer 1, and is applied to
+// layers [layerStart, layerEnd]. nil data clears it.
+func (c *Context) SetControlVector(data []float32, layerStart, layerEnd int) error {
+	if err := c.lock("control vector"); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	nEmbd := int(capi.ModelNEmbd(c.model.ptr))
+	if data == nil {
+		capi.SetAdapterCvec(c.ptr, nil, 0, int32(nEmbd), -1, -1)
+		return nil
+	}
+	nLayer := int(capi.ModelNLayer(c.model.ptr))
+	if len(data)%nEmbd != 0 || len(data)/nEmbd > nLayer {
+		return errorf(CodeInvalid, "control vector", "data of %d floats is not up to %d layers of %d", len(data), nLayer, nEmbd)
+	}
+	if layerStart < 0 || layerEnd < layerStart || layerEnd > nLayer {
+		return errorf(CodeInvalid, "control vector", "layers [%d, %d] out of range [0, %d]", layerStart, layerEnd, nLayer)
+	}
+	if rc := capi.SetAdapterCvec(c.ptr, unsafe.Pointer(&data[0]), uintptr(len(data)), int32(nEmbd), int32(layerStart), int32(layerEnd)); rc != 0 {
+		return errorf(CodeInvalid, "control vector", "llama.cpp refused it (code %d)", rc)
+	}
+	return nil
+}

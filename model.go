@@ -1,0 +1,705 @@
+package llama
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+	"github.com/x/llama/internal/capi"
+)
+
+// LoadMode says how model weights are read.
+type LoadMode int
+
+// Load modes. The zero value lets llama.cpp pick (mmap where supported).
+const (
+	LoadAuto      LoadMode = iota // llama.cpp decides (mmap where supported)
+	LoadRead                      // read into memory, no mmap
+	LoadMmap                      // memory-map the file
+	LoadMlock                     // read and lock in RAM
+	LoadMmapMlock                 // memory-map and lock in RAM
+	LoadDirectIO                  // direct I/O where available
+)
+
+// SplitMode says how a model is split across several GPUs.
+type SplitMode int
+
+// Split modes. The zero value is llama.cpp's default (by layer).
+const (
+	SplitLayer  SplitMode = iota // split layers and KV across GPUs (default)
+	SplitNone                    // use MainGPU only
+	SplitRow                     // split rows (tensor parallelism where supported)
+	SplitTensor                  // split tensors
+)
+
+// ModelOptions configures LoadModel. The zero value loads every layer on a
+// GPU when one exists, lets llama.cpp choose mmap, and loads weights.
+type ModelOptions struct {
+	// GPULayers is how many layers to offload to GPUs; 0 means all of them
+	// (llama.cpp's default). Set CPUOnly to offload none.
+	GPULayers int
+	// CPUOnly keeps every layer on the CPU.
+	CPUOnly bool
+	// Split is how layers are split across GPUs; MainGPU is used with SplitNone.
+	Split   SplitMode
+	MainGPU int
+	// TensorSplit is the proportion of the model per GPU (nil: by free memory).
+	TensorSplit []float32
+	// Load says how weights are read.
+	Load LoadMode
+	// VocabOnly loads only the vocabulary and metadata.
+	VocabOnly bool
+	// CheckTensors validates tensor data while loading.
+	CheckTensors bool
+	// KVOverrides replace metadata values: int, int64, float64, bool or
+	// string values (keys and strings up to 127 bytes).
+	KVOverrides map[string]any
+	// Progress, when set, is called with the load progress in [0, 1].
+	Progress func(progress float32)
+}
+
+// Model is a loaded GGUF model and its vocabulary.
+//
+// A Model is safe for concurrent use. Close frees it together with every
+// Context, Adapter and SamplerChain made from it; Close waits for calls in
+// progress on the Model to return, and calls after Close return ErrClosed.
+type Model struct {
+	mu    sync.RWMutex // read-held by calls, write-held by Close
+	ptr   capi.Model
+	vocab capi.Vocab
+	nVocb int32
+	path  string
+
+	childMu  sync.Mutex
+	children map[closer]struct{}
+
+	pieceCache []string // token → piece (special rendered), built lazily
+	pieceOnce  sync.Once
+}
+
+type closer interface{ closeFromParent() }
+
+// progress callbacks: one C callback for the process, dispatched by id.
+var (
+	progressCB     uintptr
+	progressCBOnce sync.Once
+	progressFns    sync.Map // uintptr → func(float32) bool
+	progressID     atomic.Uintptr
+)
+
+func progressTrampoline(p float32, user uintptr) bool {
+	f, ok := progressFns.Load(user)
+	if !ok {
+		return true
+	}
+	return f.(func(float32) bool)(p)
+}
+
+// LoadModel loads a GGUF model. A split model loads from the path of its
+// first split (name-00001-of-0000N.gguf); LoadModelSplits takes the paths
+// explicitly. Cancelling ctx aborts the load.
+func LoadModel(ctx context.Context, path string, opts ModelOptions) (*Model, error) {
+	return loadModel(ctx, []string{path}, opts)
+}
+
+// LoadModelSplits loads a model stored in several files, given in order.
+func LoadModelSplits(ctx context.Context, paths []string, opts ModelOptions) (*Model, error) {
+	if len(paths) == 0 {
+		return nil, errorf(CodeInvalid, "load model", "no paths")
+	}
+	return loadModel(ctx, paths, opts)
+}
+
+func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, error) {
+	if err := ensureInit(); err != nil {
+		return nil, err
+	}
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, &Error{Code: CodeLoad, Op: "load model", Err: err}
+		}
+		if st.IsDir() {
+			return nil, errorf(CodeLoad, "load model", "%s is a folder", p)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, &Error{Code: CodeCanceled, Op: "load model", Err: err}
+	}
+	p := capi.ModelDefaultParams()
+	switch {
+	case opts.CPUOnly:
+		p.NGPULayers = 0
+	case opts.GPULayers > 0:
+		p.NGPULayers = int32(min(opts.GPULayers, math.MaxInt32))
+	case opts.GPULayers < 0:
+		return nil, errorf(CodeInvalid, "load model", "negative GPULayers %d", opts.GPULayers)
+	}
+	p.SplitMode = [...]int32{1, 0, 2, 3}[opts.Split&3]
+	p.MainGPU = int32(opts.MainGPU)
+	p.LoadMode = [...]int32{-1, 0, 1, 2, 3, 4}[min(max(int(opts.Load), 0), 5)]
+	p.VocabOnly = opts.VocabOnly
+	p.CheckTensors = opts.CheckTensors
+	var keep []any
+	if len(opts.TensorSplit) > 0 {
+		maxDev := int(capi.MaxDevices())
+		if len(opts.TensorSplit) > maxDev {
+			return nil, errorf(CodeInvalid, "load model", "TensorSplit has %d entries, at most %d devices", len(opts.TensorSplit), maxDev)
+		}
+		ts := make([]float32, maxDev)
+		copy(ts, opts.TensorSplit)
+		keep = append(keep, ts)
+		p.TensorSplit = uintptr(unsafe.Pointer(&ts[0]))
+	}
+	if len(opts.KVOverrides) > 0 {
+		ov, err := kvOverrides(opts.KVOverrides)
+		if err != nil {
+			return nil, err
+		}
+		keep = append(keep, ov)
+		p.KVOverrides = uintptr(unsafe.Pointer(&ov[0]))
+	}
+	var id uintptr
+	if opts.Progress != nil || ctx.Done() != nil {
+		progressCBOnce.Do(func() { progressCB = purego.NewCallback(progressTrampoline) })
+		id = progressID.Add(1)
+		progressFns.Store(id, func(f float32) bool {
+			if opts.Progress != nil {
+				opts.Progress(f)
+			}
+			return ctx.Err() == nil
+		})
+		defer progressFns.Delete(id)
+		p.ProgressCallback = progressCB
+		p.ProgressCallbackUserData = id
+	}
+	var m capi.Model
+	if len(paths) == 1 {
+		m = capi.ModelLoadFromFile(paths[0], p)
+	} else {
+		cs := make([][]byte, len(paths))
+		ptrs := make([]uintptr, len(paths))
+		for i, s := range paths {
+			cs[i] = append([]byte(s), 0)
+			ptrs[i] = uintptr(unsafe.Pointer(&cs[i][0]))
+		}
+		m = capi.ModelLoadFromSplits(unsafe.Pointer(&ptrs[0]), uintptr(len(ptrs)), p)
+		keep = append(keep, cs)
+	}
+	keepAlive(keep)
+	if m == 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, &Error{Code: CodeCanceled, Op: "load model", Err: err}
+		}
+		return nil, errorf(CodeLoad, "load model", "llama.cpp could not load %s (not a GGUF model it supports, or corrupt)", paths[0])
+	}
+	v := capi.ModelGetVocab(m)
+	return &Model{ptr: m, vocab: v, nVocb: capi.VocabNTokens(v), path: paths[0], children: map[closer]struct{}{}}, nil
+}
+
+//go:noinline
+func keepAlive(v any) { _ = v }
+
+func kvOverrides(kv map[string]any) ([]capi.ModelKVOverride, error) {
+	out := make([]capi.ModelKVOverride, 0, len(kv)+1)
+	for k, v := range kv {
+		var o capi.ModelKVOverride
+		if len(k) == 0 || len(k) >= len(o.Key) {
+			return nil, errorf(CodeInvalid, "load model", "override key %q must have 1 to %d bytes", k, len(o.Key)-1)
+		}
+		copy(o.Key[:], k)
+		val := (*[128]byte)(unsafe.Pointer(&o.Value))
+		switch x := v.(type) {
+		case int:
+			o.Tag = capi.KVOverrideInt
+			*(*int64)(unsafe.Pointer(val)) = int64(x)
+		case int64:
+			o.Tag = capi.KVOverrideInt
+			*(*int64)(unsafe.Pointer(val)) = x
+		case float64:
+			o.Tag = capi.KVOverrideFloat
+			*(*float64)(unsafe.Pointer(val)) = x
+		case bool:
+			o.Tag = capi.KVOverrideBool
+			if x {
+				val[0] = 1
+			}
+		case string:
+			if len(x) >= len(val) {
+				return nil, errorf(CodeInvalid, "load model", "override %q: string longer than %d bytes", k, len(val)-1)
+			}
+			o.Tag = capi.KVOverrideStr
+			copy(val[:], x)
+		default:
+			return nil, errorf(CodeInvalid, "load model", "override %q: unsupported type %T", k, v)
+		}
+		out = append(out, o)
+	}
+	return append(out, capi.ModelKVOverride{}), nil // key "" ends the list
+}
+
+// Close frees the model and everything made from it. It is idempotent.
+func (m *Model) Close() error {
+	m.childMu.Lock()
+	kids := make([]closer, 0, len(m.children))
+	for c := range m.children {
+		kids = append(kids, c)
+	}
+	m.children = map[closer]struct{}{}
+	m.childMu.Unlock()
+	for _, c := range kids {
+		c.closeFromParent()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ptr != 0 {
+		capi.ModelFree(m.ptr)
+		m.ptr = 0
+		m.vocab = 0
+	}
+	return nil
+}
+
+func (m *Model) addChild(c closer) bool {
+	m.childMu.Lock()
+	defer m.childMu.Unlock()
+	if m.children == nil {
+		return false
+	}
+	m.children[c] = struct{}{}
+	return true
+}
+
+func (m *Model) removeChild(c closer) {
+	m.childMu.Lock()
+	delete(m.children, c)
+	m.childMu.Unlock()
+}
+
+// use read-locks the model for a call; it reports ErrClosed after Close.
+func (m *Model) use(op string) (func(), error) {
+	m.mu.RLock()
+	if m.ptr == 0 {
+		m.mu.RUnlock()
+		return nil, closedErr(op, "model")
+	}
+	return m.mu.RUnlock, nil
+}
+
+// Path returns the file the model was loaded from.
+func (m *Model) Path() string { return m.path }
+
+// Metadata.
+
+func (m *Model) strCall(op string, f func(buf unsafe.Pointer, n uintptr) int32) (string, bool) {
+	buf := make([]byte, 256)
+	for {
+		n := f(unsafe.Pointer(&buf[0]), uintptr(len(buf)))
+		if n < 0 {
+			return "", false
+		}
+		if int(n) < len(buf) {
+			return string(buf[:n]), true
+		}
+		buf = make([]byte, int(n)+1)
+	}
+}
+
+// Meta returns every metadata key and value of the model, values rendered
+// as strings by llama.cpp (arrays are summarized by it).
+func (m *Model) Meta() (map[string]string, error) {
+	done, err := m.use("meta")
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	n := capi.ModelMetaCount(m.ptr)
+	out := make(map[string]string, n)
+	for i := int32(0); i < n; i++ {
+		k, _ := m.strCall("meta", func(b unsafe.Pointer, s uintptr) int32 { return capi.ModelMetaKeyByIndex(m.ptr, i, b, s) })
+		v, _ := m.strCall("meta", func(b unsafe.Pointer, s uintptr) int32 { return capi.ModelMetaValStrByIndex(m.ptr, i, b, s) })
+		out[k] = v
+	}
+	return out, nil
+}
+
+// MetaValue returns one metadata value.
+func (m *Model) MetaValue(key string) (string, bool) {
+	done, err := m.use("meta")
+	if err != nil {
+		return "", false
+	}
+	defer done()
+	return m.strCall("meta", func(b unsafe.Pointer, s uintptr) int32 { return capi.ModelMetaValStr(m.ptr, key, b, s) })
+}
+
+// Info summarizes a model.
+type Info struct {
+	Architecture  string // general.architecture
+	Name          string // general.name
+	Description   string // llama.cpp's one-line description
+	FileType      string // quantization, e.g. "Q8_0"
+	Size          uint64 // bytes of all tensors
+	Params        uint64 // number of parameters
+	TrainContext  int    // training context length
+	EmbeddingSize int
+	Layers        int
+	Heads         int
+	HeadsKV       int
+	SlidingWindow int
+	VocabSize     int
+	VocabType     string // "spm", "bpe", "wpm", "ugm", "rwkv", "plamo2" or "none"
+	HasEncoder    bool
+	HasDecoder    bool
+	Recurrent     bool
+	Hybrid        bool
+	ClassifierOut int // outputs of a classifier head (rerankers), 0 if none
+}
+
+// Info returns the model's main facts.
+func (m *Model) Info() (Info, error) {
+	done, err := m.use("info")
+	if err != nil {
+		return Info{}, err
+	}
+	defer done()
+	desc, _ := m.strCall("info", func(b unsafe.Pointer, s uintptr) int32 { return capi.ModelDesc(m.ptr, b, s) })
+	arch, _ := m.strCall("info", func(b unsafe.Pointer, s uintptr) int32 {
+		return capi.ModelMetaValStr(m.ptr, "general.architecture", b, s)
+	})
+	name, _ := m.strCall("info", func(b unsafe.Pointer, s uintptr) int32 {
+		return capi.ModelMetaValStr(m.ptr, "general.name", b, s)
+	})
+	vt := []string{"none", "spm", "bpe", "wpm", "ugm", "rwkv", "plamo2"}
+	t := capi.VocabType(m.vocab)
+	vts := "unknown"
+	if t >= 0 && int(t) < len(vt) {
+		vts = vt[t]
+	}
+	return Info{
+		Architecture: arch, Name: name, Description: desc,
+		FileType: capi.FtypeName(capi.ModelFtype(m.ptr)), Size: capi.ModelSize(m.ptr), Params: capi.ModelNParams(m.ptr),
+		TrainContext: int(capi.ModelNCtxTrain(m.ptr)), EmbeddingSize: int(capi.ModelNEmbd(m.ptr)),
+		Layers: int(capi.ModelNLayer(m.ptr)), Heads: int(capi.ModelNHead(m.ptr)), HeadsKV: int(capi.ModelNHeadKV(m.ptr)),
+		SlidingWindow: int(capi.ModelNSwa(m.ptr)), VocabSize: int(m.nVocb), VocabType: vts,
+		HasEncoder: capi.ModelHasEncoder(m.ptr), HasDecoder: capi.ModelHasDecoder(m.ptr),
+		Recurrent: capi.ModelIsRecurrent(m.ptr), Hybrid: capi.ModelIsHybrid(m.ptr),
+		ClassifierOut: int(capi.ModelNClsOut(m.ptr)),
+	}, nil
+}
+
+// EmbeddingSize returns the size of the model's embeddings.
+func (m *Model) EmbeddingSize() int {
+	done, err := m.use("embedding size")
+	if err != nil {
+		return 0
+	}
+	defer done()
+	return int(capi.ModelNEmbd(m.ptr))
+}
+
+// TrainContext returns the context length the model was trained with.
+func (m *Model) TrainContext() int {
+	done, err := m.use("train context")
+	if err != nil {
+		return 0
+	}
+	defer done()
+	return int(capi.ModelNCtxTrain(m.ptr))
+}
+
+// ChatTemplate returns the model's chat template: the default one when name
+// is empty, else a named one (such as "tool_use"). ok is false if absent.
+func (m *Model) ChatTemplate(name string) (tmpl string, ok bool) {
+	done, err := m.use("chat template")
+	if err != nil {
+		return "", false
+	}
+	defer done()
+	var np unsafe.Pointer
+	var cname []byte
+	if name != "" {
+		cname = append([]byte(name), 0)
+		np = unsafe.Pointer(&cname[0])
+	}
+	p := capi.ModelChatTemplate(m.ptr, np)
+	keepAlive(cname)
+	if p == nil {
+		return "", false
+	}
+	return capi.GoString(p), true
+}
+
+// Vocabulary.
+
+// VocabSize returns the number of tokens in the vocabulary.
+func (m *Model) VocabSize() int { return int(m.nVocb) }
+
+// SpecialTokens are a vocabulary's special tokens; NoToken where absent.
+type SpecialTokens struct {
+	BOS, EOS, EOT, SEP, NL, PAD, MASK                Token
+	FIMPre, FIMSuf, FIMMid, FIMPad, FIMRep, FIMSep    Token
+	AddBOS, AddEOS, AddSEP                            bool
+}
+
+// SpecialTokens returns the vocabulary's special tokens.
+func (m *Model) SpecialTokens() SpecialTokens {
+	done, err := m.use("special tokens")
+	if err != nil {
+		n := NoToken
+		return SpecialTokens{n, n, n, n, n, n, n, n, n, n, n, n, n, false, false, false}
+	}
+	defer done()
+	v := m.vocab
+	return SpecialTokens{
+		BOS: Token(capi.VocabBOS(v)), EOS: Token(capi.VocabEOS(v)), EOT: Token(capi.VocabEOT(v)),
+		SEP: Token(capi.VocabSEP(v)), NL: Token(capi.VocabNL(v)), PAD: Token(capi.VocabPAD(v)),
+		MASK:   Token(capi.VocabMASK(v)),
+		FIMPre: Token(capi.VocabFIMPre(v)), FIMSuf: Token(capi.VocabFIMSuf(v)), FIMMid: Token(capi.VocabFIMMid(v)),
+		FIMPad: Token(capi.VocabFIMPad(v)), FIMRep: Token(capi.VocabFIMRep(v)), FIMSep: Token(capi.VocabFIMSep(v)),
+		AddBOS: capi.VocabGetAddBOS(v), AddEOS: capi.VocabGetAddEOS(v), AddSEP: capi.VocabGetAddSEP(v),
+	}
+}
+
+// TokenAttr is a bit set of token attributes.
+type TokenAttr uint32
+
+// Token attributes.
+const (
+	AttrUnknown     TokenAttr = 1 << 0
+	AttrUnused      TokenAttr = 1 << 1
+	AttrNormal      TokenAttr = 1 << 2
+	AttrControl     TokenAttr = 1 << 3
+	AttrUserDefined TokenAttr = 1 << 4
+	AttrByte        TokenAttr = 1 << 5
+	AttrNormalized  TokenAttr = 1 << 6
+	AttrLStrip      TokenAttr = 1 << 7
+	AttrRStrip      TokenAttr = 1 << 8
+	AttrSingleWord  TokenAttr = 1 << 9
+)
+
+// CheckToken returns an error unless t is a token of the vocabulary.
+func (m *Model) CheckToken(t Token) error {
+	if t < 0 || int32(t) >= m.nVocb {
+		return errorf(CodeInvalid, "token", "token id %d out of range [0, %d)", t, m.nVocb)
+	}
+	return nil
+}
+
+// TokenAttr returns a token's attributes.
+func (m *Model) TokenAttr(t Token) (TokenAttr, error) {
+	if err := m.CheckToken(t); err != nil {
+		return 0, err
+	}
+	done, err := m.use("token attr")
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	return TokenAttr(capi.VocabGetAttr(m.vocab, int32(t))), nil
+}
+
+// TokenText returns a token's text as stored in the vocabulary.
+func (m *Model) TokenText(t Token) (string, error) {
+	if err := m.CheckToken(t); err != nil {
+		return "", err
+	}
+	done, err := m.use("token text")
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	return capi.VocabGetText(m.vocab, int32(t)), nil
+}
+
+// TokenScore returns a token's score.
+func (m *Model) TokenScore(t Token) (float32, error) {
+	if err := m.CheckToken(t); err != nil {
+		return 0, err
+	}
+	done, err := m.use("token score")
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	return capi.VocabGetScore(m.vocab, int32(t)), nil
+}
+
+// IsEOG reports whether t ends generation (EOS, EOT and the like). Out of
+// range tokens are not.
+func (m *Model) IsEOG(t Token) bool {
+	if m.CheckToken(t) != nil {
+		return false
+	}
+	done, err := m.use("is eog")
+	if err != nil {
+		return false
+	}
+	defer done()
+	return capi.VocabIsEOG(m.vocab, int32(t))
+}
+
+// IsControl reports whether t is a control token.
+func (m *Model) IsControl(t Token) bool {
+	if m.CheckToken(t) != nil {
+		return false
+	}
+	done, err := m.use("is control")
+	if err != nil {
+		return false
+	}
+	defer done()
+	return capi.VocabIsControl(m.vocab, int32(t))
+}
+
+// TokenizeOptions says how text becomes tokens.
+type TokenizeOptions struct {
+	// AddSpecial adds the BOS/EOS/SEP tokens the model wants around a text.
+	AddSpecial bool
+	// ParseSpecial turns special token text (such as "<|im_start|>") into
+	// special tokens instead of plain text.
+	ParseSpecial bool
+}
+
+// Tokenize turns text into tokens.
+func (m *Model) Tokenize(text string, opts TokenizeOptions) ([]Token, error) {
+	done, err := m.use("tokenize")
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if len(text) > math.MaxInt32/2 {
+		return nil, errorf(CodeInvalid, "tokenize", "text of %d bytes is too long", len(text))
+	}
+	var tp unsafe.Pointer
+	if len(text) > 0 {
+		tp = unsafe.Pointer(unsafe.StringData(text))
+	}
+	toks := make([]Token, len(text)+3)
+	for {
+		var op unsafe.Pointer
+		if len(toks) > 0 {
+			op = unsafe.Pointer(&toks[0])
+		}
+		n := capi.Tokenize(m.vocab, tp, int32(len(text)), op, int32(len(toks)), opts.AddSpecial, opts.ParseSpecial)
+		if n == math.MinInt32 {
+			return nil, errorf(CodeInvalid, "tokenize", "too many tokens")
+		}
+		if n >= 0 {
+			return toks[:n], nil
+		}
+		toks = make([]Token, -n)
+	}
+}
+
+// CountTokens returns how many tokens text makes (with the model's special
+// tokens added and special token text parsed, as a prompt would).
+func (m *Model) CountTokens(text string) (int, error) {
+	t, err := m.Tokenize(text, TokenizeOptions{AddSpecial: true, ParseSpecial: true})
+	return len(t), err
+}
+
+// TokenPiece returns the text of one token; special tokens render as their
+// text when special is true and as "" otherwise. A piece may be part of a
+// UTF-8 character.
+func (m *Model) TokenPiece(t Token, special bool) (string, error) {
+	if err := m.CheckToken(t); err != nil {
+		return "", err
+	}
+	done, err := m.use("token piece")
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	var buf [64]byte
+	b := m.appendPiece(buf[:0], t, special)
+	return string(b), nil
+}
+
+// appendPiece appends a token's piece; the model must be in use and t valid.
+func (m *Model) appendPiece(dst []byte, t Token, special bool) []byte {
+	start := len(dst)
+	if cap(dst)-start < 32 {
+		dst = append(dst, make([]byte, 32)...)[:start]
+	}
+	for {
+		room := dst[start:cap(dst)]
+		n := capi.TokenToPiece(m.vocab, int32(t), unsafe.Pointer(&room[0]), int32(len(room)), 0, special)
+		if n >= 0 {
+			return dst[:start+int(n)]
+		}
+		dst = append(dst[:start], make([]byte, -n)...)[:start]
+	}
+}
+
+// DetokenizeOptions says how tokens become text.
+type DetokenizeOptions struct {
+	// RemoveSpecial drops BOS/EOS tokens the model adds.
+	RemoveSpecial bool
+	// UnparseSpecial renders special tokens as their text.
+	UnparseSpecial bool
+}
+
+// Detokenize turns tokens into text.
+func (m *Model) Detokenize(tokens []Token, opts DetokenizeOptions) (string, error) {
+	for _, t := range tokens {
+		if err := m.CheckToken(t); err != nil {
+			return "", err
+		}
+	}
+	if len(tokens) == 0 {
+		return "", nil
+	}
+	done, err := m.use("detokenize")
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	buf := make([]byte, len(tokens)*8+16)
+	for {
+		n := capi.Detokenize(m.vocab, unsafe.Pointer(&tokens[0]), int32(len(tokens)), unsafe.Pointer(&buf[0]),
+			int32(len(buf)), opts.RemoveSpecial, opts.UnparseSpecial)
+		if n >= 0 {
+			return string(buf[:n]), nil
+		}
+		buf = make([]byte, -n)
+	}
+}
+
+// validUTF8Prefix returns how many leading bytes of b form complete UTF-8
+// characters (an invalid byte counts as complete, so it is never held back
+// forever).
+func validUTF8Prefix(b []byte) int {
+	i := len(b)
+	// Look back at most 3 bytes for an incomplete sequence start.
+	for k := 1; k <= 3 && k <= len(b); k++ {
+		c := b[len(b)-k]
+		if c&0xC0 == 0x80 {
+			continue // continuation byte
+		}
+		if c >= 0xC0 {
+			need := 2
+			if c >= 0xF0 {
+				need = 4
+			} else if c >= 0xE0 {
+				need = 3
+			}
+			if k < need && utf8.FullRune(b[len(b)-k:]) == false {
+				i = len(b) - k
+			}
+		}
+		break
+	}
+	return i
+}
+
+func (m *Model) String() string { return fmt.Sprintf("llama.Model(%s)", m.path) }
+
+// isEOG is IsEOG for a model already in use and a valid token.
+func isEOG(m *Model, t Token) bool { return capi.VocabIsEOG(m.vocab, int32(t)) }

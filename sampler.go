@@ -1,0 +1,537 @@
+package llama
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+	"github.com/x/llama/internal/capi"
+)
+
+// DefaultSeed asks a sampler for a random seed.
+const DefaultSeed uint32 = capi.DefaultSeed
+
+// Sampler is one stage of a SamplerChain: a built-in llama.cpp sampler made
+// by Greedy, Dist, TopK, ... or a Go sampler made by Custom. A Sampler value
+// is a description; NewSamplerChain builds it for a model.
+type Sampler interface {
+	build(m *Model) (capi.Sampler, error)
+	String() string
+}
+
+type samplerFunc struct {
+	name string
+	fn   func(m *Model) (capi.Sampler, error)
+}
+
+func (s samplerFunc) String() string                       { return s.name }
+func (s samplerFunc) build(m *Model) (capi.Sampler, error) { return s.fn(m) }
+func simple(name string, f func() capi.Sampler) Sampler {
+	return samplerFunc{name, func(*Model) (capi.Sampler, error) { return f(), nil }}
+}
+func invalid(name, format string, args ...any) Sampler {
+	err := errorf(CodeInvalid, "sampler "+name, format, args...)
+	return samplerFunc{name, func(*Model) (capi.Sampler, error) { return 0, err }}
+}
+
+func finite(fs ...float32) bool {
+	for _, f := range fs {
+		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func keep(n int) uintptr { return uintptr(max(n, 0)) }
+
+// Greedy picks the most likely token.
+func Greedy() Sampler { return simple("greedy", capi.SamplerInitGreedy) }
+
+// Dist picks a token at random by probability; seed DefaultSeed is random.
+func Dist(seed uint32) Sampler {
+	return simple("dist", func() capi.Sampler { return capi.SamplerInitDist(seed) })
+}
+
+// TopK keeps the k most likely tokens (k <= 0: all).
+func TopK(k int) Sampler {
+	k = min(k, math.MaxInt32)
+	return simple("top-k", func() capi.Sampler { return capi.SamplerInitTopK(int32(k)) })
+}
+
+// TopP keeps the most likely tokens whose probabilities add up to p.
+func TopP(p float32, minKeep int) Sampler {
+	if !finite(p) {
+		return invalid("top-p", "p %v is not finite", p)
+	}
+	return simple("top-p", func() capi.Sampler { return capi.SamplerInitTopP(p, keep(minKeep)) })
+}
+
+// MinP keeps tokens at least p times as likely as the most likely one.
+func MinP(p float32, minKeep int) Sampler {
+	if !finite(p) {
+		return invalid("min-p", "p %v is not finite", p)
+	}
+	return simple("min-p", func() capi.Sampler { return capi.SamplerInitMinP(p, keep(minKeep)) })
+}
+
+// Typical is locally typical sampling with parameter p.
+func Typical(p float32, minKeep int) Sampler {
+	if !finite(p) {
+		return invalid("typical", "p %v is not finite", p)
+	}
+	return simple("typical", func() capi.Sampler { return capi.SamplerInitTypical(p, keep(minKeep)) })
+}
+
+// Temp scales logits by 1/t (t <= 0 keeps only the most likely token).
+func Temp(t float32) Sampler {
+	if !finite(t) {
+		return invalid("temp", "temperature %v is not finite", t)
+	}
+	return simple("temp", func() capi.Sampler { return capi.SamplerInitTemp(t) })
+}
+
+// TempExt is dynamic temperature: t ± delta by entropy, with exponent.
+func TempExt(t, delta, exponent float32) Sampler {
+	if !finite(t, delta, exponent) {
+		return invalid("temp-ext", "parameters must be finite")
+	}
+	return simple("temp-ext", func() capi.Sampler { return capi.SamplerInitTempExt(t, delta, exponent) })
+}
+
+// XTC removes the most likely tokens above threshold t with probability p.
+func XTC(p, t float32, minKeep int, seed uint32) Sampler {
+	if !finite(p, t) {
+		return invalid("xtc", "parameters must be finite")
+	}
+	return simple("xtc", func() capi.Sampler { return capi.SamplerInitXTC(p, t, keep(minKeep), seed) })
+}
+
+// TopNSigma keeps tokens within n standard deviations of the top logit.
+func TopNSigma(n float32) Sampler {
+	if !finite(n) {
+		return invalid("top-n-sigma", "n %v is not finite", n)
+	}
+	return simple("top-n-sigma", func() capi.Sampler { return capi.SamplerInitTopNSigma(n) })
+}
+
+// Mirostat is Mirostat 1.0 with target entropy tau, learning rate eta and
+// m tokens for estimating s (100 in the paper). It selects the token.
+func Mirostat(seed uint32, tau, eta float32, m int) Sampler {
+	if !finite(tau, eta) || m < 1 {
+		return invalid("mirostat", "tau and eta must be finite and m at least 1")
+	}
+	return samplerFunc{"mirostat", func(mod *Model) (capi.Sampler, error) {
+		return capi.SamplerInitMirostat(mod.nVocb, seed, tau, eta, int32(min(m, math.MaxInt32))), nil
+	}}
+}
+
+// MirostatV2 is Mirostat 2.0. It selects the token.
+func MirostatV2(seed uint32, tau, eta float32) Sampler {
+	if !finite(tau, eta) {
+		return invalid("mirostat-v2", "tau and eta must be finite")
+	}
+	return simple("mirostat-v2", func() capi.Sampler { return capi.SamplerInitMirostatV2(seed, tau, eta) })
+}
+
+// Penalties applies repetition (repeat > 0, 1 = off), frequency and presence
+// (0 = off) penalties over the last lastN tokens (0 = off, -1 = context).
+func Penalties(lastN int, repeat, freq, present float32) Sampler {
+	if !finite(repeat, freq, present) || repeat <= 0 {
+		return invalid("penalties", "repeat must be > 0 and all finite")
+	}
+	lastN = max(min(lastN, math.MaxInt32), -1)
+	return samplerFunc{"penalties", func(m *Model) (capi.Sampler, error) {
+		return capi.SamplerInitPenalties(m.nVocb, int32(lastN), repeat, freq, present), nil
+	}}
+}
+
+// DRY is the "don't repeat yourself" sampler (multiplier 0 = off); breakers
+// are the sequence breakers (nil: llama.cpp's defaults "\n", ":", "\"", "*").
+func DRY(multiplier, base float32, allowedLength, lastN int, breakers []string) Sampler {
+	if !finite(multiplier, base) {
+		return invalid("dry", "multiplier and base must be finite")
+	}
+	if breakers == nil {
+		breakers = []string{"\n", ":", "\"", "*"}
+	}
+	allowedLength = max(min(allowedLength, math.MaxInt32), 0)
+	lastN = max(min(lastN, math.MaxInt32), -1)
+	return samplerFunc{"dry", func(m *Model) (capi.Sampler, error) {
+		cs := make([][]byte, len(breakers))
+		ptrs := make([]uintptr, len(breakers)+1)
+		for i, b := range breakers {
+			cs[i] = append([]byte(b), 0)
+			ptrs[i] = uintptr(unsafe.Pointer(&cs[i][0]))
+		}
+		s := capi.SamplerInitDRY(m.vocab, multiplier, base, int32(allowedLength), int32(lastN),
+			unsafe.Pointer(&ptrs[0]), uintptr(len(breakers)))
+		keepAlive(cs)
+		return s, nil
+	}}
+}
+
+// AdaptiveP is the adaptive-p sampler with a target probability and decay.
+// It selects the token.
+func AdaptiveP(target, decay float32, seed uint32) Sampler {
+	if !finite(target, decay) {
+		return invalid("adaptive-p", "target and decay must be finite")
+	}
+	return simple("adaptive-p", func() capi.Sampler { return capi.SamplerInitAdaptiveP(target, decay, seed) })
+}
+
+// LogitBias adds a bias to the logits of tokens (-Inf bans a token).
+func LogitBias(bias map[Token]float32) Sampler {
+	return samplerFunc{"logit-bias", func(m *Model) (capi.Sampler, error) {
+		bs := make([]capi.LogitBias, 0, len(bias)+1)
+		for t, b := range bias {
+			if err := m.CheckToken(t); err != nil {
+				return 0, err
+			}
+			if math.IsNaN(float64(b)) {
+				return 0, errorf(CodeInvalid, "sampler logit-bias", "bias of token %d is NaN", t)
+			}
+			bs = append(bs, capi.LogitBias{Token: int32(t), Bias: b})
+		}
+		bs = append(bs, capi.LogitBias{})
+		return capi.SamplerInitLogitBias(m.nVocb, int32(len(bs)-1), unsafe.Pointer(&bs[0])), nil
+	}}
+}
+
+// Infill is the sampler for fill-in-the-middle models.
+func Infill() Sampler {
+	return samplerFunc{"infill", func(m *Model) (capi.Sampler, error) { return capi.SamplerInitInfill(m.vocab), nil }}
+}
+
+// SamplerChainOptions configures a chain; the zero value collects no timings.
+type SamplerChainOptions struct {
+	Perf bool // collect sampling timings
+}
+
+// SamplerChain runs samplers in order to pick the next token.
+//
+// A SamplerChain is not safe for concurrent use, except Close, which may be
+// called from any goroutine. Close is idempotent; closing the Model closes
+// its chains. Calls after Close return ErrClosed.
+type SamplerChain struct {
+	model *Model
+	mu    sync.Mutex
+	ptr   capi.Sampler
+	names []string
+	seed  uint32
+}
+
+// NewSamplerChain builds samplers into a chain for a model.
+func NewSamplerChain(m *Model, opts SamplerChainOptions, samplers ...Sampler) (*SamplerChain, error) {
+	done, err := m.use("sampler chain")
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	chain := capi.SamplerChainInit(capi.SamplerChainParams{NoPerf: !opts.Perf})
+	if chain == 0 {
+		return nil, errorf(CodeUnknown, "sampler chain", "llama.cpp could not make a chain")
+	}
+	c := &SamplerChain{model: m, ptr: chain}
+	for _, s := range samplers {
+		if s == nil {
+			capi.SamplerFree(chain)
+			return nil, errorf(CodeInvalid, "sampler chain", "nil sampler")
+		}
+		p, err := s.build(m)
+		if err != nil {
+			capi.SamplerFree(chain)
+			return nil, err
+		}
+		if p == 0 {
+			capi.SamplerFree(chain)
+			return nil, errorf(CodeInvalid, "sampler chain", "llama.cpp could not make the %s sampler", s)
+		}
+		capi.SamplerChainAdd(chain, p)
+		c.names = append(c.names, s.String())
+	}
+	c.seed = capi.SamplerGetSeed(chain)
+	if !m.addChild(c) {
+		capi.SamplerFree(chain)
+		return nil, closedErr("sampler chain", "model")
+	}
+	return c, nil
+}
+
+func (c *SamplerChain) closeFromParent() { c.close() }
+
+func (c *SamplerChain) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ptr != 0 {
+		capi.SamplerFree(c.ptr)
+		c.ptr = 0
+	}
+}
+
+// Close frees the chain.
+func (c *SamplerChain) Close() error {
+	c.close()
+	c.model.removeChild(c)
+	return nil
+}
+
+func (c *SamplerChain) lock(op string) error {
+	c.mu.Lock()
+	if c.ptr == 0 {
+		c.mu.Unlock()
+		return closedErr(op, "sampler chain")
+	}
+	return nil
+}
+
+// String lists the chain's samplers.
+func (c *SamplerChain) String() string { return fmt.Sprint(c.names) }
+
+// Seed returns the seed the chain's random samplers use.
+func (c *SamplerChain) Seed() uint32 { return c.seed }
+
+// Sample picks a token from the logits of batch entry idx of ctx's last
+// Decode (-1: the last entry) and accepts it into the chain's state.
+func (c *SamplerChain) Sample(ctx *Context, idx int) (Token, error) {
+	if err := c.lock("sample"); err != nil {
+		return NoToken, err
+	}
+	defer c.mu.Unlock()
+	if err := ctx.lock("sample"); err != nil {
+		return NoToken, err
+	}
+	defer ctx.mu.Unlock()
+	if ctx.model != c.model {
+		return NoToken, errorf(CodeInvalid, "sample", "chain and context belong to different models")
+	}
+	if idx == -1 {
+		idx = ctx.nOut - 1
+	}
+	if err := ctx.checkOutput("sample", idx); err != nil {
+		return NoToken, err
+	}
+	t := capi.SamplerSample(c.ptr, ctx.ptr, int32(idx))
+	if t < 0 || t >= c.model.nVocb {
+		return NoToken, errorf(CodeInvalid, "sample", "no token could be sampled (did a grammar reject every token?)")
+	}
+	return Token(t), nil
+}
+
+// Accept tells the chain a token was chosen (for penalties, grammars,
+// mirostat) without sampling; use it for prompt tokens.
+func (c *SamplerChain) Accept(t Token) error {
+	if err := c.model.CheckToken(t); err != nil {
+		return err
+	}
+	if err := c.lock("accept"); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	capi.SamplerAccept(c.ptr, int32(t))
+	return nil
+}
+
+// Reset clears the chain's state (penalty history, grammar, RNG state).
+func (c *SamplerChain) Reset() error {
+	if err := c.lock("reset"); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
+	capi.SamplerReset(c.ptr)
+	return nil
+}
+
+// Clone returns an independent copy of the chain with its current state.
+func (c *SamplerChain) Clone() (*SamplerChain, error) {
+	if err := c.lock("clone"); err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
+	p := capi.SamplerClone(c.ptr)
+	if p == 0 {
+		return nil, errorf(CodeUnsupported, "clone", "a sampler of the chain cannot be cloned")
+	}
+	n := &SamplerChain{model: c.model, ptr: p, names: append([]string(nil), c.names...), seed: c.seed}
+	if !c.model.addChild(n) {
+		capi.SamplerFree(p)
+		return nil, closedErr("clone", "model")
+	}
+	return n, nil
+}
+
+// TokenData is a candidate token with its logit and probability.
+type TokenData struct {
+	ID    Token
+	Logit float32
+	P     float32
+}
+
+// Apply runs the chain over candidates (no accept) and returns the
+// surviving candidates, in the chain's order, and the index of the
+// selected one (-1 if no sampler selected). It does not touch a Context.
+func (c *SamplerChain) Apply(candidates []TokenData) ([]TokenData, int, error) {
+	if err := c.lock("apply"); err != nil {
+		return nil, -1, err
+	}
+	defer c.mu.Unlock()
+	if len(candidates) == 0 {
+		return nil, -1, errorf(CodeInvalid, "apply", "no candidates")
+	}
+	for _, td := range candidates {
+		if err := c.model.CheckToken(td.ID); err != nil {
+			return nil, -1, err
+		}
+	}
+	buf := append([]TokenData(nil), candidates...)
+	arr := capi.TokenDataArray{Data: unsafe.Pointer(&buf[0]), Size: uintptr(len(buf)), Selected: -1}
+	capi.SamplerApply(c.ptr, &arr)
+	keepAlive(buf)
+	out := unsafe.Slice((*TokenData)(arr.Data), arr.Size)
+	res := append([]TokenData(nil), out...)
+	return res, int(arr.Selected), nil
+}
+
+// Custom samplers.
+
+// CustomSampler is a sampler written in Go. Apply edits the candidates in
+// place: change logits or probabilities, shrink the list, sort it, or set
+// the selected index. The methods run on the goroutine that samples.
+type CustomSampler interface {
+	// Name names the sampler.
+	Name() string
+	// Apply transforms the candidates.
+	Apply(c *Candidates)
+	// Accept is told each chosen token.
+	Accept(t Token)
+	// Reset clears the sampler's state.
+	Reset()
+}
+
+// CloneableSampler is a CustomSampler that can copy itself (for Clone).
+type CloneableSampler interface {
+	CustomSampler
+	Clone() CustomSampler
+}
+
+// Candidates is the list a CustomSampler works on; it is valid only during Apply.
+type Candidates struct {
+	arr *capi.TokenDataArray
+}
+
+// Data returns the candidates as a slice that edits them in place.
+func (c *Candidates) Data() []TokenData {
+	if c.arr.Size == 0 {
+		return nil
+	}
+	return unsafe.Slice((*TokenData)(c.arr.Data), c.arr.Size)
+}
+
+// Truncate keeps the first n candidates.
+func (c *Candidates) Truncate(n int) {
+	if n >= 0 && uintptr(n) < c.arr.Size {
+		c.arr.Size = uintptr(n)
+	}
+}
+
+// Select marks candidate i as the chosen one.
+func (c *Candidates) Select(i int) {
+	if i >= 0 && uintptr(i) < c.arr.Size {
+		c.arr.Selected = int64(i)
+	}
+}
+
+// Selected returns the selected index, or -1.
+func (c *Candidates) Selected() int { return int(c.arr.Selected) }
+
+// Sorted reports whether the candidates are sorted by logit, descending.
+func (c *Candidates) Sorted() bool { return c.arr.Sorted }
+
+// SetSorted records whether the candidates are sorted by logit, descending.
+func (c *Candidates) SetSorted(s bool) { c.arr.Sorted = s }
+
+// Custom wraps a Go sampler for use in a chain.
+func Custom(s CustomSampler) Sampler {
+	if s == nil {
+		return invalid("custom", "nil sampler")
+	}
+	return samplerFunc{"custom:" + s.Name(), func(*Model) (capi.Sampler, error) { return newGoSampler(s), nil }}
+}
+
+var (
+	goSamplers  sync.Map // uintptr id → CustomSampler
+	goSamplerID atomic.Uintptr
+	goIfaceOnce sync.Once
+	goIface     *capi.SamplerI
+	goNames     sync.Map // id → *[]byte (C string kept alive)
+)
+
+func newGoSampler(s CustomSampler) capi.Sampler {
+	goIfaceOnce.Do(func() {
+		goIface = &capi.SamplerI{
+			Name:   purego.NewCallback(goSamplerName),
+			Accept: purego.NewCallback(goSamplerAccept),
+			Apply:  purego.NewCallback(goSamplerApply),
+			Reset:  purego.NewCallback(goSamplerReset),
+			Clone:  purego.NewCallback(goSamplerClone),
+			Free:   purego.NewCallback(goSamplerFree),
+		}
+	})
+	id := goSamplerID.Add(1)
+	goSamplers.Store(id, s)
+	name := append([]byte(s.Name()), 0)
+	goNames.Store(id, &name)
+	return capi.SamplerInit(unsafe.Pointer(goIface), id)
+}
+
+func goSampler(sm *capi.SamplerStruct) (CustomSampler, uintptr) {
+	v, ok := goSamplers.Load(sm.Ctx)
+	if !ok {
+		return nil, sm.Ctx
+	}
+	return v.(CustomSampler), sm.Ctx
+}
+
+func goSamplerName(sm *capi.SamplerStruct) *byte {
+	if v, ok := goNames.Load(sm.Ctx); ok {
+		return &(*v.(*[]byte))[0]
+	}
+	return nil
+}
+
+func goSamplerAccept(sm *capi.SamplerStruct, t int32) {
+	if s, _ := goSampler(sm); s != nil {
+		s.Accept(Token(t))
+	}
+}
+
+func goSamplerApply(sm *capi.SamplerStruct, arr *capi.TokenDataArray) {
+	if s, _ := goSampler(sm); s != nil {
+		s.Apply(&Candidates{arr: arr})
+	}
+}
+
+func goSamplerReset(sm *capi.SamplerStruct) {
+	if s, _ := goSampler(sm); s != nil {
+		s.Reset()
+	}
+}
+
+func goSamplerClone(sm *capi.SamplerStruct) uintptr {
+	s, _ := goSampler(sm)
+	if s == nil {
+		return 0
+	}
+	if cs, ok := s.(CloneableSampler); ok {
+		s = cs.Clone()
+	}
+	return uintptr(newGoSampler(s))
+}
+
+func goSamplerFree(sm *capi.SamplerStruct) {
+	goSamplers.Delete(sm.Ctx)
+	goNames.Delete(sm.Ctx)
+}
