@@ -121,7 +121,7 @@ type Context struct {
 	pooling                                 PoolingType
 
 	abort   *atomic.Uint32 // non-zero aborts; C reads its first byte (little-endian)
-	outputs []int8   // outputs wanted by the last decode, by batch index
+	outputs []int8         // outputs wanted by the last decode, by batch index
 	nOut    int
 }
 

@@ -25,16 +25,16 @@ type ErrorCode int
 
 // Error codes.
 const (
-	CodeUnknown   ErrorCode = iota
-	CodeLibrary             // the shared library is missing or of another ABI
-	CodeClosed              // the object was closed
-	CodeInvalid             // an argument was out of range or malformed
-	CodeLoad                // a model, adapter or state file failed to load
-	CodeNoKVSlot            // the context has no room for the batch
-	CodeCanceled            // a context.Context ended the call
-	CodeDecode              // llama.cpp reported a decode or encode failure
-	CodeGrammar             // a grammar failed to parse
-	CodeUnsupported         // the model or context cannot do what was asked
+	CodeUnknown     ErrorCode = iota
+	CodeLibrary               // the shared library is missing or of another ABI
+	CodeClosed                // the object was closed
+	CodeInvalid               // an argument was out of range or malformed
+	CodeLoad                  // a model, adapter or state file failed to load
+	CodeNoKVSlot              // the context has no room for the batch
+	CodeCanceled              // a context.Context ended the call
+	CodeDecode                // llama.cpp reported a decode or encode failure
+	CodeGrammar               // a grammar failed to parse
+	CodeUnsupported           // the model or context cannot do what was asked
 )
 
 var codeNames = [...]string{"unknown", "library", "closed", "invalid argument", "load failed",

@@ -443,9 +443,9 @@ func (m *Model) VocabSize() int { return int(m.nVocb) }
 
 // SpecialTokens are a vocabulary's special tokens; NoToken where absent.
 type SpecialTokens struct {
-	BOS, EOS, EOT, SEP, NL, PAD, MASK                Token
-	FIMPre, FIMSuf, FIMMid, FIMPad, FIMRep, FIMSep    Token
-	AddBOS, AddEOS, AddSEP                            bool
+	BOS, EOS, EOT, SEP, NL, PAD, MASK              Token
+	FIMPre, FIMSuf, FIMMid, FIMPad, FIMRep, FIMSep Token
+	AddBOS, AddEOS, AddSEP                         bool
 }
 
 // SpecialTokens returns the vocabulary's special tokens.

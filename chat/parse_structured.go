@@ -258,9 +258,14 @@ func parseFunctionaryV32(p *pstate) {
 			head = s[i : i+nl]
 		}
 		if !validName(strings.TrimSpace(head)) {
-			// Text without a recipient.
-			p.body(start, []string{">>>"}, func(p *pstate, i int, m string) (int, bool) { return i, true })
-			return
+			// Text without a recipient, up to the next block.
+			text, end, found := p.until(i, ">>>")
+			p.content.WriteString(text)
+			if !found {
+				return
+			}
+			i = end - 3
+			continue
 		}
 		if nl < 0 {
 			if p.partial {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 type testCase struct {
@@ -296,7 +297,11 @@ func FuzzToGBNF(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		start := time.Now()
 		g, err := ToGBNF(data)
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("ToGBNF took %v for %q", d, data)
+		}
 		if err != nil {
 			return
 		}
