@@ -1,0 +1,231 @@
+package server
+
+// The contract between the HTTP layer (handlers, wire formats) and the
+// engine (slots, continuous batching, prompt cache). Handlers build a
+// Task from a request and read its Events; they never touch llama.Context.
+
+import (
+	"context"
+
+	"github.com/x/llama"
+)
+
+// SamplingParams are the per-request sampling settings of llama.cpp's
+// /completion endpoint. The zero value is NOT the default: use
+// DefaultSamplingParams and override what the request sets.
+type SamplingParams struct {
+	Temperature         float32
+	DynatempRange       float32
+	DynatempExponent    float32
+	TopK                int
+	TopP                float32
+	MinP                float32
+	TypicalP            float32
+	XTCProbability      float32
+	XTCThreshold        float32
+	TopNSigma           float32
+	Mirostat            int // 0, 1 or 2
+	MirostatTau         float32
+	MirostatEta         float32
+	RepeatLastN         int
+	RepeatPenalty       float32
+	PresencePenalty     float32
+	FrequencyPenalty    float32
+	DRYMultiplier       float32
+	DRYBase             float32
+	DRYAllowedLength    int
+	DRYPenaltyLastN     int
+	DRYSequenceBreakers []string
+	Seed                uint32 // llama.DefaultSeed: random
+	LogitBias           map[llama.Token]float32
+	// Samplers is the order of samplers by llama.cpp's names
+	// ("penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature").
+	Samplers []string
+	// Grammar is a GBNF grammar ("" none). With GrammarLazy it applies only
+	// after one of GrammarTriggers fires.
+	Grammar         string
+	GrammarLazy     bool
+	GrammarTriggers []GrammarTrigger
+	PreservedTokens []string
+	IgnoreEOS       bool
+	NProbs          int // return the top n token probabilities per token
+}
+
+// DefaultSamplingParams returns llama.cpp's server defaults.
+func DefaultSamplingParams() SamplingParams {
+	return SamplingParams{
+		Temperature: 0.8, DynatempExponent: 1, TopK: 40, TopP: 0.95, MinP: 0.05, TypicalP: 1,
+		XTCThreshold: 0.1, TopNSigma: -1, MirostatTau: 5, MirostatEta: 0.1, RepeatLastN: 64,
+		RepeatPenalty: 1, DRYBase: 1.75, DRYAllowedLength: 2, DRYPenaltyLastN: -1,
+		DRYSequenceBreakers: []string{"\n", ":", "\"", "*"}, Seed: llama.DefaultSeed,
+		Samplers: []string{"penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"},
+	}
+}
+
+// GrammarTrigger starts a lazy grammar: a word (literal text), a regular
+// expression Pattern matched against the generated text (PatternFull: the
+// whole text must match), or a Token.
+type GrammarTrigger struct {
+	Word        string
+	Pattern     string
+	PatternFull bool
+	Token       llama.Token // llama.NoToken when unused
+}
+
+// TaskKind says what a Task computes.
+type TaskKind int
+
+// Task kinds.
+const (
+	TaskCompletion TaskKind = iota // generate text from Prompt
+	TaskEmbedding                  // embeddings of Prompt
+	TaskRerank                     // relevance score of Prompt (query+document already joined)
+)
+
+// Task is one unit of work for the engine.
+type Task struct {
+	Kind   TaskKind
+	Prompt []llama.Token
+	Params SamplingParams
+	// NPredict is the most tokens to generate (-1: until EOG or the context is full).
+	NPredict int
+	// Stop strings end generation (not included in the output).
+	Stop []string
+	// CachePrompt reuses the longest common prefix in a slot's KV cache.
+	CachePrompt bool
+	// NKeep is how many prompt tokens to keep on a context shift (-1: all).
+	NKeep int
+	// TMaxPredictMs limits generation time once text has started (0: none).
+	TMaxPredictMs int
+	// SlotID asks for a specific slot (-1: any, best prompt-cache match).
+	SlotID int
+	// LoRA overrides the adapters' scales for this task (nil: the server's).
+	LoRA []LoRAScale
+	// Normalize is the embedding normalization (-1 none, 2 Euclidean, ...).
+	Normalize int
+	// PerToken asks for per-token embeddings (pooling none).
+	PerToken bool
+}
+
+// LoRAScale is an adapter id (index in the server's list) and its scale.
+type LoRAScale struct {
+	ID    int
+	Scale float32
+}
+
+// TokenProb is a token and its probability (or log-probability).
+type TokenProb struct {
+	Token   llama.Token
+	Text    string
+	Prob    float32 // probability after sampling
+	Logprob float32 // log of the probability before sampling (full softmax)
+}
+
+// StopReason says why a completion ended, in llama.cpp's terms.
+type StopReason string
+
+// Stop reasons.
+const (
+	StopEOS   StopReason = "eos"   // end of generation token
+	StopLimit StopReason = "limit" // n_predict or context reached
+	StopWord  StopReason = "word"  // a stop string
+	StopNone  StopReason = ""      // not finished / canceled
+)
+
+// Timings are llama.cpp's per-request timings.
+type Timings struct {
+	CacheN              int     `json:"cache_n"`
+	PromptN             int     `json:"prompt_n"`
+	PromptMS            float64 `json:"prompt_ms"`
+	PromptPerTokenMS    float64 `json:"prompt_per_token_ms"`
+	PromptPerSecond     float64 `json:"prompt_per_second"`
+	PredictedN          int     `json:"predicted_n"`
+	PredictedMS         float64 `json:"predicted_ms"`
+	PredictedPerTokenMS float64 `json:"predicted_per_token_ms"`
+	PredictedPerSecond  float64 `json:"predicted_per_second"`
+}
+
+// Event is one step of a task's result stream. Completion tasks send one
+// Event per generated token (Text may be empty while a UTF-8 character or a
+// possible stop string is incomplete) and a last Event with Done set.
+// Embedding and rerank tasks send one Event with Done set.
+type Event struct {
+	Token llama.Token
+	Text  string
+	// Probs are the top NProbs candidates of this step (when asked).
+	Probs []TokenProb
+	// Sampled is the probability entry of the chosen token (when NProbs > 0).
+	Sampled *TokenProb
+
+	Done         bool
+	Stop         StopReason
+	StoppingWord string
+	Truncated    bool
+	SlotID       int
+	PromptTokens int // tokens of the prompt
+	CachedTokens int // of which were reused from the cache
+	Generated    int // tokens generated
+	Timings      Timings
+
+	Embedding [][]float32 // one pooled vector, or one per token with PerToken
+	Score     float32     // rerank score
+
+	Err error // a failure (the last Event)
+}
+
+// Engine runs tasks on a model. Implementations are safe for concurrent use.
+type Engine interface {
+	// Submit queues a task; the returned channel yields its events and is
+	// closed after the Done (or Err) event. Cancelling ctx stops the task and
+	// frees its slot at once. Submit fails with ErrBusy when the queue is full.
+	Submit(ctx context.Context, t *Task) (<-chan Event, error)
+	// Model returns the model.
+	Model() *llama.Model
+	// SlotsInfo describes each slot (for GET /slots).
+	SlotsInfo() []SlotInfo
+	// Metrics returns the counters for GET /metrics.
+	Metrics() Metrics
+	// SaveSlot, RestoreSlot and EraseSlot implement /slots/{id}?action=.
+	SaveSlot(id int, path string) (nTokens int, nBytes int, err error)
+	RestoreSlot(id int, path string) (nTokens int, nBytes int, err error)
+	EraseSlot(id int) (nErased int, err error)
+	// Adapters returns the loaded LoRA adapters; SetAdapterScales changes
+	// the server-wide scales.
+	Adapters() []AdapterInfo
+	SetAdapterScales([]LoRAScale) error
+	// Close stops accepting tasks, cancels running ones and frees the contexts.
+	Close() error
+}
+
+// SlotInfo is one slot's state.
+type SlotInfo struct {
+	ID           int    `json:"id"`
+	NCtx         int    `json:"n_ctx"`
+	IsProcessing bool   `json:"is_processing"`
+	Prompt       string `json:"prompt,omitempty"`
+	NPast        int    `json:"n_past"`
+	NDecoded     int    `json:"n_decoded"`
+	TaskID       int64  `json:"id_task"`
+}
+
+// Metrics are the engine's counters (llama.cpp's metric names in /metrics).
+type Metrics struct {
+	PromptTokensTotal      int64
+	PromptSecondsTotal     float64
+	TokensPredictedTotal   int64
+	TokensPredictedSeconds float64
+	DecodeTotal            int64
+	BusySlotsPerDecode     float64
+	NTokensMax             int64
+	RequestsProcessing     int
+	RequestsDeferred       int
+	KVCacheUsageRatio      float64
+	KVCacheTokens          int64
+}
+
+// AdapterInfo describes a loaded LoRA adapter.
+type AdapterInfo struct {
+	ID    int     `json:"id"`
+	Path  string  `json:"path"`
+	Scale float32 `json:"scale"`
+}
