@@ -1,0 +1,110 @@
+package llama
+
+import (
+	"unsafe"
+
+	"github.com/x/llama/internal/capi"
+)
+
+// Grammar is a GBNF grammar (llama.cpp's grammar format) that constrains
+// generation. Make one with ParseGrammar, GrammarFromJSONSchema or
+// GrammarFor; a Grammar is immutable and safe for concurrent use.
+type Grammar struct {
+	source string
+	root   string
+}
+
+// Source returns the grammar text.
+func (g *Grammar) Source() string { return g.source }
+
+// Root returns the start rule's name.
+func (g *Grammar) Root() string { return g.root }
+
+// Sampler returns a sampler that masks every token the grammar does not
+// allow. Put it first in a chain.
+func (g *Grammar) Sampler() Sampler { return GrammarSampler(g.source, g.root) }
+
+// LazySampler returns a sampler that lets the model write freely until a
+// trigger appears (a regular expression over the generated text, or a
+// token), and constrains what follows. Triggers of the form "word" match
+// literally when escaped with regexp.QuoteMeta.
+func (g *Grammar) LazySampler(patterns []string, tokens []Token) Sampler {
+	return LazyGrammarSampler(g.source, g.root, patterns, tokens)
+}
+
+// GrammarSampler is Grammar.Sampler for grammar text; llama.cpp parses it
+// when the chain is built and a malformed grammar is an error then.
+func GrammarSampler(source, root string) Sampler {
+	if root == "" {
+		root = "root"
+	}
+	return samplerFunc{"grammar", func(m *Model) (capi.Sampler, error) {
+		if err := checkGrammarText(source); err != nil {
+			return 0, err
+		}
+		s := capi.SamplerInitGrammar(m.vocab, source, root)
+		if s == 0 {
+			return 0, errorf(CodeGrammar, "grammar", "llama.cpp rejected the grammar (syntax, an undefined rule, left recursion, or no rule %q)", root)
+		}
+		return s, nil
+	}}
+}
+
+// LazyGrammarSampler is Grammar.LazySampler for grammar text.
+func LazyGrammarSampler(source, root string, patterns []string, tokens []Token) Sampler {
+	if root == "" {
+		root = "root"
+	}
+	return samplerFunc{"grammar-lazy", func(m *Model) (capi.Sampler, error) {
+		if err := checkGrammarText(source); err != nil {
+			return 0, err
+		}
+		for _, t := range tokens {
+			if err := m.CheckToken(t); err != nil {
+				return 0, err
+			}
+		}
+		cs := make([][]byte, len(patterns))
+		ptrs := make([]uintptr, len(patterns)+1)
+		for i, p := range patterns {
+			if err := checkPattern(p); err != nil {
+				return 0, err
+			}
+			cs[i] = append([]byte(p), 0)
+			ptrs[i] = uintptr(unsafe.Pointer(&cs[i][0]))
+		}
+		var tp unsafe.Pointer
+		if len(tokens) > 0 {
+			tp = unsafe.Pointer(&tokens[0])
+		}
+		s := capi.SamplerInitGrammarLazyPatterns(m.vocab, source, root, unsafe.Pointer(&ptrs[0]), uintptr(len(patterns)), tp, uintptr(len(tokens)))
+		keepAlive(cs)
+		keepAlive(tokens)
+		if s == 0 {
+			return 0, errorf(CodeGrammar, "grammar", "llama.cpp rejected the lazy grammar")
+		}
+		return s, nil
+	}}
+}
+
+// checkGrammarText refuses text llama.cpp's C strings cannot carry.
+func checkGrammarText(s string) error {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return errorf(CodeGrammar, "grammar", "NUL byte at offset %d", i)
+		}
+	}
+	return nil
+}
+
+// checkPattern refuses trigger patterns that std::regex may not handle:
+// Go's RE2 syntax is the common subset we accept.
+func checkPattern(p string) error {
+	if err := checkGrammarText(p); err != nil {
+		return err
+	}
+	if _, err := regexpCompile(p); err != nil {
+		return errorf(CodeInvalid, "grammar", "trigger pattern %q: %v", p, err)
+	}
+	return nil
+}

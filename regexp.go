@@ -1,0 +1,5 @@
+package llama
+
+import "regexp"
+
+func regexpCompile(p string) (*regexp.Regexp, error) { return regexp.Compile(p) }
