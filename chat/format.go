@@ -133,9 +133,6 @@ func DetectFormat(templateSource string) Format {
 		return FormatQwen3Coder
 	case has("<tool_call>", "<arg_key>"):
 		return FormatGLM45
-	case has("tool▁sep") && has("<think>") && strings.Contains(src, "tool▁call▁begin|>'+tool['function']['name']") ||
-		has("tool▁sep", "DeepSeek-V3.1"):
-		return FormatDeepSeekV31
 	case has("tool▁calls▁begin", "```json"):
 		return FormatDeepSeekR1
 	case has("tool▁calls▁begin"):
