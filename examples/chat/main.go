@@ -1,0 +1,174 @@
+// Command chat is an interactive terminal chat over a GGUF model that
+// streams tokens as they are generated, with a one-shot mode for scripts.
+//
+//	go run ./examples/chat -m model.gguf                 # interactive
+//	go run ./examples/chat -m model.gguf -p "Once upon a time" -n 64 --temp 0
+//
+// Models with a chat template are chatted with through it; models without
+// one (such as stories260K) continue the text they are given.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+
+	"github.com/x/llama"
+	"github.com/x/llama/chat"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "chat:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		modelPath = flag.String("m", "", "path of the GGUF model (required)")
+		prompt    = flag.String("p", "", "one-shot prompt: print the completion and exit")
+		nPredict  = flag.Int("n", 256, "most tokens to generate per answer (-1: until the context is full)")
+		temp      = flag.Float64("temp", 0.8, "temperature (0: greedy)")
+		seed      = flag.Int64("seed", -1, "random seed (-1: random)")
+		topK      = flag.Int("top-k", 40, "top-k sampling (0: off)")
+		topP      = flag.Float64("top-p", 0.95, "top-p sampling (1: off)")
+		minP      = flag.Float64("min-p", 0.05, "min-p sampling (0: off)")
+		ctxSize   = flag.Int("c", 2048, "context size in tokens")
+		threads   = flag.Int("t", runtime.NumCPU(), "threads")
+		system    = flag.String("sys", "", "system prompt for chat models")
+		verbose   = flag.Bool("v", false, "show llama.cpp's log")
+	)
+	flag.StringVar(modelPath, "model", "", "same as -m")
+	flag.StringVar(prompt, "prompt", "", "same as -p")
+	flag.IntVar(nPredict, "n-predict", 256, "same as -n")
+	flag.Parse()
+	if *modelPath == "" {
+		flag.Usage()
+		return errors.New("-m is required")
+	}
+	if *verbose {
+		llama.SetLogger(slogStderr())
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	model, err := llama.LoadModel(ctx, *modelPath, llama.ModelOptions{})
+	if err != nil {
+		return err
+	}
+	defer model.Close()
+	lctx, err := model.NewContext(llama.ContextOptions{ContextSize: *ctxSize, Threads: *threads})
+	if err != nil {
+		return err
+	}
+	defer lctx.Close()
+
+	s := uint32(llama.DefaultSeed)
+	if *seed >= 0 {
+		s = uint32(*seed)
+	}
+	var samplers []llama.Sampler
+	if *temp <= 0 {
+		samplers = []llama.Sampler{llama.Greedy()}
+	} else {
+		samplers = []llama.Sampler{llama.TopK(*topK), llama.TopP(float32(*topP), 1), llama.MinP(float32(*minP), 1),
+			llama.Temp(float32(*temp)), llama.Dist(s)}
+	}
+	sampler, err := llama.NewSamplerChain(model, llama.SamplerChainOptions{}, samplers...)
+	if err != nil {
+		return err
+	}
+	defer sampler.Close()
+	maxTokens := *nPredict
+	if maxTokens < 0 {
+		maxTokens = 0
+	}
+
+	if *prompt != "" {
+		// One shot: continue the text exactly as llama.cpp's completion does.
+		fmt.Print(*prompt)
+		for p, err := range lctx.Generate(ctx, *prompt, llama.GenerateOptions{MaxTokens: maxTokens, Sampler: sampler}) {
+			if err != nil {
+				return err
+			}
+			fmt.Print(p.Text)
+		}
+		fmt.Println()
+		return nil
+	}
+
+	tmplSrc, hasTemplate := model.ChatTemplate("")
+	var tmpl *chat.Template
+	if hasTemplate {
+		if tmpl, err = chat.ParseTemplate(tmplSrc); err != nil {
+			return fmt.Errorf("the model's chat template: %w", err)
+		}
+	}
+	var history []chat.Message
+	if *system != "" {
+		history = append(history, chat.Message{Role: chat.RoleSystem, Content: *system})
+	}
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	special := model.SpecialTokens()
+	bos, _ := tokenText(model, special.BOS)
+	eos, _ := tokenText(model, special.EOS)
+	text := ""
+	for {
+		fmt.Print("\n> ")
+		if !in.Scan() {
+			fmt.Println()
+			return in.Err()
+		}
+		line := strings.TrimSpace(in.Text())
+		if line == "" {
+			continue
+		}
+		var input string
+		if tmpl != nil {
+			history = append(history, chat.Message{Role: chat.RoleUser, Content: line})
+			full, err := tmpl.Render(chat.TemplateInput{Messages: history, AddGenerationPrompt: true, BOSToken: bos, EOSToken: eos})
+			if err != nil {
+				return err
+			}
+			input = full
+		} else {
+			text += line
+			input = text
+		}
+		var answer strings.Builder
+		genCtx, cancel := signal.NotifyContext(ctx, os.Interrupt)
+		for p, err := range lctx.Generate(genCtx, input, llama.GenerateOptions{MaxTokens: maxTokens, Sampler: sampler}) {
+			if err != nil {
+				if errors.Is(err, context.Canceled) {
+					break
+				}
+				cancel()
+				return err
+			}
+			fmt.Print(p.Text)
+			answer.WriteString(p.Text)
+		}
+		cancel()
+		fmt.Println()
+		if tmpl != nil {
+			history = append(history, chat.Message{Role: chat.RoleAssistant, Content: answer.String()})
+		} else {
+			text += answer.String()
+		}
+	}
+}
+
+func tokenText(m *llama.Model, t llama.Token) (string, error) {
+	if t == llama.NoToken {
+		return "", nil
+	}
+	return m.TokenPiece(t, true)
+}
