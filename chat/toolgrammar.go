@@ -1,0 +1,313 @@
+package chat
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/x/llama/internal/jsonschema"
+)
+
+// ToolChoice says whether and which tools the model must call.
+type ToolChoice struct {
+	// Mode is "auto" (the model may answer or call), "required" (it must
+	// call a tool), "none" (it must not) or "function" (it must call
+	// Function).
+	Mode string
+	// Function names the tool to call when Mode is "function".
+	Function string
+}
+
+// TriggerKind says how a [GrammarTrigger] is matched.
+type TriggerKind int
+
+const (
+	// TriggerWord starts the grammar when the output contains Value.
+	TriggerWord TriggerKind = iota
+	// TriggerPattern starts it when the regular expression Value matches
+	// part of the output.
+	TriggerPattern
+	// TriggerPatternFull starts it when Value matches the whole output so
+	// far.
+	TriggerPatternFull
+	// TriggerToken starts it when the special token Value is generated.
+	TriggerToken
+)
+
+// GrammarTrigger is what starts a lazy grammar.
+type GrammarTrigger struct {
+	Kind  TriggerKind
+	Value string
+}
+
+// ToolGrammar constrains generation to a format's tool calls.
+type ToolGrammar struct {
+	// Grammar is the GBNF grammar (root rule "root").
+	Grammar string
+	// Lazy grammars apply only from a trigger on; before that the model
+	// writes freely.
+	Lazy bool
+	// Triggers start a lazy grammar.
+	Triggers []GrammarTrigger
+	// PreservedTokens are special tokens of the format that must be
+	// tokenized as themselves.
+	PreservedTokens []string
+}
+
+// BuildToolGrammar makes the grammar that constrains output to tool calls
+// in format f for the given tools. With choice "auto" the grammar is lazy,
+// triggered at the format's tool-call marker; with "required" or "function"
+// it applies from the first token. parallel allows several calls. Choice
+// "none" needs no grammar: it returns nil and no error.
+func BuildToolGrammar(f Format, tools []Tool, choice ToolChoice, parallel bool) (*ToolGrammar, error) {
+	mode := choice.Mode
+	if mode == "" {
+		mode = "auto"
+	}
+	switch mode {
+	case "none":
+		return nil, nil
+	case "auto", "required":
+	case "function":
+		var picked []Tool
+		for _, t := range tools {
+			if t.Name == choice.Function {
+				picked = append(picked, t)
+			}
+		}
+		if len(picked) == 0 {
+			return nil, fmt.Errorf("chat: tool choice names unknown function %q", choice.Function)
+		}
+		tools = picked
+	default:
+		return nil, fmt.Errorf("chat: unknown tool choice mode %q", choice.Mode)
+	}
+	if len(tools) == 0 {
+		return nil, fmt.Errorf("chat: no tools to build a grammar for")
+	}
+	g := &grammarGen{b: jsonschema.NewBuilder(), f: f}
+	for _, t := range tools {
+		if t.Name == "" {
+			return nil, fmt.Errorf("chat: tool without a name")
+		}
+		params := []byte(t.Parameters)
+		if len(strings.TrimSpace(string(params))) == 0 || string(params) == "null" {
+			params = []byte(`{"type":"object"}`)
+		}
+		args, err := g.b.AddSchema(t.Name+"-args", params)
+		if err != nil {
+			return nil, fmt.Errorf("chat: parameters of tool %q: %w", t.Name, err)
+		}
+		g.tools = append(g.tools, toolRule{name: t.Name, args: args, params: params})
+	}
+	tg := &ToolGrammar{Lazy: mode == "auto"}
+	root := g.build(parallel, tg)
+	if f == FormatGeneric || f == FormatContentOnly {
+		tg.Lazy = false
+		if mode == "auto" {
+			str := g.b.AddRule("response-string", `"\"" ( [^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""`)
+			resp := g.b.AddRule("response", `"{" space "\"response\"" space ":" space `+str+` space "}"`)
+			root = g.b.AddRule("root-choice", root+" | "+resp)
+		}
+	}
+	if !tg.Lazy {
+		tg.Triggers = nil
+	}
+	tg.Grammar = g.b.Grammar(root)
+	return tg, nil
+}
+
+type toolRule struct {
+	name, args string
+	params     []byte
+}
+
+type grammarGen struct {
+	b     *jsonschema.Builder
+	f     Format
+	tools []toolRule
+}
+
+// lit is a GBNF literal.
+func lit(s string) string { return jsonschema.Literal(s) }
+
+// jsonName is the GBNF literal of the tool name as a JSON string.
+func jsonName(n string) string { return lit(jsonString(n)) }
+
+// alt makes one rule that is any tool's call made by each.
+func (g *grammarGen) alt(name string, each func(t toolRule) string) string {
+	var parts []string
+	for _, t := range g.tools {
+		parts = append(parts, g.b.AddRule(t.name+"-"+name, each(t)))
+	}
+	return g.b.AddRule(name, strings.Join(parts, " | "))
+}
+
+// jsonCall is {"name": N, "<argsKey>": A} with optional extra members.
+func (g *grammarGen) jsonCall(rule, nameKey, argsKey, extra string) string {
+	return g.alt(rule, func(t toolRule) string {
+		body := `"{" space ` + lit(jsonString(nameKey)) + ` space ":" space ` + jsonName(t.name) +
+			` space "," space ` + lit(jsonString(argsKey)) + ` space ":" space ` + t.args
+		if extra != "" {
+			body += ` space "," space ` + extra
+		}
+		return body + ` space "}"`
+	})
+}
+
+// repeat is one call, or with parallel one or more separated by sep.
+func (g *grammarGen) repeat(call, sep string, parallel bool) string {
+	if !parallel {
+		return call
+	}
+	return call + " ( " + sep + " " + call + " )*"
+}
+
+func regexQuote(s string) string { return regexp.QuoteMeta(s) }
+
+func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
+	word := func(w ...string) {
+		for _, x := range w {
+			tg.Triggers = append(tg.Triggers, GrammarTrigger{Kind: TriggerWord, Value: x})
+		}
+	}
+	preserve := func(t ...string) { tg.PreservedTokens = append(tg.PreservedTokens, t...) }
+	b := g.b
+	switch g.f {
+	case FormatHermes2Pro:
+		c := g.jsonCall("tool-call-json", "name", "arguments", "")
+		call := b.AddRule("tool-call", `"<tool_call>" space `+c+` space "</tool_call>"`)
+		word("<tool_call>")
+		preserve("<think>", "</think>", "<tool_call>", "</tool_call>")
+		return b.AddRule("root", g.repeat(call, "space", parallel))
+	case FormatQwen3Coder:
+		b.AddRule("xml-text", `( [^<] | "<" [^/] )*`)
+		call := g.alt("tool-call", func(t toolRule) string {
+			param := g.b.AddRule(t.name+"-param", `"<parameter=" [^>\n]+ ">\n" xml-text "\n</parameter>\n"`)
+			return lit("<tool_call>\n<function="+t.name+">\n") + " " + param + "* " + lit("</function>\n</tool_call>")
+		})
+		word("<tool_call>")
+		preserve("<think>", "</think>", "<tool_call>", "</tool_call>")
+		return b.AddRule("root", g.repeat(call, `"\n"`, parallel))
+	case FormatLlama3x:
+		call := g.jsonCall("tool-call", "name", "parameters", "")
+		tg.Triggers = append(tg.Triggers, GrammarTrigger{Kind: TriggerPatternFull, Value: `\s*\{\s*"name"[\s\S]*`})
+		preserve("<|python_tag|>", "<|eom_id|>")
+		return b.AddRule("root", g.repeat(call, `space ";" space`, parallel))
+	case FormatMistralNemo:
+		c := g.jsonCall("tool-call", "name", "arguments", `"\"id\"" space ":" space "\"" [a-zA-Z0-9]{9} "\""`)
+		word("[TOOL_CALLS]")
+		preserve("[TOOL_CALLS]")
+		return b.AddRule("root", `"[TOOL_CALLS]" "[" space `+g.repeat(c, `space "," space`, parallel)+` space "]"`)
+	case FormatMagistral:
+		call := g.alt("tool-call", func(t toolRule) string {
+			return `"[TOOL_CALLS]" ` + lit(t.name) + ` ( "[CALL_ID]" [a-zA-Z0-9]{9} )? "[ARGS]" ` + t.args
+		})
+		word("[TOOL_CALLS]")
+		preserve("[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[THINK]", "[/THINK]")
+		return b.AddRule("root", g.repeat(call, "", parallel))
+	case FormatFunctionaryV31:
+		call := g.alt("tool-call", func(t toolRule) string {
+			return lit("<function="+t.name+">") + " " + t.args + ` "</function>"`
+		})
+		word("<function=")
+		preserve("<|python_tag|>")
+		return b.AddRule("root", g.repeat(call, "", parallel))
+	case FormatFunctionaryV32:
+		first := g.alt("first-call", func(t toolRule) string { return lit(t.name+"\n") + " " + t.args })
+		next := g.alt("next-call", func(t toolRule) string { return lit(">>>"+t.name+"\n") + " " + t.args })
+		var names []string
+		for _, t := range g.tools {
+			names = append(names, regexQuote(t.name))
+			word(">>>" + t.name + "\n")
+		}
+		tg.Triggers = append(tg.Triggers, GrammarTrigger{Kind: TriggerPatternFull, Value: `(?:` + strings.Join(names, "|") + `)\n[\s\S]*`})
+		if tg.Lazy {
+			// Triggered mid-output, the call starts with its >>> marker or
+			// (at the start) without it.
+			return b.AddRule("root", "( "+first+" | "+next+" )"+map[bool]string{true: " " + next + "*", false: ""}[parallel])
+		}
+		return b.AddRule("root", first+map[bool]string{true: " " + next + "*", false: ""}[parallel])
+	case FormatDeepSeekR1, FormatDeepSeekV31:
+		call := g.alt("tool-call", func(t toolRule) string {
+			if g.f == FormatDeepSeekR1 {
+				return lit(dsCallBegin+"function"+dsSep+t.name+"\n```json\n") + " " + t.args + " " + lit("\n```"+dsCallEnd)
+			}
+			return lit(dsCallBegin+t.name+dsSep) + " " + t.args + " " + lit(dsCallEnd)
+		})
+		word(dsCallsBegin, dsCallBegin)
+		preserve("<think>", "</think>", dsCallsBegin, dsCallBegin, dsSep, dsCallEnd, dsCallsEnd)
+		calls := call
+		if parallel {
+			calls = call + "+"
+		}
+		return b.AddRule("root", lit(dsCallsBegin)+" "+calls+" "+lit(dsCallsEnd))
+	case FormatCommandR7B:
+		c := g.alt("tool-call", func(t toolRule) string {
+			return `"{" space "\"tool_call_id\"" space ":" space "\"" [0-9]+ "\"" space "," space "\"tool_name\"" space ":" space ` +
+				jsonName(t.name) + ` space "," space "\"parameters\"" space ":" space ` + t.args + ` space "}"`
+		})
+		word("<|START_ACTION|>")
+		preserve("<|START_ACTION|>", "<|END_ACTION|>", "<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_THINKING|>", "<|END_THINKING|>")
+		return b.AddRule("root", `"<|START_ACTION|>[" space `+g.repeat(c, `space "," space`, parallel)+` space "]<|END_ACTION|>"`)
+	case FormatGemma:
+		b.AddRule("gemma-str", `"<|\"|>" ( [^<] | "<" [^|] )* "<|\"|>"`)
+		b.AddRule("gemma-key", `[a-zA-Z_] [a-zA-Z0-9_]*`)
+		b.AddRule("gemma-val", `gemma-str | "-"? [0-9]+ ( "." [0-9]+ )? | "true" | "false" | "null" | gemma-obj | gemma-arr`)
+		b.AddRule("gemma-obj", `"{" ( gemma-key ":" gemma-val ( "," gemma-key ":" gemma-val )* )? "}"`)
+		b.AddRule("gemma-arr", `"[" ( gemma-val ( "," gemma-val )* )? "]"`)
+		call := g.alt("tool-call", func(t toolRule) string {
+			return lit("<|tool_call>call:"+t.name) + ` gemma-obj "<tool_call|>"`
+		})
+		word("<|tool_call>")
+		preserve("<|tool_call>", "<tool_call|>", `<|"|>`, "<|channel>", "<channel|>")
+		return b.AddRule("root", g.repeat(call, "", parallel))
+	case FormatGPTOSS:
+		call := g.alt("tool-call", func(t toolRule) string {
+			return lit("<|channel|>commentary to=functions."+t.name) + ` " <|constrain|>json"? "<|message|>" ` + t.args
+		})
+		word("<|channel|>commentary to=functions.")
+		preserve(hChannel, hMessage, hStart, hEnd, hCall, hConstrain)
+		return b.AddRule("root", g.repeat(call, `"<|call|><|start|>assistant"`, parallel))
+	case FormatKimiK2:
+		call := g.alt("tool-call", func(t toolRule) string {
+			return lit("<|tool_call_begin|>functions."+t.name+":") + ` [0-9]+ "<|tool_call_argument_begin|>" ` + t.args + ` "<|tool_call_end|>"`
+		})
+		word("<|tool_calls_section_begin|>")
+		preserve("<think>", "</think>", "<|tool_calls_section_begin|>", "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>", "<|tool_calls_section_end|>")
+		calls := call
+		if parallel {
+			calls = call + "+"
+		}
+		return b.AddRule("root", `"<|tool_calls_section_begin|>" `+calls+` "<|tool_calls_section_end|>"`)
+	case FormatGLM45:
+		b.AddRule("glm-text", `[^<]*`)
+		call := g.alt("tool-call", func(t toolRule) string {
+			return lit("<tool_call>"+t.name+"\n") + ` ( "<arg_key>" [^<]+ "</arg_key>\n<arg_value>" glm-text "</arg_value>\n" )* "</tool_call>"`
+		})
+		word("<tool_call>")
+		preserve("<think>", "</think>", "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
+		return b.AddRule("root", g.repeat(call, `"\n"?`, parallel))
+	case FormatFireFunctionV2, FormatNemotronV2, FormatApriel, FormatGranite:
+		open, closing := map[Format][2]string{
+			FormatFireFunctionV2: {" functools[", "]"},
+			FormatNemotronV2:     {"<TOOLCALL>[", "]</TOOLCALL>"},
+			FormatApriel:         {"<tool_calls>[", "]</tool_calls>"},
+			FormatGranite:        {"<|tool_call|>[", "]"},
+		}[g.f][0], map[Format]string{
+			FormatFireFunctionV2: "]", FormatNemotronV2: "]</TOOLCALL>", FormatApriel: "]</tool_calls>", FormatGranite: "]",
+		}[g.f]
+		c := g.jsonCall("tool-call", "name", "arguments", "")
+		word(strings.TrimSuffix(strings.TrimPrefix(open, " "), "["))
+		preserve(strings.TrimSuffix(strings.TrimPrefix(open, " "), "["))
+		return b.AddRule("root", lit(open)+" space "+g.repeat(c, `space "," space`, parallel)+" space "+lit(closing))
+	}
+	// Generic (and content-only, which has no format of its own).
+	c := g.jsonCall("tool-call", "name", "arguments", "")
+	one := b.AddRule("tool-call-one", `"{" space "\"tool_call\"" space ":" space `+c+` space "}"`)
+	if parallel {
+		many := b.AddRule("tool-call-many", `"{" space "\"tool_calls\"" space ":" space "[" space `+c+` ( space "," space `+c+` )* space "]" space "}"`)
+		return b.AddRule("tool-calls", one+" | "+many)
+	}
+	return one
+}
