@@ -77,6 +77,9 @@ func (g *Generation) Position() int { return g.nPast }
 // Generate tokenizes prompt (with the model's special tokens, parsing
 // special token text) and generates from it; see GenerateTokens.
 func (c *Context) Generate(ctx context.Context, prompt string, opts GenerateOptions) iter.Seq2[Piece, error] {
+	if prompt == "" {
+		return func(yield func(Piece, error) bool) { yield(Piece{}, errorf(CodeInvalid, "generate", "empty prompt")) }
+	}
 	toks, err := c.model.Tokenize(prompt, TokenizeOptions{AddSpecial: true, ParseSpecial: true})
 	if err == nil && len(toks) == 0 {
 		err = errorf(CodeInvalid, "generate", "empty prompt")
