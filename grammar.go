@@ -1,6 +1,7 @@
 package llama
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/x/llama/internal/capi"
@@ -107,4 +108,73 @@ func checkPattern(p string) error {
 		return errorf(CodeInvalid, "grammar", "trigger pattern %q: %v", p, err)
 	}
 	return nil
+}
+
+// Match reports whether text is a complete sentence of the grammar, as
+// llama.cpp's grammar engine (the one that constrains sampling) judges it
+// with m's vocabulary. Text is fed one byte token at a time where the
+// vocabulary has byte tokens (SentencePiece), else as its tokenization.
+func (g *Grammar) Match(m *Model, text string) (bool, error) {
+	toks, err := m.grammarTokens(text)
+	if err != nil {
+		return false, err
+	}
+	chain, err := NewSamplerChain(m, SamplerChainOptions{}, g.Sampler())
+	if err != nil {
+		return false, err
+	}
+	defer chain.Close()
+	allowed := func(t Token) (bool, error) {
+		out, _, err := chain.Apply([]TokenData{{ID: t}})
+		if err != nil {
+			return false, err
+		}
+		return len(out) == 1 && !isNegInf(out[0].Logit), nil
+	}
+	for _, t := range toks {
+		ok, err := allowed(t)
+		if err != nil || !ok {
+			return false, err
+		}
+		if err := chain.Accept(t); err != nil {
+			return false, err
+		}
+	}
+	eos := m.SpecialTokens().EOS
+	if eos == NoToken {
+		eos = m.SpecialTokens().EOT
+	}
+	return allowed(eos)
+}
+
+func isNegInf(f float32) bool { return f < -3.0e38 }
+
+// grammarTokens maps text to tokens whose pieces concatenate to it exactly.
+func (m *Model) grammarTokens(text string) ([]Token, error) {
+	m.byteOnce.Do(func() {
+		for i := range m.byteTok {
+			m.byteTok[i] = NoToken
+		}
+		n := 0
+		for t := Token(0); t < Token(m.nVocb); t++ {
+			s, err := m.TokenText(t)
+			if err != nil || len(s) != 6 || s[:3] != "<0x" || s[5] != '>' {
+				continue
+			}
+			var b byte
+			if _, err := fmt.Sscanf(s[3:5], "%02X", &b); err == nil {
+				m.byteTok[b] = t
+				n++
+			}
+		}
+		m.hasBytes = n == 256
+	})
+	if m.hasBytes {
+		out := make([]Token, len(text))
+		for i := 0; i < len(text); i++ {
+			out[i] = m.byteTok[text[i]]
+		}
+		return out, nil
+	}
+	return m.Tokenize(text, TokenizeOptions{})
 }

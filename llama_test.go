@@ -207,6 +207,7 @@ func TestCancelGenerate(t *testing.T) {
 	m := stories(t)
 	c := newCtx(t, m, llama.ContextOptions{ContextSize: 512})
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	n := 0
 	var last error
 	for _, err := range c.Generate(ctx, "Once upon a time", llama.GenerateOptions{}) {

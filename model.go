@@ -79,8 +79,9 @@ type Model struct {
 	childMu  sync.Mutex
 	children map[closer]struct{}
 
-	pieceCache []string // token → piece (special rendered), built lazily
-	pieceOnce  sync.Once
+	byteOnce sync.Once   // byte tokens, for Grammar.Match
+	byteTok  [256]Token
+	hasBytes bool
 }
 
 type closer interface{ closeFromParent() }

@@ -1,0 +1,80 @@
+package llama_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/x/llama"
+	"github.com/x/llama/internal/testenv"
+)
+
+type schemaCase struct {
+	Name    string          `json:"name"`
+	Schema  json.RawMessage `json:"schema"`
+	Valid   []string        `json:"valid"`
+	Invalid []string        `json:"invalid"`
+}
+
+// TestSchemaGrammarsWithLlamaEngine converts every schema of the converter's
+// case table and checks, with llama.cpp's own grammar engine through the
+// library, that the grammar accepts each valid instance and rejects each
+// invalid one.
+func TestSchemaGrammarsWithLlamaEngine(t *testing.T) {
+	m := stories(t)
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "internal", "jsonschema", "testdata", "cases.json"))
+	require.NoError(t, err)
+	var cases []schemaCase
+	require.NoError(t, json.Unmarshal(b, &cases))
+	require.GreaterOrEqual(t, len(cases), 40)
+	checked := 0
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			g, err := llama.GrammarFromJSONSchema(tc.Schema)
+			require.NoError(t, err)
+			for _, v := range tc.Valid {
+				ok, err := g.Match(m, v)
+				require.NoError(t, err)
+				assert.True(t, ok, "valid instance rejected: %s\n%s", v, g.Source())
+				checked++
+			}
+			for _, v := range tc.Invalid {
+				ok, err := g.Match(m, v)
+				require.NoError(t, err)
+				assert.False(t, ok, "invalid instance accepted: %s", v)
+				checked++
+			}
+		})
+	}
+	t.Logf("%d schemas, %d instances checked by llama.cpp's grammar engine", len(cases), checked)
+}
+
+func TestGrammarFor(t *testing.T) {
+	type Pet struct {
+		Name string   `json:"name"`
+		Age  int      `json:"age"`
+		Tags []string `json:"tags,omitempty"`
+	}
+	m := stories(t)
+	g, err := llama.GrammarFor[Pet]()
+	require.NoError(t, err)
+	for _, tt := range []struct {
+		text string
+		ok   bool
+	}{
+		{`{"name": "Rex", "age": 3}`, true},
+		{`{"name":"Rex","age":3,"tags":["a","b"]}`, true},
+		{`{"name": "Rex"}`, false},
+		{`{"name": "Rex", "age": "3"}`, false},
+		{`{"age": 3, "name": "Rex"}`, false},
+	} {
+		ok, err := g.Match(m, tt.text)
+		require.NoError(t, err)
+		assert.Equal(t, tt.ok, ok, tt.text)
+	}
+	_, err = llama.GrammarFromJSONSchema([]byte(`{"type": "string", "pattern": "(?=x)"}`))
+	assert.ErrorIs(t, err, llama.ErrGrammar)
+}
