@@ -1,0 +1,40 @@
+// Package llama is an idiomatic Go API for llama.cpp: load a GGUF model,
+// tokenize, decode batches, sample with any chain of llama.cpp's samplers
+// (or your own in Go), constrain output with grammars or JSON Schema, and
+// stream generations as iterators. It calls the prebuilt llama.cpp shared
+// library through purego, so it builds with CGO_ENABLED=0.
+//
+// # Getting the library
+//
+// The first LoadModel finds the pinned llama.cpp build (release v0.4.0) in
+// $LLAMA_LIB_DIR or the cache folder, and installs it there through the npm
+// client when it is missing. Call Init to choose a folder or a GPU flavor,
+// or to refuse installing. A library of another ABI is refused at load.
+//
+// # Objects and lifetimes
+//
+// A Model owns the weights and vocabulary and is safe for concurrent use.
+// From it come Contexts (KV memory, decoding; one goroutine at a time),
+// SamplerChains (one goroutine at a time) and Adapters (LoRA). Each has an
+// idempotent Close; closing the Model closes everything made from it, and
+// any call after Close returns an error matching ErrClosed. Batches are
+// plain Go memory and need no Close.
+//
+// # Errors
+//
+// Every error is an *Error with a Code (errors.As), and matches sentinels
+// such as ErrInvalid, ErrClosed and ErrCanceled with errors.Is. Arguments
+// are checked before they reach C: token ids, batch sizes, positions,
+// sequence ids and output indices out of range are errors, not crashes.
+//
+// # Cancellation
+//
+// Decode, Encode, Generate and LoadModel take a context.Context. Its end
+// interrupts llama.cpp mid-computation through its abort callback; a
+// cancelled Decode removes what it had added to memory, so the Context is
+// as it was before the call.
+//
+// # Logging
+//
+// llama.cpp's log is dropped unless SetLogger gives it a *slog.Logger.
+package llama

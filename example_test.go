@@ -1,0 +1,114 @@
+package llama_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/x/llama"
+)
+
+const modelPath = "../shared/models/stories260K.gguf"
+
+// Generate streams a greedy continuation of a prompt.
+func Example() {
+	ctx := context.Background()
+	model, err := llama.LoadModel(ctx, modelPath, llama.ModelOptions{})
+	if err != nil {
+		panic(err)
+	}
+	defer model.Close()
+	lctx, err := model.NewContext(llama.ContextOptions{ContextSize: 512, Threads: 1})
+	if err != nil {
+		panic(err)
+	}
+	var out strings.Builder
+	for piece, err := range lctx.Generate(ctx, "Once upon a time", llama.GenerateOptions{MaxTokens: 16}) {
+		if err != nil {
+			panic(err)
+		}
+		out.WriteString(piece.Text)
+	}
+	fmt.Println(out.String())
+	// Output: , there was a little girl named Lily. She loved to play
+}
+
+// A sampler chain picks tokens with llama.cpp's samplers in the given order.
+func ExampleNewSamplerChain() {
+	ctx := context.Background()
+	model, _ := llama.LoadModel(ctx, modelPath, llama.ModelOptions{})
+	defer model.Close()
+	lctx, _ := model.NewContext(llama.ContextOptions{ContextSize: 256, Threads: 1})
+	chain, err := llama.NewSamplerChain(model, llama.SamplerChainOptions{},
+		llama.Penalties(64, 1.1, 0, 0), llama.TopK(40), llama.TopP(0.95, 1), llama.Temp(0.8), llama.Dist(42))
+	if err != nil {
+		panic(err)
+	}
+	defer chain.Close()
+	n := 0
+	for _, err := range lctx.Generate(ctx, "Once upon a time", llama.GenerateOptions{MaxTokens: 8, Sampler: chain}) {
+		if err != nil {
+			panic(err)
+		}
+		n++
+	}
+	fmt.Println(chain, n)
+	// Output: [penalties top-k top-p temp dist] 8
+}
+
+// Decode a batch by hand and read the logits of its last token.
+func ExampleContext_Decode() {
+	ctx := context.Background()
+	model, _ := llama.LoadModel(ctx, modelPath, llama.ModelOptions{})
+	defer model.Close()
+	lctx, _ := model.NewContext(llama.ContextOptions{ContextSize: 256, Threads: 1})
+	toks, _ := model.Tokenize("Once upon a time", llama.TokenizeOptions{AddSpecial: true})
+	batch := llama.NewBatch(64, 1)
+	_ = batch.AddSequence(toks, 0, 0, true)
+	if err := lctx.Decode(ctx, batch); err != nil {
+		panic(err)
+	}
+	logits, _ := lctx.Logits(batch.Len() - 1)
+	best := 0
+	for i, l := range logits {
+		if l > logits[best] {
+			best = i
+		}
+	}
+	piece, _ := model.TokenPiece(llama.Token(best), false)
+	fmt.Printf("%d logits, next %q\n", len(logits), piece)
+	// Output: 512 logits, next ","
+}
+
+// Ask for a value of a Go type: the grammar guarantees JSON that decodes
+// into it, whatever the model.
+func ExampleGrammarFor() {
+	type Answer struct {
+		Name string `json:"name"`
+		Age  int    `json:"age"`
+	}
+	ctx := context.Background()
+	model, _ := llama.LoadModel(ctx, modelPath, llama.ModelOptions{})
+	defer model.Close()
+	lctx, _ := model.NewContext(llama.ContextOptions{ContextSize: 512, Threads: 1})
+	g, err := llama.GrammarFor[Answer]()
+	if err != nil {
+		panic(err)
+	}
+	chain, err := llama.NewSamplerChain(model, llama.SamplerChainOptions{}, g.Sampler(), llama.Greedy())
+	if err != nil {
+		panic(err)
+	}
+	defer chain.Close()
+	var out strings.Builder
+	for p, err := range lctx.Generate(ctx, "Lily", llama.GenerateOptions{MaxTokens: 200, Sampler: chain}) {
+		if err != nil {
+			panic(err)
+		}
+		out.WriteString(p.Text)
+	}
+	var a Answer
+	fmt.Println(json.Unmarshal([]byte(out.String()), &a))
+	// Output: <nil>
+}
