@@ -1,0 +1,690 @@
+package server
+
+// Parsing of llama.cpp's generation parameters (the /completion request
+// fields) into a Task. A request body is first decoded into reqFields, a
+// map of raw JSON values, so that a value of the wrong type is reported by
+// its field name instead of as a generic decoding error.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/x/llama"
+	"github.com/x/llama/internal/jsonschema"
+)
+
+// reqFields is a JSON object whose values are decoded on demand. A JSON
+// null counts as absent.
+type reqFields map[string]json.RawMessage
+
+// parseFields decodes a JSON object body.
+func parseFields(body []byte) (reqFields, error) {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return nil, badRequest("the request body is empty")
+	}
+	if body[0] != '{' {
+		return nil, badRequest("the request body must be a JSON object")
+	}
+	var f reqFields
+	if err := json.Unmarshal(body, &f); err != nil {
+		return nil, badRequest("malformed JSON: %v", err)
+	}
+	if f == nil {
+		f = reqFields{}
+	}
+	return f, nil
+}
+
+// has reports whether key is present and not null.
+func (f reqFields) has(key string) bool {
+	v, ok := f[key]
+	return ok && !isNull(v)
+}
+
+func isNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }
+
+// kind returns the JSON kind of a present value: 'o', 'a', 's', 'n', 'b'
+// or 0 when absent or null.
+func (f reqFields) kind(key string) byte {
+	if !f.has(key) {
+		return 0
+	}
+	return jsonKind(f[key])
+}
+
+func jsonKind(v json.RawMessage) byte {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 {
+		return 0
+	}
+	switch v[0] {
+	case '{':
+		return 'o'
+	case '[':
+		return 'a'
+	case '"':
+		return 's'
+	case 't', 'f':
+		return 'b'
+	case 'n':
+		return 0
+	}
+	return 'n'
+}
+
+// decode decodes a present value into dst, naming the field on failure.
+func (f reqFields) decode(key string, dst any, want string) error {
+	if err := json.Unmarshal(f[key], dst); err != nil {
+		return badRequest("%q must be %s", key, want)
+	}
+	return nil
+}
+
+// float reads a number into dst when present.
+func (f reqFields) float(key string, dst *float32) error {
+	if !f.has(key) {
+		return nil
+	}
+	var v float64
+	if err := f.decode(key, &v, "a number"); err != nil {
+		return err
+	}
+	if math.IsNaN(v) || math.Abs(v) > math.MaxFloat32 {
+		return badRequest("%q is out of range", key)
+	}
+	*dst = float32(v)
+	return nil
+}
+
+// int reads an integer into dst when present; it must fit in [lo, hi].
+func (f reqFields) int(key string, dst *int, lo, hi int64) error {
+	if !f.has(key) {
+		return nil
+	}
+	n, err := f.integer(key)
+	if err != nil {
+		return err
+	}
+	if n < lo || n > hi {
+		return badRequest("%q must be between %d and %d, got %d", key, lo, hi, n)
+	}
+	*dst = int(n)
+	return nil
+}
+
+// integer reads a present integer (a float with no fraction is accepted).
+func (f reqFields) integer(key string) (int64, error) {
+	return rawInteger(f[key], key)
+}
+
+func rawInteger(raw json.RawMessage, name string) (int64, error) {
+	var num json.Number
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&num); err != nil {
+		return 0, badRequest("%q must be an integer", name)
+	}
+	if n, err := strconv.ParseInt(num.String(), 10, 64); err == nil {
+		return n, nil
+	}
+	x, err := strconv.ParseFloat(num.String(), 64)
+	if err != nil || x != math.Trunc(x) || math.Abs(x) > 1<<53 {
+		return 0, badRequest("%q must be an integer in range, got %s", name, num.String())
+	}
+	return int64(x), nil
+}
+
+// bool reads a boolean into dst when present.
+func (f reqFields) bool(key string, dst *bool) error {
+	if !f.has(key) {
+		return nil
+	}
+	return f.decode(key, dst, "a boolean")
+}
+
+// str reads a string into dst when present.
+func (f reqFields) str(key string, dst *string) error {
+	if !f.has(key) {
+		return nil
+	}
+	return f.decode(key, dst, "a string")
+}
+
+// strs reads a string or an array of strings when present.
+func (f reqFields) strs(key string, dst *[]string) error {
+	if !f.has(key) {
+		return nil
+	}
+	if f.kind(key) == 's' {
+		var s string
+		if err := f.decode(key, &s, "a string or an array of strings"); err != nil {
+			return err
+		}
+		*dst = []string{s}
+		return nil
+	}
+	return f.decode(key, dst, "a string or an array of strings")
+}
+
+// maxNPredict bounds n_predict (llama.cpp keeps it in an int32).
+const maxNPredict = math.MaxInt32
+
+// genOptions are the per-request settings that shape the response rather
+// than the generation.
+type genOptions struct {
+	Stream            bool
+	ReturnTokens      bool
+	TimingsPerToken   bool
+	PostSamplingProbs bool
+	ResponseFields    []string
+	// Settings is generation_settings as the native endpoint reports it.
+	Settings map[string]any
+}
+
+// parseGeneration reads every generation parameter of f into a Task with
+// the server's defaults for what f does not set. The prompt is left to the
+// caller. Errors are *httpError (400).
+func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, genOptions, error) {
+	var opt genOptions
+	t := &Task{
+		Kind:        TaskCompletion,
+		Params:      DefaultSamplingParams(),
+		NPredict:    -1,
+		CachePrompt: true,
+		NKeep:       0,
+		SlotID:      -1,
+	}
+	if defaultNPredict != 0 {
+		t.NPredict = defaultNPredict
+	}
+	p := &t.Params
+	floats := []struct {
+		key string
+		dst *float32
+	}{
+		{"temperature", &p.Temperature}, {"dynatemp_range", &p.DynatempRange},
+		{"dynatemp_exponent", &p.DynatempExponent}, {"top_p", &p.TopP}, {"min_p", &p.MinP},
+		{"typical_p", &p.TypicalP}, {"xtc_probability", &p.XTCProbability},
+		{"xtc_threshold", &p.XTCThreshold}, {"top_n_sigma", &p.TopNSigma},
+		{"mirostat_tau", &p.MirostatTau}, {"mirostat_eta", &p.MirostatEta},
+		{"repeat_penalty", &p.RepeatPenalty}, {"presence_penalty", &p.PresencePenalty},
+		{"frequency_penalty", &p.FrequencyPenalty}, {"dry_multiplier", &p.DRYMultiplier},
+		{"dry_base", &p.DRYBase},
+	}
+	for _, fl := range floats {
+		if err := f.float(fl.key, fl.dst); err != nil {
+			return nil, opt, err
+		}
+	}
+	nCtx := inst.slotContext()
+	ints := []struct {
+		key    string
+		dst    *int
+		lo, hi int64
+	}{
+		{"top_k", &p.TopK, math.MinInt32, math.MaxInt32},
+		{"mirostat", &p.Mirostat, 0, 2},
+		{"repeat_last_n", &p.RepeatLastN, -1, math.MaxInt32},
+		{"dry_allowed_length", &p.DRYAllowedLength, 0, math.MaxInt32},
+		{"dry_penalty_last_n", &p.DRYPenaltyLastN, -1, math.MaxInt32},
+		{"n_keep", &t.NKeep, -1, math.MaxInt32},
+		{"t_max_predict_ms", &t.TMaxPredictMs, 0, math.MaxInt32},
+		{"id_slot", &t.SlotID, -1, math.MaxInt32},
+	}
+	for _, in := range ints {
+		if err := f.int(in.key, in.dst, in.lo, in.hi); err != nil {
+			return nil, opt, err
+		}
+	}
+	if p.RepeatLastN == -1 {
+		p.RepeatLastN = nCtx
+	}
+	if p.DRYPenaltyLastN == -1 {
+		p.DRYPenaltyLastN = nCtx
+	}
+	if p.DRYBase < 1 {
+		p.DRYBase = DefaultSamplingParams().DRYBase
+	}
+	// n_predict wins over max_tokens (OpenAI's name).
+	for _, key := range []string{"max_tokens", "n_predict"} {
+		if err := f.int(key, &t.NPredict, -1, maxNPredict); err != nil {
+			return nil, opt, err
+		}
+	}
+	if defaultNPredict > 0 && (t.NPredict < 0 || t.NPredict > defaultNPredict) {
+		t.NPredict = defaultNPredict
+	}
+	if f.has("seed") {
+		n, err := f.integer("seed")
+		if err != nil {
+			return nil, opt, err
+		}
+		switch {
+		case n == -1:
+			p.Seed = llama.DefaultSeed
+		case n >= 0 && n <= math.MaxUint32:
+			p.Seed = uint32(n)
+		default:
+			return nil, opt, badRequest(`"seed" must be -1 or between 0 and %d`, uint32(math.MaxUint32))
+		}
+	}
+	if err := f.strs("dry_sequence_breakers", &p.DRYSequenceBreakers); err != nil {
+		return nil, opt, err
+	}
+	if f.has("dry_sequence_breakers") && len(p.DRYSequenceBreakers) == 0 {
+		return nil, opt, badRequest(`"dry_sequence_breakers" must not be empty`)
+	}
+	if err := f.bool("ignore_eos", &p.IgnoreEOS); err != nil {
+		return nil, opt, err
+	}
+	if err := f.bool("cache_prompt", &t.CachePrompt); err != nil {
+		return nil, opt, err
+	}
+	if err := f.strs("stop", &t.Stop); err != nil {
+		return nil, opt, err
+	}
+	t.Stop = nonEmpty(t.Stop)
+	for _, b := range []struct {
+		key string
+		dst *bool
+	}{{"stream", &opt.Stream}, {"return_tokens", &opt.ReturnTokens}, {"timings_per_token", &opt.TimingsPerToken}, {"post_sampling_probs", &opt.PostSamplingProbs}} {
+		if err := f.bool(b.key, b.dst); err != nil {
+			return nil, opt, err
+		}
+	}
+	if f.has("response_fields") {
+		if err := f.decode("response_fields", &opt.ResponseFields, "an array of strings"); err != nil {
+			return nil, opt, err
+		}
+	}
+	if err := f.int("n_probs", &p.NProbs, 0, math.MaxInt32); err != nil {
+		return nil, opt, err
+	}
+	if v := inst.Model.VocabSize(); p.NProbs > v {
+		p.NProbs = v
+	}
+	if err := parseSamplers(f, p); err != nil {
+		return nil, opt, err
+	}
+	if err := parseLogitBias(f, inst.Model, p); err != nil {
+		return nil, opt, err
+	}
+	if err := parseLoRA(f, inst, t); err != nil {
+		return nil, opt, err
+	}
+	if err := parseGrammar(f, inst.Model, p); err != nil {
+		return nil, opt, err
+	}
+	opt.Settings = generationSettings(t, opt, inst)
+	return t, opt, nil
+}
+
+func nonEmpty(ss []string) []string {
+	out := ss[:0]
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// samplerAliases maps every accepted sampler name to the engine's name.
+var samplerAliases = func() map[string]string {
+	m := map[string]string{"nucleus": "top_p", "temp": "temperature", "typ": "typ_p", "typical_p": "typ_p", "typical": "typ_p"}
+	for _, c := range DefaultSamplingParams().Samplers {
+		m[c] = c
+		m[strings.ReplaceAll(c, "_", "-")] = c
+		m[strings.ReplaceAll(c, "_", "")] = c
+	}
+	return m
+}()
+
+// samplerChars maps the one-letter sampler sequence form.
+var samplerChars = map[rune]string{'e': "penalties", 'd': "dry", 's': "top_n_sigma", 'k': "top_k", 'y': "typ_p", 'p': "top_p", 'm': "min_p", 'x': "xtc", 't': "temperature"}
+
+func parseSamplers(f reqFields, p *SamplingParams) error {
+	switch f.kind("samplers") {
+	case 0:
+		return nil
+	case 's':
+		var s string
+		if err := f.decode("samplers", &s, "an array of sampler names"); err != nil {
+			return err
+		}
+		p.Samplers = nil
+		for _, c := range s {
+			name, ok := samplerChars[c]
+			if !ok {
+				return badRequest("unknown sampler %q in \"samplers\"", string(c))
+			}
+			p.Samplers = append(p.Samplers, name)
+		}
+		return nil
+	}
+	var names []string
+	if err := f.decode("samplers", &names, "an array of sampler names"); err != nil {
+		return err
+	}
+	p.Samplers = nil
+	for _, n := range names {
+		name, ok := samplerAliases[n]
+		if !ok {
+			return badRequest("unknown sampler %q in \"samplers\"", n)
+		}
+		p.Samplers = append(p.Samplers, name)
+	}
+	return nil
+}
+
+// parseLogitBias reads logit_bias in llama.cpp's array form
+// ([[token or text, bias or false], ...]) or OpenAI's object form
+// ({"token id or text": bias}).
+func parseLogitBias(f reqFields, m *llama.Model, p *SamplingParams) error {
+	type entry struct {
+		key  json.RawMessage
+		bias json.RawMessage
+	}
+	var entries []entry
+	switch f.kind("logit_bias") {
+	case 0:
+		return nil
+	case 'a':
+		var pairs [][]json.RawMessage
+		if err := f.decode("logit_bias", &pairs, "an array of [token, bias] pairs or an object"); err != nil {
+			return err
+		}
+		for _, pr := range pairs {
+			if len(pr) != 2 {
+				return badRequest(`"logit_bias" entries must be [token, bias] pairs`)
+			}
+			entries = append(entries, entry{pr[0], pr[1]})
+		}
+	case 'o':
+		var obj map[string]json.RawMessage
+		if err := f.decode("logit_bias", &obj, "an object"); err != nil {
+			return err
+		}
+		for k, v := range obj {
+			key, _ := json.Marshal(k)
+			if _, err := strconv.Atoi(k); err == nil {
+				key = json.RawMessage(k)
+			}
+			entries = append(entries, entry{key, v})
+		}
+	default:
+		return badRequest(`"logit_bias" must be an array of [token, bias] pairs or an object`)
+	}
+	bias := map[llama.Token]float32{}
+	for _, e := range entries {
+		var b float32
+		switch jsonKind(e.bias) {
+		case 'b':
+			var on bool
+			_ = json.Unmarshal(e.bias, &on)
+			if on {
+				return badRequest(`"logit_bias": a bias of true is not allowed (use a number, or false to ban a token)`)
+			}
+			b = float32(math.Inf(-1))
+		case 'n':
+			var v float64
+			if err := json.Unmarshal(e.bias, &v); err != nil || math.Abs(v) > math.MaxFloat32 {
+				return badRequest(`"logit_bias" biases must be numbers or false`)
+			}
+			b = float32(v)
+		default:
+			return badRequest(`"logit_bias" biases must be numbers or false`)
+		}
+		switch jsonKind(e.key) {
+		case 'n':
+			id, err := rawInteger(e.key, "logit_bias")
+			if err != nil {
+				return err
+			}
+			if id < 0 || id >= int64(m.VocabSize()) {
+				return badRequest(`"logit_bias": token id %d is out of range [0, %d)`, id, m.VocabSize())
+			}
+			bias[llama.Token(id)] = b
+		case 's':
+			var s string
+			_ = json.Unmarshal(e.key, &s)
+			toks, err := m.Tokenize(s, llama.TokenizeOptions{})
+			if err != nil {
+				return badRequest(`"logit_bias": %v`, err)
+			}
+			for _, t := range toks {
+				bias[t] = b
+			}
+		default:
+			return badRequest(`"logit_bias" keys must be token ids or strings`)
+		}
+	}
+	p.LogitBias = bias
+	return nil
+}
+
+func parseLoRA(f reqFields, inst *instance, t *Task) error {
+	if !f.has("lora") {
+		return nil
+	}
+	var items []struct {
+		ID    *int     `json:"id"`
+		Scale *float32 `json:"scale"`
+	}
+	if err := f.decode("lora", &items, `an array of {"id", "scale"} objects`); err != nil {
+		return err
+	}
+	n := len(inst.Engine.Adapters())
+	t.LoRA = []LoRAScale{}
+	for _, it := range items {
+		if it.ID == nil || it.Scale == nil {
+			return badRequest(`"lora" entries need "id" and "scale"`)
+		}
+		if *it.ID < 0 || *it.ID >= n {
+			return badRequest(`"lora": adapter id %d is out of range (%d loaded)`, *it.ID, n)
+		}
+		t.LoRA = append(t.LoRA, LoRAScale{ID: *it.ID, Scale: *it.Scale})
+	}
+	return nil
+}
+
+// parseGrammar reads grammar or json_schema and checks the grammar with
+// llama.cpp's parser.
+func parseGrammar(f reqFields, m *llama.Model, p *SamplingParams) error {
+	if f.has("grammar") && f.has("json_schema") {
+		return badRequest(`use either "grammar" or "json_schema", not both`)
+	}
+	var g string
+	if err := f.str("grammar", &g); err != nil {
+		return err
+	}
+	if f.has("json_schema") {
+		if k := f.kind("json_schema"); k != 'o' && k != 'b' {
+			return badRequest(`"json_schema" must be a JSON Schema object`)
+		}
+		var err error
+		g, err = schemaGrammar(f["json_schema"])
+		if err != nil {
+			return err
+		}
+	}
+	if g == "" {
+		return nil
+	}
+	if err := checkGrammar(m, g); err != nil {
+		return err
+	}
+	p.Grammar = g
+	return nil
+}
+
+// schemaGrammar converts a JSON Schema to GBNF, as a 400 on failure.
+func schemaGrammar(schema json.RawMessage) (string, error) {
+	g, err := jsonschema.ToGBNF(schema)
+	if err != nil {
+		return "", badRequest("invalid json_schema: %v", err)
+	}
+	return g, nil
+}
+
+// checkGrammar builds a grammar sampler to see that llama.cpp accepts g.
+func checkGrammar(m *llama.Model, g string) error {
+	c, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.GrammarSampler(g, "root"))
+	if err != nil {
+		return badRequest("invalid grammar: %v", err)
+	}
+	_ = c.Close()
+	return nil
+}
+
+// generationSettings is the generation_settings object of native responses.
+func generationSettings(t *Task, opt genOptions, inst *instance) map[string]any {
+	p := t.Params
+	lora := []map[string]any{}
+	for _, l := range t.LoRA {
+		lora = append(lora, map[string]any{"id": l.ID, "scale": l.Scale})
+	}
+	bias := [][2]any{}
+	for tok, b := range p.LogitBias {
+		var v any = b
+		if math.IsInf(float64(b), -1) {
+			v = false
+		}
+		bias = append(bias, [2]any{tok, v})
+	}
+	return map[string]any{
+		"n_predict": t.NPredict, "seed": p.Seed, "temperature": p.Temperature,
+		"dynatemp_range": p.DynatempRange, "dynatemp_exponent": p.DynatempExponent,
+		"top_k": p.TopK, "top_p": p.TopP, "min_p": p.MinP, "top_n_sigma": p.TopNSigma,
+		"xtc_probability": p.XTCProbability, "xtc_threshold": p.XTCThreshold, "typical_p": p.TypicalP,
+		"repeat_last_n": p.RepeatLastN, "repeat_penalty": p.RepeatPenalty,
+		"presence_penalty": p.PresencePenalty, "frequency_penalty": p.FrequencyPenalty,
+		"dry_multiplier": p.DRYMultiplier, "dry_base": p.DRYBase, "dry_allowed_length": p.DRYAllowedLength,
+		"dry_penalty_last_n": p.DRYPenaltyLastN, "dry_sequence_breakers": p.DRYSequenceBreakers,
+		"mirostat": p.Mirostat, "mirostat_tau": p.MirostatTau, "mirostat_eta": p.MirostatEta,
+		"stop": nonNilStrings(t.Stop), "max_tokens": t.NPredict, "n_keep": t.NKeep,
+		"ignore_eos": p.IgnoreEOS, "stream": opt.Stream, "logit_bias": bias, "n_probs": p.NProbs,
+		"grammar": p.Grammar, "samplers": p.Samplers, "timings_per_token": opt.TimingsPerToken,
+		"post_sampling_probs": opt.PostSamplingProbs, "lora": lora, "cache_prompt": t.CachePrompt,
+		"t_max_predict_ms": t.TMaxPredictMs, "id_slot": t.SlotID, "n_ctx": inst.slotContext(),
+		"model": inst.Name,
+	}
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// parsePrompts reads a prompt field: a string, an array of token ids, a
+// mixed array of strings and token ids (one prompt), or an array of those
+// (several prompts). Strings are tokenized with the model's BOS; token ids
+// must be in the vocabulary.
+func parsePrompts(raw json.RawMessage, name string, inst *instance) ([][]llama.Token, error) {
+	switch jsonKind(raw) {
+	case 's':
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		toks, err := inst.tokenizePrompt(s)
+		if err != nil {
+			return nil, err
+		}
+		return [][]llama.Token{toks}, nil
+	case 'a':
+	default:
+		return nil, badRequest("%q must be a string, an array of token ids, or an array of prompts", name)
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, badRequest("%q: %v", name, err)
+	}
+	if len(items) == 0 {
+		return nil, badRequest("%q must not be empty", name)
+	}
+	single := false
+	for _, it := range items {
+		if jsonKind(it) == 'n' {
+			single = true
+			break
+		}
+	}
+	if single {
+		toks, err := mixedPrompt(items, name, inst)
+		if err != nil {
+			return nil, err
+		}
+		return [][]llama.Token{toks}, nil
+	}
+	var out [][]llama.Token
+	for i, it := range items {
+		sub := fmt.Sprintf("%s[%d]", name, i)
+		switch jsonKind(it) {
+		case 's':
+			var s string
+			_ = json.Unmarshal(it, &s)
+			toks, err := inst.tokenizePrompt(s)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, toks)
+		case 'a':
+			var parts []json.RawMessage
+			_ = json.Unmarshal(it, &parts)
+			toks, err := mixedPrompt(parts, sub, inst)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, toks)
+		default:
+			return nil, badRequest("%q must be a string or an array of token ids", sub)
+		}
+	}
+	return out, nil
+}
+
+// mixedPrompt joins token ids and strings into one prompt; only a leading
+// string gets the BOS token.
+func mixedPrompt(items []json.RawMessage, name string, inst *instance) ([]llama.Token, error) {
+	var toks []llama.Token
+	vocab := int64(inst.Model.VocabSize())
+	for i, it := range items {
+		switch jsonKind(it) {
+		case 'n':
+			id, err := rawInteger(it, name)
+			if err != nil {
+				return nil, err
+			}
+			if id < 0 || id >= vocab {
+				return nil, badRequest("%q: token id %d is out of range [0, %d)", name, id, vocab)
+			}
+			toks = append(toks, llama.Token(id))
+		case 's':
+			var s string
+			_ = json.Unmarshal(it, &s)
+			var t []llama.Token
+			var err error
+			if i == 0 {
+				t, err = inst.tokenizePrompt(s)
+			} else {
+				t, err = inst.Model.Tokenize(s, llama.TokenizeOptions{ParseSpecial: true})
+			}
+			if err != nil {
+				return nil, badRequest("%q: %v", name, err)
+			}
+			toks = append(toks, t...)
+		default:
+			return nil, badRequest("%q must hold only token ids and strings", name)
+		}
+	}
+	return toks, nil
+}
