@@ -55,8 +55,11 @@ func badRequest(format string, args ...any) *httpError {
 // errorObject is the JSON body of an error answer.
 func errorObject(err error) (int, map[string]any) {
 	var he *httpError
+	var ce *ContextSizeError
 	switch {
 	case errors.As(err, &he):
+	case errors.As(err, &ce):
+		he = exceedContext(ce.PromptTokens, ce.CtxSize)
 	case errors.Is(err, ErrBusy):
 		he = &httpError{Status: http.StatusServiceUnavailable, Type: "unavailable_error", Msg: err.Error()}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -226,9 +229,10 @@ type completionResult struct {
 	Final  Event  // the Done event
 }
 
-// collect reads events until the task ends. An Event.Err, or ctx ending
-// first, is returned as the error.
-func collect(ctx context.Context, events <-chan Event) (*completionResult, error) {
+// collect reads events until the task ends; end-of-generation tokens of m
+// are left out of Tokens. An Event.Err, or ctx ending first, is returned
+// as the error.
+func collect(ctx context.Context, m *llama.Model, events <-chan Event) (*completionResult, error) {
 	var res completionResult
 	var sb strings.Builder
 	for ev := range events {
@@ -240,7 +244,9 @@ func collect(ctx context.Context, events <-chan Event) (*completionResult, error
 			break
 		}
 		sb.WriteString(ev.Text)
-		res.Tokens = append(res.Tokens, ev.Token)
+		if m == nil || !m.IsEOG(ev.Token) {
+			res.Tokens = append(res.Tokens, ev.Token)
+		}
 		if ev.Sampled != nil || len(ev.Probs) > 0 {
 			res.Steps = append(res.Steps, step{Token: ev.Token, Text: ev.Text, Sampled: ev.Sampled, Probs: ev.Probs})
 		}

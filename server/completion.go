@@ -1,0 +1,313 @@
+package server
+
+// llama.cpp's native completion endpoint: POST /completion (and
+// /completions). The prompt is a string, token ids, a mix of both, or an
+// array of prompts (answered with an array of results); with "stream" the
+// tokens are sent as Server-Sent Events.
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/x/llama"
+)
+
+func init() {
+	addRoute("POST /completion", false, handleCompletion)
+	addRoute("POST /completions", false, handleCompletion)
+}
+
+// genRequest is a parsed generation request: one task per prompt.
+type genRequest struct {
+	inst    *instance
+	prompts [][]llama.Token
+	task    *Task
+	opt     genOptions
+}
+
+// tasks returns one task per prompt.
+func (g *genRequest) tasks() []*Task {
+	out := make([]*Task, len(g.prompts))
+	for i, p := range g.prompts {
+		t := *g.task
+		t.Prompt = p
+		out[i] = &t
+	}
+	return out
+}
+
+// startTasks submits tasks; on failure the ones already submitted are
+// canceled through cancel, which the caller must call in any case.
+func (s *Server) startTasks(ctx context.Context, inst *instance, tasks []*Task) ([]<-chan Event, error) {
+	chans := make([]<-chan Event, 0, len(tasks))
+	for _, t := range tasks {
+		ch, err := s.runTask(ctx, inst, t)
+		if err != nil {
+			return nil, err
+		}
+		chans = append(chans, ch)
+	}
+	return chans, nil
+}
+
+// indexedEvent is an event of the task at Index.
+type indexedEvent struct {
+	Index int
+	Event
+}
+
+// merge forwards the events of several tasks into one channel, closed
+// once they all end or ctx is done.
+func merge(ctx context.Context, chans []<-chan Event) <-chan indexedEvent {
+	out := make(chan indexedEvent)
+	done := make(chan struct{})
+	for i, ch := range chans {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for ev := range ch {
+				select {
+				case out <- indexedEvent{i, ev}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		for range chans {
+			<-done
+		}
+		close(out)
+	}()
+	return out
+}
+
+// readModel reads the optional "model" field.
+func readModel(w http.ResponseWriter, f reqFields) (string, bool) {
+	var model string
+	if err := f.str("model", &model); err != nil {
+		writeHTTPError(w, err)
+		return "", false
+	}
+	return model, true
+}
+
+func handleCompletion(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var f reqFields
+		if !decodeJSON(w, r, &f) {
+			return
+		}
+		model, ok := readModel(w, f)
+		if !ok {
+			return
+		}
+		inst, release, ok := s.instanceFor(w, r, model)
+		if !ok {
+			return
+		}
+		defer release()
+		g, err := parseCompletionRequest(f, inst)
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		chans, err := s.startTasks(ctx, inst, g.tasks())
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		if g.opt.Stream {
+			streamNative(ctx, w, g, chans)
+			return
+		}
+		results := make([]any, len(chans))
+		for i, ch := range chans {
+			res, err := collect(ctx, inst.Model, ch)
+			if err != nil {
+				writeHTTPError(w, err)
+				return
+			}
+			results[i] = nativeFinal(g, i, res, false)
+		}
+		if len(results) == 1 {
+			writeJSON(w, http.StatusOK, results[0])
+			return
+		}
+		writeJSON(w, http.StatusOK, results)
+	}
+}
+
+// parseCompletionRequest reads a /completion body.
+func parseCompletionRequest(f reqFields, inst *instance) (*genRequest, error) {
+	if !f.has("prompt") {
+		return nil, badRequest(`"prompt" is required`)
+	}
+	t, opt, err := parseGeneration(f, inst, inst.Opts.NPredict)
+	if err != nil {
+		return nil, err
+	}
+	prompts, err := parsePrompts(f["prompt"], "prompt", inst)
+	if err != nil {
+		return nil, err
+	}
+	return &genRequest{inst: inst, prompts: prompts, task: t, opt: opt}, nil
+}
+
+// promptText is the prompt as text, special tokens included.
+func promptText(m *llama.Model, toks []llama.Token) string {
+	s, err := m.Detokenize(toks, llama.DetokenizeOptions{UnparseSpecial: true})
+	if err != nil {
+		return ""
+	}
+	return s
+}
+
+// nativeFinal is the last object of a native completion.
+func nativeFinal(g *genRequest, idx int, res *completionResult, stream bool) any {
+	ev := res.Final
+	content, tokens := res.Text, res.Tokens
+	if stream {
+		content, tokens = "", nil
+	}
+	if !g.opt.ReturnTokens && !stream {
+		tokens = nil
+	}
+	if tokens == nil {
+		tokens = []llama.Token{}
+	}
+	obj := map[string]any{
+		"index":               idx,
+		"content":             content,
+		"tokens":              tokens,
+		"id_slot":             ev.SlotID,
+		"stop":                true,
+		"model":               g.inst.Name,
+		"tokens_predicted":    ev.Generated,
+		"tokens_evaluated":    ev.PromptTokens,
+		"generation_settings": g.opt.Settings,
+		"prompt":              promptText(g.inst.Model, g.prompts[idx]),
+		"has_new_line":        strings.Contains(res.Text, "\n"),
+		"truncated":           ev.Truncated,
+		"stop_type":           stopType(ev.Stop),
+		"stopping_word":       ev.StoppingWord,
+		"tokens_cached":       ev.CachedTokens,
+		"timings":             ev.Timings,
+	}
+	if !stream && g.task.Params.NProbs > 0 {
+		obj["completion_probabilities"] = probsJSON(g.inst.Model, res.Steps, g.opt.PostSamplingProbs)
+	}
+	if len(g.opt.ResponseFields) > 0 {
+		return pickFields(obj, g.opt.ResponseFields)
+	}
+	return obj
+}
+
+func stopType(r StopReason) string {
+	if r == StopNone {
+		return "none"
+	}
+	return string(r)
+}
+
+// pickFields keeps the given fields of obj; "a/b" takes field b of the
+// object a and names it "a/b". Missing fields are left out.
+func pickFields(obj map[string]any, fields []string) map[string]any {
+	// Round-trip through JSON so nested values are plain maps.
+	var plain map[string]any
+	b, err := json.Marshal(obj)
+	if err != nil || json.Unmarshal(b, &plain) != nil {
+		return obj
+	}
+	out := map[string]any{}
+	for _, f := range fields {
+		var cur any = plain
+		found := true
+		for _, part := range strings.Split(f, "/") {
+			m, ok := cur.(map[string]any)
+			if !ok {
+				found = false
+				break
+			}
+			if cur, ok = m[part]; !ok {
+				found = false
+				break
+			}
+		}
+		if found {
+			out[f] = cur
+		}
+	}
+	return out
+}
+
+// streamNative sends a native completion as Server-Sent Events: one chunk
+// per piece of text, then the final object of each prompt.
+func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, chans []<-chan Event) {
+	sse := sseStart(w)
+	type state struct {
+		tokens []llama.Token
+		text   strings.Builder
+		steps  []step
+	}
+	states := make([]state, len(chans))
+	nProbs := g.task.Params.NProbs
+	for ev := range merge(ctx, chans) {
+		st := &states[ev.Index]
+		if ev.Err != nil {
+			sse.sendError(ev.Err)
+			return
+		}
+		if ev.Done {
+			res := &completionResult{Text: st.text.String(), Final: ev.Event}
+			if err := sse.data(nativeFinal(g, ev.Index, res, true)); err != nil {
+				return
+			}
+			continue
+		}
+		if !g.inst.Model.IsEOG(ev.Token) {
+			st.tokens = append(st.tokens, ev.Token)
+		}
+		st.text.WriteString(ev.Text)
+		if nProbs > 0 {
+			st.steps = append(st.steps, step{Token: ev.Token, Text: ev.Text, Sampled: ev.Sampled, Probs: ev.Probs})
+		}
+		if ev.Text == "" && nProbs == 0 {
+			continue // held back: sent with the next text
+		}
+		chunk := map[string]any{
+			"index":            ev.Index,
+			"content":          ev.Text,
+			"tokens":           nonNilTokens(st.tokens),
+			"stop":             false,
+			"id_slot":          ev.SlotID,
+			"tokens_predicted": ev.Generated,
+			"tokens_evaluated": ev.PromptTokens,
+		}
+		st.tokens = nil
+		if g.opt.TimingsPerToken {
+			chunk["timings"] = ev.Timings
+		}
+		if nProbs > 0 {
+			chunk["completion_probabilities"] = probsJSON(g.inst.Model, st.steps, g.opt.PostSamplingProbs)
+			st.steps = nil
+		}
+		if err := sse.data(chunk); err != nil {
+			return
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return
+	}
+}
+
+func nonNilTokens(t []llama.Token) []llama.Token {
+	if t == nil {
+		return []llama.Token{}
+	}
+	return t
+}
