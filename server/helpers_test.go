@@ -1,0 +1,47 @@
+package server
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/x/llama/internal/testenv"
+)
+
+// newTestServer starts a Server behind an httptest server. When neither
+// o.Model nor o.ModelsDir/ModelsPreset is set it serves stories260K with
+// the "chatml" template, one thread, two slots, a 1024-token context and
+// /slots and /metrics on. Everything is closed by t.Cleanup.
+func newTestServer(t testing.TB, o Options) (*Server, *httptest.Server) {
+	t.Helper()
+	if o.Model == "" && o.ModelsDir == "" && o.ModelsPreset == "" {
+		o.Model = testenv.Model(t, "stories260K.gguf")
+		if o.ChatTemplate == "" && o.ChatTemplateFile == "" {
+			o.ChatTemplate = "chatml"
+		}
+		if o.Engine.Parallel == 0 {
+			o.Engine.Parallel = 2
+		}
+		if o.Engine.CtxSize == 0 {
+			o.Engine.CtxSize = 1024
+		}
+		o.Slots = true
+		o.Metrics = true
+	}
+	if o.Engine.Threads == 0 {
+		o.Engine.Threads = 1
+	}
+	if o.Engine.ThreadsBatch == 0 {
+		o.Engine.ThreadsBatch = 1
+	}
+	s, err := New(context.Background(), o)
+	if err != nil {
+		t.Fatalf("newTestServer: %v", err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(func() {
+		ts.Close()
+		_ = s.Close()
+	})
+	return s, ts
+}

@@ -1,0 +1,529 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/x/llama"
+	"github.com/x/llama/chat"
+)
+
+// instance is one loaded model with its engine and chat template. Handlers
+// get one from Server.instanceFor and must call the release function when
+// done with it.
+type instance struct {
+	// Name is the model's name: the alias, the model path (single-model
+	// mode) or its name in the models folder or preset (router mode).
+	Name string
+	// Path is the GGUF file.
+	Path   string
+	Model  *llama.Model
+	Engine Engine
+	// Template is the chat template; never nil (falls back to "chatml").
+	Template *chat.Template
+	// Format is the chat format detected from the template source.
+	Format chat.Format
+	Server *Server
+	// Opts are the options this instance runs with (the server's, with the
+	// preset's overrides in router mode).
+	Opts Options
+
+	entry   *modelEntry
+	refs    int  // requests using it, guarded by Server.mu
+	retired bool // unloaded: close when refs drops to 0
+	once    sync.Once
+}
+
+// close frees the engine and the model.
+func (inst *instance) close() {
+	inst.once.Do(func() {
+		if inst.Engine != nil {
+			_ = inst.Engine.Close()
+		}
+		if inst.Model != nil {
+			_ = inst.Model.Close()
+		}
+	})
+}
+
+// modelState is a model's status in GET /models.
+type modelState string
+
+// Model states.
+const (
+	stateUnloaded modelState = "unloaded"
+	stateLoading  modelState = "loading"
+	stateLoaded   modelState = "loaded"
+	stateSleeping modelState = "sleeping"
+)
+
+// modelInfo is what is known of a model once loaded; it is kept while the
+// model sleeps or is unloaded so that /props and /v1/models still answer.
+type modelInfo struct {
+	Info           llama.Info
+	NCtxSlot       int
+	TemplateSource string
+	ToolUseSource  string
+	Caps           chat.TemplateCaps
+	BOS, EOS       string
+	Adapters       []AdapterInfo
+}
+
+// modelEntry is one model the server can run.
+type modelEntry struct {
+	name          string
+	path          string
+	opts          Options
+	loadOnStartup bool
+	created       int64
+
+	state    modelState
+	inst     *instance
+	loading  chan struct{} // closed when the current load ends
+	loadErr  error
+	failed   bool
+	lastUsed time.Time
+	idle     *time.Timer
+	info     *modelInfo
+	metrics  Metrics // last counters, kept across unloads
+}
+
+// modelEvent is one event of GET /models/sse.
+type modelEvent struct {
+	Model string `json:"model"`
+	Event string `json:"event"`
+	Data  any    `json:"data,omitempty"`
+}
+
+// errServerClosed is returned for requests that arrive after Close.
+var errServerClosed = errors.New("server: closed")
+
+// notifyLocked broadcasts a status change to /models/sse listeners. s.mu
+// must be held.
+func (s *Server) notifyLocked(e *modelEntry, extra map[string]any) {
+	data := map[string]any{"status": string(e.state)}
+	for k, v := range extra {
+		data[k] = v
+	}
+	ev := modelEvent{Model: e.name, Event: "model_status", Data: data}
+	for ch := range s.subs {
+		select {
+		case ch <- ev:
+		default: // a slow listener misses events rather than blocking loads
+		}
+	}
+}
+
+// subscribe registers a /models/sse listener.
+func (s *Server) subscribe() (<-chan modelEvent, func()) {
+	ch := make(chan modelEvent, 64)
+	s.mu.Lock()
+	s.subs[ch] = struct{}{}
+	s.mu.Unlock()
+	return ch, func() {
+		s.mu.Lock()
+		delete(s.subs, ch)
+		s.mu.Unlock()
+	}
+}
+
+// lookup finds the model a request names. In single-model mode every name
+// maps to the one model. In router mode an empty name is taken from the
+// "model" query parameter, and may be omitted only when there is one model.
+func (s *Server) lookup(r *http.Request, model string) (*modelEntry, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.router {
+		return s.models[0], ""
+	}
+	if model == "" && r != nil {
+		model = r.URL.Query().Get("model")
+	}
+	if model == "" {
+		if len(s.models) == 1 {
+			return s.models[0], ""
+		}
+		return nil, "model name is missing from the request"
+	}
+	if e, ok := s.byName[model]; ok {
+		return e, ""
+	}
+	return nil, fmt.Sprintf("model '%s' not found", model)
+}
+
+// instanceFor returns the instance that serves model (the request's "model"
+// field; "" for the default), loading or waking it when needed. On failure
+// it has written the error response and ok is false. release must be called
+// once the request no longer uses inst.
+func (s *Server) instanceFor(w http.ResponseWriter, r *http.Request, model string) (inst *instance, release func(), ok bool) {
+	e, msg := s.lookup(r, model)
+	if e == nil {
+		writeError(w, http.StatusBadRequest, errInvalidRequest, msg)
+		return nil, nil, false
+	}
+	if s.router {
+		if v := r.URL.Query().Get("autoload"); v == "false" || v == "0" {
+			s.mu.Lock()
+			st := e.state
+			s.mu.Unlock()
+			if st != stateLoaded {
+				writeError(w, http.StatusBadRequest, errInvalidRequest, "model is not loaded")
+				return nil, nil, false
+			}
+		}
+	}
+	inst, release, err := s.acquire(r.Context(), e)
+	if err != nil {
+		switch {
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			writeError(w, http.StatusServiceUnavailable, errUnavailable, "request ended while the model was loading")
+		case errors.Is(err, errServerClosed):
+			writeError(w, http.StatusServiceUnavailable, errUnavailable, "server is shutting down")
+		default:
+			writeError(w, http.StatusInternalServerError, errServer, "failed to load model: "+err.Error())
+		}
+		return nil, nil, false
+	}
+	return inst, release, true
+}
+
+// acquire returns e's instance, loading it first when unloaded or
+// sleeping, and counts the caller as a user until release.
+func (s *Server) acquire(ctx context.Context, e *modelEntry) (*instance, func(), error) {
+	s.mu.Lock()
+	waited := false
+	for {
+		if s.closed {
+			s.mu.Unlock()
+			return nil, nil, errServerClosed
+		}
+		switch e.state {
+		case stateLoaded:
+			inst := e.inst
+			inst.refs++
+			e.lastUsed = time.Now()
+			if e.idle != nil {
+				e.idle.Stop()
+				e.idle = nil
+			}
+			s.mu.Unlock()
+			var once sync.Once
+			return inst, func() { once.Do(func() { s.release(inst) }) }, nil
+		case stateLoading:
+			if waited && e.loadErr != nil {
+				err := e.loadErr
+				s.mu.Unlock()
+				return nil, nil, err
+			}
+			ch := e.loading
+			s.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+			s.mu.Lock()
+			waited = true
+		default:
+			if waited && e.loadErr != nil {
+				err := e.loadErr
+				s.mu.Unlock()
+				return nil, nil, err
+			}
+			s.startLoadLocked(e)
+		}
+	}
+}
+
+// release ends one use of inst.
+func (s *Server) release(inst *instance) {
+	s.mu.Lock()
+	inst.refs--
+	e := inst.entry
+	e.lastUsed = time.Now()
+	closeNow := inst.retired && inst.refs == 0
+	if !inst.retired && inst.refs == 0 && e.inst == inst {
+		s.armIdleLocked(e)
+	}
+	s.mu.Unlock()
+	if closeNow {
+		inst.close()
+	}
+}
+
+// armIdleLocked starts e's sleep timer (when sleeping on idle is on).
+func (s *Server) armIdleLocked(e *modelEntry) {
+	d := time.Duration(e.opts.SleepIdleSeconds) * time.Second
+	if d <= 0 || s.closed {
+		return
+	}
+	if e.idle != nil {
+		e.idle.Stop()
+	}
+	inst := e.inst
+	e.idle = time.AfterFunc(d, func() { s.sleepIfIdle(e, inst, d) })
+}
+
+// sleepIfIdle unloads e's instance when it has had no request for d.
+func (s *Server) sleepIfIdle(e *modelEntry, inst *instance, d time.Duration) {
+	s.mu.Lock()
+	if s.closed || e.inst != inst || e.state != stateLoaded || inst.refs > 0 {
+		s.mu.Unlock()
+		return
+	}
+	if left := d - time.Since(e.lastUsed); left > 0 {
+		e.idle = time.AfterFunc(left, func() { s.sleepIfIdle(e, inst, d) })
+		s.mu.Unlock()
+		return
+	}
+	s.retireLocked(e, stateSleeping)
+	s.mu.Unlock()
+	s.log.Info("model sleeping after idle", "model", e.name, "idle", d)
+	inst.close()
+}
+
+// retireLocked detaches e's loaded instance, marking e with state. The
+// instance is closed by the caller when it has no users, else by the last
+// release. It returns whether the caller must close it now.
+func (s *Server) retireLocked(e *modelEntry, state modelState) bool {
+	inst := e.inst
+	if e.idle != nil {
+		e.idle.Stop()
+		e.idle = nil
+	}
+	e.inst = nil
+	e.state = state
+	if inst == nil {
+		return false
+	}
+	e.metrics = inst.Engine.Metrics()
+	inst.retired = true
+	s.notifyLocked(e, nil)
+	return inst.refs == 0
+}
+
+// startLoadLocked begins loading e in the background, first unloading the
+// least recently used idle models if ModelsMax would be exceeded.
+func (s *Server) startLoadLocked(e *modelEntry) {
+	var evicted []*instance
+	if s.router && s.opts.ModelsMax > 0 {
+		for {
+			n := 0
+			for _, o := range s.models {
+				if o != e && (o.state == stateLoaded || o.state == stateLoading) {
+					n++
+				}
+			}
+			if n < s.opts.ModelsMax {
+				break
+			}
+			var lru *modelEntry
+			for _, o := range s.models {
+				if o != e && o.state == stateLoaded && o.inst.refs == 0 && (lru == nil || o.lastUsed.Before(lru.lastUsed)) {
+					lru = o
+				}
+			}
+			if lru == nil {
+				s.log.Warn("models_max reached and every loaded model is busy; loading anyway", "model", e.name)
+				break
+			}
+			inst := lru.inst
+			s.log.Info("unloading least recently used model", "model", lru.name, "for", e.name)
+			if s.retireLocked(lru, stateUnloaded) {
+				evicted = append(evicted, inst)
+			}
+		}
+	}
+	ch := make(chan struct{})
+	e.state = stateLoading
+	e.loading = ch
+	e.loadErr = nil
+	s.notifyLocked(e, nil)
+	s.loads.Add(1)
+	go func() {
+		defer s.loads.Done()
+		for _, inst := range evicted {
+			inst.close()
+		}
+		start := time.Now()
+		inst, info, err := s.openInstance(e)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		defer close(ch)
+		if s.closed {
+			if inst != nil {
+				go inst.close()
+			}
+			e.state, e.loadErr = stateUnloaded, errServerClosed
+			return
+		}
+		if err != nil {
+			s.log.Error("load model failed", "model", e.name, "err", err)
+			e.state, e.loadErr, e.failed = stateUnloaded, err, true
+			s.notifyLocked(e, map[string]any{"failed": true})
+			return
+		}
+		s.log.Info("model loaded", "model", e.name, "seconds", time.Since(start).Seconds())
+		first := e.info == nil
+		e.info = info
+		e.inst, e.state, e.failed = inst, stateLoaded, false
+		e.lastUsed = time.Now()
+		if first {
+			s.notifyLocked(e, map[string]any{"info": s.modelCard(e)})
+		} else {
+			s.notifyLocked(e, nil)
+		}
+		s.armIdleLocked(e)
+	}()
+}
+
+// unload unloads e (waiting for a load in progress to end first).
+func (s *Server) unload(ctx context.Context, e *modelEntry) error {
+	s.mu.Lock()
+	for e.state == stateLoading {
+		ch := e.loading
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		s.mu.Lock()
+	}
+	inst := e.inst
+	var closeNow bool
+	switch e.state {
+	case stateLoaded:
+		closeNow = s.retireLocked(e, stateUnloaded)
+	case stateSleeping:
+		e.state = stateUnloaded
+		s.notifyLocked(e, nil)
+	default:
+		s.mu.Unlock()
+		return errors.New("model is not loaded")
+	}
+	s.mu.Unlock()
+	if closeNow {
+		inst.close()
+	}
+	return nil
+}
+
+// openInstance loads e's model, engine and chat template.
+func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
+	m, err := llama.LoadModel(s.ctx, e.path, e.opts.ModelOptions)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl, err := resolveTemplate(e.opts, m, s.log)
+	if err != nil {
+		_ = m.Close()
+		return nil, nil, err
+	}
+	eng, err := NewEngine(m, e.opts.Engine)
+	if err != nil {
+		_ = m.Close()
+		return nil, nil, fmt.Errorf("start engine: %w", err)
+	}
+	inst := &instance{
+		Name: e.name, Path: e.path, Model: m, Engine: eng, Template: tmpl,
+		Format: chat.DetectFormat(tmpl.Source()), Server: s, Opts: e.opts, entry: e,
+	}
+	info := &modelInfo{TemplateSource: tmpl.Source(), Caps: tmpl.Caps()}
+	info.Info, _ = m.Info()
+	if tu, ok := m.ChatTemplate("tool_use"); ok {
+		info.ToolUseSource = tu
+	}
+	sp := m.SpecialTokens()
+	if sp.BOS != llama.NoToken {
+		info.BOS, _ = m.TokenPiece(sp.BOS, true)
+	}
+	if sp.EOS != llama.NoToken {
+		info.EOS, _ = m.TokenPiece(sp.EOS, true)
+	}
+	info.NCtxSlot = slotContext(e.opts.Engine, info.Info.TrainContext)
+	if slots := eng.SlotsInfo(); len(slots) > 0 && slots[0].NCtx > 0 {
+		info.NCtxSlot = slots[0].NCtx
+	}
+	return inst, info, nil
+}
+
+// slotContext is each slot's context size under o.
+func slotContext(o EngineOptions, train int) int {
+	n := o.CtxSize
+	if n <= 0 {
+		n = train
+	}
+	p := o.Parallel
+	if p <= 0 {
+		p = 1
+	}
+	return n / p
+}
+
+// resolveTemplate picks the chat template: Options.ChatTemplate (a
+// built-in name or Jinja source), else ChatTemplateFile, else the model's
+// own, else chatml. A template the user gave that does not parse is an
+// error; a model's broken template falls back to chatml with a warning.
+func resolveTemplate(o Options, m *llama.Model, log interface{ Warn(string, ...any) }) (*chat.Template, error) {
+	src, what := "", ""
+	switch {
+	case o.ChatTemplate != "":
+		s, err := templateSource(o.ChatTemplate)
+		if err != nil {
+			return nil, err
+		}
+		src, what = s, "chat template"
+	case o.ChatTemplateFile != "":
+		b, err := os.ReadFile(o.ChatTemplateFile)
+		if err != nil {
+			return nil, fmt.Errorf("read chat template file: %w", err)
+		}
+		s, err := templateSource(string(b))
+		if err != nil {
+			return nil, err
+		}
+		src, what = s, "chat template file"
+	}
+	if src != "" {
+		t, err := chat.ParseTemplate(src)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		return t, nil
+	}
+	if m != nil {
+		if s, ok := m.ChatTemplate(""); ok && strings.TrimSpace(s) != "" {
+			if named, err := templateSource(s); err == nil {
+				if t, err := chat.ParseTemplate(named); err == nil {
+					return t, nil
+				} else {
+					log.Warn("model's chat template does not parse; using chatml", "err", err)
+				}
+			}
+		}
+	}
+	return chat.ParseTemplate(builtinTemplates["chatml"])
+}
+
+// templateSource returns the Jinja source for a built-in template name, or
+// s itself when it is Jinja source.
+func templateSource(s string) (string, error) {
+	name := strings.TrimSpace(s)
+	if src, ok := builtinTemplates[name]; ok {
+		return src, nil
+	}
+	if strings.Contains(s, "{{") || strings.Contains(s, "{%") {
+		return s, nil
+	}
+	if chat.IsBuiltinTemplate(name) {
+		return "", fmt.Errorf("built-in chat template %q is not available as Jinja; pass its Jinja source", name)
+	}
+	return "", fmt.Errorf("unknown chat template %q (not a built-in name nor Jinja source)", name)
+}

@@ -1,0 +1,436 @@
+// Package server is an HTTP server compatible with llama.cpp's
+// llama-server: its native endpoints (/completion, /tokenize, /props,
+// /slots, /metrics, ...), the OpenAI and Anthropic APIs, and its router
+// mode serving several models loaded on demand.
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/x/llama"
+)
+
+// Options configure a Server. Either Model (single-model mode) or
+// ModelsDir / ModelsPreset (router mode) must be set.
+type Options struct {
+	// Model is the GGUF file to serve (-m).
+	Model string
+	// Alias is the model's name in /v1/models (--alias; default: Model).
+	Alias string
+	// ModelsDir is a folder of models for router mode (--models-dir): each
+	// *.gguf file is a model named after the file without ".gguf"; each
+	// sub-folder holding GGUF files is a model named after the folder.
+	ModelsDir string
+	// ModelsPreset is an INI file of models for router mode
+	// (--models-preset): one section per model with keys named as the
+	// command-line options (model, chat-template, ctx-size or c, parallel
+	// or np, n-predict or n, chat-template-file, load-on-startup); a [*]
+	// section applies to every model.
+	ModelsPreset string
+	// ModelsMax is the most models loaded at once in router mode
+	// (--models-max; 0: no limit). The least recently used idle model is
+	// unloaded to make room.
+	ModelsMax int
+
+	// Engine configures each model's engine.
+	Engine EngineOptions
+	// NPredict is the default n_predict (-n; -1: no limit).
+	NPredict int
+
+	// APIKeys, when set, are required of every request except the public
+	// endpoints (/health, GET /models, GET /v1/models).
+	APIKeys []string
+	// CORSOrigins are the origins browsers may call from ("*": any);
+	// none disables CORS.
+	CORSOrigins []string
+	// Metrics enables GET /metrics.
+	Metrics bool
+	// Slots enables GET /slots.
+	Slots bool
+	// SlotSavePath is the folder of POST /slots/{id}?action=save|restore
+	// ("" disables them).
+	SlotSavePath string
+
+	// ChatTemplate is a built-in template name (see chat.BuiltinTemplateNames)
+	// or Jinja source overriding the model's template.
+	ChatTemplate string
+	// ChatTemplateFile is a file holding the Jinja template.
+	ChatTemplateFile string
+	// Jinja asks for Jinja templates (--jinja); templates are always
+	// rendered as Jinja here, so it only changes what /props reports.
+	Jinja bool
+	// ReasoningFormat is --reasoning-format ("none", "deepseek", "auto").
+	ReasoningFormat string
+
+	// SleepIdleSeconds unloads a model after that long without requests
+	// and reloads it on the next one (0: never).
+	SleepIdleSeconds int
+	// Timeout bounds each request (0: none).
+	Timeout time.Duration
+	// MaxBodyBytes bounds request bodies (0: 64 MiB).
+	MaxBodyBytes int64
+
+	// ModelOptions are used to load every model.
+	ModelOptions llama.ModelOptions
+	// Logger receives the server's logs (nil: slog.Default()).
+	Logger *slog.Logger
+}
+
+// Server serves models over HTTP. Create it with New, mount Handler in an
+// http.Server (or any mux) and Close it when done.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	router  bool
+	handler http.Handler
+	started time.Time
+
+	ctx    context.Context // cancelled by Close: aborts loads
+	cancel context.CancelFunc
+	done   chan struct{} // closed by Close
+	loads  sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool
+	models []*modelEntry
+	byName map[string]*modelEntry
+	subs   map[chan modelEvent]struct{}
+}
+
+// New creates a Server. In single-model mode it loads the model before
+// returning; in router mode it lists the models and starts loading those
+// marked load-on-startup.
+func New(ctx context.Context, o Options) (*Server, error) {
+	if o.Model == "" && o.ModelsDir == "" && o.ModelsPreset == "" {
+		return nil, errors.New("server: no model: set Model, ModelsDir or ModelsPreset")
+	}
+	if o.Model != "" && (o.ModelsDir != "" || o.ModelsPreset != "") {
+		return nil, errors.New("server: Model and ModelsDir/ModelsPreset are exclusive")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = defaultMaxBodySize
+	}
+	if o.NPredict == 0 {
+		o.NPredict = -1
+	}
+	if o.SleepIdleSeconds < 0 || o.ModelsMax < 0 {
+		return nil, errors.New("server: SleepIdleSeconds and ModelsMax must not be negative")
+	}
+	if o.ReasoningFormat == "" {
+		o.ReasoningFormat = "auto"
+	}
+	if o.SlotSavePath != "" {
+		abs, err := filepath.Abs(o.SlotSavePath)
+		if err != nil {
+			return nil, fmt.Errorf("server: slot save path: %w", err)
+		}
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return nil, fmt.Errorf("server: slot save path: %w", err)
+		}
+		o.SlotSavePath = abs
+	}
+	if o.ChatTemplate != "" {
+		if _, err := templateSource(o.ChatTemplate); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+	}
+
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s := &Server{
+		opts: o, log: o.Logger, started: time.Now(), ctx: sctx, cancel: cancel,
+		done: make(chan struct{}), byName: map[string]*modelEntry{}, subs: map[chan modelEvent]struct{}{},
+	}
+	now := time.Now().Unix()
+	if o.Model != "" {
+		name := o.Alias
+		if name == "" {
+			name = o.Model
+		}
+		s.addEntry(&modelEntry{name: name, path: o.Model, opts: o, created: now})
+	} else {
+		s.router = true
+		if err := s.listModels(now); err != nil {
+			cancel()
+			return nil, err
+		}
+	}
+	s.handler = s.buildHandler()
+
+	if !s.router {
+		e := s.models[0]
+		s.mu.Lock()
+		s.startLoadLocked(e)
+		ch := e.loading
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			_ = s.Close()
+			return nil, ctx.Err()
+		}
+		s.mu.Lock()
+		err := e.loadErr
+		s.mu.Unlock()
+		if err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("server: load %s: %w", o.Model, err)
+		}
+		return s, nil
+	}
+	s.mu.Lock()
+	for _, e := range s.models {
+		if e.loadOnStartup {
+			s.startLoadLocked(e)
+		}
+	}
+	s.mu.Unlock()
+	return s, nil
+}
+
+func (s *Server) addEntry(e *modelEntry) {
+	e.state = stateUnloaded
+	s.models = append(s.models, e)
+	s.byName[e.name] = e
+}
+
+// Options returns the options the server runs with (defaults filled in).
+func (s *Server) Options() Options { return s.opts }
+
+// Handler returns the server's HTTP handler. It can be mounted under a
+// prefix with http.StripPrefix.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Close unloads every model, aborting loads in progress and cancelling
+// running requests. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	var insts []*instance
+	for _, e := range s.models {
+		if e.idle != nil {
+			e.idle.Stop()
+			e.idle = nil
+		}
+		if e.inst != nil {
+			insts = append(insts, e.inst)
+			e.inst.retired = true
+			e.inst = nil
+			e.state = stateUnloaded
+		}
+	}
+	s.mu.Unlock()
+	s.cancel()
+	for _, inst := range insts {
+		inst.close()
+	}
+	s.loads.Wait()
+	return nil
+}
+
+// listModels fills the router's model list from ModelsDir and ModelsPreset.
+func (s *Server) listModels(now int64) error {
+	o := s.opts
+	if o.ModelsDir != "" {
+		found, err := scanModelsDir(o.ModelsDir)
+		if err != nil {
+			return fmt.Errorf("server: models dir: %w", err)
+		}
+		for _, f := range found {
+			s.addEntry(&modelEntry{name: f[0], path: f[1], opts: routerOptions(o), created: now})
+		}
+	}
+	if o.ModelsPreset != "" {
+		secs, err := readPreset(o.ModelsPreset)
+		if err != nil {
+			return fmt.Errorf("server: models preset: %w", err)
+		}
+		global := secs["*"]
+		names := make([]string, 0, len(secs))
+		for n := range secs {
+			if n != "*" && n != "" {
+				names = append(names, n)
+			}
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			kv := map[string]string{}
+			for k, v := range global {
+				kv[k] = v
+			}
+			for k, v := range secs[name] {
+				kv[k] = v
+			}
+			e, exists := s.byName[name]
+			if !exists {
+				path := kv["model"]
+				if path == "" {
+					path = kv["m"]
+				}
+				if path == "" {
+					return fmt.Errorf("server: models preset: [%s] has no model path", name)
+				}
+				e = &modelEntry{name: name, path: path, opts: routerOptions(o), created: now}
+				s.addEntry(e)
+			}
+			if err := applyPreset(e, kv); err != nil {
+				return fmt.Errorf("server: models preset [%s]: %w", name, err)
+			}
+		}
+	}
+	if len(s.models) == 0 {
+		return errors.New("server: router mode found no models")
+	}
+	return nil
+}
+
+// routerOptions are the per-model options inherited from the router's.
+func routerOptions(o Options) Options {
+	o.ModelsDir, o.ModelsPreset = "", ""
+	return o
+}
+
+// scanModelsDir lists (name, path) of the models in dir.
+func scanModelsDir(dir string) ([][2]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out [][2]string
+	for _, de := range ents {
+		name := de.Name()
+		full := filepath.Join(dir, name)
+		st, err := os.Stat(full) // follows symlinks
+		if err != nil {
+			continue
+		}
+		if st.IsDir() {
+			sub, err := os.ReadDir(full)
+			if err != nil {
+				continue
+			}
+			var pick string
+			for _, f := range sub {
+				n := f.Name()
+				if !strings.HasSuffix(strings.ToLower(n), ".gguf") || strings.HasPrefix(strings.ToLower(n), "mmproj") {
+					continue
+				}
+				if strings.Contains(n, "-00001-of-") || pick == "" {
+					pick = n
+				}
+			}
+			if pick != "" {
+				out = append(out, [2]string{name, filepath.Join(full, pick)})
+			}
+			continue
+		}
+		if strings.HasSuffix(strings.ToLower(name), ".gguf") && !strings.HasPrefix(strings.ToLower(name), "mmproj") {
+			out = append(out, [2]string{name[:len(name)-len(".gguf")], full})
+		}
+	}
+	return out, nil
+}
+
+// readPreset reads an INI file into sections of keys (lower-cased, without
+// leading dashes).
+func readPreset(path string) (map[string]map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	secs := map[string]map[string]string{}
+	cur := ""
+	sc := bufio.NewScanner(f)
+	line := 0
+	for sc.Scan() {
+		line++
+		t := strings.TrimSpace(sc.Text())
+		if t == "" || t[0] == ';' || t[0] == '#' {
+			continue
+		}
+		if t[0] == '[' {
+			if !strings.HasSuffix(t, "]") {
+				return nil, fmt.Errorf("line %d: bad section header", line)
+			}
+			cur = strings.TrimSpace(t[1 : len(t)-1])
+			if secs[cur] == nil {
+				secs[cur] = map[string]string{}
+			}
+			continue
+		}
+		k, v, ok := strings.Cut(t, "=")
+		if !ok {
+			return nil, fmt.Errorf("line %d: expected key = value", line)
+		}
+		k = strings.ToLower(strings.TrimLeft(strings.TrimSpace(k), "-"))
+		v = strings.Trim(strings.TrimSpace(v), `"`)
+		if secs[cur] == nil {
+			secs[cur] = map[string]string{}
+		}
+		secs[cur][k] = v
+	}
+	return secs, sc.Err()
+}
+
+// applyPreset applies a preset section's keys to a model's options.
+func applyPreset(e *modelEntry, kv map[string]string) error {
+	atoi := func(k, v string) (int, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q is not an integer", k, v)
+		}
+		return n, nil
+	}
+	for k, v := range kv {
+		var err error
+		switch strings.ReplaceAll(k, "_", "-") {
+		case "model", "m", "version":
+		case "chat-template":
+			if _, err = templateSource(v); err == nil {
+				e.opts.ChatTemplate = v
+			}
+		case "chat-template-file":
+			e.opts.ChatTemplateFile = v
+		case "c", "ctx-size":
+			e.opts.Engine.CtxSize, err = atoi(k, v)
+		case "np", "parallel":
+			e.opts.Engine.Parallel, err = atoi(k, v)
+		case "n", "n-predict":
+			e.opts.NPredict, err = atoi(k, v)
+		case "t", "threads":
+			e.opts.Engine.Threads, err = atoi(k, v)
+		case "ngl", "n-gpu-layers", "gpu-layers":
+			e.opts.ModelOptions.GPULayers, err = atoi(k, v)
+		case "sleep-idle-seconds":
+			e.opts.SleepIdleSeconds, err = atoi(k, v)
+		case "embedding", "embeddings":
+			e.opts.Engine.Embedding = v == "true" || v == "1"
+		case "load-on-startup":
+			e.loadOnStartup = v == "true" || v == "1"
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
