@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -111,6 +112,10 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	}
 	if len(data) == 0 {
 		writeError(w, http.StatusBadRequest, errInvalidRequest, "request body is empty")
+		return false
+	}
+	if string(bytes.TrimSpace(data)) == "null" {
+		writeError(w, http.StatusBadRequest, errInvalidRequest, "request body must not be null")
 		return false
 	}
 	if err := json.Unmarshal(data, v); err != nil {

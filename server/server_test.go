@@ -659,3 +659,73 @@ func TestServerSleepOnIdle(t *testing.T) {
 }
 
 func testLogger(testing.TB) *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestServerConcurrentWake(t *testing.T) {
+	s, ts := newTestServer(t, Options{SleepIdleSeconds: 1})
+	s.mu.Lock()
+	e := s.models[0]
+	s.mu.Unlock()
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return e.state == stateSleeping
+	}, 5*time.Second, 20*time.Millisecond)
+
+	// Several requests arrive together: one load serves them all.
+	events, cancel := s.subscribe()
+	defer cancel()
+	const n = 6
+	codes := make(chan int, n)
+	for range n {
+		go func() {
+			code, _ := call(t, "POST", ts.URL+"/tokenize", map[string]any{"content": "hi"}, nil)
+			codes <- code
+		}()
+	}
+	for range n {
+		assert.Equal(t, 200, <-codes)
+	}
+	loads := 0
+	for done := false; !done; {
+		select {
+		case ev := <-events:
+			if ev.Data.(map[string]any)["status"] == "loading" {
+				loads++
+			}
+		default:
+			done = true
+		}
+	}
+	assert.Equal(t, 1, loads)
+}
+
+// TestServerMalformedBodies sends broken bodies to every POST endpoint
+// registered (this file's and the other features'): each must answer with a
+// 4xx JSON error, never a 5xx or a dropped connection.
+func TestServerMalformedBodies(t *testing.T) {
+	_, ts := newTestServer(t, Options{SlotSavePath: t.TempDir()})
+	routesMu.Lock()
+	var posts []string
+	for _, rt := range routes {
+		if path, ok := strings.CutPrefix(rt.Pattern, "POST "); ok {
+			posts = append(posts, strings.ReplaceAll(path, "{id}", "0"))
+		}
+	}
+	routesMu.Unlock()
+	bodies := []string{"", "{", "[", "null", "42", `"x"`, `{"model": 7}`, `{"messages": 3, "prompt": {}, "content": true, "input": null}`,
+		strings.Repeat("[", 10000) + strings.Repeat("]", 10000), "\xff\xfe"}
+	for _, path := range posts {
+		for _, body := range bodies {
+			if strings.HasPrefix(path, "/slots/") {
+				path += "?action=save"
+			}
+			code, data := call(t, "POST", ts.URL+path, body, nil)
+			if code == 200 && (path == "/props" || path == "/lora-adapters" || path == "/detokenize" && strings.HasPrefix(body, "{")) {
+				continue // bodies those endpoints accept (as llama.cpp, /detokenize takes a missing "tokens" as none)
+			}
+			if assert.True(t, code >= 400 && code < 500 || code == 501, "POST %s %.40q: %d %s", path, body, code, data) {
+				assert.NotNil(t, errOf(t, data)["message"], "POST %s", path)
+			}
+		}
+	}
+}
