@@ -1,0 +1,250 @@
+package server
+
+// Embeddings: llama.cpp's native POST /embedding(s) and OpenAI's
+// POST /v1/embeddings.
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"net/http"
+	"strconv"
+
+	"github.com/x/llama"
+)
+
+func init() {
+	addRoute("POST /embedding", false, embeddingsHandler(false))
+	addRoute("POST /embeddings", false, embeddingsHandler(false))
+	addRoute("POST /v1/embeddings", false, embeddingsHandler(true))
+}
+
+// embeddingRequest is the body of both embedding endpoints. OpenAI's
+// clients send "input"; llama.cpp's native form uses "content".
+type embeddingRequest struct {
+	Model          string          `json:"model"`
+	Input          json.RawMessage `json:"input"`
+	Content        json.RawMessage `json:"content"`
+	EncodingFormat string          `json:"encoding_format"`
+	// EmbdNormalize is the normalization (-1 none, 0 max-abs, 1 taxicab,
+	// 2 Euclidean, >2 p-norm); default 2.
+	EmbdNormalize *int `json:"embd_normalize"`
+}
+
+// nativeEmbedding is one result of /embedding: a pooled vector (as a list
+// of one) or one vector per token when the server does not pool.
+type nativeEmbedding struct {
+	Index     int         `json:"index"`
+	Embedding [][]float32 `json:"embedding"`
+}
+
+// oaiEmbeddingList is OpenAI's embeddings response.
+type oaiEmbeddingList struct {
+	Model  string         `json:"model"`
+	Object string         `json:"object"`
+	Usage  oaiEmbdUsage   `json:"usage"`
+	Data   []oaiEmbedding `json:"data"`
+}
+
+type oaiEmbdUsage struct {
+	PromptTokens int `json:"prompt_tokens"`
+	TotalTokens  int `json:"total_tokens"`
+}
+
+// oaiEmbedding holds the vector as a list of floats, or as base64 of its
+// little-endian float32 bytes.
+type oaiEmbedding struct {
+	Embedding      any    `json:"embedding"`
+	Index          int    `json:"index"`
+	Object         string `json:"object"`
+	EncodingFormat string `json:"encoding_format,omitempty"`
+}
+
+// serverPooling returns the pooling the server's embedding contexts use:
+// the configured one, else the model's own (none when it has none).
+func serverPooling(o EngineOptions, m *llama.Model) llama.PoolingType {
+	if p := o.Pooling; p != llama.PoolingDefault {
+		return p
+	}
+	if o.Reranking {
+		return llama.PoolingRank
+	}
+	if arch, ok := m.MetaValue("general.architecture"); ok {
+		if v, ok := m.MetaValue(arch + ".pooling_type"); ok {
+			if n, err := strconv.Atoi(v); err == nil {
+				switch n {
+				case 1:
+					return llama.PoolingMean
+				case 2:
+					return llama.PoolingCLS
+				case 3:
+					return llama.PoolingLast
+				case 4:
+					return llama.PoolingRank
+				}
+			}
+		}
+	}
+	return llama.PoolingNone
+}
+
+// floatsBase64 encodes v as base64 of its little-endian float32 bytes.
+func floatsBase64(v []float32) string {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+func embeddingsHandler(oaiRoute bool) func(s *Server) http.HandlerFunc {
+	return func(s *Server) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			oai := oaiRoute
+			var req embeddingRequest
+			if !decodeJSON(w, r, &req) {
+				return
+			}
+			inst, release, ok := s.instanceFor(w, r, req.Model)
+			if !ok {
+				return
+			}
+			defer release()
+			eo := inst.Opts.Engine
+			if !eo.Embedding && !eo.Reranking {
+				writeError(w, http.StatusNotImplemented, errNotSupported,
+					"This server does not support embeddings. Start it with `--embeddings`")
+				return
+			}
+			m := inst.Model
+			pooling := serverPooling(eo, m)
+			if oai && pooling == llama.PoolingNone {
+				writeError(w, http.StatusBadRequest, errInvalidRequest,
+					"Pooling type 'none' is not OAI compatible. Please use a different pooling type")
+				return
+			}
+			input := req.Input
+			if len(input) == 0 || string(input) == "null" {
+				if len(req.Content) == 0 || string(req.Content) == "null" {
+					writeError(w, http.StatusBadRequest, errInvalidRequest, `"input" or "content" must be provided`)
+					return
+				}
+				input, oai = req.Content, false // "content" is llama.cpp's own form
+			}
+			useBase64 := false
+			switch req.EncodingFormat {
+			case "", "float":
+			case "base64":
+				useBase64 = true
+			default:
+				writeError(w, http.StatusBadRequest, errInvalidRequest,
+					"The format to return the embeddings in. Can be either float or base64")
+				return
+			}
+			normalize := 2
+			if req.EmbdNormalize != nil {
+				normalize = *req.EmbdNormalize
+			}
+			prompts, err := parseEmbdPrompts(input)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
+				return
+			}
+			tasks := make([]*Task, len(prompts))
+			for i, p := range prompts {
+				toks, err := p.tokenize(m, true, true)
+				if err != nil {
+					writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
+					return
+				}
+				if len(toks) == 0 {
+					writeError(w, http.StatusBadRequest, errInvalidRequest, "Input content cannot be empty")
+					return
+				}
+				if err := checkEncoderInput(len(toks), eo); err != nil {
+					writeHTTPError(w, err)
+					return
+				}
+				tasks[i] = &Task{Kind: TaskEmbedding, Prompt: toks, Params: DefaultSamplingParams(),
+					NKeep: -1, SlotID: -1, Normalize: normalize, PerToken: pooling == llama.PoolingNone}
+			}
+			events, err := submitAll(r, inst.Engine, tasks)
+			if err != nil {
+				writeTaskError(w, err)
+				return
+			}
+			results := make([]Event, len(tasks))
+			for i, ch := range events {
+				ev, err := collectOne(ch)
+				if err != nil {
+					writeTaskError(w, err)
+					return
+				}
+				results[i] = ev
+			}
+			if !oai {
+				out := make([]nativeEmbedding, len(results))
+				for i, ev := range results {
+					out[i] = nativeEmbedding{Index: i, Embedding: ev.Embedding}
+				}
+				writeJSON(w, http.StatusOK, out)
+				return
+			}
+			resp := oaiEmbeddingList{Model: req.Model, Object: "list", Data: make([]oaiEmbedding, len(results))}
+			if resp.Model == "" {
+				resp.Model = inst.Name
+			}
+			for i, ev := range results {
+				var vec []float32
+				if len(ev.Embedding) > 0 {
+					vec = ev.Embedding[0]
+				}
+				d := oaiEmbedding{Index: i, Object: "embedding", Embedding: vec}
+				if vec == nil {
+					d.Embedding = []float32{}
+				}
+				if useBase64 {
+					d.Embedding, d.EncodingFormat = floatsBase64(vec), "base64"
+				}
+				resp.Data[i] = d
+				resp.Usage.PromptTokens += len(tasks[i].Prompt)
+			}
+			resp.Usage.TotalTokens = resp.Usage.PromptTokens
+			writeJSON(w, http.StatusOK, resp)
+		}
+	}
+}
+
+// submitAll queues every task before reading any result, so that the
+// engine can batch them together. On a failed submission the tasks already
+// queued are cancelled.
+func submitAll(r *http.Request, e Engine, tasks []*Task) ([]<-chan Event, error) {
+	ctx := r.Context()
+	out := make([]<-chan Event, 0, len(tasks))
+	for _, t := range tasks {
+		ch, err := e.Submit(ctx, t)
+		if err != nil {
+			return nil, err // the request context ends with the handler, freeing the others
+		}
+		out = append(out, ch)
+	}
+	return out, nil
+}
+
+// checkEncoderInput refuses a prompt that cannot be computed in one
+// physical batch, as llama.cpp does for embeddings and reranking (their
+// tokens must all be in one ubatch).
+func checkEncoderInput(n int, o EngineOptions) error {
+	ub := o.UBatchSize
+	if ub <= 0 {
+		ub = 512
+	}
+	if b := o.BatchSize; b > 0 && b < ub {
+		ub = b
+	}
+	if n > ub {
+		return badRequest("input (%d tokens) is too large to process. increase the physical batch size (current batch size: %d)", n, ub)
+	}
+	return nil
+}

@@ -1,0 +1,240 @@
+package server
+
+// Fill-in-the-middle: POST /infill. The code before and after the cursor
+// (and optionally other files) become a prompt in the model's FIM format;
+// the rest is a native completion.
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/x/llama"
+)
+
+func init() {
+	addRoute("POST /infill", false, handleInfill)
+}
+
+// infillChunk is one extra file given as context.
+type infillChunk struct {
+	Filename string
+	Text     string
+}
+
+// infillInput is what /infill adds to a completion request.
+type infillInput struct {
+	Prefix, Suffix embdPrompt
+	Extra          []infillChunk
+	Prompt         string
+}
+
+// parseInfillInput reads and checks the infill fields of a request.
+func parseInfillInput(f reqFields) (*infillInput, error) {
+	var in infillInput
+	if f.has("prompt") && f.kind("prompt") != 's' {
+		return nil, badRequest(`"prompt" must be a string`)
+	}
+	if err := f.str("prompt", &in.Prompt); err != nil {
+		return nil, err
+	}
+	for _, side := range []struct {
+		key string
+		dst *embdPrompt
+	}{{"input_prefix", &in.Prefix}, {"input_suffix", &in.Suffix}} {
+		if !f.has(side.key) {
+			return nil, badRequest("%q is required", side.key)
+		}
+		p, err := parseEmbdPrompt(f[side.key])
+		if err != nil {
+			return nil, badRequest("%q: %v", side.key, err)
+		}
+		*side.dst = p
+	}
+	if f.has("input_extra") {
+		if f.kind("input_extra") != 'a' {
+			return nil, badRequest(`"input_extra" must be an array of {"filename": string, "text": string}`)
+		}
+		var chunks []map[string]json.RawMessage
+		if err := json.Unmarshal(f["input_extra"], &chunks); err != nil {
+			return nil, badRequest(`"input_extra" must be an array of {"filename": string, "text": string}`)
+		}
+		for _, c := range chunks {
+			ch := infillChunk{Filename: "tmp"}
+			if jsonKind(c["text"]) != 's' {
+				return nil, badRequest(`extra_context chunk must contain a "text" field with a string value`)
+			}
+			_ = json.Unmarshal(c["text"], &ch.Text)
+			if raw, ok := c["filename"]; ok && !isNull(raw) {
+				if jsonKind(raw) != 's' {
+					return nil, badRequest(`extra_context chunk's "filename" field must be a string`)
+				}
+				_ = json.Unmarshal(raw, &ch.Filename)
+			}
+			in.Extra = append(in.Extra, ch)
+		}
+	}
+	return &in, nil
+}
+
+// infillSupport returns why the model cannot infill ("" when it can).
+func infillSupport(sp llama.SpecialTokens) string {
+	msg := ""
+	if sp.FIMPre == llama.NoToken {
+		msg += "prefix token is missing. "
+	}
+	if sp.FIMSuf == llama.NoToken {
+		msg += "suffix token is missing. "
+	}
+	if sp.FIMMid == llama.NoToken {
+		msg += "middle token is missing. "
+	}
+	return msg
+}
+
+// infillLimits are the sizes format_prompt_infill fits the prompt into.
+type infillLimits struct {
+	NBatch   int // logical batch size: the prefix gets 3/4, the suffix 1/4
+	NPredict int // tokens to generate (-1: unlimited)
+	NCtx     int // context of one slot
+}
+
+// infillPrompt builds the fill-in-the-middle prompt as llama.cpp's
+// format_prompt_infill (repo-level pattern, prefix-suffix-middle order):
+//
+//	[extra context] [BOS] FIM_PRE prefix prompt FIM_SUF suffix FIM_MID
+//
+// where the extra context is FIM_REP "myproject\n" then, per file,
+// FIM_SEP filename "\n" text (a "--- snippet ---" line stands in for a
+// missing FIM_SEP), then FIM_SEP "filename\n". The prefix keeps its last
+// 3/4 of a batch, the suffix its first quarter less the prompt, and the
+// extra context its last tokens that fit the slot beside a batch and twice
+// n_predict.
+func infillPrompt(m *llama.Model, in *infillInput, lim infillLimits) ([]llama.Token, error) {
+	sp := m.SpecialTokens()
+	tok := func(s string) ([]llama.Token, error) { return m.Tokenize(s, llama.TokenizeOptions{}) }
+	prefix, err := in.Prefix.tokenize(m, false, false)
+	if err != nil {
+		return nil, badRequest("input_prefix: %v", err)
+	}
+	suffix, err := in.Suffix.tokenize(m, false, false)
+	if err != nil {
+		return nil, badRequest("input_suffix: %v", err)
+	}
+	prompt, err := m.Tokenize(in.Prompt, llama.TokenizeOptions{ParseSpecial: true})
+	if err != nil {
+		return nil, badRequest("prompt: %v", err)
+	}
+
+	var extra []llama.Token
+	add := func(s string) error {
+		t, err := tok(s)
+		extra = append(extra, t...)
+		return err
+	}
+	if sp.FIMRep != llama.NoToken {
+		extra = append(extra, sp.FIMRep)
+		if err := add("myproject\n"); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range in.Extra {
+		if sp.FIMSep != llama.NoToken {
+			extra = append(extra, sp.FIMSep)
+			if err := add(c.Filename + "\n"); err != nil {
+				return nil, err
+			}
+		} else if err := add("\n\n--- snippet ---\n\n"); err != nil {
+			return nil, err
+		}
+		if err := add(c.Text); err != nil {
+			return nil, err
+		}
+	}
+	if sp.FIMSep != llama.NoToken {
+		extra = append(extra, sp.FIMSep)
+		if err := add("filename\n"); err != nil {
+			return nil, err
+		}
+	}
+
+	nPrefix := min(len(prefix), 3*(lim.NBatch/4))
+	nSuffix := min(len(suffix), max(0, lim.NBatch/4-(2+len(prompt))))
+	nExtra := min(max(0, lim.NCtx-lim.NBatch-2*lim.NPredict), len(extra))
+
+	out := make([]llama.Token, 0, nExtra+nPrefix+nSuffix+len(prompt)+4)
+	out = append(out, extra[len(extra)-nExtra:]...)
+	if sp.AddBOS && sp.BOS != llama.NoToken {
+		out = append(out, sp.BOS)
+	}
+	out = append(out, sp.FIMPre)
+	out = append(out, prefix[len(prefix)-nPrefix:]...)
+	out = append(out, prompt...)
+	out = append(out, sp.FIMSuf)
+	out = append(out, suffix[:nSuffix]...)
+	out = append(out, sp.FIMMid)
+	return out, nil
+}
+
+func handleInfill(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var f reqFields
+		if !decodeJSON(w, r, &f) {
+			return
+		}
+		model, ok := readModel(w, f)
+		if !ok {
+			return
+		}
+		inst, release, ok := s.instanceFor(w, r, model)
+		if !ok {
+			return
+		}
+		defer release()
+		if msg := infillSupport(inst.Model.SpecialTokens()); msg != "" {
+			writeError(w, http.StatusNotImplemented, errNotSupported, "Infill is not supported by this model: "+msg)
+			return
+		}
+		in, err := parseInfillInput(f)
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		t, opt, err := parseGeneration(f, inst, inst.Opts.NPredict)
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		nBatch := inst.Opts.Engine.BatchSize
+		if nBatch <= 0 {
+			nBatch = 2048
+		}
+		nPredict := inst.Opts.NPredict
+		if nPredict == 0 {
+			nPredict = -1
+		}
+		prompt, err := infillPrompt(inst.Model, in, infillLimits{NBatch: nBatch, NPredict: nPredict, NCtx: inst.slotContext()})
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		g := &genRequest{inst: inst, prompts: [][]llama.Token{prompt}, task: t, opt: opt}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		chans, err := s.startTasks(ctx, inst, g.tasks())
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		if opt.Stream {
+			streamNative(ctx, w, g, chans)
+			return
+		}
+		res, err := collect(ctx, inst.Model, chans[0])
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, nativeFinal(g, 0, res, false))
+	}
+}

@@ -1,0 +1,180 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama"
+	"github.com/x/llama/internal/gguf"
+	"github.com/x/llama/internal/testenv"
+)
+
+// writeTinyCoder writes a random llama model with deepseek-coder's
+// vocabulary, which has the FIM prefix, suffix and middle tokens.
+func writeTinyCoder(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "coder.gguf")
+	require.NoError(t, gguf.WriteTinyModel(path, gguf.TinyModelOptions{
+		VocabFrom: testenv.Model(t, "vocab/ggml-vocab-deepseek-coder.gguf"),
+		NEmbd:     32, NLayer: 1, NHead: 2, NFF: 64, NCtx: 1024, Seed: 3,
+	}))
+	return path
+}
+
+func TestInfillPrompt(t *testing.T) {
+	m, err := llama.LoadModel(context.Background(), writeTinyCoder(t), llama.ModelOptions{})
+	require.NoError(t, err)
+	defer m.Close()
+	sp := m.SpecialTokens()
+	require.NotEqual(t, llama.NoToken, sp.FIMPre)
+	require.Equal(t, llama.NoToken, sp.FIMSep, "deepseek-coder has no FIM_SEP: snippets are separated by text")
+	tok := func(s string) []llama.Token {
+		out, err := m.Tokenize(s, llama.TokenizeOptions{})
+		require.NoError(t, err)
+		return out
+	}
+	cat := func(parts ...[]llama.Token) []llama.Token {
+		var out []llama.Token
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
+	one := func(t llama.Token) []llama.Token { return []llama.Token{t} }
+	in := &infillInput{
+		Prefix: embdPrompt{{Text: "def add(a, b):\n    "}},
+		Suffix: embdPrompt{{Text: "\n\nprint(add(1, 2))\n"}},
+		Extra:  []infillChunk{{Filename: "util.py", Text: "import os\n"}},
+		Prompt: "return",
+	}
+	snippet := cat(tok("\n\n--- snippet ---\n\n"), tok("import os\n"))
+	pre, suf := tok("def add(a, b):\n    "), tok("\n\nprint(add(1, 2))\n")
+	require.Greater(t, len(pre), 6)
+	require.LessOrEqual(t, len(pre), 15)
+	require.Greater(t, len(suf), 2)
+	tests := []struct {
+		name string
+		lim  infillLimits
+		want []llama.Token
+	}{
+		{"room for all", infillLimits{NBatch: 256, NPredict: 16, NCtx: 1024},
+			cat(snippet, one(sp.BOS), one(sp.FIMPre), pre, tok("return"), one(sp.FIMSuf), suf, one(sp.FIMMid))},
+		{"no room for extra", infillLimits{NBatch: 2048, NPredict: -1, NCtx: 512},
+			cat(one(sp.BOS), one(sp.FIMPre), pre, tok("return"), one(sp.FIMSuf), suf, one(sp.FIMMid))},
+		{"extra cut from the front", infillLimits{NBatch: 256, NPredict: 0, NCtx: 256 + 3},
+			cat(snippet[len(snippet)-3:], one(sp.BOS), one(sp.FIMPre), pre, tok("return"), one(sp.FIMSuf), suf, one(sp.FIMMid))},
+		{"small batch keeps the prefix end", infillLimits{NBatch: 8, NPredict: 32, NCtx: 64},
+			cat(one(sp.BOS), one(sp.FIMPre), pre[len(pre)-6:], tok("return"), one(sp.FIMSuf), one(sp.FIMMid))},
+		{"and the suffix start", infillLimits{NBatch: 20, NPredict: 32, NCtx: 64},
+			cat(one(sp.BOS), one(sp.FIMPre), pre, tok("return"), one(sp.FIMSuf), suf[:2], one(sp.FIMMid))},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := infillPrompt(m, in, tc.lim)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestInfill(t *testing.T) {
+	_, hs := newTestServer(t, Options{Model: writeTinyCoder(t), Engine: EngineOptions{
+		Parallel: 1, CtxSize: 1024, BatchSize: 256, Threads: 1,
+	}})
+	url := hs.URL
+	body := map[string]any{
+		"input_prefix": "def add(a, b):\n    ",
+		"input_suffix": "\n\nprint(add(1, 2))\n",
+		"input_extra":  []map[string]any{{"filename": "util.py", "text": "import os\n"}},
+		"prompt":       "return",
+		"n_predict":    6, "temperature": 0, "return_tokens": true,
+	}
+	var res struct {
+		Content         string `json:"content"`
+		Tokens          []int  `json:"tokens"`
+		TokensEvaluated int    `json:"tokens_evaluated"`
+		TokensPredicted int    `json:"tokens_predicted"`
+		Prompt          string `json:"prompt"`
+	}
+	require.Equal(t, http.StatusOK, xPost(t, url+"/infill", body, &res))
+	assert.Equal(t, 6, res.TokensPredicted)
+	assert.Contains(t, res.Prompt, "<｜fim▁begin｜>def add(a, b):\n    return<｜fim▁hole｜>\n\nprint(add(1, 2))\n<｜fim▁end｜>")
+	assert.Contains(t, res.Prompt, "--- snippet ---\n\nimport os\n")
+
+	// The same tokens sent to /completion give the same answer.
+	m, err := llama.LoadModel(context.Background(), writeTinyCoder(t), llama.ModelOptions{})
+	require.NoError(t, err)
+	defer m.Close()
+	in := &infillInput{Prefix: embdPrompt{{Text: body["input_prefix"].(string)}}, Suffix: embdPrompt{{Text: body["input_suffix"].(string)}},
+		Extra: []infillChunk{{Filename: "util.py", Text: "import os\n"}}, Prompt: "return"}
+	toks, err := infillPrompt(m, in, infillLimits{NBatch: 256, NPredict: -1, NCtx: 1024})
+	require.NoError(t, err)
+	assert.Equal(t, len(toks), res.TokensEvaluated)
+	var plain struct {
+		Content string `json:"content"`
+		Tokens  []int  `json:"tokens"`
+	}
+	require.Equal(t, http.StatusOK, xPost(t, url+"/completion", map[string]any{
+		"prompt": toks, "n_predict": 6, "temperature": 0, "return_tokens": true,
+	}, &plain))
+	assert.Equal(t, plain.Tokens, res.Tokens)
+	assert.Equal(t, plain.Content, res.Content)
+
+	// Streaming ends with a final object like the plain answer.
+	events := xStream(t, url+"/infill", merged(body, map[string]any{"stream": true}))
+	require.NotEmpty(t, events)
+	last := events[len(events)-1]
+	assert.Equal(t, true, last["stop"])
+	streamed := ""
+	for _, e := range events[:len(events)-1] {
+		streamed += e["content"].(string)
+	}
+	assert.Equal(t, res.Content, streamed)
+
+	bad := []struct {
+		name string
+		body map[string]any
+	}{
+		{"no prefix", map[string]any{"input_suffix": "x"}},
+		{"no suffix", map[string]any{"input_prefix": "x"}},
+		{"prompt not a string", map[string]any{"input_prefix": "x", "input_suffix": "y", "prompt": 3}},
+		{"extra not an array", map[string]any{"input_prefix": "x", "input_suffix": "y", "input_extra": "z"}},
+		{"chunk without text", map[string]any{"input_prefix": "x", "input_suffix": "y", "input_extra": []any{map[string]any{"filename": "a"}}}},
+		{"chunk text not a string", map[string]any{"input_prefix": "x", "input_suffix": "y", "input_extra": []any{map[string]any{"text": 1}}}},
+		{"filename not a string", map[string]any{"input_prefix": "x", "input_suffix": "y", "input_extra": []any{map[string]any{"text": "t", "filename": 2}}}},
+		{"chunk not an object", map[string]any{"input_prefix": "x", "input_suffix": "y", "input_extra": []any{"t"}}},
+		{"prefix an object", map[string]any{"input_prefix": map[string]any{}, "input_suffix": "y"}},
+		{"bad token in prefix", map[string]any{"input_prefix": []int{1 << 30}, "input_suffix": "y"}},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			var e errorBody
+			assert.Equal(t, http.StatusBadRequest, xPost(t, url+"/infill", tc.body, &e))
+			assert.Equal(t, errInvalidRequest, e.Error.Type)
+		})
+	}
+}
+
+func TestInfillUnsupported(t *testing.T) {
+	_, hs := newTestServer(t, Options{})
+	var e errorBody
+	require.Equal(t, http.StatusNotImplemented, xPost(t, hs.URL+"/infill", map[string]any{"input_prefix": "a", "input_suffix": "b"}, &e))
+	assert.Equal(t, errNotSupported, e.Error.Type)
+	assert.Contains(t, e.Error.Message, "Infill is not supported by this model: prefix token is missing. suffix token is missing. middle token is missing.")
+}
+
+func merged(a, b map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}

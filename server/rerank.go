@@ -1,0 +1,212 @@
+package server
+
+// Reranking: POST /rerank (Jina's shape, or TEI's when "texts" is given).
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/x/llama"
+)
+
+func init() {
+	for _, p := range []string{"/rerank", "/reranking", "/v1/rerank", "/v1/reranking"} {
+		addRoute("POST "+p, false, handleRerank)
+	}
+}
+
+// rerankRequest is the body of /rerank. Documents (Jina) or Texts (TEI)
+// are scored against Query.
+type rerankRequest struct {
+	Model     string          `json:"model"`
+	Query     json.RawMessage `json:"query"`
+	Documents json.RawMessage `json:"documents"`
+	Texts     json.RawMessage `json:"texts"`
+	TopN      *int            `json:"top_n"`
+	// ReturnText adds each document's text to its result.
+	ReturnText bool `json:"return_text"`
+	// ReturnDocuments is Jina's name for ReturnText.
+	ReturnDocuments bool `json:"return_documents"`
+}
+
+// rerankResult is one scored document in Jina's shape.
+type rerankResult struct {
+	Index          int             `json:"index"`
+	RelevanceScore float64         `json:"relevance_score"`
+	Document       *rerankDocument `json:"document,omitempty"`
+}
+
+type rerankDocument struct {
+	Text string `json:"text"`
+}
+
+// teiRerankResult is one scored text in TEI's shape.
+type teiRerankResult struct {
+	Index int     `json:"index"`
+	Score float64 `json:"score"`
+	Text  *string `json:"text,omitempty"`
+}
+
+// rerankResponse is Jina's response.
+type rerankResponse struct {
+	Model   string         `json:"model"`
+	Object  string         `json:"object"`
+	Usage   oaiEmbdUsage   `json:"usage"`
+	Results []rerankResult `json:"results"`
+}
+
+// rerankPrompt builds the tokens scoring doc against query as llama.cpp's
+// format_prompt_rerank: the model's "rerank" template with {query} and
+// {document} filled in, or BOS query EOS SEP document EOS (each special
+// token only where the vocabulary asks for it; SEP stands in for a missing
+// EOS).
+func rerankPrompt(m *llama.Model, query, doc string) ([]llama.Token, error) {
+	if tmpl, ok := m.ChatTemplate("rerank"); ok && tmpl != "" {
+		p := strings.NewReplacer("{query}", query, "{document}", doc).Replace(tmpl)
+		return m.Tokenize(p, llama.TokenizeOptions{ParseSpecial: true})
+	}
+	q, err := m.Tokenize(query, llama.TokenizeOptions{})
+	if err != nil {
+		return nil, err
+	}
+	d, err := m.Tokenize(doc, llama.TokenizeOptions{})
+	if err != nil {
+		return nil, err
+	}
+	sp := m.SpecialTokens()
+	eos := sp.EOS
+	if eos == llama.NoToken {
+		eos = sp.SEP
+	}
+	var out []llama.Token
+	if sp.AddBOS && sp.BOS != llama.NoToken {
+		out = append(out, sp.BOS)
+	}
+	out = append(out, q...)
+	if sp.AddEOS && eos != llama.NoToken {
+		out = append(out, eos)
+	}
+	if sp.AddSEP && sp.SEP != llama.NoToken {
+		out = append(out, sp.SEP)
+	}
+	out = append(out, d...)
+	if sp.AddEOS && eos != llama.NoToken {
+		out = append(out, eos)
+	}
+	return out, nil
+}
+
+func handleRerank(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req rerankRequest
+		if !decodeJSON(w, r, &req) {
+			return
+		}
+		inst, release, ok := s.instanceFor(w, r, req.Model)
+		if !ok {
+			return
+		}
+		defer release()
+		if !inst.Opts.Engine.Reranking {
+			writeError(w, http.StatusNotImplemented, errNotSupported,
+				"This server does not support reranking. Start it with `--reranking`")
+			return
+		}
+		var query string
+		if len(req.Query) == 0 || string(req.Query) == "null" {
+			writeError(w, http.StatusBadRequest, errInvalidRequest, `"query" must be provided`)
+			return
+		}
+		if err := json.Unmarshal(req.Query, &query); err != nil {
+			writeError(w, http.StatusBadRequest, errInvalidRequest, `"query" must be a string`)
+			return
+		}
+		tei := len(req.Texts) > 0
+		rawDocs := req.Documents
+		if len(rawDocs) == 0 || string(rawDocs) == "null" {
+			rawDocs = req.Texts
+		}
+		var docs []string
+		if len(rawDocs) > 0 {
+			if err := json.Unmarshal(rawDocs, &docs); err != nil {
+				docs = nil
+			}
+		}
+		if len(docs) == 0 {
+			writeError(w, http.StatusBadRequest, errInvalidRequest, `"documents" must be a non-empty string array`)
+			return
+		}
+		topN := len(docs)
+		if req.TopN != nil {
+			topN = min(max(*req.TopN, 0), len(docs))
+		}
+
+		tasks := make([]*Task, len(docs))
+		for i, d := range docs {
+			toks, err := rerankPrompt(inst.Model, query, d)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
+				return
+			}
+			if len(toks) == 0 {
+				writeError(w, http.StatusBadRequest, errInvalidRequest, "Input content cannot be empty")
+				return
+			}
+			if err := checkEncoderInput(len(toks), inst.Opts.Engine); err != nil {
+				writeHTTPError(w, err)
+				return
+			}
+			tasks[i] = &Task{Kind: TaskRerank, Prompt: toks, Params: DefaultSamplingParams(),
+				NKeep: -1, SlotID: -1, Normalize: -1}
+		}
+		events, err := submitAll(r, inst.Engine, tasks)
+		if err != nil {
+			writeTaskError(w, err)
+			return
+		}
+		scores := make([]float64, len(tasks))
+		nTokens := 0
+		for i, ch := range events {
+			ev, err := collectOne(ch)
+			if err != nil {
+				writeTaskError(w, err)
+				return
+			}
+			scores[i] = float64(ev.Score)
+			nTokens += len(tasks[i].Prompt)
+		}
+		order := make([]int, len(docs))
+		for i := range order {
+			order[i] = i
+		}
+		sort.SliceStable(order, func(a, b int) bool { return scores[order[a]] > scores[order[b]] })
+		order = order[:topN]
+
+		withText := req.ReturnText || req.ReturnDocuments
+		if tei {
+			out := make([]teiRerankResult, len(order))
+			for k, i := range order {
+				out[k] = teiRerankResult{Index: i, Score: scores[i]}
+				if withText {
+					out[k].Text = &docs[i]
+				}
+			}
+			writeJSON(w, http.StatusOK, out)
+			return
+		}
+		resp := rerankResponse{Model: req.Model, Object: "list", Results: make([]rerankResult, len(order)),
+			Usage: oaiEmbdUsage{PromptTokens: nTokens, TotalTokens: nTokens}}
+		if resp.Model == "" {
+			resp.Model = inst.Name
+		}
+		for k, i := range order {
+			resp.Results[k] = rerankResult{Index: i, RelevanceScore: scores[i]}
+			if withText {
+				resp.Results[k].Document = &rerankDocument{Text: docs[i]}
+			}
+		}
+		writeJSON(w, http.StatusOK, resp)
+	}
+}
