@@ -65,10 +65,6 @@ func (p *parser) ownerOf(id uint32) string {
 	if !ok {
 		return p.nameOf(id)
 	}
-	end := off
-	for end < len(p.src) && isNameChar(p.src[end]) {
-		end++
-	}
 	for _, n := range p.named {
 		if v, ok := p.symbols[n]; ok && p.origin[v] == off {
 			return n

@@ -10,10 +10,10 @@
 // checks after parsing: every referenced rule is defined, the start rule
 // exists, and no rule is left-recursive.
 //
-// Two inputs make llama.cpp hang or run out of memory rather than fail; the
-// parser rejects them with their own [Kind] so callers can tell: a bounded
-// repetition whose minimum is above its maximum ("x"{5,2}), and a NUL byte
-// (llama.cpp reads the text as a C string).
+// Two inputs get no verdict from llama.cpp; the parser rejects them with
+// their own [Kind] so callers can tell: a bounded repetition whose minimum is
+// above its maximum ("x"{5,2}, on which llama.cpp does not terminate), and a
+// NUL byte (llama.cpp reads the text as a C string and stops there).
 package gbnf
 
 import (
