@@ -1,0 +1,704 @@
+package server
+
+// OpenAI-compatible chat completions, POST /v1/chat/completions (and
+// /chat/completions): messages rendered with the model's chat template,
+// tools constrained by a grammar of the template's tool-call format, the
+// output parsed back into content, reasoning and tool calls, whole or as
+// streamed deltas.
+//
+// prepareChat is reusable by other chat-shaped endpoints: it turns a
+// chatRequest (the conversation in package chat's types plus options) into
+// a Task and the chat.ParseOptions to read its output with.
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/x/llama"
+	"github.com/x/llama/chat"
+)
+
+func init() {
+	addRoute("POST /v1/chat/completions", false, handleChatCompletion)
+	addRoute("POST /chat/completions", false, handleChatCompletion)
+}
+
+// chatRequest is a conversation to complete, in package chat's types.
+type chatRequest struct {
+	Messages []chat.Message
+	Tools    []chat.Tool
+	// ToolChoice is auto (the default), none, required or function.
+	ToolChoice chat.ToolChoice
+	// Parallel allows several tool calls (nil: when the template can).
+	Parallel *bool
+	// AddGenerationPrompt opens the assistant turn (the default).
+	AddGenerationPrompt bool
+	// Extra are template variables (chat_template_kwargs, enable_thinking).
+	Extra map[string]any
+	// Reasoning is the reasoning format ("" for the server's).
+	Reasoning string
+	// Schema is a JSON Schema the answer must follow (response_format).
+	Schema json.RawMessage
+}
+
+// chatPlan is how to run a chat and read its output.
+type chatPlan struct {
+	Prompt string
+	Parse  chat.ParseOptions
+}
+
+// genericToolsPrompt is the instruction llama.cpp adds for models without
+// a tool-call format of their own.
+const genericToolsPrompt = "Respond in JSON format, either with `tool_call` (a request to call tools) or with `response` reply to the user's request"
+
+// prepareChat renders req and sets t's prompt and grammar for it. t holds
+// the generation parameters already parsed (its Params.Grammar, if any,
+// came from the request's grammar or json_schema).
+func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) {
+	if len(req.Messages) == 0 {
+		return nil, badRequest(`"messages" must not be empty`)
+	}
+	plan := &chatPlan{}
+	rf := req.Reasoning
+	if rf == "" {
+		rf = inst.Opts.ReasoningFormat
+	}
+	if rf == "" {
+		rf = "auto"
+	}
+	reasoning, err := chat.ParseReasoningFormat(rf)
+	if err != nil {
+		return nil, badRequest("%v", err)
+	}
+	format := inst.Format
+	msgs := req.Messages
+	useTools := len(req.Tools) > 0 && req.ToolChoice.Mode != "none"
+	var tools []chat.Tool
+	if len(req.Tools) > 0 && req.ToolChoice.Mode != "none" {
+		tools = req.Tools
+	}
+	if useTools {
+		if t.Params.Grammar != "" {
+			return nil, badRequest("cannot use custom grammar constraints with tools")
+		}
+		if len(req.Schema) > 0 {
+			return nil, badRequest("cannot use response_format with tools")
+		}
+		if format == chat.FormatContentOnly {
+			format = chat.FormatGeneric
+		}
+		if format == chat.FormatGeneric {
+			msgs = addSystem(msgs, genericToolsPrompt)
+		}
+		parallel := inst.Template.Caps().SupportsParallelToolCalls
+		if req.Parallel != nil {
+			parallel = *req.Parallel
+		}
+		tg, err := chat.BuildToolGrammar(format, req.Tools, req.ToolChoice, parallel)
+		if err != nil {
+			return nil, badRequest("tools: %v", err)
+		}
+		if tg != nil {
+			if err := checkGrammar(inst.Model, tg.Grammar); err != nil {
+				return nil, &httpError{Status: http.StatusInternalServerError, Type: "server_error", Msg: "tool grammar: " + err.Error()}
+			}
+			t.Params.Grammar = tg.Grammar
+			t.Params.GrammarLazy = tg.Lazy
+			t.Params.PreservedTokens = tg.PreservedTokens
+			for _, tr := range tg.Triggers {
+				t.Params.GrammarTriggers = append(t.Params.GrammarTriggers, grammarTrigger(inst.Model, tr))
+			}
+		}
+	} else if len(req.Schema) > 0 {
+		if t.Params.Grammar != "" {
+			return nil, badRequest("cannot use response_format with grammar or json_schema")
+		}
+		g, err := schemaGrammar(req.Schema)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkGrammar(inst.Model, g); err != nil {
+			return nil, err
+		}
+		t.Params.Grammar = g
+	}
+	prompt, err := inst.renderChat(msgs, tools, req.AddGenerationPrompt, req.Extra)
+	if err != nil {
+		return nil, err
+	}
+	toks, err := inst.tokenizePrompt(prompt)
+	if err != nil {
+		return nil, err
+	}
+	t.Prompt = toks
+	plan.Prompt = prompt
+	trimmed := strings.TrimRight(prompt, " \t\r\n")
+	plan.Parse = chat.ParseOptions{
+		Format:             format,
+		Reasoning:          reasoning,
+		ThinkingForcedOpen: reasoning != chat.ReasoningNone && strings.HasSuffix(trimmed, "<think>"),
+		ParseToolCalls:     useTools,
+		Tools:              req.Tools,
+	}
+	return plan, nil
+}
+
+// addSystem puts text in the system message, adding one if needed.
+func addSystem(msgs []chat.Message, text string) []chat.Message {
+	out := make([]chat.Message, 0, len(msgs)+1)
+	if len(msgs) > 0 && msgs[0].Role == chat.RoleSystem {
+		m := msgs[0]
+		if m.Content != "" {
+			m.Content += "\n\n" + text
+		} else {
+			m.Content = text
+		}
+		if len(m.Parts) > 0 {
+			m.Parts = append(append([]chat.ContentPart(nil), m.Parts...), chat.ContentPart{Type: "text", Text: "\n\n" + text})
+		}
+		return append(append(out, m), msgs[1:]...)
+	}
+	out = append(out, chat.Message{Role: chat.RoleSystem, Content: text})
+	return append(out, msgs...)
+}
+
+// grammarTrigger converts a chat trigger to the engine's.
+func grammarTrigger(m *llama.Model, tr chat.GrammarTrigger) GrammarTrigger {
+	g := GrammarTrigger{Token: llama.NoToken}
+	switch tr.Kind {
+	case chat.TriggerWord:
+		g.Word = tr.Value
+	case chat.TriggerPattern:
+		g.Pattern = tr.Value
+	case chat.TriggerPatternFull:
+		g.Pattern, g.PatternFull = tr.Value, true
+	case chat.TriggerToken:
+		toks, err := m.Tokenize(tr.Value, llama.TokenizeOptions{ParseSpecial: true})
+		if err == nil && len(toks) == 1 {
+			g.Token = toks[0]
+		} else {
+			g.Word = tr.Value
+		}
+	}
+	return g
+}
+
+// wireMessage is an OpenAI chat message as received.
+type wireMessage struct {
+	Role             string          `json:"role"`
+	Content          json.RawMessage `json:"content"`
+	Name             string          `json:"name"`
+	ToolCallID       string          `json:"tool_call_id"`
+	ReasoningContent string          `json:"reasoning_content"`
+	ToolCalls        []wireToolCall  `json:"tool_calls"`
+}
+
+type wireToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+type wireTool struct {
+	Type     string `json:"type"`
+	Function *struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	} `json:"function"`
+}
+
+// toChatMessages converts and checks OpenAI messages.
+func toChatMessages(raw json.RawMessage) ([]chat.Message, error) {
+	if jsonKind(raw) != 'a' {
+		return nil, badRequest(`"messages" must be an array`)
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, badRequest(`"messages": %v`, err)
+	}
+	if len(items) == 0 {
+		return nil, badRequest(`"messages" must not be empty`)
+	}
+	msgs := make([]chat.Message, 0, len(items))
+	for i, it := range items {
+		var wm wireMessage
+		if jsonKind(it) != 'o' {
+			return nil, badRequest("messages[%d] must be an object", i)
+		}
+		if err := json.Unmarshal(it, &wm); err != nil {
+			return nil, badRequest("messages[%d]: %v", i, err)
+		}
+		switch wm.Role {
+		case chat.RoleSystem, chat.RoleDeveloper, chat.RoleUser, chat.RoleAssistant, chat.RoleTool:
+		case "":
+			return nil, badRequest("messages[%d] has no role", i)
+		default:
+			return nil, badRequest("messages[%d] has an unknown role %q (want system, developer, user, assistant or tool)", i, wm.Role)
+		}
+		m := chat.Message{Role: wm.Role, Name: wm.Name, ToolCallID: wm.ToolCallID, ReasoningContent: wm.ReasoningContent}
+		hasContent := len(wm.Content) > 0
+		switch jsonKind(wm.Content) {
+		case 0:
+		case 's':
+			_ = json.Unmarshal(wm.Content, &m.Content)
+		case 'a':
+			var parts []struct {
+				Type string  `json:"type"`
+				Text *string `json:"text"`
+			}
+			if err := json.Unmarshal(wm.Content, &parts); err != nil {
+				return nil, badRequest("messages[%d].content: parts must be objects with type and text", i)
+			}
+			for j, p := range parts {
+				if p.Type != "text" {
+					return nil, badRequest("messages[%d].content[%d]: unsupported content type %q (only text)", i, j, p.Type)
+				}
+				if p.Text == nil {
+					return nil, badRequest("messages[%d].content[%d]: text part without text", i, j)
+				}
+				m.Parts = append(m.Parts, chat.ContentPart{Type: "text", Text: *p.Text})
+				m.Content += *p.Text
+			}
+		default:
+			return nil, badRequest("messages[%d].content must be a string or an array of parts", i)
+		}
+		for j, tc := range wm.ToolCalls {
+			if tc.Function.Name == "" {
+				return nil, badRequest("messages[%d].tool_calls[%d] has no function name", i, j)
+			}
+			args := string(tc.Function.Arguments)
+			if jsonKind(tc.Function.Arguments) == 's' {
+				_ = json.Unmarshal(tc.Function.Arguments, &args)
+			} else if args == "" || args == "null" {
+				args = "{}"
+			}
+			m.ToolCalls = append(m.ToolCalls, chat.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
+		}
+		if wm.Role == chat.RoleAssistant {
+			if !hasContent && len(m.ToolCalls) == 0 {
+				return nil, badRequest("messages[%d]: an assistant message needs content or tool_calls", i)
+			}
+		} else if !hasContent {
+			return nil, badRequest("messages[%d]: a %s message needs content", i, wm.Role)
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, nil
+}
+
+// parseTools reads tools and tool_choice.
+func parseTools(f reqFields, req *chatRequest) error {
+	if f.has("tools") {
+		var tools []wireTool
+		if err := f.decode("tools", &tools, "an array of function tools"); err != nil {
+			return err
+		}
+		for i, t := range tools {
+			if t.Type != "function" || t.Function == nil || t.Function.Name == "" {
+				return badRequest(`tools[%d] must be {"type": "function", "function": {"name": ...}}`, i)
+			}
+			params := t.Function.Parameters
+			if len(params) > 0 && jsonKind(params) != 'o' {
+				return badRequest("tools[%d].function.parameters must be a JSON Schema object", i)
+			}
+			req.Tools = append(req.Tools, chat.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: params})
+		}
+	}
+	req.ToolChoice = chat.ToolChoice{Mode: "auto"}
+	switch f.kind("tool_choice") {
+	case 0:
+	case 's':
+		var s string
+		_ = f.str("tool_choice", &s)
+		switch s {
+		case "auto", "none", "required":
+			req.ToolChoice.Mode = s
+		default:
+			return badRequest(`"tool_choice" must be "auto", "none", "required" or a function`)
+		}
+	case 'o':
+		var tc struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if err := f.decode("tool_choice", &tc, `"auto", "none", "required" or {"type": "function", "function": {"name": ...}}`); err != nil {
+			return err
+		}
+		if tc.Function.Name == "" {
+			return badRequest(`"tool_choice" must name a function`)
+		}
+		req.ToolChoice = chat.ToolChoice{Mode: "function", Function: tc.Function.Name}
+	default:
+		return badRequest(`"tool_choice" must be a string or an object`)
+	}
+	if req.ToolChoice.Mode != "auto" && req.ToolChoice.Mode != "none" && len(req.Tools) == 0 {
+		return badRequest(`"tool_choice" %q needs "tools"`, req.ToolChoice.Mode)
+	}
+	if f.has("parallel_tool_calls") {
+		var p bool
+		if err := f.bool("parallel_tool_calls", &p); err != nil {
+			return err
+		}
+		req.Parallel = &p
+	}
+	return nil
+}
+
+// parseResponseFormat reads response_format into a JSON Schema.
+func parseResponseFormat(f reqFields, req *chatRequest) error {
+	if !f.has("response_format") {
+		return nil
+	}
+	var rf struct {
+		Type       string          `json:"type"`
+		Schema     json.RawMessage `json:"schema"`
+		JSONSchema *struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	}
+	if err := f.decode("response_format", &rf, `an object like {"type": "json_schema", "json_schema": {"schema": ...}}`); err != nil {
+		return err
+	}
+	switch rf.Type {
+	case "", "text":
+	case "json_object":
+		req.Schema = rf.Schema
+		if len(req.Schema) == 0 || isNull(req.Schema) {
+			req.Schema = json.RawMessage(`{}`)
+		}
+	case "json_schema":
+		if rf.JSONSchema == nil || len(rf.JSONSchema.Schema) == 0 || isNull(rf.JSONSchema.Schema) {
+			req.Schema = json.RawMessage(`{}`)
+		} else {
+			req.Schema = rf.JSONSchema.Schema
+		}
+	default:
+		return badRequest(`response_format type must be "text", "json_object" or "json_schema", got %q`, rf.Type)
+	}
+	if len(req.Schema) > 0 && jsonKind(req.Schema) != 'o' && jsonKind(req.Schema) != 'b' {
+		return badRequest("response_format schema must be a JSON Schema object")
+	}
+	return nil
+}
+
+// chatOptions are the OpenAI chat settings beyond generation.
+type chatOptions struct {
+	Model        string
+	IncludeUsage bool
+	Logprobs     bool
+}
+
+// parseChatRequest reads a chat completion body into a task and a plan.
+func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chatOptions, error) {
+	var co chatOptions
+	if !f.has("messages") {
+		return nil, nil, co, badRequest(`"messages" is required`)
+	}
+	if err := unsupported(f); err != nil {
+		return nil, nil, co, err
+	}
+	msgs, err := toChatMessages(f["messages"])
+	if err != nil {
+		return nil, nil, co, err
+	}
+	req := &chatRequest{Messages: msgs, AddGenerationPrompt: true}
+	if err := parseTools(f, req); err != nil {
+		return nil, nil, co, err
+	}
+	if err := parseResponseFormat(f, req); err != nil {
+		return nil, nil, co, err
+	}
+	if err := f.bool("add_generation_prompt", &req.AddGenerationPrompt); err != nil {
+		return nil, nil, co, err
+	}
+	if err := f.str("reasoning_format", &req.Reasoning); err != nil {
+		return nil, nil, co, err
+	}
+	if f.has("chat_template_kwargs") {
+		if err := f.decode("chat_template_kwargs", &req.Extra, "an object"); err != nil {
+			return nil, nil, co, err
+		}
+	}
+	if v, ok := req.Extra["enable_thinking"]; ok {
+		if _, isBool := v.(bool); !isBool {
+			return nil, nil, co, badRequest(`invalid type for "enable_thinking" (expected boolean)`)
+		}
+	}
+	if f.has("reasoning_effort") {
+		var effort string
+		if err := f.str("reasoning_effort", &effort); err != nil {
+			return nil, nil, co, err
+		}
+		if req.Extra == nil {
+			req.Extra = map[string]any{}
+		}
+		if effort == "none" {
+			req.Extra["enable_thinking"] = false
+		} else if effort != "" {
+			req.Extra["reasoning_effort"] = effort
+		}
+	}
+	t, opt, err := parseGeneration(f, inst, inst.Opts.NPredict)
+	if err != nil {
+		return nil, nil, co, err
+	}
+	if f.has("max_completion_tokens") && !f.has("n_predict") {
+		if err := f.int("max_completion_tokens", &t.NPredict, -1, maxNPredict); err != nil {
+			return nil, nil, co, err
+		}
+	}
+	if err := f.bool("logprobs", &co.Logprobs); err != nil {
+		return nil, nil, co, err
+	}
+	if co.Logprobs {
+		t.Params.NProbs = 20
+		if f.has("top_logprobs") {
+			if err := f.int("top_logprobs", &t.Params.NProbs, 0, 20); err != nil {
+				return nil, nil, co, err
+			}
+		}
+	} else if f.has("top_logprobs") {
+		return nil, nil, co, badRequest(`"top_logprobs" requires "logprobs": true`)
+	}
+	if f.has("stream_options") {
+		var so struct {
+			IncludeUsage bool `json:"include_usage"`
+		}
+		if err := f.decode("stream_options", &so, `an object like {"include_usage": true}`); err != nil {
+			return nil, nil, co, err
+		}
+		co.IncludeUsage = so.IncludeUsage
+	}
+	plan, err := inst.prepareChat(req, t)
+	if err != nil {
+		return nil, nil, co, err
+	}
+	opt.Settings = generationSettings(t, opt, inst)
+	co.Model = responseModel(f, inst)
+	g := &genRequest{inst: inst, prompts: [][]llama.Token{t.Prompt}, task: t, opt: opt}
+	return g, plan, co, nil
+}
+
+// Wire types of chat completion responses.
+type (
+	oaiChatCompletion struct {
+		ID                string          `json:"id"`
+		Object            string          `json:"object"`
+		Created           int64           `json:"created"`
+		Model             string          `json:"model"`
+		SystemFingerprint string          `json:"system_fingerprint"`
+		Choices           []oaiChatChoice `json:"choices"`
+		Usage             *oaiUsage       `json:"usage,omitempty"`
+		Timings           *Timings        `json:"timings,omitempty"`
+	}
+	oaiChatChoice struct {
+		Index        int             `json:"index"`
+		Message      *oaiChatMessage `json:"message,omitempty"`
+		Delta        *oaiChatMessage `json:"delta,omitempty"`
+		Logprobs     *oaiLogprobs    `json:"logprobs,omitempty"`
+		FinishReason *string         `json:"finish_reason"`
+	}
+	// oaiChatMessage is an assistant message or a streamed delta of one.
+	oaiChatMessage struct {
+		Role             string        `json:"role,omitempty"`
+		Content          *string       `json:"content,omitempty"`
+		ReasoningContent string        `json:"reasoning_content,omitempty"`
+		ToolCalls        []oaiToolCall `json:"tool_calls,omitempty"`
+	}
+	oaiToolCall struct {
+		Index    *int            `json:"index,omitempty"`
+		ID       string          `json:"id,omitempty"`
+		Type     string          `json:"type,omitempty"`
+		Function oaiToolFunction `json:"function"`
+	}
+	oaiToolFunction struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	}
+)
+
+// nullableContent is OpenAI's content: "" becomes null when the message
+// carries tool calls.
+func nullableContent(s string, toolCalls bool) *string {
+	if s == "" && toolCalls {
+		return nil
+	}
+	return &s
+}
+
+func handleChatCompletion(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var f reqFields
+		if !decodeJSON(w, r, &f) {
+			return
+		}
+		model, ok := readModel(w, f)
+		if !ok {
+			return
+		}
+		inst, release, ok := s.instanceFor(w, r, model)
+		if !ok {
+			return
+		}
+		defer release()
+		g, plan, co, err := parseChatRequest(f, inst)
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		events, err := s.runTask(ctx, inst, g.task)
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		base := oaiChatCompletion{
+			ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: co.Model,
+			SystemFingerprint: systemFingerprint,
+		}
+		if g.opt.Stream {
+			streamChat(ctx, w, g, plan, co, events, base)
+			return
+		}
+		res, err := collect(ctx, inst.Model, events)
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		msg, _ := chat.Parse(res.Text, plan.Parse)
+		resp := base
+		resp.Object = "chat.completion"
+		out := &oaiChatMessage{Role: chat.RoleAssistant, ReasoningContent: msg.ReasoningContent}
+		for _, tc := range msg.ToolCalls {
+			id := tc.ID
+			if id == "" {
+				id = newID("call_")
+			}
+			out.ToolCalls = append(out.ToolCalls, oaiToolCall{ID: id, Type: "function", Function: oaiToolFunction{Name: tc.Name, Arguments: tc.Arguments}})
+		}
+		out.Content = nullableContent(msg.Content, len(out.ToolCalls) > 0)
+		fr := finishReason(res.Final.Stop, len(out.ToolCalls) > 0)
+		choice := oaiChatChoice{Index: 0, Message: out, FinishReason: &fr}
+		if co.Logprobs {
+			choice.Logprobs = &oaiLogprobs{Content: probsJSON(inst.Model, res.Steps, g.opt.PostSamplingProbs)}
+		}
+		resp.Choices = []oaiChatChoice{choice}
+		var u oaiUsage
+		u.add(res.Final)
+		tm := res.Final.Timings
+		resp.Usage, resp.Timings = &u, &tm
+		writeJSON(w, http.StatusOK, resp)
+	}
+}
+
+// streamChat sends chat.completion.chunk events: the assistant role, the
+// parsed deltas, a last chunk with the finish reason, optionally the usage
+// (with empty choices), then [DONE].
+func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOptions, events <-chan Event, base oaiChatCompletion) {
+	sse := sseStart(w)
+	base.Object = "chat.completion.chunk"
+	send := func(c oaiChatChoice, tm *Timings) bool {
+		chunk := base
+		chunk.Choices = []oaiChatChoice{c}
+		chunk.Timings = tm
+		return sse.data(chunk) == nil
+	}
+	if !send(oaiChatChoice{Delta: &oaiChatMessage{Role: chat.RoleAssistant}}, nil) {
+		return
+	}
+	parser := chat.NewParser(plan.Parse)
+	ids := map[int]string{}
+	var pending []step
+	anyCalls := false
+	emit := func(d chat.Delta, tm *Timings) bool {
+		if d.Empty() && len(pending) == 0 {
+			return true
+		}
+		m := &oaiChatMessage{ReasoningContent: d.ReasoningContent}
+		if d.Content != "" {
+			c := d.Content
+			m.Content = &c
+		}
+		for _, tc := range d.ToolCalls {
+			anyCalls = true
+			idx := tc.Index
+			call := oaiToolCall{Index: &idx, Function: oaiToolFunction{Name: tc.Name, Arguments: tc.ArgumentsDelta}}
+			if _, seen := ids[idx]; !seen {
+				id := tc.ID
+				if id == "" {
+					id = newID("call_")
+				}
+				ids[idx] = id
+				call.ID, call.Type = id, "function"
+			}
+			m.ToolCalls = append(m.ToolCalls, call)
+		}
+		c := oaiChatChoice{Delta: m}
+		if co.Logprobs && len(pending) > 0 {
+			c.Logprobs = &oaiLogprobs{Content: probsJSON(g.inst.Model, pending, g.opt.PostSamplingProbs)}
+			pending = nil
+		}
+		return send(c, tm)
+	}
+	for ev := range events {
+		if ev.Err != nil {
+			sse.sendError(ev.Err)
+			return
+		}
+		if ev.Done {
+			d, _ := parser.Finish()
+			if !emit(d, nil) {
+				return
+			}
+			fr := finishReason(ev.Stop, anyCalls)
+			tm := ev.Timings
+			if !co.IncludeUsage {
+				if !send(oaiChatChoice{Delta: &oaiChatMessage{}, FinishReason: &fr}, &tm) {
+					return
+				}
+			} else {
+				if !send(oaiChatChoice{Delta: &oaiChatMessage{}, FinishReason: &fr}, nil) {
+					return
+				}
+				var u oaiUsage
+				u.add(ev)
+				chunk := base
+				chunk.Choices = []oaiChatChoice{}
+				chunk.Usage, chunk.Timings = &u, &tm
+				if sse.data(chunk) != nil {
+					return
+				}
+			}
+			_ = sse.data("[DONE]")
+			return
+		}
+		if co.Logprobs {
+			pending = append(pending, step{Token: ev.Token, Text: ev.Text, Sampled: ev.Sampled, Probs: ev.Probs})
+		}
+		if ev.Text == "" {
+			continue
+		}
+		d, _ := parser.Push(ev.Text)
+		var tm *Timings
+		if g.opt.TimingsPerToken {
+			t := ev.Timings
+			tm = &t
+		}
+		if d.Empty() {
+			continue
+		}
+		if !emit(d, tm) {
+			return
+		}
+	}
+}

@@ -1,0 +1,164 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The official OpenAI Go client, unchanged, against the server.
+func TestOpenAIClient(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	client := openai.NewClient(option.WithBaseURL(ts.URL+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	t.Run("chat", func(t *testing.T) {
+		resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:       "stories",
+			Messages:    []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("You tell stories."), openai.UserMessage("Tell me a story.")},
+			Temperature: openai.Float(0),
+			MaxTokens:   openai.Int(16),
+		})
+		require.NoError(t, err)
+		require.Len(t, resp.Choices, 1)
+		assert.Equal(t, "stories", resp.Model)
+		assert.Equal(t, "chat.completion", string(resp.Object))
+		assert.NotEmpty(t, resp.Choices[0].Message.Content)
+		assert.Equal(t, "length", resp.Choices[0].FinishReason)
+		assert.Equal(t, int64(16), resp.Usage.CompletionTokens)
+		assert.Greater(t, resp.Usage.PromptTokens, int64(5))
+		assert.Equal(t, resp.Usage.PromptTokens+16, resp.Usage.TotalTokens)
+	})
+
+	t.Run("chat stream", func(t *testing.T) {
+		params := openai.ChatCompletionNewParams{
+			Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me a story.")},
+			Temperature:   openai.Float(0),
+			MaxTokens:     openai.Int(16),
+			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+		}
+		stream := client.Chat.Completions.NewStreaming(ctx, params)
+		var acc openai.ChatCompletionAccumulator
+		chunks := 0
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+			chunks++
+		}
+		require.NoError(t, stream.Err())
+		assert.Greater(t, chunks, 3)
+		require.Len(t, acc.Choices, 1)
+		assert.Equal(t, "length", acc.Choices[0].FinishReason)
+		assert.Equal(t, int64(16), acc.Usage.CompletionTokens)
+		// The same request without streaming gives the same text.
+		params.StreamOptions = openai.ChatCompletionStreamOptionsParam{}
+		whole, err := client.Chat.Completions.New(ctx, params)
+		require.NoError(t, err)
+		assert.Equal(t, whole.Choices[0].Message.Content, acc.Choices[0].Message.Content)
+	})
+
+	t.Run("completions", func(t *testing.T) {
+		resp, err := client.Completions.New(ctx, openai.CompletionNewParams{
+			Model:       "stories",
+			Prompt:      openai.CompletionNewParamsPromptUnion{OfString: openai.String("Once upon a time")},
+			Temperature: openai.Float(0),
+			MaxTokens:   openai.Int(32),
+		})
+		require.NoError(t, err)
+		require.Len(t, resp.Choices, 1)
+		assert.True(t, strings.HasPrefix(resp.Choices[0].Text, ", there was a little girl named Lily"), resp.Choices[0].Text)
+		assert.Equal(t, openai.CompletionChoiceFinishReasonLength, resp.Choices[0].FinishReason)
+		assert.Equal(t, int64(32), resp.Usage.CompletionTokens)
+
+		stream := client.Completions.NewStreaming(ctx, openai.CompletionNewParams{
+			Model:       "stories",
+			Prompt:      openai.CompletionNewParamsPromptUnion{OfString: openai.String("Once upon a time")},
+			Temperature: openai.Float(0),
+			MaxTokens:   openai.Int(32),
+		})
+		var text strings.Builder
+		for stream.Next() {
+			for _, c := range stream.Current().Choices {
+				text.WriteString(c.Text)
+			}
+		}
+		require.NoError(t, stream.Err())
+		assert.Equal(t, resp.Choices[0].Text, text.String())
+	})
+
+	weather := map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"city": map[string]any{"type": "string", "enum": []string{"Paris", "London", "Tokyo"}},
+			"days": map[string]any{"type": "integer", "minimum": 1, "maximum": 7},
+		},
+		"required":             []string{"city", "days"},
+		"additionalProperties": false,
+	}
+
+	t.Run("tool call", func(t *testing.T) {
+		resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather in Paris?")},
+			Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+				Name: "get_weather", Description: openai.String("Weather forecast"), Parameters: weather,
+			})},
+			ToolChoice:  openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")},
+			Temperature: openai.Float(0),
+			MaxTokens:   openai.Int(200),
+		})
+		require.NoError(t, err)
+		require.Len(t, resp.Choices, 1)
+		c := resp.Choices[0]
+		assert.Equal(t, "tool_calls", c.FinishReason)
+		require.Len(t, c.Message.ToolCalls, 1)
+		call := c.Message.ToolCalls[0]
+		assert.Equal(t, "get_weather", call.Function.Name)
+		assert.NotEmpty(t, call.ID)
+		var args struct {
+			City string `json:"city"`
+			Days int    `json:"days"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(call.Function.Arguments), &args), call.Function.Arguments)
+		assert.Contains(t, []string{"Paris", "London", "Tokyo"}, args.City)
+		assert.True(t, args.Days >= 1 && args.Days <= 7, "days %d", args.Days)
+	})
+
+	t.Run("response_format json_schema", func(t *testing.T) {
+		schema := map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"name": map[string]any{"type": "string", "maxLength": 12},
+				"age":  map[string]any{"type": "integer", "minimum": 0, "maximum": 120},
+			},
+			"required":             []string{"name", "age"},
+			"additionalProperties": false,
+		}
+		resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Describe a person.")},
+			ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+				JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "person", Schema: schema},
+			}},
+			Temperature: openai.Float(0),
+			MaxTokens:   openai.Int(200),
+		})
+		require.NoError(t, err)
+		c := resp.Choices[0]
+		assert.Equal(t, "stop", c.FinishReason)
+		var person struct {
+			Name *string `json:"name"`
+			Age  *int    `json:"age"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(c.Message.Content), &person), c.Message.Content)
+		require.NotNil(t, person.Name)
+		require.NotNil(t, person.Age)
+		assert.LessOrEqual(t, len([]rune(*person.Name)), 12)
+	})
+}

@@ -1,0 +1,267 @@
+package server
+
+// OpenAI-compatible text completions, POST /v1/completions, and the wire
+// types shared with chat completions.
+
+import (
+	"context"
+	"crypto/rand"
+	"net/http"
+	"time"
+
+	"github.com/x/llama"
+)
+
+func init() {
+	addRoute("POST /v1/completions", false, handleOAICompletion)
+}
+
+// systemFingerprint identifies the server build in OpenAI responses.
+const systemFingerprint = "llama-go"
+
+// oaiUsage is OpenAI's token usage.
+type oaiUsage struct {
+	PromptTokens        int                `json:"prompt_tokens"`
+	CompletionTokens    int                `json:"completion_tokens"`
+	TotalTokens         int                `json:"total_tokens"`
+	PromptTokensDetails oaiPromptTokDetail `json:"prompt_tokens_details"`
+}
+
+type oaiPromptTokDetail struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+func (u *oaiUsage) add(ev Event) {
+	u.PromptTokens += ev.PromptTokens
+	u.CompletionTokens += ev.Generated
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	u.PromptTokensDetails.CachedTokens += ev.CachedTokens
+}
+
+// oaiLogprobs is the logprobs object of a choice: llama.cpp's probability
+// entries under "content" (OpenAI's chat shape).
+type oaiLogprobs struct {
+	Content []probJSON `json:"content"`
+}
+
+// oaiCompletion is a /v1/completions response or stream chunk.
+type oaiCompletion struct {
+	ID                string                `json:"id"`
+	Object            string                `json:"object"`
+	Created           int64                 `json:"created"`
+	Model             string                `json:"model"`
+	SystemFingerprint string                `json:"system_fingerprint"`
+	Choices           []oaiCompletionChoice `json:"choices"`
+	Usage             *oaiUsage             `json:"usage,omitempty"`
+	Timings           *Timings              `json:"timings,omitempty"`
+}
+
+type oaiCompletionChoice struct {
+	Text         string       `json:"text"`
+	Index        int          `json:"index"`
+	Logprobs     *oaiLogprobs `json:"logprobs"`
+	FinishReason *string      `json:"finish_reason"`
+}
+
+// newID returns prefix followed by 32 random letters and digits.
+func newID(prefix string) string {
+	const chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = chars[int(b[i])%len(chars)]
+	}
+	return prefix + string(b)
+}
+
+// finishReason maps a stop reason to OpenAI's.
+func finishReason(r StopReason, toolCalls bool) string {
+	switch r {
+	case StopEOS, StopWord:
+		if toolCalls {
+			return "tool_calls"
+		}
+		return "stop"
+	}
+	return "length"
+}
+
+// responseModel is the model name echoed in OpenAI responses: the
+// request's, or the instance's.
+func responseModel(f reqFields, inst *instance) string {
+	var m string
+	_ = f.str("model", &m)
+	if m == "" {
+		m = inst.Name
+	}
+	return m
+}
+
+// unsupported rejects fields the server cannot honour.
+func unsupported(f reqFields) error {
+	for _, k := range []string{"best_of", "suffix"} {
+		if f.has(k) {
+			return badRequest("unsupported parameter: %s", k)
+		}
+	}
+	if f.has("n") {
+		n, err := f.integer("n")
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return badRequest(`only one completion choice is allowed ("n" must be 1)`)
+		}
+	}
+	return nil
+}
+
+func handleOAICompletion(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var f reqFields
+		if !decodeJSON(w, r, &f) {
+			return
+		}
+		model, ok := readModel(w, f)
+		if !ok {
+			return
+		}
+		inst, release, ok := s.instanceFor(w, r, model)
+		if !ok {
+			return
+		}
+		defer release()
+		g, err := parseOAICompletion(f, inst)
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		chans, err := s.startTasks(ctx, inst, g.tasks())
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		base := oaiCompletion{
+			ID: newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(),
+			Model: responseModel(f, inst), SystemFingerprint: systemFingerprint,
+		}
+		nProbs := g.task.Params.NProbs
+		if g.opt.Stream {
+			streamOAICompletion(ctx, w, g, chans, base)
+			return
+		}
+		resp := base
+		var usage oaiUsage
+		for i, ch := range chans {
+			res, err := collect(ctx, inst.Model, ch)
+			if err != nil {
+				writeHTTPError(w, err)
+				return
+			}
+			fr := finishReason(res.Final.Stop, false)
+			c := oaiCompletionChoice{Text: res.Text, Index: i, FinishReason: &fr}
+			if nProbs > 0 {
+				c.Logprobs = &oaiLogprobs{Content: probsJSON(inst.Model, res.Steps, g.opt.PostSamplingProbs)}
+			}
+			resp.Choices = append(resp.Choices, c)
+			usage.add(res.Final)
+			if i == len(chans)-1 {
+				tm := res.Final.Timings
+				resp.Timings = &tm
+			}
+		}
+		resp.Usage = &usage
+		writeJSON(w, http.StatusOK, resp)
+	}
+}
+
+// parseOAICompletion reads a /v1/completions body.
+func parseOAICompletion(f reqFields, inst *instance) (*genRequest, error) {
+	if !f.has("prompt") {
+		return nil, badRequest(`"prompt" is required`)
+	}
+	if err := unsupported(f); err != nil {
+		return nil, err
+	}
+	var echo bool
+	if err := f.bool("echo", &echo); err != nil {
+		return nil, err
+	}
+	if echo {
+		return nil, badRequest(`only "echo": false is supported`)
+	}
+	t, opt, err := parseGeneration(f, inst, inst.Opts.NPredict)
+	if err != nil {
+		return nil, err
+	}
+	// OpenAI's logprobs is the number of top tokens to return.
+	if f.has("logprobs") && !f.has("n_probs") {
+		var n int
+		if err := f.int("logprobs", &n, 0, 20); err != nil {
+			return nil, err
+		}
+		t.Params.NProbs = n
+	}
+	prompts, err := parsePrompts(f["prompt"], "prompt", inst)
+	if err != nil {
+		return nil, err
+	}
+	return &genRequest{inst: inst, prompts: prompts, task: t, opt: opt}, nil
+}
+
+// streamOAICompletion sends text_completion chunks, a last chunk per
+// prompt with its finish reason, usage and timings, then [DONE].
+func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genRequest, chans []<-chan Event, base oaiCompletion) {
+	sse := sseStart(w)
+	nProbs := g.task.Params.NProbs
+	pending := make([][]step, len(chans))
+	for ev := range merge(ctx, chans) {
+		if ev.Err != nil {
+			sse.sendError(ev.Err)
+			return
+		}
+		chunk := base
+		if ev.Done {
+			fr := finishReason(ev.Stop, false)
+			var u oaiUsage
+			u.add(ev.Event)
+			tm := ev.Timings
+			chunk.Choices = []oaiCompletionChoice{{Index: ev.Index, FinishReason: &fr}}
+			chunk.Usage, chunk.Timings = &u, &tm
+			if sse.data(chunk) != nil {
+				return
+			}
+			continue
+		}
+		if nProbs > 0 {
+			pending[ev.Index] = append(pending[ev.Index], step{Token: ev.Token, Text: ev.Text, Sampled: ev.Sampled, Probs: ev.Probs})
+		}
+		if ev.Text == "" {
+			continue
+		}
+		c := oaiCompletionChoice{Text: ev.Text, Index: ev.Index}
+		if nProbs > 0 {
+			c.Logprobs = &oaiLogprobs{Content: probsJSON(g.inst.Model, pending[ev.Index], g.opt.PostSamplingProbs)}
+			pending[ev.Index] = nil
+		}
+		if g.opt.TimingsPerToken {
+			tm := ev.Timings
+			chunk.Timings = &tm
+		}
+		chunk.Choices = []oaiCompletionChoice{c}
+		if sse.data(chunk) != nil {
+			return
+		}
+	}
+	if ctx.Err() == nil {
+		_ = sse.data("[DONE]")
+	}
+}
+
+// tokenText is a token's piece (special tokens as their text).
+func tokenText(m *llama.Model, t llama.Token) string {
+	s, _ := m.TokenPiece(t, true)
+	return s
+}
