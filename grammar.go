@@ -2,6 +2,7 @@ package llama
 
 import (
 	"fmt"
+	"strings"
 	"unsafe"
 
 	"github.com/x/llama/internal/capi"
@@ -33,14 +34,16 @@ func (g *Grammar) LazySampler(patterns []string, tokens []Token) Sampler {
 	return LazyGrammarSampler(g.source, g.root, patterns, tokens)
 }
 
-// GrammarSampler is Grammar.Sampler for grammar text; llama.cpp parses it
-// when the chain is built and a malformed grammar is an error then.
+// GrammarSampler is Grammar.Sampler for grammar text. The text is checked
+// by ParseGrammar when the chain is built (a malformed grammar is an error
+// with its line and column, and the inputs llama.cpp cannot handle never
+// reach it); empty text means no constraint.
 func GrammarSampler(source, root string) Sampler {
 	if root == "" {
 		root = "root"
 	}
 	return samplerFunc{"grammar", func(m *Model) (capi.Sampler, error) {
-		if err := checkGrammarText(source); err != nil {
+		if err := checkGrammarText(source, root); err != nil {
 			return 0, err
 		}
 		s := capi.SamplerInitGrammar(m.vocab, source, root)
@@ -57,7 +60,7 @@ func LazyGrammarSampler(source, root string, patterns []string, tokens []Token) 
 		root = "root"
 	}
 	return samplerFunc{"grammar-lazy", func(m *Model) (capi.Sampler, error) {
-		if err := checkGrammarText(source); err != nil {
+		if err := checkGrammarText(source, root); err != nil {
 			return 0, err
 		}
 		for _, t := range tokens {
@@ -88,21 +91,20 @@ func LazyGrammarSampler(source, root string, patterns []string, tokens []Token) 
 	}}
 }
 
-// checkGrammarText refuses text llama.cpp's C strings cannot carry.
-func checkGrammarText(s string) error {
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			return errorf(CodeGrammar, "grammar", "NUL byte at offset %d", i)
-		}
+// checkGrammarText parses grammar text in Go before llama.cpp sees it.
+func checkGrammarText(s, root string) error {
+	if s == "" {
+		return nil
 	}
-	return nil
+	_, err := ParseGrammar(s, root)
+	return err
 }
 
 // checkPattern refuses trigger patterns that std::regex may not handle:
 // Go's RE2 syntax is the common subset we accept.
 func checkPattern(p string) error {
-	if err := checkGrammarText(p); err != nil {
-		return err
+	if strings.IndexByte(p, 0) >= 0 {
+		return errorf(CodeInvalid, "grammar", "trigger pattern has a NUL byte")
 	}
 	if _, err := regexpCompile(p); err != nil {
 		return errorf(CodeInvalid, "grammar", "trigger pattern %q: %v", p, err)
