@@ -1,0 +1,98 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Bad requests get a 4xx JSON error naming the problem; the server keeps
+// serving afterwards.
+func TestCompletionBadRequests(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	long := strings.Repeat("hello world ", 400)
+	msgs := []any{map[string]any{"role": "user", "content": "hi"}}
+	cases := []struct {
+		name, path string
+		body       any
+		status     int
+		errType    string
+		contains   string
+	}{
+		{"malformed JSON", "/completion", `{"prompt": "x",`, 400, "invalid_request_error", "JSON"},
+		{"not an object", "/completion", `[1, 2]`, 400, "invalid_request_error", ""},
+		{"no prompt", "/completion", map[string]any{"n_predict": 1}, 400, "invalid_request_error", "prompt"},
+		{"prompt wrong type", "/completion", map[string]any{"prompt": true}, 400, "invalid_request_error", "prompt"},
+		{"temperature wrong type", "/completion", map[string]any{"prompt": "x", "temperature": "hot"}, 400, "invalid_request_error", "temperature"},
+		{"n_predict wrong type", "/completion", map[string]any{"prompt": "x", "n_predict": "ten"}, 400, "invalid_request_error", "n_predict"},
+		{"n_predict fraction", "/completion", map[string]any{"prompt": "x", "n_predict": 1.5}, 400, "invalid_request_error", "n_predict"},
+		{"negative n_predict", "/completion", map[string]any{"prompt": "x", "n_predict": -5}, 400, "invalid_request_error", "n_predict"},
+		{"huge n_predict", "/completion", map[string]any{"prompt": "x", "n_predict": 1e12}, 400, "invalid_request_error", "n_predict"},
+		{"huger n_predict", "/completion", `{"prompt": "x", "n_predict": 123456789012345678901234567890}`, 400, "invalid_request_error", "n_predict"},
+		{"stop wrong type", "/completion", map[string]any{"prompt": "x", "stop": 5}, 400, "invalid_request_error", "stop"},
+		{"seed out of range", "/completion", map[string]any{"prompt": "x", "seed": -7}, 400, "invalid_request_error", "seed"},
+		{"mirostat out of range", "/completion", map[string]any{"prompt": "x", "mirostat": 3}, 400, "invalid_request_error", "mirostat"},
+		{"unknown sampler", "/completion", map[string]any{"prompt": "x", "samplers": []string{"top_k", "magic"}}, 400, "invalid_request_error", "magic"},
+		{"logit_bias token out of range", "/completion", map[string]any{"prompt": "x", "logit_bias": [][]any{{999999, 1}}}, 400, "invalid_request_error", "999999"},
+		{"logit_bias bad bias", "/completion", map[string]any{"prompt": "x", "logit_bias": map[string]any{"12": "x"}}, 400, "invalid_request_error", "logit_bias"},
+		{"lora id out of range", "/completion", map[string]any{"prompt": "x", "lora": []any{map[string]any{"id": 3, "scale": 1}}}, 400, "invalid_request_error", "lora"},
+		{"token id out of range", "/completion", map[string]any{"prompt": []any{1, 999999}}, 400, "invalid_request_error", "999999"},
+		{"negative token id", "/completion", map[string]any{"prompt": []any{"Once", -5}}, 400, "invalid_request_error", "-5"},
+		{"token id in prompt list", "/completion", map[string]any{"prompt": []any{"ok", []any{1, 1 << 40}}}, 400, "invalid_request_error", "prompt[1]"},
+		{"empty prompt list", "/completion", map[string]any{"prompt": []any{}}, 400, "invalid_request_error", "prompt"},
+		{"prompt longer than context", "/completion", map[string]any{"prompt": long}, 400, "exceed_context_size_error", "context size"},
+		{"invalid grammar", "/completion", map[string]any{"prompt": "x", "grammar": "root ::= foo"}, 400, "invalid_request_error", "grammar"},
+		{"grammar wrong type", "/completion", map[string]any{"prompt": "x", "grammar": 12}, 400, "invalid_request_error", "grammar"},
+		{"invalid json_schema", "/completion", map[string]any{"prompt": "x", "json_schema": map[string]any{"$ref": "#/definitions/missing"}}, 400, "invalid_request_error", "json_schema"},
+		{"json_schema wrong type", "/completion", map[string]any{"prompt": "x", "json_schema": "object"}, 400, "invalid_request_error", "json_schema"},
+		{"grammar and json_schema", "/completion", map[string]any{"prompt": "x", "grammar": `root ::= "a"`, "json_schema": map[string]any{}}, 400, "invalid_request_error", "json_schema"},
+		{"oai echo", "/v1/completions", map[string]any{"prompt": "x", "echo": true}, 400, "invalid_request_error", "echo"},
+		{"oai best_of", "/v1/completions", map[string]any{"prompt": "x", "best_of": 2}, 400, "invalid_request_error", "best_of"},
+		{"oai long prompt", "/v1/completions", map[string]any{"prompt": long}, 400, "exceed_context_size_error", ""},
+		{"no messages", "/v1/chat/completions", map[string]any{"max_tokens": 1}, 400, "invalid_request_error", "messages"},
+		{"empty messages", "/v1/chat/completions", map[string]any{"messages": []any{}}, 400, "invalid_request_error", "messages"},
+		{"messages wrong type", "/v1/chat/completions", map[string]any{"messages": "hi"}, 400, "invalid_request_error", "messages"},
+		{"unknown role", "/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "wizard", "content": "hi"}}}, 400, "invalid_request_error", "wizard"},
+		{"missing role", "/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"content": "hi"}}}, 400, "invalid_request_error", "role"},
+		{"user without content", "/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user"}}}, 400, "invalid_request_error", "content"},
+		{"content wrong type", "/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": 5}}}, 400, "invalid_request_error", "content"},
+		{"image part", "/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "image_url", "image_url": map[string]any{"url": "x"}}}}}}, 400, "invalid_request_error", "image_url"},
+		{"n is 2", "/v1/chat/completions", map[string]any{"messages": msgs, "n": 2}, 400, "invalid_request_error", "n"},
+		{"bad tool_choice", "/v1/chat/completions", map[string]any{"messages": msgs, "tool_choice": "sometimes"}, 400, "invalid_request_error", "tool_choice"},
+		{"required without tools", "/v1/chat/completions", map[string]any{"messages": msgs, "tool_choice": "required"}, 400, "invalid_request_error", "tools"},
+		{"bad tool", "/v1/chat/completions", map[string]any{"messages": msgs, "tools": []any{map[string]any{"type": "function"}}}, 400, "invalid_request_error", "tools[0]"},
+		{"tool choice unknown function", "/v1/chat/completions", map[string]any{"messages": msgs,
+			"tools":       []any{map[string]any{"type": "function", "function": map[string]any{"name": "f"}}},
+			"tool_choice": map[string]any{"type": "function", "function": map[string]any{"name": "g"}}}, 400, "invalid_request_error", "g"},
+		{"bad response_format", "/v1/chat/completions", map[string]any{"messages": msgs, "response_format": map[string]any{"type": "xml"}}, 400, "invalid_request_error", "response_format"},
+		{"invalid response schema", "/v1/chat/completions", map[string]any{"messages": msgs, "response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"schema": map[string]any{"$ref": "#/nope"}}}}, 400, "invalid_request_error", "json_schema"},
+		{"top_logprobs without logprobs", "/v1/chat/completions", map[string]any{"messages": msgs, "top_logprobs": 2}, 400, "invalid_request_error", "logprobs"},
+		{"bad reasoning_format", "/v1/chat/completions", map[string]any{"messages": msgs, "reasoning_format": "loud"}, 400, "invalid_request_error", "loud"},
+		{"chat long prompt", "/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": long}}}, 400, "exceed_context_size_error", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out := postJSON(t, ts.URL+c.path, c.body)
+			assert.Equal(t, c.status, code, "%v", out)
+			e, ok := out["error"].(map[string]any)
+			require.True(t, ok, "error object in %v", out)
+			assert.Equal(t, c.errType, e["type"])
+			assert.Equal(t, float64(c.status), e["code"])
+			msg, _ := e["message"].(string)
+			assert.Contains(t, msg, c.contains)
+			if c.errType == "exceed_context_size_error" {
+				assert.Equal(t, float64(512), e["n_ctx"])
+				assert.Greater(t, e["n_prompt_tokens"], float64(512))
+			}
+		})
+	}
+	// The server still works.
+	code, out := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": "Once upon a time", "temperature": 0, "n_predict": 8})
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	assert.Equal(t, float64(8), out["tokens_predicted"])
+	code, out = postJSON(t, ts.URL+"/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 4})
+	require.Equal(t, http.StatusOK, code, "%v", out)
+}
