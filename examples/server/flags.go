@@ -268,7 +268,9 @@ func parseFlags(args []string, getenv func(string) string, usage io.Writer) (*co
 
 func printUsage(w io.Writer, table []flagDef) {
 	fmt.Fprintln(w, "usage: server -m MODEL [options]   (llama-server's flags, meanings and defaults)")
-	sort.SliceStable(table, func(i, j int) bool { return table[i].names[len(table[i].names)-1] < table[j].names[len(table[j].names)-1] })
+	sort.SliceStable(table, func(i, j int) bool {
+		return table[i].names[len(table[i].names)-1] < table[j].names[len(table[j].names)-1]
+	})
 	for _, f := range table {
 		n := strings.Join(f.names, ", ")
 		if f.arg != "" {
