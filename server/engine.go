@@ -1,0 +1,760 @@
+package server
+
+// The engine: slots sharing one llama.Context, continuous batching, prompt
+// cache, context shift, slot files and LoRA, after llama.cpp's server
+// (tools/server/server-context.cpp). One goroutine (run) owns the Context,
+// the Batch, the slots and their samplers; other goroutines talk to it
+// through the queue and control functions under e.mu.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/x/llama"
+)
+
+// ErrBusy is returned by Submit when QueueSize tasks already wait.
+var ErrBusy = errors.New("server: too many requests queued")
+
+// ErrEngineClosed is the error of Submit (and of the last event of running
+// tasks) once the engine is closed. It matches llama.ErrClosed.
+var ErrEngineClosed = fmt.Errorf("server: engine closed: %w", llama.ErrClosed)
+
+// ContextSizeError is the error event of a task whose prompt does not fit
+// its slot's context (llama.cpp's exceed_context_size_error). It matches
+// llama.ErrNoKVSlot with errors.Is.
+type ContextSizeError struct {
+	PromptTokens int // tokens of the prompt
+	CtxSize      int // tokens of the slot's context
+}
+
+func (e *ContextSizeError) Error() string {
+	return fmt.Sprintf("request (%d tokens) exceeds the available context size (%d tokens), try increasing it",
+		e.PromptTokens, e.CtxSize)
+}
+
+// Is makes errors.Is(err, llama.ErrNoKVSlot) true.
+func (e *ContextSizeError) Is(target error) bool { return target == llama.ErrNoKVSlot }
+
+// EngineOptions configure NewEngine. The zero value is a completion engine
+// with one slot and llama.cpp's defaults.
+type EngineOptions struct {
+	// Parallel is the number of slots, each a sequence of the one context
+	// (default 1).
+	Parallel int
+	// CtxSize is the context size in tokens, shared by the slots (each gets
+	// CtxSize/Parallel unless KVUnified); 0: the model's training context,
+	// at most 8192.
+	CtxSize int
+	// BatchSize is the most tokens one decode takes (default 2048);
+	// UBatchSize the physical batch size (default 512). An embedding engine
+	// decodes at most UBatchSize tokens at a time, and each input must fit
+	// in it.
+	BatchSize, UBatchSize int
+	// Threads for generation and ThreadsBatch for prompts (0: the number of
+	// CPUs; ThreadsBatch 0: Threads).
+	Threads, ThreadsBatch int
+	// Embedding makes an embedding engine: it runs TaskEmbedding (and, with
+	// Reranking, TaskRerank) tasks instead of completions.
+	Embedding bool
+	// Reranking makes an embedding engine with PoolingRank for TaskRerank.
+	Reranking bool
+	// Pooling is the embedding pooling (default: the model's).
+	Pooling llama.PoolingType
+	// ContextShift, when a slot's context is full, drops half of the tokens
+	// after NKeep and goes on (and truncates too long prompts); without it
+	// generation stops with StopLimit and too long prompts are errors.
+	ContextShift bool
+	// CacheReuse is llama.cpp's --cache-reuse chunk size (accepted; the
+	// engine reuses the common prefix only).
+	CacheReuse int
+	// FlashAttention (default auto), TypeK and TypeV (KV cache types,
+	// "": f16) are passed to the context.
+	FlashAttention llama.FlashAttention
+	TypeK, TypeV   string
+	// QueueSize is the most tasks that may wait for a slot before Submit
+	// returns ErrBusy (0: 4*Parallel+16).
+	QueueSize int
+	// Adapters are LoRA adapters loaded at start, each with its default scale.
+	Adapters []AdapterSpec
+	// KVUnified makes one KV buffer shared by all slots (each slot still
+	// gets CtxSize/Parallel positions). Embedding engines always use it.
+	KVUnified bool
+}
+
+// AdapterSpec is a LoRA adapter file and its default scale.
+type AdapterSpec struct {
+	Path  string
+	Scale float32
+}
+
+type engSlotState int
+
+const (
+	stIdle engSlotState = iota
+	stPrompt
+	stGen
+)
+
+// task is a submitted Task with its plumbing.
+type engTask struct {
+	id     int64
+	t      *Task
+	ctx    context.Context
+	ob     *engOutbox
+	scales []float32 // effective LoRA scales
+	stop   func() bool
+}
+
+type engine struct {
+	model     *llama.Model
+	opts      EngineOptions
+	lctx      *llama.Context
+	nCtxSlot  int
+	nBatch    int
+	batch     *llama.Batch
+	slots     []*engSlot
+	adapters  []*llama.Adapter
+	applied   []float32 // scales active on lctx
+	eog       []llama.Token
+	addBOS    bool
+	embedding bool
+	queueSize int
+
+	baseCtx context.Context
+	cancel  context.CancelFunc
+	done    chan struct{}
+	wake    chan struct{}
+
+	mu      sync.Mutex
+	closed  bool
+	queue   []*engTask
+	ctrl    []func()
+	scales  []float32 // server-wide default adapter scales
+	busy    int       // slots with a task
+	nextID  int64
+	metrics Metrics
+	busySum int64 // busy slots summed over decodes
+	snap    []engSlotSnap
+}
+
+type engSlotSnap struct {
+	processing bool
+	prompt     []llama.Token
+	nPast      int
+	nDecoded   int
+	taskID     int64
+}
+
+// NewEngine starts an engine on m; the caller keeps ownership of m and
+// must Close the engine before the model.
+func NewEngine(m *llama.Model, o EngineOptions) (Engine, error) {
+	if m == nil {
+		return nil, errors.New("server: nil model")
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 1
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 2048
+	}
+	if o.UBatchSize <= 0 {
+		o.UBatchSize = 512
+	}
+	if o.UBatchSize > o.BatchSize {
+		o.UBatchSize = o.BatchSize
+	}
+	if o.QueueSize <= 0 {
+		o.QueueSize = 4*o.Parallel + 16
+	}
+	if o.CtxSize <= 0 {
+		o.CtxSize = m.TrainContext()
+		if o.CtxSize <= 0 || o.CtxSize > 8192 {
+			o.CtxSize = min(max(o.CtxSize, 4096), 8192)
+		}
+	}
+	embedding := o.Embedding || o.Reranking
+	pooling := o.Pooling
+	if o.Reranking {
+		pooling = llama.PoolingRank
+	}
+	copts := llama.ContextOptions{
+		ContextSize: o.CtxSize, BatchSize: o.BatchSize, UBatchSize: o.UBatchSize, Sequences: o.Parallel,
+		Threads: o.Threads, ThreadsBatch: o.ThreadsBatch, FlashAttention: o.FlashAttention,
+		TypeK: o.TypeK, TypeV: o.TypeV, KVUnified: o.KVUnified,
+	}
+	if embedding {
+		// One decode of at most UBatchSize tokens, so that each sequence is
+		// pooled from one micro-batch; unified KV for simple splitting.
+		copts.Embeddings, copts.Pooling, copts.KVUnified = true, pooling, true
+		copts.BatchSize = o.UBatchSize
+	}
+	lctx, err := m.NewContext(copts)
+	if err != nil {
+		return nil, err
+	}
+	e := &engine{
+		model: m, opts: o, lctx: lctx, embedding: embedding, queueSize: o.QueueSize,
+		done: make(chan struct{}), wake: make(chan struct{}, 1),
+		addBOS: m.SpecialTokens().AddBOS,
+	}
+	e.nCtxSlot = lctx.SeqSize()
+	if copts.KVUnified {
+		e.nCtxSlot = lctx.Size() / o.Parallel
+	}
+	e.nBatch = lctx.BatchSize()
+	if embedding {
+		e.nBatch = min(e.nBatch, lctx.UBatchSize())
+	}
+	if embedding && lctx.Pooling() == llama.PoolingRank && !o.Reranking {
+		o.Reranking = true
+		e.opts.Reranking = true
+	}
+	e.batch = llama.NewBatch(e.nBatch, 1)
+	for t := 0; t < m.VocabSize(); t++ {
+		if m.IsEOG(llama.Token(t)) {
+			e.eog = append(e.eog, llama.Token(t))
+		}
+	}
+	for _, a := range o.Adapters {
+		ad, err := m.LoadAdapter(a.Path)
+		if err != nil {
+			for _, x := range e.adapters {
+				x.Close()
+			}
+			lctx.Close()
+			return nil, err
+		}
+		e.adapters = append(e.adapters, ad)
+		e.scales = append(e.scales, a.Scale)
+	}
+	if err := e.applyScales(e.scales); err != nil {
+		for _, x := range e.adapters {
+			x.Close()
+		}
+		lctx.Close()
+		return nil, err
+	}
+	e.slots = make([]*engSlot, o.Parallel)
+	e.snap = make([]engSlotSnap, o.Parallel)
+	for i := range e.slots {
+		e.slots[i] = &engSlot{id: i, iBatch: -1}
+	}
+	e.baseCtx, e.cancel = context.WithCancel(context.Background())
+	go e.run()
+	return e, nil
+}
+
+func (e *engine) applyScales(sc []float32) error {
+	if len(e.adapters) == 0 {
+		e.applied = slices.Clone(sc)
+		return nil
+	}
+	var as []llama.AdapterScale
+	for i, a := range e.adapters {
+		if sc[i] != 0 {
+			as = append(as, llama.AdapterScale{Adapter: a, Scale: sc[i]})
+		}
+	}
+	if err := e.lctx.SetAdapters(as); err != nil {
+		return err
+	}
+	e.applied = slices.Clone(sc)
+	return nil
+}
+
+func (e *engine) poke() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Model returns the engine's model.
+func (e *engine) Model() *llama.Model { return e.model }
+
+// Submit queues a task.
+func (e *engine) Submit(ctx context.Context, t *Task) (<-chan Event, error) {
+	if t == nil {
+		return nil, fmt.Errorf("server: nil task: %w", llama.ErrInvalid)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	switch t.Kind {
+	case TaskCompletion:
+		if e.embedding {
+			return nil, fmt.Errorf("server: this server is for embeddings, not completions: %w", llama.ErrUnsupported)
+		}
+	case TaskEmbedding:
+		if !e.embedding {
+			return nil, fmt.Errorf("server: embeddings need an engine started with Embedding: %w", llama.ErrUnsupported)
+		}
+		if e.opts.Reranking {
+			return nil, fmt.Errorf("server: this engine is for reranking: %w", llama.ErrUnsupported)
+		}
+	case TaskRerank:
+		if !e.embedding || !e.opts.Reranking {
+			return nil, fmt.Errorf("server: reranking needs an engine started with Reranking: %w", llama.ErrUnsupported)
+		}
+	default:
+		return nil, fmt.Errorf("server: unknown task kind %d: %w", t.Kind, llama.ErrInvalid)
+	}
+	if t.Kind != TaskCompletion && len(t.Prompt) == 0 {
+		return nil, fmt.Errorf("server: empty input: %w", llama.ErrInvalid)
+	}
+	for _, tok := range t.Prompt {
+		if err := e.model.CheckToken(tok); err != nil {
+			return nil, err
+		}
+	}
+	if t.SlotID >= len(e.slots) {
+		return nil, fmt.Errorf("server: slot %d out of range [0, %d): %w", t.SlotID, len(e.slots), llama.ErrInvalid)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, ErrEngineClosed
+	}
+	// Tasks whose client left no longer count.
+	e.queue = slices.DeleteFunc(e.queue, func(q *engTask) bool {
+		if q.ctx.Err() != nil {
+			q.ob.push(nil, true)
+			q.stop()
+			return true
+		}
+		return false
+	})
+	scales := slices.Clone(e.scales)
+	for _, l := range t.LoRA {
+		if l.ID < 0 || l.ID >= len(scales) {
+			return nil, fmt.Errorf("server: invalid adapter id %d: %w", l.ID, llama.ErrInvalid)
+		}
+		scales[l.ID] = l.Scale
+	}
+	if len(e.queue)+1-(len(e.slots)-e.busy) > e.queueSize {
+		return nil, ErrBusy
+	}
+	e.nextID++
+	tk := &engTask{id: e.nextID, t: t, ctx: ctx, ob: newEngOutbox(), scales: scales}
+	out := make(chan Event, 16)
+	go tk.ob.forward(ctx, out)
+	tk.stop = context.AfterFunc(ctx, e.poke)
+	e.queue = append(e.queue, tk)
+	e.poke()
+	return out, nil
+}
+
+// engOutbox is an unbounded event queue between the loop and a task's
+// channel, so that a slow reader never stalls the other slots.
+type engOutbox struct {
+	mu  sync.Mutex
+	q   []Event
+	fin bool
+	sig chan struct{}
+}
+
+func newEngOutbox() *engOutbox { return &engOutbox{sig: make(chan struct{}, 1)} }
+
+func (o *engOutbox) push(ev *Event, fin bool) {
+	o.mu.Lock()
+	if o.fin {
+		o.mu.Unlock()
+		return
+	}
+	if ev != nil {
+		o.q = append(o.q, *ev)
+	}
+	o.fin = fin
+	o.mu.Unlock()
+	select {
+	case o.sig <- struct{}{}:
+	default:
+	}
+}
+
+func (o *engOutbox) forward(ctx context.Context, out chan<- Event) {
+	defer close(out)
+	for {
+		o.mu.Lock()
+		q, fin := o.q, o.fin
+		o.q = nil
+		o.mu.Unlock()
+		for _, ev := range q {
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if fin {
+			return
+		}
+		select {
+		case <-o.sig:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// do runs f on the loop goroutine and waits for it.
+func (e *engine) do(f func()) error {
+	ran := make(chan struct{})
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return ErrEngineClosed
+	}
+	e.ctrl = append(e.ctrl, func() { f(); close(ran) })
+	e.mu.Unlock()
+	e.poke()
+	select {
+	case <-ran:
+		return nil
+	case <-e.done:
+		select {
+		case <-ran:
+			return nil
+		default:
+			return ErrEngineClosed
+		}
+	}
+}
+
+func (e *engine) idleSlot(id int) (*engSlot, error) {
+	if id < 0 || id >= len(e.slots) {
+		return nil, fmt.Errorf("server: invalid slot id %d: %w", id, llama.ErrInvalid)
+	}
+	s := e.slots[id]
+	if s.tk != nil {
+		return nil, fmt.Errorf("server: slot %d is processing a task", id)
+	}
+	return s, nil
+}
+
+// SaveSlot writes slot id's KV memory and tokens to path.
+func (e *engine) SaveSlot(id int, path string) (nTokens int, nBytes int, err error) {
+	err2 := e.do(func() {
+		var s *engSlot
+		if s, err = e.idleSlot(id); err != nil {
+			return
+		}
+		nBytes, err = e.lctx.SaveSeqFile(path, id, s.cache)
+		nTokens = len(s.cache)
+	})
+	if err2 != nil {
+		return 0, 0, err2
+	}
+	return nTokens, nBytes, err
+}
+
+// RestoreSlot loads a slot file into slot id, tokens included, so that a
+// following task with CachePrompt reuses it.
+func (e *engine) RestoreSlot(id int, path string) (nTokens int, nBytes int, err error) {
+	err2 := e.do(func() {
+		var s *engSlot
+		if s, err = e.idleSlot(id); err != nil {
+			return
+		}
+		var toks []llama.Token
+		toks, err = e.lctx.LoadSeqFile(path, id)
+		if err == nil && len(toks) >= e.nCtxSlot {
+			err = &ContextSizeError{PromptTokens: len(toks), CtxSize: e.nCtxSlot}
+		}
+		if err != nil {
+			e.lctx.RemoveTokens(id, 0, -1)
+			s.cache = s.cache[:0]
+			return
+		}
+		s.cache = append(s.cache[:0], toks...)
+		nTokens = len(toks)
+		if st, err := os.Stat(path); err == nil {
+			nBytes = int(st.Size())
+		}
+	})
+	if err2 != nil {
+		return 0, 0, err2
+	}
+	return nTokens, nBytes, err
+}
+
+// EraseSlot empties slot id's memory.
+func (e *engine) EraseSlot(id int) (nErased int, err error) {
+	err2 := e.do(func() {
+		var s *engSlot
+		if s, err = e.idleSlot(id); err != nil {
+			return
+		}
+		nErased = len(s.cache)
+		_, err = e.lctx.RemoveTokens(id, 0, -1)
+		s.cache = s.cache[:0]
+	})
+	if err2 != nil {
+		return 0, err2
+	}
+	return nErased, err
+}
+
+// Adapters lists the loaded LoRA adapters with their server-wide scales.
+func (e *engine) Adapters() []AdapterInfo {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]AdapterInfo, len(e.adapters))
+	for i, a := range e.adapters {
+		out[i] = AdapterInfo{ID: i, Path: a.Path(), Scale: e.scales[i]}
+	}
+	return out
+}
+
+// SetAdapterScales changes the server-wide scales (adapters not listed
+// keep theirs); tasks submitted afterwards use them.
+func (e *engine) SetAdapterScales(sc []LoRAScale) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, l := range sc {
+		if l.ID < 0 || l.ID >= len(e.scales) {
+			return fmt.Errorf("server: invalid adapter id %d: %w", l.ID, llama.ErrInvalid)
+		}
+	}
+	for _, l := range sc {
+		e.scales[l.ID] = l.Scale
+	}
+	return nil
+}
+
+// SlotsInfo describes the slots as of the last loop step.
+func (e *engine) SlotsInfo() []SlotInfo {
+	e.mu.Lock()
+	snap := slices.Clone(e.snap)
+	e.mu.Unlock()
+	out := make([]SlotInfo, len(snap))
+	for i, s := range snap {
+		out[i] = SlotInfo{ID: i, NCtx: e.nCtxSlot, IsProcessing: s.processing, NPast: s.nPast,
+			NDecoded: s.nDecoded, TaskID: s.taskID}
+		if len(s.prompt) > 0 {
+			out[i].Prompt, _ = e.model.Detokenize(s.prompt, llama.DetokenizeOptions{})
+		}
+	}
+	return out
+}
+
+// Metrics returns the counters.
+func (e *engine) Metrics() Metrics {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := e.metrics
+	if m.DecodeTotal > 0 {
+		m.BusySlotsPerDecode = float64(e.busySum) / float64(m.DecodeTotal)
+	}
+	m.RequestsProcessing = e.busy
+	m.RequestsDeferred = max(0, len(e.queue)-(len(e.slots)-e.busy))
+	return m
+}
+
+// Close stops the engine: queued and running tasks end with an
+// ErrEngineClosed event, the loop stops, the context, samplers and
+// adapters are freed. The model stays open.
+func (e *engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		<-e.done
+		return nil
+	}
+	e.closed = true
+	e.mu.Unlock()
+	e.cancel()
+	<-e.done
+	return nil
+}
+
+// run is the loop: it owns lctx, the batch and the slots.
+func (e *engine) run() {
+	defer close(e.done)
+	defer e.shutdown()
+	for {
+		e.mu.Lock()
+		ctrl, closed := e.ctrl, e.closed
+		e.ctrl = nil
+		e.mu.Unlock()
+		if closed {
+			return
+		}
+		for _, f := range ctrl {
+			f()
+		}
+		e.reap()
+		e.assign()
+		worked := e.step()
+		e.publish()
+		if !worked {
+			select {
+			case <-e.wake:
+			case <-e.baseCtx.Done():
+			}
+		}
+	}
+}
+
+// shutdown ends every task and frees what the engine owns.
+func (e *engine) shutdown() {
+	for _, s := range e.slots {
+		if s.tk != nil {
+			e.fail(s, ErrEngineClosed)
+		}
+	}
+	e.mu.Lock()
+	q := e.queue
+	e.queue = nil
+	e.ctrl = nil
+	e.mu.Unlock()
+	for _, tk := range q {
+		tk.ob.push(&Event{Done: true, Err: ErrEngineClosed, SlotID: -1}, true)
+		tk.stop()
+	}
+	e.lctx.Close()
+	for _, a := range e.adapters {
+		a.Close()
+	}
+}
+
+// reap frees the slots of tasks whose client went away.
+func (e *engine) reap() {
+	for _, s := range e.slots {
+		if s.tk != nil && s.tk.ctx.Err() != nil {
+			s.tk.ob.push(nil, true)
+			e.release(s)
+		}
+	}
+}
+
+// assign moves queued tasks to free slots. Tasks whose LoRA scales differ
+// from the running ones wait (in order) until the running ones are done.
+func (e *engine) assign() {
+	var started []*engSlot
+	e.mu.Lock()
+	for i := 0; i < len(e.queue); {
+		tk := e.queue[i]
+		if tk.ctx.Err() != nil {
+			tk.ob.push(nil, true)
+			tk.stop()
+			e.queue = slices.Delete(e.queue, i, i+1)
+			continue
+		}
+		if e.busy == len(e.slots) {
+			break
+		}
+		if !slices.Equal(tk.scales, e.applied) {
+			if e.busy > 0 {
+				break
+			}
+			if err := e.applyScales(tk.scales); err != nil {
+				tk.ob.push(&Event{Done: true, Err: err, SlotID: -1}, true)
+				tk.stop()
+				e.queue = slices.Delete(e.queue, i, i+1)
+				continue
+			}
+		}
+		s := e.pickSlot(tk)
+		if s == nil { // its slot is busy: let others pass
+			i++
+			continue
+		}
+		e.queue = slices.Delete(e.queue, i, i+1)
+		s.tk = tk
+		e.busy++
+		started = append(started, s)
+	}
+	e.mu.Unlock()
+	for _, s := range started {
+		e.start(s)
+	}
+}
+
+// pickSlot returns the slot for a task: the one it asks for, else the free
+// slot sharing the longest prefix with its prompt (with CachePrompt), else
+// the least recently used free slot (lowest id on ties).
+func (e *engine) pickSlot(tk *engTask) *engSlot {
+	if id := tk.t.SlotID; id >= 0 {
+		if e.slots[id].tk == nil {
+			return e.slots[id]
+		}
+		return nil
+	}
+	var best *engSlot
+	bestLCP := -1
+	for _, s := range e.slots {
+		if s.tk != nil {
+			continue
+		}
+		l := 0
+		if tk.t.CachePrompt && tk.t.Kind == TaskCompletion {
+			l = engCommonPrefix(s.cache, tk.t.Prompt)
+		}
+		if best == nil || l > bestLCP || (l == bestLCP && s.lastUsed.Before(best.lastUsed)) {
+			best, bestLCP = s, l
+		}
+	}
+	return best
+}
+
+func engCommonPrefix(a, b []llama.Token) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// publish updates the snapshot read by SlotsInfo and Metrics.
+func (e *engine) publish() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var kv int64
+	for i, s := range e.slots {
+		sn := engSlotSnap{nPast: len(s.cache)}
+		if s.tk != nil {
+			sn.processing, sn.prompt, sn.nDecoded, sn.taskID = true, s.tk.t.Prompt, s.generated, s.tk.id
+		}
+		e.snap[i] = sn
+		kv += int64(len(s.cache))
+		e.metrics.NTokensMax = max(e.metrics.NTokensMax, int64(len(s.cache)))
+	}
+	e.metrics.KVCacheTokens = kv
+	if n := e.lctx.Size(); n > 0 {
+		e.metrics.KVCacheUsageRatio = float64(kv) / float64(n)
+	}
+}
+
+// release frees a slot (its memory keeps the tokens for the prompt cache).
+func (e *engine) release(s *engSlot) {
+	if s.tk != nil {
+		s.tk.stop()
+	}
+	if s.smpl != nil {
+		s.smpl.Close()
+		s.smpl = nil
+	}
+	s.tk = nil
+	s.state = stIdle
+	s.iBatch = -1
+	s.lastUsed = time.Now()
+	e.mu.Lock()
+	e.busy--
+	e.mu.Unlock()
+	e.poke() // queued tasks may start
+}
+
+// fail ends a slot's task with an error event.
+func (e *engine) fail(s *engSlot, err error) {
+	s.tk.ob.push(&Event{Done: true, Err: err, SlotID: s.id, PromptTokens: len(s.tk.t.Prompt)}, true)
+	e.release(s)
+}

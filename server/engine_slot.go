@@ -1,0 +1,635 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/x/llama"
+)
+
+// slot is one sequence of the context and the task it runs. Only the loop
+// goroutine touches it.
+type engSlot struct {
+	id       int
+	cache    []llama.Token // tokens in the sequence's memory, position i at index i
+	lastUsed time.Time
+
+	tk        *engTask
+	state     engSlotState
+	prompt    []llama.Token // the prompt as processed (maybe truncated)
+	promptIdx int           // next prompt token to decode
+	nCached   int
+	iBatch    int // batch index of this step's output (-1 none)
+	iFirst    int // batch index of the first prompt token (embeddings)
+	smpl      *llama.SamplerChain
+	last      llama.Token // sampled, not yet decoded
+	generated int
+	truncated bool
+	pending   []byte // generated text not yet sent
+	newline   bool
+	special   map[llama.Token]bool
+	tStart    time.Time
+	tPrompt   time.Time // prompt done
+	piece     []byte
+}
+
+// start prepares a slot for its new task.
+func (e *engine) start(s *engSlot) {
+	t := s.tk.t
+	s.tStart = time.Now()
+	s.generated, s.truncated, s.newline = 0, false, false
+	s.pending = s.pending[:0]
+	s.iBatch = -1
+	s.prompt = t.Prompt
+	s.special = nil
+	if e.embedding {
+		if len(t.Prompt) > e.nBatch {
+			e.fail(s, errors.New("server: input is too large to process, increase the physical batch size"))
+			return
+		}
+		if len(t.Prompt) > e.nCtxSlot {
+			e.fail(s, &ContextSizeError{PromptTokens: len(t.Prompt), CtxSize: e.nCtxSlot})
+			return
+		}
+		e.lctx.RemoveTokens(s.id, 0, -1)
+		s.cache = s.cache[:0]
+		s.promptIdx, s.nCached, s.state = 0, 0, stPrompt
+		return
+	}
+	if len(t.Prompt) == 0 {
+		e.finish(s, nil, StopNone)
+		return
+	}
+	// A prompt too long for the slot: an error, or with context shift
+	// llama.cpp's truncation (keep NKeep, drop whole blocks of half the rest).
+	if len(s.prompt) >= e.nCtxSlot {
+		if !e.opts.ContextShift {
+			e.fail(s, &ContextSizeError{PromptTokens: len(t.Prompt), CtxSize: e.nCtxSlot})
+			return
+		}
+		nKeep := t.NKeep
+		if nKeep < 0 || nKeep > e.nCtxSlot-4 {
+			nKeep = e.nCtxSlot - 4
+		}
+		nLeft := e.nCtxSlot - nKeep
+		block := max(nLeft/2, 1)
+		erased := (len(s.prompt) - nKeep - block) / block
+		p := append([]llama.Token(nil), s.prompt[:nKeep]...)
+		p = append(p, s.prompt[nKeep+erased*block:]...)
+		if len(p) >= e.nCtxSlot {
+			e.fail(s, &ContextSizeError{PromptTokens: len(t.Prompt), CtxSize: e.nCtxSlot})
+			return
+		}
+		s.prompt, s.truncated = p, true
+	}
+	smpl, acceptPrompt, err := e.newSampler(&t.Params)
+	if err != nil {
+		e.fail(s, err)
+		return
+	}
+	s.smpl = smpl
+	if acceptPrompt {
+		for _, tok := range s.prompt {
+			smpl.Accept(tok)
+		}
+	}
+	for _, p := range t.Params.PreservedTokens {
+		toks, err := e.model.Tokenize(p, llama.TokenizeOptions{ParseSpecial: true})
+		if err == nil && len(toks) == 1 {
+			if s.special == nil {
+				s.special = map[llama.Token]bool{}
+			}
+			s.special[toks[0]] = true
+		}
+	}
+	// Prompt cache: keep the common prefix, decode the rest (at least the
+	// last token, for its logits).
+	n := 0
+	if t.CachePrompt {
+		n = engCommonPrefix(s.cache, s.prompt)
+		if n == len(s.prompt) {
+			n--
+		}
+	}
+	if ok, err := e.lctx.RemoveTokens(s.id, n, -1); err != nil || !ok {
+		e.lctx.RemoveTokens(s.id, 0, -1)
+		n = 0
+	}
+	s.cache = s.cache[:n]
+	s.promptIdx, s.nCached, s.state = n, n, stPrompt
+}
+
+// step builds one batch from every slot's work, decodes it and handles
+// the outputs. It reports whether there was anything to do.
+func (e *engine) step() bool {
+	b := e.batch
+	b.Clear()
+	busy := 0
+	for _, s := range e.slots {
+		s.iBatch = -1
+		if s.tk != nil {
+			busy++
+		}
+		if s.state != stGen {
+			continue
+		}
+		if len(s.cache)+1 >= e.nCtxSlot {
+			if !e.opts.ContextShift || !e.shift(s) {
+				s.truncated = true
+				e.finish(s, nil, StopLimit)
+				continue
+			}
+		}
+		s.iBatch = b.Len()
+		b.Add(s.last, len(s.cache), s.id, true)
+		s.cache = append(s.cache, s.last)
+	}
+	for _, s := range e.slots {
+		if s.state != stPrompt {
+			continue
+		}
+		room := e.nBatch - b.Len()
+		if room <= 0 {
+			break
+		}
+		rest := s.prompt[s.promptIdx:]
+		if e.embedding {
+			if len(rest) > room {
+				continue // whole inputs only: next step
+			}
+			s.iFirst = b.Len()
+		}
+		chunk := rest[:min(len(rest), room)]
+		for i, tok := range chunk {
+			out := e.embedding || s.promptIdx+i == len(s.prompt)-1
+			b.Add(tok, len(s.cache), s.id, out)
+			s.cache = append(s.cache, tok)
+		}
+		s.promptIdx += len(chunk)
+		if s.promptIdx == len(s.prompt) {
+			s.iBatch = b.Len() - 1
+		} else {
+			s.iBatch = -2 // in the batch, no output yet
+		}
+	}
+	if b.Len() == 0 {
+		return false
+	}
+	err := e.lctx.Decode(e.baseCtx, b)
+	e.mu.Lock()
+	e.metrics.DecodeTotal++
+	e.busySum += int64(busy)
+	e.mu.Unlock()
+	if err != nil {
+		if e.baseCtx.Err() != nil {
+			return false
+		}
+		for _, s := range e.slots {
+			if s.tk != nil && s.iBatch != -1 {
+				e.lctx.RemoveTokens(s.id, 0, -1)
+				s.cache = s.cache[:0]
+				e.fail(s, err)
+			}
+		}
+		return true
+	}
+	now := time.Now()
+	for _, s := range e.slots {
+		if s.tk == nil || s.iBatch < 0 {
+			continue
+		}
+		if s.state == stPrompt {
+			s.tPrompt = now
+			if e.embedding {
+				e.embedOut(s)
+				continue
+			}
+			s.state = stGen
+			if s.tk.t.NPredict == 0 {
+				e.finish(s, nil, StopLimit)
+				continue
+			}
+		}
+		e.sampleNext(s)
+	}
+	return true
+}
+
+// shift is llama.cpp's context shift: keep NKeep tokens (plus BOS), drop
+// half of the rest, move the tail back.
+func (e *engine) shift(s *engSlot) bool {
+	t := s.tk.t
+	nKeep := t.NKeep
+	if nKeep < 0 {
+		nKeep = len(s.prompt)
+	}
+	if e.addBOS {
+		nKeep++
+	}
+	nKeep = min(e.nCtxSlot-4, nKeep)
+	nLeft := len(s.cache) - nKeep
+	nDiscard := min(max(nLeft/2, 0), max(0, nLeft-1))
+	if nDiscard <= 0 {
+		return false
+	}
+	if ok, err := e.lctx.RemoveTokens(s.id, nKeep, nKeep+nDiscard); err != nil || !ok {
+		return false
+	}
+	if err := e.lctx.ShiftTokens(s.id, nKeep+nDiscard, len(s.cache), -nDiscard); err != nil {
+		return false
+	}
+	s.cache = append(s.cache[:nKeep], s.cache[nKeep+nDiscard:]...)
+	s.truncated = true
+	return true
+}
+
+// sampleNext samples the slot's next token from its output and handles it
+// as llama.cpp's process_token: text, stop strings, limits, EOG.
+func (e *engine) sampleNext(s *engSlot) {
+	t := s.tk.t
+	var probs []TokenProb
+	var sampled *TokenProb
+	var logits []float32
+	if t.Params.NProbs > 0 {
+		if l, err := e.lctx.Logits(s.iBatch); err == nil {
+			logits = l
+		}
+	}
+	tok, err := s.smpl.Sample(e.lctx, s.iBatch)
+	if err != nil {
+		e.fail(s, err)
+		return
+	}
+	s.generated++
+	if logits != nil {
+		probs, sampled = e.topProbs(logits, t.Params.NProbs, tok)
+	}
+	eog := e.model.IsEOG(tok)
+	ev := Event{Token: tok, Probs: probs, Sampled: sampled, SlotID: s.id}
+	stop := StopNone
+	word := ""
+	if !eog {
+		s.piece = e.appendPiece(s.piece[:0], tok, s.special[tok])
+		if bytes.IndexByte(s.piece, '\n') >= 0 {
+			s.newline = true
+		}
+		s.pending = append(s.pending, s.piece...)
+		if len(t.Stop) > 0 {
+			if i, w := engFindStop(s.pending, t.Stop); i >= 0 {
+				ev.Text = strings.ToValidUTF8(string(s.pending[:i]), "\uFFFD")
+				s.pending = s.pending[:0]
+				stop, word = StopWord, w
+			}
+		}
+		if stop == StopNone {
+			n := engCompleteUTF8(s.pending)
+			if len(t.Stop) > 0 {
+				n = min(n, engSafeStopPrefix(s.pending[:n], t.Stop))
+			}
+			ev.Text = string(s.pending[:n])
+			s.pending = append(s.pending[:0], s.pending[n:]...)
+		}
+	}
+	if stop == StopNone {
+		switch {
+		case !e.opts.ContextShift && len(s.cache)+1 >= e.nCtxSlot:
+			s.truncated = true
+			stop = StopLimit
+		case t.NPredict >= 0 && s.generated >= t.NPredict:
+			stop = StopLimit
+		case s.newline && t.TMaxPredictMs > 0 && time.Since(s.tPrompt) > time.Duration(t.TMaxPredictMs)*time.Millisecond:
+			stop = StopLimit
+		case eog:
+			stop = StopEOS
+		}
+		if stop != StopNone && len(s.pending) > 0 {
+			ev.Text += strings.ToValidUTF8(string(s.pending), "\uFFFD")
+			s.pending = s.pending[:0]
+		}
+	}
+	s.tk.ob.push(&ev, false)
+	if stop != StopNone {
+		e.finish(s, &word, stop)
+		return
+	}
+	s.last = tok
+}
+
+func (e *engine) appendPiece(dst []byte, tok llama.Token, special bool) []byte {
+	p, _ := e.model.TokenPiece(tok, special)
+	return append(dst, p...)
+}
+
+// finish sends the Done event with the task's stats and frees the slot.
+func (e *engine) finish(s *engSlot, word *string, stop StopReason) {
+	t := s.tk.t
+	now := time.Now()
+	ev := Event{Token: llama.NoToken, Done: true, Stop: stop, Truncated: s.truncated, SlotID: s.id,
+		PromptTokens: len(t.Prompt), CachedTokens: s.nCached, Generated: s.generated}
+	if word != nil {
+		ev.StoppingWord = *word
+	}
+	ev.Timings = e.timings(s, now)
+	s.tk.ob.push(&ev, true)
+	e.mu.Lock()
+	e.metrics.PromptTokensTotal += int64(ev.Timings.PromptN)
+	e.metrics.PromptSecondsTotal += ev.Timings.PromptMS / 1000
+	e.metrics.TokensPredictedTotal += int64(ev.Timings.PredictedN)
+	e.metrics.TokensPredictedSeconds += ev.Timings.PredictedMS / 1000
+	e.mu.Unlock()
+	e.release(s)
+}
+
+func (e *engine) timings(s *engSlot, now time.Time) Timings {
+	tm := Timings{CacheN: s.nCached, PromptN: len(s.prompt) - s.nCached, PredictedN: s.generated}
+	if s.tPrompt.Before(s.tStart) || s.state == stPrompt {
+		s.tPrompt = now
+	}
+	tm.PromptMS = float64(s.tPrompt.Sub(s.tStart).Microseconds()) / 1000
+	tm.PredictedMS = float64(now.Sub(s.tPrompt).Microseconds()) / 1000
+	if tm.PromptN > 0 && tm.PromptMS > 0 {
+		tm.PromptPerTokenMS = tm.PromptMS / float64(tm.PromptN)
+		tm.PromptPerSecond = 1000 * float64(tm.PromptN) / tm.PromptMS
+	}
+	if tm.PredictedN > 0 && tm.PredictedMS > 0 {
+		tm.PredictedPerTokenMS = tm.PredictedMS / float64(tm.PredictedN)
+		tm.PredictedPerSecond = 1000 * float64(tm.PredictedN) / tm.PredictedMS
+	}
+	return tm
+}
+
+// embedOut sends an embedding or rerank task's result and frees the slot
+// (and its sequence: embeddings keep no cache).
+func (e *engine) embedOut(s *engSlot) {
+	t := s.tk.t
+	ev := Event{Token: llama.NoToken, Done: true, SlotID: s.id, PromptTokens: len(t.Prompt)}
+	var err error
+	switch {
+	case t.Kind == TaskRerank:
+		var v []float32
+		if v, err = e.lctx.SeqEmbeddings(s.id); err == nil && len(v) > 0 {
+			ev.Score = v[0]
+		}
+	case e.lctx.Pooling() == llama.PoolingNone:
+		// Per-token vectors, not normalized (as llama.cpp).
+		for i := 0; i < len(s.prompt) && err == nil; i++ {
+			var v []float32
+			if v, err = e.lctx.Embeddings(s.iFirst + i); err == nil {
+				ev.Embedding = append(ev.Embedding, append([]float32(nil), v...))
+			}
+		}
+	case t.PerToken:
+		err = errors.New("server: per-token embeddings need pooling none")
+	default:
+		var v []float32
+		if v, err = e.lctx.SeqEmbeddings(s.id); err == nil {
+			ev.Embedding = [][]float32{llama.Normalize(append([]float32(nil), v...), t.Normalize)}
+		}
+	}
+	e.lctx.RemoveTokens(s.id, 0, -1)
+	s.cache = s.cache[:0]
+	if err != nil {
+		e.fail(s, err)
+		return
+	}
+	ev.Timings = e.timings(s, time.Now())
+	s.tk.ob.push(&ev, true)
+	e.mu.Lock()
+	e.metrics.PromptTokensTotal += int64(ev.Timings.PromptN)
+	e.metrics.PromptSecondsTotal += ev.Timings.PromptMS / 1000
+	e.mu.Unlock()
+	e.release(s)
+}
+
+// topProbs returns the n most likely tokens of logits with their
+// probabilities, and the entry of the sampled token. The probabilities are
+// those of the full softmax of the logits (llama.cpp's post-sampling probs
+// would be those after the sampler chain; we approximate them with the
+// pre-sampling ones), Logprob their logarithm.
+func (e *engine) topProbs(logits []float32, n int, tok llama.Token) ([]TokenProb, *TokenProb) {
+	maxL := float32(math.Inf(-1))
+	for _, l := range logits {
+		if l > maxL {
+			maxL = l
+		}
+	}
+	var sum float64
+	for _, l := range logits {
+		sum += math.Exp(float64(l - maxL))
+	}
+	logSum := math.Log(sum)
+	n = min(n, len(logits))
+	top := make([]int, 0, n+1) // indices, by decreasing logit
+	for i, l := range logits {
+		if len(top) == n && l <= logits[top[n-1]] {
+			continue
+		}
+		j := len(top)
+		if j < n {
+			top = append(top, i)
+		} else {
+			j = n - 1
+		}
+		for j > 0 && logits[top[j-1]] < l {
+			top[j] = top[j-1]
+			j--
+		}
+		top[j] = i
+	}
+	entry := func(i int) TokenProb {
+		lp := float64(logits[i]-maxL) - logSum
+		text, _ := e.model.TokenPiece(llama.Token(i), false)
+		return TokenProb{Token: llama.Token(i), Text: text, Prob: float32(math.Exp(lp)), Logprob: float32(lp)}
+	}
+	out := make([]TokenProb, len(top))
+	for k, i := range top {
+		out[k] = entry(i)
+	}
+	var sampled *TokenProb
+	if int(tok) >= 0 && int(tok) < len(logits) {
+		s := entry(int(tok))
+		sampled = &s
+	}
+	return out, sampled
+}
+
+// newSampler builds a task's sampler chain as llama.cpp's common_sampler:
+// grammar, logit bias, then the samplers in order and dist(seed); mirostat
+// replaces them; temperature <= 0 is greedy. acceptPrompt says whether the
+// prompt tokens should be fed to it (penalties and DRY look at them; a
+// grammar must not see them).
+func (e *engine) newSampler(p *SamplingParams) (*llama.SamplerChain, bool, error) {
+	var ss []llama.Sampler
+	if p.Grammar != "" {
+		if p.GrammarLazy {
+			var pats []string
+			var toks []llama.Token
+			for _, tr := range p.GrammarTriggers {
+				switch {
+				case tr.Word != "":
+					pats = append(pats, regexp.QuoteMeta(tr.Word))
+				case tr.Pattern != "" && tr.PatternFull:
+					pat := tr.Pattern
+					if !strings.HasPrefix(pat, "^") {
+						pat = "^" + pat
+					}
+					if !strings.HasSuffix(pat, "$") {
+						pat += "$"
+					}
+					pats = append(pats, pat)
+				case tr.Pattern != "":
+					pats = append(pats, tr.Pattern)
+				case tr.Token >= 0:
+					toks = append(toks, tr.Token)
+				}
+			}
+			ss = append(ss, llama.LazyGrammarSampler(p.Grammar, "root", pats, toks))
+		} else {
+			ss = append(ss, llama.GrammarSampler(p.Grammar, "root"))
+		}
+	}
+	bias := map[llama.Token]float32{}
+	for t, b := range p.LogitBias {
+		bias[t] = b
+	}
+	if p.IgnoreEOS {
+		for _, t := range e.eog {
+			bias[t] = float32(math.Inf(-1))
+		}
+	}
+	if len(bias) > 0 {
+		ss = append(ss, llama.LogitBias(bias))
+	}
+	lastN := func(n int) int {
+		if n < 0 {
+			return e.nCtxSlot
+		}
+		return n
+	}
+	history := false
+	switch p.Mirostat {
+	case 1:
+		ss = append(ss, llama.Temp(p.Temperature), llama.Mirostat(p.Seed, p.MirostatTau, p.MirostatEta, 100))
+	case 2:
+		ss = append(ss, llama.Temp(p.Temperature), llama.MirostatV2(p.Seed, p.MirostatTau, p.MirostatEta))
+	default:
+		greedy := p.Temperature <= 0
+		for _, name := range p.Samplers {
+			switch strings.ReplaceAll(strings.ToLower(name), "-", "_") {
+			case "penalties":
+				rp := p.RepeatPenalty
+				if rp <= 0 {
+					rp = 1
+				}
+				if p.RepeatLastN != 0 && (rp != 1 || p.FrequencyPenalty != 0 || p.PresencePenalty != 0) {
+					ss = append(ss, llama.Penalties(lastN(p.RepeatLastN), rp, p.FrequencyPenalty, p.PresencePenalty))
+					history = true
+				}
+			case "dry":
+				if p.DRYMultiplier > 0 {
+					ss = append(ss, llama.DRY(p.DRYMultiplier, p.DRYBase, p.DRYAllowedLength, lastN(p.DRYPenaltyLastN), p.DRYSequenceBreakers))
+					history = true
+				}
+			case "xtc":
+				if p.XTCProbability > 0 && p.XTCThreshold <= 0.5 {
+					ss = append(ss, llama.XTC(p.XTCProbability, p.XTCThreshold, 0, p.Seed))
+				}
+			case "top_n_sigma":
+				if !greedy && p.TopNSigma > 0 {
+					ss = append(ss, llama.TopNSigma(p.TopNSigma))
+				}
+			case "top_k":
+				if !greedy && p.TopK > 0 {
+					ss = append(ss, llama.TopK(p.TopK))
+				}
+			case "typ_p", "typical_p", "typical":
+				if !greedy && p.TypicalP < 1 {
+					ss = append(ss, llama.Typical(p.TypicalP, 0))
+				}
+			case "top_p":
+				if !greedy && p.TopP < 1 {
+					ss = append(ss, llama.TopP(p.TopP, 0))
+				}
+			case "min_p":
+				if !greedy && p.MinP > 0 {
+					ss = append(ss, llama.MinP(p.MinP, 0))
+				}
+			case "temperature", "temp":
+				if !greedy {
+					ss = append(ss, llama.TempExt(p.Temperature, p.DynatempRange, p.DynatempExponent))
+				}
+			}
+		}
+		if greedy {
+			ss = append(ss, llama.Greedy())
+		} else {
+			ss = append(ss, llama.Dist(p.Seed))
+		}
+	}
+	c, err := llama.NewSamplerChain(e.model, llama.SamplerChainOptions{}, ss...)
+	if err != nil {
+		return nil, false, err
+	}
+	return c, history && p.Grammar == "", nil
+}
+
+// engCompleteUTF8 returns how many leading bytes of b can be sent: all but an
+// incomplete UTF-8 character at the end.
+func engCompleteUTF8(b []byte) int {
+	n := len(b)
+	for k := 1; k <= 3 && k <= n; k++ {
+		c := b[n-k]
+		if c < 0x80 {
+			return n
+		}
+		if utf8.RuneStart(c) {
+			need := 2
+			if c >= 0xF0 {
+				need = 4
+			} else if c >= 0xE0 {
+				need = 3
+			} else if c < 0xC0 {
+				return n
+			}
+			if k < need {
+				return n - k
+			}
+			return n
+		}
+	}
+	return n
+}
+
+// engFindStop returns the index in b of the earliest stop string and which.
+func engFindStop(b []byte, stops []string) (int, string) {
+	best, word := -1, ""
+	for _, w := range stops {
+		if w == "" {
+			continue
+		}
+		if i := bytes.Index(b, []byte(w)); i >= 0 && (best < 0 || i < best) {
+			best, word = i, w
+		}
+	}
+	return best, word
+}
+
+// engSafeStopPrefix returns how many bytes of b cannot be the beginning of a
+// stop string that later text completes.
+func engSafeStopPrefix(b []byte, stops []string) int {
+	n := len(b)
+	for _, w := range stops {
+		for k := min(len(w)-1, len(b)); k > 0; k-- {
+			if bytes.HasSuffix(b, []byte(w[:k])) {
+				n = min(n, len(b)-k)
+				break
+			}
+		}
+	}
+	return n
+}

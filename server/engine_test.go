@@ -1,0 +1,467 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/x/llama"
+)
+
+const storiesGreedy = ", there was a little girl named Lily. She loved to play outside in the park"
+
+// engModelPath returns stories260K from $LLAMA_TEST_MODELS or the
+// project's ../shared/models.
+func engModelPath(t testing.TB) string {
+	dir := os.Getenv("LLAMA_TEST_MODELS")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "models")
+	}
+	p := filepath.Join(dir, "stories260K.gguf")
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("no test model: %v", err)
+	}
+	return p
+}
+
+var (
+	engineModelOnce sync.Once
+	engineModel     *llama.Model
+	engineModelErr  error
+)
+
+func engStoriesModel(t testing.TB) *llama.Model {
+	p := engModelPath(t)
+	engineModelOnce.Do(func() {
+		engineModel, engineModelErr = llama.LoadModel(context.Background(), p, llama.ModelOptions{CPUOnly: true})
+	})
+	if engineModelErr != nil {
+		t.Fatal(engineModelErr)
+	}
+	return engineModel
+}
+
+func newEngTestEngine(t testing.TB, o EngineOptions) (*llama.Model, Engine) {
+	m := engStoriesModel(t)
+	if o.Threads == 0 {
+		o.Threads = 1
+	}
+	e, err := NewEngine(m, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return m, e
+}
+
+func engTokenize(t testing.TB, m *llama.Model, s string, special bool) []llama.Token {
+	toks, err := m.Tokenize(s, llama.TokenizeOptions{AddSpecial: special})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return toks
+}
+
+func engGreedyTask(prompt []llama.Token, n int) *Task {
+	p := DefaultSamplingParams()
+	p.Temperature = 0
+	return &Task{Kind: TaskCompletion, Prompt: prompt, Params: p, NPredict: n, NKeep: 0, SlotID: -1, Normalize: 2}
+}
+
+type engResult struct {
+	text   string
+	tokens []llama.Token
+	events []Event
+	done   Event
+}
+
+func engCollect(t testing.TB, ch <-chan Event) engResult {
+	var r engResult
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				if !r.done.Done {
+					t.Fatalf("channel closed without Done event")
+				}
+				return r
+			}
+			if ev.Done {
+				r.done = ev
+				continue
+			}
+			r.events = append(r.events, ev)
+			r.text += ev.Text
+			r.tokens = append(r.tokens, ev.Token)
+		case <-timeout:
+			t.Fatal("timeout waiting for events")
+		}
+	}
+}
+
+func engRun(t testing.TB, e Engine, task *Task) engResult {
+	ch, err := e.Submit(context.Background(), task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := engCollect(t, ch)
+	if r.done.Err != nil {
+		t.Fatalf("task failed: %v", r.done.Err)
+	}
+	return r
+}
+
+func TestEngineGreedy(t *testing.T) {
+	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512})
+	r := engRun(t, e, engGreedyTask(engTokenize(t, m, "Once upon a time", true), 32))
+	if !strings.HasPrefix(r.text, storiesGreedy) {
+		t.Fatalf("got %q, want prefix %q", r.text, storiesGreedy)
+	}
+	if r.done.Stop != StopLimit || r.done.Generated != 32 || len(r.events) != 32 {
+		t.Fatalf("done %+v, %d events", r.done, len(r.events))
+	}
+	if r.done.Timings.PredictedN != 32 || r.done.Timings.PromptN != r.done.PromptTokens {
+		t.Fatalf("timings %+v", r.done.Timings)
+	}
+	mt := e.Metrics()
+	if mt.TokensPredictedTotal != 32 || mt.DecodeTotal < 32 || mt.RequestsProcessing != 0 {
+		t.Fatalf("metrics %+v", mt)
+	}
+}
+
+func TestEngineParallelGreedy(t *testing.T) {
+	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 1024, Parallel: 4})
+	prompt := engTokenize(t, m, "Once upon a time", true)
+	var wg sync.WaitGroup
+	res := make([]engResult, 4)
+	for i := range res {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i] = engRun(t, e, engGreedyTask(prompt, 48))
+		}()
+	}
+	wg.Wait()
+	slots := map[int]bool{}
+	for i, r := range res {
+		if !strings.HasPrefix(r.text, storiesGreedy) || r.text != res[0].text {
+			t.Fatalf("task %d: %q", i, r.text)
+		}
+		slots[r.done.SlotID] = true
+	}
+	if len(slots) < 2 {
+		t.Errorf("tasks did not run in parallel: slots %v", slots)
+	}
+	if m := e.Metrics(); m.BusySlotsPerDecode <= 1 {
+		t.Errorf("busy slots per decode %v", m.BusySlotsPerDecode)
+	}
+}
+
+func TestEnginePromptCache(t *testing.T) {
+	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512})
+	prompt := engTokenize(t, m, "Once upon a time", true)
+	tk := engGreedyTask(prompt, 24)
+	tk.CachePrompt = true
+	r1 := engRun(t, e, tk)
+	if r1.done.CachedTokens != 0 {
+		t.Fatalf("first task cached %d", r1.done.CachedTokens)
+	}
+	r2 := engRun(t, e, tk)
+	if r2.done.CachedTokens != len(prompt)-1 || r2.text != r1.text {
+		t.Fatalf("second: cached %d text %q vs %q", r2.done.CachedTokens, r2.text, r1.text)
+	}
+	// A longer prompt extending the first: the prompt is reused.
+	long := append(append([]llama.Token(nil), prompt...), r1.tokens[:8]...)
+	tk3 := engGreedyTask(long, 8)
+	tk3.CachePrompt = true
+	r3 := engRun(t, e, tk3)
+	if r3.done.CachedTokens != len(long)-1 || r3.done.Timings.PromptN != 1 {
+		t.Fatalf("third: cached %d timings %+v", r3.done.CachedTokens, r3.done.Timings)
+	}
+	want := r1.tokens[8:16]
+	for i := range want {
+		if r3.tokens[i] != want[i] {
+			t.Fatalf("continuation %v, want %v", r3.tokens, want)
+		}
+	}
+}
+
+func TestEngineCancel(t *testing.T) {
+	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512, Parallel: 1})
+	prompt := engTokenize(t, m, "Once upon a time", true)
+	ctx, cancel := context.WithCancel(context.Background())
+	tk := engGreedyTask(prompt, -1)
+	tk.Params.IgnoreEOS = true
+	tk.NKeep = -1
+	ch, err := e.Submit(ctx, tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		<-ch
+	}
+	cancel()
+	for range ch { // closed soon
+	}
+	r := engRun(t, e, engGreedyTask(prompt, 8))
+	if !strings.HasPrefix(storiesGreedy, r.text) || r.done.Generated != 8 {
+		t.Fatalf("after cancel: %q", r.text)
+	}
+}
+
+func TestEngineQueueBusy(t *testing.T) {
+	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512, Parallel: 1, QueueSize: 1})
+	prompt := engTokenize(t, m, "Once upon a time", true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	long := engGreedyTask(prompt, -1)
+	long.Params.IgnoreEOS = true
+	ch1, err := e.Submit(ctx, long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-ch1 // running
+	ch2, err := e.Submit(ctx, engGreedyTask(prompt, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Submit(ctx, engGreedyTask(prompt, 4)); !errors.Is(err, ErrBusy) {
+		t.Fatalf("third submit: %v, want ErrBusy", err)
+	}
+	if d := e.Metrics().RequestsDeferred; d != 1 {
+		t.Errorf("deferred %d", d)
+	}
+	cancel()
+	for range ch1 {
+	}
+	for range ch2 {
+	}
+	engRun(t, e, engGreedyTask(prompt, 4))
+}
+
+func TestEngineStopString(t *testing.T) {
+	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512})
+	tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), 64)
+	tk.Stop = []string{"named Lily", "zzz"}
+	r := engRun(t, e, tk)
+	if r.text != ", there was a little girl " || r.done.Stop != StopWord || r.done.StoppingWord != "named Lily" {
+		t.Fatalf("text %q done %+v", r.text, r.done)
+	}
+	for _, ev := range r.events {
+		if strings.Contains(ev.Text, "named") {
+			t.Fatalf("stop text leaked in %q", ev.Text)
+		}
+	}
+}
+
+func TestEngineNProbs(t *testing.T) {
+	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512})
+	tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), 4)
+	tk.Params.NProbs = 5
+	r := engRun(t, e, tk)
+	for _, ev := range r.events {
+		if len(ev.Probs) != 5 || ev.Sampled == nil {
+			t.Fatalf("event %+v", ev)
+		}
+		if ev.Probs[0].Token != ev.Token || ev.Sampled.Token != ev.Token {
+			t.Fatalf("greedy token %d not the most likely %+v", ev.Token, ev.Probs)
+		}
+		for i := 1; i < 5; i++ {
+			if ev.Probs[i].Prob > ev.Probs[i-1].Prob {
+				t.Fatalf("not sorted: %+v", ev.Probs)
+			}
+		}
+		if p := ev.Probs[0]; p.Prob <= 0 || p.Prob > 1 || math.Abs(math.Log(float64(p.Prob))-float64(p.Logprob)) > 1e-4 {
+			t.Fatalf("prob %+v", p)
+		}
+	}
+}
+
+func TestEngineContextFull(t *testing.T) {
+	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 256})
+	nCtx := e.SlotsInfo()[0].NCtx
+	prompt := engTokenize(t, m, "Once upon a time", true)
+	tk := engGreedyTask(prompt, -1)
+	tk.Params.IgnoreEOS = true
+	r := engRun(t, e, tk)
+	if r.done.Stop != StopLimit || !r.done.Truncated || len(prompt)+r.done.Generated > nCtx || r.done.Generated < nCtx-len(prompt)-2 {
+		t.Fatalf("no shift (n_ctx %d): %+v", nCtx, r.done)
+	}
+	// Too long a prompt.
+	long := make([]llama.Token, 0, nCtx+20)
+	for len(long) < nCtx+10 {
+		long = append(long, prompt...)
+	}
+	ch, err := e.Submit(context.Background(), engGreedyTask(long, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = engCollect(t, ch)
+	var cse *ContextSizeError
+	if !errors.As(r.done.Err, &cse) || !errors.Is(r.done.Err, llama.ErrNoKVSlot) {
+		t.Fatalf("long prompt: %v", r.done.Err)
+	}
+
+	_, es := newEngTestEngine(t, EngineOptions{CtxSize: 256, ContextShift: true})
+	tk = engGreedyTask(prompt, nCtx+60)
+	tk.Params.IgnoreEOS = true
+	r = engRun(t, es, tk)
+	if r.done.Stop != StopLimit || r.done.Generated != nCtx+60 || !r.done.Truncated {
+		t.Fatalf("shift: %+v", r.done)
+	}
+	if !strings.HasPrefix(r.text, storiesGreedy) {
+		t.Fatalf("shift text %q", r.text)
+	}
+	// Too long a prompt is truncated with context shift.
+	r = engRun(t, es, engGreedyTask(long, 4))
+	if !r.done.Truncated || r.done.Generated != 4 {
+		t.Fatalf("long prompt with shift: %+v", r.done)
+	}
+}
+
+func TestEngineEmbeddings(t *testing.T) {
+	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512, Parallel: 4, Embedding: true, Pooling: llama.PoolingMean})
+	texts := []string{"Once upon a time", "The cat sat on the mat", "Lily loved to play", "Once upon a time"}
+	chans := make([]<-chan Event, len(texts))
+	for i, s := range texts {
+		ch, err := e.Submit(context.Background(), &Task{Kind: TaskEmbedding, Prompt: engTokenize(t, m, s, true), SlotID: -1, Normalize: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans[i] = ch
+	}
+	vecs := make([][]float32, len(texts))
+	for i, ch := range chans {
+		r := engCollect(t, ch)
+		if r.done.Err != nil || len(r.done.Embedding) != 1 {
+			t.Fatalf("%d: %+v", i, r.done)
+		}
+		v := r.done.Embedding[0]
+		var n float64
+		for _, x := range v {
+			n += float64(x) * float64(x)
+		}
+		if math.Abs(math.Sqrt(n)-1) > 1e-4 || len(v) != m.EmbeddingSize() {
+			t.Fatalf("%d: norm %v len %d", i, math.Sqrt(n), len(v))
+		}
+		vecs[i] = v
+	}
+	same := func(a, b []float32) bool {
+		for i := range a {
+			if math.Abs(float64(a[i]-b[i])) > 1e-4 {
+				return false
+			}
+		}
+		return true
+	}
+	if !same(vecs[0], vecs[3]) || same(vecs[0], vecs[1]) {
+		t.Fatal("embeddings of equal texts differ or of different texts agree")
+	}
+	if e.Metrics().DecodeTotal >= int64(len(texts)) {
+		t.Logf("decodes %d for %d inputs", e.Metrics().DecodeTotal, len(texts))
+	}
+	if _, err := e.Submit(context.Background(), engGreedyTask(engTokenize(t, m, "x", true), 1)); err == nil {
+		t.Fatal("completion on an embedding engine")
+	}
+
+	_, en := newEngTestEngine(t, EngineOptions{CtxSize: 512, Embedding: true, Pooling: llama.PoolingNone})
+	p := engTokenize(t, m, "Once upon a time", true)
+	r := engRun(t, en, &Task{Kind: TaskEmbedding, Prompt: p, PerToken: true, SlotID: -1, Normalize: 2})
+	if len(r.done.Embedding) != len(p) {
+		t.Fatalf("per token: %d vectors for %d tokens", len(r.done.Embedding), len(p))
+	}
+}
+
+func TestEngineSlotFiles(t *testing.T) {
+	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512, Parallel: 2})
+	prompt := engTokenize(t, m, "Once upon a time", true)
+	full := engRun(t, e, engGreedyTask(prompt, 32))
+
+	tk := engGreedyTask(prompt, 16)
+	tk.CachePrompt, tk.SlotID = true, 1
+	first := engRun(t, e, tk)
+	path := filepath.Join(t.TempDir(), "slot1.bin")
+	n, nb, err := e.SaveSlot(1, path)
+	if err != nil || n != len(prompt)+15 || nb == 0 {
+		t.Fatalf("save: %d %d %v", n, nb, err)
+	}
+	if n, err := e.EraseSlot(1); err != nil || n != len(prompt)+15 {
+		t.Fatalf("erase: %d %v", n, err)
+	}
+	if n, _, err := e.RestoreSlot(1, path); err != nil || n != len(prompt)+15 {
+		t.Fatalf("restore: %d %v", n, err)
+	}
+	if _, _, err := e.SaveSlot(5, path); err == nil {
+		t.Fatal("bad slot id accepted")
+	}
+	cont := append(append([]llama.Token(nil), prompt...), first.tokens...)
+	tk2 := engGreedyTask(cont, 16)
+	tk2.CachePrompt, tk2.SlotID = true, 1
+	second := engRun(t, e, tk2)
+	if second.done.CachedTokens != len(cont)-1 {
+		t.Fatalf("cached %d of %d", second.done.CachedTokens, len(cont))
+	}
+	got := append(append([]llama.Token(nil), first.tokens...), second.tokens...)
+	for i := range got {
+		if got[i] != full.tokens[i] {
+			t.Fatalf("token %d: %v vs %v", i, got, full.tokens)
+		}
+	}
+}
+
+func TestEngineGrammar(t *testing.T) {
+	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512})
+	tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), 16)
+	tk.Params.Grammar = `root ::= "yes" | "no"`
+	r := engRun(t, e, tk)
+	if r.text != "yes" && r.text != "no" {
+		t.Fatalf("grammar output %q (%+v)", r.text, r.done)
+	}
+	tk.Params.Temperature = 0.8
+	tk.Params.Seed = 42
+	r = engRun(t, e, tk)
+	if r.text != "yes" && r.text != "no" {
+		t.Fatalf("grammar output %q", r.text)
+	}
+	tk.Params.Grammar = `root ::= undefined-rule`
+	ch, err := e.Submit(context.Background(), tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := engCollect(t, ch); r.done.Err == nil {
+		t.Fatal("bad grammar accepted")
+	}
+}
+
+func TestEngineClose(t *testing.T) {
+	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512, Parallel: 1})
+	tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), -1)
+	tk.Params.IgnoreEOS = true
+	ch, err := e.Submit(context.Background(), tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch2, err := e.Submit(context.Background(), tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-ch
+	e.Close()
+	r := engCollect(t, ch)
+	if !errors.Is(r.done.Err, ErrEngineClosed) {
+		t.Fatalf("running task: %v", r.done.Err)
+	}
+	if r := engCollect(t, ch2); !errors.Is(r.done.Err, ErrEngineClosed) {
+		t.Fatalf("queued task: %v", r.done.Err)
+	}
+	if _, err := e.Submit(context.Background(), tk); err == nil {
+		t.Fatal("submit after close")
+	}
+}
