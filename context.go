@@ -94,13 +94,17 @@ type ContextOptions struct {
 	RopeFreqBase   float32        // 0: from the model
 	RopeFreqScale  float32        // 0: from the model
 	YarnOrigCtx    int            // 0: from the model
-	TypeK, TypeV   string         // KV cache types ("f16", "q8_0", ...); "": f16
-	Embeddings     bool           // compute embeddings (with logits)
-	NoOffloadKQV   bool           // keep the KV cache and KQV ops on the CPU
-	NoOpOffload    bool           // do not offload host tensor operations
-	SWAPartial     bool           // use a sliding-window-sized cache for SWA models (default: full)
-	KVUnified      bool           // one KV buffer shared by all sequences
-	Perf           bool           // collect performance counters (Perf)
+	// YaRN factors; nil: from the model.
+	YarnExtFactor, YarnAttnFactor, YarnBetaFast, YarnBetaSlow *float32
+	OutputsMax                                                int    // most outputs in a ubatch; 0: BatchSize
+	RecurrentSnapshots                                        int    // recurrent-state snapshots per sequence for rollback; 0: none
+	TypeK, TypeV                                              string // KV cache types ("f16", "q8_0", ...); "": f16
+	Embeddings                                                bool   // compute embeddings (with logits)
+	NoOffloadKQV                                              bool   // keep the KV cache and KQV ops on the CPU
+	NoOpOffload                                               bool   // do not offload host tensor operations
+	SWAPartial                                                bool   // use a sliding-window-sized cache for SWA models (default: full)
+	KVUnified                                                 bool   // one KV buffer shared by all sequences
+	Perf                                                      bool   // collect performance counters (Perf)
 }
 
 // Context is an inference context over a Model: its KV memory, batches
@@ -174,6 +178,26 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 	p.RopeScalingType = [...]int32{-1, 0, 1, 2, 3}[min(max(int(opts.RopeScaling), 0), 4)]
 	p.RopeFreqBase, p.RopeFreqScale = opts.RopeFreqBase, opts.RopeFreqScale
 	p.YarnOrigCtx = uint32(max(opts.YarnOrigCtx, 0))
+	for _, y := range []struct {
+		v   *float32
+		dst *float32
+	}{{opts.YarnExtFactor, &p.YarnExtFactor}, {opts.YarnAttnFactor, &p.YarnAttnFactor},
+		{opts.YarnBetaFast, &p.YarnBetaFast}, {opts.YarnBetaSlow, &p.YarnBetaSlow}} {
+		if y.v != nil {
+			if !finite(*y.v) {
+				return nil, errorf(CodeInvalid, "new context", "YaRN factor %v is not finite", *y.v)
+			}
+			*y.dst = *y.v
+		}
+	}
+	if opts.OutputsMax < 0 || opts.RecurrentSnapshots < 0 || opts.OutputsMax > 1<<24 || opts.RecurrentSnapshots > 1<<10 {
+		return nil, errorf(CodeInvalid, "new context", "OutputsMax %d or RecurrentSnapshots %d out of range", opts.OutputsMax, opts.RecurrentSnapshots)
+	}
+	p.NOutputsMax = uint32(opts.OutputsMax)
+	p.NRsSeq = uint32(opts.RecurrentSnapshots)
+	if !finite(opts.RopeFreqBase, opts.RopeFreqScale) {
+		return nil, errorf(CodeInvalid, "new context", "RoPE frequency settings must be finite")
+	}
 	for _, kv := range []struct {
 		s   string
 		dst *int32
