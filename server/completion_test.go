@@ -80,3 +80,153 @@ func TestCompletionGreedyStory(t *testing.T) {
 	assert.Contains(t, out, "timings")
 	assert.Contains(t, out, "generation_settings")
 }
+
+func TestCompletionStreamMatchesWhole(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	req := map[string]any{"prompt": "Once upon a time", "temperature": 0, "n_predict": 24}
+	code, whole := postJSON(t, ts.URL+"/completion", req)
+	require.Equal(t, http.StatusOK, code)
+
+	req["stream"] = true
+	events := sseEvents(t, ts.URL+"/completion", req)
+	require.Greater(t, len(events), 2)
+	var text strings.Builder
+	var tokens int
+	var last map[string]any
+	for i, e := range events {
+		var chunk map[string]any
+		require.NoError(t, json.Unmarshal([]byte(e), &chunk), e)
+		text.WriteString(chunk["content"].(string))
+		tokens += len(chunk["tokens"].([]any))
+		if i < len(events)-1 {
+			assert.Equal(t, false, chunk["stop"])
+		}
+		last = chunk
+	}
+	assert.Equal(t, whole["content"], text.String())
+	assert.Equal(t, 24, tokens)
+	assert.Equal(t, true, last["stop"])
+	assert.Equal(t, "limit", last["stop_type"])
+	assert.Equal(t, float64(24), last["tokens_predicted"])
+	assert.Contains(t, last, "timings")
+	assert.Contains(t, last, "generation_settings")
+}
+
+func TestCompletionPromptForms(t *testing.T) {
+	s, ts := newTestServer(t, Options{})
+	_ = s
+	// The token form of "Once upon a time" gives the same story.
+	code, tok := postJSON(t, ts.URL+"/tokenize", map[string]any{"content": "Once upon a time", "add_special": true})
+	require.Equal(t, http.StatusOK, code, "%v", tok)
+	ids := tok["tokens"].([]any)
+	code, byText := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": "Once upon a time", "temperature": 0, "n_predict": 12, "return_tokens": true})
+	require.Equal(t, http.StatusOK, code)
+	code, byTokens := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": ids, "temperature": 0, "n_predict": 12})
+	require.Equal(t, http.StatusOK, code, "%v", byTokens)
+	assert.Equal(t, byText["content"], byTokens["content"])
+	assert.Equal(t, byText["tokens_evaluated"], byTokens["tokens_evaluated"])
+	assert.Len(t, byText["tokens"], 12)
+	assert.Empty(t, byTokens["tokens"], "tokens only with return_tokens")
+
+	// Mixed: the leading text gets BOS, the ids follow.
+	code, mixed := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": []any{"Once upon", ids[len(ids)-2], ids[len(ids)-1]}, "temperature": 0, "n_predict": 12})
+	require.Equal(t, http.StatusOK, code, "%v", mixed)
+	assert.Equal(t, byText["tokens_evaluated"], mixed["tokens_evaluated"])
+	assert.Equal(t, byText["content"], mixed["content"])
+
+	// Several prompts: an array of results in order.
+	code, raw := postRaw(t, ts.URL+"/completion", map[string]any{"prompt": []any{"Once upon a time", "The dog"}, "temperature": 0, "n_predict": 12})
+	require.Equal(t, http.StatusOK, code, "%s", raw)
+	var many []map[string]any
+	require.NoError(t, json.Unmarshal(raw, &many))
+	require.Len(t, many, 2)
+	assert.Equal(t, byText["content"], many[0]["content"])
+	assert.Equal(t, float64(0), many[0]["index"])
+	assert.Equal(t, float64(1), many[1]["index"])
+	assert.NotEqual(t, many[0]["content"], many[1]["content"])
+
+	// Several prompts streamed: chunks carry their prompt's index.
+	events := sseEvents(t, ts.URL+"/completion", map[string]any{"prompt": []any{"Once upon a time", "The dog"}, "temperature": 0, "n_predict": 12, "stream": true})
+	texts := map[float64]string{}
+	stops := 0
+	for _, e := range events {
+		var chunk map[string]any
+		require.NoError(t, json.Unmarshal([]byte(e), &chunk), e)
+		texts[chunk["index"].(float64)] += chunk["content"].(string)
+		if chunk["stop"] == true {
+			stops++
+		}
+	}
+	assert.Equal(t, 2, stops)
+	assert.Equal(t, many[0]["content"], texts[0])
+	assert.Equal(t, many[1]["content"], texts[1])
+}
+
+func TestCompletionOptions(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	base := func(extra map[string]any) map[string]any {
+		m := map[string]any{"prompt": "Once upon a time", "temperature": 0, "n_predict": 16}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	t.Run("stop word", func(t *testing.T) {
+		code, out := postJSON(t, ts.URL+"/completion", base(map[string]any{"stop": []string{"Lily"}}))
+		require.Equal(t, http.StatusOK, code)
+		assert.Equal(t, ", there was a little girl named ", out["content"])
+		assert.Equal(t, "word", out["stop_type"])
+		assert.Equal(t, "Lily", out["stopping_word"])
+	})
+	t.Run("n_probs", func(t *testing.T) {
+		code, out := postJSON(t, ts.URL+"/completion", base(map[string]any{"n_probs": 3, "n_predict": 4}))
+		require.Equal(t, http.StatusOK, code)
+		probs := out["completion_probabilities"].([]any)
+		require.Len(t, probs, 4)
+		first := probs[0].(map[string]any)
+		top := first["top_logprobs"].([]any)
+		require.Len(t, top, 3)
+		// Greedy: the sampled token is the most likely one.
+		assert.Equal(t, top[0].(map[string]any)["id"], first["id"])
+		assert.LessOrEqual(t, first["logprob"].(float64), 0.0)
+		assert.NotEmpty(t, first["bytes"])
+		code, out = postJSON(t, ts.URL+"/completion", base(map[string]any{"n_probs": 2, "n_predict": 2, "post_sampling_probs": true}))
+		require.Equal(t, http.StatusOK, code)
+		first = out["completion_probabilities"].([]any)[0].(map[string]any)
+		assert.Contains(t, first, "prob")
+		assert.Len(t, first["top_probs"], 2)
+	})
+	t.Run("response_fields", func(t *testing.T) {
+		code, out := postJSON(t, ts.URL+"/completion", base(map[string]any{"response_fields": []string{"content", "generation_settings/n_predict", "nope"}}))
+		require.Equal(t, http.StatusOK, code)
+		assert.Len(t, out, 2)
+		assert.Equal(t, float64(16), out["generation_settings/n_predict"])
+	})
+	t.Run("logit_bias bans a word", func(t *testing.T) {
+		code, out := postJSON(t, ts.URL+"/completion", base(map[string]any{"logit_bias": [][]any{{" Lily", false}}, "n_predict": 10}))
+		require.Equal(t, http.StatusOK, code)
+		assert.NotContains(t, out["content"], "Lily")
+		assert.True(t, strings.HasPrefix(out["content"].(string), ", there was a little girl named"), out["content"])
+	})
+	t.Run("grammar", func(t *testing.T) {
+		code, out := postJSON(t, ts.URL+"/completion", base(map[string]any{"grammar": `root ::= ("yes" | "no") "."`}))
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		assert.Contains(t, []any{"yes.", "no."}, out["content"])
+		assert.Equal(t, "eos", out["stop_type"])
+	})
+	t.Run("json_schema", func(t *testing.T) {
+		code, out := postJSON(t, ts.URL+"/completion", base(map[string]any{"n_predict": 64,
+			"json_schema": map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer", "minimum": 0, "maximum": 9}}, "required": []string{"n"}, "additionalProperties": false}}))
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		var v struct{ N *int }
+		require.NoError(t, json.Unmarshal([]byte(out["content"].(string)), &v), out["content"])
+		require.NotNil(t, v.N)
+	})
+	t.Run("seeded sampling repeats", func(t *testing.T) {
+		req := base(map[string]any{"temperature": 1.0, "seed": 42, "top_k": 0, "top_p": 1, "min_p": 0})
+		_, a := postJSON(t, ts.URL+"/completion", req)
+		_, b := postJSON(t, ts.URL+"/completion", req)
+		assert.Equal(t, a["content"], b["content"])
+		assert.Equal(t, float64(42), a["generation_settings"].(map[string]any)["seed"])
+	})
+}
