@@ -729,3 +729,37 @@ func TestServerMalformedBodies(t *testing.T) {
 		}
 	}
 }
+
+func TestServerRouterSleepAndMetrics(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.Symlink(testenv.Model(t, "stories260K.gguf"), filepath.Join(dir, "a.gguf")))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "b"), 0o755))
+	require.NoError(t, os.Symlink(testenv.Model(t, "llama-2-tiny-random.gguf"), filepath.Join(dir, "b", "model.gguf")))
+	_, ts := newTestServer(t, Options{ModelsDir: dir, SleepIdleSeconds: 1, Metrics: true, ChatTemplate: "chatml",
+		Engine: EngineOptions{CtxSize: 256, Parallel: 1}})
+
+	assert.Equal(t, map[string]string{"a": "unloaded", "b": "unloaded"}, modelStatuses(t, ts.URL))
+	code, _ := callJSON(t, "GET", ts.URL+"/health", nil)
+	assert.Equal(t, 200, code)
+	code, data := call(t, "GET", ts.URL+"/metrics", nil, nil)
+	assert.Equal(t, 400, code, "%s", data)
+	assert.Equal(t, "model name is missing from the request", errOf(t, data)["message"])
+
+	code, _ = callJSON(t, "POST", ts.URL+"/tokenize", map[string]any{"content": "hi", "model": "b"})
+	require.Equal(t, 200, code)
+	assert.Equal(t, "loaded", modelStatuses(t, ts.URL)["b"])
+	code, data = call(t, "GET", ts.URL+"/metrics?model=b", nil, nil)
+	assert.Equal(t, 200, code)
+	assert.Contains(t, string(data), "llamacpp:prompt_tokens_total")
+
+	// autoload=false refuses a model that is not loaded.
+	code, data = call(t, "POST", ts.URL+"/tokenize?autoload=false", map[string]any{"content": "hi", "model": "a"}, nil)
+	assert.Equal(t, 400, code, "%s", data)
+
+	require.Eventually(t, func() bool { return modelStatuses(t, ts.URL)["b"] == "sleeping" }, 5*time.Second, 50*time.Millisecond)
+	_, p := callJSON(t, "GET", ts.URL+"/props?model=b", nil)
+	assert.Equal(t, true, p["is_sleeping"])
+	code, _ = callJSON(t, "POST", ts.URL+"/tokenize", map[string]any{"content": "hi", "model": "b"})
+	require.Equal(t, 200, code)
+	assert.Equal(t, map[string]string{"a": "unloaded", "b": "loaded"}, modelStatuses(t, ts.URL))
+}
