@@ -253,6 +253,7 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, cha
 		tokens []llama.Token
 		text   strings.Builder
 		steps  []step
+		n      int
 	}
 	states := make([]state, len(chans))
 	nProbs := g.task.Params.NProbs
@@ -269,6 +270,7 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, cha
 			}
 			continue
 		}
+		st.n++
 		if !g.inst.Model.IsEOG(ev.Token) {
 			st.tokens = append(st.tokens, ev.Token)
 		}
@@ -285,8 +287,8 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, cha
 			"tokens":           nonNilTokens(st.tokens),
 			"stop":             false,
 			"id_slot":          ev.SlotID,
-			"tokens_predicted": ev.Generated,
-			"tokens_evaluated": ev.PromptTokens,
+			"tokens_predicted": st.n,
+			"tokens_evaluated": len(g.prompts[ev.Index]),
 		}
 		st.tokens = nil
 		if g.opt.TimingsPerToken {

@@ -28,6 +28,7 @@ func TestCompletionBadRequests(t *testing.T) {
 		{"prompt wrong type", "/completion", map[string]any{"prompt": true}, 400, "invalid_request_error", "prompt"},
 		{"temperature wrong type", "/completion", map[string]any{"prompt": "x", "temperature": "hot"}, 400, "invalid_request_error", "temperature"},
 		{"n_predict wrong type", "/completion", map[string]any{"prompt": "x", "n_predict": "ten"}, 400, "invalid_request_error", "n_predict"},
+		{"n_predict numeric string", "/completion", map[string]any{"prompt": "x", "n_predict": "8"}, 400, "invalid_request_error", "n_predict"},
 		{"n_predict fraction", "/completion", map[string]any{"prompt": "x", "n_predict": 1.5}, 400, "invalid_request_error", "n_predict"},
 		{"negative n_predict", "/completion", map[string]any{"prompt": "x", "n_predict": -5}, 400, "invalid_request_error", "n_predict"},
 		{"huge n_predict", "/completion", map[string]any{"prompt": "x", "n_predict": 1e12}, 400, "invalid_request_error", "n_predict"},

@@ -123,6 +123,9 @@ func (f reqFields) integer(key string) (int64, error) {
 }
 
 func rawInteger(raw json.RawMessage, name string) (int64, error) {
+	if jsonKind(raw) != 'n' {
+		return 0, badRequest("%q must be an integer", name)
+	}
 	var num json.Number
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
