@@ -1,0 +1,36 @@
+package server
+
+// POST /v1/chat/completions/input_tokens: how many tokens a chat request's
+// prompt makes (the conversation rendered with the chat template, tools
+// included), without running it.
+
+import "net/http"
+
+func init() {
+	addRoute("POST /v1/chat/completions/input_tokens", false, handleChatInputTokens)
+	addRoute("POST /chat/completions/input_tokens", false, handleChatInputTokens)
+}
+
+func handleChatInputTokens(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var f reqFields
+		if !decodeJSON(w, r, &f) {
+			return
+		}
+		model, ok := readModel(w, f)
+		if !ok {
+			return
+		}
+		inst, release, ok := s.instanceFor(w, r, model)
+		if !ok {
+			return
+		}
+		defer release()
+		g, _, _, err := parseChatRequest(f, inst)
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"object": "response.input_tokens", "input_tokens": len(g.task.Prompt)})
+	}
+}

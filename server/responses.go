@@ -1,0 +1,547 @@
+package server
+
+// OpenAI's Responses API: POST /v1/responses and
+// POST /v1/responses/input_tokens. As llama.cpp does, a request is
+// converted to a chat completion request (input items to messages, flat
+// function tools to chat tools) and run by the chat pipeline; the answer
+// becomes output items: reasoning, a message with output_text, and
+// function_call items.
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/x/llama/chat"
+)
+
+func init() {
+	for _, p := range []string{"/v1/responses", "/responses"} {
+		addRoute("POST "+p, false, handleResponses)
+		addRoute("POST "+p+"/input_tokens", false, handleResponsesInputTokens)
+	}
+}
+
+// respInputItem is one input item of any kind; the fields used depend on
+// Type (and Role for messages).
+type respInputItem struct {
+	Type      string          `json:"type"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments *string         `json:"arguments"`
+	Output    json.RawMessage `json:"output"`
+	Summary   json.RawMessage `json:"summary"`
+}
+
+// respPart is a content part of a message item.
+type respPart struct {
+	Type    string  `json:"type"`
+	Text    *string `json:"text"`
+	Refusal *string `json:"refusal"`
+}
+
+// respToChat converts a Responses request body to a chat completion body,
+// as llama.cpp's server_chat_convert_responses_to_chatcmpl.
+func respToChat(f reqFields) (reqFields, error) {
+	if !f.has("input") {
+		return nil, badRequest(`"input" is required`)
+	}
+	var prev string
+	if err := f.str("previous_response_id", &prev); err != nil {
+		return nil, err
+	}
+	if prev != "" {
+		return nil, badRequest(`"previous_response_id" is not supported: send the previous output items as input`)
+	}
+	out := reqFields{}
+	for k, v := range f {
+		switch k {
+		case "input", "instructions", "tools", "max_output_tokens", "reasoning", "previous_response_id", "text", "store", "include", "truncation", "metadata", "user":
+		default:
+			out[k] = v
+		}
+	}
+	var msgs []map[string]any
+	if f.has("instructions") {
+		var ins string
+		if err := f.str("instructions", &ins); err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, map[string]any{"role": "system", "content": ins})
+	}
+	switch f.kind("input") {
+	case 's':
+		var s string
+		_ = f.str("input", &s)
+		msgs = append(msgs, map[string]any{"role": "user", "content": s})
+	case 'a':
+		var items []respInputItem
+		if err := f.decode("input", &items, "a string or an array of input items"); err != nil {
+			return nil, err
+		}
+		for i, it := range items {
+			var err error
+			msgs, err = respItemToChat(msgs, i, it)
+			if err != nil {
+				return nil, err
+			}
+		}
+	default:
+		return nil, badRequest(`"input" must be a string or an array of input items`)
+	}
+	b, _ := json.Marshal(msgs)
+	out["messages"] = b
+	if f.has("tools") {
+		var tools []map[string]any
+		if err := f.decode("tools", &tools, "an array of tools"); err != nil {
+			return nil, err
+		}
+		var ct []map[string]any
+		for _, t := range tools {
+			if t["type"] != "function" {
+				continue // other tool kinds have no chat equivalent
+			}
+			fn := map[string]any{}
+			for k, v := range t {
+				if k != "type" && k != "strict" {
+					fn[k] = v
+				}
+			}
+			ct = append(ct, map[string]any{"type": "function", "function": fn})
+		}
+		if len(ct) > 0 {
+			out["tools"], _ = json.Marshal(ct)
+		}
+	}
+	if f.has("tool_choice") && f.kind("tool_choice") == 'o' {
+		// Responses names a forced function flat: {"type":"function","name":...}.
+		var tc struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		}
+		if err := f.decode("tool_choice", &tc, `"auto", "none", "required" or {"type": "function", "name": ...}`); err != nil {
+			return nil, err
+		}
+		if tc.Type != "function" || tc.Name == "" {
+			return nil, badRequest(`"tool_choice" must be "auto", "none", "required" or {"type": "function", "name": ...}`)
+		}
+		out["tool_choice"], _ = json.Marshal(map[string]any{"type": "function", "function": map[string]any{"name": tc.Name}})
+	}
+	if f.has("max_output_tokens") {
+		out["max_tokens"] = f["max_output_tokens"]
+	}
+	if f.kind("reasoning") == 'o' {
+		var r struct {
+			Effort string `json:"effort"`
+		}
+		if err := f.decode("reasoning", &r, `an object like {"effort": "low"}`); err != nil {
+			return nil, err
+		}
+		if r.Effort != "" {
+			out["reasoning_effort"], _ = json.Marshal(r.Effort)
+		}
+	}
+	return out, nil
+}
+
+// respItemToChat appends the chat form of one input item. Assistant
+// output (messages, function calls, reasoning) following an assistant
+// message is merged into it.
+func respItemToChat(msgs []map[string]any, i int, it respInputItem) ([]map[string]any, error) {
+	var last map[string]any
+	if n := len(msgs); n > 0 && msgs[n-1]["role"] == "assistant" {
+		last = msgs[n-1]
+	}
+	text := func(allowed ...string) (string, error) {
+		if jsonKind(it.Content) == 's' {
+			var s string
+			_ = json.Unmarshal(it.Content, &s)
+			return s, nil
+		}
+		if jsonKind(it.Content) != 'a' {
+			return "", badRequest("input[%d].content must be a string or an array of parts", i)
+		}
+		var parts []respPart
+		if err := json.Unmarshal(it.Content, &parts); err != nil {
+			return "", badRequest("input[%d].content: %v", i, err)
+		}
+		s := ""
+		for j, p := range parts {
+			ok := false
+			for _, a := range allowed {
+				ok = ok || p.Type == a
+			}
+			switch {
+			case !ok:
+				return "", badRequest("input[%d].content[%d]: unsupported part type %q", i, j, p.Type)
+			case p.Type == "refusal" && p.Refusal != nil:
+				s += *p.Refusal
+			case p.Text == nil:
+				return "", badRequest("input[%d].content[%d] needs text", i, j)
+			default:
+				s += *p.Text
+			}
+		}
+		return s, nil
+	}
+	switch {
+	case it.Type == "function_call":
+		if it.CallID == "" || it.Name == "" || it.Arguments == nil {
+			return nil, badRequest("input[%d]: a function_call needs call_id, name and arguments", i)
+		}
+		call := map[string]any{"id": it.CallID, "type": "function", "function": map[string]any{"name": it.Name, "arguments": *it.Arguments}}
+		if last != nil {
+			calls, _ := last["tool_calls"].([]map[string]any)
+			last["tool_calls"] = append(calls, call)
+			return msgs, nil
+		}
+		return append(msgs, map[string]any{"role": "assistant", "content": "", "tool_calls": []map[string]any{call}}), nil
+	case it.Type == "function_call_output":
+		if it.CallID == "" {
+			return nil, badRequest("input[%d]: a function_call_output needs call_id", i)
+		}
+		var out string
+		switch jsonKind(it.Output) {
+		case 's':
+			_ = json.Unmarshal(it.Output, &out)
+		case 'a':
+			var parts []respPart
+			if err := json.Unmarshal(it.Output, &parts); err != nil {
+				return nil, badRequest("input[%d].output: %v", i, err)
+			}
+			for _, p := range parts {
+				if p.Type != "input_text" || p.Text == nil {
+					return nil, badRequest("input[%d].output: parts must be input_text", i)
+				}
+				out += *p.Text
+			}
+		default:
+			return nil, badRequest("input[%d]: a function_call_output needs output", i)
+		}
+		return append(msgs, map[string]any{"role": "tool", "tool_call_id": it.CallID, "content": out}), nil
+	case it.Type == "reasoning":
+		var parts []respPart
+		_ = json.Unmarshal(it.Content, &parts)
+		r := ""
+		for _, p := range parts {
+			if p.Text != nil {
+				r += *p.Text
+			}
+		}
+		if last != nil {
+			last["reasoning_content"] = r
+			return msgs, nil
+		}
+		return append(msgs, map[string]any{"role": "assistant", "content": "", "reasoning_content": r}), nil
+	case it.Role == "assistant" && (it.Type == "message" || it.Type == ""):
+		s, err := text("output_text", "input_text", "refusal")
+		if err != nil {
+			return nil, err
+		}
+		if last != nil {
+			c, _ := last["content"].(string)
+			last["content"] = c + s
+			return msgs, nil
+		}
+		return append(msgs, map[string]any{"role": "assistant", "content": s}), nil
+	case (it.Role == "user" || it.Role == "system" || it.Role == "developer") && (it.Type == "message" || it.Type == ""):
+		s, err := text("input_text")
+		if err != nil {
+			return nil, err
+		}
+		return append(msgs, map[string]any{"role": it.Role, "content": s}), nil
+	}
+	return nil, badRequest("input[%d]: cannot determine the type of the item (type %q, role %q)", i, it.Type, it.Role)
+}
+
+// Wire types of a response.
+type (
+	respObject struct {
+		ID          string     `json:"id"`
+		Object      string     `json:"object"`
+		CreatedAt   int64      `json:"created_at"`
+		CompletedAt *int64     `json:"completed_at,omitempty"`
+		Status      string     `json:"status"`
+		Model       string     `json:"model"`
+		Output      []respItem `json:"output"`
+		Usage       *respUsage `json:"usage,omitempty"`
+	}
+	// respItem is an output item: reasoning, message or function_call.
+	respItem struct {
+		ID        string        `json:"id"`
+		Type      string        `json:"type"`
+		Status    string        `json:"status"`
+		Role      string        `json:"role,omitempty"`
+		Content   []respOutPart `json:"content,omitempty"`
+		Summary   []respOutPart `json:"summary,omitempty"`
+		CallID    string        `json:"call_id,omitempty"`
+		Name      string        `json:"name,omitempty"`
+		Arguments *string       `json:"arguments,omitempty"`
+	}
+	respOutPart struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		Annotations []any  `json:"annotations"`
+		Logprobs    []any  `json:"logprobs"`
+	}
+	respUsage struct {
+		InputTokens         int                  `json:"input_tokens"`
+		OutputTokens        int                  `json:"output_tokens"`
+		TotalTokens         int                  `json:"total_tokens"`
+		InputTokensDetails  respInputDetails     `json:"input_tokens_details"`
+		OutputTokensDetails respOutputTokDetails `json:"output_tokens_details"`
+	}
+	respInputDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	}
+	respOutputTokDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	}
+)
+
+func textPart(s string) respOutPart {
+	return respOutPart{Type: "output_text", Text: s, Annotations: []any{}, Logprobs: []any{}}
+}
+
+func respUsageOf(ev Event) *respUsage {
+	return &respUsage{InputTokens: ev.PromptTokens, OutputTokens: ev.Generated, TotalTokens: ev.PromptTokens + ev.Generated,
+		InputTokensDetails: respInputDetails{CachedTokens: ev.CachedTokens}}
+}
+
+// respItems converts a parsed message to output items.
+func respItems(msg chat.Message) []respItem {
+	items := []respItem{}
+	if msg.ReasoningContent != "" {
+		items = append(items, respItem{ID: newID("rs_"), Type: "reasoning", Status: "completed", Summary: []respOutPart{},
+			Content: []respOutPart{{Type: "reasoning_text", Text: msg.ReasoningContent}}})
+	}
+	if msg.Content != "" {
+		items = append(items, respItem{ID: newID("msg_"), Type: "message", Status: "completed", Role: "assistant",
+			Content: []respOutPart{textPart(msg.Content)}})
+	}
+	for _, tc := range msg.ToolCalls {
+		args := tc.Arguments
+		callID := tc.ID
+		if callID == "" {
+			callID = newID("call_")
+		}
+		items = append(items, respItem{ID: newID("fc_"), Type: "function_call", Status: "completed", CallID: callID, Name: tc.Name, Arguments: &args})
+	}
+	return items
+}
+
+// respPrepare reads a Responses body as a chat request.
+func respPrepare(s *Server, w http.ResponseWriter, r *http.Request) (*genRequest, *chatPlan, chatOptions, *instance, func(), bool) {
+	var f reqFields
+	if !decodeJSON(w, r, &f) {
+		return nil, nil, chatOptions{}, nil, nil, false
+	}
+	model, ok := readModel(w, f)
+	if !ok {
+		return nil, nil, chatOptions{}, nil, nil, false
+	}
+	cf, err := respToChat(f)
+	if err != nil {
+		writeHTTPError(w, err)
+		return nil, nil, chatOptions{}, nil, nil, false
+	}
+	inst, release, ok := s.instanceFor(w, r, model)
+	if !ok {
+		return nil, nil, chatOptions{}, nil, nil, false
+	}
+	g, plan, co, err := parseChatRequest(cf, inst)
+	if err != nil {
+		release()
+		writeHTTPError(w, err)
+		return nil, nil, chatOptions{}, nil, nil, false
+	}
+	return g, plan, co, inst, release, true
+}
+
+func handleResponsesInputTokens(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		g, _, _, _, release, ok := respPrepare(s, w, r)
+		if !ok {
+			return
+		}
+		defer release()
+		writeJSON(w, http.StatusOK, map[string]any{"object": "response.input_tokens", "input_tokens": len(g.task.Prompt)})
+	}
+}
+
+func handleResponses(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		g, plan, co, inst, release, ok := respPrepare(s, w, r)
+		if !ok {
+			return
+		}
+		defer release()
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		events, err := s.runTask(ctx, inst, g.task)
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		base := respObject{ID: newID("resp_"), Object: "response", CreatedAt: time.Now().Unix(), Model: co.Model, Output: []respItem{}}
+		if g.opt.Stream {
+			streamResponses(w, plan, base, events)
+			return
+		}
+		res, err := collect(ctx, inst.Model, events)
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		msg, _ := chat.Parse(res.Text, plan.Parse)
+		out := base
+		now := time.Now().Unix()
+		out.CompletedAt, out.Status = &now, "completed"
+		out.Output = respItems(msg)
+		out.Usage = respUsageOf(res.Final)
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+// streamResponses sends the Responses event stream: response.created and
+// response.in_progress, then each output item in turn (added, its deltas,
+// done), then response.completed with the whole response.
+func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, events <-chan Event) {
+	sse := sseStart(w)
+	seq := 0
+	send := func(typ string, fields map[string]any) bool {
+		fields["type"] = typ
+		fields["sequence_number"] = seq
+		seq++
+		if _, err := w.Write([]byte("event: " + typ + "\n")); err != nil {
+			return false
+		}
+		return sse.data(fields) == nil
+	}
+	inProgress := base
+	inProgress.Status = "in_progress"
+	if !send("response.created", map[string]any{"response": inProgress}) ||
+		!send("response.in_progress", map[string]any{"response": inProgress}) {
+		return
+	}
+	var done []respItem
+	var cur *respItem // the open item
+	var buf string    // its text or arguments so far
+	curTool := -1
+	closeItem := func() bool {
+		if cur == nil {
+			return true
+		}
+		idx := len(done)
+		it := *cur
+		it.Status = "completed"
+		ok := true
+		switch it.Type {
+		case "message":
+			part := textPart(buf)
+			it.Content = []respOutPart{part}
+			ok = send("response.output_text.done", map[string]any{"item_id": it.ID, "output_index": idx, "content_index": 0, "text": buf, "logprobs": []any{}}) &&
+				send("response.content_part.done", map[string]any{"item_id": it.ID, "output_index": idx, "content_index": 0, "part": part})
+		case "reasoning":
+			it.Content = []respOutPart{{Type: "reasoning_text", Text: buf}}
+			ok = send("response.reasoning_text.done", map[string]any{"item_id": it.ID, "output_index": idx, "content_index": 0, "text": buf})
+		case "function_call":
+			args := buf
+			it.Arguments = &args
+			ok = send("response.function_call_arguments.done", map[string]any{"item_id": it.ID, "output_index": idx, "arguments": buf})
+		}
+		ok = ok && send("response.output_item.done", map[string]any{"output_index": idx, "item": it})
+		done = append(done, it)
+		cur, buf = nil, ""
+		return ok
+	}
+	openItem := func(it respItem) bool {
+		if !closeItem() {
+			return false
+		}
+		it.Status = "in_progress"
+		cur = &it
+		idx := len(done)
+		if !send("response.output_item.added", map[string]any{"output_index": idx, "item": it}) {
+			return false
+		}
+		if it.Type == "message" {
+			return send("response.content_part.added", map[string]any{"item_id": it.ID, "output_index": idx, "content_index": 0, "part": textPart("")})
+		}
+		return true
+	}
+	emit := func(d chat.Delta) bool {
+		if d.ReasoningContent != "" {
+			if cur == nil || cur.Type != "reasoning" {
+				if !openItem(respItem{ID: newID("rs_"), Type: "reasoning", Summary: []respOutPart{}}) {
+					return false
+				}
+			}
+			buf += d.ReasoningContent
+			if !send("response.reasoning_text.delta", map[string]any{"item_id": cur.ID, "output_index": len(done), "content_index": 0, "delta": d.ReasoningContent}) {
+				return false
+			}
+		}
+		if d.Content != "" {
+			if cur == nil || cur.Type != "message" {
+				if !openItem(respItem{ID: newID("msg_"), Type: "message", Role: "assistant", Content: []respOutPart{}}) {
+					return false
+				}
+			}
+			buf += d.Content
+			if !send("response.output_text.delta", map[string]any{"item_id": cur.ID, "output_index": len(done), "content_index": 0, "delta": d.Content, "logprobs": []any{}}) {
+				return false
+			}
+		}
+		for _, tc := range d.ToolCalls {
+			if cur == nil || cur.Type != "function_call" || curTool != tc.Index {
+				callID := tc.ID
+				if callID == "" {
+					callID = newID("call_")
+				}
+				empty := ""
+				if !openItem(respItem{ID: newID("fc_"), Type: "function_call", CallID: callID, Name: tc.Name, Arguments: &empty}) {
+					return false
+				}
+				curTool = tc.Index
+			}
+			if tc.ArgumentsDelta != "" {
+				buf += tc.ArgumentsDelta
+				if !send("response.function_call_arguments.delta", map[string]any{"item_id": cur.ID, "output_index": len(done), "delta": tc.ArgumentsDelta}) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	parser := chat.NewParser(plan.Parse)
+	for ev := range events {
+		if ev.Err != nil {
+			_, body := errorObject(ev.Err)
+			send("error", map[string]any{"error": body["error"]})
+			return
+		}
+		if ev.Done {
+			d, _ := parser.Finish()
+			if !emit(d) || !closeItem() {
+				return
+			}
+			final := base
+			now := time.Now().Unix()
+			final.CompletedAt, final.Status = &now, "completed"
+			final.Output = done
+			final.Usage = respUsageOf(ev)
+			send("response.completed", map[string]any{"response": final})
+			return
+		}
+		if ev.Text == "" {
+			continue
+		}
+		if d, _ := parser.Push(ev.Text); !d.Empty() && !emit(d) {
+			return
+		}
+	}
+}
