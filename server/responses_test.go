@@ -108,7 +108,7 @@ func TestResponsesFunctionCall(t *testing.T) {
 		"parameters": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string", "maxLength": 8}}, "required": []string{"city"}}}
 	body := map[string]any{
 		"input": "Weather in Paris?", "tools": []any{tool},
-		"tool_choice": map[string]any{"type": "function", "name": "get_weather"},
+		"tool_choice":       map[string]any{"type": "function", "name": "get_weather"},
 		"max_output_tokens": 200, "temperature": 0,
 	}
 	var resp respObject
