@@ -499,7 +499,7 @@ func handleAnthropicMessages(s *Server) http.HandlerFunc {
 		}
 		id := newID("msg_")
 		if req.Stream {
-			streamAnthropic(ctx, w, inst, plan, co.Model, id, events)
+			streamAnthropic(w, plan, co.Model, id, events)
 			return
 		}
 		res, err := collect(ctx, inst.Model, events)
@@ -538,7 +538,7 @@ func handleAnthropicMessages(s *Server) http.HandlerFunc {
 // streamAnthropic sends a message as Anthropic's stream: message_start,
 // ping, one content block at a time (start, deltas, stop), message_delta
 // with the stop reason and usage, message_stop.
-func streamAnthropic(ctx context.Context, w http.ResponseWriter, inst *instance, plan *chatPlan, model, id string, events <-chan Event) {
+func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, events <-chan Event) {
 	sse := sseStart(w)
 	send := func(name string, v any) bool {
 		if _, err := w.Write([]byte("event: " + name + "\n")); err != nil {
@@ -625,10 +625,6 @@ func streamAnthropic(ctx context.Context, w http.ResponseWriter, inst *instance,
 	}
 	for ev := range events {
 		if ev.Err != nil {
-			if !started {
-				// Nothing sent yet but the headers: report in the stream.
-				started = true
-			}
 			status, body := errorObject(ev.Err)
 			obj, _ := body["error"].(map[string]any)
 			typ, _ := obj["type"].(string)
@@ -664,5 +660,4 @@ func streamAnthropic(ctx context.Context, w http.ResponseWriter, inst *instance,
 			return
 		}
 	}
-	_ = ctx
 }
