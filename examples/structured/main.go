@@ -29,15 +29,16 @@ func main() {
 	model := flag.String("m", "", "GGUF model")
 	prompt := flag.String("p", "Once upon a time there was a girl. Describe her as JSON:", "prompt")
 	seed := flag.Uint("seed", 42, "seed")
+	threads := flag.Int("t", 0, "threads (0: all CPUs)")
 	flag.Parse()
-	if err := run(context.Background(), os.Stdout, *model, *prompt, uint32(*seed)); err != nil {
+	if err := run(context.Background(), os.Stdout, *model, *prompt, uint32(*seed), *threads); err != nil {
 		fmt.Fprintln(os.Stderr, "structured:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, w io.Writer, path, prompt string, seed uint32) error {
-	c, err := ask[Character](ctx, path, prompt, seed)
+func run(ctx context.Context, w io.Writer, path, prompt string, seed uint32, threads int) error {
+	c, err := ask[Character](ctx, path, prompt, seed, threads)
 	if err != nil {
 		return err
 	}
@@ -46,14 +47,14 @@ func run(ctx context.Context, w io.Writer, path, prompt string, seed uint32) err
 }
 
 // ask generates a T from prompt under T's grammar and decodes it.
-func ask[T any](ctx context.Context, path, prompt string, seed uint32) (T, error) {
+func ask[T any](ctx context.Context, path, prompt string, seed uint32, threads int) (T, error) {
 	var v T
 	m, err := llama.LoadModel(ctx, path, llama.ModelOptions{})
 	if err != nil {
 		return v, err
 	}
 	defer m.Close()
-	lctx, err := m.NewContext(llama.ContextOptions{ContextSize: 1024})
+	lctx, err := m.NewContext(llama.ContextOptions{ContextSize: 1024, Threads: threads})
 	if err != nil {
 		return v, err
 	}

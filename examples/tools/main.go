@@ -61,20 +61,21 @@ func main() {
 	model := flag.String("m", "", "GGUF model")
 	question := flag.String("q", "What is the weather in Paris?", "the user's question")
 	seed := flag.Uint("seed", 1, "seed")
+	threads := flag.Int("t", 0, "threads (0: all CPUs)")
 	flag.Parse()
-	if err := run(context.Background(), os.Stdout, *model, *question, uint32(*seed)); err != nil {
+	if err := run(context.Background(), os.Stdout, *model, *question, uint32(*seed), *threads); err != nil {
 		fmt.Fprintln(os.Stderr, "tools:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, w io.Writer, path, question string, seed uint32) error {
+func run(ctx context.Context, w io.Writer, path, question string, seed uint32, threads int) error {
 	m, err := llama.LoadModel(ctx, path, llama.ModelOptions{})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	lctx, err := m.NewContext(llama.ContextOptions{ContextSize: 2048})
+	lctx, err := m.NewContext(llama.ContextOptions{ContextSize: 2048, Threads: threads})
 	if err != nil {
 		return err
 	}

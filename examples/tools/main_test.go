@@ -16,7 +16,7 @@ func TestToolLoop(t *testing.T) {
 	path := testenv.Model(t, "stories260K.gguf")
 	for _, seed := range []uint32{1, 2} {
 		var buf bytes.Buffer
-		require.NoError(t, run(context.Background(), &buf, path, "What is the weather in Paris?", seed))
+		require.NoError(t, run(context.Background(), &buf, path, "What is the weather in Paris?", seed, 1))
 		out := buf.String()
 		m := regexp.MustCompile(`(?m)^call get_weather\((.*)\) -> (.*)$`).FindStringSubmatch(out)
 		require.NotNil(t, m, out)
