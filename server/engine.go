@@ -553,7 +553,7 @@ func (e *engine) Metrics() Metrics {
 		m.BusySlotsPerDecode = float64(e.busySum) / float64(m.DecodeTotal)
 	}
 	m.RequestsProcessing = e.busy
-	m.RequestsDeferred = max(0, len(e.queue)-(len(e.slots)-e.busy))
+	m.RequestsDeferred = len(e.queue)
 	return m
 }
 

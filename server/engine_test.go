@@ -465,3 +465,176 @@ func TestEngineClose(t *testing.T) {
 		t.Fatal("submit after close")
 	}
 }
+
+func TestEngineLoRABatching(t *testing.T) {
+	lora := writeStoriesLoRA(t)
+	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512, Parallel: 2, ContextShift: true, Adapters: []AdapterSpec{{Path: lora, Scale: 0}}})
+	if a := e.Adapters(); len(a) != 1 || a[0].Path != lora || a[0].Scale != 0 {
+		t.Fatalf("adapters %+v", a)
+	}
+	prompt := engTokenize(t, m, "Once upon a time", true)
+	base := engRun(t, e, engGreedyTask(prompt, 16))
+	withTask := engGreedyTask(prompt, 16)
+	withTask.LoRA = []LoRAScale{{ID: 0, Scale: 4}}
+	alone := engRun(t, e, withTask)
+	if alone.text == base.text {
+		t.Fatal("the adapter at scale 4 changed nothing")
+	}
+
+	// A running base task; a LoRA task waits for it, then runs alone.
+	long := engGreedyTask(prompt, 2000)
+	long.Params.IgnoreEOS = true
+	long.NKeep = -1
+	ch1, err := e.Submit(context.Background(), long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-ch1
+	ch2, err := e.Submit(context.Background(), withTask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if mt := e.Metrics(); mt.RequestsDeferred != 1 || mt.RequestsProcessing != 1 {
+		t.Errorf("the LoRA task did not wait: %+v", mt)
+	}
+	r1 := engCollect(t, ch1)
+	r2 := engCollect(t, ch2)
+	if r1.done.Generated != 2000 || r2.text != alone.text {
+		t.Fatalf("lora task %q, want %q", r2.text, alone.text)
+	}
+	if err := e.SetAdapterScales([]LoRAScale{{ID: 0, Scale: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := engRun(t, e, engGreedyTask(prompt, 16)); r.text != alone.text {
+		t.Fatalf("server-wide scale: %q", r.text)
+	}
+	if err := e.SetAdapterScales([]LoRAScale{{ID: 3, Scale: 1}}); err == nil {
+		t.Fatal("bad adapter id accepted")
+	}
+	bad := engGreedyTask(prompt, 4)
+	bad.LoRA = []LoRAScale{{ID: 1, Scale: 1}}
+	if _, err := e.Submit(context.Background(), bad); err == nil {
+		t.Fatal("bad task adapter id accepted")
+	}
+}
+
+func TestEngineLazyGrammar(t *testing.T) {
+	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512})
+	prompt := engTokenize(t, m, "Once upon a time", true)
+	tk := engGreedyTask(prompt, 24)
+	// As llama.cpp, the grammar constrains the text from the trigger on
+	// (the trigger included).
+	tk.Params.Grammar = `root ::= "named Lily said."`
+	tk.Params.GrammarLazy = true
+	tk.Params.GrammarTriggers = []GrammarTrigger{{Word: "named", Token: llama.NoToken}}
+	r := engRun(t, e, tk)
+	want := ", there was a little girl named Lily said."
+	if r.text != want || r.done.Stop != StopEOS {
+		t.Fatalf("lazy grammar: %q, want prefix %q", r.text, want)
+	}
+}
+
+func TestEngineSamplingSeed(t *testing.T) {
+	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 1024, Parallel: 3})
+	prompt := engTokenize(t, m, "Once upon a time", true)
+	tk := engGreedyTask(prompt, 32)
+	tk.Params = DefaultSamplingParams()
+	tk.Params.Seed = 1234
+	tk.Params.RepeatPenalty = 1.1
+	tk.Params.DRYMultiplier = 0.5
+	var wg sync.WaitGroup
+	res := make([]engResult, 3)
+	for i := range res {
+		wg.Add(1)
+		go func() { defer wg.Done(); res[i] = engRun(t, e, tk) }()
+	}
+	wg.Wait()
+	for i := range res {
+		if res[i].text != res[0].text || res[i].done.Generated == 0 {
+			t.Fatalf("seeded sampling differs: %q vs %q", res[i].text, res[0].text)
+		}
+	}
+	tk.Params.Mirostat = 2
+	engRun(t, e, tk)
+	tk.Params.Mirostat = 0
+	tk.Params.Samplers = []string{"top_k", "typ_p", "top-p", "min_p", "xtc", "top_n_sigma", "temperature"}
+	tk.Params.XTCProbability, tk.Params.TopNSigma, tk.Params.TypicalP = 0.5, 2, 0.9
+	engRun(t, e, tk)
+}
+
+func TestEngineTMaxPredict(t *testing.T) {
+	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 4096})
+	tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), 3000)
+	tk.Params.IgnoreEOS = true
+	tk.TMaxPredictMs = 1
+	r := engRun(t, e, tk)
+	if r.done.Stop != StopLimit || r.done.Generated >= 3000 || !strings.Contains(r.text, "\n") {
+		t.Fatalf("t_max_predict_ms: %+v", r.done)
+	}
+}
+
+func TestEngineSlotsInfo(t *testing.T) {
+	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512, Parallel: 2})
+	info := e.SlotsInfo()
+	if len(info) != 2 || info[0].NCtx != 256 || info[1].ID != 1 || info[0].IsProcessing {
+		t.Fatalf("idle slots %+v", info)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), -1)
+	tk.Params.IgnoreEOS, tk.NKeep = true, -1
+	ch, err := e.Submit(ctx, tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-ch
+	<-ch
+	busy := 0
+	for _, s := range e.SlotsInfo() {
+		if s.IsProcessing {
+			busy++
+			if s.Prompt != "Once upon a time" && s.Prompt != " Once upon a time" {
+				t.Errorf("prompt %q", s.Prompt)
+			}
+			if s.TaskID == 0 || s.NPast == 0 {
+				t.Errorf("slot %+v", s)
+			}
+		}
+	}
+	if busy != 1 || e.Metrics().RequestsProcessing != 1 {
+		t.Fatalf("busy %d, metrics %+v", busy, e.Metrics())
+	}
+	cancel()
+	for range ch {
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for e.Metrics().RequestsProcessing != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("slot not freed after cancel")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestEngineTextHelpers(t *testing.T) {
+	for _, c := range []struct {
+		in string
+		n  int
+	}{{"abc", 3}, {"a\xc3", 1}, {"a\xc3\xa9", 3}, {"\xe2\x82", 0}, {"\xe2\x82\xac", 3}, {"x\xf0\x9f\x98", 1}, {"\x80", 1}} {
+		if n := engCompleteUTF8([]byte(c.in)); n != c.n {
+			t.Errorf("completeUTF8(%q) = %d, want %d", c.in, n, c.n)
+		}
+	}
+	stops := []string{"Lily", "\n\n"}
+	for _, c := range []struct {
+		in string
+		n  int
+	}{{"a girl L", 7}, {"a girl Li", 7}, {"a girl", 6}, {"x\n", 1}, {"ly", 2}} {
+		if n := engSafeStopPrefix([]byte(c.in), stops); n != c.n {
+			t.Errorf("safeStopPrefix(%q) = %d, want %d", c.in, n, c.n)
+		}
+	}
+	if i, w := engFindStop([]byte("a\n\nLily"), stops); i != 1 || w != "\n\n" {
+		t.Errorf("findStop = %d %q", i, w)
+	}
+}
