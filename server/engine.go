@@ -122,6 +122,7 @@ type engine struct {
 	adapters  []*llama.Adapter
 	applied   []float32 // scales active on lctx
 	eog       []llama.Token
+	isEOG     []bool // by token
 	addBOS    bool
 	embedding bool
 	queueSize int
@@ -216,9 +217,11 @@ func NewEngine(m *llama.Model, o EngineOptions) (Engine, error) {
 		e.opts.Reranking = true
 	}
 	e.batch = llama.NewBatch(e.nBatch, 1)
-	for t := 0; t < m.VocabSize(); t++ {
+	e.isEOG = make([]bool, m.VocabSize())
+	for t := range e.isEOG {
 		if m.IsEOG(llama.Token(t)) {
 			e.eog = append(e.eog, llama.Token(t))
+			e.isEOG[t] = true
 		}
 	}
 	for _, a := range o.Adapters {
@@ -742,6 +745,10 @@ func (e *engine) release(s *engSlot) {
 	if s.smpl != nil {
 		s.smpl.Close()
 		s.smpl = nil
+	}
+	if s.gram != nil {
+		s.gram.Close()
+		s.gram = nil
 	}
 	s.tk = nil
 	s.state = stIdle

@@ -26,7 +26,9 @@ type engSlot struct {
 	nCached   int
 	iBatch    int // batch index of this step's output (-1 none)
 	iFirst    int // batch index of the first prompt token (embeddings)
-	smpl      *llama.SamplerChain
+	smpl      *llama.SamplerChain // the samplers, dist last
+	gram      *llama.SamplerChain // the grammar, if any
+	cand      []llama.TokenData
 	last      llama.Token // sampled, not yet decoded
 	generated int
 	truncated bool
@@ -87,12 +89,12 @@ func (e *engine) start(s *engSlot) {
 		}
 		s.prompt, s.truncated = p, true
 	}
-	smpl, acceptPrompt, err := e.newSampler(&t.Params)
+	smpl, gram, acceptPrompt, err := e.newSampler(&t.Params)
 	if err != nil {
 		e.fail(s, err)
 		return
 	}
-	s.smpl = smpl
+	s.smpl, s.gram = smpl, gram
 	if acceptPrompt {
 		for _, tok := range s.prompt {
 			smpl.Accept(tok)
@@ -260,7 +262,7 @@ func (e *engine) sampleNext(s *engSlot) {
 			logits = l
 		}
 	}
-	tok, err := s.smpl.Sample(e.lctx, s.iBatch)
+	tok, err := e.sample(s)
 	if err != nil {
 		e.fail(s, err)
 		return
@@ -269,7 +271,7 @@ func (e *engine) sampleNext(s *engSlot) {
 	if logits != nil {
 		probs, sampled = e.topProbs(logits, t.Params.NProbs, tok)
 	}
-	eog := e.model.IsEOG(tok)
+	eog := e.isEOG[tok]
 	ev := Event{Token: tok, Probs: probs, Sampled: sampled, SlotID: s.id}
 	stop := StopNone
 	word := ""
@@ -463,9 +465,10 @@ func (e *engine) topProbs(logits []float32, n int, tok llama.Token) ([]TokenProb
 // replaces them; temperature <= 0 is greedy. acceptPrompt says whether the
 // prompt tokens should be fed to it (penalties and DRY look at them; a
 // grammar must not see them).
-func (e *engine) newSampler(p *SamplingParams) (*llama.SamplerChain, bool, error) {
+func (e *engine) newSampler(p *SamplingParams) (chain, gram *llama.SamplerChain, acceptPrompt bool, err error) {
 	var ss []llama.Sampler
 	if p.Grammar != "" {
+		var g llama.Sampler
 		if p.GrammarLazy {
 			var pats []string
 			var toks []llama.Token
@@ -488,9 +491,12 @@ func (e *engine) newSampler(p *SamplingParams) (*llama.SamplerChain, bool, error
 					toks = append(toks, tr.Token)
 				}
 			}
-			ss = append(ss, llama.LazyGrammarSampler(p.Grammar, "root", pats, toks))
+			g = llama.LazyGrammarSampler(p.Grammar, "root", pats, toks)
 		} else {
-			ss = append(ss, llama.GrammarSampler(p.Grammar, "root"))
+			g = llama.GrammarSampler(p.Grammar, "root")
+		}
+		if gram, err = llama.NewSamplerChain(e.model, llama.SamplerChainOptions{}, g); err != nil {
+			return nil, nil, false, err
 		}
 	}
 	bias := map[llama.Token]float32{}
@@ -573,9 +579,75 @@ func (e *engine) newSampler(p *SamplingParams) (*llama.SamplerChain, bool, error
 	}
 	c, err := llama.NewSamplerChain(e.model, llama.SamplerChainOptions{}, ss...)
 	if err != nil {
-		return nil, false, err
+		if gram != nil {
+			gram.Close()
+		}
+		return nil, nil, false, err
 	}
-	return c, history && p.Grammar == "", nil
+	return c, gram, history, nil
+}
+
+// errGrammarStuck ends a task whose grammar allows no token at all.
+var errGrammarStuck = errors.New("server: the grammar allows no next token")
+
+// sample picks the slot's next token. Without a grammar, the chain samples
+// and accepts it in one call. With one, the grammar is applied first (as
+// llama.cpp's grammar_first), then the chain, and both accept the token:
+// a token the grammar rejects must never reach its accept, which would
+// abort the process. When the grammar only allows end-of-generation tokens
+// (it is complete), one of them is returned even with ignore_eos.
+func (e *engine) sample(s *engSlot) (llama.Token, error) {
+	if s.gram == nil {
+		return s.smpl.Sample(e.lctx, s.iBatch)
+	}
+	logits, err := e.lctx.Logits(s.iBatch)
+	if err != nil {
+		return llama.NoToken, err
+	}
+	s.cand = s.cand[:0]
+	for i, l := range logits {
+		s.cand = append(s.cand, llama.TokenData{ID: llama.Token(i), Logit: l})
+	}
+	masked, _, err := s.gram.Apply(s.cand)
+	if err != nil {
+		return llama.NoToken, err
+	}
+	eog, other := llama.NoToken, 0
+	for _, c := range masked {
+		if !math.IsInf(float64(c.Logit), -1) {
+			if e.isEOG[c.ID] {
+				eog = c.ID
+			} else {
+				other++
+			}
+		}
+	}
+	if other == 0 {
+		if eog == llama.NoToken {
+			return llama.NoToken, errGrammarStuck
+		}
+		return eog, nil
+	}
+	cands, sel, err := s.smpl.Apply(masked)
+	if err != nil {
+		return llama.NoToken, err
+	}
+	if sel < 0 || sel >= len(cands) || math.IsInf(float64(cands[sel].Logit), -1) {
+		return llama.NoToken, errGrammarStuck
+	}
+	tok := cands[sel].ID
+	for _, c := range masked {
+		if c.ID == tok && math.IsInf(float64(c.Logit), -1) {
+			return llama.NoToken, errGrammarStuck
+		}
+	}
+	if err := s.smpl.Accept(tok); err != nil {
+		return llama.NoToken, err
+	}
+	if err := s.gram.Accept(tok); err != nil {
+		return llama.NoToken, err
+	}
+	return tok, nil
 }
 
 // engCompleteUTF8 returns how many leading bytes of b can be sent: all but an

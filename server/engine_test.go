@@ -638,3 +638,20 @@ func TestEngineTextHelpers(t *testing.T) {
 		t.Errorf("findStop = %d %q", i, w)
 	}
 }
+
+// A grammar that is complete allows only end-of-generation tokens: with
+// ignore_eos the task must end (not abort the process on a rejected token).
+func TestEngineGrammarIgnoreEOS(t *testing.T) {
+	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512})
+	tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), 8)
+	tk.Params.Grammar = `root ::= "yes" | "no"`
+	tk.Params.IgnoreEOS = true
+	tk.Params.RepeatPenalty = 1.2
+	for _, temp := range []float32{0, 0.8} {
+		tk.Params.Temperature = temp
+		r := engRun(t, e, tk)
+		if (r.text != "yes" && r.text != "no") || r.done.Stop != StopEOS {
+			t.Fatalf("temp %v: %q %+v", temp, r.text, r.done)
+		}
+	}
+}
