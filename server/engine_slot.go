@@ -24,8 +24,8 @@ type engSlot struct {
 	prompt    []llama.Token // the prompt as processed (maybe truncated)
 	promptIdx int           // next prompt token to decode
 	nCached   int
-	iBatch    int // batch index of this step's output (-1 none)
-	iFirst    int // batch index of the first prompt token (embeddings)
+	iBatch    int                 // batch index of this step's output (-1 none)
+	iFirst    int                 // batch index of the first prompt token (embeddings)
 	smpl      *llama.SamplerChain // the samplers, dist last
 	gram      *llama.SamplerChain // the grammar, if any
 	cand      []llama.TokenData
