@@ -680,9 +680,12 @@ func (e *engine) assign() {
 	}
 }
 
-// pickSlot returns the slot for a task: the one it asks for, else the free
-// slot sharing the longest prefix with its prompt (with CachePrompt), else
-// the least recently used free slot (lowest id on ties).
+// pickSlot returns the slot for a task: the one it asks for, else with
+// CachePrompt the free slot sharing the longest prefix with its prompt
+// (the least recently used on ties, as llama.cpp), else the free slot of
+// lowest id: llama.cpp's split of a batch over separate KV streams puts
+// only consecutive sequences in one micro-batch, so packed slots decode
+// faster.
 func (e *engine) pickSlot(tk *engTask) *engSlot {
 	if id := tk.t.SlotID; id >= 0 {
 		if e.slots[id].tk == nil {
@@ -700,7 +703,7 @@ func (e *engine) pickSlot(tk *engTask) *engSlot {
 		if tk.t.CachePrompt && tk.t.Kind == TaskCompletion {
 			l = engCommonPrefix(s.cache, tk.t.Prompt)
 		}
-		if best == nil || l > bestLCP || (l == bestLCP && s.lastUsed.Before(best.lastUsed)) {
+		if best == nil || l > bestLCP || (l == bestLCP && tk.t.CachePrompt && s.lastUsed.Before(best.lastUsed)) {
 			best, bestLCP = s, l
 		}
 	}
