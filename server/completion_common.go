@@ -43,9 +43,14 @@ type httpError struct {
 	// Extra fields of the error object (n_prompt_tokens and n_ctx for
 	// exceed_context_size_error).
 	Extra map[string]any
+	// Err is the cause, if any.
+	Err error
 }
 
 func (e *httpError) Error() string { return e.Msg }
+
+// Unwrap returns the cause.
+func (e *httpError) Unwrap() error { return e.Err }
 
 // badRequest is a 400 invalid_request_error.
 func badRequest(format string, args ...any) *httpError {
@@ -160,7 +165,7 @@ func (s *Server) runTask(ctx context.Context, inst *instance, t *Task) (<-chan E
 	ch, err := inst.Engine.Submit(ctx, t)
 	if err != nil {
 		if errors.Is(err, ErrBusy) {
-			return nil, &httpError{Status: http.StatusServiceUnavailable, Type: "unavailable_error", Msg: err.Error()}
+			return nil, &httpError{Status: http.StatusServiceUnavailable, Type: "unavailable_error", Msg: err.Error(), Err: err}
 		}
 		return nil, err
 	}

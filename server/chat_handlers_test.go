@@ -1,0 +1,262 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/x/llama"
+)
+
+// streamedChat posts a streaming chat request and joins its deltas.
+func streamedChat(t *testing.T, url string, body map[string]any) (content, reasoning string, finish string, chunks []map[string]any) {
+	t.Helper()
+	body["stream"] = true
+	for _, e := range sseEvents(t, url, body) {
+		if e == "[DONE]" {
+			continue
+		}
+		var c map[string]any
+		require.NoError(t, json.Unmarshal([]byte(e), &c), e)
+		chunks = append(chunks, c)
+		for _, ch := range c["choices"].([]any) {
+			choice := ch.(map[string]any)
+			d := choice["delta"].(map[string]any)
+			if s, ok := d["content"].(string); ok {
+				content += s
+			}
+			if s, ok := d["reasoning_content"].(string); ok {
+				reasoning += s
+			}
+			if fr, ok := choice["finish_reason"].(string); ok {
+				finish = fr
+			}
+		}
+	}
+	return content, reasoning, finish, chunks
+}
+
+// The model's output is read with the chat parser: a grammar makes the
+// tiny model write a thinking block, which goes to reasoning_content
+// unless reasoning_format is none.
+func TestChatReasoning(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	url := ts.URL + "/v1/chat/completions"
+	req := func(extra map[string]any) map[string]any {
+		m := map[string]any{
+			"messages":    []any{map[string]any{"role": "user", "content": "Hi"}},
+			"grammar":     `root ::= "<think>I should greet.</think>Hello there."`,
+			"temperature": 0, "max_tokens": 64,
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		format             string
+		content, reasoning string
+	}{
+		{"", "Hello there.", "I should greet."},
+		{"deepseek", "Hello there.", "I should greet."},
+		{"none", "<think>I should greet.</think>Hello there.", ""},
+	} {
+		t.Run("format "+tc.format, func(t *testing.T) {
+			extra := map[string]any{}
+			if tc.format != "" {
+				extra["reasoning_format"] = tc.format
+			}
+			code, out := postJSON(t, url, req(extra))
+			require.Equal(t, http.StatusOK, code, "%v", out)
+			choice := out["choices"].([]any)[0].(map[string]any)
+			msg := choice["message"].(map[string]any)
+			assert.Equal(t, tc.content, msg["content"])
+			if tc.reasoning == "" {
+				assert.NotContains(t, msg, "reasoning_content")
+			} else {
+				assert.Equal(t, tc.reasoning, msg["reasoning_content"])
+			}
+			assert.Equal(t, "stop", choice["finish_reason"])
+
+			content, reasoning, finish, chunks := streamedChat(t, url, req(extra))
+			assert.Equal(t, tc.content, content)
+			assert.Equal(t, tc.reasoning, reasoning)
+			assert.Equal(t, "stop", finish)
+			first := chunks[0]["choices"].([]any)[0].(map[string]any)["delta"].(map[string]any)
+			assert.Equal(t, "assistant", first["role"])
+		})
+	}
+}
+
+func TestChatFeatures(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	url := ts.URL + "/v1/chat/completions"
+	t.Run("content parts and roles", func(t *testing.T) {
+		code, out := postJSON(t, url, map[string]any{
+			"messages": []any{
+				map[string]any{"role": "developer", "content": "Be brief."},
+				map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "What is the weather?"}}},
+				map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": "c1", "type": "function", "function": map[string]any{"name": "weather", "arguments": `{"city":"Paris"}`}}}},
+				map[string]any{"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+			},
+			"temperature": 0, "max_tokens": 4,
+		})
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		assert.Equal(t, float64(4), out["usage"].(map[string]any)["completion_tokens"])
+	})
+	t.Run("model echoed", func(t *testing.T) {
+		code, out := postJSON(t, url, map[string]any{"model": "my-model", "messages": []any{map[string]any{"role": "user", "content": "x"}}, "max_tokens": 1})
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		assert.Equal(t, "my-model", out["model"])
+		assert.Contains(t, out, "timings")
+	})
+	t.Run("json_object", func(t *testing.T) {
+		code, out := postJSON(t, url, map[string]any{
+			"messages":        []any{map[string]any{"role": "user", "content": "x"}},
+			"response_format": map[string]any{"type": "json_object"},
+			"temperature":     0, "max_tokens": 40,
+		})
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		choice := out["choices"].([]any)[0].(map[string]any)
+		content := choice["message"].(map[string]any)["content"].(string)
+		if choice["finish_reason"] == "stop" {
+			assert.True(t, json.Valid([]byte(content)), content)
+		}
+		assert.NotEmpty(t, content)
+	})
+	t.Run("tool_choice none ignores tools", func(t *testing.T) {
+		code, out := postJSON(t, url, map[string]any{
+			"messages":    []any{map[string]any{"role": "user", "content": "x"}},
+			"tools":       []any{map[string]any{"type": "function", "function": map[string]any{"name": "f", "parameters": map[string]any{"type": "object"}}}},
+			"tool_choice": "none", "temperature": 0, "max_tokens": 8,
+		})
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		choice := out["choices"].([]any)[0].(map[string]any)
+		assert.Equal(t, "length", choice["finish_reason"])
+		assert.NotContains(t, choice["message"], "tool_calls")
+	})
+	t.Run("named tool choice streamed", func(t *testing.T) {
+		body := map[string]any{
+			"messages": []any{map[string]any{"role": "user", "content": "x"}},
+			"tools": []any{
+				map[string]any{"type": "function", "function": map[string]any{"name": "a", "parameters": map[string]any{"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}, "required": []string{"ok"}, "additionalProperties": false}}},
+				map[string]any{"type": "function", "function": map[string]any{"name": "b", "parameters": map[string]any{"type": "object"}}},
+			},
+			"tool_choice": map[string]any{"type": "function", "function": map[string]any{"name": "a"}},
+			"temperature": 0, "max_tokens": 200,
+		}
+		_, _, finish, chunks := streamedChat(t, url, body)
+		assert.Equal(t, "tool_calls", finish)
+		var name, args, id string
+		for _, c := range chunks {
+			for _, ch := range c["choices"].([]any) {
+				d := ch.(map[string]any)["delta"].(map[string]any)
+				calls, _ := d["tool_calls"].([]any)
+				for _, call := range calls {
+					cm := call.(map[string]any)
+					assert.Equal(t, float64(0), cm["index"])
+					if s, ok := cm["id"].(string); ok {
+						assert.Empty(t, id, "id sent once")
+						id = s
+					}
+					fn := cm["function"].(map[string]any)
+					if s, ok := fn["name"].(string); ok {
+						name += s
+					}
+					args += fn["arguments"].(string)
+				}
+			}
+		}
+		assert.Equal(t, "a", name)
+		assert.NotEmpty(t, id)
+		var v struct{ Ok *bool }
+		require.NoError(t, json.Unmarshal([]byte(args), &v), args)
+		assert.NotNil(t, v.Ok)
+	})
+	t.Run("logprobs streamed", func(t *testing.T) {
+		_, _, _, chunks := streamedChat(t, url, map[string]any{
+			"messages": []any{map[string]any{"role": "user", "content": "x"}},
+			"logprobs": true, "top_logprobs": 3, "temperature": 0, "max_tokens": 5,
+		})
+		n := 0
+		for _, c := range chunks {
+			for _, ch := range c["choices"].([]any) {
+				if lp, ok := ch.(map[string]any)["logprobs"].(map[string]any); ok {
+					for _, e := range lp["content"].([]any) {
+						n++
+						assert.Len(t, e.(map[string]any)["top_logprobs"], 3)
+					}
+				}
+			}
+		}
+		assert.Equal(t, 5, n)
+	})
+}
+
+// metric reads one llamacpp: gauge from /metrics.
+func metric(t *testing.T, base, name string) string {
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "llamacpp:"+name+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// A client that goes away cancels its task and frees the slot.
+func TestCompletionClientDisconnect(t *testing.T) {
+	// With context shift, generation goes on until the client leaves.
+	_, ts := newTestServer(t, Options{Engine: EngineOptions{ContextShift: true}})
+	ctx, cancel := context.WithCancel(context.Background())
+	body, _ := json.Marshal(map[string]any{"prompt": "Once upon a time", "n_predict": 100000, "ignore_eos": true, "stream": true})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/completion", bytes.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	rd := bufio.NewReader(resp.Body)
+	line, err := rd.ReadString('\n')
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(line, "data: "), line)
+	time.Sleep(300 * time.Millisecond) // long enough to fill the context
+	assert.Equal(t, "1", metric(t, ts.URL, "requests_processing"))
+	cancel()
+	resp.Body.Close()
+	require.Eventually(t, func() bool { return metric(t, ts.URL, "requests_processing") == "0" }, 10*time.Second, 20*time.Millisecond)
+}
+
+// busyEngine is an Engine whose queue is always full.
+type busyEngine struct{ Engine }
+
+func (busyEngine) Submit(context.Context, *Task) (<-chan Event, error) { return nil, ErrBusy }
+func (busyEngine) SlotsInfo() []SlotInfo                               { return []SlotInfo{{NCtx: 512}} }
+
+// A full queue (ErrBusy) answers 503 unavailable_error.
+func TestCompletionBusy(t *testing.T) {
+	s, ts := newTestServer(t, Options{})
+	req, _ := http.NewRequest(http.MethodPost, ts.URL, nil)
+	inst, release, ok := s.instanceFor(httptest.NewRecorder(), req, "")
+	require.True(t, ok)
+	defer release()
+	busy := &instance{Name: inst.Name, Model: inst.Model, Engine: busyEngine{inst.Engine}, Template: inst.Template, Format: inst.Format, Server: s, Opts: inst.Opts}
+	_, err := s.runTask(context.Background(), busy, &Task{Kind: TaskCompletion, Prompt: []llama.Token{1, 2}})
+	require.ErrorIs(t, err, ErrBusy)
+	rec := httptest.NewRecorder()
+	writeHTTPError(rec, err)
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	var out map[string]map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out))
+	assert.Equal(t, "unavailable_error", out["error"]["type"])
+	assert.Equal(t, float64(503), out["error"]["code"])
+}
