@@ -67,6 +67,8 @@ func errorObject(err error) (int, map[string]any) {
 		he = exceedContext(ce.PromptTokens, ce.CtxSize)
 	case errors.Is(err, ErrBusy):
 		he = &httpError{Status: http.StatusServiceUnavailable, Type: "unavailable_error", Msg: err.Error()}
+	case errors.Is(err, llama.ErrInvalid), errors.Is(err, llama.ErrGrammar):
+		he = badRequest("%v", err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		he = &httpError{Status: http.StatusServiceUnavailable, Type: "unavailable_error", Msg: "request canceled: " + err.Error()}
 	default:

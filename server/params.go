@@ -244,6 +244,9 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 			return nil, opt, err
 		}
 	}
+	if n := len(inst.Engine.SlotsInfo()); n > 0 && t.SlotID >= n {
+		return nil, opt, badRequest(`"id_slot" %d is out of range (%d slots)`, t.SlotID, n)
+	}
 	if p.RepeatLastN == -1 {
 		p.RepeatLastN = nCtx
 	}

@@ -1,0 +1,170 @@
+package server
+
+import (
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/x/llama"
+)
+
+func testInstance(t *testing.T) *instance {
+	t.Helper()
+	s, ts := newTestServer(t, Options{})
+	req, _ := http.NewRequest(http.MethodPost, ts.URL, nil)
+	inst, release, ok := s.instanceFor(httptest.NewRecorder(), req, "")
+	require.True(t, ok)
+	t.Cleanup(release)
+	return inst
+}
+
+func TestParseGeneration(t *testing.T) {
+	inst := testInstance(t)
+	m := inst.Model
+	tok := func(s string) []llama.Token {
+		toks, err := m.Tokenize(s, llama.TokenizeOptions{})
+		require.NoError(t, err)
+		return toks
+	}
+	def := DefaultSamplingParams()
+	cases := []struct {
+		name  string
+		body  string
+		check func(t *testing.T, task *Task, opt genOptions)
+	}{
+		{"defaults", `{}`, func(t *testing.T, task *Task, opt genOptions) {
+			assert.Equal(t, def.Temperature, task.Params.Temperature)
+			assert.Equal(t, def.Samplers, task.Params.Samplers)
+			assert.Equal(t, -1, task.NPredict)
+			assert.True(t, task.CachePrompt)
+			assert.Equal(t, -1, task.SlotID)
+			assert.Equal(t, llama.DefaultSeed, task.Params.Seed)
+			assert.False(t, opt.Stream)
+		}},
+		{"sampling numbers", `{"temperature":0.5,"top_k":7,"top_p":0.5,"min_p":0.1,"typical_p":0.9,"xtc_probability":0.2,"xtc_threshold":0.3,"top_n_sigma":1.5,"dynatemp_range":0.2,"dynatemp_exponent":1.1,"mirostat":2,"mirostat_tau":4,"mirostat_eta":0.2,"repeat_last_n":32,"repeat_penalty":1.1,"presence_penalty":0.3,"frequency_penalty":0.4,"dry_multiplier":0.8,"dry_base":2,"dry_allowed_length":3,"dry_penalty_last_n":16,"dry_sequence_breakers":["x"],"seed":7,"ignore_eos":true,"n_probs":4,"n_keep":2,"t_max_predict_ms":100,"id_slot":1,"cache_prompt":false}`,
+			func(t *testing.T, task *Task, opt genOptions) {
+				p := task.Params
+				assert.Equal(t, SamplingParams{
+					Temperature: 0.5, DynatempRange: 0.2, DynatempExponent: 1.1, TopK: 7, TopP: 0.5, MinP: 0.1, TypicalP: 0.9,
+					XTCProbability: 0.2, XTCThreshold: 0.3, TopNSigma: 1.5, Mirostat: 2, MirostatTau: 4, MirostatEta: 0.2,
+					RepeatLastN: 32, RepeatPenalty: 1.1, PresencePenalty: 0.3, FrequencyPenalty: 0.4, DRYMultiplier: 0.8,
+					DRYBase: 2, DRYAllowedLength: 3, DRYPenaltyLastN: 16, DRYSequenceBreakers: []string{"x"}, Seed: 7,
+					Samplers: def.Samplers, IgnoreEOS: true, NProbs: 4,
+				}, p)
+				assert.Equal(t, 2, task.NKeep)
+				assert.Equal(t, 100, task.TMaxPredictMs)
+				assert.Equal(t, 1, task.SlotID)
+				assert.False(t, task.CachePrompt)
+			}},
+		{"-1 means the context", `{"repeat_last_n":-1,"dry_penalty_last_n":-1,"seed":-1}`, func(t *testing.T, task *Task, _ genOptions) {
+			assert.Equal(t, 512, task.Params.RepeatLastN)
+			assert.Equal(t, 512, task.Params.DRYPenaltyLastN)
+			assert.Equal(t, llama.DefaultSeed, task.Params.Seed)
+		}},
+		{"n_predict wins over max_tokens", `{"max_tokens":5,"n_predict":7}`, func(t *testing.T, task *Task, _ genOptions) {
+			assert.Equal(t, 7, task.NPredict)
+		}},
+		{"max_tokens", `{"max_tokens":5}`, func(t *testing.T, task *Task, _ genOptions) { assert.Equal(t, 5, task.NPredict) }},
+		{"stop string", `{"stop":"END"}`, func(t *testing.T, task *Task, _ genOptions) { assert.Equal(t, []string{"END"}, task.Stop) }},
+		{"stop list drops empty", `{"stop":["a","","b"]}`, func(t *testing.T, task *Task, _ genOptions) { assert.Equal(t, []string{"a", "b"}, task.Stop) }},
+		{"samplers by name and alias", `{"samplers":["top-k","nucleus","temp","typical_p","minp"]}`, func(t *testing.T, task *Task, _ genOptions) {
+			assert.Equal(t, []string{"top_k", "top_p", "temperature", "typ_p", "min_p"}, task.Params.Samplers)
+		}},
+		{"samplers as letters", `{"samplers":"kpt"}`, func(t *testing.T, task *Task, _ genOptions) {
+			assert.Equal(t, []string{"top_k", "top_p", "temperature"}, task.Params.Samplers)
+		}},
+		{"logit_bias arrays", `{"logit_bias":[[12,1.5],[13,false]]}`, func(t *testing.T, task *Task, _ genOptions) {
+			assert.Equal(t, float32(1.5), task.Params.LogitBias[12])
+			assert.True(t, math.IsInf(float64(task.Params.LogitBias[13]), -1))
+		}},
+		{"logit_bias text", `{"logit_bias":[[" Lily",-2]]}`, func(t *testing.T, task *Task, _ genOptions) {
+			toks := tok(" Lily")
+			require.NotEmpty(t, toks)
+			for _, x := range toks {
+				assert.Equal(t, float32(-2), task.Params.LogitBias[x])
+			}
+		}},
+		{"logit_bias object", `{"logit_bias":{"12":3,"14":false}}`, func(t *testing.T, task *Task, _ genOptions) {
+			assert.Equal(t, float32(3), task.Params.LogitBias[12])
+			assert.True(t, math.IsInf(float64(task.Params.LogitBias[14]), -1))
+		}},
+		{"grammar", `{"grammar":"root ::= \"a\""}`, func(t *testing.T, task *Task, _ genOptions) {
+			assert.Equal(t, `root ::= "a"`, task.Params.Grammar)
+		}},
+		{"json_schema", `{"json_schema":{"type":"boolean"}}`, func(t *testing.T, task *Task, _ genOptions) {
+			assert.Contains(t, task.Params.Grammar, "root ::=")
+			assert.Contains(t, task.Params.Grammar, "true")
+		}},
+		{"lora empty list", `{"lora":[]}`, func(t *testing.T, task *Task, _ genOptions) {
+			assert.NotNil(t, task.LoRA)
+			assert.Empty(t, task.LoRA)
+		}},
+		{"response options", `{"stream":true,"return_tokens":true,"timings_per_token":true,"post_sampling_probs":true,"response_fields":["content"]}`, func(t *testing.T, _ *Task, opt genOptions) {
+			assert.True(t, opt.Stream && opt.ReturnTokens && opt.TimingsPerToken && opt.PostSamplingProbs)
+			assert.Equal(t, []string{"content"}, opt.ResponseFields)
+		}},
+		{"nulls are absent", `{"temperature":null,"stop":null,"grammar":null}`, func(t *testing.T, task *Task, _ genOptions) {
+			assert.Equal(t, def.Temperature, task.Params.Temperature)
+			assert.Nil(t, task.Stop)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := parseFields([]byte(c.body))
+			require.NoError(t, err)
+			task, opt, err := parseGeneration(f, inst, 0)
+			require.NoError(t, err)
+			c.check(t, task, opt)
+		})
+	}
+
+	// The server's n_predict caps requests.
+	f, _ := parseFields([]byte(`{"n_predict":100}`))
+	task, _, err := parseGeneration(f, inst, 10)
+	require.NoError(t, err)
+	assert.Equal(t, 10, task.NPredict)
+	f, _ = parseFields([]byte(`{}`))
+	task, _, err = parseGeneration(f, inst, 10)
+	require.NoError(t, err)
+	assert.Equal(t, 10, task.NPredict)
+
+	for _, bad := range []string{
+		`{"id_slot":2}`, `{"top_k":"x"}`, `{"samplers":5}`, `{"samplers":"kq"}`, `{"logit_bias":5}`,
+		`{"logit_bias":[[1]]}`, `{"logit_bias":[[1,true]]}`, `{"logit_bias":[[{},1]]}`, `{"lora":[{"id":0}]}`,
+		`{"dry_sequence_breakers":[]}`, `{"n_probs":-1}`, `{"temperature":1e40}`, `{"response_fields":"content"}`,
+	} {
+		f, err := parseFields([]byte(bad))
+		require.NoError(t, err)
+		_, _, err = parseGeneration(f, inst, 0)
+		var he *httpError
+		require.ErrorAs(t, err, &he, bad)
+		assert.Equal(t, http.StatusBadRequest, he.Status, bad)
+	}
+}
+
+func TestParsePrompts(t *testing.T) {
+	inst := testInstance(t)
+	bos := inst.Model.SpecialTokens().BOS
+	once, err := inst.tokenizePrompt("Once")
+	require.NoError(t, err)
+	require.Equal(t, bos, once[0])
+	for _, c := range []struct {
+		name, raw string
+		want      [][]llama.Token
+	}{
+		{"string", `"Once"`, [][]llama.Token{once}},
+		{"tokens", `[5, 6]`, [][]llama.Token{{5, 6}}},
+		{"mixed", `["Once", 5]`, [][]llama.Token{append(append([]llama.Token{}, once...), 5)}},
+		{"mixed token first", `[5, "Once"]`, [][]llama.Token{append([]llama.Token{5}, once[1:]...)}},
+		{"several", `["Once", [5, 6], ["Once", 7]]`, [][]llama.Token{once, {5, 6}, append(append([]llama.Token{}, once...), 7)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := parsePrompts([]byte(c.raw), "prompt", inst)
+			require.NoError(t, err)
+			assert.Equal(t, c.want, got)
+		})
+	}
+}
