@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
+	"github.com/x/llama/internal/testenv"
 )
 
 // streamedChat posts a streaming chat request and joins its deltas.
@@ -259,4 +261,56 @@ func TestCompletionBusy(t *testing.T) {
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out))
 	assert.Equal(t, "unavailable_error", out["error"]["type"])
 	assert.Equal(t, float64(503), out["error"]["code"])
+}
+
+// A template with its own tool-call format (Qwen 3: Hermes 2 Pro style
+// <tool_call> blocks and <think>): the grammar makes the tiny model write a
+// call in that format and the parser reads it back, whole and streamed.
+func TestChatToolCallHermes(t *testing.T) {
+	tmpl := filepath.Join(testenv.LlamaSrc(t), "models", "templates", "Qwen-Qwen3-0.6B.jinja")
+	_, ts := newTestServer(t, Options{ChatTemplateFile: tmpl, Engine: EngineOptions{CtxSize: 4096}})
+	url := ts.URL + "/v1/chat/completions"
+	body := func() map[string]any {
+		return map[string]any{
+			"messages": []any{map[string]any{"role": "user", "content": "Weather in Paris?"}},
+			"tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "get_weather",
+				"parameters": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string", "enum": []string{"Paris", "Rome"}}}, "required": []string{"city"}, "additionalProperties": false}}}},
+			"tool_choice":          "required",
+			"parallel_tool_calls":  false,
+			"chat_template_kwargs": map[string]any{"enable_thinking": false},
+			"temperature":          0, "max_tokens": 300,
+		}
+	}
+	code, out := postJSON(t, url, body())
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	choice := out["choices"].([]any)[0].(map[string]any)
+	require.Equal(t, "tool_calls", choice["finish_reason"], "%v", choice)
+	msg := choice["message"].(map[string]any)
+	calls := msg["tool_calls"].([]any)
+	require.Len(t, calls, 1)
+	fn := calls[0].(map[string]any)["function"].(map[string]any)
+	assert.Equal(t, "get_weather", fn["name"])
+	var args struct{ City string }
+	require.NoError(t, json.Unmarshal([]byte(fn["arguments"].(string)), &args))
+	assert.Contains(t, []string{"Paris", "Rome"}, args.City)
+	assert.Nil(t, msg["content"], "no text besides the call")
+
+	content, _, finish, chunks := streamedChat(t, url, body())
+	assert.Equal(t, "tool_calls", finish)
+	assert.Empty(t, content)
+	var streamedArgs string
+	for _, c := range chunks {
+		for _, ch := range c["choices"].([]any) {
+			d := ch.(map[string]any)["delta"].(map[string]any)
+			for _, call := range asSlice(d["tool_calls"]) {
+				streamedArgs += call.(map[string]any)["function"].(map[string]any)["arguments"].(string)
+			}
+		}
+	}
+	assert.JSONEq(t, fn["arguments"].(string), streamedArgs)
+}
+
+func asSlice(v any) []any {
+	s, _ := v.([]any)
+	return s
 }
