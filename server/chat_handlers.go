@@ -558,6 +558,9 @@ func handleChatCompletion(s *Server) http.HandlerFunc {
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		events, err := s.runTask(ctx, inst, g.task)
+		if err == nil {
+			events, err = peekEvents(ctx, events)
+		}
 		if err != nil {
 			writeHTTPError(w, err)
 			return

@@ -38,8 +38,9 @@ func (g *genRequest) tasks() []*Task {
 	return out
 }
 
-// startTasks submits tasks; on failure the ones already submitted are
-// canceled through cancel, which the caller must call in any case.
+// startTasks submits tasks and waits for the first event of each, so
+// that a failure is answered with its HTTP status. On failure the tasks
+// already submitted end when the caller cancels ctx.
 func (s *Server) startTasks(ctx context.Context, inst *instance, tasks []*Task) ([]<-chan Event, error) {
 	chans := make([]<-chan Event, 0, len(tasks))
 	for _, t := range tasks {
@@ -48,6 +49,13 @@ func (s *Server) startTasks(ctx context.Context, inst *instance, tasks []*Task) 
 			return nil, err
 		}
 		chans = append(chans, ch)
+	}
+	for i, ch := range chans {
+		peeked, err := peekEvents(ctx, ch)
+		if err != nil {
+			return nil, err
+		}
+		chans[i] = peeked
 	}
 	return chans, nil
 }

@@ -214,10 +214,43 @@ func (s *sseWriter) event(field string, v any) error {
 	return s.rc.Flush()
 }
 
-// sendError sends an error in a stream the way llama.cpp does.
+// sendError sends an error in a stream the way llama.cpp does: a data
+// event holding {"error": {...}}.
 func (s *sseWriter) sendError(err error) {
 	_, body := errorObject(err)
-	_ = s.event("error", body)
+	_ = s.data(body)
+}
+
+// peekEvents waits for a task's first event, so that a task failing at
+// once is answered with an HTTP error status rather than inside a stream
+// already started. It returns the events, the first one included.
+func peekEvents(ctx context.Context, ch <-chan Event) (<-chan Event, error) {
+	var first Event
+	select {
+	case ev, ok := <-ch:
+		if !ok {
+			return nil, errors.New("the engine ended the task without a result")
+		}
+		first = ev
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if first.Err != nil {
+		return nil, first.Err
+	}
+	out := make(chan Event, 1)
+	out <- first
+	go func() {
+		defer close(out)
+		for ev := range ch {
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
 }
 
 // step is one generated token and its probabilities.
