@@ -125,9 +125,23 @@ func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) 
 		}
 		t.Params.Grammar = g
 	}
-	prompt, err := inst.renderChat(msgs, tools, req.AddGenerationPrompt, req.Extra)
+	// A conversation ending with an assistant message is continued from
+	// its text (llama.cpp's assistant prefill).
+	addGen, prefill := req.AddGenerationPrompt, ""
+	if n := len(msgs); addGen && n > 0 && msgs[n-1].Role == chat.RoleAssistant && len(msgs[n-1].ToolCalls) == 0 {
+		if n >= 2 && msgs[n-2].Role == chat.RoleAssistant {
+			return nil, badRequest("cannot have 2 or more assistant messages at the end of the list")
+		}
+		addGen, prefill = false, msgs[n-1].Content
+	}
+	prompt, err := inst.renderChat(msgs, tools, addGen, req.Extra)
 	if err != nil {
 		return nil, err
+	}
+	if prefill != "" {
+		if i := strings.LastIndex(prompt, prefill); i >= 0 {
+			prompt = prompt[:i+len(prefill)]
+		}
 	}
 	toks, err := inst.tokenizePrompt(prompt)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
+	"github.com/x/llama/chat"
 	"github.com/x/llama/internal/testenv"
 )
 
@@ -313,4 +314,38 @@ func TestChatToolCallHermes(t *testing.T) {
 func asSlice(v any) []any {
 	s, _ := v.([]any)
 	return s
+}
+
+func TestPrepareChat(t *testing.T) {
+	inst := testInstance(t)
+	user := chat.Message{Role: chat.RoleUser, Content: "Tell me a story."}
+	t.Run("generation prompt", func(t *testing.T) {
+		task := &Task{Params: DefaultSamplingParams()}
+		plan, err := inst.prepareChat(&chatRequest{Messages: []chat.Message{user}, AddGenerationPrompt: true}, task)
+		require.NoError(t, err)
+		assert.True(t, strings.HasSuffix(plan.Prompt, "<|im_start|>assistant\n"), plan.Prompt)
+		assert.Equal(t, chat.FormatContentOnly, plan.Parse.Format)
+		assert.False(t, plan.Parse.ParseToolCalls)
+		assert.NotEmpty(t, task.Prompt)
+	})
+	t.Run("assistant prefill", func(t *testing.T) {
+		task := &Task{Params: DefaultSamplingParams()}
+		msgs := []chat.Message{user, {Role: chat.RoleAssistant, Content: "Once upon a time"}}
+		plan, err := inst.prepareChat(&chatRequest{Messages: msgs, AddGenerationPrompt: true}, task)
+		require.NoError(t, err)
+		assert.True(t, strings.HasSuffix(plan.Prompt, "<|im_start|>assistant\nOnce upon a time"), plan.Prompt)
+		_, err = inst.prepareChat(&chatRequest{Messages: append(msgs, msgs[1]), AddGenerationPrompt: true}, &Task{Params: DefaultSamplingParams()})
+		require.Error(t, err)
+	})
+	t.Run("generic tools", func(t *testing.T) {
+		task := &Task{Params: DefaultSamplingParams()}
+		tools := []chat.Tool{{Name: "f", Parameters: json.RawMessage(`{"type":"object"}`)}}
+		plan, err := inst.prepareChat(&chatRequest{Messages: []chat.Message{user}, Tools: tools, ToolChoice: chat.ToolChoice{Mode: "auto"}, AddGenerationPrompt: true}, task)
+		require.NoError(t, err)
+		assert.Equal(t, chat.FormatGeneric, plan.Parse.Format)
+		assert.True(t, plan.Parse.ParseToolCalls)
+		assert.Contains(t, plan.Prompt, "Respond in JSON format")
+		assert.NotEmpty(t, task.Params.Grammar)
+		assert.False(t, task.Params.GrammarLazy)
+	})
 }
