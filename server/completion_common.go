@@ -16,10 +16,16 @@ package server
 //   - httpError, badRequest, writeHTTPError(w, err): errors with an HTTP
 //     status and llama.cpp's error type.
 //   - sseStart(w): a Server-Sent Events writer ("data: {json}\n\n").
-//   - collect(events): reads a task's events into a completionResult.
+//   - peekEvents(ctx, events): waits for the first event so that a task
+//     failing at once gets an HTTP error status instead of a broken stream.
+//   - collect(ctx, model, events): reads a task's events into a
+//     completionResult (text, tokens, probabilities, the Done event).
 //   - probsJSON(model, steps, post): llama.cpp's probability objects.
-//   - parseGeneration / parsePrompts (params.go) and chatRequest /
-//     (*Server).prepareChat (chat_handlers.go) for OpenAI-style chats.
+//   - parseFields / parseGeneration / parsePrompts (params.go): the
+//     request body as reqFields, llama.cpp's generation parameters, prompts.
+//   - parseChatRequest(f, inst) and (*instance).prepareChat(req, t)
+//     (chat_handlers.go): an OpenAI chat body to a task, its grammar (tools,
+//     response_format) and the chat.ParseOptions to read the output with.
 
 import (
 	"context"

@@ -8,8 +8,6 @@ import (
 	"crypto/rand"
 	"net/http"
 	"time"
-
-	"github.com/x/llama"
 )
 
 func init() {
@@ -258,10 +256,4 @@ func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genReque
 	if ctx.Err() == nil {
 		_ = sse.data("[DONE]")
 	}
-}
-
-// tokenText is a token's piece (special tokens as their text).
-func tokenText(m *llama.Model, t llama.Token) string {
-	s, _ := m.TokenPiece(t, true)
-	return s
 }
