@@ -349,3 +349,37 @@ func TestPrepareChat(t *testing.T) {
 		assert.False(t, task.Params.GrammarLazy)
 	})
 }
+
+// End to end: one slot busy, one request waiting, the next is refused.
+func TestCompletionQueueFull(t *testing.T) {
+	_, ts := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, CtxSize: 512, QueueSize: 1, ContextShift: true}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	long, _ := json.Marshal(map[string]any{"prompt": "Once upon a time", "n_predict": 100000, "ignore_eos": true, "stream": true})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/completion", bytes.NewReader(long))
+	first, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer first.Body.Close()
+	done := make(chan int, 1)
+	go func() { // waits in the queue: headers come with the first token
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/completion", strings.NewReader(`{"prompt":"x","n_predict":2}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	require.Eventually(t, func() bool { return metric(t, ts.URL, "requests_deferred") == "1" }, 10*time.Second, 10*time.Millisecond)
+	code, out := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": "x", "n_predict": 1})
+	assert.Equal(t, http.StatusServiceUnavailable, code, "%v", out)
+	// Freeing the slot lets the waiting request run.
+	first.Body.Close()
+	select {
+	case c := <-done:
+		assert.Equal(t, http.StatusOK, c)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiting request did not run")
+	}
+}
