@@ -230,3 +230,35 @@ func TestCompletionOptions(t *testing.T) {
 		assert.Equal(t, float64(42), a["generation_settings"].(map[string]any)["seed"])
 	})
 }
+
+// Every generation route answers, whole and streamed.
+func TestCompletionRoutes(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	msgs := []any{map[string]any{"role": "user", "content": "Hi"}}
+	for _, c := range []struct {
+		path string
+		body map[string]any
+	}{
+		{"/completion", map[string]any{"prompt": "Once upon a time"}},
+		{"/completions", map[string]any{"prompt": "Once upon a time"}},
+		{"/v1/completions", map[string]any{"prompt": []any{"Once upon a time", "The dog"}}},
+		{"/v1/chat/completions", map[string]any{"messages": msgs}},
+		{"/chat/completions", map[string]any{"messages": msgs}},
+	} {
+		t.Run(c.path, func(t *testing.T) {
+			c.body["n_predict"] = 4
+			c.body["temperature"] = 0
+			code, raw := postRaw(t, ts.URL+c.path, c.body)
+			require.Equal(t, http.StatusOK, code, "%s", raw)
+			require.True(t, json.Valid(raw))
+			c.body["stream"] = true
+			events := sseEvents(t, ts.URL+c.path, c.body)
+			require.NotEmpty(t, events)
+			if strings.Contains(c.path, "v1/") || strings.HasPrefix(c.path, "/chat") {
+				assert.Equal(t, "[DONE]", events[len(events)-1])
+			} else {
+				assert.NotEqual(t, "[DONE]", events[len(events)-1])
+			}
+		})
+	}
+}
