@@ -1,7 +1,8 @@
 package llama
 
 import (
-	"fmt"
+	"math"
+	"regexp"
 	"strings"
 	"unsafe"
 
@@ -37,58 +38,205 @@ func (g *Grammar) LazySampler(patterns []string, tokens []Token) Sampler {
 // GrammarSampler is Grammar.Sampler for grammar text. The text is checked
 // by ParseGrammar when the chain is built (a malformed grammar is an error
 // with its line and column, and the inputs llama.cpp cannot handle never
-// reach it); empty text means no constraint.
+// reach it).
+//
+// The sampler wraps llama.cpp's grammar engine with a guard: llama.cpp
+// aborts the process when a token its grammar rejects is accepted, so
+// every token is checked before it reaches the grammar's accept. A
+// rejected token (from Accept, or a chain whose other samplers picked a
+// token the grammar masked) puts the grammar in a failed state: from then
+// on it allows only end-of-generation tokens, and Sample and Accept
+// return an error matching ErrGrammar.
 func GrammarSampler(source, root string) Sampler {
-	if root == "" {
-		root = "root"
-	}
-	return samplerFunc{"grammar", func(m *Model) (capi.Sampler, error) {
-		if err := checkGrammarText(source, root); err != nil {
-			return 0, err
-		}
-		s := capi.SamplerInitGrammar(m.vocab, source, root)
-		if s == 0 {
-			return 0, errorf(CodeGrammar, "grammar", "llama.cpp rejected the grammar (syntax, an undefined rule, left recursion, or no rule %q)", root)
-		}
-		return s, nil
-	}}
+	return grammarSpec{source: source, root: root}
 }
 
-// LazyGrammarSampler is Grammar.LazySampler for grammar text.
+// LazyGrammarSampler is Grammar.LazySampler for grammar text: generation
+// is free until a trigger fires (a token of tokens, or a match of one of
+// the regular expressions in patterns over the text generated so far:
+// the constrained text starts at the first non-empty capture group, or at
+// the match; a pattern of the form ^...$ must match the whole text), and
+// the grammar constrains everything from the trigger on.
+//
+// Triggers are evaluated in Go (RE2: linear time, no stack growth on long
+// outputs) and the triggered text is fed to the grammar one byte at a
+// time, checked; text the grammar rejects fails the grammar as above
+// instead of aborting the process as llama.cpp's own lazy grammars do.
 func LazyGrammarSampler(source, root string, patterns []string, tokens []Token) Sampler {
+	return grammarSpec{source: source, root: root, lazy: true, patterns: patterns, tokens: tokens}
+}
+
+type grammarSpec struct {
+	source, root string
+	lazy         bool
+	patterns     []string
+	tokens       []Token
+}
+
+func (g grammarSpec) String() string {
+	if g.lazy {
+		return "grammar-lazy"
+	}
+	return "grammar"
+}
+
+func (g grammarSpec) build(m *Model) (capi.Sampler, error) {
+	root := g.root
 	if root == "" {
 		root = "root"
 	}
-	return samplerFunc{"grammar-lazy", func(m *Model) (capi.Sampler, error) {
-		if err := checkGrammarText(source, root); err != nil {
+	if err := checkGrammarText(g.source, root); err != nil {
+		return 0, err
+	}
+	gs := &grammarSampler{m: m, lazy: g.lazy, active: !g.lazy, tokens: map[Token]bool{}}
+	for _, t := range g.tokens {
+		if err := m.CheckToken(t); err != nil {
 			return 0, err
 		}
-		for _, t := range tokens {
-			if err := m.CheckToken(t); err != nil {
-				return 0, err
+		gs.tokens[t] = true
+	}
+	for _, p := range g.patterns {
+		if err := checkPattern(p); err != nil {
+			return 0, err
+		}
+		re, _ := regexpCompile(p)
+		gs.patterns = append(gs.patterns, re)
+		gs.full = append(gs.full, len(p) > 1 && p[0] == '^' && p[len(p)-1] == '$')
+	}
+	if g.lazy && len(gs.patterns) == 0 && len(gs.tokens) == 0 {
+		return 0, errorf(CodeInvalid, "grammar", "a lazy grammar needs at least one trigger")
+	}
+	if g.source == "" {
+		gs.active, gs.lazy = false, false
+		gs.none = true
+	} else {
+		gs.inner = capi.SamplerInitGrammar(m.vocab, g.source, root)
+		if gs.inner == 0 {
+			return 0, errorf(CodeGrammar, "grammar", "llama.cpp rejected the grammar (unknown token name, or no rule %q)", root)
+		}
+	}
+	m.byteTokens()
+	return newGoSampler(gs), nil
+}
+
+// grammarSampler is the guard around an eager llama.cpp grammar sampler.
+type grammarSampler struct {
+	m        *Model
+	inner    capi.Sampler // eager grammar; 0 for an empty grammar
+	none     bool         // empty grammar: no constraint
+	lazy     bool
+	active   bool // constraining (eager, or lazy and triggered)
+	failed   bool
+	patterns []*regexp.Regexp
+	full     []bool
+	tokens   map[Token]bool
+	buf      []byte // text generated while awaiting a trigger
+	piece    []byte
+}
+
+func (g *grammarSampler) Name() string {
+	if g.lazy {
+		return "grammar-lazy"
+	}
+	return "grammar"
+}
+
+func (g *grammarSampler) Apply(c *Candidates) {
+	switch {
+	case g.failed:
+		d := c.Data()
+		for i := range d {
+			if !isEOG(g.m, d[i].ID) {
+				d[i].Logit = float32(math.Inf(-1))
 			}
 		}
-		cs := make([][]byte, len(patterns))
-		ptrs := make([]uintptr, len(patterns)+1)
-		for i, p := range patterns {
-			if err := checkPattern(p); err != nil {
-				return 0, err
+	case g.active && !g.none:
+		capi.SamplerApply(g.inner, c.arr)
+	}
+}
+
+// allowed reports whether the grammar accepts t next.
+func (g *grammarSampler) allowed(t Token) bool {
+	td := TokenData{ID: t}
+	arr := capi.TokenDataArray{Data: unsafe.Pointer(&td), Size: 1, Selected: -1}
+	capi.SamplerApply(g.inner, &arr)
+	return !isNegInf(td.Logit)
+}
+
+func (g *grammarSampler) Accept(t Token) {
+	if g.failed || g.none || t < 0 || int32(t) >= g.m.nVocb {
+		return
+	}
+	if g.active {
+		if !g.allowed(t) {
+			g.failed = true
+			return
+		}
+		capi.SamplerAccept(g.inner, int32(t))
+		return
+	}
+	g.piece = g.m.appendPiece(g.piece[:0], t, true)
+	if g.tokens[t] {
+		g.trigger(g.piece)
+		return
+	}
+	g.buf = append(g.buf, g.piece...)
+	for i, re := range g.patterns {
+		loc := re.FindSubmatchIndex(g.buf)
+		if loc == nil || (g.full[i] && (loc[0] != 0 || loc[1] != len(g.buf))) {
+			continue
+		}
+		start := loc[0]
+		for k := 2; k+1 < len(loc); k += 2 {
+			if loc[k] >= 0 && loc[k+1] > loc[k] {
+				start = loc[k]
+				break
 			}
-			cs[i] = append([]byte(p), 0)
-			ptrs[i] = uintptr(unsafe.Pointer(&cs[i][0]))
 		}
-		var tp unsafe.Pointer
-		if len(tokens) > 0 {
-			tp = unsafe.Pointer(&tokens[0])
+		text := append([]byte(nil), g.buf[start:]...)
+		g.trigger(text)
+		return
+	}
+}
+
+// trigger starts constraining, feeding the grammar the triggered text.
+func (g *grammarSampler) trigger(text []byte) {
+	g.active = true
+	g.buf = g.buf[:0]
+	for _, b := range text {
+		t := g.m.byteTok[b]
+		if t == NoToken || !g.allowed(t) {
+			g.failed = true
+			return
 		}
-		s := capi.SamplerInitGrammarLazyPatterns(m.vocab, source, root, unsafe.Pointer(&ptrs[0]), uintptr(len(patterns)), tp, uintptr(len(tokens)))
-		keepAlive(cs)
-		keepAlive(tokens)
-		if s == 0 {
-			return 0, errorf(CodeGrammar, "grammar", "llama.cpp rejected the lazy grammar")
-		}
-		return s, nil
-	}}
+		capi.SamplerAccept(g.inner, int32(t))
+	}
+}
+
+func (g *grammarSampler) Reset() {
+	if g.inner != 0 {
+		capi.SamplerReset(g.inner)
+	}
+	g.active = !g.lazy && !g.none
+	g.failed = false
+	g.buf = g.buf[:0]
+}
+
+func (g *grammarSampler) Clone() CustomSampler {
+	c := *g
+	c.buf = append([]byte(nil), g.buf...)
+	c.piece = nil
+	if g.inner != 0 {
+		c.inner = capi.SamplerClone(g.inner)
+	}
+	return &c
+}
+
+func (g *grammarSampler) free() {
+	if g.inner != 0 {
+		capi.SamplerFree(g.inner)
+		g.inner = 0
+	}
 }
 
 // checkGrammarText parses grammar text in Go before llama.cpp sees it.
@@ -151,27 +299,31 @@ func (g *Grammar) Match(m *Model, text string) (bool, error) {
 
 func isNegInf(f float32) bool { return f < -3.0e38 }
 
-// grammarTokens maps text to tokens whose pieces concatenate to it exactly.
-func (m *Model) grammarTokens(text string) ([]Token, error) {
+// byteTokens finds, once, a token for each byte whose piece is that one
+// byte (SentencePiece byte tokens, byte-level BPE's base tokens), and
+// reports whether all 256 exist.
+func (m *Model) byteTokens() bool {
 	m.byteOnce.Do(func() {
 		for i := range m.byteTok {
 			m.byteTok[i] = NoToken
 		}
 		n := 0
+		var buf [16]byte
 		for t := Token(0); t < Token(m.nVocb); t++ {
-			s, err := m.TokenText(t)
-			if err != nil || len(s) != 6 || s[:3] != "<0x" || s[5] != '>' {
-				continue
-			}
-			var b byte
-			if _, err := fmt.Sscanf(s[3:5], "%02X", &b); err == nil {
-				m.byteTok[b] = t
+			p := m.appendPiece(buf[:0], t, false)
+			if len(p) == 1 && m.byteTok[p[0]] == NoToken {
+				m.byteTok[p[0]] = t
 				n++
 			}
 		}
 		m.hasBytes = n == 256
 	})
-	if m.hasBytes {
+	return m.hasBytes
+}
+
+// grammarTokens maps text to tokens whose pieces concatenate to it exactly.
+func (m *Model) grammarTokens(text string) ([]Token, error) {
+	if m.byteTokens() {
 		out := make([]Token, len(text))
 		for i := 0; i < len(text); i++ {
 			out[i] = m.byteTok[text[i]]

@@ -3,6 +3,7 @@ package llama
 import (
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -222,6 +223,7 @@ type SamplerChain struct {
 	ptr   capi.Sampler
 	names []string
 	seed  uint32
+	hasGo bool // holds Go samplers (grammars among them)
 }
 
 // NewSamplerChain builds samplers into a chain for a model.
@@ -252,6 +254,12 @@ func NewSamplerChain(m *Model, opts SamplerChainOptions, samplers ...Sampler) (*
 		}
 		capi.SamplerChainAdd(chain, p)
 		c.names = append(c.names, s.String())
+		switch s.(type) {
+		case grammarSpec:
+			c.hasGo = true
+		case samplerFunc:
+			c.hasGo = c.hasGo || strings.HasPrefix(s.String(), "custom:")
+		}
 	}
 	c.seed = capi.SamplerGetSeed(chain)
 	if !m.addChild(c) {
@@ -318,7 +326,34 @@ func (c *SamplerChain) Sample(ctx *Context, idx int) (Token, error) {
 	if t < 0 || t >= c.model.nVocb {
 		return NoToken, errorf(CodeInvalid, "sample", "no token could be sampled (did a grammar reject every token?)")
 	}
+	if c.hasGo && c.grammarFailed() {
+		return Token(t), errGrammarFailed("sample")
+	}
 	return Token(t), nil
+}
+
+func errGrammarFailed(op string) error {
+	return errorf(CodeGrammar, op, "a token the grammar does not allow was chosen; the grammar now allows only end of generation")
+}
+
+// grammarFailed reports whether a grammar of the chain has failed.
+func (c *SamplerChain) grammarFailed() bool {
+	if goIface == nil {
+		return false
+	}
+	n := capi.SamplerChainN(c.ptr)
+	for i := int32(0); i < n; i++ {
+		s := capi.SamplerChainGet(c.ptr, i)
+		if s == nil || s.Iface != uintptr(unsafe.Pointer(goIface)) {
+			continue
+		}
+		if v, ok := goSamplers.Load(s.Ctx); ok {
+			if g, ok := v.(*grammarSampler); ok && g.failed {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Accept tells the chain a token was chosen (for penalties, grammars,
@@ -332,6 +367,9 @@ func (c *SamplerChain) Accept(t Token) error {
 	}
 	defer c.mu.Unlock()
 	capi.SamplerAccept(c.ptr, int32(t))
+	if c.hasGo && c.grammarFailed() {
+		return errGrammarFailed("accept")
+	}
 	return nil
 }
 
@@ -355,7 +393,7 @@ func (c *SamplerChain) Clone() (*SamplerChain, error) {
 	if p == 0 {
 		return nil, errorf(CodeUnsupported, "clone", "a sampler of the chain cannot be cloned")
 	}
-	n := &SamplerChain{model: c.model, ptr: p, names: append([]string(nil), c.names...), seed: c.seed}
+	n := &SamplerChain{model: c.model, ptr: p, names: append([]string(nil), c.names...), seed: c.seed, hasGo: c.hasGo}
 	if !c.model.addChild(n) {
 		capi.SamplerFree(p)
 		return nil, closedErr("clone", "model")
@@ -532,6 +570,11 @@ func goSamplerClone(sm *capi.SamplerStruct) uintptr {
 }
 
 func goSamplerFree(sm *capi.SamplerStruct) {
+	if v, ok := goSamplers.Load(sm.Ctx); ok {
+		if f, ok := v.(interface{ free() }); ok {
+			f.free()
+		}
+	}
 	goSamplers.Delete(sm.Ctx)
 	goNames.Delete(sm.Ctx)
 }

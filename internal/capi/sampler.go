@@ -24,7 +24,7 @@ var (
 	// void llama_sampler_chain_add( struct llama_sampler * chain, struct llama_sampler * smpl);
 	SamplerChainAdd func(chain, s Sampler)
 	// struct llama_sampler * llama_sampler_chain_get( struct llama_sampler * chain, int32_t i);
-	SamplerChainGet func(chain Sampler, i int32) Sampler
+	SamplerChainGet func(chain Sampler, i int32) *SamplerStruct
 	// int llama_sampler_chain_n (const struct llama_sampler * chain);
 	SamplerChainN func(chain Sampler) int32
 	// struct llama_sampler * llama_sampler_chain_remove( struct llama_sampler * chain, int32_t i);

@@ -1,0 +1,92 @@
+package llama_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/x/llama"
+)
+
+// TestGrammarGuard feeds grammars what would abort llama.cpp: accepting a
+// token the grammar rejects, end of generation before the grammar is
+// complete, and a lazy trigger whose text the grammar does not accept.
+// Each must be an error, and the process must live.
+func TestGrammarGuard(t *testing.T) {
+	m := stories(t)
+	tok := func(s string) llama.Token {
+		ts, err := m.Tokenize(s, llama.TokenizeOptions{})
+		require.NoError(t, err)
+		return ts[len(ts)-1]
+	}
+	eos := m.SpecialTokens().EOS
+
+	t.Run("accept rejected token", func(t *testing.T) {
+		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.GrammarSampler(`root ::= "yes" | "no"`, ""), llama.Greedy())
+		require.NoError(t, err)
+		defer s.Close()
+		err = s.Accept(tok("Lily"))
+		assert.ErrorIs(t, err, llama.ErrGrammar)
+		// Failed: only end of generation remains possible.
+		out, _, err := s.Apply([]llama.TokenData{{ID: tok("yes"), Logit: 10}, {ID: eos, Logit: 0}})
+		require.NoError(t, err)
+		for _, c := range out {
+			if c.ID != eos {
+				assert.Less(t, c.Logit, float32(-1e30))
+			}
+		}
+	})
+	t.Run("eos before complete", func(t *testing.T) {
+		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.GrammarSampler(`root ::= "yes" | "no"`, ""))
+		require.NoError(t, err)
+		defer s.Close()
+		assert.ErrorIs(t, s.Accept(eos), llama.ErrGrammar)
+	})
+	t.Run("lazy trigger text rejected", func(t *testing.T) {
+		c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
+		// The greedy story says "named Lily"; the trigger fires on "named",
+		// whose text the grammar does not accept.
+		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{},
+			llama.LazyGrammarSampler(`root ::= "Lily" [a-z ]*`, "", []string{"named"}, nil), llama.Greedy())
+		require.NoError(t, err)
+		defer s.Close()
+		var gotErr error
+		for _, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 40, Sampler: s}) {
+			if err != nil {
+				gotErr = err
+			}
+		}
+		assert.ErrorIs(t, gotErr, llama.ErrGrammar)
+	})
+	t.Run("lazy trigger constrains after it", func(t *testing.T) {
+		c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
+		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{},
+			llama.LazyGrammarSampler(`root ::= "named" " Zed" "."`, "", []string{`(named)`}, nil), llama.Greedy())
+		require.NoError(t, err)
+		defer s.Close()
+		out := generate(t, c, "Once upon a time", llama.GenerateOptions{MaxTokens: 40, Sampler: s})
+		assert.True(t, strings.HasPrefix(out, ", there was a little girl named Zed."), out)
+	})
+	t.Run("bad trigger pattern", func(t *testing.T) {
+		_, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.LazyGrammarSampler(`root ::= "x"`, "", []string{"(?=x)"}, nil))
+		assert.ErrorIs(t, err, llama.ErrInvalid)
+		_, err = llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.LazyGrammarSampler(`root ::= "x"`, "", nil, nil))
+		assert.ErrorIs(t, err, llama.ErrInvalid)
+	})
+	t.Run("clone keeps state", func(t *testing.T) {
+		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.GrammarSampler(`root ::= "ab" "cd"`, ""))
+		require.NoError(t, err)
+		defer s.Close()
+		c2, err := s.Clone()
+		require.NoError(t, err)
+		defer c2.Close()
+		assert.ErrorIs(t, c2.Accept(eos), llama.ErrGrammar, "the clone fails on its own")
+		out, _, err := s.Apply([]llama.TokenData{{ID: eos, Logit: 1}, {ID: tok("Lily"), Logit: 2}})
+		require.NoError(t, err)
+		for _, c := range out {
+			assert.Less(t, c.Logit, float32(-1e30), "the original still constrains: neither EOS nor Lily starts \"ab\"")
+		}
+	})
+}
