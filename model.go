@@ -79,7 +79,7 @@ type Model struct {
 	childMu  sync.Mutex
 	children map[closer]struct{}
 
-	byteOnce sync.Once   // byte tokens, for Grammar.Match
+	byteOnce sync.Once // byte tokens, for Grammar.Match
 	byteTok  [256]Token
 	hasBytes bool
 }

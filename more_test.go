@@ -85,7 +85,7 @@ func (b *banSampler) Apply(c *llama.Candidates) {
 	}
 }
 func (b *banSampler) Accept(t llama.Token) { b.accepted = append(b.accepted, t) }
-func (b *banSampler) Reset()              { b.resets++ }
+func (b *banSampler) Reset()               { b.resets++ }
 
 func TestCustomSampler(t *testing.T) {
 	m := stories(t)
