@@ -74,7 +74,7 @@ func tgz(t *testing.T, files map[string]string) []byte {
 func TestUntarFolder(t *testing.T) {
 	dst := t.TempDir()
 	n, err := untarFolder(tgz(t, map[string]string{
-		"package/bins/x/libllama.so": "lib",
+		"package/bins/x/libllama.so":   "lib",
 		"package/bins/x/../../../evil": "no",
 		"package/bins/x/sub/deep.so":   "no",
 		"package/other.txt":            "no",
