@@ -1,0 +1,39 @@
+package server
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// FuzzGenerationRequest feeds arbitrary bodies to the request parsers of
+// the generation endpoints: they must answer with an error or a task,
+// never panic.
+func FuzzGenerationRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"prompt":"Once upon a time","n_predict":4}`,
+		`{"prompt":[1,2,"x",[3]],"logit_bias":{"12":false},"samplers":"kpt"}`,
+		`{"prompt":["a",["b",5]],"logit_bias":[["x",1],[3,false]],"lora":[{"id":0,"scale":1}]}`,
+		`{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"required"}`,
+		`{"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":{}}}]}],"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"integer"}}}}`,
+		`{"json_schema":{"type":"array","items":{"$ref":"#"}},"grammar":null,"stop":["a"],"seed":-1}`,
+	} {
+		f.Add(seed)
+	}
+	s, ts := newTestServer(f, Options{})
+	req, _ := http.NewRequest(http.MethodPost, ts.URL, nil)
+	inst, release, ok := s.instanceFor(httptest.NewRecorder(), req, "")
+	if !ok {
+		f.Fatal("no instance")
+	}
+	f.Cleanup(release)
+	f.Fuzz(func(t *testing.T, body string) {
+		fields, err := parseFields([]byte(body))
+		if err != nil {
+			return
+		}
+		_, _ = parseCompletionRequest(fields, inst)
+		_, _ = parseOAICompletion(fields, inst)
+		_, _, _, _ = parseChatRequest(fields, inst)
+	})
+}
