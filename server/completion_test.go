@@ -222,6 +222,21 @@ func TestCompletionOptions(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(out["content"].(string)), &v), out["content"])
 		require.NotNil(t, v.N)
 	})
+	t.Run("n_predict 0 only evaluates the prompt", func(t *testing.T) {
+		code, out := postJSON(t, ts.URL+"/completion", base(map[string]any{"n_predict": 0}))
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		assert.Equal(t, "", out["content"])
+		assert.Equal(t, float64(0), out["tokens_predicted"])
+		assert.Equal(t, float64(5), out["tokens_evaluated"])
+	})
+	t.Run("timings_per_token", func(t *testing.T) {
+		events := sseEvents(t, ts.URL+"/completion", base(map[string]any{"n_predict": 3, "stream": true, "timings_per_token": true}))
+		for _, e := range events {
+			var chunk map[string]any
+			require.NoError(t, json.Unmarshal([]byte(e), &chunk))
+			assert.Contains(t, chunk, "timings")
+		}
+	})
 	t.Run("seeded sampling repeats", func(t *testing.T) {
 		req := base(map[string]any{"temperature": 1.0, "seed": 42, "top_k": 0, "top_p": 1, "min_p": 0})
 		_, a := postJSON(t, ts.URL+"/completion", req)
