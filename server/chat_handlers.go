@@ -75,12 +75,11 @@ func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) 
 	}
 	format := inst.Format
 	msgs := req.Messages
+	// With tool_choice none the template does not see the tools either.
 	useTools := len(req.Tools) > 0 && req.ToolChoice.Mode != "none"
 	var tools []chat.Tool
-	if len(req.Tools) > 0 && req.ToolChoice.Mode != "none" {
-		tools = req.Tools
-	}
 	if useTools {
+		tools = req.Tools
 		if t.Params.Grammar != "" {
 			return nil, badRequest("cannot use custom grammar constraints with tools")
 		}
