@@ -214,6 +214,15 @@ func messageText(m Message) string {
 	return sb.String()
 }
 
+func allText(parts []ContentPart) bool {
+	for _, p := range parts {
+		if p.Type != "text" {
+			return false
+		}
+	}
+	return true
+}
+
 type contentMode int
 
 const (
@@ -231,6 +240,10 @@ func messagesValue(msgs []Message, mode contentMode) (jinja.Value, error) {
 		dict := d.AsDict()
 		dict.Set("role", jinja.NewString(m.Role))
 		switch {
+		case len(m.Parts) > 0 && mode&contentTyped == 0 && allText(m.Parts):
+			// A template that reads string content gets the text parts
+			// joined, as llama.cpp does, not a list printed Python-style.
+			dict.Set("content", jinja.NewString(messageText(m)))
 		case len(m.Parts) > 0:
 			dict.Set("content", partsValue(m.Parts))
 		case mode&contentTyped != 0:
