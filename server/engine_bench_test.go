@@ -10,56 +10,59 @@ import (
 
 // BenchmarkEngineClients measures aggregate generation throughput with 1, 4
 // and 8 concurrent clients on an engine with 8 slots (continuous batching):
-// each client generates 512 tokens (ignoring EOS) from stories260K.
+// each client generates 512 tokens (ignoring EOS) from stories260K. It runs
+// with 2 threads (llama-server's default on a 2-core machine) and with 1.
 func BenchmarkEngineClients(b *testing.B) {
 	const nGen = 512
-	for _, clients := range []int{1, 4, 8} {
-		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			m, e := newEngTestEngine(b, EngineOptions{Parallel: 8, CtxSize: 8 * 1024, Threads: 2})
-			prompt := engTokenize(b, m, "Once upon a time", true)
-			task := func() *Task {
-				p := DefaultSamplingParams()
-				p.Seed = 42
-				p.IgnoreEOS = true
-				return &Task{Kind: TaskCompletion, Prompt: prompt, Params: p, NPredict: nGen, SlotID: -1}
-			}
-			var tokens int64
-			var mu sync.Mutex
-			b.ResetTimer()
-			start := time.Now()
-			for i := 0; i < b.N; i++ {
-				var wg sync.WaitGroup
-				for c := 0; c < clients; c++ {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						ch, err := e.Submit(context.Background(), task())
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						n := 0
-						for ev := range ch {
-							if ev.Err != nil {
-								b.Error(ev.Err)
-							}
-							if ev.Done {
-								n = ev.Generated
-							}
-						}
-						mu.Lock()
-						tokens += int64(n)
-						mu.Unlock()
-					}()
+	for _, th := range []int{2, 1} {
+		for _, clients := range []int{1, 4, 8} {
+			b.Run(fmt.Sprintf("threads=%d/clients=%d", th, clients), func(b *testing.B) {
+				m, e := newEngTestEngine(b, EngineOptions{Parallel: 8, CtxSize: 8 * 1024, Threads: th, ThreadsBatch: th})
+				prompt := engTokenize(b, m, "Once upon a time", true)
+				task := func() *Task {
+					p := DefaultSamplingParams()
+					p.Seed = 42
+					p.IgnoreEOS = true
+					return &Task{Kind: TaskCompletion, Prompt: prompt, Params: p, NPredict: nGen, SlotID: -1}
 				}
-				wg.Wait()
-			}
-			el := time.Since(start)
-			b.StopTimer()
-			if tokens != int64(b.N*clients*nGen) {
-				b.Fatalf("generated %d tokens, want %d", tokens, b.N*clients*nGen)
-			}
-			b.ReportMetric(float64(tokens)/el.Seconds(), "tok/s")
-		})
+				var tokens int64
+				var mu sync.Mutex
+				b.ResetTimer()
+				start := time.Now()
+				for i := 0; i < b.N; i++ {
+					var wg sync.WaitGroup
+					for c := 0; c < clients; c++ {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							ch, err := e.Submit(context.Background(), task())
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							n := 0
+							for ev := range ch {
+								if ev.Err != nil {
+									b.Error(ev.Err)
+								}
+								if ev.Done {
+									n = ev.Generated
+								}
+							}
+							mu.Lock()
+							tokens += int64(n)
+							mu.Unlock()
+						}()
+					}
+					wg.Wait()
+				}
+				el := time.Since(start)
+				b.StopTimer()
+				if tokens != int64(b.N*clients*nGen) {
+					b.Fatalf("generated %d tokens, want %d", tokens, b.N*clients*nGen)
+				}
+				b.ReportMetric(float64(tokens)/el.Seconds(), "tok/s")
+			})
+		}
 	}
 }
