@@ -27,6 +27,7 @@ const (
 
 var poolingC = [...]int32{capi.PoolingUnspecified, capi.PoolingNone, capi.PoolingMean, capi.PoolingCLS, capi.PoolingLast, capi.PoolingRank}
 
+// String returns the pooling type's llama.cpp name.
 func (p PoolingType) String() string {
 	return [...]string{"default", "none", "mean", "cls", "last", "rank"}[min(max(int(p), 0), 5)]
 }

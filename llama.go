@@ -40,6 +40,7 @@ const (
 var codeNames = [...]string{"unknown", "library", "closed", "invalid argument", "load failed",
 	"no KV slot", "canceled", "decode failed", "grammar", "unsupported"}
 
+// String names the code.
 func (c ErrorCode) String() string {
 	if c >= 0 && int(c) < len(codeNames) {
 		return codeNames[c]
@@ -58,6 +59,7 @@ type Error struct {
 	Err  error // the underlying error, if any
 }
 
+// Error formats the error as "llama: op: message".
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("llama: ")

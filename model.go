@@ -700,6 +700,7 @@ func validUTF8Prefix(b []byte) int {
 	return i
 }
 
+// String describes the model by its path.
 func (m *Model) String() string { return fmt.Sprintf("llama.Model(%s)", m.path) }
 
 // isEOG is IsEOG for a model already in use and a valid token.
