@@ -37,6 +37,7 @@ type SchemaError struct {
 	Msg     string
 }
 
+// Error formats the error with the JSON pointer of the schema part.
 func (e *SchemaError) Error() string {
 	p := e.Pointer
 	if p == "" {
