@@ -121,6 +121,7 @@ func run() error {
 	bos, _ := tokenText(model, special.BOS)
 	eos, _ := tokenText(model, special.EOS)
 	text := ""
+	cache := &promptCache{}
 	for {
 		fmt.Print("\n> ")
 		if !in.Scan() {
@@ -145,7 +146,12 @@ func run() error {
 		}
 		var answer strings.Builder
 		genCtx, cancel := signal.NotifyContext(ctx, os.Interrupt)
-		for p, err := range lctx.Generate(genCtx, input, llama.GenerateOptions{MaxTokens: maxTokens, Sampler: sampler}) {
+		gen, err := cache.generate(genCtx, lctx, input, llama.GenerateOptions{MaxTokens: maxTokens, Sampler: sampler})
+		if err != nil {
+			cancel()
+			return err
+		}
+		for p, err := range gen {
 			if err != nil {
 				if errors.Is(err, context.Canceled) {
 					break

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/x/llama"
+	"github.com/x/llama/internal/testenv"
+)
+
+// TestPromptCache: a conversation that grows turn by turn decodes only the
+// new text, and generates exactly what a fresh context would.
+func TestPromptCache(t *testing.T) {
+	m, err := llama.LoadModel(context.Background(), testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})
+	require.NoError(t, err)
+	defer m.Close()
+	cached, err := m.NewContext(llama.ContextOptions{ContextSize: 1024, Threads: 1, Perf: true})
+	require.NoError(t, err)
+	fresh, err := m.NewContext(llama.ContextOptions{ContextSize: 1024, Threads: 1})
+	require.NoError(t, err)
+	pc := &promptCache{}
+	text := "Once upon a time"
+	for turn := range 3 {
+		var got strings.Builder
+		require.NoError(t, cached.ResetPerf())
+		gen, err := pc.generate(context.Background(), cached, text, llama.GenerateOptions{MaxTokens: 12})
+		require.NoError(t, err)
+		for p, err := range gen {
+			require.NoError(t, err)
+			got.WriteString(p.Text)
+		}
+		var want strings.Builder
+		for p, err := range fresh.Generate(context.Background(), text, llama.GenerateOptions{MaxTokens: 12}) {
+			require.NoError(t, err)
+			want.WriteString(p.Text)
+		}
+		assert.Equal(t, want.String(), got.String(), "turn %d", turn)
+		perf, err := cached.Perf()
+		require.NoError(t, err)
+		all, err := m.Tokenize(text, llama.TokenizeOptions{AddSpecial: true, ParseSpecial: true})
+		require.NoError(t, err)
+		if turn > 0 {
+			assert.Less(t, perf.PromptTokens, len(all)/2, "turn %d decoded %d of %d prompt tokens", turn, perf.PromptTokens, len(all))
+		}
+		text += got.String() + " Then"
+	}
+}
