@@ -73,7 +73,7 @@ func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) 
 	if err != nil {
 		return nil, badRequest("%v", err)
 	}
-	format := inst.Format
+	format := inst.Template.Format()
 	msgs := req.Messages
 	// With tool_choice none the template does not see the tools either.
 	useTools := len(req.Tools) > 0 && req.ToolChoice.Mode != "none"

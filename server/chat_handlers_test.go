@@ -252,7 +252,7 @@ func TestCompletionBusy(t *testing.T) {
 	inst, release, ok := s.instanceFor(httptest.NewRecorder(), req, "")
 	require.True(t, ok)
 	defer release()
-	busy := &instance{Name: inst.Name, Model: inst.Model, Engine: busyEngine{inst.Engine}, Template: inst.Template, Format: inst.Format, Server: s, Opts: inst.Opts}
+	busy := &instance{Name: inst.Name, Model: inst.Model, Engine: busyEngine{inst.Engine}, Template: inst.Template, Server: s, Opts: inst.Opts}
 	_, err := s.runTask(context.Background(), busy, &Task{Kind: TaskCompletion, Prompt: []llama.Token{1, 2}})
 	require.ErrorIs(t, err, ErrBusy)
 	rec := httptest.NewRecorder()

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -25,11 +23,9 @@ type instance struct {
 	Path   string
 	Model  *llama.Model
 	Engine Engine
-	// Template is the chat template; never nil (falls back to "chatml").
-	Template *chat.Template
-	// Format is the chat format detected from the template source.
-	Format chat.Format
-	Server *Server
+	// Template renders chat prompts; never nil (falls back to "chatml").
+	Template promptRenderer
+	Server   *Server
 	// Opts are the options this instance runs with (the server's, with the
 	// preset's overrides in router mode).
 	Opts Options
@@ -433,7 +429,7 @@ func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
 	}
 	inst := &instance{
 		Name: e.name, Path: e.path, Model: m, Engine: eng, Template: tmpl,
-		Format: chat.DetectFormat(tmpl.Source()), Server: s, Opts: e.opts, entry: e,
+		Server: s, Opts: e.opts, entry: e,
 	}
 	info := &modelInfo{TemplateSource: tmpl.Source(), Caps: tmpl.Caps()}
 	info.Info, _ = m.Info()
@@ -465,65 +461,4 @@ func slotContext(o EngineOptions, train int) int {
 		p = 1
 	}
 	return n / p
-}
-
-// resolveTemplate picks the chat template: Options.ChatTemplate (a
-// built-in name or Jinja source), else ChatTemplateFile, else the model's
-// own, else chatml. A template the user gave that does not parse is an
-// error; a model's broken template falls back to chatml with a warning.
-func resolveTemplate(o Options, m *llama.Model, log interface{ Warn(string, ...any) }) (*chat.Template, error) {
-	src, what := "", ""
-	switch {
-	case o.ChatTemplate != "":
-		s, err := templateSource(o.ChatTemplate)
-		if err != nil {
-			return nil, err
-		}
-		src, what = s, "chat template"
-	case o.ChatTemplateFile != "":
-		b, err := os.ReadFile(o.ChatTemplateFile)
-		if err != nil {
-			return nil, fmt.Errorf("read chat template file: %w", err)
-		}
-		s, err := templateSource(string(b))
-		if err != nil {
-			return nil, err
-		}
-		src, what = s, "chat template file"
-	}
-	if src != "" {
-		t, err := chat.ParseTemplate(src)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		return t, nil
-	}
-	if m != nil {
-		if s, ok := m.ChatTemplate(""); ok && strings.TrimSpace(s) != "" {
-			if named, err := templateSource(s); err == nil {
-				if t, err := chat.ParseTemplate(named); err == nil {
-					return t, nil
-				} else {
-					log.Warn("model's chat template does not parse; using chatml", "err", err)
-				}
-			}
-		}
-	}
-	return chat.ParseTemplate(builtinTemplates["chatml"])
-}
-
-// templateSource returns the Jinja source for a built-in template name, or
-// s itself when it is Jinja source.
-func templateSource(s string) (string, error) {
-	name := strings.TrimSpace(s)
-	if src, ok := builtinTemplates[name]; ok {
-		return src, nil
-	}
-	if strings.Contains(s, "{{") || strings.Contains(s, "{%") {
-		return s, nil
-	}
-	if chat.IsBuiltinTemplate(name) {
-		return "", fmt.Errorf("built-in chat template %q is not available as Jinja; pass its Jinja source", name)
-	}
-	return "", fmt.Errorf("unknown chat template %q (not a built-in name nor Jinja source)", name)
 }

@@ -145,7 +145,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		o.SlotSavePath = abs
 	}
 	if o.ChatTemplate != "" {
-		if _, err := templateSource(o.ChatTemplate); err != nil {
+		if err := checkTemplate(o.ChatTemplate); err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
 	}
@@ -406,7 +406,7 @@ func applyPreset(e *modelEntry, kv map[string]string) error {
 		switch strings.ReplaceAll(k, "_", "-") {
 		case "model", "m", "version":
 		case "chat-template":
-			if _, err = templateSource(v); err == nil {
+			if err = checkTemplate(v); err == nil {
 				e.opts.ChatTemplate = v
 			}
 		case "chat-template-file":

@@ -1,0 +1,112 @@
+package server
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama"
+	"github.com/x/llama/chat"
+)
+
+// Every llama.cpp built-in template name works as Options.ChatTemplate:
+// /apply-template renders it and a chat completion runs with it.
+func TestEveryBuiltinTemplate(t *testing.T) {
+	names, err := llama.BuiltinChatTemplates()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(names), 40)
+	want := map[string]string{
+		"chatml":      "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+		"llama4":      "<|header_start|>system<|header_end|>\n\nS<|eot|><|header_start|>user<|header_end|>\n\nHi<|eot|><|header_start|>assistant<|header_end|>\n\n",
+		"vicuna-orca": "SYSTEM: S\nUSER: Hi\nASSISTANT:",
+		"llama3":      "<|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+	}
+	msgs := []map[string]any{{"role": "system", "content": "S"}, {"role": "user", "content": "Hi"}}
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			_, ts := newTestServer(t, Options{ChatTemplate: name, Engine: EngineOptions{Parallel: 1, CtxSize: 256}})
+			code, out := callJSON(t, "POST", ts.URL+"/apply-template", map[string]any{"messages": msgs})
+			require.Equal(t, 200, code, "%v", out)
+			prompt, _ := out["prompt"].(string)
+			assert.Contains(t, prompt, "Hi")
+			if w, ok := want[name]; ok {
+				assert.Equal(t, w, prompt)
+			}
+			code, out = callJSON(t, "POST", ts.URL+"/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 2})
+			require.Equal(t, 200, code, "%v", out)
+			assert.Len(t, out["choices"], 1)
+		})
+	}
+}
+
+type nopWarn struct{ n int }
+
+func (w *nopWarn) Warn(string, ...any) { w.n++ }
+
+func TestRendererFor(t *testing.T) {
+	user := []chat.Message{{Role: chat.RoleUser, Content: "Hi"}}
+	t.Run("jinja kept for names that have it", func(t *testing.T) {
+		r, err := rendererFor("llama2")
+		require.NoError(t, err)
+		assert.IsType(t, &jinjaRenderer{}, r)
+	})
+	t.Run("built-in rendering for the others", func(t *testing.T) {
+		r, err := rendererFor("llama4")
+		require.NoError(t, err)
+		require.IsType(t, &builtinRenderer{}, r)
+		assert.Equal(t, chat.FormatContentOnly, r.Format())
+		assert.Equal(t, "llama4", r.Source())
+		parts := []chat.Message{{Role: chat.RoleUser, Parts: []chat.ContentPart{{Type: "text", Text: "a"}, {Type: "text", Text: "b"}}}}
+		out, err := r.Render(chat.TemplateInput{Messages: parts})
+		require.NoError(t, err)
+		assert.Equal(t, "<|header_start|>user<|header_end|>\n\nab<|eot|>", out)
+	})
+	t.Run("unknown names and bad Jinja", func(t *testing.T) {
+		for _, s := range []string{"no-such-template", "{% if %}", ""} {
+			_, err := rendererFor(s)
+			assert.Error(t, err, s)
+		}
+	})
+	t.Run("model template that does not parse", func(t *testing.T) {
+		w := &nopWarn{}
+		// llama.cpp detects chatml from <|im_start|> in the source.
+		r, err := modelRenderer("{% if %}<|im_start|>", w)
+		require.NoError(t, err)
+		require.IsType(t, &builtinRenderer{}, r)
+		out, err := r.Render(chat.TemplateInput{Messages: user, AddGenerationPrompt: true})
+		require.NoError(t, err)
+		assert.Equal(t, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", out)
+		// Nothing to detect: chatml (Jinja).
+		r, err = modelRenderer("{% if %}", w)
+		require.NoError(t, err)
+		require.IsType(t, &jinjaRenderer{}, r)
+		assert.Equal(t, builtinTemplates["chatml"], r.Source())
+		assert.Equal(t, 2, w.n)
+		// A template that parses is used as is.
+		r, err = modelRenderer("{{ messages[0]['content'] }}", w)
+		require.NoError(t, err)
+		out, err = r.Render(chat.TemplateInput{Messages: user})
+		require.NoError(t, err)
+		assert.Equal(t, "Hi", out)
+	})
+}
+
+// Tools with a built-in (non-Jinja) format go through the generic JSON
+// format with its system instruction.
+func TestBuiltinRendererTools(t *testing.T) {
+	inst := testInstance(t)
+	r, err := rendererFor("vicuna-orca")
+	require.NoError(t, err)
+	bi := &instance{Name: inst.Name, Model: inst.Model, Engine: inst.Engine, Template: r, Server: inst.Server, Opts: inst.Opts}
+	task := &Task{Params: DefaultSamplingParams()}
+	tools := []chat.Tool{{Name: "f", Parameters: json.RawMessage(`{"type":"object"}`)}}
+	plan, err := bi.prepareChat(&chatRequest{Messages: []chat.Message{{Role: chat.RoleUser, Content: "Hi"}}, Tools: tools,
+		ToolChoice: chat.ToolChoice{Mode: "auto"}, AddGenerationPrompt: true}, task)
+	require.NoError(t, err)
+	assert.Equal(t, chat.FormatGeneric, plan.Parse.Format)
+	assert.True(t, strings.HasPrefix(plan.Prompt, "SYSTEM: "+genericToolsPrompt+"\nUSER: Hi\n"), plan.Prompt)
+	assert.NotEmpty(t, task.Params.Grammar)
+}
