@@ -1,8 +1,10 @@
 package chat
 
 import (
+	"bytes"
 	"errors"
 	"strings"
+	"unicode"
 )
 
 // ParseOptions says how to read a model's output.
@@ -50,13 +52,66 @@ type pstate struct {
 	opts    ParseOptions
 	partial bool
 
-	content   strings.Builder
-	reasoning strings.Builder
+	content   text
+	reasoning text
 	calls     []ToolCall
 
 	hadReasoning bool
 	stopped      bool // stop reading: the rest is held back or dropped
 	err          error
+
+	// mark is how far a partial reading is settled; a [Parser] resumes
+	// there on the next piece.
+	mark mark
+}
+
+// phase is where in the output a reading is.
+type phase uint8
+
+const (
+	phaseStart    phase = iota // nothing is settled: read from the start
+	phaseThinking              // inside the thinking block
+	phaseBody                  // in the body, after thinking and any start markup
+)
+
+// mark is a point of a partial reading that no continuation of the output
+// can change: reading on from at with the message as it stood there gives
+// what reading the whole output from the start gives.
+type mark struct {
+	phase                     phase
+	at                        int
+	content, reasoning, calls int
+	hadReasoning              bool
+}
+
+// text is an append-only buffer that a resumed reading cuts back to a mark.
+type text struct{ b []byte }
+
+// WriteString appends s.
+func (t *text) WriteString(s string) { t.b = append(t.b, s...) }
+
+// String returns a copy of the text.
+func (t *text) String() string { return string(t.b) }
+
+// settle records that the partial reading is settled up to at.
+func (p *pstate) settle(ph phase, at int) {
+	if !p.partial {
+		return
+	}
+	p.mark = mark{phase: ph, at: at, content: len(p.content.b), reasoning: len(p.reasoning.b),
+		calls: len(p.calls), hadReasoning: p.hadReasoning}
+}
+
+// rewind takes the state back to its mark to read a longer s from there.
+func (p *pstate) rewind(s string) {
+	p.s = s
+	p.content.b = p.content.b[:p.mark.content]
+	p.reasoning.b = p.reasoning.b[:p.mark.reasoning]
+	clear(p.calls[p.mark.calls:])
+	p.calls = p.calls[:p.mark.calls]
+	p.hadReasoning = p.mark.hadReasoning
+	p.stopped = false
+	p.err = nil
 }
 
 func newState(s string, opts ParseOptions, partial bool) *pstate {
@@ -66,21 +121,29 @@ func newState(s string, opts ParseOptions, partial bool) *pstate {
 func (p *pstate) run() {
 	spec := specFor(p.opts.Format)
 	if spec.custom != nil {
+		// Structured formats are read again from the start each time.
 		spec.custom(p)
+		p.mark = mark{}
 		return
 	}
-	i := 0
-	if spec.thinkStart != "" {
-		i = p.reasoningBlock(0, spec.thinkStart, spec.thinkEnd)
-	}
-	if p.stopped {
-		return
-	}
-	if spec.start != nil && p.opts.ParseToolCalls {
-		i = spec.start(p, i)
+	i := p.mark.at
+	if p.mark.phase != phaseBody {
+		switch {
+		case p.mark.phase == phaseThinking:
+			i = p.thinking(i, spec.thinkEnd)
+		case spec.thinkStart != "":
+			i = p.reasoningBlock(0, spec.thinkStart, spec.thinkEnd)
+		}
 		if p.stopped {
 			return
 		}
+		if spec.start != nil && p.opts.ParseToolCalls {
+			i = spec.start(p, i)
+			if p.stopped {
+				return
+			}
+		}
+		p.settle(phaseBody, i)
 	}
 	markers := spec.markers
 	if !p.opts.ParseToolCalls {
@@ -93,18 +156,36 @@ func (p *pstate) trims() bool { return p.opts.Format != FormatContentOnly }
 
 func (p *pstate) message() Message {
 	msg := Message{Role: RoleAssistant}
-	content := p.content.String()
-	if p.trims() {
-		content = strings.TrimSpace(content)
-	} else if p.hadReasoning {
-		content = strings.TrimLeft(content, " \t\r\n")
-	}
-	msg.Content = content
-	msg.ReasoningContent = strings.TrimSpace(p.reasoning.String())
+	lo, hi := p.contentBounds()
+	msg.Content = string(p.content.b[lo:hi])
+	lo, hi = spaceBounds(p.reasoning.b)
+	msg.ReasoningContent = string(p.reasoning.b[lo:hi])
 	if len(p.calls) > 0 {
 		msg.ToolCalls = append([]ToolCall(nil), p.calls...)
 	}
 	return msg
+}
+
+// contentBounds gives the part of the content the message holds: without
+// surrounding spaces, or for content-only output without the spaces after
+// the thinking.
+func (p *pstate) contentBounds() (lo, hi int) {
+	b := p.content.b
+	switch {
+	case p.trims():
+		return spaceBounds(b)
+	case p.hadReasoning:
+		return len(b) - len(bytes.TrimLeft(b, " \t\r\n")), len(b)
+	}
+	return 0, len(b)
+}
+
+// spaceBounds gives the part of b without the spaces around it, as
+// [strings.TrimSpace] cuts it.
+func spaceBounds(b []byte) (lo, hi int) {
+	t := bytes.TrimLeftFunc(b, unicode.IsSpace)
+	lo = len(b) - len(t)
+	return lo, lo + len(bytes.TrimRightFunc(t, unicode.IsSpace))
 }
 
 // reasoningBlock reads a thinking block at i (after spaces) delimited by
@@ -130,6 +211,13 @@ func (p *pstate) reasoningBlock(i int, start, end string) int {
 		}
 	}
 	p.hadReasoning = true
+	return p.thinking(j, end)
+}
+
+// thinking reads thinking text from j up to end and returns where the rest
+// of the output starts.
+func (p *pstate) thinking(j int, end string) int {
+	s := p.s
 	e := strings.Index(s[j:], end)
 	if e < 0 {
 		text := s[j:]
@@ -138,6 +226,7 @@ func (p *pstate) reasoningBlock(i int, start, end string) int {
 			p.stopped = true
 		}
 		p.reasoning.WriteString(text)
+		p.settle(phaseThinking, j+len(text))
 		return len(s)
 	}
 	p.reasoning.WriteString(s[j : j+e])
@@ -181,9 +270,11 @@ func (p *pstate) body(i int, markers []string, call callFunc) {
 				text = text[:len(text)-heldSuffix(text, markers...)]
 			}
 			p.content.WriteString(text)
+			p.settle(phaseBody, i+len(text))
 			return
 		}
 		p.content.WriteString(s[i:j])
+		p.settle(phaseBody, j)
 		end, ok := call(p, j, m)
 		if p.stopped {
 			return
@@ -191,9 +282,10 @@ func (p *pstate) body(i int, markers []string, call callFunc) {
 		if !ok {
 			p.content.WriteString(m)
 			i = j + len(m)
-			continue
+		} else {
+			i = end
 		}
-		i = end
+		p.settle(phaseBody, i)
 	}
 }
 

@@ -43,6 +43,7 @@ func FuzzParserStream(f *testing.F) {
 			for i := 0; i < len(in); i += size {
 				pieces = append(pieces, in[i:min(i+size, len(in))])
 			}
+			checkResumed(t, opts, pieces)
 			got, err := streamPieces(t, opts, pieces)
 			if (err != nil) != (wholeErr != nil) {
 				t.Fatalf("size %d: stream error %v, whole error %v", size, err, wholeErr)

@@ -35,19 +35,31 @@ type ToolCallDelta struct {
 // JSON text. After [Parser.Finish] the concatenated deltas equal
 // [Parser.Message], which equals [Parse] of the whole output.
 //
-// Each Push re-reads the text so far, so the total cost grows with the
-// square of the output's length.
+// The parser keeps how far the output is settled (text before any possible
+// marker, finished thinking and finished tool calls) and reads only the
+// rest again on each Push, so streaming costs time in proportion to the
+// output's length plus, on each Push, the length of an unfinished tool
+// call. The structured formats ([FormatGeneric], [FormatFunctionaryV32] and
+// [FormatGPTOSS]) are read again from the start on each Push.
 type Parser struct {
 	opts ParseOptions
 	buf  strings.Builder
-	sent Message
+	st   *pstate // the partial reading, resumed at its mark
+
+	// What the deltas reported so far: the message's content and
+	// reasoning, which start at contentAt and reasoningAt in st's buffers
+	// (after the leading spaces the message trims), and its tool calls.
+	content, reasoning     strings.Builder
+	contentAt, reasoningAt int
+	calls                  []ToolCall
+
 	err  error
 	done bool
 }
 
 // NewParser returns a parser for one output.
 func NewParser(opts ParseOptions) *Parser {
-	return &Parser{opts: opts, sent: Message{Role: RoleAssistant}}
+	return &Parser{opts: opts, st: newState("", opts, true)}
 }
 
 // errNotPrefix reports a parser that took back something it had reported;
@@ -65,11 +77,12 @@ func (p *Parser) Push(piece string) (Delta, error) {
 	if p.err != nil {
 		return Delta{}, p.err
 	}
-	st := newState(p.buf.String(), p.opts, true)
-	st.run()
-	d, err := p.advance(st.message())
+	from := p.st.mark
+	p.st.rewind(p.buf.String())
+	p.st.run()
+	d, err := p.step(from)
 	if err == nil {
-		err = st.err
+		err = p.st.err
 	}
 	p.err = err
 	return d, err
@@ -83,66 +96,130 @@ func (p *Parser) Finish() (Delta, error) {
 	}
 	p.done = true
 	msg, err := Parse(p.buf.String(), p.opts)
-	d, derr := p.advance(msg)
+	d, derr := diff(p.Message(), msg)
 	if derr != nil {
-		p.sent = msg
 		err = derr
 	}
+	p.content.Reset()
+	p.content.WriteString(msg.Content)
+	p.reasoning.Reset()
+	p.reasoning.WriteString(msg.ReasoningContent)
+	p.calls = append(p.calls[:0], msg.ToolCalls...)
 	p.err = err
 	return d, err
 }
 
 // Message returns the message so far: everything reported by the deltas.
 func (p *Parser) Message() Message {
-	m := p.sent
-	m.ToolCalls = append([]ToolCall(nil), p.sent.ToolCalls...)
-	if len(m.ToolCalls) == 0 {
-		m.ToolCalls = nil
+	m := Message{Role: RoleAssistant, Content: p.content.String(), ReasoningContent: p.reasoning.String()}
+	if len(p.calls) > 0 {
+		m.ToolCalls = append([]ToolCall(nil), p.calls...)
 	}
 	return m
 }
 
-// advance computes the delta from what was sent to msg and records msg.
-func (p *Parser) advance(msg Message) (Delta, error) {
+// step reports what the reading that resumed at from added to the message.
+// Everything the reading kept from before from was reported already and is
+// not compared again.
+func (p *Parser) step(from mark) (Delta, error) {
+	st := p.st
 	var d Delta
-	var ok bool
-	if d.Content, ok = extension(p.sent.Content, msg.Content); !ok {
-		return d, errNotPrefix
-	}
-	if d.ReasoningContent, ok = extension(p.sent.ReasoningContent, msg.ReasoningContent); !ok {
+	clo, chi := st.contentBounds()
+	rlo, rhi := spaceBounds(st.reasoning.b)
+	cok := grows(&p.content, p.contentAt, st.content.b, clo, chi, from.content)
+	rok := grows(&p.reasoning, p.reasoningAt, st.reasoning.b, rlo, rhi, from.reasoning)
+	if !cok || !rok || len(st.calls) < len(p.calls) {
 		return Delta{}, errNotPrefix
 	}
-	if len(msg.ToolCalls) < len(p.sent.ToolCalls) {
-		return Delta{}, errNotPrefix
-	}
-	for i, tc := range msg.ToolCalls {
+	for i := from.calls; i < len(st.calls); i++ {
 		var old ToolCall
-		if i < len(p.sent.ToolCalls) {
-			old = p.sent.ToolCalls[i]
+		if i < len(p.calls) {
+			old = p.calls[i]
 		}
-		td := ToolCallDelta{Index: i}
-		if old.Name != tc.Name {
-			if old.Name != "" {
-				return Delta{}, errNotPrefix
-			}
-			td.Name = tc.Name
-		}
-		if old.ID != tc.ID {
-			if old.ID != "" {
-				return Delta{}, errNotPrefix
-			}
-			td.ID = tc.ID
-		}
-		if td.ArgumentsDelta, ok = extension(old.Arguments, tc.Arguments); !ok {
+		td, ok := callDelta(i, old, st.calls[i])
+		if !ok {
 			return Delta{}, errNotPrefix
 		}
 		if td.Name != "" || td.ID != "" || td.ArgumentsDelta != "" {
 			d.ToolCalls = append(d.ToolCalls, td)
 		}
 	}
-	p.sent = msg
-	p.sent.ToolCalls = append([]ToolCall(nil), msg.ToolCalls...)
+	if p.content.Len() == 0 {
+		p.contentAt = clo
+	}
+	if p.reasoning.Len() == 0 {
+		p.reasoningAt = rlo
+	}
+	d.Content = string(st.content.b[p.contentAt+p.content.Len() : chi])
+	d.ReasoningContent = string(st.reasoning.b[p.reasoningAt+p.reasoning.Len() : rhi])
+	p.content.WriteString(d.Content)
+	p.reasoning.WriteString(d.ReasoningContent)
+	p.calls = append(p.calls[:min(from.calls, len(p.calls))], st.calls[min(from.calls, len(st.calls)):]...)
 	return d, nil
+}
+
+// grows reports whether b[lo:hi] still starts with the reported text, which
+// stood at at in b. Bytes before from were not read again and are known to
+// match.
+func grows(sent *strings.Builder, at int, b []byte, lo, hi, from int) bool {
+	n := sent.Len()
+	if n == 0 {
+		return true
+	}
+	if lo != at || hi-lo < n {
+		return false
+	}
+	k := max(from, lo)
+	return k >= lo+n || string(b[k:lo+n]) == sent.String()[k-lo:]
+}
+
+// diff computes the delta from the reported message old to msg.
+func diff(old, msg Message) (Delta, error) {
+	var d Delta
+	var ok bool
+	if d.Content, ok = extension(old.Content, msg.Content); !ok {
+		return d, errNotPrefix
+	}
+	if d.ReasoningContent, ok = extension(old.ReasoningContent, msg.ReasoningContent); !ok {
+		return Delta{}, errNotPrefix
+	}
+	if len(msg.ToolCalls) < len(old.ToolCalls) {
+		return Delta{}, errNotPrefix
+	}
+	for i, tc := range msg.ToolCalls {
+		var prev ToolCall
+		if i < len(old.ToolCalls) {
+			prev = old.ToolCalls[i]
+		}
+		td, ok := callDelta(i, prev, tc)
+		if !ok {
+			return Delta{}, errNotPrefix
+		}
+		if td.Name != "" || td.ID != "" || td.ArgumentsDelta != "" {
+			d.ToolCalls = append(d.ToolCalls, td)
+		}
+	}
+	return d, nil
+}
+
+// callDelta is the change from the reported call old to tc, the call at
+// index i. ok is false when tc does not extend old.
+func callDelta(i int, old, tc ToolCall) (td ToolCallDelta, ok bool) {
+	td.Index = i
+	if old.Name != tc.Name {
+		if old.Name != "" {
+			return td, false
+		}
+		td.Name = tc.Name
+	}
+	if old.ID != tc.ID {
+		if old.ID != "" {
+			return td, false
+		}
+		td.ID = tc.ID
+	}
+	td.ArgumentsDelta, ok = extension(old.Arguments, tc.Arguments)
+	return td, ok
 }
 
 func extension(old, cur string) (string, bool) {

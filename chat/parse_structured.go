@@ -280,8 +280,8 @@ func parseFunctionaryV32(p *pstate) {
 		if name == "all" || !p.opts.ParseToolCalls {
 			text, end, _ := p.until(i, ">>>")
 			if !p.opts.ParseToolCalls && name != "all" {
-				text = s[start:min(end, len(s))]
-				text = strings.TrimSuffix(text, ">>>")
+				// The recipient line stays in the content.
+				text = s[start:i] + text
 			}
 			p.content.WriteString(text)
 			if end >= len(s) {

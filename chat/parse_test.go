@@ -241,6 +241,33 @@ func streamPieces(t *testing.T, opts ParseOptions, pieces []string) (Message, er
 	return final, err
 }
 
+// checkResumed pushes pieces and checks each delta against reading the
+// whole prefix from the start, so that resuming at the settled point
+// changes nothing.
+func checkResumed(t *testing.T, opts ParseOptions, pieces []string) {
+	t.Helper()
+	p := NewParser(opts)
+	sent := Message{Role: RoleAssistant}
+	prefix := ""
+	for i, piece := range pieces {
+		prefix += piece
+		got, gotErr := p.Push(piece)
+		st := newState(prefix, opts, true)
+		st.run()
+		msg := st.message()
+		want, err := diff(sent, msg)
+		if err == nil {
+			sent, err = msg, st.err
+		}
+		require.Equal(t, err, gotErr, "piece %d: %q", i, prefix)
+		if err != nil {
+			return
+		}
+		require.Equal(t, want, got, "piece %d: %q", i, prefix)
+		require.Equal(t, sent, p.Message(), "piece %d: %q", i, prefix)
+	}
+}
+
 func runeSplit(s string) []string {
 	var out []string
 	for len(s) > 0 {
@@ -282,6 +309,7 @@ func TestParserStream(t *testing.T) {
 				got, err := streamPieces(t, c.opts(), pieces)
 				assert.Equal(t, whole, got, "split %s", name)
 				assert.Equal(t, wholeErr != nil, err != nil, "split %s: error %v vs %v", name, err, wholeErr)
+				checkResumed(t, c.opts(), pieces)
 			}
 			// No content delta may show the start of a marker before the
 			// parser knows it is not one.
