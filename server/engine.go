@@ -70,8 +70,17 @@ type EngineOptions struct {
 	// after NKeep and goes on (and truncates too long prompts); without it
 	// generation stops with StopLimit and too long prompts are errors.
 	ContextShift bool
-	// CacheReuse is llama.cpp's --cache-reuse chunk size (accepted; the
-	// engine reuses the common prefix only).
+	// CacheReuse is llama.cpp's --cache-reuse: with a task's CachePrompt,
+	// after the common prefix of the prompt and the slot's cached tokens,
+	// every further run of at least CacheReuse tokens that the prompt
+	// continues with and that still sits later in the cache is moved to
+	// its new position (ShiftTokens) instead of being decoded again; the
+	// cached tokens skipped over are dropped. Like llama.cpp, it only
+	// closes gaps (tokens the new prompt no longer has); tokens inserted in
+	// the new prompt end the reuse. The moved entries were computed in
+	// their old context, so results are close to, not always the same as,
+	// decoding the prompt afresh. 0 (the default) turns it off, as does a
+	// memory that cannot shift.
 	CacheReuse int
 	// FlashAttention (default auto), TypeK and TypeV (KV cache types,
 	// "": f16) are passed to the context.
@@ -125,6 +134,7 @@ type engine struct {
 	isEOG     []bool // by token
 	addBOS    bool
 	embedding bool
+	reuse     int // CacheReuse, 0 when off or the memory cannot shift
 	queueSize int
 
 	baseCtx context.Context
@@ -207,6 +217,9 @@ func NewEngine(m *llama.Model, o EngineOptions) (Engine, error) {
 	e.nCtxSlot = lctx.SeqSize()
 	if copts.KVUnified {
 		e.nCtxSlot = lctx.Size() / o.Parallel
+	}
+	if o.CacheReuse > 0 && !embedding && lctx.CanShift() {
+		e.reuse = o.CacheReuse
 	}
 	e.nBatch = lctx.BatchSize()
 	if embedding {

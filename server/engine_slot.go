@@ -114,6 +114,9 @@ func (e *engine) start(s *engSlot) {
 	n := 0
 	if t.CachePrompt {
 		n = engCommonPrefix(s.cache, s.prompt)
+		if e.reuse > 0 {
+			n = e.reuseChunks(s, n)
+		}
 		if n == len(s.prompt) {
 			n--
 		}
@@ -124,6 +127,36 @@ func (e *engine) start(s *engSlot) {
 	}
 	s.cache = s.cache[:n]
 	s.promptIdx, s.nCached, s.state = n, n, stPrompt
+}
+
+// reuseChunks is llama.cpp's cache reuse: the slot's memory holds
+// s.prompt[:n] at positions [0, n); it scans the rest of the cache for
+// runs of at least e.reuse tokens equal to the prompt's continuation,
+// moves each one back to where the prompt needs it (dropping the cached
+// tokens in between) and returns how many prompt tokens the memory now
+// holds. s.cache is updated for those; what lies after them in the cache
+// is stale and removed by the caller.
+func (e *engine) reuseChunks(s *engSlot, n int) int {
+	hc, hp := n, n // heads in the cache and in the prompt
+	for hc < len(s.cache) && hp < len(s.prompt) {
+		m := engCommonPrefix(s.cache[hc:], s.prompt[hp:])
+		if m < e.reuse {
+			hc++
+			continue
+		}
+		if hc > hp {
+			if ok, err := e.lctx.RemoveTokens(s.id, hp, hc); err != nil || !ok {
+				return hp
+			}
+			if err := e.lctx.ShiftTokens(s.id, hc, hc+m, hp-hc); err != nil {
+				return hp
+			}
+			copy(s.cache[hp:hp+m], s.cache[hc:hc+m])
+		}
+		hc += m
+		hp += m
+	}
+	return hp
 }
 
 // step builds one batch from every slot's work, decodes it and handles

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/x/llama"
 )
 
@@ -653,5 +656,149 @@ func TestEngineGrammarIgnoreEOS(t *testing.T) {
 		if (r.text != "yes" && r.text != "no") || r.done.Stop != StopEOS {
 			t.Fatalf("temp %v: %q %+v", temp, r.text, r.done)
 		}
+	}
+}
+
+// engMove is one reused chunk: n cached tokens moved from position from
+// to position to.
+type engMove struct{ from, to, n int }
+
+// engReuseReference replays llama.cpp's cache reuse by hand on a fresh
+// context with the engine's settings: decode cached, apply the moves
+// (drop the cached tokens before each chunk, shift the chunk back), drop
+// everything from kept on, decode the rest of prompt and generate nGen
+// tokens greedily.
+func engReuseReference(t *testing.T, m *llama.Model, cached, prompt []llama.Token, moves []engMove, kept, nGen int) []llama.Token {
+	t.Helper()
+	lctx, err := m.NewContext(llama.ContextOptions{ContextSize: 512, BatchSize: 2048, UBatchSize: 512, Sequences: 1, Threads: 1})
+	require.NoError(t, err)
+	defer lctx.Close()
+	b := llama.NewBatch(2048, 1)
+	decode := func(toks []llama.Token, pos int) llama.Token {
+		b.Clear()
+		require.NoError(t, b.AddSequence(toks, pos, 0, true))
+		require.NoError(t, lctx.Decode(context.Background(), b))
+		logits, err := lctx.Logits(len(toks) - 1)
+		require.NoError(t, err)
+		best := 0
+		for i, l := range logits {
+			if l > logits[best] {
+				best = i
+			}
+		}
+		return llama.Token(best)
+	}
+	decode(cached, 0)
+	for _, mv := range moves {
+		ok, err := lctx.RemoveTokens(0, mv.to, mv.from)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.NoError(t, lctx.ShiftTokens(0, mv.from, mv.from+mv.n, mv.to-mv.from))
+	}
+	ok, err := lctx.RemoveTokens(0, kept, -1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	var out []llama.Token
+	next := decode(prompt[kept:], kept)
+	for pos := len(prompt); len(out) < nGen; pos++ {
+		out = append(out, next)
+		if len(out) < nGen {
+			next = decode([]llama.Token{next}, pos)
+		}
+	}
+	return out
+}
+
+// TestEngineCacheReuse checks llama.cpp's --cache-reuse: after the common
+// prefix, runs of at least CacheReuse cached tokens that the new prompt
+// continues with are shifted into place instead of decoded again. The
+// output must be that of llama.cpp's procedure replayed by hand; whether
+// it also equals decoding the prompt afresh depends on the case: the moved
+// entries were computed after the dropped tokens, which they keep "seeing"
+// (RoPE shifting itself is exact enough on stories260K).
+func TestEngineCacheReuse(t *testing.T) {
+	m := engStoriesModel(t)
+	tok := func(s string) []llama.Token { return engTokenize(t, m, s, false) }
+	cat := func(parts ...[]llama.Token) []llama.Token {
+		var out []llama.Token
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
+	// The parts start with different tokens (SentencePiece adds the space).
+	P := engTokenize(t, m, "Once upon a time, there was a little girl named Lily.", true)
+	A := tok("She had a big red ball that she liked to throw very high.")
+	S := tok("One day, Lily went to the park with her mom. The sun was warm and the birds sang.")
+	B := tok("Her dog Max ran after a cat.")
+	S2 := tok("They sat under a tree and ate apples.")
+	T := tok("Then Lily said,")
+	require.GreaterOrEqual(t, len(S), 16)
+	require.GreaterOrEqual(t, len(S2), 8)
+	p, a, sl, bl, s2 := len(P), len(A), len(S), len(B), len(S2)
+
+	tests := []struct {
+		name        string
+		reuse       int
+		cachePrompt bool
+		cached      []llama.Token // the first task's prompt
+		prompt      []llama.Token // the second task's
+		wantCached  int
+		moves       []engMove // llama.cpp's shifts
+		// exact: the output also equals a run without any cache.
+		exact bool
+	}{
+		{"piece dropped: suffix shifted back", 4, true,
+			cat(P, A, S), cat(P, S, T), p + sl,
+			[]engMove{{p + a, p, sl}}, true},
+		// Here the moved entries' memory of the dropped pieces changes
+		// the greedy continuation after its first token.
+		{"two pieces dropped: both chunks shifted", 4, true,
+			cat(P, A, S, B, S2), cat(P, S, S2, T), p + sl + s2,
+			[]engMove{{p + a, p, sl}, {p + a + sl + bl, p + sl, s2}}, false},
+		{"whole prompt reused: last token decoded again", 4, true,
+			cat(P, A, S), cat(P, S), p + sl - 1,
+			[]engMove{{p + a, p, sl}}, true},
+		{"chunk shorter than CacheReuse", sl + 1, true,
+			cat(P, A, S), cat(P, S, T), p, nil, true},
+		// llama.cpp only moves cached entries back: a piece inserted in the
+		// new prompt ends the reuse at the common prefix.
+		{"piece inserted in the new prompt", 4, true,
+			cat(P, S), cat(P, A, S, T), p, nil, true},
+		{"CacheReuse off", 0, true,
+			cat(P, A, S), cat(P, S, T), p, nil, true},
+		{"CachePrompt off", 4, false,
+			cat(P, A, S), cat(P, S, T), 0, nil, true},
+	}
+	const nGen = 8
+	_, fresh := newEngTestEngine(t, EngineOptions{CtxSize: 512})
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, e := newEngTestEngine(t, EngineOptions{CtxSize: 512, CacheReuse: tc.reuse})
+			first := engGreedyTask(tc.cached, 4)
+			first.CachePrompt = true
+			engRun(t, e, first)
+			second := engGreedyTask(tc.prompt, nGen)
+			second.CachePrompt = tc.cachePrompt
+			got := engRun(t, e, second)
+			assert.Equal(t, tc.wantCached, got.done.CachedTokens)
+			assert.Equal(t, tc.wantCached, got.done.Timings.CacheN)
+			assert.Equal(t, len(tc.prompt)-tc.wantCached, got.done.Timings.PromptN)
+
+			want := engReuseReference(t, m, tc.cached, tc.prompt, tc.moves, tc.wantCached, nGen)
+			assert.Equal(t, want, got.tokens, "llama.cpp's cache reuse replayed by hand")
+			if tc.exact {
+				plain := engRun(t, fresh, engGreedyTask(tc.prompt, nGen))
+				assert.Equal(t, plain.tokens, got.tokens, "decoding the prompt afresh")
+			}
+
+			// The slot's memory now holds the second prompt and its output
+			// at consecutive positions: the same task again reuses it all.
+			again := engRun(t, e, second)
+			if tc.cachePrompt {
+				assert.Equal(t, len(tc.prompt)-1, again.done.CachedTokens)
+			}
+			assert.Equal(t, got.tokens, again.tokens)
+		})
 	}
 }
