@@ -94,6 +94,53 @@ func TestOpenAIClient(t *testing.T) {
 		assert.Equal(t, resp.Choices[0].Text, text.String())
 	})
 
+	t.Run("completions logprobs", func(t *testing.T) {
+		params := openai.CompletionNewParams{
+			Model:       "stories",
+			Prompt:      openai.CompletionNewParamsPromptUnion{OfString: openai.String("Once upon a time")},
+			Temperature: openai.Float(0),
+			MaxTokens:   openai.Int(8),
+			Logprobs:    openai.Int(3),
+		}
+		resp, err := client.Completions.New(ctx, params)
+		require.NoError(t, err)
+		require.Len(t, resp.Choices, 1)
+		c := resp.Choices[0]
+		lp := c.Logprobs
+		require.True(t, lp.JSON.Tokens.Valid() && lp.JSON.TokenLogprobs.Valid() && lp.JSON.TopLogprobs.Valid() && lp.JSON.TextOffset.Valid(), lp.RawJSON())
+		require.Len(t, lp.Tokens, 8)
+		require.Len(t, lp.TokenLogprobs, 8)
+		require.Len(t, lp.TopLogprobs, 8)
+		require.Len(t, lp.TextOffset, 8)
+		assert.Equal(t, c.Text, strings.Join(lp.Tokens, ""))
+		for i, tok := range lp.Tokens {
+			assert.Equal(t, c.Text[:lp.TextOffset[i]]+tok, c.Text[:int(lp.TextOffset[i])+len(tok)], "offset %d", i)
+			assert.LessOrEqual(t, lp.TokenLogprobs[i], 0.0)
+			assert.NotEmpty(t, lp.TopLogprobs[i])
+			assert.LessOrEqual(t, len(lp.TopLogprobs[i]), 3)
+			// Greedy: the sampled token is the most likely one.
+			best := -1e30
+			for _, v := range lp.TopLogprobs[i] {
+				best = max(best, v)
+			}
+			assert.InDelta(t, best, lp.TokenLogprobs[i], 1e-5)
+			assert.InDelta(t, lp.TokenLogprobs[i], lp.TopLogprobs[i][tok], 1e-5)
+		}
+
+		stream := client.Completions.NewStreaming(ctx, params)
+		var tokens []string
+		var offsets []int64
+		for stream.Next() {
+			for _, c := range stream.Current().Choices {
+				tokens = append(tokens, c.Logprobs.Tokens...)
+				offsets = append(offsets, c.Logprobs.TextOffset...)
+			}
+		}
+		require.NoError(t, stream.Err())
+		assert.Equal(t, lp.Tokens, tokens)
+		assert.Equal(t, lp.TextOffset, offsets)
+	})
+
 	weather := map[string]any{
 		"type": "object",
 		"properties": map[string]any{

@@ -8,6 +8,9 @@ import (
 	"crypto/rand"
 	"net/http"
 	"time"
+	"unicode/utf8"
+
+	"github.com/x/llama"
 )
 
 func init() {
@@ -55,10 +58,52 @@ type oaiCompletion struct {
 }
 
 type oaiCompletionChoice struct {
-	Text         string       `json:"text"`
-	Index        int          `json:"index"`
-	Logprobs     *oaiLogprobs `json:"logprobs"`
-	FinishReason *string      `json:"finish_reason"`
+	Text         string             `json:"text"`
+	Index        int                `json:"index"`
+	Logprobs     *oaiLegacyLogprobs `json:"logprobs"`
+	FinishReason *string            `json:"finish_reason"`
+}
+
+// oaiLegacyLogprobs is the logprobs object of a /v1/completions choice in
+// OpenAI's legacy shape: per generated token its text, log probability,
+// the top alternatives by text, and its character offset in the choice's
+// text.
+type oaiLegacyLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []float64            `json:"token_logprobs"`
+	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
+}
+
+// legacyLogprobs converts steps to the legacy shape; offset is the number
+// of characters of the choice's text before the first step. It returns the
+// offset after the last step too, for the next stream chunk.
+func legacyLogprobs(m *llama.Model, steps []step, offset int) (*oaiLegacyLogprobs, int) {
+	lp := &oaiLegacyLogprobs{
+		Tokens: make([]string, 0, len(steps)), TokenLogprobs: make([]float64, 0, len(steps)),
+		TopLogprobs: make([]map[string]float64, 0, len(steps)), TextOffset: make([]int, 0, len(steps)),
+	}
+	for _, s := range steps {
+		sampled := TokenProb{Token: s.Token}
+		if s.Sampled != nil {
+			sampled = *s.Sampled
+		}
+		sampled.Text = ""
+		pj := tokenProbJSON(m, sampled, false)
+		top := make(map[string]float64, len(s.Probs))
+		for _, p := range s.Probs {
+			tj := tokenProbJSON(m, p, false)
+			if _, dup := top[tj.Token]; !dup {
+				top[tj.Token] = *tj.Logprob
+			}
+		}
+		lp.Tokens = append(lp.Tokens, pj.Token)
+		lp.TokenLogprobs = append(lp.TokenLogprobs, *pj.Logprob)
+		lp.TopLogprobs = append(lp.TopLogprobs, top)
+		lp.TextOffset = append(lp.TextOffset, offset)
+		offset += utf8.RuneCountInString(s.Text)
+	}
+	return lp, offset
 }
 
 // newID returns prefix followed by 32 random letters and digits.
@@ -161,7 +206,7 @@ func handleOAICompletion(s *Server) http.HandlerFunc {
 			fr := finishReason(res.Final.Stop, false)
 			c := oaiCompletionChoice{Text: res.Text, Index: i, FinishReason: &fr}
 			if nProbs > 0 {
-				c.Logprobs = &oaiLogprobs{Content: probsJSON(inst.Model, res.Steps, g.opt.PostSamplingProbs)}
+				c.Logprobs, _ = legacyLogprobs(inst.Model, res.Steps, 0)
 			}
 			resp.Choices = append(resp.Choices, c)
 			usage.add(res.Final)
@@ -215,6 +260,7 @@ func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genReque
 	sse := sseStart(w)
 	nProbs := g.task.Params.NProbs
 	pending := make([][]step, len(chans))
+	offsets := make([]int, len(chans))
 	for ev := range merge(ctx, chans) {
 		if ev.Err != nil {
 			sse.sendError(ev.Err)
@@ -241,7 +287,7 @@ func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genReque
 		}
 		c := oaiCompletionChoice{Text: ev.Text, Index: ev.Index}
 		if nProbs > 0 {
-			c.Logprobs = &oaiLogprobs{Content: probsJSON(g.inst.Model, pending[ev.Index], g.opt.PostSamplingProbs)}
+			c.Logprobs, offsets[ev.Index] = legacyLogprobs(g.inst.Model, pending[ev.Index], offsets[ev.Index])
 			pending[ev.Index] = nil
 		}
 		if g.opt.TimingsPerToken {
