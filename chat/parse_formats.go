@@ -32,11 +32,9 @@ func specFor(f Format) formatSpec {
 	case FormatGeneric:
 		return formatSpec{custom: parseGeneric}
 	case FormatHermes2Pro:
-		return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose,
-			markers: []string{"<tool_call>"}, call: callHermes}
+		return thinkSpec(callHermes, "<tool_call>")
 	case FormatQwen3Coder:
-		return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose,
-			markers: []string{"<tool_call>", "<function="}, call: callQwen3Coder}
+		return thinkSpec(callQwen3Coder, "<tool_call>", "<function=")
 	case FormatLlama3x:
 		return formatSpec{start: startLlama3x,
 			markers: []string{"<|python_tag|>"}, call: callPythonTag}
@@ -50,11 +48,9 @@ func specFor(f Format) formatSpec {
 	case FormatFunctionaryV32:
 		return formatSpec{custom: parseFunctionaryV32}
 	case FormatDeepSeekR1:
-		return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose,
-			markers: []string{dsCallsBegin, dsCallBegin}, call: callDeepSeek(true)}
+		return thinkSpec(callDeepSeek(true), dsCallsBegin, dsCallBegin)
 	case FormatDeepSeekV31:
-		return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose,
-			markers: []string{dsCallsBegin, dsCallBegin}, call: callDeepSeek(false)}
+		return thinkSpec(callDeepSeek(false), dsCallsBegin, dsCallBegin)
 	case FormatCommandR7B:
 		wrappers := []string{"<|START_RESPONSE|>", "<|END_RESPONSE|>"}
 		return formatSpec{thinkStart: "<|START_THINKING|>", thinkEnd: "<|END_THINKING|>",
@@ -67,24 +63,25 @@ func specFor(f Format) formatSpec {
 	case FormatGPTOSS:
 		return formatSpec{custom: parseHarmony}
 	case FormatKimiK2:
-		return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose,
-			markers: []string{"<|tool_calls_section_begin|>"}, call: callKimiK2}
+		return thinkSpec(callKimiK2, "<|tool_calls_section_begin|>")
 	case FormatGLM45:
-		return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose,
-			markers: []string{"<tool_call>"}, call: callGLM45}
+		return thinkSpec(callGLM45, "<tool_call>")
 	case FormatFireFunctionV2:
 		return formatSpec{markers: []string{"functools"}, call: callArrayAfterMarker("")}
 	case FormatNemotronV2:
-		return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose,
-			markers: []string{"<TOOLCALL>"}, call: callArrayAfterMarker("</TOOLCALL>")}
+		return thinkSpec(callArrayAfterMarker("</TOOLCALL>"), "<TOOLCALL>")
 	case FormatApriel:
-		return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose,
-			markers: []string{"<tool_calls>"}, call: callArrayAfterMarker("</tool_calls>")}
+		return thinkSpec(callArrayAfterMarker("</tool_calls>"), "<tool_calls>")
 	case FormatGranite:
-		return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose,
-			markers: []string{"<|tool_call|>"}, call: callArrayAfterMarker("")}
+		return thinkSpec(callArrayAfterMarker(""), "<|tool_call|>")
 	}
 	return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose}
+}
+
+// thinkSpec is a format with a <think> block whose tool calls start with
+// one of the markers.
+func thinkSpec(call callFunc, markers ...string) formatSpec {
+	return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose, markers: markers, call: call}
 }
 
 // closeWith consumes an optional closing literal after a call.
@@ -167,18 +164,29 @@ func callMagistral(p *pstate, i int, marker string) (int, bool) {
 	default:
 		return p.eofNoName()
 	}
+	end, ok, _ := p.jsonCall(&tc, j, false)
+	return end, ok
+}
+
+// jsonCall checks tc's name, reads its JSON arguments at j and records the
+// call. When the name is wrong or the arguments end or go wrong first,
+// recorded is false and end and ok are the call function's answer.
+func (p *pstate) jsonCall(tc *ToolCall, j int, committed bool) (end int, ok, recorded bool) {
 	if !validName(tc.Name) {
-		return p.invalid(nil, false)
+		end, ok = p.invalid(nil, committed)
+		return end, ok, false
 	}
-	end, st := p.argsJSON(&tc, j)
+	end, st := p.argsJSON(tc, j)
 	switch st {
 	case scanEOF:
-		return p.eof(&tc, false)
+		end, ok = p.eof(tc, committed)
+		return end, ok, false
 	case scanInvalid:
-		return p.invalid(&tc, false)
+		end, ok = p.invalid(tc, committed)
+		return end, ok, false
 	}
-	p.calls = append(p.calls, tc)
-	return end, true
+	p.calls = append(p.calls, *tc)
+	return end, true, true
 }
 
 // eofNoName handles a call whose name is not complete at the end of the
@@ -211,17 +219,10 @@ func callFunctionaryV31(p *pstate, i int, marker string) (int, bool) {
 		return p.eofNoName()
 	}
 	tc := ToolCall{Name: strings.TrimSpace(s[j : j+k])}
-	if !validName(tc.Name) {
-		return p.invalid(nil, false)
+	end, ok, recorded := p.jsonCall(&tc, j+k+1, false)
+	if !recorded {
+		return end, ok
 	}
-	end, st := p.argsJSON(&tc, j+k+1)
-	switch st {
-	case scanEOF:
-		return p.eof(&tc, false)
-	case scanInvalid:
-		return p.invalid(&tc, false)
-	}
-	p.calls = append(p.calls, tc)
 	return p.closeWith(end, "</function>"), true
 }
 
@@ -470,17 +471,10 @@ func callDeepSeek(r1 bool) callFunc {
 			} else {
 				tc.Name = head
 			}
-			if !validName(tc.Name) {
-				return p.invalid(nil, committed)
+			end, ok, recorded := p.jsonCall(&tc, j, committed)
+			if !recorded {
+				return end, ok
 			}
-			end, st := p.argsJSON(&tc, j)
-			switch st {
-			case scanEOF:
-				return p.eof(&tc, committed)
-			case scanInvalid:
-				return p.invalid(&tc, committed)
-			}
-			p.calls = append(p.calls, tc)
 			committed = true
 			j = end
 			if f, ok := p.lit(j, "```", true); ok {
@@ -533,17 +527,10 @@ func callKimiK2(p *pstate, i int, marker string) (int, bool) {
 			name = name[:c]
 		}
 		tc := ToolCall{ID: id, Name: name}
-		if !validName(name) {
-			return p.invalid(nil, committed)
+		end, ok, recorded := p.jsonCall(&tc, k+a+len(argBegin), committed)
+		if !recorded {
+			return end, ok
 		}
-		end, st := p.argsJSON(&tc, k+a+len(argBegin))
-		switch st {
-		case scanEOF:
-			return p.eof(&tc, committed)
-		case scanInvalid:
-			return p.invalid(&tc, committed)
-		}
-		p.calls = append(p.calls, tc)
 		committed = true
 		j = end
 		if f, ok := p.lit(j, callEnd, true); ok {
@@ -649,38 +636,53 @@ func callQwen3Coder(p *pstate, i int, marker string) (int, bool) {
 	if !validName(tc.Name) {
 		return p.invalid(nil, false)
 	}
-	j += gt + 1
+	return p.xmlParams(&tc, j+gt+1, "<parameter=", "</function>", func(k int, args *xmlArgs) (int, scanStatus) {
+		gt := strings.IndexByte(s[k:], '>')
+		if gt < 0 {
+			return 0, scanEOF
+		}
+		key := strings.TrimSpace(s[k : k+gt])
+		val, end, found := p.until(k+gt+1, "</parameter>")
+		if !found {
+			return 0, scanEOF
+		}
+		args.add(p, tc.Name, key, trimNewlines(val))
+		return end, scanOK
+	}, "</tool_call>")
+}
+
+// xmlParams reads a call's parameters from j, each starting with the
+// literal open and read by param (from after open), until the literal
+// closing and then an optional after. It records the call.
+func (p *pstate) xmlParams(tc *ToolCall, j int, open, closing string, param func(k int, args *xmlArgs) (int, scanStatus), after string) (int, bool) {
 	var args xmlArgs
 	for {
 		tc.Arguments = args.open()
-		k, ok := p.lit(j, "<parameter=", true)
+		k, ok := p.lit(j, open, true)
 		if p.stopped {
-			return p.eof(&tc, false)
+			return p.eof(tc, false)
 		}
 		if ok {
-			gt := strings.IndexByte(s[k:], '>')
-			if gt < 0 {
-				return p.eof(&tc, false)
+			end, st := param(k, &args)
+			switch st {
+			case scanEOF:
+				return p.eof(tc, false)
+			case scanInvalid:
+				return p.invalid(tc, false)
 			}
-			key := strings.TrimSpace(s[k : k+gt])
-			val, end, found := p.until(k+gt+1, "</parameter>")
-			if !found {
-				return p.eof(&tc, false)
-			}
-			args.add(p, tc.Name, key, trimNewlines(val))
 			j = end
 			continue
 		}
-		k, ok = p.lit(j, "</function>", true)
+		k, ok = p.lit(j, closing, true)
 		if p.stopped {
-			return p.eof(&tc, false)
+			return p.eof(tc, false)
 		}
 		if !ok {
-			return p.invalid(&tc, false)
+			return p.invalid(tc, false)
 		}
 		tc.Arguments = args.closed()
-		p.calls = append(p.calls, tc)
-		return p.closeWith(k, "</tool_call>"), true
+		p.calls = append(p.calls, *tc)
+		return p.closeWith(k, after), true
 	}
 }
 
@@ -702,43 +704,23 @@ func callGLM45(p *pstate, i int, marker string) (int, bool) {
 	if !validName(tc.Name) {
 		return p.invalid(nil, false)
 	}
-	j = end
-	var args xmlArgs
-	for {
-		tc.Arguments = args.open()
-		k, ok := p.lit(j, "<arg_key>", true)
-		if p.stopped {
-			return p.eof(&tc, false)
+	return p.xmlParams(&tc, end, "<arg_key>", "</tool_call>", func(k int, args *xmlArgs) (int, scanStatus) {
+		key, e, found := p.until(k, "</arg_key>")
+		if !found {
+			return 0, scanEOF
 		}
-		if ok {
-			key, e, found := p.until(k, "</arg_key>")
-			if !found {
-				return p.eof(&tc, false)
-			}
-			v, ok := p.lit(e, "<arg_value>", true)
-			if p.stopped {
-				return p.eof(&tc, false)
-			}
-			if !ok {
-				return p.invalid(&tc, false)
-			}
-			val, e, found := p.until(v, "</arg_value>")
-			if !found {
-				return p.eof(&tc, false)
-			}
-			args.add(p, tc.Name, strings.TrimSpace(key), val)
-			j = e
-			continue
-		}
-		k, ok = p.lit(j, "</tool_call>", true)
+		v, ok := p.lit(e, "<arg_value>", true)
 		if p.stopped {
-			return p.eof(&tc, false)
+			return 0, scanEOF
 		}
 		if !ok {
-			return p.invalid(&tc, false)
+			return 0, scanInvalid
 		}
-		tc.Arguments = args.closed()
-		p.calls = append(p.calls, tc)
-		return k, true
-	}
+		val, e, found := p.until(v, "</arg_value>")
+		if !found {
+			return 0, scanEOF
+		}
+		args.add(p, tc.Name, strings.TrimSpace(key), val)
+		return e, scanOK
+	}, "")
 }
