@@ -64,6 +64,14 @@ const (
 	FormatApriel
 	// FormatGranite is <|tool_call|>[{...}] (Granite 3.x).
 	FormatGranite
+	// FormatSeedOSS is <seed:tool_call><function=name><parameter=p>v
+	// </parameter></function></seed:tool_call> with <seed:think> reasoning
+	// (ByteDance Seed-OSS).
+	FormatSeedOSS
+	// FormatMiniMaxM2 is <minimax:tool_call><invoke name="f"><parameter
+	// name="p">v</parameter></invoke></minimax:tool_call> with <think>
+	// reasoning.
+	FormatMiniMaxM2
 
 	formatCount
 )
@@ -89,6 +97,8 @@ var formatNames = [...]string{
 	FormatNemotronV2:     "Nemotron v2",
 	FormatApriel:         "Apriel",
 	FormatGranite:        "Granite",
+	FormatSeedOSS:        "Seed-OSS",
+	FormatMiniMaxM2:      "MiniMax M2",
 }
 
 // String returns the format's name.
@@ -115,6 +125,10 @@ func DetectFormat(templateSource string) Format {
 		return true
 	}
 	switch {
+	case has("<seed:tool_call>"):
+		return FormatSeedOSS
+	case has("<minimax:tool_call>"):
+		return FormatMiniMaxM2
 	case has("<|channel|>"):
 		return FormatGPTOSS
 	case has("[TOOL_CALLS]", "[ARGS]"):

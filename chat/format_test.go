@@ -67,6 +67,8 @@ func TestDetectFormat(t *testing.T) {
 		"openai-gpt-oss-120b.jinja":                           FormatGPTOSS,
 		"unsloth-Apriel-1.5.jinja":                            FormatApriel,
 		"Apriel-1.6-15b-Thinker-fixed.jinja":                  FormatApriel,
+		"ByteDance-Seed-OSS.jinja":                            FormatSeedOSS,
+		"MiniMax-M2.jinja":                                    FormatMiniMaxM2,
 	}
 	dir := filepath.Join(llamaCppSrc(t), "models", "templates")
 	for name, f := range want {

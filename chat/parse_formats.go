@@ -74,6 +74,11 @@ func specFor(f Format) formatSpec {
 		return thinkSpec(callArrayAfterMarker("</tool_calls>"), "<tool_calls>")
 	case FormatGranite:
 		return thinkSpec(callArrayAfterMarker(""), "<|tool_call|>")
+	case FormatSeedOSS:
+		return formatSpec{thinkStart: "<seed:think>", thinkEnd: "</seed:think>",
+			markers: []string{"<seed:tool_call>"}, call: callSeedOSS}
+	case FormatMiniMaxM2:
+		return thinkSpec(callMiniMaxM2, "<minimax:tool_call>")
 	}
 	return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose}
 }
@@ -615,16 +620,32 @@ func trimNewlines(v string) string {
 // callQwen3Coder reads <tool_call><function=name><parameter=k>v</parameter>
 // </function></tool_call> (the opening <tool_call> may be missing).
 func callQwen3Coder(p *pstate, i int, marker string) (int, bool) {
+	return callXMLFunction(p, i, marker, "<tool_call>", "</tool_call>")
+}
+
+// callSeedOSS reads <seed:tool_call><function=name><parameter=k>v
+// </parameter></function></seed:tool_call>.
+func callSeedOSS(p *pstate, i int, marker string) (int, bool) {
+	return callXMLFunction(p, i, marker, "<seed:tool_call>", "</seed:tool_call>")
+}
+
+// callXMLFunction reads <function=name> with <parameter=k>v</parameter>
+// items up to </function>, inside the optional wrapper wrapStart ...
+// wrapEnd.
+func callXMLFunction(p *pstate, i int, marker, wrapStart, wrapEnd string) (int, bool) {
 	s := p.s
 	j := i + len(marker)
-	if marker == "<tool_call>" {
+	if marker == wrapStart {
 		k, ok := p.lit(j, "<function=", true)
 		if p.stopped {
 			return p.eof(nil, false)
 		}
 		if !ok {
-			// Some models put Hermes JSON in the same tags.
-			return callHermes(p, i, marker)
+			if marker == "<tool_call>" {
+				// Some models put Hermes JSON in the same tags.
+				return callHermes(p, i, marker)
+			}
+			return p.invalid(nil, false)
 		}
 		j = k
 	}
@@ -648,41 +669,88 @@ func callQwen3Coder(p *pstate, i int, marker string) (int, bool) {
 		}
 		args.add(p, tc.Name, key, trimNewlines(val))
 		return end, scanOK
-	}, "</tool_call>")
+	}, wrapEnd, false)
 }
 
 // xmlParams reads a call's parameters from j, each starting with the
 // literal open and read by param (from after open), until the literal
 // closing and then an optional after. It records the call.
-func (p *pstate) xmlParams(tc *ToolCall, j int, open, closing string, param func(k int, args *xmlArgs) (int, scanStatus), after string) (int, bool) {
+func (p *pstate) xmlParams(tc *ToolCall, j int, open, closing string, param func(k int, args *xmlArgs) (int, scanStatus), after string, committed bool) (int, bool) {
 	var args xmlArgs
 	for {
 		tc.Arguments = args.open()
 		k, ok := p.lit(j, open, true)
 		if p.stopped {
-			return p.eof(tc, false)
+			return p.eof(tc, committed)
 		}
 		if ok {
 			end, st := param(k, &args)
 			switch st {
 			case scanEOF:
-				return p.eof(tc, false)
+				return p.eof(tc, committed)
 			case scanInvalid:
-				return p.invalid(tc, false)
+				return p.invalid(tc, committed)
 			}
 			j = end
 			continue
 		}
 		k, ok = p.lit(j, closing, true)
 		if p.stopped {
-			return p.eof(tc, false)
+			return p.eof(tc, committed)
 		}
 		if !ok {
-			return p.invalid(tc, false)
+			return p.invalid(tc, committed)
 		}
 		tc.Arguments = args.closed()
 		p.calls = append(p.calls, *tc)
 		return p.closeWith(k, after), true
+	}
+}
+
+// callMiniMaxM2 reads <minimax:tool_call> followed by <invoke name="f">
+// with <parameter name="k">v</parameter> items up to </invoke>, one or more
+// times, then </minimax:tool_call>.
+func callMiniMaxM2(p *pstate, i int, marker string) (int, bool) {
+	const invoke = "<invoke name=\""
+	s := p.s
+	j := i + len(marker)
+	committed := false
+	for {
+		k, ok := p.lit(j, invoke, true)
+		if p.stopped {
+			return p.eof(nil, committed)
+		}
+		if !ok {
+			if !committed {
+				return p.invalid(nil, false)
+			}
+			return p.closeWith(j, "</minimax:tool_call>"), true
+		}
+		q := strings.Index(s[k:], "\">")
+		if q < 0 {
+			return p.eof(nil, committed)
+		}
+		tc := ToolCall{Name: s[k : k+q]}
+		if !validName(tc.Name) {
+			return p.invalid(nil, committed)
+		}
+		end, ok := p.xmlParams(&tc, k+q+2, "<parameter name=\"", "</invoke>", func(k int, args *xmlArgs) (int, scanStatus) {
+			q := strings.Index(s[k:], "\">")
+			if q < 0 {
+				return 0, scanEOF
+			}
+			val, end, found := p.until(k+q+2, "</parameter>")
+			if !found {
+				return 0, scanEOF
+			}
+			args.add(p, tc.Name, s[k:k+q], val)
+			return end, scanOK
+		}, "", committed)
+		if !ok || p.stopped {
+			return end, ok
+		}
+		committed = true
+		j = end
 	}
 }
 
@@ -722,5 +790,5 @@ func callGLM45(p *pstate, i int, marker string) (int, bool) {
 		}
 		args.add(p, tc.Name, strings.TrimSpace(key), val)
 		return e, scanOK
-	}, "")
+	}, "", false)
 }

@@ -156,6 +156,21 @@ var parseCases = []parseCase{
 	{name: "firefunction call", format: FormatFireFunctionV2, in: " functools[{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}]", calls: []ToolCall{call("special_function", argsArg1)}},
 	{name: "nemotron v2 call", format: FormatNemotronV2, reasoning: ReasoningAuto, forced: true, in: "I'm\nthinking\n</think>\n<TOOLCALL>[{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}]</TOOLCALL>", reasoningOut: "I'm\nthinking", calls: []ToolCall{call("special_function", argsArg1)}},
 	{name: "apriel call", format: FormatApriel, in: "<tool_calls>[{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}]</tool_calls>", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "seed-oss content", format: FormatSeedOSS, in: helloContent, content: helloContent},
+	{name: "seed-oss think", format: FormatSeedOSS, reasoning: ReasoningDeepSeek, in: "<seed:think>I'm thinking about the answer</seed:think>\nHello, world!", content: "Hello, world!", reasoningOut: "I'm thinking about the answer"},
+	{name: "seed-oss call", format: FormatSeedOSS, in: "<seed:tool_call>\n<function=special_function>\n<parameter=arg1>1</parameter>\n</function>\n</seed:tool_call>", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "seed-oss parallel", format: FormatSeedOSS, in: "<seed:tool_call>\n<function=special_function>\n<parameter=arg1>1</parameter>\n</function>\n</seed:tool_call>\n<seed:tool_call>\n<function=special_function_with_opt>\n<parameter=arg1>1</parameter>\n<parameter=arg2>2</parameter>\n</function>\n</seed:tool_call>",
+		calls: []ToolCall{call("special_function", argsArg1), call("special_function_with_opt", `{"arg1": 1, "arg2": 2}`)}},
+	{name: "seed-oss bad call is text", format: FormatSeedOSS, in: "see <seed:tool_call> tags", content: "see <seed:tool_call> tags"},
+
+	{name: "minimax m2 empty think", format: FormatMiniMaxM2, reasoning: ReasoningAuto, forced: true, in: "\n</think>\n\nHello, world!\nWhat's up?", content: helloContent},
+	{name: "minimax m2 think", format: FormatMiniMaxM2, reasoning: ReasoningAuto, forced: true, in: "I'm\nthinking\n</think>\n\nHello, world!\nWhat's up?", content: helloContent, reasoningOut: "I'm\nthinking"},
+	{name: "minimax m2 empty args", format: FormatMiniMaxM2, reasoning: ReasoningAuto, forced: true, in: "Let's call a tool:\n</think>\n\n<minimax:tool_call>\n<invoke name=\"empty_args\">\n</invoke>\n</minimax:tool_call>", reasoningOut: "Let's call a tool:", calls: []ToolCall{call("empty_args", `{}`)}},
+	{name: "minimax m2 call", format: FormatMiniMaxM2, reasoning: ReasoningDeepSeek, forced: true, in: "\n</think>\n\n<minimax:tool_call>\n<invoke name=\"special_function\">\n<parameter name=\"arg1\">1</parameter>\n</invoke>\n</minimax:tool_call>", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "minimax m2 parallel", format: FormatMiniMaxM2, in: "Hello, world!\nWhat's up?\n<minimax:tool_call>\n<invoke name=\"special_function\">\n<parameter name=\"arg1\">1</parameter>\n</invoke>\n<invoke name=\"get_time\">\n<parameter name=\"city\">Paris</parameter>\n</invoke>\n</minimax:tool_call>",
+		content: helloContent, calls: []ToolCall{call("special_function", argsArg1), call("get_time", `{"city": "Paris"}`)}},
+	{name: "minimax m2 cut off", format: FormatMiniMaxM2, in: "<minimax:tool_call>\n<invoke name=\"get_time\">\n<parameter name=\"city\">Par", calls: []ToolCall{call("get_time", `{`)}, wantErr: true},
+
 	{name: "granite call", format: FormatGranite, in: "<|tool_call|>[{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}]", calls: []ToolCall{call("special_function", argsArg1)}},
 }
 
@@ -195,6 +210,7 @@ var allMarkers = []string{
 	"<tool_call>", "<function=", "<|python_tag|>", "[TOOL_CALLS]", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>",
 	"<|START_ACTION|>", "<|tool_call>", "<|tool_calls_section_begin|>", "<TOOLCALL>", "<tool_calls>", "<|tool_call|>",
 	"<think>", "</think>", "[THINK]", "[/THINK]", "<|START_THINKING|>", "<|END_THINKING|>", "<|channel|>", "<|start|>",
+	"<seed:tool_call>", "<seed:think>", "</seed:think>", "<minimax:tool_call>",
 }
 
 // streamPieces feeds pieces to a parser and checks the deltas add up.

@@ -189,6 +189,28 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		word("<tool_call>")
 		preserve("<think>", "</think>", "<tool_call>", "</tool_call>")
 		return b.AddRule("root", g.repeat(call, `"\n"`, parallel))
+	case FormatSeedOSS:
+		b.AddRule("xml-text", `( [^<] | "<" [^/] )*`)
+		call := g.alt("tool-call", func(t toolRule) string {
+			param := g.b.AddRule(t.name+"-param", `"<parameter=" [^>\n]+ ">" xml-text "</parameter>\n"`)
+			return lit("<seed:tool_call>\n<function="+t.name+">\n") + " " + param + "* " + lit("</function>\n</seed:tool_call>")
+		})
+		word("<seed:tool_call>")
+		preserve("<seed:think>", "</seed:think>", "<seed:tool_call>", "</seed:tool_call>")
+		return b.AddRule("root", g.repeat(call, `"\n"`, parallel))
+	case FormatMiniMaxM2:
+		b.AddRule("xml-text", `( [^<] | "<" [^/] )*`)
+		invoke := g.alt("invoke", func(t toolRule) string {
+			param := g.b.AddRule(t.name+"-param", `"<parameter name=\"" [^"\n]+ "\">" xml-text "</parameter>\n"`)
+			return lit("<invoke name=\""+t.name+"\">\n") + " " + param + "* " + lit("</invoke>\n")
+		})
+		calls := invoke
+		if parallel {
+			calls = invoke + "+"
+		}
+		word("<minimax:tool_call>")
+		preserve("<think>", "</think>", "<minimax:tool_call>", "</minimax:tool_call>")
+		return b.AddRule("root", `"<minimax:tool_call>\n" `+calls+` "</minimax:tool_call>"`)
 	case FormatLlama3x:
 		call := g.jsonCall("tool-call", "name", "parameters", "")
 		tg.Triggers = append(tg.Triggers, GrammarTrigger{Kind: TriggerPatternFull, Value: `\s*\{\s*"name"[\s\S]*`})

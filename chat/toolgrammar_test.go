@@ -326,6 +326,8 @@ func TestBuildToolGrammar(t *testing.T) {
 		{format: FormatNemotronV2, call: `<TOOLCALL>[{"name": "special_function", "arguments": {"arg1": 1}}]</TOOLCALL>`, bad: `<TOOLCALL>[]</TOOLCALL>`, trigger: "<TOOLCALL>", hasLazy: true},
 		{format: FormatApriel, call: `<tool_calls>[{"name": "special_function", "arguments": {"arg1": 1}}]</tool_calls>`, bad: `<tool_calls>[]</tool_calls>`, trigger: "<tool_calls>", hasLazy: true},
 		{format: FormatGranite, call: `<|tool_call|>[{"name": "special_function", "arguments": {"arg1": 1}}]`, bad: `<|tool_call|>[]`, trigger: "<|tool_call|>", hasLazy: true},
+		{format: FormatSeedOSS, call: "<seed:tool_call>\n<function=special_function>\n<parameter=arg1>1</parameter>\n</function>\n</seed:tool_call>", second: "\n<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n</function>\n</seed:tool_call>", bad: "<seed:tool_call>\n<function=other>\n</function>\n</seed:tool_call>", trigger: "<seed:tool_call>", hasLazy: true},
+		{format: FormatMiniMaxM2, call: "<minimax:tool_call>\n<invoke name=\"special_function\">\n<parameter name=\"arg1\">1</parameter>\n</invoke>\n</minimax:tool_call>", bad: "<minimax:tool_call>\n</minimax:tool_call>", trigger: "<minimax:tool_call>", hasLazy: true},
 		{format: FormatGeneric, call: `{"tool_call": {"name": "special_function", "arguments": {"arg1": 1}}}`, bad: `{"tool_call": {"name": "special_function"}}`},
 	}
 	for _, c := range cases {
