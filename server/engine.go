@@ -56,8 +56,13 @@ type EngineOptions struct {
 	// decodes at most UBatchSize tokens at a time, and each input must fit
 	// in it.
 	BatchSize, UBatchSize int
-	// Threads for generation and ThreadsBatch for prompts (0: the number of
-	// CPUs; ThreadsBatch 0: Threads).
+	// Threads and ThreadsBatch are llama.cpp's --threads and
+	// --threads-batch. llama_decode chooses per micro-batch: one of a
+	// single token runs on Threads, a larger one on ThreadsBatch. So
+	// generation with one busy slot uses Threads, while prompts, and
+	// generation with several busy slots (their tokens share a batch), use
+	// ThreadsBatch. Threads 0: the number of CPUs; ThreadsBatch 0: Threads
+	// (llama-server's default).
 	Threads, ThreadsBatch int
 	// Embedding makes an embedding engine: it runs TaskEmbedding (and, with
 	// Reranking, TaskRerank) tasks instead of completions.
@@ -131,7 +136,9 @@ type engine struct {
 	adapters  []*llama.Adapter
 	applied   []float32 // scales active on lctx
 	eog       []llama.Token
-	isEOG     []bool // by token
+	isEOG     []bool   // by token
+	pieces    []string // token texts, filled on first use by the loop
+	havePiece []bool
 	addBOS    bool
 	embedding bool
 	reuse     int // CacheReuse, 0 when off or the memory cannot shift
@@ -231,6 +238,8 @@ func NewEngine(m *llama.Model, o EngineOptions) (Engine, error) {
 	}
 	e.batch = llama.NewBatch(e.nBatch, 1)
 	e.isEOG = make([]bool, m.VocabSize())
+	e.pieces = make([]string, m.VocabSize())
+	e.havePiece = make([]bool, m.VocabSize())
 	for t := range e.isEOG {
 		if m.IsEOG(llama.Token(t)) {
 			e.eog = append(e.eog, llama.Token(t))
@@ -357,9 +366,9 @@ func (e *engine) Submit(ctx context.Context, t *Task) (<-chan Event, error) {
 		return nil, ErrBusy
 	}
 	e.nextID++
-	tk := &engTask{id: e.nextID, t: t, ctx: ctx, ob: newEngOutbox(), scales: scales}
 	out := make(chan Event, 16)
-	go tk.ob.forward(ctx, out)
+	tk := &engTask{id: e.nextID, t: t, ctx: ctx, ob: newEngOutbox(out), scales: scales}
+	go tk.ob.forward(ctx)
 	tk.stop = context.AfterFunc(ctx, e.poke)
 	e.queue = append(e.queue, tk)
 	e.poke()
@@ -367,56 +376,95 @@ func (e *engine) Submit(ctx context.Context, t *Task) (<-chan Event, error) {
 }
 
 // engOutbox is an unbounded event queue between the loop and a task's
-// channel, so that a slow reader never stalls the other slots.
+// channel, so that a slow reader never stalls the other slots. While the
+// reader keeps up, push hands events to the channel itself; only a backlog
+// goes through the forward goroutine, which keeps them in order.
 type engOutbox struct {
-	mu  sync.Mutex
-	q   []Event
-	fin bool
+	out chan<- Event
 	sig chan struct{}
+
+	mu      sync.Mutex
+	q       []Event // backlog, for forward
+	spare   []Event // forward's emptied buffer, for q
+	sending bool    // forward is sending events taken from q
+	fin     bool    // no more events: the last was pushed or the reader left
 }
 
-func newEngOutbox() *engOutbox { return &engOutbox{sig: make(chan struct{}, 1)} }
+func newEngOutbox(out chan<- Event) *engOutbox {
+	return &engOutbox{out: out, sig: make(chan struct{}, 1)}
+}
 
+// push queues ev (if not nil); fin marks the last push.
 func (o *engOutbox) push(ev *Event, fin bool) {
 	o.mu.Lock()
 	if o.fin {
 		o.mu.Unlock()
 		return
 	}
+	queued := false
 	if ev != nil {
-		o.q = append(o.q, *ev)
+		sent := false
+		if len(o.q) == 0 && !o.sending {
+			select {
+			case o.out <- *ev:
+				sent = true
+			default:
+			}
+		}
+		if !sent {
+			o.q = append(o.q, *ev)
+			queued = true
+		}
 	}
 	o.fin = fin
 	o.mu.Unlock()
-	select {
-	case o.sig <- struct{}{}:
-	default:
+	if queued || fin {
+		select {
+		case o.sig <- struct{}{}:
+		default:
+		}
 	}
 }
 
-func (o *engOutbox) forward(ctx context.Context, out chan<- Event) {
-	defer close(out)
+// forward sends the backlog to out and closes it after the last event, or
+// when ctx is done (the reader left).
+func (o *engOutbox) forward(ctx context.Context) {
+	defer close(o.out)
 	for {
 		o.mu.Lock()
 		q, fin := o.q, o.fin
-		o.q = nil
+		o.q, o.spare = o.spare[:0], nil
+		o.sending = len(q) > 0
 		o.mu.Unlock()
-		for _, ev := range q {
+		for i := range q {
 			select {
-			case out <- ev:
+			case o.out <- q[i]:
 			case <-ctx.Done():
+				o.leave()
 				return
 			}
 		}
+		clear(q) // drop references to the events' data
+		o.mu.Lock()
+		o.spare, o.sending = q[:0], false
+		o.mu.Unlock()
 		if fin {
 			return
 		}
 		select {
 		case <-o.sig:
 		case <-ctx.Done():
+			o.leave()
 			return
 		}
 	}
+}
+
+// leave stops push from sending before forward closes out.
+func (o *engOutbox) leave() {
+	o.mu.Lock()
+	o.fin, o.q = true, nil
+	o.mu.Unlock()
 }
 
 // do runs f on the loop goroutine and waits for it.

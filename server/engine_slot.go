@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -34,10 +35,9 @@ type engSlot struct {
 	truncated bool
 	pending   []byte // generated text not yet sent
 	newline   bool
-	special   map[llama.Token]bool
+	special   []llama.Token // preserved tokens, rendered as their text
 	tStart    time.Time
 	tPrompt   time.Time // prompt done
-	piece     []byte
 }
 
 // start prepares a slot for its new task.
@@ -48,7 +48,7 @@ func (e *engine) start(s *engSlot) {
 	s.pending = s.pending[:0]
 	s.iBatch = -1
 	s.prompt = t.Prompt
-	s.special = nil
+	s.special = s.special[:0]
 	if e.embedding {
 		if len(t.Prompt) > e.nBatch {
 			e.fail(s, errors.New("server: input is too large to process, increase the physical batch size"))
@@ -103,10 +103,7 @@ func (e *engine) start(s *engSlot) {
 	for _, p := range t.Params.PreservedTokens {
 		toks, err := e.model.Tokenize(p, llama.TokenizeOptions{ParseSpecial: true})
 		if err == nil && len(toks) == 1 {
-			if s.special == nil {
-				s.special = map[llama.Token]bool{}
-			}
-			s.special[toks[0]] = true
+			s.special = append(s.special, toks[0])
 		}
 	}
 	// Prompt cache: keep the common prefix, decode the rest (at least the
@@ -309,25 +306,14 @@ func (e *engine) sampleNext(s *engSlot) {
 	stop := StopNone
 	word := ""
 	if !eog {
-		s.piece = e.appendPiece(s.piece[:0], tok, s.special[tok])
-		if bytes.IndexByte(s.piece, '\n') >= 0 {
+		piece := e.piece(tok, slices.Contains(s.special, tok))
+		if strings.IndexByte(piece, '\n') >= 0 {
 			s.newline = true
 		}
-		s.pending = append(s.pending, s.piece...)
-		if len(t.Stop) > 0 {
-			if i, w := engFindStop(s.pending, t.Stop); i >= 0 {
-				ev.Text = strings.ToValidUTF8(string(s.pending[:i]), "\uFFFD")
-				s.pending = s.pending[:0]
-				stop, word = StopWord, w
-			}
-		}
-		if stop == StopNone {
-			n := engCompleteUTF8(s.pending)
-			if len(t.Stop) > 0 {
-				n = min(n, engSafeStopPrefix(s.pending[:n], t.Stop))
-			}
-			ev.Text = string(s.pending[:n])
-			s.pending = append(s.pending[:0], s.pending[n:]...)
+		if len(s.pending) == 0 && len(t.Stop) == 0 && engCompleteUTF8(piece) == len(piece) {
+			ev.Text = piece // the common case: the piece is the text as it is
+		} else {
+			stop, word = e.takeText(s, &ev, piece)
 		}
 	}
 	if stop == StopNone {
@@ -355,9 +341,38 @@ func (e *engine) sampleNext(s *engSlot) {
 	s.last = tok
 }
 
-func (e *engine) appendPiece(dst []byte, tok llama.Token, special bool) []byte {
-	p, _ := e.model.TokenPiece(tok, special)
-	return append(dst, p...)
+// piece returns a token's text. Pieces without special rendering are
+// cached: they are asked for once per token of the vocabulary at most.
+// takeText appends piece to the slot's pending text and moves to ev what
+// can be sent: all of it but an incomplete UTF-8 character or the start of
+// a stop string, or the text before a stop string, which ends the task.
+func (e *engine) takeText(s *engSlot, ev *Event, piece string) (StopReason, string) {
+	stops := s.tk.t.Stop
+	s.pending = append(s.pending, piece...)
+	if i, w := engFindStop(s.pending, stops); i >= 0 {
+		ev.Text = strings.ToValidUTF8(string(s.pending[:i]), "\uFFFD")
+		s.pending = s.pending[:0]
+		return StopWord, w
+	}
+	n := engCompleteUTF8(s.pending)
+	if len(stops) > 0 {
+		n = min(n, engSafeStopPrefix(s.pending[:n], stops))
+	}
+	ev.Text = string(s.pending[:n])
+	s.pending = append(s.pending[:0], s.pending[n:]...)
+	return StopNone, ""
+}
+
+func (e *engine) piece(tok llama.Token, special bool) string {
+	if special || int(tok) < 0 || int(tok) >= len(e.pieces) {
+		p, _ := e.model.TokenPiece(tok, special)
+		return p
+	}
+	if !e.havePiece[tok] {
+		e.pieces[tok], _ = e.model.TokenPiece(tok, false)
+		e.havePiece[tok] = true
+	}
+	return e.pieces[tok]
 }
 
 // finish sends the Done event with the task's stats and frees the slot.
@@ -478,7 +493,7 @@ func (e *engine) topProbs(logits []float32, n int, tok llama.Token) ([]TokenProb
 	}
 	entry := func(i int) TokenProb {
 		lp := float64(logits[i]-maxL) - logSum
-		text, _ := e.model.TokenPiece(llama.Token(i), false)
+		text := e.piece(llama.Token(i), false)
 		return TokenProb{Token: llama.Token(i), Text: text, Prob: float32(math.Exp(lp)), Logprob: float32(lp)}
 	}
 	out := make([]TokenProb, len(top))
@@ -685,7 +700,7 @@ func (e *engine) sample(s *engSlot) (llama.Token, error) {
 
 // engCompleteUTF8 returns how many leading bytes of b can be sent: all but an
 // incomplete UTF-8 character at the end.
-func engCompleteUTF8(b []byte) int {
+func engCompleteUTF8[T string | []byte](b T) int {
 	n := len(b)
 	for k := 1; k <= 3 && k <= n; k++ {
 		c := b[n-k]

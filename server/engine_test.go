@@ -802,3 +802,81 @@ func TestEngineCacheReuse(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineThreads checks that the context gets Threads for single-token
+// decodes and ThreadsBatch (default: Threads) for larger batches.
+func TestEngineThreads(t *testing.T) {
+	tests := []struct {
+		name                  string
+		threads, threadsBatch int
+		wantN, wantBatch      int
+	}{
+		{"both set", 1, 2, 1, 2},
+		{"batch defaults to threads", 2, 0, 2, 2},
+		{"fewer for batches", 2, 1, 2, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, e := newEngTestEngine(t, EngineOptions{CtxSize: 256, Threads: tc.threads, ThreadsBatch: tc.threadsBatch})
+			n, nb := e.(*engine).lctx.Threads()
+			assert.Equal(t, tc.wantN, n)
+			assert.Equal(t, tc.wantBatch, nb)
+		})
+	}
+}
+
+// TestEngOutbox checks the event queue between the loop and a task's
+// channel: events arrive in order whether the reader keeps up or lags,
+// and a reader that leaves makes later pushes no-ops (never a send on the
+// closed channel).
+func TestEngOutbox(t *testing.T) {
+	const n = 200
+	tests := []struct {
+		name    string
+		lag     time.Duration // the reader's delay before reading
+		leaveAt int           // the reader cancels after this many events (-1: never)
+	}{
+		{"reader keeps up", 0, -1},
+		{"reader lags: backlog", 20 * time.Millisecond, -1},
+		{"reader leaves", 0, 50},
+		{"reader lags and leaves", 20 * time.Millisecond, 50},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			out := make(chan Event, 16)
+			ob := newEngOutbox(out)
+			go ob.forward(ctx)
+			got := make(chan []int, 1)
+			go func() {
+				time.Sleep(tc.lag)
+				var seen []int
+				for ev := range out {
+					seen = append(seen, ev.Generated)
+					if len(seen) == tc.leaveAt {
+						cancel()
+					}
+				}
+				got <- seen
+			}()
+			for i := 0; i < n; i++ {
+				ob.push(&Event{Generated: i}, false)
+				if i%50 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			ob.push(&Event{Generated: n, Done: true}, true)
+			ob.push(&Event{Generated: n + 1}, false) // after the last: dropped
+			seen := <-got
+			if tc.leaveAt < 0 {
+				require.Len(t, seen, n+1)
+			} else {
+				require.GreaterOrEqual(t, len(seen), tc.leaveAt)
+			}
+			for i, g := range seen {
+				require.Equal(t, i, g, "events in order")
+			}
+		})
+	}
+}
