@@ -557,7 +557,7 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 		return send("message_start", map[string]any{"type": "message_start", "message": msg}) &&
 			send("ping", map[string]any{"type": "ping"})
 	}
-	parser := chat.NewParser(plan.Parse)
+	parser := newChatStream(plan.Parse)
 	index := -1
 	open := "" // kind of the open block: thinking, text, tool
 	openTool := -1
@@ -636,7 +636,7 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 			return
 		}
 		if ev.Done {
-			d, _ := parser.Finish()
+			d := parser.Finish(ev.Stop == StopLimit)
 			if !emit(d) || !closeBlock() {
 				return
 			}
@@ -655,7 +655,7 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 		if ev.Text == "" {
 			continue
 		}
-		d, _ := parser.Push(ev.Text)
+		d := parser.Push(ev.Text)
 		if !d.Empty() && !emit(d) {
 			return
 		}

@@ -632,7 +632,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 	if !send(oaiChatChoice{Delta: &oaiChatMessage{Role: chat.RoleAssistant}}, nil) {
 		return
 	}
-	parser := chat.NewParser(plan.Parse)
+	parser := newChatStream(plan.Parse)
 	ids := map[int]string{}
 	var pending []step
 	anyCalls := false
@@ -672,7 +672,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 			return
 		}
 		if ev.Done {
-			d, _ := parser.Finish()
+			d := parser.Finish(ev.Stop == StopLimit)
 			if !emit(d, nil) {
 				return
 			}
@@ -704,7 +704,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 		if ev.Text == "" {
 			continue
 		}
-		d, _ := parser.Push(ev.Text)
+		d := parser.Push(ev.Text)
 		var tm *Timings
 		if g.opt.TimingsPerToken {
 			t := ev.Timings

@@ -517,7 +517,7 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 		}
 		return true
 	}
-	parser := chat.NewParser(plan.Parse)
+	parser := newChatStream(plan.Parse)
 	for ev := range events {
 		if ev.Err != nil {
 			_, body := errorObject(ev.Err)
@@ -525,7 +525,7 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 			return
 		}
 		if ev.Done {
-			d, _ := parser.Finish()
+			d := parser.Finish(ev.Stop == StopLimit)
 			if !emit(d) || !closeItem() {
 				return
 			}
@@ -540,7 +540,7 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 		if ev.Text == "" {
 			continue
 		}
-		if d, _ := parser.Push(ev.Text); !d.Empty() && !emit(d) {
+		if d := parser.Push(ev.Text); !d.Empty() && !emit(d) {
 			return
 		}
 	}

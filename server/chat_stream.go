@@ -1,0 +1,111 @@
+package server
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"github.com/x/llama/chat"
+)
+
+// chatStream reads a model's output as it is generated with a chat.Parser
+// and says what to send. When the output turns out malformed part-way (the
+// parser errors), the text not reported yet and everything after it is
+// sent as content rather than dropped.
+type chatStream struct {
+	opts   chat.ParseOptions
+	parser *chat.Parser
+	raw    strings.Builder
+	sent   chat.Message // what the deltas returned so far carried (parsed)
+	failed bool         // fell back to raw text
+}
+
+func newChatStream(opts chat.ParseOptions) *chatStream {
+	return &chatStream{opts: opts, parser: chat.NewParser(opts)}
+}
+
+// Push adds a piece of output and returns the delta to send.
+func (s *chatStream) Push(piece string) chat.Delta {
+	s.raw.WriteString(piece)
+	if s.failed {
+		return chat.Delta{Content: piece}
+	}
+	d, err := s.parser.Push(piece)
+	return s.settle(d, err)
+}
+
+// Finish ends the output and returns the last delta. limited reports that
+// generation stopped at the token limit: a tool call it cut off is then
+// left as reported (the finish reason says "length") instead of falling
+// back to raw text.
+func (s *chatStream) Finish(limited bool) chat.Delta {
+	if s.failed {
+		return chat.Delta{}
+	}
+	d, err := s.parser.Finish()
+	if err != nil && limited {
+		return s.record(d)
+	}
+	return s.settle(d, err)
+}
+
+// settle records d and, on a parse error, switches to raw text: d (what
+// the parser read before the error) is followed by the output it has not
+// reported.
+func (s *chatStream) settle(d chat.Delta, err error) chat.Delta {
+	if err == nil {
+		return s.record(d)
+	}
+	d = s.record(d)
+	s.failed = true
+	d.Content += s.raw.String()[s.reported():]
+	return d
+}
+
+// record adds d to what was sent.
+func (s *chatStream) record(d chat.Delta) chat.Delta {
+	s.sent.Content += d.Content
+	s.sent.ReasoningContent += d.ReasoningContent
+	for _, tc := range d.ToolCalls {
+		if tc.Index == len(s.sent.ToolCalls) {
+			s.sent.ToolCalls = append(s.sent.ToolCalls, chat.ToolCall{})
+		}
+		c := &s.sent.ToolCalls[tc.Index]
+		c.ID += tc.ID
+		c.Name += tc.Name
+		c.Arguments += tc.ArgumentsDelta
+	}
+	return d
+}
+
+// reported is how much of the raw output the sent message accounts for:
+// the shortest prefix a fresh parser reads at least that much from.
+func (s *chatStream) reported() int {
+	raw := s.raw.String()
+	p := chat.NewParser(s.opts)
+	if covers(p.Message(), s.sent) {
+		return 0
+	}
+	for i := 0; i < len(raw); {
+		_, n := utf8.DecodeRuneInString(raw[i:])
+		_, _ = p.Push(raw[i : i+n])
+		i += n
+		if covers(p.Message(), s.sent) {
+			return i
+		}
+	}
+	return len(raw)
+}
+
+// covers reports whether m carries at least what sent does.
+func covers(m, sent chat.Message) bool {
+	if len(m.Content) < len(sent.Content) || len(m.ReasoningContent) < len(sent.ReasoningContent) ||
+		len(m.ToolCalls) < len(sent.ToolCalls) {
+		return false
+	}
+	for i, tc := range sent.ToolCalls {
+		if len(m.ToolCalls[i].Name) < len(tc.Name) || len(m.ToolCalls[i].Arguments) < len(tc.Arguments) {
+			return false
+		}
+	}
+	return true
+}

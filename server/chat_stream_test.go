@@ -1,0 +1,159 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama/chat"
+	"github.com/x/llama/internal/testenv"
+)
+
+func TestChatStream(t *testing.T) {
+	hermes := chat.ParseOptions{Format: chat.FormatHermes2Pro, ParseToolCalls: true}
+	for _, tc := range []struct {
+		name    string
+		pieces  []string
+		limited bool
+		content string
+		calls   []chat.ToolCall
+	}{
+		{"well formed", []string{"Sure.", " <tool_", "call>\n{\"name\": \"f\", ", "\"arguments\": {\"a\": 1}}\n</tool_call>"}, false,
+			"Sure.", []chat.ToolCall{{Name: "f", Arguments: `{"a": 1}`}}},
+		{"malformed call: the rest as content", []string{"Sure.", " <tool_", "call>\n{\"na", "me\": oops}", " more text"}, false,
+			"Sure. <tool_call>\n{\"name\": oops} more text", nil},
+		{"malformed after a call", []string{"<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>", "<tool_call>\n[[[", " tail"}, false,
+			"<tool_call>\n[[[ tail", []chat.ToolCall{{Name: "f", Arguments: `{}`}}},
+		{"cut off by the limit", []string{"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": ", "1"}, true,
+			"", []chat.ToolCall{{Name: "f", Arguments: `{"a": 1`}}},
+		{"incomplete at end of generation", []string{"Hi <tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": ", "1"}, false,
+			"Hi", []chat.ToolCall{{Name: "f", Arguments: `{"a": 1`}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newChatStream(hermes)
+			var got chat.Message
+			add := func(d chat.Delta) {
+				got.Content += d.Content
+				for _, c := range d.ToolCalls {
+					if c.Index == len(got.ToolCalls) {
+						got.ToolCalls = append(got.ToolCalls, chat.ToolCall{})
+					}
+					got.ToolCalls[c.Index].Name += c.Name
+					got.ToolCalls[c.Index].Arguments += c.ArgumentsDelta
+				}
+			}
+			for _, p := range tc.pieces {
+				add(s.Push(p))
+			}
+			add(s.Finish(tc.limited))
+			assert.Equal(t, tc.content, got.Content)
+			assert.Equal(t, tc.calls, got.ToolCalls)
+			if tc.calls == nil {
+				assert.Equal(t, strings.Join(tc.pieces, ""), got.Content)
+			}
+		})
+	}
+}
+
+// scriptEngine answers every task with fixed output pieces.
+type scriptEngine struct {
+	Engine
+	pieces []string
+	stop   StopReason
+}
+
+func (e scriptEngine) Submit(_ context.Context, t *Task) (<-chan Event, error) {
+	ch := make(chan Event, len(e.pieces)+1)
+	for _, p := range e.pieces {
+		ch <- Event{Token: 1, Text: p}
+	}
+	ch <- Event{Done: true, Stop: e.stop, PromptTokens: len(t.Prompt), Generated: len(e.pieces)}
+	close(ch)
+	return ch, nil
+}
+
+// streamedCalls joins the streamed tool call names and arguments.
+func streamedCalls(chunks []map[string]any) (names, args string) {
+	for _, c := range chunks {
+		for _, ch := range c["choices"].([]any) {
+			d := ch.(map[string]any)["delta"].(map[string]any)
+			for _, call := range asSlice(d["tool_calls"]) {
+				fn := call.(map[string]any)["function"].(map[string]any)
+				n, _ := fn["name"].(string)
+				a, _ := fn["arguments"].(string)
+				names += n
+				args += a
+			}
+		}
+	}
+	return names, args
+}
+
+// Chat streaming with malformed model output sends the rest as content; a
+// call cut off by max_tokens ends with finish_reason "length".
+func TestChatStreamMalformedOutput(t *testing.T) {
+	tmpl := filepath.Join(testenv.LlamaSrc(t), "models", "templates", "Qwen-Qwen3-0.6B.jinja")
+	s, ts := newTestServer(t, Options{ChatTemplateFile: tmpl, Engine: EngineOptions{Parallel: 1, CtxSize: 1024}})
+	req, _ := http.NewRequest(http.MethodPost, ts.URL, nil)
+	inst, release, ok := s.instanceFor(httptest.NewRecorder(), req, "")
+	require.True(t, ok)
+	defer release()
+	real := inst.Engine
+	defer func() { inst.Engine = real }()
+	body := func() map[string]any {
+		return map[string]any{
+			"messages": []any{map[string]any{"role": "user", "content": "Weather?"}},
+			"tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "get_weather",
+				"parameters": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}}}},
+			"chat_template_kwargs": map[string]any{"enable_thinking": false},
+			"max_tokens":           50,
+		}
+	}
+	for _, tc := range []struct {
+		name        string
+		pieces      []string
+		stop        StopReason
+		content     string
+		names, args string
+		finish      string
+	}{
+		{"malformed call", []string{"Let me check.", " <tool_call>", "\n{\"name\": get_weather", "}\n</tool_call>"}, StopEOS,
+			"Let me check. <tool_call>\n{\"name\": get_weather}\n</tool_call>", "", "", "stop"},
+		{"malformed second call", []string{"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>", "\n<tool_call>\n{{{", " oops"}, StopEOS,
+			"<tool_call>\n{{{ oops", "get_weather", `{"city": "Rome"}`, "tool_calls"},
+		{"call cut off by max_tokens", []string{"<tool_call>\n{\"name\": \"get_weather\", ", "\"arguments\": {\"city\": \"Ro"}, StopLimit,
+			"", "get_weather", `{"city": "Ro`, "length"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inst.Engine = scriptEngine{Engine: real, pieces: tc.pieces, stop: tc.stop}
+			content, _, finish, chunks := streamedChat(t, ts.URL+"/v1/chat/completions", body())
+			assert.Equal(t, tc.content, content)
+			names, args := streamedCalls(chunks)
+			assert.Equal(t, tc.names, names)
+			assert.Equal(t, tc.args, args)
+			assert.Equal(t, tc.finish, finish)
+		})
+	}
+
+	// The real model, made to call a tool by the grammar, cut off by
+	// max_tokens: the partial call is streamed, the finish reason is length.
+	inst.Engine = real
+	b := body()
+	b["tool_choice"], b["temperature"], b["max_tokens"] = "required", 0, 40
+	_, _, finish, chunks := streamedChat(t, ts.URL+"/v1/chat/completions", b)
+	names, args := streamedCalls(chunks)
+	assert.Equal(t, "get_weather", names)
+	assert.False(t, json.Valid([]byte(args)), "arguments cut off: %s", args)
+	assert.Equal(t, "length", finish)
+	b["stream"] = false
+	code, out := postJSON(t, ts.URL+"/v1/chat/completions", b)
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	assert.Equal(t, "length", out["choices"].([]any)[0].(map[string]any)["finish_reason"])
+}
