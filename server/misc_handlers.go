@@ -165,11 +165,17 @@ func handleGetProps(s *Server) http.HandlerFunc {
 
 func handlePostProps(s *Server) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.opts.PropsEndpoint {
+			writeError(w, http.StatusNotImplemented, errNotSupported,
+				"This server does not support changing global properties. Start it with `--props`")
+			return
+		}
 		var body map[string]json.RawMessage
 		if !decodeJSON(w, r, &body) {
 			return
 		}
-		// No property can be changed yet, as in llama.cpp.
+		// llama.cpp v0.4.0 changes no property yet: any object is accepted
+		// and nothing is applied.
 		writeJSON(w, http.StatusOK, map[string]bool{"success": true})
 	}
 }

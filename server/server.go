@@ -59,6 +59,9 @@ type Options struct {
 	Metrics bool
 	// Slots enables GET /slots.
 	Slots bool
+	// PropsEndpoint enables POST /props (changing global properties);
+	// without it POST /props answers 501, as llama.cpp without --props.
+	PropsEndpoint bool
 	// SlotSavePath is the folder of POST /slots/{id}?action=save|restore
 	// ("" disables them).
 	SlotSavePath string

@@ -95,8 +95,9 @@ func TestServerHealthPropsModels(t *testing.T) {
 	assert.Equal(t, float64(40), params["top_k"])
 	assert.Equal(t, float64(-1), params["n_predict"])
 
-	code, _ = callJSON(t, "POST", ts.URL+"/props", map[string]any{})
-	assert.Equal(t, 200, code)
+	code, out := callJSON(t, "POST", ts.URL+"/props", map[string]any{})
+	assert.Equal(t, 501, code)
+	assert.Equal(t, "not_supported_error", out["error"].(map[string]any)["type"])
 
 	for _, path := range []string{"/v1/models", "/models"} {
 		code, list := callJSON(t, "GET", ts.URL+path, nil)
@@ -762,4 +763,39 @@ func TestServerRouterSleepAndMetrics(t *testing.T) {
 	code, _ = callJSON(t, "POST", ts.URL+"/tokenize", map[string]any{"content": "hi", "model": "b"})
 	require.Equal(t, 200, code)
 	assert.Equal(t, map[string]string{"a": "unloaded", "b": "loaded"}, modelStatuses(t, ts.URL))
+}
+
+// POST /props changes global properties only with PropsEndpoint (--props);
+// llama.cpp accepts any object there and changes nothing.
+func TestServerPostProps(t *testing.T) {
+	_, off := newTestServer(t, Options{})
+	_, on := newTestServer(t, Options{PropsEndpoint: true})
+	for _, tc := range []struct {
+		name string
+		url  string
+		body any
+		code int
+	}{
+		{"disabled", off.URL, map[string]any{}, 501},
+		{"disabled, any body", off.URL, "not an object", 501},
+		{"empty object", on.URL, map[string]any{}, 200},
+		{"unknown property", on.URL, map[string]any{"n_ctx": 8}, 200},
+		{"not an object", on.URL, []int{1}, 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, data := call(t, "POST", tc.url+"/props", tc.body, nil)
+			require.Equal(t, tc.code, code, "%s", data)
+			switch code {
+			case 200:
+				assert.JSONEq(t, `{"success": true}`, string(data))
+			case 501:
+				e := errOf(t, data)
+				assert.Equal(t, "not_supported_error", e["type"])
+				assert.Contains(t, e["message"], "--props")
+			}
+		})
+	}
+	// GET /props is unaffected.
+	code, _ := callJSON(t, "GET", on.URL+"/props", nil)
+	assert.Equal(t, 200, code)
 }

@@ -91,6 +91,7 @@ func flagTable(c *config) []flagDef {
 		{[]string{"--metrics"}, "", "LLAMA_ARG_ENDPOINT_METRICS", "enable GET /metrics", on(&o.Metrics, true)},
 		{[]string{"--slots"}, "", "LLAMA_ARG_ENDPOINT_SLOTS", "enable GET /slots (default)", on(&o.Slots, true)},
 		{[]string{"--no-slots"}, "", "", "disable GET /slots", on(&o.Slots, false)},
+		{[]string{"--props"}, "", "LLAMA_ARG_ENDPOINT_PROPS", "enable changing global properties with POST /props", on(&o.PropsEndpoint, true)},
 		{[]string{"--slot-save-path"}, "PATH", "", "folder for slot save/restore", func(_ *config, v string) error { o.SlotSavePath = v; return nil }},
 		{[]string{"--lora"}, "FNAME", "", "LoRA adapters, comma-separated (scale 1)", func(_ *config, v string) error {
 			for _, p := range splitList(v) {

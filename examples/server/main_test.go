@@ -28,7 +28,7 @@ func TestParseFlags(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "keys")
 	require.NoError(t, os.WriteFile(keyFile, []byte("# comment\nk2\n\nk3\n"), 0o600))
 	c, err := parseFlags([]string{"-m", "model.gguf", "-a", "tiny", "-c", "2048", "-np", "8", "-b", "1024", "-ub", "256",
-		"-t", "2", "-n", "64", "--host", "0.0.0.0", "--port=9090", "--api-key-file", keyFile, "--metrics", "--no-slots",
+		"-t", "2", "-n", "64", "--host", "0.0.0.0", "--port=9090", "--api-key-file", keyFile, "--metrics", "--no-slots", "--props",
 		"--slot-save-path", "/tmp/slots", "--lora-scaled", "a.gguf:0.5,b.gguf:2", "--lora", "c.gguf", "--chat-template", "chatml",
 		"--reasoning-format", "deepseek", "--cors-origins", "http://x,http://y", "--sleep-idle-seconds", "30", "-fa", "off",
 		"-ctk", "q8_0", "-ctv", "q8_0", "--context-shift", "--cache-reuse", "256", "-to", "60", "--embedding", "--pooling", "mean",
@@ -48,6 +48,7 @@ func TestParseFlags(t *testing.T) {
 	assert.Equal(t, []string{"k1", "k2", "k3"}, o.APIKeys)
 	assert.True(t, o.Metrics)
 	assert.False(t, o.Slots)
+	assert.True(t, o.PropsEndpoint)
 	assert.Equal(t, "/tmp/slots", o.SlotSavePath)
 	assert.Equal(t, []server.AdapterSpec{{Path: "a.gguf", Scale: 0.5}, {Path: "b.gguf", Scale: 2}, {Path: "c.gguf", Scale: 1}}, o.Engine.Adapters)
 	assert.Equal(t, "chatml", o.ChatTemplate)
