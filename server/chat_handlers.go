@@ -550,15 +550,7 @@ func nullableContent(s string, toolCalls bool) *string {
 
 func handleChatCompletion(s *Server) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var f reqFields
-		if !decodeJSON(w, r, &f) {
-			return
-		}
-		model, ok := readModel(w, f)
-		if !ok {
-			return
-		}
-		inst, release, ok := s.instanceFor(w, r, model)
+		f, inst, release, ok := s.requestInstance(w, r)
 		if !ok {
 			return
 		}

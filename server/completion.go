@@ -15,8 +15,8 @@ import (
 )
 
 func init() {
-	addRoute("POST /completion", false, handleCompletion)
-	addRoute("POST /completions", false, handleCompletion)
+	addRoute("POST /completion", false, generationHandler(parseCompletionRequest, answerCompletion))
+	addRoute("POST /completions", false, generationHandler(parseCompletionRequest, answerCompletion))
 }
 
 // genRequest is a parsed generation request: one task per prompt.
@@ -102,52 +102,82 @@ func readModel(w http.ResponseWriter, f reqFields) (string, bool) {
 	return model, true
 }
 
-func handleCompletion(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		var f reqFields
-		if !decodeJSON(w, r, &f) {
-			return
-		}
-		model, ok := readModel(w, f)
-		if !ok {
-			return
-		}
-		inst, release, ok := s.instanceFor(w, r, model)
-		if !ok {
-			return
-		}
-		defer release()
-		g, err := parseCompletionRequest(f, inst)
-		if err != nil {
-			writeHTTPError(w, err)
-			return
-		}
-		ctx, cancel := context.WithCancel(r.Context())
-		defer cancel()
-		chans, err := s.startTasks(ctx, inst, g.tasks())
-		if err != nil {
-			writeHTTPError(w, err)
-			return
-		}
-		if g.opt.Stream {
-			streamNative(ctx, w, g, chans)
-			return
-		}
-		results := make([]any, len(chans))
-		for i, ch := range chans {
-			res, err := collect(ctx, inst.Model, ch)
+// decodeAndAcquire decodes the body into req and acquires the instance
+// that *model (a field of req) names. When ok is false the request has
+// been answered; otherwise release must be called.
+func (s *Server) decodeAndAcquire(w http.ResponseWriter, r *http.Request, req any, model *string) (inst *instance, release func(), ok bool) {
+	if !decodeJSON(w, r, req) {
+		return nil, nil, false
+	}
+	return s.instanceFor(w, r, *model)
+}
+
+// requestInstance reads the body as reqFields and acquires the instance
+// its optional "model" field names. When ok is false the request has been
+// answered; otherwise release must be called.
+func (s *Server) requestInstance(w http.ResponseWriter, r *http.Request) (f reqFields, inst *instance, release func(), ok bool) {
+	if !decodeJSON(w, r, &f) {
+		return nil, nil, nil, false
+	}
+	model, ok := readModel(w, f)
+	if !ok {
+		return nil, nil, nil, false
+	}
+	inst, release, ok = s.instanceFor(w, r, model)
+	return f, inst, release, ok
+}
+
+// generationHandler serves a text generation endpoint: parse reads the
+// body, the tasks are started, and answer writes the response from their
+// events (ctx ends with the request). Errors before answer are answered
+// with their status.
+func generationHandler(parse func(reqFields, *instance) (*genRequest, error),
+	answer func(ctx context.Context, w http.ResponseWriter, f reqFields, g *genRequest, chans []<-chan Event)) func(*Server) http.HandlerFunc {
+	return func(s *Server) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			f, inst, release, ok := s.requestInstance(w, r)
+			if !ok {
+				return
+			}
+			defer release()
+			g, err := parse(f, inst)
 			if err != nil {
 				writeHTTPError(w, err)
 				return
 			}
-			results[i] = nativeFinal(g, i, res, false)
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			chans, err := s.startTasks(ctx, inst, g.tasks())
+			if err != nil {
+				writeHTTPError(w, err)
+				return
+			}
+			answer(ctx, w, f, g, chans)
 		}
-		if len(results) == 1 {
-			writeJSON(w, http.StatusOK, results[0])
+	}
+}
+
+// answerCompletion writes /completion's response.
+func answerCompletion(ctx context.Context, w http.ResponseWriter, _ reqFields, g *genRequest, chans []<-chan Event) {
+	inst := g.inst
+	if g.opt.Stream {
+		streamNative(ctx, w, g, chans)
+		return
+	}
+	results := make([]any, len(chans))
+	for i, ch := range chans {
+		res, err := collect(ctx, inst.Model, ch)
+		if err != nil {
+			writeHTTPError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, results)
+		results[i] = nativeFinal(g, i, res, false)
 	}
+	if len(results) == 1 {
+		writeJSON(w, http.StatusOK, results[0])
+		return
+	}
+	writeJSON(w, http.StatusOK, results)
 }
 
 // parseCompletionRequest reads a /completion body.

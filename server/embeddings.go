@@ -103,10 +103,7 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			oai := oaiRoute
 			var req embeddingRequest
-			if !decodeJSON(w, r, &req) {
-				return
-			}
-			inst, release, ok := s.instanceFor(w, r, req.Model)
+			inst, release, ok := s.decodeAndAcquire(w, r, &req, &req.Model)
 			if !ok {
 				return
 			}

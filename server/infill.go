@@ -178,15 +178,7 @@ func infillPrompt(m *llama.Model, in *infillInput, lim infillLimits) ([]llama.To
 
 func handleInfill(s *Server) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var f reqFields
-		if !decodeJSON(w, r, &f) {
-			return
-		}
-		model, ok := readModel(w, f)
-		if !ok {
-			return
-		}
-		inst, release, ok := s.instanceFor(w, r, model)
+		f, inst, release, ok := s.requestInstance(w, r)
 		if !ok {
 			return
 		}

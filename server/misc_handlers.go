@@ -590,10 +590,7 @@ func tokenizeMixed(m *llama.Model, raw json.RawMessage, addSpecial, parseSpecial
 func handleTokenize(s *Server) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req tokenizeRequest
-		if !decodeJSON(w, r, &req) {
-			return
-		}
-		inst, release, ok := s.instanceFor(w, r, req.Model)
+		inst, release, ok := s.decodeAndAcquire(w, r, &req, &req.Model)
 		if !ok {
 			return
 		}
@@ -643,10 +640,7 @@ type detokenizeRequest struct {
 func handleDetokenize(s *Server) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req detokenizeRequest
-		if !decodeJSON(w, r, &req) {
-			return
-		}
-		inst, release, ok := s.instanceFor(w, r, req.Model)
+		inst, release, ok := s.decodeAndAcquire(w, r, &req, &req.Model)
 		if !ok {
 			return
 		}

@@ -14,7 +14,7 @@ import (
 )
 
 func init() {
-	addRoute("POST /v1/completions", false, handleOAICompletion)
+	addRoute("POST /v1/completions", false, generationHandler(parseOAICompletion, answerOAICompletion))
 }
 
 // systemFingerprint identifies the server build in OpenAI responses.
@@ -159,65 +159,40 @@ func unsupported(f reqFields) error {
 	return nil
 }
 
-func handleOAICompletion(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		var f reqFields
-		if !decodeJSON(w, r, &f) {
-			return
-		}
-		model, ok := readModel(w, f)
-		if !ok {
-			return
-		}
-		inst, release, ok := s.instanceFor(w, r, model)
-		if !ok {
-			return
-		}
-		defer release()
-		g, err := parseOAICompletion(f, inst)
-		if err != nil {
-			writeHTTPError(w, err)
-			return
-		}
-		ctx, cancel := context.WithCancel(r.Context())
-		defer cancel()
-		chans, err := s.startTasks(ctx, inst, g.tasks())
-		if err != nil {
-			writeHTTPError(w, err)
-			return
-		}
-		base := oaiCompletion{
-			ID: newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(),
-			Model: responseModel(f, inst), SystemFingerprint: systemFingerprint,
-		}
-		nProbs := g.task.Params.NProbs
-		if g.opt.Stream {
-			streamOAICompletion(ctx, w, g, chans, base)
-			return
-		}
-		resp := base
-		var usage oaiUsage
-		for i, ch := range chans {
-			res, err := collect(ctx, inst.Model, ch)
-			if err != nil {
-				writeHTTPError(w, err)
-				return
-			}
-			fr := finishReason(res.Final.Stop, false)
-			c := oaiCompletionChoice{Text: res.Text, Index: i, FinishReason: &fr}
-			if nProbs > 0 {
-				c.Logprobs, _ = legacyLogprobs(inst.Model, res.Steps, 0)
-			}
-			resp.Choices = append(resp.Choices, c)
-			usage.add(res.Final)
-			if i == len(chans)-1 {
-				tm := res.Final.Timings
-				resp.Timings = &tm
-			}
-		}
-		resp.Usage = &usage
-		writeJSON(w, http.StatusOK, resp)
+// answerOAICompletion writes /v1/completions' response.
+func answerOAICompletion(ctx context.Context, w http.ResponseWriter, f reqFields, g *genRequest, chans []<-chan Event) {
+	inst := g.inst
+	base := oaiCompletion{
+		ID: newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(),
+		Model: responseModel(f, inst), SystemFingerprint: systemFingerprint,
 	}
+	nProbs := g.task.Params.NProbs
+	if g.opt.Stream {
+		streamOAICompletion(ctx, w, g, chans, base)
+		return
+	}
+	resp := base
+	var usage oaiUsage
+	for i, ch := range chans {
+		res, err := collect(ctx, inst.Model, ch)
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		fr := finishReason(res.Final.Stop, false)
+		c := oaiCompletionChoice{Text: res.Text, Index: i, FinishReason: &fr}
+		if nProbs > 0 {
+			c.Logprobs, _ = legacyLogprobs(inst.Model, res.Steps, 0)
+		}
+		resp.Choices = append(resp.Choices, c)
+		usage.add(res.Final)
+		if i == len(chans)-1 {
+			tm := res.Final.Timings
+			resp.Timings = &tm
+		}
+	}
+	resp.Usage = &usage
+	writeJSON(w, http.StatusOK, resp)
 }
 
 // parseOAICompletion reads a /v1/completions body.

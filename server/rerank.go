@@ -101,10 +101,7 @@ func rerankPrompt(m *llama.Model, query, doc string) ([]llama.Token, error) {
 func handleRerank(s *Server) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req rerankRequest
-		if !decodeJSON(w, r, &req) {
-			return
-		}
-		inst, release, ok := s.instanceFor(w, r, req.Model)
+		inst, release, ok := s.decodeAndAcquire(w, r, &req, &req.Model)
 		if !ok {
 			return
 		}
