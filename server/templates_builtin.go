@@ -3,7 +3,9 @@ package server
 // builtinTemplates holds Jinja sources equivalent to llama.cpp's built-in
 // (non-Jinja) chat formats, for the common names of
 // chat.BuiltinTemplateNames. They are used when a template is given by
-// name (Options.ChatTemplate "chatml", ...) instead of as Jinja source.
+// name (Options.ChatTemplate "chatml", ...) instead of as Jinja source, and
+// support tools; the other names render through llama.ApplyChatTemplate
+// (builtinRenderer, prompt_renderer.go).
 var builtinTemplates = map[string]string{
 	"chatml": `{%- for message in messages -%}
 {{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' -}}
