@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -87,6 +88,24 @@ func TestParseFlags(t *testing.T) {
 	assert.Contains(t, help.String(), "--ctx-size")
 }
 
+// lockedBuffer collects a child's output while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // TestBinary builds and runs the server binary as a user would, talks to
 // it over HTTP, and stops it with SIGTERM.
 func TestBinary(t *testing.T) {
@@ -100,7 +119,7 @@ func TestBinary(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	cmd := exec.Command(bin, "-m", model, "--port", strconv.Itoa(port), "-c", "1024", "-np", "2", "-t", "1", "--metrics", "--api-key", "secret")
-	var logs bytes.Buffer
+	var logs lockedBuffer
 	cmd.Stderr = &logs
 	require.NoError(t, cmd.Start())
 	defer cmd.Process.Kill()
