@@ -11,13 +11,14 @@ import (
 // BenchmarkEngineClients measures aggregate generation throughput with 1, 4
 // and 8 concurrent clients on an engine with 8 slots (continuous batching):
 // each client generates 512 tokens (ignoring EOS) from stories260K. It runs
-// with 2 threads (llama-server's default on a 2-core machine) and with 1.
+// with 2 threads (llama-server's default on a 2-core machine), with 1, and with 1 for
+// single-token decodes and 2 for batches (-t 1 -tb 2).
 func BenchmarkEngineClients(b *testing.B) {
 	const nGen = 512
-	for _, th := range []int{2, 1} {
+	for _, th := range [][2]int{{2, 2}, {1, 1}, {1, 2}} {
 		for _, clients := range []int{1, 4, 8} {
-			b.Run(fmt.Sprintf("threads=%d/clients=%d", th, clients), func(b *testing.B) {
-				m, e := newEngTestEngine(b, EngineOptions{Parallel: 8, CtxSize: 8 * 1024, Threads: th, ThreadsBatch: th})
+			b.Run(fmt.Sprintf("t=%d,tb=%d/clients=%d", th[0], th[1], clients), func(b *testing.B) {
+				m, e := newEngTestEngine(b, EngineOptions{Parallel: 8, CtxSize: 8 * 1024, Threads: th[0], ThreadsBatch: th[1]})
 				prompt := engTokenize(b, m, "Once upon a time", true)
 				task := func() *Task {
 					p := DefaultSamplingParams()

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"net/http/httptest"
 	"testing"
 
@@ -27,6 +28,9 @@ func newTestServer(t testing.TB, o Options) (*Server, *httptest.Server) {
 		}
 		o.Slots = true
 		o.Metrics = true
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Engine.Threads == 0 {
 		o.Engine.Threads = 1

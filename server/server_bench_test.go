@@ -19,10 +19,10 @@ import (
 // 1.6x on this model and machine.
 func BenchmarkServerClients(b *testing.B) {
 	const nGen = 512
-	for _, th := range []int{2, 1} {
+	for _, th := range [][2]int{{2, 2}, {1, 1}, {1, 2}} {
 		for _, clients := range []int{1, 4, 8} {
-			b.Run(fmt.Sprintf("threads=%d/clients=%d", th, clients), func(b *testing.B) {
-				_, ts := newTestServer(b, Options{Engine: EngineOptions{Parallel: 8, CtxSize: 8 * 1024, Threads: th, ThreadsBatch: th}})
+			b.Run(fmt.Sprintf("t=%d,tb=%d/clients=%d", th[0], th[1], clients), func(b *testing.B) {
+				_, ts := newTestServer(b, Options{Engine: EngineOptions{Parallel: 8, CtxSize: 8 * 1024, Threads: th[0], ThreadsBatch: th[1]}})
 				body := fmt.Sprintf(`{"prompt":"Once upon a time","n_predict":%d,"ignore_eos":true,"seed":42,"cache_prompt":false}`, nGen)
 				var tokens atomic.Int64
 				b.ResetTimer()
