@@ -247,11 +247,8 @@ func (busyEngine) SlotsInfo() []SlotInfo                               { return 
 
 // A full queue (ErrBusy) answers 503 unavailable_error.
 func TestCompletionBusy(t *testing.T) {
-	s, ts := newTestServer(t, Options{})
-	req, _ := http.NewRequest(http.MethodPost, ts.URL, nil)
-	inst, release, ok := s.instanceFor(httptest.NewRecorder(), req, "")
-	require.True(t, ok)
-	defer release()
+	s, _ := newTestServer(t, Options{})
+	inst := defaultInstance(t, s)
 	busy := &instance{Name: inst.Name, Model: inst.Model, Engine: busyEngine{inst.Engine}, Template: inst.Template, Server: s, Opts: inst.Opts}
 	_, err := s.runTask(context.Background(), busy, &Task{Kind: TaskCompletion, Prompt: []llama.Token{1, 2}})
 	require.ErrorIs(t, err, ErrBusy)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -101,10 +100,7 @@ func streamedCalls(chunks []map[string]any) (names, args string) {
 func TestChatStreamMalformedOutput(t *testing.T) {
 	tmpl := filepath.Join(testenv.LlamaSrc(t), "models", "templates", "Qwen-Qwen3-0.6B.jinja")
 	s, ts := newTestServer(t, Options{ChatTemplateFile: tmpl, Engine: EngineOptions{Parallel: 1, CtxSize: 1024}})
-	req, _ := http.NewRequest(http.MethodPost, ts.URL, nil)
-	inst, release, ok := s.instanceFor(httptest.NewRecorder(), req, "")
-	require.True(t, ok)
-	defer release()
+	inst := defaultInstance(t, s)
 	real := inst.Engine
 	defer func() { inst.Engine = real }()
 	body := func() map[string]any {

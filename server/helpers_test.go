@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -48,4 +49,18 @@ func newTestServer(t testing.TB, o Options) (*Server, *httptest.Server) {
 		_ = s.Close()
 	})
 	return s, ts
+}
+
+// defaultInstance returns the instance that serves s's default model,
+// held until the end of the test.
+func defaultInstance(t testing.TB, s *Server) *instance {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, "/", nil)
+	rec := httptest.NewRecorder()
+	inst, release, ok := s.instanceFor(rec, req, "")
+	if !ok {
+		t.Fatalf("defaultInstance: %d %s", rec.Code, rec.Body)
+	}
+	t.Cleanup(release)
+	return inst
 }

@@ -1,10 +1,6 @@
 package server
 
-import (
-	"net/http"
-	"net/http/httptest"
-	"testing"
-)
+import "testing"
 
 // FuzzGenerationRequest feeds arbitrary bodies to the request parsers of
 // the generation endpoints: they must answer with an error or a task,
@@ -20,13 +16,8 @@ func FuzzGenerationRequest(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	s, ts := newTestServer(f, Options{})
-	req, _ := http.NewRequest(http.MethodPost, ts.URL, nil)
-	inst, release, ok := s.instanceFor(httptest.NewRecorder(), req, "")
-	if !ok {
-		f.Fatal("no instance")
-	}
-	f.Cleanup(release)
+	s, _ := newTestServer(f, Options{})
+	inst := defaultInstance(f, s)
 	f.Fuzz(func(t *testing.T, body string) {
 		fields, err := parseFields([]byte(body))
 		if err != nil {
