@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama"
 )
 
 // postJSON posts body and returns the status and decoded JSON answer.
@@ -274,6 +277,58 @@ func TestCompletionRoutes(t *testing.T) {
 			} else {
 				assert.NotEqual(t, "[DONE]", events[len(events)-1])
 			}
+		})
+	}
+}
+
+// A request's n_cache_reuse replaces the server's --cache-reuse: after the
+// common prefix, a cached chunk the new prompt continues with is shifted
+// into place (counted in tokens_cached) when the chunk is long enough.
+func TestCompletionNCacheReuse(t *testing.T) {
+	servers := map[int]string{}
+	var m *llama.Model
+	for _, reuse := range []int{0, 4} {
+		s, ts := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, CacheReuse: reuse}})
+		servers[reuse] = ts.URL
+		m = defaultInstance(t, s).Model
+	}
+	tok := func(s string, special bool) []llama.Token {
+		toks, err := m.Tokenize(s, llama.TokenizeOptions{AddSpecial: special})
+		require.NoError(t, err)
+		return toks
+	}
+	P := tok("Once upon a time, there was a little girl named Lily.", true)
+	A := tok("She had a big red ball that she liked to throw very high.", false)
+	S := tok("One day, Lily went to the park with her mom. The sun was warm and the birds sang.", false)
+	T := tok("Then Lily said,", false)
+	first := slices.Concat(P, A, S)
+	second := slices.Concat(P, S, T)
+	p, sl := len(P), len(S)
+	require.GreaterOrEqual(t, sl, 8)
+	for _, tc := range []struct {
+		name        string
+		serverReuse int
+		nCacheReuse any // nil: not sent
+		wantCached  int
+	}{
+		{"server off, not asked: the common prefix only", 0, nil, p},
+		{"server off, asked: the chunk is shifted", 0, 4, p + sl},
+		{"server off, asked for longer chunks than there are", 0, sl + 1, p},
+		{"server on, not asked: the server's", 4, nil, p + sl},
+		{"server on, 0 turns it off", 4, 0, p},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := servers[tc.serverReuse] + "/completion"
+			code, out := postJSON(t, url, map[string]any{"prompt": first, "temperature": 0, "n_predict": 2})
+			require.Equal(t, http.StatusOK, code, "%v", out)
+			body := map[string]any{"prompt": second, "temperature": 0, "n_predict": 2}
+			if tc.nCacheReuse != nil {
+				body["n_cache_reuse"] = tc.nCacheReuse
+			}
+			code, out = postJSON(t, url, body)
+			require.Equal(t, http.StatusOK, code, "%v", out)
+			assert.Equal(t, float64(tc.wantCached), out["tokens_cached"])
+			assert.Equal(t, float64(len(second)-tc.wantCached), out["timings"].(map[string]any)["prompt_n"])
 		})
 	}
 }

@@ -85,7 +85,7 @@ type EngineOptions struct {
 	// the new prompt end the reuse. The moved entries were computed in
 	// their old context, so results are close to, not always the same as,
 	// decoding the prompt afresh. 0 (the default) turns it off, as does a
-	// memory that cannot shift.
+	// memory that cannot shift. A task's CacheReuse overrides it.
 	CacheReuse int
 	// FlashAttention (default auto), TypeK and TypeV (KV cache types,
 	// "": f16) are passed to the context.
@@ -141,7 +141,7 @@ type engine struct {
 	havePiece []bool
 	addBOS    bool
 	embedding bool
-	reuse     int // CacheReuse, 0 when off or the memory cannot shift
+	canReuse  bool // cache reuse is possible: a completion engine whose memory can shift
 	queueSize int
 
 	baseCtx context.Context
@@ -225,9 +225,7 @@ func NewEngine(m *llama.Model, o EngineOptions) (Engine, error) {
 	if copts.KVUnified {
 		e.nCtxSlot = lctx.Size() / o.Parallel
 	}
-	if o.CacheReuse > 0 && !embedding && lctx.CanShift() {
-		e.reuse = o.CacheReuse
-	}
+	e.canReuse = !embedding && lctx.CanShift()
 	e.nBatch = lctx.BatchSize()
 	if embedding {
 		e.nBatch = min(e.nBatch, lctx.UBatchSize())

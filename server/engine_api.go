@@ -93,6 +93,11 @@ type Task struct {
 	Stop []string
 	// CachePrompt reuses the longest common prefix in a slot's KV cache.
 	CachePrompt bool
+	// CacheReuse is the smallest run of cached tokens after the common
+	// prefix that, with CachePrompt, is shifted into place instead of being
+	// decoded again (see EngineOptions.CacheReuse): 0 means the engine's
+	// EngineOptions.CacheReuse, a negative value turns reuse off.
+	CacheReuse int
 	// NKeep is how many prompt tokens to keep on a context shift (-1: all).
 	NKeep int
 	// TMaxPredictMs limits generation time once text has started (0: none).

@@ -111,8 +111,8 @@ func (e *engine) start(s *engSlot) {
 	n := 0
 	if t.CachePrompt {
 		n = engCommonPrefix(s.cache, s.prompt)
-		if e.reuse > 0 {
-			n = e.reuseChunks(s, n)
+		if reuse := e.cacheReuse(t); reuse > 0 {
+			n = e.reuseChunks(s, n, reuse)
 		}
 		if n == len(s.prompt) {
 			n--
@@ -126,18 +126,30 @@ func (e *engine) start(s *engSlot) {
 	s.promptIdx, s.nCached, s.state = n, n, stPrompt
 }
 
+// cacheReuse is the smallest chunk t may reuse from the cache (0: none):
+// the task's CacheReuse, else the engine's, when the memory can shift.
+func (e *engine) cacheReuse(t *Task) int {
+	if !e.canReuse {
+		return 0
+	}
+	if t.CacheReuse != 0 {
+		return max(t.CacheReuse, 0)
+	}
+	return max(e.opts.CacheReuse, 0)
+}
+
 // reuseChunks is llama.cpp's cache reuse: the slot's memory holds
 // s.prompt[:n] at positions [0, n); it scans the rest of the cache for
-// runs of at least e.reuse tokens equal to the prompt's continuation,
+// runs of at least minChunk tokens equal to the prompt's continuation,
 // moves each one back to where the prompt needs it (dropping the cached
 // tokens in between) and returns how many prompt tokens the memory now
 // holds. s.cache is updated for those; what lies after them in the cache
 // is stale and removed by the caller.
-func (e *engine) reuseChunks(s *engSlot, n int) int {
+func (e *engine) reuseChunks(s *engSlot, n, minChunk int) int {
 	hc, hp := n, n // heads in the cache and in the prompt
 	for hc < len(s.cache) && hp < len(s.prompt) {
 		m := engCommonPrefix(s.cache[hc:], s.prompt[hp:])
-		if m < e.reuse {
+		if m < minChunk {
 			hc++
 			continue
 		}

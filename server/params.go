@@ -291,6 +291,16 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 	if err := f.bool("cache_prompt", &t.CachePrompt); err != nil {
 		return nil, opt, err
 	}
+	// n_cache_reuse, as in llama.cpp, replaces the server's --cache-reuse
+	// for this request: 0 (or less) turns reuse off.
+	if f.has("n_cache_reuse") {
+		if err := f.int("n_cache_reuse", &t.CacheReuse, math.MinInt32, math.MaxInt32); err != nil {
+			return nil, opt, err
+		}
+		if t.CacheReuse <= 0 {
+			t.CacheReuse = -1
+		}
+	}
 	if err := f.strs("stop", &t.Stop); err != nil {
 		return nil, opt, err
 	}

@@ -3,7 +3,6 @@ package server
 import (
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,12 +12,8 @@ import (
 
 func testInstance(t *testing.T) *instance {
 	t.Helper()
-	s, ts := newTestServer(t, Options{})
-	req, _ := http.NewRequest(http.MethodPost, ts.URL, nil)
-	inst, release, ok := s.instanceFor(httptest.NewRecorder(), req, "")
-	require.True(t, ok)
-	t.Cleanup(release)
-	return inst
+	s, _ := newTestServer(t, Options{})
+	return defaultInstance(t, s)
 }
 
 func TestParseGeneration(t *testing.T) {
@@ -106,6 +101,18 @@ func TestParseGeneration(t *testing.T) {
 			assert.True(t, opt.Stream && opt.ReturnTokens && opt.TimingsPerToken && opt.PostSamplingProbs)
 			assert.Equal(t, []string{"content"}, opt.ResponseFields)
 		}},
+		{"n_cache_reuse absent: the server's", `{}`, func(t *testing.T, task *Task, _ genOptions) {
+			assert.Equal(t, 0, task.CacheReuse)
+		}},
+		{"n_cache_reuse", `{"n_cache_reuse":16}`, func(t *testing.T, task *Task, _ genOptions) {
+			assert.Equal(t, 16, task.CacheReuse)
+		}},
+		{"n_cache_reuse 0 turns reuse off", `{"n_cache_reuse":0}`, func(t *testing.T, task *Task, _ genOptions) {
+			assert.Equal(t, -1, task.CacheReuse)
+		}},
+		{"n_cache_reuse negative turns reuse off", `{"n_cache_reuse":-3}`, func(t *testing.T, task *Task, _ genOptions) {
+			assert.Equal(t, -1, task.CacheReuse)
+		}},
 		{"nulls are absent", `{"temperature":null,"stop":null,"grammar":null}`, func(t *testing.T, task *Task, _ genOptions) {
 			assert.Equal(t, def.Temperature, task.Params.Temperature)
 			assert.Nil(t, task.Stop)
@@ -135,6 +142,7 @@ func TestParseGeneration(t *testing.T) {
 		`{"id_slot":2}`, `{"top_k":"x"}`, `{"samplers":5}`, `{"samplers":"kq"}`, `{"logit_bias":5}`,
 		`{"logit_bias":[[1]]}`, `{"logit_bias":[[1,true]]}`, `{"logit_bias":[[{},1]]}`, `{"lora":[{"id":0}]}`,
 		`{"dry_sequence_breakers":[]}`, `{"n_probs":-1}`, `{"temperature":1e40}`, `{"response_fields":"content"}`,
+		`{"n_cache_reuse":"8"}`, `{"n_cache_reuse":1.5}`, `{"n_cache_reuse":1e12}`,
 	} {
 		f, err := parseFields([]byte(bad))
 		require.NoError(t, err)
