@@ -72,6 +72,20 @@ const (
 	// name="p">v</parameter></invoke></minimax:tool_call> with <think>
 	// reasoning.
 	FormatMiniMaxM2
+	// FormatDeepSeekV32 is DeepSeek's DSML markup: <｜DSML｜function_calls>
+	// (or tool_calls in V4) with <｜DSML｜invoke name="f"> and
+	// <｜DSML｜parameter name="p" string="true|false">v</｜DSML｜parameter>
+	// items, and <think> reasoning (DeepSeek V3.2 and V4).
+	FormatDeepSeekV32
+	// FormatLFM2 is <|tool_call_start|>[name(k=v, ...)]<|tool_call_end|>
+	// with Python-style arguments and <think> reasoning (LFM2, LFM2.5).
+	FormatLFM2
+	// FormatApertus is <|tools_prefix|>[{"name": {...}}]<|tools_suffix|>
+	// with <|inner_prefix|>...<|inner_suffix|> reasoning (Apertus).
+	FormatApertus
+	// FormatCommandRPlus is Action:\n```json\n[{"tool_name": ...,
+	// "parameters": ...}]``` (Command R+ tool use).
+	FormatCommandRPlus
 
 	formatCount
 )
@@ -99,6 +113,10 @@ var formatNames = [...]string{
 	FormatGranite:        "Granite",
 	FormatSeedOSS:        "Seed-OSS",
 	FormatMiniMaxM2:      "MiniMax M2",
+	FormatDeepSeekV32:    "DeepSeek V3.2",
+	FormatLFM2:           "LFM2",
+	FormatApertus:        "Apertus",
+	FormatCommandRPlus:   "Command R+",
 }
 
 // String returns the format's name.
@@ -141,6 +159,14 @@ func DetectFormat(templateSource string) Format {
 		return FormatKimiK2
 	case has("<|START_ACTION|>"):
 		return FormatCommandR7B
+	case has("<|CHATBOT_TOKEN|>", "Action:", "```json"):
+		return FormatCommandRPlus
+	case has("dsml_token", "DSML") && (has("function_calls") || has("tool_calls")):
+		return FormatDeepSeekV32
+	case has("<|tool_list_start|>", "<|tool_list_end|>"), has("List of tools: ["):
+		return FormatLFM2
+	case has("<|tools_prefix|>"):
+		return FormatApertus
 	case has("'<|tool_call>call:'"), has("<|tool_call>call:"):
 		return FormatGemma
 	case has("<tool_call>", "<function=", "<parameter="):

@@ -23,7 +23,14 @@ func llamaCppSrc(t *testing.T) string {
 
 func TestDetectFormat(t *testing.T) {
 	want := map[string]Format{
-		"Apertus-8B-Instruct.jinja":                           FormatGeneric,
+		"Apertus-8B-Instruct.jinja":                           FormatApertus,
+		"CohereForAI-c4ai-command-r-plus-tool_use.jinja":      FormatCommandRPlus,
+		"deepseek-ai-DeepSeek-V3.2.jinja":                     FormatDeepSeekV32,
+		"deepseek-ai-DeepSeek-V4.jinja":                       FormatDeepSeekV32,
+		"deepseek-ai-DeepSeek-V4-Flash-0731.jinja":            FormatDeepSeekV32,
+		"LFM2-8B-A1B.jinja":                                   FormatLFM2,
+		"LFM2.5-8B-A1B.jinja":                                 FormatLFM2,
+		"LFM2.5-Instruct.jinja":                               FormatLFM2,
 		"Bielik-11B-v3.0-Instruct.jinja":                      FormatHermes2Pro,
 		"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja": FormatCommandR7B,
 		"Cohere2MoE.jinja":                                    FormatCommandR7B,

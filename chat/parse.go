@@ -130,9 +130,9 @@ func (p *pstate) run() {
 	if p.mark.phase != phaseBody {
 		switch {
 		case p.mark.phase == phaseThinking:
-			i = p.thinking(i, spec.thinkEnd)
+			i = p.thinking(i, spec.thinkEnd, spec.thinkStops...)
 		case spec.thinkStart != "":
-			i = p.reasoningBlock(0, spec.thinkStart, spec.thinkEnd)
+			i = p.reasoningBlock(0, spec.thinkStart, spec.thinkEnd, spec.thinkStops...)
 		}
 		if p.stopped {
 			return
@@ -189,9 +189,11 @@ func spaceBounds(b []byte) (lo, hi int) {
 }
 
 // reasoningBlock reads a thinking block at i (after spaces) delimited by
-// start and end, or from i when thinking was forced open. It returns where
-// the rest of the output starts.
-func (p *pstate) reasoningBlock(i int, start, end string) int {
+// start and end, or from i when thinking was forced open. The block also
+// ends before any of stops, which are left for the body (tool calls that
+// some models start without closing their thinking). It returns where the
+// rest of the output starts.
+func (p *pstate) reasoningBlock(i int, start, end string, stops ...string) int {
 	if p.opts.Reasoning == ReasoningNone {
 		return i
 	}
@@ -211,26 +213,30 @@ func (p *pstate) reasoningBlock(i int, start, end string) int {
 		}
 	}
 	p.hadReasoning = true
-	return p.thinking(j, end)
+	return p.thinking(j, end, stops...)
 }
 
-// thinking reads thinking text from j up to end and returns where the rest
-// of the output starts.
-func (p *pstate) thinking(j int, end string) int {
+// thinking reads thinking text from j up to end, or up to the first of
+// stops (which is not consumed), and returns where the rest of the output
+// starts.
+func (p *pstate) thinking(j int, end string, stops ...string) int {
 	s := p.s
-	e := strings.Index(s[j:], end)
+	e, m := findFirst(s, j, append([]string{end}, stops...))
 	if e < 0 {
 		text := s[j:]
 		if p.partial {
-			text = text[:len(text)-heldSuffix(text, end)]
+			text = text[:len(text)-heldSuffix(text, append([]string{end}, stops...)...)]
 			p.stopped = true
 		}
 		p.reasoning.WriteString(text)
 		p.settle(phaseThinking, j+len(text))
 		return len(s)
 	}
-	p.reasoning.WriteString(s[j : j+e])
-	return j + e + len(end)
+	p.reasoning.WriteString(s[j:e])
+	if m != end {
+		return e
+	}
+	return e + len(end)
 }
 
 // heldSuffix is the length of the longest end of text that is the start of

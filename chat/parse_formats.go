@@ -9,6 +9,9 @@ import (
 type formatSpec struct {
 	// thinkStart and thinkEnd delimit a thinking block at the start.
 	thinkStart, thinkEnd string
+	// thinkStops also end the thinking block but stay in the output: tool
+	// calls that a model starts without closing its thinking.
+	thinkStops []string
 	// start, when set, reads format-specific markup at the start of the
 	// body (after thinking) and returns where the body continues.
 	start func(p *pstate, i int) int
@@ -63,7 +66,9 @@ func specFor(f Format) formatSpec {
 	case FormatGPTOSS:
 		return formatSpec{custom: parseHarmony}
 	case FormatKimiK2:
-		return thinkSpec(callKimiK2, "<|tool_calls_section_begin|>")
+		sp := thinkSpec(callKimiK2, kimiSectionBegin, kimiCallBegin)
+		sp.thinkStops = sp.markers
+		return sp
 	case FormatGLM45:
 		return thinkSpec(callGLM45, "<tool_call>")
 	case FormatFireFunctionV2:
@@ -79,6 +84,19 @@ func specFor(f Format) formatSpec {
 			markers: []string{"<seed:tool_call>"}, call: callSeedOSS}
 	case FormatMiniMaxM2:
 		return thinkSpec(callMiniMaxM2, "<minimax:tool_call>")
+	case FormatDeepSeekV32:
+		sp := thinkSpec(callDSML, dsmlBlocks...)
+		sp.thinkStops = dsmlBlocks
+		return sp
+	case FormatLFM2:
+		return thinkSpec(callLFM2, lfmCallStart)
+	case FormatApertus:
+		return formatSpec{thinkStart: apertusInner, thinkEnd: apertusInnerEnd, thinkStops: []string{apertusTools},
+			markers: []string{apertusTools}, call: callApertus}
+	case FormatCommandRPlus:
+		wrappers := []string{"<|CHATBOT_TOKEN|>", "<|END_OF_TURN_TOKEN|>"}
+		return formatSpec{markers: append([]string{commandRAction}, wrappers...), alwaysMarkers: wrappers,
+			call: callCommandRPlus}
 	}
 	return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose}
 }
@@ -496,21 +514,30 @@ func callDeepSeek(r1 bool) callFunc {
 	}
 }
 
+const (
+	kimiSectionBegin = "<|tool_calls_section_begin|>"
+	kimiCallBegin    = "<|tool_call_begin|>"
+)
+
 // callKimiK2 reads <|tool_calls_section_begin|>(<|tool_call_begin|>
 // functions.name:idx<|tool_call_argument_begin|>{...}<|tool_call_end|>)*
-// <|tool_calls_section_end|>.
+// <|tool_calls_section_end|>. As Kimi K2 Thinking writes it, the section
+// markers and each <|tool_call_end|> may be missing: a call can start at a
+// bare <|tool_call_begin|>, and the section ends where no call follows.
 func callKimiK2(p *pstate, i int, marker string) (int, bool) {
 	const (
-		callBegin = "<|tool_call_begin|>"
-		argBegin  = "<|tool_call_argument_begin|>"
-		callEnd   = "<|tool_call_end|>"
-		secEnd    = "<|tool_calls_section_end|>"
+		argBegin = "<|tool_call_argument_begin|>"
+		callEnd  = "<|tool_call_end|>"
+		secEnd   = "<|tool_calls_section_end|>"
 	)
 	s := p.s
-	j := i + len(marker)
+	j := i
+	if marker == kimiSectionBegin {
+		j += len(marker)
+	}
 	committed := false
 	for {
-		k, ok := p.lit(j, callBegin, true)
+		k, ok := p.lit(j, kimiCallBegin, true)
 		if p.stopped {
 			return p.eof(nil, committed)
 		}
@@ -520,7 +547,10 @@ func callKimiK2(p *pstate, i int, marker string) (int, bool) {
 			} else if p.stopped {
 				return p.eof(nil, committed)
 			}
-			return p.invalid(nil, committed)
+			if committed {
+				return j, true
+			}
+			return p.invalid(nil, false)
 		}
 		a := strings.Index(s[k:], argBegin)
 		if a < 0 {
@@ -554,6 +584,11 @@ type xmlArgs struct {
 }
 
 func (a *xmlArgs) add(p *pstate, fn, key, val string) {
+	a.addValue(key, p.typedValue(fn, key, val))
+}
+
+// addValue adds a parameter whose value is already JSON.
+func (a *xmlArgs) addValue(key, value string) {
 	if a.n == 0 {
 		a.b.WriteByte('{')
 	} else {
@@ -562,7 +597,7 @@ func (a *xmlArgs) add(p *pstate, fn, key, val string) {
 	a.n++
 	a.b.WriteString(jsonString(key))
 	a.b.WriteString(": ")
-	a.b.WriteString(p.typedValue(fn, key, val))
+	a.b.WriteString(value)
 }
 
 func (a *xmlArgs) open() string {

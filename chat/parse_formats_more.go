@@ -1,0 +1,444 @@
+package chat
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// DeepSeek V3.2 / V4 DSML markup.
+const (
+	dsml          = "｜DSML｜"
+	dsmlInvoke    = "<" + dsml + "invoke name=\""
+	dsmlInvokeEnd = "</" + dsml + "invoke>"
+	dsmlParam     = "<" + dsml + "parameter name=\""
+	dsmlParamEnd  = "</" + dsml + "parameter>"
+)
+
+// dsmlBlocks open a DSML tool-call block: V3.2 calls it function_calls, V4
+// tool_calls.
+var dsmlBlocks = []string{"<" + dsml + "function_calls>", "<" + dsml + "tool_calls>"}
+
+// callDSML reads a DSML block: one or more <｜DSML｜invoke name="f"> with
+// <｜DSML｜parameter name="k" string="true|false">v</｜DSML｜parameter>
+// items up to </｜DSML｜invoke>, then the block's closing tag. A value
+// marked string="true" is text; otherwise it is JSON (or text when it does
+// not read as JSON).
+func callDSML(p *pstate, i int, marker string) (int, bool) {
+	s := p.s
+	closing := "</" + marker[1:]
+	j := i + len(marker)
+	committed := false
+	for {
+		k, ok := p.lit(j, dsmlInvoke, true)
+		if p.stopped {
+			return p.eof(nil, committed)
+		}
+		if !ok {
+			if !committed {
+				return p.invalid(nil, false)
+			}
+			return p.closeWith(j, closing), true
+		}
+		q := strings.Index(s[k:], "\">")
+		if q < 0 {
+			return p.eof(nil, committed)
+		}
+		tc := ToolCall{Name: s[k : k+q]}
+		if !validName(tc.Name) {
+			return p.invalid(nil, committed)
+		}
+		end, ok := p.xmlParams(&tc, k+q+2, dsmlParam, dsmlInvokeEnd, func(k int, args *xmlArgs) (int, scanStatus) {
+			gt := strings.IndexByte(s[k:], '>')
+			if gt < 0 {
+				return 0, scanEOF
+			}
+			head := s[k : k+gt]
+			q := strings.IndexByte(head, '"')
+			if q < 0 {
+				return 0, scanInvalid
+			}
+			key, attrs := head[:q], head[q+1:]
+			val, end, found := p.until(k+gt+1, dsmlParamEnd)
+			if !found {
+				return 0, scanEOF
+			}
+			switch {
+			case strings.Contains(attrs, `string="true"`):
+				args.addValue(key, jsonString(val))
+			case strings.Contains(attrs, `string="false"`) && isJSONValue(strings.TrimSpace(val)):
+				args.addValue(key, strings.TrimSpace(val))
+			default:
+				args.add(p, tc.Name, key, val)
+			}
+			return end, scanOK
+		}, "", committed)
+		if !ok || p.stopped {
+			return end, ok
+		}
+		committed = true
+		j = end
+	}
+}
+
+// LFM2 tool-call markers.
+const (
+	lfmCallStart = "<|tool_call_start|>"
+	lfmCallEnd   = "<|tool_call_end|>"
+)
+
+// callLFM2 reads <|tool_call_start|>[name(k=v, ...), ...]<|tool_call_end|>
+// where the values are Python literals (JSON's true, false and null are
+// taken too). Each call is reported once its name is read; its arguments
+// grow one parameter at a time.
+func callLFM2(p *pstate, i int, marker string) (int, bool) {
+	s := p.s
+	j, ok := p.lit(i+len(marker), "[", true)
+	if p.stopped {
+		return p.eof(nil, false)
+	}
+	if !ok {
+		return p.invalid(nil, false)
+	}
+	committed := false
+	for n := 0; ; n++ {
+		k := skipSpace(s, j)
+		if k >= len(s) {
+			return p.eof(nil, committed)
+		}
+		if s[k] == ']' {
+			if n == 0 {
+				return p.invalid(nil, false)
+			}
+			return p.closeWith(k+1, lfmCallEnd), true
+		}
+		if n > 0 {
+			if s[k] != ',' {
+				return p.invalid(nil, committed)
+			}
+			k = skipSpace(s, k+1)
+		}
+		e := k
+		for e < len(s) && (s[e] == '.' || s[e] == '-' || isIdentByte(s[e], e > k)) {
+			e++
+		}
+		if e >= len(s) {
+			return p.eof(nil, committed)
+		}
+		if s[e] != '(' || !validName(s[k:e]) {
+			return p.invalid(nil, committed)
+		}
+		tc := ToolCall{Name: s[k:e]}
+		end, st := pyKwargs(&tc, s, e+1)
+		switch st {
+		case scanEOF:
+			return p.eof(&tc, committed)
+		case scanInvalid:
+			return p.invalid(&tc, committed)
+		}
+		p.calls = append(p.calls, tc)
+		committed = true
+		j = end
+	}
+}
+
+func isIdentByte(c byte, digits bool) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || digits && c >= '0' && c <= '9'
+}
+
+// pyKwargs reads k=v, ... ) at s[i] into tc.Arguments as a JSON object. On
+// scanEOF and scanInvalid the arguments hold the parameters read so far, as
+// an open object.
+func pyKwargs(tc *ToolCall, s string, i int) (int, scanStatus) {
+	var args xmlArgs
+	for {
+		tc.Arguments = args.open()
+		i = skipSpace(s, i)
+		if i >= len(s) {
+			return len(s), scanEOF
+		}
+		if s[i] == ')' {
+			tc.Arguments = args.closed()
+			return i + 1, scanOK
+		}
+		if args.n > 0 {
+			if s[i] != ',' {
+				return i, scanInvalid
+			}
+			i = skipSpace(s, i+1)
+			if i < len(s) && s[i] == ')' {
+				continue // trailing comma
+			}
+		}
+		k := i
+		for k < len(s) && isIdentByte(s[k], k > i) {
+			k++
+		}
+		if k >= len(s) {
+			return len(s), scanEOF
+		}
+		if k == i {
+			return k, scanInvalid
+		}
+		key := s[i:k]
+		k = skipSpace(s, k)
+		if k >= len(s) {
+			return len(s), scanEOF
+		}
+		if s[k] != '=' {
+			return k, scanInvalid
+		}
+		v, e, st := pyValue(s, skipSpace(s, k+1))
+		if st != scanOK {
+			return e, st
+		}
+		args.addValue(key, v)
+		i = e
+	}
+}
+
+// pyValue converts the Python literal at s[i] to JSON: strings in either
+// quotes, numbers, True/False/None (or true/false/null), dicts, lists and
+// tuples.
+func pyValue(s string, i int) (string, int, scanStatus) {
+	if i >= len(s) {
+		return "", len(s), scanEOF
+	}
+	switch c := s[i]; {
+	case c == '"' || c == '\'':
+		return pyString(s, i)
+	case c == '{' || c == '[' || c == '(':
+		closing := map[byte]byte{'{': '}', '[': ']', '(': ')'}[c]
+		dict := c == '{'
+		var b strings.Builder
+		if dict {
+			b.WriteByte('{')
+		} else {
+			b.WriteByte('[')
+		}
+		i++
+		for n := 0; ; n++ {
+			i = skipSpace(s, i)
+			if i >= len(s) {
+				return "", len(s), scanEOF
+			}
+			if s[i] != closing && n > 0 {
+				if s[i] != ',' {
+					return "", i, scanInvalid
+				}
+				i = skipSpace(s, i+1)
+				if i >= len(s) {
+					return "", len(s), scanEOF
+				}
+			}
+			if s[i] == closing {
+				if dict {
+					b.WriteByte('}')
+				} else {
+					b.WriteByte(']')
+				}
+				return b.String(), i + 1, scanOK
+			}
+			if n > 0 {
+				b.WriteString(", ")
+			}
+			if dict {
+				if s[i] != '"' && s[i] != '\'' {
+					return "", i, scanInvalid
+				}
+				key, e, st := pyString(s, i)
+				if st != scanOK {
+					return "", e, st
+				}
+				i = skipSpace(s, e)
+				if i >= len(s) {
+					return "", len(s), scanEOF
+				}
+				if s[i] != ':' {
+					return "", i, scanInvalid
+				}
+				i = skipSpace(s, i+1)
+				b.WriteString(key + ": ")
+			}
+			v, e, st := pyValue(s, i)
+			if st != scanOK {
+				return "", e, st
+			}
+			b.WriteString(v)
+			i = e
+		}
+	case c == '-' || c >= '0' && c <= '9':
+		e, st := scanJSONNumber(s, i)
+		if st != scanOK {
+			return "", e, st
+		}
+		return s[i:e], e, scanOK
+	}
+	e := i
+	for e < len(s) && isIdentByte(s[e], true) {
+		e++
+	}
+	if e >= len(s) {
+		return "", len(s), scanEOF
+	}
+	switch s[i:e] {
+	case "True", "true":
+		return "true", e, scanOK
+	case "False", "false":
+		return "false", e, scanOK
+	case "None", "null":
+		return "null", e, scanOK
+	}
+	return "", i, scanInvalid
+}
+
+// pyString converts the Python string literal at s[i] (single or double
+// quoted, with backslash escapes) to a JSON string.
+func pyString(s string, i int) (string, int, scanStatus) {
+	q := s[i]
+	var b strings.Builder
+	for k := i + 1; k < len(s); {
+		c := s[k]
+		switch {
+		case c == q:
+			return jsonString(b.String()), k + 1, scanOK
+		case c != '\\':
+			b.WriteByte(c)
+			k++
+			continue
+		}
+		if k+1 >= len(s) {
+			break
+		}
+		e := s[k+1]
+		k += 2
+		switch e {
+		case 'n':
+			b.WriteByte('\n')
+		case 't':
+			b.WriteByte('\t')
+		case 'r':
+			b.WriteByte('\r')
+		case '0':
+			b.WriteByte(0)
+		case '\\', '\'', '"':
+			b.WriteByte(e)
+		case '\n':
+			// A line continuation.
+		case 'x', 'u', 'U':
+			n := map[byte]int{'x': 2, 'u': 4, 'U': 8}[e]
+			if k+n > len(s) {
+				return "", len(s), scanEOF
+			}
+			v, err := strconv.ParseUint(s[k:k+n], 16, 32)
+			if err != nil || !utf8.ValidRune(rune(v)) {
+				return "", k, scanInvalid
+			}
+			b.WriteRune(rune(v))
+			k += n
+		default:
+			b.WriteByte('\\')
+			b.WriteByte(e)
+		}
+	}
+	return "", len(s), scanEOF
+}
+
+// Apertus markers.
+const (
+	apertusTools    = "<|tools_prefix|>"
+	apertusToolsEnd = "<|tools_suffix|>"
+	apertusInner    = "<|inner_prefix|>"
+	apertusInnerEnd = "<|inner_suffix|>"
+)
+
+// callApertus reads <|tools_prefix|>[{"name": {...}}, ...]<|tools_suffix|>:
+// each call is an object whose only key is the function name.
+func callApertus(p *pstate, i int, marker string) (int, bool) {
+	s := p.s
+	j, ok := p.lit(i+len(marker), "[", true)
+	if p.stopped {
+		return p.eof(nil, false)
+	}
+	if !ok {
+		return p.invalid(nil, false)
+	}
+	committed := false
+	for n := 0; ; n++ {
+		k := skipSpace(s, j)
+		if k >= len(s) {
+			return p.eof(nil, committed)
+		}
+		if s[k] == ']' {
+			if n == 0 {
+				return p.invalid(nil, false)
+			}
+			return p.closeWith(k+1, apertusToolsEnd), true
+		}
+		if n > 0 {
+			if s[k] != ',' {
+				return p.invalid(nil, committed)
+			}
+			k = skipSpace(s, k+1)
+		}
+		if k >= len(s) {
+			return p.eof(nil, committed)
+		}
+		if s[k] != '{' {
+			return p.invalid(nil, committed)
+		}
+		k = skipSpace(s, k+1)
+		e, st := scanJSONString(s, k)
+		switch st {
+		case scanEOF:
+			return p.eof(nil, committed)
+		case scanInvalid:
+			return p.invalid(nil, committed)
+		}
+		// The key is the name only once the colon after it is read.
+		c := skipSpace(s, e)
+		if c >= len(s) {
+			return p.eof(nil, committed)
+		}
+		if s[c] != ':' {
+			return p.invalid(nil, committed)
+		}
+		tc := ToolCall{Name: decodeJSONString(s[k:e])}
+		end, ok, recorded := p.jsonCall(&tc, c+1, committed)
+		if !recorded {
+			return end, ok
+		}
+		committed = true
+		k = skipSpace(s, end)
+		if k >= len(s) {
+			return p.eof(nil, true)
+		}
+		if s[k] != '}' {
+			return p.invalid(nil, true)
+		}
+		j = k + 1
+	}
+}
+
+// commandRAction starts Command R+'s tool calls.
+const commandRAction = "Action:"
+
+// callCommandRPlus reads Action: ```json [{"tool_name": ..., "parameters":
+// ...}, ...] ``` and drops the turn markers.
+func callCommandRPlus(p *pstate, i int, marker string) (int, bool) {
+	if marker != commandRAction {
+		return i + len(marker), true
+	}
+	j, ok := p.lit(i+len(marker), "```json", true)
+	if p.stopped {
+		return p.eof(nil, false)
+	}
+	if !ok {
+		return p.invalid(nil, false)
+	}
+	end, ok := p.callArray(j, defaultCallKeys)
+	if !ok || p.stopped {
+		return end, ok
+	}
+	return p.closeWith(end, "```"), true
+}
