@@ -211,6 +211,48 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		word("<minimax:tool_call>")
 		preserve("<think>", "</think>", "<minimax:tool_call>", "</minimax:tool_call>")
 		return b.AddRule("root", `"<minimax:tool_call>\n" `+calls+` "</minimax:tool_call>"`)
+	case FormatDeepSeekV32:
+		b.AddRule("xml-text", `( [^<] | "<" [^/] )*`)
+		invoke := g.alt("invoke", func(t toolRule) string {
+			param := g.b.AddRule(t.name+"-param", lit(dsmlParam)+` [^"\n]+ "\" string=\"" ( "true" | "false" ) "\">" xml-text `+lit(dsmlParamEnd+"\n"))
+			return lit(dsmlInvoke+t.name+"\">\n") + " " + param + "* " + lit(dsmlInvokeEnd+"\n")
+		})
+		calls := invoke
+		if parallel {
+			calls = invoke + "+"
+		}
+		// V3.2 names the block function_calls, V4 tool_calls.
+		var blocks []string
+		for _, open := range dsmlBlocks {
+			word(open)
+			blocks = append(blocks, lit(open+"\n")+" "+calls+" "+lit("</"+open[1:]))
+		}
+		preserve(dsml, "<think>", "</think>")
+		return b.AddRule("root", strings.Join(blocks, " | "))
+	case FormatLFM2:
+		b.AddRule("lfm-str", `"\"" ( [^"\\] | "\\" [^\n] )* "\"" | "'" ( [^'\\] | "\\" [^\n] )* "'"`)
+		b.AddRule("lfm-num", `"-"? [0-9]+ ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?`)
+		b.AddRule("lfm-list", `"[" space ( lfm-val ( space "," space lfm-val )* )? space "]"`)
+		b.AddRule("lfm-dict", `"{" space ( lfm-str space ":" space lfm-val ( space "," space lfm-str space ":" space lfm-val )* )? space "}"`)
+		b.AddRule("lfm-val", `lfm-str | lfm-num | "True" | "False" | "None" | "true" | "false" | "null" | lfm-list | lfm-dict`)
+		b.AddRule("lfm-kwarg", `[a-zA-Z_] [a-zA-Z0-9_]* "=" lfm-val`)
+		call := g.alt("tool-call", func(t toolRule) string {
+			return lit(t.name+"(") + ` ( lfm-kwarg ( "," space lfm-kwarg )* )? ")"`
+		})
+		word(lfmCallStart)
+		preserve(lfmCallStart, lfmCallEnd, "<think>", "</think>")
+		return b.AddRule("root", lit(lfmCallStart+"[")+" "+g.repeat(call, `"," space`, parallel)+" "+lit("]"+lfmCallEnd))
+	case FormatApertus:
+		c := g.alt("tool-call", func(t toolRule) string {
+			return `"{" space ` + jsonName(t.name) + ` space ":" space ` + t.args + ` space "}"`
+		})
+		word(apertusTools)
+		preserve(apertusTools, apertusToolsEnd, apertusInner, apertusInnerEnd)
+		return b.AddRule("root", lit(apertusTools+"[")+" space "+g.repeat(c, `space "," space`, parallel)+" space "+lit("]"+apertusToolsEnd))
+	case FormatCommandRPlus:
+		c := g.jsonCall("tool-call", "tool_name", "parameters", "")
+		word(commandRAction)
+		return b.AddRule("root", lit(commandRAction+"\n```json\n[")+" space "+g.repeat(c, `space "," space`, parallel)+" space "+lit("]\n```"))
 	case FormatLlama3x:
 		call := g.jsonCall("tool-call", "name", "parameters", "")
 		tg.Triggers = append(tg.Triggers, GrammarTrigger{Kind: TriggerPatternFull, Value: `\s*\{\s*"name"[\s\S]*`})

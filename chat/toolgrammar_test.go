@@ -328,6 +328,10 @@ func TestBuildToolGrammar(t *testing.T) {
 		{format: FormatGranite, call: `<|tool_call|>[{"name": "special_function", "arguments": {"arg1": 1}}]`, bad: `<|tool_call|>[]`, trigger: "<|tool_call|>", hasLazy: true},
 		{format: FormatSeedOSS, call: "<seed:tool_call>\n<function=special_function>\n<parameter=arg1>1</parameter>\n</function>\n</seed:tool_call>", second: "\n<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n</function>\n</seed:tool_call>", bad: "<seed:tool_call>\n<function=other>\n</function>\n</seed:tool_call>", trigger: "<seed:tool_call>", hasLazy: true},
 		{format: FormatMiniMaxM2, call: "<minimax:tool_call>\n<invoke name=\"special_function\">\n<parameter name=\"arg1\">1</parameter>\n</invoke>\n</minimax:tool_call>", bad: "<minimax:tool_call>\n</minimax:tool_call>", trigger: "<minimax:tool_call>", hasLazy: true},
+		{format: FormatDeepSeekV32, call: "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"special_function\">\n<｜DSML｜parameter name=\"arg1\" string=\"false\">1</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>", bad: "<｜DSML｜function_calls>\n</｜DSML｜function_calls>", trigger: "<｜DSML｜function_calls>", hasLazy: true},
+		{format: FormatLFM2, call: "<|tool_call_start|>[special_function(arg1=1)]<|tool_call_end|>", bad: "<|tool_call_start|>[other(arg1=1)]<|tool_call_end|>", trigger: "<|tool_call_start|>", hasLazy: true},
+		{format: FormatApertus, call: "<|tools_prefix|>[{\"special_function\": {\"arg1\": 1}}]<|tools_suffix|>", bad: "<|tools_prefix|>[{\"special_function\": {\"arg1\": \"x\"}}]<|tools_suffix|>", trigger: "<|tools_prefix|>", hasLazy: true},
+		{format: FormatCommandRPlus, call: "Action:\n```json\n[{\"tool_name\": \"special_function\", \"parameters\": {\"arg1\": 1}}]\n```", bad: "Action:\n```json\n[{\"tool_name\": \"special_function\", \"parameters\": {}}]\n```", trigger: "Action:", hasLazy: true},
 		{format: FormatGeneric, call: `{"tool_call": {"name": "special_function", "arguments": {"arg1": 1}}}`, bad: `{"tool_call": {"name": "special_function"}}`},
 	}
 	for _, c := range cases {
@@ -362,6 +366,37 @@ func TestBuildToolGrammar(t *testing.T) {
 				assert.True(t, gp.matches(c.call+c.second), "parallel calls should match:\n%s", req.Grammar)
 				assert.False(t, g.matches(c.call+c.second), "a second call needs parallel")
 			}
+		})
+	}
+}
+
+// Formats whose calls sit in one block: parallel calls go inside it.
+func TestBuildToolGrammarParallelBlocks(t *testing.T) {
+	cases := []struct {
+		format Format
+		two    string // two calls: special_function then get_weather
+	}{
+		{FormatDeepSeekV32, "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"special_function\">\n<｜DSML｜parameter name=\"arg1\" string=\"false\">1</｜DSML｜parameter>\n</｜DSML｜invoke>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>"},
+		{FormatDeepSeekV32, "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"special_function\">\n<｜DSML｜parameter name=\"arg1\" string=\"false\">1</｜DSML｜parameter>\n</｜DSML｜invoke>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"},
+		{FormatLFM2, "<|tool_call_start|>[special_function(arg1=1), get_weather(city='Paris')]<|tool_call_end|>"},
+		{FormatApertus, "<|tools_prefix|>[{\"special_function\": {\"arg1\": 1}}, {\"get_weather\": {\"city\": \"Paris\"}}]<|tools_suffix|>"},
+		{FormatCommandRPlus, "Action:\n```json\n[{\"tool_name\": \"special_function\", \"parameters\": {\"arg1\": 1}}, {\"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}]\n```"},
+		{FormatKimiK2, "<|tool_calls_section_begin|><|tool_call_begin|>functions.special_function:0<|tool_call_argument_begin|>{\"arg1\": 1}<|tool_call_end|><|tool_call_begin|>functions.get_weather:1<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>"},
+	}
+	for _, c := range cases {
+		t.Run(c.format.String(), func(t *testing.T) {
+			one, err := BuildToolGrammar(c.format, grammarTools, ToolChoice{Mode: "required"}, false)
+			require.NoError(t, err)
+			many, err := BuildToolGrammar(c.format, grammarTools, ToolChoice{Mode: "required"}, true)
+			require.NoError(t, err)
+			assert.True(t, parseGBNF(t, many.Grammar).matches(c.two), "parallel calls should match:\n%s", many.Grammar)
+			assert.False(t, parseGBNF(t, one.Grammar).matches(c.two), "a second call needs parallel")
+			msg, err := Parse(c.two, ParseOptions{Format: c.format, ParseToolCalls: true})
+			require.NoError(t, err)
+			require.Len(t, msg.ToolCalls, 2)
+			assert.Equal(t, "special_function", msg.ToolCalls[0].Name)
+			assert.Equal(t, "get_weather", msg.ToolCalls[1].Name)
+			assert.JSONEq(t, `{"city": "Paris"}`, msg.ToolCalls[1].Arguments)
 		})
 	}
 }
