@@ -502,12 +502,11 @@ func handleAnthropicMessages(s *Server) http.HandlerFunc {
 			streamAnthropic(w, plan, co.Model, id, events)
 			return
 		}
-		res, err := collect(ctx, inst.Model, events)
+		res, msg, err := collectChat(ctx, inst, plan, events)
 		if err != nil {
 			writeAnthError(w, err)
 			return
 		}
-		msg, _ := chat.Parse(res.Text, plan.Parse)
 		out := anthResponse{ID: id, Type: "message", Role: "assistant", Model: co.Model, Content: []anthOutBlock{}}
 		if msg.ReasoningContent != "" {
 			th, sig := msg.ReasoningContent, ""
@@ -518,11 +517,7 @@ func handleAnthropicMessages(s *Server) http.HandlerFunc {
 			out.Content = append(out.Content, anthOutBlock{Type: "text", Text: &text})
 		}
 		for _, tc := range msg.ToolCalls {
-			tid := tc.ID
-			if tid == "" {
-				tid = newID("toolu_")
-			}
-			out.Content = append(out.Content, anthOutBlock{Type: "tool_use", ID: tid, Name: tc.Name, Input: toolArgs(tc.Arguments)})
+			out.Content = append(out.Content, anthOutBlock{Type: "tool_use", ID: idOrNew(tc.ID, "toolu_"), Name: tc.Name, Input: toolArgs(tc.Arguments)})
 		}
 		sr := anthStopReason(res.Final, len(msg.ToolCalls) > 0)
 		out.StopReason = &sr
@@ -605,11 +600,7 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 		}
 		for _, tc := range d.ToolCalls {
 			if open != "tool" || openTool != tc.Index {
-				tid := tc.ID
-				if tid == "" {
-					tid = newID("toolu_")
-				}
-				if !openBlock("tool", anthOutBlock{Type: "tool_use", ID: tid, Name: tc.Name, Input: json.RawMessage(`{}`)}) {
+				if !openBlock("tool", anthOutBlock{Type: "tool_use", ID: idOrNew(tc.ID, "toolu_"), Name: tc.Name, Input: json.RawMessage(`{}`)}) {
 					return false
 				}
 				openTool = tc.Index

@@ -539,6 +539,28 @@ type (
 	}
 )
 
+// parseChatOutput reads a whole chat output. When it is malformed (chat.Parse
+// fails, for example on a broken or unfinished tool call), the message is
+// the raw output as content, as llama.cpp's final parse has it, rather than
+// the part the parser managed to read.
+func parseChatOutput(text string, opts chat.ParseOptions) chat.Message {
+	msg, err := chat.Parse(text, opts)
+	if err != nil {
+		return chat.Message{Role: chat.RoleAssistant, Content: text}
+	}
+	return msg
+}
+
+// collectChat waits for the result of a chat that is not streamed and
+// reads its message with parseChatOutput.
+func collectChat(ctx context.Context, inst *instance, plan *chatPlan, events <-chan Event) (*completionResult, chat.Message, error) {
+	res, err := collect(ctx, inst.Model, events)
+	if err != nil {
+		return nil, chat.Message{}, err
+	}
+	return res, parseChatOutput(res.Text, plan.Parse), nil
+}
+
 // nullableContent is OpenAI's content: "" becomes null when the message
 // carries tool calls.
 func nullableContent(s string, toolCalls bool) *string {
@@ -578,21 +600,16 @@ func handleChatCompletion(s *Server) http.HandlerFunc {
 			streamChat(ctx, w, g, plan, co, events, base)
 			return
 		}
-		res, err := collect(ctx, inst.Model, events)
+		res, msg, err := collectChat(ctx, inst, plan, events)
 		if err != nil {
 			writeHTTPError(w, err)
 			return
 		}
-		msg, _ := chat.Parse(res.Text, plan.Parse)
 		resp := base
 		resp.Object = "chat.completion"
 		out := &oaiChatMessage{Role: chat.RoleAssistant, ReasoningContent: msg.ReasoningContent}
 		for _, tc := range msg.ToolCalls {
-			id := tc.ID
-			if id == "" {
-				id = newID("call_")
-			}
-			out.ToolCalls = append(out.ToolCalls, oaiToolCall{ID: id, Type: "function", Function: oaiToolFunction{Name: tc.Name, Arguments: tc.Arguments}})
+			out.ToolCalls = append(out.ToolCalls, oaiToolCall{ID: idOrNew(tc.ID, "call_"), Type: "function", Function: oaiToolFunction{Name: tc.Name, Arguments: tc.Arguments}})
 		}
 		out.Content = nullableContent(msg.Content, len(out.ToolCalls) > 0)
 		fr := finishReason(res.Final.Stop, len(out.ToolCalls) > 0)
@@ -642,10 +659,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 			idx := tc.Index
 			call := oaiToolCall{Index: &idx, Function: oaiToolFunction{Name: tc.Name, Arguments: tc.ArgumentsDelta}}
 			if _, seen := ids[idx]; !seen {
-				id := tc.ID
-				if id == "" {
-					id = newID("call_")
-				}
+				id := idOrNew(tc.ID, "call_")
 				ids[idx] = id
 				call.ID, call.Type = id, "function"
 			}

@@ -380,3 +380,143 @@ func TestCompletionQueueFull(t *testing.T) {
 		t.Fatal("the waiting request did not run")
 	}
 }
+
+// Whole (not streamed) answers to malformed model output: when chat.Parse
+// fails, the chat, Anthropic and Responses endpoints answer the raw output
+// as content, without the reasoning or tool calls the parser read before
+// failing; the finish reason still tells a limit from a stop.
+func TestChatMalformedOutputWhole(t *testing.T) {
+	tmpl := filepath.Join(testenv.LlamaSrc(t), "models", "templates", "Qwen-Qwen3-0.6B.jinja")
+	s, ts := newTestServer(t, Options{ChatTemplateFile: tmpl, Engine: EngineOptions{Parallel: 1, CtxSize: 1024}})
+	inst := defaultInstance(t, s)
+	real := inst.Engine
+	defer func() { inst.Engine = real }()
+	params := map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}
+	kwargs := map[string]any{"enable_thinking": false}
+
+	// answer is what an endpoint returned: content, reasoning, tool call
+	// names and arguments (joined), and its finish reason.
+	type answer struct{ content, reasoning, names, args, finish string }
+	endpoints := []struct {
+		name string
+		ask  func(t *testing.T) answer
+	}{
+		{"chat", func(t *testing.T) answer {
+			code, out := postJSON(t, ts.URL+"/v1/chat/completions", map[string]any{
+				"messages":             []any{map[string]any{"role": "user", "content": "Weather?"}},
+				"tools":                []any{map[string]any{"type": "function", "function": map[string]any{"name": "get_weather", "parameters": params}}},
+				"chat_template_kwargs": kwargs, "max_tokens": 50,
+			})
+			require.Equal(t, http.StatusOK, code, "%v", out)
+			choice := out["choices"].([]any)[0].(map[string]any)
+			msg := choice["message"].(map[string]any)
+			var a answer
+			a.content, _ = msg["content"].(string)
+			a.reasoning, _ = msg["reasoning_content"].(string)
+			for _, c := range asSlice(msg["tool_calls"]) {
+				fn := c.(map[string]any)["function"].(map[string]any)
+				a.names += fn["name"].(string)
+				a.args += fn["arguments"].(string)
+			}
+			a.finish, _ = choice["finish_reason"].(string)
+			return a
+		}},
+		{"anthropic", func(t *testing.T) answer {
+			code, out := postJSON(t, ts.URL+"/v1/messages", map[string]any{
+				"model": "x", "max_tokens": 50,
+				"messages":             []any{map[string]any{"role": "user", "content": "Weather?"}},
+				"tools":                []any{map[string]any{"name": "get_weather", "input_schema": params}},
+				"chat_template_kwargs": kwargs,
+			})
+			require.Equal(t, http.StatusOK, code, "%v", out)
+			var a answer
+			for _, b := range out["content"].([]any) {
+				b := b.(map[string]any)
+				switch b["type"] {
+				case "text":
+					a.content += b["text"].(string)
+				case "thinking":
+					a.reasoning += b["thinking"].(string)
+				case "tool_use":
+					a.names += b["name"].(string)
+					in, err := json.Marshal(b["input"])
+					require.NoError(t, err)
+					a.args += string(in)
+				}
+			}
+			a.finish, _ = out["stop_reason"].(string)
+			return a
+		}},
+		{"responses", func(t *testing.T) answer {
+			code, out := postJSON(t, ts.URL+"/v1/responses", map[string]any{
+				"input":                "Weather?",
+				"tools":                []any{map[string]any{"type": "function", "name": "get_weather", "parameters": params}},
+				"chat_template_kwargs": kwargs, "max_output_tokens": 50,
+			})
+			require.Equal(t, http.StatusOK, code, "%v", out)
+			var a answer
+			for _, it := range out["output"].([]any) {
+				it := it.(map[string]any)
+				switch it["type"] {
+				case "message":
+					for _, p := range it["content"].([]any) {
+						a.content += p.(map[string]any)["text"].(string)
+					}
+				case "reasoning":
+					for _, p := range it["content"].([]any) {
+						a.reasoning += p.(map[string]any)["text"].(string)
+					}
+				case "function_call":
+					a.names += it["name"].(string)
+					a.args += it["arguments"].(string)
+				}
+			}
+			a.finish, _ = out["status"].(string)
+			return a
+		}},
+	}
+	call := "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>"
+	badArgs := "Let me check. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": oops}\n</tool_call>"
+	badSecond := call + "\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": [}\n</tool_call>"
+	cutOff := "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Ro"
+	unfinished := "Hi <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {"
+	for _, tc := range []struct {
+		name   string
+		pieces []string
+		stop   StopReason
+		want   map[string]answer // by endpoint
+	}{
+		{"well formed call (control)", []string{"<think>Rain?</think>", call}, StopEOS, map[string]answer{
+			"chat":      {"", "Rain?", "get_weather", `{"city": "Rome"}`, "tool_calls"},
+			"anthropic": {"", "Rain?", "get_weather", `{"city":"Rome"}`, "tool_use"},
+			"responses": {"", "Rain?", "get_weather", `{"city": "Rome"}`, "completed"},
+		}},
+		{"malformed arguments after reasoning", []string{"<think>Rain?</think>", badArgs}, StopEOS, map[string]answer{
+			"chat":      {"<think>Rain?</think>" + badArgs, "", "", "", "stop"},
+			"anthropic": {"<think>Rain?</think>" + badArgs, "", "", "", "end_turn"},
+			"responses": {"<think>Rain?</think>" + badArgs, "", "", "", "completed"},
+		}},
+		{"malformed second call: the first is not kept", []string{call, badSecond[len(call):]}, StopEOS, map[string]answer{
+			"chat":      {badSecond, "", "", "", "stop"},
+			"anthropic": {badSecond, "", "", "", "end_turn"},
+			"responses": {badSecond, "", "", "", "completed"},
+		}},
+		{"call cut off by max_tokens", []string{cutOff[:20], cutOff[20:]}, StopLimit, map[string]answer{
+			"chat":      {cutOff, "", "", "", "length"},
+			"anthropic": {cutOff, "", "", "", "max_tokens"},
+			"responses": {cutOff, "", "", "", "completed"},
+		}},
+		{"call unfinished at end of generation", []string{unfinished}, StopEOS, map[string]answer{
+			"chat":      {unfinished, "", "", "", "stop"},
+			"anthropic": {unfinished, "", "", "", "end_turn"},
+			"responses": {unfinished, "", "", "", "completed"},
+		}},
+	} {
+		for _, ep := range endpoints {
+			t.Run(tc.name+"/"+ep.name, func(t *testing.T) {
+				inst.Engine = scriptEngine{Engine: real, pieces: tc.pieces, stop: tc.stop}
+				assert.Equal(t, tc.want[ep.name], ep.ask(t))
+			})
+		}
+	}
+}

@@ -117,6 +117,15 @@ func newID(prefix string) string {
 	return prefix + string(b)
 }
 
+// idOrNew returns id, or a new random ID with prefix when id is empty (a
+// tool call whose format carries no ID).
+func idOrNew(id, prefix string) string {
+	if id != "" {
+		return id
+	}
+	return newID(prefix)
+}
+
 // finishReason maps a stop reason to OpenAI's.
 func finishReason(r StopReason, toolCalls bool) string {
 	switch r {

@@ -324,11 +324,7 @@ func respItems(msg chat.Message) []respItem {
 	}
 	for _, tc := range msg.ToolCalls {
 		args := tc.Arguments
-		callID := tc.ID
-		if callID == "" {
-			callID = newID("call_")
-		}
-		items = append(items, respItem{ID: newID("fc_"), Type: "function_call", Status: "completed", CallID: callID, Name: tc.Name, Arguments: &args})
+		items = append(items, respItem{ID: newID("fc_"), Type: "function_call", Status: "completed", CallID: idOrNew(tc.ID, "call_"), Name: tc.Name, Arguments: &args})
 	}
 	return items
 }
@@ -391,12 +387,11 @@ func handleResponses(s *Server) http.HandlerFunc {
 			streamResponses(w, plan, base, events)
 			return
 		}
-		res, err := collect(ctx, inst.Model, events)
+		res, msg, err := collectChat(ctx, inst, plan, events)
 		if err != nil {
 			writeHTTPError(w, err)
 			return
 		}
-		msg, _ := chat.Parse(res.Text, plan.Parse)
 		out := base
 		now := time.Now().Unix()
 		out.CompletedAt, out.Status = &now, "completed"
@@ -498,12 +493,8 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 		}
 		for _, tc := range d.ToolCalls {
 			if cur == nil || cur.Type != "function_call" || curTool != tc.Index {
-				callID := tc.ID
-				if callID == "" {
-					callID = newID("call_")
-				}
 				empty := ""
-				if !openItem(respItem{ID: newID("fc_"), Type: "function_call", CallID: callID, Name: tc.Name, Arguments: &empty}) {
+				if !openItem(respItem{ID: newID("fc_"), Type: "function_call", CallID: idOrNew(tc.ID, "call_"), Name: tc.Name, Arguments: &empty}) {
 					return false
 				}
 				curTool = tc.Index
