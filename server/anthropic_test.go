@@ -17,6 +17,17 @@ func anthClient(url string) anthropic.Client {
 	return anthropic.NewClient(aoption.WithBaseURL(url+"/"), aoption.WithAPIKey("none"), aoption.WithMaxRetries(0))
 }
 
+// lastToolUse returns the last tool_use block of content (nil: none).
+func lastToolUse(content []anthropic.ContentBlockUnion) *anthropic.ContentBlockUnion {
+	var use *anthropic.ContentBlockUnion
+	for i := range content {
+		if content[i].Type == "tool_use" {
+			use = &content[i]
+		}
+	}
+	return use
+}
+
 func TestAnthropicMessages(t *testing.T) {
 	_, hs := newTestServer(t, Options{})
 	ctx := context.Background()
@@ -126,12 +137,7 @@ func TestAnthropicToolRoundTrip(t *testing.T) {
 	msg, err := client.Messages.New(ctx, params)
 	require.NoError(t, err)
 	assert.Equal(t, anthropic.StopReasonToolUse, msg.StopReason)
-	var use *anthropic.ContentBlockUnion
-	for i := range msg.Content {
-		if msg.Content[i].Type == "tool_use" {
-			use = &msg.Content[i]
-		}
-	}
+	use := lastToolUse(msg.Content)
 	require.NotNil(t, use, "a tool_use block")
 	assert.Equal(t, "get_weather", use.Name)
 	assert.NotEmpty(t, use.ID)
@@ -154,12 +160,7 @@ func TestAnthropicToolRoundTrip(t *testing.T) {
 	require.NoError(t, stream.Err())
 	assert.True(t, sawJSONDelta)
 	assert.Equal(t, anthropic.StopReasonToolUse, acc.StopReason)
-	var streamedUse *anthropic.ContentBlockUnion
-	for i := range acc.Content {
-		if acc.Content[i].Type == "tool_use" {
-			streamedUse = &acc.Content[i]
-		}
-	}
+	streamedUse := lastToolUse(acc.Content)
 	require.NotNil(t, streamedUse)
 	assert.JSONEq(t, string(use.Input), string(streamedUse.Input))
 

@@ -386,11 +386,7 @@ func TestCompletionQueueFull(t *testing.T) {
 // as content, without the reasoning or tool calls the parser read before
 // failing; the finish reason still tells a limit from a stop.
 func TestChatMalformedOutputWhole(t *testing.T) {
-	tmpl := filepath.Join(testenv.LlamaSrc(t), "models", "templates", "Qwen-Qwen3-0.6B.jinja")
-	s, ts := newTestServer(t, Options{ChatTemplateFile: tmpl, Engine: EngineOptions{Parallel: 1, CtxSize: 1024}})
-	inst := defaultInstance(t, s)
-	real := inst.Engine
-	defer func() { inst.Engine = real }()
+	ts, inst, real := newScriptServer(t)
 	params := map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}
 	kwargs := map[string]any{"enable_thinking": false}
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama/chat"
-	"github.com/x/llama/internal/testenv"
 )
 
 func TestChatStream(t *testing.T) {
@@ -98,11 +96,7 @@ func streamedCalls(chunks []map[string]any) (names, args string) {
 // Chat streaming with malformed model output sends the rest as content; a
 // call cut off by max_tokens ends with finish_reason "length".
 func TestChatStreamMalformedOutput(t *testing.T) {
-	tmpl := filepath.Join(testenv.LlamaSrc(t), "models", "templates", "Qwen-Qwen3-0.6B.jinja")
-	s, ts := newTestServer(t, Options{ChatTemplateFile: tmpl, Engine: EngineOptions{Parallel: 1, CtxSize: 1024}})
-	inst := defaultInstance(t, s)
-	real := inst.Engine
-	defer func() { inst.Engine = real }()
+	ts, inst, real := newScriptServer(t)
 	body := func() map[string]any {
 		return map[string]any{
 			"messages": []any{map[string]any{"role": "user", "content": "Weather?"}},

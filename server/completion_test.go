@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -47,25 +46,14 @@ func postRaw(t *testing.T, url string, body any) (int, []byte) {
 // sseEvents posts body and returns the "data:" payloads of the stream.
 func sseEvents(t *testing.T, url string, body any) []string {
 	t.Helper()
-	data, err := json.Marshal(body)
-	require.NoError(t, err)
-	resp, err := http.Post(url, "application/json", bytes.NewReader(data))
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Contains(t, resp.Header.Get("Content-Type"), "text/event-stream")
 	var out []string
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	sseLines(t, url, body, func(line string) {
 		if p, ok := strings.CutPrefix(line, "data: "); ok {
 			out = append(out, p)
 		} else if strings.HasPrefix(line, "error: ") {
 			t.Fatalf("stream error: %s", line)
 		}
-	}
-	require.NoError(t, sc.Err())
+	})
 	return out
 }
 

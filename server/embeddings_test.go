@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -43,24 +42,14 @@ func xPost(t *testing.T, url string, body any, out any) int {
 	b, err := json.Marshal(body)
 	require.NoError(t, err)
 	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	if out != nil {
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
-	}
-	return resp.StatusCode
+	return decodeAnswer(t, resp, err, out)
 }
 
 // xGet gets url and decodes the JSON answer into out, returning the status.
 func xGet(t *testing.T, url string, out any) int {
 	t.Helper()
 	resp, err := http.Get(url)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	if out != nil {
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
-	}
-	return resp.StatusCode
+	return decodeAnswer(t, resp, err, out)
 }
 
 // xEvent is one Server-Sent Event.
@@ -72,19 +61,9 @@ type xEvent struct {
 // xSSE posts body and reads the whole event stream.
 func xSSE(t *testing.T, url string, body any) []xEvent {
 	t.Helper()
-	b, err := json.Marshal(body)
-	require.NoError(t, err)
-	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Contains(t, resp.Header.Get("Content-Type"), "text/event-stream")
 	var out []xEvent
 	var cur xEvent
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	sseLines(t, url, body, func(line string) {
 		switch {
 		case line == "":
 			if cur.Data != "" || cur.Name != "" {
@@ -96,8 +75,7 @@ func xSSE(t *testing.T, url string, body any) []xEvent {
 		case strings.HasPrefix(line, "data: "):
 			cur.Data = strings.TrimPrefix(line, "data: ")
 		}
-	}
-	require.NoError(t, sc.Err())
+	})
 	return out
 }
 

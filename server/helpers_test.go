@@ -1,11 +1,17 @@
 package server
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama/internal/testenv"
 )
@@ -63,4 +69,50 @@ func defaultInstance(t testing.TB, s *Server) *instance {
 	}
 	t.Cleanup(release)
 	return inst
+}
+
+// newScriptServer starts a test server with Qwen 3's chat template
+// (Hermes 2 Pro style <tool_call> blocks and <think>) and one slot. It
+// returns the default instance, whose Engine a test may replace, for
+// example with a scriptEngine, and the real engine, which is put back at
+// the end of the test.
+func newScriptServer(t *testing.T) (ts *httptest.Server, inst *instance, real Engine) {
+	t.Helper()
+	tmpl := filepath.Join(testenv.LlamaSrc(t), "models", "templates", "Qwen-Qwen3-0.6B.jinja")
+	s, ts := newTestServer(t, Options{ChatTemplateFile: tmpl, Engine: EngineOptions{Parallel: 1, CtxSize: 1024}})
+	inst = defaultInstance(t, s)
+	real = inst.Engine
+	t.Cleanup(func() { inst.Engine = real })
+	return ts, inst, real
+}
+
+// decodeAnswer checks that a request was made, decodes the JSON answer
+// into out (when not nil) and returns the status.
+func decodeAnswer(t *testing.T, resp *http.Response, err error, out any) int {
+	t.Helper()
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	if out != nil {
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
+	}
+	return resp.StatusCode
+}
+
+// sseLines posts body as JSON, requires a 200 event stream in answer and
+// calls line with each of its lines.
+func sseLines(t *testing.T, url string, body any, line func(string)) {
+	t.Helper()
+	data, err := json.Marshal(body)
+	require.NoError(t, err)
+	resp, err := http.Post(url, "application/json", bytes.NewReader(data))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, resp.Header.Get("Content-Type"), "text/event-stream")
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line(sc.Text())
+	}
+	require.NoError(t, sc.Err())
 }
