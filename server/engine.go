@@ -33,6 +33,7 @@ type ContextSizeError struct {
 	CtxSize      int // tokens of the slot's context
 }
 
+// Error says how many tokens the prompt has and how many the context holds.
 func (e *ContextSizeError) Error() string {
 	return fmt.Sprintf("request (%d tokens) exceeds the available context size (%d tokens), try increasing it",
 		e.PromptTokens, e.CtxSize)
