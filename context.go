@@ -126,6 +126,7 @@ type Context struct {
 	pooling                                 PoolingType
 
 	abort   *atomic.Uint32 // non-zero aborts; C reads its first byte (little-endian)
+	tp, tpb capi.Threadpool // attached threadpools (tpb: batches, 0 when the same)
 	outputs []int8         // outputs wanted by the last decode, by batch index
 	nOut    int
 }
@@ -227,6 +228,10 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 		return nil, errorf(CodeLoad, "new context", "llama.cpp could not create the context (out of memory, or options the model does not support)")
 	}
 	c.ptr = ptr
+	if err := c.attachThreads(int(p.NThreads), int(p.NThreadsBatch)); err != nil {
+		capi.Free(ptr)
+		return nil, err
+	}
 	c.mem = capi.GetMemory(ptr)
 	c.nCtx = int(capi.NCtx(ptr))
 	c.nCtxSeq = int(capi.NCtxSeq(ptr))
@@ -267,7 +272,53 @@ func (c *Context) close() {
 		capi.Free(c.ptr)
 		c.ptr = 0
 		c.mem = 0
+		c.freeThreads()
 	}
+}
+
+// attachThreads gives the context its own ggml threadpools (one for
+// single-token decodes and, when the counts differ, one for batches), as
+// llama.cpp's tools do: without them ggml starts and joins its worker
+// threads on every decode, which on a busy machine costs more than small
+// models' decodes themselves.
+func (c *Context) attachThreads(n, nBatch int) error {
+	newPool := func(n int, paused bool) capi.Threadpool {
+		var p capi.ThreadpoolParams
+		capi.ThreadpoolParamsInit(&p, int32(n))
+		p.Paused = paused
+		return capi.ThreadpoolNew(&p)
+	}
+	var tp, tpb capi.Threadpool
+	if nBatch != n {
+		if tpb = newPool(nBatch, false); tpb == 0 {
+			return errorf(CodeLoad, "threads", "ggml could not start %d threads", nBatch)
+		}
+	}
+	// As llama.cpp does, the generation pool starts paused when a batch
+	// pool exists; ggml resumes it when it is used.
+	if tp = newPool(n, tpb != 0); tp == 0 {
+		if tpb != 0 {
+			capi.ThreadpoolFree(tpb)
+		}
+		return errorf(CodeLoad, "threads", "ggml could not start %d threads", n)
+	}
+	if c.tp != 0 {
+		capi.DetachThreadpool(c.ptr)
+		c.freeThreads()
+	}
+	c.tp, c.tpb = tp, tpb
+	capi.AttachThreadpool(c.ptr, tp, tpb)
+	return nil
+}
+
+func (c *Context) freeThreads() {
+	if c.tp != 0 {
+		capi.ThreadpoolFree(c.tp)
+	}
+	if c.tpb != 0 {
+		capi.ThreadpoolFree(c.tpb)
+	}
+	c.tp, c.tpb = 0, 0
 }
 
 func (c *Context) lock(op string) error {
@@ -827,6 +878,9 @@ func (c *Context) SetThreads(n, nBatch int) error {
 	defer c.mu.Unlock()
 	if n < 1 || nBatch < 1 || n > 512 || nBatch > 512 {
 		return errorf(CodeInvalid, "set threads", "thread counts %d, %d out of range [1, 512]", n, nBatch)
+	}
+	if err := c.attachThreads(n, nBatch); err != nil {
+		return err
 	}
 	capi.SetNThreads(c.ptr, int32(n), int32(nBatch))
 	return nil

@@ -56,7 +56,7 @@ func headerDecls(t *testing.T, paths ...string) map[string]string {
 func TestBindingsMatchHeader(t *testing.T) {
 	src := testenv.LlamaSrc(t)
 	decls := headerDecls(t, filepath.Join(src, "include", "llama.h"),
-		filepath.Join(src, "ggml", "include", "ggml-backend.h"))
+		filepath.Join(src, "ggml", "include", "ggml-backend.h"), filepath.Join(src, "ggml", "include", "ggml.h"))
 	require.Contains(t, decls, "llama_decode")
 
 	// C declarations written in the binding files, by symbol.

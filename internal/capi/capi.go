@@ -141,7 +141,7 @@ func load(dir string) error {
 	LogSet(NoopFunc, 0)
 	BackendInit()
 	BackendLoadAllFromPath(dir)
-	return nil
+	return bindCPUThreadpool()
 }
 
 func first(s []string, n int) []string {

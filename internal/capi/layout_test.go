@@ -49,6 +49,7 @@ var layouts = []cStruct{
 	{"struct llama_sampler_i", SamplerI{}, []string{"name", "accept", "apply", "reset", "clone", "free",
 		"backend_init", "backend_accept", "backend_apply", "backend_set_input", "backend_reset", "copy_state"}},
 	{"struct llama_sampler", SamplerStruct{}, []string{"iface", "ctx"}},
+	{"struct ggml_threadpool_params", ThreadpoolParams{}, []string{"cpumask", "n_threads", "prio", "poll", "strict_cpu", "paused"}},
 }
 
 // TestStructLayout compiles a few lines of C against the pinned llama.h and
