@@ -125,9 +125,9 @@ type Context struct {
 	embeddings                              bool
 	pooling                                 PoolingType
 
-	abort   *atomic.Uint32 // non-zero aborts; C reads its first byte (little-endian)
+	abort   *atomic.Uint32  // non-zero aborts; C reads its first byte (little-endian)
 	tp, tpb capi.Threadpool // attached threadpools (tpb: batches, 0 when the same)
-	outputs []int8         // outputs wanted by the last decode, by batch index
+	outputs []int8          // outputs wanted by the last decode, by batch index
 	nOut    int
 }
 
