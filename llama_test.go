@@ -170,7 +170,7 @@ func TestVocabConformance(t *testing.T) {
 func TestCancelPromptDecode(t *testing.T) {
 	m := stories(t)
 	const n = 2048
-	c := newCtx(t, m, llama.ContextOptions{ContextSize: n + 256, BatchSize: n, UBatchSize: 128})
+	c := newCtx(t, m, llama.ContextOptions{ContextSize: n + 256, BatchSize: n, UBatchSize: 128, Threads: 2})
 	b := llama.NewBatch(n, 1)
 	for i := range n {
 		require.NoError(t, b.Add(llama.Token(3+i%500), i, 0, i == n-1))
