@@ -507,6 +507,12 @@ func handleSlotAction(s *Server) http.HandlerFunc {
 		case "restore":
 			nTok, nBytes, err := inst.Engine.RestoreSlot(id, path)
 			if err != nil {
+				// A missing or unreadable file is the client's mistake, as
+				// llama.cpp answers it.
+				if errors.Is(err, llama.ErrLoad) {
+					writeError(w, http.StatusBadRequest, "invalid_request_error", "Unable to restore slot: "+err.Error())
+					return
+				}
 				writeEngineError(w, err)
 				return
 			}
