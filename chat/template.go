@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/ardanlabs/jinja"
+	"github.com/x/llama/internal/jsonesc"
 )
 
 // Template is a parsed chat template. Safe for concurrent use.
@@ -845,34 +846,7 @@ func writeJSON(sb *strings.Builder, v jinja.Value, pretty bool, indent, itemSep,
 
 // writeJSONString writes s as json.dumps(s, ensure_ascii=False) does:
 // only quotes, backslashes and control characters are escaped.
-func writeJSONString(sb *strings.Builder, s string) {
-	sb.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			sb.WriteString(`\"`)
-		case '\\':
-			sb.WriteString(`\\`)
-		case '\n':
-			sb.WriteString(`\n`)
-		case '\r':
-			sb.WriteString(`\r`)
-		case '\t':
-			sb.WriteString(`\t`)
-		case '\b':
-			sb.WriteString(`\b`)
-		case '\f':
-			sb.WriteString(`\f`)
-		default:
-			if r < 0x20 {
-				fmt.Fprintf(sb, `\u%04x`, r)
-			} else {
-				sb.WriteRune(r)
-			}
-		}
-	}
-	sb.WriteByte('"')
-}
+func writeJSONString(sb *strings.Builder, s string) { jsonesc.String(sb, s) }
 
 // pyFloat formats a float as Python's repr does.
 func pyFloat(f float64) string {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/x/llama/internal/jsonesc"
 )
 
 // object is a JSON object that remembers the order of its keys (property
@@ -129,30 +131,7 @@ func parseValue(dec *json.Decoder) (any, error) {
 }
 
 // jsonEscapeRune appends the canonical JSON string encoding of r.
-func jsonEscapeRune(sb *strings.Builder, r rune) {
-	switch r {
-	case '"':
-		sb.WriteString(`\"`)
-	case '\\':
-		sb.WriteString(`\\`)
-	case '\n':
-		sb.WriteString(`\n`)
-	case '\r':
-		sb.WriteString(`\r`)
-	case '\t':
-		sb.WriteString(`\t`)
-	case '\b':
-		sb.WriteString(`\b`)
-	case '\f':
-		sb.WriteString(`\f`)
-	default:
-		if r < 0x20 {
-			fmt.Fprintf(sb, `\u%04x`, r)
-		} else {
-			sb.WriteRune(r)
-		}
-	}
-}
+func jsonEscapeRune(sb *strings.Builder, r rune) { jsonesc.Rune(sb, r) }
 
 // jsonString returns the canonical (compact) JSON encoding of s, quotes included.
 func jsonString(s string) string {
