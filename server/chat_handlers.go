@@ -73,10 +73,11 @@ func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) 
 	if err != nil {
 		return nil, badRequest("%v", err)
 	}
-	format := inst.Template.Format()
 	msgs := req.Messages
 	// With tool_choice none the template does not see the tools either.
 	useTools := len(req.Tools) > 0 && req.ToolChoice.Mode != "none"
+	tmpl := inst.template(useTools)
+	format := tmpl.Format()
 	var tools []chat.Tool
 	if useTools {
 		tools = req.Tools
@@ -92,7 +93,7 @@ func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) 
 		if format == chat.FormatGeneric {
 			msgs = addSystem(msgs, genericToolsPrompt)
 		}
-		parallel := inst.Template.Caps().SupportsParallelToolCalls
+		parallel := tmpl.Caps().SupportsParallelToolCalls
 		if req.Parallel != nil {
 			parallel = *req.Parallel
 		}

@@ -121,7 +121,7 @@ func (inst *instance) specialText(t llama.Token) string {
 func (inst *instance) renderChat(msgs []chat.Message, tools []chat.Tool, addGen bool, extra map[string]any) (string, error) {
 	sp := inst.Model.SpecialTokens()
 	bos, eos := inst.specialText(sp.BOS), inst.specialText(sp.EOS)
-	out, err := inst.Template.Render(chat.TemplateInput{
+	out, err := inst.template(len(tools) > 0).Render(chat.TemplateInput{
 		Messages: msgs, Tools: tools, AddGenerationPrompt: addGen,
 		BOSToken: bos, EOSToken: eos, Extra: extra,
 	})

@@ -25,7 +25,11 @@ type instance struct {
 	Engine Engine
 	// Template renders chat prompts; never nil (falls back to "chatml").
 	Template promptRenderer
-	Server   *Server
+	// ToolTemplate renders prompts that offer tools when the model carries
+	// a separate "tool_use" template (and no template was given in the
+	// options); nil otherwise.
+	ToolTemplate promptRenderer
+	Server       *Server
 	// Opts are the options this instance runs with (the server's, with the
 	// preset's overrides in router mode).
 	Opts Options
@@ -34,6 +38,16 @@ type instance struct {
 	refs    int  // requests using it, guarded by Server.mu
 	retired bool // unloaded: close when refs drops to 0
 	once    sync.Once
+}
+
+// template returns the renderer for a prompt with or without tools: the
+// model's "tool_use" template when tools are offered and it has one, as
+// llama.cpp does, else the main template.
+func (inst *instance) template(tools bool) promptRenderer {
+	if tools && inst.ToolTemplate != nil {
+		return inst.ToolTemplate
+	}
+	return inst.Template
 }
 
 // close frees the engine and the model.
@@ -422,13 +436,14 @@ func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
 		_ = m.Close()
 		return nil, nil, err
 	}
+	toolTmpl := toolUseRenderer(e.opts, m, s.log)
 	eng, err := NewEngine(m, e.opts.Engine)
 	if err != nil {
 		_ = m.Close()
 		return nil, nil, fmt.Errorf("start engine: %w", err)
 	}
 	inst := &instance{
-		Name: e.name, Path: e.path, Model: m, Engine: eng, Template: tmpl,
+		Name: e.name, Path: e.path, Model: m, Engine: eng, Template: tmpl, ToolTemplate: toolTmpl,
 		Server: s, Opts: e.opts, entry: e,
 	}
 	info := &modelInfo{TemplateSource: tmpl.Source(), Caps: tmpl.Caps()}

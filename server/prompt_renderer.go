@@ -156,6 +156,25 @@ func resolveTemplate(o Options, m *llama.Model, log interface{ Warn(string, ...a
 	return modelRenderer(src, log)
 }
 
+// toolUseRenderer returns the renderer of the model's "tool_use" template,
+// or nil when the options give a template, the model has none, or it does
+// not parse (with a warning: prompts with tools then use the main one).
+func toolUseRenderer(o Options, m *llama.Model, log interface{ Warn(string, ...any) }) promptRenderer {
+	if o.ChatTemplate != "" || o.ChatTemplateFile != "" || m == nil {
+		return nil
+	}
+	src, ok := m.ChatTemplate("tool_use")
+	if !ok || strings.TrimSpace(src) == "" {
+		return nil
+	}
+	t, err := chat.ParseTemplate(src)
+	if err != nil {
+		log.Warn("model's tool_use chat template does not parse; using its main template for tools", "err", err)
+		return nil
+	}
+	return newJinjaRenderer(t)
+}
+
 // modelRenderer is the renderer for a model's own template source src
 // ("" when it has none): src itself when it parses, else the built-in
 // format llama.cpp detects in it, else chatml.
