@@ -122,7 +122,7 @@ type Context struct {
 	mem   capi.Memory
 
 	nCtx, nCtxSeq, nBatch, nUBatch, nSeqMax int
-	embeddings                              bool
+	embeddings, kvUnified                   bool
 	pooling                                 PoolingType
 
 	abort   *atomic.Uint32  // non-zero aborts; C reads its first byte (little-endian)
@@ -239,6 +239,7 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 	c.nUBatch = int(capi.NUbatch(ptr))
 	c.nSeqMax = int(capi.NSeqMax(ptr))
 	c.embeddings = opts.Embeddings
+	c.kvUnified = opts.KVUnified
 	c.pooling = PoolingDefault
 	if pt := capi.PoolingType(ptr); pt >= -1 && pt <= 4 {
 		for i, v := range poolingC {
