@@ -204,7 +204,7 @@ func fetchTo(ctx context.Context, url string, dst io.Writer, w io.Writer, limit 
 		return 0, fmt.Errorf("HTTP %s", resp.Status)
 	}
 	if resp.ContentLength > limit {
-		return 0, fmt.Errorf("%d bytes is more than the %d allowed", resp.ContentLength, limit)
+		return 0, fmt.Errorf("%d bytes is more than the %d bytes allowed", resp.ContentLength, limit)
 	}
 	pr := &progressReader{r: io.LimitReader(resp.Body, limit+1), total: resp.ContentLength, w: w}
 	n, err := io.Copy(dst, pr)
