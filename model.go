@@ -691,7 +691,7 @@ func validUTF8Prefix(b []byte) int {
 			} else if c >= 0xE0 {
 				need = 3
 			}
-			if k < need && utf8.FullRune(b[len(b)-k:]) == false {
+			if k < need && !utf8.FullRune(b[len(b)-k:]) {
 				i = len(b) - k
 			}
 		}
