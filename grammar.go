@@ -99,7 +99,7 @@ func (g grammarSpec) build(m *Model) (capi.Sampler, error) {
 		if err := checkPattern(p); err != nil {
 			return 0, err
 		}
-		re, _ := regexpCompile(p)
+		re, _ := regexp.Compile(p)
 		gs.patterns = append(gs.patterns, re)
 		gs.full = append(gs.full, len(p) > 1 && p[0] == '^' && p[len(p)-1] == '$')
 	}
@@ -254,7 +254,7 @@ func checkPattern(p string) error {
 	if strings.IndexByte(p, 0) >= 0 {
 		return errorf(CodeInvalid, "grammar", "trigger pattern has a NUL byte")
 	}
-	if _, err := regexpCompile(p); err != nil {
+	if _, err := regexp.Compile(p); err != nil {
 		return errorf(CodeInvalid, "grammar", "trigger pattern %q: %v", p, err)
 	}
 	return nil
