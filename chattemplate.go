@@ -1,6 +1,7 @@
 package llama
 
 import (
+	"runtime"
 	"strings"
 	"unsafe"
 
@@ -61,7 +62,7 @@ func ApplyChatTemplate(tmpl string, msgs []ChatMessage, addAssistant bool) (stri
 	buf := make([]byte, 2*total+256)
 	for {
 		n := capi.ChatApplyTemplate(tmpl, unsafe.Pointer(&cm[0]), uintptr(len(msgs)), addAssistant, unsafe.Pointer(&buf[0]), int32(len(buf)))
-		keepAlive(cs)
+		runtime.KeepAlive(cs)
 		if n < 0 {
 			return "", errorf(CodeUnsupported, "chat template", "llama.cpp does not know the template %q", truncate(tmpl, 40))
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
@@ -193,7 +194,7 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 		m = capi.ModelLoadFromSplits(unsafe.Pointer(&ptrs[0]), uintptr(len(ptrs)), p)
 		keep = append(keep, cs)
 	}
-	keepAlive(keep)
+	runtime.KeepAlive(keep)
 	if m == 0 {
 		if err := ctx.Err(); err != nil {
 			return nil, &Error{Code: CodeCanceled, Op: "load model", Err: err}
@@ -203,9 +204,6 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 	v := capi.ModelGetVocab(m)
 	return &Model{ptr: m, vocab: v, nVocb: capi.VocabNTokens(v), path: paths[0], children: map[closer]struct{}{}}, nil
 }
-
-//go:noinline
-func keepAlive(v any) { _ = v }
 
 func kvOverrides(kv map[string]any) ([]capi.ModelKVOverride, error) {
 	out := make([]capi.ModelKVOverride, 0, len(kv)+1)
@@ -430,7 +428,7 @@ func (m *Model) ChatTemplate(name string) (tmpl string, ok bool) {
 		np = unsafe.Pointer(&cname[0])
 	}
 	p := capi.ModelChatTemplate(m.ptr, np)
-	keepAlive(cname)
+	runtime.KeepAlive(cname)
 	if p == nil {
 		return "", false
 	}

@@ -3,6 +3,7 @@ package llama
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -170,7 +171,7 @@ func DRY(multiplier, base float32, allowedLength, lastN int, breakers []string) 
 		}
 		s := capi.SamplerInitDRY(m.vocab, multiplier, base, int32(allowedLength), int32(lastN),
 			unsafe.Pointer(&ptrs[0]), uintptr(len(breakers)))
-		keepAlive(cs)
+		runtime.KeepAlive(cs)
 		return s, nil
 	}}
 }
@@ -427,7 +428,7 @@ func (c *SamplerChain) Apply(candidates []TokenData) ([]TokenData, int, error) {
 	buf := append([]TokenData(nil), candidates...)
 	arr := capi.TokenDataArray{Data: unsafe.Pointer(&buf[0]), Size: uintptr(len(buf)), Selected: -1}
 	capi.SamplerApply(c.ptr, &arr)
-	keepAlive(buf)
+	runtime.KeepAlive(buf)
 	out := unsafe.Slice((*TokenData)(arr.Data), arr.Size)
 	res := append([]TokenData(nil), out...)
 	return res, int(arr.Selected), nil
