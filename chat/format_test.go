@@ -9,18 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func llamaCppSrc(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("LLAMA_CPP_SRC")
-	if dir == "" {
-		dir = "/root/.cache/llama-cpp-src/v0.4.0"
-	}
-	if _, err := os.Stat(filepath.Join(dir, "models", "templates")); err != nil {
-		t.Fatalf("llama.cpp source with models/templates not found at %s (set LLAMA_CPP_SRC): %v", dir, err)
-	}
-	return dir
-}
-
 func TestDetectFormat(t *testing.T) {
 	want := map[string]Format{
 		"Apertus-8B-Instruct.jinja":                           FormatApertus,
@@ -77,7 +65,7 @@ func TestDetectFormat(t *testing.T) {
 		"ByteDance-Seed-OSS.jinja":                            FormatSeedOSS,
 		"MiniMax-M2.jinja":                                    FormatMiniMaxM2,
 	}
-	dir := filepath.Join(llamaCppSrc(t), "models", "templates")
+	dir := templatesDir(t)
 	for name, f := range want {
 		t.Run(name, func(t *testing.T) {
 			src, err := os.ReadFile(filepath.Join(dir, name))

@@ -28,6 +28,12 @@ func llamaSrc(t *testing.T) string {
 	return dir
 }
 
+// templatesDir is the folder of the chat templates bundled with llama.cpp.
+func templatesDir(t *testing.T) string {
+	t.Helper()
+	return filepath.Join(llamaSrc(t), "models", "templates")
+}
+
 // conformanceInput is the conversation every bundled template renders: a
 // system message, tool definitions, a user message, an assistant tool call
 // and its result, and a final user message.
@@ -53,7 +59,7 @@ func conformanceInput() TemplateInput {
 }
 
 func TestBundledTemplatesRender(t *testing.T) {
-	dir := filepath.Join(llamaSrc(t), "models", "templates")
+	dir := templatesDir(t)
 	files, err := filepath.Glob(filepath.Join(dir, "*.jinja"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
@@ -308,7 +314,7 @@ func TestRenderPolyfills(t *testing.T) {
 }
 
 func TestBundledTemplateCaps(t *testing.T) {
-	dir := filepath.Join(llamaSrc(t), "models", "templates")
+	dir := templatesDir(t)
 	load := func(name string) *Template {
 		src, err := os.ReadFile(filepath.Join(dir, name+".jinja"))
 		require.NoError(t, err)
@@ -328,7 +334,7 @@ func TestBundledTemplateCaps(t *testing.T) {
 }
 
 func TestRenderThinkingToggleAndNow(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join(llamaSrc(t), "models", "templates", "Qwen-Qwen3-0.6B.jinja"))
+	src, err := os.ReadFile(filepath.Join(templatesDir(t), "Qwen-Qwen3-0.6B.jinja"))
 	require.NoError(t, err)
 	tmpl, err := ParseTemplate(string(src))
 	require.NoError(t, err)
@@ -341,7 +347,7 @@ func TestRenderThinkingToggleAndNow(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n", out)
 
-	src, err = os.ReadFile(filepath.Join(llamaSrc(t), "models", "templates", "meta-llama-Llama-3.2-3B-Instruct.jinja"))
+	src, err = os.ReadFile(filepath.Join(templatesDir(t), "meta-llama-Llama-3.2-3B-Instruct.jinja"))
 	require.NoError(t, err)
 	tmpl, err = ParseTemplate(string(src))
 	require.NoError(t, err)
