@@ -81,6 +81,10 @@ func callDSML(p *pstate, i int, marker string) (int, bool) {
 	}
 }
 
+// done is an item's answer to callList when the list stops at it: end and
+// ok are the call function's answer.
+func done(end int, ok bool) (int, bool, bool) { return end, ok, false }
+
 // LFM2 tool-call markers.
 const (
 	lfmCallStart = "<|tool_call_start|>"
@@ -93,7 +97,39 @@ const (
 // grow one parameter at a time.
 func callLFM2(p *pstate, i int, marker string) (int, bool) {
 	s := p.s
-	j, ok := p.lit(i+len(marker), "[", true)
+	return p.callList(i+len(marker), lfmCallEnd, func(k int, committed bool) (int, bool, bool) {
+		e := k
+		for e < len(s) && (s[e] == '.' || s[e] == '-' || isIdentByte(s[e], e > k)) {
+			e++
+		}
+		if e >= len(s) {
+			return done(p.eof(nil, committed))
+		}
+		if s[e] != '(' || !validName(s[k:e]) {
+			return done(p.invalid(nil, committed))
+		}
+		tc := ToolCall{Name: s[k:e]}
+		end, st := pyKwargs(&tc, s, e+1)
+		switch st {
+		case scanEOF:
+			return done(p.eof(&tc, committed))
+		case scanInvalid:
+			return done(p.invalid(&tc, committed))
+		}
+		p.calls = append(p.calls, tc)
+		return end, true, true
+	})
+}
+
+// callList reads a non-empty bracketed list [item, item, ...] at s[i]
+// (after optional spaces), then the optional literal closing. item reads one element at
+// s[k] (after the space and comma before it); committed tells whether an
+// earlier element was recorded. It returns more=true when it recorded the
+// element, with end where the element ends; otherwise end and ok are the
+// call function's answer.
+func (p *pstate) callList(i int, closing string, item func(k int, committed bool) (end int, ok, more bool)) (int, bool) {
+	s := p.s
+	j, ok := p.lit(i, "[", true)
 	if p.stopped {
 		return p.eof(nil, false)
 	}
@@ -110,7 +146,7 @@ func callLFM2(p *pstate, i int, marker string) (int, bool) {
 			if n == 0 {
 				return p.invalid(nil, false)
 			}
-			return p.closeWith(k+1, lfmCallEnd), true
+			return p.closeWith(k+1, closing), true
 		}
 		if n > 0 {
 			if s[k] != ',' {
@@ -118,25 +154,10 @@ func callLFM2(p *pstate, i int, marker string) (int, bool) {
 			}
 			k = skipSpace(s, k+1)
 		}
-		e := k
-		for e < len(s) && (s[e] == '.' || s[e] == '-' || isIdentByte(s[e], e > k)) {
-			e++
+		end, ok, more := item(k, committed)
+		if !more {
+			return end, ok
 		}
-		if e >= len(s) {
-			return p.eof(nil, committed)
-		}
-		if s[e] != '(' || !validName(s[k:e]) {
-			return p.invalid(nil, committed)
-		}
-		tc := ToolCall{Name: s[k:e]}
-		end, st := pyKwargs(&tc, s, e+1)
-		switch st {
-		case scanEOF:
-			return p.eof(&tc, committed)
-		case scanInvalid:
-			return p.invalid(&tc, committed)
-		}
-		p.calls = append(p.calls, tc)
 		committed = true
 		j = end
 	}
@@ -356,68 +377,43 @@ const (
 // each call is an object whose only key is the function name.
 func callApertus(p *pstate, i int, marker string) (int, bool) {
 	s := p.s
-	j, ok := p.lit(i+len(marker), "[", true)
-	if p.stopped {
-		return p.eof(nil, false)
-	}
-	if !ok {
-		return p.invalid(nil, false)
-	}
-	committed := false
-	for n := 0; ; n++ {
-		k := skipSpace(s, j)
+	return p.callList(i+len(marker), apertusToolsEnd, func(k int, committed bool) (int, bool, bool) {
 		if k >= len(s) {
-			return p.eof(nil, committed)
-		}
-		if s[k] == ']' {
-			if n == 0 {
-				return p.invalid(nil, false)
-			}
-			return p.closeWith(k+1, apertusToolsEnd), true
-		}
-		if n > 0 {
-			if s[k] != ',' {
-				return p.invalid(nil, committed)
-			}
-			k = skipSpace(s, k+1)
-		}
-		if k >= len(s) {
-			return p.eof(nil, committed)
+			return done(p.eof(nil, committed))
 		}
 		if s[k] != '{' {
-			return p.invalid(nil, committed)
+			return done(p.invalid(nil, committed))
 		}
 		k = skipSpace(s, k+1)
 		e, st := scanJSONString(s, k)
 		switch st {
 		case scanEOF:
-			return p.eof(nil, committed)
+			return done(p.eof(nil, committed))
 		case scanInvalid:
-			return p.invalid(nil, committed)
+			return done(p.invalid(nil, committed))
 		}
 		// The key is the name only once the colon after it is read.
 		c := skipSpace(s, e)
 		if c >= len(s) {
-			return p.eof(nil, committed)
+			return done(p.eof(nil, committed))
 		}
 		if s[c] != ':' {
-			return p.invalid(nil, committed)
+			return done(p.invalid(nil, committed))
 		}
 		tc := ToolCall{Name: decodeJSONString(s[k:e])}
 		end, ok, recorded := p.jsonCall(&tc, c+1, committed)
 		if !recorded {
-			return end, ok
+			return done(end, ok)
 		}
-		committed = true
 		k = skipSpace(s, end)
 		if k >= len(s) {
-			return p.eof(nil, true)
+			return done(p.eof(nil, true))
 		}
 		if s[k] != '}' {
-			return p.invalid(nil, true)
+			return done(p.invalid(nil, true))
 		}
-		j = k + 1
-	}
+		return k + 1, true, true
+	})
 }
 
 // commandRAction starts Command R+'s tool calls.
