@@ -212,6 +212,37 @@ func (p *pstate) jsonCall(tc *ToolCall, j int, committed bool) (end int, ok, rec
 	return end, true, true
 }
 
+// callSeq reads one or more calls from j, each starting with the literal
+// begin, then the optional literal closing. one reads a call from after
+// begin; committed tells whether an earlier call was recorded. It returns
+// more=true when it recorded the call, with end where the call ends;
+// otherwise end and ok are the call function's answer.
+func (p *pstate) callSeq(j int, begin, closing string, one func(k int, committed bool) (end int, ok, more bool)) (int, bool) {
+	committed := false
+	for {
+		k, ok := p.lit(j, begin, true)
+		if p.stopped {
+			return p.eof(nil, committed)
+		}
+		if !ok {
+			if !committed {
+				return p.invalid(nil, false)
+			}
+			return p.closeWith(j, closing), true
+		}
+		end, ok, more := one(k, committed)
+		if !more {
+			return end, ok
+		}
+		committed = true
+		j = end
+	}
+}
+
+// done is the answer of a callSeq or callList step that ends the calls:
+// end and ok are the call function's answer.
+func done(end int, ok bool) (int, bool, bool) { return end, ok, false }
+
 // eofNoName handles a call whose name is not complete at the end of the
 // input: held back in partial mode, text otherwise.
 func (p *pstate) eofNoName() (int, bool) { return p.eof(nil, false) }
@@ -460,57 +491,43 @@ func callDeepSeek(r1 bool) callFunc {
 		if marker == dsCallsBegin {
 			j = i + len(marker)
 		}
-		committed := false
-		for {
-			k, ok := p.lit(j, dsCallBegin, true)
-			if p.stopped {
-				return p.eof(nil, committed)
-			}
-			if !ok {
-				if !committed {
-					return p.invalid(nil, false)
-				}
-				return p.closeWith(j, dsCallsEnd), true
-			}
+		return p.callSeq(j, dsCallBegin, dsCallsEnd, func(k int, committed bool) (int, bool, bool) {
 			sep := strings.Index(s[k:], dsSep)
 			if sep < 0 {
-				return p.eof(nil, committed)
+				return done(p.eof(nil, committed))
 			}
 			var tc ToolCall
 			head := strings.TrimSpace(s[k : k+sep])
-			j = k + sep + len(dsSep)
+			j := k + sep + len(dsSep)
 			if r1 || head == "function" {
 				nl := strings.IndexByte(s[j:], '\n')
 				if nl < 0 {
-					return p.eof(nil, committed)
+					return done(p.eof(nil, committed))
 				}
 				tc.Name = strings.TrimSpace(s[j : j+nl])
 				j += nl + 1
 				if f, ok := p.lit(j, "```json", true); ok {
 					j = f
 				} else if p.stopped {
-					return p.eof(nil, committed)
+					return done(p.eof(nil, committed))
 				}
 			} else {
 				tc.Name = head
 			}
 			end, ok, recorded := p.jsonCall(&tc, j, committed)
 			if !recorded {
-				return end, ok
+				return done(end, ok)
 			}
-			committed = true
 			j = end
-			if f, ok := p.lit(j, "```", true); ok {
-				j = f
-			} else if p.stopped {
-				return len(s), true
+			for _, l := range []string{"```", dsCallEnd} {
+				if f, ok := p.lit(j, l, true); ok {
+					j = f
+				} else if p.stopped {
+					return done(len(s), true)
+				}
 			}
-			if f, ok := p.lit(j, dsCallEnd, true); ok {
-				j = f
-			} else if p.stopped {
-				return len(s), true
-			}
-		}
+			return j, true, true
+		})
 	}
 }
 
@@ -746,47 +763,41 @@ func (p *pstate) xmlParams(tc *ToolCall, j int, open, closing string, param func
 // with <parameter name="k">v</parameter> items up to </invoke>, one or more
 // times, then </minimax:tool_call>.
 func callMiniMaxM2(p *pstate, i int, marker string) (int, bool) {
-	const invoke = "<invoke name=\""
 	s := p.s
-	j := i + len(marker)
-	committed := false
-	for {
-		k, ok := p.lit(j, invoke, true)
-		if p.stopped {
-			return p.eof(nil, committed)
-		}
-		if !ok {
-			if !committed {
-				return p.invalid(nil, false)
-			}
-			return p.closeWith(j, "</minimax:tool_call>"), true
-		}
+	return p.callInvokes(i+len(marker), "<invoke name=\"", "<parameter name=\"", "</invoke>", "</minimax:tool_call>", func(name string, k int, args *xmlArgs) (int, scanStatus) {
 		q := strings.Index(s[k:], "\">")
 		if q < 0 {
-			return p.eof(nil, committed)
+			return 0, scanEOF
+		}
+		val, end, found := p.until(k+q+2, "</parameter>")
+		if !found {
+			return 0, scanEOF
+		}
+		args.add(p, name, s[k:k+q], val)
+		return end, scanOK
+	})
+}
+
+// callInvokes reads one or more calls from j, each the literal invoke, the
+// name up to a closing `">`, parameters that start with the literal open
+// and are read by param (from after open; name is the call's), and the
+// literal invokeEnd; then the optional literal closing.
+func (p *pstate) callInvokes(j int, invoke, open, invokeEnd, closing string, param func(name string, k int, args *xmlArgs) (int, scanStatus)) (int, bool) {
+	s := p.s
+	return p.callSeq(j, invoke, closing, func(k int, committed bool) (int, bool, bool) {
+		q := strings.Index(s[k:], "\">")
+		if q < 0 {
+			return done(p.eof(nil, committed))
 		}
 		tc := ToolCall{Name: s[k : k+q]}
 		if !validName(tc.Name) {
-			return p.invalid(nil, committed)
+			return done(p.invalid(nil, committed))
 		}
-		end, ok := p.xmlParams(&tc, k+q+2, "<parameter name=\"", "</invoke>", func(k int, args *xmlArgs) (int, scanStatus) {
-			q := strings.Index(s[k:], "\">")
-			if q < 0 {
-				return 0, scanEOF
-			}
-			val, end, found := p.until(k+q+2, "</parameter>")
-			if !found {
-				return 0, scanEOF
-			}
-			args.add(p, tc.Name, s[k:k+q], val)
-			return end, scanOK
+		end, ok := p.xmlParams(&tc, k+q+2, open, invokeEnd, func(k int, args *xmlArgs) (int, scanStatus) {
+			return param(tc.Name, k, args)
 		}, "", committed)
-		if !ok || p.stopped {
-			return end, ok
-		}
-		committed = true
-		j = end
-	}
+		return end, ok, ok && !p.stopped
+	})
 }
 
 // callGLM45 reads <tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value>

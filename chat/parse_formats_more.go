@@ -27,63 +27,32 @@ var dsmlBlocks = []string{"<" + dsml + "function_calls>", "<" + dsml + "tool_cal
 func callDSML(p *pstate, i int, marker string) (int, bool) {
 	s := p.s
 	closing := "</" + marker[1:]
-	j := i + len(marker)
-	committed := false
-	for {
-		k, ok := p.lit(j, dsmlInvoke, true)
-		if p.stopped {
-			return p.eof(nil, committed)
+	return p.callInvokes(i+len(marker), dsmlInvoke, dsmlParam, dsmlInvokeEnd, closing, func(name string, k int, args *xmlArgs) (int, scanStatus) {
+		gt := strings.IndexByte(s[k:], '>')
+		if gt < 0 {
+			return 0, scanEOF
 		}
-		if !ok {
-			if !committed {
-				return p.invalid(nil, false)
-			}
-			return p.closeWith(j, closing), true
-		}
-		q := strings.Index(s[k:], "\">")
+		head := s[k : k+gt]
+		q := strings.IndexByte(head, '"')
 		if q < 0 {
-			return p.eof(nil, committed)
+			return 0, scanInvalid
 		}
-		tc := ToolCall{Name: s[k : k+q]}
-		if !validName(tc.Name) {
-			return p.invalid(nil, committed)
+		key, attrs := head[:q], head[q+1:]
+		val, end, found := p.until(k+gt+1, dsmlParamEnd)
+		if !found {
+			return 0, scanEOF
 		}
-		end, ok := p.xmlParams(&tc, k+q+2, dsmlParam, dsmlInvokeEnd, func(k int, args *xmlArgs) (int, scanStatus) {
-			gt := strings.IndexByte(s[k:], '>')
-			if gt < 0 {
-				return 0, scanEOF
-			}
-			head := s[k : k+gt]
-			q := strings.IndexByte(head, '"')
-			if q < 0 {
-				return 0, scanInvalid
-			}
-			key, attrs := head[:q], head[q+1:]
-			val, end, found := p.until(k+gt+1, dsmlParamEnd)
-			if !found {
-				return 0, scanEOF
-			}
-			switch {
-			case strings.Contains(attrs, `string="true"`):
-				args.addValue(key, jsonString(val))
-			case strings.Contains(attrs, `string="false"`) && isJSONValue(strings.TrimSpace(val)):
-				args.addValue(key, strings.TrimSpace(val))
-			default:
-				args.add(p, tc.Name, key, val)
-			}
-			return end, scanOK
-		}, "", committed)
-		if !ok || p.stopped {
-			return end, ok
+		switch {
+		case strings.Contains(attrs, `string="true"`):
+			args.addValue(key, jsonString(val))
+		case strings.Contains(attrs, `string="false"`) && isJSONValue(strings.TrimSpace(val)):
+			args.addValue(key, strings.TrimSpace(val))
+		default:
+			args.add(p, name, key, val)
 		}
-		committed = true
-		j = end
-	}
+		return end, scanOK
+	})
 }
-
-// done is an item's answer to callList when the list stops at it: end and
-// ok are the call function's answer.
-func done(end int, ok bool) (int, bool, bool) { return end, ok, false }
 
 // LFM2 tool-call markers.
 const (
