@@ -134,7 +134,7 @@ func scanJSONValue(s string, i int) (int, scanStatus) {
 	// expected next.
 	type level struct {
 		kind  byte
-		state int // object: 0 key or '}', 1 ':', 2 value, 3 ',' or '}', 4 key; array: 0 value or ']', 2 value, 3 ',' or ']'
+		state int // 0 first item or close, 1 ':' (object), 2 value, 3 ',' or close, 4 key (object)
 	}
 	var stack []level
 	for {
@@ -144,70 +144,45 @@ func scanJSONValue(s string, i int) (int, scanStatus) {
 				return len(s), scanEOF
 			}
 			top := &stack[len(stack)-1]
-			c := s[i]
-			if top.kind == '{' {
-				switch top.state {
-				case 0, 4:
-					if c == '}' && top.state == 0 {
-						stack = stack[:len(stack)-1]
-						i++
-						goto closed
-					}
-					j, st := scanJSONString(s, i)
-					if st != scanOK {
-						return j, st
-					}
-					i = j
-					top.state = 1
-					continue
-				case 1:
-					if c != ':' {
-						return i, scanInvalid
-					}
-					i++
-					top.state = 2
-					continue
-				case 2:
-					top.state = 3
-					// fall through to value below
-				case 3:
-					if c == ',' {
-						i++
-						top.state = 4
-						continue
-					}
-					if c == '}' {
-						stack = stack[:len(stack)-1]
-						i++
-						goto closed
-					}
-					return i, scanInvalid
-				}
-			} else {
-				switch top.state {
-				case 0:
-					if c == ']' {
-						stack = stack[:len(stack)-1]
-						i++
-						goto closed
-					}
-					top.state = 3
-				case 2:
-					top.state = 3
-				case 3:
-					if c == ',' {
-						i++
-						top.state = 2
-						continue
-					}
-					if c == ']' {
-						stack = stack[:len(stack)-1]
-						i++
-						goto closed
-					}
-					return i, scanInvalid
-				}
+			object := top.kind == '{'
+			closer := byte(']')
+			if object {
+				closer = '}'
 			}
+			c := s[i]
+			switch {
+			case (top.state == 0 || top.state == 3) && c == closer:
+				stack = stack[:len(stack)-1]
+				i++
+				goto closed
+			case top.state == 3:
+				if c != ',' {
+					return i, scanInvalid
+				}
+				i++
+				top.state = 2
+				if object {
+					top.state = 4
+				}
+				continue
+			case object && (top.state == 0 || top.state == 4):
+				j, st := scanJSONString(s, i)
+				if st != scanOK {
+					return j, st
+				}
+				i = j
+				top.state = 1
+				continue
+			case top.state == 1:
+				if c != ':' {
+					return i, scanInvalid
+				}
+				i++
+				top.state = 2
+				continue
+			}
+			// A value follows (state 2, or the first item of an array).
+			top.state = 3
 		}
 		// read a value at s[i]
 		if i >= len(s) {
