@@ -83,25 +83,15 @@ func scanJSONNumber(s string, i int) (int, scanStatus) {
 	if i >= len(s) {
 		return i, scanEOF
 	}
+	var st scanStatus
 	if s[i] == '0' {
 		i++
-	} else if s[i] >= '1' && s[i] <= '9' {
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-	} else {
-		return i, scanInvalid
+	} else if i, st = scanDigits(s, i); st != scanOK {
+		return i, st
 	}
 	if i < len(s) && s[i] == '.' {
-		i++
-		if i >= len(s) {
-			return i, scanEOF
-		}
-		if s[i] < '0' || s[i] > '9' {
-			return i, scanInvalid
-		}
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
+		if i, st = scanDigits(s, i+1); st != scanOK {
+			return i, st
 		}
 	}
 	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
@@ -109,19 +99,27 @@ func scanJSONNumber(s string, i int) (int, scanStatus) {
 		if i < len(s) && (s[i] == '+' || s[i] == '-') {
 			i++
 		}
-		if i >= len(s) {
-			return i, scanEOF
-		}
-		if s[i] < '0' || s[i] > '9' {
-			return i, scanInvalid
-		}
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
+		if i, st = scanDigits(s, i); st != scanOK {
+			return i, st
 		}
 	}
 	if i == len(s) && start < i {
 		// A number running into the end of the input may continue.
 		return i, scanEOF
+	}
+	return i, scanOK
+}
+
+// scanDigits reads one or more decimal digits at s[i].
+func scanDigits(s string, i int) (int, scanStatus) {
+	if i >= len(s) {
+		return i, scanEOF
+	}
+	if s[i] < '0' || s[i] > '9' {
+		return i, scanInvalid
+	}
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
 	}
 	return i, scanOK
 }
