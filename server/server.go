@@ -218,9 +218,21 @@ func (s *Server) Options() Options { return s.opts }
 // prefix with http.StripPrefix.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Close unloads every model, aborting loads in progress and cancelling
-// running requests. It is safe to call more than once.
+// Close shuts the server down gracefully: new requests get 503, requests
+// in flight run to completion (for up to 30 seconds, after which they are
+// cancelled), then every model is unloaded. It is safe to call more than
+// once. Use Shutdown for another grace period.
 func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return s.Shutdown(ctx)
+}
+
+// Shutdown is Close with the grace period of ctx: it waits for requests in
+// flight until they finish or ctx is done, then cancels what still runs,
+// aborts loads in progress and unloads every model. Later calls return at
+// once.
+func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -236,18 +248,41 @@ func (s *Server) Close() error {
 		}
 		if e.inst != nil {
 			insts = append(insts, e.inst)
-			e.inst.retired = true
+			e.inst.retired = true // the last release closes it
 			e.inst = nil
 			e.state = stateUnloaded
 		}
 	}
 	s.mu.Unlock()
+	// Drain: each instance closes itself when its last request releases it.
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for s.busy(insts) {
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+			continue
+		}
+		break
+	}
 	s.cancel()
 	for _, inst := range insts {
 		inst.close()
 	}
 	s.loads.Wait()
 	return nil
+}
+
+// busy reports whether any of insts still serves a request.
+func (s *Server) busy(insts []*instance) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, inst := range insts {
+		if inst.refs > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // listModels fills the router's model list from ModelsDir and ModelsPreset.
