@@ -825,6 +825,8 @@ func (e *engine) release(s *engSlot) {
 
 // fail ends a slot's task with an error event.
 func (e *engine) fail(s *engSlot, err error) {
-	s.tk.ob.push(&Event{Done: true, Err: err, SlotID: s.id, PromptTokens: len(s.tk.t.Prompt)}, true)
+	ev := &Event{Done: true, Err: err, SlotID: s.id, PromptTokens: len(s.tk.t.Prompt)}
+	ob := s.tk.ob
 	e.release(s)
+	ob.push(ev, true)
 }

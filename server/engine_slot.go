@@ -397,14 +397,17 @@ func (e *engine) finish(s *engSlot, word *string, stop StopReason) {
 		ev.StoppingWord = *word
 	}
 	ev.Timings = e.timings(s, now)
-	s.tk.ob.push(&ev, true)
 	e.mu.Lock()
 	e.metrics.PromptTokensTotal += int64(ev.Timings.PromptN)
 	e.metrics.PromptSecondsTotal += ev.Timings.PromptMS / 1000
 	e.metrics.TokensPredictedTotal += int64(ev.Timings.PredictedN)
 	e.metrics.TokensPredictedSeconds += ev.Timings.PredictedMS / 1000
 	e.mu.Unlock()
+	// Free the slot and count the metrics before the client sees Done, so
+	// that what it reads next (/metrics, /slots) already includes the task.
+	ob := s.tk.ob
 	e.release(s)
+	ob.push(&ev, true)
 }
 
 func (e *engine) timings(s *engSlot, now time.Time) Timings {
