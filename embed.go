@@ -28,11 +28,8 @@ func (c *Context) Embed(ctx context.Context, texts []string, opts EmbedOptions) 
 	if norm == 0 {
 		norm = 2
 	}
-	info, err := c.model.Info()
-	if err != nil {
-		return nil, err
-	}
-	encoder := info.HasEncoder && !info.HasDecoder
+	encoder := c.model.encoderOnly
+	var err error
 	// A pooled sequence must be computed in one physical batch: llama.cpp
 	// pools per micro-batch. Without a unified KV buffer it also splits a
 	// batch of several sequences into equal-length pieces, so then each

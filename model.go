@@ -76,6 +76,8 @@ type Model struct {
 	vocab capi.Vocab
 	nVocb int32
 	path  string
+	// encoderOnly: encoder without decoder (BERT-like); Embed encodes.
+	encoderOnly bool
 
 	childMu  sync.Mutex
 	children map[closer]struct{}
@@ -202,7 +204,8 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 		return nil, errorf(CodeLoad, "load model", "llama.cpp could not load %s (not a GGUF model it supports, or corrupt)", paths[0])
 	}
 	v := capi.ModelGetVocab(m)
-	return &Model{ptr: m, vocab: v, nVocb: capi.VocabNTokens(v), path: paths[0], children: map[closer]struct{}{}}, nil
+	return &Model{ptr: m, vocab: v, nVocb: capi.VocabNTokens(v), path: paths[0], children: map[closer]struct{}{},
+		encoderOnly: capi.ModelHasEncoder(m) && !capi.ModelHasDecoder(m)}, nil
 }
 
 func kvOverrides(kv map[string]any) ([]capi.ModelKVOverride, error) {
