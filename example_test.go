@@ -7,9 +7,11 @@ import (
 	"strings"
 
 	"github.com/x/llama"
+	"github.com/x/llama/internal/testenv"
 )
 
-const modelPath = "../shared/models/stories260K.gguf"
+// modelPath is the shared stories260K test model (see internal/testenv).
+var modelPath = testenv.MustModel("stories260K.gguf")
 
 // Generate streams a greedy continuation of a prompt.
 func Example() {

@@ -154,12 +154,34 @@ func Init(opts LibraryOptions) error {
 	if err != nil {
 		return &Error{Code: CodeLibrary, Op: "init", Err: err}
 	}
-	if err := capi.Load(dir); err != nil {
+	files, err := libraryFiles(dir)
+	if err != nil {
+		return &Error{Code: CodeLibrary, Op: "init", Err: err}
+	}
+	if err := capi.Load(files); err != nil {
 		return &Error{Code: CodeLibrary, Op: "init", Err: err}
 	}
 	applyLogger()
 	inited = true
 	return nil
+}
+
+// libraryFiles names the libraries of the build in dir for capi: package lib
+// knows their file names (the npm build's or llama.cpp's own archives'),
+// capi only opens what it is given.
+func libraryFiles(dir string) (capi.Files, error) {
+	f := capi.Files{BackendDir: dir}
+	for _, l := range []struct {
+		name string
+		path *string
+	}{{"llama", &f.Llama}, {"ggml", &f.GGML}, {"ggml-base", &f.GGMLBase}} {
+		p, err := lib.LibraryPath(dir, l.name)
+		if err != nil {
+			return capi.Files{}, err
+		}
+		*l.path = p
+	}
+	return f, nil
 }
 
 func ensureInit() error {

@@ -12,20 +12,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama/internal/testenv"
 )
 
 // llamaSrc is the llama.cpp source tree the conformance tests read their
-// templates and expectations from.
+// templates and expectations from (fetched by testenv when missing).
 func llamaSrc(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("LLAMA_CPP_SRC")
-	if dir == "" {
-		dir = "/root/.cache/llama-cpp-src/v0.4.0"
-	}
-	if _, err := os.Stat(filepath.Join(dir, "models", "templates")); err != nil {
-		t.Fatalf("llama.cpp source not found at %s (set LLAMA_CPP_SRC to a llama.cpp v0.4.0 checkout): %v", dir, err)
-	}
-	return dir
+	return testenv.LlamaSrc(t)
 }
 
 // templatesDir is the folder of the chat templates bundled with llama.cpp.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,22 +14,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama"
+	"github.com/x/llama/internal/testenv"
 )
 
 const storiesGreedy = ", there was a little girl named Lily. She loved to play outside in the park"
 
-// engModelPath returns stories260K from $LLAMA_TEST_MODELS or the
-// project's ../shared/models.
+// engModelPath returns the shared stories260K test model.
 func engModelPath(t testing.TB) string {
-	dir := os.Getenv("LLAMA_TEST_MODELS")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "models")
-	}
-	p := filepath.Join(dir, "stories260K.gguf")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("no test model: %v", err)
-	}
-	return p
+	t.Helper()
+	return testenv.Model(t, "stories260K.gguf")
 }
 
 var (

@@ -10,14 +10,18 @@ import (
 	"net/http/httptest"
 	"strings"
 
+	"github.com/x/llama/internal/testenv"
 	"github.com/x/llama/server"
 )
+
+// modelPath is the shared stories260K test model (see internal/testenv).
+var modelPath = testenv.MustModel("stories260K.gguf")
 
 // Mount the server under a prefix of an existing mux and call its native
 // completion endpoint.
 func ExampleServer_Handler() {
 	srv, err := server.New(context.Background(), server.Options{
-		Model:  "../../shared/models/stories260K.gguf",
+		Model:  modelPath,
 		Engine: server.EngineOptions{Parallel: 2, CtxSize: 1024, Threads: 1},
 		Logger: slog.New(slog.DiscardHandler),
 	})
@@ -54,7 +58,7 @@ func ExampleServer_Handler() {
 // chat.completion.chunk.
 func ExampleServer_Handler_chatStream() {
 	srv, err := server.New(context.Background(), server.Options{
-		Model:        "../../shared/models/stories260K.gguf",
+		Model:        modelPath,
 		ChatTemplate: "chatml",
 		Engine:       server.EngineOptions{CtxSize: 1024, Threads: 1},
 		Logger:       slog.New(slog.DiscardHandler),

@@ -10,7 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/x/llama/lib"
+
+	"github.com/x/llama/internal/testenv"
 )
 
 // TestRefuseOtherABI builds fake libllama libraries with the C compiler and
@@ -19,7 +20,12 @@ import (
 // Each must be refused at load with an error saying what is wrong.
 func TestRefuseOtherABI(t *testing.T) {
 	if dir := os.Getenv("CAPI_CHILD_DIR"); dir != "" {
-		err := Load(dir)
+		err := Load(Files{
+			Llama:      filepath.Join(dir, "libllama-fake"),
+			GGML:       filepath.Join(dir, "libggml-real"),
+			GGMLBase:   filepath.Join(dir, "libggml-base-real"),
+			BackendDir: dir,
+		})
 		if err == nil {
 			fmt.Println("LOADED")
 		} else {
@@ -27,15 +33,12 @@ func TestRefuseOtherABI(t *testing.T) {
 		}
 		return
 	}
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "cc"
+	cc := testenv.CC(t)
+	// The real library's ggml parts, beside each fake libllama.
+	ggml := map[string]string{
+		"libggml-base-real": testenv.LibraryPath(t, "ggml-base"),
+		"libggml-real":      testenv.LibraryPath(t, "ggml"),
 	}
-	if _, err := exec.LookPath(cc); err != nil {
-		t.Skipf("no C compiler: %v", err)
-	}
-	real, err := lib.Find("", lib.CPU)
-	require.NoError(t, err, "the real library is needed for its ggml parts")
 
 	// C source with a stub for every bound llama_ symbol.
 	stubs := func(version string, gpuLayers int) string {
@@ -64,14 +67,14 @@ func TestRefuseOtherABI(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			for _, f := range []string{lib.GGMLBaseFile(), lib.GGMLFile()} {
-				b, err := os.ReadFile(filepath.Join(real, f))
+			for name, real := range ggml {
+				b, err := os.ReadFile(real)
 				require.NoError(t, err)
-				require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o755))
+				require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o755))
 			}
 			c := filepath.Join(dir, "fake.c")
 			require.NoError(t, os.WriteFile(c, []byte(tt.src), 0o644))
-			out, err := exec.Command(cc, "-shared", "-fPIC", "-w", "-o", filepath.Join(dir, lib.LibraryFile()), c).CombinedOutput()
+			out, err := exec.Command(cc, "-shared", "-fPIC", "-w", "-o", filepath.Join(dir, "libllama-fake"), c).CombinedOutput()
 			require.NoError(t, err, "%s", out)
 			cmd := exec.Command(os.Args[0], "-test.run=^TestRefuseOtherABI$", "-test.count=1")
 			cmd.Env = append(os.Environ(), "CAPI_CHILD_DIR="+dir)

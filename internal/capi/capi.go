@@ -17,7 +17,6 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
-	"github.com/x/llama/lib"
 )
 
 // which library a symbol lives in
@@ -73,16 +72,28 @@ var (
 // Expected ABI facts of the pinned build, checked at load.
 const wantVersionPrefix = "0.4.0"
 
-// Load opens the libraries in dir, binds every symbol and loads the ggml
-// backends from dir. It may be called once per process; later calls return
-// the first result (and an error if dir differs).
-func Load(dir string) error {
+// Files names the shared libraries of one llama.cpp build. Where they come
+// from (a folder of the user's, the install cache) is decided by package lib
+// and the root package; capi only opens them.
+type Files struct {
+	// Llama, GGML and GGMLBase are the paths of libllama, libggml and
+	// libggml-base.
+	Llama, GGML, GGMLBase string
+	// BackendDir is the folder the ggml backends (CPU variants, GPU
+	// backends) are loaded from: normally the folder holding the libraries.
+	BackendDir string
+}
+
+// Load opens the libraries, binds every symbol and loads the ggml backends
+// from f.BackendDir. It may be called once per process; later calls return
+// the first result (and an error if they name another folder).
+func Load(f Files) error {
 	loadOnce.Do(func() {
-		loadDir = dir
-		loadErr = load(dir)
+		loadDir = f.BackendDir
+		loadErr = load(f)
 	})
-	if loadErr == nil && filepath.Clean(dir) != filepath.Clean(loadDir) {
-		return fmt.Errorf("llama: library already loaded from %s, cannot load %s too", loadDir, dir)
+	if loadErr == nil && filepath.Clean(f.BackendDir) != filepath.Clean(loadDir) {
+		return fmt.Errorf("llama: library already loaded from %s, cannot load %s too", loadDir, f.BackendDir)
 	}
 	return loadErr
 }
@@ -95,29 +106,23 @@ func Loaded() (string, bool) {
 	return loadDir, true
 }
 
-func load(dir string) error {
-	// The npm build names the libraries with the release in them and
-	// llama.cpp's release archives do not: lib.LibraryPath finds either.
-	open := func(name string) (uintptr, string, error) {
-		p, err := lib.LibraryPath(dir, name)
-		if err != nil {
-			return 0, "", fmt.Errorf("llama: cannot load %s: %w", name, err)
-		}
+func load(f Files) error {
+	open := func(p string) (uintptr, string, error) {
 		h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 		if err != nil {
 			return 0, "", fmt.Errorf("llama: cannot load %s: %w", p, err)
 		}
 		return h, p, nil
 	}
-	hBase, _, err := open("ggml-base")
+	hBase, _, err := open(f.GGMLBase)
 	if err != nil {
 		return err
 	}
-	hGGML, _, err := open("ggml")
+	hGGML, _, err := open(f.GGML)
 	if err != nil {
 		return err
 	}
-	hLlama, llamaPath, err := open("llama")
+	hLlama, llamaPath, err := open(f.Llama)
 	if err != nil {
 		return err
 	}
@@ -129,8 +134,8 @@ func load(dir string) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("llama: %s is not llama.cpp %s: it lacks %d symbols (%s)",
-			llamaPath, lib.Version, len(missing), strings.Join(first(missing, 8), ", "))
+		return fmt.Errorf("llama: %s is not llama.cpp v%s: it lacks %d symbols (%s)",
+			llamaPath, wantVersionPrefix, len(missing), strings.Join(first(missing, 8), ", "))
 	}
 	for _, b := range registry {
 		purego.RegisterLibFunc(b.fn, handles[b.lib], b.name)
@@ -145,7 +150,7 @@ func load(dir string) error {
 	// Quiet until the root package installs its logger.
 	LogSet(NoopFunc, 0)
 	BackendInit()
-	BackendLoadAllFromPath(dir)
+	BackendLoadAllFromPath(f.BackendDir)
 	return bindCPUThreadpool()
 }
 

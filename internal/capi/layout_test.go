@@ -56,13 +56,7 @@ var layouts = []cStruct{
 // holds the size, alignment and every field offset of each Go mirror
 // against what the C compiler says.
 func TestStructLayout(t *testing.T) {
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "cc"
-	}
-	if _, err := exec.LookPath(cc); err != nil {
-		t.Skipf("no C compiler (%s) on this machine: %v", cc, err)
-	}
+	cc := testenv.CC(t)
 	src := testenv.LlamaSrc(t)
 	var prog bytes.Buffer
 	prog.WriteString("#include <stdio.h>\n#include <stddef.h>\n#include \"llama.h\"\nint main(void){\n")

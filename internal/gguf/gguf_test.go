@@ -10,31 +10,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama/internal/testenv"
 )
 
-// modelsDir returns $LLAMA_TEST_MODELS or <repo root>/../shared/models, and
-// fails the test if the folder does not exist.
+// modelsDir returns the shared test models folder (see internal/testenv).
 func modelsDir(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv("LLAMA_TEST_MODELS")
-	if dir == "" {
-		wd, err := os.Getwd()
-		require.NoError(t, err)
-		root := wd
-		for {
-			if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
-				break
-			}
-			parent := filepath.Dir(root)
-			require.NotEqual(t, parent, root, "go.mod not found above %s", wd)
-			root = parent
-		}
-		dir = filepath.Join(root, "..", "shared", "models")
-	}
-	st, err := os.Stat(dir)
-	require.NoError(t, err, "test models folder (set LLAMA_TEST_MODELS)")
-	require.True(t, st.IsDir())
-	return dir
+	return testenv.ModelsDir(t)
 }
 
 func allValues() []KV {

