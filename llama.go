@@ -125,9 +125,8 @@ type LibraryOptions struct {
 }
 
 var (
-	initMu  sync.Mutex
-	initErr error
-	inited  bool
+	initMu sync.Mutex
+	inited bool
 )
 
 // Init loads the llama.cpp library. Calling it is optional: the first

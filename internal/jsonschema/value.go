@@ -8,7 +8,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/x/llama/internal/jsonesc"
 )
@@ -213,5 +212,3 @@ func escapePointerToken(s string) string {
 	s = strings.ReplaceAll(s, "~", "~0")
 	return strings.ReplaceAll(s, "/", "~1")
 }
-
-func validUTF8(s string) bool { return utf8.ValidString(s) }
