@@ -82,11 +82,6 @@ func writeError(w http.ResponseWriter, status int, errType string, msg string) {
 	writeJSON(w, status, errorBody{errorDetail{Code: status, Message: msg, Type: errType}})
 }
 
-// writeErrorf is writeError with a formatted message and the status of errType.
-func writeErrorf(w http.ResponseWriter, errType string, format string, args ...any) {
-	writeError(w, 0, errType, fmt.Sprintf(format, args...))
-}
-
 // decodeJSON reads the request body (bounded by the server's body limit)
 // as one JSON value into v. On failure it writes a 400 (413 when the body
 // is too large) and returns false.

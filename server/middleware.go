@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -182,9 +181,4 @@ func chain(h http.Handler, mw ...func(http.Handler) http.Handler) http.Handler {
 		h = mw[i](h)
 	}
 	return h
-}
-
-// isClientGone reports whether err is the client going away.
-func isClientGone(err error) bool {
-	return errors.Is(err, context.Canceled)
 }
