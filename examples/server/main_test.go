@@ -1,15 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -114,28 +113,32 @@ func TestBinary(t *testing.T) {
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// Port 0: the server picks a free port and logs its address once the
+	// model is loaded and it serves; the test waits for that line.
+	cmd := exec.Command(bin, "-m", model, "--port", "0", "-c", "1024", "-np", "2", "-t", "1", "--metrics", "--api-key", "secret")
+	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cmd := exec.Command(bin, "-m", model, "--port", strconv.Itoa(port), "-c", "1024", "-np", "2", "-t", "1", "--metrics", "--api-key", "secret")
-	var logs lockedBuffer
-	cmd.Stderr = &logs
 	require.NoError(t, cmd.Start())
 	defer cmd.Process.Kill()
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(base + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
+	var logs lockedBuffer
+	addr := make(chan string, 1)
+	go func() {
+		defer close(addr)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			logs.Write([]byte(line + "\n"))
+			if _, a, ok := strings.Cut(line, "msg=listening addr="); ok {
+				addr <- a
 			}
 		}
-		require.True(t, time.Now().Before(deadline), "server did not come up: %s", logs.String())
-		time.Sleep(100 * time.Millisecond)
-	}
+	}()
+	base, ok := <-addr
+	require.True(t, ok, "server exited before listening: %s", logs.String())
+	resp, err := http.Get(base + "/health")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
 	post := func(key, body string) (*http.Response, []byte) {
 		req, _ := http.NewRequest("POST", base+"/completion", strings.NewReader(body))
 		if key != "" {
@@ -147,7 +150,7 @@ func TestBinary(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp, b
 	}
-	resp, _ := post("", `{"prompt":"Once upon a time","n_predict":8}`)
+	resp, _ = post("", `{"prompt":"Once upon a time","n_predict":8}`)
 	assert.Equal(t, 401, resp.StatusCode)
 	resp, b := post("secret", `{"prompt":"Once upon a time","n_predict":16,"temperature":0}`)
 	require.Equal(t, 200, resp.StatusCode, "%s", b)
@@ -158,12 +161,8 @@ func TestBinary(t *testing.T) {
 	assert.True(t, strings.HasPrefix(r.Content, ", there was a little girl named Lily"), r.Content)
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		assert.NoError(t, err, "graceful exit: %s", logs.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("server did not stop on SIGTERM")
+	for range addr { // the rest of the log, up to the child's exit
 	}
+	assert.NoError(t, cmd.Wait(), "graceful exit: %s", logs.String())
+	assert.Contains(t, logs.String(), "shutting down")
 }
