@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -219,24 +218,66 @@ func metric(t *testing.T, base, name string) string {
 	return ""
 }
 
+// watchEngine is an Engine that hands the test each submitted task's
+// context once Submit has returned, so that a test can wait on a task being
+// queued or cancelled instead of polling /metrics.
+type watchEngine struct {
+	Engine
+	submitted chan context.Context
+}
+
+func (e watchEngine) Submit(ctx context.Context, t *Task) (<-chan Event, error) {
+	ch, err := e.Engine.Submit(ctx, t)
+	e.submitted <- ctx
+	return ch, err
+}
+
+// watchSubmits puts a watchEngine in front of s's default engine for the
+// rest of the test and returns its channel of task contexts.
+func watchSubmits(t *testing.T, s *Server) <-chan context.Context {
+	inst := defaultInstance(t, s)
+	real := inst.Engine
+	w := watchEngine{Engine: real, submitted: make(chan context.Context, 16)}
+	inst.Engine = w
+	t.Cleanup(func() { inst.Engine = real })
+	return w.submitted
+}
+
 // A client that goes away cancels its task and frees the slot.
 func TestCompletionClientDisconnect(t *testing.T) {
 	// With context shift, generation goes on until the client leaves.
-	_, ts := newTestServer(t, Options{Engine: EngineOptions{ContextShift: true}})
+	s, ts := newTestServer(t, Options{Engine: EngineOptions{ContextShift: true}})
+	tasks := watchSubmits(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
 	body, _ := json.Marshal(map[string]any{"prompt": "Once upon a time", "n_predict": 100000, "ignore_eos": true, "stream": true})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/completion", bytes.NewReader(body))
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
-	rd := bufio.NewReader(resp.Body)
-	line, err := rd.ReadString('\n')
-	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(line, "data: "), line)
-	time.Sleep(300 * time.Millisecond) // long enough to fill the context
+	task := <-tasks
+	// Read until the slot's 512-token context has been filled and shifted.
+	sc := bufio.NewScanner(resp.Body)
+	for n := 0; n < 600; {
+		require.True(t, sc.Scan(), "the stream ended early: %v", sc.Err())
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var chunk struct {
+			TokensPredicted int `json:"tokens_predicted"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(data), &chunk), data)
+		n = chunk.TokensPredicted
+	}
 	assert.Equal(t, "1", metric(t, ts.URL, "requests_processing"))
 	cancel()
 	resp.Body.Close()
-	require.Eventually(t, func() bool { return metric(t, ts.URL, "requests_processing") == "0" }, 10*time.Second, 20*time.Millisecond)
+	// The server cancels the task when it sees the client gone; the engine
+	// frees a cancelled task's slot before it starts the next task, and a
+	// task's slot before its answer: after one more request, none is busy.
+	<-task.Done()
+	code, out := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": "x", "n_predict": 1})
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	assert.Equal(t, "0", metric(t, ts.URL, "requests_processing"))
 }
 
 // busyEngine is an Engine whose queue is always full.
@@ -349,7 +390,8 @@ func TestPrepareChat(t *testing.T) {
 
 // End to end: one slot busy, one request waiting, the next is refused.
 func TestCompletionQueueFull(t *testing.T) {
-	_, ts := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, CtxSize: 512, QueueSize: 1, ContextShift: true}})
+	s, ts := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, CtxSize: 512, QueueSize: 1, ContextShift: true}})
+	tasks := watchSubmits(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	long, _ := json.Marshal(map[string]any{"prompt": "Once upon a time", "n_predict": 100000, "ignore_eos": true, "stream": true})
@@ -357,6 +399,7 @@ func TestCompletionQueueFull(t *testing.T) {
 	first, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer first.Body.Close()
+	<-tasks // the first holds the slot
 	done := make(chan int, 1)
 	go func() { // waits in the queue: headers come with the first token
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/completion", strings.NewReader(`{"prompt":"x","n_predict":2}`))
@@ -368,17 +411,13 @@ func TestCompletionQueueFull(t *testing.T) {
 		resp.Body.Close()
 		done <- resp.StatusCode
 	}()
-	require.Eventually(t, func() bool { return metric(t, ts.URL, "requests_deferred") == "1" }, 10*time.Second, 10*time.Millisecond)
+	<-tasks // the second is queued
+	assert.Equal(t, "1", metric(t, ts.URL, "requests_deferred"))
 	code, out := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": "x", "n_predict": 1})
 	assert.Equal(t, http.StatusServiceUnavailable, code, "%v", out)
 	// Freeing the slot lets the waiting request run.
 	first.Body.Close()
-	select {
-	case c := <-done:
-		assert.Equal(t, http.StatusOK, c)
-	case <-time.After(20 * time.Second):
-		t.Fatal("the waiting request did not run")
-	}
+	assert.Equal(t, http.StatusOK, <-done)
 }
 
 // Whole (not streamed) answers to malformed model output: when chat.Parse

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -78,27 +77,19 @@ type engResult struct {
 
 func engCollect(t testing.TB, ch <-chan Event) engResult {
 	var r engResult
-	timeout := time.After(60 * time.Second)
-	for {
-		select {
-		case ev, ok := <-ch:
-			if !ok {
-				if !r.done.Done {
-					t.Fatalf("channel closed without Done event")
-				}
-				return r
-			}
-			if ev.Done {
-				r.done = ev
-				continue
-			}
-			r.events = append(r.events, ev)
-			r.text += ev.Text
-			r.tokens = append(r.tokens, ev.Token)
-		case <-timeout:
-			t.Fatal("timeout waiting for events")
+	for ev := range ch {
+		if ev.Done {
+			r.done = ev
+			continue
 		}
+		r.events = append(r.events, ev)
+		r.text += ev.Text
+		r.tokens = append(r.tokens, ev.Token)
 	}
+	if !r.done.Done {
+		t.Fatalf("channel closed without Done event")
+	}
+	return r
 }
 
 func engRun(t testing.TB, e Engine, task *Task) engResult {
@@ -489,7 +480,18 @@ func TestEngineLoRABatching(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Millisecond)
+	// Once the running task has made two more tokens than the slot snapshot
+	// (published after each step) shows now, the loop has been through its
+	// assignment with the LoRA task queued.
+	k := 0
+	for _, s := range e.SlotsInfo() {
+		if s.IsProcessing {
+			k = s.NDecoded
+		}
+	}
+	for read := 1; read < k+2; read++ {
+		<-ch1
+	}
 	if mt := e.Metrics(); mt.RequestsDeferred != 1 || mt.RequestsProcessing != 1 {
 		t.Errorf("the LoRA task did not wait: %+v", mt)
 	}
@@ -602,12 +604,12 @@ func TestEngineSlotsInfo(t *testing.T) {
 	cancel()
 	for range ch {
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for e.Metrics().RequestsProcessing != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("slot not freed after cancel")
-		}
-		time.Sleep(time.Millisecond)
+	// The loop frees a cancelled task's slot (reap) before it assigns the
+	// next task, and a task's slot is freed before its last event: once a
+	// task submitted now is done, no slot is busy.
+	engRun(t, e, engGreedyTask(engTokenize(t, m, "Once upon a time", true), 2))
+	if n := e.Metrics().RequestsProcessing; n != 0 {
+		t.Fatalf("slot not freed after cancel: %d processing", n)
 	}
 }
 
@@ -824,14 +826,14 @@ func TestEngineThreads(t *testing.T) {
 func TestEngOutbox(t *testing.T) {
 	const n = 200
 	tests := []struct {
-		name    string
-		lag     time.Duration // the reader's delay before reading
-		leaveAt int           // the reader cancels after this many events (-1: never)
+		name       string
+		startAfter int // the reader starts once this many events are pushed (a backlog past the channel's 16)
+		leaveAt    int // the reader cancels after this many events (-1: never)
 	}{
 		{"reader keeps up", 0, -1},
-		{"reader lags: backlog", 20 * time.Millisecond, -1},
+		{"reader lags: backlog", 100, -1},
 		{"reader leaves", 0, 50},
-		{"reader lags and leaves", 20 * time.Millisecond, 50},
+		{"reader lags and leaves", 100, 50},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -840,9 +842,10 @@ func TestEngOutbox(t *testing.T) {
 			out := make(chan Event, 16)
 			ob := newEngOutbox(out)
 			go ob.forward(ctx)
+			start := make(chan struct{})
 			got := make(chan []int, 1)
 			go func() {
-				time.Sleep(tc.lag)
+				<-start
 				var seen []int
 				for ev := range out {
 					seen = append(seen, ev.Generated)
@@ -853,10 +856,10 @@ func TestEngOutbox(t *testing.T) {
 				got <- seen
 			}()
 			for i := 0; i < n; i++ {
-				ob.push(&Event{Generated: i}, false)
-				if i%50 == 0 {
-					time.Sleep(time.Millisecond)
+				if i == tc.startAfter {
+					close(start)
 				}
+				ob.push(&Event{Generated: i}, false)
 			}
 			ob.push(&Event{Generated: n, Done: true}, true)
 			ob.push(&Event{Generated: n + 1}, false) // after the last: dropped

@@ -116,3 +116,25 @@ func sseLines(t *testing.T, url string, body any, line func(string)) {
 	}
 	require.NoError(t, sc.Err())
 }
+
+// waitModelState returns once the model named name ("" for the default) is
+// in state, waiting on the server's model events (those of /models/sse)
+// rather than polling on a timer.
+func waitModelState(t testing.TB, s *Server, name string, state modelState) {
+	t.Helper()
+	events, cancel := s.subscribe()
+	defer cancel()
+	s.mu.Lock()
+	e := s.models[0]
+	if name != "" {
+		e = s.byName[name]
+	}
+	require.NotNil(t, e, "no model %q", name)
+	st := e.state
+	s.mu.Unlock()
+	for st != state {
+		if ev := <-events; ev.Model == e.name {
+			st = modelState(ev.Data.(map[string]any)["status"].(string))
+		}
+	}
+}

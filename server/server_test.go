@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -589,16 +588,11 @@ func TestServerRouterMode(t *testing.T) {
 		"llama-2-tiny-random:loading", "llama-2-tiny-random:loaded",
 	}
 	var got []string
-	timeout := time.After(5 * time.Second)
 	for len(got) < len(want) {
-		select {
-		case ev := <-events:
-			assert.Equal(t, "model_status", ev.Event)
-			st := ev.Data.(map[string]any)["status"].(string)
-			got = append(got, ev.Model+":"+st)
-		case <-timeout:
-			t.Fatalf("events so far: %v", got)
-		}
+		ev := <-events
+		assert.Equal(t, "model_status", ev.Event)
+		st := ev.Data.(map[string]any)["status"].(string)
+		got = append(got, ev.Model+":"+st)
 	}
 	assert.Equal(t, want, got)
 }
@@ -615,8 +609,9 @@ model = `+testenv.Model(t, "stories260K.gguf")+`
 chat-template = llama3
 load-on-startup = true
 `), 0o644))
-	_, ts := newTestServer(t, Options{ModelsPreset: ini})
-	require.Eventually(t, func() bool { return modelStatuses(t, ts.URL)["tiny"] == "loaded" }, 10*time.Second, 20*time.Millisecond)
+	s, ts := newTestServer(t, Options{ModelsPreset: ini})
+	waitModelState(t, s, "tiny", stateLoaded)
+	assert.Equal(t, "loaded", modelStatuses(t, ts.URL)["tiny"])
 	code, props := callJSON(t, "GET", ts.URL+"/props?model=tiny", nil)
 	require.Equal(t, 200, code)
 	assert.Equal(t, builtinTemplates["llama3"], props["chat_template"])
@@ -639,7 +634,8 @@ func TestServerSleepOnIdle(t *testing.T) {
 		return p["is_sleeping"] == true
 	}
 	assert.False(t, sleeping())
-	require.Eventually(t, sleeping, 5*time.Second, 50*time.Millisecond)
+	waitModelState(t, s, "", stateSleeping)
+	assert.True(t, sleeping())
 
 	// Sleeping: the model is freed, /health and /props still answer.
 	s.mu.Lock()
@@ -662,14 +658,7 @@ func testLogger(testing.TB) *slog.Logger { return slog.New(slog.NewTextHandler(i
 
 func TestServerConcurrentWake(t *testing.T) {
 	s, ts := newTestServer(t, Options{SleepIdleSeconds: 1})
-	s.mu.Lock()
-	e := s.models[0]
-	s.mu.Unlock()
-	require.Eventually(t, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return e.state == stateSleeping
-	}, 5*time.Second, 20*time.Millisecond)
+	waitModelState(t, s, "", stateSleeping)
 
 	// Several requests arrive together: one load serves them all.
 	events, cancel := s.subscribe()
@@ -735,7 +724,7 @@ func TestServerRouterSleepAndMetrics(t *testing.T) {
 	require.NoError(t, os.Symlink(testenv.Model(t, "stories260K.gguf"), filepath.Join(dir, "a.gguf")))
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "b"), 0o755))
 	require.NoError(t, os.Symlink(testenv.Model(t, "llama-2-tiny-random.gguf"), filepath.Join(dir, "b", "model.gguf")))
-	_, ts := newTestServer(t, Options{ModelsDir: dir, SleepIdleSeconds: 1, Metrics: true, ChatTemplate: "chatml",
+	s, ts := newTestServer(t, Options{ModelsDir: dir, SleepIdleSeconds: 1, Metrics: true, ChatTemplate: "chatml",
 		Engine: EngineOptions{CtxSize: 256, Parallel: 1}})
 
 	assert.Equal(t, map[string]string{"a": "unloaded", "b": "unloaded"}, modelStatuses(t, ts.URL))
@@ -756,7 +745,8 @@ func TestServerRouterSleepAndMetrics(t *testing.T) {
 	code, data = call(t, "POST", ts.URL+"/tokenize?autoload=false", map[string]any{"content": "hi", "model": "a"}, nil)
 	assert.Equal(t, 400, code, "%s", data)
 
-	require.Eventually(t, func() bool { return modelStatuses(t, ts.URL)["b"] == "sleeping" }, 5*time.Second, 50*time.Millisecond)
+	waitModelState(t, s, "b", stateSleeping)
+	assert.Equal(t, "sleeping", modelStatuses(t, ts.URL)["b"])
 	_, p := callJSON(t, "GET", ts.URL+"/props?model=b", nil)
 	assert.Equal(t, true, p["is_sleeping"])
 	code, _ = callJSON(t, "POST", ts.URL+"/tokenize", map[string]any{"content": "hi", "model": "b"})
