@@ -23,8 +23,9 @@ func TestApplyChatTemplate(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, out, "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>")
 	for _, name := range names {
-		_, err := llama.ApplyChatTemplate(name, msgs, true)
+		out, err := llama.ApplyChatTemplate(name, msgs, true)
 		assert.NoError(t, err, name)
+		assert.Contains(t, out, "Hi", name)
 	}
 	_, err = llama.ApplyChatTemplate("no-such-template", msgs, true)
 	assert.ErrorIs(t, err, llama.ErrUnsupported)

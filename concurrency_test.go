@@ -15,6 +15,9 @@ import (
 // and generates in its own Context. Run with -race.
 func TestConcurrentUse(t *testing.T) {
 	m := stories(t)
+	const text = "Once upon a time there was a cat"
+	want, err := m.Tokenize(text, llama.TokenizeOptions{AddSpecial: true})
+	require.NoError(t, err)
 	var wg sync.WaitGroup
 	outs := make([]string, 3)
 	for i := range outs {
@@ -27,8 +30,9 @@ func TestConcurrentUse(t *testing.T) {
 			}
 			defer c.Close()
 			for range 20 {
-				_, err := m.Tokenize("Once upon a time there was a cat", llama.TokenizeOptions{AddSpecial: true})
+				got, err := m.Tokenize(text, llama.TokenizeOptions{AddSpecial: true})
 				assert.NoError(t, err)
+				assert.Equal(t, want, got)
 			}
 			var b strings.Builder
 			for p, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 24}) {

@@ -104,8 +104,7 @@ func TestCompletionStreamMatchesWhole(t *testing.T) {
 }
 
 func TestCompletionPromptForms(t *testing.T) {
-	s, ts := newTestServer(t, Options{})
-	_ = s
+	_, ts := newTestServer(t, Options{})
 	// The token form of "Once upon a time" gives the same story.
 	code, tok := postJSON(t, ts.URL+"/tokenize", map[string]any{"content": "Once upon a time", "add_special": true})
 	require.Equal(t, http.StatusOK, code, "%v", tok)

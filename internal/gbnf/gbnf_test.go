@@ -69,9 +69,16 @@ func TestUpstreamCases(t *testing.T) {
 	require.Len(t, cases, 46)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := gbnf.Parse(c.src, c.root)
+			g, err := gbnf.Parse(c.src, c.root)
 			if c.accept {
-				assert.NoError(t, err)
+				require.NoError(t, err)
+				root := c.root
+				if root == "" {
+					root = "root"
+				}
+				assert.Equal(t, root, g.Root)
+				_, ok := g.Rule(root)
+				assert.True(t, ok, "the start rule %q is among the rules", root)
 			} else {
 				assert.Error(t, err)
 			}
