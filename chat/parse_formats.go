@@ -147,19 +147,6 @@ func callHermes(p *pstate, i int, marker string) (int, bool) {
 	return p.closeWith(end, "</tool_call>"), true
 }
 
-// callCommandR7B reads <|START_ACTION|>[...]<|END_ACTION|> and drops the
-// response wrappers.
-func callCommandR7B(p *pstate, i int, marker string) (int, bool) {
-	if marker != "<|START_ACTION|>" {
-		return i + len(marker), true
-	}
-	end, ok := p.callArray(i+len(marker), defaultCallKeys)
-	if !ok || p.stopped {
-		return end, ok
-	}
-	return p.closeWith(end, "<|END_ACTION|>"), true
-}
-
 // callMagistral reads [TOOL_CALLS]name[CALL_ID]id[ARGS]{...}.
 func callMagistral(p *pstate, i int, marker string) (int, bool) {
 	s := p.s
@@ -231,6 +218,48 @@ func (p *pstate) callSeq(j int, begin, closing string, one func(k int, committed
 			return p.closeWith(j, closing), true
 		}
 		end, ok, more := one(k, committed)
+		if !more {
+			return end, ok
+		}
+		committed = true
+		j = end
+	}
+}
+
+// callList reads a non-empty bracketed list [item, item, ...] at s[i]
+// (after optional spaces), then the optional literal closing. item reads one element at
+// s[k] (after the space and comma before it); committed tells whether an
+// earlier element was recorded. It returns more=true when it recorded the
+// element, with end where the element ends; otherwise end and ok are the
+// call function's answer.
+func (p *pstate) callList(i int, closing string, item func(k int, committed bool) (end int, ok, more bool)) (int, bool) {
+	s := p.s
+	j, ok := p.lit(i, "[", true)
+	if p.stopped {
+		return p.eof(nil, false)
+	}
+	if !ok {
+		return p.invalid(nil, false)
+	}
+	committed := false
+	for n := 0; ; n++ {
+		k := skipSpace(s, j)
+		if k >= len(s) {
+			return p.eof(nil, committed)
+		}
+		if s[k] == ']' {
+			if n == 0 {
+				return p.invalid(nil, false)
+			}
+			return p.closeWith(k+1, closing), true
+		}
+		if n > 0 {
+			if s[k] != ',' {
+				return p.invalid(nil, committed)
+			}
+			k = skipSpace(s, k+1)
+		}
+		end, ok, more := item(k, committed)
 		if !more {
 			return end, ok
 		}

@@ -6,54 +6,6 @@ import (
 	"unicode/utf8"
 )
 
-// DeepSeek V3.2 / V4 DSML markup.
-const (
-	dsml          = "｜DSML｜"
-	dsmlInvoke    = "<" + dsml + "invoke name=\""
-	dsmlInvokeEnd = "</" + dsml + "invoke>"
-	dsmlParam     = "<" + dsml + "parameter name=\""
-	dsmlParamEnd  = "</" + dsml + "parameter>"
-)
-
-// dsmlBlocks open a DSML tool-call block: V3.2 calls it function_calls, V4
-// tool_calls.
-var dsmlBlocks = []string{"<" + dsml + "function_calls>", "<" + dsml + "tool_calls>"}
-
-// callDSML reads a DSML block: one or more <｜DSML｜invoke name="f"> with
-// <｜DSML｜parameter name="k" string="true|false">v</｜DSML｜parameter>
-// items up to </｜DSML｜invoke>, then the block's closing tag. A value
-// marked string="true" is text; otherwise it is JSON (or text when it does
-// not read as JSON).
-func callDSML(p *pstate, i int, marker string) (int, bool) {
-	s := p.s
-	closing := "</" + marker[1:]
-	return p.callInvokes(i+len(marker), dsmlInvoke, dsmlParam, dsmlInvokeEnd, closing, func(name string, k int, args *xmlArgs) (int, scanStatus) {
-		gt := strings.IndexByte(s[k:], '>')
-		if gt < 0 {
-			return 0, scanEOF
-		}
-		head := s[k : k+gt]
-		q := strings.IndexByte(head, '"')
-		if q < 0 {
-			return 0, scanInvalid
-		}
-		key, attrs := head[:q], head[q+1:]
-		val, end, found := p.until(k+gt+1, dsmlParamEnd)
-		if !found {
-			return 0, scanEOF
-		}
-		switch {
-		case strings.Contains(attrs, `string="true"`):
-			args.addValue(key, jsonString(val))
-		case strings.Contains(attrs, `string="false"`) && isJSONValue(strings.TrimSpace(val)):
-			args.addValue(key, strings.TrimSpace(val))
-		default:
-			args.add(p, name, key, val)
-		}
-		return end, scanOK
-	})
-}
-
 // LFM2 tool-call markers.
 const (
 	lfmCallStart = "<|tool_call_start|>"
@@ -88,48 +40,6 @@ func callLFM2(p *pstate, i int, marker string) (int, bool) {
 		p.calls = append(p.calls, tc)
 		return end, true, true
 	})
-}
-
-// callList reads a non-empty bracketed list [item, item, ...] at s[i]
-// (after optional spaces), then the optional literal closing. item reads one element at
-// s[k] (after the space and comma before it); committed tells whether an
-// earlier element was recorded. It returns more=true when it recorded the
-// element, with end where the element ends; otherwise end and ok are the
-// call function's answer.
-func (p *pstate) callList(i int, closing string, item func(k int, committed bool) (end int, ok, more bool)) (int, bool) {
-	s := p.s
-	j, ok := p.lit(i, "[", true)
-	if p.stopped {
-		return p.eof(nil, false)
-	}
-	if !ok {
-		return p.invalid(nil, false)
-	}
-	committed := false
-	for n := 0; ; n++ {
-		k := skipSpace(s, j)
-		if k >= len(s) {
-			return p.eof(nil, committed)
-		}
-		if s[k] == ']' {
-			if n == 0 {
-				return p.invalid(nil, false)
-			}
-			return p.closeWith(k+1, closing), true
-		}
-		if n > 0 {
-			if s[k] != ',' {
-				return p.invalid(nil, committed)
-			}
-			k = skipSpace(s, k+1)
-		}
-		end, ok, more := item(k, committed)
-		if !more {
-			return end, ok
-		}
-		committed = true
-		j = end
-	}
 }
 
 func isIdentByte(c byte, digits bool) bool {
@@ -332,78 +242,4 @@ func pyString(s string, i int) (string, int, scanStatus) {
 		}
 	}
 	return "", len(s), scanEOF
-}
-
-// Apertus markers.
-const (
-	apertusTools    = "<|tools_prefix|>"
-	apertusToolsEnd = "<|tools_suffix|>"
-	apertusInner    = "<|inner_prefix|>"
-	apertusInnerEnd = "<|inner_suffix|>"
-)
-
-// callApertus reads <|tools_prefix|>[{"name": {...}}, ...]<|tools_suffix|>:
-// each call is an object whose only key is the function name.
-func callApertus(p *pstate, i int, marker string) (int, bool) {
-	s := p.s
-	return p.callList(i+len(marker), apertusToolsEnd, func(k int, committed bool) (int, bool, bool) {
-		if k >= len(s) {
-			return done(p.eof(nil, committed))
-		}
-		if s[k] != '{' {
-			return done(p.invalid(nil, committed))
-		}
-		k = skipSpace(s, k+1)
-		e, st := scanJSONString(s, k)
-		switch st {
-		case scanEOF:
-			return done(p.eof(nil, committed))
-		case scanInvalid:
-			return done(p.invalid(nil, committed))
-		}
-		// The key is the name only once the colon after it is read.
-		c := skipSpace(s, e)
-		if c >= len(s) {
-			return done(p.eof(nil, committed))
-		}
-		if s[c] != ':' {
-			return done(p.invalid(nil, committed))
-		}
-		tc := ToolCall{Name: decodeJSONString(s[k:e])}
-		end, ok, recorded := p.jsonCall(&tc, c+1, committed)
-		if !recorded {
-			return done(end, ok)
-		}
-		k = skipSpace(s, end)
-		if k >= len(s) {
-			return done(p.eof(nil, true))
-		}
-		if s[k] != '}' {
-			return done(p.invalid(nil, true))
-		}
-		return k + 1, true, true
-	})
-}
-
-// commandRAction starts Command R+'s tool calls.
-const commandRAction = "Action:"
-
-// callCommandRPlus reads Action: ```json [{"tool_name": ..., "parameters":
-// ...}, ...] ``` and drops the turn markers.
-func callCommandRPlus(p *pstate, i int, marker string) (int, bool) {
-	if marker != commandRAction {
-		return i + len(marker), true
-	}
-	j, ok := p.lit(i+len(marker), "```json", true)
-	if p.stopped {
-		return p.eof(nil, false)
-	}
-	if !ok {
-		return p.invalid(nil, false)
-	}
-	end, ok := p.callArray(j, defaultCallKeys)
-	if !ok || p.stopped {
-		return end, ok
-	}
-	return p.closeWith(end, "```"), true
 }
