@@ -344,7 +344,7 @@ func callPythonTag(p *pstate, i int, marker string) (int, bool) {
 		}
 		if strings.HasPrefix(rest, callOpen) {
 			tc := ToolCall{Name: s[j:k]}
-			args, end, st := pythonKwargs(s, k+len(callOpen))
+			args, end, st := pyKwargs(s, k+len(callOpen), true)
 			switch st {
 			case scanEOF:
 				return p.eof(&tc, false)
@@ -358,92 +358,6 @@ func callPythonTag(p *pstate, i int, marker string) (int, bool) {
 	}
 	p.codeCall("python", s[j:])
 	return len(s), true
-}
-
-// pythonKwargs reads k=v, ... ) into a JSON object.
-func pythonKwargs(s string, i int) (string, int, scanStatus) {
-	var b strings.Builder
-	b.WriteByte('{')
-	n := 0
-	for {
-		i = skipSpace(s, i)
-		if i >= len(s) {
-			return "", len(s), scanEOF
-		}
-		if s[i] == ')' {
-			b.WriteByte('}')
-			return b.String(), i + 1, scanOK
-		}
-		if n > 0 {
-			if s[i] != ',' {
-				return "", i, scanInvalid
-			}
-			i = skipSpace(s, i+1)
-		}
-		k := i
-		for k < len(s) && (s[k] == '_' || s[k] >= 'a' && s[k] <= 'z' || s[k] >= 'A' && s[k] <= 'Z' || s[k] >= '0' && s[k] <= '9') {
-			k++
-		}
-		if k >= len(s) {
-			return "", len(s), scanEOF
-		}
-		if k == i || s[k] != '=' && s[k] != ':' {
-			return "", k, scanInvalid
-		}
-		key := s[i:k]
-		i = skipSpace(s, k+1)
-		if i >= len(s) {
-			return "", len(s), scanEOF
-		}
-		var val string
-		switch s[i] {
-		case '"':
-			e, st := scanJSONString(s, i)
-			if st != scanOK {
-				return "", e, st
-			}
-			val, i = s[i:e], e
-		case '\'':
-			var sb strings.Builder
-			e := i + 1
-			for ; e < len(s) && s[e] != '\''; e++ {
-				if s[e] == '\\' && e+1 < len(s) {
-					e++
-				}
-				sb.WriteByte(s[e])
-			}
-			if e >= len(s) {
-				return "", len(s), scanEOF
-			}
-			val, i = jsonString(sb.String()), e+1
-		default:
-			e := i
-			for e < len(s) && s[e] != ',' && s[e] != ')' {
-				e++
-			}
-			if e >= len(s) {
-				return "", len(s), scanEOF
-			}
-			raw := strings.TrimSpace(s[i:e])
-			switch raw {
-			case "True":
-				raw = "true"
-			case "False":
-				raw = "false"
-			case "None":
-				raw = "null"
-			}
-			if !isJSONValue(raw) {
-				raw = jsonString(raw)
-			}
-			val, i = raw, e
-		}
-		if n > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(jsonString(key) + ": " + val)
-		n++
-	}
 }
 
 // isJSONValue reports whether s is exactly one JSON value.

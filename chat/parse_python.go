@@ -30,7 +30,9 @@ func callLFM2(p *pstate, i int, marker string) (int, bool) {
 			return done(p.invalid(nil, committed))
 		}
 		tc := ToolCall{Name: s[k:e]}
-		end, st := pyKwargs(&tc, s, e+1)
+		var end int
+		var st scanStatus
+		tc.Arguments, end, st = pyKwargs(s, e+1, false)
 		switch st {
 		case scanEOF:
 			return done(p.eof(&tc, committed))
@@ -46,55 +48,123 @@ func isIdentByte(c byte, digits bool) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || digits && c >= '0' && c <= '9'
 }
 
-// pyKwargs reads k=v, ... ) at s[i] into tc.Arguments as a JSON object. On
-// scanEOF and scanInvalid the arguments hold the parameters read so far, as
-// an open object.
-func pyKwargs(tc *ToolCall, s string, i int) (int, scanStatus) {
+// pyKwargs reads Python keyword arguments k=v, ... ) at s[i] as a JSON
+// object, returning it, where the arguments end and the scan status. On
+// scanEOF and scanInvalid the object holds the parameters read so far and
+// is left open (a prefix of the closed one). It reads two dialects:
+//
+//   - strict (LFM2): a key is an identifier, spaces may surround '=', the
+//     values are Python literals (see pyValue) and a trailing comma is
+//     allowed;
+//   - loose (Llama 3.x built-in tools, read as llama.cpp reads them): a key
+//     may start with a digit and is followed at once by '=' or ':', a
+//     double-quoted value is a JSON string kept as written, and any other
+//     value is read by pyLooseValue.
+func pyKwargs(s string, i int, loose bool) (string, int, scanStatus) {
 	var args xmlArgs
 	for {
-		tc.Arguments = args.open()
 		i = skipSpace(s, i)
 		if i >= len(s) {
-			return len(s), scanEOF
+			return args.open(), len(s), scanEOF
 		}
 		if s[i] == ')' {
-			tc.Arguments = args.closed()
-			return i + 1, scanOK
+			return args.closed(), i + 1, scanOK
 		}
 		if args.n > 0 {
 			if s[i] != ',' {
-				return i, scanInvalid
+				return args.open(), i, scanInvalid
 			}
 			i = skipSpace(s, i+1)
-			if i < len(s) && s[i] == ')' {
+			if !loose && i < len(s) && s[i] == ')' {
 				continue // trailing comma
 			}
 		}
 		k := i
-		for k < len(s) && isIdentByte(s[k], k > i) {
+		for k < len(s) && isIdentByte(s[k], loose || k > i) {
 			k++
 		}
 		if k >= len(s) {
-			return len(s), scanEOF
+			return args.open(), len(s), scanEOF
 		}
 		if k == i {
-			return k, scanInvalid
+			return args.open(), k, scanInvalid
 		}
 		key := s[i:k]
-		k = skipSpace(s, k)
-		if k >= len(s) {
-			return len(s), scanEOF
+		if !loose {
+			if k = skipSpace(s, k); k >= len(s) {
+				return args.open(), len(s), scanEOF
+			}
 		}
-		if s[k] != '=' {
-			return k, scanInvalid
+		if s[k] != '=' && (!loose || s[k] != ':') {
+			return args.open(), k, scanInvalid
 		}
-		v, e, st := pyValue(s, skipSpace(s, k+1))
+		var v string
+		var e int
+		var st scanStatus
+		if loose {
+			v, e, st = pyLooseValue(s, skipSpace(s, k+1))
+		} else {
+			v, e, st = pyValue(s, skipSpace(s, k+1))
+		}
 		if st != scanOK {
-			return e, st
+			return args.open(), e, st
 		}
 		args.addValue(key, v)
 		i = e
 	}
+}
+
+// pyLooseValue reads a value of the loose dialect at s[i] as JSON: a
+// double-quoted JSON string as written; a single-quoted string where a
+// backslash takes the next byte as it is; otherwise the text up to the next
+// ',' or ')', trimmed, as JSON when it reads as JSON (True, False and None
+// as JSON's literals) and as a string when not. It ends before that ',' or
+// ')'.
+func pyLooseValue(s string, i int) (string, int, scanStatus) {
+	if i >= len(s) {
+		return "", len(s), scanEOF
+	}
+	switch s[i] {
+	case '"':
+		e, st := scanJSONString(s, i)
+		if st != scanOK {
+			return "", e, st
+		}
+		return s[i:e], e, scanOK
+	case '\'':
+		var sb strings.Builder
+		e := i + 1
+		for ; e < len(s) && s[e] != '\''; e++ {
+			if s[e] == '\\' && e+1 < len(s) {
+				e++
+			}
+			sb.WriteByte(s[e])
+		}
+		if e >= len(s) {
+			return "", len(s), scanEOF
+		}
+		return jsonString(sb.String()), e + 1, scanOK
+	}
+	e := i
+	for e < len(s) && s[e] != ',' && s[e] != ')' {
+		e++
+	}
+	if e >= len(s) {
+		return "", len(s), scanEOF
+	}
+	raw := strings.TrimSpace(s[i:e])
+	switch raw {
+	case "True":
+		raw = "true"
+	case "False":
+		raw = "false"
+	case "None":
+		raw = "null"
+	}
+	if !isJSONValue(raw) {
+		raw = jsonString(raw)
+	}
+	return raw, e, scanOK
 }
 
 // pyValue converts the Python literal at s[i] to JSON: strings in either
