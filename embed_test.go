@@ -47,3 +47,30 @@ func embedCase(t *testing.T, m *llama.Model, unified bool) {
 	_, err = plain.Embed(context.Background(), texts, llama.EmbedOptions{})
 	assert.ErrorIs(t, err, llama.ErrUnsupported)
 }
+
+func TestEmbeddings(t *testing.T) {
+	m := stories(t)
+	c := newCtx(t, m, llama.ContextOptions{ContextSize: 256, Embeddings: true, Pooling: llama.PoolingMean, Sequences: 2})
+	assert.Equal(t, llama.PoolingMean, c.Pooling())
+	b := llama.NewBatch(64, 1)
+	for s, text := range []string{"Once upon a time", "The cat sat"} {
+		toks, err := m.Tokenize(text, llama.TokenizeOptions{AddSpecial: true})
+		require.NoError(t, err)
+		require.NoError(t, b.AddSequence(toks, 0, s, true))
+	}
+	require.NoError(t, c.Decode(context.Background(), b))
+	var vecs [][]float32
+	for s := range 2 {
+		e, err := c.SeqEmbeddings(s)
+		require.NoError(t, err)
+		require.Len(t, e, 64)
+		v := llama.Normalize(append([]float32(nil), e...), 2)
+		var n float64
+		for _, x := range v {
+			n += float64(x) * float64(x)
+		}
+		assert.InDelta(t, 1, n, 1e-4)
+		vecs = append(vecs, v)
+	}
+	assert.NotEqual(t, vecs[0], vecs[1])
+}
