@@ -6,7 +6,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 )
 
 type testCase struct {
@@ -297,11 +296,9 @@ func FuzzToGBNF(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		start := time.Now()
+		// A runaway conversion is caught by the fuzz run's -timeout; speed
+		// is measured by benchmarks, not asserted here.
 		g, err := ToGBNF(data)
-		if d := time.Since(start); d > 2*time.Second {
-			t.Fatalf("ToGBNF took %v for %q", d, data)
-		}
 		if err != nil {
 			return
 		}
