@@ -1,5 +1,7 @@
-// Package lib finds, installs and loads the prebuilt llama.cpp shared
-// libraries that package llama calls through purego.
+// Package lib finds and installs the prebuilt llama.cpp shared libraries
+// that package llama calls through purego. It decides where the libraries
+// come from; package llama hands their paths (LibraryPath) to the bindings,
+// which only open them.
 //
 // The pinned build is llama.cpp release v0.4.0, either as prebuilt by
 // node-llama-cpp 3.21.1 and published as npm packages (one per platform and
@@ -11,9 +13,9 @@
 // pinned, and otherwise from the GitHub release, and unpacks it into the
 // cache.
 //
-// Load opens the libraries of a folder and the ggml backends in it, so that
-// ggml picks the CPU variant (and, where present, the GPU backend) that suits
-// the machine. A library of another ABI is refused by package llama at load.
+// Package llama opens the libraries of the folder and the ggml backends in
+// it, so that ggml picks the CPU variant (and, where present, the GPU
+// backend) that suits the machine, and refuses a library of another ABI.
 package lib
 
 import (
