@@ -123,10 +123,20 @@ func TestEngineGreedy(t *testing.T) {
 }
 
 func TestEngineParallelGreedy(t *testing.T) {
-	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 1024, Parallel: 4})
+	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 1024, Parallel: 4, ContextShift: true})
 	prompt := engTokenize(t, m, "Once upon a time", true)
+	// A task that runs until cancelled holds one slot, so the greedy tasks
+	// below certainly share decodes with it, whatever the timing.
+	ctx, cancel := context.WithCancel(context.Background())
+	holder := engGreedyTask(prompt, -1)
+	holder.Params.IgnoreEOS = true
+	hch, err := e.Submit(ctx, holder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := <-hch
 	var wg sync.WaitGroup
-	res := make([]engResult, 4)
+	res := make([]engResult, 3)
 	for i := range res {
 		wg.Add(1)
 		go func() {
@@ -135,12 +145,15 @@ func TestEngineParallelGreedy(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	slots := map[int]bool{}
+	slots := map[int]bool{first.SlotID: true}
 	for i, r := range res {
 		if !strings.HasPrefix(r.text, storiesGreedy) || r.text != res[0].text {
 			t.Fatalf("task %d: %q", i, r.text)
 		}
 		slots[r.done.SlotID] = true
+	}
+	cancel()
+	for range hch {
 	}
 	if len(slots) < 2 {
 		t.Errorf("tasks did not run in parallel: slots %v", slots)
