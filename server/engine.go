@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -617,6 +619,31 @@ func (e *engine) Metrics() Metrics {
 	}
 	m.RequestsProcessing = e.busy
 	m.RequestsDeferred = len(e.queue)
+	m.KVCacheCapacity = int64(e.nCtxSlot) * int64(len(e.slots))
+	m.MaxAdapters = len(e.adapters)
+	if len(e.adapters) > 0 {
+		running := make([]bool, len(e.adapters))
+		if e.busy > 0 {
+			for i, sc := range e.applied {
+				running[i] = sc != 0
+			}
+		}
+		waiting := make([]bool, len(e.adapters))
+		for _, tk := range e.queue {
+			for i, sc := range tk.scales {
+				waiting[i] = waiting[i] || (sc != 0 && !running[i])
+			}
+		}
+		for i, a := range e.adapters {
+			name := strings.TrimSuffix(filepath.Base(a.Path()), ".gguf")
+			if running[i] {
+				m.RunningAdapters = append(m.RunningAdapters, name)
+			}
+			if waiting[i] {
+				m.WaitingAdapters = append(m.WaitingAdapters, name)
+			}
+		}
+	}
 	return m
 }
 

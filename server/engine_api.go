@@ -226,6 +226,15 @@ type Metrics struct {
 	RequestsDeferred       int
 	KVCacheUsageRatio      float64
 	KVCacheTokens          int64
+	// KVCacheCapacity is the context size in tokens (all slots together).
+	KVCacheCapacity int64
+	// MaxAdapters is how many LoRA adapters a batch can use at once: every
+	// loaded adapter, since all of them stay in memory.
+	MaxAdapters int
+	// RunningAdapters are the file names (without .gguf) of the adapters
+	// with a non-zero scale in the running requests; WaitingAdapters those
+	// that queued requests ask for and running ones do not use.
+	RunningAdapters, WaitingAdapters []string
 }
 
 // AdapterInfo describes a loaded LoRA adapter.

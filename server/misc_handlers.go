@@ -392,6 +392,7 @@ func metricsText(m Metrics) string {
 	}
 	write("counter", counters)
 	write("gauge", gauges)
+	writeGatewayMetrics(&sb, m, time.Now())
 	return sb.String()
 }
 

@@ -1,0 +1,141 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// scrape reads /metrics with Prometheus' own text parser.
+func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	return fams
+}
+
+// gaugeOf returns the value of a family's single gauge, requiring the type.
+func gaugeOf(t *testing.T, fams map[string]*dto.MetricFamily, name string) float64 {
+	t.Helper()
+	f, ok := fams[name]
+	require.True(t, ok, "metric %s missing", name)
+	require.Equal(t, dto.MetricType_GAUGE, f.GetType(), name)
+	require.Len(t, f.GetMetric(), 1, name)
+	return f.GetMetric()[0].GetGauge().GetValue()
+}
+
+func labelsOf(t *testing.T, fams map[string]*dto.MetricFamily, name string) map[string]string {
+	t.Helper()
+	f, ok := fams[name]
+	require.True(t, ok, "metric %s missing", name)
+	out := map[string]string{}
+	for _, l := range f.GetMetric()[0].GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
+}
+
+// TestGatewayInferenceExtensionMetrics holds /metrics against the model
+// server protocol of the Kubernetes Gateway API Inference Extension, as its
+// endpoint picker reads it: queued and running requests, KV-cache
+// utilization (0-1) and LoRA adapters, with the types it expects, under
+// load.
+func TestGatewayInferenceExtensionMetrics(t *testing.T) {
+	lora := writeStoriesLoRA(t)
+	// Two slots; the adapter is loaded with a server-wide scale of 0, so
+	// plain requests do not use it and a request asking for it must wait
+	// until the running ones are done.
+	_, hs := newTestServer(t, Options{Engine: EngineOptions{Parallel: 2, CtxSize: 2048,
+		Adapters: []AdapterSpec{{Path: lora, Scale: 0}}}})
+	url := hs.URL
+
+	idle := scrape(t, url)
+	assert.Equal(t, 0.0, gaugeOf(t, idle, "vllm:num_requests_waiting"))
+	assert.Equal(t, 0.0, gaugeOf(t, idle, "vllm:num_requests_running"))
+	assert.Equal(t, 0.0, gaugeOf(t, idle, "vllm:kv_cache_usage_perc"))
+	assert.Equal(t, map[string]string{"block_size": "1", "num_gpu_blocks": "2048", "enable_prefix_caching": "true"},
+		labelsOf(t, idle, "vllm:cache_config_info"))
+	assert.Equal(t, map[string]string{"max_lora": "1", "running_lora_adapters": "", "waiting_lora_adapters": ""},
+		labelsOf(t, idle, "vllm:lora_requests_info"))
+	assert.Greater(t, gaugeOf(t, idle, "vllm:lora_requests_info"), 1.7e9, "a Unix time")
+
+	// Four long requests for two slots, then one asking for the adapter:
+	// it waits, and holds the queue behind it, until both slots are free.
+	const n = 5
+	results := make(chan int, n)
+	post := func(body map[string]any) {
+		data, _ := json.Marshal(body)
+		resp, err := http.Post(url+"/completion", "application/json", bytes.NewReader(data))
+		if err != nil {
+			results <- 0
+			return
+		}
+		resp.Body.Close()
+		results <- resp.StatusCode
+	}
+	long := map[string]any{"prompt": "Once upon a time", "n_predict": 600, "ignore_eos": true, "cache_prompt": false}
+	for range n - 1 {
+		go post(long)
+	}
+	go post(map[string]any{"prompt": "Lily", "n_predict": 4, "lora": []map[string]any{{"id": 0, "scale": 1}}})
+
+	// Scrape until every request is answered; each reading must be
+	// consistent, and the queue and the adapter must be seen waiting.
+	var maxWaiting, maxRunning, maxKV float64
+	sawLoRAWaiting := false
+	answered := 0
+	for answered < n {
+		select {
+		case code := <-results:
+			assert.Equal(t, http.StatusOK, code)
+			answered++
+			continue
+		default:
+		}
+		f := scrape(t, url)
+		waiting, running := gaugeOf(t, f, "vllm:num_requests_waiting"), gaugeOf(t, f, "vllm:num_requests_running")
+		kv := gaugeOf(t, f, "vllm:kv_cache_usage_perc")
+		require.LessOrEqual(t, running, 2.0)
+		require.LessOrEqual(t, waiting, float64(n))
+		require.GreaterOrEqual(t, kv, 0.0)
+		require.LessOrEqual(t, kv, 1.0)
+		require.Equal(t, kv, gaugeOf(t, f, "vllm:gpu_cache_usage_perc"))
+		require.InDelta(t, gaugeOf(t, f, "llamacpp:kv_cache_tokens")/2048, kv, 1e-9, "KV tokens over the context size")
+		if waiting > 0 {
+			// Requests queue while the slots are full, or while the
+			// adapter's request waits for the running ones to end.
+			assert.GreaterOrEqual(t, running, 1.0, "requests never wait beside an idle engine")
+		}
+		l := labelsOf(t, f, "vllm:lora_requests_info")
+		assert.Equal(t, "1", l["max_lora"])
+		if l["running_lora_adapters"] != "" {
+			// Only the adapter's request uses it, and it runs alone.
+			assert.Equal(t, "lora", l["running_lora_adapters"])
+			assert.Equal(t, 1.0, running)
+			assert.Empty(t, l["waiting_lora_adapters"])
+		}
+		sawLoRAWaiting = sawLoRAWaiting || l["waiting_lora_adapters"] == "lora"
+		maxWaiting, maxRunning, maxKV = max(maxWaiting, waiting), max(maxRunning, running), max(maxKV, kv)
+	}
+	assert.GreaterOrEqual(t, maxWaiting, 1.0, "requests were seen queued")
+	assert.Equal(t, 2.0, maxRunning)
+	assert.True(t, sawLoRAWaiting, "the adapter was seen waiting")
+	// Each long request holds over 600 tokens of its slot's 1024.
+	assert.Greater(t, maxKV, 600.0/2048, "utilization followed the generated tokens")
+
+	done := scrape(t, url)
+	assert.Equal(t, 0.0, gaugeOf(t, done, "vllm:num_requests_waiting"))
+	assert.Equal(t, 0.0, gaugeOf(t, done, "vllm:num_requests_running"))
+}
