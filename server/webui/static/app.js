@@ -43,7 +43,7 @@
       codes.push('<code>' + code.trim() + '</code>');
       return '\u0000' + (codes.length - 1) + '\u0000';
     });
-    s = s.replace(/!?\[([^\]]*)\]\(([^)\s]+)(?:\s+&quot;[^)]*&quot;)?\)/g, (m, text, url) => {
+    s = s.replace(/!?\[([^\]]*)\]\(((?:[^()\s]|\([^()\s]*\))+)(?:\s+&quot;[^)]*&quot;)?\)/g, (m, text, url) => {
       const href = safeURL(url);
       if (!href) return text;
       return '<a href="' + href + '" target="_blank" rel="noopener noreferrer">' + (text || href) + '</a>';

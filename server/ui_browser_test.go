@@ -1,0 +1,330 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// chromiumPath finds the browser the web page tests drive: $CHROME, or
+// chromium on the PATH. A missing browser fails the test: CI installs
+// Debian's chromium (.ci/run).
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CHROME"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("chromium is missing (apt-get install -y chromium, or set $CHROME)")
+	return ""
+}
+
+// newBrowser starts a headless chromium with a fresh profile and returns a
+// tab's context; everything is closed by t.Cleanup.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 860),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(func() {
+		cancelTimeout()
+		cancelTab()
+		cancelAlloc()
+	})
+	require.NoError(t, chromedp.Do(ctx), "start chromium")
+	return ctx
+}
+
+// do runs browser actions and fails the test on error.
+func do(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	require.NoError(t, chromedp.Do(ctx, steps...))
+}
+
+// eval evaluates a JavaScript expression in the page.
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	require.NoError(t, err, expr)
+	return v
+}
+
+// text is the visible text of the first element matching a CSS selector.
+func text(t *testing.T, ctx context.Context, css string) string {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
+	require.NoError(t, err, css)
+	return v
+}
+
+// js runs a JavaScript statement for its effect.
+func js(expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](expr)
+}
+
+// waitJS waits until the JavaScript expression is true.
+func waitJS(expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(5*time.Millisecond), chromedp.WithPollingTimeout(90*time.Second))
+}
+
+// storedMessage is a message as the page keeps it in localStorage.
+type storedMessage struct {
+	Role     string         `json:"role"`
+	Content  string         `json:"content"`
+	Done     bool           `json:"done"`
+	Stopped  bool           `json:"stopped"`
+	Error    string         `json:"error"`
+	Timings  map[string]any `json:"timings"`
+	Model    string         `json:"model"`
+	Attached []struct {
+		Kind, Name, Text string
+	} `json:"attachments"`
+}
+
+type storedConv struct {
+	ID       string          `json:"id"`
+	Title    string          `json:"title"`
+	Messages []storedMessage `json:"messages"`
+}
+
+func storedConvs(t *testing.T, ctx context.Context) []storedConv {
+	t.Helper()
+	raw := eval[string](t, ctx, `localStorage.getItem('llama-ui.conversations') || '[]'`)
+	var convs []storedConv
+	require.NoError(t, json.Unmarshal([]byte(raw), &convs))
+	return convs
+}
+
+// recordPartials starts recording, in the page, the lengths of the last
+// assistant message's text seen while a reply streams.
+const recordPartials = `
+window.__partials = [];
+new MutationObserver(() => {
+  const c = document.querySelector('.msg.assistant:last-of-type .content');
+  if (document.body.dataset.busy === '1' && c) {
+    const n = c.textContent.length;
+    if (n > 0 && window.__partials[window.__partials.length - 1] !== n) window.__partials.push(n);
+  }
+}).observe(document.getElementById('messages'), {subtree: true, childList: true, characterData: true});
+true`
+
+// TestWebUIInBrowser drives the chat page in a real chromium: the page
+// loads under a prefix, a message streams stories260K's answer in (partial
+// text is seen before the end), a long reply is stopped mid-way, a reload
+// keeps the conversation, and the Markdown renderer is safe. It saves
+// screenshots of both themes in testdata.
+func TestWebUIInBrowser(t *testing.T) {
+	s, _ := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, CtxSize: 2048}})
+	mux := http.NewServeMux()
+	mux.Handle("/llm/", http.StripPrefix("/llm", s.Handler()))
+	ts := httptest.NewServer(mux) // 127.0.0.1
+	t.Cleanup(ts.Close)
+	page := ts.URL + "/llm/"
+	ctx := newBrowser(t)
+
+	do(t, ctx,
+		chromedp.Navigate(page),
+		chromedp.WaitVisible(chromedp.ID("input")),
+		// Greedy, short replies, then a fresh page with those settings.
+		js(`localStorage.setItem('llama-ui.settings', JSON.stringify({temperature: 0, max_tokens: 96}))`),
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.ID("input")),
+		waitJS(`document.body.dataset.ready === '1' && document.getElementById('model-name').textContent !== ''`),
+	)
+
+	assert.Equal(t, "stories260K.gguf", text(t, ctx, "#model-name"))
+
+	t.Run("stream", func(t *testing.T) {
+		do(t, ctx,
+			js(recordPartials),
+			chromedp.SendKeys(chromedp.ID("input"), "Once upon a time"),
+			chromedp.Click(chromedp.ID("send-btn")),
+			waitJS(`document.body.dataset.busy === '0' && !!document.querySelector('.msg.assistant.done')`),
+		)
+		partials := eval[[]int](t, ctx, `window.__partials`)
+		convs := storedConvs(t, ctx)
+		require.Len(t, convs, 1)
+		require.Len(t, convs[0].Messages, 2)
+		reply := convs[0].Messages[1]
+		require.Empty(t, reply.Error)
+		require.NotEmpty(t, reply.Content)
+		// The reply grew in the page while it streamed: several partial
+		// lengths, each shorter than the whole reply.
+		require.GreaterOrEqual(t, len(partials), 2, "partial text seen while streaming: %v", partials)
+		assert.Less(t, partials[0], len(reply.Content))
+		assert.Equal(t, "Once upon a time", convs[0].Title)
+
+		// It is stories260K's greedy answer, as the API gives it.
+		want := chatContent(t, ts.URL+"/llm/v1/chat/completions", map[string]any{
+			"messages":    []map[string]string{{"role": "user", "content": "Once upon a time"}},
+			"temperature": 0, "max_tokens": 96,
+		})
+		assert.Equal(t, want, reply.Content)
+
+		// The timings of the last chunk are shown.
+		require.NotNil(t, reply.Timings)
+		stats := text(t, ctx, ".msg.assistant .stats")
+		assert.Regexp(t, `^Prompt: \d+ tokens, [\d.]+ s, [\d.]+ t/s · Generation: \d+ tokens, [\d.]+ s, [\d.]+ t/s$`, stats)
+		shown := text(t, ctx, ".msg.assistant .content")
+		assert.Equal(t, strings.Join(strings.Fields(want), " "), strings.Join(strings.Fields(shown), " "))
+	})
+
+	t.Run("stop", func(t *testing.T) {
+		// A reply that would run to the end of the context, stopped as soon
+		// as some of it is shown.
+		do(t, ctx,
+			js(`localStorage.setItem('llama-ui.settings', JSON.stringify({temperature: 0, max_tokens: -1, custom: '{"ignore_eos": true}'}))`),
+			chromedp.Reload(),
+			chromedp.WaitVisible(chromedp.CSS(".msg.assistant")),
+			js(recordPartials),
+			chromedp.SendKeys(chromedp.ID("input"), "Tell me a long story"),
+			chromedp.Click(chromedp.ID("send-btn")),
+			waitJS(`document.body.dataset.busy === '1' && document.querySelector('.msg.assistant:last-of-type .content').textContent.length > 40`),
+			chromedp.Click(chromedp.ID("stop-btn")),
+			waitJS(`document.body.dataset.busy === '0'`),
+		)
+		partials := eval[[]int](t, ctx, `window.__partials`)
+		convs := storedConvs(t, ctx)
+		require.Len(t, convs[0].Messages, 4)
+		reply := convs[0].Messages[3]
+		assert.True(t, reply.Stopped, "marked stopped")
+		assert.Nil(t, reply.Timings, "the last chunk never came: the reply was cut mid-way")
+		assert.Empty(t, reply.Error)
+		require.NotEmpty(t, partials)
+		assert.GreaterOrEqual(t, len(reply.Content), partials[len(partials)-1])
+
+		// The server sees the client go and frees the slot.
+		require.Eventually(t, func() bool { return !slotBusy(t, ts.URL+"/llm/slots") }, 30*time.Second, 20*time.Millisecond)
+		// The page is idle: the partial text stays, Send is back.
+		shown := text(t, ctx, ".msg.assistant:last-of-type .content")
+		stats := text(t, ctx, ".msg.assistant:last-of-type .stats")
+		sendVisible := eval[bool](t, ctx, `!document.getElementById('send-btn').hidden && document.getElementById('stop-btn').hidden`)
+		assert.Equal(t, strings.Join(strings.Fields(reply.Content), " "), strings.Join(strings.Fields(shown), " "))
+		assert.Equal(t, "Stopped", stats)
+		assert.True(t, sendVisible)
+	})
+
+	t.Run("reload keeps the conversation", func(t *testing.T) {
+		before := storedConvs(t, ctx)
+		do(t, ctx,
+			chromedp.Reload(),
+			chromedp.WaitVisible(chromedp.CSS(".msg.assistant")),
+		)
+		texts := eval[[]string](t, ctx, `Array.from(document.querySelectorAll('.msg')).map(m => m.querySelector(m.classList.contains('user') ? '.bubble' : '.content').innerText)`)
+		listed := eval[[]string](t, ctx, `Array.from(document.querySelectorAll('#conv-list .conv-open')).map(b => b.textContent)`)
+		assert.Equal(t, before, storedConvs(t, ctx))
+		require.Len(t, texts, 4)
+		assert.Equal(t, "Once upon a time", texts[0])
+		assert.Equal(t, strings.Join(strings.Fields(before[0].Messages[1].Content), " "), strings.Join(strings.Fields(texts[1]), " "))
+		assert.Equal(t, "Tell me a long story", texts[2])
+		assert.Equal(t, []string{"Once upon a time"}, listed)
+	})
+
+	t.Run("markdown", func(t *testing.T) {
+		for _, tc := range []struct{ in, want string }{
+			{"# Title\n\nSome **bold**, *italic*, `code` and ~~gone~~.",
+				`<h1>Title</h1><p>Some <strong>bold</strong>, <em>italic</em>, <code>code</code> and <del>gone</del>.</p>`},
+			{"<img src=x onerror=alert(1)><script>alert(1)</script>",
+				`<p>&lt;img src=x onerror=alert(1)&gt;&lt;script&gt;alert(1)&lt;/script&gt;</p>`},
+			{"[a](javascript:alert(1)) [b](https://example.com/?q=1&r=\"2\")",
+				`<p>a <a href="https://example.com/?q=1&amp;r=&quot;2&quot;" target="_blank" rel="noopener noreferrer">b</a></p>`},
+			{"- one\n- two\n  - nested\n1. first",
+				`<ul><li>one</li><li>two<ul><li>nested</li></ul></li></ul><ol><li>first</li></ol>`},
+			{"```go\nfmt.Println(\"<b>\") // **not bold**\n```\nafter",
+				`<div class="codeblock"><div class="code-head"><span>go</span><button type="button" class="copy">Copy</button></div>` +
+					`<pre><code class="language-go">fmt.Println(&quot;&lt;b&gt;&quot;) // **not bold**</code></pre></div><p>after</p>`},
+			{"```\nunclosed <while> streaming", `<div class="codeblock"><div class="code-head"><span>text</span><button type="button" class="copy">Copy</button></div>` +
+				`<pre><code>unclosed &lt;while&gt; streaming</code></pre></div>`},
+			{"> quoted\n\n---\nline one\nline two", `<blockquote>quoted</blockquote><hr><p>line one<br>line two</p>`},
+		} {
+			in, _ := json.Marshal(tc.in)
+			got := eval[string](t, ctx, fmt.Sprintf(`window.llamaUI.renderMarkdown(%s)`, in))
+			assert.Equal(t, tc.want, got, "markdown of %q", tc.in)
+		}
+	})
+
+	t.Run("screenshots", func(t *testing.T) {
+		for _, theme := range []string{"light", "dark"} {
+			do(t, ctx,
+				js(fmt.Sprintf(`localStorage.setItem('llama-ui.theme', '"%s"')`, theme)),
+				chromedp.Reload(),
+				chromedp.WaitVisible(chromedp.CSS(".msg.assistant")),
+				waitJS(fmt.Sprintf(`document.documentElement.dataset.theme === '%s' && document.getElementById('model-name').textContent !== ''`, theme)),
+			)
+			png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+			require.NoError(t, err)
+			name := "webui-screenshot.png"
+			if theme == "dark" {
+				name = "webui-screenshot-dark.png"
+			}
+			require.NoError(t, os.WriteFile(filepath.Join("testdata", name), png, 0o644))
+		}
+	})
+}
+
+// chatContent answers a non-streamed chat completion and returns the
+// message's content.
+func chatContent(t *testing.T, url string, body any) string {
+	t.Helper()
+	b, err := json.Marshal(body)
+	require.NoError(t, err)
+	resp, err := http.Post(url, "application/json", strings.NewReader(string(b)))
+	var out struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	require.Equal(t, http.StatusOK, decodeAnswer(t, resp, err, &out))
+	require.Len(t, out.Choices, 1)
+	return out.Choices[0].Message.Content
+}
+
+// slotBusy reports whether a slot of the server is processing.
+func slotBusy(t *testing.T, url string) bool {
+	t.Helper()
+	resp, err := http.Get(url)
+	var slots []struct {
+		IsProcessing bool `json:"is_processing"`
+	}
+	require.Equal(t, http.StatusOK, decodeAnswer(t, resp, err, &slots))
+	for _, s := range slots {
+		if s.IsProcessing {
+			return true
+		}
+	}
+	return false
+}
