@@ -16,6 +16,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama/internal/testenv"
 )
 
 // chromiumPath finds the browser the web page tests drive: $CHROME, or
@@ -327,4 +329,114 @@ func slotBusy(t *testing.T, url string) bool {
 		}
 	}
 	return false
+}
+
+// openPage loads the page of a test server in a new browser.
+func openPage(t *testing.T, url string) context.Context {
+	t.Helper()
+	ctx := newBrowser(t)
+	do(t, ctx,
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.ID("input")),
+		waitJS(`document.body.dataset.ready === '1'`),
+	)
+	return ctx
+}
+
+// sendMessage types a message, sends it and waits for the reply's end.
+func sendMessage(t *testing.T, ctx context.Context, msg string) storedMessage {
+	t.Helper()
+	n := eval[int](t, ctx, `document.querySelectorAll('.msg.assistant.done').length`)
+	do(t, ctx,
+		chromedp.SendKeys(chromedp.ID("input"), msg),
+		chromedp.Click(chromedp.ID("send-btn")),
+		waitJS(fmt.Sprintf(`document.body.dataset.busy === '0' && document.querySelectorAll('.msg.assistant.done').length === %d`, n+1)),
+	)
+	convs := storedConvs(t, ctx)
+	require.NotEmpty(t, convs)
+	for _, c := range convs {
+		if len(c.Messages) == 0 {
+			continue
+		}
+		if last := c.Messages[len(c.Messages)-1]; last.Role == "assistant" && !last.Stopped {
+			return last
+		}
+	}
+	t.Fatalf("no reply stored: %+v", convs)
+	return storedMessage{}
+}
+
+// TestWebUIReasoningAndToolCalls streams a scripted Qwen 3 answer through
+// the real server: the page shows the reasoning in a collapsible block,
+// the Markdown content and the tool call.
+func TestWebUIReasoningAndToolCalls(t *testing.T) {
+	ts, inst, real := newScriptServer(t)
+	inst.Engine = scriptEngine{Engine: real, stop: StopEOS, pieces: []string{
+		"<think>", "The user wants", " the weather.", "</think>",
+		"Let me **check** that.\n",
+		"<tool_call>\n{\"name\": \"get_weather\", ", "\"arguments\": {\"city\": \"Rome\"}}\n</tool_call>",
+	}}
+	ctx := openPage(t, ts.URL+"/")
+	tools := `[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]`
+	custom, err := json.Marshal(map[string]string{"custom": `{"tools": ` + tools + `}`})
+	require.NoError(t, err)
+	do(t, ctx, js(fmt.Sprintf(`localStorage.setItem('llama-ui.settings', %q)`, custom)), chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("input")))
+
+	reply := sendMessage(t, ctx, "Weather in Rome?")
+	require.Empty(t, reply.Error)
+	assert.Equal(t, "Let me **check** that.", strings.TrimSpace(reply.Content))
+
+	type view struct {
+		Reasoning, Summary, Strong, Call, Args string
+		Open                                   bool
+	}
+	got := eval[view](t, ctx, `(() => {
+	  const m = document.querySelector('.msg.assistant');
+	  const d = m.querySelector('details.reasoning');
+	  const c = m.querySelector('details.tool-call');
+	  return {Reasoning: d.querySelector('.reasoning-body').textContent, Summary: d.querySelector('summary').textContent, Open: d.open,
+	          Strong: m.querySelector('.content strong').textContent,
+	          Call: c.querySelector('summary').textContent, Args: c.querySelector('code').textContent};
+	})()`)
+	assert.Equal(t, view{
+		Reasoning: "The user wants the weather.", Summary: "Reasoning", Open: false, Strong: "check",
+		Call: "Tool call: get_weather", Args: "{\n  \"city\": \"Rome\"\n}",
+	}, got)
+}
+
+// TestWebUIAPIKey: with an API key the page still loads, asks for the key
+// when the server answers 401, keeps it and chats with it.
+func TestWebUIAPIKey(t *testing.T) {
+	_, ts := newTestServer(t, Options{APIKeys: []string{"sk-browser"}})
+	ctx := openPage(t, ts.URL+"/")
+	do(t, ctx,
+		waitJS(`document.getElementById('key-dlg').open`),
+		chromedp.SendKeys(chromedp.ID("key-input"), "sk-browser"),
+		chromedp.Click(chromedp.ID("key-save")),
+		waitJS(`!document.getElementById('key-dlg').open && document.getElementById('model-name').textContent === 'stories260K.gguf'`),
+	)
+	assert.Equal(t, `"sk-browser"`, eval[string](t, ctx, `localStorage.getItem('llama-ui.apiKey')`))
+	reply := sendMessage(t, ctx, "Once upon a time")
+	assert.Empty(t, reply.Error)
+	assert.NotEmpty(t, reply.Content)
+}
+
+// TestWebUIRouterModels: in router mode the page lists the models and
+// sends the chosen one.
+func TestWebUIRouterModels(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"alpha.gguf", "beta.gguf"} {
+		require.NoError(t, os.Symlink(testenv.Model(t, "stories260K.gguf"), filepath.Join(dir, n)))
+	}
+	_, ts := newTestServer(t, Options{ModelsDir: dir, ChatTemplate: "chatml",
+		Engine: EngineOptions{Parallel: 1, CtxSize: 512, Threads: 1, ThreadsBatch: 1}})
+	ctx := openPage(t, ts.URL+"/")
+	do(t, ctx, waitJS(`!document.getElementById('model-label').hidden && document.getElementById('model-select').options.length === 2`))
+	assert.Equal(t, []string{"alpha", "beta"}, eval[[]string](t, ctx, `Array.from(document.getElementById('model-select').options).map(o => o.value)`))
+	do(t, ctx, chromedp.SetValue(chromedp.ID("model-select"), "beta"),
+		js(`document.getElementById('model-select').dispatchEvent(new Event('change'))`))
+	reply := sendMessage(t, ctx, "Once upon a time")
+	assert.Empty(t, reply.Error)
+	assert.Equal(t, "beta", reply.Model)
+	assert.NotEmpty(t, reply.Content)
 }
