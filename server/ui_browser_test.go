@@ -440,3 +440,88 @@ func TestWebUIRouterModels(t *testing.T) {
 	assert.Equal(t, "beta", reply.Model)
 	assert.NotEmpty(t, reply.Content)
 }
+
+// TestWebUIConversations drives the conversation list and attachments: a
+// text file is inlined into the message sent, a second conversation is
+// started, one is renamed, all are exported, one is deleted, and the
+// export is imported back.
+func TestWebUIConversations(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	ctx := openPage(t, ts.URL+"/")
+	do(t, ctx,
+		js(`localStorage.setItem('llama-ui.settings', JSON.stringify({temperature: 0, max_tokens: 16}))`),
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.ID("input")),
+		waitJS(`document.getElementById('model-name').textContent !== ''`),
+		// Record the requests the page makes, and the files it exports.
+		js(`window.__bodies = [];
+		    const f = window.fetch;
+		    window.fetch = (u, i) => { if (i && i.body) window.__bodies.push(JSON.parse(i.body)); return f(u, i); };
+		    const c = URL.createObjectURL;
+		    URL.createObjectURL = (b) => { window.__blob = b; return c(b); };
+		    window.confirm = () => true`),
+	)
+	// stories260K has no projector: no image button.
+	assert.True(t, eval[bool](t, ctx, `document.getElementById('image-btn').hidden`))
+
+	notes := filepath.Join(t.TempDir(), "notes.txt")
+	require.NoError(t, os.WriteFile(notes, []byte("The secret word is plum."), 0o644))
+	do(t, ctx,
+		chromedp.SetUploadFiles(chromedp.ID("file-input"), []string{notes}),
+		waitJS(`document.querySelector('#attachments .chip') !== null`),
+	)
+	reply := sendMessage(t, ctx, "Remember this")
+	require.Empty(t, reply.Error)
+	type message struct{ Role, Content string }
+	type body struct{ Messages []message }
+	bodies := eval[[]body](t, ctx, `window.__bodies`)
+	require.Len(t, bodies, 1)
+	assert.Equal(t, []message{{"user", "Remember this\n\n--- notes.txt ---\nThe secret word is plum."}}, bodies[0].Messages)
+	assert.Equal(t, "notes.txt", text(t, ctx, ".msg.user .chip"))
+	assert.Empty(t, eval[string](t, ctx, `document.getElementById('attachments').textContent`))
+
+	do(t, ctx, chromedp.Click(chromedp.ID("new-chat")), waitJS(`document.querySelectorAll('.msg').length === 0`))
+	sendMessage(t, ctx, "Once upon a time")
+	titles := func() []string {
+		return eval[[]string](t, ctx, `Array.from(document.querySelectorAll('#conv-list .conv-open')).map(b => b.textContent)`)
+	}
+	assert.Equal(t, []string{"Once upon a time", "Remember this"}, titles())
+
+	// Rename the current conversation.
+	do(t, ctx,
+		chromedp.Click(chromedp.CSS("#conv-list li.active .rename")),
+		waitJS(`document.getElementById('rename-dlg').open`),
+		chromedp.SetValue(chromedp.ID("rename-input"), "A story"),
+		chromedp.Click(chromedp.ID("rename-save")),
+		waitJS(`!document.getElementById('rename-dlg').open`),
+	)
+	assert.Equal(t, []string{"A story", "Remember this"}, titles())
+	assert.Equal(t, "A story", text(t, ctx, "#conv-title"))
+
+	// Export all, as JSON.
+	do(t, ctx, chromedp.Click(chromedp.ID("export-all")))
+	exported, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.__blob.text()`, chromedp.EvalAwaitPromise))
+	require.NoError(t, err)
+	var convs []storedConv
+	require.NoError(t, json.Unmarshal([]byte(exported), &convs))
+	assert.Equal(t, storedConvs(t, ctx), convs)
+
+	// Delete the renamed one; the other stays, in the page and in storage.
+	do(t, ctx,
+		chromedp.Click(chromedp.CSS("#conv-list li.active .delete")),
+		waitJS(`document.querySelectorAll('#conv-list li').length === 1`),
+	)
+	assert.Equal(t, []string{"Remember this"}, titles())
+	left := storedConvs(t, ctx)
+	require.Len(t, left, 1)
+	assert.Equal(t, "Remember this", left[0].Title)
+
+	// Import the export: both come back (as new conversations).
+	file := filepath.Join(t.TempDir(), "conversations.json")
+	require.NoError(t, os.WriteFile(file, []byte(exported), 0o644))
+	do(t, ctx,
+		chromedp.SetUploadFiles(chromedp.ID("import-input"), []string{file}),
+		waitJS(`document.querySelectorAll('#conv-list li').length === 3`),
+	)
+	assert.ElementsMatch(t, []string{"A story", "Remember this", "Remember this"}, titles())
+}
