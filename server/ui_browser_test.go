@@ -422,23 +422,42 @@ func TestWebUIAPIKey(t *testing.T) {
 }
 
 // TestWebUIRouterModels: in router mode the page lists the models and
-// sends the chosen one.
+// sends the chosen one, with the defaults of --ui-config (a dark theme and
+// a system prompt).
 func TestWebUIRouterModels(t *testing.T) {
 	dir := t.TempDir()
 	for _, n := range []string{"alpha.gguf", "beta.gguf"} {
 		require.NoError(t, os.Symlink(testenv.Model(t, "stories260K.gguf"), filepath.Join(dir, n)))
 	}
 	_, ts := newTestServer(t, Options{ModelsDir: dir, ChatTemplate: "chatml",
-		Engine: EngineOptions{Parallel: 1, CtxSize: 512, Threads: 1, ThreadsBatch: 1}})
+		UIConfig: `{"theme": "dark", "systemMessage": "You tell stories.", "max_tokens": 8}`,
+		Engine:   EngineOptions{Parallel: 1, CtxSize: 512, Threads: 1, ThreadsBatch: 1}})
 	ctx := openPage(t, ts.URL+"/")
-	do(t, ctx, waitJS(`!document.getElementById('model-label').hidden && document.getElementById('model-select').options.length === 2`))
+	do(t, ctx,
+		waitJS(`!document.getElementById('model-label').hidden && document.getElementById('model-select').options.length === 2`),
+		waitJS(`document.documentElement.dataset.theme === 'dark'`),
+	)
 	assert.Equal(t, []string{"alpha", "beta"}, eval[[]string](t, ctx, `Array.from(document.getElementById('model-select').options).map(o => o.value)`))
 	do(t, ctx, chromedp.SetValue(chromedp.ID("model-select"), "beta"),
 		js(`document.getElementById('model-select').dispatchEvent(new Event('change'))`))
+	do(t, ctx, js(`window.__bodies = [];
+		const f = window.fetch;
+		window.fetch = (u, i) => { if (i && i.body) window.__bodies.push(JSON.parse(i.body)); return f(u, i); }`))
 	reply := sendMessage(t, ctx, "Once upon a time")
 	assert.Empty(t, reply.Error)
 	assert.Equal(t, "beta", reply.Model)
 	assert.NotEmpty(t, reply.Content)
+	type body struct {
+		Model     string
+		MaxTokens int `json:"max_tokens"`
+		Messages  []struct{ Role, Content string }
+	}
+	bodies := eval[[]body](t, ctx, `window.__bodies`)
+	require.Len(t, bodies, 1)
+	assert.Equal(t, "beta", bodies[0].Model)
+	assert.Equal(t, 8, bodies[0].MaxTokens)
+	require.Len(t, bodies[0].Messages, 2)
+	assert.Equal(t, "You tell stories.", bodies[0].Messages[0].Content)
 }
 
 // TestWebUIConversations drives the conversation list and attachments: a
@@ -524,4 +543,15 @@ func TestWebUIConversations(t *testing.T) {
 		waitJS(`document.querySelectorAll('#conv-list li').length === 3`),
 	)
 	assert.ElementsMatch(t, []string{"A story", "Remember this", "Remember this"}, titles())
+
+	// A request the server refuses: its error is shown in the reply.
+	do(t, ctx,
+		js(`localStorage.setItem('llama-ui.settings', JSON.stringify({custom: '{"n_probs": "many"}'}))`),
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.ID("input")),
+		chromedp.SendKeys(chromedp.ID("input"), "Once more"),
+		chromedp.Click(chromedp.ID("send-btn")),
+		waitJS(`document.body.dataset.busy === '0' && document.querySelector('.msg.assistant:last-of-type .error-text') !== null`),
+	)
+	assert.NotEmpty(t, text(t, ctx, ".msg.assistant:last-of-type .error-text"))
 }
