@@ -106,6 +106,7 @@ type storedMessage struct {
 	Role     string         `json:"role"`
 	Content  string         `json:"content"`
 	Done     bool           `json:"done"`
+	Finish   string         `json:"finish"`
 	Stopped  bool           `json:"stopped"`
 	Error    string         `json:"error"`
 	Timings  map[string]any `json:"timings"`
@@ -198,7 +199,8 @@ func TestWebUIInBrowser(t *testing.T) {
 		// The timings of the last chunk are shown.
 		require.NotNil(t, reply.Timings)
 		stats := text(t, ctx, ".msg.assistant .stats")
-		assert.Regexp(t, `^Prompt: \d+ tokens, [\d.]+ s, [\d.]+ t/s · Generation: \d+ tokens, [\d.]+ s, [\d.]+ t/s$`, stats)
+		assert.Equal(t, "length", reply.Finish)
+		assert.Regexp(t, `^Prompt: \d+ tokens, [\d.]+ s, [\d.]+ t/s · Generation: 96 tokens, [\d.]+ s, [\d.]+ t/s · Token limit reached$`, stats)
 		shown := text(t, ctx, ".msg.assistant .content")
 		assert.Equal(t, strings.Join(strings.Fields(want), " "), strings.Join(strings.Fields(shown), " "))
 	})
@@ -222,6 +224,7 @@ func TestWebUIInBrowser(t *testing.T) {
 		require.Len(t, convs[0].Messages, 4)
 		reply := convs[0].Messages[3]
 		assert.True(t, reply.Stopped, "marked stopped")
+		assert.Empty(t, reply.Finish, "the last chunk never came: the reply was cut mid-way")
 		assert.Nil(t, reply.Timings, "the last chunk never came: the reply was cut mid-way")
 		assert.Empty(t, reply.Error)
 		require.NotEmpty(t, partials)
@@ -512,7 +515,7 @@ func TestWebUIConversations(t *testing.T) {
 		waitJS(`document.getElementById('rename-dlg').open`),
 		chromedp.SetValue(chromedp.ID("rename-input"), "A story"),
 		chromedp.Click(chromedp.ID("rename-save")),
-		waitJS(`!document.getElementById('rename-dlg').open`),
+		waitJS(`document.getElementById('conv-title').textContent === 'A story'`),
 	)
 	assert.Equal(t, []string{"A story", "Remember this"}, titles())
 	assert.Equal(t, "A story", text(t, ctx, "#conv-title"))

@@ -194,11 +194,16 @@
     }
   }
 
+  // askKey opens the API-key dialog (once, however many requests wait on
+  // it) and resolves to the key typed, or null when cancelled.
+  let keyPromise = null;
   function askKey() {
-    return new Promise((resolve) => {
+    if (keyPromise) return keyPromise;
+    keyPromise = new Promise((resolve) => {
       const dlg = $('key-dlg');
       $('key-input').value = state.apiKey || '';
       dlg.onclose = () => {
+        keyPromise = null;
         if (dlg.returnValue === 'save' && $('key-input').value.trim()) {
           state.apiKey = $('key-input').value.trim();
           store(KEY.apiKey, state.apiKey);
@@ -210,6 +215,7 @@
       dlg.returnValue = '';
       if (!dlg.open) dlg.showModal();
     });
+    return keyPromise;
   }
 
   async function errorText(res) {
@@ -451,6 +457,7 @@
     if (t.predicted_n !== undefined) {
       parts.push('Generation: ' + t.predicted_n + ' tokens, ' + fmt(t.predicted_ms / 1000, 2) + ' s, ' + fmt(t.predicted_per_second, 1) + ' t/s');
     }
+    if (m.finish === 'length') parts.push('Token limit reached');
     return parts.join(' \u00b7 ');
   }
 
@@ -623,7 +630,7 @@
     const ctrl = new AbortController();
     state.abort = ctrl;
     setBusy(true);
-    const started = performance.now();
+    let first = 0;
     let chunks = 0;
     let lastSave = 0;
     let frame = 0;
@@ -665,7 +672,9 @@
           try { j = JSON.parse(data); } catch (e) { continue; }
           if (j.error) throw new Error(j.error.message || JSON.stringify(j.error));
           if (j.timings) m.timings = j.timings;
-          const d = j.choices && j.choices[0] && j.choices[0].delta;
+          const choice = j.choices && j.choices[0];
+          if (choice && choice.finish_reason) m.finish = choice.finish_reason;
+          const d = choice && choice.delta;
           if (!d) continue;
           if (d.reasoning_content) m.reasoning = (m.reasoning || '') + d.reasoning_content;
           if (d.content) m.content += d.content;
@@ -677,9 +686,11 @@
             if (tc.function && tc.function.arguments) calls[i].arguments += tc.function.arguments;
             m.toolCalls = calls.filter(Boolean);
           }
-          chunks++;
-          const secs = (performance.now() - started) / 1000;
-          $('live-stats').textContent = chunks + ' chunks, ' + (chunks / Math.max(secs, 0.001)).toFixed(1) + '/s';
+          // Live speed, counted here (about a token a chunk); the server's
+          // own timings come with the last chunk.
+          if (chunks++ === 0) first = performance.now();
+          const secs = (performance.now() - first) / 1000;
+          $('live-stats').textContent = '~' + chunks + ' tokens' + (secs > 0.2 ? ', ' + ((chunks - 1) / secs).toFixed(1) + ' t/s' : '');
           schedule();
           if (performance.now() - lastSave > 1000) {
             lastSave = performance.now();
