@@ -103,6 +103,7 @@ func waitJS(expr string) chromedp.Action[chromedp.Void] {
 
 // storedMessage is a message as the page keeps it in localStorage.
 type storedMessage struct {
+	ID       string         `json:"id"`
 	Role     string         `json:"role"`
 	Content  string         `json:"content"`
 	Done     bool           `json:"done"`
@@ -501,6 +502,20 @@ func TestWebUIConversations(t *testing.T) {
 	assert.Equal(t, []message{{"user", "Remember this\n\n--- notes.txt ---\nThe secret word is plum."}}, bodies[0].Messages)
 	assert.Equal(t, "notes.txt", text(t, ctx, ".msg.user .chip"))
 	assert.Empty(t, eval[string](t, ctx, `document.getElementById('attachments').textContent`))
+
+	// Regenerate: the same request again, the reply replaced (greedy: the
+	// same text).
+	first := storedConvs(t, ctx)[0].Messages[1].ID
+	do(t, ctx,
+		chromedp.Click(chromedp.CSS(".msg.assistant .regen")),
+		waitJS(`window.__bodies.length === 2 && document.body.dataset.busy === '0' && document.querySelector('.msg.assistant.done') !== null`),
+	)
+	bodies = eval[[]body](t, ctx, `window.__bodies`)
+	assert.Equal(t, bodies[0], bodies[1])
+	again := storedConvs(t, ctx)[0].Messages
+	require.Len(t, again, 2)
+	assert.NotEqual(t, first, again[1].ID)
+	assert.Equal(t, reply.Content, again[1].Content)
 
 	do(t, ctx, chromedp.Click(chromedp.ID("new-chat")), waitJS(`document.querySelectorAll('.msg').length === 0`))
 	sendMessage(t, ctx, "Once upon a time")

@@ -407,7 +407,7 @@
       bubble.append(content);
     }
     content.innerHTML = renderMarkdown(m.content || '');
-    for (const old of bubble.querySelectorAll('details.tool-call, .error-text, .stats')) old.remove();
+    for (const old of bubble.querySelectorAll('details.tool-call, .error-text, .msg-foot')) old.remove();
     for (const tc of m.toolCalls || []) {
       const d = document.createElement('details');
       d.className = 'tool-call';
@@ -426,9 +426,11 @@
       e.textContent = m.error;
       bubble.append(e);
     }
+    const foot = document.createElement('div');
+    foot.className = 'msg-foot';
     const stats = statsText(m);
     if (stats || m.stopped) {
-      const s = document.createElement('div');
+      const s = document.createElement('span');
       s.className = 'stats';
       if (m.stopped) {
         const st = document.createElement('span');
@@ -437,8 +439,58 @@
         s.append(st, document.createTextNode(stats ? ' \u00b7 ' : ''));
       }
       s.append(document.createTextNode(stats));
-      bubble.append(s);
+      foot.append(s);
     }
+    if (m.done) {
+      const acts = document.createElement('span');
+      acts.className = 'msg-actions';
+      for (const [cls, label] of [['copy-msg', 'Copy'], ['regen', 'Regenerate']]) {
+        const b = document.createElement('button');
+        b.type = 'button';
+        b.className = 'link ' + cls;
+        b.textContent = label;
+        acts.append(b);
+      }
+      foot.append(acts);
+    }
+    if (foot.childNodes.length) bubble.append(foot);
+  }
+
+  // copyText copies text to the clipboard (with the older API where the
+  // page is not a secure context) and says so on the button.
+  function copyText(text, button) {
+    const done = (ok) => {
+      const label = button.textContent;
+      button.textContent = ok ? 'Copied' : 'Copy failed';
+      setTimeout(() => { button.textContent = label; }, 1200);
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(() => done(true), () => done(false));
+      return;
+    }
+    const ta = document.createElement('textarea');
+    ta.value = text;
+    ta.setAttribute('readonly', '');
+    ta.className = 'sr';
+    document.body.append(ta);
+    ta.select();
+    let ok = false;
+    try { ok = document.execCommand('copy'); } catch (e) { ok = false; }
+    ta.remove();
+    done(ok);
+  }
+
+  // regenerate replaces the conversation's last reply with a new one.
+  async function regenerate() {
+    const conv = current();
+    if (state.busy || !conv || !conv.messages.length) return;
+    if (conv.messages[conv.messages.length - 1].role === 'assistant') conv.messages.pop();
+    const m = { id: newId(), role: 'assistant', content: '', done: false };
+    if (state.router) m.model = state.model;
+    conv.messages.push(m);
+    saveConvs();
+    renderConv();
+    await generate(conv, m);
   }
 
   function prettyJSON(s) {
@@ -863,13 +915,18 @@
       loadModelProps();
     };
     $('messages').addEventListener('click', (e) => {
-      const b = e.target.closest('.codeblock .copy');
+      const b = e.target.closest('button');
       if (!b) return;
-      const code = b.closest('.codeblock').querySelector('code').textContent;
-      navigator.clipboard.writeText(code).then(() => {
-        b.textContent = 'Copied';
-        setTimeout(() => { b.textContent = 'Copy'; }, 1200);
-      }, () => { b.textContent = 'Copy failed'; });
+      if (b.matches('.codeblock .copy')) {
+        copyText(b.closest('.codeblock').querySelector('code').textContent, b);
+      } else if (b.matches('.copy-msg') || b.matches('.regen')) {
+        const conv = current();
+        const id = b.closest('.msg').dataset.id;
+        const m = conv && conv.messages.find((x) => x.id === id);
+        if (!m) return;
+        if (b.matches('.copy-msg')) copyText(m.content, b);
+        else if (conv.messages[conv.messages.length - 1] === m) regenerate();
+      }
     });
     // A conversation left mid-stream (the page was closed) is finished.
     for (const c of state.convs) for (const m of c.messages || []) if (m.role === 'assistant' && !m.done) { m.done = true; m.stopped = true; }
