@@ -562,6 +562,44 @@ func TestWebUIConversations(t *testing.T) {
 	)
 	assert.ElementsMatch(t, []string{"A story", "Remember this", "Remember this"}, titles())
 
+	// The settings dialog: saved values go into the next request; bad
+	// extra JSON keeps the dialog open with an error.
+	do(t, ctx,
+		chromedp.Click(chromedp.ID("settings-btn")),
+		waitJS(`document.getElementById('settings-dlg').open`),
+		chromedp.SetValue(chromedp.CSS(`#settings-form [name=temperature]`), "0.3"),
+		chromedp.SetValue(chromedp.CSS(`#settings-form [name=systemMessage]`), "Be short."),
+		chromedp.Click(chromedp.ID("settings-save")),
+		waitJS(`!document.getElementById('settings-dlg').open`),
+	)
+	assert.JSONEq(t, `{"temperature": 0.3, "max_tokens": 16, "systemMessage": "Be short."}`,
+		eval[string](t, ctx, `localStorage.getItem('llama-ui.settings')`))
+	do(t, ctx,
+		chromedp.Click(chromedp.ID("settings-btn")),
+		waitJS(`document.getElementById('settings-dlg').open`),
+		chromedp.SetValue(chromedp.CSS(`#settings-form [name=custom]`), "{bad"),
+		chromedp.Click(chromedp.ID("settings-save")),
+		waitJS(`!document.getElementById('settings-error').hidden`),
+	)
+	assert.True(t, eval[bool](t, ctx, `document.getElementById('settings-dlg').open`))
+	do(t, ctx, js(`document.getElementById('settings-dlg').close()`))
+	sendMessage(t, ctx, "Hello")
+	type sampled struct {
+		Temperature float64
+		MaxTokens   int `json:"max_tokens"`
+		Messages    []message
+	}
+	last := eval[[]sampled](t, ctx, `window.__bodies`)
+	req := last[len(last)-1]
+	assert.Equal(t, 0.3, req.Temperature)
+	assert.Equal(t, 16, req.MaxTokens)
+	assert.Equal(t, message{"system", "Be short."}, req.Messages[0])
+
+	// The theme switch, kept.
+	theme := eval[string](t, ctx, `document.documentElement.dataset.theme`)
+	do(t, ctx, chromedp.Click(chromedp.ID("theme-btn")), chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("input")))
+	assert.NotEqual(t, theme, eval[string](t, ctx, `document.documentElement.dataset.theme`))
+
 	// A request the server refuses: its error is shown in the reply.
 	do(t, ctx,
 		js(`localStorage.setItem('llama-ui.settings', JSON.stringify({custom: '{"n_probs": "many"}'}))`),
