@@ -274,6 +274,9 @@ func TestWebUIInBrowser(t *testing.T) {
 			{"```\nunclosed <while> streaming", `<div class="codeblock"><div class="code-head"><span>text</span><button type="button" class="copy">Copy</button></div>` +
 				`<pre><code>unclosed &lt;while&gt; streaming</code></pre></div>`},
 			{"> quoted\n\n---\nline one\nline two", `<blockquote>quoted</blockquote><hr><p>line one<br>line two</p>`},
+			{"see https://x.org/*a*_b_ and [**x**](https://y.org/a*b*c) `*c*`\u0000",
+				`<p>see <a href="https://x.org/*a*_b_" target="_blank" rel="noopener noreferrer">https://x.org/*a*_b_</a> and ` +
+					`<a href="https://y.org/a*b*c" target="_blank" rel="noopener noreferrer"><strong>x</strong></a> <code>*c*</code></p>`},
 		} {
 			in, _ := json.Marshal(tc.in)
 			got := eval[string](t, ctx, fmt.Sprintf(`window.llamaUI.renderMarkdown(%s)`, in))

@@ -38,24 +38,32 @@
 
   // inline renders the inline syntax of an already escaped line.
   function inline(s) {
-    const codes = [];
-    s = s.replace(/(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)/g, (m, ticks, code) => {
-      codes.push('<code>' + code.trim() + '</code>');
-      return '\u0000' + (codes.length - 1) + '\u0000';
-    });
+    // Code spans and links are set aside (as \u0000N\u0000) so that the
+    // emphasis rules never reach inside them.
+    const kept = [];
+    const keep = (html) => {
+      kept.push(html);
+      return '\u0000' + (kept.length - 1) + '\u0000';
+    };
+    const link = (href, text) => keep('<a href="' + href + '" target="_blank" rel="noopener noreferrer">' + text + '</a>');
+    s = s.replace(/(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)/g, (m, ticks, code) => keep('<code>' + code.trim() + '</code>'));
     s = s.replace(/!?\[([^\]]*)\]\(((?:[^()\s]|\([^()\s]*\))+)(?:\s+&quot;[^)]*&quot;)?\)/g, (m, text, url) => {
       const href = safeURL(url);
       if (!href) return text;
-      return '<a href="' + href + '" target="_blank" rel="noopener noreferrer">' + (text || href) + '</a>';
+      return link(href, emphasis(text) || href);
     });
-    s = s.replace(/(^|[\s(])(https?:\/\/[^\s<]+[^\s<.,:;!?)'"&])/g, (m, pre, url) =>
-      pre + '<a href="' + url + '" target="_blank" rel="noopener noreferrer">' + url + '</a>');
-    s = s.replace(/\*\*(?=\S)([\s\S]*?\S)\*\*/g, '<strong>$1</strong>')
+    s = s.replace(/(^|[\s(])(https?:\/\/[^\s<]+[^\s<.,:;!?)'"&])/g, (m, pre, url) => pre + link(url, url));
+    s = emphasis(s);
+    for (let i = 0; i < 3 && s.includes('\u0000'); i++) s = s.replace(/\u0000(\d+)\u0000/g, (m, n) => kept[+n]);
+    return s;
+  }
+
+  function emphasis(s) {
+    return s.replace(/\*\*(?=\S)([\s\S]*?\S)\*\*/g, '<strong>$1</strong>')
       .replace(/(^|[^\w])__(?=\S)([\s\S]*?\S)__(?!\w)/g, '$1<strong>$2</strong>')
       .replace(/(^|[^*\w])\*(?=[^\s*])([^*]*?[^\s*])\*(?!\*)/g, '$1<em>$2</em>')
       .replace(/(^|[^\w])_(?=[^\s_])([^_]*?[^\s_])_(?!\w)/g, '$1<em>$2</em>')
       .replace(/~~(?=\S)([\s\S]*?\S)~~/g, '<del>$1</del>');
-    return s.replace(/\u0000(\d+)\u0000/g, (m, i) => codes[+i]);
   }
 
   // renderMarkdown turns Markdown into HTML: headings, paragraphs, lists
@@ -63,7 +71,7 @@
   // unclosed fence runs to the end, as while streaming), and inline code,
   // bold, italic, strike-through and links.
   function renderMarkdown(src) {
-    const lines = escapeHTML(String(src).replace(/\r\n?/g, '\n')).split('\n');
+    const lines = escapeHTML(String(src).replace(/\u0000/g, '').replace(/\r\n?/g, '\n')).split('\n');
     const out = [];
     let para = [];
     let lists = []; // stack of {type, indent}
