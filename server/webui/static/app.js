@@ -177,7 +177,10 @@
     abort: null,
     pending: [], // attachments of the message being written
   };
+  // Storage written by hand or by another version may hold anything.
   if (!Array.isArray(state.convs)) state.convs = [];
+  state.convs = state.convs.filter((c) => c && typeof c === 'object' && Array.isArray(c.messages));
+  if (!state.settings || typeof state.settings !== 'object' || Array.isArray(state.settings)) state.settings = {};
 
   const newId = () => Date.now().toString(36) + Math.random().toString(36).slice(2, 8);
   const current = () => state.convs.find((c) => c.id === state.currentId) || null;
