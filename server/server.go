@@ -91,8 +91,9 @@ type Options struct {
 	// do, and it asks the user for one).
 	NoUI bool
 	// UIPath is a folder of static files served at "/" instead of the
-	// built-in page (--path); "/" serves its index.html. New fails when it
-	// is not a folder.
+	// built-in page (--path); "/" serves its index.html, folders are not
+	// listed, and, like the page, the files need no API key. New fails
+	// when it is not a folder.
 	UIPath string
 	// UIConfig is a JSON object of default UI settings (--ui-config),
 	// reported as "ui_settings" by GET /props. The built-in page reads
