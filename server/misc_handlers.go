@@ -115,6 +115,8 @@ func (s *Server) props(e *modelEntry) map[string]any {
 		"eos_token":          info.EOS,
 		"build_info":         buildInfo,
 		"is_sleeping":        e.state == stateSleeping,
+		"ui":                 !s.opts.NoUI,
+		"ui_settings":        s.uiSettings(),
 	}
 	if s.opts.Jinja && info.ToolUseSource != "" {
 		p["chat_template_tool_use"] = info.ToolUseSource
@@ -149,6 +151,7 @@ func handleGetProps(s *Server) http.HandlerFunc {
 			writeJSON(w, http.StatusOK, map[string]any{
 				"role": "router", "build_info": buildInfo, "max_instances": s.opts.ModelsMax,
 				"models_autoload": true, "endpoint_metrics": s.opts.Metrics, "endpoint_slots": s.opts.Slots,
+				"ui": !s.opts.NoUI, "ui_settings": s.uiSettings(),
 			})
 			return
 		}

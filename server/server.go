@@ -85,6 +85,26 @@ type Options struct {
 	// MaxBodyBytes bounds request bodies (0: 64 MiB).
 	MaxBodyBytes int64
 
+	// NoUI turns the web chat page off (--no-ui): GET / then answers 404
+	// like any unknown path. The zero value serves the page at "/", as
+	// llama-server does; the page needs no API key (the API calls it makes
+	// do, and it asks the user for one).
+	NoUI bool
+	// UIPath is a folder of static files served at "/" instead of the
+	// built-in page (--path); "/" serves its index.html, folders are not
+	// listed, and, like the page, the files need no API key. New fails
+	// when it is not a folder.
+	UIPath string
+	// UIConfig is a JSON object of default UI settings (--ui-config),
+	// reported as "ui_settings" by GET /props. The built-in page reads
+	// systemMessage, temperature, top_k, top_p, min_p, max_tokens, seed,
+	// repeat_penalty, custom (extra request JSON) and theme ("light",
+	// "dark"); the user's own settings override them.
+	UIConfig string
+	// UIConfigFile is a file holding UIConfig (--ui-config-file); New
+	// reads it. UIConfig and UIConfigFile are exclusive.
+	UIConfigFile string
+
 	// ModelOptions are used to load every model.
 	ModelOptions llama.ModelOptions
 	// Logger receives the server's logs (nil: slog.Default()).
@@ -146,6 +166,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 			return nil, fmt.Errorf("server: slot save path: %w", err)
 		}
 		o.SlotSavePath = abs
+	}
+	if err := prepareUI(&o); err != nil {
+		return nil, err
 	}
 	if o.ChatTemplate != "" {
 		if err := checkTemplate(o.ChatTemplate); err != nil {

@@ -1,0 +1,177 @@
+// Package webui is the server's chat page: plain HTML, CSS and JavaScript
+// embedded in the binary (no build step), served at "/" by the server's
+// Handler. The page talks to the server's API with relative URLs only, so
+// it works when the Handler is mounted under a prefix.
+//
+// The page streams chat completions (/v1/chat/completions), renders
+// Markdown, keeps conversations in the browser's localStorage, and reads
+// /props (modalities, "ui_settings") and /v1/models (the model picker of
+// router mode). It asks for an API key when the server answers 401.
+package webui
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"mime"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+//go:embed static
+var static embed.FS
+
+// Options configure Handler. The zero value serves the built-in page.
+type Options struct {
+	// Dir is a folder of static files served instead of the built-in page
+	// (llama-server's --path). "/" serves its index.html; folders are never
+	// listed and nothing outside Dir is reachable.
+	Dir string
+	// NotFound answers requests for files that do not exist (nil:
+	// http.NotFound).
+	NotFound http.Handler
+}
+
+// Files lists the built-in page's files, as served ("index.html",
+// "app.js", ...).
+func Files() []string {
+	var names []string
+	_ = fs.WalkDir(static, "static", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			names = append(names, strings.TrimPrefix(p, "static/"))
+		}
+		return nil
+	})
+	return names
+}
+
+// asset is one embedded file with its precomputed ETag.
+type asset struct {
+	data []byte
+	etag string
+}
+
+// Handler serves the page. It answers GET and HEAD: "/" and "/index.html"
+// are the page, other paths its assets. Responses carry a Content-Type
+// from the file's extension, an ETag, "Cache-Control: no-cache" (so a new
+// binary's page is picked up at once, and unchanged files cost a 304) and
+// "X-Content-Type-Options: nosniff"; HTML pages also carry a
+// Content-Security-Policy that allows only the page's own scripts, styles
+// and API. Handler is safe for concurrent use.
+func Handler(o Options) (http.Handler, error) {
+	notFound := o.NotFound
+	if notFound == nil {
+		notFound = http.HandlerFunc(http.NotFound)
+	}
+	if o.Dir != "" {
+		st, err := os.Stat(o.Dir)
+		if err != nil {
+			return nil, errors.New("webui: static files folder: " + err.Error())
+		}
+		if !st.IsDir() {
+			return nil, errors.New("webui: static files folder: " + o.Dir + " is not a folder")
+		}
+		root, err := os.OpenRoot(o.Dir)
+		if err != nil {
+			return nil, errors.New("webui: static files folder: " + err.Error())
+		}
+		return &dirHandler{root: root, notFound: notFound}, nil
+	}
+	assets := map[string]asset{}
+	for _, name := range Files() {
+		b, err := static.ReadFile("static/" + name)
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(b)
+		assets[name] = asset{data: b, etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
+	}
+	return &embedHandler{assets: assets, notFound: notFound}, nil
+}
+
+// fileName maps a request path to a file name relative to the root, or ""
+// when the path cannot name a file.
+func fileName(p string) string {
+	if p == "" || p[0] != '/' {
+		p = "/" + p
+	}
+	if strings.Contains(p, "\x00") || strings.Contains(p, "\\") {
+		return ""
+	}
+	clean := path.Clean(p) // starts with "/", no "..", no "//"
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	if strings.HasSuffix(clean, "/") {
+		clean += "index.html"
+	}
+	return clean[1:]
+}
+
+// setHeaders sets the headers every served file carries.
+func setHeaders(w http.ResponseWriter, name string) {
+	h := w.Header()
+	ct := mime.TypeByExtension(filepath.Ext(name))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	h.Set("Content-Type", ct)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if strings.HasSuffix(name, ".html") {
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data: blob:; "+
+			"style-src 'self'; script-src 'self'; connect-src 'self'; object-src 'none'; "+
+			"base-uri 'none'; frame-ancestors 'self'")
+		h.Set("Referrer-Policy", "no-referrer")
+	}
+}
+
+type embedHandler struct {
+	assets   map[string]asset
+	notFound http.Handler
+}
+
+func (h *embedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	name := fileName(r.URL.Path)
+	a, ok := h.assets[name]
+	if !ok || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+		h.notFound.ServeHTTP(w, r)
+		return
+	}
+	setHeaders(w, name)
+	w.Header().Set("ETag", a.etag)
+	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(a.data))
+}
+
+type dirHandler struct {
+	root     *os.Root
+	notFound http.Handler
+}
+
+func (h *dirHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	name := fileName(r.URL.Path)
+	if name == "" || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+		h.notFound.ServeHTTP(w, r)
+		return
+	}
+	f, err := h.root.Open(filepath.FromSlash(name))
+	if err != nil {
+		h.notFound.ServeHTTP(w, r)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.IsDir() {
+		h.notFound.ServeHTTP(w, r)
+		return
+	}
+	setHeaders(w, name)
+	http.ServeContent(w, r, name, st.ModTime(), f)
+}
