@@ -35,10 +35,11 @@ const (
 	CodeDecode                // llama.cpp reported a decode or encode failure
 	CodeGrammar               // a grammar failed to parse
 	CodeUnsupported           // the model or context cannot do what was asked
+	CodeBusy                  // another goroutine is using the object, or it is still in use
 )
 
 var codeNames = [...]string{"unknown", "library", "closed", "invalid argument", "load failed",
-	"no KV slot", "canceled", "decode failed", "grammar", "unsupported"}
+	"no KV slot", "canceled", "decode failed", "grammar", "unsupported", "busy"}
 
 // String names the code.
 func (c ErrorCode) String() string {
@@ -51,12 +52,16 @@ func (c ErrorCode) String() string {
 // Error is the error type of this package. Use errors.As to reach its Code,
 // or errors.Is with the sentinels ErrClosed, ErrInvalid, ... which match by
 // code. When a context.Context ended a call, Err is its error, so
-// errors.Is(err, context.Canceled) also holds.
+// errors.Is(err, context.Canceled) also holds. A grammar or JSON Schema
+// that is malformed (Code CodeGrammar, reported before any generation)
+// matches ErrInvalid as well as ErrGrammar, since it is bad input.
 type Error struct {
 	Code ErrorCode
 	Op   string // the operation, e.g. "decode"
 	Msg  string
 	Err  error // the underlying error, if any
+
+	input bool // bad input: also matches ErrInvalid
 }
 
 // Error formats the error as "llama: op: message".
@@ -86,7 +91,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // Is reports whether target is a sentinel *Error (no Op, no Msg) of the same code.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t.Op == "" && t.Msg == "" && t.Err == nil && t.Code == e.Code
+	return ok && t.Op == "" && t.Msg == "" && t.Err == nil && (t.Code == e.Code || e.input && t.Code == CodeInvalid)
 }
 
 // Sentinels for errors.Is.
@@ -100,6 +105,10 @@ var (
 	ErrDecode      = &Error{Code: CodeDecode}
 	ErrGrammar     = &Error{Code: CodeGrammar}
 	ErrUnsupported = &Error{Code: CodeUnsupported}
+	// ErrBusy reports a Context used by two goroutines at once (Generate,
+	// Decode... on one Context must not overlap), or an Adapter closed
+	// while a Context still uses it.
+	ErrBusy = &Error{Code: CodeBusy}
 )
 
 func errorf(code ErrorCode, op, format string, args ...any) error {
