@@ -291,6 +291,9 @@ func checkPattern(p string) error {
 // with m's vocabulary. Text is fed one byte token at a time where the
 // vocabulary has byte tokens (SentencePiece), else as its tokenization.
 func (g *Grammar) Match(m *Model, text string) (bool, error) {
+	if g == nil || m == nil {
+		return false, errorf(CodeInvalid, "grammar match", "nil *Grammar or *Model")
+	}
 	toks, err := m.grammarTokens(text)
 	if err != nil {
 		return false, err
