@@ -219,7 +219,10 @@ func TestPrepareCanceled(t *testing.T) {
 	// Ended while working: a context whose Err turns non-nil after some
 	// calls (no timing involved).
 	for name, run := range map[string]func(context.Context) error{
-		"grammar": func(ctx context.Context) error { _, err := llama.ParseGrammarContext(ctx, bigGrammar(4<<20), ""); return err },
+		"grammar": func(ctx context.Context) error {
+			_, err := llama.ParseGrammarContext(ctx, bigGrammar(4<<20), "")
+			return err
+		},
 		"schema": func(ctx context.Context) error {
 			_, err := llama.GrammarFromJSONSchemaContext(ctx, wideSchemas(20000)["optional properties"])
 			return err
