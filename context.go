@@ -270,21 +270,31 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 func (c *Context) closeFromParent() { c.close() }
 
 // Close frees the context; it interrupts and waits for a running Decode.
+// A Generate or Decode it interrupts ends with an error matching
+// ErrClosed. Closing a nil *Context returns an error matching ErrInvalid.
 func (c *Context) Close() error {
+	if c == nil {
+		return errorf(CodeInvalid, "close", "nil *Context")
+	}
 	c.close()
 	c.model.removeChild(c)
 	return nil
 }
 
 func (c *Context) close() {
+	c.closing.Store(true)
 	c.abort.Store(1)
 	c.mu.Lock()
-	defer c.unlock()
+	defer c.mu.Unlock()
 	if c.ptr != 0 {
 		capi.Free(c.ptr)
 		c.ptr = 0
 		c.mem = 0
 		c.freeThreads()
+		for _, a := range c.adapters {
+			a.unuse(c)
+		}
+		c.adapters = nil
 	}
 }
 
