@@ -19,6 +19,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -384,4 +385,34 @@ func TestFetchTo(t *testing.T) {
 			assert.Contains(t, out.String(), tc.progress)
 		})
 	}
+}
+
+// TestInstallGitHubNeedsInsecure: the GitHub archives have no pinned
+// checksum, so installing them without Insecure is refused before any
+// download (for an explicit source, and for the automatic one where no npm
+// package exists).
+func TestInstallGitHubNeedsInsecure(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	cases := []struct {
+		name         string
+		src          Source
+		goos, goarch string
+		flavor       Flavor
+	}{
+		{"explicit", SourceGitHub, "linux", "amd64", CPU},
+		{"automatic", SourceAuto, "linux", "arm64", Vulkan},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "lib")
+			_, err := install(context.Background(), InstallOptions{Dir: dir, Source: tc.src, Flavor: tc.flavor, BaseURL: srv.URL}, tc.goos, tc.goarch)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "no pinned checksum")
+			assert.Contains(t, err.Error(), "Insecure")
+			assert.NoDirExists(t, dir)
+		})
+	}
+	assert.Zero(t, hits.Load(), "nothing was downloaded")
 }
