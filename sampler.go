@@ -52,20 +52,25 @@ func finite(fs ...float32) bool {
 // makes llama.cpp allocate out of proportion to the model: token counts
 // (TopK's k, the minKeep of TopP, MinP, Typical and XTC, Mirostat's m) to
 // the vocabulary size, and token windows (the lastN of Penalties and DRY,
-// DRY's allowedLength) to the model's training context size, which is also
-// what -1 means for them: a chain is built for a model, before any
-// Context, so the context size is not known. maxWindow bounds that size
-// in case a model states an absurd one.
-const maxWindow = 1 << 20
+// DRY's allowedLength) to the larger of the model's training context size
+// and minWindowBound (65,536 tokens, for contexts extended past training),
+// and never beyond maxWindowBound (what NewContext accepts as ContextSize),
+// whatever the model's metadata says. A chain is built for a model, before
+// any Context, so the context size itself is not known: -1 means the
+// training context size.
+const (
+	minWindowBound = 1 << 16
+	maxWindowBound = 1 << 24
+)
 
-// window returns the token window for n: -1 (or any negative) and values
-// above the bound give the bound.
+// window returns the token window for n: -1 (or any negative) gives the
+// training context size, and values above the bound give the bound.
 func (m *Model) window(n int) int32 {
-	w := min(max(int(capi.ModelNCtxTrain(m.ptr)), 1), maxWindow)
-	if n < 0 || n > w {
-		return int32(w)
+	train := min(max(int(capi.ModelNCtxTrain(m.ptr)), 1), maxWindowBound)
+	if n < 0 {
+		return int32(train)
 	}
-	return int32(n)
+	return int32(min(n, max(train, minWindowBound)))
 }
 
 // keep clamps a minKeep to [0, vocabulary size].
@@ -166,8 +171,9 @@ func MirostatV2(seed uint32, tau, eta float32) Sampler {
 }
 
 // Penalties applies repetition (repeat > 0, 1 = off), frequency and presence
-// (0 = off) penalties over the last lastN tokens (0 = off; -1, and any
-// value above it, = the model's training context size).
+// (0 = off) penalties over the last lastN tokens (0 = off; -1 = the model's
+// training context size). lastN is clamped to the larger of the training
+// context size and 65,536, so that no value allocates out of proportion.
 func Penalties(lastN int, repeat, freq, present float32) Sampler {
 	if !finite(repeat, freq, present) || repeat <= 0 {
 		return invalid("penalties", "repeat must be > 0 and all finite")
@@ -179,9 +185,9 @@ func Penalties(lastN int, repeat, freq, present float32) Sampler {
 
 // DRY is the "don't repeat yourself" sampler (multiplier 0 = off); breakers
 // are the sequence breakers (nil: llama.cpp's defaults "\n", ":", "\"", "*").
-// lastN is the window of tokens it looks at (0 = off; -1, and any value
-// above it, = the model's training context size); allowedLength is clamped
-// to the same bound.
+// lastN is the window of tokens it looks at (0 = off; -1 = the model's
+// training context size); lastN and allowedLength are clamped to the larger
+// of the training context size and 65,536.
 func DRY(multiplier, base float32, allowedLength, lastN int, breakers []string) Sampler {
 	if !finite(multiplier, base) {
 		return invalid("dry", "multiplier and base must be finite")
