@@ -38,6 +38,8 @@ func TestGrammarRefused(t *testing.T) {
 		{"class of invalid code points", `root ::= [^\x00-\U0010FFFF]`, false},
 		{"class of NUL only", `root ::= [\x00]`, false},
 		{"class above U+10FFFF only", `root ::= [\U00110000-\U00200000]`, false},
+		{"chain of 100000 leftmost references (crashed llama.cpp)", refChain(100000), false},
+		{"leftmost paths exponential in llama.cpp's check", diamonds(40), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,6 +60,30 @@ func TestGrammarRefused(t *testing.T) {
 	}
 }
 
+// refChain is a chain of n rules, each referring to the next at the start
+// of an alternative.
+func refChain(n int) string {
+	var b strings.Builder
+	b.WriteString("root ::= r0\n")
+	for i := range n {
+		fmt.Fprintf(&b, "r%d ::= \"a\" | r%d\n", i, i+1)
+	}
+	fmt.Fprintf(&b, "r%d ::= \"b\"\n", n)
+	return b.String()
+}
+
+// diamonds is n rules each referring twice to the next, leftmost: 2^n
+// leftmost paths.
+func diamonds(n int) string {
+	var b strings.Builder
+	b.WriteString("root ::= r0\n")
+	for i := range n {
+		fmt.Fprintf(&b, "r%d ::= r%d \"a\" | r%d \"b\"\n", i, i+1, i+1)
+	}
+	fmt.Fprintf(&b, "r%d ::= \"c\"\n", n)
+	return b.String()
+}
+
 // TestGrammarAccepted: the bounds leave real grammars alone, and llama.cpp
 // handles what the SDK lets through.
 func TestGrammarAccepted(t *testing.T) {
@@ -69,6 +95,8 @@ func TestGrammarAccepted(t *testing.T) {
 		`root ::= [^\x01-\U0010FFFE]`, // U+10FFFF remains
 		`root ::= <[511]> | !<[0]>`,
 		`root ::= [a-a] "\U0010FFFF"`,
+		refChain(2000),
+		diamonds(12),
 	} {
 		t.Run(src[:min(len(src), 40)], func(t *testing.T) {
 			g, err := llama.ParseGrammar(src, "")
@@ -85,7 +113,7 @@ func bigGrammar(size int) string {
 	var b strings.Builder
 	b.WriteString("root ::= r0\n")
 	for i := 0; b.Len() < size; i++ {
-		fmt.Fprintf(&b, "r%d ::= \"a\" | r%d\n", i, i+1)
+		fmt.Fprintf(&b, "r%d ::= \"a\" | \"b\" r%d\n", i, i+1)
 	}
 	fmt.Fprintf(&b, "r%d ::= \"b\"\n", strings.Count(b.String(), "\n")-1)
 	return b.String()
