@@ -114,8 +114,12 @@ type ContextOptions struct {
 //
 // A Context is not safe for concurrent use, except Close, which may be
 // called from any goroutine: it interrupts a running Decode, waits for it,
-// and frees the context. Close is idempotent; Model.Close closes the
-// model's contexts. Calls after Close return ErrClosed.
+// and frees the context. Overlapping calls are detected (cheaply, with an
+// atomic flag): a call made while another runs (a Decode during a
+// Generate, two Generates, ...) fails with an error matching ErrBusy
+// instead of silently mixing their work. Close is idempotent; Model.Close
+// closes the model's contexts. Calls after Close return ErrClosed, and a
+// call Close interrupts ends with ErrClosed.
 type Context struct {
 	model *Model
 	mu    sync.Mutex
