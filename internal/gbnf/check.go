@@ -15,13 +15,13 @@ func (p *parser) check(root string) {
 	var missing uint32
 	for id, body := range p.rules {
 		if body == nil {
-			if off, ok := p.refAt[uint32(id)]; ok && (first < 0 || off < first) {
+			if off, ok := p.refAt.get(uint32(id)); ok && (first < 0 || off < first) {
 				first, missing = off, uint32(id)
 			}
 		}
 		for _, e := range body {
 			if e.kind == eRef && (int(e.val) >= len(p.rules) || p.rules[e.val] == nil) {
-				if off, ok := p.refAt[e.val]; ok && (first < 0 || off < first) {
+				if off, ok := p.refAt.get(e.val); ok && (first < 0 || off < first) {
 					first, missing = off, e.val
 				}
 			}
@@ -41,7 +41,7 @@ func (p *parser) check(root string) {
 	}
 	edges, id, ok := p.leftRecursion()
 	if ok {
-		p.fail(p.origin[id], KindLeftRecursion, "rule %q is left-recursive", p.ownerOf(id))
+		p.fail(p.origin.at(id), KindLeftRecursion, "rule %q is left-recursive", p.ownerOf(id))
 	}
 	p.checkLeftmost(edges)
 }
@@ -101,7 +101,7 @@ func (p *parser) checkLeftmost(edges [][]uint32) {
 			work[v] = w
 			done[v] = true
 			if depth[v] > MaxRefDepth {
-				p.fail(p.origin[v], KindDepth, "rule %q starts a chain of more than %d leftmost rule references", p.ownerOf(v), MaxRefDepth)
+				p.fail(p.origin.at(v), KindDepth, "rule %q starts a chain of more than %d leftmost rule references", p.ownerOf(v), MaxRefDepth)
 			}
 		}
 	}
@@ -116,7 +116,7 @@ func (p *parser) checkLeftmost(edges [][]uint32) {
 		}
 		total += work[s]
 		if total > maxLeftmostWork {
-			p.fail(p.origin[uint32(s)], KindLimit, "rules reachable by many leftmost paths (from rule %q) would take llama.cpp's left-recursion check too long", p.ownerOf(uint32(s)))
+			p.fail(p.origin.at(uint32(s)), KindLimit, "rules reachable by many leftmost paths (from rule %q) would take llama.cpp's left-recursion check too long", p.ownerOf(uint32(s)))
 		}
 		todo = append(todo[:0], uint32(s))
 		reached[s] = true
@@ -150,12 +150,12 @@ func (p *parser) nameOf(id uint32) string {
 
 // ownerOf names the rule a (possibly helper) rule id was written in.
 func (p *parser) ownerOf(id uint32) string {
-	off, ok := p.origin[id]
+	off, ok := p.origin.get(id)
 	if !ok {
 		return p.nameOf(id)
 	}
 	for _, n := range p.named {
-		if v, ok := p.symbols[n]; ok && p.origin[v] == off {
+		if v, ok := p.symbols[n]; ok && p.origin.at(v) == off {
 			return n
 		}
 	}
@@ -163,7 +163,7 @@ func (p *parser) ownerOf(id uint32) string {
 	// named rule defined last before it owns it.
 	best, bestOff := p.nameOf(id), -1
 	for _, n := range p.named {
-		if o, ok := p.origin[p.symbols[n]]; ok && o <= off && o > bestOff {
+		if o, ok := p.origin.get(p.symbols[n]); ok && o <= off && o > bestOff {
 			best, bestOff = n, o
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // Kind classifies an [Error].
@@ -143,7 +144,13 @@ func ParseContext(ctx context.Context, src string, opts Options) (g *Grammar, er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	p := &parser{src: src, tok: opts.Token, vocab: opts.VocabSize, ctx: ctx, symbols: map[string]uint32{}, maxTok: -1}
+	p := &parser{src: src, tok: opts.Token, vocab: opts.VocabSize, ctx: ctx, maxTok: -1}
+	// Size the tables once for the rules the text defines.
+	nRules := strings.Count(src, "::=")
+	p.symbols = make(map[string]uint32, nRules)
+	p.defined = make(map[string]bool, nRules)
+	p.named = make([]string, 0, nRules)
+	p.rules = make([][]elem, 0, nRules)
 	for i := 0; i < len(src); i++ {
 		if src[i] == 0 {
 			return nil, p.errAt(i, KindNUL, "NUL byte in grammar")
@@ -166,7 +173,7 @@ func ParseContext(ctx context.Context, src string, opts Options) (g *Grammar, er
 	g = &Grammar{Root: opts.Root, Generated: len(p.rules) - len(p.named), MaxTokenID: p.maxTok, Rules: make([]Rule, 0, len(p.named))}
 	starts := lineStarts(src)
 	for _, name := range p.named {
-		off := p.origin[p.symbols[name]]
+		off := p.origin.at(p.symbols[name])
 		line := sort.Search(len(starts), func(i int) bool { return starts[i] > off })
 		g.Rules = append(g.Rules, Rule{Name: name, Line: line})
 	}

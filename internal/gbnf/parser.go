@@ -40,6 +40,30 @@ type elem struct {
 	val  uint32
 }
 
+// offsets maps dense rule ids to source offsets (a slice: the parser looks
+// them up once per rule and reference, where a map cost most of the time).
+type offsets []int
+
+func (o offsets) get(id uint32) (int, bool) {
+	if int(id) < len(o) && o[id] >= 0 {
+		return o[id], true
+	}
+	return 0, false
+}
+
+// at returns the offset of id, 0 when unset.
+func (o offsets) at(id uint32) int {
+	off, _ := o.get(id)
+	return off
+}
+
+func (o *offsets) set(id uint32, off int) {
+	for len(*o) <= int(id) {
+		*o = append(*o, -1)
+	}
+	(*o)[id] = off
+}
+
 type parser struct {
 	src     string
 	tok     func(string) bool
@@ -51,8 +75,8 @@ type parser struct {
 	maxTok  int64             // largest <[id]> token id, -1 if none
 	symbols map[string]uint32 // name (given or generated) -> rule id
 	rules   [][]elem          // by id; nil until defined
-	origin  map[uint32]int    // rule id -> offset of its definition
-	refAt   map[uint32]int    // rule id -> offset of its first reference
+	origin  offsets           // rule id -> offset of its definition
+	refAt   offsets           // rule id -> offset of its first reference
 	named   []string          // defined names, first definition order
 	defined map[string]bool
 }
@@ -309,7 +333,7 @@ func (p *parser) symbol(name string) uint32 {
 func (p *parser) newSymbol(base string, off int) uint32 {
 	id := uint32(len(p.symbols))
 	p.symbols[base+"_"+strconv.Itoa(int(id))] = id
-	p.origin[id] = off
+	p.origin.set(id, off)
 	return id
 }
 
@@ -321,9 +345,6 @@ func (p *parser) addRule(id uint32, body []elem) {
 }
 
 func (p *parser) parse() {
-	p.origin = map[uint32]int{}
-	p.refAt = map[uint32]int{}
-	p.defined = map[string]bool{}
 	i := p.space(0, true)
 	for i < len(p.src) {
 		p.step()
@@ -343,7 +364,7 @@ func (p *parser) rule(start int) int {
 		p.defined[name] = true
 		p.named = append(p.named, name)
 	}
-	p.origin[id] = start
+	p.origin.set(id, start)
 	i = p.space(i+3, true)
 	i = p.alternates(i, name, id, false)
 	switch p.at(i) {
@@ -502,8 +523,8 @@ func (p *parser) sequence(i int, name string, body *[]elem, nested bool) int {
 		case isNameChar(c):
 			end := p.name(i)
 			id := p.symbol(p.src[i:end])
-			if _, ok := p.refAt[id]; !ok {
-				p.refAt[id] = i
+			if _, ok := p.refAt.get(id); !ok {
+				p.refAt.set(id, i)
 			}
 			i = p.space(end, nested)
 			last, copies = len(*body), 1
