@@ -12,7 +12,8 @@ import (
 //
 // A Batch is Go memory, allocated once by NewBatch; adding tokens does not
 // allocate, and Decode passes it to llama.cpp without copying. A Batch is
-// not safe for concurrent use; it needs no Close.
+// not safe for concurrent use; it needs no Close. Methods on a nil *Batch
+// return errors matching ErrInvalid (or zero values), as Decode does.
 type Batch struct {
 	tokens []int32
 	pos    []int32

@@ -69,8 +69,11 @@ type ModelOptions struct {
 // Model is a loaded GGUF model and its vocabulary.
 //
 // A Model is safe for concurrent use. Close frees it together with every
-// Context, Adapter and SamplerChain made from it; Close waits for calls in
+// Context, Adapter and SamplerChain made from it (contexts first, which
+// ends their Generate calls with ErrClosed); Close waits for calls in
 // progress on the Model to return, and calls after Close return ErrClosed.
+// Methods on a nil *Model return errors matching ErrInvalid (or zero
+// values).
 type Model struct {
 	mu    sync.RWMutex // read-held by calls, write-held by Close
 	ptr   capi.Model
