@@ -60,7 +60,9 @@ func (g *Grammar) LazySampler(patterns []string, tokens []Token) Sampler {
 // GrammarSampler is Grammar.Sampler for grammar text. The text is checked
 // by ParseGrammar when the chain is built (a malformed grammar is an error
 // with its line and column, and the inputs llama.cpp cannot handle never
-// reach it).
+// reach it). A Grammar made by ParseGrammarContext is not parsed again by
+// NewSamplerChain (only its token ids are checked against the model), so
+// parsing it once, cancellably, is the way to prepare a large grammar.
 //
 // The sampler wraps llama.cpp's grammar engine with a guard: llama.cpp
 // aborts the process when a token its grammar rejects is accepted, so
