@@ -12,7 +12,8 @@ import (
 //
 // A Batch is Go memory, allocated once by NewBatch; adding tokens does not
 // allocate, and Decode passes it to llama.cpp without copying. A Batch is
-// not safe for concurrent use; it needs no Close.
+// not safe for concurrent use; it needs no Close. Methods on a nil *Batch
+// return errors matching ErrInvalid (or zero values), as Decode does.
 type Batch struct {
 	tokens []int32
 	pos    []int32
@@ -45,18 +46,35 @@ func NewBatch(capacity, maxSeqPerToken int) *Batch {
 }
 
 // Len returns the number of tokens in the batch.
-func (b *Batch) Len() int { return b.n }
+func (b *Batch) Len() int {
+	if b == nil {
+		return 0
+	}
+	return b.n
+}
 
 // Cap returns the batch's capacity.
-func (b *Batch) Cap() int { return len(b.tokens) }
+func (b *Batch) Cap() int {
+	if b == nil {
+		return 0
+	}
+	return len(b.tokens)
+}
 
 // Clear empties the batch for reuse.
-func (b *Batch) Clear() { b.n = 0 }
+func (b *Batch) Clear() {
+	if b != nil {
+		b.n = 0
+	}
+}
 
 // Add appends a token at position pos of sequence seq; output asks for its
 // logits (or embeddings). It fails when the batch is full or an argument is
 // negative; Decode checks the rest against the context.
 func (b *Batch) Add(t Token, pos int, seq int, output bool) error {
+	if b == nil {
+		return errorf(CodeInvalid, "batch add", "nil *Batch")
+	}
 	if b.n >= len(b.tokens) {
 		return errorf(CodeInvalid, "batch add", "batch is full (%d tokens)", len(b.tokens))
 	}
@@ -79,6 +97,9 @@ func (b *Batch) Add(t Token, pos int, seq int, output bool) error {
 // AddShared appends a token that belongs to several sequences at once
 // (a shared prompt prefix, say).
 func (b *Batch) AddShared(t Token, pos int, seqs []int, output bool) error {
+	if b == nil {
+		return errorf(CodeInvalid, "batch add", "nil *Batch")
+	}
 	if len(seqs) == 0 || len(seqs) > b.maxSeq {
 		return errorf(CodeInvalid, "batch add", "%d sequences for one token, batch allows 1 to %d", len(seqs), b.maxSeq)
 	}
@@ -100,6 +121,9 @@ func (b *Batch) AddShared(t Token, pos int, seqs []int, output bool) error {
 // AddSequence appends tokens at consecutive positions from pos in sequence
 // seq, asking for the output of the last one only when lastOutput is set.
 func (b *Batch) AddSequence(tokens []Token, pos int, seq int, lastOutput bool) error {
+	if b == nil {
+		return errorf(CodeInvalid, "batch add", "nil *Batch")
+	}
 	if b.n+len(tokens) > len(b.tokens) {
 		return errorf(CodeInvalid, "batch add", "%d tokens do not fit: %d of %d used", len(tokens), b.n, len(b.tokens))
 	}
@@ -113,7 +137,7 @@ func (b *Batch) AddSequence(tokens []Token, pos int, seq int, lastOutput bool) e
 
 // SetOutput changes whether entry i's output is wanted.
 func (b *Batch) SetOutput(i int, output bool) {
-	if i >= 0 && i < b.n {
+	if b != nil && i >= 0 && i < b.n {
 		b.output[i] = 0
 		if output {
 			b.output[i] = 1
@@ -121,8 +145,12 @@ func (b *Batch) SetOutput(i int, output bool) {
 	}
 }
 
-// Token returns entry i's token, position and first sequence.
+// Token returns entry i's token, position and first sequence; NoToken and
+// -1s when i is out of range (or b is nil).
 func (b *Batch) Token(i int) (t Token, pos, seq int) {
+	if b == nil || i < 0 || i >= b.n {
+		return NoToken, -1, -1
+	}
 	return Token(b.tokens[i]), int(b.pos[i]), int(b.seqIDs[i*b.maxSeq])
 }
 

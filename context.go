@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -113,8 +114,12 @@ type ContextOptions struct {
 //
 // A Context is not safe for concurrent use, except Close, which may be
 // called from any goroutine: it interrupts a running Decode, waits for it,
-// and frees the context. Close is idempotent; Model.Close closes the
-// model's contexts. Calls after Close return ErrClosed.
+// and frees the context. Overlapping calls are detected (cheaply, with an
+// atomic flag): a call made while another runs (a Decode during a
+// Generate, two Generates, ...) fails with an error matching ErrBusy
+// instead of silently mixing their work. Close is idempotent; Model.Close
+// closes the model's contexts. Calls after Close return ErrClosed, and a
+// call Close interrupts ends with ErrClosed.
 type Context struct {
 	model *Model
 	mu    sync.Mutex
@@ -125,10 +130,13 @@ type Context struct {
 	embeddings, kvUnified                   bool
 	pooling                                 PoolingType
 
-	abort   *atomic.Uint32  // non-zero aborts; C reads its first byte (little-endian)
-	tp, tpb capi.Threadpool // attached threadpools (tpb: batches, 0 when the same)
-	outputs []int8          // outputs wanted by the last decode, by batch index
-	nOut    int
+	abort    *atomic.Uint32  // in C memory: non-zero aborts; C reads its first byte (little-endian)
+	busy     atomic.Bool     // a call (or a Generate, an Embed) is using the context
+	closing  atomic.Bool     // Close has begun
+	adapters []*Adapter      // adapters set by SetAdapters, in use by this context
+	tp, tpb  capi.Threadpool // attached threadpools (tpb: batches, 0 when the same)
+	outputs  []int8          // outputs wanted by the last decode, by batch index
+	nOut     int
 }
 
 // NewContext creates a context for m.
@@ -220,9 +228,16 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 	p.KVUnified = opts.KVUnified
 	p.NoPerf = !opts.Perf
 
-	c := &Context{model: m, abort: new(atomic.Uint32)}
+	// The abort flag lives in C memory, since C keeps a pointer to it; it
+	// is freed once the Context is unreachable (nothing can set it then).
+	flag := capi.Calloc(1, 8)
+	if flag == nil {
+		return nil, errorf(CodeLoad, "new context", "out of memory")
+	}
+	c := &Context{model: m, abort: (*atomic.Uint32)(flag)}
+	runtime.AddCleanup(c, func(p unsafe.Pointer) { capi.CFree(p) }, flag)
 	p.AbortCallback = capi.AbortFlagFunc
-	p.AbortCallbackData = uintptr(unsafe.Pointer(c.abort))
+	p.AbortCallbackData = uintptr(flag)
 	ptr := capi.InitFromModel(m.ptr, p)
 	if ptr == 0 {
 		return nil, errorf(CodeLoad, "new context", "llama.cpp could not create the context (out of memory, or options the model does not support)")
@@ -259,13 +274,19 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 func (c *Context) closeFromParent() { c.close() }
 
 // Close frees the context; it interrupts and waits for a running Decode.
+// A Generate or Decode it interrupts ends with an error matching
+// ErrClosed. Closing a nil *Context returns an error matching ErrInvalid.
 func (c *Context) Close() error {
+	if c == nil {
+		return errorf(CodeInvalid, "close", "nil *Context")
+	}
 	c.close()
 	c.model.removeChild(c)
 	return nil
 }
 
 func (c *Context) close() {
+	c.closing.Store(true)
 	c.abort.Store(1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -274,6 +295,10 @@ func (c *Context) close() {
 		c.ptr = 0
 		c.mem = 0
 		c.freeThreads()
+		for _, a := range c.adapters {
+			a.unuse(c)
+		}
+		c.adapters = nil
 	}
 }
 
@@ -322,35 +347,87 @@ func (c *Context) freeThreads() {
 	c.tp, c.tpb = 0, 0
 }
 
-func (c *Context) lock(op string) error {
+// acquire marks the context in use by one call (or one Generate or Embed
+// for its whole run); a second call meanwhile gets ErrBusy instead of
+// silently interleaving with the first.
+func (c *Context) acquire(op string) error {
+	if c == nil {
+		return errorf(CodeInvalid, op, "nil *Context")
+	}
+	if !c.busy.CompareAndSwap(false, true) {
+		return &Error{Code: CodeBusy, Op: op, Msg: "the context is in use by another call (a Context is not safe for concurrent use)"}
+	}
+	return nil
+}
+
+func (c *Context) release() { c.busy.Store(false) }
+
+// lockMu locks the context's C state; it reports ErrClosed once Close has
+// begun.
+func (c *Context) lockMu(op string) error {
 	c.mu.Lock()
-	if c.ptr == 0 {
+	if c.ptr == 0 || c.closing.Load() {
 		c.mu.Unlock()
 		return closedErr(op, "context")
 	}
 	return nil
 }
 
+// lock is acquire and lockMu, for a single call; unlock undoes it.
+func (c *Context) lock(op string) error {
+	if err := c.acquire(op); err != nil {
+		return err
+	}
+	if err := c.lockMu(op); err != nil {
+		c.release()
+		return err
+	}
+	return nil
+}
+
+func (c *Context) unlock() {
+	c.mu.Unlock()
+	c.release()
+}
+
 // Model returns the context's model.
-func (c *Context) Model() *Model { return c.model }
+func (c *Context) Model() *Model {
+	if c == nil {
+		return nil
+	}
+	return c.model
+}
 
 // Size returns the context size in tokens.
-func (c *Context) Size() int { return c.nCtx }
+func (c *Context) Size() int { return c.get(func() int { return c.nCtx }) }
 
 // SeqSize returns the context size available to each sequence.
-func (c *Context) SeqSize() int { return c.nCtxSeq }
+func (c *Context) SeqSize() int { return c.get(func() int { return c.nCtxSeq }) }
 
 // BatchSize returns the most tokens one Decode takes.
-func (c *Context) BatchSize() int { return c.nBatch }
+func (c *Context) BatchSize() int { return c.get(func() int { return c.nBatch }) }
 
 // UBatchSize returns the physical batch size.
-func (c *Context) UBatchSize() int { return c.nUBatch }
+func (c *Context) UBatchSize() int { return c.get(func() int { return c.nUBatch }) }
 
 // Sequences returns the number of sequences the context holds.
-func (c *Context) Sequences() int { return c.nSeqMax }
+func (c *Context) Sequences() int { return c.get(func() int { return c.nSeqMax }) }
+
+// get reads a fixed size of the context; 0 for a nil *Context.
+func (c *Context) get(f func() int) int {
+	if c == nil {
+		return 0
+	}
+	return f()
+}
 
 // Pooling returns the context's pooling type.
-func (c *Context) Pooling() PoolingType { return c.pooling }
+func (c *Context) Pooling() PoolingType {
+	if c == nil {
+		return PoolingDefault
+	}
+	return c.pooling
+}
 
 // check validates a batch against the context before it reaches C.
 func (c *Context) check(op string, b *Batch, maxTokens int) error {
@@ -382,7 +459,16 @@ func (c *Context) check(op string, b *Batch, maxTokens int) error {
 // ctx.Err(), and whatever part of the batch was processed is removed from
 // memory again, so the context is as before the call.
 func (c *Context) Decode(ctx context.Context, b *Batch) error {
-	if err := c.lock("decode"); err != nil {
+	if err := c.acquire("decode"); err != nil {
+		return err
+	}
+	defer c.release()
+	return c.decode(ctx, b)
+}
+
+// decode is Decode for a caller that holds the context (acquire).
+func (c *Context) decode(ctx context.Context, b *Batch) error {
+	if err := c.lockMu("decode"); err != nil {
 		return err
 	}
 	defer c.mu.Unlock()
@@ -419,6 +505,9 @@ func (c *Context) decodeLocked(ctx context.Context, b *Batch) error {
 		return errorf(CodeNoKVSlot, "decode", "no KV slot for a batch of %d tokens (context full)", b.n)
 	case 2:
 		c.rollback(b)
+		if c.closing.Load() {
+			return closedErr("decode", "context")
+		}
 		err := ctx.Err()
 		if err == nil {
 			err = context.Canceled
@@ -454,7 +543,15 @@ func (c *Context) rollback(b *Batch) {
 // Encode runs an encoder (BERT-like or encoder-decoder) model on a batch,
 // without the KV memory. The batch must fit the context's UBatchSize.
 func (c *Context) Encode(ctx context.Context, b *Batch) error {
-	if err := c.lock("encode"); err != nil {
+	if err := c.acquire("encode"); err != nil {
+		return err
+	}
+	defer c.release()
+	return c.encode(ctx, b)
+}
+
+func (c *Context) encode(ctx context.Context, b *Batch) error {
+	if err := c.lockMu("encode"); err != nil {
 		return err
 	}
 	defer c.mu.Unlock()
@@ -477,6 +574,9 @@ func (c *Context) Encode(ctx context.Context, b *Batch) error {
 	aborted := c.abort.Swap(0) != 0
 	runtime.KeepAlive(b)
 	if rc != 0 {
+		if c.closing.Load() {
+			return closedErr("encode", "context")
+		}
 		if aborted || ctx.Err() != nil {
 			return &Error{Code: CodeCanceled, Op: "encode", Err: context.Cause(ctx)}
 		}
@@ -501,7 +601,7 @@ func (c *Context) Logits(i int) ([]float32, error) {
 	if err := c.lock("logits"); err != nil {
 		return nil, err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if err := c.checkOutput("logits", i); err != nil {
 		return nil, err
 	}
@@ -519,7 +619,7 @@ func (c *Context) Embeddings(i int) ([]float32, error) {
 	if err := c.lock("embeddings"); err != nil {
 		return nil, err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if !c.embeddings {
 		return nil, errorf(CodeUnsupported, "embeddings", "context made without Embeddings")
 	}
@@ -538,7 +638,15 @@ func (c *Context) Embeddings(i int) ([]float32, error) {
 // With PoolingRank it holds the classifier's scores. The slice views
 // llama.cpp's memory, valid until the next call.
 func (c *Context) SeqEmbeddings(seq int) ([]float32, error) {
-	if err := c.lock("embeddings"); err != nil {
+	if err := c.acquire("embeddings"); err != nil {
+		return nil, err
+	}
+	defer c.release()
+	return c.seqEmbeddings(seq)
+}
+
+func (c *Context) seqEmbeddings(seq int) ([]float32, error) {
+	if err := c.lockMu("embeddings"); err != nil {
 		return nil, err
 	}
 	defer c.mu.Unlock()
@@ -608,7 +716,7 @@ func (c *Context) ClearMemory() error {
 	if err := c.lock("clear memory"); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	capi.MemoryClear(c.mem, true)
 	return nil
 }
@@ -617,7 +725,15 @@ func (c *Context) ClearMemory() error {
 // p1 < 0: to the end). It returns false when the memory cannot remove a
 // part of a sequence (recurrent models).
 func (c *Context) RemoveTokens(seq, p0, p1 int) (bool, error) {
-	if err := c.lock("remove tokens"); err != nil {
+	if err := c.acquire("remove tokens"); err != nil {
+		return false, err
+	}
+	defer c.release()
+	return c.removeTokens(seq, p0, p1)
+}
+
+func (c *Context) removeTokens(seq, p0, p1 int) (bool, error) {
+	if err := c.lockMu("remove tokens"); err != nil {
 		return false, err
 	}
 	defer c.mu.Unlock()
@@ -639,7 +755,7 @@ func (c *Context) CopyTokens(src, dst, p0, p1 int) error {
 	if err := c.lock("copy tokens"); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if err := c.seqOK("copy tokens", src, false); err != nil {
 		return err
 	}
@@ -657,7 +773,7 @@ func (c *Context) KeepSequence(seq int) error {
 	if err := c.lock("keep sequence"); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if err := c.seqOK("keep sequence", seq, false); err != nil {
 		return err
 	}
@@ -670,7 +786,7 @@ func (c *Context) ShiftTokens(seq, p0, p1, delta int) error {
 	if err := c.lock("shift tokens"); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if err := c.seqOK("shift tokens", seq, true); err != nil {
 		return err
 	}
@@ -690,7 +806,7 @@ func (c *Context) DivideTokens(seq, p0, p1, d int) error {
 	if err := c.lock("divide tokens"); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if err := c.seqOK("divide tokens", seq, true); err != nil {
 		return err
 	}
@@ -707,7 +823,15 @@ func (c *Context) DivideTokens(seq, p0, p1, d int) error {
 // PosRange returns the smallest and largest position of seq in memory;
 // both are -1 when the sequence is empty.
 func (c *Context) PosRange(seq int) (lo, hi int, err error) {
-	if err := c.lock("pos range"); err != nil {
+	if err := c.acquire("pos range"); err != nil {
+		return -1, -1, err
+	}
+	defer c.release()
+	return c.posRange(seq)
+}
+
+func (c *Context) posRange(seq int) (lo, hi int, err error) {
+	if err := c.lockMu("pos range"); err != nil {
 		return -1, -1, err
 	}
 	defer c.mu.Unlock()
@@ -722,7 +846,7 @@ func (c *Context) CanShift() bool {
 	if c.lock("can shift") != nil {
 		return false
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	return capi.MemoryCanShift(c.mem)
 }
 
@@ -733,7 +857,7 @@ func (c *Context) State() ([]byte, error) {
 	if err := c.lock("state"); err != nil {
 		return nil, err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	n := capi.StateGetSize(c.ptr)
 	buf := make([]byte, n)
 	if n == 0 {
@@ -748,7 +872,7 @@ func (c *Context) SetState(data []byte) error {
 	if err := c.lock("set state"); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if len(data) == 0 {
 		return errorf(CodeInvalid, "set state", "empty state")
 	}
@@ -764,7 +888,7 @@ func (c *Context) SeqState(seq int) ([]byte, error) {
 	if err := c.lock("seq state"); err != nil {
 		return nil, err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if err := c.seqOK("seq state", seq, false); err != nil {
 		return nil, err
 	}
@@ -782,7 +906,7 @@ func (c *Context) SetSeqState(seq int, data []byte) error {
 	if err := c.lock("set seq state"); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if err := c.seqOK("set seq state", seq, false); err != nil {
 		return err
 	}
@@ -807,7 +931,7 @@ func (c *Context) SaveStateFile(path string, tokens []Token) error {
 	if err := c.lock("save state"); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if !capi.StateSaveFile(c.ptr, path, tokPtr(tokens), uintptr(len(tokens))) {
 		return errorf(CodeLoad, "save state", "could not write %s", path)
 	}
@@ -819,7 +943,7 @@ func (c *Context) LoadStateFile(path string) ([]Token, error) {
 	if err := c.lock("load state"); err != nil {
 		return nil, err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if _, err := os.Stat(path); err != nil {
 		return nil, &Error{Code: CodeLoad, Op: "load state", Err: err}
 	}
@@ -838,7 +962,7 @@ func (c *Context) SaveSeqFile(path string, seq int, tokens []Token) (int, error)
 	if err := c.lock("save seq"); err != nil {
 		return 0, err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if err := c.seqOK("save seq", seq, false); err != nil {
 		return 0, err
 	}
@@ -854,7 +978,7 @@ func (c *Context) LoadSeqFile(path string, seq int) ([]Token, error) {
 	if err := c.lock("load seq"); err != nil {
 		return nil, err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if err := c.seqOK("load seq", seq, false); err != nil {
 		return nil, err
 	}
@@ -876,7 +1000,7 @@ func (c *Context) SetThreads(n, nBatch int) error {
 	if err := c.lock("set threads"); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if n < 1 || nBatch < 1 || n > 512 || nBatch > 512 {
 		return errorf(CodeInvalid, "set threads", "thread counts %d, %d out of range [1, 512]", n, nBatch)
 	}
@@ -892,7 +1016,7 @@ func (c *Context) Threads() (n, nBatch int) {
 	if c.lock("threads") != nil {
 		return 0, 0
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	return int(capi.NThreads(c.ptr)), int(capi.NThreadsBatch(c.ptr))
 }
 
@@ -901,7 +1025,7 @@ func (c *Context) SetEmbeddings(on bool) error {
 	if err := c.lock("set embeddings"); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	capi.SetEmbeddings(c.ptr, on)
 	c.embeddings = on
 	return nil
@@ -912,7 +1036,7 @@ func (c *Context) SetCausalAttention(on bool) error {
 	if err := c.lock("set causal"); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	capi.SetCausalAttn(c.ptr, on)
 	return nil
 }
@@ -929,7 +1053,7 @@ func (c *Context) Perf() (Perf, error) {
 	if err := c.lock("perf"); err != nil {
 		return Perf{}, err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	d := capi.PerfContext(c.ptr)
 	return Perf{LoadMs: d.TLoadMs, PromptMs: d.TPEvalMs, EvalMs: d.TEvalMs, PromptTokens: int(d.NPEval),
 		EvalTokens: int(d.NEval), GraphReuses: int(d.NReused)}, nil
@@ -940,7 +1064,7 @@ func (c *Context) ResetPerf() error {
 	if err := c.lock("perf"); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	capi.PerfContextReset(c.ptr)
 	return nil
 }
@@ -948,13 +1072,22 @@ func (c *Context) ResetPerf() error {
 // Adapters.
 
 // Adapter is a LoRA adapter loaded for a model. It is safe for concurrent
-// use; Close frees it (idempotent), as does closing its Model. Contexts
-// using it must have it removed (SetAdapters) before it is closed.
+// use; Close frees it (idempotent), as does closing its Model. While a
+// Context uses it (SetAdapters), Close refuses with an error matching
+// ErrBusy: remove it from those contexts (SetAdapters, or close them) first.
 type Adapter struct {
 	model *Model
 	mu    sync.Mutex
 	ptr   capi.AdapterLora
 	path  string
+	users map[*Context]struct{} // contexts whose adapters include it
+}
+
+// unuse records that c no longer uses the adapter.
+func (a *Adapter) unuse(c *Context) {
+	a.mu.Lock()
+	delete(a.users, c)
+	a.mu.Unlock()
 }
 
 // LoadAdapter loads a LoRA adapter GGUF for the model.
@@ -974,16 +1107,27 @@ func (m *Model) LoadAdapter(path string) (*Adapter, error) {
 	if p == 0 {
 		return nil, errorf(CodeLoad, "load adapter", "llama.cpp could not load %s for this model", path)
 	}
-	a := &Adapter{model: m, ptr: p, path: path}
-	m.addChild(a)
+	a := &Adapter{model: m, ptr: p, path: path, users: map[*Context]struct{}{}}
+	if !m.addChild(a) {
+		capi.AdapterLoraFree(p)
+		return nil, closedErr("load adapter", "model")
+	}
 	return a, nil
 }
 
-// Path returns the adapter's file.
-func (a *Adapter) Path() string { return a.path }
+// Path returns the adapter's file ("" for nil).
+func (a *Adapter) Path() string {
+	if a == nil {
+		return ""
+	}
+	return a.path
+}
 
 // Meta returns one metadata value of the adapter.
 func (a *Adapter) Meta(key string) (string, bool) {
+	if a == nil {
+		return "", false
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.ptr == 0 {
@@ -994,21 +1138,33 @@ func (a *Adapter) Meta(key string) (string, bool) {
 	})
 }
 
-func (a *Adapter) closeFromParent() { a.close() }
+// closeFromParent frees the adapter as its model closes, after the
+// model's contexts are closed.
+func (a *Adapter) closeFromParent() { a.close(true) }
 
-func (a *Adapter) close() {
+func (a *Adapter) close(force bool) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if !force && len(a.users) > 0 {
+		return &Error{Code: CodeBusy, Op: "close adapter", Msg: "a context still uses the adapter (remove it with SetAdapters first)"}
+	}
 	if a.ptr != 0 {
 		// llama.cpp frees adapters with their model; free only while the model lives.
 		capi.AdapterLoraFree(a.ptr)
 		a.ptr = 0
 	}
+	return nil
 }
 
-// Close frees the adapter.
+// Close frees the adapter. It fails with an error matching ErrBusy while a
+// Context uses the adapter (see SetAdapters).
 func (a *Adapter) Close() error {
-	a.close()
+	if a == nil {
+		return errorf(CodeInvalid, "close adapter", "nil *Adapter")
+	}
+	if err := a.close(false); err != nil {
+		return err
+	}
 	a.model.removeChild(a)
 	return nil
 }
@@ -1026,12 +1182,12 @@ func (c *Context) SetAdapters(adapters []AdapterScale) error {
 	if err := c.lock("set adapters"); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	ptrs := make([]uintptr, 0, len(adapters))
 	scales := make([]float32, 0, len(adapters))
 	for _, a := range adapters {
-		if a.Adapter == nil || a.Adapter.ptr == 0 {
-			return closedErr("set adapters", "adapter")
+		if a.Adapter == nil {
+			return errorf(CodeInvalid, "set adapters", "nil *Adapter")
 		}
 		if a.Adapter.model != c.model {
 			return errorf(CodeInvalid, "set adapters", "adapter %s belongs to another model", a.Adapter.path)
@@ -1039,16 +1195,47 @@ func (c *Context) SetAdapters(adapters []AdapterScale) error {
 		if math.IsNaN(float64(a.Scale)) || math.IsInf(float64(a.Scale), 0) {
 			return errorf(CodeInvalid, "set adapters", "scale %v is not finite", a.Scale)
 		}
-		ptrs = append(ptrs, uintptr(a.Adapter.ptr))
 		scales = append(scales, a.Scale)
+	}
+	// Mark the new adapters used (refusing closed ones) before llama.cpp
+	// sees them, so that none can be freed while this context holds it.
+	var used []*Adapter
+	undo := func() {
+		for _, a := range used {
+			if !slices.Contains(c.adapters, a) {
+				a.unuse(c)
+			}
+		}
+	}
+	for _, as := range adapters {
+		a := as.Adapter
+		a.mu.Lock()
+		p := a.ptr
+		if p != 0 {
+			a.users[c] = struct{}{}
+		}
+		a.mu.Unlock()
+		if p == 0 {
+			undo()
+			return closedErr("set adapters", "adapter")
+		}
+		used = append(used, a)
+		ptrs = append(ptrs, uintptr(p))
 	}
 	var pp, sp unsafe.Pointer
 	if len(ptrs) > 0 {
 		pp, sp = unsafe.Pointer(&ptrs[0]), unsafe.Pointer(&scales[0])
 	}
 	if rc := capi.SetAdaptersLora(c.ptr, pp, uintptr(len(ptrs)), sp); rc != 0 {
+		undo()
 		return errorf(CodeInvalid, "set adapters", "llama.cpp refused the adapters (code %d)", rc)
 	}
+	for _, a := range c.adapters {
+		if !slices.Contains(used, a) {
+			a.unuse(c)
+		}
+	}
+	c.adapters = used
 	return nil
 }
 
@@ -1059,7 +1246,7 @@ func (c *Context) SetControlVector(data []float32, layerStart, layerEnd int) err
 	if err := c.lock("control vector"); err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
+	defer c.unlock()
 	nEmbd := int(capi.ModelNEmbd(c.model.ptr))
 	if data == nil {
 		capi.SetAdapterCvec(c.ptr, nil, 0, int32(nEmbd), -1, -1)

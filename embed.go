@@ -18,6 +18,10 @@ type EmbedOptions struct {
 // KVUnified, see below); the memory of the sequences used is cleared afterwards. With
 // PoolingRank each vector holds the classifier's scores.
 func (c *Context) Embed(ctx context.Context, texts []string, opts EmbedOptions) ([][]float32, error) {
+	if err := c.acquire("embed"); err != nil {
+		return nil, err
+	}
+	defer c.release()
 	if !c.embeddings {
 		return nil, errorf(CodeUnsupported, "embed", "context made without Embeddings")
 	}
@@ -53,7 +57,7 @@ func (c *Context) Embed(ctx context.Context, texts []string, opts EmbedOptions) 
 	}
 	out := make([][]float32, len(texts))
 	b := NewBatch(limit, 1)
-	defer c.RemoveTokens(-1, 0, -1) //nolint:errcheck // best effort
+	defer c.removeTokens(-1, 0, -1) //nolint:errcheck // best effort
 	for start := 0; start < len(texts); {
 		b.Clear()
 		end := start
@@ -64,17 +68,17 @@ func (c *Context) Embed(ctx context.Context, texts []string, opts EmbedOptions) 
 			end++
 		}
 		if encoder {
-			err = c.Encode(ctx, b)
+			err = c.encode(ctx, b)
 		} else {
-			if _, err = c.RemoveTokens(-1, 0, -1); err == nil {
-				err = c.Decode(ctx, b)
+			if _, err = c.removeTokens(-1, 0, -1); err == nil {
+				err = c.decode(ctx, b)
 			}
 		}
 		if err != nil {
 			return nil, err
 		}
 		for i := start; i < end; i++ {
-			v, err := c.SeqEmbeddings(i - start)
+			v, err := c.seqEmbeddings(i - start)
 			if err != nil {
 				return nil, err
 			}

@@ -1,6 +1,7 @@
 package llama
 
 import (
+	"context"
 	"math"
 	"regexp"
 	"strings"
@@ -13,32 +14,55 @@ import (
 // generation. Make one with ParseGrammar, GrammarFromJSONSchema or
 // GrammarFor; a Grammar is immutable and safe for concurrent use.
 type Grammar struct {
-	source string
-	root   string
+	source   string
+	root     string
+	checked  bool  // parsed by ParseGrammar (or made by the schema converter and parsed)
+	maxToken int64 // largest <[id]> named, -1 if none (when checked)
 }
 
-// Source returns the grammar text.
-func (g *Grammar) Source() string { return g.source }
+// Source returns the grammar text ("" for a nil Grammar).
+func (g *Grammar) Source() string {
+	if g == nil {
+		return ""
+	}
+	return g.source
+}
 
-// Root returns the start rule's name.
-func (g *Grammar) Root() string { return g.root }
+// Root returns the start rule's name ("" for a nil Grammar).
+func (g *Grammar) Root() string {
+	if g == nil {
+		return ""
+	}
+	return g.root
+}
 
 // Sampler returns a sampler that masks every token the grammar does not
 // allow. Put it first in a chain.
-func (g *Grammar) Sampler() Sampler { return GrammarSampler(g.source, g.root) }
+func (g *Grammar) Sampler() Sampler {
+	if g == nil {
+		return invalid("grammar", "nil *Grammar")
+	}
+	return grammarSpec{source: g.source, root: g.root, checked: g.checked, maxToken: g.maxToken}
+}
 
 // LazySampler returns a sampler that lets the model write freely until a
 // trigger appears (a regular expression over the generated text, or a
 // token), and constrains what follows. Triggers of the form "word" match
 // literally when escaped with regexp.QuoteMeta.
 func (g *Grammar) LazySampler(patterns []string, tokens []Token) Sampler {
-	return LazyGrammarSampler(g.source, g.root, patterns, tokens)
+	if g == nil {
+		return invalid("grammar-lazy", "nil *Grammar")
+	}
+	return grammarSpec{source: g.source, root: g.root, checked: g.checked, maxToken: g.maxToken,
+		lazy: true, patterns: patterns, tokens: tokens}
 }
 
 // GrammarSampler is Grammar.Sampler for grammar text. The text is checked
 // by ParseGrammar when the chain is built (a malformed grammar is an error
 // with its line and column, and the inputs llama.cpp cannot handle never
-// reach it).
+// reach it). A Grammar made by ParseGrammarContext is not parsed again by
+// NewSamplerChain (only its token ids are checked against the model), so
+// parsing it once, cancellably, is the way to prepare a large grammar.
 //
 // The sampler wraps llama.cpp's grammar engine with a guard: llama.cpp
 // aborts the process when a token its grammar rejects is accepted, so
@@ -68,6 +92,8 @@ func LazyGrammarSampler(source, root string, patterns []string, tokens []Token) 
 
 type grammarSpec struct {
 	source, root string
+	checked      bool  // already parsed in Go: only token ids remain to check
+	maxToken     int64 // largest <[id]>, when checked
 	lazy         bool
 	patterns     []string
 	tokens       []Token
@@ -85,8 +111,19 @@ func (g grammarSpec) build(m *Model) (capi.Sampler, error) {
 	if root == "" {
 		root = "root"
 	}
-	if err := checkGrammarText(g.source, root); err != nil {
-		return 0, err
+	switch {
+	case g.source == "":
+	case g.checked:
+		if g.maxToken >= int64(m.nVocb) {
+			// Parse again for the position of the offending token id.
+			if _, err := parseGrammar(context.Background(), g.source, root, int(m.nVocb)); err != nil {
+				return 0, err
+			}
+		}
+	default:
+		if _, err := parseGrammar(context.Background(), g.source, root, int(m.nVocb)); err != nil {
+			return 0, err
+		}
 	}
 	gs := &grammarSampler{m: m, lazy: g.lazy, active: !g.lazy, tokens: map[Token]bool{}}
 	for _, t := range g.tokens {
@@ -239,15 +276,6 @@ func (g *grammarSampler) free() {
 	}
 }
 
-// checkGrammarText parses grammar text in Go before llama.cpp sees it.
-func checkGrammarText(s, root string) error {
-	if s == "" {
-		return nil
-	}
-	_, err := ParseGrammar(s, root)
-	return err
-}
-
 // checkPattern refuses trigger patterns that std::regex may not handle:
 // Go's RE2 syntax is the common subset we accept.
 func checkPattern(p string) error {
@@ -265,6 +293,9 @@ func checkPattern(p string) error {
 // with m's vocabulary. Text is fed one byte token at a time where the
 // vocabulary has byte tokens (SentencePiece), else as its tokenization.
 func (g *Grammar) Match(m *Model, text string) (bool, error) {
+	if g == nil || m == nil {
+		return false, errorf(CodeInvalid, "grammar match", "nil *Grammar or *Model")
+	}
 	toks, err := m.grammarTokens(text)
 	if err != nil {
 		return false, err

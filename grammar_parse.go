@@ -1,30 +1,63 @@
 package llama
 
 import (
+	"context"
 	"errors"
 
 	"github.com/x/llama/internal/gbnf"
 )
+
+// MaxGrammarNesting bounds how deeply parenthesized groups of a GBNF
+// grammar may nest (1,000). llama.cpp parses groups by recursion on the C
+// stack and kills the process with a stack overflow somewhere between
+// 10,000 and 20,000 levels; deeper grammars are an error matching
+// ErrInvalid (and ErrGrammar) instead.
+const MaxGrammarNesting = gbnf.MaxNesting
 
 // ParseGrammar parses and checks GBNF text before any use, so that a
 // malformed grammar is an error that says where (line and column), never a
 // crash. root "" means "root". It accepts what llama.cpp's grammar parser
 // accepts, with the same checks (every referenced rule defined, the start
 // rule present, no left recursion); token references by name (<name>) are
-// checked only when the grammar is used with a model. It also refuses the
-// two inputs llama.cpp cannot handle: a NUL byte, and a repetition x{m,n}
-// with m > n. The error is an *Error with Code CodeGrammar that wraps a
-// *gbnf.Error holding the line and column.
+// checked only when the grammar is used with a model, and so are token ids
+// (<[id]>) against the model's vocabulary size. It also refuses what
+// llama.cpp cannot handle or could never match: a NUL byte, a repetition
+// x{m,n} with m > n, groups nested deeper than MaxGrammarNesting, a
+// character U+0000 or above U+10FFFF in a string literal, a reversed range
+// such as [z-a], and a character class that can match only such
+// characters (as [^\x00-\U0010FFFF]). The error is an *Error with Code
+// CodeGrammar that wraps a *gbnf.Error holding the line and column; it
+// matches both ErrGrammar and ErrInvalid. Parsing takes time linear in the
+// size of src.
 func ParseGrammar(src, root string) (*Grammar, error) {
+	return ParseGrammarContext(context.Background(), src, root)
+}
+
+// ParseGrammarContext is ParseGrammar that gives up when ctx ends, with an
+// error matching ErrCanceled and ctx's error.
+func ParseGrammarContext(ctx context.Context, src, root string) (*Grammar, error) {
 	if root == "" {
 		root = "root"
 	}
-	if _, err := gbnf.Parse(src, root); err != nil {
+	g, err := parseGrammar(ctx, src, root, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &Grammar{source: src, root: root, checked: true, maxToken: g.MaxTokenID}, nil
+}
+
+// parseGrammar runs the Go parser; vocab > 0 also checks token ids.
+func parseGrammar(ctx context.Context, src, root string, vocab int) (*gbnf.Grammar, error) {
+	g, err := gbnf.ParseContext(ctx, src, gbnf.Options{Root: root, VocabSize: vocab})
+	if err != nil {
 		var ge *gbnf.Error
 		if errors.As(err, &ge) {
-			return nil, &Error{Code: CodeGrammar, Op: "parse grammar", Err: ge}
+			return nil, &Error{Code: CodeGrammar, Op: "parse grammar", Err: ge, input: true}
 		}
-		return nil, &Error{Code: CodeGrammar, Op: "parse grammar", Err: err}
+		if ctx.Err() != nil {
+			return nil, &Error{Code: CodeCanceled, Op: "parse grammar", Err: err}
+		}
+		return nil, &Error{Code: CodeGrammar, Op: "parse grammar", Err: err, input: true}
 	}
-	return &Grammar{source: src, root: root}, nil
+	return g, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -35,10 +36,11 @@ const (
 	CodeDecode                // llama.cpp reported a decode or encode failure
 	CodeGrammar               // a grammar failed to parse
 	CodeUnsupported           // the model or context cannot do what was asked
+	CodeBusy                  // another goroutine is using the object, or it is still in use
 )
 
 var codeNames = [...]string{"unknown", "library", "closed", "invalid argument", "load failed",
-	"no KV slot", "canceled", "decode failed", "grammar", "unsupported"}
+	"no KV slot", "canceled", "decode failed", "grammar", "unsupported", "busy"}
 
 // String names the code.
 func (c ErrorCode) String() string {
@@ -51,12 +53,16 @@ func (c ErrorCode) String() string {
 // Error is the error type of this package. Use errors.As to reach its Code,
 // or errors.Is with the sentinels ErrClosed, ErrInvalid, ... which match by
 // code. When a context.Context ended a call, Err is its error, so
-// errors.Is(err, context.Canceled) also holds.
+// errors.Is(err, context.Canceled) also holds. A grammar or JSON Schema
+// that is malformed (Code CodeGrammar, reported before any generation)
+// matches ErrInvalid as well as ErrGrammar, since it is bad input.
 type Error struct {
 	Code ErrorCode
 	Op   string // the operation, e.g. "decode"
 	Msg  string
 	Err  error // the underlying error, if any
+
+	input bool // bad input: also matches ErrInvalid
 }
 
 // Error formats the error as "llama: op: message".
@@ -86,7 +92,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // Is reports whether target is a sentinel *Error (no Op, no Msg) of the same code.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t.Op == "" && t.Msg == "" && t.Err == nil && t.Code == e.Code
+	return ok && t.Op == "" && t.Msg == "" && t.Err == nil && (t.Code == e.Code || e.input && t.Code == CodeInvalid)
 }
 
 // Sentinels for errors.Is.
@@ -100,6 +106,10 @@ var (
 	ErrDecode      = &Error{Code: CodeDecode}
 	ErrGrammar     = &Error{Code: CodeGrammar}
 	ErrUnsupported = &Error{Code: CodeUnsupported}
+	// ErrBusy reports a Context used by two goroutines at once (Generate,
+	// Decode... on one Context must not overlap), or an Adapter closed
+	// while a Context still uses it.
+	ErrBusy = &Error{Code: CodeBusy}
 )
 
 func errorf(code ErrorCode, op, format string, args ...any) error {
@@ -122,6 +132,9 @@ type LibraryOptions struct {
 	NoInstall bool
 	// Quiet suppresses install progress.
 	Quiet bool
+	// Insecure allows installing a build with no pinned checksum (see
+	// lib.InstallOptions.Insecure): on platforms with no npm package.
+	Insecure bool
 }
 
 var (
@@ -133,6 +146,11 @@ var (
 // LoadModel calls it with the zero LibraryOptions. Only the first successful
 // call has an effect; the library stays loaded for the life of the process.
 func Init(opts LibraryOptions) error {
+	return initLibrary(context.Background(), opts)
+}
+
+// initLibrary is Init whose install, if any, stops when ctx ends.
+func initLibrary(ctx context.Context, opts LibraryOptions) error {
 	initMu.Lock()
 	defer initMu.Unlock()
 	if inited {
@@ -144,13 +162,16 @@ func Init(opts LibraryOptions) error {
 		if !opts.Quiet {
 			w = os.Stderr
 		}
-		o := lib.InstallOptions{Flavor: opts.Flavor}
+		o := lib.InstallOptions{Flavor: opts.Flavor, Insecure: opts.Insecure}
 		if w != nil {
 			o.Progress = w
 		}
-		dir, err = lib.Install(context.Background(), o)
+		dir, err = lib.Install(ctx, o)
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return &Error{Code: CodeCanceled, Op: "init", Err: err}
+		}
 		return &Error{Code: CodeLibrary, Op: "init", Err: err}
 	}
 	files, err := libraryFiles(dir)
@@ -183,14 +204,18 @@ func libraryFiles(dir string) (capi.Files, error) {
 	return f, nil
 }
 
-func ensureInit() error {
+func ensureInit() error { return ensureInitContext(context.Background()) }
+
+// ensureInitContext loads the library, installing it if need be until ctx
+// ends (LoadModel passes its ctx).
+func ensureInitContext(ctx context.Context) error {
 	initMu.Lock()
 	ok := inited
 	initMu.Unlock()
 	if ok {
 		return nil
 	}
-	return Init(LibraryOptions{})
+	return initLibrary(ctx, LibraryOptions{})
 }
 
 // LibraryDir returns the folder the library was loaded from, once loaded.
@@ -240,21 +265,21 @@ func Devices() ([]Device, error) {
 // Logging.
 
 var (
-	logMu     sync.Mutex
-	logger    *slog.Logger
-	logBuf    strings.Builder
-	logLevel  slog.Level
+	logger    atomic.Pointer[slog.Logger]
+	logLevel  atomic.Int64 // slog.Level of the last message, for continuations
+	logMu     sync.Mutex   // guards logBuf only; never held while logging
+	logBuf    []byte       // a partial line awaiting its end
+	logHeld   atomic.Bool  // logBuf is not empty
 	logCB     uintptr
 	logCBOnce sync.Once
 )
 
 // SetLogger sends llama.cpp's log to l; nil (the default) drops it.
 // Messages are logged at the slog level matching ggml's (debug, info, warn,
-// error), one record per line.
+// error), one record per line. Records from several threads are logged
+// concurrently (no lock is held while l handles one).
 func SetLogger(l *slog.Logger) {
-	logMu.Lock()
-	logger = l
-	logMu.Unlock()
+	logger.Store(l)
 	initMu.Lock()
 	ok := inited
 	initMu.Unlock()
@@ -264,10 +289,7 @@ func SetLogger(l *slog.Logger) {
 }
 
 func applyLogger() {
-	logMu.Lock()
-	l := logger
-	logMu.Unlock()
-	if l == nil {
+	if logger.Load() == nil {
 		capi.LogSet(capi.NoopFunc, 0)
 		return
 	}
@@ -276,38 +298,53 @@ func applyLogger() {
 }
 
 func logCallback(level int32, text *byte, _ uintptr) uintptr {
-	s := cstring(text)
-	logMu.Lock()
-	defer logMu.Unlock()
-	if logger == nil {
+	l := logger.Load()
+	if l == nil {
 		return 0
 	}
+	lv := slog.Level(logLevel.Load())
 	switch level {
 	case 1:
-		logLevel = slog.LevelDebug
+		lv = slog.LevelDebug
 	case 2:
-		logLevel = slog.LevelInfo
+		lv = slog.LevelInfo
 	case 3:
-		logLevel = slog.LevelWarn
+		lv = slog.LevelWarn
 	case 4:
-		logLevel = slog.LevelError
+		lv = slog.LevelError
 	}
-	logBuf.WriteString(s)
-	for {
-		all := logBuf.String()
-		i := strings.IndexByte(all, '\n')
-		if i < 0 {
-			break
-		}
-		line := all[:i]
-		rest := all[i+1:]
-		logBuf.Reset()
-		logBuf.WriteString(rest)
-		if line != "" {
-			logger.Log(context.Background(), logLevel, line, "source", "llama.cpp")
-		}
+	logLevel.Store(int64(lv))
+	s := cstring(text)
+	if !logHeld.Load() && strings.HasSuffix(s, "\n") {
+		// Whole lines and nothing pending: no lock at all.
+		logLines(l, lv, s)
+		return 0
 	}
+	logMu.Lock()
+	logBuf = append(logBuf, s...)
+	var lines string
+	if i := strings.LastIndexByte(string(logBuf), '\n'); i >= 0 {
+		lines = string(logBuf[:i+1])
+		logBuf = append(logBuf[:0], logBuf[i+1:]...)
+	}
+	logHeld.Store(len(logBuf) > 0)
+	logMu.Unlock()
+	logLines(l, lv, lines)
 	return 0
+}
+
+// logLines logs each non-empty line of s (s ends with a newline or is "").
+func logLines(l *slog.Logger, lv slog.Level, s string) {
+	for s != "" {
+		i := strings.IndexByte(s, '\n')
+		if i < 0 {
+			i = len(s)
+		}
+		if line := s[:i]; line != "" {
+			l.Log(context.Background(), lv, line, "source", "llama.cpp")
+		}
+		s = s[min(i+1, len(s)):]
+	}
 }
 
 func cstring(p *byte) string {

@@ -51,3 +51,33 @@ func TestLogger(t *testing.T) {
 	m2.Close()
 	assert.Equal(t, n, len(buf.String()), "quiet again after SetLogger(nil)")
 }
+
+// reentrantHandler calls SetLogger from inside Handle, once, as a handler
+// that reconfigures logging might; it records what it handled.
+type reentrantHandler struct {
+	slog.Handler
+	once  *sync.Once
+	self  **slog.Logger
+	lines *syncBuf
+}
+
+func (h reentrantHandler) Handle(ctx context.Context, r slog.Record) error {
+	h.once.Do(func() { llama.SetLogger(*h.self) })
+	h.lines.Write([]byte(r.Message + "\n"))
+	return nil
+}
+
+// TestLoggerReentrant: no lock is held while a record is handled, so a
+// handler may call back into the package (it deadlocked under the global
+// log mutex), and records from several threads need not queue behind one.
+func TestLoggerReentrant(t *testing.T) {
+	var lines syncBuf
+	var l *slog.Logger
+	l = slog.New(reentrantHandler{Handler: slog.NewTextHandler(&lines, nil), once: new(sync.Once), self: &l, lines: &lines})
+	llama.SetLogger(l)
+	defer llama.SetLogger(nil)
+	m, err := llama.LoadModel(context.Background(), testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})
+	require.NoError(t, err)
+	require.NoError(t, m.Close())
+	assert.Contains(t, lines.String(), "llama_model_loader")
+}

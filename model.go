@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
@@ -68,8 +69,11 @@ type ModelOptions struct {
 // Model is a loaded GGUF model and its vocabulary.
 //
 // A Model is safe for concurrent use. Close frees it together with every
-// Context, Adapter and SamplerChain made from it; Close waits for calls in
+// Context, Adapter and SamplerChain made from it (contexts first, which
+// ends their Generate calls with ErrClosed); Close waits for calls in
 // progress on the Model to return, and calls after Close return ErrClosed.
+// Methods on a nil *Model return errors matching ErrInvalid (or zero
+// values).
 type Model struct {
 	mu    sync.RWMutex // read-held by calls, write-held by Close
 	ptr   capi.Model
@@ -107,7 +111,8 @@ func progressTrampoline(p float32, user uintptr) bool {
 
 // LoadModel loads a GGUF model. A split model loads from the path of its
 // first split (name-00001-of-0000N.gguf); LoadModelSplits takes the paths
-// explicitly. Cancelling ctx aborts the load.
+// explicitly. Cancelling ctx aborts the load, and the library install
+// that the first LoadModel may run.
 func LoadModel(ctx context.Context, path string, opts ModelOptions) (*Model, error) {
 	return loadModel(ctx, []string{path}, opts)
 }
@@ -121,7 +126,10 @@ func LoadModelSplits(ctx context.Context, paths []string, opts ModelOptions) (*M
 }
 
 func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, error) {
-	if err := ensureInit(); err != nil {
+	if ctx == nil {
+		return nil, errorf(CodeInvalid, "load model", "nil context.Context")
+	}
+	if err := ensureInitContext(ctx); err != nil {
 		return nil, err
 	}
 	for _, p := range paths {
@@ -247,14 +255,33 @@ func kvOverrides(kv map[string]any) ([]capi.ModelKVOverride, error) {
 }
 
 // Close frees the model and everything made from it. It is idempotent.
+// A NewContext, NewSamplerChain or LoadAdapter racing with Close either
+// finishes first (and its result is closed with the model) or fails with
+// ErrClosed. Closing a nil *Model returns an error matching ErrInvalid.
 func (m *Model) Close() error {
+	if m == nil {
+		return errorf(CodeInvalid, "close", "nil *Model")
+	}
 	m.childMu.Lock()
 	kids := make([]closer, 0, len(m.children))
 	for c := range m.children {
 		kids = append(kids, c)
 	}
-	m.children = map[closer]struct{}{}
+	// nil from now on: addChild refuses, so that a child being created
+	// meanwhile is freed by its maker instead of outliving the model.
+	m.children = nil
 	m.childMu.Unlock()
+	// Contexts first (they stop using adapters and chains), then the rest.
+	rank := func(c closer) int {
+		switch c.(type) {
+		case *Context:
+			return 0
+		case *SamplerChain:
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(kids, func(a, b closer) int { return rank(a) - rank(b) })
 	for _, c := range kids {
 		c.closeFromParent()
 	}
@@ -286,6 +313,9 @@ func (m *Model) removeChild(c closer) {
 
 // use read-locks the model for a call; it reports ErrClosed after Close.
 func (m *Model) use(op string) (func(), error) {
+	if m == nil {
+		return nil, errorf(CodeInvalid, op, "nil *Model")
+	}
 	m.mu.RLock()
 	if m.ptr == 0 {
 		m.mu.RUnlock()
@@ -295,7 +325,12 @@ func (m *Model) use(op string) (func(), error) {
 }
 
 // Path returns the file the model was loaded from.
-func (m *Model) Path() string { return m.path }
+func (m *Model) Path() string {
+	if m == nil {
+		return ""
+	}
+	return m.path
+}
 
 // Metadata.
 
@@ -441,7 +476,12 @@ func (m *Model) ChatTemplate(name string) (tmpl string, ok bool) {
 // Vocabulary.
 
 // VocabSize returns the number of tokens in the vocabulary.
-func (m *Model) VocabSize() int { return int(m.nVocb) }
+func (m *Model) VocabSize() int {
+	if m == nil {
+		return 0
+	}
+	return int(m.nVocb)
+}
 
 // SpecialTokens are a vocabulary's special tokens; NoToken where absent.
 type SpecialTokens struct {
@@ -488,6 +528,9 @@ const (
 
 // CheckToken returns an error unless t is a token of the vocabulary.
 func (m *Model) CheckToken(t Token) error {
+	if m == nil {
+		return errorf(CodeInvalid, "token", "nil *Model")
+	}
 	if t < 0 || int32(t) >= m.nVocb {
 		return errorf(CodeInvalid, "token", "token id %d out of range [0, %d)", t, m.nVocb)
 	}
@@ -650,6 +693,9 @@ type DetokenizeOptions struct {
 
 // Detokenize turns tokens into text.
 func (m *Model) Detokenize(tokens []Token, opts DetokenizeOptions) (string, error) {
+	if m == nil {
+		return "", errorf(CodeInvalid, "detokenize", "nil *Model")
+	}
 	for _, t := range tokens {
 		if err := m.CheckToken(t); err != nil {
 			return "", err
@@ -702,7 +748,12 @@ func validUTF8Prefix(b []byte) int {
 }
 
 // String describes the model by its path.
-func (m *Model) String() string { return fmt.Sprintf("llama.Model(%s)", m.path) }
+func (m *Model) String() string {
+	if m == nil {
+		return "llama.Model(nil)"
+	}
+	return fmt.Sprintf("llama.Model(%s)", m.path)
+}
 
 // isEOG is IsEOG for a model already in use and a valid token.
 func isEOG(m *Model, t Token) bool { return capi.VocabIsEOG(m.vocab, int32(t)) }

@@ -48,7 +48,38 @@ func finite(fs ...float32) bool {
 	return true
 }
 
-func keep(n int) uintptr { return uintptr(max(n, 0)) }
+// Size-like parameters are clamped when a chain is built, so that no value
+// makes llama.cpp allocate out of proportion to the model: token counts
+// (TopK's k, the minKeep of TopP, MinP, Typical and XTC, Mirostat's m) to
+// the vocabulary size, and token windows (the lastN of Penalties and DRY,
+// DRY's allowedLength) to the larger of the model's training context size
+// and minWindowBound (65,536 tokens, for contexts extended past training),
+// and never beyond maxWindowBound (what NewContext accepts as ContextSize),
+// whatever the model's metadata says. A chain is built for a model, before
+// any Context, so the context size itself is not known: -1 means the
+// training context size.
+const (
+	minWindowBound = 1 << 16
+	maxWindowBound = 1 << 24
+)
+
+// window returns the token window for n: -1 (or any negative) gives the
+// training context size, and values above the bound give the bound.
+func (m *Model) window(n int) int32 {
+	train := min(max(int(capi.ModelNCtxTrain(m.ptr)), 1), maxWindowBound)
+	if n < 0 {
+		return int32(train)
+	}
+	return int32(min(n, max(train, minWindowBound)))
+}
+
+// keep clamps a minKeep to [0, vocabulary size].
+func (m *Model) keep(n int) uintptr { return uintptr(min(max(n, 0), int(m.nVocb))) }
+
+// withModel makes a sampler whose parameters depend on the model.
+func withModel(name string, f func(m *Model) capi.Sampler) Sampler {
+	return samplerFunc{name, func(m *Model) (capi.Sampler, error) { return f(m), nil }}
+}
 
 // Greedy picks the most likely token.
 func Greedy() Sampler { return simple("greedy", capi.SamplerInitGreedy) }
@@ -58,10 +89,10 @@ func Dist(seed uint32) Sampler {
 	return simple("dist", func() capi.Sampler { return capi.SamplerInitDist(seed) })
 }
 
-// TopK keeps the k most likely tokens (k <= 0: all).
+// TopK keeps the k most likely tokens (k <= 0: all; k above the
+// vocabulary size is the vocabulary size).
 func TopK(k int) Sampler {
-	k = min(k, math.MaxInt32)
-	return simple("top-k", func() capi.Sampler { return capi.SamplerInitTopK(int32(k)) })
+	return withModel("top-k", func(m *Model) capi.Sampler { return capi.SamplerInitTopK(int32(min(k, int(m.nVocb)))) })
 }
 
 // TopP keeps the most likely tokens whose probabilities add up to p.
@@ -69,7 +100,7 @@ func TopP(p float32, minKeep int) Sampler {
 	if !finite(p) {
 		return invalid("top-p", "p %v is not finite", p)
 	}
-	return simple("top-p", func() capi.Sampler { return capi.SamplerInitTopP(p, keep(minKeep)) })
+	return withModel("top-p", func(m *Model) capi.Sampler { return capi.SamplerInitTopP(p, m.keep(minKeep)) })
 }
 
 // MinP keeps tokens at least p times as likely as the most likely one.
@@ -77,7 +108,7 @@ func MinP(p float32, minKeep int) Sampler {
 	if !finite(p) {
 		return invalid("min-p", "p %v is not finite", p)
 	}
-	return simple("min-p", func() capi.Sampler { return capi.SamplerInitMinP(p, keep(minKeep)) })
+	return withModel("min-p", func(m *Model) capi.Sampler { return capi.SamplerInitMinP(p, m.keep(minKeep)) })
 }
 
 // Typical is locally typical sampling with parameter p.
@@ -85,7 +116,7 @@ func Typical(p float32, minKeep int) Sampler {
 	if !finite(p) {
 		return invalid("typical", "p %v is not finite", p)
 	}
-	return simple("typical", func() capi.Sampler { return capi.SamplerInitTypical(p, keep(minKeep)) })
+	return withModel("typical", func(m *Model) capi.Sampler { return capi.SamplerInitTypical(p, m.keep(minKeep)) })
 }
 
 // Temp scales logits by 1/t (t <= 0 keeps only the most likely token).
@@ -109,7 +140,7 @@ func XTC(p, t float32, minKeep int, seed uint32) Sampler {
 	if !finite(p, t) {
 		return invalid("xtc", "parameters must be finite")
 	}
-	return simple("xtc", func() capi.Sampler { return capi.SamplerInitXTC(p, t, keep(minKeep), seed) })
+	return withModel("xtc", func(m *Model) capi.Sampler { return capi.SamplerInitXTC(p, t, m.keep(minKeep), seed) })
 }
 
 // TopNSigma keeps tokens within n standard deviations of the top logit.
@@ -127,7 +158,7 @@ func Mirostat(seed uint32, tau, eta float32, m int) Sampler {
 		return invalid("mirostat", "tau and eta must be finite and m at least 1")
 	}
 	return samplerFunc{"mirostat", func(mod *Model) (capi.Sampler, error) {
-		return capi.SamplerInitMirostat(mod.nVocb, seed, tau, eta, int32(min(m, math.MaxInt32))), nil
+		return capi.SamplerInitMirostat(mod.nVocb, seed, tau, eta, int32(min(m, int(mod.nVocb)))), nil
 	}}
 }
 
@@ -140,19 +171,23 @@ func MirostatV2(seed uint32, tau, eta float32) Sampler {
 }
 
 // Penalties applies repetition (repeat > 0, 1 = off), frequency and presence
-// (0 = off) penalties over the last lastN tokens (0 = off, -1 = context).
+// (0 = off) penalties over the last lastN tokens (0 = off; -1 = the model's
+// training context size). lastN is clamped to the larger of the training
+// context size and 65,536, so that no value allocates out of proportion.
 func Penalties(lastN int, repeat, freq, present float32) Sampler {
 	if !finite(repeat, freq, present) || repeat <= 0 {
 		return invalid("penalties", "repeat must be > 0 and all finite")
 	}
-	lastN = max(min(lastN, math.MaxInt32), -1)
 	return samplerFunc{"penalties", func(m *Model) (capi.Sampler, error) {
-		return capi.SamplerInitPenalties(m.nVocb, int32(lastN), repeat, freq, present), nil
+		return capi.SamplerInitPenalties(m.nVocb, m.window(lastN), repeat, freq, present), nil
 	}}
 }
 
 // DRY is the "don't repeat yourself" sampler (multiplier 0 = off); breakers
 // are the sequence breakers (nil: llama.cpp's defaults "\n", ":", "\"", "*").
+// lastN is the window of tokens it looks at (0 = off; -1 = the model's
+// training context size); lastN and allowedLength are clamped to the larger
+// of the training context size and 65,536.
 func DRY(multiplier, base float32, allowedLength, lastN int, breakers []string) Sampler {
 	if !finite(multiplier, base) {
 		return invalid("dry", "multiplier and base must be finite")
@@ -160,16 +195,17 @@ func DRY(multiplier, base float32, allowedLength, lastN int, breakers []string) 
 	if breakers == nil {
 		breakers = []string{"\n", ":", "\"", "*"}
 	}
-	allowedLength = max(min(allowedLength, math.MaxInt32), 0)
-	lastN = max(min(lastN, math.MaxInt32), -1)
+	allowedLength = max(allowedLength, 0)
 	return samplerFunc{"dry", func(m *Model) (capi.Sampler, error) {
+		last := m.window(lastN)
+		allowed := m.window(allowedLength)
 		cs := make([][]byte, len(breakers))
 		ptrs := make([]uintptr, len(breakers)+1)
 		for i, b := range breakers {
 			cs[i] = append([]byte(b), 0)
 			ptrs[i] = uintptr(unsafe.Pointer(&cs[i][0]))
 		}
-		s := capi.SamplerInitDRY(m.vocab, multiplier, base, int32(allowedLength), int32(lastN),
+		s := capi.SamplerInitDRY(m.vocab, multiplier, base, allowed, last,
 			unsafe.Pointer(&ptrs[0]), uintptr(len(breakers)))
 		runtime.KeepAlive(cs)
 		return s, nil
@@ -225,10 +261,16 @@ type SamplerChain struct {
 	names []string
 	seed  uint32
 	hasGo bool // holds Go samplers (grammars among them)
+	// noClone names a Custom sampler that is not a CloneableSampler: Clone
+	// refuses the chain rather than share the sampler's state.
+	noClone string
 }
 
 // NewSamplerChain builds samplers into a chain for a model.
 func NewSamplerChain(m *Model, opts SamplerChainOptions, samplers ...Sampler) (*SamplerChain, error) {
+	if m == nil {
+		return nil, errorf(CodeInvalid, "sampler chain", "nil *Model")
+	}
 	done, err := m.use("sampler chain")
 	if err != nil {
 		return nil, err
@@ -255,11 +297,16 @@ func NewSamplerChain(m *Model, opts SamplerChainOptions, samplers ...Sampler) (*
 		}
 		capi.SamplerChainAdd(chain, p)
 		c.names = append(c.names, s.String())
-		switch s.(type) {
+		switch s := s.(type) {
 		case grammarSpec:
 			c.hasGo = true
 		case samplerFunc:
 			c.hasGo = c.hasGo || strings.HasPrefix(s.String(), "custom:")
+		case customSpec:
+			c.hasGo = true
+			if _, ok := s.s.(CloneableSampler); !ok && c.noClone == "" {
+				c.noClone = s.s.Name()
+			}
 		}
 	}
 	c.seed = capi.SamplerGetSeed(chain)
@@ -281,14 +328,21 @@ func (c *SamplerChain) close() {
 	}
 }
 
-// Close frees the chain.
+// Close frees the chain. Closing a nil *SamplerChain returns an error
+// matching ErrInvalid.
 func (c *SamplerChain) Close() error {
+	if c == nil {
+		return errorf(CodeInvalid, "close", "nil *SamplerChain")
+	}
 	c.close()
 	c.model.removeChild(c)
 	return nil
 }
 
 func (c *SamplerChain) lock(op string) error {
+	if c == nil {
+		return errorf(CodeInvalid, op, "nil *SamplerChain")
+	}
 	c.mu.Lock()
 	if c.ptr == 0 {
 		c.mu.Unlock()
@@ -298,22 +352,41 @@ func (c *SamplerChain) lock(op string) error {
 }
 
 // String lists the chain's samplers.
-func (c *SamplerChain) String() string { return fmt.Sprint(c.names) }
+func (c *SamplerChain) String() string {
+	if c == nil {
+		return "<nil>"
+	}
+	return fmt.Sprint(c.names)
+}
 
-// Seed returns the seed the chain's random samplers use.
-func (c *SamplerChain) Seed() uint32 { return c.seed }
+// Seed returns the seed the chain's random samplers use (0 for nil).
+func (c *SamplerChain) Seed() uint32 {
+	if c == nil {
+		return 0
+	}
+	return c.seed
+}
 
 // Sample picks a token from the logits of batch entry idx of ctx's last
 // Decode (-1: the last entry) and accepts it into the chain's state.
 func (c *SamplerChain) Sample(ctx *Context, idx int) (Token, error) {
+	if err := ctx.acquire("sample"); err != nil {
+		return NoToken, err
+	}
+	defer ctx.release()
+	return c.sample(ctx, idx)
+}
+
+// sample is Sample for a caller that holds ctx (acquire).
+func (c *SamplerChain) sample(ctx *Context, idx int) (Token, error) {
+	if err := ctx.lockMu("sample"); err != nil {
+		return NoToken, err
+	}
+	defer ctx.mu.Unlock()
 	if err := c.lock("sample"); err != nil {
 		return NoToken, err
 	}
 	defer c.mu.Unlock()
-	if err := ctx.lock("sample"); err != nil {
-		return NoToken, err
-	}
-	defer ctx.mu.Unlock()
 	if ctx.model != c.model {
 		return NoToken, errorf(CodeInvalid, "sample", "chain and context belong to different models")
 	}
@@ -360,13 +433,13 @@ func (c *SamplerChain) grammarFailed() bool {
 // Accept tells the chain a token was chosen (for penalties, grammars,
 // mirostat) without sampling; use it for prompt tokens.
 func (c *SamplerChain) Accept(t Token) error {
-	if err := c.model.CheckToken(t); err != nil {
-		return err
-	}
 	if err := c.lock("accept"); err != nil {
 		return err
 	}
 	defer c.mu.Unlock()
+	if err := c.model.CheckToken(t); err != nil {
+		return err
+	}
 	capi.SamplerAccept(c.ptr, int32(t))
 	if c.hasGo && c.grammarFailed() {
 		return errGrammarFailed("accept")
@@ -385,16 +458,22 @@ func (c *SamplerChain) Reset() error {
 }
 
 // Clone returns an independent copy of the chain with its current state.
+// A chain holding a Custom sampler that is not a CloneableSampler cannot be
+// cloned (the copy would share its state): that is an error matching
+// ErrUnsupported.
 func (c *SamplerChain) Clone() (*SamplerChain, error) {
 	if err := c.lock("clone"); err != nil {
 		return nil, err
 	}
 	defer c.mu.Unlock()
+	if c.noClone != "" {
+		return nil, errorf(CodeUnsupported, "clone", "custom sampler %q is not a CloneableSampler", c.noClone)
+	}
 	p := capi.SamplerClone(c.ptr)
 	if p == 0 {
 		return nil, errorf(CodeUnsupported, "clone", "a sampler of the chain cannot be cloned")
 	}
-	n := &SamplerChain{model: c.model, ptr: p, names: append([]string(nil), c.names...), seed: c.seed, hasGo: c.hasGo}
+	n := &SamplerChain{model: c.model, ptr: p, names: append([]string(nil), c.names...), seed: c.seed, hasGo: c.hasGo, noClone: c.noClone}
 	if !c.model.addChild(n) {
 		capi.SamplerFree(p)
 		return nil, closedErr("clone", "model")
@@ -497,20 +576,28 @@ func Custom(s CustomSampler) Sampler {
 	if s == nil {
 		return invalid("custom", "nil sampler")
 	}
-	return samplerFunc{"custom:" + s.Name(), func(*Model) (capi.Sampler, error) { return newGoSampler(s), nil }}
+	return customSpec{s}
+}
+
+type customSpec struct{ s CustomSampler }
+
+func (c customSpec) String() string { return "custom:" + c.s.Name() }
+func (c customSpec) build(*Model) (capi.Sampler, error) {
+	return newGoSampler(c.s), nil
 }
 
 var (
 	goSamplers  sync.Map // uintptr id → CustomSampler
 	goSamplerID atomic.Uintptr
 	goIfaceOnce sync.Once
-	goIface     *capi.SamplerI
-	goNames     sync.Map // id → *[]byte (C string kept alive)
+	goIface     *capi.SamplerI // in C memory: C keeps it
+	goNames     sync.Map       // id → *byte, the name as a C string in C memory
 )
 
 func newGoSampler(s CustomSampler) capi.Sampler {
 	goIfaceOnce.Do(func() {
-		goIface = &capi.SamplerI{
+		p := (*capi.SamplerI)(capi.Calloc(1, unsafe.Sizeof(capi.SamplerI{})))
+		*p = capi.SamplerI{
 			Name:   purego.NewCallback(goSamplerName),
 			Accept: purego.NewCallback(goSamplerAccept),
 			Apply:  purego.NewCallback(goSamplerApply),
@@ -518,11 +605,16 @@ func newGoSampler(s CustomSampler) capi.Sampler {
 			Clone:  purego.NewCallback(goSamplerClone),
 			Free:   purego.NewCallback(goSamplerFree),
 		}
+		goIface = p
 	})
+	if goIface == nil {
+		return 0
+	}
 	id := goSamplerID.Add(1)
 	goSamplers.Store(id, s)
-	name := append([]byte(s.Name()), 0)
-	goNames.Store(id, &name)
+	if name := capi.CString(s.Name()); name != nil {
+		goNames.Store(id, name)
+	}
 	return capi.SamplerInit(unsafe.Pointer(goIface), id)
 }
 
@@ -536,7 +628,7 @@ func goSampler(sm *capi.SamplerStruct) (CustomSampler, uintptr) {
 
 func goSamplerName(sm *capi.SamplerStruct) *byte {
 	if v, ok := goNames.Load(sm.Ctx); ok {
-		return &(*v.(*[]byte))[0]
+		return v.(*byte)
 	}
 	return nil
 }
@@ -564,10 +656,11 @@ func goSamplerClone(sm *capi.SamplerStruct) uintptr {
 	if s == nil {
 		return 0
 	}
-	if cs, ok := s.(CloneableSampler); ok {
-		s = cs.Clone()
+	cs, ok := s.(CloneableSampler)
+	if !ok {
+		return 0 // SamplerChain.Clone refuses such chains before C gets here
 	}
-	return uintptr(newGoSampler(s))
+	return uintptr(newGoSampler(cs.Clone()))
 }
 
 func goSamplerFree(sm *capi.SamplerStruct) {
@@ -577,5 +670,7 @@ func goSamplerFree(sm *capi.SamplerStruct) {
 		}
 	}
 	goSamplers.Delete(sm.Ctx)
-	goNames.Delete(sm.Ctx)
+	if v, ok := goNames.LoadAndDelete(sm.Ctx); ok {
+		capi.CFree(unsafe.Pointer(v.(*byte)))
+	}
 }

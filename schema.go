@@ -1,7 +1,9 @@
 package llama
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/invopop/jsonschema"
 	schemagbnf "github.com/x/llama/internal/jsonschema"
@@ -14,10 +16,28 @@ import (
 // prefixItems, minItems/maxItems, string lengths, formats and patterns,
 // integer bounds). A schema it cannot express is an error naming the part
 // (a JSON pointer).
+//
+// Subschemas may nest at most MaxSchemaDepth levels, and the document
+// itself at most 1,000 levels of arrays and objects; conversion takes time
+// and makes a grammar roughly linear in the size of the schema. Errors
+// match ErrGrammar and ErrInvalid.
 func GrammarFromJSONSchema(schema []byte) (*Grammar, error) {
-	g, err := schemagbnf.ToGBNF(schema)
+	return GrammarFromJSONSchemaContext(context.Background(), schema)
+}
+
+// MaxSchemaDepth bounds how deeply the subschemas of a JSON Schema may nest
+// for GrammarFromJSONSchema (items of items, properties of properties...).
+const MaxSchemaDepth = schemagbnf.MaxDepth
+
+// GrammarFromJSONSchemaContext is GrammarFromJSONSchema that gives up when
+// ctx ends, with an error matching ErrCanceled and ctx's error.
+func GrammarFromJSONSchemaContext(ctx context.Context, schema []byte) (*Grammar, error) {
+	g, err := schemagbnf.ToGBNFContext(ctx, schema)
 	if err != nil {
-		return nil, &Error{Code: CodeGrammar, Op: "json schema", Err: err}
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil, &Error{Code: CodeCanceled, Op: "json schema", Err: err}
+		}
+		return nil, &Error{Code: CodeGrammar, Op: "json schema", Err: err, input: true}
 	}
 	return &Grammar{source: g, root: "root"}, nil
 }

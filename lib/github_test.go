@@ -19,6 +19,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -124,7 +125,7 @@ func TestInstallFromGitHub(t *testing.T) {
 			t.Setenv(EnvCache, t.TempDir())
 			url := releaseServer(t, map[string][]byte{archiveName(t): tc.archive})
 			var out bytes.Buffer
-			dir, err := Install(context.Background(), InstallOptions{Source: SourceGitHub, BaseURL: url, Progress: &out})
+			dir, err := Install(context.Background(), InstallOptions{Source: SourceGitHub, BaseURL: url, Progress: &out, Insecure: true})
 			require.NoError(t, err)
 
 			want, err := DefaultDir(CPU)
@@ -157,7 +158,7 @@ func TestInstallFromGitHub(t *testing.T) {
 
 			// A second install finds the folder filled and downloads nothing.
 			out.Reset()
-			again, err := Install(context.Background(), InstallOptions{Source: SourceGitHub, BaseURL: "http://127.0.0.1:1", Progress: &out})
+			again, err := Install(context.Background(), InstallOptions{Source: SourceGitHub, BaseURL: "http://127.0.0.1:1", Progress: &out, Insecure: true})
 			require.NoError(t, err)
 			assert.Equal(t, dir, again)
 			assert.Empty(t, out.String())
@@ -176,7 +177,7 @@ func TestInstallFromGitHubWindowsCUDA(t *testing.T) {
 	})
 	dir := filepath.Join(t.TempDir(), "lib")
 	var out bytes.Buffer
-	got, err := install(context.Background(), InstallOptions{Dir: dir, Flavor: CUDA, Source: SourceGitHub, BaseURL: url, Progress: &out}, "windows", "amd64")
+	got, err := install(context.Background(), InstallOptions{Dir: dir, Flavor: CUDA, Source: SourceGitHub, BaseURL: url, Progress: &out, Insecure: true}, "windows", "amd64")
 	require.NoError(t, err)
 	assert.Equal(t, dir, got)
 	for _, f := range []string{"llama.dll", "ggml.dll", "ggml-base.dll", "ggml-cuda.dll", "cudart64_12.dll", "cublas64_12.dll"} {
@@ -266,7 +267,7 @@ func TestInstallFromGitHubFailures(t *testing.T) {
 			defer srv.Close()
 			parent := t.TempDir()
 			dir := filepath.Join(parent, "lib")
-			_, err := Install(context.Background(), InstallOptions{Dir: dir, Source: SourceGitHub, BaseURL: srv.URL})
+			_, err := Install(context.Background(), InstallOptions{Dir: dir, Source: SourceGitHub, BaseURL: srv.URL, Insecure: true})
 			require.Error(t, err)
 			t.Log(err)
 			assert.Contains(t, err.Error(), tc.want)
@@ -384,4 +385,34 @@ func TestFetchTo(t *testing.T) {
 			assert.Contains(t, out.String(), tc.progress)
 		})
 	}
+}
+
+// TestInstallGitHubNeedsInsecure: the GitHub archives have no pinned
+// checksum, so installing them without Insecure is refused before any
+// download (for an explicit source, and for the automatic one where no npm
+// package exists).
+func TestInstallGitHubNeedsInsecure(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	cases := []struct {
+		name         string
+		src          Source
+		goos, goarch string
+		flavor       Flavor
+	}{
+		{"explicit", SourceGitHub, "linux", "amd64", CPU},
+		{"automatic", SourceAuto, "linux", "arm64", Vulkan},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "lib")
+			_, err := install(context.Background(), InstallOptions{Dir: dir, Source: tc.src, Flavor: tc.flavor, BaseURL: srv.URL}, tc.goos, tc.goarch)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "no pinned checksum")
+			assert.Contains(t, err.Error(), "Insecure")
+			assert.NoDirExists(t, dir)
+		})
+	}
+	assert.Zero(t, hits.Load(), "nothing was downloaded")
 }

@@ -38,6 +38,11 @@ type InstallOptions struct {
 	// BaseURL is the folder of the GitHub release downloads; empty means
 	// DefaultBaseURL.
 	BaseURL string
+	// Insecure allows installing a build whose checksum is not pinned: the
+	// GitHub release archives (SourceGitHub, and SourceAuto where no npm
+	// package exists), whose integrity rests on HTTPS alone. Without it,
+	// such an install is an error.
+	Insecure bool
 }
 
 // Install fetches the pinned build and unpacks its libraries into a folder,
@@ -46,7 +51,8 @@ type InstallOptions struct {
 // is fetched through the npm client and verified against the pinned SHA-256
 // where one is known; a GitHub release archive is downloaded from o.BaseURL
 // and has no pinned checksum, so it is held to being a well-formed zip or
-// gzipped tar that holds the libraries. Only the shared libraries are
+// gzipped tar that holds the libraries, and is installed only with
+// o.Insecure. Only the shared libraries are
 // unpacked, flat, refusing names that escape the archive's folder and
 // bounding their sizes. Concurrent installs (from several processes) are
 // safe: the folder is filled under a temporary name and renamed, and a
@@ -110,6 +116,10 @@ func install(ctx context.Context, o InstallOptions, goos, goarch string) (string
 		names, err := ArchivesFor(goos, goarch, o.Flavor)
 		if err != nil {
 			return "", err
+		}
+		if !o.Insecure {
+			return "", fmt.Errorf("lib: llama.cpp's GitHub release archives (%s) have no pinned checksum; "+
+				"set InstallOptions.Insecure (llama-install -insecure) to install them anyway", strings.Join(names, ", "))
 		}
 		what = strings.Join(names, " + ")
 		progress(o.Progress, "llama: installing llama.cpp %s (%s from GitHub) into %s", Version, what, dir)

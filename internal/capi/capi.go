@@ -67,6 +67,12 @@ var (
 	// (llama_time_us), used as a log callback that drops messages: extra
 	// arguments are ignored under the C calling conventions we run on.
 	NoopFunc uintptr
+
+	// Calloc and CFree are the C library's calloc and free, for memory C
+	// keeps pointers to (abort flags, the Go sampler interface, sampler
+	// names): Go memory must not be kept by C.
+	Calloc func(n, size uintptr) unsafe.Pointer
+	CFree  func(p unsafe.Pointer)
 )
 
 // Expected ABI facts of the pinned build, checked at load.
@@ -203,10 +209,23 @@ func libcStrlen() (uintptr, error) {
 			continue
 		}
 		if p, err := purego.Dlsym(h, "strlen"); err == nil {
+			purego.RegisterLibFunc(&Calloc, h, "calloc")
+			purego.RegisterLibFunc(&CFree, h, "free")
 			return p, nil
 		}
 	}
 	return 0, errors.New("llama: cannot find the C library's strlen for the abort callback")
+}
+
+// CString copies s into a NUL-terminated string in C memory (free it with
+// CFree); nil when out of memory.
+func CString(s string) *byte {
+	p := Calloc(uintptr(len(s))+1, 1)
+	if p == nil {
+		return nil
+	}
+	copy(unsafe.Slice((*byte)(p), len(s)), s)
+	return (*byte)(p)
 }
 
 // GoString copies a NUL-terminated C string.

@@ -15,13 +15,13 @@ func (p *parser) check(root string) {
 	var missing uint32
 	for id, body := range p.rules {
 		if body == nil {
-			if off, ok := p.refAt[uint32(id)]; ok && (first < 0 || off < first) {
+			if off, ok := p.refAt.get(uint32(id)); ok && (first < 0 || off < first) {
 				first, missing = off, uint32(id)
 			}
 		}
 		for _, e := range body {
 			if e.kind == eRef && (int(e.val) >= len(p.rules) || p.rules[e.val] == nil) {
-				if off, ok := p.refAt[e.val]; ok && (first < 0 || off < first) {
+				if off, ok := p.refAt.get(e.val); ok && (first < 0 || off < first) {
 					first, missing = off, e.val
 				}
 			}
@@ -39,8 +39,97 @@ func (p *parser) check(root string) {
 	if _, ok := p.symbols[root]; !ok {
 		p.fail(0, KindNoRoot, "no rule named %q (the start rule)", root)
 	}
-	if id, ok := p.leftRecursion(); ok {
-		p.fail(p.origin[id], KindLeftRecursion, "rule %q is left-recursive", p.ownerOf(id))
+	edges, id, ok := p.leftRecursion()
+	if ok {
+		p.fail(p.origin.at(id), KindLeftRecursion, "rule %q is left-recursive", p.ownerOf(id))
+	}
+	p.checkLeftmost(edges)
+}
+
+// MaxRefDepth bounds the longest chain of leftmost rule references (a
+// reference at the start of an alternative, or after references to rules
+// with an empty alternative; groups and repetitions count as references to
+// their helper rules). llama.cpp's left-recursion check follows these
+// chains by recursion on the C stack: a chain of 100,000 rules kills the
+// process. Real grammars have chains of a few rules; JSON Schemas with
+// thousands of optional properties make chains of thousands.
+const MaxRefDepth = 20000
+
+// maxLeftmostWork bounds the rule elements llama.cpp's left-recursion check
+// reads: it does not remember the rules it has checked while it recurses,
+// so rules reached by several leftmost paths (r0 ::= r1 | r1 "x", r1 ::= r2
+// | r2 "x", ...) are checked once per path, which grows exponentially.
+const maxLeftmostWork = 20_000_000
+
+// checkLeftmost refuses grammars whose leftmost reference chains are longer
+// than MaxRefDepth, or whose left-recursion check in llama.cpp would read
+// more than maxLeftmostWork elements. edges is the acyclic leftmost
+// reference graph.
+func (p *parser) checkLeftmost(edges [][]uint32) {
+	n := len(edges)
+	depth := make([]int, n)   // longest chain of references from the rule
+	work := make([]uint64, n) // elements llama.cpp reads checking the rule, saturated
+	done := make([]bool, n)
+	type frame struct {
+		id   uint32
+		next int
+	}
+	var stack []frame
+	for s := range n {
+		if done[s] {
+			continue
+		}
+		stack = append(stack[:0], frame{uint32(s), 0})
+		for len(stack) > 0 {
+			p.step()
+			top := &stack[len(stack)-1]
+			if top.next < len(edges[top.id]) {
+				to := edges[top.id][top.next]
+				top.next++
+				if !done[to] {
+					stack = append(stack, frame{to, 0})
+				}
+				continue
+			}
+			v := top.id
+			stack = stack[:len(stack)-1]
+			w := uint64(len(p.rules[v]))
+			for _, to := range edges[v] {
+				depth[v] = max(depth[v], depth[to]+1)
+				w = min(w+work[to], maxLeftmostWork+1)
+			}
+			work[v] = w
+			done[v] = true
+			if depth[v] > MaxRefDepth {
+				p.fail(p.origin.at(v), KindDepth, "rule %q starts a chain of more than %d leftmost rule references", p.ownerOf(v), MaxRefDepth)
+			}
+		}
+	}
+	// llama.cpp checks rules in id order, skipping those an earlier check
+	// reached.
+	reached := make([]bool, n)
+	var total uint64
+	var todo []uint32
+	for s := range n {
+		if reached[s] {
+			continue
+		}
+		total += work[s]
+		if total > maxLeftmostWork {
+			p.fail(p.origin.at(uint32(s)), KindLimit, "rules reachable by many leftmost paths (from rule %q) would take llama.cpp's left-recursion check too long", p.ownerOf(uint32(s)))
+		}
+		todo = append(todo[:0], uint32(s))
+		reached[s] = true
+		for len(todo) > 0 {
+			v := todo[len(todo)-1]
+			todo = todo[:len(todo)-1]
+			for _, to := range edges[v] {
+				if !reached[to] {
+					reached[to] = true
+					todo = append(todo, to)
+				}
+			}
+		}
 	}
 }
 
@@ -61,12 +150,12 @@ func (p *parser) nameOf(id uint32) string {
 
 // ownerOf names the rule a (possibly helper) rule id was written in.
 func (p *parser) ownerOf(id uint32) string {
-	off, ok := p.origin[id]
+	off, ok := p.origin.get(id)
 	if !ok {
 		return p.nameOf(id)
 	}
 	for _, n := range p.named {
-		if v, ok := p.symbols[n]; ok && p.origin[v] == off {
+		if v, ok := p.symbols[n]; ok && p.origin.at(v) == off {
 			return n
 		}
 	}
@@ -74,7 +163,7 @@ func (p *parser) ownerOf(id uint32) string {
 	// named rule defined last before it owns it.
 	best, bestOff := p.nameOf(id), -1
 	for _, n := range p.named {
-		if o, ok := p.origin[p.symbols[n]]; ok && o <= off && o > bestOff {
+		if o, ok := p.origin.get(p.symbols[n]); ok && o <= off && o > bestOff {
 			best, bestOff = n, o
 		}
 	}
@@ -85,8 +174,8 @@ func (p *parser) ownerOf(id uint32) string {
 // references. Like llama.cpp, a reference is followed by the next one only
 // when the referenced rule has an empty alternative written out (not when
 // it is empty through other rules). The result is the rule that closes the
-// cycle.
-func (p *parser) leftRecursion() (uint32, bool) {
+// cycle. It also returns the graph of leftmost references.
+func (p *parser) leftRecursion() ([][]uint32, uint32, bool) {
 	n := len(p.rules)
 	empty := make([]bool, n)
 	edges := make([][]uint32, n)
@@ -144,12 +233,12 @@ func (p *parser) leftRecursion() (uint32, bool) {
 			top.next++
 			switch state[to] {
 			case active:
-				return to, true
+				return edges, to, true
 			case unseen:
 				state[to] = active
 				stack = append(stack, frame{to, 0})
 			}
 		}
 	}
-	return 0, false
+	return edges, 0, false
 }

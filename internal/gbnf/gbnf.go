@@ -17,8 +17,11 @@
 package gbnf
 
 import (
+	"context"
 	"fmt"
+	"sort"
 	"strconv"
+	"strings"
 )
 
 // Kind classifies an [Error].
@@ -35,9 +38,20 @@ const (
 	KindToken                     // a <token> reference is not one token of the vocabulary
 	KindMinAboveMax               // x{m,n} with m > n: llama.cpp would not terminate
 	KindNUL                       // a NUL byte: llama.cpp would stop reading there
+	KindDepth                     // groups nested deeper than MaxNesting: llama.cpp's recursive parser would overflow its stack
+	KindUnmatchable               // a literal or class no generated text can match (U+0000, code points above U+10FFFF, a reversed range)
+	KindTokenRange                // a <[id]> token id outside the vocabulary
 )
 
-var kindNames = [...]string{"syntax", "empty", "undefined", "no root", "left recursion", "limit", "token", "min above max", "NUL byte"}
+// MaxNesting bounds how deeply parenthesized groups may nest. llama.cpp
+// parses groups by recursion on the C stack and overflows an 8 MB stack
+// (killing the process) somewhere between 10,000 and 20,000 levels; 1,000
+// keeps a margin of ten for threads with smaller stacks and for the grammar
+// engine, which recurses through nested groups too. Real grammars nest a
+// handful of levels.
+const MaxNesting = 1000
+
+var kindNames = [...]string{"syntax", "empty", "undefined", "no root", "left recursion", "limit", "token", "min above max", "NUL byte", "depth", "unmatchable", "token range"}
 
 // String returns a short name of the kind.
 func (k Kind) String() string {
@@ -69,6 +83,9 @@ type Grammar struct {
 	// Generated counts the helper rules that groups and repetitions add
 	// (llama.cpp's rule count is len(Rules)+Generated).
 	Generated int
+	// MaxTokenID is the largest token id the grammar names as <[id]> or
+	// !<[id]> (its low 32 bits, as llama.cpp keeps), -1 when it names none.
+	MaxTokenID int64
 }
 
 // Rule is one named rule of a grammar.
@@ -98,6 +115,11 @@ type Options struct {
 	// When nil, any <name> token reference is accepted: llama.cpp checks it
 	// against the model's vocabulary, which the parser does not have.
 	Token func(text string) bool
+	// VocabSize, when positive, is the size of the vocabulary the grammar
+	// will be used with: a token id <[n]> or !<[n]> with n >= VocabSize is
+	// an error of Kind KindTokenRange. When 0, ids are not checked (and,
+	// as llama.cpp does, only their low 32 bits count).
+	VocabSize int
 }
 
 // Parse parses and checks a grammar; root is the start rule's name ("" means
@@ -109,10 +131,26 @@ func Parse(src, root string) (*Grammar, error) {
 
 // ParseWith is [Parse] with options.
 func ParseWith(src string, opts Options) (g *Grammar, err error) {
+	return ParseContext(context.Background(), src, opts)
+}
+
+// ParseContext is [ParseWith] that stops early, returning ctx's error
+// (context.Canceled or context.DeadlineExceeded, unwrapped), when ctx ends.
+// The parse takes time linear in the size of src.
+func ParseContext(ctx context.Context, src string, opts Options) (g *Grammar, err error) {
 	if opts.Root == "" {
 		opts.Root = "root"
 	}
-	p := &parser{src: src, tok: opts.Token, symbols: map[string]uint32{}}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p := &parser{src: src, tok: opts.Token, vocab: opts.VocabSize, ctx: ctx, maxTok: -1}
+	// Size the tables once for the rules the text defines.
+	nRules := strings.Count(src, "::=")
+	p.symbols = make(map[string]uint32, nRules)
+	p.defined = make(map[string]bool, nRules)
+	p.named = make([]string, 0, nRules)
+	p.rules = make([][]elem, 0, nRules)
 	for i := 0; i < len(src); i++ {
 		if src[i] == 0 {
 			return nil, p.errAt(i, KindNUL, "NUL byte in grammar")
@@ -120,19 +158,45 @@ func ParseWith(src string, opts Options) (g *Grammar, err error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			e, ok := r.(*Error)
-			if !ok {
+			switch e := r.(type) {
+			case *Error:
+				g, err = nil, e
+			case ctxDone:
+				g, err = nil, e.err
+			default:
 				panic(r)
 			}
-			g, err = nil, e
 		}
 	}()
 	p.parse()
 	p.check(opts.Root)
-	g = &Grammar{Root: opts.Root, Generated: len(p.rules) - len(p.named)}
+	g = &Grammar{Root: opts.Root, Generated: len(p.rules) - len(p.named), MaxTokenID: p.maxTok, Rules: make([]Rule, 0, len(p.named))}
+	starts := lineStarts(src)
 	for _, name := range p.named {
-		id := p.symbols[name]
-		g.Rules = append(g.Rules, Rule{Name: name, Line: p.line(p.origin[id])})
+		off := p.origin.at(p.symbols[name])
+		line := sort.Search(len(starts), func(i int) bool { return starts[i] > off })
+		g.Rules = append(g.Rules, Rule{Name: name, Line: line})
 	}
 	return g, nil
+}
+
+// ctxDone carries a context's error out of the parse.
+type ctxDone struct{ err error }
+
+// lineStarts returns the offsets at which lines start (0 first), with the
+// line breaks lineCol counts: \n, \r, and \r\n as one.
+func lineStarts(src string) []int {
+	starts := []int{0}
+	for i := 0; i < len(src); i++ {
+		switch src[i] {
+		case '\n':
+			starts = append(starts, i+1)
+		case '\r':
+			if i+1 < len(src) && src[i+1] == '\n' {
+				i++
+			}
+			starts = append(starts, i+1)
+		}
+	}
+	return starts
 }

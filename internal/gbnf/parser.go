@@ -1,8 +1,10 @@
 package gbnf
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"unicode/utf8"
 )
@@ -38,13 +40,43 @@ type elem struct {
 	val  uint32
 }
 
+// offsets maps dense rule ids to source offsets (a slice: the parser looks
+// them up once per rule and reference, where a map cost most of the time).
+type offsets []int
+
+func (o offsets) get(id uint32) (int, bool) {
+	if int(id) < len(o) && o[id] >= 0 {
+		return o[id], true
+	}
+	return 0, false
+}
+
+// at returns the offset of id, 0 when unset.
+func (o offsets) at(id uint32) int {
+	off, _ := o.get(id)
+	return off
+}
+
+func (o *offsets) set(id uint32, off int) {
+	for len(*o) <= int(id) {
+		*o = append(*o, -1)
+	}
+	(*o)[id] = off
+}
+
 type parser struct {
 	src     string
 	tok     func(string) bool
+	vocab   int             // vocabulary size for <[id]> checks; 0: unknown
+	ctx     context.Context // checked every few thousand steps
+	steps   int
+	depth   int               // nesting of groups at the current position
+	spans   []span            // scratch for character classes
+	maxTok  int64             // largest <[id]> token id, -1 if none
 	symbols map[string]uint32 // name (given or generated) -> rule id
 	rules   [][]elem          // by id; nil until defined
-	origin  map[uint32]int    // rule id -> offset of its definition
-	refAt   map[uint32]int    // rule id -> offset of its first reference
+	origin  offsets           // rule id -> offset of its definition
+	refAt   offsets           // rule id -> offset of its first reference
 	named   []string          // defined names, first definition order
 	defined map[string]bool
 }
@@ -95,6 +127,65 @@ func (p *parser) at(i int) byte {
 		return p.src[i]
 	}
 	return 0
+}
+
+// step counts parsing work and checks the context now and then.
+func (p *parser) step() {
+	p.steps++
+	if p.steps&4095 == 0 && p.ctx != nil {
+		if err := p.ctx.Err(); err != nil {
+			panic(ctxDone{err})
+		}
+	}
+}
+
+// maxCodePoint is the last Unicode code point.
+const maxCodePoint = 0x10FFFF
+
+// checkChar refuses a character of a string literal that no generated text
+// can hold: U+0000 (llama.cpp's grammar engine reads token text as C
+// strings, so it never sees one) and values above U+10FFFF (escapes such as
+// \U99999999, or raw bytes that do not decode).
+func (p *parser) checkChar(at int, v uint32) {
+	switch {
+	case v == 0:
+		p.fail(at, KindUnmatchable, "U+0000 can never be generated (the grammar could not match)")
+	case v > maxCodePoint:
+		p.fail(at, KindUnmatchable, "%#x is not a Unicode code point (the grammar could not match)", v)
+	}
+}
+
+// span is a range of code points in a character class.
+type span struct{ lo, hi uint32 }
+
+// checkClass refuses a character class that can only match characters no
+// generated text holds: a positive class with no member in U+0001..U+10FFFF,
+// or a negated class that excludes all of them.
+func (p *parser) checkClass(at int, negated bool, spans []span) {
+	if len(spans) == 0 {
+		return // [] and [^]: llama.cpp's quirks, kept
+	}
+	if !negated {
+		for _, s := range spans {
+			if s.hi >= 1 && s.lo <= maxCodePoint {
+				return
+			}
+		}
+		p.fail(at, KindUnmatchable, "character class matches no character that can be generated (only U+0000 or values above U+10FFFF)")
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].lo < spans[j].lo })
+	next := uint32(1) // first code point not yet excluded
+	for _, s := range spans {
+		if s.lo > next {
+			return // next is a gap: the class matches it
+		}
+		if s.hi >= next {
+			if s.hi >= maxCodePoint {
+				p.fail(at, KindUnmatchable, "negated character class excludes every Unicode character (it could match only invalid code points)")
+			}
+			next = s.hi + 1
+		}
+	}
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
@@ -242,7 +333,7 @@ func (p *parser) symbol(name string) uint32 {
 func (p *parser) newSymbol(base string, off int) uint32 {
 	id := uint32(len(p.symbols))
 	p.symbols[base+"_"+strconv.Itoa(int(id))] = id
-	p.origin[id] = off
+	p.origin.set(id, off)
 	return id
 }
 
@@ -254,11 +345,9 @@ func (p *parser) addRule(id uint32, body []elem) {
 }
 
 func (p *parser) parse() {
-	p.origin = map[uint32]int{}
-	p.refAt = map[uint32]int{}
-	p.defined = map[string]bool{}
 	i := p.space(0, true)
 	for i < len(p.src) {
+		p.step()
 		i = p.rule(i)
 	}
 }
@@ -275,7 +364,7 @@ func (p *parser) rule(start int) int {
 		p.defined[name] = true
 		p.named = append(p.named, name)
 	}
-	p.origin[id] = start
+	p.origin.set(id, start)
 	i = p.space(i+3, true)
 	i = p.alternates(i, name, id, false)
 	switch p.at(i) {
@@ -364,6 +453,7 @@ func (p *parser) sequence(i int, name string, body *[]elem, nested bool) int {
 	}
 
 	for i < len(p.src) {
+		p.step()
 		at := i
 		switch c := p.src[i]; {
 		case c == '"':
@@ -374,7 +464,9 @@ func (p *parser) sequence(i int, name string, body *[]elem, nested bool) int {
 					p.fail(at, KindSyntax, "string literal is not closed")
 				}
 				var v uint32
+				ci := i
 				v, i = p.char(i)
+				p.checkChar(ci, v)
 				*body = append(*body, elem{eChar, v})
 			}
 			i = p.space(i+1, nested)
@@ -386,25 +478,36 @@ func (p *parser) sequence(i int, name string, body *[]elem, nested bool) int {
 				kind = eCharNot
 			}
 			last, copies = len(*body), 1
+			spans := p.spans[:0]
 			for p.at(i) != ']' {
 				if i >= len(p.src) {
 					p.fail(at, KindSyntax, "character class is not closed")
 				}
+				p.step()
 				var v uint32
+				ci := i
 				v, i = p.char(i)
 				k := kind
 				if last < len(*body) {
 					k = eCharAlt
 				}
 				*body = append(*body, elem{k, v})
+				sp := span{v, v}
 				if p.at(i) == '-' && p.at(i+1) != ']' {
 					if i+1 >= len(p.src) {
 						p.fail(at, KindSyntax, "character class is not closed")
 					}
 					v, i = p.char(i + 1)
 					*body = append(*body, elem{eRangeUpper, v})
+					sp.hi = v
+					if sp.hi < sp.lo {
+						p.fail(ci, KindUnmatchable, "range %s is empty (its end is below its start)", p.src[ci:i])
+					}
 				}
+				spans = append(spans, sp)
 			}
+			p.checkClass(at, kind == eCharNot, spans)
+			p.spans = spans
 			i = p.space(i+1, nested)
 		case c == '<' || c == '!':
 			kind := eToken
@@ -420,17 +523,22 @@ func (p *parser) sequence(i int, name string, body *[]elem, nested bool) int {
 		case isNameChar(c):
 			end := p.name(i)
 			id := p.symbol(p.src[i:end])
-			if _, ok := p.refAt[id]; !ok {
-				p.refAt[id] = i
+			if _, ok := p.refAt.get(id); !ok {
+				p.refAt.set(id, i)
 			}
 			i = p.space(end, nested)
 			last, copies = len(*body), 1
 			*body = append(*body, elem{eRef, id})
 		case c == '(':
+			if p.depth >= MaxNesting {
+				p.fail(at, KindDepth, "groups nested more than %d deep", MaxNesting)
+			}
 			i = p.space(i+1, true)
 			before := len(p.symbols)
 			id := p.newSymbol(name, at)
+			p.depth++
 			i = p.alternates(i, name, id, true)
+			p.depth--
 			copies = max(1, uint64(uint32(len(p.symbols)-before)))
 			last = len(*body)
 			*body = append(*body, elem{eRef, id})
@@ -526,6 +634,12 @@ func (p *parser) token(i int) (uint32, int) {
 		}
 		if p.at(j+1) != '>' {
 			p.fail(j+1, KindSyntax, "expected '>' after token id, found %s", p.describe(j+1))
+		}
+		if id := int64(uint32(n)); id > p.maxTok {
+			p.maxTok = id
+		}
+		if p.vocab > 0 && n >= uint64(p.vocab) {
+			p.fail(start, KindTokenRange, "token id %s is out of the vocabulary's range [0, %d)", p.src[i:j], p.vocab)
 		}
 		return uint32(n), j + 2 // llama.cpp keeps the low 32 bits
 	}

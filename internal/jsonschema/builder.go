@@ -21,6 +21,7 @@
 package jsonschema
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"sort"
@@ -106,25 +107,65 @@ const reservedBody = "\x00reserved"
 type Builder struct {
 	rules map[string]string
 	docs  int // number of schema documents added, used to key their refs
+
+	next    map[string]int    // base name -> first numeric suffix that may be free
+	byBody  map[string]string // base name + NUL + body -> a name addRule gave it
+	journal []undo            // changes to rules, for rolling back a failed conversion
+}
+
+// undo restores one rule.
+type undo struct {
+	name, old string
+	had       bool
 }
 
 // NewBuilder returns an empty Builder (holding only the "space" rule).
 func NewBuilder() *Builder {
-	return &Builder{rules: map[string]string{"space": spaceRule}}
+	return &Builder{rules: map[string]string{"space": spaceRule}, next: map[string]int{}, byBody: map[string]string{}}
+}
+
+// set sets a rule, recording what it replaces.
+func (b *Builder) set(name, body string) {
+	old, had := b.rules[name]
+	b.journal = append(b.journal, undo{name, old, had})
+	b.rules[name] = body
+}
+
+// rollback undoes the changes made since the journal had mark entries.
+func (b *Builder) rollback(mark int) {
+	for i := len(b.journal) - 1; i >= mark; i-- {
+		u := b.journal[i]
+		if u.had {
+			b.rules[u.name] = u.old
+		} else {
+			delete(b.rules, u.name)
+		}
+	}
+	b.journal = b.journal[:mark]
 }
 
 // addRule adds body under name (sanitized), reusing the name when the same
-// body is already there and adding a numeric suffix on conflict.
+// body is already there and adding a numeric suffix on conflict. It takes
+// time linear in the sizes of name and body, however many rules share a
+// base name.
 func (b *Builder) addRule(name, body string) string {
 	esc := sanitizeName(name)
 	if cur, ok := b.rules[esc]; !ok || cur == body {
-		b.rules[esc] = body
+		b.set(esc, body)
 		return esc
 	}
-	for i := 0; ; i++ {
+	key := esc + "\x00" + body
+	if n, ok := b.byBody[key]; ok && b.rules[n] == body && body != reservedBody {
+		return n
+	}
+	for i := b.next[esc]; ; i++ {
 		k := esc + strconv.Itoa(i)
 		if cur, ok := b.rules[k]; !ok || cur == body {
-			b.rules[k] = body
+			b.set(k, body)
+			b.next[esc] = i + 1
+			if body != reservedBody {
+				b.byBody[key] = k
+			}
 			return k
 		}
 	}
@@ -167,29 +208,51 @@ func (b *Builder) AddRule(name, body string) string {
 // name of the rule that matches it; name is a hint for the rule name. On
 // error the builder is left unchanged.
 func (b *Builder) AddSchema(name string, schema []byte) (_ string, err error) {
+	return b.AddSchemaContext(context.Background(), name, schema)
+}
+
+// MaxDepth bounds how deeply subschemas may nest (items of items,
+// properties of properties, alternatives of alternatives...): a deeper
+// schema is a *SchemaError. Real schemas nest a few levels; the bound keeps
+// conversion time and the grammar's size in proportion to the schema.
+const MaxDepth = 128
+
+// maxComponents bounds the schemas one allOf collects (through $refs that
+// share targets it could otherwise grow exponentially).
+const maxComponents = 4096
+
+// AddSchemaContext is [Builder.AddSchema] that gives up when ctx ends,
+// returning ctx's error (unwrapped). Conversion takes time roughly linear
+// in the size of the schema and of the grammar it makes.
+func (b *Builder) AddSchemaContext(ctx context.Context, name string, schema []byte) (_ string, err error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
 	doc, perr := parseJSON(schema)
 	if perr != nil {
 		return "", &SchemaError{Msg: "invalid JSON: " + perr.Error()}
 	}
-	snapshot := make(map[string]string, len(b.rules))
-	for k, v := range b.rules {
-		snapshot[k] = v
-	}
+	b.journal = b.journal[:0]
 	defer func() {
 		if r := recover(); r != nil {
-			se, ok := r.(*SchemaError)
-			if u, isUnsat := r.(unsatError); isUnsat {
-				se, ok = u.SchemaError, true
-			}
-			if !ok {
+			var e error
+			switch x := r.(type) {
+			case *SchemaError:
+				e = x
+			case unsatError:
+				e = x.SchemaError
+			case ctxDone:
+				e = x.err
+			default:
 				panic(r)
 			}
-			b.rules = snapshot
-			err = se
+			b.rollback(0)
+			err = e
 		}
+		b.journal = b.journal[:0]
 	}()
 	b.docs++
-	c := &converter{b: b, doc: doc, docID: b.docs, refNames: map[string]string{}}
+	c := &converter{b: b, ctx: ctx, doc: doc, docID: b.docs, refNames: map[string]string{}}
 	prefix := name
 	if name == "root" {
 		prefix = ""
@@ -246,8 +309,14 @@ func (b *Builder) Grammar(root string) string {
 // ToGBNF converts a JSON Schema (a JSON document) to a GBNF grammar whose
 // root rule is "root".
 func ToGBNF(schema []byte) (string, error) {
+	return ToGBNFContext(context.Background(), schema)
+}
+
+// ToGBNFContext is [ToGBNF] that gives up when ctx ends, returning ctx's
+// error (unwrapped).
+func ToGBNFContext(ctx context.Context, schema []byte) (string, error) {
 	b := NewBuilder()
-	n, err := b.AddSchema("root", schema)
+	n, err := b.AddSchemaContext(ctx, "root", schema)
 	if err != nil {
 		return "", err
 	}

@@ -1,6 +1,7 @@
 package jsonschema
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -11,10 +12,27 @@ import (
 
 type converter struct {
 	b        *Builder
+	ctx      context.Context
+	steps    int
+	depth    int // nesting of body calls
 	doc      any
 	docID    int
 	refNames map[string]string // JSON pointer of a ref target -> rule name
+	refLog   []string          // refNames keys in the order they were added
 	splits   int               // anyOf distributions done, to bound the blow-up
+}
+
+// ctxDone carries a context's error out of a conversion.
+type ctxDone struct{ err error }
+
+// step counts work and checks the context now and then.
+func (c *converter) step() {
+	c.steps++
+	if c.steps&1023 == 0 && c.ctx != nil {
+		if err := c.ctx.Err(); err != nil {
+			panic(ctxDone{err})
+		}
+	}
 }
 
 // unsatError marks a (sub)schema that no value can satisfy; a union drops
@@ -29,8 +47,16 @@ func (c *converter) unsat(ptr, format string, args ...any) {
 	panic(unsatError{&SchemaError{Pointer: ptr, Msg: fmt.Sprintf(format, args...)}})
 }
 
+// maxNameLen bounds the length of the rule names joinName makes: names of
+// deeply nested parts restart from their last component (made unique by a
+// numeric suffix), so that the grammar grows linearly with the depth.
+const maxNameLen = 64
+
 func joinName(prefix, s string) string {
 	if prefix == "" {
+		return s
+	}
+	if len(prefix)+1+len(s) > maxNameLen {
 		return s
 	}
 	return prefix + "-" + s
@@ -94,6 +120,12 @@ func (c *converter) visit(s any, name, ptr string) string {
 
 // body returns a GBNF expression matching schema s.
 func (c *converter) body(s any, name, ruleName, ptr string) string {
+	c.step()
+	c.depth++
+	defer func() { c.depth-- }()
+	if c.depth > MaxDepth {
+		c.fail(ptr, "the schema nests more than %d levels deep", MaxDepth)
+	}
 	var o *object
 	switch t := s.(type) {
 	case bool:
@@ -333,7 +365,8 @@ func (c *converter) ref(ref, ptr string) string {
 	}
 	n := c.b.reserve("ref" + sanitizeName(tptr))
 	c.refNames[tptr] = n
-	c.b.rules[n] = c.body(target, n, n, tptr)
+	c.refLog = append(c.refLog, tptr)
+	c.b.set(n, c.body(target, n, n, tptr))
 	return n
 }
 
@@ -384,22 +417,18 @@ func (c *converter) unionOf(alts []any, name, ptr, sub string) string {
 }
 
 func (c *converter) tryVisit(s any, name, ptr string) (rule string, unsat *SchemaError) {
-	snapshot := make(map[string]string, len(c.b.rules))
-	for k, v := range c.b.rules {
-		snapshot[k] = v
-	}
-	refs := make(map[string]string, len(c.refNames))
-	for k, v := range c.refNames {
-		refs[k] = v
-	}
+	mark, refMark := len(c.b.journal), len(c.refLog)
 	defer func() {
 		if r := recover(); r != nil {
 			u, ok := r.(unsatError)
 			if !ok {
 				panic(r)
 			}
-			c.b.rules = snapshot
-			c.refNames = refs
+			c.b.rollback(mark)
+			for _, k := range c.refLog[refMark:] {
+				delete(c.refNames, k)
+			}
+			c.refLog = c.refLog[:refMark]
 			unsat = u.SchemaError
 		}
 	}()
@@ -414,6 +443,10 @@ type component struct {
 }
 
 func (c *converter) collect(s any, ptr string, stack []string, out *[]component) {
+	c.step()
+	if len(*out) > maxComponents {
+		c.fail(ptr, "allOf combines more than %d schemas", maxComponents)
+	}
 	switch t := s.(type) {
 	case bool:
 		if !t {
@@ -768,41 +801,46 @@ func (c *converter) object(o *object, name, ptr string) string {
 		if len(requiredProps) > 0 {
 			sb.WriteString(` "," space ( `)
 		}
-		var rec func(ks []string, firstOptional bool) string
-		rec = func(ks []string, firstOptional bool) string {
-			if len(ks) == 0 {
-				return ""
-			}
-			k := ks[0]
+		// item is an optional property's part of an alternative: the first
+		// one written (no comma before it), or a later one, optional.
+		item := func(k string, firstOptional bool) string {
 			kv := kvRules[k]
 			commaRef := `( "," space ` + kv + " )"
-			var res string
-			if firstOptional {
-				if k == star {
-					res = commaRef + "*"
-				} else {
-					res = commaRef + "?"
-				}
-			} else {
-				res = kv
-				if k == star {
-					res += " " + commaRef + "*"
-				}
+			switch {
+			case firstOptional && k == star:
+				return commaRef + "*"
+			case firstOptional:
+				return commaRef + "?"
+			case k == star:
+				return kv + " " + commaRef + "*"
 			}
-			if len(ks) > 1 {
-				kn := k
-				if k == star {
-					kn = "additional"
-				}
-				res += " " + c.b.addRule(joinName(name, kn)+"-rest", rec(ks[1:], true))
-			}
-			return res
+			return kv
 		}
-		for i := range optionalProps {
+		// rest[j] matches the optional properties from j on, each optional;
+		// made once each, from the last, so the grammar and the time to
+		// make it stay linear in the number of properties.
+		n := len(optionalProps)
+		rest := make([]string, n+1)
+		for j := n - 1; j >= 1; j-- {
+			body := item(optionalProps[j], true)
+			if rest[j+1] != "" {
+				body += " " + rest[j+1]
+			}
+			kn := optionalProps[j-1]
+			if kn == star {
+				kn = "additional"
+			}
+			rest[j] = c.b.addRule(joinName(name, kn)+"-rest", body)
+		}
+		for i, k := range optionalProps {
+			c.step()
 			if i > 0 {
 				sb.WriteString(" | ")
 			}
-			sb.WriteString(rec(optionalProps[i:], false))
+			sb.WriteString(item(k, false))
+			if rest[i+1] != "" {
+				sb.WriteString(" " + rest[i+1])
+			}
 		}
 		if len(requiredProps) > 0 {
 			sb.WriteString(" )")

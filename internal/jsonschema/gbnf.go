@@ -323,18 +323,44 @@ func (b *Builder) leftRecursive() string {
 		}
 		return false
 	}
-	for changed := true; changed; {
-		changed = false
-		for name, alts := range rules {
-			if null[name] {
-				continue
-			}
-			for _, s := range alts {
-				if seqNullable(s) {
-					null[name] = true
-					changed = true
-					break
+	// Nullable rules, by a worklist: a rule is checked again only when a
+	// rule it refers to has become nullable, so chains of optional rules
+	// take linear time (a pass over every rule until nothing changes took
+	// quadratic time on them).
+	users := map[string][]string{}
+	var refs func(from string, alts [][]*gItem)
+	refs = func(from string, alts [][]*gItem) {
+		for _, seq := range alts {
+			for _, it := range seq {
+				switch it.kind {
+				case gRef:
+					users[it.ref] = append(users[it.ref], from)
+				case gGroup:
+					refs(from, it.alts)
 				}
+			}
+		}
+	}
+	work := make([]string, 0, len(rules))
+	for name, alts := range rules {
+		refs(name, alts)
+		work = append(work, name)
+	}
+	for len(work) > 0 {
+		name := work[len(work)-1]
+		work = work[:len(work)-1]
+		if null[name] {
+			continue
+		}
+		for _, s := range rules[name] {
+			if seqNullable(s) {
+				null[name] = true
+				for _, u := range users[name] {
+					if !null[u] {
+						work = append(work, u)
+					}
+				}
+				break
 			}
 		}
 	}

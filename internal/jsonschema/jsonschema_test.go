@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/x/llama/internal/gbnf"
 )
 
 type testCase struct {
@@ -304,6 +306,11 @@ func FuzzToGBNF(f *testing.F) {
 		}
 		if _, err := parseGBNF(g); err != nil {
 			t.Fatalf("invalid grammar for %q: %v\n%s", data, err, g)
+		}
+		// The SDK's parser (llama.cpp's rules, and the bounds that keep it
+		// from crashing) accepts it too.
+		if _, err := gbnf.Parse(g, "root"); err != nil {
+			t.Fatalf("grammar for %q refused by gbnf: %v\n%s", data, err, g)
 		}
 	})
 }

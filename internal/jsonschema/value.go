@@ -70,7 +70,7 @@ func newObject() *object { return &object{vals: map[string]any{}} }
 func parseJSON(data []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	v, err := parseValue(dec)
+	v, err := parseValue(dec, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,14 @@ func parseJSON(data []byte) (any, error) {
 	return v, nil
 }
 
-func parseValue(dec *json.Decoder) (any, error) {
+// maxJSONNesting bounds the nesting of arrays and objects in a schema
+// document, so that parsing it needs a bounded stack.
+const maxJSONNesting = 1000
+
+func parseValue(dec *json.Decoder, depth int) (any, error) {
+	if depth > maxJSONNesting {
+		return nil, fmt.Errorf("arrays and objects nested more than %d deep", maxJSONNesting)
+	}
 	tok, err := dec.Token()
 	if err != nil {
 		return nil, err
@@ -99,7 +106,7 @@ func parseValue(dec *json.Decoder) (any, error) {
 				if !ok {
 					return nil, fmt.Errorf("object key is not a string")
 				}
-				v, err := parseValue(dec)
+				v, err := parseValue(dec, depth+1)
 				if err != nil {
 					return nil, err
 				}
@@ -112,7 +119,7 @@ func parseValue(dec *json.Decoder) (any, error) {
 		case '[':
 			a := []any{}
 			for dec.More() {
-				v, err := parseValue(dec)
+				v, err := parseValue(dec, depth+1)
 				if err != nil {
 					return nil, err
 				}

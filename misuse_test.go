@@ -1,0 +1,375 @@
+package llama_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/x/llama"
+	"github.com/x/llama/internal/gguf"
+	"github.com/x/llama/internal/testenv"
+)
+
+func loadStories(t *testing.T) *llama.Model {
+	t.Helper()
+	m, err := llama.LoadModel(context.Background(), testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// TestMisuseBusy: a Context used by a second call while a Generate runs
+// (from the loop body, or from another goroutine) reports ErrBusy, and the
+// generation goes on undisturbed.
+func TestMisuseBusy(t *testing.T) {
+	m := stories(t)
+	c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
+	want := generate(t, c, "Once upon a time", llama.GenerateOptions{MaxTokens: 12})
+
+	b := llama.NewBatch(1, 1)
+	require.NoError(t, b.Add(1, 0, 0, true))
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"Decode", func() error { return c.Decode(context.Background(), b) }},
+		{"Generate", func() error {
+			for _, err := range c.Generate(context.Background(), "Once", llama.GenerateOptions{MaxTokens: 1}) {
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"RemoveTokens", func() error { _, err := c.RemoveTokens(0, 0, -1); return err }},
+		{"Sample", func() error {
+			s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.Greedy())
+			require.NoError(t, err)
+			defer s.Close()
+			_, err = s.Sample(c, -1)
+			return err
+		}},
+		{"Embed", func() error { _, err := c.Embed(context.Background(), []string{"x"}, llama.EmbedOptions{}); return err }},
+	}
+	for _, tc := range calls {
+		t.Run(tc.name, func(t *testing.T) {
+			var got string
+			var inBody, fromOther error
+			for p, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 12}) {
+				require.NoError(t, err)
+				if got == "" {
+					inBody = tc.call()
+					done := make(chan error)
+					go func() { done <- tc.call() }()
+					fromOther = <-done
+				}
+				got += p.Text
+			}
+			assert.ErrorIs(t, inBody, llama.ErrBusy)
+			assert.ErrorIs(t, fromOther, llama.ErrBusy)
+			assert.Equal(t, want, got, "the generation was not disturbed")
+			// Free again once the generation is over.
+			_, err := c.RemoveTokens(0, 0, -1)
+			require.NoError(t, err)
+			require.NoError(t, c.Decode(context.Background(), b))
+		})
+	}
+}
+
+// TestMisuseBusyGoroutines: two goroutines generating on one Context at
+// once: one of them gets ErrBusy, and the other's text is right.
+func TestMisuseBusyGoroutines(t *testing.T) {
+	m := stories(t)
+	c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
+	want := generate(t, c, "Once upon a time", llama.GenerateOptions{MaxTokens: 16})
+	started := make(chan struct{})
+	proceed := make(chan struct{})
+	firstText := make(chan string)
+	go func() {
+		var s string
+		first := true
+		for p, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 16}) {
+			if err != nil {
+				firstText <- "error: " + err.Error()
+				return
+			}
+			if first {
+				first = false
+				close(started)
+				<-proceed
+			}
+			s += p.Text
+		}
+		firstText <- s
+	}()
+	<-started
+	var second error
+	for _, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 16}) {
+		if err != nil {
+			second = err
+		}
+	}
+	close(proceed)
+	assert.ErrorIs(t, second, llama.ErrBusy)
+	assert.Equal(t, want, <-firstText)
+}
+
+// TestMisuseClosedDuringGenerate: Context.Close or Model.Close while a
+// Generate runs ends it with ErrClosed; the loop body may call Model
+// methods while the model closes (it deadlocked: Generate held the model's
+// read lock across yield).
+func TestMisuseClosedDuringGenerate(t *testing.T) {
+	cases := []struct {
+		name  string
+		close func(m *llama.Model, c *llama.Context)
+	}{
+		{"Context.Close in the loop body", func(_ *llama.Model, c *llama.Context) { require.NoError(t, c.Close()) }},
+		{"Model.Close in the loop body", func(m *llama.Model, _ *llama.Context) { require.NoError(t, m.Close()) }},
+		{"Model.Close from another goroutine, then a Model call", func(m *llama.Model, _ *llama.Context) {
+			done := make(chan error)
+			go func() { done <- m.Close() }()
+			require.NoError(t, <-done)
+			_, err := m.Tokenize("x", llama.TokenizeOptions{})
+			require.ErrorIs(t, err, llama.ErrClosed)
+		}},
+		{"Context.Close from another goroutine", func(_ *llama.Model, c *llama.Context) {
+			done := make(chan error)
+			go func() { done <- c.Close() }()
+			require.NoError(t, <-done)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := loadStories(t)
+			c, err := m.NewContext(llama.ContextOptions{ContextSize: 256, Threads: 1})
+			require.NoError(t, err)
+			var last error
+			n := 0
+			for _, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 20}) {
+				if err != nil {
+					last = err
+					continue
+				}
+				if n++; n == 2 {
+					_, err := m.Tokenize("a model call from the body", llama.TokenizeOptions{})
+					require.NoError(t, err)
+					tc.close(m, c)
+				}
+			}
+			require.ErrorIs(t, last, llama.ErrClosed)
+			assert.NotErrorIs(t, last, context.Canceled)
+			assert.Equal(t, 2, n)
+			assert.ErrorIs(t, c.Decode(context.Background(), llama.NewBatch(1, 1)), llama.ErrClosed)
+		})
+	}
+}
+
+// TestMisuseCloseRacesChildren: children made while the model closes are
+// either refused (ErrClosed) or closed with it; none outlives the model.
+func TestMisuseCloseRacesChildren(t *testing.T) {
+	m := loadStories(t)
+	f, err := gguf.Open(m.Path())
+	require.NoError(t, err)
+	lora := filepath.Join(t.TempDir(), "lora.gguf")
+	require.NoError(t, gguf.WriteLoRA(lora, f, nil, 4, 8, 1, 1))
+
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	type child struct {
+		c   *llama.Context
+		s   *llama.SamplerChain
+		a   *llama.Adapter
+		err error
+	}
+	results := make([]child, 12)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			var r child
+			switch i % 3 {
+			case 0:
+				r.c, r.err = m.NewContext(llama.ContextOptions{ContextSize: 64, Threads: 1})
+			case 1:
+				r.s, r.err = llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.GrammarSampler(`root ::= "a"`, ""))
+			case 2:
+				r.a, r.err = m.LoadAdapter(lora)
+			}
+			results[i] = r
+		}()
+	}
+	close(start)
+	require.NoError(t, m.Close())
+	wg.Wait()
+	b := llama.NewBatch(1, 1)
+	require.NoError(t, b.Add(1, 0, 0, true))
+	for _, r := range results {
+		if r.err != nil {
+			assert.ErrorIs(t, r.err, llama.ErrClosed)
+			continue
+		}
+		switch {
+		case r.c != nil:
+			assert.ErrorIs(t, r.c.Decode(context.Background(), b), llama.ErrClosed)
+		case r.s != nil:
+			assert.ErrorIs(t, r.s.Reset(), llama.ErrClosed)
+		case r.a != nil:
+			_, ok := r.a.Meta("adapter.type")
+			assert.False(t, ok, "the adapter was freed with the model")
+		}
+	}
+}
+
+// TestMisuseAdapterInUse: closing an adapter a context uses is refused
+// with ErrBusy until the context drops it.
+func TestMisuseAdapterInUse(t *testing.T) {
+	m := loadStories(t)
+	f, err := gguf.Open(m.Path())
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "lora.gguf")
+	require.NoError(t, gguf.WriteLoRA(path, f, nil, 4, 8, 1, 1))
+	a, err := m.LoadAdapter(path)
+	require.NoError(t, err)
+	c1 := newCtx(t, m, llama.ContextOptions{ContextSize: 128})
+	c2 := newCtx(t, m, llama.ContextOptions{ContextSize: 128})
+	require.NoError(t, c1.SetAdapters([]llama.AdapterScale{{Adapter: a, Scale: 1}}))
+	require.NoError(t, c2.SetAdapters([]llama.AdapterScale{{Adapter: a, Scale: 1}}))
+	assert.ErrorIs(t, a.Close(), llama.ErrBusy)
+	require.NoError(t, c1.SetAdapters(nil))
+	assert.ErrorIs(t, a.Close(), llama.ErrBusy, "c2 still uses it")
+	require.NoError(t, c2.Close())
+	require.NoError(t, a.Close())
+	assert.ErrorIs(t, c1.SetAdapters([]llama.AdapterScale{{Adapter: a, Scale: 1}}), llama.ErrClosed)
+	assert.NotEmpty(t, generate(t, c1, "Once upon a time", llama.GenerateOptions{MaxTokens: 4}))
+}
+
+// TestMisuseNil: methods on nil pointers return errors matching ErrInvalid
+// (or zero values), never panic.
+func TestMisuseNil(t *testing.T) {
+	var (
+		m *llama.Model
+		c *llama.Context
+		b *llama.Batch
+		s *llama.SamplerChain
+		g *llama.Grammar
+		a *llama.Adapter
+	)
+	m2 := stories(t)
+	errs := map[string]func() error{
+		"Model.Close":      m.Close,
+		"Model.NewContext": func() error { _, err := m.NewContext(llama.ContextOptions{}); return err },
+		"Model.Tokenize":   func() error { _, err := m.Tokenize("x", llama.TokenizeOptions{}); return err },
+		"Model.Detokenize": func() error { _, err := m.Detokenize([]llama.Token{1}, llama.DetokenizeOptions{}); return err },
+		"Model.TokenPiece": func() error { _, err := m.TokenPiece(1, false); return err },
+		"Model.Info":       func() error { _, err := m.Info(); return err },
+		"Model.Meta":       func() error { _, err := m.Meta(); return err },
+		"Model.CheckToken": func() error { return m.CheckToken(1) },
+		"Model.LoadAdapter": func() error {
+			_, err := m.LoadAdapter("x")
+			return err
+		},
+		"NewSamplerChain(nil)": func() error { _, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}); return err },
+		"Context.Close":        c.Close,
+		"Context.Decode":       func() error { return c.Decode(context.Background(), llama.NewBatch(1, 1)) },
+		"Context.Logits":       func() error { _, err := c.Logits(0); return err },
+		"Context.State":        func() error { _, err := c.State(); return err },
+		"Context.Embed":        func() error { _, err := c.Embed(context.Background(), []string{"x"}, llama.EmbedOptions{}); return err },
+		"Context.SetAdapters":  func() error { return c.SetAdapters(nil) },
+		"Context.Generate": func() error {
+			for _, err := range c.Generate(context.Background(), "x", llama.GenerateOptions{}) {
+				return err
+			}
+			return nil
+		},
+		"Context.GenerateTokens": func() error {
+			for _, err := range c.GenerateTokens(context.Background(), []llama.Token{1}, llama.GenerateOptions{}).Seq() {
+				return err
+			}
+			return nil
+		},
+		"Batch.Add":         func() error { return b.Add(1, 0, 0, true) },
+		"Batch.AddShared":   func() error { return b.AddShared(1, 0, []int{0}, true) },
+		"Batch.AddSequence": func() error { return b.AddSequence([]llama.Token{1}, 0, 0, true) },
+		"Decode(nil batch)": func() error {
+			c2 := newCtx(t, m2, llama.ContextOptions{ContextSize: 64})
+			return c2.Decode(context.Background(), b)
+		},
+		"SamplerChain.Close":  s.Close,
+		"SamplerChain.Sample": func() error { _, err := s.Sample(c, 0); return err },
+		"SamplerChain.Accept": func() error { return s.Accept(1) },
+		"SamplerChain.Reset":  s.Reset,
+		"SamplerChain.Clone":  func() error { _, err := s.Clone(); return err },
+		"SamplerChain.Apply":  func() error { _, _, err := s.Apply([]llama.TokenData{{ID: 1}}); return err },
+		"Grammar.Sampler": func() error {
+			_, err := llama.NewSamplerChain(m2, llama.SamplerChainOptions{}, g.Sampler())
+			return err
+		},
+		"Grammar.LazySampler": func() error {
+			_, err := llama.NewSamplerChain(m2, llama.SamplerChainOptions{}, g.LazySampler([]string{"x"}, nil))
+			return err
+		},
+		"Grammar.Match": func() error { _, err := g.Match(m2, "x"); return err },
+		"Adapter.Close": a.Close,
+		"SetAdapters(nil adapter)": func() error {
+			c2 := newCtx(t, m2, llama.ContextOptions{ContextSize: 64})
+			return c2.SetAdapters([]llama.AdapterScale{{Adapter: a, Scale: 1}})
+		},
+	}
+	for name, f := range errs {
+		t.Run(name, func(t *testing.T) {
+			require.NotPanics(t, func() { assert.ErrorIs(t, f(), llama.ErrInvalid) })
+		})
+	}
+	t.Run("zero values", func(t *testing.T) {
+		require.NotPanics(t, func() {
+			assert.Equal(t, 0, m.VocabSize())
+			assert.Equal(t, "", m.Path())
+			assert.False(t, m.IsEOG(1))
+			assert.Equal(t, llama.NoToken, m.SpecialTokens().EOS)
+			assert.Equal(t, "llama.Model(nil)", m.String())
+			assert.Equal(t, 0, c.Size()+c.SeqSize()+c.BatchSize()+c.UBatchSize()+c.Sequences())
+			assert.Nil(t, c.Model())
+			assert.False(t, c.CanShift())
+			assert.Equal(t, 0, b.Len()+b.Cap())
+			b.Clear()
+			b.SetOutput(0, true)
+			tok, _, _ := b.Token(0)
+			assert.Equal(t, llama.NoToken, tok)
+			assert.Equal(t, "", g.Source()+g.Root()+a.Path())
+			assert.Equal(t, uint32(0), s.Seed())
+			assert.Equal(t, "<nil>", s.String())
+		})
+	})
+}
+
+// TestInstallHonoursLoadModelCtx: the library install the first LoadModel
+// runs stops with LoadModel's ctx. It runs in a child process with an
+// empty cache, so that the library is not loaded yet; the ctx is already
+// done, so nothing is fetched.
+func TestInstallHonoursLoadModelCtx(t *testing.T) {
+	if os.Getenv("LLAMA_TEST_INSTALL_CTX_CHILD") == "1" {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := llama.LoadModel(ctx, testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})
+		require.ErrorIs(t, err, llama.ErrCanceled)
+		require.ErrorIs(t, err, context.Canceled)
+		_, ok := llama.LibraryDir()
+		require.False(t, ok)
+		return
+	}
+	cache := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestInstallHonoursLoadModelCtx$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "LLAMA_TEST_INSTALL_CTX_CHILD=1", "LLAMA_CACHE="+cache, "LLAMA_LIB_DIR=",
+		"LLAMA_TEST_MODELS="+testenv.ModelsDir(t))
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	left, err := os.ReadDir(cache)
+	require.NoError(t, err)
+	assert.Empty(t, left, "nothing installed")
+}
