@@ -34,6 +34,14 @@
 // cancelled Decode removes what it had added to memory, so the Context is
 // as it was before the call.
 //
+// # Speculative generation
+//
+// GenerateOptions.Speculative makes each decode check a draft of several
+// tokens, so one decode can yield several pieces; the pieces are those of
+// plain generation, greedy or sampled. Drafts come from a Drafter: a small
+// model of the same vocabulary (NewDraftModel) or the text so far
+// (NgramSimple, NgramMap, NgramCache with llama.cpp's lookup files).
+//
 // # Logging
 //
 // llama.cpp's log is dropped unless SetLogger gives it a *slog.Logger.

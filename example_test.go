@@ -114,3 +114,24 @@ func ExampleGrammarFor() {
 	fmt.Println(json.Unmarshal([]byte(out.String()), &a))
 	// Output: <nil>
 }
+
+// Speculative generation: n-gram drafts from the text so far, checked in one
+// decode each; the output is that of plain generation.
+func ExampleSpeculative() {
+	ctx := context.Background()
+	model, _ := llama.LoadModel(ctx, modelPath, llama.ModelOptions{})
+	defer model.Close()
+	lctx, _ := model.NewContext(llama.ContextOptions{ContextSize: 512, Threads: 1})
+	spec := &llama.Speculative{Drafters: []llama.Drafter{&llama.NgramSimple{SizeN: 3, SizeM: 8}}}
+	toks, _ := model.Tokenize("Once upon a time", llama.TokenizeOptions{AddSpecial: true})
+	g := lctx.GenerateTokens(ctx, toks, llama.GenerateOptions{MaxTokens: 16, Speculative: spec})
+	var out strings.Builder
+	for piece, err := range g.Seq() {
+		if err != nil {
+			panic(err)
+		}
+		out.WriteString(piece.Text)
+	}
+	fmt.Println(out.String())
+	// Output: , there was a little girl named Lily. She loved to play
+}

@@ -419,11 +419,17 @@ func (m *Model) Info() (Info, error) {
 	if t >= 0 && int(t) < len(vt) {
 		vts = vt[t]
 	}
+	// llama.cpp aborts when asked for the heads of a model without layers
+	// (a vocabulary-only load).
+	layers, heads, headsKV := int(capi.ModelNLayer(m.ptr)), 0, 0
+	if layers > 0 {
+		heads, headsKV = int(capi.ModelNHead(m.ptr)), int(capi.ModelNHeadKV(m.ptr))
+	}
 	return Info{
 		Architecture: arch, Name: name, Description: desc,
 		FileType: capi.FtypeName(capi.ModelFtype(m.ptr)), Size: capi.ModelSize(m.ptr), Params: capi.ModelNParams(m.ptr),
 		TrainContext: int(capi.ModelNCtxTrain(m.ptr)), EmbeddingSize: int(capi.ModelNEmbd(m.ptr)),
-		Layers: int(capi.ModelNLayer(m.ptr)), Heads: int(capi.ModelNHead(m.ptr)), HeadsKV: int(capi.ModelNHeadKV(m.ptr)),
+		Layers: layers, Heads: heads, HeadsKV: headsKV,
 		SlidingWindow: int(capi.ModelNSwa(m.ptr)), VocabSize: int(m.nVocb), VocabType: vts,
 		HasEncoder: capi.ModelHasEncoder(m.ptr), HasDecoder: capi.ModelHasDecoder(m.ptr),
 		Recurrent: capi.ModelIsRecurrent(m.ptr), Hybrid: capi.ModelIsHybrid(m.ptr),

@@ -1,0 +1,209 @@
+package llama_test
+
+import (
+	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama"
+	"github.com/x/llama/internal/testenv"
+)
+
+type genResult struct {
+	pieces []llama.Piece
+	reason llama.StopReason
+	stats  llama.SpeculativeStats
+}
+
+func runGen(t *testing.T, c *llama.Context, prompt string, o llama.GenerateOptions) genResult {
+	t.Helper()
+	toks, err := c.Model().Tokenize(prompt, llama.TokenizeOptions{AddSpecial: true, ParseSpecial: true})
+	require.NoError(t, err)
+	g := c.GenerateTokens(context.Background(), toks, o)
+	var r genResult
+	for p, err := range g.Seq() {
+		require.NoError(t, err)
+		r.pieces = append(r.pieces, p)
+	}
+	r.reason, r.stats = g.Reason(), g.Speculative()
+	return r
+}
+
+// TestSpeculativeSameOutput holds speculative generation against plain
+// generation: for every drafter and every kind of ending (EOG, MaxTokens,
+// stop strings, a full context, a grammar, seeded sampling) the pieces and
+// the stop reason are the same, token for token.
+func TestSpeculativeSameOutput(t *testing.T) {
+	m := stories(t)
+	target := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
+	draftCtx := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
+
+	drafters := map[string]func(t *testing.T) []llama.Drafter{
+		"draft model": func(t *testing.T) []llama.Drafter {
+			d, err := llama.NewDraftModel(m, draftCtx, llama.DraftModelOptions{NMax: 8})
+			require.NoError(t, err)
+			return []llama.Drafter{d}
+		},
+		"ngram simple": func(*testing.T) []llama.Drafter { return []llama.Drafter{&llama.NgramSimple{SizeN: 2, SizeM: 8}} },
+		"ngram map-k":  func(*testing.T) []llama.Drafter { return []llama.Drafter{&llama.NgramMap{SizeN: 2, SizeM: 8}} },
+		"ngram cache":  func(*testing.T) []llama.Drafter { return []llama.Drafter{&llama.NgramCache{}} },
+		"ngram then draft model": func(t *testing.T) []llama.Drafter {
+			d, err := llama.NewDraftModel(m, draftCtx, llama.DraftModelOptions{NMax: 4})
+			require.NoError(t, err)
+			return []llama.Drafter{&llama.NgramSimple{SizeN: 3, SizeM: 6}, d}
+		},
+	}
+	grammar, err := llama.ParseGrammar(`root ::= [a-z ,.]+`, "root")
+	require.NoError(t, err)
+	cases := []struct {
+		name    string
+		prompt  string
+		opts    llama.GenerateOptions
+		sampler func() []llama.Sampler
+	}{
+		{name: "greedy to the end", prompt: "Once upon a time", opts: llama.GenerateOptions{MaxTokens: 400}},
+		{name: "max tokens", prompt: "Lily and Tom", opts: llama.GenerateOptions{MaxTokens: 37}},
+		{name: "stop string", prompt: "Once upon a time", opts: llama.GenerateOptions{MaxTokens: 300, Stop: []string{"ball", "park"}}},
+		{name: "full context", prompt: "The dog", opts: llama.GenerateOptions{IgnoreEOG: true}},
+		{name: "grammar", prompt: "Once upon a time", opts: llama.GenerateOptions{MaxTokens: 60},
+			sampler: func() []llama.Sampler { return []llama.Sampler{grammar.Sampler(), llama.Greedy()} }},
+		{name: "seeded sampling", prompt: "One day", opts: llama.GenerateOptions{MaxTokens: 120},
+			sampler: func() []llama.Sampler {
+				return []llama.Sampler{llama.TopK(40), llama.TopP(0.9, 1), llama.Temp(0.8), llama.Dist(42)}
+			}},
+	}
+	for _, tc := range cases {
+		chain := func() *llama.SamplerChain {
+			if tc.sampler == nil {
+				return nil
+			}
+			s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, tc.sampler()...)
+			require.NoError(t, err)
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+		plainOpts := tc.opts
+		plainOpts.Sampler = chain()
+		plain := runGen(t, target, tc.prompt, plainOpts)
+		require.NotEmpty(t, plain.pieces)
+		for name, mk := range drafters {
+			t.Run(tc.name+"/"+name, func(t *testing.T) {
+				o := tc.opts
+				o.Sampler = chain()
+				o.Speculative = &llama.Speculative{Drafters: mk(t)}
+				got := runGen(t, target, tc.prompt, o)
+				require.Equal(t, plain.pieces, got.pieces)
+				require.Equal(t, plain.reason, got.reason)
+				assert.LessOrEqual(t, got.stats.Accepted, got.stats.Drafted)
+				t.Logf("%d pieces, %d drafts, %d drafted, %d accepted", len(got.pieces), got.stats.Drafts, got.stats.Drafted, got.stats.Accepted)
+			})
+		}
+	}
+	// The target as its own draft agrees with nearly every drafted token.
+	d, err := llama.NewDraftModel(m, draftCtx, llama.DraftModelOptions{NMax: 8})
+	require.NoError(t, err)
+	self := runGen(t, target, "Once upon a time", llama.GenerateOptions{MaxTokens: 200, Speculative: &llama.Speculative{Drafters: []llama.Drafter{d}}})
+	require.Greater(t, self.stats.Drafted, 100)
+	assert.GreaterOrEqual(t, float64(self.stats.Accepted)/float64(self.stats.Drafted), 0.95)
+	// Memory holds exactly the prompt and the tokens decoded, as without drafts.
+	_, hi, err := target.PosRange(0)
+	require.NoError(t, err)
+	toks, _ := m.Tokenize("Once upon a time", llama.TokenizeOptions{AddSpecial: true, ParseSpecial: true})
+	assert.Equal(t, len(toks)+200-1, hi, "the last token is decoded after its piece, rejected drafts are gone")
+}
+
+// TestSpeculativeNgramRepetition: on output that repeats the prompt, n-gram
+// drafts are accepted.
+func TestSpeculativeNgramRepetition(t *testing.T) {
+	m := stories(t)
+	c := newCtx(t, m, llama.ContextOptions{ContextSize: 512})
+	// stories260K continues a story it has just read by retelling it.
+	plain := runGen(t, c, "Once upon a time", llama.GenerateOptions{MaxTokens: 120})
+	text := ""
+	for _, p := range plain.pieces {
+		text += p.Text
+	}
+	prompt := "Once upon a time" + text + " Once upon a time"
+	for _, d := range []llama.Drafter{&llama.NgramSimple{SizeN: 4, SizeM: 16}, &llama.NgramMap{SizeN: 4, SizeM: 16}, &llama.NgramCache{}} {
+		want := runGen(t, c, prompt, llama.GenerateOptions{MaxTokens: 100})
+		got := runGen(t, c, prompt, llama.GenerateOptions{MaxTokens: 100, Speculative: &llama.Speculative{Drafters: []llama.Drafter{d}}})
+		require.Equal(t, want.pieces, got.pieces)
+		assert.Greater(t, got.stats.Accepted, 20, "%T: %+v", d, got.stats)
+	}
+}
+
+func TestDraftCompatibility(t *testing.T) {
+	m := stories(t)
+	require.NoError(t, llama.CheckDraftCompatible(m, m))
+	other, err := llama.LoadModel(context.Background(), testenv.Model(t, "llama-2-tiny-random.gguf"), llama.ModelOptions{VocabOnly: true})
+	require.NoError(t, err)
+	defer other.Close()
+	info, err := other.Info() // a vocabulary-only model has no layers: no abort
+	require.NoError(t, err)
+	assert.Equal(t, 0, info.Layers)
+	assert.Equal(t, "spm", info.VocabType)
+	err = llama.CheckDraftCompatible(m, other)
+	require.ErrorIs(t, err, llama.ErrInvalid)
+	assert.Contains(t, err.Error(), "vocabulary sizes differ")
+	oc := newCtx(t, m, llama.ContextOptions{ContextSize: 64})
+	_, err = llama.NewDraftModel(other, oc, llama.DraftModelOptions{})
+	require.ErrorIs(t, err, llama.ErrInvalid)
+}
+
+// TestNgramStatsFile reads and writes llama.cpp's lookup cache format: per
+// n-gram, 4 int32 tokens (-1 padded), an int32 count of followers, then
+// (int32 token, int32 count) pairs, little-endian.
+func TestNgramStatsFile(t *testing.T) {
+	dir := t.TempDir()
+	var raw []byte
+	put := func(v ...int32) {
+		for _, x := range v {
+			raw = binary.LittleEndian.AppendUint32(raw, uint32(x))
+		}
+	}
+	put(7, 8, -1, -1, 2, 9, 3, 10, 1) // 7 8 -> 9 (3 times), 10 (once)
+	put(5, -1, -1, -1, 1, 6, 4)       // 5 -> 6 (4 times)
+	path := filepath.Join(dir, "static.bin")
+	require.NoError(t, os.WriteFile(path, raw, 0o644))
+	s, err := llama.LoadNgramStats(path)
+	require.NoError(t, err)
+	assert.Equal(t, 2, s.Len())
+
+	// Round trip through Save, and the statistics draft: after "7 8" the
+	// static cache proposes 9 (3 of 4 samples).
+	out := filepath.Join(dir, "out.bin")
+	require.NoError(t, s.Save(out))
+	back, err := llama.LoadNgramStats(out)
+	require.NoError(t, err)
+	assert.Equal(t, 2, back.Len())
+	nc := &llama.NgramCache{Static: back, NDraft: 1}
+	draft, err := nc.Draft(context.Background(), []llama.Token{1, 7, 8}, 4)
+	require.NoError(t, err)
+	assert.Equal(t, []llama.Token{9}, draft)
+
+	// Counting a text: "1 2 3" five times makes "1 2" be followed by 3 (4
+	// samples: enough for the strict thresholds of dynamic statistics).
+	st := llama.NewNgramStats()
+	seq := []llama.Token{1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3}
+	st.Update(seq, 1, 4, len(seq))
+	nc = &llama.NgramCache{Dynamic: st, NDraft: 3}
+	draft, err = nc.Draft(context.Background(), []llama.Token{9, 1, 2}, 3)
+	require.NoError(t, err)
+	assert.Equal(t, []llama.Token{3, 1, 2}, draft)
+
+	for name, bad := range map[string][]byte{
+		"truncated record": raw[:10],
+		"truncated counts": raw[:24],
+		"zero followers":   binary.LittleEndian.AppendUint32(make([]byte, 16), 0),
+	} {
+		p := filepath.Join(dir, "bad")
+		require.NoError(t, os.WriteFile(p, bad, 0o644), name)
+		_, err := llama.LoadNgramStats(p)
+		require.ErrorIs(t, err, llama.ErrLoad, name)
+	}
+}
