@@ -56,9 +56,25 @@ type TinyModelOptions struct {
 	// constants. The default is none written for llama, PoolingCLS for bert
 	// (PoolingRank with Classifier > 0).
 	PoolingType int
+	// Type is the type of the weight matrices (token embedding, output and
+	// the blocks' projections): F32 (default), F16, Q8_0 or Q4_0. Norms
+	// and biases stay F32. Quantized types need NEmbd and NFF to be
+	// multiples of 32.
+	Type TensorType
 	// ExtraKV is set last and may override any generated key.
 	ExtraKV []KV
 }
+
+// BenchModel125M is the shape of a realistic small llama (about 125M
+// parameters with a 32k vocabulary): 768 wide, 12 layers, 12 heads over 4
+// KV heads, 2048 feed-forward. Set VocabFrom (a full vocabulary, e.g.
+// llama-2-tiny-random.gguf) and Type.
+var BenchModel125M = TinyModelOptions{NEmbd: 768, NLayer: 12, NHead: 12, NHeadKV: 4, NFF: 2048, NCtx: 4096}
+
+// BenchModel1B is a 1B-class shape (Llama 3.2 1B's widths with a 32k
+// vocabulary): 2048 wide, 16 layers, 32 heads over 8 KV heads, 8192
+// feed-forward.
+var BenchModel1B = TinyModelOptions{NEmbd: 2048, NLayer: 16, NHead: 32, NHeadKV: 8, NFF: 8192, NCtx: 4096}
 
 func (o *TinyModelOptions) defaults() error {
 	if o.Arch == "" {
@@ -88,22 +104,32 @@ func (o *TinyModelOptions) defaults() error {
 		return fmt.Errorf("gguf: tiny model: NHead %d is not a multiple of NHeadKV %d", o.NHead, o.NHeadKV)
 	case o.Classifier > 0 && o.Arch != "bert":
 		return fmt.Errorf("gguf: tiny model: Classifier needs the bert architecture")
+	case o.Type != F32 && o.Type != F16 && o.Type != Q8_0 && o.Type != Q4_0:
+		return fmt.Errorf("gguf: tiny model: unsupported weight type %s", o.Type)
+	case (o.Type == Q8_0 || o.Type == Q4_0) && (o.NEmbd%32 != 0 || o.NFF%32 != 0):
+		return fmt.Errorf("gguf: tiny model: %s needs NEmbd and NFF multiples of 32", o.Type)
 	case o.PoolingType < PoolingNone || o.PoolingType > PoolingRank:
 		return fmt.Errorf("gguf: tiny model: invalid pooling type %d", o.PoolingType)
 	}
 	return nil
 }
 
-// randTensors adds random F32 tensors to a writer.
+// randTensors adds random tensors to a writer: F32, but weight matrices
+// of type typ.
 type randTensors struct {
 	w   *Writer
 	rng *rand.Rand
+	typ TensorType
 	err error
 }
 
 // add adds a tensor of the given shape with values uniform in
 // [center-spread, center+spread].
 func (r *randTensors) add(name string, center, spread float32, shape ...int) {
+	r.addTyped(name, F32, center, spread, shape...)
+}
+
+func (r *randTensors) addTyped(name string, typ TensorType, center, spread float32, shape ...int) {
 	if r.err != nil {
 		return
 	}
@@ -117,12 +143,18 @@ func (r *randTensors) add(name string, center, spread float32, shape ...int) {
 	for i := range data {
 		data[i] = center + spread*(2*r.rng.Float32()-1)
 	}
-	r.err = r.w.AddTensorF32(name, dims, data)
+	b, err := Quantize(typ, data)
+	if err != nil {
+		r.err = err
+		return
+	}
+	r.err = r.w.AddTensor(name, dims, typ, b)
 }
 
-// weight adds a matrix initialised with spread 1/sqrt(fan_in).
+// weight adds a matrix of the weight type, initialised with spread
+// 1/sqrt(fan_in).
 func (r *randTensors) weight(name string, nIn, nOut int) {
-	r.add(name, 0, float32(1/math.Sqrt(float64(nIn))), nIn, nOut)
+	r.addTyped(name, r.typ, 0, float32(1/math.Sqrt(float64(nIn))), nIn, nOut)
 }
 
 func newRand(seed int64) *rand.Rand {
@@ -153,7 +185,8 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 	w.SetKV("general.architecture", a)
 	w.SetKV("general.type", "model")
 	w.SetKV("general.name", "tiny-random-"+a)
-	w.SetKV("general.file_type", uint32(0)) // LLAMA_FTYPE_ALL_F32
+	// llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7.
+	w.SetKV("general.file_type", map[TensorType]uint32{F32: 0, F16: 1, Q4_0: 2, Q8_0: 7}[o.Type])
 	w.SetKV(a+".context_length", u32(o.NCtx))
 	w.SetKV(a+".embedding_length", u32(o.NEmbd))
 	w.SetKV(a+".block_count", u32(o.NLayer))
@@ -207,11 +240,11 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 		w.SetKV(kv.Key, kv.Value)
 	}
 
-	r := &randTensors{w: w, rng: newRand(o.Seed)}
+	r := &randTensors{w: w, rng: newRand(o.Seed), typ: o.Type}
 	e, ff := o.NEmbd, o.NFF
 	switch a {
 	case "llama":
-		r.add("token_embd.weight", 0, 0.5, e, nVocab)
+		r.addTyped("token_embd.weight", o.Type, 0, 0.5, e, nVocab)
 		r.add("output_norm.weight", 1, 0.1, e)
 		r.weight("output.weight", e, nVocab)
 		for i := 0; i < o.NLayer; i++ {
