@@ -21,7 +21,10 @@ func benchThreads() int { return min(2, runtime.NumCPU()) }
 // random 125M-parameter llama (Q8_0, 32k vocabulary), in tokens per second.
 func BenchmarkDecodeLimit(b *testing.B) {
 	for _, typ := range []gguf.TensorType{gguf.Q8_0, gguf.Q4_0} {
-		path := testenv.BenchModel(b, "llama-125m", gguf.BenchModel125M, typ)
+		path, err := gguf.BenchModelFile(testenv.Model(b, "llama-2-tiny-random.gguf"), "llama-125m", gguf.BenchModel125M, typ)
+		if err != nil {
+			b.Fatal(err)
+		}
 		m, err := llama.LoadModel(context.Background(), path, llama.ModelOptions{})
 		if err != nil {
 			b.Fatal(err)

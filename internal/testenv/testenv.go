@@ -16,7 +16,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/x/llama/internal/gguf"
 	"github.com/x/llama/lib"
 )
 
@@ -200,35 +199,4 @@ func CC(t testing.TB) string {
 		t.Fatalf("testenv: no C compiler %q (install gcc or set CC): %v", cc, err)
 	}
 	return p
-}
-
-// BenchModel returns the path of a random-weight benchmark model of the
-// given shape and weight type, with llama-2-tiny-random's 32k vocabulary.
-// It is written on first use into the user's cache folder (about 133 MB for
-// the 125M shape in Q8_0) and reused; it is never part of the repository.
-func BenchModel(tb testing.TB, name string, shape gguf.TinyModelOptions, typ gguf.TensorType) string {
-	tb.Helper()
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		dir = os.TempDir()
-	}
-	dir = filepath.Join(dir, "go-llama-bench")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	path := filepath.Join(dir, name+"-"+strings.ToLower(typ.String())+".gguf")
-	if _, err := os.Stat(path); err == nil {
-		return path
-	}
-	shape.VocabFrom = Model(tb, "llama-2-tiny-random.gguf")
-	shape.Type = typ
-	shape.Seed = 1
-	tmp := path + ".tmp"
-	if err := gguf.WriteTinyModel(tmp, shape); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		tb.Fatal(err)
-	}
-	return path
 }
