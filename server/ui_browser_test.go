@@ -148,7 +148,7 @@ true`
 // loads under a prefix, a message streams stories260K's answer in (partial
 // text is seen before the end), a long reply is stopped mid-way, a reload
 // keeps the conversation, and the Markdown renderer is safe. It saves
-// screenshots of both themes in testdata.
+// screenshots of both themes (in testdata with -update).
 func TestWebUIInBrowser(t *testing.T) {
 	s, _ := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, CtxSize: 2048}})
 	mux := http.NewServeMux()
@@ -298,7 +298,18 @@ func TestWebUIInBrowser(t *testing.T) {
 			if theme == "dark" {
 				name = "webui-screenshot-dark.png"
 			}
-			require.NoError(t, os.WriteFile(filepath.Join("testdata", name), png, 0o644))
+			// The kept screenshots under testdata change only with -update;
+			// every run writes its own where $LLAMA_TEST_ARTIFACTS says
+			// (CI keeps them), else in the test's temporary folder.
+			dir := os.Getenv("LLAMA_TEST_ARTIFACTS")
+			if updatingGolden() {
+				dir = "testdata"
+			} else if dir == "" {
+				dir = t.TempDir()
+			}
+			require.NoError(t, os.MkdirAll(dir, 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, name), png, 0o644))
+			require.NotEmpty(t, png)
 		}
 	})
 }
