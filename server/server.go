@@ -89,6 +89,8 @@ type Options struct {
 	// Tools enables the built-in tools, MCP servers and CORS proxy (all
 	// disabled by default).
 	Tools ToolsOptions
+	// GCP enables Vertex AI's prediction route (disabled by default).
+	GCP GCPOptions
 
 	// ModelOptions are used to load every model.
 	ModelOptions llama.ModelOptions

@@ -35,7 +35,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "server:", err)
 		os.Exit(2)
 	}
-	applyToolsEnv(&cfg.opts, os.Getenv)
+	applyToolsEnv(cfg, os.Getenv)
 	if err := serve(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "server:", err)
 		os.Exit(1)
