@@ -693,7 +693,9 @@ func pathGlobMatch(pattern, rel string) bool {
 	return globMatch("**/"+pattern, rel)
 }
 
-// globMatch matches s against a glob pattern: "**" matches anything,
+// globMatch matches s against a glob pattern: "**" matches anything
+// ("**/" also nothing, unlike llama-server's matcher, where "src/*.go"
+// cannot match a top-level "src/a.go"),
 // '*' and '?' anything but '/', [...] a class ([!...] negated).
 // It memoizes (pattern, text) positions, so it takes polynomial time
 // whatever the pattern.
@@ -710,6 +712,12 @@ func globMatch(pattern, s string) bool {
 		case pi == len(pattern):
 			r = si == len(s)
 		case strings.HasPrefix(pattern[pi:], "**"):
+			// "**/" also matches no folder at all, so that "**/x" (what
+			// "x/..." patterns are anchored with) matches "x" at the top.
+			if strings.HasPrefix(pattern[pi:], "**/") && match(pi+3, si) {
+				r = true
+				break
+			}
 			for k := si; k <= len(s); k++ {
 				if match(pi+2, k) {
 					r = true
