@@ -60,6 +60,7 @@ func (s *Server) buildHandler() http.Handler {
 		recoverPanics(s.log),
 		cors(s.opts.CORSOrigins),
 		limitBody(s.opts.MaxBodyBytes),
+		resumableStreams(&s.streams),
 		withTimeout(s.opts.Timeout),
 	)
 }

@@ -118,7 +118,8 @@ type Server struct {
 	byName map[string]*modelEntry
 	subs   map[chan modelEvent]struct{}
 
-	tools *toolSet // nil: /tools answers 403
+	tools   *toolSet    // nil: /tools answers 403
+	streams streamStore // resumable streams (X-Conversation-Id)
 }
 
 // New creates a Server. In single-model mode it loads the model before
@@ -255,6 +256,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.tools != nil {
 		s.tools.abort()
 	}
+	s.streams.closeAll()
 	var insts []*instance
 	for _, e := range s.models {
 		if e.idle != nil {
