@@ -118,8 +118,9 @@ type Server struct {
 	byName map[string]*modelEntry
 	subs   map[chan modelEvent]struct{}
 
-	tools   *toolSet    // nil: /tools answers 403
-	streams streamStore // resumable streams (X-Conversation-Id)
+	tools    *toolSet           // nil: /tools answers 403
+	streams  streamStore        // resumable streams (X-Conversation-Id)
+	controls completionControls // chat completions in flight
 }
 
 // New creates a Server. In single-model mode it loads the model before
