@@ -453,16 +453,18 @@ func TestServerStripPrefix(t *testing.T) {
 }
 
 func TestServerNewErrors(t *testing.T) {
-	_, err := New(context.Background(), Options{})
-	assert.Error(t, err)
-	_, err = New(context.Background(), Options{Model: "/no/such/model.gguf"})
+	_, err := New(context.Background(), Options{Model: "/no/such/model.gguf"})
 	assert.Error(t, err)
 	_, err = New(context.Background(), Options{Model: testenv.Model(t, "stories260K.gguf"), ChatTemplate: "no-such-template"})
 	assert.Error(t, err)
 	_, err = New(context.Background(), Options{Model: testenv.Model(t, "stories260K.gguf"), ChatTemplate: "{% if %}"})
 	assert.Error(t, err)
-	_, err = New(context.Background(), Options{ModelsDir: t.TempDir()})
-	assert.Error(t, err)
+	// A router without models starts, as llama-server started without one.
+	for _, o := range []Options{{}, {ModelsDir: t.TempDir()}} {
+		s, err := New(context.Background(), o)
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+	}
 }
 
 func TestBuiltinTemplatesRender(t *testing.T) {
@@ -739,6 +741,9 @@ func TestServerMalformedBodies(t *testing.T) {
 			code, data := call(t, "POST", ts.URL+path, body, nil)
 			if code == 200 && (path == "/props" || path == "/lora-adapters" || path == "/detokenize" && strings.HasPrefix(body, "{")) {
 				continue // bodies those endpoints accept (as llama.cpp, /detokenize takes a missing "tokens" as none)
+			}
+			if code == 200 && path == "/v1/streams/lookup" && json.Valid([]byte(body)) {
+				continue // as llama.cpp: any JSON without "conversation_ids" asks for nothing and gets []
 			}
 			if assert.True(t, code >= 400 && code < 500 || code == 501, "POST %s %.40q: %d %s", path, body, code, data) {
 				assert.NotNil(t, errOf(t, data)["message"], "POST %s", path)
