@@ -597,6 +597,9 @@ func handleChatCompletion(s *Server) http.HandlerFunc {
 			ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: co.Model,
 			SystemFingerprint: systemFingerprint,
 		}
+		var reasoningControl bool
+		_ = f.bool("reasoning_control", &reasoningControl)
+		defer s.controls.track(base.ID, reasoningControl)()
 		if g.opt.Stream {
 			streamChat(ctx, w, g, plan, co, events, base)
 			return

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"time"
 )
@@ -114,46 +113,6 @@ func requireAPIKey(keys []string) func(http.Handler) http.Handler {
 			}
 			if key == "" || match != 1 {
 				writeError(w, http.StatusUnauthorized, errAuthentication, "Invalid API Key")
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
-	}
-}
-
-// cors answers cross-origin requests from origins (a "*" entry allows any
-// origin). With no origins it adds nothing and preflights are not
-// answered, so browsers refuse cross-origin calls.
-func cors(origins []string) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		if len(origins) == 0 {
-			return next
-		}
-		any := slices.Contains(origins, "*")
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			origin := r.Header.Get("Origin")
-			h := w.Header()
-			if origin != "" {
-				h.Add("Vary", "Origin")
-			}
-			allowed := origin != "" && (any || slices.Contains(origins, origin))
-			if allowed {
-				h.Set("Access-Control-Allow-Origin", origin)
-				h.Set("Access-Control-Allow-Credentials", "true")
-			}
-			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-				if allowed {
-					h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-					reqHeaders := r.Header.Get("Access-Control-Request-Headers")
-					if reqHeaders == "" {
-						reqHeaders = "Authorization, Content-Type, X-Api-Key"
-					}
-					h.Set("Access-Control-Allow-Headers", reqHeaders)
-					h.Set("Access-Control-Max-Age", "600")
-					w.WriteHeader(http.StatusNoContent)
-					return
-				}
-				writeError(w, http.StatusForbidden, errPermission, "origin not allowed")
 				return
 			}
 			next.ServeHTTP(w, r)

@@ -45,6 +45,9 @@ func (s *Server) buildHandler() http.Handler {
 		}
 		mux.Handle(rt.Pattern, h)
 	}
+	if err := s.addGCPRoutes(mux, rs, auth); err != nil {
+		s.log.Error("GCP compat disabled", "err", err)
+	}
 	notFound := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The mux's own 404 and 405 are plain text; answer in JSON.
 		if _, pattern := mux.Handler(r); pattern != "" {
@@ -57,6 +60,7 @@ func (s *Server) buildHandler() http.Handler {
 		recoverPanics(s.log),
 		cors(s.opts.CORSOrigins),
 		limitBody(s.opts.MaxBodyBytes),
+		resumableStreams(&s.streams),
 		withTimeout(s.opts.Timeout),
 	)
 }

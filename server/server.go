@@ -22,8 +22,9 @@ import (
 	"github.com/x/llama"
 )
 
-// Options configure a Server. Either Model (single-model mode) or
-// ModelsDir / ModelsPreset (router mode) must be set.
+// Options configure a Server: Model serves one model; without it the
+// server is a router (of the models of ModelsDir and ModelsPreset, which
+// may be none, as llama-server started without a model).
 type Options struct {
 	// Model is the GGUF file to serve (-m).
 	Model string
@@ -104,6 +105,11 @@ type Options struct {
 	// UIConfigFile is a file holding UIConfig (--ui-config-file); New
 	// reads it. UIConfig and UIConfigFile are exclusive.
 	UIConfigFile string
+	// Tools enables the built-in tools, MCP servers and CORS proxy (all
+	// disabled by default).
+	Tools ToolsOptions
+	// GCP enables Vertex AI's prediction route (disabled by default).
+	GCP GCPOptions
 
 	// ModelOptions are used to load every model.
 	ModelOptions llama.ModelOptions
@@ -130,15 +136,16 @@ type Server struct {
 	models []*modelEntry
 	byName map[string]*modelEntry
 	subs   map[chan modelEvent]struct{}
+
+	tools    *toolSet           // nil: /tools answers 403
+	streams  streamStore        // resumable streams (X-Conversation-Id)
+	controls completionControls // chat completions in flight
 }
 
 // New creates a Server. In single-model mode it loads the model before
 // returning; in router mode it lists the models and starts loading those
 // marked load-on-startup.
 func New(ctx context.Context, o Options) (*Server, error) {
-	if o.Model == "" && o.ModelsDir == "" && o.ModelsPreset == "" {
-		return nil, errors.New("server: no model: set Model, ModelsDir or ModelsPreset")
-	}
 	if o.Model != "" && (o.ModelsDir != "" || o.ModelsPreset != "") {
 		return nil, errors.New("server: Model and ModelsDir/ModelsPreset are exclusive")
 	}
@@ -195,6 +202,12 @@ func New(ctx context.Context, o Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	tools, err := newToolSet(ctx, o.Tools, o.Logger)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s.tools = tools
 	s.handler = s.buildHandler()
 
 	if !s.router {
@@ -263,6 +276,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.closed = true
 	close(s.done)
+	if s.tools != nil {
+		s.tools.abort()
+	}
+	s.streams.closeAll()
 	var insts []*instance
 	for _, e := range s.models {
 		if e.idle != nil {
@@ -293,7 +310,21 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		inst.close()
 	}
 	s.loads.Wait()
+	if s.tools != nil {
+		s.tools.close()
+	}
 	return nil
+}
+
+// AbortToolCalls cancels the /tools calls in flight (built-in tools and
+// MCP servers) and refuses new ones, as llama-server does first when it
+// shuts down: call it before draining the HTTP server (for example with
+// http.Server.RegisterOnShutdown) so that a slow tool does not hold the
+// drain. Close and Shutdown call it too.
+func (s *Server) AbortToolCalls() {
+	if s.tools != nil {
+		s.tools.abort()
+	}
 }
 
 // busy reports whether any of insts still serves a request.
@@ -357,9 +388,6 @@ func (s *Server) listModels(now int64) error {
 				return fmt.Errorf("server: models preset [%s]: %w", name, err)
 			}
 		}
-	}
-	if len(s.models) == 0 {
-		return errors.New("server: router mode found no models")
 	}
 	return nil
 }

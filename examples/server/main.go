@@ -35,6 +35,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "server:", err)
 		os.Exit(2)
 	}
+	applyToolsEnv(cfg, os.Getenv)
 	if err := serve(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "server:", err)
 		os.Exit(1)
@@ -60,6 +61,7 @@ func serve(cfg *config) error {
 		return err
 	}
 	hs := &http.Server{Handler: srv.Handler(), ReadTimeout: cfg.timeout, WriteTimeout: cfg.timeout, ReadHeaderTimeout: 30 * time.Second}
+	hs.RegisterOnShutdown(srv.AbortToolCalls)
 	logger.Info("listening", "addr", "http://"+ln.Addr().String())
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

@@ -1,0 +1,92 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"sync"
+)
+
+func init() {
+	addRoute("POST /v1/chat/completions/control", false, handleCompletionControl)
+}
+
+// completionControls are the chat completions in flight, by id, that
+// POST /v1/chat/completions/control can act on. The zero value is ready.
+type completionControls struct {
+	mu     sync.Mutex
+	active map[string]*completionControl
+}
+
+// completionControl is one chat completion in flight.
+type completionControl struct {
+	reasoningControl bool // the request armed it ("reasoning_control": true)
+}
+
+// track registers a completion until the returned func is called.
+func (cc *completionControls) track(id string, reasoningControl bool) func() {
+	c := &completionControl{reasoningControl: reasoningControl}
+	cc.mu.Lock()
+	if cc.active == nil {
+		cc.active = map[string]*completionControl{}
+	}
+	cc.active[id] = c
+	cc.mu.Unlock()
+	return func() {
+		cc.mu.Lock()
+		if cc.active[id] == c {
+			delete(cc.active, id)
+		}
+		cc.mu.Unlock()
+	}
+}
+
+func (cc *completionControls) get(id string) *completionControl {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.active[id]
+}
+
+// handleCompletionControl acts on a chat completion in flight, named by
+// its id: {"id": "chatcmpl-...", "action": "reasoning_end"}. The answer is
+// {"success": bool, "message": "..."} (message only on failure).
+//
+// reasoning_end (end the reasoning block now) needs the engine to insert
+// the reasoning end tokens mid-generation, which it cannot do yet: for a
+// completion that armed reasoning control the answer says so, with
+// success false; the others get llama-server's answers.
+func handleCompletionControl(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			ID     any `json:"id"`
+			Action any `json:"action"`
+		}
+		data, err := readBody(r)
+		if err == nil {
+			err = json.Unmarshal(data, &body)
+		}
+		if err != nil {
+			writeError(w, http.StatusBadRequest, errInvalidRequest, "invalid JSON body: "+err.Error())
+			return
+		}
+		id, _ := body.ID.(string)
+		action, _ := body.Action.(string)
+		if id == "" {
+			writeError(w, http.StatusBadRequest, errInvalidRequest, "missing completion id")
+			return
+		}
+		if action != "reasoning_end" {
+			writeError(w, http.StatusBadRequest, errInvalidRequest, "unknown control action")
+			return
+		}
+		c := s.controls.get(id)
+		switch {
+		case c == nil:
+			s.log.Warn("control on an unknown completion", "action", action, "id", id)
+			writeJSON(w, http.StatusOK, map[string]any{"success": false, "message": "no active completion for this id"})
+		case !c.reasoningControl:
+			writeJSON(w, http.StatusOK, map[string]any{"success": false, "message": "reasoning control not enabled for this completion"})
+		default:
+			writeJSON(w, http.StatusOK, map[string]any{"success": false, "message": "reasoning_end is not supported by this server yet"})
+		}
+	}
+}

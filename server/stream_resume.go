@@ -1,0 +1,414 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Resumable streams, as llama-server's: a streamed generation request
+// carrying an X-Conversation-Id header keeps its server-sent events in a
+// session of that id, and keeps generating when the client goes away.
+// GET /v1/stream?conv_id=ID&from=N replays the events from byte N and
+// follows them live; POST /v1/streams/lookup tells which of the ids a
+// client names have a session; DELETE /v1/stream?conv_id=ID stops the
+// generation and forgets the session.
+const (
+	streamSessionTTL      = 300 * time.Second // a finished session is kept that long
+	streamSessionMaxBytes = 4 << 20           // older bytes are dropped past this
+)
+
+// streamRoutes are the generation endpoints whose streams can be resumed.
+var streamRoutes = map[string]bool{
+	"/completion": true, "/completions": true, "/v1/completions": true,
+	"/chat/completions": true, "/v1/chat/completions": true,
+	"/responses": true, "/v1/responses": true, "/v1/messages": true, "/infill": true,
+}
+
+func init() {
+	addRoute("GET /v1/stream", false, handleStreamGet)
+	addRoute("DELETE /v1/stream", false, handleStreamDelete)
+	addRoute("POST /v1/streams/lookup", false, handleStreamsLookup)
+}
+
+// streamSession is the buffered output of one generation.
+type streamSession struct {
+	id      string
+	started time.Time
+	cancel  context.CancelFunc // stops the generation
+
+	mu        sync.Mutex
+	buf       []byte
+	dropped   int // bytes dropped from the front
+	done      bool
+	completed time.Time
+	wake      chan struct{} // closed and replaced on every change
+}
+
+func newStreamSession(id string, cancel context.CancelFunc) *streamSession {
+	return &streamSession{id: id, started: time.Now(), cancel: cancel, wake: make(chan struct{})}
+}
+
+func (ss *streamSession) signalLocked() {
+	close(ss.wake)
+	ss.wake = make(chan struct{})
+}
+
+// append adds p, dropping the oldest bytes past the size cap.
+func (ss *streamSession) append(p []byte) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.done || len(p) == 0 {
+		return
+	}
+	if len(p) >= streamSessionMaxBytes {
+		skip := len(p) - streamSessionMaxBytes
+		ss.dropped += len(ss.buf) + skip
+		ss.buf = append(ss.buf[:0], p[skip:]...)
+	} else {
+		if over := len(ss.buf) + len(p) - streamSessionMaxBytes; over > 0 {
+			ss.buf = append(ss.buf[:0], ss.buf[over:]...)
+			ss.dropped += over
+		}
+		ss.buf = append(ss.buf, p...)
+	}
+	ss.signalLocked()
+}
+
+// finish marks the session complete and wakes its readers.
+func (ss *streamSession) finish() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.done {
+		return
+	}
+	ss.done, ss.completed = true, time.Now()
+	ss.signalLocked()
+}
+
+// stop cancels the generation and finishes the session.
+func (ss *streamSession) stop() {
+	ss.cancel()
+	ss.finish()
+}
+
+// read returns the bytes from offset on, whether the session is done, a
+// channel closed on the next change, and false if offset was dropped.
+func (ss *streamSession) read(offset int) (data []byte, done bool, wake <-chan struct{}, ok bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if offset < ss.dropped {
+		return nil, ss.done, ss.wake, false
+	}
+	if i := offset - ss.dropped; i < len(ss.buf) {
+		data = append([]byte(nil), ss.buf[i:]...)
+	}
+	return data, ss.done, ss.wake, true
+}
+
+func (ss *streamSession) info() map[string]any {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	var completed int64
+	if ss.done {
+		completed = ss.completed.Unix()
+	}
+	return map[string]any{
+		"conversation_id": ss.id, "is_done": ss.done, "total_bytes": ss.dropped + len(ss.buf),
+		"started_at": ss.started.Unix(), "completed_at": completed,
+	}
+}
+
+func (ss *streamSession) expired(now time.Time) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.done && now.Sub(ss.completed) >= streamSessionTTL
+}
+
+// streamStore holds a server's sessions, one per conversation id. The
+// zero value is ready to use.
+type streamStore struct {
+	mu       sync.Mutex
+	sessions map[string]*streamSession
+	closed   bool
+}
+
+// pruneLocked forgets the sessions finished more than the TTL ago.
+func (st *streamStore) pruneLocked() {
+	now := time.Now()
+	for id, ss := range st.sessions {
+		if ss.expired(now) {
+			delete(st.sessions, id)
+		}
+	}
+}
+
+// replace installs a new session for id, stopping the previous one.
+func (st *streamStore) replace(ss *streamSession) bool {
+	st.mu.Lock()
+	if st.closed {
+		st.mu.Unlock()
+		return false
+	}
+	if st.sessions == nil {
+		st.sessions = map[string]*streamSession{}
+	}
+	st.pruneLocked()
+	prev := st.sessions[ss.id]
+	st.sessions[ss.id] = ss
+	st.mu.Unlock()
+	if prev != nil {
+		prev.stop()
+	}
+	return true
+}
+
+func (st *streamStore) get(id string) *streamSession {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.pruneLocked()
+	return st.sessions[id]
+}
+
+// remove forgets id's session if it is still ss (nil: whatever it is)
+// and returns what it removed.
+func (st *streamStore) remove(id string, ss *streamSession) *streamSession {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	cur := st.sessions[id]
+	if cur == nil || ss != nil && cur != ss {
+		return nil
+	}
+	delete(st.sessions, id)
+	return cur
+}
+
+// lookup returns the sessions of the ids asked for: an id matches its own
+// session and those keyed "ID::MODEL".
+func (st *streamStore) lookup(ids []string) []*streamSession {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.pruneLocked()
+	var out []*streamSession
+	for _, id := range ids {
+		for _, k := range sortedKeys(st.sessions) {
+			if k == id || strings.HasPrefix(k, id+"::") {
+				out = append(out, st.sessions[k])
+			}
+		}
+	}
+	return out
+}
+
+// closeAll finishes every session (waking their readers) and refuses new
+// ones.
+func (st *streamStore) closeAll() {
+	st.mu.Lock()
+	all := st.sessions
+	st.sessions, st.closed = nil, true
+	st.mu.Unlock()
+	for _, ss := range all {
+		ss.stop()
+	}
+}
+
+// resumableStreams is the middleware that records the streams of the
+// generation routes called with an X-Conversation-Id header. Such a
+// request's context no longer ends with its connection but with DELETE
+// /v1/stream or a newer request of the same conversation; what the
+// handler writes goes to the session and, while it is connected, to the
+// client. A request that fails before streaming leaves no session.
+func resumableStreams(st *streamStore) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			id := r.Header.Get("X-Conversation-Id")
+			if id == "" || r.Method != http.MethodPost || !streamRoutes[r.URL.Path] {
+				next.ServeHTTP(w, r)
+				return
+			}
+			ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+			defer cancel()
+			ss := newStreamSession(id, cancel)
+			if !st.replace(ss) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			tw := &teeWriter{w: w, rc: http.NewResponseController(w), ss: ss, client: r.Context()}
+			next.ServeHTTP(tw, r.WithContext(ctx))
+			if !tw.streaming {
+				st.remove(id, ss)
+			}
+			ss.finish()
+		})
+	}
+}
+
+// teeWriter copies a server-sent events response into a session and to
+// the client while it is there; once the client is gone, writes still
+// succeed so that the generation goes on.
+type teeWriter struct {
+	w         http.ResponseWriter
+	rc        *http.ResponseController
+	ss        *streamSession
+	client    context.Context
+	wrote     bool
+	streaming bool // the response is an event stream
+	gone      bool
+}
+
+func (t *teeWriter) Header() http.Header { return t.w.Header() }
+
+func (t *teeWriter) WriteHeader(code int) {
+	if t.wrote {
+		return
+	}
+	t.wrote = true
+	t.streaming = code == http.StatusOK && strings.HasPrefix(t.w.Header().Get("Content-Type"), "text/event-stream")
+	t.w.WriteHeader(code)
+}
+
+func (t *teeWriter) Write(p []byte) (int, error) {
+	if !t.wrote {
+		t.WriteHeader(http.StatusOK)
+	}
+	if !t.streaming {
+		return t.w.Write(p)
+	}
+	t.ss.append(p)
+	if !t.gone && t.client.Err() == nil {
+		if _, err := t.w.Write(p); err != nil {
+			t.gone = true
+		}
+	}
+	return len(p), nil
+}
+
+// FlushError flushes to the client while it is there.
+func (t *teeWriter) FlushError() error {
+	if !t.wrote {
+		t.WriteHeader(http.StatusOK)
+	}
+	if t.gone || t.client.Err() != nil {
+		if !t.streaming {
+			return t.client.Err()
+		}
+		return nil
+	}
+	if err := t.rc.Flush(); err != nil {
+		t.gone = true
+		if !t.streaming {
+			return err
+		}
+	}
+	return nil
+}
+
+func handleStreamGet(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		id := q.Get("conv_id")
+		if id == "" {
+			writeError(w, http.StatusBadRequest, errInvalidRequest, "Missing conversation id in path")
+			return
+		}
+		ss := s.streams.get(id)
+		if ss == nil {
+			writeError(w, http.StatusNotFound, errNotFound, "Stream not found or expired")
+			return
+		}
+		from := 0
+		if v := q.Get("from"); v != "" {
+			n, err := strconv.ParseUint(v, 10, 62)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, errInvalidRequest, "Invalid 'from' offset")
+				return
+			}
+			from = int(n)
+		}
+		data, done, wake, ok := ss.read(from)
+		if !ok {
+			writeError(w, http.StatusBadRequest, errInvalidRequest, "Stream offset lost, please restart")
+			return
+		}
+		rc := http.NewResponseController(w)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("X-Accel-Buffering", "no")
+		w.WriteHeader(http.StatusOK)
+		_ = rc.Flush()
+		for {
+			if len(data) > 0 {
+				if _, err := w.Write(data); err != nil {
+					return
+				}
+				if rc.Flush() != nil {
+					return
+				}
+				from += len(data)
+			}
+			if done && len(data) == 0 {
+				return
+			}
+			if len(data) == 0 {
+				select {
+				case <-wake:
+				case <-r.Context().Done():
+					return
+				case <-s.done:
+					return
+				}
+			}
+			data, done, wake, ok = ss.read(from)
+			if !ok {
+				return
+			}
+		}
+	}
+}
+
+func handleStreamDelete(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("conv_id")
+		if id == "" {
+			writeError(w, http.StatusBadRequest, errInvalidRequest, "Missing conversation id in path")
+			return
+		}
+		if ss := s.streams.remove(id, nil); ss != nil {
+			ss.stop()
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+func handleStreamsLookup(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		data, err := readBody(r)
+		var body map[string]json.RawMessage
+		if err == nil {
+			err = json.Unmarshal(data, &body)
+		}
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{
+				"message": "invalid body: " + err.Error(), "type": errInvalidRequest}})
+			return
+		}
+		var raw []json.RawMessage
+		_ = json.Unmarshal(body["conversation_ids"], &raw)
+		var ids []string
+		for _, v := range raw {
+			var id string
+			if json.Unmarshal(v, &id) == nil && id != "" {
+				ids = append(ids, id)
+			}
+		}
+		out := []map[string]any{}
+		for _, ss := range s.streams.lookup(ids) {
+			out = append(out, ss.info())
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}

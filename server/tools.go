@@ -1,0 +1,477 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// ToolsOptions configure llama-server's experimental agent features: the
+// built-in tools and MCP servers behind /tools, and the CORS proxy. The
+// zero value disables all of them, as llama-server does by default. They
+// let HTTP clients read and write files and run commands as the server's
+// user: never enable them on a server reachable by untrusted clients.
+type ToolsOptions struct {
+	// Enabled lists the built-in tools served by /tools (--tools): any of
+	// read_file, file_glob_search, grep_search, exec_shell_command,
+	// write_file, edit_file, get_info, or "all". An unknown name makes New
+	// fail.
+	Enabled []string
+	// Runtime runs every tool call in an isolate instead of on the host
+	// (--tools-runtime): "docker:IMAGE" or "podman:IMAGE" start a
+	// container used by every call and removed when the server closes;
+	// "docker-container:ID", "podman-container:ID" use a running container;
+	// "ssh:TARGET" runs the tools on a POSIX host over ssh (key-based
+	// authentication, trusted host key). A request's x-tool-runtime header
+	// overrides it.
+	Runtime string
+	// MCPServersConfig is a JSON file of MCP servers (--mcp-servers-config)
+	// in the "mcpServers" format of Cursor and Claude Desktop:
+	// {"mcpServers": {"NAME": {"command": "...", "args": [...], "env":
+	// {...}, "cwd": "...", "timeout_ms": 30000}}}. Each server's tools are
+	// served by /tools as NAME_TOOL. A missing or invalid file makes New
+	// fail.
+	MCPServersConfig string
+	// MCPServersJSON is the same configuration given inline
+	// (--mcp-servers-json).
+	MCPServersJSON string
+	// CORSProxy enables /cors-proxy?url=... (--ui-mcp-proxy), which
+	// forwards a GET or POST to any http(s) URL, for the web UI's MCP
+	// client. Without it /cors-proxy answers 403.
+	CORSProxy bool
+}
+
+func init() {
+	addRoute("GET /tools", false, handleToolsList)
+	addRoute("POST /tools", false, handleToolsCall)
+}
+
+// toolStream receives a streaming tool's output as it comes. It returns
+// false once the client has gone away.
+type toolStream func(chunk string) bool
+
+// toolError is a failed tool call that llama-server answers with an HTTP
+// error (the tool's own failures are a 200 with an "error" field).
+type toolError struct {
+	status  int
+	errType string
+	msg     string
+}
+
+func (e *toolError) Error() string { return e.msg }
+
+// errToolParams is a missing or mistyped parameter (400).
+func errToolParams(format string, args ...any) error {
+	return &toolError{http.StatusBadRequest, errInvalidRequest, fmt.Sprintf(format, args...)}
+}
+
+// errToolRuntime is a failure of the tool machinery itself, such as an
+// unknown runtime (500).
+func errToolRuntime(format string, args ...any) error {
+	return &toolError{http.StatusInternalServerError, errServer, fmt.Sprintf(format, args...)}
+}
+
+// tool is one entry of /tools: a built-in tool or a tool of an MCP server.
+type tool struct {
+	name        string
+	displayName string
+	kind        string // "server" (built in) or "mcp"
+	write       bool   // it can change things
+	stream      bool   // it supports "stream": true
+	usesCwd     bool   // it resolves paths against the working directory
+	definition  map[string]any
+	// invoke runs the tool with its parameters. st is nil unless the
+	// call streams; a streaming tool then sends its output through st and
+	// returns a nil result.
+	invoke func(ctx context.Context, p toolParams, st toolStream) (map[string]any, error)
+}
+
+// card is the tool as GET /tools lists it.
+func (t *tool) card() map[string]any {
+	return map[string]any{
+		"display_name": t.displayName,
+		"tool":         t.name,
+		"type":         t.kind,
+		"permissions":  map[string]any{"write": t.write},
+		"uses_cwd":     t.usesCwd,
+		"definition":   t.definition,
+	}
+}
+
+// toolSet is a server's /tools: the enabled built-in tools, then the MCP
+// servers' tools, and the runtime they run in.
+type toolSet struct {
+	tools   []*tool
+	byName  map[string]*tool
+	runtime toolsRuntime // nil: the host, unless a request names one
+	mcp     *mcpManager  // nil without MCP servers
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed by abort: cancels calls in flight
+}
+
+// newToolSet builds the tool set of o, or returns nil when o enables
+// neither built-in tools nor MCP servers (and /tools answers 403). It
+// starts the MCP servers once to list their tools.
+func newToolSet(ctx context.Context, o ToolsOptions, log *slog.Logger) (*toolSet, error) {
+	mcp, err := newMCPManager(ctx, o.MCPServersConfig, o.MCPServersJSON, log)
+	if err != nil {
+		return nil, err
+	}
+	if len(o.Enabled) == 0 && mcp == nil {
+		return nil, nil
+	}
+	ts := &toolSet{byName: map[string]*tool{}, mcp: mcp, stopped: make(chan struct{})}
+	fail := func(err error) (*toolSet, error) {
+		ts.close()
+		return nil, err
+	}
+	if o.Runtime != "" {
+		rt, err := newToolsRuntime(o.Runtime, log)
+		if err != nil {
+			return fail(fmt.Errorf("server: tools runtime: %w", err))
+		}
+		ts.runtime = rt
+	}
+	if len(o.Enabled) > 0 {
+		all := builtinTools()
+		known := make([]string, len(all))
+		for i, t := range all {
+			known[i] = t.name
+		}
+		want := map[string]bool{}
+		for _, n := range o.Enabled {
+			n = strings.TrimSpace(n)
+			if n != "all" && !containsString(known, n) {
+				return fail(fmt.Errorf("server: unknown tool %q, available tools: %s", n, strings.Join(known, ", ")))
+			}
+			want[n] = true
+		}
+		for _, t := range all {
+			if want["all"] || want[t.name] {
+				ts.add(t)
+			}
+		}
+	}
+	if mcp != nil {
+		for _, def := range mcp.listTools() {
+			name := def.server + "_" + def.name
+			if ts.byName[name] != nil {
+				log.Warn("MCP tool collides with an existing tool, skipping", "tool", name, "server", def.server)
+				continue
+			}
+			ts.add(mcp.tool(def, ts.stopped))
+		}
+	}
+	return ts, nil
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (ts *toolSet) add(t *tool) {
+	ts.tools = append(ts.tools, t)
+	ts.byName[t.name] = t
+}
+
+// abort cancels the calls in flight and refuses new ones; llama-server
+// does this first when it shuts down, so that a slow tool does not hold
+// the HTTP server's drain.
+func (ts *toolSet) abort() {
+	ts.stopOnce.Do(func() { close(ts.stopped) })
+	if ts.mcp != nil {
+		ts.mcp.abort()
+	}
+}
+
+// close aborts the calls in flight, stops the MCP servers and the
+// runtime's container, if the server started one.
+func (ts *toolSet) close() {
+	ts.abort()
+	if ts.mcp != nil {
+		ts.mcp.close()
+	}
+	if ts.runtime != nil {
+		ts.runtime.close()
+	}
+}
+
+// featureDisabled is llama-server's answer to a feature it was not
+// started with.
+func featureDisabled(w http.ResponseWriter) {
+	writeJSON(w, http.StatusForbidden, map[string]any{
+		"error": map[string]any{"message": "this feature is disabled", "type": "feature_disabled"},
+	})
+}
+
+// toolCallError writes an error of POST /tools, which llama-server sends
+// unwrapped: {"code":...,"message":...,"type":...}.
+func toolCallError(w http.ResponseWriter, status int, errType, msg string) {
+	code := errorStatus(errType)
+	writeJSON(w, status, errorDetail{Code: code, Message: msg, Type: errType})
+}
+
+func handleToolsList(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ts := s.tools
+		if ts == nil {
+			featureDisabled(w)
+			return
+		}
+		out := make([]map[string]any, 0, len(ts.tools))
+		for _, t := range ts.tools {
+			out = append(out, t.card())
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+// toolCall is the body of POST /tools.
+type toolCall struct {
+	Tool   *string         `json:"tool"`
+	Params json.RawMessage `json:"params"`
+	Stream *bool           `json:"stream"`
+}
+
+func handleToolsCall(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ts := s.tools
+		if ts == nil {
+			featureDisabled(w)
+			return
+		}
+		body, err := readBody(r)
+		if err != nil {
+			toolCallError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
+			return
+		}
+		var req toolCall
+		if err := json.Unmarshal(body, &req); err != nil {
+			toolCallError(w, http.StatusBadRequest, errInvalidRequest, "invalid JSON body: "+err.Error())
+			return
+		}
+		if req.Tool == nil {
+			toolCallError(w, http.StatusBadRequest, errInvalidRequest, `missing "tool"`)
+			return
+		}
+		params := toolParams{}
+		if p := bytes.TrimSpace(req.Params); len(p) > 0 && string(p) != "null" {
+			dec := json.NewDecoder(bytes.NewReader(p))
+			dec.UseNumber()
+			if err := dec.Decode(&params); err != nil {
+				toolCallError(w, http.StatusBadRequest, errInvalidRequest, `"params" must be an object`)
+				return
+			}
+		}
+		stream := req.Stream != nil && *req.Stream
+		t := ts.byName[*req.Tool]
+		if t == nil {
+			toolCallError(w, http.StatusNotFound, errInvalidRequest, fmt.Sprintf("unknown tool %q", *req.Tool))
+			return
+		}
+		if stream && !t.stream {
+			toolCallError(w, http.StatusNotFound, errInvalidRequest, fmt.Sprintf("tool %q does not support stream = true", t.name))
+			return
+		}
+		if t.kind != "mcp" {
+			// The working directory, runtime and response type come from
+			// the client's headers (or the server's runtime), never from
+			// what the model wrote in the parameters.
+			delete(params, "cwd")
+			delete(params, "runtime")
+			delete(params, "resp_type")
+			if v := r.Header.Get("X-Tool-Cwd"); v != "" {
+				params["cwd"] = v
+			}
+			if v := r.Header.Get("X-Tool-Runtime"); v != "" {
+				params["runtime"] = v
+			} else if ts.runtime != nil {
+				spec, err := ts.runtime.spec()
+				if err != nil {
+					toolCallError(w, http.StatusInternalServerError, errServer, err.Error())
+					return
+				}
+				params["runtime"] = spec
+			}
+			if v := r.Header.Get("X-Resp-Type"); v != "" {
+				params["resp_type"] = v
+			}
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		stop := context.AfterFunc(withDone(ctx, ts.stopped), cancel)
+		defer stop()
+		if stream {
+			streamToolCall(ctx, w, t, params)
+			return
+		}
+		res, err := t.invoke(ctx, params, nil)
+		if err != nil {
+			var te *toolError
+			if errors.As(err, &te) {
+				toolCallError(w, te.status, te.errType, te.msg)
+				return
+			}
+			toolCallError(w, http.StatusInternalServerError, errServer, err.Error())
+			return
+		}
+		if res == nil {
+			res = map[string]any{}
+		}
+		writeJSON(w, http.StatusOK, res)
+	}
+}
+
+// withDone returns a context that is done when ctx is or when done is
+// closed.
+func withDone(ctx context.Context, done <-chan struct{}) context.Context {
+	c, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-done:
+		case <-c.Done():
+		}
+		cancel()
+	}()
+	return c
+}
+
+// streamToolCall runs a streaming tool and sends its output as
+// server-sent events: {"chunk": "..."} events, then {"done": true} (with
+// "error" when the call failed).
+func streamToolCall(ctx context.Context, w http.ResponseWriter, t *tool, params toolParams) {
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	var mu sync.Mutex
+	alive := true
+	send := func(v any) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if !alive {
+			return false
+		}
+		b, _ := json.Marshal(v)
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			alive = false
+			return false
+		}
+		if err := rc.Flush(); err != nil {
+			alive = false
+			return false
+		}
+		return ctx.Err() == nil
+	}
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	_, err := t.invoke(ctx, params, func(chunk string) bool {
+		if chunk == "" {
+			return ctx.Err() == nil
+		}
+		return send(map[string]any{"chunk": chunk})
+	})
+	done := map[string]any{"done": true}
+	if err != nil {
+		done["error"] = err.Error()
+	}
+	send(done)
+}
+
+// toolParams are a tool call's parameters, a JSON object decoded with
+// json.Number for numbers.
+type toolParams map[string]any
+
+// str returns the required string parameter key.
+func (p toolParams) str(key string) (string, error) {
+	v, ok := p[key]
+	if !ok || v == nil {
+		return "", errToolParams("missing parameter %q", key)
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", errToolParams("parameter %q must be a string", key)
+	}
+	return s, nil
+}
+
+// optStr returns the string parameter key, or def when it is missing or
+// not a string (llama-server's json_value).
+func (p toolParams) optStr(key, def string) string {
+	if s, ok := p[key].(string); ok {
+		return s
+	}
+	return def
+}
+
+// optInt returns the integer parameter key, or def when it is missing or
+// not an integer.
+func (p toolParams) optInt(key string, def int) int {
+	n, ok := p[key].(json.Number)
+	if !ok {
+		return def
+	}
+	i, err := n.Int64()
+	if err != nil {
+		return def
+	}
+	const limit = 1 << 31
+	if i > limit {
+		i = limit
+	} else if i < -limit {
+		i = -limit
+	}
+	return int(i)
+}
+
+// optBool returns the boolean parameter key, or def.
+func (p toolParams) optBool(key string, def bool) bool {
+	if b, ok := p[key].(bool); ok {
+		return b
+	}
+	return def
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// readBody reads the whole request body (bounded by the server's body
+// limit).
+func readBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil {
+		return nil, errors.New("request body is empty")
+	}
+	body := io.Reader(r.Body)
+	if _, bounded := r.Body.(*maxBytesMarker); !bounded {
+		body = io.LimitReader(r.Body, defaultMaxBodySize)
+	}
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return nil, fmt.Errorf("read request body: %w", err)
+	}
+	return data, nil
+}

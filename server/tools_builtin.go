@@ -1,0 +1,782 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Limits of the built-in tools, as llama-server's.
+const (
+	readFileMaxSize       = 16 << 10 // a text read without end_line
+	readFileMaxSizeBase64 = 32 << 20 // a read with x-resp-type: base64
+	fileSearchMaxResults  = 100
+	grepMaxResults        = 100
+	execMaxOutput         = 16 << 10
+	execMaxTimeout        = 60 // seconds
+	getInfoMaxOutput      = 4096
+	getInfoTimeout        = 5 * time.Second
+)
+
+// fn is a tool definition in the OpenAI function-calling shape.
+func fn(name, description string, props map[string]any, required ...string) map[string]any {
+	params := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		params["required"] = required
+	}
+	return map[string]any{
+		"type":     "function",
+		"function": map[string]any{"name": name, "description": description, "parameters": params},
+	}
+}
+
+func prop(typ, description string) map[string]any {
+	return map[string]any{"type": typ, "description": description}
+}
+
+// builtinTools returns llama-server's built-in tools, in its order.
+func builtinTools() []*tool {
+	return []*tool{
+		{
+			name: "read_file", displayName: "Read file", kind: "server", usesCwd: true,
+			definition: fn("read_file", "Read the contents of a file. Optionally give a 1-based line range. "+
+				"With append_loc true, each line starts with its number (e.g. \"1\u2192...\").",
+				map[string]any{
+					"path":       prop("string", "Path to the file"),
+					"start_line": prop("integer", "First line to read, 1-based (default: 1)"),
+					"end_line":   prop("integer", "Last line to read, 1-based inclusive (default: end of file)"),
+					"append_loc": prop("boolean", "Prefix each line with its line number"),
+				}, "path"),
+			invoke: toolReadFile,
+		},
+		{
+			name: "file_glob_search", displayName: "File search", kind: "server", usesCwd: true,
+			definition: fn("file_glob_search", "Recursively find the files matching a glob pattern under a folder, "+
+				"skipping what .gitignore ignores (inside a git repository) and junk folders (.git, node_modules, build, dist...). "+
+				"A pattern without '/' (\"*.cpp\") matches the base name at any depth; a pattern with '/' matches the whole "+
+				"relative path and is anchored with \"**/\" unless it starts with \"**/\" or '/'. "+
+				"type \"dir\" or \"all\" lists folders too (shown with a trailing '/'; .gitignore does not apply to them).",
+				map[string]any{
+					"path":      prop("string", "Folder to search in"),
+					"include":   prop("string", "Glob pattern of the entries to include (e.g. \"*.cpp\" or \"src/**/*.cpp\"); default **"),
+					"exclude":   prop("string", "Glob pattern of the entries to leave out"),
+					"type":      prop("string", "What to return: \"file\" (default), \"dir\" or \"all\""),
+					"max_depth": prop("integer", "How deep to descend (default 0: no limit; 1: direct children only)"),
+					"limit":     prop("integer", fmt.Sprintf("Most results to return, at most %d (default %d)", fileSearchMaxResults, fileSearchMaxResults)),
+				}, "path"),
+			invoke: toolFileGlobSearch,
+		},
+		{
+			name: "grep_search", displayName: "Grep search", kind: "server", usesCwd: true,
+			definition: fn("grep_search", "Search files under a path for a pattern. Returns the matching lines with their "+
+				"file paths (relative to the folder searched). Skips what .gitignore ignores and junk folders. "+
+				"include/exclude: a pattern without '/' matches the base name at any depth, one with '/' the whole relative path.",
+				map[string]any{
+					"path":                prop("string", "File or folder to search in"),
+					"pattern":             prop("string", "Pattern to search for (a regular expression unless literal is true)"),
+					"include":             prop("string", "Glob pattern of the files to search (default: **)"),
+					"exclude":             prop("string", "Glob pattern of the files to skip"),
+					"return_line_numbers": prop("boolean", "Include line numbers in the results"),
+					"literal":             prop("boolean", "Search for the pattern as plain text (default: false)"),
+					"ignore_case":         prop("boolean", "Ignore case (default: false)"),
+					"context_lines":       prop("integer", "Lines of context before and after each match (default: 0)"),
+				}, "path", "pattern"),
+			invoke: toolGrepSearch,
+		},
+		{
+			name: "exec_shell_command", displayName: "Execute shell command", kind: "server", usesCwd: true, write: true, stream: true,
+			definition: fn("exec_shell_command", "Run a shell command and return its output (stdout and stderr together).",
+				map[string]any{
+					"command":         prop("string", "Shell command to run"),
+					"timeout":         prop("integer", fmt.Sprintf("Timeout in seconds (default 10, max %d)", execMaxTimeout)),
+					"max_output_size": prop("integer", fmt.Sprintf("Most output bytes to return (default %d)", execMaxOutput)),
+				}, "command"),
+			invoke: toolExecShellCommand,
+		},
+		{
+			name: "write_file", displayName: "Write file", kind: "server", usesCwd: true, write: true,
+			definition: fn("write_file", "Write content to a file, creating it and its parent folders if needed. "+
+				"Use edit_file for changes to part of a file.",
+				map[string]any{
+					"path":    prop("string", "Path of the file to write"),
+					"content": prop("string", "Content to write"),
+				}, "path", "content"),
+			invoke: toolWriteFile,
+		},
+		{
+			name: "edit_file", displayName: "Edit file", kind: "server", usesCwd: true, write: true,
+			definition: fn("edit_file", "Edit a file by exact text replacement. Each edits[].old_text must occur once in the file "+
+				"and is matched against the original content, not after the other edits. Merge nearby changes into one edit "+
+				"rather than overlapping edits. Use write_file to replace the whole file.",
+				map[string]any{
+					"path": prop("string", "Path of the file to edit"),
+					"edits": map[string]any{
+						"type":        "array",
+						"description": "One or more exact text replacements",
+						"items": map[string]any{
+							"type": "object",
+							"properties": map[string]any{
+								"old_text": prop("string", "Exact text to find; unique in the file and not overlapping another edit"),
+								"new_text": prop("string", "Text to put in its place"),
+							},
+							"required": []string{"old_text", "new_text"},
+						},
+					},
+				}, "path", "edits"),
+			invoke: toolEditFile,
+		},
+		{
+			name: "get_info", displayName: "Get Runtime Info", kind: "server", usesCwd: true,
+			definition: fn("get_info", "Returns runtime information: the OS name and version and the current working directory",
+				map[string]any{}),
+			invoke: toolGetInfo,
+		},
+	}
+}
+
+func toolReadFile(_ context.Context, p toolParams, _ toolStream) (map[string]any, error) {
+	file, err := p.str("path")
+	if err != nil {
+		return nil, err
+	}
+	startLine := p.optInt("start_line", 1)
+	endLine := p.optInt("end_line", -1)
+	appendLoc := p.optBool("append_loc", false)
+	asBase64 := p.optStr("resp_type", "") == "base64"
+	tio, err := newToolsIO(p)
+	if err != nil {
+		return nil, err
+	}
+	size, ok := tio.fileSize(file)
+	if !ok {
+		return map[string]any{"error": "cannot stat file: " + file}, nil
+	}
+	if asBase64 {
+		if size > readFileMaxSizeBase64 {
+			return map[string]any{"error": fmt.Sprintf("file too large (%d bytes, max %d)", size, readFileMaxSizeBase64)}, nil
+		}
+		content, ok := tio.readFile(file)
+		if !ok {
+			return map[string]any{"error": "failed to open file: " + file}, nil
+		}
+		return map[string]any{"base64": base64.StdEncoding.EncodeToString(content), "size_bytes": len(content)}, nil
+	}
+	if size > readFileMaxSize && endLine == -1 {
+		return map[string]any{"error": fmt.Sprintf("file too large (%d bytes, max %d). Use start_line/end_line to read a portion.", size, readFileMaxSize)}, nil
+	}
+	content, ok := tio.readFile(file)
+	if !ok {
+		return map[string]any{"error": "failed to open file: " + file}, nil
+	}
+	var b strings.Builder
+	for i, line := range splitLines(string(content)) {
+		n := i + 1
+		if n < startLine {
+			continue
+		}
+		if endLine != -1 && n > endLine {
+			break
+		}
+		out := line + "\n"
+		if appendLoc {
+			out = fmt.Sprintf("%d\u2192%s", n, out)
+		}
+		if b.Len()+len(out) > readFileMaxSize {
+			b.WriteString("[output truncated]")
+			break
+		}
+		b.WriteString(out)
+	}
+	return map[string]any{"plain_text_response": b.String()}, nil
+}
+
+// splitLines splits text as std::getline does: on '\n', without an empty
+// last line after a final '\n'.
+func splitLines(text string) []string {
+	if text == "" {
+		return nil
+	}
+	lines := strings.Split(text, "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return lines
+}
+
+func toolFileGlobSearch(ctx context.Context, p toolParams, _ toolStream) (map[string]any, error) {
+	tio, err := newToolsIO(p)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := p.str("path")
+	if err != nil {
+		return nil, err
+	}
+	base := tio.resolve(dir)
+	include := p.optStr("include", "**")
+	exclude := p.optStr("exclude", "")
+	typ := p.optStr("type", "file")
+	maxDepth := max(0, p.optInt("max_depth", 0))
+	limit := p.optInt("limit", fileSearchMaxResults)
+	if limit < 1 {
+		return map[string]any{"error": fmt.Sprintf("invalid limit: %d (expected 1 or more)", limit)}, nil
+	}
+	limit = min(limit, fileSearchMaxResults)
+	var kind listKind
+	switch typ {
+	case "file":
+		kind = listFiles
+	case "dir":
+		kind = listDirs
+	case "all":
+		kind = listAll
+	default:
+		return map[string]any{"error": "invalid type: " + typ + ` (expected "file", "dir" or "all")`}, nil
+	}
+	listing := tio.list(ctx, base, maxDepth, kind)
+	if listing.err != "" {
+		return map[string]any{"error": listing.err + ": " + dir}, nil
+	}
+	var matches []listEntry
+	for _, e := range listing.entries {
+		if !pathGlobMatch(include, e.rel) || exclude != "" && pathGlobMatch(exclude, e.rel) {
+			continue
+		}
+		matches = append(matches, e)
+	}
+	shown := min(len(matches), limit)
+	var b strings.Builder
+	entries := make([]map[string]any, 0, shown)
+	for _, m := range matches[:shown] {
+		typ := "file"
+		b.WriteString(m.rel)
+		if m.isDir {
+			typ = "dir"
+			b.WriteByte('/')
+		}
+		b.WriteByte('\n')
+		entries = append(entries, map[string]any{"path": m.rel, "type": typ})
+	}
+	fmt.Fprintf(&b, "\n---\nTotal matches: %d\n", len(matches))
+	if len(matches) > shown {
+		fmt.Fprintf(&b, "[%d results limit reached (%d total matches). Refine the glob pattern to narrow the search.]\n", shown, len(matches))
+	}
+	if listing.truncated {
+		b.WriteString("[results truncated: time budget or unreadable directory]\n")
+	}
+	return map[string]any{"plain_text_response": b.String(), "entries": entries, "base": base}, nil
+}
+
+func toolGrepSearch(ctx context.Context, p toolParams, _ toolStream) (map[string]any, error) {
+	target, err := p.str("path")
+	if err != nil {
+		return nil, err
+	}
+	pattern, err := p.str("pattern")
+	if err != nil {
+		return nil, err
+	}
+	include := p.optStr("include", "**")
+	exclude := p.optStr("exclude", "")
+	showLineNo := p.optBool("return_line_numbers", false)
+	ctxLines := max(0, p.optInt("context_lines", 0))
+	src := pattern
+	if p.optBool("literal", false) {
+		src = regexp.QuoteMeta(pattern)
+	}
+	if p.optBool("ignore_case", false) {
+		src = "(?i)" + src
+	}
+	re, err := regexp.Compile(src)
+	if err != nil {
+		return map[string]any{"error": "invalid regex: " + err.Error()}, nil
+	}
+	tio, err := newToolsIO(p)
+	if err != nil {
+		return nil, err
+	}
+	type file struct{ abs, shown string }
+	var files []file
+	abs := tio.resolve(target)
+	switch {
+	case tio.isFile(abs):
+		files = append(files, file{abs, target})
+	case tio.isDir(abs):
+		listing := tio.list(ctx, abs, 0, listFiles)
+		if listing.err != "" {
+			return map[string]any{"error": listing.err + ": " + target}, nil
+		}
+		for _, e := range listing.entries {
+			if !pathGlobMatch(include, e.rel) || exclude != "" && pathGlobMatch(exclude, e.rel) {
+				continue
+			}
+			files = append(files, file{path.Join(abs, e.rel), e.rel})
+		}
+	default:
+		return map[string]any{"error": "path does not exist: " + target}, nil
+	}
+	var b strings.Builder
+	total := 0
+	limitReached := false
+	showNum := showLineNo || ctxLines > 0
+	for _, f := range files {
+		if limitReached || ctx.Err() != nil {
+			break
+		}
+		content, ok := tio.readFile(f.abs)
+		if !ok {
+			continue
+		}
+		lines := splitLines(string(content))
+		for i, line := range lines {
+			if total >= grepMaxResults {
+				limitReached = true
+				break
+			}
+			if !re.MatchString(line) {
+				continue
+			}
+			lo, hi := max(0, i-ctxLines), min(len(lines)-1, i+ctxLines)
+			for j := lo; j <= hi; j++ {
+				sep := byte('-')
+				if j == i {
+					sep = ':'
+				}
+				b.WriteString(f.shown)
+				b.WriteByte(sep)
+				if showNum {
+					fmt.Fprintf(&b, "%d%c", j+1, sep)
+				}
+				b.WriteString(lines[j])
+				b.WriteByte('\n')
+			}
+			if ctxLines > 0 {
+				b.WriteString("--\n")
+			}
+			total++
+		}
+	}
+	fmt.Fprintf(&b, "\n---\nTotal matches: %d\n", total)
+	if limitReached {
+		fmt.Fprintf(&b, "[%d matches limit reached. Narrow the path/pattern/include to see more.]\n", grepMaxResults)
+	}
+	return map[string]any{"plain_text_response": b.String()}, nil
+}
+
+func toolExecShellCommand(ctx context.Context, p toolParams, st toolStream) (map[string]any, error) {
+	command, err := p.str("command")
+	if err != nil {
+		return nil, err
+	}
+	timeout := min(p.optInt("timeout", 10), execMaxTimeout)
+	maxOutput := p.optInt("max_output_size", execMaxOutput)
+	if maxOutput < 0 || maxOutput > execMaxOutput {
+		maxOutput = execMaxOutput
+	}
+	args := []string{"sh", "-c", command}
+	if runtime.GOOS == "windows" && p.optStr("runtime", "") == "" {
+		args = []string{"cmd", "/c", command}
+	}
+	tio, err := newToolsIO(p)
+	if err != nil {
+		return nil, err
+	}
+	tail := func(res execResult) string {
+		s := fmt.Sprintf("\n[exit code: %d]", res.exitCode)
+		if res.timedOut {
+			s += " [exit due to timed out]"
+		}
+		return s
+	}
+	if st != nil {
+		alive := true
+		res := tio.run(ctx, args, maxOutput, time.Duration(timeout)*time.Second, func(chunk string) bool {
+			alive = st(chunk)
+			return alive
+		})
+		if alive && ctx.Err() == nil {
+			st(tail(res))
+		}
+		return nil, nil
+	}
+	res := tio.run(ctx, args, maxOutput, time.Duration(timeout)*time.Second, nil)
+	return map[string]any{"plain_text_response": res.output + tail(res)}, nil
+}
+
+func toolWriteFile(_ context.Context, p toolParams, _ toolStream) (map[string]any, error) {
+	file, err := p.str("path")
+	if err != nil {
+		return nil, err
+	}
+	content, err := p.str("content")
+	if err != nil {
+		return nil, err
+	}
+	tio, err := newToolsIO(p)
+	if err != nil {
+		return nil, err
+	}
+	if !tio.writeFile(file, []byte(content)) {
+		return map[string]any{"error": "failed to write file: " + file}, nil
+	}
+	return map[string]any{"result": "file written successfully", "path": file, "bytes": len(content)}, nil
+}
+
+func toolGetInfo(ctx context.Context, p toolParams, _ toolStream) (map[string]any, error) {
+	tio, err := newToolsIO(p)
+	if err != nil {
+		return nil, err
+	}
+	isolated := p.optStr("runtime", "") != ""
+	args := []string{"uname", "-a"}
+	if runtime.GOOS == "windows" && !isolated {
+		args = []string{"cmd", "/c", "ver"}
+	}
+	osInfo := "unknown"
+	if res := tio.run(ctx, args, getInfoMaxOutput, getInfoTimeout, nil); res.exitCode == 0 && !res.timedOut {
+		osInfo = strings.TrimSpace(res.output)
+	}
+	cwd := p.optStr("cwd", "")
+	if cwd == "" {
+		if !isolated {
+			cwd, _ = os.Getwd()
+		} else if res := tio.run(ctx, []string{"pwd"}, getInfoMaxOutput, getInfoTimeout, nil); res.exitCode == 0 && !res.timedOut {
+			cwd = strings.TrimSpace(res.output)
+		} else {
+			cwd = "unknown"
+		}
+	}
+	return map[string]any{"os": osInfo, "cwd": cwd}, nil
+}
+
+// toolEditFile applies exact replacements, each of a text found once in
+// the file. When a text is not found as is, the match ignores trailing
+// spaces and typographic quotes, dashes and spaces (the lines it does not
+// touch stay as they were).
+func toolEditFile(_ context.Context, p toolParams, _ toolStream) (map[string]any, error) {
+	file, err := p.str("path")
+	if err != nil {
+		return nil, err
+	}
+	raw, ok := p["edits"].([]any)
+	if _, present := p["edits"]; !present {
+		return nil, errToolParams(`missing parameter "edits"`)
+	}
+	if !ok || len(raw) == 0 {
+		return map[string]any{"error": `"edits" must be a non-empty array`}, nil
+	}
+	type edit struct{ oldText, newText string }
+	edits := make([]edit, 0, len(raw))
+	for i, r := range raw {
+		m, ok := r.(map[string]any)
+		if !ok {
+			return nil, errToolParams("edits[%d] must be an object", i)
+		}
+		ep := toolParams(m)
+		o, err := ep.str("old_text")
+		if err != nil {
+			return nil, err
+		}
+		n, err := ep.str("new_text")
+		if err != nil {
+			return nil, err
+		}
+		if o == "" {
+			return map[string]any{"error": fmt.Sprintf("edits[%d].old_text must not be empty", i)}, nil
+		}
+		edits = append(edits, edit{o, n})
+	}
+	tio, err := newToolsIO(p)
+	if err != nil {
+		return nil, err
+	}
+	b, ok := tio.readFile(file)
+	if !ok {
+		return map[string]any{"error": "failed to open file: " + file}, nil
+	}
+	original := string(b)
+	normOriginal := fuzzyNormalize(original)
+	fuzzy := false
+	for i, e := range edits {
+		if strings.Contains(original, e.oldText) {
+			continue
+		}
+		if !strings.Contains(normOriginal, fuzzyNormalize(e.oldText)) {
+			return map[string]any{"error": fmt.Sprintf("could not find edits[%d].old_text in %s, it must match the file's current content exactly", i, file)}, nil
+		}
+		fuzzy = true
+	}
+	base := original
+	if fuzzy {
+		base = normOriginal
+	}
+	matched := make([]textEdit, 0, len(edits))
+	for i, e := range edits {
+		needle := e.oldText
+		if fuzzy {
+			needle = fuzzyNormalize(e.oldText)
+		}
+		// Uniqueness is always judged on normalized text: a duplicate
+		// differing only in whitespace still counts.
+		if n := countNonOverlapping(normOriginal, fuzzyNormalize(e.oldText)); n > 1 {
+			return map[string]any{"error": fmt.Sprintf("found %d occurrences of edits[%d].old_text in %s, it must be unique", n, i, file)}, nil
+		}
+		at := strings.Index(base, needle)
+		if at < 0 {
+			return map[string]any{"error": fmt.Sprintf("could not find edits[%d].old_text in %s, it must match the file's current content exactly", i, file)}, nil
+		}
+		matched = append(matched, textEdit{index: i, at: at, length: len(needle), newText: e.newText})
+	}
+	sort.SliceStable(matched, func(a, b int) bool { return matched[a].at < matched[b].at })
+	for i := 1; i < len(matched); i++ {
+		if matched[i-1].at+matched[i-1].length > matched[i].at {
+			return map[string]any{"error": fmt.Sprintf("edits[%d] and edits[%d] overlap in %s; merge them into one edit or target disjoint regions", matched[i-1].index, matched[i].index, file)}, nil
+		}
+	}
+	var updated string
+	if fuzzy {
+		updated = applyEditsKeepingLines(original, base, matched)
+	} else {
+		updated = applyEdits(base, matched, 0)
+	}
+	if updated == original {
+		return map[string]any{"error": "no changes made: the replacement(s) produced identical content"}, nil
+	}
+	if !tio.writeFile(file, []byte(updated)) {
+		return map[string]any{"error": "failed to write file: " + file}, nil
+	}
+	return map[string]any{"result": "file edited successfully", "path": file, "edits_applied": len(matched)}, nil
+}
+
+// textEdit is one replacement found in a text.
+type textEdit struct {
+	index   int // in the request's edits
+	at      int // byte offset of the match
+	length  int
+	newText string
+}
+
+// applyEdits replaces the sorted, disjoint matches of edits in text,
+// whose first byte is at offset in the text the matches index.
+func applyEdits(text string, edits []textEdit, offset int) string {
+	var b strings.Builder
+	pos := 0
+	for _, e := range edits {
+		at := e.at - offset
+		b.WriteString(text[pos:at])
+		b.WriteString(e.newText)
+		pos = at + e.length
+	}
+	b.WriteString(text[pos:])
+	return b.String()
+}
+
+// applyEditsKeepingLines applies edits matched in the normalized text
+// but takes every line they do not touch from the original.
+func applyEditsKeepingLines(original, normalized string, edits []textEdit) string {
+	origLines := linesWithEndings(original)
+	spans := lineSpans(normalized)
+	lineOf := func(off int) int {
+		for i, s := range spans {
+			if off >= s[0] && off < s[1] {
+				return i
+			}
+		}
+		return len(spans) - 1
+	}
+	type group struct {
+		first, end int // lines [first, end)
+		edits      []textEdit
+	}
+	var groups []group
+	for _, e := range edits {
+		first := lineOf(e.at)
+		last := first
+		for last < len(spans)-1 && spans[last][1] < e.at+e.length {
+			last++
+		}
+		if n := len(groups); n > 0 && first < groups[n-1].end {
+			groups[n-1].end = max(groups[n-1].end, last+1)
+			groups[n-1].edits = append(groups[n-1].edits, e)
+			continue
+		}
+		groups = append(groups, group{first, last + 1, []textEdit{e}})
+	}
+	var b strings.Builder
+	next := 0
+	for _, g := range groups {
+		for i := next; i < g.first && i < len(origLines); i++ {
+			b.WriteString(origLines[i])
+		}
+		lo, hi := spans[g.first][0], spans[g.end-1][1]
+		b.WriteString(applyEdits(normalized[lo:hi], g.edits, lo))
+		next = g.end
+	}
+	for i := next; i < len(origLines); i++ {
+		b.WriteString(origLines[i])
+	}
+	return b.String()
+}
+
+// linesWithEndings splits text into lines that keep their '\n'.
+func linesWithEndings(text string) []string {
+	var out []string
+	for text != "" {
+		i := strings.IndexByte(text, '\n')
+		if i < 0 {
+			out = append(out, text)
+			break
+		}
+		out = append(out, text[:i+1])
+		text = text[i+1:]
+	}
+	return out
+}
+
+// lineSpans returns the [start, end) byte range of each line of text.
+func lineSpans(text string) [][2]int {
+	var out [][2]int
+	off := 0
+	for _, l := range linesWithEndings(text) {
+		out = append(out, [2]int{off, off + len(l)})
+		off += len(l)
+	}
+	if len(out) == 0 {
+		out = append(out, [2]int{0, 0})
+	}
+	return out
+}
+
+func countNonOverlapping(text, needle string) int {
+	if needle == "" {
+		return 0
+	}
+	return strings.Count(text, needle)
+}
+
+// fuzzyReplacer maps typographic quotes, dashes and spaces to ASCII.
+var fuzzyReplacer = strings.NewReplacer(
+	"\u2018", "'", "\u2019", "'", "\u201A", "'", "\u201B", "'",
+	"\u201C", `"`, "\u201D", `"`, "\u201E", `"`, "\u201F", `"`,
+	"\u2010", "-", "\u2011", "-", "\u2012", "-", "\u2013", "-", "\u2014", "-", "\u2015", "-", "\u2212", "-",
+	"\u00A0", " ", "\u2002", " ", "\u2003", " ", "\u2004", " ", "\u2005", " ", "\u2006", " ",
+	"\u2007", " ", "\u2008", " ", "\u2009", " ", "\u200A", " ", "\u202F", " ", "\u205F", " ", "\u3000", " ",
+)
+
+// fuzzyNormalize drops each line's trailing spaces, tabs and '\r' and maps
+// typographic characters to ASCII; lines keep their count and order.
+func fuzzyNormalize(text string) string {
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		lines[i] = fuzzyReplacer.Replace(strings.TrimRight(l, " \t\r"))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// pathGlobMatch matches a relative path: a pattern without '/' against
+// the base name at any depth, otherwise against the whole path, anchored
+// with "**/" unless it starts with "**/" or '/'.
+func pathGlobMatch(pattern, rel string) bool {
+	if !strings.Contains(pattern, "/") {
+		return globMatch(pattern, path.Base(rel))
+	}
+	if pattern == "**" || strings.HasPrefix(pattern, "**/") || strings.HasPrefix(pattern, "/") {
+		return globMatch(pattern, rel)
+	}
+	return globMatch("**/"+pattern, rel)
+}
+
+// globMatch matches s against a glob pattern: "**" matches anything
+// ("**/" also nothing, unlike llama-server's matcher, where "src/*.go"
+// cannot match a top-level "src/a.go"),
+// '*' and '?' anything but '/', [...] a class ([!...] negated).
+// It memoizes (pattern, text) positions, so it takes polynomial time
+// whatever the pattern.
+func globMatch(pattern, s string) bool {
+	memo := map[[2]int]bool{}
+	var match func(pi, si int) bool
+	match = func(pi, si int) bool {
+		key := [2]int{pi, si}
+		if v, ok := memo[key]; ok {
+			return v
+		}
+		var r bool
+		switch {
+		case pi == len(pattern):
+			r = si == len(s)
+		case strings.HasPrefix(pattern[pi:], "**"):
+			// "**/" also matches no folder at all, so that "**/x" (what
+			// "x/..." patterns are anchored with) matches "x" at the top.
+			if strings.HasPrefix(pattern[pi:], "**/") && match(pi+3, si) {
+				r = true
+				break
+			}
+			for k := si; k <= len(s); k++ {
+				if match(pi+2, k) {
+					r = true
+					break
+				}
+			}
+		case pattern[pi] == '*':
+			for k := si; ; k++ {
+				if match(pi+1, k) {
+					r = true
+					break
+				}
+				if k >= len(s) || s[k] == '/' {
+					break
+				}
+			}
+		case pattern[pi] == '?':
+			r = si < len(s) && s[si] != '/' && match(pi+1, si+1)
+		case pattern[pi] == '[':
+			end := pi + 1
+			if end < len(pattern) && (pattern[end] == ']' || pattern[end] == '-') {
+				end++
+			}
+			for end < len(pattern) && pattern[end] != ']' {
+				end++
+			}
+			if end < len(pattern) {
+				r = si < len(s) && classMatch(s[si], pattern[pi+1:end]) && match(end+1, si+1)
+			} else {
+				r = si < len(s) && s[si] == '[' && match(pi+1, si+1)
+			}
+		default:
+			r = si < len(s) && pattern[pi] == s[si] && match(pi+1, si+1)
+		}
+		memo[key] = r
+		return r
+	}
+	return match(0, 0)
+}
+
+// classMatch reports whether c is in the glob class body (between the
+// brackets): ranges a-z, a leading '!' negates.
+func classMatch(c byte, body string) bool {
+	neg := false
+	if body != "" && body[0] == '!' {
+		neg, body = true, body[1:]
+	}
+	in := false
+	for i := 0; i < len(body); i++ {
+		if i+2 < len(body) && body[i+1] == '-' {
+			if body[i] <= c && c <= body[i+2] {
+				in = true
+			}
+			i += 2
+			continue
+		}
+		if body[i] == c {
+			in = true
+		}
+	}
+	return in != neg
+}
