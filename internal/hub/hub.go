@@ -138,17 +138,16 @@ type Error struct {
 	Err    error // the underlying error, if any
 }
 
-// Error formats the error as "pull org/repo: file: message".
+// Error formats the error as "org/repo: file: message" (the llama package
+// wraps it in its own prefix).
 func (e *Error) Error() string {
 	var b strings.Builder
-	b.WriteString("pull")
 	if e.Repo != "" {
-		b.WriteString(" " + e.Repo)
+		b.WriteString(e.Repo + ": ")
 	}
 	if e.File != "" {
-		b.WriteString(": " + e.File)
+		b.WriteString(e.File + ": ")
 	}
-	b.WriteString(": ")
 	switch {
 	case e.Msg != "" && e.Err != nil:
 		b.WriteString(e.Msg + ": " + e.Err.Error())
