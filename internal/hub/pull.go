@@ -343,6 +343,17 @@ func (p *puller) fetch(ctx context.Context, commit string, f file, online bool) 
 	mu, _ := locks.LoadOrStore(dst, new(sync.Mutex))
 	mu.(*sync.Mutex).Lock()
 	defer mu.(*sync.Mutex).Unlock()
+	if f.OID != "" {
+		lockPath := filepath.Join(filepath.Dir(p.dir), ".locks", filepath.Base(p.dir), f.OID+".lock")
+		unlock, err := lockBlob(ctx, lockPath)
+		if err != nil {
+			if e := ctxErr(p.repo, f.Path, err); e != nil {
+				return "", e
+			}
+			return "", &Error{Code: CodeIO, Repo: p.repo, File: f.Path, Msg: "locking the download", Err: err}
+		}
+		defer unlock()
+	}
 	if exists(dst) {
 		p.progress(Progress{File: f.Path, Downloaded: f.Size, Total: f.Size, Cached: true, Done: true})
 	} else if err := p.download(ctx, commit, f, dst); err != nil {
