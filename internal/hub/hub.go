@@ -68,6 +68,9 @@ type Options struct {
 	// RetryDelay is the wait before the second attempt, doubled for each
 	// later one; 0: 1 second; negative: no wait.
 	RetryDelay time.Duration
+	// StallTimeout ends an attempt that receives nothing for that long (the
+	// next attempt resumes it); 0: 60 seconds.
+	StallTimeout time.Duration
 }
 
 // Progress reports the download of one file.

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -58,6 +59,9 @@ func newPuller(repo string, o Options) (*puller, error) {
 	}
 	if p.o.RetryDelay == 0 {
 		p.o.RetryDelay = time.Second
+	}
+	if p.o.StallTimeout <= 0 {
+		p.o.StallTimeout = time.Minute
 	}
 	return p, nil
 }
@@ -438,7 +442,22 @@ func (p *puller) attempt(ctx context.Context, commit string, f file, tmp string)
 	if f.Size > 0 && off > f.Size {
 		off = 0
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.resolveURL(commit, f.Path), nil)
+	// A watchdog ends the request when nothing arrives for StallTimeout.
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var stalled atomic.Bool
+	watchdog := time.AfterFunc(p.o.StallTimeout, func() { stalled.Store(true); cancel() })
+	defer watchdog.Stop()
+	stallErr := func(err error) error {
+		if e := ctxErr(p.repo, f.Path, ctx.Err()); e != nil {
+			return e
+		}
+		if stalled.Load() {
+			return &Error{Code: CodeNetwork, Repo: p.repo, File: f.Path, Msg: fmt.Sprintf("nothing received for %v", p.o.StallTimeout), Err: err}
+		}
+		return nil
+	}
+	req, err := http.NewRequestWithContext(actx, http.MethodGet, p.resolveURL(commit, f.Path), nil)
 	if err != nil {
 		return &Error{Code: CodeInvalid, Repo: p.repo, File: f.Path, Err: err}
 	}
@@ -467,7 +486,7 @@ func (p *puller) attempt(ctx context.Context, commit string, f file, tmp string)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		if e := ctxErr(p.repo, f.Path, ctx.Err()); e != nil {
+		if e := stallErr(err); e != nil {
 			return e
 		}
 		return &Error{Code: CodeNetwork, Repo: p.repo, File: f.Path, Msg: "download failed", Err: err}
@@ -527,6 +546,7 @@ func (p *puller) attempt(ctx context.Context, commit string, f file, tmp string)
 	for {
 		k, rerr := resp.Body.Read(buf)
 		if k > 0 {
+			watchdog.Reset(p.o.StallTimeout)
 			if _, err := out.Write(buf[:k]); err != nil {
 				return ioErr("writing the partial file", err)
 			}
@@ -541,7 +561,7 @@ func (p *puller) attempt(ctx context.Context, commit string, f file, tmp string)
 			break
 		}
 		if rerr != nil {
-			if e := ctxErr(p.repo, f.Path, ctx.Err()); e != nil {
+			if e := stallErr(rerr); e != nil {
 				return e
 			}
 			return &Error{Code: CodeNetwork, Repo: p.repo, File: f.Path, Msg: fmt.Sprintf("connection lost after %d bytes", n), Err: rerr}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -51,6 +52,7 @@ func newHub(t *testing.T) *hubtest.Hub {
 		"org/broken":  repoOf("big-Q4_K_M-00001-of-00003.gguf", "big-Q4_K_M-00003-of-00003.gguf"),
 		"org/gated":   gated,
 		"org/dropped": repoOf("drop-Q4_K_M.gguf"),
+		"org/stalled": repoOf("stall-Q4_K_M.gguf"),
 		"org/corrupt": repoOf("bad-Q4_K_M.gguf"),
 		"org/preset":  {Files: map[string][]byte{"preset.ini": []byte("[m]\nhf-repo = org/quants\n"), "x-Q4_K_M.gguf": blob("x", 10)}},
 	})
@@ -112,6 +114,8 @@ func TestPull(t *testing.T) {
 		{name: "gated with token", ref: "org/gated", o: func(o *hub.Options) { o.Token = hubtest.Token }, files: []string{"gated-Q4_K_M.gguf"}},
 		{name: "gated with HF_TOKEN", ref: "org/gated", setup: func(t *testing.T) { t.Setenv(hub.EnvToken, hubtest.Token) }, files: []string{"gated-Q4_K_M.gguf"}},
 		{name: "connection dropped mid-file, resumed", ref: "org/dropped", setup: func(t *testing.T) { h.DropAfter("drop-Q4_K_M.gguf", 100_000) }, files: []string{"drop-Q4_K_M.gguf"}},
+		{name: "stalled connection, resumed", ref: "org/stalled", setup: func(t *testing.T) { h.StallAfter("stall-Q4_K_M.gguf", 100_000) },
+			o: func(o *hub.Options) { o.StallTimeout = 200 * time.Millisecond }, files: []string{"stall-Q4_K_M.gguf"}},
 		{name: "wrong checksum refused", ref: "org/corrupt", setup: func(t *testing.T) { h.Corrupt("bad-Q4_K_M.gguf") }, code: hub.CodeChecksum},
 		{name: "bad reference", ref: "just-a-name", code: hub.CodeInvalid},
 	} {
@@ -176,23 +180,36 @@ func TestPull(t *testing.T) {
 	}
 }
 
-// A dropped connection is resumed with a Range request from where it
-// stopped, not restarted.
+// A dropped or stalled connection is resumed with a Range request from
+// where it stopped, not restarted.
 func TestPullResumesWithRange(t *testing.T) {
 	h := newHub(t)
-	h.DropAfter("drop-Q4_K_M.gguf", 123_457)
-	res, err := hub.Pull(context.Background(), "org/dropped", opts(h, t.TempDir()))
-	require.NoError(t, err)
-	var ranges []string
-	for _, r := range h.Requests() {
-		if strings.HasPrefix(r.Path, "/storage/") {
-			ranges = append(ranges, r.Range)
-		}
+	for _, tc := range []struct {
+		name, repo, file string
+		fault            func()
+	}{
+		{"dropped", "org/dropped", "drop-Q4_K_M.gguf", func() { h.DropAfter("drop-Q4_K_M.gguf", 123_457) }},
+		{"stalled", "org/stalled", "stall-Q4_K_M.gguf", func() { h.StallAfter("stall-Q4_K_M.gguf", 123_457) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.fault()
+			h.Reset()
+			o := opts(h, t.TempDir())
+			o.StallTimeout = 200 * time.Millisecond
+			res, err := hub.Pull(context.Background(), tc.repo, o)
+			require.NoError(t, err)
+			var ranges []string
+			for _, r := range h.Requests() {
+				if strings.HasPrefix(r.Path, "/storage/") {
+					ranges = append(ranges, r.Range)
+				}
+			}
+			assert.Equal(t, []string{"", "bytes=123457-"}, ranges)
+			got, err := os.ReadFile(res.Model)
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(h.Repos()[tc.repo].Files[tc.file], got))
+		})
 	}
-	assert.Equal(t, []string{"", "bytes=123457-"}, ranges)
-	got, err := os.ReadFile(res.Model)
-	require.NoError(t, err)
-	assert.True(t, bytes.Equal(h.Repos()["org/dropped"].Files["drop-Q4_K_M.gguf"], got))
 }
 
 // A partial file left by an interrupted process (blobs/<sha256>.incomplete)

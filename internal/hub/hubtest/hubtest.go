@@ -50,6 +50,7 @@ type Hub struct {
 	repos map[string]*Repo
 	blobs map[string][]byte // sha256 → contents
 	drop  map[string]int64  // path in a repo → bytes to send before dropping the connection (once)
+	stall map[string]int64  // path in a repo → bytes to send before going silent (once)
 	bad   map[string]bool   // path in a repo → serve corrupt contents
 	log   []Request
 }
@@ -57,7 +58,7 @@ type Hub struct {
 // New starts a fake hub with the given repos ("org/name" → repo) and
 // closes it when the test ends.
 func New(t interface{ Cleanup(func()) }, repos map[string]*Repo) *Hub {
-	h := &Hub{repos: map[string]*Repo{}, blobs: map[string][]byte{}, drop: map[string]int64{}, bad: map[string]bool{}}
+	h := &Hub{repos: map[string]*Repo{}, blobs: map[string][]byte{}, drop: map[string]int64{}, stall: map[string]int64{}, bad: map[string]bool{}}
 	for name, r := range repos {
 		h.Add(name, r)
 	}
@@ -87,6 +88,14 @@ func (h *Hub) DropAfter(path string, n int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.drop[path] = n
+}
+
+// StallAfter makes the next download of path (in any repo) send n bytes
+// and then nothing, holding the connection open until the client leaves.
+func (h *Hub) StallAfter(path string, n int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stall[path] = n
 }
 
 // Corrupt makes downloads of path serve contents that do not match the
@@ -263,6 +272,8 @@ func (h *Hub) send(w http.ResponseWriter, r *http.Request, file string, b []byte
 	h.mu.Lock()
 	drop, dropping := h.drop[file]
 	delete(h.drop, file)
+	stall, stalling := h.stall[file]
+	delete(h.stall, file)
 	if h.bad[file] {
 		b = append([]byte(nil), b...)
 		b[len(b)/2] ^= 0xff
@@ -297,6 +308,12 @@ func (h *Hub) send(w http.ResponseWriter, r *http.Request, file string, b []byte
 		w.Write(body[:drop])
 		http.NewResponseController(w).Flush()
 		panic(http.ErrAbortHandler) // drops the connection mid-body
+	}
+	if stalling && stall < int64(len(body)) {
+		w.Write(body[:stall])
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done() // silent until the client gives up
+		return
 	}
 	w.Write(body)
 }
