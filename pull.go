@@ -214,3 +214,29 @@ func PullProgressBar(w io.Writer) func(PullProgress) {
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// CachedModel is a model of the hub cache, pulled again (offline) with
+// Pull(ctx, m.String(), PullOptions{Offline: true}).
+type CachedModel struct {
+	Repo string // "org/repo"
+	Tag  string // the quant, upper case, e.g. "Q4_K_M"
+}
+
+// String is "org/repo:TAG".
+func (m CachedModel) String() string { return m.Repo + ":" + m.Tag }
+
+// CachedModels lists the models of the hub cache at dir (empty:
+// HubCacheDir()) as llama.cpp lists them (llama-server's router offers
+// them): one entry per repo and quant tag of its current snapshot, first
+// parts of split models only, projectors left out, sorted.
+func CachedModels(dir string) ([]CachedModel, error) {
+	list, err := hub.ListCached(dir)
+	if err != nil {
+		return nil, &Error{Code: CodeLoad, Op: "pull", Err: err}
+	}
+	out := make([]CachedModel, len(list))
+	for i, c := range list {
+		out[i] = CachedModel{Repo: c.Repo, Tag: c.Tag}
+	}
+	return out, nil
+}

@@ -205,3 +205,58 @@ func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// Cached is one model of the cache: a repo and a quant tag, which
+// "repo:tag" pulls (offline) again.
+type Cached struct {
+	Repo, Tag string
+}
+
+// String is "repo:tag".
+func (c Cached) String() string { return c.Repo + ":" + c.Tag }
+
+// ListCached lists the models of the hub cache at dir (empty: CacheDir()),
+// as llama.cpp lists them for llama-server's router: for every repo's
+// current snapshot, each GGUF model with a quant tag in its name (first
+// parts of split models only; projectors and sidecars left out), sorted.
+func ListCached(dir string) ([]Cached, error) {
+	if dir == "" {
+		var err error
+		if dir, err = CacheDir(); err != nil {
+			return nil, err
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, nil
+		}
+		return nil, &Error{Code: CodeIO, Msg: "reading the hub cache", Err: err}
+	}
+	var out []Cached
+	seen := map[Cached]bool{}
+	for _, e := range entries {
+		name, ok := strings.CutPrefix(e.Name(), "models--")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		repo := strings.ReplaceAll(name, "--", "/")
+		if !validRepoID(repo) {
+			continue
+		}
+		files, _ := cachedFiles(filepath.Join(dir, e.Name()))
+		for _, f := range files {
+			s := ggufSplit(f.Path)
+			if !s.ok || s.Index != 1 || s.Tag == "" || !isModelFile(f.Path) {
+				continue
+			}
+			c := Cached{Repo: repo, Tag: s.Tag}
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out, nil
+}

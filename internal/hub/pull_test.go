@@ -385,3 +385,34 @@ func TestPullCanceled(t *testing.T) {
 	assert.Equal(t, hub.CodeCanceled, codeOf(t, err))
 	assert.Equal(t, fmt.Sprint(err), err.Error())
 }
+
+// ListCached names each cached model as repo:TAG, once per quant, without
+// projectors or later split parts.
+func TestListCached(t *testing.T) {
+	h := newHub(t)
+	cache := t.TempDir()
+	got, err := hub.ListCached(cache)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+	for _, ref := range []string{"org/quants", "org/quants:Q8_0", "org/split", "org/q8:q2_k"} {
+		o := opts(h, cache)
+		o.MMProj = true
+		_, err := hub.Pull(context.Background(), ref, o)
+		require.NoError(t, err)
+	}
+	got, err = hub.ListCached(cache)
+	require.NoError(t, err)
+	var names []string
+	for _, c := range got {
+		names = append(names, c.String())
+	}
+	assert.Equal(t, []string{"org/q8:Q2_K", "org/quants:Q4_K_M", "org/quants:Q8_0", "org/split:Q4_K_M"}, names)
+
+	t.Setenv("LLAMA_CACHE", cache)
+	again, err := hub.ListCached("")
+	require.NoError(t, err)
+	assert.Equal(t, got, again)
+	none, err := hub.ListCached(filepath.Join(cache, "missing"))
+	require.NoError(t, err)
+	assert.Empty(t, none)
+}
