@@ -94,3 +94,20 @@ func TestPullErrors(t *testing.T) {
 		})
 	}
 }
+
+// CachedModels lists what Pull put in the cache, as repo:TAG references
+// that pull it again offline.
+func TestCachedModels(t *testing.T) {
+	model, err := os.ReadFile(testenv.Model(t, "stories260K.gguf"))
+	require.NoError(t, err)
+	h := hubtest.New(t, map[string]*hubtest.Repo{"tiny/stories": {Files: map[string][]byte{"stories260K-F32.gguf": model}}})
+	cache := t.TempDir()
+	path, err := llama.Pull(context.Background(), "tiny/stories", llama.PullOptions{Endpoint: h.URL, CacheDir: cache})
+	require.NoError(t, err)
+	list, err := llama.CachedModels(cache)
+	require.NoError(t, err)
+	require.Equal(t, []llama.CachedModel{{Repo: "tiny/stories", Tag: "F32"}}, list)
+	again, err := llama.Pull(context.Background(), list[0].String(), llama.PullOptions{CacheDir: cache, Offline: true})
+	require.NoError(t, err)
+	assert.Equal(t, path, again)
+}
