@@ -416,3 +416,39 @@ func TestListCached(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, none)
 }
+
+// Concurrent pulls of one model into one cache download each file once.
+func TestPullConcurrent(t *testing.T) {
+	h := newHub(t)
+	cache := t.TempDir()
+	const n = 4
+	paths := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var res *hub.Result
+			res, errs[i] = hub.Pull(context.Background(), "org/split", opts(h, cache))
+			if res != nil {
+				paths[i] = res.Model
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i])
+		assert.Equal(t, paths[0], paths[i])
+	}
+	got := map[string]int{}
+	for _, r := range h.Requests() {
+		if strings.HasPrefix(r.Path, "/storage/") {
+			got[r.Path]++
+		}
+	}
+	assert.Len(t, got, 3)
+	for p, k := range got {
+		assert.Equal(t, 1, k, p)
+	}
+}
