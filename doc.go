@@ -11,6 +11,14 @@
 // client when it is missing. Call Init to choose a folder or a GPU flavor,
 // or to refuse installing. A library of another ABI is refused at load.
 //
+// # Models from Hugging Face
+//
+// Pull("org/repo:quant", ...) downloads a model as llama.cpp's -hf does,
+// into the Hugging Face hub cache it shares with llama.cpp and
+// huggingface_hub ($LLAMA_CACHE, $HF_HUB_CACHE, $HF_HOME...; see
+// HubCacheDir), and returns the path to pass to LoadModel. The library's
+// own cache is separate ($GO_LLAMA_LIB_CACHE).
+//
 // # Objects and lifetimes
 //
 // A Model owns the weights and vocabulary and is safe for concurrent use.

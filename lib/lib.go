@@ -38,8 +38,10 @@ const NPMVersion = "3.21.1"
 const EnvDir = "LLAMA_LIB_DIR"
 
 // EnvCache is the environment variable naming the cache folder under which
-// installs go (default: the user cache folder's "go-llama").
-const EnvCache = "LLAMA_CACHE"
+// installs go (default: the user cache folder's "go-llama"). It is not
+// LLAMA_CACHE: llama.cpp reads that one as its model cache (see llama.Pull),
+// and a library never goes there.
+const EnvCache = "GO_LLAMA_LIB_CACHE"
 
 // Flavor selects a build of the library for a platform.
 type Flavor string
@@ -123,8 +125,8 @@ func libFile(goos, name string) string {
 	return "lib" + name + "." + Version + ".so"
 }
 
-// CacheDir is the folder under which Install puts builds: $LLAMA_CACHE, or
-// the user cache folder's "go-llama".
+// CacheDir is the folder under which Install puts builds: $GO_LLAMA_LIB_CACHE,
+// or the user cache folder's "go-llama". $LLAMA_CACHE is never read here.
 func CacheDir() (string, error) {
 	if d := os.Getenv(EnvCache); d != "" {
 		return d, nil

@@ -119,3 +119,29 @@ func TestInstallIntoExistingFolderIsANoop(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, dir, d)
 }
+
+// LLAMA_CACHE is llama.cpp's model cache: the library cache has its own
+// variable and never follows LLAMA_CACHE.
+func TestCacheDirVariable(t *testing.T) {
+	user, err := os.UserCacheDir()
+	require.NoError(t, err)
+	mine, models := t.TempDir(), t.TempDir()
+	for _, tc := range []struct {
+		name          string
+		lib, llamaEnv string
+		want          string
+	}{
+		{"default", "", "", filepath.Join(user, "go-llama")},
+		{"LLAMA_CACHE ignored", "", models, filepath.Join(user, "go-llama")},
+		{"GO_LLAMA_LIB_CACHE", mine, "", mine},
+		{"both", mine, models, mine},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("GO_LLAMA_LIB_CACHE", tc.lib)
+			t.Setenv("LLAMA_CACHE", tc.llamaEnv)
+			got, err := CacheDir()
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}

@@ -88,7 +88,9 @@ type modelInfo struct {
 // modelEntry is one model the server can run.
 type modelEntry struct {
 	name          string
-	path          string
+	path          string // set at the first load when the model comes from hfRepo (written under Server.mu)
+	hfRepo        string // a preset's hf-repo, pulled when path is empty
+	hf            *llama.PullOptions
 	opts          Options
 	loadOnStartup bool
 	created       int64
@@ -427,7 +429,19 @@ func (s *Server) unload(ctx context.Context, e *modelEntry) error {
 
 // openInstance loads e's model, engine and chat template.
 func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
-	m, err := llama.LoadModel(s.ctx, e.path, e.opts.ModelOptions)
+	path := e.path // only this entry's load writes it, and loads of an entry do not overlap
+	if path == "" && e.hfRepo != "" {
+		s.log.Info("pulling model", "model", e.name, "hf_repo", e.hfRepo)
+		p, err := llama.Pull(s.ctx, e.hfRepo, *e.hf)
+		if err != nil {
+			return nil, nil, err
+		}
+		path = p
+		s.mu.Lock()
+		e.path = p
+		s.mu.Unlock()
+	}
+	m, err := llama.LoadModel(s.ctx, path, e.opts.ModelOptions)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -443,7 +457,7 @@ func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
 		return nil, nil, fmt.Errorf("start engine: %w", err)
 	}
 	inst := &instance{
-		Name: e.name, Path: e.path, Model: m, Engine: eng, Template: tmpl, ToolTemplate: toolTmpl,
+		Name: e.name, Path: path, Model: m, Engine: eng, Template: tmpl, ToolTemplate: toolTmpl,
 		Server: s, Opts: e.opts, entry: e,
 	}
 	info := &modelInfo{TemplateSource: tmpl.Source(), Caps: tmpl.Caps()}

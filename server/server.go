@@ -38,7 +38,10 @@ type Options struct {
 	// (--models-preset): one section per model with keys named as the
 	// command-line options (model, chat-template, ctx-size or c, parallel
 	// or np, n-predict or n, chat-template-file, load-on-startup); a [*]
-	// section applies to every model.
+	// section applies to every model. Instead of model, hf-repo (with
+	// hf-file, hf-token) names a Hugging Face repo "user/repo[:quant]"
+	// pulled with llama.Pull into the shared hub cache when the model is
+	// first loaded (offline with $HF_HUB_OFFLINE).
 	ModelsPreset string
 	// ModelsMax is the most models loaded at once in router mode
 	// (--models-max; 0: no limit). The least recently used idle model is
@@ -374,14 +377,16 @@ func (s *Server) listModels(now int64) error {
 			}
 			e, exists := s.byName[name]
 			if !exists {
-				path := kv["model"]
-				if path == "" {
-					path = kv["m"]
-				}
-				if path == "" {
-					return fmt.Errorf("server: models preset: [%s] has no model path", name)
+				path := firstKey(kv, "model", "m")
+				hf := firstKey(kv, "hf-repo", "hf", "hfr")
+				if path == "" && hf == "" {
+					return fmt.Errorf("server: models preset: [%s] has no model path or hf-repo", name)
 				}
 				e = &modelEntry{name: name, path: path, opts: routerOptions(o), created: now}
+				if path == "" { // pulled from Hugging Face at its first load
+					e.hf = &llama.PullOptions{File: firstKey(kv, "hf-file", "hff"), Token: firstKey(kv, "hf-token", "hft")}
+					e.hfRepo = hf
+				}
 				s.addEntry(e)
 			}
 			if err := applyPreset(e, kv); err != nil {
@@ -390,6 +395,16 @@ func (s *Server) listModels(now int64) error {
 		}
 	}
 	return nil
+}
+
+// firstKey is the value of the first of keys set in kv.
+func firstKey(kv map[string]string, keys ...string) string {
+	for _, k := range keys {
+		if v := kv[k]; v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // routerOptions are the per-model options inherited from the router's.
@@ -493,7 +508,7 @@ func applyPreset(e *modelEntry, kv map[string]string) error {
 	for k, v := range kv {
 		var err error
 		switch strings.ReplaceAll(k, "_", "-") {
-		case "model", "m", "version":
+		case "model", "m", "version", "hf-repo", "hf", "hfr", "hf-file", "hff", "hf-token", "hft":
 		case "chat-template":
 			if err = checkTemplate(v); err == nil {
 				e.opts.ChatTemplate = v

@@ -3,6 +3,13 @@
 //
 //	go run ./examples/chat -m model.gguf                 # interactive
 //	go run ./examples/chat -m model.gguf -p "Once upon a time" -n 64 --temp 0
+//	go run ./examples/chat -hf ggml-org/gemma-3-1b-it-GGUF:Q4_K_M   # pulled from Hugging Face
+//
+// -hf (also -hfr, --hf-repo) takes "user/repo[:quant]" and downloads the
+// model into the Hugging Face cache shared with llama.cpp (see llama.Pull),
+// with a progress bar on stderr; -hff/--hf-file names the file instead of a
+// quant, -hft/--hf-token (default $HF_TOKEN) opens gated repos, --offline
+// uses the cache only, and $MODEL_ENDPOINT/$HF_ENDPOINT point at another hub.
 //
 // Models with a chat template are chatted with through it; models without
 // one (such as stories260K) continue the text they are given.
@@ -32,7 +39,11 @@ func main() {
 
 func run() error {
 	var (
-		modelPath = flag.String("m", "", "path of the GGUF model (required)")
+		modelPath = flag.String("m", "", "path of the GGUF model (or use -hf)")
+		hfRepo    = flag.String("hf", "", "Hugging Face model `user/repo[:quant]` to pull (quant default: Q4_K_M, then Q8_0, then the first GGUF)")
+		hfFile    = flag.String("hff", "", "the `file` to pull from the -hf repo, instead of a quant")
+		hfToken   = flag.String("hft", "", "Hugging Face access `token` (default: $HF_TOKEN)")
+		offline   = flag.Bool("offline", false, "use the model cache only, never the network (also $LLAMA_ARG_OFFLINE, $HF_HUB_OFFLINE)")
 		prompt    = flag.String("p", "", "one-shot prompt: print the completion and exit")
 		nPredict  = flag.Int("n", 256, "most tokens to generate per answer (-1: until the context is full)")
 		temp      = flag.Float64("temp", 0.8, "temperature (0: greedy)")
@@ -48,16 +59,41 @@ func run() error {
 	flag.StringVar(modelPath, "model", "", "same as -m")
 	flag.StringVar(prompt, "prompt", "", "same as -p")
 	flag.IntVar(nPredict, "n-predict", 256, "same as -n")
+	flag.StringVar(hfRepo, "hfr", "", "same as -hf")
+	flag.StringVar(hfRepo, "hf-repo", "", "same as -hf")
+	flag.StringVar(hfFile, "hf-file", "", "same as -hff")
+	flag.StringVar(hfToken, "hf-token", "", "same as -hft")
 	flag.Parse()
-	if *modelPath == "" {
+	if *hfRepo == "" {
+		*hfRepo = os.Getenv("LLAMA_ARG_HF_REPO")
+	}
+	if *hfFile == "" {
+		*hfFile = os.Getenv("LLAMA_ARG_HF_FILE")
+	}
+	if v := os.Getenv("LLAMA_ARG_OFFLINE"); v != "" && v != "0" && v != "false" {
+		*offline = true
+	}
+	switch {
+	case *modelPath == "" && *hfRepo == "":
 		flag.Usage()
-		return errors.New("-m is required")
+		return errors.New("-m or -hf is required")
+	case *modelPath != "" && *hfRepo != "":
+		return errors.New("-m and -hf are exclusive")
 	}
 	if *verbose {
 		llama.SetLogger(slogStderr())
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+
+	if *hfRepo != "" {
+		path, err := llama.Pull(ctx, *hfRepo, llama.PullOptions{File: *hfFile, Token: *hfToken, Offline: *offline,
+			Progress: llama.PullProgressBar(os.Stderr)})
+		if err != nil {
+			return err
+		}
+		*modelPath = path
+	}
 
 	model, err := llama.LoadModel(ctx, *modelPath, llama.ModelOptions{})
 	if err != nil {

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/x/llama"
+	"github.com/x/llama/server"
+)
+
+// hfFlags are llama-server's Hugging Face flags: -hf/-hfr/--hf-repo
+// (LLAMA_ARG_HF_REPO), -hff/--hf-file (LLAMA_ARG_HF_FILE), -hft/--hf-token
+// (HF_TOKEN) and --offline (LLAMA_ARG_OFFLINE). $MODEL_ENDPOINT and
+// $HF_ENDPOINT are read by llama.Pull itself.
+type hfFlags struct {
+	Repo, File, Token string
+	Offline           bool
+}
+
+// pullHF makes the -hf model local before the server starts, as
+// llama-server does: it pulls the repo's model (every split part) into the
+// Hugging Face cache, with a progress bar on progress, and points o.Model
+// at it, naming the model after the repo reference (llama-server's model
+// name with -hf) unless an alias is set. A preset repo (preset.ini at its
+// root) starts router mode with that preset instead. Without -hf it does
+// nothing.
+func pullHF(ctx context.Context, f hfFlags, o *server.Options, progress io.Writer) error {
+	if f.Repo == "" {
+		return nil
+	}
+	res, err := llama.PullFiles(ctx, f.Repo, llama.PullOptions{File: f.File, Token: f.Token, Offline: f.Offline,
+		Progress: llama.PullProgressBar(progress)})
+	if err != nil {
+		return err
+	}
+	if res.Preset != "" {
+		o.Model, o.ModelsPreset = "", res.Preset
+		return nil
+	}
+	o.Model = res.Model
+	if o.Alias == "" {
+		o.Alias = f.Repo
+	}
+	return nil
+}

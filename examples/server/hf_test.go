@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/x/llama/internal/hub/hubtest"
+	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/server"
+)
+
+// pullHF serves -hf's model under the repo's name, and starts router mode
+// for a preset repo; offline, it uses the cache.
+func TestPullHF(t *testing.T) {
+	model, err := os.ReadFile(testenv.Model(t, "stories260K.gguf"))
+	require.NoError(t, err)
+	h := hubtest.New(t, map[string]*hubtest.Repo{
+		"tiny/stories": {Files: map[string][]byte{"stories260K-Q8_0.gguf": model}},
+		"tiny/preset":  {Files: map[string][]byte{"preset.ini": []byte("[stories]\nhf-repo = tiny/stories\n")}},
+	})
+	t.Setenv("MODEL_ENDPOINT", h.URL)
+	t.Setenv("LLAMA_CACHE", t.TempDir())
+	t.Setenv("HF_TOKEN", "")
+	t.Setenv("HF_HUB_OFFLINE", "")
+	for _, tc := range []struct {
+		name   string
+		flags  hfFlags
+		alias  string
+		models []string // the ids of GET /v1/models
+		bar    bool
+	}{
+		{name: "model", flags: hfFlags{Repo: "tiny/stories:Q8_0"}, models: []string{"tiny/stories:Q8_0"}, bar: true},
+		{name: "alias kept, offline", flags: hfFlags{Repo: "tiny/stories", Offline: true}, alias: "tiny", models: []string{"tiny"}},
+		{name: "preset repo: router mode", flags: hfFlags{Repo: "tiny/preset"}, models: []string{"stories"}, bar: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := server.Options{Alias: tc.alias, Engine: server.EngineOptions{Threads: 1, ThreadsBatch: 1, CtxSize: 256}}
+			var bar bytes.Buffer
+			require.NoError(t, pullHF(context.Background(), tc.flags, &o, &bar))
+			assert.Equal(t, tc.bar, strings.Contains(bar.String(), "100%"), bar.String())
+			if o.Model != "" {
+				assert.Equal(t, "stories260K-Q8_0.gguf", filepath.Base(o.Model))
+			}
+			srv, err := server.New(context.Background(), o)
+			require.NoError(t, err)
+			defer srv.Close()
+			ts := httptest.NewServer(srv.Handler())
+			defer ts.Close()
+			resp, err := ts.Client().Get(ts.URL + "/v1/models")
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			var list struct {
+				Data []struct {
+					ID string `json:"id"`
+				} `json:"data"`
+			}
+			require.NoError(t, jsonDecode(resp.Body, &list))
+			var ids []string
+			for _, d := range list.Data {
+				ids = append(ids, d.ID)
+			}
+			assert.Equal(t, tc.models, ids)
+		})
+	}
+	// Without -hf nothing changes.
+	o := server.Options{Model: "x.gguf"}
+	require.NoError(t, pullHF(context.Background(), hfFlags{}, &o, &bytes.Buffer{}))
+	assert.Equal(t, "x.gguf", o.Model)
+}
+
+func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
