@@ -103,7 +103,7 @@ func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) 
 		}
 		if tg != nil {
 			if err := checkGrammar(inst.Model, tg.Grammar); err != nil {
-				return nil, &httpError{Status: http.StatusInternalServerError, Type: "server_error", Msg: "tool grammar: " + err.Error()}
+				return nil, badRequest("tool grammar: %v", err) // built from the client's tools
 			}
 			t.Params.Grammar = tg.Grammar
 			t.Params.GrammarLazy = tg.Lazy

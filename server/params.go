@@ -333,6 +333,9 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 	if err := parseLoRA(f, inst, t); err != nil {
 		return nil, opt, err
 	}
+	if err := inst.limitTask(t); err != nil {
+		return nil, opt, err
+	}
 	if err := parseGrammar(f, inst.Model, p); err != nil {
 		return nil, opt, err
 	}
@@ -553,11 +556,17 @@ func schemaGrammar(schema json.RawMessage) (string, error) {
 
 // checkGrammar builds a grammar sampler to see that llama.cpp accepts g.
 func checkGrammar(m *llama.Model, g string) error {
+	if err := checkGrammarDepth(g); err != nil {
+		return err
+	}
 	c, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.GrammarSampler(g, "root"))
 	if err != nil {
 		return badRequest("invalid grammar: %v", err)
 	}
-	_ = c.Close()
+	defer c.Close()
+	if ok, err := grammarCanStart(m, c); err != nil || !ok {
+		return errGrammarNoMatch()
+	}
 	return nil
 }
 
@@ -633,6 +642,9 @@ func parsePrompts(raw json.RawMessage, name string, inst *instance) ([][]llama.T
 			single = true
 			break
 		}
+	}
+	if err := inst.checkPromptItems(items, single); err != nil {
+		return nil, err
 	}
 	if single {
 		toks, err := mixedPrompt(items, name, inst)

@@ -140,8 +140,19 @@ func handleRerank(s *Server) http.HandlerFunc {
 			topN = min(max(*req.TopN, 0), len(docs))
 		}
 
+		if err := inst.checkTaskCount(len(docs), "documents"); err != nil {
+			writeHTTPError(w, err)
+			return
+		}
 		tasks := make([]*Task, len(docs))
 		for i, d := range docs {
+			if err := inst.checkEncoderText(query, d); err != nil {
+				writeHTTPError(w, err)
+				return
+			}
+			if !stillWanted(r.Context()) {
+				return
+			}
 			toks, err := rerankPrompt(inst.Model, query, d)
 			if err != nil {
 				writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())

@@ -55,6 +55,7 @@ func (s *Server) buildHandler() http.Handler {
 	})
 	return chain(notFound,
 		recoverPanics(s.log),
+		giveBackMemory,
 		cors(s.opts.CORSOrigins),
 		limitBody(s.opts.MaxBodyBytes),
 		withTimeout(s.opts.Timeout),
