@@ -1,0 +1,137 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama"
+	"github.com/x/llama/internal/testenv"
+)
+
+// Size-like parameters are clamped to the slot context (512 tokens) and
+// the vocabulary (512 tokens for stories260K) before samplers are built:
+// a window of 2^31 tokens must not allocate 8 GB. The clamped values are
+// what generation_settings reports.
+func TestLimitsClampWindows(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	cases := []struct {
+		name  string
+		field string
+		value any
+		want  float64
+	}{
+		{"repeat_last_n huge", "repeat_last_n", 2147483647, 512},
+		{"repeat_last_n whole context", "repeat_last_n", -1, 512},
+		{"repeat_last_n small", "repeat_last_n", 8, 8},
+		{"dry_penalty_last_n huge", "dry_penalty_last_n", 2147483647, 512},
+		{"dry_allowed_length huge", "dry_allowed_length", 2147483647, 512},
+		{"top_k huge", "top_k", 2147483647, 512},
+		{"top_k off", "top_k", 0, 0},
+		{"n_probs huge", "n_probs", 2147483647, 512},
+		{"n_keep huge", "n_keep", 2147483647, 512},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			body := map[string]any{"prompt": "Once", "n_predict": 2, "repeat_penalty": 1.1, "dry_multiplier": 0.8, c.field: c.value}
+			code, out := postJSON(t, ts.URL+"/completion", body)
+			require.Equal(t, http.StatusOK, code, "%v", out)
+			gs, ok := out["generation_settings"].(map[string]any)
+			require.True(t, ok, "%v", out)
+			if c.field != "n_keep" {
+				assert.Equal(t, c.want, gs[c.field])
+			} else {
+				assert.Equal(t, c.want, gs["n_keep"])
+			}
+		})
+	}
+}
+
+// Lists, nesting and grammars beyond the limits, and grammars that can
+// never match, are 400s (413 for more prompts than the server can ever
+// queue), with llama.cpp's error shape; the server keeps serving.
+func TestLimitsRefused(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	many := func(n int, s string) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = s
+		}
+		return out
+	}
+	deep := strings.Repeat("[", 200) + strings.Repeat("]", 200)
+	deepGrammar := "root ::= " + strings.Repeat("(", 300) + `"a"` + strings.Repeat(")", 300)
+	msgs := []any{map[string]any{"role": "user", "content": "hi"}}
+	cases := []struct {
+		name, path string
+		body       any
+		status     int
+		contains   string
+	}{
+		{"empty range", "/completion", map[string]any{"prompt": "x", "grammar": "root ::= [z-a]"}, 400, "grammar"},
+		{"token past vocabulary", "/completion", map[string]any{"prompt": "x", "grammar": "root ::= <[999999]>"}, 400, "grammar"},
+		{"code point past unicode", "/completion", map[string]any{"prompt": "x", "grammar": `root ::= "\U99999999"`}, 400, "grammar"},
+		{"NUL characters", "/completion", map[string]any{"prompt": "x", "grammar": `root ::= "\u0000\u0000"`}, 400, "grammar"},
+		{"deep grammar", "/completion", map[string]any{"prompt": "x", "grammar": deepGrammar}, 400, "grammar"},
+		{"grammar stuck after a token", "/completion", map[string]any{"prompt": "x", "n_predict": 4, "grammar": `root ::= "a" [z-a]`}, 400, "grammar"},
+		{"schema that cannot match", "/v1/chat/completions", map[string]any{"messages": msgs, "response_format": map[string]any{
+			"type": "json_schema", "json_schema": map[string]any{"schema": map[string]any{"type": "string", "pattern": "^[z-a]$"}}}}, 400, ""},
+		{"deep JSON", "/completion", `{"prompt":"x","logit_bias":` + deep + `}`, 400, "nests"},
+		{"too many stop strings", "/completion", map[string]any{"prompt": "x", "stop": many(65, "a")}, 400, "stop"},
+		{"too long stop string", "/completion", map[string]any{"prompt": "x", "stop": []string{strings.Repeat("a", 5000)}}, 400, "stop"},
+		{"too many breakers", "/completion", map[string]any{"prompt": "x", "dry_sequence_breakers": many(65, "a")}, 400, "dry_sequence_breakers"},
+		{"too many prompts", "/completion", map[string]any{"prompt": many(2000, "Once"), "n_predict": 1}, 413, "at most"},
+		{"too many token ids", "/completion", map[string]any{"prompt": make([]int, 600)}, 400, "context"},
+		{"prompt text that cannot fit", "/completion", map[string]any{"prompt": strings.Repeat("a", 2<<20)}, 400, "cannot fit"},
+		{"chat text that cannot fit", "/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": strings.Repeat("a", 2<<20)}}}, 400, "cannot fit"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out := postJSON(t, ts.URL+c.path, c.body)
+			require.Equal(t, c.status, code, "%v", out)
+			e, ok := out["error"].(map[string]any)
+			require.True(t, ok, "error object in %v", out)
+			assert.Equal(t, float64(c.status), e["code"])
+			assert.Contains(t, e["message"], c.contains)
+		})
+	}
+	code, out := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": "Once", "n_predict": 4,
+		"dry_multiplier": 0.8, "dry_sequence_breakers": []string{strings.Repeat("long breaker ", 20)}})
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	assert.Len(t, []rune(out["generation_settings"].(map[string]any)["dry_sequence_breakers"].([]any)[0].(string)), maxDRYBreakerRunes)
+}
+
+// An embedding or rerank request with more inputs than the engine can
+// ever queue is a 413 naming the limit, not a retryable 503.
+func TestLimitsEmbeddingInputs(t *testing.T) {
+	_, ts := newTestServer(t, Options{Model: testenv.Model(t, "stories260K.gguf"), Engine: EngineOptions{
+		Embedding: true, Pooling: llama.PoolingMean, Parallel: 2, CtxSize: 1024, Threads: 1}})
+	inputs := make([]string, 3000)
+	for i := range inputs {
+		inputs[i] = "hello"
+	}
+	cases := []struct {
+		name, path string
+		body       any
+		status     int
+	}{
+		{"oai 3000 inputs", "/v1/embeddings", map[string]any{"input": inputs}, 413},
+		{"native 3000 inputs", "/embedding", map[string]any{"content": inputs}, 413},
+		{"input that cannot fit", "/v1/embeddings", map[string]any{"input": strings.Repeat("a", 2<<20)}, 400},
+		{"a few inputs", "/v1/embeddings", map[string]any{"input": inputs[:8]}, 200},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out := postJSON(t, ts.URL+c.path, c.body)
+			require.Equal(t, c.status, code, "%v", out)
+			if c.status != 200 {
+				e, ok := out["error"].(map[string]any)
+				require.True(t, ok, "%v", out)
+				assert.Equal(t, float64(c.status), e["code"])
+			}
+		})
+	}
+}
