@@ -474,8 +474,8 @@ func handleSlotAction(s *Server) http.HandlerFunc {
 			if !decodeJSON(w, r, &req) {
 				return
 			}
-			if !validSlotFilename(req.Filename) {
-				writeError(w, http.StatusBadRequest, errInvalidRequest, "Invalid filename")
+			if err := slotNameError(req.Filename); err != nil {
+				writeHTTPError(w, err)
 				return
 			}
 		case "erase":
@@ -499,7 +499,7 @@ func handleSlotAction(s *Server) http.HandlerFunc {
 		case "save":
 			nTok, nBytes, err := inst.Engine.SaveSlot(id, path)
 			if err != nil {
-				writeEngineError(w, err)
+				writeSlotError(w, err, req.Filename, action)
 				return
 			}
 			writeJSON(w, http.StatusOK, map[string]any{"id_slot": id, "filename": req.Filename,
@@ -507,13 +507,7 @@ func handleSlotAction(s *Server) http.HandlerFunc {
 		case "restore":
 			nTok, nBytes, err := inst.Engine.RestoreSlot(id, path)
 			if err != nil {
-				// A missing or unreadable file is the client's mistake, as
-				// llama.cpp answers it.
-				if errors.Is(err, llama.ErrLoad) {
-					writeError(w, http.StatusBadRequest, "invalid_request_error", "Unable to restore slot: "+err.Error())
-					return
-				}
-				writeEngineError(w, err)
+				writeSlotError(w, err, req.Filename, action)
 				return
 			}
 			writeJSON(w, http.StatusOK, map[string]any{"id_slot": id, "filename": req.Filename,
@@ -521,7 +515,7 @@ func handleSlotAction(s *Server) http.HandlerFunc {
 		case "erase":
 			n, err := inst.Engine.EraseSlot(id)
 			if err != nil {
-				writeEngineError(w, err)
+				writeSlotError(w, err, "", action)
 				return
 			}
 			writeJSON(w, http.StatusOK, map[string]any{"id_slot": id, "n_erased": n})
