@@ -194,6 +194,29 @@ func readSlotFile(path, name string, maxTokens int, m *llama.Model) ([]llama.Tok
 	return toks, state, int(st.Size()), nil
 }
 
+// stateBufferMagic starts the sequence state that llama.cpp's
+// llama_state_seq_get_data returns (followed by the sequence id as int32);
+// its files hold the state without these 8 bytes.
+const stateBufferMagic = 0xaf143cd8
+
+// cutStateHeader removes the buffer header from a sequence state, and
+// reports whether it had one.
+func cutStateHeader(state []byte) ([]byte, bool) {
+	if len(state) >= 8 && binary.LittleEndian.Uint32(state) == stateBufferMagic {
+		return state[8:], true
+	}
+	return state, false
+}
+
+// withStateHeader puts the buffer header of sequence seq before a state
+// read from a file.
+func withStateHeader(state []byte, seq int) []byte {
+	out := make([]byte, 8, 8+len(state))
+	binary.LittleEndian.PutUint32(out, stateBufferMagic)
+	binary.LittleEndian.PutUint32(out[4:], uint32(int32(seq)))
+	return append(out, state...)
+}
+
 // slotReleased returns a channel closed when a slot next goes idle.
 func (e *engine) slotReleased() <-chan struct{} {
 	e.mu.Lock()
@@ -259,6 +282,7 @@ func (e *engine) SaveSlot(id int, path string) (nTokens int, nBytes int, err err
 		toks = append([]llama.Token(nil), s.cache...)
 		var err error
 		state, err = e.lctx.SeqState(id)
+		state, _ = cutStateHeader(state)
 		return err
 	})
 	if err != nil {
@@ -282,6 +306,11 @@ func (e *engine) RestoreSlot(id int, path string) (nTokens int, nBytes int, err 
 	err = e.onIdleSlot(id, func(s *engSlot) error {
 		e.lctx.RemoveTokens(id, 0, -1)
 		s.cache = s.cache[:0]
+		if empty, err := e.lctx.SeqState(id); err == nil {
+			if _, headed := cutStateHeader(empty); headed {
+				state = withStateHeader(state, id)
+			}
+		}
 		if err := e.lctx.SetSeqState(id, state); err != nil {
 			e.lctx.RemoveTokens(id, 0, -1)
 			return badRequest("Unable to restore slot: %q does not hold a state this server can load", name)
