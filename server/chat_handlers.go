@@ -190,7 +190,7 @@ func grammarTrigger(m *llama.Model, tr chat.GrammarTrigger) GrammarTrigger {
 	case chat.TriggerPatternFull:
 		g.Pattern, g.PatternFull = tr.Value, true
 	case chat.TriggerToken:
-		toks, err := m.Tokenize(tr.Value, llama.TokenizeOptions{ParseSpecial: true})
+		toks, err := tokenizeText(m, tr.Value, llama.TokenizeOptions{ParseSpecial: true})
 		if err == nil && len(toks) == 1 {
 			g.Token = toks[0]
 		} else {

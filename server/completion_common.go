@@ -99,7 +99,7 @@ func (inst *instance) tokenizePrompt(text string) ([]llama.Token, error) {
 	if err := inst.checkPromptText(text); err != nil {
 		return nil, err
 	}
-	toks, err := inst.Model.Tokenize(text, llama.TokenizeOptions{AddSpecial: true, ParseSpecial: true})
+	toks, err := tokenizeText(inst.Model, text, llama.TokenizeOptions{AddSpecial: true, ParseSpecial: true})
 	if err != nil {
 		return nil, badRequest("cannot tokenize the prompt: %v", err)
 	}

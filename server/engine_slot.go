@@ -101,7 +101,7 @@ func (e *engine) start(s *engSlot) {
 		}
 	}
 	for _, p := range t.Params.PreservedTokens {
-		toks, err := e.model.Tokenize(p, llama.TokenizeOptions{ParseSpecial: true})
+		toks, err := tokenizeText(e.model, p, llama.TokenizeOptions{ParseSpecial: true})
 		if err == nil && len(toks) == 1 {
 			s.special = append(s.special, toks[0])
 		}

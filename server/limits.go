@@ -27,6 +27,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/x/llama"
@@ -395,4 +396,122 @@ func (p embdPrompt) texts() []string {
 		}
 	}
 	return out
+}
+
+// maxRunRunes is the longest run of characters without white space that
+// is tokenized in one call to llama.cpp with a BPE vocabulary. Some BPE
+// pre-tokenizers (deepseek-coder's, for one) split text with std::regex,
+// which recurses once per character of a match: a run of ~25,000 letters
+// overflows an 8 MB thread stack and kills the process. Longer runs are
+// cut into pieces tokenized one after the other.
+const maxRunRunes = 2048
+
+// bpeModels caches whether a model's vocabulary is BPE.
+var bpeModels sync.Map // *llama.Model -> bool
+
+func isBPE(m *llama.Model) bool {
+	if v, ok := bpeModels.Load(m); ok {
+		return v.(bool)
+	}
+	info, err := m.Info()
+	bpe := err != nil || info.VocabType == "bpe"
+	bpeModels.Store(m, bpe)
+	return bpe
+}
+
+// tokenizeText is m.Tokenize made safe for long runs of characters
+// without white space (see maxRunRunes). Text without such runs is
+// tokenized as it is; otherwise each piece is tokenized without special
+// tokens, and BOS and EOS are added around the whole as o.AddSpecial asks.
+func tokenizeText(m *llama.Model, text string, o llama.TokenizeOptions) ([]llama.Token, error) {
+	if len(text) <= maxRunRunes || !isBPE(m) {
+		return m.Tokenize(text, o)
+	}
+	pieces := cutLongRuns(text, maxRunRunes)
+	if len(pieces) == 1 {
+		return m.Tokenize(text, o)
+	}
+	var out []llama.Token
+	sp := m.SpecialTokens()
+	if o.AddSpecial && sp.AddBOS && sp.BOS != llama.NoToken {
+		out = append(out, sp.BOS)
+	}
+	po := o
+	po.AddSpecial = false
+	for _, p := range pieces {
+		toks, err := m.Tokenize(p, po)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, toks...)
+	}
+	if o.AddSpecial && sp.AddEOS && sp.EOS != llama.NoToken {
+		out = append(out, sp.EOS)
+	}
+	return out, nil
+}
+
+// cutLongRuns cuts s inside every run of more than n characters without
+// white space, so that no piece holds such a run; other text is not cut.
+func cutLongRuns(s string, n int) []string {
+	var pieces []string
+	start, run := 0, 0
+	for i, r := range s {
+		if unicode.IsSpace(r) {
+			run = 0
+			continue
+		}
+		run++
+		if run > n {
+			pieces = append(pieces, s[start:i])
+			start, run = i, 1
+		}
+	}
+	return append(pieces, s[start:])
+}
+
+// Limits of a JSON Schema turned into a grammar: converting an object
+// schema costs time quadratic in its property count (1000 optional
+// properties take seconds), so larger schemas are refused.
+const (
+	maxSchemaObjectProperties = 256
+	maxSchemaProperties       = 2048
+)
+
+// checkSchemaSize refuses a JSON Schema whose objects have more
+// properties than the limits above.
+func checkSchemaSize(schema json.RawMessage) error {
+	var v any
+	if err := json.Unmarshal(schema, &v); err != nil {
+		return nil // the converter reports malformed schemas
+	}
+	total := 0
+	var walk func(any) error
+	walk = func(v any) error {
+		switch x := v.(type) {
+		case map[string]any:
+			if props, ok := x["properties"].(map[string]any); ok {
+				if len(props) > maxSchemaObjectProperties {
+					return badRequest("invalid json_schema: an object has %d properties; at most %d are allowed", len(props), maxSchemaObjectProperties)
+				}
+				total += len(props)
+				if total > maxSchemaProperties {
+					return badRequest("invalid json_schema: it has more than %d properties in all", maxSchemaProperties)
+				}
+			}
+			for _, c := range x {
+				if err := walk(c); err != nil {
+					return err
+				}
+			}
+		case []any:
+			for _, c := range x {
+				if err := walk(c); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return walk(v)
 }

@@ -556,7 +556,7 @@ func tokenizeMixed(m *llama.Model, raw json.RawMessage, addSpecial, parseSpecial
 	opts := llama.TokenizeOptions{AddSpecial: addSpecial, ParseSpecial: parseSpecial}
 	var text string
 	if err := json.Unmarshal(raw, &text); err == nil {
-		return m.Tokenize(text, opts)
+		return tokenizeText(m, text, opts)
 	}
 	var parts []json.RawMessage
 	if err := json.Unmarshal(raw, &parts); err != nil {
@@ -568,7 +568,7 @@ func tokenizeMixed(m *llama.Model, raw json.RawMessage, addSpecial, parseSpecial
 		if err := json.Unmarshal(p, &s); err == nil {
 			o := opts
 			o.AddSpecial = addSpecial && i == 0
-			toks, err := m.Tokenize(s, o)
+			toks, err := tokenizeText(m, s, o)
 			if err != nil {
 				return nil, err
 			}

@@ -475,7 +475,7 @@ func parseLogitBias(f reqFields, m *llama.Model, p *SamplingParams) error {
 		case 's':
 			var s string
 			_ = json.Unmarshal(e.key, &s)
-			toks, err := m.Tokenize(s, llama.TokenizeOptions{})
+			toks, err := tokenizeText(m, s, llama.TokenizeOptions{})
 			if err != nil {
 				return badRequest(`"logit_bias": %v`, err)
 			}
@@ -547,6 +547,9 @@ func parseGrammar(f reqFields, m *llama.Model, p *SamplingParams) error {
 
 // schemaGrammar converts a JSON Schema to GBNF, as a 400 on failure.
 func schemaGrammar(schema json.RawMessage) (string, error) {
+	if err := checkSchemaSize(schema); err != nil {
+		return "", err
+	}
 	g, err := jsonschema.ToGBNF(schema)
 	if err != nil {
 		return "", badRequest("invalid json_schema: %v", err)
@@ -704,7 +707,7 @@ func mixedPrompt(items []json.RawMessage, name string, inst *instance) ([]llama.
 			if i == 0 {
 				t, err = inst.tokenizePrompt(s)
 			} else {
-				t, err = inst.Model.Tokenize(s, llama.TokenizeOptions{ParseSpecial: true})
+				t, err = tokenizeText(inst.Model, s, llama.TokenizeOptions{ParseSpecial: true})
 			}
 			if err != nil {
 				return nil, badRequest("%q: %v", name, err)

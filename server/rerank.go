@@ -65,13 +65,13 @@ type rerankResponse struct {
 func rerankPrompt(m *llama.Model, query, doc string) ([]llama.Token, error) {
 	if tmpl, ok := m.ChatTemplate("rerank"); ok && tmpl != "" {
 		p := strings.NewReplacer("{query}", query, "{document}", doc).Replace(tmpl)
-		return m.Tokenize(p, llama.TokenizeOptions{ParseSpecial: true})
+		return tokenizeText(m, p, llama.TokenizeOptions{ParseSpecial: true})
 	}
-	q, err := m.Tokenize(query, llama.TokenizeOptions{})
+	q, err := tokenizeText(m, query, llama.TokenizeOptions{})
 	if err != nil {
 		return nil, err
 	}
-	d, err := m.Tokenize(doc, llama.TokenizeOptions{})
+	d, err := tokenizeText(m, doc, llama.TokenizeOptions{})
 	if err != nil {
 		return nil, err
 	}
