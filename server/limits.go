@@ -413,8 +413,10 @@ func isBPE(m *llama.Model) bool {
 	if v, ok := bpeModels.Load(m); ok {
 		return v.(bool)
 	}
-	info, err := m.Info()
-	bpe := err != nil || info.VocabType == "bpe"
+	// GGUF names BPE tokenizers "gpt2". (Model.Info is not used: it aborts
+	// in llama.cpp on a vocabulary-only model.)
+	kind, ok := m.MetaValue("tokenizer.ggml.model")
+	bpe := !ok || kind == "gpt2"
 	bpeModels.Store(m, bpe)
 	return bpe
 }

@@ -135,3 +135,50 @@ func TestLimitsEmbeddingInputs(t *testing.T) {
 		})
 	}
 }
+
+// Long runs without white space are cut before tokenizing with a BPE
+// vocabulary: deepseek-coder's pre-tokenizer crashed the process on a run
+// of ~25,000 letters. Ordinary text is tokenized as before.
+func TestLimitsLongRuns(t *testing.T) {
+	m, err := llama.LoadModel(t.Context(), testenv.Model(t, "vocab/ggml-vocab-deepseek-coder.gguf"), llama.ModelOptions{VocabOnly: true})
+	require.NoError(t, err)
+	defer m.Close()
+	cases := []struct {
+		name string
+		text string
+	}{
+		{"letters", strings.Repeat("a", 100_000)},
+		{"pairs", strings.Repeat("ab", 60_000)},
+		{"punctuation", strings.Repeat(".,", 60_000)},
+		{"letters then words", strings.Repeat("x", 40_000) + " and some words"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			toks, err := tokenizeText(m, c.text, llama.TokenizeOptions{AddSpecial: true})
+			require.NoError(t, err)
+			assert.NotEmpty(t, toks)
+			text, err := m.Detokenize(toks, llama.DetokenizeOptions{RemoveSpecial: true})
+			require.NoError(t, err)
+			assert.Equal(t, c.text, text, "the pieces join back to the text")
+		})
+	}
+	plain := strings.Repeat("Once upon a time, there was a dog. ", 200)
+	want, err := m.Tokenize(plain, llama.TokenizeOptions{AddSpecial: true})
+	require.NoError(t, err)
+	got, err := tokenizeText(m, plain, llama.TokenizeOptions{AddSpecial: true})
+	require.NoError(t, err)
+	assert.Equal(t, want, got, "text without long runs is tokenized as one")
+
+	for _, c := range []struct {
+		in   string
+		n    int
+		want []string
+	}{
+		{"abcdef", 2, []string{"ab", "cd", "ef"}},
+		{"ab cd", 2, []string{"ab cd"}},
+		{"abc de", 2, []string{"ab", "c de"}},
+		{"", 2, []string{""}},
+	} {
+		assert.Equal(t, c.want, cutLongRuns(c.in, c.n), c.in)
+	}
+}
