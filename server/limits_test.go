@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -180,5 +182,39 @@ func TestLimitsLongRuns(t *testing.T) {
 		{"", 2, []string{""}},
 	} {
 		assert.Equal(t, c.want, cutLongRuns(c.in, c.n), c.in)
+	}
+}
+
+// A request whose client has gone before it is prepared never reaches
+// the engine: no task is submitted for it.
+func TestLimitsClientGoneBeforeSubmit(t *testing.T) {
+	s, _ := newTestServer(t, Options{})
+	eng, ok := defaultInstance(t, s).Engine.(*engine)
+	require.True(t, ok)
+	submitted := func() int64 {
+		eng.mu.Lock()
+		defer eng.mu.Unlock()
+		return eng.nextID
+	}
+	msgs := `[{"role":"user","content":"hi"}]`
+	cases := []struct{ name, path, body string }{
+		{"completion", "/completion", `{"prompt":"Once upon a time","n_predict":4}`},
+		{"oai completion", "/v1/completions", `{"prompt":"Once upon a time","max_tokens":4}`},
+		{"chat", "/v1/chat/completions", `{"messages":` + msgs + `,"max_tokens":4}`},
+		{"responses", "/v1/responses", `{"input":"hi","max_output_tokens":4}`},
+		{"anthropic", "/v1/messages", `{"model":"m","max_tokens":4,"messages":` + msgs + `}`},
+		{"schema", "/completion", `{"prompt":"x","json_schema":{"type":"object","properties":{"a":{"type":"string"}}}}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := submitted()
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			req := httptest.NewRequestWithContext(ctx, http.MethodPost, c.path, strings.NewReader(c.body))
+			rec := httptest.NewRecorder()
+			s.Handler().ServeHTTP(rec, req)
+			assert.Equal(t, before, submitted(), "a task was submitted for a client that left")
+			assert.NotEqual(t, http.StatusOK, rec.Code)
+		})
 	}
 }
