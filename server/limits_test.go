@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -215,6 +216,37 @@ func TestLimitsClientGoneBeforeSubmit(t *testing.T) {
 			s.Handler().ServeHTTP(rec, req)
 			assert.Equal(t, before, submitted(), "a task was submitted for a client that left")
 			assert.NotEqual(t, http.StatusOK, rec.Code)
+		})
+	}
+}
+
+// Grammar and schema errors of the SDK are the client's mistakes (400),
+// mapped by type, whatever wraps them.
+func TestLimitsErrorMapping(t *testing.T) {
+	cases := []struct {
+		name   string
+		err    error
+		status int
+	}{
+		{"invalid", fmt.Errorf("build: %w", llama.ErrInvalid), 400},
+		{"grammar sentinel", fmt.Errorf("build: %w", llama.ErrGrammar), 400},
+		{"grammar error", &llama.Error{Code: llama.CodeGrammar, Op: "parse grammar", Msg: "bad"}, 400},
+		{"stuck grammar", errGrammarStuck, 400},
+		{"wrapped stuck grammar", fmt.Errorf("task: %w", errGrammarStuck), 400},
+		{"context size", &ContextSizeError{PromptTokens: 9, CtxSize: 8}, 400},
+		{"busy", ErrBusy, 503},
+		{"too many inputs", tooLarge("x"), 413},
+		{"slot busy", &httpError{Status: 409, Type: errInvalidRequest, Msg: "busy", Err: errSlotBusy}, 409},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			status, body := errorObject(c.err)
+			assert.Equal(t, c.status, status)
+			e := body["error"].(map[string]any)
+			assert.Equal(t, c.status, e["code"])
+			rec := httptest.NewRecorder()
+			writeEngineError(rec, c.err)
+			assert.Equal(t, c.status, rec.Code)
 		})
 	}
 }

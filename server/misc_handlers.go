@@ -523,18 +523,11 @@ func handleSlotAction(s *Server) http.HandlerFunc {
 	}
 }
 
-// writeEngineError maps an engine error to a response: a busy queue is a
-// 503, invalid input a 400, the rest a 500.
+// writeEngineError maps an engine error to a response by its type (see
+// errorObject): a busy queue is a 503, invalid input, a grammar error or a
+// prompt too long for the context a 400, the rest a 500.
 func writeEngineError(w http.ResponseWriter, err error) {
-	var le *llama.Error
-	switch {
-	case errors.Is(err, ErrBusy):
-		writeError(w, http.StatusServiceUnavailable, errUnavailable, err.Error())
-	case errors.As(err, &le) && le.Code == llama.CodeInvalid:
-		writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
-	default:
-		writeError(w, http.StatusInternalServerError, errServer, err.Error())
-	}
+	writeHTTPError(w, err)
 }
 
 type tokenizeRequest struct {
