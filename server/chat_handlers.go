@@ -97,6 +97,11 @@ func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) 
 		if req.Parallel != nil {
 			parallel = *req.Parallel
 		}
+		for _, tool := range req.Tools {
+			if err := checkSchemaSize(tool.Parameters); err != nil {
+				return nil, err
+			}
+		}
 		tg, err := chat.BuildToolGrammar(format, req.Tools, req.ToolChoice, parallel)
 		if err != nil {
 			return nil, badRequest("tools: %v", err)
@@ -468,6 +473,9 @@ func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chat
 	if f.has("max_completion_tokens") && !f.has("n_predict") {
 		if err := f.int("max_completion_tokens", &t.NPredict, -1, maxNPredict); err != nil {
 			return nil, nil, co, err
+		}
+		if d := inst.Opts.NPredict; d > 0 && (t.NPredict < 0 || t.NPredict > d) {
+			t.NPredict = d // the server's -n bounds this name too
 		}
 	}
 	if err := f.bool("logprobs", &co.Logprobs); err != nil {

@@ -3,8 +3,9 @@ package server
 // Slot files: POST /slots/{id}?action=save|restore|erase. The file is
 // written and read by Go, not by llama.cpp, so that:
 //
-//   - it is opened without following a symbolic link (O_NOFOLLOW) and
-//     without blocking on a FIFO (O_NONBLOCK), and must be a regular file
+//   - it is read without following a symbolic link (O_NOFOLLOW) and
+//     without blocking on a FIFO (O_NONBLOCK), and written under an
+//     exclusive temporary name renamed over it; it must be a regular file
 //     in the slot folder (names are plain file names, see slotNameError);
 //   - errors name the client's file name, never a server path;
 //   - a malformed file is an error, never an abort in llama.cpp (which
@@ -27,6 +28,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -122,14 +124,22 @@ func openSlotFile(path string, flag int) (*os.File, error) {
 }
 
 // writeSlotFile writes tokens and state to path in llama.cpp's format and
-// returns the bytes written.
+// returns the bytes written. The file is written under a temporary name
+// (created exclusively, so never through a link) and renamed over path,
+// so that a restore running at the same time reads the old file or the
+// new one, never half of one. An existing path must be a regular file: a
+// symbolic link, a directory or a FIFO there is refused.
 func writeSlotFile(path string, tokens []llama.Token, state []byte) (int, error) {
-	f, err := openSlotFile(path, os.O_WRONLY|os.O_CREATE)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	if err := f.Truncate(0); err != nil {
+	if st, err := os.Lstat(path); err == nil {
+		switch {
+		case st.Mode()&os.ModeSymlink != 0:
+			return 0, syscall.ELOOP
+		case st.IsDir():
+			return 0, syscall.EISDIR
+		case !st.Mode().IsRegular():
+			return 0, syscall.ENXIO
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
 		return 0, err
 	}
 	buf := make([]byte, slotHeaderBytes+4*len(tokens), slotHeaderBytes+4*len(tokens)+len(state))
@@ -140,10 +150,26 @@ func writeSlotFile(path string, tokens []llama.Token, state []byte) (int, error)
 		binary.LittleEndian.PutUint32(buf[slotHeaderBytes+4*i:], uint32(t))
 	}
 	buf = append(buf, state...)
-	if _, err := f.Write(buf); err != nil {
+	f, err := os.CreateTemp(filepath.Dir(path), ".slot-*.tmp")
+	if err != nil {
 		return 0, err
 	}
-	return len(buf), f.Close()
+	tmp := f.Name()
+	_, err = f.Write(buf)
+	if err2 := f.Chmod(0o644); err == nil {
+		err = err2
+	}
+	if err2 := f.Close(); err == nil {
+		err = err2
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return 0, err
+	}
+	return len(buf), nil
 }
 
 // readSlotFile reads a slot file of at most maxTokens tokens of m's

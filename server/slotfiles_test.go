@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -158,4 +160,50 @@ func TestSlotFilesBusySlot(t *testing.T) {
 			wg.Wait()
 		})
 	}
+}
+
+// 36 slot actions at once, while both slots generate: every one is
+// answered 200 (or 409 if a slot stayed busy too long), never 500.
+func TestSlotFilesConcurrentActions(t *testing.T) {
+	dir := t.TempDir()
+	_, ts := newTestServer(t, Options{SlotSavePath: dir})
+	for slot := range 2 {
+		code, body := slotAction(t, ts.URL, slot, "save", fmt.Sprintf("s%d.bin", slot))
+		require.Equal(t, http.StatusOK, code, body)
+	}
+	var gen sync.WaitGroup
+	for slot := range 2 {
+		gen.Add(1)
+		go func() {
+			defer gen.Done()
+			for range 3 {
+				data, _ := json.Marshal(map[string]any{"prompt": "Once upon a time", "n_predict": 64, "id_slot": slot})
+				resp, err := http.Post(ts.URL+"/completion", "application/json", bytes.NewReader(data))
+				if assert.NoError(t, err) {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	actions := []string{"save", "restore", "erase"}
+	codes := make([]int, 36)
+	bodies := make([]string, 36)
+	var wg sync.WaitGroup
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slot := i % 2
+			codes[i], bodies[i] = slotAction(t, ts.URL, slot, actions[i%3], fmt.Sprintf("s%d.bin", slot))
+		}()
+	}
+	wg.Wait()
+	gen.Wait()
+	for i, code := range codes {
+		assert.Contains(t, []int{http.StatusOK, http.StatusConflict}, code, "%s: %s", actions[i%3], bodies[i])
+	}
+	left, err := filepath.Glob(filepath.Join(dir, ".slot-*"))
+	require.NoError(t, err)
+	assert.Empty(t, left, "temporary files left in the slot folder")
 }
