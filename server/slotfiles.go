@@ -191,7 +191,7 @@ func readSlotFile(path, name string, maxTokens int, m *llama.Model) ([]llama.Tok
 		return nil, nil, 0, bad("unknown magic or version")
 	}
 	n := int64(binary.LittleEndian.Uint32(hdr[8:]))
-	if n >= int64(maxTokens) {
+	if n >= int64(maxTokens)+slotTokensOverhead {
 		return nil, nil, 0, exceedContext(int(n), maxTokens)
 	}
 	st, err := f.Stat()
@@ -206,10 +206,19 @@ func readSlotFile(path, name string, maxTokens int, m *llama.Model) ([]llama.Tok
 	if _, err := io.ReadFull(f, raw); err != nil {
 		return nil, nil, 0, bad("truncated")
 	}
-	toks := make([]llama.Token, n)
-	for i := range toks {
-		toks[i] = llama.Token(int32(binary.LittleEndian.Uint32(raw[4*i:])))
-		if m.CheckToken(toks[i]) != nil {
+	stored := make([]llama.Token, n)
+	for i := range stored {
+		stored[i] = llama.Token(int32(binary.LittleEndian.Uint32(raw[4*i:])))
+	}
+	toks, err := decodeSlotTokens(stored)
+	if err != nil {
+		return nil, nil, 0, bad("unknown token list")
+	}
+	if len(toks) >= maxTokens {
+		return nil, nil, 0, exceedContext(len(toks), maxTokens)
+	}
+	for _, t := range toks {
+		if m.CheckToken(t) != nil {
 			return nil, nil, 0, bad("token out of the vocabulary")
 		}
 	}
@@ -242,6 +251,16 @@ func withStateHeader(state []byte, seq int) []byte {
 	binary.LittleEndian.PutUint32(out[4:], uint32(int32(seq)))
 	return append(out, state...)
 }
+
+// slotTokensOverhead is how many more tokens encodeSlotTokens stores than
+// the slot holds.
+const slotTokensOverhead = 0
+
+// encodeSlotTokens is the token list a slot file stores for a slot's
+// tokens, and decodeSlotTokens its inverse (the tokens as they are).
+func encodeSlotTokens(toks []llama.Token) []llama.Token { return toks }
+
+func decodeSlotTokens(stored []llama.Token) ([]llama.Token, error) { return stored, nil }
 
 // slotReleased returns a channel closed when a slot next goes idle.
 func (e *engine) slotReleased() <-chan struct{} {
@@ -314,7 +333,7 @@ func (e *engine) SaveSlot(id int, path string) (nTokens int, nBytes int, err err
 	if err != nil {
 		return 0, 0, err
 	}
-	n, err := writeSlotFile(path, toks, state)
+	n, err := writeSlotFile(path, encodeSlotTokens(toks), state)
 	if err != nil {
 		return 0, 0, err
 	}
