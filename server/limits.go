@@ -517,3 +517,22 @@ func checkSchemaSize(schema json.RawMessage) error {
 	}
 	return walk(v)
 }
+
+// Limits of /tokenize and /detokenize, which have no context to bound
+// them: an 8 MB text tokenized with pieces took 850 MB and 15 s.
+const (
+	// maxTokenizeBytes bounds the text (JSON) of one /tokenize request.
+	maxTokenizeBytes = 4 << 20
+	// maxTokenizePieces bounds the tokens answered with their pieces.
+	maxTokenizePieces = 1 << 18
+	// maxDetokenizeTokens bounds the tokens of one /detokenize request.
+	maxDetokenizeTokens = 1 << 22
+)
+
+// checkTokenizeContent refuses /tokenize content beyond maxTokenizeBytes.
+func checkTokenizeContent(raw json.RawMessage) error {
+	if len(raw) > maxTokenizeBytes {
+		return tooLarge(`"content" has %d bytes; /tokenize takes at most %d`, len(raw), maxTokenizeBytes)
+	}
+	return nil
+}

@@ -89,6 +89,9 @@ func TestLimitsRefused(t *testing.T) {
 		{"too many prompts", "/completion", map[string]any{"prompt": many(2000, "Once"), "n_predict": 1}, 413, "at most"},
 		{"too many token ids", "/completion", map[string]any{"prompt": make([]int, 600)}, 400, "context"},
 		{"prompt text that cannot fit", "/completion", map[string]any{"prompt": strings.Repeat("a", 2<<20)}, 400, "cannot fit"},
+		{"tokenize text too long", "/tokenize", map[string]any{"content": strings.Repeat("a", 5<<20)}, 413, "at most"},
+		{"tokenize too many pieces", "/tokenize", map[string]any{"content": strings.Repeat("a ", 300_000), "with_pieces": true}, 413, "pieces"},
+		{"detokenize too many tokens", "/detokenize", `{"tokens":[` + strings.Repeat("1,", maxDetokenizeTokens) + `1]}`, 413, "at most"},
 		{"chat text that cannot fit", "/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": strings.Repeat("a", 2<<20)}}}, 400, "cannot fit"},
 	}
 	for _, c := range cases {

@@ -592,10 +592,18 @@ func handleTokenize(s *Server) http.HandlerFunc {
 			writeJSON(w, http.StatusOK, map[string]any{"tokens": []int{}})
 			return
 		}
+		if err := checkTokenizeContent(req.Content); err != nil {
+			writeHTTPError(w, err)
+			return
+		}
 		parse := req.ParseSpecial == nil || *req.ParseSpecial
 		toks, err := tokenizeMixed(inst.Model, req.Content, req.AddSpecial, parse)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
+			return
+		}
+		if req.WithPieces && len(toks) > maxTokenizePieces {
+			writeHTTPError(w, tooLarge("the content has %d tokens; /tokenize answers at most %d with pieces", len(toks), maxTokenizePieces))
 			return
 		}
 		if !req.WithPieces {
@@ -638,6 +646,10 @@ func handleDetokenize(s *Server) http.HandlerFunc {
 			return
 		}
 		defer release()
+		if len(req.Tokens) > maxDetokenizeTokens {
+			writeHTTPError(w, tooLarge(`"tokens" has %d entries; /detokenize takes at most %d`, len(req.Tokens), maxDetokenizeTokens))
+			return
+		}
 		n := int64(inst.Model.VocabSize())
 		toks := make([]llama.Token, len(req.Tokens))
 		for i, t := range req.Tokens {
