@@ -97,13 +97,18 @@ func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) 
 		if req.Parallel != nil {
 			parallel = *req.Parallel
 		}
+		for _, tool := range req.Tools {
+			if err := checkSchemaSize(tool.Parameters); err != nil {
+				return nil, err
+			}
+		}
 		tg, err := chat.BuildToolGrammar(format, req.Tools, req.ToolChoice, parallel)
 		if err != nil {
 			return nil, badRequest("tools: %v", err)
 		}
 		if tg != nil {
 			if err := checkGrammar(inst.Model, tg.Grammar); err != nil {
-				return nil, &httpError{Status: http.StatusInternalServerError, Type: "server_error", Msg: "tool grammar: " + err.Error()}
+				return nil, badRequest("tool grammar: %v", err) // built from the client's tools
 			}
 			t.Params.Grammar = tg.Grammar
 			t.Params.GrammarLazy = tg.Lazy
@@ -190,7 +195,7 @@ func grammarTrigger(m *llama.Model, tr chat.GrammarTrigger) GrammarTrigger {
 	case chat.TriggerPatternFull:
 		g.Pattern, g.PatternFull = tr.Value, true
 	case chat.TriggerToken:
-		toks, err := m.Tokenize(tr.Value, llama.TokenizeOptions{ParseSpecial: true})
+		toks, err := tokenizeText(m, tr.Value, llama.TokenizeOptions{ParseSpecial: true})
 		if err == nil && len(toks) == 1 {
 			g.Token = toks[0]
 		} else {
@@ -468,6 +473,9 @@ func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chat
 	if f.has("max_completion_tokens") && !f.has("n_predict") {
 		if err := f.int("max_completion_tokens", &t.NPredict, -1, maxNPredict); err != nil {
 			return nil, nil, co, err
+		}
+		if d := inst.Opts.NPredict; d > 0 && (t.NPredict < 0 || t.NPredict > d) {
+			t.NPredict = d // the server's -n bounds this name too
 		}
 	}
 	if err := f.bool("logprobs", &co.Logprobs); err != nil {

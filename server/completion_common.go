@@ -96,7 +96,10 @@ func writeHTTPError(w http.ResponseWriter, err error) {
 // tokenizePrompt tokenizes prompt text the way llama.cpp does: the model's
 // special tokens added (BOS) and special token text parsed.
 func (inst *instance) tokenizePrompt(text string) ([]llama.Token, error) {
-	toks, err := inst.Model.Tokenize(text, llama.TokenizeOptions{AddSpecial: true, ParseSpecial: true})
+	if err := inst.checkPromptText(text); err != nil {
+		return nil, err
+	}
+	toks, err := tokenizeText(inst.Model, text, llama.TokenizeOptions{AddSpecial: true, ParseSpecial: true})
 	if err != nil {
 		return nil, badRequest("cannot tokenize the prompt: %v", err)
 	}
@@ -163,6 +166,12 @@ func exceedContext(nPrompt, nCtx int) *httpError {
 // ctx (the request's context) cancels the task.
 func (s *Server) runTask(ctx context.Context, inst *instance, t *Task) (<-chan Event, error) {
 	if t.Kind == TaskCompletion {
+		if err := inst.limitTask(t); err != nil {
+			return nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err // the client left while the request was prepared
+		}
 		if len(t.Prompt) == 0 {
 			return nil, badRequest("the prompt is empty")
 		}

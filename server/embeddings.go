@@ -148,8 +148,19 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) http.HandlerFunc {
 				writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
 				return
 			}
+			if err := inst.checkTaskCount(len(prompts), "inputs"); err != nil {
+				writeHTTPError(w, err)
+				return
+			}
 			tasks := make([]*Task, len(prompts))
 			for i, p := range prompts {
+				if err := inst.checkEncoderText(p.texts()...); err != nil {
+					writeHTTPError(w, err)
+					return
+				}
+				if !stillWanted(r.Context()) {
+					return
+				}
 				toks, err := p.tokenize(m, true, true)
 				if err != nil {
 					writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())

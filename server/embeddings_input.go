@@ -133,7 +133,7 @@ func (p embdPrompt) tokenize(m *llama.Model, addSpecial, parseSpecial bool) ([]l
 			out = append(out, pc.Token)
 			continue
 		}
-		toks, err := m.Tokenize(pc.Text, llama.TokenizeOptions{AddSpecial: addSpecial && i == 0, ParseSpecial: parseSpecial})
+		toks, err := tokenizeText(m, pc.Text, llama.TokenizeOptions{AddSpecial: addSpecial && i == 0, ParseSpecial: parseSpecial})
 		if err != nil {
 			return nil, err
 		}

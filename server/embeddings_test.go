@@ -24,7 +24,7 @@ import (
 
 // writeTinyBert writes a random-weight bert model with the bge vocabulary
 // (a reranker when classifier > 0) and returns its path.
-func writeTinyBert(t *testing.T, classifier, pooling int) string {
+func writeTinyBert(t testing.TB, classifier, pooling int) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "bert.gguf")
 	require.NoError(t, gguf.WriteTinyModel(path, gguf.TinyModelOptions{

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -160,7 +159,8 @@ type engine struct {
 	busy    int       // slots with a task
 	nextID  int64
 	metrics Metrics
-	busySum int64 // busy slots summed over decodes
+	busySum int64         // busy slots summed over decodes
+	idleCh  chan struct{} // closed when a slot goes idle (see slotReleased)
 	snap    []engSlotSnap
 }
 
@@ -492,80 +492,6 @@ func (e *engine) do(f func()) error {
 	}
 }
 
-func (e *engine) idleSlot(id int) (*engSlot, error) {
-	if id < 0 || id >= len(e.slots) {
-		return nil, fmt.Errorf("server: invalid slot id %d: %w", id, llama.ErrInvalid)
-	}
-	s := e.slots[id]
-	if s.tk != nil {
-		return nil, fmt.Errorf("server: slot %d is processing a task", id)
-	}
-	return s, nil
-}
-
-// SaveSlot writes slot id's KV memory and tokens to path.
-func (e *engine) SaveSlot(id int, path string) (nTokens int, nBytes int, err error) {
-	err2 := e.do(func() {
-		var s *engSlot
-		if s, err = e.idleSlot(id); err != nil {
-			return
-		}
-		nBytes, err = e.lctx.SaveSeqFile(path, id, s.cache)
-		nTokens = len(s.cache)
-	})
-	if err2 != nil {
-		return 0, 0, err2
-	}
-	return nTokens, nBytes, err
-}
-
-// RestoreSlot loads a slot file into slot id, tokens included, so that a
-// following task with CachePrompt reuses it.
-func (e *engine) RestoreSlot(id int, path string) (nTokens int, nBytes int, err error) {
-	err2 := e.do(func() {
-		var s *engSlot
-		if s, err = e.idleSlot(id); err != nil {
-			return
-		}
-		var toks []llama.Token
-		toks, err = e.lctx.LoadSeqFile(path, id)
-		if err == nil && len(toks) >= e.nCtxSlot {
-			err = &ContextSizeError{PromptTokens: len(toks), CtxSize: e.nCtxSlot}
-		}
-		if err != nil {
-			e.lctx.RemoveTokens(id, 0, -1)
-			s.cache = s.cache[:0]
-			return
-		}
-		s.cache = append(s.cache[:0], toks...)
-		nTokens = len(toks)
-		if st, err := os.Stat(path); err == nil {
-			nBytes = int(st.Size())
-		}
-	})
-	if err2 != nil {
-		return 0, 0, err2
-	}
-	return nTokens, nBytes, err
-}
-
-// EraseSlot empties slot id's memory.
-func (e *engine) EraseSlot(id int) (nErased int, err error) {
-	err2 := e.do(func() {
-		var s *engSlot
-		if s, err = e.idleSlot(id); err != nil {
-			return
-		}
-		nErased = len(s.cache)
-		_, err = e.lctx.RemoveTokens(id, 0, -1)
-		s.cache = s.cache[:0]
-	})
-	if err2 != nil {
-		return 0, err2
-	}
-	return nErased, err
-}
-
 // Adapters lists the loaded LoRA adapters with their server-wide scales.
 func (e *engine) Adapters() []AdapterInfo {
 	e.mu.Lock()
@@ -846,6 +772,10 @@ func (e *engine) release(s *engSlot) {
 	s.lastUsed = time.Now()
 	e.mu.Lock()
 	e.busy--
+	if e.idleCh != nil {
+		close(e.idleCh) // slot actions waiting for an idle slot try again
+		e.idleCh = nil
+	}
 	e.mu.Unlock()
 	e.poke() // queued tasks may start
 }

@@ -101,7 +101,7 @@ func (e *engine) start(s *engSlot) {
 		}
 	}
 	for _, p := range t.Params.PreservedTokens {
-		toks, err := e.model.Tokenize(p, llama.TokenizeOptions{ParseSpecial: true})
+		toks, err := tokenizeText(e.model, p, llama.TokenizeOptions{ParseSpecial: true})
 		if err == nil && len(toks) == 1 {
 			s.special = append(s.special, toks[0])
 		}
@@ -651,7 +651,8 @@ func (e *engine) newSampler(p *SamplingParams) (chain, gram *llama.SamplerChain,
 }
 
 // errGrammarStuck ends a task whose grammar allows no token at all.
-var errGrammarStuck = errors.New("server: the grammar allows no next token")
+// It is the client's grammar that cannot go on: a CodeGrammar error (400).
+var errGrammarStuck error = &llama.Error{Code: llama.CodeGrammar, Op: "sample", Msg: "the grammar allows no next token"}
 
 // sample picks the slot's next token. Without a grammar, the chain samples
 // and accepts it in one call. With one, the grammar is applied first (as

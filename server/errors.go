@@ -109,6 +109,10 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeError(w, http.StatusBadRequest, errInvalidRequest, "request body is empty")
 		return false
 	}
+	if err := checkJSONDepth(data); err != nil {
+		writeHTTPError(w, err)
+		return false
+	}
 	if string(bytes.TrimSpace(data)) == "null" {
 		writeError(w, http.StatusBadRequest, errInvalidRequest, "request body must not be null")
 		return false

@@ -112,7 +112,7 @@ type infillLimits struct {
 // n_predict.
 func infillPrompt(m *llama.Model, in *infillInput, lim infillLimits) ([]llama.Token, error) {
 	sp := m.SpecialTokens()
-	tok := func(s string) ([]llama.Token, error) { return m.Tokenize(s, llama.TokenizeOptions{}) }
+	tok := func(s string) ([]llama.Token, error) { return tokenizeText(m, s, llama.TokenizeOptions{}) }
 	prefix, err := in.Prefix.tokenize(m, false, false)
 	if err != nil {
 		return nil, badRequest("input_prefix: %v", err)
@@ -121,7 +121,7 @@ func infillPrompt(m *llama.Model, in *infillInput, lim infillLimits) ([]llama.To
 	if err != nil {
 		return nil, badRequest("input_suffix: %v", err)
 	}
-	prompt, err := m.Tokenize(in.Prompt, llama.TokenizeOptions{ParseSpecial: true})
+	prompt, err := tokenizeText(m, in.Prompt, llama.TokenizeOptions{ParseSpecial: true})
 	if err != nil {
 		return nil, badRequest("prompt: %v", err)
 	}

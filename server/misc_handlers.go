@@ -478,8 +478,8 @@ func handleSlotAction(s *Server) http.HandlerFunc {
 			if !decodeJSON(w, r, &req) {
 				return
 			}
-			if !validSlotFilename(req.Filename) {
-				writeError(w, http.StatusBadRequest, errInvalidRequest, "Invalid filename")
+			if err := slotNameError(req.Filename); err != nil {
+				writeHTTPError(w, err)
 				return
 			}
 		case "erase":
@@ -503,7 +503,7 @@ func handleSlotAction(s *Server) http.HandlerFunc {
 		case "save":
 			nTok, nBytes, err := inst.Engine.SaveSlot(id, path)
 			if err != nil {
-				writeEngineError(w, err)
+				writeSlotError(w, err, req.Filename, action)
 				return
 			}
 			writeJSON(w, http.StatusOK, map[string]any{"id_slot": id, "filename": req.Filename,
@@ -511,13 +511,7 @@ func handleSlotAction(s *Server) http.HandlerFunc {
 		case "restore":
 			nTok, nBytes, err := inst.Engine.RestoreSlot(id, path)
 			if err != nil {
-				// A missing or unreadable file is the client's mistake, as
-				// llama.cpp answers it.
-				if errors.Is(err, llama.ErrLoad) {
-					writeError(w, http.StatusBadRequest, "invalid_request_error", "Unable to restore slot: "+err.Error())
-					return
-				}
-				writeEngineError(w, err)
+				writeSlotError(w, err, req.Filename, action)
 				return
 			}
 			writeJSON(w, http.StatusOK, map[string]any{"id_slot": id, "filename": req.Filename,
@@ -525,7 +519,7 @@ func handleSlotAction(s *Server) http.HandlerFunc {
 		case "erase":
 			n, err := inst.Engine.EraseSlot(id)
 			if err != nil {
-				writeEngineError(w, err)
+				writeSlotError(w, err, "", action)
 				return
 			}
 			writeJSON(w, http.StatusOK, map[string]any{"id_slot": id, "n_erased": n})
@@ -533,18 +527,11 @@ func handleSlotAction(s *Server) http.HandlerFunc {
 	}
 }
 
-// writeEngineError maps an engine error to a response: a busy queue is a
-// 503, invalid input a 400, the rest a 500.
+// writeEngineError maps an engine error to a response by its type (see
+// errorObject): a busy queue is a 503, invalid input, a grammar error or a
+// prompt too long for the context a 400, the rest a 500.
 func writeEngineError(w http.ResponseWriter, err error) {
-	var le *llama.Error
-	switch {
-	case errors.Is(err, ErrBusy):
-		writeError(w, http.StatusServiceUnavailable, errUnavailable, err.Error())
-	case errors.As(err, &le) && le.Code == llama.CodeInvalid:
-		writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
-	default:
-		writeError(w, http.StatusInternalServerError, errServer, err.Error())
-	}
+	writeHTTPError(w, err)
 }
 
 type tokenizeRequest struct {
@@ -566,7 +553,7 @@ func tokenizeMixed(m *llama.Model, raw json.RawMessage, addSpecial, parseSpecial
 	opts := llama.TokenizeOptions{AddSpecial: addSpecial, ParseSpecial: parseSpecial}
 	var text string
 	if err := json.Unmarshal(raw, &text); err == nil {
-		return m.Tokenize(text, opts)
+		return tokenizeText(m, text, opts)
 	}
 	var parts []json.RawMessage
 	if err := json.Unmarshal(raw, &parts); err != nil {
@@ -578,7 +565,7 @@ func tokenizeMixed(m *llama.Model, raw json.RawMessage, addSpecial, parseSpecial
 		if err := json.Unmarshal(p, &s); err == nil {
 			o := opts
 			o.AddSpecial = addSpecial && i == 0
-			toks, err := m.Tokenize(s, o)
+			toks, err := tokenizeText(m, s, o)
 			if err != nil {
 				return nil, err
 			}
@@ -609,10 +596,18 @@ func handleTokenize(s *Server) http.HandlerFunc {
 			writeJSON(w, http.StatusOK, map[string]any{"tokens": []int{}})
 			return
 		}
+		if err := checkTokenizeContent(req.Content); err != nil {
+			writeHTTPError(w, err)
+			return
+		}
 		parse := req.ParseSpecial == nil || *req.ParseSpecial
 		toks, err := tokenizeMixed(inst.Model, req.Content, req.AddSpecial, parse)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
+			return
+		}
+		if req.WithPieces && len(toks) > maxTokenizePieces {
+			writeHTTPError(w, tooLarge("the content has %d tokens; /tokenize answers at most %d with pieces", len(toks), maxTokenizePieces))
 			return
 		}
 		if !req.WithPieces {
@@ -655,6 +650,10 @@ func handleDetokenize(s *Server) http.HandlerFunc {
 			return
 		}
 		defer release()
+		if len(req.Tokens) > maxDetokenizeTokens {
+			writeHTTPError(w, tooLarge(`"tokens" has %d entries; /detokenize takes at most %d`, len(req.Tokens), maxDetokenizeTokens))
+			return
+		}
 		n := int64(inst.Model.VocabSize())
 		toks := make([]llama.Token, len(req.Tokens))
 		for i, t := range req.Tokens {

@@ -333,6 +333,9 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 	if err := parseLoRA(f, inst, t); err != nil {
 		return nil, opt, err
 	}
+	if err := inst.limitTask(t); err != nil {
+		return nil, opt, err
+	}
 	if err := parseGrammar(f, inst.Model, p); err != nil {
 		return nil, opt, err
 	}
@@ -472,7 +475,7 @@ func parseLogitBias(f reqFields, m *llama.Model, p *SamplingParams) error {
 		case 's':
 			var s string
 			_ = json.Unmarshal(e.key, &s)
-			toks, err := m.Tokenize(s, llama.TokenizeOptions{})
+			toks, err := tokenizeText(m, s, llama.TokenizeOptions{})
 			if err != nil {
 				return badRequest(`"logit_bias": %v`, err)
 			}
@@ -544,6 +547,9 @@ func parseGrammar(f reqFields, m *llama.Model, p *SamplingParams) error {
 
 // schemaGrammar converts a JSON Schema to GBNF, as a 400 on failure.
 func schemaGrammar(schema json.RawMessage) (string, error) {
+	if err := checkSchemaSize(schema); err != nil {
+		return "", err
+	}
 	g, err := jsonschema.ToGBNF(schema)
 	if err != nil {
 		return "", badRequest("invalid json_schema: %v", err)
@@ -553,11 +559,17 @@ func schemaGrammar(schema json.RawMessage) (string, error) {
 
 // checkGrammar builds a grammar sampler to see that llama.cpp accepts g.
 func checkGrammar(m *llama.Model, g string) error {
+	if err := checkGrammarDepth(g); err != nil {
+		return err
+	}
 	c, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.GrammarSampler(g, "root"))
 	if err != nil {
 		return badRequest("invalid grammar: %v", err)
 	}
-	_ = c.Close()
+	defer c.Close()
+	if ok, err := grammarCanStart(m, c); err != nil || !ok {
+		return errGrammarNoMatch()
+	}
 	return nil
 }
 
@@ -634,6 +646,9 @@ func parsePrompts(raw json.RawMessage, name string, inst *instance) ([][]llama.T
 			break
 		}
 	}
+	if err := inst.checkPromptItems(items, single); err != nil {
+		return nil, err
+	}
 	if single {
 		toks, err := mixedPrompt(items, name, inst)
 		if err != nil {
@@ -692,7 +707,7 @@ func mixedPrompt(items []json.RawMessage, name string, inst *instance) ([]llama.
 			if i == 0 {
 				t, err = inst.tokenizePrompt(s)
 			} else {
-				t, err = inst.Model.Tokenize(s, llama.TokenizeOptions{ParseSpecial: true})
+				t, err = tokenizeText(inst.Model, s, llama.TokenizeOptions{ParseSpecial: true})
 			}
 			if err != nil {
 				return nil, badRequest("%q: %v", name, err)

@@ -65,13 +65,13 @@ type rerankResponse struct {
 func rerankPrompt(m *llama.Model, query, doc string) ([]llama.Token, error) {
 	if tmpl, ok := m.ChatTemplate("rerank"); ok && tmpl != "" {
 		p := strings.NewReplacer("{query}", query, "{document}", doc).Replace(tmpl)
-		return m.Tokenize(p, llama.TokenizeOptions{ParseSpecial: true})
+		return tokenizeText(m, p, llama.TokenizeOptions{ParseSpecial: true})
 	}
-	q, err := m.Tokenize(query, llama.TokenizeOptions{})
+	q, err := tokenizeText(m, query, llama.TokenizeOptions{})
 	if err != nil {
 		return nil, err
 	}
-	d, err := m.Tokenize(doc, llama.TokenizeOptions{})
+	d, err := tokenizeText(m, doc, llama.TokenizeOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -140,8 +140,19 @@ func handleRerank(s *Server) http.HandlerFunc {
 			topN = min(max(*req.TopN, 0), len(docs))
 		}
 
+		if err := inst.checkTaskCount(len(docs), "documents"); err != nil {
+			writeHTTPError(w, err)
+			return
+		}
 		tasks := make([]*Task, len(docs))
 		for i, d := range docs {
+			if err := inst.checkEncoderText(query, d); err != nil {
+				writeHTTPError(w, err)
+				return
+			}
+			if !stillWanted(r.Context()) {
+				return
+			}
 			toks, err := rerankPrompt(inst.Model, query, d)
 			if err != nil {
 				writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())

@@ -58,6 +58,7 @@ func (s *Server) buildHandler() http.Handler {
 	})
 	return chain(notFound,
 		recoverPanics(s.log),
+		giveBackMemory,
 		cors(s.opts.CORSOrigins),
 		limitBody(s.opts.MaxBodyBytes),
 		resumableStreams(&s.streams),

@@ -1,0 +1,538 @@
+package server
+
+// Limits on the work and memory one request can ask for. A client sends
+// numbers and lists; the server must never turn them into allocations or
+// loops larger than the model and the context can use:
+//
+//   - window sizes (repeat_last_n, dry_penalty_last_n, dry_allowed_length,
+//     n_keep) are clamped to the slot's context, top_k and n_probs to the
+//     vocabulary, before any sampler is built;
+//   - lists (stop strings, DRY sequence breakers, logit_bias entries) have
+//     a bounded count, and their strings a bounded length;
+//   - a request holds at most as many prompts (or embedding inputs, or
+//     rerank documents) as the engine can ever queue at once: more is a 413
+//     naming the limit, not a retryable 503;
+//   - a prompt text longer than any text that could fit the context is
+//     refused before it is tokenized;
+//   - JSON bodies and grammars have a bounded nesting depth, and a grammar
+//     that allows no first token at all is a 400;
+//   - after a large request the memory it used is given back to the OS.
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/x/llama"
+)
+
+// Limits of one request. They are far above what a real client sends.
+const (
+	// maxStopStrings is the most stop strings a request may give, and
+	// maxStopBytes the longest one.
+	maxStopStrings = 64
+	maxStopBytes   = 4096
+	// maxDRYBreakers is the most DRY sequence breakers; each is cut to
+	// maxDRYBreakerRunes characters, as llama.cpp's DRY sampler does.
+	maxDRYBreakers     = 64
+	maxDRYBreakerRunes = 40
+	// maxJSONDepth is the deepest nesting of arrays and objects a request
+	// body may have.
+	maxJSONDepth = 128
+	// maxGrammarDepth is the deepest nesting of groups in a GBNF grammar.
+	maxGrammarDepth = 128
+	// maxGrammarBytes is the longest grammar text (given or generated).
+	maxGrammarBytes = 1 << 20
+	// promptBytesSlack multiplies the longest text that can fit a context
+	// (its tokens times the longest token text) before a prompt is refused
+	// untokenized: a wide margin, so that only hopeless prompts are.
+	promptBytesSlack = 4
+	// minPromptBytesLimit is the smallest bound on a prompt text.
+	minPromptBytesLimit = 1 << 20
+	// bigRequestBytes is the body size after which the memory the request
+	// used is returned to the OS once it is answered.
+	bigRequestBytes = 4 << 20
+)
+
+// tooLarge is a 413 for a request that asks for more than the server can
+// ever take (so retrying will not help).
+func tooLarge(format string, args ...any) *httpError {
+	he := badRequest(format, args...)
+	he.Status = http.StatusRequestEntityTooLarge
+	return he
+}
+
+// clampWindow bounds a window size to [lo, hi]; -1 (the whole context)
+// becomes hi.
+func clampWindow(v, lo, hi int) int {
+	if v == -1 || v > hi {
+		return hi
+	}
+	if v < lo {
+		return lo
+	}
+	return v
+}
+
+// limitParams clamps the size-like sampling parameters of p to a slot
+// context of nCtx tokens and a vocabulary of nVocab tokens, and refuses
+// lists beyond the limits above. It runs before any sampler is built.
+func limitParams(p *SamplingParams, nCtx, nVocab int) error {
+	if nCtx < 1 {
+		nCtx = 1
+	}
+	p.RepeatLastN = clampWindow(p.RepeatLastN, 0, nCtx)
+	p.DRYPenaltyLastN = clampWindow(p.DRYPenaltyLastN, 0, nCtx)
+	p.DRYAllowedLength = clampWindow(p.DRYAllowedLength, 0, nCtx)
+	if p.TopK > nVocab {
+		p.TopK = nVocab
+	}
+	p.NProbs = clampWindow(p.NProbs, 0, nVocab)
+	if len(p.DRYSequenceBreakers) > maxDRYBreakers {
+		return badRequest(`"dry_sequence_breakers" has %d entries; at most %d are allowed`, len(p.DRYSequenceBreakers), maxDRYBreakers)
+	}
+	for i, b := range p.DRYSequenceBreakers {
+		if utf8.RuneCountInString(b) > maxDRYBreakerRunes {
+			r := []rune(b)
+			p.DRYSequenceBreakers[i] = string(r[:maxDRYBreakerRunes])
+		}
+	}
+	if len(p.LogitBias) > nVocab {
+		return badRequest(`"logit_bias" has %d entries; the vocabulary has %d tokens`, len(p.LogitBias), nVocab)
+	}
+	for _, f := range []*float32{&p.Temperature, &p.DynatempRange, &p.DynatempExponent, &p.TopP, &p.MinP,
+		&p.TypicalP, &p.XTCProbability, &p.XTCThreshold, &p.TopNSigma, &p.MirostatTau, &p.MirostatEta,
+		&p.RepeatPenalty, &p.PresencePenalty, &p.FrequencyPenalty, &p.DRYMultiplier, &p.DRYBase} {
+		if math.IsNaN(float64(*f)) || math.IsInf(float64(*f), 0) {
+			return badRequest("sampling parameters must be finite numbers")
+		}
+	}
+	if len(p.Grammar) > maxGrammarBytes {
+		return badRequest("the grammar has %d bytes; at most %d are allowed", len(p.Grammar), maxGrammarBytes)
+	}
+	return nil
+}
+
+// limitTask applies limitParams and the limits on stop strings and n_keep
+// to a completion task of inst.
+func (inst *instance) limitTask(t *Task) error {
+	nCtx := inst.slotContext()
+	if err := limitParams(&t.Params, nCtx, inst.Model.VocabSize()); err != nil {
+		return err
+	}
+	if len(t.Stop) > maxStopStrings {
+		return badRequest(`"stop" has %d strings; at most %d are allowed`, len(t.Stop), maxStopStrings)
+	}
+	for _, s := range t.Stop {
+		if len(s) > maxStopBytes {
+			return badRequest(`a stop string has %d bytes; at most %d are allowed`, len(s), maxStopBytes)
+		}
+	}
+	if t.NKeep > nCtx {
+		t.NKeep = nCtx
+	}
+	return nil
+}
+
+// taskLimit is the most tasks one request may submit: what the engine
+// queues at once when it is idle (EngineOptions.QueueSize plus a task per
+// slot). A request with more can never be served.
+func (inst *instance) taskLimit() int {
+	o := inst.Opts.Engine
+	p := max(o.Parallel, 1)
+	q := o.QueueSize
+	if q <= 0 {
+		q = 4*p + 16
+	}
+	return q + p
+}
+
+// checkTaskCount refuses a request of n prompts (named what) that the
+// engine could never queue at once.
+func (inst *instance) checkTaskCount(n int, what string) error {
+	if lim := inst.taskLimit(); n > lim {
+		return tooLarge("the request has %d %s; this server takes at most %d in one request", n, what, lim)
+	}
+	return nil
+}
+
+// maxPieces caches the longest token text of each model.
+var maxPieces sync.Map // *llama.Model -> int
+
+// maxPieceBytes is the length of m's longest token text (special tokens
+// included, as prompts parse them).
+func maxPieceBytes(m *llama.Model) int {
+	if v, ok := maxPieces.Load(m); ok {
+		return v.(int)
+	}
+	longest := 1
+	for t := range m.VocabSize() {
+		if s, err := m.TokenPiece(llama.Token(t), true); err == nil && len(s) > longest {
+			longest = len(s)
+		}
+	}
+	maxPieces.Store(m, longest)
+	return longest
+}
+
+// textLimit is the longest text that could tokenize to at most nTokens
+// tokens of m, with a wide margin: a text with more bytes cannot fit, so
+// it is refused without being tokenized.
+func textLimit(m *llama.Model, nTokens int) int {
+	return max(promptBytesSlack*nTokens*maxPieceBytes(m), minPromptBytesLimit)
+}
+
+// checkPromptText refuses a prompt text that can never fit inst's context.
+func (inst *instance) checkPromptText(text string) error {
+	if lim := textLimit(inst.Model, inst.slotContext()); len(text) > lim {
+		return badRequest("the prompt has %d bytes of text and cannot fit the context of %d tokens (at most %d bytes are taken)",
+			len(text), inst.slotContext(), lim)
+	}
+	return nil
+}
+
+// checkJSONDepth refuses a JSON text nesting arrays and objects deeper
+// than maxJSONDepth. It only counts brackets outside strings; the text is
+// not otherwise validated.
+func checkJSONDepth(data []byte) error {
+	depth, inStr, esc := 0, false, false
+	for _, c := range data {
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == '[' || c == '{':
+			depth++
+			if depth > maxJSONDepth {
+				return badRequest("the JSON body nests deeper than %d levels", maxJSONDepth)
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return nil
+}
+
+// checkGrammarDepth refuses a GBNF grammar nesting groups deeper than
+// maxGrammarDepth (llama.cpp parses groups recursively). Brackets inside
+// string literals and character classes are not counted.
+func checkGrammarDepth(g string) error {
+	if len(g) > maxGrammarBytes {
+		return badRequest("the grammar has %d bytes; at most %d are allowed", len(g), maxGrammarBytes)
+	}
+	depth := 0
+	var quote byte // '"' in a literal, ']' in a class
+	esc := false
+	for i := 0; i < len(g); i++ {
+		c := g[i]
+		switch {
+		case quote != 0:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == quote:
+				quote = 0
+			}
+		case c == '#':
+			for i < len(g) && g[i] != '\n' {
+				i++
+			}
+		case c == '"':
+			quote = '"'
+		case c == '[':
+			quote = ']'
+		case c == '(':
+			depth++
+			if depth > maxGrammarDepth {
+				return badRequest("invalid grammar: groups nest deeper than %d levels", maxGrammarDepth)
+			}
+		case c == ')':
+			depth--
+		}
+	}
+	return nil
+}
+
+// grammarCanStart reports whether the grammar of chain allows at least one
+// token of m's vocabulary as its first token. A grammar that allows none
+// (an empty character range, a token id past the vocabulary, a code point
+// no text has) can never match anything.
+func grammarCanStart(m *llama.Model, chain *llama.SamplerChain) (bool, error) {
+	n := m.VocabSize()
+	cands := make([]llama.TokenData, n)
+	for i := range cands {
+		cands[i] = llama.TokenData{ID: llama.Token(i)}
+	}
+	out, _, err := chain.Apply(cands)
+	if err != nil {
+		return false, err
+	}
+	for _, c := range out {
+		if !math.IsInf(float64(c.Logit), -1) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// errGrammarNoMatch is the error of a grammar that allows no token.
+func errGrammarNoMatch() error {
+	return badRequest("invalid grammar: it can never match (no token of the vocabulary can start it)")
+}
+
+// Request preparation observes the client: between the stages of a
+// request (reading, parsing, templating, tokenizing, building grammars)
+// the handlers check the request's context, so a request whose client
+// left stops at the next stage instead of keeping a core busy.
+
+// stillWanted reports whether the client of ctx still waits for an answer.
+func stillWanted(ctx context.Context) bool { return ctx.Err() == nil }
+
+// freeing is set while a give-back of memory to the OS runs.
+var freeing atomic.Bool
+
+// giveBackMemory returns the memory of requests with large bodies to the
+// OS once they are answered, so that one big request does not leave the
+// process's resident size high. One give-back runs at a time.
+func giveBackMemory(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var cb *countingBody
+		if r.Body != nil && r.Body != http.NoBody {
+			cb = &countingBody{ReadCloser: r.Body}
+			r.Body = cb
+		}
+		next.ServeHTTP(w, r)
+		if cb != nil && cb.n.Load() >= bigRequestBytes && freeing.CompareAndSwap(false, true) {
+			go func() {
+				defer freeing.Store(false)
+				debug.FreeOSMemory()
+			}()
+		}
+	})
+}
+
+// countingBody counts the bytes read from a request body.
+type countingBody struct {
+	io.ReadCloser
+	n atomic.Int64
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// checkPromptItems refuses, before any tokenizing, a prompt array that
+// can never be served: more prompts than taskLimit, or one prompt with
+// more token ids than the context holds.
+func (inst *instance) checkPromptItems(items []json.RawMessage, single bool) error {
+	if !single {
+		return inst.checkTaskCount(len(items), "prompts")
+	}
+	ids := 0
+	for _, it := range items {
+		if jsonKind(it) == 'n' {
+			ids++
+		}
+	}
+	if n := inst.slotContext(); ids >= n {
+		return exceedContext(ids, n)
+	}
+	return nil
+}
+
+// encoderBatch is the most tokens one embedding or rerank input may have
+// under o (see checkEncoderInput).
+func encoderBatch(o EngineOptions) int {
+	ub := o.UBatchSize
+	if ub <= 0 {
+		ub = 512
+	}
+	if b := o.BatchSize; b > 0 && b < ub {
+		ub = b
+	}
+	return ub
+}
+
+// checkEncoderText refuses, before tokenizing, texts of an embedding or
+// rerank input that can never fit one physical batch.
+func (inst *instance) checkEncoderText(texts ...string) error {
+	ub := encoderBatch(inst.Opts.Engine)
+	lim := textLimit(inst.Model, ub)
+	n := 0
+	for _, s := range texts {
+		n += len(s)
+	}
+	if n > lim {
+		return badRequest("an input has %d bytes of text and cannot fit the batch of %d tokens (at most %d bytes are taken)", n, ub, lim)
+	}
+	return nil
+}
+
+// texts returns the text pieces of p.
+func (p embdPrompt) texts() []string {
+	var out []string
+	for _, pc := range p {
+		if !pc.IsToken {
+			out = append(out, pc.Text)
+		}
+	}
+	return out
+}
+
+// maxRunRunes is the longest run of characters without white space that
+// is tokenized in one call to llama.cpp with a BPE vocabulary. Some BPE
+// pre-tokenizers (deepseek-coder's, for one) split text with std::regex,
+// which recurses once per character of a match: a run of ~25,000 letters
+// overflows an 8 MB thread stack and kills the process. Longer runs are
+// cut into pieces tokenized one after the other.
+const maxRunRunes = 2048
+
+// bpeModels caches whether a model's vocabulary is BPE.
+var bpeModels sync.Map // *llama.Model -> bool
+
+func isBPE(m *llama.Model) bool {
+	if v, ok := bpeModels.Load(m); ok {
+		return v.(bool)
+	}
+	// GGUF names BPE tokenizers "gpt2". (Model.Info is not used: it aborts
+	// in llama.cpp on a vocabulary-only model.)
+	kind, ok := m.MetaValue("tokenizer.ggml.model")
+	bpe := !ok || kind == "gpt2"
+	bpeModels.Store(m, bpe)
+	return bpe
+}
+
+// tokenizeText is m.Tokenize made safe for long runs of characters
+// without white space (see maxRunRunes). Text without such runs is
+// tokenized as it is; otherwise each piece is tokenized without special
+// tokens, and BOS and EOS are added around the whole as o.AddSpecial asks.
+func tokenizeText(m *llama.Model, text string, o llama.TokenizeOptions) ([]llama.Token, error) {
+	if len(text) <= maxRunRunes || !isBPE(m) {
+		return m.Tokenize(text, o)
+	}
+	pieces := cutLongRuns(text, maxRunRunes)
+	if len(pieces) == 1 {
+		return m.Tokenize(text, o)
+	}
+	var out []llama.Token
+	sp := m.SpecialTokens()
+	if o.AddSpecial && sp.AddBOS && sp.BOS != llama.NoToken {
+		out = append(out, sp.BOS)
+	}
+	po := o
+	po.AddSpecial = false
+	for _, p := range pieces {
+		toks, err := m.Tokenize(p, po)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, toks...)
+	}
+	if o.AddSpecial && sp.AddEOS && sp.EOS != llama.NoToken {
+		out = append(out, sp.EOS)
+	}
+	return out, nil
+}
+
+// cutLongRuns cuts s inside every run of more than n characters without
+// white space, so that no piece holds such a run; other text is not cut.
+func cutLongRuns(s string, n int) []string {
+	var pieces []string
+	start, run := 0, 0
+	for i, r := range s {
+		if unicode.IsSpace(r) {
+			run = 0
+			continue
+		}
+		run++
+		if run > n {
+			pieces = append(pieces, s[start:i])
+			start, run = i, 1
+		}
+	}
+	return append(pieces, s[start:])
+}
+
+// Limits of a JSON Schema turned into a grammar: converting an object
+// schema costs time quadratic in its property count (1000 optional
+// properties take seconds), so larger schemas are refused.
+const (
+	maxSchemaObjectProperties = 256
+	maxSchemaProperties       = 2048
+)
+
+// checkSchemaSize refuses a JSON Schema whose objects have more
+// properties than the limits above.
+func checkSchemaSize(schema json.RawMessage) error {
+	var v any
+	if err := json.Unmarshal(schema, &v); err != nil {
+		return nil // the converter reports malformed schemas
+	}
+	total := 0
+	var walk func(any) error
+	walk = func(v any) error {
+		switch x := v.(type) {
+		case map[string]any:
+			if props, ok := x["properties"].(map[string]any); ok {
+				if len(props) > maxSchemaObjectProperties {
+					return badRequest("invalid json_schema: an object has %d properties; at most %d are allowed", len(props), maxSchemaObjectProperties)
+				}
+				total += len(props)
+				if total > maxSchemaProperties {
+					return badRequest("invalid json_schema: it has more than %d properties in all", maxSchemaProperties)
+				}
+			}
+			for _, c := range x {
+				if err := walk(c); err != nil {
+					return err
+				}
+			}
+		case []any:
+			for _, c := range x {
+				if err := walk(c); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return walk(v)
+}
+
+// Limits of /tokenize and /detokenize, which have no context to bound
+// them: an 8 MB text tokenized with pieces took 850 MB and 15 s.
+const (
+	// maxTokenizeBytes bounds the text (JSON) of one /tokenize request.
+	maxTokenizeBytes = 4 << 20
+	// maxTokenizePieces bounds the tokens answered with their pieces.
+	maxTokenizePieces = 1 << 18
+	// maxDetokenizeTokens bounds the tokens of one /detokenize request.
+	maxDetokenizeTokens = 1 << 22
+)
+
+// checkTokenizeContent refuses /tokenize content beyond maxTokenizeBytes.
+func checkTokenizeContent(raw json.RawMessage) error {
+	if len(raw) > maxTokenizeBytes {
+		return tooLarge(`"content" has %d bytes; /tokenize takes at most %d`, len(raw), maxTokenizeBytes)
+	}
+	return nil
+}
