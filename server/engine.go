@@ -97,6 +97,16 @@ type EngineOptions struct {
 	QueueSize int
 	// Adapters are LoRA adapters loaded at start, each with its default scale.
 	Adapters []AdapterSpec
+	// RopeScaling, RopeFreqBase, RopeFreqScale, YarnOrigCtx and the Yarn
+	// factors override the model's RoPE settings (zero or nil: the
+	// model's), as llama.cpp's --rope-* and --yarn-* options.
+	RopeScaling                                               llama.RopeScaling
+	RopeFreqBase, RopeFreqScale                               float32
+	YarnOrigCtx                                               int
+	YarnExtFactor, YarnAttnFactor, YarnBetaFast, YarnBetaSlow *float32
+	// NoKVOffload keeps the KV cache on the CPU (-nkvo); NoOpOffload keeps
+	// host tensor operations there (--no-op-offload).
+	NoKVOffload, NoOpOffload bool
 	// KVUnified makes one KV buffer shared by all slots (each slot still
 	// gets CtxSize/Parallel positions). Embedding engines always use it.
 	KVUnified bool
@@ -206,6 +216,10 @@ func NewEngine(m *llama.Model, o EngineOptions) (Engine, error) {
 		ContextSize: o.CtxSize, BatchSize: o.BatchSize, UBatchSize: o.UBatchSize, Sequences: o.Parallel,
 		Threads: o.Threads, ThreadsBatch: o.ThreadsBatch, FlashAttention: o.FlashAttention,
 		TypeK: o.TypeK, TypeV: o.TypeV, KVUnified: o.KVUnified,
+		RopeScaling: o.RopeScaling, RopeFreqBase: o.RopeFreqBase, RopeFreqScale: o.RopeFreqScale,
+		YarnOrigCtx: o.YarnOrigCtx, YarnExtFactor: o.YarnExtFactor, YarnAttnFactor: o.YarnAttnFactor,
+		YarnBetaFast: o.YarnBetaFast, YarnBetaSlow: o.YarnBetaSlow,
+		NoOffloadKQV: o.NoKVOffload, NoOpOffload: o.NoOpOffload,
 	}
 	if embedding {
 		// One decode of at most UBatchSize tokens, so that each sequence is

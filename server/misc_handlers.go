@@ -66,7 +66,7 @@ func handleHealth(s *Server) http.HandlerFunc {
 
 // defaultGenerationParams is the default_generation_settings.params of /props.
 func defaultGenerationParams(o Options) map[string]any {
-	p := DefaultSamplingParams()
+	p := o.defaultSampling()
 	seed := uint32(p.Seed)
 	return map[string]any{
 		"n_predict": o.NPredict, "seed": seed, "temperature": p.Temperature,
@@ -78,8 +78,8 @@ func defaultGenerationParams(o Options) map[string]any {
 		"dry_multiplier": p.DRYMultiplier, "dry_base": p.DRYBase, "dry_allowed_length": p.DRYAllowedLength,
 		"dry_penalty_last_n": p.DRYPenaltyLastN, "dry_sequence_breakers": p.DRYSequenceBreakers,
 		"mirostat": p.Mirostat, "mirostat_tau": p.MirostatTau, "mirostat_eta": p.MirostatEta,
-		"stop": []string{}, "max_tokens": o.NPredict, "n_keep": 0, "n_discard": 0,
-		"ignore_eos": false, "stream": true, "n_probs": 0, "min_keep": 0, "grammar": "",
+		"stop": nonNilStrings(o.Stop), "max_tokens": o.NPredict, "n_keep": o.NKeep, "n_discard": 0,
+		"ignore_eos": p.IgnoreEOS, "stream": true, "n_probs": 0, "min_keep": 0, "grammar": p.Grammar,
 		"samplers": p.Samplers, "timings_per_token": false,
 		"reasoning_format": o.ReasoningFormat,
 	}
@@ -195,6 +195,9 @@ func (s *Server) modelCard(e *modelEntry) map[string]any {
 	c := map[string]any{
 		"id": e.name, "object": "model", "created": e.created, "owned_by": "llamacpp",
 		"aliases": []string{}, "tags": []string{},
+	}
+	if !s.router {
+		c["aliases"], c["tags"] = nonNilStrings(s.opts.Aliases), nonNilStrings(s.opts.Tags)
 	}
 	if e.info != nil {
 		in := e.info.Info

@@ -9,7 +9,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -196,10 +198,10 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 	var opt genOptions
 	t := &Task{
 		Kind:        TaskCompletion,
-		Params:      DefaultSamplingParams(),
+		Params:      inst.Opts.defaultSampling(),
 		NPredict:    -1,
-		CachePrompt: true,
-		NKeep:       0,
+		CachePrompt: !inst.Opts.NoCachePrompt,
+		NKeep:       inst.Opts.NKeep,
 		SlotID:      -1,
 	}
 	if defaultNPredict != 0 {
@@ -254,7 +256,7 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 		p.DRYPenaltyLastN = nCtx
 	}
 	if p.DRYBase < 1 {
-		p.DRYBase = DefaultSamplingParams().DRYBase
+		p.DRYBase = inst.Opts.defaultSampling().DRYBase
 	}
 	// n_predict wins over max_tokens (OpenAI's name).
 	for _, key := range []string{"max_tokens", "n_predict"} {
@@ -305,6 +307,9 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 		return nil, opt, err
 	}
 	t.Stop = nonEmpty(t.Stop)
+	if len(t.Stop) == 0 {
+		t.Stop = slices.Clone(inst.Opts.Stop)
+	}
 	for _, b := range []struct {
 		key string
 		dst *bool
@@ -338,6 +343,19 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 	}
 	opt.Settings = generationSettings(t, opt, inst)
 	return t, opt, nil
+}
+
+// defaultSampling returns the sampling parameters of requests that do not
+// set them: Sampling, or llama-server's defaults. The result is a copy.
+func (o Options) defaultSampling() SamplingParams {
+	if o.Sampling == nil {
+		return DefaultSamplingParams()
+	}
+	p := *o.Sampling
+	p.DRYSequenceBreakers = slices.Clone(p.DRYSequenceBreakers)
+	p.Samplers = slices.Clone(p.Samplers)
+	p.LogitBias = maps.Clone(p.LogitBias)
+	return p
 }
 
 func nonEmpty(ss []string) []string {

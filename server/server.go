@@ -29,6 +29,11 @@ type Options struct {
 	Model string
 	// Alias is the model's name in /v1/models (--alias; default: Model).
 	Alias string
+	// Aliases are all the names of the model listed in /v1/models
+	// ("aliases"; -a a,b,c gives them sorted, Alias being the first).
+	Aliases []string
+	// Tags are the model's tags listed in /v1/models (--tags).
+	Tags []string
 	// ModelsDir is a folder of models for router mode (--models-dir): each
 	// *.gguf file is a model named after the file without ".gguf"; each
 	// sub-folder holding GGUF files is a model named after the folder.
@@ -48,13 +53,32 @@ type Options struct {
 	Engine EngineOptions
 	// NPredict is the default n_predict (-n; -1: no limit).
 	NPredict int
+	// Sampling holds the sampling parameters of requests that do not set
+	// them (llama-server's --temp, --top-k, --seed...; nil:
+	// DefaultSamplingParams()).
+	Sampling *SamplingParams
+	// NKeep is the default n_keep (--keep; 0: none, -1: the whole prompt).
+	NKeep int
+	// Stop are the default stop strings (-r), used when a request gives none.
+	Stop []string
+	// NoCachePrompt makes cache_prompt default to false (--no-cache-prompt).
+	NoCachePrompt bool
+	// ChatTemplateKwargs are template variables every chat request gets
+	// unless it sets them itself (--chat-template-kwargs, --reasoning,
+	// --reasoning-effort).
+	ChatTemplateKwargs map[string]any
 
 	// APIKeys, when set, are required of every request except the public
 	// endpoints (/health, GET /models, GET /v1/models).
 	APIKeys []string
-	// CORSOrigins are the origins browsers may call from ("*": any);
-	// none disables CORS.
+	// CORSOrigins are the origins browsers may call from ("*": any;
+	// "localhost": the loopback origins); none disables CORS.
 	CORSOrigins []string
+	// CORSMethods and CORSHeaders are what preflights allow (""
+	// llama-server's defaults: "GET, POST, DELETE, OPTIONS" and "*").
+	CORSMethods, CORSHeaders string
+	// NoCORSCredentials stops allowing credentials (--no-cors-credentials).
+	NoCORSCredentials bool
 	// Metrics enables GET /metrics.
 	Metrics bool
 	// Slots enables GET /slots.
@@ -116,9 +140,6 @@ type Server struct {
 // returning; in router mode it lists the models and starts loading those
 // marked load-on-startup.
 func New(ctx context.Context, o Options) (*Server, error) {
-	if o.Model == "" && o.ModelsDir == "" && o.ModelsPreset == "" {
-		return nil, errors.New("server: no model: set Model, ModelsDir or ModelsPreset")
-	}
 	if o.Model != "" && (o.ModelsDir != "" || o.ModelsPreset != "") {
 		return nil, errors.New("server: Model and ModelsDir/ModelsPreset are exclusive")
 	}
@@ -146,11 +167,6 @@ func New(ctx context.Context, o Options) (*Server, error) {
 			return nil, fmt.Errorf("server: slot save path: %w", err)
 		}
 		o.SlotSavePath = abs
-	}
-	if o.ChatTemplate != "" {
-		if err := checkTemplate(o.ChatTemplate); err != nil {
-			return nil, fmt.Errorf("server: %w", err)
-		}
 	}
 
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -42,8 +42,32 @@ func main() {
 }
 
 func serve(cfg *config) error {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	cfg.opts.Logger = logger
+	switch {
+	case cfg.version:
+		fmt.Println("server (github.com/x/llama), llama-server v0.4.0 compatible")
+		return nil
+	case cfg.listDevices:
+		devs, err := llama.Devices()
+		if err != nil {
+			return err
+		}
+		fmt.Println("Available devices:")
+		for _, d := range devs {
+			fmt.Printf("  %s: %s (%d MiB, %d MiB free)\n", d.Name, d.Description, d.TotalMemory>>20, d.FreeMemory>>20)
+		}
+		return nil
+	}
+	if err := cfg.unsupportedUse(); err != nil {
+		return err
+	}
+	if err := cfg.modelSource(); err != nil {
+		return err
+	}
+	logger := cfg.opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+		cfg.opts.Logger = logger
+	}
 	if cfg.verbose {
 		llama.SetLogger(logger)
 	}
