@@ -55,7 +55,7 @@ func (s *Server) buildHandler() http.Handler {
 	})
 	return chain(notFound,
 		recoverPanics(s.log),
-		cors(s.opts.CORSOrigins),
+		cors(s.opts),
 		limitBody(s.opts.MaxBodyBytes),
 		withTimeout(s.opts.Timeout),
 	)

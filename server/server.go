@@ -351,9 +351,6 @@ func (s *Server) listModels(now int64) error {
 			}
 		}
 	}
-	if len(s.models) == 0 {
-		return errors.New("server: router mode found no models")
-	}
 	return nil
 }
 

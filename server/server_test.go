@@ -375,12 +375,26 @@ func TestServerCORS(t *testing.T) {
 		resp.Body.Close()
 		return resp
 	}
+	// Preflights are answered 200 with llama-server's allowed methods and
+	// headers; only the allowed origin gets Access-Control-Allow-Origin.
 	resp := pre(on.URL+"/tokenize", "https://app.example")
-	assert.Equal(t, 204, resp.StatusCode)
-	assert.Contains(t, resp.Header.Get("Access-Control-Allow-Methods"), "POST")
-	assert.Equal(t, "authorization, content-type", resp.Header.Get("Access-Control-Allow-Headers"))
-	assert.Equal(t, 403, pre(on.URL+"/tokenize", "https://evil.example").StatusCode)
-	assert.NotEqual(t, 204, pre(off.URL+"/tokenize", "https://app.example").StatusCode)
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, "https://app.example", resp.Header.Get("Access-Control-Allow-Origin"))
+	assert.Equal(t, "GET, POST, DELETE, OPTIONS", resp.Header.Get("Access-Control-Allow-Methods"))
+	assert.Equal(t, "*", resp.Header.Get("Access-Control-Allow-Headers"))
+	assert.Empty(t, pre(on.URL+"/tokenize", "https://evil.example").Header.Get("Access-Control-Allow-Origin"))
+	assert.Empty(t, pre(off.URL+"/tokenize", "https://app.example").Header.Get("Access-Control-Allow-Origin"))
+
+	_, local := newTestServer(t, Options{CORSOrigins: []string{"localhost"}})
+	for origin, ok := range map[string]bool{"http://localhost:8080": true, "http://[::1]": true, "http://127.0.0.1:3000": true,
+		"http://localhost.evil.com": false, "http://notlocalhost": false} {
+		got := pre(local.URL+"/tokenize", origin).Header.Get("Access-Control-Allow-Origin")
+		if ok {
+			assert.Equal(t, origin, got)
+		} else {
+			assert.Empty(t, got, origin)
+		}
+	}
 }
 
 func TestServerBodyLimit(t *testing.T) {
