@@ -178,6 +178,7 @@ type engSlotSnap struct {
 	nPast      int
 	nDecoded   int
 	taskID     int64
+	used       bool // has run a task (taskID is the current or last one)
 }
 
 // NewEngine starts an engine on m; the caller keeps ownership of m and
@@ -613,7 +614,7 @@ func (e *engine) SlotsInfo() []SlotInfo {
 	out := make([]SlotInfo, len(snap))
 	for i, s := range snap {
 		out[i] = SlotInfo{ID: i, NCtx: e.nCtxSlot, IsProcessing: s.processing, NPast: s.nPast,
-			NDecoded: s.nDecoded, TaskID: s.taskID}
+			NDecoded: s.nDecoded, TaskID: s.taskID, HasTask: s.used}
 		if len(s.prompt) > 0 {
 			out[i].Prompt, _ = e.model.Detokenize(s.prompt, llama.DetokenizeOptions{})
 		}
@@ -626,6 +627,7 @@ func (e *engine) Metrics() Metrics {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	m := e.metrics
+	m.BusySlotsTotal = e.busySum
 	if m.DecodeTotal > 0 {
 		m.BusySlotsPerDecode = float64(e.busySum) / float64(m.DecodeTotal)
 	}
@@ -800,9 +802,10 @@ func (e *engine) publish() {
 	defer e.mu.Unlock()
 	var kv int64
 	for i, s := range e.slots {
-		sn := engSlotSnap{nPast: len(s.cache)}
+		// An idle slot still reports its last task, as llama-server's.
+		sn := engSlotSnap{nPast: len(s.cache), used: e.snap[i].used, taskID: e.snap[i].taskID}
 		if s.tk != nil {
-			sn.processing, sn.prompt, sn.nDecoded, sn.taskID = true, s.tk.t.Prompt, s.generated, s.tk.id
+			sn.processing, sn.prompt, sn.nDecoded, sn.taskID, sn.used = true, s.tk.t.Prompt, s.generated, s.tk.id, true
 		}
 		e.snap[i] = sn
 		kv += int64(len(s.cache))

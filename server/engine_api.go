@@ -211,17 +211,29 @@ type SlotInfo struct {
 	NPast        int    `json:"n_past"`
 	NDecoded     int    `json:"n_decoded"`
 	TaskID       int64  `json:"id_task"`
+	// HasTask says whether the slot has run a task; TaskID is then the
+	// current or last one.
+	HasTask bool `json:"-"`
 }
 
 // Metrics are the engine's counters (llama.cpp's metric names in /metrics).
 type Metrics struct {
-	PromptTokensTotal      int64
-	PromptSecondsTotal     float64
-	TokensPredictedTotal   int64
+	// PromptTokensTotal counts the prompt tokens decoded, without those
+	// reused from the cache (PromptTokensCachedTotal).
+	PromptTokensTotal       int64
+	PromptTokensCachedTotal int64
+	PromptSecondsTotal      float64
+	TokensPredictedTotal    int64
+	// TokensPredictedSteps counts the decode steps of generation: a task's
+	// first token comes from its prompt's logits, so it takes none.
+	TokensPredictedSteps   int64
 	TokensPredictedSeconds float64
 	DecodeTotal            int64
-	BusySlotsPerDecode     float64
-	NTokensMax             int64
+	// BusySlotsTotal sums the busy slots over the decodes;
+	// BusySlotsPerDecode is their average.
+	BusySlotsTotal     int64
+	BusySlotsPerDecode float64
+	NTokensMax         int64
 	RequestsProcessing     int
 	RequestsDeferred       int
 	KVCacheUsageRatio      float64

@@ -399,8 +399,10 @@ func (e *engine) finish(s *engSlot, word *string, stop StopReason) {
 	ev.Timings = e.timings(s, now)
 	e.mu.Lock()
 	e.metrics.PromptTokensTotal += int64(ev.Timings.PromptN)
+	e.metrics.PromptTokensCachedTotal += int64(ev.Timings.CacheN)
 	e.metrics.PromptSecondsTotal += ev.Timings.PromptMS / 1000
 	e.metrics.TokensPredictedTotal += int64(ev.Timings.PredictedN)
+	e.metrics.TokensPredictedSteps += int64(max(ev.Timings.PredictedN-1, 0))
 	e.metrics.TokensPredictedSeconds += ev.Timings.PredictedMS / 1000
 	e.mu.Unlock()
 	// Free the slot and count the metrics before the client sees Done, so
@@ -421,9 +423,11 @@ func (e *engine) timings(s *engSlot, now time.Time) Timings {
 		tm.PromptPerTokenMS = tm.PromptMS / float64(tm.PromptN)
 		tm.PromptPerSecond = 1000 * float64(tm.PromptN) / tm.PromptMS
 	}
-	if tm.PredictedN > 0 && tm.PredictedMS > 0 {
-		tm.PredictedPerTokenMS = tm.PredictedMS / float64(tm.PredictedN)
-		tm.PredictedPerSecond = 1000 * float64(tm.PredictedN) / tm.PredictedMS
+	// As llama-server: the rate is over the decode steps, the first token
+	// coming free with the prompt's last batch.
+	if steps := tm.PredictedN - 1; steps > 0 && tm.PredictedMS > 0 {
+		tm.PredictedPerTokenMS = tm.PredictedMS / float64(steps)
+		tm.PredictedPerSecond = 1000 * float64(steps) / tm.PredictedMS
 	}
 	return tm
 }

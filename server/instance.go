@@ -101,7 +101,36 @@ type modelEntry struct {
 	lastUsed time.Time
 	idle     *time.Timer
 	info     *modelInfo
-	metrics  Metrics // last counters, kept across unloads
+	metrics  Metrics // counters of the instances unloaded so far
+	scraped  Metrics // counters at the last GET /metrics (the gauges' window)
+}
+
+// addMetrics returns the counters of a and b summed (the gauges of b).
+func addMetrics(a, b Metrics) Metrics {
+	b.PromptTokensTotal += a.PromptTokensTotal
+	b.PromptTokensCachedTotal += a.PromptTokensCachedTotal
+	b.PromptSecondsTotal += a.PromptSecondsTotal
+	b.TokensPredictedTotal += a.TokensPredictedTotal
+	b.TokensPredictedSteps += a.TokensPredictedSteps
+	b.TokensPredictedSeconds += a.TokensPredictedSeconds
+	b.DecodeTotal += a.DecodeTotal
+	b.BusySlotsTotal += a.BusySlotsTotal
+	b.NTokensMax = max(a.NTokensMax, b.NTokensMax)
+	b.BusySlotsPerDecode = 0
+	if b.DecodeTotal > 0 {
+		b.BusySlotsPerDecode = float64(b.BusySlotsTotal) / float64(b.DecodeTotal)
+	}
+	return b
+}
+
+// metricsLocked returns e's counters since the server started, across
+// sleeps and unloads. s.mu must be held.
+func (e *modelEntry) metricsLocked() Metrics {
+	m := e.metrics
+	if e.inst != nil {
+		m = addMetrics(e.metrics, e.inst.Engine.Metrics())
+	}
+	return m
 }
 
 // modelEvent is one event of GET /models/sse.
@@ -312,7 +341,9 @@ func (s *Server) retireLocked(e *modelEntry, state modelState) bool {
 	if inst == nil {
 		return false
 	}
-	e.metrics = inst.Engine.Metrics()
+	m := addMetrics(e.metrics, inst.Engine.Metrics())
+	m.RequestsProcessing, m.RequestsDeferred, m.KVCacheTokens, m.KVCacheUsageRatio = 0, 0, 0, 0
+	e.metrics = m
 	inst.retired = true
 	s.notifyLocked(e, nil)
 	return inst.refs == 0
