@@ -34,10 +34,25 @@ type instance struct {
 	// preset's overrides in router mode).
 	Opts Options
 
+	eogOnce sync.Once
+	eog     []llama.Token // end-of-generation tokens, see eogTokens
+
 	entry   *modelEntry
 	refs    int  // requests using it, guarded by Server.mu
 	retired bool // unloaded: close when refs drops to 0
 	once    sync.Once
+}
+
+// eogTokens returns the model's end-of-generation tokens.
+func (inst *instance) eogTokens() []llama.Token {
+	inst.eogOnce.Do(func() {
+		for t := range inst.Model.VocabSize() {
+			if inst.Model.IsEOG(llama.Token(t)) {
+				inst.eog = append(inst.eog, llama.Token(t))
+			}
+		}
+	})
+	return inst.eog
 }
 
 // template returns the renderer for a prompt with or without tools: the
@@ -207,7 +222,14 @@ func (s *Server) instanceFor(w http.ResponseWriter, r *http.Request, model strin
 		return nil, nil, false
 	}
 	if s.router {
-		if v := r.URL.Query().Get("autoload"); v == "false" || v == "0" {
+		autoload := !s.opts.NoModelsAutoload
+		switch r.URL.Query().Get("autoload") {
+		case "false", "0":
+			autoload = false
+		case "true", "1":
+			autoload = true
+		}
+		if !autoload {
 			s.mu.Lock()
 			st := e.state
 			s.mu.Unlock()

@@ -37,7 +37,8 @@ func init() {
 }
 
 // buildInfo is reported in /props.
-const buildInfo = "go-llama (llama.cpp v0.4.0)"
+// It starts with "b" as llama-server's (b<build>-<commit>) do, which clients check.
+const buildInfo = "b0-go-llama (llama.cpp v0.4.0)"
 
 // peek finds the model a GET request names without loading or waking it.
 // On failure it writes a 400 and returns nil.
@@ -148,7 +149,7 @@ func handleGetProps(s *Server) http.HandlerFunc {
 			// The router itself: its role and the models' count.
 			writeJSON(w, http.StatusOK, map[string]any{
 				"role": "router", "build_info": buildInfo, "max_instances": s.opts.ModelsMax,
-				"models_autoload": true, "endpoint_metrics": s.opts.Metrics, "endpoint_slots": s.opts.Slots,
+				"models_autoload": !s.opts.NoModelsAutoload, "endpoint_metrics": s.opts.Metrics, "endpoint_slots": s.opts.Slots,
 			})
 			return
 		}

@@ -586,13 +586,26 @@ func generationSettings(t *Task, opt genOptions, inst *instance) map[string]any 
 	for _, l := range t.LoRA {
 		lora = append(lora, map[string]any{"id": l.ID, "scale": l.Scale})
 	}
-	bias := [][2]any{}
-	for tok, b := range p.LogitBias {
-		var v any = b
-		if math.IsInf(float64(b), -1) {
-			v = false
+	// As llama-server: {"bias", "token"} objects, -inf as null, and with
+	// ignore_eos the end-of-generation tokens banned.
+	all := maps.Clone(p.LogitBias)
+	if p.IgnoreEOS {
+		if all == nil {
+			all = map[llama.Token]float32{}
 		}
-		bias = append(bias, [2]any{tok, v})
+		for _, tok := range inst.eogTokens() {
+			if _, set := all[tok]; !set {
+				all[tok] = float32(math.Inf(-1))
+			}
+		}
+	}
+	bias := []map[string]any{}
+	for _, tok := range slices.Sorted(maps.Keys(all)) {
+		var v any = all[tok]
+		if math.IsInf(float64(all[tok]), 0) {
+			v = nil
+		}
+		bias = append(bias, map[string]any{"bias": v, "token": tok})
 	}
 	return map[string]any{
 		"n_predict": t.NPredict, "seed": p.Seed, "temperature": p.Temperature,

@@ -48,6 +48,10 @@ type Options struct {
 	// (--models-max; 0: no limit). The least recently used idle model is
 	// unloaded to make room.
 	ModelsMax int
+	// NoModelsAutoload stops router mode from loading a model a request
+	// names (--no-models-autoload): it must be loaded with POST
+	// /models/load first (a request's ?autoload=true overrides).
+	NoModelsAutoload bool
 
 	// Engine configures each model's engine.
 	Engine EngineOptions

@@ -69,7 +69,6 @@ type config struct {
 	apiPrefix        string
 	cacheRAMMiB      int // --cache-ram (-1: no limit, 0: off)
 	noCacheIdleSlots bool
-	noModelsAutoload bool
 }
 
 // Help sections, in llama-server's --help order.
@@ -910,7 +909,7 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--models-preset"}, arg: "PATH", env: "LLAMA_ARG_MODELS_PRESET", sec: sv, help: "INI file of model presets (router mode)", set: strTo(&o.ModelsPreset)},
 		{names: []string{"--models-max"}, arg: "N", env: "LLAMA_ARG_MODELS_MAX", sec: sv, help: "most models loaded at once (default 4, 0: no limit)", set: intTo(&o.ModelsMax)},
 		{names: []string{"--models-autoload"}, neg: []string{"--no-models-autoload"}, env: "LLAMA_ARG_MODELS_AUTOLOAD", sec: sv, help: "load a model when a request names it (default on)", set: func(_ *config, v string) error {
-			c.noModelsAutoload = v == "false"
+			o.NoModelsAutoload = v == "false"
 			return nil
 		}},
 		{names: []string{"--jinja"}, neg: []string{"--no-jinja"}, env: "LLAMA_ARG_JINJA", sec: sv, help: "Jinja chat templates (default on; always Jinja here)", set: boolTo(&o.Jinja)},
