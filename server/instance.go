@@ -23,6 +23,11 @@ type instance struct {
 	Path   string
 	Model  *llama.Model
 	Engine Engine
+	// EmbedEngine runs the embeddings of a generative model served with
+	// Embedding (llama-server's --embedding keeps completions on), in a
+	// second context beside Engine; nil otherwise (Engine does both or
+	// only embeddings).
+	EmbedEngine Engine
 	// Template renders chat prompts; never nil (falls back to "chatml").
 	Template promptRenderer
 	// ToolTemplate renders prompts that offer tools when the model carries
@@ -55,6 +60,14 @@ func (inst *instance) eogTokens() []llama.Token {
 	return inst.eog
 }
 
+// embedder returns the engine that runs embedding and rerank tasks.
+func (inst *instance) embedder() Engine {
+	if inst.EmbedEngine != nil {
+		return inst.EmbedEngine
+	}
+	return inst.Engine
+}
+
 // template returns the renderer for a prompt with or without tools: the
 // model's "tool_use" template when tools are offered and it has one, as
 // llama.cpp does, else the main template.
@@ -70,6 +83,9 @@ func (inst *instance) close() {
 	inst.once.Do(func() {
 		if inst.Engine != nil {
 			_ = inst.Engine.Close()
+		}
+		if inst.EmbedEngine != nil {
+			_ = inst.EmbedEngine.Close()
 		}
 		if inst.Model != nil {
 			_ = inst.Model.Close()
@@ -490,17 +506,34 @@ func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
 		return nil, nil, err
 	}
 	toolTmpl := toolUseRenderer(e.opts, m, s.log)
-	eng, err := NewEngine(m, e.opts.Engine)
+	mi, _ := m.Info()
+	eo := e.opts.Engine
+	var embedEng Engine
+	if eo.Embedding && !eo.Reranking && mi.HasDecoder {
+		// A generative model with --embedding serves completions too, as
+		// llama-server does: embeddings get a context of their own.
+		emb := eo
+		emb.Parallel = 1
+		if embedEng, err = NewEngine(m, emb); err != nil {
+			_ = m.Close()
+			return nil, nil, fmt.Errorf("start embedding engine: %w", err)
+		}
+		eo.Embedding = false
+	}
+	eng, err := NewEngine(m, eo)
 	if err != nil {
+		if embedEng != nil {
+			_ = embedEng.Close()
+		}
 		_ = m.Close()
 		return nil, nil, fmt.Errorf("start engine: %w", err)
 	}
 	inst := &instance{
-		Name: e.name, Path: e.path, Model: m, Engine: eng, Template: tmpl, ToolTemplate: toolTmpl,
+		Name: e.name, Path: e.path, Model: m, Engine: eng, EmbedEngine: embedEng, Template: tmpl, ToolTemplate: toolTmpl,
 		Server: s, Opts: e.opts, entry: e,
 	}
 	info := &modelInfo{TemplateSource: tmpl.Source(), Caps: tmpl.Caps()}
-	info.Info, _ = m.Info()
+	info.Info = mi
 	if tu, ok := m.ChatTemplate("tool_use"); ok {
 		info.ToolUseSource = tu
 	}
