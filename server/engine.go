@@ -523,7 +523,7 @@ func (e *engine) SaveSlot(id int, path string) (nTokens int, nBytes int, err err
 		if s, err = e.idleSlot(id); err != nil {
 			return
 		}
-		nBytes, err = e.lctx.SaveSeqFile(path, id, s.cache)
+		nBytes, err = e.lctx.SaveSeqFile(path, id, packSlotTokens(s.cache))
 		nTokens = len(s.cache)
 	})
 	if err2 != nil {
@@ -542,6 +542,9 @@ func (e *engine) RestoreSlot(id int, path string) (nTokens int, nBytes int, err 
 		}
 		var toks []llama.Token
 		toks, err = e.lctx.LoadSeqFile(path, id)
+		if err == nil {
+			toks, err = unpackSlotTokens(toks)
+		}
 		if err == nil && len(toks) >= e.nCtxSlot {
 			err = &ContextSizeError{PromptTokens: len(toks), CtxSize: e.nCtxSlot}
 		}

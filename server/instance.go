@@ -379,9 +379,8 @@ func (s *Server) retireLocked(e *modelEntry, state modelState) bool {
 	if inst == nil {
 		return false
 	}
-	m := addMetrics(e.metrics, inst.Engine.Metrics())
-	m.RequestsProcessing, m.RequestsDeferred, m.KVCacheTokens, m.KVCacheUsageRatio = 0, 0, 0, 0
-	e.metrics = m
+	// The snapshot /metrics shows while the model sleeps.
+	e.metrics = addMetrics(e.metrics, inst.Engine.Metrics())
 	inst.retired = true
 	s.notifyLocked(e, nil)
 	return inst.refs == 0
