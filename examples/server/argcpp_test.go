@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama/internal/testenv"
 )
@@ -319,11 +320,103 @@ func serverCppOptions(t *testing.T) []cppOption {
 	return out
 }
 
-func TestDumpArgCpp(t *testing.T) {
-	if os.Getenv("DUMP_ARGCPP") == "" {
-		return
+// TestArgCppCoverage fails on any option llama-server registers (every
+// spelling, negative forms included) or environment variable that the
+// parser does not know, read from the pinned source's common/arg.cpp.
+func TestArgCppCoverage(t *testing.T) {
+	opts := serverCppOptions(t)
+	require.Greater(t, len(opts), 200, "llama-server has more options than that")
+	c := &config{}
+	table := flagTable(c)
+	names := map[string]*flagDef{}
+	envs := map[string]*flagDef{}
+	for i := range table {
+		f := &table[i]
+		for _, n := range append(append([]string{}, f.names...), f.neg...) {
+			require.NotContains(t, names, n, "%s is listed twice", n)
+			names[n] = f
+		}
+		if f.env != "" {
+			envs[f.env] = f
+		}
 	}
-	for _, o := range serverCppOptions(t) {
-		fmt.Printf("%d\t%v\t%v\t%d\t%s\ts=%v sp=%v\t%v\n", o.line, o.args, o.neg, o.values, o.env, o.sampling, o.spec, o.examples)
+	for _, o := range opts {
+		for _, n := range o.args {
+			f, ok := names[n]
+			if !assert.True(t, ok, "arg.cpp:%d: option %s is unknown", o.line, n) {
+				continue
+			}
+			assert.Equal(t, o.values > 0, f.arg != "", "arg.cpp:%d: %s takes %d values", o.line, n, o.values)
+			assert.Equal(t, o.values == 2, f.arg2 != "", "arg.cpp:%d: %s takes %d values", o.line, n, o.values)
+			assert.Equal(t, len(o.neg) > 0, len(f.neg) > 0, "arg.cpp:%d: %s has negative forms %v", o.line, n, o.neg)
+			assert.Equal(t, o.env, f.env, "arg.cpp:%d: environment variable of %s", o.line, n)
+		}
+		for _, n := range o.neg {
+			_, ok := names[n]
+			assert.True(t, ok, "arg.cpp:%d: negative option %s is unknown", o.line, n)
+		}
+		if o.env != "" {
+			assert.Contains(t, envs, o.env, "arg.cpp:%d: environment variable %s is unknown", o.line, o.env)
+		}
 	}
+	// And nothing beyond llama-server's set.
+	known := map[string]bool{}
+	for _, o := range opts {
+		for _, n := range append(append([]string{}, o.args...), o.neg...) {
+			known[n] = true
+		}
+	}
+	for n := range names {
+		assert.True(t, known[n], "%s is not a llama-server option", n)
+	}
+}
+
+// TestArgCppParser checks the reader of arg.cpp on the forms it meets.
+func TestArgCppParser(t *testing.T) {
+	src := `
+static std::initializer_list<enum llama_example> some_examples = {
+    LLAMA_EXAMPLE_SERVER, // trailing comment
+    LLAMA_EXAMPLE_CLI,
+};
+void f() {
+    add_opt(common_arg(
+        {"-x", "--xx"}, "N",
+        string_format("help with, a comma (default: %d)", 1),
+        [](common_params & params, int value) { params.x = value; }
+    ).set_env("LLAMA_ARG_XX"));
+    add_opt(common_arg(
+        // a comment with "quotes" and (parens
+        {"--on"},
+        {"--no-on"},
+        "help",
+        [](common_params & params, bool value) { params.on = value; }
+    ).set_examples(some_examples).set_excludes({LLAMA_EXAMPLE_CLI}));
+    // add_opt(common_arg({"--commented"}, "h", [](common_params &) {}));
+    add_opt(common_arg(
+        {"--two"}, "A", "B", R"(raw "help" with ) inside)",
+        [](common_params & params, const std::string & a, const std::string & b) {}
+    ).set_examples({LLAMA_EXAMPLE_CLI}).set_sampling());
+    add_opt(common_arg({"--void"}, "h", [](common_params &) { char c = ')'; }).set_spec());
+}
+`
+	opts, err := parseArgCpp(src)
+	require.NoError(t, err)
+	require.Len(t, opts, 4)
+	assert.Equal(t, []string{"-x", "--xx"}, opts[0].args)
+	assert.Equal(t, 1, opts[0].values)
+	assert.Equal(t, "LLAMA_ARG_XX", opts[0].env)
+	assert.True(t, opts[0].forServer(), "COMMON applies to the server")
+	assert.Equal(t, []string{"--no-on"}, opts[1].neg)
+	assert.Equal(t, []string{"LLAMA_EXAMPLE_SERVER", "LLAMA_EXAMPLE_CLI"}, opts[1].examples)
+	assert.True(t, opts[1].forServer())
+	assert.Equal(t, 2, opts[2].values)
+	assert.True(t, opts[2].sampling)
+	assert.False(t, opts[2].forServer())
+	assert.True(t, opts[3].spec)
+	assert.Equal(t, 0, opts[3].values)
+
+	_, err = parseArgCpp(`add_opt(common_arg({"-x"}, "h", f).set_unknown());`)
+	assert.Error(t, err, "an unknown setter is reported, not skipped")
+	_, err = parseArgCpp(`add_opt(common_arg({"-x"}, "h", f).set_examples(undefined_list));`)
+	assert.Error(t, err)
 }

@@ -702,7 +702,6 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--spec-draft-prio", "--prio-draft"}, arg: "N", sec: spc, help: "thread priority of the draft model", set: prio},
 		{names: []string{"--spec-draft-poll", "--poll-draft"}, arg: "<0|1>", sec: spc, help: "polling of the draft model", set: unsignedAny},
 		{names: []string{"--spec-draft-cpu-mask-batch", "-Cbd", "--cpu-mask-batch-draft"}, arg: "M", sec: spc, help: "CPU mask of the draft model's batches", set: cpuMask},
-		{names: []string{"--spec-draft-cpu-range-batch", "-Crbd", "--cpu-range-batch-draft"}, arg: "lo-hi", sec: spc, help: "CPU range of the draft model's batches", set: cpuRange},
 		{names: []string{"--spec-draft-cpu-strict-batch", "--cpu-strict-batch-draft"}, arg: "<0|1>", sec: spc, help: "strict CPU placement of the draft model's batches", set: unsignedAny},
 		{names: []string{"--spec-draft-prio-batch", "--prio-batch-draft"}, arg: "N", sec: spc, help: "thread priority of the draft model's batches", set: prio},
 		{names: []string{"--spec-draft-poll-batch", "--poll-batch-draft"}, arg: "<0|1>", sec: spc, help: "polling of the draft model's batches", set: unsignedAny},
@@ -1213,6 +1212,15 @@ func parseFlags(args []string, getenv func(string) string, usage io.Writer) (*co
 	for i := 0; i < len(args); i++ {
 		a := normalize(args[i])
 		f, ok := byName[a]
+		inline, hasInline := "", false
+		if !ok {
+			// An extension: --name=value for options taking a value.
+			if name, v, cut := strings.Cut(args[i], "="); cut {
+				if g, found := byName[normalize(name)]; found && g.arg != "" && g.arg2 == "" {
+					f, a, inline, hasInline, ok = g, normalize(name), v, true, true
+				}
+			}
+		}
 		if !ok {
 			return nil, fmt.Errorf("invalid argument: %s (see --help)", args[i])
 		}
@@ -1232,6 +1240,8 @@ func parseFlags(args []string, getenv func(string) string, usage io.Writer) (*co
 				val = "false"
 			}
 		case f.arg == "":
+		case hasInline:
+			val = inline
 		default:
 			if i+1 >= len(args) {
 				return nil, fmt.Errorf("%s: expected a value (%s)", a, f.arg)
