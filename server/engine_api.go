@@ -234,10 +234,10 @@ type Metrics struct {
 	BusySlotsTotal     int64
 	BusySlotsPerDecode float64
 	NTokensMax         int64
-	RequestsProcessing     int
-	RequestsDeferred       int
-	KVCacheUsageRatio      float64
-	KVCacheTokens          int64
+	RequestsProcessing int
+	RequestsDeferred   int
+	KVCacheUsageRatio  float64
+	KVCacheTokens      int64
 }
 
 // AdapterInfo describes a loaded LoRA adapter.
