@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"sync"
@@ -107,6 +108,21 @@ type EngineOptions struct {
 	// NoKVOffload keeps the KV cache on the CPU (-nkvo); NoOpOffload keeps
 	// host tensor operations there (--no-op-offload).
 	NoKVOffload, NoOpOffload bool
+	// PromptCacheMiB bounds the host-RAM prompt cache (llama-server's
+	// --cache-ram): a completion task that makes its slot drop more than
+	// half of its cached prompt first saves that prompt's KV state there,
+	// and restores the cached prompt that best continues its own. 0: 8192
+	// MiB (llama-server's default); negative: no limit. NoPromptCache
+	// turns the cache off (--cache-ram 0).
+	PromptCacheMiB int
+	NoPromptCache  bool
+	// NoCacheIdleSlots stops saving the idle slots' prompts to the prompt
+	// cache whenever a task starts (llama-server's --no-cache-idle-slots);
+	// by default they are saved, and with KVUnified their memory is then
+	// freed for the busy slots.
+	NoCacheIdleSlots bool
+	// Logger receives the engine's debug logs (nil: none).
+	Logger *slog.Logger
 	// KVUnified makes one KV buffer shared by all slots (each slot still
 	// gets CtxSize/Parallel positions). Embedding engines always use it.
 	KVUnified bool
@@ -153,6 +169,7 @@ type engine struct {
 	addBOS    bool
 	embedding bool
 	canReuse  bool // cache reuse is possible: a completion engine whose memory can shift
+	pcache    *promptCache // nil: off
 	queueSize int
 
 	baseCtx context.Context
@@ -242,6 +259,16 @@ func NewEngine(m *llama.Model, o EngineOptions) (Engine, error) {
 		e.nCtxSlot = lctx.Size() / o.Parallel
 	}
 	e.canReuse = !embedding && lctx.CanShift()
+	if !embedding {
+		log := o.Logger
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		if e.pcache = newPromptCache(o, log); e.pcache != nil && !o.NoCacheIdleSlots {
+			// llama-server's debug marker, which its test suite looks for.
+			log.Debug("__TEST_TAG_CACHE_IDLE_SLOTS_ENABLED__ idle slots go to the prompt cache when a task starts")
+		}
+	}
 	e.nBatch = lctx.BatchSize()
 	if embedding {
 		e.nBatch = min(e.nBatch, lctx.UBatchSize())
@@ -756,6 +783,9 @@ func (e *engine) assign() {
 	e.mu.Unlock()
 	for _, s := range started {
 		e.start(s)
+	}
+	if len(started) > 0 && e.pcache != nil && !e.opts.NoCacheIdleSlots {
+		e.pcache.cacheIdleSlots(e)
 	}
 }
 

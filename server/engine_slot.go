@@ -109,6 +109,9 @@ func (e *engine) start(s *engSlot) {
 	// Prompt cache: keep the common prefix, decode the rest (at least the
 	// last token, for its logits).
 	n := 0
+	if t.CachePrompt && e.pcache != nil {
+		e.pcache.update(e, s, s.prompt)
+	}
 	if t.CachePrompt {
 		n = engCommonPrefix(s.cache, s.prompt)
 		if reuse := e.cacheReuse(t); reuse > 0 {

@@ -507,6 +507,9 @@ func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
 	toolTmpl := toolUseRenderer(e.opts, m, s.log)
 	mi, _ := m.Info()
 	eo := e.opts.Engine
+	if eo.Logger == nil {
+		eo.Logger = s.log
+	}
 	var embedEng Engine
 	if eo.Embedding && !eo.Reranking && mi.HasDecoder {
 		// A generative model with --embedding serves completions too, as

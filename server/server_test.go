@@ -451,16 +451,36 @@ func TestServerStripPrefix(t *testing.T) {
 }
 
 func TestServerNewErrors(t *testing.T) {
-	_, err := New(context.Background(), Options{})
+	_, err := New(context.Background(), Options{Model: "/no/such/model.gguf"})
 	assert.Error(t, err)
-	_, err = New(context.Background(), Options{Model: "/no/such/model.gguf"})
+	_, err = New(context.Background(), Options{Model: "x.gguf", ModelsDir: t.TempDir()})
 	assert.Error(t, err)
-	_, err = New(context.Background(), Options{Model: testenv.Model(t, "stories260K.gguf"), ChatTemplate: "no-such-template"})
-	assert.Error(t, err)
-	_, err = New(context.Background(), Options{Model: testenv.Model(t, "stories260K.gguf"), ChatTemplate: "{% if %}"})
-	assert.Error(t, err)
-	_, err = New(context.Background(), Options{ModelsDir: t.TempDir()})
-	assert.Error(t, err)
+}
+
+// TestServerStartsAsLlamaServer checks the startups llama-server allows:
+// no model at all (a router with no models, as an empty models folder),
+// and a chat template that does not parse (a warning; the model's own is
+// used).
+func TestServerStartsAsLlamaServer(t *testing.T) {
+	for _, o := range []Options{{}, {ModelsDir: t.TempDir()}} {
+		s, err := New(context.Background(), o)
+		require.NoError(t, err)
+		ts := httptest.NewServer(s.Handler())
+		code, data := call(t, "GET", ts.URL+"/models", nil, nil)
+		assert.Equal(t, 200, code)
+		assert.JSONEq(t, `{"object":"list","data":[]}`, string(data))
+		code, _ = call(t, "GET", ts.URL+"/props", nil, nil)
+		assert.Equal(t, 200, code)
+		code, _ = call(t, "POST", ts.URL+"/completion", map[string]any{"model": "none", "prompt": "x"}, nil)
+		assert.Equal(t, 400, code)
+		ts.Close()
+		require.NoError(t, s.Close())
+	}
+	for _, tmpl := range []string{"{% if %}", "This is not a chat template, it is"} {
+		s, err := New(context.Background(), Options{Model: testenv.Model(t, "stories260K.gguf"), ChatTemplate: tmpl})
+		require.NoError(t, err, tmpl)
+		require.NoError(t, s.Close())
+	}
 }
 
 func TestBuiltinTemplatesRender(t *testing.T) {

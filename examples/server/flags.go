@@ -61,14 +61,13 @@ type config struct {
 	unsupported         []string
 
 	// Settings read by finish or by serve.
-	dryBreakersSet   bool
-	kvUnifiedSet     bool
-	kvPerSlot        int
-	loraNoApply      bool
-	staticPath       string
-	apiPrefix        string
-	cacheRAMMiB      int // --cache-ram (-1: no limit, 0: off)
-	noCacheIdleSlots bool
+	dryBreakersSet bool
+	kvUnifiedSet   bool
+	kvPerSlot      int
+	loraNoApply    bool
+	staticPath     string
+	apiPrefix      string
+	cacheRAMMiB    int // --cache-ram (-1: no limit, 0: off)
 }
 
 // Help sections, in llama-server's --help order.
@@ -775,6 +774,7 @@ func flagTable(c *config) []flagDef {
 				return err
 			}
 			c.cacheRAMMiB = n
+			e.PromptCacheMiB, e.NoPromptCache = n, n == 0
 			return nil
 		}},
 		{names: []string{"-kvu", "--kv-unified"}, neg: []string{"-no-kvu", "--no-kv-unified"}, env: "LLAMA_ARG_KV_UNIFIED", sec: sv, help: "one KV buffer shared by all slots (default: on when -np is auto)", set: func(c *config, v string) error {
@@ -782,7 +782,7 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"--cache-idle-slots"}, neg: []string{"--no-cache-idle-slots"}, env: "LLAMA_ARG_CACHE_IDLE_SLOTS", sec: sv, help: "keep idle slots' prompts in the RAM cache when a new task comes (default on)", set: func(_ *config, v string) error {
-			c.noCacheIdleSlots = v == "false"
+			e.NoCacheIdleSlots = v == "false"
 			return nil
 		}},
 		{names: []string{"--context-shift"}, neg: []string{"--no-context-shift"}, env: "LLAMA_ARG_CONTEXT_SHIFT", sec: sv, help: "shift the context when it is full (default off)", set: boolTo(&e.ContextShift)},
@@ -1176,6 +1176,7 @@ func parseFlags(args []string, getenv func(string) string, usage io.Writer) (*co
 	c.opts.Engine.Parallel = -1
 	c.opts.Engine.Threads = runtime.NumCPU()
 	c.adaptiveTarget = -1
+	c.cacheRAMMiB = 8192
 	table := flagTable(c)
 	byName := map[string]*flagDef{}
 	for i := range table {

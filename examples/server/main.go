@@ -65,7 +65,11 @@ func serve(cfg *config) error {
 	}
 	logger := cfg.opts.Logger
 	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+		level := slog.LevelInfo
+		if cfg.verbose {
+			level = slog.LevelDebug
+		}
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 		cfg.opts.Logger = logger
 	}
 	if cfg.verbose {
