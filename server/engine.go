@@ -168,7 +168,7 @@ type engine struct {
 	havePiece []bool
 	addBOS    bool
 	embedding bool
-	canReuse  bool // cache reuse is possible: a completion engine whose memory can shift
+	canReuse  bool         // cache reuse is possible: a completion engine whose memory can shift
 	pcache    *promptCache // nil: off
 	queueSize int
 

@@ -59,7 +59,9 @@ func TestFlagSpellings(t *testing.T) {
 			assert.Equal(t, 100, c.sampling.DRYPenaltyLastN)
 			assert.Equal(t, []string{"x", "y"}, c.sampling.DRYSequenceBreakers, "the first breaker replaces the defaults")
 		}},
-		{[]string{"--dry-base", "0.5"}, func(t *testing.T, c *config) { assert.InDelta(t, 1.75, c.sampling.DRYBase, 1e-6, "below 1 keeps the default") }},
+		{[]string{"--dry-base", "0.5"}, func(t *testing.T, c *config) {
+			assert.InDelta(t, 1.75, c.sampling.DRYBase, 1e-6, "below 1 keeps the default")
+		}},
 		{[]string{"--dry-sequence-breaker", "none"}, func(t *testing.T, c *config) { assert.Empty(t, c.sampling.DRYSequenceBreakers) }},
 		{[]string{"--xtc-probability", "0.5", "--xtc-threshold", "0.2"}, func(t *testing.T, c *config) {
 			assert.InDelta(t, 0.5, c.sampling.XTCProbability, 1e-6)
@@ -76,7 +78,9 @@ func TestFlagSpellings(t *testing.T) {
 		}},
 		{[]string{"--samplers", "top_k;temperature"}, func(t *testing.T, c *config) { assert.Equal(t, []string{"top_k", "temperature"}, c.sampling.Samplers) }},
 		{[]string{"--sampling-seq", "kt"}, func(t *testing.T, c *config) { assert.Equal(t, []string{"top_k", "temperature"}, c.sampling.Samplers) }},
-		{[]string{"--sampler-seq", "edm"}, func(t *testing.T, c *config) { assert.Equal(t, []string{"penalties", "dry", "min_p"}, c.sampling.Samplers) }},
+		{[]string{"--sampler-seq", "edm"}, func(t *testing.T, c *config) {
+			assert.Equal(t, []string{"penalties", "dry", "min_p"}, c.sampling.Samplers)
+		}},
 		{[]string{"-l", "15043+1.5", "--logit-bias", "2-inf"}, func(t *testing.T, c *config) {
 			assert.InDelta(t, 1.5, c.sampling.LogitBias[15043], 1e-6)
 			assert.True(t, math.IsInf(float64(c.sampling.LogitBias[2]), -1))
@@ -103,7 +107,9 @@ func TestFlagSpellings(t *testing.T) {
 		{[]string{"--backend_sampling"}, func(t *testing.T, c *config) {}},
 		{[]string{"-kvu"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.KVUnified) }},
 		{[]string{"-np", "2", "--kv-unified"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.KVUnified) }},
-		{[]string{"-np", "2"}, func(t *testing.T, c *config) { assert.False(t, c.opts.Engine.KVUnified, "unified only with auto slots") }},
+		{[]string{"-np", "2"}, func(t *testing.T, c *config) {
+			assert.False(t, c.opts.Engine.KVUnified, "unified only with auto slots")
+		}},
 		{[]string{"--no-kv-unified"}, func(t *testing.T, c *config) {
 			assert.False(t, c.opts.Engine.KVUnified)
 			assert.Equal(t, 4, c.opts.Engine.Parallel)
