@@ -93,6 +93,10 @@ type Task struct {
 	Stop []string
 	// CachePrompt reuses the longest common prefix in a slot's KV cache.
 	CachePrompt bool
+	// ReturnProgress asks for Progress events while the prompt is
+	// decoded: one when the task starts (after the cached prefix), then
+	// one per decode holding its prompt tokens.
+	ReturnProgress bool
 	// CacheReuse is the smallest run of cached tokens after the common
 	// prefix that, with CachePrompt, is shifted into place instead of being
 	// decoded again (see EngineOptions.CacheReuse): 0 means the engine's
@@ -150,12 +154,24 @@ type Timings struct {
 	PredictedPerSecond  float64 `json:"predicted_per_second"`
 }
 
+// PromptProgress is how far a task's prompt has been decoded: Processed
+// of Total tokens, Cache of them reused from the cache, after TimeMS.
+type PromptProgress struct {
+	Total     int   `json:"total"`
+	Cache     int   `json:"cache"`
+	Processed int   `json:"processed"`
+	TimeMS    int64 `json:"time_ms"`
+}
+
 // Event is one step of a task's result stream. Completion tasks send one
 // Event per generated token (Text may be empty while a UTF-8 character or a
 // possible stop string is incomplete) and a last Event with Done set.
 // Embedding and rerank tasks send one Event with Done set.
 type Event struct {
-	Token llama.Token
+	// Progress, when set, makes this a prompt progress event (see
+	// Task.ReturnProgress): no token, Timings cover the prompt so far.
+	Progress *PromptProgress
+	Token    llama.Token
 	Text  string
 	// Probs are the top NProbs candidates of this step (when asked).
 	Probs []TokenProb

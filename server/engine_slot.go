@@ -127,6 +127,22 @@ func (e *engine) start(s *engSlot) {
 	}
 	s.cache = s.cache[:n]
 	s.promptIdx, s.nCached, s.state = n, n, stPrompt
+	if t.ReturnProgress {
+		e.progress(s, s.tStart)
+	}
+}
+
+// progress sends slot s's prompt progress, as of now.
+func (e *engine) progress(s *engSlot, now time.Time) {
+	ms := now.Sub(s.tStart)
+	ev := Event{Token: llama.NoToken, SlotID: s.id, Progress: &PromptProgress{
+		Total: len(s.prompt), Cache: s.nCached, Processed: s.promptIdx, TimeMS: ms.Milliseconds()}}
+	ev.Timings = Timings{CacheN: s.nCached, PromptN: s.promptIdx - s.nCached, PromptMS: float64(ms.Microseconds()) / 1000}
+	if tm := ev.Timings; tm.PromptN > 0 && tm.PromptMS > 0 {
+		ev.Timings.PromptPerTokenMS = tm.PromptMS / float64(tm.PromptN)
+		ev.Timings.PromptPerSecond = 1000 * float64(tm.PromptN) / tm.PromptMS
+	}
+	s.tk.ob.push(&ev, false)
 }
 
 // cacheReuse is the smallest chunk t may reuse from the cache (0: none):
@@ -246,6 +262,11 @@ func (e *engine) step() bool {
 		return true
 	}
 	now := time.Now()
+	for _, s := range e.slots {
+		if s.tk != nil && s.state == stPrompt && s.iBatch != -1 && s.tk.t.ReturnProgress && !e.embedding {
+			e.progress(s, now)
+		}
+	}
 	for _, s := range e.slots {
 		if s.tk == nil || s.iBatch < 0 {
 			continue
