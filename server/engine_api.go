@@ -172,7 +172,7 @@ type Event struct {
 	// Task.ReturnProgress): no token, Timings cover the prompt so far.
 	Progress *PromptProgress
 	Token    llama.Token
-	Text  string
+	Text     string
 	// Probs are the top NProbs candidates of this step (when asked).
 	Probs []TokenProb
 	// Sampled is the probability entry of the chosen token (when NProbs > 0).
