@@ -120,6 +120,7 @@ type modelInfo struct {
 type modelEntry struct {
 	name          string
 	path          string
+	hfRepo        string // a preset's hf-repo, when path is empty
 	opts          Options
 	loadOnStartup bool
 	created       int64
@@ -495,6 +496,9 @@ func (s *Server) unload(ctx context.Context, e *modelEntry) error {
 
 // openInstance loads e's model, engine and chat template.
 func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
+	if e.path == "" && e.hfRepo != "" {
+		return nil, nil, fmt.Errorf("pulling models from Hugging Face is not supported yet (hf-repo %s)", e.hfRepo)
+	}
 	m, err := llama.LoadModel(s.ctx, e.path, e.opts.ModelOptions)
 	if err != nil {
 		return nil, nil, err

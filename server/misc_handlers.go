@@ -225,6 +225,12 @@ func (s *Server) modelCard(e *modelEntry) map[string]any {
 
 func handleModels(s *Server) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if v := r.URL.Query().Get("reload"); s.router && (v == "1" || v == "true") {
+			if err := s.reloadModels(); err != nil {
+				writeError(w, http.StatusInternalServerError, errServer, err.Error())
+				return
+			}
+		}
 		s.mu.Lock()
 		data := make([]map[string]any, 0, len(s.models))
 		for _, e := range s.models {

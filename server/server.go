@@ -307,20 +307,39 @@ func (s *Server) busy(insts []*instance) bool {
 
 // listModels fills the router's model list from ModelsDir and ModelsPreset.
 func (s *Server) listModels(now int64) error {
+	entries, err := s.scanModels(now)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		s.addEntry(e)
+	}
+	return nil
+}
+
+// scanModels reads ModelsDir and ModelsPreset into new entries, in list
+// order (a preset section overrides the folder's model of that name).
+func (s *Server) scanModels(now int64) ([]*modelEntry, error) {
 	o := s.opts
+	var out []*modelEntry
+	byName := map[string]*modelEntry{}
+	add := func(e *modelEntry) {
+		out = append(out, e)
+		byName[e.name] = e
+	}
 	if o.ModelsDir != "" {
 		found, err := scanModelsDir(o.ModelsDir)
 		if err != nil {
-			return fmt.Errorf("server: models dir: %w", err)
+			return nil, fmt.Errorf("server: models dir: %w", err)
 		}
 		for _, f := range found {
-			s.addEntry(&modelEntry{name: f[0], path: f[1], opts: routerOptions(o), created: now})
+			add(&modelEntry{name: f[0], path: f[1], opts: routerOptions(o), created: now})
 		}
 	}
 	if o.ModelsPreset != "" {
 		secs, err := readPreset(o.ModelsPreset)
 		if err != nil {
-			return fmt.Errorf("server: models preset: %w", err)
+			return nil, fmt.Errorf("server: models preset: %w", err)
 		}
 		global := secs["*"]
 		names := make([]string, 0, len(secs))
@@ -338,27 +357,75 @@ func (s *Server) listModels(now int64) error {
 			for k, v := range secs[name] {
 				kv[k] = v
 			}
-			e, exists := s.byName[name]
+			e, exists := byName[name]
 			if !exists {
 				path := kv["model"]
 				if path == "" {
 					path = kv["m"]
 				}
-				if path == "" {
-					return fmt.Errorf("server: models preset: [%s] has no model path", name)
+				hf := firstOf(kv, "hf-repo", "hf", "hfr", "hf_repo")
+				if path == "" && hf == "" {
+					return nil, fmt.Errorf("server: models preset: [%s] has no model path", name)
 				}
-				e = &modelEntry{name: name, path: path, opts: routerOptions(o), created: now}
-				s.addEntry(e)
+				e = &modelEntry{name: name, path: path, hfRepo: hf, opts: routerOptions(o), created: now}
+				add(e)
 			}
 			if err := applyPreset(e, kv); err != nil {
-				return fmt.Errorf("server: models preset [%s]: %w", name, err)
+				return nil, fmt.Errorf("server: models preset [%s]: %w", name, err)
 			}
+		}
+	}
+	return out, nil
+}
+
+// firstOf returns the value of the first of keys that kv has.
+func firstOf(kv map[string]string, keys ...string) string {
+	for _, k := range keys {
+		if v := kv[k]; v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// reloadModels reads ModelsDir and ModelsPreset again (GET
+// /models?reload=1): new models are added, models no longer listed are
+// dropped unless loaded or loading (they go once unloaded, on a later
+// reload), and unloaded models take their new settings.
+func (s *Server) reloadModels() error {
+	entries, err := s.scanModels(time.Now().Unix())
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fresh := map[string]*modelEntry{}
+	for _, e := range entries {
+		fresh[e.name] = e
+	}
+	kept := s.models[:0]
+	for _, e := range s.models {
+		n, listed := fresh[e.name]
+		idle := e.inst == nil && e.state == stateUnloaded
+		switch {
+		case !listed && idle:
+			delete(s.byName, e.name)
+			continue
+		case listed && idle:
+			e.path, e.hfRepo, e.opts, e.loadOnStartup = n.path, n.hfRepo, n.opts, n.loadOnStartup
+		}
+		kept = append(kept, e)
+	}
+	s.models = kept
+	for _, e := range entries {
+		if _, ok := s.byName[e.name]; !ok {
+			s.addEntry(e)
+			s.notifyLocked(e, nil)
 		}
 	}
 	return nil
 }
 
-// routerOptions are the per-model options inherited from the router's.
 func routerOptions(o Options) Options {
 	o.ModelsDir, o.ModelsPreset = "", ""
 	return o

@@ -833,3 +833,46 @@ func TestServerPostProps(t *testing.T) {
 	code, _ := callJSON(t, "GET", on.URL+"/props", nil)
 	assert.Equal(t, 200, code)
 }
+
+// TestRouterReloadPreset checks GET /models?reload=1: the preset is read
+// again, models are added and dropped; a preset model from Hugging Face is
+// listed and fails clearly to load.
+func TestRouterReloadPreset(t *testing.T) {
+	dir := t.TempDir()
+	preset := filepath.Join(dir, "models.ini")
+	model := testenv.Model(t, "stories260K.gguf")
+	write := func(body string) { require.NoError(t, os.WriteFile(preset, []byte(body), 0o600)) }
+	write("[a]\nmodel = " + model + "\n\n[b]\nhf-repo = org/b\n")
+	s, err := New(context.Background(), Options{ModelsPreset: preset, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	defer s.Close()
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	ids := func(reload bool) []string {
+		u := ts.URL + "/models"
+		if reload {
+			u += "?reload=1"
+		}
+		code, data := call(t, "GET", u, nil, nil)
+		require.Equal(t, 200, code, "%s", data)
+		var l struct {
+			Data []struct{ ID string } `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal(data, &l))
+		var out []string
+		for _, d := range l.Data {
+			out = append(out, d.ID)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"a", "b"}, ids(false))
+	code, data := call(t, "POST", ts.URL+"/completion", map[string]any{"model": "b", "prompt": "x"}, nil)
+	assert.Equal(t, 500, code)
+	assert.Contains(t, string(data), "not supported yet")
+
+	write("[b]\nhf-repo = org/b\n\n[c]\nmodel = " + model + "\n")
+	assert.Equal(t, []string{"a", "b"}, ids(false), "read again only when asked")
+	assert.Equal(t, []string{"b", "c"}, ids(true))
+	code, data = call(t, "POST", ts.URL+"/completion", map[string]any{"model": "c", "prompt": "Once", "n_predict": 2}, nil)
+	assert.Equal(t, 200, code, "%s", data)
+}
