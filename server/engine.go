@@ -123,8 +123,14 @@ type EngineOptions struct {
 	NoCacheIdleSlots bool
 	// Logger receives the engine's debug logs (nil: none).
 	Logger *slog.Logger
-	// KVUnified makes one KV buffer shared by all slots (each slot still
-	// gets CtxSize/Parallel positions). Embedding engines always use it.
+	// KVUnifiedPerSlot caps the positions one slot may use with KVUnified
+	// (llama-server's --kv-unified-per-slot; 0: the whole context).
+	KVUnifiedPerSlot int
+	// KVUnified makes one KV buffer of CtxSize positions shared by all
+	// slots: each may use what the others leave free, up to the whole
+	// context (see KVUnifiedPerSlot); when it is full, the idle slots'
+	// memory is freed and the decode tried again. Embedding engines always
+	// use it, with CtxSize/Parallel positions per slot.
 	KVUnified bool
 }
 
@@ -255,8 +261,20 @@ func NewEngine(m *llama.Model, o EngineOptions) (Engine, error) {
 		addBOS: m.SpecialTokens().AddBOS,
 	}
 	e.nCtxSlot = lctx.SeqSize()
-	if copts.KVUnified {
+	switch {
+	case embedding:
 		e.nCtxSlot = lctx.Size() / o.Parallel
+	case copts.KVUnified:
+		// As llama-server: with a unified KV cache a slot may use the
+		// whole context (what the others leave free), capped by
+		// KVUnifiedPerSlot and by the model's training context.
+		e.nCtxSlot = lctx.Size()
+		if o.KVUnifiedPerSlot > 0 {
+			e.nCtxSlot = min(e.nCtxSlot, o.KVUnifiedPerSlot)
+		}
+		if train := m.TrainContext(); train > 0 {
+			e.nCtxSlot = min(e.nCtxSlot, train)
+		}
 	}
 	e.canReuse = !embedding && lctx.CanShift()
 	if !embedding {

@@ -244,6 +244,11 @@ func (e *engine) step() bool {
 		return false
 	}
 	err := e.lctx.Decode(e.baseCtx, b)
+	if errors.Is(err, llama.ErrNoKVSlot) && e.clearIdleSlots() {
+		// As llama-server: a full unified cache first gives up the idle
+		// slots' memory (their prompts go to the prompt cache).
+		err = e.lctx.Decode(e.baseCtx, b)
+	}
 	e.mu.Lock()
 	e.metrics.DecodeTotal++
 	e.busySum += int64(busy)
@@ -286,6 +291,24 @@ func (e *engine) step() bool {
 		e.sampleNext(s)
 	}
 	return true
+}
+
+// clearIdleSlots frees the memory of the idle slots, saving their prompts
+// to the prompt cache first. It reports whether any was freed.
+func (e *engine) clearIdleSlots() bool {
+	cleared := false
+	for _, s := range e.slots {
+		if s.tk != nil || len(s.cache) == 0 {
+			continue
+		}
+		if e.pcache != nil {
+			e.pcache.save(e, s)
+		}
+		e.lctx.RemoveTokens(s.id, 0, -1)
+		s.cache = s.cache[:0]
+		cleared = true
+	}
+	return cleared
 }
 
 // shift is llama.cpp's context shift: keep NKeep tokens (plus BOS), drop

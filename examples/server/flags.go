@@ -63,7 +63,6 @@ type config struct {
 	// Settings read by finish or by serve.
 	dryBreakersSet bool
 	kvUnifiedSet   bool
-	kvPerSlot      int
 	loraNoApply    bool
 	staticPath     string
 	apiPrefix      string
@@ -765,7 +764,7 @@ func flagTable(c *config) []flagDef {
 		// ---- llama-server's own
 		{names: []string{"-lcs", "--lookup-cache-static"}, arg: "FNAME", sec: sv, help: "static n-gram lookup cache" + notYet, set: strTo(&c.lookupStatic)},
 		{names: []string{"-lcd", "--lookup-cache-dynamic"}, arg: "FNAME", sec: sv, help: "dynamic n-gram lookup cache" + notYet, set: strTo(&c.lookupDynamic)},
-		{names: []string{"--kv-unified-per-slot"}, arg: "N", env: "LLAMA_ARG_KV_UNIFIED_PER_SLOT", sec: sv, help: "context per slot; without -c the shared cache is slots*N", set: intTo(&c.kvPerSlot)},
+		{names: []string{"--kv-unified-per-slot"}, arg: "N", env: "LLAMA_ARG_KV_UNIFIED_PER_SLOT", sec: sv, help: "most positions one slot may use with a unified KV cache; without -c the cache is slots*N", set: intTo(&e.KVUnifiedPerSlot)},
 		{names: []string{"-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"}, arg: "N", env: "LLAMA_ARG_CTX_CHECKPOINTS", sec: sv, help: "context checkpoints per slot" + noEffect, set: anyInt},
 		{names: []string{"-cms", "--checkpoint-min-step"}, arg: "N", env: "LLAMA_ARG_CHECKPOINT_MIN_SPACING_NT", sec: sv, help: "spacing of context checkpoints" + noEffect, set: intIn(0, math.MaxInt32)},
 		{names: []string{"-cram", "--cache-ram"}, arg: "N", env: "LLAMA_ARG_CACHE_RAM", sec: sv, help: "MiB of RAM for the prompt cache of idle slots (default 8192, -1: no limit, 0: off)", set: func(_ *config, v string) error {
@@ -1282,8 +1281,8 @@ func (c *config) finish() error {
 	if e.ThreadsBatch <= 0 {
 		e.ThreadsBatch = e.Threads
 	}
-	if c.kvPerSlot > 0 && e.CtxSize == 0 {
-		e.CtxSize = c.kvPerSlot * e.Parallel
+	if e.KVUnifiedPerSlot > 0 && e.CtxSize == 0 {
+		e.CtxSize = e.KVUnifiedPerSlot * e.Parallel
 	}
 	if len(o.Aliases) > 0 {
 		o.Alias = o.Aliases[0]
