@@ -264,7 +264,9 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 			return nil, opt, err
 		}
 	}
-	if defaultNPredict > 0 && (t.NPredict < 0 || t.NPredict > defaultNPredict) {
+	// As llama-server v0.4.0: the request's n_predict wins; -1 means the
+	// server's (-n).
+	if t.NPredict == -1 && defaultNPredict != 0 {
 		t.NPredict = defaultNPredict
 	}
 	if f.has("seed") {
