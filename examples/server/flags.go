@@ -65,6 +65,7 @@ type config struct {
 	kvUnifiedSet   bool
 	loraNoApply    bool
 	staticPath     string
+	logFile        string
 	apiPrefix      string
 	cacheRAMMiB    int // --cache-ram (-1: no limit, 0: off)
 }
@@ -534,7 +535,7 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"-hff", "--hf-file"}, arg: "FILE", env: "LLAMA_ARG_HF_FILE", sec: cm, help: "the file of --hf-repo to pull", set: strTo(&c.hfFile)},
 		{names: []string{"-hft", "--hf-token"}, arg: "TOKEN", env: "HF_TOKEN", sec: cm, help: "Hugging Face access token", set: strTo(&c.hfToken)},
 		{names: []string{"--log-disable"}, sec: cm, help: "no logs", set: func(c *config, _ string) error { c.opts.Logger = discardLogger; return nil }},
-		{names: []string{"--log-file"}, arg: "FNAME", env: "LLAMA_ARG_LOG_FILE", sec: cm, help: "also write the logs to this file" + noEffect, set: anyValue},
+		{names: []string{"--log-file"}, arg: "FNAME", env: "LLAMA_ARG_LOG_FILE", sec: cm, help: "also write the logs to this file", set: strTo(&c.logFile)},
 		{names: []string{"--log-colors"}, arg: "[on|off|auto]", env: "LLAMA_ARG_LOG_COLORS", sec: cm, help: "colored logs" + noEffect, set: func(_ *config, v string) error {
 			if !isTruthy(v) && !isFalsey(v) && !isAutoy(v) {
 				return fmt.Errorf("%q is not on, off or auto", v)
@@ -937,7 +938,7 @@ func flagTable(c *config) []flagDef {
 			}
 			return c.templateKwargs(fmt.Sprintf(`{"reasoning_effort": %q}`, v))
 		}},
-		{names: []string{"--reasoning-budget"}, arg: "N", env: "LLAMA_ARG_THINK_BUDGET", sec: sv, help: "thinking token budget (default -1: none, 0: no thinking)", set: func(_ *config, v string) error {
+		{names: []string{"--reasoning-budget"}, arg: "N", env: "LLAMA_ARG_THINK_BUDGET", sec: sv, help: "thinking token budget (default -1: none; 0: no thinking; other budgets are not enforced yet)", set: func(_ *config, v string) error {
 			n, err := parseInt(v)
 			if err == nil && n < -1 {
 				return errors.New("invalid value")

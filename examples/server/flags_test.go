@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -361,4 +364,42 @@ func TestFlagHelp(t *testing.T) {
 	_, err = parseFlags([]string{"--completion-bash"}, noEnv, &comp)
 	require.ErrorIs(t, err, errHelp)
 	assert.Contains(t, comp.String(), "--ctx-size")
+}
+
+// TestHandlerPrefixAndPath checks --api-prefix and --path: the API moves
+// under the prefix, and existing static files are served before it.
+func TestHandlerPrefixAndPath(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("<!doctype html>home"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.txt"), []byte("file a"), 0o600))
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "api "+r.URL.Path) })
+	for _, tc := range []struct {
+		args       []string
+		path, want string
+		code       int
+	}{
+		{nil, "/health", "api /health", 200},
+		{[]string{"--api-prefix", "/llm"}, "/llm/health", "api /health", 200},
+		{[]string{"--api-prefix", "/llm"}, "/health", "", 404},
+		{[]string{"--path", "DIR"}, "/a.txt", "file a", 200},
+		{[]string{"--path", "DIR"}, "/", "<!doctype html>home", 200},
+		{[]string{"--path", "DIR"}, "/health", "api /health", 200},
+		{[]string{"--path", "DIR"}, "/../a.txt", "file a", 200},
+		{[]string{"--path", "DIR", "--api-prefix", "/x/"}, "/x/a.txt", "file a", 200},
+	} {
+		args := slices.Clone(tc.args)
+		for i, a := range args {
+			if a == "DIR" {
+				args[i] = dir
+			}
+		}
+		c, err := parseFlags(args, noEnv, io.Discard)
+		require.NoError(t, err)
+		rec := httptest.NewRecorder()
+		c.handler(api).ServeHTTP(rec, httptest.NewRequest("GET", tc.path, nil))
+		assert.Equal(t, tc.code, rec.Code, "%v %s", tc.args, tc.path)
+		if tc.code == 200 {
+			assert.Equal(t, tc.want, rec.Body.String(), "%v %s", tc.args, tc.path)
+		}
+	}
 }

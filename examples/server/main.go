@@ -13,12 +13,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -69,7 +73,16 @@ func serve(cfg *config) error {
 		if cfg.verbose {
 			level = slog.LevelDebug
 		}
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+		var out io.Writer = os.Stderr
+		if cfg.logFile != "" {
+			f, err := os.OpenFile(cfg.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				return fmt.Errorf("--log-file: %w", err)
+			}
+			defer f.Close()
+			out = io.MultiWriter(os.Stderr, f)
+		}
+		logger = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))
 		cfg.opts.Logger = logger
 	}
 	if cfg.verbose {
@@ -78,7 +91,12 @@ func serve(cfg *config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port)))
+	// As llama-server, a host ending in ".sock" is a Unix socket.
+	network, addr := "tcp", net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port))
+	if strings.HasSuffix(cfg.host, ".sock") {
+		network, addr = "unix", cfg.host
+	}
+	ln, err := net.Listen(network, addr)
 	if err != nil {
 		return err
 	}
@@ -87,8 +105,8 @@ func serve(cfg *config) error {
 		ln.Close()
 		return err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadTimeout: cfg.timeout, WriteTimeout: cfg.timeout, ReadHeaderTimeout: 30 * time.Second}
-	logger.Info("listening", "addr", "http://"+ln.Addr().String())
+	hs := &http.Server{Handler: cfg.handler(srv.Handler()), ReadTimeout: cfg.timeout, WriteTimeout: cfg.timeout, ReadHeaderTimeout: 30 * time.Second}
+	logger.Info("listening", "addr", network+"://"+ln.Addr().String()+cfg.apiPrefix)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -106,4 +124,33 @@ func serve(cfg *config) error {
 		err = nil
 	}
 	return err
+}
+
+// handler puts the API under --api-prefix and, with --path, serves the
+// static files of that folder before it (a file that exists wins, as
+// llama-server's mount point).
+func (c *config) handler(api http.Handler) http.Handler {
+	h := api
+	if c.staticPath != "" {
+		files := http.FileServer(http.Dir(c.staticPath))
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				name := path.Clean("/" + r.URL.Path)
+				if name == "/" {
+					name = "/index.html"
+				}
+				if st, err := os.Stat(filepath.Join(c.staticPath, filepath.FromSlash(name))); err == nil && !st.IsDir() {
+					files.ServeHTTP(w, r)
+					return
+				}
+			}
+			api.ServeHTTP(w, r)
+		})
+	}
+	if p := strings.TrimRight(c.apiPrefix, "/"); p != "" {
+		mux := http.NewServeMux()
+		mux.Handle(p+"/", http.StripPrefix(p, h))
+		return mux
+	}
+	return h
 }
