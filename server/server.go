@@ -67,6 +67,9 @@ type Options struct {
 	Stop []string
 	// NoCachePrompt makes cache_prompt default to false (--no-cache-prompt).
 	NoCachePrompt bool
+	// SPMInfill builds /infill prompts in suffix-prefix-middle order
+	// (--spm-infill) instead of prefix-suffix-middle.
+	SPMInfill bool
 	// ChatTemplateKwargs are template variables every chat request gets
 	// unless it sets them itself (--chat-template-kwargs, --reasoning,
 	// --reasoning-effort).

@@ -61,13 +61,14 @@ type config struct {
 	unsupported         []string
 
 	// Settings read by finish or by serve.
-	dryBreakersSet bool
-	kvUnifiedSet   bool
-	loraNoApply    bool
-	staticPath     string
-	logFile        string
-	apiPrefix      string
-	cacheRAMMiB    int // --cache-ram (-1: no limit, 0: off)
+	dryBreakersSet  bool
+	kvUnifiedSet    bool
+	loraNoApply     bool
+	staticPath      string
+	logFile         string
+	reasoningBudget int
+	apiPrefix       string
+	cacheRAMMiB     int // --cache-ram (-1: no limit, 0: off)
 }
 
 // Help sections, in llama-server's --help order.
@@ -792,7 +793,7 @@ func flagTable(c *config) []flagDef {
 		}},
 		{names: []string{"-sp", "--special"}, sec: sv, help: "output special tokens as text" + noEffect, set: anyValue},
 		{names: []string{"--warmup"}, neg: []string{"--no-warmup"}, sec: sv, help: "run an empty decode at start" + noEffect, set: anyValue},
-		{names: []string{"--spm-infill"}, sec: sv, help: "suffix/prefix/middle order for infill" + noEffect, set: anyValue},
+		{names: []string{"--spm-infill"}, sec: sv, help: "build /infill prompts suffix first (default: prefix first)", set: boolTo(&o.SPMInfill)},
 		{names: []string{"-np", "--parallel"}, arg: "N", env: "LLAMA_ARG_N_PARALLEL", sec: sv, help: "number of slots (default -1: auto, 4 with a unified KV cache)", set: func(_ *config, v string) error {
 			n, err := parseInt(v)
 			if err == nil && n == 0 {
@@ -938,11 +939,12 @@ func flagTable(c *config) []flagDef {
 			}
 			return c.templateKwargs(fmt.Sprintf(`{"reasoning_effort": %q}`, v))
 		}},
-		{names: []string{"--reasoning-budget"}, arg: "N", env: "LLAMA_ARG_THINK_BUDGET", sec: sv, help: "thinking token budget (default -1: none; 0: no thinking; other budgets are not enforced yet)", set: func(_ *config, v string) error {
+		{names: []string{"--reasoning-budget"}, arg: "N", env: "LLAMA_ARG_THINK_BUDGET", sec: sv, help: "thinking token budget (default -1: none; 0: no thinking; other budgets are not supported yet: refused at start)", set: func(_ *config, v string) error {
 			n, err := parseInt(v)
 			if err == nil && n < -1 {
 				return errors.New("invalid value")
 			}
+			c.reasoningBudget = n
 			if n == 0 {
 				return c.templateKwargs(`{"enable_thinking": false}`)
 			}
@@ -1177,6 +1179,7 @@ func parseFlags(args []string, getenv func(string) string, usage io.Writer) (*co
 	c.opts.Engine.Threads = runtime.NumCPU()
 	c.adaptiveTarget = -1
 	c.cacheRAMMiB = 8192
+	c.reasoningBudget = -1
 	table := flagTable(c)
 	byName := map[string]*flagDef{}
 	for i := range table {
@@ -1373,6 +1376,7 @@ func (c *config) unsupportedUse() error {
 	add(c.lookupStatic != "" || c.lookupDynamic != "", "n-gram lookup caches are not supported yet (--lookup-cache-static, --lookup-cache-dynamic)")
 	add(c.mediaPath != "", "local media files are not supported yet (--media-path): there is no multimodal support")
 	add(c.presetUsed, "the model presets (--fim-qwen-..., --gpt-oss-..., --embd-gemma-default, --vision-gemma-...) pull models from Hugging Face, which is not supported yet")
+	add(c.reasoningBudget > 0, "a thinking token budget is not supported yet (--reasoning-budget; 0 and -1 are)")
 	add(c.dockerRepo != "", "pulling models from Docker Hub is not supported yet (--docker-repo)")
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))

@@ -188,6 +188,11 @@ func TestFlagSpellings(t *testing.T) {
 		}},
 		{[]string{"--control-vector-layer-range", "1", "5", "--prio", "2", "--poll", "50", "-C", "ff", "-Cr", "0-3", "--threads-http", "8"}, func(t *testing.T, c *config) {}},
 		{[]string{"--port=9090"}, func(t *testing.T, c *config) { assert.Equal(t, 9090, c.port) }},
+		{[]string{"--spm-infill"}, func(t *testing.T, c *config) { assert.True(t, c.opts.SPMInfill) }},
+		{[]string{"--reasoning-budget", "0"}, func(t *testing.T, c *config) {
+			assert.Equal(t, false, c.opts.ChatTemplateKwargs["enable_thinking"])
+			assert.NoError(t, c.unsupportedUse())
+		}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			c, err := parseFlags(append([]string{"-m", "x.gguf"}, tc.args...), noEnv, io.Discard)
@@ -312,6 +317,7 @@ func TestFlagUnsupported(t *testing.T) {
 		{[]string{"-ot", "exps=CPU"}, "tensor buffer overrides"},
 		{[]string{"-dev", "CUDA0"}, "devices"},
 		{[]string{"--gpt-oss-20b-default"}, "presets"},
+		{[]string{"--reasoning-budget", "512"}, "thinking token budget"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			c, err := parseFlags(tc.args, noEnv, io.Discard)
