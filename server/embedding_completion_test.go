@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/x/llama/internal/gguf"
+	"math"
 	"net/http"
 	"testing"
 
@@ -31,4 +33,33 @@ func TestEmbeddingKeepsCompletions(t *testing.T) {
 	inst := defaultInstance(t, s)
 	require.NotNil(t, inst.EmbedEngine, "embeddings run in their own context")
 	assert.Len(t, inst.Engine.SlotsInfo(), 2, "the completion slots")
+}
+
+// TestSpecialTokensOutput checks -sp: control tokens come out as text.
+func TestSpecialTokensOutput(t *testing.T) {
+	for _, special := range []bool{false, true} {
+		_, ts := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, Special: special}})
+		// A bias that forces the BOS token (a control token, not an end of
+		// generation one) as the first generated token.
+		code, out := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": "Once", "n_predict": 1, "logit_bias": [][]any{{1, 100}}})
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		if special {
+			assert.NotEmpty(t, out["content"], "BOS as text")
+		} else {
+			assert.Empty(t, out["content"])
+		}
+	}
+}
+
+// TestEmbdNormalizeDefault checks --embd-normalize: the default of
+// requests that give no embd_normalize.
+func TestEmbdNormalizeDefault(t *testing.T) {
+	none := -1
+	path := writeTinyBert(t, 0, gguf.PoolingCLS)
+	_, ts := newTestServer(t, Options{Model: path, EmbdNormalize: &none, Engine: EngineOptions{Embedding: true, CtxSize: 512}})
+	var raw, norm []nativeEmbedding
+	require.Equal(t, http.StatusOK, xPost(t, ts.URL+"/embedding", map[string]any{"content": "hello world"}, &raw))
+	require.Equal(t, http.StatusOK, xPost(t, ts.URL+"/embedding", map[string]any{"content": "hello world", "embd_normalize": 2}, &norm))
+	assert.InDelta(t, 1, norm2(norm[0].Embedding[0]), 1e-4)
+	assert.Greater(t, math.Abs(norm2(raw[0].Embedding[0])-1), 1e-3, "not normalized by default")
 }

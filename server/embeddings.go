@@ -140,6 +140,9 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) http.HandlerFunc {
 				return
 			}
 			normalize := 2
+			if inst.Opts.EmbdNormalize != nil {
+				normalize = *inst.Opts.EmbdNormalize
+			}
 			if req.EmbdNormalize != nil {
 				normalize = *req.EmbdNormalize
 			}

@@ -121,6 +121,10 @@ type EngineOptions struct {
 	// by default they are saved, and with KVUnified their memory is then
 	// freed for the busy slots.
 	NoCacheIdleSlots bool
+	// Special outputs special tokens (control tokens) as their text
+	// (llama-server's -sp); by default they render as nothing, except a
+	// task's preserved tokens.
+	Special bool
 	// Logger receives the engine's debug logs (nil: none).
 	Logger *slog.Logger
 	// KVUnifiedPerSlot caps the positions one slot may use with KVUnified

@@ -365,7 +365,7 @@ func (e *engine) sampleNext(s *engSlot) {
 	stop := StopNone
 	word := ""
 	if !eog {
-		piece := e.piece(tok, slices.Contains(s.special, tok))
+		piece := e.piece(tok, e.opts.Special || slices.Contains(s.special, tok))
 		if strings.IndexByte(piece, '\n') >= 0 {
 			s.newline = true
 		}

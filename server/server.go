@@ -67,6 +67,10 @@ type Options struct {
 	Stop []string
 	// NoCachePrompt makes cache_prompt default to false (--no-cache-prompt).
 	NoCachePrompt bool
+	// EmbdNormalize is the default embd_normalize of embedding requests
+	// (--embd-normalize: -1 none, 0 max absolute int16, 1 taxicab, 2
+	// euclidean, above 2 p-norm; nil: 2).
+	EmbdNormalize *int
 	// SPMInfill builds /infill prompts in suffix-prefix-middle order
 	// (--spm-infill) instead of prefix-suffix-middle.
 	SPMInfill bool

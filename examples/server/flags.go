@@ -791,7 +791,7 @@ func flagTable(c *config) []flagDef {
 			o.Stop = append(o.Stop, v)
 			return nil
 		}},
-		{names: []string{"-sp", "--special"}, sec: sv, help: "output special tokens as text" + noEffect, set: anyValue},
+		{names: []string{"-sp", "--special"}, sec: sv, help: "output special tokens as their text", set: boolTo(&e.Special)},
 		{names: []string{"--warmup"}, neg: []string{"--no-warmup"}, sec: sv, help: "run an empty decode at start" + noEffect, set: anyValue},
 		{names: []string{"--spm-infill"}, sec: sv, help: "build /infill prompts suffix first (default: prefix first)", set: boolTo(&o.SPMInfill)},
 		{names: []string{"-np", "--parallel"}, arg: "N", env: "LLAMA_ARG_N_PARALLEL", sec: sv, help: "number of slots (default -1: auto, 4 with a unified KV cache)", set: func(_ *config, v string) error {
@@ -814,7 +814,11 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--video-timestamp-interval"}, arg: "MS", env: "LLAMA_ARG_VIDEO_TIMESTAMP_INTERVAL", sec: sv, help: "video timestamp interval", set: anyValue},
 		{names: []string{"--video-ffmpeg-dir"}, arg: "PATH", env: "LLAMA_ARG_VIDEO_FFMPEG_DIR", sec: sv, help: "folder of ffmpeg", set: anyValue},
 		{names: []string{"--mtmd-batch-max-tokens"}, arg: "N", env: "LLAMA_ARG_MTMD_BATCH_MAX_TOKENS", sec: sv, help: "most image tokens per batch", set: anyInt},
-		{names: []string{"--embd-normalize"}, arg: "N", sec: sv, help: "embedding normalisation (default 2: euclidean)" + noEffect, set: anyInt},
+		{names: []string{"--embd-normalize"}, arg: "N", sec: sv, help: "default embedding normalisation: -1 none, 0 max int16, 1 taxicab, 2 euclidean (default), >2 p-norm", set: func(_ *config, v string) error {
+			n, err := parseInt(v)
+			o.EmbdNormalize = &n
+			return err
+		}},
 		{names: []string{"--host"}, arg: "HOST", env: "LLAMA_ARG_HOST", sec: sv, help: "address to listen on (default 127.0.0.1)", set: strTo(&c.host)},
 		{names: []string{"--port"}, arg: "PORT", env: "LLAMA_ARG_PORT", sec: sv, help: "port to listen on (default 8080)", set: intTo(&c.port)},
 		{names: []string{"--reuse-port"}, env: "LLAMA_ARG_REUSE_PORT", sec: sv, help: "let other sockets bind the same port" + noEffect, set: anyValue},

@@ -189,6 +189,11 @@ func TestFlagSpellings(t *testing.T) {
 		{[]string{"--control-vector-layer-range", "1", "5", "--prio", "2", "--poll", "50", "-C", "ff", "-Cr", "0-3", "--threads-http", "8"}, func(t *testing.T, c *config) {}},
 		{[]string{"--port=9090"}, func(t *testing.T, c *config) { assert.Equal(t, 9090, c.port) }},
 		{[]string{"--spm-infill"}, func(t *testing.T, c *config) { assert.True(t, c.opts.SPMInfill) }},
+		{[]string{"--embd-normalize", "-1"}, func(t *testing.T, c *config) {
+			require.NotNil(t, c.opts.EmbdNormalize)
+			assert.Equal(t, -1, *c.opts.EmbdNormalize)
+		}},
+		{[]string{"-sp"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.Special) }},
 		{[]string{"--reasoning-budget", "0"}, func(t *testing.T, c *config) {
 			assert.Equal(t, false, c.opts.ChatTemplateKwargs["enable_thinking"])
 			assert.NoError(t, c.unsupportedUse())
