@@ -66,6 +66,7 @@ type config struct {
 	loraNoApply     bool
 	staticPath      string
 	logFile         string
+	reusePort       bool
 	reasoningBudget int
 	apiPrefix       string
 	cacheRAMMiB     int // --cache-ram (-1: no limit, 0: off)
@@ -821,7 +822,7 @@ func flagTable(c *config) []flagDef {
 		}},
 		{names: []string{"--host"}, arg: "HOST", env: "LLAMA_ARG_HOST", sec: sv, help: "address to listen on (default 127.0.0.1)", set: strTo(&c.host)},
 		{names: []string{"--port"}, arg: "PORT", env: "LLAMA_ARG_PORT", sec: sv, help: "port to listen on (default 8080)", set: intTo(&c.port)},
-		{names: []string{"--reuse-port"}, env: "LLAMA_ARG_REUSE_PORT", sec: sv, help: "let other sockets bind the same port" + noEffect, set: anyValue},
+		{names: []string{"--reuse-port"}, env: "LLAMA_ARG_REUSE_PORT", sec: sv, help: "let other sockets bind the same port (SO_REUSEPORT)", set: boolTo(&c.reusePort)},
 		{names: []string{"--path"}, arg: "PATH", env: "LLAMA_ARG_STATIC_PATH", sec: sv, help: "folder of static files to serve", set: strTo(&c.staticPath)},
 		{names: []string{"--cors-origins"}, arg: "ORIGINS", env: "LLAMA_ARG_CORS_ORIGINS", sec: sv, help: "allowed CORS origins, comma-separated (default *; localhost: local origins only)", set: func(c *config, v string) error {
 			o.CORSOrigins, c.corsOriginsExplicit = splitList(v), true

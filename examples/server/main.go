@@ -96,7 +96,11 @@ func serve(cfg *config) error {
 	if strings.HasSuffix(cfg.host, ".sock") {
 		network, addr = "unix", cfg.host
 	}
-	ln, err := net.Listen(network, addr)
+	var lc net.ListenConfig
+	if cfg.reusePort && network == "tcp" {
+		lc.Control = reusePort
+	}
+	ln, err := lc.Listen(ctx, network, addr)
 	if err != nil {
 		return err
 	}
