@@ -119,7 +119,7 @@ func TestBinary(t *testing.T) {
 	require.NoError(t, err)
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	cmd := exec.Command(bin, "-m", model, "--port", strconv.Itoa(port), "-c", "1024", "-np", "2", "-t", "1", "--metrics", "--api-key", "secret")
+	cmd := exec.Command(bin, "-m", model, "--port", strconv.Itoa(port), "-c", "1024", "-np", "2", "-t", "1", "--metrics", "--api-key", "secret", "--reuse-port", "--temp", "0.5", "-cb")
 	var logs lockedBuffer
 	cmd.Stderr = &logs
 	require.NoError(t, cmd.Start())
