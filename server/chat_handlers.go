@@ -442,14 +442,7 @@ func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chat
 			return nil, nil, co, err
 		}
 	}
-	for k, v := range inst.Opts.ChatTemplateKwargs {
-		if _, set := req.Extra[k]; !set {
-			if req.Extra == nil {
-				req.Extra = map[string]any{}
-			}
-			req.Extra[k] = v
-		}
-	}
+	req.Extra = inst.Opts.withTemplateKwargs(req.Extra)
 	if v, ok := req.Extra["enable_thinking"]; ok {
 		if _, isBool := v.(bool); !isBool {
 			return nil, nil, co, badRequest(`invalid type for "enable_thinking" (expected boolean)`)

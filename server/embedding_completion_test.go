@@ -63,3 +63,16 @@ func TestEmbdNormalizeDefault(t *testing.T) {
 	assert.InDelta(t, 1, norm2(norm[0].Embedding[0]), 1e-4)
 	assert.Greater(t, math.Abs(norm2(raw[0].Embedding[0])-1), 1e-3, "not normalized by default")
 }
+
+// TestChatTemplateKwargsDefault checks --chat-template-kwargs (and
+// --reasoning): template variables every request gets unless it sets them.
+func TestChatTemplateKwargsDefault(t *testing.T) {
+	_, ts := newTestServer(t, Options{ChatTemplate: "{{ x }}|{{ y }}", ChatTemplateKwargs: map[string]any{"x": "server", "y": "default"}})
+	msgs := []map[string]any{{"role": "user", "content": "hi"}}
+	code, out := postJSON(t, ts.URL+"/apply-template", map[string]any{"messages": msgs})
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	assert.Equal(t, "server|default", out["prompt"])
+	code, out = postJSON(t, ts.URL+"/apply-template", map[string]any{"messages": msgs, "chat_template_kwargs": map[string]any{"x": "request"}})
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	assert.Equal(t, "request|default", out["prompt"])
+}

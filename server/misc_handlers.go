@@ -783,7 +783,7 @@ func handleApplyTemplate(s *Server) http.HandlerFunc {
 		}
 		defer release()
 		in := chat.TemplateInput{Messages: msgs, AddGenerationPrompt: req.AddGenerationPrompt == nil || *req.AddGenerationPrompt,
-			Extra: req.ChatTemplateKwargs}
+			Extra: inst.Opts.withTemplateKwargs(req.ChatTemplateKwargs)}
 		sp := inst.Model.SpecialTokens()
 		if sp.BOS != llama.NoToken {
 			in.BOSToken, _ = inst.Model.TokenPiece(sp.BOS, true)

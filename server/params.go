@@ -360,6 +360,17 @@ func (o Options) defaultSampling() SamplingParams {
 	return p
 }
 
+// withTemplateKwargs returns a request's template variables with the
+// server's defaults (ChatTemplateKwargs) for those it does not set.
+func (o Options) withTemplateKwargs(req map[string]any) map[string]any {
+	if len(o.ChatTemplateKwargs) == 0 {
+		return req
+	}
+	out := maps.Clone(o.ChatTemplateKwargs)
+	maps.Copy(out, req)
+	return out
+}
+
 func nonEmpty(ss []string) []string {
 	out := ss[:0]
 	for _, s := range ss {
