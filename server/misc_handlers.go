@@ -198,7 +198,12 @@ func (s *Server) modelCard(e *modelEntry) map[string]any {
 		"aliases": []string{}, "tags": []string{},
 	}
 	if !s.router {
-		c["aliases"], c["tags"] = nonNilStrings(s.opts.Aliases), nonNilStrings(s.opts.Tags)
+		// As llama-server: without aliases, the model's name is its alias.
+		aliases := s.opts.Aliases
+		if len(aliases) == 0 {
+			aliases = []string{e.name}
+		}
+		c["aliases"], c["tags"] = aliases, nonNilStrings(s.opts.Tags)
 	}
 	if e.info != nil {
 		in := e.info.Info

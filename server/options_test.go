@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"github.com/x/llama/internal/gguf"
 	"math"
 	"net/http"
@@ -75,4 +76,33 @@ func TestChatTemplateKwargsDefault(t *testing.T) {
 	code, out = postJSON(t, ts.URL+"/apply-template", map[string]any{"messages": msgs, "chat_template_kwargs": map[string]any{"x": "request"}})
 	require.Equal(t, http.StatusOK, code, "%v", out)
 	assert.Equal(t, "request|default", out["prompt"])
+}
+
+// TestModelAliasesTags checks -a a,b,c and --tags in /v1/models.
+func TestModelAliasesTags(t *testing.T) {
+	for _, tc := range []struct {
+		o             Options
+		id            string
+		aliases, tags []any
+	}{
+		{Options{Alias: "code", Aliases: []string{"code", "fim", "tinyllama-2"}, Tags: []string{"chat", "small"}}, "code",
+			[]any{"code", "fim", "tinyllama-2"}, []any{"chat", "small"}},
+		{Options{Alias: "tiny"}, "tiny", []any{"tiny"}, []any{}},
+	} {
+		_, ts := newTestServer(t, tc.o)
+		code, out := getJSON(t, ts.URL+"/v1/models")
+		require.Equal(t, http.StatusOK, code)
+		m := out["data"].([]any)[0].(map[string]any)
+		assert.Equal(t, tc.id, m["id"])
+		assert.Equal(t, tc.aliases, m["aliases"])
+		assert.Equal(t, tc.tags, m["tags"])
+	}
+}
+
+func getJSON(t *testing.T, url string) (int, map[string]any) {
+	t.Helper()
+	code, data := call(t, "GET", url, nil, nil)
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(data, &out), "%s", data)
+	return code, out
 }
