@@ -447,6 +447,7 @@ func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chat
 			return nil, nil, co, err
 		}
 	}
+	req.Extra = inst.Opts.withTemplateKwargs(req.Extra)
 	if v, ok := req.Extra["enable_thinking"]; ok {
 		if _, isBool := v.(bool); !isBool {
 			return nil, nil, co, badRequest(`invalid type for "enable_thinking" (expected boolean)`)

@@ -189,6 +189,11 @@ func parseCompletionRequest(f reqFields, inst *instance) (*genRequest, error) {
 	if err != nil {
 		return nil, err
 	}
+	// return_progress: prompt progress chunks in a stream.
+	if err := f.bool("return_progress", &t.ReturnProgress); err != nil {
+		return nil, err
+	}
+	t.ReturnProgress = t.ReturnProgress && opt.Stream
 	prompts, err := parsePrompts(f["prompt"], "prompt", inst)
 	if err != nil {
 		return nil, err
@@ -304,6 +309,19 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, cha
 		if ev.Done {
 			res := &completionResult{Text: st.text.String(), Final: ev.Event}
 			if err := sse.data(nativeFinal(g, ev.Index, res, true)); err != nil {
+				return
+			}
+			continue
+		}
+		if ev.Progress != nil {
+			chunk := map[string]any{
+				"index": ev.Index, "content": "", "tokens": []llama.Token{}, "stop": false, "id_slot": ev.SlotID,
+				"tokens_predicted": 0, "tokens_evaluated": len(g.prompts[ev.Index]), "prompt_progress": ev.Progress,
+			}
+			if g.opt.TimingsPerToken {
+				chunk["timings"] = ev.Timings
+			}
+			if err := sse.data(chunk); err != nil {
 				return
 			}
 			continue

@@ -275,7 +275,8 @@ func TestCompletionNCacheReuse(t *testing.T) {
 	servers := map[int]string{}
 	var m *llama.Model
 	for _, reuse := range []int{0, 4} {
-		s, ts := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, CacheReuse: reuse}})
+		// Without the RAM prompt cache, which would restore earlier prompts.
+		s, ts := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, CacheReuse: reuse, NoPromptCache: true}})
 		servers[reuse] = ts.URL
 		m = defaultInstance(t, s).Model
 	}

@@ -6,46 +6,48 @@ import (
 	"slices"
 )
 
-// Preflight answers, as llama-server's defaults (--cors-methods,
-// --cors-headers, --cors-credentials).
-const (
-	corsAllowMethods = "GET, POST, DELETE, OPTIONS"
-	corsAllowHeaders = "*"
-)
-
-// cors answers cross-origin requests as llama-server does, for the
-// origins of Options.CORSOrigins:
-//   - "*" allows any origin (its Origin is echoed back, with credentials);
-//   - "localhost" allows the origins whose host is localhost, 127.0.0.1
-//     or ::1, on any port;
-//   - any other entry is an origin allowed as is (llama-server sends its
-//     --cors-origins text verbatim; a list is matched here instead).
-//
-// Every OPTIONS request, on any path, is a preflight: it is answered 200
-// with an empty body before the API key check, with
-// Access-Control-Allow-Origin only when the origin is allowed. With no
-// origins CORS is off: no header is added and OPTIONS is not answered.
-func cors(origins []string) func(http.Handler) http.Handler {
+// cors answers cross-origin requests as llama-server does. With origins
+// "*" (and credentials) it reflects any Origin; with "localhost" it
+// reflects loopback origins only (localhost, 127.0.0.1, [::1]); other
+// entries are origins reflected when they match ("*" without credentials
+// sends "*").
+// Every OPTIONS request is a preflight answered 200 with the allowed
+// methods and headers, before the API key check (browsers send none).
+// With no origins it adds nothing and lets OPTIONS through.
+func cors(o Options) func(http.Handler) http.Handler {
+	origins := o.CORSOrigins
+	methods, headers := o.CORSMethods, o.CORSHeaders
+	if methods == "" {
+		methods = "GET, POST, DELETE, OPTIONS"
+	}
+	if headers == "" {
+		headers = "*"
+	}
+	creds := "true"
+	if o.NoCORSCredentials {
+		creds = "false"
+	}
 	return func(next http.Handler) http.Handler {
 		if len(origins) == 0 {
 			return next
 		}
-		anyOrigin := slices.Contains(origins, "*")
-		localhost := slices.Contains(origins, "localhost")
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			origin := r.Header.Get("Origin")
 			h := w.Header()
-			if origin != "" {
+			switch {
+			case slices.Contains(origins, "*") && o.NoCORSCredentials:
+				h.Set("Access-Control-Allow-Origin", "*")
+			case origin == "":
+			case slices.Contains(origins, "*"),
+				slices.Contains(origins, "localhost") && isLoopbackOrigin(origin),
+				slices.Contains(origins, origin):
+				h.Set("Access-Control-Allow-Origin", origin)
 				h.Add("Vary", "Origin")
-				if anyOrigin || localhost && isLocalhostOrigin(origin) || slices.Contains(origins, origin) {
-					h.Set("Access-Control-Allow-Origin", origin)
-					h.Set("Access-Control-Allow-Credentials", "true")
-				}
 			}
 			if r.Method == http.MethodOptions {
-				h.Set("Access-Control-Allow-Credentials", "true")
-				h.Set("Access-Control-Allow-Methods", corsAllowMethods)
-				h.Set("Access-Control-Allow-Headers", corsAllowHeaders)
+				h.Set("Access-Control-Allow-Credentials", creds)
+				h.Set("Access-Control-Allow-Methods", methods)
+				h.Set("Access-Control-Allow-Headers", headers)
 				h.Set("Content-Type", "text/html")
 				w.WriteHeader(http.StatusOK)
 				return
@@ -55,16 +57,14 @@ func cors(origins []string) func(http.Handler) http.Handler {
 	}
 }
 
-// isLocalhostOrigin reports whether origin (scheme://host[:port]) names
-// this machine: localhost, 127.0.0.1 or ::1.
-func isLocalhostOrigin(origin string) bool {
+// isLoopbackOrigin reports whether an Origin names localhost, 127.0.0.1 or
+// ::1 (any scheme and port).
+func isLoopbackOrigin(origin string) bool {
 	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" {
+	if err != nil {
 		return false
 	}
-	switch u.Hostname() {
-	case "localhost", "127.0.0.1", "::1":
-		return true
-	}
-	return false
+	host := u.Hostname()
+	return host == "localhost" || host == "127.0.0.1" || host == "::1"
 }
+

@@ -140,6 +140,9 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) http.HandlerFunc {
 				return
 			}
 			normalize := 2
+			if inst.Opts.EmbdNormalize != nil {
+				normalize = *inst.Opts.EmbdNormalize
+			}
 			if req.EmbdNormalize != nil {
 				normalize = *req.EmbdNormalize
 			}
@@ -177,7 +180,7 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) http.HandlerFunc {
 				tasks[i] = &Task{Kind: TaskEmbedding, Prompt: toks, Params: DefaultSamplingParams(),
 					NKeep: -1, SlotID: -1, Normalize: normalize, PerToken: pooling == llama.PoolingNone}
 			}
-			events, err := submitAll(r, inst.Engine, tasks)
+			events, err := submitAll(r, inst.embedder(), tasks)
 			if err != nil {
 				writeTaskError(w, err)
 				return

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -98,8 +99,43 @@ type EngineOptions struct {
 	QueueSize int
 	// Adapters are LoRA adapters loaded at start, each with its default scale.
 	Adapters []AdapterSpec
-	// KVUnified makes one KV buffer shared by all slots (each slot still
-	// gets CtxSize/Parallel positions). Embedding engines always use it.
+	// RopeScaling, RopeFreqBase, RopeFreqScale, YarnOrigCtx and the Yarn
+	// factors override the model's RoPE settings (zero or nil: the
+	// model's), as llama.cpp's --rope-* and --yarn-* options.
+	RopeScaling                                               llama.RopeScaling
+	RopeFreqBase, RopeFreqScale                               float32
+	YarnOrigCtx                                               int
+	YarnExtFactor, YarnAttnFactor, YarnBetaFast, YarnBetaSlow *float32
+	// NoKVOffload keeps the KV cache on the CPU (-nkvo); NoOpOffload keeps
+	// host tensor operations there (--no-op-offload).
+	NoKVOffload, NoOpOffload bool
+	// PromptCacheMiB bounds the host-RAM prompt cache (llama-server's
+	// --cache-ram): a completion task that makes its slot drop more than
+	// half of its cached prompt first saves that prompt's KV state there,
+	// and restores the cached prompt that best continues its own. 0: 8192
+	// MiB (llama-server's default); negative: no limit. NoPromptCache
+	// turns the cache off (--cache-ram 0).
+	PromptCacheMiB int
+	NoPromptCache  bool
+	// NoCacheIdleSlots stops saving the idle slots' prompts to the prompt
+	// cache whenever a task starts (llama-server's --no-cache-idle-slots);
+	// by default they are saved, and with KVUnified their memory is then
+	// freed for the busy slots.
+	NoCacheIdleSlots bool
+	// Special outputs special tokens (control tokens) as their text
+	// (llama-server's -sp); by default they render as nothing, except a
+	// task's preserved tokens.
+	Special bool
+	// Logger receives the engine's debug logs (nil: none).
+	Logger *slog.Logger
+	// KVUnifiedPerSlot caps the positions one slot may use with KVUnified
+	// (llama-server's --kv-unified-per-slot; 0: the whole context).
+	KVUnifiedPerSlot int
+	// KVUnified makes one KV buffer of CtxSize positions shared by all
+	// slots: each may use what the others leave free, up to the whole
+	// context (see KVUnifiedPerSlot); when it is full, the idle slots'
+	// memory is freed and the decode tried again. Embedding engines always
+	// use it, with CtxSize/Parallel positions per slot.
 	KVUnified bool
 }
 
@@ -143,7 +179,8 @@ type engine struct {
 	havePiece []bool
 	addBOS    bool
 	embedding bool
-	canReuse  bool // cache reuse is possible: a completion engine whose memory can shift
+	canReuse  bool         // cache reuse is possible: a completion engine whose memory can shift
+	pcache    *promptCache // nil: off
 	queueSize int
 
 	baseCtx context.Context
@@ -170,6 +207,7 @@ type engSlotSnap struct {
 	nPast      int
 	nDecoded   int
 	taskID     int64
+	used       bool // has run a task (taskID is the current or last one)
 }
 
 // NewEngine starts an engine on m; the caller keeps ownership of m and
@@ -208,6 +246,10 @@ func NewEngine(m *llama.Model, o EngineOptions) (Engine, error) {
 		ContextSize: o.CtxSize, BatchSize: o.BatchSize, UBatchSize: o.UBatchSize, Sequences: o.Parallel,
 		Threads: o.Threads, ThreadsBatch: o.ThreadsBatch, FlashAttention: o.FlashAttention,
 		TypeK: o.TypeK, TypeV: o.TypeV, KVUnified: o.KVUnified,
+		RopeScaling: o.RopeScaling, RopeFreqBase: o.RopeFreqBase, RopeFreqScale: o.RopeFreqScale,
+		YarnOrigCtx: o.YarnOrigCtx, YarnExtFactor: o.YarnExtFactor, YarnAttnFactor: o.YarnAttnFactor,
+		YarnBetaFast: o.YarnBetaFast, YarnBetaSlow: o.YarnBetaSlow,
+		NoOffloadKQV: o.NoKVOffload, NoOpOffload: o.NoOpOffload,
 	}
 	if embedding {
 		// One decode of at most UBatchSize tokens, so that each sequence is
@@ -225,10 +267,32 @@ func NewEngine(m *llama.Model, o EngineOptions) (Engine, error) {
 		addBOS: m.SpecialTokens().AddBOS,
 	}
 	e.nCtxSlot = lctx.SeqSize()
-	if copts.KVUnified {
+	switch {
+	case embedding:
 		e.nCtxSlot = lctx.Size() / o.Parallel
+	case copts.KVUnified:
+		// As llama-server: with a unified KV cache a slot may use the
+		// whole context (what the others leave free), capped by
+		// KVUnifiedPerSlot and by the model's training context.
+		e.nCtxSlot = lctx.Size()
+		if o.KVUnifiedPerSlot > 0 {
+			e.nCtxSlot = min(e.nCtxSlot, o.KVUnifiedPerSlot)
+		}
+		if train := m.TrainContext(); train > 0 {
+			e.nCtxSlot = min(e.nCtxSlot, train)
+		}
 	}
 	e.canReuse = !embedding && lctx.CanShift()
+	if !embedding {
+		log := o.Logger
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		if e.pcache = newPromptCache(o, log); e.pcache != nil && !o.NoCacheIdleSlots {
+			// llama-server's debug marker, which its test suite looks for.
+			log.Debug("__TEST_TAG_CACHE_IDLE_SLOTS_ENABLED__ idle slots go to the prompt cache when a task starts")
+		}
+	}
 	e.nBatch = lctx.BatchSize()
 	if embedding {
 		e.nBatch = min(e.nBatch, lctx.UBatchSize())
@@ -527,7 +591,7 @@ func (e *engine) SlotsInfo() []SlotInfo {
 	out := make([]SlotInfo, len(snap))
 	for i, s := range snap {
 		out[i] = SlotInfo{ID: i, NCtx: e.nCtxSlot, IsProcessing: s.processing, NPast: s.nPast,
-			NDecoded: s.nDecoded, TaskID: s.taskID}
+			NDecoded: s.nDecoded, TaskID: s.taskID, HasTask: s.used}
 		if len(s.prompt) > 0 {
 			out[i].Prompt, _ = e.model.Detokenize(s.prompt, llama.DetokenizeOptions{})
 		}
@@ -540,6 +604,7 @@ func (e *engine) Metrics() Metrics {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	m := e.metrics
+	m.BusySlotsTotal = e.busySum
 	if m.DecodeTotal > 0 {
 		m.BusySlotsPerDecode = float64(e.busySum) / float64(m.DecodeTotal)
 	}
@@ -691,6 +756,9 @@ func (e *engine) assign() {
 	for _, s := range started {
 		e.start(s)
 	}
+	if len(started) > 0 && e.pcache != nil && !e.opts.NoCacheIdleSlots {
+		e.pcache.cacheIdleSlots(e)
+	}
 }
 
 // pickSlot returns the slot for a task: the one it asks for, else with
@@ -739,9 +807,10 @@ func (e *engine) publish() {
 	defer e.mu.Unlock()
 	var kv int64
 	for i, s := range e.slots {
-		sn := engSlotSnap{nPast: len(s.cache)}
+		// An idle slot still reports its last task, as llama-server's.
+		sn := engSlotSnap{nPast: len(s.cache), used: e.snap[i].used, taskID: e.snap[i].taskID}
 		if s.tk != nil {
-			sn.processing, sn.prompt, sn.nDecoded, sn.taskID = true, s.tk.t.Prompt, s.generated, s.tk.id
+			sn.processing, sn.prompt, sn.nDecoded, sn.taskID, sn.used = true, s.tk.t.Prompt, s.generated, s.tk.id, true
 		}
 		e.snap[i] = sn
 		kv += int64(len(s.cache))

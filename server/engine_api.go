@@ -93,6 +93,10 @@ type Task struct {
 	Stop []string
 	// CachePrompt reuses the longest common prefix in a slot's KV cache.
 	CachePrompt bool
+	// ReturnProgress asks for Progress events while the prompt is
+	// decoded: one when the task starts (after the cached prefix), then
+	// one per decode holding its prompt tokens.
+	ReturnProgress bool
 	// CacheReuse is the smallest run of cached tokens after the common
 	// prefix that, with CachePrompt, is shifted into place instead of being
 	// decoded again (see EngineOptions.CacheReuse): 0 means the engine's
@@ -150,13 +154,25 @@ type Timings struct {
 	PredictedPerSecond  float64 `json:"predicted_per_second"`
 }
 
+// PromptProgress is how far a task's prompt has been decoded: Processed
+// of Total tokens, Cache of them reused from the cache, after TimeMS.
+type PromptProgress struct {
+	Total     int   `json:"total"`
+	Cache     int   `json:"cache"`
+	Processed int   `json:"processed"`
+	TimeMS    int64 `json:"time_ms"`
+}
+
 // Event is one step of a task's result stream. Completion tasks send one
 // Event per generated token (Text may be empty while a UTF-8 character or a
 // possible stop string is incomplete) and a last Event with Done set.
 // Embedding and rerank tasks send one Event with Done set.
 type Event struct {
-	Token llama.Token
-	Text  string
+	// Progress, when set, makes this a prompt progress event (see
+	// Task.ReturnProgress): no token, Timings cover the prompt so far.
+	Progress *PromptProgress
+	Token    llama.Token
+	Text     string
 	// Probs are the top NProbs candidates of this step (when asked).
 	Probs []TokenProb
 	// Sampled is the probability entry of the chosen token (when NProbs > 0).
@@ -211,21 +227,33 @@ type SlotInfo struct {
 	NPast        int    `json:"n_past"`
 	NDecoded     int    `json:"n_decoded"`
 	TaskID       int64  `json:"id_task"`
+	// HasTask says whether the slot has run a task; TaskID is then the
+	// current or last one.
+	HasTask bool `json:"-"`
 }
 
 // Metrics are the engine's counters (llama.cpp's metric names in /metrics).
 type Metrics struct {
-	PromptTokensTotal      int64
-	PromptSecondsTotal     float64
-	TokensPredictedTotal   int64
+	// PromptTokensTotal counts the prompt tokens decoded, without those
+	// reused from the cache (PromptTokensCachedTotal).
+	PromptTokensTotal       int64
+	PromptTokensCachedTotal int64
+	PromptSecondsTotal      float64
+	TokensPredictedTotal    int64
+	// TokensPredictedSteps counts the decode steps of generation: a task's
+	// first token comes from its prompt's logits, so it takes none.
+	TokensPredictedSteps   int64
 	TokensPredictedSeconds float64
 	DecodeTotal            int64
-	BusySlotsPerDecode     float64
-	NTokensMax             int64
-	RequestsProcessing     int
-	RequestsDeferred       int
-	KVCacheUsageRatio      float64
-	KVCacheTokens          int64
+	// BusySlotsTotal sums the busy slots over the decodes;
+	// BusySlotsPerDecode is their average.
+	BusySlotsTotal     int64
+	BusySlotsPerDecode float64
+	NTokensMax         int64
+	RequestsProcessing int
+	RequestsDeferred   int
+	KVCacheUsageRatio  float64
+	KVCacheTokens      int64
 	// KVCacheCapacity is the context size in tokens (all slots together).
 	KVCacheCapacity int64
 	// MaxAdapters is how many LoRA adapters a batch can use at once: every

@@ -109,6 +109,9 @@ func (e *engine) start(s *engSlot) {
 	// Prompt cache: keep the common prefix, decode the rest (at least the
 	// last token, for its logits).
 	n := 0
+	if t.CachePrompt && e.pcache != nil {
+		e.pcache.update(e, s, s.prompt)
+	}
 	if t.CachePrompt {
 		n = engCommonPrefix(s.cache, s.prompt)
 		if reuse := e.cacheReuse(t); reuse > 0 {
@@ -124,6 +127,22 @@ func (e *engine) start(s *engSlot) {
 	}
 	s.cache = s.cache[:n]
 	s.promptIdx, s.nCached, s.state = n, n, stPrompt
+	if t.ReturnProgress {
+		e.progress(s, s.tStart)
+	}
+}
+
+// progress sends slot s's prompt progress, as of now.
+func (e *engine) progress(s *engSlot, now time.Time) {
+	ms := now.Sub(s.tStart)
+	ev := Event{Token: llama.NoToken, SlotID: s.id, Progress: &PromptProgress{
+		Total: len(s.prompt), Cache: s.nCached, Processed: s.promptIdx, TimeMS: ms.Milliseconds()}}
+	ev.Timings = Timings{CacheN: s.nCached, PromptN: s.promptIdx - s.nCached, PromptMS: float64(ms.Microseconds()) / 1000}
+	if tm := ev.Timings; tm.PromptN > 0 && tm.PromptMS > 0 {
+		ev.Timings.PromptPerTokenMS = tm.PromptMS / float64(tm.PromptN)
+		ev.Timings.PromptPerSecond = 1000 * float64(tm.PromptN) / tm.PromptMS
+	}
+	s.tk.ob.push(&ev, false)
 }
 
 // cacheReuse is the smallest chunk t may reuse from the cache (0: none):
@@ -225,6 +244,11 @@ func (e *engine) step() bool {
 		return false
 	}
 	err := e.lctx.Decode(e.baseCtx, b)
+	if errors.Is(err, llama.ErrNoKVSlot) && e.clearIdleSlots() {
+		// As llama-server: a full unified cache first gives up the idle
+		// slots' memory (their prompts go to the prompt cache).
+		err = e.lctx.Decode(e.baseCtx, b)
+	}
 	e.mu.Lock()
 	e.metrics.DecodeTotal++
 	e.busySum += int64(busy)
@@ -244,6 +268,11 @@ func (e *engine) step() bool {
 	}
 	now := time.Now()
 	for _, s := range e.slots {
+		if s.tk != nil && s.state == stPrompt && s.iBatch != -1 && s.tk.t.ReturnProgress && !e.embedding {
+			e.progress(s, now)
+		}
+	}
+	for _, s := range e.slots {
 		if s.tk == nil || s.iBatch < 0 {
 			continue
 		}
@@ -262,6 +291,24 @@ func (e *engine) step() bool {
 		e.sampleNext(s)
 	}
 	return true
+}
+
+// clearIdleSlots frees the memory of the idle slots, saving their prompts
+// to the prompt cache first. It reports whether any was freed.
+func (e *engine) clearIdleSlots() bool {
+	cleared := false
+	for _, s := range e.slots {
+		if s.tk != nil || len(s.cache) == 0 {
+			continue
+		}
+		if e.pcache != nil {
+			e.pcache.save(e, s)
+		}
+		e.lctx.RemoveTokens(s.id, 0, -1)
+		s.cache = s.cache[:0]
+		cleared = true
+	}
+	return cleared
 }
 
 // shift is llama.cpp's context shift: keep NKeep tokens (plus BOS), drop
@@ -318,7 +365,7 @@ func (e *engine) sampleNext(s *engSlot) {
 	stop := StopNone
 	word := ""
 	if !eog {
-		piece := e.piece(tok, slices.Contains(s.special, tok))
+		piece := e.piece(tok, e.opts.Special || slices.Contains(s.special, tok))
 		if strings.IndexByte(piece, '\n') >= 0 {
 			s.newline = true
 		}
@@ -399,8 +446,10 @@ func (e *engine) finish(s *engSlot, word *string, stop StopReason) {
 	ev.Timings = e.timings(s, now)
 	e.mu.Lock()
 	e.metrics.PromptTokensTotal += int64(ev.Timings.PromptN)
+	e.metrics.PromptTokensCachedTotal += int64(ev.Timings.CacheN)
 	e.metrics.PromptSecondsTotal += ev.Timings.PromptMS / 1000
 	e.metrics.TokensPredictedTotal += int64(ev.Timings.PredictedN)
+	e.metrics.TokensPredictedSteps += int64(max(ev.Timings.PredictedN-1, 0))
 	e.metrics.TokensPredictedSeconds += ev.Timings.PredictedMS / 1000
 	e.mu.Unlock()
 	// Free the slot and count the metrics before the client sees Done, so
@@ -421,9 +470,11 @@ func (e *engine) timings(s *engSlot, now time.Time) Timings {
 		tm.PromptPerTokenMS = tm.PromptMS / float64(tm.PromptN)
 		tm.PromptPerSecond = 1000 * float64(tm.PromptN) / tm.PromptMS
 	}
-	if tm.PredictedN > 0 && tm.PredictedMS > 0 {
-		tm.PredictedPerTokenMS = tm.PredictedMS / float64(tm.PredictedN)
-		tm.PredictedPerSecond = 1000 * float64(tm.PredictedN) / tm.PredictedMS
+	// As llama-server: the rate is over the decode steps, the first token
+	// coming free with the prompt's last batch.
+	if steps := tm.PredictedN - 1; steps > 0 && tm.PredictedMS > 0 {
+		tm.PredictedPerTokenMS = tm.PredictedMS / float64(steps)
+		tm.PredictedPerSecond = 1000 * float64(steps) / tm.PredictedMS
 	}
 	return tm
 }

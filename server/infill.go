@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 
 	"github.com/x/llama"
 )
@@ -94,13 +95,15 @@ func infillSupport(sp llama.SpecialTokens) string {
 
 // infillLimits are the sizes format_prompt_infill fits the prompt into.
 type infillLimits struct {
-	NBatch   int // logical batch size: the prefix gets 3/4, the suffix 1/4
-	NPredict int // tokens to generate (-1: unlimited)
-	NCtx     int // context of one slot
+	NBatch   int  // logical batch size: the prefix gets 3/4, the suffix 1/4
+	NPredict int  // tokens to generate (-1: unlimited)
+	NCtx     int  // context of one slot
+	SPM      bool // suffix-prefix-middle order (--spm-infill)
 }
 
 // infillPrompt builds the fill-in-the-middle prompt as llama.cpp's
-// format_prompt_infill (repo-level pattern, prefix-suffix-middle order):
+// format_prompt_infill (repo-level pattern, prefix-suffix-middle order, or
+// suffix first with SPM):
 //
 //	[extra context] [BOS] FIM_PRE prefix prompt FIM_SUF suffix FIM_MID
 //
@@ -167,11 +170,13 @@ func infillPrompt(m *llama.Model, in *infillInput, lim infillLimits) ([]llama.To
 	if sp.AddBOS && sp.BOS != llama.NoToken {
 		out = append(out, sp.BOS)
 	}
-	out = append(out, sp.FIMPre)
-	out = append(out, prefix[len(prefix)-nPrefix:]...)
-	out = append(out, prompt...)
-	out = append(out, sp.FIMSuf)
-	out = append(out, suffix[:nSuffix]...)
+	pre := slices.Concat([]llama.Token{sp.FIMPre}, prefix[len(prefix)-nPrefix:], prompt)
+	suf := slices.Concat([]llama.Token{sp.FIMSuf}, suffix[:nSuffix])
+	if lim.SPM {
+		pre, suf = suf, pre
+	}
+	out = append(out, pre...)
+	out = append(out, suf...)
 	out = append(out, sp.FIMMid)
 	return out, nil
 }
@@ -205,7 +210,7 @@ func handleInfill(s *Server) http.HandlerFunc {
 		if nPredict == 0 {
 			nPredict = -1
 		}
-		prompt, err := infillPrompt(inst.Model, in, infillLimits{NBatch: nBatch, NPredict: nPredict, NCtx: inst.slotContext()})
+		prompt, err := infillPrompt(inst.Model, in, infillLimits{NBatch: nBatch, NPredict: nPredict, NCtx: inst.slotContext(), SPM: inst.Opts.SPMInfill})
 		if err != nil {
 			writeHTTPError(w, err)
 			return

@@ -72,6 +72,8 @@ func TestInfillPrompt(t *testing.T) {
 			cat(one(sp.BOS), one(sp.FIMPre), pre[len(pre)-6:], tok("return"), one(sp.FIMSuf), one(sp.FIMMid))},
 		{"and the suffix start", infillLimits{NBatch: 20, NPredict: 32, NCtx: 64},
 			cat(one(sp.BOS), one(sp.FIMPre), pre, tok("return"), one(sp.FIMSuf), suf[:2], one(sp.FIMMid))},
+		{"suffix first (--spm-infill)", infillLimits{NBatch: 256, NPredict: 16, NCtx: 1024, SPM: true},
+			cat(snippet, one(sp.BOS), one(sp.FIMSuf), suf, one(sp.FIMPre), pre, tok("return"), one(sp.FIMMid))},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

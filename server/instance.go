@@ -23,6 +23,11 @@ type instance struct {
 	Path   string
 	Model  *llama.Model
 	Engine Engine
+	// EmbedEngine runs the embeddings of a generative model served with
+	// Embedding (llama-server's --embedding keeps completions on), in a
+	// second context beside Engine; nil otherwise (Engine does both or
+	// only embeddings).
+	EmbedEngine Engine
 	// Template renders chat prompts; never nil (falls back to "chatml").
 	Template promptRenderer
 	// ToolTemplate renders prompts that offer tools when the model carries
@@ -34,10 +39,33 @@ type instance struct {
 	// preset's overrides in router mode).
 	Opts Options
 
+	eogOnce sync.Once
+	eog     []llama.Token // end-of-generation tokens, see eogTokens
+
 	entry   *modelEntry
 	refs    int  // requests using it, guarded by Server.mu
 	retired bool // unloaded: close when refs drops to 0
 	once    sync.Once
+}
+
+// eogTokens returns the model's end-of-generation tokens.
+func (inst *instance) eogTokens() []llama.Token {
+	inst.eogOnce.Do(func() {
+		for t := range inst.Model.VocabSize() {
+			if inst.Model.IsEOG(llama.Token(t)) {
+				inst.eog = append(inst.eog, llama.Token(t))
+			}
+		}
+	})
+	return inst.eog
+}
+
+// embedder returns the engine that runs embedding and rerank tasks.
+func (inst *instance) embedder() Engine {
+	if inst.EmbedEngine != nil {
+		return inst.EmbedEngine
+	}
+	return inst.Engine
 }
 
 // template returns the renderer for a prompt with or without tools: the
@@ -55,6 +83,9 @@ func (inst *instance) close() {
 	inst.once.Do(func() {
 		if inst.Engine != nil {
 			_ = inst.Engine.Close()
+		}
+		if inst.EmbedEngine != nil {
+			_ = inst.EmbedEngine.Close()
 		}
 		if inst.Model != nil {
 			_ = inst.Model.Close()
@@ -103,7 +134,36 @@ type modelEntry struct {
 	lastUsed time.Time
 	idle     *time.Timer
 	info     *modelInfo
-	metrics  Metrics // last counters, kept across unloads
+	metrics  Metrics // counters of the instances unloaded so far
+	scraped  Metrics // counters at the last GET /metrics (the gauges' window)
+}
+
+// addMetrics returns the counters of a and b summed (the gauges of b).
+func addMetrics(a, b Metrics) Metrics {
+	b.PromptTokensTotal += a.PromptTokensTotal
+	b.PromptTokensCachedTotal += a.PromptTokensCachedTotal
+	b.PromptSecondsTotal += a.PromptSecondsTotal
+	b.TokensPredictedTotal += a.TokensPredictedTotal
+	b.TokensPredictedSteps += a.TokensPredictedSteps
+	b.TokensPredictedSeconds += a.TokensPredictedSeconds
+	b.DecodeTotal += a.DecodeTotal
+	b.BusySlotsTotal += a.BusySlotsTotal
+	b.NTokensMax = max(a.NTokensMax, b.NTokensMax)
+	b.BusySlotsPerDecode = 0
+	if b.DecodeTotal > 0 {
+		b.BusySlotsPerDecode = float64(b.BusySlotsTotal) / float64(b.DecodeTotal)
+	}
+	return b
+}
+
+// metricsLocked returns e's counters since the server started, across
+// sleeps and unloads. s.mu must be held.
+func (e *modelEntry) metricsLocked() Metrics {
+	m := e.metrics
+	if e.inst != nil {
+		m = addMetrics(e.metrics, e.inst.Engine.Metrics())
+	}
+	return m
 }
 
 // modelEvent is one event of GET /models/sse.
@@ -180,7 +240,14 @@ func (s *Server) instanceFor(w http.ResponseWriter, r *http.Request, model strin
 		return nil, nil, false
 	}
 	if s.router {
-		if v := r.URL.Query().Get("autoload"); v == "false" || v == "0" {
+		autoload := !s.opts.NoModelsAutoload
+		switch r.URL.Query().Get("autoload") {
+		case "false", "0":
+			autoload = false
+		case "true", "1":
+			autoload = true
+		}
+		if !autoload {
 			s.mu.Lock()
 			st := e.state
 			s.mu.Unlock()
@@ -314,7 +381,8 @@ func (s *Server) retireLocked(e *modelEntry, state modelState) bool {
 	if inst == nil {
 		return false
 	}
-	e.metrics = inst.Engine.Metrics()
+	// The snapshot /metrics shows while the model sleeps.
+	e.metrics = addMetrics(e.metrics, inst.Engine.Metrics())
 	inst.retired = true
 	s.notifyLocked(e, nil)
 	return inst.refs == 0
@@ -451,17 +519,37 @@ func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
 		return nil, nil, err
 	}
 	toolTmpl := toolUseRenderer(e.opts, m, s.log)
-	eng, err := NewEngine(m, e.opts.Engine)
+	mi, _ := m.Info()
+	eo := e.opts.Engine
+	if eo.Logger == nil {
+		eo.Logger = s.log
+	}
+	var embedEng Engine
+	if eo.Embedding && !eo.Reranking && mi.HasDecoder {
+		// A generative model with --embedding serves completions too, as
+		// llama-server does: embeddings get a context of their own.
+		emb := eo
+		emb.Parallel = 1
+		if embedEng, err = NewEngine(m, emb); err != nil {
+			_ = m.Close()
+			return nil, nil, fmt.Errorf("start embedding engine: %w", err)
+		}
+		eo.Embedding = false
+	}
+	eng, err := NewEngine(m, eo)
 	if err != nil {
+		if embedEng != nil {
+			_ = embedEng.Close()
+		}
 		_ = m.Close()
 		return nil, nil, fmt.Errorf("start engine: %w", err)
 	}
 	inst := &instance{
-		Name: e.name, Path: path, Model: m, Engine: eng, Template: tmpl, ToolTemplate: toolTmpl,
+		Name: e.name, Path: path, Model: m, Engine: eng, EmbedEngine: embedEng, Template: tmpl, ToolTemplate: toolTmpl,
 		Server: s, Opts: e.opts, entry: e,
 	}
 	info := &modelInfo{TemplateSource: tmpl.Source(), Caps: tmpl.Caps()}
-	info.Info, _ = m.Info()
+	info.Info = mi
 	if tu, ok := m.ChatTemplate("tool_use"); ok {
 		info.ToolUseSource = tu
 	}

@@ -37,7 +37,8 @@ func init() {
 }
 
 // buildInfo is reported in /props.
-const buildInfo = "go-llama (llama.cpp v0.4.0)"
+// It starts with "b" as llama-server's (b<build>-<commit>) do, which clients check.
+const buildInfo = "b0-go-llama (llama.cpp v0.4.0)"
 
 // peek finds the model a GET request names without loading or waking it.
 // On failure it writes a 400 and returns nil.
@@ -66,7 +67,7 @@ func handleHealth(s *Server) http.HandlerFunc {
 
 // defaultGenerationParams is the default_generation_settings.params of /props.
 func defaultGenerationParams(o Options) map[string]any {
-	p := DefaultSamplingParams()
+	p := o.defaultSampling()
 	seed := uint32(p.Seed)
 	return map[string]any{
 		"n_predict": o.NPredict, "seed": seed, "temperature": p.Temperature,
@@ -78,8 +79,8 @@ func defaultGenerationParams(o Options) map[string]any {
 		"dry_multiplier": p.DRYMultiplier, "dry_base": p.DRYBase, "dry_allowed_length": p.DRYAllowedLength,
 		"dry_penalty_last_n": p.DRYPenaltyLastN, "dry_sequence_breakers": p.DRYSequenceBreakers,
 		"mirostat": p.Mirostat, "mirostat_tau": p.MirostatTau, "mirostat_eta": p.MirostatEta,
-		"stop": []string{}, "max_tokens": o.NPredict, "n_keep": 0, "n_discard": 0,
-		"ignore_eos": false, "stream": true, "n_probs": 0, "min_keep": 0, "grammar": "",
+		"stop": nonNilStrings(o.Stop), "max_tokens": o.NPredict, "n_keep": o.NKeep, "n_discard": 0,
+		"ignore_eos": p.IgnoreEOS, "stream": true, "n_probs": 0, "min_keep": 0, "grammar": p.Grammar,
 		"samplers": p.Samplers, "timings_per_token": false,
 		"reasoning_format": o.ReasoningFormat,
 	}
@@ -150,7 +151,7 @@ func handleGetProps(s *Server) http.HandlerFunc {
 			// The router itself: its role and the models' count.
 			writeJSON(w, http.StatusOK, map[string]any{
 				"role": "router", "build_info": buildInfo, "max_instances": s.opts.ModelsMax,
-				"models_autoload": true, "endpoint_metrics": s.opts.Metrics, "endpoint_slots": s.opts.Slots,
+				"models_autoload": !s.opts.NoModelsAutoload, "endpoint_metrics": s.opts.Metrics, "endpoint_slots": s.opts.Slots,
 				"ui": !s.opts.NoUI, "ui_settings": s.uiSettings(),
 			})
 			return
@@ -199,6 +200,14 @@ func (s *Server) modelCard(e *modelEntry) map[string]any {
 		"id": e.name, "object": "model", "created": e.created, "owned_by": "llamacpp",
 		"aliases": []string{}, "tags": []string{},
 	}
+	if !s.router {
+		// As llama-server: without aliases, the model's name is its alias.
+		aliases := s.opts.Aliases
+		if len(aliases) == 0 {
+			aliases = []string{e.name}
+		}
+		c["aliases"], c["tags"] = aliases, nonNilStrings(s.opts.Tags)
+	}
 	if e.info != nil {
 		in := e.info.Info
 		c["meta"] = map[string]any{
@@ -224,6 +233,12 @@ func (s *Server) modelCard(e *modelEntry) map[string]any {
 
 func handleModels(s *Server) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if v := r.URL.Query().Get("reload"); s.router && (v == "1" || v == "true") {
+			if err := s.reloadModels(); err != nil {
+				writeError(w, http.StatusInternalServerError, errServer, err.Error())
+				return
+			}
+		}
 		s.mu.Lock()
 		data := make([]map[string]any, 0, len(s.models))
 		for _, e := range s.models {
@@ -340,21 +355,23 @@ func handleMetrics(s *Server) http.HandlerFunc {
 		if e == nil {
 			return
 		}
+		// The throughput gauges are averaged over the window since the
+		// previous scrape, as llama-server's.
 		s.mu.Lock()
-		m := e.metrics
-		if e.inst != nil {
-			m = e.inst.Engine.Metrics()
-		}
+		m := e.metricsLocked()
+		prev := e.scraped
+		e.scraped = m
 		s.mu.Unlock()
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		w.Header().Set("Process-Start-Time-Unix", strconv.FormatInt(s.started.Unix(), 10))
 		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write([]byte(metricsText(m)))
+		_, _ = w.Write([]byte(metricsText(m, prev)))
 	}
 }
 
-// metricsText renders m in Prometheus text format with llama.cpp's names.
-func metricsText(m Metrics) string {
+// metricsText renders m in Prometheus text format with llama.cpp's names;
+// the throughput gauges cover the window since the counters prev.
+func metricsText(m, prev Metrics) string {
 	perSecond := func(n int64, secs float64) float64 {
 		if secs <= 0 {
 			return 0
@@ -366,19 +383,25 @@ func metricsText(m Metrics) string {
 		v          float64
 	}
 	counters := []item{
-		{"prompt_tokens_total", "Number of prompt tokens processed.", float64(m.PromptTokensTotal)},
-		{"prompt_seconds_total", "Prompt process time", m.PromptSecondsTotal},
-		{"tokens_predicted_total", "Number of generation tokens processed.", float64(m.TokensPredictedTotal)},
-		{"tokens_predicted_seconds_total", "Predict process time", m.TokensPredictedSeconds},
-		{"n_decode_total", "Total number of llama_decode() calls", float64(m.DecodeTotal)},
-		{"n_tokens_max", "Largest observed n_tokens.", float64(m.NTokensMax)},
+		{"prompt_tokens_total", "Number of prompt tokens decoded, without those reused from the cache.", float64(m.PromptTokensTotal)},
+		{"prompt_tokens_cached_total", "Number of prompt tokens reused from the cache.", float64(m.PromptTokensCachedTotal)},
+		{"prompt_seconds_total", "Time spent on prompts.", m.PromptSecondsTotal},
+		{"tokens_predicted_total", "Number of tokens generated.", float64(m.TokensPredictedTotal)},
+		{"tokens_predicted_seconds_total", "Time spent generating.", m.TokensPredictedSeconds},
+		{"n_decode_total", "Number of llama_decode() calls.", float64(m.DecodeTotal)},
+		{"n_tokens_max", "Longest sequence seen (prompt and generation).", float64(m.NTokensMax)},
+		{"spec_decode_num_draft_tokens_total", "Speculative decoding: draft tokens (none: not supported yet).", 0},
+		{"spec_decode_num_accepted_tokens_total", "Speculative decoding: draft tokens accepted.", 0},
+		{"spec_decode_num_drafts_total", "Speculative decoding: verification steps.", 0},
 	}
 	gauges := []item{
-		{"n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call", m.BusySlotsPerDecode},
-		{"prompt_tokens_seconds", "Average prompt throughput in tokens/s.", perSecond(m.PromptTokensTotal, m.PromptSecondsTotal)},
-		{"predicted_tokens_seconds", "Average generation throughput in tokens/s.", perSecond(m.TokensPredictedTotal, m.TokensPredictedSeconds)},
+		{"prompt_tokens_seconds", "Prompt throughput in tokens/s since the previous scrape.",
+			perSecond(m.PromptTokensTotal-prev.PromptTokensTotal, m.PromptSecondsTotal-prev.PromptSecondsTotal)},
+		{"predicted_tokens_seconds", "Generation throughput in tokens/s since the previous scrape.",
+			perSecond(m.TokensPredictedSteps-prev.TokensPredictedSteps, m.TokensPredictedSeconds-prev.TokensPredictedSeconds)},
 		{"requests_processing", "Number of requests processing.", float64(m.RequestsProcessing)},
 		{"requests_deferred", "Number of requests deferred.", float64(m.RequestsDeferred)},
+		{"n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call.", m.BusySlotsPerDecode},
 		{"kv_cache_usage_ratio", "KV-cache usage. 1 means 100 percent usage.", m.KVCacheUsageRatio},
 		{"kv_cache_tokens", "KV-cache tokens.", float64(m.KVCacheTokens)},
 	}
@@ -427,12 +450,18 @@ func handleSlots(s *Server) http.HandlerFunc {
 		params := defaultGenerationParams(inst.Opts)
 		out := make([]map[string]any, len(slots))
 		for i, sl := range slots {
-			out[i] = map[string]any{
-				"id": sl.ID, "id_task": sl.TaskID, "n_ctx": sl.NCtx, "speculative": false,
-				"is_processing": sl.IsProcessing, "params": params, "prompt": sl.Prompt,
+			o := map[string]any{
+				"id": sl.ID, "n_ctx": sl.NCtx, "speculative": false, "is_processing": sl.IsProcessing,
 				"n_past": sl.NPast, "n_decoded": sl.NDecoded,
-				"next_token": map[string]any{"has_next_token": sl.IsProcessing, "n_decoded": sl.NDecoded},
 			}
+			// As llama-server: the task fields only once the slot has run
+			// one; an idle slot shows no remaining budget.
+			if sl.HasTask {
+				o["id_task"], o["params"], o["prompt"], o["generated"] = sl.TaskID, params, sl.Prompt, ""
+				o["next_token"] = []map[string]any{{"has_next_token": sl.IsProcessing, "has_new_line": false,
+					"n_remain": -1, "n_decoded": sl.NDecoded}}
+			}
+			out[i] = o
 		}
 		writeJSON(w, http.StatusOK, out)
 	}
@@ -762,7 +791,7 @@ func handleApplyTemplate(s *Server) http.HandlerFunc {
 		}
 		defer release()
 		in := chat.TemplateInput{Messages: msgs, AddGenerationPrompt: req.AddGenerationPrompt == nil || *req.AddGenerationPrompt,
-			Extra: req.ChatTemplateKwargs}
+			Extra: inst.Opts.withTemplateKwargs(req.ChatTemplateKwargs)}
 		sp := inst.Model.SpecialTokens()
 		if sp.BOS != llama.NoToken {
 			in.BOSToken, _ = inst.Model.TokenPiece(sp.BOS, true)

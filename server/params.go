@@ -9,7 +9,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -196,10 +198,10 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 	var opt genOptions
 	t := &Task{
 		Kind:        TaskCompletion,
-		Params:      DefaultSamplingParams(),
+		Params:      inst.Opts.defaultSampling(),
 		NPredict:    -1,
-		CachePrompt: true,
-		NKeep:       0,
+		CachePrompt: !inst.Opts.NoCachePrompt,
+		NKeep:       inst.Opts.NKeep,
 		SlotID:      -1,
 	}
 	if defaultNPredict != 0 {
@@ -254,7 +256,7 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 		p.DRYPenaltyLastN = nCtx
 	}
 	if p.DRYBase < 1 {
-		p.DRYBase = DefaultSamplingParams().DRYBase
+		p.DRYBase = inst.Opts.defaultSampling().DRYBase
 	}
 	// n_predict wins over max_tokens (OpenAI's name).
 	for _, key := range []string{"max_tokens", "n_predict"} {
@@ -262,7 +264,9 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 			return nil, opt, err
 		}
 	}
-	if defaultNPredict > 0 && (t.NPredict < 0 || t.NPredict > defaultNPredict) {
+	// As llama-server v0.4.0: the request's n_predict wins; -1 means the
+	// server's (-n).
+	if t.NPredict == -1 && defaultNPredict != 0 {
 		t.NPredict = defaultNPredict
 	}
 	if f.has("seed") {
@@ -305,6 +309,9 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 		return nil, opt, err
 	}
 	t.Stop = nonEmpty(t.Stop)
+	if len(t.Stop) == 0 {
+		t.Stop = slices.Clone(inst.Opts.Stop)
+	}
 	for _, b := range []struct {
 		key string
 		dst *bool
@@ -341,6 +348,30 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 	}
 	opt.Settings = generationSettings(t, opt, inst)
 	return t, opt, nil
+}
+
+// defaultSampling returns the sampling parameters of requests that do not
+// set them: Sampling, or llama-server's defaults. The result is a copy.
+func (o Options) defaultSampling() SamplingParams {
+	if o.Sampling == nil {
+		return DefaultSamplingParams()
+	}
+	p := *o.Sampling
+	p.DRYSequenceBreakers = slices.Clone(p.DRYSequenceBreakers)
+	p.Samplers = slices.Clone(p.Samplers)
+	p.LogitBias = maps.Clone(p.LogitBias)
+	return p
+}
+
+// withTemplateKwargs returns a request's template variables with the
+// server's defaults (ChatTemplateKwargs) for those it does not set.
+func (o Options) withTemplateKwargs(req map[string]any) map[string]any {
+	if len(o.ChatTemplateKwargs) == 0 {
+		return req
+	}
+	out := maps.Clone(o.ChatTemplateKwargs)
+	maps.Copy(out, req)
+	return out
 }
 
 func nonEmpty(ss []string) []string {
@@ -580,13 +611,26 @@ func generationSettings(t *Task, opt genOptions, inst *instance) map[string]any 
 	for _, l := range t.LoRA {
 		lora = append(lora, map[string]any{"id": l.ID, "scale": l.Scale})
 	}
-	bias := [][2]any{}
-	for tok, b := range p.LogitBias {
-		var v any = b
-		if math.IsInf(float64(b), -1) {
-			v = false
+	// As llama-server: {"bias", "token"} objects, -inf as null, and with
+	// ignore_eos the end-of-generation tokens banned.
+	all := maps.Clone(p.LogitBias)
+	if p.IgnoreEOS {
+		if all == nil {
+			all = map[llama.Token]float32{}
 		}
-		bias = append(bias, [2]any{tok, v})
+		for _, tok := range inst.eogTokens() {
+			if _, set := all[tok]; !set {
+				all[tok] = float32(math.Inf(-1))
+			}
+		}
+	}
+	bias := []map[string]any{}
+	for _, tok := range slices.Sorted(maps.Keys(all)) {
+		var v any = all[tok]
+		if math.IsInf(float64(all[tok]), 0) {
+			v = nil
+		}
+		bias = append(bias, map[string]any{"bias": v, "token": tok})
 	}
 	return map[string]any{
 		"n_predict": t.NPredict, "seed": p.Seed, "temperature": p.Temperature,

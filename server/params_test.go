@@ -128,15 +128,14 @@ func TestParseGeneration(t *testing.T) {
 		})
 	}
 
-	// The server's n_predict caps requests.
-	f, _ := parseFields([]byte(`{"n_predict":100}`))
-	task, _, err := parseGeneration(f, inst, 10)
-	require.NoError(t, err)
-	assert.Equal(t, 10, task.NPredict)
-	f, _ = parseFields([]byte(`{}`))
-	task, _, err = parseGeneration(f, inst, 10)
-	require.NoError(t, err)
-	assert.Equal(t, 10, task.NPredict)
+	// The server's n_predict is the default; a request's own wins (as
+	// llama-server v0.4.0), -1 meaning the server's.
+	for body, want := range map[string]int{`{"n_predict":100}`: 100, `{}`: 10, `{"n_predict":-1}`: 10, `{"max_tokens":3}`: 3} {
+		f, _ := parseFields([]byte(body))
+		task, _, err := parseGeneration(f, inst, 10)
+		require.NoError(t, err)
+		assert.Equal(t, want, task.NPredict, body)
+	}
 
 	for _, bad := range []string{
 		`{"id_slot":2}`, `{"top_k":"x"}`, `{"samplers":5}`, `{"samplers":"kq"}`, `{"logit_bias":5}`,

@@ -108,7 +108,13 @@ func rendererFor(s string) (promptRenderer, error) {
 	if chat.IsBuiltinTemplate(name) && builtinDetects(name) {
 		return &builtinRenderer{tmpl: name}, nil
 	}
-	return nil, fmt.Errorf("unknown chat template %q (not a built-in name nor Jinja source)", name)
+	// Anything else is Jinja source too, as for llama-server with --jinja:
+	// text without tags renders as itself.
+	t, err := chat.ParseTemplate(s)
+	if err != nil {
+		return nil, err
+	}
+	return newJinjaRenderer(t), nil
 }
 
 // checkTemplate reports whether s names a built-in template or looks like
@@ -126,18 +132,20 @@ func checkTemplate(s string) error {
 
 // resolveTemplate picks the chat template: Options.ChatTemplate (a
 // built-in name or Jinja source), else ChatTemplateFile, else the model's
-// own, else chatml. A template the user gave that does not parse is an
-// error. A model's template that does not parse as Jinja is tried as
+// own, else chatml. A ChatTemplate that does not parse is skipped with a
+// warning; an unreadable or unparsable ChatTemplateFile is an error. A model's template that does not parse as Jinja is tried as
 // llama.cpp's built-in format detection would (its source names a known
 // format), then falls back to chatml, with a warning.
 func resolveTemplate(o Options, m *llama.Model, log interface{ Warn(string, ...any) }) (promptRenderer, error) {
 	switch {
 	case o.ChatTemplate != "":
 		r, err := rendererFor(o.ChatTemplate)
-		if err != nil {
-			return nil, fmt.Errorf("chat template: %w", err)
+		if err == nil {
+			return r, nil
 		}
-		return r, nil
+		// Startup goes on with the model's template, as llama-server's
+		// does when a given template fails: only chat requests care.
+		log.Warn("the chat template given does not parse; using the model's", "err", err)
 	case o.ChatTemplateFile != "":
 		b, err := os.ReadFile(o.ChatTemplateFile)
 		if err != nil {

@@ -64,11 +64,20 @@ func TestRendererFor(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "<|header_start|>user<|header_end|>\n\nab<|eot|>", out)
 	})
-	t.Run("unknown names and bad Jinja", func(t *testing.T) {
-		for _, s := range []string{"no-such-template", "{% if %}", ""} {
+	t.Run("bad Jinja", func(t *testing.T) {
+		for _, s := range []string{"{% if %}", "{% for %}"} {
 			_, err := rendererFor(s)
 			assert.Error(t, err, s)
 		}
+	})
+	t.Run("other text is a Jinja template of itself", func(t *testing.T) {
+		// As llama-server with --jinja: a string that is no built-in name
+		// renders as itself.
+		r, err := rendererFor("This is not a chat template, it is")
+		require.NoError(t, err)
+		out, err := r.Render(chat.TemplateInput{Messages: []chat.Message{{Role: chat.RoleUser, Content: "hi"}}})
+		require.NoError(t, err)
+		assert.Equal(t, "This is not a chat template, it is", out)
 	})
 	t.Run("model template that does not parse", func(t *testing.T) {
 		w := &nopWarn{}

@@ -169,7 +169,7 @@ func handleRerank(s *Server) http.HandlerFunc {
 			tasks[i] = &Task{Kind: TaskRerank, Prompt: toks, Params: DefaultSamplingParams(),
 				NKeep: -1, SlotID: -1, Normalize: -1}
 		}
-		events, err := submitAll(r, inst.Engine, tasks)
+		events, err := submitAll(r, inst.embedder(), tasks)
 		if err != nil {
 			writeTaskError(w, err)
 			return

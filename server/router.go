@@ -59,7 +59,7 @@ func (s *Server) buildHandler() http.Handler {
 	return chain(notFound,
 		recoverPanics(s.log),
 		giveBackMemory,
-		cors(s.opts.CORSOrigins),
+		cors(s.opts),
 		limitBody(s.opts.MaxBodyBytes),
 		resumableStreams(&s.streams),
 		withTimeout(s.opts.Timeout),

@@ -30,6 +30,11 @@ type Options struct {
 	Model string
 	// Alias is the model's name in /v1/models (--alias; default: Model).
 	Alias string
+	// Aliases are all the names of the model listed in /v1/models
+	// ("aliases"; -a a,b,c gives them sorted, Alias being the first).
+	Aliases []string
+	// Tags are the model's tags listed in /v1/models (--tags).
+	Tags []string
 	// ModelsDir is a folder of models for router mode (--models-dir): each
 	// *.gguf file is a model named after the file without ".gguf"; each
 	// sub-folder holding GGUF files is a model named after the folder.
@@ -47,18 +52,48 @@ type Options struct {
 	// (--models-max; 0: no limit). The least recently used idle model is
 	// unloaded to make room.
 	ModelsMax int
+	// NoModelsAutoload stops router mode from loading a model a request
+	// names (--no-models-autoload): it must be loaded with POST
+	// /models/load first (a request's ?autoload=true overrides).
+	NoModelsAutoload bool
 
 	// Engine configures each model's engine.
 	Engine EngineOptions
 	// NPredict is the default n_predict (-n; -1: no limit).
 	NPredict int
+	// Sampling holds the sampling parameters of requests that do not set
+	// them (llama-server's --temp, --top-k, --seed...; nil:
+	// DefaultSamplingParams()).
+	Sampling *SamplingParams
+	// NKeep is the default n_keep (--keep; 0: none, -1: the whole prompt).
+	NKeep int
+	// Stop are the default stop strings (-r), used when a request gives none.
+	Stop []string
+	// NoCachePrompt makes cache_prompt default to false (--no-cache-prompt).
+	NoCachePrompt bool
+	// EmbdNormalize is the default embd_normalize of embedding requests
+	// (--embd-normalize: -1 none, 0 max absolute int16, 1 taxicab, 2
+	// euclidean, above 2 p-norm; nil: 2).
+	EmbdNormalize *int
+	// SPMInfill builds /infill prompts in suffix-prefix-middle order
+	// (--spm-infill) instead of prefix-suffix-middle.
+	SPMInfill bool
+	// ChatTemplateKwargs are template variables every chat request gets
+	// unless it sets them itself (--chat-template-kwargs, --reasoning,
+	// --reasoning-effort).
+	ChatTemplateKwargs map[string]any
 
 	// APIKeys, when set, are required of every request except the public
 	// endpoints (/health, GET /models, GET /v1/models).
 	APIKeys []string
-	// CORSOrigins are the origins browsers may call from ("*": any);
-	// none disables CORS.
+	// CORSOrigins are the origins browsers may call from ("*": any;
+	// "localhost": the loopback origins); none disables CORS.
 	CORSOrigins []string
+	// CORSMethods and CORSHeaders are what preflights allow (""
+	// llama-server's defaults: "GET, POST, DELETE, OPTIONS" and "*").
+	CORSMethods, CORSHeaders string
+	// NoCORSCredentials stops allowing credentials (--no-cors-credentials).
+	NoCORSCredentials bool
 	// Metrics enables GET /metrics.
 	Metrics bool
 	// Slots enables GET /slots.
@@ -179,11 +214,6 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	if err := prepareUI(&o); err != nil {
 		return nil, err
-	}
-	if o.ChatTemplate != "" {
-		if err := checkTemplate(o.ChatTemplate); err != nil {
-			return nil, fmt.Errorf("server: %w", err)
-		}
 	}
 
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -344,20 +374,39 @@ func (s *Server) busy(insts []*instance) bool {
 
 // listModels fills the router's model list from ModelsDir and ModelsPreset.
 func (s *Server) listModels(now int64) error {
+	entries, err := s.scanModels(now)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		s.addEntry(e)
+	}
+	return nil
+}
+
+// scanModels reads ModelsDir and ModelsPreset into new entries, in list
+// order (a preset section overrides the folder's model of that name).
+func (s *Server) scanModels(now int64) ([]*modelEntry, error) {
 	o := s.opts
+	var out []*modelEntry
+	byName := map[string]*modelEntry{}
+	add := func(e *modelEntry) {
+		out = append(out, e)
+		byName[e.name] = e
+	}
 	if o.ModelsDir != "" {
 		found, err := scanModelsDir(o.ModelsDir)
 		if err != nil {
-			return fmt.Errorf("server: models dir: %w", err)
+			return nil, fmt.Errorf("server: models dir: %w", err)
 		}
 		for _, f := range found {
-			s.addEntry(&modelEntry{name: f[0], path: f[1], opts: routerOptions(o), created: now})
+			add(&modelEntry{name: f[0], path: f[1], opts: routerOptions(o), created: now})
 		}
 	}
 	if o.ModelsPreset != "" {
 		secs, err := readPreset(o.ModelsPreset)
 		if err != nil {
-			return fmt.Errorf("server: models preset: %w", err)
+			return nil, fmt.Errorf("server: models preset: %w", err)
 		}
 		global := secs["*"]
 		names := make([]string, 0, len(secs))
@@ -375,36 +424,74 @@ func (s *Server) listModels(now int64) error {
 			for k, v := range secs[name] {
 				kv[k] = v
 			}
-			e, exists := s.byName[name]
+			e, exists := byName[name]
 			if !exists {
-				path := firstKey(kv, "model", "m")
-				hf := firstKey(kv, "hf-repo", "hf", "hfr")
+				path := firstOf(kv, "model", "m")
+				hf := firstOf(kv, "hf-repo", "hf", "hfr", "hf_repo")
 				if path == "" && hf == "" {
-					return fmt.Errorf("server: models preset: [%s] has no model path or hf-repo", name)
+					return nil, fmt.Errorf("server: models preset: [%s] has no model path or hf-repo", name)
 				}
 				e = &modelEntry{name: name, path: path, opts: routerOptions(o), created: now}
 				if path == "" { // pulled from Hugging Face at its first load
-					e.hf = &llama.PullOptions{File: firstKey(kv, "hf-file", "hff"), Token: firstKey(kv, "hf-token", "hft")}
 					e.hfRepo = hf
+					e.hf = &llama.PullOptions{File: firstOf(kv, "hf-file", "hff"), Token: firstOf(kv, "hf-token", "hft")}
 				}
-				s.addEntry(e)
+				add(e)
 			}
 			if err := applyPreset(e, kv); err != nil {
-				return fmt.Errorf("server: models preset [%s]: %w", name, err)
+				return nil, fmt.Errorf("server: models preset [%s]: %w", name, err)
 			}
 		}
 	}
-	return nil
+	return out, nil
 }
 
-// firstKey is the value of the first of keys set in kv.
-func firstKey(kv map[string]string, keys ...string) string {
+// firstOf returns the value of the first of keys that kv has.
+func firstOf(kv map[string]string, keys ...string) string {
 	for _, k := range keys {
 		if v := kv[k]; v != "" {
 			return v
 		}
 	}
 	return ""
+}
+
+// reloadModels reads ModelsDir and ModelsPreset again (GET
+// /models?reload=1): new models are added, models no longer listed are
+// dropped unless loaded or loading (they go once unloaded, on a later
+// reload), and unloaded models take their new settings.
+func (s *Server) reloadModels() error {
+	entries, err := s.scanModels(time.Now().Unix())
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fresh := map[string]*modelEntry{}
+	for _, e := range entries {
+		fresh[e.name] = e
+	}
+	kept := s.models[:0]
+	for _, e := range s.models {
+		n, listed := fresh[e.name]
+		idle := e.inst == nil && e.state == stateUnloaded
+		switch {
+		case !listed && idle:
+			delete(s.byName, e.name)
+			continue
+		case listed && idle:
+			e.path, e.hfRepo, e.hf, e.opts, e.loadOnStartup = n.path, n.hfRepo, n.hf, n.opts, n.loadOnStartup
+		}
+		kept = append(kept, e)
+	}
+	s.models = kept
+	for _, e := range entries {
+		if _, ok := s.byName[e.name]; !ok {
+			s.addEntry(e)
+			s.notifyLocked(e, nil)
+		}
+	}
+	return nil
 }
 
 // routerOptions are the per-model options inherited from the router's.

@@ -453,14 +453,32 @@ func TestServerStripPrefix(t *testing.T) {
 func TestServerNewErrors(t *testing.T) {
 	_, err := New(context.Background(), Options{Model: "/no/such/model.gguf"})
 	assert.Error(t, err)
-	_, err = New(context.Background(), Options{Model: testenv.Model(t, "stories260K.gguf"), ChatTemplate: "no-such-template"})
+	_, err = New(context.Background(), Options{Model: "x.gguf", ModelsDir: t.TempDir()})
 	assert.Error(t, err)
-	_, err = New(context.Background(), Options{Model: testenv.Model(t, "stories260K.gguf"), ChatTemplate: "{% if %}"})
-	assert.Error(t, err)
-	// A router without models starts, as llama-server started without one.
+}
+
+// TestServerStartsAsLlamaServer checks the startups llama-server allows:
+// no model at all (a router with no models, as an empty models folder),
+// and a chat template that does not parse (a warning; the model's own is
+// used).
+func TestServerStartsAsLlamaServer(t *testing.T) {
 	for _, o := range []Options{{}, {ModelsDir: t.TempDir()}} {
 		s, err := New(context.Background(), o)
 		require.NoError(t, err)
+		ts := httptest.NewServer(s.Handler())
+		code, data := call(t, "GET", ts.URL+"/models", nil, nil)
+		assert.Equal(t, 200, code)
+		assert.JSONEq(t, `{"object":"list","data":[]}`, string(data))
+		code, _ = call(t, "GET", ts.URL+"/props", nil, nil)
+		assert.Equal(t, 200, code)
+		code, _ = call(t, "POST", ts.URL+"/completion", map[string]any{"model": "none", "prompt": "x"}, nil)
+		assert.Equal(t, 400, code)
+		ts.Close()
+		require.NoError(t, s.Close())
+	}
+	for _, tmpl := range []string{"{% if %}", "This is not a chat template, it is"} {
+		s, err := New(context.Background(), Options{Model: testenv.Model(t, "stories260K.gguf"), ChatTemplate: tmpl})
+		require.NoError(t, err, tmpl)
 		require.NoError(t, s.Close())
 	}
 }
@@ -808,4 +826,51 @@ func TestServerPostProps(t *testing.T) {
 	// GET /props is unaffected.
 	code, _ := callJSON(t, "GET", on.URL+"/props", nil)
 	assert.Equal(t, 200, code)
+}
+
+// TestRouterReloadPreset checks GET /models?reload=1: the preset is read
+// again, models are added and dropped; a preset model from Hugging Face is
+// listed and fails clearly to load.
+func TestRouterReloadPreset(t *testing.T) {
+	dir := t.TempDir()
+	preset := filepath.Join(dir, "models.ini")
+	model := testenv.Model(t, "stories260K.gguf")
+	write := func(body string) { require.NoError(t, os.WriteFile(preset, []byte(body), 0o600)) }
+	write("[a]\nmodel = " + model + "\n\n[b]\nhf-repo = org/b\n")
+	// Offline and with an empty hub cache, the pull of b fails at once,
+	// without any network.
+	t.Setenv("HF_HUB_OFFLINE", "1")
+	t.Setenv("HF_HUB_CACHE", t.TempDir())
+	s, err := New(context.Background(), Options{ModelsPreset: preset, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	defer s.Close()
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	ids := func(reload bool) []string {
+		u := ts.URL + "/models"
+		if reload {
+			u += "?reload=1"
+		}
+		code, data := call(t, "GET", u, nil, nil)
+		require.Equal(t, 200, code, "%s", data)
+		var l struct {
+			Data []struct{ ID string } `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal(data, &l))
+		var out []string
+		for _, d := range l.Data {
+			out = append(out, d.ID)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"a", "b"}, ids(false))
+	code, data := call(t, "POST", ts.URL+"/completion", map[string]any{"model": "b", "prompt": "x"}, nil)
+	assert.Equal(t, 500, code)
+	assert.Contains(t, string(data), "offline")
+
+	write("[b]\nhf-repo = org/b\n\n[c]\nmodel = " + model + "\n")
+	assert.Equal(t, []string{"a", "b"}, ids(false), "read again only when asked")
+	assert.Equal(t, []string{"b", "c"}, ids(true))
+	code, data = call(t, "POST", ts.URL+"/completion", map[string]any{"model": "c", "prompt": "Once", "n_predict": 2}, nil)
+	assert.Equal(t, 200, code, "%s", data)
 }

@@ -28,7 +28,8 @@ func slotGreedy(t *testing.T, url, prompt string) slotCompletion {
 
 func TestSlotSaveRestore(t *testing.T) {
 	dir := t.TempDir()
-	_, hs := newTestServer(t, Options{SlotSavePath: dir})
+	// Without the RAM prompt cache, so that an erased slot stays cold.
+	_, hs := newTestServer(t, Options{SlotSavePath: dir, Engine: EngineOptions{NoPromptCache: true}})
 	url := hs.URL
 	const prompt = "Once upon a time, there was a little"
 

@@ -253,14 +253,16 @@ func withStateHeader(state []byte, seq int) []byte {
 }
 
 // slotTokensOverhead is how many more tokens encodeSlotTokens stores than
-// the slot holds.
-const slotTokensOverhead = 0
+// the slot holds: llama-server's packed token state (see slotstate.go).
+const slotTokensOverhead = 4
 
 // encodeSlotTokens is the token list a slot file stores for a slot's
-// tokens, and decodeSlotTokens its inverse (the tokens as they are).
-func encodeSlotTokens(toks []llama.Token) []llama.Token { return toks }
-
-func decodeSlotTokens(stored []llama.Token) ([]llama.Token, error) { return stored, nil }
+// tokens, in llama-server's packed form, and decodeSlotTokens its inverse
+// (which also reads the plain lists of older files).
+var (
+	encodeSlotTokens = packSlotTokens
+	decodeSlotTokens = unpackSlotTokens
+)
 
 // slotReleased returns a channel closed when a slot next goes idle.
 func (e *engine) slotReleased() <-chan struct{} {

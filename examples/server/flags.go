@@ -1,9 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"math"
 	"os"
 	"runtime"
 	"sort"
@@ -12,173 +15,227 @@ import (
 	"time"
 
 	"github.com/x/llama"
+	"github.com/x/llama/internal/jsonschema"
 	"github.com/x/llama/server"
 )
 
 // config is what the command line (llama-server's flags) sets.
 type config struct {
-	opts    server.Options
-	host    string
-	port    int
-	timeout time.Duration
-	verbose bool
+	opts     server.Options
+	sampling server.SamplingParams // the defaults of requests (--temp, --top-k...)
+	host     string
+	port     int
+	timeout  time.Duration
+	verbose  bool
+
+	// Model sources other helpers wire at merge (see modelSource).
+	hfRepo, hfFile, hfToken string
+	modelURL, dockerRepo    string
+	offline                 bool
+	// The web UI (another helper's branch): --ui/--no-ui and its config.
+	noUI                 bool
+	uiConfig             string // JSON of --ui-config or --ui-config-file
+	uiMCPProxy           bool
+	tools, toolsRuntime  string
+	mcpConfig, mcpJSON   string
+	corsOriginsExplicit  bool
+	listDevices, version bool
+
+	// Features this server does not have yet: accepted, refused at start
+	// when actually used (see unsupported).
+	draftModel, draftHF string
+	specTypes           []string
+	mmproj, mmprojURL   string
+	sslKey, sslCert     string
+	controlVectors      []string
+	devices             string
+	tensorOverrides     []string
+	rpc                 string
+	adaptiveTarget      float64
+	lookupStatic        string
+	lookupDynamic       string
+	grammarSet          bool // --grammar, --grammar-file, -j or -jf given
+	jsonSchema          string
+	mediaPath           string
+	presetUsed          bool
+	unsupported         []string
+
+	// Settings read by finish or by serve.
+	dryBreakersSet  bool
+	kvUnifiedSet    bool
+	loraNoApply     bool
+	staticPath      string
+	logFile         string
+	reusePort       bool
+	reasoningBudget int
+	apiPrefix       string
+	cacheRAMMiB     int // --cache-ram (-1: no limit, 0: off)
 }
 
-// A flag of llama-server: its names, whether it takes a value, its
-// environment variable, and what it sets.
+// Help sections, in llama-server's --help order.
+type section int
+
+const (
+	secCommon section = iota
+	secSampling
+	secSpec
+	secServer
+)
+
+var sectionNames = [...]string{"common params", "sampling params", "speculative params", "example-specific params"}
+
+// A flag of llama-server: its spellings, the value it takes, its
+// environment variable and what it sets.
 type flagDef struct {
-	names []string
-	arg   string // "" for switches
+	names []string // positive spellings
+	neg   []string // negative spellings (--no-x); set then gets "false"
+	arg   string   // value hint; "" for switches
+	arg2  string   // second value hint (two-value options)
 	env   string
+	sec   section
 	help  string
-	set   func(c *config, v string) error
+	// set applies the value: the value given, "" for a plain switch,
+	// "true"/"false" for a switch with negative forms, and both values
+	// joined by a NUL for two-value options.
+	set func(c *config, v string) error
 }
 
-func atoi(dst *int) func(*config, string) error {
+// parseInt reads an integer as llama-server does (base 10, int32 range).
+func parseInt(v string) (int, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not an integer", v)
+	}
+	return int(n), nil
+}
+
+func parseFloat(v string) (float64, error) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 32)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a number", v)
+	}
+	return f, nil
+}
+
+func intTo(dst *int) func(*config, string) error {
 	return func(_ *config, v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("%q is not an integer", v)
+		n, err := parseInt(v)
+		if err == nil {
+			*dst = n
 		}
-		*dst = n
+		return err
+	}
+}
+
+func floatTo(dst *float32) func(*config, string) error {
+	return func(_ *config, v string) error {
+		f, err := parseFloat(v)
+		if err == nil {
+			*dst = float32(f)
+		}
+		return err
+	}
+}
+
+func strTo(dst *string) func(*config, string) error {
+	return func(_ *config, v string) error { *dst = v; return nil }
+}
+
+// boolTo is for switches: a plain switch sets true, one with negative
+// forms sets what it is given.
+func boolTo(dst *bool) func(*config, string) error {
+	return func(_ *config, v string) error { *dst = v != "false"; return nil }
+}
+
+// intIn accepts an integer in [lo, hi] and ignores it: llama-server tunes
+// something with it that this server does not have.
+func intIn(lo, hi int) func(*config, string) error {
+	return func(_ *config, v string) error {
+		n, err := parseInt(v)
+		if err != nil {
+			return err
+		}
+		if n < lo || n > hi {
+			return fmt.Errorf("%d is out of range [%d, %d]", n, lo, hi)
+		}
 		return nil
 	}
 }
 
-// flagTable lists the llama-server flags this server honours, with
-// llama-server's meanings and defaults.
-func flagTable(c *config) []flagDef {
-	o := &c.opts
-	e := &o.Engine
-	on := func(b *bool, v bool) func(*config, string) error {
-		return func(*config, string) error { *b = v; return nil }
+// anyInt accepts any integer and ignores it.
+var anyInt = intIn(math.MinInt32, math.MaxInt32)
+
+// anyFloat accepts any number and ignores it.
+func anyFloat(_ *config, v string) error { _, err := parseFloat(v); return err }
+
+// anyValue accepts any value (or switch) and ignores it.
+func anyValue(*config, string) error { return nil }
+
+func oneOf(v string, allowed ...string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
 	}
-	return []flagDef{
-		{[]string{"-m", "--model"}, "FNAME", "LLAMA_ARG_MODEL", "model path", func(_ *config, v string) error { o.Model = v; return nil }},
-		{[]string{"-a", "--alias"}, "STRING", "LLAMA_ARG_ALIAS", "model name for the API", func(_ *config, v string) error { o.Alias = v; return nil }},
-		{[]string{"-c", "--ctx-size"}, "N", "LLAMA_ARG_CTX_SIZE", "context size (0: from the model)", atoi(&e.CtxSize)},
-		{[]string{"-np", "--parallel"}, "N", "LLAMA_ARG_N_PARALLEL", "number of slots (-1: auto, 4 with a unified KV cache)", atoi(&e.Parallel)},
-		{[]string{"-b", "--batch-size"}, "N", "LLAMA_ARG_BATCH", "logical batch size (default 2048)", atoi(&e.BatchSize)},
-		{[]string{"-ub", "--ubatch-size"}, "N", "LLAMA_ARG_UBATCH", "physical batch size (default 512)", atoi(&e.UBatchSize)},
-		{[]string{"-t", "--threads"}, "N", "LLAMA_ARG_THREADS", "threads for generation (-1: all CPUs)", atoi(&e.Threads)},
-		{[]string{"-tb", "--threads-batch"}, "N", "", "threads for prompts (default: --threads)", atoi(&e.ThreadsBatch)},
-		{[]string{"-n", "--predict", "--n-predict"}, "N", "LLAMA_ARG_N_PREDICT", "default tokens to predict (-1: no limit)", atoi(&o.NPredict)},
-		{[]string{"--host"}, "HOST", "LLAMA_ARG_HOST", "address to listen on (default 127.0.0.1)", func(c *config, v string) error { c.host = v; return nil }},
-		{[]string{"--port"}, "PORT", "LLAMA_ARG_PORT", "port to listen on (default 8080)", atoi(&c.port)},
-		{[]string{"--api-key"}, "KEY", "LLAMA_API_KEY", "API keys, comma-separated", func(_ *config, v string) error {
-			o.APIKeys = append(o.APIKeys, splitList(v)...)
-			return nil
-		}},
-		{[]string{"--api-key-file"}, "FNAME", "LLAMA_ARG_API_KEY_FILE", "file of API keys, one per line (# comments)", func(_ *config, v string) error {
-			b, err := os.ReadFile(v)
-			if err != nil {
-				return err
-			}
-			for _, l := range strings.Split(string(b), "\n") {
-				if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
-					o.APIKeys = append(o.APIKeys, l)
-				}
-			}
-			return nil
-		}},
-		{[]string{"--embedding", "--embeddings"}, "", "LLAMA_ARG_EMBEDDINGS", "embedding server", on(&e.Embedding, true)},
-		{[]string{"--reranking", "--rerank"}, "", "LLAMA_ARG_RERANKING", "reranking server", func(*config, string) error { e.Reranking, e.Embedding = true, true; return nil }},
-		{[]string{"--pooling"}, "{none,mean,cls,last,rank}", "LLAMA_ARG_POOLING", "embedding pooling", func(_ *config, v string) error {
-			p, err := llama.ParsePoolingType(v)
-			e.Pooling = p
+	return fmt.Errorf("%q is not one of %s", v, strings.Join(allowed, ", "))
+}
+
+func choice(allowed ...string) func(*config, string) error {
+	return func(_ *config, v string) error { return oneOf(v, allowed...) }
+}
+
+func isTruthy(v string) bool { return v == "on" || v == "enabled" || v == "true" || v == "1" }
+func isFalsey(v string) bool { return v == "off" || v == "disabled" || v == "false" || v == "0" }
+func isAutoy(v string) bool  { return v == "auto" || v == "-1" }
+
+// kvCacheTypes are the KV cache types llama-server accepts.
+var kvCacheTypes = []string{"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"}
+
+func cacheType(dst *string) func(*config, string) error {
+	return func(_ *config, v string) error {
+		if err := oneOf(v, kvCacheTypes...); err != nil {
 			return err
-		}},
-		{[]string{"--metrics"}, "", "LLAMA_ARG_ENDPOINT_METRICS", "enable GET /metrics", on(&o.Metrics, true)},
-		{[]string{"--slots"}, "", "LLAMA_ARG_ENDPOINT_SLOTS", "enable GET /slots (default)", on(&o.Slots, true)},
-		{[]string{"--no-slots"}, "", "", "disable GET /slots", on(&o.Slots, false)},
-		{[]string{"--props"}, "", "LLAMA_ARG_ENDPOINT_PROPS", "enable changing global properties with POST /props", on(&o.PropsEndpoint, true)},
-		{[]string{"--slot-save-path"}, "PATH", "", "folder for slot save/restore", func(_ *config, v string) error { o.SlotSavePath = v; return nil }},
-		{[]string{"--lora"}, "FNAME", "", "LoRA adapters, comma-separated (scale 1)", func(_ *config, v string) error {
-			for _, p := range splitList(v) {
-				e.Adapters = append(e.Adapters, server.AdapterSpec{Path: p, Scale: 1})
-			}
-			return nil
-		}},
-		{[]string{"--lora-scaled"}, "FNAME:SCALE,...", "", "LoRA adapters with scales", func(_ *config, v string) error {
-			for _, p := range splitList(v) {
-				i := strings.LastIndexByte(p, ':')
-				if i < 0 {
-					return fmt.Errorf("%q is not FNAME:SCALE", p)
-				}
-				s, err := strconv.ParseFloat(p[i+1:], 32)
-				if err != nil {
-					return fmt.Errorf("bad scale in %q", p)
-				}
-				e.Adapters = append(e.Adapters, server.AdapterSpec{Path: p[:i], Scale: float32(s)})
-			}
-			return nil
-		}},
-		{[]string{"--chat-template"}, "JINJA_TEMPLATE", "LLAMA_ARG_CHAT_TEMPLATE", "chat template: built-in name or Jinja", func(_ *config, v string) error { o.ChatTemplate = v; return nil }},
-		{[]string{"--chat-template-file"}, "FNAME", "LLAMA_ARG_CHAT_TEMPLATE_FILE", "chat template file", func(_ *config, v string) error { o.ChatTemplateFile = v; return nil }},
-		{[]string{"--jinja"}, "", "LLAMA_ARG_JINJA", "use Jinja templates (default)", on(&o.Jinja, true)},
-		{[]string{"--no-jinja"}, "", "", "accepted; templates are always Jinja here", on(&o.Jinja, false)},
-		{[]string{"--reasoning-format"}, "FORMAT", "LLAMA_ARG_THINK", "none, deepseek or auto", func(_ *config, v string) error { o.ReasoningFormat = v; return nil }},
-		{[]string{"--cors-origins"}, "ORIGINS", "LLAMA_ARG_CORS_ORIGINS", "allowed CORS origins, comma-separated (default: none)", func(_ *config, v string) error {
-			o.CORSOrigins = splitList(v)
-			return nil
-		}},
-		{[]string{"--sleep-idle-seconds"}, "SECONDS", "", "unload the model after that long idle (-1: never)", func(_ *config, v string) error {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return fmt.Errorf("%q is not an integer", v)
-			}
-			o.SleepIdleSeconds = max(n, 0)
-			return nil
-		}},
-		{[]string{"-fa", "--flash-attn"}, "[on|off|auto]", "LLAMA_ARG_FLASH_ATTN", "flash attention (default auto)", func(_ *config, v string) error {
-			switch v {
-			case "on", "1", "true", "":
-				e.FlashAttention = llama.FlashAttentionOn
-			case "off", "0", "false":
-				e.FlashAttention = llama.FlashAttentionOff
-			case "auto":
-				e.FlashAttention = llama.FlashAttentionAuto
-			default:
-				return fmt.Errorf("%q is not on, off or auto", v)
-			}
-			return nil
-		}},
-		{[]string{"-ctk", "--cache-type-k"}, "TYPE", "LLAMA_ARG_CACHE_TYPE_K", "KV cache type for K (default f16)", func(_ *config, v string) error { e.TypeK = v; return nil }},
-		{[]string{"-ctv", "--cache-type-v"}, "TYPE", "LLAMA_ARG_CACHE_TYPE_V", "KV cache type for V (default f16)", func(_ *config, v string) error { e.TypeV = v; return nil }},
-		{[]string{"--context-shift"}, "", "LLAMA_ARG_CONTEXT_SHIFT", "shift the context when it is full", on(&e.ContextShift, true)},
-		{[]string{"--no-context-shift"}, "", "", "stop when the context is full (default)", on(&e.ContextShift, false)},
-		{[]string{"--cache-reuse"}, "N", "LLAMA_ARG_CACHE_REUSE", "min chunk for KV cache reuse", atoi(&e.CacheReuse)},
-		{[]string{"-kvu", "--kv-unified"}, "", "LLAMA_ARG_KV_UNIFIED", "one KV buffer for all slots", on(&e.KVUnified, true)},
-		{[]string{"-to", "--timeout"}, "N", "LLAMA_ARG_TIMEOUT", "read/write timeout in seconds (default 3600)", func(c *config, v string) error {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 {
-				return fmt.Errorf("%q is not a number of seconds", v)
-			}
-			c.timeout = time.Duration(n) * time.Second
-			return nil
-		}},
-		{[]string{"--models-dir"}, "PATH", "LLAMA_ARG_MODELS_DIR", "folder of models (router mode)", func(_ *config, v string) error { o.ModelsDir = v; return nil }},
-		{[]string{"--models-preset"}, "PATH", "LLAMA_ARG_MODELS_PRESET", "INI file of model presets (router mode)", func(_ *config, v string) error { o.ModelsPreset = v; return nil }},
-		{[]string{"--models-max"}, "N", "LLAMA_ARG_MODELS_MAX", "most models loaded at once (default 4, 0: no limit)", atoi(&o.ModelsMax)},
-		{[]string{"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N", "LLAMA_ARG_N_GPU_LAYERS", "layers on the GPU: a number, auto or all", func(_ *config, v string) error {
-			switch v {
-			case "auto", "all", "-1":
-				o.ModelOptions.GPULayers, o.ModelOptions.CPUOnly = 0, false
-			default:
-				n, err := strconv.Atoi(v)
-				if err != nil || n < 0 {
-					return fmt.Errorf("%q is not a layer count, auto or all", v)
-				}
-				o.ModelOptions.GPULayers, o.ModelOptions.CPUOnly = n, n == 0
-			}
-			return nil
-		}},
-		{[]string{"-mg", "--main-gpu"}, "INDEX", "LLAMA_ARG_MAIN_GPU", "GPU for the whole model with split mode none", atoi(&o.ModelOptions.MainGPU)},
-		{[]string{"--mlock"}, "", "LLAMA_ARG_MLOCK", "keep the model in RAM", func(*config, string) error { o.ModelOptions.Load = llama.LoadMmapMlock; return nil }},
-		{[]string{"--no-mmap"}, "", "LLAMA_ARG_NO_MMAP", "do not memory-map the model", func(*config, string) error { o.ModelOptions.Load = llama.LoadRead; return nil }},
-		{[]string{"-v", "--verbose"}, "", "", "log llama.cpp's messages", func(c *config, _ string) error { c.verbose = true; return nil }},
+		}
+		*dst = v
+		return nil
 	}
 }
+
+// cpuMask checks an affinity mask (hex digits, optional 0x).
+func cpuMask(_ *config, v string) error {
+	s := strings.TrimPrefix(strings.TrimPrefix(v, "0x"), "0X")
+	if s == "" {
+		return errors.New("invalid cpumask")
+	}
+	for _, r := range s {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", r) {
+			return errors.New("invalid cpumask")
+		}
+	}
+	return nil
+}
+
+// cpuRange checks an affinity range lo-hi.
+func cpuRange(_ *config, v string) error {
+	lo, hi, ok := strings.Cut(v, "-")
+	a, err1 := strconv.Atoi(lo)
+	b, err2 := strconv.Atoi(hi)
+	if !ok || (lo != "" && err1 != nil) || (hi != "" && err2 != nil) || (lo != "" && hi != "" && a > b) {
+		return errors.New("invalid range")
+	}
+	return nil
+}
+
+// unsignedAny accepts a non-negative integer (std::stoul) and ignores it.
+func unsignedAny(_ *config, v string) error {
+	if _, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32); err != nil {
+		return fmt.Errorf("%q is not a non-negative integer", v)
+	}
+	return nil
+}
+
+// prio checks a priority: -1 (low) to 3 (realtime).
+var prio = intIn(-1, 3)
 
 func splitList(v string) []string {
 	var out []string
@@ -190,97 +247,1157 @@ func splitList(v string) []string {
 	return out
 }
 
+// samplerNames maps llama-server's sampler names (for --samplers) to the
+// engine's.
+var samplerNames = map[string]string{
+	"penalties": "penalties", "dry": "dry", "top_n_sigma": "top_n_sigma", "top-n-sigma": "top_n_sigma",
+	"top_k": "top_k", "top-k": "top_k", "typ_p": "typ_p", "typ-p": "typ_p", "typical_p": "typ_p", "typical-p": "typ_p", "typ": "typ_p",
+	"top_p": "top_p", "top-p": "top_p", "nucleus": "top_p", "min_p": "min_p", "min-p": "min_p",
+	"xtc": "xtc", "temperature": "temperature", "temp": "temperature",
+}
+
+// samplerLetters maps the letters of --sampling-seq.
+var samplerLetters = map[rune]string{'e': "penalties", 'd': "dry", 's': "top_n_sigma", 'k': "top_k", 'y': "typ_p", 'p': "top_p", 'm': "min_p", 'x': "xtc", 't': "temperature"}
+
+// flagTable lists every option llama-server (v0.4.0) takes, with its
+// meaning here.
+func flagTable(c *config) []flagDef {
+	o := &c.opts
+	e := &o.Engine
+	mo := &o.ModelOptions
+	sp := &c.sampling
+	cm, sa, spc, sv := secCommon, secSampling, secSpec, secServer
+	noEffect := " (accepted; no effect here)"
+	notYet := " (not supported yet: refused at start when set)"
+	return []flagDef{
+		// ---- common
+		{names: []string{"-h", "--help", "--usage"}, sec: cm, help: "print this help and exit"},
+		{names: []string{"--version"}, sec: cm, help: "print the version and exit", set: boolTo(&c.version)},
+		{names: []string{"-cl", "--cache-list"}, sec: cm, help: "list the models in the download cache and exit" + notYet, set: func(*config, string) error {
+			return errors.New("there is no model download cache yet")
+		}},
+		{names: []string{"--completion-bash"}, sec: cm, help: "print a bash completion script and exit"},
+		{names: []string{"-t", "--threads"}, arg: "N", env: "LLAMA_ARG_THREADS", sec: cm, help: "CPU threads for generation (default: all CPUs; <= 0: all)", set: func(_ *config, v string) error {
+			n, err := parseInt(v)
+			if n <= 0 {
+				n = runtime.NumCPU()
+			}
+			e.Threads = n
+			return err
+		}},
+		{names: []string{"-tb", "--threads-batch"}, arg: "N", sec: cm, help: "CPU threads for prompts and batches (default: --threads; <= 0: all)", set: func(_ *config, v string) error {
+			n, err := parseInt(v)
+			if n <= 0 {
+				n = runtime.NumCPU()
+			}
+			e.ThreadsBatch = n
+			return err
+		}},
+		{names: []string{"-C", "--cpu-mask"}, arg: "M", sec: cm, help: "CPU affinity mask in hex" + noEffect, set: cpuMask},
+		{names: []string{"-Cr", "--cpu-range"}, arg: "lo-hi", sec: cm, help: "CPU affinity range" + noEffect, set: cpuRange},
+		{names: []string{"--cpu-strict"}, arg: "<0|1>", sec: cm, help: "strict CPU placement" + noEffect, set: unsignedAny},
+		{names: []string{"--prio"}, arg: "N", sec: cm, help: "thread priority, -1 (low) to 3 (realtime)" + noEffect, set: prio},
+		{names: []string{"--poll"}, arg: "<0...100>", sec: cm, help: "polling level while waiting for work" + noEffect, set: unsignedAny},
+		{names: []string{"-Cb", "--cpu-mask-batch"}, arg: "M", sec: cm, help: "CPU affinity mask for batches" + noEffect, set: cpuMask},
+		{names: []string{"-Crb", "--cpu-range-batch"}, arg: "lo-hi", sec: cm, help: "CPU affinity range for batches" + noEffect, set: cpuRange},
+		{names: []string{"--cpu-strict-batch"}, arg: "<0|1>", sec: cm, help: "strict CPU placement for batches" + noEffect, set: unsignedAny},
+		{names: []string{"--prio-batch"}, arg: "N", sec: cm, help: "thread priority for batches" + noEffect, set: prio},
+		{names: []string{"--poll-batch"}, arg: "<0|1>", sec: cm, help: "polling for batches" + noEffect, set: unsignedAny},
+		{names: []string{"-c", "--ctx-size"}, arg: "N", env: "LLAMA_ARG_CTX_SIZE", sec: cm, help: "context size shared by the slots (default 0: the model's)", set: intTo(&e.CtxSize)},
+		{names: []string{"-n", "--predict", "--n-predict"}, arg: "N", env: "LLAMA_ARG_N_PREDICT", sec: cm, help: "most tokens a request generates (default -1: no limit)", set: intTo(&o.NPredict)},
+		{names: []string{"-b", "--batch-size"}, arg: "N", env: "LLAMA_ARG_BATCH", sec: cm, help: "logical batch size (default 2048)", set: intTo(&e.BatchSize)},
+		{names: []string{"-ub", "--ubatch-size"}, arg: "N", env: "LLAMA_ARG_UBATCH", sec: cm, help: "physical batch size (default 512)", set: intTo(&e.UBatchSize)},
+		{names: []string{"--keep"}, arg: "N", sec: cm, help: "default n_keep: prompt tokens kept by a context shift (default 0, -1: all)", set: intTo(&o.NKeep)},
+		{names: []string{"--swa-full"}, env: "LLAMA_ARG_SWA_FULL", sec: cm, help: "full-size cache for sliding-window attention (always the case here)", set: anyValue},
+		{names: []string{"-fa", "--flash-attn"}, arg: "[on|off|auto]", env: "LLAMA_ARG_FLASH_ATTN", sec: cm, help: "flash attention (default auto)", set: func(_ *config, v string) error {
+			switch {
+			case isTruthy(v):
+				e.FlashAttention = llama.FlashAttentionOn
+			case isFalsey(v):
+				e.FlashAttention = llama.FlashAttentionOff
+			case isAutoy(v):
+				e.FlashAttention = llama.FlashAttentionAuto
+			default:
+				return fmt.Errorf("%q is not on, off or auto", v)
+			}
+			return nil
+		}},
+		{names: []string{"--perf"}, neg: []string{"--no-perf"}, env: "LLAMA_ARG_PERF", sec: cm, help: "llama.cpp's internal performance timings" + noEffect, set: anyValue},
+		{names: []string{"-e", "--escape"}, neg: []string{"--no-escape"}, sec: cm, help: "process escapes in prompts given on the command line" + noEffect, set: anyValue},
+		{names: []string{"--pooling"}, arg: "{none,mean,cls,last,rank}", env: "LLAMA_ARG_POOLING", sec: sv, help: "embedding pooling (default: the model's)", set: func(_ *config, v string) error {
+			if err := oneOf(v, "none", "mean", "cls", "last", "rank"); err != nil {
+				return err
+			}
+			p, err := llama.ParsePoolingType(v)
+			e.Pooling = p
+			return err
+		}},
+		{names: []string{"--rope-scaling"}, arg: "{none,linear,yarn}", env: "LLAMA_ARG_ROPE_SCALING_TYPE", sec: cm, help: "RoPE frequency scaling (default: the model's)", set: func(_ *config, v string) error {
+			switch v {
+			case "none":
+				e.RopeScaling = llama.RopeScalingNone
+			case "linear":
+				e.RopeScaling = llama.RopeScalingLinear
+			case "yarn":
+				e.RopeScaling = llama.RopeScalingYaRN
+			default:
+				return fmt.Errorf("%q is not none, linear or yarn", v)
+			}
+			return nil
+		}},
+		{names: []string{"--rope-scale"}, arg: "N", env: "LLAMA_ARG_ROPE_SCALE", sec: cm, help: "RoPE context scaling factor (sets --rope-freq-scale to 1/N)", set: func(_ *config, v string) error {
+			f, err := parseFloat(v)
+			if err == nil {
+				e.RopeFreqScale = float32(1 / f)
+			}
+			return err
+		}},
+		{names: []string{"--rope-freq-base"}, arg: "N", env: "LLAMA_ARG_ROPE_FREQ_BASE", sec: cm, help: "RoPE base frequency (default: the model's)", set: floatTo(&e.RopeFreqBase)},
+		{names: []string{"--rope-freq-scale"}, arg: "N", env: "LLAMA_ARG_ROPE_FREQ_SCALE", sec: cm, help: "RoPE frequency scaling factor (default: the model's)", set: floatTo(&e.RopeFreqScale)},
+		{names: []string{"--yarn-orig-ctx"}, arg: "N", env: "LLAMA_ARG_YARN_ORIG_CTX", sec: cm, help: "YaRN original context size (default 0: the model's)", set: intTo(&e.YarnOrigCtx)},
+		{names: []string{"--yarn-ext-factor"}, arg: "N", env: "LLAMA_ARG_YARN_EXT_FACTOR", sec: cm, help: "YaRN extrapolation mix factor (default: the model's)", set: floatPtr(&e.YarnExtFactor)},
+		{names: []string{"--yarn-attn-factor"}, arg: "N", env: "LLAMA_ARG_YARN_ATTN_FACTOR", sec: cm, help: "YaRN magnitude scaling (default: the model's)", set: floatPtr(&e.YarnAttnFactor)},
+		{names: []string{"--yarn-beta-slow"}, arg: "N", env: "LLAMA_ARG_YARN_BETA_SLOW", sec: cm, help: "YaRN high correction dimension (default: the model's)", set: floatPtr(&e.YarnBetaSlow)},
+		{names: []string{"--yarn-beta-fast"}, arg: "N", env: "LLAMA_ARG_YARN_BETA_FAST", sec: cm, help: "YaRN low correction dimension (default: the model's)", set: floatPtr(&e.YarnBetaFast)},
+		{names: []string{"-kvo", "--kv-offload"}, neg: []string{"-nkvo", "--no-kv-offload"}, env: "LLAMA_ARG_KV_OFFLOAD", sec: cm, help: "offload the KV cache to the GPU (default on)", set: func(_ *config, v string) error {
+			e.NoKVOffload = v == "false"
+			return nil
+		}},
+		{names: []string{"--repack"}, neg: []string{"-nr", "--no-repack"}, env: "LLAMA_ARG_REPACK", sec: cm, help: "repack weights for the CPU" + noEffect, set: anyValue},
+		{names: []string{"--no-host"}, env: "LLAMA_ARG_NO_HOST", sec: cm, help: "bypass the host buffer" + noEffect, set: anyValue},
+		{names: []string{"-ctk", "--cache-type-k"}, arg: "TYPE", env: "LLAMA_ARG_CACHE_TYPE_K", sec: cm, help: "KV cache type for K: " + strings.Join(kvCacheTypes, ", ") + " (default f16)", set: cacheType(&e.TypeK)},
+		{names: []string{"-ctv", "--cache-type-v"}, arg: "TYPE", env: "LLAMA_ARG_CACHE_TYPE_V", sec: cm, help: "KV cache type for V (default f16)", set: cacheType(&e.TypeV)},
+		{names: []string{"-dt", "--defrag-thold"}, arg: "N", env: "LLAMA_ARG_DEFRAG_THOLD", sec: cm, help: "deprecated" + noEffect, set: anyValue},
+		{names: []string{"--rpc"}, arg: "SERVERS", env: "LLAMA_ARG_RPC", sec: cm, help: "RPC servers, comma-separated" + notYet, set: strTo(&c.rpc)},
+		{names: []string{"--mlock"}, env: "LLAMA_ARG_MLOCK", sec: cm, help: "read the model and lock it in RAM (--load-mode mlock)", set: func(*config, string) error { mo.Load = llama.LoadMlock; return nil }},
+		{names: []string{"--mmap"}, neg: []string{"--no-mmap"}, env: "LLAMA_ARG_MMAP", sec: cm, help: "memory-map the model (--load-mode mmap; --no-mmap: none)", set: func(_ *config, v string) error {
+			mo.Load = llama.LoadMmap
+			if v == "false" {
+				mo.Load = llama.LoadRead
+			}
+			return nil
+		}},
+		{names: []string{"-dio", "--direct-io"}, neg: []string{"-ndio", "--no-direct-io"}, env: "LLAMA_ARG_DIO", sec: cm, help: "read the model with direct I/O (--load-mode dio)", set: func(_ *config, v string) error {
+			mo.Load = llama.LoadDirectIO
+			if v == "false" {
+				mo.Load = llama.LoadRead
+			}
+			return nil
+		}},
+		{names: []string{"-lm", "--load-mode"}, arg: "MODE", env: "LLAMA_ARG_LOAD_MODE", sec: cm, help: "how to load the model: auto, none, mmap, mlock, mmap+mlock, dio (default auto)", set: func(_ *config, v string) error {
+			m := map[string]llama.LoadMode{"auto": llama.LoadAuto, "none": llama.LoadRead, "mmap": llama.LoadMmap, "mlock": llama.LoadMlock, "mmap+mlock": llama.LoadMmapMlock, "dio": llama.LoadDirectIO}
+			l, ok := m[v]
+			if !ok {
+				return fmt.Errorf("%q is not a load mode", v)
+			}
+			mo.Load = l
+			return nil
+		}},
+		{names: []string{"-lzm", "--lazy-mode"}, arg: "MODE", env: "LLAMA_ARG_LAZY_MODE", sec: cm, help: "on-demand tensor reading: on, off, auto" + noEffect, set: choice("on", "off", "auto")},
+		{names: []string{"--numa"}, arg: "TYPE", env: "LLAMA_ARG_NUMA", sec: cm, help: "NUMA strategy: distribute, isolate, numactl" + noEffect, set: choice("distribute", "", "isolate", "numactl")},
+		{names: []string{"-dev", "--device"}, arg: "<dev1,dev2,..>", env: "LLAMA_ARG_DEVICE", sec: cm, help: "devices to offload to (none: CPU only; others not supported yet)", set: func(_ *config, v string) error {
+			if v == "none" {
+				mo.CPUOnly = true
+				return nil
+			}
+			c.devices = v
+			return nil
+		}},
+		{names: []string{"--list-devices"}, sec: cm, help: "list the compute devices and exit", set: boolTo(&c.listDevices)},
+		{names: []string{"-ot", "--override-tensor"}, arg: "<tensor name pattern>=<buffer type>,...", env: "LLAMA_ARG_OVERRIDE_TENSOR", sec: cm, help: "buffer type overrides for tensors" + notYet, set: func(_ *config, v string) error {
+			for _, p := range splitList(v) {
+				if !strings.Contains(p, "=") {
+					return fmt.Errorf("invalid tensor buffer type override %q", p)
+				}
+				c.tensorOverrides = append(c.tensorOverrides, p)
+			}
+			return nil
+		}},
+		{names: []string{"-cmoe", "--cpu-moe"}, env: "LLAMA_ARG_CPU_MOE", sec: cm, help: "keep the MoE experts on the CPU" + notYet, set: func(*config, string) error {
+			c.tensorOverrides = append(c.tensorOverrides, "--cpu-moe")
+			return nil
+		}},
+		{names: []string{"-ncmoe", "--n-cpu-moe"}, arg: "N", env: "LLAMA_ARG_N_CPU_MOE", sec: cm, help: "keep the MoE experts of the first N layers on the CPU" + notYet, set: overrideCount(c, "--n-cpu-moe")},
+		{names: []string{"-ncffn", "--n-cpu-ffn"}, arg: "N", env: "LLAMA_ARG_N_CPU_FFN", sec: cm, help: "keep the dense FFN of the first N layers on the CPU" + notYet, set: overrideCount(c, "--n-cpu-ffn")},
+		{names: []string{"-ngl", "--gpu-layers", "--n-gpu-layers"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS", sec: cm, help: "layers on the GPU: a number, auto or all (default auto)", set: func(_ *config, v string) error {
+			switch v {
+			case "auto", "all":
+				mo.GPULayers, mo.CPUOnly = 0, false
+				return nil
+			}
+			n, err := parseInt(v)
+			if err != nil {
+				return err
+			}
+			if n < 0 {
+				mo.GPULayers, mo.CPUOnly = 0, false
+			} else {
+				mo.GPULayers, mo.CPUOnly = n, n == 0
+			}
+			return nil
+		}},
+		{names: []string{"-sm", "--split-mode"}, arg: "{none,layer,row,tensor}", env: "LLAMA_ARG_SPLIT_MODE", sec: cm, help: "how to split the model across GPUs (default layer)", set: func(_ *config, v string) error {
+			m := map[string]llama.SplitMode{"none": llama.SplitNone, "layer": llama.SplitLayer, "row": llama.SplitRow, "tensor": llama.SplitTensor}
+			s, ok := m[v]
+			if !ok {
+				return fmt.Errorf("%q is not none, layer, row or tensor", v)
+			}
+			mo.Split = s
+			return nil
+		}},
+		{names: []string{"-ts", "--tensor-split"}, arg: "N0,N1,N2,...", env: "LLAMA_ARG_TENSOR_SPLIT", sec: cm, help: "share of the model per GPU", set: func(_ *config, v string) error {
+			mo.TensorSplit = nil
+			for _, p := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == '/' }) {
+				f, err := parseFloat(p)
+				if err != nil {
+					return err
+				}
+				mo.TensorSplit = append(mo.TensorSplit, float32(f))
+			}
+			return nil
+		}},
+		{names: []string{"-mg", "--main-gpu"}, arg: "INDEX", env: "LLAMA_ARG_MAIN_GPU", sec: cm, help: "the GPU for the whole model with --split-mode none (default 0)", set: intTo(&mo.MainGPU)},
+		{names: []string{"-fit", "--fit"}, arg: "[on|off]", env: "LLAMA_ARG_FIT", sec: cm, help: "fit unset parameters to free device memory" + noEffect, set: func(_ *config, v string) error {
+			if !isTruthy(v) && !isFalsey(v) {
+				return fmt.Errorf("%q is not on or off", v)
+			}
+			return nil
+		}},
+		{names: []string{"-fitt", "--fit-target"}, arg: "MiB0,MiB1,MiB2,...", env: "LLAMA_ARG_FIT_TARGET", sec: cm, help: "memory margin per device for --fit" + noEffect, set: func(_ *config, v string) error {
+			for _, p := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == '/' }) {
+				if _, err := strconv.ParseUint(p, 10, 64); err != nil {
+					return fmt.Errorf("%q is not a number of MiB", p)
+				}
+			}
+			return nil
+		}},
+		{names: []string{"-fitc", "--fit-ctx"}, arg: "N", env: "LLAMA_ARG_FIT_CTX", sec: cm, help: "smallest context --fit may choose" + noEffect, set: anyInt},
+		{names: []string{"--check-tensors"}, sec: cm, help: "check the tensor data while loading", set: boolTo(&mo.CheckTensors)},
+		{names: []string{"--override-kv"}, arg: "KEY=TYPE:VALUE,...", sec: cm, help: "override model metadata: types int, float, bool, str", set: func(_ *config, v string) error {
+			for _, item := range splitList(v) {
+				if err := overrideKV(mo, item); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{names: []string{"--op-offload"}, neg: []string{"--no-op-offload"}, sec: cm, help: "offload host tensor operations to the device (default on)", set: func(_ *config, v string) error {
+			e.NoOpOffload = v == "false"
+			return nil
+		}},
+		{names: []string{"--lora"}, arg: "FNAME", sec: cm, help: "LoRA adapters, comma-separated (scale 1)", set: func(_ *config, v string) error {
+			for _, p := range splitList(v) {
+				e.Adapters = append(e.Adapters, server.AdapterSpec{Path: p, Scale: 1})
+			}
+			return nil
+		}},
+		{names: []string{"--lora-scaled"}, arg: "FNAME:SCALE,...", sec: cm, help: "LoRA adapters with their scales", set: func(_ *config, v string) error {
+			for _, p := range splitList(v) {
+				parts := strings.Split(p, ":")
+				if len(parts) != 2 {
+					return fmt.Errorf("%q is not FNAME:SCALE", p)
+				}
+				s, err := parseFloat(parts[1])
+				if err != nil {
+					return err
+				}
+				e.Adapters = append(e.Adapters, server.AdapterSpec{Path: parts[0], Scale: float32(s)})
+			}
+			return nil
+		}},
+		{names: []string{"--control-vector"}, arg: "FNAME", sec: cm, help: "control vectors, comma-separated" + notYet, set: func(_ *config, v string) error {
+			c.controlVectors = append(c.controlVectors, splitList(v)...)
+			return nil
+		}},
+		{names: []string{"--control-vector-scaled"}, arg: "FNAME:SCALE,...", sec: cm, help: "control vectors with scales" + notYet, set: func(_ *config, v string) error {
+			for _, p := range splitList(v) {
+				parts := strings.Split(p, ":")
+				if len(parts) != 2 {
+					return fmt.Errorf("%q is not FNAME:SCALE", p)
+				}
+				if _, err := parseFloat(parts[1]); err != nil {
+					return err
+				}
+				c.controlVectors = append(c.controlVectors, parts[0])
+			}
+			return nil
+		}},
+		{names: []string{"--control-vector-layer-range"}, arg: "START", arg2: "END", sec: cm, help: "layers the control vectors apply to", set: func(_ *config, v string) error {
+			a, b, _ := strings.Cut(v, "\x00")
+			if _, err := parseInt(a); err != nil {
+				return err
+			}
+			_, err := parseInt(b)
+			return err
+		}},
+		{names: []string{"-m", "--model"}, arg: "FNAME", env: "LLAMA_ARG_MODEL", sec: cm, help: "the GGUF model to serve (none: router mode)", set: strTo(&o.Model)},
+		{names: []string{"-mu", "--model-url"}, arg: "MODEL_URL", env: "LLAMA_ARG_MODEL_URL", sec: cm, help: "download the model from this URL", set: strTo(&c.modelURL)},
+		{names: []string{"-dr", "--docker-repo"}, arg: "[<repo>/]<model>[:quant]", env: "LLAMA_ARG_DOCKER_REPO", sec: cm, help: "pull the model from a Docker Hub repository", set: strTo(&c.dockerRepo)},
+		{names: []string{"-hf", "-hfr", "--hf-repo"}, arg: "<user>/<model>[:quant]", env: "LLAMA_ARG_HF_REPO", sec: cm, help: "pull the model from a Hugging Face repository", set: strTo(&c.hfRepo)},
+		{names: []string{"-hff", "--hf-file"}, arg: "FILE", env: "LLAMA_ARG_HF_FILE", sec: cm, help: "the file of --hf-repo to pull", set: strTo(&c.hfFile)},
+		{names: []string{"-hft", "--hf-token"}, arg: "TOKEN", env: "HF_TOKEN", sec: cm, help: "Hugging Face access token", set: strTo(&c.hfToken)},
+		{names: []string{"--log-disable"}, sec: cm, help: "no logs", set: func(c *config, _ string) error { c.opts.Logger = discardLogger; return nil }},
+		{names: []string{"--log-file"}, arg: "FNAME", env: "LLAMA_ARG_LOG_FILE", sec: cm, help: "also write the logs to this file", set: strTo(&c.logFile)},
+		{names: []string{"--log-colors"}, arg: "[on|off|auto]", env: "LLAMA_ARG_LOG_COLORS", sec: cm, help: "colored logs" + noEffect, set: func(_ *config, v string) error {
+			if !isTruthy(v) && !isFalsey(v) && !isAutoy(v) {
+				return fmt.Errorf("%q is not on, off or auto", v)
+			}
+			return nil
+		}},
+		{names: []string{"-v", "--verbose", "--log-verbose"}, sec: cm, help: "log everything, llama.cpp's messages included", set: boolTo(&c.verbose)},
+		{names: []string{"--offline"}, env: "LLAMA_ARG_OFFLINE", sec: cm, help: "never use the network: models come from the cache only", set: boolTo(&c.offline)},
+		{names: []string{"-lv", "--verbosity", "--log-verbosity"}, arg: "N", env: "LLAMA_ARG_LOG_VERBOSITY", sec: cm, help: "log threshold (4 and more: llama.cpp's messages too)", set: func(c *config, v string) error {
+			n, err := parseInt(v)
+			c.verbose = n >= 4
+			return err
+		}},
+		{names: []string{"--log-prefix"}, neg: []string{"--no-log-prefix"}, env: "LLAMA_ARG_LOG_PREFIX", sec: cm, help: "prefix log lines" + noEffect, set: anyValue},
+		{names: []string{"--log-timestamps"}, neg: []string{"--no-log-timestamps"}, env: "LLAMA_ARG_LOG_TIMESTAMPS", sec: cm, help: "timestamps in logs" + noEffect, set: anyValue},
+		{names: []string{"--spec-draft-type-k", "-ctkd", "--cache-type-k-draft"}, arg: "TYPE", env: "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_K", sec: cm, help: "KV cache type for K of the draft model", set: cacheType(new(string))},
+		{names: []string{"--spec-draft-type-v", "-ctvd", "--cache-type-v-draft"}, arg: "TYPE", env: "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_V", sec: cm, help: "KV cache type for V of the draft model", set: cacheType(new(string))},
+
+		// ---- sampling: the defaults of requests that do not set them
+		{names: []string{"--samplers"}, arg: "SAMPLERS", sec: sa, help: "samplers in order, separated by ';' (default: penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature)", set: func(_ *config, v string) error {
+			sp.Samplers = nil
+			for _, n := range strings.Split(v, ";") {
+				if n = strings.TrimSpace(n); n == "" {
+					continue
+				}
+				s, ok := samplerNames[n]
+				if !ok {
+					return fmt.Errorf("unknown sampler %q", n)
+				}
+				sp.Samplers = append(sp.Samplers, s)
+			}
+			return nil
+		}},
+		{names: []string{"-s", "--seed"}, arg: "SEED", sec: sa, help: "random seed (default -1: random)", set: func(_ *config, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil || n < -1 || n > math.MaxUint32 {
+				return fmt.Errorf("%q is not a seed", v)
+			}
+			sp.Seed = uint32(n)
+			return nil
+		}},
+		{names: []string{"--sampler-seq", "--sampling-seq"}, arg: "SEQUENCE", sec: sa, help: "samplers in order, one letter each (default edskypmxt)", set: func(_ *config, v string) error {
+			sp.Samplers = nil
+			for _, r := range v {
+				s, ok := samplerLetters[r]
+				if !ok {
+					return fmt.Errorf("unknown sampler letter %q", r)
+				}
+				sp.Samplers = append(sp.Samplers, s)
+			}
+			return nil
+		}},
+		{names: []string{"--ignore-eos"}, sec: sa, help: "keep generating past the end-of-generation tokens", set: boolTo(&sp.IgnoreEOS)},
+		{names: []string{"--temp", "--temperature"}, arg: "N", sec: sa, help: "temperature (default 0.8)", set: func(_ *config, v string) error {
+			f, err := parseFloat(v)
+			sp.Temperature = float32(max(f, 0))
+			return err
+		}},
+		{names: []string{"--top-k"}, arg: "N", env: "LLAMA_ARG_TOP_K", sec: sa, help: "top-k (default 40, 0: off)", set: intTo(&sp.TopK)},
+		{names: []string{"--top-p"}, arg: "N", sec: sa, help: "top-p (default 0.95, 1: off)", set: floatTo(&sp.TopP)},
+		{names: []string{"--min-p"}, arg: "N", sec: sa, help: "min-p (default 0.05, 0: off)", set: floatTo(&sp.MinP)},
+		{names: []string{"--top-nsigma", "--top-n-sigma"}, arg: "N", sec: sa, help: "top-n-sigma (default -1: off)", set: floatTo(&sp.TopNSigma)},
+		{names: []string{"--xtc-probability"}, arg: "N", sec: sa, help: "XTC probability (default 0: off)", set: floatTo(&sp.XTCProbability)},
+		{names: []string{"--xtc-threshold"}, arg: "N", sec: sa, help: "XTC threshold (default 0.1, above 0.5: off)", set: floatTo(&sp.XTCThreshold)},
+		{names: []string{"--typical", "--typical-p"}, arg: "N", sec: sa, help: "locally typical sampling p (default 1: off)", set: floatTo(&sp.TypicalP)},
+		{names: []string{"--repeat-last-n"}, arg: "N", sec: sa, help: "tokens the penalties look back (default 64, 0: off, -1: the context)", set: atLeastMinus1(&sp.RepeatLastN)},
+		{names: []string{"--repeat-penalty"}, arg: "N", sec: sa, help: "repeat penalty (default 1: off)", set: func(_ *config, v string) error {
+			f, err := parseFloat(v)
+			if err != nil {
+				return err
+			}
+			if math.IsInf(f, 0) || math.IsNaN(f) || f <= 0 || math.IsInf(1/float64(float32(f)), 0) {
+				return errors.New("repeat-penalty must be finite and greater than 0")
+			}
+			sp.RepeatPenalty = float32(f)
+			return nil
+		}},
+		{names: []string{"--presence-penalty"}, arg: "N", sec: sa, help: "presence penalty (default 0: off)", set: finiteTo(&sp.PresencePenalty, "presence-penalty")},
+		{names: []string{"--frequency-penalty"}, arg: "N", sec: sa, help: "frequency penalty (default 0: off)", set: finiteTo(&sp.FrequencyPenalty, "frequency-penalty")},
+		{names: []string{"--dry-multiplier"}, arg: "N", sec: sa, help: "DRY multiplier (default 0: off)", set: floatTo(&sp.DRYMultiplier)},
+		{names: []string{"--dry-base"}, arg: "N", sec: sa, help: "DRY base (default 1.75; below 1 keeps the default)", set: func(_ *config, v string) error {
+			f, err := parseFloat(v)
+			if err == nil && f >= 1 {
+				sp.DRYBase = float32(f)
+			}
+			return err
+		}},
+		{names: []string{"--dry-allowed-length"}, arg: "N", sec: sa, help: "DRY allowed length (default 2)", set: intTo(&sp.DRYAllowedLength)},
+		{names: []string{"--dry-penalty-last-n"}, arg: "N", sec: sa, help: "tokens DRY looks back (default -1: the context, 0: off)", set: atLeastMinus1(&sp.DRYPenaltyLastN)},
+		{names: []string{"--dry-sequence-breaker"}, arg: "STRING", sec: sa, help: "a DRY sequence breaker (repeatable; the first one replaces the defaults; none: no breakers)", set: func(c *config, v string) error {
+			if !c.dryBreakersSet {
+				sp.DRYSequenceBreakers, c.dryBreakersSet = nil, true
+			}
+			if v == "none" {
+				sp.DRYSequenceBreakers = nil
+			} else {
+				sp.DRYSequenceBreakers = append(sp.DRYSequenceBreakers, v)
+			}
+			return nil
+		}},
+		{names: []string{"--adaptive-target"}, arg: "N", sec: sa, help: "adaptive-p target probability (default -1: off)" + notYet, set: func(c *config, v string) error {
+			f, err := parseFloat(v)
+			c.adaptiveTarget = f
+			return err
+		}},
+		{names: []string{"--adaptive-decay"}, arg: "N", sec: sa, help: "adaptive-p decay (default 0.9)", set: anyFloat},
+		{names: []string{"--dynatemp-range"}, arg: "N", sec: sa, help: "dynamic temperature range (default 0: off)", set: floatTo(&sp.DynatempRange)},
+		{names: []string{"--dynatemp-exp"}, arg: "N", sec: sa, help: "dynamic temperature exponent (default 1)", set: floatTo(&sp.DynatempExponent)},
+		{names: []string{"--mirostat"}, arg: "N", sec: sa, help: "Mirostat: 0 off (default), 1, or 2 (Mirostat 2.0)", set: intTo(&sp.Mirostat)},
+		{names: []string{"--mirostat-lr"}, arg: "N", sec: sa, help: "Mirostat learning rate eta (default 0.1)", set: floatTo(&sp.MirostatEta)},
+		{names: []string{"--mirostat-ent"}, arg: "N", sec: sa, help: "Mirostat target entropy tau (default 5)", set: floatTo(&sp.MirostatTau)},
+		{names: []string{"-l", "--logit-bias"}, arg: "TOKEN_ID(+/-)BIAS", sec: sa, help: "bias a token's logit, e.g. 15043+1 or 15043-inf (repeatable)", set: func(_ *config, v string) error {
+			i := strings.IndexAny(strings.TrimLeft(v, " +-"), "+-")
+			if i < 0 {
+				return errors.New("invalid input format")
+			}
+			i += len(v) - len(strings.TrimLeft(v, " +-"))
+			tok, err := strconv.Atoi(strings.TrimSpace(v[:i]))
+			if err != nil {
+				return errors.New("invalid input format")
+			}
+			b, err := strconv.ParseFloat(strings.TrimSpace(v[i+1:]), 32)
+			if err != nil {
+				return errors.New("invalid input format")
+			}
+			if v[i] == '-' {
+				b = -b
+			}
+			if sp.LogitBias == nil {
+				sp.LogitBias = map[llama.Token]float32{}
+			}
+			sp.LogitBias[llama.Token(tok)] = float32(b)
+			return nil
+		}},
+		{names: []string{"--grammar"}, arg: "GRAMMAR", sec: sa, help: "default GBNF grammar", set: func(c *config, v string) error {
+			sp.Grammar, c.grammarSet = v, true
+			return nil
+		}},
+		{names: []string{"--grammar-file"}, arg: "FNAME", sec: sa, help: "file of the default GBNF grammar", set: func(c *config, v string) error {
+			b, err := os.ReadFile(v)
+			sp.Grammar, c.grammarSet = string(b), true
+			return err
+		}},
+		{names: []string{"-j", "--json-schema"}, arg: "SCHEMA", sec: sa, help: "default JSON schema the output follows", set: func(c *config, v string) error {
+			return c.setSchema([]byte(v))
+		}},
+		{names: []string{"-jf", "--json-schema-file"}, arg: "FILE", sec: sa, help: "file of the default JSON schema", set: func(c *config, v string) error {
+			b, err := os.ReadFile(v)
+			if err != nil {
+				return err
+			}
+			return c.setSchema(b)
+		}},
+		{names: []string{"-bs", "--backend-sampling"}, env: "LLAMA_ARG_BACKEND_SAMPLING", sec: sa, help: "sample on the backend device" + noEffect, set: anyValue},
+
+		// ---- speculative decoding (not supported yet)
+		{names: []string{"--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft"}, arg: "<user>/<model>[:quant]", env: "LLAMA_ARG_SPEC_DRAFT_HF_REPO", sec: spc, help: "draft model from Hugging Face" + notYet, set: strTo(&c.draftHF)},
+		{names: []string{"--spec-draft-threads", "-td", "--threads-draft"}, arg: "N", sec: spc, help: "threads of the draft model", set: anyInt},
+		{names: []string{"--spec-draft-threads-batch", "-tbd", "--threads-batch-draft"}, arg: "N", sec: spc, help: "batch threads of the draft model", set: anyInt},
+		{names: []string{"--spec-draft-cpu-mask", "-Cd", "--cpu-mask-draft"}, arg: "M", sec: spc, help: "CPU mask of the draft model", set: cpuMask},
+		{names: []string{"--spec-draft-cpu-range", "-Crd", "--cpu-range-draft"}, arg: "lo-hi", sec: spc, help: "CPU range of the draft model", set: cpuRange},
+		{names: []string{"--spec-draft-cpu-strict", "--cpu-strict-draft"}, arg: "<0|1>", sec: spc, help: "strict CPU placement of the draft model", set: unsignedAny},
+		{names: []string{"--spec-draft-prio", "--prio-draft"}, arg: "N", sec: spc, help: "thread priority of the draft model", set: prio},
+		{names: []string{"--spec-draft-poll", "--poll-draft"}, arg: "<0|1>", sec: spc, help: "polling of the draft model", set: unsignedAny},
+		{names: []string{"--spec-draft-cpu-mask-batch", "-Cbd", "--cpu-mask-batch-draft"}, arg: "M", sec: spc, help: "CPU mask of the draft model's batches", set: cpuMask},
+		{names: []string{"--spec-draft-cpu-strict-batch", "--cpu-strict-batch-draft"}, arg: "<0|1>", sec: spc, help: "strict CPU placement of the draft model's batches", set: unsignedAny},
+		{names: []string{"--spec-draft-prio-batch", "--prio-batch-draft"}, arg: "N", sec: spc, help: "thread priority of the draft model's batches", set: prio},
+		{names: []string{"--spec-draft-poll-batch", "--poll-batch-draft"}, arg: "<0|1>", sec: spc, help: "polling of the draft model's batches", set: unsignedAny},
+		{names: []string{"--spec-draft-override-tensor", "-otd", "--override-tensor-draft"}, arg: "<tensor name pattern>=<buffer type>,...", sec: spc, help: "tensor overrides of the draft model", set: anyValue},
+		{names: []string{"--spec-draft-cpu-moe", "-cmoed", "--cpu-moe-draft"}, env: "LLAMA_ARG_SPEC_DRAFT_CPU_MOE", sec: spc, help: "draft model's MoE experts on the CPU", set: anyValue},
+		{names: []string{"--spec-draft-n-cpu-moe", "--spec-draft-ncmoe", "-ncmoed", "--n-cpu-moe-draft"}, arg: "N", env: "LLAMA_ARG_SPEC_DRAFT_N_CPU_MOE", sec: spc, help: "draft model's MoE experts of the first N layers on the CPU", set: intIn(0, math.MaxInt32)},
+		{names: []string{"--spec-draft-n-max"}, arg: "N", env: "LLAMA_ARG_SPEC_DRAFT_N_MAX", sec: spc, help: "most tokens drafted", set: anyInt},
+		{names: []string{"--spec-draft-n-min"}, arg: "N", env: "LLAMA_ARG_SPEC_DRAFT_N_MIN", sec: spc, help: "fewest tokens drafted", set: anyInt},
+		{names: []string{"--spec-synth-len"}, arg: "N", env: "LLAMA_ARG_SPEC_SYNTH_LEN", sec: spc, help: "synthetic draft length", set: anyInt},
+		{names: []string{"--spec-synth-rates"}, arg: "R0,R1,...", env: "LLAMA_ARG_SPEC_SYNTH_RATES", sec: spc, help: "synthetic draft acceptance rates", set: func(_ *config, v string) error {
+			for _, p := range splitList(v) {
+				if _, err := parseFloat(p); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{names: []string{"--spec-draft-p-split", "--draft-p-split"}, arg: "P", env: "LLAMA_ARG_SPEC_DRAFT_P_SPLIT", sec: spc, help: "draft split probability", set: anyFloat},
+		{names: []string{"--spec-draft-p-min", "--draft-p-min"}, arg: "P", env: "LLAMA_ARG_SPEC_DRAFT_P_MIN", sec: spc, help: "smallest draft probability", set: anyFloat},
+		{names: []string{"--spec-draft-backend-sampling"}, neg: []string{"--no-spec-draft-backend-sampling"}, env: "LLAMA_ARG_SPEC_DRAFT_BACKEND_SAMPLING", sec: spc, help: "sample drafts on the backend", set: anyValue},
+		{names: []string{"--spec-draft-device", "-devd", "--device-draft"}, arg: "<dev1,dev2,..>", sec: spc, help: "devices of the draft model", set: anyValue},
+		{names: []string{"--spec-draft-ngl", "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS_DRAFT", sec: spc, help: "GPU layers of the draft model", set: func(_ *config, v string) error {
+			if v == "auto" || v == "all" {
+				return nil
+			}
+			_, err := parseInt(v)
+			return err
+		}},
+		{names: []string{"--spec-draft-model", "-md", "--model-draft"}, arg: "FNAME", env: "LLAMA_ARG_SPEC_DRAFT_MODEL", sec: spc, help: "draft model for speculative decoding" + notYet, set: strTo(&c.draftModel)},
+		{names: []string{"--spec-type"}, arg: "TYPE[,TYPE...]", env: "LLAMA_ARG_SPEC_TYPE", sec: spc, help: "speculative decoding types (default none)" + notYet, set: func(c *config, v string) error {
+			for _, t := range strings.Split(v, ",") {
+				if err := oneOf(t, "none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
+					"ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"); err != nil {
+					return fmt.Errorf("unknown speculative type: %s", t)
+				}
+				if t == "none" {
+					c.specTypes = nil
+					return nil
+				}
+				c.specTypes = append(c.specTypes, t)
+			}
+			return nil
+		}},
+		{names: []string{"--spec-ngram-mod-n-min"}, arg: "N", sec: spc, help: "n-gram (mod) smallest n", set: anyInt},
+		{names: []string{"--spec-ngram-mod-n-max"}, arg: "N", sec: spc, help: "n-gram (mod) largest n", set: anyInt},
+		{names: []string{"--spec-ngram-mod-n-match"}, arg: "N", sec: spc, help: "n-gram (mod) match length", set: anyInt},
+		{names: []string{"--spec-ngram-simple-size-n"}, arg: "N", sec: spc, help: "n-gram (simple) lookup length", set: anyInt},
+		{names: []string{"--spec-ngram-simple-size-m"}, arg: "N", sec: spc, help: "n-gram (simple) draft length", set: anyInt},
+		{names: []string{"--spec-ngram-simple-min-hits"}, arg: "N", sec: spc, help: "n-gram (simple) fewest hits", set: anyInt},
+		{names: []string{"--spec-ngram-map-k-size-n"}, arg: "N", sec: spc, help: "n-gram (map-k) lookup length", set: anyInt},
+		{names: []string{"--spec-ngram-map-k-size-m"}, arg: "N", sec: spc, help: "n-gram (map-k) draft length", set: anyInt},
+		{names: []string{"--spec-ngram-map-k-min-hits"}, arg: "N", sec: spc, help: "n-gram (map-k) fewest hits", set: anyInt},
+		{names: []string{"--spec-ngram-map-k4v-size-n"}, arg: "N", sec: spc, help: "n-gram (map-k4v) lookup length", set: anyInt},
+		{names: []string{"--spec-ngram-map-k4v-size-m"}, arg: "N", sec: spc, help: "n-gram (map-k4v) draft length", set: anyInt},
+		{names: []string{"--spec-ngram-map-k4v-min-hits"}, arg: "N", sec: spc, help: "n-gram (map-k4v) fewest hits", set: anyInt},
+		{names: []string{"--draft", "--draft-n", "--draft-max"}, arg: "N", env: "LLAMA_ARG_DRAFT_MAX", sec: spc, help: "old name of --spec-draft-n-max", set: anyInt},
+		{names: []string{"--draft-min", "--draft-n-min"}, arg: "N", env: "LLAMA_ARG_DRAFT_MIN", sec: spc, help: "old name of --spec-draft-n-min", set: anyInt},
+		{names: []string{"--spec-ngram-size-n"}, arg: "N", sec: spc, help: "old name of --spec-ngram-simple-size-n", set: anyInt},
+		{names: []string{"--spec-ngram-size-m"}, arg: "N", sec: spc, help: "old name of --spec-ngram-simple-size-m", set: anyInt},
+		{names: []string{"--spec-ngram-min-hits"}, arg: "N", sec: spc, help: "old name of --spec-ngram-simple-min-hits", set: anyInt},
+
+		// ---- llama-server's own
+		{names: []string{"-lcs", "--lookup-cache-static"}, arg: "FNAME", sec: sv, help: "static n-gram lookup cache" + notYet, set: strTo(&c.lookupStatic)},
+		{names: []string{"-lcd", "--lookup-cache-dynamic"}, arg: "FNAME", sec: sv, help: "dynamic n-gram lookup cache" + notYet, set: strTo(&c.lookupDynamic)},
+		{names: []string{"--kv-unified-per-slot"}, arg: "N", env: "LLAMA_ARG_KV_UNIFIED_PER_SLOT", sec: sv, help: "most positions one slot may use with a unified KV cache; without -c the cache is slots*N", set: intTo(&e.KVUnifiedPerSlot)},
+		{names: []string{"-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"}, arg: "N", env: "LLAMA_ARG_CTX_CHECKPOINTS", sec: sv, help: "context checkpoints per slot" + noEffect, set: anyInt},
+		{names: []string{"-cms", "--checkpoint-min-step"}, arg: "N", env: "LLAMA_ARG_CHECKPOINT_MIN_SPACING_NT", sec: sv, help: "spacing of context checkpoints" + noEffect, set: intIn(0, math.MaxInt32)},
+		{names: []string{"-cram", "--cache-ram"}, arg: "N", env: "LLAMA_ARG_CACHE_RAM", sec: sv, help: "MiB of RAM for the prompt cache of idle slots (default 8192, -1: no limit, 0: off)", set: func(_ *config, v string) error {
+			n, err := parseInt(v)
+			if err != nil {
+				return err
+			}
+			c.cacheRAMMiB = n
+			e.PromptCacheMiB, e.NoPromptCache = n, n == 0
+			return nil
+		}},
+		{names: []string{"-kvu", "--kv-unified"}, neg: []string{"-no-kvu", "--no-kv-unified"}, env: "LLAMA_ARG_KV_UNIFIED", sec: sv, help: "one KV buffer shared by all slots (default: on when -np is auto)", set: func(c *config, v string) error {
+			e.KVUnified, c.kvUnifiedSet = v != "false", true
+			return nil
+		}},
+		{names: []string{"--cache-idle-slots"}, neg: []string{"--no-cache-idle-slots"}, env: "LLAMA_ARG_CACHE_IDLE_SLOTS", sec: sv, help: "keep idle slots' prompts in the RAM cache when a new task comes (default on)", set: func(_ *config, v string) error {
+			e.NoCacheIdleSlots = v == "false"
+			return nil
+		}},
+		{names: []string{"--context-shift"}, neg: []string{"--no-context-shift"}, env: "LLAMA_ARG_CONTEXT_SHIFT", sec: sv, help: "shift the context when it is full (default off)", set: boolTo(&e.ContextShift)},
+		{names: []string{"-r", "--reverse-prompt"}, arg: "PROMPT", sec: sv, help: "default stop string", set: func(_ *config, v string) error {
+			o.Stop = append(o.Stop, v)
+			return nil
+		}},
+		{names: []string{"-sp", "--special"}, sec: sv, help: "output special tokens as their text", set: boolTo(&e.Special)},
+		{names: []string{"--warmup"}, neg: []string{"--no-warmup"}, sec: sv, help: "run an empty decode at start" + noEffect, set: anyValue},
+		{names: []string{"--spm-infill"}, sec: sv, help: "build /infill prompts suffix first (default: prefix first)", set: boolTo(&o.SPMInfill)},
+		{names: []string{"-np", "--parallel"}, arg: "N", env: "LLAMA_ARG_N_PARALLEL", sec: sv, help: "number of slots (default -1: auto, 4 with a unified KV cache)", set: func(_ *config, v string) error {
+			n, err := parseInt(v)
+			if err == nil && n == 0 {
+				return errors.New("invalid value for n_parallel")
+			}
+			e.Parallel = n
+			return err
+		}},
+		{names: []string{"-cb", "--cont-batching"}, neg: []string{"-nocb", "--no-cont-batching"}, env: "LLAMA_ARG_CONT_BATCHING", sec: sv, help: "continuous batching (always on here)", set: anyValue},
+		{names: []string{"-mm", "--mmproj"}, arg: "FILE", env: "LLAMA_ARG_MMPROJ", sec: sv, help: "multimodal projector" + notYet, set: strTo(&c.mmproj)},
+		{names: []string{"-mmu", "--mmproj-url"}, arg: "URL", env: "LLAMA_ARG_MMPROJ_URL", sec: sv, help: "multimodal projector URL" + notYet, set: strTo(&c.mmprojURL)},
+		{names: []string{"--mmproj-auto"}, neg: []string{"--no-mmproj", "--no-mmproj-auto"}, env: "LLAMA_ARG_MMPROJ_AUTO", sec: sv, help: "use the projector of -hf models when there is one", set: anyValue},
+		{names: []string{"--mmproj-offload"}, neg: []string{"--no-mmproj-offload"}, env: "LLAMA_ARG_MMPROJ_OFFLOAD", sec: sv, help: "projector on the GPU", set: anyValue},
+		{names: []string{"-mmdev", "--mmproj-device"}, arg: "DEVICE", env: "MTMD_BACKEND_DEVICE", sec: sv, help: "device of the projector", set: anyValue},
+		{names: []string{"--image-min-tokens"}, arg: "N", env: "LLAMA_ARG_IMAGE_MIN_TOKENS", sec: sv, help: "fewest tokens per image", set: anyInt},
+		{names: []string{"--image-max-tokens"}, arg: "N", env: "LLAMA_ARG_IMAGE_MAX_TOKENS", sec: sv, help: "most tokens per image", set: anyInt},
+		{names: []string{"--video-fps"}, arg: "N", env: "LLAMA_ARG_VIDEO_FPS", sec: sv, help: "frames per second taken from videos", set: anyFloat},
+		{names: []string{"--video-timestamp-interval"}, arg: "MS", env: "LLAMA_ARG_VIDEO_TIMESTAMP_INTERVAL", sec: sv, help: "video timestamp interval", set: anyValue},
+		{names: []string{"--video-ffmpeg-dir"}, arg: "PATH", env: "LLAMA_ARG_VIDEO_FFMPEG_DIR", sec: sv, help: "folder of ffmpeg", set: anyValue},
+		{names: []string{"--mtmd-batch-max-tokens"}, arg: "N", env: "LLAMA_ARG_MTMD_BATCH_MAX_TOKENS", sec: sv, help: "most image tokens per batch", set: anyInt},
+		{names: []string{"--embd-normalize"}, arg: "N", sec: sv, help: "default embedding normalisation: -1 none, 0 max int16, 1 taxicab, 2 euclidean (default), >2 p-norm", set: func(_ *config, v string) error {
+			n, err := parseInt(v)
+			o.EmbdNormalize = &n
+			return err
+		}},
+		{names: []string{"--host"}, arg: "HOST", env: "LLAMA_ARG_HOST", sec: sv, help: "address to listen on (default 127.0.0.1)", set: strTo(&c.host)},
+		{names: []string{"--port"}, arg: "PORT", env: "LLAMA_ARG_PORT", sec: sv, help: "port to listen on (default 8080)", set: intTo(&c.port)},
+		{names: []string{"--reuse-port"}, env: "LLAMA_ARG_REUSE_PORT", sec: sv, help: "let other sockets bind the same port (SO_REUSEPORT)", set: boolTo(&c.reusePort)},
+		{names: []string{"--path"}, arg: "PATH", env: "LLAMA_ARG_STATIC_PATH", sec: sv, help: "folder of static files to serve", set: strTo(&c.staticPath)},
+		{names: []string{"--cors-origins"}, arg: "ORIGINS", env: "LLAMA_ARG_CORS_ORIGINS", sec: sv, help: "allowed CORS origins, comma-separated (default *; localhost: local origins only)", set: func(c *config, v string) error {
+			o.CORSOrigins, c.corsOriginsExplicit = splitList(v), true
+			return nil
+		}},
+		{names: []string{"--cors-methods"}, arg: "METHODS", env: "LLAMA_ARG_CORS_METHODS", sec: sv, help: "allowed CORS methods (default GET, POST, DELETE, OPTIONS)", set: strTo(&o.CORSMethods)},
+		{names: []string{"--cors-headers"}, arg: "HEADERS", env: "LLAMA_ARG_CORS_HEADERS", sec: sv, help: "allowed CORS headers (default *)", set: strTo(&o.CORSHeaders)},
+		{names: []string{"--cors-credentials"}, neg: []string{"--no-cors-credentials"}, env: "LLAMA_ARG_CORS_CREDENTIALS", sec: sv, help: "allow CORS credentials (default on)", set: func(_ *config, v string) error {
+			o.NoCORSCredentials = v == "false"
+			return nil
+		}},
+		{names: []string{"--api-prefix"}, arg: "PREFIX", env: "LLAMA_ARG_API_PREFIX", sec: sv, help: "path prefix of every endpoint", set: strTo(&c.apiPrefix)},
+		{names: []string{"--ui-config", "--webui-config"}, arg: "JSON", env: "LLAMA_ARG_UI_CONFIG", sec: sv, help: "web UI settings (JSON)", set: strTo(&c.uiConfig)},
+		{names: []string{"--ui-config-file", "--webui-config-file"}, arg: "PATH", env: "LLAMA_ARG_UI_CONFIG_FILE", sec: sv, help: "file of the web UI settings", set: func(c *config, v string) error {
+			b, err := os.ReadFile(v)
+			c.uiConfig = string(b)
+			return err
+		}},
+		{names: []string{"--ui-mcp-proxy", "--webui-mcp-proxy"}, neg: []string{"--no-ui-mcp-proxy", "--no-webui-mcp-proxy"}, env: "LLAMA_ARG_UI_MCP_PROXY", sec: sv, help: "the web UI's MCP proxy (default off)", set: boolTo(&c.uiMCPProxy)},
+		{names: []string{"--tools"}, arg: "TOOL1,TOOL2,...", env: "LLAMA_ARG_TOOLS", sec: sv, help: "built-in tools the server runs (all: every one)", set: strTo(&c.tools)},
+		{names: []string{"--tools-runtime"}, arg: "OPTION", env: "LLAMA_ARG_TOOLS_RUNTIME", sec: sv, help: "runtime of the built-in tools", set: strTo(&c.toolsRuntime)},
+		{names: []string{"--mcp-servers-config"}, arg: "PATH", env: "LLAMA_ARG_MCP_SERVERS_CONFIG", sec: sv, help: "file of MCP servers", set: strTo(&c.mcpConfig)},
+		{names: []string{"--mcp-servers-json"}, arg: "JSON", env: "LLAMA_ARG_MCP_SERVERS_JSON", sec: sv, help: "MCP servers (JSON)", set: strTo(&c.mcpJSON)},
+		{names: []string{"-ag", "--agent"}, neg: []string{"-no-ag", "--no-agent"}, env: "LLAMA_ARG_AGENT", sec: sv, help: "--tools all and --ui-mcp-proxy together", set: func(c *config, v string) error {
+			if v == "false" {
+				c.tools, c.uiMCPProxy = "", false
+			} else {
+				c.tools, c.uiMCPProxy = "all", true
+			}
+			return nil
+		}},
+		{names: []string{"--ui", "--webui"}, neg: []string{"--no-ui", "--no-webui"}, env: "LLAMA_ARG_UI", sec: sv, help: "serve the web UI (default on)", set: func(c *config, v string) error {
+			c.noUI = v == "false"
+			return nil
+		}},
+		{names: []string{"--embedding", "--embeddings"}, env: "LLAMA_ARG_EMBEDDINGS", sec: sv, help: "serve embeddings too", set: boolTo(&e.Embedding)},
+		{names: []string{"--rerank", "--reranking"}, env: "LLAMA_ARG_RERANKING", sec: sv, help: "serve reranking (rank pooling)", set: func(*config, string) error { e.Reranking, e.Embedding = true, true; return nil }},
+		{names: []string{"--api-key"}, arg: "KEY", env: "LLAMA_API_KEY", sec: sv, help: "API keys, comma-separated", set: func(_ *config, v string) error {
+			o.APIKeys = append(o.APIKeys, splitList(v)...)
+			return nil
+		}},
+		{names: []string{"--api-key-file"}, arg: "FNAME", env: "LLAMA_ARG_API_KEY_FILE", sec: sv, help: "file of API keys, one a line (# comments)", set: func(_ *config, v string) error {
+			b, err := os.ReadFile(v)
+			if err != nil {
+				return err
+			}
+			for _, l := range strings.Split(string(b), "\n") {
+				if l = strings.TrimRight(l, "\r"); l != "" && !strings.HasPrefix(l, "#") {
+					o.APIKeys = append(o.APIKeys, l)
+				}
+			}
+			return nil
+		}},
+		{names: []string{"--ssl-key-file"}, arg: "FNAME", env: "LLAMA_ARG_SSL_KEY_FILE", sec: sv, help: "PEM private key for HTTPS" + notYet, set: strTo(&c.sslKey)},
+		{names: []string{"--ssl-cert-file"}, arg: "FNAME", env: "LLAMA_ARG_SSL_CERT_FILE", sec: sv, help: "PEM certificate for HTTPS" + notYet, set: strTo(&c.sslCert)},
+		{names: []string{"--chat-template-kwargs"}, arg: "STRING", env: "LLAMA_ARG_CHAT_TEMPLATE_KWARGS", sec: sv, help: "default template variables (a JSON object)", set: func(_ *config, v string) error {
+			return c.templateKwargs(v)
+		}},
+		{names: []string{"-to", "--timeout"}, arg: "N", env: "LLAMA_ARG_TIMEOUT", sec: sv, help: "read/write timeout in seconds (default 3600)", set: func(c *config, v string) error {
+			n, err := parseInt(v)
+			c.timeout = time.Duration(n) * time.Second
+			return err
+		}},
+		{names: []string{"--sse-ping-interval"}, arg: "N", env: "LLAMA_ARG_SSE_PING_INTERVAL", sec: sv, help: "seconds between SSE pings (default 30)" + noEffect, set: anyInt},
+		{names: []string{"--threads-http"}, arg: "N", env: "LLAMA_ARG_THREADS_HTTP", sec: sv, help: "HTTP threads (goroutines here)" + noEffect, set: anyInt},
+		{names: []string{"--cache-prompt"}, neg: []string{"--no-cache-prompt"}, env: "LLAMA_ARG_CACHE_PROMPT", sec: sv, help: "reuse the cached prompt of a slot (default on)", set: func(_ *config, v string) error {
+			o.NoCachePrompt = v == "false"
+			return nil
+		}},
+		{names: []string{"--cache-reuse"}, arg: "N", env: "LLAMA_ARG_CACHE_REUSE", sec: sv, help: "smallest chunk moved by KV shifting to reuse the cache (default 0: off)", set: intTo(&e.CacheReuse)},
+		{names: []string{"--metrics"}, env: "LLAMA_ARG_ENDPOINT_METRICS", sec: sv, help: "serve GET /metrics", set: boolTo(&o.Metrics)},
+		{names: []string{"--props"}, env: "LLAMA_ARG_ENDPOINT_PROPS", sec: sv, help: "allow POST /props", set: boolTo(&o.PropsEndpoint)},
+		{names: []string{"--slots"}, neg: []string{"--no-slots"}, env: "LLAMA_ARG_ENDPOINT_SLOTS", sec: sv, help: "serve GET /slots (default on)", set: boolTo(&o.Slots)},
+		{names: []string{"--slot-save-path"}, arg: "PATH", sec: sv, help: "folder of saved slots", set: func(_ *config, v string) error {
+			if st, err := os.Stat(v); err != nil || !st.IsDir() {
+				return fmt.Errorf("not a directory: %s", v)
+			}
+			o.SlotSavePath = v
+			return nil
+		}},
+		{names: []string{"--media-path"}, arg: "PATH", sec: sv, help: "folder of local media files" + notYet, set: func(c *config, v string) error {
+			if st, err := os.Stat(v); err != nil || !st.IsDir() {
+				return fmt.Errorf("not a directory: %s", v)
+			}
+			c.mediaPath = v
+			return nil
+		}},
+		{names: []string{"--models-dir"}, arg: "PATH", env: "LLAMA_ARG_MODELS_DIR", sec: sv, help: "folder of models (router mode)", set: strTo(&o.ModelsDir)},
+		{names: []string{"--models-preset"}, arg: "PATH", env: "LLAMA_ARG_MODELS_PRESET", sec: sv, help: "INI file of model presets (router mode)", set: strTo(&o.ModelsPreset)},
+		{names: []string{"--models-max"}, arg: "N", env: "LLAMA_ARG_MODELS_MAX", sec: sv, help: "most models loaded at once (default 4, 0: no limit)", set: intTo(&o.ModelsMax)},
+		{names: []string{"--models-autoload"}, neg: []string{"--no-models-autoload"}, env: "LLAMA_ARG_MODELS_AUTOLOAD", sec: sv, help: "load a model when a request names it (default on)", set: func(_ *config, v string) error {
+			o.NoModelsAutoload = v == "false"
+			return nil
+		}},
+		{names: []string{"--jinja"}, neg: []string{"--no-jinja"}, env: "LLAMA_ARG_JINJA", sec: sv, help: "Jinja chat templates (default on; always Jinja here)", set: boolTo(&o.Jinja)},
+		{names: []string{"--reasoning-format"}, arg: "FORMAT", env: "LLAMA_ARG_THINK", sec: sv, help: "reasoning output: none, deepseek, deepseek-legacy, auto (default auto)", set: func(_ *config, v string) error {
+			if err := oneOf(v, "none", "auto", "deepseek", "deepseek-legacy"); err != nil {
+				return err
+			}
+			o.ReasoningFormat = v
+			return nil
+		}},
+		{names: []string{"-rea", "--reasoning"}, arg: "[on|off|auto]", env: "LLAMA_ARG_REASONING", sec: sv, help: "thinking: on, off or auto (default: the template's)", set: func(_ *config, v string) error {
+			switch {
+			case isTruthy(v):
+				return c.templateKwargs(`{"enable_thinking": true}`)
+			case isFalsey(v):
+				return c.templateKwargs(`{"enable_thinking": false}`)
+			case isAutoy(v):
+				delete(o.ChatTemplateKwargs, "enable_thinking")
+				return nil
+			}
+			return fmt.Errorf("%q is not on, off or auto", v)
+		}},
+		{names: []string{"--reasoning-effort"}, arg: "LEVEL", env: "LLAMA_ARG_REASONING_EFFORT", sec: sv, help: "default reasoning_effort of templates (default: none)", set: func(_ *config, v string) error {
+			if v == "default" {
+				delete(o.ChatTemplateKwargs, "reasoning_effort")
+				return nil
+			}
+			return c.templateKwargs(fmt.Sprintf(`{"reasoning_effort": %q}`, v))
+		}},
+		{names: []string{"--reasoning-budget"}, arg: "N", env: "LLAMA_ARG_THINK_BUDGET", sec: sv, help: "thinking token budget (default -1: none; 0: no thinking; other budgets are not supported yet: refused at start)", set: func(_ *config, v string) error {
+			n, err := parseInt(v)
+			if err == nil && n < -1 {
+				return errors.New("invalid value")
+			}
+			c.reasoningBudget = n
+			if n == 0 {
+				return c.templateKwargs(`{"enable_thinking": false}`)
+			}
+			return err
+		}},
+		{names: []string{"--reasoning-budget-message"}, arg: "MESSAGE", env: "LLAMA_ARG_THINK_BUDGET_MESSAGE", sec: sv, help: "text added when the thinking budget runs out" + noEffect, set: anyValue},
+		{names: []string{"--reasoning-preserve"}, neg: []string{"--no-reasoning-preserve"}, env: "LLAMA_ARG_REASONING_PRESERVE", sec: sv, help: "keep past reasoning in prompts (default on)", set: func(_ *config, v string) error {
+			return c.templateKwargs(fmt.Sprintf(`{"preserve_reasoning": %s}`, v))
+		}},
+		{names: []string{"--chat-template"}, arg: "JINJA_TEMPLATE", env: "LLAMA_ARG_CHAT_TEMPLATE", sec: sv, help: "chat template: a built-in name or Jinja source", set: strTo(&o.ChatTemplate)},
+		{names: []string{"--chat-template-file"}, arg: "JINJA_TEMPLATE_FILE", env: "LLAMA_ARG_CHAT_TEMPLATE_FILE", sec: sv, help: "file of the chat template", set: strTo(&o.ChatTemplateFile)},
+		{names: []string{"--skip-chat-parsing"}, neg: []string{"--no-skip-chat-parsing"}, env: "LLAMA_ARG_SKIP_CHAT_PARSING", sec: sv, help: "return model output as plain content (no tool call or reasoning parsing)" + noEffect, set: anyValue},
+		{names: []string{"--prefill-assistant"}, neg: []string{"--no-prefill-assistant"}, env: "LLAMA_ARG_PREFILL_ASSISTANT", sec: sv, help: "continue a trailing assistant message (default on)" + noEffect, set: anyValue},
+		{names: []string{"-sps", "--slot-prompt-similarity"}, arg: "SIMILARITY", sec: sv, help: "how much of a prompt must match a slot's cache to pick that slot (default 0.1)" + noEffect, set: anyFloat},
+		{names: []string{"--lora-init-without-apply"}, sec: sv, help: "load LoRA adapters with scale 0 (set them with POST /lora-adapters)", set: boolTo(&c.loraNoApply)},
+		{names: []string{"--sleep-idle-seconds"}, arg: "SECONDS", sec: sv, help: "unload the model after that long idle (default -1: never)", set: func(_ *config, v string) error {
+			n, err := parseInt(v)
+			if err != nil {
+				return err
+			}
+			if n == 0 || n < -1 {
+				return errors.New("invalid value: cannot be 0 or less than -1")
+			}
+			o.SleepIdleSeconds = max(n, 0)
+			return nil
+		}},
+		{names: []string{"--log-prompts-dir"}, arg: "PATH", sec: sv, help: "folder to log prompts to" + noEffect, set: anyValue},
+		{names: []string{"--embd-gemma-default"}, sec: sv, help: "preset: EmbeddingGemma from Hugging Face", set: preset},
+		{names: []string{"--fim-qwen-1.5b-default"}, sec: sv, help: "preset: Qwen 2.5 Coder 1.5B from Hugging Face", set: preset},
+		{names: []string{"--fim-qwen-3b-default"}, sec: sv, help: "preset: Qwen 2.5 Coder 3B from Hugging Face", set: preset},
+		{names: []string{"--fim-qwen-7b-default"}, sec: sv, help: "preset: Qwen 2.5 Coder 7B from Hugging Face", set: preset},
+		{names: []string{"--fim-qwen-7b-spec"}, sec: sv, help: "preset: Qwen 2.5 Coder 7B with a draft model", set: preset},
+		{names: []string{"--fim-qwen-14b-spec"}, sec: sv, help: "preset: Qwen 2.5 Coder 14B with a draft model", set: preset},
+		{names: []string{"--fim-qwen-30b-default"}, sec: sv, help: "preset: Qwen 3 Coder 30B-A3B from Hugging Face", set: preset},
+		{names: []string{"--gpt-oss-20b-default"}, sec: sv, help: "preset: gpt-oss-20b from Hugging Face", set: preset},
+		{names: []string{"--gpt-oss-120b-default"}, sec: sv, help: "preset: gpt-oss-120b from Hugging Face", set: preset},
+		{names: []string{"--vision-gemma-4b-default"}, sec: sv, help: "preset: Gemma 3 4B with vision from Hugging Face", set: preset},
+		{names: []string{"--vision-gemma-12b-default"}, sec: sv, help: "preset: Gemma 3 12B with vision from Hugging Face", set: preset},
+		{names: []string{"--spec-default"}, sec: sv, help: "preset: default speculative decoding settings", set: func(c *config, _ string) error {
+			c.specTypes = append(c.specTypes, "ngram-mod")
+			return nil
+		}},
+		{names: []string{"-a", "--alias"}, arg: "STRING", env: "LLAMA_ARG_ALIAS", sec: sv, help: "model names for the API, comma-separated (the first in sort order is its id)", set: func(_ *config, v string) error {
+			o.Aliases = mergeSorted(o.Aliases, splitList(v))
+			return nil
+		}},
+		{names: []string{"--tags"}, arg: "STRING", env: "LLAMA_ARG_TAGS", sec: sv, help: "model tags for /models, comma-separated", set: func(_ *config, v string) error {
+			o.Tags = mergeSorted(o.Tags, splitList(v))
+			return nil
+		}},
+	}
+}
+
+// preset is a llama-server shortcut that pulls a model from Hugging Face.
+func preset(c *config, _ string) error {
+	c.presetUsed = true
+	return nil
+}
+
+// mergeSorted adds names to a sorted set.
+func mergeSorted(set, names []string) []string {
+	for _, n := range names {
+		i := sort.SearchStrings(set, n)
+		if i < len(set) && set[i] == n {
+			continue
+		}
+		set = append(set[:i], append([]string{n}, set[i:]...)...)
+	}
+	return set
+}
+
+func floatPtr(dst **float32) func(*config, string) error {
+	return func(_ *config, v string) error {
+		f, err := parseFloat(v)
+		if err == nil {
+			x := float32(f)
+			*dst = &x
+		}
+		return err
+	}
+}
+
+func finiteTo(dst *float32, name string) func(*config, string) error {
+	return func(_ *config, v string) error {
+		f, err := parseFloat(v)
+		if err != nil {
+			return err
+		}
+		if math.IsInf(f, 0) || math.IsNaN(f) {
+			return fmt.Errorf("%s must be finite", name)
+		}
+		*dst = float32(f)
+		return nil
+	}
+}
+
+func atLeastMinus1(dst *int) func(*config, string) error {
+	return func(_ *config, v string) error {
+		n, err := parseInt(v)
+		if err != nil {
+			return err
+		}
+		if n < -1 {
+			return errors.New("value must be at least -1")
+		}
+		*dst = n
+		return nil
+	}
+}
+
+func overrideCount(c *config, name string) func(*config, string) error {
+	return func(_ *config, v string) error {
+		n, err := parseInt(v)
+		if err != nil {
+			return err
+		}
+		if n < 0 {
+			return errors.New("invalid value")
+		}
+		if n > 0 {
+			c.tensorOverrides = append(c.tensorOverrides, name)
+		}
+		return nil
+	}
+}
+
+// overrideKV reads one KEY=TYPE:VALUE of --override-kv.
+func overrideKV(mo *llama.ModelOptions, item string) error {
+	key, rest, ok := strings.Cut(item, "=")
+	typ, val, ok2 := strings.Cut(rest, ":")
+	if !ok || !ok2 || key == "" || len(key) > 127 {
+		return fmt.Errorf("invalid metadata override %q (want KEY=TYPE:VALUE)", item)
+	}
+	var v any
+	var err error
+	switch typ {
+	case "int":
+		v, err = strconv.ParseInt(val, 10, 64)
+	case "float":
+		v, err = strconv.ParseFloat(val, 64)
+	case "bool":
+		switch val {
+		case "true":
+			v = true
+		case "false":
+			v = false
+		default:
+			err = errors.New("not true or false")
+		}
+	case "str":
+		if len(val) > 127 {
+			err = errors.New("string longer than 127 bytes")
+		}
+		v = val
+	default:
+		err = errors.New("type is not int, float, bool or str")
+	}
+	if err != nil {
+		return fmt.Errorf("invalid metadata override %q: %v", item, err)
+	}
+	if mo.KVOverrides == nil {
+		mo.KVOverrides = map[string]any{}
+	}
+	mo.KVOverrides[key] = v
+	return nil
+}
+
+// templateKwargs adds the members of a JSON object to the default template
+// variables.
+func (c *config) templateKwargs(obj string) error {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(obj), &m); err != nil {
+		return fmt.Errorf("not a JSON object: %v", err)
+	}
+	if c.opts.ChatTemplateKwargs == nil {
+		c.opts.ChatTemplateKwargs = map[string]any{}
+	}
+	for k, v := range m {
+		c.opts.ChatTemplateKwargs[k] = v
+	}
+	return nil
+}
+
+var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// setSchema makes the default grammar from a JSON schema.
+func (c *config) setSchema(schema []byte) error {
+	g, err := jsonschema.ToGBNF(schema)
+	if err != nil {
+		return fmt.Errorf("invalid JSON schema: %v", err)
+	}
+	c.sampling.Grammar, c.grammarSet, c.jsonSchema = g, true, string(schema)
+	return nil
+}
+
 var errHelp = errors.New("help requested")
 
-// parseFlags reads llama-server's command line (and its environment
-// variables, which the command line overrides).
+// normalize spells an argument as llama-server looks it up: "--" options
+// with '_' read as '-' (--backend_sampling is --backend-sampling).
+func normalize(a string) string {
+	if strings.HasPrefix(a, "--") {
+		return strings.ReplaceAll(a, "_", "-")
+	}
+	return a
+}
+
+// envValue reads f's environment variable as llama-server does; for a
+// switch with negative forms LLAMA_ARG_NO_X set (to anything) means off.
+func envValue(f *flagDef, getenv func(string) string) (string, bool) {
+	if f.env == "" {
+		return "", false
+	}
+	if len(f.neg) > 0 && strings.HasPrefix(f.env, "LLAMA_ARG_") {
+		if v := getenv("LLAMA_ARG_NO_" + strings.TrimPrefix(f.env, "LLAMA_ARG_")); v != "" {
+			return "0", true
+		}
+	}
+	v := getenv(f.env)
+	return v, v != ""
+}
+
+// parseFlags reads llama-server's command line and its environment
+// variables (the command line wins).
 func parseFlags(args []string, getenv func(string) string, usage io.Writer) (*config, error) {
-	c := &config{host: "127.0.0.1", port: 8080, timeout: 3600 * time.Second}
+	c := &config{host: "127.0.0.1", port: 8080, timeout: 3600 * time.Second, sampling: server.DefaultSamplingParams()}
 	c.opts.Slots = true
 	c.opts.Jinja = true
 	c.opts.NPredict = -1
 	c.opts.ModelsMax = 4
+	c.opts.CORSOrigins = []string{"*"}
 	c.opts.Engine.Parallel = -1
-	c.opts.Engine.Threads = -1
+	c.opts.Engine.Threads = runtime.NumCPU()
+	c.adaptiveTarget = -1
+	c.cacheRAMMiB = 8192
+	c.reasoningBudget = -1
 	table := flagTable(c)
 	byName := map[string]*flagDef{}
 	for i := range table {
-		for _, n := range table[i].names {
+		for _, n := range append(append([]string{}, table[i].names...), table[i].neg...) {
 			byName[n] = &table[i]
 		}
 	}
 	for i := range table {
-		if f := &table[i]; f.env != "" {
-			if v := getenv(f.env); v != "" {
-				if f.arg == "" && (v == "0" || v == "false") {
-					continue
-				}
-				if err := f.set(c, v); err != nil {
-					return nil, fmt.Errorf("%s: %w", f.env, err)
-				}
+		f := &table[i]
+		v, ok := envValue(f, getenv)
+		if !ok || f.set == nil {
+			continue
+		}
+		switch {
+		case f.arg == "" && len(f.neg) == 0:
+			if !isTruthy(v) {
+				continue
 			}
+			v = ""
+		case f.arg == "":
+			switch {
+			case isTruthy(v):
+				v = "true"
+			case isFalsey(v):
+				v = "false"
+			default:
+				return nil, fmt.Errorf("environment variable %s: invalid boolean value %q", f.env, v)
+			}
+		}
+		if err := f.set(c, v); err != nil {
+			return nil, fmt.Errorf("environment variable %s: %w", f.env, err)
 		}
 	}
 	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "-h" || a == "--help" {
+		a := normalize(args[i])
+		f, ok := byName[a]
+		inline, hasInline := "", false
+		if !ok {
+			// An extension: --name=value for options taking a value.
+			if name, v, cut := strings.Cut(args[i], "="); cut {
+				if g, found := byName[normalize(name)]; found && g.arg != "" && g.arg2 == "" {
+					f, a, inline, hasInline, ok = g, normalize(name), v, true, true
+				}
+			}
+		}
+		if !ok {
+			return nil, fmt.Errorf("invalid argument: %s (see --help)", args[i])
+		}
+		if f.names[0] == "-h" {
 			printUsage(usage, table)
 			return nil, errHelp
 		}
-		name, val, hasVal := strings.Cut(a, "=")
-		f, ok := byName[name]
-		if !ok {
-			return nil, fmt.Errorf("unknown argument %q (see --help)", a)
+		if f.names[0] == "--completion-bash" {
+			printCompletion(usage, table)
+			return nil, errHelp
 		}
+		var val string
 		switch {
+		case f.arg == "" && len(f.neg) > 0:
+			val = "true"
+			if slicesContains(f.neg, a) {
+				val = "false"
+			}
 		case f.arg == "":
-			if hasVal {
-				return nil, fmt.Errorf("%s takes no value", name)
-			}
-		case f.arg == "[on|off|auto]" && !hasVal:
-			if i+1 < len(args) && (args[i+1] == "on" || args[i+1] == "off" || args[i+1] == "auto") {
-				i++
-				val = args[i]
-			}
-		case !hasVal:
+		case hasInline:
+			val = inline
+		default:
 			if i+1 >= len(args) {
-				return nil, fmt.Errorf("%s needs a value (%s)", name, f.arg)
+				return nil, fmt.Errorf("%s: expected a value (%s)", a, f.arg)
 			}
 			i++
 			val = args[i]
+			if f.arg2 != "" {
+				if i+1 >= len(args) {
+					return nil, fmt.Errorf("%s: expected a second value (%s)", a, f.arg2)
+				}
+				i++
+				val += "\x00" + args[i]
+			}
 		}
 		if err := f.set(c, val); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", a, err)
 		}
 	}
-	e := &c.opts.Engine
-	if e.Parallel < 0 {
-		e.Parallel, e.KVUnified = 4, true
+	if c.version || c.listDevices {
+		return c, nil
 	}
-	if e.Threads < 0 {
-		e.Threads = runtime.NumCPU()
-	}
-	if c.opts.Model == "" && c.opts.ModelsDir == "" && c.opts.ModelsPreset == "" {
-		return nil, errors.New("no model: give -m FNAME (or --models-dir / --models-preset)")
-	}
-	c.opts.Timeout = 0
-	return c, nil
+	return c, c.finish()
 }
 
-func printUsage(w io.Writer, table []flagDef) {
-	fmt.Fprintln(w, "usage: server -m MODEL [options]   (llama-server's flags, meanings and defaults)")
-	sort.SliceStable(table, func(i, j int) bool {
-		return table[i].names[len(table[i].names)-1] < table[j].names[len(table[j].names)-1]
-	})
-	for _, f := range table {
-		n := strings.Join(f.names, ", ")
-		if f.arg != "" {
-			n += " " + f.arg
+// finish turns what the flags said into server options, as llama-server
+// does after parsing.
+func (c *config) finish() error {
+	o := &c.opts
+	e := &o.Engine
+	if e.Parallel < 0 {
+		// -np auto: 4 slots sharing a unified KV cache.
+		e.Parallel = 4
+		if !c.kvUnifiedSet {
+			e.KVUnified = true
 		}
-		fmt.Fprintf(w, "  %-44s %s", n, f.help)
-		if f.env != "" {
-			fmt.Fprintf(w, " (env: %s)", f.env)
-		}
-		fmt.Fprintln(w)
 	}
+	if e.ThreadsBatch <= 0 {
+		e.ThreadsBatch = e.Threads
+	}
+	if e.KVUnifiedPerSlot > 0 && e.CtxSize == 0 {
+		e.CtxSize = e.KVUnifiedPerSlot * e.Parallel
+	}
+	if len(o.Aliases) > 0 {
+		o.Alias = o.Aliases[0]
+	}
+	if c.loraNoApply {
+		for i := range e.Adapters {
+			e.Adapters[i].Scale = 0
+		}
+	}
+	if (c.tools != "" || c.mcpConfig != "" || c.mcpJSON != "") && !c.corsOriginsExplicit {
+		// llama-server: server tools or MCP servers narrow CORS to localhost.
+		o.CORSOrigins = []string{"localhost"}
+	}
+	s := c.sampling
+	o.Sampling = &s
+	o.Timeout = 0
+	return nil
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// printUsage prints the options grouped as llama-server's --help does.
+func printUsage(w io.Writer, table []flagDef) {
+	fmt.Fprintln(w, "usage: server [options]   (llama-server's options, meanings and defaults)")
+	for sec := secCommon; sec <= secServer; sec++ {
+		fmt.Fprintf(w, "\n----- %s -----\n\n", sectionNames[sec])
+		for _, f := range table {
+			if f.sec != sec {
+				continue
+			}
+			n := strings.Join(append(append([]string{}, f.names...), f.neg...), ", ")
+			if f.arg != "" {
+				n += " " + f.arg
+			}
+			if f.arg2 != "" {
+				n += " " + f.arg2
+			}
+			help := f.help
+			if f.env != "" {
+				help += " (env: " + f.env + ")"
+			}
+			if len(n) > 40 {
+				fmt.Fprintf(w, "%s\n%-41s %s\n", n, "", help)
+			} else {
+				fmt.Fprintf(w, "%-41s %s\n", n, help)
+			}
+		}
+	}
+}
+
+// printCompletion prints a bash completion script of the options.
+func printCompletion(w io.Writer, table []flagDef) {
+	var names []string
+	for _, f := range table {
+		names = append(names, f.names...)
+		names = append(names, f.neg...)
+	}
+	fmt.Fprintf(w, "_llama_server_completions() {\n    COMPREPLY=( $(compgen -W %q -- \"${COMP_WORDS[COMP_CWORD]}\") )\n}\ncomplete -F _llama_server_completions server\n", strings.Join(names, " "))
+}
+
+// unsupportedUse refuses, at start, the options of features this server
+// does not have yet; they are accepted by the parser so that llama-server
+// command lines that do not use them keep working.
+func (c *config) unsupportedUse() error {
+	var errs []string
+	add := func(cond bool, msg string) {
+		if cond {
+			errs = append(errs, msg)
+		}
+	}
+	add(c.draftModel != "" || c.draftHF != "", "speculative decoding with a draft model is not supported yet (--model-draft, --spec-draft-hf)")
+	add(len(c.specTypes) > 0, "speculative decoding is not supported yet (--spec-type "+strings.Join(c.specTypes, ",")+")")
+	add(c.mmproj != "" || c.mmprojURL != "", "multimodal projectors are not supported yet (--mmproj, --mmproj-url)")
+	add(c.sslKey != "" || c.sslCert != "", "HTTPS is not supported yet (--ssl-key-file, --ssl-cert-file): put a TLS proxy in front")
+	add(len(c.controlVectors) > 0, "control vectors are not supported yet (--control-vector)")
+	add(c.devices != "", "choosing devices is not supported yet (--device "+c.devices+"; only none)")
+	add(len(c.tensorOverrides) > 0, "tensor buffer overrides are not supported yet (-ot, --cpu-moe, --n-cpu-moe, --n-cpu-ffn)")
+	add(c.rpc != "", "RPC devices are not supported yet (--rpc)")
+	add(c.adaptiveTarget >= 0, "the adaptive-p sampler is not supported yet (--adaptive-target)")
+	add(c.lookupStatic != "" || c.lookupDynamic != "", "n-gram lookup caches are not supported yet (--lookup-cache-static, --lookup-cache-dynamic)")
+	add(c.mediaPath != "", "local media files are not supported yet (--media-path): there is no multimodal support")
+	add(c.presetUsed, "the model presets (--fim-qwen-..., --gpt-oss-..., --embd-gemma-default, --vision-gemma-...) pull models from Hugging Face, which is not supported yet")
+	add(c.reasoningBudget > 0, "a thinking token budget is not supported yet (--reasoning-budget; 0 and -1 are)")
+	add(c.dockerRepo != "", "pulling models from Docker Hub is not supported yet (--docker-repo)")
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// modelSource resolves where the model comes from when it is not a local
+// file: -hf/--hf-repo (with --hf-file, --hf-token, --offline) or
+// --model-url. This is the one place to wire the model pulls in.
+func (c *config) modelSource() error {
+	switch {
+	case c.hfRepo != "":
+		return fmt.Errorf("pulling models from Hugging Face is not supported yet (-hf %s): download the GGUF file and give it with -m", c.hfRepo)
+	case c.modelURL != "":
+		return fmt.Errorf("downloading models is not supported yet (--model-url %s): download the GGUF file and give it with -m", c.modelURL)
+	}
+	return nil
 }

@@ -13,12 +13,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -43,15 +47,61 @@ func main() {
 }
 
 func serve(cfg *config) error {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	cfg.opts.Logger = logger
+	switch {
+	case cfg.version:
+		fmt.Println("server (github.com/x/llama), llama-server v0.4.0 compatible")
+		return nil
+	case cfg.listDevices:
+		devs, err := llama.Devices()
+		if err != nil {
+			return err
+		}
+		fmt.Println("Available devices:")
+		for _, d := range devs {
+			fmt.Printf("  %s: %s (%d MiB, %d MiB free)\n", d.Name, d.Description, d.TotalMemory>>20, d.FreeMemory>>20)
+		}
+		return nil
+	}
+	if err := cfg.unsupportedUse(); err != nil {
+		return err
+	}
+	if err := cfg.modelSource(); err != nil {
+		return err
+	}
+	logger := cfg.opts.Logger
+	if logger == nil {
+		level := slog.LevelInfo
+		if cfg.verbose {
+			level = slog.LevelDebug
+		}
+		var out io.Writer = os.Stderr
+		if cfg.logFile != "" {
+			f, err := os.OpenFile(cfg.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				return fmt.Errorf("--log-file: %w", err)
+			}
+			defer f.Close()
+			out = io.MultiWriter(os.Stderr, f)
+		}
+		logger = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))
+		cfg.opts.Logger = logger
+	}
 	if cfg.verbose {
 		llama.SetLogger(logger)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port)))
+	// As llama-server, a host ending in ".sock" is a Unix socket.
+	network, addr := "tcp", net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port))
+	if strings.HasSuffix(cfg.host, ".sock") {
+		network, addr = "unix", cfg.host
+	}
+	var lc net.ListenConfig
+	if cfg.reusePort && network == "tcp" {
+		lc.Control = reusePort
+	}
+	ln, err := lc.Listen(ctx, network, addr)
 	if err != nil {
 		return err
 	}
@@ -60,9 +110,13 @@ func serve(cfg *config) error {
 		ln.Close()
 		return err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadTimeout: cfg.timeout, WriteTimeout: cfg.timeout, ReadHeaderTimeout: 30 * time.Second}
+	hs := &http.Server{Handler: cfg.handler(srv.Handler()), ReadTimeout: cfg.timeout, WriteTimeout: cfg.timeout, ReadHeaderTimeout: 30 * time.Second}
 	hs.RegisterOnShutdown(srv.AbortToolCalls)
-	logger.Info("listening", "addr", "http://"+ln.Addr().String())
+	scheme := "http"
+	if network == "unix" {
+		scheme = "unix"
+	}
+	logger.Info("listening", "addr", scheme+"://"+ln.Addr().String()+cfg.apiPrefix)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -80,4 +134,33 @@ func serve(cfg *config) error {
 		err = nil
 	}
 	return err
+}
+
+// handler puts the API under --api-prefix and, with --path, serves the
+// static files of that folder before it (a file that exists wins, as
+// llama-server's mount point).
+func (c *config) handler(api http.Handler) http.Handler {
+	h := api
+	if c.staticPath != "" {
+		files := http.FileServer(http.Dir(c.staticPath))
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				name := path.Clean("/" + r.URL.Path)
+				if name == "/" {
+					name = "/index.html"
+				}
+				if st, err := os.Stat(filepath.Join(c.staticPath, filepath.FromSlash(name))); err == nil && !st.IsDir() {
+					files.ServeHTTP(w, r)
+					return
+				}
+			}
+			api.ServeHTTP(w, r)
+		})
+	}
+	if p := strings.TrimRight(c.apiPrefix, "/"); p != "" {
+		mux := http.NewServeMux()
+		mux.Handle(p+"/", http.StripPrefix(p, h))
+		return mux
+	}
+	return h
 }

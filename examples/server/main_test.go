@@ -25,11 +25,12 @@ import (
 func TestParseFlags(t *testing.T) {
 	env := map[string]string{"LLAMA_ARG_CTX_SIZE": "4096", "LLAMA_API_KEY": "k1"}
 	getenv := func(k string) string { return env[k] }
+	slotDir := t.TempDir()
 	keyFile := filepath.Join(t.TempDir(), "keys")
 	require.NoError(t, os.WriteFile(keyFile, []byte("# comment\nk2\n\nk3\n"), 0o600))
 	c, err := parseFlags([]string{"-m", "model.gguf", "-a", "tiny", "-c", "2048", "-np", "8", "-b", "1024", "-ub", "256",
 		"-t", "2", "-n", "64", "--host", "0.0.0.0", "--port=9090", "--api-key-file", keyFile, "--metrics", "--no-slots", "--props",
-		"--slot-save-path", "/tmp/slots", "--lora-scaled", "a.gguf:0.5,b.gguf:2", "--lora", "c.gguf", "--chat-template", "chatml",
+		"--slot-save-path", slotDir, "--lora-scaled", "a.gguf:0.5,b.gguf:2", "--lora", "c.gguf", "--chat-template", "chatml",
 		"--reasoning-format", "deepseek", "--cors-origins", "http://x,http://y", "--sleep-idle-seconds", "30", "-fa", "off",
 		"-ctk", "q8_0", "-ctv", "q8_0", "--context-shift", "--cache-reuse", "256", "-to", "60", "--embedding", "--pooling", "mean",
 		"-ngl", "0"}, getenv, io.Discard)
@@ -49,7 +50,7 @@ func TestParseFlags(t *testing.T) {
 	assert.True(t, o.Metrics)
 	assert.False(t, o.Slots)
 	assert.True(t, o.PropsEndpoint)
-	assert.Equal(t, "/tmp/slots", o.SlotSavePath)
+	assert.Equal(t, slotDir, o.SlotSavePath)
 	assert.Equal(t, []server.AdapterSpec{{Path: "a.gguf", Scale: 0.5}, {Path: "b.gguf", Scale: 2}, {Path: "c.gguf", Scale: 1}}, o.Engine.Adapters)
 	assert.Equal(t, "chatml", o.ChatTemplate)
 	assert.Equal(t, "deepseek", o.ReasoningFormat)
@@ -76,7 +77,7 @@ func TestParseFlags(t *testing.T) {
 	assert.Equal(t, 4, c.opts.ModelsMax)
 	assert.Equal(t, 3600*time.Second, c.timeout)
 
-	for _, bad := range [][]string{{}, {"-m"}, {"-m", "x", "--nope"}, {"-m", "x", "-c", "many"}, {"-m", "x", "-fa", "maybe"},
+	for _, bad := range [][]string{{"-m"}, {"-m", "x", "--nope"}, {"-m", "x", "-c", "many"}, {"-m", "x", "-fa", "maybe"},
 		{"-m", "x", "--lora-scaled", "nocolon"}, {"-m", "x", "--pooling", "max"}, {"-m", "x", "--metrics=1"}} {
 		_, err := parseFlags(bad, func(string) string { return "" }, io.Discard)
 		assert.Error(t, err, "%v", bad)
@@ -115,7 +116,7 @@ func TestBinary(t *testing.T) {
 
 	// Port 0: the server picks a free port and logs its address once the
 	// model is loaded and it serves; the test waits for that line.
-	cmd := exec.Command(bin, "-m", model, "--port", "0", "-c", "1024", "-np", "2", "-t", "1", "--metrics", "--api-key", "secret")
+	cmd := exec.Command(bin, "-m", model, "--port", "0", "-c", "1024", "-np", "2", "-t", "1", "--metrics", "--api-key", "secret", "--reuse-port", "--temp", "0.5", "-cb")
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

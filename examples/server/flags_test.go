@@ -1,0 +1,416 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/x/llama"
+	"github.com/x/llama/server"
+)
+
+func noEnv(string) string { return "" }
+
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+// TestFlagSpellings checks that every spelling of an option sets the same
+// thing, with llama-server's meaning.
+func TestFlagSpellings(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		check func(t *testing.T, c *config)
+	}{
+		{[]string{"--temp", "0.3"}, func(t *testing.T, c *config) { assert.InDelta(t, 0.3, c.sampling.Temperature, 1e-6) }},
+		{[]string{"--temperature", "0.3"}, func(t *testing.T, c *config) { assert.InDelta(t, 0.3, c.sampling.Temperature, 1e-6) }},
+		{[]string{"--temp", "-2"}, func(t *testing.T, c *config) { assert.Zero(t, c.sampling.Temperature, "negative means greedy (0)") }},
+		{[]string{"-s", "42"}, func(t *testing.T, c *config) { assert.EqualValues(t, 42, c.sampling.Seed) }},
+		{[]string{"--seed", "-1"}, func(t *testing.T, c *config) { assert.EqualValues(t, llama.DefaultSeed, c.sampling.Seed) }},
+		{[]string{"--top-k", "5"}, func(t *testing.T, c *config) { assert.Equal(t, 5, c.sampling.TopK) }},
+		{[]string{"--top-p", "0.5", "--min-p", "0.1", "--typical-p", "0.9", "--top-n-sigma", "1.5"}, func(t *testing.T, c *config) {
+			assert.InDelta(t, 0.5, c.sampling.TopP, 1e-6)
+			assert.InDelta(t, 0.1, c.sampling.MinP, 1e-6)
+			assert.InDelta(t, 0.9, c.sampling.TypicalP, 1e-6)
+			assert.InDelta(t, 1.5, c.sampling.TopNSigma, 1e-6)
+		}},
+		{[]string{"--typical", "0.8", "--top-nsigma", "2"}, func(t *testing.T, c *config) {
+			assert.InDelta(t, 0.8, c.sampling.TypicalP, 1e-6)
+			assert.InDelta(t, 2, c.sampling.TopNSigma, 1e-6)
+		}},
+		{[]string{"--repeat-penalty", "1.1", "--repeat-last-n", "-1", "--presence-penalty", "0.2", "--frequency-penalty", "0.3"}, func(t *testing.T, c *config) {
+			assert.InDelta(t, 1.1, c.sampling.RepeatPenalty, 1e-6)
+			assert.Equal(t, -1, c.sampling.RepeatLastN)
+			assert.InDelta(t, 0.2, c.sampling.PresencePenalty, 1e-6)
+			assert.InDelta(t, 0.3, c.sampling.FrequencyPenalty, 1e-6)
+		}},
+		{[]string{"--dry-multiplier", "0.8", "--dry-base", "2", "--dry-allowed-length", "3", "--dry-penalty-last-n", "100",
+			"--dry-sequence-breaker", "x", "--dry-sequence-breaker", "y"}, func(t *testing.T, c *config) {
+			assert.InDelta(t, 0.8, c.sampling.DRYMultiplier, 1e-6)
+			assert.InDelta(t, 2, c.sampling.DRYBase, 1e-6)
+			assert.Equal(t, 3, c.sampling.DRYAllowedLength)
+			assert.Equal(t, 100, c.sampling.DRYPenaltyLastN)
+			assert.Equal(t, []string{"x", "y"}, c.sampling.DRYSequenceBreakers, "the first breaker replaces the defaults")
+		}},
+		{[]string{"--dry-base", "0.5"}, func(t *testing.T, c *config) {
+			assert.InDelta(t, 1.75, c.sampling.DRYBase, 1e-6, "below 1 keeps the default")
+		}},
+		{[]string{"--dry-sequence-breaker", "none"}, func(t *testing.T, c *config) { assert.Empty(t, c.sampling.DRYSequenceBreakers) }},
+		{[]string{"--xtc-probability", "0.5", "--xtc-threshold", "0.2"}, func(t *testing.T, c *config) {
+			assert.InDelta(t, 0.5, c.sampling.XTCProbability, 1e-6)
+			assert.InDelta(t, 0.2, c.sampling.XTCThreshold, 1e-6)
+		}},
+		{[]string{"--mirostat", "2", "--mirostat-lr", "0.2", "--mirostat-ent", "4"}, func(t *testing.T, c *config) {
+			assert.Equal(t, 2, c.sampling.Mirostat)
+			assert.InDelta(t, 0.2, c.sampling.MirostatEta, 1e-6)
+			assert.InDelta(t, 4, c.sampling.MirostatTau, 1e-6)
+		}},
+		{[]string{"--dynatemp-range", "0.5", "--dynatemp-exp", "2"}, func(t *testing.T, c *config) {
+			assert.InDelta(t, 0.5, c.sampling.DynatempRange, 1e-6)
+			assert.InDelta(t, 2, c.sampling.DynatempExponent, 1e-6)
+		}},
+		{[]string{"--samplers", "top_k;temperature"}, func(t *testing.T, c *config) { assert.Equal(t, []string{"top_k", "temperature"}, c.sampling.Samplers) }},
+		{[]string{"--sampling-seq", "kt"}, func(t *testing.T, c *config) { assert.Equal(t, []string{"top_k", "temperature"}, c.sampling.Samplers) }},
+		{[]string{"--sampler-seq", "edm"}, func(t *testing.T, c *config) {
+			assert.Equal(t, []string{"penalties", "dry", "min_p"}, c.sampling.Samplers)
+		}},
+		{[]string{"-l", "15043+1.5", "--logit-bias", "2-inf"}, func(t *testing.T, c *config) {
+			assert.InDelta(t, 1.5, c.sampling.LogitBias[15043], 1e-6)
+			assert.True(t, math.IsInf(float64(c.sampling.LogitBias[2]), -1))
+		}},
+		{[]string{"--ignore-eos"}, func(t *testing.T, c *config) { assert.True(t, c.sampling.IgnoreEOS) }},
+		{[]string{"--grammar", `root ::= "a"`}, func(t *testing.T, c *config) { assert.Equal(t, `root ::= "a"`, c.sampling.Grammar) }},
+		{[]string{"-j", `{"type":"integer"}`}, func(t *testing.T, c *config) { assert.Contains(t, c.sampling.Grammar, "root") }},
+		{[]string{"--json-schema", `{"type":"boolean"}`}, func(t *testing.T, c *config) { assert.Contains(t, c.sampling.Grammar, "root") }},
+		{[]string{"-n", "7"}, func(t *testing.T, c *config) { assert.Equal(t, 7, c.opts.NPredict) }},
+		{[]string{"--predict", "7"}, func(t *testing.T, c *config) { assert.Equal(t, 7, c.opts.NPredict) }},
+		{[]string{"--n-predict", "7"}, func(t *testing.T, c *config) { assert.Equal(t, 7, c.opts.NPredict) }},
+		{[]string{"--keep", "-1", "-r", "STOP"}, func(t *testing.T, c *config) {
+			assert.Equal(t, -1, c.opts.NKeep)
+			assert.Equal(t, []string{"STOP"}, c.opts.Stop)
+		}},
+		{[]string{"--no-cache-prompt"}, func(t *testing.T, c *config) { assert.True(t, c.opts.NoCachePrompt) }},
+		{[]string{"-a", "b,a", "--alias", "c", "--tags", "x, y"}, func(t *testing.T, c *config) {
+			assert.Equal(t, []string{"a", "b", "c"}, c.opts.Aliases, "sorted, as llama-server's set")
+			assert.Equal(t, "a", c.opts.Alias, "the id is the first alias")
+			assert.Equal(t, []string{"x", "y"}, c.opts.Tags)
+		}},
+		{[]string{"-cb"}, func(t *testing.T, c *config) {}},
+		{[]string{"--cont-batching", "-nocb", "--no-cont-batching"}, func(t *testing.T, c *config) {}},
+		{[]string{"--backend_sampling"}, func(t *testing.T, c *config) {}},
+		{[]string{"-kvu"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.KVUnified) }},
+		{[]string{"-np", "2", "--kv-unified"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.KVUnified) }},
+		{[]string{"-np", "2"}, func(t *testing.T, c *config) {
+			assert.False(t, c.opts.Engine.KVUnified, "unified only with auto slots")
+		}},
+		{[]string{"--no-kv-unified"}, func(t *testing.T, c *config) {
+			assert.False(t, c.opts.Engine.KVUnified)
+			assert.Equal(t, 4, c.opts.Engine.Parallel)
+		}},
+		{[]string{"-np", "3", "--kv-unified-per-slot", "256"}, func(t *testing.T, c *config) { assert.Equal(t, 768, c.opts.Engine.CtxSize) }},
+		{[]string{"--context-shift"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.ContextShift) }},
+		{[]string{"--context-shift", "--no-context-shift"}, func(t *testing.T, c *config) { assert.False(t, c.opts.Engine.ContextShift) }},
+		{[]string{"--slots", "--no-slots"}, func(t *testing.T, c *config) { assert.False(t, c.opts.Slots) }},
+		{[]string{"--no-jinja"}, func(t *testing.T, c *config) { assert.False(t, c.opts.Jinja) }},
+		{[]string{"--no-models-autoload"}, func(t *testing.T, c *config) { assert.True(t, c.opts.NoModelsAutoload) }},
+		{[]string{"--mlock"}, func(t *testing.T, c *config) { assert.Equal(t, llama.LoadMlock, c.opts.ModelOptions.Load) }},
+		{[]string{"--no-mmap"}, func(t *testing.T, c *config) { assert.Equal(t, llama.LoadRead, c.opts.ModelOptions.Load) }},
+		{[]string{"--mmap"}, func(t *testing.T, c *config) { assert.Equal(t, llama.LoadMmap, c.opts.ModelOptions.Load) }},
+		{[]string{"-dio"}, func(t *testing.T, c *config) { assert.Equal(t, llama.LoadDirectIO, c.opts.ModelOptions.Load) }},
+		{[]string{"-lm", "mmap+mlock"}, func(t *testing.T, c *config) { assert.Equal(t, llama.LoadMmapMlock, c.opts.ModelOptions.Load) }},
+		{[]string{"-sm", "none", "-mg", "1", "-ts", "3,1"}, func(t *testing.T, c *config) {
+			assert.Equal(t, llama.SplitNone, c.opts.ModelOptions.Split)
+			assert.Equal(t, 1, c.opts.ModelOptions.MainGPU)
+			assert.Equal(t, []float32{3, 1}, c.opts.ModelOptions.TensorSplit)
+		}},
+		{[]string{"-dev", "none"}, func(t *testing.T, c *config) { assert.True(t, c.opts.ModelOptions.CPUOnly) }},
+		{[]string{"--override-kv", "a.b=int:3,c=str:x", "--override-kv", "d=bool:true,e=float:0.5"}, func(t *testing.T, c *config) {
+			assert.Equal(t, map[string]any{"a.b": int64(3), "c": "x", "d": true, "e": 0.5}, c.opts.ModelOptions.KVOverrides)
+		}},
+		{[]string{"--rope-scaling", "yarn", "--rope-scale", "4", "--rope-freq-base", "10000", "--yarn-orig-ctx", "2048", "--yarn-ext-factor", "0.5"}, func(t *testing.T, c *config) {
+			e := c.opts.Engine
+			assert.Equal(t, llama.RopeScalingYaRN, e.RopeScaling)
+			assert.InDelta(t, 0.25, e.RopeFreqScale, 1e-6)
+			assert.InDelta(t, 10000, e.RopeFreqBase, 1e-3)
+			assert.Equal(t, 2048, e.YarnOrigCtx)
+			require.NotNil(t, e.YarnExtFactor)
+			assert.InDelta(t, 0.5, *e.YarnExtFactor, 1e-6)
+		}},
+		{[]string{"-nkvo", "--no-op-offload"}, func(t *testing.T, c *config) {
+			assert.True(t, c.opts.Engine.NoKVOffload)
+			assert.True(t, c.opts.Engine.NoOpOffload)
+		}},
+		{[]string{"-t", "0", "-tb", "-1"}, func(t *testing.T, c *config) {
+			assert.Equal(t, runtime.NumCPU(), c.opts.Engine.Threads)
+			assert.Equal(t, runtime.NumCPU(), c.opts.Engine.ThreadsBatch)
+		}},
+		{[]string{"--reasoning", "off", "--reasoning-effort", "high", "--chat-template-kwargs", `{"x": 1}`}, func(t *testing.T, c *config) {
+			assert.Equal(t, map[string]any{"enable_thinking": false, "reasoning_effort": "high", "x": float64(1)}, c.opts.ChatTemplateKwargs)
+		}},
+		{[]string{"-rea", "on", "--reasoning", "auto"}, func(t *testing.T, c *config) { assert.NotContains(t, c.opts.ChatTemplateKwargs, "enable_thinking") }},
+		{[]string{"--reasoning-format", "deepseek-legacy"}, func(t *testing.T, c *config) { assert.Equal(t, "deepseek-legacy", c.opts.ReasoningFormat) }},
+		{[]string{"--cors-origins", "localhost", "--cors-methods", "GET", "--cors-headers", "X-A", "--no-cors-credentials"}, func(t *testing.T, c *config) {
+			assert.Equal(t, []string{"localhost"}, c.opts.CORSOrigins)
+			assert.Equal(t, "GET", c.opts.CORSMethods)
+			assert.Equal(t, "X-A", c.opts.CORSHeaders)
+			assert.True(t, c.opts.NoCORSCredentials)
+		}},
+		{[]string{"--tools", "all"}, func(t *testing.T, c *config) {
+			assert.Equal(t, []string{"localhost"}, c.opts.CORSOrigins, "tools narrow CORS to localhost unless --cors-origins is given")
+		}},
+		{[]string{"--agent", "--cors-origins", "*"}, func(t *testing.T, c *config) {
+			assert.Equal(t, "all", c.tools)
+			assert.True(t, c.uiMCPProxy)
+			assert.Equal(t, []string{"*"}, c.opts.CORSOrigins)
+		}},
+		{[]string{"--no-ui"}, func(t *testing.T, c *config) { assert.True(t, c.noUI) }},
+		{[]string{"--no-webui", "--webui"}, func(t *testing.T, c *config) { assert.False(t, c.noUI) }},
+		{[]string{"-hf", "org/model:Q8_0", "-hff", "f.gguf", "-hft", "tok", "--offline"}, func(t *testing.T, c *config) {
+			assert.Equal(t, "org/model:Q8_0", c.hfRepo)
+			assert.Equal(t, "f.gguf", c.hfFile)
+			assert.Equal(t, "tok", c.hfToken)
+			assert.True(t, c.offline)
+		}},
+		{[]string{"-mu", "http://x/m.gguf"}, func(t *testing.T, c *config) { assert.Equal(t, "http://x/m.gguf", c.modelURL) }},
+		{[]string{"--sleep-idle-seconds", "-1"}, func(t *testing.T, c *config) { assert.Zero(t, c.opts.SleepIdleSeconds) }},
+		{[]string{"--lora", "a.gguf", "--lora-init-without-apply"}, func(t *testing.T, c *config) {
+			assert.Equal(t, []server.AdapterSpec{{Path: "a.gguf", Scale: 0}}, c.opts.Engine.Adapters)
+		}},
+		{[]string{"--control-vector-layer-range", "1", "5", "--prio", "2", "--poll", "50", "-C", "ff", "-Cr", "0-3", "--threads-http", "8"}, func(t *testing.T, c *config) {}},
+		{[]string{"--port=9090"}, func(t *testing.T, c *config) { assert.Equal(t, 9090, c.port) }},
+		{[]string{"--spm-infill"}, func(t *testing.T, c *config) { assert.True(t, c.opts.SPMInfill) }},
+		{[]string{"--embd-normalize", "-1"}, func(t *testing.T, c *config) {
+			require.NotNil(t, c.opts.EmbdNormalize)
+			assert.Equal(t, -1, *c.opts.EmbdNormalize)
+		}},
+		{[]string{"-sp"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.Special) }},
+		{[]string{"--reasoning-budget", "0"}, func(t *testing.T, c *config) {
+			assert.Equal(t, false, c.opts.ChatTemplateKwargs["enable_thinking"])
+			assert.NoError(t, c.unsupportedUse())
+		}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			c, err := parseFlags(append([]string{"-m", "x.gguf"}, tc.args...), noEnv, io.Discard)
+			require.NoError(t, err)
+			tc.check(t, c)
+		})
+	}
+}
+
+// TestFlagDefaults checks llama-server's defaults.
+func TestFlagDefaults(t *testing.T) {
+	c, err := parseFlags(nil, noEnv, io.Discard)
+	require.NoError(t, err, "no model at all is router mode with no models")
+	assert.Empty(t, c.opts.Model)
+	assert.Equal(t, server.DefaultSamplingParams(), *c.opts.Sampling)
+	assert.Equal(t, []string{"*"}, c.opts.CORSOrigins)
+	assert.Equal(t, 4, c.opts.Engine.Parallel)
+	assert.True(t, c.opts.Engine.KVUnified)
+	assert.Equal(t, -1, c.opts.NPredict)
+	assert.True(t, c.opts.Slots)
+	assert.False(t, c.opts.Metrics)
+	assert.Equal(t, 8192, c.cacheRAMMiB)
+	assert.Zero(t, c.opts.SleepIdleSeconds)
+	assert.NoError(t, c.unsupportedUse())
+	assert.NoError(t, c.modelSource())
+}
+
+// TestFlagEnv checks the environment variables and that the command line
+// wins over them.
+func TestFlagEnv(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		env   map[string]string
+		args  []string
+		check func(t *testing.T, c *config)
+	}{
+		{"value", map[string]string{"LLAMA_ARG_CTX_SIZE": "4096", "LLAMA_ARG_TOP_K": "7"}, nil, func(t *testing.T, c *config) {
+			assert.Equal(t, 4096, c.opts.Engine.CtxSize)
+			assert.Equal(t, 7, c.sampling.TopK)
+		}},
+		{"command line wins", map[string]string{"LLAMA_ARG_CTX_SIZE": "4096"}, []string{"-c", "512"}, func(t *testing.T, c *config) {
+			assert.Equal(t, 512, c.opts.Engine.CtxSize)
+		}},
+		{"switch truthy", map[string]string{"LLAMA_ARG_ENDPOINT_METRICS": "1", "LLAMA_ARG_EMBEDDINGS": "true"}, nil, func(t *testing.T, c *config) {
+			assert.True(t, c.opts.Metrics)
+			assert.True(t, c.opts.Engine.Embedding)
+		}},
+		{"switch falsey ignored", map[string]string{"LLAMA_ARG_ENDPOINT_METRICS": "0"}, nil, func(t *testing.T, c *config) {
+			assert.False(t, c.opts.Metrics)
+		}},
+		{"negatable on/off", map[string]string{"LLAMA_ARG_CONTEXT_SHIFT": "on", "LLAMA_ARG_ENDPOINT_SLOTS": "disabled"}, nil, func(t *testing.T, c *config) {
+			assert.True(t, c.opts.Engine.ContextShift)
+			assert.False(t, c.opts.Slots)
+		}},
+		{"LLAMA_ARG_NO_ form", map[string]string{"LLAMA_ARG_NO_ENDPOINT_SLOTS": "1", "LLAMA_ARG_NO_MMAP": "x"}, nil, func(t *testing.T, c *config) {
+			assert.False(t, c.opts.Slots)
+			assert.Equal(t, llama.LoadRead, c.opts.ModelOptions.Load)
+		}},
+		{"negative on command line wins", map[string]string{"LLAMA_ARG_CONTEXT_SHIFT": "1"}, []string{"--no-context-shift"}, func(t *testing.T, c *config) {
+			assert.False(t, c.opts.Engine.ContextShift)
+		}},
+		{"api key and token", map[string]string{"LLAMA_API_KEY": "k1,k2", "HF_TOKEN": "t"}, nil, func(t *testing.T, c *config) {
+			assert.Equal(t, []string{"k1", "k2"}, c.opts.APIKeys)
+			assert.Equal(t, "t", c.hfToken)
+		}},
+		{"model and alias", map[string]string{"LLAMA_ARG_MODEL": "m.gguf", "LLAMA_ARG_ALIAS": "one"}, nil, func(t *testing.T, c *config) {
+			assert.Equal(t, "m.gguf", c.opts.Model)
+			assert.Equal(t, "one", c.opts.Alias)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseFlags(tc.args, envOf(tc.env), io.Discard)
+			require.NoError(t, err)
+			tc.check(t, c)
+		})
+	}
+}
+
+// TestFlagErrors checks that bad values are errors (never panics) naming
+// the option, as llama-server validates them.
+func TestFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o600))
+	for _, args := range [][]string{
+		{"--nope"}, {"-m"}, {"-c", "many"}, {"-c", "99999999999"}, {"-fa", "maybe"}, {"--temp", "hot"},
+		{"--lora-scaled", "nocolon"}, {"--pooling", "max"}, {"--metrics=1"}, {"-np", "0"}, {"--seed", "-2"},
+		{"--repeat-penalty", "0"}, {"--repeat-last-n", "-2"}, {"--presence-penalty", "inf"}, {"-l", "12"}, {"-l", "x+1"},
+		{"--samplers", "top_k;bogus"}, {"--sampling-seq", "kq"}, {"-j", "{not json"}, {"--grammar-file", filepath.Join(dir, "none")},
+		{"--sleep-idle-seconds", "0"}, {"--sleep-idle-seconds", "-5"}, {"--slot-save-path", file}, {"--media-path", file},
+		{"--reasoning-format", "thinky"}, {"--reasoning", "sometimes"}, {"--reasoning-budget", "-2"}, {"--spec-type", "magic"},
+		{"-ctk", "q3_k"}, {"--rope-scaling", "longrope"}, {"-sm", "diagonal"}, {"--numa", "all"}, {"-lm", "fast"},
+		{"--prio", "4"}, {"--poll", "-1"}, {"-C", "xyz"}, {"-Cr", "5-1"}, {"--override-kv", "a=int"}, {"--override-kv", "a=date:1"},
+		{"--chat-template-kwargs", "[1]"}, {"--control-vector-layer-range", "1"}, {"--api-key-file", filepath.Join(dir, "none")},
+		{"-ncmoe", "-1"}, {"--fit", "maybe"}, {"--log-colors", "rainbow"}, {"--kv-unified-per-slot", "x"},
+	} {
+		_, err := parseFlags(args, noEnv, io.Discard)
+		if assert.Error(t, err, "%v", args) {
+			assert.Contains(t, err.Error(), strings.SplitN(normalize(args[0]), "=", 2)[0], "the error names the option")
+		}
+	}
+	for _, env := range []map[string]string{{"LLAMA_ARG_CTX_SIZE": "big"}, {"LLAMA_ARG_CONTEXT_SHIFT": "maybe"}} {
+		_, err := parseFlags(nil, envOf(env), io.Discard)
+		assert.Error(t, err, "%v", env)
+	}
+}
+
+// TestFlagUnsupported checks that options of missing features parse, and
+// refuse to start only when used.
+func TestFlagUnsupported(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--model-draft", "d.gguf"}, "speculative decoding with a draft model is not supported yet"},
+		{[]string{"-md", "d.gguf"}, "draft model"},
+		{[]string{"--spec-type", "ngram-mod"}, "speculative decoding"},
+		{[]string{"--spec-default"}, "speculative decoding"},
+		{[]string{"--mmproj", "p.gguf"}, "multimodal"},
+		{[]string{"--ssl-key-file", "k", "--ssl-cert-file", "c"}, "HTTPS"},
+		{[]string{"--control-vector", "v.gguf"}, "control vectors"},
+		{[]string{"-ot", "exps=CPU"}, "tensor buffer overrides"},
+		{[]string{"-dev", "CUDA0"}, "devices"},
+		{[]string{"--gpt-oss-20b-default"}, "presets"},
+		{[]string{"--reasoning-budget", "512"}, "thinking token budget"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			c, err := parseFlags(tc.args, noEnv, io.Discard)
+			require.NoError(t, err, "accepted by the parser")
+			err = c.unsupportedUse()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+	// Their neutral values start fine.
+	c, err := parseFlags([]string{"--spec-type", "none", "--no-mmproj", "--spec-draft-n-max", "8", "--draft-min", "1", "-cb", "--swa-full"}, noEnv, io.Discard)
+	require.NoError(t, err)
+	assert.NoError(t, c.unsupportedUse())
+
+	for _, args := range [][]string{{"-hf", "org/model"}, {"--model-url", "http://x/m.gguf"}} {
+		c, err := parseFlags(args, noEnv, io.Discard)
+		require.NoError(t, err)
+		assert.ErrorContains(t, c.modelSource(), "not supported yet")
+	}
+}
+
+// TestFlagHelp checks the --help groups, in llama-server's order.
+func TestFlagHelp(t *testing.T) {
+	var help bytes.Buffer
+	_, err := parseFlags([]string{"--temp", "1", "-h"}, noEnv, &help)
+	require.ErrorIs(t, err, errHelp)
+	out := help.String()
+	sections := []string{"----- common params -----", "----- sampling params -----", "----- speculative params -----", "----- example-specific params -----"}
+	last := -1
+	for _, s := range sections {
+		i := strings.Index(out, s)
+		require.Greater(t, i, last, "%s in order", s)
+		last = i
+	}
+	common, sampling := out[:strings.Index(out, sections[1])], out[strings.Index(out, sections[1]):strings.Index(out, sections[2])]
+	spec, specific := out[strings.Index(out, sections[2]):strings.Index(out, sections[3])], out[strings.Index(out, sections[3]):]
+	assert.Contains(t, common, "-c, --ctx-size N")
+	assert.Contains(t, common, "--mmap, --no-mmap")
+	assert.Contains(t, sampling, "--temp, --temperature N")
+	assert.Contains(t, sampling, "(env: LLAMA_ARG_TOP_K)")
+	assert.Contains(t, spec, "--spec-draft-model, -md, --model-draft FNAME")
+	assert.Contains(t, specific, "--host HOST")
+	assert.Contains(t, specific, "-kvu, --kv-unified, -no-kvu, --no-kv-unified")
+	assert.Contains(t, common, "--control-vector-layer-range START END")
+	for _, a := range []string{"--usage", "--help"} {
+		_, err := parseFlags([]string{a}, noEnv, io.Discard)
+		assert.ErrorIs(t, err, errHelp)
+	}
+	var comp bytes.Buffer
+	_, err = parseFlags([]string{"--completion-bash"}, noEnv, &comp)
+	require.ErrorIs(t, err, errHelp)
+	assert.Contains(t, comp.String(), "--ctx-size")
+}
+
+// TestHandlerPrefixAndPath checks --api-prefix and --path: the API moves
+// under the prefix, and existing static files are served before it.
+func TestHandlerPrefixAndPath(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("<!doctype html>home"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.txt"), []byte("file a"), 0o600))
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "api "+r.URL.Path) })
+	for _, tc := range []struct {
+		args       []string
+		path, want string
+		code       int
+	}{
+		{nil, "/health", "api /health", 200},
+		{[]string{"--api-prefix", "/llm"}, "/llm/health", "api /health", 200},
+		{[]string{"--api-prefix", "/llm"}, "/health", "", 404},
+		{[]string{"--path", "DIR"}, "/a.txt", "file a", 200},
+		{[]string{"--path", "DIR"}, "/", "<!doctype html>home", 200},
+		{[]string{"--path", "DIR"}, "/health", "api /health", 200},
+		{[]string{"--path", "DIR"}, "/../a.txt", "file a", 200},
+		{[]string{"--path", "DIR", "--api-prefix", "/x/"}, "/x/a.txt", "file a", 200},
+	} {
+		args := slices.Clone(tc.args)
+		for i, a := range args {
+			if a == "DIR" {
+				args[i] = dir
+			}
+		}
+		c, err := parseFlags(args, noEnv, io.Discard)
+		require.NoError(t, err)
+		rec := httptest.NewRecorder()
+		c.handler(api).ServeHTTP(rec, httptest.NewRequest("GET", tc.path, nil))
+		assert.Equal(t, tc.code, rec.Code, "%v %s", tc.args, tc.path)
+		if tc.code == 200 {
+			assert.Equal(t, tc.want, rec.Body.String(), "%v %s", tc.args, tc.path)
+		}
+	}
+}
