@@ -102,6 +102,8 @@ type EngineOptions struct {
 	// KVUnified makes one KV buffer shared by all slots (each slot still
 	// gets CtxSize/Parallel positions). Embedding engines always use it.
 	KVUnified bool
+	// Speculative configures speculative decoding (zero value: off).
+	Speculative SpeculativeOptions
 }
 
 // AdapterSpec is a LoRA adapter file and its default scale.
@@ -146,6 +148,7 @@ type engine struct {
 	embedding bool
 	canReuse  bool // cache reuse is possible: a completion engine whose memory can shift
 	queueSize int
+	spec      *engSpec // speculative decoding (nil: off)
 
 	baseCtx context.Context
 	cancel  context.CancelFunc
@@ -260,6 +263,13 @@ func NewEngine(m *llama.Model, o EngineOptions) (Engine, error) {
 		e.scales = append(e.scales, a.Scale)
 	}
 	if err := e.applyScales(e.scales); err != nil {
+		for _, x := range e.adapters {
+			x.Close()
+		}
+		lctx.Close()
+		return nil, err
+	}
+	if e.spec, err = newEngSpec(m, o); err != nil {
 		for _, x := range e.adapters {
 			x.Close()
 		}
@@ -601,7 +611,7 @@ func (e *engine) SlotsInfo() []SlotInfo {
 	out := make([]SlotInfo, len(snap))
 	for i, s := range snap {
 		out[i] = SlotInfo{ID: i, NCtx: e.nCtxSlot, IsProcessing: s.processing, NPast: s.nPast,
-			NDecoded: s.nDecoded, TaskID: s.taskID}
+			NDecoded: s.nDecoded, TaskID: s.taskID, Speculative: e.spec != nil}
 		if len(s.prompt) > 0 {
 			out[i].Prompt, _ = e.model.Detokenize(s.prompt, llama.DetokenizeOptions{})
 		}
@@ -614,6 +624,7 @@ func (e *engine) Metrics() Metrics {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	m := e.metrics
+	m.DraftAcceptedPerPos = slices.Clone(m.DraftAcceptedPerPos)
 	if m.DecodeTotal > 0 {
 		m.BusySlotsPerDecode = float64(e.busySum) / float64(m.DecodeTotal)
 	}
@@ -709,6 +720,9 @@ func (e *engine) shutdown() {
 		tk.stop()
 	}
 	e.lctx.Close()
+	if e.spec != nil {
+		e.spec.close()
+	}
 	for _, a := range e.adapters {
 		a.Close()
 	}

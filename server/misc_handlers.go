@@ -81,7 +81,7 @@ func defaultGenerationParams(o Options) map[string]any {
 		"stop": []string{}, "max_tokens": o.NPredict, "n_keep": 0, "n_discard": 0,
 		"ignore_eos": false, "stream": true, "n_probs": 0, "min_keep": 0, "grammar": "",
 		"samplers": p.Samplers, "timings_per_token": false,
-		"reasoning_format": o.ReasoningFormat,
+		"reasoning_format": o.ReasoningFormat, "speculative.types": o.Engine.Speculative.TypesString(),
 	}
 }
 
@@ -372,6 +372,9 @@ func metricsText(m Metrics) string {
 		{"tokens_predicted_seconds_total", "Predict process time", m.TokensPredictedSeconds},
 		{"n_decode_total", "Total number of llama_decode() calls", float64(m.DecodeTotal)},
 		{"n_tokens_max", "Largest observed n_tokens.", float64(m.NTokensMax)},
+		{"spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", float64(m.DraftTokensTotal)},
+		{"spec_decode_num_accepted_tokens_total", "Speculative: Total draft tokens accepted by the target model", float64(m.DraftAcceptedTotal)},
+		{"spec_decode_num_drafts_total", "Speculative: Total speculative decoding verification steps", float64(m.DraftsTotal)},
 	}
 	gauges := []item{
 		{"n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call", m.BusySlotsPerDecode},
@@ -395,6 +398,7 @@ func metricsText(m Metrics) string {
 	}
 	write("counter", counters)
 	write("gauge", gauges)
+	writeSpecPerPos(&sb, m)
 	writeGatewayMetrics(&sb, m, time.Now())
 	return sb.String()
 }
@@ -428,7 +432,7 @@ func handleSlots(s *Server) http.HandlerFunc {
 		out := make([]map[string]any, len(slots))
 		for i, sl := range slots {
 			out[i] = map[string]any{
-				"id": sl.ID, "id_task": sl.TaskID, "n_ctx": sl.NCtx, "speculative": false,
+				"id": sl.ID, "id_task": sl.TaskID, "n_ctx": sl.NCtx, "speculative": sl.Speculative,
 				"is_processing": sl.IsProcessing, "params": params, "prompt": sl.Prompt,
 				"n_past": sl.NPast, "n_decoded": sl.NDecoded,
 				"next_token": map[string]any{"has_next_token": sl.IsProcessing, "n_decoded": sl.NDecoded},
