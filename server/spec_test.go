@@ -137,6 +137,8 @@ func TestEngineSpeculativeLimits(t *testing.T) {
 	toks := engTokenize(t, m, rep, true)
 	_, small := newEngTestEngine(t, EngineOptions{CtxSize: len(toks) + 40, Speculative: spec})
 	_, smallPlain := newEngTestEngine(t, EngineOptions{CtxSize: len(toks) + 40})
+	_, shift := newEngTestEngine(t, EngineOptions{CtxSize: len(toks) + 40, ContextShift: true, Speculative: spec})
+	_, shiftPlain := newEngTestEngine(t, EngineOptions{CtxSize: len(toks) + 40, ContextShift: true})
 	tests := []struct {
 		name        string
 		plain, spec Engine
@@ -148,6 +150,7 @@ func TestEngineSpeculativeLimits(t *testing.T) {
 		{"n_max 2", plain, e, func(tk *Task) { tk.SpecNMax = 2 }},
 		{"n_min 100", plain, e, func(tk *Task) { tk.SpecNMin = 100 }},
 		{"context full", smallPlain, small, func(tk *Task) { tk.NPredict = -1 }},
+		{"context shift", shiftPlain, shift, func(tk *Task) { tk.NPredict = 120; tk.NKeep = 8 }},
 		{"ignore eos", plain, e, func(tk *Task) { tk.Params.IgnoreEOS = true }},
 	}
 	for _, tc := range tests {
@@ -352,6 +355,15 @@ func TestServerSpeculative(t *testing.T) {
 			tm := chat["timings"].(map[string]any)
 			if _, ok := tm["draft_n"]; ok {
 				assert.Contains(t, tm, "draft_n_accepted")
+			}
+			// The request's limits are checked.
+			for _, bad := range []map[string]any{{"speculative.n_max": -1}, {"speculative.n_min": "x"}} {
+				bad["prompt"] = "Once"
+				data, _ := json.Marshal(bad)
+				resp, err := http.Post(ts.URL+"/completion", "application/json", bytes.NewReader(data))
+				require.NoError(t, err)
+				resp.Body.Close()
+				assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "%v", bad)
 			}
 			metrics := specGet(t, ts.URL+"/metrics")
 			for _, name := range []string{"spec_decode_num_draft_tokens_total", "spec_decode_num_accepted_tokens_total", "spec_decode_num_drafts_total"} {
