@@ -152,6 +152,10 @@ func TestEngineSpeculativeLimits(t *testing.T) {
 		{"context full", smallPlain, small, func(tk *Task) { tk.NPredict = -1 }},
 		{"context shift", shiftPlain, shift, func(tk *Task) { tk.NPredict = 120; tk.NKeep = 8 }},
 		{"ignore eos", plain, e, func(tk *Task) { tk.Params.IgnoreEOS = true }},
+		{"seeded", plain, e, func(tk *Task) { tk.Params.Temperature, tk.Params.Seed = 0.8, 42 }},
+		{"seeded penalties", plain, e, func(tk *Task) {
+			tk.Params.Temperature, tk.Params.Seed, tk.Params.RepeatPenalty, tk.Params.DRYMultiplier = 0.5, 7, 1.1, 0.8
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
