@@ -389,3 +389,36 @@ func TestServerSpeculative(t *testing.T) {
 	assert.Equal(t, false, slots[0]["speculative"])
 	assert.NotContains(t, specGet(t, plain.URL+"/metrics"), "spec_decode_num_accepted_tokens_per_pos_total")
 }
+
+// TestEngineSpeculativeLookupFiles: ngram-cache drafts from llama.cpp
+// lookup files (-lcs, -lcd) made of a text the model then writes, and the
+// output stays that of plain generation.
+func TestEngineSpeculativeLookupFiles(t *testing.T) {
+	m, plain := newEngTestEngine(t, EngineOptions{CtxSize: 1024})
+	prompt := engTokenize(t, m, "Once upon a time", true)
+	want := engRun(t, plain, engGreedyTask(prompt, 120))
+	// Statistics of the text to come: drafts from the first token on.
+	stats := llama.NewNgramStats()
+	all := append(append([]llama.Token(nil), prompt...), want.tokens...)
+	stats.Update(all, 1, 4, len(all))
+	dir := t.TempDir()
+	static, dynamic := dir+"/static.bin", dir+"/dynamic.bin"
+	require.NoError(t, stats.Save(static))
+	require.NoError(t, stats.Save(dynamic))
+	tests := []struct {
+		name string
+		opts SpeculativeOptions
+	}{
+		{"static", SpeculativeOptions{Types: []string{SpecNgramCache}, LookupCacheStatic: static}},
+		{"static and dynamic", SpeculativeOptions{Types: []string{SpecNgramCache}, LookupCacheStatic: static, LookupCacheDynamic: dynamic}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, e := newEngTestEngine(t, EngineOptions{CtxSize: 1024, Speculative: tc.opts})
+			got := engRun(t, e, engGreedyTask(prompt, 120))
+			require.Equal(t, want.tokens, got.tokens)
+			tm := got.done.Timings
+			assert.Positive(t, tm.DraftNAccepted, "%+v", tm)
+		})
+	}
+}
