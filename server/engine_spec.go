@@ -127,12 +127,12 @@ func containsStr(list []string, s string) bool {
 // engSpec is the engine's speculative state: the draft model and context
 // (shared by the slots, one sequence each) and the lookup statistics.
 type engSpec struct {
-	types     []string
-	draftM    *llama.Model
-	draftC    *llama.Context
-	static    *llama.NgramStats
-	dynamic   *llama.NgramStats
-	draftOpts llama.DraftModelOptions
+	types   []string
+	draftM  *llama.Model
+	draftC  *llama.Context
+	static  *llama.NgramStats
+	dynamic *llama.NgramStats
+	drafts  []*llama.DraftModel // by slot: its sequence of draftC
 }
 
 // newEngSpec loads what o needs; nil when speculative decoding is off.
@@ -190,7 +190,15 @@ func newEngSpec(m *llama.Model, eo EngineOptions) (*engSpec, error) {
 		if err != nil {
 			return fail(fmt.Errorf("server: draft context: %w", err))
 		}
-		sp.draftOpts = llama.DraftModelOptions{NMax: o.NMax, NMin: o.NMin, PMin: o.PMin}
+		// One drafter per slot, made now: NewDraftModel checks the
+		// vocabularies again, which takes a while with large ones.
+		for i := range eo.Parallel {
+			dm, err := llama.NewDraftModel(m, sp.draftC, llama.DraftModelOptions{NMax: o.NMax, NMin: o.NMin, PMin: o.PMin, Seq: i})
+			if err != nil {
+				return fail(err)
+			}
+			sp.drafts = append(sp.drafts, dm)
+		}
 	}
 	if containsStr(types, SpecNgramCache) {
 		if o.LookupCacheStatic != "" {
@@ -221,7 +229,6 @@ func (sp *engSpec) close() {
 
 // engSlotSpec is a slot's speculative state.
 type engSlotSpec struct {
-	dm       *llama.DraftModel // the slot's sequence of the draft context
 	spec     llama.Speculative // the drafters of the running task
 	draft    []llama.Token     // the draft in this step's batch
 	drafter  llama.Drafter
@@ -251,16 +258,7 @@ func (e *engine) specStart(s *engSlot) {
 		case SpecNgramCache:
 			ss.spec.Drafters = append(ss.spec.Drafters, &llama.NgramCache{Static: sp.static, Dynamic: sp.dynamic})
 		case SpecDraftSimple:
-			if ss.dm == nil {
-				opts := sp.draftOpts
-				opts.Seq = s.id
-				dm, err := llama.NewDraftModel(e.model, sp.draftC, opts)
-				if err != nil {
-					continue
-				}
-				ss.dm = dm
-			}
-			ss.spec.Drafters = append(ss.spec.Drafters, ss.dm)
+			ss.spec.Drafters = append(ss.spec.Drafters, sp.drafts[s.id])
 		}
 	}
 }

@@ -357,9 +357,9 @@ func TestServerSpeculative(t *testing.T) {
 				"temperature": 0, "max_tokens": 60,
 			})
 			tm := chat["timings"].(map[string]any)
-			if _, ok := tm["draft_n"]; ok {
-				assert.Contains(t, tm, "draft_n_accepted")
-			}
+			require.Contains(t, tm, "draft_n")
+			require.Contains(t, tm, "draft_n_accepted")
+			assert.LessOrEqual(t, tm["draft_n_accepted"].(float64), tm["draft_n"].(float64))
 			// The request's limits are checked.
 			for _, bad := range []map[string]any{{"speculative.n_max": -1}, {"speculative.n_min": "x"}} {
 				bad["prompt"] = "Once"
