@@ -67,4 +67,3 @@ func isLoopbackOrigin(origin string) bool {
 	host := u.Hostname()
 	return host == "localhost" || host == "127.0.0.1" || host == "::1"
 }
-

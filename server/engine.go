@@ -137,6 +137,8 @@ type EngineOptions struct {
 	// memory is freed and the decode tried again. Embedding engines always
 	// use it, with CtxSize/Parallel positions per slot.
 	KVUnified bool
+	// Speculative configures speculative decoding (zero value: off).
+	Speculative SpeculativeOptions
 }
 
 // AdapterSpec is a LoRA adapter file and its default scale.
@@ -182,6 +184,7 @@ type engine struct {
 	canReuse  bool         // cache reuse is possible: a completion engine whose memory can shift
 	pcache    *promptCache // nil: off
 	queueSize int
+	spec      *engSpec // speculative decoding (nil: off)
 
 	baseCtx context.Context
 	cancel  context.CancelFunc
@@ -324,6 +327,13 @@ func NewEngine(m *llama.Model, o EngineOptions) (Engine, error) {
 		e.scales = append(e.scales, a.Scale)
 	}
 	if err := e.applyScales(e.scales); err != nil {
+		for _, x := range e.adapters {
+			x.Close()
+		}
+		lctx.Close()
+		return nil, err
+	}
+	if e.spec, err = newEngSpec(m, o); err != nil {
 		for _, x := range e.adapters {
 			x.Close()
 		}
@@ -591,7 +601,7 @@ func (e *engine) SlotsInfo() []SlotInfo {
 	out := make([]SlotInfo, len(snap))
 	for i, s := range snap {
 		out[i] = SlotInfo{ID: i, NCtx: e.nCtxSlot, IsProcessing: s.processing, NPast: s.nPast,
-			NDecoded: s.nDecoded, TaskID: s.taskID, HasTask: s.used}
+			NDecoded: s.nDecoded, TaskID: s.taskID, HasTask: s.used, Speculative: e.spec != nil}
 		if len(s.prompt) > 0 {
 			out[i].Prompt, _ = e.model.Detokenize(s.prompt, llama.DetokenizeOptions{})
 		}
@@ -605,6 +615,7 @@ func (e *engine) Metrics() Metrics {
 	defer e.mu.Unlock()
 	m := e.metrics
 	m.BusySlotsTotal = e.busySum
+	m.DraftAcceptedPerPos = slices.Clone(m.DraftAcceptedPerPos)
 	if m.DecodeTotal > 0 {
 		m.BusySlotsPerDecode = float64(e.busySum) / float64(m.DecodeTotal)
 	}
@@ -700,6 +711,9 @@ func (e *engine) shutdown() {
 		tk.stop()
 	}
 	e.lctx.Close()
+	if e.spec != nil {
+		e.spec.close()
+	}
 	for _, a := range e.adapters {
 		a.Close()
 	}

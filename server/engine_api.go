@@ -114,6 +114,10 @@ type Task struct {
 	Normalize int
 	// PerToken asks for per-token embeddings (pooling none).
 	PerToken bool
+	// SpecNMax caps the tokens of one speculative draft and SpecNMin drops
+	// shorter drafts (request fields speculative.n_max and
+	// speculative.n_min; 0: the drafters' own limits).
+	SpecNMax, SpecNMin int
 }
 
 // LoRAScale is an adapter id (index in the server's list) and its scale.
@@ -152,6 +156,10 @@ type Timings struct {
 	PredictedMS         float64 `json:"predicted_ms"`
 	PredictedPerTokenMS float64 `json:"predicted_per_token_ms"`
 	PredictedPerSecond  float64 `json:"predicted_per_second"`
+	// DraftN and DraftNAccepted count the tokens drafted and accepted by
+	// speculative decoding; present only when something was drafted.
+	DraftN         int `json:"draft_n,omitempty"`
+	DraftNAccepted int `json:"draft_n_accepted,omitempty"`
 }
 
 // PromptProgress is how far a task's prompt has been decoded: Processed
@@ -230,6 +238,8 @@ type SlotInfo struct {
 	// HasTask says whether the slot has run a task; TaskID is then the
 	// current or last one.
 	HasTask bool `json:"-"`
+	// Speculative says whether the slot drafts (speculative decoding on).
+	Speculative bool `json:"speculative"`
 }
 
 // Metrics are the engine's counters (llama.cpp's metric names in /metrics).
@@ -263,6 +273,11 @@ type Metrics struct {
 	// with a non-zero scale in the running requests; WaitingAdapters those
 	// that queued requests ask for and running ones do not use.
 	RunningAdapters, WaitingAdapters []string
+	// DraftTokensTotal, DraftAcceptedTotal and DraftsTotal count
+	// speculative decoding's drafted tokens, accepted tokens and checked
+	// drafts; DraftAcceptedPerPos the accepted tokens by draft position.
+	DraftTokensTotal, DraftAcceptedTotal, DraftsTotal int64
+	DraftAcceptedPerPos                               []int64
 }
 
 // AdapterInfo describes a loaded LoRA adapter.

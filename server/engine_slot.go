@@ -37,7 +37,8 @@ type engSlot struct {
 	newline   bool
 	special   []llama.Token // preserved tokens, rendered as their text
 	tStart    time.Time
-	tPrompt   time.Time // prompt done
+	tPrompt   time.Time   // prompt done
+	spec      engSlotSpec // speculative decoding
 }
 
 // start prepares a slot for its new task.
@@ -95,6 +96,7 @@ func (e *engine) start(s *engSlot) {
 		return
 	}
 	s.smpl, s.gram = smpl, gram
+	e.specStart(s)
 	if acceptPrompt {
 		for _, tok := range s.prompt {
 			smpl.Accept(tok)
@@ -192,7 +194,12 @@ func (e *engine) reuseChunks(s *engSlot, n, minChunk int) int {
 func (e *engine) step() bool {
 	b := e.batch
 	b.Clear()
-	busy := 0
+	busy, nGen, kGen := 0, 0, 0
+	for _, s := range e.slots {
+		if s.state == stGen {
+			nGen++
+		}
+	}
 	for _, s := range e.slots {
 		s.iBatch = -1
 		if s.tk != nil {
@@ -211,6 +218,8 @@ func (e *engine) step() bool {
 		s.iBatch = b.Len()
 		b.Add(s.last, len(s.cache), s.id, true)
 		s.cache = append(s.cache, s.last)
+		kGen++
+		e.specAdd(s, e.nBatch-b.Len()-(nGen-kGen))
 	}
 	for _, s := range e.slots {
 		if s.state != stPrompt {
@@ -287,6 +296,10 @@ func (e *engine) step() bool {
 				e.finish(s, nil, StopLimit)
 				continue
 			}
+		}
+		if len(s.spec.draft) > 0 {
+			e.specVerify(s)
+			continue
 		}
 		e.sampleNext(s)
 	}
@@ -460,7 +473,8 @@ func (e *engine) finish(s *engSlot, word *string, stop StopReason) {
 }
 
 func (e *engine) timings(s *engSlot, now time.Time) Timings {
-	tm := Timings{CacheN: s.nCached, PromptN: len(s.prompt) - s.nCached, PredictedN: s.generated}
+	tm := Timings{CacheN: s.nCached, PromptN: len(s.prompt) - s.nCached, PredictedN: s.generated,
+		DraftN: s.spec.drafted, DraftNAccepted: s.spec.accepted}
 	if s.tPrompt.Before(s.tStart) || s.state == stPrompt {
 		s.tPrompt = now
 	}

@@ -82,7 +82,7 @@ func defaultGenerationParams(o Options) map[string]any {
 		"stop": nonNilStrings(o.Stop), "max_tokens": o.NPredict, "n_keep": o.NKeep, "n_discard": 0,
 		"ignore_eos": p.IgnoreEOS, "stream": true, "n_probs": 0, "min_keep": 0, "grammar": p.Grammar,
 		"samplers": p.Samplers, "timings_per_token": false,
-		"reasoning_format": o.ReasoningFormat,
+		"reasoning_format": o.ReasoningFormat, "speculative.types": o.Engine.Speculative.TypesString(),
 	}
 }
 
@@ -390,9 +390,9 @@ func metricsText(m, prev Metrics) string {
 		{"tokens_predicted_seconds_total", "Time spent generating.", m.TokensPredictedSeconds},
 		{"n_decode_total", "Number of llama_decode() calls.", float64(m.DecodeTotal)},
 		{"n_tokens_max", "Longest sequence seen (prompt and generation).", float64(m.NTokensMax)},
-		{"spec_decode_num_draft_tokens_total", "Speculative decoding: draft tokens (none: not supported yet).", 0},
-		{"spec_decode_num_accepted_tokens_total", "Speculative decoding: draft tokens accepted.", 0},
-		{"spec_decode_num_drafts_total", "Speculative decoding: verification steps.", 0},
+		{"spec_decode_num_draft_tokens_total", "Speculative decoding: draft tokens.", float64(m.DraftTokensTotal)},
+		{"spec_decode_num_accepted_tokens_total", "Speculative decoding: draft tokens accepted.", float64(m.DraftAcceptedTotal)},
+		{"spec_decode_num_drafts_total", "Speculative decoding: verification steps.", float64(m.DraftsTotal)},
 	}
 	gauges := []item{
 		{"prompt_tokens_seconds", "Prompt throughput in tokens/s since the previous scrape.",
@@ -418,6 +418,7 @@ func metricsText(m, prev Metrics) string {
 	}
 	write("counter", counters)
 	write("gauge", gauges)
+	writeSpecPerPos(&sb, m)
 	writeGatewayMetrics(&sb, m, time.Now())
 	return sb.String()
 }
@@ -451,7 +452,7 @@ func handleSlots(s *Server) http.HandlerFunc {
 		out := make([]map[string]any, len(slots))
 		for i, sl := range slots {
 			o := map[string]any{
-				"id": sl.ID, "n_ctx": sl.NCtx, "speculative": false, "is_processing": sl.IsProcessing,
+				"id": sl.ID, "n_ctx": sl.NCtx, "speculative": sl.Speculative, "is_processing": sl.IsProcessing,
 				"n_past": sl.NPast, "n_decoded": sl.NDecoded,
 			}
 			// As llama-server: the task fields only once the slot has run

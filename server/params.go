@@ -346,6 +346,9 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 	if err := parseGrammar(f, inst.Model, p); err != nil {
 		return nil, opt, err
 	}
+	if err := parseSpeculative(f, t); err != nil {
+		return nil, opt, err
+	}
 	opt.Settings = generationSettings(t, opt, inst)
 	return t, opt, nil
 }
@@ -647,7 +650,7 @@ func generationSettings(t *Task, opt genOptions, inst *instance) map[string]any 
 		"grammar": p.Grammar, "samplers": p.Samplers, "timings_per_token": opt.TimingsPerToken,
 		"post_sampling_probs": opt.PostSamplingProbs, "lora": lora, "cache_prompt": t.CachePrompt,
 		"t_max_predict_ms": t.TMaxPredictMs, "id_slot": t.SlotID, "n_ctx": inst.slotContext(),
-		"model": inst.Name,
+		"model": inst.Name, "speculative.types": inst.Opts.Engine.Speculative.TypesString(),
 	}
 }
 

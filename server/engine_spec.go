@@ -1,0 +1,381 @@
+package server
+
+// Speculative decoding in the engine, after llama-server: each generating
+// slot with a drafter puts its last sampled token and a draft into the
+// shared batch, with outputs at every position; one decode checks the
+// drafts of all slots at once; then each slot samples at its positions
+// while the samples agree with the draft (llama.cpp's
+// common_sampler_sample_and_accept_n rule), keeps what it accepted and
+// removes the rest from its sequence's memory. Every token goes through
+// sampleNext, the path of plain generation, so stop strings, n_predict,
+// end of generation, grammars and n_probs behave the same and the output
+// is the one plain generation gives.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/x/llama"
+)
+
+// Speculative decoding types, by llama.cpp's --spec-type names.
+const (
+	SpecNone        = "none"         // no speculative decoding
+	SpecDraftSimple = "draft-simple" // a draft model (SpeculativeOptions.DraftModel)
+	SpecNgramSimple = "ngram-simple" // self-speculation by n-gram lookup (llama.NgramSimple)
+	SpecNgramMapK   = "ngram-map-k"  // n-gram lookup remembering accepted lengths (llama.NgramMap)
+	SpecNgramCache  = "ngram-cache"  // n-gram statistics and lookup files (llama.NgramCache)
+)
+
+// specUnsupported are llama.cpp's types this engine does not run: Eagle3,
+// MTP, DFlash and DSpark need functions the library exports only as C++
+// symbols; ngram-map-k4v and ngram-mod are not implemented.
+var specUnsupported = []string{"draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark", "ngram-map-k4v", "ngram-mod"}
+
+// specPriority is the order in which llama.cpp asks its drafters.
+var specPriority = []string{SpecNgramSimple, SpecNgramMapK, SpecNgramCache, SpecDraftSimple}
+
+// SpeculativeOptions configure speculative decoding
+// (EngineOptions.Speculative). The zero value turns it off, as
+// llama-server without --spec-type.
+type SpeculativeOptions struct {
+	// Types are llama.cpp's --spec-type names: none, draft-simple,
+	// ngram-simple, ngram-map-k, ngram-cache. The drafters are asked in
+	// llama.cpp's order (n-gram types first, then the draft model) and the
+	// first draft is used. Empty or "none": off. As llama-server, a
+	// DraftModel without Types is loaded and checked but not used. Other
+	// llama.cpp types (draft-eagle3, draft-mtp, draft-dflash, draft-dspark,
+	// ngram-map-k4v, ngram-mod) make NewEngine fail.
+	Types []string
+	// DraftModel is the draft model file (-md, --spec-draft-model), needed
+	// by draft-simple; its vocabulary must match the target's
+	// (llama.CheckDraftCompatible). DraftModelOptions load it (-ngld:
+	// GPULayers; -devd none: CPUOnly).
+	DraftModel        string
+	DraftModelOptions llama.ModelOptions
+	// DraftThreads and DraftThreadsBatch are -td and -tbd (0: the target's
+	// Threads and ThreadsBatch). DraftTypeK and DraftTypeV are -ctkd and
+	// -ctvd ("": f16). The draft context has the target's context size,
+	// batch sizes and one sequence per slot.
+	DraftThreads, DraftThreadsBatch int
+	DraftTypeK, DraftTypeV          string
+	// NMax is the most tokens a draft model drafts at once
+	// (--spec-draft-n-max, default 3); NMin drops shorter drafts
+	// (--spec-draft-n-min); PMin stops a draft at a token the draft model
+	// gives less probability (--spec-draft-p-min, 0: never). PSplit
+	// (--spec-draft-p-split) is accepted and unused, as in llama-server.
+	NMax, NMin   int
+	PMin, PSplit float32
+	// NgramSimpleSizeN and NgramSimpleSizeM are --spec-ngram-simple-size-n
+	// and -m (defaults 12 and 48); NgramMapKSizeN and NgramMapKSizeM
+	// --spec-ngram-map-k-size-n and -m (same defaults).
+	NgramSimpleSizeN, NgramSimpleSizeM int
+	NgramMapKSizeN, NgramMapKSizeM     int
+	// LookupCacheStatic and LookupCacheDynamic are llama.cpp lookup files
+	// for ngram-cache (-lcs, -lcd; read only, as llama-server).
+	LookupCacheStatic, LookupCacheDynamic string
+}
+
+// specTypes validates o.Types and returns the enabled types in llama.cpp's
+// order of priority (nil: off).
+func (o *SpeculativeOptions) specTypes() ([]string, error) {
+	on := map[string]bool{}
+	for _, t := range o.Types {
+		for _, name := range strings.Split(t, ",") {
+			name = strings.TrimSpace(name)
+			switch {
+			case name == SpecNone:
+				return nil, nil
+			case name == SpecDraftSimple || name == SpecNgramSimple || name == SpecNgramMapK || name == SpecNgramCache:
+				on[name] = true
+			case containsStr(specUnsupported, name):
+				return nil, fmt.Errorf("server: speculative type %q is not supported: %w", name, llama.ErrUnsupported)
+			default:
+				return nil, fmt.Errorf("server: unknown speculative type %q: %w", name, llama.ErrInvalid)
+			}
+		}
+	}
+	var out []string
+	for _, t := range specPriority {
+		if on[t] {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// TypesString is the types as llama-server reports them in
+// generation_settings ("speculative.types"): comma-separated, "none" when off.
+func (o *SpeculativeOptions) TypesString() string {
+	ts, err := o.specTypes()
+	if err != nil || len(ts) == 0 {
+		return SpecNone
+	}
+	return strings.Join(ts, ",")
+}
+
+func containsStr(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// engSpec is the engine's speculative state: the draft model and context
+// (shared by the slots, one sequence each) and the lookup statistics.
+type engSpec struct {
+	types   []string
+	draftM  *llama.Model
+	draftC  *llama.Context
+	static  *llama.NgramStats
+	dynamic *llama.NgramStats
+	drafts  []*llama.DraftModel // by slot: its sequence of draftC
+}
+
+// newEngSpec loads what o needs; nil when speculative decoding is off.
+func newEngSpec(m *llama.Model, eo EngineOptions) (*engSpec, error) {
+	o := eo.Speculative
+	types, err := o.specTypes()
+	if err != nil {
+		return nil, err
+	}
+	if o.NMax < 0 {
+		return nil, fmt.Errorf("server: speculative n_max %d < 0: %w", o.NMax, llama.ErrInvalid)
+	}
+	if o.PMin < 0 || o.PMin > 1 {
+		return nil, fmt.Errorf("server: speculative p_min %g out of [0, 1]: %w", o.PMin, llama.ErrInvalid)
+	}
+	wantDraft := containsStr(types, SpecDraftSimple)
+	if wantDraft && o.DraftModel == "" {
+		return nil, fmt.Errorf("server: speculative type draft-simple needs a draft model: %w", llama.ErrInvalid)
+	}
+	if eo.Embedding || eo.Reranking {
+		return nil, nil
+	}
+	sp := &engSpec{types: types}
+	fail := func(err error) (*engSpec, error) {
+		sp.close()
+		return nil, err
+	}
+	if o.DraftModel != "" {
+		if sp.draftM, err = llama.LoadModel(context.Background(), o.DraftModel, o.DraftModelOptions); err != nil {
+			return fail(fmt.Errorf("server: load draft model: %w", err))
+		}
+		if err := llama.CheckDraftCompatible(m, sp.draftM); err != nil {
+			return fail(err)
+		}
+	}
+	if info, err := m.Info(); err == nil && (info.Recurrent || info.Hybrid) {
+		// llama-server needs checkpoints to take back rejected tokens of
+		// such memories; here speculative decoding is simply off.
+		types = nil
+	}
+	if len(types) == 0 {
+		sp.close()
+		return nil, nil
+	}
+	if wantDraft {
+		th, thb := o.DraftThreads, o.DraftThreadsBatch
+		if th <= 0 {
+			th, thb = eo.Threads, eo.ThreadsBatch
+		}
+		sp.draftC, err = sp.draftM.NewContext(llama.ContextOptions{
+			ContextSize: eo.CtxSize, BatchSize: eo.BatchSize, UBatchSize: eo.UBatchSize, Sequences: eo.Parallel,
+			Threads: th, ThreadsBatch: thb, FlashAttention: eo.FlashAttention,
+			TypeK: o.DraftTypeK, TypeV: o.DraftTypeV, KVUnified: eo.KVUnified,
+		})
+		if err != nil {
+			return fail(fmt.Errorf("server: draft context: %w", err))
+		}
+		// One drafter per slot, made now: NewDraftModel checks the
+		// vocabularies again, which takes a while with large ones.
+		for i := range eo.Parallel {
+			dm, err := llama.NewDraftModel(m, sp.draftC, llama.DraftModelOptions{NMax: o.NMax, NMin: o.NMin, PMin: o.PMin, Seq: i})
+			if err != nil {
+				return fail(err)
+			}
+			sp.drafts = append(sp.drafts, dm)
+		}
+	}
+	if containsStr(types, SpecNgramCache) {
+		if o.LookupCacheStatic != "" {
+			if sp.static, err = llama.LoadNgramStats(o.LookupCacheStatic); err != nil {
+				return fail(err)
+			}
+		}
+		if o.LookupCacheDynamic != "" {
+			if sp.dynamic, err = llama.LoadNgramStats(o.LookupCacheDynamic); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	sp.types = types
+	return sp, nil
+}
+
+func (sp *engSpec) close() {
+	if sp.draftC != nil {
+		sp.draftC.Close()
+		sp.draftC = nil
+	}
+	if sp.draftM != nil {
+		sp.draftM.Close()
+		sp.draftM = nil
+	}
+}
+
+// engSlotSpec is a slot's speculative state.
+type engSlotSpec struct {
+	spec     llama.Speculative // the drafters of the running task
+	draft    []llama.Token     // the draft in this step's batch
+	drafter  llama.Drafter
+	iFirst   int // batch index of the last sampled token (the draft follows)
+	drafted  int // this task's drafted tokens (timings.draft_n)
+	accepted int // of which accepted (timings.draft_n_accepted)
+	checks   int // drafts checked
+}
+
+// specStart gives a slot the drafters of its new task.
+func (e *engine) specStart(s *engSlot) {
+	sp := e.spec
+	if sp == nil {
+		return
+	}
+	o := e.opts.Speculative
+	ss := &s.spec
+	ss.draft, ss.drafter = ss.draft[:0], nil
+	ss.drafted, ss.accepted, ss.checks = 0, 0, 0
+	ss.spec = llama.Speculative{NMax: s.tk.t.SpecNMax, NMin: s.tk.t.SpecNMin}
+	for _, t := range sp.types {
+		switch t {
+		case SpecNgramSimple:
+			ss.spec.Drafters = append(ss.spec.Drafters, &llama.NgramSimple{SizeN: o.NgramSimpleSizeN, SizeM: o.NgramSimpleSizeM})
+		case SpecNgramMapK:
+			ss.spec.Drafters = append(ss.spec.Drafters, &llama.NgramMap{SizeN: o.NgramMapKSizeN, SizeM: o.NgramMapKSizeM})
+		case SpecNgramCache:
+			ss.spec.Drafters = append(ss.spec.Drafters, &llama.NgramCache{Static: sp.static, Dynamic: sp.dynamic})
+		case SpecDraftSimple:
+			ss.spec.Drafters = append(ss.spec.Drafters, sp.drafts[s.id])
+		}
+	}
+}
+
+// specAdd puts a generating slot's last token and, when its drafters have
+// one, a draft into the batch. Its s.last is already in the batch and
+// appended to s.cache; room is how many more batch positions this slot may
+// take. It reports whether a draft was added.
+func (e *engine) specAdd(s *engSlot, room int) bool {
+	ss := &s.spec
+	ss.draft, ss.drafter = ss.draft[:0], nil
+	if e.spec == nil || s.tk == nil || len(ss.spec.Drafters) == 0 {
+		return false
+	}
+	t := s.tk.t
+	// As llama-server: the draft and the next sample must fit the context
+	// (one position spare for a context shift) and n_predict.
+	n := min(e.nCtxSlot-(len(s.cache)-1)-2, room)
+	if t.NPredict >= 0 {
+		n = min(n, t.NPredict-s.generated-1)
+	}
+	if n <= 0 {
+		return false
+	}
+	draft, d := e.specDraft(ss, s.cache, n)
+	if len(draft) == 0 {
+		return false
+	}
+	for _, tok := range draft {
+		if e.model.CheckToken(tok) != nil {
+			return false
+		}
+	}
+	ss.draft, ss.drafter = append(ss.draft, draft...), d
+	ss.iFirst = s.iBatch
+	for i, tok := range draft {
+		e.batch.Add(tok, len(s.cache)+i, s.id, true)
+	}
+	// The draft is in memory after the decode; s.cache gets each token
+	// only once it is accepted.
+	return true
+}
+
+// specVerify samples a slot's outputs after the decode: at the last token
+// and at each draft token while the samples agree with the draft. Accepted
+// tokens stay in memory, the rest is removed.
+func (e *engine) specVerify(s *engSlot) {
+	ss := &s.spec
+	draft, drafter := ss.draft, ss.drafter
+	accepted := 0
+	// Counted first, so that the Done event of a task ending in this loop
+	// includes the draft (a token accepted as the task ends is not counted).
+	ss.drafted += len(draft)
+	ss.checks++
+	for i := 0; ; i++ {
+		s.iBatch = ss.iFirst + i
+		e.sampleNext(s)
+		if s.tk == nil || s.state != stGen || i == len(draft) || s.last != draft[i] {
+			break
+		}
+		// The target agrees: draft[i] is in memory already.
+		accepted++
+		ss.accepted++
+		s.cache = append(s.cache, draft[i])
+	}
+	e.mu.Lock()
+	e.metrics.DraftTokensTotal += int64(len(draft))
+	e.metrics.DraftAcceptedTotal += int64(accepted)
+	e.metrics.DraftsTotal++
+	for len(e.metrics.DraftAcceptedPerPos) < len(draft) {
+		e.metrics.DraftAcceptedPerPos = append(e.metrics.DraftAcceptedPerPos, 0)
+	}
+	for i := range accepted {
+		e.metrics.DraftAcceptedPerPos[i]++
+	}
+	e.mu.Unlock()
+	drafter.Accepted(accepted)
+	ss.draft, ss.drafter = ss.draft[:0], nil
+	if accepted < len(draft) {
+		if ok, err := e.lctx.RemoveTokens(s.id, len(s.cache), -1); err != nil || !ok {
+			// Memory that cannot drop its tail: forget the sequence (the
+			// prompt cache starts afresh); a running task cannot go on.
+			e.lctx.RemoveTokens(s.id, 0, -1)
+			s.cache = s.cache[:0]
+			if s.tk != nil {
+				e.fail(s, fmt.Errorf("server: speculative decoding: cannot remove rejected tokens: %w", llama.ErrUnsupported))
+			}
+		}
+	}
+}
+
+// specDraft asks the slot's drafters, in order, for at most n tokens
+// following history; the first non-empty draft wins (as llama.cpp), within
+// the task's n_max and n_min.
+func (e *engine) specDraft(ss *engSlotSpec, history []llama.Token, n int) ([]llama.Token, llama.Drafter) {
+	sp := &ss.spec
+	if sp.NMax > 0 {
+		n = min(n, sp.NMax)
+	}
+	if n <= 0 || n < sp.NMin {
+		return nil, nil
+	}
+	for _, d := range sp.Drafters {
+		toks, err := d.Draft(e.baseCtx, history, n)
+		if err != nil {
+			continue
+		}
+		if len(toks) > n {
+			toks = toks[:n]
+		}
+		if len(toks) == 0 {
+			continue
+		}
+		if len(toks) < sp.NMin {
+			return nil, nil
+		}
+		return toks, d
+	}
+	return nil, nil
+}

@@ -1,0 +1,68 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/x/llama"
+)
+
+type specBenchCase struct {
+	name string
+	opts SpeculativeOptions
+}
+
+// BenchmarkSpeculative measures generation speed with and without
+// speculative decoding on a repetition task: stories260K continues a
+// prompt that repeats a story it generated, so n-gram drafts are often
+// right; draft-simple is stories260K drafting for itself (every draft
+// right, at the cost of a second model as large as the target). Greedy,
+// 100 tokens, one thread. gen-tok/s is the generation speed (predicted
+// tokens over generation time, prompt excluded); accept-% the share of
+// drafted tokens accepted; tok/decode the tokens generated per target
+// decode. Run the variants side by side, e.g.
+//
+//	go test ./server -run '^$' -bench BenchmarkSpeculative -count 5
+func BenchmarkSpeculative(b *testing.B) {
+	m := engStoriesModel(b)
+	benchSpec(b, m, specRepeatPrompt(b), 1, []specBenchCase{
+		{"plain", SpeculativeOptions{}},
+		{"ngram-simple", SpeculativeOptions{Types: []string{SpecNgramSimple}, NgramSimpleSizeN: 4, NgramSimpleSizeM: 16}},
+		{"ngram-map-k", SpeculativeOptions{Types: []string{SpecNgramMapK}, NgramMapKSizeN: 4, NgramMapKSizeM: 16}},
+		{"ngram-cache", SpeculativeOptions{Types: []string{SpecNgramCache}}},
+		{"draft-simple", SpeculativeOptions{Types: []string{SpecDraftSimple}, DraftModel: engModelPath(b),
+			DraftModelOptions: llama.ModelOptions{CPUOnly: true}, DraftThreads: 1, NMax: 8}},
+	})
+}
+
+func benchSpec(b *testing.B, m *llama.Model, prompt string, threads int, cases []specBenchCase) {
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			e, err := NewEngine(m, EngineOptions{CtxSize: 1024, Threads: threads, ThreadsBatch: threads, Speculative: tc.opts})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			toks := engTokenize(b, m, prompt, true)
+			var predicted, drafted, accepted int
+			var ms float64
+			before := e.Metrics().DecodeTotal
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				r := engRun(b, e, engGreedyTask(toks, 100))
+				tm := r.done.Timings
+				predicted += tm.PredictedN
+				ms += tm.PredictedMS
+				drafted += tm.DraftN
+				accepted += tm.DraftNAccepted
+			}
+			b.StopTimer()
+			// One decode per task is its prompt's (it fits one batch).
+			decodes := e.Metrics().DecodeTotal - before - int64(b.N)
+			b.ReportMetric(float64(predicted)/(ms/1000), "gen-tok/s")
+			b.ReportMetric(float64(predicted)/float64(decodes), "tok/decode")
+			if drafted > 0 {
+				b.ReportMetric(100*float64(accepted)/float64(drafted), "accept-%")
+			}
+		})
+	}
+}
