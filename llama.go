@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/x/llama/internal/bridge"
 	"github.com/x/llama/internal/capi"
 	"github.com/x/llama/lib"
 )
@@ -122,6 +123,14 @@ type LibraryOptions struct {
 	NoInstall bool
 	// Quiet suppresses install progress.
 	Quiet bool
+	// MTMD also makes libmtmd (llama.cpp's multimodal library, used by
+	// package mtmd) available: when the library's folder has none, Init
+	// builds it with lib.InstallMTMD, which needs a C++ compiler and the
+	// pinned llama.cpp source in $LLAMA_CPP_SRC and takes minutes. Without
+	// it, package mtmd loads a libmtmd installed earlier (go run
+	// github.com/x/llama/lib/cmd/llama-install -mtmd) and everything else
+	// works without one.
+	MTMD bool
 }
 
 var (
@@ -152,6 +161,17 @@ func Init(opts LibraryOptions) error {
 	}
 	if err != nil {
 		return &Error{Code: CodeLibrary, Op: "init", Err: err}
+	}
+	if opts.MTMD {
+		if _, err := lib.MTMDPath(dir); err != nil {
+			o := lib.MTMDOptions{Dir: dir}
+			if !opts.Quiet {
+				o.Progress = os.Stderr
+			}
+			if _, err := lib.InstallMTMD(context.Background(), o); err != nil {
+				return &Error{Code: CodeLibrary, Op: "init", Err: err}
+			}
+		}
 	}
 	files, err := libraryFiles(dir)
 	if err != nil {
@@ -269,10 +289,12 @@ func applyLogger() {
 	logMu.Unlock()
 	if l == nil {
 		capi.LogSet(capi.NoopFunc, 0)
+		bridge.LogChanged(capi.NoopFunc)
 		return
 	}
 	logCBOnce.Do(func() { logCB = purego.NewCallback(logCallback) })
 	capi.LogSet(logCB, 0)
+	bridge.LogChanged(logCB)
 }
 
 func logCallback(level int32, text *byte, _ uintptr) uintptr {
