@@ -391,7 +391,7 @@ func run(ctx context.Context, dir, name string, args ...string) error {
 	return nil
 }
 
-var mtmdAPIDecl = regexp.MustCompile(`MTMD_API\s+(?:const\s+)?(?:struct\s+|enum\s+)?[A-Za-z_][A-Za-z0-9_]*[\s*]+([a-z_][a-z0-9_]*)\s*\(`)
+var mtmdAPIDecl = regexp.MustCompile(`MTMD_API\s[^;(]*?\b(mtmd_[a-z0-9_]+)\s*\(`)
 
 // MTMDSymbols returns the C functions mtmd.h and mtmd-helper.h of the
 // source in src declare (MTMD_API, C linkage).

@@ -36,6 +36,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	testenv.MTMD(t)
 	ctx := context.Background()
 	model, err := llama.LoadModel(ctx, testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})
 	require.NoError(t, err)
@@ -355,6 +356,7 @@ func TestCloseAndOwnership(t *testing.T) {
 }
 
 func TestLoadProjectorErrors(t *testing.T) {
+	testenv.MTMD(t)
 	ctx := context.Background()
 	model, err := llama.LoadModel(ctx, testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})
 	require.NoError(t, err)
