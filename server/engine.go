@@ -335,6 +335,9 @@ func (e *engine) Submit(ctx context.Context, t *Task) (<-chan Event, error) {
 		return nil, fmt.Errorf("server: empty input: %w", llama.ErrInvalid)
 	}
 	for _, tok := range t.Prompt {
+		if tok == mediaPlaceholder && t.mm != nil {
+			continue
+		}
 		if err := e.model.CheckToken(tok); err != nil {
 			return nil, err
 		}

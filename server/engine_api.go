@@ -110,6 +110,8 @@ type Task struct {
 	Normalize int
 	// PerToken asks for per-token embeddings (pooling none).
 	PerToken bool
+
+	mm *mmPrompt // media of the prompt (see multimodal.go)
 }
 
 // LoRAScale is an adapter id (index in the server's list) and its scale.

@@ -70,7 +70,7 @@ func (e *engine) start(s *engSlot) {
 	// A prompt too long for the slot: an error, or with context shift
 	// llama.cpp's truncation (keep NKeep, drop whole blocks of half the rest).
 	if len(s.prompt) >= e.nCtxSlot {
-		if !e.opts.ContextShift {
+		if !e.opts.ContextShift || t.mm != nil {
 			e.fail(s, &ContextSizeError{PromptTokens: len(t.Prompt), CtxSize: e.nCtxSlot})
 			return
 		}
@@ -97,7 +97,9 @@ func (e *engine) start(s *engSlot) {
 	s.smpl, s.gram = smpl, gram
 	if acceptPrompt {
 		for _, tok := range s.prompt {
-			smpl.Accept(tok)
+			if tok != mediaPlaceholder {
+				smpl.Accept(tok)
+			}
 		}
 	}
 	for _, p := range t.Params.PreservedTokens {
@@ -109,7 +111,7 @@ func (e *engine) start(s *engSlot) {
 	// Prompt cache: keep the common prefix, decode the rest (at least the
 	// last token, for its logits).
 	n := 0
-	if t.CachePrompt {
+	if t.CachePrompt && t.mm == nil {
 		n = engCommonPrefix(s.cache, s.prompt)
 		if reuse := e.cacheReuse(t); reuse > 0 {
 			n = e.reuseChunks(s, n, reuse)
@@ -124,6 +126,9 @@ func (e *engine) start(s *engSlot) {
 	}
 	s.cache = s.cache[:n]
 	s.promptIdx, s.nCached, s.state = n, n, stPrompt
+	if t.mm != nil {
+		e.startMedia(s)
+	}
 }
 
 // cacheReuse is the smallest chunk t may reuse from the cache (0: none):
@@ -268,6 +273,9 @@ func (e *engine) step() bool {
 // half of the rest, move the tail back.
 func (e *engine) shift(s *engSlot) bool {
 	t := s.tk.t
+	if t.mm != nil {
+		return false // media cannot be cut (as llama-server refuses)
+	}
 	nKeep := t.NKeep
 	if nKeep < 0 {
 		nKeep = len(s.prompt)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
+	"github.com/x/llama/mtmd"
 )
 
 // instance is one loaded model with its engine and chat template. Handlers
@@ -23,6 +24,9 @@ type instance struct {
 	Path   string
 	Model  *llama.Model
 	Engine Engine
+	// Projector encodes media for Model (nil: text only); Model's Close
+	// closes it.
+	Projector *mtmd.Projector
 	// Template renders chat prompts; never nil (falls back to "chatml").
 	Template promptRenderer
 	// ToolTemplate renders prompts that offer tools when the model carries
@@ -83,6 +87,7 @@ type modelInfo struct {
 	Caps           chat.TemplateCaps
 	BOS, EOS       string
 	Adapters       []AdapterInfo
+	Vision, Audio  bool // the projector's input modalities
 }
 
 // modelEntry is one model the server can run.
@@ -437,6 +442,11 @@ func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
 		return nil, nil, err
 	}
 	toolTmpl := toolUseRenderer(e.opts, m, s.log)
+	proj, err := loadProjector(s.ctx, m, e.opts.Multimodal)
+	if err != nil {
+		_ = m.Close()
+		return nil, nil, err
+	}
 	eng, err := NewEngine(m, e.opts.Engine)
 	if err != nil {
 		_ = m.Close()
@@ -444,9 +454,12 @@ func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
 	}
 	inst := &instance{
 		Name: e.name, Path: e.path, Model: m, Engine: eng, Template: tmpl, ToolTemplate: toolTmpl,
-		Server: s, Opts: e.opts, entry: e,
+		Server: s, Opts: e.opts, entry: e, Projector: proj,
 	}
 	info := &modelInfo{TemplateSource: tmpl.Source(), Caps: tmpl.Caps()}
+	if proj != nil {
+		info.Vision, info.Audio = proj.SupportsVision(), proj.SupportsAudio()
+	}
 	info.Info, _ = m.Info()
 	if tu, ok := m.ChatTemplate("tool_use"); ok {
 		info.ToolUseSource = tu

@@ -105,7 +105,7 @@ func (s *Server) props(e *modelEntry) map[string]any {
 		"model_alias":        e.name,
 		"model_path":         e.path,
 		"model_ftype":        info.Info.FileType,
-		"modalities":         map[string]bool{"vision": false, "audio": false, "video": false},
+		"modalities":         map[string]bool{"vision": info.Vision, "audio": info.Audio, "video": false},
 		"endpoint_slots":     s.opts.Slots,
 		"endpoint_props":     true,
 		"endpoint_metrics":   s.opts.Metrics,
