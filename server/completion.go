@@ -189,6 +189,14 @@ func parseCompletionRequest(f reqFields, inst *instance) (*genRequest, error) {
 	if err != nil {
 		return nil, err
 	}
+	if jsonKind(f["prompt"]) == 'o' {
+		// {"prompt_string", "multimodal_data"}: see multimodal.go.
+		toks, err := inst.completionMediaPrompt(f["prompt"], t)
+		if err != nil {
+			return nil, err
+		}
+		return &genRequest{inst: inst, prompts: [][]llama.Token{toks}, task: t, opt: opt}, nil
+	}
 	prompts, err := parsePrompts(f["prompt"], "prompt", inst)
 	if err != nil {
 		return nil, err

@@ -229,13 +229,17 @@ func handleModels(s *Server) http.HandlerFunc {
 		for _, e := range s.models {
 			data = append(data, s.modelCard(e))
 		}
+		caps := []string{"completion"}
+		if len(s.models) > 0 && s.models[0].info != nil && (s.models[0].info.Vision || s.models[0].info.Audio) {
+			caps = append(caps, "multimodal")
+		}
 		s.mu.Unlock()
 		resp := map[string]any{"object": "list", "data": data}
 		if !s.router {
 			// Ollama-style list, as llama.cpp also sends.
 			resp["models"] = []map[string]any{{
 				"name": data[0]["id"], "model": data[0]["id"], "modified_at": "", "size": "", "digest": "",
-				"type": "model", "description": "", "tags": []string{""}, "capabilities": []string{"completion"},
+				"type": "model", "description": "", "tags": []string{""}, "capabilities": caps,
 				"parameters": "", "details": map[string]any{"parent_model": "", "format": "gguf", "family": "",
 					"families": []string{""}, "parameter_size": "", "quantization_level": ""},
 			}}

@@ -232,3 +232,39 @@ func base64Data(s string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// completionMediaPrompt reads /completion's prompt object:
+// {"prompt_string": "...", "multimodal_data": ["base64", ...]}, one
+// medium per marker of the string.
+func (inst *instance) completionMediaPrompt(raw json.RawMessage, t *Task) ([]llama.Token, error) {
+	var p struct {
+		PromptString   *string           `json:"prompt_string"`
+		MultimodalData []json.RawMessage `json:"multimodal_data"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, badRequest(`"prompt": %v`, err)
+	}
+	if p.PromptString == nil {
+		return nil, badRequest(`"prompt" object needs a "prompt_string"`)
+	}
+	media := make([]mediaInput, 0, len(p.MultimodalData))
+	for i, d := range p.MultimodalData {
+		var s string
+		if jsonKind(d) != 's' || json.Unmarshal(d, &s) != nil {
+			return nil, badRequest(`"multimodal_data"[%d] must be a base64 string`, i)
+		}
+		data, err := base64Data(s)
+		if err != nil {
+			return nil, badRequest(`"multimodal_data"[%d]: %v`, i, err)
+		}
+		kind := "media"
+		if k := mtmd.Sniff(data); k != 0 {
+			kind = k.String()
+		}
+		media = append(media, mediaInput{data: data, kind: kind})
+	}
+	if len(media) == 0 {
+		return inst.tokenizePrompt(*p.PromptString)
+	}
+	return inst.promptTokens(*p.PromptString, media, t)
+}

@@ -177,3 +177,58 @@ func TestMultimodalBadInput(t *testing.T) {
 	// The server still works.
 	assert.NotEmpty(t, mmChat(t, base, chatWith(mmText("Once upon a time"), imagePart(good), mmText(" there"))))
 }
+
+func completionWith(prompt string, media ...[]byte) map[string]any {
+	data := make([]string, len(media))
+	for i, m := range media {
+		data[i] = base64.StdEncoding.EncodeToString(m)
+	}
+	return map[string]any{"prompt": map[string]any{"prompt_string": prompt, "multimodal_data": data},
+		"n_predict": 16, "temperature": 0}
+}
+
+// TestMultimodalCompletion sends media in /completion's prompt object.
+func TestMultimodalCompletion(t *testing.T) {
+	base := mmServer(t)
+	red, checker := testPNG(t, "red", 40, 40), testPNG(t, "checker", 48, 32)
+	complete := func(body any) string {
+		code, out := mmPost(t, base+"/completion", body)
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		return out["content"].(string)
+	}
+	a := complete(completionWith("Once upon a time <__media__> there was", red))
+	b := complete(completionWith("Once upon a time <__media__> there was", checker))
+	assert.NotEmpty(t, a)
+	assert.NotEqual(t, a, b)
+	plain := complete(map[string]any{"prompt": "Once upon a time there was", "n_predict": 16, "temperature": 0})
+	assert.Equal(t, plain, complete(completionWith("Once upon a time there was")), "no media: the text-only answer")
+
+	var models map[string]any
+	resp, err := http.Get(base + "/v1/models")
+	require.Equal(t, http.StatusOK, decodeAnswer(t, resp, err, &models))
+	assert.Equal(t, []any{"completion", "multimodal"}, models["models"].([]any)[0].(map[string]any)["capabilities"])
+
+	_, noProj := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, CtxSize: 512}})
+	tests := []struct {
+		name string
+		url  string
+		body any
+		want string
+	}{
+		{"no projector", noProj.URL, completionWith("a <__media__> b", red), "--mmproj"},
+		{"more markers than media", base, completionWith("a <__media__> <__media__> b", red), "markers"},
+		{"media without marker", base, completionWith("a b", red), "markers"},
+		{"ends with the medium", base, completionWith("a <__media__>", red), "end with text"},
+		{"data not a string", base, map[string]any{"prompt": map[string]any{"prompt_string": "a <__media__> b",
+			"multimodal_data": []any{1}}}, "base64"},
+		{"no prompt_string", base, map[string]any{"prompt": map[string]any{"multimodal_data": []any{}}}, "prompt_string"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out := mmPost(t, tt.url+"/completion", tt.body)
+			assert.Equal(t, http.StatusBadRequest, code, "%v", out)
+			msg, _ := json.Marshal(out)
+			assert.Contains(t, string(msg), tt.want)
+		})
+	}
+}
