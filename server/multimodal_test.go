@@ -232,3 +232,47 @@ func TestMultimodalCompletion(t *testing.T) {
 		})
 	}
 }
+
+// TestMultimodalAnthropic sends an Anthropic image block.
+func TestMultimodalAnthropic(t *testing.T) {
+	base := mmServer(t)
+	msg := func(source map[string]any) map[string]any {
+		return map[string]any{"model": "m", "max_tokens": 12, "temperature": 0, "messages": []any{map[string]any{
+			"role": "user", "content": []any{
+				map[string]any{"type": "text", "text": "Once upon a time"},
+				map[string]any{"type": "image", "source": source},
+				map[string]any{"type": "text", "text": " there was"},
+			}}}}
+	}
+	b64 := func(kind string) map[string]any {
+		return map[string]any{"type": "base64", "media_type": "image/png",
+			"data": base64.StdEncoding.EncodeToString(testPNG(t, kind, 32, 32))}
+	}
+	text := func(body any) string {
+		code, out := mmPost(t, base+"/v1/messages", body)
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		return out["content"].([]any)[0].(map[string]any)["text"].(string)
+	}
+	a, b := text(msg(b64("red"))), text(msg(b64("checker")))
+	assert.NotEmpty(t, a)
+	assert.NotEqual(t, a, b)
+	assert.Equal(t, a, text(msg(map[string]any{"type": "url",
+		"url": dataURLOf("image/png", testPNG(t, "red", 32, 32))})), "a data: URL source is the same image")
+
+	for _, tt := range []struct {
+		name   string
+		source map[string]any
+		want   string
+	}{
+		{"not an image type", map[string]any{"type": "base64", "media_type": "text/plain", "data": "aGVsbG8="}, "media_type"},
+		{"remote url", map[string]any{"type": "url", "url": "https://example.invalid/x.png"}, "data: URL"},
+		{"unknown source type", map[string]any{"type": "file", "file_id": "x"}, "not supported"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out := mmPost(t, base+"/v1/messages", msg(tt.source))
+			assert.Equal(t, http.StatusBadRequest, code, "%v", out)
+			m, _ := json.Marshal(out)
+			assert.Contains(t, string(m), tt.want)
+		})
+	}
+}
