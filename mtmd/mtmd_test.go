@@ -34,7 +34,11 @@ type fixture struct {
 	path  string
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { return newFixtureWith(t, false) }
+
+// newFixtureWith makes the fixture, with an audio encoder in the projector
+// (and a context of 2048 for its 750 tokens a chunk) when audio is set.
+func newFixtureWith(t *testing.T, audio bool) *fixture {
 	t.Helper()
 	testenv.MTMD(t)
 	ctx := context.Background()
@@ -44,11 +48,15 @@ func newFixture(t *testing.T) *fixture {
 	info, err := model.Info()
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "mmproj-tiny.gguf")
-	require.NoError(t, gguf.WriteTinyProjector(path, gguf.TinyProjectorOptions{TextEmbd: info.EmbeddingSize, Seed: 7}))
+	require.NoError(t, gguf.WriteTinyProjector(path, gguf.TinyProjectorOptions{TextEmbd: info.EmbeddingSize, Seed: 7, Audio: audio}))
 	proj, err := mtmd.LoadProjector(ctx, model, path, mtmd.ProjectorOptions{CPUOnly: true, Threads: 1})
 	require.NoError(t, err)
 	t.Cleanup(func() { proj.Close() })
-	lctx, err := model.NewContext(llama.ContextOptions{ContextSize: 512, Threads: 1})
+	n := 512
+	if audio {
+		n = 2048
+	}
+	lctx, err := model.NewContext(llama.ContextOptions{ContextSize: n, Threads: 1})
 	require.NoError(t, err)
 	t.Cleanup(func() { lctx.Close() })
 	return &fixture{model: model, proj: proj, lctx: lctx, path: path}
@@ -111,16 +119,22 @@ func pngHeaderClaiming(w, h uint32) []byte {
 }
 
 // wav returns a short mono 16-bit WAV of a sine tone.
-func wav(samples int) []byte {
+func wav(samples int) []byte { return wavTone(samples, 10) }
+
+// wavTone returns a mono 16-bit WAV at 16 kHz of a sine of the given period
+// in samples.
+func wavTone(samples int, period float64) []byte {
 	var b bytes.Buffer
 	b.WriteString("RIFF")
 	binary.Write(&b, binary.LittleEndian, uint32(36+2*samples))
 	b.WriteString("WAVEfmt ")
-	binary.Write(&b, binary.LittleEndian, []any{uint32(16), uint16(1), uint16(1), uint32(16000), uint32(32000), uint16(2), uint16(16)})
+	for _, v := range []any{uint32(16), uint16(1), uint16(1), uint32(16000), uint32(32000), uint16(2), uint16(16)} {
+		binary.Write(&b, binary.LittleEndian, v)
+	}
 	b.WriteString("data")
 	binary.Write(&b, binary.LittleEndian, uint32(2*samples))
 	for i := range samples {
-		binary.Write(&b, binary.LittleEndian, int16(8000*math.Sin(float64(i)/10)))
+		binary.Write(&b, binary.LittleEndian, int16(8000*math.Sin(float64(i)/period)))
 	}
 	return b.Bytes()
 }
@@ -385,4 +399,37 @@ func TestLoadProjectorErrors(t *testing.T) {
 			assert.ErrorIs(t, err, tt.want)
 		})
 	}
+}
+
+// TestGenerateWithAudio runs the projector's audio encoder: WAV (made here)
+// and MP3 (the source's test-2.mp3) in, text out; two different sounds give
+// different greedy outputs.
+func TestGenerateWithAudio(t *testing.T) {
+	f := newFixtureWith(t, true)
+	require.True(t, f.proj.SupportsAudio())
+	require.True(t, f.proj.SupportsVision())
+	assert.Equal(t, 16000, f.proj.AudioSampleRate())
+	prompt := "Once upon a time " + f.proj.Marker() + " there was"
+	low := generate(t, f, prompt, wavTone(16000, 40))
+	high := generate(t, f, prompt, wavTone(16000, 3))
+	t.Logf("low: %q, high: %q", low, high)
+	assert.NotEmpty(t, low)
+	assert.NotEqual(t, low, high)
+
+	mp3 := mustRead(t, filepath.Join(testenv.LlamaSrc(t), "tools", "mtmd", "test-2.mp3"))
+	m, err := f.proj.NewMedia(mp3, mtmd.MediaOptions{})
+	require.NoError(t, err)
+	defer m.Close()
+	assert.Equal(t, mtmd.KindAudio, m.Kind())
+	n, _ := m.Size()
+	assert.Positive(t, n)
+	chunks, err := f.proj.Tokenize("Listen: "+f.proj.Marker()+" ok", []*mtmd.Media{m}, mtmd.TokenizeOptions{AddSpecial: true})
+	require.NoError(t, err)
+	defer chunks.Close()
+	var kinds []mtmd.ChunkType
+	for _, c := range chunks.All() {
+		kinds = append(kinds, c.Type)
+	}
+	assert.Contains(t, kinds, mtmd.ChunkAudio)
+	assert.NotEmpty(t, generate(t, f, "Listen: "+f.proj.Marker()+" ok", mp3))
 }

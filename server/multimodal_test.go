@@ -77,7 +77,9 @@ func tinyWAV() []byte {
 	b.WriteString("RIFF")
 	_ = binary.Write(&b, binary.LittleEndian, uint32(36+3200))
 	b.WriteString("WAVEfmt ")
-	_ = binary.Write(&b, binary.LittleEndian, []any{uint32(16), uint16(1), uint16(1), uint32(16000), uint32(32000), uint16(2), uint16(16)})
+	for _, v := range []any{uint32(16), uint16(1), uint16(1), uint32(16000), uint32(32000), uint16(2), uint16(16)} {
+		_ = binary.Write(&b, binary.LittleEndian, v)
+	}
 	b.WriteString("data")
 	_ = binary.Write(&b, binary.LittleEndian, uint32(3200))
 	b.Write(make([]byte, 3200))
@@ -275,4 +277,24 @@ func TestMultimodalAnthropic(t *testing.T) {
 			assert.Contains(t, string(m), tt.want)
 		})
 	}
+}
+
+// TestMultimodalAudio sends OpenAI input_audio parts to a projector with
+// an audio encoder.
+func TestMultimodalAudio(t *testing.T) {
+	testenv.MTMD(t)
+	path := filepath.Join(t.TempDir(), "mmproj-audio.gguf")
+	require.NoError(t, gguf.WriteTinyProjector(path, gguf.TinyProjectorOptions{TextEmbd: 64, Seed: 7, Audio: true}))
+	_, ts := newTestServer(t, Options{Multimodal: MultimodalOptions{Projector: path, CPUOnly: true},
+		Engine: EngineOptions{Parallel: 1, CtxSize: 2048}})
+	audio := func(data []byte) map[string]any {
+		return map[string]any{"type": "input_audio",
+			"input_audio": map[string]any{"data": base64.StdEncoding.EncodeToString(data), "format": "wav"}}
+	}
+	silent := mmChat(t, ts.URL, chatWith(mmText("Once upon a time"), audio(tinyWAV()), mmText(" there was")))
+	assert.NotEmpty(t, silent)
+	var props map[string]any
+	resp, err := http.Get(ts.URL + "/props")
+	require.Equal(t, http.StatusOK, decodeAnswer(t, resp, err, &props))
+	assert.Equal(t, map[string]any{"vision": true, "audio": true, "video": false}, props["modalities"])
 }

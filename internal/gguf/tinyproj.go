@@ -29,6 +29,16 @@ type TinyProjectorOptions struct {
 	NHidden int
 	// Seed seeds the random weights.
 	Seed int64
+	// Audio adds an audio encoder beside the vision one: a Whisper-style
+	// encoder (two 1-D convolutions over the log-mel spectrogram, one
+	// transformer block) with Qwen2-Audio's projector (clip projector type
+	// "qwen2a": average pooling and one linear layer). libmtmd cuts audio
+	// into 30 s chunks of 750 tokens each.
+	Audio bool
+	// AudioEmbd is the audio encoder's width. Default 16.
+	AudioEmbd int
+	// AudioMel is the number of mel bins. Default 80.
+	AudioMel int
 }
 
 func (o *TinyProjectorOptions) defaults() error {
@@ -44,6 +54,8 @@ func (o *TinyProjectorOptions) defaults() error {
 	def(&o.NFF, 2*o.NEmbd)
 	def(&o.NLayer, 2)
 	def(&o.NHidden, 2*o.TextEmbd)
+	def(&o.AudioEmbd, 16)
+	def(&o.AudioMel, 80)
 	switch {
 	case o.TextEmbd <= 0:
 		return fmt.Errorf("gguf: tiny projector: TextEmbd is required")
@@ -72,7 +84,22 @@ func WriteTinyProjector(path string, o TinyProjectorOptions) error {
 	w.SetKV("general.type", "mmproj")
 	w.SetKV("general.name", "tiny-random-llava-projector")
 	w.SetKV("general.file_type", uint32(0))
-	w.SetKV("clip.projector_type", "mlp")
+	if o.Audio {
+		// Mixed modalities: one projector type per encoder.
+		w.SetKV("clip.vision.projector_type", "mlp")
+		w.SetKV("clip.audio.projector_type", "qwen2a")
+		w.SetKV("clip.has_audio_encoder", true)
+		a := o.AudioEmbd
+		w.SetKV("clip.audio.embedding_length", u32(a))
+		w.SetKV("clip.audio.feed_forward_length", u32(2*a))
+		w.SetKV("clip.audio.block_count", uint32(1))
+		w.SetKV("clip.audio.projection_dim", u32(o.TextEmbd))
+		w.SetKV("clip.audio.attention.head_count", uint32(2))
+		w.SetKV("clip.audio.attention.layer_norm_epsilon", float32(1e-5))
+		w.SetKV("clip.audio.num_mel_bins", u32(o.AudioMel))
+	} else {
+		w.SetKV("clip.projector_type", "mlp")
+	}
 	w.SetKV("clip.has_vision_encoder", true)
 	w.SetKV("clip.use_gelu", true)
 	w.SetKV("clip.vision.image_size", u32(o.ImageSize))
@@ -116,6 +143,35 @@ func WriteTinyProjector(path string, o TinyProjectorOptions) error {
 	r.add("mm.0.bias", 0, 0.1, o.NHidden)
 	r.add("mm.2.weight", 0, 1, o.NHidden, o.TextEmbd)
 	r.add("mm.2.bias", 0, 0.1, o.TextEmbd)
+	if o.Audio {
+		a := o.AudioEmbd
+		// 30 s of audio is 3000 mel frames, 1500 positions after the
+		// stride-2 convolution.
+		r.add("a.conv1d.1.weight", 0, 0.3, 3, o.AudioMel, a)
+		r.add("a.conv1d.1.bias", 0, 0.1, 1, a)
+		r.add("a.conv1d.2.weight", 0, 0.3, 3, a, a)
+		r.add("a.conv1d.2.bias", 0, 0.1, 1, a)
+		r.add("a.position_embd.weight", 0, 0.1, a, 1500)
+		blk := func(s string) string { return "a.blk.0." + s }
+		for _, t := range []string{"attn_q", "attn_k", "attn_v", "attn_out"} {
+			r.weight(blk(t+".weight"), a, a)
+			if t != "attn_k" { // Whisper's key projection has no bias
+				r.add(blk(t+".bias"), 0, 0.05, a)
+			}
+		}
+		r.add(blk("ln1.weight"), 1, 0.1, a)
+		r.add(blk("ln1.bias"), 0, 0.1, a)
+		r.add(blk("ln2.weight"), 1, 0.1, a)
+		r.add(blk("ln2.bias"), 0, 0.1, a)
+		r.weight(blk("ffn_up.weight"), a, 2*a)
+		r.add(blk("ffn_up.bias"), 0, 0.05, 2*a)
+		r.weight(blk("ffn_down.weight"), 2*a, a)
+		r.add(blk("ffn_down.bias"), 0, 0.05, a)
+		r.add("a.post_ln.weight", 1, 0.1, a)
+		r.add("a.post_ln.bias", 0, 0.1, a)
+		r.add("mm.a.fc.weight", 0, 1, a, o.TextEmbd)
+		r.add("mm.a.fc.bias", 0, 0.1, o.TextEmbd)
+	}
 	if r.err != nil {
 		return r.err
 	}
