@@ -433,3 +433,57 @@ func TestGenerateWithAudio(t *testing.T) {
 	assert.Contains(t, kinds, mtmd.ChunkAudio)
 	assert.NotEmpty(t, generate(t, f, "Listen: "+f.proj.Marker()+" ok", mp3))
 }
+
+// TestRawMedia makes media from raw pixels and samples: the same pixels as
+// a PNG give the same output, and malformed input is refused.
+func TestRawMedia(t *testing.T) {
+	f := newFixture(t)
+	const w, h = 20, 12
+	rgb := make([]byte, w*h*3)
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for i := range w * h {
+		c := color.RGBA{R: uint8(i * 7), G: uint8(255 - i), B: uint8(i * 13), A: 255}
+		rgb[3*i], rgb[3*i+1], rgb[3*i+2] = c.R, c.G, c.B
+		img.Set(i%w, i/w, c)
+	}
+	var b bytes.Buffer
+	require.NoError(t, png.Encode(&b, img))
+	raw, err := mtmd.NewImage(w, h, rgb, "raw")
+	require.NoError(t, err)
+	defer raw.Close()
+	assert.Equal(t, "raw", raw.ID())
+	gw, gh := raw.Size()
+	assert.Equal(t, [2]int{w, h}, [2]int{gw, gh})
+	prompt := "Once upon a time " + f.proj.Marker() + " there was"
+	var out strings.Builder
+	for piece, err := range mtmd.Generate(context.Background(), f.lctx, f.proj, prompt, []*mtmd.Media{raw}, llama.GenerateOptions{MaxTokens: 24}) {
+		require.NoError(t, err)
+		out.WriteString(piece.Text)
+	}
+	assert.Equal(t, generate(t, f, prompt, b.Bytes()), out.String())
+
+	pcm, err := mtmd.NewAudio(make([]float32, 1600), "")
+	require.NoError(t, err)
+	assert.Equal(t, mtmd.KindAudio, pcm.Kind())
+	require.NoError(t, pcm.Close())
+
+	for _, tt := range []struct {
+		name string
+		w, h int
+		rgb  []byte
+	}{
+		{"zero size", 0, 4, nil},
+		{"negative", -1, 4, make([]byte, 12)},
+		{"short pixels", 4, 4, make([]byte, 47)},
+		{"long pixels", 4, 4, make([]byte, 49)},
+		{"huge", 1 << 20, 1 << 20, make([]byte, 3)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := mtmd.NewImage(tt.w, tt.h, tt.rgb, "")
+			assert.Nil(t, m)
+			assert.ErrorIs(t, err, llama.ErrInvalid)
+		})
+	}
+	_, err = mtmd.NewAudio(nil, "")
+	assert.ErrorIs(t, err, llama.ErrInvalid)
+}
