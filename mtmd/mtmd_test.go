@@ -487,3 +487,77 @@ func TestRawMedia(t *testing.T) {
 	_, err = mtmd.NewAudio(nil, "")
 	assert.ErrorIs(t, err, llama.ErrInvalid)
 }
+
+// TestConcurrentUse decodes and tokenizes from several goroutines at once
+// while the projector is closed under them: every call either works or
+// reports ErrClosed.
+func TestConcurrentUse(t *testing.T) {
+	f := newFixture(t)
+	data := pngOf(t, "checker", 24, 24)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, 64)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for range 8 {
+				m, err := f.proj.NewMedia(data, mtmd.MediaOptions{})
+				if err != nil {
+					errs <- err
+					continue
+				}
+				c, err := f.proj.Tokenize("a "+f.proj.Marker()+" b", []*mtmd.Media{m}, mtmd.TokenizeOptions{})
+				if err == nil {
+					c.Close()
+				} else {
+					errs <- err
+				}
+				m.Close()
+			}
+		}()
+	}
+	close(start)
+	// Close while the goroutines run (Close waits for a call in progress).
+	m, err := f.proj.NewMedia(data, mtmd.MediaOptions{})
+	if err == nil {
+		m.Close()
+	}
+	require.NoError(t, f.proj.Close())
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		assert.ErrorIs(t, err, llama.ErrClosed)
+	}
+}
+
+// BenchmarkEvalImage measures tokenizing (preprocessing) one 64x64 image
+// and evaluating it (encoding with the tiny projector and decoding its 16
+// embeddings into stories260K).
+func BenchmarkEvalImage(b *testing.B) {
+	testenv.MTMD(b)
+	ctx := context.Background()
+	model, err := llama.LoadModel(ctx, testenv.Model(b, "stories260K.gguf"), llama.ModelOptions{})
+	require.NoError(b, err)
+	defer model.Close()
+	path := filepath.Join(b.TempDir(), "mmproj.gguf")
+	require.NoError(b, gguf.WriteTinyProjector(path, gguf.TinyProjectorOptions{TextEmbd: 64}))
+	proj, err := mtmd.LoadProjector(ctx, model, path, mtmd.ProjectorOptions{CPUOnly: true, Threads: 1})
+	require.NoError(b, err)
+	lctx, err := model.NewContext(llama.ContextOptions{ContextSize: 256, Threads: 1})
+	require.NoError(b, err)
+	img, err := proj.NewMedia(pngOf(b, "gradient", 64, 64), mtmd.MediaOptions{})
+	require.NoError(b, err)
+	defer img.Close()
+	b.ResetTimer()
+	for b.Loop() {
+		chunks, err := proj.Tokenize(proj.Marker()+" x", []*mtmd.Media{img}, mtmd.TokenizeOptions{})
+		require.NoError(b, err)
+		_, err = proj.Eval(ctx, lctx, chunks, mtmd.EvalOptions{})
+		require.NoError(b, err)
+		chunks.Close()
+		_, err = lctx.RemoveTokens(0, 0, -1)
+		require.NoError(b, err)
+	}
+}
