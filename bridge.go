@@ -40,6 +40,15 @@ func init() {
 		return func() { m.removeChild(c) }, true
 	}
 	bridge.Context = bridgeContext
+	bridge.GenerateFrom = func(x any, ctx context.Context, prompt, opts any, pos int) (any, error) {
+		c, ok1 := x.(*Context)
+		toks, ok2 := prompt.([]Token)
+		o, ok3 := opts.(GenerateOptions)
+		if !ok1 || !ok2 || !ok3 || c == nil {
+			return nil, errorf(CodeInvalid, "generate", "bad bridge call")
+		}
+		return c.generateFrom(ctx, toks, o, pos), nil
+	}
 	bridge.LogCallback = currentLogCallback
 }
 

@@ -294,12 +294,17 @@ func Prepare(ctx context.Context, lctx *llama.Context, p *Projector, prompt stri
 			chunks.Positions(), pos, lctx.SeqSize())
 	}
 	if n > 1 {
-		if _, err := p.Eval(ctx, lctx, chunks, EvalOptions{Pos: pos, Seq: opts.Seq, To: n - 1}); err != nil {
+		// The text after the media starts where libmtmd says: for M-RoPE
+		// models that is past the largest position in memory.
+		if pos, err = p.Eval(ctx, lctx, chunks, EvalOptions{Pos: pos, Seq: opts.Seq, To: n - 1}); err != nil {
 			return nil, err
 		}
 	}
-	opts.Keep = true
-	return lctx.GenerateTokens(ctx, chunks.chunks[n-1].Tokens, opts), nil
+	g, err := bridge.GenerateFrom(lctx, ctx, chunks.chunks[n-1].Tokens, opts, pos)
+	if err != nil {
+		return nil, err
+	}
+	return g.(*llama.Generation), nil
 }
 
 // Generate is Prepare followed by ranging over the generation: it yields

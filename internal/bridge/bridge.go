@@ -26,6 +26,11 @@ var (
 	// it, or ok false when the model is already closed.
 	AddChild func(m any, close func()) (remove func(), ok bool)
 
+	// GenerateFrom returns c.GenerateTokens(ctx, prompt, opts) with Keep,
+	// the prompt starting at position pos of the sequence ([]llama.Token,
+	// llama.GenerateOptions and *llama.Generation behind the any types).
+	GenerateFrom func(c any, ctx context.Context, prompt, opts any, pos int) (any, error)
+
 	// LogCallback returns the C log callback package llama currently gives
 	// llama.cpp (a no-op one when no logger is set).
 	LogCallback func() uintptr
