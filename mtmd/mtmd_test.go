@@ -561,3 +561,37 @@ func BenchmarkEvalImage(b *testing.B) {
 		require.NoError(b, err)
 	}
 }
+
+// TestMalformedAudio gives the audio decoder files that only look like
+// audio: each is refused with ErrInvalid, nothing crashes.
+func TestMalformedAudio(t *testing.T) {
+	f := newFixtureWith(t, true)
+	good := wavTone(1600, 8)
+	bogusSize := append([]byte(nil), good...)
+	binary.LittleEndian.PutUint32(bogusSize[40:], 0xfffffff0) // data chunk claims 4 GiB
+	tests := []struct {
+		name string
+		data []byte
+	}{
+		{"ID3 then junk", append([]byte("ID3\x04\x00\x00\x00\x00\x00\x00"), bytes.Repeat([]byte{0x55}, 300)...)},
+		{"MPEG sync then junk", append([]byte{0xff, 0xfb, 0x90, 0x00}, bytes.Repeat([]byte{0xaa}, 500)...)},
+		{"fLaC then junk", append([]byte("fLaC"), bytes.Repeat([]byte{1, 2, 3}, 100)...)},
+		{"WAV header only", good[:44]},
+		{"short ID3", []byte("ID3ab")},
+		{"RIFF WAVE without chunks", []byte("RIFF\x04\x00\x00\x00WAVE")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := f.proj.NewMedia(tt.data, mtmd.MediaOptions{})
+			assert.Nil(t, m)
+			assert.ErrorIs(t, err, llama.ErrInvalid)
+		})
+	}
+	// A WAV whose data chunk claims more than the file holds decodes what
+	// is there.
+	m, err := f.proj.NewMedia(bogusSize, mtmd.MediaOptions{})
+	require.NoError(t, err)
+	defer m.Close()
+	n, _ := m.Size()
+	assert.Equal(t, 1600, n)
+}
