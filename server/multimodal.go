@@ -305,3 +305,37 @@ func anthHasMedia(parts []map[string]any) bool {
 	}
 	return false
 }
+
+// respMediaParts converts the content of a Responses input message that
+// holds input_image parts into OpenAI chat parts (input_text to text,
+// input_image to image_url); it returns nil when there is no image.
+func respMediaParts(i int, content json.RawMessage) ([]map[string]any, error) {
+	if jsonKind(content) != 'a' {
+		return nil, nil
+	}
+	var parts []respPart
+	if json.Unmarshal(content, &parts) != nil {
+		return nil, nil // reported by the text path
+	}
+	hasImage := false
+	for _, p := range parts {
+		hasImage = hasImage || p.Type == "input_image"
+	}
+	if !hasImage {
+		return nil, nil
+	}
+	out := make([]map[string]any, 0, len(parts))
+	for j, p := range parts {
+		switch {
+		case p.Type == "input_text" && p.Text != nil:
+			out = append(out, map[string]any{"type": "text", "text": *p.Text})
+		case p.Type == "input_image" && p.ImageURL != nil:
+			out = append(out, map[string]any{"type": "image_url", "image_url": map[string]any{"url": *p.ImageURL}})
+		case p.Type == "input_image":
+			return nil, badRequest("input[%d].content[%d]: input_image needs an image_url (a data: URL)", i, j)
+		default:
+			return nil, badRequest("input[%d].content[%d]: unsupported part type %q", i, j, p.Type)
+		}
+	}
+	return out, nil
+}

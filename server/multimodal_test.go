@@ -298,3 +298,41 @@ func TestMultimodalAudio(t *testing.T) {
 	require.Equal(t, http.StatusOK, decodeAnswer(t, resp, err, &props))
 	assert.Equal(t, map[string]any{"vision": true, "audio": true, "video": false}, props["modalities"])
 }
+
+// TestMultimodalResponses sends an input_image part to /v1/responses.
+func TestMultimodalResponses(t *testing.T) {
+	base := mmServer(t)
+	body := func(url string) map[string]any {
+		return map[string]any{"model": "m", "max_output_tokens": 12, "temperature": 0, "input": []any{map[string]any{
+			"role": "user", "content": []any{
+				map[string]any{"type": "input_text", "text": "Once upon a time"},
+				map[string]any{"type": "input_image", "image_url": url},
+				map[string]any{"type": "input_text", "text": " there was"},
+			}}}}
+	}
+	text := func(url string) string {
+		code, out := mmPost(t, base+"/v1/responses", body(url))
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		var sb strings.Builder
+		for _, it := range out["output"].([]any) {
+			item := it.(map[string]any)
+			if item["type"] != "message" {
+				continue
+			}
+			for _, c := range item["content"].([]any) {
+				sb.WriteString(c.(map[string]any)["text"].(string))
+			}
+		}
+		return sb.String()
+	}
+	a := text(dataURLOf("image/png", testPNG(t, "red", 32, 32)))
+	b := text(dataURLOf("image/png", testPNG(t, "checker", 32, 32)))
+	assert.NotEmpty(t, a)
+	assert.NotEqual(t, a, b)
+	assert.Equal(t, a, text(dataURLOf("image/png", testPNG(t, "red", 32, 32))))
+	code, out := mmPost(t, base+"/v1/responses", map[string]any{"input": []any{map[string]any{"role": "user",
+		"content": []any{map[string]any{"type": "input_image"}, map[string]any{"type": "input_text", "text": "x"}}}}})
+	assert.Equal(t, http.StatusBadRequest, code, "%v", out)
+	m, _ := json.Marshal(out)
+	assert.Contains(t, string(m), "image_url")
+}
