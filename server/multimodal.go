@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"os"
 	"runtime"
 	"strings"
 
@@ -31,9 +33,23 @@ type MultimodalOptions struct {
 	MaxImagePixels int
 }
 
-// mediaMarker marks a medium's place in prompts. The projector is loaded
-// with it, so that it is the same for every model.
-const mediaMarker = "<__media__>"
+// mediaMarker marks a medium's place in prompts; GET /props reports it as
+// "media_marker". As in llama-server it is random per process, so that text
+// a client sends cannot pass for a marker, unless $LLAMA_MEDIA_MARKER pins
+// it. The projectors are loaded with it.
+var mediaMarker = newMediaMarker()
+
+func newMediaMarker() string {
+	if m := os.Getenv("LLAMA_MEDIA_MARKER"); m != "" {
+		return m
+	}
+	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	b := make([]byte, 32)
+	for i := range b {
+		b[i] = letters[rand.IntN(len(letters))]
+	}
+	return "<__media_" + string(b) + "__>"
+}
 
 // loadProjector loads o's projector for m, or returns nil when none is set.
 func loadProjector(ctx context.Context, m *llama.Model, o MultimodalOptions) (*mtmd.Projector, error) {

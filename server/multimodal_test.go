@@ -192,21 +192,26 @@ func completionWith(prompt string, media ...[]byte) map[string]any {
 // TestMultimodalCompletion sends media in /completion's prompt object.
 func TestMultimodalCompletion(t *testing.T) {
 	base := mmServer(t)
+	var props map[string]any
+	resp, err := http.Get(base + "/props")
+	require.Equal(t, http.StatusOK, decodeAnswer(t, resp, err, &props))
+	marker := props["media_marker"].(string)
+	require.Regexp(t, `^<__media_[A-Za-z0-9]{32}__>$`, marker)
 	red, checker := testPNG(t, "red", 40, 40), testPNG(t, "checker", 48, 32)
 	complete := func(body any) string {
 		code, out := mmPost(t, base+"/completion", body)
 		require.Equal(t, http.StatusOK, code, "%v", out)
 		return out["content"].(string)
 	}
-	a := complete(completionWith("Once upon a time <__media__> there was", red))
-	b := complete(completionWith("Once upon a time <__media__> there was", checker))
+	a := complete(completionWith("Once upon a time "+marker+" there was", red))
+	b := complete(completionWith("Once upon a time "+marker+" there was", checker))
 	assert.NotEmpty(t, a)
 	assert.NotEqual(t, a, b)
 	plain := complete(map[string]any{"prompt": "Once upon a time there was", "n_predict": 16, "temperature": 0})
 	assert.Equal(t, plain, complete(completionWith("Once upon a time there was")), "no media: the text-only answer")
 
 	var models map[string]any
-	resp, err := http.Get(base + "/v1/models")
+	resp, err = http.Get(base + "/v1/models")
 	require.Equal(t, http.StatusOK, decodeAnswer(t, resp, err, &models))
 	assert.Equal(t, []any{"completion", "multimodal"}, models["models"].([]any)[0].(map[string]any)["capabilities"])
 
@@ -217,11 +222,12 @@ func TestMultimodalCompletion(t *testing.T) {
 		body any
 		want string
 	}{
-		{"no projector", noProj.URL, completionWith("a <__media__> b", red), "--mmproj"},
-		{"more markers than media", base, completionWith("a <__media__> <__media__> b", red), "markers"},
+		{"no projector", noProj.URL, completionWith("a "+marker+" b", red), "--mmproj"},
+		{"more markers than media", base, completionWith("a "+marker+" "+marker+" b", red), "markers"},
 		{"media without marker", base, completionWith("a b", red), "markers"},
-		{"ends with the medium", base, completionWith("a <__media__>", red), "end with text"},
-		{"data not a string", base, map[string]any{"prompt": map[string]any{"prompt_string": "a <__media__> b",
+		{"ends with the medium", base, completionWith("a "+marker, red), "end with text"},
+		{"the default marker is text", base, completionWith("a <__media__> b", red), "markers"},
+		{"data not a string", base, map[string]any{"prompt": map[string]any{"prompt_string": "a " + marker + " b",
 			"multimodal_data": []any{1}}}, "base64"},
 		{"no prompt_string", base, map[string]any{"prompt": map[string]any{"multimodal_data": []any{}}}, "prompt_string"},
 	}
