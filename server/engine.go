@@ -606,7 +606,7 @@ func (e *engine) SlotsInfo() []SlotInfo {
 		out[i] = SlotInfo{ID: i, NCtx: e.nCtxSlot, IsProcessing: s.processing, NPast: s.nPast,
 			NDecoded: s.nDecoded, TaskID: s.taskID}
 		if len(s.prompt) > 0 {
-			out[i].Prompt, _ = e.model.Detokenize(s.prompt, llama.DetokenizeOptions{})
+			out[i].Prompt, _ = e.model.Detokenize(withoutMedia(s.prompt), llama.DetokenizeOptions{})
 		}
 	}
 	return out

@@ -355,3 +355,20 @@ func respMediaParts(i int, content json.RawMessage) ([]map[string]any, error) {
 	}
 	return out, nil
 }
+
+// withoutMedia returns toks without the media placeholders (toks itself
+// when it has none), for showing a prompt as text.
+func withoutMedia(toks []llama.Token) []llama.Token {
+	for i, t := range toks {
+		if t == mediaPlaceholder {
+			out := append([]llama.Token(nil), toks[:i]...)
+			for _, t := range toks[i+1:] {
+				if t != mediaPlaceholder {
+					out = append(out, t)
+				}
+			}
+			return out
+		}
+	}
+	return toks
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x/llama"
 	"github.com/x/llama/internal/gguf"
 	"github.com/x/llama/internal/testenv"
 )
@@ -341,4 +342,26 @@ func TestMultimodalResponses(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, code, "%v", out)
 	m, _ := json.Marshal(out)
 	assert.Contains(t, string(m), "image_url")
+}
+
+func TestWithoutMedia(t *testing.T) {
+	p := mediaPlaceholder
+	tests := []struct {
+		in, want []llama.Token
+	}{
+		{nil, nil},
+		{[]llama.Token{1, 2, 3}, []llama.Token{1, 2, 3}},
+		{[]llama.Token{1, p, p, 2, p, 3}, []llama.Token{1, 2, 3}},
+		{[]llama.Token{p, p}, []llama.Token{}},
+	}
+	for _, tt := range tests {
+		got := withoutMedia(tt.in)
+		assert.Equal(t, len(tt.want), len(got))
+		for i := range tt.want {
+			assert.Equal(t, tt.want[i], got[i])
+		}
+	}
+	in := []llama.Token{1, p, 2}
+	_ = withoutMedia(in)
+	assert.Equal(t, []llama.Token{1, p, 2}, in, "the input is not changed")
 }
