@@ -66,6 +66,7 @@ type Generation struct {
 	stopWord  string
 	nPast     int
 	spec      SpeculativeStats
+	from      int // with Keep, the prompt's first position; -1: after the sequence's last
 }
 
 // Reason returns why generation stopped (after the iteration ended).
@@ -117,7 +118,16 @@ func (c *Context) Generate(ctx context.Context, prompt string, opts GenerateOpti
 // tokens decoded so far in memory.
 func (c *Context) GenerateTokens(ctx context.Context, prompt []Token, opts GenerateOptions) *Generation {
 	// A nil c is reported when the generation runs.
-	return &Generation{c: c, ctx: ctx, prompt: prompt, opts: opts}
+	return &Generation{c: c, ctx: ctx, prompt: prompt, opts: opts, from: -1}
+}
+
+// generateFrom is GenerateTokens with Keep whose prompt starts at position
+// pos of the sequence rather than after its largest position: package mtmd
+// needs it for M-RoPE models, whose media take more positions than the
+// memory's largest position shows.
+func (c *Context) generateFrom(ctx context.Context, prompt []Token, opts GenerateOptions, pos int) *Generation {
+	opts.Keep = true
+	return &Generation{c: c, ctx: ctx, prompt: prompt, opts: opts, from: pos}
 }
 
 // Seq returns the iterator of pieces.
@@ -172,6 +182,12 @@ func (g *Generation) run(yield func(Piece, error) bool) error {
 			return err
 		}
 		g.nPast = hi + 1
+		if g.from >= 0 {
+			if g.from < g.nPast {
+				return errorf(CodeInvalid, "generate", "start position %d is before the sequence's end %d", g.from, g.nPast)
+			}
+			g.nPast = g.from
+		}
 	} else {
 		if _, err := c.removeTokens(seq, 0, -1); err != nil {
 			return err

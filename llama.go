@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/x/llama/internal/bridge"
 	"github.com/x/llama/internal/capi"
 	"github.com/x/llama/lib"
 )
@@ -135,6 +136,14 @@ type LibraryOptions struct {
 	// Insecure allows installing a build with no pinned checksum (see
 	// lib.InstallOptions.Insecure): on platforms with no npm package.
 	Insecure bool
+	// MTMD also makes libmtmd (llama.cpp's multimodal library, used by
+	// package mtmd) available: when the library's folder has none, Init
+	// builds it with lib.InstallMTMD, which needs a C++ compiler and the
+	// pinned llama.cpp source in $LLAMA_CPP_SRC and takes minutes. Without
+	// it, package mtmd loads a libmtmd installed earlier (go run
+	// github.com/x/llama/lib/cmd/llama-install -mtmd) and everything else
+	// works without one.
+	MTMD bool
 }
 
 var (
@@ -173,6 +182,17 @@ func initLibrary(ctx context.Context, opts LibraryOptions) error {
 			return &Error{Code: CodeCanceled, Op: "init", Err: err}
 		}
 		return &Error{Code: CodeLibrary, Op: "init", Err: err}
+	}
+	if opts.MTMD {
+		if _, err := lib.MTMDPath(dir); err != nil {
+			o := lib.MTMDOptions{Dir: dir}
+			if !opts.Quiet {
+				o.Progress = os.Stderr
+			}
+			if _, err := lib.InstallMTMD(ctx, o); err != nil {
+				return &Error{Code: CodeLibrary, Op: "init", Err: err}
+			}
+		}
 	}
 	files, err := libraryFiles(dir)
 	if err != nil {
@@ -291,10 +311,12 @@ func SetLogger(l *slog.Logger) {
 func applyLogger() {
 	if logger.Load() == nil {
 		capi.LogSet(capi.NoopFunc, 0)
+		bridge.LogChanged(capi.NoopFunc)
 		return
 	}
 	logCBOnce.Do(func() { logCB = purego.NewCallback(logCallback) })
 	capi.LogSet(logCB, 0)
+	bridge.LogChanged(logCB)
 }
 
 func logCallback(level int32, text *byte, _ uintptr) uintptr {

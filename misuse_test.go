@@ -365,7 +365,7 @@ func TestInstallHonoursLoadModelCtx(t *testing.T) {
 	}
 	cache := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestInstallHonoursLoadModelCtx$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "LLAMA_TEST_INSTALL_CTX_CHILD=1", "LLAMA_CACHE="+cache, "LLAMA_LIB_DIR=",
+	cmd.Env = append(os.Environ(), "LLAMA_TEST_INSTALL_CTX_CHILD=1", "GO_LLAMA_LIB_CACHE="+cache, "LLAMA_LIB_DIR=",
 		"LLAMA_TEST_MODELS="+testenv.ModelsDir(t))
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)

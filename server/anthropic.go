@@ -53,6 +53,7 @@ type (
 		Input     json.RawMessage `json:"input,omitempty"`
 		ToolUseID string          `json:"tool_use_id,omitempty"`
 		Content   json.RawMessage `json:"content,omitempty"`
+		Source    json.RawMessage `json:"source,omitempty"` // image blocks
 	}
 	anthTool struct {
 		Name        string          `json:"name"`
@@ -236,7 +237,13 @@ func anthToChat(req *anthRequest) (map[string]any, error) {
 					return nil, badRequest("messages[%d].content[%d]: %v", i, j, err)
 				}
 				results = append(results, map[string]any{"role": "tool", "tool_call_id": b.ToolUseID, "content": text})
-			case "image", "document":
+			case "image":
+				part, err := anthImagePart(b.Source)
+				if err != nil {
+					return nil, badRequest("messages[%d].content[%d]: %v", i, j, err)
+				}
+				parts = append(parts, part)
+			case "document":
 				return nil, badRequest("messages[%d].content[%d]: %s blocks are not supported by this model", i, j, b.Type)
 			default:
 				return nil, badRequest("messages[%d].content[%d]: unknown content block type %q", i, j, b.Type)
@@ -244,7 +251,9 @@ func anthToChat(req *anthRequest) (map[string]any, error) {
 		}
 		if len(parts) > 0 || len(calls) > 0 || reasoning != "" {
 			msg := map[string]any{"role": m.Role}
-			if len(parts) > 0 {
+			if anthHasMedia(parts) {
+				msg["content"] = parts // OpenAI parts, images included
+			} else if len(parts) > 0 {
 				// Text parts are joined into one string, which every
 				// template reads (some would print a list of parts).
 				var sb strings.Builder

@@ -42,6 +42,9 @@ type chatRequest struct {
 	Reasoning string
 	// Schema is a JSON Schema the answer must follow (response_format).
 	Schema json.RawMessage
+	// media are the images and audio of the messages, in order; their
+	// places in the text are marked with mediaMarker.
+	media []mediaInput
 }
 
 // chatPlan is how to run a chat and read its output.
@@ -148,7 +151,7 @@ func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) 
 			prompt = prompt[:i+len(prefill)]
 		}
 	}
-	toks, err := inst.tokenizePrompt(prompt)
+	toks, err := inst.promptTokens(prompt, req.media, t)
 	if err != nil {
 		return nil, err
 	}
@@ -233,8 +236,15 @@ type wireTool struct {
 	} `json:"function"`
 }
 
-// toChatMessages converts and checks OpenAI messages.
-func toChatMessages(raw json.RawMessage) ([]chat.Message, error) {
+// toChatMessages converts and checks OpenAI messages. Image and audio
+// parts become mediaMarker in the text and are returned in order.
+func toChatMessages(raw json.RawMessage) ([]chat.Message, []mediaInput, error) {
+	var media []mediaInput
+	msgs, err := toChatMessagesMedia(raw, &media)
+	return msgs, media, err
+}
+
+func toChatMessagesMedia(raw json.RawMessage, media *[]mediaInput) ([]chat.Message, error) {
 	if jsonKind(raw) != 'a' {
 		return nil, badRequest(`"messages" must be an array`)
 	}
@@ -269,13 +279,25 @@ func toChatMessages(raw json.RawMessage) ([]chat.Message, error) {
 			_ = json.Unmarshal(wm.Content, &m.Content)
 		case 'a':
 			var parts []struct {
-				Type string  `json:"type"`
-				Text *string `json:"text"`
+				Type       string          `json:"type"`
+				Text       *string         `json:"text"`
+				ImageURL   json.RawMessage `json:"image_url"`
+				InputAudio json.RawMessage `json:"input_audio"`
 			}
 			if err := json.Unmarshal(wm.Content, &parts); err != nil {
 				return nil, badRequest("messages[%d].content: parts must be objects with type and text", i)
 			}
 			for j, p := range parts {
+				if p.Type == "image_url" || p.Type == "input_audio" {
+					in, err := mediaPart(p.Type, p.ImageURL, p.InputAudio)
+					if err != nil {
+						return nil, badRequest("messages[%d].content[%d]: %v", i, j, err)
+					}
+					*media = append(*media, in)
+					m.Parts = append(m.Parts, chat.ContentPart{Type: "text", Text: mediaMarker})
+					m.Content += mediaMarker
+					continue
+				}
 				if p.Type != "text" {
 					return nil, badRequest("messages[%d].content[%d]: unsupported content type %q (only text)", i, j, p.Type)
 				}
@@ -425,11 +447,11 @@ func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chat
 	if err := unsupported(f); err != nil {
 		return nil, nil, co, err
 	}
-	msgs, err := toChatMessages(f["messages"])
+	msgs, media, err := toChatMessages(f["messages"])
 	if err != nil {
 		return nil, nil, co, err
 	}
-	req := &chatRequest{Messages: msgs, AddGenerationPrompt: true}
+	req := &chatRequest{Messages: msgs, AddGenerationPrompt: true, media: media}
 	if err := parseTools(f, req); err != nil {
 		return nil, nil, co, err
 	}

@@ -194,6 +194,14 @@ func parseCompletionRequest(f reqFields, inst *instance) (*genRequest, error) {
 		return nil, err
 	}
 	t.ReturnProgress = t.ReturnProgress && opt.Stream
+	if jsonKind(f["prompt"]) == 'o' {
+		// {"prompt_string", "multimodal_data"}: see multimodal.go.
+		toks, err := inst.completionMediaPrompt(f["prompt"], t)
+		if err != nil {
+			return nil, err
+		}
+		return &genRequest{inst: inst, prompts: [][]llama.Token{toks}, task: t, opt: opt}, nil
+	}
 	prompts, err := parsePrompts(f["prompt"], "prompt", inst)
 	if err != nil {
 		return nil, err

@@ -409,6 +409,9 @@ func (e *engine) Submit(ctx context.Context, t *Task) (<-chan Event, error) {
 		return nil, fmt.Errorf("server: empty input: %w", llama.ErrInvalid)
 	}
 	for _, tok := range t.Prompt {
+		if tok == mediaPlaceholder && t.mm != nil {
+			continue
+		}
 		if err := e.model.CheckToken(tok); err != nil {
 			return nil, err
 		}
@@ -603,7 +606,7 @@ func (e *engine) SlotsInfo() []SlotInfo {
 		out[i] = SlotInfo{ID: i, NCtx: e.nCtxSlot, IsProcessing: s.processing, NPast: s.nPast,
 			NDecoded: s.nDecoded, TaskID: s.taskID, HasTask: s.used, Speculative: e.spec != nil}
 		if len(s.prompt) > 0 {
-			out[i].Prompt, _ = e.model.Detokenize(s.prompt, llama.DetokenizeOptions{})
+			out[i].Prompt, _ = e.model.Detokenize(withoutMedia(s.prompt), llama.DetokenizeOptions{})
 		}
 	}
 	return out

@@ -118,6 +118,8 @@ type Task struct {
 	// shorter drafts (request fields speculative.n_max and
 	// speculative.n_min; 0: the drafters' own limits).
 	SpecNMax, SpecNMin int
+
+	mm *mmPrompt // media of the prompt (see multimodal.go)
 }
 
 // LoRAScale is an adapter id (index in the server's list) and its scale.

@@ -71,7 +71,7 @@ func (e *engine) start(s *engSlot) {
 	// A prompt too long for the slot: an error, or with context shift
 	// llama.cpp's truncation (keep NKeep, drop whole blocks of half the rest).
 	if len(s.prompt) >= e.nCtxSlot {
-		if !e.opts.ContextShift {
+		if !e.opts.ContextShift || t.mm != nil {
 			e.fail(s, &ContextSizeError{PromptTokens: len(t.Prompt), CtxSize: e.nCtxSlot})
 			return
 		}
@@ -99,7 +99,9 @@ func (e *engine) start(s *engSlot) {
 	e.specStart(s)
 	if acceptPrompt {
 		for _, tok := range s.prompt {
-			smpl.Accept(tok)
+			if tok != mediaPlaceholder {
+				smpl.Accept(tok)
+			}
 		}
 	}
 	for _, p := range t.Params.PreservedTokens {
@@ -111,10 +113,10 @@ func (e *engine) start(s *engSlot) {
 	// Prompt cache: keep the common prefix, decode the rest (at least the
 	// last token, for its logits).
 	n := 0
-	if t.CachePrompt && e.pcache != nil {
+	if t.CachePrompt && t.mm == nil && e.pcache != nil {
 		e.pcache.update(e, s, s.prompt)
 	}
-	if t.CachePrompt {
+	if t.CachePrompt && t.mm == nil {
 		n = engCommonPrefix(s.cache, s.prompt)
 		if reuse := e.cacheReuse(t); reuse > 0 {
 			n = e.reuseChunks(s, n, reuse)
@@ -131,6 +133,9 @@ func (e *engine) start(s *engSlot) {
 	s.promptIdx, s.nCached, s.state = n, n, stPrompt
 	if t.ReturnProgress {
 		e.progress(s, s.tStart)
+	}
+	if t.mm != nil {
+		e.startMedia(s)
 	}
 }
 
@@ -328,6 +333,9 @@ func (e *engine) clearIdleSlots() bool {
 // half of the rest, move the tail back.
 func (e *engine) shift(s *engSlot) bool {
 	t := s.tk.t
+	if t.mm != nil {
+		return false // media cannot be cut (as llama-server refuses)
+	}
 	nKeep := t.NKeep
 	if nKeep < 0 {
 		nKeep = len(s.prompt)

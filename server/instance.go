@@ -10,6 +10,7 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
+	"github.com/x/llama/mtmd"
 )
 
 // instance is one loaded model with its engine and chat template. Handlers
@@ -28,6 +29,9 @@ type instance struct {
 	// second context beside Engine; nil otherwise (Engine does both or
 	// only embeddings).
 	EmbedEngine Engine
+	// Projector encodes media for Model (nil: text only); Model's Close
+	// closes it.
+	Projector *mtmd.Projector
 	// Template renders chat prompts; never nil (falls back to "chatml").
 	Template promptRenderer
 	// ToolTemplate renders prompts that offer tools when the model carries
@@ -114,6 +118,7 @@ type modelInfo struct {
 	Caps           chat.TemplateCaps
 	BOS, EOS       string
 	Adapters       []AdapterInfo
+	Vision, Audio  bool // the projector's input modalities
 }
 
 // modelEntry is one model the server can run.
@@ -519,6 +524,11 @@ func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
 		return nil, nil, err
 	}
 	toolTmpl := toolUseRenderer(e.opts, m, s.log)
+	proj, err := loadProjector(s.ctx, m, e.opts.Multimodal)
+	if err != nil {
+		_ = m.Close()
+		return nil, nil, err
+	}
 	mi, _ := m.Info()
 	eo := e.opts.Engine
 	if eo.Logger == nil {
@@ -546,9 +556,12 @@ func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
 	}
 	inst := &instance{
 		Name: e.name, Path: path, Model: m, Engine: eng, EmbedEngine: embedEng, Template: tmpl, ToolTemplate: toolTmpl,
-		Server: s, Opts: e.opts, entry: e,
+		Server: s, Opts: e.opts, entry: e, Projector: proj,
 	}
 	info := &modelInfo{TemplateSource: tmpl.Source(), Caps: tmpl.Caps()}
+	if proj != nil {
+		info.Vision, info.Audio = proj.SupportsVision(), proj.SupportsAudio()
+	}
 	info.Info = mi
 	if tu, ok := m.ChatTemplate("tool_use"); ok {
 		info.ToolUseSource = tu

@@ -106,7 +106,8 @@ func (s *Server) props(e *modelEntry) map[string]any {
 		"model_alias":        e.name,
 		"model_path":         e.path,
 		"model_ftype":        info.Info.FileType,
-		"modalities":         map[string]bool{"vision": false, "audio": false, "video": false},
+		"modalities":         map[string]bool{"vision": info.Vision, "audio": info.Audio, "video": false},
+		"media_marker":       mediaMarker,
 		"endpoint_slots":     s.opts.Slots,
 		"endpoint_props":     true,
 		"endpoint_metrics":   s.opts.Metrics,
@@ -244,13 +245,17 @@ func handleModels(s *Server) http.HandlerFunc {
 		for _, e := range s.models {
 			data = append(data, s.modelCard(e))
 		}
+		caps := []string{"completion"}
+		if len(s.models) > 0 && s.models[0].info != nil && (s.models[0].info.Vision || s.models[0].info.Audio) {
+			caps = append(caps, "multimodal")
+		}
 		s.mu.Unlock()
 		resp := map[string]any{"object": "list", "data": data}
 		if !s.router {
 			// Ollama-style list, as llama.cpp also sends.
 			resp["models"] = []map[string]any{{
 				"name": data[0]["id"], "model": data[0]["id"], "modified_at": "", "size": "", "digest": "",
-				"type": "model", "description": "", "tags": []string{""}, "capabilities": []string{"completion"},
+				"type": "model", "description": "", "tags": []string{""}, "capabilities": caps,
 				"parameters": "", "details": map[string]any{"parent_model": "", "format": "gguf", "family": "",
 					"families": []string{""}, "parameter_size": "", "quantization_level": ""},
 			}}

@@ -38,9 +38,10 @@ type respInputItem struct {
 
 // respPart is a content part of a message item.
 type respPart struct {
-	Type    string  `json:"type"`
-	Text    *string `json:"text"`
-	Refusal *string `json:"refusal"`
+	Type     string  `json:"type"`
+	Text     *string `json:"text"`
+	Refusal  *string `json:"refusal"`
+	ImageURL *string `json:"image_url"` // input_image parts
 }
 
 // respToChat converts a Responses request body to a chat completion body,
@@ -248,6 +249,12 @@ func respItemToChat(msgs []map[string]any, i int, it respInputItem) ([]map[strin
 		}
 		return append(msgs, map[string]any{"role": "assistant", "content": s}), nil
 	case (it.Role == "user" || it.Role == "system" || it.Role == "developer") && (it.Type == "message" || it.Type == ""):
+		if parts, err := respMediaParts(i, it.Content); err != nil || parts != nil {
+			if err != nil {
+				return nil, err
+			}
+			return append(msgs, map[string]any{"role": it.Role, "content": parts}), nil
+		}
 		s, err := text("input_text")
 		if err != nil {
 			return nil, err

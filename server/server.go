@@ -151,6 +151,9 @@ type Options struct {
 
 	// ModelOptions are used to load every model.
 	ModelOptions llama.ModelOptions
+	// Multimodal gives the model a projector for image and audio input
+	// (--mmproj and its options).
+	Multimodal MultimodalOptions
 	// Logger receives the server's logs (nil: slog.Default()).
 	Logger *slog.Logger
 }

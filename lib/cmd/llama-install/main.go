@@ -5,13 +5,25 @@
 // archive (github), or by default npm where a package exists and GitHub
 // otherwise. The GitHub archives have no pinned checksum: installing them
 // needs -insecure.
+//
+// With -mtmd it also builds libmtmd, llama.cpp's multimodal library (images
+// and audio, package mtmd), which no prebuilt package carries: it compiles
+// tools/mtmd of the pinned llama.cpp source with a C++ compiler (apt-get
+// install g++) and installs it beside the library, unless the libmtmd there
+// already matches. The source is -src, else $LLAMA_CPP_SRC, else the folder
+// that ../shared/tools/llama-cpp-src beside the module prints (this
+// repository's development setup).
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 
 	"github.com/x/llama/lib"
 )
@@ -20,13 +32,71 @@ func main() {
 	dir := flag.String("dir", "", "folder to install into (default: the cache folder)")
 	flavor := flag.String("flavor", "", "build flavor: empty for CPU, cuda or vulkan")
 	source := flag.String("source", "", "where to fetch the build: empty for automatic, npm or github")
+	mtmd := flag.Bool("mtmd", false, "also build libmtmd (multimodal) from the pinned llama.cpp source")
+	src := flag.String("src", "", "with -mtmd: the pinned llama.cpp source folder (default $LLAMA_CPP_SRC)")
+	jobs := flag.Int("j", 0, "with -mtmd: files compiled at once (default 2)")
+	force := flag.Bool("force", false, "with -mtmd: rebuild libmtmd even when the installed one matches")
 	insecure := flag.Bool("insecure", false, "allow builds with no pinned checksum (the GitHub release archives)")
 	flag.Parse()
-	d, err := lib.Install(context.Background(), lib.InstallOptions{
+	ctx := context.Background()
+	d, err := lib.Install(ctx, lib.InstallOptions{
 		Dir: *dir, Flavor: lib.Flavor(*flavor), Source: lib.Source(*source), Progress: os.Stderr, Insecure: *insecure})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		fail(err)
+	}
+	if *mtmd {
+		s := *src
+		if s == "" && os.Getenv(lib.EnvSource) == "" {
+			if s, err = devSource(); err != nil {
+				fail(err)
+			}
+		}
+		r, err := lib.InstallMTMD(ctx, lib.MTMDOptions{Dir: d, Source: s, Jobs: *jobs, Force: *force,
+			Progress: os.Stderr})
+		if err != nil {
+			fail(err)
+		}
+		if r.Built {
+			fmt.Fprintf(os.Stderr, "llama: libmtmd build time: %s\n", r.BuildTime.Round(1e9))
+		}
 	}
 	fmt.Println(d)
+}
+
+// devSource runs ../shared/tools/llama-cpp-src beside the module root, as
+// the tests do, and returns the folder it prints.
+func devSource() (string, error) {
+	d, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			break
+		}
+		p := filepath.Dir(d)
+		if p == d {
+			return "", missingSource()
+		}
+		d = p
+	}
+	tool := filepath.Join(d, "..", "shared", "tools", "llama-cpp-src")
+	if _, err := os.Stat(tool); err != nil {
+		return "", missingSource()
+	}
+	out, err := exec.Command("bash", tool).Output()
+	if err != nil {
+		return "", fmt.Errorf("llama-install: %s: %w", tool, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func missingSource() error {
+	return errors.New("llama-install: -mtmd needs the llama.cpp " + lib.Version + " source: pass -src or set " +
+		lib.EnvSource + " to a checkout of that tag")
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, err)
+	os.Exit(1)
 }

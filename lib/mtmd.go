@@ -1,0 +1,476 @@
+package lib
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"debug/elf"
+	"debug/macho"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// EnvSource is the environment variable naming the folder of the pinned
+// llama.cpp source (a checkout of the release tag), which InstallMTMD
+// compiles libmtmd from.
+const EnvSource = "LLAMA_CPP_SRC"
+
+// MTMDFile is the file name InstallMTMD gives libmtmd on the running
+// platform, beside the library's own files.
+func MTMDFile() string { return libFile(runtime.GOOS, "mtmd") }
+
+// MTMDPath returns the path of the libmtmd installed in dir (the folder of
+// the library), or an error wrapping ErrNotFound.
+func MTMDPath(dir string) (string, error) { return LibraryPath(dir, "mtmd") }
+
+// MTMDOptions controls InstallMTMD. The zero value builds libmtmd for the
+// CPU build in its cache folder, from $LLAMA_CPP_SRC, with $CXX (or c++),
+// on up to two cores, quietly.
+type MTMDOptions struct {
+	// Dir is the folder of the installed library, where libmtmd goes;
+	// empty means DefaultDir(Flavor). It must hold the library.
+	Dir string
+	// Flavor picks the build whose folder Dir defaults to.
+	Flavor Flavor
+	// Source is the folder of the pinned llama.cpp source; empty means
+	// $LLAMA_CPP_SRC.
+	Source string
+	// CXX is the C++ compiler; empty means $CXX, else c++, g++ or clang++
+	// from PATH.
+	CXX string
+	// Jobs is how many files compile at once; 0 means 2 (or 1 on a single
+	// core).
+	Jobs int
+	// Force rebuilds even when the installed libmtmd matches.
+	Force bool
+	// Progress, when set, receives human-readable progress lines.
+	Progress io.Writer
+}
+
+// MTMDResult describes what InstallMTMD did.
+type MTMDResult struct {
+	// Path is the installed libmtmd.
+	Path string
+	// Built is false when the installed libmtmd matched and was kept.
+	Built bool
+	// BuildTime is how long compiling and linking took (zero when kept).
+	BuildTime time.Duration
+}
+
+// mtmdStamp is written beside libmtmd: the inputs it was built from and
+// the digest of the result, so that a later install can tell whether the
+// installed file still matches.
+type mtmdStamp struct {
+	Version   string  `json:"version"`
+	Inputs    string  `json:"inputs"`  // digest of sources, headers, flags, compiler and libllama
+	Library   string  `json:"library"` // sha256 of the built libmtmd
+	BuildSecs float64 `json:"build_seconds"`
+}
+
+// mtmdCFlags are the flags every file compiles with: what llama.cpp's own
+// CMake build of the mtmd target sets for a shared Release build (without
+// the video helper, which needs ffmpeg at run time).
+var mtmdCFlags = []string{"-O2", "-fPIC", "-DNDEBUG", "-DLLAMA_BUILD", "-DLLAMA_SHARED", "-w", "-pthread"}
+
+// InstallMTMD compiles libmtmd (llama.cpp's multimodal library,
+// tools/mtmd of the pinned source) against the pinned headers, links it
+// against the installed libllama, libggml and libggml-base, and installs
+// it beside them, where it finds them at run time. The npm packages of the
+// library carry no libmtmd, hence the build; it needs a C++17 compiler
+// (apt-get install g++) and the source (o.Source or $LLAMA_CPP_SRC), and
+// takes a few minutes on two cores. A libmtmd already installed from the
+// same inputs is kept (see MTMDOptions.Force). The result is checked to
+// export every function mtmd.h and mtmd-helper.h declare. Linux and macOS
+// only.
+func InstallMTMD(ctx context.Context, o MTMDOptions) (MTMDResult, error) {
+	if runtime.GOOS == "windows" {
+		return MTMDResult{}, errors.New("lib: building libmtmd is not supported on Windows")
+	}
+	dir := o.Dir
+	if dir == "" {
+		d, err := DefaultDir(o.Flavor)
+		if err != nil {
+			return MTMDResult{}, err
+		}
+		dir = d
+	}
+	libs := map[string]string{}
+	for _, l := range libraries {
+		p, err := LibraryPath(dir, l)
+		if err != nil {
+			return MTMDResult{}, fmt.Errorf("lib: install the library before libmtmd: %w", err)
+		}
+		libs[l] = p
+	}
+	src := o.Source
+	if src == "" {
+		src = os.Getenv(EnvSource)
+	}
+	if src == "" {
+		return MTMDResult{}, fmt.Errorf("lib: building libmtmd needs the llama.cpp %s source: set %s to a checkout of "+
+			"the %s tag (it needs tools/mtmd, include, ggml/include and vendor)", Version, EnvSource, Version)
+	}
+	files, err := mtmdSources(src)
+	if err != nil {
+		return MTMDResult{}, err
+	}
+	cxx, err := findCXX(o.CXX)
+	if err != nil {
+		return MTMDResult{}, err
+	}
+	inputs, err := mtmdInputs(src, files, cxx, libs["llama"])
+	if err != nil {
+		return MTMDResult{}, err
+	}
+	out := filepath.Join(dir, MTMDFile())
+	stampPath := out + ".stamp"
+	if !o.Force && mtmdMatches(out, stampPath, inputs) {
+		progress(o.Progress, "llama: libmtmd in %s is up to date", dir)
+		return MTMDResult{Path: out}, nil
+	}
+
+	start := time.Now()
+	tmp, err := os.MkdirTemp(dir, ".mtmd-build-*")
+	if err != nil {
+		return MTMDResult{}, fmt.Errorf("lib: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	jobs := o.Jobs
+	if jobs <= 0 {
+		jobs = min(2, runtime.NumCPU())
+	}
+	progress(o.Progress, "llama: building libmtmd from %s with %s (%d files, %d at a time)", src, cxx, len(files), jobs)
+	objs, err := compileAll(ctx, cxx, src, files, tmp, jobs, o.Progress)
+	if err != nil {
+		return MTMDResult{}, err
+	}
+	built := filepath.Join(tmp, MTMDFile())
+	args := []string{"-shared", "-o", built}
+	args = append(args, objs...)
+	args = append(args, libs["llama"], libs["ggml"], libs["ggml-base"], "-pthread")
+	if runtime.GOOS == "darwin" {
+		args = append(args, "-Wl,-install_name,@rpath/"+MTMDFile(), "-Wl,-rpath,@loader_path")
+	} else {
+		args = append(args, "-Wl,-soname,"+MTMDFile(), "-Wl,-rpath,$ORIGIN", "-Wl,--no-undefined")
+	}
+	progress(o.Progress, "llama: linking %s", MTMDFile())
+	if err := run(ctx, tmp, cxx, args...); err != nil {
+		return MTMDResult{}, fmt.Errorf("lib: linking libmtmd: %w", err)
+	}
+	if err := CheckMTMD(built, src); err != nil {
+		return MTMDResult{}, err
+	}
+	elapsed := time.Since(start)
+	sum, err := fileSHA256(built)
+	if err != nil {
+		return MTMDResult{}, fmt.Errorf("lib: %w", err)
+	}
+	if err := os.Rename(built, out); err != nil {
+		return MTMDResult{}, fmt.Errorf("lib: %w", err)
+	}
+	st, _ := json.MarshalIndent(mtmdStamp{Version: Version, Inputs: inputs, Library: sum,
+		BuildSecs: elapsed.Round(time.Second).Seconds()}, "", "  ")
+	if err := os.WriteFile(stampPath, append(st, '\n'), 0o644); err != nil {
+		return MTMDResult{}, fmt.Errorf("lib: %w", err)
+	}
+	progress(o.Progress, "llama: built and installed %s in %s", out, elapsed.Round(time.Second))
+	return MTMDResult{Path: out, Built: true, BuildTime: elapsed}, nil
+}
+
+// mtmdSources lists the files of the mtmd library target: the .cpp files
+// its CMakeLists.txt lists in add_library(mtmd ...), and the vendored hash
+// sources it links (vendor::hash).
+func mtmdSources(src string) ([]string, error) {
+	cm := filepath.Join(src, "tools", "mtmd", "CMakeLists.txt")
+	b, err := os.ReadFile(cm)
+	if err != nil {
+		return nil, fmt.Errorf("lib: %s is not the llama.cpp source (no tools/mtmd/CMakeLists.txt): %w", src, err)
+	}
+	for _, need := range []string{"include/llama.h", "ggml/include/ggml.h", "tools/mtmd/mtmd.h", "vendor/stb/stb_image.h"} {
+		if _, err := os.Stat(filepath.Join(src, need)); err != nil {
+			return nil, fmt.Errorf("lib: %s is not the llama.cpp source: %w", src, err)
+		}
+	}
+	m := regexp.MustCompile(`(?s)add_library\s*\(\s*mtmd\s+(.*?)\)`).FindSubmatch(b)
+	if m == nil {
+		return nil, fmt.Errorf("lib: %s has no add_library(mtmd ...)", cm)
+	}
+	var files []string
+	for _, f := range strings.Fields(string(m[1])) {
+		if strings.HasSuffix(f, ".cpp") {
+			files = append(files, filepath.ToSlash(filepath.Join("tools", "mtmd", f)))
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("lib: add_library(mtmd ...) of %s lists no sources", cm)
+	}
+	for _, f := range []string{"vendor/hash/hash.cpp", "vendor/hash/xxhash/xxhash.c", "vendor/hash/sha1/sha1.c",
+		"vendor/hash/sha256/sha256.c"} {
+		if _, err := os.Stat(filepath.Join(src, f)); err == nil {
+			files = append(files, f)
+		}
+	}
+	for _, f := range files {
+		if _, err := os.Stat(filepath.Join(src, f)); err != nil {
+			return nil, fmt.Errorf("lib: libmtmd source missing: %w", err)
+		}
+	}
+	return files, nil
+}
+
+// findCXX returns the C++ compiler to use.
+func findCXX(cxx string) (string, error) {
+	cands := []string{cxx}
+	if cxx == "" {
+		cands = []string{os.Getenv("CXX"), "c++", "g++", "clang++"}
+	}
+	for _, c := range cands {
+		if c == "" {
+			continue
+		}
+		if p, err := exec.LookPath(c); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("lib: building libmtmd needs a C++17 compiler and none was found " +
+		"(apt-get install g++, or set CXX)")
+}
+
+// mtmdInputs digests everything the build depends on: the version, the
+// flags, the compiler's identity, every source and header of the build, and
+// the libllama it links.
+func mtmdInputs(src string, files []string, cxx, libllama string) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n%s\n", Version, strings.Join(mtmdCFlags, " "), runtime.GOOS+"/"+runtime.GOARCH)
+	ver, _ := exec.Command(cxx, "--version").Output()
+	h.Write(ver)
+	all := append([]string(nil), files...)
+	for _, d := range []string{"tools/mtmd", "tools/mtmd/models", "tools/mtmd/debug", "include", "ggml/include",
+		"vendor/hash", "vendor/stb", "vendor/miniaudio"} {
+		hs, _ := filepath.Glob(filepath.Join(src, d, "*.h"))
+		for _, p := range hs {
+			rel, _ := filepath.Rel(src, p)
+			all = append(all, filepath.ToSlash(rel))
+		}
+	}
+	sort.Strings(all)
+	for _, f := range all {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			return "", fmt.Errorf("lib: %w", err)
+		}
+		s := sha256.Sum256(b)
+		fmt.Fprintf(h, "%s %x\n", f, s)
+	}
+	s, err := fileSHA256(libllama)
+	if err != nil {
+		return "", fmt.Errorf("lib: %w", err)
+	}
+	fmt.Fprintf(h, "libllama %s\n", s)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func mtmdMatches(lib, stampPath, inputs string) bool {
+	b, err := os.ReadFile(stampPath)
+	if err != nil {
+		return false
+	}
+	var st mtmdStamp
+	if json.Unmarshal(b, &st) != nil || st.Inputs != inputs || st.Version != Version {
+		return false
+	}
+	sum, err := fileSHA256(lib)
+	return err == nil && sum == st.Library
+}
+
+func fileSHA256(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// compileAll compiles the files into objects in dir, jobs at a time,
+// stopping at the first failure.
+func compileAll(ctx context.Context, cxx, src string, files []string, dir string, jobs int, w io.Writer) ([]string, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	inc := []string{"-I", filepath.Join(src, "tools", "mtmd"), "-I", filepath.Join(src, "include"),
+		"-I", filepath.Join(src, "ggml", "include"), "-I", filepath.Join(src, "vendor"),
+		"-I", filepath.Join(src, "vendor", "hash")}
+	objs := make([]string, len(files))
+	work := make(chan int)
+	var mu sync.Mutex
+	var firstErr error
+	done := 0
+	var wg sync.WaitGroup
+	for range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				f := files[i]
+				obj := filepath.Join(dir, fmt.Sprintf("%03d-%s.o", i, strings.TrimSuffix(filepath.Base(f), filepath.Ext(f))))
+				var args []string
+				switch {
+				case strings.HasSuffix(f, ".cpp"):
+					args = []string{"-x", "c++", "-std=c++17"}
+				case strings.HasSuffix(f, "sha1.c"):
+					// compiled as C++, as llama.cpp's build does (it is in a namespace)
+					args = []string{"-x", "c++", "-std=c++17"}
+				default:
+					args = []string{"-x", "c", "-std=c11"}
+				}
+				args = append(args, mtmdCFlags...)
+				args = append(args, inc...)
+				args = append(args, "-c", filepath.Join(src, f), "-o", obj)
+				err := run(ctx, dir, cxx, args...)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = fmt.Errorf("lib: compiling %s: %w", f, err)
+					cancel()
+				}
+				done++
+				n := done
+				mu.Unlock()
+				if err == nil {
+					objs[i] = obj
+					progress(w, "llama: [%d/%d] compiled %s", n, len(files), f)
+				}
+			}
+		}()
+	}
+	for i := range files {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("lib: building libmtmd: %w", err)
+	}
+	return objs, nil
+}
+
+func run(ctx context.Context, dir, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(out.String())
+		if len(msg) > 4000 {
+			msg = msg[:4000] + "..."
+		}
+		return fmt.Errorf("%w: %s", err, msg)
+	}
+	return nil
+}
+
+var mtmdAPIDecl = regexp.MustCompile(`MTMD_API\s[^;(]*?\b(mtmd_[a-z0-9_]+)\s*\(`)
+
+// MTMDSymbols returns the C functions mtmd.h and mtmd-helper.h of the
+// source in src declare (MTMD_API, C linkage).
+func MTMDSymbols(src string) ([]string, error) {
+	var out []string
+	for _, h := range []string{"mtmd.h", "mtmd-helper.h"} {
+		b, err := os.ReadFile(filepath.Join(src, "tools", "mtmd", h))
+		if err != nil {
+			return nil, fmt.Errorf("lib: %w", err)
+		}
+		// Only the extern "C" part: C++ helpers (std:: types) are mangled.
+		s := string(b)
+		if i := strings.Index(s, `extern "C" {`); i >= 0 {
+			s = s[i:]
+		}
+		if i := strings.Index(s, `} // extern "C"`); i >= 0 {
+			s = s[:i]
+		}
+		for _, m := range mtmdAPIDecl.FindAllStringSubmatch(s, -1) {
+			out = append(out, m[1])
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("lib: mtmd.h declares no functions")
+	}
+	return out, nil
+}
+
+// CheckMTMD checks that the shared library at path exports every function
+// that mtmd.h and mtmd-helper.h of the source in src declare.
+func CheckMTMD(path, src string) error {
+	want, err := MTMDSymbols(src)
+	if err != nil {
+		return err
+	}
+	have, err := dynamicSymbols(path)
+	if err != nil {
+		return fmt.Errorf("lib: reading the symbols of %s: %w", path, err)
+	}
+	var missing []string
+	for _, s := range want {
+		if !have[s] {
+			missing = append(missing, s)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("lib: %s lacks %d functions of mtmd.h: %s", path, len(missing), strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// dynamicSymbols lists the functions a shared library defines and exports.
+func dynamicSymbols(path string) (map[string]bool, error) {
+	out := map[string]bool{}
+	if f, err := elf.Open(path); err == nil {
+		defer f.Close()
+		syms, err := f.DynamicSymbols()
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range syms {
+			if s.Section != elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+				out[s.Name] = true
+			}
+		}
+		return out, nil
+	}
+	f, err := macho.Open(path)
+	if err != nil {
+		return nil, errors.New("neither an ELF nor a Mach-O file")
+	}
+	defer f.Close()
+	if f.Symtab == nil {
+		return nil, errors.New("no symbol table")
+	}
+	for _, s := range f.Symtab.Syms {
+		if s.Type&0x0e == 0x0e && s.Type&0x01 != 0 { // N_SECT | N_EXT
+			out[strings.TrimPrefix(s.Name, "_")] = true
+		}
+	}
+	return out, nil
+}

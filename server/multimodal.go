@@ -1,0 +1,374 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/x/llama"
+	"github.com/x/llama/mtmd"
+)
+
+// MultimodalOptions give a model a multimodal projector, for image and
+// audio input (through package mtmd, which needs libmtmd: see its
+// documentation). The zero value serves text only.
+type MultimodalOptions struct {
+	// Projector is the projector ("mmproj") GGUF of the model (--mmproj).
+	Projector string
+	// CPUOnly keeps the projector on the CPU (--no-mmproj-offload).
+	CPUOnly bool
+	// ImageMinTokens and ImageMaxTokens bound the tokens of one image for
+	// projectors with dynamic resolution (--image-min-tokens,
+	// --image-max-tokens; 0: the file's values).
+	ImageMinTokens, ImageMaxTokens int
+	// MaxImagePixels bounds an image's width times height, checked before
+	// it is decoded (0: mtmd.DefaultMaxPixels).
+	MaxImagePixels int
+}
+
+// mediaMarker marks a medium's place in prompts; GET /props reports it as
+// "media_marker". As in llama-server it is random per process, so that text
+// a client sends cannot pass for a marker, unless $LLAMA_MEDIA_MARKER pins
+// it. The projectors are loaded with it.
+var mediaMarker = newMediaMarker()
+
+func newMediaMarker() string {
+	if m := os.Getenv("LLAMA_MEDIA_MARKER"); m != "" {
+		return m
+	}
+	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	b := make([]byte, 32)
+	for i := range b {
+		b[i] = letters[rand.IntN(len(letters))]
+	}
+	return "<__media_" + string(b) + "__>"
+}
+
+// loadProjector loads o's projector for m, or returns nil when none is set.
+func loadProjector(ctx context.Context, m *llama.Model, o MultimodalOptions) (*mtmd.Projector, error) {
+	if o.Projector == "" {
+		return nil, nil
+	}
+	p, err := mtmd.LoadProjector(ctx, m, o.Projector, mtmd.ProjectorOptions{CPUOnly: o.CPUOnly, Marker: mediaMarker,
+		ImageMinTokens: o.ImageMinTokens, ImageMaxTokens: o.ImageMaxTokens})
+	if err != nil {
+		return nil, fmt.Errorf("load multimodal projector: %w", err)
+	}
+	return p, nil
+}
+
+// mmPrompt is a prompt with media, tokenized by the instance's projector.
+// The task's Prompt holds the tokens of every position: the text chunks'
+// tokens and, for each position of a medium, the placeholder -1 (no
+// vocabulary token, so that a later prompt's cached prefix stops there).
+// The engine evaluates the chunks before the last with libmtmd when the
+// task starts, then decodes the last (text) chunk as any prompt.
+type mmPrompt struct {
+	chunks  *mtmd.Chunks
+	proj    *mtmd.Projector
+	nPrefix int // positions of the chunks evaluated by libmtmd
+}
+
+// mediaPlaceholder fills a medium's positions in a task's prompt.
+const mediaPlaceholder llama.Token = -1
+
+// errNoMultimodal is the 400 of a request with media to a model without a
+// projector.
+func errNoMultimodal(kind string) error {
+	return &httpError{Status: http.StatusBadRequest, Type: "invalid_request_error",
+		Msg: kind + " input is not supported by this model: the server has no multimodal projector for it (start it with --mmproj)"}
+}
+
+// mediaInput is one medium of a request, still encoded.
+type mediaInput struct {
+	data []byte
+	kind string // "image" or "audio", as the request said
+}
+
+// promptTokens tokenizes a rendered prompt: as tokenizePrompt when there
+// are no media, else with the projector, setting t's multimodal prompt.
+func (inst *instance) promptTokens(prompt string, media []mediaInput, t *Task) ([]llama.Token, error) {
+	if len(media) == 0 {
+		return inst.tokenizePrompt(prompt)
+	}
+	p := inst.Projector
+	if p == nil {
+		return nil, errNoMultimodal(media[0].kind)
+	}
+	ms := make([]*mtmd.Media, 0, len(media))
+	defer func() {
+		for _, m := range ms {
+			m.Close()
+		}
+	}()
+	for i, in := range media {
+		m, err := p.NewMedia(in.data, mtmd.MediaOptions{MaxPixels: inst.Opts.Multimodal.MaxImagePixels})
+		if err != nil {
+			var le *llama.Error
+			if errors.As(err, &le) && le.Code == llama.CodeUnsupported {
+				return nil, badRequest("media %d: %s input is not supported by this model (%s)", i, mtmd.Sniff(in.data), le.Msg)
+			}
+			return nil, badRequest("media %d: %v", i, err)
+		}
+		ms = append(ms, m)
+	}
+	chunks, err := p.Tokenize(prompt, ms, mtmd.TokenizeOptions{AddSpecial: true, ParseSpecial: true})
+	if err != nil {
+		return nil, badRequest("cannot tokenize the prompt with its media: %v", err)
+	}
+	n := chunks.Len()
+	if n == 0 || chunks.Chunk(n-1).Type != mtmd.ChunkText || len(chunks.Chunk(n-1).Tokens) == 0 {
+		chunks.Close()
+		return nil, badRequest("the prompt must end with text after its last medium")
+	}
+	var toks []llama.Token
+	for _, c := range chunks.All()[:n-1] {
+		if c.Type == mtmd.ChunkText {
+			toks = append(toks, c.Tokens...)
+			continue
+		}
+		for range c.NPos {
+			toks = append(toks, mediaPlaceholder)
+		}
+	}
+	mp := &mmPrompt{chunks: chunks, proj: p, nPrefix: len(toks)}
+	// A task that never starts (its client left while it was queued) still
+	// frees its chunks.
+	runtime.AddCleanup(mp, func(c *mtmd.Chunks) { c.Close() }, chunks)
+	t.mm = mp
+	return append(toks, chunks.Chunk(n-1).Tokens...), nil
+}
+
+// startMedia evaluates a multimodal task's media (and the text around them)
+// into its slot's empty sequence; the engine then decodes the last text
+// chunk as any prompt. It reports false when the task failed.
+func (e *engine) startMedia(s *engSlot) bool {
+	mp := s.tk.t.mm
+	defer mp.chunks.Close()
+	if mp.proj.Model() != e.model {
+		e.fail(s, errors.New("server: the prompt's media were tokenized for another model"))
+		return false
+	}
+	_, err := mp.proj.Eval(s.tk.ctx, e.lctx, mp.chunks, mtmd.EvalOptions{Pos: 0, Seq: s.id, To: mp.chunks.Len() - 1})
+	if err != nil {
+		e.lctx.RemoveTokens(s.id, 0, -1)
+		s.cache = s.cache[:0]
+		e.fail(s, err)
+		return false
+	}
+	s.cache = append(s.cache[:0], s.prompt[:mp.nPrefix]...)
+	s.promptIdx = mp.nPrefix
+	return true
+}
+
+// mediaPart reads an OpenAI content part holding a medium: "image_url"
+// with a data: URL, or "input_audio" with base64 data and a format.
+func mediaPart(typ string, imageURL, inputAudio json.RawMessage) (mediaInput, error) {
+	switch typ {
+	case "image_url":
+		var u struct {
+			URL string `json:"url"`
+		}
+		switch jsonKind(imageURL) {
+		case 'o':
+			if err := json.Unmarshal(imageURL, &u); err != nil {
+				return mediaInput{}, fmt.Errorf("image_url: %v", err)
+			}
+		case 's':
+			_ = json.Unmarshal(imageURL, &u.URL)
+		default:
+			return mediaInput{}, errors.New("image_url must be an object with a url")
+		}
+		data, err := dataURL(u.URL)
+		if err != nil {
+			return mediaInput{}, err
+		}
+		return mediaInput{data: data, kind: "image"}, nil
+	case "input_audio":
+		var a struct {
+			Data   string `json:"data"`
+			Format string `json:"format"`
+		}
+		if jsonKind(inputAudio) != 'o' || json.Unmarshal(inputAudio, &a) != nil {
+			return mediaInput{}, errors.New("input_audio must be an object with data and format")
+		}
+		switch strings.ToLower(a.Format) {
+		case "wav", "mp3", "flac":
+		default:
+			return mediaInput{}, fmt.Errorf("input_audio format %q is not supported (wav, mp3 or flac)", a.Format)
+		}
+		data, err := base64Data(a.Data)
+		if err != nil {
+			return mediaInput{}, fmt.Errorf("input_audio data: %v", err)
+		}
+		return mediaInput{data: data, kind: "audio"}, nil
+	}
+	return mediaInput{}, fmt.Errorf("unsupported content type %q", typ)
+}
+
+// dataURL decodes a base64 data: URL. Other URLs are refused: the server
+// does not fetch media.
+func dataURL(u string) ([]byte, error) {
+	rest, ok := strings.CutPrefix(u, "data:")
+	if !ok {
+		if u == "" {
+			return nil, errors.New("image_url has no url")
+		}
+		return nil, errors.New("image_url must be a data: URL (base64); the server does not download media")
+	}
+	meta, payload, ok := strings.Cut(rest, ",")
+	if !ok || !strings.HasSuffix(meta, ";base64") {
+		return nil, errors.New("image_url data: URL must be base64 encoded")
+	}
+	data, err := base64Data(payload)
+	if err != nil {
+		return nil, fmt.Errorf("image_url data: %v", err)
+	}
+	return data, nil
+}
+
+func base64Data(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, errors.New("empty")
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		b, err = base64.RawStdEncoding.DecodeString(strings.TrimRight(s, "="))
+	}
+	if err != nil {
+		return nil, errors.New("invalid base64")
+	}
+	return b, nil
+}
+
+// completionMediaPrompt reads /completion's prompt object:
+// {"prompt_string": "...", "multimodal_data": ["base64", ...]}, one
+// medium per marker of the string.
+func (inst *instance) completionMediaPrompt(raw json.RawMessage, t *Task) ([]llama.Token, error) {
+	var p struct {
+		PromptString   *string           `json:"prompt_string"`
+		MultimodalData []json.RawMessage `json:"multimodal_data"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, badRequest(`"prompt": %v`, err)
+	}
+	if p.PromptString == nil {
+		return nil, badRequest(`"prompt" object needs a "prompt_string"`)
+	}
+	media := make([]mediaInput, 0, len(p.MultimodalData))
+	for i, d := range p.MultimodalData {
+		var s string
+		if jsonKind(d) != 's' || json.Unmarshal(d, &s) != nil {
+			return nil, badRequest(`"multimodal_data"[%d] must be a base64 string`, i)
+		}
+		data, err := base64Data(s)
+		if err != nil {
+			return nil, badRequest(`"multimodal_data"[%d]: %v`, i, err)
+		}
+		kind := "media"
+		if k := mtmd.Sniff(data); k != 0 {
+			kind = k.String()
+		}
+		media = append(media, mediaInput{data: data, kind: kind})
+	}
+	if len(media) == 0 {
+		return inst.tokenizePrompt(*p.PromptString)
+	}
+	return inst.promptTokens(*p.PromptString, media, t)
+}
+
+// anthImagePart converts an Anthropic image block's source (base64 data
+// with its media type, or a data: URL) into an OpenAI image_url part.
+func anthImagePart(raw json.RawMessage) (map[string]any, error) {
+	var src struct {
+		Type      string `json:"type"`
+		MediaType string `json:"media_type"`
+		Data      string `json:"data"`
+		URL       string `json:"url"`
+	}
+	if jsonKind(raw) != 'o' || json.Unmarshal(raw, &src) != nil {
+		return nil, errors.New("image block needs a source object")
+	}
+	url := ""
+	switch src.Type {
+	case "base64":
+		if !strings.HasPrefix(src.MediaType, "image/") {
+			return nil, fmt.Errorf("image source media_type %q is not an image type", src.MediaType)
+		}
+		url = "data:" + src.MediaType + ";base64," + src.Data
+	case "url":
+		url = src.URL
+	default:
+		return nil, fmt.Errorf("image source type %q is not supported (base64 or url)", src.Type)
+	}
+	return map[string]any{"type": "image_url", "image_url": map[string]any{"url": url}}, nil
+}
+
+// anthHasMedia reports whether converted parts hold more than text.
+func anthHasMedia(parts []map[string]any) bool {
+	for _, p := range parts {
+		if p["type"] != "text" {
+			return true
+		}
+	}
+	return false
+}
+
+// respMediaParts converts the content of a Responses input message that
+// holds input_image parts into OpenAI chat parts (input_text to text,
+// input_image to image_url); it returns nil when there is no image.
+func respMediaParts(i int, content json.RawMessage) ([]map[string]any, error) {
+	if jsonKind(content) != 'a' {
+		return nil, nil
+	}
+	var parts []respPart
+	if json.Unmarshal(content, &parts) != nil {
+		return nil, nil // reported by the text path
+	}
+	hasImage := false
+	for _, p := range parts {
+		hasImage = hasImage || p.Type == "input_image"
+	}
+	if !hasImage {
+		return nil, nil
+	}
+	out := make([]map[string]any, 0, len(parts))
+	for j, p := range parts {
+		switch {
+		case p.Type == "input_text" && p.Text != nil:
+			out = append(out, map[string]any{"type": "text", "text": *p.Text})
+		case p.Type == "input_image" && p.ImageURL != nil:
+			out = append(out, map[string]any{"type": "image_url", "image_url": map[string]any{"url": *p.ImageURL}})
+		case p.Type == "input_image":
+			return nil, badRequest("input[%d].content[%d]: input_image needs an image_url (a data: URL)", i, j)
+		default:
+			return nil, badRequest("input[%d].content[%d]: unsupported part type %q", i, j, p.Type)
+		}
+	}
+	return out, nil
+}
+
+// withoutMedia returns toks without the media placeholders (toks itself
+// when it has none), for showing a prompt as text.
+func withoutMedia(toks []llama.Token) []llama.Token {
+	for i, t := range toks {
+		if t == mediaPlaceholder {
+			out := append([]llama.Token(nil), toks[:i]...)
+			for _, t := range toks[i+1:] {
+				if t != mediaPlaceholder {
+					out = append(out, t)
+				}
+			}
+			return out
+		}
+	}
+	return toks
+}
