@@ -51,6 +51,25 @@ type SamplingParams struct {
 	NProbs          int // return the top n token probabilities per token
 }
 
+// defaultSampling returns the sampling parameters requests start from:
+// o.Sampling (a copy) or DefaultSamplingParams.
+func (o *Options) defaultSampling() SamplingParams {
+	if o.Sampling == nil {
+		return DefaultSamplingParams()
+	}
+	p := *o.Sampling
+	p.DRYSequenceBreakers = append([]string(nil), p.DRYSequenceBreakers...)
+	p.Samplers = append([]string(nil), p.Samplers...)
+	if p.LogitBias != nil {
+		b := make(map[llama.Token]float32, len(p.LogitBias))
+		for k, v := range p.LogitBias {
+			b[k] = v
+		}
+		p.LogitBias = b
+	}
+	return p
+}
+
 // DefaultSamplingParams returns llama.cpp's server defaults.
 func DefaultSamplingParams() SamplingParams {
 	return SamplingParams{

@@ -66,7 +66,7 @@ func handleHealth(s *Server) http.HandlerFunc {
 
 // defaultGenerationParams is the default_generation_settings.params of /props.
 func defaultGenerationParams(o Options) map[string]any {
-	p := DefaultSamplingParams()
+	p := o.defaultSampling()
 	seed := uint32(p.Seed)
 	return map[string]any{
 		"n_predict": o.NPredict, "seed": seed, "temperature": p.Temperature,
@@ -759,7 +759,7 @@ func handleApplyTemplate(s *Server) http.HandlerFunc {
 		}
 		defer release()
 		in := chat.TemplateInput{Messages: msgs, AddGenerationPrompt: req.AddGenerationPrompt == nil || *req.AddGenerationPrompt,
-			Extra: req.ChatTemplateKwargs}
+			Extra: inst.templateKwargs(inst.Template, req.ChatTemplateKwargs)}
 		sp := inst.Model.SpecialTokens()
 		if sp.BOS != llama.NoToken {
 			in.BOSToken, _ = inst.Model.TokenPiece(sp.BOS, true)

@@ -196,7 +196,7 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 	var opt genOptions
 	t := &Task{
 		Kind:        TaskCompletion,
-		Params:      DefaultSamplingParams(),
+		Params:      inst.Opts.defaultSampling(),
 		NPredict:    -1,
 		CachePrompt: true,
 		NKeep:       0,

@@ -48,6 +48,10 @@ type Options struct {
 	Engine EngineOptions
 	// NPredict is the default n_predict (-n; -1: no limit).
 	NPredict int
+	// Sampling are the sampling parameters requests start from (--temp,
+	// --seed, --top-k, ...; nil: DefaultSamplingParams, llama-server's
+	// defaults). A request's own fields override them.
+	Sampling *SamplingParams
 
 	// APIKeys, when set, are required of every request except the public
 	// endpoints (/health, GET /models, GET /v1/models).
@@ -76,6 +80,10 @@ type Options struct {
 	Jinja bool
 	// ReasoningFormat is --reasoning-format ("none", "deepseek", "auto").
 	ReasoningFormat string
+	// Reasoning is --reasoning: "on" or "off" turn the templates' thinking
+	// on or off (enable_thinking) unless a request says otherwise;
+	// "" or "auto" leave it to the template.
+	Reasoning string
 
 	// SleepIdleSeconds unloads a model after that long without requests
 	// and reloads it on the next one (0: never).
@@ -136,6 +144,11 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	if o.ReasoningFormat == "" {
 		o.ReasoningFormat = "auto"
+	}
+	switch o.Reasoning {
+	case "", "auto", "on", "off":
+	default:
+		return nil, fmt.Errorf("server: Reasoning must be on, off or auto, not %q", o.Reasoning)
 	}
 	if o.SlotSavePath != "" {
 		abs, err := filepath.Abs(o.SlotSavePath)
