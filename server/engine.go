@@ -49,7 +49,7 @@ type EngineOptions struct {
 	// (default 1).
 	Parallel int
 	// CtxSize is the context size in tokens, shared by the slots (each gets
-	// CtxSize/Parallel unless KVUnified); 0: the model's training context,
+	// CtxSize/Parallel, or all of it with KVUnified); 0: the model's training context,
 	// at most 8192.
 	CtxSize int
 	// BatchSize is the most tokens one decode takes (default 2048);
@@ -97,8 +97,10 @@ type EngineOptions struct {
 	QueueSize int
 	// Adapters are LoRA adapters loaded at start, each with its default scale.
 	Adapters []AdapterSpec
-	// KVUnified makes one KV buffer shared by all slots (each slot still
-	// gets CtxSize/Parallel positions). Embedding engines always use it.
+	// KVUnified makes one KV buffer shared by all slots, each of which may
+	// use up to the whole CtxSize (a slot that finds the buffer full frees
+	// idle slots' cached prompts, else fails). Embedding engines always
+	// use it.
 	KVUnified bool
 }
 
@@ -222,10 +224,9 @@ func NewEngine(m *llama.Model, o EngineOptions) (Engine, error) {
 		done: make(chan struct{}), wake: make(chan struct{}, 1),
 		addBOS: m.SpecialTokens().AddBOS,
 	}
+	// With a unified KV buffer each slot may use the whole context, as in
+	// llama-server (llama_n_ctx_seq); slots then share its cells.
 	e.nCtxSlot = lctx.SeqSize()
-	if copts.KVUnified {
-		e.nCtxSlot = lctx.Size() / o.Parallel
-	}
 	e.canReuse = !embedding && lctx.CanShift()
 	e.nBatch = lctx.BatchSize()
 	if embedding {

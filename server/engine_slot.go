@@ -26,6 +26,8 @@ type engSlot struct {
 	promptIdx int           // next prompt token to decode
 	nCached   int
 	iBatch    int                 // batch index of this step's output (-1 none)
+	undoCache int                 // len(cache) and promptIdx before this step's batch
+	undoIdx   int
 	iFirst    int                 // batch index of the first prompt token (embeddings)
 	smpl      *llama.SamplerChain // the samplers, dist last
 	gram      *llama.SamplerChain // the grammar, if any
@@ -176,6 +178,7 @@ func (e *engine) step() bool {
 	busy := 0
 	for _, s := range e.slots {
 		s.iBatch = -1
+		s.undoCache, s.undoIdx = len(s.cache), s.promptIdx
 		if s.tk != nil {
 			busy++
 		}
@@ -233,6 +236,21 @@ func (e *engine) step() bool {
 		if e.baseCtx.Err() != nil {
 			return false
 		}
+		if errors.Is(err, llama.ErrNoKVSlot) {
+			// The shared KV memory is full (llama.cpp left it as before
+			// the batch). As llama-server: free the memory idle slots keep
+			// for prompt caching and retry; failing that, the requests in
+			// the batch end with an error.
+			for _, s := range e.slots {
+				if s.iBatch != -1 {
+					s.cache, s.promptIdx = s.cache[:s.undoCache], s.undoIdx
+				}
+			}
+			if e.clearIdle() {
+				return true
+			}
+			err = errors.New("server: context size has been exceeded (the KV cache the slots share is full)")
+		}
 		for _, s := range e.slots {
 			if s.tk != nil && s.iBatch != -1 {
 				e.lctx.RemoveTokens(s.id, 0, -1)
@@ -262,6 +280,21 @@ func (e *engine) step() bool {
 		e.sampleNext(s)
 	}
 	return true
+}
+
+// clearIdle drops the cached prompts of the slots without a task from the
+// KV memory and reports whether there were any.
+func (e *engine) clearIdle() bool {
+	cleared := false
+	for _, s := range e.slots {
+		if s.tk == nil && len(s.cache) > 0 {
+			if _, err := e.lctx.RemoveTokens(s.id, 0, -1); err == nil {
+				s.cache = s.cache[:0]
+				cleared = true
+			}
+		}
+	}
+	return cleared
 }
 
 // shift is llama.cpp's context shift: keep NKeep tokens (plus BOS), drop
@@ -588,6 +621,7 @@ func (e *engine) newSampler(p *SamplingParams) (chain, gram *llama.SamplerChain,
 		ss = append(ss, llama.Temp(p.Temperature), llama.MirostatV2(p.Seed, p.MirostatTau, p.MirostatEta))
 	default:
 		greedy := p.Temperature <= 0
+		adaptive := false
 		for _, name := range p.Samplers {
 			switch strings.ReplaceAll(strings.ToLower(name), "-", "_") {
 			case "penalties":
@@ -632,11 +666,16 @@ func (e *engine) newSampler(p *SamplingParams) (chain, gram *llama.SamplerChain,
 				if !greedy {
 					ss = append(ss, llama.TempExt(p.Temperature, p.DynatempRange, p.DynatempExponent))
 				}
+			case "adaptive_p":
+				adaptive = true
 			}
 		}
-		if greedy {
+		switch {
+		case greedy:
 			ss = append(ss, llama.Greedy())
-		} else {
+		case adaptive:
+			ss = append(ss, llama.AdaptiveP(p.AdaptiveTarget, p.AdaptiveDecay, p.Seed))
+		default:
 			ss = append(ss, llama.Dist(p.Seed))
 		}
 	}

@@ -78,6 +78,7 @@ func defaultGenerationParams(o Options) map[string]any {
 		"dry_multiplier": p.DRYMultiplier, "dry_base": p.DRYBase, "dry_allowed_length": p.DRYAllowedLength,
 		"dry_penalty_last_n": p.DRYPenaltyLastN, "dry_sequence_breakers": p.DRYSequenceBreakers,
 		"mirostat": p.Mirostat, "mirostat_tau": p.MirostatTau, "mirostat_eta": p.MirostatEta,
+		"adaptive_target": p.AdaptiveTarget, "adaptive_decay": p.AdaptiveDecay,
 		"stop": []string{}, "max_tokens": o.NPredict, "n_keep": 0, "n_discard": 0,
 		"ignore_eos": false, "stream": true, "n_probs": 0, "min_keep": 0, "grammar": "",
 		"samplers": p.Samplers, "timings_per_token": false,

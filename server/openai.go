@@ -18,7 +18,7 @@ func init() {
 }
 
 // systemFingerprint identifies the server build in OpenAI responses.
-const systemFingerprint = "llama-go"
+const systemFingerprint = "b0.4.0-go-llama"
 
 // oaiUsage is OpenAI's token usage.
 type oaiUsage struct {

@@ -217,7 +217,7 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 		{"mirostat_tau", &p.MirostatTau}, {"mirostat_eta", &p.MirostatEta},
 		{"repeat_penalty", &p.RepeatPenalty}, {"presence_penalty", &p.PresencePenalty},
 		{"frequency_penalty", &p.FrequencyPenalty}, {"dry_multiplier", &p.DRYMultiplier},
-		{"dry_base", &p.DRYBase},
+		{"dry_base", &p.DRYBase}, {"adaptive_target", &p.AdaptiveTarget}, {"adaptive_decay", &p.AdaptiveDecay},
 	}
 	for _, fl := range floats {
 		if err := f.float(fl.key, fl.dst); err != nil {
@@ -262,7 +262,9 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 			return nil, opt, err
 		}
 	}
-	if defaultNPredict > 0 && (t.NPredict < 0 || t.NPredict > defaultNPredict) {
+	// The server's n_predict is a default, not a cap: a request's -1 (or
+	// no value) takes it, as llama-server's slot does.
+	if t.NPredict == -1 && defaultNPredict != 0 {
 		t.NPredict = defaultNPredict
 	}
 	if f.has("seed") {
@@ -355,7 +357,8 @@ func nonEmpty(ss []string) []string {
 
 // samplerAliases maps every accepted sampler name to the engine's name.
 var samplerAliases = func() map[string]string {
-	m := map[string]string{"nucleus": "top_p", "temp": "temperature", "typ": "typ_p", "typical_p": "typ_p", "typical": "typ_p"}
+	m := map[string]string{"nucleus": "top_p", "temp": "temperature", "typ": "typ_p", "typical_p": "typ_p", "typical": "typ_p",
+		"adaptive_p": "adaptive_p", "adaptive-p": "adaptive_p", "adaptivep": "adaptive_p"}
 	for _, c := range DefaultSamplingParams().Samplers {
 		m[c] = c
 		m[strings.ReplaceAll(c, "_", "-")] = c
@@ -365,7 +368,7 @@ var samplerAliases = func() map[string]string {
 }()
 
 // samplerChars maps the one-letter sampler sequence form.
-var samplerChars = map[rune]string{'e': "penalties", 'd': "dry", 's': "top_n_sigma", 'k': "top_k", 'y': "typ_p", 'p': "top_p", 'm': "min_p", 'x': "xtc", 't': "temperature"}
+var samplerChars = map[rune]string{'e': "penalties", 'd': "dry", 's': "top_n_sigma", 'k': "top_k", 'y': "typ_p", 'p': "top_p", 'm': "min_p", 'x': "xtc", 't': "temperature", 'a': "adaptive_p"}
 
 func parseSamplers(f reqFields, p *SamplingParams) error {
 	switch f.kind("samplers") {
@@ -586,6 +589,7 @@ func generationSettings(t *Task, opt genOptions, inst *instance) map[string]any 
 		"dry_multiplier": p.DRYMultiplier, "dry_base": p.DRYBase, "dry_allowed_length": p.DRYAllowedLength,
 		"dry_penalty_last_n": p.DRYPenaltyLastN, "dry_sequence_breakers": p.DRYSequenceBreakers,
 		"mirostat": p.Mirostat, "mirostat_tau": p.MirostatTau, "mirostat_eta": p.MirostatEta,
+		"adaptive_target": p.AdaptiveTarget, "adaptive_decay": p.AdaptiveDecay,
 		"stop": nonNilStrings(t.Stop), "max_tokens": t.NPredict, "n_keep": t.NKeep,
 		"ignore_eos": p.IgnoreEOS, "stream": opt.Stream, "logit_bias": bias, "n_probs": p.NProbs,
 		"grammar": p.Grammar, "samplers": p.Samplers, "timings_per_token": opt.TimingsPerToken,
@@ -616,9 +620,15 @@ func parsePrompts(raw json.RawMessage, name string, inst *instance) ([][]llama.T
 			return nil, err
 		}
 		return [][]llama.Token{toks}, nil
+	case 'o':
+		toks, err := objectPrompt(raw, name, inst)
+		if err != nil {
+			return nil, err
+		}
+		return [][]llama.Token{toks}, nil
 	case 'a':
 	default:
-		return nil, badRequest("%q must be a string, an array of token ids, or an array of prompts", name)
+		return nil, badRequest("%q must be a string, an array of token ids, an object with a prompt_string, or an array of prompts", name)
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
@@ -661,11 +671,48 @@ func parsePrompts(raw json.RawMessage, name string, inst *instance) ([][]llama.T
 				return nil, err
 			}
 			out = append(out, toks)
+		case 'o':
+			toks, err := objectPrompt(it, sub, inst)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, toks)
 		default:
-			return nil, badRequest("%q must be a string or an array of token ids", sub)
+			return nil, badRequest("%q must be a string, an array of token ids or an object with a prompt_string", sub)
 		}
 	}
 	return out, nil
+}
+
+// objectPrompt reads a prompt object, {"prompt_string": text or mixed
+// array, "multimodal_data": [base64...]}, as llama.cpp accepts it; there is
+// no multimodal projector here, so multimodal data is a 400.
+func objectPrompt(raw json.RawMessage, name string, inst *instance) ([]llama.Token, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, badRequest("%q: %v", name, err)
+	}
+	ps, ok := obj["prompt_string"]
+	if !ok {
+		return nil, badRequest("%q: a prompt object needs a \"prompt_string\"", name)
+	}
+	if _, mm := obj["multimodal_data"]; mm {
+		return nil, badRequest("%q: multimodal data provided, but the model does not support multimodal requests", name)
+	}
+	sub := name + ".prompt_string"
+	switch jsonKind(ps) {
+	case 's':
+		var s string
+		_ = json.Unmarshal(ps, &s)
+		return inst.tokenizePrompt(s)
+	case 'a':
+		var parts []json.RawMessage
+		if err := json.Unmarshal(ps, &parts); err != nil || len(parts) == 0 {
+			return nil, badRequest("%q must be a string or a non-empty array of token ids and strings", sub)
+		}
+		return mixedPrompt(parts, sub, inst)
+	}
+	return nil, badRequest("%q must be a string or an array of token ids and strings", sub)
 }
 
 // mixedPrompt joins token ids and strings into one prompt; only a leading
