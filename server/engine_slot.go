@@ -25,8 +25,8 @@ type engSlot struct {
 	prompt    []llama.Token // the prompt as processed (maybe truncated)
 	promptIdx int           // next prompt token to decode
 	nCached   int
-	iBatch    int                 // batch index of this step's output (-1 none)
-	undoCache int                 // len(cache) and promptIdx before this step's batch
+	iBatch    int // batch index of this step's output (-1 none)
+	undoCache int // len(cache) and promptIdx before this step's batch
 	undoIdx   int
 	iFirst    int                 // batch index of the first prompt token (embeddings)
 	smpl      *llama.SamplerChain // the samplers, dist last
