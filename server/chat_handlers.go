@@ -42,12 +42,19 @@ type chatRequest struct {
 	Reasoning string
 	// Schema is a JSON Schema the answer must follow (response_format).
 	Schema json.RawMessage
+	// Continue continues the last message (continue_final_message):
+	// "auto", "content" or "reasoning_content"; "" does not, except that
+	// a conversation ending with an assistant message is continued.
+	Continue string
 }
 
 // chatPlan is how to run a chat and read its output.
 type chatPlan struct {
 	Prompt string
 	Parse  chat.ParseOptions
+	// Prefill is the text of the message continued, which the answer's
+	// content starts with.
+	Prefill string
 }
 
 // genericToolsPrompt is the instruction llama.cpp adds for models without
@@ -126,22 +133,45 @@ func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) 
 		t.Params.Grammar = g
 	}
 	// A conversation ending with an assistant message is continued from
-	// its text (llama.cpp's assistant prefill).
-	addGen, prefill := req.AddGenerationPrompt, ""
-	if n := len(msgs); addGen && n > 0 && msgs[n-1].Role == chat.RoleAssistant && len(msgs[n-1].ToolCalls) == 0 {
+	// its text (llama.cpp's assistant prefill), as is the last message with
+	// continue_final_message: the conversation before it is rendered, then
+	// the template's generation prompt, then the message's text. The
+	// answer's content starts with that text, as llama-server's does.
+	addGen, cont := req.AddGenerationPrompt, req.Continue
+	n := len(msgs)
+	if cont == "" && msgs[n-1].Role == chat.RoleAssistant {
 		if n >= 2 && msgs[n-2].Role == chat.RoleAssistant {
 			return nil, badRequest("cannot have 2 or more assistant messages at the end of the list")
 		}
-		addGen, prefill = false, msgs[n-1].Content
+		cont, addGen = "auto", false
 	}
-	prompt, err := inst.renderChat(msgs, tools, addGen, req.Extra)
+	if cont != "" && addGen {
+		return nil, badRequest("cannot set both add_generation_prompt and continue_final_message to true")
+	}
+	if cont != "" && msgs[n-1].Role == chat.RoleAssistant && len(msgs[n-1].ToolCalls) > 0 {
+		return nil, badRequest("cannot continue an assistant message that contains tool calls")
+	}
+	var prompt string
+	if cont == "" {
+		prompt, err = inst.renderChat(msgs, tools, addGen, req.Extra)
+	} else {
+		last := msgs[n-1]
+		var before, withGen string
+		before, err = inst.renderChat(msgs[:n-1], tools, false, req.Extra)
+		if err == nil {
+			withGen, err = inst.renderChat(msgs[:n-1], tools, true, req.Extra)
+		}
+		if err == nil {
+			i := 0
+			for i < len(before) && i < len(withGen) && before[i] == withGen[i] {
+				i++
+			}
+			plan.Prefill = continuationText(last)
+			prompt = before + withGen[i:] + plan.Prefill
+		}
+	}
 	if err != nil {
 		return nil, err
-	}
-	if prefill != "" {
-		if i := strings.LastIndex(prompt, prefill); i >= 0 {
-			prompt = prompt[:i+len(prefill)]
-		}
 	}
 	toks, err := inst.tokenizePrompt(prompt)
 	if err != nil {
@@ -158,6 +188,21 @@ func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) 
 		Tools:              req.Tools,
 	}
 	return plan, nil
+}
+
+// continuationText is the text of a message continued: its content, or
+// its text parts joined by blank lines, as llama.cpp joins them.
+func continuationText(m chat.Message) string {
+	if len(m.Parts) == 0 {
+		return m.Content
+	}
+	var texts []string
+	for _, p := range m.Parts {
+		if p.Type == "text" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n\n")
 }
 
 // addSystem puts text in the system message, adding one if needed.
@@ -406,18 +451,24 @@ func parseResponseFormat(f reqFields, req *chatRequest) error {
 
 // chatOptions are the OpenAI chat settings beyond generation.
 type chatOptions struct {
-	Model        string
+	Model string
+	// N is the number of choices ("n", 1 to the number of slots; one
+	// only when streaming).
+	N            int
 	IncludeUsage bool
 	Logprobs     bool
 }
 
 // parseChatRequest reads a chat completion body into a task and a plan.
 func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chatOptions, error) {
-	var co chatOptions
+	co := chatOptions{N: 1}
 	if !f.has("messages") {
 		return nil, nil, co, badRequest(`"messages" is required`)
 	}
-	if err := unsupported(f); err != nil {
+	if err := unsupportedExceptN(f); err != nil {
+		return nil, nil, co, err
+	}
+	if err := f.int("n", &co.N, 1, int64(max(1, len(inst.Engine.SlotsInfo())))); err != nil {
 		return nil, nil, co, err
 	}
 	msgs, err := toChatMessages(f["messages"])
@@ -433,6 +484,16 @@ func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chat
 	}
 	if err := f.bool("add_generation_prompt", &req.AddGenerationPrompt); err != nil {
 		return nil, nil, co, err
+	}
+	if f.has("continue_final_message") {
+		var v any
+		_ = json.Unmarshal(f["continue_final_message"], &v)
+		switch v {
+		case true:
+			req.Continue = "auto"
+		case "content", "reasoning_content":
+			req.Continue = v.(string)
+		}
 	}
 	if err := f.str("reasoning_format", &req.Reasoning); err != nil {
 		return nil, nil, co, err
@@ -496,6 +557,9 @@ func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chat
 	if err != nil {
 		return nil, nil, co, err
 	}
+	if co.N > 1 && opt.Stream {
+		return nil, nil, co, badRequest(`"n" > 1 is not supported with "stream"`)
+	}
 	opt.Settings = generationSettings(t, opt, inst)
 	co.Model = responseModel(f, inst)
 	g := &genRequest{inst: inst, prompts: [][]llama.Token{t.Prompt}, task: t, opt: opt}
@@ -513,13 +577,22 @@ type (
 		Choices           []oaiChatChoice `json:"choices"`
 		Usage             *oaiUsage       `json:"usage,omitempty"`
 		Timings           *Timings        `json:"timings,omitempty"`
+		// Verbose is llama-server's __verbose debug object (the native
+		// /completion result), with "verbose" or --verbose.
+		Verbose any `json:"__verbose,omitempty"`
 	}
 	oaiChatChoice struct {
 		Index        int             `json:"index"`
 		Message      *oaiChatMessage `json:"message,omitempty"`
-		Delta        *oaiChatMessage `json:"delta,omitempty"`
+		Delta        any             `json:"delta,omitempty"` // *oaiChatMessage or oaiFirstDelta
 		Logprobs     *oaiLogprobs    `json:"logprobs,omitempty"`
 		FinishReason *string         `json:"finish_reason"`
+	}
+	// oaiFirstDelta is the first streamed delta, as llama-server (and
+	// OpenAI) send it: the role, with content null.
+	oaiFirstDelta struct {
+		Role    string  `json:"role"`
+		Content *string `json:"content"`
 	}
 	// oaiChatMessage is an assistant message or a streamed delta of one.
 	oaiChatMessage struct {
@@ -559,7 +632,7 @@ func collectChat(ctx context.Context, inst *instance, plan *chatPlan, events <-c
 	if err != nil {
 		return nil, chat.Message{}, err
 	}
-	return res, parseChatOutput(res.Text, plan.Parse), nil
+	return res, parseChatOutput(plan.Prefill+res.Text, plan.Parse), nil
 }
 
 // nullableContent is OpenAI's content: "" becomes null when the message
@@ -585,10 +658,12 @@ func handleChatCompletion(s *Server) http.HandlerFunc {
 		}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		events, err := s.runTask(ctx, inst, g.task)
-		if err == nil {
-			events, err = peekEvents(ctx, events)
+		tasks := make([]*Task, co.N)
+		for i := range tasks {
+			t := *g.task
+			tasks[i] = &t
 		}
+		chans, err := s.startTasks(ctx, inst, tasks)
 		if err != nil {
 			writeHTTPError(w, err)
 			return
@@ -598,31 +673,37 @@ func handleChatCompletion(s *Server) http.HandlerFunc {
 			SystemFingerprint: systemFingerprint,
 		}
 		if g.opt.Stream {
-			streamChat(ctx, w, g, plan, co, events, base)
-			return
-		}
-		res, msg, err := collectChat(ctx, inst, plan, events)
-		if err != nil {
-			writeHTTPError(w, err)
+			streamChat(ctx, w, g, plan, co, chans[0], base)
 			return
 		}
 		resp := base
 		resp.Object = "chat.completion"
-		out := &oaiChatMessage{Role: chat.RoleAssistant, ReasoningContent: msg.ReasoningContent}
-		for _, tc := range msg.ToolCalls {
-			out.ToolCalls = append(out.ToolCalls, oaiToolCall{ID: idOrNew(tc.ID, "call_"), Type: "function", Function: oaiToolFunction{Name: tc.Name, Arguments: tc.Arguments}})
-		}
-		out.Content = nullableContent(msg.Content, len(out.ToolCalls) > 0)
-		fr := finishReason(res.Final.Stop, len(out.ToolCalls) > 0)
-		choice := oaiChatChoice{Index: 0, Message: out, FinishReason: &fr}
-		if co.Logprobs {
-			choice.Logprobs = &oaiLogprobs{Content: probsJSON(inst.Model, res.Steps, g.opt.PostSamplingProbs)}
-		}
-		resp.Choices = []oaiChatChoice{choice}
 		var u oaiUsage
-		u.add(res.Final)
-		tm := res.Final.Timings
-		resp.Usage, resp.Timings = &u, &tm
+		for i, events := range chans {
+			res, msg, err := collectChat(ctx, inst, plan, events)
+			if err != nil {
+				writeHTTPError(w, err)
+				return
+			}
+			out := &oaiChatMessage{Role: chat.RoleAssistant, ReasoningContent: msg.ReasoningContent}
+			for _, tc := range msg.ToolCalls {
+				out.ToolCalls = append(out.ToolCalls, oaiToolCall{ID: idOrNew(tc.ID, "call_"), Type: "function", Function: oaiToolFunction{Name: tc.Name, Arguments: tc.Arguments}})
+			}
+			out.Content = nullableContent(msg.Content, len(out.ToolCalls) > 0)
+			fr := finishReason(res.Final.Stop, len(out.ToolCalls) > 0)
+			choice := oaiChatChoice{Index: i, Message: out, FinishReason: &fr}
+			if co.Logprobs {
+				choice.Logprobs = &oaiLogprobs{Content: probsJSON(inst.Model, res.Steps, g.opt.PostSamplingProbs)}
+			}
+			resp.Choices = append(resp.Choices, choice)
+			if i == 0 && g.opt.Verbose {
+				resp.Verbose = nativeFinal(g, 0, res, false)
+			}
+			u.add(res.Final)
+			tm := res.Final.Timings
+			resp.Timings = &tm
+		}
+		resp.Usage = &u
 		writeJSON(w, http.StatusOK, resp)
 	}
 }
@@ -639,10 +720,10 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 		chunk.Timings = tm
 		return sse.data(chunk) == nil
 	}
-	if !send(oaiChatChoice{Delta: &oaiChatMessage{Role: chat.RoleAssistant}}, nil) {
+	if !send(oaiChatChoice{Delta: oaiFirstDelta{Role: chat.RoleAssistant}}, nil) {
 		return
 	}
-	parser := newChatStream(plan.Parse)
+	parser := newChatStream(plan.Parse).withPrefix(plan.Prefill)
 	ids := map[int]string{}
 	var pending []step
 	anyCalls := false

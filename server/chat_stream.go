@@ -17,14 +17,25 @@ type chatStream struct {
 	raw    strings.Builder
 	sent   chat.Message // what the deltas returned so far carried (parsed)
 	failed bool         // fell back to raw text
+	prefix string       // text read before the first piece (a prefill)
 }
 
 func newChatStream(opts chat.ParseOptions) *chatStream {
 	return &chatStream{opts: opts, parser: chat.NewParser(opts)}
 }
 
+// withPrefix makes the stream read prefix (the text of a message continued)
+// before the first piece, so that the first delta carries it.
+func (s *chatStream) withPrefix(prefix string) *chatStream {
+	s.prefix = prefix
+	return s
+}
+
 // Push adds a piece of output and returns the delta to send.
 func (s *chatStream) Push(piece string) chat.Delta {
+	if s.prefix != "" {
+		piece, s.prefix = s.prefix+piece, ""
+	}
 	s.raw.WriteString(piece)
 	if s.failed {
 		return chat.Delta{Content: piece}
@@ -38,14 +49,31 @@ func (s *chatStream) Push(piece string) chat.Delta {
 // left as reported (the finish reason says "length") instead of falling
 // back to raw text.
 func (s *chatStream) Finish(limited bool) chat.Delta {
+	var first chat.Delta
+	if s.prefix != "" {
+		first = s.Push("")
+	}
 	if s.failed {
-		return chat.Delta{}
+		return first
 	}
 	d, err := s.parser.Finish()
 	if err != nil && limited {
-		return s.record(d)
+		d = s.record(d)
+	} else {
+		d = s.settle(d, err)
 	}
-	return s.settle(d, err)
+	return joinDeltas(first, d)
+}
+
+// joinDeltas is a followed by b as one delta.
+func joinDeltas(a, b chat.Delta) chat.Delta {
+	if a.Empty() {
+		return b
+	}
+	a.Content += b.Content
+	a.ReasoningContent += b.ReasoningContent
+	a.ToolCalls = append(a.ToolCalls, b.ToolCalls...)
+	return a
 }
 
 // settle records d and, on a parse error, switches to raw text: d (what

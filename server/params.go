@@ -185,6 +185,9 @@ type genOptions struct {
 	TimingsPerToken   bool
 	PostSamplingProbs bool
 	ResponseFields    []string
+	// Verbose adds llama-server's __verbose debug object to OpenAI-shaped
+	// answers ("verbose"; default Options.Verbose).
+	Verbose bool
 	// Settings is generation_settings as the native endpoint reports it.
 	Settings map[string]any
 }
@@ -193,7 +196,7 @@ type genOptions struct {
 // the server's defaults for what f does not set. The prompt is left to the
 // caller. Errors are *httpError (400).
 func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, genOptions, error) {
-	var opt genOptions
+	opt := genOptions{Verbose: inst.Opts.Verbose}
 	t := &Task{
 		Kind:        TaskCompletion,
 		Params:      inst.Opts.defaultSampling(),
@@ -310,7 +313,7 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 	for _, b := range []struct {
 		key string
 		dst *bool
-	}{{"stream", &opt.Stream}, {"return_tokens", &opt.ReturnTokens}, {"timings_per_token", &opt.TimingsPerToken}, {"post_sampling_probs", &opt.PostSamplingProbs}} {
+	}{{"stream", &opt.Stream}, {"return_tokens", &opt.ReturnTokens}, {"timings_per_token", &opt.TimingsPerToken}, {"post_sampling_probs", &opt.PostSamplingProbs}, {"verbose", &opt.Verbose}} {
 		if err := f.bool(b.key, b.dst); err != nil {
 			return nil, opt, err
 		}

@@ -508,7 +508,7 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 		}
 		return true
 	}
-	parser := newChatStream(plan.Parse)
+	parser := newChatStream(plan.Parse).withPrefix(plan.Prefill)
 	for ev := range events {
 		if ev.Err != nil {
 			_, body := errorObject(ev.Err)

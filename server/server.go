@@ -75,8 +75,9 @@ type Options struct {
 	ChatTemplate string
 	// ChatTemplateFile is a file holding the Jinja template.
 	ChatTemplateFile string
-	// Jinja asks for Jinja templates (--jinja); templates are always
-	// rendered as Jinja here, so it only changes what /props reports.
+	// Jinja asks for Jinja templates (--jinja): a ChatTemplate that is not
+	// a built-in name is then Jinja source even without tags (rendered as
+	// is), as in llama-server. Templates are rendered as Jinja either way.
 	Jinja bool
 	// ReasoningFormat is --reasoning-format ("none", "deepseek", "auto").
 	ReasoningFormat string
@@ -92,6 +93,11 @@ type Options struct {
 	Timeout time.Duration
 	// MaxBodyBytes bounds request bodies (0: 64 MiB).
 	MaxBodyBytes int64
+
+	// Verbose adds the __verbose debug object (the native /completion
+	// result, prompt included) to OpenAI-shaped answers, as llama-server
+	// does with --verbose; a request's "verbose" field overrides it.
+	Verbose bool
 
 	// ModelOptions are used to load every model.
 	ModelOptions llama.ModelOptions
@@ -161,7 +167,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		o.SlotSavePath = abs
 	}
 	if o.ChatTemplate != "" {
-		if err := checkTemplate(o.ChatTemplate); err != nil {
+		if err := checkTemplate(o.ChatTemplate, o.Jinja); err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
 	}
@@ -457,7 +463,7 @@ func applyPreset(e *modelEntry, kv map[string]string) error {
 		switch strings.ReplaceAll(k, "_", "-") {
 		case "model", "m", "version":
 		case "chat-template":
-			if err = checkTemplate(v); err == nil {
+			if err = checkTemplate(v, e.opts.Jinja); err == nil {
 				e.opts.ChatTemplate = v
 			}
 		case "chat-template-file":
