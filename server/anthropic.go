@@ -623,6 +623,9 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 			send("error", anthErrorBody{Type: "error", Error: anthErrorInfo{Type: anthErrorType(typ, status), Message: msg}})
 			return
 		}
+		if ev.Progress != nil {
+			continue
+		}
 		if !start(ev) {
 			return
 		}

@@ -580,6 +580,8 @@ type (
 		// Verbose is llama-server's __verbose debug object (the native
 		// /completion result), with "verbose" or --verbose.
 		Verbose any `json:"__verbose,omitempty"`
+		// PromptProgress is set on the progress chunks of return_progress.
+		PromptProgress *PromptProgress `json:"prompt_progress,omitempty"`
 	}
 	oaiChatChoice struct {
 		Index        int             `json:"index"`
@@ -720,7 +722,9 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 		chunk.Timings = tm
 		return sse.data(chunk) == nil
 	}
-	if !send(oaiChatChoice{Delta: oaiFirstDelta{Role: chat.RoleAssistant}}, nil) {
+	// The first chunk gives the role; with return_progress every progress
+	// report is such a chunk carrying prompt_progress, as in llama-server.
+	if !g.task.ReturnProgress && !send(oaiChatChoice{Delta: oaiFirstDelta{Role: chat.RoleAssistant}}, nil) {
 		return
 	}
 	parser := newChatStream(plan.Parse).withPrefix(plan.Prefill)
@@ -758,6 +762,15 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 		if ev.Err != nil {
 			sse.sendError(ev.Err)
 			return
+		}
+		if ev.Progress != nil {
+			chunk := base
+			chunk.Choices = []oaiChatChoice{{Delta: oaiFirstDelta{Role: chat.RoleAssistant}}}
+			chunk.PromptProgress = ev.Progress
+			if sse.data(chunk) != nil {
+				return
+			}
+			continue
 		}
 		if ev.Done {
 			d := parser.Finish(ev.Stop == StopLimit)

@@ -301,6 +301,16 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, cha
 			sse.sendError(ev.Err)
 			return
 		}
+		if ev.Progress != nil {
+			if sse.data(map[string]any{
+				"index": ev.Index, "content": "", "tokens": []llama.Token{}, "stop": false,
+				"id_slot": ev.SlotID, "tokens_predicted": 0, "tokens_evaluated": len(g.prompts[ev.Index]),
+				"prompt_progress": ev.Progress,
+			}) != nil {
+				return
+			}
+			continue
+		}
 		if ev.Done {
 			res := &completionResult{Text: st.text.String(), Final: ev.Event}
 			if err := sse.data(nativeFinal(g, ev.Index, res, true)); err != nil {

@@ -308,6 +308,9 @@ func collect(ctx context.Context, m *llama.Model, events <-chan Event) (*complet
 		if ev.Err != nil {
 			return nil, ev.Err
 		}
+		if ev.Progress != nil {
+			continue
+		}
 		if ev.Done {
 			res.Final = ev
 			break

@@ -129,6 +129,10 @@ type Task struct {
 	TMaxPredictMs int
 	// SlotID asks for a specific slot (-1: any, best prompt-cache match).
 	SlotID int
+	// ReturnProgress sends prompt-processing progress events (Event.Progress):
+	// one when the prompt starts (after the cache lookup), then one after
+	// each batch of it.
+	ReturnProgress bool
 	// LoRA overrides the adapters' scales for this task (nil: the server's).
 	LoRA []LoRAScale
 	// Normalize is the embedding normalization (-1 none, 2 Euclidean, ...).
@@ -201,6 +205,19 @@ type Event struct {
 	Score     float32     // rerank score
 
 	Err error // a failure (the last Event)
+
+	// Progress, when set, makes this a prompt-progress event (no token),
+	// sent with Task.ReturnProgress.
+	Progress *PromptProgress
+}
+
+// PromptProgress is how far a task's prompt has been processed, in
+// llama-server's prompt_progress shape.
+type PromptProgress struct {
+	Total     int   `json:"total"`     // prompt tokens
+	Cache     int   `json:"cache"`     // of which reused from the cache
+	Processed int   `json:"processed"` // in the KV memory so far (cache included)
+	TimeMs    int64 `json:"time_ms"`   // since the task started
 }
 
 // Engine runs tasks on a model. Implementations are safe for concurrent use.

@@ -126,6 +126,18 @@ func (e *engine) start(s *engSlot) {
 	}
 	s.cache = s.cache[:n]
 	s.promptIdx, s.nCached, s.state = n, n, stPrompt
+	e.progress(s)
+}
+
+// progress sends a prompt-progress event when the task asked for them.
+func (e *engine) progress(s *engSlot) {
+	if s.tk == nil || !s.tk.t.ReturnProgress {
+		return
+	}
+	s.tk.ob.push(&Event{SlotID: s.id, Progress: &PromptProgress{
+		Total: len(s.prompt), Cache: s.nCached, Processed: s.promptIdx,
+		TimeMs: time.Since(s.tStart).Milliseconds(),
+	}}, false)
 }
 
 // cacheReuse is the smallest chunk t may reuse from the cache (0: none):
@@ -261,6 +273,11 @@ func (e *engine) step() bool {
 		return true
 	}
 	now := time.Now()
+	for _, s := range e.slots {
+		if s.tk != nil && s.iBatch != -1 && s.state == stPrompt && !e.embedding {
+			e.progress(s)
+		}
+	}
 	for _, s := range e.slots {
 		if s.tk == nil || s.iBatch < 0 {
 			continue

@@ -263,6 +263,9 @@ func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genReque
 			sse.sendError(ev.Err)
 			return
 		}
+		if ev.Progress != nil {
+			continue
+		}
 		chunk := base
 		if ev.Done {
 			fr := finishReason(ev.Stop, false)

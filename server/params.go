@@ -318,6 +318,11 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 			return nil, opt, err
 		}
 	}
+	var progress bool
+	if err := f.bool("return_progress", &progress); err != nil {
+		return nil, opt, err
+	}
+	t.ReturnProgress = progress && opt.Stream
 	if f.has("response_fields") {
 		if err := f.decode("response_fields", &opt.ResponseFields, "an array of strings"); err != nil {
 			return nil, opt, err

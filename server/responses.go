@@ -515,6 +515,9 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 			send("error", map[string]any{"error": body["error"]})
 			return
 		}
+		if ev.Progress != nil {
+			continue
+		}
 		if ev.Done {
 			d := parser.Finish(ev.Stop == StopLimit)
 			if !emit(d) || !closeItem() {
