@@ -430,13 +430,15 @@ func parseResponseFormat(f reqFields, req *chatRequest) error {
 	switch rf.Type {
 	case "", "text":
 	case "json_object":
+		// Without a schema, an object (llama.cpp turns the empty schema
+		// into its object rule).
 		req.Schema = rf.Schema
-		if len(req.Schema) == 0 || isNull(req.Schema) {
-			req.Schema = json.RawMessage(`{}`)
+		if len(req.Schema) == 0 || isNull(req.Schema) || isEmptyObject(req.Schema) {
+			req.Schema = json.RawMessage(`{"type":"object"}`)
 		}
 	case "json_schema":
-		if rf.JSONSchema == nil || len(rf.JSONSchema.Schema) == 0 || isNull(rf.JSONSchema.Schema) {
-			req.Schema = json.RawMessage(`{}`)
+		if rf.JSONSchema == nil || len(rf.JSONSchema.Schema) == 0 || isNull(rf.JSONSchema.Schema) || isEmptyObject(rf.JSONSchema.Schema) {
+			req.Schema = json.RawMessage(`{"type":"object"}`)
 		} else {
 			req.Schema = rf.JSONSchema.Schema
 		}
@@ -447,6 +449,12 @@ func parseResponseFormat(f reqFields, req *chatRequest) error {
 		return badRequest("response_format schema must be a JSON Schema object")
 	}
 	return nil
+}
+
+// isEmptyObject reports whether v is the JSON object {}.
+func isEmptyObject(v json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	return jsonKind(v) == 'o' && json.Unmarshal(v, &m) == nil && len(m) == 0
 }
 
 // chatOptions are the OpenAI chat settings beyond generation.
