@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -164,7 +165,7 @@ func (r *errRecorder) err() error {
 // anthToChat converts a Messages request to an OpenAI chat completion body,
 // as llama.cpp's server_chat_convert_anthropic_to_oai.
 func anthToChat(req *anthRequest) (map[string]any, error) {
-	var msgs []map[string]any
+	msgs := []map[string]any{}
 	if len(req.System) > 0 && !isNull(req.System) {
 		var sys string
 		switch jsonKind(req.System) {
@@ -237,7 +238,7 @@ func anthToChat(req *anthRequest) (map[string]any, error) {
 				}
 				results = append(results, map[string]any{"role": "tool", "tool_call_id": b.ToolUseID, "content": text})
 			case "image", "document":
-				return nil, badRequest("messages[%d].content[%d]: %s blocks are not supported by this model", i, j, b.Type)
+				return nil, badRequest("messages[%d].content[%d]: %s", i, j, noImageInput)
 			default:
 				return nil, badRequest("messages[%d].content[%d]: unknown content block type %q", i, j, b.Type)
 			}
@@ -342,6 +343,10 @@ func anthToChat(req *anthRequest) (map[string]any, error) {
 
 // anthResultText flattens a tool_result's content (a string or text
 // blocks) to text.
+// noImageInput is the error for images given to a model without a
+// multimodal projector (none can be loaded here), in llama-server's words.
+const noImageInput = "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
+
 func anthResultText(raw json.RawMessage) (string, error) {
 	switch jsonKind(raw) {
 	case 0:
@@ -357,8 +362,13 @@ func anthResultText(raw json.RawMessage) (string, error) {
 		}
 		var sb strings.Builder
 		for _, b := range blocks {
-			if b.Type == "text" {
+			switch b.Type {
+			case "text":
 				sb.WriteString(b.Text)
+			case "image", "document":
+				// llama-server passes them on as images, which a model
+				// without a multimodal projector refuses.
+				return "", errors.New(noImageInput)
 			}
 		}
 		return sb.String(), nil
@@ -442,7 +452,7 @@ func handleAnthropicCountTokens(s *Server) http.HandlerFunc {
 			return
 		}
 		defer release()
-		g, _, _, err := parseChatRequest(f, inst)
+		g, _, _, err := parseChatRequestWith(f, inst, true)
 		if err != nil {
 			writeAnthError(w, err)
 			return
@@ -485,7 +495,7 @@ func handleAnthropicMessages(s *Server) http.HandlerFunc {
 			return
 		}
 		defer release()
-		g, plan, co, err := parseChatRequest(f, inst)
+		g, plan, co, err := parseChatRequestWith(f, inst, true)
 		if err != nil {
 			writeAnthError(w, err)
 			return

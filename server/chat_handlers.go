@@ -46,6 +46,8 @@ type chatRequest struct {
 	// "auto", "content" or "reasoning_content"; "" does not, except that
 	// a conversation ending with an assistant message is continued.
 	Continue string
+	// AllowEmpty accepts no messages at all.
+	AllowEmpty bool
 }
 
 // chatPlan is how to run a chat and read its output.
@@ -65,7 +67,7 @@ const genericToolsPrompt = "Respond in JSON format, either with `tool_call` (a r
 // the generation parameters already parsed (its Params.Grammar, if any,
 // came from the request's grammar or json_schema).
 func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) {
-	if len(req.Messages) == 0 {
+	if len(req.Messages) == 0 && !req.AllowEmpty {
 		return nil, badRequest(`"messages" must not be empty`)
 	}
 	plan := &chatPlan{}
@@ -139,7 +141,10 @@ func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) 
 	// answer's content starts with that text, as llama-server's does.
 	addGen, cont := req.AddGenerationPrompt, req.Continue
 	n := len(msgs)
-	if cont == "" && msgs[n-1].Role == chat.RoleAssistant {
+	if n == 0 {
+		cont = ""
+	}
+	if cont == "" && n > 0 && msgs[n-1].Role == chat.RoleAssistant {
 		if n >= 2 && msgs[n-2].Role == chat.RoleAssistant {
 			return nil, badRequest("cannot have 2 or more assistant messages at the end of the list")
 		}
@@ -273,8 +278,9 @@ type wireTool struct {
 	} `json:"function"`
 }
 
-// toChatMessages converts and checks OpenAI messages.
-func toChatMessages(raw json.RawMessage) ([]chat.Message, error) {
+// toChatMessages converts and checks OpenAI messages; none is an error
+// unless allowEmpty.
+func toChatMessages(raw json.RawMessage, allowEmpty bool) ([]chat.Message, error) {
 	if jsonKind(raw) != 'a' {
 		return nil, badRequest(`"messages" must be an array`)
 	}
@@ -282,7 +288,7 @@ func toChatMessages(raw json.RawMessage) ([]chat.Message, error) {
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, badRequest(`"messages": %v`, err)
 	}
-	if len(items) == 0 {
+	if len(items) == 0 && !allowEmpty {
 		return nil, badRequest(`"messages" must not be empty`)
 	}
 	msgs := make([]chat.Message, 0, len(items))
@@ -316,7 +322,13 @@ func toChatMessages(raw json.RawMessage) ([]chat.Message, error) {
 				return nil, badRequest("messages[%d].content: parts must be objects with type and text", i)
 			}
 			for j, p := range parts {
-				if p.Type != "text" {
+				switch p.Type {
+				case "text":
+				case "image_url":
+					return nil, badRequest("messages[%d].content[%d]: %s", i, j, noImageInput)
+				case "input_audio", "input_video":
+					return nil, badRequest("messages[%d].content[%d]: %s input is not supported - hint: if this is unexpected, you may need to provide the mmproj", i, j, strings.TrimPrefix(p.Type, "input_"))
+				default:
 					return nil, badRequest("messages[%d].content[%d]: unsupported content type %q (only text)", i, j, p.Type)
 				}
 				if p.Text == nil {
@@ -469,6 +481,13 @@ type chatOptions struct {
 
 // parseChatRequest reads a chat completion body into a task and a plan.
 func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chatOptions, error) {
+	return parseChatRequestWith(f, inst, false)
+}
+
+// parseChatRequestWith is parseChatRequest; allowEmpty accepts a
+// conversation without messages (the template renders none), as
+// llama-server's Anthropic endpoint does.
+func parseChatRequestWith(f reqFields, inst *instance, allowEmpty bool) (*genRequest, *chatPlan, chatOptions, error) {
 	co := chatOptions{N: 1}
 	if !f.has("messages") {
 		return nil, nil, co, badRequest(`"messages" is required`)
@@ -479,11 +498,11 @@ func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chat
 	if err := f.int("n", &co.N, 1, int64(max(1, len(inst.Engine.SlotsInfo())))); err != nil {
 		return nil, nil, co, err
 	}
-	msgs, err := toChatMessages(f["messages"])
+	msgs, err := toChatMessages(f["messages"], allowEmpty)
 	if err != nil {
 		return nil, nil, co, err
 	}
-	req := &chatRequest{Messages: msgs, AddGenerationPrompt: true}
+	req := &chatRequest{Messages: msgs, AddGenerationPrompt: true, AllowEmpty: allowEmpty}
 	if err := parseTools(f, req); err != nil {
 		return nil, nil, co, err
 	}

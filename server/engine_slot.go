@@ -364,7 +364,7 @@ func (e *engine) sampleNext(s *engSlot) {
 		probs, sampled = e.topProbs(logits, t.Params.NProbs, tok)
 	}
 	eog := e.isEOG[tok]
-	ev := Event{Token: tok, Probs: probs, Sampled: sampled, SlotID: s.id}
+	ev := Event{Token: tok, Probs: probs, Sampled: sampled, SlotID: s.id, PromptTokens: len(t.Prompt), CachedTokens: s.nCached}
 	stop := StopNone
 	word := ""
 	if !eog {
