@@ -45,6 +45,12 @@ func (s *Server) buildHandler() http.Handler {
 		}
 		mux.Handle(rt.Pattern, h)
 	}
+	if g := s.opts.GCP; g.PredictRoute != "" {
+		mux.Handle("POST "+g.PredictRoute, auth(gcpHandler(rs, mux)))
+		if g.HealthRoute != "" {
+			mux.Handle("GET "+g.HealthRoute, handleHealth(s))
+		}
+	}
 	notFound := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The mux's own 404 and 405 are plain text; answer in JSON.
 		if _, pattern := mux.Handler(r); pattern != "" {

@@ -94,6 +94,10 @@ type Options struct {
 	// MaxBodyBytes bounds request bodies (0: 64 MiB).
 	MaxBodyBytes int64
 
+	// GCP serves Vertex AI's prediction protocol (see GCPOptions and
+	// GCPFromEnv), as llama-server does with AIP_MODE=PREDICTION.
+	GCP GCPOptions
+
 	// Verbose adds the __verbose debug object (the native /completion
 	// result, prompt included) to OpenAI-shaped answers, as llama-server
 	// does with --verbose; a request's "verbose" field overrides it.
@@ -150,6 +154,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	if o.ReasoningFormat == "" {
 		o.ReasoningFormat = "auto"
+	}
+	if err := checkGCPRoutes(o.GCP); err != nil {
+		return nil, err
 	}
 	switch o.Reasoning {
 	case "", "auto", "on", "off":
