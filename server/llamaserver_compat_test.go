@@ -1,0 +1,195 @@
+package server
+
+// Behaviours of llama-server that llama.cpp's own server test suite
+// checks (tools/server/tests of the pinned source), here against the real
+// library and stories260K.
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama/internal/testenv"
+)
+
+func TestLlamaServerChatCompat(t *testing.T) {
+	seeded := DefaultSamplingParams()
+	seeded.Seed = 42
+	_, ts := newTestServer(t, Options{Sampling: &seeded, Verbose: true,
+		ChatTemplateFile: testenv.LlamaSrc(t) + "/models/templates/meta-llama-Llama-3.1-8B-Instruct.jinja"})
+	url := ts.URL + "/v1/chat/completions"
+	book := []any{map[string]any{"role": "system", "content": "Book"}, map[string]any{"role": "user", "content": "What is the best book"}}
+
+	t.Run("n choices", func(t *testing.T) {
+		code, out := postJSON(t, url, map[string]any{"messages": book, "max_tokens": 4, "n": 2})
+		require.Equal(t, http.StatusOK, code, out)
+		choices := asSlice(out["choices"])
+		require.Len(t, choices, 2)
+		for i, c := range choices {
+			c := c.(map[string]any)
+			assert.EqualValues(t, i, c["index"])
+			assert.Equal(t, "length", c["finish_reason"])
+		}
+		assert.EqualValues(t, 8, out["usage"].(map[string]any)["completion_tokens"])
+	})
+	t.Run("verbose object and seed", func(t *testing.T) {
+		code, out := postJSON(t, url, map[string]any{"messages": book, "max_tokens": 2})
+		require.Equal(t, http.StatusOK, code, out)
+		v, ok := out["__verbose"].(map[string]any)
+		require.True(t, ok, out)
+		assert.Contains(t, v["prompt"], "Book")
+		assert.EqualValues(t, 42, v["generation_settings"].(map[string]any)["seed"])
+		assert.True(t, strings.HasPrefix(out["system_fingerprint"].(string), "b"))
+		code, out = postJSON(t, url, map[string]any{"messages": book, "max_tokens": 2, "verbose": false})
+		require.Equal(t, http.StatusOK, code, out)
+		assert.NotContains(t, out, "__verbose")
+	})
+	prefill := func(content any, extra map[string]any) map[string]any {
+		body := map[string]any{"max_tokens": 4, "temperature": 0,
+			"messages": append(append([]any{}, book...), map[string]any{"role": "assistant", "content": content})}
+		for k, v := range extra {
+			body[k] = v
+		}
+		return body
+	}
+	for _, tc := range []struct {
+		name    string
+		body    map[string]any
+		prefill string
+	}{
+		{"assistant prefill", prefill("Whill", nil), "Whill"},
+		{"prefill parts joined by blank lines", prefill([]any{map[string]any{"type": "text", "text": "Wh"}, map[string]any{"type": "text", "text": "ill"}}, nil), "Wh\n\nill"},
+		{"continue_final_message", prefill("Whill", map[string]any{"add_generation_prompt": false, "continue_final_message": true}), "Whill"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := postJSON(t, url, tc.body)
+			require.Equal(t, http.StatusOK, code, out)
+			prompt := out["__verbose"].(map[string]any)["prompt"].(string)
+			assert.True(t, strings.HasSuffix(prompt, "What is the best book<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"+tc.prefill), prompt)
+			msg := asSlice(out["choices"])[0].(map[string]any)["message"].(map[string]any)
+			assert.True(t, strings.HasPrefix(msg["content"].(string), tc.prefill), "content %q starts with the prefill", msg["content"])
+			assert.Greater(t, len(msg["content"].(string)), len(tc.prefill))
+		})
+	}
+	t.Run("continue_final_message with add_generation_prompt", func(t *testing.T) {
+		code, out := postJSON(t, url, prefill("Whill", map[string]any{"continue_final_message": true}))
+		assert.Equal(t, http.StatusBadRequest, code, out)
+	})
+	t.Run("first streamed delta and progress", func(t *testing.T) {
+		var chunks []map[string]any
+		sseLines(t, url, map[string]any{"messages": book, "max_tokens": 3, "stream": true, "return_progress": true}, func(l string) {
+			if d, ok := strings.CutPrefix(l, "data: "); ok && d != "[DONE]" {
+				var c map[string]any
+				require.NoError(t, json.Unmarshal([]byte(d), &c))
+				chunks = append(chunks, c)
+			}
+		})
+		require.NotEmpty(t, chunks)
+		first := asSlice(chunks[0]["choices"])[0].(map[string]any)["delta"].(map[string]any)
+		assert.Equal(t, "assistant", first["role"])
+		content, present := first["content"]
+		assert.True(t, present)
+		assert.Nil(t, content)
+		var progress []map[string]any
+		for _, c := range chunks {
+			if p, ok := c["prompt_progress"].(map[string]any); ok {
+				progress = append(progress, p)
+			}
+		}
+		require.GreaterOrEqual(t, len(progress), 2, "a report at the start and one per batch")
+		last := progress[len(progress)-1]
+		assert.Equal(t, progress[0]["cache"], progress[0]["processed"])
+		assert.Equal(t, last["total"], last["processed"])
+	})
+}
+
+func TestLlamaServerTemplateCompat(t *testing.T) {
+	dir := testenv.LlamaSrc(t) + "/models/templates/"
+	msgs := map[string]any{"messages": []any{map[string]any{"role": "user", "content": "What is today?"}}}
+	for _, tc := range []struct {
+		template, reasoning, wantEnd string
+	}{
+		{"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "", "<think>\n"},
+		{"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "off", "<think>\n</think>"},
+		{"Qwen-Qwen3-0.6B", "", "<|im_start|>assistant\n"},
+		{"Qwen-Qwen3-0.6B", "off", "<|im_start|>assistant\n<think>\n\n</think>\n\n"},
+	} {
+		t.Run(tc.template+" reasoning "+tc.reasoning, func(t *testing.T) {
+			_, ts := newTestServer(t, Options{ChatTemplateFile: dir + tc.template + ".jinja", Reasoning: tc.reasoning, Engine: EngineOptions{Parallel: 1}})
+			code, out := postJSON(t, ts.URL+"/apply-template", msgs)
+			require.Equal(t, http.StatusOK, code, out)
+			assert.True(t, strings.HasSuffix(out["prompt"].(string), tc.wantEnd), "%q", out["prompt"])
+		})
+	}
+	t.Run("today's date", func(t *testing.T) {
+		_, ts := newTestServer(t, Options{ChatTemplateFile: dir + "meta-llama-Llama-3.3-70B-Instruct.jinja", Engine: EngineOptions{Parallel: 1}})
+		code, out := postJSON(t, ts.URL+"/apply-template", msgs)
+		require.Equal(t, http.StatusOK, code, out)
+		assert.Contains(t, out["prompt"], time.Now().Format("02 Jan 2006"))
+	})
+	t.Run("plain text template with jinja", func(t *testing.T) {
+		_, ts := newTestServer(t, Options{ChatTemplate: "This is not a chat template, it is", Jinja: true, Engine: EngineOptions{Parallel: 1}})
+		code, out := postJSON(t, ts.URL+"/apply-template", msgs)
+		require.Equal(t, http.StatusOK, code, out)
+		assert.Equal(t, "This is not a chat template, it is", out["prompt"])
+	})
+}
+
+func TestLlamaServerMiscCompat(t *testing.T) {
+	_, ts := newTestServer(t, Options{NPredict: 4, GCP: GCPOptions{PredictRoute: "/predict"}})
+	t.Run("n_predict is a default, not a cap", func(t *testing.T) {
+		code, out := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": "Once", "n_predict": 6})
+		require.Equal(t, http.StatusOK, code, out)
+		assert.EqualValues(t, 6, out["tokens_predicted"])
+		code, out = postJSON(t, ts.URL+"/completion", map[string]any{"prompt": "Once"})
+		require.Equal(t, http.StatusOK, code, out)
+		assert.EqualValues(t, 4, out["tokens_predicted"])
+	})
+	t.Run("prompt objects", func(t *testing.T) {
+		code, out := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": map[string]any{"prompt_string": "Once upon"}})
+		assert.Equal(t, http.StatusOK, code, out)
+		code, out = postJSON(t, ts.URL+"/completion", map[string]any{"prompt": map[string]any{"prompt_string": "Once", "multimodal_data": []string{"AAAA"}}})
+		assert.Equal(t, http.StatusBadRequest, code, out)
+	})
+	t.Run("json_object without a schema is an object", func(t *testing.T) {
+		code, out := postJSON(t, ts.URL+"/v1/chat/completions", map[string]any{"max_tokens": 6, "temperature": 0,
+			"messages": []any{map[string]any{"role": "user", "content": "Write an example"}}, "response_format": map[string]any{"type": "json_object"}})
+		require.Equal(t, http.StatusOK, code, out)
+		content := asSlice(out["choices"])[0].(map[string]any)["message"].(map[string]any)["content"].(string)
+		assert.True(t, strings.HasPrefix(content, "{"), content)
+	})
+	t.Run("anthropic empty conversation", func(t *testing.T) {
+		code, out := postJSON(t, ts.URL+"/v1/messages", map[string]any{"model": "x", "max_tokens": 3, "messages": []any{}})
+		require.Equal(t, http.StatusOK, code, out)
+		assert.Equal(t, "message", out["type"])
+	})
+	t.Run("gcp predict", func(t *testing.T) {
+		inst := func(format string) map[string]any {
+			return map[string]any{"@requestFormat": format, "max_tokens": 2, "messages": []any{map[string]any{"role": "user", "content": "Hi"}}}
+		}
+		code, out := postJSON(t, ts.URL+"/predict", map[string]any{"instances": []any{inst("chatCompletions"), inst("/v1/chat/completions"), inst("noSuchRoute")}})
+		require.Equal(t, http.StatusOK, code, out)
+		preds := asSlice(out["predictions"])
+		require.Len(t, preds, 3)
+		for _, p := range preds[:2] {
+			assert.Len(t, asSlice(p.(map[string]any)["choices"]), 1)
+		}
+		assert.Contains(t, preds[2], "error")
+		code, _ = postJSON(t, ts.URL+"/predict", map[string]any{"no": "instances"})
+		assert.Equal(t, http.StatusBadRequest, code)
+	})
+}
+
+func TestGCPFormat(t *testing.T) {
+	for in, want := range map[string]string{
+		"/v1/chat/completions": "chatCompletions", "/apply-template": "applyTemplate",
+		"/completion": "completion", "/v1/messages/count_tokens": "messagesCountTokens",
+	} {
+		assert.Equal(t, want, gcpFormat(in), in)
+	}
+}
