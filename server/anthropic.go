@@ -562,7 +562,7 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 		return send("message_start", map[string]any{"type": "message_start", "message": msg}) &&
 			send("ping", map[string]any{"type": "ping"})
 	}
-	parser := newChatStream(plan.Parse).withPrefix(plan.Prefill)
+	parser := newChatStream(plan.Parse).withPrefix(plan.Prefill).withJSONContent(plan.ResponseFormat)
 	index := -1
 	open := "" // kind of the open block: thinking, text, tool
 	openTool := -1

@@ -57,6 +57,10 @@ type chatPlan struct {
 	// Prefill is the text of the message continued, which the answer's
 	// content starts with.
 	Prefill string
+	// ResponseFormat: the output is JSON after optional whitespace or a
+	// ```json fence (llama-server's --jinja response_format); the content
+	// is the JSON alone.
+	ResponseFormat bool
 }
 
 // genericToolsPrompt is the instruction llama.cpp adds for models without
@@ -121,13 +125,25 @@ func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) 
 				t.Params.GrammarTriggers = append(t.Params.GrammarTriggers, grammarTrigger(inst.Model, tr))
 			}
 		}
-	} else if len(req.Schema) > 0 {
+	} else if len(req.Schema) > 0 && !(inst.Opts.Jinja && isEmptyObject(req.Schema)) {
+		// As llama-server: with --jinja the schema's grammar comes after
+		// optional whitespace or a ```json fence, and the content is the
+		// JSON alone; an empty schema asks for nothing. Without --jinja it
+		// is the schema's grammar alone, and {} asks for an object.
 		if t.Params.Grammar != "" {
 			return nil, badRequest("cannot use response_format with grammar or json_schema")
 		}
-		g, err := schemaGrammar(req.Schema)
+		schema := req.Schema
+		if isEmptyObject(schema) {
+			schema = json.RawMessage(`{"type":"object"}`)
+		}
+		g, err := schemaGrammar(schema)
 		if err != nil {
 			return nil, err
+		}
+		if inst.Opts.Jinja {
+			g = responseFormatGrammar(g)
+			plan.ResponseFormat = true
 		}
 		if err := checkGrammar(inst.Model, g); err != nil {
 			return nil, err
@@ -442,15 +458,13 @@ func parseResponseFormat(f reqFields, req *chatRequest) error {
 	switch rf.Type {
 	case "", "text":
 	case "json_object":
-		// Without a schema, an object (llama.cpp turns the empty schema
-		// into its object rule).
 		req.Schema = rf.Schema
-		if len(req.Schema) == 0 || isNull(req.Schema) || isEmptyObject(req.Schema) {
-			req.Schema = json.RawMessage(`{"type":"object"}`)
+		if len(req.Schema) == 0 || isNull(req.Schema) {
+			req.Schema = json.RawMessage(`{}`)
 		}
 	case "json_schema":
-		if rf.JSONSchema == nil || len(rf.JSONSchema.Schema) == 0 || isNull(rf.JSONSchema.Schema) || isEmptyObject(rf.JSONSchema.Schema) {
-			req.Schema = json.RawMessage(`{"type":"object"}`)
+		if rf.JSONSchema == nil || len(rf.JSONSchema.Schema) == 0 || isNull(rf.JSONSchema.Schema) {
+			req.Schema = json.RawMessage(`{}`)
 		} else {
 			req.Schema = rf.JSONSchema.Schema
 		}
@@ -461,6 +475,71 @@ func parseResponseFormat(f reqFields, req *chatRequest) error {
 		return badRequest("response_format schema must be a JSON Schema object")
 	}
 	return nil
+}
+
+// responseFormatGrammar wraps the grammar of a response_format schema the
+// way llama.cpp's chat parser does (after the generation prompt, which the
+// prompt already holds): optional whitespace, then the JSON either bare or
+// in a ```json fence, then optional whitespace.
+func responseFormatGrammar(schema string) string {
+	var sb strings.Builder
+	sb.WriteString("root ::= space space ( \"```json\" space response-format space \"```\" | space response-format space )\n")
+	sb.WriteString(renameGBNFRule(schema, "root", "response-format"))
+	if !strings.Contains(schema, "\nspace ::=") && !strings.HasPrefix(schema, "space ::=") {
+		sb.WriteString("\nspace ::= | \" \" | \"\\n\"{1,2} [ \\t]{0,20}")
+	}
+	return sb.String()
+}
+
+// renameGBNFRule renames rule from to "to" in GBNF text, leaving string
+// literals and character classes alone.
+func renameGBNFRule(g, from, to string) string {
+	var sb strings.Builder
+	isName := func(c byte) bool {
+		return c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	for i := 0; i < len(g); {
+		c := g[i]
+		switch {
+		case c == '"' || c == '[':
+			end := byte('"')
+			if c == '[' {
+				end = ']'
+			}
+			j := i + 1
+			for j < len(g) && g[j] != end {
+				if g[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			j = min(j+1, len(g))
+			sb.WriteString(g[i:j])
+			i = j
+		case c == '#':
+			j := strings.IndexByte(g[i:], '\n')
+			if j < 0 {
+				j = len(g) - i
+			}
+			sb.WriteString(g[i : i+j])
+			i += j
+		case isName(c):
+			j := i
+			for j < len(g) && isName(g[j]) {
+				j++
+			}
+			if g[i:j] == from {
+				sb.WriteString(to)
+			} else {
+				sb.WriteString(g[i:j])
+			}
+			i = j
+		default:
+			sb.WriteByte(c)
+			i++
+		}
+	}
+	return sb.String()
 }
 
 // isEmptyObject reports whether v is the JSON object {}.
@@ -552,6 +631,9 @@ func parseChatRequestWith(f reqFields, inst *instance, allowEmpty bool) (*genReq
 	t, opt, err := parseGeneration(f, inst, inst.Opts.NPredict)
 	if err != nil {
 		return nil, nil, co, err
+	}
+	if inst.Opts.Jinja && f.has("json_schema") && len(req.Schema) == 0 {
+		req.Schema, t.Params.Grammar = f["json_schema"], ""
 	}
 	if f.has("max_completion_tokens") && !f.has("n_predict") {
 		if err := f.int("max_completion_tokens", &t.NPredict, -1, maxNPredict); err != nil {
@@ -661,7 +743,13 @@ func collectChat(ctx context.Context, inst *instance, plan *chatPlan, events <-c
 	if err != nil {
 		return nil, chat.Message{}, err
 	}
-	return res, parseChatOutput(plan.Prefill+res.Text, plan.Parse), nil
+	msg := parseChatOutput(plan.Prefill+res.Text, plan.Parse)
+	if plan.ResponseFormat {
+		var f jsonContentFilter
+		msg.Content = f.push(msg.Content)
+		msg.Content += f.finish()
+	}
+	return res, msg, nil
 }
 
 // nullableContent is OpenAI's content: "" becomes null when the message
@@ -754,7 +842,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 	if !g.task.ReturnProgress && !send(oaiChatChoice{Delta: oaiFirstDelta{Role: chat.RoleAssistant}}, nil) {
 		return
 	}
-	parser := newChatStream(plan.Parse).withPrefix(plan.Prefill)
+	parser := newChatStream(plan.Parse).withPrefix(plan.Prefill).withJSONContent(plan.ResponseFormat)
 	ids := map[int]string{}
 	var pending []step
 	anyCalls := false

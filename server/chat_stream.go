@@ -18,6 +18,62 @@ type chatStream struct {
 	sent   chat.Message // what the deltas returned so far carried (parsed)
 	failed bool         // fell back to raw text
 	prefix string       // text read before the first piece (a prefill)
+	json   *jsonContentFilter
+}
+
+// withJSONContent makes the content JSON alone: leading whitespace and a
+// ```json fence, and trailing whitespace and fence, are left out.
+func (s *chatStream) withJSONContent(on bool) *chatStream {
+	if on {
+		s.json = &jsonContentFilter{}
+	}
+	return s
+}
+
+// jsonContentFilter drops the whitespace and ```json fence around JSON
+// content given piece by piece; trailing whitespace and backticks are held
+// back until more text follows.
+type jsonContentFilter struct {
+	started bool
+	held    string
+	raw     strings.Builder // the text before the JSON started
+}
+
+func (f *jsonContentFilter) push(s string) string {
+	if !f.started {
+		f.raw.WriteString(s)
+	}
+	s = f.held + s
+	f.held = ""
+	if !f.started {
+		s = strings.TrimLeft(s, " \t\r\n")
+		if s == "" || strings.HasPrefix("```json", s) {
+			f.held = s
+			return ""
+		}
+		if rest, ok := strings.CutPrefix(s, "```json"); ok {
+			s = strings.TrimLeft(rest, " \t\r\n")
+			if s == "" {
+				f.held = "```json"
+				return ""
+			}
+		}
+		f.started = true
+	}
+	i := len(strings.TrimRight(s, " \t\r\n`"))
+	f.held = s[i:]
+	return s[:i]
+}
+
+// finish ends the content: what was held back is dropped, unless no JSON
+// ever started, in which case the raw text is the content (as
+// llama-server's parser falls back to it).
+func (f *jsonContentFilter) finish() string {
+	f.held = ""
+	if f.started {
+		return ""
+	}
+	return f.raw.String()
 }
 
 func newChatStream(opts chat.ParseOptions) *chatStream {
@@ -38,10 +94,18 @@ func (s *chatStream) Push(piece string) chat.Delta {
 	}
 	s.raw.WriteString(piece)
 	if s.failed {
-		return chat.Delta{Content: piece}
+		return s.filter(chat.Delta{Content: piece})
 	}
 	d, err := s.parser.Push(piece)
-	return s.settle(d, err)
+	return s.filter(s.settle(d, err))
+}
+
+// filter applies the JSON content filter to d.
+func (s *chatStream) filter(d chat.Delta) chat.Delta {
+	if s.json != nil {
+		d.Content = s.json.push(d.Content)
+	}
+	return d
 }
 
 // Finish ends the output and returns the last delta. limited reports that
@@ -54,6 +118,9 @@ func (s *chatStream) Finish(limited bool) chat.Delta {
 		first = s.Push("")
 	}
 	if s.failed {
+		if s.json != nil {
+			first.Content += s.json.finish()
+		}
 		return first
 	}
 	d, err := s.parser.Finish()
@@ -61,6 +128,10 @@ func (s *chatStream) Finish(limited bool) chat.Delta {
 		d = s.record(d)
 	} else {
 		d = s.settle(d, err)
+	}
+	d = s.filter(d)
+	if s.json != nil {
+		d.Content += s.json.finish()
 	}
 	return joinDeltas(first, d)
 }

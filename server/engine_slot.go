@@ -723,10 +723,31 @@ func (e *engine) sample(s *engSlot) (llama.Token, error) {
 	if err != nil {
 		return llama.NoToken, err
 	}
-	s.cand = s.cand[:0]
-	for i, l := range logits {
-		s.cand = append(s.cand, llama.TokenData{ID: llama.Token(i), Logit: l})
+	fill := func() {
+		s.cand = s.cand[:0]
+		for i, l := range logits {
+			s.cand = append(s.cand, llama.TokenData{ID: llama.Token(i), Logit: l})
+		}
 	}
+	// As llama.cpp's sampler: sample without the grammar first and keep the
+	// token when the grammar allows it; otherwise sample again from the
+	// candidates the grammar allows. (Each pass draws from the random
+	// generator, so seeded outputs match llama-server's.)
+	fill()
+	if cands, sel, err := s.smpl.Apply(s.cand); err == nil && sel >= 0 && sel < len(cands) {
+		tok := cands[sel].ID
+		one, _, err := s.gram.Apply([]llama.TokenData{{ID: tok, Logit: 1}})
+		if err == nil && len(one) == 1 && !math.IsInf(float64(one[0].Logit), -1) {
+			if err := s.smpl.Accept(tok); err != nil {
+				return llama.NoToken, err
+			}
+			if err := s.gram.Accept(tok); err != nil {
+				return llama.NoToken, err
+			}
+			return tok, nil
+		}
+	}
+	fill()
 	masked, _, err := s.gram.Apply(s.cand)
 	if err != nil {
 		return llama.NoToken, err

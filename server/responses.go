@@ -512,7 +512,7 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 		}
 		return true
 	}
-	parser := newChatStream(plan.Parse).withPrefix(plan.Prefill)
+	parser := newChatStream(plan.Parse).withPrefix(plan.Prefill).withJSONContent(plan.ResponseFormat)
 	for ev := range events {
 		if ev.Err != nil {
 			_, body := errorObject(ev.Err)

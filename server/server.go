@@ -75,9 +75,13 @@ type Options struct {
 	ChatTemplate string
 	// ChatTemplateFile is a file holding the Jinja template.
 	ChatTemplateFile string
-	// Jinja asks for Jinja templates (--jinja): a ChatTemplate that is not
-	// a built-in name is then Jinja source even without tags (rendered as
-	// is), as in llama-server. Templates are rendered as Jinja either way.
+	// Jinja is llama-server's --jinja (its default): a ChatTemplate that
+	// is not a built-in name is then Jinja source even without tags
+	// (rendered as is), and a chat's response_format or json_schema is
+	// matched after optional whitespace or a ```json fence, the content
+	// being the JSON alone (an empty schema asks for nothing). Without it
+	// (--no-jinja) the schema's grammar is used alone and {} asks for an
+	// object. Templates are rendered as Jinja either way.
 	Jinja bool
 	// ReasoningFormat is --reasoning-format ("none", "deepseek", "auto").
 	ReasoningFormat string
