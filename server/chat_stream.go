@@ -118,9 +118,6 @@ func (s *chatStream) Finish(limited bool) chat.Delta {
 		first = s.Push("")
 	}
 	if s.failed {
-		if s.json != nil {
-			first.Content += s.json.finish()
-		}
 		return first
 	}
 	d, err := s.parser.Finish()
@@ -131,7 +128,9 @@ func (s *chatStream) Finish(limited bool) chat.Delta {
 	}
 	d = s.filter(d)
 	if s.json != nil {
-		d.Content += s.json.finish()
+		// Streamed, text without JSON is not content (llama-server's
+		// partial parses never show it).
+		_ = s.json.finish()
 	}
 	return joinDeltas(first, d)
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -25,6 +26,7 @@ func TestLlamaServerDifferential(t *testing.T) {
 			Request json.RawMessage `json:"request"`
 			Want    *struct {
 				Content          string `json:"content"`
+				StreamContent    string `json:"stream_content"`
 				FinishReason     string `json:"finish_reason"`
 				CompletionTokens int    `json:"completion_tokens"`
 				PromptTokens     int    `json:"prompt_tokens"`
@@ -47,6 +49,25 @@ func TestLlamaServerDifferential(t *testing.T) {
 			assert.Equal(t, c.Want.FinishReason, choice["finish_reason"])
 			assert.EqualValues(t, c.Want.CompletionTokens, usage["completion_tokens"])
 			assert.EqualValues(t, c.Want.PromptTokens, usage["prompt_tokens"])
+
+			var body map[string]any
+			require.NoError(t, json.Unmarshal(c.Request, &body))
+			body["stream"] = true
+			var streamed strings.Builder
+			sseLines(t, ts.URL+"/v1/chat/completions", body, func(l string) {
+				d, ok := strings.CutPrefix(l, "data: ")
+				if !ok || d == "[DONE]" {
+					return
+				}
+				var chunk map[string]any
+				require.NoError(t, json.Unmarshal([]byte(d), &chunk))
+				for _, ch := range asSlice(chunk["choices"]) {
+					if s, ok := ch.(map[string]any)["delta"].(map[string]any)["content"].(string); ok {
+						streamed.WriteString(s)
+					}
+				}
+			})
+			assert.Equal(t, c.Want.StreamContent, streamed.String(), "streamed")
 		})
 	}
 }

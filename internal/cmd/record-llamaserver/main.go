@@ -11,12 +11,13 @@
 //
 // It starts llama-server on a free 127.0.0.1 port with the flags written in
 // the file ("args"), sends each case's request to /v1/chat/completions
-// and writes its answer's choices[0].message.content, finish reason and
-// completion token count back into the file. The requests and flags are
+// (and again streamed) and writes its answer's choices[0].message.content,
+// the streamed content, finish reason and token counts back into the file. The requests and flags are
 // edited in the file itself.
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -30,6 +31,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -48,6 +50,7 @@ type tcase struct {
 
 type answer struct {
 	Content          string `json:"content"`
+	StreamContent    string `json:"stream_content"` // the content deltas of the same request streamed
 	FinishReason     string `json:"finish_reason"`
 	CompletionTokens int    `json:"completion_tokens"`
 	PromptTokens     int    `json:"prompt_tokens"`
@@ -57,13 +60,14 @@ func main() {
 	bin := flag.String("bin", "/work/llama-build/bin/llama-server", "llama-server binary")
 	model := flag.String("model", "../shared/models/stories260K.gguf", "model file")
 	path := flag.String("file", "server/testdata/llamaserver/chat.json", "cases file to fill")
+	logFile := flag.String("log", "", "file for llama-server's log (default: discarded)")
 	flag.Parse()
-	if err := run(*bin, *model, *path); err != nil {
+	if err := run(*bin, *model, *path, *logFile); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(bin, model, path string) error {
+func run(bin, model, path, logFile string) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -72,26 +76,25 @@ func run(bin, model, path string) error {
 	if err := json.Unmarshal(raw, &f); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	args := append([]string{"-m", model, "--host", "127.0.0.1", "--port", strconv.Itoa(port)}, f.Args...)
-	cmd := exec.Command(bin, args...)
-	cmd.Stderr = io.Discard
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	if err := waitHealthy(base); err != nil {
-		return err
-	}
+	// A fresh llama-server for each request: answers do not depend on
+	// what an earlier request left in the prompt cache (and the pinned
+	// llama-server was seen to crash on some sequences of requests).
 	for i := range f.Cases {
 		c := &f.Cases[i]
-		a, err := ask(base, c.Request)
+		var a *answer
+		err := withServer(bin, model, logFile, f.Args, func(base string) (err error) {
+			a, err = ask(base, c.Request)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("case %s: %w", c.Name, err)
+		}
+		err = withServer(bin, model, logFile, f.Args, func(base string) (err error) {
+			a.StreamContent, err = askStream(base, c.Request)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("case %s streamed: %w", c.Name, err)
 		}
 		c.Want = a
 		log.Printf("%s: %q (%s, %d tokens)", c.Name, a.Content, a.FinishReason, a.CompletionTokens)
@@ -101,6 +104,34 @@ func run(bin, model, path string) error {
 		return err
 	}
 	return os.WriteFile(path, append(out, '\n'), 0o644)
+}
+
+// withServer runs llama-server with args on a free port while fn runs.
+func withServer(bin, model, logFile string, args []string, fn func(base string) error) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	all := append([]string{"-m", model, "--host", "127.0.0.1", "--port", strconv.Itoa(port)}, args...)
+	cmd := exec.Command(bin, all...)
+	cmd.Stderr = io.Discard
+	if logFile != "" {
+		lf, err := os.OpenFile(logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		defer lf.Close()
+		cmd.Stderr, cmd.Stdout = lf, lf
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	if err := waitHealthy(base); err != nil {
+		return err
+	}
+	return fn(base)
 }
 
 func freePort() (int, error) {
@@ -126,6 +157,53 @@ func waitHealthy(base string) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return errors.New("llama-server did not become healthy in 60 s")
+}
+
+// askStream sends req with "stream": true and joins the content deltas.
+func askStream(base string, req json.RawMessage) (string, error) {
+	var body map[string]any
+	if err := json.Unmarshal(req, &body); err != nil {
+		return "", err
+	}
+	body["stream"] = true
+	data, err := json.Marshal(body)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.Post(base+"/v1/chat/completions", "application/json", bytes.NewReader(data))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return "", fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+	var sb strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || line == "[DONE]" {
+			continue
+		}
+		var chunk struct {
+			Choices []struct {
+				Delta struct {
+					Content *string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(line), &chunk); err != nil {
+			return "", fmt.Errorf("bad chunk %q: %w", line, err)
+		}
+		for _, c := range chunk.Choices {
+			if c.Delta.Content != nil {
+				sb.WriteString(*c.Delta.Content)
+			}
+		}
+	}
+	return sb.String(), sc.Err()
 }
 
 func ask(base string, req json.RawMessage) (*answer, error) {
