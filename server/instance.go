@@ -34,6 +34,9 @@ type instance struct {
 	// preset's overrides in router mode).
 	Opts Options
 
+	eogOnce sync.Once
+	eog     []llama.Token
+
 	entry   *modelEntry
 	refs    int  // requests using it, guarded by Server.mu
 	retired bool // unloaded: close when refs drops to 0
@@ -48,6 +51,18 @@ func (inst *instance) template(tools bool) promptRenderer {
 		return inst.ToolTemplate
 	}
 	return inst.Template
+}
+
+// eogTokens returns the model's end-of-generation tokens.
+func (inst *instance) eogTokens() []llama.Token {
+	inst.eogOnce.Do(func() {
+		for t := 0; t < inst.Model.VocabSize(); t++ {
+			if inst.Model.IsEOG(llama.Token(t)) {
+				inst.eog = append(inst.eog, llama.Token(t))
+			}
+		}
+	})
+	return inst.eog
 }
 
 // close frees the engine and the model.

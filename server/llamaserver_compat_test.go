@@ -150,6 +150,26 @@ func TestLlamaServerMiscCompat(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, out)
 		assert.EqualValues(t, 4, out["tokens_predicted"])
 	})
+	t.Run("ignore_eos lists the EOG biases", func(t *testing.T) {
+		code, out := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": "Once", "n_predict": 2, "ignore_eos": true, "logit_bias": [][]any{{12, 1.5}}})
+		require.Equal(t, http.StatusOK, code, out)
+		bias := asSlice(out["generation_settings"].(map[string]any)["logit_bias"])
+		require.GreaterOrEqual(t, len(bias), 2)
+		nulls := 0
+		for _, b := range bias {
+			b := b.(map[string]any)
+			if b["bias"] == nil {
+				nulls++
+			} else {
+				assert.EqualValues(t, 12, b["token"])
+				assert.EqualValues(t, 1.5, b["bias"])
+			}
+		}
+		assert.Equal(t, len(bias)-1, nulls)
+		code, out = postJSON(t, ts.URL+"/completion", map[string]any{"prompt": "Once", "n_predict": 2})
+		require.Equal(t, http.StatusOK, code, out)
+		assert.Empty(t, out["generation_settings"].(map[string]any)["logit_bias"])
+	})
 	t.Run("prompt objects", func(t *testing.T) {
 		code, out := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": map[string]any{"prompt_string": "Once upon"}})
 		assert.Equal(t, http.StatusOK, code, out)

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -579,14 +580,28 @@ func generationSettings(t *Task, opt genOptions, inst *instance) map[string]any 
 	for _, l := range t.LoRA {
 		lora = append(lora, map[string]any{"id": l.ID, "scale": l.Scale})
 	}
-	bias := [][2]any{}
-	for tok, b := range p.LogitBias {
-		var v any = b
-		if math.IsInf(float64(b), -1) {
-			v = false
-		}
-		bias = append(bias, [2]any{tok, v})
+	// llama-server's shape: {"bias", "token"} objects, -inf as null; with
+	// ignore_eos the end-of-generation tokens' -inf biases are listed too.
+	type biasEntry struct {
+		Bias  *float32    `json:"bias"`
+		Token llama.Token `json:"token"`
 	}
+	bias := []biasEntry{}
+	for tok, b := range p.LogitBias {
+		e := biasEntry{Token: tok}
+		if !math.IsInf(float64(b), -1) {
+			e.Bias = &b
+		}
+		bias = append(bias, e)
+	}
+	if p.IgnoreEOS {
+		for _, tok := range inst.eogTokens() {
+			if _, ok := p.LogitBias[tok]; !ok {
+				bias = append(bias, biasEntry{Token: tok})
+			}
+		}
+	}
+	sort.Slice(bias, func(i, j int) bool { return bias[i].Token < bias[j].Token })
 	return map[string]any{
 		"n_predict": t.NPredict, "seed": p.Seed, "temperature": p.Temperature,
 		"dynatemp_range": p.DynatempRange, "dynatemp_exponent": p.DynatempExponent,
