@@ -551,8 +551,7 @@ func isEmptyObject(v json.RawMessage) bool {
 // chatOptions are the OpenAI chat settings beyond generation.
 type chatOptions struct {
 	Model string
-	// N is the number of choices ("n", 1 to the number of slots; one
-	// only when streaming).
+	// N is the number of choices ("n", 1 to the number of slots).
 	N            int
 	IncludeUsage bool
 	Logprobs     bool
@@ -666,9 +665,7 @@ func parseChatRequestWith(f reqFields, inst *instance, allowEmpty bool) (*genReq
 	if err != nil {
 		return nil, nil, co, err
 	}
-	if co.N > 1 && opt.Stream {
-		return nil, nil, co, badRequest(`"n" > 1 is not supported with "stream"`)
-	}
+
 	opt.Settings = generationSettings(t, opt, inst)
 	co.Model = responseModel(f, inst)
 	g := &genRequest{inst: inst, prompts: [][]llama.Token{t.Prompt}, task: t, opt: opt}
@@ -790,7 +787,7 @@ func handleChatCompletion(s *Server) http.HandlerFunc {
 			SystemFingerprint: systemFingerprint,
 		}
 		if g.opt.Stream {
-			streamChat(ctx, w, g, plan, co, chans[0], base)
+			streamChat(ctx, w, g, plan, co, chans, base)
 			return
 		}
 		resp := base
@@ -825,12 +822,25 @@ func handleChatCompletion(s *Server) http.HandlerFunc {
 	}
 }
 
-// streamChat sends chat.completion.chunk events: the assistant role, the
-// parsed deltas, a last chunk with the finish reason, optionally the usage
-// (with empty choices), then [DONE].
-func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOptions, events <-chan Event, base oaiChatCompletion) {
+// streamChat sends chat.completion.chunk events for each choice (one per
+// channel, "index" telling them apart): the assistant role, the parsed
+// deltas, a chunk with the finish reason, then, once every choice is done,
+// optionally the usage (with empty choices), then [DONE].
+func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOptions, chans []<-chan Event, base oaiChatCompletion) {
 	sse := sseStart(w)
 	base.Object = "chat.completion.chunk"
+	type choiceState struct {
+		parser   *chatStream
+		ids      map[int]string
+		pending  []step
+		anyCalls bool
+		done     bool
+	}
+	states := make([]*choiceState, len(chans))
+	for i := range states {
+		states[i] = &choiceState{ids: map[int]string{},
+			parser: newChatStream(plan.Parse).withPrefix(plan.Prefill).withJSONContent(plan.ResponseFormat)}
+	}
 	send := func(c oaiChatChoice, tm *Timings) bool {
 		chunk := base
 		chunk.Choices = []oaiChatChoice{c}
@@ -839,15 +849,15 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 	}
 	// The first chunk gives the role; with return_progress every progress
 	// report is such a chunk carrying prompt_progress, as in llama-server.
-	if !g.task.ReturnProgress && !send(oaiChatChoice{Delta: oaiFirstDelta{Role: chat.RoleAssistant}}, nil) {
-		return
+	if !g.task.ReturnProgress {
+		for i := range chans {
+			if !send(oaiChatChoice{Index: i, Delta: oaiFirstDelta{Role: chat.RoleAssistant}}, nil) {
+				return
+			}
+		}
 	}
-	parser := newChatStream(plan.Parse).withPrefix(plan.Prefill).withJSONContent(plan.ResponseFormat)
-	ids := map[int]string{}
-	var pending []step
-	anyCalls := false
-	emit := func(d chat.Delta, tm *Timings) bool {
-		if d.Empty() && len(pending) == 0 {
+	emit := func(idx int, st *choiceState, d chat.Delta, tm *Timings) bool {
+		if d.Empty() && len(st.pending) == 0 {
 			return true
 		}
 		m := &oaiChatMessage{ReasoningContent: d.ReasoningContent}
@@ -856,31 +866,35 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 			m.Content = &c
 		}
 		for _, tc := range d.ToolCalls {
-			anyCalls = true
-			idx := tc.Index
-			call := oaiToolCall{Index: &idx, Function: oaiToolFunction{Name: tc.Name, Arguments: tc.ArgumentsDelta}}
-			if _, seen := ids[idx]; !seen {
+			st.anyCalls = true
+			ti := tc.Index
+			call := oaiToolCall{Index: &ti, Function: oaiToolFunction{Name: tc.Name, Arguments: tc.ArgumentsDelta}}
+			if _, seen := st.ids[ti]; !seen {
 				id := idOrNew(tc.ID, "call_")
-				ids[idx] = id
+				st.ids[ti] = id
 				call.ID, call.Type = id, "function"
 			}
 			m.ToolCalls = append(m.ToolCalls, call)
 		}
-		c := oaiChatChoice{Delta: m}
-		if co.Logprobs && len(pending) > 0 {
-			c.Logprobs = &oaiLogprobs{Content: probsJSON(g.inst.Model, pending, g.opt.PostSamplingProbs)}
-			pending = nil
+		c := oaiChatChoice{Index: idx, Delta: m}
+		if co.Logprobs && len(st.pending) > 0 {
+			c.Logprobs = &oaiLogprobs{Content: probsJSON(g.inst.Model, st.pending, g.opt.PostSamplingProbs)}
+			st.pending = nil
 		}
 		return send(c, tm)
 	}
-	for ev := range events {
+	var usage oaiUsage
+	var last Timings
+	left := len(chans)
+	for ev := range merge(ctx, chans) {
+		st := states[ev.Index]
 		if ev.Err != nil {
 			sse.sendError(ev.Err)
 			return
 		}
 		if ev.Progress != nil {
 			chunk := base
-			chunk.Choices = []oaiChatChoice{{Delta: oaiFirstDelta{Role: chat.RoleAssistant}}}
+			chunk.Choices = []oaiChatChoice{{Index: ev.Index, Delta: oaiFirstDelta{Role: chat.RoleAssistant}}}
 			chunk.PromptProgress = ev.Progress
 			if sse.data(chunk) != nil {
 				return
@@ -888,25 +902,32 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 			continue
 		}
 		if ev.Done {
-			d := parser.Finish(ev.Stop == StopLimit)
-			if !emit(d, nil) {
+			if st.done {
+				continue
+			}
+			st.done = true
+			d := st.parser.Finish(ev.Stop == StopLimit)
+			if !emit(ev.Index, st, d, nil) {
 				return
 			}
-			fr := finishReason(ev.Stop, anyCalls)
+			fr := finishReason(ev.Stop, st.anyCalls)
 			tm := ev.Timings
+			var finTimings *Timings
 			if !co.IncludeUsage {
-				if !send(oaiChatChoice{Delta: &oaiChatMessage{}, FinishReason: &fr}, &tm) {
-					return
-				}
-			} else {
-				if !send(oaiChatChoice{Delta: &oaiChatMessage{}, FinishReason: &fr}, nil) {
-					return
-				}
-				var u oaiUsage
-				u.add(ev)
+				finTimings = &tm
+			}
+			if !send(oaiChatChoice{Index: ev.Index, Delta: &oaiChatMessage{}, FinishReason: &fr}, finTimings) {
+				return
+			}
+			usage.add(ev.Event)
+			last = tm
+			if left--; left > 0 {
+				continue
+			}
+			if co.IncludeUsage {
 				chunk := base
 				chunk.Choices = []oaiChatChoice{}
-				chunk.Usage, chunk.Timings = &u, &tm
+				chunk.Usage, chunk.Timings = &usage, &last
 				if sse.data(chunk) != nil {
 					return
 				}
@@ -915,12 +936,12 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 			return
 		}
 		if co.Logprobs {
-			pending = append(pending, step{Token: ev.Token, Text: ev.Text, Sampled: ev.Sampled, Probs: ev.Probs})
+			st.pending = append(st.pending, step{Token: ev.Token, Text: ev.Text, Sampled: ev.Sampled, Probs: ev.Probs})
 		}
 		if ev.Text == "" {
 			continue
 		}
-		d := parser.Push(ev.Text)
+		d := st.parser.Push(ev.Text)
 		var tm *Timings
 		if g.opt.TimingsPerToken {
 			t := ev.Timings
@@ -929,7 +950,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 		if d.Empty() {
 			continue
 		}
-		if !emit(d, tm) {
+		if !emit(ev.Index, st, d, tm) {
 			return
 		}
 	}

@@ -63,7 +63,6 @@ func TestCompletionBadRequests(t *testing.T) {
 		{"image part", "/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "image_url", "image_url": map[string]any{"url": "x"}}}}}}, 400, "invalid_request_error", "image input is not supported"},
 		{"n is 0", "/v1/chat/completions", map[string]any{"messages": msgs, "n": 0}, 400, "invalid_request_error", "n"},
 		{"n above the slots", "/v1/chat/completions", map[string]any{"messages": msgs, "n": 1000}, 400, "invalid_request_error", "n"},
-		{"n > 1 streamed", "/v1/chat/completions", map[string]any{"messages": msgs, "n": 2, "stream": true}, 400, "invalid_request_error", "stream"},
 		{"bad tool_choice", "/v1/chat/completions", map[string]any{"messages": msgs, "tool_choice": "sometimes"}, 400, "invalid_request_error", "tool_choice"},
 		{"required without tools", "/v1/chat/completions", map[string]any{"messages": msgs, "tool_choice": "required"}, 400, "invalid_request_error", "tools"},
 		{"bad tool", "/v1/chat/completions", map[string]any{"messages": msgs, "tools": []any{map[string]any{"type": "function"}}}, 400, "invalid_request_error", "tools[0]"},

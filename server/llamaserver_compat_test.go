@@ -37,6 +37,35 @@ func TestLlamaServerChatCompat(t *testing.T) {
 		}
 		assert.EqualValues(t, 8, out["usage"].(map[string]any)["completion_tokens"])
 	})
+	t.Run("n choices streamed", func(t *testing.T) {
+		content := map[float64]string{}
+		finished, usage := 0, 0
+		sseLines(t, url, map[string]any{"messages": book, "max_tokens": 4, "n": 2, "stream": true, "stream_options": map[string]any{"include_usage": true}}, func(l string) {
+			d, ok := strings.CutPrefix(l, "data: ")
+			if !ok || d == "[DONE]" {
+				return
+			}
+			var c map[string]any
+			require.NoError(t, json.Unmarshal([]byte(d), &c))
+			if u, ok := c["usage"].(map[string]any); ok {
+				usage++
+				assert.EqualValues(t, 8, u["completion_tokens"])
+			}
+			for _, ch := range asSlice(c["choices"]) {
+				ch := ch.(map[string]any)
+				idx := ch["index"].(float64)
+				if s, ok := ch["delta"].(map[string]any)["content"].(string); ok {
+					content[idx] += s
+				}
+				if ch["finish_reason"] != nil {
+					finished++
+				}
+			}
+		})
+		assert.Len(t, content, 2)
+		assert.Equal(t, 2, finished)
+		assert.Equal(t, 1, usage)
+	})
 	t.Run("verbose object and seed", func(t *testing.T) {
 		code, out := postJSON(t, url, map[string]any{"messages": book, "max_tokens": 2})
 		require.Equal(t, http.StatusOK, code, out)
