@@ -107,6 +107,7 @@ type modelEntry struct {
 	opts          Options
 	loadOnStartup bool
 	created       int64
+	aliases       []string // other names (single-model mode)
 
 	state    modelState
 	inst     *instance

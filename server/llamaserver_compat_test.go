@@ -234,6 +234,17 @@ func TestLlamaServerMiscCompat(t *testing.T) {
 	})
 }
 
+func TestLlamaServerModelAliases(t *testing.T) {
+	_, ts := newTestServer(t, Options{Alias: "tinyllama-2, fim,code", Tags: []string{"chat", "fim"}})
+	resp, err := http.Get(ts.URL + "/v1/models")
+	var out map[string]any
+	require.Equal(t, http.StatusOK, decodeAnswer(t, resp, err, &out))
+	m := asSlice(out["data"])[0].(map[string]any)
+	assert.Equal(t, "code", m["id"], "the first alias in alphabetical order")
+	assert.ElementsMatch(t, []any{"code", "fim", "tinyllama-2"}, m["aliases"])
+	assert.ElementsMatch(t, []any{"chat", "fim"}, m["tags"])
+}
+
 func TestGCPFormat(t *testing.T) {
 	for in, want := range map[string]string{
 		"/v1/chat/completions": "chatCompletions", "/apply-template": "applyTemplate",

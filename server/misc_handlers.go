@@ -195,7 +195,7 @@ func vocabTypeNumber(name string) int {
 func (s *Server) modelCard(e *modelEntry) map[string]any {
 	c := map[string]any{
 		"id": e.name, "object": "model", "created": e.created, "owned_by": "llamacpp",
-		"aliases": []string{}, "tags": []string{},
+		"aliases": nonNilStrings(e.aliases), "tags": nonNilStrings(e.opts.Tags),
 	}
 	if e.info != nil {
 		in := e.info.Info

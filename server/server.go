@@ -28,7 +28,13 @@ type Options struct {
 	// Model is the GGUF file to serve (-m).
 	Model string
 	// Alias is the model's name in /v1/models (--alias; default: Model).
+	// Several names may be given, comma-separated: as in llama-server the
+	// model's id is then the first in alphabetical order and /v1/models
+	// lists them all as "aliases".
 	Alias string
+	// Tags are informational tags of the model, listed in /v1/models
+	// (--tags).
+	Tags []string
 	// ModelsDir is a folder of models for router mode (--models-dir): each
 	// *.gguf file is a model named after the file without ".gguf"; each
 	// sub-folder holding GGUF files is a model named after the folder.
@@ -190,11 +196,12 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	now := time.Now().Unix()
 	if o.Model != "" {
-		name := o.Alias
-		if name == "" {
-			name = o.Model
+		aliases := splitAliases(o.Alias)
+		name := o.Model
+		if len(aliases) > 0 {
+			name = aliases[0]
 		}
-		s.addEntry(&modelEntry{name: name, path: o.Model, opts: o, created: now})
+		s.addEntry(&modelEntry{name: name, path: o.Model, opts: o, created: now, aliases: aliases})
 	} else {
 		s.router = true
 		if err := s.listModels(now); err != nil {
@@ -233,6 +240,21 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	s.mu.Unlock()
 	return s, nil
+}
+
+// splitAliases returns the comma-separated names of an alias, trimmed,
+// without duplicates, in alphabetical order.
+func splitAliases(a string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range strings.Split(a, ",") {
+		if n = strings.TrimSpace(n); n != "" && !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (s *Server) addEntry(e *modelEntry) {
