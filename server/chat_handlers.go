@@ -187,8 +187,22 @@ func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) 
 			for i < len(before) && i < len(withGen) && before[i] == withGen[i] {
 				i++
 			}
-			plan.Prefill = continuationText(last)
-			prompt = before + withGen[i:] + plan.Prefill
+			gen := withGen[i:]
+			// Templates with reasoning get the message's reasoning between
+			// their markers first (closed when continuing the content).
+			if start, end, ok := inst.reasoningMarkers(gen, req.Extra); ok {
+				if k := strings.Index(gen, start); k >= 0 {
+					gen = gen[:k]
+				}
+				gen += start + last.ReasoningContent
+				if cont != "reasoning_content" {
+					gen += end
+				}
+			}
+			if cont != "reasoning_content" {
+				plan.Prefill = continuationText(last)
+			}
+			prompt = before + gen + plan.Prefill
 		}
 	}
 	if err != nil {
@@ -209,6 +223,32 @@ func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) 
 		Tools:              req.Tools,
 	}
 	return plan, nil
+}
+
+// reasoningMarkers finds the text a template writes around an assistant
+// message's reasoning, as llama.cpp's template analysis does: from a
+// rendered probe message when the template shows reasoning, else <think>
+// and </think> when the generation prompt gen opens a <think> block.
+func (inst *instance) reasoningMarkers(gen string, extra map[string]any) (start, end string, ok bool) {
+	const r, c = "PROBE_REASONING_TEXT", "PROBE_CONTENT_TEXT"
+	probe := []chat.Message{{Role: chat.RoleUser, Content: "x"}, {Role: chat.RoleAssistant, ReasoningContent: r, Content: c}}
+	if out, err := inst.renderChat(probe, nil, false, extra); err == nil && gen != "" {
+		if g := strings.LastIndex(out, strings.TrimRight(gen, " \n")); g >= 0 {
+			rest := out[g+len(strings.TrimRight(gen, " \n")):]
+			ri, ci := strings.Index(rest, r), strings.Index(rest, c)
+			if ri >= 0 && ci > ri {
+				start = strings.TrimLeft(rest[:ri], "\n")
+				if strings.HasSuffix(gen, "\n") && !strings.HasPrefix(rest, "\n") {
+					start = rest[:ri]
+				}
+				return start, rest[ri+len(r) : ci], start != ""
+			}
+		}
+	}
+	if strings.Contains(gen, "<think>") {
+		return "<think>", "</think>", true
+	}
+	return "", "", false
 }
 
 // continuationText is the text of a message continued: its content, or

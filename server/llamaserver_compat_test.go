@@ -155,6 +155,21 @@ func TestLlamaServerTemplateCompat(t *testing.T) {
 			assert.True(t, strings.HasSuffix(out["prompt"].(string), tc.wantEnd), "%q", out["prompt"])
 		})
 	}
+	// llama-server's prompts (its /apply-template) for an assistant prefill.
+	for _, tc := range []struct{ template, reasoning, want string }{
+		{"Qwen-Qwen3-0.6B", "", "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nOnce upon"},
+		{"Qwen-Qwen3-0.6B", "hmm", "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\nhmm\n</think>\n\nOnce upon"},
+		{"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "", "<｜User｜>Hi<｜Assistant｜><think></think>Once upon"},
+	} {
+		t.Run("prefill "+tc.template+" "+tc.reasoning, func(t *testing.T) {
+			_, ts := newTestServer(t, Options{ChatTemplateFile: dir + tc.template + ".jinja", Engine: EngineOptions{Parallel: 1}})
+			code, out := postJSON(t, ts.URL+"/apply-template", map[string]any{"messages": []any{
+				map[string]any{"role": "user", "content": "Hi"},
+				map[string]any{"role": "assistant", "content": "Once upon", "reasoning_content": tc.reasoning}}})
+			require.Equal(t, http.StatusOK, code, out)
+			assert.Equal(t, tc.want, out["prompt"])
+		})
+	}
 	t.Run("today's date", func(t *testing.T) {
 		_, ts := newTestServer(t, Options{ChatTemplateFile: dir + "meta-llama-Llama-3.3-70B-Instruct.jinja", Engine: EngineOptions{Parallel: 1}})
 		code, out := postJSON(t, ts.URL+"/apply-template", msgs)

@@ -737,8 +737,32 @@ func (m templateMessage) toChatMessage(i int) (chat.Message, error) {
 
 func handleApplyTemplate(s *Server) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		var raw json.RawMessage
+		if !decodeJSON(w, r, &raw) {
+			return
+		}
+		// As llama-server: the prompt a chat completion of this body would
+		// use (tools, assistant prefill, template kwargs and reasoning
+		// settings applied, the BOS text the tokenizer adds left out).
+		if f, err := parseFields(raw); err == nil && f.has("messages") {
+			var model string
+			_ = f.str("model", &model)
+			inst, release, ok := s.instanceFor(w, r, model)
+			if !ok {
+				return
+			}
+			defer release()
+			_, plan, _, err := parseChatRequestWith(f, inst, true)
+			if err != nil {
+				writeHTTPError(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]string{"prompt": plan.Prompt})
+			return
+		}
 		var req applyTemplateRequest
-		if !decodeJSON(w, r, &req) {
+		if err := json.Unmarshal(raw, &req); err != nil {
+			writeError(w, http.StatusBadRequest, errInvalidRequest, "malformed JSON: "+err.Error())
 			return
 		}
 		if req.Messages == nil {
