@@ -2,10 +2,12 @@ package llama_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/x/llama"
+	"github.com/x/llama/internal/gguf"
 	"github.com/x/llama/internal/testenv"
 )
 
@@ -15,8 +17,11 @@ import (
 //   - retell: stories260K retells a story it has just read, so n-gram drafts
 //     from the prompt are accepted; self-draft is stories260K drafting for
 //     itself (acceptance close to 100%, to show the mechanics);
-//   - random: llama-2-tiny-random (random weights, 32k vocabulary), where
-//     drafts are mostly rejected: the overhead of speculating in vain.
+//   - random: llama-2-tiny-random (random weights, 32k vocabulary);
+//   - random125m: the random 125M-parameter llama (Q8_0, 32k vocabulary)
+//     with a prompt that repeats a sentence, so n-gram drafts are made from
+//     it and rejected by the random model: the overhead of speculating in
+//     vain.
 //
 // Compare the plain and speculative figures of one run (go test -bench
 // Speculative -count 6), as ratios.
@@ -25,8 +30,19 @@ func BenchmarkSpeculative(b *testing.B) {
 	for _, mc := range []struct{ name, file, prompt string }{
 		{"retell", "stories260K.gguf", ""},
 		{"random", "llama-2-tiny-random.gguf", "The quick brown fox jumps over the lazy dog"},
+		{"random125m", "", strings.Repeat("The quick brown fox jumps over the lazy dog. ", 8)},
 	} {
-		m, err := llama.LoadModel(ctx, testenv.Model(b, mc.file), llama.ModelOptions{})
+		path := ""
+		if mc.file != "" {
+			path = testenv.Model(b, mc.file)
+		} else {
+			p, err := gguf.BenchModelFile(testenv.Model(b, "llama-2-tiny-random.gguf"), "llama-125m", gguf.BenchModel125M, gguf.Q8_0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			path = p
+		}
+		m, err := llama.LoadModel(ctx, path, llama.ModelOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -63,6 +79,9 @@ func BenchmarkSpeculative(b *testing.B) {
 			},
 		}
 		for _, name := range []string{"plain", "ngram-simple", "ngram-map-k", "self-draft"} {
+			if name == "self-draft" && mc.name == "random125m" {
+				continue // the draft would cost as much as the target
+			}
 			b.Run(mc.name+"/"+name, func(b *testing.B) {
 				toks, err := m.Tokenize(prompt, llama.TokenizeOptions{AddSpecial: true})
 				if err != nil {

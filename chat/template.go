@@ -47,7 +47,8 @@ type TemplateInput struct {
 	// map[string]any, json.RawMessage); an Extra key overrides a variable
 	// of the same name set from the fields above.
 	Extra map[string]any
-	// Now is the time strftime_now renders; zero means time.Now().
+	// Now is the time strftime_now, datetime ("%b %d %Y") and date_string
+	// ("%d %b %Y", as llama.cpp sets them) render; zero means time.Now().
 	Now time.Time
 }
 
@@ -723,6 +724,13 @@ func addExtensions(vars map[string]jinja.Value, now time.Time) {
 		return jinja.NewString(strftime(now, format)), nil
 	})
 	set(filterPrefix+"tojson", filterToJSON)
+	// Today's date, as llama.cpp gives every template (Llama 3.x reads
+	// date_string, FireFunction datetime); Extra may override them.
+	for name, format := range map[string]string{"datetime": "%b %d %Y", "date_string": "%d %b %Y"} {
+		if _, ok := vars[name]; !ok {
+			vars[name] = jinja.NewString(strftime(now, format))
+		}
+	}
 }
 
 // pyStr is str(v) for the values templates print.

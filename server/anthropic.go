@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -165,7 +166,7 @@ func (r *errRecorder) err() error {
 // anthToChat converts a Messages request to an OpenAI chat completion body,
 // as llama.cpp's server_chat_convert_anthropic_to_oai.
 func anthToChat(req *anthRequest) (map[string]any, error) {
-	var msgs []map[string]any
+	msgs := []map[string]any{}
 	if len(req.System) > 0 && !isNull(req.System) {
 		var sys string
 		switch jsonKind(req.System) {
@@ -351,6 +352,10 @@ func anthToChat(req *anthRequest) (map[string]any, error) {
 
 // anthResultText flattens a tool_result's content (a string or text
 // blocks) to text.
+// noImageInput is the error for images given to a model without a
+// multimodal projector (none can be loaded here), in llama-server's words.
+const noImageInput = "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
+
 func anthResultText(raw json.RawMessage) (string, error) {
 	switch jsonKind(raw) {
 	case 0:
@@ -366,8 +371,13 @@ func anthResultText(raw json.RawMessage) (string, error) {
 		}
 		var sb strings.Builder
 		for _, b := range blocks {
-			if b.Type == "text" {
+			switch b.Type {
+			case "text":
 				sb.WriteString(b.Text)
+			case "image", "document":
+				// llama-server passes them on as images, which a model
+				// without a multimodal projector refuses.
+				return "", errors.New(noImageInput)
 			}
 		}
 		return sb.String(), nil
@@ -451,7 +461,7 @@ func handleAnthropicCountTokens(s *Server) http.HandlerFunc {
 			return
 		}
 		defer release()
-		g, _, _, err := parseChatRequest(f, inst)
+		g, _, _, err := parseChatRequestWith(f, inst, true)
 		if err != nil {
 			writeAnthError(w, err)
 			return
@@ -494,7 +504,7 @@ func handleAnthropicMessages(s *Server) http.HandlerFunc {
 			return
 		}
 		defer release()
-		g, plan, co, err := parseChatRequest(f, inst)
+		g, plan, co, err := parseChatRequestWith(f, inst, true)
 		if err != nil {
 			writeAnthError(w, err)
 			return
@@ -561,7 +571,7 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 		return send("message_start", map[string]any{"type": "message_start", "message": msg}) &&
 			send("ping", map[string]any{"type": "ping"})
 	}
-	parser := newChatStream(plan.Parse)
+	parser := newChatStream(plan.Parse).withPrefix(plan.Prefill).withJSONContent(plan.ResponseFormat)
 	index := -1
 	open := "" // kind of the open block: thinking, text, tool
 	openTool := -1
@@ -631,6 +641,9 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 			msg, _ := obj["message"].(string)
 			send("error", anthErrorBody{Type: "error", Error: anthErrorInfo{Type: anthErrorType(typ, status), Message: msg}})
 			return
+		}
+		if ev.Progress != nil {
+			continue
 		}
 		if !start(ev) {
 			return

@@ -45,12 +45,25 @@ type chatRequest struct {
 	// media are the images and audio of the messages, in order; their
 	// places in the text are marked with mediaMarker.
 	media []mediaInput
+	// Continue continues the last message (continue_final_message):
+	// "auto", "content" or "reasoning_content"; "" does not, except that
+	// a conversation ending with an assistant message is continued.
+	Continue string
+	// AllowEmpty accepts no messages at all.
+	AllowEmpty bool
 }
 
 // chatPlan is how to run a chat and read its output.
 type chatPlan struct {
 	Prompt string
 	Parse  chat.ParseOptions
+	// Prefill is the text of the message continued, which the answer's
+	// content starts with.
+	Prefill string
+	// ResponseFormat: the output is JSON after optional whitespace or a
+	// ```json fence (llama-server's --jinja response_format); the content
+	// is the JSON alone.
+	ResponseFormat bool
 }
 
 // genericToolsPrompt is the instruction llama.cpp adds for models without
@@ -61,7 +74,7 @@ const genericToolsPrompt = "Respond in JSON format, either with `tool_call` (a r
 // the generation parameters already parsed (its Params.Grammar, if any,
 // came from the request's grammar or json_schema).
 func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) {
-	if len(req.Messages) == 0 {
+	if len(req.Messages) == 0 && !req.AllowEmpty {
 		return nil, badRequest(`"messages" must not be empty`)
 	}
 	plan := &chatPlan{}
@@ -120,13 +133,25 @@ func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) 
 				t.Params.GrammarTriggers = append(t.Params.GrammarTriggers, grammarTrigger(inst.Model, tr))
 			}
 		}
-	} else if len(req.Schema) > 0 {
+	} else if len(req.Schema) > 0 && !(inst.Opts.Jinja && isEmptyObject(req.Schema)) {
+		// As llama-server: with --jinja the schema's grammar comes after
+		// optional whitespace or a ```json fence, and the content is the
+		// JSON alone; an empty schema asks for nothing. Without --jinja it
+		// is the schema's grammar alone, and {} asks for an object.
 		if t.Params.Grammar != "" {
 			return nil, badRequest("cannot use response_format with grammar or json_schema")
 		}
-		g, err := schemaGrammar(req.Schema)
+		schema := req.Schema
+		if isEmptyObject(schema) {
+			schema = json.RawMessage(`{"type":"object"}`)
+		}
+		g, err := schemaGrammar(schema)
 		if err != nil {
 			return nil, err
+		}
+		if inst.Opts.Jinja {
+			g = responseFormatGrammar(g)
+			plan.ResponseFormat = true
 		}
 		if err := checkGrammar(inst.Model, g); err != nil {
 			return nil, err
@@ -134,22 +159,62 @@ func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) 
 		t.Params.Grammar = g
 	}
 	// A conversation ending with an assistant message is continued from
-	// its text (llama.cpp's assistant prefill).
-	addGen, prefill := req.AddGenerationPrompt, ""
-	if n := len(msgs); addGen && n > 0 && msgs[n-1].Role == chat.RoleAssistant && len(msgs[n-1].ToolCalls) == 0 {
+	// its text (llama.cpp's assistant prefill), as is the last message with
+	// continue_final_message: the conversation before it is rendered, then
+	// the template's generation prompt, then the message's text. The
+	// answer's content starts with that text, as llama-server's does.
+	addGen, cont := req.AddGenerationPrompt, req.Continue
+	n := len(msgs)
+	if n == 0 {
+		cont = ""
+	}
+	if cont == "" && n > 0 && msgs[n-1].Role == chat.RoleAssistant {
 		if n >= 2 && msgs[n-2].Role == chat.RoleAssistant {
 			return nil, badRequest("cannot have 2 or more assistant messages at the end of the list")
 		}
-		addGen, prefill = false, msgs[n-1].Content
+		cont, addGen = "auto", false
 	}
-	prompt, err := inst.renderChat(msgs, tools, addGen, req.Extra)
+	if cont != "" && addGen {
+		return nil, badRequest("cannot set both add_generation_prompt and continue_final_message to true")
+	}
+	if cont != "" && msgs[n-1].Role == chat.RoleAssistant && len(msgs[n-1].ToolCalls) > 0 {
+		return nil, badRequest("cannot continue an assistant message that contains tool calls")
+	}
+	var prompt string
+	if cont == "" {
+		prompt, err = inst.renderChat(msgs, tools, addGen, req.Extra)
+	} else {
+		last := msgs[n-1]
+		var before, withGen string
+		before, err = inst.renderChat(msgs[:n-1], tools, false, req.Extra)
+		if err == nil {
+			withGen, err = inst.renderChat(msgs[:n-1], tools, true, req.Extra)
+		}
+		if err == nil {
+			i := 0
+			for i < len(before) && i < len(withGen) && before[i] == withGen[i] {
+				i++
+			}
+			gen := withGen[i:]
+			// Templates with reasoning get the message's reasoning between
+			// their markers first (closed when continuing the content).
+			if start, end, ok := inst.reasoningMarkers(gen, req.Extra); ok {
+				if k := strings.Index(gen, start); k >= 0 {
+					gen = gen[:k]
+				}
+				gen += start + last.ReasoningContent
+				if cont != "reasoning_content" {
+					gen += end
+				}
+			}
+			if cont != "reasoning_content" {
+				plan.Prefill = continuationText(last)
+			}
+			prompt = before + gen + plan.Prefill
+		}
+	}
 	if err != nil {
 		return nil, err
-	}
-	if prefill != "" {
-		if i := strings.LastIndex(prompt, prefill); i >= 0 {
-			prompt = prompt[:i+len(prefill)]
-		}
 	}
 	toks, err := inst.promptTokens(prompt, req.media, t)
 	if err != nil {
@@ -166,6 +231,47 @@ func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) 
 		Tools:              req.Tools,
 	}
 	return plan, nil
+}
+
+// reasoningMarkers finds the text a template writes around an assistant
+// message's reasoning, as llama.cpp's template analysis does: from a
+// rendered probe message when the template shows reasoning, else <think>
+// and </think> when the generation prompt gen opens a <think> block.
+func (inst *instance) reasoningMarkers(gen string, extra map[string]any) (start, end string, ok bool) {
+	const r, c = "PROBE_REASONING_TEXT", "PROBE_CONTENT_TEXT"
+	probe := []chat.Message{{Role: chat.RoleUser, Content: "x"}, {Role: chat.RoleAssistant, ReasoningContent: r, Content: c}}
+	if out, err := inst.renderChat(probe, nil, false, extra); err == nil && gen != "" {
+		if g := strings.LastIndex(out, strings.TrimRight(gen, " \n")); g >= 0 {
+			rest := out[g+len(strings.TrimRight(gen, " \n")):]
+			ri, ci := strings.Index(rest, r), strings.Index(rest, c)
+			if ri >= 0 && ci > ri {
+				start = strings.TrimLeft(rest[:ri], "\n")
+				if strings.HasSuffix(gen, "\n") && !strings.HasPrefix(rest, "\n") {
+					start = rest[:ri]
+				}
+				return start, rest[ri+len(r) : ci], start != ""
+			}
+		}
+	}
+	if strings.Contains(gen, "<think>") {
+		return "<think>", "</think>", true
+	}
+	return "", "", false
+}
+
+// continuationText is the text of a message continued: its content, or
+// its text parts joined by blank lines, as llama.cpp joins them.
+func continuationText(m chat.Message) string {
+	if len(m.Parts) == 0 {
+		return m.Content
+	}
+	var texts []string
+	for _, p := range m.Parts {
+		if p.Type == "text" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n\n")
 }
 
 // addSystem puts text in the system message, adding one if needed.
@@ -236,15 +342,16 @@ type wireTool struct {
 	} `json:"function"`
 }
 
-// toChatMessages converts and checks OpenAI messages. Image and audio
-// parts become mediaMarker in the text and are returned in order.
-func toChatMessages(raw json.RawMessage) ([]chat.Message, []mediaInput, error) {
+// toChatMessages converts and checks OpenAI messages; none is an error
+// unless allowEmpty. Image and audio parts become mediaMarker in the text
+// and are returned in order.
+func toChatMessages(raw json.RawMessage, allowEmpty bool) ([]chat.Message, []mediaInput, error) {
 	var media []mediaInput
-	msgs, err := toChatMessagesMedia(raw, &media)
+	msgs, err := toChatMessagesMedia(raw, allowEmpty, &media)
 	return msgs, media, err
 }
 
-func toChatMessagesMedia(raw json.RawMessage, media *[]mediaInput) ([]chat.Message, error) {
+func toChatMessagesMedia(raw json.RawMessage, allowEmpty bool, media *[]mediaInput) ([]chat.Message, error) {
 	if jsonKind(raw) != 'a' {
 		return nil, badRequest(`"messages" must be an array`)
 	}
@@ -252,7 +359,7 @@ func toChatMessagesMedia(raw json.RawMessage, media *[]mediaInput) ([]chat.Messa
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, badRequest(`"messages": %v`, err)
 	}
-	if len(items) == 0 {
+	if len(items) == 0 && !allowEmpty {
 		return nil, badRequest(`"messages" must not be empty`)
 	}
 	msgs := make([]chat.Message, 0, len(items))
@@ -298,7 +405,11 @@ func toChatMessagesMedia(raw json.RawMessage, media *[]mediaInput) ([]chat.Messa
 					m.Content += mediaMarker
 					continue
 				}
-				if p.Type != "text" {
+				switch p.Type {
+				case "text":
+				case "input_video":
+					return nil, badRequest("messages[%d].content[%d]: video input is not supported", i, j)
+				default:
 					return nil, badRequest("messages[%d].content[%d]: unsupported content type %q (only text)", i, j, p.Type)
 				}
 				if p.Text == nil {
@@ -431,27 +542,110 @@ func parseResponseFormat(f reqFields, req *chatRequest) error {
 	return nil
 }
 
+// responseFormatGrammar wraps the grammar of a response_format schema the
+// way llama.cpp's chat parser does (after the generation prompt, which the
+// prompt already holds): optional whitespace, then the JSON either bare or
+// in a ```json fence, then optional whitespace.
+func responseFormatGrammar(schema string) string {
+	var sb strings.Builder
+	sb.WriteString("root ::= space space ( \"```json\" space response-format space \"```\" | space response-format space )\n")
+	sb.WriteString(renameGBNFRule(schema, "root", "response-format"))
+	if !strings.Contains(schema, "\nspace ::=") && !strings.HasPrefix(schema, "space ::=") {
+		sb.WriteString("\nspace ::= | \" \" | \"\\n\"{1,2} [ \\t]{0,20}")
+	}
+	return sb.String()
+}
+
+// renameGBNFRule renames rule from to "to" in GBNF text, leaving string
+// literals and character classes alone.
+func renameGBNFRule(g, from, to string) string {
+	var sb strings.Builder
+	isName := func(c byte) bool {
+		return c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	for i := 0; i < len(g); {
+		c := g[i]
+		switch {
+		case c == '"' || c == '[':
+			end := byte('"')
+			if c == '[' {
+				end = ']'
+			}
+			j := i + 1
+			for j < len(g) && g[j] != end {
+				if g[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			j = min(j+1, len(g))
+			sb.WriteString(g[i:j])
+			i = j
+		case c == '#':
+			j := strings.IndexByte(g[i:], '\n')
+			if j < 0 {
+				j = len(g) - i
+			}
+			sb.WriteString(g[i : i+j])
+			i += j
+		case isName(c):
+			j := i
+			for j < len(g) && isName(g[j]) {
+				j++
+			}
+			if g[i:j] == from {
+				sb.WriteString(to)
+			} else {
+				sb.WriteString(g[i:j])
+			}
+			i = j
+		default:
+			sb.WriteByte(c)
+			i++
+		}
+	}
+	return sb.String()
+}
+
+// isEmptyObject reports whether v is the JSON object {}.
+func isEmptyObject(v json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	return jsonKind(v) == 'o' && json.Unmarshal(v, &m) == nil && len(m) == 0
+}
+
 // chatOptions are the OpenAI chat settings beyond generation.
 type chatOptions struct {
-	Model        string
+	Model string
+	// N is the number of choices ("n", 1 to the number of slots).
+	N            int
 	IncludeUsage bool
 	Logprobs     bool
 }
 
 // parseChatRequest reads a chat completion body into a task and a plan.
 func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chatOptions, error) {
-	var co chatOptions
+	return parseChatRequestWith(f, inst, false)
+}
+
+// parseChatRequestWith is parseChatRequest; allowEmpty accepts a
+// conversation without messages (the template renders none), as
+// llama-server's Anthropic endpoint does.
+func parseChatRequestWith(f reqFields, inst *instance, allowEmpty bool) (*genRequest, *chatPlan, chatOptions, error) {
+	co := chatOptions{N: 1}
 	if !f.has("messages") {
 		return nil, nil, co, badRequest(`"messages" is required`)
 	}
-	if err := unsupported(f); err != nil {
+	if err := unsupportedExceptN(f); err != nil {
 		return nil, nil, co, err
 	}
-	msgs, media, err := toChatMessages(f["messages"])
+	if err := f.int("n", &co.N, 1, int64(max(1, len(inst.Engine.SlotsInfo())))); err != nil {
+		return nil, nil, co, err
+	}
+	msgs, media, err := toChatMessages(f["messages"], allowEmpty)
 	if err != nil {
 		return nil, nil, co, err
 	}
-	req := &chatRequest{Messages: msgs, AddGenerationPrompt: true, media: media}
+	req := &chatRequest{Messages: msgs, AddGenerationPrompt: true, AllowEmpty: allowEmpty, media: media}
 	if err := parseTools(f, req); err != nil {
 		return nil, nil, co, err
 	}
@@ -460,6 +654,16 @@ func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chat
 	}
 	if err := f.bool("add_generation_prompt", &req.AddGenerationPrompt); err != nil {
 		return nil, nil, co, err
+	}
+	if f.has("continue_final_message") {
+		var v any
+		_ = json.Unmarshal(f["continue_final_message"], &v)
+		switch v {
+		case true:
+			req.Continue = "auto"
+		case "content", "reasoning_content":
+			req.Continue = v.(string)
+		}
 	}
 	if err := f.str("reasoning_format", &req.Reasoning); err != nil {
 		return nil, nil, co, err
@@ -492,6 +696,9 @@ func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chat
 	t, opt, err := parseGeneration(f, inst, inst.Opts.NPredict)
 	if err != nil {
 		return nil, nil, co, err
+	}
+	if inst.Opts.Jinja && f.has("json_schema") && len(req.Schema) == 0 {
+		req.Schema, t.Params.Grammar = f["json_schema"], ""
 	}
 	if f.has("max_completion_tokens") && !f.has("n_predict") {
 		if err := f.int("max_completion_tokens", &t.NPredict, -1, maxNPredict); err != nil {
@@ -527,6 +734,7 @@ func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chat
 	if err != nil {
 		return nil, nil, co, err
 	}
+
 	opt.Settings = generationSettings(t, opt, inst)
 	co.Model = responseModel(f, inst)
 	g := &genRequest{inst: inst, prompts: [][]llama.Token{t.Prompt}, task: t, opt: opt}
@@ -544,13 +752,24 @@ type (
 		Choices           []oaiChatChoice `json:"choices"`
 		Usage             *oaiUsage       `json:"usage,omitempty"`
 		Timings           *Timings        `json:"timings,omitempty"`
+		// Verbose is llama-server's __verbose debug object (the native
+		// /completion result), with "verbose" or --verbose.
+		Verbose any `json:"__verbose,omitempty"`
+		// PromptProgress is set on the progress chunks of return_progress.
+		PromptProgress *PromptProgress `json:"prompt_progress,omitempty"`
 	}
 	oaiChatChoice struct {
 		Index        int             `json:"index"`
 		Message      *oaiChatMessage `json:"message,omitempty"`
-		Delta        *oaiChatMessage `json:"delta,omitempty"`
+		Delta        any             `json:"delta,omitempty"` // *oaiChatMessage or oaiFirstDelta
 		Logprobs     *oaiLogprobs    `json:"logprobs,omitempty"`
 		FinishReason *string         `json:"finish_reason"`
+	}
+	// oaiFirstDelta is the first streamed delta, as llama-server (and
+	// OpenAI) send it: the role, with content null.
+	oaiFirstDelta struct {
+		Role    string  `json:"role"`
+		Content *string `json:"content"`
 	}
 	// oaiChatMessage is an assistant message or a streamed delta of one.
 	oaiChatMessage struct {
@@ -590,7 +809,13 @@ func collectChat(ctx context.Context, inst *instance, plan *chatPlan, events <-c
 	if err != nil {
 		return nil, chat.Message{}, err
 	}
-	return res, parseChatOutput(res.Text, plan.Parse), nil
+	msg := parseChatOutput(plan.Prefill+res.Text, plan.Parse)
+	if plan.ResponseFormat {
+		var f jsonContentFilter
+		msg.Content = f.push(msg.Content)
+		msg.Content += f.finish()
+	}
+	return res, msg, nil
 }
 
 // nullableContent is OpenAI's content: "" becomes null when the message
@@ -616,10 +841,12 @@ func handleChatCompletion(s *Server) http.HandlerFunc {
 		}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		events, err := s.runTask(ctx, inst, g.task)
-		if err == nil {
-			events, err = peekEvents(ctx, events)
+		tasks := make([]*Task, co.N)
+		for i := range tasks {
+			t := *g.task
+			tasks[i] = &t
 		}
+		chans, err := s.startTasks(ctx, inst, tasks)
 		if err != nil {
 			writeHTTPError(w, err)
 			return
@@ -632,56 +859,77 @@ func handleChatCompletion(s *Server) http.HandlerFunc {
 		_ = f.bool("reasoning_control", &reasoningControl)
 		defer s.controls.track(base.ID, reasoningControl)()
 		if g.opt.Stream {
-			streamChat(ctx, w, g, plan, co, events, base)
-			return
-		}
-		res, msg, err := collectChat(ctx, inst, plan, events)
-		if err != nil {
-			writeHTTPError(w, err)
+			streamChat(ctx, w, g, plan, co, chans, base)
 			return
 		}
 		resp := base
 		resp.Object = "chat.completion"
-		out := &oaiChatMessage{Role: chat.RoleAssistant, ReasoningContent: msg.ReasoningContent}
-		for _, tc := range msg.ToolCalls {
-			out.ToolCalls = append(out.ToolCalls, oaiToolCall{ID: idOrNew(tc.ID, "call_"), Type: "function", Function: oaiToolFunction{Name: tc.Name, Arguments: tc.Arguments}})
-		}
-		out.Content = nullableContent(msg.Content, len(out.ToolCalls) > 0)
-		fr := finishReason(res.Final.Stop, len(out.ToolCalls) > 0)
-		choice := oaiChatChoice{Index: 0, Message: out, FinishReason: &fr}
-		if co.Logprobs {
-			choice.Logprobs = &oaiLogprobs{Content: probsJSON(inst.Model, res.Steps, g.opt.PostSamplingProbs)}
-		}
-		resp.Choices = []oaiChatChoice{choice}
 		var u oaiUsage
-		u.add(res.Final)
-		tm := res.Final.Timings
-		resp.Usage, resp.Timings = &u, &tm
+		for i, events := range chans {
+			res, msg, err := collectChat(ctx, inst, plan, events)
+			if err != nil {
+				writeHTTPError(w, err)
+				return
+			}
+			out := &oaiChatMessage{Role: chat.RoleAssistant, ReasoningContent: msg.ReasoningContent}
+			for _, tc := range msg.ToolCalls {
+				out.ToolCalls = append(out.ToolCalls, oaiToolCall{ID: idOrNew(tc.ID, "call_"), Type: "function", Function: oaiToolFunction{Name: tc.Name, Arguments: tc.Arguments}})
+			}
+			out.Content = nullableContent(msg.Content, len(out.ToolCalls) > 0)
+			fr := finishReason(res.Final.Stop, len(out.ToolCalls) > 0)
+			choice := oaiChatChoice{Index: i, Message: out, FinishReason: &fr}
+			if co.Logprobs {
+				choice.Logprobs = &oaiLogprobs{Content: probsJSON(inst.Model, res.Steps, g.opt.PostSamplingProbs)}
+			}
+			resp.Choices = append(resp.Choices, choice)
+			if i == 0 && g.opt.Verbose {
+				resp.Verbose = nativeFinal(g, 0, res, false)
+			}
+			u.add(res.Final)
+			tm := res.Final.Timings
+			resp.Timings = &tm
+		}
+		resp.Usage = &u
 		writeJSON(w, http.StatusOK, resp)
 	}
 }
 
-// streamChat sends chat.completion.chunk events: the assistant role, the
-// parsed deltas, a last chunk with the finish reason, optionally the usage
-// (with empty choices), then [DONE].
-func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOptions, events <-chan Event, base oaiChatCompletion) {
+// streamChat sends chat.completion.chunk events for each choice (one per
+// channel, "index" telling them apart): the assistant role, the parsed
+// deltas, a chunk with the finish reason, then, once every choice is done,
+// optionally the usage (with empty choices), then [DONE].
+func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOptions, chans []<-chan Event, base oaiChatCompletion) {
 	sse := sseStart(w)
 	base.Object = "chat.completion.chunk"
+	type choiceState struct {
+		parser   *chatStream
+		ids      map[int]string
+		pending  []step
+		anyCalls bool
+		done     bool
+	}
+	states := make([]*choiceState, len(chans))
+	for i := range states {
+		states[i] = &choiceState{ids: map[int]string{},
+			parser: newChatStream(plan.Parse).withPrefix(plan.Prefill).withJSONContent(plan.ResponseFormat)}
+	}
 	send := func(c oaiChatChoice, tm *Timings) bool {
 		chunk := base
 		chunk.Choices = []oaiChatChoice{c}
 		chunk.Timings = tm
 		return sse.data(chunk) == nil
 	}
-	if !send(oaiChatChoice{Delta: &oaiChatMessage{Role: chat.RoleAssistant}}, nil) {
-		return
+	// The first chunk gives the role; with return_progress every progress
+	// report is such a chunk carrying prompt_progress, as in llama-server.
+	if !g.task.ReturnProgress {
+		for i := range chans {
+			if !send(oaiChatChoice{Index: i, Delta: oaiFirstDelta{Role: chat.RoleAssistant}}, nil) {
+				return
+			}
+		}
 	}
-	parser := newChatStream(plan.Parse)
-	ids := map[int]string{}
-	var pending []step
-	anyCalls := false
-	emit := func(d chat.Delta, tm *Timings) bool {
-		if d.Empty() && len(pending) == 0 {
+	emit := func(idx int, st *choiceState, d chat.Delta, tm *Timings) bool {
+		if d.Empty() && len(st.pending) == 0 {
 			return true
 		}
 		m := &oaiChatMessage{ReasoningContent: d.ReasoningContent}
@@ -690,48 +938,68 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 			m.Content = &c
 		}
 		for _, tc := range d.ToolCalls {
-			anyCalls = true
-			idx := tc.Index
-			call := oaiToolCall{Index: &idx, Function: oaiToolFunction{Name: tc.Name, Arguments: tc.ArgumentsDelta}}
-			if _, seen := ids[idx]; !seen {
+			st.anyCalls = true
+			ti := tc.Index
+			call := oaiToolCall{Index: &ti, Function: oaiToolFunction{Name: tc.Name, Arguments: tc.ArgumentsDelta}}
+			if _, seen := st.ids[ti]; !seen {
 				id := idOrNew(tc.ID, "call_")
-				ids[idx] = id
+				st.ids[ti] = id
 				call.ID, call.Type = id, "function"
 			}
 			m.ToolCalls = append(m.ToolCalls, call)
 		}
-		c := oaiChatChoice{Delta: m}
-		if co.Logprobs && len(pending) > 0 {
-			c.Logprobs = &oaiLogprobs{Content: probsJSON(g.inst.Model, pending, g.opt.PostSamplingProbs)}
-			pending = nil
+		c := oaiChatChoice{Index: idx, Delta: m}
+		if co.Logprobs && len(st.pending) > 0 {
+			c.Logprobs = &oaiLogprobs{Content: probsJSON(g.inst.Model, st.pending, g.opt.PostSamplingProbs)}
+			st.pending = nil
 		}
 		return send(c, tm)
 	}
-	for ev := range events {
+	var usage oaiUsage
+	var last Timings
+	left := len(chans)
+	for ev := range merge(ctx, chans) {
+		st := states[ev.Index]
 		if ev.Err != nil {
 			sse.sendError(ev.Err)
 			return
 		}
-		if ev.Done {
-			d := parser.Finish(ev.Stop == StopLimit)
-			if !emit(d, nil) {
+		if ev.Progress != nil {
+			chunk := base
+			chunk.Choices = []oaiChatChoice{{Index: ev.Index, Delta: oaiFirstDelta{Role: chat.RoleAssistant}}}
+			chunk.PromptProgress = ev.Progress
+			if sse.data(chunk) != nil {
 				return
 			}
-			fr := finishReason(ev.Stop, anyCalls)
+			continue
+		}
+		if ev.Done {
+			if st.done {
+				continue
+			}
+			st.done = true
+			d := st.parser.Finish(ev.Stop == StopLimit)
+			if !emit(ev.Index, st, d, nil) {
+				return
+			}
+			fr := finishReason(ev.Stop, st.anyCalls)
 			tm := ev.Timings
+			var finTimings *Timings
 			if !co.IncludeUsage {
-				if !send(oaiChatChoice{Delta: &oaiChatMessage{}, FinishReason: &fr}, &tm) {
-					return
-				}
-			} else {
-				if !send(oaiChatChoice{Delta: &oaiChatMessage{}, FinishReason: &fr}, nil) {
-					return
-				}
-				var u oaiUsage
-				u.add(ev)
+				finTimings = &tm
+			}
+			if !send(oaiChatChoice{Index: ev.Index, Delta: &oaiChatMessage{}, FinishReason: &fr}, finTimings) {
+				return
+			}
+			usage.add(ev.Event)
+			last = tm
+			if left--; left > 0 {
+				continue
+			}
+			if co.IncludeUsage {
 				chunk := base
 				chunk.Choices = []oaiChatChoice{}
-				chunk.Usage, chunk.Timings = &u, &tm
+				chunk.Usage, chunk.Timings = &usage, &last
 				if sse.data(chunk) != nil {
 					return
 				}
@@ -740,12 +1008,12 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 			return
 		}
 		if co.Logprobs {
-			pending = append(pending, step{Token: ev.Token, Text: ev.Text, Sampled: ev.Sampled, Probs: ev.Probs})
+			st.pending = append(st.pending, step{Token: ev.Token, Text: ev.Text, Sampled: ev.Sampled, Probs: ev.Probs})
 		}
 		if ev.Text == "" {
 			continue
 		}
-		d := parser.Push(ev.Text)
+		d := st.parser.Push(ev.Text)
 		var tm *Timings
 		if g.opt.TimingsPerToken {
 			t := ev.Timings
@@ -754,7 +1022,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 		if d.Empty() {
 			continue
 		}
-		if !emit(d, tm) {
+		if !emit(ev.Index, st, d, tm) {
 			return
 		}
 	}

@@ -17,20 +17,95 @@ type chatStream struct {
 	raw    strings.Builder
 	sent   chat.Message // what the deltas returned so far carried (parsed)
 	failed bool         // fell back to raw text
+	prefix string       // text read before the first piece (a prefill)
+	json   *jsonContentFilter
+}
+
+// withJSONContent makes the content JSON alone: leading whitespace and a
+// ```json fence, and trailing whitespace and fence, are left out.
+func (s *chatStream) withJSONContent(on bool) *chatStream {
+	if on {
+		s.json = &jsonContentFilter{}
+	}
+	return s
+}
+
+// jsonContentFilter drops the whitespace and ```json fence around JSON
+// content given piece by piece; trailing whitespace and backticks are held
+// back until more text follows.
+type jsonContentFilter struct {
+	started bool
+	held    string
+	raw     strings.Builder // the text before the JSON started
+}
+
+func (f *jsonContentFilter) push(s string) string {
+	if !f.started {
+		f.raw.WriteString(s)
+	}
+	s = f.held + s
+	f.held = ""
+	if !f.started {
+		s = strings.TrimLeft(s, " \t\r\n")
+		if s == "" || strings.HasPrefix("```json", s) {
+			f.held = s
+			return ""
+		}
+		if rest, ok := strings.CutPrefix(s, "```json"); ok {
+			s = strings.TrimLeft(rest, " \t\r\n")
+			if s == "" {
+				f.held = "```json"
+				return ""
+			}
+		}
+		f.started = true
+	}
+	i := len(strings.TrimRight(s, " \t\r\n`"))
+	f.held = s[i:]
+	return s[:i]
+}
+
+// finish ends the content: what was held back is dropped, unless no JSON
+// ever started, in which case the raw text is the content (as
+// llama-server's parser falls back to it).
+func (f *jsonContentFilter) finish() string {
+	f.held = ""
+	if f.started {
+		return ""
+	}
+	return f.raw.String()
 }
 
 func newChatStream(opts chat.ParseOptions) *chatStream {
 	return &chatStream{opts: opts, parser: chat.NewParser(opts)}
 }
 
+// withPrefix makes the stream read prefix (the text of a message continued)
+// before the first piece, so that the first delta carries it.
+func (s *chatStream) withPrefix(prefix string) *chatStream {
+	s.prefix = prefix
+	return s
+}
+
 // Push adds a piece of output and returns the delta to send.
 func (s *chatStream) Push(piece string) chat.Delta {
+	if s.prefix != "" {
+		piece, s.prefix = s.prefix+piece, ""
+	}
 	s.raw.WriteString(piece)
 	if s.failed {
-		return chat.Delta{Content: piece}
+		return s.filter(chat.Delta{Content: piece})
 	}
 	d, err := s.parser.Push(piece)
-	return s.settle(d, err)
+	return s.filter(s.settle(d, err))
+}
+
+// filter applies the JSON content filter to d.
+func (s *chatStream) filter(d chat.Delta) chat.Delta {
+	if s.json != nil {
+		d.Content = s.json.push(d.Content)
+	}
+	return d
 }
 
 // Finish ends the output and returns the last delta. limited reports that
@@ -38,14 +113,37 @@ func (s *chatStream) Push(piece string) chat.Delta {
 // left as reported (the finish reason says "length") instead of falling
 // back to raw text.
 func (s *chatStream) Finish(limited bool) chat.Delta {
+	var first chat.Delta
+	if s.prefix != "" {
+		first = s.Push("")
+	}
 	if s.failed {
-		return chat.Delta{}
+		return first
 	}
 	d, err := s.parser.Finish()
 	if err != nil && limited {
-		return s.record(d)
+		d = s.record(d)
+	} else {
+		d = s.settle(d, err)
 	}
-	return s.settle(d, err)
+	d = s.filter(d)
+	if s.json != nil {
+		// Streamed, text without JSON is not content (llama-server's
+		// partial parses never show it).
+		_ = s.json.finish()
+	}
+	return joinDeltas(first, d)
+}
+
+// joinDeltas is a followed by b as one delta.
+func joinDeltas(a, b chat.Delta) chat.Delta {
+	if a.Empty() {
+		return b
+	}
+	a.Content += b.Content
+	a.ReasoningContent += b.ReasoningContent
+	a.ToolCalls = append(a.ToolCalls, b.ToolCalls...)
+	return a
 }
 
 // settle records d and, on a parse error, switches to raw text: d (what

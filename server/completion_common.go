@@ -124,9 +124,10 @@ func (inst *instance) specialText(t llama.Token) string {
 func (inst *instance) renderChat(msgs []chat.Message, tools []chat.Tool, addGen bool, extra map[string]any) (string, error) {
 	sp := inst.Model.SpecialTokens()
 	bos, eos := inst.specialText(sp.BOS), inst.specialText(sp.EOS)
-	out, err := inst.template(len(tools) > 0).Render(chat.TemplateInput{
+	tmpl := inst.template(len(tools) > 0)
+	out, err := tmpl.Render(chat.TemplateInput{
 		Messages: msgs, Tools: tools, AddGenerationPrompt: addGen,
-		BOSToken: bos, EOSToken: eos, Extra: extra,
+		BOSToken: bos, EOSToken: eos, Extra: inst.templateKwargs(tmpl, extra),
 	})
 	if err != nil {
 		return "", badRequest("cannot apply the chat template: %v", err)
@@ -135,6 +136,28 @@ func (inst *instance) renderChat(msgs []chat.Message, tools []chat.Tool, addGen 
 		out = strings.TrimPrefix(out, bos)
 	}
 	return out, nil
+}
+
+// templateKwargs returns extra with enable_thinking set as llama.cpp sets
+// it when the request does not: true with --reasoning on, false with off,
+// and with auto (the default) whether the template reacts to it.
+func (inst *instance) templateKwargs(tmpl promptRenderer, extra map[string]any) map[string]any {
+	if _, ok := extra["enable_thinking"]; ok {
+		return extra
+	}
+	out := make(map[string]any, len(extra)+1)
+	for k, v := range extra {
+		out[k] = v
+	}
+	switch inst.Opts.Reasoning {
+	case "on":
+		out["enable_thinking"] = true
+	case "off":
+		out["enable_thinking"] = false
+	default:
+		out["enable_thinking"] = tmpl.Caps().SupportsThinking
+	}
+	return out
 }
 
 // slotContext is the context size one task can use.
@@ -293,6 +316,9 @@ func collect(ctx context.Context, m *llama.Model, events <-chan Event) (*complet
 	for ev := range events {
 		if ev.Err != nil {
 			return nil, ev.Err
+		}
+		if ev.Progress != nil {
+			continue
 		}
 		if ev.Done {
 			res.Final = ev

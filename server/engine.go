@@ -51,7 +51,7 @@ type EngineOptions struct {
 	// (default 1).
 	Parallel int
 	// CtxSize is the context size in tokens, shared by the slots (each gets
-	// CtxSize/Parallel unless KVUnified); 0: the model's training context,
+	// CtxSize/Parallel, or all of it with KVUnified); 0: the model's training context,
 	// at most 8192.
 	CtxSize int
 	// BatchSize is the most tokens one decode takes (default 2048);
@@ -269,6 +269,8 @@ func NewEngine(m *llama.Model, o EngineOptions) (Engine, error) {
 		done: make(chan struct{}), wake: make(chan struct{}, 1),
 		addBOS: m.SpecialTokens().AddBOS,
 	}
+	// With a unified KV buffer each slot may use the whole context, as in
+	// llama-server (llama_n_ctx_seq); slots then share its cells.
 	e.nCtxSlot = lctx.SeqSize()
 	switch {
 	case embedding:

@@ -37,7 +37,12 @@ type SamplingParams struct {
 	DRYPenaltyLastN     int
 	DRYSequenceBreakers []string
 	Seed                uint32 // llama.DefaultSeed: random
-	LogitBias           map[llama.Token]float32
+	// AdaptiveTarget and AdaptiveDecay configure the adaptive-p sampler,
+	// used in place of the final random pick when Samplers names
+	// "adaptive_p" (target < 0: disabled).
+	AdaptiveTarget float32
+	AdaptiveDecay  float32
+	LogitBias      map[llama.Token]float32
 	// Samplers is the order of samplers by llama.cpp's names
 	// ("penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature").
 	Samplers []string
@@ -51,6 +56,25 @@ type SamplingParams struct {
 	NProbs          int // return the top n token probabilities per token
 }
 
+// defaultSampling returns the sampling parameters requests start from:
+// o.Sampling (a copy) or DefaultSamplingParams.
+func (o *Options) defaultSampling() SamplingParams {
+	if o.Sampling == nil {
+		return DefaultSamplingParams()
+	}
+	p := *o.Sampling
+	p.DRYSequenceBreakers = append([]string(nil), p.DRYSequenceBreakers...)
+	p.Samplers = append([]string(nil), p.Samplers...)
+	if p.LogitBias != nil {
+		b := make(map[llama.Token]float32, len(p.LogitBias))
+		for k, v := range p.LogitBias {
+			b[k] = v
+		}
+		p.LogitBias = b
+	}
+	return p
+}
+
 // DefaultSamplingParams returns llama.cpp's server defaults.
 func DefaultSamplingParams() SamplingParams {
 	return SamplingParams{
@@ -58,6 +82,7 @@ func DefaultSamplingParams() SamplingParams {
 		XTCThreshold: 0.1, TopNSigma: -1, MirostatTau: 5, MirostatEta: 0.1, RepeatLastN: 64,
 		RepeatPenalty: 1, DRYBase: 1.75, DRYAllowedLength: 2, DRYPenaltyLastN: -1,
 		DRYSequenceBreakers: []string{"\n", ":", "\"", "*"}, Seed: llama.DefaultSeed,
+		AdaptiveTarget: -1, AdaptiveDecay: 0.9,
 		Samplers: []string{"penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"},
 	}
 }

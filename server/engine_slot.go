@@ -25,7 +25,9 @@ type engSlot struct {
 	prompt    []llama.Token // the prompt as processed (maybe truncated)
 	promptIdx int           // next prompt token to decode
 	nCached   int
-	iBatch    int                 // batch index of this step's output (-1 none)
+	iBatch    int // batch index of this step's output (-1 none)
+	undoCache int // len(cache) and promptIdx before this step's batch
+	undoIdx   int
 	iFirst    int                 // batch index of the first prompt token (embeddings)
 	smpl      *llama.SamplerChain // the samplers, dist last
 	gram      *llama.SamplerChain // the grammar, if any
@@ -207,6 +209,7 @@ func (e *engine) step() bool {
 	}
 	for _, s := range e.slots {
 		s.iBatch = -1
+		s.undoCache, s.undoIdx = len(s.cache), s.promptIdx
 		if s.tk != nil {
 			busy++
 		}
@@ -270,6 +273,21 @@ func (e *engine) step() bool {
 	if err != nil {
 		if e.baseCtx.Err() != nil {
 			return false
+		}
+		if errors.Is(err, llama.ErrNoKVSlot) {
+			// The shared KV memory is full (llama.cpp left it as before
+			// the batch). As llama-server: free the memory idle slots keep
+			// for prompt caching and retry; failing that, the requests in
+			// the batch end with an error.
+			for _, s := range e.slots {
+				if s.iBatch != -1 {
+					s.cache, s.promptIdx = s.cache[:s.undoCache], s.undoIdx
+				}
+			}
+			if e.clearIdleSlots() {
+				return true
+			}
+			err = errors.New("server: context size has been exceeded (the KV cache the slots share is full)")
 		}
 		for _, s := range e.slots {
 			if s.tk != nil && s.iBatch != -1 {
@@ -382,7 +400,7 @@ func (e *engine) sampleNext(s *engSlot) {
 		probs, sampled = e.topProbs(logits, t.Params.NProbs, tok)
 	}
 	eog := e.isEOG[tok]
-	ev := Event{Token: tok, Probs: probs, Sampled: sampled, SlotID: s.id}
+	ev := Event{Token: tok, Probs: probs, Sampled: sampled, SlotID: s.id, PromptTokens: len(t.Prompt), CachedTokens: s.nCached}
 	stop := StopNone
 	word := ""
 	if !eog {
@@ -661,6 +679,7 @@ func (e *engine) newSampler(p *SamplingParams) (chain, gram *llama.SamplerChain,
 		ss = append(ss, llama.Temp(p.Temperature), llama.MirostatV2(p.Seed, p.MirostatTau, p.MirostatEta))
 	default:
 		greedy := p.Temperature <= 0
+		adaptive := false
 		for _, name := range p.Samplers {
 			switch strings.ReplaceAll(strings.ToLower(name), "-", "_") {
 			case "penalties":
@@ -705,11 +724,16 @@ func (e *engine) newSampler(p *SamplingParams) (chain, gram *llama.SamplerChain,
 				if !greedy {
 					ss = append(ss, llama.TempExt(p.Temperature, p.DynatempRange, p.DynatempExponent))
 				}
+			case "adaptive_p":
+				adaptive = true
 			}
 		}
-		if greedy {
+		switch {
+		case greedy:
 			ss = append(ss, llama.Greedy())
-		} else {
+		case adaptive:
+			ss = append(ss, llama.AdaptiveP(p.AdaptiveTarget, p.AdaptiveDecay, p.Seed))
+		default:
 			ss = append(ss, llama.Dist(p.Seed))
 		}
 	}
@@ -741,10 +765,31 @@ func (e *engine) sample(s *engSlot) (llama.Token, error) {
 	if err != nil {
 		return llama.NoToken, err
 	}
-	s.cand = s.cand[:0]
-	for i, l := range logits {
-		s.cand = append(s.cand, llama.TokenData{ID: llama.Token(i), Logit: l})
+	fill := func() {
+		s.cand = s.cand[:0]
+		for i, l := range logits {
+			s.cand = append(s.cand, llama.TokenData{ID: llama.Token(i), Logit: l})
+		}
 	}
+	// As llama.cpp's sampler: sample without the grammar first and keep the
+	// token when the grammar allows it; otherwise sample again from the
+	// candidates the grammar allows. (Each pass draws from the random
+	// generator, so seeded outputs match llama-server's.)
+	fill()
+	if cands, sel, err := s.smpl.Apply(s.cand); err == nil && sel >= 0 && sel < len(cands) {
+		tok := cands[sel].ID
+		one, _, err := s.gram.Apply([]llama.TokenData{{ID: tok, Logit: 1}})
+		if err == nil && len(one) == 1 && !math.IsInf(float64(one[0].Logit), -1) {
+			if err := s.smpl.Accept(tok); err != nil {
+				return llama.NoToken, err
+			}
+			if err := s.gram.Accept(tok); err != nil {
+				return llama.NoToken, err
+			}
+			return tok, nil
+		}
+	}
+	fill()
 	masked, _, err := s.gram.Apply(s.cand)
 	if err != nil {
 		return llama.NoToken, err

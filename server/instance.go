@@ -82,6 +82,7 @@ func (inst *instance) template(tools bool) promptRenderer {
 	return inst.Template
 }
 
+
 // close frees the engine and the model.
 func (inst *instance) close() {
 	inst.once.Do(func() {
@@ -130,6 +131,7 @@ type modelEntry struct {
 	opts          Options
 	loadOnStartup bool
 	created       int64
+	aliases       []string // other names (single-model mode)
 
 	state    modelState
 	inst     *instance

@@ -79,6 +79,7 @@ func defaultGenerationParams(o Options) map[string]any {
 		"dry_multiplier": p.DRYMultiplier, "dry_base": p.DRYBase, "dry_allowed_length": p.DRYAllowedLength,
 		"dry_penalty_last_n": p.DRYPenaltyLastN, "dry_sequence_breakers": p.DRYSequenceBreakers,
 		"mirostat": p.Mirostat, "mirostat_tau": p.MirostatTau, "mirostat_eta": p.MirostatEta,
+		"adaptive_target": p.AdaptiveTarget, "adaptive_decay": p.AdaptiveDecay,
 		"stop": nonNilStrings(o.Stop), "max_tokens": o.NPredict, "n_keep": o.NKeep, "n_discard": 0,
 		"ignore_eos": p.IgnoreEOS, "stream": true, "n_probs": 0, "min_keep": 0, "grammar": p.Grammar,
 		"samplers": p.Samplers, "timings_per_token": false,
@@ -199,15 +200,11 @@ func vocabTypeNumber(name string) int {
 func (s *Server) modelCard(e *modelEntry) map[string]any {
 	c := map[string]any{
 		"id": e.name, "object": "model", "created": e.created, "owned_by": "llamacpp",
-		"aliases": []string{}, "tags": []string{},
+		"aliases": nonNilStrings(e.aliases), "tags": nonNilStrings(e.opts.Tags),
 	}
-	if !s.router {
+	if !s.router && len(e.aliases) == 0 {
 		// As llama-server: without aliases, the model's name is its alias.
-		aliases := s.opts.Aliases
-		if len(aliases) == 0 {
-			aliases = []string{e.name}
-		}
-		c["aliases"], c["tags"] = aliases, nonNilStrings(s.opts.Tags)
+		c["aliases"] = []string{e.name}
 	}
 	if e.info != nil {
 		in := e.info.Info
@@ -774,8 +771,32 @@ func (m templateMessage) toChatMessage(i int) (chat.Message, error) {
 
 func handleApplyTemplate(s *Server) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		var raw json.RawMessage
+		if !decodeJSON(w, r, &raw) {
+			return
+		}
+		// As llama-server: the prompt a chat completion of this body would
+		// use (tools, assistant prefill, template kwargs and reasoning
+		// settings applied, the BOS text the tokenizer adds left out).
+		if f, err := parseFields(raw); err == nil && f.has("messages") {
+			var model string
+			_ = f.str("model", &model)
+			inst, release, ok := s.instanceFor(w, r, model)
+			if !ok {
+				return
+			}
+			defer release()
+			_, plan, _, err := parseChatRequestWith(f, inst, true)
+			if err != nil {
+				writeHTTPError(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]string{"prompt": plan.Prompt})
+			return
+		}
 		var req applyTemplateRequest
-		if !decodeJSON(w, r, &req) {
+		if err := json.Unmarshal(raw, &req); err != nil {
+			writeError(w, http.StatusBadRequest, errInvalidRequest, "malformed JSON: "+err.Error())
 			return
 		}
 		if req.Messages == nil {
@@ -797,7 +818,7 @@ func handleApplyTemplate(s *Server) http.HandlerFunc {
 		}
 		defer release()
 		in := chat.TemplateInput{Messages: msgs, AddGenerationPrompt: req.AddGenerationPrompt == nil || *req.AddGenerationPrompt,
-			Extra: inst.Opts.withTemplateKwargs(req.ChatTemplateKwargs)}
+			Extra: inst.templateKwargs(inst.Template, req.ChatTemplateKwargs)}
 		sp := inst.Model.SpecialTokens()
 		if sp.BOS != llama.NoToken {
 			in.BOSToken, _ = inst.Model.TokenPiece(sp.BOS, true)

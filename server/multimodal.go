@@ -83,7 +83,7 @@ const mediaPlaceholder llama.Token = -1
 // projector.
 func errNoMultimodal(kind string) error {
 	return &httpError{Status: http.StatusBadRequest, Type: "invalid_request_error",
-		Msg: kind + " input is not supported by this model: the server has no multimodal projector for it (start it with --mmproj)"}
+		Msg: kind + " input is not supported - hint: if this is unexpected, you may need to provide the mmproj"}
 }
 
 // mediaInput is one medium of a request, still encoded.

@@ -157,7 +157,7 @@ func TestMultimodalBadInput(t *testing.T) {
 		body any
 		want string
 	}{
-		{"no projector", plain.URL, chatWith(mmText("a"), imagePart(good), mmText("b")), "--mmproj"},
+		{"no projector", plain.URL, chatWith(mmText("a"), imagePart(good), mmText("b")), "provide the mmproj"},
 		{"remote URL", base, chatWith(imagePart("https://example.invalid/cat.png"), mmText("b")), "data: URL"},
 		{"not base64", base, chatWith(imagePart("data:image/png;base64,!!!"), mmText("b")), "base64"},
 		{"not an image", base, chatWith(imagePart(dataURLOf("image/png", []byte("hello, not a picture"))), mmText("b")), "not an image"},
@@ -223,7 +223,7 @@ func TestMultimodalCompletion(t *testing.T) {
 		body any
 		want string
 	}{
-		{"no projector", noProj.URL, completionWith("a "+marker+" b", red), "--mmproj"},
+		{"no projector", noProj.URL, completionWith("a "+marker+" b", red), "provide the mmproj"},
 		{"more markers than media", base, completionWith("a "+marker+" "+marker+" b", red), "markers"},
 		{"media without marker", base, completionWith("a b", red), "markers"},
 		{"ends with the medium", base, completionWith("a "+marker, red), "end with text"},

@@ -18,7 +18,7 @@ func init() {
 }
 
 // systemFingerprint identifies the server build in OpenAI responses.
-const systemFingerprint = "llama-go"
+const systemFingerprint = "b0.4.0-go-llama"
 
 // oaiUsage is OpenAI's token usage.
 type oaiUsage struct {
@@ -55,6 +55,8 @@ type oaiCompletion struct {
 	Choices           []oaiCompletionChoice `json:"choices"`
 	Usage             *oaiUsage             `json:"usage,omitempty"`
 	Timings           *Timings              `json:"timings,omitempty"`
+	// Verbose is llama-server's __verbose debug object.
+	Verbose any `json:"__verbose,omitempty"`
 }
 
 type oaiCompletionChoice struct {
@@ -149,12 +151,20 @@ func responseModel(f reqFields, inst *instance) string {
 	return m
 }
 
-// unsupported rejects fields the server cannot honour.
-func unsupported(f reqFields) error {
+// unsupportedExceptN rejects best_of and suffix.
+func unsupportedExceptN(f reqFields) error {
 	for _, k := range []string{"best_of", "suffix"} {
 		if f.has(k) {
 			return badRequest("unsupported parameter: %s", k)
 		}
+	}
+	return nil
+}
+
+// unsupported rejects fields the server cannot honour.
+func unsupported(f reqFields) error {
+	if err := unsupportedExceptN(f); err != nil {
+		return err
 	}
 	if f.has("n") {
 		n, err := f.integer("n")
@@ -198,6 +208,9 @@ func answerOAICompletion(ctx context.Context, w http.ResponseWriter, f reqFields
 		if i == len(chans)-1 {
 			tm := res.Final.Timings
 			resp.Timings = &tm
+			if g.opt.Verbose {
+				resp.Verbose = nativeFinal(g, i, res, false)
+			}
 		}
 	}
 	resp.Usage = &usage
@@ -249,6 +262,9 @@ func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genReque
 		if ev.Err != nil {
 			sse.sendError(ev.Err)
 			return
+		}
+		if ev.Progress != nil {
+			continue
 		}
 		chunk := base
 		if ev.Done {

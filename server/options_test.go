@@ -85,7 +85,7 @@ func TestModelAliasesTags(t *testing.T) {
 		id            string
 		aliases, tags []any
 	}{
-		{Options{Alias: "code", Aliases: []string{"code", "fim", "tinyllama-2"}, Tags: []string{"chat", "small"}}, "code",
+		{Options{Alias: "tinyllama-2,code,fim", Tags: []string{"chat", "small"}}, "code",
 			[]any{"code", "fim", "tinyllama-2"}, []any{"chat", "small"}},
 		{Options{Alias: "tiny"}, "tiny", []any{"tiny"}, []any{}},
 	} {

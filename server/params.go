@@ -12,6 +12,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -187,6 +188,9 @@ type genOptions struct {
 	TimingsPerToken   bool
 	PostSamplingProbs bool
 	ResponseFields    []string
+	// Verbose adds llama-server's __verbose debug object to OpenAI-shaped
+	// answers ("verbose"; default Options.Verbose).
+	Verbose bool
 	// Settings is generation_settings as the native endpoint reports it.
 	Settings map[string]any
 }
@@ -195,7 +199,7 @@ type genOptions struct {
 // the server's defaults for what f does not set. The prompt is left to the
 // caller. Errors are *httpError (400).
 func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, genOptions, error) {
-	var opt genOptions
+	opt := genOptions{Verbose: inst.Opts.Verbose}
 	t := &Task{
 		Kind:        TaskCompletion,
 		Params:      inst.Opts.defaultSampling(),
@@ -219,7 +223,7 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 		{"mirostat_tau", &p.MirostatTau}, {"mirostat_eta", &p.MirostatEta},
 		{"repeat_penalty", &p.RepeatPenalty}, {"presence_penalty", &p.PresencePenalty},
 		{"frequency_penalty", &p.FrequencyPenalty}, {"dry_multiplier", &p.DRYMultiplier},
-		{"dry_base", &p.DRYBase},
+		{"dry_base", &p.DRYBase}, {"adaptive_target", &p.AdaptiveTarget}, {"adaptive_decay", &p.AdaptiveDecay},
 	}
 	for _, fl := range floats {
 		if err := f.float(fl.key, fl.dst); err != nil {
@@ -264,8 +268,8 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 			return nil, opt, err
 		}
 	}
-	// As llama-server v0.4.0: the request's n_predict wins; -1 means the
-	// server's (-n).
+	// The server's n_predict is a default, not a cap: a request's -1 (or
+	// no value) takes it, as llama-server's slot does.
 	if t.NPredict == -1 && defaultNPredict != 0 {
 		t.NPredict = defaultNPredict
 	}
@@ -315,11 +319,16 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 	for _, b := range []struct {
 		key string
 		dst *bool
-	}{{"stream", &opt.Stream}, {"return_tokens", &opt.ReturnTokens}, {"timings_per_token", &opt.TimingsPerToken}, {"post_sampling_probs", &opt.PostSamplingProbs}} {
+	}{{"stream", &opt.Stream}, {"return_tokens", &opt.ReturnTokens}, {"timings_per_token", &opt.TimingsPerToken}, {"post_sampling_probs", &opt.PostSamplingProbs}, {"verbose", &opt.Verbose}} {
 		if err := f.bool(b.key, b.dst); err != nil {
 			return nil, opt, err
 		}
 	}
+	var progress bool
+	if err := f.bool("return_progress", &progress); err != nil {
+		return nil, opt, err
+	}
+	t.ReturnProgress = progress && opt.Stream
 	if f.has("response_fields") {
 		if err := f.decode("response_fields", &opt.ResponseFields, "an array of strings"); err != nil {
 			return nil, opt, err
@@ -353,19 +362,6 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, g
 	return t, opt, nil
 }
 
-// defaultSampling returns the sampling parameters of requests that do not
-// set them: Sampling, or llama-server's defaults. The result is a copy.
-func (o Options) defaultSampling() SamplingParams {
-	if o.Sampling == nil {
-		return DefaultSamplingParams()
-	}
-	p := *o.Sampling
-	p.DRYSequenceBreakers = slices.Clone(p.DRYSequenceBreakers)
-	p.Samplers = slices.Clone(p.Samplers)
-	p.LogitBias = maps.Clone(p.LogitBias)
-	return p
-}
-
 // withTemplateKwargs returns a request's template variables with the
 // server's defaults (ChatTemplateKwargs) for those it does not set.
 func (o Options) withTemplateKwargs(req map[string]any) map[string]any {
@@ -392,7 +388,8 @@ func nonEmpty(ss []string) []string {
 
 // samplerAliases maps every accepted sampler name to the engine's name.
 var samplerAliases = func() map[string]string {
-	m := map[string]string{"nucleus": "top_p", "temp": "temperature", "typ": "typ_p", "typical_p": "typ_p", "typical": "typ_p"}
+	m := map[string]string{"nucleus": "top_p", "temp": "temperature", "typ": "typ_p", "typical_p": "typ_p", "typical": "typ_p",
+		"adaptive_p": "adaptive_p", "adaptive-p": "adaptive_p", "adaptivep": "adaptive_p"}
 	for _, c := range DefaultSamplingParams().Samplers {
 		m[c] = c
 		m[strings.ReplaceAll(c, "_", "-")] = c
@@ -402,7 +399,7 @@ var samplerAliases = func() map[string]string {
 }()
 
 // samplerChars maps the one-letter sampler sequence form.
-var samplerChars = map[rune]string{'e': "penalties", 'd': "dry", 's': "top_n_sigma", 'k': "top_k", 'y': "typ_p", 'p': "top_p", 'm': "min_p", 'x': "xtc", 't': "temperature"}
+var samplerChars = map[rune]string{'e': "penalties", 'd': "dry", 's': "top_n_sigma", 'k': "top_k", 'y': "typ_p", 'p': "top_p", 'm': "min_p", 'x': "xtc", 't': "temperature", 'a': "adaptive_p"}
 
 func parseSamplers(f reqFields, p *SamplingParams) error {
 	switch f.kind("samplers") {
@@ -614,27 +611,28 @@ func generationSettings(t *Task, opt genOptions, inst *instance) map[string]any 
 	for _, l := range t.LoRA {
 		lora = append(lora, map[string]any{"id": l.ID, "scale": l.Scale})
 	}
-	// As llama-server: {"bias", "token"} objects, -inf as null, and with
-	// ignore_eos the end-of-generation tokens banned.
-	all := maps.Clone(p.LogitBias)
-	if p.IgnoreEOS {
-		if all == nil {
-			all = map[llama.Token]float32{}
+	// llama-server's shape: {"bias", "token"} objects, -inf as null; with
+	// ignore_eos the end-of-generation tokens' -inf biases are listed too.
+	type biasEntry struct {
+		Bias  *float32    `json:"bias"`
+		Token llama.Token `json:"token"`
+	}
+	bias := []biasEntry{}
+	for tok, b := range p.LogitBias {
+		e := biasEntry{Token: tok}
+		if !math.IsInf(float64(b), -1) {
+			e.Bias = &b
 		}
+		bias = append(bias, e)
+	}
+	if p.IgnoreEOS {
 		for _, tok := range inst.eogTokens() {
-			if _, set := all[tok]; !set {
-				all[tok] = float32(math.Inf(-1))
+			if _, ok := p.LogitBias[tok]; !ok {
+				bias = append(bias, biasEntry{Token: tok})
 			}
 		}
 	}
-	bias := []map[string]any{}
-	for _, tok := range slices.Sorted(maps.Keys(all)) {
-		var v any = all[tok]
-		if math.IsInf(float64(all[tok]), 0) {
-			v = nil
-		}
-		bias = append(bias, map[string]any{"bias": v, "token": tok})
-	}
+	sort.Slice(bias, func(i, j int) bool { return bias[i].Token < bias[j].Token })
 	return map[string]any{
 		"n_predict": t.NPredict, "seed": p.Seed, "temperature": p.Temperature,
 		"dynatemp_range": p.DynatempRange, "dynatemp_exponent": p.DynatempExponent,
@@ -645,6 +643,7 @@ func generationSettings(t *Task, opt genOptions, inst *instance) map[string]any 
 		"dry_multiplier": p.DRYMultiplier, "dry_base": p.DRYBase, "dry_allowed_length": p.DRYAllowedLength,
 		"dry_penalty_last_n": p.DRYPenaltyLastN, "dry_sequence_breakers": p.DRYSequenceBreakers,
 		"mirostat": p.Mirostat, "mirostat_tau": p.MirostatTau, "mirostat_eta": p.MirostatEta,
+		"adaptive_target": p.AdaptiveTarget, "adaptive_decay": p.AdaptiveDecay,
 		"stop": nonNilStrings(t.Stop), "max_tokens": t.NPredict, "n_keep": t.NKeep,
 		"ignore_eos": p.IgnoreEOS, "stream": opt.Stream, "logit_bias": bias, "n_probs": p.NProbs,
 		"grammar": p.Grammar, "samplers": p.Samplers, "timings_per_token": opt.TimingsPerToken,
@@ -675,9 +674,15 @@ func parsePrompts(raw json.RawMessage, name string, inst *instance) ([][]llama.T
 			return nil, err
 		}
 		return [][]llama.Token{toks}, nil
+	case 'o':
+		toks, err := objectPrompt(raw, name, inst)
+		if err != nil {
+			return nil, err
+		}
+		return [][]llama.Token{toks}, nil
 	case 'a':
 	default:
-		return nil, badRequest("%q must be a string, an array of token ids, or an array of prompts", name)
+		return nil, badRequest("%q must be a string, an array of token ids, an object with a prompt_string, or an array of prompts", name)
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
@@ -723,11 +728,48 @@ func parsePrompts(raw json.RawMessage, name string, inst *instance) ([][]llama.T
 				return nil, err
 			}
 			out = append(out, toks)
+		case 'o':
+			toks, err := objectPrompt(it, sub, inst)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, toks)
 		default:
-			return nil, badRequest("%q must be a string or an array of token ids", sub)
+			return nil, badRequest("%q must be a string, an array of token ids or an object with a prompt_string", sub)
 		}
 	}
 	return out, nil
+}
+
+// objectPrompt reads a prompt object, {"prompt_string": text or mixed
+// array, "multimodal_data": [base64...]}, as llama.cpp accepts it; there is
+// no multimodal projector here, so multimodal data is a 400.
+func objectPrompt(raw json.RawMessage, name string, inst *instance) ([]llama.Token, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, badRequest("%q: %v", name, err)
+	}
+	ps, ok := obj["prompt_string"]
+	if !ok {
+		return nil, badRequest("%q: a prompt object needs a \"prompt_string\"", name)
+	}
+	if _, mm := obj["multimodal_data"]; mm {
+		return nil, badRequest("%q: multimodal data provided, but the model does not support multimodal requests", name)
+	}
+	sub := name + ".prompt_string"
+	switch jsonKind(ps) {
+	case 's':
+		var s string
+		_ = json.Unmarshal(ps, &s)
+		return inst.tokenizePrompt(s)
+	case 'a':
+		var parts []json.RawMessage
+		if err := json.Unmarshal(ps, &parts); err != nil || len(parts) == 0 {
+			return nil, badRequest("%q must be a string or a non-empty array of token ids and strings", sub)
+		}
+		return mixedPrompt(parts, sub, inst)
+	}
+	return nil, badRequest("%q must be a string or an array of token ids and strings", sub)
 }
 
 // mixedPrompt joins token ids and strings into one prompt; only a leading

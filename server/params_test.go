@@ -39,7 +39,7 @@ func TestParseGeneration(t *testing.T) {
 			assert.Equal(t, llama.DefaultSeed, task.Params.Seed)
 			assert.False(t, opt.Stream)
 		}},
-		{"sampling numbers", `{"temperature":0.5,"top_k":7,"top_p":0.5,"min_p":0.1,"typical_p":0.9,"xtc_probability":0.2,"xtc_threshold":0.3,"top_n_sigma":1.5,"dynatemp_range":0.2,"dynatemp_exponent":1.1,"mirostat":2,"mirostat_tau":4,"mirostat_eta":0.2,"repeat_last_n":32,"repeat_penalty":1.1,"presence_penalty":0.3,"frequency_penalty":0.4,"dry_multiplier":0.8,"dry_base":2,"dry_allowed_length":3,"dry_penalty_last_n":16,"dry_sequence_breakers":["x"],"seed":7,"ignore_eos":true,"n_probs":4,"n_keep":2,"t_max_predict_ms":100,"id_slot":1,"cache_prompt":false}`,
+		{"sampling numbers", `{"temperature":0.5,"top_k":7,"top_p":0.5,"min_p":0.1,"typical_p":0.9,"xtc_probability":0.2,"xtc_threshold":0.3,"top_n_sigma":1.5,"dynatemp_range":0.2,"dynatemp_exponent":1.1,"mirostat":2,"mirostat_tau":4,"mirostat_eta":0.2,"repeat_last_n":32,"repeat_penalty":1.1,"presence_penalty":0.3,"frequency_penalty":0.4,"dry_multiplier":0.8,"dry_base":2,"dry_allowed_length":3,"dry_penalty_last_n":16,"dry_sequence_breakers":["x"],"seed":7,"adaptive_target":0.4,"adaptive_decay":0.8,"ignore_eos":true,"n_probs":4,"n_keep":2,"t_max_predict_ms":100,"id_slot":1,"cache_prompt":false}`,
 			func(t *testing.T, task *Task, opt genOptions) {
 				p := task.Params
 				assert.Equal(t, SamplingParams{
@@ -47,7 +47,7 @@ func TestParseGeneration(t *testing.T) {
 					XTCProbability: 0.2, XTCThreshold: 0.3, TopNSigma: 1.5, Mirostat: 2, MirostatTau: 4, MirostatEta: 0.2,
 					RepeatLastN: 32, RepeatPenalty: 1.1, PresencePenalty: 0.3, FrequencyPenalty: 0.4, DRYMultiplier: 0.8,
 					DRYBase: 2, DRYAllowedLength: 3, DRYPenaltyLastN: 16, DRYSequenceBreakers: []string{"x"}, Seed: 7,
-					Samplers: def.Samplers, IgnoreEOS: true, NProbs: 4,
+					AdaptiveTarget: 0.4, AdaptiveDecay: 0.8, Samplers: def.Samplers, IgnoreEOS: true, NProbs: 4,
 				}, p)
 				assert.Equal(t, 2, task.NKeep)
 				assert.Equal(t, 100, task.TMaxPredictMs)

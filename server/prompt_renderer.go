@@ -88,8 +88,9 @@ func builtinDetects(tmpl string) bool {
 
 // rendererFor returns the renderer for a template given by the user: a
 // built-in name (the Jinja equivalent when there is one, else llama.cpp's
-// rendering) or Jinja source.
-func rendererFor(s string) (promptRenderer, error) {
+// rendering) or Jinja source. With jinja (--jinja), any other text is Jinja
+// source too (text without tags renders as itself), as in llama-server.
+func rendererFor(s string, jinja bool) (promptRenderer, error) {
 	name := strings.TrimSpace(s)
 	if src, ok := builtinTemplates[name]; ok {
 		t, err := chat.ParseTemplate(src)
@@ -98,7 +99,10 @@ func rendererFor(s string) (promptRenderer, error) {
 		}
 		return newJinjaRenderer(t), nil
 	}
-	if strings.Contains(s, "{{") || strings.Contains(s, "{%") {
+	if chat.IsBuiltinTemplate(name) && builtinDetects(name) && !strings.Contains(s, "{") {
+		return &builtinRenderer{tmpl: name}, nil
+	}
+	if jinja || strings.Contains(s, "{{") || strings.Contains(s, "{%") {
 		t, err := chat.ParseTemplate(s)
 		if err != nil {
 			return nil, err
@@ -108,20 +112,14 @@ func rendererFor(s string) (promptRenderer, error) {
 	if chat.IsBuiltinTemplate(name) && builtinDetects(name) {
 		return &builtinRenderer{tmpl: name}, nil
 	}
-	// Anything else is Jinja source too, as for llama-server with --jinja:
-	// text without tags renders as itself.
-	t, err := chat.ParseTemplate(s)
-	if err != nil {
-		return nil, err
-	}
-	return newJinjaRenderer(t), nil
+	return nil, fmt.Errorf("unknown chat template %q (not a built-in name nor Jinja source)", name)
 }
 
 // checkTemplate reports whether s names a built-in template or looks like
-// Jinja source, without parsing it.
-func checkTemplate(s string) error {
+// Jinja source (with jinja, any text is), without parsing it.
+func checkTemplate(s string, jinja bool) error {
 	name := strings.TrimSpace(s)
-	if _, ok := builtinTemplates[name]; ok || chat.IsBuiltinTemplate(name) {
+	if _, ok := builtinTemplates[name]; ok || chat.IsBuiltinTemplate(name) || jinja {
 		return nil
 	}
 	if strings.Contains(s, "{{") || strings.Contains(s, "{%") {
@@ -139,7 +137,7 @@ func checkTemplate(s string) error {
 func resolveTemplate(o Options, m *llama.Model, log interface{ Warn(string, ...any) }) (promptRenderer, error) {
 	switch {
 	case o.ChatTemplate != "":
-		r, err := rendererFor(o.ChatTemplate)
+		r, err := rendererFor(o.ChatTemplate, o.Jinja)
 		if err == nil {
 			return r, nil
 		}
@@ -151,7 +149,7 @@ func resolveTemplate(o Options, m *llama.Model, log interface{ Warn(string, ...a
 		if err != nil {
 			return nil, fmt.Errorf("read chat template file: %w", err)
 		}
-		r, err := rendererFor(string(b))
+		r, err := rendererFor(string(b), o.Jinja)
 		if err != nil {
 			return nil, fmt.Errorf("chat template file: %w", err)
 		}
@@ -188,7 +186,7 @@ func toolUseRenderer(o Options, m *llama.Model, log interface{ Warn(string, ...a
 // format llama.cpp detects in it, else chatml.
 func modelRenderer(src string, log interface{ Warn(string, ...any) }) (promptRenderer, error) {
 	if strings.TrimSpace(src) != "" {
-		r, err := rendererFor(src)
+		r, err := rendererFor(src, false)
 		if err == nil {
 			return r, nil
 		}
@@ -198,7 +196,7 @@ func modelRenderer(src string, log interface{ Warn(string, ...any) }) (promptRen
 		}
 		log.Warn("model's chat template does not parse; using chatml", "err", err)
 	}
-	r, err := rendererFor("chatml")
+	r, err := rendererFor("chatml", false)
 	if err != nil {
 		return nil, errors.Join(errors.New("chatml template"), err)
 	}

@@ -49,12 +49,12 @@ func (w *nopWarn) Warn(string, ...any) { w.n++ }
 func TestRendererFor(t *testing.T) {
 	user := []chat.Message{{Role: chat.RoleUser, Content: "Hi"}}
 	t.Run("jinja kept for names that have it", func(t *testing.T) {
-		r, err := rendererFor("llama2")
+		r, err := rendererFor("llama2", false)
 		require.NoError(t, err)
 		assert.IsType(t, &jinjaRenderer{}, r)
 	})
 	t.Run("built-in rendering for the others", func(t *testing.T) {
-		r, err := rendererFor("llama4")
+		r, err := rendererFor("llama4", false)
 		require.NoError(t, err)
 		require.IsType(t, &builtinRenderer{}, r)
 		assert.Equal(t, chat.FormatContentOnly, r.Format())
@@ -64,20 +64,20 @@ func TestRendererFor(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "<|header_start|>user<|header_end|>\n\nab<|eot|>", out)
 	})
-	t.Run("bad Jinja", func(t *testing.T) {
-		for _, s := range []string{"{% if %}", "{% for %}"} {
-			_, err := rendererFor(s)
+	t.Run("unknown names and bad Jinja", func(t *testing.T) {
+		for _, s := range []string{"no-such-template", "{% if %}", ""} {
+			_, err := rendererFor(s, false)
 			assert.Error(t, err, s)
 		}
 	})
-	t.Run("other text is a Jinja template of itself", func(t *testing.T) {
-		// As llama-server with --jinja: a string that is no built-in name
-		// renders as itself.
-		r, err := rendererFor("This is not a chat template, it is")
+	t.Run("with jinja, text without tags is a template of itself", func(t *testing.T) {
+		r, err := rendererFor("This is not a chat template, it is", true)
 		require.NoError(t, err)
-		out, err := r.Render(chat.TemplateInput{Messages: []chat.Message{{Role: chat.RoleUser, Content: "hi"}}})
+		out, err := r.Render(chat.TemplateInput{Messages: user, AddGenerationPrompt: true})
 		require.NoError(t, err)
 		assert.Equal(t, "This is not a chat template, it is", out)
+		require.NoError(t, checkTemplate("This is not a chat template, it is", true))
+		require.Error(t, checkTemplate("This is not a chat template, it is", false))
 	})
 	t.Run("model template that does not parse", func(t *testing.T) {
 		w := &nopWarn{}
@@ -107,7 +107,7 @@ func TestRendererFor(t *testing.T) {
 // format with its system instruction.
 func TestBuiltinRendererTools(t *testing.T) {
 	inst := testInstance(t)
-	r, err := rendererFor("vicuna-orca")
+	r, err := rendererFor("vicuna-orca", false)
 	require.NoError(t, err)
 	bi := &instance{Name: inst.Name, Model: inst.Model, Engine: inst.Engine, Template: r, Server: inst.Server, Opts: inst.Opts}
 	task := &Task{Params: DefaultSamplingParams()}

@@ -391,7 +391,7 @@ func handleResponses(s *Server) http.HandlerFunc {
 		}
 		base := respObject{ID: newID("resp_"), Object: "response", CreatedAt: time.Now().Unix(), Model: co.Model, Output: []respItem{}}
 		if g.opt.Stream {
-			streamResponses(w, plan, base, events)
+			streamResponses(w, plan, base, events, g.opt.TimingsPerToken)
 			return
 		}
 		res, msg, err := collectChat(ctx, inst, plan, events)
@@ -411,10 +411,14 @@ func handleResponses(s *Server) http.HandlerFunc {
 // streamResponses sends the Responses event stream: response.created and
 // response.in_progress, then each output item in turn (added, its deltas,
 // done), then response.completed with the whole response.
-func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, events <-chan Event) {
+func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, events <-chan Event, timingsPerToken bool) {
 	sse := sseStart(w)
 	seq := 0
+	var tokenTimings *Timings // timings_per_token: set on a token's text deltas
 	send := func(typ string, fields map[string]any) bool {
+		if tokenTimings != nil && (typ == "response.output_text.delta" || typ == "response.reasoning_text.delta" || typ == "response.function_call_arguments.delta") {
+			fields["timings"] = tokenTimings
+		}
 		fields["type"] = typ
 		fields["sequence_number"] = seq
 		seq++
@@ -515,14 +519,23 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 		}
 		return true
 	}
-	parser := newChatStream(plan.Parse)
+	parser := newChatStream(plan.Parse).withPrefix(plan.Prefill).withJSONContent(plan.ResponseFormat)
 	for ev := range events {
 		if ev.Err != nil {
 			_, body := errorObject(ev.Err)
 			send("error", map[string]any{"error": body["error"]})
 			return
 		}
+		if ev.Progress != nil {
+			// llama-server's return_progress: in_progress events with
+			// prompt_progress.
+			if !send("response.in_progress", map[string]any{"response": inProgress, "prompt_progress": ev.Progress}) {
+				return
+			}
+			continue
+		}
 		if ev.Done {
+			tokenTimings = nil
 			d := parser.Finish(ev.Stop == StopLimit)
 			if !emit(d) || !closeItem() {
 				return
@@ -532,11 +545,16 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 			final.CompletedAt, final.Status = &now, "completed"
 			final.Output = done
 			final.Usage = respUsageOf(ev)
-			send("response.completed", map[string]any{"response": final})
+			tm := ev.Timings
+			send("response.completed", map[string]any{"response": final, "timings": &tm})
 			return
 		}
 		if ev.Text == "" {
 			continue
+		}
+		if timingsPerToken {
+			tm := ev.Timings
+			tokenTimings = &tm
 		}
 		if d := parser.Push(ev.Text); !d.Empty() && !emit(d) {
 			return

@@ -29,11 +29,12 @@ type Options struct {
 	// Model is the GGUF file to serve (-m).
 	Model string
 	// Alias is the model's name in /v1/models (--alias; default: Model).
+	// Several names may be given, comma-separated: as in llama-server the
+	// model's id is then the first in alphabetical order and /v1/models
+	// lists them all as "aliases".
 	Alias string
-	// Aliases are all the names of the model listed in /v1/models
-	// ("aliases"; -a a,b,c gives them sorted, Alias being the first).
-	Aliases []string
-	// Tags are the model's tags listed in /v1/models (--tags).
+	// Tags are informational tags of the model, listed in /v1/models
+	// (--tags).
 	Tags []string
 	// ModelsDir is a folder of models for router mode (--models-dir): each
 	// *.gguf file is a model named after the file without ".gguf"; each
@@ -110,11 +111,20 @@ type Options struct {
 	ChatTemplate string
 	// ChatTemplateFile is a file holding the Jinja template.
 	ChatTemplateFile string
-	// Jinja asks for Jinja templates (--jinja); templates are always
-	// rendered as Jinja here, so it only changes what /props reports.
+	// Jinja is llama-server's --jinja (its default): a ChatTemplate that
+	// is not a built-in name is then Jinja source even without tags
+	// (rendered as is), and a chat's response_format or json_schema is
+	// matched after optional whitespace or a ```json fence, the content
+	// being the JSON alone (an empty schema asks for nothing). Without it
+	// (--no-jinja) the schema's grammar is used alone and {} asks for an
+	// object. Templates are rendered as Jinja either way.
 	Jinja bool
 	// ReasoningFormat is --reasoning-format ("none", "deepseek", "auto").
 	ReasoningFormat string
+	// Reasoning is --reasoning: "on" or "off" turn the templates' thinking
+	// on or off (enable_thinking) unless a request says otherwise;
+	// "" or "auto" leave it to the template.
+	Reasoning string
 
 	// SleepIdleSeconds unloads a model after that long without requests
 	// and reloads it on the next one (0: never).
@@ -146,8 +156,14 @@ type Options struct {
 	// Tools enables the built-in tools, MCP servers and CORS proxy (all
 	// disabled by default).
 	Tools ToolsOptions
-	// GCP enables Vertex AI's prediction route (disabled by default).
+	// GCP serves Vertex AI's prediction protocol (see GCPOptions and
+	// GCPFromEnv), as llama-server does with AIP_MODE=PREDICTION.
 	GCP GCPOptions
+
+	// Verbose adds the __verbose debug object (the native /completion
+	// result, prompt included) to OpenAI-shaped answers, as llama-server
+	// does with --verbose; a request's "verbose" field overrides it.
+	Verbose bool
 
 	// ModelOptions are used to load every model.
 	ModelOptions llama.ModelOptions
@@ -205,6 +221,11 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.ReasoningFormat == "" {
 		o.ReasoningFormat = "auto"
 	}
+	switch o.Reasoning {
+	case "", "auto", "on", "off":
+	default:
+		return nil, fmt.Errorf("server: Reasoning must be on, off or auto, not %q", o.Reasoning)
+	}
 	if o.SlotSavePath != "" {
 		abs, err := filepath.Abs(o.SlotSavePath)
 		if err != nil {
@@ -226,11 +247,12 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	now := time.Now().Unix()
 	if o.Model != "" {
-		name := o.Alias
-		if name == "" {
-			name = o.Model
+		aliases := splitAliases(o.Alias)
+		name := o.Model
+		if len(aliases) > 0 {
+			name = aliases[0]
 		}
-		s.addEntry(&modelEntry{name: name, path: o.Model, opts: o, created: now})
+		s.addEntry(&modelEntry{name: name, path: o.Model, opts: o, created: now, aliases: aliases})
 	} else {
 		s.router = true
 		if err := s.listModels(now); err != nil {
@@ -275,6 +297,21 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	s.mu.Unlock()
 	return s, nil
+}
+
+// splitAliases returns the comma-separated names of an alias, trimmed,
+// without duplicates, in alphabetical order.
+func splitAliases(a string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range strings.Split(a, ",") {
+		if n = strings.TrimSpace(n); n != "" && !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (s *Server) addEntry(e *modelEntry) {
@@ -600,7 +637,7 @@ func applyPreset(e *modelEntry, kv map[string]string) error {
 		switch strings.ReplaceAll(k, "_", "-") {
 		case "model", "m", "version", "hf-repo", "hf", "hfr", "hf-file", "hff", "hf-token", "hft":
 		case "chat-template":
-			if err = checkTemplate(v); err == nil {
+			if err = checkTemplate(v, e.opts.Jinja); err == nil {
 				e.opts.ChatTemplate = v
 			}
 		case "chat-template-file":

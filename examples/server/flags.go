@@ -22,6 +22,7 @@ import (
 // config is what the command line (llama-server's flags) sets.
 type config struct {
 	opts     server.Options
+	aliases  []string              // -a names, sorted
 	sampling server.SamplingParams // the defaults of requests (--temp, --top-k...)
 	host     string
 	port     int
@@ -992,8 +993,8 @@ func flagTable(c *config) []flagDef {
 			c.specTypes = append(c.specTypes, "ngram-mod")
 			return nil
 		}},
-		{names: []string{"-a", "--alias"}, arg: "STRING", env: "LLAMA_ARG_ALIAS", sec: sv, help: "model names for the API, comma-separated (the first in sort order is its id)", set: func(_ *config, v string) error {
-			o.Aliases = mergeSorted(o.Aliases, splitList(v))
+		{names: []string{"-a", "--alias"}, arg: "STRING", env: "LLAMA_ARG_ALIAS", sec: sv, help: "model names for the API, comma-separated (the first in sort order is its id)", set: func(c *config, v string) error {
+			c.aliases = mergeSorted(c.aliases, splitList(v))
 			return nil
 		}},
 		{names: []string{"--tags"}, arg: "STRING", env: "LLAMA_ARG_TAGS", sec: sv, help: "model tags for /models, comma-separated", set: func(_ *config, v string) error {
@@ -1293,8 +1294,9 @@ func (c *config) finish() error {
 	if e.KVUnifiedPerSlot > 0 && e.CtxSize == 0 {
 		e.CtxSize = e.KVUnifiedPerSlot * e.Parallel
 	}
-	if len(o.Aliases) > 0 {
-		o.Alias = o.Aliases[0]
+	if len(c.aliases) > 0 {
+		// The server takes the names comma-separated (its id is the first).
+		o.Alias = strings.Join(c.aliases, ",")
 	}
 	if c.loraNoApply {
 		for i := range e.Adapters {

@@ -101,8 +101,7 @@ func TestFlagSpellings(t *testing.T) {
 		}},
 		{[]string{"--no-cache-prompt"}, func(t *testing.T, c *config) { assert.True(t, c.opts.NoCachePrompt) }},
 		{[]string{"-a", "b,a", "--alias", "c", "--tags", "x, y"}, func(t *testing.T, c *config) {
-			assert.Equal(t, []string{"a", "b", "c"}, c.opts.Aliases, "sorted, as llama-server's set")
-			assert.Equal(t, "a", c.opts.Alias, "the id is the first alias")
+			assert.Equal(t, "a,b,c", c.opts.Alias, "sorted, as llama-server's set; the id is the first")
 			assert.Equal(t, []string{"x", "y"}, c.opts.Tags)
 		}},
 		{[]string{"-cb"}, func(t *testing.T, c *config) {}},
