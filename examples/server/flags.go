@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,10 +29,9 @@ type config struct {
 	timeout  time.Duration
 	verbose  bool
 
-	// Model sources other helpers wire at merge (see modelSource).
-	hfRepo, hfFile, hfToken string
-	modelURL, dockerRepo    string
-	offline                 bool
+	// Model sources other than a local file (see modelSource).
+	hf                   hfFlags // -hf, -hff, -hft, --offline
+	modelURL, dockerRepo string
 	// The web UI (another helper's branch): --ui/--no-ui and its config.
 	noUI                 bool
 	uiConfig             string // JSON of --ui-config or --ui-config-file
@@ -533,9 +533,9 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"-m", "--model"}, arg: "FNAME", env: "LLAMA_ARG_MODEL", sec: cm, help: "the GGUF model to serve (none: router mode)", set: strTo(&o.Model)},
 		{names: []string{"-mu", "--model-url"}, arg: "MODEL_URL", env: "LLAMA_ARG_MODEL_URL", sec: cm, help: "download the model from this URL", set: strTo(&c.modelURL)},
 		{names: []string{"-dr", "--docker-repo"}, arg: "[<repo>/]<model>[:quant]", env: "LLAMA_ARG_DOCKER_REPO", sec: cm, help: "pull the model from a Docker Hub repository", set: strTo(&c.dockerRepo)},
-		{names: []string{"-hf", "-hfr", "--hf-repo"}, arg: "<user>/<model>[:quant]", env: "LLAMA_ARG_HF_REPO", sec: cm, help: "pull the model from a Hugging Face repository", set: strTo(&c.hfRepo)},
-		{names: []string{"-hff", "--hf-file"}, arg: "FILE", env: "LLAMA_ARG_HF_FILE", sec: cm, help: "the file of --hf-repo to pull", set: strTo(&c.hfFile)},
-		{names: []string{"-hft", "--hf-token"}, arg: "TOKEN", env: "HF_TOKEN", sec: cm, help: "Hugging Face access token", set: strTo(&c.hfToken)},
+		{names: []string{"-hf", "-hfr", "--hf-repo"}, arg: "<user>/<model>[:quant]", env: "LLAMA_ARG_HF_REPO", sec: cm, help: "pull the model from a Hugging Face repository", set: strTo(&c.hf.Repo)},
+		{names: []string{"-hff", "--hf-file"}, arg: "FILE", env: "LLAMA_ARG_HF_FILE", sec: cm, help: "the file of --hf-repo to pull", set: strTo(&c.hf.File)},
+		{names: []string{"-hft", "--hf-token"}, arg: "TOKEN", env: "HF_TOKEN", sec: cm, help: "Hugging Face access token", set: strTo(&c.hf.Token)},
 		{names: []string{"--log-disable"}, sec: cm, help: "no logs", set: func(c *config, _ string) error { c.opts.Logger = discardLogger; return nil }},
 		{names: []string{"--log-file"}, arg: "FNAME", env: "LLAMA_ARG_LOG_FILE", sec: cm, help: "also write the logs to this file", set: strTo(&c.logFile)},
 		{names: []string{"--log-colors"}, arg: "[on|off|auto]", env: "LLAMA_ARG_LOG_COLORS", sec: cm, help: "colored logs" + noEffect, set: func(_ *config, v string) error {
@@ -545,7 +545,7 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"-v", "--verbose", "--log-verbose"}, sec: cm, help: "log everything, llama.cpp's messages included", set: boolTo(&c.verbose)},
-		{names: []string{"--offline"}, env: "LLAMA_ARG_OFFLINE", sec: cm, help: "never use the network: models come from the cache only", set: boolTo(&c.offline)},
+		{names: []string{"--offline"}, env: "LLAMA_ARG_OFFLINE", sec: cm, help: "never use the network: models come from the cache only", set: boolTo(&c.hf.Offline)},
 		{names: []string{"-lv", "--verbosity", "--log-verbosity"}, arg: "N", env: "LLAMA_ARG_LOG_VERBOSITY", sec: cm, help: "log threshold (4 and more: llama.cpp's messages too)", set: func(c *config, v string) error {
 			n, err := parseInt(v)
 			c.verbose = n >= 4
@@ -1389,15 +1389,17 @@ func (c *config) unsupportedUse() error {
 	return nil
 }
 
-// modelSource resolves where the model comes from when it is not a local
-// file: -hf/--hf-repo (with --hf-file, --hf-token, --offline) or
-// --model-url. This is the one place to wire the model pulls in.
-func (c *config) modelSource() error {
-	switch {
-	case c.hfRepo != "":
-		return fmt.Errorf("pulling models from Hugging Face is not supported yet (-hf %s): download the GGUF file and give it with -m", c.hfRepo)
-	case c.modelURL != "":
-		return fmt.Errorf("downloading models is not supported yet (--model-url %s): download the GGUF file and give it with -m", c.modelURL)
+// modelSource makes the model local when it is not a local file:
+// -hf/--hf-repo (with --hf-file, --hf-token, --offline) pulls it into the
+// Hugging Face cache, with a progress bar on progress, and points the
+// options at it (see pullHF). --model-url is refused: this server does not
+// download plain URLs.
+func (c *config) modelSource(ctx context.Context, progress io.Writer) error {
+	if c.modelURL != "" && c.hf.Repo == "" {
+		return fmt.Errorf("downloading models from a URL is not supported (--model-url %s): download the GGUF file and give it with -m, or use -hf", c.modelURL)
+	}
+	if err := pullHF(ctx, c.hf, &c.opts, progress); err != nil {
+		return fmt.Errorf("-hf %s: %w", c.hf.Repo, err)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"math"
 	"net/http"
@@ -16,6 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
+	"github.com/x/llama/internal/hub/hubtest"
+	"github.com/x/llama/internal/testenv"
 	"github.com/x/llama/server"
 )
 
@@ -176,10 +179,10 @@ func TestFlagSpellings(t *testing.T) {
 		{[]string{"--no-ui"}, func(t *testing.T, c *config) { assert.True(t, c.noUI) }},
 		{[]string{"--no-webui", "--webui"}, func(t *testing.T, c *config) { assert.False(t, c.noUI) }},
 		{[]string{"-hf", "org/model:Q8_0", "-hff", "f.gguf", "-hft", "tok", "--offline"}, func(t *testing.T, c *config) {
-			assert.Equal(t, "org/model:Q8_0", c.hfRepo)
-			assert.Equal(t, "f.gguf", c.hfFile)
-			assert.Equal(t, "tok", c.hfToken)
-			assert.True(t, c.offline)
+			assert.Equal(t, "org/model:Q8_0", c.hf.Repo)
+			assert.Equal(t, "f.gguf", c.hf.File)
+			assert.Equal(t, "tok", c.hf.Token)
+			assert.True(t, c.hf.Offline)
 		}},
 		{[]string{"-mu", "http://x/m.gguf"}, func(t *testing.T, c *config) { assert.Equal(t, "http://x/m.gguf", c.modelURL) }},
 		{[]string{"--sleep-idle-seconds", "-1"}, func(t *testing.T, c *config) { assert.Zero(t, c.opts.SleepIdleSeconds) }},
@@ -222,7 +225,7 @@ func TestFlagDefaults(t *testing.T) {
 	assert.Equal(t, 8192, c.cacheRAMMiB)
 	assert.Zero(t, c.opts.SleepIdleSeconds)
 	assert.NoError(t, c.unsupportedUse())
-	assert.NoError(t, c.modelSource())
+	assert.NoError(t, c.modelSource(context.Background(), io.Discard))
 }
 
 // TestFlagEnv checks the environment variables and that the command line
@@ -261,7 +264,7 @@ func TestFlagEnv(t *testing.T) {
 		}},
 		{"api key and token", map[string]string{"LLAMA_API_KEY": "k1,k2", "HF_TOKEN": "t"}, nil, func(t *testing.T, c *config) {
 			assert.Equal(t, []string{"k1", "k2"}, c.opts.APIKeys)
-			assert.Equal(t, "t", c.hfToken)
+			assert.Equal(t, "t", c.hf.Token)
 		}},
 		{"model and alias", map[string]string{"LLAMA_ARG_MODEL": "m.gguf", "LLAMA_ARG_ALIAS": "one"}, nil, func(t *testing.T, c *config) {
 			assert.Equal(t, "m.gguf", c.opts.Model)
@@ -337,10 +340,49 @@ func TestFlagUnsupported(t *testing.T) {
 	require.NoError(t, err)
 	assert.NoError(t, c.unsupportedUse())
 
-	for _, args := range [][]string{{"-hf", "org/model"}, {"--model-url", "http://x/m.gguf"}} {
-		c, err := parseFlags(args, noEnv, io.Discard)
-		require.NoError(t, err)
-		assert.ErrorContains(t, c.modelSource(), "not supported yet")
+	c, err = parseFlags([]string{"--model-url", "http://x/m.gguf"}, noEnv, io.Discard)
+	require.NoError(t, err)
+	assert.ErrorContains(t, c.modelSource(context.Background(), io.Discard), "--model-url")
+}
+
+// TestModelSource checks -hf and its flags: the model is pulled before the
+// server starts and served under the repo reference unless an alias is
+// given; --offline with nothing in the cache fails.
+func TestModelSource(t *testing.T) {
+	model, err := os.ReadFile(testenv.Model(t, "stories260K.gguf"))
+	require.NoError(t, err)
+	h := hubtest.New(t, map[string]*hubtest.Repo{
+		"tiny/stories": {Files: map[string][]byte{"stories260K-Q8_0.gguf": model, "other.gguf": model}},
+	})
+	t.Setenv("MODEL_ENDPOINT", h.URL)
+	t.Setenv("LLAMA_CACHE", t.TempDir())
+	t.Setenv("HF_HUB_OFFLINE", "")
+	for _, tc := range []struct {
+		name        string
+		args        []string
+		env         map[string]string
+		file, alias string
+		err         string
+	}{
+		{name: "offline, empty cache", args: []string{"-hf", "tiny/stories", "--offline"}, err: "-hf tiny/stories"},
+		{name: "repo and quant", args: []string{"-hf", "tiny/stories:Q8_0"}, file: "stories260K-Q8_0.gguf", alias: "tiny/stories:Q8_0"},
+		{name: "file, alias kept", args: []string{"-hfr", "tiny/stories", "-hff", "other.gguf", "-a", "mine"}, file: "other.gguf", alias: "mine"},
+		{name: "env, offline from the cache", env: map[string]string{"LLAMA_ARG_HF_REPO": "tiny/stories:Q8_0", "LLAMA_ARG_OFFLINE": "1"},
+			file: "stories260K-Q8_0.gguf", alias: "tiny/stories:Q8_0"},
+		{name: "no -hf: -m untouched", args: []string{"-m", "x.gguf"}, file: "x.gguf"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseFlags(tc.args, envOf(tc.env), io.Discard)
+			require.NoError(t, err)
+			err = c.modelSource(context.Background(), io.Discard)
+			if tc.err != "" {
+				assert.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.file, filepath.Base(c.opts.Model))
+			assert.Equal(t, tc.alias, c.opts.Alias)
+		})
 	}
 }
 

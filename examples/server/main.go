@@ -65,9 +65,6 @@ func serve(cfg *config) error {
 	if err := cfg.unsupportedUse(); err != nil {
 		return err
 	}
-	if err := cfg.modelSource(); err != nil {
-		return err
-	}
 	logger := cfg.opts.Logger
 	if logger == nil {
 		level := slog.LevelInfo
@@ -91,6 +88,9 @@ func serve(cfg *config) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if err := cfg.modelSource(ctx, os.Stderr); err != nil {
+		return err
+	}
 
 	// As llama-server, a host ending in ".sock" is a Unix socket.
 	network, addr := "tcp", net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port))
