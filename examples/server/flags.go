@@ -32,9 +32,7 @@ type config struct {
 	// Model sources other than a local file (see modelSource).
 	hf                   hfFlags // -hf, -hff, -hft, --offline
 	modelURL, dockerRepo string
-	// The web UI (another helper's branch): --ui/--no-ui and its config.
-	noUI                 bool
-	uiConfig             string // JSON of --ui-config or --ui-config-file
+	// Agent features (folded into opts.Tools by finish).
 	uiMCPProxy           bool
 	tools, toolsRuntime  string
 	mcpConfig, mcpJSON   string
@@ -64,7 +62,6 @@ type config struct {
 	dryBreakersSet  bool
 	kvUnifiedSet    bool
 	loraNoApply     bool
-	staticPath      string
 	logFile         string
 	reusePort       bool
 	reasoningBudget int
@@ -823,7 +820,7 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--host"}, arg: "HOST", env: "LLAMA_ARG_HOST", sec: sv, help: "address to listen on (default 127.0.0.1)", set: strTo(&c.host)},
 		{names: []string{"--port"}, arg: "PORT", env: "LLAMA_ARG_PORT", sec: sv, help: "port to listen on (default 8080)", set: intTo(&c.port)},
 		{names: []string{"--reuse-port"}, env: "LLAMA_ARG_REUSE_PORT", sec: sv, help: "let other sockets bind the same port (SO_REUSEPORT)", set: boolTo(&c.reusePort)},
-		{names: []string{"--path"}, arg: "PATH", env: "LLAMA_ARG_STATIC_PATH", sec: sv, help: "folder of static files to serve", set: strTo(&c.staticPath)},
+		{names: []string{"--path"}, arg: "PATH", env: "LLAMA_ARG_STATIC_PATH", sec: sv, help: "folder of static files to serve", set: strTo(&o.UIPath)},
 		{names: []string{"--cors-origins"}, arg: "ORIGINS", env: "LLAMA_ARG_CORS_ORIGINS", sec: sv, help: "allowed CORS origins, comma-separated (default *; localhost: local origins only)", set: func(c *config, v string) error {
 			o.CORSOrigins, c.corsOriginsExplicit = splitList(v), true
 			return nil
@@ -835,11 +832,13 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"--api-prefix"}, arg: "PREFIX", env: "LLAMA_ARG_API_PREFIX", sec: sv, help: "path prefix of every endpoint", set: strTo(&c.apiPrefix)},
-		{names: []string{"--ui-config", "--webui-config"}, arg: "JSON", env: "LLAMA_ARG_UI_CONFIG", sec: sv, help: "web UI settings (JSON)", set: strTo(&c.uiConfig)},
+		{names: []string{"--ui-config", "--webui-config"}, arg: "JSON", env: "LLAMA_ARG_UI_CONFIG", sec: sv, help: "web UI settings (JSON)", set: func(_ *config, v string) error {
+			o.UIConfig, o.UIConfigFile = v, "" // the last of --ui-config and --ui-config-file wins
+			return nil
+		}},
 		{names: []string{"--ui-config-file", "--webui-config-file"}, arg: "PATH", env: "LLAMA_ARG_UI_CONFIG_FILE", sec: sv, help: "file of the web UI settings", set: func(c *config, v string) error {
-			b, err := os.ReadFile(v)
-			c.uiConfig = string(b)
-			return err
+			o.UIConfig, o.UIConfigFile = "", v
+			return nil
 		}},
 		{names: []string{"--ui-mcp-proxy", "--webui-mcp-proxy"}, neg: []string{"--no-ui-mcp-proxy", "--no-webui-mcp-proxy"}, env: "LLAMA_ARG_UI_MCP_PROXY", sec: sv, help: "the web UI's MCP proxy (default off)", set: boolTo(&c.uiMCPProxy)},
 		{names: []string{"--tools"}, arg: "TOOL1,TOOL2,...", env: "LLAMA_ARG_TOOLS", sec: sv, help: "built-in tools the server runs (all: every one)", set: strTo(&c.tools)},
@@ -855,7 +854,7 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"--ui", "--webui"}, neg: []string{"--no-ui", "--no-webui"}, env: "LLAMA_ARG_UI", sec: sv, help: "serve the web UI (default on)", set: func(c *config, v string) error {
-			c.noUI = v == "false"
+			o.NoUI = v == "false"
 			return nil
 		}},
 		{names: []string{"--embedding", "--embeddings"}, env: "LLAMA_ARG_EMBEDDINGS", sec: sv, help: "serve embeddings too", set: boolTo(&e.Embedding)},

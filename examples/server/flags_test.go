@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"math"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -176,8 +175,6 @@ func TestFlagSpellings(t *testing.T) {
 			assert.True(t, c.uiMCPProxy)
 			assert.Equal(t, []string{"*"}, c.opts.CORSOrigins)
 		}},
-		{[]string{"--no-ui"}, func(t *testing.T, c *config) { assert.True(t, c.noUI) }},
-		{[]string{"--no-webui", "--webui"}, func(t *testing.T, c *config) { assert.False(t, c.noUI) }},
 		{[]string{"-hf", "org/model:Q8_0", "-hff", "f.gguf", "-hft", "tok", "--offline"}, func(t *testing.T, c *config) {
 			assert.Equal(t, "org/model:Q8_0", c.hf.Repo)
 			assert.Equal(t, "f.gguf", c.hf.File)
@@ -419,26 +416,54 @@ func TestFlagHelp(t *testing.T) {
 	assert.Contains(t, comp.String(), "--ctx-size")
 }
 
-// TestHandlerPrefixAndPath checks --api-prefix and --path: the API moves
-// under the prefix, and existing static files are served before it.
+// TestFlagUI checks the web UI flags: they set the server's UI options.
+func TestFlagUI(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want server.Options
+	}{
+		{args: nil, want: server.Options{}},
+		{args: []string{"--no-ui"}, want: server.Options{NoUI: true}},
+		{args: []string{"--no-webui", "--webui"}, want: server.Options{}},
+		{env: map[string]string{"LLAMA_ARG_UI": "0"}, want: server.Options{NoUI: true}},
+		{args: []string{"--path", "/srv/ui"}, want: server.Options{UIPath: "/srv/ui"}},
+		{env: map[string]string{"LLAMA_ARG_STATIC_PATH": "/srv/ui"}, want: server.Options{UIPath: "/srv/ui"}},
+		{args: []string{"--ui-config", `{"theme":"dark"}`}, want: server.Options{UIConfig: `{"theme":"dark"}`}},
+		{args: []string{"--webui-config-file", "ui.json"}, want: server.Options{UIConfigFile: "ui.json"}},
+		{args: []string{"--ui-config", `{}`, "--ui-config-file", "ui.json"}, want: server.Options{UIConfigFile: "ui.json"}},
+		{args: []string{"--ui-config-file", "ui.json", "--webui-config", `{"a":1}`}, want: server.Options{UIConfig: `{"a":1}`}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			c, err := parseFlags(tc.args, envOf(tc.env), io.Discard)
+			require.NoError(t, err)
+			got := server.Options{NoUI: c.opts.NoUI, UIPath: c.opts.UIPath, UIConfig: c.opts.UIConfig, UIConfigFile: c.opts.UIConfigFile}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// TestHandlerPrefixAndPath checks --api-prefix and --path through the
+// real server (router mode with no model): the API moves under the
+// prefix, and --path's files are served at "/" by the server.
 func TestHandlerPrefixAndPath(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("<!doctype html>home"), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.txt"), []byte("file a"), 0o600))
-	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "api "+r.URL.Path) })
 	for _, tc := range []struct {
 		args       []string
 		path, want string
 		code       int
 	}{
-		{nil, "/health", "api /health", 200},
-		{[]string{"--api-prefix", "/llm"}, "/llm/health", "api /health", 200},
+		{nil, "/health", `"status"`, 200},
+		{[]string{"--api-prefix", "/llm"}, "/llm/health", `"status"`, 200},
 		{[]string{"--api-prefix", "/llm"}, "/health", "", 404},
 		{[]string{"--path", "DIR"}, "/a.txt", "file a", 200},
 		{[]string{"--path", "DIR"}, "/", "<!doctype html>home", 200},
-		{[]string{"--path", "DIR"}, "/health", "api /health", 200},
-		{[]string{"--path", "DIR"}, "/../a.txt", "file a", 200},
+		{[]string{"--path", "DIR"}, "/health", `"status"`, 200},
+		{[]string{"--path", "DIR"}, "/missing.txt", "", 404},
 		{[]string{"--path", "DIR", "--api-prefix", "/x/"}, "/x/a.txt", "file a", 200},
+		{[]string{"--path", "DIR", "--no-ui"}, "/a.txt", "", 404},
 	} {
 		args := slices.Clone(tc.args)
 		for i, a := range args {
@@ -448,11 +473,19 @@ func TestHandlerPrefixAndPath(t *testing.T) {
 		}
 		c, err := parseFlags(args, noEnv, io.Discard)
 		require.NoError(t, err)
+		srv, err := server.New(context.Background(), c.opts)
+		require.NoError(t, err, "%v", tc.args)
 		rec := httptest.NewRecorder()
-		c.handler(api).ServeHTTP(rec, httptest.NewRequest("GET", tc.path, nil))
+		c.handler(srv.Handler()).ServeHTTP(rec, httptest.NewRequest("GET", tc.path, nil))
+		require.NoError(t, srv.Close())
 		assert.Equal(t, tc.code, rec.Code, "%v %s", tc.args, tc.path)
 		if tc.code == 200 {
-			assert.Equal(t, tc.want, rec.Body.String(), "%v %s", tc.args, tc.path)
+			assert.Contains(t, rec.Body.String(), tc.want, "%v %s", tc.args, tc.path)
 		}
 	}
+	// A --path that is not a folder stops the server from starting.
+	c, err := parseFlags([]string{"--path", filepath.Join(dir, "a.txt")}, noEnv, io.Discard)
+	require.NoError(t, err)
+	_, err = server.New(context.Background(), c.opts)
+	assert.ErrorContains(t, err, "not a folder")
 }
