@@ -32,10 +32,6 @@ type config struct {
 	// Model sources other than a local file (see modelSource).
 	hf                   hfFlags // -hf, -hff, -hft, --offline
 	modelURL, dockerRepo string
-	// Agent features (folded into opts.Tools by finish).
-	uiMCPProxy           bool
-	tools, toolsRuntime  string
-	mcpConfig, mcpJSON   string
 	corsOriginsExplicit  bool
 	listDevices, version bool
 
@@ -840,16 +836,19 @@ func flagTable(c *config) []flagDef {
 			o.UIConfig, o.UIConfigFile = "", v
 			return nil
 		}},
-		{names: []string{"--ui-mcp-proxy", "--webui-mcp-proxy"}, neg: []string{"--no-ui-mcp-proxy", "--no-webui-mcp-proxy"}, env: "LLAMA_ARG_UI_MCP_PROXY", sec: sv, help: "the web UI's MCP proxy (default off)", set: boolTo(&c.uiMCPProxy)},
-		{names: []string{"--tools"}, arg: "TOOL1,TOOL2,...", env: "LLAMA_ARG_TOOLS", sec: sv, help: "built-in tools the server runs (all: every one)", set: strTo(&c.tools)},
-		{names: []string{"--tools-runtime"}, arg: "OPTION", env: "LLAMA_ARG_TOOLS_RUNTIME", sec: sv, help: "runtime of the built-in tools", set: strTo(&c.toolsRuntime)},
-		{names: []string{"--mcp-servers-config"}, arg: "PATH", env: "LLAMA_ARG_MCP_SERVERS_CONFIG", sec: sv, help: "file of MCP servers", set: strTo(&c.mcpConfig)},
-		{names: []string{"--mcp-servers-json"}, arg: "JSON", env: "LLAMA_ARG_MCP_SERVERS_JSON", sec: sv, help: "MCP servers (JSON)", set: strTo(&c.mcpJSON)},
+		{names: []string{"--ui-mcp-proxy", "--webui-mcp-proxy"}, neg: []string{"--no-ui-mcp-proxy", "--no-webui-mcp-proxy"}, env: "LLAMA_ARG_UI_MCP_PROXY", sec: sv, help: "the web UI's MCP proxy (default off)", set: boolTo(&o.Tools.CORSProxy)},
+		{names: []string{"--tools"}, arg: "TOOL1,TOOL2,...", env: "LLAMA_ARG_TOOLS", sec: sv, help: "built-in tools the server runs (all: every one)", set: func(_ *config, v string) error {
+			o.Tools.Enabled = splitList(v)
+			return nil
+		}},
+		{names: []string{"--tools-runtime"}, arg: "OPTION", env: "LLAMA_ARG_TOOLS_RUNTIME", sec: sv, help: "runtime of the built-in tools", set: strTo(&o.Tools.Runtime)},
+		{names: []string{"--mcp-servers-config"}, arg: "PATH", env: "LLAMA_ARG_MCP_SERVERS_CONFIG", sec: sv, help: "file of MCP servers", set: strTo(&o.Tools.MCPServersConfig)},
+		{names: []string{"--mcp-servers-json"}, arg: "JSON", env: "LLAMA_ARG_MCP_SERVERS_JSON", sec: sv, help: "MCP servers (JSON)", set: strTo(&o.Tools.MCPServersJSON)},
 		{names: []string{"-ag", "--agent"}, neg: []string{"-no-ag", "--no-agent"}, env: "LLAMA_ARG_AGENT", sec: sv, help: "--tools all and --ui-mcp-proxy together", set: func(c *config, v string) error {
 			if v == "false" {
-				c.tools, c.uiMCPProxy = "", false
+				o.Tools.Enabled, o.Tools.CORSProxy = nil, false
 			} else {
-				c.tools, c.uiMCPProxy = "all", true
+				o.Tools.Enabled, o.Tools.CORSProxy = []string{"all"}, true
 			}
 			return nil
 		}},
@@ -1271,7 +1270,30 @@ func parseFlags(args []string, getenv func(string) string, usage io.Writer) (*co
 	if c.version || c.listDevices {
 		return c, nil
 	}
+	if err := c.gcpEnv(getenv); err != nil {
+		return nil, err
+	}
 	return c, c.finish()
+}
+
+// gcpEnv reads the Vertex AI variables that llama-server reads: with
+// AIP_MODE=PREDICTION it serves AIP_PREDICT_ROUTE (default /predict) and
+// AIP_HEALTH_ROUTE, on port AIP_HTTP_PORT (default 8080), which overrides
+// --port as in llama-server.
+func (c *config) gcpEnv(getenv func(string) string) error {
+	if getenv("AIP_MODE") != "PREDICTION" {
+		return nil
+	}
+	c.opts.GCP = server.GCPOptions{Enabled: true, PredictRoute: getenv("AIP_PREDICT_ROUTE"), HealthRoute: getenv("AIP_HEALTH_ROUTE")}
+	c.port = 8080
+	if v := getenv("AIP_HTTP_PORT"); v != "" {
+		p, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || p < 0 || p > 65535 {
+			return fmt.Errorf("AIP_HTTP_PORT: %q is not a port", v)
+		}
+		c.port = p
+	}
+	return nil
 }
 
 // finish turns what the flags said into server options, as llama-server
@@ -1300,7 +1322,7 @@ func (c *config) finish() error {
 			e.Adapters[i].Scale = 0
 		}
 	}
-	if (c.tools != "" || c.mcpConfig != "" || c.mcpJSON != "") && !c.corsOriginsExplicit {
+	if (len(o.Tools.Enabled) > 0 || o.Tools.MCPServersConfig != "" || o.Tools.MCPServersJSON != "") && !c.corsOriginsExplicit {
 		// llama-server: server tools or MCP servers narrow CORS to localhost.
 		o.CORSOrigins = []string{"localhost"}
 	}

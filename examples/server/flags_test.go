@@ -171,8 +171,8 @@ func TestFlagSpellings(t *testing.T) {
 			assert.Equal(t, []string{"localhost"}, c.opts.CORSOrigins, "tools narrow CORS to localhost unless --cors-origins is given")
 		}},
 		{[]string{"--agent", "--cors-origins", "*"}, func(t *testing.T, c *config) {
-			assert.Equal(t, "all", c.tools)
-			assert.True(t, c.uiMCPProxy)
+			assert.Equal(t, []string{"all"}, c.opts.Tools.Enabled)
+			assert.True(t, c.opts.Tools.CORSProxy)
 			assert.Equal(t, []string{"*"}, c.opts.CORSOrigins)
 		}},
 		{[]string{"-hf", "org/model:Q8_0", "-hff", "f.gguf", "-hft", "tok", "--offline"}, func(t *testing.T, c *config) {
@@ -439,6 +439,57 @@ func TestFlagUI(t *testing.T) {
 			require.NoError(t, err)
 			got := server.Options{NoUI: c.opts.NoUI, UIPath: c.opts.UIPath, UIConfig: c.opts.UIConfig, UIConfigFile: c.opts.UIConfigFile}
 			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// TestFlagTools checks the agent flags and their environment variables
+// (server.ToolsOptions), and the Vertex AI variables (server.GCPOptions).
+func TestFlagTools(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		env   map[string]string
+		tools server.ToolsOptions
+		gcp   server.GCPOptions
+		port  int
+		cors  []string
+		err   string
+	}{
+		{name: "nothing", port: 8080, cors: []string{"*"}},
+		{name: "flags", args: []string{"--tools", "read_file, get_info", "--tools-runtime", "docker:busybox",
+			"--mcp-servers-config", "/etc/mcp.json", "--mcp-servers-json", `{"mcpServers":{}}`, "--ui-mcp-proxy"},
+			tools: server.ToolsOptions{Enabled: []string{"read_file", "get_info"}, Runtime: "docker:busybox",
+				MCPServersConfig: "/etc/mcp.json", MCPServersJSON: `{"mcpServers":{}}`, CORSProxy: true}, port: 8080, cors: []string{"localhost"}},
+		{name: "environment", env: map[string]string{
+			"LLAMA_ARG_TOOLS": "read_file, get_info", "LLAMA_ARG_TOOLS_RUNTIME": "docker:busybox",
+			"LLAMA_ARG_MCP_SERVERS_CONFIG": "/etc/mcp.json", "LLAMA_ARG_MCP_SERVERS_JSON": `{"mcpServers":{}}`,
+			"LLAMA_ARG_UI_MCP_PROXY": "1",
+		}, tools: server.ToolsOptions{Enabled: []string{"read_file", "get_info"}, Runtime: "docker:busybox",
+			MCPServersConfig: "/etc/mcp.json", MCPServersJSON: `{"mcpServers":{}}`, CORSProxy: true}, port: 8080, cors: []string{"localhost"}},
+		{name: "proxy off", env: map[string]string{"LLAMA_ARG_UI_MCP_PROXY": "0"}, port: 8080, cors: []string{"*"}},
+		{name: "webui proxy, then off", args: []string{"--webui-mcp-proxy", "--no-ui-mcp-proxy"}, port: 8080, cors: []string{"*"}},
+		{name: "mcp only narrows CORS", args: []string{"--mcp-servers-json", `{}`}, tools: server.ToolsOptions{MCPServersJSON: `{}`}, port: 8080, cors: []string{"localhost"}},
+		{name: "agent", args: []string{"-ag"}, tools: server.ToolsOptions{Enabled: []string{"all"}, CORSProxy: true}, port: 8080, cors: []string{"localhost"}},
+		{name: "agent off", args: []string{"--tools", "x", "--no-agent"}, port: 8080, cors: []string{"*"}},
+		{name: "vertex", env: map[string]string{"AIP_MODE": "PREDICTION", "AIP_HTTP_PORT": "7070", "AIP_PREDICT_ROUTE": "/p", "AIP_HEALTH_ROUTE": "/h"},
+			args: []string{"--port", "9000"}, gcp: server.GCPOptions{Enabled: true, PredictRoute: "/p", HealthRoute: "/h"}, port: 7070, cors: []string{"*"}},
+		{name: "vertex default port", env: map[string]string{"AIP_MODE": "PREDICTION"}, args: []string{"--port", "9000"},
+			gcp: server.GCPOptions{Enabled: true}, port: 8080, cors: []string{"*"}},
+		{name: "vertex bad port", env: map[string]string{"AIP_MODE": "PREDICTION", "AIP_HTTP_PORT": "x"}, err: "AIP_HTTP_PORT"},
+		{name: "not vertex", env: map[string]string{"AIP_MODE": "other", "AIP_HTTP_PORT": "7070"}, port: 8080, cors: []string{"*"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseFlags(tc.args, envOf(tc.env), io.Discard)
+			if tc.err != "" {
+				assert.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.tools, c.opts.Tools)
+			assert.Equal(t, tc.gcp, c.opts.GCP)
+			assert.Equal(t, tc.port, c.port)
+			assert.Equal(t, tc.cors, c.opts.CORSOrigins)
 		})
 	}
 }

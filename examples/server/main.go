@@ -37,7 +37,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "server:", err)
 		os.Exit(2)
 	}
-	applyToolsEnv(cfg, os.Getenv)
 	if err := serve(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "server:", err)
 		os.Exit(1)
