@@ -37,22 +37,20 @@ type config struct {
 
 	// Features this server does not have yet: accepted, refused at start
 	// when actually used (see unsupported).
-	draftModel, draftHF string
-	specTypes           []string
-	mmproj, mmprojURL   string
-	sslKey, sslCert     string
-	controlVectors      []string
-	devices             string
-	tensorOverrides     []string
-	rpc                 string
-	adaptiveTarget      float64
-	lookupStatic        string
-	lookupDynamic       string
-	grammarSet          bool // --grammar, --grammar-file, -j or -jf given
-	jsonSchema          string
-	mediaPath           string
-	presetUsed          bool
-	unsupported         []string
+	draftHF           string
+	draftDevices      string
+	mmproj, mmprojURL string
+	sslKey, sslCert   string
+	controlVectors    []string
+	devices           string
+	tensorOverrides   []string
+	rpc               string
+	adaptiveTarget    float64
+	grammarSet        bool // --grammar, --grammar-file, -j or -jf given
+	jsonSchema        string
+	mediaPath         string
+	presetUsed        bool
+	unsupported       []string
 
 	// Settings read by finish or by serve.
 	dryBreakersSet  bool
@@ -227,6 +225,55 @@ func unsignedAny(_ *config, v string) error {
 	return nil
 }
 
+// intInTo sets *dst to an integer in [lo, hi].
+func intInTo(lo, hi int, dst *int) func(*config, string) error {
+	check := intIn(lo, hi)
+	return func(c *config, v string) error {
+		if err := check(c, v); err != nil {
+			return err
+		}
+		*dst, _ = parseInt(v)
+		return nil
+	}
+}
+
+// threadsTo sets a thread count; <= 0 means every CPU, as llama-server.
+func threadsTo(dst *int) func(*config, string) error {
+	return func(_ *config, v string) error {
+		n, err := parseInt(v)
+		if err != nil {
+			return err
+		}
+		if n <= 0 {
+			n = runtime.NumCPU()
+		}
+		*dst = n
+		return nil
+	}
+}
+
+// gpuLayers reads -ngl's value (a number, auto or all) into mo: auto, all
+// and negative numbers offload every layer, 0 none.
+func gpuLayers(mo *llama.ModelOptions) func(*config, string) error {
+	return func(_ *config, v string) error {
+		switch v {
+		case "auto", "all":
+			mo.GPULayers, mo.CPUOnly = 0, false
+			return nil
+		}
+		n, err := parseInt(v)
+		if err != nil {
+			return err
+		}
+		if n < 0 {
+			mo.GPULayers, mo.CPUOnly = 0, false
+		} else {
+			mo.GPULayers, mo.CPUOnly = n, n == 0
+		}
+		return nil
+	}
+}
+
 // prio checks a priority: -1 (low) to 3 (realtime).
 var prio = intIn(-1, 3)
 
@@ -259,6 +306,7 @@ func flagTable(c *config) []flagDef {
 	e := &o.Engine
 	mo := &o.ModelOptions
 	sp := &c.sampling
+	sd := &e.Speculative
 	cm, sa, spc, sv := secCommon, secSampling, secSpec, secServer
 	noEffect := " (accepted; no effect here)"
 	notYet := " (not supported yet: refused at start when set)"
@@ -412,23 +460,7 @@ func flagTable(c *config) []flagDef {
 		}},
 		{names: []string{"-ncmoe", "--n-cpu-moe"}, arg: "N", env: "LLAMA_ARG_N_CPU_MOE", sec: cm, help: "keep the MoE experts of the first N layers on the CPU" + notYet, set: overrideCount(c, "--n-cpu-moe")},
 		{names: []string{"-ncffn", "--n-cpu-ffn"}, arg: "N", env: "LLAMA_ARG_N_CPU_FFN", sec: cm, help: "keep the dense FFN of the first N layers on the CPU" + notYet, set: overrideCount(c, "--n-cpu-ffn")},
-		{names: []string{"-ngl", "--gpu-layers", "--n-gpu-layers"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS", sec: cm, help: "layers on the GPU: a number, auto or all (default auto)", set: func(_ *config, v string) error {
-			switch v {
-			case "auto", "all":
-				mo.GPULayers, mo.CPUOnly = 0, false
-				return nil
-			}
-			n, err := parseInt(v)
-			if err != nil {
-				return err
-			}
-			if n < 0 {
-				mo.GPULayers, mo.CPUOnly = 0, false
-			} else {
-				mo.GPULayers, mo.CPUOnly = n, n == 0
-			}
-			return nil
-		}},
+		{names: []string{"-ngl", "--gpu-layers", "--n-gpu-layers"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS", sec: cm, help: "layers on the GPU: a number, auto or all (default auto)", set: gpuLayers(mo)},
 		{names: []string{"-sm", "--split-mode"}, arg: "{none,layer,row,tensor}", env: "LLAMA_ARG_SPLIT_MODE", sec: cm, help: "how to split the model across GPUs (default layer)", set: func(_ *config, v string) error {
 			m := map[string]llama.SplitMode{"none": llama.SplitNone, "layer": llama.SplitLayer, "row": llama.SplitRow, "tensor": llama.SplitTensor}
 			s, ok := m[v]
@@ -546,8 +578,8 @@ func flagTable(c *config) []flagDef {
 		}},
 		{names: []string{"--log-prefix"}, neg: []string{"--no-log-prefix"}, env: "LLAMA_ARG_LOG_PREFIX", sec: cm, help: "prefix log lines" + noEffect, set: anyValue},
 		{names: []string{"--log-timestamps"}, neg: []string{"--no-log-timestamps"}, env: "LLAMA_ARG_LOG_TIMESTAMPS", sec: cm, help: "timestamps in logs" + noEffect, set: anyValue},
-		{names: []string{"--spec-draft-type-k", "-ctkd", "--cache-type-k-draft"}, arg: "TYPE", env: "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_K", sec: cm, help: "KV cache type for K of the draft model", set: cacheType(new(string))},
-		{names: []string{"--spec-draft-type-v", "-ctvd", "--cache-type-v-draft"}, arg: "TYPE", env: "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_V", sec: cm, help: "KV cache type for V of the draft model", set: cacheType(new(string))},
+		{names: []string{"--spec-draft-type-k", "-ctkd", "--cache-type-k-draft"}, arg: "TYPE", env: "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_K", sec: cm, help: "KV cache type for K of the draft model", set: cacheType(&sd.DraftTypeK)},
+		{names: []string{"--spec-draft-type-v", "-ctvd", "--cache-type-v-draft"}, arg: "TYPE", env: "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_V", sec: cm, help: "KV cache type for V of the draft model", set: cacheType(&sd.DraftTypeV)},
 
 		// ---- sampling: the defaults of requests that do not set them
 		{names: []string{"--samplers"}, arg: "SAMPLERS", sec: sa, help: "samplers in order, separated by ';' (default: penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature)", set: func(_ *config, v string) error {
@@ -688,8 +720,8 @@ func flagTable(c *config) []flagDef {
 
 		// ---- speculative decoding (not supported yet)
 		{names: []string{"--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft"}, arg: "<user>/<model>[:quant]", env: "LLAMA_ARG_SPEC_DRAFT_HF_REPO", sec: spc, help: "draft model from Hugging Face" + notYet, set: strTo(&c.draftHF)},
-		{names: []string{"--spec-draft-threads", "-td", "--threads-draft"}, arg: "N", sec: spc, help: "threads of the draft model", set: anyInt},
-		{names: []string{"--spec-draft-threads-batch", "-tbd", "--threads-batch-draft"}, arg: "N", sec: spc, help: "batch threads of the draft model", set: anyInt},
+		{names: []string{"--spec-draft-threads", "-td", "--threads-draft"}, arg: "N", sec: spc, help: "threads of the draft model (default: --threads; <= 0: all CPUs)", set: threadsTo(&sd.DraftThreads)},
+		{names: []string{"--spec-draft-threads-batch", "-tbd", "--threads-batch-draft"}, arg: "N", sec: spc, help: "batch threads of the draft model (default: --threads-batch; <= 0: all CPUs)", set: threadsTo(&sd.DraftThreadsBatch)},
 		{names: []string{"--spec-draft-cpu-mask", "-Cd", "--cpu-mask-draft"}, arg: "M", sec: spc, help: "CPU mask of the draft model", set: cpuMask},
 		{names: []string{"--spec-draft-cpu-range", "-Crd", "--cpu-range-draft"}, arg: "lo-hi", sec: spc, help: "CPU range of the draft model", set: cpuRange},
 		{names: []string{"--spec-draft-cpu-strict", "--cpu-strict-draft"}, arg: "<0|1>", sec: spc, help: "strict CPU placement of the draft model", set: unsignedAny},
@@ -702,8 +734,17 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--spec-draft-override-tensor", "-otd", "--override-tensor-draft"}, arg: "<tensor name pattern>=<buffer type>,...", sec: spc, help: "tensor overrides of the draft model", set: anyValue},
 		{names: []string{"--spec-draft-cpu-moe", "-cmoed", "--cpu-moe-draft"}, env: "LLAMA_ARG_SPEC_DRAFT_CPU_MOE", sec: spc, help: "draft model's MoE experts on the CPU", set: anyValue},
 		{names: []string{"--spec-draft-n-cpu-moe", "--spec-draft-ncmoe", "-ncmoed", "--n-cpu-moe-draft"}, arg: "N", env: "LLAMA_ARG_SPEC_DRAFT_N_CPU_MOE", sec: spc, help: "draft model's MoE experts of the first N layers on the CPU", set: intIn(0, math.MaxInt32)},
-		{names: []string{"--spec-draft-n-max"}, arg: "N", env: "LLAMA_ARG_SPEC_DRAFT_N_MAX", sec: spc, help: "most tokens drafted", set: anyInt},
-		{names: []string{"--spec-draft-n-min"}, arg: "N", env: "LLAMA_ARG_SPEC_DRAFT_N_MIN", sec: spc, help: "fewest tokens drafted", set: anyInt},
+		{names: []string{"--spec-draft-n-max"}, arg: "N", env: "LLAMA_ARG_SPEC_DRAFT_N_MAX", sec: spc, help: "most tokens drafted (default 3)", set: func(_ *config, v string) error {
+			n, err := parseInt(v)
+			if err == nil && n < 0 {
+				err = fmt.Errorf("%d is negative", n)
+			}
+			if err == nil {
+				sd.NMax = n
+			}
+			return err
+		}},
+		{names: []string{"--spec-draft-n-min"}, arg: "N", env: "LLAMA_ARG_SPEC_DRAFT_N_MIN", sec: spc, help: "fewest tokens drafted", set: intTo(&sd.NMin)},
 		{names: []string{"--spec-synth-len"}, arg: "N", env: "LLAMA_ARG_SPEC_SYNTH_LEN", sec: spc, help: "synthetic draft length", set: anyInt},
 		{names: []string{"--spec-synth-rates"}, arg: "R0,R1,...", env: "LLAMA_ARG_SPEC_SYNTH_RATES", sec: spc, help: "synthetic draft acceptance rates", set: func(_ *config, v string) error {
 			for _, p := range splitList(v) {
@@ -713,40 +754,41 @@ func flagTable(c *config) []flagDef {
 			}
 			return nil
 		}},
-		{names: []string{"--spec-draft-p-split", "--draft-p-split"}, arg: "P", env: "LLAMA_ARG_SPEC_DRAFT_P_SPLIT", sec: spc, help: "draft split probability", set: anyFloat},
-		{names: []string{"--spec-draft-p-min", "--draft-p-min"}, arg: "P", env: "LLAMA_ARG_SPEC_DRAFT_P_MIN", sec: spc, help: "smallest draft probability", set: anyFloat},
+		{names: []string{"--spec-draft-p-split", "--draft-p-split"}, arg: "P", env: "LLAMA_ARG_SPEC_DRAFT_P_SPLIT", sec: spc, help: "draft split probability", set: floatTo(&sd.PSplit)},
+		{names: []string{"--spec-draft-p-min", "--draft-p-min"}, arg: "P", env: "LLAMA_ARG_SPEC_DRAFT_P_MIN", sec: spc, help: "smallest draft probability", set: floatTo(&sd.PMin)},
 		{names: []string{"--spec-draft-backend-sampling"}, neg: []string{"--no-spec-draft-backend-sampling"}, env: "LLAMA_ARG_SPEC_DRAFT_BACKEND_SAMPLING", sec: spc, help: "sample drafts on the backend", set: anyValue},
-		{names: []string{"--spec-draft-device", "-devd", "--device-draft"}, arg: "<dev1,dev2,..>", sec: spc, help: "devices of the draft model", set: anyValue},
-		{names: []string{"--spec-draft-ngl", "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS_DRAFT", sec: spc, help: "GPU layers of the draft model", set: func(_ *config, v string) error {
-			if v == "auto" || v == "all" {
+		{names: []string{"--spec-draft-device", "-devd", "--device-draft"}, arg: "<dev1,dev2,..>", sec: spc, help: "devices of the draft model (none: CPU only; others not supported yet)", set: func(c *config, v string) error {
+			if v == "none" {
+				sd.DraftModelOptions.CPUOnly, c.draftDevices = true, ""
 				return nil
 			}
-			_, err := parseInt(v)
-			return err
+			c.draftDevices = v
+			return nil
 		}},
-		{names: []string{"--spec-draft-model", "-md", "--model-draft"}, arg: "FNAME", env: "LLAMA_ARG_SPEC_DRAFT_MODEL", sec: spc, help: "draft model for speculative decoding" + notYet, set: strTo(&c.draftModel)},
-		{names: []string{"--spec-type"}, arg: "TYPE[,TYPE...]", env: "LLAMA_ARG_SPEC_TYPE", sec: spc, help: "speculative decoding types (default none)" + notYet, set: func(c *config, v string) error {
+		{names: []string{"--spec-draft-ngl", "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS_DRAFT", sec: spc, help: "GPU layers of the draft model: a number, auto or all (default auto)", set: gpuLayers(&sd.DraftModelOptions)},
+		{names: []string{"--spec-draft-model", "-md", "--model-draft"}, arg: "FNAME", env: "LLAMA_ARG_SPEC_DRAFT_MODEL", sec: spc, help: "draft model for speculative decoding (draft-simple)", set: strTo(&sd.DraftModel)},
+		{names: []string{"--spec-type"}, arg: "TYPE[,TYPE...]", env: "LLAMA_ARG_SPEC_TYPE", sec: spc, help: "speculative decoding types: none, draft-simple, ngram-simple, ngram-map-k, ngram-cache (default none)", set: func(c *config, v string) error {
 			for _, t := range strings.Split(v, ",") {
 				if err := oneOf(t, "none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
 					"ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"); err != nil {
 					return fmt.Errorf("unknown speculative type: %s", t)
 				}
 				if t == "none" {
-					c.specTypes = nil
+					sd.Types = nil
 					return nil
 				}
-				c.specTypes = append(c.specTypes, t)
+				sd.Types = append(sd.Types, t)
 			}
 			return nil
 		}},
 		{names: []string{"--spec-ngram-mod-n-min"}, arg: "N", sec: spc, help: "n-gram (mod) smallest n", set: anyInt},
 		{names: []string{"--spec-ngram-mod-n-max"}, arg: "N", sec: spc, help: "n-gram (mod) largest n", set: anyInt},
 		{names: []string{"--spec-ngram-mod-n-match"}, arg: "N", sec: spc, help: "n-gram (mod) match length", set: anyInt},
-		{names: []string{"--spec-ngram-simple-size-n"}, arg: "N", sec: spc, help: "n-gram (simple) lookup length", set: anyInt},
-		{names: []string{"--spec-ngram-simple-size-m"}, arg: "N", sec: spc, help: "n-gram (simple) draft length", set: anyInt},
+		{names: []string{"--spec-ngram-simple-size-n"}, arg: "N", sec: spc, help: "n-gram (simple) lookup length (1 to 1024, default 12)", set: intInTo(1, 1024, &sd.NgramSimpleSizeN)},
+		{names: []string{"--spec-ngram-simple-size-m"}, arg: "N", sec: spc, help: "n-gram (simple) draft length (1 to 1024, default 48)", set: intInTo(1, 1024, &sd.NgramSimpleSizeM)},
 		{names: []string{"--spec-ngram-simple-min-hits"}, arg: "N", sec: spc, help: "n-gram (simple) fewest hits", set: anyInt},
-		{names: []string{"--spec-ngram-map-k-size-n"}, arg: "N", sec: spc, help: "n-gram (map-k) lookup length", set: anyInt},
-		{names: []string{"--spec-ngram-map-k-size-m"}, arg: "N", sec: spc, help: "n-gram (map-k) draft length", set: anyInt},
+		{names: []string{"--spec-ngram-map-k-size-n"}, arg: "N", sec: spc, help: "n-gram (map-k) lookup length (1 to 1024, default 12)", set: intInTo(1, 1024, &sd.NgramMapKSizeN)},
+		{names: []string{"--spec-ngram-map-k-size-m"}, arg: "N", sec: spc, help: "n-gram (map-k) draft length (1 to 1024, default 48)", set: intInTo(1, 1024, &sd.NgramMapKSizeM)},
 		{names: []string{"--spec-ngram-map-k-min-hits"}, arg: "N", sec: spc, help: "n-gram (map-k) fewest hits", set: anyInt},
 		{names: []string{"--spec-ngram-map-k4v-size-n"}, arg: "N", sec: spc, help: "n-gram (map-k4v) lookup length", set: anyInt},
 		{names: []string{"--spec-ngram-map-k4v-size-m"}, arg: "N", sec: spc, help: "n-gram (map-k4v) draft length", set: anyInt},
@@ -758,8 +800,8 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--spec-ngram-min-hits"}, arg: "N", sec: spc, help: "old name of --spec-ngram-simple-min-hits", set: anyInt},
 
 		// ---- llama-server's own
-		{names: []string{"-lcs", "--lookup-cache-static"}, arg: "FNAME", sec: sv, help: "static n-gram lookup cache" + notYet, set: strTo(&c.lookupStatic)},
-		{names: []string{"-lcd", "--lookup-cache-dynamic"}, arg: "FNAME", sec: sv, help: "dynamic n-gram lookup cache" + notYet, set: strTo(&c.lookupDynamic)},
+		{names: []string{"-lcs", "--lookup-cache-static"}, arg: "FNAME", sec: sv, help: "static n-gram lookup cache of ngram-cache (read only)", set: strTo(&sd.LookupCacheStatic)},
+		{names: []string{"-lcd", "--lookup-cache-dynamic"}, arg: "FNAME", sec: sv, help: "dynamic n-gram lookup cache of ngram-cache (read only here)", set: strTo(&sd.LookupCacheDynamic)},
 		{names: []string{"--kv-unified-per-slot"}, arg: "N", env: "LLAMA_ARG_KV_UNIFIED_PER_SLOT", sec: sv, help: "most positions one slot may use with a unified KV cache; without -c the cache is slots*N", set: intTo(&e.KVUnifiedPerSlot)},
 		{names: []string{"-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"}, arg: "N", env: "LLAMA_ARG_CTX_CHECKPOINTS", sec: sv, help: "context checkpoints per slot" + noEffect, set: anyInt},
 		{names: []string{"-cms", "--checkpoint-min-step"}, arg: "N", env: "LLAMA_ARG_CHECKPOINT_MIN_SPACING_NT", sec: sv, help: "spacing of context checkpoints" + noEffect, set: intIn(0, math.MaxInt32)},
@@ -987,7 +1029,7 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--vision-gemma-4b-default"}, sec: sv, help: "preset: Gemma 3 4B with vision from Hugging Face", set: preset},
 		{names: []string{"--vision-gemma-12b-default"}, sec: sv, help: "preset: Gemma 3 12B with vision from Hugging Face", set: preset},
 		{names: []string{"--spec-default"}, sec: sv, help: "preset: default speculative decoding settings", set: func(c *config, _ string) error {
-			c.specTypes = append(c.specTypes, "ngram-mod")
+			sd.Types = append(sd.Types, "ngram-mod")
 			return nil
 		}},
 		{names: []string{"-a", "--alias"}, arg: "STRING", env: "LLAMA_ARG_ALIAS", sec: sv, help: "model names for the API, comma-separated (the first in sort order is its id)", set: func(_ *config, v string) error {
@@ -1390,8 +1432,8 @@ func (c *config) unsupportedUse() error {
 			errs = append(errs, msg)
 		}
 	}
-	add(c.draftModel != "" || c.draftHF != "", "speculative decoding with a draft model is not supported yet (--model-draft, --spec-draft-hf)")
-	add(len(c.specTypes) > 0, "speculative decoding is not supported yet (--spec-type "+strings.Join(c.specTypes, ",")+")")
+	add(c.draftHF != "", "pulling a draft model from Hugging Face is not supported yet (--spec-draft-hf): download it and give it with --spec-draft-model")
+	add(c.draftDevices != "", "choosing devices of the draft model is not supported yet (--spec-draft-device "+c.draftDevices+"; only none)")
 	add(c.mmproj != "" || c.mmprojURL != "", "multimodal projectors are not supported yet (--mmproj, --mmproj-url)")
 	add(c.sslKey != "" || c.sslCert != "", "HTTPS is not supported yet (--ssl-key-file, --ssl-cert-file): put a TLS proxy in front")
 	add(len(c.controlVectors) > 0, "control vectors are not supported yet (--control-vector)")
@@ -1399,7 +1441,6 @@ func (c *config) unsupportedUse() error {
 	add(len(c.tensorOverrides) > 0, "tensor buffer overrides are not supported yet (-ot, --cpu-moe, --n-cpu-moe, --n-cpu-ffn)")
 	add(c.rpc != "", "RPC devices are not supported yet (--rpc)")
 	add(c.adaptiveTarget >= 0, "the adaptive-p sampler is not supported yet (--adaptive-target)")
-	add(c.lookupStatic != "" || c.lookupDynamic != "", "n-gram lookup caches are not supported yet (--lookup-cache-static, --lookup-cache-dynamic)")
 	add(c.mediaPath != "", "local media files are not supported yet (--media-path): there is no multimodal support")
 	add(c.presetUsed, "the model presets (--fim-qwen-..., --gpt-oss-..., --embd-gemma-default, --vision-gemma-...) pull models from Hugging Face, which is not supported yet")
 	add(c.reasoningBudget > 0, "a thinking token budget is not supported yet (--reasoning-budget; 0 and -1 are)")

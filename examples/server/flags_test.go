@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -312,10 +313,8 @@ func TestFlagUnsupported(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--model-draft", "d.gguf"}, "speculative decoding with a draft model is not supported yet"},
-		{[]string{"-md", "d.gguf"}, "draft model"},
-		{[]string{"--spec-type", "ngram-mod"}, "speculative decoding"},
-		{[]string{"--spec-default"}, "speculative decoding"},
+		{[]string{"--spec-draft-hf", "org/draft"}, "draft model from Hugging Face"},
+		{[]string{"-devd", "CUDA0"}, "devices of the draft model"},
 		{[]string{"--mmproj", "p.gguf"}, "multimodal"},
 		{[]string{"--ssl-key-file", "k", "--ssl-cert-file", "c"}, "HTTPS"},
 		{[]string{"--control-vector", "v.gguf"}, "control vectors"},
@@ -494,6 +493,65 @@ func TestFlagTools(t *testing.T) {
 	}
 }
 
+// TestFlagSpeculative checks the speculative decoding flags: they set
+// the engine's server.SpeculativeOptions.
+func TestFlagSpeculative(t *testing.T) {
+	all := runtime.NumCPU()
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want server.SpeculativeOptions
+		err  string
+	}{
+		{name: "off"},
+		{name: "draft model", args: []string{"-md", "d.gguf", "--spec-type", "draft-simple"},
+			want: server.SpeculativeOptions{DraftModel: "d.gguf", Types: []string{"draft-simple"}}},
+		{name: "long names", args: []string{"--model-draft", "d.gguf", "--spec-draft-model", "e.gguf"}, want: server.SpeculativeOptions{DraftModel: "e.gguf"}},
+		{name: "env", env: map[string]string{"LLAMA_ARG_SPEC_DRAFT_MODEL": "d.gguf", "LLAMA_ARG_SPEC_TYPE": "ngram-simple,draft-simple",
+			"LLAMA_ARG_SPEC_DRAFT_N_MAX": "8", "LLAMA_ARG_SPEC_DRAFT_P_MIN": "0.5"},
+			want: server.SpeculativeOptions{DraftModel: "d.gguf", Types: []string{"ngram-simple", "draft-simple"}, NMax: 8, PMin: 0.5}},
+		{name: "types append", args: []string{"--spec-type", "ngram-simple", "--spec-type", "ngram-map-k,ngram-cache"},
+			want: server.SpeculativeOptions{Types: []string{"ngram-simple", "ngram-map-k", "ngram-cache"}}},
+		{name: "none clears", args: []string{"--spec-type", "ngram-simple", "--spec-type", "none"}},
+		{name: "unknown type", args: []string{"--spec-type", "magic"}, err: "unknown speculative type"},
+		{name: "preset", args: []string{"--spec-default"}, want: server.SpeculativeOptions{Types: []string{"ngram-mod"}}},
+		{name: "draft sizes", args: []string{"--spec-draft-n-max", "16", "--spec-draft-n-min", "2", "--draft-p-min", "0.75", "--spec-draft-p-split", "0.1"},
+			want: server.SpeculativeOptions{NMax: 16, NMin: 2, PMin: 0.75, PSplit: 0.1}},
+		{name: "old p names", args: []string{"--spec-draft-p-min", "0.2", "--draft-p-split", "0.3"}, want: server.SpeculativeOptions{PMin: 0.2, PSplit: 0.3}},
+		{name: "negative n-max", args: []string{"--spec-draft-n-max", "-1"}, err: "negative"},
+		{name: "threads", args: []string{"-td", "2", "-tbd", "3"}, want: server.SpeculativeOptions{DraftThreads: 2, DraftThreadsBatch: 3}},
+		{name: "threads long, <= 0 all CPUs", args: []string{"--threads-draft", "0", "--spec-draft-threads-batch", "-1"},
+			want: server.SpeculativeOptions{DraftThreads: all, DraftThreadsBatch: all}},
+		{name: "cache types", args: []string{"-ctkd", "q8_0", "--cache-type-v-draft", "q4_0"}, want: server.SpeculativeOptions{DraftTypeK: "q8_0", DraftTypeV: "q4_0"}},
+		{name: "cache types long", args: []string{"--spec-draft-type-k", "f32", "-ctvd", "bf16"}, want: server.SpeculativeOptions{DraftTypeK: "f32", DraftTypeV: "bf16"}},
+		{name: "bad cache type", args: []string{"-ctkd", "q9"}, err: "-ctkd"},
+		{name: "gpu layers", args: []string{"-ngld", "7"}, want: server.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{GPULayers: 7}}},
+		{name: "gpu layers 0", args: []string{"--gpu-layers-draft", "0"}, want: server.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{CPUOnly: true}}},
+		{name: "gpu layers all", args: []string{"--n-gpu-layers-draft", "3", "--spec-draft-ngl", "all"}},
+		{name: "gpu layers env", env: map[string]string{"LLAMA_ARG_N_GPU_LAYERS_DRAFT": "5"}, want: server.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{GPULayers: 5}}},
+		{name: "gpu layers bad", args: []string{"-ngld", "many"}, err: "-ngld"},
+		{name: "draft device none", args: []string{"-devd", "none"}, want: server.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{CPUOnly: true}}},
+		{name: "ngram sizes", args: []string{"--spec-ngram-simple-size-n", "4", "--spec-ngram-simple-size-m", "16", "--spec-ngram-map-k-size-n", "1", "--spec-ngram-map-k-size-m", "1024"},
+			want: server.SpeculativeOptions{NgramSimpleSizeN: 4, NgramSimpleSizeM: 16, NgramMapKSizeN: 1, NgramMapKSizeM: 1024}},
+		{name: "ngram size 0", args: []string{"--spec-ngram-simple-size-n", "0"}, err: "out of range"},
+		{name: "ngram size too big", args: []string{"--spec-ngram-map-k-size-m", "1025"}, err: "out of range"},
+		{name: "lookup caches", args: []string{"-lcs", "s.bin", "--lookup-cache-dynamic", "d.bin"}, want: server.SpeculativeOptions{LookupCacheStatic: "s.bin", LookupCacheDynamic: "d.bin"}},
+		{name: "lookup caches long", args: []string{"--lookup-cache-static", "s.bin", "-lcd", "d.bin"}, want: server.SpeculativeOptions{LookupCacheStatic: "s.bin", LookupCacheDynamic: "d.bin"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseFlags(tc.args, envOf(tc.env), io.Discard)
+			if tc.err != "" {
+				assert.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, c.opts.Engine.Speculative)
+			assert.NoError(t, c.unsupportedUse(), "nothing refused")
+		})
+	}
+}
+
 // TestHandlerPrefixAndPath checks --api-prefix and --path through the
 // real server (router mode with no model): the API moves under the
 // prefix, and --path's files are served at "/" by the server.
@@ -539,4 +597,57 @@ func TestHandlerPrefixAndPath(t *testing.T) {
 	require.NoError(t, err)
 	_, err = server.New(context.Background(), c.opts)
 	assert.ErrorContains(t, err, "not a folder")
+}
+
+// TestServeSpeculative runs the server from speculative decoding flags and
+// checks that a completion was drafted (timings.draft_n), and that the
+// types the engine does not run stop it from starting.
+func TestServeSpeculative(t *testing.T) {
+	model := testenv.Model(t, "stories260K.gguf")
+	for _, tc := range []struct {
+		name string
+		args []string
+		err  string
+	}{
+		{name: "draft model", args: []string{"-md", model, "--spec-type", "draft-simple", "--spec-draft-n-max", "4", "-td", "1", "-tbd", "1", "-devd", "none", "-ctkd", "f16"}},
+		{name: "ngram-simple", args: []string{"--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3", "--spec-ngram-simple-size-m", "8"}},
+		{name: "ngram-map-k", args: []string{"--spec-type", "ngram-map-k", "--spec-ngram-map-k-size-n", "3", "--spec-ngram-map-k-size-m", "8"}},
+		{name: "not run by the engine", args: []string{"--spec-default"}, err: "ngram-mod"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"-m", model, "-c", "512", "-np", "1", "-t", "1", "-tb", "1", "-ngl", "0"}, tc.args...)
+			c, err := parseFlags(args, noEnv, io.Discard)
+			require.NoError(t, err)
+			require.NoError(t, c.unsupportedUse())
+			srv, err := server.New(context.Background(), c.opts)
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			defer srv.Close()
+			h := c.handler(srv.Handler())
+			complete := func(prompt string, n int) (string, int) {
+				rec := httptest.NewRecorder()
+				body := `{"prompt":` + strconv.Quote(prompt) + `,"n_predict":` + strconv.Itoa(n) + `,"temperature":0}`
+				h.ServeHTTP(rec, httptest.NewRequest("POST", "/completion", strings.NewReader(body)))
+				require.Equal(t, 200, rec.Code, rec.Body.String())
+				var r struct {
+					Content string `json:"content"`
+					Timings struct {
+						DraftN int `json:"draft_n"`
+					} `json:"timings"`
+				}
+				require.NoError(t, jsonDecode(rec.Body, &r))
+				return r.Content, r.Timings.DraftN
+			}
+			// The n-gram drafters draft from the prompt: give them the
+			// model's own continuation to find again.
+			text, _ := complete("Once upon a time", 120)
+			out, drafted := complete("Once upon a time"+text+" Once upon a time", 32)
+			assert.NotEmpty(t, out)
+			assert.Positive(t, drafted, "timings.draft_n")
+		})
+	}
 }
