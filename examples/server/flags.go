@@ -37,20 +37,21 @@ type config struct {
 
 	// Features this server does not have yet: accepted, refused at start
 	// when actually used (see unsupported).
-	draftHF           string
-	draftDevices      string
-	mmproj, mmprojURL string
-	sslKey, sslCert   string
-	controlVectors    []string
-	devices           string
-	tensorOverrides   []string
-	rpc               string
-	adaptiveTarget    float64
-	grammarSet        bool // --grammar, --grammar-file, -j or -jf given
-	jsonSchema        string
-	mediaPath         string
-	presetUsed        bool
-	unsupported       []string
+	draftHF         string
+	draftDevices    string
+	mmprojURL       string
+	noMMProj        bool // --no-mmproj: no projector, even with -mm
+	sslKey, sslCert string
+	controlVectors  []string
+	devices         string
+	tensorOverrides []string
+	rpc             string
+	adaptiveTarget  float64
+	grammarSet      bool // --grammar, --grammar-file, -j or -jf given
+	jsonSchema      string
+	mediaPath       string
+	presetUsed      bool
+	unsupported     []string
 
 	// Settings read by finish or by serve.
 	dryBreakersSet  bool
@@ -839,13 +840,24 @@ func flagTable(c *config) []flagDef {
 			return err
 		}},
 		{names: []string{"-cb", "--cont-batching"}, neg: []string{"-nocb", "--no-cont-batching"}, env: "LLAMA_ARG_CONT_BATCHING", sec: sv, help: "continuous batching (always on here)", set: anyValue},
-		{names: []string{"-mm", "--mmproj"}, arg: "FILE", env: "LLAMA_ARG_MMPROJ", sec: sv, help: "multimodal projector" + notYet, set: strTo(&c.mmproj)},
-		{names: []string{"-mmu", "--mmproj-url"}, arg: "URL", env: "LLAMA_ARG_MMPROJ_URL", sec: sv, help: "multimodal projector URL" + notYet, set: strTo(&c.mmprojURL)},
-		{names: []string{"--mmproj-auto"}, neg: []string{"--no-mmproj", "--no-mmproj-auto"}, env: "LLAMA_ARG_MMPROJ_AUTO", sec: sv, help: "use the projector of -hf models when there is one", set: anyValue},
-		{names: []string{"--mmproj-offload"}, neg: []string{"--no-mmproj-offload"}, env: "LLAMA_ARG_MMPROJ_OFFLOAD", sec: sv, help: "projector on the GPU", set: anyValue},
-		{names: []string{"-mmdev", "--mmproj-device"}, arg: "DEVICE", env: "MTMD_BACKEND_DEVICE", sec: sv, help: "device of the projector", set: anyValue},
-		{names: []string{"--image-min-tokens"}, arg: "N", env: "LLAMA_ARG_IMAGE_MIN_TOKENS", sec: sv, help: "fewest tokens per image", set: anyInt},
-		{names: []string{"--image-max-tokens"}, arg: "N", env: "LLAMA_ARG_IMAGE_MAX_TOKENS", sec: sv, help: "most tokens per image", set: anyInt},
+		{names: []string{"-mm", "--mmproj"}, arg: "FILE", env: "LLAMA_ARG_MMPROJ", sec: sv, help: "multimodal projector: image and audio input", set: strTo(&o.Multimodal.Projector)},
+		{names: []string{"-mmu", "--mmproj-url"}, arg: "URL", env: "LLAMA_ARG_MMPROJ_URL", sec: sv, help: "multimodal projector URL (not supported: refused at start; download it and use -mm)", set: strTo(&c.mmprojURL)},
+		{names: []string{"--mmproj-auto"}, neg: []string{"--no-mmproj", "--no-mmproj-auto"}, env: "LLAMA_ARG_MMPROJ_AUTO", sec: sv, help: "use the projector of -hf models when there is one (--no-mmproj: no projector at all, -mm included)", set: func(c *config, v string) error {
+			c.noMMProj = v == "false"
+			return nil
+		}},
+		{names: []string{"--mmproj-offload"}, neg: []string{"--no-mmproj-offload"}, env: "LLAMA_ARG_MMPROJ_OFFLOAD", sec: sv, help: "projector on the GPU (default on)", set: func(_ *config, v string) error {
+			o.Multimodal.CPUOnly = v == "false"
+			return nil
+		}},
+		{names: []string{"-mmdev", "--mmproj-device"}, arg: "DEVICE", env: "MTMD_BACKEND_DEVICE", sec: sv, help: "device of the projector (none: the CPU; others: the default device)", set: func(_ *config, v string) error {
+			if v == "none" {
+				o.Multimodal.CPUOnly = true
+			}
+			return nil
+		}},
+		{names: []string{"--image-min-tokens"}, arg: "N", env: "LLAMA_ARG_IMAGE_MIN_TOKENS", sec: sv, help: "fewest tokens per image, for projectors with dynamic resolution (default: the file's)", set: intTo(&o.Multimodal.ImageMinTokens)},
+		{names: []string{"--image-max-tokens"}, arg: "N", env: "LLAMA_ARG_IMAGE_MAX_TOKENS", sec: sv, help: "most tokens per image, for projectors with dynamic resolution (default: the file's)", set: intTo(&o.Multimodal.ImageMaxTokens)},
 		{names: []string{"--video-fps"}, arg: "N", env: "LLAMA_ARG_VIDEO_FPS", sec: sv, help: "frames per second taken from videos", set: anyFloat},
 		{names: []string{"--video-timestamp-interval"}, arg: "MS", env: "LLAMA_ARG_VIDEO_TIMESTAMP_INTERVAL", sec: sv, help: "video timestamp interval", set: anyValue},
 		{names: []string{"--video-ffmpeg-dir"}, arg: "PATH", env: "LLAMA_ARG_VIDEO_FFMPEG_DIR", sec: sv, help: "folder of ffmpeg", set: anyValue},
@@ -943,7 +955,7 @@ func flagTable(c *config) []flagDef {
 			o.SlotSavePath = v
 			return nil
 		}},
-		{names: []string{"--media-path"}, arg: "PATH", sec: sv, help: "folder of local media files" + notYet, set: func(c *config, v string) error {
+		{names: []string{"--media-path"}, arg: "PATH", sec: sv, help: "folder of local media files (not supported yet: refused at start)", set: func(c *config, v string) error {
 			if st, err := os.Stat(v); err != nil || !st.IsDir() {
 				return fmt.Errorf("not a directory: %s", v)
 			}
@@ -1359,6 +1371,9 @@ func (c *config) finish() error {
 	if len(o.Aliases) > 0 {
 		o.Alias = o.Aliases[0]
 	}
+	if c.noMMProj {
+		o.Multimodal.Projector = ""
+	}
 	if c.loraNoApply {
 		for i := range e.Adapters {
 			e.Adapters[i].Scale = 0
@@ -1434,14 +1449,14 @@ func (c *config) unsupportedUse() error {
 	}
 	add(c.draftHF != "", "pulling a draft model from Hugging Face is not supported yet (--spec-draft-hf): download it and give it with --spec-draft-model")
 	add(c.draftDevices != "", "choosing devices of the draft model is not supported yet (--spec-draft-device "+c.draftDevices+"; only none)")
-	add(c.mmproj != "" || c.mmprojURL != "", "multimodal projectors are not supported yet (--mmproj, --mmproj-url)")
+	add(c.mmprojURL != "", "downloading a multimodal projector is not supported (--mmproj-url): download it and give it with --mmproj")
 	add(c.sslKey != "" || c.sslCert != "", "HTTPS is not supported yet (--ssl-key-file, --ssl-cert-file): put a TLS proxy in front")
 	add(len(c.controlVectors) > 0, "control vectors are not supported yet (--control-vector)")
 	add(c.devices != "", "choosing devices is not supported yet (--device "+c.devices+"; only none)")
 	add(len(c.tensorOverrides) > 0, "tensor buffer overrides are not supported yet (-ot, --cpu-moe, --n-cpu-moe, --n-cpu-ffn)")
 	add(c.rpc != "", "RPC devices are not supported yet (--rpc)")
 	add(c.adaptiveTarget >= 0, "the adaptive-p sampler is not supported yet (--adaptive-target)")
-	add(c.mediaPath != "", "local media files are not supported yet (--media-path): there is no multimodal support")
+	add(c.mediaPath != "", "local media files are not supported yet (--media-path): send images and audio in the requests")
 	add(c.presetUsed, "the model presets (--fim-qwen-..., --gpt-oss-..., --embd-gemma-default, --vision-gemma-...) pull models from Hugging Face, which is not supported yet")
 	add(c.reasoningBudget > 0, "a thinking token budget is not supported yet (--reasoning-budget; 0 and -1 are)")
 	add(c.dockerRepo != "", "pulling models from Docker Hub is not supported yet (--docker-repo)")

@@ -315,7 +315,7 @@ func TestFlagUnsupported(t *testing.T) {
 	}{
 		{[]string{"--spec-draft-hf", "org/draft"}, "draft model from Hugging Face"},
 		{[]string{"-devd", "CUDA0"}, "devices of the draft model"},
-		{[]string{"--mmproj", "p.gguf"}, "multimodal"},
+		{[]string{"--mmproj-url", "http://x/p.gguf"}, "multimodal projector"},
 		{[]string{"--ssl-key-file", "k", "--ssl-cert-file", "c"}, "HTTPS"},
 		{[]string{"--control-vector", "v.gguf"}, "control vectors"},
 		{[]string{"-ot", "exps=CPU"}, "tensor buffer overrides"},
@@ -550,6 +550,49 @@ func TestFlagSpeculative(t *testing.T) {
 			assert.NoError(t, c.unsupportedUse(), "nothing refused")
 		})
 	}
+}
+
+// TestFlagMultimodal checks the projector flags: they set
+// server.MultimodalOptions.
+func TestFlagMultimodal(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want server.MultimodalOptions
+		err  string
+	}{
+		{name: "none"},
+		{name: "projector", args: []string{"-mm", "p.gguf"}, want: server.MultimodalOptions{Projector: "p.gguf"}},
+		{name: "long", args: []string{"--mmproj", "p.gguf", "--no-mmproj-offload", "--image-min-tokens", "64", "--image-max-tokens", "256"},
+			want: server.MultimodalOptions{Projector: "p.gguf", CPUOnly: true, ImageMinTokens: 64, ImageMaxTokens: 256}},
+		{name: "env", env: map[string]string{"LLAMA_ARG_MMPROJ": "p.gguf", "LLAMA_ARG_MMPROJ_OFFLOAD": "0", "LLAMA_ARG_IMAGE_MIN_TOKENS": "8", "LLAMA_ARG_IMAGE_MAX_TOKENS": "16"},
+			want: server.MultimodalOptions{Projector: "p.gguf", CPUOnly: true, ImageMinTokens: 8, ImageMaxTokens: 16}},
+		{name: "offload again", args: []string{"-mm", "p.gguf", "--no-mmproj-offload", "--mmproj-offload"}, want: server.MultimodalOptions{Projector: "p.gguf"}},
+		{name: "device none", args: []string{"-mm", "p.gguf", "-mmdev", "none"}, want: server.MultimodalOptions{Projector: "p.gguf", CPUOnly: true}},
+		{name: "no-mmproj clears", args: []string{"--no-mmproj", "-mm", "p.gguf", "--image-max-tokens", "9"}, want: server.MultimodalOptions{ImageMaxTokens: 9}},
+		{name: "no-mmproj-auto env clears", env: map[string]string{"LLAMA_ARG_MMPROJ": "p.gguf", "LLAMA_ARG_MMPROJ_AUTO": "0"}},
+		{name: "mmproj-auto keeps", args: []string{"-mm", "p.gguf", "--mmproj-auto"}, want: server.MultimodalOptions{Projector: "p.gguf"}},
+		{name: "bad tokens", args: []string{"--image-min-tokens", "lots"}, err: "--image-min-tokens"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseFlags(tc.args, envOf(tc.env), io.Discard)
+			if tc.err != "" {
+				assert.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, c.opts.Multimodal)
+			assert.NoError(t, c.unsupportedUse())
+		})
+	}
+	// The projector reaches the server: a missing file stops it from starting.
+	c, err := parseFlags([]string{"-m", testenv.Model(t, "stories260K.gguf"), "-c", "256", "-t", "1", "-np", "1",
+		"-mm", filepath.Join(t.TempDir(), "missing-mmproj.gguf")}, noEnv, io.Discard)
+	require.NoError(t, err)
+	_, err = server.New(context.Background(), c.opts)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "projector")
 }
 
 // TestHandlerPrefixAndPath checks --api-prefix and --path through the
