@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,43 +30,34 @@ type config struct {
 	timeout  time.Duration
 	verbose  bool
 
-	// Model sources other helpers wire at merge (see modelSource).
-	hfRepo, hfFile, hfToken string
-	modelURL, dockerRepo    string
-	offline                 bool
-	// The web UI (another helper's branch): --ui/--no-ui and its config.
-	noUI                 bool
-	uiConfig             string // JSON of --ui-config or --ui-config-file
-	uiMCPProxy           bool
-	tools, toolsRuntime  string
-	mcpConfig, mcpJSON   string
+	// Model sources other than a local file (see modelSource).
+	hf                   hfFlags // -hf, -hff, -hft, --offline
+	modelURL, dockerRepo string
 	corsOriginsExplicit  bool
 	listDevices, version bool
 
 	// Features this server does not have yet: accepted, refused at start
 	// when actually used (see unsupported).
-	draftModel, draftHF string
-	specTypes           []string
-	mmproj, mmprojURL   string
-	sslKey, sslCert     string
-	controlVectors      []string
-	devices             string
-	tensorOverrides     []string
-	rpc                 string
-	adaptiveTarget      float64
-	lookupStatic        string
-	lookupDynamic       string
-	grammarSet          bool // --grammar, --grammar-file, -j or -jf given
-	jsonSchema          string
-	mediaPath           string
-	presetUsed          bool
-	unsupported         []string
+	draftHF         string
+	draftDevices    string
+	mmprojURL       string
+	noMMProj        bool // --no-mmproj: no projector, even with -mm
+	sslKey, sslCert string
+	controlVectors  []string
+	devices         string
+	tensorOverrides []string
+	rpc             string
+	adaptiveTarget  float64
+	grammarSet      bool // --grammar, --grammar-file, -j or -jf given
+	jsonSchema      string
+	mediaPath       string
+	presetUsed      bool
+	unsupported     []string
 
 	// Settings read by finish or by serve.
 	dryBreakersSet  bool
 	kvUnifiedSet    bool
 	loraNoApply     bool
-	staticPath      string
 	logFile         string
 	reusePort       bool
 	reasoningBudget int
@@ -235,6 +227,55 @@ func unsignedAny(_ *config, v string) error {
 	return nil
 }
 
+// intInTo sets *dst to an integer in [lo, hi].
+func intInTo(lo, hi int, dst *int) func(*config, string) error {
+	check := intIn(lo, hi)
+	return func(c *config, v string) error {
+		if err := check(c, v); err != nil {
+			return err
+		}
+		*dst, _ = parseInt(v)
+		return nil
+	}
+}
+
+// threadsTo sets a thread count; <= 0 means every CPU, as llama-server.
+func threadsTo(dst *int) func(*config, string) error {
+	return func(_ *config, v string) error {
+		n, err := parseInt(v)
+		if err != nil {
+			return err
+		}
+		if n <= 0 {
+			n = runtime.NumCPU()
+		}
+		*dst = n
+		return nil
+	}
+}
+
+// gpuLayers reads -ngl's value (a number, auto or all) into mo: auto, all
+// and negative numbers offload every layer, 0 none.
+func gpuLayers(mo *llama.ModelOptions) func(*config, string) error {
+	return func(_ *config, v string) error {
+		switch v {
+		case "auto", "all":
+			mo.GPULayers, mo.CPUOnly = 0, false
+			return nil
+		}
+		n, err := parseInt(v)
+		if err != nil {
+			return err
+		}
+		if n < 0 {
+			mo.GPULayers, mo.CPUOnly = 0, false
+		} else {
+			mo.GPULayers, mo.CPUOnly = n, n == 0
+		}
+		return nil
+	}
+}
+
 // prio checks a priority: -1 (low) to 3 (realtime).
 var prio = intIn(-1, 3)
 
@@ -267,6 +308,7 @@ func flagTable(c *config) []flagDef {
 	e := &o.Engine
 	mo := &o.ModelOptions
 	sp := &c.sampling
+	sd := &e.Speculative
 	cm, sa, spc, sv := secCommon, secSampling, secSpec, secServer
 	noEffect := " (accepted; no effect here)"
 	notYet := " (not supported yet: refused at start when set)"
@@ -420,23 +462,7 @@ func flagTable(c *config) []flagDef {
 		}},
 		{names: []string{"-ncmoe", "--n-cpu-moe"}, arg: "N", env: "LLAMA_ARG_N_CPU_MOE", sec: cm, help: "keep the MoE experts of the first N layers on the CPU" + notYet, set: overrideCount(c, "--n-cpu-moe")},
 		{names: []string{"-ncffn", "--n-cpu-ffn"}, arg: "N", env: "LLAMA_ARG_N_CPU_FFN", sec: cm, help: "keep the dense FFN of the first N layers on the CPU" + notYet, set: overrideCount(c, "--n-cpu-ffn")},
-		{names: []string{"-ngl", "--gpu-layers", "--n-gpu-layers"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS", sec: cm, help: "layers on the GPU: a number, auto or all (default auto)", set: func(_ *config, v string) error {
-			switch v {
-			case "auto", "all":
-				mo.GPULayers, mo.CPUOnly = 0, false
-				return nil
-			}
-			n, err := parseInt(v)
-			if err != nil {
-				return err
-			}
-			if n < 0 {
-				mo.GPULayers, mo.CPUOnly = 0, false
-			} else {
-				mo.GPULayers, mo.CPUOnly = n, n == 0
-			}
-			return nil
-		}},
+		{names: []string{"-ngl", "--gpu-layers", "--n-gpu-layers"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS", sec: cm, help: "layers on the GPU: a number, auto or all (default auto)", set: gpuLayers(mo)},
 		{names: []string{"-sm", "--split-mode"}, arg: "{none,layer,row,tensor}", env: "LLAMA_ARG_SPLIT_MODE", sec: cm, help: "how to split the model across GPUs (default layer)", set: func(_ *config, v string) error {
 			m := map[string]llama.SplitMode{"none": llama.SplitNone, "layer": llama.SplitLayer, "row": llama.SplitRow, "tensor": llama.SplitTensor}
 			s, ok := m[v]
@@ -534,9 +560,9 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"-m", "--model"}, arg: "FNAME", env: "LLAMA_ARG_MODEL", sec: cm, help: "the GGUF model to serve (none: router mode)", set: strTo(&o.Model)},
 		{names: []string{"-mu", "--model-url"}, arg: "MODEL_URL", env: "LLAMA_ARG_MODEL_URL", sec: cm, help: "download the model from this URL", set: strTo(&c.modelURL)},
 		{names: []string{"-dr", "--docker-repo"}, arg: "[<repo>/]<model>[:quant]", env: "LLAMA_ARG_DOCKER_REPO", sec: cm, help: "pull the model from a Docker Hub repository", set: strTo(&c.dockerRepo)},
-		{names: []string{"-hf", "-hfr", "--hf-repo"}, arg: "<user>/<model>[:quant]", env: "LLAMA_ARG_HF_REPO", sec: cm, help: "pull the model from a Hugging Face repository", set: strTo(&c.hfRepo)},
-		{names: []string{"-hff", "--hf-file"}, arg: "FILE", env: "LLAMA_ARG_HF_FILE", sec: cm, help: "the file of --hf-repo to pull", set: strTo(&c.hfFile)},
-		{names: []string{"-hft", "--hf-token"}, arg: "TOKEN", env: "HF_TOKEN", sec: cm, help: "Hugging Face access token", set: strTo(&c.hfToken)},
+		{names: []string{"-hf", "-hfr", "--hf-repo"}, arg: "<user>/<model>[:quant]", env: "LLAMA_ARG_HF_REPO", sec: cm, help: "pull the model from a Hugging Face repository", set: strTo(&c.hf.Repo)},
+		{names: []string{"-hff", "--hf-file"}, arg: "FILE", env: "LLAMA_ARG_HF_FILE", sec: cm, help: "the file of --hf-repo to pull", set: strTo(&c.hf.File)},
+		{names: []string{"-hft", "--hf-token"}, arg: "TOKEN", env: "HF_TOKEN", sec: cm, help: "Hugging Face access token", set: strTo(&c.hf.Token)},
 		{names: []string{"--log-disable"}, sec: cm, help: "no logs", set: func(c *config, _ string) error { c.opts.Logger = discardLogger; return nil }},
 		{names: []string{"--log-file"}, arg: "FNAME", env: "LLAMA_ARG_LOG_FILE", sec: cm, help: "also write the logs to this file", set: strTo(&c.logFile)},
 		{names: []string{"--log-colors"}, arg: "[on|off|auto]", env: "LLAMA_ARG_LOG_COLORS", sec: cm, help: "colored logs" + noEffect, set: func(_ *config, v string) error {
@@ -546,7 +572,7 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"-v", "--verbose", "--log-verbose"}, sec: cm, help: "log everything, llama.cpp's messages included", set: boolTo(&c.verbose)},
-		{names: []string{"--offline"}, env: "LLAMA_ARG_OFFLINE", sec: cm, help: "never use the network: models come from the cache only", set: boolTo(&c.offline)},
+		{names: []string{"--offline"}, env: "LLAMA_ARG_OFFLINE", sec: cm, help: "never use the network: models come from the cache only", set: boolTo(&c.hf.Offline)},
 		{names: []string{"-lv", "--verbosity", "--log-verbosity"}, arg: "N", env: "LLAMA_ARG_LOG_VERBOSITY", sec: cm, help: "log threshold (4 and more: llama.cpp's messages too)", set: func(c *config, v string) error {
 			n, err := parseInt(v)
 			c.verbose = n >= 4
@@ -554,8 +580,8 @@ func flagTable(c *config) []flagDef {
 		}},
 		{names: []string{"--log-prefix"}, neg: []string{"--no-log-prefix"}, env: "LLAMA_ARG_LOG_PREFIX", sec: cm, help: "prefix log lines" + noEffect, set: anyValue},
 		{names: []string{"--log-timestamps"}, neg: []string{"--no-log-timestamps"}, env: "LLAMA_ARG_LOG_TIMESTAMPS", sec: cm, help: "timestamps in logs" + noEffect, set: anyValue},
-		{names: []string{"--spec-draft-type-k", "-ctkd", "--cache-type-k-draft"}, arg: "TYPE", env: "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_K", sec: cm, help: "KV cache type for K of the draft model", set: cacheType(new(string))},
-		{names: []string{"--spec-draft-type-v", "-ctvd", "--cache-type-v-draft"}, arg: "TYPE", env: "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_V", sec: cm, help: "KV cache type for V of the draft model", set: cacheType(new(string))},
+		{names: []string{"--spec-draft-type-k", "-ctkd", "--cache-type-k-draft"}, arg: "TYPE", env: "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_K", sec: cm, help: "KV cache type for K of the draft model", set: cacheType(&sd.DraftTypeK)},
+		{names: []string{"--spec-draft-type-v", "-ctvd", "--cache-type-v-draft"}, arg: "TYPE", env: "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_V", sec: cm, help: "KV cache type for V of the draft model", set: cacheType(&sd.DraftTypeV)},
 
 		// ---- sampling: the defaults of requests that do not set them
 		{names: []string{"--samplers"}, arg: "SAMPLERS", sec: sa, help: "samplers in order, separated by ';' (default: penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature)", set: func(_ *config, v string) error {
@@ -696,8 +722,8 @@ func flagTable(c *config) []flagDef {
 
 		// ---- speculative decoding (not supported yet)
 		{names: []string{"--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft"}, arg: "<user>/<model>[:quant]", env: "LLAMA_ARG_SPEC_DRAFT_HF_REPO", sec: spc, help: "draft model from Hugging Face" + notYet, set: strTo(&c.draftHF)},
-		{names: []string{"--spec-draft-threads", "-td", "--threads-draft"}, arg: "N", sec: spc, help: "threads of the draft model", set: anyInt},
-		{names: []string{"--spec-draft-threads-batch", "-tbd", "--threads-batch-draft"}, arg: "N", sec: spc, help: "batch threads of the draft model", set: anyInt},
+		{names: []string{"--spec-draft-threads", "-td", "--threads-draft"}, arg: "N", sec: spc, help: "threads of the draft model (default: --threads; <= 0: all CPUs)", set: threadsTo(&sd.DraftThreads)},
+		{names: []string{"--spec-draft-threads-batch", "-tbd", "--threads-batch-draft"}, arg: "N", sec: spc, help: "batch threads of the draft model (default: --threads-batch; <= 0: all CPUs)", set: threadsTo(&sd.DraftThreadsBatch)},
 		{names: []string{"--spec-draft-cpu-mask", "-Cd", "--cpu-mask-draft"}, arg: "M", sec: spc, help: "CPU mask of the draft model", set: cpuMask},
 		{names: []string{"--spec-draft-cpu-range", "-Crd", "--cpu-range-draft"}, arg: "lo-hi", sec: spc, help: "CPU range of the draft model", set: cpuRange},
 		{names: []string{"--spec-draft-cpu-strict", "--cpu-strict-draft"}, arg: "<0|1>", sec: spc, help: "strict CPU placement of the draft model", set: unsignedAny},
@@ -710,8 +736,17 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--spec-draft-override-tensor", "-otd", "--override-tensor-draft"}, arg: "<tensor name pattern>=<buffer type>,...", sec: spc, help: "tensor overrides of the draft model", set: anyValue},
 		{names: []string{"--spec-draft-cpu-moe", "-cmoed", "--cpu-moe-draft"}, env: "LLAMA_ARG_SPEC_DRAFT_CPU_MOE", sec: spc, help: "draft model's MoE experts on the CPU", set: anyValue},
 		{names: []string{"--spec-draft-n-cpu-moe", "--spec-draft-ncmoe", "-ncmoed", "--n-cpu-moe-draft"}, arg: "N", env: "LLAMA_ARG_SPEC_DRAFT_N_CPU_MOE", sec: spc, help: "draft model's MoE experts of the first N layers on the CPU", set: intIn(0, math.MaxInt32)},
-		{names: []string{"--spec-draft-n-max"}, arg: "N", env: "LLAMA_ARG_SPEC_DRAFT_N_MAX", sec: spc, help: "most tokens drafted", set: anyInt},
-		{names: []string{"--spec-draft-n-min"}, arg: "N", env: "LLAMA_ARG_SPEC_DRAFT_N_MIN", sec: spc, help: "fewest tokens drafted", set: anyInt},
+		{names: []string{"--spec-draft-n-max"}, arg: "N", env: "LLAMA_ARG_SPEC_DRAFT_N_MAX", sec: spc, help: "most tokens drafted (default 3)", set: func(_ *config, v string) error {
+			n, err := parseInt(v)
+			if err == nil && n < 0 {
+				err = fmt.Errorf("%d is negative", n)
+			}
+			if err == nil {
+				sd.NMax = n
+			}
+			return err
+		}},
+		{names: []string{"--spec-draft-n-min"}, arg: "N", env: "LLAMA_ARG_SPEC_DRAFT_N_MIN", sec: spc, help: "fewest tokens drafted", set: intTo(&sd.NMin)},
 		{names: []string{"--spec-synth-len"}, arg: "N", env: "LLAMA_ARG_SPEC_SYNTH_LEN", sec: spc, help: "synthetic draft length", set: anyInt},
 		{names: []string{"--spec-synth-rates"}, arg: "R0,R1,...", env: "LLAMA_ARG_SPEC_SYNTH_RATES", sec: spc, help: "synthetic draft acceptance rates", set: func(_ *config, v string) error {
 			for _, p := range splitList(v) {
@@ -721,40 +756,41 @@ func flagTable(c *config) []flagDef {
 			}
 			return nil
 		}},
-		{names: []string{"--spec-draft-p-split", "--draft-p-split"}, arg: "P", env: "LLAMA_ARG_SPEC_DRAFT_P_SPLIT", sec: spc, help: "draft split probability", set: anyFloat},
-		{names: []string{"--spec-draft-p-min", "--draft-p-min"}, arg: "P", env: "LLAMA_ARG_SPEC_DRAFT_P_MIN", sec: spc, help: "smallest draft probability", set: anyFloat},
+		{names: []string{"--spec-draft-p-split", "--draft-p-split"}, arg: "P", env: "LLAMA_ARG_SPEC_DRAFT_P_SPLIT", sec: spc, help: "draft split probability", set: floatTo(&sd.PSplit)},
+		{names: []string{"--spec-draft-p-min", "--draft-p-min"}, arg: "P", env: "LLAMA_ARG_SPEC_DRAFT_P_MIN", sec: spc, help: "smallest draft probability", set: floatTo(&sd.PMin)},
 		{names: []string{"--spec-draft-backend-sampling"}, neg: []string{"--no-spec-draft-backend-sampling"}, env: "LLAMA_ARG_SPEC_DRAFT_BACKEND_SAMPLING", sec: spc, help: "sample drafts on the backend", set: anyValue},
-		{names: []string{"--spec-draft-device", "-devd", "--device-draft"}, arg: "<dev1,dev2,..>", sec: spc, help: "devices of the draft model", set: anyValue},
-		{names: []string{"--spec-draft-ngl", "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS_DRAFT", sec: spc, help: "GPU layers of the draft model", set: func(_ *config, v string) error {
-			if v == "auto" || v == "all" {
+		{names: []string{"--spec-draft-device", "-devd", "--device-draft"}, arg: "<dev1,dev2,..>", sec: spc, help: "devices of the draft model (none: CPU only; others not supported yet)", set: func(c *config, v string) error {
+			if v == "none" {
+				sd.DraftModelOptions.CPUOnly, c.draftDevices = true, ""
 				return nil
 			}
-			_, err := parseInt(v)
-			return err
+			c.draftDevices = v
+			return nil
 		}},
-		{names: []string{"--spec-draft-model", "-md", "--model-draft"}, arg: "FNAME", env: "LLAMA_ARG_SPEC_DRAFT_MODEL", sec: spc, help: "draft model for speculative decoding" + notYet, set: strTo(&c.draftModel)},
-		{names: []string{"--spec-type"}, arg: "TYPE[,TYPE...]", env: "LLAMA_ARG_SPEC_TYPE", sec: spc, help: "speculative decoding types (default none)" + notYet, set: func(c *config, v string) error {
+		{names: []string{"--spec-draft-ngl", "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS_DRAFT", sec: spc, help: "GPU layers of the draft model: a number, auto or all (default auto)", set: gpuLayers(&sd.DraftModelOptions)},
+		{names: []string{"--spec-draft-model", "-md", "--model-draft"}, arg: "FNAME", env: "LLAMA_ARG_SPEC_DRAFT_MODEL", sec: spc, help: "draft model for speculative decoding (draft-simple)", set: strTo(&sd.DraftModel)},
+		{names: []string{"--spec-type"}, arg: "TYPE[,TYPE...]", env: "LLAMA_ARG_SPEC_TYPE", sec: spc, help: "speculative decoding types: none, draft-simple, ngram-simple, ngram-map-k, ngram-cache (default none)", set: func(c *config, v string) error {
 			for _, t := range strings.Split(v, ",") {
 				if err := oneOf(t, "none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
 					"ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"); err != nil {
 					return fmt.Errorf("unknown speculative type: %s", t)
 				}
 				if t == "none" {
-					c.specTypes = nil
+					sd.Types = nil
 					return nil
 				}
-				c.specTypes = append(c.specTypes, t)
+				sd.Types = append(sd.Types, t)
 			}
 			return nil
 		}},
 		{names: []string{"--spec-ngram-mod-n-min"}, arg: "N", sec: spc, help: "n-gram (mod) smallest n", set: anyInt},
 		{names: []string{"--spec-ngram-mod-n-max"}, arg: "N", sec: spc, help: "n-gram (mod) largest n", set: anyInt},
 		{names: []string{"--spec-ngram-mod-n-match"}, arg: "N", sec: spc, help: "n-gram (mod) match length", set: anyInt},
-		{names: []string{"--spec-ngram-simple-size-n"}, arg: "N", sec: spc, help: "n-gram (simple) lookup length", set: anyInt},
-		{names: []string{"--spec-ngram-simple-size-m"}, arg: "N", sec: spc, help: "n-gram (simple) draft length", set: anyInt},
+		{names: []string{"--spec-ngram-simple-size-n"}, arg: "N", sec: spc, help: "n-gram (simple) lookup length (1 to 1024, default 12)", set: intInTo(1, 1024, &sd.NgramSimpleSizeN)},
+		{names: []string{"--spec-ngram-simple-size-m"}, arg: "N", sec: spc, help: "n-gram (simple) draft length (1 to 1024, default 48)", set: intInTo(1, 1024, &sd.NgramSimpleSizeM)},
 		{names: []string{"--spec-ngram-simple-min-hits"}, arg: "N", sec: spc, help: "n-gram (simple) fewest hits", set: anyInt},
-		{names: []string{"--spec-ngram-map-k-size-n"}, arg: "N", sec: spc, help: "n-gram (map-k) lookup length", set: anyInt},
-		{names: []string{"--spec-ngram-map-k-size-m"}, arg: "N", sec: spc, help: "n-gram (map-k) draft length", set: anyInt},
+		{names: []string{"--spec-ngram-map-k-size-n"}, arg: "N", sec: spc, help: "n-gram (map-k) lookup length (1 to 1024, default 12)", set: intInTo(1, 1024, &sd.NgramMapKSizeN)},
+		{names: []string{"--spec-ngram-map-k-size-m"}, arg: "N", sec: spc, help: "n-gram (map-k) draft length (1 to 1024, default 48)", set: intInTo(1, 1024, &sd.NgramMapKSizeM)},
 		{names: []string{"--spec-ngram-map-k-min-hits"}, arg: "N", sec: spc, help: "n-gram (map-k) fewest hits", set: anyInt},
 		{names: []string{"--spec-ngram-map-k4v-size-n"}, arg: "N", sec: spc, help: "n-gram (map-k4v) lookup length", set: anyInt},
 		{names: []string{"--spec-ngram-map-k4v-size-m"}, arg: "N", sec: spc, help: "n-gram (map-k4v) draft length", set: anyInt},
@@ -766,8 +802,8 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--spec-ngram-min-hits"}, arg: "N", sec: spc, help: "old name of --spec-ngram-simple-min-hits", set: anyInt},
 
 		// ---- llama-server's own
-		{names: []string{"-lcs", "--lookup-cache-static"}, arg: "FNAME", sec: sv, help: "static n-gram lookup cache" + notYet, set: strTo(&c.lookupStatic)},
-		{names: []string{"-lcd", "--lookup-cache-dynamic"}, arg: "FNAME", sec: sv, help: "dynamic n-gram lookup cache" + notYet, set: strTo(&c.lookupDynamic)},
+		{names: []string{"-lcs", "--lookup-cache-static"}, arg: "FNAME", sec: sv, help: "static n-gram lookup cache of ngram-cache (read only)", set: strTo(&sd.LookupCacheStatic)},
+		{names: []string{"-lcd", "--lookup-cache-dynamic"}, arg: "FNAME", sec: sv, help: "dynamic n-gram lookup cache of ngram-cache (read only here)", set: strTo(&sd.LookupCacheDynamic)},
 		{names: []string{"--kv-unified-per-slot"}, arg: "N", env: "LLAMA_ARG_KV_UNIFIED_PER_SLOT", sec: sv, help: "most positions one slot may use with a unified KV cache; without -c the cache is slots*N", set: intTo(&e.KVUnifiedPerSlot)},
 		{names: []string{"-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"}, arg: "N", env: "LLAMA_ARG_CTX_CHECKPOINTS", sec: sv, help: "context checkpoints per slot" + noEffect, set: anyInt},
 		{names: []string{"-cms", "--checkpoint-min-step"}, arg: "N", env: "LLAMA_ARG_CHECKPOINT_MIN_SPACING_NT", sec: sv, help: "spacing of context checkpoints" + noEffect, set: intIn(0, math.MaxInt32)},
@@ -805,13 +841,24 @@ func flagTable(c *config) []flagDef {
 			return err
 		}},
 		{names: []string{"-cb", "--cont-batching"}, neg: []string{"-nocb", "--no-cont-batching"}, env: "LLAMA_ARG_CONT_BATCHING", sec: sv, help: "continuous batching (always on here)", set: anyValue},
-		{names: []string{"-mm", "--mmproj"}, arg: "FILE", env: "LLAMA_ARG_MMPROJ", sec: sv, help: "multimodal projector" + notYet, set: strTo(&c.mmproj)},
-		{names: []string{"-mmu", "--mmproj-url"}, arg: "URL", env: "LLAMA_ARG_MMPROJ_URL", sec: sv, help: "multimodal projector URL" + notYet, set: strTo(&c.mmprojURL)},
-		{names: []string{"--mmproj-auto"}, neg: []string{"--no-mmproj", "--no-mmproj-auto"}, env: "LLAMA_ARG_MMPROJ_AUTO", sec: sv, help: "use the projector of -hf models when there is one", set: anyValue},
-		{names: []string{"--mmproj-offload"}, neg: []string{"--no-mmproj-offload"}, env: "LLAMA_ARG_MMPROJ_OFFLOAD", sec: sv, help: "projector on the GPU", set: anyValue},
-		{names: []string{"-mmdev", "--mmproj-device"}, arg: "DEVICE", env: "MTMD_BACKEND_DEVICE", sec: sv, help: "device of the projector", set: anyValue},
-		{names: []string{"--image-min-tokens"}, arg: "N", env: "LLAMA_ARG_IMAGE_MIN_TOKENS", sec: sv, help: "fewest tokens per image", set: anyInt},
-		{names: []string{"--image-max-tokens"}, arg: "N", env: "LLAMA_ARG_IMAGE_MAX_TOKENS", sec: sv, help: "most tokens per image", set: anyInt},
+		{names: []string{"-mm", "--mmproj"}, arg: "FILE", env: "LLAMA_ARG_MMPROJ", sec: sv, help: "multimodal projector: image and audio input", set: strTo(&o.Multimodal.Projector)},
+		{names: []string{"-mmu", "--mmproj-url"}, arg: "URL", env: "LLAMA_ARG_MMPROJ_URL", sec: sv, help: "multimodal projector URL (not supported: refused at start; download it and use -mm)", set: strTo(&c.mmprojURL)},
+		{names: []string{"--mmproj-auto"}, neg: []string{"--no-mmproj", "--no-mmproj-auto"}, env: "LLAMA_ARG_MMPROJ_AUTO", sec: sv, help: "use the projector of -hf models when there is one (--no-mmproj: no projector at all, -mm included)", set: func(c *config, v string) error {
+			c.noMMProj = v == "false"
+			return nil
+		}},
+		{names: []string{"--mmproj-offload"}, neg: []string{"--no-mmproj-offload"}, env: "LLAMA_ARG_MMPROJ_OFFLOAD", sec: sv, help: "projector on the GPU (default on)", set: func(_ *config, v string) error {
+			o.Multimodal.CPUOnly = v == "false"
+			return nil
+		}},
+		{names: []string{"-mmdev", "--mmproj-device"}, arg: "DEVICE", env: "MTMD_BACKEND_DEVICE", sec: sv, help: "device of the projector (none: the CPU; others: the default device)", set: func(_ *config, v string) error {
+			if v == "none" {
+				o.Multimodal.CPUOnly = true
+			}
+			return nil
+		}},
+		{names: []string{"--image-min-tokens"}, arg: "N", env: "LLAMA_ARG_IMAGE_MIN_TOKENS", sec: sv, help: "fewest tokens per image, for projectors with dynamic resolution (default: the file's)", set: intTo(&o.Multimodal.ImageMinTokens)},
+		{names: []string{"--image-max-tokens"}, arg: "N", env: "LLAMA_ARG_IMAGE_MAX_TOKENS", sec: sv, help: "most tokens per image, for projectors with dynamic resolution (default: the file's)", set: intTo(&o.Multimodal.ImageMaxTokens)},
 		{names: []string{"--video-fps"}, arg: "N", env: "LLAMA_ARG_VIDEO_FPS", sec: sv, help: "frames per second taken from videos", set: anyFloat},
 		{names: []string{"--video-timestamp-interval"}, arg: "MS", env: "LLAMA_ARG_VIDEO_TIMESTAMP_INTERVAL", sec: sv, help: "video timestamp interval", set: anyValue},
 		{names: []string{"--video-ffmpeg-dir"}, arg: "PATH", env: "LLAMA_ARG_VIDEO_FFMPEG_DIR", sec: sv, help: "folder of ffmpeg", set: anyValue},
@@ -824,7 +871,7 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--host"}, arg: "HOST", env: "LLAMA_ARG_HOST", sec: sv, help: "address to listen on (default 127.0.0.1)", set: strTo(&c.host)},
 		{names: []string{"--port"}, arg: "PORT", env: "LLAMA_ARG_PORT", sec: sv, help: "port to listen on (default 8080)", set: intTo(&c.port)},
 		{names: []string{"--reuse-port"}, env: "LLAMA_ARG_REUSE_PORT", sec: sv, help: "let other sockets bind the same port (SO_REUSEPORT)", set: boolTo(&c.reusePort)},
-		{names: []string{"--path"}, arg: "PATH", env: "LLAMA_ARG_STATIC_PATH", sec: sv, help: "folder of static files to serve", set: strTo(&c.staticPath)},
+		{names: []string{"--path"}, arg: "PATH", env: "LLAMA_ARG_STATIC_PATH", sec: sv, help: "folder of static files to serve", set: strTo(&o.UIPath)},
 		{names: []string{"--cors-origins"}, arg: "ORIGINS", env: "LLAMA_ARG_CORS_ORIGINS", sec: sv, help: "allowed CORS origins, comma-separated (default *; localhost: local origins only)", set: func(c *config, v string) error {
 			o.CORSOrigins, c.corsOriginsExplicit = splitList(v), true
 			return nil
@@ -836,27 +883,32 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"--api-prefix"}, arg: "PREFIX", env: "LLAMA_ARG_API_PREFIX", sec: sv, help: "path prefix of every endpoint", set: strTo(&c.apiPrefix)},
-		{names: []string{"--ui-config", "--webui-config"}, arg: "JSON", env: "LLAMA_ARG_UI_CONFIG", sec: sv, help: "web UI settings (JSON)", set: strTo(&c.uiConfig)},
-		{names: []string{"--ui-config-file", "--webui-config-file"}, arg: "PATH", env: "LLAMA_ARG_UI_CONFIG_FILE", sec: sv, help: "file of the web UI settings", set: func(c *config, v string) error {
-			b, err := os.ReadFile(v)
-			c.uiConfig = string(b)
-			return err
+		{names: []string{"--ui-config", "--webui-config"}, arg: "JSON", env: "LLAMA_ARG_UI_CONFIG", sec: sv, help: "web UI settings (JSON)", set: func(_ *config, v string) error {
+			o.UIConfig, o.UIConfigFile = v, "" // the last of --ui-config and --ui-config-file wins
+			return nil
 		}},
-		{names: []string{"--ui-mcp-proxy", "--webui-mcp-proxy"}, neg: []string{"--no-ui-mcp-proxy", "--no-webui-mcp-proxy"}, env: "LLAMA_ARG_UI_MCP_PROXY", sec: sv, help: "the web UI's MCP proxy (default off)", set: boolTo(&c.uiMCPProxy)},
-		{names: []string{"--tools"}, arg: "TOOL1,TOOL2,...", env: "LLAMA_ARG_TOOLS", sec: sv, help: "built-in tools the server runs (all: every one)", set: strTo(&c.tools)},
-		{names: []string{"--tools-runtime"}, arg: "OPTION", env: "LLAMA_ARG_TOOLS_RUNTIME", sec: sv, help: "runtime of the built-in tools", set: strTo(&c.toolsRuntime)},
-		{names: []string{"--mcp-servers-config"}, arg: "PATH", env: "LLAMA_ARG_MCP_SERVERS_CONFIG", sec: sv, help: "file of MCP servers", set: strTo(&c.mcpConfig)},
-		{names: []string{"--mcp-servers-json"}, arg: "JSON", env: "LLAMA_ARG_MCP_SERVERS_JSON", sec: sv, help: "MCP servers (JSON)", set: strTo(&c.mcpJSON)},
+		{names: []string{"--ui-config-file", "--webui-config-file"}, arg: "PATH", env: "LLAMA_ARG_UI_CONFIG_FILE", sec: sv, help: "file of the web UI settings", set: func(c *config, v string) error {
+			o.UIConfig, o.UIConfigFile = "", v
+			return nil
+		}},
+		{names: []string{"--ui-mcp-proxy", "--webui-mcp-proxy"}, neg: []string{"--no-ui-mcp-proxy", "--no-webui-mcp-proxy"}, env: "LLAMA_ARG_UI_MCP_PROXY", sec: sv, help: "the web UI's MCP proxy (default off)", set: boolTo(&o.Tools.CORSProxy)},
+		{names: []string{"--tools"}, arg: "TOOL1,TOOL2,...", env: "LLAMA_ARG_TOOLS", sec: sv, help: "built-in tools the server runs (all: every one)", set: func(_ *config, v string) error {
+			o.Tools.Enabled = splitList(v)
+			return nil
+		}},
+		{names: []string{"--tools-runtime"}, arg: "OPTION", env: "LLAMA_ARG_TOOLS_RUNTIME", sec: sv, help: "runtime of the built-in tools", set: strTo(&o.Tools.Runtime)},
+		{names: []string{"--mcp-servers-config"}, arg: "PATH", env: "LLAMA_ARG_MCP_SERVERS_CONFIG", sec: sv, help: "file of MCP servers", set: strTo(&o.Tools.MCPServersConfig)},
+		{names: []string{"--mcp-servers-json"}, arg: "JSON", env: "LLAMA_ARG_MCP_SERVERS_JSON", sec: sv, help: "MCP servers (JSON)", set: strTo(&o.Tools.MCPServersJSON)},
 		{names: []string{"-ag", "--agent"}, neg: []string{"-no-ag", "--no-agent"}, env: "LLAMA_ARG_AGENT", sec: sv, help: "--tools all and --ui-mcp-proxy together", set: func(c *config, v string) error {
 			if v == "false" {
-				c.tools, c.uiMCPProxy = "", false
+				o.Tools.Enabled, o.Tools.CORSProxy = nil, false
 			} else {
-				c.tools, c.uiMCPProxy = "all", true
+				o.Tools.Enabled, o.Tools.CORSProxy = []string{"all"}, true
 			}
 			return nil
 		}},
 		{names: []string{"--ui", "--webui"}, neg: []string{"--no-ui", "--no-webui"}, env: "LLAMA_ARG_UI", sec: sv, help: "serve the web UI (default on)", set: func(c *config, v string) error {
-			c.noUI = v == "false"
+			o.NoUI = v == "false"
 			return nil
 		}},
 		{names: []string{"--embedding", "--embeddings"}, env: "LLAMA_ARG_EMBEDDINGS", sec: sv, help: "serve embeddings too", set: boolTo(&e.Embedding)},
@@ -904,7 +956,7 @@ func flagTable(c *config) []flagDef {
 			o.SlotSavePath = v
 			return nil
 		}},
-		{names: []string{"--media-path"}, arg: "PATH", sec: sv, help: "folder of local media files" + notYet, set: func(c *config, v string) error {
+		{names: []string{"--media-path"}, arg: "PATH", sec: sv, help: "folder of local media files (not supported yet: refused at start)", set: func(c *config, v string) error {
 			if st, err := os.Stat(v); err != nil || !st.IsDir() {
 				return fmt.Errorf("not a directory: %s", v)
 			}
@@ -990,7 +1042,7 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--vision-gemma-4b-default"}, sec: sv, help: "preset: Gemma 3 4B with vision from Hugging Face", set: preset},
 		{names: []string{"--vision-gemma-12b-default"}, sec: sv, help: "preset: Gemma 3 12B with vision from Hugging Face", set: preset},
 		{names: []string{"--spec-default"}, sec: sv, help: "preset: default speculative decoding settings", set: func(c *config, _ string) error {
-			c.specTypes = append(c.specTypes, "ngram-mod")
+			sd.Types = append(sd.Types, "ngram-mod")
 			return nil
 		}},
 		{names: []string{"-a", "--alias"}, arg: "STRING", env: "LLAMA_ARG_ALIAS", sec: sv, help: "model names for the API, comma-separated (the first in sort order is its id)", set: func(c *config, v string) error {
@@ -1273,7 +1325,30 @@ func parseFlags(args []string, getenv func(string) string, usage io.Writer) (*co
 	if c.version || c.listDevices {
 		return c, nil
 	}
+	if err := c.gcpEnv(getenv); err != nil {
+		return nil, err
+	}
 	return c, c.finish()
+}
+
+// gcpEnv reads the Vertex AI variables that llama-server reads: with
+// AIP_MODE=PREDICTION it serves AIP_PREDICT_ROUTE (default /predict) and
+// AIP_HEALTH_ROUTE, on port AIP_HTTP_PORT (default 8080), which overrides
+// --port as in llama-server.
+func (c *config) gcpEnv(getenv func(string) string) error {
+	if getenv("AIP_MODE") != "PREDICTION" {
+		return nil
+	}
+	c.opts.GCP = server.GCPOptions{Enabled: true, PredictRoute: getenv("AIP_PREDICT_ROUTE"), HealthRoute: getenv("AIP_HEALTH_ROUTE")}
+	c.port = 8080
+	if v := getenv("AIP_HTTP_PORT"); v != "" {
+		p, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || p < 0 || p > 65535 {
+			return fmt.Errorf("AIP_HTTP_PORT: %q is not a port", v)
+		}
+		c.port = p
+	}
+	return nil
 }
 
 // finish turns what the flags said into server options, as llama-server
@@ -1298,12 +1373,15 @@ func (c *config) finish() error {
 		// The server takes the names comma-separated (its id is the first).
 		o.Alias = strings.Join(c.aliases, ",")
 	}
+	if c.noMMProj {
+		o.Multimodal.Projector = ""
+	}
 	if c.loraNoApply {
 		for i := range e.Adapters {
 			e.Adapters[i].Scale = 0
 		}
 	}
-	if (c.tools != "" || c.mcpConfig != "" || c.mcpJSON != "") && !c.corsOriginsExplicit {
+	if (len(o.Tools.Enabled) > 0 || o.Tools.MCPServersConfig != "" || o.Tools.MCPServersJSON != "") && !c.corsOriginsExplicit {
 		// llama-server: server tools or MCP servers narrow CORS to localhost.
 		o.CORSOrigins = []string{"localhost"}
 	}
@@ -1371,17 +1449,16 @@ func (c *config) unsupportedUse() error {
 			errs = append(errs, msg)
 		}
 	}
-	add(c.draftModel != "" || c.draftHF != "", "speculative decoding with a draft model is not supported yet (--model-draft, --spec-draft-hf)")
-	add(len(c.specTypes) > 0, "speculative decoding is not supported yet (--spec-type "+strings.Join(c.specTypes, ",")+")")
-	add(c.mmproj != "" || c.mmprojURL != "", "multimodal projectors are not supported yet (--mmproj, --mmproj-url)")
+	add(c.draftHF != "", "pulling a draft model from Hugging Face is not supported yet (--spec-draft-hf): download it and give it with --spec-draft-model")
+	add(c.draftDevices != "", "choosing devices of the draft model is not supported yet (--spec-draft-device "+c.draftDevices+"; only none)")
+	add(c.mmprojURL != "", "downloading a multimodal projector is not supported (--mmproj-url): download it and give it with --mmproj")
 	add(c.sslKey != "" || c.sslCert != "", "HTTPS is not supported yet (--ssl-key-file, --ssl-cert-file): put a TLS proxy in front")
 	add(len(c.controlVectors) > 0, "control vectors are not supported yet (--control-vector)")
 	add(c.devices != "", "choosing devices is not supported yet (--device "+c.devices+"; only none)")
 	add(len(c.tensorOverrides) > 0, "tensor buffer overrides are not supported yet (-ot, --cpu-moe, --n-cpu-moe, --n-cpu-ffn)")
 	add(c.rpc != "", "RPC devices are not supported yet (--rpc)")
 	add(c.adaptiveTarget >= 0, "the adaptive-p sampler is not supported yet (--adaptive-target)")
-	add(c.lookupStatic != "" || c.lookupDynamic != "", "n-gram lookup caches are not supported yet (--lookup-cache-static, --lookup-cache-dynamic)")
-	add(c.mediaPath != "", "local media files are not supported yet (--media-path): there is no multimodal support")
+	add(c.mediaPath != "", "local media files are not supported yet (--media-path): send images and audio in the requests")
 	add(c.presetUsed, "the model presets (--fim-qwen-..., --gpt-oss-..., --embd-gemma-default, --vision-gemma-...) pull models from Hugging Face, which is not supported yet")
 	add(c.reasoningBudget > 0, "a thinking token budget is not supported yet (--reasoning-budget; 0 and -1 are)")
 	add(c.dockerRepo != "", "pulling models from Docker Hub is not supported yet (--docker-repo)")
@@ -1391,15 +1468,17 @@ func (c *config) unsupportedUse() error {
 	return nil
 }
 
-// modelSource resolves where the model comes from when it is not a local
-// file: -hf/--hf-repo (with --hf-file, --hf-token, --offline) or
-// --model-url. This is the one place to wire the model pulls in.
-func (c *config) modelSource() error {
-	switch {
-	case c.hfRepo != "":
-		return fmt.Errorf("pulling models from Hugging Face is not supported yet (-hf %s): download the GGUF file and give it with -m", c.hfRepo)
-	case c.modelURL != "":
-		return fmt.Errorf("downloading models is not supported yet (--model-url %s): download the GGUF file and give it with -m", c.modelURL)
+// modelSource makes the model local when it is not a local file:
+// -hf/--hf-repo (with --hf-file, --hf-token, --offline) pulls it into the
+// Hugging Face cache, with a progress bar on progress, and points the
+// options at it (see pullHF). --model-url is refused: this server does not
+// download plain URLs.
+func (c *config) modelSource(ctx context.Context, progress io.Writer) error {
+	if c.modelURL != "" && c.hf.Repo == "" {
+		return fmt.Errorf("downloading models from a URL is not supported (--model-url %s): download the GGUF file and give it with -m, or use -hf", c.modelURL)
+	}
+	if err := pullHF(ctx, c.hf, &c.opts, progress); err != nil {
+		return fmt.Errorf("-hf %s: %w", c.hf.Repo, err)
 	}
 	return nil
 }

@@ -2,20 +2,23 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"math"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
+	"github.com/x/llama/internal/hub/hubtest"
+	"github.com/x/llama/internal/testenv"
 	"github.com/x/llama/server"
 )
 
@@ -168,17 +171,15 @@ func TestFlagSpellings(t *testing.T) {
 			assert.Equal(t, []string{"localhost"}, c.opts.CORSOrigins, "tools narrow CORS to localhost unless --cors-origins is given")
 		}},
 		{[]string{"--agent", "--cors-origins", "*"}, func(t *testing.T, c *config) {
-			assert.Equal(t, "all", c.tools)
-			assert.True(t, c.uiMCPProxy)
+			assert.Equal(t, []string{"all"}, c.opts.Tools.Enabled)
+			assert.True(t, c.opts.Tools.CORSProxy)
 			assert.Equal(t, []string{"*"}, c.opts.CORSOrigins)
 		}},
-		{[]string{"--no-ui"}, func(t *testing.T, c *config) { assert.True(t, c.noUI) }},
-		{[]string{"--no-webui", "--webui"}, func(t *testing.T, c *config) { assert.False(t, c.noUI) }},
 		{[]string{"-hf", "org/model:Q8_0", "-hff", "f.gguf", "-hft", "tok", "--offline"}, func(t *testing.T, c *config) {
-			assert.Equal(t, "org/model:Q8_0", c.hfRepo)
-			assert.Equal(t, "f.gguf", c.hfFile)
-			assert.Equal(t, "tok", c.hfToken)
-			assert.True(t, c.offline)
+			assert.Equal(t, "org/model:Q8_0", c.hf.Repo)
+			assert.Equal(t, "f.gguf", c.hf.File)
+			assert.Equal(t, "tok", c.hf.Token)
+			assert.True(t, c.hf.Offline)
 		}},
 		{[]string{"-mu", "http://x/m.gguf"}, func(t *testing.T, c *config) { assert.Equal(t, "http://x/m.gguf", c.modelURL) }},
 		{[]string{"--sleep-idle-seconds", "-1"}, func(t *testing.T, c *config) { assert.Zero(t, c.opts.SleepIdleSeconds) }},
@@ -221,7 +222,7 @@ func TestFlagDefaults(t *testing.T) {
 	assert.Equal(t, 8192, c.cacheRAMMiB)
 	assert.Zero(t, c.opts.SleepIdleSeconds)
 	assert.NoError(t, c.unsupportedUse())
-	assert.NoError(t, c.modelSource())
+	assert.NoError(t, c.modelSource(context.Background(), io.Discard))
 }
 
 // TestFlagEnv checks the environment variables and that the command line
@@ -260,7 +261,7 @@ func TestFlagEnv(t *testing.T) {
 		}},
 		{"api key and token", map[string]string{"LLAMA_API_KEY": "k1,k2", "HF_TOKEN": "t"}, nil, func(t *testing.T, c *config) {
 			assert.Equal(t, []string{"k1", "k2"}, c.opts.APIKeys)
-			assert.Equal(t, "t", c.hfToken)
+			assert.Equal(t, "t", c.hf.Token)
 		}},
 		{"model and alias", map[string]string{"LLAMA_ARG_MODEL": "m.gguf", "LLAMA_ARG_ALIAS": "one"}, nil, func(t *testing.T, c *config) {
 			assert.Equal(t, "m.gguf", c.opts.Model)
@@ -311,11 +312,9 @@ func TestFlagUnsupported(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--model-draft", "d.gguf"}, "speculative decoding with a draft model is not supported yet"},
-		{[]string{"-md", "d.gguf"}, "draft model"},
-		{[]string{"--spec-type", "ngram-mod"}, "speculative decoding"},
-		{[]string{"--spec-default"}, "speculative decoding"},
-		{[]string{"--mmproj", "p.gguf"}, "multimodal"},
+		{[]string{"--spec-draft-hf", "org/draft"}, "draft model from Hugging Face"},
+		{[]string{"-devd", "CUDA0"}, "devices of the draft model"},
+		{[]string{"--mmproj-url", "http://x/p.gguf"}, "multimodal projector"},
 		{[]string{"--ssl-key-file", "k", "--ssl-cert-file", "c"}, "HTTPS"},
 		{[]string{"--control-vector", "v.gguf"}, "control vectors"},
 		{[]string{"-ot", "exps=CPU"}, "tensor buffer overrides"},
@@ -336,10 +335,49 @@ func TestFlagUnsupported(t *testing.T) {
 	require.NoError(t, err)
 	assert.NoError(t, c.unsupportedUse())
 
-	for _, args := range [][]string{{"-hf", "org/model"}, {"--model-url", "http://x/m.gguf"}} {
-		c, err := parseFlags(args, noEnv, io.Discard)
-		require.NoError(t, err)
-		assert.ErrorContains(t, c.modelSource(), "not supported yet")
+	c, err = parseFlags([]string{"--model-url", "http://x/m.gguf"}, noEnv, io.Discard)
+	require.NoError(t, err)
+	assert.ErrorContains(t, c.modelSource(context.Background(), io.Discard), "--model-url")
+}
+
+// TestModelSource checks -hf and its flags: the model is pulled before the
+// server starts and served under the repo reference unless an alias is
+// given; --offline with nothing in the cache fails.
+func TestModelSource(t *testing.T) {
+	model, err := os.ReadFile(testenv.Model(t, "stories260K.gguf"))
+	require.NoError(t, err)
+	h := hubtest.New(t, map[string]*hubtest.Repo{
+		"tiny/stories": {Files: map[string][]byte{"stories260K-Q8_0.gguf": model, "other.gguf": model}},
+	})
+	t.Setenv("MODEL_ENDPOINT", h.URL)
+	t.Setenv("LLAMA_CACHE", t.TempDir())
+	t.Setenv("HF_HUB_OFFLINE", "")
+	for _, tc := range []struct {
+		name        string
+		args        []string
+		env         map[string]string
+		file, alias string
+		err         string
+	}{
+		{name: "offline, empty cache", args: []string{"-hf", "tiny/stories", "--offline"}, err: "-hf tiny/stories"},
+		{name: "repo and quant", args: []string{"-hf", "tiny/stories:Q8_0"}, file: "stories260K-Q8_0.gguf", alias: "tiny/stories:Q8_0"},
+		{name: "file, alias kept", args: []string{"-hfr", "tiny/stories", "-hff", "other.gguf", "-a", "mine"}, file: "other.gguf", alias: "mine"},
+		{name: "env, offline from the cache", env: map[string]string{"LLAMA_ARG_HF_REPO": "tiny/stories:Q8_0", "LLAMA_ARG_OFFLINE": "1"},
+			file: "stories260K-Q8_0.gguf", alias: "tiny/stories:Q8_0"},
+		{name: "no -hf: -m untouched", args: []string{"-m", "x.gguf"}, file: "x.gguf"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseFlags(tc.args, envOf(tc.env), io.Discard)
+			require.NoError(t, err)
+			err = c.modelSource(context.Background(), io.Discard)
+			if tc.err != "" {
+				assert.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.file, filepath.Base(c.opts.Model))
+			assert.Equal(t, tc.alias, c.opts.Alias)
+		})
 	}
 }
 
@@ -376,26 +414,207 @@ func TestFlagHelp(t *testing.T) {
 	assert.Contains(t, comp.String(), "--ctx-size")
 }
 
-// TestHandlerPrefixAndPath checks --api-prefix and --path: the API moves
-// under the prefix, and existing static files are served before it.
+// TestFlagUI checks the web UI flags: they set the server's UI options.
+func TestFlagUI(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want server.Options
+	}{
+		{args: nil, want: server.Options{}},
+		{args: []string{"--no-ui"}, want: server.Options{NoUI: true}},
+		{args: []string{"--no-webui", "--webui"}, want: server.Options{}},
+		{env: map[string]string{"LLAMA_ARG_UI": "0"}, want: server.Options{NoUI: true}},
+		{args: []string{"--path", "/srv/ui"}, want: server.Options{UIPath: "/srv/ui"}},
+		{env: map[string]string{"LLAMA_ARG_STATIC_PATH": "/srv/ui"}, want: server.Options{UIPath: "/srv/ui"}},
+		{args: []string{"--ui-config", `{"theme":"dark"}`}, want: server.Options{UIConfig: `{"theme":"dark"}`}},
+		{args: []string{"--webui-config-file", "ui.json"}, want: server.Options{UIConfigFile: "ui.json"}},
+		{args: []string{"--ui-config", `{}`, "--ui-config-file", "ui.json"}, want: server.Options{UIConfigFile: "ui.json"}},
+		{args: []string{"--ui-config-file", "ui.json", "--webui-config", `{"a":1}`}, want: server.Options{UIConfig: `{"a":1}`}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			c, err := parseFlags(tc.args, envOf(tc.env), io.Discard)
+			require.NoError(t, err)
+			got := server.Options{NoUI: c.opts.NoUI, UIPath: c.opts.UIPath, UIConfig: c.opts.UIConfig, UIConfigFile: c.opts.UIConfigFile}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// TestFlagTools checks the agent flags and their environment variables
+// (server.ToolsOptions), and the Vertex AI variables (server.GCPOptions).
+func TestFlagTools(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		env   map[string]string
+		tools server.ToolsOptions
+		gcp   server.GCPOptions
+		port  int
+		cors  []string
+		err   string
+	}{
+		{name: "nothing", port: 8080, cors: []string{"*"}},
+		{name: "flags", args: []string{"--tools", "read_file, get_info", "--tools-runtime", "docker:busybox",
+			"--mcp-servers-config", "/etc/mcp.json", "--mcp-servers-json", `{"mcpServers":{}}`, "--ui-mcp-proxy"},
+			tools: server.ToolsOptions{Enabled: []string{"read_file", "get_info"}, Runtime: "docker:busybox",
+				MCPServersConfig: "/etc/mcp.json", MCPServersJSON: `{"mcpServers":{}}`, CORSProxy: true}, port: 8080, cors: []string{"localhost"}},
+		{name: "environment", env: map[string]string{
+			"LLAMA_ARG_TOOLS": "read_file, get_info", "LLAMA_ARG_TOOLS_RUNTIME": "docker:busybox",
+			"LLAMA_ARG_MCP_SERVERS_CONFIG": "/etc/mcp.json", "LLAMA_ARG_MCP_SERVERS_JSON": `{"mcpServers":{}}`,
+			"LLAMA_ARG_UI_MCP_PROXY": "1",
+		}, tools: server.ToolsOptions{Enabled: []string{"read_file", "get_info"}, Runtime: "docker:busybox",
+			MCPServersConfig: "/etc/mcp.json", MCPServersJSON: `{"mcpServers":{}}`, CORSProxy: true}, port: 8080, cors: []string{"localhost"}},
+		{name: "proxy off", env: map[string]string{"LLAMA_ARG_UI_MCP_PROXY": "0"}, port: 8080, cors: []string{"*"}},
+		{name: "webui proxy, then off", args: []string{"--webui-mcp-proxy", "--no-ui-mcp-proxy"}, port: 8080, cors: []string{"*"}},
+		{name: "mcp only narrows CORS", args: []string{"--mcp-servers-json", `{}`}, tools: server.ToolsOptions{MCPServersJSON: `{}`}, port: 8080, cors: []string{"localhost"}},
+		{name: "agent", args: []string{"-ag"}, tools: server.ToolsOptions{Enabled: []string{"all"}, CORSProxy: true}, port: 8080, cors: []string{"localhost"}},
+		{name: "agent off", args: []string{"--tools", "x", "--no-agent"}, port: 8080, cors: []string{"*"}},
+		{name: "vertex", env: map[string]string{"AIP_MODE": "PREDICTION", "AIP_HTTP_PORT": "7070", "AIP_PREDICT_ROUTE": "/p", "AIP_HEALTH_ROUTE": "/h"},
+			args: []string{"--port", "9000"}, gcp: server.GCPOptions{Enabled: true, PredictRoute: "/p", HealthRoute: "/h"}, port: 7070, cors: []string{"*"}},
+		{name: "vertex default port", env: map[string]string{"AIP_MODE": "PREDICTION"}, args: []string{"--port", "9000"},
+			gcp: server.GCPOptions{Enabled: true}, port: 8080, cors: []string{"*"}},
+		{name: "vertex bad port", env: map[string]string{"AIP_MODE": "PREDICTION", "AIP_HTTP_PORT": "x"}, err: "AIP_HTTP_PORT"},
+		{name: "not vertex", env: map[string]string{"AIP_MODE": "other", "AIP_HTTP_PORT": "7070"}, port: 8080, cors: []string{"*"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseFlags(tc.args, envOf(tc.env), io.Discard)
+			if tc.err != "" {
+				assert.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.tools, c.opts.Tools)
+			assert.Equal(t, tc.gcp, c.opts.GCP)
+			assert.Equal(t, tc.port, c.port)
+			assert.Equal(t, tc.cors, c.opts.CORSOrigins)
+		})
+	}
+}
+
+// TestFlagSpeculative checks the speculative decoding flags: they set
+// the engine's server.SpeculativeOptions.
+func TestFlagSpeculative(t *testing.T) {
+	all := runtime.NumCPU()
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want server.SpeculativeOptions
+		err  string
+	}{
+		{name: "off"},
+		{name: "draft model", args: []string{"-md", "d.gguf", "--spec-type", "draft-simple"},
+			want: server.SpeculativeOptions{DraftModel: "d.gguf", Types: []string{"draft-simple"}}},
+		{name: "long names", args: []string{"--model-draft", "d.gguf", "--spec-draft-model", "e.gguf"}, want: server.SpeculativeOptions{DraftModel: "e.gguf"}},
+		{name: "env", env: map[string]string{"LLAMA_ARG_SPEC_DRAFT_MODEL": "d.gguf", "LLAMA_ARG_SPEC_TYPE": "ngram-simple,draft-simple",
+			"LLAMA_ARG_SPEC_DRAFT_N_MAX": "8", "LLAMA_ARG_SPEC_DRAFT_P_MIN": "0.5"},
+			want: server.SpeculativeOptions{DraftModel: "d.gguf", Types: []string{"ngram-simple", "draft-simple"}, NMax: 8, PMin: 0.5}},
+		{name: "types append", args: []string{"--spec-type", "ngram-simple", "--spec-type", "ngram-map-k,ngram-cache"},
+			want: server.SpeculativeOptions{Types: []string{"ngram-simple", "ngram-map-k", "ngram-cache"}}},
+		{name: "none clears", args: []string{"--spec-type", "ngram-simple", "--spec-type", "none"}},
+		{name: "unknown type", args: []string{"--spec-type", "magic"}, err: "unknown speculative type"},
+		{name: "preset", args: []string{"--spec-default"}, want: server.SpeculativeOptions{Types: []string{"ngram-mod"}}},
+		{name: "draft sizes", args: []string{"--spec-draft-n-max", "16", "--spec-draft-n-min", "2", "--draft-p-min", "0.75", "--spec-draft-p-split", "0.1"},
+			want: server.SpeculativeOptions{NMax: 16, NMin: 2, PMin: 0.75, PSplit: 0.1}},
+		{name: "old p names", args: []string{"--spec-draft-p-min", "0.2", "--draft-p-split", "0.3"}, want: server.SpeculativeOptions{PMin: 0.2, PSplit: 0.3}},
+		{name: "negative n-max", args: []string{"--spec-draft-n-max", "-1"}, err: "negative"},
+		{name: "threads", args: []string{"-td", "2", "-tbd", "3"}, want: server.SpeculativeOptions{DraftThreads: 2, DraftThreadsBatch: 3}},
+		{name: "threads long, <= 0 all CPUs", args: []string{"--threads-draft", "0", "--spec-draft-threads-batch", "-1"},
+			want: server.SpeculativeOptions{DraftThreads: all, DraftThreadsBatch: all}},
+		{name: "cache types", args: []string{"-ctkd", "q8_0", "--cache-type-v-draft", "q4_0"}, want: server.SpeculativeOptions{DraftTypeK: "q8_0", DraftTypeV: "q4_0"}},
+		{name: "cache types long", args: []string{"--spec-draft-type-k", "f32", "-ctvd", "bf16"}, want: server.SpeculativeOptions{DraftTypeK: "f32", DraftTypeV: "bf16"}},
+		{name: "bad cache type", args: []string{"-ctkd", "q9"}, err: "-ctkd"},
+		{name: "gpu layers", args: []string{"-ngld", "7"}, want: server.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{GPULayers: 7}}},
+		{name: "gpu layers 0", args: []string{"--gpu-layers-draft", "0"}, want: server.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{CPUOnly: true}}},
+		{name: "gpu layers all", args: []string{"--n-gpu-layers-draft", "3", "--spec-draft-ngl", "all"}},
+		{name: "gpu layers env", env: map[string]string{"LLAMA_ARG_N_GPU_LAYERS_DRAFT": "5"}, want: server.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{GPULayers: 5}}},
+		{name: "gpu layers bad", args: []string{"-ngld", "many"}, err: "-ngld"},
+		{name: "draft device none", args: []string{"-devd", "none"}, want: server.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{CPUOnly: true}}},
+		{name: "ngram sizes", args: []string{"--spec-ngram-simple-size-n", "4", "--spec-ngram-simple-size-m", "16", "--spec-ngram-map-k-size-n", "1", "--spec-ngram-map-k-size-m", "1024"},
+			want: server.SpeculativeOptions{NgramSimpleSizeN: 4, NgramSimpleSizeM: 16, NgramMapKSizeN: 1, NgramMapKSizeM: 1024}},
+		{name: "ngram size 0", args: []string{"--spec-ngram-simple-size-n", "0"}, err: "out of range"},
+		{name: "ngram size too big", args: []string{"--spec-ngram-map-k-size-m", "1025"}, err: "out of range"},
+		{name: "lookup caches", args: []string{"-lcs", "s.bin", "--lookup-cache-dynamic", "d.bin"}, want: server.SpeculativeOptions{LookupCacheStatic: "s.bin", LookupCacheDynamic: "d.bin"}},
+		{name: "lookup caches long", args: []string{"--lookup-cache-static", "s.bin", "-lcd", "d.bin"}, want: server.SpeculativeOptions{LookupCacheStatic: "s.bin", LookupCacheDynamic: "d.bin"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseFlags(tc.args, envOf(tc.env), io.Discard)
+			if tc.err != "" {
+				assert.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, c.opts.Engine.Speculative)
+			assert.NoError(t, c.unsupportedUse(), "nothing refused")
+		})
+	}
+}
+
+// TestFlagMultimodal checks the projector flags: they set
+// server.MultimodalOptions.
+func TestFlagMultimodal(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want server.MultimodalOptions
+		err  string
+	}{
+		{name: "none"},
+		{name: "projector", args: []string{"-mm", "p.gguf"}, want: server.MultimodalOptions{Projector: "p.gguf"}},
+		{name: "long", args: []string{"--mmproj", "p.gguf", "--no-mmproj-offload", "--image-min-tokens", "64", "--image-max-tokens", "256"},
+			want: server.MultimodalOptions{Projector: "p.gguf", CPUOnly: true, ImageMinTokens: 64, ImageMaxTokens: 256}},
+		{name: "env", env: map[string]string{"LLAMA_ARG_MMPROJ": "p.gguf", "LLAMA_ARG_MMPROJ_OFFLOAD": "0", "LLAMA_ARG_IMAGE_MIN_TOKENS": "8", "LLAMA_ARG_IMAGE_MAX_TOKENS": "16"},
+			want: server.MultimodalOptions{Projector: "p.gguf", CPUOnly: true, ImageMinTokens: 8, ImageMaxTokens: 16}},
+		{name: "offload again", args: []string{"-mm", "p.gguf", "--no-mmproj-offload", "--mmproj-offload"}, want: server.MultimodalOptions{Projector: "p.gguf"}},
+		{name: "device none", args: []string{"-mm", "p.gguf", "-mmdev", "none"}, want: server.MultimodalOptions{Projector: "p.gguf", CPUOnly: true}},
+		{name: "no-mmproj clears", args: []string{"--no-mmproj", "-mm", "p.gguf", "--image-max-tokens", "9"}, want: server.MultimodalOptions{ImageMaxTokens: 9}},
+		{name: "no-mmproj-auto env clears", env: map[string]string{"LLAMA_ARG_MMPROJ": "p.gguf", "LLAMA_ARG_MMPROJ_AUTO": "0"}},
+		{name: "mmproj-auto keeps", args: []string{"-mm", "p.gguf", "--mmproj-auto"}, want: server.MultimodalOptions{Projector: "p.gguf"}},
+		{name: "bad tokens", args: []string{"--image-min-tokens", "lots"}, err: "--image-min-tokens"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseFlags(tc.args, envOf(tc.env), io.Discard)
+			if tc.err != "" {
+				assert.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, c.opts.Multimodal)
+			assert.NoError(t, c.unsupportedUse())
+		})
+	}
+	// The projector reaches the server: a missing file stops it from starting.
+	c, err := parseFlags([]string{"-m", testenv.Model(t, "stories260K.gguf"), "-c", "256", "-t", "1", "-np", "1",
+		"-mm", filepath.Join(t.TempDir(), "missing-mmproj.gguf")}, noEnv, io.Discard)
+	require.NoError(t, err)
+	_, err = server.New(context.Background(), c.opts)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "projector")
+}
+
+// TestHandlerPrefixAndPath checks --api-prefix and --path through the
+// real server (router mode with no model): the API moves under the
+// prefix, and --path's files are served at "/" by the server.
 func TestHandlerPrefixAndPath(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("<!doctype html>home"), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.txt"), []byte("file a"), 0o600))
-	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "api "+r.URL.Path) })
 	for _, tc := range []struct {
 		args       []string
 		path, want string
 		code       int
 	}{
-		{nil, "/health", "api /health", 200},
-		{[]string{"--api-prefix", "/llm"}, "/llm/health", "api /health", 200},
+		{nil, "/health", `"status"`, 200},
+		{[]string{"--api-prefix", "/llm"}, "/llm/health", `"status"`, 200},
 		{[]string{"--api-prefix", "/llm"}, "/health", "", 404},
 		{[]string{"--path", "DIR"}, "/a.txt", "file a", 200},
 		{[]string{"--path", "DIR"}, "/", "<!doctype html>home", 200},
-		{[]string{"--path", "DIR"}, "/health", "api /health", 200},
-		{[]string{"--path", "DIR"}, "/../a.txt", "file a", 200},
+		{[]string{"--path", "DIR"}, "/health", `"status"`, 200},
+		{[]string{"--path", "DIR"}, "/missing.txt", "", 404},
 		{[]string{"--path", "DIR", "--api-prefix", "/x/"}, "/x/a.txt", "file a", 200},
+		{[]string{"--path", "DIR", "--no-ui"}, "/a.txt", "", 404},
 	} {
 		args := slices.Clone(tc.args)
 		for i, a := range args {
@@ -405,11 +624,72 @@ func TestHandlerPrefixAndPath(t *testing.T) {
 		}
 		c, err := parseFlags(args, noEnv, io.Discard)
 		require.NoError(t, err)
+		srv, err := server.New(context.Background(), c.opts)
+		require.NoError(t, err, "%v", tc.args)
 		rec := httptest.NewRecorder()
-		c.handler(api).ServeHTTP(rec, httptest.NewRequest("GET", tc.path, nil))
+		c.handler(srv.Handler()).ServeHTTP(rec, httptest.NewRequest("GET", tc.path, nil))
+		require.NoError(t, srv.Close())
 		assert.Equal(t, tc.code, rec.Code, "%v %s", tc.args, tc.path)
 		if tc.code == 200 {
-			assert.Equal(t, tc.want, rec.Body.String(), "%v %s", tc.args, tc.path)
+			assert.Contains(t, rec.Body.String(), tc.want, "%v %s", tc.args, tc.path)
 		}
+	}
+	// A --path that is not a folder stops the server from starting.
+	c, err := parseFlags([]string{"--path", filepath.Join(dir, "a.txt")}, noEnv, io.Discard)
+	require.NoError(t, err)
+	_, err = server.New(context.Background(), c.opts)
+	assert.ErrorContains(t, err, "not a folder")
+}
+
+// TestServeSpeculative runs the server from speculative decoding flags and
+// checks that a completion was drafted (timings.draft_n), and that the
+// types the engine does not run stop it from starting.
+func TestServeSpeculative(t *testing.T) {
+	model := testenv.Model(t, "stories260K.gguf")
+	for _, tc := range []struct {
+		name string
+		args []string
+		err  string
+	}{
+		{name: "draft model", args: []string{"-md", model, "--spec-type", "draft-simple", "--spec-draft-n-max", "4", "-td", "1", "-tbd", "1", "-devd", "none", "-ctkd", "f16"}},
+		{name: "ngram-simple", args: []string{"--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3", "--spec-ngram-simple-size-m", "8"}},
+		{name: "ngram-map-k", args: []string{"--spec-type", "ngram-map-k", "--spec-ngram-map-k-size-n", "3", "--spec-ngram-map-k-size-m", "8"}},
+		{name: "not run by the engine", args: []string{"--spec-default"}, err: "ngram-mod"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"-m", model, "-c", "512", "-np", "1", "-t", "1", "-tb", "1", "-ngl", "0"}, tc.args...)
+			c, err := parseFlags(args, noEnv, io.Discard)
+			require.NoError(t, err)
+			require.NoError(t, c.unsupportedUse())
+			srv, err := server.New(context.Background(), c.opts)
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			defer srv.Close()
+			h := c.handler(srv.Handler())
+			complete := func(prompt string, n int) (string, int) {
+				rec := httptest.NewRecorder()
+				body := `{"prompt":` + strconv.Quote(prompt) + `,"n_predict":` + strconv.Itoa(n) + `,"temperature":0}`
+				h.ServeHTTP(rec, httptest.NewRequest("POST", "/completion", strings.NewReader(body)))
+				require.Equal(t, 200, rec.Code, rec.Body.String())
+				var r struct {
+					Content string `json:"content"`
+					Timings struct {
+						DraftN int `json:"draft_n"`
+					} `json:"timings"`
+				}
+				require.NoError(t, jsonDecode(rec.Body, &r))
+				return r.Content, r.Timings.DraftN
+			}
+			// The n-gram drafters draft from the prompt: give them the
+			// model's own continuation to find again.
+			text, _ := complete("Once upon a time", 120)
+			out, drafted := complete("Once upon a time"+text+" Once upon a time", 32)
+			assert.NotEmpty(t, out)
+			assert.Positive(t, drafted, "timings.draft_n")
+		})
 	}
 }

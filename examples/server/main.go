@@ -19,8 +19,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,7 +37,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "server:", err)
 		os.Exit(2)
 	}
-	applyToolsEnv(cfg, os.Getenv)
 	if err := serve(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "server:", err)
 		os.Exit(1)
@@ -65,9 +62,6 @@ func serve(cfg *config) error {
 	if err := cfg.unsupportedUse(); err != nil {
 		return err
 	}
-	if err := cfg.modelSource(); err != nil {
-		return err
-	}
 	logger := cfg.opts.Logger
 	if logger == nil {
 		level := slog.LevelInfo
@@ -91,6 +85,9 @@ func serve(cfg *config) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if err := cfg.modelSource(ctx, os.Stderr); err != nil {
+		return err
+	}
 
 	// As llama-server, a host ending in ".sock" is a Unix socket.
 	network, addr := "tcp", net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port))
@@ -136,31 +133,13 @@ func serve(cfg *config) error {
 	return err
 }
 
-// handler puts the API under --api-prefix and, with --path, serves the
-// static files of that folder before it (a file that exists wins, as
-// llama-server's mount point).
+// handler puts the API under --api-prefix. (--path is served by the
+// server itself: Options.UIPath.)
 func (c *config) handler(api http.Handler) http.Handler {
-	h := api
-	if c.staticPath != "" {
-		files := http.FileServer(http.Dir(c.staticPath))
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodGet || r.Method == http.MethodHead {
-				name := path.Clean("/" + r.URL.Path)
-				if name == "/" {
-					name = "/index.html"
-				}
-				if st, err := os.Stat(filepath.Join(c.staticPath, filepath.FromSlash(name))); err == nil && !st.IsDir() {
-					files.ServeHTTP(w, r)
-					return
-				}
-			}
-			api.ServeHTTP(w, r)
-		})
-	}
 	if p := strings.TrimRight(c.apiPrefix, "/"); p != "" {
 		mux := http.NewServeMux()
-		mux.Handle(p+"/", http.StripPrefix(p, h))
+		mux.Handle(p+"/", http.StripPrefix(p, api))
 		return mux
 	}
-	return h
+	return api
 }
