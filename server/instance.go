@@ -82,7 +82,6 @@ func (inst *instance) template(tools bool) promptRenderer {
 	return inst.Template
 }
 
-
 // close frees the engine and the model.
 func (inst *instance) close() {
 	inst.once.Do(func() {

@@ -259,4 +259,3 @@ func TestLlamaServerModelAliases(t *testing.T) {
 	assert.ElementsMatch(t, []any{"code", "fim", "tinyllama-2"}, m["aliases"])
 	assert.ElementsMatch(t, []any{"chat", "fim"}, m["tags"])
 }
-
