@@ -440,6 +440,14 @@ type chatOptions struct {
 
 // parseChatRequest reads a chat completion body into a task and a plan.
 func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chatOptions, error) {
+	return parseChatRequestMedia(f, inst, nil)
+}
+
+// parseChatRequestMedia is parseChatRequest for a body whose messages
+// already hold mediaMarker in their text (put there by the server, as the
+// transcriptions route does): extra are those media, after any the
+// messages' own parts carry.
+func parseChatRequestMedia(f reqFields, inst *instance, extra []mediaInput) (*genRequest, *chatPlan, chatOptions, error) {
 	var co chatOptions
 	if !f.has("messages") {
 		return nil, nil, co, badRequest(`"messages" is required`)
@@ -451,6 +459,7 @@ func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chat
 	if err != nil {
 		return nil, nil, co, err
 	}
+	media = append(media, extra...)
 	req := &chatRequest{Messages: msgs, AddGenerationPrompt: true, media: media}
 	if err := parseTools(f, req); err != nil {
 		return nil, nil, co, err

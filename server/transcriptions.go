@@ -12,7 +12,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -130,13 +129,13 @@ func audioFormat(b []byte) string {
 }
 
 // transcriptionChat turns a transcription form into the body of a chat
-// completion for inst, as llama-server converts it.
+// completion for inst, as llama-server converts it; the user message ends
+// with mediaMarker, the place of the form's file.
 func transcriptionChat(form *transcriptionForm, inst *instance) (map[string]any, error) {
 	if rf, ok := form.fields["response_format"]; ok && rf != "json" {
 		return nil, badRequest("Only 'json' response_format is supported for transcription")
 	}
-	format := audioFormat(form.file)
-	if format == "" {
+	if audioFormat(form.file) == "" {
 		return nil, badRequest("the input file is not audio (wav, mp3 or flac)")
 	}
 	// llama.cpp's ASR preset: LFM2 models take a system prompt instead.
@@ -150,17 +149,13 @@ func transcriptionChat(form *transcriptionForm, inst *instance) (map[string]any,
 	if lang := form.fields["language"]; lang != "" {
 		prompt += " (language: " + lang + ")"
 	}
-	var parts []any
-	if prompt != "" {
-		parts = append(parts, map[string]any{"type": "text", "text": prompt})
-	}
-	parts = append(parts, map[string]any{"type": "input_audio",
-		"input_audio": map[string]any{"data": base64.StdEncoding.EncodeToString(form.file), "format": format}})
+	// As llama-server, the user message is the prompt text ending with the
+	// media marker (a string, not content parts).
 	var msgs []any
 	if system != "" {
 		msgs = append(msgs, map[string]any{"role": "system", "content": system})
 	}
-	msgs = append(msgs, map[string]any{"role": "user", "content": parts})
+	msgs = append(msgs, map[string]any{"role": "user", "content": prompt + mediaMarker})
 	body := map[string]any{"messages": msgs, "stream": form.fields["stream"] == "true"}
 	if m, ok := form.fields["model"]; ok {
 		body["model"] = m
@@ -245,7 +240,7 @@ func handleTranscriptions(s *Server) http.HandlerFunc {
 			writeHTTPError(w, err)
 			return
 		}
-		g, plan, _, err := parseChatRequest(f, inst)
+		g, plan, _, err := parseChatRequestMedia(f, inst, []mediaInput{{data: form.file, kind: "audio"}})
 		if err != nil {
 			writeHTTPError(w, err)
 			return
