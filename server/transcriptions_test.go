@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"mime/multipart"
 	"net/http"
@@ -169,7 +170,7 @@ func TestTranscriptionsStream(t *testing.T) {
 func TestTranscriptionsBadInput(t *testing.T) {
 	testenv.MTMD(t)
 	base := audioServer(t)
-	_, plain := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, CtxSize: 512}})
+	_, plain := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, CtxSize: 512}, MaxBodyBytes: 1 << 16})
 	vision := mmServer(t)
 	wav := toneWAV(440)
 	multipartReq := func(file []byte, fields map[string]string) func(t *testing.T) (string, []byte) {
@@ -206,6 +207,15 @@ func TestTranscriptionsBadInput(t *testing.T) {
 			assert.Equal(t, "invalid_request_error", e["type"])
 			assert.Contains(t, e["message"], tt.want)
 		})
+	}
+	// A form over the body limit is a 413, whether its length is announced
+	// or not (chunked).
+	ct, big := transcriptionBody(t, bytes.Repeat(toneWAV(440), 10), greedy(nil))
+	for _, body := range []io.Reader{bytes.NewReader(big), io.MultiReader(bytes.NewReader(big))} {
+		resp, err := http.Post(plain.URL+"/v1/audio/transcriptions", ct, body)
+		var out map[string]any
+		assert.Equal(t, http.StatusRequestEntityTooLarge, decodeAnswer(t, resp, err, &out), "%v", out)
+		assert.Contains(t, out["error"].(map[string]any)["message"], "larger than")
 	}
 	// The server still transcribes.
 	code, out := postTranscription(t, base, wav, greedy(nil))
