@@ -155,6 +155,9 @@ func transcriptionChat(form *transcriptionForm, inst *instance) (map[string]any,
 	if system != "" {
 		msgs = append(msgs, map[string]any{"role": "system", "content": system})
 	}
+	// The client's text cannot place media: a marker in it (GET /props
+	// tells it) is dropped.
+	prompt = strings.ReplaceAll(prompt, mediaMarker, "")
 	msgs = append(msgs, map[string]any{"role": "user", "content": prompt + mediaMarker})
 	body := map[string]any{"messages": msgs, "stream": form.fields["stream"] == "true"}
 	if m, ok := form.fields["model"]; ok {

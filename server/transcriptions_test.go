@@ -116,6 +116,12 @@ func TestTranscriptions(t *testing.T) {
 	code, out := postTranscription(t, base, toneWAV(220), greedy(map[string]string{"language": "en"}))
 	require.Equal(t, http.StatusOK, code, "%v", out)
 	assert.Equal(t, texts[220], out["text"])
+	// The default prompt given explicitly, with a media marker smuggled in
+	// (it is dropped), gives the same transcript.
+	code, out = postTranscription(t, base, toneWAV(220), greedy(map[string]string{"language": "en",
+		"prompt": "Transcribe " + mediaMarker + "audio to text"}))
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	assert.Equal(t, texts[220], out["text"])
 	// Also on the path without /v1.
 	ct, body := transcriptionBody(t, toneWAV(220), greedy(nil))
 	resp, err := http.Post(base+"/audio/transcriptions", ct, bytes.NewReader(body))
