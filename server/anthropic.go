@@ -461,7 +461,7 @@ func handleAnthropicCountTokens(s *Server) http.HandlerFunc {
 			return
 		}
 		defer release()
-		g, _, _, err := parseChatRequestWith(f, inst, true)
+		g, _, _, err := parseChatRequestWith(f, inst, true, nil)
 		if err != nil {
 			writeAnthError(w, err)
 			return
@@ -504,7 +504,7 @@ func handleAnthropicMessages(s *Server) http.HandlerFunc {
 			return
 		}
 		defer release()
-		g, plan, co, err := parseChatRequestWith(f, inst, true)
+		g, plan, co, err := parseChatRequestWith(f, inst, true, nil)
 		if err != nil {
 			writeAnthError(w, err)
 			return

@@ -624,13 +624,22 @@ type chatOptions struct {
 
 // parseChatRequest reads a chat completion body into a task and a plan.
 func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chatOptions, error) {
-	return parseChatRequestWith(f, inst, false)
+	return parseChatRequestWith(f, inst, false, nil)
+}
+
+// parseChatRequestMedia is parseChatRequest for a body whose messages
+// already hold mediaMarker in their text (put there by the server, as the
+// transcriptions route does): extra are those media, after any the
+// messages' own parts carry.
+func parseChatRequestMedia(f reqFields, inst *instance, extra []mediaInput) (*genRequest, *chatPlan, chatOptions, error) {
+	return parseChatRequestWith(f, inst, false, extra)
 }
 
 // parseChatRequestWith is parseChatRequest; allowEmpty accepts a
 // conversation without messages (the template renders none), as
-// llama-server's Anthropic endpoint does.
-func parseChatRequestWith(f reqFields, inst *instance, allowEmpty bool) (*genRequest, *chatPlan, chatOptions, error) {
+// llama-server's Anthropic endpoint does, and extra are media as for
+// parseChatRequestMedia.
+func parseChatRequestWith(f reqFields, inst *instance, allowEmpty bool, extra []mediaInput) (*genRequest, *chatPlan, chatOptions, error) {
 	co := chatOptions{N: 1}
 	if !f.has("messages") {
 		return nil, nil, co, badRequest(`"messages" is required`)
@@ -645,6 +654,7 @@ func parseChatRequestWith(f reqFields, inst *instance, allowEmpty bool) (*genReq
 	if err != nil {
 		return nil, nil, co, err
 	}
+	media = append(media, extra...)
 	req := &chatRequest{Messages: msgs, AddGenerationPrompt: true, AllowEmpty: allowEmpty, media: media}
 	if err := parseTools(f, req); err != nil {
 		return nil, nil, co, err

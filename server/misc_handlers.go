@@ -786,7 +786,7 @@ func handleApplyTemplate(s *Server) http.HandlerFunc {
 				return
 			}
 			defer release()
-			_, plan, _, err := parseChatRequestWith(f, inst, true)
+			_, plan, _, err := parseChatRequestWith(f, inst, true, nil)
 			if err != nil {
 				writeHTTPError(w, err)
 				return
