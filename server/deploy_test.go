@@ -234,7 +234,7 @@ func TestDeployManifests(t *testing.T) {
 	}
 
 	// Every metric the picker reads is a gauge of our /metrics.
-	text := metricsText(Metrics{KVCacheCapacity: 4096, MaxAdapters: 1, RunningAdapters: []string{"a"}}, Metrics{})
+	text := metricsText(Metrics{KVCacheCapacity: 4096, MaxAdapters: 1, RunningAdapters: []string{"a"}, AdaptersChanged: time.Now()}, Metrics{})
 	parser := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := parser.TextToMetricFamilies(strings.NewReader(text))
 	require.NoError(t, err)

@@ -186,6 +186,10 @@ type engine struct {
 	queueSize int
 	spec      *engSpec // speculative decoding (nil: off)
 
+	// The LoRA sets /metrics last reported, and when they changed.
+	loraRunning, loraWaiting []string
+	loraChanged              time.Time
+
 	baseCtx context.Context
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -651,6 +655,11 @@ func (e *engine) Metrics() Metrics {
 			}
 		}
 	}
+	if e.loraChanged.IsZero() || !slices.Equal(e.loraRunning, m.RunningAdapters) || !slices.Equal(e.loraWaiting, m.WaitingAdapters) {
+		e.loraChanged = time.Now()
+		e.loraRunning, e.loraWaiting = m.RunningAdapters, m.WaitingAdapters
+	}
+	m.AdaptersChanged = e.loraChanged
 	return m
 }
 

@@ -5,6 +5,8 @@ package server
 // Task from a request and read its Events; they never touch llama.Context.
 
 import (
+	"time"
+
 	"context"
 
 	"github.com/x/llama"
@@ -300,6 +302,9 @@ type Metrics struct {
 	// with a non-zero scale in the running requests; WaitingAdapters those
 	// that queued requests ask for and running ones do not use.
 	RunningAdapters, WaitingAdapters []string
+	// AdaptersChanged is when RunningAdapters or WaitingAdapters last
+	// changed (the engine's start at first).
+	AdaptersChanged time.Time
 	// DraftTokensTotal, DraftAcceptedTotal and DraftsTotal count
 	// speculative decoding's drafted tokens, accepted tokens and checked
 	// drafts; DraftAcceptedPerPos the accepted tokens by draft position.

@@ -421,7 +421,7 @@ func metricsText(m, prev Metrics) string {
 	write("counter", counters)
 	write("gauge", gauges)
 	writeSpecPerPos(&sb, m)
-	writeGatewayMetrics(&sb, m, time.Now())
+	writeGatewayMetrics(&sb, m, m.AdaptersChanged)
 	return sb.String()
 }
 

@@ -160,6 +160,10 @@ type Options struct {
 	// GCPFromEnv), as llama-server does with AIP_MODE=PREDICTION.
 	GCP GCPOptions
 
+	// Offline keeps model downloads (POST /models in router mode) off the
+	// network: they use the Hugging Face cache only (--offline).
+	Offline bool
+
 	// Verbose adds the __verbose debug object (the native /completion
 	// result, prompt included) to OpenAI-shaped answers, as llama-server
 	// does with --verbose; a request's "verbose" field overrides it.

@@ -1373,6 +1373,10 @@ func (c *config) finish() error {
 		// The server takes the names comma-separated (its id is the first).
 		o.Alias = strings.Join(c.aliases, ",")
 	}
+	// As llama-server: --verbose also adds the __verbose debug object to
+	// OpenAI-shaped answers; --offline keeps POST /models off the network.
+	o.Verbose = c.verbose
+	o.Offline = c.hf.Offline
 	if c.noMMProj {
 		o.Multimodal.Projector = ""
 	}
