@@ -131,6 +131,7 @@ type modelEntry struct {
 	loadOnStartup bool
 	created       int64
 	aliases       []string // other names (single-model mode)
+	downloaded    bool     // added by POST /models: DELETE /models may remove it
 
 	state    modelState
 	inst     *instance

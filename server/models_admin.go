@@ -1,8 +1,13 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
+	"time"
+
+	"github.com/x/llama"
 )
 
 func init() {
@@ -11,11 +16,12 @@ func init() {
 }
 
 // handleModelsAdd is llama-server's POST /models of router mode:
-// {"model": "org/repo[:quant]"} downloads a model from the Hugging Face
-// hub into the cache and lists it. This server does not download models,
-// so a new name is refused (500, as llama-server answers a model it
-// cannot fetch); a missing name or one already listed get llama-server's
-// 400. Not found (404) outside router mode, as there.
+// {"model": "org/repo[:quant]"} pulls a model from the Hugging Face hub
+// into the cache (only the cache with Options.Offline) and lists it. It
+// answers {"success": true} at once; /models/sse tells the outcome with a
+// model_status "downloading" event, then "download_finished" or
+// "download_failed" (with the error). A missing name, or one already listed
+// or downloading, is llama-server's 400; outside router mode it is a 404.
 func handleModelsAdd(s *Server) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.router {
@@ -38,20 +44,58 @@ func handleModelsAdd(s *Server) http.HandlerFunc {
 		}
 		s.mu.Lock()
 		_, exists := s.byName[name]
-		s.mu.Unlock()
-		if exists {
+		if exists || s.downloading[name] {
+			s.mu.Unlock()
 			writeError(w, http.StatusBadRequest, errInvalidRequest, "model '"+name+"' already exists")
 			return
 		}
-		writeError(w, http.StatusInternalServerError, errServer,
-			"cannot download model '"+name+"': this server serves the models of --models-dir and --models-preset only")
+		if s.downloading == nil {
+			s.downloading = map[string]bool{}
+		}
+		s.downloading[name] = true
+		s.broadcastLocked(modelEvent{Model: name, Event: "model_status", Data: map[string]any{"status": "downloading"}})
+		s.loads.Add(1)
+		s.mu.Unlock()
+		go s.download(name)
+		writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+	}
+}
+
+// download pulls a model for POST /models and lists it when it arrives.
+func (s *Server) download(name string) {
+	defer s.loads.Done()
+	path, err := llama.Pull(s.ctx, name, llama.PullOptions{Offline: s.opts.Offline})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.downloading, name)
+	if err != nil {
+		if s.ctx.Err() == nil {
+			s.log.Warn("model download failed", "model", name, "err", err)
+		}
+		s.broadcastLocked(modelEvent{Model: name, Event: "download_failed", Data: map[string]any{"error": err.Error()}})
+		return
+	}
+	if _, exists := s.byName[name]; !exists && !s.closed {
+		s.addEntry(&modelEntry{name: name, path: path, opts: routerOptions(s.opts), created: time.Now().Unix(), downloaded: true})
+	}
+	s.broadcastLocked(modelEvent{Model: name, Event: "download_finished"})
+}
+
+// broadcastLocked sends ev to the /models/sse listeners; s.mu must be held.
+func (s *Server) broadcastLocked(ev modelEvent) {
+	for ch := range s.subs {
+		select {
+		case ch <- ev:
+		default: // a slow listener misses events rather than blocking
+		}
 	}
 }
 
 // handleModelsRemove is llama-server's DELETE /models?model=NAME of
-// router mode, which removes a model downloaded into the cache. The
-// models here come from --models-dir and --models-preset, which it never
-// removes (500 "not removable", as llama-server); an unknown name is 500
+// router mode: it removes a model POST /models downloaded from the list
+// (unloading it first); the files stay in the Hugging Face cache, shared
+// with other tools. Models of --models-dir and --models-preset are never
+// removed (500 "not removable", as llama-server); an unknown name is 500
 // "not found", as there.
 func handleModelsRemove(s *Server) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -65,12 +109,31 @@ func handleModelsRemove(s *Server) http.HandlerFunc {
 			return
 		}
 		s.mu.Lock()
-		_, exists := s.byName[name]
+		e, exists := s.byName[name]
 		s.mu.Unlock()
 		if !exists {
 			writeError(w, http.StatusInternalServerError, errServer, "model name="+name+" is not found")
 			return
 		}
-		writeError(w, http.StatusInternalServerError, errServer, "model name="+name+" is not removable (not from cache)")
+		if !e.downloaded {
+			writeError(w, http.StatusInternalServerError, errServer, "model name="+name+" is not removable (not from cache)")
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+		defer cancel()
+		s.mu.Lock()
+		loaded := e.state != stateUnloaded
+		s.mu.Unlock()
+		if err := s.unload(ctx, e); loaded && err != nil {
+			writeError(w, http.StatusInternalServerError, errServer, err.Error())
+			return
+		}
+		s.mu.Lock()
+		if s.byName[name] == e {
+			delete(s.byName, name)
+			s.models = slices.DeleteFunc(s.models, func(m *modelEntry) bool { return m == e })
+		}
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, map[string]bool{"success": true})
 	}
 }

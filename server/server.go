@@ -197,6 +197,8 @@ type Server struct {
 	models []*modelEntry
 	byName map[string]*modelEntry
 	subs   map[chan modelEvent]struct{}
+	// downloading are the models POST /models is fetching.
+	downloading map[string]bool
 
 	tools    *toolSet           // nil: /tools answers 403
 	streams  streamStore        // resumable streams (X-Conversation-Id)
