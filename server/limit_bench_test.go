@@ -70,7 +70,9 @@ func limitServer(b *testing.B, path string, parallel, slotCtx, batch int) string
 }
 
 // limitDecoder is the limit side: a context of its own on the same model
-// file, decoding the batches the engine would.
+// file, made as the engine makes its own (seqs sequences of ctxSize/seqs
+// positions each, not unified, as the server's default), decoding the
+// batches the engine would.
 type limitDecoder struct {
 	m     *llama.Model
 	c     *llama.Context
@@ -83,7 +85,7 @@ func newLimitDecoder(b *testing.B, path string, seqs, ctxSize, batch int) *limit
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := m.NewContext(llama.ContextOptions{ContextSize: ctxSize, Sequences: seqs, BatchSize: batch, KVUnified: true,
+	c, err := m.NewContext(llama.ContextOptions{ContextSize: ctxSize, Sequences: seqs, BatchSize: batch,
 		Threads: limitThreads(), ThreadsBatch: limitThreads()})
 	if err != nil {
 		m.Close()
@@ -208,7 +210,7 @@ func BenchmarkLimitThroughput(b *testing.B) {
 			b.Run(fmt.Sprintf("model=%s/clients=%d", md.name, clients), func(b *testing.B) {
 				parallel := max(8, clients)
 				url := limitServer(b, md.path, parallel, 512, 0)
-				d := newLimitDecoder(b, md.path, clients, 512*clients, 2048)
+				d := newLimitDecoder(b, md.path, parallel, 512*parallel, 2048)
 				body := map[string]any{"prompt": "Once upon a time", "n_predict": nGen, "ignore_eos": true,
 					"seed": 42, "cache_prompt": false, "stream": true}
 				var srvTok, limTok int
@@ -277,7 +279,7 @@ func BenchmarkLimitTTFT(b *testing.B) {
 	const nSys, nTail = 1000, 16
 	path := limitModel125M(b)
 	url := limitServer(b, path, 8, 2048, 0)
-	d := newLimitDecoder(b, path, 1, 2048, 2048)
+	d := newLimitDecoder(b, path, 8, 8*2048, 2048)
 	r := rand.New(rand.NewPCG(1, 2))
 	sys := limitRandomTokens(r, nSys)
 	if err := d.c.ClearMemory(); err != nil {
@@ -341,7 +343,7 @@ func BenchmarkLimitPrefillGap(b *testing.B) {
 	for _, batch := range []int{2048, 512} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			url := limitServer(b, path, nStreams+1, 4608, batch)
-			d := newLimitDecoder(b, path, nStreams+1, batch+64*nStreams, batch)
+			d := newLimitDecoder(b, path, nStreams+1, (nStreams+1)*4608, batch)
 			r := rand.New(rand.NewPCG(3, 4))
 			var worst, median, lim []time.Duration
 			for b.Loop() {
@@ -462,7 +464,7 @@ func BenchmarkLimitEngine(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer e.Close()
-			d := newLimitDecoder(b, path, clients, 512*clients, 2048)
+			d := newLimitDecoder(b, path, parallel, 512*parallel, 2048)
 			prompt := engTokenize(b, m, "Once upon a time", true)
 			var srvTok, limTok int
 			var srvTime, limTime time.Duration
@@ -508,4 +510,62 @@ func BenchmarkLimitEngine(b *testing.B) {
 			b.ReportMetric(srv/lim, "ratio")
 		})
 	}
+}
+
+// BenchmarkLimitSampling splits one continuous-batching step of 8 slots on
+// the 125M model into its two parts: the decode of the 8-token batch and
+// the sampling of the 8 rows one after another with the server's default
+// chain (32k-vocabulary candidate lists: top-k, typical, top-p, min-p,
+// temperature, dist), each slot with its own chain, as the engine does. It
+// reports both per step and the share of sampling, the most that sampling
+// the slots in parallel could win.
+func BenchmarkLimitSampling(b *testing.B) {
+	const n = 8
+	d := newLimitDecoder(b, limitModel125M(b), n, n*512, 2048)
+	eng, err := NewEngine(d.m, EngineOptions{Parallel: 1, CtxSize: 512, Threads: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer eng.Close()
+	chains := make([]*llama.SamplerChain, n)
+	for i := range chains {
+		p := DefaultSamplingParams()
+		p.Seed = uint32(i)
+		c, _, _, err := eng.(*engine).newSampler(&p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		chains[i] = c
+	}
+	var dec, smp time.Duration
+	pos := 0
+	for b.Loop() {
+		if pos == 0 {
+			if err := d.c.ClearMemory(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		d.batch.Clear()
+		for s := range n {
+			_ = d.batch.Add(llama.Token(100+s+pos), pos, s, true)
+		}
+		start := time.Now()
+		if err := d.c.Decode(context.Background(), d.batch); err != nil {
+			b.Fatal(err)
+		}
+		mid := time.Now()
+		for s, c := range chains {
+			if _, err := c.Sample(d.c, s); err != nil {
+				b.Fatal(err)
+			}
+		}
+		smp += time.Since(mid)
+		dec += mid.Sub(start)
+		pos = (pos + 1) % 128
+	}
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(dec)/float64(b.N)/1e6, "decode-ms/step")
+	b.ReportMetric(float64(smp)/float64(b.N)/1e6, "sample-ms/step")
+	b.ReportMetric(float64(smp)/float64(dec+smp), "sample-share")
 }
