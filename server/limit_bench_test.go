@@ -8,7 +8,7 @@ package server
 // 125M-parameter llama (Q8_0, 32k vocabulary) that gguf.BenchModelFile makes
 // once in the user cache, and on stories260K; not in CI.
 //
-//	go test -run '^$' -bench 'Limit' -benchtime 4x -count 3 ./server/ | go run ./internal/cmd/benchtable
+//	go test -run '^$' -bench Limit -benchtime 1x -count 3 ./server/ > bench.txt; go run ./internal/cmd/benchtable bench.txt
 
 import (
 	"bufio"
