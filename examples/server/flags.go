@@ -37,7 +37,7 @@ type config struct {
 	listDevices, version bool
 
 	// Features this server does not have yet: accepted, refused at start
-	// when actually used (see unsupported).
+	// when actually used (see unsupportedUse).
 	draftHF         string
 	draftDevices    string
 	mmprojURL       string
@@ -52,7 +52,6 @@ type config struct {
 	jsonSchema      string
 	mediaPath       string
 	presetUsed      bool
-	unsupported     []string
 
 	// Settings read by finish or by serve.
 	dryBreakersSet  bool
