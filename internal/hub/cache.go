@@ -139,16 +139,27 @@ func writeFileAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		os.Remove(tmp)
+	// A temporary file of its own, so that concurrent writers of one path
+	// (two pulls of one repo) never rename each other's file away.
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return nil
+	if err == nil {
+		err = os.Chmod(tmp, 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
 
 // link makes final (a snapshot entry) point at blob with a relative
@@ -169,6 +180,9 @@ func link(blob, final string) error {
 		if err = os.Symlink(rel, final); err == nil {
 			return nil
 		}
+		if _, serr := os.Stat(final); serr == nil {
+			return nil // another pull linked it meanwhile
+		}
 	}
 	if err := os.Rename(blob, final); err == nil {
 		return nil
@@ -182,11 +196,11 @@ func copyFile(src, dst string) (err error) {
 		return err
 	}
 	defer in.Close()
-	tmp := dst + ".tmp"
-	out, err := os.Create(tmp)
+	out, err := os.CreateTemp(filepath.Dir(dst), filepath.Base(dst)+".*.tmp")
 	if err != nil {
 		return err
 	}
+	tmp := out.Name()
 	_, err = io.Copy(out, in)
 	if cerr := out.Close(); err == nil {
 		err = cerr
