@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unicode"
 	"unicode/utf8"
 	"unsafe"
 
@@ -82,6 +83,8 @@ type Model struct {
 	path  string
 	// encoderOnly: encoder without decoder (BERT-like); Embed encodes.
 	encoderOnly bool
+	bpeOnce     sync.Once // bpe: the vocabulary is BPE (see isBPE)
+	bpe         bool
 
 	childMu  sync.Mutex
 	children map[closer]struct{}
@@ -620,6 +623,69 @@ type TokenizeOptions struct {
 
 // Tokenize turns text into tokens.
 func (m *Model) Tokenize(text string, opts TokenizeOptions) ([]Token, error) {
+	// llama.cpp splits BPE text with std::regex, which recurses once per
+	// character of a match: a run of ~25,000 characters without white
+	// space overflows the thread's stack and kills the process. Longer
+	// runs are cut and their pieces tokenized one after the other.
+	if len(text) > maxRunRunes && m.isBPE() {
+		if pieces := cutLongRuns(text, maxRunRunes); len(pieces) > 1 {
+			var out []Token
+			sp := m.SpecialTokens()
+			if opts.AddSpecial && sp.AddBOS && sp.BOS != NoToken {
+				out = append(out, sp.BOS)
+			}
+			po := opts
+			po.AddSpecial = false
+			for _, p := range pieces {
+				toks, err := m.tokenize(p, po)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, toks...)
+			}
+			if opts.AddSpecial && sp.AddEOS && sp.EOS != NoToken {
+				out = append(out, sp.EOS)
+			}
+			return out, nil
+		}
+	}
+	return m.tokenize(text, opts)
+}
+
+// maxRunRunes is the longest run of characters without white space that
+// Tokenize hands to llama.cpp's BPE pre-tokenizer in one piece.
+const maxRunRunes = 2048
+
+// isBPE reports whether the vocabulary is BPE (GGUF's "gpt2"), whose
+// pre-tokenizer is the recursive one.
+func (m *Model) isBPE() bool {
+	m.bpeOnce.Do(func() {
+		kind, ok := m.MetaValue("tokenizer.ggml.model")
+		m.bpe = !ok || kind == "gpt2"
+	})
+	return m.bpe
+}
+
+// cutLongRuns cuts s inside every run of more than n characters without
+// white space, so that no piece holds such a run; other text is not cut.
+func cutLongRuns(s string, n int) []string {
+	var pieces []string
+	start, run := 0, 0
+	for i, r := range s {
+		if unicode.IsSpace(r) {
+			run = 0
+			continue
+		}
+		run++
+		if run > n {
+			pieces = append(pieces, s[start:i])
+			start, run = i, 1
+		}
+	}
+	return append(pieces, s[start:])
+}
+
+func (m *Model) tokenize(text string, opts TokenizeOptions) ([]Token, error) {
 	done, err := m.use("tokenize")
 	if err != nil {
 		return nil, err
