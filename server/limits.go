@@ -27,7 +27,6 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/x/llama"
@@ -398,78 +397,10 @@ func (p embdPrompt) texts() []string {
 	return out
 }
 
-// maxRunRunes is the longest run of characters without white space that
-// is tokenized in one call to llama.cpp with a BPE vocabulary. Some BPE
-// pre-tokenizers (deepseek-coder's, for one) split text with std::regex,
-// which recurses once per character of a match: a run of ~25,000 letters
-// overflows an 8 MB thread stack and kills the process. Longer runs are
-// cut into pieces tokenized one after the other.
-const maxRunRunes = 2048
-
-// bpeModels caches whether a model's vocabulary is BPE.
-var bpeModels sync.Map // *llama.Model -> bool
-
-func isBPE(m *llama.Model) bool {
-	if v, ok := bpeModels.Load(m); ok {
-		return v.(bool)
-	}
-	// GGUF names BPE tokenizers "gpt2". (Model.Info is not used: it aborts
-	// in llama.cpp on a vocabulary-only model.)
-	kind, ok := m.MetaValue("tokenizer.ggml.model")
-	bpe := !ok || kind == "gpt2"
-	bpeModels.Store(m, bpe)
-	return bpe
-}
-
-// tokenizeText is m.Tokenize made safe for long runs of characters
-// without white space (see maxRunRunes). Text without such runs is
-// tokenized as it is; otherwise each piece is tokenized without special
-// tokens, and BOS and EOS are added around the whole as o.AddSpecial asks.
+// tokenizeText is m.Tokenize, which also cuts the long runs of characters
+// without white space that crash llama.cpp's BPE pre-tokenizer.
 func tokenizeText(m *llama.Model, text string, o llama.TokenizeOptions) ([]llama.Token, error) {
-	if len(text) <= maxRunRunes || !isBPE(m) {
-		return m.Tokenize(text, o)
-	}
-	pieces := cutLongRuns(text, maxRunRunes)
-	if len(pieces) == 1 {
-		return m.Tokenize(text, o)
-	}
-	var out []llama.Token
-	sp := m.SpecialTokens()
-	if o.AddSpecial && sp.AddBOS && sp.BOS != llama.NoToken {
-		out = append(out, sp.BOS)
-	}
-	po := o
-	po.AddSpecial = false
-	for _, p := range pieces {
-		toks, err := m.Tokenize(p, po)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, toks...)
-	}
-	if o.AddSpecial && sp.AddEOS && sp.EOS != llama.NoToken {
-		out = append(out, sp.EOS)
-	}
-	return out, nil
-}
-
-// cutLongRuns cuts s inside every run of more than n characters without
-// white space, so that no piece holds such a run; other text is not cut.
-func cutLongRuns(s string, n int) []string {
-	var pieces []string
-	start, run := 0, 0
-	for i, r := range s {
-		if unicode.IsSpace(r) {
-			run = 0
-			continue
-		}
-		run++
-		if run > n {
-			pieces = append(pieces, s[start:i])
-			start, run = i, 1
-		}
-	}
-	return append(pieces, s[start:])
+	return m.Tokenize(text, o)
 }
 
 // Limits of a JSON Schema turned into a grammar: converting an object

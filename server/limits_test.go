@@ -175,18 +175,6 @@ func TestLimitsLongRuns(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want, got, "text without long runs is tokenized as one")
 
-	for _, c := range []struct {
-		in   string
-		n    int
-		want []string
-	}{
-		{"abcdef", 2, []string{"ab", "cd", "ef"}},
-		{"ab cd", 2, []string{"ab cd"}},
-		{"abc de", 2, []string{"ab", "c de"}},
-		{"", 2, []string{""}},
-	} {
-		assert.Equal(t, c.want, cutLongRuns(c.in, c.n), c.in)
-	}
 }
 
 // A request whose client has gone before it is prepared never reaches
