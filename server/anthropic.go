@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/x/llama/engine"
+
 	"github.com/x/llama/chat"
 )
 
@@ -471,19 +473,19 @@ func handleAnthropicCountTokens(s *Server) http.HandlerFunc {
 }
 
 // anthStopReason maps how generation ended to Anthropic's stop_reason.
-func anthStopReason(ev Event, toolCalls bool) string {
+func anthStopReason(ev engine.Event, toolCalls bool) string {
 	switch {
-	case toolCalls && (ev.Stop == StopEOS || ev.Stop == StopWord):
+	case toolCalls && (ev.Stop == engine.StopEOS || ev.Stop == engine.StopWord):
 		return "tool_use"
-	case ev.Stop == StopWord:
+	case ev.Stop == engine.StopWord:
 		return "stop_sequence"
-	case ev.Stop == StopEOS:
+	case ev.Stop == engine.StopEOS:
 		return "end_turn"
 	}
 	return "max_tokens"
 }
 
-func anthUsageOf(ev Event) anthUsage {
+func anthUsageOf(ev engine.Event) anthUsage {
 	return anthUsage{InputTokens: ev.PromptTokens - ev.CachedTokens, OutputTokens: ev.Generated, CacheReadInputTokens: ev.CachedTokens}
 }
 
@@ -552,7 +554,7 @@ func handleAnthropicMessages(s *Server) http.HandlerFunc {
 // streamAnthropic sends a message as Anthropic's stream: message_start,
 // ping, one content block at a time (start, deltas, stop), message_delta
 // with the stop reason and usage, message_stop.
-func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, events <-chan Event) {
+func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, events <-chan engine.Event) {
 	sse := sseStart(w)
 	send := func(name string, v any) bool {
 		if _, err := w.Write([]byte("event: " + name + "\n")); err != nil {
@@ -561,7 +563,7 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 		return sse.data(v) == nil
 	}
 	started := false
-	start := func(ev Event) bool {
+	start := func(ev engine.Event) bool {
 		if started {
 			return true
 		}
@@ -649,7 +651,7 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 			return
 		}
 		if ev.Done {
-			d := parser.Finish(ev.Stop == StopLimit)
+			d := parser.Finish(ev.Stop == engine.StopLimit)
 			if !emit(d) || !closeBlock() {
 				return
 			}

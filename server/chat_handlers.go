@@ -8,7 +8,7 @@ package server
 //
 // prepareChat is reusable by other chat-shaped endpoints: it turns a
 // chatRequest (the conversation in package chat's types plus options) into
-// a Task and the chat.ParseOptions to read its output with.
+// an engine.Request and the chat.ParseOptions to read its output with.
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/x/llama/engine"
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
@@ -73,7 +75,7 @@ const genericToolsPrompt = "Respond in JSON format, either with `tool_call` (a r
 // prepareChat renders req and sets t's prompt and grammar for it. t holds
 // the generation parameters already parsed (its Params.Grammar, if any,
 // came from the request's grammar or json_schema).
-func (inst *instance) prepareChat(req *chatRequest, t *Task) (*chatPlan, error) {
+func (inst *instance) prepareChat(req *chatRequest, t *engine.Request) (*chatPlan, error) {
 	if len(req.Messages) == 0 && !req.AllowEmpty {
 		return nil, badRequest(`"messages" must not be empty`)
 	}
@@ -294,8 +296,8 @@ func addSystem(msgs []chat.Message, text string) []chat.Message {
 }
 
 // grammarTrigger converts a chat trigger to the engine's.
-func grammarTrigger(m *llama.Model, tr chat.GrammarTrigger) GrammarTrigger {
-	g := GrammarTrigger{Token: llama.NoToken}
+func grammarTrigger(m *llama.Model, tr chat.GrammarTrigger) engine.GrammarTrigger {
+	g := engine.GrammarTrigger{Token: llama.NoToken}
 	switch tr.Kind {
 	case chat.TriggerWord:
 		g.Word = tr.Value
@@ -761,12 +763,12 @@ type (
 		SystemFingerprint string          `json:"system_fingerprint"`
 		Choices           []oaiChatChoice `json:"choices"`
 		Usage             *oaiUsage       `json:"usage,omitempty"`
-		Timings           *Timings        `json:"timings,omitempty"`
+		Timings           *engine.Timings `json:"timings,omitempty"`
 		// Verbose is llama-server's __verbose debug object (the native
 		// /completion result), with "verbose" or --verbose.
 		Verbose any `json:"__verbose,omitempty"`
-		// PromptProgress is set on the progress chunks of return_progress.
-		PromptProgress *PromptProgress `json:"prompt_progress,omitempty"`
+		// engine.PromptProgress is set on the progress chunks of return_progress.
+		PromptProgress *engine.PromptProgress `json:"prompt_progress,omitempty"`
 	}
 	oaiChatChoice struct {
 		Index        int             `json:"index"`
@@ -814,7 +816,7 @@ func parseChatOutput(text string, opts chat.ParseOptions) chat.Message {
 
 // collectChat waits for the result of a chat that is not streamed and
 // reads its message with parseChatOutput.
-func collectChat(ctx context.Context, inst *instance, plan *chatPlan, events <-chan Event) (*completionResult, chat.Message, error) {
+func collectChat(ctx context.Context, inst *instance, plan *chatPlan, events <-chan engine.Event) (*completionResult, chat.Message, error) {
 	res, err := collect(ctx, inst.Model, events)
 	if err != nil {
 		return nil, chat.Message{}, err
@@ -851,7 +853,7 @@ func handleChatCompletion(s *Server) http.HandlerFunc {
 		}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		tasks := make([]*Task, co.N)
+		tasks := make([]*engine.Request, co.N)
 		for i := range tasks {
 			t := *g.task
 			tasks[i] = &t
@@ -908,7 +910,7 @@ func handleChatCompletion(s *Server) http.HandlerFunc {
 // channel, "index" telling them apart): the assistant role, the parsed
 // deltas, a chunk with the finish reason, then, once every choice is done,
 // optionally the usage (with empty choices), then [DONE].
-func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOptions, chans []<-chan Event, base oaiChatCompletion) {
+func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOptions, chans []<-chan engine.Event, base oaiChatCompletion) {
 	sse := sseStart(w)
 	base.Object = "chat.completion.chunk"
 	type choiceState struct {
@@ -923,7 +925,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 		states[i] = &choiceState{ids: map[int]string{},
 			parser: newChatStream(plan.Parse).withPrefix(plan.Prefill).withJSONContent(plan.ResponseFormat)}
 	}
-	send := func(c oaiChatChoice, tm *Timings) bool {
+	send := func(c oaiChatChoice, tm *engine.Timings) bool {
 		chunk := base
 		chunk.Choices = []oaiChatChoice{c}
 		chunk.Timings = tm
@@ -938,7 +940,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 			}
 		}
 	}
-	emit := func(idx int, st *choiceState, d chat.Delta, tm *Timings) bool {
+	emit := func(idx int, st *choiceState, d chat.Delta, tm *engine.Timings) bool {
 		if d.Empty() && len(st.pending) == 0 {
 			return true
 		}
@@ -966,7 +968,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 		return send(c, tm)
 	}
 	var usage oaiUsage
-	var last Timings
+	var last engine.Timings
 	left := len(chans)
 	for ev := range merge(ctx, chans) {
 		st := states[ev.Index]
@@ -988,13 +990,13 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 				continue
 			}
 			st.done = true
-			d := st.parser.Finish(ev.Stop == StopLimit)
+			d := st.parser.Finish(ev.Stop == engine.StopLimit)
 			if !emit(ev.Index, st, d, nil) {
 				return
 			}
 			fr := finishReason(ev.Stop, st.anyCalls)
 			tm := ev.Timings
-			var finTimings *Timings
+			var finTimings *engine.Timings
 			if !co.IncludeUsage {
 				finTimings = &tm
 			}
@@ -1024,7 +1026,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 			continue
 		}
 		d := st.parser.Push(ev.Text)
-		var tm *Timings
+		var tm *engine.Timings
 		if g.opt.TimingsPerToken {
 			t := ev.Timings
 			tm = &t

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
@@ -222,12 +224,12 @@ func metric(t *testing.T, base, name string) string {
 // context once Submit has returned, so that a test can wait on a task being
 // queued or cancelled instead of polling /metrics.
 type watchEngine struct {
-	Engine
+	engineAPI
 	submitted chan context.Context
 }
 
-func (e watchEngine) Submit(ctx context.Context, t *Task) (<-chan Event, error) {
-	ch, err := e.Engine.Submit(ctx, t)
+func (e watchEngine) Submit(ctx context.Context, t *engine.Request) (<-chan engine.Event, error) {
+	ch, err := e.engineAPI.Submit(ctx, t)
 	e.submitted <- ctx
 	return ch, err
 }
@@ -237,7 +239,7 @@ func (e watchEngine) Submit(ctx context.Context, t *Task) (<-chan Event, error) 
 func watchSubmits(t *testing.T, s *Server) <-chan context.Context {
 	inst := defaultInstance(t, s)
 	real := inst.Engine
-	w := watchEngine{Engine: real, submitted: make(chan context.Context, 16)}
+	w := watchEngine{engineAPI: real, submitted: make(chan context.Context, 16)}
 	inst.Engine = w
 	t.Cleanup(func() { inst.Engine = real })
 	return w.submitted
@@ -246,7 +248,7 @@ func watchSubmits(t *testing.T, s *Server) <-chan context.Context {
 // A client that goes away cancels its task and frees the slot.
 func TestCompletionClientDisconnect(t *testing.T) {
 	// With context shift, generation goes on until the client leaves.
-	s, ts := newTestServer(t, Options{Engine: EngineOptions{ContextShift: true}})
+	s, ts := newTestServer(t, Options{Engine: engine.Options{ContextShift: true}})
 	tasks := watchSubmits(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
 	body, _ := json.Marshal(map[string]any{"prompt": "Once upon a time", "n_predict": 100000, "ignore_eos": true, "stream": true})
@@ -281,18 +283,20 @@ func TestCompletionClientDisconnect(t *testing.T) {
 }
 
 // busyEngine is an Engine whose queue is always full.
-type busyEngine struct{ Engine }
+type busyEngine struct{ engineAPI }
 
-func (busyEngine) Submit(context.Context, *Task) (<-chan Event, error) { return nil, ErrBusy }
-func (busyEngine) SlotsInfo() []SlotInfo                               { return []SlotInfo{{NCtx: 512}} }
+func (busyEngine) Submit(context.Context, *engine.Request) (<-chan engine.Event, error) {
+	return nil, engine.ErrBusy
+}
+func (busyEngine) SlotsInfo() []engine.SlotInfo { return []engine.SlotInfo{{NCtx: 512}} }
 
-// A full queue (ErrBusy) answers 503 unavailable_error.
+// A full queue (engine.ErrBusy) answers 503 unavailable_error.
 func TestCompletionBusy(t *testing.T) {
 	s, _ := newTestServer(t, Options{})
 	inst := defaultInstance(t, s)
 	busy := &instance{Name: inst.Name, Model: inst.Model, Engine: busyEngine{inst.Engine}, Template: inst.Template, Server: s, Opts: inst.Opts}
-	_, err := s.runTask(context.Background(), busy, &Task{Kind: TaskCompletion, Prompt: []llama.Token{1, 2}})
-	require.ErrorIs(t, err, ErrBusy)
+	_, err := s.runTask(context.Background(), busy, &engine.Request{Kind: engine.KindCompletion, Prompt: []llama.Token{1, 2}})
+	require.ErrorIs(t, err, engine.ErrBusy)
 	rec := httptest.NewRecorder()
 	writeHTTPError(rec, err)
 	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
@@ -307,7 +311,7 @@ func TestCompletionBusy(t *testing.T) {
 // call in that format and the parser reads it back, whole and streamed.
 func TestChatToolCallHermes(t *testing.T) {
 	tmpl := filepath.Join(testenv.LlamaSrc(t), "models", "templates", "Qwen-Qwen3-0.6B.jinja")
-	_, ts := newTestServer(t, Options{ChatTemplateFile: tmpl, Engine: EngineOptions{CtxSize: 4096}})
+	_, ts := newTestServer(t, Options{ChatTemplateFile: tmpl, Engine: engine.Options{CtxSize: 4096}})
 	url := ts.URL + "/v1/chat/completions"
 	body := func() map[string]any {
 		return map[string]any{
@@ -358,7 +362,7 @@ func TestPrepareChat(t *testing.T) {
 	inst := testInstance(t)
 	user := chat.Message{Role: chat.RoleUser, Content: "Tell me a story."}
 	t.Run("generation prompt", func(t *testing.T) {
-		task := &Task{Params: DefaultSamplingParams()}
+		task := &engine.Request{Params: engine.DefaultSamplingParams()}
 		plan, err := inst.prepareChat(&chatRequest{Messages: []chat.Message{user}, AddGenerationPrompt: true}, task)
 		require.NoError(t, err)
 		assert.True(t, strings.HasSuffix(plan.Prompt, "<|im_start|>assistant\n"), plan.Prompt)
@@ -367,16 +371,16 @@ func TestPrepareChat(t *testing.T) {
 		assert.NotEmpty(t, task.Prompt)
 	})
 	t.Run("assistant prefill", func(t *testing.T) {
-		task := &Task{Params: DefaultSamplingParams()}
+		task := &engine.Request{Params: engine.DefaultSamplingParams()}
 		msgs := []chat.Message{user, {Role: chat.RoleAssistant, Content: "Once upon a time"}}
 		plan, err := inst.prepareChat(&chatRequest{Messages: msgs, AddGenerationPrompt: true}, task)
 		require.NoError(t, err)
 		assert.True(t, strings.HasSuffix(plan.Prompt, "<|im_start|>assistant\nOnce upon a time"), plan.Prompt)
-		_, err = inst.prepareChat(&chatRequest{Messages: append(msgs, msgs[1]), AddGenerationPrompt: true}, &Task{Params: DefaultSamplingParams()})
+		_, err = inst.prepareChat(&chatRequest{Messages: append(msgs, msgs[1]), AddGenerationPrompt: true}, &engine.Request{Params: engine.DefaultSamplingParams()})
 		require.Error(t, err)
 	})
 	t.Run("generic tools", func(t *testing.T) {
-		task := &Task{Params: DefaultSamplingParams()}
+		task := &engine.Request{Params: engine.DefaultSamplingParams()}
 		tools := []chat.Tool{{Name: "f", Parameters: json.RawMessage(`{"type":"object"}`)}}
 		plan, err := inst.prepareChat(&chatRequest{Messages: []chat.Message{user}, Tools: tools, ToolChoice: chat.ToolChoice{Mode: "auto"}, AddGenerationPrompt: true}, task)
 		require.NoError(t, err)
@@ -390,7 +394,7 @@ func TestPrepareChat(t *testing.T) {
 
 // End to end: one slot busy, one request waiting, the next is refused.
 func TestCompletionQueueFull(t *testing.T) {
-	s, ts := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, CtxSize: 512, QueueSize: 1, ContextShift: true}})
+	s, ts := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, CtxSize: 512, QueueSize: 1, ContextShift: true}})
 	tasks := watchSubmits(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -518,30 +522,30 @@ func TestChatMalformedOutputWhole(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		pieces []string
-		stop   StopReason
+		stop   engine.StopReason
 		want   map[string]answer // by endpoint
 	}{
-		{"well formed call (control)", []string{"<think>Rain?</think>", call}, StopEOS, map[string]answer{
+		{"well formed call (control)", []string{"<think>Rain?</think>", call}, engine.StopEOS, map[string]answer{
 			"chat":      {"", "Rain?", "get_weather", `{"city": "Rome"}`, "tool_calls"},
 			"anthropic": {"", "Rain?", "get_weather", `{"city":"Rome"}`, "tool_use"},
 			"responses": {"", "Rain?", "get_weather", `{"city": "Rome"}`, "completed"},
 		}},
-		{"malformed arguments after reasoning", []string{"<think>Rain?</think>", badArgs}, StopEOS, map[string]answer{
+		{"malformed arguments after reasoning", []string{"<think>Rain?</think>", badArgs}, engine.StopEOS, map[string]answer{
 			"chat":      {"<think>Rain?</think>" + badArgs, "", "", "", "stop"},
 			"anthropic": {"<think>Rain?</think>" + badArgs, "", "", "", "end_turn"},
 			"responses": {"<think>Rain?</think>" + badArgs, "", "", "", "completed"},
 		}},
-		{"malformed second call: the first is not kept", []string{call, badSecond[len(call):]}, StopEOS, map[string]answer{
+		{"malformed second call: the first is not kept", []string{call, badSecond[len(call):]}, engine.StopEOS, map[string]answer{
 			"chat":      {badSecond, "", "", "", "stop"},
 			"anthropic": {badSecond, "", "", "", "end_turn"},
 			"responses": {badSecond, "", "", "", "completed"},
 		}},
-		{"call cut off by max_tokens", []string{cutOff[:20], cutOff[20:]}, StopLimit, map[string]answer{
+		{"call cut off by max_tokens", []string{cutOff[:20], cutOff[20:]}, engine.StopLimit, map[string]answer{
 			"chat":      {cutOff, "", "", "", "length"},
 			"anthropic": {cutOff, "", "", "", "max_tokens"},
 			"responses": {cutOff, "", "", "", "completed"},
 		}},
-		{"call unfinished at end of generation", []string{unfinished}, StopEOS, map[string]answer{
+		{"call unfinished at end of generation", []string{unfinished}, engine.StopEOS, map[string]answer{
 			"chat":      {unfinished, "", "", "", "stop"},
 			"anthropic": {unfinished, "", "", "", "end_turn"},
 			"responses": {unfinished, "", "", "", "completed"},
@@ -549,7 +553,7 @@ func TestChatMalformedOutputWhole(t *testing.T) {
 	} {
 		for _, ep := range endpoints {
 			t.Run(tc.name+"/"+ep.name, func(t *testing.T) {
-				inst.Engine = scriptEngine{Engine: real, pieces: tc.pieces, stop: tc.stop}
+				inst.Engine = scriptEngine{engineAPI: real, pieces: tc.pieces, stop: tc.stop}
 				assert.Equal(t, tc.want[ep.name], ep.ask(t))
 			})
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -61,17 +63,17 @@ func TestChatStream(t *testing.T) {
 
 // scriptEngine answers every task with fixed output pieces.
 type scriptEngine struct {
-	Engine
+	engineAPI
 	pieces []string
-	stop   StopReason
+	stop   engine.StopReason
 }
 
-func (e scriptEngine) Submit(_ context.Context, t *Task) (<-chan Event, error) {
-	ch := make(chan Event, len(e.pieces)+1)
+func (e scriptEngine) Submit(_ context.Context, t *engine.Request) (<-chan engine.Event, error) {
+	ch := make(chan engine.Event, len(e.pieces)+1)
 	for _, p := range e.pieces {
-		ch <- Event{Token: 1, Text: p}
+		ch <- engine.Event{Token: 1, Text: p}
 	}
-	ch <- Event{Done: true, Stop: e.stop, PromptTokens: len(t.Prompt), Generated: len(e.pieces)}
+	ch <- engine.Event{Done: true, Stop: e.stop, PromptTokens: len(t.Prompt), Generated: len(e.pieces)}
 	close(ch)
 	return ch, nil
 }
@@ -109,20 +111,20 @@ func TestChatStreamMalformedOutput(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		pieces      []string
-		stop        StopReason
+		stop        engine.StopReason
 		content     string
 		names, args string
 		finish      string
 	}{
-		{"malformed call", []string{"Let me check.", " <tool_call>", "\n{\"name\": get_weather", "}\n</tool_call>"}, StopEOS,
+		{"malformed call", []string{"Let me check.", " <tool_call>", "\n{\"name\": get_weather", "}\n</tool_call>"}, engine.StopEOS,
 			"Let me check. <tool_call>\n{\"name\": get_weather}\n</tool_call>", "", "", "stop"},
-		{"malformed second call", []string{"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>", "\n<tool_call>\n{{{", " oops"}, StopEOS,
+		{"malformed second call", []string{"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>", "\n<tool_call>\n{{{", " oops"}, engine.StopEOS,
 			"<tool_call>\n{{{ oops", "get_weather", `{"city": "Rome"}`, "tool_calls"},
-		{"call cut off by max_tokens", []string{"<tool_call>\n{\"name\": \"get_weather\", ", "\"arguments\": {\"city\": \"Ro"}, StopLimit,
+		{"call cut off by max_tokens", []string{"<tool_call>\n{\"name\": \"get_weather\", ", "\"arguments\": {\"city\": \"Ro"}, engine.StopLimit,
 			"", "get_weather", `{"city": "Ro`, "length"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			inst.Engine = scriptEngine{Engine: real, pieces: tc.pieces, stop: tc.stop}
+			inst.Engine = scriptEngine{engineAPI: real, pieces: tc.pieces, stop: tc.stop}
 			content, _, finish, chunks := streamedChat(t, ts.URL+"/v1/chat/completions", body())
 			assert.Equal(t, tc.content, content)
 			names, args := streamedCalls(chunks)

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/x/llama/engine"
+
 	"github.com/x/llama"
 )
 
@@ -23,13 +25,13 @@ func init() {
 type genRequest struct {
 	inst    *instance
 	prompts [][]llama.Token
-	task    *Task
+	task    *engine.Request
 	opt     genOptions
 }
 
 // tasks returns one task per prompt.
-func (g *genRequest) tasks() []*Task {
-	out := make([]*Task, len(g.prompts))
+func (g *genRequest) tasks() []*engine.Request {
+	out := make([]*engine.Request, len(g.prompts))
 	for i, p := range g.prompts {
 		t := *g.task
 		t.Prompt = p
@@ -41,8 +43,8 @@ func (g *genRequest) tasks() []*Task {
 // startTasks submits tasks and waits for the first event of each, so
 // that a failure is answered with its HTTP status. On failure the tasks
 // already submitted end when the caller cancels ctx.
-func (s *Server) startTasks(ctx context.Context, inst *instance, tasks []*Task) ([]<-chan Event, error) {
-	chans := make([]<-chan Event, 0, len(tasks))
+func (s *Server) startTasks(ctx context.Context, inst *instance, tasks []*engine.Request) ([]<-chan engine.Event, error) {
+	chans := make([]<-chan engine.Event, 0, len(tasks))
 	for _, t := range tasks {
 		ch, err := s.runTask(ctx, inst, t)
 		if err != nil {
@@ -63,12 +65,12 @@ func (s *Server) startTasks(ctx context.Context, inst *instance, tasks []*Task) 
 // indexedEvent is an event of the task at Index.
 type indexedEvent struct {
 	Index int
-	Event
+	engine.Event
 }
 
 // merge forwards the events of several tasks into one channel, closed
 // once they all end or ctx is done.
-func merge(ctx context.Context, chans []<-chan Event) <-chan indexedEvent {
+func merge(ctx context.Context, chans []<-chan engine.Event) <-chan indexedEvent {
 	out := make(chan indexedEvent)
 	done := make(chan struct{})
 	for i, ch := range chans {
@@ -132,7 +134,7 @@ func (s *Server) requestInstance(w http.ResponseWriter, r *http.Request) (f reqF
 // events (ctx ends with the request). Errors before answer are answered
 // with their status.
 func generationHandler(parse func(reqFields, *instance) (*genRequest, error),
-	answer func(ctx context.Context, w http.ResponseWriter, f reqFields, g *genRequest, chans []<-chan Event)) func(*Server) http.HandlerFunc {
+	answer func(ctx context.Context, w http.ResponseWriter, f reqFields, g *genRequest, chans []<-chan engine.Event)) func(*Server) http.HandlerFunc {
 	return func(s *Server) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			f, inst, release, ok := s.requestInstance(w, r)
@@ -158,7 +160,7 @@ func generationHandler(parse func(reqFields, *instance) (*genRequest, error),
 }
 
 // answerCompletion writes /completion's response.
-func answerCompletion(ctx context.Context, w http.ResponseWriter, _ reqFields, g *genRequest, chans []<-chan Event) {
+func answerCompletion(ctx context.Context, w http.ResponseWriter, _ reqFields, g *genRequest, chans []<-chan engine.Event) {
 	inst := g.inst
 	if g.opt.Stream {
 		streamNative(ctx, w, g, chans)
@@ -258,8 +260,8 @@ func nativeFinal(g *genRequest, idx int, res *completionResult, stream bool) any
 	return obj
 }
 
-func stopType(r StopReason) string {
-	if r == StopNone {
+func stopType(r engine.StopReason) string {
+	if r == engine.StopNone {
 		return "none"
 	}
 	return string(r)
@@ -298,7 +300,7 @@ func pickFields(obj map[string]any, fields []string) map[string]any {
 
 // streamNative sends a native completion as Server-Sent Events: one chunk
 // per piece of text, then the final object of each prompt.
-func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, chans []<-chan Event) {
+func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, chans []<-chan engine.Event) {
 	sse := sseStart(w)
 	type state struct {
 		tokens []llama.Token

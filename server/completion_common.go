@@ -11,7 +11,7 @@ package server
 //     stripped when tokenizing adds it anyway.
 //   - (*instance).slotContext(): the context size of one slot.
 //   - (*Server).runTask(ctx, inst, t): checks the prompt against the
-//     context (exceed_context_size_error) and submits the task (ErrBusy →
+//     context (exceed_context_size_error) and submits the task (engine.ErrBusy →
 //     503); errors are *httpError.
 //   - httpError, badRequest, writeHTTPError(w, err): errors with an HTTP
 //     status and llama.cpp's error type.
@@ -36,6 +36,8 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/x/llama/engine"
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
@@ -66,12 +68,12 @@ func badRequest(format string, args ...any) *httpError {
 // errorObject is the JSON body of an error answer.
 func errorObject(err error) (int, map[string]any) {
 	var he *httpError
-	var ce *ContextSizeError
+	var ce *engine.ContextSizeError
 	switch {
 	case errors.As(err, &he):
 	case errors.As(err, &ce):
 		he = exceedContext(ce.PromptTokens, ce.CtxSize)
-	case errors.Is(err, ErrBusy):
+	case errors.Is(err, engine.ErrBusy):
 		he = &httpError{Status: http.StatusServiceUnavailable, Type: "unavailable_error", Msg: err.Error()}
 	case errors.Is(err, llama.ErrInvalid), errors.Is(err, llama.ErrGrammar):
 		he = badRequest("%v", err)
@@ -187,8 +189,8 @@ func exceedContext(nPrompt, nCtx int) *httpError {
 
 // runTask checks t's prompt against the context and submits it. Cancelling
 // ctx (the request's context) cancels the task.
-func (s *Server) runTask(ctx context.Context, inst *instance, t *Task) (<-chan Event, error) {
-	if t.Kind == TaskCompletion {
+func (s *Server) runTask(ctx context.Context, inst *instance, t *engine.Request) (<-chan engine.Event, error) {
+	if t.Kind == engine.KindCompletion {
 		if err := inst.limitTask(t); err != nil {
 			return nil, err
 		}
@@ -204,7 +206,7 @@ func (s *Server) runTask(ctx context.Context, inst *instance, t *Task) (<-chan E
 	}
 	ch, err := inst.Engine.Submit(ctx, t)
 	if err != nil {
-		if errors.Is(err, ErrBusy) {
+		if errors.Is(err, engine.ErrBusy) {
 			return nil, &httpError{Status: http.StatusServiceUnavailable, Type: "unavailable_error", Msg: err.Error(), Err: err}
 		}
 		return nil, err
@@ -262,8 +264,8 @@ func (s *sseWriter) sendError(err error) {
 // peekEvents waits for a task's first event, so that a task failing at
 // once is answered with an HTTP error status rather than inside a stream
 // already started. It returns the events, the first one included.
-func peekEvents(ctx context.Context, ch <-chan Event) (<-chan Event, error) {
-	var first Event
+func peekEvents(ctx context.Context, ch <-chan engine.Event) (<-chan engine.Event, error) {
+	var first engine.Event
 	select {
 	case ev, ok := <-ch:
 		if !ok {
@@ -276,7 +278,7 @@ func peekEvents(ctx context.Context, ch <-chan Event) (<-chan Event, error) {
 	if first.Err != nil {
 		return nil, first.Err
 	}
-	out := make(chan Event, 1)
+	out := make(chan engine.Event, 1)
 	out <- first
 	go func() {
 		defer close(out)
@@ -295,22 +297,22 @@ func peekEvents(ctx context.Context, ch <-chan Event) (<-chan Event, error) {
 type step struct {
 	Token   llama.Token
 	Text    string
-	Sampled *TokenProb
-	Probs   []TokenProb
+	Sampled *engine.TokenProb
+	Probs   []engine.TokenProb
 }
 
 // completionResult is a finished task's output.
 type completionResult struct {
 	Text   string
 	Tokens []llama.Token
-	Steps  []step // only with n_probs
-	Final  Event  // the Done event
+	Steps  []step       // only with n_probs
+	Final  engine.Event // the Done event
 }
 
 // collect reads events until the task ends; end-of-generation tokens of m
-// are left out of Tokens. An Event.Err, or ctx ending first, is returned
+// are left out of Tokens. An engine.Event.Err, or ctx ending first, is returned
 // as the error.
-func collect(ctx context.Context, m *llama.Model, events <-chan Event) (*completionResult, error) {
+func collect(ctx context.Context, m *llama.Model, events <-chan engine.Event) (*completionResult, error) {
 	var res completionResult
 	var sb strings.Builder
 	for ev := range events {
@@ -369,7 +371,7 @@ func finiteLog(l float32) float64 {
 	return float64(l)
 }
 
-func tokenProbJSON(m *llama.Model, tp TokenProb, post bool) probJSON {
+func tokenProbJSON(m *llama.Model, tp engine.TokenProb, post bool) probJSON {
 	text := tp.Text
 	if text == "" {
 		text, _ = m.TokenPiece(tp.Token, true)
@@ -392,7 +394,7 @@ func tokenProbJSON(m *llama.Model, tp TokenProb, post bool) probJSON {
 func probsJSON(m *llama.Model, steps []step, post bool) []probJSON {
 	out := make([]probJSON, 0, len(steps))
 	for _, s := range steps {
-		sampled := TokenProb{Token: s.Token}
+		sampled := engine.TokenProb{Token: s.Token}
 		if s.Sampled != nil {
 			sampled = *s.Sampled
 		}

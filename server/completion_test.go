@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -276,7 +278,7 @@ func TestCompletionNCacheReuse(t *testing.T) {
 	var m *llama.Model
 	for _, reuse := range []int{0, 4} {
 		// Without the RAM prompt cache, which would restore earlier prompts.
-		s, ts := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, CacheReuse: reuse, NoPromptCache: true}})
+		s, ts := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, CacheReuse: reuse, NoPromptCache: true}})
 		servers[reuse] = ts.URL
 		m = defaultInstance(t, s).Model
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/x/llama/engine"
 	"github.com/x/llama/internal/testenv"
 )
 
@@ -234,7 +235,7 @@ func TestDeployManifests(t *testing.T) {
 	}
 
 	// Every metric the picker reads is a gauge of our /metrics.
-	text := metricsText(Metrics{KVCacheCapacity: 4096, MaxAdapters: 1, RunningAdapters: []string{"a"}, AdaptersChanged: time.Now()}, Metrics{})
+	text := metricsText(engine.Metrics{KVCacheCapacity: 4096, MaxAdapters: 1, RunningAdapters: []string{"a"}, AdaptersChanged: time.Now()}, engine.Metrics{})
 	parser := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := parser.TextToMetricFamilies(strings.NewReader(text))
 	require.NoError(t, err)

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/x/llama/engine"
+
 	"github.com/x/llama"
 )
 
@@ -63,7 +65,7 @@ type oaiEmbedding struct {
 
 // serverPooling returns the pooling the server's embedding contexts use:
 // the configured one, else the model's own (none when it has none).
-func serverPooling(o EngineOptions, m *llama.Model) llama.PoolingType {
+func serverPooling(o engine.Options, m *llama.Model) llama.PoolingType {
 	if p := o.Pooling; p != llama.PoolingDefault {
 		return p
 	}
@@ -155,7 +157,7 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) http.HandlerFunc {
 				writeHTTPError(w, err)
 				return
 			}
-			tasks := make([]*Task, len(prompts))
+			tasks := make([]*engine.Request, len(prompts))
 			for i, p := range prompts {
 				if err := inst.checkEncoderText(p.texts()...); err != nil {
 					writeHTTPError(w, err)
@@ -177,7 +179,7 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) http.HandlerFunc {
 					writeHTTPError(w, err)
 					return
 				}
-				tasks[i] = &Task{Kind: TaskEmbedding, Prompt: toks, Params: DefaultSamplingParams(),
+				tasks[i] = &engine.Request{Kind: engine.KindEmbedding, Prompt: toks, Params: engine.DefaultSamplingParams(),
 					NKeep: -1, SlotID: -1, Normalize: normalize, PerToken: pooling == llama.PoolingNone}
 			}
 			events, err := submitAll(r, inst.embedder(), tasks)
@@ -185,7 +187,7 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) http.HandlerFunc {
 				writeTaskError(w, err)
 				return
 			}
-			results := make([]Event, len(tasks))
+			results := make([]engine.Event, len(tasks))
 			for i, ch := range events {
 				ev, err := collectOne(ch)
 				if err != nil {
@@ -230,9 +232,9 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) http.HandlerFunc {
 // submitAll queues every task before reading any result, so that the
 // engine can batch them together. On a failed submission the tasks already
 // queued are cancelled.
-func submitAll(r *http.Request, e Engine, tasks []*Task) ([]<-chan Event, error) {
+func submitAll(r *http.Request, e engineAPI, tasks []*engine.Request) ([]<-chan engine.Event, error) {
 	ctx := r.Context()
-	out := make([]<-chan Event, 0, len(tasks))
+	out := make([]<-chan engine.Event, 0, len(tasks))
 	for _, t := range tasks {
 		ch, err := e.Submit(ctx, t)
 		if err != nil {
@@ -246,7 +248,7 @@ func submitAll(r *http.Request, e Engine, tasks []*Task) ([]<-chan Event, error)
 // checkEncoderInput refuses a prompt that cannot be computed in one
 // physical batch, as llama.cpp does for embeddings and reranking (their
 // tokens must all be in one ubatch).
-func checkEncoderInput(n int, o EngineOptions) error {
+func checkEncoderInput(n int, o engine.Options) error {
 	ub := o.UBatchSize
 	if ub <= 0 {
 		ub = 512

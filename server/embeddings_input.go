@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/x/llama/engine"
+
 	"github.com/x/llama"
 )
 
@@ -144,8 +146,8 @@ func (p embdPrompt) tokenize(m *llama.Model, addSpecial, parseSpecial bool) ([]l
 
 // collectOne reads a one-result task's events (embedding and rerank tasks
 // send a single Done event) and returns the last one or its error.
-func collectOne(ch <-chan Event) (Event, error) {
-	var last Event
+func collectOne(ch <-chan engine.Event) (engine.Event, error) {
+	var last engine.Event
 	got := false
 	for ev := range ch {
 		if ev.Err != nil {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
@@ -134,7 +136,7 @@ func norm2(v []float32) float64 {
 }
 
 func embeddingServer(t *testing.T, path string, pooling llama.PoolingType) string {
-	_, hs := newTestServer(t, Options{Model: path, Engine: EngineOptions{
+	_, hs := newTestServer(t, Options{Model: path, Engine: engine.Options{
 		Embedding: true, Pooling: pooling, Parallel: 2, CtxSize: 1024, BatchSize: 512, UBatchSize: 512, Threads: 1,
 	}})
 	return hs.URL

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 
+	"github.com/x/llama/engine"
 	"github.com/x/llama/internal/testenv"
 	"github.com/x/llama/server"
 )
@@ -22,7 +23,7 @@ var modelPath = testenv.MustModel("stories260K.gguf")
 func ExampleServer_Handler() {
 	srv, err := server.New(context.Background(), server.Options{
 		Model:  modelPath,
-		Engine: server.EngineOptions{Parallel: 2, CtxSize: 1024, Threads: 1},
+		Engine: engine.Options{Parallel: 2, CtxSize: 1024, Threads: 1},
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -60,7 +61,7 @@ func ExampleServer_Handler_chatStream() {
 	srv, err := server.New(context.Background(), server.Options{
 		Model:        modelPath,
 		ChatTemplate: "chatml",
-		Engine:       server.EngineOptions{CtxSize: 1024, Threads: 1},
+		Engine:       engine.Options{CtxSize: 1024, Threads: 1},
 		Logger:       slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama/internal/testenv"
@@ -76,10 +78,10 @@ func defaultInstance(t testing.TB, s *Server) *instance {
 // returns the default instance, whose Engine a test may replace, for
 // example with a scriptEngine, and the real engine, which is put back at
 // the end of the test.
-func newScriptServer(t *testing.T) (ts *httptest.Server, inst *instance, real Engine) {
+func newScriptServer(t *testing.T) (ts *httptest.Server, inst *instance, real engineAPI) {
 	t.Helper()
 	tmpl := filepath.Join(testenv.LlamaSrc(t), "models", "templates", "Qwen-Qwen3-0.6B.jinja")
-	s, ts := newTestServer(t, Options{ChatTemplateFile: tmpl, Engine: EngineOptions{Parallel: 1, CtxSize: 1024}})
+	s, ts := newTestServer(t, Options{ChatTemplateFile: tmpl, Engine: engine.Options{Parallel: 1, CtxSize: 1024}})
 	inst = defaultInstance(t, s)
 	real = inst.Engine
 	t.Cleanup(func() { inst.Engine = real })

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	"github.com/x/llama"
 	"github.com/x/llama/internal/testenv"
 )
@@ -99,7 +101,7 @@ func FuzzTokenizeRequest(f *testing.F) {
 }
 
 func FuzzEmbeddingsRequest(f *testing.F) {
-	fuzzRoute(f, Options{Model: testenv.Model(f, "stories260K.gguf"), Engine: EngineOptions{
+	fuzzRoute(f, Options{Model: testenv.Model(f, "stories260K.gguf"), Engine: engine.Options{
 		Embedding: true, Pooling: llama.PoolingMean, Parallel: 2, CtxSize: 1024}}, "/v1/embeddings",
 		`{"input":"hello"}`,
 		`{"input":["a","b",[1,2,"c"]],"encoding_format":"base64"}`,
@@ -107,7 +109,7 @@ func FuzzEmbeddingsRequest(f *testing.F) {
 }
 
 func FuzzRerankRequest(f *testing.F) {
-	fuzzRoute(f, Options{Model: writeTinyBert(f, 1, 0), Engine: EngineOptions{
+	fuzzRoute(f, Options{Model: writeTinyBert(f, 1, 0), Engine: engine.Options{
 		Embedding: true, Reranking: true, Pooling: llama.PoolingRank, Parallel: 2, CtxSize: 1024, BatchSize: 512, UBatchSize: 512}}, "/v1/rerank",
 		`{"query":"a","documents":["b","c"]}`,
 		`{"query":"a","texts":["b"],"top_n":1,"return_text":true}`,

@@ -26,6 +26,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -149,15 +151,15 @@ func hostileServers(t *testing.T) (gen, fim, emb, rr *hostileTarget) {
 	_, g := newTestServer(t, o)
 	o = base
 	o.Model = writeTinyCoder(t)
-	o.Engine = EngineOptions{Parallel: 2, CtxSize: 1024, BatchSize: 256}
+	o.Engine = engine.Options{Parallel: 2, CtxSize: 1024, BatchSize: 256}
 	_, f := newTestServer(t, o)
 	o = base
 	o.Model = testenv.Model(t, "stories260K.gguf")
-	o.Engine = EngineOptions{Embedding: true, Pooling: llama.PoolingMean, Parallel: 2, CtxSize: 1024}
+	o.Engine = engine.Options{Embedding: true, Pooling: llama.PoolingMean, Parallel: 2, CtxSize: 1024}
 	_, e := newTestServer(t, o)
 	o = base
 	o.Model = writeTinyBert(t, 1, 0)
-	o.Engine = EngineOptions{Embedding: true, Reranking: true, Pooling: llama.PoolingRank, Parallel: 2, CtxSize: 1024, BatchSize: 512, UBatchSize: 512}
+	o.Engine = engine.Options{Embedding: true, Reranking: true, Pooling: llama.PoolingRank, Parallel: 2, CtxSize: 1024, BatchSize: 512, UBatchSize: 512}
 	_, r := newTestServer(t, o)
 	return &hostileTarget{g.URL}, &hostileTarget{f.URL}, &hostileTarget{e.URL}, &hostileTarget{r.URL}
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -85,7 +87,7 @@ func TestInfillPrompt(t *testing.T) {
 }
 
 func TestInfill(t *testing.T) {
-	_, hs := newTestServer(t, Options{Model: writeTinyCoder(t), Engine: EngineOptions{
+	_, hs := newTestServer(t, Options{Model: writeTinyCoder(t), Engine: engine.Options{
 		Parallel: 1, CtxSize: 1024, BatchSize: 256, Threads: 1,
 	}})
 	url := hs.URL

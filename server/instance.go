@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/x/llama/engine"
+
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
 	"github.com/x/llama/mtmd"
@@ -23,12 +25,12 @@ type instance struct {
 	// Path is the GGUF file.
 	Path   string
 	Model  *llama.Model
-	Engine Engine
+	Engine engineAPI
 	// EmbedEngine runs the embeddings of a generative model served with
 	// Embedding (llama-server's --embedding keeps completions on), in a
 	// second context beside Engine; nil otherwise (Engine does both or
 	// only embeddings).
-	EmbedEngine Engine
+	EmbedEngine engineAPI
 	// Projector encodes media for Model (nil: text only); Model's Close
 	// closes it.
 	Projector *mtmd.Projector
@@ -65,7 +67,7 @@ func (inst *instance) eogTokens() []llama.Token {
 }
 
 // embedder returns the engine that runs embedding and rerank tasks.
-func (inst *instance) embedder() Engine {
+func (inst *instance) embedder() engineAPI {
 	if inst.EmbedEngine != nil {
 		return inst.EmbedEngine
 	}
@@ -117,7 +119,7 @@ type modelInfo struct {
 	ToolUseSource  string
 	Caps           chat.TemplateCaps
 	BOS, EOS       string
-	Adapters       []AdapterInfo
+	Adapters       []engine.AdapterInfo
 	Vision, Audio  bool // the projector's input modalities
 }
 
@@ -141,12 +143,12 @@ type modelEntry struct {
 	lastUsed time.Time
 	idle     *time.Timer
 	info     *modelInfo
-	metrics  Metrics // counters of the instances unloaded so far
-	scraped  Metrics // counters at the last GET /metrics (the gauges' window)
+	metrics  engine.Metrics // counters of the instances unloaded so far
+	scraped  engine.Metrics // counters at the last GET /metrics (the gauges' window)
 }
 
 // addMetrics returns the counters of a and b summed (the gauges of b).
-func addMetrics(a, b Metrics) Metrics {
+func addMetrics(a, b engine.Metrics) engine.Metrics {
 	b.PromptTokensTotal += a.PromptTokensTotal
 	b.PromptTokensCachedTotal += a.PromptTokensCachedTotal
 	b.PromptSecondsTotal += a.PromptSecondsTotal
@@ -165,7 +167,7 @@ func addMetrics(a, b Metrics) Metrics {
 
 // metricsLocked returns e's counters since the server started, across
 // sleeps and unloads. s.mu must be held.
-func (e *modelEntry) metricsLocked() Metrics {
+func (e *modelEntry) metricsLocked() engine.Metrics {
 	m := e.metrics
 	if e.inst != nil {
 		m = addMetrics(e.metrics, e.inst.Engine.Metrics())
@@ -536,19 +538,19 @@ func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
 	if eo.Logger == nil {
 		eo.Logger = s.log
 	}
-	var embedEng Engine
+	var embedEng engineAPI
 	if eo.Embedding && !eo.Reranking && mi.HasDecoder {
 		// A generative model with --embedding serves completions too, as
 		// llama-server does: embeddings get a context of their own.
 		emb := eo
 		emb.Parallel = 1
-		if embedEng, err = NewEngine(m, emb); err != nil {
+		if embedEng, err = newEngine(m, emb); err != nil {
 			_ = m.Close()
 			return nil, nil, fmt.Errorf("start embedding engine: %w", err)
 		}
 		eo.Embedding = false
 	}
-	eng, err := NewEngine(m, eo)
+	eng, err := newEngine(m, eo)
 	if err != nil {
 		if embedEng != nil {
 			_ = embedEng.Close()
@@ -583,7 +585,7 @@ func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
 }
 
 // slotContext is each slot's context size under o.
-func slotContext(o EngineOptions, train int) int {
+func slotContext(o engine.Options, train int) int {
 	n := o.CtxSize
 	if n <= 0 {
 		n = train

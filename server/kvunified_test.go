@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -15,13 +17,13 @@ import (
 func TestKVUnifiedSlotCapacity(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		eo      EngineOptions
+		eo      engine.Options
 		wantCtx int
 	}{
-		{"whole context", EngineOptions{Parallel: 4, CtxSize: 256, KVUnified: true}, 256},
-		{"capped per slot", EngineOptions{Parallel: 4, CtxSize: 256, KVUnified: true, KVUnifiedPerSlot: 100}, 100},
-		{"split without unified (llama.cpp pads to 256)", EngineOptions{Parallel: 4, CtxSize: 1024}, 256},
-		{"unified, same context", EngineOptions{Parallel: 4, CtxSize: 1024, KVUnified: true}, 1024},
+		{"whole context", engine.Options{Parallel: 4, CtxSize: 256, KVUnified: true}, 256},
+		{"capped per slot", engine.Options{Parallel: 4, CtxSize: 256, KVUnified: true, KVUnifiedPerSlot: 100}, 100},
+		{"split without unified (llama.cpp pads to 256)", engine.Options{Parallel: 4, CtxSize: 1024}, 256},
+		{"unified, same context", engine.Options{Parallel: 4, CtxSize: 1024, KVUnified: true}, 1024},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ts := newTestServer(t, Options{Engine: tc.eo})
@@ -38,7 +40,7 @@ func TestKVUnifiedSlotCapacity(t *testing.T) {
 		})
 	}
 	t.Run("full cache", func(t *testing.T) {
-		_, ts := newTestServer(t, Options{Engine: EngineOptions{Parallel: 4, CtxSize: 256, KVUnified: true, BatchSize: 64, UBatchSize: 64}})
+		_, ts := newTestServer(t, Options{Engine: engine.Options{Parallel: 4, CtxSize: 256, KVUnified: true, BatchSize: 64, UBatchSize: 64}})
 		var wg sync.WaitGroup
 		codes := make([]int, 4)
 		for i := range codes {

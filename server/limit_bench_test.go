@@ -18,31 +18,18 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/x/llama/engine"
+
 	"github.com/x/llama"
-	"github.com/x/llama/internal/gguf"
+	"github.com/x/llama/internal/benchlimit"
 	"github.com/x/llama/internal/testenv"
 )
-
-// limitThreads is the compute threads of these benchmarks: never more than
-// the cores (ggml's threads spin).
-func limitThreads() int { return min(2, runtime.NumCPU()) }
-
-// limitModel125M returns the path of the 125M benchmark model (Q8_0).
-func limitModel125M(b *testing.B) string {
-	b.Helper()
-	path, err := gguf.BenchModelFile(testenv.Model(b, "llama-2-tiny-random.gguf"), "llama-125m", gguf.BenchModel125M, gguf.Q8_0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return path
-}
 
 // limitModels are the models of the throughput benchmark with their client
 // counts.
@@ -54,7 +41,7 @@ func limitModels(b *testing.B) []struct {
 		name, path string
 		clients    []int
 	}{
-		{"125M-Q8_0", limitModel125M(b), []int{1, 8, 16}},
+		{"125M-Q8_0", benchlimit.Model125M(b), []int{1, 8, 16}},
 		{"stories260K", testenv.Model(b, "stories260K.gguf"), []int{8, 16}},
 	}
 }
@@ -63,83 +50,10 @@ func limitModels(b *testing.B) []struct {
 // tokens each, min(2, NumCPU) threads.
 func limitServer(b *testing.B, path string, parallel, slotCtx, batch int) string {
 	b.Helper()
-	_, ts := newTestServer(b, Options{Model: path, Engine: EngineOptions{
+	_, ts := newTestServer(b, Options{Model: path, Engine: engine.Options{
 		Parallel: parallel, CtxSize: parallel * slotCtx, BatchSize: batch,
-		Threads: limitThreads(), ThreadsBatch: limitThreads()}})
+		Threads: benchlimit.Threads(), ThreadsBatch: benchlimit.Threads()}})
 	return ts.URL
-}
-
-// limitDecoder is the limit side: a context of its own on the same model
-// file, made as the engine makes its own (seqs sequences of ctxSize/seqs
-// positions each, not unified, as the server's default), decoding the
-// batches the engine would.
-type limitDecoder struct {
-	m     *llama.Model
-	c     *llama.Context
-	batch *llama.Batch
-}
-
-func newLimitDecoder(b *testing.B, path string, seqs, ctxSize, batch int) *limitDecoder {
-	b.Helper()
-	m, err := llama.LoadModel(context.Background(), path, llama.ModelOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	c, err := m.NewContext(llama.ContextOptions{ContextSize: ctxSize, Sequences: seqs, BatchSize: batch,
-		Threads: limitThreads(), ThreadsBatch: limitThreads()})
-	if err != nil {
-		m.Close()
-		b.Fatal(err)
-	}
-	d := &limitDecoder{m: m, c: c, batch: llama.NewBatch(max(batch, seqs), 1)}
-	b.Cleanup(func() {
-		c.Close()
-		m.Close()
-	})
-	return d
-}
-
-// steps decodes steps batches of one token for each of n sequences from
-// position 0 (a continuous-batching step of n generating slots) after
-// clearing the memory, and returns the tokens and the time in Decode.
-func (d *limitDecoder) steps(b *testing.B, n, steps int) (int, time.Duration) {
-	if err := d.c.ClearMemory(); err != nil {
-		b.Fatal(err)
-	}
-	var spent time.Duration
-	for pos := range steps {
-		d.batch.Clear()
-		for s := range n {
-			_ = d.batch.Add(llama.Token(100+s+pos), pos, s, true)
-		}
-		start := time.Now()
-		if err := d.c.Decode(context.Background(), d.batch); err != nil {
-			b.Fatal(err)
-		}
-		spent += time.Since(start)
-	}
-	return n * steps, spent
-}
-
-// prefill decodes toks on sequence seq from position pos in batches of at
-// most the decoder's batch size, the last token with output, and returns
-// the time in Decode.
-func (d *limitDecoder) prefill(b *testing.B, seq, pos int, toks []llama.Token) time.Duration {
-	var spent time.Duration
-	for len(toks) > 0 {
-		n := min(len(toks), d.batch.Cap())
-		d.batch.Clear()
-		for i, t := range toks[:n] {
-			_ = d.batch.Add(t, pos+i, seq, i == len(toks)-1)
-		}
-		start := time.Now()
-		if err := d.c.Decode(context.Background(), d.batch); err != nil {
-			b.Fatal(err)
-		}
-		spent += time.Since(start)
-		toks, pos = toks[n:], pos+n
-	}
-	return spent
 }
 
 // limitStream is what a streaming /completion answered: the arrival time of
@@ -210,7 +124,7 @@ func BenchmarkLimitThroughput(b *testing.B) {
 			b.Run(fmt.Sprintf("model=%s/clients=%d", md.name, clients), func(b *testing.B) {
 				parallel := max(8, clients)
 				url := limitServer(b, md.path, parallel, 512, 0)
-				d := newLimitDecoder(b, md.path, parallel, 512*parallel, 2048)
+				d := benchlimit.NewDecoder(b, md.path, parallel, 512*parallel, 2048)
 				body := map[string]any{"prompt": "Once upon a time", "n_predict": nGen, "ignore_eos": true,
 					"seed": 42, "cache_prompt": false, "stream": true}
 				var srvTok, limTok int
@@ -233,7 +147,7 @@ func BenchmarkLimitThroughput(b *testing.B) {
 					}
 					wg.Wait()
 					srvTime += time.Since(start)
-					n, spent := d.steps(b, clients, nGen)
+					n, spent := d.Steps(b, clients, nGen)
 					limTok += n
 					limTime += spent
 				}
@@ -277,15 +191,15 @@ func limitQuantile(ds []time.Duration, q float64) time.Duration {
 // of each, interleaved. Ratios are limit/figure at the median.
 func BenchmarkLimitTTFT(b *testing.B) {
 	const nSys, nTail = 1000, 16
-	path := limitModel125M(b)
+	path := benchlimit.Model125M(b)
 	url := limitServer(b, path, 8, 2048, 0)
-	d := newLimitDecoder(b, path, 8, 8*2048, 2048)
+	d := benchlimit.NewDecoder(b, path, 8, 8*2048, 2048)
 	r := rand.New(rand.NewPCG(1, 2))
 	sys := limitRandomTokens(r, nSys)
-	if err := d.c.ClearMemory(); err != nil {
+	if err := d.C.ClearMemory(); err != nil {
 		b.Fatal(err)
 	}
-	d.prefill(b, 0, 0, sys)
+	d.Prefill(b, 0, 0, sys)
 	ttft := func(prompt []llama.Token) time.Duration {
 		st, err := limitPost(context.Background(), url, map[string]any{"prompt": prompt, "n_predict": 2,
 			"ignore_eos": true, "cache_prompt": true, "stream": true, "seed": 1},
@@ -304,18 +218,18 @@ func BenchmarkLimitTTFT(b *testing.B) {
 	for b.Loop() {
 		shared = append(shared, ttft(append(slices.Clone(sys), limitRandomTokens(r, nTail)...)))
 		unique = append(unique, ttft(limitRandomTokens(r, nSys+nTail)))
-		if _, err := d.c.RemoveTokens(0, nSys, -1); err != nil {
+		if _, err := d.C.RemoveTokens(0, nSys, -1); err != nil {
 			b.Fatal(err)
 		}
-		limShared = append(limShared, d.prefill(b, 0, nSys, limitRandomTokens(r, nTail)))
-		if _, err := d.c.RemoveTokens(0, 0, -1); err != nil {
+		limShared = append(limShared, d.Prefill(b, 0, nSys, limitRandomTokens(r, nTail)))
+		if _, err := d.C.RemoveTokens(0, 0, -1); err != nil {
 			b.Fatal(err)
 		}
-		limUnique = append(limUnique, d.prefill(b, 0, 0, limitRandomTokens(r, nSys+nTail)))
-		if _, err := d.c.RemoveTokens(0, 0, -1); err != nil {
+		limUnique = append(limUnique, d.Prefill(b, 0, 0, limitRandomTokens(r, nSys+nTail)))
+		if _, err := d.C.RemoveTokens(0, 0, -1); err != nil {
 			b.Fatal(err)
 		}
-		d.prefill(b, 0, 0, sys)
+		d.Prefill(b, 0, 0, sys)
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	sp50, up50 := limitQuantile(shared, 0.5), limitQuantile(unique, 0.5)
@@ -339,11 +253,11 @@ func BenchmarkLimitTTFT(b *testing.B) {
 // BatchSize 2048 (the default) and 512.
 func BenchmarkLimitPrefillGap(b *testing.B) {
 	const nStreams, nPrompt = 7, 4000
-	path := limitModel125M(b)
+	path := benchlimit.Model125M(b)
 	for _, batch := range []int{2048, 512} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			url := limitServer(b, path, nStreams+1, 4608, batch)
-			d := newLimitDecoder(b, path, nStreams+1, (nStreams+1)*4608, batch)
+			d := benchlimit.NewDecoder(b, path, nStreams+1, (nStreams+1)*4608, batch)
 			r := rand.New(rand.NewPCG(3, 4))
 			var worst, median, lim []time.Duration
 			for b.Loop() {
@@ -413,18 +327,18 @@ func BenchmarkLimitPrefillGap(b *testing.B) {
 				worst = append(worst, w)
 				median = append(median, limitQuantile(before, 0.5))
 				// the limit: the largest step, a full batch of prompt and stream tokens
-				if err := d.c.ClearMemory(); err != nil {
+				if err := d.C.ClearMemory(); err != nil {
 					b.Fatal(err)
 				}
-				d.batch.Clear()
+				d.Batch.Clear()
 				for s := range nStreams {
-					_ = d.batch.Add(llama.Token(100+s), 0, s, true)
+					_ = d.Batch.Add(llama.Token(100+s), 0, s, true)
 				}
 				for i, t := range limitRandomTokens(r, batch-nStreams) {
-					_ = d.batch.Add(t, i, nStreams, false)
+					_ = d.Batch.Add(t, i, nStreams, false)
 				}
 				start := time.Now()
-				if err := d.c.Decode(context.Background(), d.batch); err != nil {
+				if err := d.C.Decode(context.Background(), d.Batch); err != nil {
 					b.Fatal(err)
 				}
 				lim = append(lim, time.Since(start))
@@ -439,133 +353,4 @@ func BenchmarkLimitPrefillGap(b *testing.B) {
 			b.ReportMetric(float64(lm)/float64(wm), "ratio")
 		})
 	}
-}
-
-// BenchmarkLimitEngine is BenchmarkLimitThroughput without HTTP: the
-// engine's Submit directly (8 and 16 clients, 128 tokens each, slots
-// max(8, clients)) against the same bare decode, on the 125M model. The
-// gap between its ratio and 1 is the engine's time between decodes
-// (sampling, bookkeeping); the gap between it and the HTTP ratio is the
-// server's.
-func BenchmarkLimitEngine(b *testing.B) {
-	const nGen = 128
-	path := limitModel125M(b)
-	m, err := llama.LoadModel(context.Background(), path, llama.ModelOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { m.Close() })
-	for _, clients := range []int{8, 16} {
-		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			parallel := max(8, clients)
-			e, err := NewEngine(m, EngineOptions{Parallel: parallel, CtxSize: parallel * 512,
-				Threads: limitThreads(), ThreadsBatch: limitThreads()})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer e.Close()
-			d := newLimitDecoder(b, path, parallel, 512*parallel, 2048)
-			prompt := engTokenize(b, m, "Once upon a time", true)
-			var srvTok, limTok int
-			var srvTime, limTime time.Duration
-			for b.Loop() {
-				start := time.Now()
-				var wg sync.WaitGroup
-				var mu sync.Mutex
-				for range clients {
-					wg.Go(func() {
-						p := DefaultSamplingParams()
-						p.Seed = 42
-						p.IgnoreEOS = true
-						ch, err := e.Submit(context.Background(), &Task{Kind: TaskCompletion, Prompt: prompt, Params: p, NPredict: nGen, SlotID: -1})
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						for ev := range ch {
-							if ev.Err != nil {
-								b.Error(ev.Err)
-							}
-							if ev.Done {
-								mu.Lock()
-								srvTok += ev.Generated
-								mu.Unlock()
-							}
-						}
-					})
-				}
-				wg.Wait()
-				srvTime += time.Since(start)
-				n, spent := d.steps(b, clients, nGen)
-				limTok += n
-				limTime += spent
-			}
-			if srvTok != b.N*clients*nGen {
-				b.Fatalf("generated %d tokens, want %d", srvTok, b.N*clients*nGen)
-			}
-			srv, lim := float64(srvTok)/srvTime.Seconds(), float64(limTok)/limTime.Seconds()
-			b.ReportMetric(0, "ns/op")
-			b.ReportMetric(srv, "tok/s")
-			b.ReportMetric(lim, "limit-tok/s")
-			b.ReportMetric(srv/lim, "ratio")
-		})
-	}
-}
-
-// BenchmarkLimitSampling splits one continuous-batching step of 8 slots on
-// the 125M model into its two parts: the decode of the 8-token batch and
-// the sampling of the 8 rows one after another with the server's default
-// chain (32k-vocabulary candidate lists: top-k, typical, top-p, min-p,
-// temperature, dist), each slot with its own chain, as the engine does. It
-// reports both per step and the share of sampling, the most that sampling
-// the slots in parallel could win.
-func BenchmarkLimitSampling(b *testing.B) {
-	const n = 8
-	d := newLimitDecoder(b, limitModel125M(b), n, n*512, 2048)
-	eng, err := NewEngine(d.m, EngineOptions{Parallel: 1, CtxSize: 512, Threads: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer eng.Close()
-	chains := make([]*llama.SamplerChain, n)
-	for i := range chains {
-		p := DefaultSamplingParams()
-		p.Seed = uint32(i)
-		c, _, _, err := eng.(*engine).newSampler(&p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		chains[i] = c
-	}
-	var dec, smp time.Duration
-	pos := 0
-	for b.Loop() {
-		if pos == 0 {
-			if err := d.c.ClearMemory(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		d.batch.Clear()
-		for s := range n {
-			_ = d.batch.Add(llama.Token(100+s+pos), pos, s, true)
-		}
-		start := time.Now()
-		if err := d.c.Decode(context.Background(), d.batch); err != nil {
-			b.Fatal(err)
-		}
-		mid := time.Now()
-		for s, c := range chains {
-			if _, err := c.Sample(d.c, s); err != nil {
-				b.Fatal(err)
-			}
-		}
-		smp += time.Since(mid)
-		dec += mid.Sub(start)
-		pos = (pos + 1) % 128
-	}
-	b.ReportMetric(0, "ns/op")
-	b.ReportMetric(float64(dec)/float64(b.N)/1e6, "decode-ms/step")
-	b.ReportMetric(float64(smp)/float64(b.N)/1e6, "sample-ms/step")
-	b.ReportMetric(float64(smp)/float64(dec+smp), "sample-share")
 }

@@ -29,6 +29,8 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/x/llama/engine"
+
 	"github.com/x/llama"
 )
 
@@ -83,7 +85,7 @@ func clampWindow(v, lo, hi int) int {
 // limitParams clamps the size-like sampling parameters of p to a slot
 // context of nCtx tokens and a vocabulary of nVocab tokens, and refuses
 // lists beyond the limits above. It runs before any sampler is built.
-func limitParams(p *SamplingParams, nCtx, nVocab int) error {
+func limitParams(p *engine.SamplingParams, nCtx, nVocab int) error {
 	if nCtx < 1 {
 		nCtx = 1
 	}
@@ -121,7 +123,7 @@ func limitParams(p *SamplingParams, nCtx, nVocab int) error {
 
 // limitTask applies limitParams and the limits on stop strings and n_keep
 // to a completion task of inst.
-func (inst *instance) limitTask(t *Task) error {
+func (inst *instance) limitTask(t *engine.Request) error {
 	nCtx := inst.slotContext()
 	if err := limitParams(&t.Params, nCtx, inst.Model.VocabSize()); err != nil {
 		return err
@@ -141,7 +143,7 @@ func (inst *instance) limitTask(t *Task) error {
 }
 
 // taskLimit is the most tasks one request may submit: what the engine
-// queues at once when it is idle (EngineOptions.QueueSize plus a task per
+// queues at once when it is idle (engine.Options.QueueSize plus a task per
 // slot). A request with more can never be served.
 func (inst *instance) taskLimit() int {
 	o := inst.Opts.Engine
@@ -360,7 +362,7 @@ func (inst *instance) checkPromptItems(items []json.RawMessage, single bool) err
 
 // encoderBatch is the most tokens one embedding or rerank input may have
 // under o (see checkEncoderInput).
-func encoderBatch(o EngineOptions) int {
+func encoderBatch(o engine.Options) int {
 	ub := o.UBatchSize
 	if ub <= 0 {
 		ub = 512

@@ -6,7 +6,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/x/llama/engine"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -113,7 +116,7 @@ func TestLimitsRefused(t *testing.T) {
 // An embedding or rerank request with more inputs than the engine can
 // ever queue is a 413 naming the limit, not a retryable 503.
 func TestLimitsEmbeddingInputs(t *testing.T) {
-	_, ts := newTestServer(t, Options{Model: testenv.Model(t, "stories260K.gguf"), Engine: EngineOptions{
+	_, ts := newTestServer(t, Options{Model: testenv.Model(t, "stories260K.gguf"), Engine: engine.Options{
 		Embedding: true, Pooling: llama.PoolingMean, Parallel: 2, CtxSize: 1024, Threads: 1}})
 	inputs := make([]string, 3000)
 	for i := range inputs {
@@ -181,13 +184,10 @@ func TestLimitsLongRuns(t *testing.T) {
 // the engine: no task is submitted for it.
 func TestLimitsClientGoneBeforeSubmit(t *testing.T) {
 	s, _ := newTestServer(t, Options{})
-	eng, ok := defaultInstance(t, s).Engine.(*engine)
-	require.True(t, ok)
-	submitted := func() int64 {
-		eng.mu.Lock()
-		defer eng.mu.Unlock()
-		return eng.nextID
-	}
+	inst := defaultInstance(t, s)
+	counter := &countingEngine{engineAPI: inst.Engine}
+	inst.Engine = counter
+	submitted := counter.submitted.Load
 	msgs := `[{"role":"user","content":"hi"}]`
 	cases := []struct{ name, path, body string }{
 		{"completion", "/completion", `{"prompt":"Once upon a time","n_predict":4}`},
@@ -222,12 +222,12 @@ func TestLimitsErrorMapping(t *testing.T) {
 		{"invalid", fmt.Errorf("build: %w", llama.ErrInvalid), 400},
 		{"grammar sentinel", fmt.Errorf("build: %w", llama.ErrGrammar), 400},
 		{"grammar error", &llama.Error{Code: llama.CodeGrammar, Op: "parse grammar", Msg: "bad"}, 400},
-		{"stuck grammar", errGrammarStuck, 400},
-		{"wrapped stuck grammar", fmt.Errorf("task: %w", errGrammarStuck), 400},
-		{"context size", &ContextSizeError{PromptTokens: 9, CtxSize: 8}, 400},
-		{"busy", ErrBusy, 503},
+		{"stuck grammar", &llama.Error{Code: llama.CodeGrammar, Op: "sample", Msg: "the grammar allows no next token"}, 400},
+		{"wrapped stuck grammar", fmt.Errorf("task: %w", &llama.Error{Code: llama.CodeGrammar, Op: "sample", Msg: "the grammar allows no next token"}), 400},
+		{"context size", &engine.ContextSizeError{PromptTokens: 9, CtxSize: 8}, 400},
+		{"busy", engine.ErrBusy, 503},
 		{"too many inputs", tooLarge("x"), 413},
-		{"slot busy", &httpError{Status: 409, Type: errInvalidRequest, Msg: "busy", Err: errSlotBusy}, 409},
+		{"slot busy", &httpError{Status: 409, Type: errInvalidRequest, Msg: "busy", Err: engine.ErrSlotBusy}, 409},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -240,4 +240,15 @@ func TestLimitsErrorMapping(t *testing.T) {
 			assert.Equal(t, c.status, rec.Code)
 		})
 	}
+}
+
+// countingEngine counts the requests submitted to the engine it wraps.
+type countingEngine struct {
+	engineAPI
+	submitted atomic.Int64
+}
+
+func (e *countingEngine) Submit(ctx context.Context, t *engine.Request) (<-chan engine.Event, error) {
+	e.submitted.Add(1)
+	return e.engineAPI.Submit(ctx, t)
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -18,7 +20,7 @@ import (
 )
 
 func TestLlamaServerChatCompat(t *testing.T) {
-	seeded := DefaultSamplingParams()
+	seeded := engine.DefaultSamplingParams()
 	seeded.Seed = 42
 	_, ts := newTestServer(t, Options{Sampling: &seeded, Verbose: true,
 		ChatTemplateFile: testenv.LlamaSrc(t) + "/models/templates/meta-llama-Llama-3.1-8B-Instruct.jinja"})
@@ -149,7 +151,7 @@ func TestLlamaServerTemplateCompat(t *testing.T) {
 		{"Qwen-Qwen3-0.6B", "off", "<|im_start|>assistant\n<think>\n\n</think>\n\n"},
 	} {
 		t.Run(tc.template+" reasoning "+tc.reasoning, func(t *testing.T) {
-			_, ts := newTestServer(t, Options{ChatTemplateFile: dir + tc.template + ".jinja", Reasoning: tc.reasoning, Engine: EngineOptions{Parallel: 1}})
+			_, ts := newTestServer(t, Options{ChatTemplateFile: dir + tc.template + ".jinja", Reasoning: tc.reasoning, Engine: engine.Options{Parallel: 1}})
 			code, out := postJSON(t, ts.URL+"/apply-template", msgs)
 			require.Equal(t, http.StatusOK, code, out)
 			assert.True(t, strings.HasSuffix(out["prompt"].(string), tc.wantEnd), "%q", out["prompt"])
@@ -162,7 +164,7 @@ func TestLlamaServerTemplateCompat(t *testing.T) {
 		{"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "", "<｜User｜>Hi<｜Assistant｜><think></think>Once upon"},
 	} {
 		t.Run("prefill "+tc.template+" "+tc.reasoning, func(t *testing.T) {
-			_, ts := newTestServer(t, Options{ChatTemplateFile: dir + tc.template + ".jinja", Engine: EngineOptions{Parallel: 1}})
+			_, ts := newTestServer(t, Options{ChatTemplateFile: dir + tc.template + ".jinja", Engine: engine.Options{Parallel: 1}})
 			code, out := postJSON(t, ts.URL+"/apply-template", map[string]any{"messages": []any{
 				map[string]any{"role": "user", "content": "Hi"},
 				map[string]any{"role": "assistant", "content": "Once upon", "reasoning_content": tc.reasoning}}})
@@ -171,13 +173,13 @@ func TestLlamaServerTemplateCompat(t *testing.T) {
 		})
 	}
 	t.Run("today's date", func(t *testing.T) {
-		_, ts := newTestServer(t, Options{ChatTemplateFile: dir + "meta-llama-Llama-3.3-70B-Instruct.jinja", Engine: EngineOptions{Parallel: 1}})
+		_, ts := newTestServer(t, Options{ChatTemplateFile: dir + "meta-llama-Llama-3.3-70B-Instruct.jinja", Engine: engine.Options{Parallel: 1}})
 		code, out := postJSON(t, ts.URL+"/apply-template", msgs)
 		require.Equal(t, http.StatusOK, code, out)
 		assert.Contains(t, out["prompt"], time.Now().Format("02 Jan 2006"))
 	})
 	t.Run("plain text template with jinja", func(t *testing.T) {
-		_, ts := newTestServer(t, Options{ChatTemplate: "This is not a chat template, it is", Jinja: true, Engine: EngineOptions{Parallel: 1}})
+		_, ts := newTestServer(t, Options{ChatTemplate: "This is not a chat template, it is", Jinja: true, Engine: engine.Options{Parallel: 1}})
 		code, out := postJSON(t, ts.URL+"/apply-template", msgs)
 		require.Equal(t, http.StatusOK, code, out)
 		assert.Equal(t, "This is not a chat template, it is", out["prompt"])

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -13,17 +15,6 @@ import (
 	"github.com/x/llama/internal/gguf"
 	"github.com/x/llama/internal/testenv"
 )
-
-// writeStoriesLoRA writes a random LoRA adapter for stories260K's
-// attention q and v weights.
-func writeStoriesLoRA(t *testing.T) string {
-	t.Helper()
-	base, err := gguf.Open(testenv.Model(t, "stories260K.gguf"))
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "lora.gguf")
-	require.NoError(t, gguf.WriteLoRA(path, base, nil, 4, 4, 1, 0.5))
-	return path
-}
 
 // directGreedy generates n tokens greedily from prompt on a context of its
 // own, with the adapter at scale (none when adapter is "").
@@ -70,7 +61,7 @@ func TestLoRAAdapters(t *testing.T) {
 	require.NotEqual(t, base, withLoRA, "the adapter changes the output at scale 4")
 	require.Equal(t, base, directGreedy(t, prompt, n, lora, 0), "scale 0 is the base model")
 
-	srv, hs := newTestServer(t, Options{Engine: EngineOptions{Adapters: []AdapterSpec{{Path: lora, Scale: 1}}}})
+	srv, hs := newTestServer(t, Options{Engine: engine.Options{Adapters: []engine.AdapterSpec{{Path: lora, Scale: 1}}}})
 	url := hs.URL
 	modelPtr := func() *llama.Model {
 		srv.mu.Lock()
@@ -80,10 +71,10 @@ func TestLoRAAdapters(t *testing.T) {
 	}
 	m0 := modelPtr()
 
-	var list []AdapterInfo
+	var list []engine.AdapterInfo
 	require.Equal(t, http.StatusOK, xGet(t, url+"/lora-adapters", &list))
 	require.Len(t, list, 1)
-	assert.Equal(t, AdapterInfo{ID: 0, Path: lora, Scale: 1}, list[0])
+	assert.Equal(t, engine.AdapterInfo{ID: 0, Path: lora, Scale: 1}, list[0])
 
 	// Per request: scale 0 is the base model, a large scale changes it.
 	assert.Equal(t, base, greedyCompletion(t, url, prompt, n, map[string]any{"lora": []map[string]any{{"id": 0, "scale": 0}}}))
@@ -122,4 +113,15 @@ func TestLoRAAdapters(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, xPost(t, url+"/lora-adapters", map[string]any{"id": 0}, &e))
 
 	assert.Same(t, m0, modelPtr(), "changing adapters never reloads the model")
+}
+
+// writeStoriesLoRA writes a random LoRA adapter for stories260K's
+// attention q and v weights.
+func writeStoriesLoRA(t *testing.T) string {
+	t.Helper()
+	base, err := gguf.Open(testenv.Model(t, "stories260K.gguf"))
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "lora.gguf")
+	require.NoError(t, gguf.WriteLoRA(path, base, nil, 4, 4, 1, 0.5))
+	return path
 }

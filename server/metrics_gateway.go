@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/x/llama/engine"
 )
 
 // writeGatewayMetrics adds to /metrics what the Kubernetes Gateway API
@@ -25,7 +27,7 @@ import (
 //     context size in tokens (gauge of value 1).
 //
 // The same figures stay under their llamacpp: names.
-func writeGatewayMetrics(sb *strings.Builder, m Metrics, changed time.Time) {
+func writeGatewayMetrics(sb *strings.Builder, m engine.Metrics, changed time.Time) {
 	gauge := func(name, help, labels string, v float64) {
 		fmt.Fprintf(sb, "# HELP %s %s\n# TYPE %s gauge\n%s%s %s\n",
 			name, help, name, name, labels, strconv.FormatFloat(v, 'g', -1, 64))

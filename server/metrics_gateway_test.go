@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -57,8 +59,8 @@ func TestGatewayInferenceExtensionMetrics(t *testing.T) {
 	// Two slots; the adapter is loaded with a server-wide scale of 0, so
 	// plain requests do not use it and a request asking for it must wait
 	// until the running ones are done.
-	_, hs := newTestServer(t, Options{Engine: EngineOptions{Parallel: 2, CtxSize: 2048,
-		Adapters: []AdapterSpec{{Path: lora, Scale: 0}}}})
+	_, hs := newTestServer(t, Options{Engine: engine.Options{Parallel: 2, CtxSize: 2048,
+		Adapters: []engine.AdapterSpec{{Path: lora, Scale: 0}}}})
 	url := hs.URL
 
 	idle := scrape(t, url)

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -14,7 +16,7 @@ import (
 // first token is free), throughput gauges over the window since the
 // previous scrape.
 func TestMetricsAsLlamaServer(t *testing.T) {
-	_, ts := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, NoPromptCache: true}})
+	_, ts := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, NoPromptCache: true}})
 	num := func(name string) float64 {
 		v, err := strconv.ParseFloat(metric(t, ts.URL, name), 64)
 		require.NoError(t, err, name)

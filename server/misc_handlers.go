@@ -12,6 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/x/llama/engine"
+
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
 )
@@ -373,7 +375,7 @@ func handleMetrics(s *Server) http.HandlerFunc {
 
 // metricsText renders m in Prometheus text format with llama.cpp's names;
 // the throughput gauges cover the window since the counters prev.
-func metricsText(m, prev Metrics) string {
+func metricsText(m, prev engine.Metrics) string {
 	perSecond := func(n int64, secs float64) float64 {
 		if secs <= 0 {
 			return 0
@@ -844,7 +846,7 @@ func handleGetLoRA(s *Server) http.HandlerFunc {
 		defer release()
 		ad := inst.Engine.Adapters()
 		if ad == nil {
-			ad = []AdapterInfo{}
+			ad = []engine.AdapterInfo{}
 		}
 		writeJSON(w, http.StatusOK, ad)
 	}
@@ -872,7 +874,7 @@ func handlePostLoRA(s *Server) http.HandlerFunc {
 		}
 		defer release()
 		n := len(inst.Engine.Adapters())
-		scales := make([]LoRAScale, 0, len(req))
+		scales := make([]engine.LoRAScale, 0, len(req))
 		for i, it := range req {
 			if it.ID == nil || it.Scale == nil {
 				writeError(w, http.StatusBadRequest, errInvalidRequest, fmt.Sprintf("entry %d: id and scale are required", i))
@@ -886,7 +888,7 @@ func handlePostLoRA(s *Server) http.HandlerFunc {
 				writeError(w, http.StatusBadRequest, errInvalidRequest, "scale must be a finite number")
 				return
 			}
-			scales = append(scales, LoRAScale{ID: *it.ID, Scale: *it.Scale})
+			scales = append(scales, engine.LoRAScale{ID: *it.ID, Scale: *it.Scale})
 		}
 		if err := inst.Engine.SetAdapterScales(scales); err != nil {
 			writeEngineError(w, err)

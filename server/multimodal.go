@@ -9,8 +9,9 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"runtime"
 	"strings"
+
+	"github.com/x/llama/engine"
 
 	"github.com/x/llama"
 	"github.com/x/llama/mtmd"
@@ -64,21 +65,6 @@ func loadProjector(ctx context.Context, m *llama.Model, o MultimodalOptions) (*m
 	return p, nil
 }
 
-// mmPrompt is a prompt with media, tokenized by the instance's projector.
-// The task's Prompt holds the tokens of every position: the text chunks'
-// tokens and, for each position of a medium, the placeholder -1 (no
-// vocabulary token, so that a later prompt's cached prefix stops there).
-// The engine evaluates the chunks before the last with libmtmd when the
-// task starts, then decodes the last (text) chunk as any prompt.
-type mmPrompt struct {
-	chunks  *mtmd.Chunks
-	proj    *mtmd.Projector
-	nPrefix int // positions of the chunks evaluated by libmtmd
-}
-
-// mediaPlaceholder fills a medium's positions in a task's prompt.
-const mediaPlaceholder llama.Token = -1
-
 // errNoMultimodal is the 400 of a request with media to a model without a
 // projector.
 func errNoMultimodal(kind string) error {
@@ -94,7 +80,7 @@ type mediaInput struct {
 
 // promptTokens tokenizes a rendered prompt: as tokenizePrompt when there
 // are no media, else with the projector, setting t's multimodal prompt.
-func (inst *instance) promptTokens(prompt string, media []mediaInput, t *Task) ([]llama.Token, error) {
+func (inst *instance) promptTokens(prompt string, media []mediaInput, t *engine.Request) ([]llama.Token, error) {
 	if len(media) == 0 {
 		return inst.tokenizePrompt(prompt)
 	}
@@ -123,49 +109,12 @@ func (inst *instance) promptTokens(prompt string, media []mediaInput, t *Task) (
 	if err != nil {
 		return nil, badRequest("cannot tokenize the prompt with its media: %v", err)
 	}
-	n := chunks.Len()
-	if n == 0 || chunks.Chunk(n-1).Type != mtmd.ChunkText || len(chunks.Chunk(n-1).Tokens) == 0 {
-		chunks.Close()
-		return nil, badRequest("the prompt must end with text after its last medium")
-	}
-	var toks []llama.Token
-	for _, c := range chunks.All()[:n-1] {
-		if c.Type == mtmd.ChunkText {
-			toks = append(toks, c.Tokens...)
-			continue
-		}
-		for range c.NPos {
-			toks = append(toks, mediaPlaceholder)
-		}
-	}
-	mp := &mmPrompt{chunks: chunks, proj: p, nPrefix: len(toks)}
-	// A task that never starts (its client left while it was queued) still
-	// frees its chunks.
-	runtime.AddCleanup(mp, func(c *mtmd.Chunks) { c.Close() }, chunks)
-	t.mm = mp
-	return append(toks, chunks.Chunk(n-1).Tokens...), nil
-}
-
-// startMedia evaluates a multimodal task's media (and the text around them)
-// into its slot's empty sequence; the engine then decodes the last text
-// chunk as any prompt. It reports false when the task failed.
-func (e *engine) startMedia(s *engSlot) bool {
-	mp := s.tk.t.mm
-	defer mp.chunks.Close()
-	if mp.proj.Model() != e.model {
-		e.fail(s, errors.New("server: the prompt's media were tokenized for another model"))
-		return false
-	}
-	_, err := mp.proj.Eval(s.tk.ctx, e.lctx, mp.chunks, mtmd.EvalOptions{Pos: 0, Seq: s.id, To: mp.chunks.Len() - 1})
+	toks, mm, err := engine.NewMedia(p, chunks)
 	if err != nil {
-		e.lctx.RemoveTokens(s.id, 0, -1)
-		s.cache = s.cache[:0]
-		e.fail(s, err)
-		return false
+		return nil, badRequest("%v", err)
 	}
-	s.cache = append(s.cache[:0], s.prompt[:mp.nPrefix]...)
-	s.promptIdx = mp.nPrefix
-	return true
+	t.Media = mm
+	return toks, nil
 }
 
 // mediaPart reads an OpenAI content part holding a medium: "image_url"
@@ -252,7 +201,7 @@ func base64Data(s string) ([]byte, error) {
 // completionMediaPrompt reads /completion's prompt object:
 // {"prompt_string": "...", "multimodal_data": ["base64", ...]}, one
 // medium per marker of the string.
-func (inst *instance) completionMediaPrompt(raw json.RawMessage, t *Task) ([]llama.Token, error) {
+func (inst *instance) completionMediaPrompt(raw json.RawMessage, t *engine.Request) ([]llama.Token, error) {
 	var p struct {
 		PromptString   *string           `json:"prompt_string"`
 		MultimodalData []json.RawMessage `json:"multimodal_data"`
@@ -354,21 +303,4 @@ func respMediaParts(i int, content json.RawMessage) ([]map[string]any, error) {
 		}
 	}
 	return out, nil
-}
-
-// withoutMedia returns toks without the media placeholders (toks itself
-// when it has none), for showing a prompt as text.
-func withoutMedia(toks []llama.Token) []llama.Token {
-	for i, t := range toks {
-		if t == mediaPlaceholder {
-			out := append([]llama.Token(nil), toks[:i]...)
-			for _, t := range toks[i+1:] {
-				if t != mediaPlaceholder {
-					out = append(out, t)
-				}
-			}
-			return out
-		}
-	}
-	return toks
 }

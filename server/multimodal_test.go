@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -30,7 +32,7 @@ func mmServer(t *testing.T) string {
 	path := filepath.Join(t.TempDir(), "mmproj.gguf")
 	require.NoError(t, gguf.WriteTinyProjector(path, gguf.TinyProjectorOptions{TextEmbd: 64, Seed: 7}))
 	_, ts := newTestServer(t, Options{Multimodal: MultimodalOptions{Projector: path, CPUOnly: true},
-		Engine: EngineOptions{Parallel: 1, CtxSize: 512}})
+		Engine: engine.Options{Parallel: 1, CtxSize: 512}})
 	return ts.URL
 }
 
@@ -136,7 +138,7 @@ func TestMultimodalChat(t *testing.T) {
 
 	textOnly := chatWith(mmText("Once upon a time there was"))
 	afterMedia := mmChat(t, base, textOnly)
-	_, fresh := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, CtxSize: 512}})
+	_, fresh := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, CtxSize: 512}})
 	assert.Equal(t, mmChat(t, fresh.URL, textOnly), afterMedia)
 
 	var props map[string]any
@@ -149,7 +151,7 @@ func TestMultimodalChat(t *testing.T) {
 
 func TestMultimodalBadInput(t *testing.T) {
 	base := mmServer(t)
-	_, plain := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, CtxSize: 512}})
+	_, plain := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, CtxSize: 512}})
 	good := dataURLOf("image/png", testPNG(t, "red", 16, 16))
 	tests := []struct {
 		name string
@@ -216,7 +218,7 @@ func TestMultimodalCompletion(t *testing.T) {
 	require.Equal(t, http.StatusOK, decodeAnswer(t, resp, err, &models))
 	assert.Equal(t, []any{"completion", "multimodal"}, models["models"].([]any)[0].(map[string]any)["capabilities"])
 
-	_, noProj := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, CtxSize: 512}})
+	_, noProj := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, CtxSize: 512}})
 	tests := []struct {
 		name string
 		url  string
@@ -293,7 +295,7 @@ func TestMultimodalAudio(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "mmproj-audio.gguf")
 	require.NoError(t, gguf.WriteTinyProjector(path, gguf.TinyProjectorOptions{TextEmbd: 64, Seed: 7, Audio: true}))
 	_, ts := newTestServer(t, Options{Multimodal: MultimodalOptions{Projector: path, CPUOnly: true},
-		Engine: EngineOptions{Parallel: 1, CtxSize: 2048}})
+		Engine: engine.Options{Parallel: 1, CtxSize: 2048}})
 	audio := func(data []byte) map[string]any {
 		return map[string]any{"type": "input_audio",
 			"input_audio": map[string]any{"data": base64.StdEncoding.EncodeToString(data), "format": "wav"}}
@@ -345,7 +347,7 @@ func TestMultimodalResponses(t *testing.T) {
 }
 
 func TestWithoutMedia(t *testing.T) {
-	p := mediaPlaceholder
+	p := engine.MediaPlaceholder
 	tests := []struct {
 		in, want []llama.Token
 	}{
@@ -355,13 +357,13 @@ func TestWithoutMedia(t *testing.T) {
 		{[]llama.Token{p, p}, []llama.Token{}},
 	}
 	for _, tt := range tests {
-		got := withoutMedia(tt.in)
+		got := engine.WithoutMedia(tt.in)
 		assert.Equal(t, len(tt.want), len(got))
 		for i := range tt.want {
 			assert.Equal(t, tt.want[i], got[i])
 		}
 	}
 	in := []llama.Token{1, p, 2}
-	_ = withoutMedia(in)
+	_ = engine.WithoutMedia(in)
 	assert.Equal(t, []llama.Token{1, p, 2}, in, "the input is not changed")
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/x/llama/engine"
+
 	"github.com/x/llama"
 )
 
@@ -32,7 +34,7 @@ type oaiPromptTokDetail struct {
 	CachedTokens int `json:"cached_tokens"`
 }
 
-func (u *oaiUsage) add(ev Event) {
+func (u *oaiUsage) add(ev engine.Event) {
 	u.PromptTokens += ev.PromptTokens
 	u.CompletionTokens += ev.Generated
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
@@ -54,7 +56,7 @@ type oaiCompletion struct {
 	SystemFingerprint string                `json:"system_fingerprint"`
 	Choices           []oaiCompletionChoice `json:"choices"`
 	Usage             *oaiUsage             `json:"usage,omitempty"`
-	Timings           *Timings              `json:"timings,omitempty"`
+	Timings           *engine.Timings       `json:"timings,omitempty"`
 	// Verbose is llama-server's __verbose debug object.
 	Verbose any `json:"__verbose,omitempty"`
 }
@@ -86,7 +88,7 @@ func legacyLogprobs(m *llama.Model, steps []step, offset int) (*oaiLegacyLogprob
 		TopLogprobs: make([]map[string]float64, 0, len(steps)), TextOffset: make([]int, 0, len(steps)),
 	}
 	for _, s := range steps {
-		sampled := TokenProb{Token: s.Token}
+		sampled := engine.TokenProb{Token: s.Token}
 		if s.Sampled != nil {
 			sampled = *s.Sampled
 		}
@@ -129,9 +131,9 @@ func idOrNew(id, prefix string) string {
 }
 
 // finishReason maps a stop reason to OpenAI's.
-func finishReason(r StopReason, toolCalls bool) string {
+func finishReason(r engine.StopReason, toolCalls bool) string {
 	switch r {
-	case StopEOS, StopWord:
+	case engine.StopEOS, engine.StopWord:
 		if toolCalls {
 			return "tool_calls"
 		}
@@ -179,7 +181,7 @@ func unsupported(f reqFields) error {
 }
 
 // answerOAICompletion writes /v1/completions' response.
-func answerOAICompletion(ctx context.Context, w http.ResponseWriter, f reqFields, g *genRequest, chans []<-chan Event) {
+func answerOAICompletion(ctx context.Context, w http.ResponseWriter, f reqFields, g *genRequest, chans []<-chan engine.Event) {
 	inst := g.inst
 	base := oaiCompletion{
 		ID: newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(),
@@ -253,7 +255,7 @@ func parseOAICompletion(f reqFields, inst *instance) (*genRequest, error) {
 
 // streamOAICompletion sends text_completion chunks, a last chunk per
 // prompt with its finish reason, usage and timings, then [DONE].
-func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genRequest, chans []<-chan Event, base oaiCompletion) {
+func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genRequest, chans []<-chan engine.Event, base oaiCompletion) {
 	sse := sseStart(w)
 	nProbs := g.task.Params.NProbs
 	pending := make([][]step, len(chans))

@@ -2,10 +2,12 @@ package server
 
 import (
 	"encoding/json"
-	"github.com/x/llama/internal/gguf"
 	"math"
 	"net/http"
 	"testing"
+
+	"github.com/x/llama/engine"
+	"github.com/x/llama/internal/gguf"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,7 +20,7 @@ import (
 // equal to a direct computation's.
 func TestEmbeddingKeepsCompletions(t *testing.T) {
 	model := testenv.Model(t, "stories260K.gguf")
-	s, ts := newTestServer(t, Options{Model: model, ChatTemplate: "chatml", Engine: EngineOptions{
+	s, ts := newTestServer(t, Options{Model: model, ChatTemplate: "chatml", Engine: engine.Options{
 		Embedding: true, Pooling: llama.PoolingMean, Parallel: 2, CtxSize: 1024,
 	}})
 	const text = "Once upon a time"
@@ -39,7 +41,7 @@ func TestEmbeddingKeepsCompletions(t *testing.T) {
 // TestSpecialTokensOutput checks -sp: control tokens come out as text.
 func TestSpecialTokensOutput(t *testing.T) {
 	for _, special := range []bool{false, true} {
-		_, ts := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, Special: special}})
+		_, ts := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, Special: special}})
 		// A bias that forces the BOS token (a control token, not an end of
 		// generation one) as the first generated token.
 		code, out := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": "Once", "n_predict": 1, "logit_bias": [][]any{{1, 100}}})
@@ -57,7 +59,7 @@ func TestSpecialTokensOutput(t *testing.T) {
 func TestEmbdNormalizeDefault(t *testing.T) {
 	none := -1
 	path := writeTinyBert(t, 0, gguf.PoolingCLS)
-	_, ts := newTestServer(t, Options{Model: path, EmbdNormalize: &none, Engine: EngineOptions{Embedding: true, CtxSize: 512}})
+	_, ts := newTestServer(t, Options{Model: path, EmbdNormalize: &none, Engine: engine.Options{Embedding: true, CtxSize: 512}})
 	var raw, norm []nativeEmbedding
 	require.Equal(t, http.StatusOK, xPost(t, ts.URL+"/embedding", map[string]any{"content": "hello world"}, &raw))
 	require.Equal(t, http.StatusOK, xPost(t, ts.URL+"/embedding", map[string]any{"content": "hello world", "embd_normalize": 2}, &norm))

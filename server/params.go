@@ -1,7 +1,7 @@
 package server
 
 // Parsing of llama.cpp's generation parameters (the /completion request
-// fields) into a Task. A request body is first decoded into reqFields, a
+// fields) into an engine.Request. A request body is first decoded into reqFields, a
 // map of raw JSON values, so that a value of the wrong type is reported by
 // its field name instead of as a generic decoding error.
 
@@ -15,6 +15,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/x/llama/engine"
 
 	"github.com/x/llama"
 	"github.com/x/llama/internal/jsonschema"
@@ -195,13 +197,13 @@ type genOptions struct {
 	Settings map[string]any
 }
 
-// parseGeneration reads every generation parameter of f into a Task with
+// parseGeneration reads every generation parameter of f into an engine.Request with
 // the server's defaults for what f does not set. The prompt is left to the
 // caller. Errors are *httpError (400).
-func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*Task, genOptions, error) {
+func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*engine.Request, genOptions, error) {
 	opt := genOptions{Verbose: inst.Opts.Verbose}
-	t := &Task{
-		Kind:        TaskCompletion,
+	t := &engine.Request{
+		Kind:        engine.KindCompletion,
 		Params:      inst.Opts.defaultSampling(),
 		NPredict:    -1,
 		CachePrompt: !inst.Opts.NoCachePrompt,
@@ -390,7 +392,7 @@ func nonEmpty(ss []string) []string {
 var samplerAliases = func() map[string]string {
 	m := map[string]string{"nucleus": "top_p", "temp": "temperature", "typ": "typ_p", "typical_p": "typ_p", "typical": "typ_p",
 		"adaptive_p": "adaptive_p", "adaptive-p": "adaptive_p", "adaptivep": "adaptive_p"}
-	for _, c := range DefaultSamplingParams().Samplers {
+	for _, c := range engine.DefaultSamplingParams().Samplers {
 		m[c] = c
 		m[strings.ReplaceAll(c, "_", "-")] = c
 		m[strings.ReplaceAll(c, "_", "")] = c
@@ -401,7 +403,7 @@ var samplerAliases = func() map[string]string {
 // samplerChars maps the one-letter sampler sequence form.
 var samplerChars = map[rune]string{'e': "penalties", 'd': "dry", 's': "top_n_sigma", 'k': "top_k", 'y': "typ_p", 'p': "top_p", 'm': "min_p", 'x': "xtc", 't': "temperature", 'a': "adaptive_p"}
 
-func parseSamplers(f reqFields, p *SamplingParams) error {
+func parseSamplers(f reqFields, p *engine.SamplingParams) error {
 	switch f.kind("samplers") {
 	case 0:
 		return nil
@@ -438,7 +440,7 @@ func parseSamplers(f reqFields, p *SamplingParams) error {
 // parseLogitBias reads logit_bias in llama.cpp's array form
 // ([[token or text, bias or false], ...]) or OpenAI's object form
 // ({"token id or text": bias}).
-func parseLogitBias(f reqFields, m *llama.Model, p *SamplingParams) error {
+func parseLogitBias(f reqFields, m *llama.Model, p *engine.SamplingParams) error {
 	type entry struct {
 		key  json.RawMessage
 		bias json.RawMessage
@@ -521,7 +523,7 @@ func parseLogitBias(f reqFields, m *llama.Model, p *SamplingParams) error {
 	return nil
 }
 
-func parseLoRA(f reqFields, inst *instance, t *Task) error {
+func parseLoRA(f reqFields, inst *instance, t *engine.Request) error {
 	if !f.has("lora") {
 		return nil
 	}
@@ -533,7 +535,7 @@ func parseLoRA(f reqFields, inst *instance, t *Task) error {
 		return err
 	}
 	n := len(inst.Engine.Adapters())
-	t.LoRA = []LoRAScale{}
+	t.LoRA = []engine.LoRAScale{}
 	for _, it := range items {
 		if it.ID == nil || it.Scale == nil {
 			return badRequest(`"lora" entries need "id" and "scale"`)
@@ -541,14 +543,14 @@ func parseLoRA(f reqFields, inst *instance, t *Task) error {
 		if *it.ID < 0 || *it.ID >= n {
 			return badRequest(`"lora": adapter id %d is out of range (%d loaded)`, *it.ID, n)
 		}
-		t.LoRA = append(t.LoRA, LoRAScale{ID: *it.ID, Scale: *it.Scale})
+		t.LoRA = append(t.LoRA, engine.LoRAScale{ID: *it.ID, Scale: *it.Scale})
 	}
 	return nil
 }
 
 // parseGrammar reads grammar or json_schema and checks the grammar with
 // llama.cpp's parser.
-func parseGrammar(f reqFields, m *llama.Model, p *SamplingParams) error {
+func parseGrammar(f reqFields, m *llama.Model, p *engine.SamplingParams) error {
 	if f.has("grammar") && f.has("json_schema") {
 		return badRequest(`use either "grammar" or "json_schema", not both`)
 	}
@@ -605,7 +607,7 @@ func checkGrammar(m *llama.Model, g string) error {
 }
 
 // generationSettings is the generation_settings object of native responses.
-func generationSettings(t *Task, opt genOptions, inst *instance) map[string]any {
+func generationSettings(t *engine.Request, opt genOptions, inst *instance) map[string]any {
 	p := t.Params
 	lora := []map[string]any{}
 	for _, l := range t.LoRA {

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
@@ -24,13 +26,13 @@ func TestParseGeneration(t *testing.T) {
 		require.NoError(t, err)
 		return toks
 	}
-	def := DefaultSamplingParams()
+	def := engine.DefaultSamplingParams()
 	cases := []struct {
 		name  string
 		body  string
-		check func(t *testing.T, task *Task, opt genOptions)
+		check func(t *testing.T, task *engine.Request, opt genOptions)
 	}{
-		{"defaults", `{}`, func(t *testing.T, task *Task, opt genOptions) {
+		{"defaults", `{}`, func(t *testing.T, task *engine.Request, opt genOptions) {
 			assert.Equal(t, def.Temperature, task.Params.Temperature)
 			assert.Equal(t, def.Samplers, task.Params.Samplers)
 			assert.Equal(t, -1, task.NPredict)
@@ -40,9 +42,9 @@ func TestParseGeneration(t *testing.T) {
 			assert.False(t, opt.Stream)
 		}},
 		{"sampling numbers", `{"temperature":0.5,"top_k":7,"top_p":0.5,"min_p":0.1,"typical_p":0.9,"xtc_probability":0.2,"xtc_threshold":0.3,"top_n_sigma":1.5,"dynatemp_range":0.2,"dynatemp_exponent":1.1,"mirostat":2,"mirostat_tau":4,"mirostat_eta":0.2,"repeat_last_n":32,"repeat_penalty":1.1,"presence_penalty":0.3,"frequency_penalty":0.4,"dry_multiplier":0.8,"dry_base":2,"dry_allowed_length":3,"dry_penalty_last_n":16,"dry_sequence_breakers":["x"],"seed":7,"adaptive_target":0.4,"adaptive_decay":0.8,"ignore_eos":true,"n_probs":4,"n_keep":2,"t_max_predict_ms":100,"id_slot":1,"cache_prompt":false}`,
-			func(t *testing.T, task *Task, opt genOptions) {
+			func(t *testing.T, task *engine.Request, opt genOptions) {
 				p := task.Params
-				assert.Equal(t, SamplingParams{
+				assert.Equal(t, engine.SamplingParams{
 					Temperature: 0.5, DynatempRange: 0.2, DynatempExponent: 1.1, TopK: 7, TopP: 0.5, MinP: 0.1, TypicalP: 0.9,
 					XTCProbability: 0.2, XTCThreshold: 0.3, TopNSigma: 1.5, Mirostat: 2, MirostatTau: 4, MirostatEta: 0.2,
 					RepeatLastN: 32, RepeatPenalty: 1.1, PresencePenalty: 0.3, FrequencyPenalty: 0.4, DRYMultiplier: 0.8,
@@ -54,66 +56,66 @@ func TestParseGeneration(t *testing.T) {
 				assert.Equal(t, 1, task.SlotID)
 				assert.False(t, task.CachePrompt)
 			}},
-		{"-1 means the context", `{"repeat_last_n":-1,"dry_penalty_last_n":-1,"seed":-1}`, func(t *testing.T, task *Task, _ genOptions) {
+		{"-1 means the context", `{"repeat_last_n":-1,"dry_penalty_last_n":-1,"seed":-1}`, func(t *testing.T, task *engine.Request, _ genOptions) {
 			assert.Equal(t, 512, task.Params.RepeatLastN)
 			assert.Equal(t, 512, task.Params.DRYPenaltyLastN)
 			assert.Equal(t, llama.DefaultSeed, task.Params.Seed)
 		}},
-		{"n_predict wins over max_tokens", `{"max_tokens":5,"n_predict":7}`, func(t *testing.T, task *Task, _ genOptions) {
+		{"n_predict wins over max_tokens", `{"max_tokens":5,"n_predict":7}`, func(t *testing.T, task *engine.Request, _ genOptions) {
 			assert.Equal(t, 7, task.NPredict)
 		}},
-		{"max_tokens", `{"max_tokens":5}`, func(t *testing.T, task *Task, _ genOptions) { assert.Equal(t, 5, task.NPredict) }},
-		{"stop string", `{"stop":"END"}`, func(t *testing.T, task *Task, _ genOptions) { assert.Equal(t, []string{"END"}, task.Stop) }},
-		{"stop list drops empty", `{"stop":["a","","b"]}`, func(t *testing.T, task *Task, _ genOptions) { assert.Equal(t, []string{"a", "b"}, task.Stop) }},
-		{"samplers by name and alias", `{"samplers":["top-k","nucleus","temp","typical_p","minp"]}`, func(t *testing.T, task *Task, _ genOptions) {
+		{"max_tokens", `{"max_tokens":5}`, func(t *testing.T, task *engine.Request, _ genOptions) { assert.Equal(t, 5, task.NPredict) }},
+		{"stop string", `{"stop":"END"}`, func(t *testing.T, task *engine.Request, _ genOptions) { assert.Equal(t, []string{"END"}, task.Stop) }},
+		{"stop list drops empty", `{"stop":["a","","b"]}`, func(t *testing.T, task *engine.Request, _ genOptions) { assert.Equal(t, []string{"a", "b"}, task.Stop) }},
+		{"samplers by name and alias", `{"samplers":["top-k","nucleus","temp","typical_p","minp"]}`, func(t *testing.T, task *engine.Request, _ genOptions) {
 			assert.Equal(t, []string{"top_k", "top_p", "temperature", "typ_p", "min_p"}, task.Params.Samplers)
 		}},
-		{"samplers as letters", `{"samplers":"kpt"}`, func(t *testing.T, task *Task, _ genOptions) {
+		{"samplers as letters", `{"samplers":"kpt"}`, func(t *testing.T, task *engine.Request, _ genOptions) {
 			assert.Equal(t, []string{"top_k", "top_p", "temperature"}, task.Params.Samplers)
 		}},
-		{"logit_bias arrays", `{"logit_bias":[[12,1.5],[13,false]]}`, func(t *testing.T, task *Task, _ genOptions) {
+		{"logit_bias arrays", `{"logit_bias":[[12,1.5],[13,false]]}`, func(t *testing.T, task *engine.Request, _ genOptions) {
 			assert.Equal(t, float32(1.5), task.Params.LogitBias[12])
 			assert.True(t, math.IsInf(float64(task.Params.LogitBias[13]), -1))
 		}},
-		{"logit_bias text", `{"logit_bias":[[" Lily",-2]]}`, func(t *testing.T, task *Task, _ genOptions) {
+		{"logit_bias text", `{"logit_bias":[[" Lily",-2]]}`, func(t *testing.T, task *engine.Request, _ genOptions) {
 			toks := tok(" Lily")
 			require.NotEmpty(t, toks)
 			for _, x := range toks {
 				assert.Equal(t, float32(-2), task.Params.LogitBias[x])
 			}
 		}},
-		{"logit_bias object", `{"logit_bias":{"12":3,"14":false}}`, func(t *testing.T, task *Task, _ genOptions) {
+		{"logit_bias object", `{"logit_bias":{"12":3,"14":false}}`, func(t *testing.T, task *engine.Request, _ genOptions) {
 			assert.Equal(t, float32(3), task.Params.LogitBias[12])
 			assert.True(t, math.IsInf(float64(task.Params.LogitBias[14]), -1))
 		}},
-		{"grammar", `{"grammar":"root ::= \"a\""}`, func(t *testing.T, task *Task, _ genOptions) {
+		{"grammar", `{"grammar":"root ::= \"a\""}`, func(t *testing.T, task *engine.Request, _ genOptions) {
 			assert.Equal(t, `root ::= "a"`, task.Params.Grammar)
 		}},
-		{"json_schema", `{"json_schema":{"type":"boolean"}}`, func(t *testing.T, task *Task, _ genOptions) {
+		{"json_schema", `{"json_schema":{"type":"boolean"}}`, func(t *testing.T, task *engine.Request, _ genOptions) {
 			assert.Contains(t, task.Params.Grammar, "root ::=")
 			assert.Contains(t, task.Params.Grammar, "true")
 		}},
-		{"lora empty list", `{"lora":[]}`, func(t *testing.T, task *Task, _ genOptions) {
+		{"lora empty list", `{"lora":[]}`, func(t *testing.T, task *engine.Request, _ genOptions) {
 			assert.NotNil(t, task.LoRA)
 			assert.Empty(t, task.LoRA)
 		}},
-		{"response options", `{"stream":true,"return_tokens":true,"timings_per_token":true,"post_sampling_probs":true,"response_fields":["content"]}`, func(t *testing.T, _ *Task, opt genOptions) {
+		{"response options", `{"stream":true,"return_tokens":true,"timings_per_token":true,"post_sampling_probs":true,"response_fields":["content"]}`, func(t *testing.T, _ *engine.Request, opt genOptions) {
 			assert.True(t, opt.Stream && opt.ReturnTokens && opt.TimingsPerToken && opt.PostSamplingProbs)
 			assert.Equal(t, []string{"content"}, opt.ResponseFields)
 		}},
-		{"n_cache_reuse absent: the server's", `{}`, func(t *testing.T, task *Task, _ genOptions) {
+		{"n_cache_reuse absent: the server's", `{}`, func(t *testing.T, task *engine.Request, _ genOptions) {
 			assert.Equal(t, 0, task.CacheReuse)
 		}},
-		{"n_cache_reuse", `{"n_cache_reuse":16}`, func(t *testing.T, task *Task, _ genOptions) {
+		{"n_cache_reuse", `{"n_cache_reuse":16}`, func(t *testing.T, task *engine.Request, _ genOptions) {
 			assert.Equal(t, 16, task.CacheReuse)
 		}},
-		{"n_cache_reuse 0 turns reuse off", `{"n_cache_reuse":0}`, func(t *testing.T, task *Task, _ genOptions) {
+		{"n_cache_reuse 0 turns reuse off", `{"n_cache_reuse":0}`, func(t *testing.T, task *engine.Request, _ genOptions) {
 			assert.Equal(t, -1, task.CacheReuse)
 		}},
-		{"n_cache_reuse negative turns reuse off", `{"n_cache_reuse":-3}`, func(t *testing.T, task *Task, _ genOptions) {
+		{"n_cache_reuse negative turns reuse off", `{"n_cache_reuse":-3}`, func(t *testing.T, task *engine.Request, _ genOptions) {
 			assert.Equal(t, -1, task.CacheReuse)
 		}},
-		{"nulls are absent", `{"temperature":null,"stop":null,"grammar":null}`, func(t *testing.T, task *Task, _ genOptions) {
+		{"nulls are absent", `{"temperature":null,"stop":null,"grammar":null}`, func(t *testing.T, task *engine.Request, _ genOptions) {
 			assert.Equal(t, def.Temperature, task.Params.Temperature)
 			assert.Nil(t, task.Stop)
 		}},

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -13,7 +15,7 @@ import (
 // chunks: with stream and return_progress, one before any prompt token is
 // decoded, then one per batch, with timings that never go backwards.
 func TestCompletionReturnProgress(t *testing.T) {
-	_, ts := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, BatchSize: 16, UBatchSize: 16}})
+	_, ts := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, BatchSize: 16, UBatchSize: 16}})
 	prompt := strings.Repeat("the quick brown fox jumps over the lazy dog ", 6)
 	for _, tc := range []struct {
 		name     string

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -27,7 +29,7 @@ func TestEveryBuiltinTemplate(t *testing.T) {
 	msgs := []map[string]any{{"role": "system", "content": "S"}, {"role": "user", "content": "Hi"}}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			_, ts := newTestServer(t, Options{ChatTemplate: name, Engine: EngineOptions{Parallel: 1, CtxSize: 256}})
+			_, ts := newTestServer(t, Options{ChatTemplate: name, Engine: engine.Options{Parallel: 1, CtxSize: 256}})
 			code, out := callJSON(t, "POST", ts.URL+"/apply-template", map[string]any{"messages": msgs})
 			require.Equal(t, 200, code, "%v", out)
 			prompt, _ := out["prompt"].(string)
@@ -110,7 +112,7 @@ func TestBuiltinRendererTools(t *testing.T) {
 	r, err := rendererFor("vicuna-orca", false)
 	require.NoError(t, err)
 	bi := &instance{Name: inst.Name, Model: inst.Model, Engine: inst.Engine, Template: r, Server: inst.Server, Opts: inst.Opts}
-	task := &Task{Params: DefaultSamplingParams()}
+	task := &engine.Request{Params: engine.DefaultSamplingParams()}
 	tools := []chat.Tool{{Name: "f", Parameters: json.RawMessage(`{"type":"object"}`)}}
 	plan, err := bi.prepareChat(&chatRequest{Messages: []chat.Message{{Role: chat.RoleUser, Content: "Hi"}}, Tools: tools,
 		ToolChoice: chat.ToolChoice{Mode: "auto"}, AddGenerationPrompt: true}, task)

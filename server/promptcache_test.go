@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -32,14 +34,14 @@ func TestPromptCache(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name                 string
-		eo                   EngineOptions
+		eo                   engine.Options
 		wantCachedBack       bool // the long prompt comes back from RAM
 		wantIdleSlot0Cleared bool
 	}{
-		{"default: on, idle slots cached and cleared", EngineOptions{Parallel: 2, KVUnified: true}, true, true},
-		{"idle slots kept in KV without a unified cache", EngineOptions{Parallel: 2}, true, false},
-		{"no idle-slot caching", EngineOptions{Parallel: 2, KVUnified: true, NoCacheIdleSlots: true}, true, false},
-		{"off", EngineOptions{Parallel: 2, KVUnified: true, NoPromptCache: true}, false, false},
+		{"default: on, idle slots cached and cleared", engine.Options{Parallel: 2, KVUnified: true}, true, true},
+		{"idle slots kept in KV without a unified cache", engine.Options{Parallel: 2}, true, false},
+		{"no idle-slot caching", engine.Options{Parallel: 2, KVUnified: true, NoCacheIdleSlots: true}, true, false},
+		{"off", engine.Options{Parallel: 2, KVUnified: true, NoPromptCache: true}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ts := newTestServer(t, Options{Engine: tc.eo})

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/x/llama/engine"
+
 	"github.com/x/llama"
 )
 
@@ -144,7 +146,7 @@ func handleRerank(s *Server) http.HandlerFunc {
 			writeHTTPError(w, err)
 			return
 		}
-		tasks := make([]*Task, len(docs))
+		tasks := make([]*engine.Request, len(docs))
 		for i, d := range docs {
 			if err := inst.checkEncoderText(query, d); err != nil {
 				writeHTTPError(w, err)
@@ -166,7 +168,7 @@ func handleRerank(s *Server) http.HandlerFunc {
 				writeHTTPError(w, err)
 				return
 			}
-			tasks[i] = &Task{Kind: TaskRerank, Prompt: toks, Params: DefaultSamplingParams(),
+			tasks[i] = &engine.Request{Kind: engine.KindRerank, Prompt: toks, Params: engine.DefaultSamplingParams(),
 				NKeep: -1, SlotID: -1, Normalize: -1}
 		}
 		events, err := submitAll(r, inst.embedder(), tasks)

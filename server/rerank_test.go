@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -47,7 +49,7 @@ func directScores(t *testing.T, path, query string, docs []string) []float32 {
 }
 
 func rerankServer(t *testing.T, path string) string {
-	_, hs := newTestServer(t, Options{Model: path, Engine: EngineOptions{
+	_, hs := newTestServer(t, Options{Model: path, Engine: engine.Options{
 		Embedding: true, Reranking: true, Pooling: llama.PoolingRank,
 		Parallel: 2, CtxSize: 1024, BatchSize: 512, UBatchSize: 512, Threads: 1,
 	}})

@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/x/llama/engine"
+
 	"github.com/x/llama/chat"
 )
 
@@ -313,7 +315,7 @@ func textPart(s string) respOutPart {
 	return respOutPart{Type: "output_text", Text: s, Annotations: []any{}, Logprobs: []any{}}
 }
 
-func respUsageOf(ev Event) *respUsage {
+func respUsageOf(ev engine.Event) *respUsage {
 	return &respUsage{InputTokens: ev.PromptTokens, OutputTokens: ev.Generated, TotalTokens: ev.PromptTokens + ev.Generated,
 		InputTokensDetails: respInputDetails{CachedTokens: ev.CachedTokens}}
 }
@@ -411,10 +413,10 @@ func handleResponses(s *Server) http.HandlerFunc {
 // streamResponses sends the Responses event stream: response.created and
 // response.in_progress, then each output item in turn (added, its deltas,
 // done), then response.completed with the whole response.
-func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, events <-chan Event, timingsPerToken bool) {
+func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, events <-chan engine.Event, timingsPerToken bool) {
 	sse := sseStart(w)
 	seq := 0
-	var tokenTimings *Timings // timings_per_token: set on a token's text deltas
+	var tokenTimings *engine.Timings // timings_per_token: set on a token's text deltas
 	send := func(typ string, fields map[string]any) bool {
 		if tokenTimings != nil && (typ == "response.output_text.delta" || typ == "response.reasoning_text.delta" || typ == "response.function_call_arguments.delta") {
 			fields["timings"] = tokenTimings
@@ -536,7 +538,7 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 		}
 		if ev.Done {
 			tokenTimings = nil
-			d := parser.Finish(ev.Stop == StopLimit)
+			d := parser.Finish(ev.Stop == engine.StopLimit)
 			if !emit(d) || !closeItem() {
 				return
 			}

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/x/llama/engine"
+
 	"github.com/x/llama"
 )
 
@@ -59,13 +61,13 @@ type Options struct {
 	NoModelsAutoload bool
 
 	// Engine configures each model's engine.
-	Engine EngineOptions
+	Engine engine.Options
 	// NPredict is the default n_predict (-n; -1: no limit).
 	NPredict int
 	// Sampling holds the sampling parameters of requests that do not set
 	// them (llama-server's --temp, --top-k, --seed...; nil:
-	// DefaultSamplingParams()).
-	Sampling *SamplingParams
+	// engine.DefaultSamplingParams()).
+	Sampling *engine.SamplingParams
 	// NKeep is the default n_keep (--keep; 0: none, -1: the whole prompt).
 	NKeep int
 	// Stop are the default stop strings (-r), used when a request gives none.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -73,7 +75,7 @@ func TestCloseDrains(t *testing.T) {
 
 	// Shutdown with no grace cancels instead of waiting: the request would
 	// otherwise run for 100000 tokens.
-	s2, ts2 := newTestServer(t, Options{Engine: EngineOptions{ContextShift: true}})
+	s2, ts2 := newTestServer(t, Options{Engine: engine.Options{ContextShift: true}})
 	done2 := streamCompletion(t, ts2.URL, `{"prompt":"Once upon a time","n_predict":100000,"ignore_eos":true,"stream":true}`)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -29,7 +31,7 @@ func slotGreedy(t *testing.T, url, prompt string) slotCompletion {
 func TestSlotSaveRestore(t *testing.T) {
 	dir := t.TempDir()
 	// Without the RAM prompt cache, so that an erased slot stays cold.
-	_, hs := newTestServer(t, Options{SlotSavePath: dir, Engine: EngineOptions{NoPromptCache: true}})
+	_, hs := newTestServer(t, Options{SlotSavePath: dir, Engine: engine.Options{NoPromptCache: true}})
 	url := hs.URL
 	const prompt = "Once upon a time, there was a little"
 

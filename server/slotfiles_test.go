@@ -16,8 +16,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/x/llama"
 )
 
 // slotAction posts a slot action and returns the status and the body.
@@ -89,46 +87,6 @@ func TestSlotFilesHostileNames(t *testing.T) {
 	st, err := os.Lstat(filepath.Join(dir, "link.bin"))
 	require.NoError(t, err)
 	assert.NotZero(t, st.Mode()&os.ModeSymlink)
-}
-
-// A slot file written by the server is byte for byte the file llama.cpp's
-// own writer makes of the same slot, and llama.cpp's loader reads it.
-func TestSlotFilesLlamaFormat(t *testing.T) {
-	dir := t.TempDir()
-	s, ts := newTestServer(t, Options{SlotSavePath: dir})
-	code, out := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": "Once upon a time", "n_predict": 4, "id_slot": 1, "temperature": 0})
-	require.Equal(t, http.StatusOK, code, "%v", out)
-	code, body := slotAction(t, ts.URL, 1, "save", "one.bin")
-	require.Equal(t, http.StatusOK, code, body)
-	var saved map[string]any
-	require.NoError(t, json.Unmarshal([]byte(body), &saved))
-
-	e, ok := defaultInstance(t, s).Engine.(*engine)
-	require.True(t, ok)
-	theirs := filepath.Join(t.TempDir(), "theirs.bin")
-	var n int
-	var toks []llama.Token
-	var err error
-	require.NoError(t, e.do(func() {
-		if n, err = e.lctx.SaveSeqFile(theirs, 1, encodeSlotTokens(e.slots[1].cache)); err != nil {
-			return
-		}
-		if _, err = e.lctx.RemoveTokens(1, 0, -1); err != nil {
-			return
-		}
-		toks, err = e.lctx.LoadSeqFile(filepath.Join(dir, "one.bin"), 1)
-	}))
-	require.NoError(t, err)
-	mine, err := os.ReadFile(filepath.Join(dir, "one.bin"))
-	require.NoError(t, err)
-	ref, err := os.ReadFile(theirs)
-	require.NoError(t, err)
-	assert.Equal(t, n, len(ref))
-	assert.True(t, bytes.Equal(ref, mine), "the files differ (%d and %d bytes)", len(ref), len(mine))
-	plain, err := decodeSlotTokens(toks)
-	require.NoError(t, err)
-	assert.Equal(t, saved["n_saved"], float64(len(plain)))
-	assert.Equal(t, saved["n_written"], float64(len(mine)))
 }
 
 // Save, restore and erase on a slot that is processing a task wait for it

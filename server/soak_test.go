@@ -34,6 +34,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/x/llama/engine"
+
 	"github.com/x/llama/internal/testenv"
 )
 
@@ -57,7 +59,7 @@ func BenchmarkSoak(b *testing.B) {
 	}
 	s, err := New(context.Background(), Options{
 		Model: testenv.Model(b, "stories260K.gguf"), ChatTemplate: "chatml", Slots: true,
-		Engine: EngineOptions{Parallel: 8, CtxSize: 4096, Threads: 2, ThreadsBatch: 2, QueueSize: 2 * clients},
+		Engine: engine.Options{Parallel: 8, CtxSize: 4096, Threads: 2, ThreadsBatch: 2, QueueSize: 2 * clients},
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -227,7 +229,7 @@ func BenchmarkSoak(b *testing.B) {
 }
 
 // defaultSlots returns the slots of s's default model.
-func defaultSlots(s *Server) []SlotInfo {
+func defaultSlots(s *Server) []engine.SlotInfo {
 	s.mu.Lock()
 	inst := s.models[0].inst
 	s.mu.Unlock()

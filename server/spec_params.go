@@ -1,40 +1,27 @@
 package server
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/x/llama/engine"
 )
 
 // parseSpeculative reads a request's speculative.n_max and
 // speculative.n_min (llama-server's names; the pinned llama-server ignores
 // them, earlier ones applied them to the draft model). They bound this
 // request's drafts within the server's settings.
-func parseSpeculative(f reqFields, t *Task) error {
+func parseSpeculative(f reqFields, t *engine.Request) error {
 	if err := f.int("speculative.n_max", &t.SpecNMax, 0, math.MaxInt32); err != nil {
 		return err
 	}
 	return f.int("speculative.n_min", &t.SpecNMin, 0, math.MaxInt32)
 }
 
-// MarshalJSON writes the timings as llama-server: draft_n and
-// draft_n_accepted only when something was drafted, and then both, even
-// when nothing was accepted.
-func (t Timings) MarshalJSON() ([]byte, error) {
-	type plain Timings
-	if t.DraftN == 0 {
-		return json.Marshal(plain(t))
-	}
-	return json.Marshal(struct {
-		plain
-		DraftNAccepted int `json:"draft_n_accepted"`
-	}{plain(t), t.DraftNAccepted})
-}
-
 // writeSpecPerPos writes llama-server's labeled counter of accepted draft
 // tokens by draft position (nothing before the first draft).
-func writeSpecPerPos(sb *strings.Builder, m Metrics) {
+func writeSpecPerPos(sb *strings.Builder, m engine.Metrics) {
 	if len(m.DraftAcceptedPerPos) == 0 {
 		return
 	}

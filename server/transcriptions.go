@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/x/llama/engine"
+
 	"github.com/x/llama/chat"
 )
 
@@ -203,7 +205,7 @@ type (
 )
 
 // transcriptionDone is the final answer for the task's Done event.
-func transcriptionDone(text string, ev Event) oaiTranscription {
+func transcriptionDone(text string, ev engine.Event) oaiTranscription {
 	out := oaiTranscription{Type: "transcript.text.done", Text: text}
 	out.Usage.Type = "tokens"
 	out.Usage.InputTokens = ev.PromptTokens
@@ -274,7 +276,7 @@ func handleTranscriptions(s *Server) http.HandlerFunc {
 // streamTranscription sends the generated text as transcript.text.delta
 // events, then transcript.text.done with the whole (parsed) text and the
 // usage, then [DONE].
-func streamTranscription(w http.ResponseWriter, parse chat.ParseOptions, events <-chan Event) {
+func streamTranscription(w http.ResponseWriter, parse chat.ParseOptions, events <-chan engine.Event) {
 	sse := sseStart(w)
 	var sb strings.Builder
 	for ev := range events {

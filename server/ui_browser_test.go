@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/x/llama/engine"
+
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -150,7 +152,7 @@ true`
 // keeps the conversation, and the Markdown renderer is safe. It saves
 // screenshots of both themes (in testdata with -update).
 func TestWebUIInBrowser(t *testing.T) {
-	s, _ := newTestServer(t, Options{Engine: EngineOptions{Parallel: 1, CtxSize: 2048}})
+	s, _ := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, CtxSize: 2048}})
 	mux := http.NewServeMux()
 	mux.Handle("/llm/", http.StripPrefix("/llm", s.Handler()))
 	ts := httptest.NewServer(mux) // 127.0.0.1
@@ -389,7 +391,7 @@ func sendMessage(t *testing.T, ctx context.Context, msg string) storedMessage {
 // the Markdown content and the tool call.
 func TestWebUIReasoningAndToolCalls(t *testing.T) {
 	ts, inst, real := newScriptServer(t)
-	inst.Engine = scriptEngine{Engine: real, stop: StopEOS, pieces: []string{
+	inst.Engine = scriptEngine{engineAPI: real, stop: engine.StopEOS, pieces: []string{
 		"<think>", "The user wants", " the weather.", "</think>",
 		"Let me **check** that.\n",
 		"<tool_call>\n{\"name\": \"get_weather\", ", "\"arguments\": {\"city\": \"Rome\"}}\n</tool_call>",
@@ -449,7 +451,7 @@ func TestWebUIRouterModels(t *testing.T) {
 	}
 	_, ts := newTestServer(t, Options{ModelsDir: dir, ChatTemplate: "chatml",
 		UIConfig: `{"theme": "dark", "systemMessage": "You tell stories.", "max_tokens": 8}`,
-		Engine:   EngineOptions{Parallel: 1, CtxSize: 512, Threads: 1, ThreadsBatch: 1}})
+		Engine:   engine.Options{Parallel: 1, CtxSize: 512, Threads: 1, ThreadsBatch: 1}})
 	ctx := openPage(t, ts.URL+"/")
 	do(t, ctx,
 		waitJS(`!document.getElementById('model-label').hidden && document.getElementById('model-select').options.length === 2`),

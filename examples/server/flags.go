@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/x/llama/engine"
+
 	"github.com/x/llama"
 	"github.com/x/llama/internal/jsonschema"
 	"github.com/x/llama/server"
@@ -24,7 +26,7 @@ import (
 type config struct {
 	opts     server.Options
 	aliases  []string              // -a names, sorted
-	sampling server.SamplingParams // the defaults of requests (--temp, --top-k...)
+	sampling engine.SamplingParams // the defaults of requests (--temp, --top-k...)
 	host     string
 	port     int
 	timeout  time.Duration
@@ -513,7 +515,7 @@ func flagTable(c *config) []flagDef {
 		}},
 		{names: []string{"--lora"}, arg: "FNAME", sec: cm, help: "LoRA adapters, comma-separated (scale 1)", set: func(_ *config, v string) error {
 			for _, p := range splitList(v) {
-				e.Adapters = append(e.Adapters, server.AdapterSpec{Path: p, Scale: 1})
+				e.Adapters = append(e.Adapters, engine.AdapterSpec{Path: p, Scale: 1})
 			}
 			return nil
 		}},
@@ -527,7 +529,7 @@ func flagTable(c *config) []flagDef {
 				if err != nil {
 					return err
 				}
-				e.Adapters = append(e.Adapters, server.AdapterSpec{Path: parts[0], Scale: float32(s)})
+				e.Adapters = append(e.Adapters, engine.AdapterSpec{Path: parts[0], Scale: float32(s)})
 			}
 			return nil
 		}},
@@ -1226,7 +1228,7 @@ func envValue(f *flagDef, getenv func(string) string) (string, bool) {
 // parseFlags reads llama-server's command line and its environment
 // variables (the command line wins).
 func parseFlags(args []string, getenv func(string) string, usage io.Writer) (*config, error) {
-	c := &config{host: "127.0.0.1", port: 8080, timeout: 3600 * time.Second, sampling: server.DefaultSamplingParams()}
+	c := &config{host: "127.0.0.1", port: 8080, timeout: 3600 * time.Second, sampling: engine.DefaultSamplingParams()}
 	c.opts.Slots = true
 	c.opts.Jinja = true
 	c.opts.NPredict = -1

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
@@ -184,7 +186,7 @@ func TestFlagSpellings(t *testing.T) {
 		{[]string{"-mu", "http://x/m.gguf"}, func(t *testing.T, c *config) { assert.Equal(t, "http://x/m.gguf", c.modelURL) }},
 		{[]string{"--sleep-idle-seconds", "-1"}, func(t *testing.T, c *config) { assert.Zero(t, c.opts.SleepIdleSeconds) }},
 		{[]string{"--lora", "a.gguf", "--lora-init-without-apply"}, func(t *testing.T, c *config) {
-			assert.Equal(t, []server.AdapterSpec{{Path: "a.gguf", Scale: 0}}, c.opts.Engine.Adapters)
+			assert.Equal(t, []engine.AdapterSpec{{Path: "a.gguf", Scale: 0}}, c.opts.Engine.Adapters)
 		}},
 		{[]string{"--control-vector-layer-range", "1", "5", "--prio", "2", "--poll", "50", "-C", "ff", "-Cr", "0-3", "--threads-http", "8"}, func(t *testing.T, c *config) {}},
 		{[]string{"--port=9090"}, func(t *testing.T, c *config) { assert.Equal(t, 9090, c.port) }},
@@ -212,7 +214,7 @@ func TestFlagDefaults(t *testing.T) {
 	c, err := parseFlags(nil, noEnv, io.Discard)
 	require.NoError(t, err, "no model at all is router mode with no models")
 	assert.Empty(t, c.opts.Model)
-	assert.Equal(t, server.DefaultSamplingParams(), *c.opts.Sampling)
+	assert.Equal(t, engine.DefaultSamplingParams(), *c.opts.Sampling)
 	assert.Equal(t, []string{"*"}, c.opts.CORSOrigins)
 	assert.Equal(t, 4, c.opts.Engine.Parallel)
 	assert.True(t, c.opts.Engine.KVUnified)
@@ -493,50 +495,50 @@ func TestFlagTools(t *testing.T) {
 }
 
 // TestFlagSpeculative checks the speculative decoding flags: they set
-// the engine's server.SpeculativeOptions.
+// the engine's engine.SpeculativeOptions.
 func TestFlagSpeculative(t *testing.T) {
 	all := runtime.NumCPU()
 	for _, tc := range []struct {
 		name string
 		args []string
 		env  map[string]string
-		want server.SpeculativeOptions
+		want engine.SpeculativeOptions
 		err  string
 	}{
 		{name: "off"},
 		{name: "draft model", args: []string{"-md", "d.gguf", "--spec-type", "draft-simple"},
-			want: server.SpeculativeOptions{DraftModel: "d.gguf", Types: []string{"draft-simple"}}},
-		{name: "long names", args: []string{"--model-draft", "d.gguf", "--spec-draft-model", "e.gguf"}, want: server.SpeculativeOptions{DraftModel: "e.gguf"}},
+			want: engine.SpeculativeOptions{DraftModel: "d.gguf", Types: []string{"draft-simple"}}},
+		{name: "long names", args: []string{"--model-draft", "d.gguf", "--spec-draft-model", "e.gguf"}, want: engine.SpeculativeOptions{DraftModel: "e.gguf"}},
 		{name: "env", env: map[string]string{"LLAMA_ARG_SPEC_DRAFT_MODEL": "d.gguf", "LLAMA_ARG_SPEC_TYPE": "ngram-simple,draft-simple",
 			"LLAMA_ARG_SPEC_DRAFT_N_MAX": "8", "LLAMA_ARG_SPEC_DRAFT_P_MIN": "0.5"},
-			want: server.SpeculativeOptions{DraftModel: "d.gguf", Types: []string{"ngram-simple", "draft-simple"}, NMax: 8, PMin: 0.5}},
+			want: engine.SpeculativeOptions{DraftModel: "d.gguf", Types: []string{"ngram-simple", "draft-simple"}, NMax: 8, PMin: 0.5}},
 		{name: "types append", args: []string{"--spec-type", "ngram-simple", "--spec-type", "ngram-map-k,ngram-cache"},
-			want: server.SpeculativeOptions{Types: []string{"ngram-simple", "ngram-map-k", "ngram-cache"}}},
+			want: engine.SpeculativeOptions{Types: []string{"ngram-simple", "ngram-map-k", "ngram-cache"}}},
 		{name: "none clears", args: []string{"--spec-type", "ngram-simple", "--spec-type", "none"}},
 		{name: "unknown type", args: []string{"--spec-type", "magic"}, err: "unknown speculative type"},
-		{name: "preset", args: []string{"--spec-default"}, want: server.SpeculativeOptions{Types: []string{"ngram-mod"}}},
+		{name: "preset", args: []string{"--spec-default"}, want: engine.SpeculativeOptions{Types: []string{"ngram-mod"}}},
 		{name: "draft sizes", args: []string{"--spec-draft-n-max", "16", "--spec-draft-n-min", "2", "--draft-p-min", "0.75", "--spec-draft-p-split", "0.1"},
-			want: server.SpeculativeOptions{NMax: 16, NMin: 2, PMin: 0.75, PSplit: 0.1}},
-		{name: "old p names", args: []string{"--spec-draft-p-min", "0.2", "--draft-p-split", "0.3"}, want: server.SpeculativeOptions{PMin: 0.2, PSplit: 0.3}},
+			want: engine.SpeculativeOptions{NMax: 16, NMin: 2, PMin: 0.75, PSplit: 0.1}},
+		{name: "old p names", args: []string{"--spec-draft-p-min", "0.2", "--draft-p-split", "0.3"}, want: engine.SpeculativeOptions{PMin: 0.2, PSplit: 0.3}},
 		{name: "negative n-max", args: []string{"--spec-draft-n-max", "-1"}, err: "negative"},
-		{name: "threads", args: []string{"-td", "2", "-tbd", "3"}, want: server.SpeculativeOptions{DraftThreads: 2, DraftThreadsBatch: 3}},
+		{name: "threads", args: []string{"-td", "2", "-tbd", "3"}, want: engine.SpeculativeOptions{DraftThreads: 2, DraftThreadsBatch: 3}},
 		{name: "threads long, <= 0 all CPUs", args: []string{"--threads-draft", "0", "--spec-draft-threads-batch", "-1"},
-			want: server.SpeculativeOptions{DraftThreads: all, DraftThreadsBatch: all}},
-		{name: "cache types", args: []string{"-ctkd", "q8_0", "--cache-type-v-draft", "q4_0"}, want: server.SpeculativeOptions{DraftTypeK: "q8_0", DraftTypeV: "q4_0"}},
-		{name: "cache types long", args: []string{"--spec-draft-type-k", "f32", "-ctvd", "bf16"}, want: server.SpeculativeOptions{DraftTypeK: "f32", DraftTypeV: "bf16"}},
+			want: engine.SpeculativeOptions{DraftThreads: all, DraftThreadsBatch: all}},
+		{name: "cache types", args: []string{"-ctkd", "q8_0", "--cache-type-v-draft", "q4_0"}, want: engine.SpeculativeOptions{DraftTypeK: "q8_0", DraftTypeV: "q4_0"}},
+		{name: "cache types long", args: []string{"--spec-draft-type-k", "f32", "-ctvd", "bf16"}, want: engine.SpeculativeOptions{DraftTypeK: "f32", DraftTypeV: "bf16"}},
 		{name: "bad cache type", args: []string{"-ctkd", "q9"}, err: "-ctkd"},
-		{name: "gpu layers", args: []string{"-ngld", "7"}, want: server.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{GPULayers: 7}}},
-		{name: "gpu layers 0", args: []string{"--gpu-layers-draft", "0"}, want: server.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{CPUOnly: true}}},
+		{name: "gpu layers", args: []string{"-ngld", "7"}, want: engine.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{GPULayers: 7}}},
+		{name: "gpu layers 0", args: []string{"--gpu-layers-draft", "0"}, want: engine.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{CPUOnly: true}}},
 		{name: "gpu layers all", args: []string{"--n-gpu-layers-draft", "3", "--spec-draft-ngl", "all"}},
-		{name: "gpu layers env", env: map[string]string{"LLAMA_ARG_N_GPU_LAYERS_DRAFT": "5"}, want: server.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{GPULayers: 5}}},
+		{name: "gpu layers env", env: map[string]string{"LLAMA_ARG_N_GPU_LAYERS_DRAFT": "5"}, want: engine.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{GPULayers: 5}}},
 		{name: "gpu layers bad", args: []string{"-ngld", "many"}, err: "-ngld"},
-		{name: "draft device none", args: []string{"-devd", "none"}, want: server.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{CPUOnly: true}}},
+		{name: "draft device none", args: []string{"-devd", "none"}, want: engine.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{CPUOnly: true}}},
 		{name: "ngram sizes", args: []string{"--spec-ngram-simple-size-n", "4", "--spec-ngram-simple-size-m", "16", "--spec-ngram-map-k-size-n", "1", "--spec-ngram-map-k-size-m", "1024"},
-			want: server.SpeculativeOptions{NgramSimpleSizeN: 4, NgramSimpleSizeM: 16, NgramMapKSizeN: 1, NgramMapKSizeM: 1024}},
+			want: engine.SpeculativeOptions{NgramSimpleSizeN: 4, NgramSimpleSizeM: 16, NgramMapKSizeN: 1, NgramMapKSizeM: 1024}},
 		{name: "ngram size 0", args: []string{"--spec-ngram-simple-size-n", "0"}, err: "out of range"},
 		{name: "ngram size too big", args: []string{"--spec-ngram-map-k-size-m", "1025"}, err: "out of range"},
-		{name: "lookup caches", args: []string{"-lcs", "s.bin", "--lookup-cache-dynamic", "d.bin"}, want: server.SpeculativeOptions{LookupCacheStatic: "s.bin", LookupCacheDynamic: "d.bin"}},
-		{name: "lookup caches long", args: []string{"--lookup-cache-static", "s.bin", "-lcd", "d.bin"}, want: server.SpeculativeOptions{LookupCacheStatic: "s.bin", LookupCacheDynamic: "d.bin"}},
+		{name: "lookup caches", args: []string{"-lcs", "s.bin", "--lookup-cache-dynamic", "d.bin"}, want: engine.SpeculativeOptions{LookupCacheStatic: "s.bin", LookupCacheDynamic: "d.bin"}},
+		{name: "lookup caches long", args: []string{"--lookup-cache-static", "s.bin", "-lcd", "d.bin"}, want: engine.SpeculativeOptions{LookupCacheStatic: "s.bin", LookupCacheDynamic: "d.bin"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := parseFlags(tc.args, envOf(tc.env), io.Discard)

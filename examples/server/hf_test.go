@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama/internal/hub/hubtest"
@@ -43,7 +45,7 @@ func TestPullHF(t *testing.T) {
 		{name: "preset repo: router mode", flags: hfFlags{Repo: "tiny/preset"}, models: []string{"stories"}, bar: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := server.Options{Alias: tc.alias, Engine: server.EngineOptions{Threads: 1, ThreadsBatch: 1, CtxSize: 256}}
+			o := server.Options{Alias: tc.alias, Engine: engine.Options{Threads: 1, ThreadsBatch: 1, CtxSize: 256}}
 			var bar bytes.Buffer
 			require.NoError(t, pullHF(context.Background(), tc.flags, &o, &bar))
 			assert.Equal(t, tc.bar, strings.Contains(bar.String(), "100%"), bar.String())

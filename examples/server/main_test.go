@@ -15,11 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/x/llama/engine"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
 	"github.com/x/llama/internal/testenv"
-	"github.com/x/llama/server"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -51,7 +52,7 @@ func TestParseFlags(t *testing.T) {
 	assert.False(t, o.Slots)
 	assert.True(t, o.PropsEndpoint)
 	assert.Equal(t, slotDir, o.SlotSavePath)
-	assert.Equal(t, []server.AdapterSpec{{Path: "a.gguf", Scale: 0.5}, {Path: "b.gguf", Scale: 2}, {Path: "c.gguf", Scale: 1}}, o.Engine.Adapters)
+	assert.Equal(t, []engine.AdapterSpec{{Path: "a.gguf", Scale: 0.5}, {Path: "b.gguf", Scale: 2}, {Path: "c.gguf", Scale: 1}}, o.Engine.Adapters)
 	assert.Equal(t, "chatml", o.ChatTemplate)
 	assert.Equal(t, "deepseek", o.ReasoningFormat)
 	assert.Equal(t, []string{"http://x", "http://y"}, o.CORSOrigins)

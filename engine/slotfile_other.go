@@ -1,6 +1,6 @@
 //go:build !unix
 
-package server
+package engine
 
 // openNoFollow are the open flags of slot files; this system has no
 // O_NOFOLLOW, so symbolic links are refused by the regular-file check of

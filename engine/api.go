@@ -1,13 +1,12 @@
-package server
+package engine
 
 // The contract between the HTTP layer (handlers, wire formats) and the
 // engine (slots, continuous batching, prompt cache). Handlers build a
-// Task from a request and read its Events; they never touch llama.Context.
+// Request from a request and read its Events; they never touch llama.Context.
 
 import (
+	"encoding/json"
 	"time"
-
-	"context"
 
 	"github.com/x/llama"
 )
@@ -58,25 +57,6 @@ type SamplingParams struct {
 	NProbs          int // return the top n token probabilities per token
 }
 
-// defaultSampling returns the sampling parameters requests start from:
-// o.Sampling (a copy) or DefaultSamplingParams.
-func (o *Options) defaultSampling() SamplingParams {
-	if o.Sampling == nil {
-		return DefaultSamplingParams()
-	}
-	p := *o.Sampling
-	p.DRYSequenceBreakers = append([]string(nil), p.DRYSequenceBreakers...)
-	p.Samplers = append([]string(nil), p.Samplers...)
-	if p.LogitBias != nil {
-		b := make(map[llama.Token]float32, len(p.LogitBias))
-		for k, v := range p.LogitBias {
-			b[k] = v
-		}
-		p.LogitBias = b
-	}
-	return p
-}
-
 // DefaultSamplingParams returns llama.cpp's server defaults.
 func DefaultSamplingParams() SamplingParams {
 	return SamplingParams{
@@ -99,19 +79,19 @@ type GrammarTrigger struct {
 	Token       llama.Token // llama.NoToken when unused
 }
 
-// TaskKind says what a Task computes.
-type TaskKind int
+// Kind says what a Request computes.
+type Kind int
 
-// Task kinds.
+// Request kinds.
 const (
-	TaskCompletion TaskKind = iota // generate text from Prompt
-	TaskEmbedding                  // embeddings of Prompt
-	TaskRerank                     // relevance score of Prompt (query+document already joined)
+	KindCompletion Kind = iota // generate text from Prompt
+	KindEmbedding              // embeddings of Prompt
+	KindRerank                 // relevance score of Prompt (query+document already joined)
 )
 
-// Task is one unit of work for the engine.
-type Task struct {
-	Kind   TaskKind
+// Request is one unit of work for the engine.
+type Request struct {
+	Kind   Kind
 	Prompt []llama.Token
 	Params SamplingParams
 	// NPredict is the most tokens to generate (-1: until EOG or the context is full).
@@ -121,13 +101,13 @@ type Task struct {
 	// CachePrompt reuses the longest common prefix in a slot's KV cache.
 	CachePrompt bool
 	// ReturnProgress asks for Progress events while the prompt is
-	// decoded: one when the task starts (after the cached prefix), then
+	// decoded: one when the request starts (after the cached prefix), then
 	// one per decode holding its prompt tokens.
 	ReturnProgress bool
 	// CacheReuse is the smallest run of cached tokens after the common
 	// prefix that, with CachePrompt, is shifted into place instead of being
-	// decoded again (see EngineOptions.CacheReuse): 0 means the engine's
-	// EngineOptions.CacheReuse, a negative value turns reuse off.
+	// decoded again (see Options.CacheReuse): 0 means the engine's
+	// Options.CacheReuse, a negative value turns reuse off.
 	CacheReuse int
 	// NKeep is how many prompt tokens to keep on a context shift (-1: all).
 	NKeep int
@@ -135,7 +115,7 @@ type Task struct {
 	TMaxPredictMs int
 	// SlotID asks for a specific slot (-1: any, best prompt-cache match).
 	SlotID int
-	// LoRA overrides the adapters' scales for this task (nil: the server's).
+	// LoRA overrides the adapters' scales for this request (nil: the server's).
 	LoRA []LoRAScale
 	// Normalize is the embedding normalization (-1 none, 2 Euclidean, ...).
 	Normalize int
@@ -146,7 +126,7 @@ type Task struct {
 	// speculative.n_min; 0: the drafters' own limits).
 	SpecNMax, SpecNMin int
 
-	mm *mmPrompt // media of the prompt (see multimodal.go)
+	Media *Media // media of the prompt (see NewMedia); nil: none
 }
 
 // LoRAScale is an adapter id (index in the server's list) and its scale.
@@ -191,7 +171,7 @@ type Timings struct {
 	DraftNAccepted int `json:"draft_n_accepted,omitempty"`
 }
 
-// PromptProgress is how far a task's prompt has been decoded: Processed
+// PromptProgress is how far a request's prompt has been decoded: Processed
 // of Total tokens, Cache of them reused from the cache, after TimeMS.
 type PromptProgress struct {
 	Total     int   `json:"total"`
@@ -200,13 +180,13 @@ type PromptProgress struct {
 	TimeMS    int64 `json:"time_ms"`
 }
 
-// Event is one step of a task's result stream. Completion tasks send one
+// Event is one step of a request's result stream. Completion requests send one
 // Event per generated token (Text may be empty while a UTF-8 character or a
 // possible stop string is incomplete) and a last Event with Done set.
-// Embedding and rerank tasks send one Event with Done set.
+// Embedding and rerank requests send one Event with Done set.
 type Event struct {
 	// Progress, when set, makes this a prompt progress event (see
-	// Task.ReturnProgress): no token, Timings cover the prompt so far.
+	// Request.ReturnProgress): no token, Timings cover the prompt so far.
 	Progress *PromptProgress
 	Token    llama.Token
 	Text     string
@@ -231,30 +211,6 @@ type Event struct {
 	Err error // a failure (the last Event)
 }
 
-// Engine runs tasks on a model. Implementations are safe for concurrent use.
-type Engine interface {
-	// Submit queues a task; the returned channel yields its events and is
-	// closed after the Done (or Err) event. Cancelling ctx stops the task and
-	// frees its slot at once. Submit fails with ErrBusy when the queue is full.
-	Submit(ctx context.Context, t *Task) (<-chan Event, error)
-	// Model returns the model.
-	Model() *llama.Model
-	// SlotsInfo describes each slot (for GET /slots).
-	SlotsInfo() []SlotInfo
-	// Metrics returns the counters for GET /metrics.
-	Metrics() Metrics
-	// SaveSlot, RestoreSlot and EraseSlot implement /slots/{id}?action=.
-	SaveSlot(id int, path string) (nTokens int, nBytes int, err error)
-	RestoreSlot(id int, path string) (nTokens int, nBytes int, err error)
-	EraseSlot(id int) (nErased int, err error)
-	// Adapters returns the loaded LoRA adapters; SetAdapterScales changes
-	// the server-wide scales.
-	Adapters() []AdapterInfo
-	SetAdapterScales([]LoRAScale) error
-	// Close stops accepting tasks, cancels running ones and frees the contexts.
-	Close() error
-}
-
 // SlotInfo is one slot's state.
 type SlotInfo struct {
 	ID           int    `json:"id"`
@@ -264,7 +220,7 @@ type SlotInfo struct {
 	NPast        int    `json:"n_past"`
 	NDecoded     int    `json:"n_decoded"`
 	TaskID       int64  `json:"id_task"`
-	// HasTask says whether the slot has run a task; TaskID is then the
+	// HasTask says whether the slot has run a request; TaskID is then the
 	// current or last one.
 	HasTask bool `json:"-"`
 	// Speculative says whether the slot drafts (speculative decoding on).
@@ -279,7 +235,7 @@ type Metrics struct {
 	PromptTokensCachedTotal int64
 	PromptSecondsTotal      float64
 	TokensPredictedTotal    int64
-	// TokensPredictedSteps counts the decode steps of generation: a task's
+	// TokensPredictedSteps counts the decode steps of generation: a request's
 	// first token comes from its prompt's logits, so it takes none.
 	TokensPredictedSteps   int64
 	TokensPredictedSeconds float64
@@ -317,4 +273,18 @@ type AdapterInfo struct {
 	ID    int     `json:"id"`
 	Path  string  `json:"path"`
 	Scale float32 `json:"scale"`
+}
+
+// MarshalJSON writes the timings as llama-server: draft_n and
+// draft_n_accepted only when something was drafted, and then both, even
+// when nothing was accepted.
+func (t Timings) MarshalJSON() ([]byte, error) {
+	type plain Timings
+	if t.DraftN == 0 {
+		return json.Marshal(plain(t))
+	}
+	return json.Marshal(struct {
+		plain
+		DraftNAccepted int `json:"draft_n_accepted"`
+	}{plain(t), t.DraftNAccepted})
 }

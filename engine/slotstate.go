@@ -1,4 +1,4 @@
-package server
+package engine
 
 import (
 	"errors"
@@ -27,17 +27,17 @@ func unpackSlotTokens(packed []llama.Token) ([]llama.Token, error) {
 		return packed, nil
 	}
 	if len(packed) < 4 || packed[1] != slotStateVersion {
-		return nil, errors.New("server: unsupported slot file token state")
+		return nil, errors.New("engine: unsupported slot file token state")
 	}
 	n := int(uint32(packed[2]))
 	if n > len(packed)-4 {
-		return nil, errors.New("server: truncated slot file token state")
+		return nil, errors.New("engine: truncated slot file token state")
 	}
 	if packed[3+n] != 0 {
-		return nil, errors.New("server: slot file holds media chunks, which need a multimodal projector")
+		return nil, errors.New("engine: slot file holds media chunks, which need a multimodal projector")
 	}
 	if len(packed) != n+4 {
-		return nil, errors.New("server: trailing data in slot file token state")
+		return nil, errors.New("engine: trailing data in slot file token state")
 	}
 	return packed[3 : 3+n], nil
 }

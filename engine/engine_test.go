@@ -1,4 +1,4 @@
-package server
+package engine
 
 import (
 	"context"
@@ -41,12 +41,12 @@ func engStoriesModel(t testing.TB) *llama.Model {
 	return engineModel
 }
 
-func newEngTestEngine(t testing.TB, o EngineOptions) (*llama.Model, Engine) {
+func newEngTestEngine(t testing.TB, o Options) (*llama.Model, *Engine) {
 	m := engStoriesModel(t)
 	if o.Threads == 0 {
 		o.Threads = 1
 	}
-	e, err := NewEngine(m, o)
+	e, err := New(m, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,10 +62,10 @@ func engTokenize(t testing.TB, m *llama.Model, s string, special bool) []llama.T
 	return toks
 }
 
-func engGreedyTask(prompt []llama.Token, n int) *Task {
+func engGreedyTask(prompt []llama.Token, n int) *Request {
 	p := DefaultSamplingParams()
 	p.Temperature = 0
-	return &Task{Kind: TaskCompletion, Prompt: prompt, Params: p, NPredict: n, NKeep: 0, SlotID: -1, Normalize: 2}
+	return &Request{Kind: KindCompletion, Prompt: prompt, Params: p, NPredict: n, NKeep: 0, SlotID: -1, Normalize: 2}
 }
 
 type engResult struct {
@@ -75,9 +75,11 @@ type engResult struct {
 	done   Event
 }
 
-func engCollect(t testing.TB, ch <-chan Event) engResult {
+func engCollect(t testing.TB, st *Stream) engResult {
 	var r engResult
-	for ev := range ch {
+	defer st.Close()
+	for st.Next() {
+		ev := st.Event()
 		if ev.Done {
 			r.done = ev
 			continue
@@ -87,12 +89,12 @@ func engCollect(t testing.TB, ch <-chan Event) engResult {
 		r.tokens = append(r.tokens, ev.Token)
 	}
 	if !r.done.Done {
-		t.Fatalf("channel closed without Done event")
+		t.Fatalf("stream ended without Done event: %v", st.Err())
 	}
 	return r
 }
 
-func engRun(t testing.TB, e Engine, task *Task) engResult {
+func engRun(t testing.TB, e *Engine, task *Request) engResult {
 	ch, err := e.Submit(context.Background(), task)
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +107,7 @@ func engRun(t testing.TB, e Engine, task *Task) engResult {
 }
 
 func TestEngineGreedy(t *testing.T) {
-	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512})
+	m, e := newEngTestEngine(t, Options{CtxSize: 512})
 	r := engRun(t, e, engGreedyTask(engTokenize(t, m, "Once upon a time", true), 32))
 	if !strings.HasPrefix(r.text, storiesGreedy) {
 		t.Fatalf("got %q, want prefix %q", r.text, storiesGreedy)
@@ -123,7 +125,7 @@ func TestEngineGreedy(t *testing.T) {
 }
 
 func TestEngineParallelGreedy(t *testing.T) {
-	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 1024, Parallel: 4, ContextShift: true})
+	m, e := newEngTestEngine(t, Options{CtxSize: 1024, Parallel: 4, ContextShift: true})
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	// A task that runs until cancelled holds one slot, so the greedy tasks
 	// below certainly share decodes with it, whatever the timing.
@@ -134,7 +136,8 @@ func TestEngineParallelGreedy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := <-hch
+	hch.Next()
+	first := hch.Event()
 	var wg sync.WaitGroup
 	res := make([]engResult, 3)
 	for i := range res {
@@ -153,7 +156,7 @@ func TestEngineParallelGreedy(t *testing.T) {
 		slots[r.done.SlotID] = true
 	}
 	cancel()
-	for range hch {
+	for hch.Next() {
 	}
 	if len(slots) < 2 {
 		t.Errorf("tasks did not run in parallel: slots %v", slots)
@@ -164,7 +167,7 @@ func TestEngineParallelGreedy(t *testing.T) {
 }
 
 func TestEnginePromptCache(t *testing.T) {
-	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512})
+	m, e := newEngTestEngine(t, Options{CtxSize: 512})
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	tk := engGreedyTask(prompt, 24)
 	tk.CachePrompt = true
@@ -193,7 +196,7 @@ func TestEnginePromptCache(t *testing.T) {
 }
 
 func TestEngineCancel(t *testing.T) {
-	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512, Parallel: 1})
+	m, e := newEngTestEngine(t, Options{CtxSize: 512, Parallel: 1})
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	ctx, cancel := context.WithCancel(context.Background())
 	tk := engGreedyTask(prompt, -1)
@@ -204,10 +207,10 @@ func TestEngineCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		<-ch
+		ch.Next()
 	}
 	cancel()
-	for range ch { // closed soon
+	for ch.Next() { // closed soon
 	}
 	r := engRun(t, e, engGreedyTask(prompt, 8))
 	if !strings.HasPrefix(storiesGreedy, r.text) || r.done.Generated != 8 {
@@ -216,7 +219,7 @@ func TestEngineCancel(t *testing.T) {
 }
 
 func TestEngineQueueBusy(t *testing.T) {
-	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512, Parallel: 1, QueueSize: 1})
+	m, e := newEngTestEngine(t, Options{CtxSize: 512, Parallel: 1, QueueSize: 1})
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -226,7 +229,7 @@ func TestEngineQueueBusy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-ch1 // running
+	ch1.Next() // running
 	ch2, err := e.Submit(ctx, engGreedyTask(prompt, 4))
 	if err != nil {
 		t.Fatal(err)
@@ -238,15 +241,15 @@ func TestEngineQueueBusy(t *testing.T) {
 		t.Errorf("deferred %d", d)
 	}
 	cancel()
-	for range ch1 {
+	for ch1.Next() {
 	}
-	for range ch2 {
+	for ch2.Next() {
 	}
 	engRun(t, e, engGreedyTask(prompt, 4))
 }
 
 func TestEngineStopString(t *testing.T) {
-	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512})
+	m, e := newEngTestEngine(t, Options{CtxSize: 512})
 	tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), 64)
 	tk.Stop = []string{"named Lily", "zzz"}
 	r := engRun(t, e, tk)
@@ -261,7 +264,7 @@ func TestEngineStopString(t *testing.T) {
 }
 
 func TestEngineNProbs(t *testing.T) {
-	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512})
+	m, e := newEngTestEngine(t, Options{CtxSize: 512})
 	tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), 4)
 	tk.Params.NProbs = 5
 	r := engRun(t, e, tk)
@@ -284,7 +287,7 @@ func TestEngineNProbs(t *testing.T) {
 }
 
 func TestEngineContextFull(t *testing.T) {
-	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 256})
+	m, e := newEngTestEngine(t, Options{CtxSize: 256})
 	nCtx := e.SlotsInfo()[0].NCtx
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	tk := engGreedyTask(prompt, -1)
@@ -308,7 +311,7 @@ func TestEngineContextFull(t *testing.T) {
 		t.Fatalf("long prompt: %v", r.done.Err)
 	}
 
-	_, es := newEngTestEngine(t, EngineOptions{CtxSize: 256, ContextShift: true})
+	_, es := newEngTestEngine(t, Options{CtxSize: 256, ContextShift: true})
 	tk = engGreedyTask(prompt, nCtx+60)
 	tk.Params.IgnoreEOS = true
 	r = engRun(t, es, tk)
@@ -326,11 +329,11 @@ func TestEngineContextFull(t *testing.T) {
 }
 
 func TestEngineEmbeddings(t *testing.T) {
-	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512, Parallel: 4, Embedding: true, Pooling: llama.PoolingMean})
+	m, e := newEngTestEngine(t, Options{CtxSize: 512, Parallel: 4, Embedding: true, Pooling: llama.PoolingMean})
 	texts := []string{"Once upon a time", "The cat sat on the mat", "Lily loved to play", "Once upon a time"}
-	chans := make([]<-chan Event, len(texts))
+	chans := make([]*Stream, len(texts))
 	for i, s := range texts {
-		ch, err := e.Submit(context.Background(), &Task{Kind: TaskEmbedding, Prompt: engTokenize(t, m, s, true), SlotID: -1, Normalize: 2})
+		ch, err := e.Submit(context.Background(), &Request{Kind: KindEmbedding, Prompt: engTokenize(t, m, s, true), SlotID: -1, Normalize: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -370,16 +373,16 @@ func TestEngineEmbeddings(t *testing.T) {
 		t.Fatal("completion on an embedding engine")
 	}
 
-	_, en := newEngTestEngine(t, EngineOptions{CtxSize: 512, Embedding: true, Pooling: llama.PoolingNone})
+	_, en := newEngTestEngine(t, Options{CtxSize: 512, Embedding: true, Pooling: llama.PoolingNone})
 	p := engTokenize(t, m, "Once upon a time", true)
-	r := engRun(t, en, &Task{Kind: TaskEmbedding, Prompt: p, PerToken: true, SlotID: -1, Normalize: 2})
+	r := engRun(t, en, &Request{Kind: KindEmbedding, Prompt: p, PerToken: true, SlotID: -1, Normalize: 2})
 	if len(r.done.Embedding) != len(p) {
 		t.Fatalf("per token: %d vectors for %d tokens", len(r.done.Embedding), len(p))
 	}
 }
 
 func TestEngineSlotFiles(t *testing.T) {
-	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512, Parallel: 2})
+	m, e := newEngTestEngine(t, Options{CtxSize: 512, Parallel: 2})
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	full := engRun(t, e, engGreedyTask(prompt, 32))
 
@@ -416,7 +419,7 @@ func TestEngineSlotFiles(t *testing.T) {
 }
 
 func TestEngineGrammar(t *testing.T) {
-	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512})
+	m, e := newEngTestEngine(t, Options{CtxSize: 512})
 	tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), 16)
 	tk.Params.Grammar = `root ::= "yes" | "no"`
 	r := engRun(t, e, tk)
@@ -440,7 +443,7 @@ func TestEngineGrammar(t *testing.T) {
 }
 
 func TestEngineClose(t *testing.T) {
-	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512, Parallel: 1})
+	m, e := newEngTestEngine(t, Options{CtxSize: 512, Parallel: 1})
 	tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), -1)
 	tk.Params.IgnoreEOS = true
 	ch, err := e.Submit(context.Background(), tk)
@@ -451,13 +454,13 @@ func TestEngineClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-ch
+	ch.Next()
 	e.Close()
 	r := engCollect(t, ch)
-	if !errors.Is(r.done.Err, ErrEngineClosed) {
+	if !errors.Is(r.done.Err, ErrClosed) {
 		t.Fatalf("running task: %v", r.done.Err)
 	}
-	if r := engCollect(t, ch2); !errors.Is(r.done.Err, ErrEngineClosed) {
+	if r := engCollect(t, ch2); !errors.Is(r.done.Err, ErrClosed) {
 		t.Fatalf("queued task: %v", r.done.Err)
 	}
 	if _, err := e.Submit(context.Background(), tk); err == nil {
@@ -467,7 +470,7 @@ func TestEngineClose(t *testing.T) {
 
 func TestEngineLoRABatching(t *testing.T) {
 	lora := writeStoriesLoRA(t)
-	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512, Parallel: 2, ContextShift: true, Adapters: []AdapterSpec{{Path: lora, Scale: 0}}})
+	m, e := newEngTestEngine(t, Options{CtxSize: 512, Parallel: 2, ContextShift: true, Adapters: []AdapterSpec{{Path: lora, Scale: 0}}})
 	if a := e.Adapters(); len(a) != 1 || a[0].Path != lora || a[0].Scale != 0 {
 		t.Fatalf("adapters %+v", a)
 	}
@@ -488,7 +491,7 @@ func TestEngineLoRABatching(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-ch1
+	ch1.Next()
 	ch2, err := e.Submit(context.Background(), withTask)
 	if err != nil {
 		t.Fatal(err)
@@ -503,7 +506,7 @@ func TestEngineLoRABatching(t *testing.T) {
 		}
 	}
 	for read := 1; read < k+2; read++ {
-		<-ch1
+		ch1.Next()
 	}
 	if mt := e.Metrics(); mt.RequestsDeferred != 1 || mt.RequestsProcessing != 1 {
 		t.Errorf("the LoRA task did not wait: %+v", mt)
@@ -530,7 +533,7 @@ func TestEngineLoRABatching(t *testing.T) {
 }
 
 func TestEngineLazyGrammar(t *testing.T) {
-	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512})
+	m, e := newEngTestEngine(t, Options{CtxSize: 512})
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	tk := engGreedyTask(prompt, 24)
 	// As llama.cpp, the grammar constrains the text from the trigger on
@@ -546,7 +549,7 @@ func TestEngineLazyGrammar(t *testing.T) {
 }
 
 func TestEngineSamplingSeed(t *testing.T) {
-	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 1024, Parallel: 3})
+	m, e := newEngTestEngine(t, Options{CtxSize: 1024, Parallel: 3})
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	tk := engGreedyTask(prompt, 32)
 	tk.Params = DefaultSamplingParams()
@@ -574,7 +577,7 @@ func TestEngineSamplingSeed(t *testing.T) {
 }
 
 func TestEngineTMaxPredict(t *testing.T) {
-	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 4096})
+	m, e := newEngTestEngine(t, Options{CtxSize: 4096})
 	tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), 3000)
 	tk.Params.IgnoreEOS = true
 	tk.TMaxPredictMs = 1
@@ -585,7 +588,7 @@ func TestEngineTMaxPredict(t *testing.T) {
 }
 
 func TestEngineSlotsInfo(t *testing.T) {
-	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512, Parallel: 2})
+	m, e := newEngTestEngine(t, Options{CtxSize: 512, Parallel: 2})
 	info := e.SlotsInfo()
 	if len(info) != 2 || info[0].NCtx != 256 || info[1].ID != 1 || info[0].IsProcessing {
 		t.Fatalf("idle slots %+v", info)
@@ -597,8 +600,8 @@ func TestEngineSlotsInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-ch
-	<-ch
+	ch.Next()
+	ch.Next()
 	busy := 0
 	for _, s := range e.SlotsInfo() {
 		if s.IsProcessing {
@@ -615,7 +618,7 @@ func TestEngineSlotsInfo(t *testing.T) {
 		t.Fatalf("busy %d, metrics %+v", busy, e.Metrics())
 	}
 	cancel()
-	for range ch {
+	for ch.Next() {
 	}
 	// The loop frees a cancelled task's slot (reap) before it assigns the
 	// next task, and a task's slot is freed before its last event: once a
@@ -652,7 +655,7 @@ func TestEngineTextHelpers(t *testing.T) {
 // A grammar that is complete allows only end-of-generation tokens: with
 // ignore_eos the task must end (not abort the process on a rejected token).
 func TestEngineGrammarIgnoreEOS(t *testing.T) {
-	m, e := newEngTestEngine(t, EngineOptions{CtxSize: 512})
+	m, e := newEngTestEngine(t, Options{CtxSize: 512})
 	tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), 8)
 	tk.Params.Grammar = `root ::= "yes" | "no"`
 	tk.Params.IgnoreEOS = true
@@ -778,10 +781,10 @@ func TestEngineCacheReuse(t *testing.T) {
 			cat(P, A, S), cat(P, S, T), 0, nil, true},
 	}
 	const nGen = 8
-	_, fresh := newEngTestEngine(t, EngineOptions{CtxSize: 512})
+	_, fresh := newEngTestEngine(t, Options{CtxSize: 512})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, e := newEngTestEngine(t, EngineOptions{CtxSize: 512, CacheReuse: tc.reuse})
+			_, e := newEngTestEngine(t, Options{CtxSize: 512, CacheReuse: tc.reuse})
 			first := engGreedyTask(tc.cached, 4)
 			first.CachePrompt = true
 			engRun(t, e, first)
@@ -824,23 +827,23 @@ func TestEngineThreads(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, e := newEngTestEngine(t, EngineOptions{CtxSize: 256, Threads: tc.threads, ThreadsBatch: tc.threadsBatch})
-			n, nb := e.(*engine).lctx.Threads()
+			_, e := newEngTestEngine(t, Options{CtxSize: 256, Threads: tc.threads, ThreadsBatch: tc.threadsBatch})
+			n, nb := e.lctx.Threads()
 			assert.Equal(t, tc.wantN, n)
 			assert.Equal(t, tc.wantBatch, nb)
 		})
 	}
 }
 
-// TestEngOutbox checks the event queue between the loop and a task's
-// channel: events arrive in order whether the reader keeps up or lags,
-// and a reader that leaves makes later pushes no-ops (never a send on the
-// closed channel).
-func TestEngOutbox(t *testing.T) {
+// TestStreamOutbox checks the event queue between the loop and a Stream:
+// events arrive in order whether the reader keeps up or lags, a reader
+// that leaves (cancels) stops reading, pushes after the last are dropped,
+// and no goroutine is involved.
+func TestStreamOutbox(t *testing.T) {
 	const n = 200
 	tests := []struct {
 		name       string
-		startAfter int // the reader starts once this many events are pushed (a backlog past the channel's 16)
+		startAfter int // the reader starts once this many events are pushed (a backlog)
 		leaveAt    int // the reader cancels after this many events (-1: never)
 	}{
 		{"reader keeps up", 0, -1},
@@ -852,18 +855,17 @@ func TestEngOutbox(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			out := make(chan Event, 16)
-			ob := newEngOutbox(out)
-			go ob.forward(ctx)
+			ob := newOutbox()
+			st := &Stream{ctx: ctx, cancel: cancel, ob: ob}
 			start := make(chan struct{})
 			got := make(chan []int, 1)
 			go func() {
 				<-start
 				var seen []int
-				for ev := range out {
-					seen = append(seen, ev.Generated)
+				for st.Next() {
+					seen = append(seen, st.Event().Generated)
 					if len(seen) == tc.leaveAt {
-						cancel()
+						st.Close()
 					}
 				}
 				got <- seen
@@ -879,8 +881,10 @@ func TestEngOutbox(t *testing.T) {
 			seen := <-got
 			if tc.leaveAt < 0 {
 				require.Len(t, seen, n+1)
+				require.NoError(t, st.Err())
 			} else {
 				require.GreaterOrEqual(t, len(seen), tc.leaveAt)
+				require.Less(t, len(seen), n+1, "a reader that closed stops before the end")
 			}
 			for i, g := range seen {
 				require.Equal(t, i, g, "events in order")

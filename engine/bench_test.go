@@ -1,4 +1,4 @@
-package server
+package engine
 
 import (
 	"context"
@@ -18,13 +18,13 @@ func BenchmarkEngineClients(b *testing.B) {
 	for _, th := range [][2]int{{2, 2}, {1, 1}, {1, 2}} {
 		for _, clients := range []int{1, 4, 8} {
 			b.Run(fmt.Sprintf("t=%d,tb=%d/clients=%d", th[0], th[1], clients), func(b *testing.B) {
-				m, e := newEngTestEngine(b, EngineOptions{Parallel: 8, CtxSize: 8 * 1024, Threads: th[0], ThreadsBatch: th[1]})
+				m, e := newEngTestEngine(b, Options{Parallel: 8, CtxSize: 8 * 1024, Threads: th[0], ThreadsBatch: th[1]})
 				prompt := engTokenize(b, m, "Once upon a time", true)
-				task := func() *Task {
+				task := func() *Request {
 					p := DefaultSamplingParams()
 					p.Seed = 42
 					p.IgnoreEOS = true
-					return &Task{Kind: TaskCompletion, Prompt: prompt, Params: p, NPredict: nGen, SlotID: -1}
+					return &Request{Kind: KindCompletion, Prompt: prompt, Params: p, NPredict: nGen, SlotID: -1}
 				}
 				var tokens int64
 				var mu sync.Mutex
@@ -36,15 +36,10 @@ func BenchmarkEngineClients(b *testing.B) {
 						wg.Add(1)
 						go func() {
 							defer wg.Done()
-							ch, err := e.Submit(context.Background(), task())
-							if err != nil {
-								b.Error(err)
-								return
-							}
 							n := 0
-							for ev := range ch {
-								if ev.Err != nil {
-									b.Error(ev.Err)
+							for ev, err := range e.Generate(context.Background(), task()) {
+								if err != nil {
+									b.Error(err)
 								}
 								if ev.Done {
 									n = ev.Generated

@@ -1,4 +1,4 @@
-package server
+package engine
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 	"github.com/x/llama"
 )
 
-// slot is one sequence of the context and the task it runs. Only the loop
+// slot is one sequence of the context and the request it runs. Only the loop
 // goroutine touches it.
 type engSlot struct {
 	id       int
@@ -43,8 +43,8 @@ type engSlot struct {
 	spec      engSlotSpec // speculative decoding
 }
 
-// start prepares a slot for its new task.
-func (e *engine) start(s *engSlot) {
+// start prepares a slot for its new request.
+func (e *Engine) start(s *engSlot) {
 	t := s.tk.t
 	s.tStart = time.Now()
 	s.generated, s.truncated, s.newline = 0, false, false
@@ -54,7 +54,7 @@ func (e *engine) start(s *engSlot) {
 	s.special = s.special[:0]
 	if e.embedding {
 		if len(t.Prompt) > e.nBatch {
-			e.fail(s, errors.New("server: input is too large to process, increase the physical batch size"))
+			e.fail(s, errors.New("engine: input is too large to process, increase the physical batch size"))
 			return
 		}
 		if len(t.Prompt) > e.nCtxSlot {
@@ -73,7 +73,7 @@ func (e *engine) start(s *engSlot) {
 	// A prompt too long for the slot: an error, or with context shift
 	// llama.cpp's truncation (keep NKeep, drop whole blocks of half the rest).
 	if len(s.prompt) >= e.nCtxSlot {
-		if !e.opts.ContextShift || t.mm != nil {
+		if !e.opts.ContextShift || t.Media != nil {
 			e.fail(s, &ContextSizeError{PromptTokens: len(t.Prompt), CtxSize: e.nCtxSlot})
 			return
 		}
@@ -101,13 +101,13 @@ func (e *engine) start(s *engSlot) {
 	e.specStart(s)
 	if acceptPrompt {
 		for _, tok := range s.prompt {
-			if tok != mediaPlaceholder {
+			if tok != MediaPlaceholder {
 				smpl.Accept(tok)
 			}
 		}
 	}
 	for _, p := range t.Params.PreservedTokens {
-		toks, err := tokenizeText(e.model, p, llama.TokenizeOptions{ParseSpecial: true})
+		toks, err := e.model.Tokenize(p, llama.TokenizeOptions{ParseSpecial: true})
 		if err == nil && len(toks) == 1 {
 			s.special = append(s.special, toks[0])
 		}
@@ -115,10 +115,10 @@ func (e *engine) start(s *engSlot) {
 	// Prompt cache: keep the common prefix, decode the rest (at least the
 	// last token, for its logits).
 	n := 0
-	if t.CachePrompt && t.mm == nil && e.pcache != nil {
+	if t.CachePrompt && t.Media == nil && e.pcache != nil {
 		e.pcache.update(e, s, s.prompt)
 	}
-	if t.CachePrompt && t.mm == nil {
+	if t.CachePrompt && t.Media == nil {
 		n = engCommonPrefix(s.cache, s.prompt)
 		if reuse := e.cacheReuse(t); reuse > 0 {
 			n = e.reuseChunks(s, n, reuse)
@@ -136,13 +136,13 @@ func (e *engine) start(s *engSlot) {
 	if t.ReturnProgress {
 		e.progress(s, s.tStart)
 	}
-	if t.mm != nil {
+	if t.Media != nil {
 		e.startMedia(s)
 	}
 }
 
 // progress sends slot s's prompt progress, as of now.
-func (e *engine) progress(s *engSlot, now time.Time) {
+func (e *Engine) progress(s *engSlot, now time.Time) {
 	ms := now.Sub(s.tStart)
 	ev := Event{Token: llama.NoToken, SlotID: s.id, Progress: &PromptProgress{
 		Total: len(s.prompt), Cache: s.nCached, Processed: s.promptIdx, TimeMS: ms.Milliseconds()}}
@@ -155,8 +155,8 @@ func (e *engine) progress(s *engSlot, now time.Time) {
 }
 
 // cacheReuse is the smallest chunk t may reuse from the cache (0: none):
-// the task's CacheReuse, else the engine's, when the memory can shift.
-func (e *engine) cacheReuse(t *Task) int {
+// the request's CacheReuse, else the engine's, when the memory can shift.
+func (e *Engine) cacheReuse(t *Request) int {
 	if !e.canReuse {
 		return 0
 	}
@@ -173,7 +173,7 @@ func (e *engine) cacheReuse(t *Task) int {
 // tokens in between) and returns how many prompt tokens the memory now
 // holds. s.cache is updated for those; what lies after them in the cache
 // is stale and removed by the caller.
-func (e *engine) reuseChunks(s *engSlot, n, minChunk int) int {
+func (e *Engine) reuseChunks(s *engSlot, n, minChunk int) int {
 	hc, hp := n, n // heads in the cache and in the prompt
 	for hc < len(s.cache) && hp < len(s.prompt) {
 		m := engCommonPrefix(s.cache[hc:], s.prompt[hp:])
@@ -198,7 +198,7 @@ func (e *engine) reuseChunks(s *engSlot, n, minChunk int) int {
 
 // step builds one batch from every slot's work, decodes it and handles
 // the outputs. It reports whether there was anything to do.
-func (e *engine) step() bool {
+func (e *Engine) step() bool {
 	b := e.batch
 	b.Clear()
 	busy, nGen, kGen := 0, 0, 0
@@ -287,7 +287,7 @@ func (e *engine) step() bool {
 			if e.clearIdleSlots() {
 				return true
 			}
-			err = errors.New("server: context size has been exceeded (the KV cache the slots share is full)")
+			err = errors.New("engine: context size has been exceeded (the KV cache the slots share is full)")
 		}
 		for _, s := range e.slots {
 			if s.tk != nil && s.iBatch != -1 {
@@ -331,7 +331,7 @@ func (e *engine) step() bool {
 
 // clearIdleSlots frees the memory of the idle slots, saving their prompts
 // to the prompt cache first. It reports whether any was freed.
-func (e *engine) clearIdleSlots() bool {
+func (e *Engine) clearIdleSlots() bool {
 	cleared := false
 	for _, s := range e.slots {
 		if s.tk != nil || len(s.cache) == 0 {
@@ -349,9 +349,9 @@ func (e *engine) clearIdleSlots() bool {
 
 // shift is llama.cpp's context shift: keep NKeep tokens (plus BOS), drop
 // half of the rest, move the tail back.
-func (e *engine) shift(s *engSlot) bool {
+func (e *Engine) shift(s *engSlot) bool {
 	t := s.tk.t
-	if t.mm != nil {
+	if t.Media != nil {
 		return false // media cannot be cut (as llama-server refuses)
 	}
 	nKeep := t.NKeep
@@ -380,7 +380,7 @@ func (e *engine) shift(s *engSlot) bool {
 
 // sampleNext samples the slot's next token from its output and handles it
 // as llama.cpp's process_token: text, stop strings, limits, EOG.
-func (e *engine) sampleNext(s *engSlot) {
+func (e *Engine) sampleNext(s *engSlot) {
 	t := s.tk.t
 	var probs []TokenProb
 	var sampled *TokenProb
@@ -443,8 +443,8 @@ func (e *engine) sampleNext(s *engSlot) {
 // cached: they are asked for once per token of the vocabulary at most.
 // takeText appends piece to the slot's pending text and moves to ev what
 // can be sent: all of it but an incomplete UTF-8 character or the start of
-// a stop string, or the text before a stop string, which ends the task.
-func (e *engine) takeText(s *engSlot, ev *Event, piece string) (StopReason, string) {
+// a stop string, or the text before a stop string, which ends the request.
+func (e *Engine) takeText(s *engSlot, ev *Event, piece string) (StopReason, string) {
 	stops := s.tk.t.Stop
 	s.pending = append(s.pending, piece...)
 	if i, w := engFindStop(s.pending, stops); i >= 0 {
@@ -461,7 +461,7 @@ func (e *engine) takeText(s *engSlot, ev *Event, piece string) (StopReason, stri
 	return StopNone, ""
 }
 
-func (e *engine) piece(tok llama.Token, special bool) string {
+func (e *Engine) piece(tok llama.Token, special bool) string {
 	if special || int(tok) < 0 || int(tok) >= len(e.pieces) {
 		p, _ := e.model.TokenPiece(tok, special)
 		return p
@@ -473,8 +473,8 @@ func (e *engine) piece(tok llama.Token, special bool) string {
 	return e.pieces[tok]
 }
 
-// finish sends the Done event with the task's stats and frees the slot.
-func (e *engine) finish(s *engSlot, word *string, stop StopReason) {
+// finish sends the Done event with the request's stats and frees the slot.
+func (e *Engine) finish(s *engSlot, word *string, stop StopReason) {
 	t := s.tk.t
 	now := time.Now()
 	ev := Event{Token: llama.NoToken, Done: true, Stop: stop, Truncated: s.truncated, SlotID: s.id,
@@ -492,13 +492,13 @@ func (e *engine) finish(s *engSlot, word *string, stop StopReason) {
 	e.metrics.TokensPredictedSeconds += ev.Timings.PredictedMS / 1000
 	e.mu.Unlock()
 	// Free the slot and count the metrics before the client sees Done, so
-	// that what it reads next (/metrics, /slots) already includes the task.
+	// that what it reads next (/metrics, /slots) already includes the request.
 	ob := s.tk.ob
 	e.release(s)
 	ob.push(&ev, true)
 }
 
-func (e *engine) timings(s *engSlot, now time.Time) Timings {
+func (e *Engine) timings(s *engSlot, now time.Time) Timings {
 	tm := Timings{CacheN: s.nCached, PromptN: len(s.prompt) - s.nCached, PredictedN: s.generated,
 		DraftN: s.spec.drafted, DraftNAccepted: s.spec.accepted}
 	if s.tPrompt.Before(s.tStart) || s.state == stPrompt {
@@ -519,14 +519,14 @@ func (e *engine) timings(s *engSlot, now time.Time) Timings {
 	return tm
 }
 
-// embedOut sends an embedding or rerank task's result and frees the slot
+// embedOut sends an embedding or rerank request's result and frees the slot
 // (and its sequence: embeddings keep no cache).
-func (e *engine) embedOut(s *engSlot) {
+func (e *Engine) embedOut(s *engSlot) {
 	t := s.tk.t
 	ev := Event{Token: llama.NoToken, Done: true, SlotID: s.id, PromptTokens: len(t.Prompt)}
 	var err error
 	switch {
-	case t.Kind == TaskRerank:
+	case t.Kind == KindRerank:
 		var v []float32
 		if v, err = e.lctx.SeqEmbeddings(s.id); err == nil && len(v) > 0 {
 			ev.Score = v[0]
@@ -540,7 +540,7 @@ func (e *engine) embedOut(s *engSlot) {
 			}
 		}
 	case t.PerToken:
-		err = errors.New("server: per-token embeddings need pooling none")
+		err = errors.New("engine: per-token embeddings need pooling none")
 	default:
 		var v []float32
 		if v, err = e.lctx.SeqEmbeddings(s.id); err == nil {
@@ -567,7 +567,7 @@ func (e *engine) embedOut(s *engSlot) {
 // those of the full softmax of the logits (llama.cpp's post-sampling probs
 // would be those after the sampler chain; we approximate them with the
 // pre-sampling ones), Logprob their logarithm.
-func (e *engine) topProbs(logits []float32, n int, tok llama.Token) ([]TokenProb, *TokenProb) {
+func (e *Engine) topProbs(logits []float32, n int, tok llama.Token) ([]TokenProb, *TokenProb) {
 	maxL := float32(math.Inf(-1))
 	for _, l := range logits {
 		if l > maxL {
@@ -614,12 +614,12 @@ func (e *engine) topProbs(logits []float32, n int, tok llama.Token) ([]TokenProb
 	return out, sampled
 }
 
-// newSampler builds a task's sampler chain as llama.cpp's common_sampler:
+// newSampler builds a request's sampler chain as llama.cpp's common_sampler:
 // grammar, logit bias, then the samplers in order and dist(seed); mirostat
 // replaces them; temperature <= 0 is greedy. acceptPrompt says whether the
 // prompt tokens should be fed to it (penalties and DRY look at them; a
 // grammar must not see them).
-func (e *engine) newSampler(p *SamplingParams) (chain, gram *llama.SamplerChain, acceptPrompt bool, err error) {
+func (e *Engine) newSampler(p *SamplingParams) (chain, gram *llama.SamplerChain, acceptPrompt bool, err error) {
 	var ss []llama.Sampler
 	if p.Grammar != "" {
 		var g llama.Sampler
@@ -747,7 +747,7 @@ func (e *engine) newSampler(p *SamplingParams) (chain, gram *llama.SamplerChain,
 	return c, gram, history, nil
 }
 
-// errGrammarStuck ends a task whose grammar allows no token at all.
+// errGrammarStuck ends a request whose grammar allows no token at all.
 // It is the client's grammar that cannot go on: a CodeGrammar error (400).
 var errGrammarStuck error = &llama.Error{Code: llama.CodeGrammar, Op: "sample", Msg: "the grammar allows no next token"}
 
@@ -757,7 +757,7 @@ var errGrammarStuck error = &llama.Error{Code: llama.CodeGrammar, Op: "sample", 
 // a token the grammar rejects must never reach its accept, which would
 // abort the process. When the grammar only allows end-of-generation tokens
 // (it is complete), one of them is returned even with ignore_eos.
-func (e *engine) sample(s *engSlot) (llama.Token, error) {
+func (e *Engine) sample(s *engSlot) (llama.Token, error) {
 	if s.gram == nil {
 		return s.smpl.Sample(e.lctx, s.iBatch)
 	}

@@ -1,10 +1,9 @@
-package server
+package engine
 
-// The engine: slots sharing one llama.Context, continuous batching, prompt
-// cache, context shift, slot files and LoRA, after llama.cpp's server
-// (tools/server/server-context.cpp). One goroutine (run) owns the Context,
-// the Batch, the slots and their samplers; other goroutines talk to it
-// through the queue and control functions under e.mu.
+// The loop: one goroutine (run) owns the Context, the Batch, the slots and
+// their samplers, after llama.cpp's server (tools/server/server-context.cpp);
+// other goroutines talk to it through the queue and control functions
+// under e.mu, and read events through their Stream's outbox.
 
 import (
 	"context"
@@ -20,14 +19,14 @@ import (
 	"github.com/x/llama"
 )
 
-// ErrBusy is returned by Submit when QueueSize tasks already wait.
-var ErrBusy = errors.New("server: too many requests queued")
+// ErrBusy is returned by Submit when QueueSize requests already wait.
+var ErrBusy = errors.New("engine: too many requests queued")
 
-// ErrEngineClosed is the error of Submit (and of the last event of running
-// tasks) once the engine is closed. It matches llama.ErrClosed.
-var ErrEngineClosed = fmt.Errorf("server: engine closed: %w", llama.ErrClosed)
+// ErrClosed is the error of Submit (and of the last event of running
+// requests) once the engine is closed. It matches llama.ErrClosed.
+var ErrClosed = fmt.Errorf("engine: engine closed: %w", llama.ErrClosed)
 
-// ContextSizeError is the error event of a task whose prompt does not fit
+// ContextSizeError is the error event of a request whose prompt does not fit
 // its slot's context (llama.cpp's exceed_context_size_error). It matches
 // llama.ErrNoKVSlot with errors.Is.
 type ContextSizeError struct {
@@ -44,9 +43,9 @@ func (e *ContextSizeError) Error() string {
 // Is makes errors.Is(err, llama.ErrNoKVSlot) true.
 func (e *ContextSizeError) Is(target error) bool { return target == llama.ErrNoKVSlot }
 
-// EngineOptions configure NewEngine. The zero value is a completion engine
+// Options configure New. The zero value is a completion engine
 // with one slot and llama.cpp's defaults.
-type EngineOptions struct {
+type Options struct {
 	// Parallel is the number of slots, each a sequence of the one context
 	// (default 1).
 	Parallel int
@@ -67,10 +66,10 @@ type EngineOptions struct {
 	// ThreadsBatch. Threads 0: the number of CPUs; ThreadsBatch 0: Threads
 	// (llama-server's default).
 	Threads, ThreadsBatch int
-	// Embedding makes an embedding engine: it runs TaskEmbedding (and, with
-	// Reranking, TaskRerank) tasks instead of completions.
+	// Embedding makes an embedding engine: it runs KindEmbedding (and, with
+	// Reranking, KindRerank) requests instead of completions.
 	Embedding bool
-	// Reranking makes an embedding engine with PoolingRank for TaskRerank.
+	// Reranking makes an embedding engine with PoolingRank for KindRerank.
 	Reranking bool
 	// Pooling is the embedding pooling (default: the model's).
 	Pooling llama.PoolingType
@@ -78,7 +77,7 @@ type EngineOptions struct {
 	// after NKeep and goes on (and truncates too long prompts); without it
 	// generation stops with StopLimit and too long prompts are errors.
 	ContextShift bool
-	// CacheReuse is llama.cpp's --cache-reuse: with a task's CachePrompt,
+	// CacheReuse is llama.cpp's --cache-reuse: with a request's CachePrompt,
 	// after the common prefix of the prompt and the slot's cached tokens,
 	// every further run of at least CacheReuse tokens that the prompt
 	// continues with and that still sits later in the cache is moved to
@@ -88,13 +87,13 @@ type EngineOptions struct {
 	// the new prompt end the reuse. The moved entries were computed in
 	// their old context, so results are close to, not always the same as,
 	// decoding the prompt afresh. 0 (the default) turns it off, as does a
-	// memory that cannot shift. A task's CacheReuse overrides it.
+	// memory that cannot shift. A request's CacheReuse overrides it.
 	CacheReuse int
 	// FlashAttention (default auto), TypeK and TypeV (KV cache types,
 	// "": f16) are passed to the context.
 	FlashAttention llama.FlashAttention
 	TypeK, TypeV   string
-	// QueueSize is the most tasks that may wait for a slot before Submit
+	// QueueSize is the most requests that may wait for a slot before Submit
 	// returns ErrBusy (0: 4*Parallel+16).
 	QueueSize int
 	// Adapters are LoRA adapters loaded at start, each with its default scale.
@@ -110,7 +109,7 @@ type EngineOptions struct {
 	// host tensor operations there (--no-op-offload).
 	NoKVOffload, NoOpOffload bool
 	// PromptCacheMiB bounds the host-RAM prompt cache (llama-server's
-	// --cache-ram): a completion task that makes its slot drop more than
+	// --cache-ram): a completion request that makes its slot drop more than
 	// half of its cached prompt first saves that prompt's KV state there,
 	// and restores the cached prompt that best continues its own. 0: 8192
 	// MiB (llama-server's default); negative: no limit. NoPromptCache
@@ -118,13 +117,13 @@ type EngineOptions struct {
 	PromptCacheMiB int
 	NoPromptCache  bool
 	// NoCacheIdleSlots stops saving the idle slots' prompts to the prompt
-	// cache whenever a task starts (llama-server's --no-cache-idle-slots);
+	// cache whenever a request starts (llama-server's --no-cache-idle-slots);
 	// by default they are saved, and with KVUnified their memory is then
 	// freed for the busy slots.
 	NoCacheIdleSlots bool
 	// Special outputs special tokens (control tokens) as their text
 	// (llama-server's -sp); by default they render as nothing, except a
-	// task's preserved tokens.
+	// request's preserved tokens.
 	Special bool
 	// Logger receives the engine's debug logs (nil: none).
 	Logger *slog.Logger
@@ -155,19 +154,19 @@ const (
 	stGen
 )
 
-// task is a submitted Task with its plumbing.
+// request is a submitted Request with its plumbing.
 type engTask struct {
 	id     int64
-	t      *Task
+	t      *Request
 	ctx    context.Context
-	ob     *engOutbox
+	ob     *outbox
 	scales []float32 // effective LoRA scales
 	stop   func() bool
 }
 
-type engine struct {
+type Engine struct {
 	model     *llama.Model
-	opts      EngineOptions
+	opts      Options
 	lctx      *llama.Context
 	nCtxSlot  int
 	nBatch    int
@@ -200,7 +199,7 @@ type engine struct {
 	queue   []*engTask
 	ctrl    []func()
 	scales  []float32 // server-wide default adapter scales
-	busy    int       // slots with a task
+	busy    int       // slots with a request
 	nextID  int64
 	metrics Metrics
 	busySum int64         // busy slots summed over decodes
@@ -214,14 +213,14 @@ type engSlotSnap struct {
 	nPast      int
 	nDecoded   int
 	taskID     int64
-	used       bool // has run a task (taskID is the current or last one)
+	used       bool // has run a request (taskID is the current or last one)
 }
 
-// NewEngine starts an engine on m; the caller keeps ownership of m and
+// New starts an engine on m; the caller keeps ownership of m and
 // must Close the engine before the model.
-func NewEngine(m *llama.Model, o EngineOptions) (Engine, error) {
+func New(m *llama.Model, o Options) (*Engine, error) {
 	if m == nil {
-		return nil, errors.New("server: nil model")
+		return nil, errors.New("engine: nil model")
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = 1
@@ -268,7 +267,7 @@ func NewEngine(m *llama.Model, o EngineOptions) (Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &engine{
+	e := &Engine{
 		model: m, opts: o, lctx: lctx, embedding: embedding, queueSize: o.QueueSize,
 		done: make(chan struct{}), wake: make(chan struct{}, 1),
 		addBOS: m.SpecialTokens().AddBOS,
@@ -299,7 +298,7 @@ func NewEngine(m *llama.Model, o EngineOptions) (Engine, error) {
 		}
 		if e.pcache = newPromptCache(o, log); e.pcache != nil && !o.NoCacheIdleSlots {
 			// llama-server's debug marker, which its test suite looks for.
-			log.Debug("__TEST_TAG_CACHE_IDLE_SLOTS_ENABLED__ idle slots go to the prompt cache when a task starts")
+			log.Debug("__TEST_TAG_CACHE_IDLE_SLOTS_ENABLED__ idle slots go to the prompt cache when a request starts")
 		}
 	}
 	e.nBatch = lctx.BatchSize()
@@ -356,7 +355,7 @@ func NewEngine(m *llama.Model, o EngineOptions) (Engine, error) {
 	return e, nil
 }
 
-func (e *engine) applyScales(sc []float32) error {
+func (e *Engine) applyScales(sc []float32) error {
 	if len(e.adapters) == 0 {
 		e.applied = slices.Clone(sc)
 		return nil
@@ -374,7 +373,7 @@ func (e *engine) applyScales(sc []float32) error {
 	return nil
 }
 
-func (e *engine) poke() {
+func (e *Engine) poke() {
 	select {
 	case e.wake <- struct{}{}:
 	default:
@@ -382,40 +381,46 @@ func (e *engine) poke() {
 }
 
 // Model returns the engine's model.
-func (e *engine) Model() *llama.Model { return e.model }
+func (e *Engine) Model() *llama.Model { return e.model }
 
-// Submit queues a task.
-func (e *engine) Submit(ctx context.Context, t *Task) (<-chan Event, error) {
+// Submit queues req and returns the Stream of its events. Cancelling ctx,
+// or closing the Stream, stops the request and frees its slot at once.
+// Submit fails with ErrBusy when Options.QueueSize requests already wait,
+// with ErrClosed once the engine is closed, and with an error matching
+// llama.ErrInvalid or llama.ErrUnsupported for a request this engine
+// cannot run. The engine keeps req until the request ends; the caller must
+// not change it meanwhile.
+func (e *Engine) Submit(ctx context.Context, t *Request) (*Stream, error) {
 	if t == nil {
-		return nil, fmt.Errorf("server: nil task: %w", llama.ErrInvalid)
+		return nil, fmt.Errorf("engine: nil request: %w", llama.ErrInvalid)
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	switch t.Kind {
-	case TaskCompletion:
+	case KindCompletion:
 		if e.embedding {
-			return nil, fmt.Errorf("server: this server is for embeddings, not completions: %w", llama.ErrUnsupported)
+			return nil, fmt.Errorf("engine: this server is for embeddings, not completions: %w", llama.ErrUnsupported)
 		}
-	case TaskEmbedding:
+	case KindEmbedding:
 		if !e.embedding {
-			return nil, fmt.Errorf("server: embeddings need an engine started with Embedding: %w", llama.ErrUnsupported)
+			return nil, fmt.Errorf("engine: embeddings need an engine started with Embedding: %w", llama.ErrUnsupported)
 		}
 		if e.opts.Reranking {
-			return nil, fmt.Errorf("server: this engine is for reranking: %w", llama.ErrUnsupported)
+			return nil, fmt.Errorf("engine: this engine is for reranking: %w", llama.ErrUnsupported)
 		}
-	case TaskRerank:
+	case KindRerank:
 		if !e.embedding || !e.opts.Reranking {
-			return nil, fmt.Errorf("server: reranking needs an engine started with Reranking: %w", llama.ErrUnsupported)
+			return nil, fmt.Errorf("engine: reranking needs an engine started with Reranking: %w", llama.ErrUnsupported)
 		}
 	default:
-		return nil, fmt.Errorf("server: unknown task kind %d: %w", t.Kind, llama.ErrInvalid)
+		return nil, fmt.Errorf("engine: unknown request kind %d: %w", t.Kind, llama.ErrInvalid)
 	}
-	if t.Kind != TaskCompletion && len(t.Prompt) == 0 {
-		return nil, fmt.Errorf("server: empty input: %w", llama.ErrInvalid)
+	if t.Kind != KindCompletion && len(t.Prompt) == 0 {
+		return nil, fmt.Errorf("engine: empty input: %w", llama.ErrInvalid)
 	}
 	for _, tok := range t.Prompt {
-		if tok == mediaPlaceholder && t.mm != nil {
+		if tok == MediaPlaceholder && t.Media != nil {
 			continue
 		}
 		if err := e.model.CheckToken(tok); err != nil {
@@ -423,12 +428,12 @@ func (e *engine) Submit(ctx context.Context, t *Task) (<-chan Event, error) {
 		}
 	}
 	if t.SlotID >= len(e.slots) {
-		return nil, fmt.Errorf("server: slot %d out of range [0, %d): %w", t.SlotID, len(e.slots), llama.ErrInvalid)
+		return nil, fmt.Errorf("engine: slot %d out of range [0, %d): %w", t.SlotID, len(e.slots), llama.ErrInvalid)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return nil, ErrEngineClosed
+		return nil, ErrClosed
 	}
 	// Tasks whose client left no longer count.
 	e.queue = slices.DeleteFunc(e.queue, func(q *engTask) bool {
@@ -442,7 +447,7 @@ func (e *engine) Submit(ctx context.Context, t *Task) (<-chan Event, error) {
 	scales := slices.Clone(e.scales)
 	for _, l := range t.LoRA {
 		if l.ID < 0 || l.ID >= len(scales) {
-			return nil, fmt.Errorf("server: invalid adapter id %d: %w", l.ID, llama.ErrInvalid)
+			return nil, fmt.Errorf("engine: invalid adapter id %d: %w", l.ID, llama.ErrInvalid)
 		}
 		scales[l.ID] = l.Scale
 	}
@@ -450,114 +455,21 @@ func (e *engine) Submit(ctx context.Context, t *Task) (<-chan Event, error) {
 		return nil, ErrBusy
 	}
 	e.nextID++
-	out := make(chan Event, 16)
-	tk := &engTask{id: e.nextID, t: t, ctx: ctx, ob: newEngOutbox(out), scales: scales}
-	go tk.ob.forward(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	tk := &engTask{id: e.nextID, t: t, ctx: ctx, ob: newOutbox(), scales: scales}
 	tk.stop = context.AfterFunc(ctx, e.poke)
 	e.queue = append(e.queue, tk)
 	e.poke()
-	return out, nil
-}
-
-// engOutbox is an unbounded event queue between the loop and a task's
-// channel, so that a slow reader never stalls the other slots. While the
-// reader keeps up, push hands events to the channel itself; only a backlog
-// goes through the forward goroutine, which keeps them in order.
-type engOutbox struct {
-	out chan<- Event
-	sig chan struct{}
-
-	mu      sync.Mutex
-	q       []Event // backlog, for forward
-	spare   []Event // forward's emptied buffer, for q
-	sending bool    // forward is sending events taken from q
-	fin     bool    // no more events: the last was pushed or the reader left
-}
-
-func newEngOutbox(out chan<- Event) *engOutbox {
-	return &engOutbox{out: out, sig: make(chan struct{}, 1)}
-}
-
-// push queues ev (if not nil); fin marks the last push.
-func (o *engOutbox) push(ev *Event, fin bool) {
-	o.mu.Lock()
-	if o.fin {
-		o.mu.Unlock()
-		return
-	}
-	queued := false
-	if ev != nil {
-		sent := false
-		if len(o.q) == 0 && !o.sending {
-			select {
-			case o.out <- *ev:
-				sent = true
-			default:
-			}
-		}
-		if !sent {
-			o.q = append(o.q, *ev)
-			queued = true
-		}
-	}
-	o.fin = fin
-	o.mu.Unlock()
-	if queued || fin {
-		select {
-		case o.sig <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// forward sends the backlog to out and closes it after the last event, or
-// when ctx is done (the reader left).
-func (o *engOutbox) forward(ctx context.Context) {
-	defer close(o.out)
-	for {
-		o.mu.Lock()
-		q, fin := o.q, o.fin
-		o.q, o.spare = o.spare[:0], nil
-		o.sending = len(q) > 0
-		o.mu.Unlock()
-		for i := range q {
-			select {
-			case o.out <- q[i]:
-			case <-ctx.Done():
-				o.leave()
-				return
-			}
-		}
-		clear(q) // drop references to the events' data
-		o.mu.Lock()
-		o.spare, o.sending = q[:0], false
-		o.mu.Unlock()
-		if fin {
-			return
-		}
-		select {
-		case <-o.sig:
-		case <-ctx.Done():
-			o.leave()
-			return
-		}
-	}
-}
-
-// leave stops push from sending before forward closes out.
-func (o *engOutbox) leave() {
-	o.mu.Lock()
-	o.fin, o.q = true, nil
-	o.mu.Unlock()
+	return &Stream{ctx: ctx, cancel: cancel, ob: tk.ob}, nil
 }
 
 // do runs f on the loop goroutine and waits for it.
-func (e *engine) do(f func()) error {
+func (e *Engine) do(f func()) error {
 	ran := make(chan struct{})
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		return ErrEngineClosed
+		return ErrClosed
 	}
 	e.ctrl = append(e.ctrl, func() { f(); close(ran) })
 	e.mu.Unlock()
@@ -570,13 +482,13 @@ func (e *engine) do(f func()) error {
 		case <-ran:
 			return nil
 		default:
-			return ErrEngineClosed
+			return ErrClosed
 		}
 	}
 }
 
 // Adapters lists the loaded LoRA adapters with their server-wide scales.
-func (e *engine) Adapters() []AdapterInfo {
+func (e *Engine) Adapters() []AdapterInfo {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := make([]AdapterInfo, len(e.adapters))
@@ -587,13 +499,13 @@ func (e *engine) Adapters() []AdapterInfo {
 }
 
 // SetAdapterScales changes the server-wide scales (adapters not listed
-// keep theirs); tasks submitted afterwards use them.
-func (e *engine) SetAdapterScales(sc []LoRAScale) error {
+// keep theirs); requests submitted afterwards use them.
+func (e *Engine) SetAdapterScales(sc []LoRAScale) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, l := range sc {
 		if l.ID < 0 || l.ID >= len(e.scales) {
-			return fmt.Errorf("server: invalid adapter id %d: %w", l.ID, llama.ErrInvalid)
+			return fmt.Errorf("engine: invalid adapter id %d: %w", l.ID, llama.ErrInvalid)
 		}
 	}
 	for _, l := range sc {
@@ -603,7 +515,7 @@ func (e *engine) SetAdapterScales(sc []LoRAScale) error {
 }
 
 // SlotsInfo describes the slots as of the last loop step.
-func (e *engine) SlotsInfo() []SlotInfo {
+func (e *Engine) SlotsInfo() []SlotInfo {
 	e.mu.Lock()
 	snap := slices.Clone(e.snap)
 	e.mu.Unlock()
@@ -612,14 +524,14 @@ func (e *engine) SlotsInfo() []SlotInfo {
 		out[i] = SlotInfo{ID: i, NCtx: e.nCtxSlot, IsProcessing: s.processing, NPast: s.nPast,
 			NDecoded: s.nDecoded, TaskID: s.taskID, HasTask: s.used, Speculative: e.spec != nil}
 		if len(s.prompt) > 0 {
-			out[i].Prompt, _ = e.model.Detokenize(withoutMedia(s.prompt), llama.DetokenizeOptions{})
+			out[i].Prompt, _ = e.model.Detokenize(WithoutMedia(s.prompt), llama.DetokenizeOptions{})
 		}
 	}
 	return out
 }
 
 // Metrics returns the counters.
-func (e *engine) Metrics() Metrics {
+func (e *Engine) Metrics() Metrics {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	m := e.metrics
@@ -663,10 +575,10 @@ func (e *engine) Metrics() Metrics {
 	return m
 }
 
-// Close stops the engine: queued and running tasks end with an
-// ErrEngineClosed event, the loop stops, the context, samplers and
+// Close stops the engine: queued and running requests end with an
+// ErrClosed event, the loop stops, the context, samplers and
 // adapters are freed. The model stays open.
-func (e *engine) Close() error {
+func (e *Engine) Close() error {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -681,7 +593,7 @@ func (e *engine) Close() error {
 }
 
 // run is the loop: it owns lctx, the batch and the slots.
-func (e *engine) run() {
+func (e *Engine) run() {
 	defer close(e.done)
 	defer e.shutdown()
 	for {
@@ -708,11 +620,11 @@ func (e *engine) run() {
 	}
 }
 
-// shutdown ends every task and frees what the engine owns.
-func (e *engine) shutdown() {
+// shutdown ends every request and frees what the engine owns.
+func (e *Engine) shutdown() {
 	for _, s := range e.slots {
 		if s.tk != nil {
-			e.fail(s, ErrEngineClosed)
+			e.fail(s, ErrClosed)
 		}
 	}
 	e.mu.Lock()
@@ -721,7 +633,7 @@ func (e *engine) shutdown() {
 	e.ctrl = nil
 	e.mu.Unlock()
 	for _, tk := range q {
-		tk.ob.push(&Event{Done: true, Err: ErrEngineClosed, SlotID: -1}, true)
+		tk.ob.push(&Event{Done: true, Err: ErrClosed, SlotID: -1}, true)
 		tk.stop()
 	}
 	e.lctx.Close()
@@ -733,8 +645,8 @@ func (e *engine) shutdown() {
 	}
 }
 
-// reap frees the slots of tasks whose client went away.
-func (e *engine) reap() {
+// reap frees the slots of requests whose client went away.
+func (e *Engine) reap() {
 	for _, s := range e.slots {
 		if s.tk != nil && s.tk.ctx.Err() != nil {
 			s.tk.ob.push(nil, true)
@@ -743,9 +655,9 @@ func (e *engine) reap() {
 	}
 }
 
-// assign moves queued tasks to free slots. Tasks whose LoRA scales differ
+// assign moves queued requests to free slots. Tasks whose LoRA scales differ
 // from the running ones wait (in order) until the running ones are done.
-func (e *engine) assign() {
+func (e *Engine) assign() {
 	var started []*engSlot
 	e.mu.Lock()
 	for i := 0; i < len(e.queue); {
@@ -789,13 +701,13 @@ func (e *engine) assign() {
 	}
 }
 
-// pickSlot returns the slot for a task: the one it asks for, else with
+// pickSlot returns the slot for a request: the one it asks for, else with
 // CachePrompt the free slot sharing the longest prefix with its prompt
 // (the least recently used on ties, as llama.cpp), else the free slot of
 // lowest id: llama.cpp's split of a batch over separate KV streams puts
 // only consecutive sequences in one micro-batch, so packed slots decode
 // faster.
-func (e *engine) pickSlot(tk *engTask) *engSlot {
+func (e *Engine) pickSlot(tk *engTask) *engSlot {
 	if id := tk.t.SlotID; id >= 0 {
 		if e.slots[id].tk == nil {
 			return e.slots[id]
@@ -809,7 +721,7 @@ func (e *engine) pickSlot(tk *engTask) *engSlot {
 			continue
 		}
 		l := 0
-		if tk.t.CachePrompt && tk.t.Kind == TaskCompletion {
+		if tk.t.CachePrompt && tk.t.Kind == KindCompletion {
 			l = engCommonPrefix(s.cache, tk.t.Prompt)
 		}
 		if best == nil || l > bestLCP || (l == bestLCP && tk.t.CachePrompt && s.lastUsed.Before(best.lastUsed)) {
@@ -830,12 +742,12 @@ func engCommonPrefix(a, b []llama.Token) int {
 }
 
 // publish updates the snapshot read by SlotsInfo and Metrics.
-func (e *engine) publish() {
+func (e *Engine) publish() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var kv int64
 	for i, s := range e.slots {
-		// An idle slot still reports its last task, as llama-server's.
+		// An idle slot still reports its last request, as llama-server's.
 		sn := engSlotSnap{nPast: len(s.cache), used: e.snap[i].used, taskID: e.snap[i].taskID}
 		if s.tk != nil {
 			sn.processing, sn.prompt, sn.nDecoded, sn.taskID, sn.used = true, s.tk.t.Prompt, s.generated, s.tk.id, true
@@ -851,7 +763,7 @@ func (e *engine) publish() {
 }
 
 // release frees a slot (its memory keeps the tokens for the prompt cache).
-func (e *engine) release(s *engSlot) {
+func (e *Engine) release(s *engSlot) {
 	if s.tk != nil {
 		s.tk.stop()
 	}
@@ -874,11 +786,11 @@ func (e *engine) release(s *engSlot) {
 		e.idleCh = nil
 	}
 	e.mu.Unlock()
-	e.poke() // queued tasks may start
+	e.poke() // queued requests may start
 }
 
-// fail ends a slot's task with an error event.
-func (e *engine) fail(s *engSlot, err error) {
+// fail ends a slot's request with an error event.
+func (e *Engine) fail(s *engSlot, err error) {
 	ev := &Event{Done: true, Err: err, SlotID: s.id, PromptTokens: len(s.tk.t.Prompt)}
 	ob := s.tk.ob
 	e.release(s)

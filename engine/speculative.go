@@ -1,4 +1,4 @@
-package server
+package engine
 
 // Speculative decoding in the engine, after llama-server: each generating
 // slot with a drafter puts its last sampled token and a draft into the
@@ -37,7 +37,7 @@ var specUnsupported = []string{"draft-eagle3", "draft-mtp", "draft-dflash", "dra
 var specPriority = []string{SpecNgramSimple, SpecNgramMapK, SpecNgramCache, SpecDraftSimple}
 
 // SpeculativeOptions configure speculative decoding
-// (EngineOptions.Speculative). The zero value turns it off, as
+// (Options.Speculative). The zero value turns it off, as
 // llama-server without --spec-type.
 type SpeculativeOptions struct {
 	// Types are llama.cpp's --spec-type names: none, draft-simple,
@@ -46,7 +46,7 @@ type SpeculativeOptions struct {
 	// first draft is used. Empty or "none": off. As llama-server, a
 	// DraftModel without Types is loaded and checked but not used. Other
 	// llama.cpp types (draft-eagle3, draft-mtp, draft-dflash, draft-dspark,
-	// ngram-map-k4v, ngram-mod) make NewEngine fail.
+	// ngram-map-k4v, ngram-mod) make New fail.
 	Types []string
 	// DraftModel is the draft model file (-md, --spec-draft-model), needed
 	// by draft-simple; its vocabulary must match the target's
@@ -90,9 +90,9 @@ func (o *SpeculativeOptions) specTypes() ([]string, error) {
 			case name == SpecDraftSimple || name == SpecNgramSimple || name == SpecNgramMapK || name == SpecNgramCache:
 				on[name] = true
 			case containsStr(specUnsupported, name):
-				return nil, fmt.Errorf("server: speculative type %q is not supported: %w", name, llama.ErrUnsupported)
+				return nil, fmt.Errorf("engine: speculative type %q is not supported: %w", name, llama.ErrUnsupported)
 			default:
-				return nil, fmt.Errorf("server: unknown speculative type %q: %w", name, llama.ErrInvalid)
+				return nil, fmt.Errorf("engine: unknown speculative type %q: %w", name, llama.ErrInvalid)
 			}
 		}
 	}
@@ -136,21 +136,21 @@ type engSpec struct {
 }
 
 // newEngSpec loads what o needs; nil when speculative decoding is off.
-func newEngSpec(m *llama.Model, eo EngineOptions) (*engSpec, error) {
+func newEngSpec(m *llama.Model, eo Options) (*engSpec, error) {
 	o := eo.Speculative
 	types, err := o.specTypes()
 	if err != nil {
 		return nil, err
 	}
 	if o.NMax < 0 {
-		return nil, fmt.Errorf("server: speculative n_max %d < 0: %w", o.NMax, llama.ErrInvalid)
+		return nil, fmt.Errorf("engine: speculative n_max %d < 0: %w", o.NMax, llama.ErrInvalid)
 	}
 	if o.PMin < 0 || o.PMin > 1 {
-		return nil, fmt.Errorf("server: speculative p_min %g out of [0, 1]: %w", o.PMin, llama.ErrInvalid)
+		return nil, fmt.Errorf("engine: speculative p_min %g out of [0, 1]: %w", o.PMin, llama.ErrInvalid)
 	}
 	wantDraft := containsStr(types, SpecDraftSimple)
 	if wantDraft && o.DraftModel == "" {
-		return nil, fmt.Errorf("server: speculative type draft-simple needs a draft model: %w", llama.ErrInvalid)
+		return nil, fmt.Errorf("engine: speculative type draft-simple needs a draft model: %w", llama.ErrInvalid)
 	}
 	if eo.Embedding || eo.Reranking {
 		return nil, nil
@@ -162,7 +162,7 @@ func newEngSpec(m *llama.Model, eo EngineOptions) (*engSpec, error) {
 	}
 	if o.DraftModel != "" {
 		if sp.draftM, err = llama.LoadModel(context.Background(), o.DraftModel, o.DraftModelOptions); err != nil {
-			return fail(fmt.Errorf("server: load draft model: %w", err))
+			return fail(fmt.Errorf("engine: load draft model: %w", err))
 		}
 		if err := llama.CheckDraftCompatible(m, sp.draftM); err != nil {
 			return fail(err)
@@ -188,7 +188,7 @@ func newEngSpec(m *llama.Model, eo EngineOptions) (*engSpec, error) {
 			TypeK: o.DraftTypeK, TypeV: o.DraftTypeV, KVUnified: eo.KVUnified,
 		})
 		if err != nil {
-			return fail(fmt.Errorf("server: draft context: %w", err))
+			return fail(fmt.Errorf("engine: draft context: %w", err))
 		}
 		// One drafter per slot, made now: NewDraftModel checks the
 		// vocabularies again, which takes a while with large ones.
@@ -229,17 +229,17 @@ func (sp *engSpec) close() {
 
 // engSlotSpec is a slot's speculative state.
 type engSlotSpec struct {
-	spec     llama.Speculative // the drafters of the running task
+	spec     llama.Speculative // the drafters of the running request
 	draft    []llama.Token     // the draft in this step's batch
 	drafter  llama.Drafter
 	iFirst   int // batch index of the last sampled token (the draft follows)
-	drafted  int // this task's drafted tokens (timings.draft_n)
+	drafted  int // this request's drafted tokens (timings.draft_n)
 	accepted int // of which accepted (timings.draft_n_accepted)
 	checks   int // drafts checked
 }
 
-// specStart gives a slot the drafters of its new task.
-func (e *engine) specStart(s *engSlot) {
+// specStart gives a slot the drafters of its new request.
+func (e *Engine) specStart(s *engSlot) {
 	sp := e.spec
 	if sp == nil {
 		return
@@ -267,7 +267,7 @@ func (e *engine) specStart(s *engSlot) {
 // one, a draft into the batch. Its s.last is already in the batch and
 // appended to s.cache; room is how many more batch positions this slot may
 // take. It reports whether a draft was added.
-func (e *engine) specAdd(s *engSlot, room int) bool {
+func (e *Engine) specAdd(s *engSlot, room int) bool {
 	ss := &s.spec
 	ss.draft, ss.drafter = ss.draft[:0], nil
 	if e.spec == nil || s.tk == nil || len(ss.spec.Drafters) == 0 {
@@ -305,12 +305,12 @@ func (e *engine) specAdd(s *engSlot, room int) bool {
 // specVerify samples a slot's outputs after the decode: at the last token
 // and at each draft token while the samples agree with the draft. Accepted
 // tokens stay in memory, the rest is removed.
-func (e *engine) specVerify(s *engSlot) {
+func (e *Engine) specVerify(s *engSlot) {
 	ss := &s.spec
 	draft, drafter := ss.draft, ss.drafter
 	accepted := 0
-	// Counted first, so that the Done event of a task ending in this loop
-	// includes the draft (a token accepted as the task ends is not counted).
+	// Counted first, so that the Done event of a request ending in this loop
+	// includes the draft (a token accepted as the request ends is not counted).
 	ss.drafted += len(draft)
 	ss.checks++
 	for i := 0; ; i++ {
@@ -340,11 +340,11 @@ func (e *engine) specVerify(s *engSlot) {
 	if accepted < len(draft) {
 		if ok, err := e.lctx.RemoveTokens(s.id, len(s.cache), -1); err != nil || !ok {
 			// Memory that cannot drop its tail: forget the sequence (the
-			// prompt cache starts afresh); a running task cannot go on.
+			// prompt cache starts afresh); a running request cannot go on.
 			e.lctx.RemoveTokens(s.id, 0, -1)
 			s.cache = s.cache[:0]
 			if s.tk != nil {
-				e.fail(s, fmt.Errorf("server: speculative decoding: cannot remove rejected tokens: %w", llama.ErrUnsupported))
+				e.fail(s, fmt.Errorf("engine: speculative decoding: cannot remove rejected tokens: %w", llama.ErrUnsupported))
 			}
 		}
 	}
@@ -352,8 +352,8 @@ func (e *engine) specVerify(s *engSlot) {
 
 // specDraft asks the slot's drafters, in order, for at most n tokens
 // following history; the first non-empty draft wins (as llama.cpp), within
-// the task's n_max and n_min.
-func (e *engine) specDraft(ss *engSlotSpec, history []llama.Token, n int) ([]llama.Token, llama.Drafter) {
+// the request's n_max and n_min.
+func (e *Engine) specDraft(ss *engSlotSpec, history []llama.Token, n int) ([]llama.Token, llama.Drafter) {
 	sp := &ss.spec
 	if sp.NMax > 0 {
 		n = min(n, sp.NMax)

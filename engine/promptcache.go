@@ -1,4 +1,4 @@
-package server
+package engine
 
 import (
 	"log/slog"
@@ -9,7 +9,7 @@ import (
 
 // promptCache keeps the KV states of prompts in host RAM, as llama-server's
 // prompt cache (--cache-ram): a slot about to drop most of its cached
-// prompt for a new task saves it here, and a later prompt that shares more
+// prompt for a new request saves it here, and a later prompt that shares more
 // with a saved entry than with its slot restores that entry. It belongs to
 // the engine loop (no locking).
 type promptCache struct {
@@ -28,7 +28,7 @@ type promptCacheEntry struct {
 const defaultCacheRAMMiB = 8192
 
 // newPromptCache returns the prompt cache o asks for, or nil when off.
-func newPromptCache(o EngineOptions, log *slog.Logger) *promptCache {
+func newPromptCache(o Options, log *slog.Logger) *promptCache {
 	if o.NoPromptCache {
 		return nil
 	}
@@ -42,7 +42,7 @@ func newPromptCache(o EngineOptions, log *slog.Logger) *promptCache {
 // save copies slot s's sequence state into the cache, unless an entry
 // already holds its whole prompt. Entries the new one contains are dropped,
 // and the oldest ones make room. It reports whether an entry was added.
-func (c *promptCache) save(e *engine, s *engSlot) bool {
+func (c *promptCache) save(e *Engine, s *engSlot) bool {
 	if len(s.cache) == 0 {
 		return false
 	}
@@ -81,7 +81,7 @@ func (c *promptCache) save(e *engine, s *engSlot) bool {
 // when it keeps more of itself and covers more of the prompt than what the
 // slot holds (llama-server's rule; entries keeping under a quarter of
 // themselves are passed over). The entry leaves the cache.
-func (c *promptCache) load(e *engine, s *engSlot, prompt []llama.Token) {
+func (c *promptCache) load(e *Engine, s *engSlot, prompt []llama.Token) {
 	if len(prompt) == 0 {
 		return
 	}
@@ -119,10 +119,10 @@ func (c *promptCache) load(e *engine, s *engSlot, prompt []llama.Token) {
 	c.log.Debug("prompt cache: loaded a prompt", "slot", s.id, "tokens", len(en.tokens))
 }
 
-// update runs when a completion task starts on slot s: if the slot would
+// update runs when a completion request starts on slot s: if the slot would
 // lose more than half of what it holds (or holds nothing), its prompt is
-// saved and the best cached prompt for the task is loaded.
-func (c *promptCache) update(e *engine, s *engSlot, prompt []llama.Token) {
+// saved and the best cached prompt for the request is loaded.
+func (c *promptCache) update(e *Engine, s *engSlot, prompt []llama.Token) {
 	lcp := engCommonPrefix(s.cache, prompt)
 	if len(s.cache) > 0 && float64(lcp)/float64(len(s.cache)) >= 0.5 {
 		return
@@ -133,10 +133,10 @@ func (c *promptCache) update(e *engine, s *engSlot, prompt []llama.Token) {
 	c.load(e, s, prompt)
 }
 
-// cacheIdleSlots saves every idle slot's prompt to the cache when a task
+// cacheIdleSlots saves every idle slot's prompt to the cache when a request
 // starts, and with a unified KV cache frees their memory for the busy
 // slots (llama-server's --cache-idle-slots).
-func (c *promptCache) cacheIdleSlots(e *engine) {
+func (c *promptCache) cacheIdleSlots(e *Engine) {
 	for _, s := range e.slots {
 		if s.tk != nil || len(s.cache) == 0 {
 			continue

@@ -1,0 +1,41 @@
+// Package engine is a continuous-batching scheduler over one llama.Model:
+// many requests, from many goroutines, share one llama.Context whose
+// sequences are slots, and every decode carries the next token of each
+// generating slot together with the prompts being read. It is what the
+// server package serves over HTTP, usable on its own without HTTP or JSON.
+//
+// An Engine keeps, as llama.cpp's llama-server does:
+//
+//   - slots (Options.Parallel), each a sequence of the context, picked by
+//     the longest common prefix with the slot's cached tokens (prompt
+//     cache), with --cache-reuse's shifting of cached chunks and a host-RAM
+//     prompt cache for conversations whose slot was taken;
+//   - a bounded queue (Options.QueueSize; ErrBusy past it);
+//   - context shift for slots whose context is full (Options.ContextShift);
+//   - per-request sampling (SamplingParams, grammars, lazy grammars,
+//     logit bias, top-n probabilities), stop strings, limits and LoRA
+//     scales (requests of other scales wait for a batch of their own);
+//   - embeddings and reranking (Options.Embedding, Options.Reranking);
+//   - speculative decoding per slot (Options.Speculative);
+//   - slot files (SaveSlot, RestoreSlot, EraseSlot) and Metrics.
+//
+// A request runs with Generate, an iterator over its events:
+//
+//	eng, err := engine.New(model, engine.Options{Parallel: 4})
+//	...
+//	defer eng.Close()
+//	for ev, err := range eng.Generate(ctx, &engine.Request{Prompt: toks, Params: engine.DefaultSamplingParams(), NPredict: 64, SlotID: -1}) {
+//		if err != nil { ... }
+//		fmt.Print(ev.Text)
+//	}
+//
+// or with Submit, whose Stream reads like sql.Rows. Cancelling the context,
+// breaking out of the loop or closing the Stream stops the request and frees
+// its slot at once. The engine holds no goroutine per request, and events a
+// slow reader has not taken yet wait in a queue of their own, so a slow
+// reader never stalls the other slots.
+//
+// An Engine is safe for concurrent use. It owns its llama.Context (and a
+// draft model's, with speculative decoding), freed by Close; the caller
+// keeps the Model and closes it after the Engine.
+package engine

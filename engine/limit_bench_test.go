@@ -1,0 +1,141 @@
+package engine
+
+// Benchmarks of the engine without HTTP, held against the bare decode of
+// the same batches (internal/benchlimit) in the same run; not in CI.
+//
+//	go test -run '^$' -bench Limit -benchtime 1x -count 3 ./engine/
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/x/llama"
+	"github.com/x/llama/internal/benchlimit"
+)
+
+// BenchmarkLimitEngine is BenchmarkLimitThroughput without HTTP: the
+// engine's Submit directly (8 and 16 clients, 128 tokens each, slots
+// max(8, clients)) against the same bare decode, on the 125M model. The
+// gap between its ratio and 1 is the engine's time between decodes
+// (sampling, bookkeeping); the gap between it and the HTTP ratio is the
+// server's.
+func BenchmarkLimitEngine(b *testing.B) {
+	const nGen = 128
+	path := benchlimit.Model125M(b)
+	m, err := llama.LoadModel(context.Background(), path, llama.ModelOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	for _, clients := range []int{8, 16} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			parallel := max(8, clients)
+			e, err := New(m, Options{Parallel: parallel, CtxSize: parallel * 512,
+				Threads: benchlimit.Threads(), ThreadsBatch: benchlimit.Threads()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			d := benchlimit.NewDecoder(b, path, parallel, 512*parallel, 2048)
+			prompt := engTokenize(b, m, "Once upon a time", true)
+			var srvTok, limTok int
+			var srvTime, limTime time.Duration
+			for b.Loop() {
+				start := time.Now()
+				var wg sync.WaitGroup
+				var mu sync.Mutex
+				for range clients {
+					wg.Go(func() {
+						p := DefaultSamplingParams()
+						p.Seed = 42
+						p.IgnoreEOS = true
+						for ev, err := range e.Generate(context.Background(), &Request{Kind: KindCompletion, Prompt: prompt, Params: p, NPredict: nGen, SlotID: -1}) {
+							if err != nil {
+								b.Error(err)
+							}
+							if ev.Done {
+								mu.Lock()
+								srvTok += ev.Generated
+								mu.Unlock()
+							}
+						}
+					})
+				}
+				wg.Wait()
+				srvTime += time.Since(start)
+				n, spent := d.Steps(b, clients, nGen)
+				limTok += n
+				limTime += spent
+			}
+			if srvTok != b.N*clients*nGen {
+				b.Fatalf("generated %d tokens, want %d", srvTok, b.N*clients*nGen)
+			}
+			srv, lim := float64(srvTok)/srvTime.Seconds(), float64(limTok)/limTime.Seconds()
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(srv, "tok/s")
+			b.ReportMetric(lim, "limit-tok/s")
+			b.ReportMetric(srv/lim, "ratio")
+		})
+	}
+}
+
+// BenchmarkLimitSampling splits one continuous-batching step of 8 slots on
+// the 125M model into its two parts: the decode of the 8-token batch and
+// the sampling of the 8 rows one after another with the server's default
+// chain (32k-vocabulary candidate lists: top-k, typical, top-p, min-p,
+// temperature, dist), each slot with its own chain, as the engine does. It
+// reports both per step and the share of sampling, the most that sampling
+// the slots in parallel could win.
+func BenchmarkLimitSampling(b *testing.B) {
+	const n = 8
+	d := benchlimit.NewDecoder(b, benchlimit.Model125M(b), n, n*512, 2048)
+	eng, err := New(d.M, Options{Parallel: 1, CtxSize: 512, Threads: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer eng.Close()
+	chains := make([]*llama.SamplerChain, n)
+	for i := range chains {
+		p := DefaultSamplingParams()
+		p.Seed = uint32(i)
+		c, _, _, err := eng.newSampler(&p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		chains[i] = c
+	}
+	var dec, smp time.Duration
+	pos := 0
+	for b.Loop() {
+		if pos == 0 {
+			if err := d.C.ClearMemory(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		d.Batch.Clear()
+		for s := range n {
+			_ = d.Batch.Add(llama.Token(100+s+pos), pos, s, true)
+		}
+		start := time.Now()
+		if err := d.C.Decode(context.Background(), d.Batch); err != nil {
+			b.Fatal(err)
+		}
+		mid := time.Now()
+		for s, c := range chains {
+			if _, err := c.Sample(d.C, s); err != nil {
+				b.Fatal(err)
+			}
+		}
+		smp += time.Since(mid)
+		dec += mid.Sub(start)
+		pos = (pos + 1) % 128
+	}
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(dec)/float64(b.N)/1e6, "decode-ms/step")
+	b.ReportMetric(float64(smp)/float64(b.N)/1e6, "sample-ms/step")
+	b.ReportMetric(float64(smp)/float64(dec+smp), "sample-share")
+}

@@ -1,0 +1,271 @@
+package engine
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama"
+	"github.com/x/llama/internal/testenv"
+)
+
+// specRepeatPrompt is a prompt that makes stories260K repeat text: its own
+// greedy continuation of "Once upon a time", then "Once upon a time" again,
+// which it continues by retelling the same story.
+func specRepeatPrompt(t testing.TB) string {
+	t.Helper()
+	_, e := newEngTestEngine(t, Options{CtxSize: 512})
+	m := e.Model()
+	r := engRun(t, e, engGreedyTask(engTokenize(t, m, "Once upon a time", true), 120))
+	return "Once upon a time" + r.text + " Once upon a time"
+}
+
+// specCases are the drafters tested: stories260K as its own draft model
+// (every draft should be accepted) and the n-gram self-speculation types.
+func specCases(t testing.TB) []struct {
+	name string
+	opts SpeculativeOptions
+} {
+	return []struct {
+		name string
+		opts SpeculativeOptions
+	}{
+		{"draft-simple", SpeculativeOptions{Types: []string{SpecDraftSimple}, DraftModel: engModelPath(t),
+			DraftModelOptions: llama.ModelOptions{CPUOnly: true}, DraftThreads: 1, NMax: 8}},
+		{"ngram-simple", SpeculativeOptions{Types: []string{SpecNgramSimple}, NgramSimpleSizeN: 4, NgramSimpleSizeM: 16}},
+		{"ngram-map-k", SpeculativeOptions{Types: []string{SpecNgramMapK}, NgramMapKSizeN: 4, NgramMapKSizeM: 16}},
+		{"ngram-cache", SpeculativeOptions{Types: []string{"ngram-cache"}}},
+		{"several", SpeculativeOptions{Types: []string{"ngram-simple,draft-simple"}, DraftModel: engModelPath(t),
+			DraftModelOptions: llama.ModelOptions{CPUOnly: true}, NgramSimpleSizeN: 4, NgramSimpleSizeM: 16}},
+	}
+}
+
+// TestEngineSpeculativeSameTokens: with each drafter, 4 greedy tasks run at
+// once on 4 slots (their drafts checked in shared decodes) give the tokens
+// of plain generation, with and without a grammar, and count their drafts.
+func TestEngineSpeculativeSameTokens(t *testing.T) {
+	rep := specRepeatPrompt(t)
+	m, plain := newEngTestEngine(t, Options{CtxSize: 2048, Parallel: 4})
+	type job struct {
+		prompt  string
+		grammar string
+		n       int
+	}
+	jobs := []job{
+		{rep, "", 100},
+		{rep + " there was", "", 90},
+		{"Once upon a time", "", 80},
+		{rep, `root ::= [a-z .,]+`, 60},
+	}
+	task := func(j job) *Request {
+		tk := engGreedyTask(engTokenize(t, m, j.prompt, true), j.n)
+		tk.Params.Grammar = j.grammar
+		return tk
+	}
+	want := make([]engResult, len(jobs))
+	for i, j := range jobs {
+		want[i] = engRun(t, plain, task(j))
+	}
+	for _, tc := range specCases(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			_, e := newEngTestEngine(t, Options{CtxSize: 2048, Parallel: 4, Speculative: tc.opts})
+			got := make([]engResult, len(jobs))
+			var wg sync.WaitGroup
+			for i, j := range jobs {
+				ch, err := e.Submit(t.Context(), task(j))
+				require.NoError(t, err)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					got[i] = engCollect(t, ch)
+				}()
+			}
+			wg.Wait()
+			drafted := 0
+			for i := range jobs {
+				require.NoError(t, got[i].done.Err)
+				require.Equal(t, want[i].tokens, got[i].tokens, "job %d", i)
+				require.Equal(t, want[i].text, got[i].text, "job %d", i)
+				assert.Equal(t, want[i].done.Stop, got[i].done.Stop)
+				assert.Equal(t, want[i].done.Generated, got[i].done.Generated)
+				tm := got[i].done.Timings
+				assert.LessOrEqual(t, tm.DraftNAccepted, tm.DraftN)
+				assert.LessOrEqual(t, tm.DraftNAccepted, tm.PredictedN)
+				drafted += tm.DraftN
+			}
+			// The repetition job drafts, and many of its drafts are right.
+			tm := got[0].done.Timings
+			require.Positive(t, tm.DraftN)
+			assert.Greater(t, tm.DraftNAccepted, 20, "%+v", tm)
+			if tc.opts.Types[0] == SpecDraftSimple {
+				// The model drafting for itself is always right (a draft
+				// may still end past the last token kept).
+				assert.Greater(t, float64(tm.DraftNAccepted)/float64(tm.DraftN), 0.9, "%+v", tm)
+			}
+			mt := e.Metrics()
+			assert.EqualValues(t, drafted, mt.DraftTokensTotal)
+			assert.Positive(t, mt.DraftsTotal)
+			assert.Positive(t, mt.DraftAcceptedTotal)
+			sum := int64(0)
+			for _, n := range mt.DraftAcceptedPerPos {
+				sum += n
+			}
+			assert.Equal(t, mt.DraftAcceptedTotal, sum)
+			for _, sl := range e.SlotsInfo() {
+				assert.True(t, sl.Speculative)
+			}
+		})
+	}
+}
+
+// TestEngineSpeculativeLimits: drafts respect n_predict, stop strings, a
+// small context and the request's speculative.n_max; top probabilities
+// (n_probs) are those of plain generation.
+func TestEngineSpeculativeLimits(t *testing.T) {
+	rep := specRepeatPrompt(t)
+	spec := SpeculativeOptions{Types: []string{SpecNgramSimple}, NgramSimpleSizeN: 3, NgramSimpleSizeM: 16}
+	m, plain := newEngTestEngine(t, Options{CtxSize: 2048})
+	_, e := newEngTestEngine(t, Options{CtxSize: 2048, Speculative: spec})
+	toks := engTokenize(t, m, rep, true)
+	_, small := newEngTestEngine(t, Options{CtxSize: len(toks) + 40, Speculative: spec})
+	_, smallPlain := newEngTestEngine(t, Options{CtxSize: len(toks) + 40})
+	_, shift := newEngTestEngine(t, Options{CtxSize: len(toks) + 40, ContextShift: true, Speculative: spec})
+	_, shiftPlain := newEngTestEngine(t, Options{CtxSize: len(toks) + 40, ContextShift: true})
+	tests := []struct {
+		name        string
+		plain, spec *Engine
+		edit        func(*Request)
+	}{
+		{"n_predict", plain, e, func(tk *Request) { tk.NPredict = 37 }},
+		{"stop string", plain, e, func(tk *Request) { tk.Stop = []string{"park"} }},
+		{"n_probs", plain, e, func(tk *Request) { tk.Params.NProbs = 3 }},
+		{"n_max 2", plain, e, func(tk *Request) { tk.SpecNMax = 2 }},
+		{"n_min 100", plain, e, func(tk *Request) { tk.SpecNMin = 100 }},
+		{"context full", smallPlain, small, func(tk *Request) { tk.NPredict = -1 }},
+		{"context shift", shiftPlain, shift, func(tk *Request) { tk.NPredict = 120; tk.NKeep = 8 }},
+		{"ignore eos", plain, e, func(tk *Request) { tk.Params.IgnoreEOS = true }},
+		{"seeded", plain, e, func(tk *Request) { tk.Params.Temperature, tk.Params.Seed = 0.8, 42 }},
+		{"seeded penalties", plain, e, func(tk *Request) {
+			tk.Params.Temperature, tk.Params.Seed, tk.Params.RepeatPenalty, tk.Params.DRYMultiplier = 0.5, 7, 1.1, 0.8
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			mk := func() *Request {
+				tk := engGreedyTask(toks, 100)
+				tc.edit(tk)
+				return tk
+			}
+			want := engRun(t, tc.plain, mk())
+			got := engRun(t, tc.spec, mk())
+			require.Equal(t, want.tokens, got.tokens)
+			require.Equal(t, want.text, got.text)
+			assert.Equal(t, want.done.Stop, got.done.Stop)
+			assert.Equal(t, want.done.StoppingWord, got.done.StoppingWord)
+			assert.Equal(t, want.done.Truncated, got.done.Truncated)
+			// The same candidates; their probabilities come from logits of
+			// a larger batch, equal to float rounding.
+			for i := range want.events {
+				wp, gp := want.events[i].Probs, got.events[i].Probs
+				require.Len(t, gp, len(wp), "token %d", i)
+				for k := range wp {
+					assert.Equal(t, wp[k].Token, gp[k].Token, "token %d", i)
+					assert.InDelta(t, wp[k].Prob, gp[k].Prob, 0.01, "token %d", i)
+				}
+			}
+			tm := got.done.Timings
+			switch tc.name {
+			case "n_max 2":
+				require.Positive(t, tm.DraftN)
+				assert.LessOrEqual(t, tm.DraftN, 2*(len(got.tokens)-tm.DraftNAccepted))
+			case "n_min 100":
+				assert.Zero(t, tm.DraftN)
+			default:
+				assert.Positive(t, tm.DraftN)
+			}
+		})
+	}
+}
+
+func TestSpeculativeOptionsErrors(t *testing.T) {
+	m := engStoriesModel(t)
+	tests := []struct {
+		opts SpeculativeOptions
+		is   error
+		msg  string
+	}{
+		{SpeculativeOptions{Types: []string{"draft-eagle3"}}, llama.ErrUnsupported, "not supported"},
+		{SpeculativeOptions{Types: []string{"ngram-simple,draft-mtp"}}, llama.ErrUnsupported, "not supported"},
+		{SpeculativeOptions{Types: []string{"draft-dflash"}}, llama.ErrUnsupported, "not supported"},
+		{SpeculativeOptions{Types: []string{"draft-dspark"}}, llama.ErrUnsupported, "not supported"},
+		{SpeculativeOptions{Types: []string{"ngram-map-k4v"}}, llama.ErrUnsupported, "not supported"},
+		{SpeculativeOptions{Types: []string{"ngram-mod"}}, llama.ErrUnsupported, "not supported"},
+		{SpeculativeOptions{Types: []string{"bogus"}}, llama.ErrInvalid, "unknown speculative type"},
+		{SpeculativeOptions{Types: []string{"draft-simple"}}, llama.ErrInvalid, "needs a draft model"},
+		{SpeculativeOptions{Types: []string{"draft-simple"}, DraftModel: testenv.Model(t, "llama-2-tiny-random.gguf")}, llama.ErrInvalid, "vocabulary"},
+		{SpeculativeOptions{Types: []string{"ngram-cache"}, LookupCacheStatic: "/nonexistent/lookup.bin"}, nil, "nonexistent"},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprint(tc.opts.Types, tc.opts.DraftModel != ""), func(t *testing.T) {
+			e, err := New(m, Options{CtxSize: 256, Threads: 1, Speculative: tc.opts})
+			if e != nil {
+				e.Close()
+			}
+			require.Error(t, err)
+			if tc.is != nil {
+				require.ErrorIs(t, err, tc.is)
+			}
+			assert.Contains(t, err.Error(), tc.msg)
+		})
+	}
+	// "none" wins over the other names, as llama.cpp; a draft model
+	// without a type is loaded, checked and not used, as llama-server.
+	for _, o := range []SpeculativeOptions{
+		{Types: []string{"ngram-simple", "none"}},
+		{DraftModel: engModelPath(t), DraftModelOptions: llama.ModelOptions{CPUOnly: true}},
+	} {
+		assert.Equal(t, "none", o.TypesString())
+		e, err := New(m, Options{CtxSize: 256, Threads: 1, Speculative: o})
+		require.NoError(t, err)
+		assert.False(t, e.SlotsInfo()[0].Speculative)
+		require.NoError(t, e.Close())
+	}
+	o := SpeculativeOptions{Types: []string{"draft-simple", "ngram-map-k,ngram-simple"}}
+	assert.Equal(t, "ngram-simple,ngram-map-k,draft-simple", o.TypesString())
+}
+
+// TestEngineSpeculativeLookupFiles: ngram-cache drafts from llama.cpp
+// lookup files (-lcs, -lcd) made of a text the model then writes, and the
+// output stays that of plain generation.
+func TestEngineSpeculativeLookupFiles(t *testing.T) {
+	m, plain := newEngTestEngine(t, Options{CtxSize: 1024})
+	prompt := engTokenize(t, m, "Once upon a time", true)
+	want := engRun(t, plain, engGreedyTask(prompt, 120))
+	// Statistics of the text to come: drafts from the first token on.
+	stats := llama.NewNgramStats()
+	all := append(append([]llama.Token(nil), prompt...), want.tokens...)
+	stats.Update(all, 1, 4, len(all))
+	dir := t.TempDir()
+	static, dynamic := dir+"/static.bin", dir+"/dynamic.bin"
+	require.NoError(t, stats.Save(static))
+	require.NoError(t, stats.Save(dynamic))
+	tests := []struct {
+		name string
+		opts SpeculativeOptions
+	}{
+		{"static", SpeculativeOptions{Types: []string{SpecNgramCache}, LookupCacheStatic: static}},
+		{"static and dynamic", SpeculativeOptions{Types: []string{SpecNgramCache}, LookupCacheStatic: static, LookupCacheDynamic: dynamic}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, e := newEngTestEngine(t, Options{CtxSize: 1024, Speculative: tc.opts})
+			got := engRun(t, e, engGreedyTask(prompt, 120))
+			require.Equal(t, want.tokens, got.tokens)
+			tm := got.done.Timings
+			assert.Positive(t, tm.DraftNAccepted, "%+v", tm)
+		})
+	}
+}

@@ -1,0 +1,106 @@
+// Package benchlimit holds what the benchmarks of the engine and the
+// server hold their figures against: the compute-thread count they run
+// with, the random 125M-parameter benchmark model, and a bare decoder that
+// runs the batches the engine would, without sampling, HTTP or
+// bookkeeping (the limit of a figure).
+package benchlimit
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/x/llama"
+	"github.com/x/llama/internal/gguf"
+	"github.com/x/llama/internal/testenv"
+)
+
+// Threads is the compute threads of these benchmarks: never more than
+// the cores (ggml's threads spin).
+func Threads() int { return min(2, runtime.NumCPU()) }
+
+// Model125M returns the path of the 125M benchmark model (Q8_0).
+func Model125M(b testing.TB) string {
+	b.Helper()
+	path, err := gguf.BenchModelFile(testenv.Model(b, "llama-2-tiny-random.gguf"), "llama-125m", gguf.BenchModel125M, gguf.Q8_0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// Decoder is the limit side: a context of its own on the same model
+// file, made as the engine makes its own (seqs sequences of ctxSize/seqs
+// positions each, not unified, as the server's default), decoding the
+// batches the engine would.
+type Decoder struct {
+	M     *llama.Model
+	C     *llama.Context
+	Batch *llama.Batch
+}
+
+// NewDecoder loads path and makes the Decoder's context; both are freed
+// at the benchmark's end.
+func NewDecoder(b testing.TB, path string, seqs, ctxSize, batch int) *Decoder {
+	b.Helper()
+	m, err := llama.LoadModel(context.Background(), path, llama.ModelOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := m.NewContext(llama.ContextOptions{ContextSize: ctxSize, Sequences: seqs, BatchSize: batch,
+		Threads: Threads(), ThreadsBatch: Threads()})
+	if err != nil {
+		m.Close()
+		b.Fatal(err)
+	}
+	d := &Decoder{M: m, C: c, Batch: llama.NewBatch(max(batch, seqs), 1)}
+	b.Cleanup(func() {
+		c.Close()
+		m.Close()
+	})
+	return d
+}
+
+// Steps decodes steps batches of one token for each of n sequences from
+// position 0 (a continuous-batching step of n generating slots) after
+// clearing the memory, and returns the tokens and the time in Decode.
+func (d *Decoder) Steps(b testing.TB, n, steps int) (int, time.Duration) {
+	if err := d.C.ClearMemory(); err != nil {
+		b.Fatal(err)
+	}
+	var spent time.Duration
+	for pos := range steps {
+		d.Batch.Clear()
+		for s := range n {
+			_ = d.Batch.Add(llama.Token(100+s+pos), pos, s, true)
+		}
+		start := time.Now()
+		if err := d.C.Decode(context.Background(), d.Batch); err != nil {
+			b.Fatal(err)
+		}
+		spent += time.Since(start)
+	}
+	return n * steps, spent
+}
+
+// Prefill decodes toks on sequence seq from position pos in batches of at
+// most the decoder's batch size, the last token with output, and returns
+// the time in Decode.
+func (d *Decoder) Prefill(b testing.TB, seq, pos int, toks []llama.Token) time.Duration {
+	var spent time.Duration
+	for len(toks) > 0 {
+		n := min(len(toks), d.Batch.Cap())
+		d.Batch.Clear()
+		for i, t := range toks[:n] {
+			_ = d.Batch.Add(t, pos+i, seq, i == len(toks)-1)
+		}
+		start := time.Now()
+		if err := d.C.Decode(context.Background(), d.Batch); err != nil {
+			b.Fatal(err)
+		}
+		spent += time.Since(start)
+		toks, pos = toks[n:], pos+n
+	}
+	return spent
+}
