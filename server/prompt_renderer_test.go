@@ -51,14 +51,14 @@ func (w *nopWarn) Warn(string, ...any) { w.n++ }
 func TestRendererFor(t *testing.T) {
 	user := []chat.Message{{Role: chat.RoleUser, Content: "Hi"}}
 	t.Run("jinja kept for names that have it", func(t *testing.T) {
-		r, err := rendererFor("llama2", false)
+		r, err := templates(false).For("llama2")
 		require.NoError(t, err)
-		assert.IsType(t, &jinjaRenderer{}, r)
+		assert.False(t, chat.IsNative(r))
 	})
 	t.Run("built-in rendering for the others", func(t *testing.T) {
-		r, err := rendererFor("llama4", false)
+		r, err := templates(false).For("llama4")
 		require.NoError(t, err)
-		require.IsType(t, &builtinRenderer{}, r)
+		require.True(t, chat.IsNative(r))
 		assert.Equal(t, chat.FormatContentOnly, r.Format())
 		assert.Equal(t, "llama4", r.Source())
 		parts := []chat.Message{{Role: chat.RoleUser, Parts: []chat.ContentPart{{Type: "text", Text: "a"}, {Type: "text", Text: "b"}}}}
@@ -68,36 +68,36 @@ func TestRendererFor(t *testing.T) {
 	})
 	t.Run("unknown names and bad Jinja", func(t *testing.T) {
 		for _, s := range []string{"no-such-template", "{% if %}", ""} {
-			_, err := rendererFor(s, false)
+			_, err := templates(false).For(s)
 			assert.Error(t, err, s)
 		}
 	})
 	t.Run("with jinja, text without tags is a template of itself", func(t *testing.T) {
-		r, err := rendererFor("This is not a chat template, it is", true)
+		r, err := templates(true).For("This is not a chat template, it is")
 		require.NoError(t, err)
 		out, err := r.Render(chat.TemplateInput{Messages: user, AddGenerationPrompt: true})
 		require.NoError(t, err)
 		assert.Equal(t, "This is not a chat template, it is", out)
-		require.NoError(t, checkTemplate("This is not a chat template, it is", true))
-		require.Error(t, checkTemplate("This is not a chat template, it is", false))
+		require.NoError(t, templates(true).Check("This is not a chat template, it is"))
+		require.Error(t, templates(false).Check("This is not a chat template, it is"))
 	})
 	t.Run("model template that does not parse", func(t *testing.T) {
 		w := &nopWarn{}
 		// llama.cpp detects chatml from <|im_start|> in the source.
-		r, err := modelRenderer("{% if %}<|im_start|>", w)
+		r, err := templates(false).ForModel("{% if %}<|im_start|>", w.Warn)
 		require.NoError(t, err)
-		require.IsType(t, &builtinRenderer{}, r)
+		require.True(t, chat.IsNative(r))
 		out, err := r.Render(chat.TemplateInput{Messages: user, AddGenerationPrompt: true})
 		require.NoError(t, err)
 		assert.Equal(t, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", out)
 		// Nothing to detect: chatml (Jinja).
-		r, err = modelRenderer("{% if %}", w)
+		r, err = templates(false).ForModel("{% if %}", w.Warn)
 		require.NoError(t, err)
-		require.IsType(t, &jinjaRenderer{}, r)
-		assert.Equal(t, builtinTemplates["chatml"], r.Source())
+		require.False(t, chat.IsNative(r))
+		assert.Equal(t, mustBuiltinJinja(t, "chatml"), r.Source())
 		assert.Equal(t, 2, w.n)
 		// A template that parses is used as is.
-		r, err = modelRenderer("{{ messages[0]['content'] }}", w)
+		r, err = templates(false).ForModel("{{ messages[0]['content'] }}", w.Warn)
 		require.NoError(t, err)
 		out, err = r.Render(chat.TemplateInput{Messages: user})
 		require.NoError(t, err)
@@ -109,7 +109,7 @@ func TestRendererFor(t *testing.T) {
 // format with its system instruction.
 func TestBuiltinRendererTools(t *testing.T) {
 	inst := testInstance(t)
-	r, err := rendererFor("vicuna-orca", false)
+	r, err := templates(false).For("vicuna-orca")
 	require.NoError(t, err)
 	bi := &instance{Name: inst.Name, Model: inst.Model, Engine: inst.Engine, Template: r, Server: inst.Server, Opts: inst.Opts}
 	task := &engine.Request{Params: engine.DefaultSamplingParams()}
@@ -120,4 +120,12 @@ func TestBuiltinRendererTools(t *testing.T) {
 	assert.Equal(t, chat.FormatGeneric, plan.Parse.Format)
 	assert.True(t, strings.HasPrefix(plan.Prompt, "SYSTEM: "+genericToolsPrompt+"\nUSER: Hi\n"), plan.Prompt)
 	assert.NotEmpty(t, task.Params.Grammar)
+}
+
+// mustBuiltinJinja is chat.BuiltinJinja(name), which must exist.
+func mustBuiltinJinja(t *testing.T, name string) string {
+	t.Helper()
+	src, ok := chat.BuiltinJinja(name)
+	require.True(t, ok, name)
+	return src
 }

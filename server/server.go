@@ -645,7 +645,7 @@ func applyPreset(e *modelEntry, kv map[string]string) error {
 		switch strings.ReplaceAll(k, "_", "-") {
 		case "model", "m", "version", "hf-repo", "hf", "hfr", "hf-file", "hff", "hf-token", "hft":
 		case "chat-template":
-			if err = checkTemplate(v, e.opts.Jinja); err == nil {
+			if err = templates(e.opts.Jinja).Check(v); err == nil {
 				e.opts.ChatTemplate = v
 			}
 		case "chat-template-file":

@@ -19,7 +19,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/x/llama/chat"
 	"github.com/x/llama/internal/testenv"
 )
 
@@ -86,7 +85,7 @@ func TestServerHealthPropsModels(t *testing.T) {
 	require.Equal(t, 200, code)
 	assert.Equal(t, float64(2), props["total_slots"])
 	assert.Equal(t, s.Options().Model, props["model_path"])
-	assert.Equal(t, builtinTemplates["chatml"], props["chat_template"])
+	assert.Equal(t, mustBuiltinJinja(t, "chatml"), props["chat_template"])
 	assert.Equal(t, false, props["is_sleeping"])
 	assert.Equal(t, buildInfo, props["build_info"])
 	assert.Contains(t, props, "modalities")
@@ -485,34 +484,6 @@ func TestServerStartsAsLlamaServer(t *testing.T) {
 	}
 }
 
-func TestBuiltinTemplatesRender(t *testing.T) {
-	msgs := []chat.Message{
-		{Role: "system", Content: "SYS"},
-		{Role: "user", Content: "Q1"},
-		{Role: "assistant", Content: "A1"},
-		{Role: "user", Content: "Q2"},
-	}
-	for name, src := range builtinTemplates {
-		t.Run(name, func(t *testing.T) {
-			assert.True(t, chat.IsBuiltinTemplate(name), "%s is not a llama.cpp built-in name", name)
-			tmpl, err := chat.ParseTemplate(src)
-			require.NoError(t, err)
-			out, err := tmpl.Render(chat.TemplateInput{Messages: msgs, AddGenerationPrompt: true, BOSToken: "<s>", EOSToken: "</s>"})
-			require.NoError(t, err)
-			for _, want := range []string{"SYS", "Q1", "A1", "Q2"} {
-				assert.Contains(t, out, want)
-			}
-			assert.Less(t, strings.Index(out, "Q1"), strings.Index(out, "A1"))
-			assert.Less(t, strings.Index(out, "A1"), strings.Index(out, "Q2"))
-		})
-	}
-	tmpl, err := chat.ParseTemplate(builtinTemplates["llama3"])
-	require.NoError(t, err)
-	out, err := tmpl.Render(chat.TemplateInput{Messages: msgs[1:2], AddGenerationPrompt: true})
-	require.NoError(t, err)
-	assert.Equal(t, "<|start_header_id|>user<|end_header_id|>\n\nQ1<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", out)
-}
-
 func TestValidSlotFilename(t *testing.T) {
 	for name, want := range map[string]bool{
 		"a.bin": true, "slot-0_x.bin": true, "..": false, "../a": false, "a/..": false, "/abs": false,
@@ -652,7 +623,7 @@ load-on-startup = true
 	assert.Equal(t, "loaded", modelStatuses(t, ts.URL)["tiny"])
 	code, props := callJSON(t, "GET", ts.URL+"/props?model=tiny", nil)
 	require.Equal(t, 200, code)
-	assert.Equal(t, builtinTemplates["llama3"], props["chat_template"])
+	assert.Equal(t, mustBuiltinJinja(t, "llama3"), props["chat_template"])
 	assert.Equal(t, float64(256), props["default_generation_settings"].(map[string]any)["n_ctx"])
 	// The only model is the default.
 	code, _ = callJSON(t, "POST", ts.URL+"/tokenize", map[string]any{"content": "hi"})
@@ -682,7 +653,7 @@ func TestServerSleepOnIdle(t *testing.T) {
 	code, _ := callJSON(t, "GET", ts.URL+"/health", nil)
 	assert.Equal(t, 200, code)
 	_, p := callJSON(t, "GET", ts.URL+"/props", nil)
-	assert.Equal(t, builtinTemplates["chatml"], p["chat_template"])
+	assert.Equal(t, mustBuiltinJinja(t, "chatml"), p["chat_template"])
 	code, _ = call(t, "GET", ts.URL+"/metrics", nil, nil)
 	assert.Equal(t, 200, code)
 	assert.True(t, sleeping(), "GET /props, /health and /metrics do not wake the model")

@@ -1,12 +1,17 @@
-package server
+package chat
 
-// builtinTemplates holds Jinja sources equivalent to llama.cpp's built-in
-// (non-Jinja) chat formats, for the common names of
-// chat.BuiltinTemplateNames. They are used when a template is given by
-// name (Options.ChatTemplate "chatml", ...) instead of as Jinja source, and
-// support tools; the other names render through llama.ApplyChatTemplate
-// (builtinRenderer, prompt_renderer.go).
-var builtinTemplates = map[string]string{
+// BuiltinJinja returns the Jinja source equivalent to llama.cpp's built-in
+// (non-Jinja) chat format name, for the common names of
+// BuiltinTemplateNames, and whether there is one. Resolver.For uses them
+// for a template given by name, so that these formats support tools; the
+// other names render through Resolver.Native.
+func BuiltinJinja(name string) (string, bool) {
+	src, ok := builtinJinja[name]
+	return src, ok
+}
+
+// builtinJinja are the sources of BuiltinJinja (never written).
+var builtinJinja = map[string]string{
 	"chatml": `{%- for message in messages -%}
 {{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' -}}
 {%- endfor -%}
