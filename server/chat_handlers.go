@@ -23,11 +23,6 @@ import (
 	"github.com/x/llama/chat"
 )
 
-func init() {
-	addRoute("POST /v1/chat/completions", false, handleChatCompletion)
-	addRoute("POST /chat/completions", false, handleChatCompletion)
-}
-
 // chatRequest is a conversation to complete, in package chat's types.
 type chatRequest struct {
 	Messages []chat.Message

@@ -18,26 +18,6 @@ import (
 	"github.com/x/llama/chat"
 )
 
-func init() {
-	addRoute("GET /health", true, handleHealth)
-	addRoute("GET /v1/health", true, handleHealth)
-	addRoute("GET /props", false, handleGetProps)
-	addRoute("POST /props", false, handlePostProps)
-	addRoute("GET /v1/models", true, handleModels)
-	addRoute("GET /models", true, handleModels)
-	addRoute("GET /models/sse", false, handleModelsSSE)
-	addRoute("POST /models/load", false, handleModelsLoad)
-	addRoute("POST /models/unload", false, handleModelsUnload)
-	addRoute("GET /metrics", false, handleMetrics)
-	addRoute("GET /slots", false, handleSlots)
-	addRoute("POST /slots/{id}", false, handleSlotAction)
-	addRoute("POST /tokenize", false, handleTokenize)
-	addRoute("POST /detokenize", false, handleDetokenize)
-	addRoute("POST /apply-template", false, handleApplyTemplate)
-	addRoute("GET /lora-adapters", false, handleGetLoRA)
-	addRoute("POST /lora-adapters", false, handlePostLoRA)
-}
-
 // buildInfo is reported in /props.
 // It starts with "b" as llama-server's (b<build>-<commit>) do, which clients check.
 const buildInfo = "b0-go-llama (llama.cpp v0.4.0)"

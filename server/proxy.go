@@ -18,11 +18,6 @@ const corsProxyHeaderPrefix = "X-Llama-Server-Proxy-Header-"
 // corsProxyTimeout bounds one proxied exchange, as llama-server's.
 const corsProxyTimeout = 600 * time.Second
 
-func init() {
-	addRoute("GET /cors-proxy", false, corsProxyHandler)
-	addRoute("POST /cors-proxy", false, corsProxyHandler)
-}
-
 // corsProxyClient follows redirects, as llama-server's proxy does.
 var corsProxyClient = &http.Client{Timeout: corsProxyTimeout}
 

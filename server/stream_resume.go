@@ -29,12 +29,6 @@ var streamRoutes = map[string]bool{
 	"/responses": true, "/v1/responses": true, "/v1/messages": true, "/infill": true,
 }
 
-func init() {
-	addRoute("GET /v1/stream", false, handleStreamGet)
-	addRoute("DELETE /v1/stream", false, handleStreamDelete)
-	addRoute("POST /v1/streams/lookup", false, handleStreamsLookup)
-}
-
 // streamSession is the buffered output of one generation.
 type streamSession struct {
 	id      string

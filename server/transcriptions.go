@@ -25,11 +25,6 @@ import (
 	"github.com/x/llama/chat"
 )
 
-func init() {
-	addRoute("POST /v1/audio/transcriptions", false, handleTranscriptions)
-	addRoute("POST /audio/transcriptions", false, handleTranscriptions)
-}
-
 // transcriptionForm is what a transcription request carries: the audio
 // file and the text fields llama-server reads.
 type transcriptionForm struct {
