@@ -48,6 +48,9 @@ type instance struct {
 	eogOnce sync.Once
 	eog     []llama.Token // end-of-generation tokens, see eogTokens
 
+	maxPieceOnce sync.Once
+	maxPiece     int // bytes of the longest token text, see maxPieceBytes
+
 	entry   *modelEntry
 	refs    int  // requests using it, guarded by Server.mu
 	retired bool // unloaded: close when refs drops to 0
@@ -528,7 +531,7 @@ func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
 		return nil, nil, err
 	}
 	toolTmpl := toolUseRenderer(e.opts, m, s.log)
-	proj, err := loadProjector(s.ctx, m, e.opts.Multimodal)
+	proj, err := loadProjector(s.ctx, m, e.opts.Multimodal, s.mediaMarker)
 	if err != nil {
 		_ = m.Close()
 		return nil, nil, err

@@ -25,7 +25,6 @@ import (
 	"math"
 	"net/http"
 	"runtime/debug"
-	"sync"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -164,35 +163,30 @@ func (inst *instance) checkTaskCount(n int, what string) error {
 	return nil
 }
 
-// maxPieces caches the longest token text of each model.
-var maxPieces sync.Map // *llama.Model -> int
-
-// maxPieceBytes is the length of m's longest token text (special tokens
-// included, as prompts parse them).
-func maxPieceBytes(m *llama.Model) int {
-	if v, ok := maxPieces.Load(m); ok {
-		return v.(int)
-	}
-	longest := 1
-	for t := range m.VocabSize() {
-		if s, err := m.TokenPiece(llama.Token(t), true); err == nil && len(s) > longest {
-			longest = len(s)
+// maxPieceBytes is the length of the model's longest token text (special
+// tokens included, as prompts parse them), computed once.
+func (inst *instance) maxPieceBytes() int {
+	inst.maxPieceOnce.Do(func() {
+		inst.maxPiece = 1
+		for t := range inst.Model.VocabSize() {
+			if s, err := inst.Model.TokenPiece(llama.Token(t), true); err == nil && len(s) > inst.maxPiece {
+				inst.maxPiece = len(s)
+			}
 		}
-	}
-	maxPieces.Store(m, longest)
-	return longest
+	})
+	return inst.maxPiece
 }
 
 // textLimit is the longest text that could tokenize to at most nTokens
-// tokens of m, with a wide margin: a text with more bytes cannot fit, so
-// it is refused without being tokenized.
-func textLimit(m *llama.Model, nTokens int) int {
-	return max(promptBytesSlack*nTokens*maxPieceBytes(m), minPromptBytesLimit)
+// tokens of the model, with a wide margin: a text with more bytes cannot
+// fit, so it is refused without being tokenized.
+func (inst *instance) textLimit(nTokens int) int {
+	return max(promptBytesSlack*nTokens*inst.maxPieceBytes(), minPromptBytesLimit)
 }
 
 // checkPromptText refuses a prompt text that can never fit inst's context.
 func (inst *instance) checkPromptText(text string) error {
-	if lim := textLimit(inst.Model, inst.slotContext()); len(text) > lim {
+	if lim := inst.textLimit(inst.slotContext()); len(text) > lim {
 		return badRequest("the prompt has %d bytes of text and cannot fit the context of %d tokens (at most %d bytes are taken)",
 			len(text), inst.slotContext(), lim)
 	}
@@ -306,27 +300,27 @@ func errGrammarNoMatch() error {
 // stillWanted reports whether the client of ctx still waits for an answer.
 func stillWanted(ctx context.Context) bool { return ctx.Err() == nil }
 
-// freeing is set while a give-back of memory to the OS runs.
-var freeing atomic.Bool
-
 // giveBackMemory returns the memory of requests with large bodies to the
 // OS once they are answered, so that one big request does not leave the
-// process's resident size high. One give-back runs at a time.
-func giveBackMemory(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var cb *countingBody
-		if r.Body != nil && r.Body != http.NoBody {
-			cb = &countingBody{ReadCloser: r.Body}
-			r.Body = cb
-		}
-		next.ServeHTTP(w, r)
-		if cb != nil && cb.n.Load() >= bigRequestBytes && freeing.CompareAndSwap(false, true) {
-			go func() {
-				defer freeing.Store(false)
-				debug.FreeOSMemory()
-			}()
-		}
-	})
+// process's resident size high. One give-back runs at a time: freeing is
+// set while one runs.
+func giveBackMemory(freeing *atomic.Bool) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var cb *countingBody
+			if r.Body != nil && r.Body != http.NoBody {
+				cb = &countingBody{ReadCloser: r.Body}
+				r.Body = cb
+			}
+			next.ServeHTTP(w, r)
+			if cb != nil && cb.n.Load() >= bigRequestBytes && freeing.CompareAndSwap(false, true) {
+				go func() {
+					defer freeing.Store(false)
+					debug.FreeOSMemory()
+				}()
+			}
+		})
+	}
 }
 
 // countingBody counts the bytes read from a request body.
@@ -377,7 +371,7 @@ func encoderBatch(o engine.Options) int {
 // rerank input that can never fit one physical batch.
 func (inst *instance) checkEncoderText(texts ...string) error {
 	ub := encoderBatch(inst.Opts.Engine)
-	lim := textLimit(inst.Model, ub)
+	lim := inst.textLimit(ub)
 	n := 0
 	for _, s := range texts {
 		n += len(s)

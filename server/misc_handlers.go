@@ -90,7 +90,7 @@ func (s *Server) props(e *modelEntry) map[string]any {
 		"model_path":         e.path,
 		"model_ftype":        info.Info.FileType,
 		"modalities":         map[string]bool{"vision": info.Vision, "audio": info.Audio, "video": false},
-		"media_marker":       mediaMarker,
+		"media_marker":       s.mediaMarker,
 		"endpoint_slots":     s.opts.Slots,
 		"endpoint_props":     true,
 		"endpoint_metrics":   s.opts.Metrics,

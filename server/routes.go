@@ -145,7 +145,7 @@ func (s *Server) buildHandler() http.Handler {
 	})
 	return chain(notFound,
 		recoverPanics(s.log),
-		giveBackMemory,
+		giveBackMemory(&s.freeing),
 		cors(s.opts),
 		limitBody(s.opts.MaxBodyBytes),
 		resumableStreams(&s.streams),

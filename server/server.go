@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/x/llama/engine"
@@ -205,6 +206,13 @@ type Server struct {
 	tools    *toolSet           // nil: /tools answers 403
 	streams  streamStore        // resumable streams (X-Conversation-Id)
 	controls completionControls // chat completions in flight
+
+	// mediaMarker marks a medium's place in prompt text (see
+	// newMediaMarker); fixed by New.
+	mediaMarker string
+	// freeing is set while a give-back of memory to the OS runs (see
+	// giveBackMemory).
+	freeing atomic.Bool
 }
 
 // New creates a Server. In single-model mode it loads the model before
@@ -252,6 +260,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s := &Server{
 		opts: o, log: o.Logger, started: time.Now(), ctx: sctx, cancel: cancel,
 		done: make(chan struct{}), byName: map[string]*modelEntry{}, subs: map[chan modelEvent]struct{}{},
+		mediaMarker: newMediaMarker(),
 	}
 	now := time.Now().Unix()
 	if o.Model != "" {

@@ -127,7 +127,7 @@ func audioFormat(b []byte) string {
 
 // transcriptionChat turns a transcription form into the body of a chat
 // completion for inst, as llama-server converts it; the user message ends
-// with mediaMarker, the place of the form's file.
+// with the server's media marker, the place of the form's file.
 func transcriptionChat(form *transcriptionForm, inst *instance) (map[string]any, error) {
 	if rf, ok := form.fields["response_format"]; ok && rf != "json" {
 		return nil, badRequest("Only 'json' response_format is supported for transcription")
@@ -154,8 +154,9 @@ func transcriptionChat(form *transcriptionForm, inst *instance) (map[string]any,
 	}
 	// The client's text cannot place media: a marker in it (GET /props
 	// tells it) is dropped.
-	prompt = strings.ReplaceAll(prompt, mediaMarker, "")
-	msgs = append(msgs, map[string]any{"role": "user", "content": prompt + mediaMarker})
+	marker := inst.Server.mediaMarker
+	prompt = strings.ReplaceAll(prompt, marker, "")
+	msgs = append(msgs, map[string]any{"role": "user", "content": prompt + marker})
 	body := map[string]any{"messages": msgs, "stream": form.fields["stream"] == "true"}
 	if m, ok := form.fields["model"]; ok {
 		body["model"] = m
