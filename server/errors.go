@@ -123,3 +123,10 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	}
 	return true
 }
+
+// writeEngineError maps an engine error to a response by its type (see
+// errorObject): a busy queue is a 503, invalid input, a grammar error or a
+// prompt too long for the context a 400, the rest a 500.
+func writeEngineError(w http.ResponseWriter, err error) {
+	writeHTTPError(w, err)
+}

@@ -241,6 +241,16 @@ func (s *Server) lookup(r *http.Request, model string) (*modelEntry, string) {
 	return nil, fmt.Sprintf("model '%s' not found", model)
 }
 
+// peek finds the model a GET request names without loading or waking it.
+// On failure it writes a 400 and returns nil.
+func (s *Server) peek(w http.ResponseWriter, r *http.Request) *modelEntry {
+	e, msg := s.lookup(r, "")
+	if e == nil {
+		writeError(w, http.StatusBadRequest, errInvalidRequest, msg)
+	}
+	return e
+}
+
 // instanceFor returns the instance that serves model (the request's "model"
 // field; "" for the default), loading or waking it when needed. On failure
 // it has written the error response and ok is false. release must be called

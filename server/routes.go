@@ -29,8 +29,8 @@ const (
 // OpenAI /v1/ forms, and a path's GET before its POST or DELETE.
 func (s *Server) routes() []route {
 	return []route{
-		// Liveness, and the web UI (ui.go), which asks the user for the API
-		// key that its own calls need.
+		// Liveness (props.go), and the web UI (ui.go), which asks the user
+		// for the API key that its own calls need.
 		{"GET /health", public, handleHealth(s)},
 		{"GET /v1/health", public, handleHealth(s)},
 		{"GET /", public, handleUI(s)},
