@@ -1,10 +1,6 @@
 package server
 
-import (
-	"encoding/json"
-	"net/http"
-	"sync"
-)
+import "net/http"
 
 // route is one endpoint: a Go 1.22 mux pattern ("POST /v1/chat/completions"),
 // whether it needs the API key, and its handler.
@@ -151,44 +147,4 @@ func (s *Server) buildHandler() http.Handler {
 		resumableStreams(&s.streams),
 		withTimeout(s.opts.Timeout),
 	)
-}
-
-// sse starts a server-sent events response. send writes one event: an
-// "event: name" line when event is not empty, then "data: JSON" and a
-// blank line, and flushes it. ok is false (and nothing useful can be sent)
-// when the connection cannot flush.
-func (s *Server) sse(w http.ResponseWriter) (send func(event string, data any) error, ok bool) {
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	h.Del("Content-Length")
-	w.WriteHeader(http.StatusOK)
-	if err := rc.Flush(); err != nil {
-		return nil, false
-	}
-	var mu sync.Mutex
-	send = func(event string, data any) error {
-		b, err := json.Marshal(data)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		buf := make([]byte, 0, len(b)+len(event)+16)
-		if event != "" {
-			buf = append(buf, "event: "...)
-			buf = append(buf, event...)
-			buf = append(buf, '\n')
-		}
-		buf = append(buf, "data: "...)
-		buf = append(buf, b...)
-		buf = append(buf, "\n\n"...)
-		if _, err := w.Write(buf); err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
-	return send, true
 }
