@@ -21,11 +21,8 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"math"
 	"net/http"
-	"runtime/debug"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/x/llama/engine"
@@ -299,41 +296,6 @@ func errGrammarNoMatch() error {
 
 // stillWanted reports whether the client of ctx still waits for an answer.
 func stillWanted(ctx context.Context) bool { return ctx.Err() == nil }
-
-// giveBackMemory returns the memory of requests with large bodies to the
-// OS once they are answered, so that one big request does not leave the
-// process's resident size high. One give-back runs at a time: freeing is
-// set while one runs.
-func giveBackMemory(freeing *atomic.Bool) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			var cb *countingBody
-			if r.Body != nil && r.Body != http.NoBody {
-				cb = &countingBody{ReadCloser: r.Body}
-				r.Body = cb
-			}
-			next.ServeHTTP(w, r)
-			if cb != nil && cb.n.Load() >= bigRequestBytes && freeing.CompareAndSwap(false, true) {
-				go func() {
-					defer freeing.Store(false)
-					debug.FreeOSMemory()
-				}()
-			}
-		})
-	}
-}
-
-// countingBody counts the bytes read from a request body.
-type countingBody struct {
-	io.ReadCloser
-	n atomic.Int64
-}
-
-func (c *countingBody) Read(p []byte) (int, error) {
-	n, err := c.ReadCloser.Read(p)
-	c.n.Add(int64(n))
-	return n, err
-}
 
 // checkPromptItems refuses, before any tokenizing, a prompt array that
 // can never be served: more prompts than taskLimit, or one prompt with
