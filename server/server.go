@@ -4,6 +4,13 @@
 // mode serving several models loaded on demand.
 package server
 
+// Reading the code: Server.routes (routes.go) lists every endpoint with the
+// file of its handler, and buildHandler wraps them in the middleware
+// (middleware.go, cors.go). Handlers get a loaded model from
+// Server.instanceFor (instance.go, which loads, sleeps and unloads models;
+// models_catalog.go lists them in router mode) and run their requests on
+// its engine (package engine) through runTask (tasks.go).
+
 import (
 	"context"
 	"errors"
