@@ -32,10 +32,14 @@ type transcriptionForm struct {
 	fields map[string]string
 }
 
-// transcriptionFields are the form fields read; others are ignored.
-var transcriptionFields = map[string]bool{
-	"model": true, "prompt": true, "language": true, "response_format": true,
-	"temperature": true, "max_tokens": true, "stream": true,
+// transcriptionField reports whether a form field is read; others are
+// ignored.
+func transcriptionField(name string) bool {
+	switch name {
+	case "model", "prompt", "language", "response_format", "temperature", "max_tokens", "stream":
+		return true
+	}
+	return false
 }
 
 // maxFormParts bounds the number of parts of a transcription form.
@@ -67,7 +71,7 @@ func readTranscriptionForm(r *http.Request) (*transcriptionForm, error) {
 			return nil, formReadError(err)
 		}
 		name := p.FormName()
-		if name != "file" && !transcriptionFields[name] {
+		if name != "file" && !transcriptionField(name) {
 			_, err = io.Copy(io.Discard, p)
 			_ = p.Close()
 			if err != nil {
