@@ -1,7 +1,8 @@
 package server
 
 // GET /metrics: the engine's counters in Prometheus text format, under
-// llama-server's llamacpp: names (and the gateway's, metrics_gateway.go).
+// llama-server's llamacpp: names, and under the vllm: names that Kubernetes
+// gateways read (metrics_gateway.go).
 
 import (
 	"fmt"
