@@ -19,11 +19,6 @@ import (
 	"github.com/x/llama/chat"
 )
 
-func init() {
-	addRoute("POST /v1/messages", false, handleAnthropicMessages)
-	addRoute("POST /v1/messages/count_tokens", false, handleAnthropicCountTokens)
-}
-
 // Wire types of a Messages request.
 type (
 	anthRequest struct {

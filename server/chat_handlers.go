@@ -23,11 +23,6 @@ import (
 	"github.com/x/llama/chat"
 )
 
-func init() {
-	addRoute("POST /v1/chat/completions", false, handleChatCompletion)
-	addRoute("POST /chat/completions", false, handleChatCompletion)
-}
-
 // chatRequest is a conversation to complete, in package chat's types.
 type chatRequest struct {
 	Messages []chat.Message
@@ -45,7 +40,7 @@ type chatRequest struct {
 	// Schema is a JSON Schema the answer must follow (response_format).
 	Schema json.RawMessage
 	// media are the images and audio of the messages, in order; their
-	// places in the text are marked with mediaMarker.
+	// places in the text are marked with the server's media marker.
 	media []mediaInput
 	// Continue continues the last message (continue_final_message):
 	// "auto", "content" or "reasoning_content"; "" does not, except that
@@ -345,15 +340,15 @@ type wireTool struct {
 }
 
 // toChatMessages converts and checks OpenAI messages; none is an error
-// unless allowEmpty. Image and audio parts become mediaMarker in the text
-// and are returned in order.
-func toChatMessages(raw json.RawMessage, allowEmpty bool) ([]chat.Message, []mediaInput, error) {
+// unless allowEmpty. Image and audio parts become marker in the text and
+// are returned in order.
+func toChatMessages(raw json.RawMessage, allowEmpty bool, marker string) ([]chat.Message, []mediaInput, error) {
 	var media []mediaInput
-	msgs, err := toChatMessagesMedia(raw, allowEmpty, &media)
+	msgs, err := toChatMessagesMedia(raw, allowEmpty, marker, &media)
 	return msgs, media, err
 }
 
-func toChatMessagesMedia(raw json.RawMessage, allowEmpty bool, media *[]mediaInput) ([]chat.Message, error) {
+func toChatMessagesMedia(raw json.RawMessage, allowEmpty bool, marker string, media *[]mediaInput) ([]chat.Message, error) {
 	if jsonKind(raw) != 'a' {
 		return nil, badRequest(`"messages" must be an array`)
 	}
@@ -403,8 +398,8 @@ func toChatMessagesMedia(raw json.RawMessage, allowEmpty bool, media *[]mediaInp
 						return nil, badRequest("messages[%d].content[%d]: %v", i, j, err)
 					}
 					*media = append(*media, in)
-					m.Parts = append(m.Parts, chat.ContentPart{Type: "text", Text: mediaMarker})
-					m.Content += mediaMarker
+					m.Parts = append(m.Parts, chat.ContentPart{Type: "text", Text: marker})
+					m.Content += marker
 					continue
 				}
 				switch p.Type {
@@ -630,7 +625,7 @@ func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chat
 }
 
 // parseChatRequestMedia is parseChatRequest for a body whose messages
-// already hold mediaMarker in their text (put there by the server, as the
+// already hold the server's media marker in their text (put there by the server, as the
 // transcriptions route does): extra are those media, after any the
 // messages' own parts carry.
 func parseChatRequestMedia(f reqFields, inst *instance, extra []mediaInput) (*genRequest, *chatPlan, chatOptions, error) {
@@ -652,7 +647,7 @@ func parseChatRequestWith(f reqFields, inst *instance, allowEmpty bool, extra []
 	if err := f.int("n", &co.N, 1, int64(max(1, len(inst.Engine.SlotsInfo())))); err != nil {
 		return nil, nil, co, err
 	}
-	msgs, media, err := toChatMessages(f["messages"], allowEmpty)
+	msgs, media, err := toChatMessages(f["messages"], allowEmpty, inst.Server.mediaMarker)
 	if err != nil {
 		return nil, nil, co, err
 	}

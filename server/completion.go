@@ -16,11 +16,6 @@ import (
 	"github.com/x/llama"
 )
 
-func init() {
-	addRoute("POST /completion", false, generationHandler(parseCompletionRequest, answerCompletion))
-	addRoute("POST /completions", false, generationHandler(parseCompletionRequest, answerCompletion))
-}
-
 // genRequest is a parsed generation request: one task per prompt.
 type genRequest struct {
 	inst    *instance

@@ -6,10 +6,6 @@ import (
 	"sync"
 )
 
-func init() {
-	addRoute("POST /v1/chat/completions/control", false, handleCompletionControl)
-}
-
 // completionControls are the chat completions in flight, by id, that
 // POST /v1/chat/completions/control can act on. The zero value is ready.
 type completionControls struct {

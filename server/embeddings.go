@@ -16,12 +16,6 @@ import (
 	"github.com/x/llama"
 )
 
-func init() {
-	addRoute("POST /embedding", false, embeddingsHandler(false))
-	addRoute("POST /embeddings", false, embeddingsHandler(false))
-	addRoute("POST /v1/embeddings", false, embeddingsHandler(true))
-}
-
 // embeddingRequest is the body of both embedding endpoints. OpenAI's
 // clients send "input"; llama.cpp's native form uses "content".
 type embeddingRequest struct {

@@ -2,11 +2,15 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/x/llama"
+	"github.com/x/llama/engine"
 )
 
 // Error types of llama.cpp's server, sent in the "type" field of an error.
@@ -122,4 +126,72 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	return true
+}
+
+// writeEngineError maps an engine error to a response by its type (see
+// errorObject): a busy queue is a 503, invalid input, a grammar error or a
+// prompt too long for the context a 400, the rest a 500.
+func writeEngineError(w http.ResponseWriter, err error) {
+	writeHTTPError(w, err)
+}
+
+// httpError is an error answered with a status and an error type.
+type httpError struct {
+	Status int
+	Type   string
+	Msg    string
+	// Extra fields of the error object (n_prompt_tokens and n_ctx for
+	// exceed_context_size_error).
+	Extra map[string]any
+	// Err is the cause, if any.
+	Err error
+}
+
+func (e *httpError) Error() string { return e.Msg }
+
+// Unwrap returns the cause.
+func (e *httpError) Unwrap() error { return e.Err }
+
+// badRequest is a 400 invalid_request_error.
+func badRequest(format string, args ...any) *httpError {
+	return &httpError{Status: http.StatusBadRequest, Type: "invalid_request_error", Msg: fmt.Sprintf(format, args...)}
+}
+
+// errorObject is the JSON body of an error answer.
+func errorObject(err error) (int, map[string]any) {
+	var he *httpError
+	var ce *engine.ContextSizeError
+	switch {
+	case errors.As(err, &he):
+	case errors.As(err, &ce):
+		he = exceedContext(ce.PromptTokens, ce.CtxSize)
+	case errors.Is(err, engine.ErrBusy):
+		he = &httpError{Status: http.StatusServiceUnavailable, Type: "unavailable_error", Msg: err.Error()}
+	case errors.Is(err, llama.ErrInvalid), errors.Is(err, llama.ErrGrammar):
+		he = badRequest("%v", err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		he = &httpError{Status: http.StatusServiceUnavailable, Type: "unavailable_error", Msg: "request canceled: " + err.Error()}
+	default:
+		he = &httpError{Status: http.StatusInternalServerError, Type: "server_error", Msg: err.Error()}
+	}
+	obj := map[string]any{"code": he.Status, "message": he.Msg, "type": he.Type}
+	for k, v := range he.Extra {
+		obj[k] = v
+	}
+	return he.Status, map[string]any{"error": obj}
+}
+
+// writeHTTPError answers with err's status and error object.
+func writeHTTPError(w http.ResponseWriter, err error) {
+	status, body := errorObject(err)
+	writeJSON(w, status, body)
+}
+
+// exceedContext is llama.cpp's error for a prompt that does not fit.
+func exceedContext(nPrompt, nCtx int) *httpError {
+	return &httpError{
+		Status: http.StatusBadRequest, Type: "exceed_context_size_error",
+		Msg:   fmt.Sprintf("request (%d tokens) exceeds the available context size (%d tokens), try increasing it", nPrompt, nCtx),
+		Extra: map[string]any{"n_prompt_tokens": nPrompt, "n_ctx": nCtx},
+	}
 }

@@ -13,10 +13,6 @@ import (
 	"github.com/x/llama"
 )
 
-func init() {
-	addRoute("POST /infill", false, handleInfill)
-}
-
 // infillChunk is one extra file given as context.
 type infillChunk struct {
 	Filename string

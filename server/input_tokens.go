@@ -6,11 +6,6 @@ package server
 
 import "net/http"
 
-func init() {
-	addRoute("POST /v1/chat/completions/input_tokens", false, handleChatInputTokens)
-	addRoute("POST /chat/completions/input_tokens", false, handleChatInputTokens)
-}
-
 func handleChatInputTokens(s *Server) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		f, inst, release, ok := s.requestInstance(w, r)

@@ -48,6 +48,9 @@ type instance struct {
 	eogOnce sync.Once
 	eog     []llama.Token // end-of-generation tokens, see eogTokens
 
+	maxPieceOnce sync.Once
+	maxPiece     int // bytes of the longest token text, see maxPieceBytes
+
 	entry   *modelEntry
 	refs    int  // requests using it, guarded by Server.mu
 	retired bool // unloaded: close when refs drops to 0
@@ -236,6 +239,16 @@ func (s *Server) lookup(r *http.Request, model string) (*modelEntry, string) {
 		return e, ""
 	}
 	return nil, fmt.Sprintf("model '%s' not found", model)
+}
+
+// peek finds the model a GET request names without loading or waking it.
+// On failure it writes a 400 and returns nil.
+func (s *Server) peek(w http.ResponseWriter, r *http.Request) *modelEntry {
+	e, msg := s.lookup(r, "")
+	if e == nil {
+		writeError(w, http.StatusBadRequest, errInvalidRequest, msg)
+	}
+	return e
 }
 
 // instanceFor returns the instance that serves model (the request's "model"
@@ -528,7 +541,7 @@ func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
 		return nil, nil, err
 	}
 	toolTmpl := toolUseRenderer(e.opts, m, s.log)
-	proj, err := loadProjector(s.ctx, m, e.opts.Multimodal)
+	proj, err := loadProjector(s.ctx, m, e.opts.Multimodal, s.mediaMarker)
 	if err != nil {
 		_ = m.Close()
 		return nil, nil, err

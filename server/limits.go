@@ -21,12 +21,8 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"math"
 	"net/http"
-	"runtime/debug"
-	"sync"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/x/llama/engine"
@@ -164,35 +160,30 @@ func (inst *instance) checkTaskCount(n int, what string) error {
 	return nil
 }
 
-// maxPieces caches the longest token text of each model.
-var maxPieces sync.Map // *llama.Model -> int
-
-// maxPieceBytes is the length of m's longest token text (special tokens
-// included, as prompts parse them).
-func maxPieceBytes(m *llama.Model) int {
-	if v, ok := maxPieces.Load(m); ok {
-		return v.(int)
-	}
-	longest := 1
-	for t := range m.VocabSize() {
-		if s, err := m.TokenPiece(llama.Token(t), true); err == nil && len(s) > longest {
-			longest = len(s)
+// maxPieceBytes is the length of the model's longest token text (special
+// tokens included, as prompts parse them), computed once.
+func (inst *instance) maxPieceBytes() int {
+	inst.maxPieceOnce.Do(func() {
+		inst.maxPiece = 1
+		for t := range inst.Model.VocabSize() {
+			if s, err := inst.Model.TokenPiece(llama.Token(t), true); err == nil && len(s) > inst.maxPiece {
+				inst.maxPiece = len(s)
+			}
 		}
-	}
-	maxPieces.Store(m, longest)
-	return longest
+	})
+	return inst.maxPiece
 }
 
 // textLimit is the longest text that could tokenize to at most nTokens
-// tokens of m, with a wide margin: a text with more bytes cannot fit, so
-// it is refused without being tokenized.
-func textLimit(m *llama.Model, nTokens int) int {
-	return max(promptBytesSlack*nTokens*maxPieceBytes(m), minPromptBytesLimit)
+// tokens of the model, with a wide margin: a text with more bytes cannot
+// fit, so it is refused without being tokenized.
+func (inst *instance) textLimit(nTokens int) int {
+	return max(promptBytesSlack*nTokens*inst.maxPieceBytes(), minPromptBytesLimit)
 }
 
 // checkPromptText refuses a prompt text that can never fit inst's context.
 func (inst *instance) checkPromptText(text string) error {
-	if lim := textLimit(inst.Model, inst.slotContext()); len(text) > lim {
+	if lim := inst.textLimit(inst.slotContext()); len(text) > lim {
 		return badRequest("the prompt has %d bytes of text and cannot fit the context of %d tokens (at most %d bytes are taken)",
 			len(text), inst.slotContext(), lim)
 	}
@@ -306,41 +297,6 @@ func errGrammarNoMatch() error {
 // stillWanted reports whether the client of ctx still waits for an answer.
 func stillWanted(ctx context.Context) bool { return ctx.Err() == nil }
 
-// freeing is set while a give-back of memory to the OS runs.
-var freeing atomic.Bool
-
-// giveBackMemory returns the memory of requests with large bodies to the
-// OS once they are answered, so that one big request does not leave the
-// process's resident size high. One give-back runs at a time.
-func giveBackMemory(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var cb *countingBody
-		if r.Body != nil && r.Body != http.NoBody {
-			cb = &countingBody{ReadCloser: r.Body}
-			r.Body = cb
-		}
-		next.ServeHTTP(w, r)
-		if cb != nil && cb.n.Load() >= bigRequestBytes && freeing.CompareAndSwap(false, true) {
-			go func() {
-				defer freeing.Store(false)
-				debug.FreeOSMemory()
-			}()
-		}
-	})
-}
-
-// countingBody counts the bytes read from a request body.
-type countingBody struct {
-	io.ReadCloser
-	n atomic.Int64
-}
-
-func (c *countingBody) Read(p []byte) (int, error) {
-	n, err := c.ReadCloser.Read(p)
-	c.n.Add(int64(n))
-	return n, err
-}
-
 // checkPromptItems refuses, before any tokenizing, a prompt array that
 // can never be served: more prompts than taskLimit, or one prompt with
 // more token ids than the context holds.
@@ -377,7 +333,7 @@ func encoderBatch(o engine.Options) int {
 // rerank input that can never fit one physical batch.
 func (inst *instance) checkEncoderText(texts ...string) error {
 	ub := encoderBatch(inst.Opts.Engine)
-	lim := textLimit(inst.Model, ub)
+	lim := inst.textLimit(ub)
 	n := 0
 	for _, s := range texts {
 		n += len(s)

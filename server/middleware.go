@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -140,4 +141,39 @@ func chain(h http.Handler, mw ...func(http.Handler) http.Handler) http.Handler {
 		h = mw[i](h)
 	}
 	return h
+}
+
+// giveBackMemory returns the memory of requests with large bodies to the
+// OS once they are answered, so that one big request does not leave the
+// process's resident size high. One give-back runs at a time: freeing is
+// set while one runs.
+func giveBackMemory(freeing *atomic.Bool) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var cb *countingBody
+			if r.Body != nil && r.Body != http.NoBody {
+				cb = &countingBody{ReadCloser: r.Body}
+				r.Body = cb
+			}
+			next.ServeHTTP(w, r)
+			if cb != nil && cb.n.Load() >= bigRequestBytes && freeing.CompareAndSwap(false, true) {
+				go func() {
+					defer freeing.Store(false)
+					debug.FreeOSMemory()
+				}()
+			}
+		})
+	}
+}
+
+// countingBody counts the bytes read from a request body.
+type countingBody struct {
+	io.ReadCloser
+	n atomic.Int64
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }

@@ -10,11 +10,6 @@ import (
 	"github.com/x/llama"
 )
 
-func init() {
-	addRoute("POST /models", false, handleModelsAdd)
-	addRoute("DELETE /models", false, handleModelsRemove)
-}
-
 // handleModelsAdd is llama-server's POST /models of router mode:
 // {"model": "org/repo[:quant]"} pulls a model from the Hugging Face hub
 // into the cache (only the cache with Options.Offline) and lists it. It

@@ -34,12 +34,11 @@ type MultimodalOptions struct {
 	MaxImagePixels int
 }
 
-// mediaMarker marks a medium's place in prompts; GET /props reports it as
-// "media_marker". As in llama-server it is random per process, so that text
-// a client sends cannot pass for a marker, unless $LLAMA_MEDIA_MARKER pins
-// it. The projectors are loaded with it.
-var mediaMarker = newMediaMarker()
-
+// newMediaMarker makes the text that marks a medium's place in prompts
+// (Server.mediaMarker); GET /props reports it as "media_marker". As in
+// llama-server it is random, drawn once when the server starts, so that
+// text a client sends cannot pass for a marker, unless $LLAMA_MEDIA_MARKER
+// pins it. The projectors are loaded with it.
 func newMediaMarker() string {
 	if m := os.Getenv("LLAMA_MEDIA_MARKER"); m != "" {
 		return m
@@ -52,12 +51,13 @@ func newMediaMarker() string {
 	return "<__media_" + string(b) + "__>"
 }
 
-// loadProjector loads o's projector for m, or returns nil when none is set.
-func loadProjector(ctx context.Context, m *llama.Model, o MultimodalOptions) (*mtmd.Projector, error) {
+// loadProjector loads o's projector for m, marking media with marker, or
+// returns nil when none is set.
+func loadProjector(ctx context.Context, m *llama.Model, o MultimodalOptions, marker string) (*mtmd.Projector, error) {
 	if o.Projector == "" {
 		return nil, nil
 	}
-	p, err := mtmd.LoadProjector(ctx, m, o.Projector, mtmd.ProjectorOptions{CPUOnly: o.CPUOnly, Marker: mediaMarker,
+	p, err := mtmd.LoadProjector(ctx, m, o.Projector, mtmd.ProjectorOptions{CPUOnly: o.CPUOnly, Marker: marker,
 		ImageMinTokens: o.ImageMinTokens, ImageMaxTokens: o.ImageMaxTokens})
 	if err != nil {
 		return nil, fmt.Errorf("load multimodal projector: %w", err)

@@ -15,10 +15,6 @@ import (
 	"github.com/x/llama"
 )
 
-func init() {
-	addRoute("POST /v1/completions", false, generationHandler(parseOAICompletion, answerOAICompletion))
-}
-
 // systemFingerprint identifies the server build in OpenAI responses.
 const systemFingerprint = "b0.4.0-go-llama"
 

@@ -18,19 +18,13 @@ const corsProxyHeaderPrefix = "X-Llama-Server-Proxy-Header-"
 // corsProxyTimeout bounds one proxied exchange, as llama-server's.
 const corsProxyTimeout = 600 * time.Second
 
-func init() {
-	addRoute("GET /cors-proxy", false, corsProxyHandler)
-	addRoute("POST /cors-proxy", false, corsProxyHandler)
-}
-
-// corsProxyClient follows redirects, as llama-server's proxy does.
-var corsProxyClient = &http.Client{Timeout: corsProxyTimeout}
-
 // corsProxyHandler forwards a GET or POST to the http(s) URL of the "url"
 // query parameter and streams the answer back (without the target's CORS
 // headers), for the web UI's MCP client that a browser's same-origin
 // rule would stop. Disabled (403) unless Tools.CORSProxy is set.
 func corsProxyHandler(s *Server) http.HandlerFunc {
+	// It follows redirects, as llama-server's proxy does.
+	client := &http.Client{Timeout: corsProxyTimeout}
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.opts.Tools.CORSProxy {
 			featureDisabled(w)
@@ -72,7 +66,7 @@ func corsProxyHandler(s *Server) http.HandlerFunc {
 			}
 		}
 		s.log.Info("cors proxy", "method", r.Method, "target", target.Redacted())
-		resp, err := corsProxyClient.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(http.StatusInternalServerError)

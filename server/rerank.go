@@ -13,12 +13,6 @@ import (
 	"github.com/x/llama"
 )
 
-func init() {
-	for _, p := range []string{"/rerank", "/reranking", "/v1/rerank", "/v1/reranking"} {
-		addRoute("POST "+p, false, handleRerank)
-	}
-}
-
 // rerankRequest is the body of /rerank. Documents (Jina) or Texts (TEI)
 // are scored against Query.
 type rerankRequest struct {

@@ -18,13 +18,6 @@ import (
 	"github.com/x/llama/chat"
 )
 
-func init() {
-	for _, p := range []string{"/v1/responses", "/responses"} {
-		addRoute("POST "+p, false, handleResponses)
-		addRoute("POST "+p+"/input_tokens", false, handleResponsesInputTokens)
-	}
-}
-
 // respInputItem is one input item of any kind; the fields used depend on
 // Type (and Role for messages).
 type respInputItem struct {

@@ -701,15 +701,13 @@ func TestServerConcurrentWake(t *testing.T) {
 // registered (this file's and the other features'): each must answer with a
 // 4xx JSON error, never a 5xx or a dropped connection.
 func TestServerMalformedBodies(t *testing.T) {
-	_, ts := newTestServer(t, Options{SlotSavePath: t.TempDir()})
-	routesMu.Lock()
+	s, ts := newTestServer(t, Options{SlotSavePath: t.TempDir()})
 	var posts []string
-	for _, rt := range routes {
+	for _, rt := range s.routes() {
 		if path, ok := strings.CutPrefix(rt.Pattern, "POST "); ok {
 			posts = append(posts, strings.ReplaceAll(path, "{id}", "0"))
 		}
 	}
-	routesMu.Unlock()
 	bodies := []string{"", "{", "[", "null", "42", `"x"`, `{"model": 7}`, `{"messages": 3, "prompt": {}, "content": true, "input": null}`,
 		strings.Repeat("[", 10000) + strings.Repeat("]", 10000), "\xff\xfe"}
 	for _, path := range posts {

@@ -22,17 +22,16 @@ const (
 	streamSessionMaxBytes = 4 << 20           // older bytes are dropped past this
 )
 
-// streamRoutes are the generation endpoints whose streams can be resumed.
-var streamRoutes = map[string]bool{
-	"/completion": true, "/completions": true, "/v1/completions": true,
-	"/chat/completions": true, "/v1/chat/completions": true,
-	"/responses": true, "/v1/responses": true, "/v1/messages": true, "/infill": true,
-}
-
-func init() {
-	addRoute("GET /v1/stream", false, handleStreamGet)
-	addRoute("DELETE /v1/stream", false, handleStreamDelete)
-	addRoute("POST /v1/streams/lookup", false, handleStreamsLookup)
+// resumableRoute reports whether path is a generation endpoint whose
+// streams can be resumed.
+func resumableRoute(path string) bool {
+	switch path {
+	case "/completion", "/completions", "/v1/completions",
+		"/chat/completions", "/v1/chat/completions",
+		"/responses", "/v1/responses", "/v1/messages", "/infill":
+		return true
+	}
+	return false
 }
 
 // streamSession is the buffered output of one generation.
@@ -226,7 +225,7 @@ func resumableStreams(st *streamStore) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			id := r.Header.Get("X-Conversation-Id")
-			if id == "" || r.Method != http.MethodPost || !streamRoutes[r.URL.Path] {
+			if id == "" || r.Method != http.MethodPost || !resumableRoute(r.URL.Path) {
 				next.ServeHTTP(w, r)
 				return
 			}

@@ -49,11 +49,6 @@ type ToolsOptions struct {
 	CORSProxy bool
 }
 
-func init() {
-	addRoute("GET /tools", false, handleToolsList)
-	addRoute("POST /tools", false, handleToolsCall)
-}
-
 // toolStream receives a streaming tool's output as it comes. It returns
 // false once the client has gone away.
 type toolStream func(chunk string) bool

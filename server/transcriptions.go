@@ -25,11 +25,6 @@ import (
 	"github.com/x/llama/chat"
 )
 
-func init() {
-	addRoute("POST /v1/audio/transcriptions", false, handleTranscriptions)
-	addRoute("POST /audio/transcriptions", false, handleTranscriptions)
-}
-
 // transcriptionForm is what a transcription request carries: the audio
 // file and the text fields llama-server reads.
 type transcriptionForm struct {
@@ -37,10 +32,14 @@ type transcriptionForm struct {
 	fields map[string]string
 }
 
-// transcriptionFields are the form fields read; others are ignored.
-var transcriptionFields = map[string]bool{
-	"model": true, "prompt": true, "language": true, "response_format": true,
-	"temperature": true, "max_tokens": true, "stream": true,
+// transcriptionField reports whether a form field is read; others are
+// ignored.
+func transcriptionField(name string) bool {
+	switch name {
+	case "model", "prompt", "language", "response_format", "temperature", "max_tokens", "stream":
+		return true
+	}
+	return false
 }
 
 // maxFormParts bounds the number of parts of a transcription form.
@@ -72,7 +71,7 @@ func readTranscriptionForm(r *http.Request) (*transcriptionForm, error) {
 			return nil, formReadError(err)
 		}
 		name := p.FormName()
-		if name != "file" && !transcriptionFields[name] {
+		if name != "file" && !transcriptionField(name) {
 			_, err = io.Copy(io.Discard, p)
 			_ = p.Close()
 			if err != nil {
@@ -132,7 +131,7 @@ func audioFormat(b []byte) string {
 
 // transcriptionChat turns a transcription form into the body of a chat
 // completion for inst, as llama-server converts it; the user message ends
-// with mediaMarker, the place of the form's file.
+// with the server's media marker, the place of the form's file.
 func transcriptionChat(form *transcriptionForm, inst *instance) (map[string]any, error) {
 	if rf, ok := form.fields["response_format"]; ok && rf != "json" {
 		return nil, badRequest("Only 'json' response_format is supported for transcription")
@@ -159,8 +158,9 @@ func transcriptionChat(form *transcriptionForm, inst *instance) (map[string]any,
 	}
 	// The client's text cannot place media: a marker in it (GET /props
 	// tells it) is dropped.
-	prompt = strings.ReplaceAll(prompt, mediaMarker, "")
-	msgs = append(msgs, map[string]any{"role": "user", "content": prompt + mediaMarker})
+	marker := inst.Server.mediaMarker
+	prompt = strings.ReplaceAll(prompt, marker, "")
+	msgs = append(msgs, map[string]any{"role": "user", "content": prompt + marker})
 	body := map[string]any{"messages": msgs, "stream": form.fields["stream"] == "true"}
 	if m, ok := form.fields["model"]; ok {
 		body["model"] = m

@@ -120,8 +120,11 @@ func TestTranscriptions(t *testing.T) {
 	assert.Equal(t, texts[220], out["text"])
 	// The default prompt given explicitly, with a media marker smuggled in
 	// (it is dropped), gives the same transcript.
+	_, props := getJSON(t, base+"/props")
+	marker, _ := props["media_marker"].(string)
+	require.NotEmpty(t, marker)
 	code, out = postTranscription(t, base, toneWAV(220), greedy(map[string]string{"language": "en",
-		"prompt": "Transcribe " + mediaMarker + "audio to text"}))
+		"prompt": "Transcribe " + marker + "audio to text"}))
 	require.Equal(t, http.StatusOK, code, "%v", out)
 	assert.Equal(t, texts[220], out["text"])
 	// Also on the path without /v1.

@@ -14,7 +14,6 @@ import (
 // public, as llama-server's: the page holds no data, and the API calls it
 // makes carry the key the user types in. Paths that are neither a route
 // nor a file of the page get the API's JSON 404.
-func init() { addRoute("GET /", true, handleUI) }
 
 func handleUI(s *Server) http.HandlerFunc {
 	notFound := func(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,152 @@
+package server
+
+// GET /health (is the model loaded?) and GET /props (what the server and
+// its model are: template, generation defaults, modalities, slots...);
+// POST /props, which llama.cpp v0.4.0 accepts without changing anything.
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/x/llama/chat"
+)
+
+// buildInfo is reported in /props.
+// It starts with "b" as llama-server's (b<build>-<commit>) do, which clients check.
+const buildInfo = "b0-go-llama (llama.cpp v0.4.0)"
+
+func handleHealth(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.router {
+			s.mu.Lock()
+			st := s.models[0].state
+			s.mu.Unlock()
+			if st == stateLoading {
+				writeError(w, http.StatusServiceUnavailable, errUnavailable, "Loading model")
+				return
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	}
+}
+
+// defaultGenerationParams is the default_generation_settings.params of /props.
+func defaultGenerationParams(o Options) map[string]any {
+	p := o.defaultSampling()
+	seed := uint32(p.Seed)
+	return map[string]any{
+		"n_predict": o.NPredict, "seed": seed, "temperature": p.Temperature,
+		"dynatemp_range": p.DynatempRange, "dynatemp_exponent": p.DynatempExponent,
+		"top_k": p.TopK, "top_p": p.TopP, "min_p": p.MinP, "top_n_sigma": p.TopNSigma,
+		"xtc_probability": p.XTCProbability, "xtc_threshold": p.XTCThreshold, "typical_p": p.TypicalP,
+		"repeat_last_n": p.RepeatLastN, "repeat_penalty": p.RepeatPenalty,
+		"presence_penalty": p.PresencePenalty, "frequency_penalty": p.FrequencyPenalty,
+		"dry_multiplier": p.DRYMultiplier, "dry_base": p.DRYBase, "dry_allowed_length": p.DRYAllowedLength,
+		"dry_penalty_last_n": p.DRYPenaltyLastN, "dry_sequence_breakers": p.DRYSequenceBreakers,
+		"mirostat": p.Mirostat, "mirostat_tau": p.MirostatTau, "mirostat_eta": p.MirostatEta,
+		"adaptive_target": p.AdaptiveTarget, "adaptive_decay": p.AdaptiveDecay,
+		"stop": nonNilStrings(o.Stop), "max_tokens": o.NPredict, "n_keep": o.NKeep, "n_discard": 0,
+		"ignore_eos": p.IgnoreEOS, "stream": true, "n_probs": 0, "min_keep": 0, "grammar": p.Grammar,
+		"samplers": p.Samplers, "timings_per_token": false,
+		"reasoning_format": o.ReasoningFormat, "speculative.types": o.Engine.Speculative.TypesString(),
+	}
+}
+
+// props builds the GET /props response from what is known of e.
+func (s *Server) props(e *modelEntry) map[string]any {
+	info := e.info
+	if info == nil {
+		info = &modelInfo{}
+	}
+	nCtx := info.NCtxSlot
+	total := e.opts.Engine.Parallel
+	if total <= 0 {
+		total = 1
+	}
+	p := map[string]any{
+		"default_generation_settings": map[string]any{
+			"id": 0, "id_task": -1, "n_ctx": nCtx, "speculative": false, "is_processing": false,
+			"params": defaultGenerationParams(e.opts), "prompt": "",
+		},
+		"total_slots":        total,
+		"model_alias":        e.name,
+		"model_path":         e.path,
+		"model_ftype":        info.Info.FileType,
+		"modalities":         map[string]bool{"vision": info.Vision, "audio": info.Audio, "video": false},
+		"media_marker":       s.mediaMarker,
+		"endpoint_slots":     s.opts.Slots,
+		"endpoint_props":     true,
+		"endpoint_metrics":   s.opts.Metrics,
+		"chat_template":      info.TemplateSource,
+		"chat_template_caps": templateCapsJSON(info.Caps),
+		"bos_token":          info.BOS,
+		"eos_token":          info.EOS,
+		"build_info":         buildInfo,
+		"is_sleeping":        e.state == stateSleeping,
+		"ui":                 !s.opts.NoUI,
+		"ui_settings":        s.uiSettings(),
+	}
+	if s.opts.Jinja && info.ToolUseSource != "" {
+		p["chat_template_tool_use"] = info.ToolUseSource
+	}
+	return p
+}
+
+func templateCapsJSON(c chat.TemplateCaps) map[string]bool {
+	return map[string]bool{
+		"supports_system_role":          c.SupportsSystemRole,
+		"supports_tools":                c.SupportsTools,
+		"supports_tool_calls":           c.SupportsToolCalls,
+		"supports_tool_responses":       c.SupportsToolResponses,
+		"supports_parallel_tool_calls":  c.SupportsParallelToolCalls,
+		"requires_typed_content":        c.RequiresTypedContent,
+		"supports_thinking":             c.SupportsThinking,
+		"supports_object_arguments":     c.SupportsObjectArguments,
+		"supports_string_content":       !c.RequiresTypedContent,
+		"supports_typed_content":        true,
+		"supports_preserve_reasoning":   false,
+		"supports_generation_prompt":    true,
+		"supports_tool_call_id":         c.SupportsToolCalls,
+		"supports_reasoning_content":    c.SupportsThinking,
+		"supports_system_role_in_tools": c.SupportsSystemRole,
+	}
+}
+
+func handleGetProps(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.router && r.URL.Query().Get("model") == "" {
+			// The router itself: its role and the models' count.
+			writeJSON(w, http.StatusOK, map[string]any{
+				"role": "router", "build_info": buildInfo, "max_instances": s.opts.ModelsMax,
+				"models_autoload": !s.opts.NoModelsAutoload, "endpoint_metrics": s.opts.Metrics, "endpoint_slots": s.opts.Slots,
+				"ui": !s.opts.NoUI, "ui_settings": s.uiSettings(),
+			})
+			return
+		}
+		e := s.peek(w, r)
+		if e == nil {
+			return
+		}
+		s.mu.Lock()
+		p := s.props(e)
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, p)
+	}
+}
+
+func handlePostProps(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.opts.PropsEndpoint {
+			writeError(w, http.StatusNotImplemented, errNotSupported,
+				"This server does not support changing global properties. Start it with `--props`")
+			return
+		}
+		var body map[string]json.RawMessage
+		if !decodeJSON(w, r, &body) {
+			return
+		}
+		// llama.cpp v0.4.0 changes no property yet: any object is accepted
+		// and nothing is applied.
+		writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+	}
+}

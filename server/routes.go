@@ -1,0 +1,150 @@
+package server
+
+import "net/http"
+
+// route is one endpoint: a Go 1.22 mux pattern ("POST /v1/chat/completions"),
+// whether it needs the API key, and its handler.
+type route struct {
+	Pattern string
+	Access  access
+	Handler http.Handler
+}
+
+// access says whether a route needs one of Options.APIKeys.
+type access bool
+
+const (
+	keyed  access = false // needs an API key when the server has some
+	public access = true  // reachable without a key
+)
+
+// routes is the server's API map: every endpoint, grouped by the API it
+// belongs to, with the file that holds its handler. The order matters only
+// to GCP predictions (gcp.go), whose "@requestFormat" picks the first route
+// of an alias: native /completions and /embeddings come before their
+// OpenAI /v1/ forms, and a path's GET before its POST or DELETE.
+func (s *Server) routes() []route {
+	return []route{
+		// Liveness (props.go), and the web UI (ui.go), which asks the user
+		// for the API key that its own calls need.
+		{"GET /health", public, handleHealth(s)},
+		{"GET /v1/health", public, handleHealth(s)},
+		{"GET /", public, handleUI(s)},
+
+		// llama-server's native API: generation (completion.go, infill.go),
+		// embeddings (embeddings.go), reranking, also under /v1/ for Jina's
+		// and TEI's clients (rerank.go), the tokenizer (tokenize.go) and
+		// the chat template (apply_template.go).
+		{"POST /completion", keyed, generationHandler(parseCompletionRequest, answerCompletion)(s)},
+		{"POST /completions", keyed, generationHandler(parseCompletionRequest, answerCompletion)(s)},
+		{"POST /infill", keyed, handleInfill(s)},
+		{"POST /embedding", keyed, embeddingsHandler(false)(s)},
+		{"POST /embeddings", keyed, embeddingsHandler(false)(s)},
+		{"POST /rerank", keyed, handleRerank(s)},
+		{"POST /reranking", keyed, handleRerank(s)},
+		{"POST /v1/rerank", keyed, handleRerank(s)},
+		{"POST /v1/reranking", keyed, handleRerank(s)},
+		{"POST /tokenize", keyed, handleTokenize(s)},
+		{"POST /detokenize", keyed, handleDetokenize(s)},
+		{"POST /apply-template", keyed, handleApplyTemplate(s)},
+
+		// llama-server's view of the running server: properties (props.go),
+		// slots and their files (slots.go), Prometheus metrics (metrics.go)
+		// and LoRA adapters (lora.go).
+		{"GET /props", keyed, handleGetProps(s)},
+		{"POST /props", keyed, handlePostProps(s)},
+		{"GET /slots", keyed, handleSlots(s)},
+		{"POST /slots/{id}", keyed, handleSlotAction(s)},
+		{"GET /metrics", keyed, handleMetrics(s)},
+		{"GET /lora-adapters", keyed, handleGetLoRA(s)},
+		{"POST /lora-adapters", keyed, handlePostLoRA(s)},
+
+		// Models: the OpenAI list, public as in llama-server (models.go),
+		// and router mode's loading, unloading, events (models.go), and
+		// downloads and removals (models_admin.go).
+		{"GET /v1/models", public, handleModels(s)},
+		{"GET /models", public, handleModels(s)},
+		{"GET /models/sse", keyed, handleModelsSSE(s)},
+		{"POST /models/load", keyed, handleModelsLoad(s)},
+		{"POST /models/unload", keyed, handleModelsUnload(s)},
+		{"POST /models", keyed, handleModelsAdd(s)},
+		{"DELETE /models", keyed, handleModelsRemove(s)},
+
+		// OpenAI API: chat completions (chat_handlers.go, chat_stream.go)
+		// with llama-server's prompt counting (input_tokens.go) and
+		// in-flight control (control.go), completions (openai.go),
+		// embeddings (embeddings.go) and audio transcriptions
+		// (transcriptions.go).
+		{"POST /v1/chat/completions", keyed, handleChatCompletion(s)},
+		{"POST /chat/completions", keyed, handleChatCompletion(s)},
+		{"POST /v1/chat/completions/input_tokens", keyed, handleChatInputTokens(s)},
+		{"POST /chat/completions/input_tokens", keyed, handleChatInputTokens(s)},
+		{"POST /v1/chat/completions/control", keyed, handleCompletionControl(s)},
+		{"POST /v1/completions", keyed, generationHandler(parseOAICompletion, answerOAICompletion)(s)},
+		{"POST /v1/embeddings", keyed, embeddingsHandler(true)(s)},
+		{"POST /v1/audio/transcriptions", keyed, handleTranscriptions(s)},
+		{"POST /audio/transcriptions", keyed, handleTranscriptions(s)},
+
+		// OpenAI Responses API (responses.go).
+		{"POST /v1/responses", keyed, handleResponses(s)},
+		{"POST /v1/responses/input_tokens", keyed, handleResponsesInputTokens(s)},
+		{"POST /responses", keyed, handleResponses(s)},
+		{"POST /responses/input_tokens", keyed, handleResponsesInputTokens(s)},
+
+		// Anthropic Messages API (anthropic.go).
+		{"POST /v1/messages", keyed, handleAnthropicMessages(s)},
+		{"POST /v1/messages/count_tokens", keyed, handleAnthropicCountTokens(s)},
+
+		// Resumable streams of generations sent with X-Conversation-Id
+		// (stream_resume.go).
+		{"GET /v1/stream", keyed, handleStreamGet(s)},
+		{"DELETE /v1/stream", keyed, handleStreamDelete(s)},
+		{"POST /v1/streams/lookup", keyed, handleStreamsLookup(s)},
+
+		// Agent features, off unless Options.Tools enables them: built-in
+		// tools and MCP servers (tools.go, mcp.go), and the CORS proxy of
+		// the web UI's MCP client (proxy.go).
+		{"GET /tools", keyed, handleToolsList(s)},
+		{"POST /tools", keyed, handleToolsCall(s)},
+		{"GET /cors-proxy", keyed, corsProxyHandler(s)},
+		{"POST /cors-proxy", keyed, corsProxyHandler(s)},
+
+		// Vertex AI's prediction route, when Options.GCP enables it, is
+		// added beside these by addGCPRoutes (gcp.go).
+	}
+}
+
+// buildHandler makes the server's http.Handler: the routes behind panic
+// recovery, CORS, the API key check (for keyed routes), the body limit and
+// the request timeout.
+func (s *Server) buildHandler() http.Handler {
+	rs := s.routes()
+	auth := requireAPIKey(s.opts.APIKeys)
+	mux := http.NewServeMux()
+	for _, rt := range rs {
+		h := rt.Handler
+		if rt.Access == keyed {
+			h = auth(h)
+		}
+		mux.Handle(rt.Pattern, h)
+	}
+	if err := s.addGCPRoutes(mux, rs, auth); err != nil {
+		s.log.Error("GCP compat disabled", "err", err)
+	}
+	notFound := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The mux's own 404 and 405 are plain text; answer in JSON.
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		writeError(w, http.StatusNotFound, errNotFound, "File Not Found")
+	})
+	return chain(notFound,
+		recoverPanics(s.log),
+		giveBackMemory(&s.freeing),
+		cors(s.opts),
+		limitBody(s.opts.MaxBodyBytes),
+		resumableStreams(&s.streams),
+		withTimeout(s.opts.Timeout),
+	)
+}

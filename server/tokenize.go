@@ -1,0 +1,153 @@
+package server
+
+// POST /tokenize and POST /detokenize: the model's tokenizer, as
+// llama-server serves it.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/x/llama"
+)
+
+type tokenizeRequest struct {
+	Model        string          `json:"model"`
+	Content      json.RawMessage `json:"content"`
+	AddSpecial   bool            `json:"add_special"`
+	ParseSpecial *bool           `json:"parse_special"`
+	WithPieces   bool            `json:"with_pieces"`
+}
+
+type tokenPiece struct {
+	ID    llama.Token `json:"id"`
+	Piece any         `json:"piece"`
+}
+
+// tokenizeMixed tokenizes a string, or an array mixing strings and token
+// ids (ids are checked against the vocabulary).
+func tokenizeMixed(m *llama.Model, raw json.RawMessage, addSpecial, parseSpecial bool) ([]llama.Token, error) {
+	opts := llama.TokenizeOptions{AddSpecial: addSpecial, ParseSpecial: parseSpecial}
+	var text string
+	if err := json.Unmarshal(raw, &text); err == nil {
+		return tokenizeText(m, text, opts)
+	}
+	var parts []json.RawMessage
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return nil, errors.New(`"content" must be a string or an array of strings and token ids`)
+	}
+	var out []llama.Token
+	for i, p := range parts {
+		var s string
+		if err := json.Unmarshal(p, &s); err == nil {
+			o := opts
+			o.AddSpecial = addSpecial && i == 0
+			toks, err := tokenizeText(m, s, o)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, toks...)
+			continue
+		}
+		var id int64
+		if err := json.Unmarshal(p, &id); err != nil {
+			return nil, fmt.Errorf(`"content"[%d] must be a string or a token id`, i)
+		}
+		if id < 0 || id >= int64(m.VocabSize()) {
+			return nil, fmt.Errorf("token id %d out of range [0, %d)", id, m.VocabSize())
+		}
+		out = append(out, llama.Token(id))
+	}
+	return out, nil
+}
+
+func handleTokenize(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req tokenizeRequest
+		inst, release, ok := s.decodeAndAcquire(w, r, &req, &req.Model)
+		if !ok {
+			return
+		}
+		defer release()
+		if len(req.Content) == 0 || string(req.Content) == "null" {
+			writeJSON(w, http.StatusOK, map[string]any{"tokens": []int{}})
+			return
+		}
+		if err := checkTokenizeContent(req.Content); err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		parse := req.ParseSpecial == nil || *req.ParseSpecial
+		toks, err := tokenizeMixed(inst.Model, req.Content, req.AddSpecial, parse)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
+			return
+		}
+		if req.WithPieces && len(toks) > maxTokenizePieces {
+			writeHTTPError(w, tooLarge("the content has %d tokens; /tokenize answers at most %d with pieces", len(toks), maxTokenizePieces))
+			return
+		}
+		if !req.WithPieces {
+			if toks == nil {
+				toks = []llama.Token{}
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"tokens": toks})
+			return
+		}
+		out := make([]tokenPiece, len(toks))
+		for i, t := range toks {
+			piece, err := inst.Model.TokenPiece(t, true)
+			if err != nil {
+				writeEngineError(w, err)
+				return
+			}
+			out[i] = tokenPiece{ID: t, Piece: piece}
+			if !utf8.ValidString(piece) {
+				b := make([]int, len(piece))
+				for j := 0; j < len(piece); j++ {
+					b[j] = int(piece[j])
+				}
+				out[i].Piece = b
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+	}
+}
+
+type detokenizeRequest struct {
+	Model  string  `json:"model"`
+	Tokens []int64 `json:"tokens"`
+}
+
+func handleDetokenize(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req detokenizeRequest
+		inst, release, ok := s.decodeAndAcquire(w, r, &req, &req.Model)
+		if !ok {
+			return
+		}
+		defer release()
+		if len(req.Tokens) > maxDetokenizeTokens {
+			writeHTTPError(w, tooLarge(`"tokens" has %d entries; /detokenize takes at most %d`, len(req.Tokens), maxDetokenizeTokens))
+			return
+		}
+		n := int64(inst.Model.VocabSize())
+		toks := make([]llama.Token, len(req.Tokens))
+		for i, t := range req.Tokens {
+			if t < 0 || t >= n {
+				writeError(w, http.StatusBadRequest, errInvalidRequest,
+					fmt.Sprintf("token id %d at index %d out of range [0, %d)", t, i, n))
+				return
+			}
+			toks[i] = llama.Token(t)
+		}
+		text, err := inst.Model.Detokenize(toks, llama.DetokenizeOptions{})
+		if err != nil {
+			writeEngineError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"content": text})
+	}
+}
