@@ -18,12 +18,12 @@ import (
 // Server changes belongs to the Server (or the instance or model entry it
 // concerns).
 var packageVars = map[string]string{
-	"errServerClosed":  "a sentinel error",
-	"junkDirs":         "a table of folder names the file tools never walk",
-	"samplerAliases":   "a table of sampler names",
-	"samplerChars":     "a table of sampler letters",
-	"promLabel":        "a strings.Replacer's method value",
-	"fuzzyReplacer":    "a strings.Replacer",
+	"errServerClosed": "a sentinel error",
+	"junkDirs":        "a table of folder names the file tools never walk",
+	"samplerAliases":  "a table of sampler names",
+	"samplerChars":    "a table of sampler letters",
+	"promLabel":       "a strings.Replacer's method value",
+	"fuzzyReplacer":   "a strings.Replacer",
 }
 
 // TestNoPackageState keeps the server's state in the Server: no file
