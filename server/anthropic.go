@@ -124,42 +124,6 @@ func anthErrorType(t string, status int) string {
 	return "api_error"
 }
 
-// writeAnthError answers err in Anthropic's error shape.
-func writeAnthError(w http.ResponseWriter, err error) {
-	status, body := errorObject(err)
-	obj, _ := body["error"].(map[string]any)
-	typ, _ := obj["type"].(string)
-	msg, _ := obj["message"].(string)
-	writeJSON(w, status, anthErrorBody{Type: "error", Error: anthErrorInfo{Type: anthErrorType(typ, status), Message: msg}})
-}
-
-// errRecorder captures an error response that shared helpers (decodeJSON,
-// instanceFor) write in llama.cpp's shape, to be answered in another shape.
-type errRecorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func newErrRecorder() *errRecorder { return &errRecorder{header: http.Header{}} }
-
-func (r *errRecorder) Header() http.Header         { return r.header }
-func (r *errRecorder) Write(b []byte) (int, error) { return r.body.Write(b) }
-func (r *errRecorder) WriteHeader(status int)      { r.status = status }
-
-// err returns the recorded error as an *httpError.
-func (r *errRecorder) err() error {
-	var eb errorBody
-	status := r.status
-	if status == 0 {
-		status = http.StatusInternalServerError
-	}
-	if json.Unmarshal(r.body.Bytes(), &eb) != nil || eb.Error.Message == "" {
-		return &httpError{Status: status, Type: errServer, Msg: strings.TrimSpace(r.body.String())}
-	}
-	return &httpError{Status: status, Type: eb.Error.Type, Msg: eb.Error.Message}
-}
-
 // anthToChat converts a Messages request to an OpenAI chat completion body,
 // as llama.cpp's server_chat_convert_anthropic_to_oai.
 func anthToChat(req *anthRequest) (map[string]any, error) {
@@ -404,39 +368,32 @@ func toFields(body map[string]any) (reqFields, error) {
 }
 
 // anthPrepare decodes and converts a Messages request and gets its
-// instance. On failure it has answered in Anthropic's shape.
-func anthPrepare(s *Server, w http.ResponseWriter, r *http.Request) (*anthRequest, reqFields, *instance, func(), bool) {
-	rec := newErrRecorder()
+// instance. Unless it fails, release must be called.
+func anthPrepare(s *Server, r *http.Request) (*anthRequest, reqFields, *instance, func(), error) {
 	var req anthRequest
-	if !decodeJSON(rec, r, &req) {
-		writeAnthError(w, rec.err())
-		return nil, nil, nil, nil, false
+	if err := decodeJSON(r, &req); err != nil {
+		return nil, nil, nil, nil, err
 	}
 	body, err := anthToChat(&req)
 	if err != nil {
-		writeAnthError(w, err)
-		return nil, nil, nil, nil, false
+		return nil, nil, nil, nil, err
 	}
 	f, err := toFields(body)
 	if err != nil {
-		writeAnthError(w, err)
-		return nil, nil, nil, nil, false
+		return nil, nil, nil, nil, err
 	}
-	inst, release, ok := s.instanceFor(rec, r, req.Model)
-	if !ok {
-		writeAnthError(w, rec.err())
-		return nil, nil, nil, nil, false
+	inst, release, err := s.instanceFor(r, req.Model)
+	if err != nil {
+		return nil, nil, nil, nil, err
 	}
-	return &req, f, inst, release, true
+	return &req, f, inst, release, nil
 }
 
-func handleAnthropicCountTokens(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		rec := newErrRecorder()
+func handleAnthropicCountTokens(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		var req anthRequest
-		if !decodeJSON(rec, r, &req) {
-			writeAnthError(w, rec.err())
-			return
+		if err := decodeJSON(r, &req); err != nil {
+			return err
 		}
 		if req.MaxTokens == nil {
 			one := 1 // count_tokens takes no max_tokens
@@ -444,26 +401,23 @@ func handleAnthropicCountTokens(s *Server) http.HandlerFunc {
 		}
 		body, err := anthToChat(&req)
 		if err != nil {
-			writeAnthError(w, err)
-			return
+			return err
 		}
 		f, err := toFields(body)
 		if err != nil {
-			writeAnthError(w, err)
-			return
+			return err
 		}
-		inst, release, ok := s.instanceFor(rec, r, req.Model)
-		if !ok {
-			writeAnthError(w, rec.err())
-			return
+		inst, release, err := s.instanceFor(r, req.Model)
+		if err != nil {
+			return err
 		}
 		defer release()
 		g, _, _, err := parseChatRequestWith(f, inst, true, nil)
 		if err != nil {
-			writeAnthError(w, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, map[string]int{"input_tokens": len(g.task.Prompt)})
+		return nil
 	}
 }
 
@@ -494,34 +448,31 @@ func toolArgs(args string) json.RawMessage {
 	return compactJSON(raw)
 }
 
-func handleAnthropicMessages(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		req, f, inst, release, ok := anthPrepare(s, w, r)
-		if !ok {
-			return
+func handleAnthropicMessages(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		req, f, inst, release, err := anthPrepare(s, r)
+		if err != nil {
+			return err
 		}
 		defer release()
 		g, plan, co, err := parseChatRequestWith(f, inst, true, nil)
 		if err != nil {
-			writeAnthError(w, err)
-			return
+			return err
 		}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		events, err := s.runTask(ctx, inst, g.task)
 		if err != nil {
-			writeAnthError(w, err)
-			return
+			return err
 		}
 		id := newID("msg_")
 		if req.Stream {
 			streamAnthropic(w, plan, co.Model, id, events)
-			return
+			return nil
 		}
 		res, msg, err := collectChat(ctx, inst, plan, events)
 		if err != nil {
-			writeAnthError(w, err)
-			return
+			return err
 		}
 		out := anthResponse{ID: id, Type: "message", Role: "assistant", Model: co.Model, Content: []anthOutBlock{}}
 		if msg.ReasoningContent != "" {
@@ -543,6 +494,7 @@ func handleAnthropicMessages(s *Server) http.HandlerFunc {
 		}
 		out.Usage = anthUsageOf(res.Final)
 		writeJSON(w, http.StatusOK, out)
+		return nil
 	}
 }
 
@@ -632,11 +584,8 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 	}
 	for ev := range events {
 		if ev.Err != nil {
-			status, body := errorObject(ev.Err)
-			obj, _ := body["error"].(map[string]any)
-			typ, _ := obj["type"].(string)
-			msg, _ := obj["message"].(string)
-			send("error", anthErrorBody{Type: "error", Error: anthErrorInfo{Type: anthErrorType(typ, status), Message: msg}})
+			_, body := anthropicErrors.render(ev.Err)
+			send("error", body)
 			return
 		}
 		if ev.Progress != nil {

@@ -77,11 +77,11 @@ func (m templateMessage) toChatMessage(i int) (chat.Message, error) {
 	return out, nil
 }
 
-func handleApplyTemplate(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handleApplyTemplate(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		var raw json.RawMessage
-		if !decodeJSON(w, r, &raw) {
-			return
+		if err := decodeJSON(r, &raw); err != nil {
+			return err
 		}
 		// As llama-server: the prompt a chat completion of this body would
 		// use (tools, assistant prefill, template kwargs and reasoning
@@ -89,40 +89,36 @@ func handleApplyTemplate(s *Server) http.HandlerFunc {
 		if f, err := parseFields(raw); err == nil && f.has("messages") {
 			var model string
 			_ = f.str("model", &model)
-			inst, release, ok := s.instanceFor(w, r, model)
-			if !ok {
-				return
+			inst, release, err := s.instanceFor(r, model)
+			if err != nil {
+				return err
 			}
 			defer release()
 			_, plan, _, err := parseChatRequestWith(f, inst, true, nil)
 			if err != nil {
-				writeHTTPError(w, err)
-				return
+				return err
 			}
 			writeJSON(w, http.StatusOK, map[string]string{"prompt": plan.Prompt})
-			return
+			return nil
 		}
 		var req applyTemplateRequest
 		if err := json.Unmarshal(raw, &req); err != nil {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, "malformed JSON: "+err.Error())
-			return
+			return badRequest("malformed JSON: %v", err)
 		}
 		if req.Messages == nil {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, "'messages' is required")
-			return
+			return badRequest("'messages' is required")
 		}
 		msgs := make([]chat.Message, len(req.Messages))
 		for i, m := range req.Messages {
 			cm, err := m.toChatMessage(i)
 			if err != nil {
-				writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
-				return
+				return badRequest("%v", err)
 			}
 			msgs[i] = cm
 		}
-		inst, release, ok := s.instanceFor(w, r, req.Model)
-		if !ok {
-			return
+		inst, release, err := s.instanceFor(r, req.Model)
+		if err != nil {
+			return err
 		}
 		defer release()
 		in := chat.TemplateInput{Messages: msgs, AddGenerationPrompt: req.AddGenerationPrompt == nil || *req.AddGenerationPrompt,
@@ -136,9 +132,9 @@ func handleApplyTemplate(s *Server) http.HandlerFunc {
 		}
 		prompt, err := inst.Template.Render(in)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, "apply chat template: "+err.Error())
-			return
+			return badRequest("apply chat template: %v", err)
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"prompt": prompt})
+		return nil
 	}
 }

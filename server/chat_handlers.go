@@ -834,17 +834,16 @@ func nullableContent(s string, toolCalls bool) *string {
 	return &s
 }
 
-func handleChatCompletion(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		f, inst, release, ok := s.requestInstance(w, r)
-		if !ok {
-			return
+func handleChatCompletion(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		f, inst, release, err := s.requestInstance(r)
+		if err != nil {
+			return err
 		}
 		defer release()
 		g, plan, co, err := parseChatRequest(f, inst)
 		if err != nil {
-			writeHTTPError(w, err)
-			return
+			return err
 		}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
@@ -855,8 +854,7 @@ func handleChatCompletion(s *Server) http.HandlerFunc {
 		}
 		chans, err := s.startTasks(ctx, inst, tasks)
 		if err != nil {
-			writeHTTPError(w, err)
-			return
+			return err
 		}
 		base := oaiChatCompletion{
 			ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: co.Model,
@@ -867,7 +865,7 @@ func handleChatCompletion(s *Server) http.HandlerFunc {
 		defer s.controls.track(base.ID, reasoningControl)()
 		if g.opt.Stream {
 			streamChat(ctx, w, g, plan, co, chans, base)
-			return
+			return nil
 		}
 		resp := base
 		resp.Object = "chat.completion"
@@ -875,8 +873,7 @@ func handleChatCompletion(s *Server) http.HandlerFunc {
 		for i, events := range chans {
 			res, msg, err := collectChat(ctx, inst, plan, events)
 			if err != nil {
-				writeHTTPError(w, err)
-				return
+				return err
 			}
 			out := &oaiChatMessage{Role: chat.RoleAssistant, ReasoningContent: msg.ReasoningContent}
 			for _, tc := range msg.ToolCalls {
@@ -898,6 +895,7 @@ func handleChatCompletion(s *Server) http.HandlerFunc {
 		}
 		resp.Usage = &u
 		writeJSON(w, http.StatusOK, resp)
+		return nil
 	}
 }
 

@@ -298,7 +298,7 @@ func TestCompletionBusy(t *testing.T) {
 	_, err := s.runTask(context.Background(), busy, &engine.Request{Kind: engine.KindCompletion, Prompt: []llama.Token{1, 2}})
 	require.ErrorIs(t, err, engine.ErrBusy)
 	rec := httptest.NewRecorder()
-	writeHTTPError(rec, err)
+	llamaErrors.write(rec, err)
 	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
 	var out map[string]map[string]any
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out))

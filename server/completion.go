@@ -90,91 +90,91 @@ func merge(ctx context.Context, chans []<-chan engine.Event) <-chan indexedEvent
 }
 
 // readModel reads the optional "model" field.
-func readModel(w http.ResponseWriter, f reqFields) (string, bool) {
+func readModel(f reqFields) (string, error) {
 	var model string
 	if err := f.str("model", &model); err != nil {
-		writeHTTPError(w, err)
-		return "", false
+		return "", err
 	}
-	return model, true
+	return model, nil
 }
 
 // decodeAndAcquire decodes the body into req and acquires the instance
-// that *model (a field of req) names. When ok is false the request has
-// been answered; otherwise release must be called.
-func (s *Server) decodeAndAcquire(w http.ResponseWriter, r *http.Request, req any, model *string) (inst *instance, release func(), ok bool) {
-	if !decodeJSON(w, r, req) {
-		return nil, nil, false
+// that *model (a field of req) names. Unless it fails, release must be
+// called.
+func (s *Server) decodeAndAcquire(r *http.Request, req any, model *string) (inst *instance, release func(), err error) {
+	if err := decodeJSON(r, req); err != nil {
+		return nil, nil, err
 	}
-	return s.instanceFor(w, r, *model)
+	return s.instanceFor(r, *model)
 }
 
 // requestInstance reads the body as reqFields and acquires the instance
-// its optional "model" field names. When ok is false the request has been
-// answered; otherwise release must be called.
-func (s *Server) requestInstance(w http.ResponseWriter, r *http.Request) (f reqFields, inst *instance, release func(), ok bool) {
-	if !decodeJSON(w, r, &f) {
-		return nil, nil, nil, false
+// its optional "model" field names. Unless it fails, release must be
+// called.
+func (s *Server) requestInstance(r *http.Request) (f reqFields, inst *instance, release func(), err error) {
+	if err := decodeJSON(r, &f); err != nil {
+		return nil, nil, nil, err
 	}
-	model, ok := readModel(w, f)
-	if !ok {
-		return nil, nil, nil, false
+	model, err := readModel(f)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	inst, release, ok = s.instanceFor(w, r, model)
-	return f, inst, release, ok
+	inst, release, err = s.instanceFor(r, model)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return f, inst, release, nil
 }
 
 // generationHandler serves a text generation endpoint: parse reads the
 // body, the tasks are started, and answer writes the response from their
-// events (ctx ends with the request). Errors before answer are answered
-// with their status.
+// events (ctx ends with the request). Errors before answer, and answer's
+// own before it writes, are answered with their status.
 func generationHandler(parse func(reqFields, *instance) (*genRequest, error),
-	answer func(ctx context.Context, w http.ResponseWriter, f reqFields, g *genRequest, chans []<-chan engine.Event)) func(*Server) http.HandlerFunc {
-	return func(s *Server) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			f, inst, release, ok := s.requestInstance(w, r)
-			if !ok {
-				return
+	answer func(ctx context.Context, w http.ResponseWriter, f reqFields, g *genRequest, chans []<-chan engine.Event) error) func(*Server) handlerFunc {
+	return func(s *Server) handlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) error {
+			f, inst, release, err := s.requestInstance(r)
+			if err != nil {
+				return err
 			}
 			defer release()
 			g, err := parse(f, inst)
 			if err != nil {
-				writeHTTPError(w, err)
-				return
+				return err
 			}
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
 			chans, err := s.startTasks(ctx, inst, g.tasks())
 			if err != nil {
-				writeHTTPError(w, err)
-				return
+				return err
 			}
-			answer(ctx, w, f, g, chans)
+			return answer(ctx, w, f, g, chans)
 		}
 	}
 }
 
 // answerCompletion writes /completion's response.
-func answerCompletion(ctx context.Context, w http.ResponseWriter, _ reqFields, g *genRequest, chans []<-chan engine.Event) {
+func answerCompletion(ctx context.Context, w http.ResponseWriter, _ reqFields, g *genRequest, chans []<-chan engine.Event) error {
 	inst := g.inst
 	if g.opt.Stream {
 		streamNative(ctx, w, g, chans)
-		return
+		return nil
 	}
 	results := make([]any, len(chans))
 	for i, ch := range chans {
 		res, err := collect(ctx, inst.Model, ch)
 		if err != nil {
-			writeHTTPError(w, err)
-			return
+			return err
 		}
 		results[i] = nativeFinal(g, i, res, false)
 	}
 	if len(results) == 1 {
 		writeJSON(w, http.StatusOK, results[0])
-		return
+		return nil
 	}
 	writeJSON(w, http.StatusOK, results)
+	return nil
 }
 
 // parseCompletionRequest reads a /completion body.

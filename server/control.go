@@ -50,8 +50,8 @@ func (cc *completionControls) get(id string) *completionControl {
 // the reasoning end tokens mid-generation, which it cannot do yet: for a
 // completion that armed reasoning control the answer says so, with
 // success false; the others get llama-server's answers.
-func handleCompletionControl(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handleCompletionControl(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		var body struct {
 			ID     any `json:"id"`
 			Action any `json:"action"`
@@ -61,18 +61,15 @@ func handleCompletionControl(s *Server) http.HandlerFunc {
 			err = json.Unmarshal(data, &body)
 		}
 		if err != nil {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, "invalid JSON body: "+err.Error())
-			return
+			return badRequest("invalid JSON body: %v", err)
 		}
 		id, _ := body.ID.(string)
 		action, _ := body.Action.(string)
 		if id == "" {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, "missing completion id")
-			return
+			return badRequest("missing completion id")
 		}
 		if action != "reasoning_end" {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, "unknown control action")
-			return
+			return badRequest("unknown control action")
 		}
 		c := s.controls.get(id)
 		switch {
@@ -84,5 +81,6 @@ func handleCompletionControl(s *Server) http.HandlerFunc {
 		default:
 			writeJSON(w, http.StatusOK, map[string]any{"success": false, "message": "reasoning_end is not supported by this server yet"})
 		}
+		return nil
 	}
 }

@@ -94,34 +94,29 @@ func floatsBase64(v []float32) string {
 	return base64.StdEncoding.EncodeToString(b)
 }
 
-func embeddingsHandler(oaiRoute bool) func(s *Server) http.HandlerFunc {
-	return func(s *Server) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
+func embeddingsHandler(oaiRoute bool) func(s *Server) handlerFunc {
+	return func(s *Server) handlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) error {
 			oai := oaiRoute
 			var req embeddingRequest
-			inst, release, ok := s.decodeAndAcquire(w, r, &req, &req.Model)
-			if !ok {
-				return
+			inst, release, err := s.decodeAndAcquire(r, &req, &req.Model)
+			if err != nil {
+				return err
 			}
 			defer release()
 			eo := inst.Opts.Engine
 			if !eo.Embedding && !eo.Reranking {
-				writeError(w, http.StatusNotImplemented, errNotSupported,
-					"This server does not support embeddings. Start it with `--embeddings`")
-				return
+				return notSupported("This server does not support embeddings. Start it with `--embeddings`")
 			}
 			m := inst.Model
 			pooling := serverPooling(eo, m)
 			if oai && pooling == llama.PoolingNone {
-				writeError(w, http.StatusBadRequest, errInvalidRequest,
-					"Pooling type 'none' is not OAI compatible. Please use a different pooling type")
-				return
+				return badRequest("Pooling type 'none' is not OAI compatible. Please use a different pooling type")
 			}
 			input := req.Input
 			if len(input) == 0 || string(input) == "null" {
 				if len(req.Content) == 0 || string(req.Content) == "null" {
-					writeError(w, http.StatusBadRequest, errInvalidRequest, `"input" or "content" must be provided`)
-					return
+					return badRequest(`"input" or "content" must be provided`)
 				}
 				input, oai = req.Content, false // "content" is llama.cpp's own form
 			}
@@ -131,9 +126,7 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) http.HandlerFunc {
 			case "base64":
 				useBase64 = true
 			default:
-				writeError(w, http.StatusBadRequest, errInvalidRequest,
-					"The format to return the embeddings in. Can be either float or base64")
-				return
+				return badRequest("The format to return the embeddings in. Can be either float or base64")
 			}
 			normalize := 2
 			if inst.Opts.EmbdNormalize != nil {
@@ -144,49 +137,41 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) http.HandlerFunc {
 			}
 			prompts, err := parseEmbdPrompts(input)
 			if err != nil {
-				writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
-				return
+				return badRequest("%v", err)
 			}
 			if err := inst.checkTaskCount(len(prompts), "inputs"); err != nil {
-				writeHTTPError(w, err)
-				return
+				return err
 			}
 			tasks := make([]*engine.Request, len(prompts))
 			for i, p := range prompts {
 				if err := inst.checkEncoderText(p.texts()...); err != nil {
-					writeHTTPError(w, err)
-					return
+					return err
 				}
 				if !stillWanted(r.Context()) {
-					return
+					return nil
 				}
 				toks, err := p.tokenize(m, true, true)
 				if err != nil {
-					writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
-					return
+					return badRequest("%v", err)
 				}
 				if len(toks) == 0 {
-					writeError(w, http.StatusBadRequest, errInvalidRequest, "Input content cannot be empty")
-					return
+					return badRequest("Input content cannot be empty")
 				}
 				if err := checkEncoderInput(len(toks), eo); err != nil {
-					writeHTTPError(w, err)
-					return
+					return err
 				}
 				tasks[i] = &engine.Request{Kind: engine.KindEmbedding, Prompt: toks, Params: engine.DefaultSamplingParams(),
 					NKeep: -1, SlotID: -1, Normalize: normalize, PerToken: pooling == llama.PoolingNone}
 			}
 			events, err := submitAll(r, inst.embedder(), tasks)
 			if err != nil {
-				writeTaskError(w, err)
-				return
+				return err
 			}
 			results := make([]engine.Event, len(tasks))
 			for i, ch := range events {
 				ev, err := collectOne(ch)
 				if err != nil {
-					writeTaskError(w, err)
-					return
+					return err
 				}
 				results[i] = ev
 			}
@@ -196,7 +181,7 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) http.HandlerFunc {
 					out[i] = nativeEmbedding{Index: i, Embedding: ev.Embedding}
 				}
 				writeJSON(w, http.StatusOK, out)
-				return
+				return nil
 			}
 			resp := oaiEmbeddingList{Model: req.Model, Object: "list", Data: make([]oaiEmbedding, len(results))}
 			if resp.Model == "" {
@@ -219,6 +204,7 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) http.HandlerFunc {
 			}
 			resp.Usage.TotalTokens = resp.Usage.PromptTokens
 			writeJSON(w, http.StatusOK, resp)
+			return nil
 		}
 	}
 }

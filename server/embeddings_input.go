@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/x/llama/engine"
 
@@ -159,13 +158,4 @@ func collectOne(ch <-chan engine.Event) (engine.Event, error) {
 		return last, errors.New("the engine ended the task without a result")
 	}
 	return last, nil
-}
-
-// writeTaskError reports a failed submission or task.
-func writeTaskError(w http.ResponseWriter, err error) {
-	var he *httpError
-	if !errors.As(err, &he) && errors.Is(err, llama.ErrInvalid) {
-		err = badRequest("%v", err)
-	}
-	writeHTTPError(w, err)
 }

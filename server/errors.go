@@ -1,5 +1,13 @@
 package server
 
+// Errors. A handler returns an error when it fails before writing its
+// response; the route's dialect renders it: llama.cpp's (and OpenAI's)
+// {"error":{"code","message","type"}}, Anthropic's
+// {"type":"error","error":{"type","message"}}, or the unwrapped object of
+// POST /tools. classify maps any error to a status and a type; errors
+// after a stream has started are sent in the stream, rendered by the same
+// dialect (render).
+
 import (
 	"bytes"
 	"context"
@@ -45,11 +53,13 @@ func errorStatus(errType string) int {
 	return http.StatusInternalServerError
 }
 
-// errorBody is the wire form of an error, OpenAI's shape as llama.cpp sends it.
+// errorBody is the wire form of an error, OpenAI's shape as llama.cpp
+// sends it (the llama dialect); clients and tests decode it.
 type errorBody struct {
 	Error errorDetail `json:"error"`
 }
 
+// errorDetail is the object of errorBody.
 type errorDetail struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
@@ -57,6 +67,165 @@ type errorDetail struct {
 	// NPromptTokens and NCtx accompany exceed_context_size_error.
 	NPromptTokens int `json:"n_prompt_tokens,omitempty"`
 	NCtx          int `json:"n_ctx,omitempty"`
+}
+
+// httpError is an error answered with a status and an error type.
+type httpError struct {
+	Status int
+	Type   string
+	Msg    string
+	// Extra fields of the error object (n_prompt_tokens and n_ctx for
+	// exceed_context_size_error).
+	Extra map[string]any
+	// NoCode leaves "code" out of the error object, as llama-server's
+	// answers to a disabled feature and to a bad stream lookup do.
+	NoCode bool
+	// Err is the cause, if any.
+	Err error
+}
+
+func (e *httpError) Error() string { return e.Msg }
+
+// Unwrap returns the cause.
+func (e *httpError) Unwrap() error { return e.Err }
+
+// apiError is an error of type errType with the status llama.cpp uses for
+// it (see errorStatus).
+func apiError(errType, format string, args ...any) *httpError {
+	return &httpError{Status: errorStatus(errType), Type: errType, Msg: fmt.Sprintf(format, args...)}
+}
+
+// badRequest is a 400 invalid_request_error.
+func badRequest(format string, args ...any) *httpError {
+	return &httpError{Status: http.StatusBadRequest, Type: errInvalidRequest, Msg: fmt.Sprintf(format, args...)}
+}
+
+// notSupported is a 501 not_supported_error.
+func notSupported(format string, args ...any) *httpError {
+	return apiError(errNotSupported, format, args...)
+}
+
+// unavailable is a 503 unavailable_error.
+func unavailable(format string, args ...any) *httpError {
+	return apiError(errUnavailable, format, args...)
+}
+
+// serverError is a 500 server_error.
+func serverError(format string, args ...any) *httpError {
+	return apiError(errServer, format, args...)
+}
+
+// errFileNotFound is llama-server's answer to an unknown path.
+func errFileNotFound() *httpError { return apiError(errNotFound, "File Not Found") }
+
+// errFeatureDisabled is llama-server's answer to a feature it was not
+// started with: a 403 with no "code".
+func errFeatureDisabled() *httpError {
+	return &httpError{Status: http.StatusForbidden, Type: "feature_disabled", Msg: "this feature is disabled", NoCode: true}
+}
+
+// exceedContext is llama.cpp's error for a prompt that does not fit.
+func exceedContext(nPrompt, nCtx int) *httpError {
+	return &httpError{
+		Status: http.StatusBadRequest, Type: errExceedContext,
+		Msg:   fmt.Sprintf("request (%d tokens) exceeds the available context size (%d tokens), try increasing it", nPrompt, nCtx),
+		Extra: map[string]any{"n_prompt_tokens": nPrompt, "n_ctx": nCtx},
+	}
+}
+
+// classify maps an error to its answer: an *httpError as it is, and the
+// engine's and the library's errors by type: a prompt too long for the
+// context a 400 exceed_context_size_error, a busy queue a 503, invalid
+// input or a grammar error a 400, a canceled request a 503, the rest a 500.
+func classify(err error) *httpError {
+	var he *httpError
+	var ce *engine.ContextSizeError
+	switch {
+	case errors.As(err, &he):
+		return he
+	case errors.As(err, &ce):
+		return exceedContext(ce.PromptTokens, ce.CtxSize)
+	case errors.Is(err, engine.ErrBusy):
+		return &httpError{Status: http.StatusServiceUnavailable, Type: errUnavailable, Msg: err.Error(), Err: err}
+	case errors.Is(err, llama.ErrInvalid), errors.Is(err, llama.ErrGrammar):
+		return &httpError{Status: http.StatusBadRequest, Type: errInvalidRequest, Msg: err.Error(), Err: err}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &httpError{Status: http.StatusServiceUnavailable, Type: errUnavailable, Msg: "request canceled: " + err.Error(), Err: err}
+	}
+	return &httpError{Status: http.StatusInternalServerError, Type: errServer, Msg: err.Error(), Err: err}
+}
+
+// dialect is the error shape of an API; each route names its own.
+type dialect uint8
+
+const (
+	// llamaErrors is llama-server's shape, which is OpenAI's:
+	// {"error":{"code":status,"message":...,"type":...}} with the
+	// error's extra fields.
+	llamaErrors dialect = iota
+	// anthropicErrors is Anthropic's shape:
+	// {"type":"error","error":{"type":...,"message":...}}, with
+	// Anthropic's type names.
+	anthropicErrors
+	// toolErrors is the shape of POST /tools, which llama-server sends
+	// unwrapped: {"code":...,"message":...,"type":...}, the code being
+	// the type's status (see errorStatus) whatever the HTTP status.
+	toolErrors
+)
+
+// errorObject is err in the llama dialect: its status and
+// {"error":{...}}.
+func errorObject(err error) (int, map[string]any) {
+	he := classify(err)
+	return he.Status, map[string]any{"error": llamaObject(he, he.Status)}
+}
+
+// llamaObject is the error object of he with code as its "code".
+func llamaObject(he *httpError, code int) map[string]any {
+	obj := map[string]any{"message": he.Msg, "type": he.Type}
+	if !he.NoCode {
+		obj["code"] = code
+	}
+	for k, v := range he.Extra {
+		obj[k] = v
+	}
+	return obj
+}
+
+// render returns err's HTTP status and its body in d's shape; streams
+// send the body as an event.
+func (d dialect) render(err error) (int, any) {
+	he := classify(err)
+	switch d {
+	case anthropicErrors:
+		return he.Status, anthErrorBody{Type: "error", Error: anthErrorInfo{Type: anthErrorType(he.Type, he.Status), Message: he.Msg}}
+	case toolErrors:
+		if !he.NoCode {
+			return he.Status, llamaObject(he, errorStatus(he.Type))
+		}
+	}
+	return errorObject(he)
+}
+
+// write answers err in d's shape.
+func (d dialect) write(w http.ResponseWriter, err error) {
+	status, body := d.render(err)
+	writeJSON(w, status, body)
+}
+
+// handlerFunc is an endpoint's handler. It returns an error when it fails
+// before writing its response, which its route's dialect renders; once
+// the response has started (a stream), it reports errors in the response
+// itself and returns nil.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// serve turns h into an http.Handler that answers h's error in d's shape.
+func (d dialect) serve(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			d.write(w, err)
+		}
+	})
 }
 
 // writeJSON writes v as a JSON response with the given status.
@@ -73,125 +242,37 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// writeError writes an error in llama.cpp's shape:
-// {"error":{"code":status,"message":msg,"type":errType}}. A status of 0
-// takes the one llama.cpp uses for errType.
-func writeError(w http.ResponseWriter, status int, errType string, msg string) {
-	if errType == "" {
-		errType = errServer
-	}
-	if status == 0 {
-		status = errorStatus(errType)
-	}
-	writeJSON(w, status, errorBody{errorDetail{Code: status, Message: msg, Type: errType}})
-}
-
 // decodeJSON reads the request body (bounded by the server's body limit)
-// as one JSON value into v. On failure it writes a 400 (413 when the body
-// is too large) and returns false.
-func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+// as one JSON value into v. It fails with a 400 (413 when the body is too
+// large).
+func decodeJSON(r *http.Request, v any) error {
 	if r.Body == nil {
-		writeError(w, http.StatusBadRequest, errInvalidRequest, "request body is empty")
-		return false
+		return badRequest("request body is empty")
 	}
 	body := r.Body
 	if _, bounded := body.(*maxBytesMarker); !bounded {
-		body = http.MaxBytesReader(w, body, defaultMaxBodySize)
+		body = http.MaxBytesReader(nil, body, defaultMaxBodySize)
 	}
 	data, err := io.ReadAll(body)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			writeError(w, http.StatusRequestEntityTooLarge, errInvalidRequest,
-				fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit))
-			return false
+			return &httpError{Status: http.StatusRequestEntityTooLarge, Type: errInvalidRequest,
+				Msg: fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit)}
 		}
-		writeError(w, http.StatusBadRequest, errInvalidRequest, "read request body: "+err.Error())
-		return false
+		return badRequest("read request body: %v", err)
 	}
 	if len(data) == 0 {
-		writeError(w, http.StatusBadRequest, errInvalidRequest, "request body is empty")
-		return false
+		return badRequest("request body is empty")
 	}
 	if err := checkJSONDepth(data); err != nil {
-		writeHTTPError(w, err)
-		return false
+		return err
 	}
 	if string(bytes.TrimSpace(data)) == "null" {
-		writeError(w, http.StatusBadRequest, errInvalidRequest, "request body must not be null")
-		return false
+		return badRequest("request body must not be null")
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		writeError(w, http.StatusBadRequest, errInvalidRequest, "invalid JSON body: "+err.Error())
-		return false
+		return badRequest("invalid JSON body: %v", err)
 	}
-	return true
-}
-
-// writeEngineError maps an engine error to a response by its type (see
-// errorObject): a busy queue is a 503, invalid input, a grammar error or a
-// prompt too long for the context a 400, the rest a 500.
-func writeEngineError(w http.ResponseWriter, err error) {
-	writeHTTPError(w, err)
-}
-
-// httpError is an error answered with a status and an error type.
-type httpError struct {
-	Status int
-	Type   string
-	Msg    string
-	// Extra fields of the error object (n_prompt_tokens and n_ctx for
-	// exceed_context_size_error).
-	Extra map[string]any
-	// Err is the cause, if any.
-	Err error
-}
-
-func (e *httpError) Error() string { return e.Msg }
-
-// Unwrap returns the cause.
-func (e *httpError) Unwrap() error { return e.Err }
-
-// badRequest is a 400 invalid_request_error.
-func badRequest(format string, args ...any) *httpError {
-	return &httpError{Status: http.StatusBadRequest, Type: "invalid_request_error", Msg: fmt.Sprintf(format, args...)}
-}
-
-// errorObject is the JSON body of an error answer.
-func errorObject(err error) (int, map[string]any) {
-	var he *httpError
-	var ce *engine.ContextSizeError
-	switch {
-	case errors.As(err, &he):
-	case errors.As(err, &ce):
-		he = exceedContext(ce.PromptTokens, ce.CtxSize)
-	case errors.Is(err, engine.ErrBusy):
-		he = &httpError{Status: http.StatusServiceUnavailable, Type: "unavailable_error", Msg: err.Error()}
-	case errors.Is(err, llama.ErrInvalid), errors.Is(err, llama.ErrGrammar):
-		he = badRequest("%v", err)
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		he = &httpError{Status: http.StatusServiceUnavailable, Type: "unavailable_error", Msg: "request canceled: " + err.Error()}
-	default:
-		he = &httpError{Status: http.StatusInternalServerError, Type: "server_error", Msg: err.Error()}
-	}
-	obj := map[string]any{"code": he.Status, "message": he.Msg, "type": he.Type}
-	for k, v := range he.Extra {
-		obj[k] = v
-	}
-	return he.Status, map[string]any{"error": obj}
-}
-
-// writeHTTPError answers with err's status and error object.
-func writeHTTPError(w http.ResponseWriter, err error) {
-	status, body := errorObject(err)
-	writeJSON(w, status, body)
-}
-
-// exceedContext is llama.cpp's error for a prompt that does not fit.
-func exceedContext(nPrompt, nCtx int) *httpError {
-	return &httpError{
-		Status: http.StatusBadRequest, Type: "exceed_context_size_error",
-		Msg:   fmt.Sprintf("request (%d tokens) exceeds the available context size (%d tokens), try increasing it", nPrompt, nCtx),
-		Extra: map[string]any{"n_prompt_tokens": nPrompt, "n_ctx": nCtx},
-	}
+	return nil
 }

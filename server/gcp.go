@@ -95,11 +95,12 @@ func (s *Server) addGCPRoutes(mux *http.ServeMux, rs []route, auth func(http.Han
 		if !strings.HasPrefix(h, "/") {
 			h = "/" + h
 		}
-		mux.Handle("GET "+h, handleHealth(s))
+		mux.Handle("GET "+h, llamaErrors.serve(handleHealth(s)))
 	}
 	predictOne := func(ctx context.Context, orig *http.Request, inst json.RawMessage) any {
 		fail := func(msg string) any {
-			return map[string]any{"error": errorDetail{Code: http.StatusBadRequest, Message: msg, Type: errInvalidRequest}}
+			_, body := llamaErrors.render(badRequest("%s", msg))
+			return body
 		}
 		var fields map[string]json.RawMessage
 		if json.Unmarshal(inst, &fields) != nil || fields == nil {
@@ -144,28 +145,24 @@ func (s *Server) addGCPRoutes(mux *http.ServeMux, rs []route, auth func(http.Han
 		}
 		return v
 	}
-	mux.Handle("POST "+predict, auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("POST "+predict, auth(llamaErrors.serve(func(w http.ResponseWriter, r *http.Request) error {
 		var body struct {
 			Instances *[]json.RawMessage `json:"instances"`
 		}
 		data, err := readBody(r)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
-			return
+			return badRequest("%v", err)
 		}
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, "request body must be a JSON object")
-			return
+			return badRequest("request body must be a JSON object")
 		}
 		if json.Unmarshal(data, &body) != nil || body.Instances == nil {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, "request body must include an array field named instances")
-			return
+			return badRequest("request body must include an array field named instances")
 		}
 		insts := *body.Instances
 		if len(insts) > gcpMaxInstances {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, fmt.Sprintf("instances array exceeds maximum size of %d", gcpMaxInstances))
-			return
+			return badRequest("instances array exceeds maximum size of %d", gcpMaxInstances)
 		}
 		preds := make([]any, len(insts))
 		var wg sync.WaitGroup
@@ -174,6 +171,7 @@ func (s *Server) addGCPRoutes(mux *http.ServeMux, rs []route, auth func(http.Han
 		}
 		wg.Wait()
 		writeJSON(w, http.StatusOK, map[string]any{"predictions": preds})
+		return nil
 	})))
 	return nil
 }

@@ -64,10 +64,9 @@ func newTestServer(t testing.TB, o Options) (*Server, *httptest.Server) {
 func defaultInstance(t testing.TB, s *Server) *instance {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodPost, "/", nil)
-	rec := httptest.NewRecorder()
-	inst, release, ok := s.instanceFor(rec, req, "")
-	if !ok {
-		t.Fatalf("defaultInstance: %d %s", rec.Code, rec.Body)
+	inst, release, err := s.instanceFor(req, "")
+	if err != nil {
+		t.Fatalf("defaultInstance: %v", err)
 	}
 	t.Cleanup(release)
 	return inst

@@ -177,26 +177,23 @@ func infillPrompt(m *llama.Model, in *infillInput, lim infillLimits) ([]llama.To
 	return out, nil
 }
 
-func handleInfill(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		f, inst, release, ok := s.requestInstance(w, r)
-		if !ok {
-			return
+func handleInfill(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		f, inst, release, err := s.requestInstance(r)
+		if err != nil {
+			return err
 		}
 		defer release()
 		if msg := infillSupport(inst.Model.SpecialTokens()); msg != "" {
-			writeError(w, http.StatusNotImplemented, errNotSupported, "Infill is not supported by this model: "+msg)
-			return
+			return notSupported("Infill is not supported by this model: %s", msg)
 		}
 		in, err := parseInfillInput(f)
 		if err != nil {
-			writeHTTPError(w, err)
-			return
+			return err
 		}
 		t, opt, err := parseGeneration(f, inst, inst.Opts.NPredict)
 		if err != nil {
-			writeHTTPError(w, err)
-			return
+			return err
 		}
 		nBatch := inst.Opts.Engine.BatchSize
 		if nBatch <= 0 {
@@ -208,26 +205,24 @@ func handleInfill(s *Server) http.HandlerFunc {
 		}
 		prompt, err := infillPrompt(inst.Model, in, infillLimits{NBatch: nBatch, NPredict: nPredict, NCtx: inst.slotContext(), SPM: inst.Opts.SPMInfill})
 		if err != nil {
-			writeHTTPError(w, err)
-			return
+			return err
 		}
 		g := &genRequest{inst: inst, prompts: [][]llama.Token{prompt}, task: t, opt: opt}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		chans, err := s.startTasks(ctx, inst, g.tasks())
 		if err != nil {
-			writeHTTPError(w, err)
-			return
+			return err
 		}
 		if opt.Stream {
 			streamNative(ctx, w, g, chans)
-			return
+			return nil
 		}
 		res, err := collect(ctx, inst.Model, chans[0])
 		if err != nil {
-			writeHTTPError(w, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, nativeFinal(g, 0, res, false))
+		return nil
 	}
 }

@@ -6,18 +6,18 @@ package server
 
 import "net/http"
 
-func handleChatInputTokens(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		f, inst, release, ok := s.requestInstance(w, r)
-		if !ok {
-			return
+func handleChatInputTokens(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		f, inst, release, err := s.requestInstance(r)
+		if err != nil {
+			return err
 		}
 		defer release()
 		g, _, _, err := parseChatRequest(f, inst)
 		if err != nil {
-			writeHTTPError(w, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"object": "response.input_tokens", "input_tokens": len(g.task.Prompt)})
+		return nil
 	}
 }

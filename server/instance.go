@@ -242,24 +242,23 @@ func (s *Server) lookup(r *http.Request, model string) (*modelEntry, string) {
 }
 
 // peek finds the model a GET request names without loading or waking it.
-// On failure it writes a 400 and returns nil.
-func (s *Server) peek(w http.ResponseWriter, r *http.Request) *modelEntry {
+// It fails with a 400.
+func (s *Server) peek(r *http.Request) (*modelEntry, error) {
 	e, msg := s.lookup(r, "")
 	if e == nil {
-		writeError(w, http.StatusBadRequest, errInvalidRequest, msg)
+		return nil, badRequest("%s", msg)
 	}
-	return e
+	return e, nil
 }
 
 // instanceFor returns the instance that serves model (the request's "model"
 // field; "" for the default), loading or waking it when needed. On failure
-// it has written the error response and ok is false. release must be called
-// once the request no longer uses inst.
-func (s *Server) instanceFor(w http.ResponseWriter, r *http.Request, model string) (inst *instance, release func(), ok bool) {
+// it returns the error to answer. Otherwise release must be called once
+// the request no longer uses inst.
+func (s *Server) instanceFor(r *http.Request, model string) (inst *instance, release func(), err error) {
 	e, msg := s.lookup(r, model)
 	if e == nil {
-		writeError(w, http.StatusBadRequest, errInvalidRequest, msg)
-		return nil, nil, false
+		return nil, nil, badRequest("%s", msg)
 	}
 	if s.router {
 		autoload := !s.opts.NoModelsAutoload
@@ -274,24 +273,21 @@ func (s *Server) instanceFor(w http.ResponseWriter, r *http.Request, model strin
 			st := e.state
 			s.mu.Unlock()
 			if st != stateLoaded {
-				writeError(w, http.StatusBadRequest, errInvalidRequest, "model is not loaded")
-				return nil, nil, false
+				return nil, nil, badRequest("model is not loaded")
 			}
 		}
 	}
-	inst, release, err := s.acquire(r.Context(), e)
+	inst, release, err = s.acquire(r.Context(), e)
 	if err != nil {
 		switch {
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-			writeError(w, http.StatusServiceUnavailable, errUnavailable, "request ended while the model was loading")
+			return nil, nil, unavailable("request ended while the model was loading")
 		case errors.Is(err, errServerClosed):
-			writeError(w, http.StatusServiceUnavailable, errUnavailable, "server is shutting down")
-		default:
-			writeError(w, http.StatusInternalServerError, errServer, "failed to load model: "+err.Error())
+			return nil, nil, unavailable("server is shutting down")
 		}
-		return nil, nil, false
+		return nil, nil, serverError("failed to load model: %v", err)
 	}
-	return inst, release, true
+	return inst, release, nil
 }
 
 // acquire returns e's instance, loading it first when unloaded or

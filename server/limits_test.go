@@ -236,7 +236,7 @@ func TestLimitsErrorMapping(t *testing.T) {
 			e := body["error"].(map[string]any)
 			assert.Equal(t, c.status, e["code"])
 			rec := httptest.NewRecorder()
-			writeEngineError(rec, c.err)
+			llamaErrors.write(rec, c.err)
 			assert.Equal(t, c.status, rec.Code)
 		})
 	}

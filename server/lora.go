@@ -5,18 +5,17 @@ package server
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
 	"net/http"
 
 	"github.com/x/llama/engine"
 )
 
-func handleGetLoRA(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		inst, release, ok := s.instanceFor(w, r, "")
-		if !ok {
-			return
+func handleGetLoRA(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		inst, release, err := s.instanceFor(r, "")
+		if err != nil {
+			return err
 		}
 		defer release()
 		ad := inst.Engine.Adapters()
@@ -24,6 +23,7 @@ func handleGetLoRA(s *Server) http.HandlerFunc {
 			ad = []engine.AdapterInfo{}
 		}
 		writeJSON(w, http.StatusOK, ad)
+		return nil
 	}
 }
 
@@ -32,43 +32,39 @@ type loraScaleRequest struct {
 	Scale *float32 `json:"scale"`
 }
 
-func handlePostLoRA(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handlePostLoRA(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		var raw json.RawMessage
-		if !decodeJSON(w, r, &raw) {
-			return
+		if err := decodeJSON(r, &raw); err != nil {
+			return err
 		}
 		var req []loraScaleRequest
 		if err := json.Unmarshal(raw, &req); err != nil {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, "Request body must be an array of {\"id\", \"scale\"}")
-			return
+			return badRequest(`Request body must be an array of {"id", "scale"}`)
 		}
-		inst, release, ok := s.instanceFor(w, r, "")
-		if !ok {
-			return
+		inst, release, err := s.instanceFor(r, "")
+		if err != nil {
+			return err
 		}
 		defer release()
 		n := len(inst.Engine.Adapters())
 		scales := make([]engine.LoRAScale, 0, len(req))
 		for i, it := range req {
 			if it.ID == nil || it.Scale == nil {
-				writeError(w, http.StatusBadRequest, errInvalidRequest, fmt.Sprintf("entry %d: id and scale are required", i))
-				return
+				return badRequest("entry %d: id and scale are required", i)
 			}
 			if *it.ID < 0 || *it.ID >= n {
-				writeError(w, http.StatusBadRequest, errInvalidRequest, fmt.Sprintf("invalid adapter id %d (have %d adapters)", *it.ID, n))
-				return
+				return badRequest("invalid adapter id %d (have %d adapters)", *it.ID, n)
 			}
 			if f := float64(*it.Scale); math.IsNaN(f) || math.IsInf(f, 0) {
-				writeError(w, http.StatusBadRequest, errInvalidRequest, "scale must be a finite number")
-				return
+				return badRequest("scale must be a finite number")
 			}
 			scales = append(scales, engine.LoRAScale{ID: *it.ID, Scale: *it.Scale})
 		}
 		if err := inst.Engine.SetAdapterScales(scales); err != nil {
-			writeEngineError(w, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+		return nil
 	}
 }

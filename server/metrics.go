@@ -14,16 +14,14 @@ import (
 	"github.com/x/llama/engine"
 )
 
-func handleMetrics(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handleMetrics(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if !s.opts.Metrics {
-			writeError(w, http.StatusNotImplemented, errNotSupported,
-				"This server does not support metrics endpoint. Start it with `--metrics`")
-			return
+			return notSupported("This server does not support metrics endpoint. Start it with `--metrics`")
 		}
-		e := s.peek(w, r)
-		if e == nil {
-			return
+		e, err := s.peek(r)
+		if err != nil {
+			return err
 		}
 		// The throughput gauges are averaged over the window since the
 		// previous scrape, as llama-server's.
@@ -36,6 +34,7 @@ func handleMetrics(s *Server) http.HandlerFunc {
 		w.Header().Set("Process-Start-Time-Unix", strconv.FormatInt(s.started.Unix(), 10))
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write([]byte(metricsText(m, prev)))
+		return nil
 	}
 }
 

@@ -26,8 +26,8 @@ func limitBody(n int64) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.ContentLength > n {
-				writeError(w, http.StatusRequestEntityTooLarge, errInvalidRequest,
-					fmt.Sprintf("request body is larger than %d bytes", n))
+				llamaErrors.write(w, &httpError{Status: http.StatusRequestEntityTooLarge, Type: errInvalidRequest,
+					Msg: fmt.Sprintf("request body is larger than %d bytes", n)})
 				return
 			}
 			if r.Body != nil && r.Body != http.NoBody {
@@ -77,7 +77,7 @@ func recoverPanics(log *slog.Logger) func(http.Handler) http.Handler {
 					// Too late for an error response: drop the connection.
 					panic(http.ErrAbortHandler)
 				}
-				writeError(rw, http.StatusInternalServerError, errServer, fmt.Sprintf("internal error: %v", v))
+				llamaErrors.write(rw, serverError("internal error: %v", v))
 			}()
 			next.ServeHTTP(rw, r)
 		})
@@ -113,7 +113,7 @@ func requireAPIKey(keys []string) func(http.Handler) http.Handler {
 				match |= subtle.ConstantTimeCompare(got[:], digests[i][:])
 			}
 			if key == "" || match != 1 {
-				writeError(w, http.StatusUnauthorized, errAuthentication, "Invalid API Key")
+				llamaErrors.write(w, apiError(errAuthentication, "Invalid API Key"))
 				return
 			}
 			next.ServeHTTP(w, r)

@@ -51,12 +51,11 @@ func (s *Server) modelCard(e *modelEntry) map[string]any {
 	return c
 }
 
-func handleModels(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handleModels(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if v := r.URL.Query().Get("reload"); s.router && (v == "1" || v == "true") {
 			if err := s.reloadModels(); err != nil {
-				writeError(w, http.StatusInternalServerError, errServer, err.Error())
-				return
+				return serverError("%v", err)
 			}
 		}
 		s.mu.Lock()
@@ -80,27 +79,28 @@ func handleModels(s *Server) http.HandlerFunc {
 			}}
 		}
 		writeJSON(w, http.StatusOK, resp)
+		return nil
 	}
 }
 
-func handleModelsSSE(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handleModelsSSE(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		events, cancel := s.subscribe()
 		defer cancel()
 		send, ok := s.sse(w)
 		if !ok {
-			return
+			return nil
 		}
 		for {
 			select {
 			case ev := <-events:
 				if send("", ev) != nil {
-					return
+					return nil
 				}
 			case <-r.Context().Done():
-				return
+				return nil
 			case <-s.done:
-				return
+				return nil
 			}
 		}
 	}
@@ -111,59 +111,56 @@ type modelRequest struct {
 }
 
 // routerModel reads the model named by a /models/load or unload body.
-func (s *Server) routerModel(w http.ResponseWriter, r *http.Request) *modelEntry {
+func (s *Server) routerModel(r *http.Request) (*modelEntry, error) {
 	if !s.router {
-		writeError(w, http.StatusBadRequest, errInvalidRequest, "this endpoint is only available in router mode")
-		return nil
+		return nil, badRequest("this endpoint is only available in router mode")
 	}
 	var req modelRequest
-	if !decodeJSON(w, r, &req) {
-		return nil
+	if err := decodeJSON(r, &req); err != nil {
+		return nil, err
 	}
 	if req.Model == "" {
-		writeError(w, http.StatusBadRequest, errInvalidRequest, "model name is missing from the request")
-		return nil
+		return nil, badRequest("model name is missing from the request")
 	}
 	e, msg := s.lookup(r, req.Model)
 	if e == nil {
-		writeError(w, http.StatusBadRequest, errInvalidRequest, msg)
+		return nil, badRequest("%s", msg)
 	}
-	return e
+	return e, nil
 }
 
-func handleModelsLoad(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		e := s.routerModel(w, r)
-		if e == nil {
-			return
+func handleModelsLoad(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		e, err := s.routerModel(r)
+		if err != nil {
+			return err
 		}
 		s.mu.Lock()
 		st := e.state
 		s.mu.Unlock()
 		if st == stateLoaded {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, "model is already loaded")
-			return
+			return badRequest("model is already loaded")
 		}
 		_, release, err := s.acquire(r.Context(), e)
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, errServer, "failed to load model: "+err.Error())
-			return
+			return serverError("failed to load model: %v", err)
 		}
 		release()
 		writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+		return nil
 	}
 }
 
-func handleModelsUnload(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		e := s.routerModel(w, r)
-		if e == nil {
-			return
+func handleModelsUnload(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		e, err := s.routerModel(r)
+		if err != nil {
+			return err
 		}
 		if err := s.unload(r.Context(), e); err != nil {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
-			return
+			return badRequest("%v", err)
 		}
 		writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+		return nil
 	}
 }

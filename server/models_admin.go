@@ -17,11 +17,10 @@ import (
 // model_status "downloading" event, then "download_finished" or
 // "download_failed" (with the error). A missing name, or one already listed
 // or downloading, is llama-server's 400; outside router mode it is a 404.
-func handleModelsAdd(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handleModelsAdd(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if !s.router {
-			writeError(w, http.StatusNotFound, errNotFound, "File Not Found")
-			return
+			return errFileNotFound()
 		}
 		var body map[string]any
 		data, err := readBody(r)
@@ -29,20 +28,17 @@ func handleModelsAdd(s *Server) http.HandlerFunc {
 			err = json.Unmarshal(data, &body)
 		}
 		if err != nil {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, "invalid JSON body: "+err.Error())
-			return
+			return badRequest("invalid JSON body: %v", err)
 		}
 		name, _ := body["model"].(string)
 		if name == "" {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, "model must be a non-empty string")
-			return
+			return badRequest("model must be a non-empty string")
 		}
 		s.mu.Lock()
 		_, exists := s.byName[name]
 		if exists || s.downloading[name] {
 			s.mu.Unlock()
-			writeError(w, http.StatusBadRequest, errInvalidRequest, "model '"+name+"' already exists")
-			return
+			return badRequest("model '%s' already exists", name)
 		}
 		if s.downloading == nil {
 			s.downloading = map[string]bool{}
@@ -53,6 +49,7 @@ func handleModelsAdd(s *Server) http.HandlerFunc {
 		s.mu.Unlock()
 		go s.download(name)
 		writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+		return nil
 	}
 }
 
@@ -92,27 +89,23 @@ func (s *Server) broadcastLocked(ev modelEvent) {
 // with other tools. Models of --models-dir and --models-preset are never
 // removed (500 "not removable", as llama-server); an unknown name is 500
 // "not found", as there.
-func handleModelsRemove(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handleModelsRemove(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if !s.router {
-			writeError(w, http.StatusNotFound, errNotFound, "File Not Found")
-			return
+			return errFileNotFound()
 		}
 		name := r.URL.Query().Get("model")
 		if name == "" {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, "model must be a non-empty string")
-			return
+			return badRequest("model must be a non-empty string")
 		}
 		s.mu.Lock()
 		e, exists := s.byName[name]
 		s.mu.Unlock()
 		if !exists {
-			writeError(w, http.StatusInternalServerError, errServer, "model name="+name+" is not found")
-			return
+			return serverError("model name=%s is not found", name)
 		}
 		if !e.downloaded {
-			writeError(w, http.StatusInternalServerError, errServer, "model name="+name+" is not removable (not from cache)")
-			return
+			return serverError("model name=%s is not removable (not from cache)", name)
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 		defer cancel()
@@ -120,8 +113,7 @@ func handleModelsRemove(s *Server) http.HandlerFunc {
 		loaded := e.state != stateUnloaded
 		s.mu.Unlock()
 		if err := s.unload(ctx, e); loaded && err != nil {
-			writeError(w, http.StatusInternalServerError, errServer, err.Error())
-			return
+			return serverError("%v", err)
 		}
 		s.mu.Lock()
 		if s.byName[name] == e {
@@ -130,5 +122,6 @@ func handleModelsRemove(s *Server) http.HandlerFunc {
 		}
 		s.mu.Unlock()
 		writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+		return nil
 	}
 }

@@ -177,7 +177,7 @@ func unsupported(f reqFields) error {
 }
 
 // answerOAICompletion writes /v1/completions' response.
-func answerOAICompletion(ctx context.Context, w http.ResponseWriter, f reqFields, g *genRequest, chans []<-chan engine.Event) {
+func answerOAICompletion(ctx context.Context, w http.ResponseWriter, f reqFields, g *genRequest, chans []<-chan engine.Event) error {
 	inst := g.inst
 	base := oaiCompletion{
 		ID: newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(),
@@ -186,15 +186,14 @@ func answerOAICompletion(ctx context.Context, w http.ResponseWriter, f reqFields
 	nProbs := g.task.Params.NProbs
 	if g.opt.Stream {
 		streamOAICompletion(ctx, w, g, chans, base)
-		return
+		return nil
 	}
 	resp := base
 	var usage oaiUsage
 	for i, ch := range chans {
 		res, err := collect(ctx, inst.Model, ch)
 		if err != nil {
-			writeHTTPError(w, err)
-			return
+			return err
 		}
 		fr := finishReason(res.Final.Stop, false)
 		c := oaiCompletionChoice{Text: res.Text, Index: i, FinishReason: &fr}
@@ -213,6 +212,7 @@ func answerOAICompletion(ctx context.Context, w http.ResponseWriter, f reqFields
 	}
 	resp.Usage = &usage
 	writeJSON(w, http.StatusOK, resp)
+	return nil
 }
 
 // parseOAICompletion reads a /v1/completions body.

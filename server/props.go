@@ -15,18 +15,18 @@ import (
 // It starts with "b" as llama-server's (b<build>-<commit>) do, which clients check.
 const buildInfo = "b0-go-llama (llama.cpp v0.4.0)"
 
-func handleHealth(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handleHealth(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if !s.router {
 			s.mu.Lock()
 			st := s.models[0].state
 			s.mu.Unlock()
 			if st == stateLoading {
-				writeError(w, http.StatusServiceUnavailable, errUnavailable, "Loading model")
-				return
+				return unavailable("Loading model")
 			}
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		return nil
 	}
 }
 
@@ -112,8 +112,8 @@ func templateCapsJSON(c chat.TemplateCaps) map[string]bool {
 	}
 }
 
-func handleGetProps(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handleGetProps(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if s.router && r.URL.Query().Get("model") == "" {
 			// The router itself: its role and the models' count.
 			writeJSON(w, http.StatusOK, map[string]any{
@@ -121,32 +121,32 @@ func handleGetProps(s *Server) http.HandlerFunc {
 				"models_autoload": !s.opts.NoModelsAutoload, "endpoint_metrics": s.opts.Metrics, "endpoint_slots": s.opts.Slots,
 				"ui": !s.opts.NoUI, "ui_settings": s.uiSettings(),
 			})
-			return
+			return nil
 		}
-		e := s.peek(w, r)
-		if e == nil {
-			return
+		e, err := s.peek(r)
+		if err != nil {
+			return err
 		}
 		s.mu.Lock()
 		p := s.props(e)
 		s.mu.Unlock()
 		writeJSON(w, http.StatusOK, p)
+		return nil
 	}
 }
 
-func handlePostProps(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handlePostProps(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if !s.opts.PropsEndpoint {
-			writeError(w, http.StatusNotImplemented, errNotSupported,
-				"This server does not support changing global properties. Start it with `--props`")
-			return
+			return notSupported("This server does not support changing global properties. Start it with `--props`")
 		}
 		var body map[string]json.RawMessage
-		if !decodeJSON(w, r, &body) {
-			return
+		if err := decodeJSON(r, &body); err != nil {
+			return err
 		}
 		// llama.cpp v0.4.0 changes no property yet: any object is accepted
 		// and nothing is applied.
 		writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+		return nil
 	}
 }

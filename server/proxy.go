@@ -22,32 +22,28 @@ const corsProxyTimeout = 600 * time.Second
 // query parameter and streams the answer back (without the target's CORS
 // headers), for the web UI's MCP client that a browser's same-origin
 // rule would stop. Disabled (403) unless Tools.CORSProxy is set.
-func corsProxyHandler(s *Server) http.HandlerFunc {
+func corsProxyHandler(s *Server) handlerFunc {
 	// It follows redirects, as llama-server's proxy does.
 	client := &http.Client{Timeout: corsProxyTimeout}
-	return func(w http.ResponseWriter, r *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if !s.opts.Tools.CORSProxy {
-			featureDisabled(w)
-			return
+			return errFeatureDisabled()
 		}
 		target, err := corsProxyTarget(r.URL.Query().Get("url"))
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, errServer, err.Error())
-			return
+			return serverError("%v", err)
 		}
 		var body io.Reader = http.NoBody
 		if r.Method == http.MethodPost {
 			b, err := readBody(r)
 			if err != nil {
-				writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
-				return
+				return badRequest("%v", err)
 			}
 			body = bytes.NewReader(b)
 		}
 		req, err := http.NewRequestWithContext(r.Context(), r.Method, target.String(), body)
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, errServer, err.Error())
-			return
+			return serverError("%v", err)
 		}
 		for k, vs := range r.Header {
 			name, ok := cutPrefixFold(k, corsProxyHeaderPrefix)
@@ -71,7 +67,7 @@ func corsProxyHandler(s *Server) http.HandlerFunc {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(http.StatusInternalServerError)
 			_, _ = io.WriteString(w, "proxy error: "+err.Error())
-			return
+			return nil
 		}
 		defer resp.Body.Close()
 		h := w.Header()
@@ -90,12 +86,12 @@ func corsProxyHandler(s *Server) http.HandlerFunc {
 			n, err := resp.Body.Read(buf)
 			if n > 0 {
 				if _, werr := w.Write(buf[:n]); werr != nil {
-					return
+					return nil
 				}
 				_ = rc.Flush()
 			}
 			if err != nil {
-				return
+				return nil
 			}
 		}
 	}

@@ -94,27 +94,23 @@ func rerankPrompt(m *llama.Model, query, doc string) ([]llama.Token, error) {
 	return out, nil
 }
 
-func handleRerank(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handleRerank(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		var req rerankRequest
-		inst, release, ok := s.decodeAndAcquire(w, r, &req, &req.Model)
-		if !ok {
-			return
+		inst, release, err := s.decodeAndAcquire(r, &req, &req.Model)
+		if err != nil {
+			return err
 		}
 		defer release()
 		if !inst.Opts.Engine.Reranking {
-			writeError(w, http.StatusNotImplemented, errNotSupported,
-				"This server does not support reranking. Start it with `--reranking`")
-			return
+			return notSupported("This server does not support reranking. Start it with `--reranking`")
 		}
 		var query string
 		if len(req.Query) == 0 || string(req.Query) == "null" {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, `"query" must be provided`)
-			return
+			return badRequest(`"query" must be provided`)
 		}
 		if err := json.Unmarshal(req.Query, &query); err != nil {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, `"query" must be a string`)
-			return
+			return badRequest(`"query" must be a string`)
 		}
 		tei := len(req.Texts) > 0
 		rawDocs := req.Documents
@@ -128,8 +124,7 @@ func handleRerank(s *Server) http.HandlerFunc {
 			}
 		}
 		if len(docs) == 0 {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, `"documents" must be a non-empty string array`)
-			return
+			return badRequest(`"documents" must be a non-empty string array`)
 		}
 		topN := len(docs)
 		if req.TopN != nil {
@@ -137,46 +132,39 @@ func handleRerank(s *Server) http.HandlerFunc {
 		}
 
 		if err := inst.checkTaskCount(len(docs), "documents"); err != nil {
-			writeHTTPError(w, err)
-			return
+			return err
 		}
 		tasks := make([]*engine.Request, len(docs))
 		for i, d := range docs {
 			if err := inst.checkEncoderText(query, d); err != nil {
-				writeHTTPError(w, err)
-				return
+				return err
 			}
 			if !stillWanted(r.Context()) {
-				return
+				return nil
 			}
 			toks, err := rerankPrompt(inst.Model, query, d)
 			if err != nil {
-				writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
-				return
+				return badRequest("%v", err)
 			}
 			if len(toks) == 0 {
-				writeError(w, http.StatusBadRequest, errInvalidRequest, "Input content cannot be empty")
-				return
+				return badRequest("Input content cannot be empty")
 			}
 			if err := checkEncoderInput(len(toks), inst.Opts.Engine); err != nil {
-				writeHTTPError(w, err)
-				return
+				return err
 			}
 			tasks[i] = &engine.Request{Kind: engine.KindRerank, Prompt: toks, Params: engine.DefaultSamplingParams(),
 				NKeep: -1, SlotID: -1, Normalize: -1}
 		}
 		events, err := submitAll(r, inst.embedder(), tasks)
 		if err != nil {
-			writeTaskError(w, err)
-			return
+			return err
 		}
 		scores := make([]float64, len(tasks))
 		nTokens := 0
 		for i, ch := range events {
 			ev, err := collectOne(ch)
 			if err != nil {
-				writeTaskError(w, err)
-				return
+				return err
 			}
 			scores[i] = float64(ev.Score)
 			nTokens += len(tasks[i].Prompt)
@@ -198,7 +186,7 @@ func handleRerank(s *Server) http.HandlerFunc {
 				}
 			}
 			writeJSON(w, http.StatusOK, out)
-			return
+			return nil
 		}
 		resp := rerankResponse{Model: req.Model, Object: "list", Results: make([]rerankResult, len(order)),
 			Usage: oaiEmbdUsage{PromptTokens: nTokens, TotalTokens: nTokens}}
@@ -212,5 +200,6 @@ func handleRerank(s *Server) http.HandlerFunc {
 			}
 		}
 		writeJSON(w, http.StatusOK, resp)
+		return nil
 	}
 }

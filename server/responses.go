@@ -331,68 +331,66 @@ func respItems(msg chat.Message) []respItem {
 	return items
 }
 
-// respPrepare reads a Responses body as a chat request.
-func respPrepare(s *Server, w http.ResponseWriter, r *http.Request) (*genRequest, *chatPlan, chatOptions, *instance, func(), bool) {
+// respPrepare reads a Responses body as a chat request. Unless it fails,
+// release must be called.
+func respPrepare(s *Server, r *http.Request) (*genRequest, *chatPlan, chatOptions, *instance, func(), error) {
 	var f reqFields
-	if !decodeJSON(w, r, &f) {
-		return nil, nil, chatOptions{}, nil, nil, false
+	if err := decodeJSON(r, &f); err != nil {
+		return nil, nil, chatOptions{}, nil, nil, err
 	}
-	model, ok := readModel(w, f)
-	if !ok {
-		return nil, nil, chatOptions{}, nil, nil, false
+	model, err := readModel(f)
+	if err != nil {
+		return nil, nil, chatOptions{}, nil, nil, err
 	}
 	cf, err := respToChat(f)
 	if err != nil {
-		writeHTTPError(w, err)
-		return nil, nil, chatOptions{}, nil, nil, false
+		return nil, nil, chatOptions{}, nil, nil, err
 	}
-	inst, release, ok := s.instanceFor(w, r, model)
-	if !ok {
-		return nil, nil, chatOptions{}, nil, nil, false
+	inst, release, err := s.instanceFor(r, model)
+	if err != nil {
+		return nil, nil, chatOptions{}, nil, nil, err
 	}
 	g, plan, co, err := parseChatRequest(cf, inst)
 	if err != nil {
 		release()
-		writeHTTPError(w, err)
-		return nil, nil, chatOptions{}, nil, nil, false
+		return nil, nil, chatOptions{}, nil, nil, err
 	}
-	return g, plan, co, inst, release, true
+	return g, plan, co, inst, release, nil
 }
 
-func handleResponsesInputTokens(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		g, _, _, _, release, ok := respPrepare(s, w, r)
-		if !ok {
-			return
+func handleResponsesInputTokens(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		g, _, _, _, release, err := respPrepare(s, r)
+		if err != nil {
+			return err
 		}
 		defer release()
 		writeJSON(w, http.StatusOK, map[string]any{"object": "response.input_tokens", "input_tokens": len(g.task.Prompt)})
+		return nil
 	}
 }
 
-func handleResponses(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		g, plan, co, inst, release, ok := respPrepare(s, w, r)
-		if !ok {
-			return
+func handleResponses(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		g, plan, co, inst, release, err := respPrepare(s, r)
+		if err != nil {
+			return err
 		}
 		defer release()
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		events, err := s.runTask(ctx, inst, g.task)
 		if err != nil {
-			writeHTTPError(w, err)
-			return
+			return err
 		}
 		base := respObject{ID: newID("resp_"), Object: "response", CreatedAt: time.Now().Unix(), Model: co.Model, Output: []respItem{}}
 		if g.opt.Stream {
 			streamResponses(w, plan, base, events, g.opt.TimingsPerToken)
-			return
+			return nil
 		}
 		res, msg, err := collectChat(ctx, inst, plan, events)
 		if err != nil {
-			writeHTTPError(w, err)
-			return
+			return err
 		}
 		out := base
 		now := time.Now().Unix()
@@ -400,6 +398,7 @@ func handleResponses(s *Server) http.HandlerFunc {
 		out.Output = respItems(msg)
 		out.Usage = respUsageOf(res.Final)
 		writeJSON(w, http.StatusOK, out)
+		return nil
 	}
 }
 

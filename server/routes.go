@@ -3,11 +3,12 @@ package server
 import "net/http"
 
 // route is one endpoint: a Go 1.22 mux pattern ("POST /v1/chat/completions"),
-// whether it needs the API key, and its handler.
+// whether it needs the API key, the shape of its errors, and its handler.
 type route struct {
 	Pattern string
 	Access  access
-	Handler http.Handler
+	Errors  dialect
+	Handler handlerFunc
 }
 
 // access says whether a route needs one of Options.APIKeys.
@@ -27,87 +28,87 @@ func (s *Server) routes() []route {
 	return []route{
 		// Liveness (props.go), and the web UI (ui.go), which asks the user
 		// for the API key that its own calls need.
-		{"GET /health", public, handleHealth(s)},
-		{"GET /v1/health", public, handleHealth(s)},
-		{"GET /", public, handleUI(s)},
+		{"GET /health", public, llamaErrors, handleHealth(s)},
+		{"GET /v1/health", public, llamaErrors, handleHealth(s)},
+		{"GET /", public, llamaErrors, handleUI(s)},
 
 		// llama-server's native API: generation (completion.go, infill.go),
 		// embeddings (embeddings.go), reranking, also under /v1/ for Jina's
 		// and TEI's clients (rerank.go), the tokenizer (tokenize.go) and
 		// the chat template (apply_template.go).
-		{"POST /completion", keyed, generationHandler(parseCompletionRequest, answerCompletion)(s)},
-		{"POST /completions", keyed, generationHandler(parseCompletionRequest, answerCompletion)(s)},
-		{"POST /infill", keyed, handleInfill(s)},
-		{"POST /embedding", keyed, embeddingsHandler(false)(s)},
-		{"POST /embeddings", keyed, embeddingsHandler(false)(s)},
-		{"POST /rerank", keyed, handleRerank(s)},
-		{"POST /reranking", keyed, handleRerank(s)},
-		{"POST /v1/rerank", keyed, handleRerank(s)},
-		{"POST /v1/reranking", keyed, handleRerank(s)},
-		{"POST /tokenize", keyed, handleTokenize(s)},
-		{"POST /detokenize", keyed, handleDetokenize(s)},
-		{"POST /apply-template", keyed, handleApplyTemplate(s)},
+		{"POST /completion", keyed, llamaErrors, generationHandler(parseCompletionRequest, answerCompletion)(s)},
+		{"POST /completions", keyed, llamaErrors, generationHandler(parseCompletionRequest, answerCompletion)(s)},
+		{"POST /infill", keyed, llamaErrors, handleInfill(s)},
+		{"POST /embedding", keyed, llamaErrors, embeddingsHandler(false)(s)},
+		{"POST /embeddings", keyed, llamaErrors, embeddingsHandler(false)(s)},
+		{"POST /rerank", keyed, llamaErrors, handleRerank(s)},
+		{"POST /reranking", keyed, llamaErrors, handleRerank(s)},
+		{"POST /v1/rerank", keyed, llamaErrors, handleRerank(s)},
+		{"POST /v1/reranking", keyed, llamaErrors, handleRerank(s)},
+		{"POST /tokenize", keyed, llamaErrors, handleTokenize(s)},
+		{"POST /detokenize", keyed, llamaErrors, handleDetokenize(s)},
+		{"POST /apply-template", keyed, llamaErrors, handleApplyTemplate(s)},
 
 		// llama-server's view of the running server: properties (props.go),
 		// slots and their files (slots.go), Prometheus metrics (metrics.go)
 		// and LoRA adapters (lora.go).
-		{"GET /props", keyed, handleGetProps(s)},
-		{"POST /props", keyed, handlePostProps(s)},
-		{"GET /slots", keyed, handleSlots(s)},
-		{"POST /slots/{id}", keyed, handleSlotAction(s)},
-		{"GET /metrics", keyed, handleMetrics(s)},
-		{"GET /lora-adapters", keyed, handleGetLoRA(s)},
-		{"POST /lora-adapters", keyed, handlePostLoRA(s)},
+		{"GET /props", keyed, llamaErrors, handleGetProps(s)},
+		{"POST /props", keyed, llamaErrors, handlePostProps(s)},
+		{"GET /slots", keyed, llamaErrors, handleSlots(s)},
+		{"POST /slots/{id}", keyed, llamaErrors, handleSlotAction(s)},
+		{"GET /metrics", keyed, llamaErrors, handleMetrics(s)},
+		{"GET /lora-adapters", keyed, llamaErrors, handleGetLoRA(s)},
+		{"POST /lora-adapters", keyed, llamaErrors, handlePostLoRA(s)},
 
 		// Models: the OpenAI list, public as in llama-server (models.go),
 		// and router mode's loading, unloading, events (models.go), and
 		// downloads and removals (models_admin.go).
-		{"GET /v1/models", public, handleModels(s)},
-		{"GET /models", public, handleModels(s)},
-		{"GET /models/sse", keyed, handleModelsSSE(s)},
-		{"POST /models/load", keyed, handleModelsLoad(s)},
-		{"POST /models/unload", keyed, handleModelsUnload(s)},
-		{"POST /models", keyed, handleModelsAdd(s)},
-		{"DELETE /models", keyed, handleModelsRemove(s)},
+		{"GET /v1/models", public, llamaErrors, handleModels(s)},
+		{"GET /models", public, llamaErrors, handleModels(s)},
+		{"GET /models/sse", keyed, llamaErrors, handleModelsSSE(s)},
+		{"POST /models/load", keyed, llamaErrors, handleModelsLoad(s)},
+		{"POST /models/unload", keyed, llamaErrors, handleModelsUnload(s)},
+		{"POST /models", keyed, llamaErrors, handleModelsAdd(s)},
+		{"DELETE /models", keyed, llamaErrors, handleModelsRemove(s)},
 
 		// OpenAI API: chat completions (chat_handlers.go, chat_stream.go)
 		// with llama-server's prompt counting (input_tokens.go) and
 		// in-flight control (control.go), completions (openai.go),
 		// embeddings (embeddings.go) and audio transcriptions
 		// (transcriptions.go).
-		{"POST /v1/chat/completions", keyed, handleChatCompletion(s)},
-		{"POST /chat/completions", keyed, handleChatCompletion(s)},
-		{"POST /v1/chat/completions/input_tokens", keyed, handleChatInputTokens(s)},
-		{"POST /chat/completions/input_tokens", keyed, handleChatInputTokens(s)},
-		{"POST /v1/chat/completions/control", keyed, handleCompletionControl(s)},
-		{"POST /v1/completions", keyed, generationHandler(parseOAICompletion, answerOAICompletion)(s)},
-		{"POST /v1/embeddings", keyed, embeddingsHandler(true)(s)},
-		{"POST /v1/audio/transcriptions", keyed, handleTranscriptions(s)},
-		{"POST /audio/transcriptions", keyed, handleTranscriptions(s)},
+		{"POST /v1/chat/completions", keyed, llamaErrors, handleChatCompletion(s)},
+		{"POST /chat/completions", keyed, llamaErrors, handleChatCompletion(s)},
+		{"POST /v1/chat/completions/input_tokens", keyed, llamaErrors, handleChatInputTokens(s)},
+		{"POST /chat/completions/input_tokens", keyed, llamaErrors, handleChatInputTokens(s)},
+		{"POST /v1/chat/completions/control", keyed, llamaErrors, handleCompletionControl(s)},
+		{"POST /v1/completions", keyed, llamaErrors, generationHandler(parseOAICompletion, answerOAICompletion)(s)},
+		{"POST /v1/embeddings", keyed, llamaErrors, embeddingsHandler(true)(s)},
+		{"POST /v1/audio/transcriptions", keyed, llamaErrors, handleTranscriptions(s)},
+		{"POST /audio/transcriptions", keyed, llamaErrors, handleTranscriptions(s)},
 
 		// OpenAI Responses API (responses.go).
-		{"POST /v1/responses", keyed, handleResponses(s)},
-		{"POST /v1/responses/input_tokens", keyed, handleResponsesInputTokens(s)},
-		{"POST /responses", keyed, handleResponses(s)},
-		{"POST /responses/input_tokens", keyed, handleResponsesInputTokens(s)},
+		{"POST /v1/responses", keyed, llamaErrors, handleResponses(s)},
+		{"POST /v1/responses/input_tokens", keyed, llamaErrors, handleResponsesInputTokens(s)},
+		{"POST /responses", keyed, llamaErrors, handleResponses(s)},
+		{"POST /responses/input_tokens", keyed, llamaErrors, handleResponsesInputTokens(s)},
 
 		// Anthropic Messages API (anthropic.go).
-		{"POST /v1/messages", keyed, handleAnthropicMessages(s)},
-		{"POST /v1/messages/count_tokens", keyed, handleAnthropicCountTokens(s)},
+		{"POST /v1/messages", keyed, anthropicErrors, handleAnthropicMessages(s)},
+		{"POST /v1/messages/count_tokens", keyed, anthropicErrors, handleAnthropicCountTokens(s)},
 
 		// Resumable streams of generations sent with X-Conversation-Id
 		// (stream_resume.go).
-		{"GET /v1/stream", keyed, handleStreamGet(s)},
-		{"DELETE /v1/stream", keyed, handleStreamDelete(s)},
-		{"POST /v1/streams/lookup", keyed, handleStreamsLookup(s)},
+		{"GET /v1/stream", keyed, llamaErrors, handleStreamGet(s)},
+		{"DELETE /v1/stream", keyed, llamaErrors, handleStreamDelete(s)},
+		{"POST /v1/streams/lookup", keyed, llamaErrors, handleStreamsLookup(s)},
 
 		// Agent features, off unless Options.Tools enables them: built-in
 		// tools and MCP servers (tools.go, mcp.go), and the CORS proxy of
 		// the web UI's MCP client (proxy.go).
-		{"GET /tools", keyed, handleToolsList(s)},
-		{"POST /tools", keyed, handleToolsCall(s)},
-		{"GET /cors-proxy", keyed, corsProxyHandler(s)},
-		{"POST /cors-proxy", keyed, corsProxyHandler(s)},
+		{"GET /tools", keyed, llamaErrors, handleToolsList(s)},
+		{"POST /tools", keyed, toolErrors, handleToolsCall(s)},
+		{"GET /cors-proxy", keyed, llamaErrors, corsProxyHandler(s)},
+		{"POST /cors-proxy", keyed, llamaErrors, corsProxyHandler(s)},
 
 		// Vertex AI's prediction route, when Options.GCP enables it, is
 		// added beside these by addGCPRoutes (gcp.go).
@@ -122,7 +123,7 @@ func (s *Server) buildHandler() http.Handler {
 	auth := requireAPIKey(s.opts.APIKeys)
 	mux := http.NewServeMux()
 	for _, rt := range rs {
-		h := rt.Handler
+		h := rt.Errors.serve(rt.Handler)
 		if rt.Access == keyed {
 			h = auth(h)
 		}
@@ -137,7 +138,7 @@ func (s *Server) buildHandler() http.Handler {
 			mux.ServeHTTP(w, r)
 			return
 		}
-		writeError(w, http.StatusNotFound, errNotFound, "File Not Found")
+		llamaErrors.write(w, errFileNotFound())
 	})
 	return chain(notFound,
 		recoverPanics(s.log),

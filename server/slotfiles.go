@@ -84,19 +84,18 @@ func slotFileError(err error, name, doing string) error {
 	return &httpError{Status: http.StatusInternalServerError, Type: errServer, Msg: fmt.Sprintf("Unable to %s slot: file %q failed", doing, name), Err: err}
 }
 
-// writeSlotError answers a failed slot action on the file name: a 409 for
-// a slot that stayed busy, 400s for the client's mistakes, and messages
-// that never show a server path.
-func writeSlotError(w http.ResponseWriter, err error, name, action string) {
+// slotError is the answer to a failed slot action on the file name: a
+// 409 for a slot that stayed busy, 400s for the client's mistakes, and
+// messages that never show a server path.
+func slotError(err error, name, action string) error {
 	var he *httpError
 	switch {
 	case errors.As(err, &he):
-		writeHTTPError(w, he)
+		return he
 	case errors.Is(err, llama.ErrClosed):
-		writeError(w, http.StatusServiceUnavailable, errUnavailable, "server is shutting down")
+		return unavailable("server is shutting down")
 	case errors.Is(err, llama.ErrInvalid):
-		writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
-	default:
-		writeHTTPError(w, slotFileError(err, name, action))
+		return badRequest("%v", err)
 	}
+	return slotFileError(err, name, action)
 }

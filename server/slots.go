@@ -5,7 +5,6 @@ package server
 // slotfiles.go's).
 
 import (
-	"fmt"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -14,16 +13,14 @@ import (
 	"unicode/utf8"
 )
 
-func handleSlots(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handleSlots(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if !s.opts.Slots {
-			writeError(w, http.StatusNotImplemented, errNotSupported,
-				"This server does not support slots endpoint. Start it with `--slots`")
-			return
+			return notSupported("This server does not support slots endpoint. Start it with `--slots`")
 		}
-		inst, release, ok := s.instanceFor(w, r, "")
-		if !ok {
-			return
+		inst, release, err := s.instanceFor(r, "")
+		if err != nil {
+			return err
 		}
 		defer release()
 		slots := inst.Engine.SlotsInfo()
@@ -35,8 +32,7 @@ func handleSlots(s *Server) http.HandlerFunc {
 				}
 			}
 			if idle == 0 {
-				writeError(w, http.StatusServiceUnavailable, errUnavailable, "no slot available")
-				return
+				return unavailable("no slot available")
 			}
 		}
 		params := defaultGenerationParams(inst.Opts)
@@ -56,6 +52,7 @@ func handleSlots(s *Server) http.HandlerFunc {
 			out[i] = o
 		}
 		writeJSON(w, http.StatusOK, out)
+		return nil
 	}
 }
 
@@ -80,42 +77,36 @@ type slotActionRequest struct {
 	Filename string `json:"filename"`
 }
 
-func handleSlotAction(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handleSlotAction(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if s.opts.SlotSavePath == "" {
-			writeError(w, http.StatusNotImplemented, errNotSupported,
-				"This server does not support slots action. Start it with `--slot-save-path`")
-			return
+			return notSupported("This server does not support slots action. Start it with `--slot-save-path`")
 		}
 		id, err := strconv.Atoi(r.PathValue("id"))
 		if err != nil || id < 0 {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, "Invalid slot ID")
-			return
+			return badRequest("Invalid slot ID")
 		}
 		action := r.URL.Query().Get("action")
 		var req slotActionRequest
 		switch action {
 		case "save", "restore":
-			if !decodeJSON(w, r, &req) {
-				return
+			if err := decodeJSON(r, &req); err != nil {
+				return err
 			}
 			if err := slotNameError(req.Filename); err != nil {
-				writeHTTPError(w, err)
-				return
+				return err
 			}
 		case "erase":
 		default:
-			writeError(w, http.StatusBadRequest, errInvalidRequest, "Invalid action")
-			return
+			return badRequest("Invalid action")
 		}
-		inst, release, ok := s.instanceFor(w, r, "")
-		if !ok {
-			return
+		inst, release, err := s.instanceFor(r, "")
+		if err != nil {
+			return err
 		}
 		defer release()
 		if n := len(inst.Engine.SlotsInfo()); id >= n {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, fmt.Sprintf("Invalid slot ID: %d (the server has %d slots)", id, n))
-			return
+			return badRequest("Invalid slot ID: %d (the server has %d slots)", id, n)
 		}
 		path := filepath.Join(s.opts.SlotSavePath, req.Filename)
 		start := time.Now()
@@ -124,26 +115,24 @@ func handleSlotAction(s *Server) http.HandlerFunc {
 		case "save":
 			nTok, nBytes, err := inst.Engine.SaveSlot(id, path)
 			if err != nil {
-				writeSlotError(w, err, req.Filename, action)
-				return
+				return slotError(err, req.Filename, action)
 			}
 			writeJSON(w, http.StatusOK, map[string]any{"id_slot": id, "filename": req.Filename,
 				"n_saved": nTok, "n_written": nBytes, "timings": map[string]float64{"save_ms": ms()}})
 		case "restore":
 			nTok, nBytes, err := inst.Engine.RestoreSlot(id, path)
 			if err != nil {
-				writeSlotError(w, err, req.Filename, action)
-				return
+				return slotError(err, req.Filename, action)
 			}
 			writeJSON(w, http.StatusOK, map[string]any{"id_slot": id, "filename": req.Filename,
 				"n_restored": nTok, "n_read": nBytes, "timings": map[string]float64{"restore_ms": ms()}})
 		case "erase":
 			n, err := inst.Engine.EraseSlot(id)
 			if err != nil {
-				writeSlotError(w, err, "", action)
-				return
+				return slotError(err, "", action)
 			}
 			writeJSON(w, http.StatusOK, map[string]any{"id_slot": id, "n_erased": n})
 		}
+		return nil
 	}
 }

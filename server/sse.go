@@ -54,7 +54,7 @@ func (s *sseWriter) event(field string, v any) error {
 // sendError sends an error in a stream the way llama.cpp does: a data
 // event holding {"error": {...}}.
 func (s *sseWriter) sendError(err error) {
-	_, body := errorObject(err)
+	_, body := llamaErrors.render(err)
 	_ = s.data(body)
 }
 

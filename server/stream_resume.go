@@ -306,32 +306,28 @@ func (t *teeWriter) FlushError() error {
 	return nil
 }
 
-func handleStreamGet(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handleStreamGet(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		q := r.URL.Query()
 		id := q.Get("conv_id")
 		if id == "" {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, "Missing conversation id in path")
-			return
+			return badRequest("Missing conversation id in path")
 		}
 		ss := s.streams.get(id)
 		if ss == nil {
-			writeError(w, http.StatusNotFound, errNotFound, "Stream not found or expired")
-			return
+			return apiError(errNotFound, "Stream not found or expired")
 		}
 		from := 0
 		if v := q.Get("from"); v != "" {
 			n, err := strconv.ParseUint(v, 10, 62)
 			if err != nil {
-				writeError(w, http.StatusBadRequest, errInvalidRequest, "Invalid 'from' offset")
-				return
+				return badRequest("Invalid 'from' offset")
 			}
 			from = int(n)
 		}
 		data, done, wake, ok := ss.read(from)
 		if !ok {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, "Stream offset lost, please restart")
-			return
+			return badRequest("Stream offset lost, please restart")
 		}
 		rc := http.NewResponseController(w)
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -342,58 +338,57 @@ func handleStreamGet(s *Server) http.HandlerFunc {
 		for {
 			if len(data) > 0 {
 				if _, err := w.Write(data); err != nil {
-					return
+					return nil
 				}
 				if rc.Flush() != nil {
-					return
+					return nil
 				}
 				from += len(data)
 			}
 			if done && len(data) == 0 {
-				return
+				return nil
 			}
 			if len(data) == 0 {
 				select {
 				case <-wake:
 				case <-r.Context().Done():
-					return
+					return nil
 				case <-s.done:
-					return
+					return nil
 				}
 			}
 			data, done, wake, ok = ss.read(from)
 			if !ok {
-				return
+				return nil
 			}
 		}
 	}
 }
 
-func handleStreamDelete(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handleStreamDelete(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		id := r.URL.Query().Get("conv_id")
 		if id == "" {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, "Missing conversation id in path")
-			return
+			return badRequest("Missing conversation id in path")
 		}
 		if ss := s.streams.remove(id, nil); ss != nil {
 			ss.stop()
 		}
 		w.WriteHeader(http.StatusNoContent)
+		return nil
 	}
 }
 
-func handleStreamsLookup(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handleStreamsLookup(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		data, err := readBody(r)
 		var body map[string]json.RawMessage
 		if err == nil {
 			err = json.Unmarshal(data, &body)
 		}
 		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{
-				"message": "invalid body: " + err.Error(), "type": errInvalidRequest}})
-			return
+			// As llama-server: an error object without "code".
+			return &httpError{Status: http.StatusBadRequest, Type: errInvalidRequest, Msg: "invalid body: " + err.Error(), NoCode: true}
 		}
 		var raw []json.RawMessage
 		_ = json.Unmarshal(body["conversation_ids"], &raw)
@@ -409,5 +404,6 @@ func handleStreamsLookup(s *Server) http.HandlerFunc {
 			out = append(out, ss.info())
 		}
 		writeJSON(w, http.StatusOK, out)
+		return nil
 	}
 }

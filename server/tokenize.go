@@ -63,45 +63,41 @@ func tokenizeMixed(m *llama.Model, raw json.RawMessage, addSpecial, parseSpecial
 	return out, nil
 }
 
-func handleTokenize(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handleTokenize(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		var req tokenizeRequest
-		inst, release, ok := s.decodeAndAcquire(w, r, &req, &req.Model)
-		if !ok {
-			return
+		inst, release, err := s.decodeAndAcquire(r, &req, &req.Model)
+		if err != nil {
+			return err
 		}
 		defer release()
 		if len(req.Content) == 0 || string(req.Content) == "null" {
 			writeJSON(w, http.StatusOK, map[string]any{"tokens": []int{}})
-			return
+			return nil
 		}
 		if err := checkTokenizeContent(req.Content); err != nil {
-			writeHTTPError(w, err)
-			return
+			return err
 		}
 		parse := req.ParseSpecial == nil || *req.ParseSpecial
 		toks, err := tokenizeMixed(inst.Model, req.Content, req.AddSpecial, parse)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
-			return
+			return badRequest("%v", err)
 		}
 		if req.WithPieces && len(toks) > maxTokenizePieces {
-			writeHTTPError(w, tooLarge("the content has %d tokens; /tokenize answers at most %d with pieces", len(toks), maxTokenizePieces))
-			return
+			return tooLarge("the content has %d tokens; /tokenize answers at most %d with pieces", len(toks), maxTokenizePieces)
 		}
 		if !req.WithPieces {
 			if toks == nil {
 				toks = []llama.Token{}
 			}
 			writeJSON(w, http.StatusOK, map[string]any{"tokens": toks})
-			return
+			return nil
 		}
 		out := make([]tokenPiece, len(toks))
 		for i, t := range toks {
 			piece, err := inst.Model.TokenPiece(t, true)
 			if err != nil {
-				writeEngineError(w, err)
-				return
+				return err
 			}
 			out[i] = tokenPiece{ID: t, Piece: piece}
 			if !utf8.ValidString(piece) {
@@ -113,6 +109,7 @@ func handleTokenize(s *Server) http.HandlerFunc {
 			}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+		return nil
 	}
 }
 
@@ -121,33 +118,30 @@ type detokenizeRequest struct {
 	Tokens []int64 `json:"tokens"`
 }
 
-func handleDetokenize(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handleDetokenize(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		var req detokenizeRequest
-		inst, release, ok := s.decodeAndAcquire(w, r, &req, &req.Model)
-		if !ok {
-			return
+		inst, release, err := s.decodeAndAcquire(r, &req, &req.Model)
+		if err != nil {
+			return err
 		}
 		defer release()
 		if len(req.Tokens) > maxDetokenizeTokens {
-			writeHTTPError(w, tooLarge(`"tokens" has %d entries; /detokenize takes at most %d`, len(req.Tokens), maxDetokenizeTokens))
-			return
+			return tooLarge(`"tokens" has %d entries; /detokenize takes at most %d`, len(req.Tokens), maxDetokenizeTokens)
 		}
 		n := int64(inst.Model.VocabSize())
 		toks := make([]llama.Token, len(req.Tokens))
 		for i, t := range req.Tokens {
 			if t < 0 || t >= n {
-				writeError(w, http.StatusBadRequest, errInvalidRequest,
-					fmt.Sprintf("token id %d at index %d out of range [0, %d)", t, i, n))
-				return
+				return badRequest("token id %d at index %d out of range [0, %d)", t, i, n)
 			}
 			toks[i] = llama.Token(t)
 		}
 		text, err := inst.Model.Detokenize(toks, llama.DetokenizeOptions{})
 		if err != nil {
-			writeEngineError(w, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"content": text})
+		return nil
 	}
 }

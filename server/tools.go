@@ -53,25 +53,17 @@ type ToolsOptions struct {
 // false once the client has gone away.
 type toolStream func(chunk string) bool
 
-// toolError is a failed tool call that llama-server answers with an HTTP
-// error (the tool's own failures are a 200 with an "error" field).
-type toolError struct {
-	status  int
-	errType string
-	msg     string
-}
-
-func (e *toolError) Error() string { return e.msg }
-
-// errToolParams is a missing or mistyped parameter (400).
+// errToolParams is a missing or mistyped parameter of a tool call (400);
+// llama-server answers it with an HTTP error, while the tool's own
+// failures are a 200 with an "error" field.
 func errToolParams(format string, args ...any) error {
-	return &toolError{http.StatusBadRequest, errInvalidRequest, fmt.Sprintf(format, args...)}
+	return badRequest(format, args...)
 }
 
 // errToolRuntime is a failure of the tool machinery itself, such as an
 // unknown runtime (500).
 func errToolRuntime(format string, args ...any) error {
-	return &toolError{http.StatusInternalServerError, errServer, fmt.Sprintf(format, args...)}
+	return serverError(format, args...)
 }
 
 // tool is one entry of /tools: a built-in tool or a tool of an MCP server.
@@ -205,33 +197,18 @@ func (ts *toolSet) close() {
 	}
 }
 
-// featureDisabled is llama-server's answer to a feature it was not
-// started with.
-func featureDisabled(w http.ResponseWriter) {
-	writeJSON(w, http.StatusForbidden, map[string]any{
-		"error": map[string]any{"message": "this feature is disabled", "type": "feature_disabled"},
-	})
-}
-
-// toolCallError writes an error of POST /tools, which llama-server sends
-// unwrapped: {"code":...,"message":...,"type":...}.
-func toolCallError(w http.ResponseWriter, status int, errType, msg string) {
-	code := errorStatus(errType)
-	writeJSON(w, status, errorDetail{Code: code, Message: msg, Type: errType})
-}
-
-func handleToolsList(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handleToolsList(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		ts := s.tools
 		if ts == nil {
-			featureDisabled(w)
-			return
+			return errFeatureDisabled()
 		}
 		out := make([]map[string]any, 0, len(ts.tools))
 		for _, t := range ts.tools {
 			out = append(out, t.card())
 		}
 		writeJSON(w, http.StatusOK, out)
+		return nil
 	}
 }
 
@@ -242,45 +219,38 @@ type toolCall struct {
 	Stream *bool           `json:"stream"`
 }
 
-func handleToolsCall(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handleToolsCall(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		ts := s.tools
 		if ts == nil {
-			featureDisabled(w)
-			return
+			return errFeatureDisabled()
 		}
 		body, err := readBody(r)
 		if err != nil {
-			toolCallError(w, http.StatusBadRequest, errInvalidRequest, err.Error())
-			return
+			return badRequest("%v", err)
 		}
 		var req toolCall
 		if err := json.Unmarshal(body, &req); err != nil {
-			toolCallError(w, http.StatusBadRequest, errInvalidRequest, "invalid JSON body: "+err.Error())
-			return
+			return badRequest("invalid JSON body: %v", err)
 		}
 		if req.Tool == nil {
-			toolCallError(w, http.StatusBadRequest, errInvalidRequest, `missing "tool"`)
-			return
+			return badRequest(`missing "tool"`)
 		}
 		params := toolParams{}
 		if p := bytes.TrimSpace(req.Params); len(p) > 0 && string(p) != "null" {
 			dec := json.NewDecoder(bytes.NewReader(p))
 			dec.UseNumber()
 			if err := dec.Decode(&params); err != nil {
-				toolCallError(w, http.StatusBadRequest, errInvalidRequest, `"params" must be an object`)
-				return
+				return badRequest(`"params" must be an object`)
 			}
 		}
 		stream := req.Stream != nil && *req.Stream
 		t := ts.byName[*req.Tool]
 		if t == nil {
-			toolCallError(w, http.StatusNotFound, errInvalidRequest, fmt.Sprintf("unknown tool %q", *req.Tool))
-			return
+			return &httpError{Status: http.StatusNotFound, Type: errInvalidRequest, Msg: fmt.Sprintf("unknown tool %q", *req.Tool)}
 		}
 		if stream && !t.stream {
-			toolCallError(w, http.StatusNotFound, errInvalidRequest, fmt.Sprintf("tool %q does not support stream = true", t.name))
-			return
+			return &httpError{Status: http.StatusNotFound, Type: errInvalidRequest, Msg: fmt.Sprintf("tool %q does not support stream = true", t.name)}
 		}
 		if t.kind != "mcp" {
 			// The working directory, runtime and response type come from
@@ -297,8 +267,7 @@ func handleToolsCall(s *Server) http.HandlerFunc {
 			} else if ts.runtime != nil {
 				spec, err := ts.runtime.spec()
 				if err != nil {
-					toolCallError(w, http.StatusInternalServerError, errServer, err.Error())
-					return
+					return serverError("%v", err)
 				}
 				params["runtime"] = spec
 			}
@@ -312,22 +281,21 @@ func handleToolsCall(s *Server) http.HandlerFunc {
 		defer stop()
 		if stream {
 			streamToolCall(ctx, w, t, params)
-			return
+			return nil
 		}
 		res, err := t.invoke(ctx, params, nil)
 		if err != nil {
-			var te *toolError
-			if errors.As(err, &te) {
-				toolCallError(w, te.status, te.errType, te.msg)
-				return
+			var he *httpError
+			if errors.As(err, &he) {
+				return he
 			}
-			toolCallError(w, http.StatusInternalServerError, errServer, err.Error())
-			return
+			return serverError("%v", err)
 		}
 		if res == nil {
 			res = map[string]any{}
 		}
 		writeJSON(w, http.StatusOK, res)
+		return nil
 	}
 }
 

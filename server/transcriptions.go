@@ -215,40 +215,34 @@ func transcriptionDone(text string, ev engine.Event) oaiTranscription {
 	return out
 }
 
-func handleTranscriptions(s *Server) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func handleTranscriptions(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		form, err := readTranscriptionForm(r)
 		if err != nil {
-			writeHTTPError(w, err)
-			return
+			return err
 		}
-		inst, release, ok := s.instanceFor(w, r, form.fields["model"])
-		if !ok {
-			return
+		inst, release, err := s.instanceFor(r, form.fields["model"])
+		if err != nil {
+			return err
 		}
 		defer release()
 		if inst.Projector == nil {
-			writeHTTPError(w, errNoMultimodal("audio"))
-			return
+			return errNoMultimodal("audio")
 		}
 		if !inst.Projector.SupportsAudio() {
-			writeHTTPError(w, badRequest("The current model does not support audio input: its multimodal projector has no audio encoder"))
-			return
+			return badRequest("The current model does not support audio input: its multimodal projector has no audio encoder")
 		}
 		body, err := transcriptionChat(form, inst)
 		if err != nil {
-			writeHTTPError(w, err)
-			return
+			return err
 		}
 		f, err := toFields(body)
 		if err != nil {
-			writeHTTPError(w, err)
-			return
+			return err
 		}
 		g, plan, _, err := parseChatRequestMedia(f, inst, []mediaInput{{data: form.file, kind: "audio"}})
 		if err != nil {
-			writeHTTPError(w, err)
-			return
+			return err
 		}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
@@ -257,19 +251,18 @@ func handleTranscriptions(s *Server) http.HandlerFunc {
 			events, err = peekEvents(ctx, events)
 		}
 		if err != nil {
-			writeHTTPError(w, err)
-			return
+			return err
 		}
 		if g.opt.Stream {
 			streamTranscription(w, plan.Parse, events)
-			return
+			return nil
 		}
 		res, msg, err := collectChat(ctx, inst, plan, events)
 		if err != nil {
-			writeHTTPError(w, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, transcriptionDone(msg.Content, res.Final))
+		return nil
 	}
 }
 

@@ -15,19 +15,20 @@ import (
 // makes carry the key the user types in. Paths that are neither a route
 // nor a file of the page get the API's JSON 404.
 
-func handleUI(s *Server) http.HandlerFunc {
-	notFound := func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, errNotFound, "File Not Found")
-	}
+func handleUI(s *Server) handlerFunc {
+	notFound := func(http.ResponseWriter, *http.Request) error { return errFileNotFound() }
 	if s.opts.NoUI {
 		return notFound
 	}
-	h, err := webui.Handler(webui.Options{Dir: s.opts.UIPath, NotFound: http.HandlerFunc(notFound)})
+	h, err := webui.Handler(webui.Options{Dir: s.opts.UIPath, NotFound: llamaErrors.serve(notFound)})
 	if err != nil { // checked by New (prepareUI); the folder may have gone since
 		s.log.Error("server: web UI", "err", err)
 		return notFound
 	}
-	return h.ServeHTTP
+	return func(w http.ResponseWriter, r *http.Request) error {
+		h.ServeHTTP(w, r)
+		return nil
+	}
 }
 
 // prepareUI reads UIConfigFile into UIConfig and checks that UIConfig is a
