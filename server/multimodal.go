@@ -234,9 +234,9 @@ func (inst *instance) completionMediaPrompt(raw json.RawMessage, t *engine.Reque
 	return inst.promptTokens(*p.PromptString, media, t)
 }
 
-// anthImagePart converts an Anthropic image block's source (base64 data
-// with its media type, or a data: URL) into an OpenAI image_url part.
-func anthImagePart(raw json.RawMessage) (map[string]any, error) {
+// anthImageURL converts an Anthropic image block's source (base64 data
+// with its media type, or a data: URL) into the URL of an image.
+func anthImageURL(raw json.RawMessage) (string, error) {
 	var src struct {
 		Type      string `json:"type"`
 		MediaType string `json:"media_type"`
@@ -244,31 +244,18 @@ func anthImagePart(raw json.RawMessage) (map[string]any, error) {
 		URL       string `json:"url"`
 	}
 	if jsonKind(raw) != 'o' || json.Unmarshal(raw, &src) != nil {
-		return nil, errors.New("image block needs a source object")
+		return "", errors.New("image block needs a source object")
 	}
-	url := ""
 	switch src.Type {
 	case "base64":
 		if !strings.HasPrefix(src.MediaType, "image/") {
-			return nil, fmt.Errorf("image source media_type %q is not an image type", src.MediaType)
+			return "", fmt.Errorf("image source media_type %q is not an image type", src.MediaType)
 		}
-		url = "data:" + src.MediaType + ";base64," + src.Data
+		return "data:" + src.MediaType + ";base64," + src.Data, nil
 	case "url":
-		url = src.URL
-	default:
-		return nil, fmt.Errorf("image source type %q is not supported (base64 or url)", src.Type)
+		return src.URL, nil
 	}
-	return map[string]any{"type": "image_url", "image_url": map[string]any{"url": url}}, nil
-}
-
-// anthHasMedia reports whether converted parts hold more than text.
-func anthHasMedia(parts []map[string]any) bool {
-	for _, p := range parts {
-		if p["type"] != "text" {
-			return true
-		}
-	}
-	return false
+	return "", fmt.Errorf("image source type %q is not supported (base64 or url)", src.Type)
 }
 
 // respMediaParts converts the content of a Responses input message that

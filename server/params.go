@@ -197,10 +197,107 @@ type genOptions struct {
 	Settings map[string]any
 }
 
+// genValue is a generation parameter that a dialect sets from a typed field
+// of its own (Anthropic's temperature, a transcription form's max_tokens),
+// under llama.cpp's name for it. It is checked as the same field in JSON
+// would be.
+type genValue struct {
+	Name  string
+	Float float64
+	Int   int64
+	Bool  bool
+	Strs  []string
+}
+
+// genInput is the generation part of a request: llama.cpp's fields as
+// JSON (native, OpenAI and Responses bodies carry them), and typed values
+// set by a dialect's converter, which take the place of the JSON field of
+// the same name.
+type genInput struct {
+	Fields reqFields
+	Set    []genValue
+}
+
+// value returns the typed value named key.
+func (g genInput) value(key string) (genValue, bool) {
+	for _, v := range g.Set {
+		if v.Name == key {
+			return v, true
+		}
+	}
+	return genValue{}, false
+}
+
+// has reports whether key is given, typed or as JSON.
+func (g genInput) has(key string) bool {
+	_, ok := g.value(key)
+	return ok || g.Fields.has(key)
+}
+
+// float reads a number into dst when present.
+func (g genInput) float(key string, dst *float32) error {
+	v, ok := g.value(key)
+	if !ok {
+		return g.Fields.float(key, dst)
+	}
+	return checkFloat(key, v.Float, dst)
+}
+
+func checkFloat(key string, v float64, dst *float32) error {
+	if math.IsNaN(v) || math.Abs(v) > math.MaxFloat32 {
+		return badRequest("%q is out of range", key)
+	}
+	*dst = float32(v)
+	return nil
+}
+
+// int reads an integer in [lo, hi] into dst when present.
+func (g genInput) int(key string, dst *int, lo, hi int64) error {
+	v, ok := g.value(key)
+	if !ok {
+		return g.Fields.int(key, dst, lo, hi)
+	}
+	return checkInt(key, v.Int, dst, lo, hi)
+}
+
+func checkInt(key string, n int64, dst *int, lo, hi int64) error {
+	if n < lo || n > hi {
+		return badRequest("%q must be between %d and %d, got %d", key, lo, hi, n)
+	}
+	*dst = int(n)
+	return nil
+}
+
+// bool reads a boolean into dst when present.
+func (g genInput) bool(key string, dst *bool) error {
+	v, ok := g.value(key)
+	if !ok {
+		return g.Fields.bool(key, dst)
+	}
+	*dst = v.Bool
+	return nil
+}
+
+// strs reads a string or an array of strings when present.
+func (g genInput) strs(key string, dst *[]string) error {
+	v, ok := g.value(key)
+	if !ok {
+		return g.Fields.strs(key, dst)
+	}
+	*dst = slices.Clone(v.Strs)
+	return nil
+}
+
 // parseGeneration reads every generation parameter of f into an engine.Request with
 // the server's defaults for what f does not set. The prompt is left to the
 // caller. Errors are *httpError (400).
 func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*engine.Request, genOptions, error) {
+	return inst.generation(genInput{Fields: f}, defaultNPredict)
+}
+
+// generation is parseGeneration of a request's generation part g.
+func (inst *instance) generation(g genInput, defaultNPredict int) (*engine.Request, genOptions, error) {
+	f := g.Fields
 	opt := genOptions{Verbose: inst.Opts.Verbose}
 	t := &engine.Request{
 		Kind:        engine.KindCompletion,
@@ -228,7 +325,7 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*engine.
 		{"dry_base", &p.DRYBase}, {"adaptive_target", &p.AdaptiveTarget}, {"adaptive_decay", &p.AdaptiveDecay},
 	}
 	for _, fl := range floats {
-		if err := f.float(fl.key, fl.dst); err != nil {
+		if err := g.float(fl.key, fl.dst); err != nil {
 			return nil, opt, err
 		}
 	}
@@ -248,7 +345,7 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*engine.
 		{"id_slot", &t.SlotID, -1, math.MaxInt32},
 	}
 	for _, in := range ints {
-		if err := f.int(in.key, in.dst, in.lo, in.hi); err != nil {
+		if err := g.int(in.key, in.dst, in.lo, in.hi); err != nil {
 			return nil, opt, err
 		}
 	}
@@ -266,7 +363,7 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*engine.
 	}
 	// n_predict wins over max_tokens (OpenAI's name).
 	for _, key := range []string{"max_tokens", "n_predict"} {
-		if err := f.int(key, &t.NPredict, -1, maxNPredict); err != nil {
+		if err := g.int(key, &t.NPredict, -1, maxNPredict); err != nil {
 			return nil, opt, err
 		}
 	}
@@ -295,10 +392,10 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*engine.
 	if f.has("dry_sequence_breakers") && len(p.DRYSequenceBreakers) == 0 {
 		return nil, opt, badRequest(`"dry_sequence_breakers" must not be empty`)
 	}
-	if err := f.bool("ignore_eos", &p.IgnoreEOS); err != nil {
+	if err := g.bool("ignore_eos", &p.IgnoreEOS); err != nil {
 		return nil, opt, err
 	}
-	if err := f.bool("cache_prompt", &t.CachePrompt); err != nil {
+	if err := g.bool("cache_prompt", &t.CachePrompt); err != nil {
 		return nil, opt, err
 	}
 	// n_cache_reuse, as in llama.cpp, replaces the server's --cache-reuse
@@ -311,7 +408,7 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*engine.
 			t.CacheReuse = -1
 		}
 	}
-	if err := f.strs("stop", &t.Stop); err != nil {
+	if err := g.strs("stop", &t.Stop); err != nil {
 		return nil, opt, err
 	}
 	t.Stop = nonEmpty(t.Stop)
@@ -322,7 +419,7 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*engine.
 		key string
 		dst *bool
 	}{{"stream", &opt.Stream}, {"return_tokens", &opt.ReturnTokens}, {"timings_per_token", &opt.TimingsPerToken}, {"post_sampling_probs", &opt.PostSamplingProbs}, {"verbose", &opt.Verbose}} {
-		if err := f.bool(b.key, b.dst); err != nil {
+		if err := g.bool(b.key, b.dst); err != nil {
 			return nil, opt, err
 		}
 	}
