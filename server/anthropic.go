@@ -223,14 +223,14 @@ func anthToChat(req *anthRequest) (*chatRequest, error) {
 		if err := json.Unmarshal(m.Content, &blocks); err != nil {
 			return nil, badRequest("messages[%d].content: %v", i, err)
 		}
-		var parts []anthPart
+		var parts []textOrImage
 		var calls []chat.ToolCall
 		var results []chat.Message
 		reasoning := ""
 		for j, b := range blocks {
 			switch b.Type {
 			case "text":
-				parts = append(parts, anthPart{text: b.Text})
+				parts = append(parts, textOrImage{text: b.Text})
 			case "thinking":
 				reasoning += b.Thinking
 			case "redacted_thinking":
@@ -254,7 +254,7 @@ func anthToChat(req *anthRequest) (*chatRequest, error) {
 				if err != nil {
 					return nil, badRequest("messages[%d].content[%d]: %v", i, j, err)
 				}
-				parts = append(parts, anthPart{image: true, url: url})
+				parts = append(parts, textOrImage{image: true, url: url})
 			case "document":
 				return nil, badRequest("messages[%d].content[%d]: %s blocks are not supported by this model", i, j, b.Type)
 			default:
@@ -265,26 +265,16 @@ func anthToChat(req *anthRequest) (*chatRequest, error) {
 			// Errors name the message by its place in the converted
 			// conversation, as the chat endpoint would.
 			at := len(out.Messages)
-			msg := chat.Message{Role: m.Role, ReasoningContent: reasoning, ToolCalls: calls}
-			media := slices.ContainsFunc(parts, func(p anthPart) bool { return p.image })
-			for j, p := range parts {
-				switch {
-				case p.image:
-					data, err := dataURL(p.url)
-					if err != nil {
-						return nil, badRequest("messages[%d].content[%d]: %v", at, j, err)
-					}
-					out.media = append(out.media, mediaInput{data: data, kind: "image"})
-					msg.Parts = append(msg.Parts, chat.ContentPart{Type: "text", Text: mediaMarker})
-					msg.Content += mediaMarker
-				case media:
-					// With images the message keeps its parts.
-					msg.Parts = append(msg.Parts, chat.ContentPart{Type: "text", Text: p.text})
-					msg.Content += p.text
-				default:
-					// Text parts alone are joined into one string, which
-					// every template reads (some would print a list of
-					// parts).
+			msg := chat.Message{Role: m.Role}
+			if slices.ContainsFunc(parts, func(p textOrImage) bool { return p.image }) {
+				var err error
+				if msg, err = mediaMessage(m.Role, parts, at, &out.media); err != nil {
+					return nil, err
+				}
+			} else {
+				// Text parts alone are joined into one string, which
+				// every template reads (some would print a list of parts).
+				for _, p := range parts {
 					msg.Content += p.text
 				}
 			}
@@ -293,6 +283,7 @@ func anthToChat(req *anthRequest) (*chatRequest, error) {
 					return nil, badRequest("messages[%d].tool_calls[%d] has no function name", at, j)
 				}
 			}
+			msg.ReasoningContent, msg.ToolCalls = reasoning, calls
 			out.Messages = append(out.Messages, msg)
 		}
 		out.Messages = append(out.Messages, results...)
@@ -366,13 +357,6 @@ func anthToChat(req *anthRequest) (*chatRequest, error) {
 		return nil, badRequest(`"tool_choice" %q needs "tools"`, out.ToolChoice.Mode)
 	}
 	return out, nil
-}
-
-// anthPart is a text or image part of an Anthropic message.
-type anthPart struct {
-	text  string
-	image bool
-	url   string
 }
 
 // anthResultText flattens a tool_result's content (a string or text

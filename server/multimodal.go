@@ -14,6 +14,7 @@ import (
 	"github.com/x/llama/engine"
 
 	"github.com/x/llama"
+	"github.com/x/llama/chat"
 	"github.com/x/llama/mtmd"
 )
 
@@ -258,10 +259,40 @@ func anthImageURL(raw json.RawMessage) (string, error) {
 	return "", fmt.Errorf("image source type %q is not supported (base64 or url)", src.Type)
 }
 
+// textOrImage is a text or image part of a message being converted to
+// package chat's types.
+type textOrImage struct {
+	text  string
+	image bool
+	url   string // a data: URL
+}
+
+// mediaMessage builds a message of parts that hold images, as the chat
+// endpoint reads OpenAI content parts: each image is decoded, added to
+// media and marked in the text by mediaMarker. at is the message's place
+// in the converted conversation, which errors name.
+func mediaMessage(role string, parts []textOrImage, at int, media *[]mediaInput) (chat.Message, error) {
+	m := chat.Message{Role: role}
+	for j, p := range parts {
+		text := p.text
+		if p.image {
+			data, err := dataURL(p.url)
+			if err != nil {
+				return m, badRequest("messages[%d].content[%d]: %v", at, j, err)
+			}
+			*media = append(*media, mediaInput{data: data, kind: "image"})
+			text = mediaMarker
+		}
+		m.Parts = append(m.Parts, chat.ContentPart{Type: "text", Text: text})
+		m.Content += text
+	}
+	return m, nil
+}
+
 // respMediaParts converts the content of a Responses input message that
-// holds input_image parts into OpenAI chat parts (input_text to text,
-// input_image to image_url); it returns nil when there is no image.
-func respMediaParts(i int, content json.RawMessage) ([]map[string]any, error) {
+// holds input_image parts into text and image parts; it returns nil when
+// there is no image.
+func respMediaParts(i int, content json.RawMessage) ([]textOrImage, error) {
 	if jsonKind(content) != 'a' {
 		return nil, nil
 	}
@@ -276,13 +307,13 @@ func respMediaParts(i int, content json.RawMessage) ([]map[string]any, error) {
 	if !hasImage {
 		return nil, nil
 	}
-	out := make([]map[string]any, 0, len(parts))
+	out := make([]textOrImage, 0, len(parts))
 	for j, p := range parts {
 		switch {
 		case p.Type == "input_text" && p.Text != nil:
-			out = append(out, map[string]any{"type": "text", "text": *p.Text})
+			out = append(out, textOrImage{text: *p.Text})
 		case p.Type == "input_image" && p.ImageURL != nil:
-			out = append(out, map[string]any{"type": "image_url", "image_url": map[string]any{"url": *p.ImageURL}})
+			out = append(out, textOrImage{image: true, url: *p.ImageURL})
 		case p.Type == "input_image":
 			return nil, badRequest("input[%d].content[%d]: input_image needs an image_url (a data: URL)", i, j)
 		default:
