@@ -299,73 +299,18 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*engine.
 func (inst *instance) generation(g genInput, defaultNPredict int) (*engine.Request, genOptions, error) {
 	f := g.Fields
 	opt := genOptions{Verbose: inst.Opts.Verbose}
-	t := &engine.Request{
-		Kind:        engine.KindCompletion,
-		Params:      inst.Opts.defaultSampling(),
-		NPredict:    -1,
-		CachePrompt: !inst.Opts.NoCachePrompt,
-		NKeep:       inst.Opts.NKeep,
-		SlotID:      -1,
-	}
-	if defaultNPredict != 0 {
-		t.NPredict = defaultNPredict
-	}
+	t := inst.Opts.baseRequest(defaultNPredict)
 	p := &t.Params
-	floats := []struct {
-		key string
-		dst *float32
-	}{
-		{"temperature", &p.Temperature}, {"dynatemp_range", &p.DynatempRange},
-		{"dynatemp_exponent", &p.DynatempExponent}, {"top_p", &p.TopP}, {"min_p", &p.MinP},
-		{"typical_p", &p.TypicalP}, {"xtc_probability", &p.XTCProbability},
-		{"xtc_threshold", &p.XTCThreshold}, {"top_n_sigma", &p.TopNSigma},
-		{"mirostat_tau", &p.MirostatTau}, {"mirostat_eta", &p.MirostatEta},
-		{"repeat_penalty", &p.RepeatPenalty}, {"presence_penalty", &p.PresencePenalty},
-		{"frequency_penalty", &p.FrequencyPenalty}, {"dry_multiplier", &p.DRYMultiplier},
-		{"dry_base", &p.DRYBase}, {"adaptive_target", &p.AdaptiveTarget}, {"adaptive_decay", &p.AdaptiveDecay},
-	}
-	for _, fl := range floats {
-		if err := g.float(fl.key, fl.dst); err != nil {
-			return nil, opt, err
-		}
-	}
-	nCtx := inst.slotContext()
-	ints := []struct {
-		key    string
-		dst    *int
-		lo, hi int64
-	}{
-		{"top_k", &p.TopK, math.MinInt32, math.MaxInt32},
-		{"mirostat", &p.Mirostat, 0, 2},
-		{"repeat_last_n", &p.RepeatLastN, -1, math.MaxInt32},
-		{"dry_allowed_length", &p.DRYAllowedLength, 0, math.MaxInt32},
-		{"dry_penalty_last_n", &p.DRYPenaltyLastN, -1, math.MaxInt32},
-		{"n_keep", &t.NKeep, -1, math.MaxInt32},
-		{"t_max_predict_ms", &t.TMaxPredictMs, 0, math.MaxInt32},
-		{"id_slot", &t.SlotID, -1, math.MaxInt32},
-	}
-	for _, in := range ints {
-		if err := g.int(in.key, in.dst, in.lo, in.hi); err != nil {
+	for i := range genParams {
+		if err := genParams[i].parse(g, t); err != nil {
 			return nil, opt, err
 		}
 	}
 	if n := len(inst.Engine.SlotsInfo()); n > 0 && t.SlotID >= n {
 		return nil, opt, badRequest(`"id_slot" %d is out of range (%d slots)`, t.SlotID, n)
 	}
-	if p.RepeatLastN == -1 {
-		p.RepeatLastN = nCtx
-	}
-	if p.DRYPenaltyLastN == -1 {
-		p.DRYPenaltyLastN = nCtx
-	}
 	if p.DRYBase < 1 {
 		p.DRYBase = inst.Opts.defaultSampling().DRYBase
-	}
-	// n_predict wins over max_tokens (OpenAI's name).
-	for _, key := range []string{"max_tokens", "n_predict"} {
-		if err := g.int(key, &t.NPredict, -1, maxNPredict); err != nil {
-			return nil, opt, err
-		}
 	}
 	// The server's n_predict is a default, not a cap: a request's -1 (or
 	// no value) takes it, as llama-server's slot does.
@@ -432,12 +377,6 @@ func (inst *instance) generation(g genInput, defaultNPredict int) (*engine.Reque
 		if err := f.decode("response_fields", &opt.ResponseFields, "an array of strings"); err != nil {
 			return nil, opt, err
 		}
-	}
-	if err := f.int("n_probs", &p.NProbs, 0, math.MaxInt32); err != nil {
-		return nil, opt, err
-	}
-	if v := inst.Model.VocabSize(); p.NProbs > v {
-		p.NProbs = v
 	}
 	if err := parseSamplers(f, p); err != nil {
 		return nil, opt, err
@@ -732,24 +671,17 @@ func generationSettings(t *engine.Request, opt genOptions, inst *instance) map[s
 		}
 	}
 	sort.Slice(bias, func(i, j int) bool { return bias[i].Token < bias[j].Token })
-	return map[string]any{
-		"n_predict": t.NPredict, "seed": p.Seed, "temperature": p.Temperature,
-		"dynatemp_range": p.DynatempRange, "dynatemp_exponent": p.DynatempExponent,
-		"top_k": p.TopK, "top_p": p.TopP, "min_p": p.MinP, "top_n_sigma": p.TopNSigma,
-		"xtc_probability": p.XTCProbability, "xtc_threshold": p.XTCThreshold, "typical_p": p.TypicalP,
-		"repeat_last_n": p.RepeatLastN, "repeat_penalty": p.RepeatPenalty,
-		"presence_penalty": p.PresencePenalty, "frequency_penalty": p.FrequencyPenalty,
-		"dry_multiplier": p.DRYMultiplier, "dry_base": p.DRYBase, "dry_allowed_length": p.DRYAllowedLength,
-		"dry_penalty_last_n": p.DRYPenaltyLastN, "dry_sequence_breakers": p.DRYSequenceBreakers,
-		"mirostat": p.Mirostat, "mirostat_tau": p.MirostatTau, "mirostat_eta": p.MirostatEta,
-		"adaptive_target": p.AdaptiveTarget, "adaptive_decay": p.AdaptiveDecay,
-		"stop": nonNilStrings(t.Stop), "max_tokens": t.NPredict, "n_keep": t.NKeep,
-		"ignore_eos": p.IgnoreEOS, "stream": opt.Stream, "logit_bias": bias, "n_probs": p.NProbs,
+	out := map[string]any{
+		"seed": p.Seed, "dry_sequence_breakers": p.DRYSequenceBreakers,
+		"stop": nonNilStrings(t.Stop), "ignore_eos": p.IgnoreEOS, "stream": opt.Stream, "logit_bias": bias,
 		"grammar": p.Grammar, "samplers": p.Samplers, "timings_per_token": opt.TimingsPerToken,
 		"post_sampling_probs": opt.PostSamplingProbs, "lora": lora, "cache_prompt": t.CachePrompt,
-		"t_max_predict_ms": t.TMaxPredictMs, "id_slot": t.SlotID, "n_ctx": inst.slotContext(),
-		"model": inst.Name, "speculative.types": inst.Opts.Engine.Speculative.TypesString(),
+		"n_ctx": inst.slotContext(), "model": inst.Name, "speculative.types": inst.Opts.Engine.Speculative.TypesString(),
 	}
+	for i := range genParams {
+		genParams[i].echo(t, out)
+	}
+	return out
 }
 
 func nonNilStrings(s []string) []string {
