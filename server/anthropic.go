@@ -102,6 +102,28 @@ type (
 		OutputTokens         int `json:"output_tokens"`
 		CacheReadInputTokens int `json:"cache_read_input_tokens"`
 	}
+	// anthEvent is an event of a streamed message; the fields sent
+	// depend on Type.
+	anthEvent struct {
+		Type         string        `json:"type"`
+		Message      *anthResponse `json:"message,omitempty"`
+		Index        *int          `json:"index,omitempty"`
+		ContentBlock *anthOutBlock `json:"content_block,omitempty"`
+		Delta        any           `json:"delta,omitempty"` // anthDelta or anthMessageDelta
+		Usage        *anthUsage    `json:"usage,omitempty"`
+	}
+	// anthDelta is the delta of a content_block_delta event.
+	anthDelta struct {
+		Type        string  `json:"type"`
+		Thinking    *string `json:"thinking,omitempty"`
+		Text        *string `json:"text,omitempty"`
+		PartialJSON *string `json:"partial_json,omitempty"`
+	}
+	// anthMessageDelta is the delta of the message_delta event.
+	anthMessageDelta struct {
+		StopReason   string  `json:"stop_reason"`
+		StopSequence *string `json:"stop_sequence"`
+	}
 	anthErrorBody struct {
 		Type  string        `json:"type"`
 		Error anthErrorInfo `json:"error"`
@@ -554,8 +576,8 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 		started = true
 		msg := anthResponse{ID: id, Type: "message", Role: "assistant", Model: model, Content: []anthOutBlock{},
 			Usage: anthUsage{InputTokens: ev.PromptTokens - ev.CachedTokens, CacheReadInputTokens: ev.CachedTokens}}
-		return send("message_start", map[string]any{"type": "message_start", "message": msg}) &&
-			send("ping", map[string]any{"type": "ping"})
+		return send("message_start", anthEvent{Type: "message_start", Message: &msg}) &&
+			send("ping", anthEvent{Type: "ping"})
 	}
 	parser := newChatStream(plan.Parse).withPrefix(plan.Prefill).withJSONContent(plan.ResponseFormat)
 	index := -1
@@ -567,7 +589,7 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 			return true
 		}
 		open = ""
-		return send("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
+		return send("content_block_stop", anthEvent{Type: "content_block_stop", Index: &index})
 	}
 	openBlock := func(kind string, block anthOutBlock) bool {
 		if !closeBlock() {
@@ -575,10 +597,10 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 		}
 		index++
 		open = kind
-		return send("content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": block})
+		return send("content_block_start", anthEvent{Type: "content_block_start", Index: &index, ContentBlock: &block})
 	}
-	delta := func(d map[string]any) bool {
-		return send("content_block_delta", map[string]any{"type": "content_block_delta", "index": index, "delta": d})
+	delta := func(d anthDelta) bool {
+		return send("content_block_delta", anthEvent{Type: "content_block_delta", Index: &index, Delta: d})
 	}
 	emit := func(d chat.Delta) bool {
 		if d.ReasoningContent != "" {
@@ -588,7 +610,7 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 					return false
 				}
 			}
-			if !delta(map[string]any{"type": "thinking_delta", "thinking": d.ReasoningContent}) {
+			if !delta(anthDelta{Type: "thinking_delta", Thinking: &d.ReasoningContent}) {
 				return false
 			}
 		}
@@ -599,7 +621,7 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 					return false
 				}
 			}
-			if !delta(map[string]any{"type": "text_delta", "text": d.Content}) {
+			if !delta(anthDelta{Type: "text_delta", Text: &d.Content}) {
 				return false
 			}
 		}
@@ -612,7 +634,7 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 				calls++
 			}
 			if tc.ArgumentsDelta != "" {
-				if !delta(map[string]any{"type": "input_json_delta", "partial_json": tc.ArgumentsDelta}) {
+				if !delta(anthDelta{Type: "input_json_delta", PartialJSON: &tc.ArgumentsDelta}) {
 					return false
 				}
 			}
@@ -640,15 +662,15 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 				return
 			}
 			sr := anthStopReason(ev, calls > 0)
-			md := map[string]any{"stop_reason": sr, "stop_sequence": nil}
+			md := anthMessageDelta{StopReason: sr}
 			if sr == "stop_sequence" {
-				md["stop_sequence"] = ev.StoppingWord
+				md.StopSequence = &ev.StoppingWord
 			}
 			u := anthUsageOf(ev)
-			if !send("message_delta", map[string]any{"type": "message_delta", "delta": md, "usage": u}) {
+			if !send("message_delta", anthEvent{Type: "message_delta", Delta: md, Usage: &u}) {
 				return
 			}
-			send("message_stop", map[string]any{"type": "message_stop"})
+			send("message_stop", anthEvent{Type: "message_stop"})
 			return
 		}
 		if ev.Text == "" {

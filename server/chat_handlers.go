@@ -6,9 +6,10 @@ package server
 // output parsed back into content, reasoning and tool calls, whole or as
 // streamed deltas.
 //
-// prepareChat is reusable by other chat-shaped endpoints: it turns a
-// chatRequest (the conversation in package chat's types plus options) into
-// an engine.Request and the chat.ParseOptions to read its output with.
+// Every chat-shaped endpoint decodes its body into a chatRequest (the
+// conversation in package chat's types plus options) and startChat turns
+// it into an engine.Request and the chat.ParseOptions to read its output
+// with.
 
 import (
 	"context"
@@ -28,7 +29,12 @@ func init() {
 	addRoute("POST /chat/completions", false, handleChatCompletion)
 }
 
-// chatRequest is a conversation to complete, in package chat's types.
+// chatRequest is the internal chat request every chat-shaped dialect
+// decodes to, in package chat's types: decodeOAIChat (OpenAI chat
+// completions, apply-template, and the chat fields of a Responses body),
+// respToChat (Responses), anthToChat (Anthropic Messages) and
+// transcriptionChat (audio transcriptions) fill it, and
+// (*instance).startChat turns it into a task and a chatPlan.
 type chatRequest struct {
 	Messages []chat.Message
 	Tools    []chat.Tool

@@ -324,6 +324,25 @@ type (
 		Name      string        `json:"name,omitempty"`
 		Arguments *string       `json:"arguments,omitempty"`
 	}
+	// respEvent is an event of a streamed response; the fields sent
+	// depend on Type.
+	respEvent struct {
+		Type           string                 `json:"type"`
+		SequenceNumber int                    `json:"sequence_number"`
+		Response       *respObject            `json:"response,omitempty"`
+		PromptProgress *engine.PromptProgress `json:"prompt_progress,omitempty"`
+		ItemID         string                 `json:"item_id,omitempty"`
+		OutputIndex    *int                   `json:"output_index,omitempty"`
+		ContentIndex   *int                   `json:"content_index,omitempty"`
+		Item           *respItem              `json:"item,omitempty"`
+		Part           *respOutPart           `json:"part,omitempty"`
+		Text           *string                `json:"text,omitempty"`
+		Delta          *string                `json:"delta,omitempty"`
+		Arguments      *string                `json:"arguments,omitempty"`
+		Logprobs       *[]any                 `json:"logprobs,omitempty"`
+		Error          any                    `json:"error,omitempty"`
+		Timings        *engine.Timings        `json:"timings,omitempty"`
+	}
 	respOutPart struct {
 		Type        string `json:"type"`
 		Text        string `json:"text"`
@@ -456,22 +475,23 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 	sse := sseStart(w)
 	seq := 0
 	var tokenTimings *engine.Timings // timings_per_token: set on a token's text deltas
-	send := func(typ string, fields map[string]any) bool {
+	send := func(typ string, ev respEvent) bool {
 		if tokenTimings != nil && (typ == "response.output_text.delta" || typ == "response.reasoning_text.delta" || typ == "response.function_call_arguments.delta") {
-			fields["timings"] = tokenTimings
+			ev.Timings = tokenTimings
 		}
-		fields["type"] = typ
-		fields["sequence_number"] = seq
+		ev.Type, ev.SequenceNumber = typ, seq
 		seq++
 		if _, err := w.Write([]byte("event: " + typ + "\n")); err != nil {
 			return false
 		}
-		return sse.data(fields) == nil
+		return sse.data(ev) == nil
 	}
+	zero := 0
+	noLogprobs := &[]any{}
 	inProgress := base
 	inProgress.Status = "in_progress"
-	if !send("response.created", map[string]any{"response": inProgress}) ||
-		!send("response.in_progress", map[string]any{"response": inProgress}) {
+	if !send("response.created", respEvent{Response: &inProgress}) ||
+		!send("response.in_progress", respEvent{Response: &inProgress}) {
 		return
 	}
 	var done []respItem
@@ -490,17 +510,17 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 		case "message":
 			part := textPart(buf)
 			it.Content = []respOutPart{part}
-			ok = send("response.output_text.done", map[string]any{"item_id": it.ID, "output_index": idx, "content_index": 0, "text": buf, "logprobs": []any{}}) &&
-				send("response.content_part.done", map[string]any{"item_id": it.ID, "output_index": idx, "content_index": 0, "part": part})
+			ok = send("response.output_text.done", respEvent{ItemID: it.ID, OutputIndex: &idx, ContentIndex: &zero, Text: &buf, Logprobs: noLogprobs}) &&
+				send("response.content_part.done", respEvent{ItemID: it.ID, OutputIndex: &idx, ContentIndex: &zero, Part: &part})
 		case "reasoning":
 			it.Content = []respOutPart{{Type: "reasoning_text", Text: buf}}
-			ok = send("response.reasoning_text.done", map[string]any{"item_id": it.ID, "output_index": idx, "content_index": 0, "text": buf})
+			ok = send("response.reasoning_text.done", respEvent{ItemID: it.ID, OutputIndex: &idx, ContentIndex: &zero, Text: &buf})
 		case "function_call":
 			args := buf
 			it.Arguments = &args
-			ok = send("response.function_call_arguments.done", map[string]any{"item_id": it.ID, "output_index": idx, "arguments": buf})
+			ok = send("response.function_call_arguments.done", respEvent{ItemID: it.ID, OutputIndex: &idx, Arguments: &buf})
 		}
-		ok = ok && send("response.output_item.done", map[string]any{"output_index": idx, "item": it})
+		ok = ok && send("response.output_item.done", respEvent{OutputIndex: &idx, Item: &it})
 		done = append(done, it)
 		cur, buf = nil, ""
 		return ok
@@ -512,11 +532,11 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 		it.Status = "in_progress"
 		cur = &it
 		idx := len(done)
-		if !send("response.output_item.added", map[string]any{"output_index": idx, "item": it}) {
+		if !send("response.output_item.added", respEvent{OutputIndex: &idx, Item: &it}) {
 			return false
 		}
 		if it.Type == "message" {
-			return send("response.content_part.added", map[string]any{"item_id": it.ID, "output_index": idx, "content_index": 0, "part": textPart("")})
+			return send("response.content_part.added", respEvent{ItemID: it.ID, OutputIndex: &idx, ContentIndex: &zero, Part: new(textPart(""))})
 		}
 		return true
 	}
@@ -528,7 +548,7 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 				}
 			}
 			buf += d.ReasoningContent
-			if !send("response.reasoning_text.delta", map[string]any{"item_id": cur.ID, "output_index": len(done), "content_index": 0, "delta": d.ReasoningContent}) {
+			if !send("response.reasoning_text.delta", respEvent{ItemID: cur.ID, OutputIndex: new(len(done)), ContentIndex: &zero, Delta: &d.ReasoningContent}) {
 				return false
 			}
 		}
@@ -539,7 +559,7 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 				}
 			}
 			buf += d.Content
-			if !send("response.output_text.delta", map[string]any{"item_id": cur.ID, "output_index": len(done), "content_index": 0, "delta": d.Content, "logprobs": []any{}}) {
+			if !send("response.output_text.delta", respEvent{ItemID: cur.ID, OutputIndex: new(len(done)), ContentIndex: &zero, Delta: &d.Content, Logprobs: noLogprobs}) {
 				return false
 			}
 		}
@@ -553,7 +573,7 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 			}
 			if tc.ArgumentsDelta != "" {
 				buf += tc.ArgumentsDelta
-				if !send("response.function_call_arguments.delta", map[string]any{"item_id": cur.ID, "output_index": len(done), "delta": tc.ArgumentsDelta}) {
+				if !send("response.function_call_arguments.delta", respEvent{ItemID: cur.ID, OutputIndex: new(len(done)), Delta: &tc.ArgumentsDelta}) {
 					return false
 				}
 			}
@@ -564,13 +584,13 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 	for ev := range events {
 		if ev.Err != nil {
 			_, body := errorObject(ev.Err)
-			send("error", map[string]any{"error": body["error"]})
+			send("error", respEvent{Error: body["error"]})
 			return
 		}
 		if ev.Progress != nil {
 			// llama-server's return_progress: in_progress events with
 			// prompt_progress.
-			if !send("response.in_progress", map[string]any{"response": inProgress, "prompt_progress": ev.Progress}) {
+			if !send("response.in_progress", respEvent{Response: &inProgress, PromptProgress: ev.Progress}) {
 				return
 			}
 			continue
@@ -587,7 +607,7 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 			final.Output = done
 			final.Usage = respUsageOf(ev)
 			tm := ev.Timings
-			send("response.completed", map[string]any{"response": final, "timings": &tm})
+			send("response.completed", respEvent{Response: &final, Timings: &tm})
 			return
 		}
 		if ev.Text == "" {
