@@ -99,11 +99,7 @@ func (f reqFields) float(key string, dst *float32) error {
 	if err := f.decode(key, &v, "a number"); err != nil {
 		return err
 	}
-	if math.IsNaN(v) || math.Abs(v) > math.MaxFloat32 {
-		return badRequest("%q is out of range", key)
-	}
-	*dst = float32(v)
-	return nil
+	return checkFloat(key, v, dst)
 }
 
 // int reads an integer into dst when present; it must fit in [lo, hi].
@@ -115,11 +111,7 @@ func (f reqFields) int(key string, dst *int, lo, hi int64) error {
 	if err != nil {
 		return err
 	}
-	if n < lo || n > hi {
-		return badRequest("%q must be between %d and %d, got %d", key, lo, hi, n)
-	}
-	*dst = int(n)
-	return nil
+	return checkInt(key, n, dst, lo, hi)
 }
 
 // integer reads a present integer (a float with no fraction is accepted).
@@ -243,6 +235,7 @@ func (g genInput) float(key string, dst *float32) error {
 	return checkFloat(key, v.Float, dst)
 }
 
+// checkFloat stores v in dst if it fits a float32.
 func checkFloat(key string, v float64, dst *float32) error {
 	if math.IsNaN(v) || math.Abs(v) > math.MaxFloat32 {
 		return badRequest("%q is out of range", key)
@@ -260,6 +253,7 @@ func (g genInput) int(key string, dst *int, lo, hi int64) error {
 	return checkInt(key, v.Int, dst, lo, hi)
 }
 
+// checkInt stores n in dst if it is in [lo, hi].
 func checkInt(key string, n int64, dst *int, lo, hi int64) error {
 	if n < lo || n > hi {
 		return badRequest("%q must be between %d and %d, got %d", key, lo, hi, n)
