@@ -1,8 +1,9 @@
 package server
 
 // Anthropic's Messages API: POST /v1/messages and
-// POST /v1/messages/count_tokens. As llama.cpp does, a request is converted
-// to an OpenAI chat request and run by the chat completion machinery; the
+// POST /v1/messages/count_tokens. A request is decoded into its wire types,
+// converted to the internal chatRequest (as llama.cpp converts it to an
+// OpenAI chat request) and run by the chat completion machinery; the
 // answer is converted back into content blocks, and errors take
 // Anthropic's shape.
 
@@ -11,7 +12,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/x/llama/engine"
@@ -94,6 +97,28 @@ type (
 		OutputTokens         int `json:"output_tokens"`
 		CacheReadInputTokens int `json:"cache_read_input_tokens"`
 	}
+	// anthEvent is an event of a streamed message; the fields sent
+	// depend on Type.
+	anthEvent struct {
+		Type         string        `json:"type"`
+		Message      *anthResponse `json:"message,omitempty"`
+		Index        *int          `json:"index,omitempty"`
+		ContentBlock *anthOutBlock `json:"content_block,omitempty"`
+		Delta        any           `json:"delta,omitempty"` // anthDelta or anthMessageDelta
+		Usage        *anthUsage    `json:"usage,omitempty"`
+	}
+	// anthDelta is the delta of a content_block_delta event.
+	anthDelta struct {
+		Type        string  `json:"type"`
+		Thinking    *string `json:"thinking,omitempty"`
+		Text        *string `json:"text,omitempty"`
+		PartialJSON *string `json:"partial_json,omitempty"`
+	}
+	// anthMessageDelta is the delta of the message_delta event.
+	anthMessageDelta struct {
+		StopReason   string  `json:"stop_reason"`
+		StopSequence *string `json:"stop_sequence"`
+	}
 	anthErrorBody struct {
 		Type  string        `json:"type"`
 		Error anthErrorInfo `json:"error"`
@@ -124,10 +149,15 @@ func anthErrorType(t string, status int) string {
 	return "api_error"
 }
 
-// anthToChat converts a Messages request to an OpenAI chat completion body,
-// as llama.cpp's server_chat_convert_anthropic_to_oai.
-func anthToChat(req *anthRequest) (map[string]any, error) {
-	msgs := []map[string]any{}
+// anthToChat converts a Messages request to the internal chat request,
+// as llama.cpp's server_chat_convert_anthropic_to_oai converts it to an
+// OpenAI one: the system prompt becomes a system message, tool_result
+// blocks become tool messages after their turn, tool_use blocks become
+// tool calls, thinking blocks reasoning, and the sampling fields
+// llama.cpp's parameters of the same meaning.
+func anthToChat(req *anthRequest, marker string) (*chatRequest, error) {
+	out := &chatRequest{AllowEmpty: true, AddGenerationPrompt: true, N: 1, Model: req.Model,
+		ToolChoice: chat.ToolChoice{Mode: "auto"}, Messages: []chat.Message{}}
 	if len(req.System) > 0 && !isNull(req.System) {
 		var sys string
 		switch jsonKind(req.System) {
@@ -146,7 +176,7 @@ func anthToChat(req *anthRequest) (map[string]any, error) {
 		default:
 			return nil, badRequest(`"system" must be a string or an array of text blocks`)
 		}
-		msgs = append(msgs, map[string]any{"role": "system", "content": sys})
+		out.Messages = append(out.Messages, chat.Message{Role: chat.RoleSystem, Content: sys})
 	}
 	if req.Messages == nil {
 		return nil, badRequest(`"messages" is required`)
@@ -159,7 +189,7 @@ func anthToChat(req *anthRequest) (map[string]any, error) {
 		case 's':
 			var s string
 			_ = json.Unmarshal(m.Content, &s)
-			msgs = append(msgs, map[string]any{"role": m.Role, "content": s})
+			out.Messages = append(out.Messages, chat.Message{Role: m.Role, Content: s})
 			continue
 		case 'a':
 		case 0:
@@ -174,12 +204,14 @@ func anthToChat(req *anthRequest) (map[string]any, error) {
 		if err := json.Unmarshal(m.Content, &blocks); err != nil {
 			return nil, badRequest("messages[%d].content: %v", i, err)
 		}
-		var parts, calls, results []map[string]any
+		var parts []textOrImage
+		var calls []chat.ToolCall
+		var results []chat.Message
 		reasoning := ""
 		for j, b := range blocks {
 			switch b.Type {
 			case "text":
-				parts = append(parts, map[string]any{"type": "text", "text": b.Text})
+				parts = append(parts, textOrImage{text: b.Text})
 			case "thinking":
 				reasoning += b.Thinking
 			case "redacted_thinking":
@@ -191,20 +223,19 @@ func anthToChat(req *anthRequest) (map[string]any, error) {
 					}
 					args = string(compactJSON(b.Input))
 				}
-				calls = append(calls, map[string]any{"id": b.ID, "type": "function",
-					"function": map[string]any{"name": b.Name, "arguments": args}})
+				calls = append(calls, chat.ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
 			case "tool_result":
 				text, err := anthResultText(b.Content)
 				if err != nil {
 					return nil, badRequest("messages[%d].content[%d]: %v", i, j, err)
 				}
-				results = append(results, map[string]any{"role": "tool", "tool_call_id": b.ToolUseID, "content": text})
+				results = append(results, chat.Message{Role: chat.RoleTool, ToolCallID: b.ToolUseID, Content: text})
 			case "image":
-				part, err := anthImagePart(b.Source)
+				url, err := anthImageURL(b.Source)
 				if err != nil {
 					return nil, badRequest("messages[%d].content[%d]: %v", i, j, err)
 				}
-				parts = append(parts, part)
+				parts = append(parts, textOrImage{image: true, url: url})
 			case "document":
 				return nil, badRequest("messages[%d].content[%d]: %s blocks are not supported by this model", i, j, b.Type)
 			default:
@@ -212,65 +243,63 @@ func anthToChat(req *anthRequest) (map[string]any, error) {
 			}
 		}
 		if len(parts) > 0 || len(calls) > 0 || reasoning != "" {
-			msg := map[string]any{"role": m.Role}
-			if anthHasMedia(parts) {
-				msg["content"] = parts // OpenAI parts, images included
-			} else if len(parts) > 0 {
-				// Text parts are joined into one string, which every
-				// template reads (some would print a list of parts).
-				var sb strings.Builder
-				for _, p := range parts {
-					sb.WriteString(p["text"].(string))
+			// Errors name the message by its place in the converted
+			// conversation, as the chat endpoint would.
+			at := len(out.Messages)
+			msg := chat.Message{Role: m.Role}
+			if slices.ContainsFunc(parts, func(p textOrImage) bool { return p.image }) {
+				var err error
+				if msg, err = mediaMessage(m.Role, parts, at, &out.media, marker); err != nil {
+					return nil, err
 				}
-				msg["content"] = sb.String()
 			} else {
-				msg["content"] = ""
+				// Text parts alone are joined into one string, which
+				// every template reads (some would print a list of parts).
+				for _, p := range parts {
+					msg.Content += p.text
+				}
 			}
-			if len(calls) > 0 {
-				msg["tool_calls"] = calls
+			for j, c := range calls {
+				if c.Name == "" {
+					return nil, badRequest("messages[%d].tool_calls[%d] has no function name", at, j)
+				}
 			}
-			if reasoning != "" {
-				msg["reasoning_content"] = reasoning
-			}
-			msgs = append(msgs, msg)
+			msg.ReasoningContent, msg.ToolCalls = reasoning, calls
+			out.Messages = append(out.Messages, msg)
 		}
-		msgs = append(msgs, results...)
+		out.Messages = append(out.Messages, results...)
 	}
-	body := map[string]any{"messages": msgs}
-	if len(req.Tools) > 0 {
-		var tools []map[string]any
-		for i, t := range req.Tools {
-			if t.Name == "" {
-				return nil, badRequest("tools[%d] has no name", i)
-			}
-			params := json.RawMessage(`{"type":"object"}`)
-			if len(t.InputSchema) > 0 && !isNull(t.InputSchema) {
-				params = t.InputSchema
-			}
-			tools = append(tools, map[string]any{"type": "function", "function": map[string]any{
-				"name": t.Name, "description": t.Description, "parameters": params}})
+	for i, t := range req.Tools {
+		if t.Name == "" {
+			return nil, badRequest("tools[%d] has no name", i)
 		}
-		body["tools"] = tools
+		params := json.RawMessage(`{"type":"object"}`)
+		if len(t.InputSchema) > 0 && !isNull(t.InputSchema) {
+			params = compactJSON(t.InputSchema)
+		}
+		if jsonKind(params) != 'o' {
+			return nil, badRequest("tools[%d].function.parameters must be a JSON Schema object", i)
+		}
+		out.Tools = append(out.Tools, chat.Tool{Name: t.Name, Description: t.Description, Parameters: params})
 	}
 	if tc := req.ToolChoice; tc != nil {
 		switch tc.Type {
 		case "auto", "":
-			body["tool_choice"] = "auto"
 		case "any":
-			body["tool_choice"] = "required"
+			out.ToolChoice.Mode = "required"
 		case "tool":
 			if tc.Name == "" {
 				return nil, badRequest(`tool_choice of type "tool" needs a name`)
 			}
-			body["tool_choice"] = map[string]any{"type": "function", "function": map[string]any{"name": tc.Name}}
+			out.ToolChoice = chat.ToolChoice{Mode: "function", Function: tc.Name}
 		case "none":
-			body["tool_choice"] = "none"
+			out.ToolChoice.Mode = "none"
 		default:
 			return nil, badRequest("unknown tool_choice type %q", tc.Type)
 		}
 	}
 	if len(req.StopSequences) > 0 {
-		body["stop"] = req.StopSequences
+		out.Gen.Set = append(out.Gen.Set, genValue{Name: "stop", Strs: req.StopSequences})
 	}
 	if req.MaxTokens == nil {
 		return nil, badRequest(`"max_tokens" is required`)
@@ -278,21 +307,21 @@ func anthToChat(req *anthRequest) (map[string]any, error) {
 	if *req.MaxTokens < 1 {
 		return nil, badRequest(`"max_tokens" must be at least 1`)
 	}
-	body["max_tokens"] = *req.MaxTokens
+	out.Gen.Set = append(out.Gen.Set, genValue{Name: "max_tokens", Int: int64(*req.MaxTokens)})
 	if req.Temperature != nil {
-		body["temperature"] = *req.Temperature
+		out.Gen.Set = append(out.Gen.Set, genValue{Name: "temperature", Float: *req.Temperature})
 	}
 	if req.TopP != nil {
-		body["top_p"] = *req.TopP
+		out.Gen.Set = append(out.Gen.Set, genValue{Name: "top_p", Float: *req.TopP})
 	}
 	if req.TopK != nil {
-		body["top_k"] = *req.TopK
+		out.Gen.Set = append(out.Gen.Set, genValue{Name: "top_k", Int: int64(*req.TopK)})
 	}
-	kwargs := map[string]any{}
-	for k, v := range req.ChatTemplateKwargs {
-		kwargs[k] = v
-	}
+	kwargs := maps.Clone(req.ChatTemplateKwargs)
 	if th := req.Thinking; th != nil {
+		if kwargs == nil {
+			kwargs = map[string]any{}
+		}
 		switch th.Type {
 		case "enabled":
 			kwargs["enable_thinking"] = true
@@ -303,12 +332,12 @@ func anthToChat(req *anthRequest) (map[string]any, error) {
 		}
 	}
 	if len(kwargs) > 0 {
-		body["chat_template_kwargs"] = kwargs
+		out.Extra = kwargs
 	}
-	if req.Model != "" {
-		body["model"] = req.Model
+	if out.ToolChoice.Mode != "auto" && out.ToolChoice.Mode != "none" && len(out.Tools) == 0 {
+		return nil, badRequest(`"tool_choice" %q needs "tools"`, out.ToolChoice.Mode)
 	}
-	return body, nil
+	return out, nil
 }
 
 // anthResultText flattens a tool_result's content (a string or text
@@ -354,31 +383,14 @@ func compactJSON(raw json.RawMessage) []byte {
 	return b.Bytes()
 }
 
-// toFields turns a converted body into the reqFields the chat handlers read.
-func toFields(body map[string]any) (reqFields, error) {
-	f := reqFields{}
-	for k, v := range body {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, badRequest("%s: %v", k, err)
-		}
-		f[k] = b
-	}
-	return f, nil
-}
-
 // anthPrepare decodes and converts a Messages request and gets its
 // instance. Unless it fails, release must be called.
-func anthPrepare(s *Server, r *http.Request) (*anthRequest, reqFields, *instance, func(), error) {
+func anthPrepare(s *Server, r *http.Request) (*anthRequest, *chatRequest, *instance, func(), error) {
 	var req anthRequest
 	if err := decodeJSON(r, &req); err != nil {
 		return nil, nil, nil, nil, err
 	}
-	body, err := anthToChat(&req)
-	if err != nil {
-		return nil, nil, nil, nil, err
-	}
-	f, err := toFields(body)
+	creq, err := anthToChat(&req, s.mediaMarker)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -386,7 +398,7 @@ func anthPrepare(s *Server, r *http.Request) (*anthRequest, reqFields, *instance
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	return &req, f, inst, release, nil
+	return &req, creq, inst, release, nil
 }
 
 func handleAnthropicCountTokens(s *Server) handlerFunc {
@@ -399,11 +411,7 @@ func handleAnthropicCountTokens(s *Server) handlerFunc {
 			one := 1 // count_tokens takes no max_tokens
 			req.MaxTokens = &one
 		}
-		body, err := anthToChat(&req)
-		if err != nil {
-			return err
-		}
-		f, err := toFields(body)
+		creq, err := anthToChat(&req, s.mediaMarker)
 		if err != nil {
 			return err
 		}
@@ -412,7 +420,7 @@ func handleAnthropicCountTokens(s *Server) handlerFunc {
 			return err
 		}
 		defer release()
-		g, _, _, err := parseChatRequestWith(f, inst, true, nil)
+		g, _, _, err := inst.startChat(creq)
 		if err != nil {
 			return err
 		}
@@ -450,12 +458,12 @@ func toolArgs(args string) json.RawMessage {
 
 func handleAnthropicMessages(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		req, f, inst, release, err := anthPrepare(s, r)
+		req, creq, inst, release, err := anthPrepare(s, r)
 		if err != nil {
 			return err
 		}
 		defer release()
-		g, plan, co, err := parseChatRequestWith(f, inst, true, nil)
+		g, plan, co, err := inst.startChat(creq)
 		if err != nil {
 			return err
 		}
@@ -517,8 +525,8 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 		started = true
 		msg := anthResponse{ID: id, Type: "message", Role: "assistant", Model: model, Content: []anthOutBlock{},
 			Usage: anthUsage{InputTokens: ev.PromptTokens - ev.CachedTokens, CacheReadInputTokens: ev.CachedTokens}}
-		return send("message_start", map[string]any{"type": "message_start", "message": msg}) &&
-			send("ping", map[string]any{"type": "ping"})
+		return send("message_start", anthEvent{Type: "message_start", Message: &msg}) &&
+			send("ping", anthEvent{Type: "ping"})
 	}
 	parser := newChatStream(plan.Parse).withPrefix(plan.Prefill).withJSONContent(plan.ResponseFormat)
 	index := -1
@@ -530,7 +538,7 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 			return true
 		}
 		open = ""
-		return send("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
+		return send("content_block_stop", anthEvent{Type: "content_block_stop", Index: &index})
 	}
 	openBlock := func(kind string, block anthOutBlock) bool {
 		if !closeBlock() {
@@ -538,10 +546,10 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 		}
 		index++
 		open = kind
-		return send("content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": block})
+		return send("content_block_start", anthEvent{Type: "content_block_start", Index: &index, ContentBlock: &block})
 	}
-	delta := func(d map[string]any) bool {
-		return send("content_block_delta", map[string]any{"type": "content_block_delta", "index": index, "delta": d})
+	delta := func(d anthDelta) bool {
+		return send("content_block_delta", anthEvent{Type: "content_block_delta", Index: &index, Delta: d})
 	}
 	emit := func(d chat.Delta) bool {
 		if d.ReasoningContent != "" {
@@ -551,7 +559,7 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 					return false
 				}
 			}
-			if !delta(map[string]any{"type": "thinking_delta", "thinking": d.ReasoningContent}) {
+			if !delta(anthDelta{Type: "thinking_delta", Thinking: &d.ReasoningContent}) {
 				return false
 			}
 		}
@@ -562,7 +570,7 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 					return false
 				}
 			}
-			if !delta(map[string]any{"type": "text_delta", "text": d.Content}) {
+			if !delta(anthDelta{Type: "text_delta", Text: &d.Content}) {
 				return false
 			}
 		}
@@ -575,7 +583,7 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 				calls++
 			}
 			if tc.ArgumentsDelta != "" {
-				if !delta(map[string]any{"type": "input_json_delta", "partial_json": tc.ArgumentsDelta}) {
+				if !delta(anthDelta{Type: "input_json_delta", PartialJSON: &tc.ArgumentsDelta}) {
 					return false
 				}
 			}
@@ -600,15 +608,15 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 				return
 			}
 			sr := anthStopReason(ev, calls > 0)
-			md := map[string]any{"stop_reason": sr, "stop_sequence": nil}
+			md := anthMessageDelta{StopReason: sr}
 			if sr == "stop_sequence" {
-				md["stop_sequence"] = ev.StoppingWord
+				md.StopSequence = &ev.StoppingWord
 			}
 			u := anthUsageOf(ev)
-			if !send("message_delta", map[string]any{"type": "message_delta", "delta": md, "usage": u}) {
+			if !send("message_delta", anthEvent{Type: "message_delta", Delta: md, Usage: &u}) {
 				return
 			}
-			send("message_stop", map[string]any{"type": "message_stop"})
+			send("message_stop", anthEvent{Type: "message_stop"})
 			return
 		}
 		if ev.Text == "" {

@@ -238,3 +238,38 @@ func TestAnthropicErrors(t *testing.T) {
 	require.ErrorAs(t, err, &apiErr)
 	assert.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
 }
+
+// TestAnthropicErrorMessages pins the messages of errors found after the
+// conversion to the internal chat request: the sampling fields are checked
+// as llama.cpp's fields of the same meaning, and converted messages and
+// tools as the chat endpoint checks them.
+func TestAnthropicErrorMessages(t *testing.T) {
+	_, hs := newTestServer(t, Options{})
+	const hi = `"messages":[{"role":"user","content":"hi"}]`
+	tests := []struct {
+		name, body, msg string
+	}{
+		{"temperature out of float32", `{"max_tokens":5,"temperature":1e39,` + hi + `}`, `"temperature" is out of range`},
+		{"top_k beyond int32", `{"max_tokens":5,"top_k":3000000000,` + hi + `}`, `"top_k" must be between -2147483648 and 2147483647, got 3000000000`},
+		{"max_tokens beyond int32", `{"max_tokens":3000000000,` + hi + `}`, `"max_tokens" must be between -1 and 2147483647, got 3000000000`},
+		{"tool_use without name", `{"max_tokens":5,"system":"s","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"x","input":{}}]}]}`,
+			"messages[2].tool_calls[0] has no function name"},
+		{"any without tools", `{"max_tokens":5,"tool_choice":{"type":"any"},` + hi + `}`, `"tool_choice" "required" needs "tools"`},
+		{"schema not an object", `{"max_tokens":5,"tools":[{"name":"a","input_schema":3}],` + hi + `}`, "tools[0].function.parameters must be a JSON Schema object"},
+		{"thinking flag not a bool", `{"max_tokens":5,"chat_template_kwargs":{"enable_thinking":"yes"},` + hi + `}`, `invalid type for "enable_thinking" (expected boolean)`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, route := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
+				resp, err := http.Post(hs.URL+route, "application/json", strings.NewReader(tc.body))
+				require.NoError(t, err)
+				var e anthErrorBody
+				require.NoError(t, json.NewDecoder(resp.Body).Decode(&e))
+				resp.Body.Close()
+				assert.Equal(t, http.StatusBadRequest, resp.StatusCode, route)
+				assert.Equal(t, "invalid_request_error", e.Error.Type, route)
+				assert.Equal(t, tc.msg, e.Error.Message, route)
+			}
+		})
+	}
+}

@@ -6,9 +6,10 @@ package server
 // output parsed back into content, reasoning and tool calls, whole or as
 // streamed deltas.
 //
-// prepareChat is reusable by other chat-shaped endpoints: it turns a
-// chatRequest (the conversation in package chat's types plus options) into
-// an engine.Request and the chat.ParseOptions to read its output with.
+// Every chat-shaped endpoint decodes its body into a chatRequest (the
+// conversation in package chat's types plus options) and startChat turns
+// it into an engine.Request and the chat.ParseOptions to read its output
+// with.
 
 import (
 	"context"
@@ -23,7 +24,12 @@ import (
 	"github.com/x/llama/chat"
 )
 
-// chatRequest is a conversation to complete, in package chat's types.
+// chatRequest is the internal chat request every chat-shaped dialect
+// decodes to, in package chat's types: decodeOAIChat (OpenAI chat
+// completions, apply-template, and the chat fields of a Responses body),
+// respToChat (Responses), anthToChat (Anthropic Messages) and
+// transcriptionChat (audio transcriptions) fill it, and
+// (*instance).startChat turns it into a task and a chatPlan.
 type chatRequest struct {
 	Messages []chat.Message
 	Tools    []chat.Tool
@@ -48,6 +54,19 @@ type chatRequest struct {
 	Continue string
 	// AllowEmpty accepts no messages at all.
 	AllowEmpty bool
+	// ReasoningEffort is OpenAI's reasoning_effort: "none" turns thinking
+	// off, another value is passed to the template ("": not given).
+	ReasoningEffort string
+	// Model is the model name the answer reports ("": the instance's).
+	Model string
+	// N is the number of choices (OpenAI's "n"; 0 means 1).
+	N int
+	// Gen holds the generation parameters: llama.cpp's fields as JSON
+	// and the typed values a dialect's converter maps onto them. The
+	// OpenAI-only settings logprobs, top_logprobs, stream_options,
+	// max_completion_tokens and (with --jinja) json_schema are read from
+	// Gen.Fields too.
+	Gen genInput
 }
 
 // chatPlan is how to run a chat and read its output.
@@ -460,7 +479,9 @@ func parseTools(f reqFields, req *chatRequest) error {
 			req.Tools = append(req.Tools, chat.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: params})
 		}
 	}
-	req.ToolChoice = chat.ToolChoice{Mode: "auto"}
+	if req.ToolChoice.Mode == "" {
+		req.ToolChoice = chat.ToolChoice{Mode: "auto"}
+	}
 	switch f.kind("tool_choice") {
 	case 0:
 	case 's':
@@ -624,43 +645,50 @@ func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chat
 	return parseChatRequestWith(f, inst, false, nil)
 }
 
-// parseChatRequestMedia is parseChatRequest for a body whose messages
-// already hold the server's media marker in their text (put there by the server, as the
-// transcriptions route does): extra are those media, after any the
-// messages' own parts carry.
-func parseChatRequestMedia(f reqFields, inst *instance, extra []mediaInput) (*genRequest, *chatPlan, chatOptions, error) {
-	return parseChatRequestWith(f, inst, false, extra)
+// parseChatRequestWith is parseChatRequest; allowEmpty accepts a
+// conversation without messages (the template renders none), and extra
+// are media put after those of the messages.
+func parseChatRequestWith(f reqFields, inst *instance, allowEmpty bool, extra []mediaInput) (*genRequest, *chatPlan, chatOptions, error) {
+	req := &chatRequest{AllowEmpty: allowEmpty}
+	if err := decodeOAIChat(f, inst, req); err != nil {
+		return nil, nil, chatOptions{N: 1}, err
+	}
+	req.media = append(req.media, extra...)
+	return inst.startChat(req)
 }
 
-// parseChatRequestWith is parseChatRequest; allowEmpty accepts a
-// conversation without messages (the template renders none), as
-// llama-server's Anthropic endpoint does, and extra are media as for
-// parseChatRequestMedia.
-func parseChatRequestWith(f reqFields, inst *instance, allowEmpty bool, extra []mediaInput) (*genRequest, *chatPlan, chatOptions, error) {
-	co := chatOptions{N: 1}
-	if !f.has("messages") {
-		return nil, nil, co, badRequest(`"messages" is required`)
+// decodeOAIChat reads an OpenAI chat completion body into req: the
+// conversation and its options; f itself is req's generation fields.
+// What req already holds (set by another dialect's converter) and f does
+// not give stays.
+func decodeOAIChat(f reqFields, inst *instance, req *chatRequest) error {
+	req.Gen.Fields = f
+	if !f.has("messages") && req.Messages == nil {
+		return badRequest(`"messages" is required`)
 	}
 	if err := unsupportedExceptN(f); err != nil {
-		return nil, nil, co, err
+		return err
 	}
-	if err := f.int("n", &co.N, 1, int64(max(1, len(inst.Engine.SlotsInfo())))); err != nil {
-		return nil, nil, co, err
+	req.N = 1
+	if err := f.int("n", &req.N, 1, int64(max(1, len(inst.Engine.SlotsInfo())))); err != nil {
+		return err
 	}
-	msgs, media, err := toChatMessages(f["messages"], allowEmpty, inst.Server.mediaMarker)
-	if err != nil {
-		return nil, nil, co, err
+	if f.has("messages") {
+		msgs, media, err := toChatMessages(f["messages"], req.AllowEmpty, inst.Server.mediaMarker)
+		if err != nil {
+			return err
+		}
+		req.Messages, req.media = msgs, append(media, req.media...)
 	}
-	media = append(media, extra...)
-	req := &chatRequest{Messages: msgs, AddGenerationPrompt: true, AllowEmpty: allowEmpty, media: media}
+	req.AddGenerationPrompt = true
 	if err := parseTools(f, req); err != nil {
-		return nil, nil, co, err
+		return err
 	}
 	if err := parseResponseFormat(f, req); err != nil {
-		return nil, nil, co, err
+		return err
 	}
 	if err := f.bool("add_generation_prompt", &req.AddGenerationPrompt); err != nil {
-		return nil, nil, co, err
+		return err
 	}
 	if f.has("continue_final_message") {
 		var v any
@@ -673,41 +701,54 @@ func parseChatRequestWith(f reqFields, inst *instance, allowEmpty bool, extra []
 		}
 	}
 	if err := f.str("reasoning_format", &req.Reasoning); err != nil {
-		return nil, nil, co, err
+		return err
 	}
 	if f.has("chat_template_kwargs") {
 		if err := f.decode("chat_template_kwargs", &req.Extra, "an object"); err != nil {
-			return nil, nil, co, err
+			return err
 		}
 	}
+	if f.has("reasoning_effort") {
+		if err := f.str("reasoning_effort", &req.ReasoningEffort); err != nil {
+			return err
+		}
+	}
+	_ = f.str("model", &req.Model)
+	return nil
+}
+
+// startChat turns the internal chat request every dialect decodes to
+// into a task and the plan to read its output with.
+func (inst *instance) startChat(req *chatRequest) (*genRequest, *chatPlan, chatOptions, error) {
+	co := chatOptions{N: max(req.N, 1), Model: req.Model}
+	if co.Model == "" {
+		co.Model = inst.Name
+	}
+	f := req.Gen.Fields
 	req.Extra = inst.Opts.withTemplateKwargs(req.Extra)
 	if v, ok := req.Extra["enable_thinking"]; ok {
 		if _, isBool := v.(bool); !isBool {
 			return nil, nil, co, badRequest(`invalid type for "enable_thinking" (expected boolean)`)
 		}
 	}
-	if f.has("reasoning_effort") {
-		var effort string
-		if err := f.str("reasoning_effort", &effort); err != nil {
-			return nil, nil, co, err
-		}
+	if effort := req.ReasoningEffort; effort != "" {
 		if req.Extra == nil {
 			req.Extra = map[string]any{}
 		}
 		if effort == "none" {
 			req.Extra["enable_thinking"] = false
-		} else if effort != "" {
+		} else {
 			req.Extra["reasoning_effort"] = effort
 		}
 	}
-	t, opt, err := parseGeneration(f, inst, inst.Opts.NPredict)
+	t, opt, err := inst.generation(req.Gen, inst.Opts.NPredict)
 	if err != nil {
 		return nil, nil, co, err
 	}
 	if inst.Opts.Jinja && f.has("json_schema") && len(req.Schema) == 0 {
 		req.Schema, t.Params.Grammar = f["json_schema"], ""
 	}
-	if f.has("max_completion_tokens") && !f.has("n_predict") {
+	if f.has("max_completion_tokens") && !req.Gen.has("n_predict") {
 		if err := f.int("max_completion_tokens", &t.NPredict, -1, maxNPredict); err != nil {
 			return nil, nil, co, err
 		}
@@ -743,7 +784,6 @@ func parseChatRequestWith(f reqFields, inst *instance, allowEmpty bool, extra []
 	}
 
 	opt.Settings = generationSettings(t, opt, inst)
-	co.Model = responseModel(f, inst)
 	g := &genRequest{inst: inst, prompts: [][]llama.Token{t.Prompt}, task: t, opt: opt}
 	return g, plan, co, nil
 }

@@ -24,6 +24,8 @@ var packageVars = map[string]string{
 	"samplerChars":    "a table of sampler letters",
 	"promLabel":       "a strings.Replacer's method value",
 	"fuzzyReplacer":   "a strings.Replacer",
+	"genParams":       "the table of numeric generation parameters",
+	"respOwnFields":   "a list of Responses field names",
 }
 
 // TestNoPackageState keeps the server's state in the Server: no file

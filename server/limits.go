@@ -6,7 +6,8 @@ package server
 //
 //   - window sizes (repeat_last_n, dry_penalty_last_n, dry_allowed_length,
 //     n_keep) are clamped to the slot's context, top_k and n_probs to the
-//     vocabulary, before any sampler is built;
+//     vocabulary, before any sampler is built (the clamps are in the
+//     parameter table, genParams);
 //   - lists (stop strings, DRY sequence breakers, logit_bias entries) have
 //     a bounded count, and their strings a bounded length;
 //   - a request holds at most as many prompts (or embedding inputs, or
@@ -78,20 +79,22 @@ func clampWindow(v, lo, hi int) int {
 	return v
 }
 
-// limitParams clamps the size-like sampling parameters of p to a slot
-// context of nCtx tokens and a vocabulary of nVocab tokens, and refuses
-// lists beyond the limits above. It runs before any sampler is built.
-func limitParams(p *engine.SamplingParams, nCtx, nVocab int) error {
+// limitParams clamps the size-like generation parameters of t (those of
+// genParams with a Clamp) to a slot context of nCtx tokens and a
+// vocabulary of nVocab tokens, and refuses lists beyond the limits above
+// and parameters that must be finite and are not. It runs before any
+// sampler is built.
+func limitParams(t *engine.Request, nCtx, nVocab int) error {
 	if nCtx < 1 {
 		nCtx = 1
 	}
-	p.RepeatLastN = clampWindow(p.RepeatLastN, 0, nCtx)
-	p.DRYPenaltyLastN = clampWindow(p.DRYPenaltyLastN, 0, nCtx)
-	p.DRYAllowedLength = clampWindow(p.DRYAllowedLength, 0, nCtx)
-	if p.TopK > nVocab {
-		p.TopK = nVocab
+	for i := range genParams {
+		if gp := &genParams[i]; gp.Clamp != nil {
+			v := gp.Int(t)
+			*v = gp.Clamp(*v, nCtx, nVocab)
+		}
 	}
-	p.NProbs = clampWindow(p.NProbs, 0, nVocab)
+	p := &t.Params
 	if len(p.DRYSequenceBreakers) > maxDRYBreakers {
 		return badRequest(`"dry_sequence_breakers" has %d entries; at most %d are allowed`, len(p.DRYSequenceBreakers), maxDRYBreakers)
 	}
@@ -104,11 +107,11 @@ func limitParams(p *engine.SamplingParams, nCtx, nVocab int) error {
 	if len(p.LogitBias) > nVocab {
 		return badRequest(`"logit_bias" has %d entries; the vocabulary has %d tokens`, len(p.LogitBias), nVocab)
 	}
-	for _, f := range []*float32{&p.Temperature, &p.DynatempRange, &p.DynatempExponent, &p.TopP, &p.MinP,
-		&p.TypicalP, &p.XTCProbability, &p.XTCThreshold, &p.TopNSigma, &p.MirostatTau, &p.MirostatEta,
-		&p.RepeatPenalty, &p.PresencePenalty, &p.FrequencyPenalty, &p.DRYMultiplier, &p.DRYBase} {
-		if math.IsNaN(float64(*f)) || math.IsInf(float64(*f), 0) {
-			return badRequest("sampling parameters must be finite numbers")
+	for i := range genParams {
+		if gp := &genParams[i]; gp.Finite {
+			if f := float64(*gp.Float(t)); math.IsNaN(f) || math.IsInf(f, 0) {
+				return badRequest("sampling parameters must be finite numbers")
+			}
 		}
 	}
 	if len(p.Grammar) > maxGrammarBytes {
@@ -117,11 +120,11 @@ func limitParams(p *engine.SamplingParams, nCtx, nVocab int) error {
 	return nil
 }
 
-// limitTask applies limitParams and the limits on stop strings and n_keep
-// to a completion task of inst.
+// limitTask applies limitParams and the limits on stop strings to a
+// completion task of inst.
 func (inst *instance) limitTask(t *engine.Request) error {
 	nCtx := inst.slotContext()
-	if err := limitParams(&t.Params, nCtx, inst.Model.VocabSize()); err != nil {
+	if err := limitParams(t, nCtx, inst.Model.VocabSize()); err != nil {
 		return err
 	}
 	if len(t.Stop) > maxStopStrings {
@@ -131,9 +134,6 @@ func (inst *instance) limitTask(t *engine.Request) error {
 		if len(s) > maxStopBytes {
 			return badRequest(`a stop string has %d bytes; at most %d are allowed`, len(s), maxStopBytes)
 		}
-	}
-	if t.NKeep > nCtx {
-		t.NKeep = nCtx
 	}
 	return nil
 }

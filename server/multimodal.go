@@ -14,6 +14,7 @@ import (
 	"github.com/x/llama/engine"
 
 	"github.com/x/llama"
+	"github.com/x/llama/chat"
 	"github.com/x/llama/mtmd"
 )
 
@@ -234,9 +235,9 @@ func (inst *instance) completionMediaPrompt(raw json.RawMessage, t *engine.Reque
 	return inst.promptTokens(*p.PromptString, media, t)
 }
 
-// anthImagePart converts an Anthropic image block's source (base64 data
-// with its media type, or a data: URL) into an OpenAI image_url part.
-func anthImagePart(raw json.RawMessage) (map[string]any, error) {
+// anthImageURL converts an Anthropic image block's source (base64 data
+// with its media type, or a data: URL) into the URL of an image.
+func anthImageURL(raw json.RawMessage) (string, error) {
 	var src struct {
 		Type      string `json:"type"`
 		MediaType string `json:"media_type"`
@@ -244,37 +245,54 @@ func anthImagePart(raw json.RawMessage) (map[string]any, error) {
 		URL       string `json:"url"`
 	}
 	if jsonKind(raw) != 'o' || json.Unmarshal(raw, &src) != nil {
-		return nil, errors.New("image block needs a source object")
+		return "", errors.New("image block needs a source object")
 	}
-	url := ""
 	switch src.Type {
 	case "base64":
 		if !strings.HasPrefix(src.MediaType, "image/") {
-			return nil, fmt.Errorf("image source media_type %q is not an image type", src.MediaType)
+			return "", fmt.Errorf("image source media_type %q is not an image type", src.MediaType)
 		}
-		url = "data:" + src.MediaType + ";base64," + src.Data
+		return "data:" + src.MediaType + ";base64," + src.Data, nil
 	case "url":
-		url = src.URL
-	default:
-		return nil, fmt.Errorf("image source type %q is not supported (base64 or url)", src.Type)
+		return src.URL, nil
 	}
-	return map[string]any{"type": "image_url", "image_url": map[string]any{"url": url}}, nil
+	return "", fmt.Errorf("image source type %q is not supported (base64 or url)", src.Type)
 }
 
-// anthHasMedia reports whether converted parts hold more than text.
-func anthHasMedia(parts []map[string]any) bool {
-	for _, p := range parts {
-		if p["type"] != "text" {
-			return true
+// textOrImage is a text or image part of a message being converted to
+// package chat's types.
+type textOrImage struct {
+	text  string
+	image bool
+	url   string // a data: URL
+}
+
+// mediaMessage builds a message of parts that hold images, as the chat
+// endpoint reads OpenAI content parts: each image is decoded, added to
+// media and marked in the text by marker. at is the message's place
+// in the converted conversation, which errors name.
+func mediaMessage(role string, parts []textOrImage, at int, media *[]mediaInput, marker string) (chat.Message, error) {
+	m := chat.Message{Role: role}
+	for j, p := range parts {
+		text := p.text
+		if p.image {
+			data, err := dataURL(p.url)
+			if err != nil {
+				return m, badRequest("messages[%d].content[%d]: %v", at, j, err)
+			}
+			*media = append(*media, mediaInput{data: data, kind: "image"})
+			text = marker
 		}
+		m.Parts = append(m.Parts, chat.ContentPart{Type: "text", Text: text})
+		m.Content += text
 	}
-	return false
+	return m, nil
 }
 
 // respMediaParts converts the content of a Responses input message that
-// holds input_image parts into OpenAI chat parts (input_text to text,
-// input_image to image_url); it returns nil when there is no image.
-func respMediaParts(i int, content json.RawMessage) ([]map[string]any, error) {
+// holds input_image parts into text and image parts; it returns nil when
+// there is no image.
+func respMediaParts(i int, content json.RawMessage) ([]textOrImage, error) {
 	if jsonKind(content) != 'a' {
 		return nil, nil
 	}
@@ -289,13 +307,13 @@ func respMediaParts(i int, content json.RawMessage) ([]map[string]any, error) {
 	if !hasImage {
 		return nil, nil
 	}
-	out := make([]map[string]any, 0, len(parts))
+	out := make([]textOrImage, 0, len(parts))
 	for j, p := range parts {
 		switch {
 		case p.Type == "input_text" && p.Text != nil:
-			out = append(out, map[string]any{"type": "text", "text": *p.Text})
+			out = append(out, textOrImage{text: *p.Text})
 		case p.Type == "input_image" && p.ImageURL != nil:
-			out = append(out, map[string]any{"type": "image_url", "image_url": map[string]any{"url": *p.ImageURL}})
+			out = append(out, textOrImage{image: true, url: *p.ImageURL})
 		case p.Type == "input_image":
 			return nil, badRequest("input[%d].content[%d]: input_image needs an image_url (a data: URL)", i, j)
 		default:

@@ -99,11 +99,7 @@ func (f reqFields) float(key string, dst *float32) error {
 	if err := f.decode(key, &v, "a number"); err != nil {
 		return err
 	}
-	if math.IsNaN(v) || math.Abs(v) > math.MaxFloat32 {
-		return badRequest("%q is out of range", key)
-	}
-	*dst = float32(v)
-	return nil
+	return checkFloat(key, v, dst)
 }
 
 // int reads an integer into dst when present; it must fit in [lo, hi].
@@ -115,11 +111,7 @@ func (f reqFields) int(key string, dst *int, lo, hi int64) error {
 	if err != nil {
 		return err
 	}
-	if n < lo || n > hi {
-		return badRequest("%q must be between %d and %d, got %d", key, lo, hi, n)
-	}
-	*dst = int(n)
-	return nil
+	return checkInt(key, n, dst, lo, hi)
 }
 
 // integer reads a present integer (a float with no fraction is accepted).
@@ -197,78 +189,122 @@ type genOptions struct {
 	Settings map[string]any
 }
 
+// genValue is a generation parameter that a dialect sets from a typed field
+// of its own (Anthropic's temperature, a transcription form's max_tokens),
+// under llama.cpp's name for it. It is checked as the same field in JSON
+// would be.
+type genValue struct {
+	Name  string
+	Float float64
+	Int   int64
+	Bool  bool
+	Strs  []string
+}
+
+// genInput is the generation part of a request: llama.cpp's fields as
+// JSON (native, OpenAI and Responses bodies carry them), and typed values
+// set by a dialect's converter, which take the place of the JSON field of
+// the same name.
+type genInput struct {
+	Fields reqFields
+	Set    []genValue
+}
+
+// value returns the typed value named key.
+func (g genInput) value(key string) (genValue, bool) {
+	for _, v := range g.Set {
+		if v.Name == key {
+			return v, true
+		}
+	}
+	return genValue{}, false
+}
+
+// has reports whether key is given, typed or as JSON.
+func (g genInput) has(key string) bool {
+	_, ok := g.value(key)
+	return ok || g.Fields.has(key)
+}
+
+// float reads a number into dst when present.
+func (g genInput) float(key string, dst *float32) error {
+	v, ok := g.value(key)
+	if !ok {
+		return g.Fields.float(key, dst)
+	}
+	return checkFloat(key, v.Float, dst)
+}
+
+// checkFloat stores v in dst if it fits a float32.
+func checkFloat(key string, v float64, dst *float32) error {
+	if math.IsNaN(v) || math.Abs(v) > math.MaxFloat32 {
+		return badRequest("%q is out of range", key)
+	}
+	*dst = float32(v)
+	return nil
+}
+
+// int reads an integer in [lo, hi] into dst when present.
+func (g genInput) int(key string, dst *int, lo, hi int64) error {
+	v, ok := g.value(key)
+	if !ok {
+		return g.Fields.int(key, dst, lo, hi)
+	}
+	return checkInt(key, v.Int, dst, lo, hi)
+}
+
+// checkInt stores n in dst if it is in [lo, hi].
+func checkInt(key string, n int64, dst *int, lo, hi int64) error {
+	if n < lo || n > hi {
+		return badRequest("%q must be between %d and %d, got %d", key, lo, hi, n)
+	}
+	*dst = int(n)
+	return nil
+}
+
+// bool reads a boolean into dst when present.
+func (g genInput) bool(key string, dst *bool) error {
+	v, ok := g.value(key)
+	if !ok {
+		return g.Fields.bool(key, dst)
+	}
+	*dst = v.Bool
+	return nil
+}
+
+// strs reads a string or an array of strings when present.
+func (g genInput) strs(key string, dst *[]string) error {
+	v, ok := g.value(key)
+	if !ok {
+		return g.Fields.strs(key, dst)
+	}
+	*dst = slices.Clone(v.Strs)
+	return nil
+}
+
 // parseGeneration reads every generation parameter of f into an engine.Request with
 // the server's defaults for what f does not set. The prompt is left to the
 // caller. Errors are *httpError (400).
 func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*engine.Request, genOptions, error) {
+	return inst.generation(genInput{Fields: f}, defaultNPredict)
+}
+
+// generation is parseGeneration of a request's generation part g.
+func (inst *instance) generation(g genInput, defaultNPredict int) (*engine.Request, genOptions, error) {
+	f := g.Fields
 	opt := genOptions{Verbose: inst.Opts.Verbose}
-	t := &engine.Request{
-		Kind:        engine.KindCompletion,
-		Params:      inst.Opts.defaultSampling(),
-		NPredict:    -1,
-		CachePrompt: !inst.Opts.NoCachePrompt,
-		NKeep:       inst.Opts.NKeep,
-		SlotID:      -1,
-	}
-	if defaultNPredict != 0 {
-		t.NPredict = defaultNPredict
-	}
+	t := inst.Opts.baseRequest(defaultNPredict)
 	p := &t.Params
-	floats := []struct {
-		key string
-		dst *float32
-	}{
-		{"temperature", &p.Temperature}, {"dynatemp_range", &p.DynatempRange},
-		{"dynatemp_exponent", &p.DynatempExponent}, {"top_p", &p.TopP}, {"min_p", &p.MinP},
-		{"typical_p", &p.TypicalP}, {"xtc_probability", &p.XTCProbability},
-		{"xtc_threshold", &p.XTCThreshold}, {"top_n_sigma", &p.TopNSigma},
-		{"mirostat_tau", &p.MirostatTau}, {"mirostat_eta", &p.MirostatEta},
-		{"repeat_penalty", &p.RepeatPenalty}, {"presence_penalty", &p.PresencePenalty},
-		{"frequency_penalty", &p.FrequencyPenalty}, {"dry_multiplier", &p.DRYMultiplier},
-		{"dry_base", &p.DRYBase}, {"adaptive_target", &p.AdaptiveTarget}, {"adaptive_decay", &p.AdaptiveDecay},
-	}
-	for _, fl := range floats {
-		if err := f.float(fl.key, fl.dst); err != nil {
-			return nil, opt, err
-		}
-	}
-	nCtx := inst.slotContext()
-	ints := []struct {
-		key    string
-		dst    *int
-		lo, hi int64
-	}{
-		{"top_k", &p.TopK, math.MinInt32, math.MaxInt32},
-		{"mirostat", &p.Mirostat, 0, 2},
-		{"repeat_last_n", &p.RepeatLastN, -1, math.MaxInt32},
-		{"dry_allowed_length", &p.DRYAllowedLength, 0, math.MaxInt32},
-		{"dry_penalty_last_n", &p.DRYPenaltyLastN, -1, math.MaxInt32},
-		{"n_keep", &t.NKeep, -1, math.MaxInt32},
-		{"t_max_predict_ms", &t.TMaxPredictMs, 0, math.MaxInt32},
-		{"id_slot", &t.SlotID, -1, math.MaxInt32},
-	}
-	for _, in := range ints {
-		if err := f.int(in.key, in.dst, in.lo, in.hi); err != nil {
+	for i := range genParams {
+		if err := genParams[i].parse(g, t); err != nil {
 			return nil, opt, err
 		}
 	}
 	if n := len(inst.Engine.SlotsInfo()); n > 0 && t.SlotID >= n {
 		return nil, opt, badRequest(`"id_slot" %d is out of range (%d slots)`, t.SlotID, n)
 	}
-	if p.RepeatLastN == -1 {
-		p.RepeatLastN = nCtx
-	}
-	if p.DRYPenaltyLastN == -1 {
-		p.DRYPenaltyLastN = nCtx
-	}
 	if p.DRYBase < 1 {
 		p.DRYBase = inst.Opts.defaultSampling().DRYBase
-	}
-	// n_predict wins over max_tokens (OpenAI's name).
-	for _, key := range []string{"max_tokens", "n_predict"} {
-		if err := f.int(key, &t.NPredict, -1, maxNPredict); err != nil {
-			return nil, opt, err
-		}
 	}
 	// The server's n_predict is a default, not a cap: a request's -1 (or
 	// no value) takes it, as llama-server's slot does.
@@ -295,10 +331,10 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*engine.
 	if f.has("dry_sequence_breakers") && len(p.DRYSequenceBreakers) == 0 {
 		return nil, opt, badRequest(`"dry_sequence_breakers" must not be empty`)
 	}
-	if err := f.bool("ignore_eos", &p.IgnoreEOS); err != nil {
+	if err := g.bool("ignore_eos", &p.IgnoreEOS); err != nil {
 		return nil, opt, err
 	}
-	if err := f.bool("cache_prompt", &t.CachePrompt); err != nil {
+	if err := g.bool("cache_prompt", &t.CachePrompt); err != nil {
 		return nil, opt, err
 	}
 	// n_cache_reuse, as in llama.cpp, replaces the server's --cache-reuse
@@ -311,7 +347,7 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*engine.
 			t.CacheReuse = -1
 		}
 	}
-	if err := f.strs("stop", &t.Stop); err != nil {
+	if err := g.strs("stop", &t.Stop); err != nil {
 		return nil, opt, err
 	}
 	t.Stop = nonEmpty(t.Stop)
@@ -322,7 +358,7 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*engine.
 		key string
 		dst *bool
 	}{{"stream", &opt.Stream}, {"return_tokens", &opt.ReturnTokens}, {"timings_per_token", &opt.TimingsPerToken}, {"post_sampling_probs", &opt.PostSamplingProbs}, {"verbose", &opt.Verbose}} {
-		if err := f.bool(b.key, b.dst); err != nil {
+		if err := g.bool(b.key, b.dst); err != nil {
 			return nil, opt, err
 		}
 	}
@@ -335,12 +371,6 @@ func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*engine.
 		if err := f.decode("response_fields", &opt.ResponseFields, "an array of strings"); err != nil {
 			return nil, opt, err
 		}
-	}
-	if err := f.int("n_probs", &p.NProbs, 0, math.MaxInt32); err != nil {
-		return nil, opt, err
-	}
-	if v := inst.Model.VocabSize(); p.NProbs > v {
-		p.NProbs = v
 	}
 	if err := parseSamplers(f, p); err != nil {
 		return nil, opt, err
@@ -635,24 +665,17 @@ func generationSettings(t *engine.Request, opt genOptions, inst *instance) map[s
 		}
 	}
 	sort.Slice(bias, func(i, j int) bool { return bias[i].Token < bias[j].Token })
-	return map[string]any{
-		"n_predict": t.NPredict, "seed": p.Seed, "temperature": p.Temperature,
-		"dynatemp_range": p.DynatempRange, "dynatemp_exponent": p.DynatempExponent,
-		"top_k": p.TopK, "top_p": p.TopP, "min_p": p.MinP, "top_n_sigma": p.TopNSigma,
-		"xtc_probability": p.XTCProbability, "xtc_threshold": p.XTCThreshold, "typical_p": p.TypicalP,
-		"repeat_last_n": p.RepeatLastN, "repeat_penalty": p.RepeatPenalty,
-		"presence_penalty": p.PresencePenalty, "frequency_penalty": p.FrequencyPenalty,
-		"dry_multiplier": p.DRYMultiplier, "dry_base": p.DRYBase, "dry_allowed_length": p.DRYAllowedLength,
-		"dry_penalty_last_n": p.DRYPenaltyLastN, "dry_sequence_breakers": p.DRYSequenceBreakers,
-		"mirostat": p.Mirostat, "mirostat_tau": p.MirostatTau, "mirostat_eta": p.MirostatEta,
-		"adaptive_target": p.AdaptiveTarget, "adaptive_decay": p.AdaptiveDecay,
-		"stop": nonNilStrings(t.Stop), "max_tokens": t.NPredict, "n_keep": t.NKeep,
-		"ignore_eos": p.IgnoreEOS, "stream": opt.Stream, "logit_bias": bias, "n_probs": p.NProbs,
+	out := map[string]any{
+		"seed": p.Seed, "dry_sequence_breakers": p.DRYSequenceBreakers,
+		"stop": nonNilStrings(t.Stop), "ignore_eos": p.IgnoreEOS, "stream": opt.Stream, "logit_bias": bias,
 		"grammar": p.Grammar, "samplers": p.Samplers, "timings_per_token": opt.TimingsPerToken,
 		"post_sampling_probs": opt.PostSamplingProbs, "lora": lora, "cache_prompt": t.CachePrompt,
-		"t_max_predict_ms": t.TMaxPredictMs, "id_slot": t.SlotID, "n_ctx": inst.slotContext(),
-		"model": inst.Name, "speculative.types": inst.Opts.Engine.Speculative.TypesString(),
+		"n_ctx": inst.slotContext(), "model": inst.Name, "speculative.types": inst.Opts.Engine.Speculative.TypesString(),
 	}
+	for i := range genParams {
+		genParams[i].echo(t, out)
+	}
+	return out
 }
 
 func nonNilStrings(s []string) []string {

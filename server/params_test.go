@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"math"
 	"net/http"
 	"testing"
@@ -175,5 +176,66 @@ func TestParsePrompts(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, c.want, got)
 		})
+	}
+}
+
+// TestGenParamsTable checks every entry of the parameter table the same
+// way: given as JSON or as a dialect's typed value, an in-range value
+// reaches the request and the generation_settings echo under each name,
+// and an out-of-range one is a 400 naming the field.
+func TestGenParamsTable(t *testing.T) {
+	inst := testInstance(t)
+	props := defaultGenerationParams(inst.Opts)
+	for i := range genParams {
+		gp := &genParams[i]
+		for _, name := range gp.Names {
+			t.Run(name, func(t *testing.T) {
+				type input struct {
+					how string
+					g   genInput
+				}
+				var ok, bad []input
+				var want any
+				var wantErr string
+				if gp.Float != nil {
+					want = float32(1.25)
+					f, _ := parseFields([]byte(`{"` + name + `":1.25}`))
+					ok = []input{{"json", genInput{Fields: f}}, {"typed", genInput{Set: []genValue{{Name: name, Float: 1.25}}}}}
+					f, _ = parseFields([]byte(`{"` + name + `":1e40}`))
+					bad = []input{{"json", genInput{Fields: f}}, {"typed", genInput{Set: []genValue{{Name: name, Float: 1e40}}}}}
+					wantErr = `"` + name + `" is out of range`
+				} else {
+					want = 0
+					f, _ := parseFields([]byte(`{"` + name + `":0}`))
+					ok = []input{{"json", genInput{Fields: f}}, {"typed", genInput{Set: []genValue{{Name: name}}}}}
+					over := gp.Hi + 1
+					f, _ = parseFields([]byte(fmt.Sprintf(`{%q:%d}`, name, over)))
+					bad = []input{{"json", genInput{Fields: f}}, {"typed", genInput{Set: []genValue{{Name: name, Int: over}}}}}
+					wantErr = fmt.Sprintf(`%q must be between %d and %d, got %d`, name, gp.Lo, gp.Hi, over)
+				}
+				for _, in := range ok {
+					task, opt, err := inst.generation(in.g, 0)
+					require.NoError(t, err, in.how)
+					if gp.Float != nil {
+						assert.Equal(t, want, *gp.Float(task), in.how)
+					} else {
+						assert.Equal(t, want, *gp.Int(task), in.how)
+					}
+					for _, n := range gp.Names {
+						assert.Equal(t, want, opt.Settings[n], "%s: generation_settings[%q]", in.how, n)
+					}
+				}
+				for _, in := range bad {
+					_, _, err := inst.generation(in.g, 0)
+					var he *httpError
+					require.ErrorAs(t, err, &he, in.how)
+					assert.Equal(t, http.StatusBadRequest, he.Status, in.how)
+					assert.Equal(t, wantErr, he.Msg, in.how)
+				}
+				if gp.Props {
+					assert.Contains(t, props, name, "/props default_generation_settings.params")
+				}
+			})
+		}
 	}
 }

@@ -30,28 +30,6 @@ func handleHealth(s *Server) handlerFunc {
 	}
 }
 
-// defaultGenerationParams is the default_generation_settings.params of /props.
-func defaultGenerationParams(o Options) map[string]any {
-	p := o.defaultSampling()
-	seed := uint32(p.Seed)
-	return map[string]any{
-		"n_predict": o.NPredict, "seed": seed, "temperature": p.Temperature,
-		"dynatemp_range": p.DynatempRange, "dynatemp_exponent": p.DynatempExponent,
-		"top_k": p.TopK, "top_p": p.TopP, "min_p": p.MinP, "top_n_sigma": p.TopNSigma,
-		"xtc_probability": p.XTCProbability, "xtc_threshold": p.XTCThreshold, "typical_p": p.TypicalP,
-		"repeat_last_n": p.RepeatLastN, "repeat_penalty": p.RepeatPenalty,
-		"presence_penalty": p.PresencePenalty, "frequency_penalty": p.FrequencyPenalty,
-		"dry_multiplier": p.DRYMultiplier, "dry_base": p.DRYBase, "dry_allowed_length": p.DRYAllowedLength,
-		"dry_penalty_last_n": p.DRYPenaltyLastN, "dry_sequence_breakers": p.DRYSequenceBreakers,
-		"mirostat": p.Mirostat, "mirostat_tau": p.MirostatTau, "mirostat_eta": p.MirostatEta,
-		"adaptive_target": p.AdaptiveTarget, "adaptive_decay": p.AdaptiveDecay,
-		"stop": nonNilStrings(o.Stop), "max_tokens": o.NPredict, "n_keep": o.NKeep, "n_discard": 0,
-		"ignore_eos": p.IgnoreEOS, "stream": true, "n_probs": 0, "min_keep": 0, "grammar": p.Grammar,
-		"samplers": p.Samplers, "timings_per_token": false,
-		"reasoning_format": o.ReasoningFormat, "speculative.types": o.Engine.Speculative.TypesString(),
-	}
-}
-
 // props builds the GET /props response from what is known of e.
 func (s *Server) props(e *modelEntry) map[string]any {
 	info := e.info

@@ -1,9 +1,10 @@
 package server
 
 // OpenAI's Responses API: POST /v1/responses and
-// POST /v1/responses/input_tokens. As llama.cpp does, a request is
-// converted to a chat completion request (input items to messages, flat
-// function tools to chat tools) and run by the chat pipeline; the answer
+// POST /v1/responses/input_tokens. A request is converted to the internal
+// chatRequest as llama.cpp converts it to a chat completion request (input
+// items to messages, flat function tools to chat tools; the other fields
+// are chat completion fields) and run by the chat pipeline; the answer
 // becomes output items: reasoning, a message with output_text, and
 // function_call items.
 
@@ -11,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/x/llama/engine"
@@ -39,77 +41,97 @@ type respPart struct {
 	ImageURL *string `json:"image_url"` // input_image parts
 }
 
-// respToChat converts a Responses request body to a chat completion body,
-// as llama.cpp's server_chat_convert_responses_to_chatcmpl.
-func respToChat(f reqFields) (reqFields, error) {
+// respOwnFields are the Responses fields respToChat converts (or that have
+// no chat equivalent); the others are chat completion fields, read as the
+// chat endpoint reads them.
+var respOwnFields = []string{"input", "instructions", "tools", "max_output_tokens", "reasoning", "previous_response_id",
+	"text", "store", "include", "truncation", "metadata", "user", "messages"}
+
+// respTool is a tool of a Responses request: a function is described flat
+// ({"type": "function", "name", "description", "parameters"}).
+type respTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// optString decodes an optional JSON string (absent or null leave dst).
+func optString(raw json.RawMessage, dst *string) bool {
+	return len(raw) == 0 || isNull(raw) || json.Unmarshal(raw, dst) == nil
+}
+
+// respToChat converts a Responses request body to the internal chat
+// request, as llama.cpp's server_chat_convert_responses_to_chatcmpl
+// converts it to a chat completion: input items become messages, flat
+// function tools chat tools, max_output_tokens llama.cpp's max_tokens and
+// reasoning.effort reasoning_effort. It also returns the body's chat
+// completion fields, for decodeOAIChat to read into the request once the
+// instance is known.
+func respToChat(f reqFields, marker string) (*chatRequest, reqFields, error) {
 	if !f.has("input") {
-		return nil, badRequest(`"input" is required`)
+		return nil, nil, badRequest(`"input" is required`)
 	}
 	var prev string
 	if err := f.str("previous_response_id", &prev); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if prev != "" {
-		return nil, badRequest(`"previous_response_id" is not supported: send the previous output items as input`)
+		return nil, nil, badRequest(`"previous_response_id" is not supported: send the previous output items as input`)
 	}
-	out := reqFields{}
+	rest := reqFields{}
 	for k, v := range f {
-		switch k {
-		case "input", "instructions", "tools", "max_output_tokens", "reasoning", "previous_response_id", "text", "store", "include", "truncation", "metadata", "user":
-		default:
-			out[k] = v
+		if !slices.Contains(respOwnFields, k) {
+			rest[k] = v
 		}
 	}
-	var msgs []map[string]any
+	req := &chatRequest{}
 	if f.has("instructions") {
 		var ins string
 		if err := f.str("instructions", &ins); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		msgs = append(msgs, map[string]any{"role": "system", "content": ins})
+		req.Messages = append(req.Messages, chat.Message{Role: chat.RoleSystem, Content: ins})
 	}
 	switch f.kind("input") {
 	case 's':
 		var s string
 		_ = f.str("input", &s)
-		msgs = append(msgs, map[string]any{"role": "user", "content": s})
+		req.Messages = append(req.Messages, chat.Message{Role: chat.RoleUser, Content: s})
 	case 'a':
 		var items []respInputItem
 		if err := f.decode("input", &items, "a string or an array of input items"); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for i, it := range items {
-			var err error
-			msgs, err = respItemToChat(msgs, i, it)
-			if err != nil {
-				return nil, err
+			if err := respItemToChat(req, i, it, marker); err != nil {
+				return nil, nil, err
 			}
 		}
 	default:
-		return nil, badRequest(`"input" must be a string or an array of input items`)
+		return nil, nil, badRequest(`"input" must be a string or an array of input items`)
 	}
-	b, _ := json.Marshal(msgs)
-	out["messages"] = b
 	if f.has("tools") {
-		var tools []map[string]any
+		var tools []map[string]json.RawMessage
 		if err := f.decode("tools", &tools, "an array of tools"); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		var ct []map[string]any
-		for _, t := range tools {
-			if t["type"] != "function" {
+		for _, raw := range tools {
+			var typ string
+			if json.Unmarshal(raw["type"], &typ) != nil || typ != "function" {
 				continue // other tool kinds have no chat equivalent
 			}
-			fn := map[string]any{}
-			for k, v := range t {
-				if k != "type" && k != "strict" {
-					fn[k] = v
-				}
+			t := respTool{Parameters: raw["parameters"]}
+			if !optString(raw["name"], &t.Name) || !optString(raw["description"], &t.Description) {
+				return nil, nil, badRequest(`"tools" must be an array of function tools`)
 			}
-			ct = append(ct, map[string]any{"type": "function", "function": fn})
-		}
-		if len(ct) > 0 {
-			out["tools"], _ = json.Marshal(ct)
+			i := len(req.Tools)
+			if t.Name == "" {
+				return nil, nil, badRequest(`tools[%d] must be {"type": "function", "function": {"name": ...}}`, i)
+			}
+			if len(t.Parameters) > 0 && jsonKind(t.Parameters) != 'o' {
+				return nil, nil, badRequest("tools[%d].function.parameters must be a JSON Schema object", i)
+			}
+			req.Tools = append(req.Tools, chat.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 		}
 	}
 	if f.has("tool_choice") && f.kind("tool_choice") == 'o' {
@@ -119,37 +141,43 @@ func respToChat(f reqFields) (reqFields, error) {
 			Name string `json:"name"`
 		}
 		if err := f.decode("tool_choice", &tc, `"auto", "none", "required" or {"type": "function", "name": ...}`); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if tc.Type != "function" || tc.Name == "" {
-			return nil, badRequest(`"tool_choice" must be "auto", "none", "required" or {"type": "function", "name": ...}`)
+			return nil, nil, badRequest(`"tool_choice" must be "auto", "none", "required" or {"type": "function", "name": ...}`)
 		}
-		out["tool_choice"], _ = json.Marshal(map[string]any{"type": "function", "function": map[string]any{"name": tc.Name}})
+		req.ToolChoice = chat.ToolChoice{Mode: "function", Function: tc.Name}
+		delete(rest, "tool_choice")
 	}
 	if f.has("max_output_tokens") {
-		out["max_tokens"] = f["max_output_tokens"]
+		n, err := rawInteger(f["max_output_tokens"], "max_tokens")
+		if err != nil {
+			return nil, nil, err
+		}
+		req.Gen.Set = append(req.Gen.Set, genValue{Name: "max_tokens", Int: n})
 	}
 	if f.kind("reasoning") == 'o' {
 		var r struct {
 			Effort string `json:"effort"`
 		}
 		if err := f.decode("reasoning", &r, `an object like {"effort": "low"}`); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if r.Effort != "" {
-			out["reasoning_effort"], _ = json.Marshal(r.Effort)
+			req.ReasoningEffort = r.Effort
+			delete(rest, "reasoning_effort")
 		}
 	}
-	return out, nil
+	return req, rest, nil
 }
 
-// respItemToChat appends the chat form of one input item. Assistant
-// output (messages, function calls, reasoning) following an assistant
-// message is merged into it.
-func respItemToChat(msgs []map[string]any, i int, it respInputItem) ([]map[string]any, error) {
-	var last map[string]any
-	if n := len(msgs); n > 0 && msgs[n-1]["role"] == "assistant" {
-		last = msgs[n-1]
+// respItemToChat appends the chat form of one input item to req's
+// messages. Assistant output (messages, function calls, reasoning)
+// following an assistant message is merged into it.
+func respItemToChat(req *chatRequest, i int, it respInputItem, marker string) error {
+	var last *chat.Message
+	if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == chat.RoleAssistant {
+		last = &req.Messages[n-1]
 	}
 	text := func(allowed ...string) (string, error) {
 		if jsonKind(it.Content) == 's' {
@@ -183,21 +211,24 @@ func respItemToChat(msgs []map[string]any, i int, it respInputItem) ([]map[strin
 		}
 		return s, nil
 	}
+	add := func(m chat.Message) error {
+		req.Messages = append(req.Messages, m)
+		return nil
+	}
 	switch {
 	case it.Type == "function_call":
 		if it.CallID == "" || it.Name == "" || it.Arguments == nil {
-			return nil, badRequest("input[%d]: a function_call needs call_id, name and arguments", i)
+			return badRequest("input[%d]: a function_call needs call_id, name and arguments", i)
 		}
-		call := map[string]any{"id": it.CallID, "type": "function", "function": map[string]any{"name": it.Name, "arguments": *it.Arguments}}
+		call := chat.ToolCall{ID: it.CallID, Name: it.Name, Arguments: *it.Arguments}
 		if last != nil {
-			calls, _ := last["tool_calls"].([]map[string]any)
-			last["tool_calls"] = append(calls, call)
-			return msgs, nil
+			last.ToolCalls = append(last.ToolCalls, call)
+			return nil
 		}
-		return append(msgs, map[string]any{"role": "assistant", "content": "", "tool_calls": []map[string]any{call}}), nil
+		return add(chat.Message{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{call}})
 	case it.Type == "function_call_output":
 		if it.CallID == "" {
-			return nil, badRequest("input[%d]: a function_call_output needs call_id", i)
+			return badRequest("input[%d]: a function_call_output needs call_id", i)
 		}
 		var out string
 		switch jsonKind(it.Output) {
@@ -206,18 +237,18 @@ func respItemToChat(msgs []map[string]any, i int, it respInputItem) ([]map[strin
 		case 'a':
 			var parts []respPart
 			if err := json.Unmarshal(it.Output, &parts); err != nil {
-				return nil, badRequest("input[%d].output: %v", i, err)
+				return badRequest("input[%d].output: %v", i, err)
 			}
 			for _, p := range parts {
 				if p.Type != "input_text" || p.Text == nil {
-					return nil, badRequest("input[%d].output: parts must be input_text", i)
+					return badRequest("input[%d].output: parts must be input_text", i)
 				}
 				out += *p.Text
 			}
 		default:
-			return nil, badRequest("input[%d]: a function_call_output needs output", i)
+			return badRequest("input[%d]: a function_call_output needs output", i)
 		}
-		return append(msgs, map[string]any{"role": "tool", "tool_call_id": it.CallID, "content": out}), nil
+		return add(chat.Message{Role: chat.RoleTool, ToolCallID: it.CallID, Content: out})
 	case it.Type == "reasoning":
 		var parts []respPart
 		_ = json.Unmarshal(it.Content, &parts)
@@ -228,35 +259,38 @@ func respItemToChat(msgs []map[string]any, i int, it respInputItem) ([]map[strin
 			}
 		}
 		if last != nil {
-			last["reasoning_content"] = r
-			return msgs, nil
+			last.ReasoningContent = r
+			return nil
 		}
-		return append(msgs, map[string]any{"role": "assistant", "content": "", "reasoning_content": r}), nil
+		return add(chat.Message{Role: chat.RoleAssistant, ReasoningContent: r})
 	case it.Role == "assistant" && (it.Type == "message" || it.Type == ""):
 		s, err := text("output_text", "input_text", "refusal")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if last != nil {
-			c, _ := last["content"].(string)
-			last["content"] = c + s
-			return msgs, nil
+			last.Content += s
+			return nil
 		}
-		return append(msgs, map[string]any{"role": "assistant", "content": s}), nil
+		return add(chat.Message{Role: chat.RoleAssistant, Content: s})
 	case (it.Role == "user" || it.Role == "system" || it.Role == "developer") && (it.Type == "message" || it.Type == ""):
 		if parts, err := respMediaParts(i, it.Content); err != nil || parts != nil {
 			if err != nil {
-				return nil, err
+				return err
 			}
-			return append(msgs, map[string]any{"role": it.Role, "content": parts}), nil
+			m, err := mediaMessage(it.Role, parts, len(req.Messages), &req.media, marker)
+			if err != nil {
+				return err
+			}
+			return add(m)
 		}
 		s, err := text("input_text")
 		if err != nil {
-			return nil, err
+			return err
 		}
-		return append(msgs, map[string]any{"role": it.Role, "content": s}), nil
+		return add(chat.Message{Role: it.Role, Content: s})
 	}
-	return nil, badRequest("input[%d]: cannot determine the type of the item (type %q, role %q)", i, it.Type, it.Role)
+	return badRequest("input[%d]: cannot determine the type of the item (type %q, role %q)", i, it.Type, it.Role)
 }
 
 // Wire types of a response.
@@ -282,6 +316,25 @@ type (
 		CallID    string        `json:"call_id,omitempty"`
 		Name      string        `json:"name,omitempty"`
 		Arguments *string       `json:"arguments,omitempty"`
+	}
+	// respEvent is an event of a streamed response; the fields sent
+	// depend on Type.
+	respEvent struct {
+		Type           string                 `json:"type"`
+		SequenceNumber int                    `json:"sequence_number"`
+		Response       *respObject            `json:"response,omitempty"`
+		PromptProgress *engine.PromptProgress `json:"prompt_progress,omitempty"`
+		ItemID         string                 `json:"item_id,omitempty"`
+		OutputIndex    *int                   `json:"output_index,omitempty"`
+		ContentIndex   *int                   `json:"content_index,omitempty"`
+		Item           *respItem              `json:"item,omitempty"`
+		Part           *respOutPart           `json:"part,omitempty"`
+		Text           *string                `json:"text,omitempty"`
+		Delta          *string                `json:"delta,omitempty"`
+		Arguments      *string                `json:"arguments,omitempty"`
+		Logprobs       *[]any                 `json:"logprobs,omitempty"`
+		Error          any                    `json:"error,omitempty"`
+		Timings        *engine.Timings        `json:"timings,omitempty"`
 	}
 	respOutPart struct {
 		Type        string `json:"type"`
@@ -342,7 +395,7 @@ func respPrepare(s *Server, r *http.Request) (*genRequest, *chatPlan, chatOption
 	if err != nil {
 		return nil, nil, chatOptions{}, nil, nil, err
 	}
-	cf, err := respToChat(f)
+	req, rest, err := respToChat(f, s.mediaMarker)
 	if err != nil {
 		return nil, nil, chatOptions{}, nil, nil, err
 	}
@@ -350,7 +403,12 @@ func respPrepare(s *Server, r *http.Request) (*genRequest, *chatPlan, chatOption
 	if err != nil {
 		return nil, nil, chatOptions{}, nil, nil, err
 	}
-	g, plan, co, err := parseChatRequest(cf, inst)
+	g, plan, co, err := func() (*genRequest, *chatPlan, chatOptions, error) {
+		if err := decodeOAIChat(rest, inst, req); err != nil {
+			return nil, nil, chatOptions{}, err
+		}
+		return inst.startChat(req)
+	}()
 	if err != nil {
 		release()
 		return nil, nil, chatOptions{}, nil, nil, err
@@ -409,22 +467,23 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 	sse := sseStart(w)
 	seq := 0
 	var tokenTimings *engine.Timings // timings_per_token: set on a token's text deltas
-	send := func(typ string, fields map[string]any) bool {
+	send := func(typ string, ev respEvent) bool {
 		if tokenTimings != nil && (typ == "response.output_text.delta" || typ == "response.reasoning_text.delta" || typ == "response.function_call_arguments.delta") {
-			fields["timings"] = tokenTimings
+			ev.Timings = tokenTimings
 		}
-		fields["type"] = typ
-		fields["sequence_number"] = seq
+		ev.Type, ev.SequenceNumber = typ, seq
 		seq++
 		if _, err := w.Write([]byte("event: " + typ + "\n")); err != nil {
 			return false
 		}
-		return sse.data(fields) == nil
+		return sse.data(ev) == nil
 	}
+	zero := 0
+	noLogprobs := &[]any{}
 	inProgress := base
 	inProgress.Status = "in_progress"
-	if !send("response.created", map[string]any{"response": inProgress}) ||
-		!send("response.in_progress", map[string]any{"response": inProgress}) {
+	if !send("response.created", respEvent{Response: &inProgress}) ||
+		!send("response.in_progress", respEvent{Response: &inProgress}) {
 		return
 	}
 	var done []respItem
@@ -443,17 +502,17 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 		case "message":
 			part := textPart(buf)
 			it.Content = []respOutPart{part}
-			ok = send("response.output_text.done", map[string]any{"item_id": it.ID, "output_index": idx, "content_index": 0, "text": buf, "logprobs": []any{}}) &&
-				send("response.content_part.done", map[string]any{"item_id": it.ID, "output_index": idx, "content_index": 0, "part": part})
+			ok = send("response.output_text.done", respEvent{ItemID: it.ID, OutputIndex: &idx, ContentIndex: &zero, Text: &buf, Logprobs: noLogprobs}) &&
+				send("response.content_part.done", respEvent{ItemID: it.ID, OutputIndex: &idx, ContentIndex: &zero, Part: &part})
 		case "reasoning":
 			it.Content = []respOutPart{{Type: "reasoning_text", Text: buf}}
-			ok = send("response.reasoning_text.done", map[string]any{"item_id": it.ID, "output_index": idx, "content_index": 0, "text": buf})
+			ok = send("response.reasoning_text.done", respEvent{ItemID: it.ID, OutputIndex: &idx, ContentIndex: &zero, Text: &buf})
 		case "function_call":
 			args := buf
 			it.Arguments = &args
-			ok = send("response.function_call_arguments.done", map[string]any{"item_id": it.ID, "output_index": idx, "arguments": buf})
+			ok = send("response.function_call_arguments.done", respEvent{ItemID: it.ID, OutputIndex: &idx, Arguments: &buf})
 		}
-		ok = ok && send("response.output_item.done", map[string]any{"output_index": idx, "item": it})
+		ok = ok && send("response.output_item.done", respEvent{OutputIndex: &idx, Item: &it})
 		done = append(done, it)
 		cur, buf = nil, ""
 		return ok
@@ -465,11 +524,11 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 		it.Status = "in_progress"
 		cur = &it
 		idx := len(done)
-		if !send("response.output_item.added", map[string]any{"output_index": idx, "item": it}) {
+		if !send("response.output_item.added", respEvent{OutputIndex: &idx, Item: &it}) {
 			return false
 		}
 		if it.Type == "message" {
-			return send("response.content_part.added", map[string]any{"item_id": it.ID, "output_index": idx, "content_index": 0, "part": textPart("")})
+			return send("response.content_part.added", respEvent{ItemID: it.ID, OutputIndex: &idx, ContentIndex: &zero, Part: new(textPart(""))})
 		}
 		return true
 	}
@@ -481,7 +540,7 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 				}
 			}
 			buf += d.ReasoningContent
-			if !send("response.reasoning_text.delta", map[string]any{"item_id": cur.ID, "output_index": len(done), "content_index": 0, "delta": d.ReasoningContent}) {
+			if !send("response.reasoning_text.delta", respEvent{ItemID: cur.ID, OutputIndex: new(len(done)), ContentIndex: &zero, Delta: &d.ReasoningContent}) {
 				return false
 			}
 		}
@@ -492,7 +551,7 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 				}
 			}
 			buf += d.Content
-			if !send("response.output_text.delta", map[string]any{"item_id": cur.ID, "output_index": len(done), "content_index": 0, "delta": d.Content, "logprobs": []any{}}) {
+			if !send("response.output_text.delta", respEvent{ItemID: cur.ID, OutputIndex: new(len(done)), ContentIndex: &zero, Delta: &d.Content, Logprobs: noLogprobs}) {
 				return false
 			}
 		}
@@ -506,7 +565,7 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 			}
 			if tc.ArgumentsDelta != "" {
 				buf += tc.ArgumentsDelta
-				if !send("response.function_call_arguments.delta", map[string]any{"item_id": cur.ID, "output_index": len(done), "delta": tc.ArgumentsDelta}) {
+				if !send("response.function_call_arguments.delta", respEvent{ItemID: cur.ID, OutputIndex: new(len(done)), Delta: &tc.ArgumentsDelta}) {
 					return false
 				}
 			}
@@ -517,13 +576,13 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 	for ev := range events {
 		if ev.Err != nil {
 			_, body := errorObject(ev.Err)
-			send("error", map[string]any{"error": body["error"]})
+			send("error", respEvent{Error: body["error"]})
 			return
 		}
 		if ev.Progress != nil {
 			// llama-server's return_progress: in_progress events with
 			// prompt_progress.
-			if !send("response.in_progress", map[string]any{"response": inProgress, "prompt_progress": ev.Progress}) {
+			if !send("response.in_progress", respEvent{Response: &inProgress, PromptProgress: ev.Progress}) {
 				return
 			}
 			continue
@@ -540,7 +599,7 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 			final.Output = done
 			final.Usage = respUsageOf(ev)
 			tm := ev.Timings
-			send("response.completed", map[string]any{"response": final, "timings": &tm})
+			send("response.completed", respEvent{Response: &final, Timings: &tm})
 			return
 		}
 		if ev.Text == "" {

@@ -201,3 +201,32 @@ func TestResponsesErrors(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, xPost(t, hs.URL+"/v1/chat/completions/input_tokens", map[string]any{}, &e))
 	assert.Equal(t, http.StatusBadRequest, xPost(t, hs.URL+"/v1/chat/completions/input_tokens", map[string]any{"messages": "x"}, &e))
 }
+
+// TestResponsesErrorMessages pins the messages of errors in converted
+// fields and in the chat completion fields a Responses body carries.
+func TestResponsesErrorMessages(t *testing.T) {
+	_, hs := newTestServer(t, Options{})
+	tests := []struct {
+		name, body, msg string
+	}{
+		{"max_output_tokens not an integer", `{"input":"x","max_output_tokens":"many"}`, `"max_tokens" must be an integer`},
+		{"max_output_tokens beyond int32", `{"input":"x","max_output_tokens":3000000000}`, `"max_tokens" must be between -1 and 2147483647, got 3000000000`},
+		{"function tool without name", `{"input":"x","tools":[{"type":"web_search"},{"type":"function","parameters":{}}]}`, `tools[0] must be {"type": "function", "function": {"name": ...}}`},
+		{"function tool name a number", `{"input":"x","tools":[{"type":"function","name":3}]}`, `"tools" must be an array of function tools`},
+		{"required without function tools", `{"input":"x","tool_choice":"required","tools":[{"type":"web_search"}]}`, `"tool_choice" "required" needs "tools"`},
+		{"no messages", `{"input":[]}`, `"messages" is required`},
+		{"chat field: temperature", `{"input":"x","temperature":1e39}`, `"temperature" is out of range`},
+		{"chat field: logprobs", `{"input":"x","top_logprobs":3}`, `"top_logprobs" requires "logprobs": true`},
+		{"chat field: reasoning_effort", `{"input":"x","reasoning_effort":3}`, `"reasoning_effort" must be a string`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var e errorBody
+			assert.Equal(t, http.StatusBadRequest, xPost(t, hs.URL+"/v1/responses", json.RawMessage(tc.body), &e))
+			assert.Equal(t, tc.msg, e.Error.Message)
+		})
+	}
+	// reasoning.effort takes the place of a reasoning_effort field.
+	var out respObject
+	assert.Equal(t, http.StatusOK, xPost(t, hs.URL+"/v1/responses", json.RawMessage(`{"input":"x","max_output_tokens":2,"reasoning_effort":3,"reasoning":{"effort":"low"}}`), &out))
+}

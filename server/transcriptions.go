@@ -129,10 +129,11 @@ func audioFormat(b []byte) string {
 	return ""
 }
 
-// transcriptionChat turns a transcription form into the body of a chat
-// completion for inst, as llama-server converts it; the user message ends
-// with the server's media marker, the place of the form's file.
-func transcriptionChat(form *transcriptionForm, inst *instance) (map[string]any, error) {
+// transcriptionChat turns a transcription form into the internal chat
+// request for inst, as llama-server converts it; the user message ends
+// with the server's media marker, the place of the form's file (the caller adds the
+// file to the request's media).
+func transcriptionChat(form *transcriptionForm, inst *instance) (*chatRequest, error) {
 	if rf, ok := form.fields["response_format"]; ok && rf != "json" {
 		return nil, badRequest("Only 'json' response_format is supported for transcription")
 	}
@@ -150,36 +151,33 @@ func transcriptionChat(form *transcriptionForm, inst *instance) (map[string]any,
 	if lang := form.fields["language"]; lang != "" {
 		prompt += " (language: " + lang + ")"
 	}
+	req := &chatRequest{AddGenerationPrompt: true, N: 1, ToolChoice: chat.ToolChoice{Mode: "auto"}, Model: form.fields["model"]}
 	// As llama-server, the user message is the prompt text ending with the
 	// media marker (a string, not content parts).
-	var msgs []any
 	if system != "" {
-		msgs = append(msgs, map[string]any{"role": "system", "content": system})
+		req.Messages = append(req.Messages, chat.Message{Role: chat.RoleSystem, Content: system})
 	}
 	// The client's text cannot place media: a marker in it (GET /props
 	// tells it) is dropped.
 	marker := inst.Server.mediaMarker
 	prompt = strings.ReplaceAll(prompt, marker, "")
-	msgs = append(msgs, map[string]any{"role": "user", "content": prompt + marker})
-	body := map[string]any{"messages": msgs, "stream": form.fields["stream"] == "true"}
-	if m, ok := form.fields["model"]; ok {
-		body["model"] = m
-	}
+	req.Messages = append(req.Messages, chat.Message{Role: chat.RoleUser, Content: prompt + marker})
+	req.Gen.Set = append(req.Gen.Set, genValue{Name: "stream", Bool: form.fields["stream"] == "true"})
 	if s, ok := form.fields["max_tokens"]; ok {
 		n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 31)
 		if err != nil {
 			return nil, badRequest("max_tokens must be a non-negative integer, not %q", s)
 		}
-		body["max_tokens"] = n
+		req.Gen.Set = append(req.Gen.Set, genValue{Name: "max_tokens", Int: int64(n)})
 	}
 	if s, ok := form.fields["temperature"]; ok {
 		v, err := strconv.ParseFloat(strings.TrimSpace(s), 32)
 		if err != nil {
 			return nil, badRequest("temperature must be a number, not %q", s)
 		}
-		body["temperature"] = v
+		req.Gen.Set = append(req.Gen.Set, genValue{Name: "temperature", Float: v})
 	}
-	return body, nil
+	return req, nil
 }
 
 // Wire types of a transcription answer.
@@ -232,15 +230,12 @@ func handleTranscriptions(s *Server) handlerFunc {
 		if !inst.Projector.SupportsAudio() {
 			return badRequest("The current model does not support audio input: its multimodal projector has no audio encoder")
 		}
-		body, err := transcriptionChat(form, inst)
+		req, err := transcriptionChat(form, inst)
 		if err != nil {
 			return err
 		}
-		f, err := toFields(body)
-		if err != nil {
-			return err
-		}
-		g, plan, _, err := parseChatRequestMedia(f, inst, []mediaInput{{data: form.file, kind: "audio"}})
+		req.media = append(req.media, mediaInput{data: form.file, kind: "audio"})
+		g, plan, _, err := inst.startChat(req)
 		if err != nil {
 			return err
 		}
