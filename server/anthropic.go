@@ -119,35 +119,7 @@ type (
 		StopReason   string  `json:"stop_reason"`
 		StopSequence *string `json:"stop_sequence"`
 	}
-	anthErrorBody struct {
-		Type  string        `json:"type"`
-		Error anthErrorInfo `json:"error"`
-	}
-	anthErrorInfo struct {
-		Type    string `json:"type"`
-		Message string `json:"message"`
-	}
 )
-
-// anthErrorType maps llama.cpp's error types to Anthropic's.
-func anthErrorType(t string, status int) string {
-	switch t {
-	case errInvalidRequest, errExceedContext, errNotSupported:
-		return "invalid_request_error"
-	case errAuthentication:
-		return "authentication_error"
-	case errPermission:
-		return "permission_error"
-	case errNotFound:
-		return "not_found_error"
-	case errUnavailable:
-		return "overloaded_error"
-	}
-	if status >= 400 && status < 500 {
-		return "invalid_request_error"
-	}
-	return "api_error"
-}
 
 // anthToChat converts a Messages request to the internal chat request,
 // as llama.cpp's server_chat_convert_anthropic_to_oai converts it to an

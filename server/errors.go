@@ -207,6 +207,38 @@ func (d dialect) render(err error) (int, any) {
 	return errorObject(he)
 }
 
+// anthErrorBody is the wire form of an error in Anthropic's shape.
+type anthErrorBody struct {
+	Type  string        `json:"type"` // always "error"
+	Error anthErrorInfo `json:"error"`
+}
+
+// anthErrorInfo is the object of anthErrorBody.
+type anthErrorInfo struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+// anthErrorType maps llama.cpp's error types to Anthropic's.
+func anthErrorType(t string, status int) string {
+	switch t {
+	case errInvalidRequest, errExceedContext, errNotSupported:
+		return "invalid_request_error"
+	case errAuthentication:
+		return "authentication_error"
+	case errPermission:
+		return "permission_error"
+	case errNotFound:
+		return "not_found_error"
+	case errUnavailable:
+		return "overloaded_error"
+	}
+	if status >= 400 && status < 500 {
+		return "invalid_request_error"
+	}
+	return "api_error"
+}
+
 // write answers err in d's shape.
 func (d dialect) write(w http.ResponseWriter, err error) {
 	status, body := d.render(err)
