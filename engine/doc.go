@@ -29,9 +29,10 @@
 //		fmt.Print(ev.Text)
 //	}
 //
-// or with Submit, whose Stream reads like sql.Rows. Cancelling the context,
-// breaking out of the loop or closing the Stream stops the request and frees
-// its slot at once. The engine holds no goroutine per request, and events a
+// or with Submit, whose Stream reads like sql.Rows; SubmitAll reads several
+// requests (the choices of one prompt, say) as one Stream, in the order
+// their events come. Cancelling the context, breaking out of the loop or
+// closing the Stream stops the request and frees its slot at once. The engine holds no goroutine per request, and events a
 // slow reader has not taken yet wait in a queue of their own, so a slow
 // reader never stalls the other slots.
 //

@@ -2,11 +2,15 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"iter"
 	"sync"
+
+	"github.com/x/llama"
 )
 
-// Stream is the events of one submitted request, read like sql.Rows:
+// Stream is the events of one submitted request (or of several, from
+// SubmitAll), read like sql.Rows:
 //
 //	st, err := eng.Submit(ctx, req)
 //	if err != nil { ... }
@@ -26,18 +30,20 @@ import (
 type Stream struct {
 	ctx    context.Context
 	cancel context.CancelFunc
-	ob     *outbox
+	ob     *outbox   // the request's; with SubmitAll, the first one's
+	obs    []*outbox // with SubmitAll, every request's, in order (they share ob's sig)
+	turn   int       // the request whose outbox Next looks at first
 	ev     Event
+	idx    int
 	err    error
 }
 
 // Next waits for the next event and reports whether there is one: false
-// after the last event, or when the request's context is done (Err then
-// says so).
+// after the last event (of every request, with SubmitAll), or when the
+// request's context is done (Err then says so).
 func (s *Stream) Next() bool {
 	for {
-		if ev, ok, fin := s.ob.pop(); ok {
-			s.ev = ev
+		if ok, fin := s.take(); ok {
 			return true
 		} else if fin {
 			s.ev = Event{}
@@ -48,8 +54,7 @@ func (s *Stream) Next() bool {
 		case <-s.ctx.Done():
 			// The loop may have pushed the last events before it saw the
 			// cancellation: they are still delivered.
-			if ev, ok, _ := s.ob.pop(); ok {
-				s.ev = ev
+			if ok, _ := s.take(); ok {
 				return true
 			}
 			s.err = s.ctx.Err()
@@ -59,19 +64,51 @@ func (s *Stream) Next() bool {
 	}
 }
 
+// take moves to the next unread event (ok), looking at the requests' in
+// turn from s.turn so that none waits behind another's backlog, and reports
+// whether every request has sent its last event (fin) when there is none.
+func (s *Stream) take() (ok, fin bool) {
+	n := max(len(s.obs), 1)
+	fin = true
+	for k := range n {
+		i := (s.turn + k) % n
+		ev, ok, last := s.box(i).pop()
+		if ok {
+			s.ev, s.idx, s.turn = ev, i, (i+1)%n
+			return true, false
+		}
+		fin = fin && last
+	}
+	return false, fin
+}
+
+// box returns the outbox of request i.
+func (s *Stream) box(i int) *outbox {
+	if s.obs == nil {
+		return s.ob
+	}
+	return s.obs[i]
+}
+
 // Event returns the event Next moved to.
 func (s *Stream) Event() Event { return s.ev }
+
+// Index returns the index, among the requests given to SubmitAll, of the
+// request whose event Next moved to; it is 0 for a Stream from Submit.
+func (s *Stream) Index() int { return s.idx }
 
 // Err returns the context's error when Next stopped because the request's
 // context was done before its last event, else nil. A request that failed
 // says so in its last Event's Err.
 func (s *Stream) Err() error { return s.err }
 
-// Close stops the request if it is still queued or running, frees its slot
-// and drops the events not read yet.
+// Close stops the request (every request, with SubmitAll) if it is still
+// queued or running, frees its slot and drops the events not read yet.
 func (s *Stream) Close() error {
 	s.cancel()
-	s.ob.drop()
+	for i := range max(len(s.obs), 1) {
+		s.box(i).drop()
+	}
 	return nil
 }
 
@@ -83,7 +120,7 @@ func (s *Stream) All() iter.Seq2[Event, error] {
 		defer s.Close()
 		for s.Next() {
 			ev := s.Event()
-			if !yield(ev, ev.Err) || ev.Done {
+			if !yield(ev, ev.Err) {
 				return
 			}
 		}
@@ -108,12 +145,49 @@ func (e *Engine) Generate(ctx context.Context, req *Request) iter.Seq2[Event, er
 	}
 }
 
+// SubmitAll submits reqs, in order, and returns one Stream of the events of
+// them all, Index telling which request an event is of: the several
+// choices of one prompt, or several prompts, read as they are generated
+// with no goroutine per request. Next takes turns among the requests whose
+// events are waiting, keeps each request's events in order, and reports
+// false once every request has sent its last event. Cancelling ctx or
+// closing the Stream stops them all. When Submit refuses a request, the
+// ones before it are stopped and SubmitAll returns that error.
+func (e *Engine) SubmitAll(ctx context.Context, reqs []*Request) (*Stream, error) {
+	if len(reqs) == 0 {
+		return nil, fmt.Errorf("engine: no requests: %w", llama.ErrInvalid)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	obs := make([]*outbox, len(reqs))
+	for i, r := range reqs {
+		st, err := e.Submit(ctx, r)
+		if err != nil {
+			cancel()
+			for _, o := range obs[:i] {
+				o.drop()
+			}
+			return nil, err
+		}
+		obs[i] = st.ob
+	}
+	// One signal for all: a push to any request wakes the reader. Pushes
+	// before the switch are found by Next, which looks before it waits.
+	for _, o := range obs[1:] {
+		o.mu.Lock()
+		o.sig = obs[0].sig
+		o.mu.Unlock()
+	}
+	return &Stream{ctx: ctx, cancel: cancel, ob: obs[0], obs: obs}, nil
+}
+
 // outbox is an unbounded event queue between the loop and a Stream, so that
 // a slow reader never stalls the other slots.
 type outbox struct {
-	sig chan struct{} // a push happened since the reader last looked
-
 	mu   sync.Mutex
+	sig  chan struct{} // a push happened since the reader last looked
 	q    []Event
 	head int  // q[head:] are unread
 	fin  bool // no more events: the last was pushed or the reader left
@@ -133,11 +207,9 @@ func (o *outbox) push(ev *Event, fin bool) {
 		o.q = append(o.q, *ev)
 	}
 	o.fin = fin
+	sig := o.sig
 	o.mu.Unlock()
-	select {
-	case o.sig <- struct{}{}:
-	default:
-	}
+	notify(sig)
 }
 
 // drop ends the queue and forgets the unread events: the reader left.
@@ -145,9 +217,15 @@ func (o *outbox) drop() {
 	o.mu.Lock()
 	clear(o.q)
 	o.q, o.head, o.fin = nil, 0, true
+	sig := o.sig
 	o.mu.Unlock()
+	notify(sig)
+}
+
+// notify wakes the reader waiting on sig, if it is not already woken.
+func notify(sig chan struct{}) {
 	select {
-	case o.sig <- struct{}{}:
+	case sig <- struct{}{}:
 	default:
 	}
 }
