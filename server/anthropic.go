@@ -481,7 +481,7 @@ func handleAnthropicMessages(s *Server) handlerFunc {
 // streamAnthropic sends a message as Anthropic's stream: message_start,
 // ping, one content block at a time (start, deltas, stop), message_delta
 // with the stop reason and usage, message_stop.
-func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, events <-chan engine.Event) {
+func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, events eventStream) {
 	sse := sseStart(w)
 	send := func(name string, v any) bool {
 		if _, err := w.Write([]byte("event: " + name + "\n")); err != nil {
@@ -562,7 +562,8 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 		}
 		return true
 	}
-	for ev := range events {
+	for events.Next() {
+		ev := events.Event()
 		if ev.Err != nil {
 			_, body := anthropicErrors.render(ev.Err)
 			send("error", body)

@@ -849,20 +849,25 @@ func parseChatOutput(text string, opts chat.ParseOptions) chat.Message {
 	return msg
 }
 
-// collectChat waits for the result of a chat that is not streamed and
-// reads its message with parseChatOutput.
-func collectChat(ctx context.Context, inst *instance, plan *chatPlan, events <-chan engine.Event) (*completionResult, chat.Message, error) {
-	res, err := collect(ctx, inst.Model, events)
+// collectChat waits for the result of a chat (of one choice) that is not
+// streamed and reads its message with chatMessage.
+func collectChat(ctx context.Context, inst *instance, plan *chatPlan, st eventStream) (*completionResult, chat.Message, error) {
+	res, err := collect(ctx, inst.Model, st, 1)
 	if err != nil {
 		return nil, chat.Message{}, err
 	}
+	return res[0], chatMessage(plan, res[0]), nil
+}
+
+// chatMessage reads the message of a chat's result with parseChatOutput.
+func chatMessage(plan *chatPlan, res *completionResult) chat.Message {
 	msg := parseChatOutput(plan.Prefill+res.Text, plan.Parse)
 	if plan.ResponseFormat {
 		var f jsonContentFilter
 		msg.Content = f.push(msg.Content)
 		msg.Content += f.finish()
 	}
-	return res, msg, nil
+	return msg
 }
 
 // nullableContent is OpenAI's content: "" becomes null when the message
@@ -892,7 +897,7 @@ func handleChatCompletion(s *Server) handlerFunc {
 			t := *g.task
 			tasks[i] = &t
 		}
-		chans, err := s.startTasks(ctx, inst, tasks)
+		st, err := s.startTasks(ctx, inst, tasks)
 		if err != nil {
 			return err
 		}
@@ -904,17 +909,18 @@ func handleChatCompletion(s *Server) handlerFunc {
 		_ = f.bool("reasoning_control", &reasoningControl)
 		defer s.controls.track(base.ID, reasoningControl)()
 		if g.opt.Stream {
-			streamChat(ctx, w, g, plan, co, chans, base)
+			streamChat(w, g, plan, co, st, base)
 			return nil
+		}
+		results, err := collect(ctx, inst.Model, st, co.N)
+		if err != nil {
+			return err
 		}
 		resp := base
 		resp.Object = "chat.completion"
 		var u oaiUsage
-		for i, events := range chans {
-			res, msg, err := collectChat(ctx, inst, plan, events)
-			if err != nil {
-				return err
-			}
+		for i, res := range results {
+			msg := chatMessage(plan, res)
 			out := &oaiChatMessage{Role: chat.RoleAssistant, ReasoningContent: msg.ReasoningContent}
 			for _, tc := range msg.ToolCalls {
 				out.ToolCalls = append(out.ToolCalls, oaiToolCall{ID: idOrNew(tc.ID, "call_"), Type: "function", Function: oaiToolFunction{Name: tc.Name, Arguments: tc.Arguments}})
@@ -940,10 +946,10 @@ func handleChatCompletion(s *Server) handlerFunc {
 }
 
 // streamChat sends chat.completion.chunk events for each choice (one per
-// channel, "index" telling them apart): the assistant role, the parsed
-// deltas, a chunk with the finish reason, then, once every choice is done,
-// optionally the usage (with empty choices), then [DONE].
-func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOptions, chans []<-chan engine.Event, base oaiChatCompletion) {
+// task of events, "index" telling them apart): the assistant role, the
+// parsed deltas, a chunk with the finish reason, then, once every choice is
+// done, optionally the usage (with empty choices), then [DONE].
+func streamChat(w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOptions, events eventStream, base oaiChatCompletion) {
 	sse := sseStart(w)
 	base.Object = "chat.completion.chunk"
 	type choiceState struct {
@@ -953,7 +959,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 		anyCalls bool
 		done     bool
 	}
-	states := make([]*choiceState, len(chans))
+	states := make([]*choiceState, co.N)
 	for i := range states {
 		states[i] = &choiceState{ids: map[int]string{},
 			parser: newChatStream(plan.Parse).withPrefix(plan.Prefill).withJSONContent(plan.ResponseFormat)}
@@ -967,7 +973,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 	// The first chunk gives the role; with return_progress every progress
 	// report is such a chunk carrying prompt_progress, as in llama-server.
 	if !g.task.ReturnProgress {
-		for i := range chans {
+		for i := range co.N {
 			if !send(oaiChatChoice{Index: i, Delta: oaiFirstDelta{Role: chat.RoleAssistant}}, nil) {
 				return
 			}
@@ -1002,16 +1008,17 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 	}
 	var usage oaiUsage
 	var last engine.Timings
-	left := len(chans)
-	for ev := range merge(ctx, chans) {
-		st := states[ev.Index]
+	left := co.N
+	for events.Next() {
+		ev, idx := events.Event(), events.Index()
+		st := states[idx]
 		if ev.Err != nil {
 			sse.sendError(ev.Err)
 			return
 		}
 		if ev.Progress != nil {
 			chunk := base
-			chunk.Choices = []oaiChatChoice{{Index: ev.Index, Delta: oaiFirstDelta{Role: chat.RoleAssistant}}}
+			chunk.Choices = []oaiChatChoice{{Index: idx, Delta: oaiFirstDelta{Role: chat.RoleAssistant}}}
 			chunk.PromptProgress = ev.Progress
 			if sse.data(chunk) != nil {
 				return
@@ -1024,7 +1031,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 			}
 			st.done = true
 			d := st.parser.Finish(ev.Stop == engine.StopLimit)
-			if !emit(ev.Index, st, d, nil) {
+			if !emit(idx, st, d, nil) {
 				return
 			}
 			fr := finishReason(ev.Stop, st.anyCalls)
@@ -1033,10 +1040,10 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 			if !co.IncludeUsage {
 				finTimings = &tm
 			}
-			if !send(oaiChatChoice{Index: ev.Index, Delta: &oaiChatMessage{}, FinishReason: &fr}, finTimings) {
+			if !send(oaiChatChoice{Index: idx, Delta: &oaiChatMessage{}, FinishReason: &fr}, finTimings) {
 				return
 			}
-			usage.add(ev.Event)
+			usage.add(ev)
 			last = tm
 			if left--; left > 0 {
 				continue
@@ -1067,7 +1074,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 		if d.Empty() {
 			continue
 		}
-		if !emit(ev.Index, st, d, tm) {
+		if !emit(idx, st, d, tm) {
 			return
 		}
 	}

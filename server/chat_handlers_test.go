@@ -228,10 +228,10 @@ type watchEngine struct {
 	submitted chan context.Context
 }
 
-func (e watchEngine) Submit(ctx context.Context, t *engine.Request) (<-chan engine.Event, error) {
-	ch, err := e.engineAPI.Submit(ctx, t)
+func (e watchEngine) Submit(ctx context.Context, t ...*engine.Request) (eventStream, error) {
+	st, err := e.engineAPI.Submit(ctx, t...)
 	e.submitted <- ctx
-	return ch, err
+	return st, err
 }
 
 // watchSubmits puts a watchEngine in front of s's default engine for the
@@ -285,7 +285,7 @@ func TestCompletionClientDisconnect(t *testing.T) {
 // busyEngine is an Engine whose queue is always full.
 type busyEngine struct{ engineAPI }
 
-func (busyEngine) Submit(context.Context, *engine.Request) (<-chan engine.Event, error) {
+func (busyEngine) Submit(context.Context, ...*engine.Request) (eventStream, error) {
 	return nil, engine.ErrBusy
 }
 func (busyEngine) SlotsInfo() []engine.SlotInfo { return []engine.SlotInfo{{NCtx: 512}} }

@@ -68,15 +68,31 @@ type scriptEngine struct {
 	stop   engine.StopReason
 }
 
-func (e scriptEngine) Submit(_ context.Context, t *engine.Request) (<-chan engine.Event, error) {
-	ch := make(chan engine.Event, len(e.pieces)+1)
-	for _, p := range e.pieces {
-		ch <- engine.Event{Token: 1, Text: p}
+func (e scriptEngine) Submit(_ context.Context, tasks ...*engine.Request) (eventStream, error) {
+	st := &sliceStream{at: -1}
+	for i, t := range tasks {
+		for _, p := range e.pieces {
+			st.events = append(st.events, engine.Event{Token: 1, Text: p})
+			st.index = append(st.index, i)
+		}
+		st.events = append(st.events, engine.Event{Done: true, Stop: e.stop, PromptTokens: len(t.Prompt), Generated: len(e.pieces)})
+		st.index = append(st.index, i)
 	}
-	ch <- engine.Event{Done: true, Stop: e.stop, PromptTokens: len(t.Prompt), Generated: len(e.pieces)}
-	close(ch)
-	return ch, nil
+	return st, nil
 }
+
+// sliceStream is an eventStream of fixed events: events[k] of task index[k].
+type sliceStream struct {
+	events []engine.Event
+	index  []int
+	at     int
+}
+
+func (s *sliceStream) Next() bool          { s.at++; return s.at < len(s.events) }
+func (s *sliceStream) Event() engine.Event { return s.events[s.at] }
+func (s *sliceStream) Index() int          { return s.index[s.at] }
+func (s *sliceStream) Err() error          { return nil }
+func (s *sliceStream) Close() error        { return nil }
 
 // streamedCalls joins the streamed tool call names and arguments.
 func streamedCalls(chunks []map[string]any) (names, args string) {

@@ -37,56 +37,13 @@ func (g *genRequest) tasks() []*engine.Request {
 
 // startTasks submits tasks and waits for the first event of each, so
 // that a failure is answered with its HTTP status. On failure the tasks
-// already submitted end when the caller cancels ctx.
-func (s *Server) startTasks(ctx context.Context, inst *instance, tasks []*engine.Request) ([]<-chan engine.Event, error) {
-	chans := make([]<-chan engine.Event, 0, len(tasks))
-	for _, t := range tasks {
-		ch, err := s.runTask(ctx, inst, t)
-		if err != nil {
-			return nil, err
-		}
-		chans = append(chans, ch)
+// end when the caller cancels ctx.
+func (s *Server) startTasks(ctx context.Context, inst *instance, tasks []*engine.Request) (eventStream, error) {
+	st, err := s.runTask(ctx, inst, tasks...)
+	if err != nil {
+		return nil, err
 	}
-	for i, ch := range chans {
-		peeked, err := peekEvents(ctx, ch)
-		if err != nil {
-			return nil, err
-		}
-		chans[i] = peeked
-	}
-	return chans, nil
-}
-
-// indexedEvent is an event of the task at Index.
-type indexedEvent struct {
-	Index int
-	engine.Event
-}
-
-// merge forwards the events of several tasks into one channel, closed
-// once they all end or ctx is done.
-func merge(ctx context.Context, chans []<-chan engine.Event) <-chan indexedEvent {
-	out := make(chan indexedEvent)
-	done := make(chan struct{})
-	for i, ch := range chans {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			for ev := range ch {
-				select {
-				case out <- indexedEvent{i, ev}:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-	}
-	go func() {
-		for range chans {
-			<-done
-		}
-		close(out)
-	}()
-	return out
+	return peekEvents(ctx, st, len(tasks))
 }
 
 // readModel reads the optional "model" field.
@@ -131,7 +88,7 @@ func (s *Server) requestInstance(r *http.Request) (f reqFields, inst *instance, 
 // events (ctx ends with the request). Errors before answer, and answer's
 // own before it writes, are answered with their status.
 func generationHandler(parse func(reqFields, *instance) (*genRequest, error),
-	answer func(ctx context.Context, w http.ResponseWriter, f reqFields, g *genRequest, chans []<-chan engine.Event) error) func(*Server) handlerFunc {
+	answer func(ctx context.Context, w http.ResponseWriter, f reqFields, g *genRequest, st eventStream) error) func(*Server) handlerFunc {
 	return func(s *Server) handlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) error {
 			f, inst, release, err := s.requestInstance(r)
@@ -145,29 +102,28 @@ func generationHandler(parse func(reqFields, *instance) (*genRequest, error),
 			}
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
-			chans, err := s.startTasks(ctx, inst, g.tasks())
+			st, err := s.startTasks(ctx, inst, g.tasks())
 			if err != nil {
 				return err
 			}
-			return answer(ctx, w, f, g, chans)
+			return answer(ctx, w, f, g, st)
 		}
 	}
 }
 
 // answerCompletion writes /completion's response.
-func answerCompletion(ctx context.Context, w http.ResponseWriter, _ reqFields, g *genRequest, chans []<-chan engine.Event) error {
-	inst := g.inst
+func answerCompletion(ctx context.Context, w http.ResponseWriter, _ reqFields, g *genRequest, st eventStream) error {
 	if g.opt.Stream {
-		streamNative(ctx, w, g, chans)
+		streamNative(w, g, st)
 		return nil
 	}
-	results := make([]any, len(chans))
-	for i, ch := range chans {
-		res, err := collect(ctx, inst.Model, ch)
-		if err != nil {
-			return err
-		}
-		results[i] = nativeFinal(g, i, res, false)
+	res, err := collect(ctx, g.inst.Model, st, len(g.prompts))
+	if err != nil {
+		return err
+	}
+	results := make([]any, len(res))
+	for i, r := range res {
+		results[i] = nativeFinal(g, i, r, false)
 	}
 	if len(results) == 1 {
 		writeJSON(w, http.StatusOK, results[0])
@@ -295,7 +251,7 @@ func pickFields(obj map[string]any, fields []string) map[string]any {
 
 // streamNative sends a native completion as Server-Sent Events: one chunk
 // per piece of text, then the final object of each prompt.
-func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, chans []<-chan engine.Event) {
+func streamNative(w http.ResponseWriter, g *genRequest, events eventStream) {
 	sse := sseStart(w)
 	type state struct {
 		tokens []llama.Token
@@ -303,25 +259,26 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, cha
 		steps  []step
 		n      int
 	}
-	states := make([]state, len(chans))
+	states := make([]state, len(g.prompts))
 	nProbs := g.task.Params.NProbs
-	for ev := range merge(ctx, chans) {
-		st := &states[ev.Index]
+	for events.Next() {
+		ev, idx := events.Event(), events.Index()
+		st := &states[idx]
 		if ev.Err != nil {
 			sse.sendError(ev.Err)
 			return
 		}
 		if ev.Done {
-			res := &completionResult{Text: st.text.String(), Final: ev.Event}
-			if err := sse.data(nativeFinal(g, ev.Index, res, true)); err != nil {
+			res := &completionResult{Text: st.text.String(), Final: ev}
+			if err := sse.data(nativeFinal(g, idx, res, true)); err != nil {
 				return
 			}
 			continue
 		}
 		if ev.Progress != nil {
 			chunk := map[string]any{
-				"index": ev.Index, "content": "", "tokens": []llama.Token{}, "stop": false, "id_slot": ev.SlotID,
-				"tokens_predicted": 0, "tokens_evaluated": len(g.prompts[ev.Index]), "prompt_progress": ev.Progress,
+				"index": idx, "content": "", "tokens": []llama.Token{}, "stop": false, "id_slot": ev.SlotID,
+				"tokens_predicted": 0, "tokens_evaluated": len(g.prompts[idx]), "prompt_progress": ev.Progress,
 			}
 			if g.opt.TimingsPerToken {
 				chunk["timings"] = ev.Timings
@@ -343,13 +300,13 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, cha
 			continue // held back: sent with the next text
 		}
 		chunk := map[string]any{
-			"index":            ev.Index,
+			"index":            idx,
 			"content":          ev.Text,
 			"tokens":           nonNilTokens(st.tokens),
 			"stop":             false,
 			"id_slot":          ev.SlotID,
 			"tokens_predicted": st.n,
-			"tokens_evaluated": len(g.prompts[ev.Index]),
+			"tokens_evaluated": len(g.prompts[idx]),
 		}
 		st.tokens = nil
 		if g.opt.TimingsPerToken {
@@ -362,9 +319,6 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, cha
 		if err := sse.data(chunk); err != nil {
 			return
 		}
-	}
-	if err := ctx.Err(); err != nil {
-		return
 	}
 }
 

@@ -163,17 +163,9 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) handlerFunc {
 				tasks[i] = &engine.Request{Kind: engine.KindEmbedding, Prompt: toks, Params: engine.DefaultSamplingParams(),
 					NKeep: -1, SlotID: -1, Normalize: normalize, PerToken: pooling == llama.PoolingNone}
 			}
-			events, err := submitAll(r, inst.embedder(), tasks)
+			results, err := submitAll(r, inst.embedder(), tasks)
 			if err != nil {
 				return err
-			}
-			results := make([]engine.Event, len(tasks))
-			for i, ch := range events {
-				ev, err := collectOne(ch)
-				if err != nil {
-					return err
-				}
-				results[i] = ev
 			}
 			if !oai {
 				out := make([]nativeEmbedding, len(results))
@@ -210,17 +202,21 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) handlerFunc {
 }
 
 // submitAll queues every task before reading any result, so that the
-// engine can batch them together. On a failed submission the tasks already
-// queued are cancelled.
-func submitAll(r *http.Request, e engineAPI, tasks []*engine.Request) ([]<-chan engine.Event, error) {
-	ctx := r.Context()
-	out := make([]<-chan engine.Event, 0, len(tasks))
-	for _, t := range tasks {
-		ch, err := e.Submit(ctx, t)
-		if err != nil {
-			return nil, err // the request context ends with the handler, freeing the others
-		}
-		out = append(out, ch)
+// engine can batch them together, and returns each task's last event (an
+// embedding or rerank task sends only that one). On a failure the tasks end
+// with the request's context.
+func submitAll(r *http.Request, e engineAPI, tasks []*engine.Request) ([]engine.Event, error) {
+	st, err := e.Submit(r.Context(), tasks...)
+	if err != nil {
+		return nil, err
+	}
+	res, err := collect(r.Context(), nil, st, len(tasks))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]engine.Event, len(res))
+	for i, r := range res {
+		out[i] = r.Final
 	}
 	return out, nil
 }

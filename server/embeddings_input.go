@@ -10,8 +10,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/x/llama/engine"
-
 	"github.com/x/llama"
 )
 
@@ -141,21 +139,4 @@ func (p embdPrompt) tokenize(m *llama.Model, addSpecial, parseSpecial bool) ([]l
 		out = append(out, toks...)
 	}
 	return out, nil
-}
-
-// collectOne reads a one-result task's events (embedding and rerank tasks
-// send a single Done event) and returns the last one or its error.
-func collectOne(ch <-chan engine.Event) (engine.Event, error) {
-	var last engine.Event
-	got := false
-	for ev := range ch {
-		if ev.Err != nil {
-			return ev, ev.Err
-		}
-		last, got = ev, true
-	}
-	if !got {
-		return last, errors.New("the engine ended the task without a result")
-	}
-	return last, nil
 }

@@ -8,10 +8,12 @@ import (
 )
 
 // engineAPI is what the handlers use of an engine: *engine.Engine behind
-// engineClient, whose Submit hands events over a channel tied to the
-// request's context.
+// engineClient (tests put wrappers in front of it).
 type engineAPI interface {
-	Submit(ctx context.Context, t *engine.Request) (<-chan engine.Event, error)
+	// Submit queues tasks together (engine.Engine.SubmitAll) and returns
+	// their events as one stream, in the order they come; the stream ends
+	// with ctx.
+	Submit(ctx context.Context, tasks ...*engine.Request) (eventStream, error)
 	Model() *llama.Model
 	SlotsInfo() []engine.SlotInfo
 	Metrics() engine.Metrics
@@ -20,6 +22,16 @@ type engineAPI interface {
 	EraseSlot(id int) (nErased int, err error)
 	Adapters() []engine.AdapterInfo
 	SetAdapterScales([]engine.LoRAScale) error
+	Close() error
+}
+
+// eventStream is the events of submitted tasks, read like sql.Rows: an
+// *engine.Stream. Index is the task of the current event.
+type eventStream interface {
+	Next() bool
+	Event() engine.Event
+	Index() int
+	Err() error
 	Close() error
 }
 
@@ -35,27 +47,12 @@ func newEngine(m *llama.Model, o engine.Options) (engineAPI, error) {
 	return engineClient{e}, nil
 }
 
-// Submit queues t and returns its events on a channel, closed after the
-// last one or when ctx is done; every handler's ctx is its request's, which
-// ends with the handler, so the goroutine feeding the channel always ends.
-func (c engineClient) Submit(ctx context.Context, t *engine.Request) (<-chan engine.Event, error) {
-	st, err := c.Engine.Submit(ctx, t)
+func (c engineClient) Submit(ctx context.Context, tasks ...*engine.Request) (eventStream, error) {
+	st, err := c.Engine.SubmitAll(ctx, tasks)
 	if err != nil {
 		return nil, err
 	}
-	ch := make(chan engine.Event, 16)
-	go func() {
-		defer close(ch)
-		defer st.Close()
-		for st.Next() {
-			select {
-			case ch <- st.Event():
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return ch, nil
+	return st, nil
 }
 
 // defaultSampling returns the sampling parameters requests start from:

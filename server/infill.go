@@ -210,19 +210,19 @@ func handleInfill(s *Server) handlerFunc {
 		g := &genRequest{inst: inst, prompts: [][]llama.Token{prompt}, task: t, opt: opt}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		chans, err := s.startTasks(ctx, inst, g.tasks())
+		st, err := s.startTasks(ctx, inst, g.tasks())
 		if err != nil {
 			return err
 		}
 		if opt.Stream {
-			streamNative(ctx, w, g, chans)
+			streamNative(w, g, st)
 			return nil
 		}
-		res, err := collect(ctx, inst.Model, chans[0])
+		res, err := collect(ctx, inst.Model, st, 1)
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, nativeFinal(g, 0, res, false))
+		writeJSON(w, http.StatusOK, nativeFinal(g, 0, res[0], false))
 		return nil
 	}
 }

@@ -248,7 +248,7 @@ type countingEngine struct {
 	submitted atomic.Int64
 }
 
-func (e *countingEngine) Submit(ctx context.Context, t *engine.Request) (<-chan engine.Event, error) {
-	e.submitted.Add(1)
-	return e.engineAPI.Submit(ctx, t)
+func (e *countingEngine) Submit(ctx context.Context, t ...*engine.Request) (eventStream, error) {
+	e.submitted.Add(int64(len(t)))
+	return e.engineAPI.Submit(ctx, t...)
 }

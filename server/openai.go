@@ -177,7 +177,7 @@ func unsupported(f reqFields) error {
 }
 
 // answerOAICompletion writes /v1/completions' response.
-func answerOAICompletion(ctx context.Context, w http.ResponseWriter, f reqFields, g *genRequest, chans []<-chan engine.Event) error {
+func answerOAICompletion(ctx context.Context, w http.ResponseWriter, f reqFields, g *genRequest, st eventStream) error {
 	inst := g.inst
 	base := oaiCompletion{
 		ID: newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(),
@@ -185,16 +185,16 @@ func answerOAICompletion(ctx context.Context, w http.ResponseWriter, f reqFields
 	}
 	nProbs := g.task.Params.NProbs
 	if g.opt.Stream {
-		streamOAICompletion(ctx, w, g, chans, base)
+		streamOAICompletion(ctx, w, g, st, base)
 		return nil
+	}
+	results, err := collect(ctx, inst.Model, st, len(g.prompts))
+	if err != nil {
+		return err
 	}
 	resp := base
 	var usage oaiUsage
-	for i, ch := range chans {
-		res, err := collect(ctx, inst.Model, ch)
-		if err != nil {
-			return err
-		}
+	for i, res := range results {
 		fr := finishReason(res.Final.Stop, false)
 		c := oaiCompletionChoice{Text: res.Text, Index: i, FinishReason: &fr}
 		if nProbs > 0 {
@@ -202,7 +202,7 @@ func answerOAICompletion(ctx context.Context, w http.ResponseWriter, f reqFields
 		}
 		resp.Choices = append(resp.Choices, c)
 		usage.add(res.Final)
-		if i == len(chans)-1 {
+		if i == len(results)-1 {
 			tm := res.Final.Timings
 			resp.Timings = &tm
 			if g.opt.Verbose {
@@ -251,12 +251,13 @@ func parseOAICompletion(f reqFields, inst *instance) (*genRequest, error) {
 
 // streamOAICompletion sends text_completion chunks, a last chunk per
 // prompt with its finish reason, usage and timings, then [DONE].
-func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genRequest, chans []<-chan engine.Event, base oaiCompletion) {
+func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genRequest, events eventStream, base oaiCompletion) {
 	sse := sseStart(w)
 	nProbs := g.task.Params.NProbs
-	pending := make([][]step, len(chans))
-	offsets := make([]int, len(chans))
-	for ev := range merge(ctx, chans) {
+	pending := make([][]step, len(g.prompts))
+	offsets := make([]int, len(g.prompts))
+	for events.Next() {
+		ev, idx := events.Event(), events.Index()
 		if ev.Err != nil {
 			sse.sendError(ev.Err)
 			return
@@ -268,9 +269,9 @@ func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genReque
 		if ev.Done {
 			fr := finishReason(ev.Stop, false)
 			var u oaiUsage
-			u.add(ev.Event)
+			u.add(ev)
 			tm := ev.Timings
-			chunk.Choices = []oaiCompletionChoice{{Index: ev.Index, FinishReason: &fr}}
+			chunk.Choices = []oaiCompletionChoice{{Index: idx, FinishReason: &fr}}
 			chunk.Usage, chunk.Timings = &u, &tm
 			if sse.data(chunk) != nil {
 				return
@@ -278,15 +279,15 @@ func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genReque
 			continue
 		}
 		if nProbs > 0 {
-			pending[ev.Index] = append(pending[ev.Index], step{Token: ev.Token, Text: ev.Text, Sampled: ev.Sampled, Probs: ev.Probs})
+			pending[idx] = append(pending[idx], step{Token: ev.Token, Text: ev.Text, Sampled: ev.Sampled, Probs: ev.Probs})
 		}
 		if ev.Text == "" {
 			continue
 		}
-		c := oaiCompletionChoice{Text: ev.Text, Index: ev.Index}
+		c := oaiCompletionChoice{Text: ev.Text, Index: idx}
 		if nProbs > 0 {
-			c.Logprobs, offsets[ev.Index] = legacyLogprobs(g.inst.Model, pending[ev.Index], offsets[ev.Index])
-			pending[ev.Index] = nil
+			c.Logprobs, offsets[idx] = legacyLogprobs(g.inst.Model, pending[idx], offsets[idx])
+			pending[idx] = nil
 		}
 		if g.opt.TimingsPerToken {
 			tm := ev.Timings

@@ -155,17 +155,13 @@ func handleRerank(s *Server) handlerFunc {
 			tasks[i] = &engine.Request{Kind: engine.KindRerank, Prompt: toks, Params: engine.DefaultSamplingParams(),
 				NKeep: -1, SlotID: -1, Normalize: -1}
 		}
-		events, err := submitAll(r, inst.embedder(), tasks)
+		results, err := submitAll(r, inst.embedder(), tasks)
 		if err != nil {
 			return err
 		}
 		scores := make([]float64, len(tasks))
 		nTokens := 0
-		for i, ch := range events {
-			ev, err := collectOne(ch)
-			if err != nil {
-				return err
-			}
+		for i, ev := range results {
 			scores[i] = float64(ev.Score)
 			nTokens += len(tasks[i].Prompt)
 		}

@@ -463,7 +463,7 @@ func handleResponses(s *Server) handlerFunc {
 // streamResponses sends the Responses event stream: response.created and
 // response.in_progress, then each output item in turn (added, its deltas,
 // done), then response.completed with the whole response.
-func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, events <-chan engine.Event, timingsPerToken bool) {
+func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, events eventStream, timingsPerToken bool) {
 	sse := sseStart(w)
 	seq := 0
 	var tokenTimings *engine.Timings // timings_per_token: set on a token's text deltas
@@ -573,7 +573,8 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 		return true
 	}
 	parser := newChatStream(plan.Parse).withPrefix(plan.Prefill).withJSONContent(plan.ResponseFormat)
-	for ev := range events {
+	for events.Next() {
+		ev := events.Event()
 		if ev.Err != nil {
 			_, body := errorObject(ev.Err)
 			send("error", respEvent{Error: body["error"]})

@@ -1,10 +1,11 @@
 package server
 
-// A request's task: checked against the context, submitted to the
-// engine, its first event awaited (so that a task failing at once gets an
-// HTTP error status) and its events collected into a result.
+// A request's tasks: checked against the context, submitted to the
+// engine together, their first events awaited (so that a task failing at
+// once gets an HTTP error status) and their events collected into results.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -15,10 +16,13 @@ import (
 	"github.com/x/llama"
 )
 
-// runTask checks t's prompt against the context and submits it. Cancelling
-// ctx (the request's context) cancels the task.
-func (s *Server) runTask(ctx context.Context, inst *instance, t *engine.Request) (<-chan engine.Event, error) {
-	if t.Kind == engine.KindCompletion {
+// runTask checks the tasks' prompts against the context and submits them
+// together. Cancelling ctx (the request's context) cancels them.
+func (s *Server) runTask(ctx context.Context, inst *instance, tasks ...*engine.Request) (eventStream, error) {
+	for _, t := range tasks {
+		if t.Kind != engine.KindCompletion {
+			continue
+		}
 		if err := inst.limitTask(t); err != nil {
 			return nil, err
 		}
@@ -32,46 +36,81 @@ func (s *Server) runTask(ctx context.Context, inst *instance, t *engine.Request)
 			return nil, exceedContext(len(t.Prompt), n)
 		}
 	}
-	ch, err := inst.Engine.Submit(ctx, t)
+	st, err := inst.Engine.Submit(ctx, tasks...)
 	if err != nil {
 		if errors.Is(err, engine.ErrBusy) {
 			return nil, &httpError{Status: http.StatusServiceUnavailable, Type: "unavailable_error", Msg: err.Error(), Err: err}
 		}
 		return nil, err
 	}
-	return ch, nil
+	return st, nil
 }
 
-// peekEvents waits for a task's first event, so that a task failing at
-// once is answered with an HTTP error status rather than inside a stream
-// already started. It returns the events, the first one included.
-func peekEvents(ctx context.Context, ch <-chan engine.Event) (<-chan engine.Event, error) {
-	var first engine.Event
-	select {
-	case ev, ok := <-ch:
-		if !ok {
-			return nil, errors.New("the engine ended the task without a result")
+// endedEarly is the error of tasks that ended without their last event:
+// ctx's, when the request is gone.
+func endedEarly(ctx context.Context) error {
+	return cmp.Or(ctx.Err(), errors.New("the engine ended the task without a result"))
+}
+
+// peekEvents waits for the first event of each of the n tasks of st, so
+// that a task failing at once is answered with an HTTP error status rather
+// than inside a stream already started (the first task's error, in order).
+// It returns the events, those read included.
+func peekEvents(ctx context.Context, st eventStream, n int) (eventStream, error) {
+	p := &peekedStream{eventStream: st}
+	seen, errs := make([]bool, n), make([]error, n)
+	for k := 0; k < n; {
+		if !st.Next() {
+			return nil, endedEarly(ctx)
 		}
-		first = ev
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if first.Err != nil {
-		return nil, first.Err
-	}
-	out := make(chan engine.Event, 1)
-	out <- first
-	go func() {
-		defer close(out)
-		for ev := range ch {
-			select {
-			case out <- ev:
-			case <-ctx.Done():
-				return
+		ev, i := st.Event(), st.Index()
+		p.ahead = append(p.ahead, indexed{i, ev})
+		if !seen[i] {
+			seen[i], errs[i] = true, ev.Err
+		}
+		for ; k < n && seen[k]; k++ {
+			if errs[k] != nil {
+				return nil, errs[k]
 			}
 		}
-	}()
-	return out, nil
+	}
+	return p, nil
+}
+
+// indexed is an event of the task at index i.
+type indexed struct {
+	i  int
+	ev engine.Event
+}
+
+// peekedStream gives the events read ahead before the rest of its stream's.
+type peekedStream struct {
+	eventStream
+	ahead []indexed
+	cur   *indexed // the current event, when one read ahead
+}
+
+func (p *peekedStream) Next() bool {
+	if len(p.ahead) > 0 {
+		p.cur, p.ahead = &p.ahead[0], p.ahead[1:]
+		return true
+	}
+	p.cur = nil
+	return p.eventStream.Next()
+}
+
+func (p *peekedStream) Event() engine.Event {
+	if p.cur != nil {
+		return p.cur.ev
+	}
+	return p.eventStream.Event()
+}
+
+func (p *peekedStream) Index() int {
+	if p.cur != nil {
+		return p.cur.i
+	}
+	return p.eventStream.Index()
 }
 
 // step is one generated token and its probabilities.
@@ -90,37 +129,47 @@ type completionResult struct {
 	Final  engine.Event // the Done event
 }
 
-// collect reads events until the task ends; end-of-generation tokens of m
-// are left out of Tokens. An engine.Event.Err, or ctx ending first, is returned
-// as the error.
-func collect(ctx context.Context, m *llama.Model, events <-chan engine.Event) (*completionResult, error) {
-	var res completionResult
-	var sb strings.Builder
-	for ev := range events {
-		if ev.Err != nil {
-			return nil, ev.Err
+// collect reads the events of st's n tasks until they end, and returns
+// their results; end-of-generation tokens of m are left out of Tokens. An
+// engine.Event.Err (the first task's, in order), or ctx ending first, is
+// returned as the error.
+func collect(ctx context.Context, m *llama.Model, st eventStream, n int) ([]*completionResult, error) {
+	res := make([]*completionResult, n)
+	text := make([]strings.Builder, n)
+	errs := make([]error, n)
+	ended := make([]bool, n)
+	for k := 0; k < n; {
+		if !st.Next() {
+			return nil, endedEarly(ctx)
 		}
-		if ev.Progress != nil {
-			continue
+		ev, i := st.Event(), st.Index()
+		r := res[i]
+		if r == nil {
+			r = &completionResult{}
+			res[i] = r
 		}
-		if ev.Done {
-			res.Final = ev
-			break
+		switch {
+		case ended[i]:
+		case ev.Err != nil:
+			errs[i], ended[i] = ev.Err, true
+		case ev.Progress != nil:
+		case ev.Done:
+			r.Final, ended[i] = ev, true
+			r.Text = text[i].String()
+		default:
+			text[i].WriteString(ev.Text)
+			if m == nil || !m.IsEOG(ev.Token) {
+				r.Tokens = append(r.Tokens, ev.Token)
+			}
+			if ev.Sampled != nil || len(ev.Probs) > 0 {
+				r.Steps = append(r.Steps, step{Token: ev.Token, Text: ev.Text, Sampled: ev.Sampled, Probs: ev.Probs})
+			}
 		}
-		sb.WriteString(ev.Text)
-		if m == nil || !m.IsEOG(ev.Token) {
-			res.Tokens = append(res.Tokens, ev.Token)
-		}
-		if ev.Sampled != nil || len(ev.Probs) > 0 {
-			res.Steps = append(res.Steps, step{Token: ev.Token, Text: ev.Text, Sampled: ev.Sampled, Probs: ev.Probs})
+		for ; k < n && ended[k]; k++ {
+			if errs[k] != nil {
+				return nil, errs[k]
+			}
 		}
 	}
-	res.Text = sb.String()
-	if !res.Final.Done {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		return nil, errors.New("the engine ended the task without a result")
-	}
-	return &res, nil
+	return res, nil
 }

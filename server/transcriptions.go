@@ -241,10 +241,7 @@ func handleTranscriptions(s *Server) handlerFunc {
 		}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		events, err := s.runTask(ctx, inst, g.task)
-		if err == nil {
-			events, err = peekEvents(ctx, events)
-		}
+		events, err := s.startTasks(ctx, inst, []*engine.Request{g.task})
 		if err != nil {
 			return err
 		}
@@ -264,10 +261,11 @@ func handleTranscriptions(s *Server) handlerFunc {
 // streamTranscription sends the generated text as transcript.text.delta
 // events, then transcript.text.done with the whole (parsed) text and the
 // usage, then [DONE].
-func streamTranscription(w http.ResponseWriter, parse chat.ParseOptions, events <-chan engine.Event) {
+func streamTranscription(w http.ResponseWriter, parse chat.ParseOptions, events eventStream) {
 	sse := sseStart(w)
 	var sb strings.Builder
-	for ev := range events {
+	for events.Next() {
+		ev := events.Event()
 		if ev.Err != nil {
 			sse.sendError(ev.Err)
 			return
