@@ -64,7 +64,7 @@ func (s *Stream) Next() bool {
 	}
 }
 
-// take moves to the next unread event (ok), looking at the requests' in
+// take moves to the next unread event (ok), looking at the requests in
 // turn from s.turn so that none waits behind another's backlog, and reports
 // whether every request has sent its last event (fin) when there is none.
 func (s *Stream) take() (ok, fin bool) {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -112,4 +113,63 @@ func firstChoice(chunk map[string]any) (map[string]any, bool) {
 	}
 	c, ok := choices[0].(map[string]any)
 	return c, ok
+}
+
+// collect and peekEvents read the interleaved events of several tasks: each
+// task's result is its own, and the error answered is the first failed
+// task's in task order, as when the tasks were read one after the other.
+func TestCollectSeveralTasks(t *testing.T) {
+	errA, errB := errors.New("a"), errors.New("b")
+	text := func(s string) engine.Event { return engine.Event{Token: 1, Text: s} }
+	done := engine.Event{Done: true}
+	tests := []struct {
+		name    string
+		events  []engine.Event
+		index   []int
+		want    []string // each task's text
+		wantErr error    // of collect
+		peekErr error    // of peekEvents
+	}{
+		{"interleaved", []engine.Event{text("a"), text("x"), text("b"), done, text("y"), done},
+			[]int{0, 1, 0, 0, 1, 1}, []string{"ab", "xy"}, nil, nil},
+		{"the second fails first", []engine.Event{text("a"), text("x"), {Done: true, Err: errB}, text("b"), done},
+			[]int{0, 1, 1, 0, 0}, nil, errB, nil},
+		{"both fail: the first's error", []engine.Event{text("x"), {Done: true, Err: errB}, {Done: true, Err: errA}},
+			[]int{1, 1, 0}, nil, errA, errA},
+		{"a task fails at once", []engine.Event{text("a"), {Done: true, Err: errB}, done},
+			[]int{0, 1, 0}, nil, errB, errB},
+		{"the stream ends early", []engine.Event{text("a"), done, text("x")},
+			[]int{0, 0, 1}, nil, nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			res, err := collect(ctx, nil, &sliceStream{events: tc.events, index: tc.index, at: -1}, 2)
+			switch {
+			case tc.wantErr != nil:
+				require.ErrorIs(t, err, tc.wantErr)
+			case tc.want == nil:
+				require.ErrorContains(t, err, "without a result")
+			default:
+				require.NoError(t, err)
+				for i, r := range res {
+					assert.Equal(t, tc.want[i], r.Text, "task %d", i)
+					assert.True(t, r.Final.Done, "task %d", i)
+				}
+			}
+			st, err := peekEvents(ctx, &sliceStream{events: tc.events, index: tc.index, at: -1}, 2)
+			if tc.peekErr != nil {
+				require.ErrorIs(t, err, tc.peekErr)
+				return
+			}
+			require.NoError(t, err)
+			var got []engine.Event
+			var idx []int
+			for st.Next() {
+				got, idx = append(got, st.Event()), append(idx, st.Index())
+			}
+			assert.Equal(t, tc.events, got, "the events read ahead come first, in order")
+			assert.Equal(t, tc.index, idx)
+		})
+	}
 }
