@@ -91,13 +91,14 @@ type AdaptiveDrafter struct {
 	// draft is never capped below it.
 	NMin int
 
-	limit   int // most tokens of the next draft (0: Start)
-	skip    int // steps still to sit out
-	backoff int // drafts to sit out after the next draft that does not pay
-	asked   int // steps the drafter was asked
-	offered int // drafts it offered
-	max     int // the max of the last draft's request
-	pending int // tokens of the last draft, until Accepted (0: none)
+	limit   int  // most tokens of the next draft (0: Start)
+	skip    int  // steps still to sit out
+	backoff int  // drafts to sit out after the next draft that does not pay
+	asked   int  // steps the drafter was asked
+	offered int  // drafts it offered
+	max     int  // the max of the last draft's request
+	pending int  // tokens of the last draft, until Accepted (0: none)
+	cut     bool // the last draft may have been cut by the cap
 }
 
 // Draft implements Drafter: it asks the wrapped drafter for a draft, unless
@@ -119,6 +120,7 @@ func (a *AdaptiveDrafter) Draft(ctx context.Context, history []Token, max int) (
 			limit = defaultDraftStart
 		}
 	}
+	capped := max > limit
 	max = min(max, limit)
 	toks, err := a.Drafter.Draft(ctx, history, max)
 	if err != nil {
@@ -127,6 +129,7 @@ func (a *AdaptiveDrafter) Draft(ctx context.Context, history []Token, max int) (
 	if len(toks) > max {
 		toks = toks[:max]
 	}
+	a.cut = capped && len(toks) == max
 	a.asked++
 	if len(toks) > 0 {
 		a.offered++
@@ -136,12 +139,18 @@ func (a *AdaptiveDrafter) Draft(ctx context.Context, history []Token, max int) (
 }
 
 // Accepted implements Drafter: it passes n on and adapts the next drafts.
+// A draft it capped and the target kept entirely is not passed on: the
+// verdict says nothing of the tokens the wrapped drafter would have added,
+// and NgramMap would take it as the most to draft from that n-gram.
 func (a *AdaptiveDrafter) Accepted(n int) {
-	a.Drafter.Accepted(n)
 	k := a.pending
 	a.pending = 0
 	if a.Adapt.Off || k == 0 {
+		a.Drafter.Accepted(n)
 		return
+	}
+	if n < k || !a.cut {
+		a.Drafter.Accepted(n)
 	}
 	if 2*n >= k && n >= min(2, a.max) {
 		a.backoff /= 2
