@@ -22,13 +22,16 @@ type Drafter interface {
 	// token, which is not in the target's memory yet. It may return none.
 	Draft(ctx context.Context, history []Token, max int) ([]Token, error)
 	// Accepted reports how many tokens of the last draft the target kept.
+	// A draft that is not checked (shorter than Speculative.NMin), or that
+	// an AdaptiveDrafter capped and the target kept entirely, gets no call.
 	Accepted(n int)
 }
 
 // Speculative configures speculative generation (GenerateOptions.Speculative).
 type Speculative struct {
 	// Drafters are asked in order for each step; the first non-empty draft
-	// is checked, as llama.cpp does with several --spec-type values.
+	// is checked, as llama.cpp does with several --spec-type values. A
+	// drafter sitting out a step under Adapt counts as having no draft.
 	Drafters []Drafter
 	// NMax caps the tokens of one draft (0: each drafter's own limit),
 	// like llama-server's per-request speculative.n_max.
