@@ -54,13 +54,13 @@ type Speculative struct {
 // (1 where only 1 was asked). After a paying draft the drafter may draft
 // twice as many tokens next time when all were kept, one more than were
 // kept otherwise. After a draft that does not pay, the drafter sits out:
-// it is not asked again until it would have offered 4 more drafts (judged
-// by how often it has offered one so far), 8 after a second such draft in
-// a row, and so on up to MaxSkip drafts, then it is asked for a short
-// draft again (one more token than it got kept, at least 2); each paying
-// draft halves the next sit-out. The rules count drafts and tokens, not
-// time, so a generation's drafts are the same on every run; they choose
-// which drafts are checked, never the output.
+// it is not asked again until it would have offered 8 more drafts (judged
+// by how often it has offered one so far), 32 after a second such draft in
+// a row, 128 after a third, up to MaxSkip drafts, then it is asked for a
+// short draft again (one more token than it got kept, at least 2); each
+// paying draft halves the next sit-out. The rules count drafts and tokens,
+// not time, so a generation's drafts are the same on every run; they
+// choose which drafts are checked, never the output.
 type DraftAdapt struct {
 	// Off drafts as llama.cpp does: at every step, as much as each drafter
 	// proposes.
@@ -76,7 +76,7 @@ type DraftAdapt struct {
 const (
 	defaultDraftStart = 8
 	defaultMaxSkip    = 256
-	firstSkip         = 4
+	firstSkip         = 8
 )
 
 // AdaptiveDrafter wraps a Drafter with a DraftAdapt policy. Speculative
@@ -167,7 +167,7 @@ func (a *AdaptiveDrafter) Accepted(n int) {
 		if maxSkip <= 0 {
 			maxSkip = defaultMaxSkip
 		}
-		a.backoff = min(max(2*a.backoff, firstSkip), maxSkip)
+		a.backoff = min(max(4*a.backoff, firstSkip), maxSkip)
 		// As many steps as the drafter took to offer that many drafts.
 		a.skip = (a.backoff*a.asked + a.offered - 1) / a.offered
 		a.limit = max(n+1, 2)

@@ -47,26 +47,26 @@ func TestAdaptiveDrafterBackoff(t *testing.T) {
 		want       map[int]int
 		from, rest int
 	}{
-		{name: "rejected: sit-outs of 4, 8, 16... steps, probes of 2",
-			keep: none, want: map[int]int{0: 8, 5: 2, 14: 2, 31: 2, 64: 2, 129: 2}},
-		{name: "rejected, sparse offers: sit-outs as long as 4, 8, 16 offers take",
-			every: 5, keep: none, want: map[int]int{4: 8, 29: 2, 74: 2, 159: 2}},
+		{name: "rejected: sit-outs of 8, 32, 128 steps, probes of 2",
+			keep: none, want: map[int]int{0: 8, 9: 2, 42: 2, 171: 2}},
+		{name: "rejected, sparse offers: sit-outs as long as 8, 32 offers take",
+			every: 5, keep: none, want: map[int]int{4: 8, 49: 2}},
 		{name: "accepted: doubling up to what is asked",
 			keep: all, want: map[int]int{0: 8, 1: 16, 2: 32}, from: 3, rest: 48},
 		{name: "3 kept: down to 4-token drafts, which pay",
-			keep: three, want: map[int]int{0: 8}, from: 5, rest: 4},
+			keep: three, want: map[int]int{0: 8}, from: 9, rest: 4},
 		{name: "start",
 			adapt: llama.DraftAdapt{Start: 2}, keep: all, want: map[int]int{0: 2, 1: 4, 2: 8, 3: 16, 4: 32}, from: 5, rest: 48},
 		{name: "max skip",
 			adapt: llama.DraftAdapt{MaxSkip: 8}, keep: none, want: func() map[int]int {
-				w := map[int]int{0: 8, 5: 2}
-				for i := 14; i < 200; i += 9 {
+				w := map[int]int{0: 8}
+				for i := 9; i < 200; i += 9 {
 					w[i] = 2
 				}
 				return w
 			}()},
 		{name: "n_min: probes no shorter",
-			nMin: 3, keep: none, want: map[int]int{0: 8, 5: 3, 14: 3, 31: 3, 64: 3, 129: 3}},
+			nMin: 3, keep: none, want: map[int]int{0: 8, 9: 3, 42: 3, 171: 3}},
 		{name: "off: every step, all asked",
 			adapt: llama.DraftAdapt{Off: true}, keep: none, from: 0, rest: 48},
 	}
@@ -150,8 +150,8 @@ func TestSpeculativeAdapts(t *testing.T) {
 		nMax  int
 		want  llama.SpeculativeStats
 	}{
-		// Steps 0, 5, 14, 31, 64, 129 (see TestAdaptiveDrafterBackoff).
-		{name: "rejected, adapted", wrong: true, want: llama.SpeculativeStats{Drafts: 6, Drafted: 8 + 5*2}},
+		// Steps 0, 9, 42, 171 (see TestAdaptiveDrafterBackoff).
+		{name: "rejected, adapted", wrong: true, want: llama.SpeculativeStats{Drafts: 4, Drafted: 8 + 3*2}},
 		// 8 tokens at every step but the last (no room under MaxTokens);
 		// fewer in the 8 before it.
 		{name: "rejected, fixed", wrong: true, adapt: llama.DraftAdapt{Off: true}, nMax: 8,
