@@ -167,9 +167,10 @@ func (a *AdaptiveDrafter) Accepted(n int) {
 		if maxSkip <= 0 {
 			maxSkip = defaultMaxSkip
 		}
-		a.backoff = min(max(4*a.backoff, firstSkip), maxSkip)
+		a.backoff = min(max(4*a.backoff, firstSkip), maxSkip, 1<<20)
 		// As many steps as the drafter took to offer that many drafts.
-		a.skip = (a.backoff*a.asked + a.offered - 1) / a.offered
+		steps := (int64(a.backoff)*int64(a.asked) + int64(a.offered) - 1) / int64(a.offered)
+		a.skip = int(min(steps, 1<<30))
 		a.limit = max(n+1, 2)
 	}
 	a.limit = max(a.limit, a.NMin)

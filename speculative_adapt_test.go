@@ -2,6 +2,7 @@ package llama_test
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -65,6 +66,8 @@ func TestAdaptiveDrafterBackoff(t *testing.T) {
 				}
 				return w
 			}()},
+		{name: "huge max skip",
+			adapt: llama.DraftAdapt{MaxSkip: math.MaxInt}, keep: none, want: map[int]int{0: 8, 9: 2, 42: 2, 171: 2}},
 		{name: "n_min: probes no shorter",
 			nMin: 3, keep: none, want: map[int]int{0: 8, 9: 3, 42: 3, 171: 3}},
 		{name: "off: every step, all asked",
