@@ -49,6 +49,10 @@
 // plain generation, greedy or sampled. Drafts come from a Drafter: a small
 // model of the same vocabulary (NewDraftModel) or the text so far
 // (NgramSimple, NgramMap, NgramCache with llama.cpp's lookup files).
+// Drafting adapts to what the target keeps (DraftAdapt): a drafter whose
+// drafts are mostly rejected sits out for longer and longer, so
+// speculation costs little where it does not help; a loop of one's own
+// gets the same policy by wrapping drafters in AdaptiveDrafter.
 //
 // # Logging
 //

@@ -28,7 +28,8 @@ type GenerateOptions struct {
 	// RenderSpecial renders special tokens' text in pieces.
 	RenderSpecial bool
 	// Speculative, when set, drafts tokens and checks each draft in one
-	// batched decode (see Drafter). The pieces are the same as without it.
+	// batched decode (see Drafter), drafting less from drafters whose drafts
+	// do not pay (see DraftAdapt). The pieces are the same as without it.
 	Speculative *Speculative
 }
 

@@ -22,19 +22,175 @@ type Drafter interface {
 	// token, which is not in the target's memory yet. It may return none.
 	Draft(ctx context.Context, history []Token, max int) ([]Token, error)
 	// Accepted reports how many tokens of the last draft the target kept.
+	// A draft that is not checked (shorter than Speculative.NMin), or that
+	// an AdaptiveDrafter capped and the target kept entirely, gets no call.
 	Accepted(n int)
 }
 
 // Speculative configures speculative generation (GenerateOptions.Speculative).
 type Speculative struct {
 	// Drafters are asked in order for each step; the first non-empty draft
-	// is checked, as llama.cpp does with several --spec-type values.
+	// is checked, as llama.cpp does with several --spec-type values. A
+	// drafter sitting out a step under Adapt counts as having no draft.
 	Drafters []Drafter
 	// NMax caps the tokens of one draft (0: each drafter's own limit),
 	// like llama-server's per-request speculative.n_max.
 	NMax int
 	// NMin drops drafts shorter than this (0: keep every draft).
 	NMin int
+	// Adapt is how each drafter's drafts follow what the target accepts
+	// (the zero value adapts; see DraftAdapt).
+	Adapt DraftAdapt
+}
+
+// DraftAdapt sets how speculative generation adapts each drafter to the
+// target's verdicts, so that speculation costs little where it does not
+// help: checking a draft costs a decode of several tokens, which on a CPU
+// takes several times as long as one, and a rejected draft gains nothing.
+// The zero value adapts, with the defaults below.
+//
+// A drafter's first draft is at most Start tokens. A draft counts as
+// paying when the target keeps at least half of it and at least 2 tokens
+// (1 where only 1 was asked). After a paying draft the drafter may draft
+// twice as many tokens next time when all were kept, one more than were
+// kept otherwise. After a draft that does not pay, the drafter sits out:
+// it is not asked again until it would have offered 8 more drafts (judged
+// by how often it has offered one so far), 32 after a second such draft in
+// a row, 128 after a third, up to MaxSkip drafts, then it is asked for a
+// short draft again (one more token than it got kept, at least 2); each
+// paying draft halves the next sit-out. The rules count drafts and tokens,
+// not time, so a generation's drafts are the same on every run; they
+// choose which drafts are checked, never the output.
+type DraftAdapt struct {
+	// Off drafts as llama.cpp does: at every step, as much as each drafter
+	// proposes.
+	Off bool
+	// Start is the most tokens of a drafter's first draft (default 8).
+	Start int
+	// MaxSkip is the most drafts a drafter sits out after drafts that did
+	// not pay in a row (default 256).
+	MaxSkip int
+}
+
+// DraftAdapt's defaults, and the first sit-out.
+const (
+	defaultDraftStart = 8
+	defaultMaxSkip    = 256
+	firstSkip         = 8
+)
+
+// AdaptiveDrafter wraps a Drafter with a DraftAdapt policy. Speculative
+// wraps its drafters itself (per generation); a caller that runs its own
+// speculative loop, asking drafters and reporting acceptance itself (as a
+// server with a drafter per slot does), wraps each of its drafters in a new
+// AdaptiveDrafter for each generation, for the same policy. Like the
+// Drafter it wraps, it is not safe for concurrent use.
+type AdaptiveDrafter struct {
+	// Drafter is the wrapped drafter.
+	Drafter Drafter
+	// Adapt is the policy (the zero value: DraftAdapt's defaults).
+	Adapt DraftAdapt
+	// NMin is the shortest draft the caller checks (Speculative.NMin): a
+	// draft is never capped below it.
+	NMin int
+
+	limit   int  // most tokens of the next draft (0: Start)
+	skip    int  // steps still to sit out
+	backoff int  // drafts to sit out after the next draft that does not pay
+	asked   int  // steps the drafter was asked
+	offered int  // drafts it offered
+	max     int  // the max of the last draft's request
+	pending int  // tokens of the last draft, until Accepted (0: none)
+	cut     bool // the last draft may have been cut by the cap
+}
+
+// Draft implements Drafter: it asks the wrapped drafter for a draft, unless
+// the drafter sits out this step, and caps the draft's length.
+func (a *AdaptiveDrafter) Draft(ctx context.Context, history []Token, max int) ([]Token, error) {
+	a.pending = 0
+	if a.Adapt.Off {
+		return a.Drafter.Draft(ctx, history, max)
+	}
+	if a.skip > 0 {
+		a.skip--
+		return nil, nil
+	}
+	a.max = max
+	limit := a.limit
+	if limit <= 0 {
+		limit = a.Adapt.Start
+		if limit <= 0 {
+			limit = defaultDraftStart
+		}
+	}
+	capped := max > limit
+	max = min(max, limit)
+	toks, err := a.Drafter.Draft(ctx, history, max)
+	if err != nil {
+		return nil, err
+	}
+	if len(toks) > max {
+		toks = toks[:max]
+	}
+	a.cut = capped && len(toks) == max
+	a.asked++
+	if len(toks) > 0 {
+		a.offered++
+	}
+	a.pending = len(toks)
+	return toks, nil
+}
+
+// Accepted implements Drafter: it passes n on and adapts the next drafts.
+// A draft it capped and the target kept entirely is not passed on: the
+// verdict says nothing of the tokens the wrapped drafter would have added,
+// and NgramMap would take it as the most to draft from that n-gram.
+func (a *AdaptiveDrafter) Accepted(n int) {
+	k := a.pending
+	a.pending = 0
+	if a.Adapt.Off || k == 0 {
+		a.Drafter.Accepted(n)
+		return
+	}
+	if n < k || !a.cut {
+		a.Drafter.Accepted(n)
+	}
+	if 2*n >= k && n >= min(2, a.max) {
+		a.backoff /= 2
+		if n == k {
+			a.limit = min(2*k, 1<<20)
+		} else {
+			a.limit = n + 1
+		}
+	} else {
+		maxSkip := a.Adapt.MaxSkip
+		if maxSkip <= 0 {
+			maxSkip = defaultMaxSkip
+		}
+		a.backoff = min(max(4*a.backoff, firstSkip), maxSkip, 1<<20)
+		// As many steps as the drafter took to offer that many drafts.
+		steps := (int64(a.backoff)*int64(a.asked) + int64(a.offered) - 1) / int64(a.offered)
+		a.skip = int(min(steps, 1<<30))
+		a.limit = max(n+1, 2)
+	}
+	a.limit = max(a.limit, a.NMin)
+}
+
+// drafters returns the drafters of one generation, each wrapped in an
+// AdaptiveDrafter unless adaptation is off or it is one already.
+func (s *Speculative) drafters() []Drafter {
+	if s.Adapt.Off {
+		return s.Drafters
+	}
+	out := make([]Drafter, len(s.Drafters))
+	for i, d := range s.Drafters {
+		if _, ok := d.(*AdaptiveDrafter); ok || d == nil {
+			out[i] = d
+			continue
+		}
+		out[i] = &AdaptiveDrafter{Drafter: d, Adapt: s.Adapt, NMin: s.NMin}
+	}
+	return out
 }
 
 // SpeculativeStats counts the drafts of a generation.
@@ -44,15 +200,16 @@ type SpeculativeStats struct {
 	Accepted int // drafted tokens the target kept (timings.draft_n_accepted)
 }
 
-// draft asks the drafters for at most n tokens following history.
-func (s *Speculative) draft(ctx context.Context, history []Token, n int) ([]Token, Drafter, error) {
+// draft asks drafters (those of s, as drafters wraps them) for at most n
+// tokens following history.
+func (s *Speculative) draft(ctx context.Context, drafters []Drafter, history []Token, n int) ([]Token, Drafter, error) {
 	if s.NMax > 0 {
 		n = min(n, s.NMax)
 	}
 	if n <= 0 || n < s.NMin {
 		return nil, nil, nil
 	}
-	for _, d := range s.Drafters {
+	for _, d := range drafters {
 		toks, err := d.Draft(ctx, history, n)
 		if err != nil {
 			return nil, nil, err
@@ -311,6 +468,7 @@ func (g *Generation) speculate(e *emitter, sampler *SamplerChain, batch *Batch) 
 		return err
 	}
 	history := append(slices.Clip(g.prompt), tok)
+	drafters := spec.drafters()
 	for {
 		if !e.emit(tok) {
 			return nil
@@ -324,7 +482,7 @@ func (g *Generation) speculate(e *emitter, sampler *SamplerChain, batch *Batch) 
 		var draft []Token
 		var drafter Drafter
 		if n > 0 {
-			if draft, drafter, err = spec.draft(ctx, history, n); err != nil {
+			if draft, drafter, err = spec.draft(ctx, drafters, history, n); err != nil {
 				return err
 			}
 		}
