@@ -75,6 +75,12 @@ type SpeculativeOptions struct {
 	// LookupCacheStatic and LookupCacheDynamic are llama.cpp lookup files
 	// for ngram-cache (-lcs, -lcd; read only, as llama-server).
 	LookupCacheStatic, LookupCacheDynamic string
+	// Adapt is how each slot's drafters adapt to acceptance
+	// (llama.AdaptiveDrafter; the zero value adapts: a drafter whose
+	// drafts do not pay sits out a while, so speculation costs little where
+	// it does not help). Adapt.Off drafts as llama-server does, whose
+	// timings.draft_n and draft_n_accepted this then matches.
+	Adapt llama.DraftAdapt
 }
 
 // specTypes validates o.Types and returns the enabled types in llama.cpp's
@@ -259,6 +265,11 @@ func (e *Engine) specStart(s *engSlot) {
 			ss.spec.Drafters = append(ss.spec.Drafters, &llama.NgramCache{Static: sp.static, Dynamic: sp.dynamic})
 		case SpecDraftSimple:
 			ss.spec.Drafters = append(ss.spec.Drafters, sp.drafts[s.id])
+		}
+	}
+	if !o.Adapt.Off {
+		for i, d := range ss.spec.Drafters {
+			ss.spec.Drafters[i] = &llama.AdaptiveDrafter{Drafter: d, Adapt: o.Adapt, NMin: ss.spec.NMin}
 		}
 	}
 }

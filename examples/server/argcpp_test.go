@@ -359,8 +359,9 @@ func TestArgCppCoverage(t *testing.T) {
 			assert.Contains(t, envs, o.env, "arg.cpp:%d: environment variable %s is unknown", o.line, o.env)
 		}
 	}
-	// And nothing beyond llama-server's set.
-	known := map[string]bool{}
+	// And nothing beyond llama-server's set, but this server's own
+	// extensions, which say so in their help.
+	known := map[string]bool{"--spec-adapt": true, "--no-spec-adapt": true}
 	for _, o := range opts {
 		for _, n := range append(append([]string{}, o.args...), o.neg...) {
 			known[n] = true

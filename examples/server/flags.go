@@ -787,6 +787,10 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--spec-ngram-mod-n-min"}, arg: "N", sec: spc, help: "n-gram (mod) smallest n", set: anyInt},
 		{names: []string{"--spec-ngram-mod-n-max"}, arg: "N", sec: spc, help: "n-gram (mod) largest n", set: anyInt},
 		{names: []string{"--spec-ngram-mod-n-match"}, arg: "N", sec: spc, help: "n-gram (mod) match length", set: anyInt},
+		{names: []string{"--spec-adapt"}, neg: []string{"--no-spec-adapt"}, sec: spc, help: "adapt each slot's drafting to acceptance: drafters whose drafts do not pay sit out a while (default on; not a llama-server option: off drafts as llama-server, with its draft_n counts)", set: func(_ *config, v string) error {
+			sd.Adapt.Off = v == "false"
+			return nil
+		}},
 		{names: []string{"--spec-ngram-simple-size-n"}, arg: "N", sec: spc, help: "n-gram (simple) lookup length (1 to 1024, default 12)", set: intInTo(1, 1024, &sd.NgramSimpleSizeN)},
 		{names: []string{"--spec-ngram-simple-size-m"}, arg: "N", sec: spc, help: "n-gram (simple) draft length (1 to 1024, default 48)", set: intInTo(1, 1024, &sd.NgramSimpleSizeM)},
 		{names: []string{"--spec-ngram-simple-min-hits"}, arg: "N", sec: spc, help: "n-gram (simple) fewest hits", set: anyInt},
