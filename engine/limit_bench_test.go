@@ -8,6 +8,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -138,4 +139,75 @@ func BenchmarkLimitSampling(b *testing.B) {
 	b.ReportMetric(float64(dec)/float64(b.N)/1e6, "decode-ms/step")
 	b.ReportMetric(float64(smp)/float64(b.N)/1e6, "sample-ms/step")
 	b.ReportMetric(float64(smp)/float64(dec+smp), "sample-share")
+}
+
+// BenchmarkCopyPrefix measures the time to the first token of a request
+// pinned to an empty slot whose ~400-token prompt shares all but its last
+// sentence with the prompt another slot holds, on the 125M model: with the
+// prefix copied from that slot (copyPrefix) and with it decoded again,
+// alternating in the same run. Reported: both times and the decoded prompt
+// tokens per request.
+func BenchmarkCopyPrefix(b *testing.B) {
+	path := benchlimit.Model125M(b)
+	m, err := llama.LoadModel(context.Background(), path, llama.ModelOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	e, err := New(m, Options{Parallel: 2, CtxSize: 2 * 1024, NoPromptCache: true,
+		Threads: benchlimit.Threads(), ThreadsBatch: benchlimit.Threads()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	shared := strings.Repeat("Once upon a time, there was a little girl named Lily. She loved to play outside. ", 20)
+	pA := engTokenize(b, m, shared+"One day she saw a ball.", true)
+	pB := engTokenize(b, m, shared+"Her mom said it was time to go home.", true)
+	first := func(prompt []llama.Token, slot int) (time.Duration, Event) {
+		p := DefaultSamplingParams()
+		p.Temperature = 0
+		start := time.Now()
+		var took time.Duration
+		var done Event
+		for ev, err := range e.Generate(context.Background(), &Request{Kind: KindCompletion, Prompt: prompt, Params: p, NPredict: 1, SlotID: slot, CachePrompt: true}) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			if took == 0 {
+				took = time.Since(start)
+			}
+			if ev.Done {
+				done = ev
+			}
+		}
+		return took, done
+	}
+	first(pA, 0) // slot 0 holds pA
+	var with, without time.Duration
+	var decWith, decWithout int
+	for i := 0; b.Loop(); i++ {
+		for k := range 2 {
+			copyOn := (i+k)%2 == 0
+			if err := e.do(func() {
+				e.canCopy = copyOn
+				e.lctx.RemoveTokens(1, 0, -1)
+				e.slots[1].cache = e.slots[1].cache[:0]
+			}); err != nil {
+				b.Fatal(err)
+			}
+			took, done := first(pB, 1)
+			if copyOn {
+				with += took
+				decWith += done.PromptTokens - done.CachedTokens
+			} else {
+				without += took
+				decWithout += done.PromptTokens - done.CachedTokens
+			}
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(with)/float64(b.N)/1e6, "copy-ttft-ms")
+	b.ReportMetric(float64(without)/float64(b.N)/1e6, "decode-ttft-ms")
+	b.ReportMetric(float64(decWith)/float64(b.N), "copy-prompt-tokens")
+	b.ReportMetric(float64(decWithout)/float64(b.N), "decode-prompt-tokens")
 }
