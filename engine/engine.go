@@ -183,8 +183,11 @@ type Engine struct {
 	canReuse  bool         // cache reuse is possible: a completion engine whose memory can shift
 	canCopy   bool         // prompts may be copied from slot to slot (see copyPrefix)
 	pcache    *promptCache // nil: off
-	queueSize int
-	spec      *engSpec // speculative decoding (nil: off)
+	// The loop's time in the iterations that decoded, and in Decode
+	// itself (the loop goroutine's; the benchmarks read them through do).
+	busyTime, decodeTime time.Duration
+	queueSize            int
+	spec                 *engSpec // speculative decoding (nil: off)
 
 	// The LoRA sets /metrics last reported, and when they changed.
 	loraRunning, loraWaiting []string
@@ -614,10 +617,14 @@ func (e *Engine) run() {
 		for _, f := range ctrl {
 			f()
 		}
+		t0 := time.Now()
 		e.reap()
 		e.assign()
 		worked := e.step()
 		e.publish()
+		if worked {
+			e.busyTime += time.Since(t0)
+		}
 		if !worked {
 			select {
 			case <-e.wake:

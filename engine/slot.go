@@ -305,12 +305,14 @@ func (e *Engine) step() bool {
 	if b.Len() == 0 {
 		return false
 	}
+	tDecode := time.Now()
 	err := e.lctx.Decode(e.baseCtx, b)
 	if errors.Is(err, llama.ErrNoKVSlot) && e.clearIdleSlots() {
 		// As llama-server: a full unified cache first gives up the idle
 		// slots' memory (their prompts go to the prompt cache).
 		err = e.lctx.Decode(e.baseCtx, b)
 	}
+	e.decodeTime += time.Since(tDecode)
 	e.mu.Lock()
 	e.metrics.DecodeTotal++
 	e.busySum += int64(busy)
