@@ -73,3 +73,46 @@ func TestEngineCopyPrefixFromOtherSlot(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineCopyPrefixReleasedBeforeDecode: a slot whose request ends
+// between the copy and the next decode (llama.cpp moves the KV data only
+// then) forgets the copied prefix instead of keeping, for the prompt cache
+// or its next request, tokens whose data is not yet in its memory; its
+// next request still gets the output of a fresh decode.
+func TestEngineCopyPrefixReleasedBeforeDecode(t *testing.T) {
+	m, e := newEngTestEngine(t, Options{Parallel: 2, CtxSize: 1024})
+	shared := "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends."
+	pA := engTokenize(t, m, shared+" One day, she saw a big red ball.", true)
+	pB := engTokenize(t, m, shared+" Her mom said it was time to go home.", true)
+	a := engGreedyTask(pA, 4)
+	a.CachePrompt, a.SlotID = true, 0
+	engRun(t, e, a)
+
+	require.NoError(t, e.do(func() {
+		s := e.slots[1]
+		s.prompt = pB
+		n, ok := e.copyPrefix(s, 0)
+		require.True(t, ok)
+		require.Equal(t, engCommonPrefix(pA, pB), n)
+		require.True(t, s.copyPending)
+		// Released as a request that ends before the next decode would be.
+		s.tk = &engTask{t: &Request{}, ob: newOutbox(), stop: func() bool { return true }}
+		e.mu.Lock()
+		e.busy++
+		e.mu.Unlock()
+		e.release(s)
+		assert.Empty(t, s.cache)
+		assert.False(t, s.copyPending)
+		_, hi, err := e.lctx.PosRange(1)
+		require.NoError(t, err)
+		assert.Less(t, hi, 0, "sequence 1 is empty")
+	}))
+
+	_, fresh := newEngTestEngine(t, Options{CtxSize: 512})
+	want := engRun(t, fresh, engGreedyTask(pB, 16))
+	b := engGreedyTask(pB, 16)
+	b.CachePrompt, b.SlotID = true, 1
+	got := engRun(t, e, b)
+	assert.Equal(t, want.tokens, got.tokens)
+	assert.Zero(t, e.Metrics().RequestsProcessing)
+}
