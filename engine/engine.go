@@ -181,9 +181,13 @@ type Engine struct {
 	addBOS    bool
 	embedding bool
 	canReuse  bool         // cache reuse is possible: a completion engine whose memory can shift
+	canCopy   bool         // prompts may be copied from slot to slot (see copyPrefix)
 	pcache    *promptCache // nil: off
-	queueSize int
-	spec      *engSpec // speculative decoding (nil: off)
+	// The loop's time in the iterations that decoded, and in Decode
+	// itself (the loop goroutine's; the benchmarks read them through do).
+	busyTime, decodeTime time.Duration
+	queueSize            int
+	spec                 *engSpec // speculative decoding (nil: off)
 
 	// The LoRA sets /metrics last reported, and when they changed.
 	loraRunning, loraWaiting []string
@@ -291,6 +295,12 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 		}
 	}
 	e.canReuse = !embedding && lctx.CanShift()
+	// Copying a prefix between slots needs separate KV streams (a unified
+	// cache would share cells, which a later shift of one sequence would
+	// move for both) and a memory that can drop a sequence's tail.
+	if info, err := m.Info(); err == nil && !embedding && !copts.KVUnified && o.Parallel > 1 {
+		e.canCopy = !info.Recurrent && !info.Hybrid
+	}
 	if !embedding {
 		log := o.Logger
 		if log == nil {
@@ -607,10 +617,14 @@ func (e *Engine) run() {
 		for _, f := range ctrl {
 			f()
 		}
+		t0 := time.Now()
 		e.reap()
 		e.assign()
 		worked := e.step()
 		e.publish()
+		if worked {
+			e.busyTime += time.Since(t0)
+		}
 		if !worked {
 			select {
 			case <-e.wake:
@@ -774,6 +788,14 @@ func (e *Engine) release(s *engSlot) {
 	if s.gram != nil {
 		s.gram.Close()
 		s.gram = nil
+	}
+	if s.copyPending {
+		// Its memory was copied from another slot and no decode has run
+		// since: llama.cpp copies the KV data only then, so what the slot
+		// would keep for the next request (or the prompt cache) is not there.
+		e.lctx.RemoveTokens(s.id, 0, -1)
+		s.cache = s.cache[:0]
+		s.copyPending = false
 	}
 	s.tk = nil
 	s.state = stIdle

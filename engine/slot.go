@@ -41,6 +41,9 @@ type engSlot struct {
 	tStart    time.Time
 	tPrompt   time.Time   // prompt done
 	spec      engSlotSpec // speculative decoding
+	// copyPending: the memory was copied from another slot (copyPrefix)
+	// and llama.cpp copies the data only at the next decode.
+	copyPending bool
 }
 
 // start prepares a slot for its new request.
@@ -120,7 +123,9 @@ func (e *Engine) start(s *engSlot) {
 	}
 	if t.CachePrompt && t.Media == nil {
 		n = engCommonPrefix(s.cache, s.prompt)
-		if reuse := e.cacheReuse(t); reuse > 0 {
+		if m, ok := e.copyPrefix(s, n); ok {
+			n = m
+		} else if reuse := e.cacheReuse(t); reuse > 0 {
 			n = e.reuseChunks(s, n, reuse)
 		}
 		if n == len(s.prompt) {
@@ -152,6 +157,46 @@ func (e *Engine) progress(s *engSlot, now time.Time) {
 		ev.Timings.PromptPerSecond = 1000 * float64(tm.PromptN) / tm.PromptMS
 	}
 	s.tk.ob.push(&ev, false)
+}
+
+// copyPrefix gives slot s, which holds n tokens of its prompt, the longer
+// prefix of the prompt that another slot's memory holds, when there is one
+// worth copying: the other slot's KV stream is copied into s's
+// (llama_memory_seq_cp, done by llama.cpp at the next decode) and its tail
+// past the prefix dropped, instead of decoding those tokens again. The
+// other slot may be busy: what its cache lists is in its memory, and the
+// copy is made before the next decode changes it. It returns the tokens
+// of the prompt s now holds and whether it copied.
+func (e *Engine) copyPrefix(s *engSlot, n int) (int, bool) {
+	if !e.canCopy {
+		return n, false
+	}
+	var src *engSlot
+	best := n
+	for _, o := range e.slots {
+		if o == s {
+			continue
+		}
+		if m := engCommonPrefix(o.cache, s.prompt); m > best {
+			src, best = o, m
+		}
+	}
+	// The whole stream is copied, whatever the prefix: worth it when it
+	// saves more than a few tokens' decode.
+	if src == nil || best-n < max(16, e.nCtxSlot/256) {
+		return n, false
+	}
+	if err := e.lctx.CopyTokens(src.id, s.id, 0, -1); err != nil {
+		return n, false
+	}
+	if ok, err := e.lctx.RemoveTokens(s.id, best, -1); err != nil || !ok {
+		e.lctx.RemoveTokens(s.id, 0, -1)
+		s.cache = s.cache[:0]
+		return 0, true
+	}
+	s.cache = append(s.cache[:0], src.cache[:best]...)
+	s.copyPending = true
+	return best, true
 }
 
 // cacheReuse is the smallest chunk t may reuse from the cache (0: none):
@@ -260,16 +305,23 @@ func (e *Engine) step() bool {
 	if b.Len() == 0 {
 		return false
 	}
+	tDecode := time.Now()
 	err := e.lctx.Decode(e.baseCtx, b)
 	if errors.Is(err, llama.ErrNoKVSlot) && e.clearIdleSlots() {
 		// As llama-server: a full unified cache first gives up the idle
 		// slots' memory (their prompts go to the prompt cache).
 		err = e.lctx.Decode(e.baseCtx, b)
 	}
+	e.decodeTime += time.Since(tDecode)
 	e.mu.Lock()
 	e.metrics.DecodeTotal++
 	e.busySum += int64(busy)
 	e.mu.Unlock()
+	if err == nil {
+		for _, s := range e.slots {
+			s.copyPending = false // llama.cpp copied the data first
+		}
+	}
 	if err != nil {
 		if e.baseCtx.Err() != nil {
 			return false

@@ -7,7 +7,9 @@ package benchlimit
 
 import (
 	"context"
+	"os"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -17,8 +19,17 @@ import (
 )
 
 // Threads is the compute threads of these benchmarks: never more than
-// the cores (ggml's threads spin).
-func Threads() int { return min(2, runtime.NumCPU()) }
+// the cores (ggml's threads spin), at most 2, or $LLAMA_BENCH_THREADS
+// when it asks for fewer. On a shared, busy machine 1 thread gives
+// steadier ratios: a decode on 2 threads waits at each barrier for a
+// thread the system has descheduled.
+func Threads() int {
+	n := min(2, runtime.NumCPU())
+	if v, err := strconv.Atoi(os.Getenv("LLAMA_BENCH_THREADS")); err == nil && v > 0 {
+		n = min(n, v)
+	}
+	return n
+}
 
 // Model125M returns the path of the 125M benchmark model (Q8_0).
 func Model125M(b testing.TB) string {
