@@ -750,7 +750,12 @@ func clampPos(p int) int32 {
 	return int32(min(p, math.MaxInt32))
 }
 
-// CopyTokens copies positions [p0, p1) of src to dst (sharing the cells).
+// CopyTokens copies positions [p0, p1) of src to dst (p1 < 0: to the
+// end), sharing the cells with KVUnified. Without KVUnified each sequence
+// has a KV buffer of its own, and llama.cpp copies only whole buffers:
+// then p0 must be 0 or negative and p1 negative (the whole sequence;
+// remove the tail afterwards with RemoveTokens), else the error matches
+// ErrUnsupported (llama.cpp would abort the process).
 func (c *Context) CopyTokens(src, dst, p0, p1 int) error {
 	if err := c.lock("copy tokens"); err != nil {
 		return err
@@ -761,6 +766,10 @@ func (c *Context) CopyTokens(src, dst, p0, p1 int) error {
 	}
 	if err := c.seqOK("copy tokens", dst, false); err != nil {
 		return err
+	}
+	if !c.kvUnified && c.nSeqMax > 1 && src != dst && (p0 > 0 || p1 >= 0) {
+		return errorf(CodeUnsupported, "copy tokens",
+			"a part [%d, %d) of a sequence cannot be copied without KVUnified: copy the whole sequence (0, -1)", p0, p1)
 	}
 	if src != dst {
 		capi.MemorySeqCp(c.mem, int32(src), int32(dst), clampPos(p0), clampPos(p1))

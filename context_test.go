@@ -64,6 +64,44 @@ func TestStateRoundTrip(t *testing.T) {
 	assert.Equal(t, len(toks)-1, hi)
 }
 
+// Without a unified KV buffer each sequence has a buffer of its own and
+// llama.cpp copies only whole ones (it aborts on a part): a part is an
+// error, the whole sequence is copied.
+func TestCopyTokensSeparateBuffers(t *testing.T) {
+	m := stories(t)
+	c := newCtx(t, m, llama.ContextOptions{ContextSize: 256, Sequences: 2})
+	b := llama.NewBatch(16, 1)
+	for i := range 8 {
+		require.NoError(t, b.Add(llama.Token(10+i), i, 0, i == 7))
+	}
+	require.NoError(t, c.Decode(context.Background(), b))
+	tests := []struct {
+		name   string
+		p0, p1 int
+		ok     bool
+	}{
+		{"part from the start", 0, 4, false},
+		{"part to the end", 3, -1, false},
+		{"a middle part", 2, 5, false},
+		{"huge end", 0, 1 << 40, false},
+		{"whole", 0, -1, true},
+		{"whole, negative start", -1, -1, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := c.CopyTokens(0, 1, tc.p0, tc.p1)
+			if !tc.ok {
+				require.ErrorIs(t, err, llama.ErrUnsupported)
+				return
+			}
+			require.NoError(t, err)
+			lo, hi, err := c.PosRange(1)
+			require.NoError(t, err)
+			assert.Equal(t, []int{0, 7}, []int{lo, hi})
+		})
+	}
+}
+
 func TestMemoryOps(t *testing.T) {
 	m := stories(t)
 	// Tokens shared by several sequences need the unified KV buffer.
