@@ -256,6 +256,13 @@ type DraftModel struct {
 	cand  []TokenData
 }
 
+// SetPMin changes DraftModelOptions.PMin for the following drafts (a
+// server's per-request speculative.p_min); values outside [0, 1] are
+// clamped.
+func (d *DraftModel) SetPMin(p float32) {
+	d.opts.PMin = min(max(p, 0), 1)
+}
+
 // NewDraftModel returns a drafter over draft, a Context of a draft model,
 // after checking that its vocabulary is compatible with target's as
 // llama.cpp checks it (see CheckDraftCompatible).

@@ -125,6 +125,9 @@ type Request struct {
 	// shorter drafts (request fields speculative.n_max and
 	// speculative.n_min; 0: the drafters' own limits).
 	SpecNMax, SpecNMin int
+	// SpecPMin, when not nil, is this request's draft-model p_min (request
+	// field speculative.p_min, in [0, 1]; nil: SpeculativeOptions.PMin).
+	SpecPMin *float32
 
 	Media *Media // media of the prompt (see NewMedia); nil: none
 }

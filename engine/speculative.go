@@ -264,6 +264,11 @@ func (e *Engine) specStart(s *engSlot) {
 		case SpecNgramCache:
 			ss.spec.Drafters = append(ss.spec.Drafters, &llama.NgramCache{Static: sp.static, Dynamic: sp.dynamic})
 		case SpecDraftSimple:
+			pmin := o.PMin
+			if s.tk.t.SpecPMin != nil {
+				pmin = *s.tk.t.SpecPMin
+			}
+			sp.drafts[s.id].SetPMin(pmin)
 			ss.spec.Drafters = append(ss.spec.Drafters, sp.drafts[s.id])
 		}
 	}

@@ -276,3 +276,29 @@ func TestEngineSpeculativeLookupFiles(t *testing.T) {
 		})
 	}
 }
+
+// A request's SpecPMin replaces the draft model's PMin: with 1 the draft
+// model stops at any token it is not certain of, so it drafts less; the
+// tokens stay those of plain generation.
+func TestEngineSpeculativePMin(t *testing.T) {
+	rep := specRepeatPrompt(t)
+	m, plain := newEngTestEngine(t, Options{CtxSize: 2048})
+	spec := SpeculativeOptions{Types: []string{SpecDraftSimple}, DraftModel: engModelPath(t),
+		DraftModelOptions: llama.ModelOptions{CPUOnly: true}, DraftThreads: 1, NMax: 8, Adapt: llama.DraftAdapt{Off: true}}
+	_, e := newEngTestEngine(t, Options{CtxSize: 2048, Speculative: spec})
+	toks := engTokenize(t, m, rep, true)
+	want := engRun(t, plain, engGreedyTask(toks, 80))
+	drafted := map[string]int{}
+	for _, tc := range []struct {
+		name string
+		pmin *float32
+	}{{"server's", nil}, {"zero", new(float32(0))}, {"one", new(float32(1))}} {
+		tk := engGreedyTask(toks, 80)
+		tk.SpecPMin = tc.pmin
+		got := engRun(t, e, tk)
+		require.Equal(t, want.tokens, got.tokens, tc.name)
+		drafted[tc.name] = got.done.Timings.DraftN
+	}
+	assert.Equal(t, drafted["server's"], drafted["zero"], "the server's p_min is 0")
+	assert.Less(t, drafted["one"], drafted["zero"], "%v", drafted)
+}

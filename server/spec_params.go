@@ -8,15 +8,30 @@ import (
 	"github.com/x/llama/engine"
 )
 
-// parseSpeculative reads a request's speculative.n_max and
-// speculative.n_min (llama-server's names; the pinned llama-server ignores
-// them, earlier ones applied them to the draft model). They bound this
-// request's drafts within the server's settings.
+// parseSpeculative reads a request's speculative.n_max, speculative.n_min
+// and speculative.p_min (llama-server's names and ranges; the pinned
+// llama-server ignores them, earlier ones applied them to the draft model).
+// n_max and n_min bound this request's drafts within the server's
+// settings; p_min replaces the draft model's --spec-draft-p-min.
 func parseSpeculative(f reqFields, t *engine.Request) error {
 	if err := f.int("speculative.n_max", &t.SpecNMax, 0, math.MaxInt32); err != nil {
 		return err
 	}
-	return f.int("speculative.n_min", &t.SpecNMin, 0, math.MaxInt32)
+	if err := f.int("speculative.n_min", &t.SpecNMin, 0, math.MaxInt32); err != nil {
+		return err
+	}
+	if !f.has("speculative.p_min") {
+		return nil
+	}
+	var p float32
+	if err := f.float("speculative.p_min", &p); err != nil {
+		return err
+	}
+	if !(p >= 0 && p <= 1) {
+		return badRequest("%q must be between 0 and 1, got %g", "speculative.p_min", p)
+	}
+	t.SpecPMin = &p
+	return nil
 }
 
 // writeSpecPerPos writes llama-server's labeled counter of accepted draft

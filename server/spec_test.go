@@ -176,7 +176,7 @@ func TestServerSpeculative(t *testing.T) {
 			require.Contains(t, tm, "draft_n_accepted")
 			assert.LessOrEqual(t, tm["draft_n_accepted"].(float64), tm["draft_n"].(float64))
 			// The request's limits are checked.
-			for _, bad := range []map[string]any{{"speculative.n_max": -1}, {"speculative.n_min": "x"}} {
+			for _, bad := range []map[string]any{{"speculative.n_max": -1}, {"speculative.n_min": "x"}, {"speculative.p_min": 1.5}, {"speculative.p_min": -0.1}, {"speculative.p_min": "x"}} {
 				bad["prompt"] = "Once"
 				data, _ := json.Marshal(bad)
 				resp, err := http.Post(ts.URL+"/completion", "application/json", bytes.NewReader(data))
