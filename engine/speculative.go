@@ -325,10 +325,16 @@ func (e *Engine) specVerify(s *engSlot) {
 	ss := &s.spec
 	draft, drafter := ss.draft, ss.drafter
 	accepted := 0
-	// Counted first, so that the Done event of a request ending in this loop
-	// includes the draft (a token accepted as the request ends is not counted).
+	// Counted first, in the request's timings and in the metrics, so that
+	// the Done event of a request ending in this loop includes the draft,
+	// and Metrics read after it too (a token accepted as the request ends
+	// is not counted).
 	ss.drafted += len(draft)
 	ss.checks++
+	e.mu.Lock()
+	e.metrics.DraftTokensTotal += int64(len(draft))
+	e.metrics.DraftsTotal++
+	e.mu.Unlock()
 	for i := 0; ; i++ {
 		s.iBatch = ss.iFirst + i
 		e.sampleNext(s)
@@ -341,9 +347,7 @@ func (e *Engine) specVerify(s *engSlot) {
 		s.cache = append(s.cache, draft[i])
 	}
 	e.mu.Lock()
-	e.metrics.DraftTokensTotal += int64(len(draft))
 	e.metrics.DraftAcceptedTotal += int64(accepted)
-	e.metrics.DraftsTotal++
 	for len(e.metrics.DraftAcceptedPerPos) < len(draft) {
 		e.metrics.DraftAcceptedPerPos = append(e.metrics.DraftAcceptedPerPos, 0)
 	}
