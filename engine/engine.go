@@ -43,6 +43,10 @@ func (e *ContextSizeError) Error() string {
 // Is makes errors.Is(err, llama.ErrNoKVSlot) true.
 func (e *ContextSizeError) Is(target error) bool { return target == llama.ErrNoKVSlot }
 
+// DefaultPrefillChunk is Options.PrefillChunk's default: the most prompt
+// tokens a decode takes while other slots are generating.
+const DefaultPrefillChunk = 32
+
 // Options configure New. The zero value is a completion engine
 // with one slot and llama.cpp's defaults.
 type Options struct {
@@ -58,6 +62,16 @@ type Options struct {
 	// decodes at most UBatchSize tokens at a time, and each input must fit
 	// in it.
 	BatchSize, UBatchSize int
+	// PrefillChunk caps the prompt tokens a decode takes while other slots
+	// are generating, so that a long prompt is prefilled in chunks between
+	// their steps and their streams never stall for the whole prefill. On
+	// a CPU a decode's time grows with its tokens: a generating step next
+	// to a full batch of prompt takes as long as that prompt's share of
+	// the prefill. When no slot is generating, prompts fill the batch
+	// (BatchSize) as before, so a lone request's time to first token does
+	// not change. 0: DefaultPrefillChunk; negative: no cap (llama-server's
+	// behaviour, a prompt fills whatever room the batch has).
+	PrefillChunk int
 	// Threads and ThreadsBatch are llama.cpp's --threads and
 	// --threads-batch. llama_decode chooses per micro-batch: one of a
 	// single token runs on Threads, a larger one on ThreadsBatch. So
@@ -240,6 +254,9 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	}
 	if o.QueueSize <= 0 {
 		o.QueueSize = 4*o.Parallel + 16
+	}
+	if o.PrefillChunk == 0 {
+		o.PrefillChunk = DefaultPrefillChunk
 	}
 	if o.CtxSize <= 0 {
 		o.CtxSize = m.TrainContext()

@@ -274,11 +274,17 @@ func (e *Engine) step() bool {
 		kGen++
 		e.specAdd(s, e.nBatch-b.Len()-(nGen-kGen))
 	}
+	// While slots generate, their step takes at most PrefillChunk prompt
+	// tokens: a long prompt goes in chunks between their tokens.
+	promptEnd := e.nBatch
+	if kGen > 0 && e.opts.PrefillChunk > 0 {
+		promptEnd = min(e.nBatch, b.Len()+e.opts.PrefillChunk)
+	}
 	for _, s := range e.slots {
 		if s.state != stPrompt {
 			continue
 		}
-		room := e.nBatch - b.Len()
+		room := promptEnd - b.Len()
 		if room <= 0 {
 			break
 		}
