@@ -64,13 +64,17 @@ type Options struct {
 	BatchSize, UBatchSize int
 	// PrefillChunk caps the prompt tokens a decode takes while other slots
 	// are generating, so that a long prompt is prefilled in chunks between
-	// their steps and their streams never stall for the whole prefill. On
-	// a CPU a decode's time grows with its tokens: a generating step next
-	// to a full batch of prompt takes as long as that prompt's share of
-	// the prefill. When no slot is generating, prompts fill the batch
-	// (BatchSize) as before, so a lone request's time to first token does
-	// not change. 0: DefaultPrefillChunk; negative: no cap (llama-server's
-	// behaviour, a prompt fills whatever room the batch has).
+	// their steps and their streams never stall for the whole prefill (on
+	// a CPU a decode's time grows with its tokens). It counts tokens at the
+	// start of a sequence: a prompt token at position p counts as
+	// 1+p/1024, for its attention to the tokens before it, so the chunks
+	// of a long prompt shrink as it grows (at position 4,000, to a fifth)
+	// and each step stays within a small multiple of a decode step. At
+	// least one prompt token goes in each step. When no slot is
+	// generating, prompts fill the batch (BatchSize) as before, so a lone
+	// request's time to first token does not change. 0:
+	// DefaultPrefillChunk; negative: no cap (llama-server's behaviour, a
+	// prompt fills whatever room the batch has).
 	PrefillChunk int
 	// Threads and ThreadsBatch are llama.cpp's --threads and
 	// --threads-batch. llama_decode chooses per micro-batch: one of a

@@ -14,7 +14,8 @@ import (
 
 // TestEnginePrefillChunk checks chunked prefill: a long prompt submitted
 // while other slots generate is decoded PrefillChunk tokens at a time
-// (one progress event per decode), and neither its greedy tokens nor
+// (a token at position p counting 1+p/1024; one progress event per
+// decode), and neither its greedy tokens nor
 // those of the generating slots change from what each gives alone. With
 // a negative PrefillChunk, the prompt fills the batch at once.
 func TestEnginePrefillChunk(t *testing.T) {
@@ -75,10 +76,25 @@ func TestEnginePrefillChunk(t *testing.T) {
 			}
 			assert.Equal(t, len(long), processed, "the last progress is at 100%")
 			require.NotEmpty(t, sizes)
-			for i, n := range sizes {
-				assert.LessOrEqual(t, n, tc.wantChunk, "decode %d", i)
+			// The chunks: as many tokens as fit in the budget, a token at
+			// position p counting 1+p/1024.
+			var want []int
+			for p := 0; p < len(long); {
+				n := len(long) - p
+				if tc.chunk >= 0 {
+					n = 0
+					for cost := 0.0; p+n < len(long); n++ {
+						cost += 1 + float64(p+n)/1024
+						if cost > float64(tc.wantChunk) {
+							break
+						}
+					}
+				}
+				want = append(want, n)
+				p += n
 			}
-			assert.Len(t, sizes, (len(long)+tc.wantChunk-1)/tc.wantChunk, "prompt decodes")
+			assert.Equal(t, want, sizes, "prompt tokens of each decode")
+			assert.LessOrEqual(t, sizes[0], tc.wantChunk)
 			assert.Equal(t, alone.tokens, tokens, "the long prompt's greedy tokens")
 			for i, s := range streams {
 				require.NoError(t, s.done.Err)
