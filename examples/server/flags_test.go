@@ -539,6 +539,8 @@ func TestFlagSpeculative(t *testing.T) {
 		{name: "ngram size too big", args: []string{"--spec-ngram-map-k-size-m", "1025"}, err: "out of range"},
 		{name: "lookup caches", args: []string{"-lcs", "s.bin", "--lookup-cache-dynamic", "d.bin"}, want: engine.SpeculativeOptions{LookupCacheStatic: "s.bin", LookupCacheDynamic: "d.bin"}},
 		{name: "lookup caches long", args: []string{"--lookup-cache-static", "s.bin", "-lcd", "d.bin"}, want: engine.SpeculativeOptions{LookupCacheStatic: "s.bin", LookupCacheDynamic: "d.bin"}},
+		{name: "no adaptation", args: []string{"--no-spec-adapt"}, want: engine.SpeculativeOptions{Adapt: llama.DraftAdapt{Off: true}}},
+		{name: "adaptation again", args: []string{"--no-spec-adapt", "--spec-adapt"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := parseFlags(tc.args, envOf(tc.env), io.Discard)
@@ -693,5 +695,27 @@ func TestServeSpeculative(t *testing.T) {
 			assert.NotEmpty(t, out)
 			assert.Positive(t, drafted, "timings.draft_n")
 		})
+	}
+}
+
+// TestFlagPrefillChunk checks --prefill-chunk, this server's own option.
+func TestFlagPrefillChunk(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+		err  string
+	}{
+		{nil, 0, ""},
+		{[]string{"--prefill-chunk", "64"}, 64, ""},
+		{[]string{"--prefill-chunk", "-1"}, -1, ""},
+		{[]string{"--prefill-chunk", "x"}, 0, "--prefill-chunk"},
+	} {
+		c, err := parseFlags(tc.args, envOf(nil), io.Discard)
+		if tc.err != "" {
+			assert.ErrorContains(t, err, tc.err)
+			continue
+		}
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, c.opts.Engine.PrefillChunk, "%v", tc.args)
 	}
 }
