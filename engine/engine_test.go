@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama"
+	"github.com/x/llama/internal/gguf/gguftest"
 	"github.com/x/llama/internal/testenv"
 )
 
@@ -469,7 +470,7 @@ func TestEngineClose(t *testing.T) {
 }
 
 func TestEngineLoRABatching(t *testing.T) {
-	lora := writeStoriesLoRA(t)
+	lora := gguftest.StoriesLoRA(t)
 	m, e := newEngTestEngine(t, Options{CtxSize: 512, Parallel: 2, ContextShift: true, Adapters: []AdapterSpec{{Path: lora, Scale: 0}}})
 	if a := e.Adapters(); len(a) != 1 || a[0].Path != lora || a[0].Scale != 0 {
 		t.Fatalf("adapters %+v", a)

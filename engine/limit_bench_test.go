@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -45,55 +44,37 @@ func BenchmarkLimitEngine(b *testing.B) {
 			defer e.Close()
 			d := benchlimit.NewDecoder(b, path, parallel, 512*parallel, 2048)
 			prompt := engTokenize(b, m, "Once upon a time", true)
-			var srvTok, limTok int
-			var srvTime, limTime time.Duration
+			tp := benchlimit.NewThroughput(clients, nGen)
 			if err := e.do(func() { e.busyTime, e.decodeTime = 0, 0 }); err != nil {
 				b.Fatal(err)
 			}
 			for b.Loop() {
-				start := time.Now()
-				var wg sync.WaitGroup
-				var mu sync.Mutex
-				for range clients {
-					wg.Go(func() {
-						p := DefaultSamplingParams()
-						p.Seed = 42
-						p.IgnoreEOS = true
-						for ev, err := range e.Generate(context.Background(), &Request{Kind: KindCompletion, Prompt: prompt, Params: p, NPredict: nGen, SlotID: -1}) {
-							if err != nil {
-								b.Error(err)
-							}
-							if ev.Done {
-								mu.Lock()
-								srvTok += ev.Generated
-								mu.Unlock()
-							}
+				tp.Round(b, d, func() int {
+					p := DefaultSamplingParams()
+					p.Seed = 42
+					p.IgnoreEOS = true
+					n := 0
+					for ev, err := range e.Generate(context.Background(), &Request{Kind: KindCompletion, Prompt: prompt, Params: p, NPredict: nGen, SlotID: -1}) {
+						if err != nil {
+							b.Error(err)
 						}
-					})
-				}
-				wg.Wait()
-				srvTime += time.Since(start)
-				n, spent := d.Steps(b, clients, nGen)
-				limTok += n
-				limTime += spent
-			}
-			if srvTok != b.N*clients*nGen {
-				b.Fatalf("generated %d tokens, want %d", srvTok, b.N*clients*nGen)
+						if ev.Done {
+							n = ev.Generated
+						}
+					}
+					return n
+				})
 			}
 			var busy, dec time.Duration
 			if err := e.do(func() { busy, dec = e.busyTime, e.decodeTime }); err != nil {
 				b.Fatal(err)
 			}
-			srv, lim := float64(srvTok)/srvTime.Seconds(), float64(limTok)/limTime.Seconds()
 			// The share of the loop's working time spent outside Decode
 			// (sampling, events, bookkeeping), measured in the engine
 			// itself: unlike the ratio, not skewed by the load changing
 			// between the engine's part and the limit's.
 			b.ReportMetric(1-float64(dec)/float64(busy), "loop-share")
-			b.ReportMetric(0, "ns/op")
-			b.ReportMetric(srv, "tok/s")
-			b.ReportMetric(lim, "limit-tok/s")
-			b.ReportMetric(srv/lim, "ratio")
+			tp.Report(b, b.N)
 		})
 	}
 }
@@ -132,14 +113,7 @@ func BenchmarkLimitSampling(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		d.Batch.Clear()
-		for s := range n {
-			_ = d.Batch.Add(llama.Token(100+s+pos), pos, s, true)
-		}
-		start := time.Now()
-		if err := d.C.Decode(context.Background(), d.Batch); err != nil {
-			b.Fatal(err)
-		}
+		dec += d.Step(b, n, pos)
 		mid := time.Now()
 		for s, c := range chains {
 			if _, err := c.Sample(d.C, s); err != nil {
@@ -147,7 +121,6 @@ func BenchmarkLimitSampling(b *testing.B) {
 			}
 		}
 		smp += time.Since(mid)
-		dec += mid.Sub(start)
 		pos = (pos + 1) % 128
 	}
 	b.ReportMetric(0, "ns/op")

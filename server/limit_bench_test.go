@@ -127,38 +127,18 @@ func BenchmarkLimitThroughput(b *testing.B) {
 				d := benchlimit.NewDecoder(b, md.path, parallel, 512*parallel, 2048)
 				body := map[string]any{"prompt": "Once upon a time", "n_predict": nGen, "ignore_eos": true,
 					"seed": 42, "cache_prompt": false, "stream": true}
-				var srvTok, limTok int
-				var srvTime, limTime time.Duration
+				tp := benchlimit.NewThroughput(clients, nGen)
 				for b.Loop() {
-					start := time.Now()
-					var wg sync.WaitGroup
-					var mu sync.Mutex
-					for range clients {
-						wg.Go(func() {
-							st, err := limitPost(context.Background(), url, body, nil)
-							if err != nil {
-								b.Error(err)
-								return
-							}
-							mu.Lock()
-							srvTok += st.predicted
-							mu.Unlock()
-						})
-					}
-					wg.Wait()
-					srvTime += time.Since(start)
-					n, spent := d.Steps(b, clients, nGen)
-					limTok += n
-					limTime += spent
+					tp.Round(b, d, func() int {
+						st, err := limitPost(context.Background(), url, body, nil)
+						if err != nil {
+							b.Error(err)
+							return 0
+						}
+						return st.predicted
+					})
 				}
-				if srvTok != b.N*clients*nGen {
-					b.Fatalf("generated %d tokens, want %d", srvTok, b.N*clients*nGen)
-				}
-				srv, lim := float64(srvTok)/srvTime.Seconds(), float64(limTok)/limTime.Seconds()
-				b.ReportMetric(0, "ns/op")
-				b.ReportMetric(srv, "tok/s")
-				b.ReportMetric(lim, "limit-tok/s")
-				b.ReportMetric(srv/lim, "ratio")
+				tp.Report(b, b.N)
 			})
 		}
 	}

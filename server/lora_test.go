@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"net/http"
-	"path/filepath"
 	"testing"
 
 	"github.com/x/llama/engine"
@@ -12,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama"
-	"github.com/x/llama/internal/gguf"
+	"github.com/x/llama/internal/gguf/gguftest"
 	"github.com/x/llama/internal/testenv"
 )
 
@@ -54,7 +53,7 @@ func greedyCompletion(t *testing.T, url, prompt string, n int, extra map[string]
 }
 
 func TestLoRAAdapters(t *testing.T) {
-	lora := writeStoriesLoRA(t)
+	lora := gguftest.StoriesLoRA(t)
 	const prompt, n = "Once upon a time", 16
 	base := directGreedy(t, prompt, n, "", 0)
 	withLoRA := directGreedy(t, prompt, n, lora, 4)
@@ -113,15 +112,4 @@ func TestLoRAAdapters(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, xPost(t, url+"/lora-adapters", map[string]any{"id": 0}, &e))
 
 	assert.Same(t, m0, modelPtr(), "changing adapters never reloads the model")
-}
-
-// writeStoriesLoRA writes a random LoRA adapter for stories260K's
-// attention q and v weights.
-func writeStoriesLoRA(t *testing.T) string {
-	t.Helper()
-	base, err := gguf.Open(testenv.Model(t, "stories260K.gguf"))
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "lora.gguf")
-	require.NoError(t, gguf.WriteLoRA(path, base, nil, 4, 4, 1, 0.5))
-	return path
 }

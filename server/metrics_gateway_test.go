@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/internal/gguf/gguftest"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -55,7 +56,7 @@ func labelsOf(t *testing.T, fams map[string]*dto.MetricFamily, name string) map[
 // utilization (0-1) and LoRA adapters, with the types it expects, under
 // load.
 func TestGatewayInferenceExtensionMetrics(t *testing.T) {
-	lora := writeStoriesLoRA(t)
+	lora := gguftest.StoriesLoRA(t)
 	// Two slots; the adapter is loaded with a server-wide scale of 0, so
 	// plain requests do not use it and a request asking for it must wait
 	// until the running ones are done.

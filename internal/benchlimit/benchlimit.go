@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,17 +83,72 @@ func (d *Decoder) Steps(b testing.TB, n, steps int) (int, time.Duration) {
 	}
 	var spent time.Duration
 	for pos := range steps {
-		d.Batch.Clear()
-		for s := range n {
-			_ = d.Batch.Add(llama.Token(100+s+pos), pos, s, true)
-		}
-		start := time.Now()
-		if err := d.C.Decode(context.Background(), d.Batch); err != nil {
-			b.Fatal(err)
-		}
-		spent += time.Since(start)
+		spent += d.Step(b, n, pos)
 	}
 	return n * steps, spent
+}
+
+// Step decodes one batch of one token for each of n sequences at position
+// pos and returns the time in Decode.
+func (d *Decoder) Step(b testing.TB, n, pos int) time.Duration {
+	d.Batch.Clear()
+	for s := range n {
+		_ = d.Batch.Add(llama.Token(100+s+pos), pos, s, true)
+	}
+	start := time.Now()
+	if err := d.C.Decode(context.Background(), d.Batch); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+// Throughput holds a figure against its limit over a benchmark's rounds:
+// each Round runs the clients at once, then the bare steps of the same
+// tokens on the Decoder, one after the other so that both see the load of
+// the same minute.
+type Throughput struct {
+	tok, limTok   int
+	took, limTook time.Duration
+	clients, nGen int
+}
+
+// NewThroughput measures clients generating nGen tokens each.
+func NewThroughput(clients, nGen int) *Throughput {
+	return &Throughput{clients: clients, nGen: nGen}
+}
+
+// Round runs gen on clients goroutines at once (each returns the tokens it
+// generated), then the limit's steps on d.
+func (t *Throughput) Round(b testing.TB, d *Decoder, gen func() int) {
+	start := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for range t.clients {
+		wg.Go(func() {
+			n := gen()
+			mu.Lock()
+			t.tok += n
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	t.took += time.Since(start)
+	n, spent := d.Steps(b, t.clients, t.nGen)
+	t.limTok += n
+	t.limTook += spent
+}
+
+// Report fails the benchmark unless every client generated nGen tokens in
+// each of rounds rounds, and reports tok/s, limit-tok/s and their ratio.
+func (t *Throughput) Report(b *testing.B, rounds int) {
+	if want := rounds * t.clients * t.nGen; t.tok != want {
+		b.Fatalf("generated %d tokens, want %d", t.tok, want)
+	}
+	srv, lim := float64(t.tok)/t.took.Seconds(), float64(t.limTok)/t.limTook.Seconds()
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(srv, "tok/s")
+	b.ReportMetric(lim, "limit-tok/s")
+	b.ReportMetric(srv/lim, "ratio")
 }
 
 // Prefill decodes toks on sequence seq from position pos in batches of at

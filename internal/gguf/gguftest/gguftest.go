@@ -1,4 +1,7 @@
-package engine
+// Package gguftest writes the GGUF files tests need beside the shared test
+// models (it imports testenv, which package gguf's own tests also use, so
+// it cannot live in gguf).
+package gguftest
 
 import (
 	"path/filepath"
@@ -10,9 +13,9 @@ import (
 	"github.com/x/llama/internal/testenv"
 )
 
-// writeStoriesLoRA writes a random LoRA adapter for stories260K's
-// attention q and v weights.
-func writeStoriesLoRA(t *testing.T) string {
+// StoriesLoRA writes a random LoRA adapter for stories260K's attention q
+// and v weights into a temporary folder and returns its path.
+func StoriesLoRA(t testing.TB) string {
 	t.Helper()
 	base, err := gguf.Open(testenv.Model(t, "stories260K.gguf"))
 	require.NoError(t, err)
