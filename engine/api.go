@@ -5,7 +5,6 @@ package engine
 // Request from a request and read its Events; they never touch llama.Context.
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/x/llama"
@@ -159,28 +158,28 @@ const (
 
 // Timings are llama.cpp's per-request timings.
 type Timings struct {
-	CacheN              int     `json:"cache_n"`
-	PromptN             int     `json:"prompt_n"`
-	PromptMS            float64 `json:"prompt_ms"`
-	PromptPerTokenMS    float64 `json:"prompt_per_token_ms"`
-	PromptPerSecond     float64 `json:"prompt_per_second"`
-	PredictedN          int     `json:"predicted_n"`
-	PredictedMS         float64 `json:"predicted_ms"`
-	PredictedPerTokenMS float64 `json:"predicted_per_token_ms"`
-	PredictedPerSecond  float64 `json:"predicted_per_second"`
+	CacheN              int
+	PromptN             int
+	PromptMS            float64
+	PromptPerTokenMS    float64
+	PromptPerSecond     float64
+	PredictedN          int
+	PredictedMS         float64
+	PredictedPerTokenMS float64
+	PredictedPerSecond  float64
 	// DraftN and DraftNAccepted count the tokens drafted and accepted by
 	// speculative decoding; present only when something was drafted.
-	DraftN         int `json:"draft_n,omitempty"`
-	DraftNAccepted int `json:"draft_n_accepted,omitempty"`
+	DraftN         int
+	DraftNAccepted int
 }
 
 // PromptProgress is how far a request's prompt has been decoded: Processed
 // of Total tokens, Cache of them reused from the cache, after TimeMS.
 type PromptProgress struct {
-	Total     int   `json:"total"`
-	Cache     int   `json:"cache"`
-	Processed int   `json:"processed"`
-	TimeMS    int64 `json:"time_ms"`
+	Total     int
+	Cache     int
+	Processed int
+	TimeMS    int64
 }
 
 // Event is one step of a request's result stream. Completion requests send one
@@ -216,18 +215,18 @@ type Event struct {
 
 // SlotInfo is one slot's state.
 type SlotInfo struct {
-	ID           int    `json:"id"`
-	NCtx         int    `json:"n_ctx"`
-	IsProcessing bool   `json:"is_processing"`
-	Prompt       string `json:"prompt,omitempty"`
-	NPast        int    `json:"n_past"`
-	NDecoded     int    `json:"n_decoded"`
-	TaskID       int64  `json:"id_task"`
+	ID           int
+	NCtx         int
+	IsProcessing bool
+	Prompt       string
+	NPast        int
+	NDecoded     int
+	TaskID       int64
 	// HasTask says whether the slot has run a request; TaskID is then the
 	// current or last one.
-	HasTask bool `json:"-"`
+	HasTask bool
 	// Speculative says whether the slot drafts (speculative decoding on).
-	Speculative bool `json:"speculative"`
+	Speculative bool
 }
 
 // Metrics are the engine's counters (llama.cpp's metric names in /metrics).
@@ -273,21 +272,7 @@ type Metrics struct {
 
 // AdapterInfo describes a loaded LoRA adapter.
 type AdapterInfo struct {
-	ID    int     `json:"id"`
-	Path  string  `json:"path"`
-	Scale float32 `json:"scale"`
-}
-
-// MarshalJSON writes the timings as llama-server: draft_n and
-// draft_n_accepted only when something was drafted, and then both, even
-// when nothing was accepted.
-func (t Timings) MarshalJSON() ([]byte, error) {
-	type plain Timings
-	if t.DraftN == 0 {
-		return json.Marshal(plain(t))
-	}
-	return json.Marshal(struct {
-		plain
-		DraftNAccepted int `json:"draft_n_accepted"`
-	}{plain(t), t.DraftNAccepted})
+	ID    int
+	Path  string
+	Scale float32
 }

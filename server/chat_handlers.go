@@ -798,12 +798,12 @@ type (
 		SystemFingerprint string          `json:"system_fingerprint"`
 		Choices           []oaiChatChoice `json:"choices"`
 		Usage             *oaiUsage       `json:"usage,omitempty"`
-		Timings           *engine.Timings `json:"timings,omitempty"`
+		Timings           *timingsJSON    `json:"timings,omitempty"`
 		// Verbose is llama-server's __verbose debug object (the native
 		// /completion result), with "verbose" or --verbose.
 		Verbose any `json:"__verbose,omitempty"`
 		// engine.PromptProgress is set on the progress chunks of return_progress.
-		PromptProgress *engine.PromptProgress `json:"prompt_progress,omitempty"`
+		PromptProgress *progressJSON `json:"prompt_progress,omitempty"`
 	}
 	oaiChatChoice struct {
 		Index        int             `json:"index"`
@@ -936,8 +936,7 @@ func handleChatCompletion(s *Server) handlerFunc {
 				resp.Verbose = nativeFinal(g, 0, res, false)
 			}
 			u.add(res.Final)
-			tm := res.Final.Timings
-			resp.Timings = &tm
+			resp.Timings = wireTimings(res.Final.Timings)
 		}
 		resp.Usage = &u
 		writeJSON(w, http.StatusOK, resp)
@@ -964,7 +963,7 @@ func streamChat(w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOpt
 		states[i] = &choiceState{ids: map[int]string{},
 			parser: newChatStream(plan.Parse).withPrefix(plan.Prefill).withJSONContent(plan.ResponseFormat)}
 	}
-	send := func(c oaiChatChoice, tm *engine.Timings) bool {
+	send := func(c oaiChatChoice, tm *timingsJSON) bool {
 		chunk := base
 		chunk.Choices = []oaiChatChoice{c}
 		chunk.Timings = tm
@@ -979,7 +978,7 @@ func streamChat(w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOpt
 			}
 		}
 	}
-	emit := func(idx int, st *choiceState, d chat.Delta, tm *engine.Timings) bool {
+	emit := func(idx int, st *choiceState, d chat.Delta, tm *timingsJSON) bool {
 		if d.Empty() && len(st.pending) == 0 {
 			return true
 		}
@@ -1007,7 +1006,7 @@ func streamChat(w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOpt
 		return send(c, tm)
 	}
 	var usage oaiUsage
-	var last engine.Timings
+	var last timingsJSON
 	left := co.N
 	for events.Next() {
 		ev, idx := events.Event(), events.Index()
@@ -1019,7 +1018,7 @@ func streamChat(w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOpt
 		if ev.Progress != nil {
 			chunk := base
 			chunk.Choices = []oaiChatChoice{{Index: idx, Delta: oaiFirstDelta{Role: chat.RoleAssistant}}}
-			chunk.PromptProgress = ev.Progress
+			chunk.PromptProgress = wireProgress(ev.Progress)
 			if sse.data(chunk) != nil {
 				return
 			}
@@ -1035,16 +1034,16 @@ func streamChat(w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOpt
 				return
 			}
 			fr := finishReason(ev.Stop, st.anyCalls)
-			tm := ev.Timings
-			var finTimings *engine.Timings
+			tm := wireTimings(ev.Timings)
+			var finTimings *timingsJSON
 			if !co.IncludeUsage {
-				finTimings = &tm
+				finTimings = tm
 			}
 			if !send(oaiChatChoice{Index: idx, Delta: &oaiChatMessage{}, FinishReason: &fr}, finTimings) {
 				return
 			}
 			usage.add(ev)
-			last = tm
+			last = *tm
 			if left--; left > 0 {
 				continue
 			}
@@ -1066,10 +1065,9 @@ func streamChat(w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOpt
 			continue
 		}
 		d := st.parser.Push(ev.Text)
-		var tm *engine.Timings
+		var tm *timingsJSON
 		if g.opt.TimingsPerToken {
-			t := ev.Timings
-			tm = &t
+			tm = wireTimings(ev.Timings)
 		}
 		if d.Empty() {
 			continue

@@ -200,7 +200,7 @@ func nativeFinal(g *genRequest, idx int, res *completionResult, stream bool) any
 		"stop_type":           stopType(ev.Stop),
 		"stopping_word":       ev.StoppingWord,
 		"tokens_cached":       ev.CachedTokens,
-		"timings":             ev.Timings,
+		"timings":             wireTimings(ev.Timings),
 	}
 	if !stream && g.task.Params.NProbs > 0 {
 		obj["completion_probabilities"] = probsJSON(g.inst.Model, res.Steps, g.opt.PostSamplingProbs)
@@ -278,10 +278,10 @@ func streamNative(w http.ResponseWriter, g *genRequest, events eventStream) {
 		if ev.Progress != nil {
 			chunk := map[string]any{
 				"index": idx, "content": "", "tokens": []llama.Token{}, "stop": false, "id_slot": ev.SlotID,
-				"tokens_predicted": 0, "tokens_evaluated": len(g.prompts[idx]), "prompt_progress": ev.Progress,
+				"tokens_predicted": 0, "tokens_evaluated": len(g.prompts[idx]), "prompt_progress": wireProgress(ev.Progress),
 			}
 			if g.opt.TimingsPerToken {
-				chunk["timings"] = ev.Timings
+				chunk["timings"] = wireTimings(ev.Timings)
 			}
 			if err := sse.data(chunk); err != nil {
 				return
@@ -310,7 +310,7 @@ func streamNative(w http.ResponseWriter, g *genRequest, events eventStream) {
 		}
 		st.tokens = nil
 		if g.opt.TimingsPerToken {
-			chunk["timings"] = ev.Timings
+			chunk["timings"] = wireTimings(ev.Timings)
 		}
 		if nProbs > 0 {
 			chunk["completion_probabilities"] = probsJSON(g.inst.Model, st.steps, g.opt.PostSamplingProbs)

@@ -122,7 +122,6 @@ type modelInfo struct {
 	ToolUseSource  string
 	Caps           chat.TemplateCaps
 	BOS, EOS       string
-	Adapters       []engine.AdapterInfo
 	Vision, Audio  bool // the projector's input modalities
 }
 

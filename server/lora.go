@@ -18,9 +18,9 @@ func handleGetLoRA(s *Server) handlerFunc {
 			return err
 		}
 		defer release()
-		ad := inst.Engine.Adapters()
-		if ad == nil {
-			ad = []engine.AdapterInfo{}
+		ad := []adapterJSON{}
+		for _, a := range inst.Engine.Adapters() {
+			ad = append(ad, adapterJSON(a))
 		}
 		writeJSON(w, http.StatusOK, ad)
 		return nil

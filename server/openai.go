@@ -52,7 +52,7 @@ type oaiCompletion struct {
 	SystemFingerprint string                `json:"system_fingerprint"`
 	Choices           []oaiCompletionChoice `json:"choices"`
 	Usage             *oaiUsage             `json:"usage,omitempty"`
-	Timings           *engine.Timings       `json:"timings,omitempty"`
+	Timings           *timingsJSON          `json:"timings,omitempty"`
 	// Verbose is llama-server's __verbose debug object.
 	Verbose any `json:"__verbose,omitempty"`
 }
@@ -203,8 +203,7 @@ func answerOAICompletion(ctx context.Context, w http.ResponseWriter, f reqFields
 		resp.Choices = append(resp.Choices, c)
 		usage.add(res.Final)
 		if i == len(results)-1 {
-			tm := res.Final.Timings
-			resp.Timings = &tm
+			resp.Timings = wireTimings(res.Final.Timings)
 			if g.opt.Verbose {
 				resp.Verbose = nativeFinal(g, i, res, false)
 			}
@@ -270,9 +269,8 @@ func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genReque
 			fr := finishReason(ev.Stop, false)
 			var u oaiUsage
 			u.add(ev)
-			tm := ev.Timings
 			chunk.Choices = []oaiCompletionChoice{{Index: idx, FinishReason: &fr}}
-			chunk.Usage, chunk.Timings = &u, &tm
+			chunk.Usage, chunk.Timings = &u, wireTimings(ev.Timings)
 			if sse.data(chunk) != nil {
 				return
 			}
@@ -290,8 +288,7 @@ func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genReque
 			pending[idx] = nil
 		}
 		if g.opt.TimingsPerToken {
-			tm := ev.Timings
-			chunk.Timings = &tm
+			chunk.Timings = wireTimings(ev.Timings)
 		}
 		chunk.Choices = []oaiCompletionChoice{c}
 		if sse.data(chunk) != nil {

@@ -320,21 +320,21 @@ type (
 	// respEvent is an event of a streamed response; the fields sent
 	// depend on Type.
 	respEvent struct {
-		Type           string                 `json:"type"`
-		SequenceNumber int                    `json:"sequence_number"`
-		Response       *respObject            `json:"response,omitempty"`
-		PromptProgress *engine.PromptProgress `json:"prompt_progress,omitempty"`
-		ItemID         string                 `json:"item_id,omitempty"`
-		OutputIndex    *int                   `json:"output_index,omitempty"`
-		ContentIndex   *int                   `json:"content_index,omitempty"`
-		Item           *respItem              `json:"item,omitempty"`
-		Part           *respOutPart           `json:"part,omitempty"`
-		Text           *string                `json:"text,omitempty"`
-		Delta          *string                `json:"delta,omitempty"`
-		Arguments      *string                `json:"arguments,omitempty"`
-		Logprobs       *[]any                 `json:"logprobs,omitempty"`
-		Error          any                    `json:"error,omitempty"`
-		Timings        *engine.Timings        `json:"timings,omitempty"`
+		Type           string        `json:"type"`
+		SequenceNumber int           `json:"sequence_number"`
+		Response       *respObject   `json:"response,omitempty"`
+		PromptProgress *progressJSON `json:"prompt_progress,omitempty"`
+		ItemID         string        `json:"item_id,omitempty"`
+		OutputIndex    *int          `json:"output_index,omitempty"`
+		ContentIndex   *int          `json:"content_index,omitempty"`
+		Item           *respItem     `json:"item,omitempty"`
+		Part           *respOutPart  `json:"part,omitempty"`
+		Text           *string       `json:"text,omitempty"`
+		Delta          *string       `json:"delta,omitempty"`
+		Arguments      *string       `json:"arguments,omitempty"`
+		Logprobs       *[]any        `json:"logprobs,omitempty"`
+		Error          any           `json:"error,omitempty"`
+		Timings        *timingsJSON  `json:"timings,omitempty"`
 	}
 	respOutPart struct {
 		Type        string `json:"type"`
@@ -466,7 +466,7 @@ func handleResponses(s *Server) handlerFunc {
 func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, events eventStream, timingsPerToken bool) {
 	sse := sseStart(w)
 	seq := 0
-	var tokenTimings *engine.Timings // timings_per_token: set on a token's text deltas
+	var tokenTimings *timingsJSON // timings_per_token: set on a token's text deltas
 	send := func(typ string, ev respEvent) bool {
 		if tokenTimings != nil && (typ == "response.output_text.delta" || typ == "response.reasoning_text.delta" || typ == "response.function_call_arguments.delta") {
 			ev.Timings = tokenTimings
@@ -583,7 +583,7 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 		if ev.Progress != nil {
 			// llama-server's return_progress: in_progress events with
 			// prompt_progress.
-			if !send("response.in_progress", respEvent{Response: &inProgress, PromptProgress: ev.Progress}) {
+			if !send("response.in_progress", respEvent{Response: &inProgress, PromptProgress: wireProgress(ev.Progress)}) {
 				return
 			}
 			continue
@@ -599,16 +599,14 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 			final.CompletedAt, final.Status = &now, "completed"
 			final.Output = done
 			final.Usage = respUsageOf(ev)
-			tm := ev.Timings
-			send("response.completed", respEvent{Response: &final, Timings: &tm})
+			send("response.completed", respEvent{Response: &final, Timings: wireTimings(ev.Timings)})
 			return
 		}
 		if ev.Text == "" {
 			continue
 		}
 		if timingsPerToken {
-			tm := ev.Timings
-			tokenTimings = &tm
+			tokenTimings = wireTimings(ev.Timings)
 		}
 		if d := parser.Push(ev.Text); !d.Empty() && !emit(d) {
 			return
