@@ -17,6 +17,7 @@ package server
 import (
 	"math"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 )
 
@@ -150,4 +151,23 @@ func defaultGenerationParams(o Options) map[string]any {
 		}
 	}
 	return out
+}
+
+// defaultSampling returns the sampling parameters requests start from:
+// o.Sampling (a copy) or DefaultSamplingParams.
+func (o *Options) defaultSampling() engine.SamplingParams {
+	if o.Sampling == nil {
+		return engine.DefaultSamplingParams()
+	}
+	p := *o.Sampling
+	p.DRYSequenceBreakers = append([]string(nil), p.DRYSequenceBreakers...)
+	p.Samplers = append([]string(nil), p.Samplers...)
+	if p.LogitBias != nil {
+		b := make(map[llama.Token]float32, len(p.LogitBias))
+		for k, v := range p.LogitBias {
+			b[k] = v
+		}
+		p.LogitBias = b
+	}
+	return p
 }
