@@ -247,6 +247,9 @@ type Metrics struct {
 	BusySlotsTotal     int64
 	BusySlotsPerDecode float64
 	NTokensMax         int64
+	// RequestsProcessing counts the requests in slots and those the loop
+	// starts at its next turn; RequestsDeferred the queued ones that wait
+	// for a slot (or for the running requests' LoRA scales).
 	RequestsProcessing int
 	RequestsDeferred   int
 	KVCacheUsageRatio  float64

@@ -579,8 +579,9 @@ func (e *Engine) Metrics() Metrics {
 	if m.DecodeTotal > 0 {
 		m.BusySlotsPerDecode = float64(e.busySum) / float64(m.DecodeTotal)
 	}
-	m.RequestsProcessing = e.busy
-	m.RequestsDeferred = len(e.queue)
+	starting, deferred := e.queuedLocked()
+	m.RequestsProcessing = e.busy + starting
+	m.RequestsDeferred = deferred
 	m.KVCacheCapacity = int64(e.nCtxSlot) * int64(len(e.slots))
 	m.MaxAdapters = len(e.adapters)
 	if len(e.adapters) > 0 {
@@ -696,6 +697,29 @@ func (e *Engine) reap() {
 			e.release(s)
 		}
 	}
+}
+
+// queuedLocked splits the queued requests by assign's rules: those the
+// loop starts at its next turn (a slot is free for them and their LoRA
+// scales can apply) and those deferred (waiting for a slot, or behind a
+// request whose scales wait for the running ones to end). Counting the
+// first as processing keeps the figures whole between a submission, or
+// the end of a request, and the loop's next turn: requests never show as
+// waiting beside an idle engine. e.mu must be held.
+func (e *Engine) queuedLocked() (starting, deferred int) {
+	free := len(e.slots) - e.busy
+	scales := e.applied
+	for i, tk := range e.queue {
+		if free > 0 && e.busy+starting == 0 {
+			scales = tk.scales // an idle engine applies the first request's scales
+		}
+		if free == 0 || !slices.Equal(tk.scales, scales) {
+			return starting, len(e.queue) - i
+		}
+		free--
+		starting++
+	}
+	return starting, 0
 }
 
 // assign moves queued requests to free slots. Tasks whose LoRA scales differ
