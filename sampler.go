@@ -91,8 +91,14 @@ func Dist(seed uint32) Sampler {
 
 // TopK keeps the k most likely tokens (k <= 0: all; k above the
 // vocabulary size is the vocabulary size).
-func TopK(k int) Sampler {
-	return withModel("top-k", func(m *Model) capi.Sampler { return capi.SamplerInitTopK(int32(min(k, int(m.nVocb)))) })
+func TopK(k int) Sampler { return topKSpec{k} }
+
+// topKSpec is TopK's description; the chain's fast path recognizes it.
+type topKSpec struct{ k int }
+
+func (s topKSpec) String() string { return "top-k" }
+func (s topKSpec) build(m *Model) (capi.Sampler, error) {
+	return capi.SamplerInitTopK(int32(min(s.k, int(m.nVocb)))), nil
 }
 
 // TopP keeps the most likely tokens whose probabilities add up to p.
@@ -222,8 +228,16 @@ func AdaptiveP(target, decay float32, seed uint32) Sampler {
 }
 
 // LogitBias adds a bias to the logits of tokens (-Inf bans a token).
-func LogitBias(bias map[Token]float32) Sampler {
-	return samplerFunc{"logit-bias", func(m *Model) (capi.Sampler, error) {
+func LogitBias(bias map[Token]float32) Sampler { return logitBiasSpec{bias} }
+
+// logitBiasSpec is LogitBias's description; the chain's fast path
+// recognizes it.
+type logitBiasSpec struct{ bias map[Token]float32 }
+
+func (s logitBiasSpec) String() string { return "logit-bias" }
+func (s logitBiasSpec) build(m *Model) (capi.Sampler, error) {
+	bias := s.bias
+	{
 		bs := make([]capi.LogitBias, 0, len(bias)+1)
 		for t, b := range bias {
 			if err := m.CheckToken(t); err != nil {
@@ -236,7 +250,7 @@ func LogitBias(bias map[Token]float32) Sampler {
 		}
 		bs = append(bs, capi.LogitBias{})
 		return capi.SamplerInitLogitBias(m.nVocb, int32(len(bs)-1), unsafe.Pointer(&bs[0])), nil
-	}}
+	}
 }
 
 // Infill is the sampler for fill-in-the-middle models.
@@ -264,6 +278,9 @@ type SamplerChain struct {
 	// noClone names a Custom sampler that is not a CloneableSampler: Clone
 	// refuses the chain rather than share the sampler's state.
 	noClone string
+	// fast is the top-k fast path of Sample (sampler_fast.go), nil when
+	// the chain does not begin with a top-k or collects timings.
+	fast *fastTopK
 }
 
 // NewSamplerChain builds samplers into a chain for a model.
@@ -310,6 +327,11 @@ func NewSamplerChain(m *Model, opts SamplerChainOptions, samplers ...Sampler) (*
 		}
 	}
 	c.seed = capi.SamplerGetSeed(chain)
+	if !opts.Perf {
+		if c.fast = planFastTopK(m, samplers); c.fast != nil {
+			c.fast.bind(chain)
+		}
+	}
 	if !m.addChild(c) {
 		capi.SamplerFree(chain)
 		return nil, closedErr("sampler chain", "model")
@@ -396,7 +418,20 @@ func (c *SamplerChain) sample(ctx *Context, idx int) (Token, error) {
 	if err := ctx.checkOutput("sample", idx); err != nil {
 		return NoToken, err
 	}
-	t := capi.SamplerSample(c.ptr, ctx.ptr, int32(idx))
+	var t int32
+	if c.fast != nil {
+		p := capi.GetLogitsIth(ctx.ptr, int32(idx))
+		if p == nil {
+			return NoToken, errorf(CodeInvalid, "sample", "no logits for batch index %d", idx)
+		}
+		tok, ok := c.fast.sample(c.ptr, unsafe.Slice((*float32)(p), c.model.nVocb))
+		if !ok {
+			return NoToken, errorf(CodeInvalid, "sample", "no sampler of the chain selected a token")
+		}
+		t = int32(tok)
+	} else {
+		t = capi.SamplerSample(c.ptr, ctx.ptr, int32(idx))
+	}
 	if t < 0 || t >= c.model.nVocb {
 		return NoToken, errorf(CodeInvalid, "sample", "no token could be sampled (did a grammar reject every token?)")
 	}
@@ -473,7 +508,8 @@ func (c *SamplerChain) Clone() (*SamplerChain, error) {
 	if p == 0 {
 		return nil, errorf(CodeUnsupported, "clone", "a sampler of the chain cannot be cloned")
 	}
-	n := &SamplerChain{model: c.model, ptr: p, names: append([]string(nil), c.names...), seed: c.seed, hasGo: c.hasGo, noClone: c.noClone}
+	n := &SamplerChain{model: c.model, ptr: p, names: append([]string(nil), c.names...), seed: c.seed, hasGo: c.hasGo, noClone: c.noClone,
+		fast: c.fast.clone(p)}
 	if !c.model.addChild(n) {
 		capi.SamplerFree(p)
 		return nil, closedErr("clone", "model")
