@@ -15,13 +15,17 @@ import (
 	"github.com/x/llama/internal/testenv"
 )
 
-func loadStories(t *testing.T) *llama.Model {
+// loadModel loads a model of the shared folder for this test alone
+// (closed at its end).
+func loadModel(t testing.TB, name string) *llama.Model {
 	t.Helper()
-	m, err := llama.LoadModel(context.Background(), testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})
+	m, err := llama.LoadModel(context.Background(), testenv.Model(t, name), llama.ModelOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Close() })
 	return m
 }
+
+func loadStories(t *testing.T) *llama.Model { return loadModel(t, "stories260K.gguf") }
 
 // TestMisuseBusy: a Context used by a second call while a Generate runs
 // (from the loop body, or from another goroutine) reports ErrBusy, and the

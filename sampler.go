@@ -236,21 +236,18 @@ type logitBiasSpec struct{ bias map[Token]float32 }
 
 func (s logitBiasSpec) String() string { return "logit-bias" }
 func (s logitBiasSpec) build(m *Model) (capi.Sampler, error) {
-	bias := s.bias
-	{
-		bs := make([]capi.LogitBias, 0, len(bias)+1)
-		for t, b := range bias {
-			if err := m.CheckToken(t); err != nil {
-				return 0, err
-			}
-			if math.IsNaN(float64(b)) {
-				return 0, errorf(CodeInvalid, "sampler logit-bias", "bias of token %d is NaN", t)
-			}
-			bs = append(bs, capi.LogitBias{Token: int32(t), Bias: b})
+	bs := make([]capi.LogitBias, 0, len(s.bias)+1)
+	for t, b := range s.bias {
+		if err := m.CheckToken(t); err != nil {
+			return 0, err
 		}
-		bs = append(bs, capi.LogitBias{})
-		return capi.SamplerInitLogitBias(m.nVocb, int32(len(bs)-1), unsafe.Pointer(&bs[0])), nil
+		if math.IsNaN(float64(b)) {
+			return 0, errorf(CodeInvalid, "sampler logit-bias", "bias of token %d is NaN", t)
+		}
+		bs = append(bs, capi.LogitBias{Token: int32(t), Bias: b})
 	}
+	bs = append(bs, capi.LogitBias{})
+	return capi.SamplerInitLogitBias(m.nVocb, int32(len(bs)-1), unsafe.Pointer(&bs[0])), nil
 }
 
 // Infill is the sampler for fill-in-the-middle models.

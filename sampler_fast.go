@@ -52,14 +52,7 @@ func planFastTopK(m *Model, specs []Sampler) *fastTopK {
 	i := 0
 	if i < len(specs) {
 		if lb, ok := specs[i].(logitBiasSpec); ok {
-			sum := map[Token]float32{}
-			for t, b := range lb.bias {
-				sum[t] += b
-			}
-			for t, b := range sum {
-				p.bias = append(p.bias, capi.LogitBias{Token: int32(t), Bias: b})
-			}
-			slices.SortFunc(p.bias, func(a, b capi.LogitBias) int { return int(a.Token - b.Token) })
+			p.bias = sortedBias(lb.bias)
 			i++
 		}
 	}
@@ -73,6 +66,16 @@ func planFastTopK(m *Model, specs []Sampler) *fastTopK {
 	p.k, p.at = tk.k, i
 	p.heap = make([]TokenData, 0, tk.k)
 	return p
+}
+
+// sortedBias lists a logit bias map by token.
+func sortedBias(bias map[Token]float32) []capi.LogitBias {
+	bs := make([]capi.LogitBias, 0, len(bias))
+	for t, b := range bias {
+		bs = append(bs, capi.LogitBias{Token: int32(t), Bias: b})
+	}
+	slices.SortFunc(bs, func(a, b capi.LogitBias) int { return int(a.Token - b.Token) })
+	return bs
 }
 
 // bind resolves the samplers after the top-k in chain (a new chain after
@@ -147,7 +150,7 @@ func selectTopK(h []TokenData, logits []float32, bias []capi.LogitBias, k int) [
 		seg := logits[from:to]
 		for j, l := range seg {
 			if l > top {
-				popHeapWith(h, TokenData{ID: Token(from + j), Logit: l})
+				adjustHeap(h, 0, TokenData{ID: Token(from + j), Logit: l})
 				top = h[0].Logit
 			}
 		}
@@ -155,7 +158,7 @@ func selectTopK(h []TokenData, logits []float32, bias []capi.LogitBias, k int) [
 			break
 		}
 		if l := logits[to] + bias[bi].Bias; l > h[0].Logit {
-			popHeapWith(h, TokenData{ID: Token(to), Logit: l})
+			adjustHeap(h, 0, TokenData{ID: Token(to), Logit: l})
 		}
 		from = to + 1
 	}
@@ -190,9 +193,6 @@ func makeHeap(h []TokenData) {
 		}
 	}
 }
-
-// popHeapWith replaces the top of h by v and restores the heap.
-func popHeapWith(h []TokenData, v TokenData) { adjustHeap(h, 0, v) }
 
 // adjustHeap moves the hole at hole down to a leaf along the children
 // that come first, then pushes v up from there.

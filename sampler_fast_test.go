@@ -10,17 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
-	"github.com/x/llama/internal/testenv"
 )
 
 // tinyRandom loads llama-2-tiny-random (a 32,000-token vocabulary).
-func tinyRandom(t testing.TB) *llama.Model {
-	t.Helper()
-	m, err := llama.LoadModel(context.Background(), testenv.Model(t, "llama-2-tiny-random.gguf"), llama.ModelOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { m.Close() })
-	return m
-}
+func tinyRandom(t testing.TB) *llama.Model { return loadModel(t, "llama-2-tiny-random.gguf") }
 
 // TestTopKMatchesLlama holds the fast path's top-k selection against
 // llama.cpp's top-k sampler (after its logit bias) on rows of every shape,
