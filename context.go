@@ -702,6 +702,31 @@ func Normalize(v []float32, p int) []float32 {
 	return v
 }
 
+// Idle puts the context's compute threads to sleep until its next decode.
+// After each decode, ggml's worker threads keep polling for the next one
+// for a while (on the order of a hundred milliseconds) so that
+// back-to-back decodes start at once; meanwhile they take cores from the
+// rest of the process, other contexts' decodes included. A caller that
+// knows no decode follows soon (a server whose queue just emptied, a chat
+// waiting for its user) calls Idle to give the cores back at once. The
+// next decode wakes the threads, as it would after they slept on their
+// own. Idle does nothing where the library cannot pause its threads.
+func (c *Context) Idle() error {
+	if err := c.lock("idle"); err != nil {
+		return err
+	}
+	defer c.unlock()
+	if capi.ThreadpoolPause == nil {
+		return nil
+	}
+	for _, tp := range []capi.Threadpool{c.tp, c.tpb} {
+		if tp != 0 {
+			capi.ThreadpoolPause(tp)
+		}
+	}
+	return nil
+}
+
 // KV memory.
 
 func (c *Context) seqOK(op string, seq int, allowAll bool) error {

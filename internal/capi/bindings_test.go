@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,7 +57,8 @@ func headerDecls(t *testing.T, paths ...string) map[string]string {
 func TestBindingsMatchHeader(t *testing.T) {
 	src := testenv.LlamaSrc(t)
 	decls := headerDecls(t, filepath.Join(src, "include", "llama.h"),
-		filepath.Join(src, "ggml", "include", "ggml-backend.h"), filepath.Join(src, "ggml", "include", "ggml.h"))
+		filepath.Join(src, "ggml", "include", "ggml-backend.h"), filepath.Join(src, "ggml", "include", "ggml.h"),
+		filepath.Join(src, "ggml", "include", "ggml-cpu.h"))
 	require.Contains(t, decls, "llama_decode")
 
 	// C declarations written in the binding files, by symbol.
@@ -77,7 +79,11 @@ func TestBindingsMatchHeader(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, registry)
-	for _, b := range registry {
+	bindings := slices.Clone(registry)
+	for name, fn := range CPUBindings {
+		bindings = append(bindings, binding{fn: fn, name: name})
+	}
+	for _, b := range bindings {
 		t.Run(b.name, func(t *testing.T) {
 			c, ok := written[b.name]
 			require.True(t, ok, "no C declaration written above the binding of %s", b.name)

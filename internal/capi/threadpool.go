@@ -2,6 +2,8 @@ package capi
 
 import (
 	"errors"
+	"runtime"
+	"unsafe"
 
 	"github.com/ebitengine/purego"
 )
@@ -45,7 +47,19 @@ var (
 	ThreadpoolNew func(p *ThreadpoolParams) Threadpool
 	// void ggml_threadpool_free (struct ggml_threadpool * threadpool);
 	ThreadpoolFree func(tp Threadpool)
+	// Not in the registry: found in the CPU backend's library file by name
+	// (nil where that file cannot be found):
+	// void ggml_threadpool_pause (struct ggml_threadpool * threadpool);
+	ThreadpoolPause func(tp Threadpool)
 )
+
+// CPUBindings lists the bindings found in the CPU backend at run time
+// rather than through the registry, by C name, for the header check.
+var CPUBindings = map[string]any{
+	"ggml_threadpool_new":   &ThreadpoolNew,
+	"ggml_threadpool_free":  &ThreadpoolFree,
+	"ggml_threadpool_pause": &ThreadpoolPause,
+}
 
 func init() {
 	register(libGGMLBase, binding{fn: &ThreadpoolParamsInit, name: "ggml_threadpool_params_init"})
@@ -75,5 +89,54 @@ func bindCPUThreadpool() error {
 	}
 	purego.RegisterFunc(&ThreadpoolNew, newFn)
 	purego.RegisterFunc(&ThreadpoolFree, freeFn)
+	// The registry does not hand out ggml_threadpool_pause, but the CPU
+	// backend's library exports it: find that library from the address of
+	// ggml_threadpool_new. Without it, a context cannot put its threads to
+	// sleep early (Context.Idle does nothing); nothing else depends on it.
+	if path := libraryOf(newFn); path != "" {
+		if h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL); err == nil {
+			if fn, err := purego.Dlsym(h, "ggml_threadpool_pause"); err == nil {
+				purego.RegisterFunc(&ThreadpoolPause, fn)
+			}
+		}
+	}
 	return nil
+}
+
+// dlInfo mirrors the C library's Dl_info.
+type dlInfo struct {
+	fname *byte
+	fbase uintptr
+	sname *byte
+	saddr uintptr
+}
+
+// libraryOf returns the path of the loaded library holding addr, through
+// the C library's dladdr; "" where there is none (Windows).
+func libraryOf(addr uintptr) string {
+	var names []string
+	switch runtime.GOOS {
+	case "darwin":
+		names = []string{"/usr/lib/libSystem.B.dylib"}
+	case "linux", "freebsd":
+		names = []string{"libc.so.6", "libc.so.7", "libc.so", "libdl.so.2"}
+	}
+	for _, n := range names {
+		h, err := purego.Dlopen(n, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		if err != nil {
+			continue
+		}
+		sym, err := purego.Dlsym(h, "dladdr")
+		if err != nil {
+			continue
+		}
+		var dladdr func(addr uintptr, info *dlInfo) int32
+		purego.RegisterFunc(&dladdr, sym)
+		var info dlInfo
+		if dladdr(addr, &info) == 0 || info.fname == nil {
+			return ""
+		}
+		return GoString(unsafe.Pointer(info.fname))
+	}
+	return ""
 }

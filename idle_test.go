@@ -1,0 +1,73 @@
+package llama_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama"
+)
+
+// TestIdle: after Idle the context's worker thread sleeps instead of
+// polling for the next decode (the process uses next to no CPU while the
+// test sleeps), and the next decode wakes it and computes what a context
+// that never idled computes.
+func TestIdle(t *testing.T) {
+	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
+		t.Skip("the CPU backend's pause is found through dladdr on Linux and macOS only")
+	}
+	m := loadModel(t, "llama-2-tiny-random.gguf")
+	prompt, err := m.Tokenize("Once upon a time there was", llama.TokenizeOptions{AddSpecial: true})
+	require.NoError(t, err)
+	decode := func(c *llama.Context) []float32 {
+		b := llama.NewBatch(len(prompt), 1)
+		for i, tok := range prompt {
+			require.NoError(t, b.Add(tok, i, 0, i == len(prompt)-1))
+		}
+		require.NoError(t, c.ClearMemory())
+		require.NoError(t, c.Decode(context.Background(), b))
+		l, err := c.Logits(len(prompt) - 1)
+		require.NoError(t, err)
+		return append([]float32(nil), l...)
+	}
+	for _, tc := range []struct {
+		name           string
+		threads, batch int
+	}{
+		{"one pool", 2, 2},
+		{"two pools", 1, 2},
+		{"no worker", 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := m.NewContext(llama.ContextOptions{ContextSize: 256, Threads: tc.threads, ThreadsBatch: tc.batch})
+			require.NoError(t, err)
+			defer c.Close()
+			want := decode(c)
+			// Without Idle the worker polls for a while after the decode.
+			cpu0 := processCPU()
+			time.Sleep(time.Second)
+			t.Logf("CPU in the second after a decode: %v", processCPU()-cpu0)
+
+			decode(c)
+			require.NoError(t, c.Idle())
+			cpu0 = processCPU()
+			time.Sleep(200 * time.Millisecond)
+			used := processCPU() - cpu0
+			t.Logf("CPU in 200 ms after a decode and Idle: %v", used)
+			if cpu0 != 0 {
+				assert.Less(t, used, 40*time.Millisecond, "the worker threads still poll after Idle")
+			}
+			assert.Equal(t, want, decode(c), "the decode after Idle differs")
+			require.NoError(t, c.Idle())
+			require.NoError(t, c.Idle(), "Idle twice")
+		})
+	}
+	c, err := m.NewContext(llama.ContextOptions{ContextSize: 256})
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	assert.ErrorIs(t, c.Idle(), llama.ErrClosed)
+}
