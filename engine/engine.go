@@ -43,17 +43,16 @@ func (e *ContextSizeError) Error() string {
 // Is makes errors.Is(err, llama.ErrNoKVSlot) true.
 func (e *ContextSizeError) Is(target error) bool { return target == llama.ErrNoKVSlot }
 
-// DefaultPrefillChunk is Options.PrefillChunk's default: the most prompt
-// tokens (at the start of a sequence) a decode takes while other slots
-// are generating. Measured on the 125M benchmark model, one CPU thread,
-// 7 streams beside a 4,000-token prompt (server's
-// BenchmarkLimitPrefillGap, BatchSize 2048): the worst inter-token gap
-// was 7.5-7.9x the median gap (260-300x without a cap), at the price of
-// a time to first token of the long prompt about 4x longer (58-62 s
-// against 15-16 s). A smaller chunk narrows the gap further and
-// lengthens the prefill; on a GPU, where prompt tokens cost little
-// beside a decode step, a larger one loses less time.
+// DefaultPrefillChunk is Options.PrefillChunk's default: prompts of at
+// most 32 tokens (at the start of a sequence; fewer deeper in one) go
+// whole into a step beside generating slots, and a long prompt's first
+// chunk is that size.
 const DefaultPrefillChunk = 32
+
+// DefaultPrefillSlowdown is Options.PrefillSlowdown's default: a step
+// that prefills a chunk of a long prompt beside generating slots takes
+// about twice a step of theirs alone.
+const DefaultPrefillSlowdown = 2.0
 
 // Options configure New. The zero value is a completion engine
 // with one slot and llama.cpp's defaults.
@@ -70,20 +69,24 @@ type Options struct {
 	// decodes at most UBatchSize tokens at a time, and each input must fit
 	// in it.
 	BatchSize, UBatchSize int
-	// PrefillChunk caps the prompt tokens a decode takes while other slots
-	// are generating, so that a long prompt is prefilled in chunks between
-	// their steps and their streams never stall for the whole prefill (on
-	// a CPU a decode's time grows with its tokens). It counts tokens at the
-	// start of a sequence: a prompt token at position p counts as
-	// 1+p/1024, for its attention to the tokens before it, so the chunks
-	// of a long prompt shrink as it grows (at position 4,000, to a fifth)
-	// and each step stays within a small multiple of a decode step. At
-	// least one prompt token goes in each step. When no slot is
-	// generating, prompts fill the batch (BatchSize) as before, so a lone
-	// request's time to first token does not change. 0:
-	// DefaultPrefillChunk; negative: no cap (llama-server's behaviour, a
-	// prompt fills whatever room the batch has).
-	PrefillChunk int
+	// PrefillChunk and PrefillSlowdown say how prompts are decoded while
+	// other slots generate, so that a long prompt is prefilled in chunks
+	// between their steps and their streams never stall for the whole
+	// prefill (on a CPU, a decode's time grows with its tokens, and a
+	// prompt token deep in a long prompt costs several times one at its
+	// start). The engine measures its steps and sizes each chunk so that
+	// a step with prompt tokens takes about PrefillSlowdown times a step
+	// of the generating slots alone (default DefaultPrefillSlowdown;
+	// negative: chunks of PrefillChunk tokens). A prompt that costs at most
+	// PrefillChunk tokens (a token at position p counting 1+p/1024) goes
+	// whole, and so does the first chunk of a long one until the costs are
+	// measured (default DefaultPrefillChunk). At least one prompt token
+	// goes in each step. When no slot is generating, prompts fill the
+	// batch (BatchSize) as before, so a lone request's time to first token
+	// does not change. A negative PrefillChunk turns all this off: a prompt
+	// fills whatever room the batch has, as in llama-server.
+	PrefillChunk    int
+	PrefillSlowdown float64
 	// Threads and ThreadsBatch are llama.cpp's --threads and
 	// --threads-batch. llama_decode chooses per micro-batch: one of a
 	// single token runs on Threads, a larger one on ThreadsBatch. So
@@ -212,6 +215,7 @@ type Engine struct {
 	// The loop's time in the iterations that decoded, and in Decode
 	// itself (the loop goroutine's; the benchmarks read them through do).
 	busyTime, decodeTime time.Duration
+	pacer                *prefillPacer // sizes prompt chunks beside generating slots (loop only)
 	queueSize            int
 	spec                 *engSpec // speculative decoding (nil: off)
 
@@ -270,6 +274,9 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	if o.PrefillChunk == 0 {
 		o.PrefillChunk = DefaultPrefillChunk
 	}
+	if o.PrefillSlowdown == 0 {
+		o.PrefillSlowdown = DefaultPrefillSlowdown
+	}
 	if o.CtxSize <= 0 {
 		o.CtxSize = m.TrainContext()
 		if o.CtxSize <= 0 || o.CtxSize > 8192 {
@@ -302,7 +309,8 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	}
 	e := &Engine{
 		model: m, opts: o, lctx: lctx, embedding: embedding, queueSize: o.QueueSize,
-		done: make(chan struct{}), wake: make(chan struct{}, 1),
+		pacer: newPrefillPacer(o.PrefillChunk, o.PrefillSlowdown),
+		done:  make(chan struct{}), wake: make(chan struct{}, 1),
 		addBOS: m.SpecialTokens().AddBOS,
 	}
 	// With a unified KV buffer each slot may use the whole context, as in
@@ -656,6 +664,13 @@ func (e *Engine) run() {
 			e.busyTime += time.Since(t0)
 		}
 		if !worked {
+			// Nothing to decode: the compute threads sleep now rather than
+			// poll for a decode that is not coming, which would take the
+			// cores from the handlers preparing the next requests.
+			e.lctx.Idle()
+			if e.spec != nil && e.spec.draftC != nil {
+				e.spec.draftC.Idle()
+			}
 			select {
 			case <-e.wake:
 			case <-e.baseCtx.Done():

@@ -274,26 +274,36 @@ func (e *Engine) step() bool {
 		kGen++
 		e.specAdd(s, e.nBatch-b.Len()-(nGen-kGen))
 	}
-	// While slots generate, the prompt tokens of their step cost at most
-	// PrefillChunk (see prefillFit): a long prompt goes in chunks between
-	// their tokens.
+	// While slots generate, a long prompt goes in chunks between their
+	// tokens, sized by the pacer (see prefill.go); a short one goes whole.
 	capped := kGen > 0 && e.opts.PrefillChunk > 0
-	budget := min(e.opts.PrefillChunk, e.nBatch) * prefillUnit
-	nPrompt := 0
+	budget, shortUnits := e.pacer.budget(), e.opts.PrefillChunk*prefillUnit
+	longUnits, tookShort := 0, false
 	for _, s := range e.slots {
 		if s.state != stPrompt {
 			continue
 		}
-		room := e.nBatch - b.Len()
-		if capped {
-			n, cost := prefillFit(len(s.cache), budget, room)
-			if n == 0 && nPrompt == 0 && room > 0 {
-				n, cost = 1, budget // at least one token a step
-			}
-			room, budget = n, budget-cost
-		}
+		left := len(s.prompt) - s.promptIdx
+		room := min(e.nBatch-b.Len(), left)
 		if room <= 0 {
-			break
+			if e.nBatch-b.Len() <= 0 {
+				break
+			}
+			continue
+		}
+		if capped {
+			if room == left && prefillCost(len(s.cache), left) <= shortUnits {
+				tookShort = true
+			} else {
+				n, cost := prefillFit(len(s.cache), budget, room)
+				if n == 0 && longUnits == 0 {
+					n, cost = 1, prefillCost(len(s.cache), 1) // at least one token a step
+				}
+				if n == 0 {
+					continue
+				}
+				room, budget, longUnits = n, budget-cost, longUnits+cost
+			}
 		}
 		rest := s.prompt[s.promptIdx:]
 		if e.embedding {
@@ -309,7 +319,6 @@ func (e *Engine) step() bool {
 			s.cache = append(s.cache, tok)
 		}
 		s.promptIdx += len(chunk)
-		nPrompt += len(chunk)
 		if s.promptIdx == len(s.prompt) {
 			s.iBatch = b.Len() - 1
 		} else {
@@ -326,7 +335,11 @@ func (e *Engine) step() bool {
 		// slots' memory (their prompts go to the prompt cache).
 		err = e.lctx.Decode(e.baseCtx, b)
 	}
-	e.decodeTime += time.Since(tDecode)
+	took := time.Since(tDecode)
+	e.decodeTime += took
+	if err == nil && capped {
+		e.pacer.observe(took, true, longUnits, tookShort)
+	}
 	e.mu.Lock()
 	e.metrics.DecodeTotal++
 	e.busySum += int64(busy)
@@ -393,24 +406,6 @@ func (e *Engine) step() bool {
 		e.sampleNext(s)
 	}
 	return true
-}
-
-// prefillUnit is the cost of a prompt token at position 0 in prefillFit.
-const prefillUnit = 1024
-
-// prefillFit returns how many prompt tokens from position pos, at most
-// room, fit in budget and what they cost. A token at position p costs
-// prefillUnit+p: one unit for the weights, and as much again for each
-// prefillUnit tokens it attends to. (On a CPU, a token of a small chunk
-// at position 4,000 takes about five times as long as one at the start:
-// with a fixed number of tokens, the last chunks of a long prompt would
-// stall the generating slots five times as long as the first.)
-func prefillFit(pos, budget, room int) (n, cost int) {
-	for n < room && cost+prefillUnit+pos+n <= budget {
-		cost += prefillUnit + pos + n
-		n++
-	}
-	return n, cost
 }
 
 // clearIdleSlots frees the memory of the idle slots, saving their prompts

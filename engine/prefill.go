@@ -1,0 +1,98 @@
+package engine
+
+import "time"
+
+// Chunked prefill: how many prompt tokens a step takes while other slots
+// generate.
+//
+// A step's decode time grows with its tokens, and on a CPU a prompt token
+// deep in a long prompt costs several times one at the start (its
+// attention reads every token before it, and small batches do not reach
+// the matrix kernels' speed). Were a long prompt decoded in whole batches
+// beside generating slots, their streams would stall for seconds; in
+// chunks of a fixed number of tokens, the steps would grow as the prompt
+// does. So the engine measures what steps cost and sizes each chunk for a
+// time: a step with prompt tokens should take about Options.PrefillSlowdown
+// times a step of the generating slots alone.
+//
+// prefillPacer keeps the two figures this needs, as moving averages: the
+// time of a step without prompt tokens, and the time a unit of prompt work
+// adds to a step (a token at position p is prefillUnit+p units: one for
+// the weights and as much again for each prefillUnit tokens it attends
+// to, so that one estimate holds from the start of a prompt to its end).
+// Prompts of at most Options.PrefillChunk units' worth go whole, whatever
+// the budget (a new request's short prompt does not wait behind a long
+// one), and until both figures are known a chunk is PrefillChunk tokens at
+// the start of a sequence.
+type prefillPacer struct {
+	slowdown float64 // target step time over the generating step time
+	initial  int     // units of a chunk before the costs are known
+	gen      float64 // seconds of a step without prompt tokens (0: unknown)
+	unit     float64 // seconds a unit of prompt work adds to a step (0: unknown)
+}
+
+// prefillEMA is the weight of a new measure in the moving averages: steps
+// are noisy (another process, a thread descheduled), and the cost of a
+// unit drifts slowly as a prompt goes deeper.
+const prefillEMA = 0.25
+
+// prefillUnit is the cost of a prompt token at position 0.
+const prefillUnit = 1024
+
+func newPrefillPacer(chunk int, slowdown float64) *prefillPacer {
+	return &prefillPacer{slowdown: slowdown, initial: chunk * prefillUnit}
+}
+
+// budget returns the units of long-prompt work the next step beside
+// generating slots may take.
+func (p *prefillPacer) budget() int {
+	if p.gen <= 0 || p.unit <= 0 || p.slowdown <= 0 {
+		return p.initial
+	}
+	b := (p.slowdown - 1) * p.gen / p.unit
+	// At least a token at the start of a sequence; at most a whole batch
+	// of them (the caller caps by the batch's room).
+	return int(min(max(b, prefillUnit), 1<<30))
+}
+
+// observe records a step's decode time: gen tells whether slots generated
+// in it, units how much long-prompt work it took (0 for none) and short
+// whether it also took a short prompt whole (its cost is not a chunk's,
+// so the step teaches nothing about the unit).
+func (p *prefillPacer) observe(d time.Duration, gen bool, units int, short bool) {
+	if !gen {
+		return // a step of prompts alone fills the batch; no stream waits
+	}
+	t := d.Seconds()
+	switch {
+	case units == 0 && !short:
+		p.gen = ema(p.gen, t)
+	case units > 0 && !short && p.gen > 0:
+		// The extra time over a generating step, never below a tenth of
+		// it: a step that came out faster than the average says little.
+		extra := max(t-p.gen, p.gen/10)
+		p.unit = ema(p.unit, extra/float64(units))
+	}
+}
+
+func ema(avg, x float64) float64 {
+	if avg <= 0 {
+		return x
+	}
+	return avg + prefillEMA*(x-avg)
+}
+
+// prefillFit returns how many prompt tokens from position pos, at most
+// room, fit in budget units and what they cost.
+func prefillFit(pos, budget, room int) (n, cost int) {
+	for n < room && cost+prefillUnit+pos+n <= budget {
+		cost += prefillUnit + pos + n
+		n++
+	}
+	return n, cost
+}
+
+// prefillCost returns the units of n prompt tokens from position pos.
+func prefillCost(pos, n int) int {
+	return n*(prefillUnit+pos) + n*(n-1)/2
+}
