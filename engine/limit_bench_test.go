@@ -45,7 +45,8 @@ func BenchmarkLimitEngine(b *testing.B) {
 			d := benchlimit.NewDecoder(b, path, parallel, 512*parallel, 2048)
 			prompt := engTokenize(b, m, "Once upon a time", true)
 			tp := benchlimit.NewThroughput(clients, nGen)
-			if err := e.do(func() { e.busyTime, e.decodeTime = 0, 0 }); err != nil {
+			var nd int
+			if err := e.do(func() { e.busyTime, e.decodeTime, nd = 0, 0, -int(e.metrics.DecodeTotal) }); err != nil {
 				b.Fatal(err)
 			}
 			for b.Loop() {
@@ -66,9 +67,15 @@ func BenchmarkLimitEngine(b *testing.B) {
 				})
 			}
 			var busy, dec time.Duration
-			if err := e.do(func() { busy, dec = e.busyTime, e.decodeTime }); err != nil {
+			if err := e.do(func() { busy, dec = e.busyTime, e.decodeTime; nd += int(e.metrics.DecodeTotal) }); err != nil {
 				b.Fatal(err)
 			}
+			// Per decode: the engine's, and the bare step's; and the
+			// decodes per round (128 would be every client starting in one
+			// step, a request's first token coming from its prompt's).
+			b.ReportMetric(float64(dec)/float64(nd)/1e6, "ms/decode")
+			b.ReportMetric(float64(tp.LimitStep())/1e6, "limit-ms/decode")
+			b.ReportMetric(float64(nd)/float64(b.N), "decodes/round")
 			// The share of the loop's working time spent outside Decode
 			// (sampling, events, bookkeeping), measured in the engine
 			// itself: unlike the ratio, not skewed by the load changing

@@ -180,6 +180,7 @@ func BenchmarkLimitTTFT(b *testing.B) {
 		b.Fatal(err)
 	}
 	d.Prefill(b, 0, 0, sys)
+	d.Idle(b)
 	ttft := func(prompt []llama.Token) time.Duration {
 		st, err := limitPost(context.Background(), url, map[string]any{"prompt": prompt, "n_predict": 2,
 			"ignore_eos": true, "cache_prompt": true, "stream": true, "seed": 1},
@@ -210,6 +211,7 @@ func BenchmarkLimitTTFT(b *testing.B) {
 			b.Fatal(err)
 		}
 		d.Prefill(b, 0, 0, sys)
+		d.Idle(b)
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	sp50, up50 := limitQuantile(shared, 0.5), limitQuantile(unique, 0.5)
@@ -322,6 +324,7 @@ func BenchmarkLimitPrefillGap(b *testing.B) {
 					b.Fatal(err)
 				}
 				lim = append(lim, time.Since(start))
+				d.Idle(b)
 			}
 			ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 			wm, mm, lm := limitQuantile(worst, 0.5), limitQuantile(median, 0.5), limitQuantile(lim, 0.5)

@@ -136,6 +136,25 @@ func (t *Throughput) Round(b testing.TB, d *Decoder, gen func() int) {
 	n, spent := d.Steps(b, t.clients, t.nGen)
 	t.limTok += n
 	t.limTook += spent
+	d.Idle(b)
+}
+
+// Idle puts the decoder's compute threads to sleep (llama.Context.Idle), as
+// the engine does when its queue empties: without it they poll for a
+// while after the last step and take the cores from the figure measured
+// next.
+func (d *Decoder) Idle(b testing.TB) {
+	if err := d.C.Idle(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// LimitStep returns the mean time of one bare step so far.
+func (t *Throughput) LimitStep() time.Duration {
+	if t.limTok == 0 {
+		return 0
+	}
+	return t.limTook / time.Duration(t.limTok/t.clients)
 }
 
 // Report fails the benchmark unless every client generated nGen tokens in
