@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -276,6 +277,9 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	}
 	if o.PrefillSlowdown == 0 {
 		o.PrefillSlowdown = DefaultPrefillSlowdown
+	}
+	if math.IsNaN(o.PrefillSlowdown) || math.IsInf(o.PrefillSlowdown, 0) {
+		return nil, fmt.Errorf("engine: PrefillSlowdown %v is not a finite number: %w", o.PrefillSlowdown, llama.ErrInvalid)
 	}
 	if o.CtxSize <= 0 {
 		o.CtxSize = m.TrainContext()

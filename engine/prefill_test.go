@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -207,5 +208,15 @@ func TestEngineShortPromptsWhole(t *testing.T) {
 		r := engCollect(t, st)
 		require.NoError(t, r.done.Err, "request %d", i)
 		assert.Len(t, r.tokens, 4)
+	}
+}
+
+// TestEnginePrefillSlowdownInvalid: a slowdown that is not a finite number
+// is refused by New.
+func TestEnginePrefillSlowdownInvalid(t *testing.T) {
+	m := engStoriesModel(t)
+	for _, f := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		_, err := New(m, Options{PrefillSlowdown: f})
+		assert.ErrorIs(t, err, llama.ErrInvalid, "%v", f)
 	}
 }

@@ -698,7 +698,7 @@ func TestServeSpeculative(t *testing.T) {
 	}
 }
 
-// TestFlagPrefillChunk checks --prefill-chunk, this server's own option.
+// TestFlagPrefillChunk checks --prefill-chunk and --prefill-slowdown, this server's own options.
 func TestFlagPrefillChunk(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -717,5 +717,23 @@ func TestFlagPrefillChunk(t *testing.T) {
 		}
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, c.opts.Engine.PrefillChunk, "%v", tc.args)
+	}
+	for _, tc := range []struct {
+		args []string
+		want float64
+		err  string
+	}{
+		{nil, 0, ""},
+		{[]string{"--prefill-slowdown", "1.5"}, 1.5, ""},
+		{[]string{"--prefill-slowdown", "-1"}, -1, ""},
+		{[]string{"--prefill-slowdown", "fast"}, 0, "--prefill-slowdown"},
+	} {
+		c, err := parseFlags(tc.args, envOf(nil), io.Discard)
+		if tc.err != "" {
+			assert.ErrorContains(t, err, tc.err)
+			continue
+		}
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, c.opts.Engine.PrefillSlowdown, "%v", tc.args)
 	}
 }
