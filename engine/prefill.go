@@ -1,6 +1,9 @@
 package engine
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Chunked prefill: how many prompt tokens a step takes while other slots
 // generate.
@@ -29,7 +32,15 @@ type prefillPacer struct {
 	initial  int     // units of a chunk before the costs are known
 	gen      float64 // seconds of a step without prompt tokens (0: unknown)
 	unit     float64 // seconds a unit of prompt work adds to a step (0: unknown)
+	// the last generating steps' times, whose median is gen: a step slowed
+	// by something else (a request being parsed beside it, another
+	// process) would pull a mean up, and the chunks with it
+	recent        [prefillRecent]float64
+	nRecent, next int
 }
+
+// prefillRecent is how many generating steps gen is the median of.
+const prefillRecent = 31
 
 // prefillEMA is the weight of a new measure in the moving averages: steps
 // are noisy (another process, a thread descheduled), and the cost of a
@@ -66,7 +77,14 @@ func (p *prefillPacer) observe(d time.Duration, gen bool, units int, short bool)
 	t := d.Seconds()
 	switch {
 	case units == 0 && !short:
-		p.gen = ema(p.gen, t)
+		p.recent[p.next] = t
+		p.next = (p.next + 1) % prefillRecent
+		p.nRecent = min(p.nRecent+1, prefillRecent)
+		var buf [prefillRecent]float64
+		sorted := buf[:p.nRecent]
+		copy(sorted, p.recent[:p.nRecent])
+		slices.Sort(sorted)
+		p.gen = sorted[len(sorted)/2]
 	case units > 0 && !short && p.gen > 0:
 		// The extra time over a generating step, never below a tenth of
 		// it: a step that came out faster than the average says little.

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -150,6 +151,11 @@ func TestPrefillPacer(t *testing.T) {
 		// A chunk that came out faster than a generating step counts as a
 		// tenth of one: 2 ms for 10,240 units, so 20 ms buys 102,400.
 		{"faster than a step", 2, []obs{{ms(20), 0, false}, {ms(15), 10240, false}}, 102400},
+		// The generating step is the median of the last ones: one slow
+		// step does not move it.
+		{"median step", 2, []obs{{ms(20), 0, false}, {ms(20), 0, false}, {ms(200), 0, false}, {ms(40), 10240, false}}, 10240},
+		{"the median of the last 31", 2, append(append(slices.Repeat([]obs{{ms(10), 0, false}}, 40),
+			slices.Repeat([]obs{{ms(20), 0, false}}, 16)...), obs{ms(40), 10240, false}), 10240},
 		{"at least a token", 2, []obs{{ms(20), 0, false}, {ms(2000), 1024, false}}, prefillUnit},
 		{"at most twice: a token a step", 1, []obs{{ms(20), 0, false}, {ms(40), 10240, false}}, prefillUnit},
 		{"fixed chunks", -1, []obs{{ms(20), 0, false}, {ms(40), 10240, false}}, 32 * prefillUnit},

@@ -241,7 +241,7 @@ func BenchmarkLimitPrefillGap(b *testing.B) {
 			url := limitServer(b, path, nStreams+1, 4608, batch)
 			d := benchlimit.NewDecoder(b, path, nStreams+1, (nStreams+1)*4608, batch)
 			r := rand.New(rand.NewPCG(3, 4))
-			var worst, median, lim []time.Duration
+			var worst, median, lim, duringP50, duringP99, ttft []time.Duration
 			for b.Loop() {
 				ctx, cancel := context.WithCancel(context.Background())
 				var started sync.WaitGroup
@@ -291,7 +291,7 @@ func BenchmarkLimitPrefillGap(b *testing.B) {
 				close(done)
 				wg.Wait()
 				cancel()
-				var before []time.Duration
+				var before, during []time.Duration
 				var w time.Duration
 				for _, s := range streams {
 					if s == nil {
@@ -303,11 +303,15 @@ func BenchmarkLimitPrefillGap(b *testing.B) {
 							before = append(before, g)
 						} else if !s.times[j-1].After(prefillEnd) {
 							w = max(w, g)
+							during = append(during, g)
 						}
 					}
 				}
 				worst = append(worst, w)
 				median = append(median, limitQuantile(before, 0.5))
+				duringP50 = append(duringP50, limitQuantile(during, 0.5))
+				duringP99 = append(duringP99, limitQuantile(during, 0.99))
+				ttft = append(ttft, prefillEnd.Sub(prefilled))
 				// the limit: the largest step, a full batch of prompt and stream tokens
 				if err := d.C.ClearMemory(); err != nil {
 					b.Fatal(err)
@@ -331,6 +335,9 @@ func BenchmarkLimitPrefillGap(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(ms(wm), "worst-gap-ms")
 			b.ReportMetric(ms(mm), "median-gap-ms")
+			b.ReportMetric(ms(limitQuantile(duringP50, 0.5)), "prefill-p50-gap-ms")
+			b.ReportMetric(ms(limitQuantile(duringP99, 0.5)), "prefill-p99-gap-ms")
+			b.ReportMetric(limitQuantile(ttft, 0.5).Seconds(), "prefill-s")
 			b.ReportMetric(ms(lm), "limit-step-ms")
 			b.ReportMetric(float64(wm)/float64(mm), "worst/median")
 			b.ReportMetric(float64(lm)/float64(wm), "ratio")
