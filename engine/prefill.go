@@ -18,11 +18,12 @@ import (
 // time: a step with prompt tokens should take about Options.PrefillSlowdown
 // times a step of the generating slots alone.
 //
-// prefillPacer keeps the two figures this needs, as moving averages: the
-// time of a step without prompt tokens, and the time a unit of prompt work
-// adds to a step (a token at position p is prefillUnit+p units: one for
-// the weights and as much again for each prefillUnit tokens it attends
-// to, so that one estimate holds from the start of a prompt to its end).
+// prefillPacer keeps the two figures this needs: the median time of the
+// last steps without prompt tokens, and a moving average of the time a
+// unit of prompt work adds to a step (a token at position p is
+// prefillUnit+p units: one for the weights and as much again for each
+// prefillUnit tokens it attends to, so that one estimate holds from the
+// start of a prompt to its end).
 // Prompts of at most Options.PrefillChunk units' worth go whole, whatever
 // the budget (a new request's short prompt does not wait behind a long
 // one), and until both figures are known a chunk is PrefillChunk tokens at

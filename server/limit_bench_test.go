@@ -18,7 +18,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -238,7 +240,13 @@ func BenchmarkLimitPrefillGap(b *testing.B) {
 	path := benchlimit.Model125M(b)
 	for _, batch := range []int{2048, 512} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			url := limitServer(b, path, nStreams+1, 4608, batch)
+			// $LLAMA_BENCH_PREFILL_SLOWDOWN sets engine.Options.PrefillSlowdown
+			// (the trade-off between the gap and the prefill's time).
+			slowdown, _ := strconv.ParseFloat(os.Getenv("LLAMA_BENCH_PREFILL_SLOWDOWN"), 64)
+			_, ts := newTestServer(b, Options{Model: path, Engine: engine.Options{
+				Parallel: nStreams + 1, CtxSize: (nStreams + 1) * 4608, BatchSize: batch, PrefillSlowdown: slowdown,
+				Threads: benchlimit.Threads(), ThreadsBatch: benchlimit.Threads()}})
+			url := ts.URL
 			d := benchlimit.NewDecoder(b, path, nStreams+1, (nStreams+1)*4608, batch)
 			r := rand.New(rand.NewPCG(3, 4))
 			var worst, median, lim, duringP50, duringP99, ttft []time.Duration
