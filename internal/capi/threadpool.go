@@ -103,12 +103,11 @@ func bindCPUThreadpool() error {
 	return nil
 }
 
-// dlInfo mirrors the C library's Dl_info.
+// dlInfo mirrors the C library's Dl_info (dli_fname, then the base
+// address, the symbol's name and address, unused here).
 type dlInfo struct {
 	fname *byte
-	fbase uintptr
-	sname *byte
-	saddr uintptr
+	_     [3]uintptr
 }
 
 // libraryOf returns the path of the loaded library holding addr, through
