@@ -31,21 +31,21 @@ import (
 type prefillPacer struct {
 	slowdown float64 // target step time over the generating step time
 	initial  int     // units of a chunk before the costs are known
-	gen      float64 // seconds of a step without prompt tokens (0: unknown)
 	unit     float64 // seconds a unit of prompt work adds to a step (0: unknown)
-	// the last generating steps' times, whose median is gen: a step slowed
-	// by something else (a request being parsed beside it, another
-	// process) would pull a mean up, and the chunks with it
+	// The last generating steps' times: their median is the generating
+	// step (genStep), since a step slowed by something else (a request
+	// being parsed beside it, another process) would pull a mean up, and
+	// the chunks with it.
 	recent        [prefillRecent]float64
 	nRecent, next int
 }
 
-// prefillRecent is how many generating steps gen is the median of.
+// prefillRecent is how many generating steps genStep is the median of.
 const prefillRecent = 31
 
-// prefillEMA is the weight of a new measure in the moving averages: steps
-// are noisy (another process, a thread descheduled), and the cost of a
-// unit drifts slowly as a prompt goes deeper.
+// prefillEMA is the weight of a new measure in the moving average of a
+// unit's cost: steps are noisy (another process, a thread descheduled),
+// and the cost of a unit drifts slowly as a prompt goes deeper.
 const prefillEMA = 0.25
 
 // prefillUnit is the cost of a prompt token at position 0.
@@ -55,41 +55,52 @@ func newPrefillPacer(chunk int, slowdown float64) *prefillPacer {
 	return &prefillPacer{slowdown: slowdown, initial: chunk * prefillUnit}
 }
 
+// genStep returns the median time of the last steps without prompt
+// tokens, in seconds (0: none yet). It sorts a copy, so it is worked out
+// only when a long prompt needs it, not at every step.
+func (p *prefillPacer) genStep() float64 {
+	if p.nRecent == 0 {
+		return 0
+	}
+	var buf [prefillRecent]float64
+	sorted := buf[:p.nRecent]
+	copy(sorted, p.recent[:p.nRecent])
+	slices.Sort(sorted)
+	return sorted[len(sorted)/2]
+}
+
 // budget returns the units of long-prompt work the next step beside
 // generating slots may take.
 func (p *prefillPacer) budget() int {
-	if p.gen <= 0 || p.unit <= 0 || p.slowdown <= 0 {
+	gen := p.genStep()
+	if gen <= 0 || p.unit <= 0 || p.slowdown <= 0 {
 		return p.initial
 	}
-	b := (p.slowdown - 1) * p.gen / p.unit
+	b := (p.slowdown - 1) * gen / p.unit
 	// At least a token at the start of a sequence; at most a whole batch
 	// of them (the caller caps by the batch's room).
 	return int(min(max(b, prefillUnit), 1<<30))
 }
 
-// observe records a step's decode time: gen tells whether slots generated
-// in it, units how much long-prompt work it took (0 for none) and short
+// observe records the decode time of a step in which slots generated:
+// units is how much long-prompt work it took (0 for none) and short
 // whether it also took a short prompt whole (its cost is not a chunk's,
-// so the step teaches nothing about the unit).
-func (p *prefillPacer) observe(d time.Duration, gen bool, units int, short bool) {
-	if !gen {
-		return // a step of prompts alone fills the batch; no stream waits
+// so the step teaches nothing).
+func (p *prefillPacer) observe(d time.Duration, units int, short bool) {
+	if short {
+		return
 	}
 	t := d.Seconds()
-	switch {
-	case units == 0 && !short:
+	if units == 0 {
 		p.recent[p.next] = t
 		p.next = (p.next + 1) % prefillRecent
 		p.nRecent = min(p.nRecent+1, prefillRecent)
-		var buf [prefillRecent]float64
-		sorted := buf[:p.nRecent]
-		copy(sorted, p.recent[:p.nRecent])
-		slices.Sort(sorted)
-		p.gen = sorted[len(sorted)/2]
-	case units > 0 && !short && p.gen > 0:
+		return
+	}
+	if gen := p.genStep(); gen > 0 {
 		// The extra time over a generating step, never below a tenth of
-		// it: a step that came out faster than the average says little.
-		extra := max(t-p.gen, p.gen/10)
+		// it: a step that came out faster than the median says little.
+		extra := max(t-gen, gen/10)
 		p.unit = ema(p.unit, extra/float64(units))
 	}
 }

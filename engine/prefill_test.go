@@ -163,9 +163,8 @@ func TestPrefillPacer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPrefillPacer(32, tc.slowdown)
 			for _, o := range tc.steps {
-				p.observe(o.d, true, o.units, o.short)
+				p.observe(o.d, o.units, o.short)
 			}
-			p.observe(ms(1000), false, 99999, false) // prompts alone: ignored
 			assert.InDelta(t, tc.want, p.budget(), 2)
 		})
 	}

@@ -277,24 +277,25 @@ func (e *Engine) step() bool {
 	// While slots generate, a long prompt goes in chunks between their
 	// tokens, sized by the pacer (see prefill.go); a short one goes whole.
 	capped := kGen > 0 && e.opts.PrefillChunk > 0
-	budget, shortUnits := e.pacer.budget(), e.opts.PrefillChunk*prefillUnit
+	shortUnits := e.opts.PrefillChunk * prefillUnit
+	budget, paced := 0, false // the pacer's, asked for when a long prompt needs it
 	longUnits, tookShort := 0, false
 	for _, s := range e.slots {
 		if s.state != stPrompt {
 			continue
 		}
-		left := len(s.prompt) - s.promptIdx
+		left := len(s.prompt) - s.promptIdx // > 0: start finishes empty prompts
 		room := min(e.nBatch-b.Len(), left)
 		if room <= 0 {
-			if e.nBatch-b.Len() <= 0 {
-				break
-			}
-			continue
+			break
 		}
 		if capped {
 			if room == left && prefillCost(len(s.cache), left) <= shortUnits {
 				tookShort = true
 			} else {
+				if !paced {
+					budget, paced = e.pacer.budget(), true
+				}
 				n, cost := prefillFit(len(s.cache), budget, room)
 				if n == 0 && longUnits == 0 {
 					n, cost = 1, prefillCost(len(s.cache), 1) // at least one token a step
@@ -338,7 +339,7 @@ func (e *Engine) step() bool {
 	took := time.Since(tDecode)
 	e.decodeTime += took
 	if err == nil && capped {
-		e.pacer.observe(took, true, longUnits, tookShort)
+		e.pacer.observe(took, longUnits, tookShort)
 	}
 	e.mu.Lock()
 	e.metrics.DecodeTotal++
