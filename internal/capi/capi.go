@@ -193,28 +193,42 @@ func checkABI() error {
 	return nil
 }
 
-func libcStrlen() (uintptr, error) {
-	var names []string
+// libcNames are the C library's file names to try on this system.
+func libcNames() []string {
 	switch runtime.GOOS {
 	case "darwin":
-		names = []string{"/usr/lib/libSystem.B.dylib"}
+		return []string{"/usr/lib/libSystem.B.dylib"}
 	case "windows":
-		names = []string{"msvcrt.dll"}
+		return []string{"msvcrt.dll"}
 	default:
-		names = []string{"libc.so.6", "libc.so"}
+		// libdl: dladdr before glibc 2.34
+		return []string{"libc.so.6", "libc.so.7", "libc.so", "libdl.so.2"}
 	}
-	for _, n := range names {
+}
+
+// libcSym returns the address of the C library's symbol name and the
+// library's handle.
+func libcSym(name string) (h, sym uintptr, err error) {
+	for _, n := range libcNames() {
 		h, err := purego.Dlopen(n, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 		if err != nil {
 			continue
 		}
-		if p, err := purego.Dlsym(h, "strlen"); err == nil {
-			purego.RegisterLibFunc(&Calloc, h, "calloc")
-			purego.RegisterLibFunc(&CFree, h, "free")
-			return p, nil
+		if p, err := purego.Dlsym(h, name); err == nil {
+			return h, p, nil
 		}
 	}
-	return 0, errors.New("llama: cannot find the C library's strlen for the abort callback")
+	return 0, 0, fmt.Errorf("llama: cannot find the C library's %s", name)
+}
+
+func libcStrlen() (uintptr, error) {
+	h, p, err := libcSym("strlen")
+	if err != nil {
+		return 0, fmt.Errorf("%w for the abort callback", err)
+	}
+	purego.RegisterLibFunc(&Calloc, h, "calloc")
+	purego.RegisterLibFunc(&CFree, h, "free")
+	return p, nil
 }
 
 // CString copies s into a NUL-terminated string in C memory (free it with

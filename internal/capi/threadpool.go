@@ -2,7 +2,6 @@ package capi
 
 import (
 	"errors"
-	"runtime"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -113,29 +112,15 @@ type dlInfo struct {
 // libraryOf returns the path of the loaded library holding addr, through
 // the C library's dladdr; "" where there is none (Windows).
 func libraryOf(addr uintptr) string {
-	var names []string
-	switch runtime.GOOS {
-	case "darwin":
-		names = []string{"/usr/lib/libSystem.B.dylib"}
-	case "linux", "freebsd":
-		names = []string{"libc.so.6", "libc.so.7", "libc.so", "libdl.so.2"}
+	_, sym, err := libcSym("dladdr")
+	if err != nil {
+		return ""
 	}
-	for _, n := range names {
-		h, err := purego.Dlopen(n, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-		if err != nil {
-			continue
-		}
-		sym, err := purego.Dlsym(h, "dladdr")
-		if err != nil {
-			continue
-		}
-		var dladdr func(addr uintptr, info *dlInfo) int32
-		purego.RegisterFunc(&dladdr, sym)
-		var info dlInfo
-		if dladdr(addr, &info) == 0 || info.fname == nil {
-			return ""
-		}
-		return GoString(unsafe.Pointer(info.fname))
+	var dladdr func(addr uintptr, info *dlInfo) int32
+	purego.RegisterFunc(&dladdr, sym)
+	var info dlInfo
+	if dladdr(addr, &info) == 0 || info.fname == nil {
+		return ""
 	}
-	return ""
+	return GoString(unsafe.Pointer(info.fname))
 }
