@@ -49,12 +49,13 @@ func limitModels(b *testing.B) []struct {
 }
 
 // limitServer starts a server on path with parallel slots of slotCtx
-// tokens each, min(2, NumCPU) threads.
-func limitServer(b *testing.B, path string, parallel, slotCtx, batch int) string {
+// tokens each, min(2, NumCPU) threads, and the other engine options of
+// o.
+func limitServer(b *testing.B, path string, parallel, slotCtx, batch int, o engine.Options) string {
 	b.Helper()
-	_, ts := newTestServer(b, Options{Model: path, Engine: engine.Options{
-		Parallel: parallel, CtxSize: parallel * slotCtx, BatchSize: batch,
-		Threads: benchlimit.Threads(), ThreadsBatch: benchlimit.Threads()}})
+	o.Parallel, o.CtxSize, o.BatchSize = parallel, parallel*slotCtx, batch
+	o.Threads, o.ThreadsBatch = benchlimit.Threads(), benchlimit.Threads()
+	_, ts := newTestServer(b, Options{Model: path, Engine: o})
 	return ts.URL
 }
 
@@ -125,7 +126,7 @@ func BenchmarkLimitThroughput(b *testing.B) {
 		for _, clients := range md.clients {
 			b.Run(fmt.Sprintf("model=%s/clients=%d", md.name, clients), func(b *testing.B) {
 				parallel := max(8, clients)
-				url := limitServer(b, md.path, parallel, 512, 0)
+				url := limitServer(b, md.path, parallel, 512, 0, engine.Options{})
 				d := benchlimit.NewDecoder(b, md.path, parallel, 512*parallel, 2048)
 				body := map[string]any{"prompt": "Once upon a time", "n_predict": nGen, "ignore_eos": true,
 					"seed": 42, "cache_prompt": false, "stream": true}
@@ -174,7 +175,7 @@ func limitQuantile(ds []time.Duration, q float64) time.Duration {
 func BenchmarkLimitTTFT(b *testing.B) {
 	const nSys, nTail = 1000, 16
 	path := benchlimit.Model125M(b)
-	url := limitServer(b, path, 8, 2048, 0)
+	url := limitServer(b, path, 8, 2048, 0, engine.Options{})
 	d := benchlimit.NewDecoder(b, path, 8, 8*2048, 2048)
 	r := rand.New(rand.NewPCG(1, 2))
 	sys := limitRandomTokens(r, nSys)
@@ -243,10 +244,7 @@ func BenchmarkLimitPrefillGap(b *testing.B) {
 			// $LLAMA_BENCH_PREFILL_SLOWDOWN sets engine.Options.PrefillSlowdown
 			// (the trade-off between the gap and the prefill's time).
 			slowdown, _ := strconv.ParseFloat(os.Getenv("LLAMA_BENCH_PREFILL_SLOWDOWN"), 64)
-			_, ts := newTestServer(b, Options{Model: path, Engine: engine.Options{
-				Parallel: nStreams + 1, CtxSize: (nStreams + 1) * 4608, BatchSize: batch, PrefillSlowdown: slowdown,
-				Threads: benchlimit.Threads(), ThreadsBatch: benchlimit.Threads()}})
-			url := ts.URL
+			url := limitServer(b, path, nStreams+1, 4608, batch, engine.Options{PrefillSlowdown: slowdown})
 			d := benchlimit.NewDecoder(b, path, nStreams+1, (nStreams+1)*4608, batch)
 			r := rand.New(rand.NewPCG(3, 4))
 			var worst, median, lim, duringP50, duringP99, ttft []time.Duration

@@ -698,35 +698,26 @@ func TestServeSpeculative(t *testing.T) {
 	}
 }
 
-// TestFlagPrefillChunk checks --prefill-chunk and --prefill-slowdown, this server's own options.
+// TestFlagPrefillChunk checks --prefill-chunk and --prefill-slowdown, this
+// server's own options.
 func TestFlagPrefillChunk(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want int
-		err  string
-	}{
-		{nil, 0, ""},
-		{[]string{"--prefill-chunk", "64"}, 64, ""},
-		{[]string{"--prefill-chunk", "-1"}, -1, ""},
-		{[]string{"--prefill-chunk", "x"}, 0, "--prefill-chunk"},
-	} {
-		c, err := parseFlags(tc.args, envOf(nil), io.Discard)
-		if tc.err != "" {
-			assert.ErrorContains(t, err, tc.err)
-			continue
-		}
-		require.NoError(t, err)
-		assert.Equal(t, tc.want, c.opts.Engine.PrefillChunk, "%v", tc.args)
+	type prefill struct {
+		chunk    int
+		slowdown float64
 	}
 	for _, tc := range []struct {
 		args []string
-		want float64
+		want prefill
 		err  string
 	}{
-		{nil, 0, ""},
-		{[]string{"--prefill-slowdown", "1.5"}, 1.5, ""},
-		{[]string{"--prefill-slowdown", "-1"}, -1, ""},
-		{[]string{"--prefill-slowdown", "fast"}, 0, "--prefill-slowdown"},
+		{nil, prefill{}, ""},
+		{[]string{"--prefill-chunk", "64"}, prefill{chunk: 64}, ""},
+		{[]string{"--prefill-chunk", "-1"}, prefill{chunk: -1}, ""},
+		{[]string{"--prefill-chunk", "x"}, prefill{}, "--prefill-chunk"},
+		{[]string{"--prefill-slowdown", "1.5"}, prefill{slowdown: 1.5}, ""},
+		{[]string{"--prefill-slowdown", "-1"}, prefill{slowdown: -1}, ""},
+		{[]string{"--prefill-slowdown", "fast"}, prefill{}, "--prefill-slowdown"},
+		{[]string{"--prefill-chunk", "16", "--prefill-slowdown", "3"}, prefill{16, 3}, ""},
 	} {
 		c, err := parseFlags(tc.args, envOf(nil), io.Discard)
 		if tc.err != "" {
@@ -734,6 +725,7 @@ func TestFlagPrefillChunk(t *testing.T) {
 			continue
 		}
 		require.NoError(t, err)
-		assert.Equal(t, tc.want, c.opts.Engine.PrefillSlowdown, "%v", tc.args)
+		e := c.opts.Engine
+		assert.Equal(t, tc.want, prefill{e.PrefillChunk, e.PrefillSlowdown}, "%v", tc.args)
 	}
 }
