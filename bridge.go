@@ -71,6 +71,7 @@ func bridgeContext(x any, ctx context.Context, op string, seq, from int, f func(
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, c.setAbort)
 	}
+	c.idle = false // f may decode (mtmd evaluates its chunks with llama_decode)
 	rc := f(uintptr(c.ptr))
 	if stop != nil && !stop() {
 		for c.abort.Load() == 0 {

@@ -135,6 +135,7 @@ type Context struct {
 	closing  atomic.Bool     // Close has begun
 	adapters []*Adapter      // adapters set by SetAdapters, in use by this context
 	tp, tpb  capi.Threadpool // attached threadpools (tpb: batches, 0 when the same)
+	idle     bool            // Idle paused them, and no decode has run since
 	outputs  []int8          // outputs wanted by the last decode, by batch index
 	nOut     int
 }
@@ -332,7 +333,7 @@ func (c *Context) attachThreads(n, nBatch int) error {
 		capi.DetachThreadpool(c.ptr)
 		c.freeThreads()
 	}
-	c.tp, c.tpb = tp, tpb
+	c.tp, c.tpb, c.idle = tp, tpb, false
 	capi.AttachThreadpool(c.ptr, tp, tpb)
 	return nil
 }
@@ -486,6 +487,7 @@ func (c *Context) decodeLocked(ctx context.Context, b *Batch) error {
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, c.setAbort)
 	}
+	c.idle = false
 	rc := capi.Decode(c.ptr, b.c())
 	if stop != nil && !stop() {
 		// The abort func has started; wait until it has set the flag so
@@ -565,6 +567,7 @@ func (c *Context) encode(ctx context.Context, b *Batch) error {
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, c.setAbort)
 	}
+	c.idle = false
 	rc := capi.Encode(c.ptr, b.c())
 	if stop != nil && !stop() {
 		for c.abort.Load() == 0 {
@@ -716,7 +719,7 @@ func (c *Context) Idle() error {
 		return err
 	}
 	defer c.unlock()
-	if capi.ThreadpoolPause == nil {
+	if capi.ThreadpoolPause == nil || c.idle {
 		return nil
 	}
 	for _, tp := range []capi.Threadpool{c.tp, c.tpb} {
@@ -724,6 +727,7 @@ func (c *Context) Idle() error {
 			capi.ThreadpoolPause(tp)
 		}
 	}
+	c.idle = true
 	return nil
 }
 

@@ -62,8 +62,18 @@ func TestIdle(t *testing.T) {
 				assert.Less(t, used, 40*time.Millisecond, "the worker threads still poll after Idle")
 			}
 			assert.Equal(t, want, decode(c), "the decode after Idle differs")
+			// A decode after Idle makes the threads poll again, and the
+			// next Idle pauses them again: Idle is not only once.
 			require.NoError(t, c.Idle())
 			require.NoError(t, c.Idle(), "Idle twice")
+			decode(c)
+			require.NoError(t, c.Idle())
+			cpu0 = processCPU()
+			time.Sleep(200 * time.Millisecond)
+			used = processCPU() - cpu0
+			if cpu0 != 0 {
+				assert.Less(t, used, 40*time.Millisecond, "the worker threads poll after a decode and a second Idle")
+			}
 		})
 	}
 	c, err := m.NewContext(llama.ContextOptions{ContextSize: 256})
