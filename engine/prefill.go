@@ -16,14 +16,21 @@ import (
 // chunks of a fixed number of tokens, the steps would grow as the prompt
 // does. So the engine measures what steps cost and sizes each chunk for a
 // time: a step with prompt tokens should take about Options.PrefillSlowdown
-// times a step of the generating slots alone.
+// times a step of the generating slots alone when the prefill began (while
+// the same slots generate: a new one starts the count again), the prompt
+// taking at least half of the slowdown's share over their step now.
 //
 // prefillPacer keeps the two figures this needs: the median time of the
 // last steps without prompt tokens, and a moving average of the time a
 // unit of prompt work adds to a step (a token at position p is
 // prefillUnit+p units: one for the weights and as much again for each
 // prefillUnit tokens it attends to, so that one estimate holds from the
-// start of a prompt to its end).
+// start of a prompt to its end). A step of the generating slots alone
+// costs more as their own sequences grow, so during a long prefill every
+// prefillProbe-th step takes no prompt tokens: it measures that step
+// afresh. Without it, the generating slots' growth over a prefill of
+// seconds would be charged to the prompt's units, and the chunks would
+// shrink to a token a step.
 // Prompts of at most Options.PrefillChunk units' worth go whole, whatever
 // the budget (a new request's short prompt does not wait behind a long
 // one), and until both figures are known a chunk is PrefillChunk tokens at
@@ -38,10 +45,24 @@ type prefillPacer struct {
 	// the chunks with it.
 	recent        [prefillRecent]float64
 	nRecent, next int
+	mixed         int  // steps with long-prompt work since the last without
+	probing       bool // the step being run is a probe
+	// The generating step when the prefill began, beside anchorN
+	// generating slots (0: no prefill): the target is slowdown times it,
+	// not the generating step now, which grows with the slots' sequences.
+	anchor  float64
+	anchorN int
 }
 
-// prefillRecent is how many generating steps genStep is the median of.
-const prefillRecent = 31
+// prefillRecent is how many generating steps genStep is the median of:
+// enough that one slow step does not move it, few enough that during a
+// prefill (a generating step every prefillProbe steps) it follows the
+// slots' growth within seconds.
+const prefillRecent = 9
+
+// prefillProbe is how often, during a long prefill, a step is left to the
+// generating slots alone.
+const prefillProbe = 8
 
 // prefillEMA is the weight of a new measure in the moving average of a
 // unit's cost: steps are noisy (another process, a thread descheduled),
@@ -69,14 +90,28 @@ func (p *prefillPacer) genStep() float64 {
 	return sorted[len(sorted)/2]
 }
 
-// budget returns the units of long-prompt work the next step beside
+// probe reports whether the next step beside generating slots should take
+// no long-prompt work, to measure a generating step afresh.
+func (p *prefillPacer) probe() bool {
+	p.probing = p.slowdown > 0 && p.mixed >= prefillProbe-1
+	return p.probing
+}
+
+// budget returns the units of long-prompt work the next step beside nGen
 // generating slots may take.
-func (p *prefillPacer) budget() int {
+func (p *prefillPacer) budget(nGen int) int {
 	gen := p.genStep()
+	if nGen != p.anchorN {
+		p.anchor, p.anchorN = gen, nGen
+	}
 	if gen <= 0 || p.unit <= 0 || p.slowdown <= 0 {
 		return p.initial
 	}
-	b := (p.slowdown - 1) * gen / p.unit
+	// The prompt's share of the step: what the target leaves over the
+	// generating step now, but never below half of what it left when the
+	// prefill began, relative to that step now: were the slots to grow
+	// past the target, the prompt would still move on.
+	b := max(p.slowdown*p.anchor-gen, (p.slowdown-1)/2*gen) / p.unit
 	// At least a token at the start of a sequence; at most a whole batch
 	// of them (the caller caps by the batch's room).
 	return int(min(max(b, prefillUnit), 1<<30))
@@ -92,11 +127,18 @@ func (p *prefillPacer) observe(d time.Duration, units int, short bool) {
 	}
 	t := d.Seconds()
 	if units == 0 {
+		if p.probing {
+			p.probing = false
+		} else {
+			p.anchorN = 0 // a plain step: the prefill is over
+		}
+		p.mixed = 0
 		p.recent[p.next] = t
 		p.next = (p.next + 1) % prefillRecent
 		p.nRecent = min(p.nRecent+1, prefillRecent)
 		return
 	}
+	p.mixed++
 	if gen := p.genStep(); gen > 0 {
 		// The extra time over a generating step, never below a tenth of
 		// it: a step that came out faster than the median says little.

@@ -154,8 +154,17 @@ func TestPrefillPacer(t *testing.T) {
 		// The generating step is the median of the last ones: one slow
 		// step does not move it.
 		{"median step", 2, []obs{{ms(20), 0, false}, {ms(20), 0, false}, {ms(200), 0, false}, {ms(40), 10240, false}}, 10240},
-		{"the median of the last 31", 2, append(append(slices.Repeat([]obs{{ms(10), 0, false}}, 40),
-			slices.Repeat([]obs{{ms(20), 0, false}}, 16)...), obs{ms(40), 10240, false}), 10240},
+		{"the median of the last 9", 2, append(append(slices.Repeat([]obs{{ms(10), 0, false}}, 40),
+			slices.Repeat([]obs{{ms(20), 0, false}}, 5)...), obs{ms(40), 10240, false}), 10240},
+		// Four 20 ms steps of the last nine: the median is still 10 ms, so a
+		// 30 ms chunk cost 20 ms and 10 ms buys 5,120 units.
+		{"four of the last 9", 2, append(append(slices.Repeat([]obs{{ms(10), 0, false}}, 40),
+			slices.Repeat([]obs{{ms(20), 0, false}}, 4)...), obs{ms(30), 10240, false}), 5120},
+		// The generating slots grew during the prefill: a probe step of
+		// theirs took 30 ms, the chunks 50 ms for 10,240 units; the later
+		// step of a prompt chunk is charged only its excess over 30 ms.
+		{"a fresh generating step", 2, append(slices.Repeat([]obs{{ms(20), 0, false}}, 9),
+			append(slices.Repeat([]obs{{ms(30), 0, false}}, 5), obs{ms(50), 10240, false})...), 15360},
 		{"at least a token", 2, []obs{{ms(20), 0, false}, {ms(2000), 1024, false}}, prefillUnit},
 		{"at most twice: a token a step", 1, []obs{{ms(20), 0, false}, {ms(40), 10240, false}}, prefillUnit},
 		{"fixed chunks", -1, []obs{{ms(20), 0, false}, {ms(40), 10240, false}}, 32 * prefillUnit},
@@ -165,8 +174,29 @@ func TestPrefillPacer(t *testing.T) {
 			for _, o := range tc.steps {
 				p.observe(o.d, o.units, o.short)
 			}
-			assert.InDelta(t, tc.want, p.budget(), 2)
+			assert.InDelta(t, tc.want, p.budget(7), 2)
 		})
+	}
+	// During a long prefill, every prefillProbe-th step is the generating
+	// slots' alone; with fixed chunks, none.
+	for _, tc := range []struct {
+		name     string
+		slowdown float64
+		steps    []obs
+		want     bool
+	}{
+		{"no prefill", 2, slices.Repeat([]obs{{ms(20), 0, false}}, 20), false},
+		{"a chunk short of a probe", 2, append([]obs{{ms(20), 0, false}}, slices.Repeat([]obs{{ms(40), 1024, false}}, prefillProbe-2)...), false},
+		{"a probe due", 2, append([]obs{{ms(20), 0, false}}, slices.Repeat([]obs{{ms(40), 1024, false}}, prefillProbe-1)...), true},
+		{"short prompts do not count", 2, append([]obs{{ms(20), 0, false}}, slices.Repeat([]obs{{ms(40), 1024, true}}, 2*prefillProbe)...), false},
+		{"after the probe", 2, append(append([]obs{{ms(20), 0, false}}, slices.Repeat([]obs{{ms(40), 1024, false}}, prefillProbe-1)...), obs{ms(20), 0, false}), false},
+		{"fixed chunks", -1, append([]obs{{ms(20), 0, false}}, slices.Repeat([]obs{{ms(40), 1024, false}}, 2*prefillProbe)...), false},
+	} {
+		p := newPrefillPacer(32, tc.slowdown)
+		for _, o := range tc.steps {
+			p.observe(o.d, o.units, o.short)
+		}
+		assert.Equal(t, tc.want, p.probe(), tc.name)
 	}
 	// The units of a chunk: prefillFit and prefillCost agree.
 	for _, pos := range []int{0, 1, 100, 4000} {
@@ -175,6 +205,71 @@ func TestPrefillPacer(t *testing.T) {
 			assert.Equal(t, n, got, "pos %d n %d", pos, n)
 			assert.Equal(t, prefillCost(pos, n), cost)
 		}
+	}
+}
+
+// TestPrefillPacerAnchor: the target is slowdown times the generating step
+// when the prefill began; the slots' growth since then, measured by probe
+// steps, comes out of the prompt's share (down to half the slowdown's
+// share over the step now), and a new set of generating
+// slots or the end of the prefill sets the target again.
+func TestPrefillPacerAnchor(t *testing.T) {
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	// op: a step observed (d, units; a probe asked for first when probe),
+	// or, with budget set, the budget asked beside nGen slots.
+	type op struct {
+		d      time.Duration
+		units  int
+		probe  bool
+		budget bool
+		nGen   int
+	}
+	gen := func(d float64, n int) []op { return slices.Repeat([]op{{d: ms(d)}}, n) }
+	cat := func(parts ...[]op) []op { return slices.Concat(parts...) }
+	for _, tc := range []struct {
+		name string
+		ops  []op
+		want int
+	}{
+		// 20 ms steps, then a chunk of 10,240 units taking 40 ms: 2 ms a
+		// 1,024 units, and twice 20 ms leaves 20 ms.
+		{"began", cat(gen(20, 9), []op{{budget: true, nGen: 7}, {d: ms(40), units: 10240}}), 10240},
+		// The probes now find 24 ms steps: the target stays 40 ms, of
+		// which 16 ms is left for the prompt (more than half of 24 ms);
+		// the chunks' 44 ms for 10,240 units is 20 ms over the fresh step.
+		{"the slots grew", cat(gen(20, 9), []op{{budget: true, nGen: 7}, {d: ms(40), units: 10240}},
+			slices.Repeat([]op{{d: ms(24), probe: true}}, 9), []op{{d: ms(44), units: 10240}}), 8192},
+		// Steps of 36 ms: 4 ms is left under the target, but the prompt
+		// takes half of its share over 36 ms, 18 ms; the chunk's 56 ms for
+		// 10,240 units was 20 ms over the step: 9,216 units.
+		{"grew near the target: half the share", cat(gen(20, 9), []op{{budget: true, nGen: 7}, {d: ms(40), units: 10240}},
+			slices.Repeat([]op{{d: ms(36), probe: true}}, 9), []op{{d: ms(56), units: 10240}}), 9216},
+		{"grew past the target: half the share", cat(gen(20, 9), []op{{budget: true, nGen: 7}, {d: ms(40), units: 10240}},
+			slices.Repeat([]op{{d: ms(60), probe: true}}, 9), []op{{d: ms(80), units: 10240}}), 15360},
+		// An eighth generating slot: the target is set again from now.
+		{"another slot", cat(gen(20, 9), []op{{budget: true, nGen: 7}, {d: ms(40), units: 10240}},
+			slices.Repeat([]op{{d: ms(30), probe: true}}, 9), []op{{d: ms(50), units: 10240}, {budget: true, nGen: 8}}), 15360},
+		// A plain step that was not a probe ends the prefill: the next one
+		// sets its target from the steps then.
+		{"a new prefill", cat(gen(20, 9), []op{{budget: true, nGen: 7}, {d: ms(40), units: 10240}},
+			gen(30, 9), []op{{d: ms(50), units: 10240}}), 15360},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPrefillPacer(32, 2)
+			for _, o := range tc.ops {
+				switch {
+				case o.budget:
+					p.budget(o.nGen)
+				case o.probe:
+					p.mixed = prefillProbe - 1 // as after that many chunks
+					require.True(t, p.probe())
+					p.observe(o.d, 0, false)
+				default:
+					p.observe(o.d, o.units, false)
+				}
+			}
+			assert.InDelta(t, tc.want, p.budget(7), 2)
+		})
 	}
 }
 

@@ -279,6 +279,7 @@ func (e *Engine) step() bool {
 	capped := kGen > 0 && e.opts.PrefillChunk > 0
 	shortUnits := e.opts.PrefillChunk * prefillUnit
 	budget, paced := 0, false // the pacer's, asked for when a long prompt needs it
+	probe := capped && e.pacer.probe() // no long-prompt work this step
 	longUnits, tookShort := 0, false
 	for _, s := range e.slots {
 		if s.state != stPrompt {
@@ -293,8 +294,11 @@ func (e *Engine) step() bool {
 			if room == left && prefillCost(len(s.cache), left) <= shortUnits {
 				tookShort = true
 			} else {
+				if probe {
+					continue
+				}
 				if !paced {
-					budget, paced = e.pacer.budget(), true
+					budget, paced = e.pacer.budget(nGen), true
 				}
 				n, cost := prefillFit(len(s.cache), budget, room)
 				if n == 0 && longUnits == 0 {
