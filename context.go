@@ -130,14 +130,17 @@ type Context struct {
 	embeddings, kvUnified                   bool
 	pooling                                 PoolingType
 
-	abort    *atomic.Uint32  // in C memory: non-zero aborts; C reads its first byte (little-endian)
-	busy     atomic.Bool     // a call (or a Generate, an Embed) is using the context
-	closing  atomic.Bool     // Close has begun
-	adapters []*Adapter      // adapters set by SetAdapters, in use by this context
-	tp, tpb  capi.Threadpool // attached threadpools (tpb: batches, 0 when the same)
-	idle     bool            // Idle paused them, and no decode has run since
-	outputs  []int8          // outputs wanted by the last decode, by batch index
-	nOut     int
+	abort      *atomic.Uint32        // in C memory: non-zero aborts; C reads its first byte (little-endian)
+	busy       atomic.Bool           // a call (or a Generate, an Embed) is using the context
+	closing    atomic.Bool           // Close has begun
+	adapters   []*Adapter            // adapters set by SetAdapters, in use by this context
+	tp, tpb    capi.Threadpool       // attached threadpools (tpb: batches, 0 when the same)
+	idle       bool                  // Idle paused them, and no decode has run since
+	backend    map[*SamplerChain]int // chains sampling on the backend, by sequence (SetSampler)
+	backendSeq []bool                // the sequences with one
+	outSeq     []int32               // the sequence of each backend-sampled output
+	outputs    []int8                // outputs wanted by the last decode, by batch index
+	nOut       int
 }
 
 // NewContext creates a context for m.
@@ -265,6 +268,7 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 		}
 	}
 	c.outputs = make([]int8, c.nBatch)
+	c.outSeq = make([]int32, c.nBatch)
 	if !m.addChild(c) {
 		capi.Free(ptr)
 		return nil, closedErr("new context", "model")
@@ -289,8 +293,11 @@ func (c *Context) Close() error {
 func (c *Context) close() {
 	c.closing.Store(true)
 	c.abort.Store(1)
+	attachMu.Lock()
+	defer attachMu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.detachAll()
 	if c.ptr != 0 {
 		capi.Free(c.ptr)
 		c.ptr = 0
@@ -502,6 +509,7 @@ func (c *Context) decodeLocked(ctx context.Context, b *Batch) error {
 	case 0:
 		copy(c.outputs, b.output[:b.n])
 		c.nOut = b.n
+		c.markBackendOutputs(b)
 		return nil
 	case 1:
 		return errorf(CodeNoKVSlot, "decode", "no KV slot for a batch of %d tokens (context full)", b.n)
@@ -607,6 +615,9 @@ func (c *Context) Logits(i int) ([]float32, error) {
 	defer c.unlock()
 	if err := c.checkOutput("logits", i); err != nil {
 		return nil, err
+	}
+	if c.outputs[i] == outputBackend {
+		return nil, errorf(CodeInvalid, "logits", "batch index %d was sampled on the backend (SetSampler): llama.cpp made no logits for it", i)
 	}
 	p := capi.GetLogitsIth(c.ptr, int32(i))
 	if p == nil {

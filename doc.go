@@ -54,6 +54,17 @@
 // speculation costs little where it does not help; a loop of one's own
 // gets the same policy by wrapping drafters in AdaptiveDrafter.
 //
+// # Backend sampling
+//
+// Context.SetSampler attaches a SamplerChain to a sequence so that it runs
+// inside the decode's graph on the compute threads (llama-server's
+// --backend-sampling): the decode yields the chosen token instead of a row
+// of logits, and the chain's Sample returns it. Only chains llama.cpp can
+// run there qualify (Offloadable), llama.cpp prepares a chain for this once
+// (attached, a chain samples only there until closed), and the sequence's
+// logits are then not computed. On a 2-core CPU it measured the same
+// throughput as sampling on the CPU at 8 streams and about 5% more at one.
+//
 // # Logging
 //
 // llama.cpp's log is dropped unless SetLogger gives it a *slog.Logger.

@@ -59,6 +59,30 @@ func ExampleNewSamplerChain() {
 	// Output: [penalties top-k top-p temp dist] 8
 }
 
+// Sample inside the decode (backend sampling): the chain attached to
+// sequence 0 picks each token in the decode's graph, and Sample returns
+// it. Greedy there writes what greedy on the CPU does.
+func ExampleContext_SetSampler() {
+	ctx := context.Background()
+	model, _ := llama.LoadModel(ctx, modelPath, llama.ModelOptions{})
+	defer model.Close()
+	lctx, _ := model.NewContext(llama.ContextOptions{ContextSize: 256, Threads: 1})
+	chain, _ := llama.NewSamplerChain(model, llama.SamplerChainOptions{}, llama.Greedy())
+	defer chain.Close() // detaches it
+	if err := lctx.SetSampler(0, chain); err != nil {
+		panic(err)
+	}
+	var out strings.Builder
+	for piece, err := range lctx.Generate(ctx, "Once upon a time", llama.GenerateOptions{MaxTokens: 16, Sampler: chain}) {
+		if err != nil {
+			panic(err)
+		}
+		out.WriteString(piece.Text)
+	}
+	fmt.Println(out.String())
+	// Output: , there was a little girl named Lily. She loved to play
+}
+
 // Decode a batch by hand and read the logits of its last token.
 func ExampleContext_Decode() {
 	ctx := context.Background()

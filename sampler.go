@@ -278,6 +278,16 @@ type SamplerChain struct {
 	// fast is the top-k fast path of Sample (sampler_fast.go), nil when
 	// the chain does not begin with a top-k or collects timings.
 	fast *fastTopK
+	perf bool // collects timings: not offloadable
+	// The context and sequence the chain samples on the backend
+	// (Context.SetSampler); guarded by attachMu.
+	attached    *Context
+	attachedSeq int
+	// wasAttached: the chain went to the backend (Context.SetSampler).
+	// llama.cpp prepares a chain for the graph once, and from then on its
+	// own apply skips the samplers that ran there: it can no longer
+	// sample on the CPU.
+	wasAttached atomic.Bool
 }
 
 // NewSamplerChain builds samplers into a chain for a model.
@@ -294,7 +304,7 @@ func NewSamplerChain(m *Model, opts SamplerChainOptions, samplers ...Sampler) (*
 	if chain == 0 {
 		return nil, errorf(CodeUnknown, "sampler chain", "llama.cpp could not make a chain")
 	}
-	c := &SamplerChain{model: m, ptr: chain}
+	c := &SamplerChain{model: m, ptr: chain, perf: opts.Perf}
 	for _, s := range samplers {
 		if s == nil {
 			capi.SamplerFree(chain)
@@ -339,6 +349,7 @@ func NewSamplerChain(m *Model, opts SamplerChainOptions, samplers ...Sampler) (*
 func (c *SamplerChain) closeFromParent() { c.close() }
 
 func (c *SamplerChain) close() {
+	c.detach()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ptr != 0 {
@@ -416,7 +427,17 @@ func (c *SamplerChain) sample(ctx *Context, idx int) (Token, error) {
 		return NoToken, err
 	}
 	var t int32
-	if c.fast != nil {
+	if bt, ok, err := ctx.backendToken(c, idx); err != nil {
+		return NoToken, err
+	} else if !ok && c.wasAttached.Load() {
+		return NoToken, errBackendOnly("sample")
+	} else if ok {
+		// Sampled in the decode: accepted here, as the CPU paths do.
+		t = int32(bt)
+		if t < c.model.nVocb {
+			capi.SamplerAccept(c.ptr, bt)
+		}
+	} else if c.fast != nil {
 		p := capi.GetLogitsIth(ctx.ptr, int32(idx))
 		if p == nil {
 			return NoToken, errorf(CodeInvalid, "sample", "no logits for batch index %d", idx)
@@ -436,6 +457,12 @@ func (c *SamplerChain) sample(ctx *Context, idx int) (Token, error) {
 		return Token(t), errGrammarFailed("sample")
 	}
 	return Token(t), nil
+}
+
+// errBackendOnly is the error of a chain that went to the backend used
+// on the CPU.
+func errBackendOnly(op string) error {
+	return errorf(CodeInvalid, op, "the chain was attached to a sequence (Context.SetSampler): it samples only there, on the backend")
 }
 
 func errGrammarFailed(op string) error {
@@ -501,6 +528,9 @@ func (c *SamplerChain) Clone() (*SamplerChain, error) {
 	if c.noClone != "" {
 		return nil, errorf(CodeUnsupported, "clone", "custom sampler %q is not a CloneableSampler", c.noClone)
 	}
+	if c.wasAttached.Load() {
+		return nil, errBackendOnly("clone")
+	}
 	p := capi.SamplerClone(c.ptr)
 	if p == 0 {
 		return nil, errorf(CodeUnsupported, "clone", "a sampler of the chain cannot be cloned")
@@ -531,6 +561,9 @@ func (c *SamplerChain) Apply(candidates []TokenData) ([]TokenData, int, error) {
 	defer c.mu.Unlock()
 	if len(candidates) == 0 {
 		return nil, -1, errorf(CodeInvalid, "apply", "no candidates")
+	}
+	if c.wasAttached.Load() {
+		return nil, -1, errBackendOnly("apply")
 	}
 	for _, td := range candidates {
 		if err := c.model.CheckToken(td.ID); err != nil {

@@ -223,6 +223,7 @@ type Engine struct {
 	// itself (the loop goroutine's; the benchmarks read them through do).
 	busyTime, decodeTime time.Duration
 	pacer                *prefillPacer // sizes prompt chunks beside generating slots (loop only)
+	nBackend             int           // requests that sampled on the backend (loop only)
 	queueSize            int
 	spec                 *engSpec // speculative decoding (nil: off)
 

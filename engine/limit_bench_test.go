@@ -54,6 +54,7 @@ func BenchmarkLimitEngine(b *testing.B) {
 					p := DefaultSamplingParams()
 					p.Seed = 42
 					p.IgnoreEOS = true
+					p.BackendSampling = benchlimit.BackendSampling()
 					n := 0
 					for ev, err := range e.Generate(context.Background(), &Request{Kind: KindCompletion, Prompt: prompt, Params: p, NPredict: nGen, SlotID: -1}) {
 						if err != nil {

@@ -102,6 +102,15 @@ func (e *Engine) start(s *engSlot) {
 	}
 	s.smpl, s.gram = smpl, gram
 	e.specStart(s)
+	if t.Params.BackendSampling && gram == nil && t.Params.NProbs == 0 && len(s.spec.spec.Drafters) == 0 && smpl.Offloadable() {
+		// A new chain for each request: llama.cpp takes a chain to the
+		// backend once. Closing it at the request's end detaches it.
+		if err := e.lctx.SetSampler(s.id, smpl); err != nil {
+			e.fail(s, err)
+			return
+		}
+		e.nBackend++
+	}
 	if acceptPrompt {
 		for _, tok := range s.prompt {
 			if tok != MediaPlaceholder {
@@ -278,7 +287,7 @@ func (e *Engine) step() bool {
 	// tokens, sized by the pacer (see prefill.go); a short one goes whole.
 	capped := kGen > 0 && e.opts.PrefillChunk > 0
 	shortUnits := e.opts.PrefillChunk * prefillUnit
-	budget, paced := 0, false // the pacer's, asked for when a long prompt needs it
+	budget, paced := 0, false          // the pacer's, asked for when a long prompt needs it
 	probe := capped && e.pacer.probe() // no long-prompt work this step
 	longUnits, tookShort := 0, false
 	for _, s := range e.slots {

@@ -188,6 +188,21 @@ func TestCompletionOptions(t *testing.T) {
 		assert.Contains(t, first, "prob")
 		assert.Len(t, first["top_probs"], 2)
 	})
+	t.Run("backend_sampling", func(t *testing.T) {
+		// Greedy on the backend writes what greedy on the CPU does; a
+		// seeded request repeats itself; the setting is echoed.
+		_, cpu := postJSON(t, ts.URL+"/completion", base(nil))
+		code, out := postJSON(t, ts.URL+"/completion", base(map[string]any{"backend_sampling": true}))
+		require.Equal(t, http.StatusOK, code)
+		assert.Equal(t, cpu["content"], out["content"])
+		assert.Equal(t, true, out["generation_settings"].(map[string]any)["backend_sampling"])
+		seeded := base(map[string]any{"backend_sampling": true, "temperature": 0.8, "seed": 7, "n_predict": 24})
+		_, a := postJSON(t, ts.URL+"/completion", seeded)
+		_, b := postJSON(t, ts.URL+"/completion", seeded)
+		assert.Equal(t, a["content"], b["content"])
+		code, _ = postJSON(t, ts.URL+"/completion", base(map[string]any{"backend_sampling": "yes"}))
+		assert.Equal(t, http.StatusBadRequest, code)
+	})
 	t.Run("response_fields", func(t *testing.T) {
 		code, out := postJSON(t, ts.URL+"/completion", base(map[string]any{"response_fields": []string{"content", "generation_settings/n_predict", "nope"}}))
 		require.Equal(t, http.StatusOK, code)

@@ -135,7 +135,7 @@ func BenchmarkLimitThroughput(b *testing.B) {
 				url := limitServer(b, md.path, parallel, 512, 0, engine.Options{})
 				d := benchlimit.NewDecoder(b, md.path, parallel, 512*parallel, 2048)
 				body := map[string]any{"prompt": "Once upon a time", "n_predict": nGen, "ignore_eos": true,
-					"seed": 42, "cache_prompt": false, "stream": true}
+					"seed": 42, "cache_prompt": false, "stream": true, "backend_sampling": benchlimit.BackendSampling()}
 				tp := benchlimit.NewThroughput(clients, nGen)
 				for b.Loop() {
 					tp.Round(b, d, func() int {

@@ -334,6 +334,9 @@ func (inst *instance) generation(g genInput, defaultNPredict int) (*engine.Reque
 	if err := g.bool("ignore_eos", &p.IgnoreEOS); err != nil {
 		return nil, opt, err
 	}
+	if err := g.bool("backend_sampling", &p.BackendSampling); err != nil {
+		return nil, opt, err
+	}
 	if err := g.bool("cache_prompt", &t.CachePrompt); err != nil {
 		return nil, opt, err
 	}
@@ -668,7 +671,8 @@ func generationSettings(t *engine.Request, opt genOptions, inst *instance) map[s
 	out := map[string]any{
 		"seed": p.Seed, "dry_sequence_breakers": p.DRYSequenceBreakers,
 		"stop": nonNilStrings(t.Stop), "ignore_eos": p.IgnoreEOS, "stream": opt.Stream, "logit_bias": bias,
-		"grammar": p.Grammar, "samplers": p.Samplers, "timings_per_token": opt.TimingsPerToken,
+		"backend_sampling": p.BackendSampling,
+		"grammar":          p.Grammar, "samplers": p.Samplers, "timings_per_token": opt.TimingsPerToken,
 		"post_sampling_probs": opt.PostSamplingProbs, "lora": lora, "cache_prompt": t.CachePrompt,
 		"n_ctx": inst.slotContext(), "model": inst.Name, "speculative.types": inst.Opts.Engine.Speculative.TypesString(),
 	}

@@ -142,7 +142,8 @@ func defaultGenerationParams(o Options) map[string]any {
 		"n_predict": o.NPredict, "seed": p.Seed, "dry_sequence_breakers": p.DRYSequenceBreakers,
 		"stop": nonNilStrings(o.Stop), "max_tokens": o.NPredict, "n_discard": 0,
 		"ignore_eos": p.IgnoreEOS, "stream": true, "n_probs": 0, "min_keep": 0, "grammar": p.Grammar,
-		"samplers": p.Samplers, "timings_per_token": false,
+		"backend_sampling": p.BackendSampling,
+		"samplers":         p.Samplers, "timings_per_token": false,
 		"reasoning_format": o.ReasoningFormat, "speculative.types": o.Engine.Speculative.TypesString(),
 	}
 	for i := range genParams {

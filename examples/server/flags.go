@@ -727,7 +727,7 @@ func flagTable(c *config) []flagDef {
 			}
 			return c.setSchema(b)
 		}},
-		{names: []string{"-bs", "--backend-sampling"}, env: "LLAMA_ARG_BACKEND_SAMPLING", sec: sa, help: "sample on the backend device" + noEffect, set: anyValue},
+		{names: []string{"-bs", "--backend-sampling"}, env: "LLAMA_ARG_BACKEND_SAMPLING", sec: sa, help: "sample inside the decode, on the compute threads, for requests whose samplers llama.cpp can run there (default: off; a request's backend_sampling overrides)", set: boolTo(&sp.BackendSampling)},
 
 		// ---- speculative decoding (not supported yet)
 		{names: []string{"--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft"}, arg: "<user>/<model>[:quant]", env: "LLAMA_ARG_SPEC_DRAFT_HF_REPO", sec: spc, help: "draft model from Hugging Face" + notYet, set: strTo(&c.draftHF)},

@@ -111,7 +111,11 @@ func TestFlagSpellings(t *testing.T) {
 		}},
 		{[]string{"-cb"}, func(t *testing.T, c *config) {}},
 		{[]string{"--cont-batching", "-nocb", "--no-cont-batching"}, func(t *testing.T, c *config) {}},
-		{[]string{"--backend_sampling"}, func(t *testing.T, c *config) {}},
+		{[]string{"--backend_sampling"}, func(t *testing.T, c *config) { assert.True(t, c.sampling.BackendSampling) }},
+		{[]string{"-bs"}, func(t *testing.T, c *config) { assert.True(t, c.sampling.BackendSampling) }},
+		{[]string{}, func(t *testing.T, c *config) {
+			assert.False(t, c.sampling.BackendSampling, "off by default, as llama-server")
+		}},
 		{[]string{"-kvu"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.KVUnified) }},
 		{[]string{"-np", "2", "--kv-unified"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.KVUnified) }},
 		{[]string{"-np", "2"}, func(t *testing.T, c *config) {

@@ -32,6 +32,11 @@ func Threads() int {
 	return n
 }
 
+// BackendSampling reports whether the benchmarks' requests sample on the
+// backend (engine.SamplingParams.BackendSampling): $LLAMA_BENCH_BACKEND_SAMPLING
+// set to 1.
+func BackendSampling() bool { return os.Getenv("LLAMA_BENCH_BACKEND_SAMPLING") == "1" }
+
 // Model125M returns the path of the 125M benchmark model (Q8_0).
 func Model125M(b testing.TB) string {
 	b.Helper()

@@ -45,6 +45,10 @@ var (
 	GetLogits func(c Context) unsafe.Pointer
 	// float * llama_get_logits_ith(struct llama_context * ctx, int32_t i);
 	GetLogitsIth func(c Context, i int32) unsafe.Pointer
+	// bool llama_set_sampler(struct llama_context * ctx, llama_seq_id seq_id, struct llama_sampler * smpl);
+	SetSampler func(c Context, seq SeqID, s Sampler) bool
+	// llama_token llama_get_sampled_token_ith(struct llama_context * ctx, int32_t i);
+	GetSampledTokenIth func(c Context, i int32) Token
 	// float * llama_get_embeddings(struct llama_context * ctx);
 	GetEmbeddings func(c Context) unsafe.Pointer
 	// float * llama_get_embeddings_ith(struct llama_context * ctx, int32_t i);
@@ -151,6 +155,8 @@ func init() {
 		binding{fn: &Synchronize, name: "llama_synchronize"},
 		binding{fn: &GetLogits, name: "llama_get_logits"},
 		binding{fn: &GetLogitsIth, name: "llama_get_logits_ith"},
+		binding{fn: &SetSampler, name: "llama_set_sampler"},
+		binding{fn: &GetSampledTokenIth, name: "llama_get_sampled_token_ith"},
 		binding{fn: &GetEmbeddings, name: "llama_get_embeddings"},
 		binding{fn: &GetEmbeddingsIth, name: "llama_get_embeddings_ith"},
 		binding{fn: &GetEmbeddingsSeq, name: "llama_get_embeddings_seq"},
