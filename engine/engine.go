@@ -52,14 +52,16 @@ const DefaultPrefillChunk = 32
 
 // DefaultPrefillSlowdown is Options.PrefillSlowdown's default: a step
 // that prefills a chunk of a long prompt beside generating slots takes
-// about three times a step of theirs alone. Measured on the 125M
-// benchmark model, 2 threads, 7 streams beside a 4,000-token prompt, with
-// real streaming clients: at 3 the gaps during the prefill were 2.9x the
-// median gap before it (p50) and 3.8-4.0x (p99), and the prompt's first
-// token came after 57-65 s; at 2, 2.2x and 3.8x after 164 s; with fixed
-// 32-token chunks, 4.0x and 5.4x after 35 s; in whole batches (as
-// llama-server), 80x and 128x after 5 s.
-const DefaultPrefillSlowdown = 3.0
+// about twice a step of theirs before the prefill began: their streams
+// keep at least half their speed. Measured on the 125M benchmark model,
+// 2 threads, 7 streams beside a 4,000-token prompt (BenchmarkLimitPrefillGap
+// and real streaming clients): at 2 the gaps during the prefill were
+// 1.7-1.9x the median gap before it (p50) and 2.2-3.1x (p99), the prompt's
+// first token after 47-98 s (the machine's speed varied by a third); at
+// 2.5, 2.2-2.6x and 2.8-3.3x after 22-37 s; at 3, 3.0-3.1x and 3.8-4.0x
+// after 26-31 s; in whole batches (as llama-server, PrefillChunk -1), 80x
+// and 128x after 5 s.
+const DefaultPrefillSlowdown = 2.0
 
 // Options configure New. The zero value is a completion engine
 // with one slot and llama.cpp's defaults.
@@ -83,7 +85,8 @@ type Options struct {
 	// prompt token deep in a long prompt costs several times one at its
 	// start). The engine measures its steps and sizes each chunk so that
 	// a step with prompt tokens takes about PrefillSlowdown times a step
-	// of the generating slots alone (default DefaultPrefillSlowdown;
+	// of the generating slots alone when the prefill began (default
+	// DefaultPrefillSlowdown;
 	// negative: chunks of PrefillChunk tokens). A prompt that costs at most
 	// PrefillChunk tokens (a token at position p counting 1+p/1024) goes
 	// whole, and so does the first chunk of a long one until the costs are

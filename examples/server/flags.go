@@ -350,7 +350,7 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"-c", "--ctx-size"}, arg: "N", env: "LLAMA_ARG_CTX_SIZE", sec: cm, help: "context size shared by the slots (default 0: the model's)", set: intTo(&e.CtxSize)},
 		{names: []string{"-n", "--predict", "--n-predict"}, arg: "N", env: "LLAMA_ARG_N_PREDICT", sec: cm, help: "most tokens a request generates (default -1: no limit)", set: intTo(&o.NPredict)},
 		{names: []string{"--prefill-chunk"}, arg: "N", sec: cm, help: "while other slots generate, prompts of at most N tokens (weighted by position) go whole and longer ones in chunks (default 32; negative: no chunks, as llama-server; not a llama-server option)", set: intTo(&e.PrefillChunk)},
-		{names: []string{"--prefill-slowdown"}, arg: "F", sec: cm, help: "a step that prefills a chunk beside generating slots takes about F times a step of theirs alone, chunks sized from measured step times (default 3; negative: chunks of --prefill-chunk tokens; not a llama-server option)", set: func(_ *config, v string) error {
+		{names: []string{"--prefill-slowdown"}, arg: "F", sec: cm, help: "a step that prefills a chunk beside generating slots takes about F times a step of theirs before the prefill, chunks sized from measured step times (default 2; negative: chunks of --prefill-chunk tokens; not a llama-server option)", set: func(_ *config, v string) error {
 			f, err := parseFloat(v)
 			if err == nil {
 				e.PrefillSlowdown = f
