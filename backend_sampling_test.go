@@ -124,7 +124,6 @@ func TestSetSampler(t *testing.T) {
 	cpuG := chain(llama.Greedy())
 	out := backendRun(t, c, []*llama.SamplerChain{cpuG, chain(llama.Greedy())}, toks, 4)
 	assert.Len(t, out[0], 4)
-	_ = out
 	// Replacing and detaching.
 	a, b := chain(llama.Greedy()), chain(llama.Greedy())
 	require.NoError(t, c.SetSampler(0, a))
@@ -137,6 +136,7 @@ func TestSetSampler(t *testing.T) {
 	// and no longer samples at all: llama.cpp's own apply would skip the
 	// samplers that ran on the backend (and abort).
 	out = backendRun(t, c, []*llama.SamplerChain{chain(llama.Greedy()), chain(llama.Greedy())}, toks, 1)
+	assert.Len(t, out[0], 1, "fresh chains sample on the CPU there")
 	_, err = a.Sample(c, 0)
 	assert.ErrorIs(t, err, llama.ErrInvalid, "sample with a detached chain")
 	_, _, err = b.Apply([]llama.TokenData{{ID: 1, Logit: 1}})
