@@ -48,10 +48,12 @@ func (c *SamplerChain) Offloadable() bool {
 // sequence of one context at a time, and a sequence has one chain.
 // Logits of the sequence's outputs are then not computed (Logits fails on
 // them, and Sample on them with another chain): a caller that needs them,
-// to report probabilities, detaches first. A chain goes to the backend
-// once: detached or replaced, it can no longer sample (on the CPU, Sample,
-// Apply and Clone refuse it): make a new one. Closing the chain or the context detaches it. Changing a
-// sequence's chain makes llama.cpp plan its graph again at the next Decode.
+// to report probabilities, detaches first. A decode may ask for one
+// output of such a sequence (more is an error matching ErrInvalid). A
+// chain goes to the backend once: detached or replaced, it can no longer
+// sample (on the CPU, Sample, Apply and Clone refuse it): make a new one.
+// Closing the chain or the context detaches it. Changing a sequence's
+// chain makes llama.cpp plan its graph again at the next Decode.
 // SetSampler waits for a Decode running on the context.
 func (c *Context) SetSampler(seq int, chain *SamplerChain) error {
 	attachMu.Lock()
@@ -171,6 +173,35 @@ func (c *Context) markBackendOutputs(b *Batch) {
 			c.outSeq[i] = b.seqIDs[i*b.maxSeq]
 		}
 	}
+}
+
+// checkBackendOutputs refuses a batch asking for more than one output of
+// a sequence that samples on the backend (llama.cpp's
+// n_outputs_max_per_seq is 1): llama.cpp would reject it. The caller
+// holds c.mu.
+func (c *Context) checkBackendOutputs(b *Batch) error {
+	if len(c.backend) == 0 {
+		return nil
+	}
+	var seen []bool
+	for i := range b.n {
+		if b.output[i] == 0 {
+			continue
+		}
+		for _, s := range b.seqIDs[i*b.maxSeq : i*b.maxSeq+int(b.nSeq[i])] {
+			if s < 0 || int(s) >= len(c.backendSeq) || !c.backendSeq[s] {
+				continue
+			}
+			if seen == nil {
+				seen = make([]bool, len(c.backendSeq))
+			}
+			if seen[s] {
+				return errorf(CodeInvalid, "decode", "sequence %d samples on the backend (SetSampler): a batch may ask for one output of it", s)
+			}
+			seen[s] = true
+		}
+	}
+	return nil
 }
 
 // outputBackend marks in Context.outputs an output a backend chain sampled.

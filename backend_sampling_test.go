@@ -158,6 +158,17 @@ func TestSetSampler(t *testing.T) {
 	assert.ErrorIs(t, err, llama.ErrInvalid, "a chain not attached")
 	_, err = x.Sample(c, 0)
 	assert.NoError(t, err)
+	// Two outputs of one backend-sampled sequence in a batch: llama.cpp
+	// samples one output a sequence; refused before it sees the batch.
+	bt.Clear()
+	require.NoError(t, bt.Add(toks[1], 1, 0, true))
+	require.NoError(t, bt.Add(toks[2], 2, 0, true))
+	assert.ErrorIs(t, c.Decode(context.Background(), bt), llama.ErrInvalid)
+	bt.Clear()
+	require.NoError(t, bt.Add(toks[1], 1, 0, true))
+	require.NoError(t, c.Decode(context.Background(), bt), "the context decodes on")
+	_, err = x.Sample(c, 0)
+	assert.NoError(t, err)
 	// Closing the context first, then the chain: nothing is freed twice.
 	c2, err := m.NewContext(llama.ContextOptions{ContextSize: 512, Sequences: 2, Threads: 1})
 	require.NoError(t, err)

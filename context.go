@@ -487,6 +487,9 @@ func (c *Context) decodeLocked(ctx context.Context, b *Batch) error {
 	if err := c.check("decode", b, c.nBatch); err != nil {
 		return err
 	}
+	if err := c.checkBackendOutputs(b); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return &Error{Code: CodeCanceled, Op: "decode", Err: err}
 	}
