@@ -58,7 +58,7 @@ const DefaultPrefillChunk = 32
 // and real streaming clients): at 2 the gaps during the prefill were
 // 1.7-1.9x the median gap before it (p50) and 2.2-3.1x (p99), the prompt's
 // first token after 47-98 s (the machine's speed varied by a third); at
-// 2.5, 2.2-2.6x and 2.8-3.3x after 22-37 s; at 3, 3.0-3.1x and 3.8-4.0x
+// 2.5, 2.2-2.6x and 2.8-3.3x after 30-37 s; at 3, 3.0-3.1x and 3.8-4.0x
 // after 26-31 s; in whole batches (as llama-server, PrefillChunk -1), 80x
 // and 128x after 5 s.
 const DefaultPrefillSlowdown = 2.0
@@ -86,8 +86,8 @@ type Options struct {
 	// start). The engine measures its steps and sizes each chunk so that
 	// a step with prompt tokens takes about PrefillSlowdown times a step
 	// of the generating slots alone when the prefill began (default
-	// DefaultPrefillSlowdown;
-	// negative: chunks of PrefillChunk tokens). A prompt that costs at most
+	// DefaultPrefillSlowdown; negative: chunks of PrefillChunk tokens;
+	// see prefill.go for how the steps are measured). A prompt that costs at most
 	// PrefillChunk tokens (a token at position p counting 1+p/1024) goes
 	// whole, and so does the first chunk of a long one until the costs are
 	// measured (default DefaultPrefillChunk). At least one prompt token
