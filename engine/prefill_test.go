@@ -122,6 +122,49 @@ func TestEnginePrefillChunk(t *testing.T) {
 	}
 }
 
+// TestEnginePrefillTailPaced: once a long prompt goes in paced chunks, its
+// tail does too, even when it has become short enough to go whole (deep in
+// a prompt a few tokens cost a step's worth: measured, the whole tail made
+// the slowest step of a 4,000-token prefill). At slowdown 1 the pacer
+// leaves a few tokens a step at most.
+func TestEnginePrefillTailPaced(t *testing.T) {
+	m := engStoriesModel(t)
+	long := engTokenize(t, m, strings.Repeat("Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her dog. ", 3), true)
+	require.Greater(t, len(long), 60)
+	short := engTokenize(t, m, "Once upon a time", true)
+	_, e := newEngTestEngine(t, Options{CtxSize: 2 * 512, Parallel: 2, PrefillSlowdown: 1})
+	st, err := e.Submit(context.Background(), engGreedyTask(short, 400))
+	require.NoError(t, err)
+	defer st.Close()
+	require.True(t, st.Next())
+	task := engGreedyTask(long, 2)
+	task.ReturnProgress = true
+	lst, err := e.Submit(context.Background(), task)
+	require.NoError(t, err)
+	r := engCollect(t, lst)
+	require.NoError(t, r.done.Err)
+	var sizes []int
+	processed := -1
+	for _, ev := range r.events {
+		if ev.Progress == nil {
+			continue
+		}
+		if processed >= 0 {
+			sizes = append(sizes, ev.Progress.Processed-processed)
+		}
+		processed = ev.Progress.Processed
+	}
+	require.Equal(t, len(long), processed)
+	require.Greater(t, len(sizes), 2)
+	first, _ := prefillFit(0, DefaultPrefillChunk*prefillUnit, len(long))
+	assert.Equal(t, first, sizes[0], "the first chunk, before any cost is known")
+	// The tail would have gone whole: at this depth a short prompt is up
+	// to 29 tokens, where the pacer's chunks are a few.
+	paced := slices.Max(sizes[1 : len(sizes)-1])
+	require.Less(t, paced, 20, "chunks at slowdown 1 are small")
+	assert.LessOrEqual(t, sizes[len(sizes)-1], paced, "the tail in paced chunks: %v", sizes)
+}
+
 // TestPrefillPacer holds the pacer's budget against the step times it was
 // shown: a chunk's units are sized so that a step takes slowdown times a
 // generating step, from moving averages of both.

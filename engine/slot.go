@@ -44,13 +44,17 @@ type engSlot struct {
 	// copyPending: the memory was copied from another slot (copyPrefix)
 	// and llama.cpp copies the data only at the next decode.
 	copyPending bool
+	// chunked: the prompt went in paced chunks; its rest is paced too,
+	// even once it is short (deep in the prompt, a few tokens cost a
+	// step's worth).
+	chunked bool
 }
 
 // start prepares a slot for its new request.
 func (e *Engine) start(s *engSlot) {
 	t := s.tk.t
 	s.tStart = time.Now()
-	s.generated, s.truncated, s.newline = 0, false, false
+	s.generated, s.truncated, s.newline, s.chunked = 0, false, false, false
 	s.pending = s.pending[:0]
 	s.iBatch = -1
 	s.prompt = t.Prompt
@@ -300,9 +304,10 @@ func (e *Engine) step() bool {
 			break
 		}
 		if capped {
-			if room == left && prefillCost(len(s.cache), left) <= shortUnits {
+			if room == left && !s.chunked && prefillCost(len(s.cache), left) <= shortUnits {
 				tookShort = true
 			} else {
+				s.chunked = true
 				if probe {
 					continue
 				}
