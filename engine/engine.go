@@ -56,8 +56,8 @@ const DefaultPrefillChunk = 32
 // keep at least half their speed. Measured on the 125M benchmark model,
 // 2 threads, 7 streams beside a 4,000-token prompt (BenchmarkLimitPrefillGap
 // and real streaming clients): at 2 the gaps during the prefill were
-// 1.7-1.9x the median gap before it (p50) and 2.2-3.1x (p99), the prompt's
-// first token after 47-98 s (the machine's speed varied by a third); at
+// 1.9-2.2x the median gap before it (p50) and 2.6-3.2x (p99), the prompt's
+// first token after 65-98 s (the machine's speed varied by a third); at
 // 2.5, 2.2-2.6x and 2.8-3.3x after 30-37 s; at 3, 3.0-3.1x and 3.8-4.0x
 // after 26-31 s; in whole batches (as llama-server, PrefillChunk -1), 80x
 // and 128x after 5 s.
