@@ -68,18 +68,12 @@ func TestEnginePrefillChunk(t *testing.T) {
 			require.NoError(t, r.done.Err)
 
 			var tokens []llama.Token
-			var sizes []int // prompt tokens of each decode
-			processed := -1
 			for _, ev := range r.events {
 				if ev.Progress == nil {
 					tokens = append(tokens, ev.Token)
-					continue
 				}
-				if processed >= 0 {
-					sizes = append(sizes, ev.Progress.Processed-processed)
-				}
-				processed = ev.Progress.Processed
 			}
+			sizes, processed := progressSizes(r.events) // prompt tokens of each decode
 			assert.Equal(t, len(long), processed, "the last progress is at 100%")
 			require.NotEmpty(t, sizes)
 			assert.Equal(t, alone.tokens, tokens, "the long prompt's greedy tokens")
@@ -143,17 +137,7 @@ func TestEnginePrefillTailPaced(t *testing.T) {
 	require.NoError(t, err)
 	r := engCollect(t, lst)
 	require.NoError(t, r.done.Err)
-	var sizes []int
-	processed := -1
-	for _, ev := range r.events {
-		if ev.Progress == nil {
-			continue
-		}
-		if processed >= 0 {
-			sizes = append(sizes, ev.Progress.Processed-processed)
-		}
-		processed = ev.Progress.Processed
-	}
+	sizes, processed := progressSizes(r.events)
 	require.Equal(t, len(long), processed)
 	require.Greater(t, len(sizes), 2)
 	first, _ := prefillFit(0, DefaultPrefillChunk*prefillUnit, len(long))
@@ -165,11 +149,29 @@ func TestEnginePrefillTailPaced(t *testing.T) {
 	assert.LessOrEqual(t, sizes[len(sizes)-1], paced, "the tail in paced chunks: %v", sizes)
 }
 
+// ms is f milliseconds.
+func ms(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+
+// progressSizes returns the prompt tokens of each decode after the first
+// progress event of events, and the tokens processed at the last.
+func progressSizes(events []Event) (sizes []int, processed int) {
+	processed = -1
+	for _, ev := range events {
+		if ev.Progress == nil {
+			continue
+		}
+		if processed >= 0 {
+			sizes = append(sizes, ev.Progress.Processed-processed)
+		}
+		processed = ev.Progress.Processed
+	}
+	return sizes, processed
+}
+
 // TestPrefillPacer holds the pacer's budget against the step times it was
 // shown: a chunk's units are sized so that a step takes slowdown times a
 // generating step, from moving averages of both.
 func TestPrefillPacer(t *testing.T) {
-	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
 	type obs struct {
 		d     time.Duration
 		units int
@@ -257,7 +259,6 @@ func TestPrefillPacer(t *testing.T) {
 // share over the step now), and a new set of generating
 // slots or the end of the prefill sets the target again.
 func TestPrefillPacerAnchor(t *testing.T) {
-	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
 	// op: a step observed (d, units; a probe asked for first when probe),
 	// or, with budget set, the budget asked beside nGen slots.
 	type op struct {
