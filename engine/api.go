@@ -57,9 +57,10 @@ type SamplingParams struct {
 	// BackendSampling samples inside the decode's graph (llama-server's
 	// --backend-sampling and backend_sampling): the request's chain is
 	// attached to its slot's sequence (llama.Context.SetSampler) when
-	// llama.cpp can run all of it there; with a grammar, NProbs, a
-	// speculative draft or a sampler it cannot run (typical, XTC, DRY,
-	// mirostat, top-n-sigma, adaptive-p), the request samples on the CPU.
+	// llama.cpp can run all of it there; with a grammar, NProbs, media
+	// (libmtmd decodes their chunks in batches of its own), a speculative
+	// draft or a sampler it cannot run (typical, XTC, DRY, mirostat,
+	// top-n-sigma, adaptive-p), the request samples on the CPU.
 	// Seeded outputs differ from the CPU's (the random draws are made
 	// differently).
 	BackendSampling bool
