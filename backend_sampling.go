@@ -82,10 +82,8 @@ func (c *Context) SetSampler(seq int, chain *SamplerChain) error {
 		return errorf(CodeInvalid, "set sampler", "sequence %d is outside [0, %d)", seq, c.nSeqMax)
 	}
 	var old *SamplerChain
-	for ch, s := range c.backend {
-		if s == seq {
-			old = ch
-		}
+	if c.backend != nil {
+		old = c.backend[seq]
 	}
 	if old == chain {
 		return nil
@@ -100,9 +98,8 @@ func (c *Context) SetSampler(seq int, chain *SamplerChain) error {
 	}
 	ok := capi.SetSampler(c.ptr, capi.SeqID(seq), ptr)
 	if old != nil {
-		delete(c.backend, old)
+		c.setBackend(seq, nil)
 		old.attached = nil
-		c.backendSeq[seq] = false
 	}
 	if chain == nil {
 		return nil
@@ -111,25 +108,35 @@ func (c *Context) SetSampler(seq int, chain *SamplerChain) error {
 	if !ok {
 		return errorf(CodeUnsupported, "set sampler", "llama.cpp cannot run the chain %v on the backend", chain.names)
 	}
-	if c.backend == nil {
-		c.backend = map[*SamplerChain]int{}
-	}
-	c.backend[chain] = seq
-	if c.backendSeq == nil {
-		c.backendSeq = make([]bool, c.nSeqMax)
-	}
-	c.backendSeq[seq] = true
+	c.setBackend(seq, chain)
 	chain.attached, chain.attachedSeq = c, seq
 	return nil
+}
+
+// setBackend records chain (nil: none) as sequence seq's backend chain;
+// the caller holds c.mu.
+func (c *Context) setBackend(seq int, chain *SamplerChain) {
+	if c.backend == nil {
+		c.backend = make([]*SamplerChain, c.nSeqMax)
+	}
+	switch {
+	case c.backend[seq] == nil && chain != nil:
+		c.nBackend++
+	case c.backend[seq] != nil && chain == nil:
+		c.nBackend--
+	}
+	c.backend[seq] = chain
 }
 
 // detachAll forgets the context's backend samplers; the caller holds
 // attachMu and c.mu and frees the context.
 func (c *Context) detachAll() {
-	for ch := range c.backend {
-		ch.attached = nil
+	for _, ch := range c.backend {
+		if ch != nil {
+			ch.attached = nil
+		}
 	}
-	c.backend, c.backendSeq = nil, nil
+	c.backend, c.nBackend = nil, 0
 }
 
 // detach takes the chain off the context it is attached to, before the
@@ -142,66 +149,65 @@ func (ch *SamplerChain) detach() {
 		return
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.ptr != 0 {
 		capi.SetSampler(c.ptr, capi.SeqID(ch.attachedSeq), 0)
 	}
-	delete(c.backend, ch)
-	if c.backendSeq != nil {
-		c.backendSeq[ch.attachedSeq] = false
-	}
-	c.mu.Unlock()
+	c.setBackend(ch.attachedSeq, nil)
 	ch.attached = nil
 }
 
-// markBackendOutputs marks the outputs of the last decode that a backend
-// chain sampled (outputBackend): llama.cpp did not copy their logits. The
-// caller holds c.mu.
-func (c *Context) markBackendOutputs(b *Batch) {
-	if len(c.backend) == 0 {
-		return
+// backendOutputs checks b's outputs against the sequences that sample on
+// the backend before a decode, in one pass: llama.cpp samples one output
+// of such a sequence a batch (n_outputs_max_per_seq is 1) and rejects a
+// batch asking for more, so that is refused here. It records in
+// c.pendSeq, for each output all of whose sequences sample on the backend,
+// its sequence (-1 for the others), for markBackendOutputs, and reports
+// whether there is any. The caller holds c.mu.
+func (c *Context) backendOutputs(b *Batch) (bool, error) {
+	if c.nBackend == 0 {
+		return false, nil
 	}
+	if cap(c.pendSeq) < b.n {
+		c.pendSeq = make([]int32, c.nBatch)
+		c.seenSeq = make([]bool, c.nSeqMax)
+	}
+	c.pendSeq = c.pendSeq[:b.n]
+	clear(c.seenSeq)
+	found := false
 	for i := range b.n {
+		c.pendSeq[i] = -1
 		if b.output[i] == 0 {
 			continue
 		}
 		all := true
 		for _, s := range b.seqIDs[i*b.maxSeq : i*b.maxSeq+int(b.nSeq[i])] {
-			all = all && s >= 0 && int(s) < len(c.backendSeq) && c.backendSeq[s]
-		}
-		if all {
-			c.outputs[i] = outputBackend
-			c.outSeq[i] = b.seqIDs[i*b.maxSeq]
-		}
-	}
-}
-
-// checkBackendOutputs refuses a batch asking for more than one output of
-// a sequence that samples on the backend (llama.cpp's
-// n_outputs_max_per_seq is 1): llama.cpp would reject it. The caller
-// holds c.mu.
-func (c *Context) checkBackendOutputs(b *Batch) error {
-	if len(c.backend) == 0 {
-		return nil
-	}
-	var seen []bool
-	for i := range b.n {
-		if b.output[i] == 0 {
-			continue
-		}
-		for _, s := range b.seqIDs[i*b.maxSeq : i*b.maxSeq+int(b.nSeq[i])] {
-			if s < 0 || int(s) >= len(c.backendSeq) || !c.backendSeq[s] {
+			if s < 0 || int(s) >= len(c.backend) || c.backend[s] == nil {
+				all = false
 				continue
 			}
-			if seen == nil {
-				seen = make([]bool, len(c.backendSeq))
+			if c.seenSeq[s] {
+				return false, errorf(CodeInvalid, "decode", "sequence %d samples on the backend (SetSampler): a batch may ask for one output of it", s)
 			}
-			if seen[s] {
-				return errorf(CodeInvalid, "decode", "sequence %d samples on the backend (SetSampler): a batch may ask for one output of it", s)
-			}
-			seen[s] = true
+			c.seenSeq[s] = true
+		}
+		if all {
+			c.pendSeq[i], found = b.seqIDs[i*b.maxSeq], true
 		}
 	}
-	return nil
+	return found, nil
+}
+
+// markBackendOutputs marks, after a decode, the outputs backendOutputs
+// found (outputBackend): llama.cpp did not copy their logits. The caller
+// holds c.mu.
+func (c *Context) markBackendOutputs() {
+	for i, s := range c.pendSeq {
+		if s >= 0 {
+			c.outputs[i] = outputBackend
+			c.outSeq[i] = s
+		}
+	}
 }
 
 // outputBackend marks in Context.outputs an output a backend chain sampled.
@@ -215,7 +221,7 @@ func (c *Context) backendToken(chain *SamplerChain, idx int) (t capi.Token, ok b
 	if c.outputs[idx] != outputBackend {
 		return 0, false, nil
 	}
-	if seq, ok := c.backend[chain]; !ok || int32(seq) != c.outSeq[idx] {
+	if seq := c.outSeq[idx]; c.backend == nil || c.backend[seq] != chain {
 		return 0, false, errorf(CodeInvalid, "sample", "batch index %d was sampled on the backend by the chain of sequence %d", idx, c.outSeq[idx])
 	}
 	t = capi.GetSampledTokenIth(c.ptr, int32(idx))

@@ -130,17 +130,19 @@ type Context struct {
 	embeddings, kvUnified                   bool
 	pooling                                 PoolingType
 
-	abort      *atomic.Uint32        // in C memory: non-zero aborts; C reads its first byte (little-endian)
-	busy       atomic.Bool           // a call (or a Generate, an Embed) is using the context
-	closing    atomic.Bool           // Close has begun
-	adapters   []*Adapter            // adapters set by SetAdapters, in use by this context
-	tp, tpb    capi.Threadpool       // attached threadpools (tpb: batches, 0 when the same)
-	idle       bool                  // Idle paused them, and no decode has run since
-	backend    map[*SamplerChain]int // chains sampling on the backend, by sequence (SetSampler)
-	backendSeq []bool                // the sequences with one
-	outSeq     []int32               // the sequence of each backend-sampled output
-	outputs    []int8                // outputs wanted by the last decode, by batch index
-	nOut       int
+	abort    *atomic.Uint32  // in C memory: non-zero aborts; C reads its first byte (little-endian)
+	busy     atomic.Bool     // a call (or a Generate, an Embed) is using the context
+	closing  atomic.Bool     // Close has begun
+	adapters []*Adapter      // adapters set by SetAdapters, in use by this context
+	tp, tpb  capi.Threadpool // attached threadpools (tpb: batches, 0 when the same)
+	idle     bool            // Idle paused them, and no decode has run since
+	backend  []*SamplerChain // by sequence, the chain sampling it on the backend (SetSampler); nil: none yet
+	nBackend int             // the non-nil entries of backend
+	pendSeq  []int32         // the decode's outputs sampled on the backend: their sequence, else -1 (backendOutputs)
+	seenSeq  []bool          // scratch of backendOutputs
+	outSeq   []int32         // the sequence of each backend-sampled output of the last decode
+	outputs  []int8          // outputs wanted by the last decode, by batch index
+	nOut     int
 }
 
 // NewContext creates a context for m.
@@ -487,7 +489,8 @@ func (c *Context) decodeLocked(ctx context.Context, b *Batch) error {
 	if err := c.check("decode", b, c.nBatch); err != nil {
 		return err
 	}
-	if err := c.checkBackendOutputs(b); err != nil {
+	onBackend, err := c.backendOutputs(b)
+	if err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -512,7 +515,9 @@ func (c *Context) decodeLocked(ctx context.Context, b *Batch) error {
 	case 0:
 		copy(c.outputs, b.output[:b.n])
 		c.nOut = b.n
-		c.markBackendOutputs(b)
+		if onBackend {
+			c.markBackendOutputs()
+		}
 		return nil
 	case 1:
 		return errorf(CodeNoKVSlot, "decode", "no KV slot for a batch of %d tokens (context full)", b.n)
