@@ -17,7 +17,7 @@ import (
 )
 
 // BenchmarkLimitEngine is BenchmarkLimitThroughput without HTTP: the
-// engine's Submit directly (8 and 16 clients, 128 tokens each, slots
+// engine's Submit directly (1, 8 and 16 clients, 128 tokens each, slots
 // max(8, clients)) against the same bare decode, on the 125M model. The
 // gap between its ratio and 1 is the engine's time between decodes
 // (sampling, bookkeeping; loop-share measures that part alone) and what
@@ -33,7 +33,7 @@ func BenchmarkLimitEngine(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { m.Close() })
-	for _, clients := range []int{8, 16} {
+	for _, clients := range []int{1, 8, 16} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			parallel := max(8, clients)
 			e, err := New(m, Options{Parallel: parallel, CtxSize: parallel * 512,
@@ -44,7 +44,7 @@ func BenchmarkLimitEngine(b *testing.B) {
 			defer e.Close()
 			d := benchlimit.NewDecoder(b, path, parallel, 512*parallel, 2048)
 			prompt := engTokenize(b, m, "Once upon a time", true)
-			tp := benchlimit.NewThroughput(clients, nGen)
+			tp := benchlimit.NewThroughput(clients, nGen).WithPrompt(len(prompt))
 			var nd int
 			if err := e.do(func() { e.busyTime, e.decodeTime, nd = 0, 0, -int(e.metrics.DecodeTotal) }); err != nil {
 				b.Fatal(err)

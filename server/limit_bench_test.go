@@ -124,8 +124,11 @@ func limitPost(ctx context.Context, url string, body any, stop func(*limitStream
 
 // BenchmarkLimitThroughput is server throughput (streaming /completion,
 // 128 tokens per request, ignore_eos, the clients all at once) against
-// bare decode of the same number of one-token-per-sequence batches. Slots:
-// max(8, clients), as -np. It reports both in tok/s and their ratio.
+// bare decode of the same number of one-token-per-sequence batches (ratio)
+// and against bare decode of the batches the server runs, the prompts'
+// batch included (batches-ratio; see benchlimit.Throughput.WithPrompt).
+// Slots: max(8, clients), as -np. It reports the figures in tok/s and
+// their ratios.
 func BenchmarkLimitThroughput(b *testing.B) {
 	const nGen = 128
 	for _, md := range limitModels(b) {
@@ -136,7 +139,7 @@ func BenchmarkLimitThroughput(b *testing.B) {
 				d := benchlimit.NewDecoder(b, md.path, parallel, 512*parallel, 2048)
 				body := map[string]any{"prompt": "Once upon a time", "n_predict": nGen, "ignore_eos": true,
 					"seed": 42, "cache_prompt": false, "stream": true, "backend_sampling": benchlimit.BackendSampling()}
-				tp := benchlimit.NewThroughput(clients, nGen)
+				tp := benchlimit.NewThroughput(clients, nGen).WithPrompt(limitPromptLen(b, d.M, body["prompt"].(string)))
 				for b.Loop() {
 					tp.Round(b, d, func() int {
 						st, err := limitPost(context.Background(), url, body, nil)
@@ -151,6 +154,16 @@ func BenchmarkLimitThroughput(b *testing.B) {
 			})
 		}
 	}
+}
+
+// limitPromptLen returns the tokens of prompt as the server decodes it
+// (with the model's BOS).
+func limitPromptLen(b *testing.B, m *llama.Model, prompt string) int {
+	toks, err := m.Tokenize(prompt, llama.TokenizeOptions{AddSpecial: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return len(toks)
 }
 
 // limitRandomTokens returns n random token ids of the 32k vocabulary
