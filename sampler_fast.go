@@ -169,7 +169,8 @@ func selectTopK(h []TokenData, logits []float32, bias []capi.LogitBias, k int) [
 // The logits go by eights, and a group is looked at one by one only when
 // one of them beats the top (rarely, once the heap holds good candidates):
 // the eight comparisons of a group then cost about what one did, the
-// branches being predicted, which halves the pass over a 32k row. The
+// branches being predicted, which takes a third off selecting from a 32k
+// row (28.7 to 18.1 µs on the benchmark machine). The
 // result is the sequential one, since the top only grows: a logit that did
 // not beat it before a replacement does not beat it after.
 func offerRun(h []TokenData, seg []float32, base int) {

@@ -105,7 +105,9 @@ func (d *Decoder) Batches(b testing.TB, n, prompt, nGen int) (int, time.Duration
 	d.Batch.Clear()
 	for s := range n {
 		for i := range prompt {
-			_ = d.Batch.Add(llama.Token(100+s+i), i, s, i == prompt-1)
+			if err := d.Batch.Add(llama.Token(100+s+i), i, s, i == prompt-1); err != nil {
+				b.Fatalf("a batch of %d prompts of %d tokens: %v", n, prompt, err)
+			}
 		}
 	}
 	start := time.Now()
@@ -165,15 +167,15 @@ func NewThroughput(clients, nGen int) *Throughput {
 // limit, a ratio below 1 is the server's own cost: sampling, HTTP,
 // bookkeeping and what they take from the decodes. With 8 clients or more
 // the prompts' batch costs one or two steps of 128, less than this
-// machine's noise between two runs of a few seconds (up to 8%), and the
-// two limits read the same within it.
+// machine's noise between two runs of a few seconds (8% and more), and
+// the two limits read the same within it.
 func (t *Throughput) WithPrompt(n int) *Throughput {
 	t.prompt = n
 	return t
 }
 
 // Round runs gen on clients goroutines at once (each returns the tokens it
-// generated) and the limit's steps on d, one after the other, in turns:
+// generated) and the limits' decodes on d, one after the other, in turns:
 // odd rounds run the limit first, so that neither side always runs right
 // after the other (measured interleaved both ways, which side went first
 // moved a ratio by several percent).
