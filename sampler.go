@@ -426,18 +426,21 @@ func (c *SamplerChain) sample(ctx *Context, idx int) (Token, error) {
 	if err := ctx.checkOutput("sample", idx); err != nil {
 		return NoToken, err
 	}
-	var t int32
-	if bt, ok, err := ctx.backendToken(c, idx); err != nil {
+	bt, onBackend, err := ctx.backendToken(c, idx)
+	if err != nil {
 		return NoToken, err
-	} else if !ok && c.wasAttached.Load() {
-		return NoToken, errBackendOnly("sample")
-	} else if ok {
+	}
+	var t int32
+	switch {
+	case onBackend:
 		// Sampled in the decode: accepted here, as the CPU paths do.
 		t = int32(bt)
 		if t < c.model.nVocb {
 			capi.SamplerAccept(c.ptr, bt)
 		}
-	} else if c.fast != nil {
+	case c.wasAttached.Load():
+		return NoToken, errBackendOnly("sample")
+	case c.fast != nil:
 		p := capi.GetLogitsIth(ctx.ptr, int32(idx))
 		if p == nil {
 			return NoToken, errorf(CodeInvalid, "sample", "no logits for batch index %d", idx)
@@ -447,7 +450,7 @@ func (c *SamplerChain) sample(ctx *Context, idx int) (Token, error) {
 			return NoToken, errorf(CodeInvalid, "sample", "no sampler of the chain selected a token")
 		}
 		t = int32(tok)
-	} else {
+	default:
 		t = capi.SamplerSample(c.ptr, ctx.ptr, int32(idx))
 	}
 	if t < 0 || t >= c.model.nVocb {
