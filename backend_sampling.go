@@ -78,8 +78,8 @@ func (c *Context) SetSampler(seq int, chain *SamplerChain) error {
 		return err
 	}
 	defer c.mu.Unlock()
-	if seq < 0 || seq >= c.nSeqMax {
-		return errorf(CodeInvalid, "set sampler", "sequence %d is outside [0, %d)", seq, c.nSeqMax)
+	if err := c.seqOK("set sampler", seq, false); err != nil {
+		return err
 	}
 	var old *SamplerChain
 	if c.backend != nil {
@@ -168,8 +168,11 @@ func (c *Context) backendOutputs(b *Batch) (bool, error) {
 	if c.nBackend == 0 {
 		return false, nil
 	}
-	if cap(c.pendSeq) < b.n {
+	if c.pendSeq == nil {
+		// Made on the first decode with a backend chain: contexts that
+		// never use one carry none of these.
 		c.pendSeq = make([]int32, c.nBatch)
+		c.outSeq = make([]int32, c.nBatch)
 		c.seenSeq = make([]bool, c.nSeqMax)
 	}
 	c.pendSeq = c.pendSeq[:b.n]

@@ -140,7 +140,7 @@ type Context struct {
 	nBackend int             // the non-nil entries of backend
 	pendSeq  []int32         // the decode's outputs sampled on the backend: their sequence, else -1 (backendOutputs)
 	seenSeq  []bool          // scratch of backendOutputs
-	outSeq   []int32         // the sequence of each backend-sampled output of the last decode
+	outSeq   []int32         // the sequence of each backend-sampled output of the last decode (made with pendSeq)
 	outputs  []int8          // outputs wanted by the last decode, by batch index
 	nOut     int
 }
@@ -270,7 +270,6 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 		}
 	}
 	c.outputs = make([]int8, c.nBatch)
-	c.outSeq = make([]int32, c.nBatch)
 	if !m.addChild(c) {
 		capi.Free(ptr)
 		return nil, closedErr("new context", "model")
