@@ -72,6 +72,10 @@ const prefillEMA = 0.25
 // prefillUnit is the cost of a prompt token at position 0.
 const prefillUnit = 1024
 
+// testStepTime is copied into every new Engine's stepTime: tests set it
+// before New to hold the pacer to a cost model. Nil outside tests.
+var testStepTime func(measured time.Duration, longUnits int) time.Duration
+
 func newPrefillPacer(chunk int, slowdown float64) *prefillPacer {
 	return &prefillPacer{slowdown: slowdown, initial: chunk * prefillUnit}
 }

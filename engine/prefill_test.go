@@ -119,18 +119,30 @@ func TestEnginePrefillChunk(t *testing.T) {
 // TestEnginePrefillTailPaced: once a long prompt goes in paced chunks, its
 // tail does too, even when it has become short enough to go whole (deep in
 // a prompt a few tokens cost a step's worth: measured, the whole tail made
-// the slowest step of a 4,000-token prefill). At slowdown 1 the pacer
-// leaves a few tokens a step at most.
+// the slowest step of a 4,000-token prefill). The pacer sees steps of a
+// cost model, not the machine's (whose noise, under the race detector,
+// moved the chunks by tens of tokens): 4 ms a generating step and 1 ms more
+// for every prefillUnit units of prompt work, so at slowdown 2 a chunk is
+// 4 ms of work, 4,096 units: three tokens at these depths.
 func TestEnginePrefillTailPaced(t *testing.T) {
+	const gen, perUnit = 4 * time.Millisecond, time.Millisecond / prefillUnit
+	testStepTime = func(_ time.Duration, units int) time.Duration { return gen + time.Duration(units)*perUnit }
+	t.Cleanup(func() { testStepTime = nil })
 	m := engStoriesModel(t)
 	long := engTokenize(t, m, strings.Repeat("Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her dog. ", 3), true)
 	require.Greater(t, len(long), 60)
+	require.Less(t, len(long), 300, "three tokens a chunk up to here")
 	short := engTokenize(t, m, "Once upon a time", true)
-	_, e := newEngTestEngine(t, Options{CtxSize: 2 * 512, Parallel: 2, PrefillSlowdown: 1})
+	_, e := newEngTestEngine(t, Options{CtxSize: 2 * 512, Parallel: 2, PrefillSlowdown: 2})
 	st, err := e.Submit(context.Background(), engGreedyTask(short, 400))
 	require.NoError(t, err)
 	defer st.Close()
-	require.True(t, st.Next())
+	// Three tokens: two steps of the stream alone, so the pacer knows a
+	// generating step before the long prompt comes (else its chunks are
+	// the initial size until a probe step measures one).
+	for range 3 {
+		require.True(t, st.Next())
+	}
 	task := engGreedyTask(long, 2)
 	task.ReturnProgress = true
 	lst, err := e.Submit(context.Background(), task)
@@ -139,14 +151,17 @@ func TestEnginePrefillTailPaced(t *testing.T) {
 	require.NoError(t, r.done.Err)
 	sizes, processed := progressSizes(r.events)
 	require.Equal(t, len(long), processed)
-	require.Greater(t, len(sizes), 2)
 	first, _ := prefillFit(0, DefaultPrefillChunk*prefillUnit, len(long))
-	assert.Equal(t, first, sizes[0], "the first chunk, before any cost is known")
-	// The tail would have gone whole: at this depth a short prompt is up
-	// to 29 tokens, where the pacer's chunks are a few.
-	paced := slices.Max(sizes[1 : len(sizes)-1])
-	require.Less(t, paced, 20, "chunks at slowdown 1 are small")
-	assert.LessOrEqual(t, sizes[len(sizes)-1], paced, "the tail in paced chunks: %v", sizes)
+	require.Less(t, first, len(long))
+	// Every chunk after the first is the model's three tokens, the last
+	// what is left of them: the tail (within DefaultPrefillChunk units, so
+	// a short prompt's size) did not go whole.
+	want := []int{first}
+	for p := first; p < len(long); p += 3 {
+		want = append(want, min(3, len(long)-p))
+	}
+	assert.Equal(t, want, sizes, "prompt tokens of each decode")
+	assert.LessOrEqual(t, prefillCost(len(long)-10, 10), DefaultPrefillChunk*prefillUnit, "a 10-token tail would have gone whole")
 }
 
 // ms is f milliseconds.

@@ -358,7 +358,11 @@ func (e *Engine) step() bool {
 	took := time.Since(tDecode)
 	e.decodeTime += took
 	if err == nil && capped {
-		e.pacer.observe(took, longUnits, tookShort)
+		seen := took
+		if e.stepTime != nil {
+			seen = e.stepTime(took, longUnits)
+		}
+		e.pacer.observe(seen, longUnits, tookShort)
 	}
 	e.mu.Lock()
 	e.metrics.DecodeTotal++
