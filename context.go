@@ -89,6 +89,11 @@ type ContextOptions struct {
 	Sequences      int            // distinct sequences (parallel slots); 0: 1
 	Threads        int            // threads for generation; 0: the number of CPUs
 	ThreadsBatch   int            // threads for prompt processing; 0: Threads
+	// ThreadPool sets the compute threads' priority, polling and CPUs
+	// (zero: ggml's defaults); ThreadPoolBatch the prompt batches'
+	// threads' (nil: as ThreadPool).
+	ThreadPool      ThreadPoolOptions
+	ThreadPoolBatch *ThreadPoolOptions
 	Pooling        PoolingType    // embedding pooling; default: the model's
 	Attention      Attention      // attention for embeddings; default: the model's
 	FlashAttention FlashAttention // default: auto
@@ -135,6 +140,10 @@ type Context struct {
 	closing  atomic.Bool     // Close has begun
 	adapters []*Adapter      // adapters set by SetAdapters, in use by this context
 	tp, tpb  capi.Threadpool // attached threadpools (tpb: batches, 0 when the same)
+	// The pools' options, and what they ask of a decode's calling thread
+	// (nil: nothing).
+	pool, poolBatch ThreadPoolOptions
+	pin, pinBatch   *schedule
 	idle     bool            // Idle paused them, and no decode has run since
 	backend  []*SamplerChain // by sequence, the chain sampling it on the backend (SetSampler); nil: none yet
 	nBackend int             // the non-nil entries of backend
@@ -185,6 +194,16 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 		tb = threads
 	}
 	p.NThreads, p.NThreadsBatch = int32(min(threads, 512)), int32(min(tb, 512))
+	pool, poolBatch := opts.ThreadPool, opts.ThreadPool
+	if opts.ThreadPoolBatch != nil {
+		poolBatch = *opts.ThreadPoolBatch
+	}
+	for _, o := range []*ThreadPoolOptions{&pool, &poolBatch} {
+		if err := o.check(); err != nil {
+			return nil, err
+		}
+		o.CPUs = slices.Clone(o.CPUs)
+	}
 	if opts.Pooling < 0 || int(opts.Pooling) >= len(poolingC) {
 		return nil, errorf(CodeInvalid, "new context", "bad pooling type %d", opts.Pooling)
 	}
@@ -240,7 +259,7 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 	if flag == nil {
 		return nil, errorf(CodeLoad, "new context", "out of memory")
 	}
-	c := &Context{model: m, abort: (*atomic.Uint32)(flag)}
+	c := &Context{model: m, abort: (*atomic.Uint32)(flag), pool: pool, poolBatch: poolBatch}
 	runtime.AddCleanup(c, func(p unsafe.Pointer) { capi.CFree(p) }, flag)
 	p.AbortCallback = capi.AbortFlagFunc
 	p.AbortCallbackData = uintptr(flag)
@@ -312,38 +331,91 @@ func (c *Context) close() {
 }
 
 // attachThreads gives the context its own ggml threadpools (one for
-// single-token decodes and, when the counts differ, one for batches), as
-// llama.cpp's tools do: without them ggml starts and joins its worker
-// threads on every decode, which on a busy machine costs more than small
-// models' decodes themselves.
+// single-token decodes and, when the counts or the options differ, one
+// for batches), as llama.cpp's tools do: without them ggml starts and
+// joins its worker threads on every decode, which on a busy machine costs
+// more than small models' decodes themselves.
 func (c *Context) attachThreads(n, nBatch int) error {
-	newPool := func(n int, paused bool) capi.Threadpool {
-		var p capi.ThreadpoolParams
-		capi.ThreadpoolParamsInit(&p, int32(n))
-		p.Paused = paused
-		return capi.ThreadpoolNew(&p)
+	newPool := func(o *ThreadPoolOptions, n int, paused bool) (capi.Threadpool, error) {
+		if err := o.checkThreads(n); err != nil {
+			return 0, err
+		}
+		p := o.params(n, paused)
+		var tp capi.Threadpool
+		var err error
+		// ggml applies the priority and placement to the thread that
+		// starts the pool: one locked for it and restored after.
+		onScratchThread(func() {
+			s := o.schedFor(n)
+			if err = setSchedule(schedule{setPolicy: s.setPolicy, policy: s.policy, prio: s.prio}); err != nil {
+				err = errorf(CodeInvalid, "threads", "cannot give the compute threads priority %d (above normal needs CAP_SYS_NICE): %v", o.Priority, err)
+				return
+			}
+			if err = setSchedule(schedule{cpus: s.cpus}); err != nil {
+				err = errorf(CodeInvalid, "threads", "cannot run the compute threads on CPUs %v (none of them online?): %v", s.cpus, err)
+				return
+			}
+			tp = capi.ThreadpoolNew(&p)
+		})
+		if err == nil && tp == 0 {
+			err = errorf(CodeLoad, "threads", "ggml could not start %d threads", n)
+		}
+		return tp, err
 	}
 	var tp, tpb capi.Threadpool
-	if nBatch != n {
-		if tpb = newPool(nBatch, false); tpb == 0 {
-			return errorf(CodeLoad, "threads", "ggml could not start %d threads", nBatch)
+	var err error
+	separate := nBatch != n || !c.pool.equal(&c.poolBatch)
+	if separate {
+		if tpb, err = newPool(&c.poolBatch, nBatch, false); err != nil {
+			return err
 		}
 	}
 	// As llama.cpp does, the generation pool starts paused when a batch
 	// pool exists; ggml resumes it when it is used.
-	if tp = newPool(n, tpb != 0); tp == 0 {
+	if tp, err = newPool(&c.pool, n, tpb != 0); err != nil {
 		if tpb != 0 {
 			capi.ThreadpoolFree(tpb)
 		}
-		return errorf(CodeLoad, "threads", "ggml could not start %d threads", n)
+		return err
 	}
 	if c.tp != 0 {
 		capi.DetachThreadpool(c.ptr)
 		c.freeThreads()
 	}
 	c.tp, c.tpb, c.idle = tp, tpb, false
+	c.pin, c.pinBatch = nil, nil
+	if c.pool.pinned() {
+		s := c.pool.schedFor(n)
+		c.pin = &s
+	}
+	c.pinBatch = c.pin
+	if separate {
+		c.pinBatch = nil
+		if c.poolBatch.pinned() {
+			s := c.poolBatch.schedFor(nBatch)
+			c.pinBatch = &s
+		}
+	}
 	capi.AttachThreadpool(c.ptr, tp, tpb)
 	return nil
+}
+
+// pinFor places the calling thread as the pool that computes a batch of
+// n tokens asks (llama.cpp uses the batch pool for more than one token),
+// returning what undoes it (nil: nothing was needed).
+func (c *Context) pinFor(op string, n int) (func(), error) {
+	pin := c.pin
+	if n > 1 {
+		pin = c.pinBatch
+	}
+	if pin == nil {
+		return nil, nil
+	}
+	restore, err := pinCaller(*pin)
+	if err != nil {
+		return nil, errorf(CodeDecode, op, "cannot place the calling thread as ThreadPool asks: %v", err)
+	}
+	return restore, nil
 }
 
 func (c *Context) freeThreads() {
@@ -495,12 +567,19 @@ func (c *Context) decodeLocked(ctx context.Context, b *Batch) error {
 	if err := ctx.Err(); err != nil {
 		return &Error{Code: CodeCanceled, Op: "decode", Err: err}
 	}
+	restore, err := c.pinFor("decode", b.n)
+	if err != nil {
+		return err
+	}
 	var stop func() bool
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, c.setAbort)
 	}
 	c.idle = false
 	rc := capi.Decode(c.ptr, b.c())
+	if restore != nil {
+		restore()
+	}
 	if stop != nil && !stop() {
 		// The abort func has started; wait until it has set the flag so
 		// that clearing it below cannot be undone by it.
@@ -578,12 +657,19 @@ func (c *Context) encode(ctx context.Context, b *Batch) error {
 	if err := ctx.Err(); err != nil {
 		return &Error{Code: CodeCanceled, Op: "encode", Err: err}
 	}
+	restore, err := c.pinFor("encode", b.n)
+	if err != nil {
+		return err
+	}
 	var stop func() bool
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, c.setAbort)
 	}
 	c.idle = false
 	rc := capi.Encode(c.ptr, b.c())
+	if restore != nil {
+		restore()
+	}
 	if stop != nil && !stop() {
 		for c.abort.Load() == 0 {
 			runtime.Gosched()

@@ -105,6 +105,13 @@ type Options struct {
 	// ThreadsBatch. Threads 0: the number of CPUs; ThreadsBatch 0: Threads
 	// (llama-server's default).
 	Threads, ThreadsBatch int
+	// ThreadPool and ThreadPoolBatch are llama.cpp's --prio, --poll,
+	// --cpu-mask/--cpu-range and --cpu-strict and their -batch forms:
+	// the compute threads' priority, polling and CPUs (see
+	// llama.ThreadPoolOptions; zero: ggml's defaults; ThreadPoolBatch
+	// nil: as ThreadPool).
+	ThreadPool      llama.ThreadPoolOptions
+	ThreadPoolBatch *llama.ThreadPoolOptions
 	// Embedding makes an embedding engine: it runs KindEmbedding (and, with
 	// Reranking, KindRerank) requests instead of completions.
 	Embedding bool
@@ -309,6 +316,7 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	copts := llama.ContextOptions{
 		ContextSize: o.CtxSize, BatchSize: o.BatchSize, UBatchSize: o.UBatchSize, Sequences: o.Parallel,
 		Threads: o.Threads, ThreadsBatch: o.ThreadsBatch, FlashAttention: o.FlashAttention,
+		ThreadPool: o.ThreadPool, ThreadPoolBatch: o.ThreadPoolBatch,
 		TypeK: o.TypeK, TypeV: o.TypeV, KVUnified: o.KVUnified,
 		RopeScaling: o.RopeScaling, RopeFreqBase: o.RopeFreqBase, RopeFreqScale: o.RopeFreqScale,
 		YarnOrigCtx: o.YarnOrigCtx, YarnExtFactor: o.YarnExtFactor, YarnAttnFactor: o.YarnAttnFactor,

@@ -36,7 +36,10 @@ type config struct {
 	hf                   hfFlags // -hf, -hff, -hft, --offline
 	modelURL, dockerRepo string
 	corsOriginsExplicit  bool
-	listDevices, version bool
+	// The compute threads' placement (-C, --prio, --poll...) and the
+	// batch threads' (-Cb, --prio-batch...).
+	threads, threadsBatch threadFlags
+	listDevices, version  bool
 
 	// Features this server does not have yet: accepted, refused at start
 	// when actually used (see unsupportedUse).
@@ -337,16 +340,16 @@ func flagTable(c *config) []flagDef {
 			e.ThreadsBatch = n
 			return err
 		}},
-		{names: []string{"-C", "--cpu-mask"}, arg: "M", sec: cm, help: "CPU affinity mask in hex" + noEffect, set: cpuMask},
-		{names: []string{"-Cr", "--cpu-range"}, arg: "lo-hi", sec: cm, help: "CPU affinity range" + noEffect, set: cpuRange},
-		{names: []string{"--cpu-strict"}, arg: "<0|1>", sec: cm, help: "strict CPU placement" + noEffect, set: unsignedAny},
-		{names: []string{"--prio"}, arg: "N", sec: cm, help: "thread priority, -1 (low) to 3 (realtime)" + noEffect, set: prio},
-		{names: []string{"--poll"}, arg: "<0...100>", sec: cm, help: "polling level while waiting for work" + noEffect, set: unsignedAny},
-		{names: []string{"-Cb", "--cpu-mask-batch"}, arg: "M", sec: cm, help: "CPU affinity mask for batches" + noEffect, set: cpuMask},
-		{names: []string{"-Crb", "--cpu-range-batch"}, arg: "lo-hi", sec: cm, help: "CPU affinity range for batches" + noEffect, set: cpuRange},
-		{names: []string{"--cpu-strict-batch"}, arg: "<0|1>", sec: cm, help: "strict CPU placement for batches" + noEffect, set: unsignedAny},
-		{names: []string{"--prio-batch"}, arg: "N", sec: cm, help: "thread priority for batches" + noEffect, set: prio},
-		{names: []string{"--poll-batch"}, arg: "<0|1>", sec: cm, help: "polling for batches" + noEffect, set: unsignedAny},
+		{names: []string{"-C", "--cpu-mask"}, arg: "M", sec: cm, help: "CPU affinity mask of the compute threads in hex (the last digit for CPUs 0-3); adds to --cpu-range", set: c.threads.mask},
+		{names: []string{"-Cr", "--cpu-range"}, arg: "lo-hi", sec: cm, help: "CPUs lo to hi for the compute threads; adds to --cpu-mask", set: c.threads.cpuRange},
+		{names: []string{"--cpu-strict"}, arg: "<0|1>", sec: cm, help: "pin each compute thread to one CPU of the mask (default: 0)", set: c.threads.setStrict},
+		{names: []string{"--prio"}, arg: "N", sec: cm, help: "process and compute thread priority: low(-1), normal(0), medium(1), high(2), realtime(3) (default: 0; 1-3 run the compute threads SCHED_FIFO and need CAP_SYS_NICE)", set: c.threads.setPrio},
+		{names: []string{"--poll"}, arg: "<0...100>", sec: cm, help: "polling level of the compute threads waiting for work (0: no polling; default: 50)", set: c.threads.setPoll},
+		{names: []string{"-Cb", "--cpu-mask-batch"}, arg: "M", sec: cm, help: "CPU affinity mask of the batch threads (default: --cpu-mask)", set: c.threadsBatch.mask},
+		{names: []string{"-Crb", "--cpu-range-batch"}, arg: "lo-hi", sec: cm, help: "CPU range of the batch threads (default: --cpu-range)", set: c.threadsBatch.cpuRange},
+		{names: []string{"--cpu-strict-batch"}, arg: "<0|1>", sec: cm, help: "strict CPU placement of the batch threads (default: --cpu-strict)", set: c.threadsBatch.setStrict},
+		{names: []string{"--prio-batch"}, arg: "N", sec: cm, help: "priority of the batch threads (default: --prio)", set: c.threadsBatch.setPrio},
+		{names: []string{"--poll-batch"}, arg: "<0|1>", sec: cm, help: "polling level of the batch threads (default: --poll)", set: c.threadsBatch.setPoll},
 		{names: []string{"-c", "--ctx-size"}, arg: "N", env: "LLAMA_ARG_CTX_SIZE", sec: cm, help: "context size shared by the slots (default 0: the model's)", set: intTo(&e.CtxSize)},
 		{names: []string{"-n", "--predict", "--n-predict"}, arg: "N", env: "LLAMA_ARG_N_PREDICT", sec: cm, help: "most tokens a request generates (default -1: no limit)", set: intTo(&o.NPredict)},
 		{names: []string{"--prefill-chunk"}, arg: "N", sec: cm, help: "while other slots generate, prompts of at most N tokens (weighted by position) go whole and longer ones in chunks (default 32; negative: no chunks, as llama-server; not a llama-server option)", set: intTo(&e.PrefillChunk)},
@@ -1379,6 +1382,7 @@ func (c *config) finish() error {
 	if e.ThreadsBatch <= 0 {
 		e.ThreadsBatch = e.Threads
 	}
+	c.threadPools()
 	if e.KVUnifiedPerSlot > 0 && e.CtxSize == 0 {
 		e.CtxSize = e.KVUnifiedPerSlot * e.Parallel
 	}

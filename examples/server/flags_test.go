@@ -192,7 +192,26 @@ func TestFlagSpellings(t *testing.T) {
 		{[]string{"--lora", "a.gguf", "--lora-init-without-apply"}, func(t *testing.T, c *config) {
 			assert.Equal(t, []engine.AdapterSpec{{Path: "a.gguf", Scale: 0}}, c.opts.Engine.Adapters)
 		}},
-		{[]string{"--control-vector-layer-range", "1", "5", "--prio", "2", "--poll", "50", "-C", "ff", "-Cr", "0-3", "--threads-http", "8"}, func(t *testing.T, c *config) {}},
+		{[]string{"--control-vector-layer-range", "1", "5", "--threads-http", "8"}, func(t *testing.T, c *config) {}},
+		// The compute threads: -C and -Cr add up (the mask's last digit is
+		// CPUs 0-3), --poll 0 is no polling, and the -batch forms start
+		// from the plain ones.
+		{[]string{"--prio", "2", "--poll", "0", "-C", "0x30", "-Cr", "0-1", "--cpu-strict", "1"}, func(t *testing.T, c *config) {
+			e := c.opts.Engine
+			assert.Equal(t, llama.ThreadPoolOptions{Priority: llama.PriorityHigh, Poll: -1, CPUs: []int{0, 1, 4, 5}, StrictCPU: true}, e.ThreadPool)
+			assert.Nil(t, e.ThreadPoolBatch)
+		}},
+		{[]string{"--poll", "20", "-Cr", "2-", "--prio-batch", "-1", "-Cb", "1", "--poll-batch", "1", "--cpu-strict-batch", "1"}, func(t *testing.T, c *config) {
+			e := c.opts.Engine
+			assert.Equal(t, 20, e.ThreadPool.Poll)
+			assert.Len(t, e.ThreadPool.CPUs, 510)
+			require.NotNil(t, e.ThreadPoolBatch)
+			assert.Equal(t, llama.ThreadPoolOptions{Priority: llama.PriorityLow, Poll: 1, CPUs: []int{0}, StrictCPU: true}, *e.ThreadPoolBatch)
+		}},
+		{[]string{"-t", "2"}, func(t *testing.T, c *config) {
+			assert.Zero(t, c.opts.Engine.ThreadPool)
+			assert.Nil(t, c.opts.Engine.ThreadPoolBatch)
+		}},
 		{[]string{"--port=9090"}, func(t *testing.T, c *config) { assert.Equal(t, 9090, c.port) }},
 		{[]string{"--spm-infill"}, func(t *testing.T, c *config) { assert.True(t, c.opts.SPMInfill) }},
 		{[]string{"--embd-normalize", "-1"}, func(t *testing.T, c *config) {
@@ -296,7 +315,7 @@ func TestFlagErrors(t *testing.T) {
 		{"--sleep-idle-seconds", "0"}, {"--sleep-idle-seconds", "-5"}, {"--slot-save-path", file}, {"--media-path", file},
 		{"--reasoning-format", "thinky"}, {"--reasoning", "sometimes"}, {"--reasoning-budget", "-2"}, {"--spec-type", "magic"},
 		{"-ctk", "q3_k"}, {"--rope-scaling", "longrope"}, {"-sm", "diagonal"}, {"--numa", "all"}, {"-lm", "fast"},
-		{"--prio", "4"}, {"--poll", "-1"}, {"-C", "xyz"}, {"-Cr", "5-1"}, {"--override-kv", "a=int"}, {"--override-kv", "a=date:1"},
+		{"--prio", "4"}, {"--poll", "-1"}, {"--poll", "101"}, {"-C", "xyz"}, {"-Cr", "5-1"}, {"-Cr", "0-512"}, {"--prio-batch", "-2"}, {"--override-kv", "a=int"}, {"--override-kv", "a=date:1"},
 		{"--chat-template-kwargs", "[1]"}, {"--control-vector-layer-range", "1"}, {"--api-key-file", filepath.Join(dir, "none")},
 		{"-ncmoe", "-1"}, {"--fit", "maybe"}, {"--log-colors", "rainbow"}, {"--kv-unified-per-slot", "x"},
 	} {

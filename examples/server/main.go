@@ -83,6 +83,13 @@ func serve(cfg *config) error {
 	if cfg.verbose {
 		llama.SetLogger(logger)
 	}
+	if p := cfg.threads.prio; p != nil {
+		// As llama-server: --prio also sets the process's priority (a
+		// warning, not a failure, when it may not).
+		if err := setProcessPriority(*p); err != nil {
+			logger.Warn("could not set the process priority", "prio", *p, "err", err)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := cfg.modelSource(ctx, os.Stderr); err != nil {
