@@ -83,24 +83,24 @@ var cacheTypes = map[string]int32{
 // ContextOptions configures NewContext. Every field's zero value means the
 // default named beside it.
 type ContextOptions struct {
-	ContextSize    int            // tokens of context; 0: the model's training context
-	BatchSize      int            // most tokens one Decode takes; 0: 2048
-	UBatchSize     int            // physical batch size; 0: 512
-	Sequences      int            // distinct sequences (parallel slots); 0: 1
-	Threads        int            // threads for generation; 0: the number of CPUs
-	ThreadsBatch   int            // threads for prompt processing; 0: Threads
+	ContextSize  int // tokens of context; 0: the model's training context
+	BatchSize    int // most tokens one Decode takes; 0: 2048
+	UBatchSize   int // physical batch size; 0: 512
+	Sequences    int // distinct sequences (parallel slots); 0: 1
+	Threads      int // threads for generation; 0: the number of CPUs
+	ThreadsBatch int // threads for prompt processing; 0: Threads
 	// ThreadPool sets the compute threads' priority, polling and CPUs
 	// (zero: ggml's defaults); ThreadPoolBatch the prompt batches'
 	// threads' (nil: as ThreadPool).
 	ThreadPool      ThreadPoolOptions
 	ThreadPoolBatch *ThreadPoolOptions
-	Pooling        PoolingType    // embedding pooling; default: the model's
-	Attention      Attention      // attention for embeddings; default: the model's
-	FlashAttention FlashAttention // default: auto
-	RopeScaling    RopeScaling    // default: the model's
-	RopeFreqBase   float32        // 0: from the model
-	RopeFreqScale  float32        // 0: from the model
-	YarnOrigCtx    int            // 0: from the model
+	Pooling         PoolingType    // embedding pooling; default: the model's
+	Attention       Attention      // attention for embeddings; default: the model's
+	FlashAttention  FlashAttention // default: auto
+	RopeScaling     RopeScaling    // default: the model's
+	RopeFreqBase    float32        // 0: from the model
+	RopeFreqScale   float32        // 0: from the model
+	YarnOrigCtx     int            // 0: from the model
 	// YaRN factors; nil: from the model.
 	YarnExtFactor, YarnAttnFactor, YarnBetaFast, YarnBetaSlow *float32
 	OutputsMax                                                int    // most outputs in a ubatch; 0: BatchSize
@@ -144,14 +144,14 @@ type Context struct {
 	// (nil: nothing).
 	pool, poolBatch ThreadPoolOptions
 	pin, pinBatch   *schedule
-	idle     bool            // Idle paused them, and no decode has run since
-	backend  []*SamplerChain // by sequence, the chain sampling it on the backend (SetSampler); nil: none yet
-	nBackend int             // the non-nil entries of backend
-	pendSeq  []int32         // the decode's outputs sampled on the backend: their sequence, else -1 (backendOutputs)
-	seenSeq  []bool          // scratch of backendOutputs
-	outSeq   []int32         // the sequence of each backend-sampled output of the last decode (made with pendSeq)
-	outputs  []int8          // outputs wanted by the last decode, by batch index
-	nOut     int
+	idle            bool            // Idle paused them, and no decode has run since
+	backend         []*SamplerChain // by sequence, the chain sampling it on the backend (SetSampler); nil: none yet
+	nBackend        int             // the non-nil entries of backend
+	pendSeq         []int32         // the decode's outputs sampled on the backend: their sequence, else -1 (backendOutputs)
+	seenSeq         []bool          // scratch of backendOutputs
+	outSeq          []int32         // the sequence of each backend-sampled output of the last decode (made with pendSeq)
+	outputs         []int8          // outputs wanted by the last decode, by batch index
+	nOut            int
 }
 
 // NewContext creates a context for m.
