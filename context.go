@@ -83,24 +83,19 @@ var cacheTypes = map[string]int32{
 // ContextOptions configures NewContext. Every field's zero value means the
 // default named beside it.
 type ContextOptions struct {
-	ContextSize  int // tokens of context; 0: the model's training context
-	BatchSize    int // most tokens one Decode takes; 0: 2048
-	UBatchSize   int // physical batch size; 0: 512
-	Sequences    int // distinct sequences (parallel slots); 0: 1
-	Threads      int // threads for generation; 0: the number of CPUs
-	ThreadsBatch int // threads for prompt processing; 0: Threads
-	// ThreadPool sets the compute threads' priority, polling and CPUs
-	// (zero: ggml's defaults); ThreadPoolBatch the prompt batches'
-	// threads' (nil: as ThreadPool).
-	ThreadPool      ThreadPoolOptions
-	ThreadPoolBatch *ThreadPoolOptions
-	Pooling         PoolingType    // embedding pooling; default: the model's
-	Attention       Attention      // attention for embeddings; default: the model's
-	FlashAttention  FlashAttention // default: auto
-	RopeScaling     RopeScaling    // default: the model's
-	RopeFreqBase    float32        // 0: from the model
-	RopeFreqScale   float32        // 0: from the model
-	YarnOrigCtx     int            // 0: from the model
+	ContextSize    int            // tokens of context; 0: the model's training context
+	BatchSize      int            // most tokens one Decode takes; 0: 2048
+	UBatchSize     int            // physical batch size; 0: 512
+	Sequences      int            // distinct sequences (parallel slots); 0: 1
+	Threads        int            // threads for generation; 0: the number of CPUs
+	ThreadsBatch   int            // threads for prompt processing; 0: Threads
+	Pooling        PoolingType    // embedding pooling; default: the model's
+	Attention      Attention      // attention for embeddings; default: the model's
+	FlashAttention FlashAttention // default: auto
+	RopeScaling    RopeScaling    // default: the model's
+	RopeFreqBase   float32        // 0: from the model
+	RopeFreqScale  float32        // 0: from the model
+	YarnOrigCtx    int            // 0: from the model
 	// YaRN factors; nil: from the model.
 	YarnExtFactor, YarnAttnFactor, YarnBetaFast, YarnBetaSlow *float32
 	OutputsMax                                                int    // most outputs in a ubatch; 0: BatchSize
@@ -112,6 +107,11 @@ type ContextOptions struct {
 	SWAPartial                                                bool   // use a sliding-window-sized cache for SWA models (default: full)
 	KVUnified                                                 bool   // one KV buffer shared by all sequences
 	Perf                                                      bool   // collect performance counters (Perf)
+	// ThreadPool sets the compute threads' priority, polling and CPUs
+	// (zero: ggml's defaults); ThreadPoolBatch the prompt batches'
+	// threads' (nil: as ThreadPool).
+	ThreadPool      ThreadPoolOptions
+	ThreadPoolBatch *ThreadPoolOptions
 }
 
 // Context is an inference context over a Model: its KV memory, batches
