@@ -17,8 +17,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -135,7 +137,12 @@ func BenchmarkLimitThroughput(b *testing.B) {
 		for _, clients := range md.clients {
 			b.Run(fmt.Sprintf("model=%s/clients=%d", md.name, clients), func(b *testing.B) {
 				parallel := max(8, clients)
-				url := limitServer(b, md.path, parallel, 512, 0, engine.Options{})
+				var url string
+				if bin := os.Getenv("LLAMA_BENCH_SERVER"); bin != "" {
+					url = limitExternal(b, bin, md.path, parallel)
+				} else {
+					url = limitServer(b, md.path, parallel, 512, 0, engine.Options{})
+				}
 				d := benchlimit.NewDecoder(b, md.path, parallel, 512*parallel, 2048)
 				body := map[string]any{"prompt": "Once upon a time", "n_predict": nGen, "ignore_eos": true,
 					"seed": 42, "cache_prompt": false, "stream": true, "backend_sampling": benchlimit.BackendSampling()}
@@ -152,6 +159,40 @@ func BenchmarkLimitThroughput(b *testing.B) {
 				}
 				tp.Report(b, b.N)
 			})
+		}
+	}
+}
+
+// limitExternal starts the binary bin, a server taking llama-server's
+// flags (llama-server itself, or a built examples/server), on path with
+// the flags limitServer's options stand for, and returns its URL once it
+// is healthy: $LLAMA_BENCH_SERVER makes BenchmarkLimitThroughput hold
+// that server, rather than this package's, against the same-run limit.
+func limitExternal(b *testing.B, bin, path string, parallel int) string {
+	b.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	th := strconv.Itoa(benchlimit.Threads())
+	cmd := exec.Command(bin, "-m", path, "-t", th, "-tb", th, "-np", strconv.Itoa(parallel),
+		"-c", strconv.Itoa(512*parallel), "--host", "127.0.0.1", "--port", strconv.Itoa(port))
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	url := "http://127.0.0.1:" + strconv.Itoa(port)
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if resp, err := http.Get(url + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return url
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s not healthy after 3 minutes", bin)
 		}
 	}
 }
