@@ -3,7 +3,12 @@ package llama_test
 import (
 	"context"
 	"sync"
+	"testing"
 	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama"
 )
 
 func isValidUTF8(s string) bool { return utf8.ValidString(s) }
@@ -48,4 +53,23 @@ func (c *decodeStarted) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
+}
+
+// promptDecoder returns a function that decodes one fixed prompt on a
+// context from an empty memory and returns a copy of its last logits: the
+// same computation on contexts made with different options.
+func promptDecoder(t *testing.T, m *llama.Model) func(*llama.Context) []float32 {
+	prompt, err := m.Tokenize("Once upon a time there was", llama.TokenizeOptions{AddSpecial: true})
+	require.NoError(t, err)
+	return func(c *llama.Context) []float32 {
+		b := llama.NewBatch(len(prompt), 1)
+		for i, tok := range prompt {
+			require.NoError(t, b.Add(tok, i, 0, i == len(prompt)-1))
+		}
+		require.NoError(t, c.ClearMemory())
+		require.NoError(t, c.Decode(context.Background(), b))
+		l, err := c.Logits(len(prompt) - 1)
+		require.NoError(t, err)
+		return append([]float32(nil), l...)
+	}
 }

@@ -1,7 +1,6 @@
 package llama_test
 
 import (
-	"context"
 	"runtime"
 	"testing"
 	"time"
@@ -21,19 +20,7 @@ func TestIdle(t *testing.T) {
 		t.Skip("the CPU backend's pause is found through dladdr on Linux and macOS only")
 	}
 	m := loadModel(t, "llama-2-tiny-random.gguf")
-	prompt, err := m.Tokenize("Once upon a time there was", llama.TokenizeOptions{AddSpecial: true})
-	require.NoError(t, err)
-	decode := func(c *llama.Context) []float32 {
-		b := llama.NewBatch(len(prompt), 1)
-		for i, tok := range prompt {
-			require.NoError(t, b.Add(tok, i, 0, i == len(prompt)-1))
-		}
-		require.NoError(t, c.ClearMemory())
-		require.NoError(t, c.Decode(context.Background(), b))
-		l, err := c.Logits(len(prompt) - 1)
-		require.NoError(t, err)
-		return append([]float32(nil), l...)
-	}
+	decode := promptDecoder(t, m)
 	for _, tc := range []struct {
 		name           string
 		threads, batch int

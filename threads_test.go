@@ -69,19 +69,7 @@ func on(ts []task, cpus string) []task {
 // goroutine's thread gets its own scheduling back after every decode.
 func TestThreadPoolOptions(t *testing.T) {
 	m := loadModel(t, "llama-2-tiny-random.gguf")
-	prompt, err := m.Tokenize("Once upon a time there was", llama.TokenizeOptions{AddSpecial: true})
-	require.NoError(t, err)
-	decode := func(c *llama.Context) []float32 {
-		b := llama.NewBatch(len(prompt), 1)
-		for i, tok := range prompt {
-			require.NoError(t, b.Add(tok, i, 0, i == len(prompt)-1))
-		}
-		require.NoError(t, c.ClearMemory())
-		require.NoError(t, c.Decode(context.Background(), b))
-		l, err := c.Logits(len(prompt) - 1)
-		require.NoError(t, err)
-		return append([]float32(nil), l...)
-	}
+	decode := promptDecoder(t, m)
 	ref, err := m.NewContext(llama.ContextOptions{ContextSize: 256, Threads: 2})
 	require.NoError(t, err)
 	want := decode(ref)
