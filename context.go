@@ -1137,7 +1137,8 @@ func (c *Context) LoadSeqFile(path string, seq int) ([]Token, error) {
 
 // Threads.
 
-// SetThreads sets the threads for generation and for batches.
+// SetThreads sets the threads for generation and for batches; the pools
+// it starts keep the context's ThreadPool options.
 func (c *Context) SetThreads(n, nBatch int) error {
 	if err := c.lock("set threads"); err != nil {
 		return err
