@@ -146,6 +146,26 @@ new MutationObserver(() => {
 }).observe(document.getElementById('messages'), {subtree: true, childList: true, characterData: true});
 true`
 
+// pacedFlush makes every flush of h's responses wait d first, as a slow
+// model or network would.
+func pacedFlush(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(&pacedWriter{ResponseWriter: w, d: d}, r)
+	})
+}
+
+type pacedWriter struct {
+	http.ResponseWriter
+	d time.Duration
+}
+
+func (w *pacedWriter) FlushError() error {
+	time.Sleep(w.d)
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *pacedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // TestWebUIInBrowser drives the chat page in a real chromium: the page
 // loads under a prefix, a message streams stories260K's answer in (partial
 // text is seen before the end), a long reply is stopped mid-way, a reload
@@ -155,7 +175,11 @@ func TestWebUIInBrowser(t *testing.T) {
 	s, _ := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, CtxSize: 2048}})
 	mux := http.NewServeMux()
 	mux.Handle("/llm/", http.StripPrefix("/llm", s.Handler()))
-	ts := httptest.NewServer(mux) // 127.0.0.1
+	// Streams paced at 5 ms a flush: stories260K writes a 96-token reply in
+	// a few milliseconds, which a loaded machine's browser may render in
+	// one frame (no partial text to see) and a long one may finish before
+	// the Stop click lands.
+	ts := httptest.NewServer(pacedFlush(mux, 5*time.Millisecond)) // 127.0.0.1
 	t.Cleanup(ts.Close)
 	page := ts.URL + "/llm/"
 	ctx := newBrowser(t)
