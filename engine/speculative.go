@@ -60,6 +60,10 @@ type SpeculativeOptions struct {
 	// batch sizes and one sequence per slot.
 	DraftThreads, DraftThreadsBatch int
 	DraftTypeK, DraftTypeV          string
+	// DraftThreadPool and DraftThreadPoolBatch place the draft context's
+	// compute threads (-Cd, --prio-draft, --poll-draft... and their
+	// -batch forms); nil: the target's ThreadPool and ThreadPoolBatch.
+	DraftThreadPool, DraftThreadPoolBatch *llama.ThreadPoolOptions
 	// NMax is the most tokens a draft model drafts at once
 	// (--spec-draft-n-max, default 3); NMin drops shorter drafts
 	// (--spec-draft-n-min); PMin stops a draft at a token the draft model
@@ -188,10 +192,18 @@ func newEngSpec(m *llama.Model, eo Options) (*engSpec, error) {
 		if th <= 0 {
 			th, thb = eo.Threads, eo.ThreadsBatch
 		}
+		pool, poolBatch := eo.ThreadPool, eo.ThreadPoolBatch
+		if o.DraftThreadPool != nil {
+			pool, poolBatch = *o.DraftThreadPool, nil
+		}
+		if o.DraftThreadPoolBatch != nil {
+			poolBatch = o.DraftThreadPoolBatch
+		}
 		sp.draftC, err = sp.draftM.NewContext(llama.ContextOptions{
 			ContextSize: eo.CtxSize, BatchSize: eo.BatchSize, UBatchSize: eo.UBatchSize, Sequences: eo.Parallel,
 			Threads: th, ThreadsBatch: thb, FlashAttention: eo.FlashAttention,
 			TypeK: o.DraftTypeK, TypeV: o.DraftTypeV, KVUnified: eo.KVUnified,
+			ThreadPool: pool, ThreadPoolBatch: poolBatch,
 		})
 		if err != nil {
 			return fail(fmt.Errorf("engine: draft context: %w", err))

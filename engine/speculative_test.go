@@ -214,6 +214,9 @@ func TestSpeculativeOptionsErrors(t *testing.T) {
 		{SpeculativeOptions{Types: []string{"draft-simple"}}, llama.ErrInvalid, "needs a draft model"},
 		{SpeculativeOptions{Types: []string{"draft-simple"}, DraftModel: testenv.Model(t, "llama-2-tiny-random.gguf")}, llama.ErrInvalid, "vocabulary"},
 		{SpeculativeOptions{Types: []string{"ngram-cache"}, LookupCacheStatic: "/nonexistent/lookup.bin"}, nil, "nonexistent"},
+		// The draft context gets its own thread pools.
+		{SpeculativeOptions{Types: []string{"draft-simple"}, DraftModel: engModelPath(t), DraftThreadPool: &llama.ThreadPoolOptions{Priority: 9}}, llama.ErrInvalid, "draft context: llama: new context: thread priority 9"},
+		{SpeculativeOptions{Types: []string{"draft-simple"}, DraftModel: engModelPath(t), DraftThreadPoolBatch: &llama.ThreadPoolOptions{Poll: 500}}, llama.ErrInvalid, "draft context: llama: new context: polling level 500"},
 	}
 	for _, tc := range tests {
 		t.Run(fmt.Sprint(tc.opts.Types, tc.opts.DraftModel != ""), func(t *testing.T) {

@@ -39,7 +39,9 @@ type config struct {
 	// The compute threads' placement (-C, --prio, --poll...) and the
 	// batch threads' (-Cb, --prio-batch...).
 	threads, threadsBatch threadFlags
-	listDevices, version  bool
+	// The draft model's (-Cd, --prio-draft... and -Cbd, --prio-batch-draft...).
+	threadsDraft, threadsDraftBatch threadFlags
+	listDevices, version            bool
 
 	// Features this server does not have yet: accepted, refused at start
 	// when actually used (see unsupportedUse).
@@ -219,14 +221,6 @@ func cpuRange(_ *config, v string) error {
 	b, err2 := strconv.Atoi(hi)
 	if !ok || (lo != "" && err1 != nil) || (hi != "" && err2 != nil) || (lo != "" && hi != "" && a > b) {
 		return errors.New("invalid range")
-	}
-	return nil
-}
-
-// unsignedAny accepts a non-negative integer (std::stoul) and ignores it.
-func unsignedAny(_ *config, v string) error {
-	if _, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32); err != nil {
-		return fmt.Errorf("%q is not a non-negative integer", v)
 	}
 	return nil
 }
@@ -736,15 +730,15 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft"}, arg: "<user>/<model>[:quant]", env: "LLAMA_ARG_SPEC_DRAFT_HF_REPO", sec: spc, help: "draft model from Hugging Face" + notYet, set: strTo(&c.draftHF)},
 		{names: []string{"--spec-draft-threads", "-td", "--threads-draft"}, arg: "N", sec: spc, help: "threads of the draft model (default: --threads; <= 0: all CPUs)", set: threadsTo(&sd.DraftThreads)},
 		{names: []string{"--spec-draft-threads-batch", "-tbd", "--threads-batch-draft"}, arg: "N", sec: spc, help: "batch threads of the draft model (default: --threads-batch; <= 0: all CPUs)", set: threadsTo(&sd.DraftThreadsBatch)},
-		{names: []string{"--spec-draft-cpu-mask", "-Cd", "--cpu-mask-draft"}, arg: "M", sec: spc, help: "CPU mask of the draft model", set: cpuMask},
-		{names: []string{"--spec-draft-cpu-range", "-Crd", "--cpu-range-draft"}, arg: "lo-hi", sec: spc, help: "CPU range of the draft model", set: cpuRange},
-		{names: []string{"--spec-draft-cpu-strict", "--cpu-strict-draft"}, arg: "<0|1>", sec: spc, help: "strict CPU placement of the draft model", set: unsignedAny},
-		{names: []string{"--spec-draft-prio", "--prio-draft"}, arg: "N", sec: spc, help: "thread priority of the draft model", set: prio},
-		{names: []string{"--spec-draft-poll", "--poll-draft"}, arg: "<0|1>", sec: spc, help: "polling of the draft model", set: unsignedAny},
-		{names: []string{"--spec-draft-cpu-mask-batch", "-Cbd", "--cpu-mask-batch-draft"}, arg: "M", sec: spc, help: "CPU mask of the draft model's batches", set: cpuMask},
-		{names: []string{"--spec-draft-cpu-strict-batch", "--cpu-strict-batch-draft"}, arg: "<0|1>", sec: spc, help: "strict CPU placement of the draft model's batches", set: unsignedAny},
-		{names: []string{"--spec-draft-prio-batch", "--prio-batch-draft"}, arg: "N", sec: spc, help: "thread priority of the draft model's batches", set: prio},
-		{names: []string{"--spec-draft-poll-batch", "--poll-batch-draft"}, arg: "<0|1>", sec: spc, help: "polling of the draft model's batches", set: unsignedAny},
+		{names: []string{"--spec-draft-cpu-mask", "-Cd", "--cpu-mask-draft"}, arg: "M", sec: spc, help: "CPU mask of the draft model's threads (default: --cpu-mask)", set: c.threadsDraft.mask},
+		{names: []string{"--spec-draft-cpu-range", "-Crd", "--cpu-range-draft"}, arg: "lo-hi", sec: spc, help: "CPU range of the draft model's threads (default: --cpu-range)", set: c.threadsDraft.cpuRange},
+		{names: []string{"--spec-draft-cpu-strict", "--cpu-strict-draft"}, arg: "<0|1>", sec: spc, help: "strict CPU placement of the draft model's threads (default: --cpu-strict)", set: c.threadsDraft.setStrict},
+		{names: []string{"--spec-draft-prio", "--prio-draft"}, arg: "N", sec: spc, help: "priority of the draft model's threads (default: --prio)", set: c.threadsDraft.setPrio},
+		{names: []string{"--spec-draft-poll", "--poll-draft"}, arg: "<0|1>", sec: spc, help: "polling level of the draft model's threads (default: --poll)", set: c.threadsDraft.setPoll},
+		{names: []string{"--spec-draft-cpu-mask-batch", "-Cbd", "--cpu-mask-batch-draft"}, arg: "M", sec: spc, help: "CPU mask of the draft model's batch threads (default: --cpu-mask-draft)", set: c.threadsDraftBatch.mask},
+		{names: []string{"--spec-draft-cpu-strict-batch", "--cpu-strict-batch-draft"}, arg: "<0|1>", sec: spc, help: "strict CPU placement of the draft model's batch threads (default: --cpu-strict-draft)", set: c.threadsDraftBatch.setStrict},
+		{names: []string{"--spec-draft-prio-batch", "--prio-batch-draft"}, arg: "N", sec: spc, help: "priority of the draft model's batch threads (default: --prio-draft)", set: c.threadsDraftBatch.setPrio},
+		{names: []string{"--spec-draft-poll-batch", "--poll-batch-draft"}, arg: "<0|1>", sec: spc, help: "polling level of the draft model's batch threads (default: --poll-draft)", set: c.threadsDraftBatch.setPoll},
 		{names: []string{"--spec-draft-override-tensor", "-otd", "--override-tensor-draft"}, arg: "<tensor name pattern>=<buffer type>,...", sec: spc, help: "tensor overrides of the draft model", set: anyValue},
 		{names: []string{"--spec-draft-cpu-moe", "-cmoed", "--cpu-moe-draft"}, env: "LLAMA_ARG_SPEC_DRAFT_CPU_MOE", sec: spc, help: "draft model's MoE experts on the CPU", set: anyValue},
 		{names: []string{"--spec-draft-n-cpu-moe", "--spec-draft-ncmoe", "-ncmoed", "--n-cpu-moe-draft"}, arg: "N", env: "LLAMA_ARG_SPEC_DRAFT_N_CPU_MOE", sec: spc, help: "draft model's MoE experts of the first N layers on the CPU", set: intIn(0, math.MaxInt32)},

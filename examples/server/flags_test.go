@@ -208,7 +208,16 @@ func TestFlagSpellings(t *testing.T) {
 			require.NotNil(t, e.ThreadPoolBatch)
 			assert.Equal(t, llama.ThreadPoolOptions{Priority: llama.PriorityLow, Poll: 1, CPUs: []int{0}, StrictCPU: true}, *e.ThreadPoolBatch)
 		}},
+		// The draft model's start from the target's.
+		{[]string{"--prio", "1", "-Cr", "0-1", "--poll-draft", "0", "--prio-batch-draft", "2"}, func(t *testing.T, c *config) {
+			sd := c.opts.Engine.Speculative
+			require.NotNil(t, sd.DraftThreadPool)
+			assert.Equal(t, llama.ThreadPoolOptions{Priority: llama.PriorityMedium, Poll: -1, CPUs: []int{0, 1}}, *sd.DraftThreadPool)
+			require.NotNil(t, sd.DraftThreadPoolBatch)
+			assert.Equal(t, llama.ThreadPoolOptions{Priority: llama.PriorityHigh, Poll: -1, CPUs: []int{0, 1}}, *sd.DraftThreadPoolBatch)
+		}},
 		{[]string{"-t", "2"}, func(t *testing.T, c *config) {
+			assert.Nil(t, c.opts.Engine.Speculative.DraftThreadPool)
 			assert.Zero(t, c.opts.Engine.ThreadPool)
 			assert.Nil(t, c.opts.Engine.ThreadPoolBatch)
 		}},

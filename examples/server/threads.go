@@ -146,4 +146,22 @@ func (c *config) threadPools() {
 		c.threadsBatch.apply(&b)
 		e.ThreadPoolBatch = &b
 	}
+	// The draft model's: the target's with the -draft flags over them,
+	// and its batches' the draft's with the -batch-draft flags over those.
+	sd := &e.Speculative
+	if c.threadsDraft.given() {
+		d := e.ThreadPool
+		d.CPUs = slices.Clone(d.CPUs)
+		c.threadsDraft.apply(&d)
+		sd.DraftThreadPool = &d
+	}
+	if c.threadsDraftBatch.given() {
+		b := e.ThreadPool
+		if sd.DraftThreadPool != nil {
+			b = *sd.DraftThreadPool
+		}
+		b.CPUs = slices.Clone(b.CPUs)
+		c.threadsDraftBatch.apply(&b)
+		sd.DraftThreadPoolBatch = &b
+	}
 }
