@@ -38,9 +38,10 @@ const (
 type ThreadPoolOptions struct {
 	Priority ThreadPriority
 	// Poll is how long the threads spin waiting for the next decode
-	// before they sleep, from 1 to 100 (ggml's polling level, roughly
-	// milliseconds on current CPUs); 0: ggml's default, 50; negative: no
-	// polling (they sleep at once, and the next decode wakes them).
+	// before they sleep, from 1 to 100 (ggml's polling level: at its
+	// default, 50, on the order of a hundred milliseconds on current
+	// CPUs); 0: that default; negative: no polling (they sleep at once,
+	// and the next decode wakes them).
 	Poll int
 	// CPUs the threads run on (Linux CPU numbers, below 512); nil: any.
 	CPUs []int
@@ -190,6 +191,7 @@ func onScratchThread(f func()) {
 	<-done
 }
 
+// equal reports whether o and p ask the same of a pool.
 func (o *ThreadPoolOptions) equal(p *ThreadPoolOptions) bool {
 	return o.Priority == p.Priority && o.Poll == p.Poll && o.StrictCPU == p.StrictCPU && slices.Equal(o.CPUs, p.CPUs)
 }
