@@ -65,6 +65,16 @@
 // logits are then not computed. On a 2-core CPU it measured the same
 // throughput as sampling on the CPU at 8 streams and about 5% more at one.
 //
+// # Compute threads
+//
+// ContextOptions.Threads and ThreadsBatch size ggml's threadpools, which
+// a Context keeps for its life; ThreadPool and ThreadPoolBatch set their
+// priority, polling and CPUs (llama-server's --prio, --poll, --cpu-mask,
+// --cpu-strict). After a decode the threads poll for the next one for a
+// while; Context.Idle puts them to sleep at once, and ThreadPool.Poll -1
+// after every decode. A decode also computes on the calling goroutine's
+// thread, which gets the pool's priority and CPUs for the call only.
+//
 // # Logging
 //
 // llama.cpp's log is dropped unless SetLogger gives it a *slog.Logger.

@@ -159,3 +159,31 @@ func ExampleSpeculative() {
 	fmt.Println(out.String())
 	// Output: , there was a little girl named Lily. She loved to play
 }
+
+// Compute threads can be placed as llama.cpp's --prio, --poll and
+// --cpu-mask place them: here two threads that sleep as soon as a decode
+// ends (no polling), for a process that shares its cores with other work.
+func ExampleThreadPoolOptions() {
+	ctx := context.Background()
+	model, err := llama.LoadModel(ctx, modelPath, llama.ModelOptions{})
+	if err != nil {
+		panic(err)
+	}
+	defer model.Close()
+	lctx, err := model.NewContext(llama.ContextOptions{
+		ContextSize: 512, Threads: 2,
+		ThreadPool: llama.ThreadPoolOptions{Poll: -1},
+	})
+	if err != nil {
+		panic(err)
+	}
+	var out strings.Builder
+	for piece, err := range lctx.Generate(ctx, "Once upon a time", llama.GenerateOptions{MaxTokens: 16}) {
+		if err != nil {
+			panic(err)
+		}
+		out.WriteString(piece.Text)
+	}
+	fmt.Println(out.String())
+	// Output: , there was a little girl named Lily. She loved to play
+}
