@@ -233,13 +233,9 @@ type Engine struct {
 	// itself (the loop goroutine's; the benchmarks read them through do).
 	busyTime, decodeTime time.Duration
 	pacer                *prefillPacer // sizes prompt chunks beside generating slots (loop only)
-	// stepTime, when set (by tests, through testStepTime), replaces a
-	// step's measured decode time in what the pacer sees, so that its
-	// chunks follow a cost model instead of the machine's noise.
-	stepTime  func(measured time.Duration, longUnits int) time.Duration
-	nBackend  int // requests that sampled on the backend (loop only)
-	queueSize int
-	spec      *engSpec // speculative decoding (nil: off)
+	nBackend             int           // requests that sampled on the backend (loop only)
+	queueSize            int
+	spec                 *engSpec // speculative decoding (nil: off)
 
 	// The LoRA sets /metrics last reported, and when they changed.
 	loraRunning, loraWaiting []string
@@ -335,9 +331,8 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	}
 	e := &Engine{
 		model: m, opts: o, lctx: lctx, embedding: embedding, queueSize: o.QueueSize,
-		pacer:    newPrefillPacer(o.PrefillChunk, o.PrefillSlowdown),
-		stepTime: testStepTime,
-		done:     make(chan struct{}), wake: make(chan struct{}, 1),
+		pacer: newPrefillPacer(o.PrefillChunk, o.PrefillSlowdown),
+		done:  make(chan struct{}), wake: make(chan struct{}, 1),
 		addBOS: m.SpecialTokens().AddBOS,
 	}
 	// With a unified KV buffer each slot may use the whole context, as in

@@ -72,8 +72,10 @@ const prefillEMA = 0.25
 // prefillUnit is the cost of a prompt token at position 0.
 const prefillUnit = 1024
 
-// testStepTime is copied into every new Engine's stepTime: tests set it
-// before New to hold the pacer to a cost model. Nil outside tests.
+// testStepTime, when set, replaces a step's measured decode time in what
+// the pacer sees, so that its chunks follow a cost model instead of the
+// machine's noise. Tests set it before New and clear it after Close (the
+// loop reads it only between the two). Nil outside tests.
 var testStepTime func(measured time.Duration, longUnits int) time.Duration
 
 func newPrefillPacer(chunk int, slowdown float64) *prefillPacer {

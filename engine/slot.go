@@ -359,8 +359,8 @@ func (e *Engine) step() bool {
 	e.decodeTime += took
 	if err == nil && capped {
 		seen := took
-		if e.stepTime != nil {
-			seen = e.stepTime(took, longUnits)
+		if testStepTime != nil {
+			seen = testStepTime(took, longUnits)
 		}
 		e.pacer.observe(seen, longUnits, tookShort)
 	}
