@@ -383,18 +383,10 @@ func (c *Context) attachThreads(n, nBatch int) error {
 		c.freeThreads()
 	}
 	c.tp, c.tpb, c.idle = tp, tpb, false
-	c.pin, c.pinBatch = nil, nil
-	if c.pool.pinned() {
-		s := c.pool.schedFor(n)
-		c.pin = &s
-	}
+	c.pin = c.pool.callerSchedule(n)
 	c.pinBatch = c.pin
 	if separate {
-		c.pinBatch = nil
-		if c.poolBatch.pinned() {
-			s := c.poolBatch.schedFor(nBatch)
-			c.pinBatch = &s
-		}
+		c.pinBatch = c.poolBatch.callerSchedule(nBatch)
 	}
 	capi.AttachThreadpool(c.ptr, tp, tpb)
 	return nil

@@ -50,9 +50,14 @@ type ThreadPoolOptions struct {
 	StrictCPU bool
 }
 
-// pinned reports whether the calling thread must be placed for a decode.
-func (o *ThreadPoolOptions) pinned() bool {
-	return o.Priority != PriorityNormal || len(o.CPUs) > 0
+// callerSchedule returns what o asks of the calling thread of an
+// n-thread pool during a decode (nil: nothing).
+func (o *ThreadPoolOptions) callerSchedule(n int) *schedule {
+	if o.Priority == PriorityNormal && len(o.CPUs) == 0 {
+		return nil
+	}
+	s := o.schedFor(n)
+	return &s
 }
 
 func (o *ThreadPoolOptions) check() error {
