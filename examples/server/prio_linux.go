@@ -12,10 +12,10 @@ import (
 // nice value per thread, and a new thread takes its creator's: every
 // thread the process has now is set, and Go's later threads follow.
 func setProcessPriority(prio int) error {
-	nice := map[int]int{-1: 5, 1: -5, 2: -10, 3: -20}[prio]
 	if prio == 0 {
 		return nil
 	}
+	nice := map[int]int{-1: 5, 1: -5, 2: -10, 3: -20}[prio]
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		return err

@@ -53,7 +53,7 @@ func (f *threadFlags) mask(_ *config, v string) error {
 	return nil
 }
 
-// cpuRangeOf takes a -Cr value: lo-hi, either end optional.
+// cpuRange takes a -Cr value: lo-hi, either end optional.
 func (f *threadFlags) cpuRange(_ *config, v string) error {
 	if err := cpuRange(nil, v); err != nil {
 		return err
@@ -107,8 +107,11 @@ func (f *threadFlags) setPoll(_ *config, v string) error {
 	return nil
 }
 
-// apply sets what f gives onto o.
-func (f *threadFlags) apply(o *llama.ThreadPoolOptions) {
+// over returns base with what f gives set over it (base's CPUs are not
+// shared with the result).
+func (f *threadFlags) over(base llama.ThreadPoolOptions) llama.ThreadPoolOptions {
+	o := base
+	o.CPUs = slices.Clone(base.CPUs)
 	if f.cpus != nil {
 		o.CPUs = nil
 		for cpu := range f.cpus {
@@ -128,40 +131,33 @@ func (f *threadFlags) apply(o *llama.ThreadPoolOptions) {
 			o.Poll = -1 // llama.cpp's 0: no polling
 		}
 	}
+	return o
 }
 
 func (f *threadFlags) given() bool {
 	return f.cpus != nil || f.strict != nil || f.prio != nil || f.poll != nil
 }
 
-// threadPools sets the engine's pools from the flags: the batch pool is the
-// generation pool's settings with its own flags over them (llama.cpp's
-// -batch defaults are the plain flags').
+// threadPools sets the engine's pools from the flags. As llama.cpp's
+// defaults go, the batch pool is the generation pool's settings with the
+// -batch flags over them, the draft model's the target's with the -draft
+// flags over them, and its batches' the draft's with the -batch-draft
+// flags over those.
 func (c *config) threadPools() {
 	e := &c.opts.Engine
-	c.threads.apply(&e.ThreadPool)
+	sd := &e.Speculative
+	e.ThreadPool = c.threads.over(e.ThreadPool)
 	if c.threadsBatch.given() {
-		b := e.ThreadPool
-		b.CPUs = slices.Clone(b.CPUs)
-		c.threadsBatch.apply(&b)
+		b := c.threadsBatch.over(e.ThreadPool)
 		e.ThreadPoolBatch = &b
 	}
-	// The draft model's: the target's with the -draft flags over them,
-	// and its batches' the draft's with the -batch-draft flags over those.
-	sd := &e.Speculative
+	draft := e.ThreadPool
 	if c.threadsDraft.given() {
-		d := e.ThreadPool
-		d.CPUs = slices.Clone(d.CPUs)
-		c.threadsDraft.apply(&d)
-		sd.DraftThreadPool = &d
+		draft = c.threadsDraft.over(e.ThreadPool)
+		sd.DraftThreadPool = &draft
 	}
 	if c.threadsDraftBatch.given() {
-		b := e.ThreadPool
-		if sd.DraftThreadPool != nil {
-			b = *sd.DraftThreadPool
-		}
-		b.CPUs = slices.Clone(b.CPUs)
-		c.threadsDraftBatch.apply(&b)
+		b := c.threadsDraftBatch.over(draft)
 		sd.DraftThreadPoolBatch = &b
 	}
 }
