@@ -17,10 +17,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -163,38 +161,17 @@ func BenchmarkLimitThroughput(b *testing.B) {
 	}
 }
 
-// limitExternal starts the binary bin, a server taking llama-server's
-// flags (llama-server itself, or a built examples/server), on path with
-// the flags limitServer's options stand for, and returns its URL once it
-// is healthy: $LLAMA_BENCH_SERVER makes BenchmarkLimitThroughput hold
-// that server, rather than this package's, against the same-run limit.
+// limitExternal starts bin (benchlimit.StartServer) for the benchmark:
+// $LLAMA_BENCH_SERVER makes BenchmarkLimitThroughput hold that server,
+// rather than this package's, against the same-run limit.
 func limitExternal(b *testing.B, bin, path string, parallel int) string {
 	b.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	url, stop, err := benchlimit.StartServer(bin, path, parallel)
 	if err != nil {
 		b.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	th := strconv.Itoa(benchlimit.Threads())
-	cmd := exec.Command(bin, "-m", path, "-t", th, "-tb", th, "-np", strconv.Itoa(parallel),
-		"-c", strconv.Itoa(512*parallel), "--host", "127.0.0.1", "--port", strconv.Itoa(port))
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	url := "http://127.0.0.1:" + strconv.Itoa(port)
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if resp, err := http.Get(url + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return url
-			}
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%s not healthy after 3 minutes", bin)
-		}
-	}
+	b.Cleanup(stop)
+	return url
 }
 
 // limitSeed is the requests' seed: 42, or $LLAMA_BENCH_SEED. llama-server

@@ -7,7 +7,11 @@ package benchlimit
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"sync"
@@ -289,4 +293,49 @@ func (d *Decoder) Prefill(b testing.TB, seq, pos int, toks []llama.Token) time.D
 		toks, pos = toks[n:], pos+n
 	}
 	return spent
+}
+
+// StartServer starts bin, a server taking llama-server's flags (llama-server
+// itself, or a built examples/server), on model with the flags the limit
+// benchmarks' servers stand for (Threads threads for both pools, parallel
+// slots of 512 positions), and waits until its /health answers 200, three
+// minutes at most. It returns the server's URL and the function that stops
+// it (an interrupt, then a kill after 10 s).
+func StartServer(bin, model string, parallel int) (url string, stop func(), err error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	th := strconv.Itoa(Threads())
+	cmd := exec.Command(bin, "-m", model, "-t", th, "-tb", th, "-np", strconv.Itoa(parallel),
+		"-c", strconv.Itoa(512*parallel), "--host", "127.0.0.1", "--port", strconv.Itoa(port))
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop = func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	url = "http://127.0.0.1:" + strconv.Itoa(port)
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if resp, err := http.Get(url + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return url, stop, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return "", nil, fmt.Errorf("%s not healthy after 3 minutes", bin)
+		}
+	}
 }

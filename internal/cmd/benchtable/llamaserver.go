@@ -6,18 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/x/llama/internal/benchlimit"
 	"github.com/x/llama/internal/gguf"
 )
 
@@ -59,47 +56,11 @@ func runLlamaServer(bin, models string, rows []*row, rounds int) (map[string]flo
 // flags and returns the median tok/s of rounds rounds of clients streaming
 // requests of 128 tokens.
 func llamaServerThroughput(bin, model string, clients, rounds int) (float64, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	url, stop, err := benchlimit.StartServer(bin, model, max(8, clients))
 	if err != nil {
 		return 0, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	np := max(8, clients)
-	th := strconv.Itoa(min(2, runtime.NumCPU()))
-	cmd := exec.Command(bin, "-m", model, "-t", th, "-tb", th, "-np", strconv.Itoa(np), "-c", strconv.Itoa(np*512),
-		"--host", "127.0.0.1", "--port", strconv.Itoa(port))
-	cmd.Stderr = nil
-	cmd.Stdout = nil
-	if err := cmd.Start(); err != nil {
-		return 0, err
-	}
-	defer func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}()
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		resp, err := http.Get(url + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("llama-server not healthy after 3 minutes")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	defer stop()
 	body, _ := json.Marshal(map[string]any{"prompt": "Once upon a time", "n_predict": 128, "ignore_eos": true,
 		"seed": 42, "cache_prompt": false, "stream": true})
 	var figs []float64
