@@ -352,7 +352,7 @@ func (c *Context) attachThreads(n, nBatch int) error {
 				return
 			}
 			if err = setSchedule(schedule{cpus: s.cpus}); err != nil {
-				err = errorf(CodeInvalid, "threads", "cannot run the compute threads on CPUs %v (none of them online?): %v", s.cpus, err)
+				err = errorf(CodeInvalid, "threads", "cannot run the compute threads on CPUs %v (none of them online?): %v", o.CPUs, err)
 				return
 			}
 			tp = capi.ThreadpoolNew(&p)

@@ -133,13 +133,29 @@ func (o *ThreadPoolOptions) callerCPUs(n int) []int {
 type schedule struct {
 	setPolicy    bool // policy and prio apply (else unchanged)
 	policy, prio int
-	cpus         []int // the thread's CPUs; nil: unchanged
+	cpus         *cpuSet // the thread's CPUs; nil: unchanged
+}
+
+// cpuSet is a set of CPUs as the kernel takes it: a bit for each of 512
+// (ggml's most), so that placing a thread for each decode converts
+// nothing.
+type cpuSet [512 / 64]uint64
+
+func newCPUSet(cpus []int) *cpuSet {
+	if cpus == nil {
+		return nil
+	}
+	var set cpuSet
+	for _, cpu := range cpus {
+		set[cpu/64] |= 1 << (cpu % 64)
+	}
+	return &set
 }
 
 // schedFor returns what o asks of the calling thread of an n-thread
 // pool.
 func (o *ThreadPoolOptions) schedFor(n int) schedule {
-	s := schedule{setPolicy: true, policy: schedOther, cpus: o.callerCPUs(n)}
+	s := schedule{setPolicy: true, policy: schedOther, cpus: newCPUSet(o.callerCPUs(n))}
 	switch o.Priority {
 	case PriorityNormal:
 		s.setPolicy = false // inherited: as the thread is

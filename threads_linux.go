@@ -12,9 +12,6 @@ const (
 	schedBatch = 3
 )
 
-// cpuSetWords is a CPU set of 512 CPUs (ggml's most), in 64-bit words.
-const cpuSetWords = 512 / 64
-
 // getSchedule returns the calling thread's policy, priority and CPUs.
 func getSchedule() (schedule, error) {
 	policy, _, e := syscall.RawSyscall(syscall.SYS_SCHED_GETSCHEDULER, 0, 0, 0)
@@ -25,15 +22,9 @@ func getSchedule() (schedule, error) {
 	if _, _, e := syscall.RawSyscall(syscall.SYS_SCHED_GETPARAM, 0, uintptr(unsafe.Pointer(&prio)), 0); e != 0 {
 		return schedule{}, e
 	}
-	var set [cpuSetWords]uint64
-	if _, _, e := syscall.RawSyscall(syscall.SYS_SCHED_GETAFFINITY, 0, unsafe.Sizeof(set), uintptr(unsafe.Pointer(&set))); e != 0 {
+	s := schedule{setPolicy: true, policy: int(policy), prio: int(prio), cpus: new(cpuSet)}
+	if _, _, e := syscall.RawSyscall(syscall.SYS_SCHED_GETAFFINITY, 0, unsafe.Sizeof(*s.cpus), uintptr(unsafe.Pointer(s.cpus))); e != 0 {
 		return schedule{}, e
-	}
-	s := schedule{setPolicy: true, policy: int(policy), prio: int(prio), cpus: []int{}}
-	for i := range cpuSetWords * 64 {
-		if set[i/64]&(1<<(i%64)) != 0 {
-			s.cpus = append(s.cpus, i)
-		}
 	}
 	return s, nil
 }
@@ -47,11 +38,7 @@ func setSchedule(s schedule) error {
 		}
 	}
 	if s.cpus != nil {
-		var set [cpuSetWords]uint64
-		for _, cpu := range s.cpus {
-			set[cpu/64] |= 1 << (cpu % 64)
-		}
-		if _, _, e := syscall.RawSyscall(syscall.SYS_SCHED_SETAFFINITY, 0, unsafe.Sizeof(set), uintptr(unsafe.Pointer(&set))); e != 0 {
+		if _, _, e := syscall.RawSyscall(syscall.SYS_SCHED_SETAFFINITY, 0, unsafe.Sizeof(*s.cpus), uintptr(unsafe.Pointer(s.cpus))); e != 0 {
 			return e
 		}
 	}
