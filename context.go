@@ -394,14 +394,14 @@ func (c *Context) attachThreads(n, nBatch int) error {
 
 // pinFor places the calling thread as the pool that computes a batch of
 // n tokens asks (llama.cpp uses the batch pool for more than one token),
-// returning what undoes it (nil: nothing was needed).
+// returning what undoes it.
 func (c *Context) pinFor(op string, n int) (func(), error) {
 	pin := c.pin
 	if n > 1 {
 		pin = c.pinBatch
 	}
 	if pin == nil {
-		return nil, nil
+		return func() {}, nil
 	}
 	restore, err := pinCaller(*pin)
 	if err != nil {
@@ -569,9 +569,7 @@ func (c *Context) decodeLocked(ctx context.Context, b *Batch) error {
 	}
 	c.idle = false
 	rc := capi.Decode(c.ptr, b.c())
-	if restore != nil {
-		restore()
-	}
+	restore()
 	if stop != nil && !stop() {
 		// The abort func has started; wait until it has set the flag so
 		// that clearing it below cannot be undone by it.
@@ -659,9 +657,7 @@ func (c *Context) encode(ctx context.Context, b *Batch) error {
 	}
 	c.idle = false
 	rc := capi.Encode(c.ptr, b.c())
-	if restore != nil {
-		restore()
-	}
+	restore()
 	if stop != nil && !stop() {
 		for c.abort.Load() == 0 {
 			runtime.Gosched()
