@@ -45,27 +45,29 @@ func BenchmarkLimitEngine(b *testing.B) {
 			d := benchlimit.NewDecoder(b, path, parallel, 512*parallel, 2048)
 			prompt := engTokenize(b, m, "Once upon a time", true)
 			tp := benchlimit.NewThroughput(clients, nGen).WithPrompt(len(prompt))
+			gen := func() int {
+				p := DefaultSamplingParams()
+				p.Seed = 42
+				p.IgnoreEOS = true
+				p.BackendSampling = benchlimit.BackendSampling()
+				n := 0
+				for ev, err := range e.Generate(context.Background(), &Request{Kind: KindCompletion, Prompt: prompt, Params: p, NPredict: nGen, SlotID: -1}) {
+					if err != nil {
+						b.Error(err)
+					}
+					if ev.Done {
+						n = ev.Generated
+					}
+				}
+				return n
+			}
+			tp.Warm(b, d, gen)
 			var nd int
 			if err := e.do(func() { e.busyTime, e.decodeTime, nd = 0, 0, -int(e.metrics.DecodeTotal) }); err != nil {
 				b.Fatal(err)
 			}
 			for b.Loop() {
-				tp.Round(b, d, func() int {
-					p := DefaultSamplingParams()
-					p.Seed = 42
-					p.IgnoreEOS = true
-					p.BackendSampling = benchlimit.BackendSampling()
-					n := 0
-					for ev, err := range e.Generate(context.Background(), &Request{Kind: KindCompletion, Prompt: prompt, Params: p, NPredict: nGen, SlotID: -1}) {
-						if err != nil {
-							b.Error(err)
-						}
-						if ev.Done {
-							n = ev.Generated
-						}
-					}
-					return n
-				})
+				tp.Round(b, d, gen)
 			}
 			var busy, dec time.Duration
 			if err := e.do(func() { busy, dec = e.busyTime, e.decodeTime; nd += int(e.metrics.DecodeTotal) }); err != nil {

@@ -145,15 +145,17 @@ func BenchmarkLimitThroughput(b *testing.B) {
 				body := map[string]any{"prompt": "Once upon a time", "n_predict": nGen, "ignore_eos": true,
 					"seed": limitSeed(), "cache_prompt": false, "stream": true, "backend_sampling": benchlimit.BackendSampling()}
 				tp := benchlimit.NewThroughput(clients, nGen).WithPrompt(limitPromptLen(b, d.M, body["prompt"].(string)))
+				gen := func() int {
+					st, err := limitPost(context.Background(), url, body, nil)
+					if err != nil {
+						b.Error(err)
+						return 0
+					}
+					return st.predicted
+				}
+				tp.Warm(b, d, gen)
 				for b.Loop() {
-					tp.Round(b, d, func() int {
-						st, err := limitPost(context.Background(), url, body, nil)
-						if err != nil {
-							b.Error(err)
-							return 0
-						}
-						return st.predicted
-					})
+					tp.Round(b, d, gen)
 				}
 				tp.Report(b, b.N)
 			})

@@ -238,6 +238,16 @@ func (t *Throughput) Round(b testing.TB, d *Decoder, gen func() int) {
 	t.rounds++
 }
 
+// Warm runs one round of gen and of the limits' decodes that is not
+// counted: the first request of a server and the first decodes of a
+// context pay once for what later ones find ready (graphs, caches of the
+// vocabulary, the pages of the model), which in the few rounds of a
+// benchmark moved a ratio by several percent.
+func (t *Throughput) Warm(b testing.TB, d *Decoder, gen func() int) {
+	w := Throughput{clients: t.clients, nGen: t.nGen, prompt: t.prompt}
+	w.Round(b, d, gen)
+}
+
 // Idle puts the decoder's compute threads to sleep (llama.Context.Idle), as
 // the engine does when its queue empties: without it they poll for a
 // while after the last step and take the cores from the figure measured
