@@ -417,6 +417,11 @@ func (c *SamplerChain) sample(ctx *Context, idx int) (Token, error) {
 		return NoToken, err
 	}
 	defer c.mu.Unlock()
+	return c.sampleLocked(ctx, idx)
+}
+
+// sampleLocked is sample for a caller that holds ctx.mu and c.mu.
+func (c *SamplerChain) sampleLocked(ctx *Context, idx int) (Token, error) {
 	if ctx.model != c.model {
 		return NoToken, errorf(CodeInvalid, "sample", "chain and context belong to different models")
 	}
