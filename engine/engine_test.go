@@ -893,3 +893,38 @@ func TestStreamOutbox(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineSampleThreads: with the slots of a step sampled at once
+// (SampleThreads), seeded requests sharing the steps give the tokens they
+// give sampled one after another, a grammar's slot among them.
+func TestEngineSampleThreads(t *testing.T) {
+	run := func(threads int) ([]string, int) {
+		m, e := newEngTestEngine(t, Options{CtxSize: 4 * 256, Parallel: 4, SampleThreads: threads})
+		prompt := engTokenize(t, m, "Once upon a time", true)
+		texts := make([]string, 4)
+		var wg sync.WaitGroup
+		for i := range texts {
+			tk := engGreedyTask(prompt, 24)
+			tk.Params = DefaultSamplingParams()
+			tk.Params.Seed = uint32(10 + i)
+			tk.Params.IgnoreEOS = true
+			if i == 3 {
+				tk.Params.Grammar = `root ::= [a-z ]+`
+			}
+			wg.Go(func() { texts[i] = engRun(t, e, tk).text })
+		}
+		wg.Wait()
+		var n int
+		if err := e.do(func() { n = e.presampled }); err != nil {
+			t.Fatal(err)
+		}
+		return texts, n
+	}
+	want, n := run(1)
+	require.Zero(t, n)
+	for _, threads := range []int{2, -1} {
+		got, n := run(threads)
+		assert.Equal(t, want, got, "SampleThreads %d", threads)
+		assert.Positive(t, n, "SampleThreads %d: no step was sampled at once", threads)
+	}
+}

@@ -37,7 +37,7 @@ func BenchmarkLimitEngine(b *testing.B) {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			parallel := max(8, clients)
 			e, err := New(m, Options{Parallel: parallel, CtxSize: parallel * 512,
-				Threads: benchlimit.Threads(), ThreadsBatch: benchlimit.Threads()})
+				Threads: benchlimit.Threads(), ThreadsBatch: benchlimit.Threads(), SampleThreads: benchlimit.SampleThreads()})
 			if err != nil {
 				b.Fatal(err)
 			}

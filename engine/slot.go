@@ -30,6 +30,10 @@ type engSlot struct {
 	undoIdx   int
 	iFirst    int                 // batch index of the first prompt token (embeddings)
 	smpl      *llama.SamplerChain // the samplers, dist last
+	// pre: this step's token was sampled by presample (preTok, preErr).
+	pre       bool
+	preTok    llama.Token
+	preErr    error
 	gram      *llama.SamplerChain // the grammar, if any
 	cand      []llama.TokenData
 	last      llama.Token // sampled, not yet decoded
@@ -427,9 +431,43 @@ func (e *Engine) step() bool {
 			e.specVerify(s)
 			continue
 		}
+		e.toSample = append(e.toSample, s)
+	}
+	e.presample(e.toSample)
+	for _, s := range e.toSample {
 		e.sampleNext(s)
 	}
+	clear(e.toSample)
+	e.toSample = e.toSample[:0]
 	return true
+}
+
+// presample samples the rows of the slots at once (llama.Context.SampleParallel)
+// when there are several and more than one sampling goroutine is allowed;
+// sampleNext then takes each slot's token. Slots with a grammar sample
+// theirs in sampleNext, one after another.
+func (e *Engine) presample(slots []*engSlot) {
+	if e.sampleWorkers <= 1 || len(slots) < 2 {
+		return
+	}
+	jobs := e.sampleJobs[:0]
+	for _, s := range slots {
+		if s.gram == nil {
+			jobs = append(jobs, llama.SampleJob{Chain: s.smpl, Index: s.iBatch})
+		}
+	}
+	if len(jobs) >= 2 && e.lctx.SampleParallel(jobs, e.sampleWorkers) == nil {
+		e.presampled++
+		k := 0
+		for _, s := range slots {
+			if s.gram == nil {
+				s.pre, s.preTok, s.preErr = true, jobs[k].Token, jobs[k].Err
+				k++
+			}
+		}
+	}
+	clear(jobs)
+	e.sampleJobs = jobs[:0]
 }
 
 // clearIdleSlots frees the memory of the idle slots, saving their prompts
@@ -493,7 +531,12 @@ func (e *Engine) sampleNext(s *engSlot) {
 			logits = l
 		}
 	}
-	tok, err := e.sample(s)
+	tok, err := s.preTok, s.preErr
+	if s.pre {
+		s.pre = false
+	} else {
+		tok, err = e.sample(s)
+	}
 	if err != nil {
 		e.fail(s, err)
 		return

@@ -56,6 +56,7 @@ func limitServer(b *testing.B, path string, parallel, slotCtx, batch int, o engi
 	b.Helper()
 	o.Parallel, o.CtxSize, o.BatchSize = parallel, parallel*slotCtx, batch
 	o.Threads, o.ThreadsBatch = benchlimit.Threads(), benchlimit.Threads()
+	o.SampleThreads = benchlimit.SampleThreads()
 	_, ts := newTestServer(b, Options{Model: path, Engine: o})
 	return ts.URL
 }

@@ -761,3 +761,25 @@ func TestFlagPrefillChunk(t *testing.T) {
 		assert.Equal(t, tc.want, prefill{e.PrefillChunk, e.PrefillSlowdown}, "%v", tc.args)
 	}
 }
+
+// TestFlagSampleThreads checks --sample-threads, this server's own option.
+func TestFlagSampleThreads(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+		err  string
+	}{
+		{nil, 0, ""},
+		{[]string{"--sample-threads", "2"}, 2, ""},
+		{[]string{"--sample-threads", "-1"}, -1, ""},
+		{[]string{"--sample-threads", "two"}, 0, "--sample-threads"},
+	} {
+		c, err := parseFlags(tc.args, envOf(nil), io.Discard)
+		if tc.err != "" {
+			assert.ErrorContains(t, err, tc.err)
+			continue
+		}
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, c.opts.Engine.SampleThreads, "%v", tc.args)
+	}
+}

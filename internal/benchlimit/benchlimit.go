@@ -41,6 +41,13 @@ func Threads() int {
 // set to 1.
 func BackendSampling() bool { return os.Getenv("LLAMA_BENCH_BACKEND_SAMPLING") == "1" }
 
+// SampleThreads is the engine's SampleThreads in these benchmarks:
+// $LLAMA_BENCH_SAMPLE_THREADS, else 0 (one slot after another).
+func SampleThreads() int {
+	n, _ := strconv.Atoi(os.Getenv("LLAMA_BENCH_SAMPLE_THREADS"))
+	return n
+}
+
 // Model125M returns the path of the 125M benchmark model (Q8_0).
 func Model125M(b testing.TB) string {
 	b.Helper()
