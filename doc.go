@@ -65,6 +65,15 @@
 // logits are then not computed. On a 2-core CPU it measured the same
 // throughput as sampling on the CPU at 8 streams and about 5% more at one.
 //
+// # Sampling several sequences
+//
+// After one decode of several sequences, Context.SampleParallel samples
+// each sequence's row with its own chain over several goroutines: the
+// tokens are those of Sample called job after job. It pays where cores
+// are free while the compute threads wait; on a machine whose cores the
+// compute threads fill, waking a helper costs the next decode more than
+// the sampling it takes over.
+//
 // # Compute threads
 //
 // ContextOptions.Threads and ThreadsBatch size ggml's threadpools, which

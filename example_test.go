@@ -180,3 +180,34 @@ func ExampleThreadPoolOptions() {
 	fmt.Println(lctx.Threads())
 	// Output: 2 2
 }
+
+// Sample the outputs of several sequences of one decode at once, each
+// with its own chain.
+func ExampleContext_SampleParallel() {
+	ctx := context.Background()
+	model, _ := llama.LoadModel(ctx, modelPath, llama.ModelOptions{})
+	defer model.Close()
+	lctx, _ := model.NewContext(llama.ContextOptions{ContextSize: 512, Sequences: 2, Threads: 1})
+	batch := llama.NewBatch(64, 1)
+	var jobs []llama.SampleJob
+	for seq, prompt := range []string{"Once upon a time", "The little dog"} {
+		toks, _ := model.Tokenize(prompt, llama.TokenizeOptions{AddSpecial: true})
+		_ = batch.AddSequence(toks, 0, seq, true)
+		chain, _ := llama.NewSamplerChain(model, llama.SamplerChainOptions{}, llama.Greedy())
+		defer chain.Close()
+		jobs = append(jobs, llama.SampleJob{Chain: chain, Index: batch.Len() - 1})
+	}
+	if err := lctx.Decode(ctx, batch); err != nil {
+		panic(err)
+	}
+	if err := lctx.SampleParallel(jobs, 2); err != nil {
+		panic(err)
+	}
+	for _, j := range jobs {
+		piece, _ := model.TokenPiece(j.Token, false)
+		fmt.Printf("%q %v\n", piece, j.Err)
+	}
+	// Output:
+	// "," <nil>
+	// " was" <nil>
+}
