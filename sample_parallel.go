@@ -61,6 +61,7 @@ func (c *Context) SampleParallel(jobs []SampleJob, workers int) error {
 			later = append(later, i)
 		}
 	}
+	// run samples job i, whose chain the caller has locked, and unlocks it.
 	run := func(i int) {
 		j := &jobs[i]
 		j.Token, j.Err = j.Chain.sampleLocked(c, j.Index)
@@ -100,13 +101,11 @@ func (c *Context) SampleParallel(jobs []SampleJob, workers int) error {
 		<-done
 	}
 	for _, i := range later {
-		j := &jobs[i]
-		if err := j.Chain.lock("sample"); err != nil {
-			j.Token, j.Err = NoToken, err
+		if err := jobs[i].Chain.lock("sample"); err != nil {
+			jobs[i].Token, jobs[i].Err = NoToken, err
 			continue
 		}
-		j.Token, j.Err = j.Chain.sampleLocked(c, j.Index)
-		j.Chain.mu.Unlock()
+		run(i)
 	}
 	return nil
 }
