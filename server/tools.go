@@ -225,6 +225,9 @@ func handleToolsCall(s *Server) handlerFunc {
 		if ts == nil {
 			return errFeatureDisabled()
 		}
+		if err := requireJSONBody(r); err != nil {
+			return err
+		}
 		body, err := readBody(r)
 		if err != nil {
 			return badRequest("%v", err)
