@@ -227,6 +227,7 @@ type Server struct {
 	downloading map[string]bool
 
 	tools    *toolSet           // nil: /tools answers 403
+	proxy    *corsProxy         // the client of /cors-proxy
 	streams  streamStore        // resumable streams (X-Conversation-Id)
 	controls completionControls // chat completions in flight
 
@@ -306,6 +307,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.tools = tools
+	s.proxy = newCORSProxy(o.Tools.CORSProxyAllowPrivate)
 	s.handler = s.buildHandler()
 	s.warnExposure()
 
@@ -465,6 +467,10 @@ func (s *Server) warnExposure() {
 		s.log.Warn(msg)
 	}
 	if s.opts.Tools.CORSProxy {
-		s.log.Warn("the CORS proxy (/cors-proxy) is on: the server fetches any URL for its callers")
+		msg := "the CORS proxy (/cors-proxy) is on: the server fetches URLs for its web page"
+		if s.opts.Tools.CORSProxyAllowPrivate {
+			msg += ", loopback, private and link-local addresses included (cloud metadata too)"
+		}
+		s.log.Warn(msg)
 	}
 }
