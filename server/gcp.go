@@ -60,7 +60,7 @@ func gcpAlias(path string) string {
 // addGCPRoutes registers the prediction route (and the health alias) on
 // mux when s.opts.GCP enables them; rs are the server's routes, which
 // predictions dispatch to.
-func (s *Server) addGCPRoutes(mux *http.ServeMux, rs []route, auth func(http.Handler) http.Handler) error {
+func (s *Server) addGCPRoutes(mux *http.ServeMux, rs []route, guard func(dialect, access, http.Handler) http.Handler) error {
 	g := s.opts.GCP
 	if !g.Enabled {
 		return nil
@@ -95,7 +95,7 @@ func (s *Server) addGCPRoutes(mux *http.ServeMux, rs []route, auth func(http.Han
 		if !strings.HasPrefix(h, "/") {
 			h = "/" + h
 		}
-		mux.Handle("GET "+h, llamaErrors.serve(handleHealth(s)))
+		mux.Handle("GET "+h, guard(llamaErrors, public, llamaErrors.serve(handleHealth(s))))
 	}
 	predictOne := func(ctx context.Context, orig *http.Request, inst json.RawMessage) any {
 		fail := func(msg string) any {
@@ -127,6 +127,7 @@ func (s *Server) addGCPRoutes(mux *http.ServeMux, rs []route, auth func(http.Han
 			return fail(err.Error())
 		}
 		req.Header = orig.Header.Clone()
+		req.Host = orig.Host // the routes' Host and Origin checks see the prediction's
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Del("Content-Length")
 		req.RemoteAddr = orig.RemoteAddr
@@ -145,7 +146,7 @@ func (s *Server) addGCPRoutes(mux *http.ServeMux, rs []route, auth func(http.Han
 		}
 		return v
 	}
-	mux.Handle("POST "+predict, auth(llamaErrors.serve(func(w http.ResponseWriter, r *http.Request) error {
+	mux.Handle("POST "+predict, guard(llamaErrors, keyed, llamaErrors.serve(func(w http.ResponseWriter, r *http.Request) error {
 		var body struct {
 			Instances *[]json.RawMessage `json:"instances"`
 		}

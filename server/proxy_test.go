@@ -34,7 +34,7 @@ func TestCORSProxy(t *testing.T) {
 		}
 	}))
 	defer target.Close()
-	_, ts := newTestServer(t, Options{Tools: ToolsOptions{CORSProxy: true}})
+	_, ts := newTestServer(t, Options{Tools: ToolsOptions{CORSProxy: true, CORSProxyAllowPrivate: true}})
 
 	for _, tc := range []struct {
 		name   string
@@ -84,6 +84,9 @@ func TestCORSProxy(t *testing.T) {
 			}
 			req, err := http.NewRequest(tc.method, ts.URL+"/cors-proxy?url="+url.QueryEscape(tc.url), rd)
 			require.NoError(t, err)
+			if rd != nil {
+				req.Header.Set("Content-Type", "application/json")
+			}
 			for k, v := range tc.hdr {
 				req.Header.Set(k, v)
 			}

@@ -116,20 +116,25 @@ func (s *Server) routes() []route {
 }
 
 // buildHandler makes the server's http.Handler: the routes behind panic
-// recovery, CORS, the API key check (for keyed routes), the body limit and
-// the request timeout.
+// recovery, CORS, the body limit and the request timeout, then, route by
+// route in its error dialect, the Host check against DNS rebinding, the
+// refusal of cross-site state-changing requests (crossorigin.go) and the
+// API key check (for keyed routes).
 func (s *Server) buildHandler() http.Handler {
 	rs := s.routes()
 	auth := requireAPIKey(s.opts.APIKeys)
-	mux := http.NewServeMux()
-	for _, rt := range rs {
-		h := rt.Errors.serve(rt.Handler)
-		if rt.Access == keyed {
+	hosts, origins := newHostPolicy(s.opts.AllowedHosts), newOriginPolicy(s.opts.CORSOrigins)
+	guard := func(d dialect, a access, h http.Handler) http.Handler {
+		if a == keyed {
 			h = auth(h)
 		}
-		mux.Handle(rt.Pattern, h)
+		return chain(h, checkHost(hosts, d), refuseCrossSite(origins, d))
 	}
-	if err := s.addGCPRoutes(mux, rs, auth); err != nil {
+	mux := http.NewServeMux()
+	for _, rt := range rs {
+		mux.Handle(rt.Pattern, guard(rt.Errors, rt.Access, rt.Errors.serve(rt.Handler)))
+	}
+	if err := s.addGCPRoutes(mux, rs, guard); err != nil {
 		s.log.Error("GCP compat disabled", "err", err)
 	}
 	notFound := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

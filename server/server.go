@@ -96,8 +96,26 @@ type Options struct {
 	// endpoints (/health, GET /models, GET /v1/models).
 	APIKeys []string
 	// CORSOrigins are the origins browsers may call from ("*": any;
-	// "localhost": the loopback origins); none disables CORS.
+	// "localhost": the loopback origins); none disables CORS. They also
+	// decide which web pages may send state-changing requests (every
+	// method but GET, HEAD and OPTIONS): a request carrying an Origin
+	// that is neither the server's own nor allowed here, or marked
+	// "Sec-Fetch-Site: cross-site" without an allowed Origin, gets a
+	// 403, even the no-cors requests that CORS alone never stops.
+	// Requests without Origin (curl, SDKs) are not affected. "*" allows
+	// every web page the user visits to call the API (New logs a
+	// warning).
 	CORSOrigins []string
+	// AllowedHosts are the Host names the server answers besides the
+	// loopback ones, against DNS rebinding (--allowed-hosts). Over a
+	// connection received on a loopback address, the Host must be
+	// localhost, a name under .localhost, a loopback address, or one of
+	// these; once some are given, every other connection must name one of
+	// them, a loopback name or an IP address. Entries are host names
+	// without port; "*.example.com" allows the names under example.com;
+	// "*" turns the check off. Nil: loopback names only, over loopback
+	// connections (connections to other addresses are not checked).
+	AllowedHosts []string
 	// CORSMethods and CORSHeaders are what preflights allow (""
 	// llama-server's defaults: "GET, POST, DELETE, OPTIONS" and "*").
 	CORSMethods, CORSHeaders string
@@ -209,6 +227,7 @@ type Server struct {
 	downloading map[string]bool
 
 	tools    *toolSet           // nil: /tools answers 403
+	proxy    *corsProxy         // the client of /cors-proxy
 	streams  streamStore        // resumable streams (X-Conversation-Id)
 	controls completionControls // chat completions in flight
 
@@ -288,7 +307,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.tools = tools
+	s.proxy = newCORSProxy(o.Tools.CORSProxyAllowPrivate)
 	s.handler = s.buildHandler()
+	s.warnExposure()
 
 	if !s.router {
 		e := s.models[0]
@@ -432,4 +453,24 @@ func (s *Server) busy(insts []*instance) bool {
 		}
 	}
 	return false
+}
+
+// warnExposure logs, at start, the settings that let web pages the user
+// visits reach the server: CORS allowing every origin, and the CORS
+// proxy.
+func (s *Server) warnExposure() {
+	if newOriginPolicy(s.opts.CORSOrigins).any {
+		msg := "CORS allows every origin ('*'): any web page the user visits can call this server's API"
+		if len(s.opts.APIKeys) == 0 {
+			msg += ", and no API key is set"
+		}
+		s.log.Warn(msg)
+	}
+	if s.opts.Tools.CORSProxy {
+		msg := "the CORS proxy (/cors-proxy) is on: the server fetches URLs for its web page"
+		if s.opts.Tools.CORSProxyAllowPrivate {
+			msg += ", loopback, private and link-local addresses included (cloud metadata too)"
+		}
+		s.log.Warn(msg)
+	}
 }

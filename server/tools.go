@@ -44,9 +44,23 @@ type ToolsOptions struct {
 	// (--mcp-servers-json).
 	MCPServersJSON string
 	// CORSProxy enables /cors-proxy?url=... (--ui-mcp-proxy), which
-	// forwards a GET or POST to any http(s) URL, for the web UI's MCP
-	// client. Without it /cors-proxy answers 403.
+	// forwards a GET or POST to an http(s) URL, for the web UI's MCP
+	// client. Without it /cors-proxy answers 403. It answers only the
+	// server's own web page (same-origin requests), origins listed
+	// exactly in Options.CORSOrigins, and clients that send no Origin;
+	// a POST must be JSON (its Content-Type, or the forwarded
+	// X-Llama-Server-Proxy-Header-Content-Type, application/json). It
+	// does not connect to loopback, private, link-local (cloud metadata),
+	// multicast or unspecified addresses, checked after DNS resolution
+	// at every connection, follows at most 5 redirects, and relays at most
+	// 32 MiB of a response body, sent as an attachment under
+	// "Content-Security-Policy: sandbox" and without cookies.
 	CORSProxy bool
+	// CORSProxyAllowPrivate lets /cors-proxy connect to loopback,
+	// private, link-local (cloud metadata included) and the other
+	// addresses it refuses by default (--cors-proxy-allow-private), for
+	// MCP servers on this machine or the local network.
+	CORSProxyAllowPrivate bool
 }
 
 // toolStream receives a streaming tool's output as it comes. It returns
@@ -224,6 +238,9 @@ func handleToolsCall(s *Server) handlerFunc {
 		ts := s.tools
 		if ts == nil {
 			return errFeatureDisabled()
+		}
+		if err := requireJSONBody(r); err != nil {
+			return err
 		}
 		body, err := readBody(r)
 		if err != nil {

@@ -250,6 +250,7 @@ func TestToolsStream(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			req, err := http.NewRequest("POST", ts.URL+"/tools", strings.NewReader(`{"tool":"exec_shell_command","params":{"command":"echo hello"},"stream":true}`))
 			require.NoError(t, err)
+			req.Header.Set("Content-Type", "application/json")
 			for k, v := range tc.hdr {
 				req.Header.Set(k, v)
 			}

@@ -887,6 +887,10 @@ func flagTable(c *config) []flagDef {
 			o.CORSOrigins, c.corsOriginsExplicit = splitList(v), true
 			return nil
 		}},
+		{names: []string{"--allowed-hosts"}, arg: "HOSTS", sec: sv, help: "Host names the server answers besides localhost, 127.0.0.1 and [::1], comma-separated (*.example.com: names under it; *: any), against DNS rebinding; once given, checked on every connection, otherwise on loopback ones only (not a llama-server option)", set: func(_ *config, v string) error {
+			o.AllowedHosts = splitList(v)
+			return nil
+		}},
 		{names: []string{"--cors-methods"}, arg: "METHODS", env: "LLAMA_ARG_CORS_METHODS", sec: sv, help: "allowed CORS methods (default GET, POST, DELETE, OPTIONS)", set: strTo(&o.CORSMethods)},
 		{names: []string{"--cors-headers"}, arg: "HEADERS", env: "LLAMA_ARG_CORS_HEADERS", sec: sv, help: "allowed CORS headers (default *)", set: strTo(&o.CORSHeaders)},
 		{names: []string{"--cors-credentials"}, neg: []string{"--no-cors-credentials"}, env: "LLAMA_ARG_CORS_CREDENTIALS", sec: sv, help: "allow CORS credentials (default on)", set: func(_ *config, v string) error {
@@ -903,6 +907,7 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"--ui-mcp-proxy", "--webui-mcp-proxy"}, neg: []string{"--no-ui-mcp-proxy", "--no-webui-mcp-proxy"}, env: "LLAMA_ARG_UI_MCP_PROXY", sec: sv, help: "the web UI's MCP proxy (default off)", set: boolTo(&o.Tools.CORSProxy)},
+		{names: []string{"--cors-proxy-allow-private"}, sec: sv, help: "let the MCP proxy connect to loopback, private and link-local addresses, cloud metadata included (default off: public addresses only; not a llama-server option)", set: boolTo(&o.Tools.CORSProxyAllowPrivate)},
 		{names: []string{"--tools"}, arg: "TOOL1,TOOL2,...", env: "LLAMA_ARG_TOOLS", sec: sv, help: "built-in tools the server runs (all: every one)", set: func(_ *config, v string) error {
 			o.Tools.Enabled = splitList(v)
 			return nil

@@ -173,6 +173,15 @@ func TestFlagSpellings(t *testing.T) {
 			assert.Equal(t, "X-A", c.opts.CORSHeaders)
 			assert.True(t, c.opts.NoCORSCredentials)
 		}},
+		{[]string{"--allowed-hosts", "box.lan, *.example.com", "--ui-mcp-proxy", "--cors-proxy-allow-private"}, func(t *testing.T, c *config) {
+			assert.Equal(t, []string{"box.lan", "*.example.com"}, c.opts.AllowedHosts)
+			assert.True(t, c.opts.Tools.CORSProxy)
+			assert.True(t, c.opts.Tools.CORSProxyAllowPrivate)
+		}},
+		{[]string{"--ui-mcp-proxy"}, func(t *testing.T, c *config) {
+			assert.Nil(t, c.opts.AllowedHosts, "loopback names only by default")
+			assert.False(t, c.opts.Tools.CORSProxyAllowPrivate, "public addresses only by default")
+		}},
 		{[]string{"--tools", "all"}, func(t *testing.T, c *config) {
 			assert.Equal(t, []string{"localhost"}, c.opts.CORSOrigins, "tools narrow CORS to localhost unless --cors-origins is given")
 		}},
