@@ -202,7 +202,9 @@ func drafterCaseNamed(name string) drafterCase {
 func FuzzDraftNgramSimple(f *testing.F) { fuzzDrafter(f, drafterCaseNamed("ngram simple"), false) }
 func FuzzDraftNgramMap(f *testing.F)    { fuzzDrafter(f, drafterCaseNamed("ngram map"), false) }
 func FuzzDraftNgramCache(f *testing.F)  { fuzzDrafter(f, drafterCaseNamed("ngram cache"), false) }
-func FuzzDraftAdaptive(f *testing.F)    { fuzzDrafter(f, drafterCaseNamed("adaptive ngram simple"), false) }
+func FuzzDraftAdaptive(f *testing.F) {
+	fuzzDrafter(f, drafterCaseNamed("adaptive ngram simple"), false)
+}
 
 // FuzzDraftDraftModel drafts with stories260K for itself; histories are of
 // valid tokens (an invalid one is the decode's error, which the fuzz would
