@@ -249,3 +249,16 @@ func TestEngineSpeculativePromptLengths(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineControlPanic: a control call's panic (the work SaveSlot and
+// the like run on the loop) is that call's error, and the loop goes on.
+func TestEngineControlPanic(t *testing.T) {
+	m, e := newEngTestEngine(t, Options{CtxSize: 512, Logger: slog.New(slog.DiscardHandler)})
+	err := e.do(func() { panic("boom: control") })
+	var pe *llama.PanicError
+	require.True(t, errors.As(err, &pe), "%v", err)
+	assert.Equal(t, "llama: engine: control: panic: boom: control", err.Error())
+	r := engRun(t, e, engGreedyTask(engTokenize(t, m, "Once upon a time", true), 16))
+	assert.NotEmpty(t, r.text)
+	assert.True(t, strings.HasPrefix(storiesGreedy, r.text), r.text)
+}
