@@ -345,7 +345,7 @@ func (c *Context) attachThreads(n, nBatch int) error {
 		var err error
 		// ggml applies the priority and placement to the thread that
 		// starts the pool: one locked for it and restored after.
-		onScratchThread(func() {
+		perr := onScratchThread(func() {
 			s := o.schedFor(n)
 			if err = setSchedule(schedule{setPolicy: s.setPolicy, policy: s.policy, prio: s.prio}); err != nil {
 				err = errorf(CodeInvalid, "threads", "cannot give the compute threads priority %d (above normal needs CAP_SYS_NICE): %v", o.Priority, err)
@@ -357,6 +357,9 @@ func (c *Context) attachThreads(n, nBatch int) error {
 			}
 			tp = capi.ThreadpoolNew(&p)
 		})
+		if perr != nil {
+			return tp, perr
+		}
 		if err == nil && tp == 0 {
 			err = errorf(CodeLoad, "threads", "ggml could not start %d threads", n)
 		}

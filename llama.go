@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,6 +113,38 @@ var (
 	// while a Context still uses it.
 	ErrBusy = &Error{Code: CodeBusy}
 )
+
+// PanicError is a Go panic turned into an error: a panic of a Custom
+// sampler's method, which llama.cpp calls (a panic must not unwind through
+// its frames, which would leave its state half changed), or of a
+// SampleParallel job on a helper goroutine (which would end the process).
+// The package engine reports the panics it recovers in its loop (in a
+// drafter, a sampler, its own code) the same way. It is a failure of the
+// program, not of the input: a server answers it as an internal error.
+type PanicError struct {
+	Op    string // where it happened, e.g. "custom sampler top3: apply"
+	Value any    // the value given to panic
+	Stack []byte // the panicking goroutine's stack (runtime/debug.Stack)
+}
+
+// NewPanicError returns a PanicError for v, the value of recover, with
+// the stack of the calling goroutine; call it from the deferred function
+// that recovered, so that the stack shows where the panic was raised.
+func NewPanicError(op string, v any) *PanicError {
+	return &PanicError{Op: op, Value: v, Stack: debug.Stack()}
+}
+
+// Error formats the error as "llama: op: panic: value".
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("llama: %s: panic: %v", e.Op, e.Value)
+}
+
+// Unwrap returns the value given to panic when it is an error (a runtime
+// error, say), else nil.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
 
 func errorf(code ErrorCode, op, format string, args ...any) error {
 	return &Error{Code: code, Op: op, Msg: fmt.Sprintf(format, args...)}
@@ -320,6 +353,9 @@ func applyLogger() {
 }
 
 func logCallback(level int32, text *byte, _ uintptr) uintptr {
+	// A handler that panics loses its line: the panic must not unwind
+	// through llama.cpp's frames.
+	defer func() { _ = recover() }()
 	l := logger.Load()
 	if l == nil {
 		return 0

@@ -104,13 +104,25 @@ var (
 	progressID     atomic.Uintptr
 )
 
-func progressTrampoline(p float32, user uintptr) bool {
+// progressTrampoline calls the load's progress function. A panic there
+// stops the load (it must not unwind through llama.cpp's frames) and is
+// the load's error, kept in progressPanics.
+func progressTrampoline(p float32, user uintptr) (goOn bool) {
 	f, ok := progressFns.Load(user)
 	if !ok {
 		return true
 	}
+	defer func() {
+		if v := recover(); v != nil {
+			progressPanics.Store(user, NewPanicError("load model: progress", v))
+			goOn = false
+		}
+	}()
 	return f.(func(float32) bool)(p)
 }
+
+// progressPanics holds the panic of a load's progress function, by id.
+var progressPanics sync.Map // uintptr → *PanicError
 
 // LoadModel loads a GGUF model. A split model loads from the path of its
 // first split (name-00001-of-0000N.gguf); LoadModelSplits takes the paths
@@ -191,6 +203,7 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 			return ctx.Err() == nil
 		})
 		defer progressFns.Delete(id)
+		defer progressPanics.Delete(id)
 		p.ProgressCallback = progressCB
 		p.ProgressCallbackUserData = id
 	}
@@ -209,6 +222,9 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 	}
 	runtime.KeepAlive(keep)
 	if m == 0 {
+		if v, ok := progressPanics.Load(id); ok && id != 0 {
+			return nil, v.(*PanicError)
+		}
 		if err := ctx.Err(); err != nil {
 			return nil, &Error{Code: CodeCanceled, Op: "load model", Err: err}
 		}

@@ -14,14 +14,26 @@ import (
 // tokens earlier in the sequence and proposes the tokens that followed
 // them there (llama.cpp's ngram-simple). It suits output that repeats its
 // input, such as rewriting a given text with small edits.
+//
+// Its Draft returns no tokens, and never fails, for any history (too short
+// ones included) and any max; the work of one Draft is proportional to the
+// history's length times SizeN.
 type NgramSimple struct {
 	// SizeN is the length of the n-gram looked up (default 12, llama.cpp's
-	// --spec-ngram-simple-size-n).
+	// --spec-ngram-simple-size-n; at most 1024, llama.cpp's bound: larger
+	// values count as 1024).
 	SizeN int
-	// SizeM is the most tokens drafted (default 48, --spec-ngram-simple-size-m).
+	// SizeM is the most tokens drafted (default 48, --spec-ngram-simple-size-m;
+	// at most 1024 likewise).
 	SizeM int
 }
 
+// ngramSizeMax is the largest n-gram and draft size of NgramSimple and
+// NgramMap, llama.cpp's bound for --spec-ngram-*-size-n and -m: it keeps
+// the keys NgramMap remembers, and the drafts, small.
+const ngramSizeMax = 1024
+
+// ngramSizes applies the defaults (n <= 0: 12, m <= 0: 48) and the bound.
 func ngramSizes(n, m int) (int, int) {
 	if n <= 0 {
 		n = 12
@@ -29,20 +41,21 @@ func ngramSizes(n, m int) (int, int) {
 	if m <= 0 {
 		m = 48
 	}
-	return n, m
+	return min(n, ngramSizeMax), min(m, ngramSizeMax)
 }
 
 // Draft implements Drafter.
 func (s *NgramSimple) Draft(_ context.Context, history []Token, max int) ([]Token, error) {
 	n, m := ngramSizes(s.SizeN, s.SizeM)
-	if len(history) == 0 {
+	// The sequence before the last token must hold the key, the m tokens
+	// after an earlier occurrence of it, and more (llama.cpp asks for more
+	// than n+m+1 tokens); sizes are at most ngramSizeMax, so the sum
+	// cannot overflow.
+	cur := len(history) - 1
+	if max <= 0 || cur <= n+m+1 {
 		return nil, nil
 	}
-	toks, key := history[:len(history)-1], history[len(history)-n:]
-	cur := len(toks)
-	if cur <= n+m+1 {
-		return nil, nil
-	}
+	toks, key := history[:cur], history[len(history)-n:]
 	// The most recent earlier occurrence of the key, skipping the current one.
 	at := 0
 	for j := cur - n - 1; j > 0; j-- {
@@ -66,12 +79,15 @@ func (s *NgramSimple) Accepted(int) {}
 
 // NgramMap drafts by self-speculation like NgramSimple, and remembers for
 // each n-gram how many tokens of its last draft were accepted, drafting no
-// more than that from it next time (llama.cpp's ngram-map-k).
+// more than that from it next time (llama.cpp's ngram-map-k). Like
+// NgramSimple it drafts nothing, and never fails, when the history is too
+// short; it remembers at most one count per draft it made.
 type NgramMap struct {
 	// SizeN is the length of the key n-gram (default 12,
-	// --spec-ngram-map-k-size-n).
+	// --spec-ngram-map-k-size-n; at most 1024, larger values count as 1024).
 	SizeN int
-	// SizeM is the most tokens drafted (default 48, --spec-ngram-map-k-size-m).
+	// SizeM is the most tokens drafted (default 48, --spec-ngram-map-k-size-m;
+	// at most 1024 likewise).
 	SizeM int
 
 	accepted map[string]int // key n-gram -> tokens accepted of its last draft
@@ -82,14 +98,11 @@ type NgramMap struct {
 func (s *NgramMap) Draft(_ context.Context, history []Token, max int) ([]Token, error) {
 	n, m := ngramSizes(s.SizeN, s.SizeM)
 	s.last = ""
-	if len(history) == 0 {
+	cur := len(history) - 1
+	if max <= 0 || cur < 2*n+m {
 		return nil, nil
 	}
-	toks, key := history[:len(history)-1], history[len(history)-n:]
-	cur := len(toks)
-	if cur < 2*n+m {
-		return nil, nil
-	}
+	toks, key := history[:cur], history[len(history)-n:]
 	at := 0
 	for j := cur - n - m - 1; j > 0; j-- {
 		if slices.Equal(toks[j:j+n], key) {
@@ -108,14 +121,20 @@ func (s *NgramMap) Draft(_ context.Context, history []Token, max int) ([]Token, 
 	if !ok {
 		limit = m
 	}
+	count := min(m, limit, max)
+	if count <= 0 {
+		return nil, nil
+	}
 	s.last = k
-	return slices.Clone(toks[at+n : at+n+min(m, limit, max)]), nil
+	return slices.Clone(toks[at+n : at+n+count]), nil
 }
 
-// Accepted implements Drafter.
+// Accepted implements Drafter. A count outside [0, SizeM] is taken as the
+// nearest bound.
 func (s *NgramMap) Accepted(n int) {
-	if s.last != "" {
-		s.accepted[s.last] = n
+	if s.last != "" && s.accepted != nil {
+		_, m := ngramSizes(s.SizeN, s.SizeM)
+		s.accepted[s.last] = min(max(n, 0), m)
 	}
 }
 
@@ -267,7 +286,9 @@ func LoadNgramStats(path string) (*NgramStats, error) {
 type NgramCache struct {
 	// Static and Dynamic are optional statistics loaded with LoadNgramStats.
 	Static, Dynamic *NgramStats
-	// NDraft is the most tokens drafted (default 8, as llama.cpp).
+	// NDraft is the most tokens drafted (default 8, as llama.cpp; at most
+	// 1024: a repetitive text's statistics could otherwise extend a draft
+	// without end).
 	NDraft int
 
 	context *NgramStats
@@ -308,8 +329,8 @@ func (c *NgramCache) Draft(_ context.Context, history []Token, max int) ([]Token
 	if nDraft <= 0 {
 		nDraft = 8
 	}
-	nDraft = min(nDraft, max)
-	if len(history) < ngramStatic {
+	nDraft = min(nDraft, max, ngramSizeMax)
+	if nDraft <= 0 || len(history) < ngramStatic {
 		return nil, nil
 	}
 	static, dynamic := c.Static, c.Dynamic

@@ -28,6 +28,10 @@ type SampleJob struct {
 // only when c itself cannot be used (closed, or in use by another call);
 // the jobs' own errors are in their Err.
 //
+// A job that panics (in the package's own code: Go samplers, whose panics
+// are their chain's errors, run on the calling goroutine) fails with a
+// *PanicError in its Err; the other jobs are unaffected.
+//
 // It is for the step of a continuous-batching loop: after one Decode of
 // several sequences, each sequence's chain samples its own row, and with a
 // large vocabulary that is worth spreading over the cores the decode's
@@ -62,11 +66,7 @@ func (c *Context) SampleParallel(jobs []SampleJob, workers int) error {
 		}
 	}
 	// run samples job i, whose chain the caller has locked, and unlocks it.
-	run := func(i int) {
-		j := &jobs[i]
-		j.Token, j.Err = j.Chain.sampleLocked(c, j.Index)
-		j.Chain.mu.Unlock()
-	}
+	run := func(i int) { runJob(c, &jobs[i]) }
 	if n := min(workers, len(par)); n <= 1 {
 		for _, i := range par {
 			run(i)
@@ -108,4 +108,17 @@ func (c *Context) SampleParallel(jobs []SampleJob, workers int) error {
 		run(i)
 	}
 	return nil
+}
+
+// runJob samples j, whose chain the caller has locked, and unlocks it. A
+// panic becomes the job's error (a *PanicError): on a helper goroutine it
+// would end the process, and the caller waits for every job it counts.
+func runJob(c *Context, j *SampleJob) {
+	defer j.Chain.mu.Unlock()
+	defer func() {
+		if v := recover(); v != nil {
+			j.Token, j.Err = NoToken, NewPanicError("sample", v)
+		}
+	}()
+	j.Token, j.Err = j.Chain.sampleLocked(c, j.Index)
 }

@@ -452,17 +452,27 @@ func (c *SamplerChain) sampleLocked(ctx *Context, idx int) (Token, error) {
 		}
 		tok, ok := c.fast.sample(c.ptr, unsafe.Slice((*float32)(p), c.model.nVocb))
 		if !ok {
+			if err := c.goPanic("sample"); err != nil {
+				return NoToken, err
+			}
 			return NoToken, errorf(CodeInvalid, "sample", "no sampler of the chain selected a token")
 		}
 		t = int32(tok)
 	default:
 		t = capi.SamplerSample(c.ptr, ctx.ptr, int32(idx))
 	}
+	if c.hasGo {
+		if err := c.goFailure("sample"); err != nil {
+			if _, ok := err.(*PanicError); ok {
+				return NoToken, err
+			}
+			if t >= 0 && t < c.model.nVocb {
+				return Token(t), err
+			}
+		}
+	}
 	if t < 0 || t >= c.model.nVocb {
 		return NoToken, errorf(CodeInvalid, "sample", "no token could be sampled (did a grammar reject every token?)")
-	}
-	if c.hasGo && c.grammarFailed() {
-		return Token(t), errGrammarFailed("sample")
 	}
 	return Token(t), nil
 }
@@ -477,24 +487,42 @@ func errGrammarFailed(op string) error {
 	return errorf(CodeGrammar, op, "a token the grammar does not allow was chosen; the grammar now allows only end of generation")
 }
 
-// grammarFailed reports whether a grammar of the chain has failed.
-func (c *SamplerChain) grammarFailed() bool {
+// goFailure returns the error the chain's Go samplers left in the last
+// call into llama.cpp: the first panic one of them recovered (each is
+// reported once), else a failed grammar's error for op, else nil.
+func (c *SamplerChain) goFailure(op string) error {
 	if goIface == nil {
-		return false
+		return nil
 	}
+	var perr *PanicError
+	failed := false
 	n := capi.SamplerChainN(c.ptr)
 	for i := int32(0); i < n; i++ {
 		s := capi.SamplerChainGet(c.ptr, i)
 		if s == nil || s.Iface != uintptr(unsafe.Pointer(goIface)) {
 			continue
 		}
-		if v, ok := goSamplers.Load(s.Ctx); ok {
-			if g, ok := v.(*grammarSampler); ok && g.failed {
-				return true
+		e := goSampler(s)
+		if e == nil {
+			continue
+		}
+		if e.panicked != nil {
+			if perr == nil {
+				perr = e.panicked
 			}
+			e.panicked = nil
+		}
+		if g, ok := e.s.(*grammarSampler); ok && g.failed {
+			failed = true
 		}
 	}
-	return false
+	switch {
+	case perr != nil:
+		return perr
+	case failed:
+		return errGrammarFailed(op)
+	}
+	return nil
 }
 
 // Accept tells the chain a token was chosen (for penalties, grammars,
@@ -508,8 +536,8 @@ func (c *SamplerChain) Accept(t Token) error {
 		return err
 	}
 	capi.SamplerAccept(c.ptr, int32(t))
-	if c.hasGo && c.grammarFailed() {
-		return errGrammarFailed("accept")
+	if c.hasGo {
+		return c.goFailure("accept")
 	}
 	return nil
 }
@@ -521,6 +549,18 @@ func (c *SamplerChain) Reset() error {
 	}
 	defer c.mu.Unlock()
 	capi.SamplerReset(c.ptr)
+	return c.goPanic("reset")
+}
+
+// goPanic returns the panic a Go sampler of the chain recovered in the
+// last call into llama.cpp (see goFailure), or nil.
+func (c *SamplerChain) goPanic(op string) error {
+	if !c.hasGo {
+		return nil
+	}
+	if err, ok := c.goFailure(op).(*PanicError); ok {
+		return err
+	}
 	return nil
 }
 
@@ -540,6 +580,10 @@ func (c *SamplerChain) Clone() (*SamplerChain, error) {
 		return nil, errBackendOnly("clone")
 	}
 	p := capi.SamplerClone(c.ptr)
+	if err := c.goPanic("clone"); err != nil {
+		capi.SamplerFree(p) // the chain holds no sampler where Clone panicked
+		return nil, err
+	}
 	if p == 0 {
 		return nil, errorf(CodeUnsupported, "clone", "a sampler of the chain cannot be cloned")
 	}
@@ -582,6 +626,9 @@ func (c *SamplerChain) Apply(candidates []TokenData) ([]TokenData, int, error) {
 	arr := capi.TokenDataArray{Data: unsafe.Pointer(&buf[0]), Size: uintptr(len(buf)), Selected: -1}
 	capi.SamplerApply(c.ptr, &arr)
 	runtime.KeepAlive(buf)
+	if err := c.goPanic("apply"); err != nil {
+		return nil, -1, err
+	}
 	out := unsafe.Slice((*TokenData)(arr.Data), arr.Size)
 	res := append([]TokenData(nil), out...)
 	return res, int(arr.Selected), nil
@@ -661,12 +708,32 @@ func (c customSpec) build(*Model) (capi.Sampler, error) {
 }
 
 var (
-	goSamplers  sync.Map // uintptr id → CustomSampler
+	goSamplers  sync.Map // uintptr id → *goEntry
 	goSamplerID atomic.Uintptr
 	goIfaceOnce sync.Once
 	goIface     *capi.SamplerI // in C memory: C keeps it
 	goNames     sync.Map       // id → *byte, the name as a C string in C memory
 )
+
+// goEntry is a Go sampler as llama.cpp holds it. Its methods run on the
+// goroutine that called into llama.cpp, which holds the chain's lock; so
+// does the check of panicked after the call (goFailure).
+type goEntry struct {
+	s    CustomSampler
+	name string
+	// panicked is the first panic of a method since the chain last
+	// looked: the callback recovers it, so that it never unwinds through
+	// llama.cpp's frames, and the chain's call returns it as its error.
+	panicked *PanicError
+}
+
+// recover records a panic of the method op; it must be deferred by the
+// callback itself.
+func (e *goEntry) recover(op string) {
+	if v := recover(); v != nil && e.panicked == nil {
+		e.panicked = NewPanicError("custom sampler "+e.name+": "+op, v)
+	}
+}
 
 func newGoSampler(s CustomSampler) capi.Sampler {
 	goIfaceOnce.Do(func() {
@@ -685,19 +752,20 @@ func newGoSampler(s CustomSampler) capi.Sampler {
 		return 0
 	}
 	id := goSamplerID.Add(1)
-	goSamplers.Store(id, s)
-	if name := capi.CString(s.Name()); name != nil {
+	name := s.Name()
+	goSamplers.Store(id, &goEntry{s: s, name: name})
+	if name := capi.CString(name); name != nil {
 		goNames.Store(id, name)
 	}
 	return capi.SamplerInit(unsafe.Pointer(goIface), id)
 }
 
-func goSampler(sm *capi.SamplerStruct) (CustomSampler, uintptr) {
+func goSampler(sm *capi.SamplerStruct) *goEntry {
 	v, ok := goSamplers.Load(sm.Ctx)
 	if !ok {
-		return nil, sm.Ctx
+		return nil
 	}
-	return v.(CustomSampler), sm.Ctx
+	return v.(*goEntry)
 }
 
 func goSamplerName(sm *capi.SamplerStruct) *byte {
@@ -708,39 +776,53 @@ func goSamplerName(sm *capi.SamplerStruct) *byte {
 }
 
 func goSamplerAccept(sm *capi.SamplerStruct, t int32) {
-	if s, _ := goSampler(sm); s != nil {
-		s.Accept(Token(t))
+	if e := goSampler(sm); e != nil {
+		defer e.recover("accept")
+		e.s.Accept(Token(t))
 	}
 }
 
 func goSamplerApply(sm *capi.SamplerStruct, arr *capi.TokenDataArray) {
-	if s, _ := goSampler(sm); s != nil {
-		s.Apply(&Candidates{arr: arr})
+	if e := goSampler(sm); e != nil {
+		defer e.recover("apply")
+		e.s.Apply(&Candidates{arr: arr})
 	}
 }
 
 func goSamplerReset(sm *capi.SamplerStruct) {
-	if s, _ := goSampler(sm); s != nil {
-		s.Reset()
+	if e := goSampler(sm); e != nil {
+		defer e.recover("reset")
+		e.s.Reset()
 	}
 }
 
-func goSamplerClone(sm *capi.SamplerStruct) uintptr {
-	s, _ := goSampler(sm)
-	if s == nil {
+// goSamplerClone returns 0 when the sampler cannot be cloned or its Clone
+// panicked; llama.cpp's chain then holds no sampler there, which Clone
+// sees.
+func goSamplerClone(sm *capi.SamplerStruct) (p uintptr) {
+	e := goSampler(sm)
+	if e == nil {
 		return 0
 	}
-	cs, ok := s.(CloneableSampler)
+	cs, ok := e.s.(CloneableSampler)
 	if !ok {
 		return 0 // SamplerChain.Clone refuses such chains before C gets here
 	}
+	defer e.recover("clone")
 	return uintptr(newGoSampler(cs.Clone()))
 }
 
+// freeGo frees what a Go sampler holds in C; a panic there is dropped,
+// since the chain is going away and nothing is left to tell.
+func freeGo(f interface{ free() }) {
+	defer func() { _ = recover() }()
+	f.free()
+}
+
 func goSamplerFree(sm *capi.SamplerStruct) {
-	if v, ok := goSamplers.Load(sm.Ctx); ok {
-		if f, ok := v.(interface{ free() }); ok {
-			f.free()
+	if e := goSampler(sm); e != nil {
+		if f, ok := e.s.(interface{ free() }); ok {
+			freeGo(f)
 		}
 	}
 	goSamplers.Delete(sm.Ctx)

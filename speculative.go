@@ -106,8 +106,12 @@ type AdaptiveDrafter struct {
 
 // Draft implements Drafter: it asks the wrapped drafter for a draft, unless
 // the drafter sits out this step, and caps the draft's length.
+// A nil Drafter, or a max of 0 or less, drafts nothing.
 func (a *AdaptiveDrafter) Draft(ctx context.Context, history []Token, max int) ([]Token, error) {
 	a.pending = 0
+	if a.Drafter == nil || max <= 0 {
+		return nil, nil
+	}
 	if a.Adapt.Off {
 		return a.Drafter.Draft(ctx, history, max)
 	}
@@ -148,10 +152,14 @@ func (a *AdaptiveDrafter) Draft(ctx context.Context, history []Token, max int) (
 func (a *AdaptiveDrafter) Accepted(n int) {
 	k := a.pending
 	a.pending = 0
-	if a.Adapt.Off || k == 0 {
+	if a.Drafter == nil {
+		return
+	}
+	if a.Adapt.Off || k == 0 || a.offered == 0 {
 		a.Drafter.Accepted(n)
 		return
 	}
+	n = min(max(n, 0), k) // a count the draft cannot have
 	if n < k || !a.cut {
 		a.Drafter.Accepted(n)
 	}
@@ -336,8 +344,25 @@ func CheckDraftCompatible(target, draft *Model) error {
 	return nil
 }
 
+// Reset forgets what the drafter keeps of the sequence, and the draft
+// Context's memory of it: the next Draft decodes its history from the
+// start. A caller uses it when a generation ended in a way that may have
+// left the two apart (an interrupted Draft, say); Draft keeps them in step
+// on its own otherwise.
+func (d *DraftModel) Reset() error {
+	if d == nil || d.c == nil {
+		return errorf(CodeInvalid, "draft model", "not made by NewDraftModel")
+	}
+	d.cache = d.cache[:0]
+	_, err := d.c.RemoveTokens(d.opts.Seq, 0, -1)
+	return err
+}
+
 // Draft implements Drafter.
 func (d *DraftModel) Draft(ctx context.Context, history []Token, max int) ([]Token, error) {
+	if d == nil || d.c == nil {
+		return nil, errorf(CodeInvalid, "draft model", "not made by NewDraftModel")
+	}
 	max = min(max, d.opts.NMax)
 	if len(history) == 0 || max <= 0 {
 		return nil, nil

@@ -197,19 +197,30 @@ func pinCaller(s schedule) (restore func(), err error) {
 
 // onScratchThread runs f locked to a thread and gives the thread its
 // scheduling back after: ggml applies a pool's priority and placement to
-// the thread that starts it, and Go would run other goroutines there.
-func onScratchThread(f func()) {
-	done := make(chan struct{})
+// the thread that starts it, and Go would run other goroutines there. A
+// panic of f is returned as a *PanicError (on a goroutine of its own, it
+// would end the process); the thread then ends with the goroutine, its
+// scheduling unknown.
+func onScratchThread(f func()) error {
+	done := make(chan error, 1)
 	go func() {
-		defer close(done)
+		var perr error
+		defer func() { done <- perr }()
 		runtime.LockOSThread()
 		old, err := getSchedule()
-		f()
-		if err == nil && setSchedule(old) == nil {
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					perr = NewPanicError("threads", v)
+				}
+			}()
+			f()
+		}()
+		if perr == nil && err == nil && setSchedule(old) == nil {
 			runtime.UnlockOSThread()
 		} // else the thread ends with the goroutine, still locked
 	}()
-	<-done
+	return <-done
 }
 
 // equal reports whether o and p ask the same of a pool.

@@ -139,6 +139,13 @@ type Request struct {
 	SpecPMin *float32
 
 	Media *Media // media of the prompt (see NewMedia); nil: none
+
+	// Samplers are samplers of the caller's (llama.Custom: Go code) put in
+	// the request's chain after those of Params, before the final pick.
+	// The request's chain owns them: a request needs new ones, not those
+	// of another. They run on the engine's loop; a panic in one ends this
+	// request alone, with the panic as its error.
+	Samplers []llama.Sampler
 }
 
 // LoRAScale is an adapter id (index in the server's list) and its scale.

@@ -36,6 +36,17 @@
 // slow reader has not taken yet wait in a queue of their own, so a slow
 // reader never stalls the other slots.
 //
+// A panic on the engine's loop ends requests, never the process. Code that
+// works for one slot (a request's start, its sampling with its Go samplers
+// (Request.Samplers), its drafters (SpeculativeOptions.NewDrafters among
+// them), a draft's check) recovers its own panic: that request ends with
+// a *llama.PanicError and its slot is reset (memory, draft sequence,
+// samplers), the others go on. A panic in the work the slots share (the
+// batch, its decode) cannot be laid at one slot's door: every running
+// request ends with it, and the engine serves on. Either way the stack
+// goes to Options.Logger. The cost is a deferred recover per step and per
+// slot's sampling, with no allocation.
+//
 // An Engine is safe for concurrent use. It owns its llama.Context (and a
 // draft model's, with speculative decoding), freed by Close; the caller
 // keeps the Model and closes it after the Engine.

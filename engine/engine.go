@@ -182,7 +182,9 @@ type Options struct {
 	// (llama-server's -sp); by default they render as nothing, except a
 	// request's preserved tokens.
 	Special bool
-	// Logger receives the engine's debug logs (nil: none).
+	// Logger receives the engine's debug logs, and at Error level the
+	// panics it recovers with their stacks (nil: no debug logs, and the
+	// panics go to slog.Default()).
 	Logger *slog.Logger
 	// KVUnifiedPerSlot caps the positions one slot may use with KVUnified
 	// (llama-server's --kv-unified-per-slot; 0: the whole context).
@@ -554,24 +556,36 @@ func (e *Engine) Submit(ctx context.Context, t *Request) (*Stream, error) {
 	return &Stream{ctx: ctx, cancel: cancel, ob: tk.ob}, nil
 }
 
-// do runs f on the loop goroutine and waits for it.
+// do runs f on the loop goroutine and waits for it. A panic of f is
+// recovered and returned (a *llama.PanicError), the loop going on.
 func (e *Engine) do(f func()) error {
 	ran := make(chan struct{})
+	var perr error
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
 		return ErrClosed
 	}
-	e.ctrl = append(e.ctrl, func() { f(); close(ran) })
+	e.ctrl = append(e.ctrl, func() {
+		defer close(ran)
+		defer func() {
+			if v := recover(); v != nil {
+				pe := llama.NewPanicError("engine: control", v)
+				e.logPanic(pe, -1)
+				perr = pe
+			}
+		}()
+		f()
+	})
 	e.mu.Unlock()
 	e.poke()
 	select {
 	case <-ran:
-		return nil
+		return perr
 	case <-e.done:
 		select {
 		case <-ran:
-			return nil
+			return perr
 		default:
 			return ErrClosed
 		}
@@ -700,10 +714,7 @@ func (e *Engine) run() {
 			f()
 		}
 		t0 := time.Now()
-		e.reap()
-		e.assign()
-		worked := e.step()
-		e.publish()
+		worked := e.turn()
 		if worked {
 			e.busyTime += time.Since(t0)
 		}
@@ -721,6 +732,119 @@ func (e *Engine) run() {
 			}
 		}
 	}
+}
+
+// turn is one round of the loop's work: free the slots of clients that
+// left, start queued requests, run a step, publish the slots' state. It
+// reports whether it decoded. Panics of the code a slot runs on its own
+// (its start, sampling, drafting, a draft's check) end that slot's request
+// where they happen (see recoverSlot); a panic that escapes them, in the
+// building or decoding of the shared batch say, cannot be laid at one
+// slot's door: it is recovered here and ends every running request, and
+// the loop goes on with the slots reset.
+func (e *Engine) turn() (worked bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			e.turnPanic(llama.NewPanicError("engine", v))
+			worked = true
+		}
+	}()
+	e.reap()
+	e.assign()
+	worked = e.step()
+	e.publish()
+	return worked
+}
+
+// turnPanic fails the requests of every busy slot with err, a panic turn
+// recovered, and resets the slots and the step's state.
+func (e *Engine) turnPanic(err *llama.PanicError) {
+	e.logPanic(err, -1)
+	clear(e.toSample)
+	e.toSample = e.toSample[:0]
+	clear(e.sampleJobs)
+	e.sampleJobs = e.sampleJobs[:0]
+	e.batch.Clear()
+	for _, s := range e.slots {
+		if s.tk != nil {
+			e.abort(s, err)
+		}
+		s.pre, s.iBatch = false, -1
+	}
+	e.publish()
+}
+
+// recoverSlot, deferred around code that works for slot s alone, turns a
+// panic there into the end of s's request (see abort); the other slots
+// and the loop go on. op names the work in the error.
+func (e *Engine) recoverSlot(s *engSlot, op string) {
+	if v := recover(); v != nil {
+		e.slotPanic(s, llama.NewPanicError(op, v))
+	}
+}
+
+// slotPanic logs err, a panic of slot s's work, and ends s's request with it.
+func (e *Engine) slotPanic(s *engSlot, err *llama.PanicError) {
+	e.logPanic(err, s.id)
+	e.abort(s, err)
+}
+
+// failSlot ends s's request with err: as a panic when err is one (a Go
+// sampler's, returned by its chain), else as fail does.
+func (e *Engine) failSlot(s *engSlot, err error) {
+	var pe *llama.PanicError
+	if errors.As(err, &pe) {
+		e.slotPanic(s, pe)
+		return
+	}
+	e.fail(s, err)
+}
+
+// abort ends slot s's request, if any, with err after a panic and resets
+// the slot, whose state the panic may have left half changed: its
+// sequence's memory and cached tokens, its draft model's sequence and its
+// drafts are forgotten and its samplers closed, so that the next request
+// there starts clean. Should the reset itself panic, the slot is freed by
+// force.
+func (e *Engine) abort(s *engSlot, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			e.logPanic(llama.NewPanicError("engine: slot reset", v), s.id)
+			if tk := s.tk; tk != nil {
+				s.tk = nil
+				tk.stop()
+				tk.ob.push(&Event{Done: true, Err: err, SlotID: s.id}, true)
+				e.mu.Lock()
+				e.busy--
+				e.mu.Unlock()
+			}
+			s.smpl, s.gram, s.state, s.cache = nil, nil, stIdle, s.cache[:0]
+		}
+	}()
+	s.pre, s.iBatch = false, -1
+	ss := &s.spec
+	ss.draft, ss.drafter, ss.fault, ss.spec = ss.draft[:0], nil, nil, llama.Speculative{}
+	if e.spec != nil && s.id < len(e.spec.drafts) {
+		_ = e.spec.drafts[s.id].Reset()
+	}
+	e.lctx.RemoveTokens(s.id, 0, -1)
+	s.cache = s.cache[:0]
+	s.copyPending = false
+	if s.tk != nil {
+		e.fail(s, err)
+	}
+}
+
+// logPanic logs a recovered panic with its stack, at Error level, to
+// Options.Logger or, without one, to slog's default logger: a panic is a
+// bug to fix, which an operator must see. slot is -1 when the panic was
+// not one slot's.
+func (e *Engine) logPanic(err *llama.PanicError, slot int) {
+	log := e.opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Error("engine: recovered a panic", "slot", slot, "err", err.Error(), "stack", string(err.Stack))
 }
 
 // shutdown ends every request and frees what the engine owns.
@@ -784,8 +908,26 @@ func (e *Engine) queuedLocked() (starting, deferred int) {
 // assign moves queued requests to free slots. Tasks whose LoRA scales differ
 // from the running ones wait (in order) until the running ones are done.
 func (e *Engine) assign() {
-	var started []*engSlot
+	started := e.take()
+	for _, s := range started {
+		e.startSlot(s)
+	}
+	if len(started) > 0 && e.pcache != nil && !e.opts.NoCacheIdleSlots {
+		e.pcache.cacheIdleSlots(e)
+	}
+}
+
+// startSlot starts slot s's new request; a panic there ends the request.
+func (e *Engine) startSlot(s *engSlot) {
+	defer e.recoverSlot(s, "engine: start")
+	e.start(s)
+}
+
+// take gives queued requests the free slots they may have (see assign)
+// and returns those slots.
+func (e *Engine) take() (started []*engSlot) {
 	e.mu.Lock()
+	defer e.mu.Unlock() // a panic here must not leave the engine locked
 	for i := 0; i < len(e.queue); {
 		tk := e.queue[i]
 		if tk.ctx.Err() != nil {
@@ -818,13 +960,7 @@ func (e *Engine) assign() {
 		e.busy++
 		started = append(started, s)
 	}
-	e.mu.Unlock()
-	for _, s := range started {
-		e.start(s)
-	}
-	if len(started) > 0 && e.pcache != nil && !e.opts.NoCacheIdleSlots {
-		e.pcache.cacheIdleSlots(e)
-	}
+	return started
 }
 
 // pickSlot returns the slot for a request: the one it asks for, else with

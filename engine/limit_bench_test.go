@@ -108,7 +108,7 @@ func BenchmarkLimitSampling(b *testing.B) {
 	for i := range chains {
 		p := DefaultSamplingParams()
 		p.Seed = uint32(i)
-		c, _, _, err := eng.newSampler(&p)
+		c, _, _, err := eng.newSampler(&p, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

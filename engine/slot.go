@@ -103,7 +103,7 @@ func (e *Engine) start(s *engSlot) {
 		}
 		s.prompt, s.truncated = p, true
 	}
-	smpl, gram, acceptPrompt, err := e.newSampler(&t.Params)
+	smpl, gram, acceptPrompt, err := e.newSampler(&t.Params, t.Samplers)
 	if err != nil {
 		e.fail(s, err)
 		return
@@ -398,6 +398,10 @@ func (e *Engine) step() bool {
 		}
 		for _, s := range e.slots {
 			if s.tk != nil && s.iBatch != -1 {
+				if f := s.spec.fault; f != nil {
+					e.slotPanic(s, f) // its drafter's panic says more
+					continue
+				}
 				e.lctx.RemoveTokens(s.id, 0, -1)
 				s.cache = s.cache[:0]
 				e.fail(s, err)
@@ -412,6 +416,15 @@ func (e *Engine) step() bool {
 		}
 	}
 	for _, s := range e.slots {
+		if f := s.spec.fault; f != nil {
+			// Its drafter panicked while the batch was being built: the
+			// slot's token is decoded, and the request ends now.
+			s.spec.fault = nil
+			if s.tk != nil {
+				e.slotPanic(s, f)
+			}
+			continue
+		}
 		if s.tk == nil || s.iBatch < 0 {
 			continue
 		}
@@ -428,14 +441,14 @@ func (e *Engine) step() bool {
 			}
 		}
 		if len(s.spec.draft) > 0 {
-			e.specVerify(s)
+			e.verifySlot(s)
 			continue
 		}
 		e.toSample = append(e.toSample, s)
 	}
 	e.presample(e.toSample)
 	for _, s := range e.toSample {
-		e.sampleNext(s)
+		e.sampleSlot(s)
 	}
 	clear(e.toSample)
 	e.toSample = e.toSample[:0]
@@ -519,6 +532,13 @@ func (e *Engine) shift(s *engSlot) bool {
 	return true
 }
 
+// sampleSlot is sampleNext for a slot alone: a panic there (in a Go
+// sampler, say) ends the slot's request and no other.
+func (e *Engine) sampleSlot(s *engSlot) {
+	defer e.recoverSlot(s, "engine: sampling")
+	e.sampleNext(s)
+}
+
 // sampleNext samples the slot's next token from its output and handles it
 // as llama.cpp's process_token: text, stop strings, limits, EOG.
 func (e *Engine) sampleNext(s *engSlot) {
@@ -538,7 +558,7 @@ func (e *Engine) sampleNext(s *engSlot) {
 		tok, err = e.sample(s)
 	}
 	if err != nil {
-		e.fail(s, err)
+		e.failSlot(s, err)
 		return
 	}
 	s.generated++
@@ -764,8 +784,9 @@ func (e *Engine) topProbs(logits []float32, n int, tok llama.Token) ([]TokenProb
 // grammar, logit bias, then the samplers in order and dist(seed); mirostat
 // replaces them; temperature <= 0 is greedy. acceptPrompt says whether the
 // prompt tokens should be fed to it (penalties and DRY look at them; a
-// grammar must not see them).
-func (e *Engine) newSampler(p *SamplingParams) (chain, gram *llama.SamplerChain, acceptPrompt bool, err error) {
+// grammar must not see them). extra, the request's own samplers, go
+// before the final pick.
+func (e *Engine) newSampler(p *SamplingParams, extra []llama.Sampler) (chain, gram *llama.SamplerChain, acceptPrompt bool, err error) {
 	var ss []llama.Sampler
 	if p.Grammar != "" {
 		var g llama.Sampler
@@ -883,6 +904,8 @@ func (e *Engine) newSampler(p *SamplingParams) (chain, gram *llama.SamplerChain,
 			ss = append(ss, llama.Dist(p.Seed))
 		}
 	}
+	// The request's own samplers go before the final pick.
+	ss = slices.Insert(ss, len(ss)-1, extra...)
 	c, err := llama.NewSamplerChain(e.model, llama.SamplerChainOptions{}, ss...)
 	if err != nil {
 		if gram != nil {

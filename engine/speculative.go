@@ -79,6 +79,14 @@ type SpeculativeOptions struct {
 	// LookupCacheStatic and LookupCacheDynamic are llama.cpp lookup files
 	// for ngram-cache (-lcs, -lcd; read only, as llama-server).
 	LookupCacheStatic, LookupCacheDynamic string
+	// NewDrafters, when set, gives each completion request drafters of the
+	// caller's (a lookup in a corpus of the application's, say), asked
+	// after those of Types and adapted like them; it turns speculative
+	// decoding on even without Types. It runs on the engine's loop when
+	// the request starts in slot slot, and the drafters' methods run there
+	// too; a panic in any of them ends that request alone, with the panic
+	// as its error. Nil drafters in its result are skipped.
+	NewDrafters func(slot int, req *Request) []llama.Drafter
 	// Adapt is how each slot's drafters adapt to acceptance
 	// (llama.AdaptiveDrafter; the zero value adapts: a drafter whose
 	// drafts do not pay sits out a while, so speculation costs little where
@@ -178,12 +186,13 @@ func newEngSpec(m *llama.Model, eo Options) (*engSpec, error) {
 			return fail(err)
 		}
 	}
+	spec := true // the memory can take back rejected draft tokens
 	if info, err := m.Info(); err == nil && (info.Recurrent || info.Hybrid) {
 		// llama-server needs checkpoints to take back rejected tokens of
 		// such memories; here speculative decoding is simply off.
-		types = nil
+		types, spec = nil, false
 	}
-	if len(types) == 0 {
+	if len(types) == 0 && (o.NewDrafters == nil || !spec) {
 		sp.close()
 		return nil, nil
 	}
@@ -247,10 +256,13 @@ func (sp *engSpec) close() {
 
 // engSlotSpec is a slot's speculative state.
 type engSlotSpec struct {
-	spec     llama.Speculative // the drafters of the running request
-	draft    []llama.Token     // the draft in this step's batch
-	drafter  llama.Drafter
-	iFirst   int // batch index of the last sampled token (the draft follows)
+	spec    llama.Speculative // the drafters of the running request
+	draft   []llama.Token     // the draft in this step's batch
+	drafter llama.Drafter
+	iFirst  int // batch index of the last sampled token (the draft follows)
+	// fault is a drafter's panic in this step's drafting: the step decodes
+	// the slot's token and then ends its request.
+	fault    *llama.PanicError
 	drafted  int // this request's drafted tokens (timings.draft_n)
 	accepted int // of which accepted (timings.draft_n_accepted)
 	checks   int // drafts checked
@@ -284,6 +296,13 @@ func (e *Engine) specStart(s *engSlot) {
 			ss.spec.Drafters = append(ss.spec.Drafters, sp.drafts[s.id])
 		}
 	}
+	if o.NewDrafters != nil {
+		for _, d := range o.NewDrafters(s.id, s.tk.t) {
+			if d != nil {
+				ss.spec.Drafters = append(ss.spec.Drafters, d)
+			}
+		}
+	}
 	if !o.Adapt.Off {
 		for i, d := range ss.spec.Drafters {
 			ss.spec.Drafters[i] = &llama.AdaptiveDrafter{Drafter: d, Adapt: o.Adapt, NMin: ss.spec.NMin}
@@ -311,7 +330,11 @@ func (e *Engine) specAdd(s *engSlot, room int) bool {
 	if n <= 0 {
 		return false
 	}
-	draft, d := e.specDraft(ss, s.cache, n)
+	draft, d, fault := e.specDraft(ss, s.cache, n)
+	if fault != nil {
+		ss.fault = fault
+		return false
+	}
 	if len(draft) == 0 {
 		return false
 	}
@@ -384,17 +407,22 @@ func (e *Engine) specVerify(s *engSlot) {
 
 // specDraft asks the slot's drafters, in order, for at most n tokens
 // following history; the first non-empty draft wins (as llama.cpp), within
-// the request's n_max and n_min.
-func (e *Engine) specDraft(ss *engSlotSpec, history []llama.Token, n int) ([]llama.Token, llama.Drafter) {
+// the request's n_max and n_min. A drafter's error counts as no draft; a
+// drafter's panic is returned (fault), the request cannot go on with a
+// drafter in an unknown state.
+func (e *Engine) specDraft(ss *engSlotSpec, history []llama.Token, n int) (_ []llama.Token, _ llama.Drafter, fault *llama.PanicError) {
 	sp := &ss.spec
 	if sp.NMax > 0 {
 		n = min(n, sp.NMax)
 	}
 	if n <= 0 || n < sp.NMin {
-		return nil, nil
+		return nil, nil, nil
 	}
 	for _, d := range sp.Drafters {
-		toks, err := d.Draft(e.baseCtx, history, n)
+		toks, err := e.draftOne(d, history, n)
+		if pe, ok := err.(*llama.PanicError); ok {
+			return nil, nil, pe
+		}
 		if err != nil {
 			continue
 		}
@@ -405,9 +433,26 @@ func (e *Engine) specDraft(ss *engSlotSpec, history []llama.Token, n int) ([]lla
 			continue
 		}
 		if len(toks) < sp.NMin {
-			return nil, nil
+			return nil, nil, nil
 		}
-		return toks, d
+		return toks, d, nil
 	}
-	return nil, nil
+	return nil, nil, nil
+}
+
+// draftOne asks d for a draft, returning its panic as a *llama.PanicError.
+func (e *Engine) draftOne(d llama.Drafter, history []llama.Token, n int) (toks []llama.Token, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			toks, err = nil, llama.NewPanicError("engine: drafter", v)
+		}
+	}()
+	return d.Draft(e.baseCtx, history, n)
+}
+
+// verifySlot is specVerify for a slot alone: a panic there (in sampling,
+// or in the drafter told its verdict) ends the slot's request and no other.
+func (e *Engine) verifySlot(s *engSlot) {
+	defer e.recoverSlot(s, "engine: speculative check")
+	e.specVerify(s)
 }

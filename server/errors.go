@@ -137,12 +137,17 @@ func exceedContext(nPrompt, nCtx int) *httpError {
 // engine's and the library's errors by type: a prompt too long for the
 // context a 400 exceed_context_size_error, a busy queue a 503, invalid
 // input or a grammar error a 400, a canceled request a 503, the rest a 500.
+// A panic the engine recovered (in a drafter, a sampler, its own code) is
+// a 500 whatever its value wraps: the fault is the server's.
 func classify(err error) *httpError {
 	var he *httpError
 	var ce *engine.ContextSizeError
+	var pe *llama.PanicError
 	switch {
 	case errors.As(err, &he):
 		return he
+	case errors.As(err, &pe):
+		return &httpError{Status: http.StatusInternalServerError, Type: errServer, Msg: err.Error(), Err: err}
 	case errors.As(err, &ce):
 		return exceedContext(ce.PromptTokens, ce.CtxSize)
 	case errors.Is(err, engine.ErrBusy):
