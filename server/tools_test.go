@@ -74,8 +74,8 @@ func TestToolsList(t *testing.T) {
 }
 
 func TestToolsBuiltin(t *testing.T) {
-	_, ts := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"all"}}})
 	dir := t.TempDir()
+	_, ts := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"all"}, Root: dir, AllowClientCwd: true}})
 	write := func(rel, content string) {
 		p := filepath.Join(dir, rel)
 		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
@@ -194,8 +194,9 @@ func TestToolsBuiltin(t *testing.T) {
 }
 
 func TestToolsRefused(t *testing.T) {
-	_, ts := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"read_file", "exec_shell_command"}}})
-	marker := filepath.Join(t.TempDir(), "pwned")
+	dir := t.TempDir()
+	_, ts := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"read_file", "exec_shell_command"}, Root: dir, AllowClientRuntime: true}})
+	marker := filepath.Join(dir, "pwned")
 	for _, tc := range []struct {
 		name    string
 		body    any
@@ -237,7 +238,7 @@ func TestToolsRefused(t *testing.T) {
 }
 
 func TestToolsStream(t *testing.T) {
-	_, ts := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"all"}}})
+	_, ts := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"all"}, Root: t.TempDir(), AllowClientRuntime: true}})
 	for _, tc := range []struct {
 		name   string
 		hdr    map[string]string
