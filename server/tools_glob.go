@@ -62,12 +62,16 @@ const (
 	globClass
 	globStar // '*'
 	globAny  // "**"
+	// globSkip reads nothing: it comes before the globAny of a "**/" and
+	// leads either into it or past it and its '/', so that "**/" may
+	// match nothing at all (but "**" that has read something still needs
+	// its '/').
+	globSkip
 )
 
 type globTok struct {
 	kind   uint8
 	c      byte // globLit
-	slash  bool // globAny followed by '/': both may match nothing
 	lo, hi int  // globClass: the body, pattern[lo:hi]
 }
 
@@ -81,10 +85,13 @@ func compileGlob(pattern string) []globTok {
 			for j < len(pattern) && pattern[j] == '*' {
 				j++
 			}
-			if j-i == 1 {
+			switch {
+			case j-i == 1:
 				toks = append(toks, globTok{kind: globStar})
-			} else {
-				toks = append(toks, globTok{kind: globAny, slash: j < len(pattern) && pattern[j] == '/'})
+			case j < len(pattern) && pattern[j] == '/':
+				toks = append(toks, globTok{kind: globSkip}, globTok{kind: globAny})
+			default:
+				toks = append(toks, globTok{kind: globAny})
 			}
 			i = j
 		case '?':
@@ -114,17 +121,19 @@ func compileGlob(pattern string) []globTok {
 }
 
 // globClosure adds to set the states reached without reading: past a
-// star (it may match nothing), and past "**/" as a whole.
+// star (it may match nothing), and from a globSkip into its "**" or past
+// its "**/". Edges only go forward, so one pass in order is enough.
 func globClosure(toks []globTok, set []bool) {
 	for i := range toks {
 		if !set[i] {
 			continue
 		}
-		if k := toks[i].kind; k == globStar || k == globAny {
+		switch toks[i].kind {
+		case globStar, globAny:
 			set[i+1] = true
-			if toks[i].slash {
-				set[i+2] = true
-			}
+		case globSkip:
+			set[i+1] = true
+			set[i+3] = true
 		}
 	}
 }
