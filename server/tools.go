@@ -29,13 +29,18 @@ import (
 //     /proc/self/environ, which holds the server's API keys, is out of
 //     reach unless Root is "/".
 //   - They read and write regular files only (no device, FIFO or
-//     socket), and read a bounded amount: see readFileMaxScan,
-//     editFileMaxSize, grepMaxFileSize. Glob patterns are at most 4 KiB
-//     and matched without recursion; a listing visits at most 100,000
-//     entries, 64 folders deep; grep_search's context_lines is at most 50
-//     and its answer at most 256 KiB.
+//     socket), and read a bounded amount: read_file with end_line goes
+//     through at most the first 8 MiB of a file (and says so), edit_file
+//     changes files of up to 8 MiB, grep_search skips larger files (and
+//     counts them). Glob patterns are at most 4 KiB and matched without
+//     recursion; a listing visits at most 100,000 entries, 64 folders
+//     deep; grep_search's context_lines is at most 50 and its answer at
+//     most 256 KiB.
 //   - Commands (exec_shell_command, get_info, git) and MCP servers get the
-//     server's environment without its secrets (see secretEnvName).
+//     server's environment without its secrets: LLAMA_API_KEY,
+//     LLAMA_ARG_*, HF_TOKEN, HUGGING_FACE_HUB_TOKEN and every name ending
+//     in _API_KEY, _TOKEN, _SECRET or _PASSWORD. An MCP server's "env"
+//     in the configuration is added after, so it can pass one on.
 //   - A command that times out or is cancelled is killed with its
 //     session: its process group and, on Linux, what left it with setsid.
 //   - The x-tool-cwd and x-tool-runtime headers are refused unless
