@@ -2,8 +2,10 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -325,4 +327,24 @@ func TestGlobMatch(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, pathGlobMatch(tc.pattern, tc.path), "%s %s", tc.pattern, tc.path)
 	}
+}
+
+func TestToolsStartup(t *testing.T) {
+	dir := t.TempDir()
+	var logs bytes.Buffer
+	_, _ = newTestServer(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Tools: ToolsOptions{Enabled: []string{"read_file", "grep_search"}, Root: dir}})
+	var warnings []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "level=WARN") && strings.Contains(line, "agent tools") {
+			warnings = append(warnings, line)
+		}
+	}
+	require.Len(t, warnings, 1, logs.String())
+	assert.Contains(t, warnings[0], "tools=read_file,grep_search")
+	assert.Contains(t, warnings[0], "root="+dir)
+	assert.Contains(t, warnings[0], "client_cwd=false client_runtime=false")
+
+	_, err := New(context.Background(), Options{Tools: ToolsOptions{Enabled: []string{"read_file"}, Root: filepath.Join(dir, "missing")}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "tools root")
 }
