@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,7 +21,8 @@ const (
 	mcpWarmupTimeout   = 10 * time.Second // listing one server's tools at start
 	mcpCooldown        = 5 * time.Second  // after a server failed to start
 	mcpMaxLine         = 8 << 20          // longer NDJSON lines are dropped
-	mcpQueue           = 4096             // unread messages kept from a server
+	mcpQueue           = 256              // unread messages kept from a server
+	mcpQueueBytes      = 16 << 20         // their total size
 )
 
 // mcpServerConfig is one entry of "mcpServers".
@@ -28,7 +30,7 @@ type mcpServerConfig struct {
 	name    string
 	command string
 	args    []string
-	env     map[string]string // over the server's environment
+	env     map[string]string // over the server's environment, without its secrets
 	cwd     string
 	timeout time.Duration // of one call
 }
@@ -183,7 +185,7 @@ func (m *mcpManager) tool(def mcpToolDef, stopped <-chan struct{}) *tool {
 			"type":     "function",
 			"function": map[string]any{"name": name, "description": def.description, "parameters": schema},
 		},
-		invoke: func(ctx context.Context, p toolParams, _ toolStream) (map[string]any, error) {
+		invoke: func(ctx context.Context, _ *toolsRoot, p toolParams, _ toolStream) (map[string]any, error) {
 			return m.call(ctx, def.server, def.name, p), nil
 		},
 	}
@@ -279,9 +281,10 @@ type mcpTransport struct {
 	stderr *os.File
 
 	msgs   chan []byte   // lines read from stdout
+	queued atomic.Int64  // bytes in msgs
 	exited chan struct{} // closed when the process exited or the transport closed
 
-	callMu      sync.Mutex // held for a whole call: one request at a time
+	callMu      chan struct{} // held (full) for a whole call: one request at a time
 	nextID      int64
 	initialized bool
 	tools       []mcpToolDef
@@ -297,13 +300,11 @@ type mcpTransport struct {
 func startMCPTransport(c *mcpServerConfig, log *slog.Logger) (*mcpTransport, error) {
 	cmd := exec.Command(c.command, c.args...)
 	cmd.Dir = c.cwd
-	if len(c.env) > 0 {
-		env := os.Environ()
-		for _, k := range sortedKeys(c.env) {
-			env = append(env, k+"="+c.env[k])
-		}
-		cmd.Env = env
+	env := childEnv(os.Environ())
+	for _, k := range sortedKeys(c.env) {
+		env = append(env, k+"="+c.env[k])
 	}
+	cmd.Env = env
 	setProcessGroup(cmd)
 	// Pipes of our own, read with the poller: a grandchild that inherits
 	// them cannot keep a reader blocked after the server is gone.
@@ -338,7 +339,7 @@ func startMCPTransport(c *mcpServerConfig, log *slog.Logger) (*mcpTransport, err
 	}
 	t := &mcpTransport{
 		cfg: c, log: log, cmd: cmd, stdin: inW, stdout: outR, stderr: errR, nextID: 1,
-		msgs: make(chan []byte, mcpQueue), exited: make(chan struct{}),
+		msgs: make(chan []byte, mcpQueue), exited: make(chan struct{}), callMu: make(chan struct{}, 1),
 	}
 	go func() {
 		_ = cmd.Wait()
@@ -364,7 +365,7 @@ func (t *mcpTransport) alive() bool {
 
 // readLoop passes each line of the server's stdout to msgs. Messages
 // that nobody waits for (notifications, late replies) are dropped when
-// the queue is full.
+// the queue is full: mcpQueue messages or mcpQueueBytes bytes.
 func (t *mcpTransport) readLoop() {
 	defer t.markExited()
 	sc := bufio.NewScanner(t.stdout)
@@ -375,9 +376,15 @@ func (t *mcpTransport) readLoop() {
 			if strings.TrimSpace(line) == "" {
 				continue
 			}
+			if t.queued.Add(int64(len(line))) > mcpQueueBytes {
+				t.queued.Add(-int64(len(line)))
+				t.log.Warn("MCP server: dropping an unread message", "server", t.cfg.name)
+				continue
+			}
 			select {
 			case t.msgs <- []byte(line):
 			default:
+				t.queued.Add(-int64(len(line)))
 				t.log.Warn("MCP server: dropping an unread message", "server", t.cfg.name)
 			}
 		}
@@ -483,6 +490,7 @@ func (t *mcpTransport) send(ctx context.Context, method string, params any, noti
 	for {
 		select {
 		case line := <-t.msgs:
+			t.queued.Add(-int64(len(line)))
 			if res, err, ok := matchReply(line, id); ok {
 				return res, err
 			}
@@ -495,6 +503,7 @@ func (t *mcpTransport) send(ctx context.Context, method string, params any, noti
 			for {
 				select {
 				case line := <-t.msgs:
+					t.queued.Add(-int64(len(line)))
 					if res, err, ok := matchReply(line, id); ok {
 						return res, err
 					}
@@ -544,6 +553,20 @@ func rpcErrorMessage(raw json.RawMessage) string {
 	return "unknown error"
 }
 
+// lock takes callMu, unless ctx is done or the server exits first.
+func (t *mcpTransport) lock(ctx context.Context) error {
+	select {
+	case t.callMu <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return &rpcError{"cancelled"}
+	case <-t.exited:
+		return &rpcError{"transport closed"}
+	}
+}
+
+func (t *mcpTransport) unlock() { <-t.callMu }
+
 // ensureInit does the initialize handshake once (callMu held).
 func (t *mcpTransport) ensureInit(ctx context.Context) error {
 	if t.initialized {
@@ -565,8 +588,10 @@ func (t *mcpTransport) ensureInit(ctx context.Context) error {
 
 // listTools asks the server for its tools.
 func (t *mcpTransport) listTools(ctx context.Context) ([]mcpToolDef, error) {
-	t.callMu.Lock()
-	defer t.callMu.Unlock()
+	if err := t.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer t.unlock()
 	if err := t.ensureInit(ctx); err != nil {
 		return nil, err
 	}
@@ -599,8 +624,10 @@ func (t *mcpTransport) listTools(ctx context.Context) ([]mcpToolDef, error) {
 // joined by newlines as plain_text_response, or an "error" when the
 // result says isError.
 func (t *mcpTransport) callTool(ctx context.Context, name string, args toolParams) (map[string]any, error) {
-	t.callMu.Lock()
-	defer t.callMu.Unlock()
+	if err := t.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer t.unlock()
 	if err := t.ensureInit(ctx); err != nil {
 		return nil, err
 	}

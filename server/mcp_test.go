@@ -52,6 +52,8 @@ func runMCPFixture(mode string) {
 		{"name": "sleep", "description": "Sleeps"},
 		{"name": "bad", "description": "Returns isError"},
 		{"name": "crash", "description": "Exits"},
+		{"name": "getenv", "description": "Returns an environment variable"},
+		{"name": "flood", "description": "Answers, then sends count notifications of size bytes"},
 	}
 	if mode == "empty" {
 		tools = []map[string]any{}
@@ -105,6 +107,15 @@ func runMCPFixture(mode string) {
 			case "crash":
 				out.Flush()
 				os.Exit(1)
+			case "getenv":
+				v, ok := os.LookupEnv(a["name"].(string))
+				text(fmt.Sprintf("%t:%s", ok, v))
+			case "flood":
+				text("flooding")
+				pad := strings.Repeat("x", int(a["size"].(float64)))
+				for range int(a["count"].(float64)) {
+					send(map[string]any{"jsonrpc": "2.0", "method": "notifications/message", "params": map[string]any{"data": pad}})
+				}
 			default:
 				send(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": -32602, "message": "unknown tool"}})
 			}

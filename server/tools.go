@@ -19,6 +19,35 @@ import (
 // zero value disables all of them, as llama-server does by default. They
 // let HTTP clients read and write files and run commands as the server's
 // user: never enable them on a server reachable by untrusted clients.
+//
+// Where llama-server leaves the tools open, this server narrows them by
+// default:
+//   - The file tools (read_file, write_file, edit_file, file_glob_search,
+//     grep_search) reach only what is inside Root, through an os.Root:
+//     absolute paths elsewhere, ".." and symbolic links that lead out are
+//     refused (so are absolute symbolic links, even to a file inside).
+//     /proc/self/environ, which holds the server's API keys, is out of
+//     reach unless Root is "/".
+//   - They read and write regular files only (no device, FIFO or
+//     socket), and read a bounded amount: read_file with end_line goes
+//     through at most the first 8 MiB of a file (and says so), edit_file
+//     changes files of up to 8 MiB, grep_search skips larger files (and
+//     counts them). Glob patterns are at most 4 KiB and matched without
+//     recursion; a listing visits at most 100,000 entries, 64 folders
+//     deep; grep_search's context_lines is at most 50 and its answer at
+//     most 256 KiB.
+//   - Commands (exec_shell_command, get_info, git) and MCP servers get the
+//     server's environment without its secrets: LLAMA_API_KEY,
+//     LLAMA_ARG_*, HF_TOKEN, HUGGING_FACE_HUB_TOKEN and every name ending
+//     in _API_KEY, _TOKEN, _SECRET or _PASSWORD. An MCP server's "env"
+//     in the configuration is added after, so it can pass one on.
+//   - A command that times out or is cancelled is killed with its
+//     session: its process group and, on Linux, what left it with setsid.
+//   - The x-tool-cwd and x-tool-runtime headers are refused unless
+//     AllowClientCwd and AllowClientRuntime say otherwise.
+//
+// exec_shell_command runs a shell: Root does not confine it. Enable it
+// (or "all") only where the client may run anything as the server's user.
 type ToolsOptions struct {
 	// Enabled lists the built-in tools served by /tools (--tools): any of
 	// read_file, file_glob_search, grep_search, exec_shell_command,
@@ -31,8 +60,22 @@ type ToolsOptions struct {
 	// "docker-container:ID", "podman-container:ID" use a running container;
 	// "ssh:TARGET" runs the tools on a POSIX host over ssh (key-based
 	// authentication, trusted host key). A request's x-tool-runtime header
-	// overrides it.
+	// overrides it where AllowClientRuntime is set.
 	Runtime string
+	// Root is the folder the file tools are confined to (--tools-root);
+	// "" is the server's working directory when New runs. A root that
+	// cannot be opened makes New fail.
+	Root string
+	// AllowClientCwd honours a request's x-tool-cwd header
+	// (--tools-allow-cwd), the folder relative paths and commands start
+	// from; it must still lie inside Root. Off: a request that sends it
+	// is refused (403).
+	AllowClientCwd bool
+	// AllowClientRuntime honours a request's x-tool-runtime header
+	// (--tools-allow-runtime), which moves the call into any running
+	// container or ssh host the server's user can reach. Off: a request
+	// that sends it is refused (403), and calls run where Runtime says.
+	AllowClientRuntime bool
 	// MCPServersConfig is a JSON file of MCP servers (--mcp-servers-config)
 	// in the "mcpServers" format of Cursor and Claude Desktop:
 	// {"mcpServers": {"NAME": {"command": "...", "args": [...], "env":
@@ -92,7 +135,8 @@ type tool struct {
 	// invoke runs the tool with its parameters. st is nil unless the
 	// call streams; a streaming tool then sends its output through st and
 	// returns a nil result.
-	invoke func(ctx context.Context, p toolParams, st toolStream) (map[string]any, error)
+	// root confines the call's files on the host.
+	invoke func(ctx context.Context, root *toolsRoot, p toolParams, st toolStream) (map[string]any, error)
 }
 
 // card is the tool as GET /tools lists it.
@@ -114,6 +158,9 @@ type toolSet struct {
 	byName  map[string]*tool
 	runtime toolsRuntime // nil: the host, unless a request names one
 	mcp     *mcpManager  // nil without MCP servers
+	root    *toolsRoot   // nil without built-in tools
+
+	allowCwd, allowRuntime bool
 
 	stopOnce sync.Once
 	stopped  chan struct{} // closed by abort: cancels calls in flight
@@ -130,10 +177,18 @@ func newToolSet(ctx context.Context, o ToolsOptions, log *slog.Logger) (*toolSet
 	if len(o.Enabled) == 0 && mcp == nil {
 		return nil, nil
 	}
-	ts := &toolSet{byName: map[string]*tool{}, mcp: mcp, stopped: make(chan struct{})}
+	ts := &toolSet{byName: map[string]*tool{}, mcp: mcp, stopped: make(chan struct{}),
+		allowCwd: o.AllowClientCwd, allowRuntime: o.AllowClientRuntime}
 	fail := func(err error) (*toolSet, error) {
 		ts.close()
 		return nil, err
+	}
+	if len(o.Enabled) > 0 {
+		root, err := openToolsRoot(o.Root)
+		if err != nil {
+			return fail(fmt.Errorf("server: tools root: %w", err))
+		}
+		ts.root = root
 	}
 	if o.Runtime != "" {
 		rt, err := newToolsRuntime(o.Runtime, log)
@@ -172,7 +227,30 @@ func newToolSet(ctx context.Context, o ToolsOptions, log *slog.Logger) (*toolSet
 			ts.add(mcp.tool(def, ts.stopped))
 		}
 	}
+	ts.warn(o, log)
 	return ts, nil
+}
+
+// warn logs, once at start, what the tools open to HTTP clients.
+func (ts *toolSet) warn(o ToolsOptions, log *slog.Logger) {
+	var names []string
+	for _, t := range ts.tools {
+		if t.kind == "server" {
+			names = append(names, t.name)
+		}
+	}
+	args := []any{"tools", strings.Join(names, ",")}
+	if ts.root != nil {
+		args = append(args, "root", ts.root.dir)
+	}
+	if o.Runtime != "" {
+		args = append(args, "runtime", o.Runtime)
+	}
+	if ts.mcp != nil {
+		args = append(args, "mcp_servers", len(ts.mcp.configs))
+	}
+	args = append(args, "client_cwd", ts.allowCwd, "client_runtime", ts.allowRuntime)
+	log.Warn("agent tools are enabled (experimental): HTTP clients can read and write files and run commands as this server's user; do not expose the server to untrusted clients", args...)
 }
 
 func containsString(list []string, s string) bool {
@@ -208,6 +286,9 @@ func (ts *toolSet) close() {
 	}
 	if ts.runtime != nil {
 		ts.runtime.close()
+	}
+	if ts.root != nil {
+		ts.root.close()
 	}
 }
 
@@ -277,9 +358,15 @@ func handleToolsCall(s *Server) handlerFunc {
 			delete(params, "runtime")
 			delete(params, "resp_type")
 			if v := r.Header.Get("X-Tool-Cwd"); v != "" {
+				if !ts.allowCwd {
+					return &httpError{Status: http.StatusForbidden, Type: errPermission, Msg: "x-tool-cwd is not allowed by this server (--tools-allow-cwd)"}
+				}
 				params["cwd"] = v
 			}
 			if v := r.Header.Get("X-Tool-Runtime"); v != "" {
+				if !ts.allowRuntime {
+					return &httpError{Status: http.StatusForbidden, Type: errPermission, Msg: "x-tool-runtime is not allowed by this server (--tools-allow-runtime)"}
+				}
 				params["runtime"] = v
 			} else if ts.runtime != nil {
 				spec, err := ts.runtime.spec()
@@ -297,10 +384,10 @@ func handleToolsCall(s *Server) handlerFunc {
 		stop := context.AfterFunc(withDone(ctx, ts.stopped), cancel)
 		defer stop()
 		if stream {
-			streamToolCall(ctx, w, t, params)
+			streamToolCall(ctx, w, t, ts.root, params)
 			return nil
 		}
-		res, err := t.invoke(ctx, params, nil)
+		res, err := t.invoke(ctx, ts.root, params, nil)
 		if err != nil {
 			var he *httpError
 			if errors.As(err, &he) {
@@ -333,7 +420,7 @@ func withDone(ctx context.Context, done <-chan struct{}) context.Context {
 // streamToolCall runs a streaming tool and sends its output as
 // server-sent events: {"chunk": "..."} events, then {"done": true} (with
 // "error" when the call failed).
-func streamToolCall(ctx context.Context, w http.ResponseWriter, t *tool, params toolParams) {
+func streamToolCall(ctx context.Context, w http.ResponseWriter, t *tool, root *toolsRoot, params toolParams) {
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -362,7 +449,7 @@ func streamToolCall(ctx context.Context, w http.ResponseWriter, t *tool, params 
 	if err := rc.Flush(); err != nil {
 		return
 	}
-	_, err := t.invoke(ctx, params, func(chunk string) bool {
+	_, err := t.invoke(ctx, root, params, func(chunk string) bool {
 		if chunk == "" {
 			return ctx.Err() == nil
 		}

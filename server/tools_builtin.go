@@ -3,8 +3,8 @@ package server
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
-	"os"
 	"path"
 	"regexp"
 	"runtime"
@@ -15,7 +15,7 @@ import (
 
 // Limits of the built-in tools, as llama-server's.
 const (
-	readFileMaxSize       = 16 << 10 // a text read without end_line
+	readFileMaxSize       = 16 << 10 // a text read without end_line, and any text answer
 	readFileMaxSizeBase64 = 32 << 20 // a read with x-resp-type: base64
 	fileSearchMaxResults  = 100
 	grepMaxResults        = 100
@@ -23,6 +23,25 @@ const (
 	execMaxTimeout        = 60 // seconds
 	getInfoMaxOutput      = 4096
 	getInfoTimeout        = 5 * time.Second
+)
+
+// Limits of the built-in tools that llama-server does not have.
+const (
+	// readFileMaxScan is the most of a file that a read_file with
+	// end_line goes through (llama-server reads all of it): lines past
+	// it are not reached, and the answer says so.
+	readFileMaxScan = 8 << 20
+	// editFileMaxSize is the largest file edit_file changes.
+	editFileMaxSize = 8 << 20
+	// grepMaxFileSize is the largest file grep_search searches; larger
+	// ones are skipped, and the answer counts them.
+	grepMaxFileSize = 8 << 20
+	// grepMaxContextLines caps context_lines.
+	grepMaxContextLines = 50
+	// grepMaxOutput caps grep_search's answer.
+	grepMaxOutput = 256 << 10
+	// globMaxPattern is the longest include or exclude pattern.
+	globMaxPattern = 4 << 10
 )
 
 // fn is a tool definition in the OpenAI function-calling shape.
@@ -141,7 +160,7 @@ func builtinTools() []*tool {
 	}
 }
 
-func toolReadFile(_ context.Context, p toolParams, _ toolStream) (map[string]any, error) {
+func toolReadFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream) (map[string]any, error) {
 	file, err := p.str("path")
 	if err != nil {
 		return nil, err
@@ -150,9 +169,12 @@ func toolReadFile(_ context.Context, p toolParams, _ toolStream) (map[string]any
 	endLine := p.optInt("end_line", -1)
 	appendLoc := p.optBool("append_loc", false)
 	asBase64 := p.optStr("resp_type", "") == "base64"
-	tio, err := newToolsIO(p)
+	tio, err := newToolsIO(root, p)
 	if err != nil {
 		return nil, err
+	}
+	if err := tio.check(file); err != nil {
+		return map[string]any{"error": err.Error()}, nil
 	}
 	size, ok := tio.fileSize(file)
 	if !ok {
@@ -162,26 +184,44 @@ func toolReadFile(_ context.Context, p toolParams, _ toolStream) (map[string]any
 		if size > readFileMaxSizeBase64 {
 			return map[string]any{"error": fmt.Sprintf("file too large (%d bytes, max %d)", size, readFileMaxSizeBase64)}, nil
 		}
-		content, ok := tio.readFile(file)
-		if !ok {
-			return map[string]any{"error": "failed to open file: " + file}, nil
+		content, truncated, err := tio.readFile(file, readFileMaxSizeBase64)
+		if err != nil {
+			return map[string]any{"error": openError(file, err)}, nil
+		}
+		if truncated {
+			return map[string]any{"error": fmt.Sprintf("file too large (more than %d bytes)", readFileMaxSizeBase64)}, nil
 		}
 		return map[string]any{"base64": base64.StdEncoding.EncodeToString(content), "size_bytes": len(content)}, nil
 	}
 	if size > readFileMaxSize && endLine == -1 {
 		return map[string]any{"error": fmt.Sprintf("file too large (%d bytes, max %d). Use start_line/end_line to read a portion.", size, readFileMaxSize)}, nil
 	}
-	content, ok := tio.readFile(file)
-	if !ok {
-		return map[string]any{"error": "failed to open file: " + file}, nil
+	limit := readFileMaxScan
+	if endLine == -1 {
+		limit = readFileMaxSize // the file may have grown since the stat
+	}
+	content, truncated, err := tio.readFile(file, limit)
+	if err != nil {
+		return map[string]any{"error": openError(file, err)}, nil
+	}
+	text := string(content)
+	if truncated {
+		// The last line read may be cut short: left out.
+		if i := strings.LastIndexByte(text, '\n'); i >= 0 {
+			text = text[:i+1]
+		} else {
+			text = ""
+		}
 	}
 	var b strings.Builder
-	for i, line := range splitLines(string(content)) {
+	complete := !truncated
+	for i, line := range splitLines(text) {
 		n := i + 1
 		if n < startLine {
 			continue
 		}
 		if endLine != -1 && n > endLine {
+			complete = true
 			break
 		}
 		out := line + "\n"
@@ -190,11 +230,27 @@ func toolReadFile(_ context.Context, p toolParams, _ toolStream) (map[string]any
 		}
 		if b.Len()+len(out) > readFileMaxSize {
 			b.WriteString("[output truncated]")
+			complete = true
 			break
 		}
 		b.WriteString(out)
 	}
+	if !complete {
+		fmt.Fprintf(&b, "[read stopped after the first %d bytes of the file]", limit)
+	}
 	return map[string]any{"plain_text_response": b.String()}, nil
+}
+
+// openError is read_file's answer to a file it cannot read.
+func openError(file string, err error) string {
+	var out *errOutsideRoot
+	switch {
+	case errors.As(err, &out):
+		return err.Error()
+	case errors.Is(err, errNotRegular):
+		return "not a regular file: " + file
+	}
+	return "failed to open file: " + file
 }
 
 // splitLines splits text as std::getline does: on '\n', without an empty
@@ -210,8 +266,8 @@ func splitLines(text string) []string {
 	return lines
 }
 
-func toolFileGlobSearch(ctx context.Context, p toolParams, _ toolStream) (map[string]any, error) {
-	tio, err := newToolsIO(p)
+func toolFileGlobSearch(ctx context.Context, root *toolsRoot, p toolParams, _ toolStream) (map[string]any, error) {
+	tio, err := newToolsIO(root, p)
 	if err != nil {
 		return nil, err
 	}
@@ -219,9 +275,15 @@ func toolFileGlobSearch(ctx context.Context, p toolParams, _ toolStream) (map[st
 	if err != nil {
 		return nil, err
 	}
+	if err := tio.check(dir); err != nil {
+		return map[string]any{"error": err.Error()}, nil
+	}
 	base := tio.resolve(dir)
 	include := p.optStr("include", "**")
 	exclude := p.optStr("exclude", "")
+	if msg := checkGlobs(include, exclude); msg != "" {
+		return map[string]any{"error": msg}, nil
+	}
 	typ := p.optStr("type", "file")
 	maxDepth := max(0, p.optInt("max_depth", 0))
 	limit := p.optInt("limit", fileSearchMaxResults)
@@ -269,12 +331,22 @@ func toolFileGlobSearch(ctx context.Context, p toolParams, _ toolStream) (map[st
 		fmt.Fprintf(&b, "[%d results limit reached (%d total matches). Refine the glob pattern to narrow the search.]\n", shown, len(matches))
 	}
 	if listing.truncated {
-		b.WriteString("[results truncated: time budget or unreadable directory]\n")
+		b.WriteString("[results truncated: time budget, entry or depth limit, or unreadable directory]\n")
 	}
 	return map[string]any{"plain_text_response": b.String(), "entries": entries, "base": base}, nil
 }
 
-func toolGrepSearch(ctx context.Context, p toolParams, _ toolStream) (map[string]any, error) {
+// checkGlobs refuses include and exclude patterns over globMaxPattern.
+func checkGlobs(include, exclude string) string {
+	for _, g := range []struct{ name, v string }{{"include", include}, {"exclude", exclude}} {
+		if len(g.v) > globMaxPattern {
+			return fmt.Sprintf("%s pattern too long (%d bytes, max %d)", g.name, len(g.v), globMaxPattern)
+		}
+	}
+	return ""
+}
+
+func toolGrepSearch(ctx context.Context, root *toolsRoot, p toolParams, _ toolStream) (map[string]any, error) {
 	target, err := p.str("path")
 	if err != nil {
 		return nil, err
@@ -285,8 +357,11 @@ func toolGrepSearch(ctx context.Context, p toolParams, _ toolStream) (map[string
 	}
 	include := p.optStr("include", "**")
 	exclude := p.optStr("exclude", "")
+	if msg := checkGlobs(include, exclude); msg != "" {
+		return map[string]any{"error": msg}, nil
+	}
 	showLineNo := p.optBool("return_line_numbers", false)
-	ctxLines := max(0, p.optInt("context_lines", 0))
+	ctxLines := min(max(0, p.optInt("context_lines", 0)), grepMaxContextLines)
 	src := pattern
 	if p.optBool("literal", false) {
 		src = regexp.QuoteMeta(pattern)
@@ -298,9 +373,12 @@ func toolGrepSearch(ctx context.Context, p toolParams, _ toolStream) (map[string
 	if err != nil {
 		return map[string]any{"error": "invalid regex: " + err.Error()}, nil
 	}
-	tio, err := newToolsIO(p)
+	tio, err := newToolsIO(root, p)
 	if err != nil {
 		return nil, err
+	}
+	if err := tio.check(target); err != nil {
+		return map[string]any{"error": err.Error()}, nil
 	}
 	type file struct{ abs, shown string }
 	var files []file
@@ -323,21 +401,29 @@ func toolGrepSearch(ctx context.Context, p toolParams, _ toolStream) (map[string
 		return map[string]any{"error": "path does not exist: " + target}, nil
 	}
 	var b strings.Builder
-	total := 0
-	limitReached := false
+	total, skipped := 0, 0
+	limitReached, outputFull := false, false
 	showNum := showLineNo || ctxLines > 0
 	for _, f := range files {
-		if limitReached || ctx.Err() != nil {
+		if limitReached || outputFull || ctx.Err() != nil {
 			break
 		}
-		content, ok := tio.readFile(f.abs)
-		if !ok {
+		content, truncated, err := tio.readFile(f.abs, grepMaxFileSize)
+		if err != nil {
+			continue
+		}
+		if truncated {
+			skipped++
 			continue
 		}
 		lines := splitLines(string(content))
 		for i, line := range lines {
 			if total >= grepMaxResults {
 				limitReached = true
+				break
+			}
+			if b.Len() >= grepMaxOutput {
+				outputFull = true
 				break
 			}
 			if !re.MatchString(line) {
@@ -363,14 +449,27 @@ func toolGrepSearch(ctx context.Context, p toolParams, _ toolStream) (map[string
 			total++
 		}
 	}
+	text := b.String()
+	if len(text) > grepMaxOutput {
+		text = text[:grepMaxOutput] + "\n"
+		outputFull = true
+	}
+	b.Reset()
+	b.WriteString(text)
 	fmt.Fprintf(&b, "\n---\nTotal matches: %d\n", total)
 	if limitReached {
 		fmt.Fprintf(&b, "[%d matches limit reached. Narrow the path/pattern/include to see more.]\n", grepMaxResults)
 	}
+	if outputFull {
+		fmt.Fprintf(&b, "[output limit of %d bytes reached. Narrow the path/pattern/include or use fewer context_lines.]\n", grepMaxOutput)
+	}
+	if skipped > 0 {
+		fmt.Fprintf(&b, "[%d files larger than %d bytes not searched]\n", skipped, grepMaxFileSize)
+	}
 	return map[string]any{"plain_text_response": b.String()}, nil
 }
 
-func toolExecShellCommand(ctx context.Context, p toolParams, st toolStream) (map[string]any, error) {
+func toolExecShellCommand(ctx context.Context, root *toolsRoot, p toolParams, st toolStream) (map[string]any, error) {
 	command, err := p.str("command")
 	if err != nil {
 		return nil, err
@@ -384,7 +483,7 @@ func toolExecShellCommand(ctx context.Context, p toolParams, st toolStream) (map
 	if runtime.GOOS == "windows" && p.optStr("runtime", "") == "" {
 		args = []string{"cmd", "/c", command}
 	}
-	tio, err := newToolsIO(p)
+	tio, err := newToolsIO(root, p)
 	if err != nil {
 		return nil, err
 	}
@@ -410,7 +509,7 @@ func toolExecShellCommand(ctx context.Context, p toolParams, st toolStream) (map
 	return map[string]any{"plain_text_response": res.output + tail(res)}, nil
 }
 
-func toolWriteFile(_ context.Context, p toolParams, _ toolStream) (map[string]any, error) {
+func toolWriteFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream) (map[string]any, error) {
 	file, err := p.str("path")
 	if err != nil {
 		return nil, err
@@ -419,18 +518,29 @@ func toolWriteFile(_ context.Context, p toolParams, _ toolStream) (map[string]an
 	if err != nil {
 		return nil, err
 	}
-	tio, err := newToolsIO(p)
+	tio, err := newToolsIO(root, p)
 	if err != nil {
 		return nil, err
 	}
-	if !tio.writeFile(file, []byte(content)) {
-		return map[string]any{"error": "failed to write file: " + file}, nil
+	if err := tio.check(file); err != nil {
+		return map[string]any{"error": err.Error()}, nil
+	}
+	if err := tio.writeFile(file, []byte(content)); err != nil {
+		return map[string]any{"error": writeError(file, err)}, nil
 	}
 	return map[string]any{"result": "file written successfully", "path": file, "bytes": len(content)}, nil
 }
 
-func toolGetInfo(ctx context.Context, p toolParams, _ toolStream) (map[string]any, error) {
-	tio, err := newToolsIO(p)
+// writeError is the answer to a file that cannot be written.
+func writeError(file string, err error) string {
+	if errors.Is(err, errNotRegular) {
+		return "not a regular file: " + file
+	}
+	return "failed to write file: " + file
+}
+
+func toolGetInfo(ctx context.Context, root *toolsRoot, p toolParams, _ toolStream) (map[string]any, error) {
+	tio, err := newToolsIO(root, p)
 	if err != nil {
 		return nil, err
 	}
@@ -444,10 +554,10 @@ func toolGetInfo(ctx context.Context, p toolParams, _ toolStream) (map[string]an
 		osInfo = strings.TrimSpace(res.output)
 	}
 	cwd := p.optStr("cwd", "")
-	if cwd == "" {
-		if !isolated {
-			cwd, _ = os.Getwd()
-		} else if res := tio.run(ctx, []string{"pwd"}, getInfoMaxOutput, getInfoTimeout, nil); res.exitCode == 0 && !res.timedOut {
+	if !isolated {
+		cwd = tio.resolve(".")
+	} else if cwd == "" {
+		if res := tio.run(ctx, []string{"pwd"}, getInfoMaxOutput, getInfoTimeout, nil); res.exitCode == 0 && !res.timedOut {
 			cwd = strings.TrimSpace(res.output)
 		} else {
 			cwd = "unknown"
@@ -460,7 +570,7 @@ func toolGetInfo(ctx context.Context, p toolParams, _ toolStream) (map[string]an
 // the file. When a text is not found as is, the match ignores trailing
 // spaces and typographic quotes, dashes and spaces (the lines it does not
 // touch stay as they were).
-func toolEditFile(_ context.Context, p toolParams, _ toolStream) (map[string]any, error) {
+func toolEditFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream) (map[string]any, error) {
 	file, err := p.str("path")
 	if err != nil {
 		return nil, err
@@ -493,13 +603,19 @@ func toolEditFile(_ context.Context, p toolParams, _ toolStream) (map[string]any
 		}
 		edits = append(edits, edit{o, n})
 	}
-	tio, err := newToolsIO(p)
+	tio, err := newToolsIO(root, p)
 	if err != nil {
 		return nil, err
 	}
-	b, ok := tio.readFile(file)
-	if !ok {
-		return map[string]any{"error": "failed to open file: " + file}, nil
+	if err := tio.check(file); err != nil {
+		return map[string]any{"error": err.Error()}, nil
+	}
+	b, truncated, err := tio.readFile(file, editFileMaxSize)
+	if err != nil {
+		return map[string]any{"error": openError(file, err)}, nil
+	}
+	if truncated {
+		return map[string]any{"error": fmt.Sprintf("file too large to edit (more than %d bytes): %s", editFileMaxSize, file)}, nil
 	}
 	original := string(b)
 	normOriginal := fuzzyNormalize(original)
@@ -549,8 +665,8 @@ func toolEditFile(_ context.Context, p toolParams, _ toolStream) (map[string]any
 	if updated == original {
 		return map[string]any{"error": "no changes made: the replacement(s) produced identical content"}, nil
 	}
-	if !tio.writeFile(file, []byte(updated)) {
-		return map[string]any{"error": "failed to write file: " + file}, nil
+	if err := tio.writeFile(file, []byte(updated)); err != nil {
+		return map[string]any{"error": writeError(file, err)}, nil
 	}
 	return map[string]any{"result": "file edited successfully", "path": file, "edits_applied": len(matched)}, nil
 }
@@ -691,71 +807,6 @@ func pathGlobMatch(pattern, rel string) bool {
 		return globMatch(pattern, rel)
 	}
 	return globMatch("**/"+pattern, rel)
-}
-
-// globMatch matches s against a glob pattern: "**" matches anything
-// ("**/" also nothing, unlike llama-server's matcher, where "src/*.go"
-// cannot match a top-level "src/a.go"),
-// '*' and '?' anything but '/', [...] a class ([!...] negated).
-// It memoizes (pattern, text) positions, so it takes polynomial time
-// whatever the pattern.
-func globMatch(pattern, s string) bool {
-	memo := map[[2]int]bool{}
-	var match func(pi, si int) bool
-	match = func(pi, si int) bool {
-		key := [2]int{pi, si}
-		if v, ok := memo[key]; ok {
-			return v
-		}
-		var r bool
-		switch {
-		case pi == len(pattern):
-			r = si == len(s)
-		case strings.HasPrefix(pattern[pi:], "**"):
-			// "**/" also matches no folder at all, so that "**/x" (what
-			// "x/..." patterns are anchored with) matches "x" at the top.
-			if strings.HasPrefix(pattern[pi:], "**/") && match(pi+3, si) {
-				r = true
-				break
-			}
-			for k := si; k <= len(s); k++ {
-				if match(pi+2, k) {
-					r = true
-					break
-				}
-			}
-		case pattern[pi] == '*':
-			for k := si; ; k++ {
-				if match(pi+1, k) {
-					r = true
-					break
-				}
-				if k >= len(s) || s[k] == '/' {
-					break
-				}
-			}
-		case pattern[pi] == '?':
-			r = si < len(s) && s[si] != '/' && match(pi+1, si+1)
-		case pattern[pi] == '[':
-			end := pi + 1
-			if end < len(pattern) && (pattern[end] == ']' || pattern[end] == '-') {
-				end++
-			}
-			for end < len(pattern) && pattern[end] != ']' {
-				end++
-			}
-			if end < len(pattern) {
-				r = si < len(s) && classMatch(s[si], pattern[pi+1:end]) && match(end+1, si+1)
-			} else {
-				r = si < len(s) && s[si] == '[' && match(pi+1, si+1)
-			}
-		default:
-			r = si < len(s) && pattern[pi] == s[si] && match(pi+1, si+1)
-		}
-		memo[key] = r
-		return r
-	}
-	return match(0, 0)
 }
 
 // classMatch reports whether c is in the glob class body (between the

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,6 +22,12 @@ const (
 	toolsListTimeout      = 15 * time.Second // one listing
 	toolsIsolateTimeout   = 15 * time.Second // auxiliary commands in an isolate
 	toolsIsolateReadLimit = 64 << 20         // read_file through an isolate
+	// toolsListMaxEntries is the most entries one listing visits on the
+	// host; past it the listing is marked truncated.
+	toolsListMaxEntries = 100_000
+	// toolsListMaxDepth is the deepest folder one listing walks on the
+	// host, whatever max_depth asks.
+	toolsListMaxDepth = 64
 )
 
 // junkDirs are listed but never walked: they can be enormous.
@@ -53,21 +58,30 @@ type listResult struct {
 }
 
 type execResult struct {
-	output   string
-	exitCode int
-	timedOut bool
+	output    string
+	exitCode  int
+	timedOut  bool
+	truncated bool // output ends with truncatedNote
 }
+
+// truncatedNote ends a command's output that went past its cap.
+const truncatedNote = "\n[output truncated]"
 
 // toolsIO is where the built-in tools act: the host, or an isolate (a
 // container, a host over ssh) driven through commands.
 type toolsIO interface {
+	// check reports why path cannot be used (on the host: it is outside
+	// the tools root), or nil.
+	check(path string) error
 	// resolve makes path absolute against the working directory.
 	resolve(path string) string
 	isDir(path string) bool
 	isFile(path string) bool
 	fileSize(path string) (int64, bool)
-	readFile(path string) ([]byte, bool)
-	writeFile(path string, content []byte) bool
+	// readFile reads at most limit bytes of a regular file; truncated
+	// reports that it holds more.
+	readFile(path string, limit int) (data []byte, truncated bool, err error)
+	writeFile(path string, content []byte) error
 	// list returns the entries under base (already resolved); maxDepth 0
 	// is unlimited, 1 the direct children.
 	list(ctx context.Context, base string, maxDepth int, kind listKind) listResult
@@ -77,13 +91,22 @@ type toolsIO interface {
 }
 
 // newToolsIO returns the I/O of a tool call: its "cwd" and "runtime"
-// parameters (set from the x-tool-cwd and x-tool-runtime headers). An
-// unknown or malformed runtime is an error, never a fallback to the host.
-func newToolsIO(p toolParams) (toolsIO, error) {
+// parameters (set from the x-tool-cwd and x-tool-runtime headers, where
+// the server allows them, or from --tools-runtime). On the host it is
+// confined to root, cwd included. An unknown or malformed runtime is an
+// error, never a fallback to the host.
+func newToolsIO(root *toolsRoot, p toolParams) (toolsIO, error) {
 	cwd := p.optStr("cwd", "")
 	runtime := p.optStr("runtime", "")
 	if runtime == "" {
-		return &hostIO{cwd: cwd}, nil
+		if root == nil {
+			return nil, errToolRuntime("no tools root")
+		}
+		rel, err := root.rel(".", cwd)
+		if err != nil {
+			return nil, &httpError{Status: 403, Type: errPermission, Msg: "x-tool-cwd: " + err.Error()}
+		}
+		return &hostIO{root: root, cwd: rel}, nil
 	}
 	if c, ok := parseContainerSpec(runtime); ok {
 		if !c.attach {
@@ -168,6 +191,7 @@ func runCommand(ctx context.Context, args []string, maxOutput int, timeout time.
 	defer cancel()
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = cwd
+	cmd.Env = childEnv(os.Environ())
 	setProcessGroup(cmd)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
@@ -195,8 +219,9 @@ func runCommand(ctx context.Context, args []string, maxOutput int, timeout time.
 	res.exitCode = cmd.ProcessState.ExitCode()
 	res.timedOut = errors.Is(tctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 	res.output = out.buf.String()
+	res.truncated = out.truncated
 	if out.truncated {
-		res.output += "\n[output truncated]"
+		res.output += truncatedNote
 	}
 	return res
 }
@@ -232,82 +257,104 @@ func (c *cappedOutput) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// hostIO runs the tools on the server's host.
+// hostIO runs the tools on the server's host, their files confined to
+// the tools root.
 type hostIO struct {
-	cwd string // resolves relative paths and is the commands' folder ("": the server's)
+	root *toolsRoot
+	cwd  string // relative to the root: resolves relative paths and is the commands' folder
 }
 
+func (h *hostIO) check(p string) error {
+	_, err := h.root.rel(h.cwd, p)
+	return err
+}
+
+// resolve returns the absolute path of p inside the root, or p itself
+// when it is outside (every operation then fails).
 func (h *hostIO) resolve(p string) string {
-	if p == "~" || strings.HasPrefix(p, "~/") {
-		if home, err := os.UserHomeDir(); err == nil && home != "" {
-			p = home + p[1:]
-		}
+	rel, err := h.root.rel(h.cwd, p)
+	if err != nil {
+		return p
 	}
-	if !filepath.IsAbs(p) {
-		base := h.cwd
-		if base == "" {
-			wd, err := os.Getwd()
-			if err != nil {
-				return p
-			}
-			base = wd
-		}
-		p = filepath.Join(base, p)
+	return h.root.abs(rel)
+}
+
+func (h *hostIO) stat(p string) (fs.FileInfo, error) {
+	rel, err := h.root.rel(h.cwd, p)
+	if err != nil {
+		return nil, err
 	}
-	return filepath.ToSlash(filepath.Clean(p))
+	return h.root.stat(rel)
 }
 
 func (h *hostIO) isDir(p string) bool {
-	st, err := os.Stat(h.resolve(p))
+	st, err := h.stat(p)
 	return err == nil && st.IsDir()
 }
 
 func (h *hostIO) isFile(p string) bool {
-	st, err := os.Stat(h.resolve(p))
+	st, err := h.stat(p)
 	return err == nil && st.Mode().IsRegular()
 }
 
 func (h *hostIO) fileSize(p string) (int64, bool) {
-	st, err := os.Stat(h.resolve(p))
+	st, err := h.stat(p)
 	if err != nil || st.IsDir() {
 		return 0, false
 	}
 	return st.Size(), true
 }
 
-func (h *hostIO) readFile(p string) ([]byte, bool) {
-	b, err := os.ReadFile(h.resolve(p))
-	return b, err == nil
+func (h *hostIO) readFile(p string, limit int) ([]byte, bool, error) {
+	rel, err := h.root.rel(h.cwd, p)
+	if err != nil {
+		return nil, false, err
+	}
+	return h.root.readFile(rel, limit)
 }
 
-func (h *hostIO) writeFile(p string, content []byte) bool {
-	full := h.resolve(p)
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		return false
+func (h *hostIO) writeFile(p string, content []byte) error {
+	rel, err := h.root.rel(h.cwd, p)
+	if err != nil {
+		return err
 	}
-	return os.WriteFile(full, content, 0o644) == nil
+	return h.root.writeFile(rel, content)
 }
 
 func (h *hostIO) run(ctx context.Context, args []string, maxOutput int, timeout time.Duration, onChunk func(string) bool) execResult {
-	return runCommand(ctx, args, maxOutput, timeout, onChunk, true, h.cwd, nil)
+	return runCommand(ctx, args, maxOutput, timeout, onChunk, true, h.root.abs(h.cwd), nil)
 }
 
+// list walks base inside the root, at most toolsListMaxEntries entries
+// and toolsListMaxDepth folders deep.
 func (h *hostIO) list(ctx context.Context, base string, maxDepth int, kind listKind) listResult {
 	var out listResult
-	if st, err := os.Stat(base); err != nil || !st.IsDir() {
+	baseRel, err := h.root.rel(h.cwd, base)
+	if err != nil {
+		out.err = "path is outside the tools root"
+		return out
+	}
+	if st, err := h.root.stat(baseRel); err != nil || !st.IsDir() {
 		out.err = "path does not exist or is not a directory"
 		return out
+	}
+	if maxDepth == 0 || maxDepth > toolsListMaxDepth {
+		maxDepth = toolsListMaxDepth
 	}
 	deadline := time.Now().Add(toolsListTimeout)
 	// git knows what is ignored, but lists only files.
 	if kind == listFiles {
-		res := h.run(ctx, []string{"git", "-C", base, "ls-files", "--cached", "--others", "--exclude-standard"}, toolsListMaxOutput, toolsListTimeout, nil)
+		res := h.run(ctx, []string{"git", "-C", h.root.abs(baseRel), "ls-files", "--cached", "--others", "--exclude-standard"}, toolsListMaxOutput, toolsListTimeout, nil)
 		if res.exitCode == 0 && !res.timedOut {
 			for _, line := range splitOutputLines(res.output, false) {
-				if maxDepth > 0 && entryDepth(line) > maxDepth {
+				if len(out.entries) >= toolsListMaxEntries {
+					out.truncated = true
+					break
+				}
+				if entryDepth(line) > maxDepth {
 					continue
 				}
-				if h.isFile(path.Join(base, line)) {
+				if st, err := h.root.stat(filepath.Join(baseRel, filepath.FromSlash(line))); err == nil && st.Mode().IsRegular() {
 					out.entries = append(out.entries, listEntry{rel: line})
 				}
 			}
@@ -315,10 +362,11 @@ func (h *hostIO) list(ctx context.Context, base string, maxDepth int, kind listK
 		}
 	}
 	type dir struct {
-		abs, rel string
+		abs, rel string // abs: relative to the root
 		depth    int
 	}
-	stack := []dir{{abs: base}}
+	stack := []dir{{abs: baseRel}}
+	visited := 0
 	for len(stack) > 0 {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			out.truncated = true
@@ -326,7 +374,7 @@ func (h *hostIO) list(ctx context.Context, base string, maxDepth int, kind listK
 		}
 		d := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		ents, err := os.ReadDir(d.abs)
+		ents, err := h.root.readDir(d.abs)
 		if err != nil {
 			if !errors.Is(err, fs.ErrPermission) {
 				out.truncated = true
@@ -334,6 +382,10 @@ func (h *hostIO) list(ctx context.Context, base string, maxDepth int, kind listK
 			continue
 		}
 		for _, e := range ents {
+			if visited++; visited > toolsListMaxEntries {
+				out.truncated = true
+				return out
+			}
 			rel := e.Name()
 			if d.rel != "" {
 				rel = d.rel + "/" + e.Name()
@@ -342,7 +394,7 @@ func (h *hostIO) list(ctx context.Context, base string, maxDepth int, kind listK
 			mode := e.Type()
 			isLink := mode&fs.ModeSymlink != 0
 			if isLink {
-				st, err := os.Stat(full)
+				st, err := h.root.stat(full) // a link out of the root fails
 				if err != nil {
 					continue
 				}
@@ -357,8 +409,10 @@ func (h *hostIO) list(ctx context.Context, base string, maxDepth int, kind listK
 				if junkDirs[e.Name()] || isLink {
 					continue
 				}
-				if maxDepth == 0 || d.depth+1 < maxDepth {
+				if d.depth+1 < maxDepth {
 					stack = append(stack, dir{abs: full, rel: rel, depth: d.depth + 1})
+				} else if d.depth+1 == toolsListMaxDepth {
+					out.truncated = true
 				}
 			case mode.IsRegular():
 				if kind != listDirs {
@@ -434,6 +488,9 @@ func shellQuoteJoin(argv []string) string {
 	return strings.Join(parts, " ")
 }
 
+// check accepts every path: the isolate is the confinement.
+func (i *isolateIO) check(string) error { return nil }
+
 func (i *isolateIO) resolve(p string) string {
 	if i.cwd == "" || strings.HasPrefix(p, "/") {
 		return p
@@ -462,22 +519,30 @@ func (i *isolateIO) fileSize(p string) (int64, bool) {
 	return n, err == nil
 }
 
-func (i *isolateIO) readFile(p string) ([]byte, bool) {
-	res := i.exec([]string{"cat", "--", i.resolve(p)}, toolsIsolateReadLimit, false)
-	if res.exitCode != 0 || res.timedOut {
-		return nil, false
+func (i *isolateIO) readFile(p string, limit int) ([]byte, bool, error) {
+	limit = min(limit, toolsIsolateReadLimit)
+	res := i.exec([]string{"sh", "-c", `[ -f "$1" ] && exec cat -- "$1"`, "_", i.resolve(p)}, limit+1, false)
+	out := strings.TrimSuffix(res.output, truncatedNote)
+	if !res.truncated && (res.exitCode != 0 || res.timedOut) {
+		return nil, false, errors.New("cannot read the file")
 	}
-	return []byte(res.output), true
+	if len(out) > limit {
+		return []byte(out[:limit]), true, nil
+	}
+	return []byte(out), false, nil
 }
 
-func (i *isolateIO) writeFile(p string, content []byte) bool {
+func (i *isolateIO) writeFile(p string, content []byte) error {
 	if content == nil {
 		content = []byte{}
 	}
 	res := runCommand(context.Background(),
 		i.argv([]string{"sh", "-c", `mkdir -p "$(dirname "$1")" && cat > "$1"`, "_", i.resolve(p)}, true),
 		4096, toolsIsolateTimeout, nil, true, "", content)
-	return res.exitCode == 0 && !res.timedOut
+	if res.exitCode != 0 || res.timedOut {
+		return errors.New("cannot write the file")
+	}
+	return nil
 }
 
 // run bounds the command with the isolate's own timeout too: killing the
@@ -564,7 +629,7 @@ func newToolsRuntime(spec string, log interface {
 		}
 		return rt, nil
 	}
-	if _, err := newToolsIO(toolParams{"runtime": spec}); err != nil {
+	if _, err := newToolsIO(nil, toolParams{"runtime": spec}); err != nil {
 		return nil, err
 	}
 	return staticRuntime(spec), nil

@@ -4,6 +4,9 @@ package server
 
 import "os/exec"
 
+// openNonblock is not needed where there are no FIFOs to open.
+const openNonblock = 0
+
 // setProcessGroup does nothing where process groups are not available.
 func setProcessGroup(*exec.Cmd) {}
 

@@ -2,8 +2,10 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -74,8 +76,8 @@ func TestToolsList(t *testing.T) {
 }
 
 func TestToolsBuiltin(t *testing.T) {
-	_, ts := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"all"}}})
 	dir := t.TempDir()
+	_, ts := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"all"}, Root: dir, AllowClientCwd: true}})
 	write := func(rel, content string) {
 		p := filepath.Join(dir, rel)
 		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
@@ -194,8 +196,9 @@ func TestToolsBuiltin(t *testing.T) {
 }
 
 func TestToolsRefused(t *testing.T) {
-	_, ts := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"read_file", "exec_shell_command"}}})
-	marker := filepath.Join(t.TempDir(), "pwned")
+	dir := t.TempDir()
+	_, ts := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"read_file", "exec_shell_command"}, Root: dir, AllowClientRuntime: true}})
+	marker := filepath.Join(dir, "pwned")
 	for _, tc := range []struct {
 		name    string
 		body    any
@@ -237,7 +240,7 @@ func TestToolsRefused(t *testing.T) {
 }
 
 func TestToolsStream(t *testing.T) {
-	_, ts := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"all"}}})
+	_, ts := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"all"}, Root: t.TempDir(), AllowClientRuntime: true}})
 	for _, tc := range []struct {
 		name   string
 		hdr    map[string]string
@@ -325,4 +328,24 @@ func TestGlobMatch(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, pathGlobMatch(tc.pattern, tc.path), "%s %s", tc.pattern, tc.path)
 	}
+}
+
+func TestToolsStartup(t *testing.T) {
+	dir := t.TempDir()
+	var logs bytes.Buffer
+	_, _ = newTestServer(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Tools: ToolsOptions{Enabled: []string{"read_file", "grep_search"}, Root: dir}})
+	var warnings []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "level=WARN") && strings.Contains(line, "agent tools") {
+			warnings = append(warnings, line)
+		}
+	}
+	require.Len(t, warnings, 1, logs.String())
+	assert.Contains(t, warnings[0], "tools=read_file,grep_search")
+	assert.Contains(t, warnings[0], "root="+dir)
+	assert.Contains(t, warnings[0], "client_cwd=false client_runtime=false")
+
+	_, err := New(context.Background(), Options{Tools: ToolsOptions{Enabled: []string{"read_file"}, Root: filepath.Join(dir, "missing")}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "tools root")
 }

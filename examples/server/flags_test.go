@@ -499,9 +499,11 @@ func TestFlagTools(t *testing.T) {
 	}{
 		{name: "nothing", port: 8080, cors: []string{"*"}},
 		{name: "flags", args: []string{"--tools", "read_file, get_info", "--tools-runtime", "docker:busybox",
-			"--mcp-servers-config", "/etc/mcp.json", "--mcp-servers-json", `{"mcpServers":{}}`, "--ui-mcp-proxy"},
+			"--mcp-servers-config", "/etc/mcp.json", "--mcp-servers-json", `{"mcpServers":{}}`, "--ui-mcp-proxy",
+			"--tools-root", "/srv/work", "--tools-allow-cwd", "--tools-allow-runtime"},
 			tools: server.ToolsOptions{Enabled: []string{"read_file", "get_info"}, Runtime: "docker:busybox",
-				MCPServersConfig: "/etc/mcp.json", MCPServersJSON: `{"mcpServers":{}}`, CORSProxy: true}, port: 8080, cors: []string{"localhost"}},
+				MCPServersConfig: "/etc/mcp.json", MCPServersJSON: `{"mcpServers":{}}`, CORSProxy: true,
+				Root: "/srv/work", AllowClientCwd: true, AllowClientRuntime: true}, port: 8080, cors: []string{"localhost"}},
 		{name: "environment", env: map[string]string{
 			"LLAMA_ARG_TOOLS": "read_file, get_info", "LLAMA_ARG_TOOLS_RUNTIME": "docker:busybox",
 			"LLAMA_ARG_MCP_SERVERS_CONFIG": "/etc/mcp.json", "LLAMA_ARG_MCP_SERVERS_JSON": `{"mcpServers":{}}`,
