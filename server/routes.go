@@ -11,12 +11,15 @@ type route struct {
 	Handler handlerFunc
 }
 
-// access says whether a route needs one of Options.APIKeys.
-type access bool
+// access says whether a route needs one of Options.APIKeys. As
+// llama-server's, only liveness and the web page are public: model
+// listings and everything else need the key.
+type access int
 
 const (
-	keyed  access = false // needs an API key when the server has some
-	public access = true  // reachable without a key
+	keyed  access = iota // needs an API key when the server has some
+	public               // reachable without a key
+	page                 // public for the web page's own files (pagePublic), keyed otherwise
 )
 
 // routes is the server's API map: every endpoint, grouped by the API it
@@ -27,10 +30,11 @@ const (
 func (s *Server) routes() []route {
 	return []route{
 		// Liveness (props.go), and the web UI (ui.go), which asks the user
-		// for the API key that its own calls need.
+		// for the API key that its own calls need: its page is public,
+		// other files of Options.UIPath are keyed.
 		{"GET /health", public, llamaErrors, handleHealth(s)},
 		{"GET /v1/health", public, llamaErrors, handleHealth(s)},
-		{"GET /", public, llamaErrors, handleUI(s)},
+		{"GET /", page, llamaErrors, handleUI(s)},
 
 		// llama-server's native API: generation (completion.go, infill.go),
 		// embeddings (embeddings.go), reranking, also under /v1/ for Jina's
@@ -60,11 +64,12 @@ func (s *Server) routes() []route {
 		{"GET /lora-adapters", keyed, llamaErrors, handleGetLoRA(s)},
 		{"POST /lora-adapters", keyed, llamaErrors, handlePostLoRA(s)},
 
-		// Models: the OpenAI list, public as in llama-server (models.go),
-		// and router mode's loading, unloading, events (models.go), and
-		// downloads and removals (models_admin.go).
-		{"GET /v1/models", public, llamaErrors, handleModels(s)},
-		{"GET /models", public, llamaErrors, handleModels(s)},
+		// Models: the OpenAI list (models.go), keyed as in llama-server
+		// (in router mode it names model files and ?reload=1 rescans
+		// them), and router mode's loading, unloading, events
+		// (models.go), and downloads and removals (models_admin.go).
+		{"GET /v1/models", keyed, llamaErrors, handleModels(s)},
+		{"GET /models", keyed, llamaErrors, handleModels(s)},
 		{"GET /models/sse", keyed, llamaErrors, handleModelsSSE(s)},
 		{"POST /models/load", keyed, llamaErrors, handleModelsLoad(s)},
 		{"POST /models/unload", keyed, llamaErrors, handleModelsUnload(s)},
@@ -116,16 +121,22 @@ func (s *Server) routes() []route {
 }
 
 // buildHandler makes the server's http.Handler: the routes behind panic
-// recovery, CORS, the API key check (for keyed routes), the body limit and
-// the request timeout.
+// recovery, CORS, the body limit, the request timeout and the API key
+// check (for keyed routes). Resumable streams are recorded behind the key
+// check, so that a session is the key's (stream_resume.go).
 func (s *Server) buildHandler() http.Handler {
 	rs := s.routes()
 	auth := requireAPIKey(s.opts.APIKeys)
+	resumable := resumableStreams(&s.streams)
+	pagePublic := s.pagePublic()
 	mux := http.NewServeMux()
 	for _, rt := range rs {
 		h := rt.Errors.serve(rt.Handler)
-		if rt.Access == keyed {
-			h = auth(h)
+		switch rt.Access {
+		case keyed:
+			h = auth(resumable(h))
+		case page:
+			h = publicIf(pagePublic, h, auth(h))
 		}
 		mux.Handle(rt.Pattern, h)
 	}
@@ -145,7 +156,18 @@ func (s *Server) buildHandler() http.Handler {
 		giveBackMemory(&s.freeing),
 		cors(s.opts),
 		limitBody(s.opts.MaxBodyBytes),
-		resumableStreams(&s.streams),
 		withTimeout(s.opts.Timeout),
 	)
+}
+
+// publicIf routes the requests whose path isPublic to open and the others
+// to keyed.
+func publicIf(isPublic func(path string) bool, open, keyed http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isPublic(r.URL.Path) {
+			open.ServeHTTP(w, r)
+			return
+		}
+		keyed.ServeHTTP(w, r)
+	})
 }

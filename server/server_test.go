@@ -339,11 +339,13 @@ func TestServerAuth(t *testing.T) {
 			}
 		})
 	}
-	for _, path := range []string{"/health", "/v1/health", "/v1/models", "/models"} {
+	// As llama-server's: only liveness is public; the model lists too
+	// need the key.
+	for _, path := range []string{"/health", "/v1/health"} {
 		code, _ := call(t, "GET", ts.URL+path, nil, nil)
 		assert.Equal(t, 200, code, path)
 	}
-	for _, path := range []string{"/props", "/metrics", "/slots", "/lora-adapters"} {
+	for _, path := range []string{"/props", "/metrics", "/slots", "/lora-adapters", "/v1/models", "/models", "/models?reload=1"} {
 		code, _ := call(t, "GET", ts.URL+path, nil, nil)
 		assert.Equal(t, 401, code, path)
 	}
