@@ -62,7 +62,7 @@ func (e *SlotFileError) Is(target error) bool { return target == llama.ErrInvali
 // openSlotFile opens path without following a final symbolic link and
 // without blocking, and checks that it is a regular file.
 func openSlotFile(path string, flag int) (*os.File, error) {
-	f, err := os.OpenFile(path, flag|openNoFollow, 0o644)
+	f, err := os.OpenFile(path, flag|openNoFollow, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +86,8 @@ func openSlotFile(path string, flag int) (*os.File, error) {
 // returns the bytes written. The file is written under a temporary name
 // (created exclusively, so never through a link) and renamed over path,
 // so that a restore running at the same time reads the old file or the
-// new one, never half of one. An existing path must be a regular file: a
+// new one, never half of one. The file is the owner's only (0600): it
+// holds a conversation's tokens and KV state. An existing path must be a regular file: a
 // symbolic link, a directory or a FIFO there is refused.
 func writeSlotFile(path string, tokens []llama.Token, state []byte) (int, error) {
 	if st, err := os.Lstat(path); err == nil {
@@ -115,7 +116,7 @@ func writeSlotFile(path string, tokens []llama.Token, state []byte) (int, error)
 	}
 	tmp := f.Name()
 	_, err = f.Write(buf)
-	if err2 := f.Chmod(0o644); err == nil {
+	if err2 := f.Chmod(0o600); err == nil {
 		err = err2
 	}
 	if err2 := f.Close(); err == nil {
