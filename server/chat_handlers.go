@@ -129,10 +129,8 @@ func (inst *instance) prepareChat(req *chatRequest, t *engine.Request) (*chatPla
 		if req.Parallel != nil {
 			parallel = *req.Parallel
 		}
-		for _, tool := range req.Tools {
-			if err := checkSchemaSize(tool.Parameters); err != nil {
-				return nil, err
-			}
+		if err := checkToolsSize(req.Tools); err != nil {
+			return nil, err
 		}
 		tg, err := chat.BuildToolGrammar(format, req.Tools, req.ToolChoice, parallel)
 		if err != nil {
