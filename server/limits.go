@@ -184,11 +184,31 @@ func (inst *instance) textLimit(nTokens int) int {
 
 // checkPromptText refuses a prompt text that can never fit inst's context.
 func (inst *instance) checkPromptText(text string) error {
-	if lim := inst.textLimit(inst.slotContext()); len(text) > lim {
+	return inst.checkPromptBytes(len(text))
+}
+
+// checkPromptBytes refuses a prompt of n bytes of text that can never fit
+// inst's context.
+func (inst *instance) checkPromptBytes(n int) error {
+	if lim := inst.textLimit(inst.slotContext()); n > lim {
 		return badRequest("the prompt has %d bytes of text and cannot fit the context of %d tokens (at most %d bytes are taken)",
-			len(text), inst.slotContext(), lim)
+			n, inst.slotContext(), lim)
 	}
 	return nil
+}
+
+// checkMessagesText refuses, before the chat template renders them,
+// messages whose contents alone can never fit inst's context: rendering
+// a conversation takes several times its size in memory (the template's
+// values of every message, and the prompt), which a body of text that
+// can only be refused need not cost. Templates render every message's
+// content; the rendered prompt is checked again after.
+func (inst *instance) checkMessagesText(msgs []chat.Message) error {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Content)
+	}
+	return inst.checkPromptBytes(n)
 }
 
 // checkJSONDepth refuses a JSON text nesting arrays and objects deeper
