@@ -143,13 +143,18 @@ func (s *Server) buildHandler() http.Handler {
 	if err := s.addGCPRoutes(mux, rs, auth); err != nil {
 		s.log.Error("GCP compat disabled", "err", err)
 	}
+	// A path no route has is a 404, behind the key as every route but the
+	// public ones (as llama-server's, whose key check runs before routing).
+	missing := auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		llamaErrors.write(w, errFileNotFound())
+	}))
 	notFound := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The mux's own 404 and 405 are plain text; answer in JSON.
 		if _, pattern := mux.Handler(r); pattern != "" {
 			mux.ServeHTTP(w, r)
 			return
 		}
-		llamaErrors.write(w, errFileNotFound())
+		missing.ServeHTTP(w, r)
 	})
 	return chain(notFound,
 		recoverPanics(s.log),

@@ -128,6 +128,11 @@ func TestSecurityModelListsNeedKey(t *testing.T) {
 			code, _ := call(t, "GET", base+path, nil, nil)
 			assert.Equal(t, 200, code, path)
 		}
+		// A path no route has: 401 without the key, as llama-server's.
+		code, _ := call(t, "POST", base+"/no/such/route", `{}`, nil)
+		assert.Equal(t, 401, code)
+		code, _ = call(t, "POST", base+"/no/such/route", `{}`, keyHdr("k"))
+		assert.Equal(t, 404, code)
 	}
 }
 

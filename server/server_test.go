@@ -443,6 +443,8 @@ func TestServerStripPrefix(t *testing.T) {
 	code, _ := call(t, "GET", ts.URL+"/llm/health", nil, nil)
 	assert.Equal(t, 200, code)
 	code, _ = call(t, "GET", ts.URL+"/llm/v1/models", nil, nil)
+	assert.Equal(t, 401, code, "model lists need the key, as llama-server's")
+	code, _ = call(t, "GET", ts.URL+"/llm/v1/models", nil, map[string]string{"Authorization": "Bearer k"})
 	assert.Equal(t, 200, code)
 	code, _ = call(t, "POST", ts.URL+"/llm/tokenize", map[string]any{"content": "hi"}, nil)
 	assert.Equal(t, 401, code)
