@@ -85,7 +85,11 @@ func BuildToolGrammar(f Format, tools []Tool, choice ToolChoice, parallel bool) 
 	if len(tools) == 0 {
 		return nil, fmt.Errorf("chat: no tools to build a grammar for")
 	}
+	// The whole grammar is checked once, after all tools: checked after
+	// each tool, a request with thousands of tools took time quadratic in
+	// their number.
 	g := &grammarGen{b: jsonschema.NewBuilder(), f: f}
+	g.b.DeferChecks()
 	for _, t := range tools {
 		if t.Name == "" {
 			return nil, fmt.Errorf("chat: tool without a name")
@@ -99,6 +103,9 @@ func BuildToolGrammar(f Format, tools []Tool, choice ToolChoice, parallel bool) 
 			return nil, fmt.Errorf("chat: parameters of tool %q: %w", t.Name, err)
 		}
 		g.tools = append(g.tools, toolRule{name: t.Name, args: args, params: params})
+	}
+	if err := g.b.Check(); err != nil {
+		return nil, fmt.Errorf("chat: tool parameters: %w", err)
 	}
 	tg := &ToolGrammar{Lazy: mode == "auto"}
 	root := g.build(parallel, tg)

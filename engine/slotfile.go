@@ -62,7 +62,7 @@ func (e *SlotFileError) Is(target error) bool { return target == llama.ErrInvali
 // openSlotFile opens path without following a final symbolic link and
 // without blocking, and checks that it is a regular file.
 func openSlotFile(path string, flag int) (*os.File, error) {
-	f, err := os.OpenFile(path, flag|openNoFollow, 0o644)
+	f, err := os.OpenFile(path, flag|openNoFollow, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +86,8 @@ func openSlotFile(path string, flag int) (*os.File, error) {
 // returns the bytes written. The file is written under a temporary name
 // (created exclusively, so never through a link) and renamed over path,
 // so that a restore running at the same time reads the old file or the
-// new one, never half of one. An existing path must be a regular file: a
+// new one, never half of one. The file is the owner's only (0600): it
+// holds a conversation's tokens and KV state. An existing path must be a regular file: a
 // symbolic link, a directory or a FIFO there is refused.
 func writeSlotFile(path string, tokens []llama.Token, state []byte) (int, error) {
 	if st, err := os.Lstat(path); err == nil {
@@ -115,7 +116,7 @@ func writeSlotFile(path string, tokens []llama.Token, state []byte) (int, error)
 	}
 	tmp := f.Name()
 	_, err = f.Write(buf)
-	if err2 := f.Chmod(0o644); err == nil {
+	if err2 := f.Chmod(0o600); err == nil {
 		err = err2
 	}
 	if err2 := f.Close(); err == nil {
@@ -150,8 +151,11 @@ func readSlotFile(path, name string, maxTokens int, m *llama.Model) ([]llama.Tok
 		return nil, nil, 0, bad("unknown magic or version")
 	}
 	n := int64(binary.LittleEndian.Uint32(hdr[8:]))
+	tooLong := func(n int64) error {
+		return &SlotFileError{Msg: fmt.Sprintf("Unable to restore slot: %q holds %d tokens, more than the slot's context (%d tokens)", name, n, maxTokens)}
+	}
 	if n >= int64(maxTokens)+slotTokensOverhead {
-		return nil, nil, 0, &ContextSizeError{PromptTokens: int(n), CtxSize: maxTokens}
+		return nil, nil, 0, tooLong(n)
 	}
 	st, err := f.Stat()
 	if err != nil {
@@ -174,7 +178,7 @@ func readSlotFile(path, name string, maxTokens int, m *llama.Model) ([]llama.Tok
 		return nil, nil, 0, bad("unknown token list")
 	}
 	if len(toks) >= maxTokens {
-		return nil, nil, 0, &ContextSizeError{PromptTokens: len(toks), CtxSize: maxTokens}
+		return nil, nil, 0, tooLong(int64(len(toks)))
 	}
 	for _, t := range toks {
 		if m.CheckToken(t) != nil {
@@ -186,6 +190,157 @@ func readSlotFile(path, name string, maxTokens int, m *llama.Model) ([]llama.Tok
 		return nil, nil, 0, bad("truncated")
 	}
 	return toks, state, int(st.Size()), nil
+}
+
+// plausibleCells checks the cell counts of a sequence state before
+// llama.cpp sees it: llama.cpp sizes a batch by a count before it checks
+// anything else, so a corrupt count of billions makes it allocate and fill
+// gigabytes (the process is killed for memory). empty is the state of an
+// empty sequence of this context, which tells the layout:
+//
+//   - an attention cache's state is the stream count, then per stream a
+//     cell count, the cells (position, sequence count, an extension for
+//     M-RoPE models, the sequences) and the K and V rows: every count is
+//     checked, walking the streams, and so is every cell's position
+//     (0 to the context; a negative one would outlive the slot's erasure);
+//   - other layouts (recurrent, hybrid, sliding-window pairs) are checked
+//     on their second uint32 only, which is the first cell count of an
+//     attention cache and the position of a recurrent memory's cell, both
+//     below the slot's context in a file this context wrote.
+func plausibleCells(state, empty []byte, maxTokens int) bool {
+	if len(state) < 8 {
+		return true // llama.cpp refuses it for its size
+	}
+	if int64(binary.LittleEndian.Uint32(state[4:])) > int64(maxTokens) {
+		return false
+	}
+	nStream, ok := kvLayout(empty)
+	if !ok {
+		return true
+	}
+	ok = false
+	for _, ext := range []int{0, 12} { // llama_kv_cell_ext: x, y, token
+		counts, whole := walkKVState(state, nStream, ext, maxTokens)
+		for _, c := range counts {
+			if c > uint64(maxTokens) {
+				return false
+			}
+		}
+		ok = ok || whole
+	}
+	// A state this context wrote walks whole with one of the extension
+	// sizes; one that does not has a count, a position or a size wrong.
+	return ok
+}
+
+// kvLayout reports whether empty is an attention cache's state of an
+// empty sequence (the stream count, then that many zero cell counts) and
+// its stream count.
+func kvLayout(empty []byte) (int, bool) {
+	if cut, ok := cutStateHeader(empty); ok {
+		empty = cut
+	}
+	if len(empty) < 8 || len(empty)%4 != 0 {
+		return 0, false
+	}
+	n := int(binary.LittleEndian.Uint32(empty))
+	if n < 1 || len(empty) != 4*(1+n) {
+		return 0, false
+	}
+	for i := 1; i <= n; i++ {
+		if binary.LittleEndian.Uint32(empty[4*i:]) != 0 {
+			return 0, false
+		}
+	}
+	return n, true
+}
+
+// walkKVState reads the cell counts of an attention cache's state of
+// nStream streams whose cells carry ext extension bytes; whole is true
+// when the walk ends exactly at the end of the state with every cell's
+// position in [0, maxTokens).
+func walkKVState(b []byte, nStream, ext, maxTokens int) (counts []uint64, whole bool) {
+	o := 0
+	u32 := func() (uint64, bool) {
+		if o+4 > len(b) {
+			return 0, false
+		}
+		v := binary.LittleEndian.Uint32(b[o:])
+		o += 4
+		return uint64(v), true
+	}
+	skip := func(n uint64) bool {
+		if n > uint64(len(b)-o) {
+			return false
+		}
+		o += int(n)
+		return true
+	}
+	if ns, ok := u32(); !ok || ns != uint64(nStream) {
+		return nil, false
+	}
+	for range nStream {
+		cc, ok := u32()
+		if !ok {
+			return counts, false
+		}
+		counts = append(counts, cc)
+		if cc == 0 {
+			continue
+		}
+		if cc > uint64(len(b)) {
+			return counts, false
+		}
+		for range cc {
+			pos, ok := u32()
+			if !ok || int32(pos) < 0 || int64(pos) >= int64(maxTokens) {
+				return counts, false
+			}
+			nSeq, ok := u32()
+			if !ok || !skip(uint64(ext)) || !skip(4*nSeq) {
+				return counts, false
+			}
+		}
+		vTrans, ok1 := u32()
+		nLayer, ok2 := u32()
+		if !ok1 || !ok2 || nLayer > uint64(len(b)) {
+			return counts, false
+		}
+		for range nLayer { // K rows
+			if !skip(4) || o+8 > len(b) {
+				return counts, false
+			}
+			row := binary.LittleEndian.Uint64(b[o:])
+			o += 8
+			if row > uint64(len(b)) || !skip(row*cc) {
+				return counts, false
+			}
+		}
+		for range nLayer { // V rows, or V columns when transposed
+			if !skip(4) {
+				return counts, false
+			}
+			var n uint64
+			if vTrans == 0 {
+				if o+8 > len(b) {
+					return counts, false
+				}
+				n = binary.LittleEndian.Uint64(b[o:])
+				o += 8
+			} else {
+				el, ok1 := u32()
+				ne, ok2 := u32()
+				if !ok1 || !ok2 {
+					return counts, false
+				}
+				n = el * ne
+			}
+			if n > uint64(len(b)) || !skip(n*cc) {
+				return counts, false
+			}
+		}
+	}
+	return counts, o == len(b)
 }
 
 // stateBufferMagic starts the sequence state that llama.cpp's
@@ -312,9 +467,14 @@ func (e *Engine) RestoreSlot(id int, path string) (nTokens int, nBytes int, err 
 		e.lctx.RemoveTokens(id, 0, -1)
 		s.cache = s.cache[:0]
 		if empty, err := e.lctx.SeqState(id); err == nil {
+			if !plausibleCells(state, empty, e.nCtxSlot) {
+				return &SlotFileError{Msg: fmt.Sprintf("Unable to restore slot: %q is not a slot file of this model (malformed state)", name)}
+			}
 			if _, headed := cutStateHeader(empty); headed {
 				state = withStateHeader(state, id)
 			}
+		} else if !plausibleCells(state, nil, e.nCtxSlot) {
+			return &SlotFileError{Msg: fmt.Sprintf("Unable to restore slot: %q is not a slot file of this model (malformed state)", name)}
 		}
 		if err := e.lctx.SetSeqState(id, state); err != nil {
 			e.lctx.RemoveTokens(id, 0, -1)

@@ -12,6 +12,7 @@ package server
 // with.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -93,6 +94,9 @@ func (inst *instance) prepareChat(req *chatRequest, t *engine.Request) (*chatPla
 	if len(req.Messages) == 0 && !req.AllowEmpty {
 		return nil, badRequest(`"messages" must not be empty`)
 	}
+	if err := inst.checkMessagesText(req.Messages); err != nil {
+		return nil, err
+	}
 	plan := &chatPlan{}
 	rf := req.Reasoning
 	if rf == "" {
@@ -129,10 +133,8 @@ func (inst *instance) prepareChat(req *chatRequest, t *engine.Request) (*chatPla
 		if req.Parallel != nil {
 			parallel = *req.Parallel
 		}
-		for _, tool := range req.Tools {
-			if err := checkSchemaSize(tool.Parameters); err != nil {
-				return nil, err
-			}
+		if err := checkToolsSize(req.Tools); err != nil {
+			return nil, err
 		}
 		tg, err := chat.BuildToolGrammar(format, req.Tools, req.ToolChoice, parallel)
 		if err != nil {
@@ -371,15 +373,28 @@ func toChatMessagesMedia(raw json.RawMessage, allowEmpty bool, marker string, me
 	if jsonKind(raw) != 'a' {
 		return nil, badRequest(`"messages" must be an array`)
 	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
+	// The messages are read one by one from raw, so that a request's
+	// memory holds its text about once besides its body (a copy of every
+	// message, then of every content, held at once, made a request of
+	// many messages peak at 15 times its size); counting them first
+	// sizes msgs once.
+	var count []struct{}
+	if err := json.Unmarshal(raw, &count); err != nil {
 		return nil, badRequest(`"messages": %v`, err)
 	}
-	if len(items) == 0 && !allowEmpty {
+	if len(count) == 0 && !allowEmpty {
 		return nil, badRequest(`"messages" must not be empty`)
 	}
-	msgs := make([]chat.Message, 0, len(items))
-	for i, it := range items {
+	msgs := make([]chat.Message, 0, len(count))
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // [
+		return nil, badRequest(`"messages": %v`, err)
+	}
+	for i := 0; dec.More(); i++ {
+		var it json.RawMessage
+		if err := dec.Decode(&it); err != nil {
+			return nil, badRequest(`"messages": %v`, err)
+		}
 		var wm wireMessage
 		if jsonKind(it) != 'o' {
 			return nil, badRequest("messages[%d] must be an object", i)

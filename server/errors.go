@@ -279,6 +279,29 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
+// readAllSized is io.ReadAll into a buffer of the body's announced size
+// (n, when positive and under the default body limit), so that a large
+// body is held once instead of in a series of doubling buffers.
+func readAllSized(body io.Reader, n int64) ([]byte, error) {
+	if n <= 0 || n > defaultMaxBodySize {
+		return io.ReadAll(body)
+	}
+	buf := make([]byte, 0, n+1) // +1: EOF is seen without growing
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // a longer body than announced
+		}
+		m, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
 // decodeJSON reads the request body (bounded by the server's body limit)
 // as one JSON value into v. It fails with a 400 (413 when the body is too
 // large).
@@ -290,7 +313,7 @@ func decodeJSON(r *http.Request, v any) error {
 	if _, bounded := body.(*maxBytesMarker); !bounded {
 		body = http.MaxBytesReader(nil, body, defaultMaxBodySize)
 	}
-	data, err := io.ReadAll(body)
+	data, err := readAllSized(body, r.ContentLength)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {

@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"unicode/utf8"
 
+	"github.com/x/llama/chat"
 	"github.com/x/llama/engine"
 
 	"github.com/x/llama"
@@ -183,11 +184,31 @@ func (inst *instance) textLimit(nTokens int) int {
 
 // checkPromptText refuses a prompt text that can never fit inst's context.
 func (inst *instance) checkPromptText(text string) error {
-	if lim := inst.textLimit(inst.slotContext()); len(text) > lim {
+	return inst.checkPromptBytes(len(text))
+}
+
+// checkPromptBytes refuses a prompt of n bytes of text that can never fit
+// inst's context.
+func (inst *instance) checkPromptBytes(n int) error {
+	if lim := inst.textLimit(inst.slotContext()); n > lim {
 		return badRequest("the prompt has %d bytes of text and cannot fit the context of %d tokens (at most %d bytes are taken)",
-			len(text), inst.slotContext(), lim)
+			n, inst.slotContext(), lim)
 	}
 	return nil
+}
+
+// checkMessagesText refuses, before the chat template renders them,
+// messages whose contents alone can never fit inst's context: rendering
+// a conversation takes several times its size in memory (the template's
+// values of every message, and the prompt), which a body of text that
+// can only be refused need not cost. Templates render every message's
+// content; the rendered prompt is checked again after.
+func (inst *instance) checkMessagesText(msgs []chat.Message) error {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Content)
+	}
+	return inst.checkPromptBytes(n)
 }
 
 // checkJSONDepth refuses a JSON text nesting arrays and objects deeper
@@ -369,12 +390,51 @@ const (
 	maxSchemaProperties       = 2048
 )
 
+// Limits of a chat request's tools, whose parameter schemas all go into
+// one grammar: at most maxTools tools, whose parameters hold at most
+// maxToolSchemaBytes of JSON and maxSchemaProperties properties in all
+// (as one schema may). Within them a tool grammar is built in well under
+// a second; past them the request is a 400. (OpenAI's API takes at most
+// 128 tools.)
+const (
+	maxTools           = 512
+	maxToolSchemaBytes = 1 << 20
+)
+
+// checkToolsSize refuses tools past the limits above.
+func checkToolsSize(tools []chat.Tool) error {
+	if len(tools) > maxTools {
+		return badRequest("the request has %d tools; at most %d are allowed", len(tools), maxTools)
+	}
+	size, props := 0, 0
+	for _, t := range tools {
+		size += len(t.Parameters)
+		if size > maxToolSchemaBytes {
+			return badRequest("the tools' parameters have more than %d bytes in all", maxToolSchemaBytes)
+		}
+		n, err := schemaProperties(t.Parameters, maxSchemaProperties-props)
+		if err != nil {
+			return err
+		}
+		props += n
+	}
+	return nil
+}
+
 // checkSchemaSize refuses a JSON Schema whose objects have more
 // properties than the limits above.
 func checkSchemaSize(schema json.RawMessage) error {
+	_, err := schemaProperties(schema, maxSchemaProperties)
+	return err
+}
+
+// schemaProperties counts the properties of schema's objects, refusing
+// an object with more than maxSchemaObjectProperties and a schema with
+// more than budget in all.
+func schemaProperties(schema json.RawMessage, budget int) (int, error) {
 	var v any
 	if err := json.Unmarshal(schema, &v); err != nil {
-		return nil // the converter reports malformed schemas
+		return 0, nil // the converter reports malformed schemas
 	}
 	total := 0
 	var walk func(any) error
@@ -386,8 +446,8 @@ func checkSchemaSize(schema json.RawMessage) error {
 					return badRequest("invalid json_schema: an object has %d properties; at most %d are allowed", len(props), maxSchemaObjectProperties)
 				}
 				total += len(props)
-				if total > maxSchemaProperties {
-					return badRequest("invalid json_schema: it has more than %d properties in all", maxSchemaProperties)
+				if total > budget {
+					return badRequest("invalid json_schema: the schemas have more than %d properties in all", maxSchemaProperties)
 				}
 			}
 			for _, c := range x {
@@ -404,7 +464,8 @@ func checkSchemaSize(schema json.RawMessage) error {
 		}
 		return nil
 	}
-	return walk(v)
+	err := walk(v)
+	return total, err
 }
 
 // Limits of /tokenize and /detokenize, which have no context to bound

@@ -84,10 +84,24 @@ func recoverPanics(log *slog.Logger) func(http.Handler) http.Handler {
 	}
 }
 
+// keyScopeCtx is the context key of the API key a request was let in with
+// (see keyScope).
+type keyScopeCtx struct{}
+
+// keyScope is the identity of the API key that let r in: the SHA-256
+// digest of the key, or "" when the server has no keys. Per-client state
+// (resumable streams) is kept apart by it, so that one key's holder can
+// neither see nor stop another's.
+func keyScope(r *http.Request) string {
+	s, _ := r.Context().Value(keyScopeCtx{}).(string)
+	return s
+}
+
 // requireAPIKey accepts requests carrying one of keys, as
 // "Authorization: Bearer KEY" or "x-api-key: KEY"; others get a 401.
 // Keys are compared in constant time (over their SHA-256 digests, so that
-// their lengths do not leak either).
+// their lengths do not leak either). An accepted request's context
+// carries the key's digest (keyScope).
 func requireAPIKey(keys []string) func(http.Handler) http.Handler {
 	digests := make([][32]byte, 0, len(keys))
 	for _, k := range keys {
@@ -116,7 +130,7 @@ func requireAPIKey(keys []string) func(http.Handler) http.Handler {
 				llamaErrors.write(w, apiError(errAuthentication, "Invalid API Key"))
 				return
 			}
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyScopeCtx{}, string(got[:]))))
 		})
 	}
 }

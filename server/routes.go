@@ -11,12 +11,15 @@ type route struct {
 	Handler handlerFunc
 }
 
-// access says whether a route needs one of Options.APIKeys.
-type access bool
+// access says whether a route needs one of Options.APIKeys. As
+// llama-server's, only liveness and the web page are public: model
+// listings and everything else need the key.
+type access int
 
 const (
-	keyed  access = false // needs an API key when the server has some
-	public access = true  // reachable without a key
+	keyed  access = iota // needs an API key when the server has some
+	public               // reachable without a key
+	page                 // public for the web page's own files (pagePublic), keyed otherwise
 )
 
 // routes is the server's API map: every endpoint, grouped by the API it
@@ -27,10 +30,11 @@ const (
 func (s *Server) routes() []route {
 	return []route{
 		// Liveness (props.go), and the web UI (ui.go), which asks the user
-		// for the API key that its own calls need.
+		// for the API key that its own calls need: its page is public,
+		// other files of Options.UIPath are keyed.
 		{"GET /health", public, llamaErrors, handleHealth(s)},
 		{"GET /v1/health", public, llamaErrors, handleHealth(s)},
-		{"GET /", public, llamaErrors, handleUI(s)},
+		{"GET /", page, llamaErrors, handleUI(s)},
 
 		// llama-server's native API: generation (completion.go, infill.go),
 		// embeddings (embeddings.go), reranking, also under /v1/ for Jina's
@@ -60,11 +64,12 @@ func (s *Server) routes() []route {
 		{"GET /lora-adapters", keyed, llamaErrors, handleGetLoRA(s)},
 		{"POST /lora-adapters", keyed, llamaErrors, handlePostLoRA(s)},
 
-		// Models: the OpenAI list, public as in llama-server (models.go),
-		// and router mode's loading, unloading, events (models.go), and
-		// downloads and removals (models_admin.go).
-		{"GET /v1/models", public, llamaErrors, handleModels(s)},
-		{"GET /models", public, llamaErrors, handleModels(s)},
+		// Models: the OpenAI list (models.go), keyed as in llama-server
+		// (in router mode it names model files and ?reload=1 rescans
+		// them), and router mode's loading, unloading, events
+		// (models.go), and downloads and removals (models_admin.go).
+		{"GET /v1/models", keyed, llamaErrors, handleModels(s)},
+		{"GET /models", keyed, llamaErrors, handleModels(s)},
 		{"GET /models/sse", keyed, llamaErrors, handleModelsSSE(s)},
 		{"POST /models/load", keyed, llamaErrors, handleModelsLoad(s)},
 		{"POST /models/unload", keyed, llamaErrors, handleModelsUnload(s)},
@@ -119,14 +124,20 @@ func (s *Server) routes() []route {
 // recovery, CORS, the body limit and the request timeout, then, route by
 // route in its error dialect, the Host check against DNS rebinding, the
 // refusal of cross-site state-changing requests (crossorigin.go) and the
-// API key check (for keyed routes).
+// API key check (for keyed routes). Resumable streams are recorded behind
+// the key check, so that a session is the key's (stream_resume.go).
 func (s *Server) buildHandler() http.Handler {
 	rs := s.routes()
 	auth := requireAPIKey(s.opts.APIKeys)
+	resumable := resumableStreams(&s.streams)
+	pagePublic := s.pagePublic()
 	hosts, origins := newHostPolicy(s.opts.AllowedHosts), newOriginPolicy(s.opts.CORSOrigins)
 	guard := func(d dialect, a access, h http.Handler) http.Handler {
-		if a == keyed {
-			h = auth(h)
+		switch a {
+		case keyed:
+			h = auth(resumable(h))
+		case page:
+			h = publicIf(pagePublic, h, auth(h))
 		}
 		return chain(h, checkHost(hosts, d), refuseCrossSite(origins, d))
 	}
@@ -137,20 +148,36 @@ func (s *Server) buildHandler() http.Handler {
 	if err := s.addGCPRoutes(mux, rs, guard); err != nil {
 		s.log.Error("GCP compat disabled", "err", err)
 	}
+	// A path no route has is a 404, behind the key as every route but the
+	// public ones (as llama-server's, whose key check runs before routing).
+	missing := auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		llamaErrors.write(w, errFileNotFound())
+	}))
 	notFound := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The mux's own 404 and 405 are plain text; answer in JSON.
 		if _, pattern := mux.Handler(r); pattern != "" {
 			mux.ServeHTTP(w, r)
 			return
 		}
-		llamaErrors.write(w, errFileNotFound())
+		missing.ServeHTTP(w, r)
 	})
 	return chain(notFound,
 		recoverPanics(s.log),
 		giveBackMemory(&s.freeing),
 		cors(s.opts),
 		limitBody(s.opts.MaxBodyBytes),
-		resumableStreams(&s.streams),
 		withTimeout(s.opts.Timeout),
 	)
+}
+
+// publicIf routes the requests whose path isPublic to open and the others
+// to keyed.
+func publicIf(isPublic func(path string) bool, open, keyed http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isPublic(r.URL.Path) {
+			open.ServeHTTP(w, r)
+			return
+		}
+		keyed.ServeHTTP(w, r)
+	})
 }

@@ -93,7 +93,9 @@ type Options struct {
 	ChatTemplateKwargs map[string]any
 
 	// APIKeys, when set, are required of every request except the public
-	// endpoints (/health, GET /models, GET /v1/models).
+	// ones, as llama-server's: GET /health, GET /v1/health, and the web
+	// page ("/" and the built-in page's files; other files of UIPath are
+	// keyed).
 	APIKeys []string
 	// CORSOrigins are the origins browsers may call from ("*": any;
 	// "localhost": the loopback origins); none disables CORS. They also
@@ -271,7 +273,10 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("server: slot save path: %w", err)
 		}
-		if err := os.MkdirAll(abs, 0o755); err != nil {
+		// Slot files hold conversations: a folder made here is the
+		// owner's only (0700), and the files are written 0600. An
+		// existing folder keeps the permissions it has.
+		if err := os.MkdirAll(abs, 0o700); err != nil {
 			return nil, fmt.Errorf("server: slot save path: %w", err)
 		}
 		o.SlotSavePath = abs

@@ -339,11 +339,13 @@ func TestServerAuth(t *testing.T) {
 			}
 		})
 	}
-	for _, path := range []string{"/health", "/v1/health", "/v1/models", "/models"} {
+	// As llama-server's: only liveness is public; the model lists too
+	// need the key.
+	for _, path := range []string{"/health", "/v1/health"} {
 		code, _ := call(t, "GET", ts.URL+path, nil, nil)
 		assert.Equal(t, 200, code, path)
 	}
-	for _, path := range []string{"/props", "/metrics", "/slots", "/lora-adapters"} {
+	for _, path := range []string{"/props", "/metrics", "/slots", "/lora-adapters", "/v1/models", "/models", "/models?reload=1"} {
 		code, _ := call(t, "GET", ts.URL+path, nil, nil)
 		assert.Equal(t, 401, code, path)
 	}
@@ -441,6 +443,8 @@ func TestServerStripPrefix(t *testing.T) {
 	code, _ := call(t, "GET", ts.URL+"/llm/health", nil, nil)
 	assert.Equal(t, 200, code)
 	code, _ = call(t, "GET", ts.URL+"/llm/v1/models", nil, nil)
+	assert.Equal(t, 401, code, "model lists need the key, as llama-server's")
+	code, _ = call(t, "GET", ts.URL+"/llm/v1/models", nil, map[string]string{"Authorization": "Bearer k"})
 	assert.Equal(t, 200, code)
 	code, _ = call(t, "POST", ts.URL+"/llm/tokenize", map[string]any{"content": "hi"}, nil)
 	assert.Equal(t, 401, code)

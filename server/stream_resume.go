@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,13 @@ import (
 // follows them live; POST /v1/streams/lookup tells which of the ids a
 // client names have a session; DELETE /v1/stream?conv_id=ID stops the
 // generation and forgets the session.
+//
+// Sessions belong to the API key that started them (keyScope): the id is
+// looked up among that key's sessions only, so a request with another key
+// cannot replay, list, stop or replace them, whatever ids it names. The
+// middleware runs behind the key check, so a request without a valid key
+// never reaches a session. (llama-server's sessions are shared by all
+// keys.) A server without keys has one scope.
 const (
 	streamSessionTTL      = 300 * time.Second // a finished session is kept that long
 	streamSessionMaxBytes = 4 << 20           // older bytes are dropped past this
@@ -34,9 +42,12 @@ func resumableRoute(path string) bool {
 	return false
 }
 
+// streamKey names a session: the key scope and the conversation id.
+type streamKey struct{ scope, id string }
+
 // streamSession is the buffered output of one generation.
 type streamSession struct {
-	id      string
+	key     streamKey
 	started time.Time
 	cancel  context.CancelFunc // stops the generation
 
@@ -48,8 +59,8 @@ type streamSession struct {
 	wake      chan struct{} // closed and replaced on every change
 }
 
-func newStreamSession(id string, cancel context.CancelFunc) *streamSession {
-	return &streamSession{id: id, started: time.Now(), cancel: cancel, wake: make(chan struct{})}
+func newStreamSession(key streamKey, cancel context.CancelFunc) *streamSession {
+	return &streamSession{key: key, started: time.Now(), cancel: cancel, wake: make(chan struct{})}
 }
 
 func (ss *streamSession) signalLocked() {
@@ -117,7 +128,7 @@ func (ss *streamSession) info() map[string]any {
 		completed = ss.completed.Unix()
 	}
 	return map[string]any{
-		"conversation_id": ss.id, "is_done": ss.done, "total_bytes": ss.dropped + len(ss.buf),
+		"conversation_id": ss.key.id, "is_done": ss.done, "total_bytes": ss.dropped + len(ss.buf),
 		"started_at": ss.started.Unix(), "completed_at": completed,
 	}
 }
@@ -132,16 +143,16 @@ func (ss *streamSession) expired(now time.Time) bool {
 // zero value is ready to use.
 type streamStore struct {
 	mu       sync.Mutex
-	sessions map[string]*streamSession
+	sessions map[streamKey]*streamSession
 	closed   bool
 }
 
 // pruneLocked forgets the sessions finished more than the TTL ago.
 func (st *streamStore) pruneLocked() {
 	now := time.Now()
-	for id, ss := range st.sessions {
+	for k, ss := range st.sessions {
 		if ss.expired(now) {
-			delete(st.sessions, id)
+			delete(st.sessions, k)
 		}
 	}
 }
@@ -154,11 +165,11 @@ func (st *streamStore) replace(ss *streamSession) bool {
 		return false
 	}
 	if st.sessions == nil {
-		st.sessions = map[string]*streamSession{}
+		st.sessions = map[streamKey]*streamSession{}
 	}
 	st.pruneLocked()
-	prev := st.sessions[ss.id]
-	st.sessions[ss.id] = ss
+	prev := st.sessions[ss.key]
+	st.sessions[ss.key] = ss
 	st.mu.Unlock()
 	if prev != nil {
 		prev.stop()
@@ -166,37 +177,44 @@ func (st *streamStore) replace(ss *streamSession) bool {
 	return true
 }
 
-func (st *streamStore) get(id string) *streamSession {
+func (st *streamStore) get(key streamKey) *streamSession {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.pruneLocked()
-	return st.sessions[id]
+	return st.sessions[key]
 }
 
-// remove forgets id's session if it is still ss (nil: whatever it is)
+// remove forgets key's session if it is still ss (nil: whatever it is)
 // and returns what it removed.
-func (st *streamStore) remove(id string, ss *streamSession) *streamSession {
+func (st *streamStore) remove(key streamKey, ss *streamSession) *streamSession {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	cur := st.sessions[id]
+	cur := st.sessions[key]
 	if cur == nil || ss != nil && cur != ss {
 		return nil
 	}
-	delete(st.sessions, id)
+	delete(st.sessions, key)
 	return cur
 }
 
-// lookup returns the sessions of the ids asked for: an id matches its own
-// session and those keyed "ID::MODEL".
-func (st *streamStore) lookup(ids []string) []*streamSession {
+// lookup returns scope's sessions of the ids asked for: an id matches its
+// own session and those keyed "ID::MODEL".
+func (st *streamStore) lookup(scope string, ids []string) []*streamSession {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.pruneLocked()
+	var mine []string
+	for k := range st.sessions {
+		if k.scope == scope {
+			mine = append(mine, k.id)
+		}
+	}
+	slices.Sort(mine)
 	var out []*streamSession
 	for _, id := range ids {
-		for _, k := range sortedKeys(st.sessions) {
+		for _, k := range mine {
 			if k == id || strings.HasPrefix(k, id+"::") {
-				out = append(out, st.sessions[k])
+				out = append(out, st.sessions[streamKey{scope, k}])
 			}
 		}
 	}
@@ -216,11 +234,14 @@ func (st *streamStore) closeAll() {
 }
 
 // resumableStreams is the middleware that records the streams of the
-// generation routes called with an X-Conversation-Id header. Such a
-// request's context no longer ends with its connection but with DELETE
-// /v1/stream or a newer request of the same conversation; what the
-// handler writes goes to the session and, while it is connected, to the
-// client. A request that fails before streaming leaves no session.
+// generation routes called with an X-Conversation-Id header. It must run
+// after the API key check (buildHandler installs it per route, inside
+// requireAPIKey): the session is the key's. Such a request's context no
+// longer ends with its connection (its deadline, if any, still holds) but
+// with DELETE /v1/stream or a newer request of the same conversation and
+// key; what the handler writes goes to the session and, while it is
+// connected, to the client. A request that fails before streaming leaves
+// no session.
 func resumableStreams(st *streamStore) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -231,7 +252,13 @@ func resumableStreams(st *streamStore) func(http.Handler) http.Handler {
 			}
 			ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 			defer cancel()
-			ss := newStreamSession(id, cancel)
+			if d, ok := r.Context().Deadline(); ok {
+				var cancelDeadline context.CancelFunc
+				ctx, cancelDeadline = context.WithDeadline(ctx, d)
+				defer cancelDeadline()
+			}
+			key := streamKey{scope: keyScope(r), id: id}
+			ss := newStreamSession(key, cancel)
 			if !st.replace(ss) {
 				next.ServeHTTP(w, r)
 				return
@@ -239,7 +266,7 @@ func resumableStreams(st *streamStore) func(http.Handler) http.Handler {
 			tw := &teeWriter{w: w, rc: http.NewResponseController(w), ss: ss, client: r.Context()}
 			next.ServeHTTP(tw, r.WithContext(ctx))
 			if !tw.streaming {
-				st.remove(id, ss)
+				st.remove(key, ss)
 			}
 			ss.finish()
 		})
@@ -313,7 +340,7 @@ func handleStreamGet(s *Server) handlerFunc {
 		if id == "" {
 			return badRequest("Missing conversation id in path")
 		}
-		ss := s.streams.get(id)
+		ss := s.streams.get(streamKey{scope: keyScope(r), id: id})
 		if ss == nil {
 			return apiError(errNotFound, "Stream not found or expired")
 		}
@@ -371,7 +398,7 @@ func handleStreamDelete(s *Server) handlerFunc {
 		if id == "" {
 			return badRequest("Missing conversation id in path")
 		}
-		if ss := s.streams.remove(id, nil); ss != nil {
+		if ss := s.streams.remove(streamKey{scope: keyScope(r), id: id}, nil); ss != nil {
 			ss.stop()
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -400,7 +427,7 @@ func handleStreamsLookup(s *Server) handlerFunc {
 			}
 		}
 		out := []map[string]any{}
-		for _, ss := range s.streams.lookup(ids) {
+		for _, ss := range s.streams.lookup(keyScope(r), ids) {
 			out = append(out, ss.info())
 		}
 		writeJSON(w, http.StatusOK, out)

@@ -142,7 +142,7 @@ func TestResumableStreamStop(t *testing.T) {
 	_, err := bufio.NewReader(resp.Body).ReadString('\n')
 	require.NoError(t, err)
 	resp.Body.Close()
-	ss := s.streams.get("conv-3")
+	ss := s.streams.get(streamKey{id: "conv-3"})
 	require.NotNil(t, ss)
 
 	code, _ := call(t, "DELETE", ts.URL+"/v1/stream?conv_id=conv-3", nil, nil)

@@ -14,6 +14,12 @@ import (
 // public, as llama-server's: the page holds no data, and the API calls it
 // makes carry the key the user types in. Paths that are neither a route
 // nor a file of the page get the API's JSON 404.
+//
+// With API keys, what is public is the same set of paths as llama-server's
+// (pagePublic): "/" and the names of the built-in page's files, whether
+// they are served from the binary or from Options.UIPath. Any other file
+// of UIPath, and any other path, needs the key. Files and folders whose
+// name starts with "." are never served from UIPath (package webui).
 
 func handleUI(s *Server) handlerFunc {
 	notFound := func(http.ResponseWriter, *http.Request) error { return errFileNotFound() }
@@ -29,6 +35,16 @@ func handleUI(s *Server) handlerFunc {
 		h.ServeHTTP(w, r)
 		return nil
 	}
+}
+
+// pagePublic reports whether a GET of path is public under the page's
+// rule: "/" and the built-in page's files.
+func (s *Server) pagePublic() func(path string) bool {
+	names := map[string]bool{"/": true}
+	for _, f := range webui.Files() {
+		names["/"+f] = true
+	}
+	return func(path string) bool { return names[path] }
 }
 
 // prepareUI reads UIConfigFile into UIConfig and checks that UIConfig is a

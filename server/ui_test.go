@@ -84,8 +84,12 @@ func TestUIServesPage(t *testing.T) {
 	})
 	t.Run("unknown paths stay JSON 404", func(t *testing.T) {
 		for _, p := range []string{"/nope.js", "/static/app.js", "/sub/", "/..%2fui.go"} {
-			code, _, body := get(t, ts.URL+p, "")
+			code, _, body := get(t, ts.URL+p, "sk-ui")
 			assertNotFound(t, code, body)
+			// As llama-server's: without the key, only the page's own
+			// paths are public.
+			code, _, _ = get(t, ts.URL+p, "")
+			assert.Equal(t, http.StatusUnauthorized, code, p)
 		}
 	})
 	t.Run("etag revalidation", func(t *testing.T) {

@@ -121,6 +121,9 @@ func serve(cfg *config) error {
 		scheme = "unix"
 	}
 	logger.Info("listening", "addr", scheme+"://"+ln.Addr().String()+cfg.apiPrefix)
+	for _, w := range cfg.startupWarnings(network) {
+		logger.Warn(w)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -138,6 +141,33 @@ func serve(cfg *config) error {
 		err = nil
 	}
 	return err
+}
+
+// startupWarnings are the risks of the configuration, logged at start:
+// router mode, as llama-server's list of features not to expose to
+// untrusted environments (its list also names the tools and the MCP
+// proxy), and, beyond llama-server, a TCP listener on an address other
+// than the loopback with no API key, which serves anyone who can reach
+// the port.
+func (c *config) startupWarnings(network string) []string {
+	var out []string
+	if c.opts.Model == "" && (c.opts.ModelsDir != "" || c.opts.ModelsPreset != "") {
+		out = append(out, "router mode is enabled: do not expose the server to untrusted environments")
+	}
+	if network == "tcp" && len(c.opts.APIKeys) == 0 && !loopbackHost(c.host) {
+		out = append(out, "listening on "+c.host+" without an API key: anyone who can reach the port can use the server (set --api-key or --api-key-file, or listen on 127.0.0.1)")
+	}
+	return out
+}
+
+// loopbackHost reports whether host (a name or an address) is the
+// loopback interface.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 // handler puts the API under --api-prefix. (--path is served by the

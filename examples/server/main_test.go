@@ -168,3 +168,33 @@ func TestBinary(t *testing.T) {
 	assert.NoError(t, cmd.Wait(), "graceful exit: %s", logs.String())
 	assert.Contains(t, logs.String(), "shutting down")
 }
+
+// TestStartupWarnings: router mode and a listener open beyond the
+// loopback without an API key are warned about at start.
+func TestStartupWarnings(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		network string
+		want    []string
+	}{
+		{"defaults", []string{"-m", "x.gguf"}, "tcp", nil},
+		{"all interfaces, no key", []string{"-m", "x.gguf", "--host", "0.0.0.0"}, "tcp", []string{"without an API key"}},
+		{"ipv6 any, no key", []string{"-m", "x.gguf", "--host", "::"}, "tcp", []string{"without an API key"}},
+		{"all interfaces with a key", []string{"-m", "x.gguf", "--host", "0.0.0.0", "--api-key", "k"}, "tcp", nil},
+		{"ipv6 loopback", []string{"-m", "x.gguf", "--host", "::1"}, "tcp", nil},
+		{"localhost", []string{"-m", "x.gguf", "--host", "localhost"}, "tcp", nil},
+		{"unix socket", []string{"-m", "x.gguf", "--host", "/tmp/s.sock"}, "unix", nil},
+		{"router mode", []string{"--models-dir", "/models"}, "tcp", []string{"router mode"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseFlags(tc.args, func(string) string { return "" }, io.Discard)
+			require.NoError(t, err)
+			got := c.startupWarnings(tc.network)
+			require.Len(t, got, len(tc.want), "%q", got)
+			for i, w := range tc.want {
+				assert.Contains(t, got[i], w)
+			}
+		})
+	}
+}

@@ -111,6 +111,40 @@ type Builder struct {
 	next    map[string]int    // base name -> first numeric suffix that may be free
 	byBody  map[string]string // base name + NUL + body -> a name addRule gave it
 	journal []undo            // changes to rules, for rolling back a failed conversion
+	defer_  bool              // AddSchema leaves the whole-grammar checks to Check
+	size    int               // bytes of the grammar's text
+	adding  bool              // within AddSchema, where set enforces MaxGrammarBytes
+}
+
+// MaxGrammarBytes bounds the grammar text a Builder makes from schemas:
+// AddSchema fails with a *SchemaError once the grammar would grow past it
+// (a small schema can ask for a large grammar: integer ranges, for
+// instance), so that its time is bounded by its work, whatever the
+// schemas. AddRule is not bounded.
+const MaxGrammarBytes = 1 << 20
+
+// ruleBytes is what a rule adds to the grammar text ("name ::= body\n").
+func ruleBytes(name, body string) int { return len(name) + len(body) + 6 }
+
+// DeferChecks makes AddSchema skip the checks of the whole grammar
+// (undefined rules, left recursion), which take time in proportion to
+// the whole grammar: adding n schemas one by one then costs time linear
+// in their total size instead of quadratic. The caller must call Check
+// once all schemas are added; a failed check leaves the builder with the
+// offending rules.
+func (b *Builder) DeferChecks() { b.defer_ = true }
+
+// Check runs the whole-grammar checks that DeferChecks deferred.
+func (b *Builder) Check() error {
+	for k, v := range b.rules {
+		if v == reservedBody {
+			return &SchemaError{Msg: "internal error: rule " + k + " left undefined"}
+		}
+	}
+	if lr := b.leftRecursive(); lr != "" {
+		return &SchemaError{Msg: "the schema is left-recursive (rule " + lr + " can refer to itself without consuming input)"}
+	}
+	return nil
 }
 
 // undo restores one rule.
@@ -121,7 +155,8 @@ type undo struct {
 
 // NewBuilder returns an empty Builder (holding only the "space" rule).
 func NewBuilder() *Builder {
-	return &Builder{rules: map[string]string{"space": spaceRule}, next: map[string]int{}, byBody: map[string]string{}}
+	return &Builder{rules: map[string]string{"space": spaceRule}, next: map[string]int{}, byBody: map[string]string{},
+		size: ruleBytes("space", spaceRule)}
 }
 
 // set sets a rule, recording what it replaces.
@@ -129,14 +164,23 @@ func (b *Builder) set(name, body string) {
 	old, had := b.rules[name]
 	b.journal = append(b.journal, undo{name, old, had})
 	b.rules[name] = body
+	if had {
+		b.size -= ruleBytes(name, old)
+	}
+	b.size += ruleBytes(name, body)
+	if b.adding && b.size > MaxGrammarBytes {
+		panic(&SchemaError{Msg: fmt.Sprintf("the grammar would have more than %d bytes", MaxGrammarBytes)})
+	}
 }
 
 // rollback undoes the changes made since the journal had mark entries.
 func (b *Builder) rollback(mark int) {
 	for i := len(b.journal) - 1; i >= mark; i-- {
 		u := b.journal[i]
+		b.size -= ruleBytes(u.name, b.rules[u.name])
 		if u.had {
 			b.rules[u.name] = u.old
+			b.size += ruleBytes(u.name, u.old)
 		} else {
 			delete(b.rules, u.name)
 		}
@@ -233,7 +277,9 @@ func (b *Builder) AddSchemaContext(ctx context.Context, name string, schema []by
 		return "", &SchemaError{Msg: "invalid JSON: " + perr.Error()}
 	}
 	b.journal = b.journal[:0]
+	b.adding = true
 	defer func() {
+		b.adding = false
 		if r := recover(); r != nil {
 			var e error
 			switch x := r.(type) {
@@ -266,13 +312,10 @@ func (b *Builder) AddSchemaContext(ctx context.Context, name string, schema []by
 			n = b.addRule(prefix, n)
 		}
 	}
-	for k, v := range b.rules {
-		if v == reservedBody {
-			panic(&SchemaError{Msg: "internal error: rule " + k + " left undefined"})
+	if !b.defer_ {
+		if err := b.Check(); err != nil {
+			panic(err)
 		}
-	}
-	if lr := b.leftRecursive(); lr != "" {
-		panic(&SchemaError{Msg: "the schema is left-recursive (rule " + lr + " can refer to itself without consuming input)"})
 	}
 	return n, nil
 }

@@ -32,7 +32,8 @@ var static embed.FS
 type Options struct {
 	// Dir is a folder of static files served instead of the built-in page
 	// (llama-server's --path). "/" serves its index.html; folders are never
-	// listed and nothing outside Dir is reachable.
+	// listed, nothing outside Dir is reachable, and no file or folder
+	// whose name starts with "." is served (.git, .env, .htpasswd...).
 	Dir string
 	// NotFound answers requests for files that do not exist (nil:
 	// http.NotFound).
@@ -115,6 +116,17 @@ func fileName(p string) string {
 	return clean[1:]
 }
 
+// hidden reports whether a segment of the file name starts with ".": a
+// dotfile or a file in a dot-folder.
+func hidden(name string) bool {
+	for seg := range strings.SplitSeq(name, "/") {
+		if strings.HasPrefix(seg, ".") {
+			return true
+		}
+	}
+	return false
+}
+
 // setHeaders sets the headers every served file carries.
 func setHeaders(w http.ResponseWriter, name string) {
 	h := w.Header()
@@ -157,7 +169,7 @@ type dirHandler struct {
 
 func (h *dirHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name := fileName(r.URL.Path)
-	if name == "" || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+	if name == "" || hidden(name) || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
 		h.notFound.ServeHTTP(w, r)
 		return
 	}
