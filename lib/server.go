@@ -157,16 +157,20 @@ func InstallServer(ctx context.Context, o ServerOptions) (ServerResult, error) {
 	if err := run(ctx, tmp, cxx, args...); err != nil {
 		return ServerResult{}, fmt.Errorf("lib: linking llama-server: %w", err)
 	}
-	if err := run(ctx, tmp, built, "--version"); err != nil {
-		return ServerResult{}, fmt.Errorf("lib: the built llama-server does not run: %w", err)
-	}
 	elapsed := time.Since(start)
 	sum, err := fileSHA256(built)
 	if err != nil {
 		return ServerResult{}, fmt.Errorf("lib: %w", err)
 	}
+	// In place, where its run path finds the libraries, it must run; a
+	// stale stamp goes first, so that a failure leaves no "up to date".
+	_ = os.Remove(stampPath)
 	if err := os.Rename(built, out); err != nil {
 		return ServerResult{}, fmt.Errorf("lib: %w", err)
+	}
+	if err := run(ctx, dir, out, "--version"); err != nil {
+		_ = os.Remove(out)
+		return ServerResult{}, fmt.Errorf("lib: the built llama-server does not run: %w", err)
 	}
 	st, _ := json.MarshalIndent(mtmdStamp{Version: Version, Inputs: inputs, Library: sum,
 		BuildSecs: elapsed.Round(time.Second).Seconds()}, "", "  ")

@@ -251,3 +251,16 @@ func RealModel(t testing.TB, name string) string {
 	}
 	return p
 }
+
+// LlamaServer returns llama.cpp's llama-server built beside the library
+// (go run ./lib/cmd/llama-install -server, which .ci/run runs), the
+// reference of the differential tests. A missing one fails the test with
+// that command.
+func LlamaServer(t testing.TB) string {
+	t.Helper()
+	p, err := lib.ServerPath(LibraryDir(t))
+	if err != nil {
+		t.Fatalf("testenv: %v; build it with `go run ./lib/cmd/llama-install -server`", err)
+	}
+	return p
+}
