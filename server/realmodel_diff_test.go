@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 	"github.com/x/llama/internal/testenv"
 )
@@ -439,4 +441,83 @@ func tokenizerCorpus() []string {
 		c = append(c, b.String())
 	}
 	return c
+}
+
+// TestRealModelEmbeddingsDiff embeds 50 sentences with all-MiniLM-L6-v2
+// (converted by internal/realmodel) on llama-server and on ours, both with
+// mean pooling and one thread: each pair of vectors must have a cosine
+// similarity of at least 0.9999, and the same token counts.
+func TestRealModelEmbeddingsDiff(t *testing.T) {
+	model := testenv.RealModel(t, "all-minilm-l6-v2")
+	ref := startLlamaServer(t, testenv.LlamaServer(t), "-m", model, "--embeddings", "--pooling", "mean",
+		"-c", "512", "-np", "1", "-t", "1", "-tb", "1")
+	_, ts := newTestServer(t, Options{Model: model, Engine: engine.Options{
+		Embedding: true, Pooling: llama.PoolingMean, Parallel: 1, CtxSize: 512, Threads: 1, ThreadsBatch: 1}})
+	p := diffPair{ref: ref, ours: ts.URL}
+	sentences := embeddingSentences()
+	require.Len(t, sentences, 50)
+	vecs := func(v any) [][]float64 {
+		var out [][]float64
+		for _, d := range v.(map[string]any)["data"].([]any) {
+			var e []float64
+			for _, x := range d.(map[string]any)["embedding"].([]any) {
+				e = append(e, x.(float64))
+			}
+			out = append(out, e)
+		}
+		return out
+	}
+	// Ten inputs a request: this server bounds the inputs of one request
+	// by its context (llama-server takes any number).
+	var a, b [][]float64
+	for i := 0; i < len(sentences); i += 10 {
+		rc, refOut, oc, oursOut := p.both(t, "/v1/embeddings", map[string]any{"input": sentences[i : i+10]})
+		require.Equal(t, 200, rc, "%v", refOut)
+		require.Equal(t, 200, oc, "%v", oursOut)
+		require.Equal(t, refOut.(map[string]any)["usage"], oursOut.(map[string]any)["usage"], "token counts")
+		a, b = append(a, vecs(refOut)...), append(b, vecs(oursOut)...)
+	}
+	require.Len(t, a, 50)
+	require.Len(t, b, 50)
+	worst := 1.0
+	for i := range a {
+		require.Len(t, b[i], len(a[i]), "sentence %d", i)
+		var dot, na, nb float64
+		for j := range a[i] {
+			dot += a[i][j] * b[i][j]
+			na += a[i][j] * a[i][j]
+			nb += b[i][j] * b[i][j]
+		}
+		cos := dot / math.Sqrt(na*nb)
+		worst = min(worst, cos)
+		require.GreaterOrEqual(t, cos, 0.9999, "sentence %d %q", i, sentences[i])
+	}
+	t.Logf("lowest cosine over 50 sentences: %.7f", worst)
+}
+
+// embeddingSentences are 50 sentences of several lengths and languages.
+func embeddingSentences() []string {
+	s := []string{
+		"A man is eating food.", "A man is eating a piece of bread.", "The girl is carrying a baby.",
+		"A man is riding a horse.", "A woman is playing violin.", "Two men pushed carts through the woods.",
+		"A man is riding a white horse on an enclosed ground.", "A monkey is playing drums.",
+		"Someone in a gorilla costume is playing a set of drums.", "The cat sits outside.",
+		"The new movie is awesome.", "The new movie is so great.", "I love pasta.", "Do you like pizza?",
+		"The quick brown fox jumps over the lazy dog.", "Machine learning is a field of artificial intelligence.",
+		"Paris is the capital of France.", "Berlin is the capital of Germany.", "What time is it?",
+		"It is raining cats and dogs.", "She sells seashells by the seashore.", "How are you doing today?",
+		"The stock market crashed in 1929.", "Water boils at 100 degrees Celsius.", "Python is a programming language.",
+		"Go has goroutines and channels.", "func main() { fmt.Println(\"hello\") }", "SELECT * FROM users;",
+		"Le chat est sur la table.", "Der Hund spielt im Garten.", "El niño come una manzana.",
+		"Привет, как дела?", "日本語の文です。", "这是一个中文句子。", "Emoji are fun 😀🎉",
+		"UPPER CASE SENTENCE", "lower case sentence", "MiXeD CaSe SeNtEnCe", "numbers 1 2 3 4 5 6 7 8 9 10",
+		"a", "", "   spaces   around   ", "tabs\tand\nnewlines", "café naïve résumé",
+		"unaffable unbelievable antidisestablishmentarianism",
+		"The meeting has been postponed until next week because the manager is travelling abroad.",
+		"Photosynthesis converts light energy into chemical energy stored in glucose.",
+		"He said: \"Don't count your chickens before they hatch.\"",
+		"[CLS] and [SEP] are special tokens in BERT.",
+		strings.Repeat("This sentence is repeated to make a longer input. ", 12),
+	}
+	return s
 }

