@@ -206,11 +206,15 @@ func (d *diffLog) check(id string, ref, ours any) {
 	}
 }
 
-func (d *diffLog) report(t *testing.T, prefix string) {
+// report fails the test with the differences, and with the deviations
+// listed for these kinds of case (id prefixes) that no case matched.
+func (d *diffLog) report(t *testing.T, kinds ...string) {
 	t.Helper()
 	for id := range d.allowed {
-		if strings.HasPrefix(id, prefix+"/") && !d.seen[id] {
-			d.bad = append(d.bad, fmt.Sprintf("%s: listed as a deviation but no such case", id))
+		for _, k := range kinds {
+			if strings.HasPrefix(id, k+"/") && !d.seen[id] {
+				d.bad = append(d.bad, fmt.Sprintf("%s: listed as a deviation but no such case", id))
+			}
 		}
 	}
 	if len(d.bad) > 0 {
@@ -263,7 +267,7 @@ func TestRealModelDiff(t *testing.T) {
 				}
 			}
 		}
-		d.report(t, "tokenize")
+		d.report(t, "tokenize", "detokenize")
 	})
 
 	t.Run("completion", func(t *testing.T) {
