@@ -38,7 +38,7 @@ func checkGGUF(path string, overrides map[string]any, hparams bool) error {
 	if err != nil {
 		return err
 	}
-	f, err := gguf.ReadMetadata(fh, st.Size())
+	f, err := gguf.ReadMetadataLight(fh, st.Size(), maxLayers)
 	if err != nil {
 		return err
 	}

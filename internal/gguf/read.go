@@ -60,6 +60,27 @@ type reader struct {
 	pos  int64
 	size int64
 	buf  [8]byte
+	// maxArray, when positive, is the longest array value kept; longer
+	// ones are walked (bounds checked) and stored as a SkippedArray.
+	maxArray int
+}
+
+// skip consumes n bytes.
+func (r *reader) skip(n int64, what string) error {
+	if n > r.remaining() {
+		return formatErr("truncated while reading %s at offset %d", what, r.pos)
+	}
+	if _, err := r.br.Discard(int(n)); err != nil {
+		return fmt.Errorf("gguf: reading %s at offset %d: %w", what, r.pos, err)
+	}
+	r.pos += n
+	return nil
+}
+
+// SkippedArray stands for an array value ReadMetadataLight did not keep.
+type SkippedArray struct {
+	Elem Type // the element type
+	Len  int  // the element count
 }
 
 func (r *reader) remaining() int64 { return r.size - r.pos }
@@ -144,7 +165,7 @@ func (r *reader) str(what string) (string, error) {
 // metadata and tensor descriptors, and checks that the tensor data lies
 // within size. Every count and length is bounded by size.
 func Read(r io.ReaderAt, size int64) (*File, error) {
-	f, rd, nTensors, err := readMetadata(r, size)
+	f, rd, nTensors, err := readMetadata(r, size, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -158,15 +179,24 @@ func Read(r io.ReaderAt, size int64) (*File, error) {
 // given size from r, as Read does, and stops before the tensor
 // descriptors: File.Tensors is empty and File.DataOffset is zero.
 func ReadMetadata(r io.ReaderAt, size int64) (*File, error) {
-	f, _, _, err := readMetadata(r, size)
+	f, _, _, err := readMetadata(r, size, 0)
 	return f, err
 }
 
-func readMetadata(r io.ReaderAt, size int64) (*File, *reader, int, error) {
+// ReadMetadataLight is ReadMetadata for a quick look at the scalar
+// metadata: arrays of more than maxArray elements (a vocabulary, its
+// scores) are walked and bounds-checked as ReadMetadata does, but not
+// kept; their value is a SkippedArray.
+func ReadMetadataLight(r io.ReaderAt, size int64, maxArray int) (*File, error) {
+	f, _, _, err := readMetadata(r, size, max(maxArray, 1))
+	return f, err
+}
+
+func readMetadata(r io.ReaderAt, size int64, maxArray int) (*File, *reader, int, error) {
 	if size < 0 {
 		return nil, nil, 0, fmt.Errorf("gguf: negative size %d", size)
 	}
-	rd := &reader{br: bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 64<<10), size: size}
+	rd := &reader{br: bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 64<<10), size: size, maxArray: maxArray}
 
 	magic, err := rd.read(4, "magic")
 	if err != nil {
@@ -337,6 +367,24 @@ func (rd *reader) value(key string) (any, error) {
 	n, err := rd.count("array length", minSize)
 	if err != nil {
 		return nil, fmt.Errorf("%w (key %q)", err, key)
+	}
+	if rd.maxArray > 0 && n > rd.maxArray {
+		if elem != String {
+			return SkippedArray{Elem: elem, Len: n}, rd.skip(int64(n)*minSize, key)
+		}
+		for range n {
+			l, err := rd.u64(key + " string length")
+			if err != nil {
+				return nil, err
+			}
+			if l > uint64(rd.remaining()) {
+				return nil, formatErr("%s string length %d exceeds the remaining %d bytes", key, l, rd.remaining())
+			}
+			if err := rd.skip(int64(l), key); err != nil {
+				return nil, err
+			}
+		}
+		return SkippedArray{Elem: elem, Len: n}, nil
 	}
 	switch elem {
 	case Uint8:
