@@ -156,6 +156,13 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 			return nil, errorf(CodeLoad, "load model", "%s is a folder", p)
 		}
 	}
+	// Damage llama.cpp would abort the process on is refused here; the
+	// first file of a split model holds the hyperparameters.
+	for i, p := range paths {
+		if err := checkGGUF(p, opts.KVOverrides, i == 0 && !opts.VocabOnly); err != nil {
+			return nil, errorf(CodeLoad, "load model", "%s: %v", p, err)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, &Error{Code: CodeCanceled, Op: "load model", Err: err}
 	}

@@ -152,7 +152,8 @@ func InstallMTMD(ctx context.Context, o MTMDOptions) (MTMDResult, error) {
 		jobs = min(2, runtime.NumCPU())
 	}
 	progress(o.Progress, "llama: building libmtmd from %s with %s (%d files, %d at a time)", src, cxx, len(files), jobs)
-	objs, err := compileAll(ctx, cxx, src, files, tmp, jobs, o.Progress)
+	inc := []string{"tools/mtmd", "include", "ggml/include", "vendor", "vendor/hash"}
+	objs, err := compileAll(ctx, cxx, src, files, inc, mtmdCFlags, tmp, jobs, o.Progress)
 	if err != nil {
 		return MTMDResult{}, err
 	}
@@ -308,14 +309,19 @@ func fileSHA256(p string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// compileAll compiles the files into objects in dir, jobs at a time,
-// stopping at the first failure.
-func compileAll(ctx context.Context, cxx, src string, files []string, dir string, jobs int, w io.Writer) ([]string, error) {
+// compileAll compiles the files (relative to src, or absolute) into
+// objects in dir with the flags and the include folders (relative to src,
+// or absolute), jobs at a time, stopping at the first failure.
+func compileAll(ctx context.Context, cxx, src string, files, incDirs, flags []string, dir string, jobs int, w io.Writer) ([]string, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	inc := []string{"-I", filepath.Join(src, "tools", "mtmd"), "-I", filepath.Join(src, "include"),
-		"-I", filepath.Join(src, "ggml", "include"), "-I", filepath.Join(src, "vendor"),
-		"-I", filepath.Join(src, "vendor", "hash")}
+	var inc []string
+	for _, d := range incDirs {
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(src, d)
+		}
+		inc = append(inc, "-I", d)
+	}
 	objs := make([]string, len(files))
 	work := make(chan int)
 	var mu sync.Mutex
@@ -339,9 +345,13 @@ func compileAll(ctx context.Context, cxx, src string, files []string, dir string
 				default:
 					args = []string{"-x", "c", "-std=c11"}
 				}
-				args = append(args, mtmdCFlags...)
+				args = append(args, flags...)
 				args = append(args, inc...)
-				args = append(args, "-c", filepath.Join(src, f), "-o", obj)
+				in := f
+				if !filepath.IsAbs(in) {
+					in = filepath.Join(src, f)
+				}
+				args = append(args, "-c", in, "-o", obj)
 				err := run(ctx, dir, cxx, args...)
 				mu.Lock()
 				if err != nil && firstErr == nil {
@@ -370,7 +380,7 @@ func compileAll(ctx context.Context, cxx, src string, files []string, dir string
 		return nil, firstErr
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("lib: building libmtmd: %w", err)
+		return nil, fmt.Errorf("lib: build: %w", err)
 	}
 	return objs, nil
 }

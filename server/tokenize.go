@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/x/llama"
@@ -137,11 +138,18 @@ func handleDetokenize(s *Server) handlerFunc {
 			}
 			toks[i] = llama.Token(t)
 		}
-		text, err := inst.Model.Detokenize(toks, llama.DetokenizeOptions{})
-		if err != nil {
-			return err
+		// As llama-server: each token's piece, special tokens rendered as
+		// their text, joined (no leading-space or BOS handling of a full
+		// detokenization).
+		var text strings.Builder
+		for _, t := range toks {
+			piece, err := inst.Model.TokenPiece(t, true)
+			if err != nil {
+				return err
+			}
+			text.WriteString(piece)
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"content": text})
+		writeJSON(w, http.StatusOK, map[string]string{"content": text.String()})
 		return nil
 	}
 }

@@ -249,3 +249,38 @@ func rewrite(t *testing.T, file *File, data []byte) []byte {
 	}
 	return buf.Bytes()
 }
+
+// ReadMetadataLight accepts and refuses exactly the prefixes ReadMetadata
+// does, keeps short arrays and scalars as they are, and stands a
+// SkippedArray in for longer arrays.
+func TestReadMetadataLight(t *testing.T) {
+	w := NewWriter()
+	w.SetKV("general.architecture", "llama")
+	w.SetKV("tokenizer.ggml.tokens", []string{"a", "bb", "ccc"})
+	w.SetKV("scores", []float32{1, 2, 3})
+	w.SetKV("short", []int32{7})
+	w.SetKV("n", uint32(1))
+	var buf bytes.Buffer
+	_, err := w.WriteTo(&buf)
+	require.NoError(t, err)
+	valid := buf.Bytes()
+	for n := 0; n <= len(valid); n++ {
+		_, full := ReadMetadata(bytes.NewReader(valid[:n]), int64(n))
+		_, light := ReadMetadataLight(bytes.NewReader(valid[:n]), int64(n), 2)
+		assert.Equal(t, full == nil, light == nil, "prefix of %d bytes: %v / %v", n, full, light)
+		if light != nil {
+			assert.ErrorIs(t, light, ErrFormat)
+		}
+	}
+	f, err := ReadMetadataLight(bytes.NewReader(valid), int64(len(valid)), 2)
+	require.NoError(t, err)
+	v, _ := f.Get("tokenizer.ggml.tokens")
+	assert.Equal(t, SkippedArray{Elem: String, Len: 3}, v)
+	v, _ = f.Get("scores")
+	assert.Equal(t, SkippedArray{Elem: Float32, Len: 3}, v)
+	v, _ = f.Get("short")
+	assert.Equal(t, []int32{7}, v)
+	n, ok := f.Int("n")
+	assert.True(t, ok)
+	assert.Equal(t, 1, n)
+}

@@ -60,6 +60,27 @@ type reader struct {
 	pos  int64
 	size int64
 	buf  [8]byte
+	// maxArray, when positive, is the longest array value kept; longer
+	// ones are walked (bounds checked) and stored as a SkippedArray.
+	maxArray int
+}
+
+// skip consumes n bytes.
+func (r *reader) skip(n int64, what string) error {
+	if n > r.remaining() {
+		return formatErr("truncated while reading %s at offset %d", what, r.pos)
+	}
+	if _, err := r.br.Discard(int(n)); err != nil {
+		return fmt.Errorf("gguf: reading %s at offset %d: %w", what, r.pos, err)
+	}
+	r.pos += n
+	return nil
+}
+
+// SkippedArray stands for an array value ReadMetadataLight did not keep.
+type SkippedArray struct {
+	Elem Type // the element type
+	Len  int  // the element count
 }
 
 func (r *reader) remaining() int64 { return r.size - r.pos }
@@ -144,38 +165,66 @@ func (r *reader) str(what string) (string, error) {
 // metadata and tensor descriptors, and checks that the tensor data lies
 // within size. Every count and length is bounded by size.
 func Read(r io.ReaderAt, size int64) (*File, error) {
-	if size < 0 {
-		return nil, fmt.Errorf("gguf: negative size %d", size)
-	}
-	rd := &reader{br: bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 64<<10), size: size}
-
-	magic, err := rd.read(4, "magic")
+	f, rd, nTensors, err := readMetadata(r, size, 0)
 	if err != nil {
 		return nil, err
 	}
+	if err := rd.tensors(f, nTensors, size); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// ReadMetadata parses the header and the metadata of a GGUF file of the
+// given size from r, as Read does, and stops before the tensor
+// descriptors: File.Tensors is empty and File.DataOffset is zero.
+func ReadMetadata(r io.ReaderAt, size int64) (*File, error) {
+	f, _, _, err := readMetadata(r, size, 0)
+	return f, err
+}
+
+// ReadMetadataLight is ReadMetadata for a quick look at the scalar
+// metadata: arrays of more than maxArray elements (a vocabulary, its
+// scores) are walked and bounds-checked as ReadMetadata does, but not
+// kept; their value is a SkippedArray.
+func ReadMetadataLight(r io.ReaderAt, size int64, maxArray int) (*File, error) {
+	f, _, _, err := readMetadata(r, size, max(maxArray, 1))
+	return f, err
+}
+
+func readMetadata(r io.ReaderAt, size int64, maxArray int) (*File, *reader, int, error) {
+	if size < 0 {
+		return nil, nil, 0, fmt.Errorf("gguf: negative size %d", size)
+	}
+	rd := &reader{br: bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 64<<10), size: size, maxArray: maxArray}
+
+	magic, err := rd.read(4, "magic")
+	if err != nil {
+		return nil, nil, 0, err
+	}
 	if string(magic) != Magic {
-		return nil, formatErr("bad magic %q, want %q", magic, Magic)
+		return nil, nil, 0, formatErr("bad magic %q, want %q", magic, Magic)
 	}
 	f := &File{Alignment: DefaultAlignment}
 	if f.Version, err = rd.u32("version"); err != nil {
-		return nil, err
+		return nil, nil, 0, err
 	}
 	switch {
 	case f.Version == 1:
-		return nil, formatErr("GGUF version 1 is not supported")
+		return nil, nil, 0, formatErr("GGUF version 1 is not supported")
 	case f.Version == 0 || f.Version > Version:
-		return nil, formatErr("unsupported GGUF version %d (wrong endianness?)", f.Version)
+		return nil, nil, 0, formatErr("unsupported GGUF version %d (wrong endianness?)", f.Version)
 	}
 	// Minimum encoded sizes: a tensor descriptor is a name length (8),
 	// n_dims (4), type (4) and offset (8); a KV is a key length (8), a type
 	// (4) and at least one byte of value.
 	nTensors, err := rd.count("tensor count", 24)
 	if err != nil {
-		return nil, err
+		return nil, nil, 0, err
 	}
 	nKV, err := rd.count("metadata count", 13)
 	if err != nil {
-		return nil, err
+		return nil, nil, 0, err
 	}
 
 	f.KV = make([]KV, 0, nKV)
@@ -183,17 +232,17 @@ func Read(r io.ReaderAt, size int64) (*File, error) {
 	for i := 0; i < nKV; i++ {
 		key, err := rd.str("key")
 		if err != nil {
-			return nil, fmt.Errorf("%w (metadata entry %d)", err, i)
+			return nil, nil, 0, fmt.Errorf("%w (metadata entry %d)", err, i)
 		}
 		if key == "" {
-			return nil, formatErr("metadata entry %d has an empty key", i)
+			return nil, nil, 0, formatErr("metadata entry %d has an empty key", i)
 		}
 		if _, dup := f.kvIndex[key]; dup {
-			return nil, formatErr("duplicate metadata key %q", key)
+			return nil, nil, 0, formatErr("duplicate metadata key %q", key)
 		}
 		v, err := rd.value(key)
 		if err != nil {
-			return nil, err
+			return nil, nil, 0, err
 		}
 		f.kvIndex[key] = len(f.KV)
 		f.KV = append(f.KV, KV{Key: key, Value: v})
@@ -202,23 +251,28 @@ func Read(r io.ReaderAt, size int64) (*File, error) {
 	if v, ok := f.Get(KeyAlignment); ok {
 		a, isU32 := v.(uint32)
 		if !isU32 {
-			return nil, formatErr("%s must be u32, got %T", KeyAlignment, v)
+			return nil, nil, 0, formatErr("%s must be u32, got %T", KeyAlignment, v)
 		}
 		if a == 0 || a&(a-1) != 0 {
-			return nil, formatErr("%s %d is not a power of two", KeyAlignment, a)
+			return nil, nil, 0, formatErr("%s %d is not a power of two", KeyAlignment, a)
 		}
 		f.Alignment = uint64(a)
 	}
 
+	return f, rd, nTensors, nil
+}
+
+// tensors reads the tensor descriptors that follow the metadata.
+func (rd *reader) tensors(f *File, nTensors int, size int64) error {
 	f.Tensors = make([]TensorInfo, 0, nTensors)
 	f.tensorIndex = make(map[string]int, nTensors)
 	for i := 0; i < nTensors; i++ {
 		ti, err := rd.tensorInfo()
 		if err != nil {
-			return nil, fmt.Errorf("%w (tensor %d)", err, i)
+			return fmt.Errorf("%w (tensor %d)", err, i)
 		}
 		if _, dup := f.tensorIndex[ti.Name]; dup {
-			return nil, formatErr("duplicate tensor name %q", ti.Name)
+			return formatErr("duplicate tensor name %q", ti.Name)
 		}
 		f.tensorIndex[ti.Name] = len(f.Tensors)
 		f.Tensors = append(f.Tensors, ti)
@@ -233,15 +287,15 @@ func Read(r io.ReaderAt, size int64) (*File, error) {
 	var expect uint64
 	for _, ti := range f.Tensors {
 		if ti.Offset != expect {
-			return nil, formatErr("tensor %q has offset %d, expected %d", ti.Name, ti.Offset, expect)
+			return formatErr("tensor %q has offset %d, expected %d", ti.Name, ti.Offset, expect)
 		}
 		n, _ := ti.Size() // validated in tensorInfo
 		if n > uint64(size) || uint64(f.DataOffset)+ti.Offset > uint64(size)-n {
-			return nil, formatErr("tensor %q data [%d, +%d) lies beyond the end of the file (%d bytes)", ti.Name, uint64(f.DataOffset)+ti.Offset, n, size)
+			return formatErr("tensor %q data [%d, +%d) lies beyond the end of the file (%d bytes)", ti.Name, uint64(f.DataOffset)+ti.Offset, n, size)
 		}
 		expect += alignUp(n, f.Alignment)
 	}
-	return f, nil
+	return nil
 }
 
 func alignUp(n, a uint64) uint64 { return (n + a - 1) / a * a }
@@ -313,6 +367,24 @@ func (rd *reader) value(key string) (any, error) {
 	n, err := rd.count("array length", minSize)
 	if err != nil {
 		return nil, fmt.Errorf("%w (key %q)", err, key)
+	}
+	if rd.maxArray > 0 && n > rd.maxArray {
+		if elem != String {
+			return SkippedArray{Elem: elem, Len: n}, rd.skip(int64(n)*minSize, key)
+		}
+		for range n {
+			l, err := rd.u64(key + " string length")
+			if err != nil {
+				return nil, err
+			}
+			if l > uint64(rd.remaining()) {
+				return nil, formatErr("%s string length %d exceeds the remaining %d bytes", key, l, rd.remaining())
+			}
+			if err := rd.skip(int64(l), key); err != nil {
+				return nil, err
+			}
+		}
+		return SkippedArray{Elem: elem, Len: n}, nil
 	}
 	switch elem {
 	case Uint8:

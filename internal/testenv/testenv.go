@@ -16,6 +16,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/x/llama/internal/modelcache"
 	"github.com/x/llama/lib"
 )
 
@@ -233,4 +234,33 @@ func MTMD(t testing.TB) {
 	if mtmdErr != nil {
 		t.Fatalf("testenv: libmtmd: %v", mtmdErr)
 	}
+}
+
+// RealModel returns the cached GGUF of one of the real models
+// internal/realmodel fetches ("gemma3-270m", "all-minilm-l6-v2"). A missing model fails the
+// test with the command that fetches it; it is never a reason to skip.
+func RealModel(t testing.TB, name string) string {
+	t.Helper()
+	m, err := modelcache.ByName(name)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	p, err := m.Path()
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return p
+}
+
+// LlamaServer returns llama.cpp's llama-server built beside the library
+// (go run ./lib/cmd/llama-install -server, which .ci/run runs), the
+// reference of the differential tests. A missing one fails the test with
+// that command.
+func LlamaServer(t testing.TB) string {
+	t.Helper()
+	p, err := lib.ServerPath(LibraryDir(t))
+	if err != nil {
+		t.Fatalf("testenv: %v; build it with `go run ./lib/cmd/llama-install -server`", err)
+	}
+	return p
 }

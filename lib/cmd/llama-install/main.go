@@ -13,6 +13,12 @@
 // already matches. The source is -src, else $LLAMA_CPP_SRC, else the folder
 // that ../shared/tools/llama-cpp-src beside the module prints (this
 // repository's development setup).
+//
+// With -server it also builds llama.cpp's llama-server (the reference the
+// differential tests compare the server package with) from tools/server of
+// the same source, linked against the installed libraries and libmtmd (so
+// -server implies -mtmd), and installs it beside them, unless the one there
+// already matches its inputs.
 package main
 
 import (
@@ -33,9 +39,10 @@ func main() {
 	flavor := flag.String("flavor", "", "build flavor: empty for CPU, cuda or vulkan")
 	source := flag.String("source", "", "where to fetch the build: empty for automatic, npm or github")
 	mtmd := flag.Bool("mtmd", false, "also build libmtmd (multimodal) from the pinned llama.cpp source")
-	src := flag.String("src", "", "with -mtmd: the pinned llama.cpp source folder (default $LLAMA_CPP_SRC)")
-	jobs := flag.Int("j", 0, "with -mtmd: files compiled at once (default 2)")
-	force := flag.Bool("force", false, "with -mtmd: rebuild libmtmd even when the installed one matches")
+	server := flag.Bool("server", false, "also build llama-server (and libmtmd) from the pinned llama.cpp source")
+	src := flag.String("src", "", "with -mtmd or -server: the pinned llama.cpp source folder (default $LLAMA_CPP_SRC)")
+	jobs := flag.Int("j", 0, "with -mtmd or -server: files compiled at once (default 2)")
+	force := flag.Bool("force", false, "with -mtmd or -server: rebuild even when the installed build matches")
 	insecure := flag.Bool("insecure", false, "allow builds with no pinned checksum (the GitHub release archives)")
 	flag.Parse()
 	ctx := context.Background()
@@ -44,7 +51,7 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	if *mtmd {
+	if *mtmd || *server {
 		s := *src
 		if s == "" && os.Getenv(lib.EnvSource) == "" {
 			if s, err = devSource(); err != nil {
@@ -58,6 +65,16 @@ func main() {
 		}
 		if r.Built {
 			fmt.Fprintf(os.Stderr, "llama: libmtmd build time: %s\n", r.BuildTime.Round(1e9))
+		}
+		if *server {
+			r, err := lib.InstallServer(ctx, lib.ServerOptions{Dir: d, Source: s, Jobs: *jobs, Force: *force,
+				Progress: os.Stderr})
+			if err != nil {
+				fail(err)
+			}
+			if r.Built {
+				fmt.Fprintf(os.Stderr, "llama: llama-server build time: %s\n", r.BuildTime.Round(1e9))
+			}
 		}
 	}
 	fmt.Println(d)
@@ -92,7 +109,7 @@ func devSource() (string, error) {
 }
 
 func missingSource() error {
-	return errors.New("llama-install: -mtmd needs the llama.cpp " + lib.Version + " source: pass -src or set " +
+	return errors.New("llama-install: -mtmd and -server need the llama.cpp " + lib.Version + " source: pass -src or set " +
 		lib.EnvSource + " to a checkout of that tag")
 }
 

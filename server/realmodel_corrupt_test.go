@@ -1,0 +1,47 @@
+package server
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama/engine"
+	"github.com/x/llama/internal/gguf/gguftest"
+	"github.com/x/llama/internal/testenv"
+)
+
+// TestRouterCorruptRealModels serves a folder of damaged copies of Gemma 3
+// 270M (truncated at offsets over every section, bytes changed in the
+// header and metadata) beside the intact file: a request routed to a
+// damaged one is an error naming why the load failed, the server stays up,
+// and the intact model still answers afterwards.
+func TestRouterCorruptRealModels(t *testing.T) {
+	src := testenv.RealModel(t, "gemma3-270m")
+	dir := t.TempDir()
+	require.NoError(t, os.Symlink(src, filepath.Join(dir, "gemma.gguf")))
+	cases := gguftest.Corruptions(t, src)
+	for i, c := range cases {
+		gguftest.WriteCorrupt(t, src, dir, fmt.Sprintf("bad%02d.gguf", i), c)
+	}
+	_, ts := newTestServer(t, Options{ModelsDir: dir, ModelsMax: 1, ChatTemplate: "chatml",
+		Engine: engine.Options{CtxSize: 512, Parallel: 1, Threads: 1, ThreadsBatch: 1}})
+	for i, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			model := fmt.Sprintf("bad%02d", i)
+			code, data := call(t, "POST", ts.URL+"/tokenize", map[string]any{"content": "hi", "model": model}, nil)
+			require.GreaterOrEqual(t, code, 400, "%s", data)
+			msg, _ := errOf(t, data)["message"].(string)
+			assert.Contains(t, msg, model, "the error names the model")
+			t.Log(msg)
+			code, _ = call(t, "GET", ts.URL+"/health", nil, nil)
+			require.Equal(t, 200, code)
+		})
+	}
+	code, out := callJSON(t, "POST", ts.URL+"/tokenize", map[string]any{"content": "Hello world", "model": "gemma"})
+	require.Equal(t, 200, code, "%v", out)
+	assert.Equal(t, []any{9259.0, 1902.0}, out["tokens"])
+}
