@@ -42,6 +42,7 @@ type config struct {
 	// The draft model's (-Cd, --prio-draft... and -Cbd, --prio-batch-draft...).
 	threadsDraft, threadsDraftBatch threadFlags
 	listDevices, version            bool
+	sslKey, sslCert                 string // --ssl-key-file, --ssl-cert-file (PEM)
 
 	// Features this server does not have yet: accepted, refused at start
 	// when actually used (see unsupportedUse).
@@ -49,7 +50,6 @@ type config struct {
 	draftDevices    string
 	mmprojURL       string
 	noMMProj        bool // --no-mmproj: no projector, even with -mm
-	sslKey, sslCert string
 	controlVectors  []string
 	devices         string
 	tensorOverrides []string
@@ -945,8 +945,8 @@ func flagTable(c *config) []flagDef {
 			}
 			return nil
 		}},
-		{names: []string{"--ssl-key-file"}, arg: "FNAME", env: "LLAMA_ARG_SSL_KEY_FILE", sec: sv, help: "PEM private key for HTTPS" + notYet, set: strTo(&c.sslKey)},
-		{names: []string{"--ssl-cert-file"}, arg: "FNAME", env: "LLAMA_ARG_SSL_CERT_FILE", sec: sv, help: "PEM certificate for HTTPS" + notYet, set: strTo(&c.sslCert)},
+		{names: []string{"--ssl-key-file"}, arg: "FNAME", env: "LLAMA_ARG_SSL_KEY_FILE", sec: sv, help: "PEM private key for HTTPS (with --ssl-cert-file)", set: strTo(&c.sslKey)},
+		{names: []string{"--ssl-cert-file"}, arg: "FNAME", env: "LLAMA_ARG_SSL_CERT_FILE", sec: sv, help: "PEM certificate (chain) for HTTPS (with --ssl-key-file)", set: strTo(&c.sslCert)},
 		{names: []string{"--chat-template-kwargs"}, arg: "STRING", env: "LLAMA_ARG_CHAT_TEMPLATE_KWARGS", sec: sv, help: "default template variables (a JSON object)", set: func(_ *config, v string) error {
 			return c.templateKwargs(v)
 		}},
@@ -1473,7 +1473,6 @@ func (c *config) unsupportedUse() error {
 	add(c.draftHF != "", "pulling a draft model from Hugging Face is not supported yet (--spec-draft-hf): download it and give it with --spec-draft-model")
 	add(c.draftDevices != "", "choosing devices of the draft model is not supported yet (--spec-draft-device "+c.draftDevices+"; only none)")
 	add(c.mmprojURL != "", "downloading a multimodal projector is not supported (--mmproj-url): download it and give it with --mmproj")
-	add(c.sslKey != "" || c.sslCert != "", "HTTPS is not supported yet (--ssl-key-file, --ssl-cert-file): put a TLS proxy in front")
 	add(len(c.controlVectors) > 0, "control vectors are not supported yet (--control-vector)")
 	add(c.devices != "", "choosing devices is not supported yet (--device "+c.devices+"; only none)")
 	add(len(c.tensorOverrides) > 0, "tensor buffer overrides are not supported yet (-ot, --cpu-moe, --n-cpu-moe, --n-cpu-ffn)")

@@ -358,7 +358,6 @@ func TestFlagUnsupported(t *testing.T) {
 		{[]string{"--spec-draft-hf", "org/draft"}, "draft model from Hugging Face"},
 		{[]string{"-devd", "CUDA0"}, "devices of the draft model"},
 		{[]string{"--mmproj-url", "http://x/p.gguf"}, "multimodal projector"},
-		{[]string{"--ssl-key-file", "k", "--ssl-cert-file", "c"}, "HTTPS"},
 		{[]string{"--control-vector", "v.gguf"}, "control vectors"},
 		{[]string{"-ot", "exps=CPU"}, "tensor buffer overrides"},
 		{[]string{"-dev", "CUDA0"}, "devices"},

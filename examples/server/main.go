@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -90,6 +91,11 @@ func serve(cfg *config) error {
 			logger.Warn("could not set the process priority", "prio", *p, "err", err)
 		}
 	}
+	// Bad certificate files fail here, before the model loads.
+	tlsConf, err := cfg.tlsConfig()
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := cfg.modelSource(ctx, os.Stderr); err != nil {
@@ -114,15 +120,24 @@ func serve(cfg *config) error {
 		ln.Close()
 		return err
 	}
-	hs := &http.Server{Handler: cfg.handler(srv.Handler()), ReadTimeout: cfg.timeout, WriteTimeout: cfg.timeout, ReadHeaderTimeout: 30 * time.Second}
+	hs := &http.Server{Handler: cfg.handler(srv.Handler()), ReadTimeout: cfg.timeout, WriteTimeout: cfg.timeout, ReadHeaderTimeout: 30 * time.Second, TLSConfig: tlsConf}
 	hs.RegisterOnShutdown(srv.AbortToolCalls)
 	scheme := "http"
-	if network == "unix" {
+	switch {
+	case network == "unix":
 		scheme = "unix"
+	case tlsConf != nil:
+		scheme = "https"
 	}
 	logger.Info("listening", "addr", scheme+"://"+ln.Addr().String()+cfg.apiPrefix)
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() {
+		if tlsConf != nil {
+			errc <- hs.ServeTLS(ln, "", "")
+			return
+		}
+		errc <- hs.Serve(ln)
+	}()
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
@@ -149,4 +164,21 @@ func (c *config) handler(api http.Handler) http.Handler {
 		return mux
 	}
 	return api
+}
+
+// tlsConfig reads --ssl-cert-file and --ssl-key-file (PEM): with both the
+// server speaks HTTPS only, as llama-server. One without the other is an
+// error here, where llama-server would silently serve plain HTTP.
+func (c *config) tlsConfig() (*tls.Config, error) {
+	if c.sslKey == "" && c.sslCert == "" {
+		return nil, nil
+	}
+	if c.sslKey == "" || c.sslCert == "" {
+		return nil, errors.New("HTTPS needs both --ssl-key-file and --ssl-cert-file")
+	}
+	cert, err := tls.LoadX509KeyPair(c.sslCert, c.sslKey)
+	if err != nil {
+		return nil, fmt.Errorf("--ssl-cert-file %s, --ssl-key-file %s: %w", c.sslCert, c.sslKey, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
