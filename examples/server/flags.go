@@ -50,7 +50,6 @@ type config struct {
 	draftDevices    string
 	mmprojURL       string
 	noMMProj        bool // --no-mmproj: no projector, even with -mm
-	controlVectors  []string
 	devices         string
 	tensorOverrides []string
 	rpc             string
@@ -539,29 +538,34 @@ func flagTable(c *config) []flagDef {
 			}
 			return nil
 		}},
-		{names: []string{"--control-vector"}, arg: "FNAME", sec: cm, help: "control vectors, comma-separated" + notYet, set: func(_ *config, v string) error {
-			c.controlVectors = append(c.controlVectors, splitList(v)...)
+		{names: []string{"--control-vector"}, arg: "FNAME", sec: cm, help: "control vectors, comma-separated (scale 1; all summed, applied at start)", set: func(_ *config, v string) error {
+			for _, p := range splitList(v) {
+				e.ControlVectors = append(e.ControlVectors, llama.ControlVectorFile{Path: p, Scale: 1})
+			}
 			return nil
 		}},
-		{names: []string{"--control-vector-scaled"}, arg: "FNAME:SCALE,...", sec: cm, help: "control vectors with scales" + notYet, set: func(_ *config, v string) error {
+		{names: []string{"--control-vector-scaled"}, arg: "FNAME:SCALE,...", sec: cm, help: "control vectors with their scales", set: func(_ *config, v string) error {
 			for _, p := range splitList(v) {
 				parts := strings.Split(p, ":")
 				if len(parts) != 2 {
 					return fmt.Errorf("%q is not FNAME:SCALE", p)
 				}
-				if _, err := parseFloat(parts[1]); err != nil {
+				s, err := parseFloat(parts[1])
+				if err != nil {
 					return err
 				}
-				c.controlVectors = append(c.controlVectors, parts[0])
+				e.ControlVectors = append(e.ControlVectors, llama.ControlVectorFile{Path: parts[0], Scale: float32(s)})
 			}
 			return nil
 		}},
-		{names: []string{"--control-vector-layer-range"}, arg: "START", arg2: "END", sec: cm, help: "layers the control vectors apply to", set: func(_ *config, v string) error {
+		{names: []string{"--control-vector-layer-range"}, arg: "START", arg2: "END", sec: cm, help: "layers the control vectors apply to, both included (default: 1 to the last)", set: func(_ *config, v string) error {
 			a, b, _ := strings.Cut(v, "\x00")
-			if _, err := parseInt(a); err != nil {
+			start, err := parseInt(a)
+			if err != nil {
 				return err
 			}
-			_, err := parseInt(b)
+			end, err := parseInt(b)
+			e.ControlVectorStart, e.ControlVectorEnd = start, end
 			return err
 		}},
 		{names: []string{"-m", "--model"}, arg: "FNAME", env: "LLAMA_ARG_MODEL", sec: cm, help: "the GGUF model to serve (none: router mode)", set: strTo(&o.Model)},
@@ -1473,7 +1477,6 @@ func (c *config) unsupportedUse() error {
 	add(c.draftHF != "", "pulling a draft model from Hugging Face is not supported yet (--spec-draft-hf): download it and give it with --spec-draft-model")
 	add(c.draftDevices != "", "choosing devices of the draft model is not supported yet (--spec-draft-device "+c.draftDevices+"; only none)")
 	add(c.mmprojURL != "", "downloading a multimodal projector is not supported (--mmproj-url): download it and give it with --mmproj")
-	add(len(c.controlVectors) > 0, "control vectors are not supported yet (--control-vector)")
 	add(c.devices != "", "choosing devices is not supported yet (--device "+c.devices+"; only none)")
 	add(len(c.tensorOverrides) > 0, "tensor buffer overrides are not supported yet (-ot, --cpu-moe, --n-cpu-moe, --n-cpu-ffn)")
 	add(c.rpc != "", "RPC devices are not supported yet (--rpc)")

@@ -201,7 +201,11 @@ func TestFlagSpellings(t *testing.T) {
 		{[]string{"--lora", "a.gguf", "--lora-init-without-apply"}, func(t *testing.T, c *config) {
 			assert.Equal(t, []engine.AdapterSpec{{Path: "a.gguf", Scale: 0}}, c.opts.Engine.Adapters)
 		}},
-		{[]string{"--control-vector-layer-range", "1", "5", "--threads-http", "8"}, func(t *testing.T, c *config) {}},
+		{[]string{"--control-vector-layer-range", "1", "5", "--threads-http", "8", "--control-vector", "a.gguf,b.gguf", "--control-vector-scaled", "c.gguf:-0.5"}, func(t *testing.T, c *config) {
+			e := c.opts.Engine
+			assert.Equal(t, []llama.ControlVectorFile{{Path: "a.gguf", Scale: 1}, {Path: "b.gguf", Scale: 1}, {Path: "c.gguf", Scale: -0.5}}, e.ControlVectors)
+			assert.Equal(t, [2]int{1, 5}, [2]int{e.ControlVectorStart, e.ControlVectorEnd})
+		}},
 		// The compute threads: -C and -Cr add up (the mask's last digit is
 		// CPUs 0-3), --poll 0 is no polling, and the -batch forms start
 		// from the plain ones.
@@ -358,7 +362,6 @@ func TestFlagUnsupported(t *testing.T) {
 		{[]string{"--spec-draft-hf", "org/draft"}, "draft model from Hugging Face"},
 		{[]string{"-devd", "CUDA0"}, "devices of the draft model"},
 		{[]string{"--mmproj-url", "http://x/p.gguf"}, "multimodal projector"},
-		{[]string{"--control-vector", "v.gguf"}, "control vectors"},
 		{[]string{"-ot", "exps=CPU"}, "tensor buffer overrides"},
 		{[]string{"-dev", "CUDA0"}, "devices"},
 		{[]string{"--gpt-oss-20b-default"}, "presets"},
