@@ -46,18 +46,17 @@ type config struct {
 
 	// Features this server does not have yet: accepted, refused at start
 	// when actually used (see unsupportedUse).
-	draftHF         string
-	draftDevices    string
-	mmprojURL       string
-	noMMProj        bool // --no-mmproj: no projector, even with -mm
-	devices         string
-	tensorOverrides []string
-	rpc             string
-	adaptiveTarget  float64
-	grammarSet      bool // --grammar, --grammar-file, -j or -jf given
-	jsonSchema      string
-	mediaPath       string
-	presetUsed      bool
+	draftHF        string
+	draftDevices   string
+	mmprojURL      string
+	noMMProj       bool // --no-mmproj: no projector, even with -mm
+	devices        string
+	rpc            string
+	adaptiveTarget float64
+	grammarSet     bool // --grammar, --grammar-file, -j or -jf given
+	jsonSchema     string
+	mediaPath      string
+	presetUsed     bool
 
 	// Settings read by finish or by serve.
 	dryBreakersSet  bool
@@ -453,21 +452,22 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"--list-devices"}, sec: cm, help: "list the compute devices and exit", set: boolTo(&c.listDevices)},
-		{names: []string{"-ot", "--override-tensor"}, arg: "<tensor name pattern>=<buffer type>,...", env: "LLAMA_ARG_OVERRIDE_TENSOR", sec: cm, help: "buffer type overrides for tensors" + notYet, set: func(_ *config, v string) error {
-			for _, p := range splitList(v) {
-				if !strings.Contains(p, "=") {
+		{names: []string{"-ot", "--override-tensor"}, arg: "<tensor name pattern>=<buffer type>,...", env: "LLAMA_ARG_OVERRIDE_TENSOR", sec: cm, help: "put the weights matching a pattern (a regular expression) in a buffer type, such as CPU; an unknown type fails at start with the list", set: func(_ *config, v string) error {
+			for _, p := range strings.Split(v, ",") {
+				pat, buft, ok := strings.Cut(p, "=")
+				if !ok {
 					return fmt.Errorf("invalid tensor buffer type override %q", p)
 				}
-				c.tensorOverrides = append(c.tensorOverrides, p)
+				mo.TensorBufferOverrides = append(mo.TensorBufferOverrides, llama.TensorBufferOverride{Pattern: pat, BufferType: buft})
 			}
 			return nil
 		}},
-		{names: []string{"-cmoe", "--cpu-moe"}, env: "LLAMA_ARG_CPU_MOE", sec: cm, help: "keep the MoE experts on the CPU" + notYet, set: func(*config, string) error {
-			c.tensorOverrides = append(c.tensorOverrides, "--cpu-moe")
+		{names: []string{"-cmoe", "--cpu-moe"}, env: "LLAMA_ARG_CPU_MOE", sec: cm, help: "keep the MoE experts on the CPU", set: func(*config, string) error {
+			mo.TensorBufferOverrides = append(mo.TensorBufferOverrides, llama.TensorBufferOverride{Pattern: ffnExpsPattern, BufferType: "CPU"})
 			return nil
 		}},
-		{names: []string{"-ncmoe", "--n-cpu-moe"}, arg: "N", env: "LLAMA_ARG_N_CPU_MOE", sec: cm, help: "keep the MoE experts of the first N layers on the CPU" + notYet, set: overrideCount(c, "--n-cpu-moe")},
-		{names: []string{"-ncffn", "--n-cpu-ffn"}, arg: "N", env: "LLAMA_ARG_N_CPU_FFN", sec: cm, help: "keep the dense FFN of the first N layers on the CPU" + notYet, set: overrideCount(c, "--n-cpu-ffn")},
+		{names: []string{"-ncmoe", "--n-cpu-moe"}, arg: "N", env: "LLAMA_ARG_N_CPU_MOE", sec: cm, help: "keep the MoE experts of the first N layers on the CPU", set: cpuLayers(mo, ffnExpsPattern)},
+		{names: []string{"-ncffn", "--n-cpu-ffn"}, arg: "N", env: "LLAMA_ARG_N_CPU_FFN", sec: cm, help: "keep the dense FFN of the first N layers on the CPU (for MoE experts: --n-cpu-moe)", set: cpuLayers(mo, ffnDensePattern)},
 		{names: []string{"-ngl", "--gpu-layers", "--n-gpu-layers"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS", sec: cm, help: "layers on the GPU: a number, auto or all (default auto)", set: gpuLayers(mo)},
 		{names: []string{"-sm", "--split-mode"}, arg: "{none,layer,row,tensor}", env: "LLAMA_ARG_SPLIT_MODE", sec: cm, help: "how to split the model across GPUs (default layer)", set: func(_ *config, v string) error {
 			m := map[string]llama.SplitMode{"none": llama.SplitNone, "layer": llama.SplitLayer, "row": llama.SplitRow, "tensor": llama.SplitTensor}
@@ -1133,7 +1133,16 @@ func atLeastMinus1(dst *int) func(*config, string) error {
 	}
 }
 
-func overrideCount(c *config, name string) func(*config, string) error {
+// The weights --cpu-moe, --n-cpu-moe and --n-cpu-ffn keep on the CPU, as
+// llama.cpp's common names them: the MoE experts and the dense FFN.
+const (
+	ffnExpsPattern  = `\.ffn_(up|down|gate|gate_up)_(ch|)exps`
+	ffnDensePattern = `\.ffn_(up|down|gate)\.`
+)
+
+// cpuLayers keeps the weights matching ffn in the first N layers on the
+// CPU (--n-cpu-moe, --n-cpu-ffn).
+func cpuLayers(mo *llama.ModelOptions, ffn string) func(*config, string) error {
 	return func(_ *config, v string) error {
 		n, err := parseInt(v)
 		if err != nil {
@@ -1142,8 +1151,8 @@ func overrideCount(c *config, name string) func(*config, string) error {
 		if n < 0 {
 			return errors.New("invalid value")
 		}
-		if n > 0 {
-			c.tensorOverrides = append(c.tensorOverrides, name)
+		for i := range min(n, 1<<16) { // no model has more layers
+			mo.TensorBufferOverrides = append(mo.TensorBufferOverrides, llama.TensorBufferOverride{Pattern: fmt.Sprintf(`blk\.%d%s`, i, ffn), BufferType: "CPU"})
 		}
 		return nil
 	}
@@ -1478,7 +1487,6 @@ func (c *config) unsupportedUse() error {
 	add(c.draftDevices != "", "choosing devices of the draft model is not supported yet (--spec-draft-device "+c.draftDevices+"; only none)")
 	add(c.mmprojURL != "", "downloading a multimodal projector is not supported (--mmproj-url): download it and give it with --mmproj")
 	add(c.devices != "", "choosing devices is not supported yet (--device "+c.devices+"; only none)")
-	add(len(c.tensorOverrides) > 0, "tensor buffer overrides are not supported yet (-ot, --cpu-moe, --n-cpu-moe, --n-cpu-ffn)")
 	add(c.rpc != "", "RPC devices are not supported yet (--rpc)")
 	add(c.adaptiveTarget >= 0, "the adaptive-p sampler is not supported yet (--adaptive-target)")
 	add(c.mediaPath != "", "local media files are not supported yet (--media-path): send images and audio in the requests")
