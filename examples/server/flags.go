@@ -46,17 +46,16 @@ type config struct {
 
 	// Features this server does not have yet: accepted, refused at start
 	// when actually used (see unsupportedUse).
-	draftHF        string
-	draftDevices   string
-	mmprojURL      string
-	noMMProj       bool // --no-mmproj: no projector, even with -mm
-	devices        string
-	rpc            string
-	adaptiveTarget float64
-	grammarSet     bool // --grammar, --grammar-file, -j or -jf given
-	jsonSchema     string
-	mediaPath      string
-	presetUsed     bool
+	draftHF      string
+	draftDevices string
+	mmprojURL    string
+	noMMProj     bool // --no-mmproj: no projector, even with -mm
+	devices      string
+	rpc          string
+	grammarSet   bool // --grammar, --grammar-file, -j or -jf given
+	jsonSchema   string
+	mediaPath    string
+	presetUsed   bool
 
 	// Settings read by finish or by serve.
 	dryBreakersSet  bool
@@ -292,10 +291,12 @@ var samplerNames = map[string]string{
 	"top_k": "top_k", "top-k": "top_k", "typ_p": "typ_p", "typ-p": "typ_p", "typical_p": "typ_p", "typical-p": "typ_p", "typ": "typ_p",
 	"top_p": "top_p", "top-p": "top_p", "nucleus": "top_p", "min_p": "min_p", "min-p": "min_p",
 	"xtc": "xtc", "temperature": "temperature", "temp": "temperature",
+	"adaptive_p": "adaptive_p", "adaptive-p": "adaptive_p", "adaptivep": "adaptive_p",
+	"topk": "top_k", "topp": "top_p", "minp": "min_p", "typp": "typ_p", "topnsigma": "top_n_sigma",
 }
 
 // samplerLetters maps the letters of --sampling-seq.
-var samplerLetters = map[rune]string{'e': "penalties", 'd': "dry", 's': "top_n_sigma", 'k': "top_k", 'y': "typ_p", 'p': "top_p", 'm': "min_p", 'x': "xtc", 't': "temperature"}
+var samplerLetters = map[rune]string{'e': "penalties", 'd': "dry", 's': "top_n_sigma", 'k': "top_k", 'y': "typ_p", 'p': "top_p", 'm': "min_p", 'x': "xtc", 't': "temperature", 'a': "adaptive_p"}
 
 // flagTable lists every option llama-server (v0.4.0) takes, with its
 // meaning here.
@@ -601,7 +602,7 @@ func flagTable(c *config) []flagDef {
 				if n = strings.TrimSpace(n); n == "" {
 					continue
 				}
-				s, ok := samplerNames[n]
+				s, ok := samplerNames[strings.ToLower(n)]
 				if !ok {
 					return fmt.Errorf("unknown sampler %q", n)
 				}
@@ -676,12 +677,8 @@ func flagTable(c *config) []flagDef {
 			}
 			return nil
 		}},
-		{names: []string{"--adaptive-target"}, arg: "N", sec: sa, help: "adaptive-p target probability (default -1: off)" + notYet, set: func(c *config, v string) error {
-			f, err := parseFloat(v)
-			c.adaptiveTarget = f
-			return err
-		}},
-		{names: []string{"--adaptive-decay"}, arg: "N", sec: sa, help: "adaptive-p decay (default 0.9)", set: anyFloat},
+		{names: []string{"--adaptive-target"}, arg: "N", sec: sa, help: "adaptive-p: pick tokens near this probability, 0 to 1, when adaptive_p is among the samplers (default -1: off)", set: floatTo(&sp.AdaptiveTarget)},
+		{names: []string{"--adaptive-decay"}, arg: "N", sec: sa, help: "adaptive-p: decay of the target's adaptation, 0 to 0.99 (default 0.9)", set: floatTo(&sp.AdaptiveDecay)},
 		{names: []string{"--dynatemp-range"}, arg: "N", sec: sa, help: "dynamic temperature range (default 0: off)", set: floatTo(&sp.DynatempRange)},
 		{names: []string{"--dynatemp-exp"}, arg: "N", sec: sa, help: "dynamic temperature exponent (default 1)", set: floatTo(&sp.DynatempExponent)},
 		{names: []string{"--mirostat"}, arg: "N", sec: sa, help: "Mirostat: 0 off (default), 1, or 2 (Mirostat 2.0)", set: intTo(&sp.Mirostat)},
@@ -1264,7 +1261,6 @@ func parseFlags(args []string, getenv func(string) string, usage io.Writer) (*co
 	c.opts.CORSOrigins = []string{"*"}
 	c.opts.Engine.Parallel = -1
 	c.opts.Engine.Threads = runtime.NumCPU()
-	c.adaptiveTarget = -1
 	c.cacheRAMMiB = 8192
 	c.reasoningBudget = -1
 	table := flagTable(c)
@@ -1488,7 +1484,6 @@ func (c *config) unsupportedUse() error {
 	add(c.mmprojURL != "", "downloading a multimodal projector is not supported (--mmproj-url): download it and give it with --mmproj")
 	add(c.devices != "", "choosing devices is not supported yet (--device "+c.devices+"; only none)")
 	add(c.rpc != "", "RPC devices are not supported yet (--rpc)")
-	add(c.adaptiveTarget >= 0, "the adaptive-p sampler is not supported yet (--adaptive-target)")
 	add(c.mediaPath != "", "local media files are not supported yet (--media-path): send images and audio in the requests")
 	add(c.presetUsed, "the model presets (--fim-qwen-..., --gpt-oss-..., --embd-gemma-default, --vision-gemma-...) pull models from Hugging Face, which is not supported yet")
 	add(c.reasoningBudget > 0, "a thinking token budget is not supported yet (--reasoning-budget; 0 and -1 are)")
