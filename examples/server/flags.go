@@ -41,7 +41,7 @@ type config struct {
 	threads, threadsBatch threadFlags
 	// The draft model's (-Cd, --prio-draft... and -Cbd, --prio-batch-draft...).
 	threadsDraft, threadsDraftBatch threadFlags
-	listDevices, version            bool
+	listDevices, version, cacheList bool
 	sslKey, sslCert                 string // --ssl-key-file, --ssl-cert-file (PEM)
 
 	// Features this server does not have yet: accepted, refused at start
@@ -313,9 +313,7 @@ func flagTable(c *config) []flagDef {
 		// ---- common
 		{names: []string{"-h", "--help", "--usage"}, sec: cm, help: "print this help and exit"},
 		{names: []string{"--version"}, sec: cm, help: "print the version and exit", set: boolTo(&c.version)},
-		{names: []string{"-cl", "--cache-list"}, sec: cm, help: "list the models in the download cache and exit" + notYet, set: func(*config, string) error {
-			return errors.New("there is no model download cache yet")
-		}},
+		{names: []string{"-cl", "--cache-list"}, sec: cm, help: "list the models in the download cache (-hf) and exit", set: boolTo(&c.cacheList)},
 		{names: []string{"--completion-bash"}, sec: cm, help: "print a bash completion script and exit"},
 		{names: []string{"-t", "--threads"}, arg: "N", env: "LLAMA_ARG_THREADS", sec: cm, help: "CPU threads for generation (default: all CPUs; <= 0: all)", set: func(_ *config, v string) error {
 			n, err := parseInt(v)
@@ -1347,7 +1345,7 @@ func parseFlags(args []string, getenv func(string) string, usage io.Writer) (*co
 			return nil, fmt.Errorf("%s: %w", a, err)
 		}
 	}
-	if c.version || c.listDevices {
+	if c.version || c.listDevices || c.cacheList {
 		return c, nil
 	}
 	if err := c.gcpEnv(getenv); err != nil {

@@ -80,3 +80,37 @@ func TestPullHF(t *testing.T) {
 }
 
 func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
+
+// TestCacheList checks -cl: the models pulled into the hub cache, listed
+// as llama-server lists them; an empty or missing cache lists none.
+func TestCacheList(t *testing.T) {
+	model, err := os.ReadFile(testenv.Model(t, "stories260K.gguf"))
+	require.NoError(t, err)
+	h := hubtest.New(t, map[string]*hubtest.Repo{
+		"tiny/stories": {Files: map[string][]byte{"stories260K-Q8_0.gguf": model, "stories260K-F16.gguf": model}},
+		"tiny/other":   {Files: map[string][]byte{"other-Q4_0.gguf": model}},
+	})
+	t.Setenv("MODEL_ENDPOINT", h.URL)
+	t.Setenv("HF_TOKEN", "")
+	t.Setenv("HF_HUB_OFFLINE", "")
+	for _, spell := range []string{"-cl", "--cache-list"} {
+		c, err := parseFlags([]string{spell, "-m", "x.gguf"}, noEnv, io.Discard)
+		require.NoError(t, err)
+		assert.True(t, c.cacheList, spell)
+	}
+	t.Setenv("LLAMA_CACHE", filepath.Join(t.TempDir(), "missing"))
+	var out bytes.Buffer
+	require.NoError(t, printCacheList(&out))
+	assert.Equal(t, "number of models in cache: 0\n", out.String())
+	t.Setenv("LLAMA_CACHE", t.TempDir())
+	out.Reset()
+	require.NoError(t, printCacheList(&out))
+	assert.Equal(t, "number of models in cache: 0\n", out.String())
+	for _, repo := range []string{"tiny/stories:Q8_0", "tiny/stories:F16", "tiny/other:Q4_0"} {
+		o := server.Options{}
+		require.NoError(t, pullHF(context.Background(), hfFlags{Repo: repo}, &o, io.Discard), repo)
+	}
+	out.Reset()
+	require.NoError(t, printCacheList(&out))
+	assert.Equal(t, "number of models in cache: 3\n   1. tiny/other:Q4_0\n   2. tiny/stories:F16\n   3. tiny/stories:Q8_0\n", out.String())
+}

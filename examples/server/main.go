@@ -49,6 +49,8 @@ func serve(cfg *config) error {
 	case cfg.version:
 		fmt.Println("server (github.com/x/llama), llama-server v0.4.0 compatible")
 		return nil
+	case cfg.cacheList:
+		return printCacheList(os.Stdout)
 	case cfg.listDevices:
 		devs, err := llama.Devices()
 		if err != nil {
@@ -181,4 +183,18 @@ func (c *config) tlsConfig() (*tls.Config, error) {
 		return nil, fmt.Errorf("--ssl-cert-file %s, --ssl-key-file %s: %w", c.sslCert, c.sslKey, err)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// printCacheList prints the models of the hub cache as llama-server's
+// --cache-list does.
+func printCacheList(w io.Writer) error {
+	models, err := llama.CachedModels("")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "number of models in cache: %d\n", len(models))
+	for i, m := range models {
+		fmt.Fprintf(w, "%4d. %s\n", i+1, m)
+	}
+	return nil
 }
