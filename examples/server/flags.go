@@ -50,7 +50,6 @@ type config struct {
 	draftDevices string
 	mmprojURL    string
 	noMMProj     bool // --no-mmproj: no projector, even with -mm
-	devices      string
 	rpc          string
 	grammarSet   bool // --grammar, --grammar-file, -j or -jf given
 	jsonSchema   string
@@ -442,12 +441,18 @@ func flagTable(c *config) []flagDef {
 		}},
 		{names: []string{"-lzm", "--lazy-mode"}, arg: "MODE", env: "LLAMA_ARG_LAZY_MODE", sec: cm, help: "on-demand tensor reading: on, off, auto" + noEffect, set: choice("on", "off", "auto")},
 		{names: []string{"--numa"}, arg: "TYPE", env: "LLAMA_ARG_NUMA", sec: cm, help: "NUMA strategy: distribute, isolate, numactl" + noEffect, set: choice("distribute", "", "isolate", "numactl")},
-		{names: []string{"-dev", "--device"}, arg: "<dev1,dev2,..>", env: "LLAMA_ARG_DEVICE", sec: cm, help: "devices to offload to (none: CPU only; others not supported yet)", set: func(_ *config, v string) error {
-			if v == "none" {
-				mo.CPUOnly = true
+		{names: []string{"-dev", "--device"}, arg: "<dev1,dev2,..>", env: "LLAMA_ARG_DEVICE", sec: cm, help: "devices to offload to, from --list-devices (none or CPU: the CPU only; an unknown name fails at start)", set: func(_ *config, v string) error {
+			names := strings.Split(v, ",")
+			if len(names) == 1 && (v == "none" || v == "CPU") {
+				mo.CPUOnly, mo.Devices = true, nil
 				return nil
 			}
-			c.devices = v
+			for _, n := range names {
+				if n == "" {
+					return errors.New("no devices specified")
+				}
+			}
+			mo.Devices, mo.CPUOnly = names, false
 			return nil
 		}},
 		{names: []string{"--list-devices"}, sec: cm, help: "list the compute devices and exit", set: boolTo(&c.listDevices)},
@@ -1480,7 +1485,6 @@ func (c *config) unsupportedUse() error {
 	add(c.draftHF != "", "pulling a draft model from Hugging Face is not supported yet (--spec-draft-hf): download it and give it with --spec-draft-model")
 	add(c.draftDevices != "", "choosing devices of the draft model is not supported yet (--spec-draft-device "+c.draftDevices+"; only none)")
 	add(c.mmprojURL != "", "downloading a multimodal projector is not supported (--mmproj-url): download it and give it with --mmproj")
-	add(c.devices != "", "choosing devices is not supported yet (--device "+c.devices+"; only none)")
 	add(c.rpc != "", "RPC devices are not supported yet (--rpc)")
 	add(c.mediaPath != "", "local media files are not supported yet (--media-path): send images and audio in the requests")
 	add(c.presetUsed, "the model presets (--fim-qwen-..., --gpt-oss-..., --embd-gemma-default, --vision-gemma-...) pull models from Hugging Face, which is not supported yet")

@@ -362,7 +362,6 @@ func TestFlagUnsupported(t *testing.T) {
 		{[]string{"--spec-draft-hf", "org/draft"}, "draft model from Hugging Face"},
 		{[]string{"-devd", "CUDA0"}, "devices of the draft model"},
 		{[]string{"--mmproj-url", "http://x/p.gguf"}, "multimodal projector"},
-		{[]string{"-dev", "CUDA0"}, "devices"},
 		{[]string{"--gpt-oss-20b-default"}, "presets"},
 		{[]string{"--reasoning-budget", "512"}, "thinking token budget"},
 	} {

@@ -52,15 +52,7 @@ func serve(cfg *config) error {
 	case cfg.cacheList:
 		return printCacheList(os.Stdout)
 	case cfg.listDevices:
-		devs, err := llama.Devices()
-		if err != nil {
-			return err
-		}
-		fmt.Println("Available devices:")
-		for _, d := range devs {
-			fmt.Printf("  %s: %s (%d MiB, %d MiB free)\n", d.Name, d.Description, d.TotalMemory>>20, d.FreeMemory>>20)
-		}
-		return nil
+		return printDevices(os.Stdout)
 	}
 	if err := cfg.unsupportedUse(); err != nil {
 		return err
@@ -195,6 +187,28 @@ func printCacheList(w io.Writer) error {
 	fmt.Fprintf(w, "number of models in cache: %d\n", len(models))
 	for i, m := range models {
 		fmt.Fprintf(w, "%4d. %s\n", i+1, m)
+	}
+	return nil
+}
+
+// printDevices lists the devices -dev may name, as llama-server's
+// --list-devices does: those other than the CPU, with their memory.
+func printDevices(w io.Writer) error {
+	devs, err := llama.Devices()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "Available devices:")
+	n := 0
+	for _, d := range devs {
+		if d.Type == "cpu" {
+			continue
+		}
+		fmt.Fprintf(w, "  %s: %s (%d MiB, %d MiB free)\n", d.Name, d.Description, d.TotalMemory>>20, d.FreeMemory>>20)
+		n++
+	}
+	if n == 0 {
+		fmt.Fprintln(w, "  (none)")
 	}
 	return nil
 }
