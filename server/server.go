@@ -147,6 +147,15 @@ type Options struct {
 	Jinja bool
 	// ReasoningFormat is --reasoning-format ("none", "deepseek", "auto").
 	ReasoningFormat string
+	// ReasoningBudget, when positive, is the most tokens a chat's thinking
+	// block may take (--reasoning-budget): then the thinking is ended with
+	// ReasoningBudgetMessage and the template's end-of-thinking tag, forced
+	// token by token, and the answer follows. It applies to templates
+	// with thinking tags (found as for continued messages); a request's
+	// reasoning_budget_tokens or thinking_budget_tokens (0: end at once)
+	// and reasoning_budget_message override them. 0: no budget.
+	ReasoningBudget        int
+	ReasoningBudgetMessage string
 	// Reasoning is --reasoning: "on" or "off" turn the templates' thinking
 	// on or off (enable_thinking) unless a request says otherwise;
 	// "" or "auto" leave it to the template.

@@ -57,14 +57,13 @@ type config struct {
 	presetUsed   bool
 
 	// Settings read by finish or by serve.
-	dryBreakersSet  bool
-	kvUnifiedSet    bool
-	loraNoApply     bool
-	logFile         string
-	reusePort       bool
-	reasoningBudget int
-	apiPrefix       string
-	cacheRAMMiB     int // --cache-ram (-1: no limit, 0: off)
+	dryBreakersSet bool
+	kvUnifiedSet   bool
+	loraNoApply    bool
+	logFile        string
+	reusePort      bool
+	apiPrefix      string
+	cacheRAMMiB    int // --cache-ram (-1: no limit, 0: off)
 }
 
 // Help sections, in llama-server's --help order.
@@ -1017,18 +1016,21 @@ func flagTable(c *config) []flagDef {
 			}
 			return c.templateKwargs(fmt.Sprintf(`{"reasoning_effort": %q}`, v))
 		}},
-		{names: []string{"--reasoning-budget"}, arg: "N", env: "LLAMA_ARG_THINK_BUDGET", sec: sv, help: "thinking token budget (default -1: none; 0: no thinking; other budgets are not supported yet: refused at start)", set: func(_ *config, v string) error {
+		{names: []string{"--reasoning-budget"}, arg: "N", env: "LLAMA_ARG_THINK_BUDGET", sec: sv, help: "thinking token budget of chats: the thinking block is ended after N tokens (default -1: none; 0: no thinking)", set: func(_ *config, v string) error {
 			n, err := parseInt(v)
-			if err == nil && n < -1 {
+			if err != nil {
+				return err
+			}
+			if n < -1 {
 				return errors.New("invalid value")
 			}
-			c.reasoningBudget = n
+			o.ReasoningBudget = max(n, 0)
 			if n == 0 {
 				return c.templateKwargs(`{"enable_thinking": false}`)
 			}
-			return err
+			return nil
 		}},
-		{names: []string{"--reasoning-budget-message"}, arg: "MESSAGE", env: "LLAMA_ARG_THINK_BUDGET_MESSAGE", sec: sv, help: "text added when the thinking budget runs out" + noEffect, set: anyValue},
+		{names: []string{"--reasoning-budget-message"}, arg: "MESSAGE", env: "LLAMA_ARG_THINK_BUDGET_MESSAGE", sec: sv, help: "text put before the end-of-thinking tag when the budget runs out (default: none)", set: strTo(&o.ReasoningBudgetMessage)},
 		{names: []string{"--reasoning-preserve"}, neg: []string{"--no-reasoning-preserve"}, env: "LLAMA_ARG_REASONING_PRESERVE", sec: sv, help: "keep past reasoning in prompts (default on)", set: func(_ *config, v string) error {
 			return c.templateKwargs(fmt.Sprintf(`{"preserve_reasoning": %s}`, v))
 		}},
@@ -1265,7 +1267,6 @@ func parseFlags(args []string, getenv func(string) string, usage io.Writer) (*co
 	c.opts.Engine.Parallel = -1
 	c.opts.Engine.Threads = runtime.NumCPU()
 	c.cacheRAMMiB = 8192
-	c.reasoningBudget = -1
 	table := flagTable(c)
 	byName := map[string]*flagDef{}
 	for i := range table {
@@ -1488,7 +1489,6 @@ func (c *config) unsupportedUse() error {
 	add(c.rpc != "", "RPC devices are not supported yet (--rpc)")
 	add(c.mediaPath != "", "local media files are not supported yet (--media-path): send images and audio in the requests")
 	add(c.presetUsed, "the model presets (--fim-qwen-..., --gpt-oss-..., --embd-gemma-default, --vision-gemma-...) pull models from Hugging Face, which is not supported yet")
-	add(c.reasoningBudget > 0, "a thinking token budget is not supported yet (--reasoning-budget; 0 and -1 are)")
 	add(c.dockerRepo != "", "pulling models from Docker Hub is not supported yet (--docker-repo)")
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
