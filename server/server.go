@@ -166,6 +166,11 @@ type Options struct {
 	SleepIdleSeconds int
 	// Timeout bounds each request (0: none).
 	Timeout time.Duration
+	// MediaPath is a folder whose files requests may name with file://
+	// URLs (a path relative to it) in image_url and input_audio parts, as
+	// llama-server's --media-path: only regular files inside it, of at
+	// most MaxBodyBytes ("": file:// URLs are refused).
+	MediaPath string
 	// MaxBodyBytes bounds request bodies (0: 64 MiB).
 	MaxBodyBytes int64
 
@@ -284,6 +289,11 @@ func New(ctx context.Context, o Options) (*Server, error) {
 			return nil, fmt.Errorf("server: slot save path: %w", err)
 		}
 		o.SlotSavePath = abs
+	}
+	if o.MediaPath != "" {
+		if st, err := os.Stat(o.MediaPath); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("server: media path %s is not a folder", o.MediaPath)
+		}
 	}
 	if err := prepareUI(&o); err != nil {
 		return nil, err

@@ -975,11 +975,11 @@ func flagTable(c *config) []flagDef {
 			o.SlotSavePath = v
 			return nil
 		}},
-		{names: []string{"--media-path"}, arg: "PATH", sec: sv, help: "folder of local media files (not supported yet: refused at start)", set: func(c *config, v string) error {
+		{names: []string{"--media-path"}, arg: "PATH", sec: sv, help: "folder of local media files, which requests name with file:// URLs relative to it (default: none, file:// refused)", set: func(c *config, v string) error {
 			if st, err := os.Stat(v); err != nil || !st.IsDir() {
 				return fmt.Errorf("not a directory: %s", v)
 			}
-			c.mediaPath = v
+			o.MediaPath = v
 			return nil
 		}},
 		{names: []string{"--models-dir"}, arg: "PATH", env: "LLAMA_ARG_MODELS_DIR", sec: sv, help: "folder of models (router mode)", set: strTo(&o.ModelsDir)},
@@ -1487,7 +1487,6 @@ func (c *config) unsupportedUse() error {
 	add(c.draftDevices != "", "choosing devices of the draft model is not supported yet (--spec-draft-device "+c.draftDevices+"; only none)")
 	add(c.mmprojURL != "", "downloading a multimodal projector is not supported (--mmproj-url): download it and give it with --mmproj")
 	add(c.rpc != "", "RPC devices are not supported yet (--rpc)")
-	add(c.mediaPath != "", "local media files are not supported yet (--media-path): send images and audio in the requests")
 	add(c.presetUsed, "the model presets (--fim-qwen-..., --gpt-oss-..., --embd-gemma-default, --vision-gemma-...) pull models from Hugging Face, which is not supported yet")
 	add(c.dockerRepo != "", "pulling models from Docker Hub is not supported yet (--docker-repo)")
 	if len(errs) > 0 {

@@ -142,6 +142,13 @@ func TestFlagSpellings(t *testing.T) {
 			assert.Equal(t, []float32{3, 1}, c.opts.ModelOptions.TensorSplit)
 		}},
 		{[]string{"-dev", "none"}, func(t *testing.T, c *config) { assert.True(t, c.opts.ModelOptions.CPUOnly) }},
+		{[]string{"--media-path", os.TempDir()}, func(t *testing.T, c *config) { assert.Equal(t, os.TempDir(), c.opts.MediaPath) }},
+		{[]string{"--reasoning-budget", "64", "--reasoning-budget-message", "Done."}, func(t *testing.T, c *config) {
+			assert.Equal(t, 64, c.opts.ReasoningBudget)
+			assert.Equal(t, "Done.", c.opts.ReasoningBudgetMessage)
+			assert.NotContains(t, c.opts.ChatTemplateKwargs, "enable_thinking")
+		}},
+		{[]string{"--reasoning-budget", "-1"}, func(t *testing.T, c *config) { assert.Zero(t, c.opts.ReasoningBudget, "no budget") }},
 		{[]string{"--override-kv", "a.b=int:3,c=str:x", "--override-kv", "d=bool:true,e=float:0.5"}, func(t *testing.T, c *config) {
 			assert.Equal(t, map[string]any{"a.b": int64(3), "c": "x", "d": true, "e": 0.5}, c.opts.ModelOptions.KVOverrides)
 		}},
