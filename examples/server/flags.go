@@ -731,7 +731,7 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"-bs", "--backend-sampling"}, env: "LLAMA_ARG_BACKEND_SAMPLING", sec: sa, help: "sample inside the decode, on the compute threads, for requests whose samplers llama.cpp can run there (default: off; a request's backend_sampling overrides)", set: boolTo(&sp.BackendSampling)},
 
 		// ---- speculative decoding (not supported yet)
-		{names: []string{"--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft"}, arg: "<user>/<model>[:quant]", env: "LLAMA_ARG_SPEC_DRAFT_HF_REPO", sec: spc, help: "draft model from Hugging Face" + notYet, set: strTo(&c.draftHF)},
+		{names: []string{"--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft"}, arg: "<user>/<model>[:quant]", env: "LLAMA_ARG_SPEC_DRAFT_HF_REPO", sec: spc, help: "pull the draft model from a Hugging Face repository, as -hf (with -md: the file of the repo to pull)", set: strTo(&c.draftHF)},
 		{names: []string{"--spec-draft-threads", "-td", "--threads-draft"}, arg: "N", sec: spc, help: "threads of the draft model (default: --threads; <= 0: all CPUs)", set: threadsTo(&sd.DraftThreads)},
 		{names: []string{"--spec-draft-threads-batch", "-tbd", "--threads-batch-draft"}, arg: "N", sec: spc, help: "batch threads of the draft model (default: --threads-batch; <= 0: all CPUs)", set: threadsTo(&sd.DraftThreadsBatch)},
 		{names: []string{"--spec-draft-cpu-mask", "-Cd", "--cpu-mask-draft"}, arg: "M", sec: spc, help: "CPU mask of the draft model's threads (default: --cpu-mask)", set: c.threadsDraft.mask},
@@ -1483,7 +1483,6 @@ func (c *config) unsupportedUse() error {
 			errs = append(errs, msg)
 		}
 	}
-	add(c.draftHF != "", "pulling a draft model from Hugging Face is not supported yet (--spec-draft-hf): download it and give it with --spec-draft-model")
 	add(c.draftDevices != "", "choosing devices of the draft model is not supported yet (--spec-draft-device "+c.draftDevices+"; only none)")
 	add(c.mmprojURL != "", "downloading a multimodal projector is not supported (--mmproj-url): download it and give it with --mmproj")
 	add(c.rpc != "", "RPC devices are not supported yet (--rpc)")
@@ -1498,14 +1497,25 @@ func (c *config) unsupportedUse() error {
 // modelSource makes the model local when it is not a local file:
 // -hf/--hf-repo (with --hf-file, --hf-token, --offline) pulls it into the
 // Hugging Face cache, with a progress bar on progress, and points the
-// options at it (see pullHF). --model-url is refused: this server does not
-// download plain URLs.
+// options at it (see pullHF); --spec-draft-hf does the same for the draft
+// model. --model-url is refused: this server does not download plain
+// URLs.
 func (c *config) modelSource(ctx context.Context, progress io.Writer) error {
 	if c.modelURL != "" && c.hf.Repo == "" {
 		return fmt.Errorf("downloading models from a URL is not supported (--model-url %s): download the GGUF file and give it with -m, or use -hf", c.modelURL)
 	}
 	if err := pullHF(ctx, c.hf, &c.opts, progress); err != nil {
 		return fmt.Errorf("-hf %s: %w", c.hf.Repo, err)
+	}
+	if c.draftHF != "" {
+		// As llama-server, -md names the file of the draft repo then.
+		sd := &c.opts.Engine.Speculative
+		path, err := llama.Pull(ctx, c.draftHF, llama.PullOptions{File: sd.DraftModel, Token: c.hf.Token, Offline: c.hf.Offline,
+			Progress: llama.PullProgressBar(progress)})
+		if err != nil {
+			return fmt.Errorf("--spec-draft-hf %s: %w", c.draftHF, err)
+		}
+		sd.DraftModel = path
 	}
 	return nil
 }

@@ -366,7 +366,6 @@ func TestFlagUnsupported(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--spec-draft-hf", "org/draft"}, "draft model from Hugging Face"},
 		{[]string{"-devd", "CUDA0"}, "devices of the draft model"},
 		{[]string{"--mmproj-url", "http://x/p.gguf"}, "multimodal projector"},
 		{[]string{"--gpt-oss-20b-default"}, "presets"},

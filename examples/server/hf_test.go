@@ -114,3 +114,64 @@ func TestCacheList(t *testing.T) {
 	require.NoError(t, printCacheList(&out))
 	assert.Equal(t, "number of models in cache: 3\n   1. tiny/other:Q4_0\n   2. tiny/stories:F16\n   3. tiny/stories:Q8_0\n", out.String())
 }
+
+// TestDraftSource checks --spec-draft-hf: the draft model is pulled as
+// -hf pulls the model (-md then names the repo's file), offline from the
+// cache only, and the server starts with it drafting.
+func TestDraftSource(t *testing.T) {
+	modelPath := testenv.Model(t, "stories260K.gguf")
+	model, err := os.ReadFile(modelPath)
+	require.NoError(t, err)
+	h := hubtest.New(t, map[string]*hubtest.Repo{
+		"tiny/draft": {Files: map[string][]byte{"draft-Q8_0.gguf": model, "other.gguf": model}},
+	})
+	t.Setenv("MODEL_ENDPOINT", h.URL)
+	t.Setenv("LLAMA_CACHE", t.TempDir())
+	t.Setenv("HF_TOKEN", "")
+	t.Setenv("HF_HUB_OFFLINE", "")
+	for _, tc := range []struct {
+		name string
+		args []string
+		file string
+		err  string
+	}{
+		{name: "offline, empty cache", args: []string{"-hfd", "tiny/draft", "--offline"}, err: "--spec-draft-hf tiny/draft"},
+		{name: "repo and quant", args: []string{"--spec-draft-hf", "tiny/draft:Q8_0"}, file: "draft-Q8_0.gguf"},
+		{name: "-md names the file", args: []string{"-hfrd", "tiny/draft", "-md", "other.gguf"}, file: "other.gguf"},
+		{name: "env, offline from the cache", args: []string{"--offline"}, file: "draft-Q8_0.gguf"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{}
+			if strings.HasPrefix(tc.name, "env") {
+				env["LLAMA_ARG_SPEC_DRAFT_HF_REPO"] = "tiny/draft:Q8_0"
+			}
+			c, err := parseFlags(append([]string{"-m", modelPath}, tc.args...), envOf(env), io.Discard)
+			require.NoError(t, err)
+			require.NoError(t, c.unsupportedUse())
+			err = c.modelSource(context.Background(), io.Discard)
+			if tc.err != "" {
+				assert.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.file, filepath.Base(c.opts.Engine.Speculative.DraftModel))
+			assert.Equal(t, modelPath, c.opts.Model, "the model is untouched")
+		})
+	}
+	c, err := parseFlags([]string{"-m", modelPath, "-hfd", "tiny/draft:Q8_0", "--spec-type", "draft-simple", "-c", "256", "-np", "1", "-t", "1", "-tb", "1"}, noEnv, io.Discard)
+	require.NoError(t, err)
+	require.NoError(t, c.modelSource(context.Background(), io.Discard))
+	srv, err := server.New(context.Background(), c.opts)
+	require.NoError(t, err)
+	defer srv.Close()
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/completion", strings.NewReader(`{"prompt":"Once upon a time","n_predict":16,"temperature":0}`)))
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	var r struct {
+		Timings struct {
+			DraftN int `json:"draft_n"`
+		} `json:"timings"`
+	}
+	require.NoError(t, jsonDecode(rec.Body, &r))
+	assert.Positive(t, r.Timings.DraftN, "the pulled draft model drafts")
+}
