@@ -54,7 +54,6 @@ type config struct {
 	grammarSet   bool // --grammar, --grammar-file, -j or -jf given
 	jsonSchema   string
 	mediaPath    string
-	presetUsed   bool
 
 	// Settings read by finish or by serve.
 	dryBreakersSet bool
@@ -1052,17 +1051,24 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"--log-prompts-dir"}, arg: "PATH", sec: sv, help: "folder to log prompts to" + noEffect, set: anyValue},
-		{names: []string{"--embd-gemma-default"}, sec: sv, help: "preset: EmbeddingGemma from Hugging Face", set: preset},
-		{names: []string{"--fim-qwen-1.5b-default"}, sec: sv, help: "preset: Qwen 2.5 Coder 1.5B from Hugging Face", set: preset},
-		{names: []string{"--fim-qwen-3b-default"}, sec: sv, help: "preset: Qwen 2.5 Coder 3B from Hugging Face", set: preset},
-		{names: []string{"--fim-qwen-7b-default"}, sec: sv, help: "preset: Qwen 2.5 Coder 7B from Hugging Face", set: preset},
-		{names: []string{"--fim-qwen-7b-spec"}, sec: sv, help: "preset: Qwen 2.5 Coder 7B with a draft model", set: preset},
-		{names: []string{"--fim-qwen-14b-spec"}, sec: sv, help: "preset: Qwen 2.5 Coder 14B with a draft model", set: preset},
-		{names: []string{"--fim-qwen-30b-default"}, sec: sv, help: "preset: Qwen 3 Coder 30B-A3B from Hugging Face", set: preset},
-		{names: []string{"--gpt-oss-20b-default"}, sec: sv, help: "preset: gpt-oss-20b from Hugging Face", set: preset},
-		{names: []string{"--gpt-oss-120b-default"}, sec: sv, help: "preset: gpt-oss-120b from Hugging Face", set: preset},
-		{names: []string{"--vision-gemma-4b-default"}, sec: sv, help: "preset: Gemma 3 4B with vision from Hugging Face", set: preset},
-		{names: []string{"--vision-gemma-12b-default"}, sec: sv, help: "preset: Gemma 3 12B with vision from Hugging Face", set: preset},
+		{names: []string{"--embd-gemma-default"}, sec: sv, help: "preset: EmbeddingGemma 300M from Hugging Face, embeddings, port 8011", set: modelPreset(func(c *config) {
+			c.hf.Repo, c.hf.File, c.port = "ggml-org/embeddinggemma-300M-qat-q4_0-GGUF", "embeddinggemma-300M-qat-Q4_0.gguf", 8011
+			e.UBatchSize, e.BatchSize, e.Parallel, e.CtxSize, e.Embedding = 2048, 2048, 32, 2048*32, true
+		})},
+		{names: []string{"--fim-qwen-1.5b-default"}, sec: sv, help: "preset: Qwen 2.5 Coder 1.5B from Hugging Face, for infill, port 8012", set: fimPreset(c, "ggml-org/Qwen2.5-Coder-1.5B-Q8_0-GGUF", "qwen2.5-coder-1.5b-q8_0.gguf")},
+		{names: []string{"--fim-qwen-3b-default"}, sec: sv, help: "preset: Qwen 2.5 Coder 3B from Hugging Face, for infill, port 8012", set: fimPreset(c, "ggml-org/Qwen2.5-Coder-3B-Q8_0-GGUF", "qwen2.5-coder-3b-q8_0.gguf")},
+		{names: []string{"--fim-qwen-7b-default"}, sec: sv, help: "preset: Qwen 2.5 Coder 7B from Hugging Face, for infill, port 8012", set: fimPreset(c, "ggml-org/Qwen2.5-Coder-7B-Q8_0-GGUF", "qwen2.5-coder-7b-q8_0.gguf")},
+		{names: []string{"--fim-qwen-7b-spec"}, sec: sv, help: "preset: Qwen 2.5 Coder 7B with the 0.5B as draft model, from Hugging Face, port 8012", set: fimPreset(c, "ggml-org/Qwen2.5-Coder-7B-Q8_0-GGUF", "qwen2.5-coder-7b-q8_0.gguf", qwenDraft...)},
+		{names: []string{"--fim-qwen-14b-spec"}, sec: sv, help: "preset: Qwen 2.5 Coder 14B with the 0.5B as draft model, from Hugging Face, port 8012", set: fimPreset(c, "ggml-org/Qwen2.5-Coder-14B-Q8_0-GGUF", "qwen2.5-coder-14b-q8_0.gguf", qwenDraft...)},
+		{names: []string{"--fim-qwen-30b-default"}, sec: sv, help: "preset: Qwen 3 Coder 30B-A3B from Hugging Face, for infill, port 8012", set: fimPreset(c, "ggml-org/Qwen3-Coder-30B-A3B-Instruct-Q8_0-GGUF", "qwen3-coder-30b-a3b-instruct-q8_0.gguf")},
+		{names: []string{"--gpt-oss-20b-default"}, sec: sv, help: "preset: gpt-oss-20b from Hugging Face, port 8013", set: gptOSSPreset(c, "ggml-org/gpt-oss-20b-GGUF", "gpt-oss-20b-mxfp4.gguf")},
+		{names: []string{"--gpt-oss-120b-default"}, sec: sv, help: "preset: gpt-oss-120b from Hugging Face, port 8013", set: gptOSSPreset(c, "ggml-org/gpt-oss-120b-GGUF", "")},
+		{names: []string{"--vision-gemma-4b-default"}, sec: sv, help: "preset: Gemma 3 4B QAT from Hugging Face, port 8014", set: modelPreset(func(c *config) {
+			c.hf.Repo, c.port, e.CtxSize, o.Jinja = "ggml-org/gemma-3-4b-it-qat-GGUF", 8014, 0, true
+		})},
+		{names: []string{"--vision-gemma-12b-default"}, sec: sv, help: "preset: Gemma 3 12B QAT from Hugging Face, port 8014", set: modelPreset(func(c *config) {
+			c.hf.Repo, c.port, e.CtxSize, o.Jinja = "ggml-org/gemma-3-12b-it-qat-GGUF", 8014, 0, true
+		})},
 		{names: []string{"--spec-default"}, sec: sv, help: "preset: default speculative decoding settings", set: func(c *config, _ string) error {
 			sd.Types = append(sd.Types, "ngram-mod")
 			return nil
@@ -1078,10 +1084,38 @@ func flagTable(c *config) []flagDef {
 	}
 }
 
-// preset is a llama-server shortcut that pulls a model from Hugging Face.
-func preset(c *config, _ string) error {
-	c.presetUsed = true
-	return nil
+// modelPreset is one of llama-server's model shortcuts: it sets what
+// apply sets, as llama-server's does (later flags override), the model
+// coming from Hugging Face (-hf).
+func modelPreset(apply func(c *config)) func(*config, string) error {
+	return func(c *config, _ string) error { apply(c); return nil }
+}
+
+// qwenDraft is the draft model of the --fim-qwen-*-spec presets.
+var qwenDraft = []string{"ggml-org/Qwen2.5-Coder-0.5B-Q8_0-GGUF", "qwen2.5-coder-0.5b-q8_0.gguf"}
+
+// fimPreset is a --fim-qwen-* preset: the repo's file, with a draft
+// model's repo and file when given.
+func fimPreset(c *config, repo, file string, draft ...string) func(*config, string) error {
+	e := &c.opts.Engine
+	return modelPreset(func(c *config) {
+		c.hf.Repo, c.hf.File, c.port = repo, file, 8012
+		e.UBatchSize, e.BatchSize, e.CtxSize, e.CacheReuse = 1024, 1024, 0, 256
+		if len(draft) == 2 {
+			c.draftHF, e.Speculative.DraftModel = draft[0], draft[1]
+		}
+	})
+}
+
+// gptOSSPreset is a --gpt-oss-* preset and its sampling.
+func gptOSSPreset(c *config, repo, file string) func(*config, string) error {
+	e, sp := &c.opts.Engine, &c.sampling
+	return modelPreset(func(c *config) {
+		c.hf.Repo, c.hf.File, c.port = repo, file, 8013
+		e.UBatchSize, e.BatchSize, e.Parallel, e.CtxSize = 2048, 32768, 2, 131072*2
+		sp.Temperature, sp.TopP, sp.TopK, sp.MinP = 1, 1, 0, 0.01
+		c.opts.Jinja = true
+	})
 }
 
 // mergeSorted adds names to a sorted set.
@@ -1486,7 +1520,6 @@ func (c *config) unsupportedUse() error {
 	add(c.draftDevices != "", "choosing devices of the draft model is not supported yet (--spec-draft-device "+c.draftDevices+"; only none)")
 	add(c.mmprojURL != "", "downloading a multimodal projector is not supported (--mmproj-url): download it and give it with --mmproj")
 	add(c.rpc != "", "RPC devices are not supported yet (--rpc)")
-	add(c.presetUsed, "the model presets (--fim-qwen-..., --gpt-oss-..., --embd-gemma-default, --vision-gemma-...) pull models from Hugging Face, which is not supported yet")
 	add(c.dockerRepo != "", "pulling models from Docker Hub is not supported yet (--docker-repo)")
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))

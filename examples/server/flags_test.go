@@ -368,7 +368,6 @@ func TestFlagUnsupported(t *testing.T) {
 	}{
 		{[]string{"-devd", "CUDA0"}, "devices of the draft model"},
 		{[]string{"--mmproj-url", "http://x/p.gguf"}, "multimodal projector"},
-		{[]string{"--gpt-oss-20b-default"}, "presets"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			c, err := parseFlags(tc.args, noEnv, io.Discard)
