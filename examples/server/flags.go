@@ -571,7 +571,7 @@ func flagTable(c *config) []flagDef {
 			return err
 		}},
 		{names: []string{"-m", "--model"}, arg: "FNAME", env: "LLAMA_ARG_MODEL", sec: cm, help: "the GGUF model to serve (none: router mode)", set: strTo(&o.Model)},
-		{names: []string{"-mu", "--model-url"}, arg: "MODEL_URL", env: "LLAMA_ARG_MODEL_URL", sec: cm, help: "download the model from this URL", set: strTo(&c.modelURL)},
+		{names: []string{"-mu", "--model-url"}, arg: "MODEL_URL", env: "LLAMA_ARG_MODEL_URL", sec: cm, help: "download the model from this URL (into the file -m names, else the cache folder: $LLAMA_CACHE or ~/.cache/llama.cpp), unless it is there", set: strTo(&c.modelURL)},
 		{names: []string{"-dr", "--docker-repo"}, arg: "[<repo>/]<model>[:quant]", env: "LLAMA_ARG_DOCKER_REPO", sec: cm, help: "pull the model from a Docker Hub repository", set: strTo(&c.dockerRepo)},
 		{names: []string{"-hf", "-hfr", "--hf-repo"}, arg: "<user>/<model>[:quant]", env: "LLAMA_ARG_HF_REPO", sec: cm, help: "pull the model from a Hugging Face repository", set: strTo(&c.hf.Repo)},
 		{names: []string{"-hff", "--hf-file"}, arg: "FILE", env: "LLAMA_ARG_HF_FILE", sec: cm, help: "the file of --hf-repo to pull", set: strTo(&c.hf.File)},
@@ -855,7 +855,7 @@ func flagTable(c *config) []flagDef {
 		}},
 		{names: []string{"-cb", "--cont-batching"}, neg: []string{"-nocb", "--no-cont-batching"}, env: "LLAMA_ARG_CONT_BATCHING", sec: sv, help: "continuous batching (always on here)", set: anyValue},
 		{names: []string{"-mm", "--mmproj"}, arg: "FILE", env: "LLAMA_ARG_MMPROJ", sec: sv, help: "multimodal projector: image and audio input", set: strTo(&o.Multimodal.Projector)},
-		{names: []string{"-mmu", "--mmproj-url"}, arg: "URL", env: "LLAMA_ARG_MMPROJ_URL", sec: sv, help: "multimodal projector URL (not supported: refused at start; download it and use -mm)", set: strTo(&c.mmprojURL)},
+		{names: []string{"-mmu", "--mmproj-url"}, arg: "URL", env: "LLAMA_ARG_MMPROJ_URL", sec: sv, help: "download the multimodal projector from this URL, as --model-url (into the file -mm names, else the cache folder)", set: strTo(&c.mmprojURL)},
 		{names: []string{"--mmproj-auto"}, neg: []string{"--no-mmproj", "--no-mmproj-auto"}, env: "LLAMA_ARG_MMPROJ_AUTO", sec: sv, help: "use the projector of -hf models when there is one (--no-mmproj: no projector at all, -mm included)", set: func(c *config, v string) error {
 			c.noMMProj = v == "false"
 			return nil
@@ -1518,7 +1518,6 @@ func (c *config) unsupportedUse() error {
 		}
 	}
 	add(c.draftDevices != "", "choosing devices of the draft model is not supported yet (--spec-draft-device "+c.draftDevices+"; only none)")
-	add(c.mmprojURL != "", "downloading a multimodal projector is not supported (--mmproj-url): download it and give it with --mmproj")
 	add(c.rpc != "", "RPC devices are not supported yet (--rpc)")
 	add(c.dockerRepo != "", "pulling models from Docker Hub is not supported yet (--docker-repo)")
 	if len(errs) > 0 {
@@ -1531,11 +1530,21 @@ func (c *config) unsupportedUse() error {
 // -hf/--hf-repo (with --hf-file, --hf-token, --offline) pulls it into the
 // Hugging Face cache, with a progress bar on progress, and points the
 // options at it (see pullHF); --spec-draft-hf does the same for the draft
-// model. --model-url is refused: this server does not download plain
-// URLs.
+// model. --model-url and --mmproj-url download their files (fetchURL).
 func (c *config) modelSource(ctx context.Context, progress io.Writer) error {
 	if c.modelURL != "" && c.hf.Repo == "" {
-		return fmt.Errorf("downloading models from a URL is not supported (--model-url %s): download the GGUF file and give it with -m, or use -hf", c.modelURL)
+		p, err := fetchURL(ctx, c.modelURL, c.opts.Model, c.hf.Offline, os.Getenv, progress)
+		if err != nil {
+			return fmt.Errorf("--model-url %s: %w", c.modelURL, err)
+		}
+		c.opts.Model = p
+	}
+	if c.mmprojURL != "" && !c.noMMProj {
+		p, err := fetchURL(ctx, c.mmprojURL, c.opts.Multimodal.Projector, c.hf.Offline, os.Getenv, progress)
+		if err != nil {
+			return fmt.Errorf("--mmproj-url %s: %w", c.mmprojURL, err)
+		}
+		c.opts.Multimodal.Projector = p
 	}
 	if err := pullHF(ctx, c.hf, &c.opts, progress); err != nil {
 		return fmt.Errorf("-hf %s: %w", c.hf.Repo, err)

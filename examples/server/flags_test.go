@@ -367,7 +367,6 @@ func TestFlagUnsupported(t *testing.T) {
 		want string
 	}{
 		{[]string{"-devd", "CUDA0"}, "devices of the draft model"},
-		{[]string{"--mmproj-url", "http://x/p.gguf"}, "multimodal projector"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			c, err := parseFlags(tc.args, noEnv, io.Discard)
@@ -382,9 +381,6 @@ func TestFlagUnsupported(t *testing.T) {
 	require.NoError(t, err)
 	assert.NoError(t, c.unsupportedUse())
 
-	c, err = parseFlags([]string{"--model-url", "http://x/m.gguf"}, noEnv, io.Discard)
-	require.NoError(t, err)
-	assert.ErrorContains(t, c.modelSource(context.Background(), io.Discard), "--model-url")
 }
 
 // TestModelSource checks -hf and its flags: the model is pulled before the
