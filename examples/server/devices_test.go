@@ -21,6 +21,7 @@ func TestFlagDevices(t *testing.T) {
 		args    []string
 		env     map[string]string
 		cpuOnly bool
+		draft   bool // the draft model's options
 		devices []string
 	}{
 		{args: []string{"-dev", "none"}, cpuOnly: true},
@@ -28,16 +29,24 @@ func TestFlagDevices(t *testing.T) {
 		{args: []string{"-dev", "CUDA0,CUDA1"}, devices: []string{"CUDA0", "CUDA1"}},
 		{args: []string{"-dev", "CUDA0", "-dev", "none"}, cpuOnly: true},
 		{env: map[string]string{"LLAMA_ARG_DEVICE": "Vulkan0"}, devices: []string{"Vulkan0"}},
+		{args: []string{"-devd", "CUDA1"}, draft: true, devices: []string{"CUDA1"}},
+		{args: []string{"--spec-draft-device", "none"}, draft: true, cpuOnly: true},
 	} {
 		c, err := parseFlags(tc.args, envOf(tc.env), io.Discard)
 		require.NoError(t, err, "%v", tc.args)
 		require.NoError(t, c.unsupportedUse())
-		assert.Equal(t, tc.cpuOnly, c.opts.ModelOptions.CPUOnly, "%v %v", tc.args, tc.env)
-		assert.Equal(t, tc.devices, c.opts.ModelOptions.Devices, "%v %v", tc.args, tc.env)
+		mo := c.opts.ModelOptions
+		if tc.draft {
+			mo = c.opts.Engine.Speculative.DraftModelOptions
+		}
+		assert.Equal(t, tc.cpuOnly, mo.CPUOnly, "%v %v", tc.args, tc.env)
+		assert.Equal(t, tc.devices, mo.Devices, "%v %v", tc.args, tc.env)
 	}
 	for _, bad := range []string{"", ",", "CUDA0,"} {
 		_, err := parseFlags([]string{"-dev", bad}, noEnv, io.Discard)
 		assert.ErrorContains(t, err, "-dev", "%q", bad)
+		_, err = parseFlags([]string{"-devd", bad}, noEnv, io.Discard)
+		assert.ErrorContains(t, err, "-devd", "%q", bad)
 	}
 
 	c, err := parseFlags([]string{"--list-devices"}, noEnv, io.Discard)
@@ -69,4 +78,7 @@ func TestFlagDevices(t *testing.T) {
 	_, err = greedy(t, model, "-dev", "NOPE0")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `invalid device "NOPE0"`)
+	_, err = greedy(t, model, "-md", model, "--spec-type", "draft-simple", "-devd", "NOPE1")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `invalid device "NOPE1"`, "the draft model's devices are checked too")
 }

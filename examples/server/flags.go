@@ -46,14 +46,13 @@ type config struct {
 
 	// Features this server does not have yet: accepted, refused at start
 	// when actually used (see unsupportedUse).
-	draftHF      string
-	draftDevices string
-	mmprojURL    string
-	noMMProj     bool // --no-mmproj: no projector, even with -mm
-	rpc          string
-	grammarSet   bool // --grammar, --grammar-file, -j or -jf given
-	jsonSchema   string
-	mediaPath    string
+	draftHF    string
+	mmprojURL  string
+	noMMProj   bool // --no-mmproj: no projector, even with -mm
+	rpc        string
+	grammarSet bool // --grammar, --grammar-file, -j or -jf given
+	jsonSchema string
+	mediaPath  string
 
 	// Settings read by finish or by serve.
 	dryBreakersSet bool
@@ -439,20 +438,7 @@ func flagTable(c *config) []flagDef {
 		}},
 		{names: []string{"-lzm", "--lazy-mode"}, arg: "MODE", env: "LLAMA_ARG_LAZY_MODE", sec: cm, help: "on-demand tensor reading: on, off, auto" + noEffect, set: choice("on", "off", "auto")},
 		{names: []string{"--numa"}, arg: "TYPE", env: "LLAMA_ARG_NUMA", sec: cm, help: "NUMA strategy: distribute, isolate, numactl" + noEffect, set: choice("distribute", "", "isolate", "numactl")},
-		{names: []string{"-dev", "--device"}, arg: "<dev1,dev2,..>", env: "LLAMA_ARG_DEVICE", sec: cm, help: "devices to offload to, from --list-devices (none or CPU: the CPU only; an unknown name fails at start)", set: func(_ *config, v string) error {
-			names := strings.Split(v, ",")
-			if len(names) == 1 && (v == "none" || v == "CPU") {
-				mo.CPUOnly, mo.Devices = true, nil
-				return nil
-			}
-			for _, n := range names {
-				if n == "" {
-					return errors.New("no devices specified")
-				}
-			}
-			mo.Devices, mo.CPUOnly = names, false
-			return nil
-		}},
+		{names: []string{"-dev", "--device"}, arg: "<dev1,dev2,..>", env: "LLAMA_ARG_DEVICE", sec: cm, help: "devices to offload to, from --list-devices (none or CPU: the CPU only; an unknown name fails at start)", set: devicesTo(mo)},
 		{names: []string{"--list-devices"}, sec: cm, help: "list the compute devices and exit", set: boolTo(&c.listDevices)},
 		{names: []string{"-ot", "--override-tensor"}, arg: "<tensor name pattern>=<buffer type>,...", env: "LLAMA_ARG_OVERRIDE_TENSOR", sec: cm, help: "put the weights matching a pattern (a regular expression) in a buffer type, such as CPU; an unknown type fails at start with the list", set: func(_ *config, v string) error {
 			for _, p := range strings.Split(v, ",") {
@@ -768,14 +754,7 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--spec-draft-p-split", "--draft-p-split"}, arg: "P", env: "LLAMA_ARG_SPEC_DRAFT_P_SPLIT", sec: spc, help: "draft split probability", set: floatTo(&sd.PSplit)},
 		{names: []string{"--spec-draft-p-min", "--draft-p-min"}, arg: "P", env: "LLAMA_ARG_SPEC_DRAFT_P_MIN", sec: spc, help: "smallest draft probability", set: floatTo(&sd.PMin)},
 		{names: []string{"--spec-draft-backend-sampling"}, neg: []string{"--no-spec-draft-backend-sampling"}, env: "LLAMA_ARG_SPEC_DRAFT_BACKEND_SAMPLING", sec: spc, help: "sample drafts on the backend", set: anyValue},
-		{names: []string{"--spec-draft-device", "-devd", "--device-draft"}, arg: "<dev1,dev2,..>", sec: spc, help: "devices of the draft model (none: CPU only; others not supported yet)", set: func(c *config, v string) error {
-			if v == "none" {
-				sd.DraftModelOptions.CPUOnly, c.draftDevices = true, ""
-				return nil
-			}
-			c.draftDevices = v
-			return nil
-		}},
+		{names: []string{"--spec-draft-device", "-devd", "--device-draft"}, arg: "<dev1,dev2,..>", sec: spc, help: "devices of the draft model, as --device", set: devicesTo(&sd.DraftModelOptions)},
 		{names: []string{"--spec-draft-ngl", "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS_DRAFT", sec: spc, help: "GPU layers of the draft model: a number, auto or all (default auto)", set: gpuLayers(&sd.DraftModelOptions)},
 		{names: []string{"--spec-draft-model", "-md", "--model-draft"}, arg: "FNAME", env: "LLAMA_ARG_SPEC_DRAFT_MODEL", sec: spc, help: "draft model for speculative decoding (draft-simple)", set: strTo(&sd.DraftModel)},
 		{names: []string{"--spec-type"}, arg: "TYPE[,TYPE...]", env: "LLAMA_ARG_SPEC_TYPE", sec: spc, help: "speculative decoding types: none, draft-simple, ngram-simple, ngram-map-k, ngram-cache (default none)", set: func(c *config, v string) error {
@@ -1081,6 +1060,25 @@ func flagTable(c *config) []flagDef {
 			o.Tags = mergeSorted(o.Tags, splitList(v))
 			return nil
 		}},
+	}
+}
+
+// devicesTo reads a -dev list into mo: none (or CPU) keeps the model on
+// the CPU, names go to ModelOptions.Devices (checked at load).
+func devicesTo(mo *llama.ModelOptions) func(*config, string) error {
+	return func(_ *config, v string) error {
+		names := strings.Split(v, ",")
+		if len(names) == 1 && (v == "none" || v == "CPU") {
+			mo.CPUOnly, mo.Devices = true, nil
+			return nil
+		}
+		for _, n := range names {
+			if n == "" {
+				return errors.New("no devices specified")
+			}
+		}
+		mo.Devices, mo.CPUOnly = names, false
+		return nil
 	}
 }
 
@@ -1517,7 +1515,6 @@ func (c *config) unsupportedUse() error {
 			errs = append(errs, msg)
 		}
 	}
-	add(c.draftDevices != "", "choosing devices of the draft model is not supported yet (--spec-draft-device "+c.draftDevices+"; only none)")
 	add(c.rpc != "", "RPC devices are not supported yet (--rpc)")
 	add(c.dockerRepo != "", "pulling models from Docker Hub is not supported yet (--docker-repo)")
 	if len(errs) > 0 {

@@ -366,7 +366,7 @@ func TestFlagUnsupported(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-devd", "CUDA0"}, "devices of the draft model"},
+		{[]string{"--docker-repo", "ai/smollm2:135M-Q4_0"}, "Docker Hub"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			c, err := parseFlags(tc.args, noEnv, io.Discard)
@@ -380,7 +380,6 @@ func TestFlagUnsupported(t *testing.T) {
 	c, err := parseFlags([]string{"--spec-type", "none", "--no-mmproj", "--spec-draft-n-max", "8", "--draft-min", "1", "-cb", "--swa-full"}, noEnv, io.Discard)
 	require.NoError(t, err)
 	assert.NoError(t, c.unsupportedUse())
-
 }
 
 // TestModelSource checks -hf and its flags: the model is pulled before the
