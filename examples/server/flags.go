@@ -32,10 +32,15 @@ type config struct {
 	timeout  time.Duration
 	verbose  bool
 
-	// Model sources other than a local file (see modelSource).
-	hf                   hfFlags // -hf, -hff, -hft, --offline
-	modelURL, dockerRepo string
-	corsOriginsExplicit  bool
+	// Model sources other than a local file (see modelSource): -hf, -hff,
+	// -hft, --offline; --model-url, --mmproj-url (--no-mmproj: no
+	// projector, even with -mm); --spec-draft-hf. --docker-repo is
+	// refused at start (see unsupportedUse).
+	hf                           hfFlags
+	modelURL, mmprojURL, draftHF string
+	noMMProj                     bool
+	dockerRepo                   string
+	corsOriginsExplicit          bool
 	// The compute threads' placement (-C, --prio, --poll...) and the
 	// batch threads' (-Cb, --prio-batch...).
 	threads, threadsBatch threadFlags
@@ -43,16 +48,9 @@ type config struct {
 	threadsDraft, threadsDraftBatch threadFlags
 	listDevices, version, cacheList bool
 	sslKey, sslCert                 string // --ssl-key-file, --ssl-cert-file (PEM)
-
-	// Features this server does not have yet: accepted, refused at start
-	// when actually used (see unsupportedUse).
-	draftHF    string
-	mmprojURL  string
-	noMMProj   bool // --no-mmproj: no projector, even with -mm
-	rpc        string
-	grammarSet bool // --grammar, --grammar-file, -j or -jf given
-	jsonSchema string
-	mediaPath  string
+	rpc                             string // --rpc: refused at start (see unsupportedUse)
+	grammarSet                      bool   // --grammar, --grammar-file, -j or -jf given
+	jsonSchema                      string
 
 	// Settings read by finish or by serve.
 	dryBreakersSet bool
