@@ -63,6 +63,14 @@ type ModelOptions struct {
 	// KVOverrides replace metadata values: int, int64, float64, bool or
 	// string values (keys and strings up to 127 bytes).
 	KVOverrides map[string]any
+	// TensorBufferOverrides place the weights matching a pattern in a
+	// buffer type, such as the MoE experts on the CPU (llama.cpp's -ot,
+	// --cpu-moe...); an unknown buffer type is an error listing the known
+	// ones (see BufferTypes).
+	TensorBufferOverrides []TensorBufferOverride
+	// Devices are the devices to offload to, by name (see GPUDevices; nil:
+	// all of them). The CPU is not one: CPUOnly keeps the model there.
+	Devices []string
 	// Progress, when set, is called with the load progress in [0, 1].
 	Progress func(progress float32)
 }
@@ -198,6 +206,22 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 		}
 		keep = append(keep, ov)
 		p.KVOverrides = uintptr(unsafe.Pointer(&ov[0]))
+	}
+	if len(opts.TensorBufferOverrides) > 0 {
+		ov, strs, err := tensorOverrides(opts.TensorBufferOverrides)
+		if err != nil {
+			return nil, err
+		}
+		keep = append(keep, ov, strs)
+		p.TensorBuftOverrides = uintptr(unsafe.Pointer(&ov[0]))
+	}
+	if len(opts.Devices) > 0 {
+		devs, err := deviceList(opts.Devices)
+		if err != nil {
+			return nil, err
+		}
+		keep = append(keep, devs)
+		p.Devices = uintptr(unsafe.Pointer(&devs[0]))
 	}
 	var id uintptr
 	if opts.Progress != nil || ctx.Done() != nil {

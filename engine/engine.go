@@ -155,6 +155,14 @@ type Options struct {
 	QueueSize int
 	// Adapters are LoRA adapters loaded at start, each with its default scale.
 	Adapters []AdapterSpec
+	// ControlVectors are control vector files applied at start, as
+	// llama.cpp's --control-vector and --control-vector-scaled: summed with
+	// their scales (llama.LoadControlVectors) and added to the output of
+	// layers ControlVectorStart to ControlVectorEnd, both included (0 or
+	// less: layer 1 and the model's last layer). Directions for layers the
+	// model does not have are ignored, as llama.cpp does.
+	ControlVectors                       []llama.ControlVectorFile
+	ControlVectorStart, ControlVectorEnd int
 	// RopeScaling, RopeFreqBase, RopeFreqScale, YarnOrigCtx and the Yarn
 	// factors override the model's RoPE settings (zero or nil: the
 	// model's), as llama.cpp's --rope-* and --yarn-* options.
@@ -349,6 +357,10 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := applyControlVectors(m, lctx, o); err != nil {
+		lctx.Close()
+		return nil, err
+	}
 	e := &Engine{
 		model: m, opts: o, lctx: lctx, embedding: embedding, queueSize: o.QueueSize,
 		pacer: newPrefillPacer(o.PrefillChunk, o.PrefillSlowdown),
@@ -446,6 +458,33 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	e.baseCtx, e.cancel = context.WithCancel(context.Background())
 	go e.run()
 	return e, nil
+}
+
+// applyControlVectors loads and applies o.ControlVectors to lctx.
+func applyControlVectors(m *llama.Model, lctx *llama.Context, o Options) error {
+	if len(o.ControlVectors) == 0 {
+		return nil
+	}
+	data, nEmbd, err := llama.LoadControlVectors(o.ControlVectors...)
+	if err != nil {
+		return err
+	}
+	info, err := m.Info()
+	if err != nil {
+		return err
+	}
+	if nEmbd != info.EmbeddingSize {
+		return fmt.Errorf("control vector: directions of %d values, the model's embeddings have %d", nEmbd, info.EmbeddingSize)
+	}
+	data = data[:min(len(data), info.Layers*nEmbd)]
+	start, end := o.ControlVectorStart, o.ControlVectorEnd
+	if start <= 0 {
+		start = 1
+	}
+	if end <= 0 || end > info.Layers {
+		end = info.Layers
+	}
+	return lctx.SetControlVector(data, start, end)
 }
 
 func (e *Engine) applyScales(sc []float32) error {

@@ -13,8 +13,10 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -81,6 +83,19 @@ type chatPlan struct {
 	// ```json fence (llama-server's --jinja response_format); the content
 	// is the JSON alone.
 	ResponseFormat bool
+	// budget makes the thinking budget's sampler of each task (nil: none).
+	budget *budgetSpec
+}
+
+// samplers returns new samplers of the plan for one task.
+func (p *chatPlan) samplers() []llama.Sampler {
+	if p.budget == nil {
+		return nil
+	}
+	if s := p.budget.sampler(); s != nil {
+		return []llama.Sampler{llama.Custom(s)}
+	}
+	return nil
 }
 
 // genericToolsPrompt is the instruction llama.cpp adds for models without
@@ -240,6 +255,14 @@ func (inst *instance) prepareChat(req *chatRequest, t *engine.Request) (*chatPla
 	}
 	t.Prompt = toks
 	plan.Prompt = prompt
+	hist := msgs
+	if cont != "" {
+		hist = msgs[:n-1]
+	}
+	if plan.budget, err = inst.chatBudget(req, hist, tools, prompt); err != nil {
+		return nil, err
+	}
+	t.Samplers = plan.samplers()
 	trimmed := strings.TrimRight(prompt, " \t\r\n")
 	plan.Parse = chat.ParseOptions{
 		Format:             format,
@@ -249,6 +272,55 @@ func (inst *instance) prepareChat(req *chatRequest, t *engine.Request) (*chatPla
 		Tools:              req.Tools,
 	}
 	return plan, nil
+}
+
+// chatBudget returns the thinking budget of a chat (nil: none): the
+// request's reasoning_budget_tokens or thinking_budget_tokens (-1 or
+// absent: the server's ReasoningBudget) and reasoning_budget_message,
+// with the thinking tags of the template, found by reasoningMarkers from
+// the generation prompt after hist.
+func (inst *instance) chatBudget(req *chatRequest, hist []chat.Message, tools []chat.Tool, prompt string) (*budgetSpec, error) {
+	f := req.Gen.Fields
+	budget, msg := -1, inst.Opts.ReasoningBudgetMessage
+	if inst.Opts.ReasoningBudget > 0 {
+		budget = inst.Opts.ReasoningBudget
+	}
+	for _, k := range []string{"reasoning_budget_tokens", "thinking_budget_tokens"} {
+		if f.has(k) {
+			n := -1
+			if err := f.int(k, &n, -1, math.MaxInt32); err != nil {
+				return nil, err
+			}
+			if n >= 0 {
+				budget = n
+			}
+			break
+		}
+	}
+	if err := f.str("reasoning_budget_message", &msg); err != nil {
+		return nil, err
+	}
+	if budget < 0 {
+		return nil, nil
+	}
+	before, err := inst.renderChat(hist, tools, false, req.Extra)
+	if err != nil {
+		return nil, err
+	}
+	withGen, err := inst.renderChat(hist, tools, true, req.Extra)
+	if err != nil {
+		return nil, err
+	}
+	gen := strings.TrimPrefix(withGen, before)
+	start, end, ok := inst.reasoningMarkers(gen, req.Extra)
+	if !ok && strings.Contains(gen, "<think>") {
+		// The generation prompt opens the block itself.
+		start, end, ok = "<think>", cmp.Or(strings.TrimSpace(end), "</think>"), true
+	}
+	if !ok {
+		return nil, nil
+	}
+	return inst.budgetFor(budget, msg, prompt, start, end), nil
 }
 
 // reasoningMarkers finds the text a template writes around an assistant
@@ -910,6 +982,9 @@ func handleChatCompletion(s *Server) handlerFunc {
 		tasks := make([]*engine.Request, co.N)
 		for i := range tasks {
 			t := *g.task
+			if i > 0 && plan.budget != nil {
+				t.Samplers = plan.samplers() // a sampler per task
+			}
 			tasks[i] = &t
 		}
 		st, err := s.startTasks(ctx, inst, tasks)

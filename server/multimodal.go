@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -77,6 +78,9 @@ func errNoMultimodal(kind string) error {
 type mediaInput struct {
 	data []byte
 	kind string // "image" or "audio", as the request said
+	// file is the path of a file:// URL, read from Options.MediaPath by
+	// promptTokens (data is then nil).
+	file string
 }
 
 // promptTokens tokenizes a rendered prompt: as tokenizePrompt when there
@@ -96,6 +100,13 @@ func (inst *instance) promptTokens(prompt string, media []mediaInput, t *engine.
 		}
 	}()
 	for i, in := range media {
+		if in.file != "" {
+			data, err := inst.readMediaFile(in.file)
+			if err != nil {
+				return nil, badRequest("media %d: %v", i, err)
+			}
+			in.data = data
+		}
 		m, err := p.NewMedia(in.data, mtmd.MediaOptions{MaxPixels: inst.Opts.Multimodal.MaxImagePixels})
 		if err != nil {
 			var le *llama.Error
@@ -136,6 +147,9 @@ func mediaPart(typ string, imageURL, inputAudio json.RawMessage) (mediaInput, er
 		default:
 			return mediaInput{}, errors.New("image_url must be an object with a url")
 		}
+		if file, ok := strings.CutPrefix(u.URL, "file://"); ok {
+			return mediaInput{file: file, kind: "image"}, errNoFilePath(file)
+		}
 		data, err := dataURL(u.URL)
 		if err != nil {
 			return mediaInput{}, err
@@ -154,6 +168,9 @@ func mediaPart(typ string, imageURL, inputAudio json.RawMessage) (mediaInput, er
 		default:
 			return mediaInput{}, fmt.Errorf("input_audio format %q is not supported (wav, mp3 or flac)", a.Format)
 		}
+		if file, ok := strings.CutPrefix(a.Data, "file://"); ok {
+			return mediaInput{file: file, kind: "audio"}, errNoFilePath(file)
+		}
 		data, err := base64Data(a.Data)
 		if err != nil {
 			return mediaInput{}, fmt.Errorf("input_audio data: %v", err)
@@ -164,7 +181,8 @@ func mediaPart(typ string, imageURL, inputAudio json.RawMessage) (mediaInput, er
 }
 
 // dataURL decodes a base64 data: URL. Other URLs are refused: the server
-// does not fetch media.
+// does not fetch media (file:// URLs are read by the callers, from
+// Options.MediaPath).
 func dataURL(u string) ([]byte, error) {
 	rest, ok := strings.CutPrefix(u, "data:")
 	if !ok {
@@ -276,11 +294,20 @@ func mediaMessage(role string, parts []textOrImage, at int, media *[]mediaInput,
 	for j, p := range parts {
 		text := p.text
 		if p.image {
-			data, err := dataURL(p.url)
-			if err != nil {
-				return m, badRequest("messages[%d].content[%d]: %v", at, j, err)
+			in := mediaInput{kind: "image"}
+			if file, ok := strings.CutPrefix(p.url, "file://"); ok {
+				if err := errNoFilePath(file); err != nil {
+					return m, badRequest("messages[%d].content[%d]: %v", at, j, err)
+				}
+				in.file = file
+			} else {
+				data, err := dataURL(p.url)
+				if err != nil {
+					return m, badRequest("messages[%d].content[%d]: %v", at, j, err)
+				}
+				in.data = data
 			}
-			*media = append(*media, mediaInput{data: data, kind: "image"})
+			*media = append(*media, in)
 			text = marker
 		}
 		m.Parts = append(m.Parts, chat.ContentPart{Type: "text", Text: text})
@@ -321,4 +348,52 @@ func respMediaParts(i int, content json.RawMessage) ([]textOrImage, error) {
 		}
 	}
 	return out, nil
+}
+
+// errNoFilePath refuses a file:// URL without a path.
+func errNoFilePath(file string) error {
+	if file == "" {
+		return errors.New("file:// URL without a file path")
+	}
+	return nil
+}
+
+// readMediaFile reads the file of a file:// URL: a path relative to
+// Options.MediaPath, which it may not leave (no "..", absolute paths or
+// symbolic links out of it: os.Root), naming a regular file of at most
+// the request body limit.
+func (inst *instance) readMediaFile(name string) ([]byte, error) {
+	dir := inst.Opts.MediaPath
+	if dir == "" {
+		return nil, errors.New("file:// URLs are not allowed unless --media-path is specified")
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, errors.New("the media folder cannot be opened")
+	}
+	defer root.Close()
+	f, err := root.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("file path is not allowed or does not exist: %q", name)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file: %q", name)
+	}
+	limit := inst.Opts.MaxBodyBytes
+	if limit <= 0 {
+		limit = defaultMaxBodySize
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("file %q is larger than %d bytes", name, limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %q: %v", name, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("file %q is larger than %d bytes", name, limit)
+	}
+	return b, nil
 }

@@ -149,6 +149,15 @@ type Options struct {
 	Jinja bool
 	// ReasoningFormat is --reasoning-format ("none", "deepseek", "auto").
 	ReasoningFormat string
+	// ReasoningBudget, when positive, is the most tokens a chat's thinking
+	// block may take (--reasoning-budget): then the thinking is ended with
+	// ReasoningBudgetMessage and the template's end-of-thinking tag, forced
+	// token by token, and the answer follows. It applies to templates
+	// with thinking tags (found as for continued messages); a request's
+	// reasoning_budget_tokens or thinking_budget_tokens (0: end at once)
+	// and reasoning_budget_message override them. 0: no budget.
+	ReasoningBudget        int
+	ReasoningBudgetMessage string
 	// Reasoning is --reasoning: "on" or "off" turn the templates' thinking
 	// on or off (enable_thinking) unless a request says otherwise;
 	// "" or "auto" leave it to the template.
@@ -159,6 +168,11 @@ type Options struct {
 	SleepIdleSeconds int
 	// Timeout bounds each request (0: none).
 	Timeout time.Duration
+	// MediaPath is a folder whose files requests may name with file://
+	// URLs (a path relative to it) in image_url and input_audio parts, as
+	// llama-server's --media-path: only regular files inside it, of at
+	// most MaxBodyBytes ("": file:// URLs are refused).
+	MediaPath string
 	// MaxBodyBytes bounds request bodies (0: 64 MiB).
 	MaxBodyBytes int64
 
@@ -280,6 +294,11 @@ func New(ctx context.Context, o Options) (*Server, error) {
 			return nil, fmt.Errorf("server: slot save path: %w", err)
 		}
 		o.SlotSavePath = abs
+	}
+	if o.MediaPath != "" {
+		if st, err := os.Stat(o.MediaPath); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("server: media path %s is not a folder", o.MediaPath)
+		}
 	}
 	if err := prepareUI(&o); err != nil {
 		return nil, err

@@ -32,43 +32,34 @@ type config struct {
 	timeout  time.Duration
 	verbose  bool
 
-	// Model sources other than a local file (see modelSource).
-	hf                   hfFlags // -hf, -hff, -hft, --offline
-	modelURL, dockerRepo string
-	corsOriginsExplicit  bool
+	// Model sources other than a local file (see modelSource): -hf, -hff,
+	// -hft, --offline; --model-url, --mmproj-url (--no-mmproj: no
+	// projector, even with -mm); --spec-draft-hf. --docker-repo is
+	// refused at start (see unsupportedUse).
+	hf                           hfFlags
+	modelURL, mmprojURL, draftHF string
+	noMMProj                     bool
+	dockerRepo                   string
+	corsOriginsExplicit          bool
 	// The compute threads' placement (-C, --prio, --poll...) and the
 	// batch threads' (-Cb, --prio-batch...).
 	threads, threadsBatch threadFlags
 	// The draft model's (-Cd, --prio-draft... and -Cbd, --prio-batch-draft...).
 	threadsDraft, threadsDraftBatch threadFlags
-	listDevices, version            bool
-
-	// Features this server does not have yet: accepted, refused at start
-	// when actually used (see unsupportedUse).
-	draftHF         string
-	draftDevices    string
-	mmprojURL       string
-	noMMProj        bool // --no-mmproj: no projector, even with -mm
-	sslKey, sslCert string
-	controlVectors  []string
-	devices         string
-	tensorOverrides []string
-	rpc             string
-	adaptiveTarget  float64
-	grammarSet      bool // --grammar, --grammar-file, -j or -jf given
-	jsonSchema      string
-	mediaPath       string
-	presetUsed      bool
+	listDevices, version, cacheList bool
+	sslKey, sslCert                 string // --ssl-key-file, --ssl-cert-file (PEM)
+	rpc                             string // --rpc: refused at start (see unsupportedUse)
+	grammarSet                      bool   // --grammar, --grammar-file, -j or -jf given
+	jsonSchema                      string
 
 	// Settings read by finish or by serve.
-	dryBreakersSet  bool
-	kvUnifiedSet    bool
-	loraNoApply     bool
-	logFile         string
-	reusePort       bool
-	reasoningBudget int
-	apiPrefix       string
-	cacheRAMMiB     int // --cache-ram (-1: no limit, 0: off)
+	dryBreakersSet bool
+	kvUnifiedSet   bool
+	loraNoApply    bool
+	logFile        string
+	reusePort      bool
+	apiPrefix      string
+	cacheRAMMiB    int // --cache-ram (-1: no limit, 0: off)
 }
 
 // Help sections, in llama-server's --help order.
@@ -294,10 +285,12 @@ var samplerNames = map[string]string{
 	"top_k": "top_k", "top-k": "top_k", "typ_p": "typ_p", "typ-p": "typ_p", "typical_p": "typ_p", "typical-p": "typ_p", "typ": "typ_p",
 	"top_p": "top_p", "top-p": "top_p", "nucleus": "top_p", "min_p": "min_p", "min-p": "min_p",
 	"xtc": "xtc", "temperature": "temperature", "temp": "temperature",
+	"adaptive_p": "adaptive_p", "adaptive-p": "adaptive_p", "adaptivep": "adaptive_p",
+	"topk": "top_k", "topp": "top_p", "minp": "min_p", "typp": "typ_p", "topnsigma": "top_n_sigma",
 }
 
 // samplerLetters maps the letters of --sampling-seq.
-var samplerLetters = map[rune]string{'e': "penalties", 'd': "dry", 's': "top_n_sigma", 'k': "top_k", 'y': "typ_p", 'p': "top_p", 'm': "min_p", 'x': "xtc", 't': "temperature"}
+var samplerLetters = map[rune]string{'e': "penalties", 'd': "dry", 's': "top_n_sigma", 'k': "top_k", 'y': "typ_p", 'p': "top_p", 'm': "min_p", 'x': "xtc", 't': "temperature", 'a': "adaptive_p"}
 
 // flagTable lists every option llama-server (v0.4.0) takes, with its
 // meaning here.
@@ -314,9 +307,7 @@ func flagTable(c *config) []flagDef {
 		// ---- common
 		{names: []string{"-h", "--help", "--usage"}, sec: cm, help: "print this help and exit"},
 		{names: []string{"--version"}, sec: cm, help: "print the version and exit", set: boolTo(&c.version)},
-		{names: []string{"-cl", "--cache-list"}, sec: cm, help: "list the models in the download cache and exit" + notYet, set: func(*config, string) error {
-			return errors.New("there is no model download cache yet")
-		}},
+		{names: []string{"-cl", "--cache-list"}, sec: cm, help: "list the models in the download cache (-hf) and exit", set: boolTo(&c.cacheList)},
 		{names: []string{"--completion-bash"}, sec: cm, help: "print a bash completion script and exit"},
 		{names: []string{"-t", "--threads"}, arg: "N", env: "LLAMA_ARG_THREADS", sec: cm, help: "CPU threads for generation (default: all CPUs; <= 0: all)", set: func(_ *config, v string) error {
 			n, err := parseInt(v)
@@ -445,30 +436,24 @@ func flagTable(c *config) []flagDef {
 		}},
 		{names: []string{"-lzm", "--lazy-mode"}, arg: "MODE", env: "LLAMA_ARG_LAZY_MODE", sec: cm, help: "on-demand tensor reading: on, off, auto" + noEffect, set: choice("on", "off", "auto")},
 		{names: []string{"--numa"}, arg: "TYPE", env: "LLAMA_ARG_NUMA", sec: cm, help: "NUMA strategy: distribute, isolate, numactl" + noEffect, set: choice("distribute", "", "isolate", "numactl")},
-		{names: []string{"-dev", "--device"}, arg: "<dev1,dev2,..>", env: "LLAMA_ARG_DEVICE", sec: cm, help: "devices to offload to (none: CPU only; others not supported yet)", set: func(_ *config, v string) error {
-			if v == "none" {
-				mo.CPUOnly = true
-				return nil
-			}
-			c.devices = v
-			return nil
-		}},
+		{names: []string{"-dev", "--device"}, arg: "<dev1,dev2,..>", env: "LLAMA_ARG_DEVICE", sec: cm, help: "devices to offload to, from --list-devices (none or CPU: the CPU only; an unknown name fails at start)", set: devicesTo(mo)},
 		{names: []string{"--list-devices"}, sec: cm, help: "list the compute devices and exit", set: boolTo(&c.listDevices)},
-		{names: []string{"-ot", "--override-tensor"}, arg: "<tensor name pattern>=<buffer type>,...", env: "LLAMA_ARG_OVERRIDE_TENSOR", sec: cm, help: "buffer type overrides for tensors" + notYet, set: func(_ *config, v string) error {
-			for _, p := range splitList(v) {
-				if !strings.Contains(p, "=") {
+		{names: []string{"-ot", "--override-tensor"}, arg: "<tensor name pattern>=<buffer type>,...", env: "LLAMA_ARG_OVERRIDE_TENSOR", sec: cm, help: "put the weights matching a pattern (a regular expression) in a buffer type, such as CPU; an unknown type fails at start with the list", set: func(_ *config, v string) error {
+			for _, p := range strings.Split(v, ",") {
+				pat, buft, ok := strings.Cut(p, "=")
+				if !ok {
 					return fmt.Errorf("invalid tensor buffer type override %q", p)
 				}
-				c.tensorOverrides = append(c.tensorOverrides, p)
+				mo.TensorBufferOverrides = append(mo.TensorBufferOverrides, llama.TensorBufferOverride{Pattern: pat, BufferType: buft})
 			}
 			return nil
 		}},
-		{names: []string{"-cmoe", "--cpu-moe"}, env: "LLAMA_ARG_CPU_MOE", sec: cm, help: "keep the MoE experts on the CPU" + notYet, set: func(*config, string) error {
-			c.tensorOverrides = append(c.tensorOverrides, "--cpu-moe")
+		{names: []string{"-cmoe", "--cpu-moe"}, env: "LLAMA_ARG_CPU_MOE", sec: cm, help: "keep the MoE experts on the CPU", set: func(*config, string) error {
+			mo.TensorBufferOverrides = append(mo.TensorBufferOverrides, llama.TensorBufferOverride{Pattern: ffnExpsPattern, BufferType: "CPU"})
 			return nil
 		}},
-		{names: []string{"-ncmoe", "--n-cpu-moe"}, arg: "N", env: "LLAMA_ARG_N_CPU_MOE", sec: cm, help: "keep the MoE experts of the first N layers on the CPU" + notYet, set: overrideCount(c, "--n-cpu-moe")},
-		{names: []string{"-ncffn", "--n-cpu-ffn"}, arg: "N", env: "LLAMA_ARG_N_CPU_FFN", sec: cm, help: "keep the dense FFN of the first N layers on the CPU" + notYet, set: overrideCount(c, "--n-cpu-ffn")},
+		{names: []string{"-ncmoe", "--n-cpu-moe"}, arg: "N", env: "LLAMA_ARG_N_CPU_MOE", sec: cm, help: "keep the MoE experts of the first N layers on the CPU", set: cpuLayers(mo, ffnExpsPattern)},
+		{names: []string{"-ncffn", "--n-cpu-ffn"}, arg: "N", env: "LLAMA_ARG_N_CPU_FFN", sec: cm, help: "keep the dense FFN of the first N layers on the CPU (for MoE experts: --n-cpu-moe)", set: cpuLayers(mo, ffnDensePattern)},
 		{names: []string{"-ngl", "--gpu-layers", "--n-gpu-layers"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS", sec: cm, help: "layers on the GPU: a number, auto or all (default auto)", set: gpuLayers(mo)},
 		{names: []string{"-sm", "--split-mode"}, arg: "{none,layer,row,tensor}", env: "LLAMA_ARG_SPLIT_MODE", sec: cm, help: "how to split the model across GPUs (default layer)", set: func(_ *config, v string) error {
 			m := map[string]llama.SplitMode{"none": llama.SplitNone, "layer": llama.SplitLayer, "row": llama.SplitRow, "tensor": llama.SplitTensor}
@@ -539,33 +524,38 @@ func flagTable(c *config) []flagDef {
 			}
 			return nil
 		}},
-		{names: []string{"--control-vector"}, arg: "FNAME", sec: cm, help: "control vectors, comma-separated" + notYet, set: func(_ *config, v string) error {
-			c.controlVectors = append(c.controlVectors, splitList(v)...)
+		{names: []string{"--control-vector"}, arg: "FNAME", sec: cm, help: "control vectors, comma-separated (scale 1; all summed, applied at start)", set: func(_ *config, v string) error {
+			for _, p := range splitList(v) {
+				e.ControlVectors = append(e.ControlVectors, llama.ControlVectorFile{Path: p, Scale: 1})
+			}
 			return nil
 		}},
-		{names: []string{"--control-vector-scaled"}, arg: "FNAME:SCALE,...", sec: cm, help: "control vectors with scales" + notYet, set: func(_ *config, v string) error {
+		{names: []string{"--control-vector-scaled"}, arg: "FNAME:SCALE,...", sec: cm, help: "control vectors with their scales", set: func(_ *config, v string) error {
 			for _, p := range splitList(v) {
 				parts := strings.Split(p, ":")
 				if len(parts) != 2 {
 					return fmt.Errorf("%q is not FNAME:SCALE", p)
 				}
-				if _, err := parseFloat(parts[1]); err != nil {
+				s, err := parseFloat(parts[1])
+				if err != nil {
 					return err
 				}
-				c.controlVectors = append(c.controlVectors, parts[0])
+				e.ControlVectors = append(e.ControlVectors, llama.ControlVectorFile{Path: parts[0], Scale: float32(s)})
 			}
 			return nil
 		}},
-		{names: []string{"--control-vector-layer-range"}, arg: "START", arg2: "END", sec: cm, help: "layers the control vectors apply to", set: func(_ *config, v string) error {
+		{names: []string{"--control-vector-layer-range"}, arg: "START", arg2: "END", sec: cm, help: "layers the control vectors apply to, both included (default: 1 to the last)", set: func(_ *config, v string) error {
 			a, b, _ := strings.Cut(v, "\x00")
-			if _, err := parseInt(a); err != nil {
+			start, err := parseInt(a)
+			if err != nil {
 				return err
 			}
-			_, err := parseInt(b)
+			end, err := parseInt(b)
+			e.ControlVectorStart, e.ControlVectorEnd = start, end
 			return err
 		}},
 		{names: []string{"-m", "--model"}, arg: "FNAME", env: "LLAMA_ARG_MODEL", sec: cm, help: "the GGUF model to serve (none: router mode)", set: strTo(&o.Model)},
-		{names: []string{"-mu", "--model-url"}, arg: "MODEL_URL", env: "LLAMA_ARG_MODEL_URL", sec: cm, help: "download the model from this URL", set: strTo(&c.modelURL)},
+		{names: []string{"-mu", "--model-url"}, arg: "MODEL_URL", env: "LLAMA_ARG_MODEL_URL", sec: cm, help: "download the model from this URL (into the file -m names, else the cache folder: $LLAMA_CACHE or ~/.cache/llama.cpp), unless it is there", set: strTo(&c.modelURL)},
 		{names: []string{"-dr", "--docker-repo"}, arg: "[<repo>/]<model>[:quant]", env: "LLAMA_ARG_DOCKER_REPO", sec: cm, help: "pull the model from a Docker Hub repository", set: strTo(&c.dockerRepo)},
 		{names: []string{"-hf", "-hfr", "--hf-repo"}, arg: "<user>/<model>[:quant]", env: "LLAMA_ARG_HF_REPO", sec: cm, help: "pull the model from a Hugging Face repository", set: strTo(&c.hf.Repo)},
 		{names: []string{"-hff", "--hf-file"}, arg: "FILE", env: "LLAMA_ARG_HF_FILE", sec: cm, help: "the file of --hf-repo to pull", set: strTo(&c.hf.File)},
@@ -597,7 +587,7 @@ func flagTable(c *config) []flagDef {
 				if n = strings.TrimSpace(n); n == "" {
 					continue
 				}
-				s, ok := samplerNames[n]
+				s, ok := samplerNames[strings.ToLower(n)]
 				if !ok {
 					return fmt.Errorf("unknown sampler %q", n)
 				}
@@ -672,12 +662,8 @@ func flagTable(c *config) []flagDef {
 			}
 			return nil
 		}},
-		{names: []string{"--adaptive-target"}, arg: "N", sec: sa, help: "adaptive-p target probability (default -1: off)" + notYet, set: func(c *config, v string) error {
-			f, err := parseFloat(v)
-			c.adaptiveTarget = f
-			return err
-		}},
-		{names: []string{"--adaptive-decay"}, arg: "N", sec: sa, help: "adaptive-p decay (default 0.9)", set: anyFloat},
+		{names: []string{"--adaptive-target"}, arg: "N", sec: sa, help: "adaptive-p: pick tokens near this probability, 0 to 1, when adaptive_p is among the samplers (default -1: off)", set: floatTo(&sp.AdaptiveTarget)},
+		{names: []string{"--adaptive-decay"}, arg: "N", sec: sa, help: "adaptive-p: decay of the target's adaptation, 0 to 0.99 (default 0.9)", set: floatTo(&sp.AdaptiveDecay)},
 		{names: []string{"--dynatemp-range"}, arg: "N", sec: sa, help: "dynamic temperature range (default 0: off)", set: floatTo(&sp.DynatempRange)},
 		{names: []string{"--dynatemp-exp"}, arg: "N", sec: sa, help: "dynamic temperature exponent (default 1)", set: floatTo(&sp.DynatempExponent)},
 		{names: []string{"--mirostat"}, arg: "N", sec: sa, help: "Mirostat: 0 off (default), 1, or 2 (Mirostat 2.0)", set: intTo(&sp.Mirostat)},
@@ -728,7 +714,7 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"-bs", "--backend-sampling"}, env: "LLAMA_ARG_BACKEND_SAMPLING", sec: sa, help: "sample inside the decode, on the compute threads, for requests whose samplers llama.cpp can run there (default: off; a request's backend_sampling overrides)", set: boolTo(&sp.BackendSampling)},
 
 		// ---- speculative decoding (not supported yet)
-		{names: []string{"--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft"}, arg: "<user>/<model>[:quant]", env: "LLAMA_ARG_SPEC_DRAFT_HF_REPO", sec: spc, help: "draft model from Hugging Face" + notYet, set: strTo(&c.draftHF)},
+		{names: []string{"--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft"}, arg: "<user>/<model>[:quant]", env: "LLAMA_ARG_SPEC_DRAFT_HF_REPO", sec: spc, help: "pull the draft model from a Hugging Face repository, as -hf (with -md: the file of the repo to pull)", set: strTo(&c.draftHF)},
 		{names: []string{"--spec-draft-threads", "-td", "--threads-draft"}, arg: "N", sec: spc, help: "threads of the draft model (default: --threads; <= 0: all CPUs)", set: threadsTo(&sd.DraftThreads)},
 		{names: []string{"--spec-draft-threads-batch", "-tbd", "--threads-batch-draft"}, arg: "N", sec: spc, help: "batch threads of the draft model (default: --threads-batch; <= 0: all CPUs)", set: threadsTo(&sd.DraftThreadsBatch)},
 		{names: []string{"--spec-draft-cpu-mask", "-Cd", "--cpu-mask-draft"}, arg: "M", sec: spc, help: "CPU mask of the draft model's threads (default: --cpu-mask)", set: c.threadsDraft.mask},
@@ -766,14 +752,7 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--spec-draft-p-split", "--draft-p-split"}, arg: "P", env: "LLAMA_ARG_SPEC_DRAFT_P_SPLIT", sec: spc, help: "draft split probability", set: floatTo(&sd.PSplit)},
 		{names: []string{"--spec-draft-p-min", "--draft-p-min"}, arg: "P", env: "LLAMA_ARG_SPEC_DRAFT_P_MIN", sec: spc, help: "smallest draft probability", set: floatTo(&sd.PMin)},
 		{names: []string{"--spec-draft-backend-sampling"}, neg: []string{"--no-spec-draft-backend-sampling"}, env: "LLAMA_ARG_SPEC_DRAFT_BACKEND_SAMPLING", sec: spc, help: "sample drafts on the backend", set: anyValue},
-		{names: []string{"--spec-draft-device", "-devd", "--device-draft"}, arg: "<dev1,dev2,..>", sec: spc, help: "devices of the draft model (none: CPU only; others not supported yet)", set: func(c *config, v string) error {
-			if v == "none" {
-				sd.DraftModelOptions.CPUOnly, c.draftDevices = true, ""
-				return nil
-			}
-			c.draftDevices = v
-			return nil
-		}},
+		{names: []string{"--spec-draft-device", "-devd", "--device-draft"}, arg: "<dev1,dev2,..>", sec: spc, help: "devices of the draft model, as --device", set: devicesTo(&sd.DraftModelOptions)},
 		{names: []string{"--spec-draft-ngl", "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS_DRAFT", sec: spc, help: "GPU layers of the draft model: a number, auto or all (default auto)", set: gpuLayers(&sd.DraftModelOptions)},
 		{names: []string{"--spec-draft-model", "-md", "--model-draft"}, arg: "FNAME", env: "LLAMA_ARG_SPEC_DRAFT_MODEL", sec: spc, help: "draft model for speculative decoding (draft-simple)", set: strTo(&sd.DraftModel)},
 		{names: []string{"--spec-type"}, arg: "TYPE[,TYPE...]", env: "LLAMA_ARG_SPEC_TYPE", sec: spc, help: "speculative decoding types: none, draft-simple, ngram-simple, ngram-map-k, ngram-cache (default none)", set: func(c *config, v string) error {
@@ -853,7 +832,7 @@ func flagTable(c *config) []flagDef {
 		}},
 		{names: []string{"-cb", "--cont-batching"}, neg: []string{"-nocb", "--no-cont-batching"}, env: "LLAMA_ARG_CONT_BATCHING", sec: sv, help: "continuous batching (always on here)", set: anyValue},
 		{names: []string{"-mm", "--mmproj"}, arg: "FILE", env: "LLAMA_ARG_MMPROJ", sec: sv, help: "multimodal projector: image and audio input", set: strTo(&o.Multimodal.Projector)},
-		{names: []string{"-mmu", "--mmproj-url"}, arg: "URL", env: "LLAMA_ARG_MMPROJ_URL", sec: sv, help: "multimodal projector URL (not supported: refused at start; download it and use -mm)", set: strTo(&c.mmprojURL)},
+		{names: []string{"-mmu", "--mmproj-url"}, arg: "URL", env: "LLAMA_ARG_MMPROJ_URL", sec: sv, help: "download the multimodal projector from this URL, as --model-url (into the file -mm names, else the cache folder)", set: strTo(&c.mmprojURL)},
 		{names: []string{"--mmproj-auto"}, neg: []string{"--no-mmproj", "--no-mmproj-auto"}, env: "LLAMA_ARG_MMPROJ_AUTO", sec: sv, help: "use the projector of -hf models when there is one (--no-mmproj: no projector at all, -mm included)", set: func(c *config, v string) error {
 			c.noMMProj = v == "false"
 			return nil
@@ -948,8 +927,8 @@ func flagTable(c *config) []flagDef {
 			}
 			return nil
 		}},
-		{names: []string{"--ssl-key-file"}, arg: "FNAME", env: "LLAMA_ARG_SSL_KEY_FILE", sec: sv, help: "PEM private key for HTTPS" + notYet, set: strTo(&c.sslKey)},
-		{names: []string{"--ssl-cert-file"}, arg: "FNAME", env: "LLAMA_ARG_SSL_CERT_FILE", sec: sv, help: "PEM certificate for HTTPS" + notYet, set: strTo(&c.sslCert)},
+		{names: []string{"--ssl-key-file"}, arg: "FNAME", env: "LLAMA_ARG_SSL_KEY_FILE", sec: sv, help: "PEM private key for HTTPS (with --ssl-cert-file)", set: strTo(&c.sslKey)},
+		{names: []string{"--ssl-cert-file"}, arg: "FNAME", env: "LLAMA_ARG_SSL_CERT_FILE", sec: sv, help: "PEM certificate (chain) for HTTPS (with --ssl-key-file)", set: strTo(&c.sslCert)},
 		{names: []string{"--chat-template-kwargs"}, arg: "STRING", env: "LLAMA_ARG_CHAT_TEMPLATE_KWARGS", sec: sv, help: "default template variables (a JSON object)", set: func(_ *config, v string) error {
 			return c.templateKwargs(v)
 		}},
@@ -975,11 +954,11 @@ func flagTable(c *config) []flagDef {
 			o.SlotSavePath = v
 			return nil
 		}},
-		{names: []string{"--media-path"}, arg: "PATH", sec: sv, help: "folder of local media files (not supported yet: refused at start)", set: func(c *config, v string) error {
+		{names: []string{"--media-path"}, arg: "PATH", sec: sv, help: "folder of local media files, which requests name with file:// URLs relative to it (default: none, file:// refused)", set: func(c *config, v string) error {
 			if st, err := os.Stat(v); err != nil || !st.IsDir() {
 				return fmt.Errorf("not a directory: %s", v)
 			}
-			c.mediaPath = v
+			o.MediaPath = v
 			return nil
 		}},
 		{names: []string{"--models-dir"}, arg: "PATH", env: "LLAMA_ARG_MODELS_DIR", sec: sv, help: "folder of models (router mode)", set: strTo(&o.ModelsDir)},
@@ -1016,18 +995,21 @@ func flagTable(c *config) []flagDef {
 			}
 			return c.templateKwargs(fmt.Sprintf(`{"reasoning_effort": %q}`, v))
 		}},
-		{names: []string{"--reasoning-budget"}, arg: "N", env: "LLAMA_ARG_THINK_BUDGET", sec: sv, help: "thinking token budget (default -1: none; 0: no thinking; other budgets are not supported yet: refused at start)", set: func(_ *config, v string) error {
+		{names: []string{"--reasoning-budget"}, arg: "N", env: "LLAMA_ARG_THINK_BUDGET", sec: sv, help: "thinking token budget of chats: the thinking block is ended after N tokens (default -1: none; 0: no thinking)", set: func(_ *config, v string) error {
 			n, err := parseInt(v)
-			if err == nil && n < -1 {
+			if err != nil {
+				return err
+			}
+			if n < -1 {
 				return errors.New("invalid value")
 			}
-			c.reasoningBudget = n
+			o.ReasoningBudget = max(n, 0)
 			if n == 0 {
 				return c.templateKwargs(`{"enable_thinking": false}`)
 			}
-			return err
+			return nil
 		}},
-		{names: []string{"--reasoning-budget-message"}, arg: "MESSAGE", env: "LLAMA_ARG_THINK_BUDGET_MESSAGE", sec: sv, help: "text added when the thinking budget runs out" + noEffect, set: anyValue},
+		{names: []string{"--reasoning-budget-message"}, arg: "MESSAGE", env: "LLAMA_ARG_THINK_BUDGET_MESSAGE", sec: sv, help: "text put before the end-of-thinking tag when the budget runs out (default: none)", set: strTo(&o.ReasoningBudgetMessage)},
 		{names: []string{"--reasoning-preserve"}, neg: []string{"--no-reasoning-preserve"}, env: "LLAMA_ARG_REASONING_PRESERVE", sec: sv, help: "keep past reasoning in prompts (default on)", set: func(_ *config, v string) error {
 			return c.templateKwargs(fmt.Sprintf(`{"preserve_reasoning": %s}`, v))
 		}},
@@ -1049,17 +1031,24 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"--log-prompts-dir"}, arg: "PATH", sec: sv, help: "folder to log prompts to" + noEffect, set: anyValue},
-		{names: []string{"--embd-gemma-default"}, sec: sv, help: "preset: EmbeddingGemma from Hugging Face", set: preset},
-		{names: []string{"--fim-qwen-1.5b-default"}, sec: sv, help: "preset: Qwen 2.5 Coder 1.5B from Hugging Face", set: preset},
-		{names: []string{"--fim-qwen-3b-default"}, sec: sv, help: "preset: Qwen 2.5 Coder 3B from Hugging Face", set: preset},
-		{names: []string{"--fim-qwen-7b-default"}, sec: sv, help: "preset: Qwen 2.5 Coder 7B from Hugging Face", set: preset},
-		{names: []string{"--fim-qwen-7b-spec"}, sec: sv, help: "preset: Qwen 2.5 Coder 7B with a draft model", set: preset},
-		{names: []string{"--fim-qwen-14b-spec"}, sec: sv, help: "preset: Qwen 2.5 Coder 14B with a draft model", set: preset},
-		{names: []string{"--fim-qwen-30b-default"}, sec: sv, help: "preset: Qwen 3 Coder 30B-A3B from Hugging Face", set: preset},
-		{names: []string{"--gpt-oss-20b-default"}, sec: sv, help: "preset: gpt-oss-20b from Hugging Face", set: preset},
-		{names: []string{"--gpt-oss-120b-default"}, sec: sv, help: "preset: gpt-oss-120b from Hugging Face", set: preset},
-		{names: []string{"--vision-gemma-4b-default"}, sec: sv, help: "preset: Gemma 3 4B with vision from Hugging Face", set: preset},
-		{names: []string{"--vision-gemma-12b-default"}, sec: sv, help: "preset: Gemma 3 12B with vision from Hugging Face", set: preset},
+		{names: []string{"--embd-gemma-default"}, sec: sv, help: "preset: EmbeddingGemma 300M from Hugging Face, embeddings, port 8011", set: modelPreset(func(c *config) {
+			c.hf.Repo, c.hf.File, c.port = "ggml-org/embeddinggemma-300M-qat-q4_0-GGUF", "embeddinggemma-300M-qat-Q4_0.gguf", 8011
+			e.UBatchSize, e.BatchSize, e.Parallel, e.CtxSize, e.Embedding = 2048, 2048, 32, 2048*32, true
+		})},
+		{names: []string{"--fim-qwen-1.5b-default"}, sec: sv, help: "preset: Qwen 2.5 Coder 1.5B from Hugging Face, for infill, port 8012", set: fimPreset(c, "ggml-org/Qwen2.5-Coder-1.5B-Q8_0-GGUF", "qwen2.5-coder-1.5b-q8_0.gguf")},
+		{names: []string{"--fim-qwen-3b-default"}, sec: sv, help: "preset: Qwen 2.5 Coder 3B from Hugging Face, for infill, port 8012", set: fimPreset(c, "ggml-org/Qwen2.5-Coder-3B-Q8_0-GGUF", "qwen2.5-coder-3b-q8_0.gguf")},
+		{names: []string{"--fim-qwen-7b-default"}, sec: sv, help: "preset: Qwen 2.5 Coder 7B from Hugging Face, for infill, port 8012", set: fimPreset(c, "ggml-org/Qwen2.5-Coder-7B-Q8_0-GGUF", "qwen2.5-coder-7b-q8_0.gguf")},
+		{names: []string{"--fim-qwen-7b-spec"}, sec: sv, help: "preset: Qwen 2.5 Coder 7B with the 0.5B as draft model, from Hugging Face, port 8012", set: fimPreset(c, "ggml-org/Qwen2.5-Coder-7B-Q8_0-GGUF", "qwen2.5-coder-7b-q8_0.gguf", qwenDraft...)},
+		{names: []string{"--fim-qwen-14b-spec"}, sec: sv, help: "preset: Qwen 2.5 Coder 14B with the 0.5B as draft model, from Hugging Face, port 8012", set: fimPreset(c, "ggml-org/Qwen2.5-Coder-14B-Q8_0-GGUF", "qwen2.5-coder-14b-q8_0.gguf", qwenDraft...)},
+		{names: []string{"--fim-qwen-30b-default"}, sec: sv, help: "preset: Qwen 3 Coder 30B-A3B from Hugging Face, for infill, port 8012", set: fimPreset(c, "ggml-org/Qwen3-Coder-30B-A3B-Instruct-Q8_0-GGUF", "qwen3-coder-30b-a3b-instruct-q8_0.gguf")},
+		{names: []string{"--gpt-oss-20b-default"}, sec: sv, help: "preset: gpt-oss-20b from Hugging Face, port 8013", set: gptOSSPreset(c, "ggml-org/gpt-oss-20b-GGUF", "gpt-oss-20b-mxfp4.gguf")},
+		{names: []string{"--gpt-oss-120b-default"}, sec: sv, help: "preset: gpt-oss-120b from Hugging Face, port 8013", set: gptOSSPreset(c, "ggml-org/gpt-oss-120b-GGUF", "")},
+		{names: []string{"--vision-gemma-4b-default"}, sec: sv, help: "preset: Gemma 3 4B QAT from Hugging Face, port 8014", set: modelPreset(func(c *config) {
+			c.hf.Repo, c.port, e.CtxSize, o.Jinja = "ggml-org/gemma-3-4b-it-qat-GGUF", 8014, 0, true
+		})},
+		{names: []string{"--vision-gemma-12b-default"}, sec: sv, help: "preset: Gemma 3 12B QAT from Hugging Face, port 8014", set: modelPreset(func(c *config) {
+			c.hf.Repo, c.port, e.CtxSize, o.Jinja = "ggml-org/gemma-3-12b-it-qat-GGUF", 8014, 0, true
+		})},
 		{names: []string{"--spec-default"}, sec: sv, help: "preset: default speculative decoding settings", set: func(c *config, _ string) error {
 			sd.Types = append(sd.Types, "ngram-mod")
 			return nil
@@ -1075,10 +1064,57 @@ func flagTable(c *config) []flagDef {
 	}
 }
 
-// preset is a llama-server shortcut that pulls a model from Hugging Face.
-func preset(c *config, _ string) error {
-	c.presetUsed = true
-	return nil
+// devicesTo reads a -dev list into mo: none (or CPU) keeps the model on
+// the CPU, names go to ModelOptions.Devices (checked at load).
+func devicesTo(mo *llama.ModelOptions) func(*config, string) error {
+	return func(_ *config, v string) error {
+		names := strings.Split(v, ",")
+		if len(names) == 1 && (v == "none" || v == "CPU") {
+			mo.CPUOnly, mo.Devices = true, nil
+			return nil
+		}
+		for _, n := range names {
+			if n == "" {
+				return errors.New("no devices specified")
+			}
+		}
+		mo.Devices, mo.CPUOnly = names, false
+		return nil
+	}
+}
+
+// modelPreset is one of llama-server's model shortcuts: it sets what
+// apply sets, as llama-server's does (later flags override), the model
+// coming from Hugging Face (-hf).
+func modelPreset(apply func(c *config)) func(*config, string) error {
+	return func(c *config, _ string) error { apply(c); return nil }
+}
+
+// qwenDraft is the draft model of the --fim-qwen-*-spec presets.
+var qwenDraft = []string{"ggml-org/Qwen2.5-Coder-0.5B-Q8_0-GGUF", "qwen2.5-coder-0.5b-q8_0.gguf"}
+
+// fimPreset is a --fim-qwen-* preset: the repo's file, with a draft
+// model's repo and file when given.
+func fimPreset(c *config, repo, file string, draft ...string) func(*config, string) error {
+	e := &c.opts.Engine
+	return modelPreset(func(c *config) {
+		c.hf.Repo, c.hf.File, c.port = repo, file, 8012
+		e.UBatchSize, e.BatchSize, e.CtxSize, e.CacheReuse = 1024, 1024, 0, 256
+		if len(draft) == 2 {
+			c.draftHF, e.Speculative.DraftModel = draft[0], draft[1]
+		}
+	})
+}
+
+// gptOSSPreset is a --gpt-oss-* preset and its sampling.
+func gptOSSPreset(c *config, repo, file string) func(*config, string) error {
+	e, sp := &c.opts.Engine, &c.sampling
+	return modelPreset(func(c *config) {
+		c.hf.Repo, c.hf.File, c.port = repo, file, 8013
+		e.UBatchSize, e.BatchSize, e.Parallel, e.CtxSize = 2048, 32768, 2, 131072*2
+		sp.Temperature, sp.TopP, sp.TopK, sp.MinP = 1, 1, 0, 0.01
+		c.opts.Jinja = true
+	})
 }
 
 // mergeSorted adds names to a sorted set.
@@ -1132,7 +1168,16 @@ func atLeastMinus1(dst *int) func(*config, string) error {
 	}
 }
 
-func overrideCount(c *config, name string) func(*config, string) error {
+// The weights --cpu-moe, --n-cpu-moe and --n-cpu-ffn keep on the CPU, as
+// llama.cpp's common names them: the MoE experts and the dense FFN.
+const (
+	ffnExpsPattern  = `\.ffn_(up|down|gate|gate_up)_(ch|)exps`
+	ffnDensePattern = `\.ffn_(up|down|gate)\.`
+)
+
+// cpuLayers keeps the weights matching ffn in the first N layers on the
+// CPU (--n-cpu-moe, --n-cpu-ffn).
+func cpuLayers(mo *llama.ModelOptions, ffn string) func(*config, string) error {
 	return func(_ *config, v string) error {
 		n, err := parseInt(v)
 		if err != nil {
@@ -1141,8 +1186,8 @@ func overrideCount(c *config, name string) func(*config, string) error {
 		if n < 0 {
 			return errors.New("invalid value")
 		}
-		if n > 0 {
-			c.tensorOverrides = append(c.tensorOverrides, name)
+		for i := range min(n, 1<<16) { // no model has more layers
+			mo.TensorBufferOverrides = append(mo.TensorBufferOverrides, llama.TensorBufferOverride{Pattern: fmt.Sprintf(`blk\.%d%s`, i, ffn), BufferType: "CPU"})
 		}
 		return nil
 	}
@@ -1254,9 +1299,7 @@ func parseFlags(args []string, getenv func(string) string, usage io.Writer) (*co
 	c.opts.CORSOrigins = []string{"*"}
 	c.opts.Engine.Parallel = -1
 	c.opts.Engine.Threads = runtime.NumCPU()
-	c.adaptiveTarget = -1
 	c.cacheRAMMiB = 8192
-	c.reasoningBudget = -1
 	table := flagTable(c)
 	byName := map[string]*flagDef{}
 	for i := range table {
@@ -1341,7 +1384,7 @@ func parseFlags(args []string, getenv func(string) string, usage io.Writer) (*co
 			return nil, fmt.Errorf("%s: %w", a, err)
 		}
 	}
-	if c.version || c.listDevices {
+	if c.version || c.listDevices || c.cacheList {
 		return c, nil
 	}
 	if err := c.gcpEnv(getenv); err != nil {
@@ -1473,18 +1516,7 @@ func (c *config) unsupportedUse() error {
 			errs = append(errs, msg)
 		}
 	}
-	add(c.draftHF != "", "pulling a draft model from Hugging Face is not supported yet (--spec-draft-hf): download it and give it with --spec-draft-model")
-	add(c.draftDevices != "", "choosing devices of the draft model is not supported yet (--spec-draft-device "+c.draftDevices+"; only none)")
-	add(c.mmprojURL != "", "downloading a multimodal projector is not supported (--mmproj-url): download it and give it with --mmproj")
-	add(c.sslKey != "" || c.sslCert != "", "HTTPS is not supported yet (--ssl-key-file, --ssl-cert-file): put a TLS proxy in front")
-	add(len(c.controlVectors) > 0, "control vectors are not supported yet (--control-vector)")
-	add(c.devices != "", "choosing devices is not supported yet (--device "+c.devices+"; only none)")
-	add(len(c.tensorOverrides) > 0, "tensor buffer overrides are not supported yet (-ot, --cpu-moe, --n-cpu-moe, --n-cpu-ffn)")
 	add(c.rpc != "", "RPC devices are not supported yet (--rpc)")
-	add(c.adaptiveTarget >= 0, "the adaptive-p sampler is not supported yet (--adaptive-target)")
-	add(c.mediaPath != "", "local media files are not supported yet (--media-path): send images and audio in the requests")
-	add(c.presetUsed, "the model presets (--fim-qwen-..., --gpt-oss-..., --embd-gemma-default, --vision-gemma-...) pull models from Hugging Face, which is not supported yet")
-	add(c.reasoningBudget > 0, "a thinking token budget is not supported yet (--reasoning-budget; 0 and -1 are)")
 	add(c.dockerRepo != "", "pulling models from Docker Hub is not supported yet (--docker-repo)")
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
@@ -1495,14 +1527,35 @@ func (c *config) unsupportedUse() error {
 // modelSource makes the model local when it is not a local file:
 // -hf/--hf-repo (with --hf-file, --hf-token, --offline) pulls it into the
 // Hugging Face cache, with a progress bar on progress, and points the
-// options at it (see pullHF). --model-url is refused: this server does not
-// download plain URLs.
+// options at it (see pullHF); --spec-draft-hf does the same for the draft
+// model. --model-url and --mmproj-url download their files (fetchURL).
 func (c *config) modelSource(ctx context.Context, progress io.Writer) error {
 	if c.modelURL != "" && c.hf.Repo == "" {
-		return fmt.Errorf("downloading models from a URL is not supported (--model-url %s): download the GGUF file and give it with -m, or use -hf", c.modelURL)
+		p, err := fetchURL(ctx, c.modelURL, c.opts.Model, c.hf.Offline, os.Getenv, progress)
+		if err != nil {
+			return fmt.Errorf("--model-url %s: %w", c.modelURL, err)
+		}
+		c.opts.Model = p
+	}
+	if c.mmprojURL != "" && !c.noMMProj {
+		p, err := fetchURL(ctx, c.mmprojURL, c.opts.Multimodal.Projector, c.hf.Offline, os.Getenv, progress)
+		if err != nil {
+			return fmt.Errorf("--mmproj-url %s: %w", c.mmprojURL, err)
+		}
+		c.opts.Multimodal.Projector = p
 	}
 	if err := pullHF(ctx, c.hf, &c.opts, progress); err != nil {
 		return fmt.Errorf("-hf %s: %w", c.hf.Repo, err)
+	}
+	if c.draftHF != "" {
+		// As llama-server, -md names the file of the draft repo then.
+		sd := &c.opts.Engine.Speculative
+		path, err := llama.Pull(ctx, c.draftHF, llama.PullOptions{File: sd.DraftModel, Token: c.hf.Token, Offline: c.hf.Offline,
+			Progress: llama.PullProgressBar(progress)})
+		if err != nil {
+			return fmt.Errorf("--spec-draft-hf %s: %w", c.draftHF, err)
+		}
+		sd.DraftModel = path
 	}
 	return nil
 }

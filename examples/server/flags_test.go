@@ -142,6 +142,13 @@ func TestFlagSpellings(t *testing.T) {
 			assert.Equal(t, []float32{3, 1}, c.opts.ModelOptions.TensorSplit)
 		}},
 		{[]string{"-dev", "none"}, func(t *testing.T, c *config) { assert.True(t, c.opts.ModelOptions.CPUOnly) }},
+		{[]string{"--media-path", os.TempDir()}, func(t *testing.T, c *config) { assert.Equal(t, os.TempDir(), c.opts.MediaPath) }},
+		{[]string{"--reasoning-budget", "64", "--reasoning-budget-message", "Done."}, func(t *testing.T, c *config) {
+			assert.Equal(t, 64, c.opts.ReasoningBudget)
+			assert.Equal(t, "Done.", c.opts.ReasoningBudgetMessage)
+			assert.NotContains(t, c.opts.ChatTemplateKwargs, "enable_thinking")
+		}},
+		{[]string{"--reasoning-budget", "-1"}, func(t *testing.T, c *config) { assert.Zero(t, c.opts.ReasoningBudget, "no budget") }},
 		{[]string{"--override-kv", "a.b=int:3,c=str:x", "--override-kv", "d=bool:true,e=float:0.5"}, func(t *testing.T, c *config) {
 			assert.Equal(t, map[string]any{"a.b": int64(3), "c": "x", "d": true, "e": 0.5}, c.opts.ModelOptions.KVOverrides)
 		}},
@@ -201,7 +208,11 @@ func TestFlagSpellings(t *testing.T) {
 		{[]string{"--lora", "a.gguf", "--lora-init-without-apply"}, func(t *testing.T, c *config) {
 			assert.Equal(t, []engine.AdapterSpec{{Path: "a.gguf", Scale: 0}}, c.opts.Engine.Adapters)
 		}},
-		{[]string{"--control-vector-layer-range", "1", "5", "--threads-http", "8"}, func(t *testing.T, c *config) {}},
+		{[]string{"--control-vector-layer-range", "1", "5", "--threads-http", "8", "--control-vector", "a.gguf,b.gguf", "--control-vector-scaled", "c.gguf:-0.5"}, func(t *testing.T, c *config) {
+			e := c.opts.Engine
+			assert.Equal(t, []llama.ControlVectorFile{{Path: "a.gguf", Scale: 1}, {Path: "b.gguf", Scale: 1}, {Path: "c.gguf", Scale: -0.5}}, e.ControlVectors)
+			assert.Equal(t, [2]int{1, 5}, [2]int{e.ControlVectorStart, e.ControlVectorEnd})
+		}},
 		// The compute threads: -C and -Cr add up (the mask's last digit is
 		// CPUs 0-3), --poll 0 is no polling, and the -batch forms start
 		// from the plain ones.
@@ -355,15 +366,7 @@ func TestFlagUnsupported(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--spec-draft-hf", "org/draft"}, "draft model from Hugging Face"},
-		{[]string{"-devd", "CUDA0"}, "devices of the draft model"},
-		{[]string{"--mmproj-url", "http://x/p.gguf"}, "multimodal projector"},
-		{[]string{"--ssl-key-file", "k", "--ssl-cert-file", "c"}, "HTTPS"},
-		{[]string{"--control-vector", "v.gguf"}, "control vectors"},
-		{[]string{"-ot", "exps=CPU"}, "tensor buffer overrides"},
-		{[]string{"-dev", "CUDA0"}, "devices"},
-		{[]string{"--gpt-oss-20b-default"}, "presets"},
-		{[]string{"--reasoning-budget", "512"}, "thinking token budget"},
+		{[]string{"--docker-repo", "ai/smollm2:135M-Q4_0"}, "Docker Hub"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			c, err := parseFlags(tc.args, noEnv, io.Discard)
@@ -377,10 +380,6 @@ func TestFlagUnsupported(t *testing.T) {
 	c, err := parseFlags([]string{"--spec-type", "none", "--no-mmproj", "--spec-draft-n-max", "8", "--draft-min", "1", "-cb", "--swa-full"}, noEnv, io.Discard)
 	require.NoError(t, err)
 	assert.NoError(t, c.unsupportedUse())
-
-	c, err = parseFlags([]string{"--model-url", "http://x/m.gguf"}, noEnv, io.Discard)
-	require.NoError(t, err)
-	assert.ErrorContains(t, c.modelSource(context.Background(), io.Discard), "--model-url")
 }
 
 // TestModelSource checks -hf and its flags: the model is pulled before the

@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -48,16 +49,10 @@ func serve(cfg *config) error {
 	case cfg.version:
 		fmt.Println("server (github.com/x/llama), llama-server v0.4.0 compatible")
 		return nil
+	case cfg.cacheList:
+		return printCacheList(os.Stdout)
 	case cfg.listDevices:
-		devs, err := llama.Devices()
-		if err != nil {
-			return err
-		}
-		fmt.Println("Available devices:")
-		for _, d := range devs {
-			fmt.Printf("  %s: %s (%d MiB, %d MiB free)\n", d.Name, d.Description, d.TotalMemory>>20, d.FreeMemory>>20)
-		}
-		return nil
+		return printDevices(os.Stdout)
 	}
 	if err := cfg.unsupportedUse(); err != nil {
 		return err
@@ -90,6 +85,11 @@ func serve(cfg *config) error {
 			logger.Warn("could not set the process priority", "prio", *p, "err", err)
 		}
 	}
+	// Bad certificate files fail here, before the model loads.
+	tlsConf, err := cfg.tlsConfig()
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := cfg.modelSource(ctx, os.Stderr); err != nil {
@@ -114,18 +114,27 @@ func serve(cfg *config) error {
 		ln.Close()
 		return err
 	}
-	hs := &http.Server{Handler: cfg.handler(srv.Handler()), ReadTimeout: cfg.timeout, WriteTimeout: cfg.timeout, ReadHeaderTimeout: 30 * time.Second}
+	hs := &http.Server{Handler: cfg.handler(srv.Handler()), ReadTimeout: cfg.timeout, WriteTimeout: cfg.timeout, ReadHeaderTimeout: 30 * time.Second, TLSConfig: tlsConf}
 	hs.RegisterOnShutdown(srv.AbortToolCalls)
 	scheme := "http"
-	if network == "unix" {
+	switch {
+	case network == "unix":
 		scheme = "unix"
+	case tlsConf != nil:
+		scheme = "https"
 	}
 	logger.Info("listening", "addr", scheme+"://"+ln.Addr().String()+cfg.apiPrefix)
 	for _, w := range cfg.startupWarnings(network) {
 		logger.Warn(w)
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() {
+		if tlsConf != nil {
+			errc <- hs.ServeTLS(ln, "", "")
+			return
+		}
+		errc <- hs.Serve(ln)
+	}()
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
@@ -179,4 +188,57 @@ func (c *config) handler(api http.Handler) http.Handler {
 		return mux
 	}
 	return api
+}
+
+// tlsConfig reads --ssl-cert-file and --ssl-key-file (PEM): with both the
+// server speaks HTTPS only, as llama-server. One without the other is an
+// error here, where llama-server would silently serve plain HTTP.
+func (c *config) tlsConfig() (*tls.Config, error) {
+	if c.sslKey == "" && c.sslCert == "" {
+		return nil, nil
+	}
+	if c.sslKey == "" || c.sslCert == "" {
+		return nil, errors.New("HTTPS needs both --ssl-key-file and --ssl-cert-file")
+	}
+	cert, err := tls.LoadX509KeyPair(c.sslCert, c.sslKey)
+	if err != nil {
+		return nil, fmt.Errorf("--ssl-cert-file %s, --ssl-key-file %s: %w", c.sslCert, c.sslKey, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// printCacheList prints the models of the hub cache as llama-server's
+// --cache-list does.
+func printCacheList(w io.Writer) error {
+	models, err := llama.CachedModels("")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "number of models in cache: %d\n", len(models))
+	for i, m := range models {
+		fmt.Fprintf(w, "%4d. %s\n", i+1, m)
+	}
+	return nil
+}
+
+// printDevices lists the devices -dev may name, as llama-server's
+// --list-devices does: those other than the CPU, with their memory.
+func printDevices(w io.Writer) error {
+	devs, err := llama.Devices()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "Available devices:")
+	n := 0
+	for _, d := range devs {
+		if d.Type == "cpu" {
+			continue
+		}
+		fmt.Fprintf(w, "  %s: %s (%d MiB, %d MiB free)\n", d.Name, d.Description, d.TotalMemory>>20, d.FreeMemory>>20)
+		n++
+	}
+	if n == 0 {
+		fmt.Fprintln(w, "  (none)")
+	}
+	return nil
 }

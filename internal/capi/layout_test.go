@@ -24,6 +24,7 @@ var layouts = []testenv.CStruct{
 	{C: "struct llama_sampler_chain_params", GoType: SamplerChainParams{}, Fields: []string{"no_perf"}},
 	{C: "struct llama_chat_message", GoType: ChatMessage{}, Fields: []string{"role", "content"}},
 	{C: "llama_logit_bias", GoType: LogitBias{}, Fields: []string{"token", "bias"}},
+	{C: "struct llama_model_tensor_buft_override", GoType: TensorBuftOverride{}, Fields: []string{"pattern", "buft"}},
 	{C: "struct llama_model_kv_override", GoType: ModelKVOverride{}, Fields: []string{"tag", "key", "val_str"}},
 	{C: "struct llama_perf_context_data", GoType: PerfContextData{}, Fields: []string{"t_start_ms", "t_load_ms", "t_p_eval_ms",
 		"t_eval_ms", "n_p_eval", "n_eval", "n_reused"}},

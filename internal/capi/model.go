@@ -123,6 +123,12 @@ var (
 	BackendDevType func(dev uintptr) int32
 	// void ggml_backend_dev_memory(ggml_backend_dev_t device, size_t * free, size_t * total);
 	BackendDevMemory func(dev uintptr, free, total *uintptr)
+	// ggml_backend_dev_t ggml_backend_dev_by_name(const char * name);
+	BackendDevByName func(name string) uintptr
+	// ggml_backend_buffer_type_t ggml_backend_dev_buffer_type(ggml_backend_dev_t device);
+	BackendDevBufferType func(dev uintptr) uintptr
+	// const char * ggml_backend_buft_name (ggml_backend_buffer_type_t buft);
+	BackendBuftName func(buft uintptr) string
 )
 
 func init() {
@@ -186,5 +192,10 @@ func init() {
 		binding{fn: &BackendDevDescription, name: "ggml_backend_dev_description"},
 		binding{fn: &BackendDevType, name: "ggml_backend_dev_type"},
 		binding{fn: &BackendDevMemory, name: "ggml_backend_dev_memory"},
+		binding{fn: &BackendDevByName, name: "ggml_backend_dev_by_name"},
+	)
+	register(libGGMLBase,
+		binding{fn: &BackendDevBufferType, name: "ggml_backend_dev_buffer_type"},
+		binding{fn: &BackendBuftName, name: "ggml_backend_buft_name"},
 	)
 }

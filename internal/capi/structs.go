@@ -26,6 +26,12 @@ const TokenNull Token = -1
 // DefaultSeed is LLAMA_DEFAULT_SEED.
 const DefaultSeed uint32 = 0xFFFFFFFF
 
+// TensorBuftOverride mirrors struct llama_model_tensor_buft_override.
+type TensorBuftOverride struct {
+	Pattern uintptr // const char *
+	Buft    uintptr // ggml_backend_buffer_type_t
+}
+
 // ModelParams mirrors struct llama_model_params.
 type ModelParams struct {
 	Devices                  uintptr // ggml_backend_dev_t *

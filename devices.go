@@ -1,0 +1,112 @@
+package llama
+
+import (
+	"slices"
+	"strings"
+	"unsafe"
+
+	"github.com/x/llama/internal/capi"
+)
+
+// TensorBufferOverride places the weights whose names match Pattern in
+// the buffer type named BufferType, as llama.cpp's --override-tensor:
+// Pattern is a regular expression in llama.cpp's (ECMAScript) syntax,
+// searched in each tensor name ("blk\.[0-3]\.ffn_.*" or "exps"), and
+// BufferType one of BufferTypes (such as "CPU"). A weight matched by
+// several overrides takes the first.
+type TensorBufferOverride struct {
+	Pattern    string
+	BufferType string
+}
+
+// BufferTypes lists the names of the buffer types that weights may be
+// placed in with TensorBufferOverride: the one of each device of the
+// loaded backends ("CPU" always; "CUDA0" and the like with GPUs), sorted.
+func BufferTypes() ([]string, error) {
+	bufts, err := bufferTypes()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for n := range bufts {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+func bufferTypes() (map[string]uintptr, error) {
+	if err := ensureInit(); err != nil {
+		return nil, err
+	}
+	out := map[string]uintptr{}
+	for i := uintptr(0); i < capi.BackendDevCount(); i++ {
+		if b := capi.BackendDevBufferType(capi.BackendDevGet(i)); b != 0 {
+			out[capi.BackendBuftName(b)] = b
+		}
+	}
+	return out, nil
+}
+
+// tensorOverrides builds llama.cpp's override array (terminated by an
+// empty entry) and what it points to, which must be kept alive while the
+// model loads.
+func tensorOverrides(ovs []TensorBufferOverride) ([]capi.TensorBuftOverride, [][]byte, error) {
+	bufts, err := bufferTypes()
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]capi.TensorBuftOverride, 0, len(ovs)+1)
+	var strs [][]byte
+	for _, o := range ovs {
+		b, ok := bufts[o.BufferType]
+		if !ok {
+			names, _ := BufferTypes()
+			return nil, nil, errorf(CodeInvalid, "load model", "unknown buffer type %q for %q (available: %s)", o.BufferType, o.Pattern, strings.Join(names, ", "))
+		}
+		if o.Pattern == "" || strings.IndexByte(o.Pattern, 0) >= 0 {
+			return nil, nil, errorf(CodeInvalid, "load model", "invalid tensor pattern %q", o.Pattern)
+		}
+		c := append([]byte(o.Pattern), 0)
+		strs = append(strs, c)
+		out = append(out, capi.TensorBuftOverride{Pattern: uintptr(unsafe.Pointer(&c[0])), Buft: b})
+	}
+	return append(out, capi.TensorBuftOverride{}), strs, nil
+}
+
+// GPUDevices lists the names of the devices, other than the CPU, that
+// ModelOptions.Devices may name (none without a GPU backend).
+func GPUDevices() ([]string, error) {
+	devs, err := Devices()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, d := range devs {
+		if d.Type != "cpu" {
+			out = append(out, d.Name)
+		}
+	}
+	return out, nil
+}
+
+// deviceList resolves device names to llama.cpp's device array
+// (terminated by a null entry).
+func deviceList(names []string) ([]uintptr, error) {
+	if err := ensureInit(); err != nil {
+		return nil, err
+	}
+	out := make([]uintptr, 0, len(names)+1)
+	for _, n := range names {
+		d := capi.BackendDevByName(n)
+		if d == 0 || capi.BackendDevType(d) == 0 { // GGML_BACKEND_DEVICE_TYPE_CPU
+			avail, _ := GPUDevices()
+			if len(avail) == 0 {
+				return nil, errorf(CodeInvalid, "load model", "invalid device %q: there is no device besides the CPU", n)
+			}
+			return nil, errorf(CodeInvalid, "load model", "invalid device %q (devices: %s)", n, strings.Join(avail, ", "))
+		}
+		out = append(out, d)
+	}
+	return append(out, 0), nil
+}
