@@ -19,6 +19,7 @@ import (
 // concerns).
 var packageVars = map[string]string{
 	"errServerClosed": "a sentinel error",
+	"errNotRegular":   "a sentinel error",
 	"junkDirs":        "a table of folder names the file tools never walk",
 	"samplerAliases":  "a table of sampler names",
 	"samplerChars":    "a table of sampler letters",

@@ -462,6 +462,7 @@ func TestSecurityToolsMCPQueueAndLock(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		req := httptest.NewRequest("POST", "/tools", strings.NewReader(`{"tool":"fl_echo","params":{"message":"waiting"}}`)).WithContext(ctx)
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		start := time.Now()
 		s.Handler().ServeHTTP(rec, req)
