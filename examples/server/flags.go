@@ -886,7 +886,7 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"--ui-mcp-proxy", "--webui-mcp-proxy"}, neg: []string{"--no-ui-mcp-proxy", "--no-webui-mcp-proxy"}, env: "LLAMA_ARG_UI_MCP_PROXY", sec: sv, help: "the web UI's MCP proxy (default off)", set: boolTo(&o.Tools.CORSProxy)},
-		{names: []string{"--cors-proxy-allow-private"}, sec: sv, help: "let the MCP proxy connect to loopback, private and link-local addresses, cloud metadata included (default off: public addresses only; not a llama-server option)", set: boolTo(&o.Tools.CORSProxyAllowPrivate)},
+		{names: []string{"--cors-proxy-allow-private"}, env: "LLAMA_ARG_CORS_PROXY_ALLOW_PRIVATE", sec: sv, help: "let the MCP proxy connect to loopback, private and link-local addresses, cloud metadata included (default off: public addresses only; not a llama-server option)", set: boolTo(&o.Tools.CORSProxyAllowPrivate)},
 		{names: []string{"--tools"}, arg: "TOOL1,TOOL2,...", env: "LLAMA_ARG_TOOLS", sec: sv, help: "built-in tools the server runs (all: every one)", set: func(_ *config, v string) error {
 			o.Tools.Enabled = splitList(v)
 			return nil
