@@ -270,8 +270,9 @@ func TestSecurityToolGrammarBound(t *testing.T) {
 			assert.Contains(t, errOf(t, data)["message"], tc.msg, tc.name)
 		}
 		// Before the limits, 1000 tools took 9 s and 3000 two minutes.
-		// The bound is loose for a loaded machine.
-		assert.Less(t, took, 5*time.Second, tc.name)
+		// This guards against that blow-up, not speed: the bound is far
+		// above any answer's time on a loaded machine.
+		assert.Less(t, took, time.Minute, tc.name)
 		t.Logf("%s: %d in %v", tc.name, code, took)
 	}
 }
