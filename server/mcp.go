@@ -288,10 +288,10 @@ type mcpTransport struct {
 	nextID      int64
 	initialized bool
 	tools       []mcpToolDef
-	lastErr     string
 
 	errMu   sync.Mutex
-	errTail string // the end of the server's stderr
+	lastErr string // the last handshake failure (errMu)
+	errTail string // the end of the server's stderr (errMu)
 
 	closeOnce sync.Once
 }
@@ -432,6 +432,16 @@ func (t *mcpTransport) stderrLoop() {
 		}
 		t.errMu.Unlock()
 	}
+}
+
+// fail records msg as the transport's last failure for diagnostics, which
+// other requests read while this one holds callMu, and returns it as an
+// error.
+func (t *mcpTransport) fail(msg string) error {
+	t.errMu.Lock()
+	t.lastErr = msg
+	t.errMu.Unlock()
+	return errors.New(msg)
 }
 
 func (t *mcpTransport) diagnostics() string {
@@ -578,8 +588,7 @@ func (t *mcpTransport) ensureInit(ctx context.Context) error {
 		"clientInfo":      map[string]any{"name": "llama.cpp", "version": "1.0"},
 	}, false)
 	if err != nil {
-		t.lastErr = "initialize failed: " + err.Error()
-		return errors.New(t.lastErr)
+		return t.fail("initialize failed: " + err.Error())
 	}
 	_, _ = t.send(ctx, "notifications/initialized", nil, true)
 	t.initialized = true
@@ -600,8 +609,7 @@ func (t *mcpTransport) listTools(ctx context.Context) ([]mcpToolDef, error) {
 	}
 	raw, err := t.send(ctx, "tools/list", nil, false)
 	if err != nil {
-		t.lastErr = "tools/list failed: " + err.Error()
-		return nil, errors.New(t.lastErr)
+		return nil, t.fail("tools/list failed: " + err.Error())
 	}
 	var res struct {
 		Tools []struct {
