@@ -4,10 +4,36 @@ import "context"
 
 // EmbedOptions configures Embed. The zero value L2-normalizes.
 type EmbedOptions struct {
-	// Normalize is the norm to scale by, as Normalize takes it: 2
-	// (Euclidean, the default when zero) , 1, 0 for max-absolute, or
-	// -1 to leave vectors as the model gives them.
-	Normalize int
+	// Normalize is the norm each vector is scaled by; the zero value is
+	// NormL2.
+	Normalize Norm
+}
+
+// Norm names the normalization Embed applies to each vector. The zero
+// value is NormL2. For a p-norm with p > 2, ask for NormNone and call
+// Normalize with p.
+type Norm int
+
+const (
+	NormL2     Norm = iota // Euclidean: unit length, llama.cpp's default
+	NormNone               // the vectors as the model gives them
+	NormMaxAbs             // the largest magnitude scaled to 32760 (int16 range)
+	NormL1                 // taxicab
+)
+
+// EmbdNormalize returns n as llama.cpp's embd_normalize number, the p
+// that Normalize takes: 2, -1, 0 or 1.
+func (n Norm) EmbdNormalize() int {
+	switch n {
+	case NormNone:
+		return -1
+	case NormMaxAbs:
+		return 0
+	case NormL1:
+		return 1
+	default:
+		return 2
+	}
 }
 
 // Embed returns one pooled embedding per text. The context must have been
@@ -28,10 +54,10 @@ func (c *Context) Embed(ctx context.Context, texts []string, opts EmbedOptions) 
 	if c.pooling == PoolingNone {
 		return nil, errorf(CodeUnsupported, "embed", "context has no pooling; decode and read Embeddings(i) per token")
 	}
-	norm := opts.Normalize
-	if norm == 0 {
-		norm = 2
+	if opts.Normalize < NormL2 || opts.Normalize > NormL1 {
+		return nil, errorf(CodeInvalid, "embed", "unknown normalization %d", opts.Normalize)
 	}
+	norm := opts.Normalize.EmbdNormalize()
 	encoder := c.model.encoderOnly
 	var err error
 	// A pooled sequence must be computed in one physical batch: llama.cpp

@@ -74,3 +74,52 @@ func TestEmbeddings(t *testing.T) {
 	}
 	assert.NotEqual(t, vecs[0], vecs[1])
 }
+
+// TestEmbedNorms: each Norm gives the vector llama.Normalize gives with
+// llama.cpp's embd_normalize number, the raw vector included, and an
+// unknown one is refused.
+func TestEmbedNorms(t *testing.T) {
+	m := stories(t)
+	c := newCtx(t, m, llama.ContextOptions{ContextSize: 256, Embeddings: true, Pooling: llama.PoolingMean})
+	text := []string{"The cat sat on the mat"}
+	raw, err := c.Embed(context.Background(), text, llama.EmbedOptions{Normalize: llama.NormNone})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		norm llama.Norm
+		p    int
+		size func([]float32) float64 // 1 for L2 and L1, 32760 for max-abs
+		want float64
+	}{
+		{llama.NormL2, 2, func(v []float32) float64 {
+			var s float64
+			for _, x := range v {
+				s += float64(x) * float64(x)
+			}
+			return math.Sqrt(s)
+		}, 1},
+		{llama.NormL1, 1, func(v []float32) float64 {
+			var s float64
+			for _, x := range v {
+				s += math.Abs(float64(x))
+			}
+			return s
+		}, 1},
+		{llama.NormMaxAbs, 0, func(v []float32) float64 {
+			var s float64
+			for _, x := range v {
+				s = math.Max(s, math.Abs(float64(x)))
+			}
+			return s
+		}, 32760},
+	} {
+		assert.Equal(t, tc.p, tc.norm.EmbdNormalize())
+		got, err := c.Embed(context.Background(), text, llama.EmbedOptions{Normalize: tc.norm})
+		require.NoError(t, err)
+		assert.InDeltaSlice(t, llama.Normalize(append([]float32(nil), raw[0]...), tc.p), got[0], 1e-3, "norm %d", tc.norm)
+		assert.InDelta(t, tc.want, tc.size(got[0]), tc.want*1e-4, "norm %d", tc.norm)
+	}
+	assert.Equal(t, -1, llama.NormNone.EmbdNormalize())
+	assert.NotEqual(t, raw[0], llama.Normalize(append([]float32(nil), raw[0]...), 2), "the raw vector is not unit length already")
+	_, err = c.Embed(context.Background(), text, llama.EmbedOptions{Normalize: 7})
+	assert.ErrorIs(t, err, llama.ErrInvalid)
+}
