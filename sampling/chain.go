@@ -91,6 +91,10 @@ var Samplers = []Sampler{
 			b.ss = append(b.ss, llama.TempExt(p.Temperature, p.DynatempRange, p.DynatempExponent))
 		}
 	}},
+	// infill (fill-in-the-middle): ends the text when end of generation
+	// outweighs the text tokens, merges tokens that start alike and drops
+	// unlikely ones.
+	{Name: "infill", Letter: 'i', add: func(b *builder, _ *Params) { b.ss = append(b.ss, llama.Infill()) }},
 	{Name: "adaptive_p", Letter: 'a', add: func(b *builder, _ *Params) { b.adaptive = true }},
 }
 

@@ -54,7 +54,7 @@ type Params struct {
 	// Samplers is the order of samplers by llama.cpp's names or their
 	// aliases (see Samplers and LookupSampler): "penalties", "dry",
 	// "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc",
-	// "temperature", "adaptive_p".
+	// "temperature", "infill", "adaptive_p".
 	Samplers []string
 	// Grammar is a GBNF grammar ("" none). With GrammarLazy it applies only
 	// after one of GrammarTriggers fires.

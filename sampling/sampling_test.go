@@ -82,6 +82,33 @@ func TestDefaultsMatchLlamaCpp(t *testing.T) {
 	}
 }
 
+// TestSamplersMatchLlamaCpp checks the samplers against llama.cpp's
+// common sampler (common/sampling.cpp): the same canonical names, each
+// with the same letter, and its misc aliases.
+func TestSamplersMatchLlamaCpp(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(testenv.LlamaSrc(t), "common", "sampling.cpp"))
+	require.NoError(t, err)
+	names := map[string]string{} // COMMON_SAMPLER_TYPE_X to its name
+	for _, m := range regexp.MustCompile(`case (COMMON_SAMPLER_TYPE_\w+):\s*return "(\w+)";`).FindAllStringSubmatch(string(src), -1) {
+		names[m[1]] = m[2]
+	}
+	letters := map[string]rune{}
+	for _, m := range regexp.MustCompile(`case (COMMON_SAMPLER_TYPE_\w+):\s*return '(.)';`).FindAllStringSubmatch(string(src), -1) {
+		letters[names[m[1]]] = rune(m[2][0])
+	}
+	require.NotEmpty(t, letters)
+	ours := map[string]rune{}
+	for _, s := range sampling.Samplers {
+		ours[s.Name] = s.Letter
+	}
+	assert.Equal(t, letters, ours)
+	for _, m := range regexp.MustCompile(`alias_name_map.insert\(\{"(\w+)",\s*(COMMON_SAMPLER_TYPE_\w+)\}\)`).FindAllStringSubmatch(string(src), -1) {
+		got, ok := sampling.LookupSampler(m[1])
+		assert.True(t, ok, m[1])
+		assert.Equal(t, names[m[2]], got, m[1])
+	}
+}
+
 // TestLookupSampler checks the names of samplers: each canonical name, its
 // kebab-case and joined forms and aliases, in any case, and its letter.
 func TestLookupSampler(t *testing.T) {
@@ -235,6 +262,7 @@ func TestChain(t *testing.T) {
 			p.TopNSigma, p.TypicalP, p.XTCProbability = 1, 0.9, 0.5
 		}, "[top-n-sigma top-k typical top-p min-p xtc temp-ext dist]", false},
 		{"mirostat", func(p *sampling.Params) { p.Mirostat = 2 }, "[temp mirostat-v2]", false},
+		{"infill", func(p *sampling.Params) { p.Samplers = []string{"top_k", "infill"} }, "[top-k infill dist]", false},
 		{"adaptive-p", func(p *sampling.Params) { p.Samplers, p.AdaptiveTarget = []string{"top_k", "adaptive_p"}, 0.3 }, "[top-k adaptive-p]", false},
 		{"ignore EOS", func(p *sampling.Params) { p.IgnoreEOS, p.Temperature = true, 0 }, "[logit-bias greedy]", false},
 	} {
