@@ -220,6 +220,7 @@ func TestParamSet(t *testing.T) {
 		{"flag int", "repeat_last_n", "-1", -1, false},
 		{"flag int range", "repeat_last_n", "-2", "repeat-last-n must be between -1 and 2147483647", true},
 		{"flag keep", "dry_base", "0.5", float32(1.75), false},
+		{"no flag of its own", "n_probs", "-1", "n_probs must be between 0 and 2147483647", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, ok := sampling.LookupParam(c.param)

@@ -136,6 +136,14 @@ func (t *Param) Set(p *Params, v float64) error {
 	return nil
 }
 
+// flagName names the parameter in a command-line error.
+func (t *Param) flagName() string {
+	if len(t.Flags) == 0 {
+		return t.Name
+	}
+	return strings.TrimLeft(t.Flags[0], "-")
+}
+
 // SetFlag stores a value given on the command line (text s) in p.
 func (t *Param) SetFlag(p *Params, s string) error {
 	s = strings.TrimSpace(s)
@@ -146,7 +154,7 @@ func (t *Param) SetFlag(p *Params, s string) error {
 			return fmt.Errorf("%q is not an integer", s)
 		}
 		if n < t.Lo || n > t.Hi {
-			return fmt.Errorf("%s must be between %d and %d", strings.TrimLeft(t.Flags[0], "-"), t.Lo, t.Hi)
+			return fmt.Errorf("%s must be between %d and %d", t.flagName(), t.Lo, t.Hi)
 		}
 		v = float64(n)
 	} else {
@@ -155,7 +163,7 @@ func (t *Param) SetFlag(p *Params, s string) error {
 			return fmt.Errorf("%q is not a number", s)
 		}
 		if t.Finite && (math.IsInf(f, 0) || math.IsNaN(f)) {
-			return fmt.Errorf("%s must be finite", strings.TrimLeft(t.Flags[0], "-"))
+			return fmt.Errorf("%s must be finite", t.flagName())
 		}
 		v = f
 	}
