@@ -8,85 +8,21 @@ import (
 	"time"
 
 	"github.com/x/llama"
+	"github.com/x/llama/sampling"
 )
 
-// SamplingParams are the per-request sampling settings of llama.cpp's
-// /completion endpoint. The zero value is NOT the default: use
-// DefaultSamplingParams and override what the request sets.
-type SamplingParams struct {
-	Temperature         float32
-	DynatempRange       float32
-	DynatempExponent    float32
-	TopK                int
-	TopP                float32
-	MinP                float32
-	TypicalP            float32
-	XTCProbability      float32
-	XTCThreshold        float32
-	TopNSigma           float32
-	Mirostat            int // 0, 1 or 2
-	MirostatTau         float32
-	MirostatEta         float32
-	RepeatLastN         int
-	RepeatPenalty       float32
-	PresencePenalty     float32
-	FrequencyPenalty    float32
-	DRYMultiplier       float32
-	DRYBase             float32
-	DRYAllowedLength    int
-	DRYPenaltyLastN     int
-	DRYSequenceBreakers []string
-	Seed                uint32 // llama.DefaultSeed: random
-	// AdaptiveTarget and AdaptiveDecay configure the adaptive-p sampler,
-	// used in place of the final random pick when Samplers names
-	// "adaptive_p" (target < 0: disabled).
-	AdaptiveTarget float32
-	AdaptiveDecay  float32
-	LogitBias      map[llama.Token]float32
-	// Samplers is the order of samplers by llama.cpp's names
-	// ("penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature").
-	Samplers []string
-	// Grammar is a GBNF grammar ("" none). With GrammarLazy it applies only
-	// after one of GrammarTriggers fires.
-	Grammar         string
-	GrammarLazy     bool
-	GrammarTriggers []GrammarTrigger
-	PreservedTokens []string
-	IgnoreEOS       bool
-	NProbs          int // return the top n token probabilities per token
-	// BackendSampling samples inside the decode's graph (llama-server's
-	// --backend-sampling and backend_sampling): the request's chain is
-	// attached to its slot's sequence (llama.Context.SetSampler) when
-	// llama.cpp can run all of it there; with a grammar, NProbs, media
-	// (libmtmd decodes their chunks in batches of its own), a speculative
-	// draft or a sampler it cannot run (typical, XTC, DRY, mirostat,
-	// top-n-sigma, adaptive-p), the request samples on the CPU.
-	// Seeded outputs differ from the CPU's (the random draws are made
-	// differently).
-	BackendSampling bool
-}
+// SamplingParams are a request's sampling settings.
+//
+// Deprecated: use sampling.Params, which this is.
+type SamplingParams = sampling.Params
 
 // DefaultSamplingParams returns llama.cpp's server defaults.
-func DefaultSamplingParams() SamplingParams {
-	return SamplingParams{
-		Temperature: 0.8, DynatempExponent: 1, TopK: 40, TopP: 0.95, MinP: 0.05, TypicalP: 1,
-		XTCThreshold: 0.1, TopNSigma: -1, MirostatTau: 5, MirostatEta: 0.1, RepeatLastN: 64,
-		RepeatPenalty: 1, DRYBase: 1.75, DRYAllowedLength: 2, DRYPenaltyLastN: -1,
-		DRYSequenceBreakers: []string{"\n", ":", "\"", "*"}, Seed: llama.DefaultSeed,
-		AdaptiveTarget: -1, AdaptiveDecay: 0.9,
-		Samplers: []string{"penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"},
-	}
-}
+//
+// Deprecated: use sampling.Defaults.
+func DefaultSamplingParams() sampling.Params { return sampling.Defaults() }
 
-// GrammarTrigger starts a lazy grammar: a word (literal text), a regular
-// expression Pattern matched against the generated text (PatternFull: the
-// whole text must match), or a Token.
-type GrammarTrigger struct {
-	Word        string
-	Pattern     string
-	PatternFull bool
-	Token       llama.Token // llama.NoToken when unused
-}
+// GrammarTrigger starts a lazy grammar (see sampling.GrammarTrigger).
+type GrammarTrigger = sampling.GrammarTrigger
 
 // Kind says what a Request computes.
 type Kind int
@@ -98,11 +34,16 @@ const (
 	KindRerank                 // relevance score of Prompt (query+document already joined)
 )
 
-// Request is one unit of work for the engine.
+// Request is one unit of work for the engine. Build a completion with
+// NewRequest: the zero value asks for slot 0, greedy sampling with no
+// sampler (sampling.Params' zero value) and no generated token (NPredict 0
+// only decodes the prompt).
 type Request struct {
 	Kind   Kind
 	Prompt []llama.Token
-	Params SamplingParams
+	// Params are the sampling settings; Submit bounds them to the slot
+	// context and the vocabulary (sampling.Params.Limit).
+	Params sampling.Params
 	// NPredict is the most tokens to generate (-1: until EOG or the context is full).
 	NPredict int
 	// Stop strings end generation (not included in the output).
@@ -146,6 +87,13 @@ type Request struct {
 	// of another. They run on the engine's loop; a panic in one ends this
 	// request alone, with the panic as its error.
 	Samplers []llama.Sampler
+}
+
+// NewRequest returns a completion request for prompt with llama-server's
+// defaults: sampling.Defaults, generation until end of generation or a
+// full context (NPredict -1), any slot (SlotID -1), the prompt cache on.
+func NewRequest(prompt []llama.Token) *Request {
+	return &Request{Kind: KindCompletion, Prompt: prompt, Params: sampling.Defaults(), NPredict: -1, SlotID: -1, CachePrompt: true}
 }
 
 // LoRAScale is an adapter id (index in the server's list) and its scale.

@@ -12,7 +12,7 @@
 //     prompt cache for conversations whose slot was taken;
 //   - a bounded queue (Options.QueueSize; ErrBusy past it);
 //   - context shift for slots whose context is full (Options.ContextShift);
-//   - per-request sampling (SamplingParams, grammars, lazy grammars,
+//   - per-request sampling (sampling.Params, grammars, lazy grammars,
 //     logit bias, top-n probabilities), stop strings, limits and LoRA
 //     scales (requests of other scales wait for a batch of their own);
 //   - embeddings and reranking (Options.Embedding, Options.Reranking);
@@ -24,7 +24,9 @@
 //	eng, err := engine.New(model, engine.Options{Parallel: 4})
 //	...
 //	defer eng.Close()
-//	for ev, err := range eng.Generate(ctx, &engine.Request{Prompt: toks, Params: engine.DefaultSamplingParams(), NPredict: 64, SlotID: -1}) {
+//	req := engine.NewRequest(toks) // llama-server's defaults
+//	req.NPredict = 64
+//	for ev, err := range eng.Generate(ctx, req) {
 //		if err != nil { ... }
 //		fmt.Print(ev.Text)
 //	}

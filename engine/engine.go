@@ -548,6 +548,11 @@ func (e *Engine) Submit(ctx context.Context, t *Request) (*Stream, error) {
 	default:
 		return nil, fmt.Errorf("engine: unknown request kind %d: %w", t.Kind, llama.ErrInvalid)
 	}
+	if t.Kind == KindCompletion {
+		if err := t.Params.Limit(e.nCtxSlot, e.model.VocabSize()); err != nil {
+			return nil, err
+		}
+	}
 	if t.Kind != KindCompletion && len(t.Prompt) == 0 {
 		return nil, fmt.Errorf("engine: empty input: %w", llama.ErrInvalid)
 	}

@@ -35,9 +35,9 @@ func Example() {
 			if err != nil {
 				log.Fatal(err)
 			}
-			params := engine.DefaultSamplingParams()
-			params.Temperature = 0 // greedy
-			req := &engine.Request{Kind: engine.KindCompletion, Prompt: toks, Params: params, NPredict: 12, SlotID: -1}
+			req := engine.NewRequest(toks)
+			req.Params.Temperature = 0 // greedy
+			req.NPredict = 12
 			text := p
 			for ev, err := range eng.Generate(ctx, req) {
 				if err != nil {

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"math"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/x/llama"
+	"github.com/x/llama/sampling"
 )
 
 // slot is one sequence of the context and the request it runs. Only the loop
@@ -780,132 +780,18 @@ func (e *Engine) topProbs(logits []float32, n int, tok llama.Token) ([]TokenProb
 	return out, sampled
 }
 
-// newSampler builds a request's sampler chain as llama.cpp's common_sampler:
-// grammar, logit bias, then the samplers in order and dist(seed); mirostat
-// replaces them; temperature <= 0 is greedy. acceptPrompt says whether the
-// prompt tokens should be fed to it (penalties and DRY look at them; a
+// newSampler builds a request's sampler chain (sampling.Params.Chain) and
+// its grammar's, apart (see sample). acceptPrompt says whether the prompt
+// tokens should be fed to the chain (penalties and DRY look at them; a
 // grammar must not see them). extra, the request's own samplers, go
 // before the final pick.
-func (e *Engine) newSampler(p *SamplingParams, extra []llama.Sampler) (chain, gram *llama.SamplerChain, acceptPrompt bool, err error) {
-	var ss []llama.Sampler
-	if p.Grammar != "" {
-		var g llama.Sampler
-		if p.GrammarLazy {
-			var pats []string
-			var toks []llama.Token
-			for _, tr := range p.GrammarTriggers {
-				switch {
-				case tr.Word != "":
-					pats = append(pats, regexp.QuoteMeta(tr.Word))
-				case tr.Pattern != "" && tr.PatternFull:
-					pat := tr.Pattern
-					if !strings.HasPrefix(pat, "^") {
-						pat = "^" + pat
-					}
-					if !strings.HasSuffix(pat, "$") {
-						pat += "$"
-					}
-					pats = append(pats, pat)
-				case tr.Pattern != "":
-					pats = append(pats, tr.Pattern)
-				case tr.Token >= 0:
-					toks = append(toks, tr.Token)
-				}
-			}
-			g = llama.LazyGrammarSampler(p.Grammar, "root", pats, toks)
-		} else {
-			g = llama.GrammarSampler(p.Grammar, "root")
-		}
+func (e *Engine) newSampler(p *sampling.Params, extra []llama.Sampler) (chain, gram *llama.SamplerChain, acceptPrompt bool, err error) {
+	if g := p.GrammarSampler(); g != nil {
 		if gram, err = llama.NewSamplerChain(e.model, llama.SamplerChainOptions{}, g); err != nil {
 			return nil, nil, false, err
 		}
 	}
-	bias := map[llama.Token]float32{}
-	for t, b := range p.LogitBias {
-		bias[t] = b
-	}
-	if p.IgnoreEOS {
-		for _, t := range e.eog {
-			bias[t] = float32(math.Inf(-1))
-		}
-	}
-	if len(bias) > 0 {
-		ss = append(ss, llama.LogitBias(bias))
-	}
-	lastN := func(n int) int {
-		if n < 0 {
-			return e.nCtxSlot
-		}
-		return n
-	}
-	history := false
-	switch p.Mirostat {
-	case 1:
-		ss = append(ss, llama.Temp(p.Temperature), llama.Mirostat(p.Seed, p.MirostatTau, p.MirostatEta, 100))
-	case 2:
-		ss = append(ss, llama.Temp(p.Temperature), llama.MirostatV2(p.Seed, p.MirostatTau, p.MirostatEta))
-	default:
-		greedy := p.Temperature <= 0
-		adaptive := false
-		for _, name := range p.Samplers {
-			switch strings.ReplaceAll(strings.ToLower(name), "-", "_") {
-			case "penalties":
-				rp := p.RepeatPenalty
-				if rp <= 0 {
-					rp = 1
-				}
-				if p.RepeatLastN != 0 && (rp != 1 || p.FrequencyPenalty != 0 || p.PresencePenalty != 0) {
-					ss = append(ss, llama.Penalties(lastN(p.RepeatLastN), rp, p.FrequencyPenalty, p.PresencePenalty))
-					history = true
-				}
-			case "dry":
-				if p.DRYMultiplier > 0 {
-					ss = append(ss, llama.DRY(p.DRYMultiplier, p.DRYBase, p.DRYAllowedLength, lastN(p.DRYPenaltyLastN), p.DRYSequenceBreakers))
-					history = true
-				}
-			case "xtc":
-				if p.XTCProbability > 0 && p.XTCThreshold <= 0.5 {
-					ss = append(ss, llama.XTC(p.XTCProbability, p.XTCThreshold, 0, p.Seed))
-				}
-			case "top_n_sigma":
-				if !greedy && p.TopNSigma > 0 {
-					ss = append(ss, llama.TopNSigma(p.TopNSigma))
-				}
-			case "top_k":
-				if !greedy && p.TopK > 0 {
-					ss = append(ss, llama.TopK(p.TopK))
-				}
-			case "typ_p", "typical_p", "typical":
-				if !greedy && p.TypicalP < 1 {
-					ss = append(ss, llama.Typical(p.TypicalP, 0))
-				}
-			case "top_p":
-				if !greedy && p.TopP < 1 {
-					ss = append(ss, llama.TopP(p.TopP, 0))
-				}
-			case "min_p":
-				if !greedy && p.MinP > 0 {
-					ss = append(ss, llama.MinP(p.MinP, 0))
-				}
-			case "temperature", "temp":
-				if !greedy {
-					ss = append(ss, llama.TempExt(p.Temperature, p.DynatempRange, p.DynatempExponent))
-				}
-			case "adaptive_p":
-				adaptive = true
-			}
-		}
-		switch {
-		case greedy:
-			ss = append(ss, llama.Greedy())
-		case adaptive:
-			ss = append(ss, llama.AdaptiveP(p.AdaptiveTarget, p.AdaptiveDecay, p.Seed))
-		default:
-			ss = append(ss, llama.Dist(p.Seed))
-		}
-	}
-	// The request's own samplers go before the final pick.
-	ss = slices.Insert(ss, len(ss)-1, extra...)
+	ss, history := p.Chain(sampling.Env{NCtx: e.nCtxSlot, EOG: e.eog}, extra...)
 	c, err := llama.NewSamplerChain(e.model, llama.SamplerChainOptions{}, ss...)
 	if err != nil {
 		if gram != nil {

@@ -21,8 +21,6 @@ var packageVars = map[string]string{
 	"errServerClosed": "a sentinel error",
 	"errNotRegular":   "a sentinel error",
 	"junkDirs":        "a table of folder names the file tools never walk",
-	"samplerAliases":  "a table of sampler names",
-	"samplerChars":    "a table of sampler letters",
 	"promLabel":       "a strings.Replacer's method value",
 	"fuzzyReplacer":   "a strings.Replacer",
 	"genParams":       "the table of numeric generation parameters",

@@ -6,8 +6,8 @@ package server
 //
 //   - window sizes (repeat_last_n, dry_penalty_last_n, dry_allowed_length,
 //     n_keep) are clamped to the slot's context, top_k and n_probs to the
-//     vocabulary, before any sampler is built (the clamps are in the
-//     parameter table, genParams);
+//     vocabulary, before any sampler is built (the clamps are in
+//     sampling.Table, and the engine applies them too);
 //   - lists (stop strings, DRY sequence breakers, logit_bias entries) have
 //     a bounded count, and their strings a bounded length;
 //   - a request holds at most as many prompts (or embedding inputs, or
@@ -22,14 +22,13 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"math"
 	"net/http"
-	"unicode/utf8"
 
 	"github.com/x/llama/chat"
 	"github.com/x/llama/engine"
 
 	"github.com/x/llama"
+	"github.com/x/llama/sampling"
 )
 
 // Limits of one request. They are far above what a real client sends.
@@ -38,17 +37,12 @@ const (
 	// maxStopBytes the longest one.
 	maxStopStrings = 64
 	maxStopBytes   = 4096
-	// maxDRYBreakers is the most DRY sequence breakers; each is cut to
-	// maxDRYBreakerRunes characters, as llama.cpp's DRY sampler does.
-	maxDRYBreakers     = 64
-	maxDRYBreakerRunes = 40
+	// maxDRYBreakerRunes is the longest DRY sequence breaker
+	// (sampling.Params.Limit cuts longer ones).
+	maxDRYBreakerRunes = sampling.MaxDRYBreakerRunes
 	// maxJSONDepth is the deepest nesting of arrays and objects a request
 	// body may have.
 	maxJSONDepth = 128
-	// maxGrammarDepth is the deepest nesting of groups in a GBNF grammar.
-	maxGrammarDepth = 128
-	// maxGrammarBytes is the longest grammar text (given or generated).
-	maxGrammarBytes = 1 << 20
 	// promptBytesSlack multiplies the longest text that can fit a context
 	// (its tokens times the longest token text) before a prompt is refused
 	// untokenized: a wide margin, so that only hopeless prompts are.
@@ -70,64 +64,17 @@ func tooLarge(format string, args ...any) *httpError {
 
 // clampWindow bounds a window size to [lo, hi]; -1 (the whole context)
 // becomes hi.
-func clampWindow(v, lo, hi int) int {
-	if v == -1 || v > hi {
-		return hi
-	}
-	if v < lo {
-		return lo
-	}
-	return v
-}
+func clampWindow(v, lo, hi int) int { return sampling.ClampWindow(v, lo, hi) }
 
-// limitParams clamps the size-like generation parameters of t (those of
-// genParams with a Clamp) to a slot context of nCtx tokens and a
-// vocabulary of nVocab tokens, and refuses lists beyond the limits above
-// and parameters that must be finite and are not. It runs before any
-// sampler is built.
-func limitParams(t *engine.Request, nCtx, nVocab int) error {
-	if nCtx < 1 {
-		nCtx = 1
-	}
-	for i := range genParams {
-		if gp := &genParams[i]; gp.Clamp != nil {
-			v := gp.Int(t)
-			*v = gp.Clamp(*v, nCtx, nVocab)
-		}
-	}
-	p := &t.Params
-	if len(p.DRYSequenceBreakers) > maxDRYBreakers {
-		return badRequest(`"dry_sequence_breakers" has %d entries; at most %d are allowed`, len(p.DRYSequenceBreakers), maxDRYBreakers)
-	}
-	for i, b := range p.DRYSequenceBreakers {
-		if utf8.RuneCountInString(b) > maxDRYBreakerRunes {
-			r := []rune(b)
-			p.DRYSequenceBreakers[i] = string(r[:maxDRYBreakerRunes])
-		}
-	}
-	if len(p.LogitBias) > nVocab {
-		return badRequest(`"logit_bias" has %d entries; the vocabulary has %d tokens`, len(p.LogitBias), nVocab)
-	}
-	for i := range genParams {
-		if gp := &genParams[i]; gp.Finite {
-			if f := float64(*gp.Float(t)); math.IsNaN(f) || math.IsInf(f, 0) {
-				return badRequest("sampling parameters must be finite numbers")
-			}
-		}
-	}
-	if len(p.Grammar) > maxGrammarBytes {
-		return badRequest("the grammar has %d bytes; at most %d are allowed", len(p.Grammar), maxGrammarBytes)
-	}
-	return nil
-}
-
-// limitTask applies limitParams and the limits on stop strings to a
-// completion task of inst.
+// limitTask applies sampling's limits (sampling.Params.Limit, which the
+// engine applies again) and the limits on stop strings to a completion
+// task of inst.
 func (inst *instance) limitTask(t *engine.Request) error {
-	nCtx := inst.slotContext()
-	if err := limitParams(t, nCtx, inst.Model.VocabSize()); err != nil {
-		return err
+	nCtx := max(inst.slotContext(), 1)
+	if err := t.Params.Limit(nCtx, inst.Model.VocabSize()); err != nil {
+		return samplingError(err)
 	}
+	t.NKeep = min(t.NKeep, nCtx)
 	if len(t.Stop) > maxStopStrings {
 		return badRequest(`"stop" has %d strings; at most %d are allowed`, len(t.Stop), maxStopStrings)
 	}
@@ -239,75 +186,6 @@ func checkJSONDepth(data []byte) error {
 		}
 	}
 	return nil
-}
-
-// checkGrammarDepth refuses a GBNF grammar nesting groups deeper than
-// maxGrammarDepth (llama.cpp parses groups recursively). Brackets inside
-// string literals and character classes are not counted.
-func checkGrammarDepth(g string) error {
-	if len(g) > maxGrammarBytes {
-		return badRequest("the grammar has %d bytes; at most %d are allowed", len(g), maxGrammarBytes)
-	}
-	depth := 0
-	var quote byte // '"' in a literal, ']' in a class
-	esc := false
-	for i := 0; i < len(g); i++ {
-		c := g[i]
-		switch {
-		case quote != 0:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == quote:
-				quote = 0
-			}
-		case c == '#':
-			for i < len(g) && g[i] != '\n' {
-				i++
-			}
-		case c == '"':
-			quote = '"'
-		case c == '[':
-			quote = ']'
-		case c == '(':
-			depth++
-			if depth > maxGrammarDepth {
-				return badRequest("invalid grammar: groups nest deeper than %d levels", maxGrammarDepth)
-			}
-		case c == ')':
-			depth--
-		}
-	}
-	return nil
-}
-
-// grammarCanStart reports whether the grammar of chain allows at least one
-// token of m's vocabulary as its first token. A grammar that allows none
-// (an empty character range, a token id past the vocabulary, a code point
-// no text has) can never match anything.
-func grammarCanStart(m *llama.Model, chain *llama.SamplerChain) (bool, error) {
-	n := m.VocabSize()
-	cands := make([]llama.TokenData, n)
-	for i := range cands {
-		cands[i] = llama.TokenData{ID: llama.Token(i)}
-	}
-	out, _, err := chain.Apply(cands)
-	if err != nil {
-		return false, err
-	}
-	for _, c := range out {
-		if !math.IsInf(float64(c.Logit), -1) {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// errGrammarNoMatch is the error of a grammar that allows no token.
-func errGrammarNoMatch() error {
-	return badRequest("invalid grammar: it can never match (no token of the vocabulary can start it)")
 }
 
 // Request preparation observes the client: between the stages of a

@@ -8,18 +8,19 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/x/llama/engine"
 
 	"github.com/x/llama"
 	"github.com/x/llama/internal/jsonschema"
+	"github.com/x/llama/sampling"
 )
 
 // reqFields is a JSON object whose values are decoded on demand. A JSON
@@ -303,9 +304,6 @@ func (inst *instance) generation(g genInput, defaultNPredict int) (*engine.Reque
 	if n := len(inst.Engine.SlotsInfo()); n > 0 && t.SlotID >= n {
 		return nil, opt, badRequest(`"id_slot" %d is out of range (%d slots)`, t.SlotID, n)
 	}
-	if p.DRYBase < 1 {
-		p.DRYBase = inst.Opts.defaultSampling().DRYBase
-	}
 	// The server's n_predict is a default, not a cap: a request's -1 (or
 	// no value) takes it, as llama-server's slot does.
 	if t.NPredict == -1 && defaultNPredict != 0 {
@@ -421,22 +419,9 @@ func nonEmpty(ss []string) []string {
 	return out
 }
 
-// samplerAliases maps every accepted sampler name to the engine's name.
-var samplerAliases = func() map[string]string {
-	m := map[string]string{"nucleus": "top_p", "temp": "temperature", "typ": "typ_p", "typical_p": "typ_p", "typical": "typ_p",
-		"adaptive_p": "adaptive_p", "adaptive-p": "adaptive_p", "adaptivep": "adaptive_p"}
-	for _, c := range engine.DefaultSamplingParams().Samplers {
-		m[c] = c
-		m[strings.ReplaceAll(c, "_", "-")] = c
-		m[strings.ReplaceAll(c, "_", "")] = c
-	}
-	return m
-}()
-
-// samplerChars maps the one-letter sampler sequence form.
-var samplerChars = map[rune]string{'e': "penalties", 'd': "dry", 's': "top_n_sigma", 'k': "top_k", 'y': "typ_p", 'p': "top_p", 'm': "min_p", 'x': "xtc", 't': "temperature", 'a': "adaptive_p"}
-
-func parseSamplers(f reqFields, p *engine.SamplingParams) error {
+// parseSamplers reads samplers: an array of sampler names (or aliases,
+// see sampling.LookupSampler) or a string of their letters.
+func parseSamplers(f reqFields, p *sampling.Params) error {
 	switch f.kind("samplers") {
 	case 0:
 		return nil
@@ -447,7 +432,7 @@ func parseSamplers(f reqFields, p *engine.SamplingParams) error {
 		}
 		p.Samplers = nil
 		for _, c := range s {
-			name, ok := samplerChars[c]
+			name, ok := sampling.SamplerByLetter(c)
 			if !ok {
 				return badRequest("unknown sampler %q in \"samplers\"", string(c))
 			}
@@ -461,7 +446,7 @@ func parseSamplers(f reqFields, p *engine.SamplingParams) error {
 	}
 	p.Samplers = nil
 	for _, n := range names {
-		name, ok := samplerAliases[n]
+		name, ok := sampling.LookupSampler(n)
 		if !ok {
 			return badRequest("unknown sampler %q in \"samplers\"", n)
 		}
@@ -473,7 +458,7 @@ func parseSamplers(f reqFields, p *engine.SamplingParams) error {
 // parseLogitBias reads logit_bias in llama.cpp's array form
 // ([[token or text, bias or false], ...]) or OpenAI's object form
 // ({"token id or text": bias}).
-func parseLogitBias(f reqFields, m *llama.Model, p *engine.SamplingParams) error {
+func parseLogitBias(f reqFields, m *llama.Model, p *sampling.Params) error {
 	type entry struct {
 		key  json.RawMessage
 		bias json.RawMessage
@@ -583,7 +568,7 @@ func parseLoRA(f reqFields, inst *instance, t *engine.Request) error {
 
 // parseGrammar reads grammar or json_schema and checks the grammar with
 // llama.cpp's parser.
-func parseGrammar(f reqFields, m *llama.Model, p *engine.SamplingParams) error {
+func parseGrammar(f reqFields, m *llama.Model, p *sampling.Params) error {
 	if f.has("grammar") && f.has("json_schema") {
 		return badRequest(`use either "grammar" or "json_schema", not both`)
 	}
@@ -623,20 +608,19 @@ func schemaGrammar(schema json.RawMessage) (string, error) {
 	return g, nil
 }
 
-// checkGrammar builds a grammar sampler to see that llama.cpp accepts g.
+// checkGrammar checks g with sampling.CheckGrammar, as a 400.
 func checkGrammar(m *llama.Model, g string) error {
-	if err := checkGrammarDepth(g); err != nil {
-		return err
+	return samplingError(sampling.CheckGrammar(m, g))
+}
+
+// samplingError is err, a *sampling.Error, as a 400 (other errors and nil
+// as they are).
+func samplingError(err error) error {
+	var se *sampling.Error
+	if errors.As(err, &se) {
+		return badRequest("%s", se.Msg)
 	}
-	c, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.GrammarSampler(g, "root"))
-	if err != nil {
-		return badRequest("invalid grammar: %v", err)
-	}
-	defer c.Close()
-	if ok, err := grammarCanStart(m, c); err != nil || !ok {
-		return errGrammarNoMatch()
-	}
-	return nil
+	return err
 }
 
 // generationSettings is the generation_settings object of native responses.

@@ -1,13 +1,14 @@
 package server
 
 // The table of llama.cpp's numeric generation parameters. Each is named
-// once here: its JSON names, where its value goes in an engine.Request,
-// the range a request may give (out of range is a 400), whether it must
-// be finite, and how the limits clamp it to the slot context and the
-// vocabulary. Its default is what Options.baseRequest holds
-// (engine.DefaultSamplingParams, or Options.Sampling, and the server's
-// n_keep). The table is read by parsing (generation), by the echo of
-// generation_settings and of /props, and by limitParams.
+// once: the sampling ones in sampling.Table (their JSON names, ranges,
+// finiteness and clamps, which the command line and the engine's limits
+// read too), the request ones (n_keep, t_max_predict_ms, id_slot,
+// n_predict) here. genParams joins both, with where each value goes in an
+// engine.Request. Its default is what Options.baseRequest holds
+// (sampling.Defaults, or Options.Sampling, and the server's n_keep). The
+// table is read by parsing (generation), by the echo of
+// generation_settings and of /props, and by limitTask.
 //
 // Parameters whose JSON is not a plain number (seed, stop, samplers,
 // logit_bias, lora, grammar, json_schema, dry_sequence_breakers,
@@ -17,8 +18,8 @@ package server
 import (
 	"math"
 
-	"github.com/x/llama"
 	"github.com/x/llama/engine"
+	"github.com/x/llama/sampling"
 )
 
 // genParam is one numeric generation parameter.
@@ -31,70 +32,47 @@ type genParam struct {
 	Int   func(*engine.Request) *int
 	// Lo and Hi bound an integer.
 	Lo, Hi int64
-	// Finite: the value must be a finite number (checked after parsing,
-	// so that a server default is checked too).
-	Finite bool
-	// Clamp bounds an integer to a slot context of nCtx tokens and a
-	// vocabulary of nVocab tokens (nil: not clamped).
-	Clamp func(v, nCtx, nVocab int) int
+	// Keep reports the values that leave the default in place (nil: none).
+	Keep func(v float64) bool
 	// Props: GET /props shows its default.
 	Props bool
 }
 
-// windowClamp bounds a window of tokens to the slot context; -1 is the
-// whole context.
-func windowClamp(v, nCtx, _ int) int { return clampWindow(v, 0, nCtx) }
-
-// genParams is the table, in the order requests are read.
-var genParams = []genParam{
-	{Names: []string{"temperature"}, Float: func(r *engine.Request) *float32 { return &r.Params.Temperature }, Finite: true, Props: true},
-	{Names: []string{"dynatemp_range"}, Float: func(r *engine.Request) *float32 { return &r.Params.DynatempRange }, Finite: true, Props: true},
-	{Names: []string{"dynatemp_exponent"}, Float: func(r *engine.Request) *float32 { return &r.Params.DynatempExponent }, Finite: true, Props: true},
-	{Names: []string{"top_p"}, Float: func(r *engine.Request) *float32 { return &r.Params.TopP }, Finite: true, Props: true},
-	{Names: []string{"min_p"}, Float: func(r *engine.Request) *float32 { return &r.Params.MinP }, Finite: true, Props: true},
-	{Names: []string{"typical_p"}, Float: func(r *engine.Request) *float32 { return &r.Params.TypicalP }, Finite: true, Props: true},
-	{Names: []string{"xtc_probability"}, Float: func(r *engine.Request) *float32 { return &r.Params.XTCProbability }, Finite: true, Props: true},
-	{Names: []string{"xtc_threshold"}, Float: func(r *engine.Request) *float32 { return &r.Params.XTCThreshold }, Finite: true, Props: true},
-	{Names: []string{"top_n_sigma"}, Float: func(r *engine.Request) *float32 { return &r.Params.TopNSigma }, Finite: true, Props: true},
-	{Names: []string{"mirostat_tau"}, Float: func(r *engine.Request) *float32 { return &r.Params.MirostatTau }, Finite: true, Props: true},
-	{Names: []string{"mirostat_eta"}, Float: func(r *engine.Request) *float32 { return &r.Params.MirostatEta }, Finite: true, Props: true},
-	{Names: []string{"repeat_penalty"}, Float: func(r *engine.Request) *float32 { return &r.Params.RepeatPenalty }, Finite: true, Props: true},
-	{Names: []string{"presence_penalty"}, Float: func(r *engine.Request) *float32 { return &r.Params.PresencePenalty }, Finite: true, Props: true},
-	{Names: []string{"frequency_penalty"}, Float: func(r *engine.Request) *float32 { return &r.Params.FrequencyPenalty }, Finite: true, Props: true},
-	{Names: []string{"dry_multiplier"}, Float: func(r *engine.Request) *float32 { return &r.Params.DRYMultiplier }, Finite: true, Props: true},
-	// A dry_base below 1 takes the server's (see generation).
-	{Names: []string{"dry_base"}, Float: func(r *engine.Request) *float32 { return &r.Params.DRYBase }, Finite: true, Props: true},
-	{Names: []string{"adaptive_target"}, Float: func(r *engine.Request) *float32 { return &r.Params.AdaptiveTarget }, Props: true},
-	{Names: []string{"adaptive_decay"}, Float: func(r *engine.Request) *float32 { return &r.Params.AdaptiveDecay }, Props: true},
-
-	{Names: []string{"top_k"}, Int: func(r *engine.Request) *int { return &r.Params.TopK }, Lo: math.MinInt32, Hi: math.MaxInt32, Props: true,
-		Clamp: func(v, _, nVocab int) int { return min(v, nVocab) }},
-	{Names: []string{"mirostat"}, Int: func(r *engine.Request) *int { return &r.Params.Mirostat }, Lo: 0, Hi: 2, Props: true},
-	{Names: []string{"repeat_last_n"}, Int: func(r *engine.Request) *int { return &r.Params.RepeatLastN }, Lo: -1, Hi: math.MaxInt32, Props: true,
-		Clamp: windowClamp},
-	{Names: []string{"dry_allowed_length"}, Int: func(r *engine.Request) *int { return &r.Params.DRYAllowedLength }, Lo: 0, Hi: math.MaxInt32, Props: true,
-		Clamp: windowClamp},
-	{Names: []string{"dry_penalty_last_n"}, Int: func(r *engine.Request) *int { return &r.Params.DRYPenaltyLastN }, Lo: -1, Hi: math.MaxInt32, Props: true,
-		Clamp: windowClamp},
-	{Names: []string{"n_keep"}, Int: func(r *engine.Request) *int { return &r.NKeep }, Lo: -1, Hi: math.MaxInt32, Props: true,
-		Clamp: func(v, nCtx, _ int) int { return min(v, nCtx) }},
-	{Names: []string{"t_max_predict_ms"}, Int: func(r *engine.Request) *int { return &r.TMaxPredictMs }, Lo: 0, Hi: math.MaxInt32},
-	// id_slot must also name an existing slot (see generation).
-	{Names: []string{"id_slot"}, Int: func(r *engine.Request) *int { return &r.SlotID }, Lo: -1, Hi: math.MaxInt32},
-	// n_predict wins over max_tokens (OpenAI's name); -1 takes the
-	// server's n_predict (see generation). /props shows Options.NPredict.
-	{Names: []string{"max_tokens", "n_predict"}, Int: func(r *engine.Request) *int { return &r.NPredict }, Lo: -1, Hi: maxNPredict},
-	// /props shows 0: probabilities are asked per request.
-	{Names: []string{"n_probs"}, Int: func(r *engine.Request) *int { return &r.Params.NProbs }, Lo: 0, Hi: math.MaxInt32,
-		Clamp: func(v, _, nVocab int) int { return clampWindow(v, 0, nVocab) }},
-}
+// genParams is the table, in the order requests are read: the sampling
+// parameters, then those of the request.
+var genParams = func() []genParam {
+	var out []genParam
+	for i := range sampling.Table {
+		sp := &sampling.Table[i]
+		gp := genParam{Names: []string{sp.Name}, Lo: sp.Lo, Hi: sp.Hi, Keep: sp.Keep, Props: sp.Name != "n_probs"}
+		if sp.Float != nil {
+			gp.Float = func(r *engine.Request) *float32 { return sp.Float(&r.Params) }
+		} else {
+			gp.Int = func(r *engine.Request) *int { return sp.Int(&r.Params) }
+		}
+		out = append(out, gp)
+	}
+	return append(out,
+		genParam{Names: []string{"n_keep"}, Int: func(r *engine.Request) *int { return &r.NKeep }, Lo: -1, Hi: math.MaxInt32, Props: true},
+		genParam{Names: []string{"t_max_predict_ms"}, Int: func(r *engine.Request) *int { return &r.TMaxPredictMs }, Lo: 0, Hi: math.MaxInt32},
+		// id_slot must also name an existing slot (see generation).
+		genParam{Names: []string{"id_slot"}, Int: func(r *engine.Request) *int { return &r.SlotID }, Lo: -1, Hi: math.MaxInt32},
+		// n_predict wins over max_tokens (OpenAI's name); -1 takes the
+		// server's n_predict (see generation). /props shows Options.NPredict.
+		genParam{Names: []string{"max_tokens", "n_predict"}, Int: func(r *engine.Request) *int { return &r.NPredict }, Lo: -1, Hi: maxNPredict},
+	)
+}()
 
 // parse reads the parameter from g into t.
 func (p *genParam) parse(g genInput, t *engine.Request) error {
 	for _, name := range p.Names {
 		var err error
 		if p.Float != nil {
-			err = g.float(name, p.Float(t))
+			dst := p.Float(t)
+			v := *dst
+			if err = g.float(name, &v); err == nil && (p.Keep == nil || !p.Keep(float64(v))) {
+				*dst = v
+			}
 		} else {
 			err = g.int(name, p.Int(t), p.Lo, p.Hi)
 		}
@@ -155,20 +133,10 @@ func defaultGenerationParams(o Options) map[string]any {
 }
 
 // defaultSampling returns the sampling parameters requests start from:
-// o.Sampling (a copy) or DefaultSamplingParams.
-func (o *Options) defaultSampling() engine.SamplingParams {
+// o.Sampling (a copy) or sampling.Defaults.
+func (o *Options) defaultSampling() sampling.Params {
 	if o.Sampling == nil {
-		return engine.DefaultSamplingParams()
+		return sampling.Defaults()
 	}
-	p := *o.Sampling
-	p.DRYSequenceBreakers = append([]string(nil), p.DRYSequenceBreakers...)
-	p.Samplers = append([]string(nil), p.Samplers...)
-	if p.LogitBias != nil {
-		b := make(map[llama.Token]float32, len(p.LogitBias))
-		for k, v := range p.LogitBias {
-			b[k] = v
-		}
-		p.LogitBias = b
-	}
-	return p
+	return o.Sampling.Clone()
 }

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,14 +20,15 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/internal/jsonschema"
+	"github.com/x/llama/sampling"
 	"github.com/x/llama/server"
 )
 
 // config is what the command line (llama-server's flags) sets.
 type config struct {
 	opts     server.Options
-	aliases  []string              // -a names, sorted
-	sampling engine.SamplingParams // the defaults of requests (--temp, --top-k...)
+	aliases  []string        // -a names, sorted
+	sampling sampling.Params // the defaults of requests (--temp, --top-k...)
 	host     string
 	port     int
 	timeout  time.Duration
@@ -278,20 +280,6 @@ func splitList(v string) []string {
 	return out
 }
 
-// samplerNames maps llama-server's sampler names (for --samplers) to the
-// engine's.
-var samplerNames = map[string]string{
-	"penalties": "penalties", "dry": "dry", "top_n_sigma": "top_n_sigma", "top-n-sigma": "top_n_sigma",
-	"top_k": "top_k", "top-k": "top_k", "typ_p": "typ_p", "typ-p": "typ_p", "typical_p": "typ_p", "typical-p": "typ_p", "typ": "typ_p",
-	"top_p": "top_p", "top-p": "top_p", "nucleus": "top_p", "min_p": "min_p", "min-p": "min_p",
-	"xtc": "xtc", "temperature": "temperature", "temp": "temperature",
-	"adaptive_p": "adaptive_p", "adaptive-p": "adaptive_p", "adaptivep": "adaptive_p",
-	"topk": "top_k", "topp": "top_p", "minp": "min_p", "typp": "typ_p", "topnsigma": "top_n_sigma",
-}
-
-// samplerLetters maps the letters of --sampling-seq.
-var samplerLetters = map[rune]string{'e': "penalties", 'd': "dry", 's': "top_n_sigma", 'k': "top_k", 'y': "typ_p", 'p': "top_p", 'm': "min_p", 'x': "xtc", 't': "temperature", 'a': "adaptive_p"}
-
 // flagTable lists every option llama-server (v0.4.0) takes, with its
 // meaning here.
 func flagTable(c *config) []flagDef {
@@ -303,7 +291,7 @@ func flagTable(c *config) []flagDef {
 	cm, sa, spc, sv := secCommon, secSampling, secSpec, secServer
 	noEffect := " (accepted; no effect here)"
 	notYet := " (not supported yet: refused at start when set)"
-	return []flagDef{
+	return slices.Concat([]flagDef{
 		// ---- common
 		{names: []string{"-h", "--help", "--usage"}, sec: cm, help: "print this help and exit"},
 		{names: []string{"--version"}, sec: cm, help: "print the version and exit", set: boolTo(&c.version)},
@@ -587,7 +575,7 @@ func flagTable(c *config) []flagDef {
 				if n = strings.TrimSpace(n); n == "" {
 					continue
 				}
-				s, ok := samplerNames[strings.ToLower(n)]
+				s, ok := sampling.LookupSampler(n)
 				if !ok {
 					return fmt.Errorf("unknown sampler %q", n)
 				}
@@ -606,7 +594,7 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--sampler-seq", "--sampling-seq"}, arg: "SEQUENCE", sec: sa, help: "samplers in order, one letter each (default edskypmxt)", set: func(_ *config, v string) error {
 			sp.Samplers = nil
 			for _, r := range v {
-				s, ok := samplerLetters[r]
+				s, ok := sampling.SamplerByLetter(r)
 				if !ok {
 					return fmt.Errorf("unknown sampler letter %q", r)
 				}
@@ -615,42 +603,6 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"--ignore-eos"}, sec: sa, help: "keep generating past the end-of-generation tokens", set: boolTo(&sp.IgnoreEOS)},
-		{names: []string{"--temp", "--temperature"}, arg: "N", sec: sa, help: "temperature (default 0.8)", set: func(_ *config, v string) error {
-			f, err := parseFloat(v)
-			sp.Temperature = float32(max(f, 0))
-			return err
-		}},
-		{names: []string{"--top-k"}, arg: "N", env: "LLAMA_ARG_TOP_K", sec: sa, help: "top-k (default 40, 0: off)", set: intTo(&sp.TopK)},
-		{names: []string{"--top-p"}, arg: "N", sec: sa, help: "top-p (default 0.95, 1: off)", set: floatTo(&sp.TopP)},
-		{names: []string{"--min-p"}, arg: "N", sec: sa, help: "min-p (default 0.05, 0: off)", set: floatTo(&sp.MinP)},
-		{names: []string{"--top-nsigma", "--top-n-sigma"}, arg: "N", sec: sa, help: "top-n-sigma (default -1: off)", set: floatTo(&sp.TopNSigma)},
-		{names: []string{"--xtc-probability"}, arg: "N", sec: sa, help: "XTC probability (default 0: off)", set: floatTo(&sp.XTCProbability)},
-		{names: []string{"--xtc-threshold"}, arg: "N", sec: sa, help: "XTC threshold (default 0.1, above 0.5: off)", set: floatTo(&sp.XTCThreshold)},
-		{names: []string{"--typical", "--typical-p"}, arg: "N", sec: sa, help: "locally typical sampling p (default 1: off)", set: floatTo(&sp.TypicalP)},
-		{names: []string{"--repeat-last-n"}, arg: "N", sec: sa, help: "tokens the penalties look back (default 64, 0: off, -1: the context)", set: atLeastMinus1(&sp.RepeatLastN)},
-		{names: []string{"--repeat-penalty"}, arg: "N", sec: sa, help: "repeat penalty (default 1: off)", set: func(_ *config, v string) error {
-			f, err := parseFloat(v)
-			if err != nil {
-				return err
-			}
-			if math.IsInf(f, 0) || math.IsNaN(f) || f <= 0 || math.IsInf(1/float64(float32(f)), 0) {
-				return errors.New("repeat-penalty must be finite and greater than 0")
-			}
-			sp.RepeatPenalty = float32(f)
-			return nil
-		}},
-		{names: []string{"--presence-penalty"}, arg: "N", sec: sa, help: "presence penalty (default 0: off)", set: finiteTo(&sp.PresencePenalty, "presence-penalty")},
-		{names: []string{"--frequency-penalty"}, arg: "N", sec: sa, help: "frequency penalty (default 0: off)", set: finiteTo(&sp.FrequencyPenalty, "frequency-penalty")},
-		{names: []string{"--dry-multiplier"}, arg: "N", sec: sa, help: "DRY multiplier (default 0: off)", set: floatTo(&sp.DRYMultiplier)},
-		{names: []string{"--dry-base"}, arg: "N", sec: sa, help: "DRY base (default 1.75; below 1 keeps the default)", set: func(_ *config, v string) error {
-			f, err := parseFloat(v)
-			if err == nil && f >= 1 {
-				sp.DRYBase = float32(f)
-			}
-			return err
-		}},
-		{names: []string{"--dry-allowed-length"}, arg: "N", sec: sa, help: "DRY allowed length (default 2)", set: intTo(&sp.DRYAllowedLength)},
-		{names: []string{"--dry-penalty-last-n"}, arg: "N", sec: sa, help: "tokens DRY looks back (default -1: the context, 0: off)", set: atLeastMinus1(&sp.DRYPenaltyLastN)},
 		{names: []string{"--dry-sequence-breaker"}, arg: "STRING", sec: sa, help: "a DRY sequence breaker (repeatable; the first one replaces the defaults; none: no breakers)", set: func(c *config, v string) error {
 			if !c.dryBreakersSet {
 				sp.DRYSequenceBreakers, c.dryBreakersSet = nil, true
@@ -662,13 +614,6 @@ func flagTable(c *config) []flagDef {
 			}
 			return nil
 		}},
-		{names: []string{"--adaptive-target"}, arg: "N", sec: sa, help: "adaptive-p: pick tokens near this probability, 0 to 1, when adaptive_p is among the samplers (default -1: off)", set: floatTo(&sp.AdaptiveTarget)},
-		{names: []string{"--adaptive-decay"}, arg: "N", sec: sa, help: "adaptive-p: decay of the target's adaptation, 0 to 0.99 (default 0.9)", set: floatTo(&sp.AdaptiveDecay)},
-		{names: []string{"--dynatemp-range"}, arg: "N", sec: sa, help: "dynamic temperature range (default 0: off)", set: floatTo(&sp.DynatempRange)},
-		{names: []string{"--dynatemp-exp"}, arg: "N", sec: sa, help: "dynamic temperature exponent (default 1)", set: floatTo(&sp.DynatempExponent)},
-		{names: []string{"--mirostat"}, arg: "N", sec: sa, help: "Mirostat: 0 off (default), 1, or 2 (Mirostat 2.0)", set: intTo(&sp.Mirostat)},
-		{names: []string{"--mirostat-lr"}, arg: "N", sec: sa, help: "Mirostat learning rate eta (default 0.1)", set: floatTo(&sp.MirostatEta)},
-		{names: []string{"--mirostat-ent"}, arg: "N", sec: sa, help: "Mirostat target entropy tau (default 5)", set: floatTo(&sp.MirostatTau)},
 		{names: []string{"-l", "--logit-bias"}, arg: "TOKEN_ID(+/-)BIAS", sec: sa, help: "bias a token's logit, e.g. 15043+1 or 15043-inf (repeatable)", set: func(_ *config, v string) error {
 			i := strings.IndexAny(strings.TrimLeft(v, " +-"), "+-")
 			if i < 0 {
@@ -712,6 +657,7 @@ func flagTable(c *config) []flagDef {
 			return c.setSchema(b)
 		}},
 		{names: []string{"-bs", "--backend-sampling"}, env: "LLAMA_ARG_BACKEND_SAMPLING", sec: sa, help: "sample inside the decode, on the compute threads, for requests whose samplers llama.cpp can run there (default: off; a request's backend_sampling overrides)", set: boolTo(&sp.BackendSampling)},
+	}, samplingFlags(c), []flagDef{
 
 		// ---- speculative decoding (not supported yet)
 		{names: []string{"--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft"}, arg: "<user>/<model>[:quant]", env: "LLAMA_ARG_SPEC_DRAFT_HF_REPO", sec: spc, help: "pull the draft model from a Hugging Face repository, as -hf (with -md: the file of the repo to pull)", set: strTo(&c.draftHF)},
@@ -1061,7 +1007,23 @@ func flagTable(c *config) []flagDef {
 			o.Tags = mergeSorted(o.Tags, splitList(v))
 			return nil
 		}},
+	})
+}
+
+// samplingFlags are the flags of the numeric sampling parameters, from
+// sampling.Table: the defaults of requests that do not set them.
+func samplingFlags(c *config) []flagDef {
+	var out []flagDef
+	for i := range sampling.Table {
+		p := &sampling.Table[i]
+		if len(p.Flags) == 0 {
+			continue
+		}
+		out = append(out, flagDef{names: p.Flags, arg: "N", env: p.Env, sec: secSampling, help: p.Help, set: func(c *config, v string) error {
+			return p.SetFlag(&c.sampling, v)
+		}})
 	}
+	return out
 }
 
 // devicesTo reads a -dev list into mo: none (or CPU) keeps the model on
@@ -1137,34 +1099,6 @@ func floatPtr(dst **float32) func(*config, string) error {
 			*dst = &x
 		}
 		return err
-	}
-}
-
-func finiteTo(dst *float32, name string) func(*config, string) error {
-	return func(_ *config, v string) error {
-		f, err := parseFloat(v)
-		if err != nil {
-			return err
-		}
-		if math.IsInf(f, 0) || math.IsNaN(f) {
-			return fmt.Errorf("%s must be finite", name)
-		}
-		*dst = float32(f)
-		return nil
-	}
-}
-
-func atLeastMinus1(dst *int) func(*config, string) error {
-	return func(_ *config, v string) error {
-		n, err := parseInt(v)
-		if err != nil {
-			return err
-		}
-		if n < -1 {
-			return errors.New("value must be at least -1")
-		}
-		*dst = n
-		return nil
 	}
 }
 
@@ -1291,7 +1225,7 @@ func envValue(f *flagDef, getenv func(string) string) (string, bool) {
 // parseFlags reads llama-server's command line and its environment
 // variables (the command line wins).
 func parseFlags(args []string, getenv func(string) string, usage io.Writer) (*config, error) {
-	c := &config{host: "127.0.0.1", port: 8080, timeout: 3600 * time.Second, sampling: engine.DefaultSamplingParams()}
+	c := &config{host: "127.0.0.1", port: 8080, timeout: 3600 * time.Second, sampling: sampling.Defaults()}
 	c.opts.Slots = true
 	c.opts.Jinja = true
 	c.opts.NPredict = -1

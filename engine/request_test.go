@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/x/llama"
+	"github.com/x/llama/sampling"
+)
+
+// TestSubmitLimitsSampling checks that an in-process caller gets the
+// server's sampling limits: Submit clamps windows and counts to the slot
+// context and the vocabulary, and refuses what cannot run, with an error
+// matching llama.ErrInvalid.
+func TestSubmitLimitsSampling(t *testing.T) {
+	m, e := newEngTestEngine(t, Options{CtxSize: 256})
+	prompt := engTokenize(t, m, "Once upon a time", true)
+	for _, c := range []struct {
+		name  string
+		set   func(p *sampling.Params)
+		check func(t *testing.T, p *sampling.Params)
+		fails bool
+	}{
+		{"windows clamped", func(p *sampling.Params) {
+			p.RepeatLastN, p.DRYPenaltyLastN, p.TopK, p.NProbs = math.MaxInt32, -1, math.MaxInt32, math.MaxInt32
+			p.RepeatPenalty, p.DRYMultiplier = 1.1, 0.5
+		}, func(t *testing.T, p *sampling.Params) {
+			assert.Equal(t, 256, p.RepeatLastN)
+			assert.Equal(t, 256, p.DRYPenaltyLastN)
+			assert.Equal(t, m.VocabSize(), p.TopK)
+			assert.Equal(t, m.VocabSize(), p.NProbs)
+		}, false},
+		{"aliases run", func(p *sampling.Params) { p.Samplers = []string{"Top-K", "nucleus", "temp"} }, nil, false},
+		{"not finite", func(p *sampling.Params) { p.MinP = float32(math.Inf(1)) }, nil, true},
+		{"unknown sampler", func(p *sampling.Params) { p.Samplers = []string{"bogus"} }, nil, true},
+		{"too many breakers", func(p *sampling.Params) { p.DRYSequenceBreakers = make([]string, sampling.MaxDRYBreakers+1) }, nil, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req := NewRequest(prompt)
+			req.NPredict = 4
+			c.set(&req.Params)
+			st, err := e.Submit(context.Background(), req)
+			if c.fails {
+				require.ErrorIs(t, err, llama.ErrInvalid)
+				var se *sampling.Error
+				assert.ErrorAs(t, err, &se)
+				return
+			}
+			require.NoError(t, err)
+			r := engCollect(t, st)
+			require.NoError(t, r.done.Err)
+			assert.Equal(t, 4, r.done.Generated)
+			if c.check != nil {
+				c.check(t, &req.Params)
+			}
+		})
+	}
+}
+
+// TestNewRequest checks that NewRequest's defaults generate until the
+// limit asked for, on any slot, as llama-server's requests do.
+func TestNewRequest(t *testing.T) {
+	m, e := newEngTestEngine(t, Options{CtxSize: 256, Parallel: 2})
+	req := NewRequest(engTokenize(t, m, "Once upon a time", true))
+	assert.Equal(t, sampling.Defaults(), req.Params)
+	req.NPredict = 8
+	r := engRun(t, e, req)
+	assert.Equal(t, 8, r.done.Generated)
+	assert.NotEmpty(t, r.text)
+}

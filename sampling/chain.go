@@ -1,0 +1,219 @@
+package sampling
+
+import (
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/x/llama"
+)
+
+// Sampler is one sampler llama.cpp's common sampler chains by name: its
+// canonical name, its letter in a sampling sequence ("edskypmxt"), the
+// aliases it takes besides the canonical name's kebab-case and joined
+// forms, and how it joins a chain.
+type Sampler struct {
+	Name    string
+	Letter  rune
+	Aliases []string
+	// add appends the sampler to b when p turns it on.
+	add func(b *builder, p *Params)
+}
+
+// builder is a chain under construction.
+type builder struct {
+	env      Env
+	ss       []llama.Sampler
+	greedy   bool // temperature <= 0: the samplers that only reshape the distribution are left out
+	history  bool // a sampler looks at the tokens before (the prompt must be accepted)
+	adaptive bool // adaptive-p takes the final pick
+}
+
+// window is a token window: negative means the whole slot context.
+func (b *builder) window(n int) int {
+	if n < 0 {
+		return b.env.NCtx
+	}
+	return n
+}
+
+// Samplers lists the samplers of a chain. It is read-only.
+var Samplers = []Sampler{
+	{Name: "penalties", Letter: 'e', add: func(b *builder, p *Params) {
+		rp := p.RepeatPenalty
+		if rp <= 0 {
+			rp = 1
+		}
+		if p.RepeatLastN != 0 && (rp != 1 || p.FrequencyPenalty != 0 || p.PresencePenalty != 0) {
+			b.ss = append(b.ss, llama.Penalties(b.window(p.RepeatLastN), rp, p.FrequencyPenalty, p.PresencePenalty))
+			b.history = true
+		}
+	}},
+	{Name: "dry", Letter: 'd', add: func(b *builder, p *Params) {
+		if p.DRYMultiplier > 0 {
+			b.ss = append(b.ss, llama.DRY(p.DRYMultiplier, p.DRYBase, p.DRYAllowedLength, b.window(p.DRYPenaltyLastN), p.DRYSequenceBreakers))
+			b.history = true
+		}
+	}},
+	{Name: "top_n_sigma", Letter: 's', add: func(b *builder, p *Params) {
+		if !b.greedy && p.TopNSigma > 0 {
+			b.ss = append(b.ss, llama.TopNSigma(p.TopNSigma))
+		}
+	}},
+	{Name: "top_k", Letter: 'k', add: func(b *builder, p *Params) {
+		if !b.greedy && p.TopK > 0 {
+			b.ss = append(b.ss, llama.TopK(p.TopK))
+		}
+	}},
+	{Name: "typ_p", Letter: 'y', Aliases: []string{"typ", "typical_p", "typical-p", "typical"}, add: func(b *builder, p *Params) {
+		if !b.greedy && p.TypicalP < 1 {
+			b.ss = append(b.ss, llama.Typical(p.TypicalP, 0))
+		}
+	}},
+	{Name: "top_p", Letter: 'p', Aliases: []string{"nucleus"}, add: func(b *builder, p *Params) {
+		if !b.greedy && p.TopP < 1 {
+			b.ss = append(b.ss, llama.TopP(p.TopP, 0))
+		}
+	}},
+	{Name: "min_p", Letter: 'm', add: func(b *builder, p *Params) {
+		if !b.greedy && p.MinP > 0 {
+			b.ss = append(b.ss, llama.MinP(p.MinP, 0))
+		}
+	}},
+	{Name: "xtc", Letter: 'x', add: func(b *builder, p *Params) {
+		if p.XTCProbability > 0 && p.XTCThreshold <= 0.5 {
+			b.ss = append(b.ss, llama.XTC(p.XTCProbability, p.XTCThreshold, 0, p.Seed))
+		}
+	}},
+	{Name: "temperature", Letter: 't', Aliases: []string{"temp"}, add: func(b *builder, p *Params) {
+		if !b.greedy {
+			b.ss = append(b.ss, llama.TempExt(p.Temperature, p.DynatempRange, p.DynatempExponent))
+		}
+	}},
+	// infill (fill-in-the-middle): ends the text when end of generation
+	// outweighs the text tokens, merges tokens that start alike and drops
+	// unlikely ones.
+	{Name: "infill", Letter: 'i', add: func(b *builder, _ *Params) { b.ss = append(b.ss, llama.Infill()) }},
+	{Name: "adaptive_p", Letter: 'a', add: func(b *builder, _ *Params) { b.adaptive = true }},
+}
+
+// samplerNames maps every accepted name (lower case) to its row of Samplers.
+var samplerNames = func() map[string]*Sampler {
+	m := map[string]*Sampler{}
+	for i := range Samplers {
+		s := &Samplers[i]
+		for _, n := range append([]string{s.Name, strings.ReplaceAll(s.Name, "_", "-"), strings.ReplaceAll(s.Name, "_", "")}, s.Aliases...) {
+			m[n] = s
+		}
+	}
+	return m
+}()
+
+// LookupSampler returns the canonical name of a sampler named name, one
+// of its aliases (any case).
+func LookupSampler(name string) (string, bool) {
+	s, ok := samplerNames[strings.ToLower(name)]
+	if !ok {
+		return "", false
+	}
+	return s.Name, true
+}
+
+// SamplerByLetter returns the canonical name of the sampler of letter r
+// in a sampling sequence.
+func SamplerByLetter(r rune) (string, bool) {
+	for i := range Samplers {
+		if Samplers[i].Letter == r {
+			return Samplers[i].Name, true
+		}
+	}
+	return "", false
+}
+
+// Env is what a chain needs besides Params: the slot's context size (the
+// window of -1) and the model's end-of-generation tokens (banned by
+// IgnoreEOS).
+type Env struct {
+	NCtx int
+	EOG  []llama.Token
+}
+
+// Chain returns p's sampler chain, as llama.cpp's common sampler builds it
+// but for the grammar (see GrammarSampler): logit bias, then the samplers of
+// p.Samplers in order and the final pick (dist, or adaptive-p when named);
+// mirostat replaces them; temperature <= 0 picks greedily. Samplers that
+// p turns off are left out. extra, samplers of the caller's, go before
+// the final pick. history says whether the chain should be fed the prompt
+// (penalties and DRY look at it).
+func (p *Params) Chain(env Env, extra ...llama.Sampler) (ss []llama.Sampler, history bool) {
+	b := &builder{env: env}
+	bias := map[llama.Token]float32{}
+	for t, v := range p.LogitBias {
+		bias[t] = v
+	}
+	if p.IgnoreEOS {
+		for _, t := range env.EOG {
+			bias[t] = float32(math.Inf(-1))
+		}
+	}
+	if len(bias) > 0 {
+		b.ss = append(b.ss, llama.LogitBias(bias))
+	}
+	switch p.Mirostat {
+	case 1:
+		b.ss = append(b.ss, llama.Temp(p.Temperature), llama.Mirostat(p.Seed, p.MirostatTau, p.MirostatEta, 100))
+	case 2:
+		b.ss = append(b.ss, llama.Temp(p.Temperature), llama.MirostatV2(p.Seed, p.MirostatTau, p.MirostatEta))
+	default:
+		b.greedy = p.Temperature <= 0
+		for _, name := range p.Samplers {
+			if s, ok := samplerNames[strings.ToLower(name)]; ok {
+				s.add(b, p)
+			}
+		}
+		switch {
+		case b.greedy:
+			b.ss = append(b.ss, llama.Greedy())
+		case b.adaptive:
+			b.ss = append(b.ss, llama.AdaptiveP(p.AdaptiveTarget, p.AdaptiveDecay, p.Seed))
+		default:
+			b.ss = append(b.ss, llama.Dist(p.Seed))
+		}
+	}
+	b.ss = slices.Insert(b.ss, len(b.ss)-1, extra...)
+	return b.ss, b.history
+}
+
+// GrammarSampler returns p's grammar sampler (nil without a grammar): lazy, with
+// its triggers, when p.GrammarLazy is set.
+func (p *Params) GrammarSampler() llama.Sampler {
+	if p.Grammar == "" {
+		return nil
+	}
+	if !p.GrammarLazy {
+		return llama.GrammarSampler(p.Grammar, "root")
+	}
+	var pats []string
+	var toks []llama.Token
+	for _, tr := range p.GrammarTriggers {
+		switch {
+		case tr.Word != "":
+			pats = append(pats, regexp.QuoteMeta(tr.Word))
+		case tr.Pattern != "" && tr.PatternFull:
+			pat := tr.Pattern
+			if !strings.HasPrefix(pat, "^") {
+				pat = "^" + pat
+			}
+			if !strings.HasSuffix(pat, "$") {
+				pat += "$"
+			}
+			pats = append(pats, pat)
+		case tr.Pattern != "":
+			pats = append(pats, tr.Pattern)
+		case tr.Token >= 0:
+			toks = append(toks, tr.Token)
+		}
+	}
+	return llama.LazyGrammarSampler(p.Grammar, "root", pats, toks)
+}
