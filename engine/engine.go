@@ -294,6 +294,10 @@ type engSlotSnap struct {
 	nDecoded   int
 	taskID     int64
 	used       bool // has run a request (taskID is the current or last one)
+	// The prompt tokens decoded and reused from the cache (while
+	// processing), and the current or last request.
+	promptProcessed, promptCached int
+	req                           *Request
 }
 
 // New starts an engine on m; the caller keeps ownership of m and
@@ -666,7 +670,8 @@ func (e *Engine) SlotsInfo() []SlotInfo {
 	out := make([]SlotInfo, len(snap))
 	for i, s := range snap {
 		out[i] = SlotInfo{ID: i, NCtx: e.nCtxSlot, IsProcessing: s.processing, NPast: s.nPast,
-			NDecoded: s.nDecoded, TaskID: s.taskID, HasTask: s.used, Speculative: e.spec != nil}
+			NDecoded: s.nDecoded, TaskID: s.taskID, HasTask: s.used, Speculative: e.spec != nil,
+			PromptProcessed: s.promptProcessed, PromptCached: s.promptCached, Request: s.req}
 		if len(s.prompt) > 0 {
 			out[i].Prompt, _ = e.model.Detokenize(WithoutMedia(s.prompt), llama.DetokenizeOptions{})
 		}
@@ -1042,6 +1047,13 @@ func engCommonPrefix(a, b []llama.Token) int {
 	return n
 }
 
+// slotRequestView is what SlotsInfo shows of a request: its settings,
+// without its prompt and media (which the slot's snapshot does not keep
+// past the request).
+func slotRequestView(t *Request) *Request {
+	return &Request{Kind: t.Kind, Params: t.Params, NPredict: t.NPredict, NKeep: t.NKeep, Stop: t.Stop, LoRA: t.LoRA, SlotID: t.SlotID}
+}
+
 // publish updates the snapshot read by SlotsInfo and Metrics.
 func (e *Engine) publish() {
 	e.mu.Lock()
@@ -1049,9 +1061,11 @@ func (e *Engine) publish() {
 	var kv int64
 	for i, s := range e.slots {
 		// An idle slot still reports its last request, as llama-server's.
-		sn := engSlotSnap{nPast: len(s.cache), used: e.snap[i].used, taskID: e.snap[i].taskID}
+		sn := engSlotSnap{nPast: len(s.cache), used: e.snap[i].used, taskID: e.snap[i].taskID, req: e.snap[i].req}
 		if s.tk != nil {
 			sn.processing, sn.prompt, sn.nDecoded, sn.taskID, sn.used = true, s.tk.t.Prompt, s.generated, s.tk.id, true
+			sn.promptProcessed, sn.promptCached = max(0, min(s.promptIdx, len(s.prompt))-s.nCached), s.nCached
+			sn.req = slotRequestView(s.tk.t)
 		}
 		e.snap[i] = sn
 		kv += int64(len(s.cache))
