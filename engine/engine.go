@@ -384,14 +384,19 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	case copts.KVUnified:
 		// As llama-server: with a unified KV cache a slot may use the
 		// whole context (what the others leave free), capped by
-		// KVUnifiedPerSlot and by the model's training context.
+		// KVUnifiedPerSlot (and by the model's training context, below).
 		e.nCtxSlot = lctx.Size()
 		if o.KVUnifiedPerSlot > 0 {
 			e.nCtxSlot = min(e.nCtxSlot, o.KVUnifiedPerSlot)
 		}
-		if train := m.TrainContext(); train > 0 {
-			e.nCtxSlot = min(e.nCtxSlot, train)
+	}
+	// As llama-server: no slot gets more than the model was trained on,
+	// whatever the context size (with a warning when that caps it).
+	if train := m.TrainContext(); train > 0 && e.nCtxSlot > train {
+		if o.Logger != nil {
+			o.Logger.Warn(fmt.Sprintf("the slot context (%d) exceeds the training context of the model (%d) - capping", e.nCtxSlot, train))
 		}
+		e.nCtxSlot = train
 	}
 	e.canReuse = !embedding && lctx.CanShift()
 	// Copying a prefix between slots needs separate KV streams (a unified
