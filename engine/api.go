@@ -235,7 +235,7 @@ type SlotInfo struct {
 	ID           int
 	NCtx         int
 	IsProcessing bool
-	Prompt       string
+	Prompt       string // the current or last request's prompt, detokenized
 	NPast        int
 	NDecoded     int
 	TaskID       int64

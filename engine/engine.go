@@ -1066,7 +1066,7 @@ func (e *Engine) publish() {
 	var kv int64
 	for i, s := range e.slots {
 		// An idle slot still reports its last request, as llama-server's.
-		sn := engSlotSnap{nPast: len(s.cache), used: e.snap[i].used, taskID: e.snap[i].taskID, req: e.snap[i].req}
+		sn := engSlotSnap{nPast: len(s.cache), used: e.snap[i].used, taskID: e.snap[i].taskID, req: e.snap[i].req, prompt: e.snap[i].prompt}
 		if s.tk != nil {
 			sn.processing, sn.prompt, sn.nDecoded, sn.taskID, sn.used = true, s.tk.t.Prompt, s.generated, s.tk.id, true
 			sn.promptProcessed, sn.promptCached = max(0, min(s.promptIdx, len(s.prompt))-s.nCached), s.nCached

@@ -162,3 +162,39 @@ func TestShapesAsLlamaServer(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	compare("after", rec.After)
 }
+
+// TestSlotsShowTheirRequest: a slot's params in /slots are its last
+// request's (llama-server's metrics key set), and with SlotsDebug
+// (LLAMA_SERVER_SLOTS_DEBUG) also its prompt and the full parameters.
+func TestSlotsShowTheirRequest(t *testing.T) {
+	for _, debug := range []bool{false, true} {
+		t.Run(fmt.Sprint("debug=", debug), func(t *testing.T) {
+			_, ts := newTestServer(t, Options{SlotsDebug: debug, Engine: engine.Options{Parallel: 1}})
+			code, out := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": "Once upon a time", "n_predict": 3,
+				"temperature": 0.25, "top_k": 7, "stop": []string{"zzz"}, "seed": 9})
+			require.Equal(t, http.StatusOK, code, "%v", out)
+			code, data := call(t, "GET", ts.URL+"/slots", nil, nil)
+			require.Equal(t, http.StatusOK, code)
+			var slots []map[string]any
+			require.NoError(t, json.Unmarshal(data, &slots))
+			require.Len(t, slots, 1)
+			sl := slots[0]
+			p := sl["params"].(map[string]any)
+			assert.Equal(t, float64(3), p["n_predict"])
+			assert.Equal(t, float64(3), p["max_tokens"])
+			assert.InDelta(t, 0.25, p["temperature"], 1e-6)
+			assert.Equal(t, float64(7), p["top_k"])
+			assert.Equal(t, float64(9), p["seed"])
+			assert.Equal(t, sl["n_prompt_tokens"], out["tokens_evaluated"].(float64)+float64(3)-1, "the cache holds prompt and generation but the last token")
+			if debug {
+				assert.Equal(t, "Once upon a time", strings.TrimSpace(sl["prompt"].(string)))
+				assert.Equal(t, []any{"zzz"}, p["stop"])
+				assert.Contains(t, p, "dry_sequence_breakers")
+			} else {
+				assert.NotContains(t, sl, "prompt")
+				assert.NotContains(t, p, "stop")
+				assert.Len(t, p, len(slotParamKeys))
+			}
+		})
+	}
+}

@@ -44,7 +44,12 @@ func handleSlots(s *Server) handlerFunc {
 			// one; n_prompt_tokens is what its cache holds, the prompt
 			// and generation counts those of the running request.
 			if sl.HasTask {
-				o["id_task"], o["params"] = sl.TaskID, slotParams(inst.Opts, sl.Request)
+				o["id_task"], o["params"] = sl.TaskID, slotParams(inst.Opts, sl.Request, s.opts.SlotsDebug)
+				if s.opts.SlotsDebug {
+					// The engine keeps no generated text past the events
+					// it sent: "generated" stays empty.
+					o["prompt"], o["generated"] = sl.Prompt, ""
+				}
 				o["n_prompt_tokens"], o["n_prompt_tokens_processed"], o["n_prompt_tokens_cache"] = sl.NPast, sl.PromptProcessed, sl.PromptCached
 				remain := -1
 				if sl.IsProcessing && sl.Request != nil && sl.Request.NPredict >= 0 {
@@ -70,10 +75,10 @@ var slotParamKeys = []string{"seed", "temperature", "dynatemp_range", "dynatemp_
 	"samplers", "speculative.types", "timings_per_token", "post_sampling_probs", "backend_sampling", "lora"}
 
 // slotParams is a slot's params in GET /slots: the settings of its
-// current or last request t (the server's defaults when t is nil). What
-// the engine does not keep of a request (whether it streamed, its chat
-// format) shows the defaults.
-func slotParams(o Options, t *engine.Request) map[string]any {
+// current or last request t (the server's defaults when t is nil), those
+// of slotParamKeys, or all with full. What the engine does not keep of a
+// request (whether it streamed, its chat format) shows the defaults.
+func slotParams(o Options, t *engine.Request, full bool) map[string]any {
 	all := defaultGenerationParams(o)
 	lora := []map[string]any{}
 	if t != nil {
@@ -89,9 +94,13 @@ func slotParams(o Options, t *engine.Request) map[string]any {
 		for _, l := range t.LoRA {
 			lora = append(lora, map[string]any{"id": l.ID, "scale": l.Scale})
 		}
+		all["stop"], all["grammar"], all["dry_sequence_breakers"] = nonNilStrings(t.Stop), p.Grammar, p.DRYSequenceBreakers
 	}
 	all["stream"], all["chat_format"], all["reasoning_in_content"], all["generation_prompt"] = false, "Content-only", false, ""
 	all["post_sampling_probs"], all["lora"] = false, lora
+	if full {
+		return all
+	}
 	out := make(map[string]any, len(slotParamKeys))
 	for _, k := range slotParamKeys {
 		out[k] = all[k]

@@ -1292,6 +1292,11 @@ func envValue(f *flagDef, getenv func(string) string) (string, bool) {
 func parseFlags(args []string, getenv func(string) string, usage io.Writer) (*config, error) {
 	c := &config{host: "127.0.0.1", port: 8080, timeout: 3600 * time.Second, sampling: engine.DefaultSamplingParams()}
 	c.opts.Slots = true
+	// As llama-server: LLAMA_SERVER_SLOTS_DEBUG (a non-zero number) shows
+	// more of each slot in /slots.
+	if n, err := strconv.Atoi(getenv("LLAMA_SERVER_SLOTS_DEBUG")); err == nil && n != 0 {
+		c.opts.SlotsDebug = true
+	}
 	c.opts.Jinja = true
 	c.opts.NPredict = -1
 	c.opts.ModelsMax = 4
