@@ -137,7 +137,7 @@ func PullOCI(ctx context.Context, ref string, o OCIOptions) (string, error) {
 	if o.Dir == "" {
 		return "", errf(CodeInvalid, ref, "", "no folder to pull into")
 	}
-	p := &puller{repo: r.Repo + ":" + r.Tag, dir: o.Dir, client: o.Client, offline: o.Offline || OfflineFromEnv(),
+	p := &puller{repo: r.Repo + ":" + r.Tag, dir: o.Dir, client: o.Client, offline: o.Offline,
 		o: Options{Progress: o.Progress, Attempts: o.Attempts, RetryDelay: o.RetryDelay, StallTimeout: o.StallTimeout}}
 	if p.client == nil {
 		p.client = &http.Client{}
