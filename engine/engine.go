@@ -1070,7 +1070,9 @@ func (e *Engine) publish() {
 		if s.tk != nil {
 			sn.processing, sn.prompt, sn.nDecoded, sn.taskID, sn.used = true, s.tk.t.Prompt, s.generated, s.tk.id, true
 			sn.promptProcessed, sn.promptCached = max(0, min(s.promptIdx, len(s.prompt))-s.nCached), s.nCached
-			sn.req = slotRequestView(s.tk.t)
+			if sn.req == nil || e.snap[i].taskID != s.tk.id || !e.snap[i].processing {
+				sn.req = slotRequestView(s.tk.t)
+			}
 		}
 		e.snap[i] = sn
 		kv += int64(len(s.cache))
