@@ -183,7 +183,7 @@ type SlotInfo struct {
 	ID           int
 	NCtx         int
 	IsProcessing bool
-	Prompt       string
+	Prompt       string // the current or last request's prompt, detokenized
 	NPast        int
 	NDecoded     int
 	TaskID       int64
@@ -192,6 +192,13 @@ type SlotInfo struct {
 	HasTask bool
 	// Speculative says whether the slot drafts (speculative decoding on).
 	Speculative bool
+	// PromptProcessed and PromptCached are the prompt tokens the running
+	// request decoded and reused from the cache (0 once it ended, as
+	// llama-server's).
+	PromptProcessed, PromptCached int
+	// Request is the current or last request's settings (its Params,
+	// NPredict, NKeep, Stop, LoRA and SlotID; no prompt), nil before any.
+	Request *Request
 }
 
 // Metrics are the engine's counters (llama.cpp's metric names in /metrics).

@@ -294,6 +294,10 @@ type engSlotSnap struct {
 	nDecoded   int
 	taskID     int64
 	used       bool // has run a request (taskID is the current or last one)
+	// The prompt tokens decoded and reused from the cache (while
+	// processing), and the current or last request.
+	promptProcessed, promptCached int
+	req                           *Request
 }
 
 // New starts an engine on m; the caller keeps ownership of m and
@@ -380,14 +384,19 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	case copts.KVUnified:
 		// As llama-server: with a unified KV cache a slot may use the
 		// whole context (what the others leave free), capped by
-		// KVUnifiedPerSlot and by the model's training context.
+		// KVUnifiedPerSlot (and by the model's training context, below).
 		e.nCtxSlot = lctx.Size()
 		if o.KVUnifiedPerSlot > 0 {
 			e.nCtxSlot = min(e.nCtxSlot, o.KVUnifiedPerSlot)
 		}
-		if train := m.TrainContext(); train > 0 {
-			e.nCtxSlot = min(e.nCtxSlot, train)
+	}
+	// As llama-server: no slot gets more than the model was trained on,
+	// whatever the context size (with a warning when that caps it).
+	if train := m.TrainContext(); train > 0 && e.nCtxSlot > train {
+		if o.Logger != nil {
+			o.Logger.Warn(fmt.Sprintf("the slot context (%d) exceeds the training context of the model (%d) - capping", e.nCtxSlot, train))
 		}
+		e.nCtxSlot = train
 	}
 	e.canReuse = !embedding && lctx.CanShift()
 	// Copying a prefix between slots needs separate KV streams (a unified
@@ -671,7 +680,8 @@ func (e *Engine) SlotsInfo() []SlotInfo {
 	out := make([]SlotInfo, len(snap))
 	for i, s := range snap {
 		out[i] = SlotInfo{ID: i, NCtx: e.nCtxSlot, IsProcessing: s.processing, NPast: s.nPast,
-			NDecoded: s.nDecoded, TaskID: s.taskID, HasTask: s.used, Speculative: e.spec != nil}
+			NDecoded: s.nDecoded, TaskID: s.taskID, HasTask: s.used, Speculative: e.spec != nil,
+			PromptProcessed: s.promptProcessed, PromptCached: s.promptCached, Request: s.req}
 		if len(s.prompt) > 0 {
 			out[i].Prompt, _ = e.model.Detokenize(WithoutMedia(s.prompt), llama.DetokenizeOptions{})
 		}
@@ -1047,6 +1057,13 @@ func engCommonPrefix(a, b []llama.Token) int {
 	return n
 }
 
+// slotRequestView is what SlotsInfo shows of a request: its settings,
+// without its prompt and media (which the slot's snapshot does not keep
+// past the request).
+func slotRequestView(t *Request) *Request {
+	return &Request{Kind: t.Kind, Params: t.Params, NPredict: t.NPredict, NKeep: t.NKeep, Stop: t.Stop, LoRA: t.LoRA, SlotID: t.SlotID}
+}
+
 // publish updates the snapshot read by SlotsInfo and Metrics.
 func (e *Engine) publish() {
 	e.mu.Lock()
@@ -1054,9 +1071,13 @@ func (e *Engine) publish() {
 	var kv int64
 	for i, s := range e.slots {
 		// An idle slot still reports its last request, as llama-server's.
-		sn := engSlotSnap{nPast: len(s.cache), used: e.snap[i].used, taskID: e.snap[i].taskID}
+		sn := engSlotSnap{nPast: len(s.cache), used: e.snap[i].used, taskID: e.snap[i].taskID, req: e.snap[i].req, prompt: e.snap[i].prompt}
 		if s.tk != nil {
 			sn.processing, sn.prompt, sn.nDecoded, sn.taskID, sn.used = true, s.tk.t.Prompt, s.generated, s.tk.id, true
+			sn.promptProcessed, sn.promptCached = max(0, min(s.promptIdx, len(s.prompt))-s.nCached), s.nCached
+			if sn.req == nil || e.snap[i].taskID != s.tk.id || !e.snap[i].processing {
+				sn.req = slotRequestView(s.tk.t)
+			}
 		}
 		e.snap[i] = sn
 		kv += int64(len(s.cache))

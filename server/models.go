@@ -18,6 +18,10 @@ func vocabTypeNumber(name string) int {
 	return 0
 }
 
+// vocabTypeFlag is meta.vocab_type of /v1/models as the pinned
+// llama-server writes it: a boolean, true for any vocabulary type but none.
+func vocabTypeFlag(name string) bool { return vocabTypeNumber(name) != 0 }
+
 // modelCard is a model's entry in /v1/models. s.mu must be held.
 func (s *Server) modelCard(e *modelEntry) map[string]any {
 	c := map[string]any{
@@ -31,7 +35,7 @@ func (s *Server) modelCard(e *modelEntry) map[string]any {
 	if e.info != nil {
 		in := e.info.Info
 		c["meta"] = map[string]any{
-			"vocab_type": vocabTypeNumber(in.VocabType), "n_vocab": in.VocabSize, "n_ctx": e.info.NCtxSlot,
+			"vocab_type": vocabTypeFlag(in.VocabType), "n_vocab": in.VocabSize, "n_ctx": e.info.NCtxSlot,
 			"n_ctx_train": in.TrainContext, "n_embd": in.EmbeddingSize, "n_params": in.Params,
 			"size": in.Size, "ftype": in.FileType,
 		}

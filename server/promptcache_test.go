@@ -30,7 +30,7 @@ func TestPromptCache(t *testing.T) {
 		require.Equal(t, http.StatusOK, code)
 		var slots []map[string]any
 		require.NoError(t, json.Unmarshal(data, &slots))
-		return int(slots[slot]["n_past"].(float64))
+		return int(slots[slot]["n_prompt_tokens"].(float64))
 	}
 	for _, tc := range []struct {
 		name                 string

@@ -127,6 +127,11 @@ type Options struct {
 	Metrics bool
 	// Slots enables GET /slots.
 	Slots bool
+	// SlotsDebug adds to each slot of GET /slots its prompt, the text
+	// generated, and its request's full parameters, as llama-server with
+	// LLAMA_SERVER_SLOTS_DEBUG set (default: the parameters it keeps for
+	// metrics only).
+	SlotsDebug bool
 	// PropsEndpoint enables POST /props (changing global properties);
 	// without it POST /props answers 501, as llama.cpp without --props.
 	PropsEndpoint bool

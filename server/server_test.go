@@ -110,7 +110,7 @@ func TestServerHealthPropsModels(t *testing.T) {
 		assert.Equal(t, "llamacpp", m["owned_by"])
 		meta := m["meta"].(map[string]any)
 		assert.Equal(t, float64(512), meta["n_vocab"])
-		assert.Equal(t, float64(1), meta["vocab_type"]) // spm
+		assert.Equal(t, true, meta["vocab_type"]) // spm: llama-server writes a boolean
 	}
 
 	// Unknown paths answer with a JSON 404.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/x/llama/engine"
 )
 
 func handleSlots(s *Server) handlerFunc {
@@ -35,25 +37,75 @@ func handleSlots(s *Server) handlerFunc {
 				return unavailable("no slot available")
 			}
 		}
-		params := defaultGenerationParams(inst.Opts)
 		out := make([]map[string]any, len(slots))
 		for i, sl := range slots {
-			o := map[string]any{
-				"id": sl.ID, "n_ctx": sl.NCtx, "speculative": sl.Speculative, "is_processing": sl.IsProcessing,
-				"n_past": sl.NPast, "n_decoded": sl.NDecoded,
-			}
+			o := map[string]any{"id": sl.ID, "n_ctx": sl.NCtx, "speculative": sl.Speculative, "is_processing": sl.IsProcessing}
 			// As llama-server: the task fields only once the slot has run
-			// one; an idle slot shows no remaining budget.
+			// one; n_prompt_tokens is what its cache holds, the prompt
+			// and generation counts those of the running request.
 			if sl.HasTask {
-				o["id_task"], o["params"], o["prompt"], o["generated"] = sl.TaskID, params, sl.Prompt, ""
+				o["id_task"], o["params"] = sl.TaskID, slotParams(inst.Opts, sl.Request, s.opts.SlotsDebug)
+				if s.opts.SlotsDebug {
+					// The engine keeps no generated text past the events
+					// it sent: "generated" stays empty.
+					o["prompt"], o["generated"] = sl.Prompt, ""
+				}
+				o["n_prompt_tokens"], o["n_prompt_tokens_processed"], o["n_prompt_tokens_cache"] = sl.NPast, sl.PromptProcessed, sl.PromptCached
+				remain := -1
+				if sl.IsProcessing && sl.Request != nil && sl.Request.NPredict >= 0 {
+					remain = max(0, sl.Request.NPredict-sl.NDecoded)
+				}
 				o["next_token"] = []map[string]any{{"has_next_token": sl.IsProcessing, "has_new_line": false,
-					"n_remain": -1, "n_decoded": sl.NDecoded}}
+					"n_remain": remain, "n_decoded": sl.NDecoded}}
 			}
 			out[i] = o
 		}
 		writeJSON(w, http.StatusOK, out)
 		return nil
 	}
+}
+
+// slotParamKeys are the keys of a slot's params in GET /slots, those of
+// llama-server's (its task parameters "for metrics").
+var slotParamKeys = []string{"seed", "temperature", "dynatemp_range", "dynatemp_exponent", "top_k", "top_p", "min_p",
+	"top_n_sigma", "xtc_probability", "xtc_threshold", "typical_p", "repeat_last_n", "repeat_penalty", "presence_penalty",
+	"frequency_penalty", "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "mirostat", "mirostat_tau",
+	"mirostat_eta", "adaptive_target", "adaptive_decay", "max_tokens", "n_predict", "n_keep", "n_discard", "ignore_eos",
+	"stream", "n_probs", "min_keep", "chat_format", "reasoning_format", "reasoning_in_content", "generation_prompt",
+	"samplers", "speculative.types", "timings_per_token", "post_sampling_probs", "backend_sampling", "lora"}
+
+// slotParams is a slot's params in GET /slots: the settings of its
+// current or last request t (the server's defaults when t is nil), those
+// of slotParamKeys, or all with full. What the engine does not keep of a
+// request (whether it streamed, its chat format) shows the defaults.
+func slotParams(o Options, t *engine.Request, full bool) map[string]any {
+	all := defaultGenerationParams(o)
+	lora := []map[string]any{}
+	if t != nil {
+		for i := range genParams {
+			if genParams[i].Props {
+				genParams[i].echo(t, all)
+			}
+		}
+		p := t.Params
+		all["n_predict"], all["max_tokens"], all["n_keep"] = t.NPredict, t.NPredict, t.NKeep
+		all["seed"], all["ignore_eos"], all["samplers"], all["backend_sampling"] = p.Seed, p.IgnoreEOS, p.Samplers, p.BackendSampling
+		all["n_probs"] = p.NProbs
+		for _, l := range t.LoRA {
+			lora = append(lora, map[string]any{"id": l.ID, "scale": l.Scale})
+		}
+		all["stop"], all["grammar"], all["dry_sequence_breakers"] = nonNilStrings(t.Stop), p.Grammar, p.DRYSequenceBreakers
+	}
+	all["stream"], all["chat_format"], all["reasoning_in_content"], all["generation_prompt"] = false, "Content-only", false, ""
+	all["post_sampling_probs"], all["lora"] = false, lora
+	if full {
+		return all
+	}
+	out := make(map[string]any, len(slotParamKeys))
+	for _, k := range slotParamKeys {
+		out[k] = all[k]
+	}
+	return out
 }
 
 // validSlotFilename reports whether name is a plain file name that stays

@@ -36,8 +36,7 @@ type config struct {
 
 	// Model sources other than a local file (see modelSource): -hf, -hff,
 	// -hft, --offline; --model-url, --mmproj-url (--no-mmproj: no
-	// projector, even with -mm); --spec-draft-hf. --docker-repo is
-	// refused at start (see unsupportedUse).
+	// projector, even with -mm); --spec-draft-hf; -dr/--docker-repo.
 	hf                           hfFlags
 	modelURL, mmprojURL, draftHF string
 	noMMProj                     bool
@@ -544,7 +543,7 @@ func flagTable(c *config) []flagDef {
 		}},
 		{names: []string{"-m", "--model"}, arg: "FNAME", env: "LLAMA_ARG_MODEL", sec: cm, help: "the GGUF model to serve (none: router mode)", set: strTo(&o.Model)},
 		{names: []string{"-mu", "--model-url"}, arg: "MODEL_URL", env: "LLAMA_ARG_MODEL_URL", sec: cm, help: "download the model from this URL (into the file -m names, else the cache folder: $LLAMA_CACHE or ~/.cache/llama.cpp), unless it is there", set: strTo(&c.modelURL)},
-		{names: []string{"-dr", "--docker-repo"}, arg: "[<repo>/]<model>[:quant]", env: "LLAMA_ARG_DOCKER_REPO", sec: cm, help: "pull the model from a Docker Hub repository", set: strTo(&c.dockerRepo)},
+		{names: []string{"-dr", "--docker-repo"}, arg: "[<repo>/]<model>[:quant]", env: "LLAMA_ARG_DOCKER_REPO", sec: cm, help: "pull the model from a Docker Hub repository (namespace default ai/, tag default latest); a reference may start with another OCI registry's host[:port]/", set: strTo(&c.dockerRepo)},
 		{names: []string{"-hf", "-hfr", "--hf-repo"}, arg: "<user>/<model>[:quant]", env: "LLAMA_ARG_HF_REPO", sec: cm, help: "pull the model from a Hugging Face repository", set: strTo(&c.hf.Repo)},
 		{names: []string{"-hff", "--hf-file"}, arg: "FILE", env: "LLAMA_ARG_HF_FILE", sec: cm, help: "the file of --hf-repo to pull", set: strTo(&c.hf.File)},
 		{names: []string{"-hft", "--hf-token"}, arg: "TOKEN", env: "HF_TOKEN", sec: cm, help: "Hugging Face access token", set: strTo(&c.hf.Token)},
@@ -1227,6 +1226,11 @@ func envValue(f *flagDef, getenv func(string) string) (string, bool) {
 func parseFlags(args []string, getenv func(string) string, usage io.Writer) (*config, error) {
 	c := &config{host: "127.0.0.1", port: 8080, timeout: 3600 * time.Second, sampling: sampling.Defaults()}
 	c.opts.Slots = true
+	// As llama-server: LLAMA_SERVER_SLOTS_DEBUG (a non-zero number) shows
+	// more of each slot in /slots.
+	if n, err := strconv.Atoi(getenv("LLAMA_SERVER_SLOTS_DEBUG")); err == nil && n != 0 {
+		c.opts.SlotsDebug = true
+	}
 	c.opts.Jinja = true
 	c.opts.NPredict = -1
 	c.opts.ModelsMax = 4
@@ -1451,7 +1455,6 @@ func (c *config) unsupportedUse() error {
 		}
 	}
 	add(c.rpc != "", "RPC devices are not supported yet (--rpc)")
-	add(c.dockerRepo != "", "pulling models from Docker Hub is not supported yet (--docker-repo)")
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
 	}
@@ -1462,8 +1465,16 @@ func (c *config) unsupportedUse() error {
 // -hf/--hf-repo (with --hf-file, --hf-token, --offline) pulls it into the
 // Hugging Face cache, with a progress bar on progress, and points the
 // options at it (see pullHF); --spec-draft-hf does the same for the draft
-// model. --model-url and --mmproj-url download their files (fetchURL).
+// model. --model-url and --mmproj-url download their files (fetchURL);
+// -dr/--docker-repo pulls the model from an OCI registry (pullDocker).
 func (c *config) modelSource(ctx context.Context, progress io.Writer) error {
+	if c.dockerRepo != "" {
+		p, err := pullDocker(ctx, c.dockerRepo, c.hf.Offline, os.Getenv, progress)
+		if err != nil {
+			return fmt.Errorf("--docker-repo %s: %w", c.dockerRepo, err)
+		}
+		c.opts.Model = p
+	}
 	if c.modelURL != "" && c.hf.Repo == "" {
 		p, err := fetchURL(ctx, c.modelURL, c.opts.Model, c.hf.Offline, os.Getenv, progress)
 		if err != nil {

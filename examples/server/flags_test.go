@@ -366,7 +366,7 @@ func TestFlagUnsupported(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--docker-repo", "ai/smollm2:135M-Q4_0"}, "Docker Hub"},
+		{[]string{"--rpc", "127.0.0.1:50052"}, "RPC"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			c, err := parseFlags(tc.args, noEnv, io.Discard)

@@ -14,6 +14,7 @@ import (
 	"strconv"
 
 	"github.com/x/llama"
+	"github.com/x/llama/internal/hub"
 )
 
 // urlCacheDir is where --model-url and --mmproj-url files go when -m or
@@ -28,6 +29,21 @@ func urlCacheDir(getenv func(string) string) (string, error) {
 		return "", err
 	}
 	return filepath.Join(d, "llama.cpp"), nil
+}
+
+// pullDocker pulls the GGUF of an OCI model image (-dr/--docker-repo) into
+// the cache folder, as llama-server does, through the hub's download
+// (resumed, checked against the layer's digest, with a progress bar on
+// progress); a file already there is used as is, --offline never
+// downloads.
+func pullDocker(ctx context.Context, ref string, offline bool, getenv func(string) string, progress io.Writer) (string, error) {
+	dir, err := urlCacheDir(getenv)
+	if err != nil {
+		return "", err
+	}
+	bar := llama.PullProgressBar(progress)
+	return hub.PullOCI(ctx, ref, hub.OCIOptions{Dir: dir, Offline: offline,
+		Progress: func(p hub.Progress) { bar(llama.PullProgress(p)) }})
 }
 
 // splitPart matches the name of the first part of a split GGUF.

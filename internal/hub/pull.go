@@ -32,6 +32,9 @@ type puller struct {
 	offline  bool
 	dir      string // the repo's cache folder
 	client   *http.Client
+	// fileURL, when set, is where a file is downloaded from instead of
+	// the hub's resolve URL (OCI registry blobs).
+	fileURL func(path string) string
 }
 
 func newPuller(repo string, o Options) (*puller, error) {
@@ -373,6 +376,9 @@ func (p *puller) fetch(ctx context.Context, commit string, f file, online bool) 
 
 // resolveURL is where the hub serves a file of a commit.
 func (p *puller) resolveURL(commit, path string) string {
+	if p.fileURL != nil {
+		return p.fileURL(path)
+	}
 	segs := strings.Split(path, "/")
 	for i, s := range segs {
 		segs[i] = url.PathEscape(s)

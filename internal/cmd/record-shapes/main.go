@@ -1,0 +1,178 @@
+// Command record-shapes records what llama.cpp's llama-server answers on
+// GET /v1/models, /models, /slots and /metrics, into
+// server/testdata/llamaserver/shapes.json, for TestShapesAsLlamaServer of
+// package server, which requires this server's answers to have the same
+// keys and value types.
+//
+// It is run by hand, never in CI (it needs a llama-server binary built from
+// the pinned llama.cpp source, see go run ./lib/cmd/llama-install -server):
+//
+//	go run ./internal/cmd/record-shapes -bin /path/to/llama-server \
+//	    -model ../shared/models/stories260K.gguf
+//
+// It starts llama-server on a free 127.0.0.1 port with -m MODEL and the
+// flags in the file's "args", reads the endpoints once before any request
+// ("idle") and once after the file's "request" was sent to /completion
+// ("after"), and writes the answers into the file. The flags and the request
+// are edited in the file itself.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+)
+
+// file is server/testdata/llamaserver/shapes.json.
+type file struct {
+	Comment string          `json:"comment"`
+	Args    []string        `json:"args"`    // llama-server flags besides -m, --host and --port
+	Request json.RawMessage `json:"request"` // sent to /completion between the two readings
+	Idle    *reading        `json:"idle,omitempty"`
+	After   *reading        `json:"after,omitempty"`
+}
+
+// reading is one answer per endpoint: JSON ones as they came, /metrics as
+// its text.
+type reading struct {
+	Models   json.RawMessage `json:"/v1/models"`
+	ModelsV0 json.RawMessage `json:"/models"`
+	Slots    json.RawMessage `json:"/slots"`
+	Metrics  string          `json:"/metrics"`
+}
+
+func main() {
+	bin := flag.String("bin", "", "llama-server binary")
+	model := flag.String("model", "../shared/models/stories260K.gguf", "model file")
+	path := flag.String("file", "server/testdata/llamaserver/shapes.json", "file to fill")
+	flag.Parse()
+	if *bin == "" {
+		log.Fatal("-bin is required")
+	}
+	if err := run(*bin, *model, *path); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(bin, model, path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var f file
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	args := append([]string{"-m", model, "--host", "127.0.0.1", "--port", strconv.Itoa(port)}, f.Args...)
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	if err := waitHealthy(base); err != nil {
+		return err
+	}
+	if f.Idle, err = read(base); err != nil {
+		return fmt.Errorf("idle: %w", err)
+	}
+	if _, err := get(base+"/completion", f.Request); err != nil {
+		return fmt.Errorf("request: %w", err)
+	}
+	if f.After, err = read(base); err != nil {
+		return fmt.Errorf("after: %w", err)
+	}
+	out, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(out, '\n'), 0o644)
+}
+
+func read(base string) (*reading, error) {
+	var r reading
+	for _, e := range []struct {
+		path string
+		dst  *json.RawMessage
+	}{{"/v1/models", &r.Models}, {"/models", &r.ModelsV0}, {"/slots", &r.Slots}} {
+		b, err := get(base+e.path, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", e.path, err)
+		}
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, b, "    ", "  "); err != nil {
+			return nil, fmt.Errorf("%s: %w", e.path, err)
+		}
+		*e.dst = buf.Bytes()
+	}
+	b, err := get(base+"/metrics", nil)
+	if err != nil {
+		return nil, fmt.Errorf("/metrics: %w", err)
+	}
+	r.Metrics = string(b)
+	return &r, nil
+}
+
+// get GETs url, or POSTs body to it when there is one.
+func get(url string, body []byte) ([]byte, error) {
+	var resp *http.Response
+	var err error
+	if body != nil {
+		resp, err = http.Post(url, "application/json", bytes.NewReader(body))
+	} else {
+		resp, err = http.Get(url)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+	return b, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitHealthy(base string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		resp, err := http.Get(base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return errors.New("llama-server did not become healthy in 60 s")
+}
