@@ -924,18 +924,6 @@ type (
 	}
 )
 
-// parseChatOutput reads a whole chat output. When it is malformed (chat.Parse
-// fails, for example on a broken or unfinished tool call), the message is
-// the raw output as content, as llama.cpp's final parse has it, rather than
-// the part the parser managed to read.
-func parseChatOutput(text string, opts chat.ParseOptions) chat.Message {
-	msg, err := chat.Parse(text, opts)
-	if err != nil {
-		return chat.Message{Role: chat.RoleAssistant, Content: text}
-	}
-	return msg
-}
-
 // collectChat waits for the result of a chat (of one choice) that is not
 // streamed and reads its message with chatMessage.
 func collectChat(ctx context.Context, inst *instance, plan *chatPlan, st eventStream) (*completionResult, chat.Message, error) {
@@ -948,11 +936,9 @@ func collectChat(ctx context.Context, inst *instance, plan *chatPlan, st eventSt
 
 // chatMessage reads the message of a chat's result with parseChatOutput.
 func chatMessage(plan *chatPlan, res *completionResult) chat.Message {
-	msg := parseChatOutput(plan.Prefill+res.Text, plan.Parse)
+	msg := chat.ParseWhole(plan.Prefill+res.Text, plan.Parse)
 	if plan.ResponseFormat {
-		var f jsonContentFilter
-		msg.Content = f.push(msg.Content)
-		msg.Content += f.finish()
+		msg.Content = chat.TrimJSONContent(msg.Content)
 	}
 	return msg
 }
@@ -1042,7 +1028,7 @@ func streamChat(w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOpt
 	sse := sseStart(w)
 	base.Object = "chat.completion.chunk"
 	type choiceState struct {
-		parser   *chatStream
+		parser   *chat.Stream
 		ids      map[int]string
 		pending  []step
 		anyCalls bool
@@ -1051,7 +1037,7 @@ func streamChat(w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOpt
 	states := make([]*choiceState, co.N)
 	for i := range states {
 		states[i] = &choiceState{ids: map[int]string{},
-			parser: newChatStream(plan.Parse).withPrefix(plan.Prefill).withJSONContent(plan.ResponseFormat)}
+			parser: chat.NewStream(plan.Parse).WithPrefix(plan.Prefill).WithJSONContent(plan.ResponseFormat)}
 	}
 	send := func(c oaiChatChoice, tm *timingsJSON) bool {
 		chunk := base
