@@ -118,7 +118,7 @@ func TestBuiltinRendererTools(t *testing.T) {
 		ToolChoice: chat.ToolChoice{Mode: "auto"}, AddGenerationPrompt: true}, task)
 	require.NoError(t, err)
 	assert.Equal(t, chat.FormatGeneric, plan.Parse.Format)
-	assert.True(t, strings.HasPrefix(plan.Prompt, "SYSTEM: "+genericToolsPrompt+"\nUSER: Hi\n"), plan.Prompt)
+	assert.True(t, strings.HasPrefix(plan.Prompt, "SYSTEM: "+chat.GenericToolsPrompt+"\nUSER: Hi\n"), plan.Prompt)
 	assert.NotEmpty(t, task.Params.Grammar)
 }
 
