@@ -227,9 +227,15 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 		if len(req.Schema) > 0 {
 			return nil, requestError(nil, "cannot use response_format with tools")
 		}
-		if format == FormatContentOnly {
-			format = FormatGeneric
+		if err := checkToolChoice(choice, req.Tools); err != nil {
+			return nil, requestError(err, "tools: %v", err)
 		}
+	}
+	// A template with no tool-call format sees the tools, but nothing
+	// constrains or parses calls, whatever the tool choice: the model
+	// answers in free text, as llama.cpp's chat parser has it.
+	callTools := useTools && format != FormatContentOnly
+	if callTools {
 		if format == FormatGeneric {
 			msgs = addSystem(msgs, GenericToolsPrompt)
 		}
@@ -246,7 +252,7 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 			plan.GrammarTriggers, plan.PreservedTokens = tg.Triggers, tg.PreservedTokens
 			plan.ToolGrammar = true
 		}
-	} else if len(req.Schema) > 0 && (req.PlainSchema || !isEmptyObject(req.Schema)) {
+	} else if !useTools && len(req.Schema) > 0 && (req.PlainSchema || !isEmptyObject(req.Schema)) {
 		if req.Grammar != "" {
 			return nil, requestError(nil, "cannot use response_format with grammar or json_schema")
 		}
@@ -332,7 +338,7 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 		Format:             format,
 		Reasoning:          reasoning,
 		ThinkingForcedOpen: reasoning != ReasoningNone && strings.HasSuffix(trimmed, "<think>"),
-		ParseToolCalls:     useTools,
+		ParseToolCalls:     callTools,
 		Tools:              req.Tools,
 	}
 	return plan, nil
@@ -376,6 +382,23 @@ func (p *Plan) ParseOutput(output string) Message {
 // generated, piece by piece, into deltas of the assistant message.
 func (p *Plan) NewStream() *Stream {
 	return NewStream(p.Parse).WithPrefix(p.Prefill).WithJSONContent(p.JSONContent)
+}
+
+// checkToolChoice refuses a choice of unknown mode or naming a function
+// that is not among tools, whatever the template's format.
+func checkToolChoice(choice ToolChoice, tools []Tool) error {
+	switch choice.Mode {
+	case "auto", "required", "none":
+		return nil
+	case "function":
+		for _, t := range tools {
+			if t.Name == choice.Function {
+				return nil
+			}
+		}
+		return fmt.Errorf("chat: tool choice names unknown function %q", choice.Function)
+	}
+	return fmt.Errorf("chat: unknown tool choice mode %q", choice.Mode)
 }
 
 // continuationText is the text of a message continued: its content, or

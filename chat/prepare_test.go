@@ -110,6 +110,22 @@ func TestPrepare(t *testing.T) {
 				assert.Empty(t, p.Grammar)
 				assert.False(t, p.Parse.ParseToolCalls)
 			}},
+		{name: "tools on a template without a tool-call format: free text", src: chatml,
+			req: Request{Messages: []Message{user}, Tools: []Tool{weather}, ToolChoice: ToolChoice{Mode: "required"}},
+			check: func(t *testing.T, p *Plan) {
+				assert.Equal(t, "<|im_start|>user\nWhat is the weather in Paris?<|im_end|>\n<|im_start|>assistant\n", p.Prompt)
+				assert.Empty(t, p.Grammar)
+				assert.False(t, p.ToolGrammar)
+				assert.False(t, p.Parse.ParseToolCalls)
+				out := `{"tool_call": {"name": "get_weather", "arguments": {}}}`
+				assert.Equal(t, Message{Role: RoleAssistant, Content: out}, p.ParseOutput(out))
+			}},
+		{name: "a named function among the tools", src: chatml,
+			req:   Request{Messages: []Message{user}, Tools: []Tool{weather}, ToolChoice: ToolChoice{Mode: "function", Function: "get_weather"}},
+			check: func(t *testing.T, p *Plan) { assert.Empty(t, p.Grammar) }},
+		{name: "a named function not among the tools", src: chatml,
+			req: Request{Messages: []Message{user}, Tools: []Tool{weather}, ToolChoice: ToolChoice{Mode: "function", Function: "nope"}},
+			err: `tools: chat: tool choice names unknown function "nope"`},
 		{name: "tools and a grammar", src: hermesTemplate, req: Request{Messages: []Message{user}, Tools: []Tool{weather}, Grammar: `root ::= "x"`},
 			err: "cannot use custom grammar constraints with tools"},
 		{name: "tools and a schema", src: hermesTemplate, req: Request{Messages: []Message{user}, Tools: []Tool{weather}, Schema: json.RawMessage(`{}`)},
