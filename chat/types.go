@@ -3,6 +3,13 @@
 // reasoning parsers for the model families people run, and the grammars that
 // constrain generation to a format.
 //
+// [Templates.Prepare] does what llama-server does with a chat request, with
+// no HTTP: it renders the conversation and its tools, gives the grammar and
+// lazy triggers that constrain generation to the template's tool-call format
+// (or a response format), and returns a [Plan] that reads the output, whole
+// or streamed, into content, reasoning and tool calls. Package engine runs a
+// plan on a model (engine.ChatTemplates, Request.SetChat).
+//
 // The types here are the Go form of a conversation. Wire formats (OpenAI,
 // Anthropic) live in package server and convert to and from these.
 package chat

@@ -500,7 +500,7 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 		return send("message_start", anthEvent{Type: "message_start", Message: &msg}) &&
 			send("ping", anthEvent{Type: "ping"})
 	}
-	parser := newChatStream(plan.Parse).withPrefix(plan.Prefill).withJSONContent(plan.ResponseFormat)
+	parser := plan.NewStream()
 	index := -1
 	open := "" // kind of the open block: thinking, text, tool
 	openTool := -1

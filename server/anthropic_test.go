@@ -118,7 +118,7 @@ func TestAnthropicMessages(t *testing.T) {
 }
 
 func TestAnthropicToolRoundTrip(t *testing.T) {
-	_, hs := newTestServer(t, Options{})
+	_, hs := newTestServer(t, Options{ChatTemplate: genericToolsTemplate})
 	ctx := context.Background()
 	client := anthClient(hs.URL)
 	tools := []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{

@@ -122,7 +122,7 @@ func handleApplyTemplate(s *Server) handlerFunc {
 		}
 		defer release()
 		in := chat.TemplateInput{Messages: msgs, AddGenerationPrompt: req.AddGenerationPrompt == nil || *req.AddGenerationPrompt,
-			Extra: inst.templateKwargs(inst.Template, req.ChatTemplateKwargs)}
+			Extra: inst.chatTemplates().Kwargs(inst.Template, req.ChatTemplateKwargs)}
 		sp := inst.Model.SpecialTokens()
 		if sp.BOS != llama.NoToken {
 			in.BOSToken, _ = inst.Model.TokenPiece(sp.BOS, true)

@@ -16,9 +16,9 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/x/llama/engine"
@@ -72,17 +72,10 @@ type chatRequest struct {
 	Gen genInput
 }
 
-// chatPlan is how to run a chat and read its output.
+// chatPlan is how to run a chat and read its output: package chat's plan
+// and the thinking budget.
 type chatPlan struct {
-	Prompt string
-	Parse  chat.ParseOptions
-	// Prefill is the text of the message continued, which the answer's
-	// content starts with.
-	Prefill string
-	// ResponseFormat: the output is JSON after optional whitespace or a
-	// ```json fence (llama-server's --jinja response_format); the content
-	// is the JSON alone.
-	ResponseFormat bool
+	*chat.Plan
 	// budget makes the thinking budget's sampler of each task (nil: none).
 	budget *budgetSpec
 }
@@ -98,188 +91,88 @@ func (p *chatPlan) samplers() []llama.Sampler {
 	return nil
 }
 
-// genericToolsPrompt is the instruction llama.cpp adds for models without
-// a tool-call format of their own.
-const genericToolsPrompt = "Respond in JSON format, either with `tool_call` (a request to call tools) or with `response` reply to the user's request"
-
-// prepareChat renders req and sets t's prompt and grammar for it. t holds
-// the generation parameters already parsed (its Params.Grammar, if any,
-// came from the request's grammar or json_schema).
-func (inst *instance) prepareChat(req *chatRequest, t *engine.Request) (*chatPlan, error) {
-	if len(req.Messages) == 0 && !req.AllowEmpty {
-		return nil, badRequest(`"messages" must not be empty`)
+// chatTemplates returns the instance's chat templates for package chat.
+func (inst *instance) chatTemplates() *chat.Templates {
+	t := engine.ChatTemplatesFor(inst.Model, inst.Template)
+	if inst.ToolTemplate != nil {
+		t.ToolUse = inst.ToolTemplate
 	}
+	t.Thinking = inst.Opts.Reasoning
+	return t
+}
+
+// prepareChat renders req with chat.Templates.Prepare and sets t's prompt
+// and grammar for it, within the server's limits. t holds the generation
+// parameters already parsed (its Params.Grammar, if any, came from the
+// request's grammar or json_schema).
+func (inst *instance) prepareChat(req *chatRequest, t *engine.Request) (*chatPlan, error) {
 	if err := inst.checkMessagesText(req.Messages); err != nil {
 		return nil, err
 	}
-	plan := &chatPlan{}
-	rf := req.Reasoning
-	if rf == "" {
-		rf = inst.Opts.ReasoningFormat
-	}
-	if rf == "" {
-		rf = "auto"
-	}
-	reasoning, err := chat.ParseReasoningFormat(rf)
-	if err != nil {
-		return nil, badRequest("%v", err)
-	}
-	msgs := req.Messages
-	// With tool_choice none the template does not see the tools either.
 	useTools := len(req.Tools) > 0 && req.ToolChoice.Mode != "none"
-	tmpl := inst.template(useTools)
-	format := tmpl.Format()
-	var tools []chat.Tool
 	if useTools {
-		tools = req.Tools
-		if t.Params.Grammar != "" {
-			return nil, badRequest("cannot use custom grammar constraints with tools")
-		}
-		if len(req.Schema) > 0 {
-			return nil, badRequest("cannot use response_format with tools")
-		}
-		if format == chat.FormatContentOnly {
-			format = chat.FormatGeneric
-		}
-		if format == chat.FormatGeneric {
-			msgs = addSystem(msgs, genericToolsPrompt)
-		}
-		parallel := tmpl.Caps().SupportsParallelToolCalls
-		if req.Parallel != nil {
-			parallel = *req.Parallel
-		}
 		if err := checkToolsSize(req.Tools); err != nil {
 			return nil, err
 		}
-		tg, err := chat.BuildToolGrammar(format, req.Tools, req.ToolChoice, parallel)
-		if err != nil {
-			return nil, badRequest("tools: %v", err)
+	} else if len(req.Schema) > 0 {
+		if err := checkSchemaSize(req.Schema); err != nil {
+			return nil, err
 		}
-		if tg != nil {
-			if err := checkGrammar(inst.Model, tg.Grammar); err != nil {
+	}
+	tmpls := inst.chatTemplates()
+	cp, err := tmpls.Prepare(chat.Request{
+		Messages:           req.Messages,
+		AllowEmpty:         req.AllowEmpty,
+		Tools:              req.Tools,
+		ToolChoice:         req.ToolChoice,
+		ParallelToolCalls:  req.Parallel,
+		NoGenerationPrompt: !req.AddGenerationPrompt,
+		Continue:           req.Continue,
+		Extra:              req.Extra,
+		Reasoning:          cmp.Or(req.Reasoning, inst.Opts.ReasoningFormat),
+		Schema:             req.Schema,
+		PlainSchema:        !inst.Opts.Jinja,
+		Grammar:            t.Params.Grammar,
+	})
+	if err != nil {
+		return nil, chatError(err)
+	}
+	if cp.Grammar != "" {
+		if err := checkGrammar(inst.Model, cp.Grammar); err != nil {
+			if cp.ToolGrammar {
 				return nil, badRequest("tool grammar: %v", err) // built from the client's tools
 			}
-			t.Params.Grammar = tg.Grammar
-			t.Params.GrammarLazy = tg.Lazy
-			t.Params.PreservedTokens = tg.PreservedTokens
-			for _, tr := range tg.Triggers {
-				t.Params.GrammarTriggers = append(t.Params.GrammarTriggers, grammarTrigger(inst.Model, tr))
-			}
-		}
-	} else if len(req.Schema) > 0 && !(inst.Opts.Jinja && isEmptyObject(req.Schema)) {
-		// As llama-server: with --jinja the schema's grammar comes after
-		// optional whitespace or a ```json fence, and the content is the
-		// JSON alone; an empty schema asks for nothing. Without --jinja it
-		// is the schema's grammar alone, and {} asks for an object.
-		if t.Params.Grammar != "" {
-			return nil, badRequest("cannot use response_format with grammar or json_schema")
-		}
-		schema := req.Schema
-		if isEmptyObject(schema) {
-			schema = json.RawMessage(`{"type":"object"}`)
-		}
-		g, err := schemaGrammar(schema)
-		if err != nil {
 			return nil, err
 		}
-		if inst.Opts.Jinja {
-			g = responseFormatGrammar(g)
-			plan.ResponseFormat = true
-		}
-		if err := checkGrammar(inst.Model, g); err != nil {
-			return nil, err
-		}
-		t.Params.Grammar = g
+		engine.SetChatGrammar(inst.Model, &t.Params, cp)
 	}
-	// A conversation ending with an assistant message is continued from
-	// its text (llama.cpp's assistant prefill), as is the last message with
-	// continue_final_message: the conversation before it is rendered, then
-	// the template's generation prompt, then the message's text. The
-	// answer's content starts with that text, as llama-server's does.
-	addGen, cont := req.AddGenerationPrompt, req.Continue
-	n := len(msgs)
-	if n == 0 {
-		cont = ""
-	}
-	if cont == "" && n > 0 && msgs[n-1].Role == chat.RoleAssistant {
-		if n >= 2 && msgs[n-2].Role == chat.RoleAssistant {
-			return nil, badRequest("cannot have 2 or more assistant messages at the end of the list")
-		}
-		cont, addGen = "auto", false
-	}
-	if cont != "" && addGen {
-		return nil, badRequest("cannot set both add_generation_prompt and continue_final_message to true")
-	}
-	if cont != "" && msgs[n-1].Role == chat.RoleAssistant && len(msgs[n-1].ToolCalls) > 0 {
-		return nil, badRequest("cannot continue an assistant message that contains tool calls")
-	}
-	var prompt string
-	if cont == "" {
-		prompt, err = inst.renderChat(msgs, tools, addGen, req.Extra)
-	} else {
-		last := msgs[n-1]
-		var before, withGen string
-		before, err = inst.renderChat(msgs[:n-1], tools, false, req.Extra)
-		if err == nil {
-			withGen, err = inst.renderChat(msgs[:n-1], tools, true, req.Extra)
-		}
-		if err == nil {
-			i := 0
-			for i < len(before) && i < len(withGen) && before[i] == withGen[i] {
-				i++
-			}
-			gen := withGen[i:]
-			// Templates with reasoning get the message's reasoning between
-			// their markers first (closed when continuing the content).
-			if start, end, ok := inst.reasoningMarkers(gen, req.Extra); ok {
-				if k := strings.Index(gen, start); k >= 0 {
-					gen = gen[:k]
-				}
-				gen += start + last.ReasoningContent
-				if cont != "reasoning_content" {
-					gen += end
-				}
-			}
-			if cont != "reasoning_content" {
-				plan.Prefill = continuationText(last)
-			}
-			prompt = before + gen + plan.Prefill
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	toks, err := inst.promptTokens(prompt, req.media, t)
+	toks, err := inst.promptTokens(cp.Prompt, req.media, t)
 	if err != nil {
 		return nil, err
 	}
 	t.Prompt = toks
-	plan.Prompt = prompt
-	hist := msgs
-	if cont != "" {
-		hist = msgs[:n-1]
-	}
-	if plan.budget, err = inst.chatBudget(req, hist, tools, prompt); err != nil {
+	plan := &chatPlan{Plan: cp}
+	if plan.budget, err = inst.chatBudget(req, cp); err != nil {
 		return nil, err
 	}
 	t.Samplers = plan.samplers()
-	trimmed := strings.TrimRight(prompt, " \t\r\n")
-	plan.Parse = chat.ParseOptions{
-		Format:             format,
-		Reasoning:          reasoning,
-		ThinkingForcedOpen: reasoning != chat.ReasoningNone && strings.HasSuffix(trimmed, "<think>"),
-		ParseToolCalls:     useTools,
-		Tools:              req.Tools,
-	}
 	return plan, nil
+}
+
+// chatError converts an error of package chat to the server's.
+func chatError(err error) error {
+	var re *chat.RequestError
+	if errors.As(err, &re) {
+		return badRequest("%s", re.Msg)
+	}
+	return err
 }
 
 // chatBudget returns the thinking budget of a chat (nil: none): the
 // request's reasoning_budget_tokens or thinking_budget_tokens (-1 or
 // absent: the server's ReasoningBudget) and reasoning_budget_message,
-// with the thinking tags of the template, found by reasoningMarkers from
-// the generation prompt after hist.
-func (inst *instance) chatBudget(req *chatRequest, hist []chat.Message, tools []chat.Tool, prompt string) (*budgetSpec, error) {
+// with the thinking tags of the template (chat.Plan.ThinkingTags).
+func (inst *instance) chatBudget(req *chatRequest, plan *chat.Plan) (*budgetSpec, error) {
 	f := req.Gen.Fields
 	budget, msg := -1, inst.Opts.ReasoningBudgetMessage
 	if inst.Opts.ReasoningBudget > 0 {
@@ -303,105 +196,14 @@ func (inst *instance) chatBudget(req *chatRequest, hist []chat.Message, tools []
 	if budget < 0 {
 		return nil, nil
 	}
-	before, err := inst.renderChat(hist, tools, false, req.Extra)
+	start, end, ok, err := plan.ThinkingTags()
 	if err != nil {
-		return nil, err
-	}
-	withGen, err := inst.renderChat(hist, tools, true, req.Extra)
-	if err != nil {
-		return nil, err
-	}
-	gen := strings.TrimPrefix(withGen, before)
-	start, end, ok := inst.reasoningMarkers(gen, req.Extra)
-	if !ok && strings.Contains(gen, "<think>") {
-		// The generation prompt opens the block itself.
-		start, end, ok = "<think>", cmp.Or(strings.TrimSpace(end), "</think>"), true
+		return nil, chatError(err)
 	}
 	if !ok {
 		return nil, nil
 	}
-	return inst.budgetFor(budget, msg, prompt, start, end), nil
-}
-
-// reasoningMarkers finds the text a template writes around an assistant
-// message's reasoning, as llama.cpp's template analysis does: from a
-// rendered probe message when the template shows reasoning, else <think>
-// and </think> when the generation prompt gen opens a <think> block.
-func (inst *instance) reasoningMarkers(gen string, extra map[string]any) (start, end string, ok bool) {
-	const r, c = "PROBE_REASONING_TEXT", "PROBE_CONTENT_TEXT"
-	probe := []chat.Message{{Role: chat.RoleUser, Content: "x"}, {Role: chat.RoleAssistant, ReasoningContent: r, Content: c}}
-	if out, err := inst.renderChat(probe, nil, false, extra); err == nil && gen != "" {
-		if g := strings.LastIndex(out, strings.TrimRight(gen, " \n")); g >= 0 {
-			rest := out[g+len(strings.TrimRight(gen, " \n")):]
-			ri, ci := strings.Index(rest, r), strings.Index(rest, c)
-			if ri >= 0 && ci > ri {
-				start = strings.TrimLeft(rest[:ri], "\n")
-				if strings.HasSuffix(gen, "\n") && !strings.HasPrefix(rest, "\n") {
-					start = rest[:ri]
-				}
-				return start, rest[ri+len(r) : ci], start != ""
-			}
-		}
-	}
-	if strings.Contains(gen, "<think>") {
-		return "<think>", "</think>", true
-	}
-	return "", "", false
-}
-
-// continuationText is the text of a message continued: its content, or
-// its text parts joined by blank lines, as llama.cpp joins them.
-func continuationText(m chat.Message) string {
-	if len(m.Parts) == 0 {
-		return m.Content
-	}
-	var texts []string
-	for _, p := range m.Parts {
-		if p.Type == "text" {
-			texts = append(texts, p.Text)
-		}
-	}
-	return strings.Join(texts, "\n\n")
-}
-
-// addSystem puts text in the system message, adding one if needed.
-func addSystem(msgs []chat.Message, text string) []chat.Message {
-	out := make([]chat.Message, 0, len(msgs)+1)
-	if len(msgs) > 0 && msgs[0].Role == chat.RoleSystem {
-		m := msgs[0]
-		if m.Content != "" {
-			m.Content += "\n\n" + text
-		} else {
-			m.Content = text
-		}
-		if len(m.Parts) > 0 {
-			m.Parts = append(append([]chat.ContentPart(nil), m.Parts...), chat.ContentPart{Type: "text", Text: "\n\n" + text})
-		}
-		return append(append(out, m), msgs[1:]...)
-	}
-	out = append(out, chat.Message{Role: chat.RoleSystem, Content: text})
-	return append(out, msgs...)
-}
-
-// grammarTrigger converts a chat trigger to the engine's.
-func grammarTrigger(m *llama.Model, tr chat.GrammarTrigger) engine.GrammarTrigger {
-	g := engine.GrammarTrigger{Token: llama.NoToken}
-	switch tr.Kind {
-	case chat.TriggerWord:
-		g.Word = tr.Value
-	case chat.TriggerPattern:
-		g.Pattern = tr.Value
-	case chat.TriggerPatternFull:
-		g.Pattern, g.PatternFull = tr.Value, true
-	case chat.TriggerToken:
-		toks, err := tokenizeText(m, tr.Value, llama.TokenizeOptions{ParseSpecial: true})
-		if err == nil && len(toks) == 1 {
-			g.Token = toks[0]
-		} else {
-			g.Word = tr.Value
-		}
-	}
-	return g
+	return inst.budgetFor(budget, msg, plan.Prompt, start, end), nil
 }
 
 // wireMessage is an OpenAI chat message as received.
@@ -647,77 +449,6 @@ func parseResponseFormat(f reqFields, req *chatRequest) error {
 	return nil
 }
 
-// responseFormatGrammar wraps the grammar of a response_format schema the
-// way llama.cpp's chat parser does (after the generation prompt, which the
-// prompt already holds): optional whitespace, then the JSON either bare or
-// in a ```json fence, then optional whitespace.
-func responseFormatGrammar(schema string) string {
-	var sb strings.Builder
-	sb.WriteString("root ::= space space ( \"```json\" space response-format space \"```\" | space response-format space )\n")
-	sb.WriteString(renameGBNFRule(schema, "root", "response-format"))
-	if !strings.Contains(schema, "\nspace ::=") && !strings.HasPrefix(schema, "space ::=") {
-		sb.WriteString("\nspace ::= | \" \" | \"\\n\"{1,2} [ \\t]{0,20}")
-	}
-	return sb.String()
-}
-
-// renameGBNFRule renames rule from to "to" in GBNF text, leaving string
-// literals and character classes alone.
-func renameGBNFRule(g, from, to string) string {
-	var sb strings.Builder
-	isName := func(c byte) bool {
-		return c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-	}
-	for i := 0; i < len(g); {
-		c := g[i]
-		switch {
-		case c == '"' || c == '[':
-			end := byte('"')
-			if c == '[' {
-				end = ']'
-			}
-			j := i + 1
-			for j < len(g) && g[j] != end {
-				if g[j] == '\\' {
-					j++
-				}
-				j++
-			}
-			j = min(j+1, len(g))
-			sb.WriteString(g[i:j])
-			i = j
-		case c == '#':
-			j := strings.IndexByte(g[i:], '\n')
-			if j < 0 {
-				j = len(g) - i
-			}
-			sb.WriteString(g[i : i+j])
-			i += j
-		case isName(c):
-			j := i
-			for j < len(g) && isName(g[j]) {
-				j++
-			}
-			if g[i:j] == from {
-				sb.WriteString(to)
-			} else {
-				sb.WriteString(g[i:j])
-			}
-			i = j
-		default:
-			sb.WriteByte(c)
-			i++
-		}
-	}
-	return sb.String()
-}
-
-// isEmptyObject reports whether v is the JSON object {}.
-func isEmptyObject(v json.RawMessage) bool {
-	var m map[string]json.RawMessage
-	return jsonKind(v) == 'o' && json.Unmarshal(v, &m) == nil && len(m) == 0
-}
-
 // chatOptions are the OpenAI chat settings beyond generation.
 type chatOptions struct {
 	Model string
@@ -924,18 +655,6 @@ type (
 	}
 )
 
-// parseChatOutput reads a whole chat output. When it is malformed (chat.Parse
-// fails, for example on a broken or unfinished tool call), the message is
-// the raw output as content, as llama.cpp's final parse has it, rather than
-// the part the parser managed to read.
-func parseChatOutput(text string, opts chat.ParseOptions) chat.Message {
-	msg, err := chat.Parse(text, opts)
-	if err != nil {
-		return chat.Message{Role: chat.RoleAssistant, Content: text}
-	}
-	return msg
-}
-
 // collectChat waits for the result of a chat (of one choice) that is not
 // streamed and reads its message with chatMessage.
 func collectChat(ctx context.Context, inst *instance, plan *chatPlan, st eventStream) (*completionResult, chat.Message, error) {
@@ -948,13 +667,7 @@ func collectChat(ctx context.Context, inst *instance, plan *chatPlan, st eventSt
 
 // chatMessage reads the message of a chat's result with parseChatOutput.
 func chatMessage(plan *chatPlan, res *completionResult) chat.Message {
-	msg := parseChatOutput(plan.Prefill+res.Text, plan.Parse)
-	if plan.ResponseFormat {
-		var f jsonContentFilter
-		msg.Content = f.push(msg.Content)
-		msg.Content += f.finish()
-	}
-	return msg
+	return plan.ParseOutput(res.Text)
 }
 
 // nullableContent is OpenAI's content: "" becomes null when the message
@@ -1042,7 +755,7 @@ func streamChat(w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOpt
 	sse := sseStart(w)
 	base.Object = "chat.completion.chunk"
 	type choiceState struct {
-		parser   *chatStream
+		parser   *chat.Stream
 		ids      map[int]string
 		pending  []step
 		anyCalls bool
@@ -1051,7 +764,7 @@ func streamChat(w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOpt
 	states := make([]*choiceState, co.N)
 	for i := range states {
 		states[i] = &choiceState{ids: map[int]string{},
-			parser: newChatStream(plan.Parse).withPrefix(plan.Prefill).withJSONContent(plan.ResponseFormat)}
+			parser: plan.NewStream()}
 	}
 	send := func(c oaiChatChoice, tm *timingsJSON) bool {
 		chunk := base

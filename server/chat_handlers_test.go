@@ -102,7 +102,7 @@ func TestChatReasoning(t *testing.T) {
 }
 
 func TestChatFeatures(t *testing.T) {
-	_, ts := newTestServer(t, Options{})
+	_, ts := newTestServer(t, Options{ChatTemplate: genericToolsTemplate})
 	url := ts.URL + "/v1/chat/completions"
 	t.Run("content parts and roles", func(t *testing.T) {
 		code, out := postJSON(t, url, map[string]any{
@@ -379,10 +379,25 @@ func TestPrepareChat(t *testing.T) {
 		_, err = inst.prepareChat(&chatRequest{Messages: append(msgs, msgs[1]), AddGenerationPrompt: true}, &engine.Request{Params: engine.DefaultSamplingParams()})
 		require.Error(t, err)
 	})
+	tools := []chat.Tool{{Name: "f", Parameters: json.RawMessage(`{"type":"object"}`)}}
+	// chatml has no tool-call format: the answer is free text, whatever
+	// the tool choice, as llama-server v0.4.0 gives it.
+	for _, mode := range []string{"auto", "required"} {
+		t.Run("tools without a tool-call format, "+mode, func(t *testing.T) {
+			task := &engine.Request{Params: engine.DefaultSamplingParams()}
+			plan, err := inst.prepareChat(&chatRequest{Messages: []chat.Message{user}, Tools: tools, ToolChoice: chat.ToolChoice{Mode: mode}, AddGenerationPrompt: true}, task)
+			require.NoError(t, err)
+			assert.Equal(t, chat.FormatContentOnly, plan.Parse.Format)
+			assert.False(t, plan.Parse.ParseToolCalls)
+			assert.NotContains(t, plan.Prompt, "Respond in JSON format")
+			assert.Empty(t, task.Params.Grammar)
+		})
+	}
 	t.Run("generic tools", func(t *testing.T) {
+		s, _ := newTestServer(t, Options{ChatTemplate: genericToolsTemplate})
+		gi := defaultInstance(t, s)
 		task := &engine.Request{Params: engine.DefaultSamplingParams()}
-		tools := []chat.Tool{{Name: "f", Parameters: json.RawMessage(`{"type":"object"}`)}}
-		plan, err := inst.prepareChat(&chatRequest{Messages: []chat.Message{user}, Tools: tools, ToolChoice: chat.ToolChoice{Mode: "auto"}, AddGenerationPrompt: true}, task)
+		plan, err := gi.prepareChat(&chatRequest{Messages: []chat.Message{user}, Tools: tools, ToolChoice: chat.ToolChoice{Mode: "auto"}, AddGenerationPrompt: true}, task)
 		require.NoError(t, err)
 		assert.Equal(t, chat.FormatGeneric, plan.Parse.Format)
 		assert.True(t, plan.Parse.ParseToolCalls)

@@ -4,62 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/x/llama/engine"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/x/llama/chat"
 )
-
-func TestChatStream(t *testing.T) {
-	hermes := chat.ParseOptions{Format: chat.FormatHermes2Pro, ParseToolCalls: true}
-	for _, tc := range []struct {
-		name    string
-		pieces  []string
-		limited bool
-		content string
-		calls   []chat.ToolCall
-	}{
-		{"well formed", []string{"Sure.", " <tool_", "call>\n{\"name\": \"f\", ", "\"arguments\": {\"a\": 1}}\n</tool_call>"}, false,
-			"Sure.", []chat.ToolCall{{Name: "f", Arguments: `{"a": 1}`}}},
-		{"malformed call: the rest as content", []string{"Sure.", " <tool_", "call>\n{\"na", "me\": oops}", " more text"}, false,
-			"Sure. <tool_call>\n{\"name\": oops} more text", nil},
-		{"malformed after a call", []string{"<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>", "<tool_call>\n[[[", " tail"}, false,
-			"<tool_call>\n[[[ tail", []chat.ToolCall{{Name: "f", Arguments: `{}`}}},
-		{"cut off by the limit", []string{"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": ", "1"}, true,
-			"", []chat.ToolCall{{Name: "f", Arguments: `{"a": 1`}}},
-		{"incomplete at end of generation", []string{"Hi <tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": ", "1"}, false,
-			"Hi", []chat.ToolCall{{Name: "f", Arguments: `{"a": 1`}}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newChatStream(hermes)
-			var got chat.Message
-			add := func(d chat.Delta) {
-				got.Content += d.Content
-				for _, c := range d.ToolCalls {
-					if c.Index == len(got.ToolCalls) {
-						got.ToolCalls = append(got.ToolCalls, chat.ToolCall{})
-					}
-					got.ToolCalls[c.Index].Name += c.Name
-					got.ToolCalls[c.Index].Arguments += c.ArgumentsDelta
-				}
-			}
-			for _, p := range tc.pieces {
-				add(s.Push(p))
-			}
-			add(s.Finish(tc.limited))
-			assert.Equal(t, tc.content, got.Content)
-			assert.Equal(t, tc.calls, got.ToolCalls)
-			if tc.calls == nil {
-				assert.Equal(t, strings.Join(tc.pieces, ""), got.Content)
-			}
-		})
-	}
-}
 
 // scriptEngine answers every task with fixed output pieces.
 type scriptEngine struct {

@@ -139,3 +139,10 @@ func waitModelState(t testing.TB, s *Server, name string, state modelState) {
 		}
 	}
 }
+
+// genericToolsTemplate is ChatML that knows of tools but writes calls in
+// no format of its own: tools go through the generic {"tool_call": ...}
+// JSON format. Without tools it renders as chatml.
+const genericToolsTemplate = `{%- if tools %}<|im_start|>system
+You may call tools.<|im_end|>
+{% endif %}{%- for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}`

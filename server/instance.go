@@ -77,16 +77,6 @@ func (inst *instance) embedder() engineAPI {
 	return inst.Engine
 }
 
-// template returns the renderer for a prompt with or without tools: the
-// model's "tool_use" template when tools are offered and it has one, as
-// llama.cpp does, else the main template.
-func (inst *instance) template(tools bool) promptRenderer {
-	if tools && inst.ToolTemplate != nil {
-		return inst.ToolTemplate
-	}
-	return inst.Template
-}
-
 // close frees the engine and the model.
 func (inst *instance) close() {
 	inst.once.Do(func() {

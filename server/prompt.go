@@ -4,8 +4,6 @@ package server
 // by the model's template, and the context size one task can use.
 
 import (
-	"strings"
-
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
 )
@@ -23,58 +21,11 @@ func (inst *instance) tokenizePrompt(text string) ([]llama.Token, error) {
 	return toks, nil
 }
 
-// specialText returns a special token's text ("" when absent).
-func (inst *instance) specialText(t llama.Token) string {
-	if t == llama.NoToken {
-		return ""
-	}
-	s, err := inst.Model.TokenPiece(t, true)
-	if err != nil {
-		return ""
-	}
-	return s
-}
-
-// renderChat applies the instance's chat template. A BOS text the template
-// writes at the start is removed when the tokenizer adds BOS itself, so the
-// prompt does not start with two. Template errors are 400s.
+// renderChat applies the instance's chat template
+// (chat.Templates.Render); errors are 400s.
 func (inst *instance) renderChat(msgs []chat.Message, tools []chat.Tool, addGen bool, extra map[string]any) (string, error) {
-	sp := inst.Model.SpecialTokens()
-	bos, eos := inst.specialText(sp.BOS), inst.specialText(sp.EOS)
-	tmpl := inst.template(len(tools) > 0)
-	out, err := tmpl.Render(chat.TemplateInput{
-		Messages: msgs, Tools: tools, AddGenerationPrompt: addGen,
-		BOSToken: bos, EOSToken: eos, Extra: inst.templateKwargs(tmpl, extra),
-	})
-	if err != nil {
-		return "", badRequest("cannot apply the chat template: %v", err)
-	}
-	if sp.AddBOS && bos != "" {
-		out = strings.TrimPrefix(out, bos)
-	}
-	return out, nil
-}
-
-// templateKwargs returns extra with enable_thinking set as llama.cpp sets
-// it when the request does not: true with --reasoning on, false with off,
-// and with auto (the default) whether the template reacts to it.
-func (inst *instance) templateKwargs(tmpl promptRenderer, extra map[string]any) map[string]any {
-	if _, ok := extra["enable_thinking"]; ok {
-		return extra
-	}
-	out := make(map[string]any, len(extra)+1)
-	for k, v := range extra {
-		out[k] = v
-	}
-	switch inst.Opts.Reasoning {
-	case "on":
-		out["enable_thinking"] = true
-	case "off":
-		out["enable_thinking"] = false
-	default:
-		out["enable_thinking"] = tmpl.Caps().SupportsThinking
-	}
-	return out
+	out, err := inst.chatTemplates().Render(msgs, tools, addGen, extra)
+	return out, chatError(err)
 }
 
 // slotContext is the context size one task can use.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
+	"github.com/x/llama/engine"
 )
 
 // promptRenderer is a chat template's renderer (chat.Renderer).
@@ -14,18 +15,7 @@ type promptRenderer = chat.Renderer
 
 // templates resolves chat templates given as text, with llama.cpp's
 // built-in formats rendered by llama.ApplyChatTemplate.
-func templates(jinja bool) chat.Resolver {
-	return chat.Resolver{Native: nativeTemplate, Jinja: jinja}
-}
-
-// nativeTemplate renders msgs' text with llama.cpp's built-in format tmpl.
-func nativeTemplate(tmpl string, msgs []chat.Message, addAssistant bool) (string, error) {
-	lm := make([]llama.ChatMessage, len(msgs))
-	for i, m := range msgs {
-		lm[i] = llama.ChatMessage{Role: m.Role, Content: m.Content}
-	}
-	return llama.ApplyChatTemplate(tmpl, lm, addAssistant)
-}
+func templates(jinja bool) chat.Resolver { return engine.ChatResolver(jinja) }
 
 // resolveTemplate picks the chat template: Options.ChatTemplate (a
 // built-in name or Jinja source), else ChatTemplateFile, else the model's

@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/x/llama/engine"
@@ -105,21 +104,26 @@ func TestRendererFor(t *testing.T) {
 	})
 }
 
-// Tools with a built-in (non-Jinja) format go through the generic JSON
-// format with its system instruction.
+// A built-in (non-Jinja) format has no tool-call format: a chat with
+// tools renders as without them and is answered in free text.
 func TestBuiltinRendererTools(t *testing.T) {
 	inst := testInstance(t)
 	r, err := templates(false).For("vicuna-orca")
 	require.NoError(t, err)
 	bi := &instance{Name: inst.Name, Model: inst.Model, Engine: inst.Engine, Template: r, Server: inst.Server, Opts: inst.Opts}
-	task := &engine.Request{Params: engine.DefaultSamplingParams()}
 	tools := []chat.Tool{{Name: "f", Parameters: json.RawMessage(`{"type":"object"}`)}}
-	plan, err := bi.prepareChat(&chatRequest{Messages: []chat.Message{{Role: chat.RoleUser, Content: "Hi"}}, Tools: tools,
-		ToolChoice: chat.ToolChoice{Mode: "auto"}, AddGenerationPrompt: true}, task)
+	msgs := []chat.Message{{Role: chat.RoleUser, Content: "Hi"}}
+	plain, err := bi.prepareChat(&chatRequest{Messages: msgs, AddGenerationPrompt: true}, &engine.Request{Params: engine.DefaultSamplingParams()})
 	require.NoError(t, err)
-	assert.Equal(t, chat.FormatGeneric, plan.Parse.Format)
-	assert.True(t, strings.HasPrefix(plan.Prompt, "SYSTEM: "+genericToolsPrompt+"\nUSER: Hi\n"), plan.Prompt)
-	assert.NotEmpty(t, task.Params.Grammar)
+	for _, mode := range []string{"auto", "required"} {
+		task := &engine.Request{Params: engine.DefaultSamplingParams()}
+		plan, err := bi.prepareChat(&chatRequest{Messages: msgs, Tools: tools, ToolChoice: chat.ToolChoice{Mode: mode}, AddGenerationPrompt: true}, task)
+		require.NoError(t, err)
+		assert.Equal(t, chat.FormatContentOnly, plan.Parse.Format, mode)
+		assert.False(t, plan.Parse.ParseToolCalls, mode)
+		assert.Equal(t, plain.Prompt, plan.Prompt, mode)
+		assert.Empty(t, task.Params.Grammar, mode)
+	}
 }
 
 // mustBuiltinJinja is chat.BuiltinJinja(name), which must exist.

@@ -572,7 +572,7 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 		}
 		return true
 	}
-	parser := newChatStream(plan.Parse).withPrefix(plan.Prefill).withJSONContent(plan.ResponseFormat)
+	parser := plan.NewStream()
 	for events.Next() {
 		ev := events.Event()
 		if ev.Err != nil {

@@ -103,7 +103,7 @@ func TestResponses(t *testing.T) {
 }
 
 func TestResponsesFunctionCall(t *testing.T) {
-	_, hs := newTestServer(t, Options{})
+	_, hs := newTestServer(t, Options{ChatTemplate: genericToolsTemplate})
 	tool := map[string]any{"type": "function", "name": "get_weather", "description": "Weather of a city",
 		"parameters": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string", "maxLength": 8}}, "required": []string{"city"}}}
 	body := map[string]any{

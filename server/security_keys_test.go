@@ -240,7 +240,7 @@ func TestSecuritySlotFiles(t *testing.T) {
 // seconds or minutes; the limits are of work (counts and sizes), so the
 // answers do not depend on the machine's speed.
 func TestSecurityToolGrammarBound(t *testing.T) {
-	_, ts := newTestServer(t, Options{})
+	_, ts := newTestServer(t, Options{ChatTemplate: genericToolsTemplate})
 	tools := func(n int, prop string) []any {
 		var out []any
 		for i := range n {

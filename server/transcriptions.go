@@ -271,7 +271,7 @@ func streamTranscription(w http.ResponseWriter, parse chat.ParseOptions, events 
 			return
 		}
 		if ev.Done {
-			msg := parseChatOutput(sb.String(), parse)
+			msg := chat.ParseWhole(sb.String(), parse)
 			if sse.data(transcriptionDone(msg.Content, ev)) != nil {
 				return
 			}

@@ -5,10 +5,13 @@
 //
 //	go run ./examples/tools -m model.gguf
 //
-// Models with a chat template are prompted through it and their own
-// tool-call format is used; models without one (stories260K) get ChatML
-// and the Hermes <tool_call> format, which shows the mechanics even though
-// such a model has no idea what a tool is.
+// Each turn is prepared by package chat as llama-server prepares a chat
+// request (chat.Templates.Prepare): the prompt, the grammar of the
+// template's tool-call format, and the parser of the answer. Models with a
+// chat template are prompted through it and their own tool-call format is
+// used; models without one (stories260K) get ChatML and the Hermes
+// <tool_call> format, which shows the mechanics even though such a model
+// has no idea what a tool is.
 package main
 
 import (
@@ -22,6 +25,7 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
+	"github.com/x/llama/engine"
 )
 
 // chatML is the template used when a model has none.
@@ -79,17 +83,18 @@ func run(ctx context.Context, w io.Writer, path, question string, seed uint32, t
 	if err != nil {
 		return err
 	}
+	// The model's template, or ChatML with the Hermes format; package
+	// chat prepares each turn as llama-server does (prompt, tool-call
+	// grammar, parser of the answer), with no server.
 	src, ok := m.ChatTemplate("")
-	format := chat.FormatHermes2Pro
-	if ok {
-		format = chat.DetectFormat(src)
-	} else {
+	if !ok {
 		src = chatML
 	}
 	tmpl, err := chat.ParseTemplate(src)
 	if err != nil {
 		return err
 	}
+	templates := engine.ChatTemplatesFor(m, chat.NewJinjaRenderer(tmpl))
 	ts := tools()
 	var decls []chat.Tool
 	byName := map[string]tool{}
@@ -98,29 +103,26 @@ func run(ctx context.Context, w io.Writer, path, question string, seed uint32, t
 		byName[t.Name] = t
 	}
 	msgs := []chat.Message{{Role: chat.RoleUser, Content: question}}
+	oneCall := false // one call per turn
 	for turn := 0; turn < 4; turn++ {
 		choice := chat.ToolChoice{Mode: "required"}
 		if turn > 0 {
 			choice.Mode = "none" // answer with the tool's result
 		}
-		prompt, err := tmpl.Render(chat.TemplateInput{Messages: msgs, Tools: decls, AddGenerationPrompt: true})
+		plan, err := templates.Prepare(chat.Request{Messages: msgs, Tools: decls, ToolChoice: choice, ParallelToolCalls: &oneCall})
 		if err != nil {
 			return err
 		}
 		samplers := []llama.Sampler{llama.TopK(40), llama.Temp(0.7), llama.Dist(seed)}
-		if choice.Mode != "none" {
-			tg, err := chat.BuildToolGrammar(format, decls, choice, false)
-			if err != nil {
-				return err
-			}
-			samplers = append([]llama.Sampler{llama.GrammarSampler(tg.Grammar, "root")}, samplers...)
+		if plan.Grammar != "" { // "required": the grammar applies from the first token
+			samplers = append([]llama.Sampler{llama.GrammarSampler(plan.Grammar, "root")}, samplers...)
 		}
 		chain, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, samplers...)
 		if err != nil {
 			return err
 		}
 		var out strings.Builder
-		for p, err := range lctx.Generate(ctx, prompt, llama.GenerateOptions{MaxTokens: 128, Sampler: chain, Stop: []string{"<|im_end|>"}, RenderSpecial: true}) {
+		for p, err := range lctx.Generate(ctx, plan.Prompt, llama.GenerateOptions{MaxTokens: 128, Sampler: chain, Stop: []string{"<|im_end|>"}, RenderSpecial: true}) {
 			if err != nil {
 				chain.Close()
 				return err
@@ -128,10 +130,7 @@ func run(ctx context.Context, w io.Writer, path, question string, seed uint32, t
 			out.WriteString(p.Text)
 		}
 		chain.Close()
-		reply, err := chat.Parse(out.String(), chat.ParseOptions{Format: format, ParseToolCalls: choice.Mode != "none"})
-		if err != nil {
-			return err
-		}
+		reply := plan.ParseOutput(out.String())
 		msgs = append(msgs, reply)
 		if len(reply.ToolCalls) == 0 {
 			fmt.Fprintf(w, "assistant: %s\n", reply.Content)

@@ -1,29 +1,27 @@
-package server
+package chat
 
 import (
 	"strings"
 	"unicode/utf8"
-
-	"github.com/x/llama/chat"
 )
 
-// chatStream reads a model's output as it is generated with a chat.Parser
+// Stream reads a model's output as it is generated with a Parser
 // and says what to send. When the output turns out malformed part-way (the
 // parser errors), the text not reported yet and everything after it is
 // sent as content rather than dropped.
-type chatStream struct {
-	opts   chat.ParseOptions
-	parser *chat.Parser
+type Stream struct {
+	opts   ParseOptions
+	parser *Parser
 	raw    strings.Builder
-	sent   chat.Message // what the deltas returned so far carried (parsed)
-	failed bool         // fell back to raw text
-	prefix string       // text read before the first piece (a prefill)
+	sent   Message // what the deltas returned so far carried (parsed)
+	failed bool    // fell back to raw text
+	prefix string  // text read before the first piece (a prefill)
 	json   *jsonContentFilter
 }
 
-// withJSONContent makes the content JSON alone: leading whitespace and a
+// WithJSONContent makes the content JSON alone: leading whitespace and a
 // ```json fence, and trailing whitespace and fence, are left out.
-func (s *chatStream) withJSONContent(on bool) *chatStream {
+func (s *Stream) WithJSONContent(on bool) *Stream {
 	if on {
 		s.json = &jsonContentFilter{}
 	}
@@ -76,32 +74,33 @@ func (f *jsonContentFilter) finish() string {
 	return f.raw.String()
 }
 
-func newChatStream(opts chat.ParseOptions) *chatStream {
-	return &chatStream{opts: opts, parser: chat.NewParser(opts)}
+// NewStream returns a Stream that parses with opts.
+func NewStream(opts ParseOptions) *Stream {
+	return &Stream{opts: opts, parser: NewParser(opts)}
 }
 
-// withPrefix makes the stream read prefix (the text of a message continued)
+// WithPrefix makes the stream read prefix (the text of a message continued)
 // before the first piece, so that the first delta carries it.
-func (s *chatStream) withPrefix(prefix string) *chatStream {
+func (s *Stream) WithPrefix(prefix string) *Stream {
 	s.prefix = prefix
 	return s
 }
 
 // Push adds a piece of output and returns the delta to send.
-func (s *chatStream) Push(piece string) chat.Delta {
+func (s *Stream) Push(piece string) Delta {
 	if s.prefix != "" {
 		piece, s.prefix = s.prefix+piece, ""
 	}
 	s.raw.WriteString(piece)
 	if s.failed {
-		return s.filter(chat.Delta{Content: piece})
+		return s.filter(Delta{Content: piece})
 	}
 	d, err := s.parser.Push(piece)
 	return s.filter(s.settle(d, err))
 }
 
 // filter applies the JSON content filter to d.
-func (s *chatStream) filter(d chat.Delta) chat.Delta {
+func (s *Stream) filter(d Delta) Delta {
 	if s.json != nil {
 		d.Content = s.json.push(d.Content)
 	}
@@ -112,8 +111,8 @@ func (s *chatStream) filter(d chat.Delta) chat.Delta {
 // generation stopped at the token limit: a tool call it cut off is then
 // left as reported (the finish reason says "length") instead of falling
 // back to raw text.
-func (s *chatStream) Finish(limited bool) chat.Delta {
-	var first chat.Delta
+func (s *Stream) Finish(limited bool) Delta {
+	var first Delta
 	if s.prefix != "" {
 		first = s.Push("")
 	}
@@ -136,7 +135,7 @@ func (s *chatStream) Finish(limited bool) chat.Delta {
 }
 
 // joinDeltas is a followed by b as one delta.
-func joinDeltas(a, b chat.Delta) chat.Delta {
+func joinDeltas(a, b Delta) Delta {
 	if a.Empty() {
 		return b
 	}
@@ -149,7 +148,7 @@ func joinDeltas(a, b chat.Delta) chat.Delta {
 // settle records d and, on a parse error, switches to raw text: d (what
 // the parser read before the error) is followed by the output it has not
 // reported.
-func (s *chatStream) settle(d chat.Delta, err error) chat.Delta {
+func (s *Stream) settle(d Delta, err error) Delta {
 	if err == nil {
 		return s.record(d)
 	}
@@ -160,12 +159,12 @@ func (s *chatStream) settle(d chat.Delta, err error) chat.Delta {
 }
 
 // record adds d to what was sent.
-func (s *chatStream) record(d chat.Delta) chat.Delta {
+func (s *Stream) record(d Delta) Delta {
 	s.sent.Content += d.Content
 	s.sent.ReasoningContent += d.ReasoningContent
 	for _, tc := range d.ToolCalls {
 		if tc.Index == len(s.sent.ToolCalls) {
-			s.sent.ToolCalls = append(s.sent.ToolCalls, chat.ToolCall{})
+			s.sent.ToolCalls = append(s.sent.ToolCalls, ToolCall{})
 		}
 		c := &s.sent.ToolCalls[tc.Index]
 		c.ID += tc.ID
@@ -177,9 +176,9 @@ func (s *chatStream) record(d chat.Delta) chat.Delta {
 
 // reported is how much of the raw output the sent message accounts for:
 // the shortest prefix a fresh parser reads at least that much from.
-func (s *chatStream) reported() int {
+func (s *Stream) reported() int {
 	raw := s.raw.String()
-	p := chat.NewParser(s.opts)
+	p := NewParser(s.opts)
 	if covers(p.Message(), s.sent) {
 		return 0
 	}
@@ -195,7 +194,7 @@ func (s *chatStream) reported() int {
 }
 
 // covers reports whether m carries at least what sent does.
-func covers(m, sent chat.Message) bool {
+func covers(m, sent Message) bool {
 	if len(m.Content) < len(sent.Content) || len(m.ReasoningContent) < len(sent.ReasoningContent) ||
 		len(m.ToolCalls) < len(sent.ToolCalls) {
 		return false
@@ -206,4 +205,25 @@ func covers(m, sent chat.Message) bool {
 		}
 	}
 	return true
+}
+
+// ParseWhole reads a whole output with [Parse]. When it is malformed (for
+// example a broken or unfinished tool call), the message is the raw output
+// as content, as llama.cpp's final parse has it, rather than the part the
+// parser managed to read.
+func ParseWhole(output string, opts ParseOptions) Message {
+	msg, err := Parse(output, opts)
+	if err != nil {
+		return Message{Role: RoleAssistant, Content: output}
+	}
+	return msg
+}
+
+// TrimJSONContent returns the JSON of content written for a response
+// format: without the whitespace and ```json fence around it. Content in
+// which no JSON starts is returned as it is.
+func TrimJSONContent(content string) string {
+	var f jsonContentFilter
+	out := f.push(content)
+	return out + f.finish()
 }

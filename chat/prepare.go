@@ -1,0 +1,507 @@
+package chat
+
+// Chat orchestration: a conversation, its tools and options in; the prompt,
+// the grammar that constrains generation and the options to read the
+// output with out. This is what llama-server does for a chat request
+// between decoding its body and running the prompt, with no HTTP and no
+// model: package engine turns a Plan into an engine request.
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/x/llama/internal/jsonschema"
+)
+
+// Templates are a model's chat templates and what rendering them needs.
+type Templates struct {
+	// Default renders every chat; it is required.
+	Default Renderer
+	// ToolUse, when set, renders the chats that offer tools (a model's
+	// "tool_use" template), as llama.cpp picks it.
+	ToolUse Renderer
+	// BOS and EOS are the texts of the model's special tokens, given to
+	// templates as bos_token and eos_token.
+	BOS, EOS string
+	// AddBOS says the tokenizer adds BOS itself: a BOS text the template
+	// writes at the start of the prompt is removed, so that the prompt
+	// does not start with two.
+	AddBOS bool
+	// Thinking is enable_thinking when a chat does not set it: "on",
+	// "off", or "" (auto: whether the template reacts to it).
+	Thinking string
+}
+
+// RequestError is a chat request that cannot be served as asked: a
+// conflict between its options, a conversation the template refuses, or
+// tools whose grammar cannot be built. llama-server answers it with 400.
+type RequestError struct {
+	Msg string
+	// Err is the underlying error, if any.
+	Err error
+}
+
+func (e *RequestError) Error() string { return e.Msg }
+
+// Unwrap returns the underlying error.
+func (e *RequestError) Unwrap() error { return e.Err }
+
+func requestError(err error, format string, args ...any) *RequestError {
+	return &RequestError{Msg: fmt.Sprintf(format, args...), Err: err}
+}
+
+// For returns the renderer of a chat with or without tools: ToolUse when
+// tools are offered and it is set, else Default.
+func (t *Templates) For(tools bool) Renderer {
+	if tools && t.ToolUse != nil {
+		return t.ToolUse
+	}
+	return t.Default
+}
+
+// Render applies the template to msgs. extra are template variables;
+// enable_thinking is added as [Templates.Thinking] says when extra does not
+// set it. An error is a *[RequestError].
+func (t *Templates) Render(msgs []Message, tools []Tool, addGen bool, extra map[string]any) (string, error) {
+	tmpl := t.For(len(tools) > 0)
+	out, err := tmpl.Render(TemplateInput{
+		Messages: msgs, Tools: tools, AddGenerationPrompt: addGen,
+		BOSToken: t.BOS, EOSToken: t.EOS, Extra: t.Kwargs(tmpl, extra),
+	})
+	if err != nil {
+		return "", requestError(err, "cannot apply the chat template: %v", err)
+	}
+	if t.AddBOS && t.BOS != "" {
+		out = strings.TrimPrefix(out, t.BOS)
+	}
+	return out, nil
+}
+
+// Kwargs returns extra with enable_thinking set as llama.cpp sets it when
+// extra does not: true with Thinking "on", false with "off", and otherwise
+// whether tmpl reacts to it.
+func (t *Templates) Kwargs(tmpl Renderer, extra map[string]any) map[string]any {
+	if _, ok := extra["enable_thinking"]; ok {
+		return extra
+	}
+	out := make(map[string]any, len(extra)+1)
+	for k, v := range extra {
+		out[k] = v
+	}
+	switch t.Thinking {
+	case "on":
+		out["enable_thinking"] = true
+	case "off":
+		out["enable_thinking"] = false
+	default:
+		out["enable_thinking"] = tmpl.Caps().SupportsThinking
+	}
+	return out
+}
+
+// ReasoningMarkers finds the text a template writes around an assistant
+// message's reasoning, as llama.cpp's template analysis does: from a
+// rendered probe message when the template shows reasoning, else <think>
+// and </think> when the generation prompt gen opens a <think> block.
+func (t *Templates) ReasoningMarkers(gen string, extra map[string]any) (start, end string, ok bool) {
+	const r, c = "PROBE_REASONING_TEXT", "PROBE_CONTENT_TEXT"
+	probe := []Message{{Role: RoleUser, Content: "x"}, {Role: RoleAssistant, ReasoningContent: r, Content: c}}
+	if out, err := t.Render(probe, nil, false, extra); err == nil && gen != "" {
+		if g := strings.LastIndex(out, strings.TrimRight(gen, " \n")); g >= 0 {
+			rest := out[g+len(strings.TrimRight(gen, " \n")):]
+			ri, ci := strings.Index(rest, r), strings.Index(rest, c)
+			if ri >= 0 && ci > ri {
+				start = strings.TrimLeft(rest[:ri], "\n")
+				if strings.HasSuffix(gen, "\n") && !strings.HasPrefix(rest, "\n") {
+					start = rest[:ri]
+				}
+				return start, rest[ri+len(r) : ci], start != ""
+			}
+		}
+	}
+	if strings.Contains(gen, "<think>") {
+		return "<think>", "</think>", true
+	}
+	return "", "", false
+}
+
+// GenericToolsPrompt is the instruction added to the system message for
+// templates whose tool-call format is the generic JSON one.
+const GenericToolsPrompt = "Respond in JSON format, either with `tool_call` (a request to call tools) or with `response` reply to the user's request"
+
+// Request is a chat to prepare. The zero value of each option is its
+// default.
+type Request struct {
+	// Messages is the conversation. Ending it with an assistant message
+	// continues that message (assistant prefill).
+	Messages []Message
+	// AllowEmpty accepts no messages at all.
+	AllowEmpty bool
+	// Tools are the functions the model may call.
+	Tools []Tool
+	// ToolChoice says whether and which tools to call (zero: auto).
+	ToolChoice ToolChoice
+	// ParallelToolCalls allows several calls in one answer (nil: when
+	// the template can).
+	ParallelToolCalls *bool
+	// NoGenerationPrompt leaves the assistant turn unopened.
+	NoGenerationPrompt bool
+	// Continue continues the last message: "auto", "content" or
+	// "reasoning_content" ("": only an assistant message at the end).
+	Continue string
+	// Extra are template variables (chat_template_kwargs).
+	Extra map[string]any
+	// Reasoning is the reasoning format by name (see
+	// [ParseReasoningFormat]; "": auto).
+	Reasoning string
+	// Schema is a JSON Schema the answer must follow (response_format).
+	// The answer may come after whitespace or in a ```json fence, and its
+	// content is then the JSON alone; {} asks for nothing.
+	Schema json.RawMessage
+	// PlainSchema makes Schema's grammar the whole answer, as
+	// llama-server without --jinja: no fence, and {} asks for an object.
+	PlainSchema bool
+	// Grammar is a GBNF grammar the caller constrains the answer with.
+	// It cannot be combined with tools or Schema.
+	Grammar string
+}
+
+// Plan is how to run a chat and read its output.
+type Plan struct {
+	// Prompt is the rendered conversation, ending with the generation
+	// prompt (or the text of the message continued).
+	Prompt string
+	// Grammar constrains generation to the tool calls or the response
+	// format ("": neither; Request.Grammar, if any, stays the caller's).
+	// With GrammarLazy it applies only from one of GrammarTriggers on.
+	Grammar         string
+	GrammarLazy     bool
+	GrammarTriggers []GrammarTrigger
+	// PreservedTokens are special tokens of the tool-call format that
+	// must be tokenized as themselves.
+	PreservedTokens []string
+	// Parse are the options to read the output with.
+	Parse ParseOptions
+	// Prefill is the text of the message continued, which the answer's
+	// content starts with.
+	Prefill string
+	// JSONContent says the content is the JSON of a response format
+	// alone: the whitespace and ```json fence around it are left out.
+	JSONContent bool
+	// ToolGrammar says Grammar was built from the tools.
+	ToolGrammar bool
+
+	tmpls *Templates
+	hist  []Message // the conversation before the generation prompt
+	tools []Tool
+	extra map[string]any
+}
+
+// Prepare renders req and returns its plan. Errors are *[RequestError].
+func (t *Templates) Prepare(req Request) (*Plan, error) {
+	if len(req.Messages) == 0 && !req.AllowEmpty {
+		return nil, requestError(nil, `"messages" must not be empty`)
+	}
+	reasoning, err := ParseReasoningFormat(cmp.Or(req.Reasoning, "auto"))
+	if err != nil {
+		return nil, requestError(err, "%v", err)
+	}
+	choice := req.ToolChoice
+	if choice.Mode == "" {
+		choice.Mode = "auto"
+	}
+	plan := &Plan{tmpls: t, extra: req.Extra}
+	msgs := req.Messages
+	// With tool_choice none the template does not see the tools either.
+	useTools := len(req.Tools) > 0 && choice.Mode != "none"
+	tmpl := t.For(useTools)
+	format := tmpl.Format()
+	var tools []Tool
+	if useTools {
+		tools = req.Tools
+		if req.Grammar != "" {
+			return nil, requestError(nil, "cannot use custom grammar constraints with tools")
+		}
+		if len(req.Schema) > 0 {
+			return nil, requestError(nil, "cannot use response_format with tools")
+		}
+		if err := checkToolChoice(choice, req.Tools); err != nil {
+			return nil, requestError(err, "tools: %v", err)
+		}
+	}
+	// A template with no tool-call format sees the tools, but nothing
+	// constrains or parses calls, whatever the tool choice: the model
+	// answers in free text, as llama.cpp's chat parser has it.
+	callTools := useTools && format != FormatContentOnly
+	if callTools {
+		if format == FormatGeneric {
+			msgs = addSystem(msgs, GenericToolsPrompt)
+		}
+		parallel := tmpl.Caps().SupportsParallelToolCalls
+		if req.ParallelToolCalls != nil {
+			parallel = *req.ParallelToolCalls
+		}
+		tg, err := BuildToolGrammar(format, req.Tools, choice, parallel)
+		if err != nil {
+			return nil, requestError(err, "tools: %v", err)
+		}
+		if tg != nil {
+			plan.Grammar, plan.GrammarLazy = tg.Grammar, tg.Lazy
+			plan.GrammarTriggers, plan.PreservedTokens = tg.Triggers, tg.PreservedTokens
+			plan.ToolGrammar = true
+		}
+	} else if !useTools && len(req.Schema) > 0 && (req.PlainSchema || !isEmptyObject(req.Schema)) {
+		if req.Grammar != "" {
+			return nil, requestError(nil, "cannot use response_format with grammar or json_schema")
+		}
+		schema := req.Schema
+		if isEmptyObject(schema) {
+			schema = json.RawMessage(`{"type":"object"}`)
+		}
+		g, err := jsonschema.ToGBNF(schema)
+		if err != nil {
+			return nil, requestError(err, "invalid json_schema: %v", err)
+		}
+		if !req.PlainSchema {
+			g = responseFormatGrammar(g)
+			plan.JSONContent = true
+		}
+		plan.Grammar = g
+	}
+	// A conversation ending with an assistant message is continued from
+	// its text (llama.cpp's assistant prefill), as is the last message with
+	// Continue: the conversation before it is rendered, then the
+	// template's generation prompt, then the message's text. The answer's
+	// content starts with that text, as llama-server's does.
+	addGen, cont := !req.NoGenerationPrompt, req.Continue
+	n := len(msgs)
+	if n == 0 {
+		cont = ""
+	}
+	if cont == "" && n > 0 && msgs[n-1].Role == RoleAssistant {
+		if n >= 2 && msgs[n-2].Role == RoleAssistant {
+			return nil, requestError(nil, "cannot have 2 or more assistant messages at the end of the list")
+		}
+		cont, addGen = "auto", false
+	}
+	if cont != "" && addGen {
+		return nil, requestError(nil, "cannot set both add_generation_prompt and continue_final_message to true")
+	}
+	if cont != "" && msgs[n-1].Role == RoleAssistant && len(msgs[n-1].ToolCalls) > 0 {
+		return nil, requestError(nil, "cannot continue an assistant message that contains tool calls")
+	}
+	var prompt string
+	if cont == "" {
+		prompt, err = t.Render(msgs, tools, addGen, req.Extra)
+	} else {
+		last := msgs[n-1]
+		var before, withGen string
+		before, err = t.Render(msgs[:n-1], tools, false, req.Extra)
+		if err == nil {
+			withGen, err = t.Render(msgs[:n-1], tools, true, req.Extra)
+		}
+		if err == nil {
+			i := 0
+			for i < len(before) && i < len(withGen) && before[i] == withGen[i] {
+				i++
+			}
+			gen := withGen[i:]
+			// Templates with reasoning get the message's reasoning between
+			// their markers first (closed when continuing the content).
+			if start, end, ok := t.ReasoningMarkers(gen, req.Extra); ok {
+				if k := strings.Index(gen, start); k >= 0 {
+					gen = gen[:k]
+				}
+				gen += start + last.ReasoningContent
+				if cont != "reasoning_content" {
+					gen += end
+				}
+			}
+			if cont != "reasoning_content" {
+				plan.Prefill = continuationText(last)
+			}
+			prompt = before + gen + plan.Prefill
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	plan.Prompt = prompt
+	plan.hist, plan.tools = msgs, tools
+	if cont != "" {
+		plan.hist = msgs[:n-1]
+	}
+	trimmed := strings.TrimRight(prompt, " \t\r\n")
+	plan.Parse = ParseOptions{
+		Format:             format,
+		Reasoning:          reasoning,
+		ThinkingForcedOpen: reasoning != ReasoningNone && strings.HasSuffix(trimmed, "<think>"),
+		ParseToolCalls:     callTools,
+		Tools:              req.Tools,
+	}
+	return plan, nil
+}
+
+// ThinkingTags returns the tags around the model's thinking in the
+// answer, for a thinking budget: the template's reasoning markers, found
+// from the generation prompt of the plan's conversation, or <think> and
+// </think> when that prompt opens a <think> block itself. ok is false
+// when the template has no thinking.
+func (p *Plan) ThinkingTags() (start, end string, ok bool, err error) {
+	t := p.tmpls
+	before, err := t.Render(p.hist, p.tools, false, p.extra)
+	if err != nil {
+		return "", "", false, err
+	}
+	withGen, err := t.Render(p.hist, p.tools, true, p.extra)
+	if err != nil {
+		return "", "", false, err
+	}
+	gen := strings.TrimPrefix(withGen, before)
+	start, end, ok = t.ReasoningMarkers(gen, p.extra)
+	if !ok && strings.Contains(gen, "<think>") {
+		// The generation prompt opens the block itself.
+		start, end, ok = "<think>", cmp.Or(strings.TrimSpace(end), "</think>"), true
+	}
+	return start, end, ok, nil
+}
+
+// ParseOutput reads the whole output of the plan's generation (the text
+// generated, without the prefill) into the assistant message.
+func (p *Plan) ParseOutput(output string) Message {
+	msg := ParseWhole(p.Prefill+output, p.Parse)
+	if p.JSONContent {
+		msg.Content = TrimJSONContent(msg.Content)
+	}
+	return msg
+}
+
+// NewStream returns a Stream that reads the plan's output as it is
+// generated, piece by piece, into deltas of the assistant message.
+func (p *Plan) NewStream() *Stream {
+	return NewStream(p.Parse).WithPrefix(p.Prefill).WithJSONContent(p.JSONContent)
+}
+
+// checkToolChoice refuses a choice of unknown mode or naming a function
+// that is not among tools, whatever the template's format.
+func checkToolChoice(choice ToolChoice, tools []Tool) error {
+	switch choice.Mode {
+	case "auto", "required", "none":
+		return nil
+	case "function":
+		for _, t := range tools {
+			if t.Name == choice.Function {
+				return nil
+			}
+		}
+		return fmt.Errorf("chat: tool choice names unknown function %q", choice.Function)
+	}
+	return fmt.Errorf("chat: unknown tool choice mode %q", choice.Mode)
+}
+
+// continuationText is the text of a message continued: its content, or
+// its text parts joined by blank lines, as llama.cpp joins them.
+func continuationText(m Message) string {
+	if len(m.Parts) == 0 {
+		return m.Content
+	}
+	var texts []string
+	for _, p := range m.Parts {
+		if p.Type == "text" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n\n")
+}
+
+// addSystem puts text in the system message, adding one if needed.
+func addSystem(msgs []Message, text string) []Message {
+	out := make([]Message, 0, len(msgs)+1)
+	if len(msgs) > 0 && msgs[0].Role == RoleSystem {
+		m := msgs[0]
+		if m.Content != "" {
+			m.Content += "\n\n" + text
+		} else {
+			m.Content = text
+		}
+		if len(m.Parts) > 0 {
+			m.Parts = append(append([]ContentPart(nil), m.Parts...), ContentPart{Type: "text", Text: "\n\n" + text})
+		}
+		return append(append(out, m), msgs[1:]...)
+	}
+	out = append(out, Message{Role: RoleSystem, Content: text})
+	return append(out, msgs...)
+}
+
+// isEmptyObject reports whether v is the JSON object {}.
+func isEmptyObject(v json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	return json.Unmarshal(v, &m) == nil && m != nil && len(m) == 0
+}
+
+// responseFormatGrammar wraps the grammar of a response_format schema the
+// way llama.cpp's chat parser does (after the generation prompt, which the
+// prompt already holds): optional whitespace, then the JSON either bare or
+// in a ```json fence, then optional whitespace.
+func responseFormatGrammar(schema string) string {
+	var sb strings.Builder
+	sb.WriteString("root ::= space space ( \"```json\" space response-format space \"```\" | space response-format space )\n")
+	sb.WriteString(renameGBNFRule(schema, "root", "response-format"))
+	if !strings.Contains(schema, "\nspace ::=") && !strings.HasPrefix(schema, "space ::=") {
+		sb.WriteString("\nspace ::= | \" \" | \"\\n\"{1,2} [ \\t]{0,20}")
+	}
+	return sb.String()
+}
+
+// renameGBNFRule renames rule from to "to" in GBNF text, leaving string
+// literals and character classes alone.
+func renameGBNFRule(g, from, to string) string {
+	var sb strings.Builder
+	isName := func(c byte) bool {
+		return c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	for i := 0; i < len(g); {
+		c := g[i]
+		switch {
+		case c == '"' || c == '[':
+			end := byte('"')
+			if c == '[' {
+				end = ']'
+			}
+			j := i + 1
+			for j < len(g) && g[j] != end {
+				if g[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			j = min(j+1, len(g))
+			sb.WriteString(g[i:j])
+			i = j
+		case c == '#':
+			j := strings.IndexByte(g[i:], '\n')
+			if j < 0 {
+				j = len(g) - i
+			}
+			sb.WriteString(g[i : i+j])
+			i += j
+		case isName(c):
+			j := i
+			for j < len(g) && isName(g[j]) {
+				j++
+			}
+			if g[i:j] == from {
+				sb.WriteString(to)
+			} else {
+				sb.WriteString(g[i:j])
+			}
+			i = j
+		default:
+			sb.WriteByte(c)
+			i++
+		}
+	}
+	return sb.String()
+}

@@ -1,0 +1,240 @@
+package chat
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// testTemplates returns templates that render src.
+func testTemplates(t *testing.T, src string) *Templates {
+	t.Helper()
+	tmpl, err := ParseTemplate(src)
+	require.NoError(t, err)
+	return &Templates{Default: NewJinjaRenderer(tmpl), BOS: "<s>", EOS: "</s>"}
+}
+
+// hermesTemplate is ChatML that offers tools and writes calls in the
+// Hermes <tool_call> format.
+const hermesTemplate = `{%- if tools %}<|im_start|>system
+Tools: {% for tool in tools %}{{ tool.function.name }} {% endfor %}
+Call one with <tool_call>{"name": ..., "arguments": ...}</tool_call>.<|im_end|>
+{% endif %}{%- for m in messages %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endfor %}{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif %}`
+
+// thinkTemplate opens a <think> block in the generation prompt when
+// thinking is on, and shows an assistant message's reasoning.
+const thinkTemplate = `{{ bos_token }}{%- for m in messages %}<|{{ m.role }}|>
+{% if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>{% endif %}{{ m.content }}
+{% endfor %}{%- if add_generation_prompt %}<|assistant|>
+{% if enable_thinking %}<think>
+{% endif %}{% endif %}`
+
+// reasoningTemplate shows an assistant message's reasoning in a <think>
+// block; its generation prompt does not open one.
+const reasoningTemplate = `{%- for m in messages %}<|{{ m.role }}|>
+{% if m.reasoning_content %}<think>
+{{ m.reasoning_content }}
+</think>
+{% endif %}{{ m.content }}
+{% endfor %}{%- if add_generation_prompt %}<|assistant|>
+{% endif %}`
+
+func TestPrepare(t *testing.T) {
+	chatml, ok := BuiltinJinja("chatml")
+	require.True(t, ok)
+	user := Message{Role: RoleUser, Content: "What is the weather in Paris?"}
+	weather := Tool{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)}
+	for _, tc := range []struct {
+		name  string
+		src   string
+		tmpls func(*Templates)
+		req   Request
+		check func(t *testing.T, p *Plan)
+		err   string
+	}{
+		{name: "generation prompt", src: chatml, req: Request{Messages: []Message{user}},
+			check: func(t *testing.T, p *Plan) {
+				assert.Equal(t, "<|im_start|>user\nWhat is the weather in Paris?<|im_end|>\n<|im_start|>assistant\n", p.Prompt)
+				assert.Equal(t, FormatContentOnly, p.Parse.Format)
+				assert.Equal(t, ReasoningAuto, p.Parse.Reasoning)
+				assert.Empty(t, p.Grammar)
+			}},
+		{name: "no generation prompt", src: chatml, req: Request{Messages: []Message{user}, NoGenerationPrompt: true},
+			check: func(t *testing.T, p *Plan) {
+				assert.Equal(t, "<|im_start|>user\nWhat is the weather in Paris?<|im_end|>\n", p.Prompt)
+			}},
+		{name: "assistant prefill", src: chatml, req: Request{Messages: []Message{user, {Role: RoleAssistant, Content: "It is"}}},
+			check: func(t *testing.T, p *Plan) {
+				assert.True(t, strings.HasSuffix(p.Prompt, "<|im_start|>assistant\nIt is"), p.Prompt)
+				assert.Equal(t, "It is", p.Prefill)
+				assert.Equal(t, "It is sunny.", p.ParseOutput(" sunny.").Content)
+			}},
+		{name: "two assistant messages at the end", src: chatml,
+			req: Request{Messages: []Message{user, {Role: RoleAssistant, Content: "a"}, {Role: RoleAssistant, Content: "b"}}},
+			err: "cannot have 2 or more assistant messages at the end of the list"},
+		{name: "no messages", src: chatml, req: Request{}, err: `"messages" must not be empty`},
+		{name: "no messages allowed", src: chatml, req: Request{AllowEmpty: true},
+			check: func(t *testing.T, p *Plan) { assert.Equal(t, "<|im_start|>assistant\n", p.Prompt) }},
+		{name: "unknown reasoning format", src: chatml, req: Request{Messages: []Message{user}, Reasoning: "loud"},
+			err: `chat: unknown reasoning format "loud"`},
+		{name: "tools, auto: a lazy grammar", src: hermesTemplate, req: Request{Messages: []Message{user}, Tools: []Tool{weather}},
+			check: func(t *testing.T, p *Plan) {
+				assert.Contains(t, p.Prompt, "Tools: get_weather")
+				assert.Equal(t, FormatHermes2Pro, p.Parse.Format)
+				assert.True(t, p.Parse.ParseToolCalls)
+				assert.True(t, p.ToolGrammar)
+				assert.True(t, p.GrammarLazy)
+				assert.Contains(t, p.Grammar, "get_weather")
+				assert.NotEmpty(t, p.GrammarTriggers)
+				msg := p.ParseOutput("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>")
+				require.Len(t, msg.ToolCalls, 1)
+				assert.Equal(t, ToolCall{Name: "get_weather", Arguments: `{"city": "Paris"}`}, msg.ToolCalls[0])
+			}},
+		{name: "tools, required: a grammar from the first token", src: hermesTemplate,
+			req: Request{Messages: []Message{user}, Tools: []Tool{weather}, ToolChoice: ToolChoice{Mode: "required"}},
+			check: func(t *testing.T, p *Plan) {
+				assert.False(t, p.GrammarLazy)
+				assert.Contains(t, p.Grammar, "get_weather")
+			}},
+		{name: "tools, none: neither grammar nor tools in the prompt", src: hermesTemplate,
+			req: Request{Messages: []Message{user}, Tools: []Tool{weather}, ToolChoice: ToolChoice{Mode: "none"}},
+			check: func(t *testing.T, p *Plan) {
+				assert.NotContains(t, p.Prompt, "Tools:")
+				assert.Empty(t, p.Grammar)
+				assert.False(t, p.Parse.ParseToolCalls)
+			}},
+		{name: "tools on a template without a tool-call format: free text", src: chatml,
+			req: Request{Messages: []Message{user}, Tools: []Tool{weather}, ToolChoice: ToolChoice{Mode: "required"}},
+			check: func(t *testing.T, p *Plan) {
+				assert.Equal(t, "<|im_start|>user\nWhat is the weather in Paris?<|im_end|>\n<|im_start|>assistant\n", p.Prompt)
+				assert.Empty(t, p.Grammar)
+				assert.False(t, p.ToolGrammar)
+				assert.False(t, p.Parse.ParseToolCalls)
+				out := `{"tool_call": {"name": "get_weather", "arguments": {}}}`
+				assert.Equal(t, Message{Role: RoleAssistant, Content: out}, p.ParseOutput(out))
+			}},
+		{name: "a named function among the tools", src: chatml,
+			req:   Request{Messages: []Message{user}, Tools: []Tool{weather}, ToolChoice: ToolChoice{Mode: "function", Function: "get_weather"}},
+			check: func(t *testing.T, p *Plan) { assert.Empty(t, p.Grammar) }},
+		{name: "a named function not among the tools", src: chatml,
+			req: Request{Messages: []Message{user}, Tools: []Tool{weather}, ToolChoice: ToolChoice{Mode: "function", Function: "nope"}},
+			err: `tools: chat: tool choice names unknown function "nope"`},
+		{name: "tools and a grammar", src: hermesTemplate, req: Request{Messages: []Message{user}, Tools: []Tool{weather}, Grammar: `root ::= "x"`},
+			err: "cannot use custom grammar constraints with tools"},
+		{name: "tools and a schema", src: hermesTemplate, req: Request{Messages: []Message{user}, Tools: []Tool{weather}, Schema: json.RawMessage(`{}`)},
+			err: "cannot use response_format with tools"},
+		{name: "schema: fenced JSON, content alone", src: chatml,
+			req: Request{Messages: []Message{user}, Schema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer"}}}`)},
+			check: func(t *testing.T, p *Plan) {
+				assert.True(t, p.JSONContent)
+				assert.Contains(t, p.Grammar, "```json")
+				assert.Contains(t, p.Grammar, "response-format ::=")
+				assert.Equal(t, `{"a": 1}`, p.ParseOutput("\n```json\n{\"a\": 1}\n```\n").Content)
+			}},
+		{name: "schema {}: nothing asked", src: chatml, req: Request{Messages: []Message{user}, Schema: json.RawMessage(`{}`)},
+			check: func(t *testing.T, p *Plan) {
+				assert.Empty(t, p.Grammar)
+				assert.False(t, p.JSONContent)
+			}},
+		{name: "plain schema {}: an object", src: chatml, req: Request{Messages: []Message{user}, Schema: json.RawMessage(`{}`), PlainSchema: true},
+			check: func(t *testing.T, p *Plan) {
+				assert.NotEmpty(t, p.Grammar)
+				assert.NotContains(t, p.Grammar, "```json")
+				assert.False(t, p.JSONContent)
+			}},
+		{name: "schema and a grammar", src: chatml, req: Request{Messages: []Message{user}, Schema: json.RawMessage(`{"type":"string"}`), Grammar: `root ::= "x"`},
+			err: "cannot use response_format with grammar or json_schema"},
+		{name: "a grammar alone stays the caller's", src: chatml, req: Request{Messages: []Message{user}, Grammar: `root ::= "x"`},
+			check: func(t *testing.T, p *Plan) { assert.Empty(t, p.Grammar) }},
+		{name: "BOS the tokenizer adds is removed", src: thinkTemplate, tmpls: func(t *Templates) { t.AddBOS, t.Thinking = true, "off" },
+			req: Request{Messages: []Message{user}},
+			check: func(t *testing.T, p *Plan) {
+				assert.Equal(t, "<|user|>\nWhat is the weather in Paris?\n<|assistant|>\n", p.Prompt)
+			}},
+		{name: "thinking on opens the block", src: thinkTemplate, tmpls: func(t *Templates) { t.Thinking = "on" },
+			req: Request{Messages: []Message{user}},
+			check: func(t *testing.T, p *Plan) {
+				assert.True(t, strings.HasSuffix(p.Prompt, "<think>\n"), p.Prompt)
+				assert.True(t, p.Parse.ThinkingForcedOpen)
+				start, end, ok, err := p.ThinkingTags()
+				require.NoError(t, err)
+				assert.True(t, ok)
+				assert.Equal(t, "<think>", strings.TrimSpace(start))
+				assert.Equal(t, "</think>", end)
+				msg := p.ParseOutput("Paris is near.</think>Sunny.")
+				assert.Equal(t, "Paris is near.", msg.ReasoningContent)
+				assert.Equal(t, "Sunny.", msg.Content)
+			}},
+		{name: "a request's enable_thinking wins", src: thinkTemplate, tmpls: func(t *Templates) { t.Thinking = "on" },
+			req: Request{Messages: []Message{user}, Extra: map[string]any{"enable_thinking": false}},
+			check: func(t *testing.T, p *Plan) {
+				assert.NotContains(t, p.Prompt, "<think>")
+				assert.False(t, p.Parse.ThinkingForcedOpen)
+			}},
+		{name: "continuing the reasoning", src: reasoningTemplate,
+			req: Request{Messages: []Message{user, {Role: RoleAssistant, ReasoningContent: "Paris is"}}, Continue: "reasoning_content", NoGenerationPrompt: true},
+			check: func(t *testing.T, p *Plan) {
+				assert.True(t, strings.HasSuffix(p.Prompt, "<|assistant|>\n<think>\nParis is"), p.Prompt)
+				assert.Empty(t, p.Prefill)
+			}},
+		{name: "continuing the content after the reasoning", src: reasoningTemplate,
+			req: Request{Messages: []Message{user, {Role: RoleAssistant, ReasoningContent: "Near.", Content: "It is"}}},
+			check: func(t *testing.T, p *Plan) {
+				assert.True(t, strings.HasSuffix(p.Prompt, "<|assistant|>\n<think>\nNear.\n</think>\nIt is"), p.Prompt)
+				assert.Equal(t, "It is", p.Prefill)
+			}},
+		{name: "template error", src: `{{ raise_exception("no") }}`, req: Request{Messages: []Message{user}},
+			err: "cannot apply the chat template: chat: template raised: no"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tm := testTemplates(t, tc.src)
+			if tc.tmpls != nil {
+				tc.tmpls(tm)
+			}
+			p, err := tm.Prepare(tc.req)
+			if tc.err != "" {
+				var re *RequestError
+				require.True(t, errors.As(err, &re), "%v", err)
+				assert.Equal(t, tc.err, re.Msg)
+				return
+			}
+			require.NoError(t, err)
+			tc.check(t, p)
+		})
+	}
+}
+
+// A streamed plan's deltas add up to the whole parse.
+func TestPlanStream(t *testing.T) {
+	tm := testTemplates(t, hermesTemplate)
+	p, err := tm.Prepare(Request{Messages: []Message{{Role: RoleUser, Content: "Hi"}}, Tools: []Tool{{Name: "f"}}})
+	require.NoError(t, err)
+	out := "Sure. <tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>"
+	s := p.NewStream()
+	var got Message
+	add := func(d Delta) {
+		got.Content += d.Content
+		for _, c := range d.ToolCalls {
+			if c.Index == len(got.ToolCalls) {
+				got.ToolCalls = append(got.ToolCalls, ToolCall{})
+			}
+			got.ToolCalls[c.Index].Name += c.Name
+			got.ToolCalls[c.Index].Arguments += c.ArgumentsDelta
+		}
+	}
+	for i := 0; i < len(out); i += 5 {
+		add(s.Push(out[i:min(i+5, len(out))]))
+	}
+	add(s.Finish(false))
+	whole := p.ParseOutput(out)
+	assert.Equal(t, whole.Content, got.Content)
+	assert.Equal(t, whole.ToolCalls, got.ToolCalls)
+	assert.Equal(t, []ToolCall{{Name: "f", Arguments: `{"a": 1}`}}, got.ToolCalls)
+}

@@ -1,0 +1,54 @@
+package chat
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestChatStream(t *testing.T) {
+	hermes := ParseOptions{Format: FormatHermes2Pro, ParseToolCalls: true}
+	for _, tc := range []struct {
+		name    string
+		pieces  []string
+		limited bool
+		content string
+		calls   []ToolCall
+	}{
+		{"well formed", []string{"Sure.", " <tool_", "call>\n{\"name\": \"f\", ", "\"arguments\": {\"a\": 1}}\n</tool_call>"}, false,
+			"Sure.", []ToolCall{{Name: "f", Arguments: `{"a": 1}`}}},
+		{"malformed call: the rest as content", []string{"Sure.", " <tool_", "call>\n{\"na", "me\": oops}", " more text"}, false,
+			"Sure. <tool_call>\n{\"name\": oops} more text", nil},
+		{"malformed after a call", []string{"<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>", "<tool_call>\n[[[", " tail"}, false,
+			"<tool_call>\n[[[ tail", []ToolCall{{Name: "f", Arguments: `{}`}}},
+		{"cut off by the limit", []string{"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": ", "1"}, true,
+			"", []ToolCall{{Name: "f", Arguments: `{"a": 1`}}},
+		{"incomplete at end of generation", []string{"Hi <tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": ", "1"}, false,
+			"Hi", []ToolCall{{Name: "f", Arguments: `{"a": 1`}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewStream(hermes)
+			var got Message
+			add := func(d Delta) {
+				got.Content += d.Content
+				for _, c := range d.ToolCalls {
+					if c.Index == len(got.ToolCalls) {
+						got.ToolCalls = append(got.ToolCalls, ToolCall{})
+					}
+					got.ToolCalls[c.Index].Name += c.Name
+					got.ToolCalls[c.Index].Arguments += c.ArgumentsDelta
+				}
+			}
+			for _, p := range tc.pieces {
+				add(s.Push(p))
+			}
+			add(s.Finish(tc.limited))
+			assert.Equal(t, tc.content, got.Content)
+			assert.Equal(t, tc.calls, got.ToolCalls)
+			if tc.calls == nil {
+				assert.Equal(t, strings.Join(tc.pieces, ""), got.Content)
+			}
+		})
+	}
+}

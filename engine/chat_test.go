@@ -1,0 +1,53 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama"
+	"github.com/x/llama/chat"
+)
+
+// A model without a template gets chatml, as llama-server gives it, and
+// its prompt is tokenized with the special tokens parsed.
+func TestChatTemplatesAndSetChat(t *testing.T) {
+	m := engStoriesModel(t)
+	var warned int
+	tm, err := ChatTemplates(m, func(string, ...any) { warned++ })
+	require.NoError(t, err)
+	assert.Nil(t, tm.ToolUse)
+	assert.Equal(t, specialText(m, m.SpecialTokens().BOS), tm.BOS)
+	plan, err := tm.Prepare(chat.Request{Messages: []chat.Message{{Role: chat.RoleUser, Content: "Hi"}}})
+	require.NoError(t, err)
+	assert.Equal(t, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", plan.Prompt)
+
+	r := &Request{Params: DefaultSamplingParams()}
+	require.NoError(t, r.SetChat(m, plan))
+	want, err := m.Tokenize(plan.Prompt, llama.TokenizeOptions{AddSpecial: true, ParseSpecial: true})
+	require.NoError(t, err)
+	assert.Equal(t, want, r.Prompt)
+	assert.Empty(t, r.Params.Grammar)
+}
+
+func TestChatTriggers(t *testing.T) {
+	m := engStoriesModel(t)
+	bos := specialText(m, m.SpecialTokens().BOS)
+	require.NotEmpty(t, bos)
+	for _, tc := range []struct {
+		name string
+		in   chat.GrammarTrigger
+		want GrammarTrigger
+	}{
+		{"word", chat.GrammarTrigger{Kind: chat.TriggerWord, Value: "<tool_call>"}, GrammarTrigger{Word: "<tool_call>", Token: llama.NoToken}},
+		{"pattern", chat.GrammarTrigger{Kind: chat.TriggerPattern, Value: "a+"}, GrammarTrigger{Pattern: "a+", Token: llama.NoToken}},
+		{"full pattern", chat.GrammarTrigger{Kind: chat.TriggerPatternFull, Value: "a+"}, GrammarTrigger{Pattern: "a+", PatternFull: true, Token: llama.NoToken}},
+		{"one token", chat.GrammarTrigger{Kind: chat.TriggerToken, Value: bos}, GrammarTrigger{Token: m.SpecialTokens().BOS}},
+		{"not one token: a word", chat.GrammarTrigger{Kind: chat.TriggerToken, Value: "<tool_call>"}, GrammarTrigger{Word: "<tool_call>", Token: llama.NoToken}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, []GrammarTrigger{tc.want}, ChatTriggers(m, []chat.GrammarTrigger{tc.in}))
+		})
+	}
+}
