@@ -296,19 +296,6 @@ func mtmdMatches(lib, stampPath, inputs string) bool {
 	return err == nil && sum == st.Library
 }
 
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
 // compileAll compiles the files (relative to src, or absolute) into
 // objects in dir with the flags and the include folders (relative to src,
 // or absolute), jobs at a time, stopping at the first failure.

@@ -1,3 +1,5 @@
+//go:build browser
+
 package server
 
 import (
@@ -28,6 +30,9 @@ import (
 func chromiumPath(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("CHROME"); p != "" {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Fatalf("$CHROME: %v (apt-get install -y chromium, or set $CHROME to a browser)", err)
+		}
 		return p
 	}
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {

@@ -25,14 +25,11 @@ import (
 func TestPullHF(t *testing.T) {
 	model, err := os.ReadFile(testenv.Model(t, "stories260K.gguf"))
 	require.NoError(t, err)
-	h := hubtest.New(t, map[string]*hubtest.Repo{
+	fakeHub(t, map[string]*hubtest.Repo{
 		"tiny/stories": {Files: map[string][]byte{"stories260K-Q8_0.gguf": model}},
 		"tiny/preset":  {Files: map[string][]byte{"preset.ini": []byte("[stories]\nhf-repo = tiny/stories\n")}},
 	})
-	t.Setenv("MODEL_ENDPOINT", h.URL)
 	t.Setenv("LLAMA_CACHE", t.TempDir())
-	t.Setenv("HF_TOKEN", "")
-	t.Setenv("HF_HUB_OFFLINE", "")
 	for _, tc := range []struct {
 		name   string
 		flags  hfFlags
@@ -81,18 +78,28 @@ func TestPullHF(t *testing.T) {
 
 func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
 
+// assertDrafts checks that a server started with opts drafts with its
+// draft model.
+func assertDrafts(t *testing.T, opts server.Options, msg string) {
+	t.Helper()
+	var r struct {
+		Timings struct {
+			DraftN int `json:"draft_n"`
+		} `json:"timings"`
+	}
+	require.NoError(t, jsonDecode(serveCompletion(t, opts, `{"prompt":"Once upon a time","n_predict":16,"temperature":0}`), &r))
+	assert.Positive(t, r.Timings.DraftN, msg)
+}
+
 // TestCacheList checks -cl: the models pulled into the hub cache, listed
 // as llama-server lists them; an empty or missing cache lists none.
 func TestCacheList(t *testing.T) {
 	model, err := os.ReadFile(testenv.Model(t, "stories260K.gguf"))
 	require.NoError(t, err)
-	h := hubtest.New(t, map[string]*hubtest.Repo{
+	fakeHub(t, map[string]*hubtest.Repo{
 		"tiny/stories": {Files: map[string][]byte{"stories260K-Q8_0.gguf": model, "stories260K-F16.gguf": model}},
 		"tiny/other":   {Files: map[string][]byte{"other-Q4_0.gguf": model}},
 	})
-	t.Setenv("MODEL_ENDPOINT", h.URL)
-	t.Setenv("HF_TOKEN", "")
-	t.Setenv("HF_HUB_OFFLINE", "")
 	for _, spell := range []string{"-cl", "--cache-list"} {
 		c, err := parseFlags([]string{spell, "-m", "x.gguf"}, noEnv, io.Discard)
 		require.NoError(t, err)
@@ -122,13 +129,10 @@ func TestDraftSource(t *testing.T) {
 	modelPath := testenv.Model(t, "stories260K.gguf")
 	model, err := os.ReadFile(modelPath)
 	require.NoError(t, err)
-	h := hubtest.New(t, map[string]*hubtest.Repo{
+	fakeHub(t, map[string]*hubtest.Repo{
 		"tiny/draft": {Files: map[string][]byte{"draft-Q8_0.gguf": model, "other.gguf": model}},
 	})
-	t.Setenv("MODEL_ENDPOINT", h.URL)
 	t.Setenv("LLAMA_CACHE", t.TempDir())
-	t.Setenv("HF_TOKEN", "")
-	t.Setenv("HF_HUB_OFFLINE", "")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -161,19 +165,7 @@ func TestDraftSource(t *testing.T) {
 	c, err := parseFlags([]string{"-m", modelPath, "-hfd", "tiny/draft:Q8_0", "--spec-type", "draft-simple", "-c", "256", "-np", "1", "-t", "1", "-tb", "1"}, noEnv, io.Discard)
 	require.NoError(t, err)
 	require.NoError(t, c.modelSource(context.Background(), io.Discard))
-	srv, err := server.New(context.Background(), c.opts)
-	require.NoError(t, err)
-	defer srv.Close()
-	rec := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/completion", strings.NewReader(`{"prompt":"Once upon a time","n_predict":16,"temperature":0}`)))
-	require.Equal(t, 200, rec.Code, rec.Body.String())
-	var r struct {
-		Timings struct {
-			DraftN int `json:"draft_n"`
-		} `json:"timings"`
-	}
-	require.NoError(t, jsonDecode(rec.Body, &r))
-	assert.Positive(t, r.Timings.DraftN, "the pulled draft model drafts")
+	assertDrafts(t, c.opts, "the pulled draft model drafts")
 }
 
 // TestModelPresets checks llama-server's model shortcuts: each sets the
@@ -230,31 +222,16 @@ func TestModelPresets(t *testing.T) {
 
 	model, err := os.ReadFile(testenv.Model(t, "stories260K.gguf"))
 	require.NoError(t, err)
-	h := hubtest.New(t, map[string]*hubtest.Repo{
+	fakeHub(t, map[string]*hubtest.Repo{
 		"ggml-org/Qwen2.5-Coder-7B-Q8_0-GGUF":   {Files: map[string][]byte{"qwen2.5-coder-7b-q8_0.gguf": model}},
 		"ggml-org/Qwen2.5-Coder-0.5B-Q8_0-GGUF": {Files: map[string][]byte{"qwen2.5-coder-0.5b-q8_0.gguf": model}},
 	})
-	t.Setenv("MODEL_ENDPOINT", h.URL)
 	t.Setenv("LLAMA_CACHE", t.TempDir())
-	t.Setenv("HF_TOKEN", "")
-	t.Setenv("HF_HUB_OFFLINE", "")
 	c, err := parseFlags([]string{"--fim-qwen-7b-spec", "-c", "512", "-np", "1", "-t", "1", "-tb", "1", "--spec-type", "draft-simple"}, noEnv, io.Discard)
 	require.NoError(t, err)
 	require.NoError(t, c.modelSource(context.Background(), io.Discard))
 	assert.Equal(t, "qwen2.5-coder-7b-q8_0.gguf", filepath.Base(c.opts.Model))
 	assert.Equal(t, "qwen2.5-coder-0.5b-q8_0.gguf", filepath.Base(c.opts.Engine.Speculative.DraftModel))
 	assert.Equal(t, "ggml-org/Qwen2.5-Coder-7B-Q8_0-GGUF", c.opts.Alias)
-	srv, err := server.New(context.Background(), c.opts)
-	require.NoError(t, err)
-	defer srv.Close()
-	rec := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/completion", strings.NewReader(`{"prompt":"Once upon a time","n_predict":16,"temperature":0}`)))
-	require.Equal(t, 200, rec.Code, rec.Body.String())
-	var r struct {
-		Timings struct {
-			DraftN int `json:"draft_n"`
-		} `json:"timings"`
-	}
-	require.NoError(t, jsonDecode(rec.Body, &r))
-	assert.Positive(t, r.Timings.DraftN, "the preset's draft model drafts")
+	assertDrafts(t, c.opts, "the preset's draft model drafts")
 }

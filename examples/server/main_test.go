@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -89,54 +85,12 @@ func TestParseFlags(t *testing.T) {
 	assert.Contains(t, help.String(), "--ctx-size")
 }
 
-// lockedBuffer collects a child's output while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestBinary builds and runs the server binary as a user would, talks to
 // it over HTTP, and stops it with SIGTERM.
 func TestBinary(t *testing.T) {
 	model := testenv.Model(t, "stories260K.gguf")
-	bin := filepath.Join(t.TempDir(), "server")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-
-	// Port 0: the server picks a free port and logs its address once the
-	// model is loaded and it serves; the test waits for that line.
-	cmd := exec.Command(bin, "-m", model, "--port", "0", "-c", "1024", "-np", "2", "-t", "1", "--metrics", "--api-key", "secret", "--reuse-port", "--temp", "0.5", "-cb")
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	defer cmd.Process.Kill()
-	var logs lockedBuffer
-	addr := make(chan string, 1)
-	go func() {
-		defer close(addr)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			logs.Write([]byte(line + "\n"))
-			if _, a, ok := strings.Cut(line, "msg=listening addr="); ok {
-				addr <- a
-			}
-		}
-	}()
-	base, ok := <-addr
-	require.True(t, ok, "server exited before listening: %s", logs.String())
+	srv := startServer(t, buildServer(t), "-m", model, "-c", "1024", "-np", "2", "-t", "1", "--metrics", "--api-key", "secret", "--reuse-port", "--temp", "0.5", "-cb")
+	base := srv.base
 	resp, err := http.Get(base + "/health")
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -162,11 +116,8 @@ func TestBinary(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &r))
 	assert.True(t, strings.HasPrefix(r.Content, ", there was a little girl named Lily"), r.Content)
 
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	for range addr { // the rest of the log, up to the child's exit
-	}
-	assert.NoError(t, cmd.Wait(), "graceful exit: %s", logs.String())
-	assert.Contains(t, logs.String(), "shutting down")
+	assert.NoError(t, srv.stop(), "graceful exit on SIGTERM: %s", srv.logs.String())
+	assert.Contains(t, srv.logs.String(), "shutting down")
 }
 
 // TestStartupWarnings: router mode and a listener open beyond the

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -14,10 +13,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,49 +22,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama/internal/testenv"
 )
-
-// buildServer builds the server binary into a test folder.
-func buildServer(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "server")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	return bin
-}
-
-// startServer runs the binary with args (port 0 added) and returns the
-// address it logs once it serves, and its log so far. The child is
-// stopped with SIGTERM when the test ends.
-func startServer(t *testing.T, bin string, args ...string) (string, *lockedBuffer) {
-	t.Helper()
-	cmd := exec.Command(bin, append(args, "--port", "0")...)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	logs := &lockedBuffer{}
-	addr := make(chan string, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			logs.Write([]byte(line + "\n"))
-			if _, a, ok := strings.Cut(line, "msg=listening addr="); ok {
-				addr <- a
-			}
-		}
-		close(addr)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		<-done
-		cmd.Wait()
-	})
-	base, ok := <-addr
-	require.True(t, ok, "server exited before listening: %s", logs.String())
-	return base, logs
-}
 
 // writeCert writes a self-signed ECDSA certificate for 127.0.0.1 and its
 // key as PEM files, and returns them with a pool that trusts it.
@@ -101,8 +55,8 @@ func writeCert(t *testing.T, dir string) (certFile, keyFile string, pool *x509.C
 func TestHTTPS(t *testing.T) {
 	model := testenv.Model(t, "stories260K.gguf")
 	certFile, keyFile, pool := writeCert(t, t.TempDir())
-	base, _ := startServer(t, buildServer(t), "-m", model, "-c", "256", "-np", "1", "-t", "1",
-		"--ssl-key-file", keyFile, "--ssl-cert-file", certFile)
+	base := startServer(t, buildServer(t), "-m", model, "-c", "256", "-np", "1", "-t", "1",
+		"--ssl-key-file", keyFile, "--ssl-cert-file", certFile).base
 	require.True(t, strings.HasPrefix(base, "https://"), base)
 
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}

@@ -7,14 +7,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama/internal/testenv"
-	"github.com/x/llama/server"
 )
 
 // TestModelURL checks --model-url and --mmproj-url: the file is
@@ -95,11 +93,5 @@ func TestModelURL(t *testing.T) {
 
 	c, err = source("--model-url", ts.URL+"/m/tiny.gguf", "-c", "256", "-np", "1", "-t", "1", "-tb", "1")
 	require.NoError(t, err)
-	srv, err := server.New(context.Background(), c.opts)
-	require.NoError(t, err)
-	defer srv.Close()
-	rec := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/completion", strings.NewReader(`{"prompt":"Once upon a time","n_predict":8,"temperature":0}`)))
-	assert.Equal(t, 200, rec.Code, rec.Body.String())
-	assert.Contains(t, rec.Body.String(), "there was a little girl")
+	assert.Contains(t, serveCompletion(t, c.opts, `{"prompt":"Once upon a time","n_predict":8,"temperature":0}`).String(), "there was a little girl")
 }

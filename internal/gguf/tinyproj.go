@@ -90,12 +90,7 @@ func WriteTinyProjector(path string, o TinyProjectorOptions) error {
 		w.SetKV("clip.audio.projector_type", "qwen2a")
 		w.SetKV("clip.has_audio_encoder", true)
 		a := o.AudioEmbd
-		w.SetKV("clip.audio.embedding_length", u32(a))
-		w.SetKV("clip.audio.feed_forward_length", u32(2*a))
-		w.SetKV("clip.audio.block_count", uint32(1))
-		w.SetKV("clip.audio.projection_dim", u32(o.TextEmbd))
-		w.SetKV("clip.audio.attention.head_count", uint32(2))
-		w.SetKV("clip.audio.attention.layer_norm_epsilon", float32(1e-5))
+		w.SetEncoder("clip.audio", Encoder{Embd: a, FF: 2 * a, Blocks: 1, Proj: o.TextEmbd, Heads: 2, NormEps: 1e-5})
 		w.SetKV("clip.audio.num_mel_bins", u32(o.AudioMel))
 	} else {
 		w.SetKV("clip.projector_type", "mlp")
@@ -104,12 +99,7 @@ func WriteTinyProjector(path string, o TinyProjectorOptions) error {
 	w.SetKV("clip.use_gelu", true)
 	w.SetKV("clip.vision.image_size", u32(o.ImageSize))
 	w.SetKV("clip.vision.patch_size", u32(o.PatchSize))
-	w.SetKV("clip.vision.embedding_length", u32(o.NEmbd))
-	w.SetKV("clip.vision.feed_forward_length", u32(o.NFF))
-	w.SetKV("clip.vision.block_count", u32(o.NLayer))
-	w.SetKV("clip.vision.projection_dim", u32(o.TextEmbd))
-	w.SetKV("clip.vision.attention.head_count", u32(o.NHead))
-	w.SetKV("clip.vision.attention.layer_norm_epsilon", float32(1e-5))
+	w.SetEncoder("clip.vision", Encoder{Embd: o.NEmbd, FF: o.NFF, Blocks: o.NLayer, Proj: o.TextEmbd, Heads: o.NHead, NormEps: 1e-5})
 	w.SetKV("clip.vision.image_mean", []float32{0.5, 0.5, 0.5})
 	w.SetKV("clip.vision.image_std", []float32{0.5, 0.5, 0.5})
 

@@ -94,11 +94,8 @@ func convertMiniLM(wheels map[string]string, out string) error {
 	w.SetKV("general.name", "all-MiniLM-L6-v2")
 	w.SetKV("general.file_type", uint32(0)) // all F32
 	w.SetKV("bert.context_length", uint32(cfg.MaxPositions))
-	w.SetKV("bert.embedding_length", uint32(cfg.HiddenSize))
-	w.SetKV("bert.feed_forward_length", uint32(cfg.Intermediate))
-	w.SetKV("bert.block_count", uint32(cfg.Layers))
-	w.SetKV("bert.attention.head_count", uint32(cfg.Heads))
-	w.SetKV("bert.attention.layer_norm_epsilon", float32(cfg.LayerNormEps))
+	w.SetEncoder("bert", gguf.Encoder{Embd: cfg.HiddenSize, FF: cfg.Intermediate, Blocks: cfg.Layers,
+		Heads: cfg.Heads, NormEps: float32(cfg.LayerNormEps)})
 	w.SetKV("bert.attention.causal", false)
 	w.SetKV("bert.pooling_type", uint32(1)) // mean
 	w.SetKV("tokenizer.ggml.token_type_count", uint32(cfg.TypeVocabSize))

