@@ -579,7 +579,14 @@ func (c *Context) decodeLocked(ctx context.Context, b *Batch) error {
 	var rc int32
 	if len(c.model.rpcServers) == 0 {
 		rc = capi.Decode(c.ptr, b.c())
-	} else if err := c.model.rpcGuard("decode", func() { rc = capi.Decode(c.ptr, b.c()) }); err != nil {
+	} else if err := c.model.rpcGuard("decode", func() {
+		// ggml-rpc computes asynchronously: waiting for the result here
+		// keeps a worker's failure inside the guarded call, instead of in
+		// the next call that reads the outputs (sampling).
+		if rc = capi.Decode(c.ptr, b.c()); rc == 0 {
+			capi.Synchronize(c.ptr)
+		}
+	}); err != nil {
 		restore()
 		if stop != nil {
 			stop()

@@ -119,10 +119,11 @@ var rpcMsgPrefix = regexp.MustCompile(`^.*ggml-rpc[^:]*:\d+:\s*`)
 // failed.
 func rpcFail(msg string) {
 	reason := strings.TrimSpace(rpcMsgPrefix.ReplaceAllString(msg, ""))
+	var eps []string
+	defer func() { rpcDropConnections(eps) }()
 	rpcState.mu.Lock()
 	defer rpcState.mu.Unlock()
 	rpcState.failure = reason
-	var eps []string
 	for addr, ep := range rpcState.eps {
 		if ep.reg != 0 {
 			ep.gen++

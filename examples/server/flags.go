@@ -48,7 +48,6 @@ type config struct {
 	threadsDraft, threadsDraftBatch threadFlags
 	listDevices, version, cacheList bool
 	sslKey, sslCert                 string // --ssl-key-file, --ssl-cert-file (PEM)
-	rpc                             string // --rpc: refused at start (see unsupportedUse)
 	grammarSet                      bool   // --grammar, --grammar-file, -j or -jf given
 	jsonSchema                      string
 
@@ -302,7 +301,6 @@ func flagTable(c *config) []flagDef {
 	sd := &e.Speculative
 	cm, sa, spc, sv := secCommon, secSampling, secSpec, secServer
 	noEffect := " (accepted; no effect here)"
-	notYet := " (not supported yet: refused at start when set)"
 	return []flagDef{
 		// ---- common
 		{names: []string{"-h", "--help", "--usage"}, sec: cm, help: "print this help and exit"},
@@ -409,7 +407,10 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"-ctk", "--cache-type-k"}, arg: "TYPE", env: "LLAMA_ARG_CACHE_TYPE_K", sec: cm, help: "KV cache type for K: " + strings.Join(kvCacheTypes, ", ") + " (default f16)", set: cacheType(&e.TypeK)},
 		{names: []string{"-ctv", "--cache-type-v"}, arg: "TYPE", env: "LLAMA_ARG_CACHE_TYPE_V", sec: cm, help: "KV cache type for V (default f16)", set: cacheType(&e.TypeV)},
 		{names: []string{"-dt", "--defrag-thold"}, arg: "N", env: "LLAMA_ARG_DEFRAG_THOLD", sec: cm, help: "deprecated" + noEffect, set: anyValue},
-		{names: []string{"--rpc"}, arg: "SERVERS", env: "LLAMA_ARG_RPC", sec: cm, help: "RPC servers, comma-separated" + notYet, set: strTo(&c.rpc)},
+		{names: []string{"--rpc"}, arg: "SERVERS", env: "LLAMA_ARG_RPC", sec: cm, help: "RPC workers (rpc-server, see llama-install -rpc) as host:port, comma-separated: the model's layers are split across them", set: func(_ *config, v string) error {
+			mo.RPCServers = splitList(v)
+			return nil
+		}},
 		{names: []string{"--mlock"}, env: "LLAMA_ARG_MLOCK", sec: cm, help: "read the model and lock it in RAM (--load-mode mlock)", set: func(*config, string) error { mo.Load = llama.LoadMlock; return nil }},
 		{names: []string{"--mmap"}, neg: []string{"--no-mmap"}, env: "LLAMA_ARG_MMAP", sec: cm, help: "memory-map the model (--load-mode mmap; --no-mmap: none)", set: func(_ *config, v string) error {
 			mo.Load = llama.LoadMmap
@@ -1516,7 +1517,6 @@ func (c *config) unsupportedUse() error {
 			errs = append(errs, msg)
 		}
 	}
-	add(c.rpc != "", "RPC devices are not supported yet (--rpc)")
 	add(c.dockerRepo != "", "pulling models from Docker Hub is not supported yet (--docker-repo)")
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))

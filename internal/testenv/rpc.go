@@ -92,6 +92,7 @@ func (w *RPCWorker) Start() {
 	w.cmd = exec.Command(w.bin, "-H", "127.0.0.1", "-p", strconv.Itoa(w.port), "-t", "1")
 	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
 	w.cmd.Dir = filepath.Dir(w.bin)
+	w.cmd.SysProcAttr = workerAttr()
 	if err := w.cmd.Start(); err != nil {
 		w.t.Fatalf("testenv: starting rpc-server: %v", err)
 	}
