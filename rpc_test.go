@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
+	"github.com/x/llama/internal/gguf"
 	"github.com/x/llama/internal/testenv"
 )
 
@@ -17,8 +18,25 @@ import (
 // 127.0.0.1: the workers' devices are listed with their memory, llama.cpp
 // places layers on each, and the greedy continuation is the local one.
 func TestRPCSplitMatchesLocal(t *testing.T) {
-	path := testenv.Model(t, "stories260K.gguf")
 	w1, w2 := testenv.StartRPCWorker(t), testenv.StartRPCWorker(t)
+	for _, model := range []struct{ name, path string }{
+		{"stories260K", testenv.Model(t, "stories260K.gguf")},
+		{"random 125M Q8_0", benchModel125M(t)},
+	} {
+		t.Run(model.name, func(t *testing.T) { testRPCSplit(t, model.path, w1, w2) })
+	}
+}
+
+// benchModel125M is the benchmarks' random 125M llama (Q8_0), made once
+// in the user cache.
+func benchModel125M(t testing.TB) string {
+	t.Helper()
+	p, err := gguf.BenchModelFile(testenv.Model(t, "llama-2-tiny-random.gguf"), "llama-125m", gguf.BenchModel125M, gguf.Q8_0)
+	require.NoError(t, err)
+	return p
+}
+
+func testRPCSplit(t *testing.T, path string, w1, w2 *testenv.RPCWorker) {
 
 	devs, err := llama.AddRPCServer(context.Background(), w1.Addr)
 	require.NoError(t, err)
