@@ -862,8 +862,8 @@ func (c *Context) ClearMemory() error {
 		return err
 	}
 	defer c.unlock()
-	capi.MemoryClear(c.mem, true)
-	return nil
+	// Clearing the data reaches the workers' buffers with RPC devices.
+	return c.model.rpcGuard("clear memory", func() { capi.MemoryClear(c.mem, true) })
 }
 
 // RemoveTokens removes positions [p0, p1) of seq (-1: every sequence;
