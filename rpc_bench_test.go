@@ -13,6 +13,8 @@ import (
 // 127.0.0.1), 64 greedy tokens after a short prompt per iteration, in
 // tokens per second. Each decode crosses to every worker holding layers
 // and back, so the gap to local is the protocol's cost per token.
+// local-read loads the weights into memory as a worker holds its share,
+// rather than mapping the file.
 func BenchmarkRPC(b *testing.B) {
 	w1, w2 := testenv.StartRPCWorker(b), testenv.StartRPCWorker(b)
 	for _, model := range []struct{ name, path string }{
@@ -24,6 +26,8 @@ func BenchmarkRPC(b *testing.B) {
 			opts llama.ModelOptions
 		}{
 			{"local", llama.ModelOptions{CPUOnly: true}},
+			// Read into memory, as a worker holds its layers (no mmap).
+			{"local-read", llama.ModelOptions{CPUOnly: true, Load: llama.LoadRead}},
 			{"1worker", llama.ModelOptions{RPCServers: []string{w1.Addr}}},
 			{"2workers", llama.ModelOptions{RPCServers: []string{w1.Addr, w2.Addr}, TensorSplit: []float32{1, 1}}},
 		} {
