@@ -132,7 +132,7 @@ func findCXX(cxx string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", errors.New("lib: building libmtmd needs a C++17 compiler and none was found " +
+	return "", errors.New("lib: building from the llama.cpp source needs a C++17 compiler and none was found " +
 		"(apt-get install g++, or set CXX)")
 }
 
