@@ -36,10 +36,12 @@ import (
 // package intercepts that: the thread that met the failure is parked for
 // good instead, the call that was waiting for it returns an error with
 // Code CodeRPC, and every model loaded with RPC workers is marked failed
-// (Model.RPCErr): its calls return that error and closing it frees only
-// what is local (the parked thread and the failed model's memory stay
-// allocated, a bounded leak per failure). Loading the model again once
-// the workers are back connects afresh.
+// (Model.RPCErr): its calls return that error, and closing it leaves its
+// C state allocated (freeing would wait on the lost worker): the parked
+// thread and the failed model's memory are a bounded leak per failure.
+// The process's connections to the workers still running are shut down,
+// so that they take a new client, and loading the model again once the
+// workers are back connects afresh.
 
 // rpcHandshakeTimeout bounds the handshake with a worker at load.
 const rpcHandshakeTimeout = 10 * time.Second
@@ -401,7 +403,3 @@ func (m *Model) rpcGuard(op string, f func()) error {
 	}
 	return err
 }
-
-// rpcFailed reports whether the model's workers failed: its C objects
-// must then be left alone (freeing them would wait for a worker forever).
-func (m *Model) rpcFailed() bool { return m.rpcErr.Load() != nil }
