@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -25,7 +27,9 @@ import (
 func TestRPCServer(t *testing.T) {
 	w1, w2 := testenv.StartRPCWorker(t), testenv.StartRPCWorker(t)
 	_, local := newTestServer(t, Options{})
-	_, ts := newTestServer(t, Options{ModelOptions: llama.ModelOptions{RPCServers: []string{w1.Addr, w2.Addr}}})
+	logs := &lockedLog{}
+	_, ts := newTestServer(t, Options{ModelOptions: llama.ModelOptions{RPCServers: []string{w1.Addr, w2.Addr}},
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	greedy := map[string]any{"prompt": "Once upon a time", "n_predict": 24, "temperature": 0, "top_k": 1}
 
 	code, want := postJSON(t, local.URL+"/completion", greedy)
@@ -47,6 +51,10 @@ func TestRPCServer(t *testing.T) {
 	assert.Equal(t, w1.Addr, props.RPCDevices[0].Endpoint)
 	assert.Equal(t, w2.Addr, props.RPCDevices[1].Endpoint)
 	assert.Positive(t, props.RPCDevices[0].MemoryTotal)
+	for _, d := range props.RPCDevices {
+		assert.Contains(t, logs.String(), "msg=\"RPC device\" model=", "the log lists the devices")
+		assert.Contains(t, logs.String(), "device="+d.Name+" worker="+d.Endpoint)
+	}
 
 	// Kill a worker after the stream's fourth token.
 	body, err := json.Marshal(map[string]any{"prompt": "Once upon a time", "n_predict": 400, "stream": true,
@@ -84,4 +92,23 @@ func TestRPCServer(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, "%v", got)
 	assert.Equal(t, want["content"], got["content"], "after the worker restarted")
 	assert.Equal(t, http.StatusOK, xGet(t, ts.URL+"/health", nil))
+	assert.Contains(t, logs.String(), "reloading the model after an RPC worker failed")
+}
+
+// lockedLog is a log destination safe for the server's goroutines.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
