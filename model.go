@@ -228,6 +228,7 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 		p.TensorBuftOverrides = uintptr(unsafe.Pointer(&ov[0]))
 	}
 	var rpcInfo []Device
+	var rpcLoaded *bool // set once the model holds its claim on the workers
 	if len(opts.Devices) > 0 || len(opts.RPCServers) > 0 {
 		devs := []uintptr{0}
 		if len(opts.Devices) > 0 {
@@ -241,6 +242,13 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 			if err != nil {
 				return nil, err
 			}
+			loaded := false
+			defer func() {
+				if !loaded {
+					rpcRelease(opts.RPCServers)
+				}
+			}()
+			rpcLoaded = &loaded
 			devs = append(append(devs[:len(devs)-1:len(devs)-1], rdevs...), 0)
 			rpcInfo = info
 		}
@@ -299,6 +307,7 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 		model.rpcServers = slices.Clone(opts.RPCServers)
 		model.rpcDevices = rpcInfo
 		rpcTrack(model)
+		*rpcLoaded = true
 	}
 	return model, nil
 }

@@ -56,18 +56,22 @@ type rpcEndpoint struct {
 	gen  int       // failures so far: ggml-rpc knows this generation as key(gen)
 	reg  uintptr   // ggml_backend_rpc_add_server(key(gen)), once added
 	devs []uintptr // the worker's devices
-	live int       // loaded models using it
+	live int       // models loaded or being loaded on it (they hold its connection)
 }
 
 var rpcState struct {
-	once    sync.Once
-	err     error
-	addMu   sync.Mutex // serializes connecting to workers
-	mu      sync.Mutex // guards the rest; never held across a C call
-	eps     map[string]*rpcEndpoint
-	models  map[*Model]struct{}
-	broken  chan struct{} // closed at the next failure
-	failure string        // ggml-rpc's message of the last failure
+	once   sync.Once
+	err    error
+	addMu  sync.Mutex // serializes connecting to workers
+	mu     sync.Mutex // guards the rest; never held across a C call
+	eps    map[string]*rpcEndpoint
+	models map[*Model]struct{}
+	broken chan struct{} // closed at the next failure
+	// turn lets one call at a time reach the workers: ggml-rpc mixes up
+	// graphs computed at once by two contexts over one connection (a
+	// "malformed response"). A failure replaces it, the holder being parked.
+	turn    chan struct{}
+	failure string // ggml-rpc's message of the last failure
 	cb      uintptr
 }
 
@@ -83,6 +87,7 @@ func rpcInit() error {
 		rpcState.eps = map[string]*rpcEndpoint{}
 		rpcState.models = map[*Model]struct{}{}
 		rpcState.broken = make(chan struct{})
+		rpcState.turn = make(chan struct{}, 1)
 		// ggml-rpc writes to workers without MSG_NOSIGNAL: a dead worker
 		// raises SIGPIPE, which on its own threads would end the process.
 		// Received here, the write fails with EPIPE instead, and the failure
@@ -143,6 +148,7 @@ func rpcFail(msg string) {
 	clear(rpcState.models)
 	close(rpcState.broken)
 	rpcState.broken = make(chan struct{})
+	rpcState.turn = make(chan struct{}, 1)
 }
 
 // rpcCall runs f, a C call that may talk to workers, on its own goroutine,
@@ -150,12 +156,18 @@ func rpcFail(msg string) {
 // then never returns).
 func rpcCall(op string, f func()) error {
 	rpcState.mu.Lock()
-	broken := rpcState.broken
+	broken, turn := rpcState.broken, rpcState.turn
 	rpcState.mu.Unlock()
+	select {
+	case turn <- struct{}{}:
+	case <-broken:
+		return rpcFailedErr(op)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		f()
+		<-turn
 	}()
 	select {
 	case <-done:
@@ -166,11 +178,15 @@ func rpcCall(op string, f func()) error {
 			return nil
 		default:
 		}
-		rpcState.mu.Lock()
-		reason := rpcState.failure
-		rpcState.mu.Unlock()
-		return &Error{Code: CodeRPC, Op: op, Msg: "an RPC worker failed: " + reason}
+		return rpcFailedErr(op)
 	}
+}
+
+func rpcFailedErr(op string) error {
+	rpcState.mu.Lock()
+	reason := rpcState.failure
+	rpcState.mu.Unlock()
+	return &Error{Code: CodeRPC, Op: op, Msg: "an RPC worker failed: " + reason}
 }
 
 // rpcKey is the endpoint as ggml-rpc is given it: generation g has g
@@ -322,53 +338,70 @@ func rpcDescribe(endpoint string, devs []uintptr) ([]Device, error) {
 	return out, nil
 }
 
-// rpcModelDevices connects to the workers of a model being loaded.
-func rpcModelDevices(ctx context.Context, servers []string) ([]uintptr, []Device, error) {
+// rpcModelDevices connects to the workers of a model being loaded and
+// claims them for it (see rpcRelease).
+func rpcModelDevices(ctx context.Context, servers []string) (devs []uintptr, info []Device, err error) {
 	if len(servers) > 16 { // GGML_RPC_MAX_SERVERS
 		return nil, nil, errorf(CodeInvalid, "load model", "%d RPC servers, at most 16", len(servers))
 	}
 	seen := map[string]bool{}
-	var all []uintptr
-	var info []Device
+	var claimed []string
+	defer func() {
+		if err != nil {
+			rpcRelease(claimed)
+		}
+	}()
 	for _, s := range servers {
 		if seen[s] {
 			return nil, nil, errorf(CodeInvalid, "load model", "RPC server %s named twice", s)
 		}
 		seen[s] = true
-		devs, err := rpcConnect(ctx, s)
+		d, err := rpcConnect(ctx, s)
 		if err != nil {
 			return nil, nil, err
 		}
-		d, err := rpcDescribe(s, devs)
+		// Claimed from here: a model loading at the same time on this
+		// worker shares the connection instead of knocking on the worker,
+		// which serves this process's connection alone.
+		rpcState.mu.Lock()
+		rpcState.eps[s].live++
+		rpcState.mu.Unlock()
+		claimed = append(claimed, s)
+		di, err := rpcDescribe(s, d)
 		if err != nil {
 			return nil, nil, err
 		}
-		all = append(all, devs...)
-		info = append(info, d...)
+		devs = append(devs, d...)
+		info = append(info, di...)
 	}
-	return all, info, nil
+	return devs, info, nil
 }
 
-// rpcTrack records a loaded model's use of its workers.
+// rpcRelease ends claims on workers: a model that failed to load, or
+// closed.
+func rpcRelease(servers []string) {
+	rpcState.mu.Lock()
+	defer rpcState.mu.Unlock()
+	for _, s := range servers {
+		if ep := rpcState.eps[s]; ep != nil && ep.live > 0 {
+			ep.live--
+		}
+	}
+}
+
+// rpcTrack records a loaded model, which a failure must fail.
 func rpcTrack(m *Model) {
 	rpcState.mu.Lock()
 	defer rpcState.mu.Unlock()
 	rpcState.models[m] = struct{}{}
-	for _, s := range m.rpcServers {
-		rpcState.eps[s].live++
-	}
 }
 
 // rpcUntrack ends a model's use of its workers, at Close.
 func rpcUntrack(m *Model) {
 	rpcState.mu.Lock()
-	defer rpcState.mu.Unlock()
 	delete(rpcState.models, m)
-	for _, s := range m.rpcServers {
-		if ep := rpcState.eps[s]; ep != nil && ep.live > 0 {
-			ep.live--
-		}
-	}
+	rpcState.mu.Unlock()
+	rpcRelease(m.rpcServers)
 }
 
 // RPCErr returns the failure of a worker of the model (an error with Code

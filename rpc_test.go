@@ -200,3 +200,33 @@ func TestRPCBadWorkers(t *testing.T) {
 	_, err := llama.LoadModel(context.Background(), path, llama.ModelOptions{RPCServers: []string{w.Addr, w.Addr}})
 	assert.ErrorIs(t, err, llama.ErrInvalid, "a worker named twice")
 }
+
+// TestRPCSharedWorker loads models on one worker at once and while
+// another holds it: a worker serves one client process, whose models share
+// its connection, so none waits on the worker and each generates the
+// local text.
+func TestRPCSharedWorker(t *testing.T) {
+	path := testenv.Model(t, "stories260K.gguf")
+	w := testenv.StartRPCWorker(t)
+	want, _, err := greedyText(t, path, llama.ModelOptions{CPUOnly: true})
+	require.NoError(t, err)
+	held, err := llama.LoadModel(context.Background(), path, llama.ModelOptions{RPCServers: []string{w.Addr}})
+	require.NoError(t, err)
+	defer held.Close()
+	results := make(chan error, 3)
+	texts := make(chan string, 3)
+	for range 3 {
+		go func() {
+			got, _, err := greedyText(t, path, llama.ModelOptions{RPCServers: []string{w.Addr}})
+			texts <- got
+			results <- err
+		}()
+	}
+	for range 3 {
+		require.NoError(t, <-results)
+		assert.Equal(t, want, <-texts)
+	}
+	devs, err := llama.AddRPCServer(context.Background(), w.Addr)
+	require.NoError(t, err, "listing a worker a loaded model holds")
+	assert.Len(t, devs, 1)
+}
