@@ -263,7 +263,10 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 	runtime.AddCleanup(c, func(p unsafe.Pointer) { capi.CFree(p) }, flag)
 	p.AbortCallback = capi.AbortFlagFunc
 	p.AbortCallbackData = uintptr(flag)
-	ptr := capi.InitFromModel(m.ptr, p)
+	var ptr capi.Context
+	if err := m.rpcGuard("new context", func() { ptr = capi.InitFromModel(m.ptr, p) }); err != nil {
+		return nil, err
+	}
 	if ptr == 0 {
 		return nil, errorf(CodeLoad, "new context", "llama.cpp could not create the context (out of memory, or options the model does not support)")
 	}
@@ -319,7 +322,9 @@ func (c *Context) close() {
 	defer c.mu.Unlock()
 	c.detachAll()
 	if c.ptr != 0 {
-		capi.Free(c.ptr)
+		ptr := c.ptr
+		// After a worker failed, the context's buffers cannot be freed: left.
+		_ = c.model.rpcGuard("close", func() { capi.Free(ptr) })
 		c.ptr = 0
 		c.mem = 0
 		c.freeThreads()
@@ -571,7 +576,23 @@ func (c *Context) decodeLocked(ctx context.Context, b *Batch) error {
 		stop = context.AfterFunc(ctx, c.setAbort)
 	}
 	c.idle = false
-	rc := capi.Decode(c.ptr, b.c())
+	var rc int32
+	if len(c.model.rpcServers) == 0 {
+		rc = capi.Decode(c.ptr, b.c())
+	} else if err := c.model.rpcGuard("decode", func() {
+		// ggml-rpc computes asynchronously: waiting for the result here
+		// keeps a worker's failure inside the guarded call, instead of in
+		// the next call that reads the outputs (sampling).
+		if rc = capi.Decode(c.ptr, b.c()); rc == 0 {
+			capi.Synchronize(c.ptr)
+		}
+	}); err != nil {
+		restore()
+		if stop != nil {
+			stop()
+		}
+		return err
+	}
 	restore()
 	if stop != nil && !stop() {
 		// The abort func has started; wait until it has set the flag so
@@ -841,8 +862,8 @@ func (c *Context) ClearMemory() error {
 		return err
 	}
 	defer c.unlock()
-	capi.MemoryClear(c.mem, true)
-	return nil
+	// Clearing the data reaches the workers' buffers with RPC devices.
+	return c.model.rpcGuard("clear memory", func() { capi.MemoryClear(c.mem, true) })
 }
 
 // RemoveTokens removes positions [p0, p1) of seq (-1: every sequence;

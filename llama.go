@@ -39,10 +39,11 @@ const (
 	CodeGrammar               // a grammar failed to parse
 	CodeUnsupported           // the model or context cannot do what was asked
 	CodeBusy                  // another goroutine is using the object, or it is still in use
+	CodeRPC                   // an RPC worker is unreachable, not a worker, of another version, or failed
 )
 
 var codeNames = [...]string{"unknown", "library", "closed", "invalid argument", "load failed",
-	"no KV slot", "canceled", "decode failed", "grammar", "unsupported", "busy"}
+	"no KV slot", "canceled", "decode failed", "grammar", "unsupported", "busy", "rpc"}
 
 // String names the code.
 func (c ErrorCode) String() string {
@@ -112,6 +113,9 @@ var (
 	// Decode... on one Context must not overlap), or an Adapter closed
 	// while a Context still uses it.
 	ErrBusy = &Error{Code: CodeBusy}
+	// ErrRPC reports an RPC worker (ModelOptions.RPCServers) that cannot
+	// be used or that failed.
+	ErrRPC = &Error{Code: CodeRPC}
 )
 
 // PanicError is a Go panic turned into an error: a panic of a Custom

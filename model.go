@@ -71,6 +71,14 @@ type ModelOptions struct {
 	// Devices are the devices to offload to, by name (see GPUDevices; nil:
 	// all of them). The CPU is not one: CPUOnly keeps the model there.
 	Devices []string
+	// RPCServers are llama.cpp RPC workers (rpc-server, see AddRPCServer)
+	// as host:port, at most 16: their devices join Devices, and the
+	// layers offloaded (GPULayers, all by default) are split across them
+	// by TensorSplit (nil: in proportion to their free memory), the rest
+	// staying on the local CPU. An unreachable address, a port where no
+	// worker listens or a worker of another version fails the load with
+	// Code CodeRPC; a worker failing later fails the model (Model.RPCErr).
+	RPCServers []string
 	// Progress, when set, is called with the load progress in [0, 1].
 	Progress func(progress float32)
 }
@@ -100,6 +108,10 @@ type Model struct {
 	byteOnce sync.Once // byte tokens, for Grammar.Match
 	byteTok  [256]Token
 	hasBytes bool
+
+	rpcServers []string              // the workers it uses
+	rpcDevices []Device              // their devices, at load
+	rpcErr     atomic.Pointer[Error] // a worker failed
 }
 
 type closer interface{ closeFromParent() }
@@ -215,10 +227,30 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 		keep = append(keep, ov, strs)
 		p.TensorBuftOverrides = uintptr(unsafe.Pointer(&ov[0]))
 	}
-	if len(opts.Devices) > 0 {
-		devs, err := deviceList(opts.Devices)
-		if err != nil {
-			return nil, err
+	var rpcInfo []Device
+	var rpcLoaded *bool // set once the model holds its claim on the workers
+	if len(opts.Devices) > 0 || len(opts.RPCServers) > 0 {
+		devs := []uintptr{0}
+		if len(opts.Devices) > 0 {
+			var err error
+			if devs, err = deviceList(opts.Devices); err != nil {
+				return nil, err
+			}
+		}
+		if len(opts.RPCServers) > 0 {
+			rdevs, info, err := rpcModelDevices(ctx, opts.RPCServers)
+			if err != nil {
+				return nil, err
+			}
+			loaded := false
+			defer func() {
+				if !loaded {
+					rpcRelease(opts.RPCServers)
+				}
+			}()
+			rpcLoaded = &loaded
+			devs = append(append(devs[:len(devs)-1:len(devs)-1], rdevs...), 0)
+			rpcInfo = info
 		}
 		keep = append(keep, devs)
 		p.Devices = uintptr(unsafe.Pointer(&devs[0]))
@@ -239,8 +271,11 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 		p.ProgressCallbackUserData = id
 	}
 	var m capi.Model
+	shell := &Model{rpcServers: opts.RPCServers}
 	if len(paths) == 1 {
-		m = capi.ModelLoadFromFile(paths[0], p)
+		if err := shell.rpcGuard("load model", func() { m = capi.ModelLoadFromFile(paths[0], p) }); err != nil {
+			return nil, err
+		}
 	} else {
 		cs := make([][]byte, len(paths))
 		ptrs := make([]uintptr, len(paths))
@@ -248,7 +283,11 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 			cs[i] = append([]byte(s), 0)
 			ptrs[i] = uintptr(unsafe.Pointer(&cs[i][0]))
 		}
-		m = capi.ModelLoadFromSplits(unsafe.Pointer(&ptrs[0]), uintptr(len(ptrs)), p)
+		if err := shell.rpcGuard("load model", func() {
+			m = capi.ModelLoadFromSplits(unsafe.Pointer(&ptrs[0]), uintptr(len(ptrs)), p)
+		}); err != nil {
+			return nil, err
+		}
 		keep = append(keep, cs)
 	}
 	runtime.KeepAlive(keep)
@@ -262,8 +301,15 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 		return nil, errorf(CodeLoad, "load model", "llama.cpp could not load %s (not a GGUF model it supports, or corrupt)", paths[0])
 	}
 	v := capi.ModelGetVocab(m)
-	return &Model{ptr: m, vocab: v, nVocb: capi.VocabNTokens(v), path: paths[0], children: map[closer]struct{}{},
-		encoderOnly: capi.ModelHasEncoder(m) && !capi.ModelHasDecoder(m)}, nil
+	model := &Model{ptr: m, vocab: v, nVocb: capi.VocabNTokens(v), path: paths[0], children: map[closer]struct{}{},
+		encoderOnly: capi.ModelHasEncoder(m) && !capi.ModelHasDecoder(m)}
+	if len(opts.RPCServers) > 0 {
+		model.rpcServers = slices.Clone(opts.RPCServers)
+		model.rpcDevices = rpcInfo
+		rpcTrack(model)
+		*rpcLoaded = true
+	}
+	return model, nil
 }
 
 func kvOverrides(kv map[string]any) ([]capi.ModelKVOverride, error) {
@@ -338,9 +384,16 @@ func (m *Model) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.ptr != 0 {
-		capi.ModelFree(m.ptr)
+		ptr := m.ptr
 		m.ptr = 0
 		m.vocab = 0
+		if len(m.rpcServers) > 0 {
+			// After a worker failed, its buffers cannot be freed: left.
+			_ = m.rpcGuard("close", func() { capi.ModelFree(ptr) })
+			rpcUntrack(m)
+		} else {
+			capi.ModelFree(ptr)
+		}
 	}
 	return nil
 }

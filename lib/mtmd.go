@@ -7,7 +7,6 @@ import (
 	"debug/elf"
 	"debug/macho"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,7 +18,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 )
 
 // EnvSource is the environment variable naming the folder of the pinned
@@ -34,50 +32,6 @@ func MTMDFile() string { return libFile(runtime.GOOS, "mtmd") }
 // MTMDPath returns the path of the libmtmd installed in dir (the folder of
 // the library), or an error wrapping ErrNotFound.
 func MTMDPath(dir string) (string, error) { return LibraryPath(dir, "mtmd") }
-
-// MTMDOptions controls InstallMTMD. The zero value builds libmtmd for the
-// CPU build in its cache folder, from $LLAMA_CPP_SRC, with $CXX (or c++),
-// on up to two cores, quietly.
-type MTMDOptions struct {
-	// Dir is the folder of the installed library, where libmtmd goes;
-	// empty means DefaultDir(Flavor). It must hold the library.
-	Dir string
-	// Flavor picks the build whose folder Dir defaults to.
-	Flavor Flavor
-	// Source is the folder of the pinned llama.cpp source; empty means
-	// $LLAMA_CPP_SRC.
-	Source string
-	// CXX is the C++ compiler; empty means $CXX, else c++, g++ or clang++
-	// from PATH.
-	CXX string
-	// Jobs is how many files compile at once; 0 means 2 (or 1 on a single
-	// core).
-	Jobs int
-	// Force rebuilds even when the installed libmtmd matches.
-	Force bool
-	// Progress, when set, receives human-readable progress lines.
-	Progress io.Writer
-}
-
-// MTMDResult describes what InstallMTMD did.
-type MTMDResult struct {
-	// Path is the installed libmtmd.
-	Path string
-	// Built is false when the installed libmtmd matched and was kept.
-	Built bool
-	// BuildTime is how long compiling and linking took (zero when kept).
-	BuildTime time.Duration
-}
-
-// mtmdStamp is written beside libmtmd: the inputs it was built from and
-// the digest of the result, so that a later install can tell whether the
-// installed file still matches.
-type mtmdStamp struct {
-	Version   string  `json:"version"`
-	Inputs    string  `json:"inputs"`  // digest of sources, headers, flags, compiler and libllama
-	Library   string  `json:"library"` // sha256 of the built libmtmd
-	BuildSecs float64 `json:"build_seconds"`
-}
 
 // mtmdCFlags are the flags every file compiles with: what llama.cpp's own
 // CMake build of the mtmd target sets for a shared Release build (without
@@ -95,99 +49,32 @@ var mtmdCFlags = []string{"-O2", "-fPIC", "-DNDEBUG", "-DLLAMA_BUILD", "-DLLAMA_
 // export every function mtmd.h and mtmd-helper.h declare. Linux and macOS
 // only.
 func InstallMTMD(ctx context.Context, o MTMDOptions) (MTMDResult, error) {
-	if runtime.GOOS == "windows" {
-		return MTMDResult{}, errors.New("lib: building libmtmd is not supported on Windows")
-	}
-	dir := o.Dir
-	if dir == "" {
-		d, err := DefaultDir(o.Flavor)
-		if err != nil {
-			return MTMDResult{}, err
-		}
-		dir = d
-	}
-	libs := map[string]string{}
-	for _, l := range libraries {
-		p, err := LibraryPath(dir, l)
-		if err != nil {
-			return MTMDResult{}, fmt.Errorf("lib: install the library before libmtmd: %w", err)
-		}
-		libs[l] = p
-	}
-	src := o.Source
-	if src == "" {
-		src = os.Getenv(EnvSource)
-	}
-	if src == "" {
-		return MTMDResult{}, fmt.Errorf("lib: building libmtmd needs the llama.cpp %s source: set %s to a checkout of "+
-			"the %s tag (it needs tools/mtmd, include, ggml/include and vendor)", Version, EnvSource, Version)
-	}
-	files, err := mtmdSources(src)
-	if err != nil {
-		return MTMDResult{}, err
-	}
-	cxx, err := findCXX(o.CXX)
-	if err != nil {
-		return MTMDResult{}, err
-	}
-	inputs, err := mtmdInputs(src, files, cxx, libs["llama"])
-	if err != nil {
-		return MTMDResult{}, err
-	}
-	out := filepath.Join(dir, MTMDFile())
-	stampPath := out + ".stamp"
-	if !o.Force && mtmdMatches(out, stampPath, inputs) {
-		progress(o.Progress, "llama: libmtmd in %s is up to date", dir)
-		return MTMDResult{Path: out}, nil
-	}
+	return build(ctx, o, mtmdStep)
+}
 
-	start := time.Now()
-	tmp, err := os.MkdirTemp(dir, ".mtmd-build-*")
-	if err != nil {
-		return MTMDResult{}, fmt.Errorf("lib: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	jobs := o.Jobs
-	if jobs <= 0 {
-		jobs = min(2, runtime.NumCPU())
-	}
-	progress(o.Progress, "llama: building libmtmd from %s with %s (%d files, %d at a time)", src, cxx, len(files), jobs)
-	inc := []string{"tools/mtmd", "include", "ggml/include", "vendor", "vendor/hash"}
-	objs, err := compileAll(ctx, cxx, src, files, inc, mtmdCFlags, tmp, jobs, o.Progress)
-	if err != nil {
-		return MTMDResult{}, err
-	}
-	built := filepath.Join(tmp, MTMDFile())
-	args := []string{"-shared", "-o", built}
-	args = append(args, objs...)
-	args = append(args, libs["llama"], libs["ggml"], libs["ggml-base"], "-pthread")
-	if runtime.GOOS == "darwin" {
-		args = append(args, "-Wl,-install_name,@rpath/"+MTMDFile(), "-Wl,-rpath,@loader_path")
-	} else {
-		args = append(args, "-Wl,-soname,"+MTMDFile(), "-Wl,-rpath,$ORIGIN", "-Wl,--no-undefined")
-	}
-	progress(o.Progress, "llama: linking %s", MTMDFile())
-	if err := run(ctx, tmp, cxx, args...); err != nil {
-		return MTMDResult{}, fmt.Errorf("lib: linking libmtmd: %w", err)
-	}
-	if err := CheckMTMD(built, src); err != nil {
-		return MTMDResult{}, err
-	}
-	elapsed := time.Since(start)
-	sum, err := fileSHA256(built)
-	if err != nil {
-		return MTMDResult{}, fmt.Errorf("lib: %w", err)
-	}
-	if err := os.Rename(built, out); err != nil {
-		return MTMDResult{}, fmt.Errorf("lib: %w", err)
-	}
-	st, _ := json.MarshalIndent(mtmdStamp{Version: Version, Inputs: inputs, Library: sum,
-		BuildSecs: elapsed.Round(time.Second).Seconds()}, "", "  ")
-	if err := os.WriteFile(stampPath, append(st, '\n'), 0o644); err != nil {
-		return MTMDResult{}, fmt.Errorf("lib: %w", err)
-	}
-	progress(o.Progress, "llama: built and installed %s in %s", out, elapsed.Round(time.Second))
-	return MTMDResult{Path: out, Built: true, BuildTime: elapsed}, nil
+var mtmdStep = buildStep{
+	what: "libmtmd", file: MTMDFile(), tmpPat: ".mtmd-build-*",
+	osOK: func(goos string) bool { return goos != "windows" }, noOS: "lib: building libmtmd is not supported on Windows",
+	links: libraries,
+	noLib: func(_ string, err error) error { return fmt.Errorf("lib: install the library before libmtmd: %w", err) },
+	noSrc: fmt.Sprintf("lib: building libmtmd needs the llama.cpp %s source: set %s to a checkout of "+
+		"the %s tag (it needs tools/mtmd, include, ggml/include and vendor)", Version, EnvSource, Version),
+	flags:   mtmdCFlags,
+	inc:     []string{"tools/mtmd", "include", "ggml/include", "vendor", "vendor/hash"},
+	sources: mtmdSources,
+	inputs: func(src string, files []string, cxx string, libs map[string]string) (string, error) {
+		return mtmdInputs(src, files, cxx, libs["llama"])
+	},
+	linkArgs: func(built string, objs []string, libs map[string]string) []string {
+		args := []string{"-shared", "-o", built}
+		args = append(args, objs...)
+		args = append(args, libs["llama"], libs["ggml"], libs["ggml-base"], "-pthread")
+		if runtime.GOOS == "darwin" {
+			return append(args, "-Wl,-install_name,@rpath/"+MTMDFile(), "-Wl,-rpath,@loader_path")
+		}
+		return append(args, "-Wl,-soname,"+MTMDFile(), "-Wl,-rpath,$ORIGIN", "-Wl,--no-undefined")
+	},
+	check: CheckMTMD,
 }
 
 // mtmdSources lists the files of the mtmd library target: the .cpp files
@@ -245,7 +132,7 @@ func findCXX(cxx string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", errors.New("lib: building libmtmd needs a C++17 compiler and none was found " +
+	return "", errors.New("lib: building from the llama.cpp source needs a C++17 compiler and none was found " +
 		"(apt-get install g++, or set CXX)")
 }
 
@@ -281,19 +168,6 @@ func mtmdInputs(src string, files []string, cxx, libllama string) (string, error
 	}
 	fmt.Fprintf(h, "libllama %s\n", s)
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func mtmdMatches(lib, stampPath, inputs string) bool {
-	b, err := os.ReadFile(stampPath)
-	if err != nil {
-		return false
-	}
-	var st mtmdStamp
-	if json.Unmarshal(b, &st) != nil || st.Inputs != inputs || st.Version != Version {
-		return false
-	}
-	sum, err := fileSHA256(lib)
-	return err == nil && sum == st.Library
 }
 
 // compileAll compiles the files (relative to src, or absolute) into

@@ -4,10 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,46 +12,11 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"time"
 )
 
 // ServerFile is the file name InstallServer gives llama-server, beside the
 // library's own files.
 const ServerFile = "llama-server"
-
-// ServerOptions controls InstallServer. The zero value builds llama-server
-// for the CPU build in its cache folder, from $LLAMA_CPP_SRC, with $CXX
-// (or c++), on up to two cores, quietly.
-type ServerOptions struct {
-	// Dir is the folder of the installed library (which must hold libmtmd
-	// too, see InstallMTMD), where llama-server goes; empty means
-	// DefaultDir(Flavor).
-	Dir string
-	// Flavor picks the build whose folder Dir defaults to.
-	Flavor Flavor
-	// Source is the folder of the pinned llama.cpp source; empty means
-	// $LLAMA_CPP_SRC.
-	Source string
-	// CXX is the C++ compiler; empty means $CXX, else c++, g++ or clang++.
-	CXX string
-	// Jobs is how many files compile at once; 0 means 2 (or 1 on a single
-	// core).
-	Jobs int
-	// Force rebuilds even when the installed llama-server matches.
-	Force bool
-	// Progress, when set, receives human-readable progress lines.
-	Progress io.Writer
-}
-
-// ServerResult describes what InstallServer did.
-type ServerResult struct {
-	// Path is the installed llama-server.
-	Path string
-	// Built is false when the installed llama-server matched and was kept.
-	Built bool
-	// BuildTime is how long compiling and linking took (zero when kept).
-	BuildTime time.Duration
-}
 
 // serverCFlags are the flags every server file compiles with: a Release
 // build without the web UI's assets (the reference server is driven
@@ -72,113 +34,56 @@ var serverCFlags = []string{"-O2", "-fPIC", "-DNDEBUG", "-w", "-pthread"}
 // logic. The build is kept while its inputs (sources, headers, flags,
 // compiler and the libraries it links) are unchanged. Linux only.
 func InstallServer(ctx context.Context, o ServerOptions) (ServerResult, error) {
-	if runtime.GOOS != "linux" {
-		return ServerResult{}, errors.New("lib: building llama-server is supported on Linux only")
-	}
-	dir := o.Dir
-	if dir == "" {
-		d, err := DefaultDir(o.Flavor)
-		if err != nil {
-			return ServerResult{}, err
-		}
-		dir = d
-	}
-	var libs []string
-	for _, l := range []string{"llama-common", "mtmd", "llama", "ggml", "ggml-base"} {
-		p, err := LibraryPath(dir, l)
-		if err != nil {
-			return ServerResult{}, fmt.Errorf("lib: llama-server links the installed %s (install the library, "+
-				"and libmtmd with InstallMTMD, first): %w", l, err)
-		}
-		libs = append(libs, p)
-	}
-	src := o.Source
-	if src == "" {
-		src = os.Getenv(EnvSource)
-	}
-	if src == "" {
-		return ServerResult{}, fmt.Errorf("lib: building llama-server needs the llama.cpp %s source: set %s",
-			Version, EnvSource)
-	}
-	files, err := serverSources(src)
-	if err != nil {
-		return ServerResult{}, err
-	}
-	cxx, err := findCXX(o.CXX)
-	if err != nil {
-		return ServerResult{}, err
-	}
-	inputs, err := serverInputs(src, files, cxx, libs)
-	if err != nil {
-		return ServerResult{}, err
-	}
-	out := filepath.Join(dir, ServerFile)
-	stampPath := out + ".stamp"
-	if !o.Force && mtmdMatches(out, stampPath, inputs) {
-		progress(o.Progress, "llama: llama-server in %s is up to date", dir)
-		return ServerResult{Path: out}, nil
-	}
+	return build(ctx, o, serverStep)
+}
 
-	start := time.Now()
-	tmp, err := os.MkdirTemp(dir, ".server-build-*")
-	if err != nil {
-		return ServerResult{}, fmt.Errorf("lib: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	jobs := o.Jobs
-	if jobs <= 0 {
-		jobs = min(2, runtime.NumCPU())
-	}
+var serverStep = buildStep{
+	what: "llama-server", file: ServerFile, tmpPat: ".server-build-*", runVersion: true,
+	osOK: func(goos string) bool { return goos == "linux" }, noOS: "lib: building llama-server is supported on Linux only",
+	links: serverLinks,
+	noLib: func(l string, err error) error {
+		return fmt.Errorf("lib: llama-server links the installed %s (install the library, "+
+			"and libmtmd with InstallMTMD, first): %w", l, err)
+	},
+	noSrc:   fmt.Sprintf("lib: building llama-server needs the llama.cpp %s source: set %s", Version, EnvSource),
+	flags:   serverCFlags,
+	inc:     []string{"tools/server", "tools/mtmd", "common", "include", "ggml/include", "vendor", "."},
+	sources: serverSources,
+	inputs: func(src string, files []string, cxx string, libs map[string]string) (string, error) {
+		return serverInputs(src, files, cxx, serverLibs(libs))
+	},
 	// The web UI's asset table, empty: llama.cpp's own embedding tool
 	// writes it when given no asset folder.
-	uiDir := filepath.Join(tmp, "ui")
-	if err := os.Mkdir(uiDir, 0o755); err != nil {
-		return ServerResult{}, fmt.Errorf("lib: %w", err)
+	prepare: func(ctx context.Context, tmp, cxx, src string) ([]string, []string, error) {
+		uiDir := filepath.Join(tmp, "ui")
+		if err := os.Mkdir(uiDir, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("lib: %w", err)
+		}
+		embed := filepath.Join(tmp, "ui-embed")
+		if err := run(ctx, tmp, cxx, "-O1", "-std=c++17", "-o", embed, filepath.Join(src, "tools", "ui", "embed.cpp")); err != nil {
+			return nil, nil, fmt.Errorf("lib: building the UI embedding tool: %w", err)
+		}
+		if err := run(ctx, tmp, embed, filepath.Join(uiDir, "ui.cpp"), filepath.Join(uiDir, "ui.h")); err != nil {
+			return nil, nil, fmt.Errorf("lib: writing the empty UI table: %w", err)
+		}
+		return []string{filepath.Join(uiDir, "ui.cpp")}, []string{uiDir}, nil
+	},
+	linkArgs: func(built string, objs []string, libs map[string]string) []string {
+		args := append([]string{"-o", built}, objs...)
+		args = append(args, serverLibs(libs)...)
+		return append(args, "-pthread", "-Wl,-rpath,$ORIGIN")
+	},
+}
+
+// serverLinks are the installed libraries llama-server links, in link order.
+var serverLinks = []string{"llama-common", "mtmd", "llama", "ggml", "ggml-base"}
+
+func serverLibs(libs map[string]string) []string {
+	var out []string
+	for _, l := range serverLinks {
+		out = append(out, libs[l])
 	}
-	embed := filepath.Join(tmp, "ui-embed")
-	if err := run(ctx, tmp, cxx, "-O1", "-std=c++17", "-o", embed, filepath.Join(src, "tools", "ui", "embed.cpp")); err != nil {
-		return ServerResult{}, fmt.Errorf("lib: building the UI embedding tool: %w", err)
-	}
-	if err := run(ctx, tmp, embed, filepath.Join(uiDir, "ui.cpp"), filepath.Join(uiDir, "ui.h")); err != nil {
-		return ServerResult{}, fmt.Errorf("lib: writing the empty UI table: %w", err)
-	}
-	files = append(files, filepath.Join(uiDir, "ui.cpp"))
-	progress(o.Progress, "llama: building llama-server from %s with %s (%d files, %d at a time)", src, cxx, len(files), jobs)
-	inc := []string{"tools/server", "tools/mtmd", "common", "include", "ggml/include", "vendor", ".", uiDir}
-	objs, err := compileAll(ctx, cxx, src, files, inc, serverCFlags, tmp, jobs, o.Progress)
-	if err != nil {
-		return ServerResult{}, err
-	}
-	built := filepath.Join(tmp, ServerFile)
-	args := append([]string{"-o", built}, objs...)
-	args = append(args, libs...)
-	args = append(args, "-pthread", "-Wl,-rpath,$ORIGIN")
-	progress(o.Progress, "llama: linking %s", ServerFile)
-	if err := run(ctx, tmp, cxx, args...); err != nil {
-		return ServerResult{}, fmt.Errorf("lib: linking llama-server: %w", err)
-	}
-	elapsed := time.Since(start)
-	sum, err := fileSHA256(built)
-	if err != nil {
-		return ServerResult{}, fmt.Errorf("lib: %w", err)
-	}
-	// In place, where its run path finds the libraries, it must run; a
-	// stale stamp goes first, so that a failure leaves no "up to date".
-	_ = os.Remove(stampPath)
-	if err := os.Rename(built, out); err != nil {
-		return ServerResult{}, fmt.Errorf("lib: %w", err)
-	}
-	if err := run(ctx, dir, out, "--version"); err != nil {
-		_ = os.Remove(out)
-		return ServerResult{}, fmt.Errorf("lib: the built llama-server does not run: %w", err)
-	}
-	st, _ := json.MarshalIndent(mtmdStamp{Version: Version, Inputs: inputs, Library: sum,
-		BuildSecs: elapsed.Round(time.Second).Seconds()}, "", "  ")
-	if err := os.WriteFile(stampPath, append(st, '\n'), 0o644); err != nil {
-		return ServerResult{}, fmt.Errorf("lib: %w", err)
-	}
-	progress(o.Progress, "llama: built and installed %s in %s", out, elapsed.Round(time.Second))
-	return ServerResult{Path: out, Built: true, BuildTime: elapsed}, nil
+	return out
 }
 
 // ServerPath returns the llama-server InstallServer installed in dir, or an

@@ -84,6 +84,8 @@ var k8sKinds = map[string]struct {
 	"RoleBinding":           {"rbac.authorization.k8s.io/v1", nil},
 	"HTTPRoute":             {"gateway.networking.k8s.io/v1", []string{"parentRefs", "hostnames", "rules"}},
 	"InferencePool":         {"inference.networking.k8s.io/v1", []string{"selector", "targetPorts", "endpointPickerRef"}},
+	"StatefulSet":           {"apps/v1", []string{"serviceName", "replicas", "podManagementPolicy", "selector", "template", "volumeClaimTemplates"}},
+	"NetworkPolicy":         {"networking.k8s.io/v1", []string{"podSelector", "policyTypes", "ingress", "egress"}},
 }
 
 var podSpecFields = []string{"containers", "initContainers", "volumes", "serviceAccountName", "terminationGracePeriodSeconds", "nodeSelector", "tolerations", "affinity", "securityContext"}

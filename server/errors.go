@@ -152,6 +152,9 @@ func classify(err error) *httpError {
 		return exceedContext(ce.PromptTokens, ce.CtxSize)
 	case errors.Is(err, engine.ErrBusy):
 		return &httpError{Status: http.StatusServiceUnavailable, Type: errUnavailable, Msg: err.Error(), Err: err}
+	case errors.Is(err, llama.ErrRPC):
+		// A worker of the model's RPC devices is unreachable or failed.
+		return &httpError{Status: http.StatusServiceUnavailable, Type: errUnavailable, Msg: err.Error(), Err: err}
 	case errors.Is(err, llama.ErrInvalid), errors.Is(err, llama.ErrGrammar):
 		return &httpError{Status: http.StatusBadRequest, Type: errInvalidRequest, Msg: err.Error(), Err: err}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

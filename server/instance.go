@@ -112,7 +112,8 @@ type modelInfo struct {
 	ToolUseSource  string
 	Caps           chat.TemplateCaps
 	BOS, EOS       string
-	Vision, Audio  bool // the projector's input modalities
+	Vision, Audio  bool           // the projector's input modalities
+	RPCDevices     []llama.Device // the devices of the model's RPC workers (--rpc)
 }
 
 // modelEntry is one model the server can run.
@@ -273,6 +274,8 @@ func (s *Server) instanceFor(r *http.Request, model string) (inst *instance, rel
 			return nil, nil, unavailable("request ended while the model was loading")
 		case errors.Is(err, errServerClosed):
 			return nil, nil, unavailable("server is shutting down")
+		case errors.Is(err, llama.ErrRPC):
+			return nil, nil, unavailable("failed to load model: %v", err)
 		}
 		return nil, nil, serverError("failed to load model: %v", err)
 	}
@@ -292,6 +295,16 @@ func (s *Server) acquire(ctx context.Context, e *modelEntry) (*instance, func(),
 		switch e.state {
 		case stateLoaded:
 			inst := e.inst
+			if err := inst.Model.RPCErr(); err != nil {
+				// A worker of the model's RPC devices failed: the model
+				// answers nothing more, so it is loaded again (which fails
+				// while the worker is away, and works once it is back).
+				s.log.Warn("reloading the model after an RPC worker failed", "model", e.name, "err", err)
+				if s.retireLocked(e, stateUnloaded) {
+					go inst.close()
+				}
+				continue
+			}
 			inst.refs++
 			e.lastUsed = time.Now()
 			if e.idle != nil {
@@ -560,7 +573,11 @@ func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
 		Name: e.name, Path: path, Model: m, Engine: eng, EmbedEngine: embedEng, Template: tmpl, ToolTemplate: toolTmpl,
 		Server: s, Opts: e.opts, entry: e, Projector: proj,
 	}
-	info := &modelInfo{TemplateSource: tmpl.Source(), Caps: tmpl.Caps()}
+	info := &modelInfo{TemplateSource: tmpl.Source(), Caps: tmpl.Caps(), RPCDevices: m.RPCDevices()}
+	for _, d := range info.RPCDevices {
+		s.log.Info("RPC device", "model", e.name, "device", d.Name, "worker", d.Description,
+			"total_mib", d.TotalMemory>>20, "free_mib", d.FreeMemory>>20)
+	}
 	if proj != nil {
 		info.Vision, info.Audio = proj.SupportsVision(), proj.SupportsAudio()
 	}

@@ -6,8 +6,10 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 
+	"github.com/x/llama"
 	"github.com/x/llama/chat"
 )
 
@@ -19,10 +21,22 @@ func handleHealth(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if !s.router {
 			s.mu.Lock()
-			st := s.models[0].state
+			e := s.models[0]
+			st, loadErr := e.state, e.loadErr
+			var rpcErr error
+			if e.inst != nil {
+				rpcErr = e.inst.Model.RPCErr()
+			}
 			s.mu.Unlock()
 			if st == stateLoading {
 				return unavailable("Loading model")
+			}
+			if rpcErr == nil && errors.Is(loadErr, llama.ErrRPC) {
+				rpcErr = loadErr
+			}
+			if rpcErr != nil {
+				// The next request loads the model again.
+				return unavailable("%v", rpcErr)
 			}
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -63,6 +77,14 @@ func (s *Server) props(e *modelEntry) map[string]any {
 		"is_sleeping":        e.state == stateSleeping,
 		"ui":                 !s.opts.NoUI,
 		"ui_settings":        s.uiSettings(),
+	}
+	if len(info.RPCDevices) > 0 {
+		devs := make([]map[string]any, len(info.RPCDevices))
+		for i, d := range info.RPCDevices {
+			devs[i] = map[string]any{"name": d.Name, "endpoint": d.Description,
+				"memory_total": d.TotalMemory, "memory_free": d.FreeMemory}
+		}
+		p["rpc_devices"] = devs
 	}
 	if s.opts.Jinja && info.ToolUseSource != "" {
 		p["chat_template_tool_use"] = info.ToolUseSource

@@ -14,11 +14,7 @@ import (
 // refusedOptions are llama-server's options this server still refuses when
 // they are used, each with its reason. Anything else that arg.cpp gives
 // llama-server must start.
-var refusedOptions = map[string]string{
-	// llama.cpp's RPC backend (ggml-rpc) offloads to remote rpc-server
-	// processes; it is a separate piece of work.
-	"--rpc": "the RPC backend is not built yet",
-}
+var refusedOptions = map[string]string{}
 
 // TestArgCppNoneRefused uses every option llama-server registers (read from
 // the pinned source's common/arg.cpp) with a valid value, and requires the

@@ -49,7 +49,6 @@ type config struct {
 	threadsDraft, threadsDraftBatch threadFlags
 	listDevices, version, cacheList bool
 	sslKey, sslCert                 string // --ssl-key-file, --ssl-cert-file (PEM)
-	rpc                             string // --rpc: refused at start (see unsupportedUse)
 	grammarSet                      bool   // --grammar, --grammar-file, -j or -jf given
 	jsonSchema                      string
 
@@ -289,7 +288,6 @@ func flagTable(c *config) []flagDef {
 	sd := &e.Speculative
 	cm, sa, spc, sv := secCommon, secSampling, secSpec, secServer
 	noEffect := " (accepted; no effect here)"
-	notYet := " (not supported yet: refused at start when set)"
 	return slices.Concat([]flagDef{
 		// ---- common
 		{names: []string{"-h", "--help", "--usage"}, sec: cm, help: "print this help and exit"},
@@ -396,7 +394,10 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"-ctk", "--cache-type-k"}, arg: "TYPE", env: "LLAMA_ARG_CACHE_TYPE_K", sec: cm, help: "KV cache type for K: " + strings.Join(kvCacheTypes, ", ") + " (default f16)", set: cacheType(&e.TypeK)},
 		{names: []string{"-ctv", "--cache-type-v"}, arg: "TYPE", env: "LLAMA_ARG_CACHE_TYPE_V", sec: cm, help: "KV cache type for V (default f16)", set: cacheType(&e.TypeV)},
 		{names: []string{"-dt", "--defrag-thold"}, arg: "N", env: "LLAMA_ARG_DEFRAG_THOLD", sec: cm, help: "deprecated" + noEffect, set: anyValue},
-		{names: []string{"--rpc"}, arg: "SERVERS", env: "LLAMA_ARG_RPC", sec: cm, help: "RPC servers, comma-separated" + notYet, set: strTo(&c.rpc)},
+		{names: []string{"--rpc"}, arg: "SERVERS", env: "LLAMA_ARG_RPC", sec: cm, help: "RPC workers (rpc-server, see llama-install -rpc) as host:port, comma-separated: the model's layers are split across them", set: func(_ *config, v string) error {
+			mo.RPCServers = splitList(v)
+			return nil
+		}},
 		{names: []string{"--mlock"}, env: "LLAMA_ARG_MLOCK", sec: cm, help: "read the model and lock it in RAM (--load-mode mlock)", set: func(*config, string) error { mo.Load = llama.LoadMlock; return nil }},
 		{names: []string{"--mmap"}, neg: []string{"--no-mmap"}, env: "LLAMA_ARG_MMAP", sec: cm, help: "memory-map the model (--load-mode mmap; --no-mmap: none)", set: func(_ *config, v string) error {
 			mo.Load = llama.LoadMmap
@@ -1445,19 +1446,10 @@ func printCompletion(w io.Writer, table []flagDef) {
 }
 
 // unsupportedUse refuses, at start, the options of features this server
-// does not have yet; they are accepted by the parser so that llama-server
-// command lines that do not use them keep working.
+// cannot honour, in one place, after parsing has accepted them so that
+// llama-server command lines that do not use them keep working. Every
+// option of llama-server v0.4.0 acts now, so it refuses none.
 func (c *config) unsupportedUse() error {
-	var errs []string
-	add := func(cond bool, msg string) {
-		if cond {
-			errs = append(errs, msg)
-		}
-	}
-	add(c.rpc != "", "RPC devices are not supported yet (--rpc)")
-	if len(errs) > 0 {
-		return errors.New(strings.Join(errs, "; "))
-	}
 	return nil
 }
 

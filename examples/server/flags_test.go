@@ -359,29 +359,6 @@ func TestFlagErrors(t *testing.T) {
 	}
 }
 
-// TestFlagUnsupported checks that options of missing features parse, and
-// refuse to start only when used.
-func TestFlagUnsupported(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--rpc", "127.0.0.1:50052"}, "RPC"},
-	} {
-		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			c, err := parseFlags(tc.args, noEnv, io.Discard)
-			require.NoError(t, err, "accepted by the parser")
-			err = c.unsupportedUse()
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tc.want)
-		})
-	}
-	// Their neutral values start fine.
-	c, err := parseFlags([]string{"--spec-type", "none", "--no-mmproj", "--spec-draft-n-max", "8", "--draft-min", "1", "-cb", "--swa-full"}, noEnv, io.Discard)
-	require.NoError(t, err)
-	assert.NoError(t, c.unsupportedUse())
-}
-
 // TestModelSource checks -hf and its flags: the model is pulled before the
 // server starts and served under the repo reference unless an alias is
 // given; --offline with nothing in the cache fails.

