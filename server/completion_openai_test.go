@@ -149,8 +149,13 @@ func TestOpenAIClient(t *testing.T) {
 		"additionalProperties": false,
 	}
 
+	// stories260K's template has no tool-call format (tools get free
+	// text, as in llama-server): the calls run on a template that has one.
+	_, toolsTS := newTestServer(t, Options{ChatTemplate: genericToolsTemplate})
+	toolsClient := openai.NewClient(option.WithBaseURL(toolsTS.URL+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+
 	t.Run("tool call", func(t *testing.T) {
-		resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		resp, err := toolsClient.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather in Paris?")},
 			Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
 				Name: "get_weather", Description: openai.String("Weather forecast"), Parameters: weather,

@@ -25,6 +25,7 @@ var packageVars = map[string]string{
 	"fuzzyReplacer":   "a strings.Replacer",
 	"genParams":       "the table of numeric generation parameters",
 	"respOwnFields":   "a list of Responses field names",
+	"slotParamKeys":   "the list of GET /slots param names",
 }
 
 // TestNoPackageState keeps the server's state in the Server: no file
