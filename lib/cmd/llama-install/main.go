@@ -19,6 +19,11 @@
 // the same source, linked against the installed libraries and libmtmd (so
 // -server implies -mtmd), and installs it beside them, unless the one there
 // already matches its inputs.
+//
+// With -ui it also builds llama.cpp's own web UI (tools/ui of the same
+// source) with npm into the folder llama-ui beside the library, for the
+// server's --path, unless the one there already matches its inputs; it
+// needs node and npm, and the package registry npm is configured for.
 package main
 
 import (
@@ -40,9 +45,10 @@ func main() {
 	source := flag.String("source", "", "where to fetch the build: empty for automatic, npm or github")
 	mtmd := flag.Bool("mtmd", false, "also build libmtmd (multimodal) from the pinned llama.cpp source")
 	server := flag.Bool("server", false, "also build llama-server (and libmtmd) from the pinned llama.cpp source")
-	src := flag.String("src", "", "with -mtmd or -server: the pinned llama.cpp source folder (default $LLAMA_CPP_SRC)")
+	ui := flag.Bool("ui", false, "also build llama.cpp's web UI (for --path) from the pinned llama.cpp source with npm")
+	src := flag.String("src", "", "with -mtmd, -server or -ui: the pinned llama.cpp source folder (default $LLAMA_CPP_SRC)")
 	jobs := flag.Int("j", 0, "with -mtmd or -server: files compiled at once (default 2)")
-	force := flag.Bool("force", false, "with -mtmd or -server: rebuild even when the installed build matches")
+	force := flag.Bool("force", false, "with -mtmd, -server or -ui: rebuild even when the installed build matches")
 	insecure := flag.Bool("insecure", false, "allow builds with no pinned checksum (the GitHub release archives)")
 	flag.Parse()
 	ctx := context.Background()
@@ -77,7 +83,30 @@ func main() {
 			}
 		}
 	}
+	if *ui {
+		if err := installUI(ctx, d, *src, *force); err != nil {
+			fail(err)
+		}
+	}
 	fmt.Println(d)
+}
+
+// installUI builds the web UI beside the library in d.
+func installUI(ctx context.Context, d, src string, force bool) error {
+	if src == "" && os.Getenv(lib.EnvSource) == "" {
+		var err error
+		if src, err = devSource(); err != nil {
+			return err
+		}
+	}
+	r, err := lib.InstallUI(ctx, lib.UIOptions{Dir: d, Source: src, Force: force, Progress: os.Stderr})
+	if err != nil {
+		return err
+	}
+	if r.Built {
+		fmt.Fprintf(os.Stderr, "llama: web UI build time: %s\n", r.BuildTime.Round(1e9))
+	}
+	return nil
 }
 
 // devSource runs ../shared/tools/llama-cpp-src beside the module root, as
@@ -109,7 +138,7 @@ func devSource() (string, error) {
 }
 
 func missingSource() error {
-	return errors.New("llama-install: -mtmd and -server need the llama.cpp " + lib.Version + " source: pass -src or set " +
+	return errors.New("llama-install: -mtmd, -server and -ui need the llama.cpp " + lib.Version + " source: pass -src or set " +
 		lib.EnvSource + " to a checkout of that tag")
 }
 
