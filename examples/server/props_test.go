@@ -22,7 +22,7 @@ import (
 // pinned source) are recorded in testdata/llama-server-props, one file per
 // set of arguments. Record them again with
 //
-//	go test ./examples/server -run TestPropsAsLlamaServer -record-props
+//	go test ./examples/server -run TestPropsAsLlamaServer -args -record-props
 //
 // which runs the reference llama-server (go run ./lib/cmd/llama-install
 // -server builds it) with each case's arguments in the test models' folder.
