@@ -80,7 +80,8 @@ type TemplateCaps struct {
 	// (preserve_thinking), as llama.cpp probes it.
 	SupportsPreserveReasoning bool
 	// SupportsReasoningEffort: the template reads reasoning_effort (or
-	// reasoning_strength): the prompt changes with it.
+	// reasoning_strength): the prompt changes with its level (none, low,
+	// medium, high or max).
 	SupportsReasoningEffort bool
 }
 
@@ -1126,7 +1127,9 @@ func (t *Template) detectCaps() TemplateCaps {
 		return t.probe(user, nil, mode, vars)
 	}
 	unset, okUnset := effort("")
-	for _, level := range []string{"low", "high"} {
+	// The levels templates tell apart: some read only "none" (thinking
+	// off) or "max".
+	for _, level := range []string{"none", "low", "medium", "high", "max"} {
 		if out, ok := effort(level); ok != okUnset || out != unset {
 			c.SupportsReasoningEffort = true
 		}
