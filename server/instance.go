@@ -571,6 +571,11 @@ func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
 		Server: s, Opts: e.opts, entry: e, Projector: proj,
 	}
 	info := &modelInfo{TemplateSource: tmpl.Source(), Caps: tmpl.Caps()}
+	if toolTmpl != nil {
+		// As llama.cpp reports them: the tool_use template's, the more
+		// expressive one, when the model has it.
+		info.Caps = toolTmpl.Caps()
+	}
 	if proj != nil {
 		info.Vision, info.Audio = proj.SupportsVision(), proj.SupportsAudio()
 	}
