@@ -61,28 +61,25 @@ func resolveTemplate(o Options, m *llama.Model, log interface{ Warn(string, ...a
 	return templates(false).ForModel(patchTemplate(src), log.Warn)
 }
 
-// templatePatches are the checks llama.cpp v0.4.0 takes out of a chat
-// template's text before using it (and reporting it in /props): each is
-// applied when the template holds both markers.
-var templatePatches = []struct {
-	markers  [2]string
-	old, new string
-}{
-	// gpt-oss: content that holds channel tags is not an error.
-	{[2]string{"<|channel|>", "in message.content or"},
-		`{%- if "<|channel|>analysis<|message|>" in message.content or "<|channel|>final<|message|>" in message.content %}`,
-		"{%- if false %}"},
-	// Mistral: an assistant message without content or tool calls is not
-	// an error.
-	{[2]string{"[TOOL_CALLS]", "if (message['content'] is none or"},
-		"{%- if (message['content'] is none or message['content'] == '' or message['content']|length == 0) and " +
-			"(message['tool_calls'] is not defined or message['tool_calls'] is none or message['tool_calls']|length == 0) %}",
-		"{%- if false %}"},
-}
-
-// patchTemplate applies templatePatches to a template's text.
+// patchTemplate takes out of a chat template's text the checks llama.cpp
+// v0.4.0 takes out before using it (and reporting it in /props): each is
+// taken out when the template holds both of its markers.
 func patchTemplate(src string) string {
-	for _, p := range templatePatches {
+	for _, p := range []struct {
+		markers  [2]string
+		old, new string
+	}{
+		// gpt-oss: content that holds channel tags is not an error.
+		{[2]string{"<|channel|>", "in message.content or"},
+			`{%- if "<|channel|>analysis<|message|>" in message.content or "<|channel|>final<|message|>" in message.content %}`,
+			"{%- if false %}"},
+		// Mistral: an assistant message without content or tool calls is
+		// not an error.
+		{[2]string{"[TOOL_CALLS]", "if (message['content'] is none or"},
+			"{%- if (message['content'] is none or message['content'] == '' or message['content']|length == 0) and " +
+				"(message['tool_calls'] is not defined or message['tool_calls'] is none or message['tool_calls']|length == 0) %}",
+			"{%- if false %}"},
+	} {
 		if strings.Contains(src, p.markers[0]) && strings.Contains(src, p.markers[1]) {
 			src = strings.ReplaceAll(src, p.old, p.new)
 		}
