@@ -12,12 +12,14 @@ func BuiltinJinja(name string) (string, bool) {
 
 // builtinJinja are the sources of BuiltinJinja (never written).
 var builtinJinja = map[string]string{
-	"chatml": `{%- for message in messages -%}
-{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' -}}
-{%- endfor -%}
-{%- if add_generation_prompt -%}
-{{- '<|im_start|>assistant\n' -}}
-{%- endif -%}`,
+	// chatml is, character for character, the template llama.cpp v0.4.0
+	// falls back to (and reports in /props) for a model without one.
+	"chatml": "{%- for message in messages -%}\n" +
+		"  {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}\n" +
+		"{%- endfor -%}\n" +
+		"{%- if add_generation_prompt -%}\n" +
+		"  {{- '<|im_start|>assistant\n' -}}\n" +
+		"{%- endif -%}",
 
 	"llama2": `{%- if messages[0]['role'] == 'system' -%}
 {%- set system = messages[0]['content'] -%}{%- set loop_messages = messages[1:] -%}

@@ -75,6 +75,14 @@ type TemplateCaps struct {
 	// an object (iterating it or printing it with tojson); otherwise they
 	// are passed as the JSON text, as llama.cpp does.
 	SupportsObjectArguments bool
+	// SupportsPreserveReasoning: the reasoning of an assistant message
+	// before the last reaches the prompt when thinking is kept
+	// (preserve_thinking), as llama.cpp probes it.
+	SupportsPreserveReasoning bool
+	// SupportsReasoningEffort: the template reads reasoning_effort (or
+	// reasoning_strength): the prompt changes with its level (none, low,
+	// medium, high or max).
+	SupportsReasoningEffort bool
 }
 
 // TemplateError is the error a template raised itself, through
@@ -1092,5 +1100,39 @@ func (t *Template) detectCaps() TemplateCaps {
 	on, okOn := t.probe(user, nil, mode, map[string]jinja.Value{"enable_thinking": jinja.NewBool(true)})
 	off, okOff := t.probe(user, nil, mode, map[string]jinja.Value{"enable_thinking": jinja.NewBool(false)})
 	c.SupportsThinking = okOn && okOff && on != off
+
+	const probeReasoning = "<REASONING_CONTENT_PLACEHOLDER>"
+	history := []Message{
+		{Role: RoleUser, Content: "User message"},
+		{Role: RoleAssistant, Content: "Assistant message", ReasoningContent: probeReasoning},
+		{Role: RoleUser, Content: "User message"},
+		{Role: RoleAssistant, Content: "Assistant message", ReasoningContent: "Reasoning content"},
+		{Role: RoleUser, Content: "User message"},
+	}
+	keep := map[string]jinja.Value{
+		"enable_thinking": jinja.NewBool(true), "preserve_thinking": jinja.NewBool(true),
+		"clear_thinking": jinja.NewBool(false), "truncate_history_thinking": jinja.NewBool(false),
+		"drop_thinking": jinja.NewBool(false),
+	}
+	if out, ok := t.probe(history, nil, mode, keep); ok && strings.Contains(out, probeReasoning) {
+		c.SupportsPreserveReasoning = true
+	}
+
+	effort := func(level string) (string, bool) {
+		vars := map[string]jinja.Value{"enable_thinking": jinja.NewBool(true)}
+		if level != "" {
+			vars["reasoning_effort"] = jinja.NewString(level)
+			vars["reasoning_strength"] = jinja.NewString(level)
+		}
+		return t.probe(user, nil, mode, vars)
+	}
+	unset, okUnset := effort("")
+	// The levels templates tell apart: some read only "none" (thinking
+	// off) or "max".
+	for _, level := range []string{"none", "low", "medium", "high", "max"} {
+		if out, ok := effort(level); ok != okUnset || out != unset {
+			c.SupportsReasoningEffort = true
+		}
+	}
 	return c
 }

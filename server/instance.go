@@ -578,6 +578,11 @@ func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
 		s.log.Info("RPC device", "model", e.name, "device", d.Name, "worker", d.Description,
 			"total_mib", d.TotalMemory>>20, "free_mib", d.FreeMemory>>20)
 	}
+	if toolTmpl != nil {
+		// As llama.cpp reports them: the tool_use template's, the more
+		// expressive one, when the model has it.
+		info.Caps = toolTmpl.Caps()
+	}
 	if proj != nil {
 		info.Vision, info.Audio = proj.SupportsVision(), proj.SupportsAudio()
 	}

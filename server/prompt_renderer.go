@@ -26,7 +26,7 @@ func templates(jinja bool) chat.Resolver { return engine.ChatResolver(jinja) }
 func resolveTemplate(o Options, m *llama.Model, log interface{ Warn(string, ...any) }) (promptRenderer, error) {
 	switch {
 	case o.ChatTemplate != "":
-		r, err := templates(o.Jinja).For(o.ChatTemplate)
+		r, err := templates(o.Jinja).For(patchTemplate(o.ChatTemplate))
 		if err == nil {
 			return r, nil
 		}
@@ -38,7 +38,7 @@ func resolveTemplate(o Options, m *llama.Model, log interface{ Warn(string, ...a
 		if err != nil {
 			return nil, fmt.Errorf("read chat template file: %w", err)
 		}
-		r, err := templates(o.Jinja).For(string(b))
+		r, err := templates(o.Jinja).For(patchTemplate(string(b)))
 		if err != nil {
 			return nil, fmt.Errorf("chat template file: %w", err)
 		}
@@ -48,7 +48,33 @@ func resolveTemplate(o Options, m *llama.Model, log interface{ Warn(string, ...a
 	if m != nil {
 		src, _ = m.ChatTemplate("")
 	}
-	return templates(false).ForModel(src, log.Warn)
+	return templates(false).ForModel(patchTemplate(src), log.Warn)
+}
+
+// patchTemplate takes out of a chat template's text the checks llama.cpp
+// v0.4.0 takes out before using it (and reporting it in /props): each is
+// taken out when the template holds both of its markers.
+func patchTemplate(src string) string {
+	for _, p := range []struct {
+		markers  [2]string
+		old, new string
+	}{
+		// gpt-oss: content that holds channel tags is not an error.
+		{[2]string{"<|channel|>", "in message.content or"},
+			`{%- if "<|channel|>analysis<|message|>" in message.content or "<|channel|>final<|message|>" in message.content %}`,
+			"{%- if false %}"},
+		// Mistral: an assistant message without content or tool calls is
+		// not an error.
+		{[2]string{"[TOOL_CALLS]", "if (message['content'] is none or"},
+			"{%- if (message['content'] is none or message['content'] == '' or message['content']|length == 0) and " +
+				"(message['tool_calls'] is not defined or message['tool_calls'] is none or message['tool_calls']|length == 0) %}",
+			"{%- if false %}"},
+	} {
+		if strings.Contains(src, p.markers[0]) && strings.Contains(src, p.markers[1]) {
+			src = strings.ReplaceAll(src, p.old, p.new)
+		}
+	}
+	return src
 }
 
 // toolUseRenderer returns the renderer of the model's "tool_use" template,

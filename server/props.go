@@ -57,8 +57,8 @@ func (s *Server) props(e *modelEntry) map[string]any {
 	}
 	p := map[string]any{
 		"default_generation_settings": map[string]any{
-			"id": 0, "id_task": -1, "n_ctx": nCtx, "speculative": false, "is_processing": false,
-			"params": defaultGenerationParams(e.opts), "prompt": "",
+			"n_ctx":  nCtx,
+			"params": defaultGenerationParams(e.opts),
 		},
 		"total_slots":        total,
 		"model_alias":        e.name,
@@ -67,7 +67,7 @@ func (s *Server) props(e *modelEntry) map[string]any {
 		"modalities":         map[string]bool{"vision": info.Vision, "audio": info.Audio, "video": false},
 		"media_marker":       s.mediaMarker,
 		"endpoint_slots":     s.opts.Slots,
-		"endpoint_props":     true,
+		"endpoint_props":     s.opts.PropsEndpoint,
 		"endpoint_metrics":   s.opts.Metrics,
 		"chat_template":      info.TemplateSource,
 		"chat_template_caps": templateCapsJSON(info.Caps),
@@ -77,6 +77,7 @@ func (s *Server) props(e *modelEntry) map[string]any {
 		"is_sleeping":        e.state == stateSleeping,
 		"ui":                 !s.opts.NoUI,
 		"ui_settings":        s.uiSettings(),
+		"cors_proxy_enabled": s.opts.Tools.CORSProxy,
 	}
 	if len(info.RPCDevices) > 0 {
 		devs := make([]map[string]any, len(info.RPCDevices))
@@ -92,34 +93,34 @@ func (s *Server) props(e *modelEntry) map[string]any {
 	return p
 }
 
+// templateCapsJSON is "chat_template_caps" as llama.cpp v0.4.0 reports
+// it: the nine capabilities its template analysis finds.
 func templateCapsJSON(c chat.TemplateCaps) map[string]bool {
 	return map[string]bool{
-		"supports_system_role":          c.SupportsSystemRole,
-		"supports_tools":                c.SupportsTools,
-		"supports_tool_calls":           c.SupportsToolCalls,
-		"supports_tool_responses":       c.SupportsToolResponses,
-		"supports_parallel_tool_calls":  c.SupportsParallelToolCalls,
-		"requires_typed_content":        c.RequiresTypedContent,
-		"supports_thinking":             c.SupportsThinking,
-		"supports_object_arguments":     c.SupportsObjectArguments,
-		"supports_string_content":       !c.RequiresTypedContent,
-		"supports_typed_content":        true,
-		"supports_preserve_reasoning":   false,
-		"supports_generation_prompt":    true,
-		"supports_tool_call_id":         c.SupportsToolCalls,
-		"supports_reasoning_content":    c.SupportsThinking,
-		"supports_system_role_in_tools": c.SupportsSystemRole,
+		"supports_string_content":      !c.RequiresTypedContent,
+		"supports_typed_content":       c.RequiresTypedContent,
+		"supports_tools":               c.SupportsTools,
+		"supports_tool_calls":          c.SupportsToolCalls,
+		"supports_parallel_tool_calls": c.SupportsParallelToolCalls,
+		"supports_system_role":         c.SupportsSystemRole,
+		"supports_preserve_reasoning":  c.SupportsPreserveReasoning,
+		"supports_reasoning_effort":    c.SupportsReasoningEffort,
+		"supports_object_arguments":    c.SupportsObjectArguments,
 	}
 }
 
 func handleGetProps(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if s.router && r.URL.Query().Get("model") == "" {
-			// The router itself: its role and the models' count.
+			// The router itself: its role and the models' count, with the
+			// placeholders of a model's fields llama-server v0.4.0 sends
+			// so that its web UI reads them.
 			writeJSON(w, http.StatusOK, map[string]any{
-				"role": "router", "build_info": buildInfo, "max_instances": s.opts.ModelsMax,
-				"models_autoload": !s.opts.NoModelsAutoload, "endpoint_metrics": s.opts.Metrics, "endpoint_slots": s.opts.Slots,
-				"ui": !s.opts.NoUI, "ui_settings": s.uiSettings(),
+				"role": "router", "max_instances": s.opts.ModelsMax, "models_autoload": !s.opts.NoModelsAutoload,
+				"model_alias": "llama-server", "model_path": "none",
+				"default_generation_settings": map[string]any{"params": map[string]any{}, "n_ctx": 0},
+				"ui_settings":                 s.uiSettings(), "build_info": buildInfo,
+				"cors_proxy_enabled": s.opts.Tools.CORSProxy,
 			})
 			return nil
 		}

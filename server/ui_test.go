@@ -172,8 +172,32 @@ func TestUIOptions(t *testing.T) {
 			assert.Equal(t, http.StatusOK, code, tc.path)
 			assert.Equal(t, tc.body, body)
 			assert.Equal(t, tc.ctype, h.Get("Content-Type"))
+			// As llama-server serves --path: no policy of the built-in
+			// page (llama.cpp's own UI has inline scripts and styles), a
+			// weak validator from the file's time and size.
+			for _, k := range []string{"Content-Security-Policy", "Referrer-Policy", "X-Content-Type-Options", "Cache-Control"} {
+				assert.Empty(t, h.Get(k), "%s %s", tc.path, k)
+			}
+			assert.Regexp(t, `^W/"[0-9a-f]+-[0-9a-f]+"$`, h.Get("ETag"), tc.path)
+			assert.NotEmpty(t, h.Get("Last-Modified"), tc.path)
+			req, err := http.NewRequest(http.MethodGet, ts.URL+tc.path, nil)
+			require.NoError(t, err)
+			req.Header.Set("If-None-Match", h.Get("ETag"))
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusNotModified, resp.StatusCode, tc.path)
 		}
-		for _, p := range []string{"/sub", "/app.js", "/../secret.txt", "/%2e%2e/secret.txt", "/sub/..%2f..%2fsecret.txt"} {
+		// A folder without its "/" is redirected to it, as llama-server
+		// does, relatively (the server may sit under a prefix).
+		req, err := http.NewRequest(http.MethodGet, ts.URL+"/sub", nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusMovedPermanently, resp.StatusCode)
+		assert.Equal(t, "sub/", resp.Header.Get("Location"))
+		for _, p := range []string{"/sub/", "/app.js", "/../secret.txt", "/%2e%2e/secret.txt", "/sub/..%2f..%2fsecret.txt"} {
 			code, _, body := get(t, ts.URL+p, "")
 			assertNotFound(t, code, body)
 		}

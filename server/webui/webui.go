@@ -15,6 +15,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"mime"
 	"net/http"
@@ -60,12 +61,19 @@ type asset struct {
 }
 
 // Handler serves the page. It answers GET and HEAD: "/" and "/index.html"
-// are the page, other paths its assets. Responses carry a Content-Type
-// from the file's extension, an ETag, "Cache-Control: no-cache" (so a new
-// binary's page is picked up at once, and unchanged files cost a 304) and
-// "X-Content-Type-Options: nosniff"; HTML pages also carry a
-// Content-Security-Policy that allows only the page's own scripts, styles
-// and API. Handler is safe for concurrent use.
+// are the page, other paths its assets. The built-in page's responses
+// carry a Content-Type from the file's extension, an ETag, "Cache-Control:
+// no-cache" (so a new binary's page is picked up at once, and unchanged
+// files cost a 304) and "X-Content-Type-Options: nosniff"; its HTML also
+// carries a Content-Security-Policy that allows only the page's own
+// scripts, styles and API.
+//
+// Files of Options.Dir are served as llama-server serves its --path: a
+// Content-Type from the extension, a weak ETag and Last-Modified from the
+// file's size and time (a 304 when they match), and no other header, so
+// that pages with inline scripts and styles (llama.cpp's own web UI) run;
+// a folder's path without its final "/" is redirected to it. Handler is
+// safe for concurrent use.
 func Handler(o Options) (http.Handler, error) {
 	notFound := o.NotFound
 	if notFound == nil {
@@ -127,7 +135,7 @@ func hidden(name string) bool {
 	return false
 }
 
-// setHeaders sets the headers every served file carries.
+// setHeaders sets the headers every file of the built-in page carries.
 func setHeaders(w http.ResponseWriter, name string) {
 	h := w.Header()
 	ct := mime.TypeByExtension(filepath.Ext(name))
@@ -180,10 +188,23 @@ func (h *dirHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer f.Close()
 	st, err := f.Stat()
+	if err == nil && st.IsDir() && !strings.HasSuffix(r.URL.Path, "/") {
+		// Relative, so that it holds under a prefix the handler is
+		// mounted at.
+		w.Header().Set("Location", path.Base(name)+"/")
+		w.WriteHeader(http.StatusMovedPermanently)
+		return
+	}
 	if err != nil || st.IsDir() {
 		h.notFound.ServeHTTP(w, r)
 		return
 	}
-	setHeaders(w, name)
+	hd := w.Header()
+	ct := mime.TypeByExtension(filepath.Ext(name))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	hd.Set("Content-Type", ct)
+	hd.Set("ETag", fmt.Sprintf(`W/"%x-%x"`, st.ModTime().Unix(), st.Size()))
 	http.ServeContent(w, r, name, st.ModTime(), f)
 }

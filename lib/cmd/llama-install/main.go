@@ -27,6 +27,11 @@
 // with the printed folder's rpc-server:
 //
 //	"$(go run ./lib/cmd/llama-install -rpc)"/rpc-server -H 127.0.0.1 -p 50052
+//
+// With -ui it also builds llama.cpp's own web UI (tools/ui of the same
+// source) with npm into the folder llama-ui beside the library, for the
+// server's --path, unless the one there already matches its inputs; it
+// needs node and npm, and the package registry npm is configured for.
 package main
 
 import (
@@ -49,9 +54,10 @@ func main() {
 	mtmd := flag.Bool("mtmd", false, "also build libmtmd (multimodal) from the pinned llama.cpp source")
 	server := flag.Bool("server", false, "also build llama-server (and libmtmd) from the pinned llama.cpp source")
 	rpc := flag.Bool("rpc", false, "also build the RPC backend (libggml-rpc) and its worker (rpc-server) from the pinned llama.cpp source")
-	src := flag.String("src", "", "with -mtmd, -server or -rpc: the pinned llama.cpp source folder (default $LLAMA_CPP_SRC)")
+	ui := flag.Bool("ui", false, "also build llama.cpp's web UI (for --path) from the pinned llama.cpp source with npm")
+	src := flag.String("src", "", "with -mtmd, -server, -rpc or -ui: the pinned llama.cpp source folder (default $LLAMA_CPP_SRC)")
 	jobs := flag.Int("j", 0, "with -mtmd, -server or -rpc: files compiled at once (default 2)")
-	force := flag.Bool("force", false, "with -mtmd, -server or -rpc: rebuild even when the installed build matches")
+	force := flag.Bool("force", false, "with -mtmd, -server, -rpc or -ui: rebuild even when the installed build matches")
 	insecure := flag.Bool("insecure", false, "allow builds with no pinned checksum (the GitHub release archives)")
 	flag.Parse()
 	ctx := context.Background()
@@ -97,7 +103,30 @@ func main() {
 			}
 		}
 	}
+	if *ui {
+		if err := installUI(ctx, d, *src, *force); err != nil {
+			fail(err)
+		}
+	}
 	fmt.Println(d)
+}
+
+// installUI builds the web UI beside the library in d.
+func installUI(ctx context.Context, d, src string, force bool) error {
+	if src == "" && os.Getenv(lib.EnvSource) == "" {
+		var err error
+		if src, err = devSource(); err != nil {
+			return err
+		}
+	}
+	r, err := lib.InstallUI(ctx, lib.UIOptions{Dir: d, Source: src, Force: force, Progress: os.Stderr})
+	if err != nil {
+		return err
+	}
+	if r.Built {
+		fmt.Fprintf(os.Stderr, "llama: web UI build time: %s\n", r.BuildTime.Round(1e9))
+	}
+	return nil
 }
 
 // devSource runs ../shared/tools/llama-cpp-src beside the module root, as
@@ -129,7 +158,7 @@ func devSource() (string, error) {
 }
 
 func missingSource() error {
-	return errors.New("llama-install: -mtmd, -server and -rpc need the llama.cpp " + lib.Version + " source: pass -src or set " +
+	return errors.New("llama-install: -mtmd, -server, -rpc and -ui need the llama.cpp " + lib.Version + " source: pass -src or set " +
 		lib.EnvSource + " to a checkout of that tag")
 }
 
