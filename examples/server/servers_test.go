@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,35 +16,10 @@ import (
 // Helpers that run this server's binary and llama.cpp's llama-server the
 // same way, for the tests that compare them.
 
-var ourBinary struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-	out  []byte
-}
-
-// ourServer builds this package's binary once per test run.
+// ourServer is this package's binary, built once per test run.
 func ourServer(t *testing.T) string {
 	t.Helper()
-	ourBinary.once.Do(func() {
-		ourBinary.dir, ourBinary.err = os.MkdirTemp("", "llama-server-go-*")
-		if ourBinary.err != nil {
-			return
-		}
-		ourBinary.path = filepath.Join(ourBinary.dir, "server")
-		ourBinary.out, ourBinary.err = exec.Command("go", "build", "-o", ourBinary.path, ".").CombinedOutput()
-	})
-	require.NoError(t, ourBinary.err, "go build: %s", ourBinary.out)
-	return ourBinary.path
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if ourBinary.dir != "" {
-		_ = os.RemoveAll(ourBinary.dir)
-	}
-	os.Exit(code)
+	return buildServer(t)
 }
 
 // runServer runs bin (either server) in dir with args on a free port of
