@@ -176,6 +176,11 @@ func run() error {
 			if err != nil {
 				return err
 			}
+			// Generate adds the BOS the vocabulary asks for: drop the
+			// template's, as llama.cpp does, not to start with two.
+			if special.AddBOS && bos != "" {
+				full = strings.TrimPrefix(full, bos)
+			}
 			input = full
 		} else {
 			text += line
