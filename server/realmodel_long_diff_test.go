@@ -8,12 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// realLongCtx is the small context of the long-generation cases, so that a
-// few hundred tokens go past it.
-const realLongCtx = 256
+// realLongCtx is the small context of the long-generation cases, so that
+// 160 tokens go past it.
+const realLongCtx = 128
 
 // TestRealModelLongDiff runs both servers on Gemma 3 270M with a context of
-// 256 tokens, context shift on and a slot save folder, and compares:
+// 128 tokens, context shift on and a slot save folder, and compares:
 // greedy generations that go past n_ctx with several n_keep (the context
 // shifts), a prompt longer than the context, a second request that reuses
 // the first one's cached prompt, and a slot saved, overwritten by another
@@ -52,11 +52,11 @@ func TestRealModelLongDiff(t *testing.T) {
 			{"Once upon a time, there was a little girl who", 0},
 			{"Once upon a time, there was a little girl who", -1},
 			{"The history of the Roman Empire begins with", 4},
-			{strings.Repeat("one two three four five six seven eight nine ten ", 12), 16},
+			{strings.Repeat("one two three four five six seven eight nine ten ", 6), 16},
 		}
 		for i, c := range cases {
 			id := fmt.Sprintf("context-shift/%d", i)
-			ref, ours := complete(t, id, map[string]any{"prompt": c.prompt, "n_predict": 300, "n_keep": c.nKeep,
+			ref, ours := complete(t, id, map[string]any{"prompt": c.prompt, "n_predict": 160, "n_keep": c.nKeep,
 				"temperature": 0, "cache_prompt": false})
 			require.Greater(t, ref["tokens_predicted"].(float64)+ref["tokens_evaluated"].(float64), float64(realLongCtx),
 				"%s: the generation must pass n_ctx", id)
