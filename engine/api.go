@@ -170,7 +170,10 @@ type Event struct {
 	PromptTokens int // tokens of the prompt
 	CachedTokens int // of which were reused from the cache
 	Generated    int // tokens generated
-	Timings      Timings
+	// SlotTokens are the tokens in the slot's memory when the request
+	// ended (Done events): llama-server's tokens_cached.
+	SlotTokens int
+	Timings    Timings
 
 	Embedding [][]float32 // one pooled vector, or one per token with PerToken
 	Score     float32     // rerank score

@@ -644,7 +644,7 @@ func (e *Engine) finish(s *engSlot, word *string, stop StopReason) {
 	t := s.tk.t
 	now := time.Now()
 	ev := Event{Token: llama.NoToken, Done: true, Stop: stop, Truncated: s.truncated, SlotID: s.id,
-		PromptTokens: len(t.Prompt), CachedTokens: s.nCached, Generated: s.generated}
+		PromptTokens: len(t.Prompt), CachedTokens: s.nCached, Generated: s.generated, SlotTokens: len(s.cache)}
 	if word != nil {
 		ev.StoppingWord = *word
 	}

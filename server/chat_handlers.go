@@ -586,6 +586,8 @@ func (inst *instance) startChat(req *chatRequest) (*genRequest, *chatPlan, chatO
 		}
 	} else if f.has("top_logprobs") {
 		return nil, nil, co, badRequest(`"top_logprobs" requires "logprobs": true`)
+	} else if t.Params.NProbs > 0 {
+		co.Logprobs = true // llama.cpp's own n_probs shows them too, as llama-server
 	}
 	if f.has("stream_options") {
 		var so struct {

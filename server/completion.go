@@ -199,7 +199,7 @@ func nativeFinal(g *genRequest, idx int, res *completionResult, stream bool) any
 		"truncated":           ev.Truncated,
 		"stop_type":           stopType(ev.Stop),
 		"stopping_word":       ev.StoppingWord,
-		"tokens_cached":       ev.CachedTokens,
+		"tokens_cached":       ev.SlotTokens,
 		"timings":             wireTimings(ev.Timings),
 	}
 	if !stream && g.task.Params.NProbs > 0 {

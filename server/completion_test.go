@@ -287,7 +287,7 @@ func TestCompletionRoutes(t *testing.T) {
 
 // A request's n_cache_reuse replaces the server's --cache-reuse: after the
 // common prefix, a cached chunk the new prompt continues with is shifted
-// into place (counted in tokens_cached) when the chunk is long enough.
+// into place (counted in timings.cache_n) when the chunk is long enough.
 func TestCompletionNCacheReuse(t *testing.T) {
 	servers := map[int]string{}
 	var m *llama.Model
@@ -332,7 +332,7 @@ func TestCompletionNCacheReuse(t *testing.T) {
 			}
 			code, out = postJSON(t, url, body)
 			require.Equal(t, http.StatusOK, code, "%v", out)
-			assert.Equal(t, float64(tc.wantCached), out["tokens_cached"])
+			assert.Equal(t, float64(tc.wantCached), out["timings"].(map[string]any)["cache_n"])
 			assert.Equal(t, float64(len(second)-tc.wantCached), out["timings"].(map[string]any)["prompt_n"])
 		})
 	}

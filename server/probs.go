@@ -69,7 +69,16 @@ func probsJSON(m *llama.Model, steps []step, post bool) []probJSON {
 		pj := tokenProbJSON(m, sampled, post)
 		top := make([]probJSON, 0, len(s.Probs))
 		for _, p := range s.Probs {
-			top = append(top, tokenProbJSON(m, p, post))
+			// As llama-server: the alternatives' text is their piece as
+			// generation renders it (control tokens such as <eos> are "").
+			pj := probJSON{ID: p.Token, Token: validPrefix(p.Text), Bytes: byteInts(p.Text)}
+			if post {
+				v := float64(p.Prob)
+				pj.Prob = &v
+			} else {
+				pj.Logprob = tokenProbJSON(m, p, post).Logprob
+			}
+			top = append(top, pj)
 		}
 		if post {
 			pj.TopProbs = top

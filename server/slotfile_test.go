@@ -13,10 +13,12 @@ import (
 )
 
 type slotCompletion struct {
-	Content      string `json:"content"`
-	Tokens       []int  `json:"tokens"`
-	TokensCached int    `json:"tokens_cached"`
-	TokensEval   int    `json:"tokens_evaluated"`
+	Content    string `json:"content"`
+	Tokens     []int  `json:"tokens"`
+	TokensEval int    `json:"tokens_evaluated"`
+	Timings    struct {
+		CacheN int `json:"cache_n"` // prompt tokens taken from the cache
+	} `json:"timings"`
 }
 
 func slotGreedy(t *testing.T, url, prompt string) slotCompletion {
@@ -40,7 +42,7 @@ func TestSlotSaveRestore(t *testing.T) {
 	require.NotEmpty(t, first.Content)
 	next := prompt + first.Content + " The"
 	want := slotGreedy(t, url, next)
-	require.Greater(t, want.TokensCached, 0, "the continuation reuses the slot's cache")
+	require.Greater(t, want.Timings.CacheN, 0, "the continuation reuses the slot's cache")
 
 	// Interrupted: the same first turn, saved, erased and restored.
 	again := slotGreedy(t, url, prompt)
@@ -64,14 +66,14 @@ func TestSlotSaveRestore(t *testing.T) {
 	got := slotGreedy(t, url, next)
 	assert.Equal(t, want.Content, got.Content, "same continuation as without the interruption")
 	assert.Equal(t, want.Tokens, got.Tokens)
-	assert.Equal(t, want.TokensCached, got.TokensCached, "the restored cache is reused as the live one was")
+	assert.Equal(t, want.Timings.CacheN, got.Timings.CacheN, "the restored cache is reused as the live one was")
 	assert.Equal(t, want.TokensEval, got.TokensEval)
 
 	// Erasing without restoring loses the cache: the same text, recomputed.
 	require.Equal(t, http.StatusOK, xPost(t, url+"/slots/0?action=erase", map[string]any{}, nil))
 	cold := slotGreedy(t, url, next)
 	assert.Equal(t, want.Content, cold.Content)
-	assert.Equal(t, 0, cold.TokensCached)
+	assert.Equal(t, 0, cold.Timings.CacheN)
 
 	// File names must stay inside the save folder.
 	for _, name := range []string{"../x", "/abs", "a/b", "", ".."} {

@@ -12,7 +12,9 @@
 // uses the cache only, and $MODEL_ENDPOINT/$HF_ENDPOINT point at another hub.
 //
 // Models with a chat template are chatted with through it; models without
-// one (such as stories260K) continue the text they are given.
+// one (such as stories260K) continue the text they are given, unless
+// --chat-template (a built-in name such as gemma, or Jinja source) or
+// --chat-template-file gives one.
 package main
 
 import (
@@ -54,6 +56,8 @@ func run() error {
 		ctxSize   = flag.Int("c", 2048, "context size in tokens")
 		threads   = flag.Int("t", runtime.NumCPU(), "threads")
 		system    = flag.String("sys", "", "system prompt for chat models")
+		tmplFlag  = flag.String("chat-template", "", "chat template: a built-in `name` (chatml, gemma, llama3, ...) or Jinja source, instead of the model's")
+		tmplFile  = flag.String("chat-template-file", "", "`file` holding a Jinja chat template, instead of the model's")
 		verbose   = flag.Bool("v", false, "show llama.cpp's log")
 	)
 	flag.StringVar(modelPath, "model", "", "same as -m")
@@ -140,12 +144,9 @@ func run() error {
 		return nil
 	}
 
-	tmplSrc, hasTemplate := model.ChatTemplate("")
-	var tmpl *chat.Template
-	if hasTemplate {
-		if tmpl, err = chat.ParseTemplate(tmplSrc); err != nil {
-			return fmt.Errorf("the model's chat template: %w", err)
-		}
+	tmpl, err := chatTemplate(model, *tmplFlag, *tmplFile)
+	if err != nil {
+		return err
 	}
 	var history []chat.Message
 	if *system != "" {
@@ -174,6 +175,11 @@ func run() error {
 			full, err := tmpl.Render(chat.TemplateInput{Messages: history, AddGenerationPrompt: true, BOSToken: bos, EOSToken: eos})
 			if err != nil {
 				return err
+			}
+			// Generate adds the BOS the vocabulary asks for: drop the
+			// template's, as llama.cpp does, not to start with two.
+			if special.AddBOS && bos != "" {
+				full = strings.TrimPrefix(full, bos)
 			}
 			input = full
 		} else {
@@ -206,6 +212,39 @@ func run() error {
 			text += answer.String()
 		}
 	}
+}
+
+// chatTemplate is the template to chat through: the one the flags give,
+// else the model's own; nil when there is none (a base model such as
+// stories260K or Gemma 3 270M base), which then continues the text.
+func chatTemplate(model *llama.Model, name, file string) (*chat.Template, error) {
+	src, what := "", ""
+	switch {
+	case name != "" && file != "":
+		return nil, errors.New("--chat-template and --chat-template-file are exclusive")
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		src, what = string(b), file
+	case name != "":
+		src, what = name, "--chat-template"
+		if s, ok := chat.BuiltinJinja(strings.TrimSpace(name)); ok {
+			src = s
+		}
+	default:
+		s, ok := model.ChatTemplate("")
+		if !ok {
+			return nil, nil
+		}
+		src, what = s, "the model's chat template"
+	}
+	tmpl, err := chat.ParseTemplate(src)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return tmpl, nil
 }
 
 func tokenText(m *llama.Model, t llama.Token) (string, error) {

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
+	"github.com/x/llama/chat"
 	"github.com/x/llama/internal/testenv"
 )
 
@@ -47,4 +50,35 @@ func TestPromptCache(t *testing.T) {
 		}
 		text += got.String() + " Then"
 	}
+}
+
+// TestChatTemplate: the template comes from --chat-template (a built-in
+// name or Jinja source), --chat-template-file, or the model; a model
+// without one and no flag gives none.
+func TestChatTemplate(t *testing.T) {
+	m, err := llama.LoadModel(context.Background(), testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})
+	require.NoError(t, err)
+	defer m.Close()
+	file := filepath.Join(t.TempDir(), "t.jinja")
+	require.NoError(t, os.WriteFile(file, []byte("{% for m in messages %}[{{ m.content }}]{% endfor %}"), 0o644))
+	in := chat.TemplateInput{Messages: []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, AddGenerationPrompt: true}
+	for _, c := range []struct{ name, flag, file, want string }{
+		{"builtin name", "gemma", "", "<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n"},
+		{"jinja source", "<{{ messages[0].content }}>", "", "<hi>"},
+		{"file", "", file, "[hi]"},
+	} {
+		tmpl, err := chatTemplate(m, c.flag, c.file)
+		require.NoError(t, err, c.name)
+		require.NotNil(t, tmpl, c.name)
+		got, err := tmpl.Render(in)
+		require.NoError(t, err, c.name)
+		assert.Equal(t, c.want, got, c.name)
+	}
+	tmpl, err := chatTemplate(m, "", "")
+	require.NoError(t, err)
+	assert.Nil(t, tmpl, "stories260K has no template")
+	_, err = chatTemplate(m, "gemma", file)
+	require.Error(t, err)
+	_, err = chatTemplate(m, "", filepath.Join(t.TempDir(), "missing.jinja"))
+	require.Error(t, err)
 }
