@@ -1,3 +1,5 @@
+//go:build realmodel
+
 package llama_test
 
 import (
