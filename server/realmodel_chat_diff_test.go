@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -22,14 +21,6 @@ import (
 // llama-server's --chat-template-file and our Options.ChatTemplateFile.
 // The ChatML fallback is covered by TestRealModelDiff's chat and
 // apply-template cases, which start both servers without a template.
-
-// gemmaTemplateFile is the Gemma 3 instruction template the chats use.
-func gemmaTemplateFile(t *testing.T) string {
-	t.Helper()
-	p, err := filepath.Abs(filepath.Join("testdata", "gemma3-chat-template.jinja"))
-	require.NoError(t, err)
-	return p
-}
 
 // startGemmaChatPair starts both servers with the Gemma 3 template.
 func startGemmaChatPair(t *testing.T, allowed map[string]string) diffPair {
