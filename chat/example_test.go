@@ -11,6 +11,7 @@ import (
 	"github.com/x/llama/chat"
 	"github.com/x/llama/engine"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/sampling"
 )
 
 // hermesChatML is ChatML that offers tools and writes calls in the Hermes
@@ -57,7 +58,7 @@ func ExampleTemplates_Prepare() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	req := &engine.Request{Params: engine.DefaultSamplingParams(), NPredict: 256, SlotID: -1}
+	req := &engine.Request{Params: sampling.Defaults(), NPredict: 256, SlotID: -1}
 	req.Params.Temperature = 0 // greedy
 	if err := req.SetChat(model, plan); err != nil {
 		log.Fatal(err)

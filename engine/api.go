@@ -11,19 +11,6 @@ import (
 	"github.com/x/llama/sampling"
 )
 
-// SamplingParams are a request's sampling settings.
-//
-// Deprecated: use sampling.Params, which this is.
-type SamplingParams = sampling.Params
-
-// DefaultSamplingParams returns llama.cpp's server defaults.
-//
-// Deprecated: use sampling.Defaults.
-func DefaultSamplingParams() sampling.Params { return sampling.Defaults() }
-
-// GrammarTrigger starts a lazy grammar (see sampling.GrammarTrigger).
-type GrammarTrigger = sampling.GrammarTrigger
-
 // Kind says what a Request computes.
 type Kind int
 

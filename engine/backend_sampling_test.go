@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama"
+
+	"github.com/x/llama/sampling"
 )
 
 // TestEngineBackendSampling: requests with BackendSampling sample inside the
@@ -19,7 +21,7 @@ import (
 func TestEngineBackendSampling(t *testing.T) {
 	m, e := newEngTestEngine(t, Options{Parallel: 3, CtxSize: 3 * 256})
 	prompt := engTokenize(t, m, "Once upon a time", true)
-	task := func(bs bool, edit func(p *SamplingParams)) *Request {
+	task := func(bs bool, edit func(p *sampling.Params)) *Request {
 		r := engGreedyTask(prompt, 24)
 		r.Params.BackendSampling = bs
 		if edit != nil {
@@ -27,7 +29,7 @@ func TestEngineBackendSampling(t *testing.T) {
 		}
 		return r
 	}
-	seeded := func(p *SamplingParams) { p.Temperature, p.Seed, p.RepeatPenalty = 0.8, 42, 1.1 }
+	seeded := func(p *sampling.Params) { p.Temperature, p.Seed, p.RepeatPenalty = 0.8, 42, 1.1 }
 	backend := func() int {
 		var n int
 		require.NoError(t, e.do(func() { n = e.nBackend }))
@@ -35,19 +37,19 @@ func TestEngineBackendSampling(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		edit    func(p *SamplingParams)
+		edit    func(p *sampling.Params)
 		offload bool
 		sameCPU bool // the same tokens as on the CPU
 	}{
 		{"greedy", nil, true, true},
 		{"seeded", seeded, true, false},
-		{"ignore_eos and a bias", func(p *SamplingParams) {
+		{"ignore_eos and a bias", func(p *sampling.Params) {
 			seeded(p)
 			p.IgnoreEOS, p.LogitBias = true, map[llama.Token]float32{13: -2}
 		}, true, false},
-		{"grammar", func(p *SamplingParams) { p.Grammar = `root ::= [a-z ]+` }, false, true},
-		{"n_probs", func(p *SamplingParams) { p.NProbs = 2 }, false, true},
-		{"typical", func(p *SamplingParams) { seeded(p); p.TypicalP = 0.9 }, false, true},
+		{"grammar", func(p *sampling.Params) { p.Grammar = `root ::= [a-z ]+` }, false, true},
+		{"n_probs", func(p *sampling.Params) { p.NProbs = 2 }, false, true},
+		{"typical", func(p *sampling.Params) { seeded(p); p.TypicalP = 0.9 }, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cpu := engRun(t, e, task(false, tc.edit))

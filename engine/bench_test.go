@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/x/llama/sampling"
 )
 
 // BenchmarkEngineClients measures aggregate generation throughput with 1, 4
@@ -21,7 +23,7 @@ func BenchmarkEngineClients(b *testing.B) {
 				m, e := newEngTestEngine(b, Options{Parallel: 8, CtxSize: 8 * 1024, Threads: th[0], ThreadsBatch: th[1]})
 				prompt := engTokenize(b, m, "Once upon a time", true)
 				task := func() *Request {
-					p := DefaultSamplingParams()
+					p := sampling.Defaults()
 					p.Seed = 42
 					p.IgnoreEOS = true
 					return &Request{Kind: KindCompletion, Prompt: prompt, Params: p, NPredict: nGen, SlotID: -1}

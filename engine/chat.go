@@ -10,6 +10,7 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
+	"github.com/x/llama/sampling"
 )
 
 // ChatResolver resolves chat templates given as text, llama.cpp's
@@ -81,10 +82,10 @@ func specialText(m *llama.Model, t llama.Token) string {
 // ChatTriggers converts a chat plan's grammar triggers for model m: a
 // token trigger whose text is one token of m becomes that token, other
 // token triggers become words.
-func ChatTriggers(m *llama.Model, trs []chat.GrammarTrigger) []GrammarTrigger {
-	var out []GrammarTrigger
+func ChatTriggers(m *llama.Model, trs []chat.GrammarTrigger) []sampling.GrammarTrigger {
+	var out []sampling.GrammarTrigger
 	for _, tr := range trs {
-		g := GrammarTrigger{Token: llama.NoToken}
+		g := sampling.GrammarTrigger{Token: llama.NoToken}
 		switch tr.Kind {
 		case chat.TriggerWord:
 			g.Word = tr.Value
@@ -124,7 +125,7 @@ func (r *Request) SetChat(m *llama.Model, p *chat.Plan) error {
 // one: a tool grammar with its lazy triggers (added to those of params)
 // and preserved tokens, or a response format's grammar. A plan without a
 // grammar leaves params as they are.
-func SetChatGrammar(m *llama.Model, params *SamplingParams, p *chat.Plan) {
+func SetChatGrammar(m *llama.Model, params *sampling.Params, p *chat.Plan) {
 	if p.Grammar == "" {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
+	"github.com/x/llama/sampling"
 )
 
 // A model without a template gets chatml, as llama-server gives it, and
@@ -23,7 +24,7 @@ func TestChatTemplatesAndSetChat(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", plan.Prompt)
 
-	r := &Request{Params: DefaultSamplingParams()}
+	r := &Request{Params: sampling.Defaults()}
 	require.NoError(t, r.SetChat(m, plan))
 	want, err := m.Tokenize(plan.Prompt, llama.TokenizeOptions{AddSpecial: true, ParseSpecial: true})
 	require.NoError(t, err)
@@ -38,16 +39,16 @@ func TestChatTriggers(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		in   chat.GrammarTrigger
-		want GrammarTrigger
+		want sampling.GrammarTrigger
 	}{
-		{"word", chat.GrammarTrigger{Kind: chat.TriggerWord, Value: "<tool_call>"}, GrammarTrigger{Word: "<tool_call>", Token: llama.NoToken}},
-		{"pattern", chat.GrammarTrigger{Kind: chat.TriggerPattern, Value: "a+"}, GrammarTrigger{Pattern: "a+", Token: llama.NoToken}},
-		{"full pattern", chat.GrammarTrigger{Kind: chat.TriggerPatternFull, Value: "a+"}, GrammarTrigger{Pattern: "a+", PatternFull: true, Token: llama.NoToken}},
-		{"one token", chat.GrammarTrigger{Kind: chat.TriggerToken, Value: bos}, GrammarTrigger{Token: m.SpecialTokens().BOS}},
-		{"not one token: a word", chat.GrammarTrigger{Kind: chat.TriggerToken, Value: "<tool_call>"}, GrammarTrigger{Word: "<tool_call>", Token: llama.NoToken}},
+		{"word", chat.GrammarTrigger{Kind: chat.TriggerWord, Value: "<tool_call>"}, sampling.GrammarTrigger{Word: "<tool_call>", Token: llama.NoToken}},
+		{"pattern", chat.GrammarTrigger{Kind: chat.TriggerPattern, Value: "a+"}, sampling.GrammarTrigger{Pattern: "a+", Token: llama.NoToken}},
+		{"full pattern", chat.GrammarTrigger{Kind: chat.TriggerPatternFull, Value: "a+"}, sampling.GrammarTrigger{Pattern: "a+", PatternFull: true, Token: llama.NoToken}},
+		{"one token", chat.GrammarTrigger{Kind: chat.TriggerToken, Value: bos}, sampling.GrammarTrigger{Token: m.SpecialTokens().BOS}},
+		{"not one token: a word", chat.GrammarTrigger{Kind: chat.TriggerToken, Value: "<tool_call>"}, sampling.GrammarTrigger{Word: "<tool_call>", Token: llama.NoToken}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, []GrammarTrigger{tc.want}, ChatTriggers(m, []chat.GrammarTrigger{tc.in}))
+			assert.Equal(t, []sampling.GrammarTrigger{tc.want}, ChatTriggers(m, []chat.GrammarTrigger{tc.in}))
 		})
 	}
 }

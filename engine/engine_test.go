@@ -15,6 +15,7 @@ import (
 	"github.com/x/llama"
 	"github.com/x/llama/internal/gguf/gguftest"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/sampling"
 )
 
 const storiesGreedy = ", there was a little girl named Lily. She loved to play outside in the park"
@@ -64,7 +65,7 @@ func engTokenize(t testing.TB, m *llama.Model, s string, special bool) []llama.T
 }
 
 func engGreedyTask(prompt []llama.Token, n int) *Request {
-	p := DefaultSamplingParams()
+	p := sampling.Defaults()
 	p.Temperature = 0
 	return &Request{Kind: KindCompletion, Prompt: prompt, Params: p, NPredict: n, NKeep: 0, SlotID: -1, Normalize: 2}
 }
@@ -541,7 +542,7 @@ func TestEngineLazyGrammar(t *testing.T) {
 	// (the trigger included).
 	tk.Params.Grammar = `root ::= "named Lily said."`
 	tk.Params.GrammarLazy = true
-	tk.Params.GrammarTriggers = []GrammarTrigger{{Word: "named", Token: llama.NoToken}}
+	tk.Params.GrammarTriggers = []sampling.GrammarTrigger{{Word: "named", Token: llama.NoToken}}
 	r := engRun(t, e, tk)
 	want := ", there was a little girl named Lily said."
 	if r.text != want || r.done.Stop != StopEOS {
@@ -553,7 +554,7 @@ func TestEngineSamplingSeed(t *testing.T) {
 	m, e := newEngTestEngine(t, Options{CtxSize: 1024, Parallel: 3})
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	tk := engGreedyTask(prompt, 32)
-	tk.Params = DefaultSamplingParams()
+	tk.Params = sampling.Defaults()
 	tk.Params.Seed = 1234
 	tk.Params.RepeatPenalty = 1.1
 	tk.Params.DRYMultiplier = 0.5
@@ -905,7 +906,7 @@ func TestEngineSampleThreads(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range texts {
 			tk := engGreedyTask(prompt, 24)
-			tk.Params = DefaultSamplingParams()
+			tk.Params = sampling.Defaults()
 			tk.Params.Seed = uint32(10 + i)
 			tk.Params.IgnoreEOS = true
 			if i == 3 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/internal/benchlimit"
+	"github.com/x/llama/sampling"
 )
 
 // BenchmarkLimitEngine is BenchmarkLimitThroughput without HTTP: the
@@ -46,7 +47,7 @@ func BenchmarkLimitEngine(b *testing.B) {
 			prompt := engTokenize(b, m, "Once upon a time", true)
 			tp := benchlimit.NewThroughput(clients, nGen).WithPrompt(len(prompt))
 			gen := func() int {
-				p := DefaultSamplingParams()
+				p := sampling.Defaults()
 				p.Seed = 42
 				p.IgnoreEOS = true
 				p.BackendSampling = benchlimit.BackendSampling()
@@ -106,7 +107,7 @@ func BenchmarkLimitSampling(b *testing.B) {
 	defer eng.Close()
 	chains := make([]*llama.SamplerChain, n)
 	for i := range chains {
-		p := DefaultSamplingParams()
+		p := sampling.Defaults()
 		p.Seed = uint32(i)
 		c, _, _, err := eng.newSampler(&p, nil)
 		if err != nil {
@@ -162,7 +163,7 @@ func BenchmarkCopyPrefix(b *testing.B) {
 	pA := engTokenize(b, m, shared+"One day she saw a ball.", true)
 	pB := engTokenize(b, m, shared+"Her mom said it was time to go home.", true)
 	first := func(prompt []llama.Token, slot int) (time.Duration, Event) {
-		p := DefaultSamplingParams()
+		p := sampling.Defaults()
 		p.Temperature = 0
 		start := time.Now()
 		var took time.Duration

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/sampling"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -362,7 +363,7 @@ func TestPrepareChat(t *testing.T) {
 	inst := testInstance(t)
 	user := chat.Message{Role: chat.RoleUser, Content: "Tell me a story."}
 	t.Run("generation prompt", func(t *testing.T) {
-		task := &engine.Request{Params: engine.DefaultSamplingParams()}
+		task := &engine.Request{Params: sampling.Defaults()}
 		plan, err := inst.prepareChat(&chatRequest{Messages: []chat.Message{user}, AddGenerationPrompt: true}, task)
 		require.NoError(t, err)
 		assert.True(t, strings.HasSuffix(plan.Prompt, "<|im_start|>assistant\n"), plan.Prompt)
@@ -371,12 +372,12 @@ func TestPrepareChat(t *testing.T) {
 		assert.NotEmpty(t, task.Prompt)
 	})
 	t.Run("assistant prefill", func(t *testing.T) {
-		task := &engine.Request{Params: engine.DefaultSamplingParams()}
+		task := &engine.Request{Params: sampling.Defaults()}
 		msgs := []chat.Message{user, {Role: chat.RoleAssistant, Content: "Once upon a time"}}
 		plan, err := inst.prepareChat(&chatRequest{Messages: msgs, AddGenerationPrompt: true}, task)
 		require.NoError(t, err)
 		assert.True(t, strings.HasSuffix(plan.Prompt, "<|im_start|>assistant\nOnce upon a time"), plan.Prompt)
-		_, err = inst.prepareChat(&chatRequest{Messages: append(msgs, msgs[1]), AddGenerationPrompt: true}, &engine.Request{Params: engine.DefaultSamplingParams()})
+		_, err = inst.prepareChat(&chatRequest{Messages: append(msgs, msgs[1]), AddGenerationPrompt: true}, &engine.Request{Params: sampling.Defaults()})
 		require.Error(t, err)
 	})
 	tools := []chat.Tool{{Name: "f", Parameters: json.RawMessage(`{"type":"object"}`)}}
@@ -384,7 +385,7 @@ func TestPrepareChat(t *testing.T) {
 	// the tool choice, as llama-server v0.4.0 gives it.
 	for _, mode := range []string{"auto", "required"} {
 		t.Run("tools without a tool-call format, "+mode, func(t *testing.T) {
-			task := &engine.Request{Params: engine.DefaultSamplingParams()}
+			task := &engine.Request{Params: sampling.Defaults()}
 			plan, err := inst.prepareChat(&chatRequest{Messages: []chat.Message{user}, Tools: tools, ToolChoice: chat.ToolChoice{Mode: mode}, AddGenerationPrompt: true}, task)
 			require.NoError(t, err)
 			assert.Equal(t, chat.FormatContentOnly, plan.Parse.Format)
@@ -396,7 +397,7 @@ func TestPrepareChat(t *testing.T) {
 	t.Run("generic tools", func(t *testing.T) {
 		s, _ := newTestServer(t, Options{ChatTemplate: genericToolsTemplate})
 		gi := defaultInstance(t, s)
-		task := &engine.Request{Params: engine.DefaultSamplingParams()}
+		task := &engine.Request{Params: sampling.Defaults()}
 		plan, err := gi.prepareChat(&chatRequest{Messages: []chat.Message{user}, Tools: tools, ToolChoice: chat.ToolChoice{Mode: "auto"}, AddGenerationPrompt: true}, task)
 		require.NoError(t, err)
 		assert.Equal(t, chat.FormatGeneric, plan.Parse.Format)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/sampling"
 
 	"github.com/x/llama"
 )
@@ -160,7 +161,7 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) handlerFunc {
 				if err := checkEncoderInput(len(toks), eo); err != nil {
 					return err
 				}
-				tasks[i] = &engine.Request{Kind: engine.KindEmbedding, Prompt: toks, Params: engine.DefaultSamplingParams(),
+				tasks[i] = &engine.Request{Kind: engine.KindEmbedding, Prompt: toks, Params: sampling.Defaults(),
 					NKeep: -1, SlotID: -1, Normalize: normalize, PerToken: pooling == llama.PoolingNone}
 			}
 			results, err := submitAll(r, inst.embedder(), tasks)

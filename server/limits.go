@@ -62,10 +62,6 @@ func tooLarge(format string, args ...any) *httpError {
 	return he
 }
 
-// clampWindow bounds a window size to [lo, hi]; -1 (the whole context)
-// becomes hi.
-func clampWindow(v, lo, hi int) int { return sampling.ClampWindow(v, lo, hi) }
-
 // limitTask applies sampling's limits (sampling.Params.Limit, which the
 // engine applies again) and the limits on stop strings to a completion
 // task of inst.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/sampling"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,7 +21,7 @@ import (
 )
 
 func TestLlamaServerChatCompat(t *testing.T) {
-	seeded := engine.DefaultSamplingParams()
+	seeded := sampling.Defaults()
 	seeded.Seed = 42
 	_, ts := newTestServer(t, Options{Sampling: &seeded, Verbose: true,
 		ChatTemplateFile: testenv.LlamaSrc(t) + "/models/templates/meta-llama-Llama-3.1-8B-Instruct.jinja"})

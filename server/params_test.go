@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/sampling"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,7 +28,7 @@ func TestParseGeneration(t *testing.T) {
 		require.NoError(t, err)
 		return toks
 	}
-	def := engine.DefaultSamplingParams()
+	def := sampling.Defaults()
 	cases := []struct {
 		name  string
 		body  string
@@ -45,7 +46,7 @@ func TestParseGeneration(t *testing.T) {
 		{"sampling numbers", `{"temperature":0.5,"top_k":7,"top_p":0.5,"min_p":0.1,"typical_p":0.9,"xtc_probability":0.2,"xtc_threshold":0.3,"top_n_sigma":1.5,"dynatemp_range":0.2,"dynatemp_exponent":1.1,"mirostat":2,"mirostat_tau":4,"mirostat_eta":0.2,"repeat_last_n":32,"repeat_penalty":1.1,"presence_penalty":0.3,"frequency_penalty":0.4,"dry_multiplier":0.8,"dry_base":2,"dry_allowed_length":3,"dry_penalty_last_n":16,"dry_sequence_breakers":["x"],"seed":7,"adaptive_target":0.4,"adaptive_decay":0.8,"ignore_eos":true,"n_probs":4,"n_keep":2,"t_max_predict_ms":100,"id_slot":1,"cache_prompt":false}`,
 			func(t *testing.T, task *engine.Request, opt genOptions) {
 				p := task.Params
-				assert.Equal(t, engine.SamplingParams{
+				assert.Equal(t, sampling.Params{
 					Temperature: 0.5, DynatempRange: 0.2, DynatempExponent: 1.1, TopK: 7, TopP: 0.5, MinP: 0.1, TypicalP: 0.9,
 					XTCProbability: 0.2, XTCThreshold: 0.3, TopNSigma: 1.5, Mirostat: 2, MirostatTau: 4, MirostatEta: 0.2,
 					RepeatLastN: 32, RepeatPenalty: 1.1, PresencePenalty: 0.3, FrequencyPenalty: 0.4, DRYMultiplier: 0.8,

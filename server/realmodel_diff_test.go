@@ -23,6 +23,7 @@ import (
 	"github.com/x/llama"
 	"github.com/x/llama/engine"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/sampling"
 )
 
 // The differential suite runs llama.cpp's llama-server (built from the
@@ -65,7 +66,7 @@ func startRealDiffPairWith(t *testing.T, allowed map[string]string, refArgs []st
 		}
 	}
 	ref := startLlamaServer(t, bin, append(args, refArgs...)...)
-	sp := engine.DefaultSamplingParams()
+	sp := sampling.Defaults()
 	sp.Seed = realDiffSeed
 	o := Options{Model: model, Jinja: true, Sampling: &sp,
 		Engine: engine.Options{Parallel: 1, CtxSize: realDiffCtx, Threads: 1, ThreadsBatch: 1}}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/sampling"
 
 	"github.com/x/llama"
 )
@@ -152,7 +153,7 @@ func handleRerank(s *Server) handlerFunc {
 			if err := checkEncoderInput(len(toks), inst.Opts.Engine); err != nil {
 				return err
 			}
-			tasks[i] = &engine.Request{Kind: engine.KindRerank, Prompt: toks, Params: engine.DefaultSamplingParams(),
+			tasks[i] = &engine.Request{Kind: engine.KindRerank, Prompt: toks, Params: sampling.Defaults(),
 				NKeep: -1, SlotID: -1, Normalize: -1}
 		}
 		results, err := submitAll(r, inst.embedder(), tasks)

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/sampling"
 
 	"github.com/x/llama"
 )
@@ -72,8 +73,8 @@ type Options struct {
 	NPredict int
 	// Sampling holds the sampling parameters of requests that do not set
 	// them (llama-server's --temp, --top-k, --seed...; nil:
-	// engine.DefaultSamplingParams()).
-	Sampling *engine.SamplingParams
+	// sampling.Defaults()).
+	Sampling *sampling.Params
 	// NKeep is the default n_keep (--keep; 0: none, -1: the whole prompt).
 	NKeep int
 	// Stop are the default stop strings (-r), used when a request gives none.

@@ -25,6 +25,7 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/engine"
+	"github.com/x/llama/sampling"
 )
 
 type config struct {
@@ -151,7 +152,7 @@ func complete(ctx context.Context, eng *engine.Engine, model *llama.Model, promp
 	if err != nil {
 		return result{err: err}
 	}
-	params := engine.DefaultSamplingParams()
+	params := sampling.Defaults()
 	params.Temperature = float32(c.temp)
 	params.Seed = uint32(c.seed)
 	req := &engine.Request{Kind: engine.KindCompletion, Prompt: toks, Params: params, NPredict: c.nPredict, SlotID: -1, CachePrompt: true}

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/sampling"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -266,7 +267,7 @@ func TestFlagDefaults(t *testing.T) {
 	c, err := parseFlags(nil, noEnv, io.Discard)
 	require.NoError(t, err, "no model at all is router mode with no models")
 	assert.Empty(t, c.opts.Model)
-	assert.Equal(t, engine.DefaultSamplingParams(), *c.opts.Sampling)
+	assert.Equal(t, sampling.Defaults(), *c.opts.Sampling)
 	assert.Equal(t, []string{"*"}, c.opts.CORSOrigins)
 	assert.Equal(t, 4, c.opts.Engine.Parallel)
 	assert.True(t, c.opts.Engine.KVUnified)

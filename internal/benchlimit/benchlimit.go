@@ -37,7 +37,7 @@ func Threads() int {
 }
 
 // BackendSampling reports whether the benchmarks' requests sample on the
-// backend (engine.SamplingParams.BackendSampling): $LLAMA_BENCH_BACKEND_SAMPLING
+// backend (sampling.Params.BackendSampling): $LLAMA_BENCH_BACKEND_SAMPLING
 // set to 1.
 func BackendSampling() bool { return os.Getenv("LLAMA_BENCH_BACKEND_SAMPLING") == "1" }
 
