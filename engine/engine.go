@@ -558,6 +558,11 @@ func (e *Engine) Submit(ctx context.Context, t *Request) (*Stream, error) {
 		return nil, fmt.Errorf("engine: unknown request kind %d: %w", t.Kind, llama.ErrInvalid)
 	}
 	if t.Kind == KindCompletion {
+		// The limits apply to the engine's own copy: the caller's
+		// request may be submitted again, even from several goroutines
+		// at once, and is never written.
+		cp := *t
+		t = &cp
 		if err := t.Params.Limit(e.nCtxSlot, e.model.VocabSize()); err != nil {
 			return nil, err
 		}

@@ -54,7 +54,17 @@ func TestSubmitLimitsSampling(t *testing.T) {
 			require.NoError(t, r.done.Err)
 			assert.Equal(t, 4, r.done.Generated)
 			if c.check != nil {
-				c.check(t, &req.Params)
+				// The engine limits its own copy, which the slot shows;
+				// the caller's request is never written.
+				var seen *sampling.Params
+				for _, s := range e.SlotsInfo() {
+					if s.Request != nil {
+						seen = &s.Request.Params
+					}
+				}
+				require.NotNil(t, seen, "no slot shows the request")
+				c.check(t, seen)
+				assert.Equal(t, math.MaxInt32, req.Params.TopK, "the caller's request was written")
 			}
 		})
 	}
