@@ -20,23 +20,16 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"time"
 
-	"github.com/x/llama/lib"
+	"github.com/x/llama/internal/refserver"
 )
 
 // file is server/testdata/llamaserver/chat.json.
@@ -66,37 +59,12 @@ func main() {
 	path := flag.String("file", "server/testdata/llamaserver/chat.json", "cases file to fill")
 	logFile := flag.String("log", "", "file for llama-server's log (default: discarded)")
 	flag.Parse()
-	if err := defaults(bin, model); err != nil {
+	if err := refserver.Defaults(bin, model); err != nil {
 		log.Fatal(err)
 	}
 	if err := run(*bin, *model, *path, *logFile); err != nil {
 		log.Fatal(err)
 	}
-}
-
-// defaults fills an empty -bin with the installed llama-server and an
-// empty -model with the shared test model.
-func defaults(bin, model *string) error {
-	if *bin == "" {
-		dir, err := lib.Find("", lib.CPU)
-		if err != nil {
-			return fmt.Errorf("-bin: %w", err)
-		}
-		if *bin, err = lib.ServerPath(dir); err != nil {
-			return fmt.Errorf("-bin: %w", err)
-		}
-	}
-	if *model == "" {
-		dir := os.Getenv("LLAMA_TEST_MODELS")
-		if dir == "" {
-			dir = filepath.Join("..", "shared", "models")
-		}
-		*model = filepath.Join(dir, "stories260K.gguf")
-	}
-	if _, err := os.Stat(*model); err != nil {
-		return fmt.Errorf("-model: %w", err)
-	}
-	return nil
 }
 
 func run(bin, model, path, logFile string) error {
@@ -114,14 +82,14 @@ func run(bin, model, path, logFile string) error {
 	for i := range f.Cases {
 		c := &f.Cases[i]
 		var a *answer
-		err := withServer(bin, model, logFile, f.Args, func(base string) (err error) {
+		err := refserver.With(bin, model, logFile, f.Args, func(base string) (err error) {
 			a, err = ask(base, c.Request)
 			return err
 		})
 		if err != nil {
 			return fmt.Errorf("case %s: %w", c.Name, err)
 		}
-		err = withServer(bin, model, logFile, f.Args, func(base string) (err error) {
+		err = refserver.With(bin, model, logFile, f.Args, func(base string) (err error) {
 			a.StreamContent, err = askStream(base, c.Request)
 			return err
 		})
@@ -136,59 +104,6 @@ func run(bin, model, path, logFile string) error {
 		return err
 	}
 	return os.WriteFile(path, append(out, '\n'), 0o644)
-}
-
-// withServer runs llama-server with args on a free port while fn runs.
-func withServer(bin, model, logFile string, args []string, fn func(base string) error) error {
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	all := append([]string{"-m", model, "--host", "127.0.0.1", "--port", strconv.Itoa(port)}, args...)
-	cmd := exec.Command(bin, all...)
-	cmd.Stderr = io.Discard
-	if logFile != "" {
-		lf, err := os.OpenFile(logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		if err != nil {
-			return err
-		}
-		defer lf.Close()
-		cmd.Stderr, cmd.Stdout = lf, lf
-	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	if err := waitHealthy(base); err != nil {
-		return err
-	}
-	return fn(base)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func waitHealthy(base string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for ctx.Err() == nil {
-		resp, err := http.Get(base + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return errors.New("llama-server did not become healthy in 60 s")
 }
 
 // askStream sends req with "stream": true and joins the content deltas.

@@ -19,19 +19,15 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"strconv"
-	"time"
+
+	"github.com/x/llama/internal/refserver"
 )
 
 // file is server/testdata/llamaserver/shapes.json.
@@ -53,12 +49,12 @@ type reading struct {
 }
 
 func main() {
-	bin := flag.String("bin", "", "llama-server binary")
-	model := flag.String("model", "../shared/models/stories260K.gguf", "model file")
+	bin := flag.String("bin", "", "llama-server binary (default: the one `go run ./lib/cmd/llama-install -server` built beside the library)")
+	model := flag.String("model", "", "model file (default: stories260K.gguf in $LLAMA_TEST_MODELS, else in ../shared/models)")
 	path := flag.String("file", "server/testdata/llamaserver/shapes.json", "file to fill")
 	flag.Parse()
-	if *bin == "" {
-		log.Fatal("-bin is required")
+	if err := refserver.Defaults(bin, model); err != nil {
+		log.Fatal(err)
 	}
 	if err := run(*bin, *model, *path); err != nil {
 		log.Fatal(err)
@@ -74,29 +70,20 @@ func run(bin, model, path string) error {
 	if err := json.Unmarshal(raw, &f); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	port, err := freePort()
+	err = refserver.With(bin, model, "", f.Args, func(base string) error {
+		if f.Idle, err = read(base); err != nil {
+			return fmt.Errorf("idle: %w", err)
+		}
+		if _, err := get(base+"/completion", f.Request); err != nil {
+			return fmt.Errorf("request: %w", err)
+		}
+		if f.After, err = read(base); err != nil {
+			return fmt.Errorf("after: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
-	}
-	args := append([]string{"-m", model, "--host", "127.0.0.1", "--port", strconv.Itoa(port)}, f.Args...)
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	if err := waitHealthy(base); err != nil {
-		return err
-	}
-	if f.Idle, err = read(base); err != nil {
-		return fmt.Errorf("idle: %w", err)
-	}
-	if _, err := get(base+"/completion", f.Request); err != nil {
-		return fmt.Errorf("request: %w", err)
-	}
-	if f.After, err = read(base); err != nil {
-		return fmt.Errorf("after: %w", err)
 	}
 	out, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
@@ -150,29 +137,4 @@ func get(url string, body []byte) ([]byte, error) {
 		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, b)
 	}
 	return b, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func waitHealthy(base string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for ctx.Err() == nil {
-		resp, err := http.Get(base + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return errors.New("llama-server did not become healthy in 60 s")
 }
