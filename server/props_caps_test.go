@@ -43,7 +43,7 @@ func TestTemplateCapsAsLlamaServer(t *testing.T) {
 		for _, f := range files {
 			name := filepath.Base(f)
 			t.Run(name, func(t *testing.T) {
-				url := startLlamaServer(t, bin, "-m", model, "-c", "512", "-np", "1", "-t", "1", "--jinja", "--chat-template-file", f)
+				url := testenv.RunHTTPServer(t, bin, "", "-m", model, "-c", "512", "-np", "1", "-t", "1", "--jinja", "--chat-template-file", f)
 				var props struct {
 					Caps map[string]bool `json:"chat_template_caps"`
 				}

@@ -65,7 +65,7 @@ func startRealDiffPairWith(t *testing.T, allowed map[string]string, refArgs []st
 			args = append(args, strings.Fields(flag)...)
 		}
 	}
-	ref := startLlamaServer(t, bin, append(args, refArgs...)...)
+	ref := testenv.RunHTTPServer(t, bin, "", append(args, refArgs...)...)
 	sp := sampling.Defaults()
 	sp.Seed = realDiffSeed
 	o := Options{Model: model, Jinja: true, Sampling: &sp,
@@ -431,7 +431,7 @@ func tokenizerCorpus() []string {
 // similarity of at least 0.9999, and the same token counts.
 func TestRealModelEmbeddingsDiff(t *testing.T) {
 	model := testenv.RealModel(t, "all-minilm-l6-v2")
-	ref := startLlamaServer(t, testenv.LlamaServer(t), "-m", model, "--embeddings", "--pooling", "mean",
+	ref := testenv.RunHTTPServer(t, testenv.LlamaServer(t), "", "-m", model, "--embeddings", "--pooling", "mean",
 		"-c", "512", "-np", "1", "-t", "1", "-tb", "1")
 	_, ts := newTestServer(t, Options{Model: model, Engine: engine.Options{
 		Embedding: true, Pooling: llama.PoolingMean, Parallel: 1, CtxSize: 512, Threads: 1, ThreadsBatch: 1}})

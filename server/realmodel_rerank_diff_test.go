@@ -25,7 +25,7 @@ func TestRealModelRerankDiff(t *testing.T) {
 		"documents": []string{"Paris is the capital of France.", "Bananas are yellow.", "Berlin is in Germany."}}
 
 	t.Run("embedding-server", func(t *testing.T) {
-		ref := startLlamaServer(t, bin, "-m", model, "--embeddings", "--pooling", "mean",
+		ref := testenv.RunHTTPServer(t, bin, "", "-m", model, "--embeddings", "--pooling", "mean",
 			"-c", "512", "-np", "1", "-t", "1", "-tb", "1")
 		_, ts := newTestServer(t, Options{Model: model, Engine: engine.Options{
 			Embedding: true, Pooling: llama.PoolingMean, Parallel: 1, CtxSize: 512, Threads: 1, ThreadsBatch: 1}})
@@ -39,7 +39,7 @@ func TestRealModelRerankDiff(t *testing.T) {
 	})
 
 	t.Run("reranking-server", func(t *testing.T) {
-		ref := startLlamaServer(t, bin, "-m", model, "--reranking", "-c", "512", "-np", "1", "-t", "1", "-tb", "1")
+		ref := testenv.RunHTTPServer(t, bin, "", "-m", model, "--reranking", "-c", "512", "-np", "1", "-t", "1", "-tb", "1")
 		_, ts := newTestServer(t, Options{Model: model, Engine: engine.Options{
 			Embedding: true, Reranking: true, Parallel: 1, CtxSize: 512, Threads: 1, ThreadsBatch: 1}})
 		p := diffPair{ref: ref, ours: ts.URL}

@@ -50,7 +50,7 @@ func TestLlamaCppWebUI(t *testing.T) {
 		{"ours", ourServer(t)},
 	} {
 		t.Run(srv.name, func(t *testing.T) {
-			runs[srv.name] = driveLlamaUI(t, runServer(t, srv.bin, models, args...))
+			runs[srv.name] = driveLlamaUI(t, testenv.RunHTTPServer(t, srv.bin, models, args...))
 		})
 	}
 	ref, ours := runs["llama-server"], runs["ours"]

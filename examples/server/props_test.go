@@ -79,7 +79,7 @@ func TestPropsAsLlamaServer(t *testing.T) {
 			for i, a := range tc.args {
 				args[i] = strings.ReplaceAll(a, "{src}", src)
 			}
-			base := runServer(t, bin, models, append(args, "-t", "1")...)
+			base := testenv.RunHTTPServer(t, bin, models, append(args, "-t", "1")...)
 			got := getJSON(t, base+"/props")
 			if *recordProps {
 				b, err := json.MarshalIndent(propsRecording{Args: tc.args, Props: got}, "", "  ")
