@@ -17,7 +17,7 @@ import (
 // continuation of a prompt, with llama.cpp's log of the load.
 func greedyText(t *testing.T, path string, opts llama.ModelOptions) (string, string, error) {
 	t.Helper()
-	var buf syncBuf
+	var buf testenv.Buffer
 	llama.SetLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	m, err := llama.LoadModel(context.Background(), path, opts)
 	llama.SetLogger(nil)

@@ -1,7 +1,6 @@
 package llama_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
@@ -14,26 +13,9 @@ import (
 	"github.com/x/llama/internal/testenv"
 )
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestLogger routes llama.cpp's log to a slog.Logger and back to silence.
 func TestLogger(t *testing.T) {
-	var buf syncBuf
+	var buf testenv.Buffer
 	llama.SetLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	m, err := llama.LoadModel(context.Background(), testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})
 	llama.SetLogger(nil)
@@ -58,7 +40,7 @@ type reentrantHandler struct {
 	slog.Handler
 	once  *sync.Once
 	self  **slog.Logger
-	lines *syncBuf
+	lines *testenv.Buffer
 }
 
 func (h reentrantHandler) Handle(ctx context.Context, r slog.Record) error {
@@ -71,7 +53,7 @@ func (h reentrantHandler) Handle(ctx context.Context, r slog.Record) error {
 // handler may call back into the package (it deadlocked under the global
 // log mutex), and records from several threads need not queue behind one.
 func TestLoggerReentrant(t *testing.T) {
-	var lines syncBuf
+	var lines testenv.Buffer
 	var l *slog.Logger
 	l = slog.New(reentrantHandler{Handler: slog.NewTextHandler(&lines, nil), once: new(sync.Once), self: &l, lines: &lines})
 	llama.SetLogger(l)

@@ -7,7 +7,6 @@ package engine
 // victim's slot too, to theirs.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama"
+	"github.com/x/llama/internal/testenv"
 )
 
 // panicDrafter drafts nothing for a few calls, then panics.
@@ -49,24 +49,6 @@ func (p *panicSampler) Apply(*llama.Candidates) {
 func (p *panicSampler) Accept(llama.Token) {}
 func (p *panicSampler) Reset()             {}
 
-// syncBuffer is a log destination the loop writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 const victimPrompt = "Bob went to the market"
 
 // TestEnginePanicInSlot: a drafter's panic and a Go sampler's panic, in a
@@ -91,7 +73,7 @@ func TestEnginePanicInSlot(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var logs syncBuffer
+			var logs testenv.Buffer
 			var armed atomic.Bool
 			o := Options{CtxSize: 2048, Parallel: 4, SampleThreads: tc.sampleThreads,
 				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelError}))}
@@ -189,7 +171,7 @@ func TestEnginePanicInSlot(t *testing.T) {
 // cannot be laid at one slot's door: every running request ends with it,
 // and the engine serves the next requests as before.
 func TestEnginePanicInStep(t *testing.T) {
-	var logs syncBuffer
+	var logs testenv.Buffer
 	m, e := newEngTestEngine(t, Options{CtxSize: 1024, Parallel: 3,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelError}))})
 	prompt := engTokenize(t, m, "Once upon a time", true)

@@ -1,12 +1,10 @@
 package server
 
 import (
-	"bytes"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,24 +13,6 @@ import (
 	"github.com/x/llama/engine"
 	"github.com/x/llama/internal/testenv"
 )
-
-// syncBuffer is a log destination safe for the engine's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestSlotContextCappedAtTraining: as llama-server, a slot never gets more
 // context than the model was trained on (stories260K: 2,048 tokens),
@@ -52,7 +32,7 @@ func TestSlotContextCappedAtTraining(t *testing.T) {
 		{"-c 2048 -np 1: exactly it", engine.Options{CtxSize: 2048, Parallel: 1}, train, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var logs syncBuffer
+			var logs testenv.Buffer
 			tc.eo.Threads, tc.eo.ThreadsBatch = 1, 1
 			_, ts := newTestServer(t, Options{Model: testenv.Model(t, "stories260K.gguf"), Slots: true, Engine: tc.eo,
 				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})

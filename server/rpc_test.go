@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -27,7 +26,7 @@ import (
 func TestRPCServer(t *testing.T) {
 	w1, w2 := testenv.StartRPCWorker(t), testenv.StartRPCWorker(t)
 	_, local := newTestServer(t, Options{})
-	logs := &lockedLog{}
+	logs := &testenv.Buffer{}
 	_, ts := newTestServer(t, Options{ModelOptions: llama.ModelOptions{RPCServers: []string{w1.Addr, w2.Addr}},
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	greedy := map[string]any{"prompt": "Once upon a time", "n_predict": 24, "temperature": 0, "top_k": 1}
@@ -93,22 +92,4 @@ func TestRPCServer(t *testing.T) {
 	assert.Equal(t, want["content"], got["content"], "after the worker restarted")
 	assert.Equal(t, http.StatusOK, xGet(t, ts.URL+"/health", nil))
 	assert.Contains(t, logs.String(), "reloading the model after an RPC worker failed")
-}
-
-// lockedLog is a log destination safe for the server's goroutines.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama/internal/hub/hubtest"
+	"github.com/x/llama/internal/testenv"
 	"github.com/x/llama/server"
 )
 
@@ -50,29 +51,11 @@ func buildServer(t *testing.T) string {
 	return binary.path
 }
 
-// lockedBuffer collects a child's output while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // child is a running server binary.
 type child struct {
-	base string        // the address it logged once it served
-	logs *lockedBuffer // its standard error so far
-	stop func() error  // SIGTERM, then its whole log and its exit status
+	base string          // the address it logged once it served
+	logs *testenv.Buffer // its standard error so far
+	stop func() error    // SIGTERM, then its whole log and its exit status
 }
 
 // startServer runs the binary with args and --port 0 (it picks a free
@@ -85,7 +68,7 @@ func startServer(t *testing.T, bin string, args ...string) *child {
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	c := &child{logs: &lockedBuffer{}}
+	c := &child{logs: &testenv.Buffer{}}
 	addr := make(chan string, 1)
 	done := make(chan struct{})
 	go func() {
