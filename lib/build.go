@@ -2,14 +2,19 @@ package lib
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -217,4 +222,60 @@ func stampMatches(file, stampPath, inputs string) bool {
 	}
 	sum, err := fileSHA256(file)
 	return err == nil && sum == st.Library
+}
+
+// inputLib is a library a build links, by the name its digest records.
+type inputLib struct{ name, path string }
+
+// sortedLibs lists libs (link name to path) by name.
+func sortedLibs(libs map[string]string) []inputLib {
+	out := make([]inputLib, 0, len(libs))
+	for n, p := range libs {
+		out = append(out, inputLib{n, p})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// digestInputs digests what a build depends on, so that a build is kept
+// while they are unchanged: the version, the flags, the platform, the
+// compiler's identity, the source files, the headers (patterns, "*.h"
+// when nil) of headerDirs, and the libraries it links, in the order given.
+func digestInputs(src string, files []string, cxx string, flags, headerDirs, headerPatterns []string, libs []inputLib) (string, error) {
+	if cxx == "" {
+		return "", errors.New("lib: no compiler")
+	}
+	if headerPatterns == nil {
+		headerPatterns = []string{"*.h"}
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n%s\n", Version, strings.Join(flags, " "), runtime.GOOS+"/"+runtime.GOARCH)
+	ver, _ := exec.Command(cxx, "--version").Output()
+	h.Write(ver)
+	all := append([]string(nil), files...)
+	for _, d := range headerDirs {
+		for _, pat := range headerPatterns {
+			hs, _ := filepath.Glob(filepath.Join(src, d, pat))
+			for _, p := range hs {
+				rel, _ := filepath.Rel(src, p)
+				all = append(all, filepath.ToSlash(rel))
+			}
+		}
+	}
+	sort.Strings(all)
+	for _, f := range all {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			return "", fmt.Errorf("lib: %w", err)
+		}
+		fmt.Fprintf(h, "%s %x\n", f, sha256.Sum256(b))
+	}
+	for _, l := range libs {
+		s, err := fileSHA256(l.path)
+		if err != nil {
+			return "", fmt.Errorf("lib: %w", err)
+		}
+		fmt.Fprintf(h, "%s %s\n", l.name, s)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

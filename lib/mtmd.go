@@ -3,10 +3,8 @@ package lib
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"debug/elf"
 	"debug/macho"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 )
@@ -63,7 +60,8 @@ var mtmdStep = buildStep{
 	inc:     []string{"tools/mtmd", "include", "ggml/include", "vendor", "vendor/hash"},
 	sources: mtmdSources,
 	inputs: func(src string, files []string, cxx string, libs map[string]string) (string, error) {
-		return mtmdInputs(src, files, cxx, libs["llama"])
+		return digestInputs(src, files, cxx, mtmdCFlags, []string{"tools/mtmd", "tools/mtmd/models", "tools/mtmd/debug",
+			"include", "ggml/include", "vendor/hash", "vendor/stb", "vendor/miniaudio"}, nil, []inputLib{{"libllama", libs["llama"]}})
 	},
 	linkArgs: func(built string, objs []string, libs map[string]string) []string {
 		args := []string{"-shared", "-o", built}
@@ -134,40 +132,6 @@ func findCXX(cxx string) (string, error) {
 	}
 	return "", errors.New("lib: building from the llama.cpp source needs a C++17 compiler and none was found " +
 		"(apt-get install g++, or set CXX)")
-}
-
-// mtmdInputs digests everything the build depends on: the version, the
-// flags, the compiler's identity, every source and header of the build, and
-// the libllama it links.
-func mtmdInputs(src string, files []string, cxx, libllama string) (string, error) {
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n", Version, strings.Join(mtmdCFlags, " "), runtime.GOOS+"/"+runtime.GOARCH)
-	ver, _ := exec.Command(cxx, "--version").Output()
-	h.Write(ver)
-	all := append([]string(nil), files...)
-	for _, d := range []string{"tools/mtmd", "tools/mtmd/models", "tools/mtmd/debug", "include", "ggml/include",
-		"vendor/hash", "vendor/stb", "vendor/miniaudio"} {
-		hs, _ := filepath.Glob(filepath.Join(src, d, "*.h"))
-		for _, p := range hs {
-			rel, _ := filepath.Rel(src, p)
-			all = append(all, filepath.ToSlash(rel))
-		}
-	}
-	sort.Strings(all)
-	for _, f := range all {
-		b, err := os.ReadFile(filepath.Join(src, f))
-		if err != nil {
-			return "", fmt.Errorf("lib: %w", err)
-		}
-		s := sha256.Sum256(b)
-		fmt.Fprintf(h, "%s %x\n", f, s)
-	}
-	s, err := fileSHA256(libllama)
-	if err != nil {
-		return "", fmt.Errorf("lib: %w", err)
-	}
-	fmt.Fprintf(h, "libllama %s\n", s)
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // compileAll compiles the files (relative to src, or absolute) into

@@ -2,16 +2,9 @@ package lib
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"sort"
-	"strings"
 )
 
 // RPCFile is the file name InstallRPC gives libggml-rpc: the name ggml's
@@ -93,7 +86,7 @@ var rpcLibStep = buildStep{
 		return rpcSources(src, "ggml/src/ggml-rpc/ggml-rpc.cpp", "ggml/src/ggml-rpc/transport.cpp")
 	},
 	inputs: func(src string, files []string, cxx string, libs map[string]string) (string, error) {
-		return digestInputs(src, files, cxx, rpcCFlags, []string{"ggml/include", "ggml/src", "ggml/src/ggml-rpc"}, libs)
+		return digestInputs(src, files, cxx, rpcCFlags, []string{"ggml/include", "ggml/src", "ggml/src/ggml-rpc"}, nil, sortedLibs(libs))
 	},
 	linkArgs: func(built string, objs []string, libs map[string]string) []string {
 		args := append([]string{"-shared", "-o", built}, objs...)
@@ -123,7 +116,7 @@ var rpcServerStep = buildStep{
 	inc:     []string{"ggml/include"},
 	sources: func(src string) ([]string, error) { return rpcSources(src, "tools/rpc/rpc-server.cpp") },
 	inputs: func(src string, files []string, cxx string, libs map[string]string) (string, error) {
-		return digestInputs(src, files, cxx, []string{"-O2", "-DNDEBUG", "-w", "-pthread"}, []string{"ggml/include"}, libs)
+		return digestInputs(src, files, cxx, []string{"-O2", "-DNDEBUG", "-w", "-pthread"}, []string{"ggml/include"}, nil, sortedLibs(libs))
 	},
 	linkArgs: func(built string, objs []string, libs map[string]string) []string {
 		args := append([]string{"-o", built}, objs...)
@@ -141,46 +134,4 @@ func rpcSources(src string, files ...string) ([]string, error) {
 		}
 	}
 	return files, nil
-}
-
-// digestInputs digests what a build depends on: the version, the flags,
-// the compiler's identity, the sources, the headers of the folders, and
-// the libraries it links.
-func digestInputs(src string, files []string, cxx string, flags, headerDirs []string, libs map[string]string) (string, error) {
-	if cxx == "" {
-		return "", errors.New("lib: no compiler")
-	}
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n", Version, strings.Join(flags, " "), runtime.GOOS+"/"+runtime.GOARCH)
-	ver, _ := exec.Command(cxx, "--version").Output()
-	h.Write(ver)
-	all := append([]string(nil), files...)
-	for _, d := range headerDirs {
-		hs, _ := filepath.Glob(filepath.Join(src, d, "*.h"))
-		for _, p := range hs {
-			rel, _ := filepath.Rel(src, p)
-			all = append(all, filepath.ToSlash(rel))
-		}
-	}
-	sort.Strings(all)
-	for _, f := range all {
-		b, err := os.ReadFile(filepath.Join(src, f))
-		if err != nil {
-			return "", fmt.Errorf("lib: %w", err)
-		}
-		fmt.Fprintf(h, "%s %x\n", f, sha256.Sum256(b))
-	}
-	names := make([]string, 0, len(libs))
-	for n := range libs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		s, err := fileSHA256(libs[n])
-		if err != nil {
-			return "", fmt.Errorf("lib: %w", err)
-		}
-		fmt.Fprintf(h, "%s %s\n", n, s)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -2,15 +2,10 @@ package lib
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
-	"sort"
 	"strings"
 )
 
@@ -50,7 +45,15 @@ var serverStep = buildStep{
 	inc:     []string{"tools/server", "tools/mtmd", "common", "include", "ggml/include", "vendor", "."},
 	sources: serverSources,
 	inputs: func(src string, files []string, cxx string, libs map[string]string) (string, error) {
-		return serverInputs(src, files, cxx, serverLibs(libs))
+		var linked []inputLib
+		for _, l := range serverLinks {
+			linked = append(linked, inputLib{filepath.Base(libs[l]), libs[l]})
+		}
+		// embed.cpp, the tool that writes the web UI's asset table, is
+		// built and run on the way.
+		return digestInputs(src, append([]string{"tools/ui/embed.cpp"}, files...), cxx, serverCFlags,
+			[]string{"tools/server", "tools/mtmd", "common", "common/jinja", "include", "ggml/include",
+				"vendor/nlohmann", "vendor/cpp-httplib"}, []string{"*.h", "*.hpp"}, linked)
 	},
 	// The web UI's asset table, empty: llama.cpp's own embedding tool
 	// writes it when given no asset folder.
@@ -126,39 +129,4 @@ func serverSources(src string) ([]string, error) {
 		}
 	}
 	return files, nil
-}
-
-// serverInputs digests what the build depends on.
-func serverInputs(src string, files []string, cxx string, libs []string) (string, error) {
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n", Version, strings.Join(serverCFlags, " "), runtime.GOOS+"/"+runtime.GOARCH)
-	ver, _ := exec.Command(cxx, "--version").Output()
-	h.Write(ver)
-	all := append([]string{"tools/ui/embed.cpp"}, files...)
-	for _, d := range []string{"tools/server", "tools/mtmd", "common", "common/jinja", "include", "ggml/include",
-		"vendor/nlohmann", "vendor/cpp-httplib"} {
-		for _, pat := range []string{"*.h", "*.hpp"} {
-			hs, _ := filepath.Glob(filepath.Join(src, d, pat))
-			for _, p := range hs {
-				rel, _ := filepath.Rel(src, p)
-				all = append(all, filepath.ToSlash(rel))
-			}
-		}
-	}
-	sort.Strings(all)
-	for _, f := range all {
-		b, err := os.ReadFile(filepath.Join(src, f))
-		if err != nil {
-			return "", fmt.Errorf("lib: %w", err)
-		}
-		fmt.Fprintf(h, "%s %x\n", f, sha256.Sum256(b))
-	}
-	for _, l := range libs {
-		s, err := fileSHA256(l)
-		if err != nil {
-			return "", fmt.Errorf("lib: %w", err)
-		}
-		fmt.Fprintf(h, "%s %s\n", filepath.Base(l), s)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
