@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,59 +20,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x/llama/internal/browsertest"
 	"github.com/x/llama/internal/testenv"
 )
-
-// chromiumPath finds the browser the web page tests drive: $CHROME, or
-// chromium on the PATH. A missing browser fails the test: CI installs
-// Debian's chromium (.ci/run).
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("CHROME"); p != "" {
-		if _, err := exec.LookPath(p); err != nil {
-			t.Fatalf("$CHROME: %v (apt-get install -y chromium, or set $CHROME to a browser)", err)
-		}
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Fatal("chromium is missing (apt-get install -y chromium, or set $CHROME)")
-	return ""
-}
 
 // newBrowser starts a headless chromium with a fresh profile and returns a
 // tab's context; everything is closed by t.Cleanup.
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromiumPath(t)),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 860),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
-	t.Cleanup(func() {
-		cancelTimeout()
-		cancelTab()
-		cancelAlloc()
-	})
-	require.NoError(t, chromedp.Do(ctx), "start chromium")
-	return ctx
+	return browsertest.New(t, browsertest.Options{})
 }
 
 // do runs browser actions and fails the test on error.

@@ -10,7 +10,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -26,6 +25,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x/llama/internal/browsertest"
 	"github.com/x/llama/internal/testenv"
 	"github.com/x/llama/lib"
 )
@@ -218,7 +218,7 @@ func driveLlamaUI(t *testing.T, server string) *uiRun {
 	t.Cleanup(front.Close)
 	base := front.URL
 
-	ctx := newUIBrowser(t)
+	ctx := browsertest.New(t, browsertest.Options{Timeout: 5 * time.Minute, Width: 1280, Height: 900})
 	rec := &recorder{base: base, byID: map[network.RequestID]*request{}}
 	require.NoError(t, chromedp.Listen(ctx, rec.event))
 	do := func(t *testing.T, steps ...chromedp.Action[chromedp.Void]) {
@@ -374,34 +374,6 @@ localStorage.setItem('LlamaUi.disabledToolCategories', JSON.stringify(['browser'
 	sort.Strings(run.files)
 	run.tools = slices.Compact(slices.Sorted(slices.Values(run.tools)))
 	return run
-}
-
-// newUIBrowser starts a headless chromium with a fresh profile and returns
-// a tab's context, closed at the end of the test.
-func newUIBrowser(t *testing.T) context.Context {
-	t.Helper()
-	exe := os.Getenv("CHROME")
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if exe != "" {
-			break
-		}
-		exe, _ = exec.LookPath(name)
-	}
-	require.NotEmpty(t, exe, "chromium is missing (apt-get install -y chromium, or set $CHROME)")
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900))
-	ctx, cancelTab := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 5*time.Minute)
-	t.Cleanup(func() {
-		cancelTimeout()
-		cancelTab()
-		cancelAlloc()
-	})
-	require.NoError(t, chromedp.Do(ctx), "start chromium")
-	return ctx
 }
 
 // pacedWriter writes server-sent events one at a time, each flushed and
