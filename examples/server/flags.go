@@ -608,7 +608,8 @@ func flagTable(c *config) []flagDef {
 				sp.DRYSequenceBreakers, c.dryBreakersSet = nil, true
 			}
 			if v == "none" {
-				sp.DRYSequenceBreakers = nil
+				// Empty, not nil: nil means llama.cpp's default breakers.
+				sp.DRYSequenceBreakers = []string{}
 			} else {
 				sp.DRYSequenceBreakers = append(sp.DRYSequenceBreakers, v)
 			}

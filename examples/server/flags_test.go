@@ -71,7 +71,12 @@ func TestFlagSpellings(t *testing.T) {
 		{[]string{"--dry-base", "0.5"}, func(t *testing.T, c *config) {
 			assert.InDelta(t, 1.75, c.sampling.DRYBase, 1e-6, "below 1 keeps the default")
 		}},
-		{[]string{"--dry-sequence-breaker", "none"}, func(t *testing.T, c *config) { assert.Empty(t, c.sampling.DRYSequenceBreakers) }},
+		{[]string{"--dry-sequence-breaker", "none"}, func(t *testing.T, c *config) {
+			// No breakers at all, as llama.cpp: an empty list, since nil
+			// would give DRY its default breakers.
+			assert.NotNil(t, c.sampling.DRYSequenceBreakers)
+			assert.Empty(t, c.sampling.DRYSequenceBreakers)
+		}},
 		{[]string{"--xtc-probability", "0.5", "--xtc-threshold", "0.2"}, func(t *testing.T, c *config) {
 			assert.InDelta(t, 0.5, c.sampling.XTCProbability, 1e-6)
 			assert.InDelta(t, 0.2, c.sampling.XTCThreshold, 1e-6)
