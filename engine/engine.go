@@ -677,6 +677,14 @@ func (e *Engine) SetAdapterScales(sc []LoRAScale) error {
 	return nil
 }
 
+// Slots returns the number of slots.
+func (e *Engine) Slots() int { return len(e.slots) }
+
+// SlotContext returns the context size of one slot, which is fixed when
+// the engine starts. It is SlotsInfo's NCtx without the snapshot (and
+// the prompts detokenized for it).
+func (e *Engine) SlotContext() int { return e.nCtxSlot }
+
 // SlotsInfo describes the slots as of the last loop step.
 func (e *Engine) SlotsInfo() []SlotInfo {
 	e.mu.Lock()

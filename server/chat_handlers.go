@@ -488,7 +488,7 @@ func decodeOAIChat(f reqFields, inst *instance, req *chatRequest) error {
 		return err
 	}
 	req.N = 1
-	if err := f.int("n", &req.N, 1, int64(max(1, len(inst.Engine.SlotsInfo())))); err != nil {
+	if err := f.int("n", &req.N, 1, int64(max(1, inst.Engine.Slots()))); err != nil {
 		return err
 	}
 	if f.has("messages") {

@@ -16,6 +16,8 @@ type engineAPI interface {
 	Submit(ctx context.Context, tasks ...*engine.Request) (eventStream, error)
 	Model() *llama.Model
 	SlotsInfo() []engine.SlotInfo
+	Slots() int
+	SlotContext() int
 	Metrics() engine.Metrics
 	SaveSlot(id int, path string) (nTokens int, nBytes int, err error)
 	RestoreSlot(id int, path string) (nTokens int, nBytes int, err error)

@@ -598,8 +598,8 @@ func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
 		info.EOS, _ = m.TokenPiece(sp.EOS, true)
 	}
 	info.NCtxSlot = slotContext(e.opts.Engine, info.Info.TrainContext)
-	if slots := eng.SlotsInfo(); len(slots) > 0 && slots[0].NCtx > 0 {
-		info.NCtxSlot = slots[0].NCtx
+	if n := eng.SlotContext(); n > 0 {
+		info.NCtxSlot = n
 	}
 	return inst, info, nil
 }

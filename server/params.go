@@ -301,7 +301,7 @@ func (inst *instance) generation(g genInput, defaultNPredict int) (*engine.Reque
 			return nil, opt, err
 		}
 	}
-	if n := len(inst.Engine.SlotsInfo()); n > 0 && t.SlotID >= n {
+	if n := inst.Engine.Slots(); n > 0 && t.SlotID >= n {
 		return nil, opt, badRequest(`"id_slot" %d is out of range (%d slots)`, t.SlotID, n)
 	}
 	// The server's n_predict is a default, not a cap: a request's -1 (or

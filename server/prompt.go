@@ -30,8 +30,8 @@ func (inst *instance) renderChat(msgs []chat.Message, tools []chat.Tool, addGen 
 
 // slotContext is the context size one task can use.
 func (inst *instance) slotContext() int {
-	if slots := inst.Engine.SlotsInfo(); len(slots) > 0 && slots[0].NCtx > 0 {
-		return slots[0].NCtx
+	if n := inst.Engine.SlotContext(); n > 0 {
+		return n
 	}
 	if o := inst.Opts.Engine; o.CtxSize > 0 {
 		{

@@ -157,7 +157,7 @@ func handleSlotAction(s *Server) handlerFunc {
 			return err
 		}
 		defer release()
-		if n := len(inst.Engine.SlotsInfo()); id >= n {
+		if n := inst.Engine.Slots(); id >= n {
 			return badRequest("Invalid slot ID: %d (the server has %d slots)", id, n)
 		}
 		path := filepath.Join(s.opts.SlotSavePath, req.Filename)
