@@ -562,6 +562,7 @@ func (e *Engine) Submit(ctx context.Context, t *Request) (*Stream, error) {
 		// request may be submitted again, even from several goroutines
 		// at once, and is never written.
 		cp := *t
+		cp.Params = t.Params.Clone()
 		t = &cp
 		if err := t.Params.Limit(e.nCtxSlot, e.model.VocabSize()); err != nil {
 			return nil, err

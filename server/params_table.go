@@ -98,14 +98,8 @@ func (p *genParam) echo(t *engine.Request, out map[string]any) {
 // sampling defaults, prompt cache and n_keep, and defaultNPredict (0: no
 // limit, -1).
 func (o *Options) baseRequest(defaultNPredict int) *engine.Request {
-	t := &engine.Request{
-		Kind:        engine.KindCompletion,
-		Params:      o.defaultSampling(),
-		NPredict:    -1,
-		CachePrompt: !o.NoCachePrompt,
-		NKeep:       o.NKeep,
-		SlotID:      -1,
-	}
+	t := engine.NewRequest(nil)
+	t.Params, t.CachePrompt, t.NKeep = o.defaultSampling(), !o.NoCachePrompt, o.NKeep
 	if defaultNPredict != 0 {
 		t.NPredict = defaultNPredict
 	}
