@@ -30,6 +30,7 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
+	"github.com/x/llama/engine"
 )
 
 func main() {
@@ -154,9 +155,6 @@ func run() error {
 	}
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<20)
-	special := model.SpecialTokens()
-	bos, _ := tokenText(model, special.BOS)
-	eos, _ := tokenText(model, special.EOS)
 	text := ""
 	cache := &promptCache{}
 	for {
@@ -172,16 +170,11 @@ func run() error {
 		var input string
 		if tmpl != nil {
 			history = append(history, chat.Message{Role: chat.RoleUser, Content: line})
-			full, err := tmpl.Render(chat.TemplateInput{Messages: history, AddGenerationPrompt: true, BOSToken: bos, EOSToken: eos})
-			if err != nil {
+			// Render drops the template's BOS when the vocabulary adds
+			// one, as llama.cpp does: Generate adds it.
+			if input, err = tmpl.Render(history, nil, true, nil); err != nil {
 				return err
 			}
-			// Generate adds the BOS the vocabulary asks for: drop the
-			// template's, as llama.cpp does, not to start with two.
-			if special.AddBOS && bos != "" {
-				full = strings.TrimPrefix(full, bos)
-			}
-			input = full
 		} else {
 			text += line
 			input = text
@@ -214,37 +207,38 @@ func run() error {
 	}
 }
 
-// chatTemplate is the template to chat through: the one the flags give,
-// else the model's own; nil when there is none (a base model such as
-// stories260K or Gemma 3 270M base), which then continues the text.
-func chatTemplate(model *llama.Model, name, file string) (*chat.Template, error) {
-	src, what := "", ""
+// chatTemplate is the template to chat through, rendered as the server
+// renders it: the one the flags give (a built-in name such as chatml or
+// llama3, or Jinja source), else the model's own; nil when the model has
+// none (a base model such as stories260K or Gemma 3 270M base), which
+// then continues the text.
+func chatTemplate(model *llama.Model, name, file string) (*chat.Templates, error) {
+	var r chat.Renderer
+	var err error
 	switch {
 	case name != "" && file != "":
 		return nil, errors.New("--chat-template and --chat-template-file are exclusive")
 	case file != "":
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return nil, err
+		b, rerr := os.ReadFile(file)
+		if rerr != nil {
+			return nil, rerr
 		}
-		src, what = string(b), file
+		if r, err = engine.ChatResolver(true).For(string(b)); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
 	case name != "":
-		src, what = name, "--chat-template"
-		if s, ok := chat.BuiltinJinja(strings.TrimSpace(name)); ok {
-			src = s
+		if r, err = engine.ChatResolver(false).For(name); err != nil {
+			return nil, fmt.Errorf("--chat-template: %w", err)
 		}
 	default:
-		s, ok := model.ChatTemplate("")
-		if !ok {
+		if _, ok := model.ChatTemplate(""); !ok {
 			return nil, nil
 		}
-		src, what = s, "the model's chat template"
+		return engine.ChatTemplates(model, func(msg string, args ...any) {
+			fmt.Fprintln(os.Stderr, append([]any{msg}, args...)...)
+		})
 	}
-	tmpl, err := chat.ParseTemplate(src)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return tmpl, nil
+	return engine.ChatTemplatesFor(model, r), nil
 }
 
 func tokenText(m *llama.Model, t llama.Token) (string, error) {

@@ -61,16 +61,19 @@ func TestChatTemplate(t *testing.T) {
 	defer m.Close()
 	file := filepath.Join(t.TempDir(), "t.jinja")
 	require.NoError(t, os.WriteFile(file, []byte("{% for m in messages %}[{{ m.content }}]{% endfor %}"), 0o644))
-	in := chat.TemplateInput{Messages: []chat.Message{{Role: chat.RoleUser, Content: "hi"}}, AddGenerationPrompt: true}
+	msgs := []chat.Message{{Role: chat.RoleUser, Content: "hi"}}
 	for _, c := range []struct{ name, flag, file, want string }{
 		{"builtin name", "gemma", "", "<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n"},
 		{"jinja source", "<{{ messages[0].content }}>", "", "<hi>"},
 		{"file", "", file, "[hi]"},
+		// A llama.cpp built-in without a Jinja equivalent renders in its
+		// format, never as the literal name.
+		{"native builtin name", "llama4", "", "<|header_start|>user<|header_end|>\n\nhi<|eot|><|header_start|>assistant<|header_end|>\n\n"},
 	} {
 		tmpl, err := chatTemplate(m, c.flag, c.file)
 		require.NoError(t, err, c.name)
 		require.NotNil(t, tmpl, c.name)
-		got, err := tmpl.Render(in)
+		got, err := tmpl.Render(msgs, nil, true, nil)
 		require.NoError(t, err, c.name)
 		assert.Equal(t, c.want, got, c.name)
 	}
@@ -79,6 +82,8 @@ func TestChatTemplate(t *testing.T) {
 	assert.Nil(t, tmpl, "stories260K has no template")
 	_, err = chatTemplate(m, "gemma", file)
 	require.Error(t, err)
+	_, err = chatTemplate(m, "no-such-template", "")
+	require.ErrorContains(t, err, "unknown chat template", "a typo is an error, not a template that prints itself")
 	_, err = chatTemplate(m, "", filepath.Join(t.TempDir(), "missing.jinja"))
 	require.Error(t, err)
 }
