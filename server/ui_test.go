@@ -149,6 +149,7 @@ func TestUIOptions(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "index.html"), []byte("<p>custom</p>"), 0o644))
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "sub", "a.txt"), []byte("text a"), 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "a #b"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(t.TempDir(), "secret.txt"), []byte("secret"), 0o644))
 	cfgFile := filepath.Join(t.TempDir(), "ui.json")
 	require.NoError(t, os.WriteFile(cfgFile, []byte(`{"theme": "dark", "temperature": 0.5}`), 0o644))
@@ -197,6 +198,15 @@ func TestUIOptions(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, http.StatusMovedPermanently, resp.StatusCode)
 		assert.Equal(t, "sub/", resp.Header.Get("Location"))
+		// A name with characters a URL gives meaning to is escaped, and
+		// the query string is kept.
+		req, err = http.NewRequest(http.MethodGet, ts.URL+"/a%20%23b?x=1", nil)
+		require.NoError(t, err)
+		resp, err = http.DefaultTransport.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusMovedPermanently, resp.StatusCode)
+		assert.Equal(t, "a%20%23b/?x=1", resp.Header.Get("Location"))
 		for _, p := range []string{"/sub/", "/app.js", "/../secret.txt", "/%2e%2e/secret.txt", "/sub/..%2f..%2fsecret.txt"} {
 			code, _, body := get(t, ts.URL+p, "")
 			assertNotFound(t, code, body)

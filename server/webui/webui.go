@@ -19,6 +19,7 @@ import (
 	"io/fs"
 	"mime"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -135,14 +136,18 @@ func hidden(name string) bool {
 	return false
 }
 
+// contentType is a file's Content-Type by its extension.
+func contentType(name string) string {
+	if ct := mime.TypeByExtension(filepath.Ext(name)); ct != "" {
+		return ct
+	}
+	return "application/octet-stream"
+}
+
 // setHeaders sets the headers every file of the built-in page carries.
 func setHeaders(w http.ResponseWriter, name string) {
 	h := w.Header()
-	ct := mime.TypeByExtension(filepath.Ext(name))
-	if ct == "" {
-		ct = "application/octet-stream"
-	}
-	h.Set("Content-Type", ct)
+	h.Set("Content-Type", contentType(name))
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Content-Type-Options", "nosniff")
 	if strings.HasSuffix(name, ".html") {
@@ -191,7 +196,11 @@ func (h *dirHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err == nil && st.IsDir() && !strings.HasSuffix(r.URL.Path, "/") {
 		// Relative, so that it holds under a prefix the handler is
 		// mounted at.
-		w.Header().Set("Location", path.Base(name)+"/")
+		loc := url.PathEscape(path.Base(name)) + "/"
+		if r.URL.RawQuery != "" {
+			loc += "?" + r.URL.RawQuery
+		}
+		w.Header().Set("Location", loc)
 		w.WriteHeader(http.StatusMovedPermanently)
 		return
 	}
@@ -200,11 +209,7 @@ func (h *dirHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hd := w.Header()
-	ct := mime.TypeByExtension(filepath.Ext(name))
-	if ct == "" {
-		ct = "application/octet-stream"
-	}
-	hd.Set("Content-Type", ct)
+	hd.Set("Content-Type", contentType(name))
 	hd.Set("ETag", fmt.Sprintf(`W/"%x-%x"`, st.ModTime().Unix(), st.Size()))
 	http.ServeContent(w, r, name, st.ModTime(), f)
 }
