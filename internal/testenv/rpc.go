@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -65,7 +64,7 @@ type RPCWorker struct {
 	port int
 	t    testing.TB
 	cmd  *exec.Cmd
-	log  *bytes.Buffer
+	log  *Buffer // written by exec's copier while the test reads it
 }
 
 // StartRPCWorker starts an rpc-server with one thread on a free port of
@@ -88,7 +87,7 @@ func StartRPCWorker(t testing.TB) *RPCWorker {
 // it accepts connections.
 func (w *RPCWorker) Start() {
 	w.t.Helper()
-	w.log = &bytes.Buffer{}
+	w.log = &Buffer{}
 	w.cmd = exec.Command(w.bin, "-H", "127.0.0.1", "-p", strconv.Itoa(w.port), "-t", "1")
 	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
 	w.cmd.Dir = filepath.Dir(w.bin)
