@@ -19,7 +19,6 @@ func complete(t *testing.T, model, body string, args ...string) string {
 	t.Helper()
 	c, err := parseFlags(append([]string{"-m", model, "-c", "256", "-np", "1", "-t", "1", "-tb", "1"}, args...), noEnv, io.Discard)
 	require.NoError(t, err)
-	require.NoError(t, c.unsupportedUse())
 	srv, err := server.New(context.Background(), c.opts)
 	require.NoError(t, err)
 	defer srv.Close()
@@ -41,7 +40,6 @@ func complete(t *testing.T, model, body string, args ...string) string {
 func TestFlagAdaptive(t *testing.T) {
 	c, err := parseFlags([]string{"--adaptive-target", "0.3", "--adaptive-decay", "0.5", "--samplers", "Top_K;adaptive-p"}, noEnv, io.Discard)
 	require.NoError(t, err)
-	require.NoError(t, c.unsupportedUse())
 	assert.InDelta(t, 0.3, c.opts.Sampling.AdaptiveTarget, 1e-6)
 	assert.InDelta(t, 0.5, c.opts.Sampling.AdaptiveDecay, 1e-6)
 	assert.Equal(t, []string{"top_k", "adaptive_p"}, c.opts.Sampling.Samplers)

@@ -36,7 +36,6 @@ func chatServer(t *testing.T, model string, args ...string) func(extra string) c
 	t.Helper()
 	c, err := parseFlags(append([]string{"-m", model, "-c", "512", "-np", "2", "-t", "1", "-tb", "1", "--chat-template", thinkTemplate}, args...), noEnv, io.Discard)
 	require.NoError(t, err)
-	require.NoError(t, c.unsupportedUse())
 	srv, err := server.New(context.Background(), c.opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Close() })

@@ -47,7 +47,6 @@ func greedy(t *testing.T, model string, args ...string) (string, error) {
 	t.Helper()
 	c, err := parseFlags(append([]string{"-m", model, "-c", "256", "-np", "1", "-t", "1", "-tb", "1"}, args...), noEnv, io.Discard)
 	require.NoError(t, err)
-	require.NoError(t, c.unsupportedUse())
 	srv, err := server.New(context.Background(), c.opts)
 	if err != nil {
 		return "", err

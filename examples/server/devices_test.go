@@ -34,7 +34,6 @@ func TestFlagDevices(t *testing.T) {
 	} {
 		c, err := parseFlags(tc.args, envOf(tc.env), io.Discard)
 		require.NoError(t, err, "%v", tc.args)
-		require.NoError(t, c.unsupportedUse())
 		mo := c.opts.ModelOptions
 		if tc.draft {
 			mo = c.opts.Engine.Speculative.DraftModelOptions

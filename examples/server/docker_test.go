@@ -35,7 +35,6 @@ func TestDockerRepo(t *testing.T) {
 	source := func(args []string, env map[string]string) (*config, error) {
 		c, err := parseFlags(args, envOf(env), io.Discard)
 		require.NoError(t, err)
-		require.NoError(t, c.unsupportedUse(), "--docker-repo is not refused")
 		return c, c.modelSource(context.Background(), io.Discard)
 	}
 

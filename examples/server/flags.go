@@ -1446,14 +1446,6 @@ func printCompletion(w io.Writer, table []flagDef) {
 	fmt.Fprintf(w, "_llama_server_completions() {\n    COMPREPLY=( $(compgen -W %q -- \"${COMP_WORDS[COMP_CWORD]}\") )\n}\ncomplete -F _llama_server_completions server\n", strings.Join(names, " "))
 }
 
-// unsupportedUse refuses, at start, the options of features this server
-// cannot honour, in one place, after parsing has accepted them so that
-// llama-server command lines that do not use them keep working. Every
-// option of llama-server v0.4.0 acts now, so it refuses none.
-func (c *config) unsupportedUse() error {
-	return nil
-}
-
 // modelSource makes the model local when it is not a local file:
 // -hf/--hf-repo (with --hf-file, --hf-token, --offline) pulls it into the
 // Hugging Face cache, with a progress bar on progress, and points the

@@ -256,7 +256,6 @@ func TestFlagSpellings(t *testing.T) {
 		{[]string{"-sp"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.Special) }},
 		{[]string{"--reasoning-budget", "0"}, func(t *testing.T, c *config) {
 			assert.Equal(t, false, c.opts.ChatTemplateKwargs["enable_thinking"])
-			assert.NoError(t, c.unsupportedUse())
 		}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -281,7 +280,6 @@ func TestFlagDefaults(t *testing.T) {
 	assert.False(t, c.opts.Metrics)
 	assert.Equal(t, 8192, c.cacheRAMMiB)
 	assert.Zero(t, c.opts.SleepIdleSeconds)
-	assert.NoError(t, c.unsupportedUse())
 	assert.NoError(t, c.modelSource(context.Background(), io.Discard))
 }
 
@@ -575,7 +573,6 @@ func TestFlagSpeculative(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, c.opts.Engine.Speculative)
-			assert.NoError(t, c.unsupportedUse(), "nothing refused")
 		})
 	}
 }
@@ -611,7 +608,6 @@ func TestFlagMultimodal(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, c.opts.Multimodal)
-			assert.NoError(t, c.unsupportedUse())
 		})
 	}
 	// The projector reaches the server: a missing file stops it from starting.
@@ -689,7 +685,6 @@ func TestServeSpeculative(t *testing.T) {
 			args := append([]string{"-m", model, "-c", "512", "-np", "1", "-t", "1", "-tb", "1", "-ngl", "0"}, tc.args...)
 			c, err := parseFlags(args, noEnv, io.Discard)
 			require.NoError(t, err)
-			require.NoError(t, c.unsupportedUse())
 			srv, err := server.New(context.Background(), c.opts)
 			if tc.err != "" {
 				require.Error(t, err)

@@ -151,7 +151,6 @@ func TestDraftSource(t *testing.T) {
 			}
 			c, err := parseFlags(append([]string{"-m", modelPath}, tc.args...), envOf(env), io.Discard)
 			require.NoError(t, err)
-			require.NoError(t, c.unsupportedUse())
 			err = c.modelSource(context.Background(), io.Discard)
 			if tc.err != "" {
 				assert.ErrorContains(t, err, tc.err)
@@ -209,7 +208,6 @@ func TestModelPresets(t *testing.T) {
 		t.Run(tc.flag, func(t *testing.T) {
 			c, err := parseFlags([]string{tc.flag}, noEnv, io.Discard)
 			require.NoError(t, err)
-			require.NoError(t, c.unsupportedUse())
 			assert.Equal(t, []any{tc.repo, tc.file, tc.port}, []any{c.hf.Repo, c.hf.File, c.port})
 			if tc.check != nil {
 				tc.check(t, c)

@@ -54,9 +54,6 @@ func serve(cfg *config) error {
 	case cfg.listDevices:
 		return printDevices(os.Stdout)
 	}
-	if err := cfg.unsupportedUse(); err != nil {
-		return err
-	}
 	logger := cfg.opts.Logger
 	if logger == nil {
 		level := slog.LevelInfo

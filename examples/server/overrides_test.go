@@ -30,7 +30,6 @@ func TestFlagTensorOverrides(t *testing.T) {
 	} {
 		c, err := parseFlags(tc.args, envOf(tc.env), io.Discard)
 		require.NoError(t, err, "%v", tc.args)
-		require.NoError(t, c.unsupportedUse())
 		assert.Equal(t, tc.want, c.opts.ModelOptions.TensorBufferOverrides, "%v %v", tc.args, tc.env)
 	}
 	for _, bad := range [][]string{{"-ot", "noequals"}, {"-ot", "a=CPU,"}, {"--n-cpu-ffn", "-1"}, {"-ncmoe", "x"}} {

@@ -24,7 +24,6 @@ func TestFlagRPC(t *testing.T) {
 	} {
 		c, err := parseFlags(tc.args, envOf(tc.env), io.Discard)
 		require.NoError(t, err, "%v", tc.args)
-		require.NoError(t, c.unsupportedUse())
 		assert.Equal(t, tc.want, c.opts.ModelOptions.RPCServers, "%v %v", tc.args, tc.env)
 	}
 }

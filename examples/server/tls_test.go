@@ -108,7 +108,6 @@ func TestHTTPSBadFiles(t *testing.T) {
 			}
 			c, err := parseFlags(args, noEnv, io.Discard)
 			require.NoError(t, err)
-			require.NoError(t, c.unsupportedUse())
 			conf, err := c.tlsConfig()
 			if tc.want == "" {
 				require.NoError(t, err)

@@ -43,7 +43,6 @@ func TestModelURL(t *testing.T) {
 	source := func(args ...string) (*config, error) {
 		c, err := parseFlags(args, noEnv, io.Discard)
 		require.NoError(t, err)
-		require.NoError(t, c.unsupportedUse())
 		return c, c.modelSource(context.Background(), io.Discard)
 	}
 
