@@ -98,8 +98,7 @@ var rpcLibStep = buildStep{
 		if err != nil {
 			return fmt.Errorf("lib: reading the symbols of %s: %w", built, err)
 		}
-		for _, s := range []string{"ggml_backend_init", "ggml_backend_rpc_add_server", "ggml_backend_rpc_start_server",
-			"ggml_backend_rpc_get_device_memory"} {
+		for _, s := range []string{"ggml_backend_init", "ggml_backend_rpc_add_server", "ggml_backend_rpc_start_server"} {
 			if !syms[s] {
 				return fmt.Errorf("lib: %s does not export %s", built, s)
 			}

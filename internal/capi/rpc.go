@@ -21,8 +21,6 @@ var (
 
 	// ggml_backend_reg_t ggml_backend_rpc_add_server(const char * endpoint);
 	RPCAddServer func(endpoint string) uintptr
-	// void ggml_backend_rpc_get_device_memory(const char * endpoint, uint32_t device, size_t * free, size_t * total);
-	RPCGetDeviceMemory func(endpoint string, device uint32, free, total *uintptr)
 )
 
 func init() {
@@ -50,13 +48,5 @@ func LoadRPC() error {
 		return ErrNoRPC
 	}
 	purego.RegisterFunc(&RPCAddServer, add)
-	// The memory query is no registry function: the module exports it.
-	if path := libraryOf(add); path != "" {
-		if h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL); err == nil {
-			if fn, err := purego.Dlsym(h, "ggml_backend_rpc_get_device_memory"); err == nil {
-				purego.RegisterFunc(&RPCGetDeviceMemory, fn)
-			}
-		}
-	}
 	return nil
 }
