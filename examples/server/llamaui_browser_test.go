@@ -47,7 +47,7 @@ func TestLlamaCppWebUI(t *testing.T) {
 	runs := map[string]*uiRun{}
 	for _, srv := range []struct{ name, bin string }{
 		{"llama-server", testenv.LlamaServer(t)},
-		{"ours", ourServer(t)},
+		{"ours", buildServer(t)},
 	} {
 		t.Run(srv.name, func(t *testing.T) {
 			runs[srv.name] = driveLlamaUI(t, testenv.RunHTTPServer(t, srv.bin, models, args...))

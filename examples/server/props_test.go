@@ -70,7 +70,7 @@ func TestPropsAsLlamaServer(t *testing.T) {
 	if *recordProps {
 		bin = testenv.LlamaServer(t)
 	} else {
-		bin = ourServer(t)
+		bin = buildServer(t)
 	}
 	for _, tc := range propsCases {
 		t.Run(tc.name, func(t *testing.T) {
