@@ -16,6 +16,7 @@ import (
 )
 
 // Templates are a model's chat templates and what rendering them needs.
+// Its methods only read it: one Templates serves concurrent requests.
 type Templates struct {
 	// Default renders every chat; it is required.
 	Default Renderer

@@ -91,14 +91,19 @@ func (p *chatPlan) samplers() []llama.Sampler {
 	return nil
 }
 
-// chatTemplates returns the instance's chat templates for package chat.
+// chatTemplates returns the instance's chat templates for package chat,
+// made once (the special tokens' texts are looked up then); callers only
+// read them.
 func (inst *instance) chatTemplates() *chat.Templates {
-	t := engine.ChatTemplatesFor(inst.Model, inst.Template)
-	if inst.ToolTemplate != nil {
-		t.ToolUse = inst.ToolTemplate
-	}
-	t.Thinking = inst.Opts.Reasoning
-	return t
+	inst.templatesOnce.Do(func() {
+		t := engine.ChatTemplatesFor(inst.Model, inst.Template)
+		if inst.ToolTemplate != nil {
+			t.ToolUse = inst.ToolTemplate
+		}
+		t.Thinking = inst.Opts.Reasoning
+		inst.templates = t
+	})
+	return inst.templates
 }
 
 // prepareChat renders req with chat.Templates.Prepare and sets t's prompt

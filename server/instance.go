@@ -36,6 +36,10 @@ type instance struct {
 	Projector *mtmd.Projector
 	// Template renders chat prompts; never nil (falls back to "chatml").
 	Template promptRenderer
+	// templates are Template and ToolTemplate for package chat, made
+	// once by chatTemplates.
+	templatesOnce sync.Once
+	templates     *chat.Templates
 	// ToolTemplate renders prompts that offer tools when the model carries
 	// a separate "tool_use" template (and no template was given in the
 	// options); nil otherwise.
