@@ -303,6 +303,12 @@ func (s *Server) acquire(ctx context.Context, e *modelEntry) (*instance, func(),
 				// A worker of the model's RPC devices failed: the model
 				// answers nothing more, so it is loaded again (which fails
 				// while the worker is away, and works once it is back).
+				// Once a request: a model that this request's own load
+				// brought up and that failed already is its answer.
+				if waited {
+					s.mu.Unlock()
+					return nil, nil, err
+				}
 				s.log.Warn("reloading the model after an RPC worker failed", "model", e.name, "err", err)
 				if s.retireLocked(e, stateUnloaded) {
 					go inst.close()
