@@ -240,10 +240,3 @@ func chatTemplate(model *llama.Model, name, file string) (*chat.Templates, error
 	}
 	return engine.ChatTemplatesFor(model, r), nil
 }
-
-func tokenText(m *llama.Model, t llama.Token) (string, error) {
-	if t == llama.NoToken {
-		return "", nil
-	}
-	return m.TokenPiece(t, true)
-}
