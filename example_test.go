@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/x/llama"
+	"github.com/x/llama/draft"
 	"github.com/x/llama/internal/testenv"
 )
 
@@ -146,7 +147,7 @@ func ExampleSpeculative() {
 	model, _ := llama.LoadModel(ctx, modelPath, llama.ModelOptions{})
 	defer model.Close()
 	lctx, _ := model.NewContext(llama.ContextOptions{ContextSize: 512, Threads: 1})
-	spec := &llama.Speculative{Drafters: []llama.Drafter{&llama.NgramSimple{SizeN: 3, SizeM: 8}}}
+	spec := &llama.Speculative{Drafters: []llama.Drafter{&draft.NgramSimple{SizeN: 3, SizeM: 8}}}
 	toks, _ := model.Tokenize("Once upon a time", llama.TokenizeOptions{AddSpecial: true})
 	g := lctx.GenerateTokens(ctx, toks, llama.GenerateOptions{MaxTokens: 16, Speculative: spec})
 	var out strings.Builder
