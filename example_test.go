@@ -2,7 +2,6 @@ package llama_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -106,38 +105,6 @@ func ExampleContext_Decode() {
 	piece, _ := model.TokenPiece(llama.Token(best), false)
 	fmt.Printf("%d logits, next %q\n", len(logits), piece)
 	// Output: 512 logits, next ","
-}
-
-// Ask for a value of a Go type: the grammar guarantees JSON that decodes
-// into it, whatever the model.
-func ExampleGrammarFor() {
-	type Answer struct {
-		Name string `json:"name"`
-		Age  int    `json:"age"`
-	}
-	ctx := context.Background()
-	model, _ := llama.LoadModel(ctx, modelPath, llama.ModelOptions{})
-	defer model.Close()
-	lctx, _ := model.NewContext(llama.ContextOptions{ContextSize: 512, Threads: 1})
-	g, err := llama.GrammarFor[Answer]()
-	if err != nil {
-		panic(err)
-	}
-	chain, err := llama.NewSamplerChain(model, llama.SamplerChainOptions{}, g.Sampler(), llama.Greedy())
-	if err != nil {
-		panic(err)
-	}
-	defer chain.Close()
-	var out strings.Builder
-	for p, err := range lctx.Generate(ctx, "Lily", llama.GenerateOptions{MaxTokens: 200, Sampler: chain}) {
-		if err != nil {
-			panic(err)
-		}
-		out.WriteString(p.Text)
-	}
-	var a Answer
-	fmt.Println(json.Unmarshal([]byte(out.String()), &a))
-	// Output: <nil>
 }
 
 // Speculative generation: n-gram drafts from the text so far, checked in one
