@@ -13,11 +13,11 @@
 //
 // # Models from Hugging Face
 //
-// Pull("org/repo:quant", ...) downloads a model as llama.cpp's -hf does,
-// into the Hugging Face hub cache it shares with llama.cpp and
-// huggingface_hub ($LLAMA_CACHE, $HF_HUB_CACHE, $HF_HOME...; see
-// HubCacheDir), and returns the path to pass to LoadModel. The library's
-// own cache is separate ($GO_LLAMA_LIB_CACHE).
+// Package hub's Pull("org/repo:quant", ...) downloads a model as
+// llama.cpp's -hf does, into the Hugging Face hub cache it shares with
+// llama.cpp and huggingface_hub ($LLAMA_CACHE, $HF_HUB_CACHE, $HF_HOME...;
+// see hub.CacheDir), and returns the path to pass to LoadModel. The
+// library's own cache is separate ($GO_LLAMA_LIB_CACHE).
 //
 // # Objects and lifetimes
 //
