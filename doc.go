@@ -13,11 +13,11 @@
 //
 // # Models from Hugging Face
 //
-// Pull("org/repo:quant", ...) downloads a model as llama.cpp's -hf does,
-// into the Hugging Face hub cache it shares with llama.cpp and
-// huggingface_hub ($LLAMA_CACHE, $HF_HUB_CACHE, $HF_HOME...; see
-// HubCacheDir), and returns the path to pass to LoadModel. The library's
-// own cache is separate ($GO_LLAMA_LIB_CACHE).
+// Package hub's Pull("org/repo:quant", ...) downloads a model as
+// llama.cpp's -hf does, into the Hugging Face hub cache it shares with
+// llama.cpp and huggingface_hub ($LLAMA_CACHE, $HF_HUB_CACHE, $HF_HOME...;
+// see hub.CacheDir), and returns the path to pass to LoadModel. The
+// library's own cache is separate ($GO_LLAMA_LIB_CACHE).
 //
 // # Objects and lifetimes
 //
@@ -46,9 +46,10 @@
 //
 // GenerateOptions.Speculative makes each decode check a draft of several
 // tokens, so one decode can yield several pieces; the pieces are those of
-// plain generation, greedy or sampled. Drafts come from a Drafter: a small
-// model of the same vocabulary (NewDraftModel) or the text so far
-// (NgramSimple, NgramMap, NgramCache with llama.cpp's lookup files).
+// plain generation, greedy or sampled. Drafts come from a Drafter; package
+// draft has those of llama.cpp: a small model of the same vocabulary
+// (draft.NewModel) or the text so far (draft.NgramSimple, draft.NgramMap,
+// draft.NgramCache with llama.cpp's lookup files).
 // Drafting adapts to what the target keeps (DraftAdapt): a drafter whose
 // drafts are mostly rejected sits out for longer and longer, so
 // speculation costs little where it does not help; a loop of one's own

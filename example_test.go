@@ -2,11 +2,11 @@ package llama_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/x/llama"
+	"github.com/x/llama/draft"
 	"github.com/x/llama/internal/testenv"
 )
 
@@ -107,38 +107,6 @@ func ExampleContext_Decode() {
 	// Output: 512 logits, next ","
 }
 
-// Ask for a value of a Go type: the grammar guarantees JSON that decodes
-// into it, whatever the model.
-func ExampleGrammarFor() {
-	type Answer struct {
-		Name string `json:"name"`
-		Age  int    `json:"age"`
-	}
-	ctx := context.Background()
-	model, _ := llama.LoadModel(ctx, modelPath, llama.ModelOptions{})
-	defer model.Close()
-	lctx, _ := model.NewContext(llama.ContextOptions{ContextSize: 512, Threads: 1})
-	g, err := llama.GrammarFor[Answer]()
-	if err != nil {
-		panic(err)
-	}
-	chain, err := llama.NewSamplerChain(model, llama.SamplerChainOptions{}, g.Sampler(), llama.Greedy())
-	if err != nil {
-		panic(err)
-	}
-	defer chain.Close()
-	var out strings.Builder
-	for p, err := range lctx.Generate(ctx, "Lily", llama.GenerateOptions{MaxTokens: 200, Sampler: chain}) {
-		if err != nil {
-			panic(err)
-		}
-		out.WriteString(p.Text)
-	}
-	var a Answer
-	fmt.Println(json.Unmarshal([]byte(out.String()), &a))
-	// Output: <nil>
-}
-
 // Speculative generation: n-gram drafts from the text so far, checked in one
 // decode each; the output is that of plain generation.
 func ExampleSpeculative() {
@@ -146,7 +114,7 @@ func ExampleSpeculative() {
 	model, _ := llama.LoadModel(ctx, modelPath, llama.ModelOptions{})
 	defer model.Close()
 	lctx, _ := model.NewContext(llama.ContextOptions{ContextSize: 512, Threads: 1})
-	spec := &llama.Speculative{Drafters: []llama.Drafter{&llama.NgramSimple{SizeN: 3, SizeM: 8}}}
+	spec := &llama.Speculative{Drafters: []llama.Drafter{&draft.NgramSimple{SizeN: 3, SizeM: 8}}}
 	toks, _ := model.Tokenize("Once upon a time", llama.TokenizeOptions{AddSpecial: true})
 	g := lctx.GenerateTokens(ctx, toks, llama.GenerateOptions{MaxTokens: 16, Speculative: spec})
 	var out strings.Builder

@@ -2,7 +2,6 @@ package llama
 
 import (
 	"context"
-	"math"
 	"slices"
 )
 
@@ -11,11 +10,11 @@ import (
 // keeps the tokens it agrees with and samples one more, so each decode can
 // yield several tokens. Drafts change only the speed, never the output.
 //
-// Drafters in this package: DraftModel (a small model of the same
-// vocabulary), NgramSimple and NgramMap (self-speculation from the text so
-// far) and NgramCache (n-gram statistics of the text so far and of lookup
-// files). A Drafter serves one generation at a time; it is not safe for
-// concurrent use.
+// Package draft has the drafters: draft.Model (a small model of the same
+// vocabulary), draft.NgramSimple and draft.NgramMap (self-speculation from
+// the text so far) and draft.NgramCache (n-gram statistics of the text so
+// far and of lookup files). A Drafter serves one generation at a time; it
+// is not safe for concurrent use.
 type Drafter interface {
 	// Draft returns up to max tokens to follow history: the tokens of the
 	// sequence so far (prompt and generated), ending with the last sampled
@@ -148,7 +147,7 @@ func (a *AdaptiveDrafter) Draft(ctx context.Context, history []Token, max int) (
 // Accepted implements Drafter: it passes n on and adapts the next drafts.
 // A draft it capped and the target kept entirely is not passed on: the
 // verdict says nothing of the tokens the wrapped drafter would have added,
-// and NgramMap would take it as the most to draft from that n-gram.
+// and draft.NgramMap would take it as the most to draft from that n-gram.
 func (a *AdaptiveDrafter) Accepted(n int) {
 	k := a.pending
 	a.pending = 0
@@ -234,253 +233,6 @@ func (s *Speculative) draft(ctx context.Context, drafters []Drafter, history []T
 		return toks, d, nil
 	}
 	return nil, nil, nil
-}
-
-// DraftModelOptions configure a DraftModel.
-type DraftModelOptions struct {
-	// NMax is the most tokens drafted at once (default 3, llama.cpp's
-	// --spec-draft-n-max).
-	NMax int
-	// NMin drops drafts shorter than this (llama.cpp's --spec-draft-n-min).
-	NMin int
-	// PMin stops a draft at a token whose probability among the draft
-	// model's 10 best is below PMin (llama.cpp's --spec-draft-p-min; 0:
-	// never).
-	PMin float32
-	// Seq is the sequence of the draft Context to use (default 0).
-	Seq int
-}
-
-// DraftModel drafts with a small model that shares the target's
-// vocabulary, through a Context of its own: it keeps the sequence so far in
-// that Context's memory (recomputing only what changed) and drafts
-// greedily. The caller owns the draft Context (another Context than the
-// target's, which is busy while it generates) and closes it after use.
-type DraftModel struct {
-	c     *Context
-	opts  DraftModelOptions
-	batch *Batch
-	cache []Token // tokens in the draft context's memory, in order from position 0
-	cand  []TokenData
-}
-
-// SetPMin changes DraftModelOptions.PMin for the following drafts (a
-// server's per-request speculative.p_min); values outside [0, 1] are
-// clamped.
-func (d *DraftModel) SetPMin(p float32) {
-	d.opts.PMin = min(max(p, 0), 1)
-}
-
-// NewDraftModel returns a drafter over draft, a Context of a draft model,
-// after checking that its vocabulary is compatible with target's as
-// llama.cpp checks it (see CheckDraftCompatible).
-func NewDraftModel(target *Model, draft *Context, opts DraftModelOptions) (*DraftModel, error) {
-	if target == nil || draft == nil {
-		return nil, errorf(CodeInvalid, "draft model", "nil model or context")
-	}
-	if err := CheckDraftCompatible(target, draft.Model()); err != nil {
-		return nil, err
-	}
-	if opts.NMax <= 0 {
-		opts.NMax = 3
-	}
-	if err := draft.seqOK("draft model", opts.Seq, false); err != nil {
-		return nil, err
-	}
-	// Start from an empty sequence: the drafter tracks what it decodes.
-	if _, err := draft.RemoveTokens(opts.Seq, 0, -1); err != nil {
-		return nil, err
-	}
-	return &DraftModel{c: draft, opts: opts, batch: NewBatch(draft.BatchSize(), 1)}, nil
-}
-
-// Tokens of a vocabulary below this id are not compared: they are often
-// special tokens that differ between otherwise identical vocabularies.
-const draftVocabCheckStart = 5
-
-// Vocabularies of a target and a draft may differ in size by this much.
-const draftVocabMaxSizeDiff = 128
-
-// CheckDraftCompatible returns an error unless draft's vocabulary can
-// draft for target's, by llama.cpp's rules: the same vocabulary type, the
-// same BOS and EOS handling and ids, sizes within 128 tokens, and the same
-// text for every token id from 5 up to the smaller size.
-func CheckDraftCompatible(target, draft *Model) error {
-	ti, err := target.Info()
-	if err != nil {
-		return err
-	}
-	di, err := draft.Info()
-	if err != nil {
-		return err
-	}
-	if ti.VocabType != di.VocabType {
-		return errorf(CodeInvalid, "draft model", "vocabulary types differ: target %s, draft %s", ti.VocabType, di.VocabType)
-	}
-	ts, ds := target.SpecialTokens(), draft.SpecialTokens()
-	if ts.AddBOS != ds.AddBOS || (ts.AddBOS && ts.BOS != ds.BOS) {
-		return errorf(CodeInvalid, "draft model", "BOS tokens differ: target %d (add %v), draft %d (add %v)", ts.BOS, ts.AddBOS, ds.BOS, ds.AddBOS)
-	}
-	if ts.AddEOS != ds.AddEOS || (ts.AddEOS && ts.EOS != ds.EOS) {
-		return errorf(CodeInvalid, "draft model", "EOS tokens differ: target %d (add %v), draft %d (add %v)", ts.EOS, ts.AddEOS, ds.EOS, ds.AddEOS)
-	}
-	nt, nd := target.VocabSize(), draft.VocabSize()
-	if d := nt - nd; d > draftVocabMaxSizeDiff || -d > draftVocabMaxSizeDiff {
-		return errorf(CodeInvalid, "draft model", "vocabulary sizes differ too much: target %d, draft %d", nt, nd)
-	}
-	for i := draftVocabCheckStart; i < min(nt, nd); i++ {
-		a, err := target.TokenText(Token(i))
-		if err != nil {
-			return err
-		}
-		b, err := draft.TokenText(Token(i))
-		if err != nil {
-			return err
-		}
-		if a != b {
-			return errorf(CodeInvalid, "draft model", "token %d differs: target %q, draft %q", i, a, b)
-		}
-	}
-	return nil
-}
-
-// Reset forgets what the drafter keeps of the sequence, and the draft
-// Context's memory of it: the next Draft decodes its history from the
-// start. A caller uses it when a generation ended in a way that may have
-// left the two apart (an interrupted Draft, say); Draft keeps them in step
-// on its own otherwise.
-func (d *DraftModel) Reset() error {
-	if d == nil || d.c == nil {
-		return errorf(CodeInvalid, "draft model", "not made by NewDraftModel")
-	}
-	d.cache = d.cache[:0]
-	_, err := d.c.RemoveTokens(d.opts.Seq, 0, -1)
-	return err
-}
-
-// Draft implements Drafter.
-func (d *DraftModel) Draft(ctx context.Context, history []Token, max int) ([]Token, error) {
-	if d == nil || d.c == nil {
-		return nil, errorf(CodeInvalid, "draft model", "not made by NewDraftModel")
-	}
-	max = min(max, d.opts.NMax)
-	if len(history) == 0 || max <= 0 {
-		return nil, nil
-	}
-	c, seq := d.c, d.opts.Seq
-	// Room in the draft context: the history and the draft must fit.
-	max = min(max, c.SeqSize()-len(history))
-	if max <= 0 {
-		return nil, nil
-	}
-	// Keep the common prefix in memory, decode the rest of the history.
-	keep := commonPrefix(d.cache, history[:len(history)-1])
-	if keep < len(d.cache) {
-		if _, err := c.RemoveTokens(seq, keep, -1); err != nil {
-			return nil, err
-		}
-		d.cache = d.cache[:keep]
-	}
-	todo := history[keep:]
-	pos := keep
-	for len(todo) > 0 {
-		n := min(len(todo), d.batch.Cap())
-		d.batch.Clear()
-		if err := d.batch.AddSequence(todo[:n], pos, seq, n == len(todo)); err != nil {
-			return nil, err
-		}
-		if err := c.Decode(ctx, d.batch); err != nil {
-			d.cache = d.cache[:0]
-			_, _ = c.RemoveTokens(seq, 0, -1)
-			return nil, err
-		}
-		d.cache = append(d.cache, todo[:n]...)
-		todo, pos = todo[n:], pos+n
-	}
-	var out []Token
-	for {
-		logits, err := c.Logits(d.batch.Len() - 1)
-		if err != nil {
-			return nil, err
-		}
-		tok, p := d.best(logits)
-		if p < d.opts.PMin {
-			break
-		}
-		out = append(out, tok)
-		if len(out) >= max {
-			break
-		}
-		d.batch.Clear()
-		_ = d.batch.Add(tok, pos, seq, true)
-		if err := c.Decode(ctx, d.batch); err != nil {
-			return nil, err
-		}
-		d.cache = append(d.cache, tok)
-		pos++
-	}
-	if len(out) < d.opts.NMin {
-		return nil, nil
-	}
-	return out, nil
-}
-
-// best returns the most likely token and its probability among the 10
-// most likely (llama.cpp drafts through a top-k 10 sampler).
-func (d *DraftModel) best(logits []float32) (Token, float32) {
-	const k = 10
-	d.cand = d.cand[:0]
-	for i, l := range logits {
-		if len(d.cand) < k {
-			d.cand = append(d.cand, TokenData{ID: Token(i), Logit: l})
-			if len(d.cand) == k {
-				slices.SortFunc(d.cand, func(a, b TokenData) int { return cmpLogit(b.Logit, a.Logit) })
-			}
-			continue
-		}
-		if l <= d.cand[k-1].Logit {
-			continue
-		}
-		j := k - 1
-		for j > 0 && d.cand[j-1].Logit < l {
-			d.cand[j] = d.cand[j-1]
-			j--
-		}
-		d.cand[j] = TokenData{ID: Token(i), Logit: l}
-	}
-	if len(d.cand) < k {
-		slices.SortFunc(d.cand, func(a, b TokenData) int { return cmpLogit(b.Logit, a.Logit) })
-	}
-	var sum float64
-	top := float64(d.cand[0].Logit)
-	for _, c := range d.cand {
-		sum += math.Exp(float64(c.Logit) - top)
-	}
-	return d.cand[0].ID, float32(1 / sum)
-}
-
-func cmpLogit(a, b float32) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// Accepted implements Drafter. The draft context's memory keeps the draft
-// past what was accepted; the next Draft trims it to the common prefix.
-func (d *DraftModel) Accepted(int) {}
-
-func commonPrefix(a, b []Token) int {
-	n := min(len(a), len(b))
-	for i := range n {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return n
 }
 
 // speculate is Generate's loop with drafts: each step decodes the last

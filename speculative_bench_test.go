@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/x/llama"
+	"github.com/x/llama/draft"
 	"github.com/x/llama/internal/gguf"
 	"github.com/x/llama/internal/testenv"
 )
@@ -80,9 +81,9 @@ func BenchmarkSpeculative(b *testing.B) {
 			prompt = "Once upon a time" + story + " Once upon a time"
 		}
 		ngram := map[string]func() llama.Drafter{
-			"ngram-simple": func() llama.Drafter { return &llama.NgramSimple{SizeN: 4, SizeM: 16} },
-			"ngram-map-k":  func() llama.Drafter { return &llama.NgramMap{SizeN: 4, SizeM: 16} },
-			"ngram-cache":  func() llama.Drafter { return &llama.NgramCache{} },
+			"ngram-simple": func() llama.Drafter { return &draft.NgramSimple{SizeN: 4, SizeM: 16} },
+			"ngram-map-k":  func() llama.Drafter { return &draft.NgramMap{SizeN: 4, SizeM: 16} },
+			"ngram-cache":  func() llama.Drafter { return &draft.NgramCache{} },
 		}
 		names := []string{"plain"}
 		for _, n := range []string{"ngram-simple", "ngram-map-k", "ngram-cache"} {
@@ -110,7 +111,7 @@ func BenchmarkSpeculative(b *testing.B) {
 					}
 					switch base, fixed := strings.CutSuffix(name, "-fixed"); {
 					case name == "self-draft":
-						d, err := llama.NewDraftModel(m, dc, llama.DraftModelOptions{NMax: 8})
+						d, err := draft.NewModel(m, dc, draft.ModelOptions{NMax: 8})
 						if err != nil {
 							b.Fatal(err)
 						}

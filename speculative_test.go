@@ -2,16 +2,13 @@ package llama_test
 
 import (
 	"context"
-	"encoding/binary"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama"
-	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/draft"
 )
 
 type genResult struct {
@@ -45,17 +42,17 @@ func TestSpeculativeSameOutput(t *testing.T) {
 
 	drafters := map[string]func(t *testing.T) []llama.Drafter{
 		"draft model": func(t *testing.T) []llama.Drafter {
-			d, err := llama.NewDraftModel(m, draftCtx, llama.DraftModelOptions{NMax: 8})
+			d, err := draft.NewModel(m, draftCtx, draft.ModelOptions{NMax: 8})
 			require.NoError(t, err)
 			return []llama.Drafter{d}
 		},
-		"ngram simple": func(*testing.T) []llama.Drafter { return []llama.Drafter{&llama.NgramSimple{SizeN: 2, SizeM: 8}} },
-		"ngram map-k":  func(*testing.T) []llama.Drafter { return []llama.Drafter{&llama.NgramMap{SizeN: 2, SizeM: 8}} },
-		"ngram cache":  func(*testing.T) []llama.Drafter { return []llama.Drafter{&llama.NgramCache{}} },
+		"ngram simple": func(*testing.T) []llama.Drafter { return []llama.Drafter{&draft.NgramSimple{SizeN: 2, SizeM: 8}} },
+		"ngram map-k":  func(*testing.T) []llama.Drafter { return []llama.Drafter{&draft.NgramMap{SizeN: 2, SizeM: 8}} },
+		"ngram cache":  func(*testing.T) []llama.Drafter { return []llama.Drafter{&draft.NgramCache{}} },
 		"ngram then draft model": func(t *testing.T) []llama.Drafter {
-			d, err := llama.NewDraftModel(m, draftCtx, llama.DraftModelOptions{NMax: 4})
+			d, err := draft.NewModel(m, draftCtx, draft.ModelOptions{NMax: 4})
 			require.NoError(t, err)
-			return []llama.Drafter{&llama.NgramSimple{SizeN: 3, SizeM: 6}, d}
+			return []llama.Drafter{&draft.NgramSimple{SizeN: 3, SizeM: 6}, d}
 		},
 	}
 	grammar, err := llama.ParseGrammar(`root ::= [a-z ,.]+`, "root")
@@ -105,7 +102,7 @@ func TestSpeculativeSameOutput(t *testing.T) {
 		}
 	}
 	// The target as its own draft agrees with nearly every drafted token.
-	d, err := llama.NewDraftModel(m, draftCtx, llama.DraftModelOptions{NMax: 8})
+	d, err := draft.NewModel(m, draftCtx, draft.ModelOptions{NMax: 8})
 	require.NoError(t, err)
 	self := runGen(t, target, "Once upon a time", llama.GenerateOptions{MaxTokens: 200, Speculative: &llama.Speculative{Drafters: []llama.Drafter{d}}})
 	require.Greater(t, self.stats.Drafted, 100)
@@ -134,9 +131,9 @@ func TestSpeculativeNgramRepetition(t *testing.T) {
 	prompt := "Once upon a time" + text + " Once upon a time"
 	want := runGen(t, c, prompt, llama.GenerateOptions{MaxTokens: 100})
 	for _, mk := range []func() llama.Drafter{
-		func() llama.Drafter { return &llama.NgramSimple{SizeN: 4, SizeM: 16} },
-		func() llama.Drafter { return &llama.NgramMap{SizeN: 4, SizeM: 16} },
-		func() llama.Drafter { return &llama.NgramCache{} },
+		func() llama.Drafter { return &draft.NgramSimple{SizeN: 4, SizeM: 16} },
+		func() llama.Drafter { return &draft.NgramMap{SizeN: 4, SizeM: 16} },
+		func() llama.Drafter { return &draft.NgramCache{} },
 	} {
 		fixed := runGen(t, c, prompt, llama.GenerateOptions{MaxTokens: 100,
 			Speculative: &llama.Speculative{Drafters: []llama.Drafter{mk()}, Adapt: llama.DraftAdapt{Off: true}}})
@@ -148,76 +145,5 @@ func TestSpeculativeNgramRepetition(t *testing.T) {
 		assert.Positive(t, adapted.stats.Accepted, "%T: %+v", mk(), adapted.stats)
 		assert.Less(t, adapted.stats.Drafts, fixed.stats.Drafts, "%T: %+v, fixed %+v", mk(), adapted.stats, fixed.stats)
 		t.Logf("%T: adapted %+v, fixed %+v", mk(), adapted.stats, fixed.stats)
-	}
-}
-
-func TestDraftCompatibility(t *testing.T) {
-	m := stories(t)
-	require.NoError(t, llama.CheckDraftCompatible(m, m))
-	other, err := llama.LoadModel(context.Background(), testenv.Model(t, "llama-2-tiny-random.gguf"), llama.ModelOptions{VocabOnly: true})
-	require.NoError(t, err)
-	defer other.Close()
-	info, err := other.Info() // a vocabulary-only model has no layers: no abort
-	require.NoError(t, err)
-	assert.Equal(t, 0, info.Layers)
-	assert.Equal(t, "spm", info.VocabType)
-	err = llama.CheckDraftCompatible(m, other)
-	require.ErrorIs(t, err, llama.ErrInvalid)
-	assert.Contains(t, err.Error(), "vocabulary sizes differ")
-	oc := newCtx(t, m, llama.ContextOptions{ContextSize: 64})
-	_, err = llama.NewDraftModel(other, oc, llama.DraftModelOptions{})
-	require.ErrorIs(t, err, llama.ErrInvalid)
-}
-
-// TestNgramStatsFile reads and writes llama.cpp's lookup cache format: per
-// n-gram, 4 int32 tokens (-1 padded), an int32 count of followers, then
-// (int32 token, int32 count) pairs, little-endian.
-func TestNgramStatsFile(t *testing.T) {
-	dir := t.TempDir()
-	var raw []byte
-	put := func(v ...int32) {
-		for _, x := range v {
-			raw = binary.LittleEndian.AppendUint32(raw, uint32(x))
-		}
-	}
-	put(7, 8, -1, -1, 2, 9, 3, 10, 1) // 7 8 -> 9 (3 times), 10 (once)
-	put(5, -1, -1, -1, 1, 6, 4)       // 5 -> 6 (4 times)
-	path := filepath.Join(dir, "static.bin")
-	require.NoError(t, os.WriteFile(path, raw, 0o644))
-	s, err := llama.LoadNgramStats(path)
-	require.NoError(t, err)
-	assert.Equal(t, 2, s.Len())
-
-	// Round trip through Save, and the statistics draft: after "7 8" the
-	// static cache proposes 9 (3 of 4 samples).
-	out := filepath.Join(dir, "out.bin")
-	require.NoError(t, s.Save(out))
-	back, err := llama.LoadNgramStats(out)
-	require.NoError(t, err)
-	assert.Equal(t, 2, back.Len())
-	nc := &llama.NgramCache{Static: back, NDraft: 1}
-	draft, err := nc.Draft(context.Background(), []llama.Token{1, 7, 8}, 4)
-	require.NoError(t, err)
-	assert.Equal(t, []llama.Token{9}, draft)
-
-	// Counting a text: "1 2 3" five times makes "1 2" be followed by 3 (4
-	// samples: enough for the strict thresholds of dynamic statistics).
-	st := llama.NewNgramStats()
-	seq := []llama.Token{1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3}
-	st.Update(seq, 1, 4, len(seq))
-	nc = &llama.NgramCache{Dynamic: st, NDraft: 3}
-	draft, err = nc.Draft(context.Background(), []llama.Token{9, 1, 2}, 3)
-	require.NoError(t, err)
-	assert.Equal(t, []llama.Token{3, 1, 2}, draft)
-
-	for name, bad := range map[string][]byte{
-		"truncated record": raw[:10],
-		"truncated counts": raw[:24],
-		"zero followers":   binary.LittleEndian.AppendUint32(make([]byte, 16), 0),
-	} {
-		p := filepath.Join(dir, "bad")
-		require.NoError(t, os.WriteFile(p, bad, 0o644), name)
-		_, err := llama.LoadNgramStats(p)
-		require.ErrorIs(t, err, llama.ErrLoad, name)
 	}
 }

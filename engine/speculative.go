@@ -17,15 +17,16 @@ import (
 	"strings"
 
 	"github.com/x/llama"
+	"github.com/x/llama/draft"
 )
 
 // Speculative decoding types, by llama.cpp's --spec-type names.
 const (
 	SpecNone        = "none"         // no speculative decoding
 	SpecDraftSimple = "draft-simple" // a draft model (SpeculativeOptions.DraftModel)
-	SpecNgramSimple = "ngram-simple" // self-speculation by n-gram lookup (llama.NgramSimple)
-	SpecNgramMapK   = "ngram-map-k"  // n-gram lookup remembering accepted lengths (llama.NgramMap)
-	SpecNgramCache  = "ngram-cache"  // n-gram statistics and lookup files (llama.NgramCache)
+	SpecNgramSimple = "ngram-simple" // self-speculation by n-gram lookup (draft.NgramSimple)
+	SpecNgramMapK   = "ngram-map-k"  // n-gram lookup remembering accepted lengths (draft.NgramMap)
+	SpecNgramCache  = "ngram-cache"  // n-gram statistics and lookup files (draft.NgramCache)
 )
 
 // specUnsupported are llama.cpp's types this engine does not run: Eagle3,
@@ -50,7 +51,7 @@ type SpeculativeOptions struct {
 	Types []string
 	// DraftModel is the draft model file (-md, --spec-draft-model), needed
 	// by draft-simple; its vocabulary must match the target's
-	// (llama.CheckDraftCompatible). DraftModelOptions load it (-ngld:
+	// (draft.CheckCompatible). DraftModelOptions load it (-ngld:
 	// GPULayers; -devd none: CPUOnly).
 	DraftModel        string
 	DraftModelOptions llama.ModelOptions
@@ -148,9 +149,9 @@ type engSpec struct {
 	types   []string
 	draftM  *llama.Model
 	draftC  *llama.Context
-	static  *llama.NgramStats
-	dynamic *llama.NgramStats
-	drafts  []*llama.DraftModel // by slot: its sequence of draftC
+	static  *draft.NgramStats
+	dynamic *draft.NgramStats
+	drafts  []*draft.Model // by slot: its sequence of draftC
 }
 
 // newEngSpec loads what o needs; nil when speculative decoding is off.
@@ -182,7 +183,7 @@ func newEngSpec(m *llama.Model, eo Options) (*engSpec, error) {
 		if sp.draftM, err = llama.LoadModel(context.Background(), o.DraftModel, o.DraftModelOptions); err != nil {
 			return fail(fmt.Errorf("engine: load draft model: %w", err))
 		}
-		if err := llama.CheckDraftCompatible(m, sp.draftM); err != nil {
+		if err := draft.CheckCompatible(m, sp.draftM); err != nil {
 			return fail(err)
 		}
 	}
@@ -217,10 +218,10 @@ func newEngSpec(m *llama.Model, eo Options) (*engSpec, error) {
 		if err != nil {
 			return fail(fmt.Errorf("engine: draft context: %w", err))
 		}
-		// One drafter per slot, made now: NewDraftModel checks the
+		// One drafter per slot, made now: draft.NewModel checks the
 		// vocabularies again, which takes a while with large ones.
 		for i := range eo.Parallel {
-			dm, err := llama.NewDraftModel(m, sp.draftC, llama.DraftModelOptions{NMax: o.NMax, NMin: o.NMin, PMin: o.PMin, Seq: i})
+			dm, err := draft.NewModel(m, sp.draftC, draft.ModelOptions{NMax: o.NMax, NMin: o.NMin, PMin: o.PMin, Seq: i})
 			if err != nil {
 				return fail(err)
 			}
@@ -229,12 +230,12 @@ func newEngSpec(m *llama.Model, eo Options) (*engSpec, error) {
 	}
 	if containsStr(types, SpecNgramCache) {
 		if o.LookupCacheStatic != "" {
-			if sp.static, err = llama.LoadNgramStats(o.LookupCacheStatic); err != nil {
+			if sp.static, err = draft.LoadNgramStats(o.LookupCacheStatic); err != nil {
 				return fail(err)
 			}
 		}
 		if o.LookupCacheDynamic != "" {
-			if sp.dynamic, err = llama.LoadNgramStats(o.LookupCacheDynamic); err != nil {
+			if sp.dynamic, err = draft.LoadNgramStats(o.LookupCacheDynamic); err != nil {
 				return fail(err)
 			}
 		}
@@ -282,11 +283,11 @@ func (e *Engine) specStart(s *engSlot) {
 	for _, t := range sp.types {
 		switch t {
 		case SpecNgramSimple:
-			ss.spec.Drafters = append(ss.spec.Drafters, &llama.NgramSimple{SizeN: o.NgramSimpleSizeN, SizeM: o.NgramSimpleSizeM})
+			ss.spec.Drafters = append(ss.spec.Drafters, &draft.NgramSimple{SizeN: o.NgramSimpleSizeN, SizeM: o.NgramSimpleSizeM})
 		case SpecNgramMapK:
-			ss.spec.Drafters = append(ss.spec.Drafters, &llama.NgramMap{SizeN: o.NgramMapKSizeN, SizeM: o.NgramMapKSizeM})
+			ss.spec.Drafters = append(ss.spec.Drafters, &draft.NgramMap{SizeN: o.NgramMapKSizeN, SizeM: o.NgramMapKSizeM})
 		case SpecNgramCache:
-			ss.spec.Drafters = append(ss.spec.Drafters, &llama.NgramCache{Static: sp.static, Dynamic: sp.dynamic})
+			ss.spec.Drafters = append(ss.spec.Drafters, &draft.NgramCache{Static: sp.static, Dynamic: sp.dynamic})
 		case SpecDraftSimple:
 			pmin := o.PMin
 			if s.tk.t.SpecPMin != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama"
+	"github.com/x/llama/draft"
 	"github.com/x/llama/internal/testenv"
 )
 
@@ -255,7 +256,7 @@ func TestEngineSpeculativeLookupFiles(t *testing.T) {
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	want := engRun(t, plain, engGreedyTask(prompt, 120))
 	// Statistics of the text to come: drafts from the first token on.
-	stats := llama.NewNgramStats()
+	stats := draft.NewNgramStats()
 	all := append(append([]llama.Token(nil), prompt...), want.tokens...)
 	stats.Update(all, 1, 4, len(all))
 	dir := t.TempDir()

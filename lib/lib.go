@@ -39,7 +39,7 @@ const EnvDir = "LLAMA_LIB_DIR"
 
 // EnvCache is the environment variable naming the cache folder under which
 // installs go (default: the user cache folder's "go-llama"). It is not
-// LLAMA_CACHE: llama.cpp reads that one as its model cache (see llama.Pull),
+// LLAMA_CACHE: llama.cpp reads that one as its model cache (see hub.Pull),
 // and a library never goes there.
 const EnvCache = "GO_LLAMA_LIB_CACHE"
 

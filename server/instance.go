@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/hub"
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
@@ -125,7 +126,7 @@ type modelEntry struct {
 	name          string
 	path          string // set at the first load when the model comes from hfRepo (written under Server.mu)
 	hfRepo        string // a preset's hf-repo, pulled when path is empty
-	hf            *llama.PullOptions
+	hf            *hub.Options
 	opts          Options
 	loadOnStartup bool
 	created       int64
@@ -530,7 +531,7 @@ func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
 	path := e.path // only this entry's load writes it, and loads of an entry do not overlap
 	if path == "" && e.hfRepo != "" {
 		s.log.Info("pulling model", "model", e.name, "hf_repo", e.hfRepo)
-		p, err := llama.Pull(s.ctx, e.hfRepo, *e.hf)
+		p, err := hub.Pull(s.ctx, e.hfRepo, *e.hf)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/x/llama"
+	"github.com/x/llama/hub"
 )
 
 // handleModelsAdd is llama-server's POST /models of router mode:
@@ -56,7 +56,7 @@ func handleModelsAdd(s *Server) handlerFunc {
 // download pulls a model for POST /models and lists it when it arrives.
 func (s *Server) download(name string) {
 	defer s.loads.Done()
-	path, err := llama.Pull(s.ctx, name, llama.PullOptions{Offline: s.opts.Offline})
+	path, err := hub.Pull(s.ctx, name, hub.Options{Offline: s.opts.Offline})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.downloading, name)

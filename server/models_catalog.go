@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/x/llama"
+	"github.com/x/llama/hub"
 )
 
 // listModels fills the router's model list from ModelsDir and ModelsPreset.
@@ -79,7 +79,7 @@ func (s *Server) scanModels(now int64) ([]*modelEntry, error) {
 				e = &modelEntry{name: name, path: path, opts: routerOptions(o), created: now}
 				if path == "" { // pulled from Hugging Face at its first load
 					e.hfRepo = hf
-					e.hf = &llama.PullOptions{File: firstOf(kv, "hf-file", "hff"), Token: firstOf(kv, "hf-token", "hft")}
+					e.hf = &hub.Options{File: firstOf(kv, "hf-file", "hff"), Token: firstOf(kv, "hf-token", "hft")}
 				}
 				add(e)
 			}

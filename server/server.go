@@ -55,7 +55,7 @@ type Options struct {
 	// or np, n-predict or n, chat-template-file, load-on-startup); a [*]
 	// section applies to every model. Instead of model, hf-repo (with
 	// hf-file, hf-token) names a Hugging Face repo "user/repo[:quant]"
-	// pulled with llama.Pull into the shared hub cache when the model is
+	// pulled with hub.Pull into the shared hub cache when the model is
 	// first loaded (offline with $HF_HUB_OFFLINE).
 	ModelsPreset string
 	// ModelsMax is the most models loaded at once in router mode

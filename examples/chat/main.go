@@ -6,7 +6,7 @@
 //	go run ./examples/chat -hf ggml-org/gemma-3-1b-it-GGUF:Q4_K_M   # pulled from Hugging Face
 //
 // -hf (also -hfr, --hf-repo) takes "user/repo[:quant]" and downloads the
-// model into the Hugging Face cache shared with llama.cpp (see llama.Pull),
+// model into the Hugging Face cache shared with llama.cpp (see hub.Pull),
 // with a progress bar on stderr; -hff/--hf-file names the file instead of a
 // quant, -hft/--hf-token (default $HF_TOKEN) opens gated repos, --offline
 // uses the cache only, and $MODEL_ENDPOINT/$HF_ENDPOINT point at another hub.
@@ -31,6 +31,7 @@ import (
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
 	"github.com/x/llama/engine"
+	"github.com/x/llama/hub"
 )
 
 func main() {
@@ -92,8 +93,8 @@ func run() error {
 	defer stop()
 
 	if *hfRepo != "" {
-		path, err := llama.Pull(ctx, *hfRepo, llama.PullOptions{File: *hfFile, Token: *hfToken, Offline: *offline,
-			Progress: llama.PullProgressBar(os.Stderr)})
+		path, err := hub.Pull(ctx, *hfRepo, hub.Options{File: *hfFile, Token: *hfToken, Offline: *offline,
+			Progress: hub.ProgressBar(os.Stderr)})
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/hub"
 
 	"github.com/x/llama"
 	"github.com/x/llama/internal/jsonschema"
@@ -1480,8 +1481,8 @@ func (c *config) modelSource(ctx context.Context, progress io.Writer) error {
 	if c.draftHF != "" {
 		// As llama-server, -md names the file of the draft repo then.
 		sd := &c.opts.Engine.Speculative
-		path, err := llama.Pull(ctx, c.draftHF, llama.PullOptions{File: sd.DraftModel, Token: c.hf.Token, Offline: c.hf.Offline,
-			Progress: llama.PullProgressBar(progress)})
+		path, err := hub.Pull(ctx, c.draftHF, hub.Options{File: sd.DraftModel, Token: c.hf.Token, Offline: c.hf.Offline,
+			Progress: hub.ProgressBar(progress)})
 		if err != nil {
 			return fmt.Errorf("--spec-draft-hf %s: %w", c.draftHF, err)
 		}

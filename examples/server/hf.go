@@ -4,14 +4,14 @@ import (
 	"context"
 	"io"
 
-	"github.com/x/llama"
+	"github.com/x/llama/hub"
 	"github.com/x/llama/server"
 )
 
 // hfFlags are llama-server's Hugging Face flags: -hf/-hfr/--hf-repo
 // (LLAMA_ARG_HF_REPO), -hff/--hf-file (LLAMA_ARG_HF_FILE), -hft/--hf-token
 // (HF_TOKEN) and --offline (LLAMA_ARG_OFFLINE). $MODEL_ENDPOINT and
-// $HF_ENDPOINT are read by llama.Pull itself.
+// $HF_ENDPOINT are read by hub.Pull itself.
 type hfFlags struct {
 	Repo, File, Token string
 	Offline           bool
@@ -28,8 +28,8 @@ func pullHF(ctx context.Context, f hfFlags, o *server.Options, progress io.Write
 	if f.Repo == "" {
 		return nil
 	}
-	res, err := llama.PullFiles(ctx, f.Repo, llama.PullOptions{File: f.File, Token: f.Token, Offline: f.Offline,
-		Progress: llama.PullProgressBar(progress)})
+	res, err := hub.PullFiles(ctx, f.Repo, hub.Options{File: f.File, Token: f.Token, Offline: f.Offline,
+		Progress: hub.ProgressBar(progress)})
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/x/llama"
+	"github.com/x/llama/hub"
 	"github.com/x/llama/server"
 )
 
@@ -207,7 +208,7 @@ func (c *config) tlsConfig() (*tls.Config, error) {
 // printCacheList prints the models of the hub cache as llama-server's
 // --cache-list does.
 func printCacheList(w io.Writer) error {
-	models, err := llama.CachedModels("")
+	models, err := hub.CachedModels("")
 	if err != nil {
 		return err
 	}

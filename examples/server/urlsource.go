@@ -13,8 +13,8 @@ import (
 	"regexp"
 	"strconv"
 
-	"github.com/x/llama"
-	"github.com/x/llama/internal/hub"
+	"github.com/x/llama/hub"
+	ihub "github.com/x/llama/internal/hub"
 )
 
 // urlCacheDir is where --model-url and --mmproj-url files go when -m or
@@ -41,9 +41,9 @@ func pullDocker(ctx context.Context, ref string, offline bool, getenv func(strin
 	if err != nil {
 		return "", err
 	}
-	bar := llama.PullProgressBar(progress)
-	return hub.PullOCI(ctx, ref, hub.OCIOptions{Dir: dir, Offline: offline,
-		Progress: func(p hub.Progress) { bar(llama.PullProgress(p)) }})
+	bar := hub.ProgressBar(progress)
+	return ihub.PullOCI(ctx, ref, ihub.OCIOptions{Dir: dir, Offline: offline,
+		Progress: func(p ihub.Progress) { bar(hub.Progress(p)) }})
 }
 
 // splitPart matches the name of the first part of a split GGUF.
@@ -87,7 +87,7 @@ func fetchURL(ctx context.Context, rawURL, dst string, offline bool, getenv func
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	bar := llama.PullProgressBar(progress)
+	bar := hub.ProgressBar(progress)
 	var first string
 	for i, p := range parts {
 		name := path.Base(p)
@@ -123,7 +123,7 @@ func fetchURL(ctx context.Context, rawURL, dst string, offline bool, getenv func
 
 // download writes the body of url to local, through a temporary file
 // renamed at the end.
-func download(ctx context.Context, rawURL, local, name string, bar func(llama.PullProgress)) error {
+func download(ctx context.Context, rawURL, local, name string, bar func(hub.Progress)) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
 		return err
@@ -141,7 +141,7 @@ func download(ctx context.Context, rawURL, local, name string, bar func(llama.Pu
 	if err != nil {
 		return err
 	}
-	pw := &progressWriter{w: f, p: llama.PullProgress{File: name, Total: max(resp.ContentLength, 0)}, bar: bar}
+	pw := &progressWriter{w: f, p: hub.Progress{File: name, Total: max(resp.ContentLength, 0)}, bar: bar}
 	_, err = io.Copy(pw, resp.Body)
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -160,8 +160,8 @@ func download(ctx context.Context, rawURL, local, name string, bar func(llama.Pu
 
 type progressWriter struct {
 	w   io.Writer
-	p   llama.PullProgress
-	bar func(llama.PullProgress)
+	p   hub.Progress
+	bar func(hub.Progress)
 }
 
 func (pw *progressWriter) Write(b []byte) (int, error) {

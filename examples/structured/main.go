@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/x/llama"
+	"github.com/x/llama/schema"
 )
 
 // Character is what we ask the model for.
@@ -58,7 +59,7 @@ func ask[T any](ctx context.Context, path, prompt string, seed uint32, threads i
 	if err != nil {
 		return v, err
 	}
-	g, err := llama.GrammarFor[T]()
+	g, err := schema.GrammarFor[T]()
 	if err != nil {
 		return v, err
 	}

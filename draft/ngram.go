@@ -1,4 +1,4 @@
-package llama
+package draft
 
 import (
 	"bufio"
@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"slices"
+
+	"github.com/x/llama"
 )
 
 // NgramSimple drafts by self-speculation: it looks for the last SizeN
@@ -44,8 +46,8 @@ func ngramSizes(n, m int) (int, int) {
 	return min(n, ngramSizeMax), min(m, ngramSizeMax)
 }
 
-// Draft implements Drafter.
-func (s *NgramSimple) Draft(_ context.Context, history []Token, max int) ([]Token, error) {
+// Draft implements llama.Drafter.
+func (s *NgramSimple) Draft(_ context.Context, history []llama.Token, max int) ([]llama.Token, error) {
 	n, m := ngramSizes(s.SizeN, s.SizeM)
 	// The sequence before the last token must hold the key, the m tokens
 	// after an earlier occurrence of it, and more (llama.cpp asks for more
@@ -74,7 +76,7 @@ func (s *NgramSimple) Draft(_ context.Context, history []Token, max int) ([]Toke
 	return slices.Clone(toks[at+n : at+n+min(count, max)]), nil
 }
 
-// Accepted implements Drafter.
+// Accepted implements llama.Drafter.
 func (s *NgramSimple) Accepted(int) {}
 
 // NgramMap drafts by self-speculation like NgramSimple, and remembers for
@@ -94,8 +96,8 @@ type NgramMap struct {
 	last     string         // key of the last draft ("" when none)
 }
 
-// Draft implements Drafter.
-func (s *NgramMap) Draft(_ context.Context, history []Token, max int) ([]Token, error) {
+// Draft implements llama.Drafter.
+func (s *NgramMap) Draft(_ context.Context, history []llama.Token, max int) ([]llama.Token, error) {
 	n, m := ngramSizes(s.SizeN, s.SizeM)
 	s.last = ""
 	cur := len(history) - 1
@@ -129,7 +131,7 @@ func (s *NgramMap) Draft(_ context.Context, history []Token, max int) ([]Token, 
 	return slices.Clone(toks[at+n : at+n+count]), nil
 }
 
-// Accepted implements Drafter. A count outside [0, SizeM] is taken as the
+// Accepted implements llama.Drafter. A count outside [0, SizeM] is taken as the
 // nearest bound.
 func (s *NgramMap) Accepted(n int) {
 	if s.last != "" && s.accepted != nil {
@@ -138,7 +140,7 @@ func (s *NgramMap) Accepted(n int) {
 	}
 }
 
-func tokensKey(t []Token) string {
+func tokensKey(t []llama.Token) string {
 	b := make([]byte, 0, 4*len(t))
 	for _, x := range t {
 		b = binary.LittleEndian.AppendUint32(b, uint32(x))
@@ -154,19 +156,19 @@ const (
 	ngramStatic = 2
 )
 
-// ngram is up to ngramMax tokens, NoToken-padded.
-type ngram [ngramMax]Token
+// ngram is up to ngramMax tokens, llama.NoToken-padded.
+type ngram [ngramMax]llama.Token
 
 // NgramStats maps n-grams of 1 to 4 tokens to how often each token followed
 // them: llama.cpp's n-gram cache, as read and written by its lookup tools
 // (llama-lookup-create, --lookup-cache-static/-dynamic). It is not safe for
 // concurrent use.
 type NgramStats struct {
-	m map[ngram]map[Token]int32
+	m map[ngram]map[llama.Token]int32
 }
 
 // NewNgramStats returns empty statistics.
-func NewNgramStats() *NgramStats { return &NgramStats{m: map[ngram]map[Token]int32{}} }
+func NewNgramStats() *NgramStats { return &NgramStats{m: map[ngram]map[llama.Token]int32{}} }
 
 // Len returns the number of n-grams.
 func (s *NgramStats) Len() int { return len(s.m) }
@@ -174,13 +176,13 @@ func (s *NgramStats) Len() int { return len(s.m) }
 // Update counts the n-grams of sizes nmin to nmax (1 to 4) ending before
 // each of the last nnew tokens of tokens. Counting a text that grows by
 // appending, nnew is what was appended since the last call.
-func (s *NgramStats) Update(tokens []Token, nmin, nmax, nnew int) {
+func (s *NgramStats) Update(tokens []llama.Token, nmin, nmax, nnew int) {
 	nmin, nmax = max(nmin, 1), min(nmax, ngramMax)
 	for size := nmin; size <= nmax; size++ {
 		for i := max(len(tokens)-nnew, size); i < len(tokens); i++ {
 			var g ngram
 			for j := range g {
-				g[j] = NoToken
+				g[j] = llama.NoToken
 			}
 			copy(g[:], tokens[i-size:i])
 			s.add(g, tokens[i], 1)
@@ -188,10 +190,10 @@ func (s *NgramStats) Update(tokens []Token, nmin, nmax, nnew int) {
 	}
 }
 
-func (s *NgramStats) add(g ngram, t Token, n int32) {
+func (s *NgramStats) add(g ngram, t llama.Token, n int32) {
 	part := s.m[g]
 	if part == nil {
-		part = map[Token]int32{}
+		part = map[llama.Token]int32{}
 		s.m[g] = part
 	}
 	part[t] += n
@@ -210,7 +212,7 @@ func (s *NgramStats) Merge(o *NgramStats) {
 func (s *NgramStats) Save(path string) error {
 	f, err := os.Create(path)
 	if err != nil {
-		return errorf(CodeUnknown, "ngram cache", "%v", err)
+		return errorf(llama.CodeUnknown, "ngram cache", "%v", err)
 	}
 	w := bufio.NewWriter(f)
 	var buf []byte
@@ -226,15 +228,15 @@ func (s *NgramStats) Save(path string) error {
 		}
 		if _, err := w.Write(buf); err != nil {
 			f.Close()
-			return errorf(CodeUnknown, "ngram cache", "%v", err)
+			return errorf(llama.CodeUnknown, "ngram cache", "%v", err)
 		}
 	}
 	if err := w.Flush(); err != nil {
 		f.Close()
-		return errorf(CodeUnknown, "ngram cache", "%v", err)
+		return errorf(llama.CodeUnknown, "ngram cache", "%v", err)
 	}
 	if err := f.Close(); err != nil {
-		return errorf(CodeUnknown, "ngram cache", "%v", err)
+		return errorf(llama.CodeUnknown, "ngram cache", "%v", err)
 	}
 	return nil
 }
@@ -244,7 +246,7 @@ func (s *NgramStats) Save(path string) error {
 func LoadNgramStats(path string) (*NgramStats, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, errorf(CodeLoad, "ngram cache", "%v", err)
+		return nil, errorf(llama.CodeLoad, "ngram cache", "%v", err)
 	}
 	defer f.Close()
 	r := bufio.NewReader(f)
@@ -256,24 +258,24 @@ func LoadNgramStats(path string) (*NgramStats, error) {
 			if errors.Is(err, io.EOF) {
 				return s, nil
 			}
-			return nil, errorf(CodeLoad, "ngram cache", "%s: truncated n-gram record", path)
+			return nil, errorf(llama.CodeLoad, "ngram cache", "%s: truncated n-gram record", path)
 		}
 		var g ngram
 		for i := range g {
-			g[i] = Token(int32(binary.LittleEndian.Uint32(rec[4*i:])))
+			g[i] = llama.Token(int32(binary.LittleEndian.Uint32(rec[4*i:])))
 		}
 		n := int32(binary.LittleEndian.Uint32(rec[4*ngramMax:]))
 		if n <= 0 {
-			return nil, errorf(CodeLoad, "ngram cache", "%s: n-gram with %d tokens", path, n)
+			return nil, errorf(llama.CodeLoad, "ngram cache", "%s: n-gram with %d tokens", path, n)
 		}
 		for range n {
 			if _, err := io.ReadFull(r, pair[:]); err != nil {
-				return nil, errorf(CodeLoad, "ngram cache", "%s: truncated token counts", path)
+				return nil, errorf(llama.CodeLoad, "ngram cache", "%s: truncated token counts", path)
 			}
-			t := Token(int32(binary.LittleEndian.Uint32(pair[:])))
+			t := llama.Token(int32(binary.LittleEndian.Uint32(pair[:])))
 			c := int32(binary.LittleEndian.Uint32(pair[4:]))
 			if c <= 0 {
-				return nil, errorf(CodeLoad, "ngram cache", "%s: count %d", path, c)
+				return nil, errorf(llama.CodeLoad, "ngram cache", "%s: count %d", path, c)
 			}
 			s.add(g, t, c)
 		}
@@ -292,7 +294,7 @@ type NgramCache struct {
 	NDraft int
 
 	context *NgramStats
-	counted []Token // the tokens context counts, in order
+	counted []llama.Token // the tokens context counts, in order
 }
 
 // Context returns the statistics of the sequence so far, to merge into the
@@ -313,8 +315,8 @@ var (
 	ngramMinPercentStrict = [ngramMax]int32{75, 66, 66, 66}
 )
 
-// Draft implements Drafter.
-func (c *NgramCache) Draft(_ context.Context, history []Token, max int) ([]Token, error) {
+// Draft implements llama.Drafter.
+func (c *NgramCache) Draft(_ context.Context, history []llama.Token, max int) ([]llama.Token, error) {
 	ctxStats := c.Context()
 	// Count what was appended; a sequence that changed is counted anew.
 	if k := commonPrefix(c.counted, history); k < len(c.counted) {
@@ -341,11 +343,11 @@ func (c *NgramCache) Draft(_ context.Context, history []Token, max int) ([]Token
 		dynamic = NewNgramStats()
 	}
 	seq := slices.Clone(history) // history and the draft so far
-	var out []Token
+	var out []llama.Token
 	for len(out) < nDraft {
 		var gs ngram
 		for i := range gs {
-			gs[i] = NoToken
+			gs[i] = llama.NoToken
 		}
 		copy(gs[:], seq[len(seq)-ngramStatic:])
 		partStatic := static.m[gs]
@@ -353,7 +355,7 @@ func (c *NgramCache) Draft(_ context.Context, history []Token, max int) ([]Token
 		for size := ngramMin; size <= ngramMax; size++ {
 			var g ngram
 			for i := range g {
-				g[i] = NoToken
+				g[i] = llama.NoToken
 			}
 			if size <= len(seq) {
 				copy(g[:], seq[len(seq)-size:])
@@ -361,13 +363,13 @@ func (c *NgramCache) Draft(_ context.Context, history []Token, max int) ([]Token
 			grams = append(grams, g)
 		}
 		t := tryDraft(ctxStats, grams, partStatic, &ngramMinSamplesLax, &ngramMinPercentLax)
-		if t == NoToken {
+		if t == llama.NoToken {
 			t = tryDraft(dynamic, grams, partStatic, &ngramMinSamplesStrict, &ngramMinPercentStrict)
 		}
-		if t == NoToken {
+		if t == llama.NoToken {
 			t = tryDraftStatic(partStatic)
 		}
-		if t == NoToken {
+		if t == llama.NoToken {
 			break
 		}
 		out = append(out, t)
@@ -378,13 +380,13 @@ func (c *NgramCache) Draft(_ context.Context, history []Token, max int) ([]Token
 
 // tryDraft picks the most frequent follower of the longest n-gram whose
 // statistics are conclusive, weighing counts by the static statistics.
-func tryDraft(primary *NgramStats, grams []ngram, partStatic map[Token]int32, minSamples, minPercent *[ngramMax]int32) Token {
+func tryDraft(primary *NgramStats, grams []ngram, partStatic map[llama.Token]int32, minSamples, minPercent *[ngramMax]int32) llama.Token {
 	for i := len(grams) - 1; i >= 0; i-- {
 		part := primary.m[grams[i]]
 		if part == nil {
 			continue
 		}
-		best, bestPrimary, bestStatic, sum := NoToken, int32(0), int32(0), int32(0)
+		best, bestPrimary, bestStatic, sum := llama.NoToken, int32(0), int32(0), int32(0)
 		for _, t := range sortedTokens(part) {
 			cp := part[t]
 			cs := int32(1)
@@ -401,11 +403,11 @@ func tryDraft(primary *NgramStats, grams []ngram, partStatic map[Token]int32, mi
 		}
 		return best
 	}
-	return NoToken
+	return llama.NoToken
 }
 
-func tryDraftStatic(part map[Token]int32) Token {
-	best, bestN, sum := NoToken, int32(0), int32(0)
+func tryDraftStatic(part map[llama.Token]int32) llama.Token {
+	best, bestN, sum := llama.NoToken, int32(0), int32(0)
 	for _, t := range sortedTokens(part) {
 		if n := part[t]; n > bestN {
 			best, bestN = t, n
@@ -413,15 +415,15 @@ func tryDraftStatic(part map[Token]int32) Token {
 		sum += part[t]
 	}
 	if sum < ngramMinSamplesLax[ngramStatic-1] || 100*bestN < ngramMinPercentLax[ngramStatic-1]*sum {
-		return NoToken
+		return llama.NoToken
 	}
 	return best
 }
 
 // sortedTokens orders a part's tokens so that ties break the same way on
 // every run (llama.cpp breaks them by its hash map's order).
-func sortedTokens(part map[Token]int32) []Token {
-	ts := make([]Token, 0, len(part))
+func sortedTokens(part map[llama.Token]int32) []llama.Token {
+	ts := make([]llama.Token, 0, len(part))
 	for t := range part {
 		ts = append(ts, t)
 	}
@@ -429,5 +431,5 @@ func sortedTokens(part map[Token]int32) []Token {
 	return ts
 }
 
-// Accepted implements Drafter.
+// Accepted implements llama.Drafter.
 func (c *NgramCache) Accepted(int) {}

@@ -1,4 +1,4 @@
-package llama_test
+package draft_test
 
 // Drafters run on a server's loop with whatever history a request brings
 // and whatever sizes its operator set: no history, no size and no max may
@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama"
+	"github.com/x/llama/draft"
 )
 
 // drafterCase makes a drafter of one kind from two sizes (an n-gram size
@@ -43,7 +44,7 @@ func draftModelCase() drafterCase {
 			dctx, derr = model.NewContext(llama.ContextOptions{ContextSize: 128, BatchSize: 64, Threads: 1})
 		})
 		require.NoError(t, derr)
-		d, err := llama.NewDraftModel(model, dctx, llama.DraftModelOptions{NMax: m})
+		d, err := draft.NewModel(model, dctx, draft.ModelOptions{NMax: m})
 		require.NoError(t, err)
 		return d
 	}}
@@ -52,19 +53,19 @@ func draftModelCase() drafterCase {
 func drafterCases() []drafterCase {
 	return []drafterCase{
 		{name: "ngram simple", fromHistory: true, make: func(_ testing.TB, n, m int) llama.Drafter {
-			return &llama.NgramSimple{SizeN: n, SizeM: m}
+			return &draft.NgramSimple{SizeN: n, SizeM: m}
 		}},
 		{name: "ngram map", fromHistory: true, make: func(_ testing.TB, n, m int) llama.Drafter {
-			return &llama.NgramMap{SizeN: n, SizeM: m}
+			return &draft.NgramMap{SizeN: n, SizeM: m}
 		}},
 		{name: "ngram cache", fromHistory: true, make: func(_ testing.TB, _, m int) llama.Drafter {
-			return &llama.NgramCache{NDraft: m}
+			return &draft.NgramCache{NDraft: m}
 		}},
 		{name: "adaptive ngram simple", fromHistory: true, make: func(_ testing.TB, n, m int) llama.Drafter {
-			return &llama.AdaptiveDrafter{Drafter: &llama.NgramSimple{SizeN: n, SizeM: m}, Adapt: llama.DraftAdapt{Start: m, MaxSkip: n}, NMin: n}
+			return &llama.AdaptiveDrafter{Drafter: &draft.NgramSimple{SizeN: n, SizeM: m}, Adapt: llama.DraftAdapt{Start: m, MaxSkip: n}, NMin: n}
 		}},
 		{name: "adaptive off", fromHistory: true, make: func(_ testing.TB, n, m int) llama.Drafter {
-			return &llama.AdaptiveDrafter{Drafter: &llama.NgramMap{SizeN: n, SizeM: m}, Adapt: llama.DraftAdapt{Off: true}}
+			return &llama.AdaptiveDrafter{Drafter: &draft.NgramMap{SizeN: n, SizeM: m}, Adapt: llama.DraftAdapt{Off: true}}
 		}},
 		{name: "adaptive nil", make: func(_ testing.TB, n, m int) llama.Drafter {
 			return &llama.AdaptiveDrafter{Adapt: llama.DraftAdapt{Start: m}}
@@ -88,16 +89,16 @@ func repetitive(n int) []llama.Token {
 // tokens of the history when fromHistory. It then tells d a verdict.
 func checkDraft(t testing.TB, c drafterCase, d llama.Drafter, history []llama.Token, max, accepted int) []llama.Token {
 	t.Helper()
-	draft, err := d.Draft(context.Background(), history, max)
+	got, err := d.Draft(context.Background(), history, max)
 	require.NoError(t, err, "%s: history %d, max %d", c.name, len(history), max)
-	require.LessOrEqual(t, len(draft), ourMax(max, 0), "%s: history %d, max %d", c.name, len(history), max)
+	require.LessOrEqual(t, len(got), ourMax(max, 0), "%s: history %d, max %d", c.name, len(history), max)
 	if c.fromHistory {
-		for _, tok := range draft {
+		for _, tok := range got {
 			require.True(t, slices.Contains(history, tok), "%s drafted %d, not in the history", c.name, tok)
 		}
 	}
 	d.Accepted(accepted)
-	return draft
+	return got
 }
 
 func ourMax(a, b int) int {
@@ -125,8 +126,8 @@ func TestDraftersAnyHistory(t *testing.T) {
 				d := c.make(t, size, size)
 				for n := 0; n <= len(text); n++ {
 					// The history grows as in a generation; max runs over 0..20.
-					draft := checkDraft(t, c, d, text[:n], n%21, len(text[:n])%3)
-					if len(draft) > 0 {
+					got := checkDraft(t, c, d, text[:n], n%21, len(text[:n])%3)
+					if len(got) > 0 {
 						drafts++
 					}
 				}

@@ -1,4 +1,4 @@
-package llama_test
+package hub_test
 
 import (
 	"bytes"
@@ -12,8 +12,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
+	"github.com/x/llama/hub"
+	ihub "github.com/x/llama/internal/hub"
 	"github.com/x/llama/internal/hub/hubtest"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testsplit"
 )
 
 // TestPullAndLoad pulls stories260K from a fake hub on 127.0.0.1, whole
@@ -23,7 +26,7 @@ func TestPullAndLoad(t *testing.T) {
 	model, err := os.ReadFile(testenv.Model(t, "stories260K.gguf"))
 	require.NoError(t, err)
 	split := map[string][]byte{}
-	for _, p := range writeSplits(t, 3) {
+	for _, p := range testsplit.Stories(t, 3) {
 		b, err := os.ReadFile(p)
 		require.NoError(t, err)
 		split[filepath.Base(p)] = b
@@ -43,26 +46,32 @@ func TestPullAndLoad(t *testing.T) {
 		t.Run(tc.ref, func(t *testing.T) {
 			cache := t.TempDir()
 			var bar bytes.Buffer
-			o := llama.PullOptions{Endpoint: h.URL, CacheDir: cache, Progress: llama.PullProgressBar(&bar)}
-			res, err := llama.PullFiles(context.Background(), tc.ref, o)
+			o := hub.Options{Endpoint: h.URL, CacheDir: cache, Progress: hub.ProgressBar(&bar)}
+			res, err := hub.PullFiles(context.Background(), tc.ref, o)
 			require.NoError(t, err)
 			require.Len(t, res.Files, tc.files)
 			assert.Contains(t, bar.String(), "100%")
-			path, err := llama.Pull(context.Background(), tc.ref, llama.PullOptions{CacheDir: cache, Offline: true})
+			path, err := hub.Pull(context.Background(), tc.ref, hub.Options{CacheDir: cache, Offline: true})
 			require.NoError(t, err)
 			assert.Equal(t, res.Model, path)
 
 			m, err := llama.LoadModel(context.Background(), path, llama.ModelOptions{})
 			require.NoError(t, err)
 			defer m.Close()
-			c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
-			out := generate(t, c, "Once upon a time", llama.GenerateOptions{MaxTokens: 24})
-			assert.True(t, strings.HasPrefix(out, ", there was a little girl named Lily"), out)
+			c, err := m.NewContext(llama.ContextOptions{ContextSize: 256, Threads: 1})
+			require.NoError(t, err)
+			defer c.Close()
+			var out strings.Builder
+			for p, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 24}) {
+				require.NoError(t, err)
+				out.WriteString(p.Text)
+			}
+			assert.True(t, strings.HasPrefix(out.String(), ", there was a little girl named Lily"), out.String())
 		})
 	}
 }
 
-// Pull's errors are *llama.Error wrapping a *llama.PullError.
+// Pull's errors are *llama.Error wrapping a *hub.Error.
 func TestPullErrors(t *testing.T) {
 	h := hubtest.New(t, map[string]*hubtest.Repo{
 		"tiny/gated": {Files: map[string][]byte{"m-Q4_K_M.gguf": []byte("GGUF")}, Gated: true},
@@ -73,23 +82,26 @@ func TestPullErrors(t *testing.T) {
 		name string
 		ctx  context.Context
 		ref  string
-		o    llama.PullOptions
+		o    hub.Options
 		is   error
-		code llama.PullErrorCode
+		code hub.Code
 	}{
-		{"bad reference", context.Background(), "no-slash", llama.PullOptions{}, llama.ErrInvalid, llama.PullInvalid},
-		{"offline, not cached", context.Background(), "tiny/gated", llama.PullOptions{Offline: true, CacheDir: t.TempDir()}, llama.ErrLoad, llama.PullOffline},
-		{"gated, no token", context.Background(), "tiny/gated", llama.PullOptions{Endpoint: h.URL, CacheDir: t.TempDir()}, llama.ErrLoad, llama.PullAuth},
-		{"canceled", ctx, "tiny/gated", llama.PullOptions{Endpoint: h.URL, CacheDir: t.TempDir()}, llama.ErrCanceled, llama.PullCanceled},
+		{"bad reference", context.Background(), "no-slash", hub.Options{}, llama.ErrInvalid, hub.CodeInvalid},
+		{"offline, not cached", context.Background(), "tiny/gated", hub.Options{Offline: true, CacheDir: t.TempDir()}, llama.ErrLoad, hub.CodeOffline},
+		{"gated, no token", context.Background(), "tiny/gated", hub.Options{Endpoint: h.URL, CacheDir: t.TempDir()}, llama.ErrLoad, hub.CodeAuth},
+		{"canceled", ctx, "tiny/gated", hub.Options{Endpoint: h.URL, CacheDir: t.TempDir()}, llama.ErrCanceled, hub.CodeCanceled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("HF_TOKEN", "")
-			_, err := llama.Pull(tc.ctx, tc.ref, tc.o)
+			_, err := hub.Pull(tc.ctx, tc.ref, tc.o)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, tc.is)
-			var pe *llama.PullError
+			var pe *hub.Error
 			require.True(t, errors.As(err, &pe), "%v", err)
 			assert.Equal(t, tc.code, pe.Code, "%v", err)
+			assert.ErrorIs(t, err, &hub.Error{Code: tc.code})
+			var internal *ihub.Error
+			assert.False(t, errors.As(err, &internal), "the puller's own error type stays inside: %v", err)
 			assert.True(t, strings.HasPrefix(err.Error(), "llama: pull: "), err.Error())
 		})
 	}
@@ -102,12 +114,21 @@ func TestCachedModels(t *testing.T) {
 	require.NoError(t, err)
 	h := hubtest.New(t, map[string]*hubtest.Repo{"tiny/stories": {Files: map[string][]byte{"stories260K-F32.gguf": model}}})
 	cache := t.TempDir()
-	path, err := llama.Pull(context.Background(), "tiny/stories", llama.PullOptions{Endpoint: h.URL, CacheDir: cache})
+	path, err := hub.Pull(context.Background(), "tiny/stories", hub.Options{Endpoint: h.URL, CacheDir: cache})
 	require.NoError(t, err)
-	list, err := llama.CachedModels(cache)
+	list, err := hub.CachedModels(cache)
 	require.NoError(t, err)
-	require.Equal(t, []llama.CachedModel{{Repo: "tiny/stories", Tag: "F32"}}, list)
-	again, err := llama.Pull(context.Background(), list[0].String(), llama.PullOptions{CacheDir: cache, Offline: true})
+	require.Equal(t, []hub.CachedModel{{Repo: "tiny/stories", Tag: "F32"}}, list)
+	again, err := hub.Pull(context.Background(), list[0].String(), hub.Options{CacheDir: cache, Offline: true})
 	require.NoError(t, err)
 	assert.Equal(t, path, again)
+}
+
+// CacheDir finds the cache as llama.cpp does: $LLAMA_CACHE first.
+func TestCacheDir(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("LLAMA_CACHE", dir)
+	got, err := hub.CacheDir()
+	require.NoError(t, err)
+	assert.Equal(t, dir, got)
 }
