@@ -106,7 +106,7 @@ func TestSetSampler(t *testing.T) {
 		want  error
 	}{
 		{"typical", 0, chain(llama.Typical(0.9, 1), llama.Dist(1)), llama.ErrUnsupported},
-		{"grammar", 0, chain(llama.GrammarSampler(`root ::= "a"`, "root"), llama.Greedy()), llama.ErrUnsupported},
+		{"grammar", 0, chain(mustGrammar(t, `root ::= "a"`).Sampler(), llama.Greedy()), llama.ErrUnsupported},
 		{"timings", 0, perf, llama.ErrUnsupported},
 		{"another model", 0, otherChain, llama.ErrInvalid},
 		{"sequence out of range", 2, g, llama.ErrInvalid},

@@ -28,14 +28,13 @@ const MaxGrammarNesting = gbnf.MaxNesting
 // characters (as [^\x00-\U0010FFFF]). The error is an *Error with Code
 // CodeGrammar that wraps a *gbnf.Error holding the line and column; it
 // matches both ErrGrammar and ErrInvalid. Parsing takes time linear in the
-// size of src.
-func ParseGrammar(src, root string) (*Grammar, error) {
-	return ParseGrammarContext(context.Background(), src, root)
-}
-
-// ParseGrammarContext is ParseGrammar that gives up when ctx ends, with an
-// error matching ErrCanceled and ctx's error.
-func ParseGrammarContext(ctx context.Context, src, root string) (*Grammar, error) {
+// size of src; it gives up when ctx ends, with an error matching
+// ErrCanceled and ctx's error.
+//
+// A parsed Grammar is not parsed again when a chain is built from its
+// Sampler (only its token ids are checked against the model), so parsing
+// it once, cancellably, is the way to prepare a large grammar.
+func ParseGrammar(ctx context.Context, src, root string) (*Grammar, error) {
 	if root == "" {
 		root = "root"
 	}

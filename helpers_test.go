@@ -73,3 +73,11 @@ func promptDecoder(t *testing.T, m *llama.Model) func(*llama.Context) []float32 
 		return append([]float32(nil), l...)
 	}
 }
+
+// mustGrammar parses a grammar the test knows to be well formed (root "root").
+func mustGrammar(t testing.TB, src string) *llama.Grammar {
+	t.Helper()
+	g, err := llama.ParseGrammar(context.Background(), src, "")
+	require.NoError(t, err)
+	return g
+}

@@ -307,7 +307,7 @@ func TestBadInput(t *testing.T) {
 			return err
 		}, llama.CodeInvalid},
 		{"invalid grammar", func() error {
-			_, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.GrammarSampler(`root ::= foo`, ""))
+			_, err := llama.ParseGrammar(context.Background(), `root ::= foo`, "")
 			return err
 		}, llama.CodeGrammar},
 		{"bad shift", func() error { return c.ShiftTokens(7, 0, -1, 1) }, llama.CodeInvalid},

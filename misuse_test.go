@@ -191,6 +191,7 @@ func TestMisuseCloseRacesChildren(t *testing.T) {
 		err error
 	}
 	results := make([]child, 12)
+	g := mustGrammar(t, `root ::= "a"`)
 	for i := range results {
 		wg.Add(1)
 		go func() {
@@ -201,7 +202,7 @@ func TestMisuseCloseRacesChildren(t *testing.T) {
 			case 0:
 				r.c, r.err = m.NewContext(llama.ContextOptions{ContextSize: 64, Threads: 1})
 			case 1:
-				r.s, r.err = llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.GrammarSampler(`root ::= "a"`, ""))
+				r.s, r.err = llama.NewSamplerChain(m, llama.SamplerChainOptions{}, g.Sampler())
 			case 2:
 				r.a, r.err = m.LoadAdapter(lora)
 			}

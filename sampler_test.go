@@ -16,7 +16,7 @@ import (
 func TestEverySampler(t *testing.T) {
 	m := stories(t)
 	c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
-	g, err := llama.GrammarFromJSONSchema([]byte(`{"type":"string"}`))
+	g, err := llama.GrammarFromJSONSchema(context.Background(), []byte(`{"type":"string"}`))
 	require.NoError(t, err)
 	tests := []struct {
 		name     string

@@ -20,18 +20,9 @@ import (
 // Subschemas may nest at most MaxSchemaDepth levels, and the document
 // itself at most 1,000 levels of arrays and objects; conversion takes time
 // and makes a grammar roughly linear in the size of the schema. Errors
-// match ErrGrammar and ErrInvalid.
-func GrammarFromJSONSchema(schema []byte) (*Grammar, error) {
-	return GrammarFromJSONSchemaContext(context.Background(), schema)
-}
-
-// MaxSchemaDepth bounds how deeply the subschemas of a JSON Schema may nest
-// for GrammarFromJSONSchema (items of items, properties of properties...).
-const MaxSchemaDepth = schemagbnf.MaxDepth
-
-// GrammarFromJSONSchemaContext is GrammarFromJSONSchema that gives up when
-// ctx ends, with an error matching ErrCanceled and ctx's error.
-func GrammarFromJSONSchemaContext(ctx context.Context, schema []byte) (*Grammar, error) {
+// match ErrGrammar and ErrInvalid. It gives up when ctx ends, with an
+// error matching ErrCanceled and ctx's error.
+func GrammarFromJSONSchema(ctx context.Context, schema []byte) (*Grammar, error) {
 	g, err := schemagbnf.ToGBNFContext(ctx, schema)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
@@ -41,6 +32,10 @@ func GrammarFromJSONSchemaContext(ctx context.Context, schema []byte) (*Grammar,
 	}
 	return &Grammar{source: g, root: "root"}, nil
 }
+
+// MaxSchemaDepth bounds how deeply the subschemas of a JSON Schema may nest
+// for GrammarFromJSONSchema (items of items, properties of properties...).
+const MaxSchemaDepth = schemagbnf.MaxDepth
 
 // SchemaFor returns the JSON Schema of Go type T (through
 // github.com/invopop/jsonschema: struct fields by their json tags, required
@@ -65,5 +60,5 @@ func GrammarFor[T any]() (*Grammar, error) {
 	if err != nil {
 		return nil, err
 	}
-	return GrammarFromJSONSchema(s)
+	return GrammarFromJSONSchema(context.Background(), s)
 }

@@ -58,7 +58,7 @@ func TestSpeculativeSameOutput(t *testing.T) {
 			return []llama.Drafter{&llama.NgramSimple{SizeN: 3, SizeM: 6}, d}
 		},
 	}
-	grammar, err := llama.ParseGrammar(`root ::= [a-z ,.]+`, "root")
+	grammar, err := llama.ParseGrammar(context.Background(), `root ::= [a-z ,.]+`, "root")
 	require.NoError(t, err)
 	cases := []struct {
 		name    string

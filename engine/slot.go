@@ -786,7 +786,11 @@ func (e *Engine) topProbs(logits []float32, n int, tok llama.Token) ([]TokenProb
 // grammar must not see them). extra, the request's own samplers, go
 // before the final pick.
 func (e *Engine) newSampler(p *sampling.Params, extra []llama.Sampler) (chain, gram *llama.SamplerChain, acceptPrompt bool, err error) {
-	if g := p.GrammarSampler(); g != nil {
+	g, err := p.GrammarSampler(e.baseCtx)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if g != nil {
 		if gram, err = llama.NewSamplerChain(e.model, llama.SamplerChainOptions{}, g); err != nil {
 			return nil, nil, false, err
 		}
