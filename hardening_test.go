@@ -310,7 +310,7 @@ func TestSamplerSizesClamped(t *testing.T) {
 		{"min-p", llama.MinP(0.05, math.MaxInt)},
 		{"typical", llama.Typical(0.9, math.MaxInt)},
 		{"xtc", llama.XTC(0.5, 0.1, math.MaxInt, 1)},
-		{"mirostat", llama.Mirostat(1, 5, 0.1, math.MaxInt)},
+		{"mirostat", llama.Mirostat(5, 0.1, math.MaxInt, 1)},
 	}
 	before := rss(t)
 	for _, tc := range cases {

@@ -163,9 +163,9 @@ func (p *Params) Chain(env Env, extra ...llama.Sampler) (ss []llama.Sampler, his
 	}
 	switch p.Mirostat {
 	case 1:
-		b.ss = append(b.ss, llama.Temp(p.Temperature), llama.Mirostat(p.Seed, p.MirostatTau, p.MirostatEta, 100))
+		b.ss = append(b.ss, llama.Temp(p.Temperature), llama.Mirostat(p.MirostatTau, p.MirostatEta, 100, p.Seed))
 	case 2:
-		b.ss = append(b.ss, llama.Temp(p.Temperature), llama.MirostatV2(p.Seed, p.MirostatTau, p.MirostatEta))
+		b.ss = append(b.ss, llama.Temp(p.Temperature), llama.MirostatV2(p.MirostatTau, p.MirostatEta, p.Seed))
 	default:
 		b.greedy = p.Temperature <= 0
 		for _, name := range p.Samplers {
