@@ -15,7 +15,7 @@ import (
 // returns the tokens of each.
 func backendRun(t *testing.T, c *llama.Context, chains []*llama.SamplerChain, toks []llama.Token, n int) [][]llama.Token {
 	t.Helper()
-	require.NoError(t, c.ClearMemory())
+	require.NoError(t, c.Memory().Clear())
 	b := llama.NewBatch(64, 1)
 	for s := range chains {
 		for i, tok := range toks {
@@ -148,7 +148,7 @@ func TestSetSampler(t *testing.T) {
 	require.NoError(t, c.SetSampler(0, x))
 	require.NoError(t, c.SetSampler(1, y))
 	bt := llama.NewBatch(8, 1)
-	require.NoError(t, c.ClearMemory())
+	require.NoError(t, c.Memory().Clear())
 	require.NoError(t, bt.Add(toks[0], 0, 0, true))
 	require.NoError(t, bt.Add(toks[0], 0, 1, true))
 	require.NoError(t, c.Decode(context.Background(), bt))

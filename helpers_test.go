@@ -66,7 +66,7 @@ func promptDecoder(t *testing.T, m *llama.Model) func(*llama.Context) []float32 
 		for i, tok := range prompt {
 			require.NoError(t, b.Add(tok, i, 0, i == len(prompt)-1))
 		}
-		require.NoError(t, c.ClearMemory())
+		require.NoError(t, c.Memory().Clear())
 		require.NoError(t, c.Decode(context.Background(), b))
 		l, err := c.Logits(len(prompt) - 1)
 		require.NoError(t, err)

@@ -187,7 +187,7 @@ func TestCancelPromptDecode(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorIs(t, err, llama.ErrCanceled)
 	assert.ErrorIs(t, err, context.Canceled)
-	lo, hi, err := c.PosRange(0)
+	lo, hi, err := c.Memory().PosRange(0)
 	require.NoError(t, err)
 	assert.Equal(t, 0, lo, "what was decoded before stays")
 	assert.Equal(t, kept-1, hi, "the interrupted batch is removed from memory")
@@ -310,7 +310,7 @@ func TestBadInput(t *testing.T) {
 			_, err := llama.ParseGrammar(context.Background(), `root ::= foo`, "")
 			return err
 		}, llama.CodeGrammar},
-		{"bad shift", func() error { return c.ShiftTokens(7, 0, -1, 1) }, llama.CodeInvalid},
+		{"bad shift", func() error { return c.Memory().Shift(7, 0, -1, 1) }, llama.CodeInvalid},
 		{"bad threads", func() error { return c.SetThreads(0, 1) }, llama.CodeInvalid},
 		{"bad seq state", func() error { return c.SetSeqState(0, []byte("garbage")) }, llama.CodeLoad},
 	}

@@ -50,7 +50,7 @@ func TestMisuseBusy(t *testing.T) {
 			}
 			return nil
 		}},
-		{"RemoveTokens", func() error { _, err := c.RemoveTokens(0, 0, -1); return err }},
+		{"Memory.Remove", func() error { _, err := c.Memory().Remove(0, 0, -1); return err }},
 		{"Sample", func() error {
 			s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.Greedy())
 			require.NoError(t, err)
@@ -78,7 +78,7 @@ func TestMisuseBusy(t *testing.T) {
 			assert.ErrorIs(t, fromOther, llama.ErrBusy)
 			assert.Equal(t, want, got, "the generation was not disturbed")
 			// Free again once the generation is over.
-			_, err := c.RemoveTokens(0, 0, -1)
+			_, err := c.Memory().Remove(0, 0, -1)
 			require.NoError(t, err)
 			require.NoError(t, c.Decode(context.Background(), b))
 		})
@@ -340,7 +340,7 @@ func TestMisuseNil(t *testing.T) {
 			assert.Equal(t, "llama.Model(nil)", m.String())
 			assert.Equal(t, 0, c.Size()+c.SeqSize()+c.BatchSize()+c.UBatchSize()+c.Sequences())
 			assert.Nil(t, c.Model())
-			assert.False(t, c.CanShift())
+			assert.False(t, c.Memory().CanShift())
 			assert.Equal(t, 0, b.Len()+b.Cap())
 			b.Clear()
 			b.SetOutput(0, true)

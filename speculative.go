@@ -288,7 +288,7 @@ func NewDraftModel(target *Model, draft *Context, opts DraftModelOptions) (*Draf
 		return nil, err
 	}
 	// Start from an empty sequence: the drafter tracks what it decodes.
-	if _, err := draft.RemoveTokens(opts.Seq, 0, -1); err != nil {
+	if _, err := draft.Memory().Remove(opts.Seq, 0, -1); err != nil {
 		return nil, err
 	}
 	return &DraftModel{c: draft, opts: opts, batch: NewBatch(draft.BatchSize(), 1)}, nil
@@ -354,7 +354,7 @@ func (d *DraftModel) Reset() error {
 		return errorf(CodeInvalid, "draft model", "not made by NewDraftModel")
 	}
 	d.cache = d.cache[:0]
-	_, err := d.c.RemoveTokens(d.opts.Seq, 0, -1)
+	_, err := d.c.Memory().Remove(d.opts.Seq, 0, -1)
 	return err
 }
 
@@ -376,7 +376,7 @@ func (d *DraftModel) Draft(ctx context.Context, history []Token, max int) ([]Tok
 	// Keep the common prefix in memory, decode the rest of the history.
 	keep := commonPrefix(d.cache, history[:len(history)-1])
 	if keep < len(d.cache) {
-		if _, err := c.RemoveTokens(seq, keep, -1); err != nil {
+		if _, err := c.Memory().Remove(seq, keep, -1); err != nil {
 			return nil, err
 		}
 		d.cache = d.cache[:keep]
@@ -391,7 +391,7 @@ func (d *DraftModel) Draft(ctx context.Context, history []Token, max int) ([]Tok
 		}
 		if err := c.Decode(ctx, d.batch); err != nil {
 			d.cache = d.cache[:0]
-			_, _ = c.RemoveTokens(seq, 0, -1)
+			_, _ = c.Memory().Remove(seq, 0, -1)
 			return nil, err
 		}
 		d.cache = append(d.cache, todo[:n]...)
