@@ -52,11 +52,16 @@ func TestParseGrammar(t *testing.T) {
 			require.ErrorAs(t, err, &le)
 			assert.Equal(t, llama.CodeGrammar, le.Code)
 			assert.ErrorIs(t, err, llama.ErrGrammar)
-			var ge *gbnf.Error
+			var ge *llama.GrammarError
 			require.ErrorAs(t, err, &ge)
-			assert.Equal(t, [2]int{c.line, c.col}, [2]int{ge.Line, ge.Col}, "%v", err)
-			assert.Equal(t, c.kind, ge.Kind)
+			assert.Equal(t, [2]int{c.line, c.col}, [2]int{ge.Line, ge.Column}, "%v", err)
 			assert.Contains(t, err.Error(), "gbnf: line ")
+			// The kind is the parser's, which ParseGrammar runs.
+			var pe *gbnf.Error
+			_, perr := gbnf.Parse(c.src, "")
+			require.ErrorAs(t, perr, &pe)
+			assert.Equal(t, c.kind, pe.Kind)
+			assert.Equal(t, pe.Msg, ge.Msg)
 		})
 	}
 }

@@ -14,7 +14,10 @@ import (
 )
 
 // DefaultSeed asks a sampler for a random seed.
-const DefaultSeed uint32 = capi.DefaultSeed
+const DefaultSeed uint32 = 0xFFFFFFFF
+
+// llama.cpp's value (a compile-time check, as for MaxGrammarNesting).
+const _ = uint(DefaultSeed-capi.DefaultSeed) + uint(capi.DefaultSeed-DefaultSeed)
 
 // Sampler is one stage of a SamplerChain: a built-in llama.cpp sampler made
 // by Greedy, Dist, TopK, ... or a Go sampler made by Custom. A Sampler value

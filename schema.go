@@ -35,7 +35,10 @@ func GrammarFromJSONSchema(ctx context.Context, schema []byte) (*Grammar, error)
 
 // MaxSchemaDepth bounds how deeply the subschemas of a JSON Schema may nest
 // for GrammarFromJSONSchema (items of items, properties of properties...).
-const MaxSchemaDepth = schemagbnf.MaxDepth
+const MaxSchemaDepth = 128
+
+// The converter's bound (a compile-time check, as for MaxGrammarNesting).
+const _ = uint(MaxSchemaDepth-schemagbnf.MaxDepth) + uint(schemagbnf.MaxDepth-MaxSchemaDepth)
 
 // SchemaFor returns the JSON Schema of Go type T (through
 // github.com/invopop/jsonschema: struct fields by their json tags, required
