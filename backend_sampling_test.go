@@ -15,7 +15,7 @@ import (
 // returns the tokens of each.
 func backendRun(t *testing.T, c *llama.Context, chains []*llama.SamplerChain, toks []llama.Token, n int) [][]llama.Token {
 	t.Helper()
-	require.NoError(t, c.ClearMemory())
+	require.NoError(t, c.Memory().Clear())
 	b := llama.NewBatch(64, 1)
 	for s := range chains {
 		for i, tok := range toks {
@@ -106,7 +106,7 @@ func TestSetSampler(t *testing.T) {
 		want  error
 	}{
 		{"typical", 0, chain(llama.Typical(0.9, 1), llama.Dist(1)), llama.ErrUnsupported},
-		{"grammar", 0, chain(llama.GrammarSampler(`root ::= "a"`, "root"), llama.Greedy()), llama.ErrUnsupported},
+		{"grammar", 0, chain(mustGrammar(t, `root ::= "a"`).Sampler(), llama.Greedy()), llama.ErrUnsupported},
 		{"timings", 0, perf, llama.ErrUnsupported},
 		{"another model", 0, otherChain, llama.ErrInvalid},
 		{"sequence out of range", 2, g, llama.ErrInvalid},
@@ -148,7 +148,7 @@ func TestSetSampler(t *testing.T) {
 	require.NoError(t, c.SetSampler(0, x))
 	require.NoError(t, c.SetSampler(1, y))
 	bt := llama.NewBatch(8, 1)
-	require.NoError(t, c.ClearMemory())
+	require.NoError(t, c.Memory().Clear())
 	require.NoError(t, bt.Add(toks[0], 0, 0, true))
 	require.NoError(t, bt.Add(toks[0], 0, 1, true))
 	require.NoError(t, c.Decode(context.Background(), bt))

@@ -849,6 +849,22 @@ func (c *Context) Idle() error {
 
 // KV memory.
 
+// Memory is the view of a Context's KV memory: the operations on its
+// sequences and the positions they hold (llama.cpp's llama_memory_*
+// functions). Get it with Context.Memory; it holds no state of its own,
+// and its methods follow the Context's rules: not safe for concurrent use
+// with the Context's other calls (ErrBusy), ErrClosed after Close, and a
+// sequence outside [0, Sequences()) is an error matching ErrInvalid. The
+// snapshots of a sequence's state (SeqState, SaveSeqFile) stay on Context
+// with the whole context's.
+type Memory struct {
+	c *Context
+}
+
+// Memory returns the view of c's KV memory. A view of a nil *Context
+// returns errors matching ErrInvalid.
+func (c *Context) Memory() Memory { return Memory{c} }
+
 func (c *Context) seqOK(op string, seq int, allowAll bool) error {
 	if (allowAll && seq == -1) || (seq >= 0 && seq < c.nSeqMax) {
 		return nil
@@ -856,8 +872,9 @@ func (c *Context) seqOK(op string, seq int, allowAll bool) error {
 	return errorf(CodeInvalid, op, "sequence %d out of range [0, %d)", seq, c.nSeqMax)
 }
 
-// ClearMemory empties the KV memory of every sequence.
-func (c *Context) ClearMemory() error {
+// Clear empties the KV memory of every sequence.
+func (m Memory) Clear() error {
+	c := m.c
 	if err := c.lock("clear memory"); err != nil {
 		return err
 	}
@@ -866,10 +883,11 @@ func (c *Context) ClearMemory() error {
 	return c.model.rpcGuard("clear memory", func() { capi.MemoryClear(c.mem, true) })
 }
 
-// RemoveTokens removes positions [p0, p1) of seq (-1: every sequence;
-// p1 < 0: to the end). It returns false when the memory cannot remove a
-// part of a sequence (recurrent models).
-func (c *Context) RemoveTokens(seq, p0, p1 int) (bool, error) {
+// Remove removes positions [p0, p1) of seq (-1: every sequence; p1 < 0:
+// to the end). It returns false when the memory cannot remove a part of a
+// sequence (recurrent models).
+func (m Memory) Remove(seq, p0, p1 int) (bool, error) {
+	c := m.c
 	if err := c.acquire("remove tokens"); err != nil {
 		return false, err
 	}
@@ -895,13 +913,14 @@ func clampPos(p int) int32 {
 	return int32(min(p, math.MaxInt32))
 }
 
-// CopyTokens copies positions [p0, p1) of src to dst (p1 < 0: to the
-// end), sharing the cells with KVUnified. Without KVUnified each sequence
-// has a KV buffer of its own, and llama.cpp copies only whole buffers:
-// then p0 must be 0 or negative and p1 negative (the whole sequence;
-// remove the tail afterwards with RemoveTokens), else the error matches
-// ErrUnsupported (llama.cpp would abort the process).
-func (c *Context) CopyTokens(src, dst, p0, p1 int) error {
+// Copy copies positions [p0, p1) of src to dst (p1 < 0: to the end),
+// sharing the cells with KVUnified. Without KVUnified each sequence has a
+// KV buffer of its own, and llama.cpp copies only whole buffers: then p0
+// must be 0 or negative and p1 negative (the whole sequence; remove the
+// tail afterwards with Remove), else the error matches ErrUnsupported
+// (llama.cpp would abort the process).
+func (m Memory) Copy(src, dst, p0, p1 int) error {
+	c := m.c
 	if err := c.lock("copy tokens"); err != nil {
 		return err
 	}
@@ -922,8 +941,9 @@ func (c *Context) CopyTokens(src, dst, p0, p1 int) error {
 	return nil
 }
 
-// KeepSequence removes every sequence but seq.
-func (c *Context) KeepSequence(seq int) error {
+// Keep removes every sequence but seq.
+func (m Memory) Keep(seq int) error {
+	c := m.c
 	if err := c.lock("keep sequence"); err != nil {
 		return err
 	}
@@ -935,8 +955,11 @@ func (c *Context) KeepSequence(seq int) error {
 	return nil
 }
 
-// ShiftTokens adds delta to the positions [p0, p1) of seq (context shift).
-func (c *Context) ShiftTokens(seq, p0, p1, delta int) error {
+// Shift adds delta to the positions [p0, p1) of seq (-1: every
+// sequence), for a context shift. A memory that cannot shift positions
+// (CanShift) is an error matching ErrUnsupported.
+func (m Memory) Shift(seq, p0, p1, delta int) error {
+	c := m.c
 	if err := c.lock("shift tokens"); err != nil {
 		return err
 	}
@@ -954,9 +977,11 @@ func (c *Context) ShiftTokens(seq, p0, p1, delta int) error {
 	return nil
 }
 
-// DivideTokens divides the positions [p0, p1) of seq by d (> 1), for
-// self-extend.
-func (c *Context) DivideTokens(seq, p0, p1, d int) error {
+// Divide divides the positions [p0, p1) of seq (-1: every sequence) by d
+// (> 1), for self-extend. A memory that cannot shift positions (CanShift)
+// is an error matching ErrUnsupported.
+func (m Memory) Divide(seq, p0, p1, d int) error {
+	c := m.c
 	if err := c.lock("divide tokens"); err != nil {
 		return err
 	}
@@ -976,7 +1001,8 @@ func (c *Context) DivideTokens(seq, p0, p1, d int) error {
 
 // PosRange returns the smallest and largest position of seq in memory;
 // both are -1 when the sequence is empty.
-func (c *Context) PosRange(seq int) (lo, hi int, err error) {
+func (m Memory) PosRange(seq int) (lo, hi int, err error) {
+	c := m.c
 	if err := c.acquire("pos range"); err != nil {
 		return -1, -1, err
 	}
@@ -995,8 +1021,10 @@ func (c *Context) posRange(seq int) (lo, hi int, err error) {
 	return int(capi.MemorySeqPosMin(c.mem, int32(seq))), int(capi.MemorySeqPosMax(c.mem, int32(seq))), nil
 }
 
-// CanShift reports whether the memory supports ShiftTokens.
-func (c *Context) CanShift() bool {
+// CanShift reports whether the memory can shift positions (Shift and
+// Divide); false also when the Context is nil, closed or in use.
+func (m Memory) CanShift() bool {
+	c := m.c
 	if c.lock("can shift") != nil {
 		return false
 	}

@@ -22,7 +22,7 @@ func TestStateRoundTrip(t *testing.T) {
 
 	// Decode the prompt, save the sequence, wipe, restore into seq 1, continue.
 	b := llama.NewBatch(64, 1)
-	require.NoError(t, c.ClearMemory())
+	require.NoError(t, c.Memory().Clear())
 	require.NoError(t, b.AddSequence(toks, 0, 0, true))
 	require.NoError(t, c.Decode(ctx, b))
 	st, err := c.SeqState(0)
@@ -38,14 +38,14 @@ func TestStateRoundTrip(t *testing.T) {
 	assert.Positive(t, n)
 	assert.GreaterOrEqual(t, fi.Size(), int64(n), "the file holds the %d bytes of state", n)
 
-	require.NoError(t, c.ClearMemory())
+	require.NoError(t, c.Memory().Clear())
 	require.NoError(t, c.SetSeqState(1, st))
-	lo, hi, err := c.PosRange(1)
+	lo, hi, err := c.Memory().PosRange(1)
 	require.NoError(t, err)
 	assert.Equal(t, 0, lo)
 	assert.Equal(t, len(toks)-1, hi)
 	// Continue seq 1 from its restored memory: re-feed the last prompt token.
-	removed, err := c.RemoveTokens(1, len(toks)-1, -1)
+	removed, err := c.Memory().Remove(1, len(toks)-1, -1)
 	require.NoError(t, err)
 	require.True(t, removed)
 	var got strings.Builder
@@ -55,19 +55,19 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 	assert.Equal(t, want, got.String())
 
-	require.NoError(t, c.ClearMemory())
+	require.NoError(t, c.Memory().Clear())
 	loaded, err := c.LoadSeqFile(path, 0)
 	require.NoError(t, err)
 	assert.Equal(t, toks, loaded)
 	require.NoError(t, c.SetState(whole))
-	_, hi, _ = c.PosRange(0)
+	_, hi, _ = c.Memory().PosRange(0)
 	assert.Equal(t, len(toks)-1, hi)
 }
 
 // Without a unified KV buffer each sequence has a buffer of its own and
 // llama.cpp copies only whole ones (it aborts on a part): a part is an
 // error, the whole sequence is copied.
-func TestCopyTokensSeparateBuffers(t *testing.T) {
+func TestMemoryCopySeparateBuffers(t *testing.T) {
 	m := stories(t)
 	c := newCtx(t, m, llama.ContextOptions{ContextSize: 256, Sequences: 2})
 	b := llama.NewBatch(16, 1)
@@ -89,13 +89,13 @@ func TestCopyTokensSeparateBuffers(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := c.CopyTokens(0, 1, tc.p0, tc.p1)
+			err := c.Memory().Copy(0, 1, tc.p0, tc.p1)
 			if !tc.ok {
 				require.ErrorIs(t, err, llama.ErrUnsupported)
 				return
 			}
 			require.NoError(t, err)
-			lo, hi, err := c.PosRange(1)
+			lo, hi, err := c.Memory().PosRange(1)
 			require.NoError(t, err)
 			assert.Equal(t, []int{0, 7}, []int{lo, hi})
 		})
@@ -112,24 +112,24 @@ func TestMemoryOps(t *testing.T) {
 	}
 	require.NoError(t, c.Decode(context.Background(), b))
 	for _, s := range []int{0, 1} {
-		lo, hi, err := c.PosRange(s)
+		lo, hi, err := c.Memory().PosRange(s)
 		require.NoError(t, err)
 		assert.Equal(t, []int{0, 7}, []int{lo, hi})
 	}
-	require.NoError(t, c.CopyTokens(0, 2, 0, 4))
-	_, hi, _ := c.PosRange(2)
+	require.NoError(t, c.Memory().Copy(0, 2, 0, 4))
+	_, hi, _ := c.Memory().PosRange(2)
 	assert.Equal(t, 3, hi)
-	ok, err := c.RemoveTokens(1, 4, -1)
+	ok, err := c.Memory().Remove(1, 4, -1)
 	require.NoError(t, err)
 	assert.True(t, ok)
-	_, hi, _ = c.PosRange(1)
+	_, hi, _ = c.Memory().PosRange(1)
 	assert.Equal(t, 3, hi)
-	require.True(t, c.CanShift())
-	require.NoError(t, c.ShiftTokens(0, 4, -1, -2))
-	lo, hi, _ := c.PosRange(0)
+	require.True(t, c.Memory().CanShift())
+	require.NoError(t, c.Memory().Shift(0, 4, -1, -2))
+	lo, hi, _ := c.Memory().PosRange(0)
 	assert.Equal(t, []int{0, 5}, []int{lo, hi}, "positions 4..7 shifted down by 2 over 2..3")
-	require.NoError(t, c.DivideTokens(0, 0, -1, 2))
-	require.NoError(t, c.KeepSequence(2))
-	lo, _, _ = c.PosRange(0)
+	require.NoError(t, c.Memory().Divide(0, 0, -1, 2))
+	require.NoError(t, c.Memory().Keep(2))
+	lo, _, _ = c.Memory().PosRange(0)
 	assert.Equal(t, -1, lo)
 }

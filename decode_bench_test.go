@@ -44,7 +44,7 @@ func BenchmarkDecodeLimit(b *testing.B) {
 				var spent time.Duration
 				for b.Loop() {
 					if pos >= 256 { // keep the attention span of a short conversation
-						if err := c.ClearMemory(); err != nil {
+						if err := c.Memory().Clear(); err != nil {
 							b.Fatal(err)
 						}
 						pos = 0

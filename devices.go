@@ -74,9 +74,9 @@ func tensorOverrides(ovs []TensorBufferOverride) ([]capi.TensorBuftOverride, [][
 	return append(out, capi.TensorBuftOverride{}), strs, nil
 }
 
-// GPUDevices lists the names of the devices, other than the CPU, that
+// gpuDevices lists the names of the devices, other than the CPU, that
 // ModelOptions.Devices may name (none without a GPU backend).
-func GPUDevices() ([]string, error) {
+func gpuDevices() ([]string, error) {
 	devs, err := Devices()
 	if err != nil {
 		return nil, err
@@ -100,7 +100,7 @@ func deviceList(names []string) ([]uintptr, error) {
 	for _, n := range names {
 		d := capi.BackendDevByName(n)
 		if d == 0 || capi.BackendDevType(d) == 0 { // GGML_BACKEND_DEVICE_TYPE_CPU
-			avail, _ := GPUDevices()
+			avail, _ := gpuDevices()
 			if len(avail) == 0 {
 				return nil, errorf(CodeInvalid, "load model", "invalid device %q: there is no device besides the CPU", n)
 			}

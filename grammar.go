@@ -12,7 +12,7 @@ import (
 
 // Grammar is a GBNF grammar (llama.cpp's grammar format) that constrains
 // generation. Make one with ParseGrammar, GrammarFromJSONSchema or
-// GrammarFor; a Grammar is immutable and safe for concurrent use.
+// schema.GrammarFor (package github.com/x/llama/schema); a Grammar is immutable and safe for concurrent use.
 type Grammar struct {
 	source   string
 	root     string
@@ -37,32 +37,11 @@ func (g *Grammar) Root() string {
 }
 
 // Sampler returns a sampler that masks every token the grammar does not
-// allow. Put it first in a chain.
-func (g *Grammar) Sampler() Sampler {
-	if g == nil {
-		return invalid("grammar", "nil *Grammar")
-	}
-	return grammarSpec{source: g.source, root: g.root, checked: g.checked, maxToken: g.maxToken}
-}
-
-// LazySampler returns a sampler that lets the model write freely until a
-// trigger appears (a regular expression over the generated text, or a
-// token), and constrains what follows. Triggers of the form "word" match
-// literally when escaped with regexp.QuoteMeta.
-func (g *Grammar) LazySampler(patterns []string, tokens []Token) Sampler {
-	if g == nil {
-		return invalid("grammar-lazy", "nil *Grammar")
-	}
-	return grammarSpec{source: g.source, root: g.root, checked: g.checked, maxToken: g.maxToken,
-		lazy: true, patterns: patterns, tokens: tokens}
-}
-
-// GrammarSampler is Grammar.Sampler for grammar text. The text is checked
-// by ParseGrammar when the chain is built (a malformed grammar is an error
-// with its line and column, and the inputs llama.cpp cannot handle never
-// reach it). A Grammar made by ParseGrammarContext is not parsed again by
-// NewSamplerChain (only its token ids are checked against the model), so
-// parsing it once, cancellably, is the way to prepare a large grammar.
+// allow. Put it first in a chain. A Grammar made by ParseGrammar is not
+// parsed again when the chain is built; one made otherwise (by
+// GrammarFromJSONSchema) is checked there as ParseGrammar would, and a
+// malformed grammar is then NewSamplerChain's error. The zero Grammar
+// constrains nothing.
 //
 // The sampler wraps llama.cpp's grammar engine with a guard: llama.cpp
 // aborts the process when a token its grammar rejects is accepted, so
@@ -71,23 +50,32 @@ func (g *Grammar) LazySampler(patterns []string, tokens []Token) Sampler {
 // token the grammar masked) puts the grammar in a failed state: from then
 // on it allows only end-of-generation tokens, and Sample and Accept
 // return an error matching ErrGrammar.
-func GrammarSampler(source, root string) Sampler {
-	return grammarSpec{source: source, root: root}
+func (g *Grammar) Sampler() Sampler {
+	if g == nil {
+		return invalid("grammar", "nil *Grammar")
+	}
+	return grammarSpec{source: g.source, root: g.root, checked: g.checked, maxToken: g.maxToken}
 }
 
-// LazyGrammarSampler is Grammar.LazySampler for grammar text: generation
-// is free until a trigger fires (a token of tokens, or a match of one of
-// the regular expressions in patterns over the text generated so far:
-// the constrained text starts at the first non-empty capture group, or at
-// the match; a pattern of the form ^...$ must match the whole text), and
-// the grammar constrains everything from the trigger on.
+// LazySampler returns a sampler that lets the model write freely until a
+// trigger fires (a token of tokens, or a match of one of the regular
+// expressions in patterns over the text generated so far: the constrained
+// text starts at the first non-empty capture group, or at the match; a
+// pattern of the form ^...$ must match the whole text), and the grammar
+// constrains everything from the trigger on. A literal word triggers when
+// escaped with regexp.QuoteMeta. At least one trigger is needed.
 //
 // Triggers are evaluated in Go (RE2: linear time, no stack growth on long
 // outputs) and the triggered text is fed to the grammar one byte at a
-// time, checked; text the grammar rejects fails the grammar as above
-// instead of aborting the process as llama.cpp's own lazy grammars do.
-func LazyGrammarSampler(source, root string, patterns []string, tokens []Token) Sampler {
-	return grammarSpec{source: source, root: root, lazy: true, patterns: patterns, tokens: tokens}
+// time, checked; text the grammar rejects fails the grammar as with
+// Sampler instead of aborting the process as llama.cpp's own lazy
+// grammars do.
+func (g *Grammar) LazySampler(patterns []string, tokens []Token) Sampler {
+	if g == nil {
+		return invalid("grammar-lazy", "nil *Grammar")
+	}
+	return grammarSpec{source: g.source, root: g.root, checked: g.checked, maxToken: g.maxToken,
+		lazy: true, patterns: patterns, tokens: tokens}
 }
 
 type grammarSpec struct {

@@ -24,7 +24,7 @@ func TestGrammarGuard(t *testing.T) {
 	eos := m.SpecialTokens().EOS
 
 	t.Run("accept rejected token", func(t *testing.T) {
-		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.GrammarSampler(`root ::= "yes" | "no"`, ""), llama.Greedy())
+		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, mustGrammar(t, `root ::= "yes" | "no"`).Sampler(), llama.Greedy())
 		require.NoError(t, err)
 		defer s.Close()
 		err = s.Accept(tok("Lily"))
@@ -39,7 +39,7 @@ func TestGrammarGuard(t *testing.T) {
 		}
 	})
 	t.Run("eos before complete", func(t *testing.T) {
-		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.GrammarSampler(`root ::= "yes" | "no"`, ""))
+		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, mustGrammar(t, `root ::= "yes" | "no"`).Sampler())
 		require.NoError(t, err)
 		defer s.Close()
 		assert.ErrorIs(t, s.Accept(eos), llama.ErrGrammar)
@@ -49,7 +49,7 @@ func TestGrammarGuard(t *testing.T) {
 		// The greedy story says "named Lily"; the trigger fires on "named",
 		// whose text the grammar does not accept.
 		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{},
-			llama.LazyGrammarSampler(`root ::= "Lily" [a-z ]*`, "", []string{"named"}, nil), llama.Greedy())
+			mustGrammar(t, `root ::= "Lily" [a-z ]*`).LazySampler([]string{"named"}, nil), llama.Greedy())
 		require.NoError(t, err)
 		defer s.Close()
 		var gotErr error
@@ -63,20 +63,20 @@ func TestGrammarGuard(t *testing.T) {
 	t.Run("lazy trigger constrains after it", func(t *testing.T) {
 		c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
 		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{},
-			llama.LazyGrammarSampler(`root ::= "named" " Zed" "."`, "", []string{`(named)`}, nil), llama.Greedy())
+			mustGrammar(t, `root ::= "named" " Zed" "."`).LazySampler([]string{`(named)`}, nil), llama.Greedy())
 		require.NoError(t, err)
 		defer s.Close()
 		out := generate(t, c, "Once upon a time", llama.GenerateOptions{MaxTokens: 40, Sampler: s})
 		assert.True(t, strings.HasPrefix(out, ", there was a little girl named Zed."), out)
 	})
 	t.Run("bad trigger pattern", func(t *testing.T) {
-		_, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.LazyGrammarSampler(`root ::= "x"`, "", []string{"(?=x)"}, nil))
+		_, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, mustGrammar(t, `root ::= "x"`).LazySampler([]string{"(?=x)"}, nil))
 		assert.ErrorIs(t, err, llama.ErrInvalid)
-		_, err = llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.LazyGrammarSampler(`root ::= "x"`, "", nil, nil))
+		_, err = llama.NewSamplerChain(m, llama.SamplerChainOptions{}, mustGrammar(t, `root ::= "x"`).LazySampler(nil, nil))
 		assert.ErrorIs(t, err, llama.ErrInvalid)
 	})
 	t.Run("clone keeps state", func(t *testing.T) {
-		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.GrammarSampler(`root ::= "ab" "cd"`, ""))
+		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, mustGrammar(t, `root ::= "ab" "cd"`).Sampler())
 		require.NoError(t, err)
 		defer s.Close()
 		c2, err := s.Clone()

@@ -3,16 +3,34 @@ package llama
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/x/llama/internal/gbnf"
 )
 
 // MaxGrammarNesting bounds how deeply parenthesized groups of a GBNF
-// grammar may nest (1,000). llama.cpp parses groups by recursion on the C
-// stack and kills the process with a stack overflow somewhere between
-// 10,000 and 20,000 levels; deeper grammars are an error matching
-// ErrInvalid (and ErrGrammar) instead.
-const MaxGrammarNesting = gbnf.MaxNesting
+// grammar may nest. llama.cpp parses groups by recursion on the C stack
+// and kills the process with a stack overflow somewhere between 10,000
+// and 20,000 levels; deeper grammars are an error matching ErrInvalid
+// (and ErrGrammar) instead.
+const MaxGrammarNesting = 1000
+
+// The parser's bound is the one documented here (a compile-time check:
+// a negative constant does not convert to uint).
+const _ = uint(MaxGrammarNesting-gbnf.MaxNesting) + uint(gbnf.MaxNesting-MaxGrammarNesting)
+
+// GrammarError says where GBNF text is malformed: the line and the column
+// (from 1; columns count characters, not bytes) and what is wrong. The
+// *Error of ParseGrammar wraps it (errors.As finds it).
+type GrammarError struct {
+	Line, Column int
+	Msg          string
+}
+
+// Error formats the error as "gbnf: line L, col C: message".
+func (e *GrammarError) Error() string {
+	return fmt.Sprintf("gbnf: line %d, col %d: %s", e.Line, e.Column, e.Msg)
+}
 
 // ParseGrammar parses and checks GBNF text before any use, so that a
 // malformed grammar is an error that says where (line and column), never a
@@ -26,16 +44,15 @@ const MaxGrammarNesting = gbnf.MaxNesting
 // character U+0000 or above U+10FFFF in a string literal, a reversed range
 // such as [z-a], and a character class that can match only such
 // characters (as [^\x00-\U0010FFFF]). The error is an *Error with Code
-// CodeGrammar that wraps a *gbnf.Error holding the line and column; it
+// CodeGrammar that wraps a *GrammarError holding the line and column; it
 // matches both ErrGrammar and ErrInvalid. Parsing takes time linear in the
-// size of src.
-func ParseGrammar(src, root string) (*Grammar, error) {
-	return ParseGrammarContext(context.Background(), src, root)
-}
-
-// ParseGrammarContext is ParseGrammar that gives up when ctx ends, with an
-// error matching ErrCanceled and ctx's error.
-func ParseGrammarContext(ctx context.Context, src, root string) (*Grammar, error) {
+// size of src; it gives up when ctx ends, with an error matching
+// ErrCanceled and ctx's error.
+//
+// A parsed Grammar is not parsed again when a chain is built from its
+// Sampler (only its token ids are checked against the model), so parsing
+// it once, cancellably, is the way to prepare a large grammar.
+func ParseGrammar(ctx context.Context, src, root string) (*Grammar, error) {
 	if root == "" {
 		root = "root"
 	}
@@ -52,7 +69,7 @@ func parseGrammar(ctx context.Context, src, root string, vocab int) (*gbnf.Gramm
 	if err != nil {
 		var ge *gbnf.Error
 		if errors.As(err, &ge) {
-			return nil, &Error{Code: CodeGrammar, Op: "parse grammar", Err: ge, input: true}
+			return nil, &Error{Code: CodeGrammar, Op: "parse grammar", Err: &GrammarError{Line: ge.Line, Column: ge.Col, Msg: ge.Msg}, input: true}
 		}
 		if ctx.Err() != nil {
 			return nil, &Error{Code: CodeCanceled, Op: "parse grammar", Err: err}

@@ -24,12 +24,12 @@ type grammarCase struct {
 }
 
 func TestParseGrammar(t *testing.T) {
-	g, err := llama.ParseGrammar("root ::= item+\nitem ::= [a-z] \" \"?\n", "")
+	g, err := llama.ParseGrammar(context.Background(), "root ::= item+\nitem ::= [a-z] \" \"?\n", "")
 	require.NoError(t, err)
 	assert.Equal(t, "root", g.Root())
 	assert.Equal(t, "root ::= item+\nitem ::= [a-z] \" \"?\n", g.Source())
 
-	g, err = llama.ParseGrammar(`start ::= "x"`, "start")
+	g, err = llama.ParseGrammar(context.Background(), `start ::= "x"`, "start")
 	require.NoError(t, err)
 	assert.Equal(t, "start", g.Root())
 
@@ -45,18 +45,23 @@ func TestParseGrammar(t *testing.T) {
 		{"min above max", `root ::= "a"{3,1}`, 1, 13, gbnf.KindMinAboveMax},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g, err := llama.ParseGrammar(c.src, "")
+			g, err := llama.ParseGrammar(context.Background(), c.src, "")
 			require.Error(t, err)
 			assert.Nil(t, g)
 			var le *llama.Error
 			require.ErrorAs(t, err, &le)
 			assert.Equal(t, llama.CodeGrammar, le.Code)
 			assert.ErrorIs(t, err, llama.ErrGrammar)
-			var ge *gbnf.Error
+			var ge *llama.GrammarError
 			require.ErrorAs(t, err, &ge)
-			assert.Equal(t, [2]int{c.line, c.col}, [2]int{ge.Line, ge.Col}, "%v", err)
-			assert.Equal(t, c.kind, ge.Kind)
+			assert.Equal(t, [2]int{c.line, c.col}, [2]int{ge.Line, ge.Column}, "%v", err)
 			assert.Contains(t, err.Error(), "gbnf: line ")
+			// The kind is the parser's, which ParseGrammar runs.
+			var pe *gbnf.Error
+			_, perr := gbnf.Parse(c.src, "")
+			require.ErrorAs(t, perr, &pe)
+			assert.Equal(t, c.kind, pe.Kind)
+			assert.Equal(t, pe.Msg, ge.Msg)
 		})
 	}
 }
@@ -189,12 +194,15 @@ func TestParseGrammarDifferential(t *testing.T) {
 			return ok
 		}
 		_, withVocab = gbnf.ParseWith(c.src, gbnf.Options{Root: c.root, Token: tok, VocabSize: m.VocabSize()})
-		_, plain = llama.ParseGrammar(c.src, c.root)
+		_, plain = llama.ParseGrammar(context.Background(), c.src, c.root)
 		// The SDK checks in Go first, so what llama.cpp cannot judge (it
 		// would not terminate, or crash) never reaches it.
-		chain, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.GrammarSampler(c.src, c.root))
+		g, err := llama.ParseGrammar(context.Background(), c.src, c.root)
 		if err == nil {
-			chain.Close()
+			var chain *llama.SamplerChain
+			if chain, err = llama.NewSamplerChain(m, llama.SamplerChainOptions{}, g.Sampler()); err == nil {
+				chain.Close()
+			}
 		}
 		lib = err
 		return
@@ -211,9 +219,10 @@ func TestParseGrammarDifferential(t *testing.T) {
 			return
 		}
 		if c.src == "" {
-			// The library treats an empty grammar as no constraint; the
-			// parser (and ParseGrammar) call it an error.
-			require.NoError(t, lib)
+			// llama.cpp treats an empty grammar as no constraint; the
+			// parser (and ParseGrammar, so no chain is built) call it an
+			// error.
+			require.Error(t, withVocab)
 			require.Error(t, plain)
 			return
 		}
@@ -233,7 +242,7 @@ func TestParseGrammarDifferential(t *testing.T) {
 	accepted := 0
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { check(t, c) })
-		if _, err := llama.ParseGrammar(c.src, c.root); err == nil {
+		if _, err := llama.ParseGrammar(context.Background(), c.src, c.root); err == nil {
 			accepted++
 		}
 	}
@@ -255,7 +264,7 @@ func TestParseGrammarDifferential(t *testing.T) {
 		if t.Failed() {
 			return
 		}
-		if _, err := llama.ParseGrammar(c.src, c.root); err == nil {
+		if _, err := llama.ParseGrammar(context.Background(), c.src, c.root); err == nil {
 			mutAccepted++
 		}
 	}

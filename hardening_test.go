@@ -43,14 +43,14 @@ func TestGrammarRefused(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := llama.ParseGrammar(tc.src, "")
-			if tc.parseOK {
-				require.NoError(t, err)
-			} else {
+			g, err := llama.ParseGrammar(context.Background(), tc.src, "")
+			if !tc.parseOK {
 				require.ErrorIs(t, err, llama.ErrInvalid)
 				require.ErrorIs(t, err, llama.ErrGrammar)
+				return
 			}
-			chain, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.GrammarSampler(tc.src, ""), llama.Greedy())
+			require.NoError(t, err)
+			chain, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, g.Sampler(), llama.Greedy())
 			if err == nil {
 				chain.Close()
 			}
@@ -99,7 +99,7 @@ func TestGrammarAccepted(t *testing.T) {
 		diamonds(12),
 	} {
 		t.Run(src[:min(len(src), 40)], func(t *testing.T) {
-			g, err := llama.ParseGrammar(src, "")
+			g, err := llama.ParseGrammar(context.Background(), src, "")
 			require.NoError(t, err)
 			chain, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, g.Sampler(), llama.Greedy())
 			require.NoError(t, err)
@@ -123,7 +123,7 @@ func bigGrammar(size int) string {
 // quadratic time before; BenchmarkParseGrammar10MB measures it.
 func TestGrammarLarge(t *testing.T) {
 	src := bigGrammar(12 << 20)
-	g, err := llama.ParseGrammar(src, "")
+	g, err := llama.ParseGrammar(context.Background(), src, "")
 	require.NoError(t, err)
 	assert.Equal(t, src, g.Source())
 }
@@ -132,7 +132,7 @@ func BenchmarkParseGrammar10MB(b *testing.B) {
 	src := bigGrammar(10 << 20)
 	b.SetBytes(int64(len(src)))
 	for b.Loop() {
-		if _, err := llama.ParseGrammar(src, ""); err != nil {
+		if _, err := llama.ParseGrammar(context.Background(), src, ""); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -157,14 +157,14 @@ func TestSchemaBounds(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := llama.GrammarFromJSONSchema(tc.schema)
+			_, err := llama.GrammarFromJSONSchema(context.Background(), tc.schema)
 			require.ErrorIs(t, err, llama.ErrInvalid)
 			require.ErrorIs(t, err, llama.ErrGrammar)
 			assert.Contains(t, err.Error(), tc.msg)
 		})
 	}
 	size := func(n int) int {
-		g, err := llama.GrammarFromJSONSchema(nestedArrays(n))
+		g, err := llama.GrammarFromJSONSchema(context.Background(), nestedArrays(n))
 		require.NoError(t, err)
 		return len(g.Source())
 	}
@@ -175,7 +175,7 @@ func TestSchemaBounds(t *testing.T) {
 	// MaxSchemaDepth schemas: that many minus one arrays around a string.
 	m := stories(t)
 	d := llama.MaxSchemaDepth - 1
-	g, err := llama.GrammarFromJSONSchema(nestedArrays(d))
+	g, err := llama.GrammarFromJSONSchema(context.Background(), nestedArrays(d))
 	require.NoError(t, err)
 	ok, err := g.Match(m, strings.Repeat("[", d+1)+`"x"`+strings.Repeat("]", d+1))
 	require.NoError(t, err)
@@ -191,9 +191,9 @@ func TestSchemaBounds(t *testing.T) {
 func TestSchemaWide(t *testing.T) {
 	for name, schema := range wideSchemas(5000) {
 		t.Run(name, func(t *testing.T) {
-			g, err := llama.GrammarFromJSONSchema(schema)
+			g, err := llama.GrammarFromJSONSchema(context.Background(), schema)
 			require.NoError(t, err)
-			_, err = llama.ParseGrammar(g.Source(), "")
+			_, err = llama.ParseGrammar(context.Background(), g.Source(), "")
 			require.NoError(t, err)
 		})
 	}
@@ -215,7 +215,7 @@ func BenchmarkSchemaWide(b *testing.B) {
 	for name, schema := range wideSchemas(5000) {
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
-				if _, err := llama.GrammarFromJSONSchema(schema); err != nil {
+				if _, err := llama.GrammarFromJSONSchema(context.Background(), schema); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -226,7 +226,7 @@ func BenchmarkSchemaWide(b *testing.B) {
 func BenchmarkSchemaDeep(b *testing.B) {
 	s := nestedArrays(llama.MaxSchemaDepth - 1)
 	for b.Loop() {
-		if _, err := llama.GrammarFromJSONSchema(s); err != nil {
+		if _, err := llama.GrammarFromJSONSchema(context.Background(), s); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -237,10 +237,10 @@ func BenchmarkSchemaDeep(b *testing.B) {
 func TestPrepareCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := llama.ParseGrammarContext(ctx, bigGrammar(1<<20), "")
+	_, err := llama.ParseGrammar(ctx, bigGrammar(1<<20), "")
 	require.ErrorIs(t, err, llama.ErrCanceled)
 	require.ErrorIs(t, err, context.Canceled)
-	_, err = llama.GrammarFromJSONSchemaContext(ctx, wideSchemas(1000)["optional properties"])
+	_, err = llama.GrammarFromJSONSchema(ctx, wideSchemas(1000)["optional properties"])
 	require.ErrorIs(t, err, llama.ErrCanceled)
 	require.ErrorIs(t, err, context.Canceled)
 
@@ -248,11 +248,11 @@ func TestPrepareCanceled(t *testing.T) {
 	// calls (no timing involved).
 	for name, run := range map[string]func(context.Context) error{
 		"grammar": func(ctx context.Context) error {
-			_, err := llama.ParseGrammarContext(ctx, bigGrammar(4<<20), "")
+			_, err := llama.ParseGrammar(ctx, bigGrammar(4<<20), "")
 			return err
 		},
 		"schema": func(ctx context.Context) error {
-			_, err := llama.GrammarFromJSONSchemaContext(ctx, wideSchemas(20000)["optional properties"])
+			_, err := llama.GrammarFromJSONSchema(ctx, wideSchemas(20000)["optional properties"])
 			return err
 		},
 	} {
@@ -310,7 +310,7 @@ func TestSamplerSizesClamped(t *testing.T) {
 		{"min-p", llama.MinP(0.05, math.MaxInt)},
 		{"typical", llama.Typical(0.9, math.MaxInt)},
 		{"xtc", llama.XTC(0.5, 0.1, math.MaxInt, 1)},
-		{"mirostat", llama.Mirostat(1, 5, 0.1, math.MaxInt)},
+		{"mirostat", llama.Mirostat(5, 0.1, math.MaxInt, 1)},
 	}
 	before := rss(t)
 	for _, tc := range cases {

@@ -66,10 +66,18 @@ func promptDecoder(t *testing.T, m *llama.Model) func(*llama.Context) []float32 
 		for i, tok := range prompt {
 			require.NoError(t, b.Add(tok, i, 0, i == len(prompt)-1))
 		}
-		require.NoError(t, c.ClearMemory())
+		require.NoError(t, c.Memory().Clear())
 		require.NoError(t, c.Decode(context.Background(), b))
 		l, err := c.Logits(len(prompt) - 1)
 		require.NoError(t, err)
 		return append([]float32(nil), l...)
 	}
+}
+
+// mustGrammar parses a grammar the test knows to be well formed (root "root").
+func mustGrammar(t testing.TB, src string) *llama.Grammar {
+	t.Helper()
+	g, err := llama.ParseGrammar(context.Background(), src, "")
+	require.NoError(t, err)
+	return g
 }

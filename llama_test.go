@@ -121,11 +121,6 @@ func TestTokenizeRoundTrip(t *testing.T) {
 	withBOS, err := m.Tokenize("hi", llama.TokenizeOptions{AddSpecial: true})
 	require.NoError(t, err)
 	assert.Equal(t, llama.Token(1), withBOS[0])
-	n, err := m.CountTokens("Once upon a time")
-	require.NoError(t, err)
-	full, err := m.Tokenize("Once upon a time", llama.TokenizeOptions{AddSpecial: true, ParseSpecial: true})
-	require.NoError(t, err)
-	assert.Equal(t, len(full), n, "CountTokens counts the prompt as Generate tokenizes it, BOS included")
 }
 
 // TestVocabConformance tokenizes llama.cpp's conformance strings with each
@@ -187,7 +182,7 @@ func TestCancelPromptDecode(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorIs(t, err, llama.ErrCanceled)
 	assert.ErrorIs(t, err, context.Canceled)
-	lo, hi, err := c.PosRange(0)
+	lo, hi, err := c.Memory().PosRange(0)
 	require.NoError(t, err)
 	assert.Equal(t, 0, lo, "what was decoded before stays")
 	assert.Equal(t, kept-1, hi, "the interrupted batch is removed from memory")
@@ -307,10 +302,10 @@ func TestBadInput(t *testing.T) {
 			return err
 		}, llama.CodeInvalid},
 		{"invalid grammar", func() error {
-			_, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.GrammarSampler(`root ::= foo`, ""))
+			_, err := llama.ParseGrammar(context.Background(), `root ::= foo`, "")
 			return err
 		}, llama.CodeGrammar},
-		{"bad shift", func() error { return c.ShiftTokens(7, 0, -1, 1) }, llama.CodeInvalid},
+		{"bad shift", func() error { return c.Memory().Shift(7, 0, -1, 1) }, llama.CodeInvalid},
 		{"bad threads", func() error { return c.SetThreads(0, 1) }, llama.CodeInvalid},
 		{"bad seq state", func() error { return c.SetSeqState(0, []byte("garbage")) }, llama.CodeLoad},
 	}

@@ -50,7 +50,7 @@ func TestMisuseBusy(t *testing.T) {
 			}
 			return nil
 		}},
-		{"RemoveTokens", func() error { _, err := c.RemoveTokens(0, 0, -1); return err }},
+		{"Memory.Remove", func() error { _, err := c.Memory().Remove(0, 0, -1); return err }},
 		{"Sample", func() error {
 			s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.Greedy())
 			require.NoError(t, err)
@@ -78,7 +78,7 @@ func TestMisuseBusy(t *testing.T) {
 			assert.ErrorIs(t, fromOther, llama.ErrBusy)
 			assert.Equal(t, want, got, "the generation was not disturbed")
 			// Free again once the generation is over.
-			_, err := c.RemoveTokens(0, 0, -1)
+			_, err := c.Memory().Remove(0, 0, -1)
 			require.NoError(t, err)
 			require.NoError(t, c.Decode(context.Background(), b))
 		})
@@ -191,6 +191,7 @@ func TestMisuseCloseRacesChildren(t *testing.T) {
 		err error
 	}
 	results := make([]child, 12)
+	g := mustGrammar(t, `root ::= "a"`)
 	for i := range results {
 		wg.Add(1)
 		go func() {
@@ -201,7 +202,7 @@ func TestMisuseCloseRacesChildren(t *testing.T) {
 			case 0:
 				r.c, r.err = m.NewContext(llama.ContextOptions{ContextSize: 64, Threads: 1})
 			case 1:
-				r.s, r.err = llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.GrammarSampler(`root ::= "a"`, ""))
+				r.s, r.err = llama.NewSamplerChain(m, llama.SamplerChainOptions{}, g.Sampler())
 			case 2:
 				r.a, r.err = m.LoadAdapter(lora)
 			}
@@ -339,7 +340,7 @@ func TestMisuseNil(t *testing.T) {
 			assert.Equal(t, "llama.Model(nil)", m.String())
 			assert.Equal(t, 0, c.Size()+c.SeqSize()+c.BatchSize()+c.UBatchSize()+c.Sequences())
 			assert.Nil(t, c.Model())
-			assert.False(t, c.CanShift())
+			assert.False(t, c.Memory().CanShift())
 			assert.Equal(t, 0, b.Len()+b.Cap())
 			b.Clear()
 			b.SetOutput(0, true)

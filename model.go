@@ -68,8 +68,9 @@ type ModelOptions struct {
 	// --cpu-moe...); an unknown buffer type is an error listing the known
 	// ones (see BufferTypes).
 	TensorBufferOverrides []TensorBufferOverride
-	// Devices are the devices to offload to, by name (see GPUDevices; nil:
-	// all of them). The CPU is not one: CPUOnly keeps the model there.
+	// Devices are the devices to offload to, by name (the Devices whose
+	// Type is not "cpu"; nil: all of them). The CPU is not one: CPUOnly
+	// keeps the model there.
 	Devices []string
 	// RPCServers are llama.cpp RPC workers (rpc-server, see AddRPCServer)
 	// as host:port, at most 16: their devices join Devices, and the
@@ -813,13 +814,6 @@ func (m *Model) tokenize(text string, opts TokenizeOptions) ([]Token, error) {
 		}
 		toks = make([]Token, -n)
 	}
-}
-
-// CountTokens returns how many tokens text makes (with the model's special
-// tokens added and special token text parsed, as a prompt would).
-func (m *Model) CountTokens(text string) (int, error) {
-	t, err := m.Tokenize(text, TokenizeOptions{AddSpecial: true, ParseSpecial: true})
-	return len(t), err
 }
 
 // TokenPiece returns the text of one token; special tokens render as their

@@ -14,11 +14,19 @@ import (
 )
 
 // DefaultSeed asks a sampler for a random seed.
-const DefaultSeed uint32 = capi.DefaultSeed
+const DefaultSeed uint32 = 0xFFFFFFFF
+
+// llama.cpp's value (a compile-time check, as for MaxGrammarNesting).
+const _ = uint(DefaultSeed-capi.DefaultSeed) + uint(capi.DefaultSeed-DefaultSeed)
 
 // Sampler is one stage of a SamplerChain: a built-in llama.cpp sampler made
 // by Greedy, Dist, TopK, ... or a Go sampler made by Custom. A Sampler value
 // is a description; NewSamplerChain builds it for a model.
+//
+// The constructors take their arguments in one order: the sampler's own
+// parameters (in llama.cpp's order), then minKeep (the fewest candidates
+// to keep) where the sampler has one, then the seed where it draws at
+// random (DefaultSeed: random), always last.
 type Sampler interface {
 	build(m *Model) (capi.Sampler, error)
 	String() string
@@ -159,7 +167,7 @@ func TopNSigma(n float32) Sampler {
 
 // Mirostat is Mirostat 1.0 with target entropy tau, learning rate eta and
 // m tokens for estimating s (100 in the paper). It selects the token.
-func Mirostat(seed uint32, tau, eta float32, m int) Sampler {
+func Mirostat(tau, eta float32, m int, seed uint32) Sampler {
 	if !finite(tau, eta) || m < 1 {
 		return invalid("mirostat", "tau and eta must be finite and m at least 1")
 	}
@@ -168,8 +176,9 @@ func Mirostat(seed uint32, tau, eta float32, m int) Sampler {
 	}}
 }
 
-// MirostatV2 is Mirostat 2.0. It selects the token.
-func MirostatV2(seed uint32, tau, eta float32) Sampler {
+// MirostatV2 is Mirostat 2.0 with target entropy tau and learning rate
+// eta. It selects the token.
+func MirostatV2(tau, eta float32, seed uint32) Sampler {
 	if !finite(tau, eta) {
 		return invalid("mirostat-v2", "tau and eta must be finite")
 	}

@@ -134,7 +134,7 @@ func TestSampleFastPath(t *testing.T) {
 				defer slow.Close()
 				assert.Equal(t, ch.fast, llama.FastPath(fast))
 				assert.False(t, llama.FastPath(slow))
-				require.NoError(t, ctx.ClearMemory())
+				require.NoError(t, ctx.Memory().Clear())
 				b := llama.NewBatch(8, 1)
 				tok := md.m.SpecialTokens().BOS
 				var seen []llama.Token

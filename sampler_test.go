@@ -16,7 +16,7 @@ import (
 func TestEverySampler(t *testing.T) {
 	m := stories(t)
 	c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
-	g, err := llama.GrammarFromJSONSchema([]byte(`{"type":"string"}`))
+	g, err := llama.GrammarFromJSONSchema(context.Background(), []byte(`{"type":"string"}`))
 	require.NoError(t, err)
 	tests := []struct {
 		name     string
@@ -32,8 +32,8 @@ func TestEverySampler(t *testing.T) {
 		{"temp-ext", []llama.Sampler{llama.TempExt(0.8, 0.3, 1), llama.Dist(1)}},
 		{"xtc", []llama.Sampler{llama.XTC(0.5, 0.1, 1, 1), llama.Dist(1)}},
 		{"top-n-sigma", []llama.Sampler{llama.TopNSigma(1.5), llama.Dist(1)}},
-		{"mirostat", []llama.Sampler{llama.Mirostat(1, 5, 0.1, 100)}},
-		{"mirostat-v2", []llama.Sampler{llama.MirostatV2(1, 5, 0.1)}},
+		{"mirostat", []llama.Sampler{llama.Mirostat(5, 0.1, 100, 1)}},
+		{"mirostat-v2", []llama.Sampler{llama.MirostatV2(5, 0.1, 1)}},
 		{"penalties", []llama.Sampler{llama.Penalties(64, 1.3, 0.1, 0.1), llama.Greedy()}},
 		{"dry", []llama.Sampler{llama.DRY(0.8, 1.75, 2, -1, nil), llama.Greedy()}},
 		{"logit-bias", []llama.Sampler{llama.LogitBias(map[llama.Token]float32{13: 100}), llama.Greedy()}},

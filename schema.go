@@ -18,18 +18,9 @@ import (
 // Subschemas may nest at most MaxSchemaDepth levels, and the document
 // itself at most 1,000 levels of arrays and objects; conversion takes time
 // and makes a grammar roughly linear in the size of the schema. Errors
-// match ErrGrammar and ErrInvalid.
-func GrammarFromJSONSchema(schema []byte) (*Grammar, error) {
-	return GrammarFromJSONSchemaContext(context.Background(), schema)
-}
-
-// MaxSchemaDepth bounds how deeply the subschemas of a JSON Schema may nest
-// for GrammarFromJSONSchema (items of items, properties of properties...).
-const MaxSchemaDepth = schemagbnf.MaxDepth
-
-// GrammarFromJSONSchemaContext is GrammarFromJSONSchema that gives up when
-// ctx ends, with an error matching ErrCanceled and ctx's error.
-func GrammarFromJSONSchemaContext(ctx context.Context, schema []byte) (*Grammar, error) {
+// match ErrGrammar and ErrInvalid. It gives up when ctx ends, with an
+// error matching ErrCanceled and ctx's error.
+func GrammarFromJSONSchema(ctx context.Context, schema []byte) (*Grammar, error) {
 	g, err := schemagbnf.ToGBNFContext(ctx, schema)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
@@ -39,3 +30,10 @@ func GrammarFromJSONSchemaContext(ctx context.Context, schema []byte) (*Grammar,
 	}
 	return &Grammar{source: g, root: "root"}, nil
 }
+
+// MaxSchemaDepth bounds how deeply the subschemas of a JSON Schema may nest
+// for GrammarFromJSONSchema (items of items, properties of properties...).
+const MaxSchemaDepth = 128
+
+// The converter's bound (a compile-time check, as for MaxGrammarNesting).
+const _ = uint(MaxSchemaDepth-schemagbnf.MaxDepth) + uint(schemagbnf.MaxDepth-MaxSchemaDepth)

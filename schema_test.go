@@ -1,6 +1,7 @@
 package llama_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -33,7 +34,7 @@ func TestSchemaGrammarsWithLlamaEngine(t *testing.T) {
 	checked := 0
 	for _, tc := range cases {
 		t.Run(tc.Name, func(t *testing.T) {
-			g, err := llama.GrammarFromJSONSchema(tc.Schema)
+			g, err := llama.GrammarFromJSONSchema(context.Background(), tc.Schema)
 			require.NoError(t, err)
 			for _, v := range tc.Valid {
 				ok, err := g.Match(m, v)
@@ -55,6 +56,6 @@ func TestSchemaGrammarsWithLlamaEngine(t *testing.T) {
 // TestGrammarFromJSONSchemaLookahead: a pattern the converter cannot
 // express (a lookahead) is a grammar error, not a grammar.
 func TestGrammarFromJSONSchemaLookahead(t *testing.T) {
-	_, err := llama.GrammarFromJSONSchema([]byte(`{"type": "string", "pattern": "(?=x)"}`))
+	_, err := llama.GrammarFromJSONSchema(context.Background(), []byte(`{"type": "string", "pattern": "(?=x)"}`))
 	assert.ErrorIs(t, err, llama.ErrGrammar)
 }

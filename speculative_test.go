@@ -55,7 +55,7 @@ func TestSpeculativeSameOutput(t *testing.T) {
 			return []llama.Drafter{&draft.NgramSimple{SizeN: 3, SizeM: 6}, d}
 		},
 	}
-	grammar, err := llama.ParseGrammar(`root ::= [a-z ,.]+`, "root")
+	grammar, err := llama.ParseGrammar(context.Background(), `root ::= [a-z ,.]+`, "root")
 	require.NoError(t, err)
 	cases := []struct {
 		name    string
@@ -108,7 +108,7 @@ func TestSpeculativeSameOutput(t *testing.T) {
 	require.Greater(t, self.stats.Drafted, 100)
 	assert.GreaterOrEqual(t, float64(self.stats.Accepted)/float64(self.stats.Drafted), 0.95)
 	// Memory holds exactly the prompt and the tokens decoded, as without drafts.
-	_, hi, err := target.PosRange(0)
+	_, hi, err := target.Memory().PosRange(0)
 	require.NoError(t, err)
 	toks, _ := m.Tokenize("Once upon a time", llama.TokenizeOptions{AddSpecial: true, ParseSpecial: true})
 	assert.Equal(t, len(toks)+200-1, hi, "the last token is decoded after its piece, rejected drafts are gone")

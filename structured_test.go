@@ -2,6 +2,7 @@ package llama_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -58,7 +59,7 @@ func TestStructuredOutputAcrossSeeds(t *testing.T) {
 	for i, schema := range structuredSchemas {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			validator := compileSchema(t, i, schema)
-			g, err := llama.GrammarFromJSONSchema([]byte(schema))
+			g, err := llama.GrammarFromJSONSchema(context.Background(), []byte(schema))
 			require.NoError(t, err)
 			for _, seed := range []uint32{1, 2, 3, 4} {
 				s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, g.Sampler(), llama.TopK(40), llama.Temp(1.0), llama.Dist(seed))
@@ -85,7 +86,7 @@ func TestRequiredToolCall(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, tg.Lazy)
 		for _, seed := range []uint32{7, 8, 9} {
-			s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.GrammarSampler(tg.Grammar, "root"), llama.TopK(40), llama.Temp(1), llama.Dist(seed))
+			s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, mustGrammar(t, tg.Grammar).Sampler(), llama.TopK(40), llama.Temp(1), llama.Dist(seed))
 			require.NoError(t, err)
 			out := generate(t, c, "Once upon a time", llama.GenerateOptions{MaxTokens: 300, Sampler: s, RenderSpecial: true})
 			s.Close()

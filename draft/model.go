@@ -61,7 +61,7 @@ func NewModel(target *llama.Model, draft *llama.Context, opts ModelOptions) (*Mo
 		return nil, errorf(llama.CodeInvalid, "draft model", "sequence %d out of range [0, %d)", opts.Seq, n)
 	}
 	// Start from an empty sequence: the drafter tracks what it decodes.
-	if _, err := draft.RemoveTokens(opts.Seq, 0, -1); err != nil {
+	if _, err := draft.Memory().Remove(opts.Seq, 0, -1); err != nil {
 		return nil, err
 	}
 	return &Model{c: draft, opts: opts, batch: llama.NewBatch(draft.BatchSize(), 1)}, nil
@@ -127,7 +127,7 @@ func (d *Model) Reset() error {
 		return errorf(llama.CodeInvalid, "draft model", "not made by NewModel")
 	}
 	d.cache = d.cache[:0]
-	_, err := d.c.RemoveTokens(d.opts.Seq, 0, -1)
+	_, err := d.c.Memory().Remove(d.opts.Seq, 0, -1)
 	return err
 }
 
@@ -149,7 +149,7 @@ func (d *Model) Draft(ctx context.Context, history []llama.Token, max int) ([]ll
 	// Keep the common prefix in memory, decode the rest of the history.
 	keep := commonPrefix(d.cache, history[:len(history)-1])
 	if keep < len(d.cache) {
-		if _, err := c.RemoveTokens(seq, keep, -1); err != nil {
+		if _, err := c.Memory().Remove(seq, keep, -1); err != nil {
 			return nil, err
 		}
 		d.cache = d.cache[:keep]
@@ -164,7 +164,7 @@ func (d *Model) Draft(ctx context.Context, history []llama.Token, max int) ([]ll
 		}
 		if err := c.Decode(ctx, d.batch); err != nil {
 			d.cache = d.cache[:0]
-			_, _ = c.RemoveTokens(seq, 0, -1)
+			_, _ = c.Memory().Remove(seq, 0, -1)
 			return nil, err
 		}
 		d.cache = append(d.cache, todo[:n]...)

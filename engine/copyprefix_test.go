@@ -103,7 +103,7 @@ func TestEngineCopyPrefixReleasedBeforeDecode(t *testing.T) {
 		e.release(s)
 		assert.Empty(t, s.cache)
 		assert.False(t, s.copyPending)
-		_, hi, err := e.lctx.PosRange(1)
+		_, hi, err := e.lctx.Memory().PosRange(1)
 		require.NoError(t, err)
 		assert.Less(t, hi, 0, "sequence 1 is empty")
 	}))

@@ -398,7 +398,7 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 		}
 		e.nCtxSlot = train
 	}
-	e.canReuse = !embedding && lctx.CanShift()
+	e.canReuse = !embedding && lctx.Memory().CanShift()
 	// Copying a prefix between slots needs separate KV streams (a unified
 	// cache would share cells, which a later shift of one sequence would
 	// move for both) and a memory that can drop a sequence's tail.
@@ -895,7 +895,7 @@ func (e *Engine) abort(s *engSlot, err error) {
 	if e.spec != nil && s.id < len(e.spec.drafts) {
 		_ = e.spec.drafts[s.id].Reset()
 	}
-	e.lctx.RemoveTokens(s.id, 0, -1)
+	e.lctx.Memory().Remove(s.id, 0, -1)
 	s.cache = s.cache[:0]
 	s.copyPending = false
 	if s.tk != nil {
@@ -1120,7 +1120,7 @@ func (e *Engine) release(s *engSlot) {
 		// Its memory was copied from another slot and no decode has run
 		// since: llama.cpp copies the KV data only then, so what the slot
 		// would keep for the next request (or the prompt cache) is not there.
-		e.lctx.RemoveTokens(s.id, 0, -1)
+		e.lctx.Memory().Remove(s.id, 0, -1)
 		s.cache = s.cache[:0]
 		s.copyPending = false
 	}

@@ -702,12 +702,12 @@ func engReuseReference(t *testing.T, m *llama.Model, cached, prompt []llama.Toke
 	}
 	decode(cached, 0)
 	for _, mv := range moves {
-		ok, err := lctx.RemoveTokens(0, mv.to, mv.from)
+		ok, err := lctx.Memory().Remove(0, mv.to, mv.from)
 		require.NoError(t, err)
 		require.True(t, ok)
-		require.NoError(t, lctx.ShiftTokens(0, mv.from, mv.from+mv.n, mv.to-mv.from))
+		require.NoError(t, lctx.Memory().Shift(0, mv.from, mv.from+mv.n, mv.to-mv.from))
 	}
-	ok, err := lctx.RemoveTokens(0, kept, -1)
+	ok, err := lctx.Memory().Remove(0, kept, -1)
 	require.NoError(t, err)
 	require.True(t, ok)
 	var out []llama.Token

@@ -120,7 +120,7 @@ func BenchmarkLimitSampling(b *testing.B) {
 	pos := 0
 	for b.Loop() {
 		if pos == 0 {
-			if err := d.C.ClearMemory(); err != nil {
+			if err := d.C.Memory().Clear(); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -189,7 +189,7 @@ func BenchmarkCopyPrefix(b *testing.B) {
 			copyOn := (i+k)%2 == 0
 			if err := e.do(func() {
 				e.canCopy = copyOn
-				e.lctx.RemoveTokens(1, 0, -1)
+				e.lctx.Memory().Remove(1, 0, -1)
 				e.slots[1].cache = e.slots[1].cache[:0]
 			}); err != nil {
 				b.Fatal(err)

@@ -61,7 +61,7 @@ func (e *Engine) startMedia(s *engSlot) bool {
 	}
 	_, err := mp.proj.Eval(s.tk.ctx, e.lctx, mp.chunks, mtmd.EvalOptions{Pos: 0, Seq: s.id, To: mp.chunks.Len() - 1})
 	if err != nil {
-		e.lctx.RemoveTokens(s.id, 0, -1)
+		e.lctx.Memory().Remove(s.id, 0, -1)
 		s.cache = s.cache[:0]
 		e.fail(s, err)
 		return false

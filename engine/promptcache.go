@@ -108,11 +108,11 @@ func (c *promptCache) load(e *Engine, s *engSlot, prompt []llama.Token) {
 	en := c.entries[best]
 	c.entries = slices.Delete(c.entries, best, best+1)
 	c.size -= int64(len(en.state))
-	e.lctx.RemoveTokens(s.id, 0, -1)
+	e.lctx.Memory().Remove(s.id, 0, -1)
 	s.cache = s.cache[:0]
 	if err := e.lctx.SetSeqState(s.id, en.state); err != nil {
 		c.log.Warn("failed to load a prompt from the prompt cache", "slot", s.id, "err", err)
-		e.lctx.RemoveTokens(s.id, 0, -1)
+		e.lctx.Memory().Remove(s.id, 0, -1)
 		return
 	}
 	s.cache = append(s.cache, en.tokens...)
@@ -146,7 +146,7 @@ func (c *promptCache) cacheIdleSlots(e *Engine) {
 			c.log.Debug("__TEST_TAG_CACHE_IDLE_SLOT__ idle slot saved to the prompt cache", "slot", s.id)
 		}
 		if e.opts.KVUnified {
-			e.lctx.RemoveTokens(s.id, 0, -1)
+			e.lctx.Memory().Remove(s.id, 0, -1)
 			s.cache = s.cache[:0]
 		}
 	}

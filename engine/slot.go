@@ -72,7 +72,7 @@ func (e *Engine) start(s *engSlot) {
 			e.fail(s, &ContextSizeError{PromptTokens: len(t.Prompt), CtxSize: e.nCtxSlot})
 			return
 		}
-		e.lctx.RemoveTokens(s.id, 0, -1)
+		e.lctx.Memory().Remove(s.id, 0, -1)
 		s.cache = s.cache[:0]
 		s.promptIdx, s.nCached, s.state = 0, 0, stPrompt
 		return
@@ -150,8 +150,8 @@ func (e *Engine) start(s *engSlot) {
 			n--
 		}
 	}
-	if ok, err := e.lctx.RemoveTokens(s.id, n, -1); err != nil || !ok {
-		e.lctx.RemoveTokens(s.id, 0, -1)
+	if ok, err := e.lctx.Memory().Remove(s.id, n, -1); err != nil || !ok {
+		e.lctx.Memory().Remove(s.id, 0, -1)
 		n = 0
 	}
 	s.cache = s.cache[:n]
@@ -204,11 +204,11 @@ func (e *Engine) copyPrefix(s *engSlot, n int) (int, bool) {
 	if src == nil || best-n < max(16, e.nCtxSlot/256) {
 		return n, false
 	}
-	if err := e.lctx.CopyTokens(src.id, s.id, 0, -1); err != nil {
+	if err := e.lctx.Memory().Copy(src.id, s.id, 0, -1); err != nil {
 		return n, false
 	}
-	if ok, err := e.lctx.RemoveTokens(s.id, best, -1); err != nil || !ok {
-		e.lctx.RemoveTokens(s.id, 0, -1)
+	if ok, err := e.lctx.Memory().Remove(s.id, best, -1); err != nil || !ok {
+		e.lctx.Memory().Remove(s.id, 0, -1)
 		s.cache = s.cache[:0]
 		return 0, true
 	}
@@ -245,10 +245,10 @@ func (e *Engine) reuseChunks(s *engSlot, n, minChunk int) int {
 			continue
 		}
 		if hc > hp {
-			if ok, err := e.lctx.RemoveTokens(s.id, hp, hc); err != nil || !ok {
+			if ok, err := e.lctx.Memory().Remove(s.id, hp, hc); err != nil || !ok {
 				return hp
 			}
-			if err := e.lctx.ShiftTokens(s.id, hc, hc+m, hp-hc); err != nil {
+			if err := e.lctx.Memory().Shift(s.id, hc, hc+m, hp-hc); err != nil {
 				return hp
 			}
 			copy(s.cache[hp:hp+m], s.cache[hc:hc+m])
@@ -402,7 +402,7 @@ func (e *Engine) step() bool {
 					e.slotPanic(s, f) // its drafter's panic says more
 					continue
 				}
-				e.lctx.RemoveTokens(s.id, 0, -1)
+				e.lctx.Memory().Remove(s.id, 0, -1)
 				s.cache = s.cache[:0]
 				e.fail(s, err)
 			}
@@ -494,7 +494,7 @@ func (e *Engine) clearIdleSlots() bool {
 		if e.pcache != nil {
 			e.pcache.save(e, s)
 		}
-		e.lctx.RemoveTokens(s.id, 0, -1)
+		e.lctx.Memory().Remove(s.id, 0, -1)
 		s.cache = s.cache[:0]
 		cleared = true
 	}
@@ -521,10 +521,10 @@ func (e *Engine) shift(s *engSlot) bool {
 	if nDiscard <= 0 {
 		return false
 	}
-	if ok, err := e.lctx.RemoveTokens(s.id, nKeep, nKeep+nDiscard); err != nil || !ok {
+	if ok, err := e.lctx.Memory().Remove(s.id, nKeep, nKeep+nDiscard); err != nil || !ok {
 		return false
 	}
-	if err := e.lctx.ShiftTokens(s.id, nKeep+nDiscard, len(s.cache), -nDiscard); err != nil {
+	if err := e.lctx.Memory().Shift(s.id, nKeep+nDiscard, len(s.cache), -nDiscard); err != nil {
 		return false
 	}
 	s.cache = append(s.cache[:nKeep], s.cache[nKeep+nDiscard:]...)
@@ -713,7 +713,7 @@ func (e *Engine) embedOut(s *engSlot) {
 			ev.Embedding = [][]float32{llama.Normalize(append([]float32(nil), v...), t.Normalize)}
 		}
 	}
-	e.lctx.RemoveTokens(s.id, 0, -1)
+	e.lctx.Memory().Remove(s.id, 0, -1)
 	s.cache = s.cache[:0]
 	if err != nil {
 		e.fail(s, err)
@@ -786,7 +786,11 @@ func (e *Engine) topProbs(logits []float32, n int, tok llama.Token) ([]TokenProb
 // grammar must not see them). extra, the request's own samplers, go
 // before the final pick.
 func (e *Engine) newSampler(p *sampling.Params, extra []llama.Sampler) (chain, gram *llama.SamplerChain, acceptPrompt bool, err error) {
-	if g := p.GrammarSampler(); g != nil {
+	g, err := p.GrammarSampler(e.baseCtx)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if g != nil {
 		if gram, err = llama.NewSamplerChain(e.model, llama.SamplerChainOptions{}, g); err != nil {
 			return nil, nil, false, err
 		}

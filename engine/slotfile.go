@@ -464,7 +464,7 @@ func (e *Engine) RestoreSlot(id int, path string) (nTokens int, nBytes int, err 
 		return 0, 0, err
 	}
 	err = e.onIdleSlot(id, func(s *engSlot) error {
-		e.lctx.RemoveTokens(id, 0, -1)
+		e.lctx.Memory().Remove(id, 0, -1)
 		s.cache = s.cache[:0]
 		if empty, err := e.lctx.SeqState(id); err == nil {
 			if !plausibleCells(state, empty, e.nCtxSlot) {
@@ -477,7 +477,7 @@ func (e *Engine) RestoreSlot(id int, path string) (nTokens int, nBytes int, err 
 			return &SlotFileError{Msg: fmt.Sprintf("Unable to restore slot: %q is not a slot file of this model (malformed state)", name)}
 		}
 		if err := e.lctx.SetSeqState(id, state); err != nil {
-			e.lctx.RemoveTokens(id, 0, -1)
+			e.lctx.Memory().Remove(id, 0, -1)
 			return &SlotFileError{Msg: fmt.Sprintf("Unable to restore slot: %q does not hold a state this server can load", name)}
 		}
 		s.cache = append(s.cache, toks...)
@@ -493,7 +493,7 @@ func (e *Engine) RestoreSlot(id int, path string) (nTokens int, nBytes int, err 
 func (e *Engine) EraseSlot(id int) (nErased int, err error) {
 	err = e.onIdleSlot(id, func(s *engSlot) error {
 		nErased = len(s.cache)
-		_, err := e.lctx.RemoveTokens(id, 0, -1)
+		_, err := e.lctx.Memory().Remove(id, 0, -1)
 		s.cache = s.cache[:0]
 		return err
 	})

@@ -31,7 +31,7 @@ func TestSlotFileLlamaFormat(t *testing.T) {
 		if n, err = e.lctx.SaveSeqFile(theirs, 1, packSlotTokens(e.slots[1].cache)); err != nil {
 			return
 		}
-		if _, err = e.lctx.RemoveTokens(1, 0, -1); err != nil {
+		if _, err = e.lctx.Memory().Remove(1, 0, -1); err != nil {
 			return
 		}
 		toks, err = e.lctx.LoadSeqFile(mine, 1)

@@ -394,10 +394,10 @@ func (e *Engine) specVerify(s *engSlot) {
 	drafter.Accepted(accepted)
 	ss.draft, ss.drafter = ss.draft[:0], nil
 	if accepted < len(draft) {
-		if ok, err := e.lctx.RemoveTokens(s.id, len(s.cache), -1); err != nil || !ok {
+		if ok, err := e.lctx.Memory().Remove(s.id, len(s.cache), -1); err != nil || !ok {
 			// Memory that cannot drop its tail: forget the sequence (the
 			// prompt cache starts afresh); a running request cannot go on.
-			e.lctx.RemoveTokens(s.id, 0, -1)
+			e.lctx.Memory().Remove(s.id, 0, -1)
 			s.cache = s.cache[:0]
 			if s.tk != nil {
 				e.fail(s, fmt.Errorf("engine: speculative decoding: cannot remove rejected tokens: %w", llama.ErrUnsupported))

@@ -246,7 +246,7 @@ func (p *Projector) Eval(ctx context.Context, lctx *llama.Context, chunks *Chunk
 		})
 		if err != nil {
 			if i > opts.From {
-				_, _ = lctx.RemoveTokens(opts.Seq, opts.Pos, -1)
+				_, _ = lctx.Memory().Remove(opts.Seq, opts.Pos, -1)
 			}
 			return opts.Pos, err
 		}
@@ -281,12 +281,12 @@ func Prepare(ctx context.Context, lctx *llama.Context, p *Projector, prompt stri
 	}
 	pos := 0
 	if opts.Keep {
-		_, hi, err := lctx.PosRange(opts.Seq)
+		_, hi, err := lctx.Memory().PosRange(opts.Seq)
 		if err != nil {
 			return nil, err
 		}
 		pos = hi + 1
-	} else if _, err := lctx.RemoveTokens(opts.Seq, 0, -1); err != nil {
+	} else if _, err := lctx.Memory().Remove(opts.Seq, 0, -1); err != nil {
 		return nil, err
 	}
 	if pos+chunks.Positions() >= lctx.SeqSize() {

@@ -220,7 +220,7 @@ func TestTokenizeChunks(t *testing.T) {
 	next, err := f.proj.Eval(context.Background(), f.lctx, chunks, mtmd.EvalOptions{Pos: 0, Seq: 0, LogitsLast: true})
 	require.NoError(t, err)
 	assert.Equal(t, chunks.Positions(), next)
-	lo, hi, err := f.lctx.PosRange(0)
+	lo, hi, err := f.lctx.Memory().PosRange(0)
 	require.NoError(t, err)
 	assert.Equal(t, [2]int{0, next - 1}, [2]int{lo, hi})
 }
@@ -317,7 +317,7 @@ func TestCancel(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorIs(t, err, llama.ErrCanceled)
 	assert.ErrorIs(t, err, context.Canceled)
-	lo, hi, err := f.lctx.PosRange(0)
+	lo, hi, err := f.lctx.Memory().PosRange(0)
 	require.NoError(t, err)
 	assert.Equal(t, [2]int{-1, -1}, [2]int{lo, hi})
 }
@@ -557,7 +557,7 @@ func BenchmarkEvalImage(b *testing.B) {
 		_, err = proj.Eval(ctx, lctx, chunks, mtmd.EvalOptions{})
 		require.NoError(b, err)
 		chunks.Close()
-		_, err = lctx.RemoveTokens(0, 0, -1)
+		_, err = lctx.Memory().Remove(0, 0, -1)
 		require.NoError(b, err)
 	}
 }

@@ -1,6 +1,7 @@
 package sampling
 
 import (
+	"context"
 	"math"
 	"regexp"
 	"slices"
@@ -162,9 +163,9 @@ func (p *Params) Chain(env Env, extra ...llama.Sampler) (ss []llama.Sampler, his
 	}
 	switch p.Mirostat {
 	case 1:
-		b.ss = append(b.ss, llama.Temp(p.Temperature), llama.Mirostat(p.Seed, p.MirostatTau, p.MirostatEta, 100))
+		b.ss = append(b.ss, llama.Temp(p.Temperature), llama.Mirostat(p.MirostatTau, p.MirostatEta, 100, p.Seed))
 	case 2:
-		b.ss = append(b.ss, llama.Temp(p.Temperature), llama.MirostatV2(p.Seed, p.MirostatTau, p.MirostatEta))
+		b.ss = append(b.ss, llama.Temp(p.Temperature), llama.MirostatV2(p.MirostatTau, p.MirostatEta, p.Seed))
 	default:
 		b.greedy = p.Temperature <= 0
 		for _, name := range p.Samplers {
@@ -186,13 +187,19 @@ func (p *Params) Chain(env Env, extra ...llama.Sampler) (ss []llama.Sampler, his
 }
 
 // GrammarSampler returns p's grammar sampler (nil without a grammar): lazy, with
-// its triggers, when p.GrammarLazy is set.
-func (p *Params) GrammarSampler() llama.Sampler {
+// its triggers, when p.GrammarLazy is set. The grammar is parsed here
+// (llama.ParseGrammar, which gives up when ctx ends); a malformed one is
+// its error.
+func (p *Params) GrammarSampler(ctx context.Context) (llama.Sampler, error) {
 	if p.Grammar == "" {
-		return nil
+		return nil, nil
+	}
+	g, err := llama.ParseGrammar(ctx, p.Grammar, "root")
+	if err != nil {
+		return nil, err
 	}
 	if !p.GrammarLazy {
-		return llama.GrammarSampler(p.Grammar, "root")
+		return g.Sampler(), nil
 	}
 	var pats []string
 	var toks []llama.Token
@@ -215,5 +222,5 @@ func (p *Params) GrammarSampler() llama.Sampler {
 			toks = append(toks, tr.Token)
 		}
 	}
-	return llama.LazyGrammarSampler(p.Grammar, "root", pats, toks)
+	return g.LazySampler(pats, toks), nil
 }

@@ -1,6 +1,7 @@
 package sampling
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"unicode/utf8"
@@ -142,7 +143,11 @@ func CheckGrammar(m *llama.Model, g string) error {
 	if err := CheckGrammarSize(g); err != nil {
 		return err
 	}
-	c, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.GrammarSampler(g, "root"))
+	gr, err := llama.ParseGrammar(context.Background(), g, "root")
+	if err != nil {
+		return errorf("grammar", "invalid grammar: %v", err)
+	}
+	c, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, gr.Sampler())
 	if err != nil {
 		return errorf("grammar", "invalid grammar: %v", err)
 	}

@@ -7,6 +7,7 @@
 package schema
 
 import (
+	"context"
 	"encoding/json"
 
 	"github.com/invopop/jsonschema"
@@ -38,5 +39,5 @@ func GrammarFor[T any]() (*llama.Grammar, error) {
 	if err != nil {
 		return nil, err
 	}
-	return llama.GrammarFromJSONSchema(s)
+	return llama.GrammarFromJSONSchema(context.Background(), s)
 }

@@ -250,7 +250,7 @@ func BenchmarkLimitTTFT(b *testing.B) {
 	d := benchlimit.NewDecoder(b, path, 8, 8*2048, 2048)
 	r := rand.New(rand.NewPCG(1, 2))
 	sys := limitRandomTokens(r, nSys)
-	if err := d.C.ClearMemory(); err != nil {
+	if err := d.C.Memory().Clear(); err != nil {
 		b.Fatal(err)
 	}
 	d.Prefill(b, 0, 0, sys)
@@ -273,15 +273,15 @@ func BenchmarkLimitTTFT(b *testing.B) {
 	for b.Loop() {
 		shared = append(shared, ttft(append(slices.Clone(sys), limitRandomTokens(r, nTail)...)))
 		unique = append(unique, ttft(limitRandomTokens(r, nSys+nTail)))
-		if _, err := d.C.RemoveTokens(0, nSys, -1); err != nil {
+		if _, err := d.C.Memory().Remove(0, nSys, -1); err != nil {
 			b.Fatal(err)
 		}
 		limShared = append(limShared, d.Prefill(b, 0, nSys, limitRandomTokens(r, nTail)))
-		if _, err := d.C.RemoveTokens(0, 0, -1); err != nil {
+		if _, err := d.C.Memory().Remove(0, 0, -1); err != nil {
 			b.Fatal(err)
 		}
 		limUnique = append(limUnique, d.Prefill(b, 0, 0, limitRandomTokens(r, nSys+nTail)))
-		if _, err := d.C.RemoveTokens(0, 0, -1); err != nil {
+		if _, err := d.C.Memory().Remove(0, 0, -1); err != nil {
 			b.Fatal(err)
 		}
 		d.Prefill(b, 0, 0, sys)
@@ -399,7 +399,7 @@ func BenchmarkLimitPrefillGap(b *testing.B) {
 				duringP99 = append(duringP99, limitQuantile(during, 0.99))
 				ttft = append(ttft, prefillEnd.Sub(prefilled))
 				// the limit: the largest step, a full batch of prompt and stream tokens
-				if err := d.C.ClearMemory(); err != nil {
+				if err := d.C.Memory().Clear(); err != nil {
 					b.Fatal(err)
 				}
 				d.Batch.Clear()
@@ -420,7 +420,7 @@ func BenchmarkLimitPrefillGap(b *testing.B) {
 				var bare []time.Duration
 				for t0, pos := time.Now(), 0; time.Since(t0) < prefillEnd.Sub(prefilled)/5; pos++ {
 					if pos%512 == 0 {
-						if err := d.C.ClearMemory(); err != nil {
+						if err := d.C.Memory().Clear(); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -38,7 +38,7 @@ func directScores(t *testing.T, path, query string, docs []string) []float32 {
 		for i := range toks {
 			b.SetOutput(i, true)
 		}
-		require.NoError(t, c.ClearMemory())
+		require.NoError(t, c.Memory().Clear())
 		require.NoError(t, c.Encode(context.Background(), b))
 		s, err := c.SeqEmbeddings(0)
 		require.NoError(t, err)

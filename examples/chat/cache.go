@@ -31,7 +31,7 @@ func (pc *promptCache) generate(ctx context.Context, c *llama.Context, prompt st
 	if len(toks)+max(o.MaxTokens, 0) >= c.SeqSize() { // no room: start over
 		n = 0
 	}
-	if _, err := c.RemoveTokens(0, n, -1); err != nil {
+	if _, err := c.Memory().Remove(0, n, -1); err != nil {
 		return nil, err
 	}
 	pc.past = append(pc.past[:0], toks[:n]...)
@@ -42,7 +42,7 @@ func (pc *promptCache) generate(ctx context.Context, c *llama.Context, prompt st
 		defer func() {
 			// Keep only what memory holds (a token that ended generation,
 			// or one cut off by cancellation, was never decoded).
-			if _, hi, err := c.PosRange(0); err == nil && hi+1 < len(pc.past) {
+			if _, hi, err := c.Memory().PosRange(0); err == nil && hi+1 < len(pc.past) {
 				pc.past = pc.past[:max(hi+1, 0)]
 			}
 		}()

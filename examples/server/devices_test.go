@@ -53,8 +53,14 @@ func TestFlagDevices(t *testing.T) {
 	require.True(t, c.listDevices)
 	var out bytes.Buffer
 	require.NoError(t, printDevices(&out))
-	gpus, err := llama.GPUDevices()
+	devs, err := llama.Devices()
 	require.NoError(t, err)
+	var gpus []string // what -dev may name
+	for _, d := range devs {
+		if d.Type != "cpu" {
+			gpus = append(gpus, d.Name)
+		}
+	}
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	assert.Equal(t, "Available devices:", lines[0])
 	if len(gpus) == 0 {

@@ -115,7 +115,11 @@ func run(ctx context.Context, w io.Writer, path, question string, seed uint32, t
 		}
 		samplers := []llama.Sampler{llama.TopK(40), llama.Temp(0.7), llama.Dist(seed)}
 		if plan.Grammar != "" { // "required": the grammar applies from the first token
-			samplers = append([]llama.Sampler{llama.GrammarSampler(plan.Grammar, "root")}, samplers...)
+			g, err := llama.ParseGrammar(ctx, plan.Grammar, "root")
+			if err != nil {
+				return err
+			}
+			samplers = append([]llama.Sampler{g.Sampler()}, samplers...)
 		}
 		chain, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, samplers...)
 		if err != nil {

@@ -94,7 +94,7 @@ func NewDecoder(b testing.TB, path string, seqs, ctxSize, batch int) *Decoder {
 // position 0 (a continuous-batching step of n generating slots) after
 // clearing the memory, and returns the tokens and the time in Decode.
 func (d *Decoder) Steps(b testing.TB, n, steps int) (int, time.Duration) {
-	if err := d.C.ClearMemory(); err != nil {
+	if err := d.C.Memory().Clear(); err != nil {
 		b.Fatal(err)
 	}
 	var spent time.Duration
@@ -110,7 +110,7 @@ func (d *Decoder) Steps(b testing.TB, n, steps int) (int, time.Duration) {
 // last token), then nGen-1 steps of one token for each sequence. It
 // returns the tokens generated and the time in Decode.
 func (d *Decoder) Batches(b testing.TB, n, prompt, nGen int) (int, time.Duration) {
-	if err := d.C.ClearMemory(); err != nil {
+	if err := d.C.Memory().Clear(); err != nil {
 		b.Fatal(err)
 	}
 	d.Batch.Clear()

@@ -84,7 +84,9 @@ type Grammar struct {
 	// (llama.cpp's rule count is len(Rules)+Generated).
 	Generated int
 	// MaxTokenID is the largest token id the grammar names as <[id]> or
-	// !<[id]> (its low 32 bits, as llama.cpp keeps), -1 when it names none.
+	// !<[id]>, as written (not the low 32 bits llama.cpp keeps: an id is
+	// checked against a vocabulary as written, see Options.VocabSize), -1
+	// when it names none.
 	MaxTokenID int64
 }
 

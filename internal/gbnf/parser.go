@@ -635,7 +635,7 @@ func (p *parser) token(i int) (uint32, int) {
 		if p.at(j+1) != '>' {
 			p.fail(j+1, KindSyntax, "expected '>' after token id, found %s", p.describe(j+1))
 		}
-		if id := int64(uint32(n)); id > p.maxTok {
+		if id := int64(min(n, math.MaxInt64)); id > p.maxTok {
 			p.maxTok = id
 		}
 		if p.vocab > 0 && n >= uint64(p.vocab) {
