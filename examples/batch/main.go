@@ -115,8 +115,8 @@ func run(ctx context.Context, c *config, out io.Writer) error {
 		return err
 	}
 	defer model.Close()
-	eng, err := engine.New(model, engine.Options{Parallel: c.parallel, CtxSize: c.ctxSize,
-		Threads: c.threads, ThreadsBatch: c.threads, QueueSize: len(c.prompts)})
+	eng, err := engine.New(model, engine.Options{Parallel: c.parallel, Context: llama.ContextOptions{ContextSize: c.ctxSize, Threads: c.threads, ThreadsBatch: c.threads},
+		QueueSize: len(c.prompts)})
 	if err != nil {
 		return err
 	}
