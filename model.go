@@ -146,8 +146,9 @@ var progressPanics sync.Map // uintptr → *PanicError
 
 // LoadModel loads a GGUF model. A split model loads from the path of its
 // first split (name-00001-of-0000N.gguf); LoadModelSplits takes the paths
-// explicitly. Cancelling ctx aborts the load, and the library install
-// that the first LoadModel may run.
+// explicitly. Cancelling ctx aborts the load. The first LoadModel loads the
+// library where Init with the zero LibraryOptions finds it (it never
+// installs it; see Init).
 func LoadModel(ctx context.Context, path string, opts ModelOptions) (*Model, error) {
 	return loadModel(ctx, []string{path}, opts)
 }
@@ -164,7 +165,7 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 	if ctx == nil {
 		return nil, errorf(CodeInvalid, "load model", "nil context.Context")
 	}
-	if err := ensureInitContext(ctx); err != nil {
+	if err := ensureInit(); err != nil {
 		return nil, err
 	}
 	for _, p := range paths {
