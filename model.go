@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/x/llama/internal/bridge"
 	"github.com/x/llama/internal/capi"
 )
 
@@ -92,11 +93,12 @@ type ModelOptions struct {
 // Methods on a nil *Model return errors matching ErrInvalid (or zero
 // values).
 type Model struct {
-	mu    sync.RWMutex // read-held by calls, write-held by Close
-	ptr   capi.Model
-	vocab capi.Vocab
-	nVocb int32
-	path  string
+	modelLink              // for package mtmd (bridge.go)
+	mu        sync.RWMutex // read-held by calls, write-held by Close
+	ptr       capi.Model
+	vocab     capi.Vocab
+	nVocb     int32
+	path      string
 	// encoderOnly: encoder without decoder (BERT-like); Embed encodes.
 	encoderOnly bool
 	bpeOnce     sync.Once // bpe: the vocabulary is BPE (see isBPE)
@@ -304,6 +306,7 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 	v := capi.ModelGetVocab(m)
 	model := &Model{ptr: m, vocab: v, nVocb: capi.VocabNTokens(v), path: paths[0], children: map[closer]struct{}{},
 		encoderOnly: capi.ModelHasEncoder(m) && !capi.ModelHasDecoder(m)}
+	model.modelLink = bridge.NewModel((*modelBridge)(model))
 	if len(opts.RPCServers) > 0 {
 		model.rpcServers = slices.Clone(opts.RPCServers)
 		model.rpcDevices = rpcInfo
