@@ -87,7 +87,7 @@ type Options struct {
 	//     and Pooling as given (PoolingRank with Reranking); a completion
 	//     engine uses the model's Pooling.
 	// The others (threads, thread pools, KV cache types, flash attention,
-	// RoPE and YaRN, offloading, SWAPartial, OutputsMax,
+	// Attention, RoPE and YaRN, offloading, SWAPartial, OutputsMax,
 	// RecurrentSnapshots, Perf) are passed as they are.
 	Context llama.ContextOptions
 	// Parallel is the number of slots, each a sequence of the one context
