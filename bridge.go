@@ -4,59 +4,50 @@ import (
 	"context"
 	"runtime"
 
-	"github.com/ebitengine/purego"
 	"github.com/x/llama/internal/bridge"
 	"github.com/x/llama/internal/capi"
 )
 
-// The bridge gives this module's other packages (package mtmd) the C
-// pointers of models and contexts without exporting them.
+// The links of internal/bridge, embedded unexported in Model, Context and
+// Generation: they give package mtmd the C pointers of models and
+// contexts, and where a generation starts, without exporting them.
+type (
+	modelLink      = bridge.Model
+	contextLink    = bridge.Context
+	generationLink = bridge.Generation
+)
+
+// modelBridge and contextBridge are Model and Context with the methods the
+// bridge's interfaces ask for, which Model and Context do not export.
+type (
+	modelBridge   Model
+	contextBridge Context
+)
 
 type childFunc struct{ f func() }
 
 func (c *childFunc) closeFromParent() { c.f() }
 
-func init() {
-	bridge.Model = func(x any) (uintptr, func(), error) {
-		m, ok := x.(*Model)
-		if !ok || m == nil {
-			return 0, nil, errorf(CodeInvalid, "model", "no model")
-		}
-		done, err := m.use("model")
-		if err != nil {
-			return 0, nil, err
-		}
-		return uintptr(m.ptr), done, nil
+func (b *modelBridge) Use(op string) (uintptr, func(), error) {
+	m := (*Model)(b)
+	done, err := m.use(op)
+	if err != nil {
+		return 0, nil, err
 	}
-	bridge.AddChild = func(x any, f func()) (func(), bool) {
-		m, ok := x.(*Model)
-		if !ok || m == nil {
-			return nil, false
-		}
-		c := &childFunc{f: f}
-		if !m.addChild(c) {
-			return nil, false
-		}
-		return func() { m.removeChild(c) }, true
-	}
-	bridge.Context = bridgeContext
-	bridge.GenerateFrom = func(x any, ctx context.Context, prompt, opts any, pos int) (any, error) {
-		c, ok1 := x.(*Context)
-		toks, ok2 := prompt.([]Token)
-		o, ok3 := opts.(GenerateOptions)
-		if !ok1 || !ok2 || !ok3 || c == nil {
-			return nil, errorf(CodeInvalid, "generate", "bad bridge call")
-		}
-		return c.generateFrom(ctx, toks, o, pos), nil
-	}
-	bridge.LogCallback = currentLogCallback
+	return uintptr(m.ptr), done, nil
 }
 
-func bridgeContext(x any, ctx context.Context, op string, seq, from int, f func(uintptr) int32) error {
-	c, ok := x.(*Context)
-	if !ok || c == nil {
-		return errorf(CodeInvalid, op, "no context")
+func (b *modelBridge) AddChild(f func()) (func(), bool) {
+	m := (*Model)(b)
+	c := &childFunc{f: f}
+	if !m.addChild(c) {
+		return nil, false
 	}
+	return func() { m.removeChild(c) }, true
+}
+
+func (b *contextBridge) Run(ctx context.Context, op string, seq, from int, f func(uintptr) int32) error {
+	c := (*Context)(b)
 	if err := c.lock(op); err != nil {
 		return err
 	}
@@ -92,12 +83,4 @@ func bridgeContext(x any, ctx context.Context, op string, seq, from int, f func(
 		return &Error{Code: CodeCanceled, Op: op, Err: err}
 	}
 	return errorf(CodeDecode, op, "libmtmd failed with code %d", rc)
-}
-
-func currentLogCallback() uintptr {
-	if logger.Load() == nil {
-		return capi.NoopFunc
-	}
-	logCBOnce.Do(func() { logCB = purego.NewCallback(logCallback) })
-	return logCB
 }

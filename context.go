@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/x/llama/internal/bridge"
 	"github.com/x/llama/internal/capi"
 )
 
@@ -126,10 +127,11 @@ type ContextOptions struct {
 // closes the model's contexts. Calls after Close return ErrClosed, and a
 // call Close interrupts ends with ErrClosed.
 type Context struct {
-	model *Model
-	mu    sync.Mutex
-	ptr   capi.Context
-	mem   capi.Memory
+	contextLink // for package mtmd (bridge.go)
+	model       *Model
+	mu          sync.Mutex
+	ptr         capi.Context
+	mem         capi.Memory
 
 	nCtx, nCtxSeq, nBatch, nUBatch, nSeqMax int
 	embeddings, kvUnified                   bool
@@ -260,6 +262,7 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 		return nil, errorf(CodeLoad, "new context", "out of memory")
 	}
 	c := &Context{model: m, abort: (*atomic.Uint32)(flag), pool: pool, poolBatch: poolBatch}
+	c.contextLink = bridge.NewContext((*contextBridge)(c))
 	runtime.AddCleanup(c, func(p unsafe.Pointer) { capi.CFree(p) }, flag)
 	p.AbortCallback = capi.AbortFlagFunc
 	p.AbortCallbackData = uintptr(flag)

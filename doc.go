@@ -7,9 +7,13 @@
 // # Getting the library
 //
 // The first LoadModel finds the pinned llama.cpp build (release v0.4.0) in
-// $LLAMA_LIB_DIR or the cache folder, and installs it there through the npm
-// client when it is missing. Call Init to choose a folder or a GPU flavor,
-// or to refuse installing. A library of another ABI is refused at load.
+// $LLAMA_LIB_DIR or the cache folder; a missing one is an error matching
+// ErrLibrary that names the command installing it. Installing is explicit:
+// go run github.com/x/llama/lib/cmd/llama-install, lib.Install, or
+// Init(LibraryOptions{Install: true}) before the first LoadModel, which
+// installs it into the cache folder through the npm client when missing.
+// Init also chooses a folder or a GPU flavor. A library of another ABI is
+// refused at load.
 //
 // # Models from Hugging Face
 //

@@ -5,6 +5,8 @@ import (
 	"iter"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/x/llama/internal/bridge"
 )
 
 // GenerateOptions configures Generate. The zero value generates greedily
@@ -58,16 +60,16 @@ const (
 
 // Generation is one Generate call; range over Seq to run it.
 type Generation struct {
-	c         *Context
-	ctx       context.Context
-	prompt    []Token
-	opts      GenerateOptions
-	reason    StopReason
-	generated int
-	stopWord  string
-	nPast     int
-	spec      SpeculativeStats
-	from      int // with Keep, the prompt's first position; -1: after the sequence's last
+	generationLink // package mtmd may set where the prompt starts (bridge.go)
+	c              *Context
+	ctx            context.Context
+	prompt         []Token
+	opts           GenerateOptions
+	reason         StopReason
+	generated      int
+	stopWord       string
+	nPast          int
+	spec           SpeculativeStats
 }
 
 // Reason returns why generation stopped (after the iteration ended).
@@ -119,16 +121,7 @@ func (c *Context) Generate(ctx context.Context, prompt string, opts GenerateOpti
 // tokens decoded so far in memory.
 func (c *Context) GenerateTokens(ctx context.Context, prompt []Token, opts GenerateOptions) *Generation {
 	// A nil c is reported when the generation runs.
-	return &Generation{c: c, ctx: ctx, prompt: prompt, opts: opts, from: -1}
-}
-
-// generateFrom is GenerateTokens with Keep whose prompt starts at position
-// pos of the sequence rather than after its largest position: package mtmd
-// needs it for M-RoPE models, whose media take more positions than the
-// memory's largest position shows.
-func (c *Context) generateFrom(ctx context.Context, prompt []Token, opts GenerateOptions, pos int) *Generation {
-	opts.Keep = true
-	return &Generation{c: c, ctx: ctx, prompt: prompt, opts: opts, from: pos}
+	return &Generation{c: c, ctx: ctx, prompt: prompt, opts: opts}
 }
 
 // Seq returns the iterator of pieces.
@@ -183,11 +176,11 @@ func (g *Generation) run(yield func(Piece, error) bool) error {
 			return err
 		}
 		g.nPast = hi + 1
-		if g.from >= 0 {
-			if g.from < g.nPast {
-				return errorf(CodeInvalid, "generate", "start position %d is before the sequence's end %d", g.from, g.nPast)
+		if from, ok := bridge.Start(&g.generationLink); ok {
+			if from < g.nPast {
+				return errorf(CodeInvalid, "generate", "start position %d is before the sequence's end %d", from, g.nPast)
 			}
-			g.nPast = g.from
+			g.nPast = from
 		}
 	} else {
 		if _, err := c.removeTokens(seq, 0, -1); err != nil {

@@ -159,15 +159,20 @@ func closedErr(op, what string) error {
 }
 
 // LibraryOptions says where the llama.cpp shared library comes from. The
-// zero value looks in $LLAMA_LIB_DIR, then in the cache folder, and installs
-// the pinned build there when it is missing, showing progress on stderr.
+// zero value looks in $LLAMA_LIB_DIR, then in the cache folder, and reports
+// a missing library as an error (matching ErrLibrary) that names the
+// command installing it: installing is an explicit act, with
+// `go run github.com/x/llama/lib/cmd/llama-install`, lib.Install, or
+// Install here.
 type LibraryOptions struct {
 	// Dir is a folder holding the libraries; it must hold them.
 	Dir string
-	// Flavor picks a GPU build when installing (lib.CUDA, lib.Vulkan).
+	// Flavor picks a GPU build (lib.CUDA, lib.Vulkan).
 	Flavor lib.Flavor
-	// NoInstall makes a missing library an error instead of installing it.
-	NoInstall bool
+	// Install installs the pinned build into the cache folder when it is
+	// missing there (never into Dir or $LLAMA_LIB_DIR, which must hold
+	// it), through the npm client, showing progress on stderr.
+	Install bool
 	// Quiet suppresses install progress.
 	Quiet bool
 	// Insecure allows installing a build with no pinned checksum (see
@@ -189,8 +194,10 @@ var (
 )
 
 // Init loads the llama.cpp library. Calling it is optional: the first
-// LoadModel calls it with the zero LibraryOptions. Only the first successful
-// call has an effect; the library stays loaded for the life of the process.
+// LoadModel calls it with the zero LibraryOptions, which finds an installed
+// library and never installs one; call Init with Install first to install
+// it when missing. Only the first successful call has an effect; the
+// library stays loaded for the life of the process.
 func Init(opts LibraryOptions) error {
 	return initLibrary(context.Background(), opts)
 }
@@ -203,22 +210,22 @@ func initLibrary(ctx context.Context, opts LibraryOptions) error {
 		return nil
 	}
 	dir, err := lib.Find(opts.Dir, opts.Flavor)
-	if err != nil && !opts.NoInstall && opts.Dir == "" && os.Getenv(lib.EnvDir) == "" {
-		var w *os.File
-		if !opts.Quiet {
-			w = os.Stderr
-		}
+	explicit := opts.Dir != "" || os.Getenv(lib.EnvDir) != ""
+	switch {
+	case err == nil:
+	case opts.Install && !explicit:
 		o := lib.InstallOptions{Flavor: opts.Flavor, Insecure: opts.Insecure}
-		if w != nil {
-			o.Progress = w
+		if !opts.Quiet {
+			o.Progress = os.Stderr
 		}
-		dir, err = lib.Install(ctx, o)
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return &Error{Code: CodeCanceled, Op: "init", Err: err}
+		if dir, err = lib.Install(ctx, o); err != nil {
+			if ctx.Err() != nil {
+				return &Error{Code: CodeCanceled, Op: "init", Err: err}
+			}
+			return &Error{Code: CodeLibrary, Op: "init", Err: err}
 		}
-		return &Error{Code: CodeLibrary, Op: "init", Err: err}
+	default:
+		return &Error{Code: CodeLibrary, Op: "init", Msg: notInstalled(opts), Err: err}
 	}
 	if opts.MTMD {
 		if _, err := lib.MTMDPath(dir); err != nil {
@@ -243,6 +250,23 @@ func initLibrary(ctx context.Context, opts LibraryOptions) error {
 	return nil
 }
 
+// notInstalled says how to install the library Init did not find.
+func notInstalled(opts LibraryOptions) string {
+	cmd := lib.InstallCommand
+	if opts.Flavor != lib.CPU {
+		cmd += " -flavor " + string(opts.Flavor)
+	}
+	dir := opts.Dir
+	if dir == "" {
+		dir = os.Getenv(lib.EnvDir)
+	}
+	if dir != "" {
+		return fmt.Sprintf("the llama.cpp library is not installed in %s: install it with `%s -dir %s`", dir, cmd, dir)
+	}
+	return fmt.Sprintf("the llama.cpp library is not installed: install it with `%s`, lib.Install, "+
+		"or llama.Init(llama.LibraryOptions{Install: true})", cmd)
+}
+
 // libraryFiles names the libraries of the build in dir for capi: package lib
 // knows their file names (the npm build's or llama.cpp's own archives'),
 // capi only opens what it is given.
@@ -261,18 +285,16 @@ func libraryFiles(dir string) (capi.Files, error) {
 	return f, nil
 }
 
-func ensureInit() error { return ensureInitContext(context.Background()) }
-
-// ensureInitContext loads the library, installing it if need be until ctx
-// ends (LoadModel passes its ctx).
-func ensureInitContext(ctx context.Context) error {
+// ensureInit loads the library where Init with the zero LibraryOptions
+// finds it, unless it is loaded.
+func ensureInit() error {
 	initMu.Lock()
 	ok := inited
 	initMu.Unlock()
 	if ok {
 		return nil
 	}
-	return initLibrary(ctx, LibraryOptions{})
+	return initLibrary(context.Background(), LibraryOptions{})
 }
 
 // LibraryDir returns the folder the library was loaded from, once loaded.

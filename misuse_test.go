@@ -2,8 +2,6 @@ package llama_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -351,30 +349,4 @@ func TestMisuseNil(t *testing.T) {
 			assert.Equal(t, "<nil>", s.String())
 		})
 	})
-}
-
-// TestInstallHonoursLoadModelCtx: the library install the first LoadModel
-// runs stops with LoadModel's ctx. It runs in a child process with an
-// empty cache, so that the library is not loaded yet; the ctx is already
-// done, so nothing is fetched.
-func TestInstallHonoursLoadModelCtx(t *testing.T) {
-	if os.Getenv("LLAMA_TEST_INSTALL_CTX_CHILD") == "1" {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_, err := llama.LoadModel(ctx, testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})
-		require.ErrorIs(t, err, llama.ErrCanceled)
-		require.ErrorIs(t, err, context.Canceled)
-		_, ok := llama.LibraryDir()
-		require.False(t, ok)
-		return
-	}
-	cache := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestInstallHonoursLoadModelCtx$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "LLAMA_TEST_INSTALL_CTX_CHILD=1", "GO_LLAMA_LIB_CACHE="+cache, "LLAMA_LIB_DIR=",
-		"LLAMA_TEST_MODELS="+testenv.ModelsDir(t))
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	left, err := os.ReadDir(cache)
-	require.NoError(t, err)
-	assert.Empty(t, left, "nothing installed")
 }

@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/x/llama/internal/bridge"
 	"github.com/x/llama/internal/capi"
 )
 
@@ -93,11 +94,12 @@ type ModelOptions struct {
 // Methods on a nil *Model return errors matching ErrInvalid (or zero
 // values).
 type Model struct {
-	mu    sync.RWMutex // read-held by calls, write-held by Close
-	ptr   capi.Model
-	vocab capi.Vocab
-	nVocb int32
-	path  string
+	modelLink              // for package mtmd (bridge.go)
+	mu        sync.RWMutex // read-held by calls, write-held by Close
+	ptr       capi.Model
+	vocab     capi.Vocab
+	nVocb     int32
+	path      string
 	// encoderOnly: encoder without decoder (BERT-like); Embed encodes.
 	encoderOnly bool
 	bpeOnce     sync.Once // bpe: the vocabulary is BPE (see isBPE)
@@ -147,8 +149,9 @@ var progressPanics sync.Map // uintptr → *PanicError
 
 // LoadModel loads a GGUF model. A split model loads from the path of its
 // first split (name-00001-of-0000N.gguf); LoadModelSplits takes the paths
-// explicitly. Cancelling ctx aborts the load, and the library install
-// that the first LoadModel may run.
+// explicitly. Cancelling ctx aborts the load. The first LoadModel loads the
+// library where Init with the zero LibraryOptions finds it (it never
+// installs it; see Init).
 func LoadModel(ctx context.Context, path string, opts ModelOptions) (*Model, error) {
 	return loadModel(ctx, []string{path}, opts)
 }
@@ -165,7 +168,7 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 	if ctx == nil {
 		return nil, errorf(CodeInvalid, "load model", "nil context.Context")
 	}
-	if err := ensureInitContext(ctx); err != nil {
+	if err := ensureInit(); err != nil {
 		return nil, err
 	}
 	for _, p := range paths {
@@ -304,6 +307,7 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 	v := capi.ModelGetVocab(m)
 	model := &Model{ptr: m, vocab: v, nVocb: capi.VocabNTokens(v), path: paths[0], children: map[closer]struct{}{},
 		encoderOnly: capi.ModelHasEncoder(m) && !capi.ModelHasDecoder(m)}
+	model.modelLink = bridge.NewModel((*modelBridge)(model))
 	if len(opts.RPCServers) > 0 {
 		model.rpcServers = slices.Clone(opts.RPCServers)
 		model.rpcDevices = rpcInfo

@@ -42,7 +42,7 @@ func TestRealModelSDKMatchesServer(t *testing.T) {
 	const nCtx, maxTokens = 2048, 48
 	srv, err := server.New(context.Background(), server.Options{Model: modelPath, ChatTemplateFile: tmplPath, Jinja: true,
 		Logger: slog.New(slog.DiscardHandler),
-		Engine: engine.Options{Parallel: 1, CtxSize: nCtx, Threads: 1, ThreadsBatch: 1}})
+		Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: nCtx, Threads: 1, ThreadsBatch: 1}}})
 	require.NoError(t, err)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { ts.Close(); _ = srv.Close() })

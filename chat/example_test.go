@@ -36,7 +36,7 @@ func ExampleTemplates_Prepare() {
 		log.Fatal(err)
 	}
 	defer model.Close()
-	eng, err := engine.New(model, engine.Options{Parallel: 1, CtxSize: 1024, Threads: 1})
+	eng, err := engine.New(model, engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: 1024, Threads: 1}})
 	if err != nil {
 		log.Fatal(err)
 	}

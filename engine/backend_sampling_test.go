@@ -19,7 +19,7 @@ import (
 // falls back to the CPU, and each request gets a new chain, so slots that
 // go from one request to the next never attach a chain twice.
 func TestEngineBackendSampling(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{Parallel: 3, CtxSize: 3 * 256})
+	m, e := newEngTestEngine(t, Options{Parallel: 3, Context: llama.ContextOptions{ContextSize: 3 * 256}})
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	task := func(bs bool, edit func(p *sampling.Params)) *Request {
 		r := engGreedyTask(prompt, 24)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/x/llama"
 	"github.com/x/llama/sampling"
 )
 
@@ -20,7 +21,7 @@ func BenchmarkEngineClients(b *testing.B) {
 	for _, th := range [][2]int{{2, 2}, {1, 1}, {1, 2}} {
 		for _, clients := range []int{1, 4, 8} {
 			b.Run(fmt.Sprintf("t=%d,tb=%d/clients=%d", th[0], th[1], clients), func(b *testing.B) {
-				m, e := newEngTestEngine(b, Options{Parallel: 8, CtxSize: 8 * 1024, Threads: th[0], ThreadsBatch: th[1]})
+				m, e := newEngTestEngine(b, Options{Parallel: 8, Context: llama.ContextOptions{ContextSize: 8 * 1024, Threads: th[0], ThreadsBatch: th[1]}})
 				prompt := engTokenize(b, m, "Once upon a time", true)
 				task := func() *Request {
 					p := sampling.Defaults()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/x/llama"
 )
 
 // TestEngineCopyPrefixFromOtherSlot: a request pinned to an empty slot
@@ -25,14 +26,14 @@ func TestEngineCopyPrefixFromOtherSlot(t *testing.T) {
 		{"unified cache", true, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, e := newEngTestEngine(t, Options{Parallel: 2, CtxSize: 1024, KVUnified: tc.unified})
+			m, e := newEngTestEngine(t, Options{Parallel: 2, Context: llama.ContextOptions{ContextSize: 1024, KVUnified: tc.unified}})
 			shared := "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends."
 			pA := engTokenize(t, m, shared+" One day, she saw a big red ball.", true)
 			pB := engTokenize(t, m, shared+" Her mom said it was time to go home.", true)
 			lcp := engCommonPrefix(pA, pB)
 			require.Greater(t, lcp, 30)
 
-			_, fresh := newEngTestEngine(t, Options{CtxSize: 512})
+			_, fresh := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}})
 			want := engRun(t, fresh, engGreedyTask(pB, 24))
 
 			a := engGreedyTask(pA, 8)
@@ -80,7 +81,7 @@ func TestEngineCopyPrefixFromOtherSlot(t *testing.T) {
 // or its next request, tokens whose data is not yet in its memory; its
 // next request still gets the output of a fresh decode.
 func TestEngineCopyPrefixReleasedBeforeDecode(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{Parallel: 2, CtxSize: 1024})
+	m, e := newEngTestEngine(t, Options{Parallel: 2, Context: llama.ContextOptions{ContextSize: 1024}})
 	shared := "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends."
 	pA := engTokenize(t, m, shared+" One day, she saw a big red ball.", true)
 	pB := engTokenize(t, m, shared+" Her mom said it was time to go home.", true)
@@ -108,7 +109,7 @@ func TestEngineCopyPrefixReleasedBeforeDecode(t *testing.T) {
 		assert.Less(t, hi, 0, "sequence 1 is empty")
 	}))
 
-	_, fresh := newEngTestEngine(t, Options{CtxSize: 512})
+	_, fresh := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}})
 	want := engRun(t, fresh, engGreedyTask(pB, 16))
 	b := engGreedyTask(pB, 16)
 	b.CachePrompt, b.SlotID = true, 1

@@ -67,18 +67,32 @@ const DefaultPrefillSlowdown = 2.0
 // Options configure New. The zero value is a completion engine
 // with one slot and llama.cpp's defaults.
 type Options struct {
+	// Context configures the llama.Context the engine runs on, as
+	// llama.Model.NewContext takes it, with these fields set by the engine:
+	//   - Sequences is Parallel: each slot is a sequence.
+	//   - ContextSize 0 is the model's training context, at least 4096
+	//     when the model does not say, and at most 8192 (not the training
+	//     context alone, as NewContext's). It is shared by the slots: each
+	//     gets ContextSize/Parallel positions, or with KVUnified, one KV
+	//     buffer of ContextSize positions shared by all slots, each using
+	//     what the others leave free up to the whole context (see
+	//     KVUnifiedPerSlot); when it is full, the idle slots' memory is
+	//     freed and the decode tried again. No slot gets more positions
+	//     than the model's training context.
+	//   - BatchSize 0 is 2048 and UBatchSize 0 is 512, at most BatchSize;
+	//     the engine's batches are BatchSize tokens.
+	//   - Embeddings is set for embedding engines (Embedding, Reranking)
+	//     and unset otherwise. An embedding engine also uses KVUnified,
+	//     BatchSize UBatchSize (each input must fit in one micro-batch)
+	//     and Pooling as given (PoolingRank with Reranking); a completion
+	//     engine uses the model's Pooling.
+	// The others (threads, thread pools, KV cache types, flash attention,
+	// Attention, RoPE and YaRN, offloading, SWAPartial, OutputsMax,
+	// RecurrentSnapshots, Perf) are passed as they are.
+	Context llama.ContextOptions
 	// Parallel is the number of slots, each a sequence of the one context
 	// (default 1).
 	Parallel int
-	// CtxSize is the context size in tokens, shared by the slots (each gets
-	// CtxSize/Parallel, or all of it with KVUnified); 0: the model's training context,
-	// at most 8192.
-	CtxSize int
-	// BatchSize is the most tokens one decode takes (default 2048);
-	// UBatchSize the physical batch size (default 512). An embedding engine
-	// decodes at most UBatchSize tokens at a time, and each input must fit
-	// in it.
-	BatchSize, UBatchSize int
 	// PrefillChunk and PrefillSlowdown say how prompts are decoded while
 	// other slots generate, so that a long prompt is prefilled in chunks
 	// between their steps and their streams never stall for the whole
@@ -98,21 +112,6 @@ type Options struct {
 	// fills whatever room the batch has, as in llama-server.
 	PrefillChunk    int
 	PrefillSlowdown float64
-	// Threads and ThreadsBatch are llama.cpp's --threads and
-	// --threads-batch. llama_decode chooses per micro-batch: one of a
-	// single token runs on Threads, a larger one on ThreadsBatch. So
-	// generation with one busy slot uses Threads, while prompts, and
-	// generation with several busy slots (their tokens share a batch), use
-	// ThreadsBatch. Threads 0: the number of CPUs; ThreadsBatch 0: Threads
-	// (llama-server's default).
-	Threads, ThreadsBatch int
-	// ThreadPool and ThreadPoolBatch are llama.cpp's --prio, --poll,
-	// --cpu-mask/--cpu-range and --cpu-strict and their -batch forms:
-	// the compute threads' priority, polling and CPUs (see
-	// llama.ThreadPoolOptions; zero: ggml's defaults; ThreadPoolBatch
-	// nil: as ThreadPool).
-	ThreadPool      llama.ThreadPoolOptions
-	ThreadPoolBatch *llama.ThreadPoolOptions
 	// SampleThreads is how many goroutines sample the rows of one step's
 	// slots at once (llama.Context.SampleParallel), the engine's loop
 	// included: 0 or 1, one after another; negative, GOMAXPROCS. It is
@@ -128,8 +127,6 @@ type Options struct {
 	Embedding bool
 	// Reranking makes an embedding engine with PoolingRank for KindRerank.
 	Reranking bool
-	// Pooling is the embedding pooling (default: the model's).
-	Pooling llama.PoolingType
 	// ContextShift, when a slot's context is full, drops half of the tokens
 	// after NKeep and goes on (and truncates too long prompts); without it
 	// generation stops with StopLimit and too long prompts are errors.
@@ -146,10 +143,6 @@ type Options struct {
 	// decoding the prompt afresh. 0 (the default) turns it off, as does a
 	// memory that cannot shift. A request's CacheReuse overrides it.
 	CacheReuse int
-	// FlashAttention (default auto), TypeK and TypeV (KV cache types,
-	// "": f16) are passed to the context.
-	FlashAttention llama.FlashAttention
-	TypeK, TypeV   string
 	// QueueSize is the most requests that may wait for a slot before Submit
 	// returns ErrBusy (0: 4*Parallel+16).
 	QueueSize int
@@ -163,16 +156,6 @@ type Options struct {
 	// model does not have are ignored, as llama.cpp does.
 	ControlVectors                       []llama.ControlVectorFile
 	ControlVectorStart, ControlVectorEnd int
-	// RopeScaling, RopeFreqBase, RopeFreqScale, YarnOrigCtx and the Yarn
-	// factors override the model's RoPE settings (zero or nil: the
-	// model's), as llama.cpp's --rope-* and --yarn-* options.
-	RopeScaling                                               llama.RopeScaling
-	RopeFreqBase, RopeFreqScale                               float32
-	YarnOrigCtx                                               int
-	YarnExtFactor, YarnAttnFactor, YarnBetaFast, YarnBetaSlow *float32
-	// NoKVOffload keeps the KV cache on the CPU (-nkvo); NoOpOffload keeps
-	// host tensor operations there (--no-op-offload).
-	NoKVOffload, NoOpOffload bool
 	// PromptCacheMiB bounds the host-RAM prompt cache (llama-server's
 	// --cache-ram): a completion request that makes its slot drop more than
 	// half of its cached prompt first saves that prompt's KV state there,
@@ -194,15 +177,10 @@ type Options struct {
 	// panics it recovers with their stacks (nil: no debug logs, and the
 	// panics go to slog.Default()).
 	Logger *slog.Logger
-	// KVUnifiedPerSlot caps the positions one slot may use with KVUnified
-	// (llama-server's --kv-unified-per-slot; 0: the whole context).
+	// KVUnifiedPerSlot caps the positions one slot may use with
+	// Context.KVUnified (llama-server's --kv-unified-per-slot; 0: the whole
+	// context).
 	KVUnifiedPerSlot int
-	// KVUnified makes one KV buffer of CtxSize positions shared by all
-	// slots: each may use what the others leave free, up to the whole
-	// context (see KVUnifiedPerSlot); when it is full, the idle slots'
-	// memory is freed and the decode tried again. Embedding engines always
-	// use it, with CtxSize/Parallel positions per slot.
-	KVUnified bool
 	// Speculative configures speculative decoding (zero value: off).
 	Speculative SpeculativeOptions
 }
@@ -309,14 +287,14 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	if o.Parallel <= 0 {
 		o.Parallel = 1
 	}
-	if o.BatchSize <= 0 {
-		o.BatchSize = 2048
+	if o.Context.BatchSize <= 0 {
+		o.Context.BatchSize = 2048
 	}
-	if o.UBatchSize <= 0 {
-		o.UBatchSize = 512
+	if o.Context.UBatchSize <= 0 {
+		o.Context.UBatchSize = 512
 	}
-	if o.UBatchSize > o.BatchSize {
-		o.UBatchSize = o.BatchSize
+	if o.Context.UBatchSize > o.Context.BatchSize {
+		o.Context.UBatchSize = o.Context.BatchSize
 	}
 	if o.QueueSize <= 0 {
 		o.QueueSize = 4*o.Parallel + 16
@@ -330,32 +308,27 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	if math.IsNaN(o.PrefillSlowdown) || math.IsInf(o.PrefillSlowdown, 0) {
 		return nil, fmt.Errorf("engine: PrefillSlowdown %v is not a finite number: %w", o.PrefillSlowdown, llama.ErrInvalid)
 	}
-	if o.CtxSize <= 0 {
-		o.CtxSize = m.TrainContext()
-		if o.CtxSize <= 0 || o.CtxSize > 8192 {
-			o.CtxSize = min(max(o.CtxSize, 4096), 8192)
+	if o.Context.ContextSize <= 0 {
+		o.Context.ContextSize = m.TrainContext()
+		if o.Context.ContextSize <= 0 || o.Context.ContextSize > 8192 {
+			o.Context.ContextSize = min(max(o.Context.ContextSize, 4096), 8192)
 		}
 	}
 	embedding := o.Embedding || o.Reranking
-	pooling := o.Pooling
-	if o.Reranking {
-		pooling = llama.PoolingRank
-	}
-	copts := llama.ContextOptions{
-		ContextSize: o.CtxSize, BatchSize: o.BatchSize, UBatchSize: o.UBatchSize, Sequences: o.Parallel,
-		Threads: o.Threads, ThreadsBatch: o.ThreadsBatch, FlashAttention: o.FlashAttention,
-		ThreadPool: o.ThreadPool, ThreadPoolBatch: o.ThreadPoolBatch,
-		TypeK: o.TypeK, TypeV: o.TypeV, KVUnified: o.KVUnified,
-		RopeScaling: o.RopeScaling, RopeFreqBase: o.RopeFreqBase, RopeFreqScale: o.RopeFreqScale,
-		YarnOrigCtx: o.YarnOrigCtx, YarnExtFactor: o.YarnExtFactor, YarnAttnFactor: o.YarnAttnFactor,
-		YarnBetaFast: o.YarnBetaFast, YarnBetaSlow: o.YarnBetaSlow,
-		NoOffloadKQV: o.NoKVOffload, NoOpOffload: o.NoOpOffload,
+	copts := o.Context
+	copts.Sequences = o.Parallel
+	copts.Embeddings = embedding
+	switch {
+	case !embedding:
+		copts.Pooling = llama.PoolingDefault
+	case o.Reranking:
+		copts.Pooling = llama.PoolingRank
 	}
 	if embedding {
 		// One decode of at most UBatchSize tokens, so that each sequence is
 		// pooled from one micro-batch; unified KV for simple splitting.
-		copts.Embeddings, copts.Pooling, copts.KVUnified = true, pooling, true
-		copts.BatchSize = o.UBatchSize
+		copts.KVUnified = true
+		copts.BatchSize = copts.UBatchSize
 	}
 	lctx, err := m.NewContext(copts)
 	if err != nil {

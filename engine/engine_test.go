@@ -45,8 +45,8 @@ func engStoriesModel(t testing.TB) *llama.Model {
 
 func newEngTestEngine(t testing.TB, o Options) (*llama.Model, *Engine) {
 	m := engStoriesModel(t)
-	if o.Threads == 0 {
-		o.Threads = 1
+	if o.Context.Threads == 0 {
+		o.Context.Threads = 1
 	}
 	e, err := New(m, o)
 	if err != nil {
@@ -109,7 +109,7 @@ func engRun(t testing.TB, e *Engine, task *Request) engResult {
 }
 
 func TestEngineGreedy(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 512})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}})
 	r := engRun(t, e, engGreedyTask(engTokenize(t, m, "Once upon a time", true), 32))
 	if !strings.HasPrefix(r.text, storiesGreedy) {
 		t.Fatalf("got %q, want prefix %q", r.text, storiesGreedy)
@@ -127,7 +127,7 @@ func TestEngineGreedy(t *testing.T) {
 }
 
 func TestEngineParallelGreedy(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 1024, Parallel: 4, ContextShift: true})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 1024}, Parallel: 4, ContextShift: true})
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	// A task that runs until cancelled holds one slot, so the greedy tasks
 	// below certainly share decodes with it, whatever the timing.
@@ -169,7 +169,7 @@ func TestEngineParallelGreedy(t *testing.T) {
 }
 
 func TestEnginePromptCache(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 512})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}})
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	tk := engGreedyTask(prompt, 24)
 	tk.CachePrompt = true
@@ -198,7 +198,7 @@ func TestEnginePromptCache(t *testing.T) {
 }
 
 func TestEngineCancel(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 512, Parallel: 1})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}, Parallel: 1})
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	ctx, cancel := context.WithCancel(context.Background())
 	tk := engGreedyTask(prompt, -1)
@@ -221,7 +221,7 @@ func TestEngineCancel(t *testing.T) {
 }
 
 func TestEngineQueueBusy(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 512, Parallel: 1, QueueSize: 1})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}, Parallel: 1, QueueSize: 1})
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -251,7 +251,7 @@ func TestEngineQueueBusy(t *testing.T) {
 }
 
 func TestEngineStopString(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 512})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}})
 	tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), 64)
 	tk.Stop = []string{"named Lily", "zzz"}
 	r := engRun(t, e, tk)
@@ -266,7 +266,7 @@ func TestEngineStopString(t *testing.T) {
 }
 
 func TestEngineNProbs(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 512})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}})
 	tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), 4)
 	tk.Params.NProbs = 5
 	r := engRun(t, e, tk)
@@ -289,7 +289,7 @@ func TestEngineNProbs(t *testing.T) {
 }
 
 func TestEngineContextFull(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 256})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 256}})
 	nCtx := e.SlotsInfo()[0].NCtx
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	tk := engGreedyTask(prompt, -1)
@@ -313,7 +313,7 @@ func TestEngineContextFull(t *testing.T) {
 		t.Fatalf("long prompt: %v", r.done.Err)
 	}
 
-	_, es := newEngTestEngine(t, Options{CtxSize: 256, ContextShift: true})
+	_, es := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 256}, ContextShift: true})
 	tk = engGreedyTask(prompt, nCtx+60)
 	tk.Params.IgnoreEOS = true
 	r = engRun(t, es, tk)
@@ -331,7 +331,7 @@ func TestEngineContextFull(t *testing.T) {
 }
 
 func TestEngineEmbeddings(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 512, Parallel: 4, Embedding: true, Pooling: llama.PoolingMean})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512, Pooling: llama.PoolingMean}, Parallel: 4, Embedding: true})
 	texts := []string{"Once upon a time", "The cat sat on the mat", "Lily loved to play", "Once upon a time"}
 	chans := make([]*Stream, len(texts))
 	for i, s := range texts {
@@ -375,7 +375,7 @@ func TestEngineEmbeddings(t *testing.T) {
 		t.Fatal("completion on an embedding engine")
 	}
 
-	_, en := newEngTestEngine(t, Options{CtxSize: 512, Embedding: true, Pooling: llama.PoolingNone})
+	_, en := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512, Pooling: llama.PoolingNone}, Embedding: true})
 	p := engTokenize(t, m, "Once upon a time", true)
 	r := engRun(t, en, &Request{Kind: KindEmbedding, Prompt: p, PerToken: true, SlotID: -1, Normalize: 2})
 	if len(r.done.Embedding) != len(p) {
@@ -384,7 +384,7 @@ func TestEngineEmbeddings(t *testing.T) {
 }
 
 func TestEngineSlotFiles(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 512, Parallel: 2})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}, Parallel: 2})
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	full := engRun(t, e, engGreedyTask(prompt, 32))
 
@@ -421,7 +421,7 @@ func TestEngineSlotFiles(t *testing.T) {
 }
 
 func TestEngineGrammar(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 512})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}})
 	tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), 16)
 	tk.Params.Grammar = `root ::= "yes" | "no"`
 	r := engRun(t, e, tk)
@@ -445,7 +445,7 @@ func TestEngineGrammar(t *testing.T) {
 }
 
 func TestEngineClose(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 512, Parallel: 1})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}, Parallel: 1})
 	tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), -1)
 	tk.Params.IgnoreEOS = true
 	ch, err := e.Submit(context.Background(), tk)
@@ -472,7 +472,7 @@ func TestEngineClose(t *testing.T) {
 
 func TestEngineLoRABatching(t *testing.T) {
 	lora := gguftest.StoriesLoRA(t)
-	m, e := newEngTestEngine(t, Options{CtxSize: 512, Parallel: 2, ContextShift: true, Adapters: []AdapterSpec{{Path: lora, Scale: 0}}})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}, Parallel: 2, ContextShift: true, Adapters: []AdapterSpec{{Path: lora, Scale: 0}}})
 	if a := e.Adapters(); len(a) != 1 || a[0].Path != lora || a[0].Scale != 0 {
 		t.Fatalf("adapters %+v", a)
 	}
@@ -535,7 +535,7 @@ func TestEngineLoRABatching(t *testing.T) {
 }
 
 func TestEngineLazyGrammar(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 512})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}})
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	tk := engGreedyTask(prompt, 24)
 	// As llama.cpp, the grammar constrains the text from the trigger on
@@ -551,7 +551,7 @@ func TestEngineLazyGrammar(t *testing.T) {
 }
 
 func TestEngineSamplingSeed(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 1024, Parallel: 3})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 1024}, Parallel: 3})
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	tk := engGreedyTask(prompt, 32)
 	tk.Params = sampling.Defaults()
@@ -579,7 +579,7 @@ func TestEngineSamplingSeed(t *testing.T) {
 }
 
 func TestEngineTMaxPredict(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 4096})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 4096}})
 	tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), 3000)
 	tk.Params.IgnoreEOS = true
 	tk.TMaxPredictMs = 1
@@ -590,7 +590,7 @@ func TestEngineTMaxPredict(t *testing.T) {
 }
 
 func TestEngineSlotsInfo(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 512, Parallel: 2})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}, Parallel: 2})
 	info := e.SlotsInfo()
 	if len(info) != 2 || info[0].NCtx != 256 || info[1].ID != 1 || info[0].IsProcessing {
 		t.Fatalf("idle slots %+v", info)
@@ -657,7 +657,7 @@ func TestEngineTextHelpers(t *testing.T) {
 // A grammar that is complete allows only end-of-generation tokens: with
 // ignore_eos the task must end (not abort the process on a rejected token).
 func TestEngineGrammarIgnoreEOS(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 512})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}})
 	tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), 8)
 	tk.Params.Grammar = `root ::= "yes" | "no"`
 	tk.Params.IgnoreEOS = true
@@ -783,10 +783,10 @@ func TestEngineCacheReuse(t *testing.T) {
 			cat(P, A, S), cat(P, S, T), 0, nil, true},
 	}
 	const nGen = 8
-	_, fresh := newEngTestEngine(t, Options{CtxSize: 512})
+	_, fresh := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, e := newEngTestEngine(t, Options{CtxSize: 512, CacheReuse: tc.reuse})
+			_, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}, CacheReuse: tc.reuse})
 			first := engGreedyTask(tc.cached, 4)
 			first.CachePrompt = true
 			engRun(t, e, first)
@@ -829,7 +829,7 @@ func TestEngineThreads(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, e := newEngTestEngine(t, Options{CtxSize: 256, Threads: tc.threads, ThreadsBatch: tc.threadsBatch})
+			_, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 256, Threads: tc.threads, ThreadsBatch: tc.threadsBatch}})
 			n, nb := e.lctx.Threads()
 			assert.Equal(t, tc.wantN, n)
 			assert.Equal(t, tc.wantBatch, nb)
@@ -900,7 +900,7 @@ func TestStreamOutbox(t *testing.T) {
 // give sampled one after another, a grammar's slot among them.
 func TestEngineSampleThreads(t *testing.T) {
 	run := func(threads int) ([]string, int) {
-		m, e := newEngTestEngine(t, Options{CtxSize: 4 * 256, Parallel: 4, SampleThreads: threads})
+		m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 4 * 256}, Parallel: 4, SampleThreads: threads})
 		prompt := engTokenize(t, m, "Once upon a time", true)
 		texts := make([]string, 4)
 		var wg sync.WaitGroup

@@ -20,7 +20,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer model.Close()
-	eng, err := engine.New(model, engine.Options{Parallel: 4, CtxSize: 1024, Threads: 1})
+	eng, err := engine.New(model, engine.Options{Parallel: 4, Context: llama.ContextOptions{ContextSize: 1024, Threads: 1}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -37,8 +37,8 @@ func BenchmarkLimitEngine(b *testing.B) {
 	for _, clients := range []int{1, 8, 16} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			parallel := max(8, clients)
-			e, err := New(m, Options{Parallel: parallel, CtxSize: parallel * 512,
-				Threads: benchlimit.Threads(), ThreadsBatch: benchlimit.Threads(), SampleThreads: benchlimit.SampleThreads()})
+			e, err := New(m, Options{Parallel: parallel, Context: llama.ContextOptions{ContextSize: parallel * 512, Threads: benchlimit.Threads(), ThreadsBatch: benchlimit.Threads()},
+				SampleThreads: benchlimit.SampleThreads()})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -100,7 +100,7 @@ func BenchmarkLimitEngine(b *testing.B) {
 func BenchmarkLimitSampling(b *testing.B) {
 	const n = 8
 	d := benchlimit.NewDecoder(b, benchlimit.Model125M(b), n, n*512, 2048)
-	eng, err := New(d.M, Options{Parallel: 1, CtxSize: 512, Threads: 1})
+	eng, err := New(d.M, Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: 512, Threads: 1}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -153,8 +153,7 @@ func BenchmarkCopyPrefix(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { m.Close() })
-	e, err := New(m, Options{Parallel: 2, CtxSize: 2 * 1024, NoPromptCache: true,
-		Threads: benchlimit.Threads(), ThreadsBatch: benchlimit.Threads()})
+	e, err := New(m, Options{Parallel: 2, Context: llama.ContextOptions{ContextSize: 2 * 1024, Threads: benchlimit.Threads(), ThreadsBatch: benchlimit.Threads()}, NoPromptCache: true})
 	if err != nil {
 		b.Fatal(err)
 	}

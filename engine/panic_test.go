@@ -75,7 +75,7 @@ func TestEnginePanicInSlot(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs testenv.Buffer
 			var armed atomic.Bool
-			o := Options{CtxSize: 2048, Parallel: 4, SampleThreads: tc.sampleThreads,
+			o := Options{Context: llama.ContextOptions{ContextSize: 2048}, Parallel: 4, SampleThreads: tc.sampleThreads,
 				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelError}))}
 			if tc.victim == nil {
 				o.Speculative.NewDrafters = func(_ int, r *Request) []llama.Drafter {
@@ -172,7 +172,7 @@ func TestEnginePanicInSlot(t *testing.T) {
 // and the engine serves the next requests as before.
 func TestEnginePanicInStep(t *testing.T) {
 	var logs testenv.Buffer
-	m, e := newEngTestEngine(t, Options{CtxSize: 1024, Parallel: 3,
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 1024}, Parallel: 3,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelError}))})
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	want := engRun(t, e, engGreedyTask(prompt, 32)).text
@@ -222,11 +222,11 @@ func TestEngineSpeculativePromptLengths(t *testing.T) {
 	require.Greater(t, len(long), nCtx-40)
 	long = long[:nCtx-40]
 	word := engTokenize(t, m, "Once", true)
-	_, plain := newEngTestEngine(t, Options{CtxSize: nCtx})
+	_, plain := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: nCtx}})
 	want := engRun(t, plain, engGreedyTask(word, 24)).text
 	for _, typ := range []string{SpecNgramSimple, SpecNgramSimple + "," + SpecNgramMapK + "," + SpecNgramCache} {
 		t.Run(typ, func(t *testing.T) {
-			_, e := newEngTestEngine(t, Options{CtxSize: nCtx, Speculative: SpeculativeOptions{Types: []string{typ}, Adapt: llama.DraftAdapt{Off: true}}})
+			_, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: nCtx}, Speculative: SpeculativeOptions{Types: []string{typ}, Adapt: llama.DraftAdapt{Off: true}}})
 			got := engRun(t, e, engGreedyTask(word, 24))
 			assert.Equal(t, want, got.text, "one word")
 			// The long prompt repeats itself: the drafters draft from it.
@@ -241,7 +241,7 @@ func TestEngineSpeculativePromptLengths(t *testing.T) {
 // TestEngineControlPanic: a control call's panic (the work SaveSlot and
 // the like run on the loop) is that call's error, and the loop goes on.
 func TestEngineControlPanic(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 512, Logger: slog.New(slog.DiscardHandler)})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}, Logger: slog.New(slog.DiscardHandler)})
 	err := e.do(func() { panic("boom: control") })
 	var pe *llama.PanicError
 	require.True(t, errors.As(err, &pe), "%v", err)

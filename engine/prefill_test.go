@@ -39,7 +39,7 @@ func TestEnginePrefillChunk(t *testing.T) {
 		{"paced", 0, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, e := newEngTestEngine(t, Options{CtxSize: (nStreams + 1) * 512, Parallel: nStreams + 1,
+			_, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: (nStreams + 1) * 512}, Parallel: nStreams + 1,
 				PrefillChunk: tc.chunk, PrefillSlowdown: tc.slowdown})
 			// Alone: the whole prompt in one decode.
 			alone := engRun(t, e, engGreedyTask(long, nLong))
@@ -133,7 +133,7 @@ func TestEnginePrefillTailPaced(t *testing.T) {
 	require.Greater(t, len(long), 60)
 	require.Less(t, len(long), 300, "three tokens a chunk up to here")
 	short := engTokenize(t, m, "Once upon a time", true)
-	_, e := newEngTestEngine(t, Options{CtxSize: 2 * 512, Parallel: 2, PrefillSlowdown: 2})
+	_, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 2 * 512}, Parallel: 2, PrefillSlowdown: 2})
 	st, err := e.Submit(context.Background(), engGreedyTask(short, 400))
 	require.NoError(t, err)
 	defer st.Close()
@@ -340,7 +340,7 @@ func TestEngineShortPromptsWhole(t *testing.T) {
 	short := engTokenize(t, m, "Once upon a time, there was a little girl", true)
 	require.Less(t, len(short), DefaultPrefillChunk)
 	const n = 6
-	_, e := newEngTestEngine(t, Options{CtxSize: (n + 1) * 256, Parallel: n + 1})
+	_, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: (n + 1) * 256}, Parallel: n + 1})
 	st, err := e.Submit(context.Background(), engGreedyTask(short, 200))
 	require.NoError(t, err)
 	defer st.Close()

@@ -145,7 +145,7 @@ func (c *promptCache) cacheIdleSlots(e *Engine) {
 			// llama-server's debug marker, which its test suite looks for.
 			c.log.Debug("__TEST_TAG_CACHE_IDLE_SLOT__ idle slot saved to the prompt cache", "slot", s.id)
 		}
-		if e.opts.KVUnified {
+		if e.opts.Context.KVUnified {
 			e.lctx.Memory().Remove(s.id, 0, -1)
 			s.cache = s.cache[:0]
 		}

@@ -16,7 +16,7 @@ import (
 // context and the vocabulary, and refuses what cannot run, with an error
 // matching llama.ErrInvalid.
 func TestSubmitLimitsSampling(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 256})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 256}})
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	for _, c := range []struct {
 		name  string
@@ -73,7 +73,7 @@ func TestSubmitLimitsSampling(t *testing.T) {
 // TestNewRequest checks that NewRequest's defaults generate until the
 // limit asked for, on any slot, as llama-server's requests do.
 func TestNewRequest(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 256, Parallel: 2})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 256}, Parallel: 2})
 	req := NewRequest(engTokenize(t, m, "Once upon a time", true))
 	assert.Equal(t, sampling.Defaults(), req.Params)
 	req.NPredict = 8

@@ -15,7 +15,7 @@ import (
 // A slot file written by SaveSlot is byte for byte the file llama.cpp's own
 // writer makes of the same slot, and llama.cpp's loader reads it.
 func TestSlotFileLlamaFormat(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{Parallel: 2, CtxSize: 1024})
+	m, e := newEngTestEngine(t, Options{Parallel: 2, Context: llama.ContextOptions{ContextSize: 1024}})
 	req := engGreedyTask(engTokenize(t, m, "Once upon a time", true), 4)
 	req.SlotID = 1
 	req.CachePrompt = true

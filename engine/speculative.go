@@ -200,9 +200,9 @@ func newEngSpec(m *llama.Model, eo Options) (*engSpec, error) {
 	if wantDraft {
 		th, thb := o.DraftThreads, o.DraftThreadsBatch
 		if th <= 0 {
-			th, thb = eo.Threads, eo.ThreadsBatch
+			th, thb = eo.Context.Threads, eo.Context.ThreadsBatch
 		}
-		pool, poolBatch := eo.ThreadPool, eo.ThreadPoolBatch
+		pool, poolBatch := eo.Context.ThreadPool, eo.Context.ThreadPoolBatch
 		if o.DraftThreadPool != nil {
 			pool, poolBatch = *o.DraftThreadPool, nil
 		}
@@ -210,9 +210,9 @@ func newEngSpec(m *llama.Model, eo Options) (*engSpec, error) {
 			poolBatch = o.DraftThreadPoolBatch
 		}
 		sp.draftC, err = sp.draftM.NewContext(llama.ContextOptions{
-			ContextSize: eo.CtxSize, BatchSize: eo.BatchSize, UBatchSize: eo.UBatchSize, Sequences: eo.Parallel,
-			Threads: th, ThreadsBatch: thb, FlashAttention: eo.FlashAttention,
-			TypeK: o.DraftTypeK, TypeV: o.DraftTypeV, KVUnified: eo.KVUnified,
+			ContextSize: eo.Context.ContextSize, BatchSize: eo.Context.BatchSize, UBatchSize: eo.Context.UBatchSize, Sequences: eo.Parallel,
+			Threads: th, ThreadsBatch: thb, FlashAttention: eo.Context.FlashAttention,
+			TypeK: o.DraftTypeK, TypeV: o.DraftTypeV, KVUnified: eo.Context.KVUnified,
 			ThreadPool: pool, ThreadPoolBatch: poolBatch,
 		})
 		if err != nil {

@@ -37,7 +37,7 @@ func BenchmarkSpeculative(b *testing.B) {
 func benchSpec(b *testing.B, m *llama.Model, prompt string, threads int, cases []specBenchCase) {
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
-			e, err := New(m, Options{CtxSize: 1024, Threads: threads, ThreadsBatch: threads, Speculative: tc.opts})
+			e, err := New(m, Options{Context: llama.ContextOptions{ContextSize: 1024, Threads: threads, ThreadsBatch: threads}, Speculative: tc.opts})
 			if err != nil {
 				b.Fatal(err)
 			}

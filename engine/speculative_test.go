@@ -18,7 +18,7 @@ import (
 // which it continues by retelling the same story.
 func specRepeatPrompt(t testing.TB) string {
 	t.Helper()
-	_, e := newEngTestEngine(t, Options{CtxSize: 512})
+	_, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}})
 	m := e.Model()
 	r := engRun(t, e, engGreedyTask(engTokenize(t, m, "Once upon a time", true), 120))
 	return "Once upon a time" + r.text + " Once upon a time"
@@ -51,7 +51,7 @@ func specCases(t testing.TB) []struct {
 // of plain generation, with and without a grammar, and count their drafts.
 func TestEngineSpeculativeSameTokens(t *testing.T) {
 	rep := specRepeatPrompt(t)
-	m, plain := newEngTestEngine(t, Options{CtxSize: 2048, Parallel: 4})
+	m, plain := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 2048}, Parallel: 4})
 	type job struct {
 		prompt  string
 		grammar string
@@ -74,7 +74,7 @@ func TestEngineSpeculativeSameTokens(t *testing.T) {
 	}
 	for _, tc := range specCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
-			_, e := newEngTestEngine(t, Options{CtxSize: 2048, Parallel: 4, Speculative: tc.opts})
+			_, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 2048}, Parallel: 4, Speculative: tc.opts})
 			got := make([]engResult, len(jobs))
 			var wg sync.WaitGroup
 			for i, j := range jobs {
@@ -135,13 +135,13 @@ func TestEngineSpeculativeSameTokens(t *testing.T) {
 func TestEngineSpeculativeLimits(t *testing.T) {
 	rep := specRepeatPrompt(t)
 	spec := SpeculativeOptions{Types: []string{SpecNgramSimple}, NgramSimpleSizeN: 3, NgramSimpleSizeM: 16}
-	m, plain := newEngTestEngine(t, Options{CtxSize: 2048})
-	_, e := newEngTestEngine(t, Options{CtxSize: 2048, Speculative: spec})
+	m, plain := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 2048}})
+	_, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 2048}, Speculative: spec})
 	toks := engTokenize(t, m, rep, true)
-	_, small := newEngTestEngine(t, Options{CtxSize: len(toks) + 40, Speculative: spec})
-	_, smallPlain := newEngTestEngine(t, Options{CtxSize: len(toks) + 40})
-	_, shift := newEngTestEngine(t, Options{CtxSize: len(toks) + 40, ContextShift: true, Speculative: spec})
-	_, shiftPlain := newEngTestEngine(t, Options{CtxSize: len(toks) + 40, ContextShift: true})
+	_, small := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: len(toks) + 40}, Speculative: spec})
+	_, smallPlain := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: len(toks) + 40}})
+	_, shift := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: len(toks) + 40}, ContextShift: true, Speculative: spec})
+	_, shiftPlain := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: len(toks) + 40}, ContextShift: true})
 	tests := []struct {
 		name        string
 		plain, spec *Engine
@@ -221,7 +221,7 @@ func TestSpeculativeOptionsErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(fmt.Sprint(tc.opts.Types, tc.opts.DraftModel != ""), func(t *testing.T) {
-			e, err := New(m, Options{CtxSize: 256, Threads: 1, Speculative: tc.opts})
+			e, err := New(m, Options{Context: llama.ContextOptions{ContextSize: 256, Threads: 1}, Speculative: tc.opts})
 			if e != nil {
 				e.Close()
 			}
@@ -239,7 +239,7 @@ func TestSpeculativeOptionsErrors(t *testing.T) {
 		{DraftModel: engModelPath(t), DraftModelOptions: llama.ModelOptions{CPUOnly: true}},
 	} {
 		assert.Equal(t, "none", o.TypesString())
-		e, err := New(m, Options{CtxSize: 256, Threads: 1, Speculative: o})
+		e, err := New(m, Options{Context: llama.ContextOptions{ContextSize: 256, Threads: 1}, Speculative: o})
 		require.NoError(t, err)
 		assert.False(t, e.SlotsInfo()[0].Speculative)
 		require.NoError(t, e.Close())
@@ -252,7 +252,7 @@ func TestSpeculativeOptionsErrors(t *testing.T) {
 // lookup files (-lcs, -lcd) made of a text the model then writes, and the
 // output stays that of plain generation.
 func TestEngineSpeculativeLookupFiles(t *testing.T) {
-	m, plain := newEngTestEngine(t, Options{CtxSize: 1024})
+	m, plain := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 1024}})
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	want := engRun(t, plain, engGreedyTask(prompt, 120))
 	// Statistics of the text to come: drafts from the first token on.
@@ -272,7 +272,7 @@ func TestEngineSpeculativeLookupFiles(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, e := newEngTestEngine(t, Options{CtxSize: 1024, Speculative: tc.opts})
+			_, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 1024}, Speculative: tc.opts})
 			got := engRun(t, e, engGreedyTask(prompt, 120))
 			require.Equal(t, want.tokens, got.tokens)
 			tm := got.done.Timings
@@ -286,10 +286,10 @@ func TestEngineSpeculativeLookupFiles(t *testing.T) {
 // tokens stay those of plain generation.
 func TestEngineSpeculativePMin(t *testing.T) {
 	rep := specRepeatPrompt(t)
-	m, plain := newEngTestEngine(t, Options{CtxSize: 2048})
+	m, plain := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 2048}})
 	spec := SpeculativeOptions{Types: []string{SpecDraftSimple}, DraftModel: engModelPath(t),
 		DraftModelOptions: llama.ModelOptions{CPUOnly: true}, DraftThreads: 1, NMax: 8, Adapt: llama.DraftAdapt{Off: true}}
-	_, e := newEngTestEngine(t, Options{CtxSize: 2048, Speculative: spec})
+	_, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 2048}, Speculative: spec})
 	toks := engTokenize(t, m, rep, true)
 	want := engRun(t, plain, engGreedyTask(toks, 80))
 	drafted := map[string]int{}

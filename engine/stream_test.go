@@ -92,7 +92,7 @@ func TestStreamWakesOnAnyRequest(t *testing.T) {
 // refused request stops the ones submitted before it, and no requests is
 // an error.
 func TestEngineSubmitAll(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 1024, Parallel: 3, ContextShift: true})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 1024}, Parallel: 3, ContextShift: true})
 	prompts := []string{"Once upon a time", "The cat", "One day"}
 
 	t.Run("events of each request", func(t *testing.T) {
@@ -155,7 +155,7 @@ func TestEngineSubmitAll(t *testing.T) {
 
 // A request SubmitAll cannot queue stops the ones before it.
 func TestEngineSubmitAllBusy(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{CtxSize: 512, Parallel: 1, QueueSize: 1})
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}, Parallel: 1, QueueSize: 1})
 	prompt := engTokenize(t, m, "Once upon a time", true)
 	long := engGreedyTask(prompt, -1)
 	long.Params.IgnoreEOS = true

@@ -34,6 +34,11 @@ const Version = "v0.4.0"
 // carry the pinned build.
 const NPMVersion = "3.21.1"
 
+// InstallCommand is the command that installs the pinned build into the
+// cache folder (with -dir, into a folder of one's own; with -flavor, a GPU
+// build): the SDK finds the library but installs it only when asked.
+const InstallCommand = "go run github.com/x/llama/lib/cmd/llama-install"
+
 // EnvDir is the environment variable naming a folder that holds the libraries.
 const EnvDir = "LLAMA_LIB_DIR"
 

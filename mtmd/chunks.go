@@ -235,13 +235,17 @@ func (p *Projector) Eval(ctx context.Context, lctx *llama.Context, chunks *Chunk
 		return 0, err
 	}
 	defer p.mu.Unlock()
+	cops := bridge.ContextOf(lctx)
+	if cops == nil {
+		return 0, errorf(llama.CodeInvalid, op, "no context")
+	}
 	pos := int32(opts.Pos)
 	for i := opts.From; i < to; i++ {
 		ch := mtmdcapi.ChunksGet(chunks.ptr, uintptr(i))
 		last := i == to-1
 		from := int(pos)
 		next := pos // libmtmd adds to it
-		err := bridge.Context(lctx, ctx, op, opts.Seq, from, func(lp uintptr) int32 {
+		err := cops.Run(ctx, op, opts.Seq, from, func(lp uintptr) int32 {
 			return mtmdcapi.HelperEvalChunkSingle(p.ptr, lp, ch, pos, int32(opts.Seq), int32(batch), last && opts.LogitsLast, &next)
 		})
 		if err != nil {
@@ -300,11 +304,10 @@ func Prepare(ctx context.Context, lctx *llama.Context, p *Projector, prompt stri
 			return nil, err
 		}
 	}
-	g, err := bridge.GenerateFrom(lctx, ctx, chunks.chunks[n-1].Tokens, opts, pos)
-	if err != nil {
-		return nil, err
-	}
-	return g.(*llama.Generation), nil
+	opts.Keep = true
+	g := lctx.GenerateTokens(ctx, chunks.chunks[n-1].Tokens, opts)
+	bridge.StartAt(g, pos)
+	return g, nil
 }
 
 // Generate is Prepare followed by ranging over the generation: it yields

@@ -79,7 +79,6 @@ func load(op string) error {
 			mtmdcapi.HelperLogSet(cb, 0)
 		}
 		bridge.SetLogHook(set)
-		set(bridge.LogCallback())
 	})
 	return nil
 }
@@ -166,7 +165,14 @@ func LoadProjector(ctx context.Context, model *llama.Model, path string, opts Pr
 	if err := ctx.Err(); err != nil {
 		return nil, &llama.Error{Code: llama.CodeCanceled, Op: op, Err: err}
 	}
-	mptr, release, err := bridge.Model(model)
+	var mops bridge.ModelOps
+	if model != nil {
+		mops = bridge.ModelOf(model)
+	}
+	if mops == nil {
+		return nil, errorf(llama.CodeInvalid, op, "no model")
+	}
+	mptr, release, err := mops.Use(op)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +209,7 @@ func LoadProjector(ctx context.Context, model *llama.Model, path string, opts Pr
 	}
 	pr := &Projector{ptr: c, model: model, path: path, marker: mtmdcapi.GetMarker(c),
 		vision: mtmdcapi.SupportVision(c), audio: mtmdcapi.SupportAudio(c), rate: int(mtmdcapi.GetAudioSampleRate(c))}
-	unlink, ok := bridge.AddChild(model, pr.close)
+	unlink, ok := mops.AddChild(pr.close)
 	if !ok {
 		mtmdcapi.Free(c)
 		return nil, errorf(llama.CodeClosed, op, "model is closed")

@@ -312,7 +312,7 @@ func TestCompletionBusy(t *testing.T) {
 // call in that format and the parser reads it back, whole and streamed.
 func TestChatToolCallHermes(t *testing.T) {
 	tmpl := filepath.Join(testenv.LlamaSrc(t), "models", "templates", "Qwen-Qwen3-0.6B.jinja")
-	_, ts := newTestServer(t, Options{ChatTemplateFile: tmpl, Engine: engine.Options{CtxSize: 4096}})
+	_, ts := newTestServer(t, Options{ChatTemplateFile: tmpl, Engine: engine.Options{Context: llama.ContextOptions{ContextSize: 4096}}})
 	url := ts.URL + "/v1/chat/completions"
 	body := func() map[string]any {
 		return map[string]any{
@@ -410,7 +410,7 @@ func TestPrepareChat(t *testing.T) {
 
 // End to end: one slot busy, one request waiting, the next is refused.
 func TestCompletionQueueFull(t *testing.T) {
-	s, ts := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, CtxSize: 512, QueueSize: 1, ContextShift: true}})
+	s, ts := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: 512}, QueueSize: 1, ContextShift: true}})
 	tasks := watchSubmits(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 	"github.com/x/llama/internal/testenv"
 )
@@ -25,15 +26,15 @@ func TestSlotContextCappedAtTraining(t *testing.T) {
 		eo               engine.Options
 		wantSlot, before int // slot context, and what it was before the cap (0: not capped)
 	}{
-		{"-c 32768 -np 1", engine.Options{CtxSize: 32768, Parallel: 1}, train, 32768},
-		{"-c 32768 -np 4", engine.Options{CtxSize: 32768, Parallel: 4}, train, 8192},
-		{"-c 32768 -np 2 -kvu", engine.Options{CtxSize: 32768, Parallel: 2, KVUnified: true}, train, 32768},
-		{"-c 4096 -np 4: under the training context", engine.Options{CtxSize: 4096, Parallel: 4}, 1024, 0},
-		{"-c 2048 -np 1: exactly it", engine.Options{CtxSize: 2048, Parallel: 1}, train, 0},
+		{"-c 32768 -np 1", engine.Options{Context: llama.ContextOptions{ContextSize: 32768}, Parallel: 1}, train, 32768},
+		{"-c 32768 -np 4", engine.Options{Context: llama.ContextOptions{ContextSize: 32768}, Parallel: 4}, train, 8192},
+		{"-c 32768 -np 2 -kvu", engine.Options{Context: llama.ContextOptions{ContextSize: 32768, KVUnified: true}, Parallel: 2}, train, 32768},
+		{"-c 4096 -np 4: under the training context", engine.Options{Context: llama.ContextOptions{ContextSize: 4096}, Parallel: 4}, 1024, 0},
+		{"-c 2048 -np 1: exactly it", engine.Options{Context: llama.ContextOptions{ContextSize: 2048}, Parallel: 1}, train, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs testenv.Buffer
-			tc.eo.Threads, tc.eo.ThreadsBatch = 1, 1
+			tc.eo.Context.Threads, tc.eo.Context.ThreadsBatch = 1, 1
 			_, ts := newTestServer(t, Options{Model: testenv.Model(t, "stories260K.gguf"), Slots: true, Engine: tc.eo,
 				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 			code, data := call(t, "GET", ts.URL+"/slots", nil, nil)

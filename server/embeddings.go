@@ -61,7 +61,7 @@ type oaiEmbedding struct {
 // serverPooling returns the pooling the server's embedding contexts use:
 // the configured one, else the model's own (none when it has none).
 func serverPooling(o engine.Options, m *llama.Model) llama.PoolingType {
-	if p := o.Pooling; p != llama.PoolingDefault {
+	if p := o.Context.Pooling; p != llama.PoolingDefault {
 		return p
 	}
 	if o.Reranking {
@@ -226,11 +226,11 @@ func submitAll(r *http.Request, e engineAPI, tasks []*engine.Request) ([]engine.
 // physical batch, as llama.cpp does for embeddings and reranking (their
 // tokens must all be in one ubatch).
 func checkEncoderInput(n int, o engine.Options) error {
-	ub := o.UBatchSize
+	ub := o.Context.UBatchSize
 	if ub <= 0 {
 		ub = 512
 	}
-	if b := o.BatchSize; b > 0 && b < ub {
+	if b := o.Context.BatchSize; b > 0 && b < ub {
 		ub = b
 	}
 	if n > ub {

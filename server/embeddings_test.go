@@ -137,7 +137,7 @@ func norm2(v []float32) float64 {
 
 func embeddingServer(t *testing.T, path string, pooling llama.PoolingType) string {
 	_, hs := newTestServer(t, Options{Model: path, Engine: engine.Options{
-		Embedding: true, Pooling: pooling, Parallel: 2, CtxSize: 1024, BatchSize: 512, UBatchSize: 512, Threads: 1,
+		Embedding: true, Context: llama.ContextOptions{Pooling: pooling, ContextSize: 1024, BatchSize: 512, UBatchSize: 512, Threads: 1}, Parallel: 2,
 	}})
 	return hs.URL
 }

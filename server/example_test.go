@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 	"github.com/x/llama/internal/testenv"
 	"github.com/x/llama/server"
@@ -23,7 +24,7 @@ var modelPath = testenv.MustModel("stories260K.gguf")
 func ExampleServer_Handler() {
 	srv, err := server.New(context.Background(), server.Options{
 		Model:  modelPath,
-		Engine: engine.Options{Parallel: 2, CtxSize: 1024, Threads: 1},
+		Engine: engine.Options{Parallel: 2, Context: llama.ContextOptions{ContextSize: 1024, Threads: 1}},
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -61,7 +62,7 @@ func ExampleServer_Handler_chatStream() {
 	srv, err := server.New(context.Background(), server.Options{
 		Model:        modelPath,
 		ChatTemplate: "chatml",
-		Engine:       engine.Options{CtxSize: 1024, Threads: 1},
+		Engine:       engine.Options{Context: llama.ContextOptions{ContextSize: 1024, Threads: 1}},
 		Logger:       slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 
 	"github.com/stretchr/testify/require"
@@ -32,8 +33,8 @@ func newTestServer(t testing.TB, o Options) (*Server, *httptest.Server) {
 		if o.Engine.Parallel == 0 {
 			o.Engine.Parallel = 2
 		}
-		if o.Engine.CtxSize == 0 {
-			o.Engine.CtxSize = 1024
+		if o.Engine.Context.ContextSize == 0 {
+			o.Engine.Context.ContextSize = 1024
 		}
 		o.Slots = true
 		o.Metrics = true
@@ -41,11 +42,11 @@ func newTestServer(t testing.TB, o Options) (*Server, *httptest.Server) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.Engine.Threads == 0 {
-		o.Engine.Threads = 1
+	if o.Engine.Context.Threads == 0 {
+		o.Engine.Context.Threads = 1
 	}
-	if o.Engine.ThreadsBatch == 0 {
-		o.Engine.ThreadsBatch = 1
+	if o.Engine.Context.ThreadsBatch == 0 {
+		o.Engine.Context.ThreadsBatch = 1
 	}
 	s, err := New(context.Background(), o)
 	if err != nil {
@@ -80,7 +81,7 @@ func defaultInstance(t testing.TB, s *Server) *instance {
 func newScriptServer(t *testing.T) (ts *httptest.Server, inst *instance, real engineAPI) {
 	t.Helper()
 	tmpl := filepath.Join(testenv.LlamaSrc(t), "models", "templates", "Qwen-Qwen3-0.6B.jinja")
-	s, ts := newTestServer(t, Options{ChatTemplateFile: tmpl, Engine: engine.Options{Parallel: 1, CtxSize: 1024}})
+	s, ts := newTestServer(t, Options{ChatTemplateFile: tmpl, Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: 1024}}})
 	inst = defaultInstance(t, s)
 	real = inst.Engine
 	t.Cleanup(func() { inst.Engine = real })

@@ -102,7 +102,7 @@ func FuzzTokenizeRequest(f *testing.F) {
 
 func FuzzEmbeddingsRequest(f *testing.F) {
 	fuzzRoute(f, Options{Model: testenv.Model(f, "stories260K.gguf"), Engine: engine.Options{
-		Embedding: true, Pooling: llama.PoolingMean, Parallel: 2, CtxSize: 1024}}, "/v1/embeddings",
+		Embedding: true, Context: llama.ContextOptions{Pooling: llama.PoolingMean, ContextSize: 1024}, Parallel: 2}}, "/v1/embeddings",
 		`{"input":"hello"}`,
 		`{"input":["a","b",[1,2,"c"]],"encoding_format":"base64"}`,
 		`{"content":[1,2,3],"embd_normalize":-1}`)
@@ -110,7 +110,7 @@ func FuzzEmbeddingsRequest(f *testing.F) {
 
 func FuzzRerankRequest(f *testing.F) {
 	fuzzRoute(f, Options{Model: writeTinyBert(f, 1, 0), Engine: engine.Options{
-		Embedding: true, Reranking: true, Pooling: llama.PoolingRank, Parallel: 2, CtxSize: 1024, BatchSize: 512, UBatchSize: 512}}, "/v1/rerank",
+		Embedding: true, Reranking: true, Context: llama.ContextOptions{Pooling: llama.PoolingRank, ContextSize: 1024, BatchSize: 512, UBatchSize: 512}, Parallel: 2}}, "/v1/rerank",
 		`{"query":"a","documents":["b","c"]}`,
 		`{"query":"a","texts":["b"],"top_n":1,"return_text":true}`,
 		`{"query":"a","documents":["b","c"],"return_documents":true,"top_n":-3}`)

@@ -151,15 +151,15 @@ func hostileServers(t *testing.T) (gen, fim, emb, rr *hostileTarget) {
 	_, g := newTestServer(t, o)
 	o = base
 	o.Model = writeTinyCoder(t)
-	o.Engine = engine.Options{Parallel: 2, CtxSize: 1024, BatchSize: 256}
+	o.Engine = engine.Options{Parallel: 2, Context: llama.ContextOptions{ContextSize: 1024, BatchSize: 256}}
 	_, f := newTestServer(t, o)
 	o = base
 	o.Model = testenv.Model(t, "stories260K.gguf")
-	o.Engine = engine.Options{Embedding: true, Pooling: llama.PoolingMean, Parallel: 2, CtxSize: 1024}
+	o.Engine = engine.Options{Embedding: true, Context: llama.ContextOptions{Pooling: llama.PoolingMean, ContextSize: 1024}, Parallel: 2}
 	_, e := newTestServer(t, o)
 	o = base
 	o.Model = writeTinyBert(t, 1, 0)
-	o.Engine = engine.Options{Embedding: true, Reranking: true, Pooling: llama.PoolingRank, Parallel: 2, CtxSize: 1024, BatchSize: 512, UBatchSize: 512}
+	o.Engine = engine.Options{Embedding: true, Reranking: true, Context: llama.ContextOptions{Pooling: llama.PoolingRank, ContextSize: 1024, BatchSize: 512, UBatchSize: 512}, Parallel: 2}
 	_, r := newTestServer(t, o)
 	return &hostileTarget{g.URL}, &hostileTarget{f.URL}, &hostileTarget{e.URL}, &hostileTarget{r.URL}
 }

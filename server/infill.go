@@ -195,7 +195,7 @@ func handleInfill(s *Server) handlerFunc {
 		if err != nil {
 			return err
 		}
-		nBatch := inst.Opts.Engine.BatchSize
+		nBatch := inst.Opts.Engine.Context.BatchSize
 		if nBatch <= 0 {
 			nBatch = 2048
 		}

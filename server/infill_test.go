@@ -88,7 +88,7 @@ func TestInfillPrompt(t *testing.T) {
 
 func TestInfill(t *testing.T) {
 	_, hs := newTestServer(t, Options{Model: writeTinyCoder(t), Engine: engine.Options{
-		Parallel: 1, CtxSize: 1024, BatchSize: 256, Threads: 1,
+		Parallel: 1, Context: llama.ContextOptions{ContextSize: 1024, BatchSize: 256, Threads: 1},
 	}})
 	url := hs.URL
 	body := map[string]any{

@@ -617,7 +617,7 @@ func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
 
 // slotContext is each slot's context size under o.
 func slotContext(o engine.Options, train int) int {
-	n := o.CtxSize
+	n := o.Context.ContextSize
 	if n <= 0 {
 		n = train
 	}

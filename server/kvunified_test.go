@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 
 	"github.com/stretchr/testify/assert"
@@ -20,10 +21,10 @@ func TestKVUnifiedSlotCapacity(t *testing.T) {
 		eo      engine.Options
 		wantCtx int
 	}{
-		{"whole context", engine.Options{Parallel: 4, CtxSize: 256, KVUnified: true}, 256},
-		{"capped per slot", engine.Options{Parallel: 4, CtxSize: 256, KVUnified: true, KVUnifiedPerSlot: 100}, 100},
-		{"split without unified (llama.cpp pads to 256)", engine.Options{Parallel: 4, CtxSize: 1024}, 256},
-		{"unified, same context", engine.Options{Parallel: 4, CtxSize: 1024, KVUnified: true}, 1024},
+		{"whole context", engine.Options{Parallel: 4, Context: llama.ContextOptions{ContextSize: 256, KVUnified: true}}, 256},
+		{"capped per slot", engine.Options{Parallel: 4, Context: llama.ContextOptions{ContextSize: 256, KVUnified: true}, KVUnifiedPerSlot: 100}, 100},
+		{"split without unified (llama.cpp pads to 256)", engine.Options{Parallel: 4, Context: llama.ContextOptions{ContextSize: 1024}}, 256},
+		{"unified, same context", engine.Options{Parallel: 4, Context: llama.ContextOptions{ContextSize: 1024, KVUnified: true}}, 1024},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ts := newTestServer(t, Options{Engine: tc.eo})
@@ -40,7 +41,7 @@ func TestKVUnifiedSlotCapacity(t *testing.T) {
 		})
 	}
 	t.Run("full cache", func(t *testing.T) {
-		_, ts := newTestServer(t, Options{Engine: engine.Options{Parallel: 4, CtxSize: 256, KVUnified: true, BatchSize: 64, UBatchSize: 64}})
+		_, ts := newTestServer(t, Options{Engine: engine.Options{Parallel: 4, Context: llama.ContextOptions{ContextSize: 256, KVUnified: true, BatchSize: 64, UBatchSize: 64}}})
 		var wg sync.WaitGroup
 		codes := make([]int, 4)
 		for i := range codes {

@@ -54,8 +54,8 @@ func limitModels(b *testing.B) []struct {
 // o.
 func limitServer(b *testing.B, path string, parallel, slotCtx, batch int, o engine.Options) string {
 	b.Helper()
-	o.Parallel, o.CtxSize, o.BatchSize = parallel, parallel*slotCtx, batch
-	o.Threads, o.ThreadsBatch = benchlimit.Threads(), benchlimit.Threads()
+	o.Parallel, o.Context.ContextSize, o.Context.BatchSize = parallel, parallel*slotCtx, batch
+	o.Context.Threads, o.Context.ThreadsBatch = benchlimit.Threads(), benchlimit.Threads()
 	o.SampleThreads = benchlimit.SampleThreads()
 	_, ts := newTestServer(b, Options{Model: path, Engine: o})
 	return ts.URL

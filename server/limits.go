@@ -214,11 +214,11 @@ func (inst *instance) checkPromptItems(items []json.RawMessage, single bool) err
 // encoderBatch is the most tokens one embedding or rerank input may have
 // under o (see checkEncoderInput).
 func encoderBatch(o engine.Options) int {
-	ub := o.UBatchSize
+	ub := o.Context.UBatchSize
 	if ub <= 0 {
 		ub = 512
 	}
-	if b := o.BatchSize; b > 0 && b < ub {
+	if b := o.Context.BatchSize; b > 0 && b < ub {
 		ub = b
 	}
 	return ub

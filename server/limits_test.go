@@ -117,7 +117,7 @@ func TestLimitsRefused(t *testing.T) {
 // ever queue is a 413 naming the limit, not a retryable 503.
 func TestLimitsEmbeddingInputs(t *testing.T) {
 	_, ts := newTestServer(t, Options{Model: testenv.Model(t, "stories260K.gguf"), Engine: engine.Options{
-		Embedding: true, Pooling: llama.PoolingMean, Parallel: 2, CtxSize: 1024, Threads: 1}})
+		Embedding: true, Context: llama.ContextOptions{Pooling: llama.PoolingMean, ContextSize: 1024, Threads: 1}, Parallel: 2}})
 	inputs := make([]string, 3000)
 	for i := range inputs {
 		inputs[i] = "hello"

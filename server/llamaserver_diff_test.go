@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 
 	"github.com/stretchr/testify/assert"
@@ -39,7 +40,7 @@ func TestLlamaServerDifferential(t *testing.T) {
 	require.NotEmpty(t, f.Cases)
 	// As recorded: -t 2 -np 1 -c 1024, --jinja (llama-server's default),
 	// the model's template (none: chatml).
-	_, ts := newTestServer(t, Options{Jinja: true, ChatTemplate: "chatml", Engine: engine.Options{Parallel: 1, CtxSize: 1024, Threads: 2, ThreadsBatch: 2}})
+	_, ts := newTestServer(t, Options{Jinja: true, ChatTemplate: "chatml", Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: 1024, Threads: 2, ThreadsBatch: 2}}})
 	for _, c := range f.Cases {
 		t.Run(c.Name, func(t *testing.T) {
 			require.NotNil(t, c.Want, "no recorded answer: run go run ./internal/cmd/record-llamaserver")

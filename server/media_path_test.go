@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 	"github.com/x/llama/internal/gguf"
 	"github.com/x/llama/internal/testenv"
@@ -32,7 +33,7 @@ func TestMediaPath(t *testing.T) {
 	require.NoError(t, os.Symlink(filepath.Join(outside, "secret.png"), filepath.Join(dir, "link.png")))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "big.png"), append(red, make([]byte, 9000)...), 0o600))
 	opts := Options{Multimodal: MultimodalOptions{Projector: proj, CPUOnly: true}, MediaPath: dir, MaxBodyBytes: 8192,
-		Engine: engine.Options{Parallel: 1, CtxSize: 512}}
+		Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: 512}}}
 	_, ts := newTestServer(t, opts)
 	ask := func(base, url string) (int, map[string]any) {
 		return mmPost(t, base+"/v1/chat/completions", chatWith(mmText("Once upon a time"), imagePart(url), mmText(" there was")))

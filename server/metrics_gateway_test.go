@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 	"github.com/x/llama/internal/gguf/gguftest"
 
@@ -60,7 +61,7 @@ func TestGatewayInferenceExtensionMetrics(t *testing.T) {
 	// Two slots; the adapter is loaded with a server-wide scale of 0, so
 	// plain requests do not use it and a request asking for it must wait
 	// until the running ones are done.
-	_, hs := newTestServer(t, Options{Engine: engine.Options{Parallel: 2, CtxSize: 2048,
+	_, hs := newTestServer(t, Options{Engine: engine.Options{Parallel: 2, Context: llama.ContextOptions{ContextSize: 2048},
 		Adapters: []engine.AdapterSpec{{Path: lora, Scale: 0}}}})
 	url := hs.URL
 

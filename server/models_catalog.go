@@ -248,13 +248,13 @@ func applyPreset(e *modelEntry, kv map[string]string) error {
 		case "chat-template-file":
 			e.opts.ChatTemplateFile = v
 		case "c", "ctx-size":
-			e.opts.Engine.CtxSize, err = atoi(k, v)
+			e.opts.Engine.Context.ContextSize, err = atoi(k, v)
 		case "np", "parallel":
 			e.opts.Engine.Parallel, err = atoi(k, v)
 		case "n", "n-predict":
 			e.opts.NPredict, err = atoi(k, v)
 		case "t", "threads":
-			e.opts.Engine.Threads, err = atoi(k, v)
+			e.opts.Engine.Context.Threads, err = atoi(k, v)
 		case "ngl", "n-gpu-layers", "gpu-layers":
 			e.opts.ModelOptions.GPULayers, err = atoi(k, v)
 		case "sleep-idle-seconds":

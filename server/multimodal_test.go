@@ -32,7 +32,7 @@ func mmServer(t *testing.T) string {
 	path := filepath.Join(t.TempDir(), "mmproj.gguf")
 	require.NoError(t, gguf.WriteTinyProjector(path, gguf.TinyProjectorOptions{TextEmbd: 64, Seed: 7}))
 	_, ts := newTestServer(t, Options{Multimodal: MultimodalOptions{Projector: path, CPUOnly: true},
-		Engine: engine.Options{Parallel: 1, CtxSize: 512}})
+		Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: 512}}})
 	return ts.URL
 }
 
@@ -138,7 +138,7 @@ func TestMultimodalChat(t *testing.T) {
 
 	textOnly := chatWith(mmText("Once upon a time there was"))
 	afterMedia := mmChat(t, base, textOnly)
-	_, fresh := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, CtxSize: 512}})
+	_, fresh := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: 512}}})
 	assert.Equal(t, mmChat(t, fresh.URL, textOnly), afterMedia)
 
 	var props map[string]any
@@ -151,7 +151,7 @@ func TestMultimodalChat(t *testing.T) {
 
 func TestMultimodalBadInput(t *testing.T) {
 	base := mmServer(t)
-	_, plain := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, CtxSize: 512}})
+	_, plain := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: 512}}})
 	good := dataURLOf("image/png", testPNG(t, "red", 16, 16))
 	tests := []struct {
 		name string
@@ -218,7 +218,7 @@ func TestMultimodalCompletion(t *testing.T) {
 	require.Equal(t, http.StatusOK, decodeAnswer(t, resp, err, &models))
 	assert.Equal(t, []any{"completion", "multimodal"}, models["models"].([]any)[0].(map[string]any)["capabilities"])
 
-	_, noProj := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, CtxSize: 512}})
+	_, noProj := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: 512}}})
 	tests := []struct {
 		name string
 		url  string
@@ -295,7 +295,7 @@ func TestMultimodalAudio(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "mmproj-audio.gguf")
 	require.NoError(t, gguf.WriteTinyProjector(path, gguf.TinyProjectorOptions{TextEmbd: 64, Seed: 7, Audio: true}))
 	_, ts := newTestServer(t, Options{Multimodal: MultimodalOptions{Projector: path, CPUOnly: true},
-		Engine: engine.Options{Parallel: 1, CtxSize: 2048}})
+		Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: 2048}}})
 	audio := func(data []byte) map[string]any {
 		return map[string]any{"type": "input_audio",
 			"input_audio": map[string]any{"data": base64.StdEncoding.EncodeToString(data), "format": "wav"}}

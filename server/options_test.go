@@ -21,7 +21,7 @@ import (
 func TestEmbeddingKeepsCompletions(t *testing.T) {
 	model := testenv.Model(t, "stories260K.gguf")
 	s, ts := newTestServer(t, Options{Model: model, ChatTemplate: "chatml", Engine: engine.Options{
-		Embedding: true, Pooling: llama.PoolingMean, Parallel: 2, CtxSize: 1024,
+		Embedding: true, Context: llama.ContextOptions{Pooling: llama.PoolingMean, ContextSize: 1024}, Parallel: 2,
 	}})
 	const text = "Once upon a time"
 	code, out := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": text, "n_predict": 8, "temperature": 0})
@@ -59,7 +59,7 @@ func TestSpecialTokensOutput(t *testing.T) {
 func TestEmbdNormalizeDefault(t *testing.T) {
 	none := -1
 	path := writeTinyBert(t, 0, gguf.PoolingCLS)
-	_, ts := newTestServer(t, Options{Model: path, EmbdNormalize: &none, Engine: engine.Options{Embedding: true, CtxSize: 512}})
+	_, ts := newTestServer(t, Options{Model: path, EmbdNormalize: &none, Engine: engine.Options{Embedding: true, Context: llama.ContextOptions{ContextSize: 512}}})
 	var raw, norm []nativeEmbedding
 	require.Equal(t, http.StatusOK, xPost(t, ts.URL+"/embedding", map[string]any{"content": "hello world"}, &raw))
 	require.Equal(t, http.StatusOK, xPost(t, ts.URL+"/embedding", map[string]any{"content": "hello world", "embd_normalize": 2}, &norm))

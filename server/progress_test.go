@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 
 	"github.com/stretchr/testify/assert"
@@ -15,7 +16,7 @@ import (
 // chunks: with stream and return_progress, one before any prompt token is
 // decoded, then one per batch, with timings that never go backwards.
 func TestCompletionReturnProgress(t *testing.T) {
-	_, ts := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, BatchSize: 16, UBatchSize: 16}})
+	_, ts := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{BatchSize: 16, UBatchSize: 16}}})
 	prompt := strings.Repeat("the quick brown fox jumps over the lazy dog ", 6)
 	for _, tc := range []struct {
 		name     string

@@ -33,12 +33,12 @@ func (inst *instance) slotContext() int {
 	if n := inst.Engine.SlotContext(); n > 0 {
 		return n
 	}
-	if o := inst.Opts.Engine; o.CtxSize > 0 {
+	if o := inst.Opts.Engine; o.Context.ContextSize > 0 {
 		{
-			if o.Parallel > 1 && !o.KVUnified {
-				return o.CtxSize / o.Parallel
+			if o.Parallel > 1 && !o.Context.KVUnified {
+				return o.Context.ContextSize / o.Parallel
 			}
-			return o.CtxSize
+			return o.Context.ContextSize
 		}
 	}
 	return inst.Model.TrainContext()

@@ -29,7 +29,7 @@ func TestEveryBuiltinTemplate(t *testing.T) {
 	msgs := []map[string]any{{"role": "system", "content": "S"}, {"role": "user", "content": "Hi"}}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			_, ts := newTestServer(t, Options{ChatTemplate: name, Engine: engine.Options{Parallel: 1, CtxSize: 256}})
+			_, ts := newTestServer(t, Options{ChatTemplate: name, Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: 256}}})
 			code, out := callJSON(t, "POST", ts.URL+"/apply-template", map[string]any{"messages": msgs})
 			require.Equal(t, 200, code, "%v", out)
 			prompt, _ := out["prompt"].(string)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 
 	"github.com/stretchr/testify/assert"
@@ -38,10 +39,10 @@ func TestPromptCache(t *testing.T) {
 		wantCachedBack       bool // the long prompt comes back from RAM
 		wantIdleSlot0Cleared bool
 	}{
-		{"default: on, idle slots cached and cleared", engine.Options{Parallel: 2, KVUnified: true}, true, true},
+		{"default: on, idle slots cached and cleared", engine.Options{Parallel: 2, Context: llama.ContextOptions{KVUnified: true}}, true, true},
 		{"idle slots kept in KV without a unified cache", engine.Options{Parallel: 2}, true, false},
-		{"no idle-slot caching", engine.Options{Parallel: 2, KVUnified: true, NoCacheIdleSlots: true}, true, false},
-		{"off", engine.Options{Parallel: 2, KVUnified: true, NoPromptCache: true}, false, false},
+		{"no idle-slot caching", engine.Options{Parallel: 2, Context: llama.ContextOptions{KVUnified: true}, NoCacheIdleSlots: true}, true, false},
+		{"off", engine.Options{Parallel: 2, Context: llama.ContextOptions{KVUnified: true}, NoPromptCache: true}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ts := newTestServer(t, Options{Engine: tc.eo})

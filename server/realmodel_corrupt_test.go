@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 	"github.com/x/llama/internal/gguf/gguftest"
 	"github.com/x/llama/internal/testenv"
@@ -30,7 +31,7 @@ func TestRouterCorruptRealModels(t *testing.T) {
 		gguftest.WriteCorrupt(t, src, dir, fmt.Sprintf("bad%02d.gguf", i), c)
 	}
 	_, ts := newTestServer(t, Options{ModelsDir: dir, ModelsMax: 1, ChatTemplate: "chatml",
-		Engine: engine.Options{CtxSize: 512, Parallel: 1, Threads: 1, ThreadsBatch: 1}})
+		Engine: engine.Options{Context: llama.ContextOptions{ContextSize: 512, Threads: 1, ThreadsBatch: 1}, Parallel: 1}})
 	for i, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			model := fmt.Sprintf("bad%02d", i)

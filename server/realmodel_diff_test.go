@@ -69,7 +69,7 @@ func startRealDiffPairWith(t *testing.T, allowed map[string]string, refArgs []st
 	sp := sampling.Defaults()
 	sp.Seed = realDiffSeed
 	o := Options{Model: model, Jinja: true, Sampling: &sp,
-		Engine: engine.Options{Parallel: 1, CtxSize: realDiffCtx, Threads: 1, ThreadsBatch: 1}}
+		Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: realDiffCtx, Threads: 1, ThreadsBatch: 1}}}
 	if tweak != nil {
 		tweak(&o)
 	}
@@ -434,7 +434,7 @@ func TestRealModelEmbeddingsDiff(t *testing.T) {
 	ref := testenv.RunHTTPServer(t, testenv.LlamaServer(t), "", "-m", model, "--embeddings", "--pooling", "mean",
 		"-c", "512", "-np", "1", "-t", "1", "-tb", "1")
 	_, ts := newTestServer(t, Options{Model: model, Engine: engine.Options{
-		Embedding: true, Pooling: llama.PoolingMean, Parallel: 1, CtxSize: 512, Threads: 1, ThreadsBatch: 1}})
+		Embedding: true, Context: llama.ContextOptions{Pooling: llama.PoolingMean, ContextSize: 512, Threads: 1, ThreadsBatch: 1}, Parallel: 1}})
 	p := diffPair{ref: ref, ours: ts.URL}
 	sentences := embeddingSentences()
 	require.Len(t, sentences, 50)

@@ -27,7 +27,7 @@ func TestRealModelLongDiff(t *testing.T) {
 	p := startRealDiffPairWith(t, allowed,
 		[]string{"-c", fmt.Sprint(realLongCtx), "--context-shift", "--slot-save-path", refDir},
 		func(o *Options) {
-			o.Engine.CtxSize = realLongCtx
+			o.Engine.Context.ContextSize = realLongCtx
 			o.Engine.ContextShift = true
 			o.SlotSavePath = oursDir
 		})

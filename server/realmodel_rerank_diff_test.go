@@ -28,7 +28,7 @@ func TestRealModelRerankDiff(t *testing.T) {
 		ref := testenv.RunHTTPServer(t, bin, "", "-m", model, "--embeddings", "--pooling", "mean",
 			"-c", "512", "-np", "1", "-t", "1", "-tb", "1")
 		_, ts := newTestServer(t, Options{Model: model, Engine: engine.Options{
-			Embedding: true, Pooling: llama.PoolingMean, Parallel: 1, CtxSize: 512, Threads: 1, ThreadsBatch: 1}})
+			Embedding: true, Context: llama.ContextOptions{Pooling: llama.PoolingMean, ContextSize: 512, Threads: 1, ThreadsBatch: 1}, Parallel: 1}})
 		p := diffPair{ref: ref, ours: ts.URL}
 		for _, path := range []string{"/rerank", "/v1/rerank", "/reranking"} {
 			rc, r, oc, o := p.both(t, path, body)
@@ -41,7 +41,7 @@ func TestRealModelRerankDiff(t *testing.T) {
 	t.Run("reranking-server", func(t *testing.T) {
 		ref := testenv.RunHTTPServer(t, bin, "", "-m", model, "--reranking", "-c", "512", "-np", "1", "-t", "1", "-tb", "1")
 		_, ts := newTestServer(t, Options{Model: model, Engine: engine.Options{
-			Embedding: true, Reranking: true, Parallel: 1, CtxSize: 512, Threads: 1, ThreadsBatch: 1}})
+			Embedding: true, Reranking: true, Parallel: 1, Context: llama.ContextOptions{ContextSize: 512, Threads: 1, ThreadsBatch: 1}}})
 		p := diffPair{ref: ref, ours: ts.URL}
 		rc, r, oc, o := p.both(t, "/rerank", body)
 		require.Equal(t, rc, oc, "status\n  llama-server: %v\n  ours: %v", r, o)

@@ -50,8 +50,8 @@ func directScores(t *testing.T, path, query string, docs []string) []float32 {
 
 func rerankServer(t *testing.T, path string) string {
 	_, hs := newTestServer(t, Options{Model: path, Engine: engine.Options{
-		Embedding: true, Reranking: true, Pooling: llama.PoolingRank,
-		Parallel: 2, CtxSize: 1024, BatchSize: 512, UBatchSize: 512, Threads: 1,
+		Embedding: true, Reranking: true, Context: llama.ContextOptions{Pooling: llama.PoolingRank, ContextSize: 1024, BatchSize: 512, UBatchSize: 512, Threads: 1},
+		Parallel: 2,
 	}})
 	return hs.URL
 }

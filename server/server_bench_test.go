@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 )
 
@@ -24,7 +25,7 @@ func BenchmarkServerClients(b *testing.B) {
 	for _, th := range [][2]int{{2, 2}, {1, 1}, {1, 2}} {
 		for _, clients := range []int{1, 4, 8} {
 			b.Run(fmt.Sprintf("t=%d,tb=%d/clients=%d", th[0], th[1], clients), func(b *testing.B) {
-				_, ts := newTestServer(b, Options{Engine: engine.Options{Parallel: 8, CtxSize: 8 * 1024, Threads: th[0], ThreadsBatch: th[1]}})
+				_, ts := newTestServer(b, Options{Engine: engine.Options{Parallel: 8, Context: llama.ContextOptions{ContextSize: 8 * 1024, Threads: th[0], ThreadsBatch: th[1]}}})
 				body := fmt.Sprintf(`{"prompt":"Once upon a time","n_predict":%d,"ignore_eos":true,"seed":42,"cache_prompt":false}`, nGen)
 				var tokens atomic.Int64
 				b.ResetTimer()

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 
 	"github.com/stretchr/testify/assert"
@@ -533,7 +534,7 @@ func TestServerRouterMode(t *testing.T) {
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not a model"), 0o644))
 	_, ts := newTestServer(t, Options{ModelsDir: dir, ModelsMax: 1, ChatTemplate: "chatml",
-		Engine: engine.Options{CtxSize: 256, Parallel: 1}})
+		Engine: engine.Options{Context: llama.ContextOptions{ContextSize: 256}, Parallel: 1}})
 
 	// Listen to status events from the start.
 	req, _ := http.NewRequest("GET", ts.URL+"/models/sse", nil)
@@ -739,7 +740,7 @@ func TestServerRouterSleepAndMetrics(t *testing.T) {
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "b"), 0o755))
 	require.NoError(t, os.Symlink(testenv.Model(t, "llama-2-tiny-random.gguf"), filepath.Join(dir, "b", "model.gguf")))
 	s, ts := newTestServer(t, Options{ModelsDir: dir, SleepIdleSeconds: 1, Metrics: true, ChatTemplate: "chatml",
-		Engine: engine.Options{CtxSize: 256, Parallel: 1}})
+		Engine: engine.Options{Context: llama.ContextOptions{ContextSize: 256}, Parallel: 1}})
 
 	assert.Equal(t, map[string]string{"a": "unloaded", "b": "unloaded"}, modelStatuses(t, ts.URL))
 	code, _ := callJSON(t, "GET", ts.URL+"/health", nil)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 	"github.com/x/llama/internal/testenv"
 )
@@ -126,7 +127,7 @@ func TestShapesAsLlamaServer(t *testing.T) {
 	require.Equal(t, []string{"-t", "1", "-np", "2", "-c", "1024", "--metrics", "--slots"}, rec.Args,
 		"the settings below are llama-server's args")
 	_, ts := newTestServer(t, Options{Model: testenv.Model(t, "stories260K.gguf"), Slots: true, Metrics: true,
-		Engine: engine.Options{Parallel: 2, CtxSize: 1024, Threads: 1, ThreadsBatch: 1}})
+		Engine: engine.Options{Parallel: 2, Context: llama.ContextOptions{ContextSize: 1024, Threads: 1, ThreadsBatch: 1}}})
 	get := func(path string) []byte {
 		resp, err := http.Get(ts.URL + path)
 		require.NoError(t, err)

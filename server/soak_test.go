@@ -34,6 +34,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 
 	"github.com/x/llama/internal/testenv"
@@ -59,7 +60,7 @@ func BenchmarkSoak(b *testing.B) {
 	}
 	s, err := New(context.Background(), Options{
 		Model: testenv.Model(b, "stories260K.gguf"), ChatTemplate: "chatml", Slots: true,
-		Engine: engine.Options{Parallel: 8, CtxSize: 4096, Threads: 2, ThreadsBatch: 2, QueueSize: 2 * clients},
+		Engine: engine.Options{Parallel: 8, Context: llama.ContextOptions{ContextSize: 4096, Threads: 2, ThreadsBatch: 2}, QueueSize: 2 * clients},
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

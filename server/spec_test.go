@@ -89,7 +89,7 @@ func specGet(t *testing.T, url string) string {
 // and draft_n_accepted; /metrics, /slots and /props show speculation.
 func TestServerSpeculative(t *testing.T) {
 	rep := specRepeatPrompt(t)
-	base := Options{Engine: engine.Options{Parallel: 4, CtxSize: 4096}}
+	base := Options{Engine: engine.Options{Parallel: 4, Context: llama.ContextOptions{ContextSize: 4096}}}
 	_, plain := newTestServer(t, base)
 	for _, tc := range specCases(t)[:2] {
 		t.Run(tc.name, func(t *testing.T) {

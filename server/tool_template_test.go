@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 
 	"github.com/stretchr/testify/assert"
@@ -48,7 +49,7 @@ func TestToolUseTemplate(t *testing.T) {
 	tools := []chat.Tool{{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object"}`)}}
 	msgs := []chat.Message{{Role: "user", Content: "hi"}}
 
-	s, _ := newTestServer(t, Options{Model: path, Engine: engine.Options{CtxSize: 512}})
+	s, _ := newTestServer(t, Options{Model: path, Engine: engine.Options{Context: llama.ContextOptions{ContextSize: 512}}})
 	inst := defaultInstance(t, s)
 	require.NotNil(t, inst.ToolTemplate)
 	out, err := inst.renderChat(msgs, nil, false, nil)
@@ -58,7 +59,7 @@ func TestToolUseTemplate(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "TOOL get_weather USER hi", out)
 
-	s2, _ := newTestServer(t, Options{Model: path, ChatTemplate: "chatml", Engine: engine.Options{CtxSize: 512}})
+	s2, _ := newTestServer(t, Options{Model: path, ChatTemplate: "chatml", Engine: engine.Options{Context: llama.ContextOptions{ContextSize: 512}}})
 	inst2 := defaultInstance(t, s2)
 	assert.Nil(t, inst2.ToolTemplate, "a template in the options replaces the model's both")
 	out, err = inst2.renderChat(msgs, tools, false, nil)

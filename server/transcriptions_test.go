@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 
 	"github.com/openai/openai-go/v3"
@@ -34,7 +35,7 @@ func audioServer(t *testing.T) string {
 	path := filepath.Join(t.TempDir(), "mmproj-audio.gguf")
 	require.NoError(t, gguf.WriteTinyProjector(path, gguf.TinyProjectorOptions{TextEmbd: 64, Seed: 7, Audio: true}))
 	_, ts := newTestServer(t, Options{Multimodal: MultimodalOptions{Projector: path, CPUOnly: true},
-		Engine: engine.Options{Parallel: 1, CtxSize: 2048}})
+		Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: 2048}}})
 	return ts.URL
 }
 
@@ -181,7 +182,7 @@ func TestTranscriptionsStream(t *testing.T) {
 func TestTranscriptionsBadInput(t *testing.T) {
 	testenv.MTMD(t)
 	base := audioServer(t)
-	_, plain := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, CtxSize: 512}, MaxBodyBytes: 1 << 16})
+	_, plain := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: 512}}, MaxBodyBytes: 1 << 16})
 	vision := mmServer(t)
 	wav := toneWAV(440)
 	multipartReq := func(file []byte, fields map[string]string) func(t *testing.T) (string, []byte) {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 	"github.com/x/llama/internal/testenv"
 )
@@ -25,7 +26,7 @@ import (
 func TestWebUIGemmaChat(t *testing.T) {
 	model := testenv.RealModel(t, "gemma3-270m")
 	_, ts := newTestServer(t, Options{Model: model, ChatTemplateFile: gemmaTemplateFile(t), Jinja: true,
-		Engine: engine.Options{Parallel: 1, CtxSize: 2048}})
+		Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: 2048}}})
 	ctx := openPage(t, ts.URL+"/")
 	do(t, ctx,
 		js(`localStorage.setItem('llama-ui.settings', JSON.stringify({temperature: 0, max_tokens: 48}))`),

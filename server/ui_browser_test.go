@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 
 	"github.com/chromedp/chromedp"
@@ -132,7 +133,7 @@ func (w *pacedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // keeps the conversation, and the Markdown renderer is safe. It saves
 // screenshots of both themes (in testdata with -update).
 func TestWebUIInBrowser(t *testing.T) {
-	s, _ := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, CtxSize: 2048}})
+	s, _ := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: 2048}}})
 	mux := http.NewServeMux()
 	mux.Handle("/llm/", http.StripPrefix("/llm", s.Handler()))
 	// Streams paced at 5 ms a flush: stories260K writes a 96-token reply in
@@ -435,7 +436,7 @@ func TestWebUIRouterModels(t *testing.T) {
 	}
 	_, ts := newTestServer(t, Options{ModelsDir: dir, ChatTemplate: "chatml",
 		UIConfig: `{"theme": "dark", "systemMessage": "You tell stories.", "max_tokens": 8}`,
-		Engine:   engine.Options{Parallel: 1, CtxSize: 512, Threads: 1, ThreadsBatch: 1}})
+		Engine:   engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: 512, Threads: 1, ThreadsBatch: 1}}})
 	ctx := openPage(t, ts.URL+"/")
 	do(t, ctx,
 		waitJS(`!document.getElementById('model-label').hidden && document.getElementById('model-select').options.length === 2`),

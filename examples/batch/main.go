@@ -41,6 +41,12 @@ type config struct {
 }
 
 func main() {
+	// Installing the library is explicit: this program installs it into
+	// the cache folder on its first run (with a progress bar on stderr).
+	if err := llama.Init(llama.LibraryOptions{Install: true}); err != nil {
+		fmt.Fprintln(os.Stderr, "batch:", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	cfg, err := parseFlags(os.Args[1:], os.Stderr)
@@ -115,8 +121,8 @@ func run(ctx context.Context, c *config, out io.Writer) error {
 		return err
 	}
 	defer model.Close()
-	eng, err := engine.New(model, engine.Options{Parallel: c.parallel, CtxSize: c.ctxSize,
-		Threads: c.threads, ThreadsBatch: c.threads, QueueSize: len(c.prompts)})
+	eng, err := engine.New(model, engine.Options{Parallel: c.parallel, Context: llama.ContextOptions{ContextSize: c.ctxSize, Threads: c.threads, ThreadsBatch: c.threads},
+		QueueSize: len(c.prompts)})
 	if err != nil {
 		return err
 	}

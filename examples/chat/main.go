@@ -89,6 +89,11 @@ func run() error {
 	if *verbose {
 		llama.SetLogger(slogStderr())
 	}
+	// Installing the library is explicit: this program installs it into
+	// the cache folder on its first run (with a progress bar on stderr).
+	if err := llama.Init(llama.LibraryOptions{Install: true}); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 

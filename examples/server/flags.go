@@ -300,7 +300,7 @@ func flagTable(c *config) []flagDef {
 			if n <= 0 {
 				n = runtime.NumCPU()
 			}
-			e.Threads = n
+			e.Context.Threads = n
 			return err
 		}},
 		{names: []string{"-tb", "--threads-batch"}, arg: "N", sec: cm, help: "CPU threads for prompts and batches (default: --threads; <= 0: all)", set: func(_ *config, v string) error {
@@ -308,7 +308,7 @@ func flagTable(c *config) []flagDef {
 			if n <= 0 {
 				n = runtime.NumCPU()
 			}
-			e.ThreadsBatch = n
+			e.Context.ThreadsBatch = n
 			return err
 		}},
 		{names: []string{"-C", "--cpu-mask"}, arg: "M", sec: cm, help: "CPU affinity mask of the compute threads in hex (the last digit for CPUs 0-3); adds to --cpu-range", set: c.threads.mask},
@@ -321,7 +321,7 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--cpu-strict-batch"}, arg: "<0|1>", sec: cm, help: "strict CPU placement of the batch threads (default: --cpu-strict)", set: c.threadsBatch.setStrict},
 		{names: []string{"--prio-batch"}, arg: "N", sec: cm, help: "priority of the batch threads (default: --prio)", set: c.threadsBatch.setPrio},
 		{names: []string{"--poll-batch"}, arg: "<0|1>", sec: cm, help: "polling level of the batch threads (default: --poll)", set: c.threadsBatch.setPoll},
-		{names: []string{"-c", "--ctx-size"}, arg: "N", env: "LLAMA_ARG_CTX_SIZE", sec: cm, help: "context size shared by the slots (default 0: the model's)", set: intTo(&e.CtxSize)},
+		{names: []string{"-c", "--ctx-size"}, arg: "N", env: "LLAMA_ARG_CTX_SIZE", sec: cm, help: "context size shared by the slots (default 0: the model's)", set: intTo(&e.Context.ContextSize)},
 		{names: []string{"-n", "--predict", "--n-predict"}, arg: "N", env: "LLAMA_ARG_N_PREDICT", sec: cm, help: "most tokens a request generates (default -1: no limit)", set: intTo(&o.NPredict)},
 		{names: []string{"--prefill-chunk"}, arg: "N", sec: cm, help: "while other slots generate, prompts of at most N tokens (weighted by position) go whole and longer ones in chunks (default 32; negative: no chunks, as llama-server; not a llama-server option)", set: intTo(&e.PrefillChunk)},
 		{names: []string{"--prefill-slowdown"}, arg: "F", sec: cm, help: "a step that prefills a chunk beside generating slots takes about F times a step of theirs before the prefill, chunks sized from measured step times (default 2; negative: chunks of --prefill-chunk tokens; not a llama-server option)", set: func(_ *config, v string) error {
@@ -332,18 +332,18 @@ func flagTable(c *config) []flagDef {
 			return err
 		}},
 		{names: []string{"--sample-threads"}, arg: "N", sec: cm, help: "goroutines that sample the slots of one step at once, for cores the compute threads leave free (default 0 or 1: one after another; -1: GOMAXPROCS; not a llama-server option)", set: intTo(&e.SampleThreads)},
-		{names: []string{"-b", "--batch-size"}, arg: "N", env: "LLAMA_ARG_BATCH", sec: cm, help: "logical batch size (default 2048)", set: intTo(&e.BatchSize)},
-		{names: []string{"-ub", "--ubatch-size"}, arg: "N", env: "LLAMA_ARG_UBATCH", sec: cm, help: "physical batch size (default 512)", set: intTo(&e.UBatchSize)},
+		{names: []string{"-b", "--batch-size"}, arg: "N", env: "LLAMA_ARG_BATCH", sec: cm, help: "logical batch size (default 2048)", set: intTo(&e.Context.BatchSize)},
+		{names: []string{"-ub", "--ubatch-size"}, arg: "N", env: "LLAMA_ARG_UBATCH", sec: cm, help: "physical batch size (default 512)", set: intTo(&e.Context.UBatchSize)},
 		{names: []string{"--keep"}, arg: "N", sec: cm, help: "default n_keep: prompt tokens kept by a context shift (default 0, -1: all)", set: intTo(&o.NKeep)},
 		{names: []string{"--swa-full"}, env: "LLAMA_ARG_SWA_FULL", sec: cm, help: "full-size cache for sliding-window attention (always the case here)", set: anyValue},
 		{names: []string{"-fa", "--flash-attn"}, arg: "[on|off|auto]", env: "LLAMA_ARG_FLASH_ATTN", sec: cm, help: "flash attention (default auto)", set: func(_ *config, v string) error {
 			switch {
 			case isTruthy(v):
-				e.FlashAttention = llama.FlashAttentionOn
+				e.Context.FlashAttention = llama.FlashAttentionOn
 			case isFalsey(v):
-				e.FlashAttention = llama.FlashAttentionOff
+				e.Context.FlashAttention = llama.FlashAttentionOff
 			case isAutoy(v):
-				e.FlashAttention = llama.FlashAttentionAuto
+				e.Context.FlashAttention = llama.FlashAttentionAuto
 			default:
 				return fmt.Errorf("%q is not on, off or auto", v)
 			}
@@ -356,17 +356,17 @@ func flagTable(c *config) []flagDef {
 				return err
 			}
 			p, err := llama.ParsePoolingType(v)
-			e.Pooling = p
+			e.Context.Pooling = p
 			return err
 		}},
 		{names: []string{"--rope-scaling"}, arg: "{none,linear,yarn}", env: "LLAMA_ARG_ROPE_SCALING_TYPE", sec: cm, help: "RoPE frequency scaling (default: the model's)", set: func(_ *config, v string) error {
 			switch v {
 			case "none":
-				e.RopeScaling = llama.RopeScalingNone
+				e.Context.RopeScaling = llama.RopeScalingNone
 			case "linear":
-				e.RopeScaling = llama.RopeScalingLinear
+				e.Context.RopeScaling = llama.RopeScalingLinear
 			case "yarn":
-				e.RopeScaling = llama.RopeScalingYaRN
+				e.Context.RopeScaling = llama.RopeScalingYaRN
 			default:
 				return fmt.Errorf("%q is not none, linear or yarn", v)
 			}
@@ -375,25 +375,25 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--rope-scale"}, arg: "N", env: "LLAMA_ARG_ROPE_SCALE", sec: cm, help: "RoPE context scaling factor (sets --rope-freq-scale to 1/N)", set: func(_ *config, v string) error {
 			f, err := parseFloat(v)
 			if err == nil {
-				e.RopeFreqScale = float32(1 / f)
+				e.Context.RopeFreqScale = float32(1 / f)
 			}
 			return err
 		}},
-		{names: []string{"--rope-freq-base"}, arg: "N", env: "LLAMA_ARG_ROPE_FREQ_BASE", sec: cm, help: "RoPE base frequency (default: the model's)", set: floatTo(&e.RopeFreqBase)},
-		{names: []string{"--rope-freq-scale"}, arg: "N", env: "LLAMA_ARG_ROPE_FREQ_SCALE", sec: cm, help: "RoPE frequency scaling factor (default: the model's)", set: floatTo(&e.RopeFreqScale)},
-		{names: []string{"--yarn-orig-ctx"}, arg: "N", env: "LLAMA_ARG_YARN_ORIG_CTX", sec: cm, help: "YaRN original context size (default 0: the model's)", set: intTo(&e.YarnOrigCtx)},
-		{names: []string{"--yarn-ext-factor"}, arg: "N", env: "LLAMA_ARG_YARN_EXT_FACTOR", sec: cm, help: "YaRN extrapolation mix factor (default: the model's)", set: floatPtr(&e.YarnExtFactor)},
-		{names: []string{"--yarn-attn-factor"}, arg: "N", env: "LLAMA_ARG_YARN_ATTN_FACTOR", sec: cm, help: "YaRN magnitude scaling (default: the model's)", set: floatPtr(&e.YarnAttnFactor)},
-		{names: []string{"--yarn-beta-slow"}, arg: "N", env: "LLAMA_ARG_YARN_BETA_SLOW", sec: cm, help: "YaRN high correction dimension (default: the model's)", set: floatPtr(&e.YarnBetaSlow)},
-		{names: []string{"--yarn-beta-fast"}, arg: "N", env: "LLAMA_ARG_YARN_BETA_FAST", sec: cm, help: "YaRN low correction dimension (default: the model's)", set: floatPtr(&e.YarnBetaFast)},
+		{names: []string{"--rope-freq-base"}, arg: "N", env: "LLAMA_ARG_ROPE_FREQ_BASE", sec: cm, help: "RoPE base frequency (default: the model's)", set: floatTo(&e.Context.RopeFreqBase)},
+		{names: []string{"--rope-freq-scale"}, arg: "N", env: "LLAMA_ARG_ROPE_FREQ_SCALE", sec: cm, help: "RoPE frequency scaling factor (default: the model's)", set: floatTo(&e.Context.RopeFreqScale)},
+		{names: []string{"--yarn-orig-ctx"}, arg: "N", env: "LLAMA_ARG_YARN_ORIG_CTX", sec: cm, help: "YaRN original context size (default 0: the model's)", set: intTo(&e.Context.YarnOrigCtx)},
+		{names: []string{"--yarn-ext-factor"}, arg: "N", env: "LLAMA_ARG_YARN_EXT_FACTOR", sec: cm, help: "YaRN extrapolation mix factor (default: the model's)", set: floatPtr(&e.Context.YarnExtFactor)},
+		{names: []string{"--yarn-attn-factor"}, arg: "N", env: "LLAMA_ARG_YARN_ATTN_FACTOR", sec: cm, help: "YaRN magnitude scaling (default: the model's)", set: floatPtr(&e.Context.YarnAttnFactor)},
+		{names: []string{"--yarn-beta-slow"}, arg: "N", env: "LLAMA_ARG_YARN_BETA_SLOW", sec: cm, help: "YaRN high correction dimension (default: the model's)", set: floatPtr(&e.Context.YarnBetaSlow)},
+		{names: []string{"--yarn-beta-fast"}, arg: "N", env: "LLAMA_ARG_YARN_BETA_FAST", sec: cm, help: "YaRN low correction dimension (default: the model's)", set: floatPtr(&e.Context.YarnBetaFast)},
 		{names: []string{"-kvo", "--kv-offload"}, neg: []string{"-nkvo", "--no-kv-offload"}, env: "LLAMA_ARG_KV_OFFLOAD", sec: cm, help: "offload the KV cache to the GPU (default on)", set: func(_ *config, v string) error {
-			e.NoKVOffload = v == "false"
+			e.Context.NoOffloadKQV = v == "false"
 			return nil
 		}},
 		{names: []string{"--repack"}, neg: []string{"-nr", "--no-repack"}, env: "LLAMA_ARG_REPACK", sec: cm, help: "repack weights for the CPU" + noEffect, set: anyValue},
 		{names: []string{"--no-host"}, env: "LLAMA_ARG_NO_HOST", sec: cm, help: "bypass the host buffer" + noEffect, set: anyValue},
-		{names: []string{"-ctk", "--cache-type-k"}, arg: "TYPE", env: "LLAMA_ARG_CACHE_TYPE_K", sec: cm, help: "KV cache type for K: " + strings.Join(kvCacheTypes, ", ") + " (default f16)", set: cacheType(&e.TypeK)},
-		{names: []string{"-ctv", "--cache-type-v"}, arg: "TYPE", env: "LLAMA_ARG_CACHE_TYPE_V", sec: cm, help: "KV cache type for V (default f16)", set: cacheType(&e.TypeV)},
+		{names: []string{"-ctk", "--cache-type-k"}, arg: "TYPE", env: "LLAMA_ARG_CACHE_TYPE_K", sec: cm, help: "KV cache type for K: " + strings.Join(kvCacheTypes, ", ") + " (default f16)", set: cacheType(&e.Context.TypeK)},
+		{names: []string{"-ctv", "--cache-type-v"}, arg: "TYPE", env: "LLAMA_ARG_CACHE_TYPE_V", sec: cm, help: "KV cache type for V (default f16)", set: cacheType(&e.Context.TypeV)},
 		{names: []string{"-dt", "--defrag-thold"}, arg: "N", env: "LLAMA_ARG_DEFRAG_THOLD", sec: cm, help: "deprecated" + noEffect, set: anyValue},
 		{names: []string{"--rpc"}, arg: "SERVERS", env: "LLAMA_ARG_RPC", sec: cm, help: "RPC workers (rpc-server, see llama-install -rpc) as host:port, comma-separated: the model's layers are split across them", set: func(_ *config, v string) error {
 			mo.RPCServers = splitList(v)
@@ -490,7 +490,7 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"--op-offload"}, neg: []string{"--no-op-offload"}, sec: cm, help: "offload host tensor operations to the device (default on)", set: func(_ *config, v string) error {
-			e.NoOpOffload = v == "false"
+			e.Context.NoOpOffload = v == "false"
 			return nil
 		}},
 		{names: []string{"--lora"}, arg: "FNAME", sec: cm, help: "LoRA adapters, comma-separated (scale 1)", set: func(_ *config, v string) error {
@@ -755,7 +755,7 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"-kvu", "--kv-unified"}, neg: []string{"-no-kvu", "--no-kv-unified"}, env: "LLAMA_ARG_KV_UNIFIED", sec: sv, help: "one KV buffer shared by all slots (default: on when -np is auto)", set: func(c *config, v string) error {
-			e.KVUnified, c.kvUnifiedSet = v != "false", true
+			e.Context.KVUnified, c.kvUnifiedSet = v != "false", true
 			return nil
 		}},
 		{names: []string{"--cache-idle-slots"}, neg: []string{"--no-cache-idle-slots"}, env: "LLAMA_ARG_CACHE_IDLE_SLOTS", sec: sv, help: "keep idle slots' prompts in the RAM cache when a new task comes (default on)", set: func(_ *config, v string) error {
@@ -981,7 +981,7 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--log-prompts-dir"}, arg: "PATH", sec: sv, help: "folder to log prompts to" + noEffect, set: anyValue},
 		{names: []string{"--embd-gemma-default"}, sec: sv, help: "preset: EmbeddingGemma 300M from Hugging Face, embeddings, port 8011", set: modelPreset(func(c *config) {
 			c.hf.Repo, c.hf.File, c.port = "ggml-org/embeddinggemma-300M-qat-q4_0-GGUF", "embeddinggemma-300M-qat-Q4_0.gguf", 8011
-			e.UBatchSize, e.BatchSize, e.Parallel, e.CtxSize, e.Embedding = 2048, 2048, 32, 2048*32, true
+			e.Context.UBatchSize, e.Context.BatchSize, e.Parallel, e.Context.ContextSize, e.Embedding = 2048, 2048, 32, 2048*32, true
 		})},
 		{names: []string{"--fim-qwen-1.5b-default"}, sec: sv, help: "preset: Qwen 2.5 Coder 1.5B from Hugging Face, for infill, port 8012", set: fimPreset(c, "ggml-org/Qwen2.5-Coder-1.5B-Q8_0-GGUF", "qwen2.5-coder-1.5b-q8_0.gguf")},
 		{names: []string{"--fim-qwen-3b-default"}, sec: sv, help: "preset: Qwen 2.5 Coder 3B from Hugging Face, for infill, port 8012", set: fimPreset(c, "ggml-org/Qwen2.5-Coder-3B-Q8_0-GGUF", "qwen2.5-coder-3b-q8_0.gguf")},
@@ -992,10 +992,10 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--gpt-oss-20b-default"}, sec: sv, help: "preset: gpt-oss-20b from Hugging Face, port 8013", set: gptOSSPreset(c, "ggml-org/gpt-oss-20b-GGUF", "gpt-oss-20b-mxfp4.gguf")},
 		{names: []string{"--gpt-oss-120b-default"}, sec: sv, help: "preset: gpt-oss-120b from Hugging Face, port 8013", set: gptOSSPreset(c, "ggml-org/gpt-oss-120b-GGUF", "")},
 		{names: []string{"--vision-gemma-4b-default"}, sec: sv, help: "preset: Gemma 3 4B QAT from Hugging Face, port 8014", set: modelPreset(func(c *config) {
-			c.hf.Repo, c.port, e.CtxSize, o.Jinja = "ggml-org/gemma-3-4b-it-qat-GGUF", 8014, 0, true
+			c.hf.Repo, c.port, e.Context.ContextSize, o.Jinja = "ggml-org/gemma-3-4b-it-qat-GGUF", 8014, 0, true
 		})},
 		{names: []string{"--vision-gemma-12b-default"}, sec: sv, help: "preset: Gemma 3 12B QAT from Hugging Face, port 8014", set: modelPreset(func(c *config) {
-			c.hf.Repo, c.port, e.CtxSize, o.Jinja = "ggml-org/gemma-3-12b-it-qat-GGUF", 8014, 0, true
+			c.hf.Repo, c.port, e.Context.ContextSize, o.Jinja = "ggml-org/gemma-3-12b-it-qat-GGUF", 8014, 0, true
 		})},
 		{names: []string{"--spec-default"}, sec: sv, help: "preset: default speculative decoding settings", set: func(c *config, _ string) error {
 			sd.Types = append(sd.Types, "ngram-mod")
@@ -1063,7 +1063,7 @@ func fimPreset(c *config, repo, file string, draft ...string) func(*config, stri
 	e := &c.opts.Engine
 	return modelPreset(func(c *config) {
 		c.hf.Repo, c.hf.File, c.port = repo, file, 8012
-		e.UBatchSize, e.BatchSize, e.CtxSize, e.CacheReuse = 1024, 1024, 0, 256
+		e.Context.UBatchSize, e.Context.BatchSize, e.Context.ContextSize, e.CacheReuse = 1024, 1024, 0, 256
 		if len(draft) == 2 {
 			c.draftHF, e.Speculative.DraftModel = draft[0], draft[1]
 		}
@@ -1075,7 +1075,7 @@ func gptOSSPreset(c *config, repo, file string) func(*config, string) error {
 	e, sp := &c.opts.Engine, &c.sampling
 	return modelPreset(func(c *config) {
 		c.hf.Repo, c.hf.File, c.port = repo, file, 8013
-		e.UBatchSize, e.BatchSize, e.Parallel, e.CtxSize = 2048, 32768, 2, 131072*2
+		e.Context.UBatchSize, e.Context.BatchSize, e.Parallel, e.Context.ContextSize = 2048, 32768, 2, 131072*2
 		sp.Temperature, sp.TopP, sp.TopK, sp.MinP = 1, 1, 0, 0.01
 		c.opts.Jinja = true
 	})
@@ -1239,7 +1239,7 @@ func parseFlags(args []string, getenv func(string) string, usage io.Writer) (*co
 	c.opts.ModelsMax = 4
 	c.opts.CORSOrigins = []string{"*"}
 	c.opts.Engine.Parallel = -1
-	c.opts.Engine.Threads = runtime.NumCPU()
+	c.opts.Engine.Context.Threads = runtime.NumCPU()
 	c.cacheRAMMiB = 8192
 	table := flagTable(c)
 	byName := map[string]*flagDef{}
@@ -1363,15 +1363,15 @@ func (c *config) finish() error {
 		// -np auto: 4 slots sharing a unified KV cache.
 		e.Parallel = 4
 		if !c.kvUnifiedSet {
-			e.KVUnified = true
+			e.Context.KVUnified = true
 		}
 	}
-	if e.ThreadsBatch <= 0 {
-		e.ThreadsBatch = e.Threads
+	if e.Context.ThreadsBatch <= 0 {
+		e.Context.ThreadsBatch = e.Context.Threads
 	}
 	c.threadPools()
-	if e.KVUnifiedPerSlot > 0 && e.CtxSize == 0 {
-		e.CtxSize = e.KVUnifiedPerSlot * e.Parallel
+	if e.KVUnifiedPerSlot > 0 && e.Context.ContextSize == 0 {
+		e.Context.ContextSize = e.KVUnifiedPerSlot * e.Parallel
 	}
 	if len(c.aliases) > 0 {
 		// The server takes the names comma-separated (its id is the first).

@@ -122,16 +122,16 @@ func TestFlagSpellings(t *testing.T) {
 		{[]string{}, func(t *testing.T, c *config) {
 			assert.False(t, c.sampling.BackendSampling, "off by default, as llama-server")
 		}},
-		{[]string{"-kvu"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.KVUnified) }},
-		{[]string{"-np", "2", "--kv-unified"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.KVUnified) }},
+		{[]string{"-kvu"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.Context.KVUnified) }},
+		{[]string{"-np", "2", "--kv-unified"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.Context.KVUnified) }},
 		{[]string{"-np", "2"}, func(t *testing.T, c *config) {
-			assert.False(t, c.opts.Engine.KVUnified, "unified only with auto slots")
+			assert.False(t, c.opts.Engine.Context.KVUnified, "unified only with auto slots")
 		}},
 		{[]string{"--no-kv-unified"}, func(t *testing.T, c *config) {
-			assert.False(t, c.opts.Engine.KVUnified)
+			assert.False(t, c.opts.Engine.Context.KVUnified)
 			assert.Equal(t, 4, c.opts.Engine.Parallel)
 		}},
-		{[]string{"-np", "3", "--kv-unified-per-slot", "256"}, func(t *testing.T, c *config) { assert.Equal(t, 768, c.opts.Engine.CtxSize) }},
+		{[]string{"-np", "3", "--kv-unified-per-slot", "256"}, func(t *testing.T, c *config) { assert.Equal(t, 768, c.opts.Engine.Context.ContextSize) }},
 		{[]string{"--context-shift"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.ContextShift) }},
 		{[]string{"--context-shift", "--no-context-shift"}, func(t *testing.T, c *config) { assert.False(t, c.opts.Engine.ContextShift) }},
 		{[]string{"--slots", "--no-slots"}, func(t *testing.T, c *config) { assert.False(t, c.opts.Slots) }},
@@ -160,20 +160,20 @@ func TestFlagSpellings(t *testing.T) {
 		}},
 		{[]string{"--rope-scaling", "yarn", "--rope-scale", "4", "--rope-freq-base", "10000", "--yarn-orig-ctx", "2048", "--yarn-ext-factor", "0.5"}, func(t *testing.T, c *config) {
 			e := c.opts.Engine
-			assert.Equal(t, llama.RopeScalingYaRN, e.RopeScaling)
-			assert.InDelta(t, 0.25, e.RopeFreqScale, 1e-6)
-			assert.InDelta(t, 10000, e.RopeFreqBase, 1e-3)
-			assert.Equal(t, 2048, e.YarnOrigCtx)
-			require.NotNil(t, e.YarnExtFactor)
-			assert.InDelta(t, 0.5, *e.YarnExtFactor, 1e-6)
+			assert.Equal(t, llama.RopeScalingYaRN, e.Context.RopeScaling)
+			assert.InDelta(t, 0.25, e.Context.RopeFreqScale, 1e-6)
+			assert.InDelta(t, 10000, e.Context.RopeFreqBase, 1e-3)
+			assert.Equal(t, 2048, e.Context.YarnOrigCtx)
+			require.NotNil(t, e.Context.YarnExtFactor)
+			assert.InDelta(t, 0.5, *e.Context.YarnExtFactor, 1e-6)
 		}},
 		{[]string{"-nkvo", "--no-op-offload"}, func(t *testing.T, c *config) {
-			assert.True(t, c.opts.Engine.NoKVOffload)
-			assert.True(t, c.opts.Engine.NoOpOffload)
+			assert.True(t, c.opts.Engine.Context.NoOffloadKQV)
+			assert.True(t, c.opts.Engine.Context.NoOpOffload)
 		}},
 		{[]string{"-t", "0", "-tb", "-1"}, func(t *testing.T, c *config) {
-			assert.Equal(t, runtime.NumCPU(), c.opts.Engine.Threads)
-			assert.Equal(t, runtime.NumCPU(), c.opts.Engine.ThreadsBatch)
+			assert.Equal(t, runtime.NumCPU(), c.opts.Engine.Context.Threads)
+			assert.Equal(t, runtime.NumCPU(), c.opts.Engine.Context.ThreadsBatch)
 		}},
 		{[]string{"--reasoning", "off", "--reasoning-effort", "high", "--chat-template-kwargs", `{"x": 1}`}, func(t *testing.T, c *config) {
 			assert.Equal(t, map[string]any{"enable_thinking": false, "reasoning_effort": "high", "x": float64(1)}, c.opts.ChatTemplateKwargs)
@@ -224,15 +224,15 @@ func TestFlagSpellings(t *testing.T) {
 		// from the plain ones.
 		{[]string{"--prio", "2", "--poll", "0", "-C", "0x30", "-Cr", "0-1", "--cpu-strict", "1"}, func(t *testing.T, c *config) {
 			e := c.opts.Engine
-			assert.Equal(t, llama.ThreadPoolOptions{Priority: llama.PriorityHigh, Poll: -1, CPUs: []int{0, 1, 4, 5}, StrictCPU: true}, e.ThreadPool)
-			assert.Nil(t, e.ThreadPoolBatch)
+			assert.Equal(t, llama.ThreadPoolOptions{Priority: llama.PriorityHigh, Poll: -1, CPUs: []int{0, 1, 4, 5}, StrictCPU: true}, e.Context.ThreadPool)
+			assert.Nil(t, e.Context.ThreadPoolBatch)
 		}},
 		{[]string{"--poll", "20", "-Cr", "2-", "--prio-batch", "-1", "-Cb", "1", "--poll-batch", "1", "--cpu-strict-batch", "1"}, func(t *testing.T, c *config) {
 			e := c.opts.Engine
-			assert.Equal(t, 20, e.ThreadPool.Poll)
-			assert.Len(t, e.ThreadPool.CPUs, 510)
-			require.NotNil(t, e.ThreadPoolBatch)
-			assert.Equal(t, llama.ThreadPoolOptions{Priority: llama.PriorityLow, Poll: 1, CPUs: []int{0}, StrictCPU: true}, *e.ThreadPoolBatch)
+			assert.Equal(t, 20, e.Context.ThreadPool.Poll)
+			assert.Len(t, e.Context.ThreadPool.CPUs, 510)
+			require.NotNil(t, e.Context.ThreadPoolBatch)
+			assert.Equal(t, llama.ThreadPoolOptions{Priority: llama.PriorityLow, Poll: 1, CPUs: []int{0}, StrictCPU: true}, *e.Context.ThreadPoolBatch)
 		}},
 		// The draft model's start from the target's.
 		{[]string{"--prio", "1", "-Cr", "0-1", "--poll-draft", "0", "--prio-batch-draft", "2"}, func(t *testing.T, c *config) {
@@ -244,8 +244,8 @@ func TestFlagSpellings(t *testing.T) {
 		}},
 		{[]string{"-t", "2"}, func(t *testing.T, c *config) {
 			assert.Nil(t, c.opts.Engine.Speculative.DraftThreadPool)
-			assert.Zero(t, c.opts.Engine.ThreadPool)
-			assert.Nil(t, c.opts.Engine.ThreadPoolBatch)
+			assert.Zero(t, c.opts.Engine.Context.ThreadPool)
+			assert.Nil(t, c.opts.Engine.Context.ThreadPoolBatch)
 		}},
 		{[]string{"--port=9090"}, func(t *testing.T, c *config) { assert.Equal(t, 9090, c.port) }},
 		{[]string{"--spm-infill"}, func(t *testing.T, c *config) { assert.True(t, c.opts.SPMInfill) }},
@@ -274,7 +274,7 @@ func TestFlagDefaults(t *testing.T) {
 	assert.Equal(t, sampling.Defaults(), *c.opts.Sampling)
 	assert.Equal(t, []string{"*"}, c.opts.CORSOrigins)
 	assert.Equal(t, 4, c.opts.Engine.Parallel)
-	assert.True(t, c.opts.Engine.KVUnified)
+	assert.True(t, c.opts.Engine.Context.KVUnified)
 	assert.Equal(t, -1, c.opts.NPredict)
 	assert.True(t, c.opts.Slots)
 	assert.False(t, c.opts.Metrics)
@@ -293,11 +293,11 @@ func TestFlagEnv(t *testing.T) {
 		check func(t *testing.T, c *config)
 	}{
 		{"value", map[string]string{"LLAMA_ARG_CTX_SIZE": "4096", "LLAMA_ARG_TOP_K": "7"}, nil, func(t *testing.T, c *config) {
-			assert.Equal(t, 4096, c.opts.Engine.CtxSize)
+			assert.Equal(t, 4096, c.opts.Engine.Context.ContextSize)
 			assert.Equal(t, 7, c.sampling.TopK)
 		}},
 		{"command line wins", map[string]string{"LLAMA_ARG_CTX_SIZE": "4096"}, []string{"-c", "512"}, func(t *testing.T, c *config) {
-			assert.Equal(t, 512, c.opts.Engine.CtxSize)
+			assert.Equal(t, 512, c.opts.Engine.Context.ContextSize)
 		}},
 		{"switch truthy", map[string]string{"LLAMA_ARG_ENDPOINT_METRICS": "1", "LLAMA_ARG_EMBEDDINGS": "true"}, nil, func(t *testing.T, c *config) {
 			assert.True(t, c.opts.Metrics)

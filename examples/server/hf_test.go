@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 
 	"github.com/stretchr/testify/assert"
@@ -42,7 +43,7 @@ func TestPullHF(t *testing.T) {
 		{name: "preset repo: router mode", flags: hfFlags{Repo: "tiny/preset"}, models: []string{"stories"}, bar: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := server.Options{Alias: tc.alias, Engine: engine.Options{Threads: 1, ThreadsBatch: 1, CtxSize: 256}}
+			o := server.Options{Alias: tc.alias, Engine: engine.Options{Context: llama.ContextOptions{Threads: 1, ThreadsBatch: 1, ContextSize: 256}}}
 			var bar bytes.Buffer
 			require.NoError(t, pullHF(context.Background(), tc.flags, &o, &bar))
 			assert.Equal(t, tc.bar, strings.Contains(bar.String(), "100%"), bar.String())
@@ -179,11 +180,11 @@ func TestModelPresets(t *testing.T) {
 		{"--embd-gemma-default", "ggml-org/embeddinggemma-300M-qat-q4_0-GGUF", "embeddinggemma-300M-qat-Q4_0.gguf", 8011, func(t *testing.T, c *config) {
 			e := c.opts.Engine
 			assert.True(t, e.Embedding)
-			assert.Equal(t, []int{2048, 2048, 32, 65536}, []int{e.UBatchSize, e.BatchSize, e.Parallel, e.CtxSize})
+			assert.Equal(t, []int{2048, 2048, 32, 65536}, []int{e.Context.UBatchSize, e.Context.BatchSize, e.Parallel, e.Context.ContextSize})
 		}},
 		{"--fim-qwen-1.5b-default", "ggml-org/Qwen2.5-Coder-1.5B-Q8_0-GGUF", "qwen2.5-coder-1.5b-q8_0.gguf", 8012, func(t *testing.T, c *config) {
 			e := c.opts.Engine
-			assert.Equal(t, []int{1024, 1024, 0, 256}, []int{e.UBatchSize, e.BatchSize, e.CtxSize, e.CacheReuse})
+			assert.Equal(t, []int{1024, 1024, 0, 256}, []int{e.Context.UBatchSize, e.Context.BatchSize, e.Context.ContextSize, e.CacheReuse})
 			assert.Empty(t, c.draftHF)
 		}},
 		{"--fim-qwen-3b-default", "ggml-org/Qwen2.5-Coder-3B-Q8_0-GGUF", "qwen2.5-coder-3b-q8_0.gguf", 8012, nil},
@@ -198,7 +199,7 @@ func TestModelPresets(t *testing.T) {
 			sp, e := c.opts.Sampling, c.opts.Engine
 			assert.Equal(t, []float32{1, 1, 0.01}, []float32{sp.Temperature, sp.TopP, sp.MinP})
 			assert.Zero(t, sp.TopK)
-			assert.Equal(t, []int{2048, 32768, 2, 262144}, []int{e.UBatchSize, e.BatchSize, e.Parallel, e.CtxSize})
+			assert.Equal(t, []int{2048, 32768, 2, 262144}, []int{e.Context.UBatchSize, e.Context.BatchSize, e.Parallel, e.Context.ContextSize})
 			assert.True(t, c.opts.Jinja)
 		}},
 		{"--gpt-oss-120b-default", "ggml-org/gpt-oss-120b-GGUF", "", 8013, nil},
@@ -214,7 +215,7 @@ func TestModelPresets(t *testing.T) {
 			}
 			c, err = parseFlags([]string{tc.flag, "--port", "9000", "-c", "4096", "-hff", "mine.gguf"}, noEnv, io.Discard)
 			require.NoError(t, err)
-			assert.Equal(t, []any{9000, 4096, "mine.gguf"}, []any{c.port, c.opts.Engine.CtxSize, c.hf.File}, "later flags override")
+			assert.Equal(t, []any{9000, 4096, "mine.gguf"}, []any{c.port, c.opts.Engine.Context.ContextSize, c.hf.File}, "later flags override")
 		})
 	}
 

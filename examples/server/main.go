@@ -52,6 +52,13 @@ func serve(cfg *config) error {
 		return nil
 	case cfg.cacheList:
 		return printCacheList(os.Stdout)
+	}
+	// Installing the library is explicit: this program installs it into
+	// the cache folder on its first run (with a progress bar on stderr).
+	if err := llama.Init(llama.LibraryOptions{Install: true}); err != nil {
+		return err
+	}
+	switch {
 	case cfg.listDevices:
 		return printDevices(os.Stdout)
 	}

@@ -146,14 +146,14 @@ func (f *threadFlags) given() bool {
 func (c *config) threadPools() {
 	e := &c.opts.Engine
 	sd := &e.Speculative
-	e.ThreadPool = c.threads.over(e.ThreadPool)
+	e.Context.ThreadPool = c.threads.over(e.Context.ThreadPool)
 	if c.threadsBatch.given() {
-		b := c.threadsBatch.over(e.ThreadPool)
-		e.ThreadPoolBatch = &b
+		b := c.threadsBatch.over(e.Context.ThreadPool)
+		e.Context.ThreadPoolBatch = &b
 	}
-	draft := e.ThreadPool
+	draft := e.Context.ThreadPool
 	if c.threadsDraft.given() {
-		draft = c.threadsDraft.over(e.ThreadPool)
+		draft = c.threadsDraft.over(e.Context.ThreadPool)
 		sd.DraftThreadPool = &draft
 	}
 	if c.threadsDraftBatch.given() {

@@ -32,6 +32,12 @@ func main() {
 	seed := flag.Uint("seed", 42, "seed")
 	threads := flag.Int("t", 0, "threads (0: all CPUs)")
 	flag.Parse()
+	// Installing the library is explicit: this program installs it into
+	// the cache folder on its first run (with a progress bar on stderr).
+	if err := llama.Init(llama.LibraryOptions{Install: true}); err != nil {
+		fmt.Fprintln(os.Stderr, "structured:", err)
+		os.Exit(1)
+	}
 	if err := run(context.Background(), os.Stdout, *model, *prompt, uint32(*seed), *threads); err != nil {
 		fmt.Fprintln(os.Stderr, "structured:", err)
 		os.Exit(1)

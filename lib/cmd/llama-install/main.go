@@ -1,6 +1,7 @@
 // Command llama-install installs the pinned llama.cpp build into the cache
 // folder (or -dir) and prints the folder. It is what CI and first-time
-// setups run; the SDK also installs on first use. -source picks where the
+// setups run; the SDK only finds the library, and installs it only when
+// asked (llama.LibraryOptions.Install). -source picks where the
 // build comes from: the npm package (npm), llama.cpp's GitHub release
 // archive (github), or by default npm where a package exists and GitHub
 // otherwise. The GitHub archives have no pinned checksum: installing them
