@@ -1,11 +1,15 @@
 package llama
 
 import (
+	"errors"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"unsafe"
 
 	"github.com/x/llama/internal/capi"
+	"github.com/x/llama/lib"
 )
 
 // TensorBufferOverride places the weights whose names match Pattern in
@@ -90,6 +94,29 @@ func gpuDevices() ([]string, error) {
 	return out, nil
 }
 
+// GPUBackendErrors reports the GPU backends of the loaded build (its
+// libggml-vulkan or libggml-cuda) that cannot be loaded, each with the
+// dynamic loader's reason. ggml skips such a backend without a word: a
+// Vulkan or CUDA build on a machine without the Vulkan loader or the CUDA
+// runtime lists the CPU alone in Devices. None is reported for a CPU
+// build, nor for a backend that loads but finds no device.
+func GPUBackendErrors() ([]error, error) {
+	if err := ensureInit(); err != nil {
+		return nil, err
+	}
+	dir, ok := capi.Loaded()
+	if !ok {
+		return nil, nil
+	}
+	var out []error
+	for _, p := range lib.GPUBackendFiles(dir) {
+		if err := capi.ProbeLibrary(p); err != nil {
+			out = append(out, fmt.Errorf("the GPU backend %s cannot be loaded: %w", filepath.Base(p), err))
+		}
+	}
+	return out, nil
+}
+
 // deviceList resolves device names to llama.cpp's device array
 // (terminated by a null entry).
 func deviceList(names []string) ([]uintptr, error) {
@@ -102,7 +129,11 @@ func deviceList(names []string) ([]uintptr, error) {
 		if d == 0 || capi.BackendDevType(d) == 0 { // GGML_BACKEND_DEVICE_TYPE_CPU
 			avail, _ := gpuDevices()
 			if len(avail) == 0 {
-				return nil, errorf(CodeInvalid, "load model", "invalid device %q: there is no device besides the CPU", n)
+				why := ""
+				if errs, _ := GPUBackendErrors(); len(errs) > 0 {
+					why = fmt.Sprintf(" (%v)", errors.Join(errs...))
+				}
+				return nil, errorf(CodeInvalid, "load model", "invalid device %q: there is no device besides the CPU%s", n, why)
 			}
 			return nil, errorf(CodeInvalid, "load model", "invalid device %q (devices: %s)", n, strings.Join(avail, ", "))
 		}

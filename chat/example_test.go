@@ -21,7 +21,9 @@ You can call these tools:
 {% for tool in tools %}{{ tool | tojson }}
 {% endfor %}Answer with <tool_call>{"name": ..., "arguments": ...}</tool_call>.<|im_end|>
 {% endif %}{%- for m in messages %}<|im_start|>{{ m.role }}
-{{ m.content }}<|im_end|>
+{% if m.tool_calls %}{% for tc in m.tool_calls %}<tool_call>
+{{ {"name": tc.function.name, "arguments": tc.function.arguments} | tojson }}
+</tool_call>{% endfor %}{% else %}{{ m.content }}{% endif %}<|im_end|>
 {% endfor %}{%- if add_generation_prompt %}<|im_start|>assistant
 {% endif %}`
 
@@ -53,7 +55,8 @@ func ExampleTemplates_Prepare() {
 			Name:       "get_weather",
 			Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"enum":["Paris","Rome"]}},"required":["city"]}`),
 		}},
-		ToolChoice: chat.ToolChoice{Mode: "required"}, // the model must call
+		ToolChoice:        chat.ToolChoice{Mode: "required"}, // the model must call
+		ParallelToolCalls: new(bool),                         // once
 	})
 	if err != nil {
 		log.Fatal(err)

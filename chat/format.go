@@ -129,9 +129,14 @@ func (f Format) String() string {
 
 // DetectFormat picks the tool-call and reasoning format from a chat
 // template's source text by looking for the marker strings each family's
-// template contains. A template that mentions tools but none of the known
-// markers gets [FormatGeneric]; one that does not mention tools gets
-// [FormatContentOnly].
+// template contains. A template with none of the known markers gets
+// [FormatContentOnly], whether it mentions tools or not: as in llama.cpp
+// v0.4.0, whose chat parser has no generic JSON envelope, tools offered
+// with such a template are shown to the model and its answer is free text.
+// [FormatGeneric] and [FormatGranite] are never detected (v0.4.0 finds no
+// tool-call format in Granite 3's templates); they stay available to
+// callers that choose them. [TemplateFormat] also looks at what the
+// template renders.
 func DetectFormat(templateSource string) Format {
 	src := templateSource
 	has := func(subs ...string) bool {
@@ -185,16 +190,32 @@ func DetectFormat(templateSource string) Format {
 		return FormatNemotronV2
 	case has("<tool_calls>"):
 		return FormatApriel
-	case has("<|tool_call|>"):
-		return FormatGranite
 	case has("<tool_call>"):
 		return FormatHermes2Pro
 	case has("<|start_header_id|>") && (has("ipython") || has("<|python_tag|>")):
 		return FormatLlama3x
-	case has("tools"):
-		return FormatGeneric
 	}
 	return FormatContentOnly
+}
+
+// TemplateFormat is the format of a parsed template: [DetectFormat] of its
+// source, but [FormatContentOnly] when the template does not render an
+// assistant message's tool calls (its [TemplateCaps].SupportsToolCalls),
+// for llama.cpp v0.4.0 learns a template's tool-call format from how it
+// renders them, and finds none then. The formats llama.cpp picks from
+// marker strings alone (GPT-OSS, Functionary v3.2, Kimi K2, LFM2,
+// DeepSeek V3.2, Gemma 4, Qwen3-Coder, Magistral) are kept regardless.
+func TemplateFormat(t *Template) Format {
+	f := DetectFormat(t.Source())
+	switch f {
+	case FormatContentOnly, FormatGPTOSS, FormatFunctionaryV32, FormatKimiK2, FormatLFM2, FormatDeepSeekV32,
+		FormatGemma, FormatQwen3Coder, FormatMagistral:
+		return f
+	}
+	if !t.Caps().SupportsToolCalls {
+		return FormatContentOnly
+	}
+	return f
 }
 
 // ReasoningFormat says what to do with a model's thinking.

@@ -51,7 +51,7 @@ func TestDetectFormat(t *testing.T) {
 		"google-gemma-2-2b-it.jinja":                          FormatContentOnly,
 		"google-gemma-4-31B-it.jinja":                         FormatGemma,
 		"google-gemma-4-31B-it-interleaved.jinja":             FormatGemma,
-		"ibm-granite-granite-3.3-2B-Instruct.jinja":           FormatGranite,
+		"ibm-granite-granite-3.3-2B-Instruct.jinja":           FormatContentOnly,
 		"ibm-granite-granite-4.0.jinja":                       FormatHermes2Pro,
 		"meetkai-functionary-medium-v3.1.jinja":               FormatFunctionaryV31,
 		"meetkai-functionary-medium-v3.2.jinja":               FormatFunctionaryV32,

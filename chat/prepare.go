@@ -248,6 +248,12 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 		if err != nil {
 			return nil, requestError(err, "tools: %v", err)
 		}
+		// Llama 3.x writes a call as a bare JSON object: with no marker to
+		// wait for, llama.cpp v0.4.0 constrains it only when a call is
+		// required, and under auto parses what the model wrote freely.
+		if format == FormatLlama3x && choice.Mode == "auto" {
+			tg = nil
+		}
 		if tg != nil {
 			plan.Grammar, plan.GrammarLazy = tg.Grammar, tg.Lazy
 			plan.GrammarTriggers, plan.PreservedTokens = tg.Triggers, tg.PreservedTokens

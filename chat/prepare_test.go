@@ -24,7 +24,9 @@ const hermesTemplate = `{%- if tools %}<|im_start|>system
 Tools: {% for tool in tools %}{{ tool.function.name }} {% endfor %}
 Call one with <tool_call>{"name": ..., "arguments": ...}</tool_call>.<|im_end|>
 {% endif %}{%- for m in messages %}<|im_start|>{{ m.role }}
-{{ m.content }}<|im_end|>
+{% if m.tool_calls %}{% for tc in m.tool_calls %}<tool_call>
+{{ {"name": tc.function.name, "arguments": tc.function.arguments} | tojson }}
+</tool_call>{% endfor %}{% else %}{{ m.content }}{% endif %}<|im_end|>
 {% endfor %}{%- if add_generation_prompt %}<|im_start|>assistant
 {% endif %}`
 

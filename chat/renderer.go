@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // A Renderer turns a conversation into prompt text: a Jinja template (a
@@ -38,24 +39,28 @@ type Resolver struct {
 }
 
 // NewJinjaRenderer returns the Renderer of a parsed Jinja template, its
-// output format detected from its source.
+// output format that of [TemplateFormat].
 func NewJinjaRenderer(t *Template) Renderer {
-	return &jinjaRenderer{t: t, format: DetectFormat(t.Source())}
+	return &jinjaRenderer{t: t}
 }
 
 type jinjaRenderer struct {
-	t      *Template
-	format Format
+	t          *Template
+	formatOnce sync.Once
+	format     Format
 }
 
 func (j *jinjaRenderer) Render(in TemplateInput) (string, error) { return j.t.Render(in) }
 func (j *jinjaRenderer) Source() string                          { return j.t.Source() }
 func (j *jinjaRenderer) Caps() TemplateCaps                      { return j.t.Caps() }
-func (j *jinjaRenderer) Format() Format                          { return j.format }
+func (j *jinjaRenderer) Format() Format {
+	j.formatOnce.Do(func() { j.format = TemplateFormat(j.t) })
+	return j.format
+}
 
 // nativeRenderer renders with llama.cpp's built-in formats. Tools and tool
-// calls do not reach these formats, so their format is content-only and
-// tools go through the generic JSON format, as in llama.cpp.
+// calls do not reach these formats, so their format is content-only: the
+// answer is free text, as in llama.cpp.
 type nativeRenderer struct {
 	tmpl   string
 	native NativeFunc

@@ -321,6 +321,7 @@ func TestResolveSource(t *testing.T) {
 
 func TestLibraryPath(t *testing.T) {
 	versioned, unversioned := "libllama."+Version+".so", "libllama.so"
+	vulkan := "libllama.vulkan." + Version + ".so"
 	for _, tc := range []struct {
 		name  string
 		files []string
@@ -329,6 +330,7 @@ func TestLibraryPath(t *testing.T) {
 		{"npm build", []string{versioned}, versioned},
 		{"release archive", []string{unversioned}, unversioned},
 		{"both: the versioned name first", []string{unversioned, versioned}, versioned},
+		{"npm Vulkan build", []string{vulkan}, vulkan},
 		{"neither", []string{"libggml.so"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -339,7 +341,7 @@ func TestLibraryPath(t *testing.T) {
 			p, err := libraryPath("linux", dir, "llama")
 			if tc.want == "" {
 				assert.ErrorIs(t, err, ErrNotFound)
-				assert.ErrorContains(t, err, versioned+" or "+unversioned)
+				assert.ErrorContains(t, err, versioned+" or "+vulkan+" or libllama.cuda."+Version+".so or "+unversioned)
 				return
 			}
 			require.NoError(t, err)

@@ -73,8 +73,9 @@ type Package struct {
 var packages = map[string]Package{
 	"linux/amd64": {Name: "@node-llama-cpp/linux-x64", Folder: "bins/linux-x64",
 		SHA256: "4b5b65a8b2611d8af94349b02d815c0f424a30a0a19aef2be5db25ecfef6730f"},
-	"linux/amd64/cuda":   {Name: "@node-llama-cpp/linux-x64-cuda", Folder: "bins/linux-x64-cuda"},
-	"linux/amd64/vulkan": {Name: "@node-llama-cpp/linux-x64-vulkan", Folder: "bins/linux-x64-vulkan"},
+	"linux/amd64/cuda": {Name: "@node-llama-cpp/linux-x64-cuda", Folder: "bins/linux-x64-cuda"},
+	"linux/amd64/vulkan": {Name: "@node-llama-cpp/linux-x64-vulkan", Folder: "bins/linux-x64-vulkan",
+		SHA256: "4877be47f01586481615aec277c23c7f660592ce66eec2753ff1dcc967a9a0d2"},
 	"linux/arm64":        {Name: "@node-llama-cpp/linux-arm64", Folder: "bins/linux-arm64"},
 	"darwin/arm64":       {Name: "@node-llama-cpp/mac-arm64-metal", Folder: "bins/mac-arm64-metal"},
 	"darwin/amd64":       {Name: "@node-llama-cpp/mac-x64", Folder: "bins/mac-x64"},
@@ -182,7 +183,8 @@ func libraryPath(goos, dir, name string) (string, error) {
 }
 
 // libNames lists the file names library name may have on goos, the npm
-// build's first.
+// build's first. On Linux the npm GPU builds put their flavor in the name
+// (libllama.vulkan.v0.4.0.so, libggml.cuda.v0.4.0.so).
 func libNames(goos, name string) []string {
 	switch goos {
 	case "windows":
@@ -190,7 +192,11 @@ func libNames(goos, name string) []string {
 	case "darwin":
 		return []string{"lib" + name + "." + Version + ".dylib", "lib" + name + ".dylib"}
 	}
-	return []string{"lib" + name + "." + Version + ".so", "lib" + name + ".so"}
+	out := []string{"lib" + name + "." + Version + ".so"}
+	for _, f := range []Flavor{Vulkan, CUDA} {
+		out = append(out, "lib"+name+"."+string(f)+"."+Version+".so")
+	}
+	return append(out, "lib"+name+".so")
 }
 
 // Find returns the folder holding the library: dir when it is not empty,
@@ -217,4 +223,32 @@ func Find(dir string, f Flavor) (string, error) {
 		return "", err
 	}
 	return check(d, "cache")
+}
+
+// GPUBackendFiles lists the GPU backends of the build in dir: the ggml
+// backend libraries of a GPU flavor (libggml-vulkan.so, libggml-cuda.so,
+// ggml-vulkan.dll...), which ggml loads at start when their own
+// dependencies (the Vulkan loader, the CUDA runtime) are found.
+func GPUBackendFiles(dir string) []string {
+	return gpuBackendFiles(runtime.GOOS, dir)
+}
+
+func gpuBackendFiles(goos, dir string) []string {
+	var out []string
+	for _, f := range []Flavor{CUDA, Vulkan} {
+		var name string
+		switch goos {
+		case "windows":
+			name = "ggml-" + string(f) + ".dll"
+		case "darwin":
+			name = "libggml-" + string(f) + ".dylib"
+		default:
+			name = "libggml-" + string(f) + ".so"
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -145,3 +145,46 @@ func TestCacheDirVariable(t *testing.T) {
 		})
 	}
 }
+
+// TestInstallGPUFlavors: the npm GPU builds for Linux name their libraries
+// with the flavor (libllama.vulkan.v0.4.0.so): installed from a package
+// laid out as node-llama-cpp's, the folder is found and its libraries and
+// GPU backend listed. The Vulkan package's checksum is pinned; the CUDA
+// one's is left to the npm client.
+func TestInstallGPUFlavors(t *testing.T) {
+	for _, tc := range []struct {
+		flavor  Flavor
+		wantErr string
+	}{
+		{Vulkan, "checksum mismatch"},
+		{CUDA, ""},
+	} {
+		t.Run(string(tc.flavor), func(t *testing.T) {
+			pkg, err := PackageFor("linux", "amd64", tc.flavor)
+			require.NoError(t, err)
+			f := string(tc.flavor)
+			files := map[string]string{}
+			for _, name := range []string{"libllama." + f + "." + Version + ".so", "libggml." + f + "." + Version + ".so",
+				"libggml-base.so", "libggml-cpu-x64.so", "libggml-" + f + ".so"} {
+				files["package/"+pkg.Folder+"/"+name] = name
+			}
+			dir := filepath.Join(t.TempDir(), "lib")
+			_, err = install(context.Background(), InstallOptions{Dir: dir, Flavor: tc.flavor, NPM: fakeNPM(t, tgz(t, files))}, "linux", "amd64")
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			for _, l := range libraries {
+				p, err := libraryPath("linux", dir, l)
+				require.NoError(t, err, l)
+				assert.Contains(t, filepath.Base(p), l)
+			}
+			p, err := libraryPath("linux", dir, "llama")
+			require.NoError(t, err)
+			assert.Equal(t, "libllama."+f+"."+Version+".so", filepath.Base(p))
+			assert.Equal(t, []string{filepath.Join(dir, "libggml-"+f+".so")}, gpuBackendFiles("linux", dir))
+		})
+	}
+	assert.Empty(t, gpuBackendFiles("linux", t.TempDir()), "a CPU build has no GPU backend")
+}

@@ -78,14 +78,12 @@ type Params struct {
 // DefaultSamplers is llama.cpp's default order of samplers.
 var DefaultSamplers = []string{"penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"}
 
-// Defaults returns llama-server's defaults (common_params_sampling), but
-// for the windows of DRY, which default to the whole context (-1), as
-// llama-server's requests report them.
+// Defaults returns llama-server's defaults (common_params_sampling).
 func Defaults() Params {
 	return Params{
 		Temperature: 0.8, DynatempExponent: 1, TopK: 40, TopP: 0.95, MinP: 0.05, TypicalP: 1,
 		XTCThreshold: 0.1, TopNSigma: -1, MirostatTau: 5, MirostatEta: 0.1, RepeatLastN: 64,
-		RepeatPenalty: 1, DRYBase: 1.75, DRYAllowedLength: 2, DRYPenaltyLastN: -1,
+		RepeatPenalty: 1, DRYBase: 1.75, DRYAllowedLength: 2, DRYPenaltyLastN: 64,
 		DRYSequenceBreakers: []string{"\n", ":", "\"", "*"}, Seed: llama.DefaultSeed,
 		AdaptiveTarget: -1, AdaptiveDecay: 0.9,
 		Samplers: slices.Clone(DefaultSamplers),

@@ -57,9 +57,6 @@ func TestDefaultsMatchLlamaCpp(t *testing.T) {
 	// JSON name to common.h field, where they differ.
 	field := map[string]string{"temperature": "temp", "typical_p": "typ_p", "repeat_penalty": "penalty_repeat",
 		"presence_penalty": "penalty_present", "frequency_penalty": "penalty_freq", "repeat_last_n": "penalty_last_n"}
-	// dry_penalty_last_n: llama-server's requests report the whole context
-	// (-1, as the window of the slot) where common.h has 64.
-	deviates := map[string]bool{"dry_penalty_last_n": true}
 	d := sampling.Defaults()
 	for i := range sampling.Table {
 		p := &sampling.Table[i]
@@ -73,10 +70,6 @@ func TestDefaultsMatchLlamaCpp(t *testing.T) {
 			want, err := strconv.ParseFloat(raw, 64)
 			require.NoError(t, err)
 			got, _ := strconv.ParseFloat(fmt.Sprint(p.Value(&d)), 64)
-			if deviates[p.Name] {
-				assert.NotEqual(t, want, got)
-				return
-			}
 			assert.InDelta(t, want, got, 1e-6)
 		})
 	}
@@ -142,9 +135,13 @@ func TestLimit(t *testing.T) {
 		errName string // the *Error's Param ("-": no error)
 	}{
 		{"defaults", func(*sampling.Params) {}, func(t *testing.T, p *sampling.Params) {
-			assert.Equal(t, nCtx, p.DRYPenaltyLastN, "-1 is the context")
+			assert.Equal(t, 64, p.DRYPenaltyLastN)
 			assert.Equal(t, 64, p.RepeatLastN)
 			assert.Equal(t, 40, p.TopK)
+		}, "-"},
+		{"-1 is the context", func(p *sampling.Params) { p.RepeatLastN, p.DRYPenaltyLastN = -1, -1 }, func(t *testing.T, p *sampling.Params) {
+			assert.Equal(t, nCtx, p.RepeatLastN)
+			assert.Equal(t, nCtx, p.DRYPenaltyLastN)
 		}, "-"},
 		{"windows and counts", func(p *sampling.Params) {
 			p.RepeatLastN, p.DRYAllowedLength, p.TopK, p.NProbs = math.MaxInt32, math.MaxInt32, math.MaxInt32, math.MaxInt32

@@ -109,7 +109,7 @@ var Table = []Param{
 		Int: func(p *Params) *int { return &p.RepeatLastN }, Lo: -1, Hi: math.MaxInt32, Clamp: windowClamp},
 	{Name: "dry_allowed_length", Flags: []string{"--dry-allowed-length"}, Help: "DRY allowed length (default 2)",
 		Int: func(p *Params) *int { return &p.DRYAllowedLength }, Lo: 0, Hi: math.MaxInt32, Clamp: windowClamp},
-	{Name: "dry_penalty_last_n", Flags: []string{"--dry-penalty-last-n"}, Help: "tokens DRY looks back (default -1: the context, 0: off)",
+	{Name: "dry_penalty_last_n", Flags: []string{"--dry-penalty-last-n"}, Help: "tokens DRY looks back (default 64, 0: off, -1: the context)",
 		Int: func(p *Params) *int { return &p.DRYPenaltyLastN }, Lo: -1, Hi: math.MaxInt32, Clamp: windowClamp},
 	{Name: "n_probs", Int: func(p *Params) *int { return &p.NProbs }, Lo: 0, Hi: math.MaxInt32,
 		Clamp: func(v, _, nVocab int) int { return ClampWindow(v, 0, nVocab) }},

@@ -394,17 +394,17 @@ func TestPrepareChat(t *testing.T) {
 			assert.Empty(t, task.Params.Grammar)
 		})
 	}
-	t.Run("generic tools", func(t *testing.T) {
+	t.Run("a template with a tool-call format", func(t *testing.T) {
 		s, _ := newTestServer(t, Options{ChatTemplate: genericToolsTemplate})
 		gi := defaultInstance(t, s)
 		task := &engine.Request{Params: sampling.Defaults()}
 		plan, err := gi.prepareChat(&chatRequest{Messages: []chat.Message{user}, Tools: tools, ToolChoice: chat.ToolChoice{Mode: "auto"}, AddGenerationPrompt: true}, task)
 		require.NoError(t, err)
-		assert.Equal(t, chat.FormatGeneric, plan.Parse.Format)
+		assert.Equal(t, chat.FormatHermes2Pro, plan.Parse.Format)
 		assert.True(t, plan.Parse.ParseToolCalls)
-		assert.Contains(t, plan.Prompt, "Respond in JSON format")
+		assert.NotContains(t, plan.Prompt, "Respond in JSON format")
 		assert.NotEmpty(t, task.Params.Grammar)
-		assert.False(t, task.Params.GrammarLazy)
+		assert.True(t, task.Params.GrammarLazy, "under auto the grammar waits for <tool_call>")
 	})
 }
 

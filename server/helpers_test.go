@@ -141,9 +141,14 @@ func waitModelState(t testing.TB, s *Server, name string, state modelState) {
 	}
 }
 
-// genericToolsTemplate is ChatML that knows of tools but writes calls in
-// no format of its own: tools go through the generic {"tool_call": ...}
-// JSON format. Without tools it renders as chatml.
+// genericToolsTemplate is ChatML with the Hermes tool-call format
+// (<tool_call>{"name": ..., "arguments": ...}</tool_call>), which it
+// renders an assistant's calls in: llama-server v0.4.0 finds the format in
+// it and constrains calls with a grammar (lazily under tool choice auto).
+// It renders one call per message, so one call is made by default. Without
+// tools it renders as chatml.
 const genericToolsTemplate = `{%- if tools %}<|im_start|>system
 You may call tools.<|im_end|>
-{% endif %}{%- for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}`
+{% endif %}{%- for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' }}{% if message.tool_calls %}{% set tc = message.tool_calls[0] %}<tool_call>
+{{ {"name": tc.function.name, "arguments": tc.function.arguments} | tojson }}
+</tool_call>{% else %}{{ message['content'] }}{% endif %}{{ '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}`

@@ -18,14 +18,15 @@ import (
 // Server changes belongs to the Server (or the instance or model entry it
 // concerns).
 var packageVars = map[string]string{
-	"errServerClosed": "a sentinel error",
-	"errNotRegular":   "a sentinel error",
-	"junkDirs":        "a table of folder names the file tools never walk",
-	"promLabel":       "a strings.Replacer's method value",
-	"fuzzyReplacer":   "a strings.Replacer",
-	"genParams":       "the table of numeric generation parameters",
-	"respOwnFields":   "a list of Responses field names",
-	"slotParamKeys":   "the list of GET /slots param names",
+	"errServerClosed":   "a sentinel error",
+	"errNotRegular":     "a sentinel error",
+	"junkDirs":          "a table of folder names the file tools never walk",
+	"promLabel":         "a strings.Replacer's method value",
+	"fuzzyReplacer":     "a strings.Replacer",
+	"genParams":         "the table of numeric generation parameters",
+	"respOwnFields":     "a list of Responses field names",
+	"slotParamKeys":     "the list of GET /slots param names",
+	"slotParamFullKeys": "the list of GET /slots param names added with SlotsDebug",
 }
 
 // TestNoPackageState keeps the server's state in the Server: no file

@@ -106,26 +106,6 @@ func (o *Options) baseRequest(defaultNPredict int) *engine.Request {
 	return t
 }
 
-// defaultGenerationParams is the default_generation_settings.params of /props.
-func defaultGenerationParams(o Options) map[string]any {
-	t := o.baseRequest(0)
-	p := t.Params
-	out := map[string]any{
-		"n_predict": o.NPredict, "seed": p.Seed, "dry_sequence_breakers": p.DRYSequenceBreakers,
-		"stop": nonNilStrings(o.Stop), "max_tokens": o.NPredict, "n_discard": 0,
-		"ignore_eos": p.IgnoreEOS, "stream": true, "n_probs": 0, "min_keep": 0, "grammar": p.Grammar,
-		"backend_sampling": p.BackendSampling,
-		"samplers":         p.Samplers, "timings_per_token": false,
-		"reasoning_format": o.ReasoningFormat, "speculative.types": o.Engine.Speculative.TypesString(),
-	}
-	for i := range genParams {
-		if genParams[i].Props {
-			genParams[i].echo(t, out)
-		}
-	}
-	return out
-}
-
 // defaultSampling returns the sampling parameters requests start from:
 // o.Sampling (a copy) or sampling.Defaults.
 func (o *Options) defaultSampling() sampling.Params {

@@ -190,7 +190,10 @@ func TestSlotsShowTheirRequest(t *testing.T) {
 			if debug {
 				assert.Equal(t, "Once upon a time", strings.TrimSpace(sl["prompt"].(string)))
 				assert.Equal(t, []any{"zzz"}, p["stop"])
-				assert.Contains(t, p, "dry_sequence_breakers")
+				assert.Len(t, p, len(slotParamKeys)+len(slotParamFullKeys))
+				for _, k := range append(slices.Clone(slotParamKeys), slotParamFullKeys...) {
+					assert.Contains(t, p, k)
+				}
 			} else {
 				assert.NotContains(t, sl, "prompt")
 				assert.NotContains(t, p, "stop")

@@ -5,13 +5,16 @@ package server
 // slotfiles.go's).
 
 import (
+	"math"
 	"net/http"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 )
 
@@ -65,8 +68,9 @@ func handleSlots(s *Server) handlerFunc {
 	}
 }
 
-// slotParamKeys are the keys of a slot's params in GET /slots, those of
-// llama-server's (its task parameters "for metrics").
+// slotParamKeys are the keys of a slot's params in GET /slots and of
+// default_generation_settings.params in GET /props: those llama-server
+// v0.4.0 reports of a task's parameters "for metrics".
 var slotParamKeys = []string{"seed", "temperature", "dynatemp_range", "dynatemp_exponent", "top_k", "top_p", "min_p",
 	"top_n_sigma", "xtc_probability", "xtc_threshold", "typical_p", "repeat_last_n", "repeat_penalty", "presence_penalty",
 	"frequency_penalty", "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "mirostat", "mirostat_tau",
@@ -74,36 +78,81 @@ var slotParamKeys = []string{"seed", "temperature", "dynatemp_range", "dynatemp_
 	"stream", "n_probs", "min_keep", "chat_format", "reasoning_format", "reasoning_in_content", "generation_prompt",
 	"samplers", "speculative.types", "timings_per_token", "post_sampling_probs", "backend_sampling", "lora"}
 
+// slotParamFullKeys are the keys a slot's params add with SlotsDebug
+// (llama-server's full task parameters).
+var slotParamFullKeys = []string{"dry_sequence_breakers", "stop", "logit_bias", "grammar", "grammar_lazy",
+	"grammar_triggers", "preserved_tokens"}
+
+// defaultGenerationParams is default_generation_settings.params of GET
+// /props. llama-server v0.4.0 reports there a fresh task's parameters
+// holding only the server's sampling settings: n_predict -1, n_keep 0, no
+// streaming, the content-only chat format, reasoning format "none" and
+// no speculative decoding, whatever the server's flags.
+func defaultGenerationParams(o Options) map[string]any {
+	t := engine.NewRequest(nil)
+	t.Params = o.defaultSampling()
+	return taskParams(t, false)
+}
+
 // slotParams is a slot's params in GET /slots: the settings of its
-// current or last request t (the server's defaults when t is nil), those
-// of slotParamKeys, or all with full. What the engine does not keep of a
-// request (whether it streamed, its chat format) shows the defaults.
+// current or last request t, those of slotParamKeys, or also those of
+// slotParamFullKeys with full. What the engine does not keep of a request
+// (whether it streamed, its chat format) shows a fresh task's values, the
+// reasoning format and speculative types the server's.
 func slotParams(o Options, t *engine.Request, full bool) map[string]any {
-	all := defaultGenerationParams(o)
+	out := taskParams(t, full)
+	out["reasoning_format"], out["speculative.types"] = o.ReasoningFormat, o.Engine.Speculative.TypesString()
+	return out
+}
+
+// taskParams is t as llama-server v0.4.0 reports a task's parameters:
+// the keys of slotParamKeys, and with full also those of
+// slotParamFullKeys. The numeric sampling settings come from the
+// parameter table (genParams, over sampling.Table).
+func taskParams(t *engine.Request, full bool) map[string]any {
+	out := make(map[string]any, len(slotParamKeys)+len(slotParamFullKeys))
+	for i := range genParams {
+		if genParams[i].Props {
+			genParams[i].echo(t, out)
+		}
+	}
+	p := t.Params
 	lora := []map[string]any{}
-	if t != nil {
-		for i := range genParams {
-			if genParams[i].Props {
-				genParams[i].echo(t, all)
+	for _, l := range t.LoRA {
+		lora = append(lora, map[string]any{"id": l.ID, "scale": l.Scale})
+	}
+	out["n_predict"], out["max_tokens"], out["n_keep"], out["n_discard"] = t.NPredict, t.NPredict, t.NKeep, 0
+	out["seed"], out["ignore_eos"], out["samplers"], out["backend_sampling"] = p.Seed, p.IgnoreEOS, p.Samplers, p.BackendSampling
+	out["n_probs"], out["min_keep"], out["lora"] = p.NProbs, 0, lora
+	out["stream"], out["timings_per_token"], out["post_sampling_probs"] = false, false, false
+	out["chat_format"], out["reasoning_format"], out["reasoning_in_content"], out["generation_prompt"] = "Content-only", "none", false, ""
+	out["speculative.types"] = "none"
+	if full {
+		bias := []map[string]any{}
+		for tok, b := range p.LogitBias {
+			e := map[string]any{"token": tok, "bias": nil}
+			if !math.IsInf(float64(b), -1) {
+				e["bias"] = b
+			}
+			bias = append(bias, e)
+		}
+		sort.Slice(bias, func(i, j int) bool { return bias[i]["token"].(llama.Token) < bias[j]["token"].(llama.Token) })
+		triggers := []map[string]any{}
+		for _, tr := range p.GrammarTriggers {
+			// llama.cpp's trigger types: 0 token, 1 word, 2 pattern, 3 full pattern.
+			switch {
+			case tr.Token != llama.NoToken:
+				triggers = append(triggers, map[string]any{"type": 0, "value": tr.Word, "token": tr.Token})
+			case tr.Word != "":
+				triggers = append(triggers, map[string]any{"type": 1, "value": tr.Word})
+			case tr.PatternFull:
+				triggers = append(triggers, map[string]any{"type": 3, "value": tr.Pattern})
+			default:
+				triggers = append(triggers, map[string]any{"type": 2, "value": tr.Pattern})
 			}
 		}
-		p := t.Params
-		all["n_predict"], all["max_tokens"], all["n_keep"] = t.NPredict, t.NPredict, t.NKeep
-		all["seed"], all["ignore_eos"], all["samplers"], all["backend_sampling"] = p.Seed, p.IgnoreEOS, p.Samplers, p.BackendSampling
-		all["n_probs"] = p.NProbs
-		for _, l := range t.LoRA {
-			lora = append(lora, map[string]any{"id": l.ID, "scale": l.Scale})
-		}
-		all["stop"], all["grammar"], all["dry_sequence_breakers"] = nonNilStrings(t.Stop), p.Grammar, p.DRYSequenceBreakers
-	}
-	all["stream"], all["chat_format"], all["reasoning_in_content"], all["generation_prompt"] = false, "Content-only", false, ""
-	all["post_sampling_probs"], all["lora"] = false, lora
-	if full {
-		return all
-	}
-	out := make(map[string]any, len(slotParamKeys))
-	for _, k := range slotParamKeys {
-		out[k] = all[k]
+		out["dry_sequence_breakers"], out["stop"], out["logit_bias"] = nonNilStrings(p.DRYSequenceBreakers), nonNilStrings(t.Stop), bias
+		out["grammar"], out["grammar_lazy"], out["grammar_triggers"], out["preserved_tokens"] = p.Grammar, p.GrammarLazy, triggers, nonNilStrings(p.PreservedTokens)
 	}
 	return out
 }

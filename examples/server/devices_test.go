@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -86,4 +89,39 @@ func TestFlagDevices(t *testing.T) {
 	_, err = greedy(t, model, "-md", model, "--spec-type", "draft-simple", "-devd", "NOPE1")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `invalid device "NOPE1"`, "the draft model's devices are checked too")
+}
+
+// TestGPUBuildWithoutItsRuntime: a GPU build whose backend cannot be
+// loaded (here a libggml-vulkan.so the dynamic loader refuses, as the
+// Vulkan build is refused where the Vulkan loader is absent) runs on the
+// CPU; --list-devices says why no device is listed, and -dev naming the
+// GPU stops the start with that reason, not a crash.
+func TestGPUBuildWithoutItsRuntime(t *testing.T) {
+	src := testenv.LibraryDir(t)
+	dir := t.TempDir()
+	entries, err := os.ReadDir(src)
+	require.NoError(t, err)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".so") {
+			require.NoError(t, os.Symlink(filepath.Join(src, e.Name()), filepath.Join(dir, e.Name())))
+		}
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "libggml-vulkan.so"), []byte("not a shared library"), 0o755))
+	bin := buildServer(t)
+	run := func(args ...string) (string, error) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "LLAMA_LIB_DIR="+dir)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("--list-devices")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "Available devices:\n  (none)\n")
+	assert.Contains(t, out, "note: the GPU backend libggml-vulkan.so cannot be loaded: ")
+	out, err = run("-m", testenv.Model(t, "stories260K.gguf"), "-dev", "Vulkan0", "-t", "1", "--port", "0")
+	require.Error(t, err, out)
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, 1, ee.ExitCode(), "an error exit, not a crash: %s", out)
+	assert.Contains(t, out, `invalid device "Vulkan0": there is no device besides the CPU (the GPU backend libggml-vulkan.so cannot be loaded: `)
 }

@@ -245,5 +245,14 @@ func printDevices(w io.Writer) error {
 	if n == 0 {
 		fmt.Fprintln(w, "  (none)")
 	}
+	// A GPU build whose backend does not load (no Vulkan loader, no CUDA
+	// runtime) lists no device: say why.
+	errs, err := llama.GPUBackendErrors()
+	if err != nil {
+		return err
+	}
+	for _, e := range errs {
+		fmt.Fprintf(w, "  note: %v\n", e)
+	}
 	return nil
 }

@@ -53,8 +53,8 @@ var propsCases = []struct {
 
 // propsValuesEqual are the fields whose values, not only types, must be
 // llama-server's. build_info and media_marker differ by design (checked
-// by pattern); default_generation_settings.params is the sampling
-// parameters' own test (TestShapesAsLlamaServer and the params tests).
+// by pattern); default_generation_settings.params is compared value by
+// value below.
 var propsValuesEqual = []string{"total_slots", "model_alias", "model_path", "model_ftype", "modalities",
 	"endpoint_slots", "endpoint_props", "endpoint_metrics", "ui", "ui_settings", "chat_template",
 	"chat_template_caps", "chat_template_tool_use", "bos_token", "eos_token", "is_sleeping", "cors_proxy_enabled"}
@@ -100,20 +100,29 @@ func TestPropsAsLlamaServer(t *testing.T) {
 			for _, k := range propsValuesEqual {
 				assert.Equal(t, want.Props[k], got[k], k)
 			}
-			assert.Equal(t, want.Props["default_generation_settings"].(map[string]any)["n_ctx"],
-				got["default_generation_settings"].(map[string]any)["n_ctx"], "default_generation_settings.n_ctx")
+			wantDGS, gotDGS := want.Props["default_generation_settings"].(map[string]any), got["default_generation_settings"].(map[string]any)
+			assert.Equal(t, wantDGS["n_ctx"], gotDGS["n_ctx"], "default_generation_settings.n_ctx")
+			// The sampling defaults, value by value. llama-server prints
+			// its float32 settings widened to double (0.800000011920929),
+			// this server as float32 (0.8): numbers match to float32.
+			wantParams, gotParams := wantDGS["params"].(map[string]any), gotDGS["params"].(map[string]any)
+			for k, w := range wantParams {
+				if wf, ok := w.(float64); ok {
+					if gf, ok := gotParams[k].(float64); assert.True(t, ok, "params.%s: %v", k, gotParams[k]) {
+						assert.Equal(t, float32(wf), float32(gf), "params.%s", k)
+					}
+					continue
+				}
+				assert.Equal(t, w, gotParams[k], "params.%s", k)
+			}
 			assert.Regexp(t, `^b`, got["build_info"], "build_info: clients read a build number after the b")
 			assert.Regexp(t, regexp.MustCompile(`^<__media_[A-Za-z0-9]{32}__>$`), got["media_marker"])
 		})
 	}
 }
 
-// shapeDiff lists where b differs from a in its keys or JSON types,
-// leaving out the sampling parameters of default_generation_settings.
+// shapeDiff lists where b differs from a in its keys or JSON types.
 func shapeDiff(path string, a, b any, out *[]string) {
-	if path == "default_generation_settings.params" {
-		return
-	}
 	if jsonType(a) != jsonType(b) {
 		*out = append(*out, fmt.Sprintf("%s: %s, llama-server's is %s", path, jsonType(b), jsonType(a)))
 		return

@@ -253,3 +253,15 @@ func GoString(p unsafe.Pointer) string {
 	}
 	return string(unsafe.Slice((*byte)(p), n))
 }
+
+// ProbeLibrary opens the shared library at path and closes it again,
+// returning the dynamic loader's error when it cannot be opened (a
+// dependency missing, such as the Vulkan loader of a GPU backend).
+func ProbeLibrary(path string) error {
+	h, err := purego.Dlopen(path, purego.RTLD_LAZY|purego.RTLD_LOCAL)
+	if err != nil {
+		return err
+	}
+	_ = purego.Dlclose(h)
+	return nil
+}
