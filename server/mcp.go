@@ -363,9 +363,7 @@ func (t *mcpTransport) alive() bool {
 	}
 }
 
-// readLoop passes each line of the server's stdout to msgs. Messages
-// that nobody waits for (notifications, late replies) are dropped when
-// the queue is full: mcpQueue messages or mcpQueueBytes bytes.
+// readLoop passes each line of the server's stdout to msgs (enqueue).
 func (t *mcpTransport) readLoop() {
 	defer t.markExited()
 	sc := bufio.NewScanner(t.stdout)
@@ -376,17 +374,7 @@ func (t *mcpTransport) readLoop() {
 			if strings.TrimSpace(line) == "" {
 				continue
 			}
-			if t.queued.Add(int64(len(line))) > mcpQueueBytes {
-				t.queued.Add(-int64(len(line)))
-				t.log.Warn("MCP server: dropping an unread message", "server", t.cfg.name)
-				continue
-			}
-			select {
-			case t.msgs <- []byte(line):
-			default:
-				t.queued.Add(-int64(len(line)))
-				t.log.Warn("MCP server: dropping an unread message", "server", t.cfg.name)
-			}
+			t.enqueue([]byte(line))
 		}
 		if errors.Is(sc.Err(), bufio.ErrTooLong) {
 			t.log.Warn("MCP server: dropping an oversized line", "server", t.cfg.name)
@@ -522,6 +510,35 @@ func (t *mcpTransport) send(ctx context.Context, method string, params any, noti
 				}
 				return nil, &rpcError{"transport closed"}
 			}
+		}
+	}
+}
+
+// enqueue adds line to msgs. When the queue is full (mcpQueue messages or
+// mcpQueueBytes bytes) the oldest messages are dropped, never the new one:
+// those nobody waited for are notifications and late replies, and the
+// newest line may be the reply a call is waiting for.
+func (t *mcpTransport) enqueue(line []byte) {
+	if len(line) > mcpQueueBytes {
+		t.log.Warn("MCP server: dropping an oversized message", "server", t.cfg.name)
+		return
+	}
+	n := int64(len(line))
+	for {
+		if t.queued.Add(n) <= mcpQueueBytes {
+			select {
+			case t.msgs <- line:
+				return
+			default:
+			}
+		}
+		t.queued.Add(-n)
+		select {
+		case old := <-t.msgs:
+			t.queued.Add(-int64(len(old)))
+			t.log.Warn("MCP server: dropping an unread message", "server", t.cfg.name)
+		default:
+			// A caller took the queue's messages meanwhile: try again.
 		}
 	}
 }
