@@ -114,7 +114,7 @@ func generationHandler(parse func(reqFields, *instance) (*genRequest, error),
 // answerCompletion writes /completion's response.
 func answerCompletion(ctx context.Context, w http.ResponseWriter, _ reqFields, g *genRequest, st eventStream) error {
 	if g.opt.Stream {
-		streamNative(w, g, st)
+		streamNative(ctx, w, g, st)
 		return nil
 	}
 	res, err := collect(ctx, g.inst.Model, st, len(g.prompts))
@@ -251,8 +251,8 @@ func pickFields(obj map[string]any, fields []string) map[string]any {
 
 // streamNative sends a native completion as Server-Sent Events: one chunk
 // per piece of text, then the final object of each prompt.
-func streamNative(w http.ResponseWriter, g *genRequest, events eventStream) {
-	sse := sseStart(w)
+func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, events eventStream) {
+	sse, _ := sseStart(ctx, w)
 	type state struct {
 		tokens []llama.Token
 		text   strings.Builder
@@ -265,7 +265,7 @@ func streamNative(w http.ResponseWriter, g *genRequest, events eventStream) {
 		ev, idx := events.Event(), events.Index()
 		st := &states[idx]
 		if ev.Err != nil {
-			sse.sendError(ev.Err)
+			sse.fail(ev.Err)
 			return
 		}
 		if ev.Done {

@@ -91,14 +91,14 @@ func handleModelsSSE(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		events, cancel := s.subscribe()
 		defer cancel()
-		send, ok := s.sse(w)
-		if !ok {
+		sse, err := sseStart(r.Context(), w)
+		if err != nil {
 			return nil
 		}
 		for {
 			select {
 			case ev := <-events:
-				if send("", ev) != nil {
+				if sse.data(ev) != nil {
 					return nil
 				}
 			case <-r.Context().Done():

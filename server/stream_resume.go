@@ -356,18 +356,10 @@ func handleStreamGet(s *Server) handlerFunc {
 		if !ok {
 			return badRequest("Stream offset lost, please restart")
 		}
-		rc := http.NewResponseController(w)
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Header().Set("Cache-Control", "no-cache")
-		w.Header().Set("X-Accel-Buffering", "no")
-		w.WriteHeader(http.StatusOK)
-		_ = rc.Flush()
+		sse, _ := sseStart(r.Context(), w)
 		for {
 			if len(data) > 0 {
-				if _, err := w.Write(data); err != nil {
-					return nil
-				}
-				if rc.Flush() != nil {
+				if sse.raw(data) != nil {
 					return nil
 				}
 				from += len(data)

@@ -421,45 +421,33 @@ func withDone(ctx context.Context, done <-chan struct{}) context.Context {
 // server-sent events: {"chunk": "..."} events, then {"done": true} (with
 // "error" when the call failed).
 func streamToolCall(ctx context.Context, w http.ResponseWriter, t *tool, root *toolsRoot, params toolParams) {
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	var mu sync.Mutex
-	alive := true
-	send := func(v any) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if !alive {
-			return false
-		}
-		b, _ := json.Marshal(v)
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-			alive = false
-			return false
-		}
-		if err := rc.Flush(); err != nil {
-			alive = false
-			return false
-		}
-		return ctx.Err() == nil
-	}
-	if err := rc.Flush(); err != nil {
+	sse, err := sseStart(ctx, w)
+	if err != nil {
 		return
 	}
-	_, err := t.invoke(ctx, root, params, func(chunk string) bool {
+	send := func(v any) bool { return sse.data(v) == nil && ctx.Err() == nil }
+	_, err = t.invoke(ctx, root, params, func(chunk string) bool {
 		if chunk == "" {
 			return ctx.Err() == nil
 		}
-		return send(map[string]any{"chunk": chunk})
+		return send(toolChunk{Chunk: chunk})
 	})
-	done := map[string]any{"done": true}
+	done := toolDone{Done: true}
 	if err != nil {
-		done["error"] = err.Error()
+		done.Error = err.Error()
 	}
 	send(done)
+}
+
+// toolChunk is an event of a streaming tool's output.
+type toolChunk struct {
+	Chunk string `json:"chunk"`
+}
+
+// toolDone is the last event of a streaming tool call.
+type toolDone struct {
+	Done  bool   `json:"done"`
+	Error string `json:"error,omitempty"`
 }
 
 // toolParams are a tool call's parameters, a JSON object decoded with
