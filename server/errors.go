@@ -306,6 +306,9 @@ func dialectOf(ctx context.Context) dialect {
 
 // writeJSON writes v as a JSON response with the given status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	if p, ok := w.(*prediction); ok && p.setJSON(v) == nil {
+		return // a GCP prediction's instance (gcp.go)
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
