@@ -422,7 +422,7 @@ func handleResponsesInputTokens(s *Server) handlerFunc {
 			return err
 		}
 		defer release()
-		writeJSON(w, http.StatusOK, map[string]any{"object": "response.input_tokens", "input_tokens": len(g.task.Prompt)})
+		writeJSON(w, http.StatusOK, inputTokens{Object: "response.input_tokens", InputTokens: len(g.task.Prompt)})
 		return nil
 	}
 }

@@ -120,16 +120,27 @@ func (ss *streamSession) read(offset int) (data []byte, done bool, wake <-chan s
 	return data, ss.done, ss.wake, true
 }
 
-func (ss *streamSession) info() map[string]any {
+// streamInfo is a stream in the answer of POST /v1/streams/lookup. Its
+// fields are in the order of their names, as llama-server's JSON objects
+// are.
+type streamInfo struct {
+	CompletedAt    int64  `json:"completed_at"`
+	ConversationID string `json:"conversation_id"`
+	IsDone         bool   `json:"is_done"`
+	StartedAt      int64  `json:"started_at"`
+	TotalBytes     int    `json:"total_bytes"`
+}
+
+func (ss *streamSession) info() streamInfo {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	var completed int64
 	if ss.done {
 		completed = ss.completed.Unix()
 	}
-	return map[string]any{
-		"conversation_id": ss.key.id, "is_done": ss.done, "total_bytes": ss.dropped + len(ss.buf),
-		"started_at": ss.started.Unix(), "completed_at": completed,
+	return streamInfo{
+		ConversationID: ss.key.id, IsDone: ss.done, TotalBytes: ss.dropped + len(ss.buf),
+		StartedAt: ss.started.Unix(), CompletedAt: completed,
 	}
 }
 
@@ -418,7 +429,7 @@ func handleStreamsLookup(s *Server) handlerFunc {
 				ids = append(ids, id)
 			}
 		}
-		out := []map[string]any{}
+		out := []streamInfo{}
 		for _, ss := range s.streams.lookup(keyScope(r), ids) {
 			out = append(out, ss.info())
 		}
