@@ -185,7 +185,7 @@ func (m *mcpManager) tool(def mcpToolDef, stopped <-chan struct{}) *tool {
 			"type":     "function",
 			"function": map[string]any{"name": name, "description": def.description, "parameters": schema},
 		},
-		invoke: func(ctx context.Context, _ *toolsRoot, p toolParams, _ toolStream) (map[string]any, error) {
+		invoke: func(ctx context.Context, _ *toolsRoot, p toolParams, _ toolStream) (any, error) {
 			return m.call(ctx, def.server, def.name, p), nil
 		},
 	}
@@ -193,17 +193,17 @@ func (m *mcpManager) tool(def mcpToolDef, stopped <-chan struct{}) *tool {
 
 // call runs a tool of server and returns the /tools answer: the text
 // parts of the result as plain_text_response, or an "error".
-func (m *mcpManager) call(ctx context.Context, server, toolName string, args toolParams) map[string]any {
+func (m *mcpManager) call(ctx context.Context, server, toolName string, args toolParams) any {
 	t := m.transport(server)
 	if t == nil {
-		return map[string]any{"error": "MCP server unavailable: " + server}
+		return toolFailure{"MCP server unavailable: " + server}
 	}
 	if args == nil {
 		args = toolParams{}
 	}
 	res, err := t.callTool(withDone(ctx, m.stopping), toolName, args)
 	if err != nil {
-		return map[string]any{"error": err.Error()}
+		return toolFailure{err.Error()}
 	}
 	return res
 }
@@ -631,7 +631,7 @@ func (t *mcpTransport) listTools(ctx context.Context) ([]mcpToolDef, error) {
 // callTool runs tools/call and normalizes its result: the text parts
 // joined by newlines as plain_text_response, or an "error" when the
 // result says isError.
-func (t *mcpTransport) callTool(ctx context.Context, name string, args toolParams) (map[string]any, error) {
+func (t *mcpTransport) callTool(ctx context.Context, name string, args toolParams) (any, error) {
 	if err := t.lock(ctx); err != nil {
 		return nil, err
 	}
@@ -662,7 +662,7 @@ func (t *mcpTransport) callTool(ctx context.Context, name string, args toolParam
 		if text == "" {
 			text = "MCP tool returned an error"
 		}
-		return map[string]any{"error": text}, nil
+		return toolFailure{text}, nil
 	}
-	return map[string]any{"plain_text_response": text}, nil
+	return toolText{text}, nil
 }

@@ -136,7 +136,7 @@ type tool struct {
 	// call streams; a streaming tool then sends its output through st and
 	// returns a nil result.
 	// root confines the call's files on the host.
-	invoke func(ctx context.Context, root *toolsRoot, p toolParams, st toolStream) (map[string]any, error)
+	invoke func(ctx context.Context, root *toolsRoot, p toolParams, st toolStream) (any, error)
 }
 
 // card is the tool as GET /tools lists it.
@@ -396,7 +396,7 @@ func handleToolsCall(s *Server) handlerFunc {
 			return serverError("%v", err)
 		}
 		if res == nil {
-			res = map[string]any{}
+			res = struct{}{}
 		}
 		writeJSON(w, http.StatusOK, res)
 		return nil
@@ -437,6 +437,19 @@ func streamToolCall(ctx context.Context, w http.ResponseWriter, t *tool, root *t
 		done.Error = err.Error()
 	}
 	send(done)
+}
+
+// toolText is a tool's answer in text: an MCP tool's, a command's
+// output, a file's lines.
+type toolText struct {
+	PlainTextResponse string `json:"plain_text_response"`
+}
+
+// toolFailure is a tool's answer when it could not do what it was asked,
+// sent with status 200 as llama-server does (a bad call is an error
+// answer instead).
+type toolFailure struct {
+	Error string `json:"error"`
 }
 
 // toolChunk is an event of a streaming tool's output.
