@@ -139,16 +139,24 @@ type tool struct {
 	invoke func(ctx context.Context, root *toolsRoot, p toolParams, st toolStream) (any, error)
 }
 
+// toolCard is a tool as GET /tools lists it. Its fields are in the order
+// of their names, as llama-server's JSON objects are.
+type toolCard struct {
+	Definition  map[string]any `json:"definition"` // OpenAI's function tool, its JSON Schema free-form
+	DisplayName string         `json:"display_name"`
+	Permissions struct {
+		Write bool `json:"write"`
+	} `json:"permissions"`
+	Tool    string `json:"tool"`
+	Type    string `json:"type"`
+	UsesCwd bool   `json:"uses_cwd"`
+}
+
 // card is the tool as GET /tools lists it.
-func (t *tool) card() map[string]any {
-	return map[string]any{
-		"display_name": t.displayName,
-		"tool":         t.name,
-		"type":         t.kind,
-		"permissions":  map[string]any{"write": t.write},
-		"uses_cwd":     t.usesCwd,
-		"definition":   t.definition,
-	}
+func (t *tool) card() toolCard {
+	c := toolCard{Definition: t.definition, DisplayName: t.displayName, Tool: t.name, Type: t.kind, UsesCwd: t.usesCwd}
+	c.Permissions.Write = t.write
+	return c
 }
 
 // toolSet is a server's /tools: the enabled built-in tools, then the MCP
@@ -298,7 +306,7 @@ func handleToolsList(s *Server) handlerFunc {
 		if ts == nil {
 			return errFeatureDisabled()
 		}
-		out := make([]map[string]any, 0, len(ts.tools))
+		out := make([]toolCard, 0, len(ts.tools))
 		for _, t := range ts.tools {
 			out = append(out, t.card())
 		}
