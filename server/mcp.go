@@ -463,6 +463,30 @@ func (t *mcpTransport) close() {
 	_ = t.stderr.Close()
 }
 
+// rpcRequest is a JSON-RPC request, or a notification without ID.
+type rpcRequest struct {
+	ID      *int64 `json:"id,omitempty"`
+	JSONRPC string `json:"jsonrpc"`
+	Method  string `json:"method"`
+	Params  any    `json:"params,omitempty"`
+}
+
+// mcpInitialize is the params of MCP's initialize request.
+type mcpInitialize struct {
+	Capabilities struct{} `json:"capabilities"`
+	ClientInfo   struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"clientInfo"`
+	ProtocolVersion string `json:"protocolVersion"`
+}
+
+// mcpToolCall is the params of MCP's tools/call request.
+type mcpToolCall struct {
+	Arguments toolParams `json:"arguments"`
+	Name      string     `json:"name"`
+}
+
 // rpcError is a JSON-RPC error reply, or a failure to get a reply.
 type rpcError struct{ msg string }
 
@@ -473,15 +497,12 @@ func (e *rpcError) Error() string { return e.msg }
 // ctx or the server's exit. Notifications, malformed lines and late
 // replies to earlier requests are skipped.
 func (t *mcpTransport) send(ctx context.Context, method string, params any, notify bool) (json.RawMessage, error) {
-	msg := map[string]any{"jsonrpc": "2.0", "method": method}
-	if params != nil {
-		msg["params"] = params
-	}
+	msg := rpcRequest{JSONRPC: "2.0", Method: method, Params: params}
 	var id int64
 	if !notify {
 		id = t.nextID
 		t.nextID++
-		msg["id"] = id
+		msg.ID = &id
 	}
 	b, err := json.Marshal(msg)
 	if err != nil {
@@ -582,11 +603,9 @@ func (t *mcpTransport) ensureInit(ctx context.Context) error {
 	if t.initialized {
 		return nil
 	}
-	_, err := t.send(ctx, "initialize", map[string]any{
-		"protocolVersion": mcpProtocolVersion,
-		"capabilities":    map[string]any{},
-		"clientInfo":      map[string]any{"name": "llama.cpp", "version": "1.0"},
-	}, false)
+	init := mcpInitialize{ProtocolVersion: mcpProtocolVersion}
+	init.ClientInfo.Name, init.ClientInfo.Version = "llama.cpp", "1.0"
+	_, err := t.send(ctx, "initialize", init, false)
 	if err != nil {
 		return t.fail("initialize failed: " + err.Error())
 	}
@@ -639,7 +658,7 @@ func (t *mcpTransport) callTool(ctx context.Context, name string, args toolParam
 	if err := t.ensureInit(ctx); err != nil {
 		return nil, err
 	}
-	raw, err := t.send(ctx, "tools/call", map[string]any{"name": name, "arguments": args}, false)
+	raw, err := t.send(ctx, "tools/call", mcpToolCall{Name: name, Arguments: args}, false)
 	if err != nil {
 		return nil, err
 	}
