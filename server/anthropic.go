@@ -447,7 +447,7 @@ func handleAnthropicMessages(s *Server) handlerFunc {
 		}
 		id := newID("msg_")
 		if req.Stream {
-			streamAnthropic(w, plan, co.Model, id, events)
+			streamAnthropic(ctx, w, plan, co.Model, id, events)
 			return nil
 		}
 		res, msg, err := collectChat(ctx, inst, plan, events)
@@ -481,14 +481,9 @@ func handleAnthropicMessages(s *Server) handlerFunc {
 // streamAnthropic sends a message as Anthropic's stream: message_start,
 // ping, one content block at a time (start, deltas, stop), message_delta
 // with the stop reason and usage, message_stop.
-func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, events eventStream) {
-	sse := sseStart(w)
-	send := func(name string, v any) bool {
-		if _, err := w.Write([]byte("event: " + name + "\n")); err != nil {
-			return false
-		}
-		return sse.data(v) == nil
-	}
+func streamAnthropic(ctx context.Context, w http.ResponseWriter, plan *chatPlan, model, id string, events eventStream) {
+	sse, _ := sseStart(ctx, w)
+	send := func(name string, v any) bool { return sse.send(name, v) == nil }
 	started := false
 	start := func(ev engine.Event) bool {
 		if started {
@@ -565,8 +560,7 @@ func streamAnthropic(w http.ResponseWriter, plan *chatPlan, model, id string, ev
 	for events.Next() {
 		ev := events.Event()
 		if ev.Err != nil {
-			_, body := anthropicErrors.render(ev.Err)
-			send("error", body)
+			sse.fail(ev.Err)
 			return
 		}
 		if ev.Progress != nil {

@@ -719,7 +719,7 @@ func handleChatCompletion(s *Server) handlerFunc {
 		_ = f.bool("reasoning_control", &reasoningControl)
 		defer s.controls.track(base.ID, reasoningControl)()
 		if g.opt.Stream {
-			streamChat(w, g, plan, co, st, base)
+			streamChat(ctx, w, g, plan, co, st, base)
 			return nil
 		}
 		results, err := collect(ctx, inst.Model, st, co.N)
@@ -758,8 +758,8 @@ func handleChatCompletion(s *Server) handlerFunc {
 // task of events, "index" telling them apart): the assistant role, the
 // parsed deltas, a chunk with the finish reason, then, once every choice is
 // done, optionally the usage (with empty choices), then [DONE].
-func streamChat(w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOptions, events eventStream, base oaiChatCompletion) {
-	sse := sseStart(w)
+func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOptions, events eventStream, base oaiChatCompletion) {
+	sse, _ := sseStart(ctx, w)
 	base.Object = "chat.completion.chunk"
 	type choiceState struct {
 		parser   *chat.Stream
@@ -822,7 +822,7 @@ func streamChat(w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOpt
 		ev, idx := events.Event(), events.Index()
 		st := states[idx]
 		if ev.Err != nil {
-			sse.sendError(ev.Err)
+			sse.fail(ev.Err)
 			return
 		}
 		if ev.Progress != nil {

@@ -7,8 +7,8 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/x/llama/engine"
@@ -114,14 +114,14 @@ func generationHandler(parse func(reqFields, *instance) (*genRequest, error),
 // answerCompletion writes /completion's response.
 func answerCompletion(ctx context.Context, w http.ResponseWriter, _ reqFields, g *genRequest, st eventStream) error {
 	if g.opt.Stream {
-		streamNative(w, g, st)
+		streamNative(ctx, w, g, st)
 		return nil
 	}
 	res, err := collect(ctx, g.inst.Model, st, len(g.prompts))
 	if err != nil {
 		return err
 	}
-	results := make([]any, len(res))
+	results := make([]any, len(res)) // nativeResult, or maps of response_fields
 	for i, r := range res {
 		results[i] = nativeFinal(g, i, r, false)
 	}
@@ -171,7 +171,46 @@ func promptText(m *llama.Model, toks []llama.Token) string {
 	return s
 }
 
-// nativeFinal is the last object of a native completion.
+// nativeResult is a native completion's answer, and the last event of
+// its stream. Its fields are in the order of their names, as
+// llama-server's JSON objects are.
+type nativeResult struct {
+	CompletionProbabilities []probJSON     `json:"completion_probabilities,omitzero"`
+	Content                 string         `json:"content"`
+	GenerationSettings      map[string]any `json:"generation_settings"`
+	HasNewLine              bool           `json:"has_new_line"`
+	IDSlot                  int            `json:"id_slot"`
+	Index                   int            `json:"index"`
+	Model                   string         `json:"model"`
+	Prompt                  string         `json:"prompt"`
+	Stop                    bool           `json:"stop"`
+	StopType                string         `json:"stop_type"`
+	StoppingWord            string         `json:"stopping_word"`
+	Timings                 *timingsJSON   `json:"timings"`
+	Tokens                  []llama.Token  `json:"tokens"`
+	TokensCached            int            `json:"tokens_cached"`
+	TokensEvaluated         int            `json:"tokens_evaluated"`
+	TokensPredicted         int            `json:"tokens_predicted"`
+	Truncated               bool           `json:"truncated"`
+}
+
+// nativeChunk is an event of a native completion's stream: a piece of
+// text, or the prompt's progress.
+type nativeChunk struct {
+	CompletionProbabilities []probJSON    `json:"completion_probabilities,omitzero"`
+	Content                 string        `json:"content"`
+	IDSlot                  int           `json:"id_slot"`
+	Index                   int           `json:"index"`
+	PromptProgress          *progressJSON `json:"prompt_progress,omitempty"`
+	Stop                    bool          `json:"stop"`
+	Timings                 *timingsJSON  `json:"timings,omitempty"`
+	Tokens                  []llama.Token `json:"tokens"`
+	TokensEvaluated         int           `json:"tokens_evaluated"`
+	TokensPredicted         int           `json:"tokens_predicted"`
+}
+
+// nativeFinal is the last object of a native completion: a nativeResult,
+// or the fields of it response_fields names.
 func nativeFinal(g *genRequest, idx int, res *completionResult, stream bool) any {
 	ev := res.Final
 	content, tokens := res.Text, res.Tokens
@@ -181,34 +220,31 @@ func nativeFinal(g *genRequest, idx int, res *completionResult, stream bool) any
 	if !g.opt.ReturnTokens && !stream {
 		tokens = nil
 	}
-	if tokens == nil {
-		tokens = []llama.Token{}
-	}
-	obj := map[string]any{
-		"index":               idx,
-		"content":             content,
-		"tokens":              tokens,
-		"id_slot":             ev.SlotID,
-		"stop":                true,
-		"model":               g.inst.Name,
-		"tokens_predicted":    ev.Generated,
-		"tokens_evaluated":    ev.PromptTokens,
-		"generation_settings": g.opt.Settings,
-		"prompt":              promptText(g.inst.Model, g.prompts[idx]),
-		"has_new_line":        strings.Contains(res.Text, "\n"),
-		"truncated":           ev.Truncated,
-		"stop_type":           stopType(ev.Stop),
-		"stopping_word":       ev.StoppingWord,
-		"tokens_cached":       ev.SlotTokens,
-		"timings":             wireTimings(ev.Timings),
+	out := nativeResult{
+		Index:              idx,
+		Content:            content,
+		Tokens:             nonNilTokens(tokens),
+		IDSlot:             ev.SlotID,
+		Stop:               true,
+		Model:              g.inst.Name,
+		TokensPredicted:    ev.Generated,
+		TokensEvaluated:    ev.PromptTokens,
+		GenerationSettings: g.opt.Settings,
+		Prompt:             promptText(g.inst.Model, g.prompts[idx]),
+		HasNewLine:         strings.Contains(res.Text, "\n"),
+		Truncated:          ev.Truncated,
+		StopType:           stopType(ev.Stop),
+		StoppingWord:       ev.StoppingWord,
+		TokensCached:       ev.SlotTokens,
+		Timings:            wireTimings(ev.Timings),
 	}
 	if !stream && g.task.Params.NProbs > 0 {
-		obj["completion_probabilities"] = probsJSON(g.inst.Model, res.Steps, g.opt.PostSamplingProbs)
+		out.CompletionProbabilities = probsJSON(g.inst.Model, res.Steps, g.opt.PostSamplingProbs)
 	}
 	if len(g.opt.ResponseFields) > 0 {
-		return pickFields(obj, g.opt.ResponseFields)
+		return pickFields(out, g.opt.ResponseFields)
 	}
-	return obj
+	return out
 }
 
 func stopType(r engine.StopReason) string {
@@ -218,41 +254,70 @@ func stopType(r engine.StopReason) string {
 	return string(r)
 }
 
-// pickFields keeps the given fields of obj; "a/b" takes field b of the
-// object a and names it "a/b". Missing fields are left out.
-func pickFields(obj map[string]any, fields []string) map[string]any {
-	// Round-trip through JSON so nested values are plain maps.
-	var plain map[string]any
-	b, err := json.Marshal(obj)
-	if err != nil || json.Unmarshal(b, &plain) != nil {
-		return obj
-	}
-	out := map[string]any{}
+// pickFields keeps the members of v that fields name, as llama-server's
+// response_fields: "a/b" takes member b of the object a and names it
+// "a/b". Missing members are left out.
+func pickFields(v any, fields []string) map[string]any {
+	out := make(map[string]any, len(fields))
 	for _, f := range fields {
-		var cur any = plain
-		found := true
-		for _, part := range strings.Split(f, "/") {
-			m, ok := cur.(map[string]any)
-			if !ok {
-				found = false
-				break
-			}
-			if cur, ok = m[part]; !ok {
-				found = false
+		cur, found := reflect.ValueOf(v), true
+		for part := range strings.SplitSeq(f, "/") {
+			if cur, found = jsonMember(cur, part); !found {
 				break
 			}
 		}
 		if found {
-			out[f] = cur
+			out[f] = cur.Interface()
 		}
 	}
 	return out
 }
 
+// jsonMember returns the member name of the object v is in JSON: the
+// field of a struct of that JSON name (unless left out for being empty),
+// or the entry of a map.
+func jsonMember(v reflect.Value, name string) (reflect.Value, bool) {
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return reflect.Value{}, false
+		}
+		v = v.Elem()
+	}
+	switch v.Kind() {
+	case reflect.Map:
+		if v.Type().Key().Kind() != reflect.String {
+			return reflect.Value{}, false
+		}
+		e := v.MapIndex(reflect.ValueOf(name).Convert(v.Type().Key()))
+		return e, e.IsValid()
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			sf := t.Field(i)
+			tag, opts, _ := strings.Cut(sf.Tag.Get("json"), ",")
+			if tag != name || !sf.IsExported() {
+				continue
+			}
+			fv := v.Field(i)
+			omit := strings.Contains(","+opts+",", ",omitzero,") && fv.IsZero()
+			if strings.Contains(","+opts+",", ",omitempty,") {
+				switch fv.Kind() {
+				case reflect.Slice, reflect.Map, reflect.String, reflect.Array:
+					omit = omit || fv.Len() == 0
+				default:
+					omit = omit || fv.IsZero()
+				}
+			}
+			return fv, !omit
+		}
+	}
+	return reflect.Value{}, false
+}
+
 // streamNative sends a native completion as Server-Sent Events: one chunk
 // per piece of text, then the final object of each prompt.
-func streamNative(w http.ResponseWriter, g *genRequest, events eventStream) {
-	sse := sseStart(w)
+func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, events eventStream) {
+	sse, _ := sseStart(ctx, w)
 	type state struct {
 		tokens []llama.Token
 		text   strings.Builder
@@ -265,7 +330,7 @@ func streamNative(w http.ResponseWriter, g *genRequest, events eventStream) {
 		ev, idx := events.Event(), events.Index()
 		st := &states[idx]
 		if ev.Err != nil {
-			sse.sendError(ev.Err)
+			sse.fail(ev.Err)
 			return
 		}
 		if ev.Done {
@@ -276,12 +341,12 @@ func streamNative(w http.ResponseWriter, g *genRequest, events eventStream) {
 			continue
 		}
 		if ev.Progress != nil {
-			chunk := map[string]any{
-				"index": idx, "content": "", "tokens": []llama.Token{}, "stop": false, "id_slot": ev.SlotID,
-				"tokens_predicted": 0, "tokens_evaluated": len(g.prompts[idx]), "prompt_progress": wireProgress(ev.Progress),
+			chunk := nativeChunk{
+				Index: idx, Tokens: []llama.Token{}, IDSlot: ev.SlotID,
+				TokensEvaluated: len(g.prompts[idx]), PromptProgress: wireProgress(ev.Progress),
 			}
 			if g.opt.TimingsPerToken {
-				chunk["timings"] = wireTimings(ev.Timings)
+				chunk.Timings = wireTimings(ev.Timings)
 			}
 			if err := sse.data(chunk); err != nil {
 				return
@@ -299,21 +364,20 @@ func streamNative(w http.ResponseWriter, g *genRequest, events eventStream) {
 		if ev.Text == "" && nProbs == 0 {
 			continue // held back: sent with the next text
 		}
-		chunk := map[string]any{
-			"index":            idx,
-			"content":          ev.Text,
-			"tokens":           nonNilTokens(st.tokens),
-			"stop":             false,
-			"id_slot":          ev.SlotID,
-			"tokens_predicted": st.n,
-			"tokens_evaluated": len(g.prompts[idx]),
+		chunk := nativeChunk{
+			Index:           idx,
+			Content:         ev.Text,
+			Tokens:          nonNilTokens(st.tokens),
+			IDSlot:          ev.SlotID,
+			TokensPredicted: st.n,
+			TokensEvaluated: len(g.prompts[idx]),
 		}
 		st.tokens = nil
 		if g.opt.TimingsPerToken {
-			chunk["timings"] = wireTimings(ev.Timings)
+			chunk.Timings = wireTimings(ev.Timings)
 		}
 		if nProbs > 0 {
-			chunk["completion_probabilities"] = probsJSON(g.inst.Model, st.steps, g.opt.PostSamplingProbs)
+			chunk.CompletionProbabilities = probsJSON(g.inst.Model, st.steps, g.opt.PostSamplingProbs)
 			st.steps = nil
 		}
 		if err := sse.data(chunk); err != nil {

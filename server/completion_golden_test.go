@@ -1,26 +1,20 @@
 package server
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"flag"
-	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/x/llama/internal/wiregolden"
 )
 
-// -update rewrites the golden files under testdata/completion.
+// -update rewrites the golden files this server's tests record of
+// themselves (testdata/completion/own, the web UI's screenshots).
 var _ = func() bool {
 	if flag.Lookup("update") == nil {
 		flag.Bool("update", false, "rewrite golden files")
@@ -33,158 +27,115 @@ func updatingGolden() bool {
 	return f != nil && f.Value.String() == "true"
 }
 
-// normalizeWire replaces what changes from run to run (ids, creation
-// times, timings) with placeholders.
-func normalizeWire(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, val := range x {
-			switch k {
-			case "created":
-				x[k] = 0
-			case "model":
-				if s, ok := val.(string); ok {
-					x[k] = filepath.Base(s)
-				}
-			case "tokens_cached", "cached_tokens", "id_slot":
-				// Depend on which slot served earlier requests.
-				if _, ok := val.(float64); ok {
-					x[k] = "<n>"
-				}
-			case "timings":
-				x[k] = "<timings>"
-			case "id":
-				if s, ok := val.(string); ok && (strings.HasPrefix(s, "chatcmpl-") || strings.HasPrefix(s, "cmpl-") || strings.HasPrefix(s, "call_")) {
-					x[k] = s[:strings.IndexAny(s, "-_")+1] + "<id>"
-				}
-			default:
-				x[k] = normalizeWire(val)
-			}
-		}
-	case []any:
-		for i := range x {
-			x[i] = normalizeWire(x[i])
-		}
-	case float64:
-		// Probabilities to 4 decimals: the last digits vary with the CPU.
-		return math.Round(x*1e4) / 1e4
-	case string:
-		if len(x) > 200 {
-			return fmt.Sprintf("<%d bytes>", len(x))
-		}
-	}
-	return v
+// goldenOwn are the cases whose answers by this server differ from
+// llama-server's as a whole, with why. Their golden files under
+// testdata/completion/own are this server's own answers (go test ./server
+// -run TestCompletionGolden -update rewrites them), kept to hold its wire
+// format; llama-server's answers stay beside the others.
+var goldenOwn = map[string]string{
+	"chat_tool_call": "llama-server v0.4.0 finds no tool-call format in tools.jinja (it warns that the template " +
+		"does not describe tools) and answers free text even under tool_choice required; this server finds the " +
+		"Hermes format in the calls the template renders and constrains them, which this case covers",
+	"chat_tool_call_stream": "the same as chat_tool_call, streamed",
+	"error_unknown_role": "llama-server renders a message of an unknown role as the template does and answers it; " +
+		"this server refuses it with a 400 naming the roles it knows",
 }
 
-func normalizedJSON(t *testing.T, data []byte, indent bool) string {
-	t.Helper()
-	var v any
-	require.NoError(t, json.Unmarshal(data, &v), "%s", data)
-	v = normalizeWire(v)
-	var out []byte
-	var err error
-	if indent {
-		out, err = json.MarshalIndent(v, "", "  ")
-	} else {
-		out, err = json.Marshal(v)
-	}
-	require.NoError(t, err)
-	return string(out)
+// goldenAside are the fields in which this server's answers differ from
+// llama-server's, with why; they are taken out of both answers before
+// they are compared. In names a case, or is empty for every case; Parent
+// is the name of the objects holding Fields, "" for the top-level ones.
+var goldenAside = []struct {
+	In, Parent string
+	Fields     []string
+	Why        string
+}{
+	{"", "generation_settings", []string{"cache_prompt", "id_slot", "model", "n_ctx", "t_max_predict_ms"},
+		"fields of generation_settings this server reports and the pinned llama-server does not"},
+	{"", "generation_settings", []string{"chat_format", "generation_prompt", "grammar_lazy", "grammar_triggers", "min_keep", "n_discard",
+		"preserved_tokens", "reasoning_format", "reasoning_in_content"},
+		"fields of generation_settings of llama-server's chat parsing and context shift this server does not report"},
+	{"", "generation_settings", []string{"dry_penalty_last_n"},
+		"the default (-1, the whole context) is reported resolved: to the slot's context here (512), to 64 by the pinned llama-server"},
+	{"chat", "", []string{"model"},
+		"this server names the request's model, as OpenAI does; llama-server its loaded model"},
+	{"error_invalid_grammar", "error", []string{"message"},
+		"this server says where the grammar is wrong; llama-server only that the samplers failed"},
+	{"error_n_predict_string", "error", []string{"message"},
+		"this server's message names the field and the type it wants in its own words"},
 }
 
-// transcript posts body to path and writes the exchange as text: the
-// request, the status, and the body (indented JSON, or one line per
-// Server-Sent Event).
-func transcript(t *testing.T, base, path string, body map[string]any) string {
-	t.Helper()
-	req, err := json.Marshal(body)
-	require.NoError(t, err)
-	resp, err := http.Post(base+path, "application/json", bytes.NewReader(req))
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "POST %s\n%s\n\n%d %s\n", path, normalizedJSON(t, req, false), resp.StatusCode, resp.Header.Get("Content-Type"))
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			if line == "" {
-				continue
+// asideFor returns the function that takes goldenAside's fields of case
+// name out of a JSON value.
+func asideFor(name string) func(any) any {
+	var drop func(v any, parent string)
+	drop = func(v any, parent string) {
+		switch x := v.(type) {
+		case map[string]any:
+			for _, a := range goldenAside {
+				if (a.In == "" || a.In == name) && a.Parent == parent {
+					for _, f := range a.Fields {
+						delete(x, f)
+					}
+				}
 			}
-			field, payload, _ := strings.Cut(line, ": ")
-			if payload != "[DONE]" && strings.HasPrefix(payload, "{") {
-				payload = normalizedJSON(t, []byte(payload), false)
+			for k, val := range x {
+				drop(val, k)
 			}
-			fmt.Fprintf(&sb, "%s: %s\n", field, payload)
+		case []any:
+			for _, val := range x {
+				drop(val, parent)
+			}
 		}
-		require.NoError(t, sc.Err())
-	} else {
-		data, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		sb.WriteString(normalizedJSON(t, data, true) + "\n")
 	}
-	return sb.String()
+	return func(v any) any { drop(v, ""); return v }
 }
 
-// Wire transcripts of the generation endpoints, compared with golden files
-// (go test ./server -run TestCompletionGolden -update rewrites them).
+// Wire transcripts of the generation endpoints against llama-server's,
+// recorded by go run ./internal/cmd/record-completion from the requests
+// of testdata/completion/cases.json, but for the fields goldenAside lists
+// and the cases goldenOwn does.
 func TestCompletionGolden(t *testing.T) {
-	_, ts := newTestServer(t, Options{})
-	// stories260K's template has no tool-call format, so tools get free
-	// text there, as in llama-server; the tool-call cases use a template
-	// that knows of tools, to keep the wire format of calls covered.
-	_, toolsTS := newTestServer(t, Options{ChatTemplate: genericToolsTemplate})
-	user := []any{map[string]any{"role": "user", "content": "Tell me a story."}}
-	tool := []any{map[string]any{"type": "function", "function": map[string]any{
-		"name": "get_weather", "description": "Weather forecast",
-		"parameters": map[string]any{"type": "object", "properties": map[string]any{
-			"city": map[string]any{"type": "string", "enum": []string{"Paris", "London"}}}, "required": []string{"city"}, "additionalProperties": false},
-	}}}
-	cases := map[string]struct {
-		path  string
-		body  map[string]any
-		tools bool // served with genericToolsTemplate
-	}{
-		"completion":             {"/completion", map[string]any{"prompt": "Once upon a time", "temperature": 0, "n_predict": 8}, false},
-		"completion_stream":      {"/completion", map[string]any{"prompt": "Once upon a time", "temperature": 0, "n_predict": 8, "stream": true}, false},
-		"completion_probs":       {"/completion", map[string]any{"prompt": "Once upon a time", "temperature": 0, "n_predict": 2, "n_probs": 2}, false},
-		"completion_multi":       {"/completion", map[string]any{"prompt": []any{"Once upon a time", "The dog"}, "temperature": 0, "n_predict": 4}, false},
-		"oai_completion":         {"/v1/completions", map[string]any{"prompt": "Once upon a time", "temperature": 0, "max_tokens": 8}, false},
-		"oai_completion_stream":  {"/v1/completions", map[string]any{"prompt": "Once upon a time", "temperature": 0, "max_tokens": 4, "stream": true}, false},
-		"chat":                   {"/v1/chat/completions", map[string]any{"model": "stories", "messages": user, "temperature": 0, "max_tokens": 8}, false},
-		"chat_stream":            {"/v1/chat/completions", map[string]any{"messages": user, "temperature": 0, "max_tokens": 4, "stream": true, "stream_options": map[string]any{"include_usage": true}}, false},
-		"chat_logprobs":          {"/v1/chat/completions", map[string]any{"messages": user, "temperature": 0, "max_tokens": 2, "logprobs": true, "top_logprobs": 2}, false},
-		"chat_tool_call":         {"/v1/chat/completions", map[string]any{"messages": user, "temperature": 0, "max_tokens": 200, "tools": tool, "tool_choice": "required"}, true},
-		"chat_tool_call_stream":  {"/v1/chat/completions", map[string]any{"messages": user, "temperature": 0, "max_tokens": 200, "tools": tool, "tool_choice": "required", "stream": true}, true},
-		"chat_json_object":       {"/v1/chat/completions", map[string]any{"messages": user, "temperature": 0, "max_tokens": 32, "response_format": map[string]any{"type": "json_object", "schema": map[string]any{"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}, "required": []string{"ok"}, "additionalProperties": false}}}, false},
-		"error_exceed_context":   {"/completion", map[string]any{"prompt": strings.Repeat("hello ", 600)}, false},
-		"error_unknown_role":     {"/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "wizard", "content": "hi"}}}, false},
-		"error_invalid_grammar":  {"/completion", map[string]any{"prompt": "x", "grammar": "root ::= undefined-rule"}, false},
-		"error_n_predict_string": {"/completion", map[string]any{"prompt": "x", "n_predict": "8"}, false},
-	}
-	names := make([]string, 0, len(cases))
-	for n := range cases {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		c := cases[name]
-		t.Run(name, func(t *testing.T) {
+	dir := filepath.Join("testdata", "completion")
+	f, err := wiregolden.ReadFile(filepath.Join(dir, "cases.json"))
+	require.NoError(t, err)
+	require.Len(t, f.Cases, 16)
+	tools, err := os.ReadFile(filepath.Join(dir, wiregolden.ToolsTemplate))
+	require.NoError(t, err)
+	require.Equal(t, genericToolsTemplate, string(tools), "the tool cases' template is the tests' generic one")
+	// As llama-server is recorded (args): -t 1 -np 2 -c 1024, chatml
+	// without Jinja; the tool cases with tools.jinja.
+	_, ts := newTestServer(t, Options{ChatTemplate: "chatml"})
+	_, toolsTS := newTestServer(t, Options{ChatTemplate: string(tools)})
+	for _, c := range f.Cases {
+		t.Run(c.Name, func(t *testing.T) {
 			base := ts.URL
-			if c.tools {
+			if c.Tools {
 				base = toolsTS.URL
 			}
-			got := transcript(t, base, c.path, c.body)
-			file := filepath.Join("testdata", "completion", name+".golden")
-			if updatingGolden() {
-				require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
-				require.NoError(t, os.WriteFile(file, []byte(got), 0o644))
+			got, err := wiregolden.Transcript(base, c.Path, c.Body)
+			require.NoError(t, err)
+			if why, own := goldenOwn[c.Name]; own {
+				t.Logf("compared with this server's own answer: %s", why)
+				file := wiregolden.Golden(filepath.Join(dir, "own"), c.Name)
+				if updatingGolden() {
+					require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
+					require.NoError(t, os.WriteFile(file, []byte(got), 0o644))
+					return
+				}
+				want, err := os.ReadFile(file)
+				require.NoError(t, err, "run with -update to create it")
+				requireGoldenClose(t, string(want), got)
 				return
 			}
-			want, err := os.ReadFile(file)
-			require.NoError(t, err, "run with -update to create it")
-			requireGoldenClose(t, string(want), got)
+			want, err := os.ReadFile(wiregolden.Golden(dir, c.Name))
+			require.NoError(t, err, "record it with go run ./internal/cmd/record-completion")
+			aside := asideFor(c.Name)
+			wantText, err := wiregolden.Rewrite(string(want), aside)
+			require.NoError(t, err)
+			gotText, err := wiregolden.Rewrite(got, aside)
+			require.NoError(t, err)
+			requireGoldenClose(t, wantText, gotText)
 		})
 	}
 }

@@ -204,10 +204,13 @@ func TestCompletionOptions(t *testing.T) {
 		assert.Equal(t, http.StatusBadRequest, code)
 	})
 	t.Run("response_fields", func(t *testing.T) {
-		code, out := postJSON(t, ts.URL+"/completion", base(map[string]any{"response_fields": []string{"content", "generation_settings/n_predict", "nope"}}))
+		fields := []string{"content", "generation_settings/n_predict", "nope", "timings/predicted_n", "stop_type", "content/x", "completion_probabilities"}
+		code, out := postJSON(t, ts.URL+"/completion", base(map[string]any{"response_fields": fields}))
 		require.Equal(t, http.StatusOK, code)
-		assert.Len(t, out, 2)
+		assert.Len(t, out, 4, "%v", out)
 		assert.Equal(t, float64(16), out["generation_settings/n_predict"])
+		assert.Equal(t, float64(16), out["timings/predicted_n"])
+		assert.Equal(t, "limit", out["stop_type"])
 	})
 	t.Run("logit_bias bans a word", func(t *testing.T) {
 		code, out := postJSON(t, ts.URL+"/completion", base(map[string]any{"logit_bias": [][]any{{" Lily", false}}, "n_predict": 10}))

@@ -75,12 +75,18 @@ func handleCompletionControl(s *Server) handlerFunc {
 		switch {
 		case c == nil:
 			s.log.Warn("control on an unknown completion", "action", action, "id", id)
-			writeJSON(w, http.StatusOK, map[string]any{"success": false, "message": "no active completion for this id"})
+			writeJSON(w, http.StatusOK, controlAnswer{Message: "no active completion for this id"})
 		case !c.reasoningControl:
-			writeJSON(w, http.StatusOK, map[string]any{"success": false, "message": "reasoning control not enabled for this completion"})
+			writeJSON(w, http.StatusOK, controlAnswer{Message: "reasoning control not enabled for this completion"})
 		default:
-			writeJSON(w, http.StatusOK, map[string]any{"success": false, "message": "reasoning_end is not supported by this server yet"})
+			writeJSON(w, http.StatusOK, controlAnswer{Message: "reasoning_end is not supported by this server yet"})
 		}
 		return nil
 	}
+}
+
+// controlAnswer answers a control action.
+type controlAnswer struct {
+	Message string `json:"message"`
+	Success bool   `json:"success"`
 }

@@ -1,12 +1,12 @@
 package server
 
 // Errors. A handler returns an error when it fails before writing its
-// response; the route's dialect renders it: llama.cpp's (and OpenAI's)
-// {"error":{"code","message","type"}}, Anthropic's
+// response; the dialect of its route (routes.go) renders it: llama.cpp's
+// and OpenAI's {"error":{"code","message","type"}}, Anthropic's
 // {"type":"error","error":{"type","message"}}, or the unwrapped object of
-// POST /tools. classify maps any error to a status and a type; errors
-// after a stream has started are sent in the stream, rendered by the same
-// dialect (render).
+// POST /tools. classify maps any error to a status and a type. Errors
+// after a stream has started are sent in the stream (sseWriter.fail), in
+// the same dialect's stream shape (dialect.streamed).
 
 import (
 	"bytes"
@@ -53,20 +53,24 @@ func errorStatus(errType string) int {
 	return http.StatusInternalServerError
 }
 
-// errorBody is the wire form of an error, OpenAI's shape as llama.cpp
-// sends it (the llama dialect); clients and tests decode it.
+// errorBody is the wire form of an error in the llama and OpenAI
+// dialects: {"error":{...}}; clients and tests decode it.
 type errorBody struct {
 	Error errorDetail `json:"error"`
 }
 
-// errorDetail is the object of errorBody.
+// errorDetail is the error object of llama-server: the object of
+// errorBody, and the whole body of POST /tools' errors. Its fields are in
+// the order of their names, as llama-server's JSON objects are.
 type errorDetail struct {
-	Code    int    `json:"code"`
+	// Code is an HTTP status; 0 (left out) for the errors llama-server
+	// sends without one.
+	Code    int    `json:"code,omitempty"`
 	Message string `json:"message"`
-	Type    string `json:"type"`
-	// NPromptTokens and NCtx accompany exceed_context_size_error.
-	NPromptTokens int `json:"n_prompt_tokens,omitempty"`
-	NCtx          int `json:"n_ctx,omitempty"`
+	// NCtx and NPromptTokens accompany exceed_context_size_error.
+	NCtx          int    `json:"n_ctx,omitempty"`
+	NPromptTokens int    `json:"n_prompt_tokens,omitempty"`
+	Type          string `json:"type"`
 }
 
 // httpError is an error answered with a status and an error type.
@@ -74,9 +78,8 @@ type httpError struct {
 	Status int
 	Type   string
 	Msg    string
-	// Extra fields of the error object (n_prompt_tokens and n_ctx for
-	// exceed_context_size_error).
-	Extra map[string]any
+	// NPromptTokens and NCtx are sent with exceed_context_size_error.
+	NPromptTokens, NCtx int
 	// NoCode leaves "code" out of the error object, as llama-server's
 	// answers to a disabled feature and to a bad stream lookup do.
 	NoCode bool
@@ -128,8 +131,8 @@ func errFeatureDisabled() *httpError {
 func exceedContext(nPrompt, nCtx int) *httpError {
 	return &httpError{
 		Status: http.StatusBadRequest, Type: errExceedContext,
-		Msg:   fmt.Sprintf("request (%d tokens) exceeds the available context size (%d tokens), try increasing it", nPrompt, nCtx),
-		Extra: map[string]any{"n_prompt_tokens": nPrompt, "n_ctx": nCtx},
+		Msg:           fmt.Sprintf("request (%d tokens) exceeds the available context size (%d tokens), try increasing it", nPrompt, nCtx),
+		NPromptTokens: nPrompt, NCtx: nCtx,
 	}
 }
 
@@ -163,17 +166,26 @@ func classify(err error) *httpError {
 	return &httpError{Status: http.StatusInternalServerError, Type: errServer, Msg: err.Error(), Err: err}
 }
 
-// dialect is the error shape of an API; each route names its own.
+// dialect is the error shape of an API; each route names its own
+// (routes.go), and its errors, before a response and in a stream, are
+// rendered by that dialect alone.
 type dialect uint8
 
 const (
-	// llamaErrors is llama-server's shape, which is OpenAI's:
+	// llamaErrors is llama-server's native API's shape:
 	// {"error":{"code":status,"message":...,"type":...}} with the
-	// error's extra fields.
+	// error's extra fields; in a stream, a data event of the same.
 	llamaErrors dialect = iota
+	// openAIErrors is OpenAI's API's shape, which llama-server sends as
+	// its own: the same objects as llamaErrors.
+	openAIErrors
+	// responsesErrors is the Responses API's: llamaErrors' body before
+	// the response; in a stream, an "error" event
+	// {"type":"error","sequence_number":n,"error":{...}}.
+	responsesErrors
 	// anthropicErrors is Anthropic's shape:
 	// {"type":"error","error":{"type":...,"message":...}}, with
-	// Anthropic's type names.
+	// Anthropic's type names; in a stream, an "error" event of the same.
 	anthropicErrors
 	// toolErrors is the shape of POST /tools, which llama-server sends
 	// unwrapped: {"code":...,"message":...,"type":...}, the code being
@@ -181,27 +193,15 @@ const (
 	toolErrors
 )
 
-// errorObject is err in the llama dialect: its status and
-// {"error":{...}}.
-func errorObject(err error) (int, map[string]any) {
-	he := classify(err)
-	return he.Status, map[string]any{"error": llamaObject(he, he.Status)}
+// detail is he's error object with code as its "code".
+func (he *httpError) detail(code int) errorDetail {
+	if he.NoCode {
+		code = 0
+	}
+	return errorDetail{Code: code, Message: he.Msg, Type: he.Type, NPromptTokens: he.NPromptTokens, NCtx: he.NCtx}
 }
 
-// llamaObject is the error object of he with code as its "code".
-func llamaObject(he *httpError, code int) map[string]any {
-	obj := map[string]any{"message": he.Msg, "type": he.Type}
-	if !he.NoCode {
-		obj["code"] = code
-	}
-	for k, v := range he.Extra {
-		obj[k] = v
-	}
-	return obj
-}
-
-// render returns err's HTTP status and its body in d's shape; streams
-// send the body as an event.
+// render returns err's HTTP status and its body in d's shape.
 func (d dialect) render(err error) (int, any) {
 	he := classify(err)
 	switch d {
@@ -209,10 +209,33 @@ func (d dialect) render(err error) (int, any) {
 		return he.Status, anthErrorBody{Type: "error", Error: anthErrorInfo{Type: anthErrorType(he.Type, he.Status), Message: he.Msg}}
 	case toolErrors:
 		if !he.NoCode {
-			return he.Status, llamaObject(he, errorStatus(he.Type))
+			return he.Status, he.detail(errorStatus(he.Type))
 		}
 	}
-	return errorObject(he)
+	return he.Status, errorBody{he.detail(he.Status)}
+}
+
+// streamed returns err as the event a stream of d sends: its "event:"
+// name ("" for none) and its data; seq is the number of events sent
+// before it.
+func (d dialect) streamed(err error, seq int) (event string, data any) {
+	switch d {
+	case anthropicErrors:
+		_, body := d.render(err)
+		return "error", body
+	case responsesErrors:
+		he := classify(err)
+		return "error", respErrorEvent{Type: "error", SequenceNumber: seq, Error: he.detail(he.Status)}
+	}
+	_, body := llamaErrors.render(err)
+	return "", body
+}
+
+// respErrorEvent is the Responses API's error event.
+type respErrorEvent struct {
+	Type           string      `json:"type"` // always "error"
+	SequenceNumber int         `json:"sequence_number"`
+	Error          errorDetail `json:"error"`
 }
 
 // anthErrorBody is the wire form of an error in Anthropic's shape.
@@ -259,21 +282,39 @@ func (d dialect) write(w http.ResponseWriter, err error) {
 // itself and returns nil.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// serve turns h into an http.Handler that answers h's error in d's shape.
+// serve turns h into an http.Handler that answers h's error in d's
+// shape; the streams h starts (sseStart) send theirs in d's shape too.
 func (d dialect) serve(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = r.WithContext(context.WithValue(r.Context(), dialectKey{}, d))
 		if err := h(w, r); err != nil {
 			d.write(w, err)
 		}
 	})
 }
 
+// dialectKey is the context key of the dialect of the route serving a
+// request.
+type dialectKey struct{}
+
+// dialectOf returns the dialect of the route serving ctx's request
+// (llamaErrors outside of a route).
+func dialectOf(ctx context.Context) dialect {
+	d, _ := ctx.Value(dialectKey{}).(dialect)
+	return d
+}
+
 // writeJSON writes v as a JSON response with the given status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	if p, ok := w.(*prediction); ok && p.setJSON(v) == nil {
+		return // a GCP prediction's instance (gcp.go)
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		b, _ = json.Marshal(errorBody{errorDetail{Code: status, Message: "encode response: " + err.Error(), Type: errServer}})
+		var body any
+		status, body = llamaErrors.render(serverError("encode response: %v", err))
+		b, _ = json.Marshal(body)
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")

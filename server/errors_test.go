@@ -40,6 +40,10 @@ func TestDialectRender(t *testing.T) {
 			`{"error":{"code":500,"message":"boom","type":"server_error"}}`},
 		{"llama disabled", llamaErrors, errFeatureDisabled(), 403,
 			`{"error":{"message":"this feature is disabled","type":"feature_disabled"}}`},
+		{"openai bad request", openAIErrors, badRequest("bad %d", 1), 400,
+			`{"error":{"code":400,"message":"bad 1","type":"invalid_request_error"}}`},
+		{"responses busy", responsesErrors, engine.ErrBusy, 503,
+			`{"error":{"code":503,"message":"engine: too many requests queued","type":"unavailable_error"}}`},
 		{"anthropic context", anthropicErrors, ctxErr, 400,
 			`{"type":"error","error":{"type":"invalid_request_error","message":"request (9 tokens) exceeds the available context size (8 tokens), try increasing it"}}`},
 		{"anthropic busy", anthropicErrors, engine.ErrBusy, 503,
@@ -64,6 +68,35 @@ func TestDialectRender(t *testing.T) {
 }
 
 // A handler that answers itself and returns nil gets nothing added.
+// An error in a stream is sent in the stream's dialect, which the route
+// serving the request names (dialect.serve).
+func TestDialectStreamed(t *testing.T) {
+	cases := []struct {
+		d    dialect
+		want string
+	}{
+		{llamaErrors, `data: {"error":{"code":503,"message":"engine: too many requests queued","type":"unavailable_error"}}` + "\n\n"},
+		{openAIErrors, `data: {"error":{"code":503,"message":"engine: too many requests queued","type":"unavailable_error"}}` + "\n\n"},
+		{responsesErrors, "event: error\n" + `data: {"type":"error","sequence_number":1,"error":{"code":503,"message":"engine: too many requests queued","type":"unavailable_error"}}` + "\n\n"},
+		{anthropicErrors, "event: error\n" + `data: {"type":"error","error":{"type":"overloaded_error","message":"engine: too many requests queued"}}` + "\n\n"},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprint(c.d), func(t *testing.T) {
+			h := c.d.serve(func(w http.ResponseWriter, r *http.Request) error {
+				sse, err := sseStart(r.Context(), w)
+				require.NoError(t, err)
+				require.NoError(t, sse.send("ping", "{}"))
+				sse.fail(engine.ErrBusy)
+				return nil
+			})
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", nil))
+			assert.Equal(t, "text/event-stream", rec.Header().Get("Content-Type"))
+			assert.Equal(t, "event: ping\ndata: {}\n\n"+c.want, rec.Body.String())
+		})
+	}
+}
+
 func TestDialectServeNil(t *testing.T) {
 	h := llamaErrors.serve(func(w http.ResponseWriter, _ *http.Request) error {
 		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})

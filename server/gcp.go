@@ -2,10 +2,10 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"unicode"
@@ -58,8 +58,8 @@ func gcpAlias(path string) string {
 }
 
 // addGCPRoutes registers the prediction route (and the health alias) on
-// mux when s.opts.GCP enables them; rs are the server's routes, which
-// predictions dispatch to.
+// mux when s.opts.GCP enables them; rs are the server's routes, whose
+// handlers predictions call.
 func (s *Server) addGCPRoutes(mux *http.ServeMux, rs []route, guard func(dialect, access, http.Handler) http.Handler) error {
 	g := s.opts.GCP
 	if !g.Enabled {
@@ -72,23 +72,24 @@ func (s *Server) addGCPRoutes(mux *http.ServeMux, rs []route, guard func(dialect
 	if !strings.HasPrefix(predict, "/") {
 		predict = "/" + predict
 	}
-	type target struct{ method, path string }
-	byAlias := map[string]target{}
-	byPath := map[string]target{}
-	for _, rt := range rs {
-		method, path, ok := strings.Cut(rt.Pattern, " ")
+	// An instance names a route by alias or by path; the first route of
+	// each wins (routes.go orders them).
+	byAlias := map[string]*route{}
+	byPath := map[string]*route{}
+	for i := range rs {
+		rt := &rs[i]
+		_, path, ok := strings.Cut(rt.Pattern, " ")
 		if !ok {
 			continue
 		}
 		if path == predict {
 			return fmt.Errorf("server: GCP predict route %s conflicts with a route of the server", predict)
 		}
-		t := target{method, path}
 		if _, dup := byAlias[gcpAlias(path)]; !dup {
-			byAlias[gcpAlias(path)] = t
+			byAlias[gcpAlias(path)] = rt
 		}
 		if _, dup := byPath[path]; !dup {
-			byPath[path] = t
+			byPath[path] = rt
 		}
 	}
 	if h := g.HealthRoute; h != "" {
@@ -97,7 +98,14 @@ func (s *Server) addGCPRoutes(mux *http.ServeMux, rs []route, guard func(dialect
 		}
 		mux.Handle("GET "+h, guard(llamaErrors, public, llamaErrors.serve(handleHealth(s))))
 	}
-	predictOne := func(ctx context.Context, orig *http.Request, inst json.RawMessage) any {
+	predictOne := func(orig *http.Request, inst json.RawMessage) (pred any) {
+		defer func() {
+			// As recoverPanics, here, where the instance's goroutine is.
+			if v := recover(); v != nil {
+				s.log.Error("panic in handler", "path", predict, "panic", v, "stack", string(debug.Stack()))
+				_, pred = llamaErrors.render(serverError("internal error: %v", v))
+			}
+		}()
 		fail := func(msg string) any {
 			_, body := llamaErrors.render(badRequest("%s", msg))
 			return body
@@ -114,37 +122,24 @@ func (s *Server) addGCPRoutes(mux *http.ServeMux, rs []route, guard func(dialect
 		if _, ok := fields["stream"]; ok {
 			fields["stream"] = json.RawMessage("false")
 		}
-		t, ok := byAlias[format]
+		rt, ok := byAlias[format]
 		if !ok {
-			t, ok = byPath[format]
+			rt, ok = byPath[format]
 		}
 		if !ok {
 			return fail("no handler registered for @requestFormat: " + format)
 		}
 		body, _ := json.Marshal(fields)
-		req, err := http.NewRequestWithContext(ctx, t.method, t.path, bytes.NewReader(body))
+		req, err := rt.request(orig, body)
 		if err != nil {
 			return fail(err.Error())
 		}
-		req.Header = orig.Header.Clone()
-		req.Host = orig.Host // the routes' Host and Origin checks see the prediction's
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Del("Content-Length")
-		req.RemoteAddr = orig.RemoteAddr
-		rec := &bufferedResponse{header: http.Header{}}
-		mux.ServeHTTP(rec, req)
-		if strings.HasPrefix(rec.header.Get("Content-Type"), "text/event-stream") {
+		var p prediction
+		rt.Errors.serve(rt.Handler).ServeHTTP(&p, req)
+		if p.streamed() {
 			return fail("predict route does not support streaming responses")
 		}
-		out := bytes.TrimSpace(rec.body.Bytes())
-		if len(out) == 0 {
-			return nil
-		}
-		var v any
-		if json.Unmarshal(out, &v) != nil {
-			return string(out)
-		}
-		return v
+		return p.answer()
 	}
 	mux.Handle("POST "+predict, guard(llamaErrors, keyed, llamaErrors.serve(func(w http.ResponseWriter, r *http.Request) error {
 		var body struct {
@@ -165,36 +160,95 @@ func (s *Server) addGCPRoutes(mux *http.ServeMux, rs []route, guard func(dialect
 		if len(insts) > gcpMaxInstances {
 			return badRequest("instances array exceeds maximum size of %d", gcpMaxInstances)
 		}
-		preds := make([]any, len(insts))
+		out := gcpPredictions{Predictions: make([]any, len(insts))}
 		var wg sync.WaitGroup
 		for i, inst := range insts {
-			wg.Go(func() { preds[i] = predictOne(r.Context(), r, inst) })
+			wg.Go(func() { out.Predictions[i] = predictOne(r, inst) })
 		}
 		wg.Wait()
-		writeJSON(w, http.StatusOK, map[string]any{"predictions": preds})
+		writeJSON(w, http.StatusOK, out)
 		return nil
 	})))
 	return nil
 }
 
-// bufferedResponse is an http.ResponseWriter that keeps the response.
-type bufferedResponse struct {
+// gcpPredictions is the answer of the prediction route: one response
+// body per instance.
+type gcpPredictions struct {
+	Predictions []any `json:"predictions"`
+}
+
+// request is the request to rt of a prediction: the prediction's own
+// (its context, headers, host and address, which the prediction route's
+// checks have passed) with body as its body and rt's method and path,
+// whose wildcards are their own names.
+func (rt *route) request(orig *http.Request, body []byte) (*http.Request, error) {
+	method, path, _ := strings.Cut(rt.Pattern, " ")
+	req, err := http.NewRequestWithContext(orig.Context(), method, path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = orig.Header.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Del("Content-Length")
+	req.Host, req.RemoteAddr = orig.Host, orig.RemoteAddr
+	for seg := range strings.SplitSeq(path, "/") {
+		if name, ok := strings.CutPrefix(seg, "{"); ok {
+			name = strings.TrimSuffix(strings.TrimSuffix(name, "}"), "...")
+			req.SetPathValue(name, seg)
+		}
+	}
+	return req, nil
+}
+
+// prediction is the http.ResponseWriter a route's handler answers a
+// prediction's instance into. writeJSON hands it the route's answer,
+// which it encodes once, as the route would send it; other bodies (the
+// text of /metrics) are kept as they are written.
+type prediction struct {
 	header http.Header
-	status int
-	body   bytes.Buffer
+	json   json.RawMessage // the answer writeJSON gave
+	body   bytes.Buffer    // what was written otherwise
 }
 
-func (b *bufferedResponse) Header() http.Header { return b.header }
-
-func (b *bufferedResponse) WriteHeader(code int) {
-	if b.status == 0 {
-		b.status = code
+func (p *prediction) Header() http.Header {
+	if p.header == nil {
+		p.header = http.Header{}
 	}
+	return p.header
 }
 
-func (b *bufferedResponse) Write(p []byte) (int, error) {
-	if b.status == 0 {
-		b.status = http.StatusOK
+func (p *prediction) WriteHeader(int) {}
+
+func (p *prediction) Write(b []byte) (int, error) { return p.body.Write(b) }
+
+// setJSON takes the route's answer v.
+func (p *prediction) setJSON(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
 	}
-	return b.body.Write(p)
+	p.json = b
+	return nil
+}
+
+// streamed reports whether the route started a stream.
+func (p *prediction) streamed() bool {
+	return strings.HasPrefix(p.Header().Get("Content-Type"), "text/event-stream")
+}
+
+// answer is the route's answer as the prediction of its instance: the
+// JSON it gave, or the other bodies as JSON when they are, else as a
+// string; nil when there was none.
+func (p *prediction) answer() any {
+	switch out := bytes.TrimSpace(p.body.Bytes()); {
+	case p.json != nil:
+		return p.json
+	case len(out) == 0:
+		return nil
+	case json.Valid(out):
+		return json.RawMessage(out)
+	default:
+		return string(out)
+	}
 }

@@ -215,7 +215,7 @@ func handleInfill(s *Server) handlerFunc {
 			return err
 		}
 		if opt.Stream {
-			streamNative(w, g, st)
+			streamNative(ctx, w, g, st)
 			return nil
 		}
 		res, err := collect(ctx, inst.Model, st, 1)

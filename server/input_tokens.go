@@ -17,7 +17,13 @@ func handleChatInputTokens(s *Server) handlerFunc {
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"object": "response.input_tokens", "input_tokens": len(g.task.Prompt)})
+		writeJSON(w, http.StatusOK, inputTokens{Object: "response.input_tokens", InputTokens: len(g.task.Prompt)})
 		return nil
 	}
+}
+
+// inputTokens answers the input_tokens endpoints of OpenAI's APIs.
+type inputTokens struct {
+	InputTokens int    `json:"input_tokens"`
+	Object      string `json:"object"`
 }

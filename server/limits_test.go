@@ -231,10 +231,9 @@ func TestLimitsErrorMapping(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			status, body := errorObject(c.err)
+			status, body := llamaErrors.render(c.err)
 			assert.Equal(t, c.status, status)
-			e := body["error"].(map[string]any)
-			assert.Equal(t, c.status, e["code"])
+			assert.Equal(t, c.status, body.(errorBody).Error.Code)
 			rec := httptest.NewRecorder()
 			llamaErrors.write(rec, c.err)
 			assert.Equal(t, c.status, rec.Code)

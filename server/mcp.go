@@ -185,7 +185,7 @@ func (m *mcpManager) tool(def mcpToolDef, stopped <-chan struct{}) *tool {
 			"type":     "function",
 			"function": map[string]any{"name": name, "description": def.description, "parameters": schema},
 		},
-		invoke: func(ctx context.Context, _ *toolsRoot, p toolParams, _ toolStream) (map[string]any, error) {
+		invoke: func(ctx context.Context, _ *toolsRoot, p toolParams, _ toolStream) (any, error) {
 			return m.call(ctx, def.server, def.name, p), nil
 		},
 	}
@@ -193,17 +193,17 @@ func (m *mcpManager) tool(def mcpToolDef, stopped <-chan struct{}) *tool {
 
 // call runs a tool of server and returns the /tools answer: the text
 // parts of the result as plain_text_response, or an "error".
-func (m *mcpManager) call(ctx context.Context, server, toolName string, args toolParams) map[string]any {
+func (m *mcpManager) call(ctx context.Context, server, toolName string, args toolParams) any {
 	t := m.transport(server)
 	if t == nil {
-		return map[string]any{"error": "MCP server unavailable: " + server}
+		return toolFailure{"MCP server unavailable: " + server}
 	}
 	if args == nil {
 		args = toolParams{}
 	}
 	res, err := t.callTool(withDone(ctx, m.stopping), toolName, args)
 	if err != nil {
-		return map[string]any{"error": err.Error()}
+		return toolFailure{err.Error()}
 	}
 	return res
 }
@@ -451,6 +451,30 @@ func (t *mcpTransport) close() {
 	_ = t.stderr.Close()
 }
 
+// rpcRequest is a JSON-RPC request, or a notification without ID.
+type rpcRequest struct {
+	ID      *int64 `json:"id,omitempty"`
+	JSONRPC string `json:"jsonrpc"`
+	Method  string `json:"method"`
+	Params  any    `json:"params,omitempty"`
+}
+
+// mcpInitialize is the params of MCP's initialize request.
+type mcpInitialize struct {
+	Capabilities struct{} `json:"capabilities"`
+	ClientInfo   struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"clientInfo"`
+	ProtocolVersion string `json:"protocolVersion"`
+}
+
+// mcpToolCall is the params of MCP's tools/call request.
+type mcpToolCall struct {
+	Arguments toolParams `json:"arguments"`
+	Name      string     `json:"name"`
+}
+
 // rpcError is a JSON-RPC error reply, or a failure to get a reply.
 type rpcError struct{ msg string }
 
@@ -461,15 +485,12 @@ func (e *rpcError) Error() string { return e.msg }
 // ctx or the server's exit. Notifications, malformed lines and late
 // replies to earlier requests are skipped.
 func (t *mcpTransport) send(ctx context.Context, method string, params any, notify bool) (json.RawMessage, error) {
-	msg := map[string]any{"jsonrpc": "2.0", "method": method}
-	if params != nil {
-		msg["params"] = params
-	}
+	msg := rpcRequest{JSONRPC: "2.0", Method: method, Params: params}
 	var id int64
 	if !notify {
 		id = t.nextID
 		t.nextID++
-		msg["id"] = id
+		msg.ID = &id
 	}
 	b, err := json.Marshal(msg)
 	if err != nil {
@@ -599,11 +620,9 @@ func (t *mcpTransport) ensureInit(ctx context.Context) error {
 	if t.initialized {
 		return nil
 	}
-	_, err := t.send(ctx, "initialize", map[string]any{
-		"protocolVersion": mcpProtocolVersion,
-		"capabilities":    map[string]any{},
-		"clientInfo":      map[string]any{"name": "llama.cpp", "version": "1.0"},
-	}, false)
+	init := mcpInitialize{ProtocolVersion: mcpProtocolVersion}
+	init.ClientInfo.Name, init.ClientInfo.Version = "llama.cpp", "1.0"
+	_, err := t.send(ctx, "initialize", init, false)
 	if err != nil {
 		return t.fail("initialize failed: " + err.Error())
 	}
@@ -648,7 +667,7 @@ func (t *mcpTransport) listTools(ctx context.Context) ([]mcpToolDef, error) {
 // callTool runs tools/call and normalizes its result: the text parts
 // joined by newlines as plain_text_response, or an "error" when the
 // result says isError.
-func (t *mcpTransport) callTool(ctx context.Context, name string, args toolParams) (map[string]any, error) {
+func (t *mcpTransport) callTool(ctx context.Context, name string, args toolParams) (any, error) {
 	if err := t.lock(ctx); err != nil {
 		return nil, err
 	}
@@ -656,7 +675,7 @@ func (t *mcpTransport) callTool(ctx context.Context, name string, args toolParam
 	if err := t.ensureInit(ctx); err != nil {
 		return nil, err
 	}
-	raw, err := t.send(ctx, "tools/call", map[string]any{"name": name, "arguments": args}, false)
+	raw, err := t.send(ctx, "tools/call", mcpToolCall{Name: name, Arguments: args}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -679,7 +698,7 @@ func (t *mcpTransport) callTool(ctx context.Context, name string, args toolParam
 		if text == "" {
 			text = "MCP tool returned an error"
 		}
-		return map[string]any{"error": text}, nil
+		return toolFailure{text}, nil
 	}
-	return map[string]any{"plain_text_response": text}, nil
+	return toolText{text}, nil
 }

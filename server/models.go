@@ -22,35 +22,99 @@ func vocabTypeNumber(name string) int {
 // llama-server writes it: a boolean, true for any vocabulary type but none.
 func vocabTypeFlag(name string) bool { return vocabTypeNumber(name) != 0 }
 
-// modelCard is a model's entry in /v1/models. s.mu must be held.
-func (s *Server) modelCard(e *modelEntry) map[string]any {
-	c := map[string]any{
-		"id": e.name, "object": "model", "created": e.created, "owned_by": "llamacpp",
-		"aliases": nonNilStrings(e.aliases), "tags": nonNilStrings(e.opts.Tags),
+// modelCard is a model's entry in /v1/models. Its fields, and those of
+// the objects below, are in the order of their names, as llama-server's
+// JSON objects are.
+type modelCard struct {
+	Aliases      []string       `json:"aliases"`
+	Architecture *modelArch     `json:"architecture,omitempty"` // router mode
+	Created      int64          `json:"created"`
+	ID           string         `json:"id"`
+	InCache      *bool          `json:"in_cache,omitempty"` // router mode
+	Meta         *modelMeta     `json:"meta"`               // null until loaded
+	Object       string         `json:"object"`
+	OwnedBy      string         `json:"owned_by"`
+	Path         *string        `json:"path,omitempty"`   // router mode
+	Status       *modelStatusJS `json:"status,omitempty"` // router mode
+	Tags         []string       `json:"tags"`
+}
+
+// modelMeta is what /v1/models tells of a loaded model.
+type modelMeta struct {
+	FileType  string `json:"ftype"`
+	NCtx      int    `json:"n_ctx"`
+	NCtxTrain int    `json:"n_ctx_train"`
+	NEmbd     int    `json:"n_embd"`
+	NParams   uint64 `json:"n_params"`
+	NVocab    int    `json:"n_vocab"`
+	Size      uint64 `json:"size"`
+	VocabType bool   `json:"vocab_type"`
+}
+
+// modelStatusJS is a model's state in router mode.
+type modelStatusJS struct {
+	Failed bool   `json:"failed,omitempty"`
+	Value  string `json:"value"`
+}
+
+// modelArch is a model's modalities in router mode.
+type modelArch struct {
+	InputModalities  []string `json:"input_modalities"`
+	OutputModalities []string `json:"output_modalities"`
+}
+
+// modelsList is the answer of GET /v1/models: OpenAI's list, and
+// Ollama's beside it out of router mode, as llama.cpp sends it.
+type modelsList struct {
+	Data   []modelCard   `json:"data"`
+	Models []ollamaModel `json:"models,omitempty"`
+	Object string        `json:"object"`
+}
+
+// ollamaModel is an entry of Ollama's model list.
+type ollamaModel struct {
+	Capabilities []string `json:"capabilities"`
+	Description  string   `json:"description"`
+	Details      struct {
+		Families          []string `json:"families"`
+		Family            string   `json:"family"`
+		Format            string   `json:"format"`
+		ParameterSize     string   `json:"parameter_size"`
+		ParentModel       string   `json:"parent_model"`
+		QuantizationLevel string   `json:"quantization_level"`
+	} `json:"details"`
+	Digest     string   `json:"digest"`
+	Model      string   `json:"model"`
+	ModifiedAt string   `json:"modified_at"`
+	Name       string   `json:"name"`
+	Parameters string   `json:"parameters"`
+	Size       string   `json:"size"`
+	Tags       []string `json:"tags"`
+	Type       string   `json:"type"`
+}
+
+// modelCard is e's entry in /v1/models. s.mu must be held.
+func (s *Server) modelCard(e *modelEntry) modelCard {
+	c := modelCard{
+		ID: e.name, Object: "model", Created: e.created, OwnedBy: "llamacpp",
+		Aliases: nonNilStrings(e.aliases), Tags: nonNilStrings(e.opts.Tags),
 	}
 	if !s.router && len(e.aliases) == 0 {
 		// As llama-server: without aliases, the model's name is its alias.
-		c["aliases"] = []string{e.name}
+		c.Aliases = []string{e.name}
 	}
 	if e.info != nil {
 		in := e.info.Info
-		c["meta"] = map[string]any{
-			"vocab_type": vocabTypeFlag(in.VocabType), "n_vocab": in.VocabSize, "n_ctx": e.info.NCtxSlot,
-			"n_ctx_train": in.TrainContext, "n_embd": in.EmbeddingSize, "n_params": in.Params,
-			"size": in.Size, "ftype": in.FileType,
+		c.Meta = &modelMeta{
+			VocabType: vocabTypeFlag(in.VocabType), NVocab: in.VocabSize, NCtx: e.info.NCtxSlot,
+			NCtxTrain: in.TrainContext, NEmbd: in.EmbeddingSize, NParams: in.Params,
+			Size: in.Size, FileType: in.FileType,
 		}
-	} else {
-		c["meta"] = nil
 	}
 	if s.router {
-		st := map[string]any{"value": string(e.state)}
-		if e.failed && e.state == stateUnloaded {
-			st["failed"] = true
-		}
-		c["path"] = e.path
-		c["in_cache"] = false
-		c["status"] = st
-		c["architecture"] = map[string][]string{"input_modalities": {"text"}, "output_modalities": {"text"}}
+		c.Path, c.InCache = new(e.path), new(false)
+		c.Status = &modelStatusJS{Value: string(e.state), Failed: e.failed && e.state == stateUnloaded}
+		c.Architecture = &modelArch{InputModalities: []string{"text"}, OutputModalities: []string{"text"}}
 	}
 	return c
 }
@@ -63,24 +127,20 @@ func handleModels(s *Server) handlerFunc {
 			}
 		}
 		s.mu.Lock()
-		data := make([]map[string]any, 0, len(s.models))
+		resp := modelsList{Object: "list", Data: make([]modelCard, 0, len(s.models))}
 		for _, e := range s.models {
-			data = append(data, s.modelCard(e))
+			resp.Data = append(resp.Data, s.modelCard(e))
 		}
 		caps := []string{"completion"}
 		if len(s.models) > 0 && s.models[0].info != nil && (s.models[0].info.Vision || s.models[0].info.Audio) {
 			caps = append(caps, "multimodal")
 		}
 		s.mu.Unlock()
-		resp := map[string]any{"object": "list", "data": data}
 		if !s.router {
 			// Ollama-style list, as llama.cpp also sends.
-			resp["models"] = []map[string]any{{
-				"name": data[0]["id"], "model": data[0]["id"], "modified_at": "", "size": "", "digest": "",
-				"type": "model", "description": "", "tags": []string{""}, "capabilities": caps,
-				"parameters": "", "details": map[string]any{"parent_model": "", "format": "gguf", "family": "",
-					"families": []string{""}, "parameter_size": "", "quantization_level": ""},
-			}}
+			m := ollamaModel{Name: resp.Data[0].ID, Model: resp.Data[0].ID, Tags: []string{""}, Capabilities: caps, Type: "model"}
+			m.Details.Format, m.Details.Families = "gguf", []string{""}
+			resp.Models = []ollamaModel{m}
 		}
 		writeJSON(w, http.StatusOK, resp)
 		return nil
@@ -91,14 +151,14 @@ func handleModelsSSE(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		events, cancel := s.subscribe()
 		defer cancel()
-		send, ok := s.sse(w)
-		if !ok {
+		sse, err := sseStart(r.Context(), w)
+		if err != nil {
 			return nil
 		}
 		for {
 			select {
 			case ev := <-events:
-				if send("", ev) != nil {
+				if sse.data(ev) != nil {
 					return nil
 				}
 			case <-r.Context().Done():

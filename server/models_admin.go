@@ -22,7 +22,9 @@ func handleModelsAdd(s *Server) handlerFunc {
 		if !s.router {
 			return errFileNotFound()
 		}
-		var body map[string]any
+		var body struct {
+			Model any `json:"model"`
+		}
 		data, err := readBody(r)
 		if err == nil {
 			err = json.Unmarshal(data, &body)
@@ -30,7 +32,7 @@ func handleModelsAdd(s *Server) handlerFunc {
 		if err != nil {
 			return badRequest("invalid JSON body: %v", err)
 		}
-		name, _ := body["model"].(string)
+		name, _ := body.Model.(string)
 		if name == "" {
 			return badRequest("model must be a non-empty string")
 		}
@@ -44,7 +46,7 @@ func handleModelsAdd(s *Server) handlerFunc {
 			s.downloading = map[string]bool{}
 		}
 		s.downloading[name] = true
-		s.broadcastLocked(modelEvent{Model: name, Event: "model_status", Data: map[string]any{"status": "downloading"}})
+		s.broadcastLocked(modelEvent{Model: name, Event: "model_status", Data: modelEventStatus{Status: "downloading"}})
 		s.loads.Add(1)
 		s.mu.Unlock()
 		go s.download(name)
@@ -64,7 +66,7 @@ func (s *Server) download(name string) {
 		if s.ctx.Err() == nil {
 			s.log.Warn("model download failed", "model", name, "err", err)
 		}
-		s.broadcastLocked(modelEvent{Model: name, Event: "download_failed", Data: map[string]any{"error": err.Error()}})
+		s.broadcastLocked(modelEvent{Model: name, Event: "download_failed", Data: modelEventError{Error: err.Error()}})
 		return
 	}
 	if _, exists := s.byName[name]; !exists && !s.closed {
@@ -125,3 +127,14 @@ func handleModelsRemove(s *Server) handlerFunc {
 		return nil
 	}
 }
+
+// modelEventStatus and modelEventError are the data of /models/sse's
+// events of a download.
+type (
+	modelEventStatus struct {
+		Status string `json:"status"`
+	}
+	modelEventError struct {
+		Error string `json:"error"`
+	}
+)

@@ -251,14 +251,14 @@ func parseOAICompletion(f reqFields, inst *instance) (*genRequest, error) {
 // streamOAICompletion sends text_completion chunks, a last chunk per
 // prompt with its finish reason, usage and timings, then [DONE].
 func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genRequest, events eventStream, base oaiCompletion) {
-	sse := sseStart(w)
+	sse, _ := sseStart(ctx, w)
 	nProbs := g.task.Params.NProbs
 	pending := make([][]step, len(g.prompts))
 	offsets := make([]int, len(g.prompts))
 	for events.Next() {
 		ev, idx := events.Event(), events.Index()
 		if ev.Err != nil {
-			sse.sendError(ev.Err)
+			sse.fail(ev.Err)
 			return
 		}
 		if ev.Progress != nil {

@@ -132,6 +132,10 @@ func TestGCPPredict(t *testing.T) {
 	require.Len(t, out.Predictions, 6)
 	assert.Equal(t, "chat.completion", out.Predictions[0]["object"])
 	assert.NotEmpty(t, out.Predictions[1]["tokens"])
+	_, direct := call(t, "POST", ts.URL+"/tokenize", map[string]any{"content": "Hello"}, auth)
+	var tokenized map[string]any
+	require.NoError(t, json.Unmarshal(direct, &tokenized))
+	assert.Equal(t, tokenized, out.Predictions[1], "a prediction is the route's answer")
 	assert.Equal(t, "", out.Predictions[2]["content"])
 	for i, msg := range map[int]string{3: "no handler registered for @requestFormat: noSuchThing", 4: "string @requestFormat", 5: "must be a JSON object"} {
 		e := out.Predictions[i]["error"].(map[string]any)

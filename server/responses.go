@@ -333,7 +333,6 @@ type (
 		Delta          *string       `json:"delta,omitempty"`
 		Arguments      *string       `json:"arguments,omitempty"`
 		Logprobs       *[]any        `json:"logprobs,omitempty"`
-		Error          any           `json:"error,omitempty"`
 		Timings        *timingsJSON  `json:"timings,omitempty"`
 	}
 	respOutPart struct {
@@ -423,7 +422,7 @@ func handleResponsesInputTokens(s *Server) handlerFunc {
 			return err
 		}
 		defer release()
-		writeJSON(w, http.StatusOK, map[string]any{"object": "response.input_tokens", "input_tokens": len(g.task.Prompt)})
+		writeJSON(w, http.StatusOK, inputTokens{Object: "response.input_tokens", InputTokens: len(g.task.Prompt)})
 		return nil
 	}
 }
@@ -443,7 +442,7 @@ func handleResponses(s *Server) handlerFunc {
 		}
 		base := respObject{ID: newID("resp_"), Object: "response", CreatedAt: time.Now().Unix(), Model: co.Model, Output: []respItem{}}
 		if g.opt.Stream {
-			streamResponses(w, plan, base, events, g.opt.TimingsPerToken)
+			streamResponses(ctx, w, plan, base, events, g.opt.TimingsPerToken)
 			return nil
 		}
 		res, msg, err := collectChat(ctx, inst, plan, events)
@@ -463,20 +462,15 @@ func handleResponses(s *Server) handlerFunc {
 // streamResponses sends the Responses event stream: response.created and
 // response.in_progress, then each output item in turn (added, its deltas,
 // done), then response.completed with the whole response.
-func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, events eventStream, timingsPerToken bool) {
-	sse := sseStart(w)
-	seq := 0
+func streamResponses(ctx context.Context, w http.ResponseWriter, plan *chatPlan, base respObject, events eventStream, timingsPerToken bool) {
+	sse, _ := sseStart(ctx, w)
 	var tokenTimings *timingsJSON // timings_per_token: set on a token's text deltas
 	send := func(typ string, ev respEvent) bool {
 		if tokenTimings != nil && (typ == "response.output_text.delta" || typ == "response.reasoning_text.delta" || typ == "response.function_call_arguments.delta") {
 			ev.Timings = tokenTimings
 		}
-		ev.Type, ev.SequenceNumber = typ, seq
-		seq++
-		if _, err := w.Write([]byte("event: " + typ + "\n")); err != nil {
-			return false
-		}
-		return sse.data(ev) == nil
+		ev.Type, ev.SequenceNumber = typ, sse.seq()
+		return sse.send(typ, ev) == nil
 	}
 	zero := 0
 	noLogprobs := &[]any{}
@@ -576,8 +570,7 @@ func streamResponses(w http.ResponseWriter, plan *chatPlan, base respObject, eve
 	for events.Next() {
 		ev := events.Event()
 		if ev.Err != nil {
-			_, body := errorObject(ev.Err)
-			send("error", respEvent{Error: body["error"]})
+			sse.fail(ev.Err)
 			return
 		}
 		if ev.Progress != nil {

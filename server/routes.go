@@ -81,21 +81,21 @@ func (s *Server) routes() []route {
 		// in-flight control (control.go), completions (openai.go),
 		// embeddings (embeddings.go) and audio transcriptions
 		// (transcriptions.go).
-		{"POST /v1/chat/completions", keyed, llamaErrors, handleChatCompletion(s)},
-		{"POST /chat/completions", keyed, llamaErrors, handleChatCompletion(s)},
-		{"POST /v1/chat/completions/input_tokens", keyed, llamaErrors, handleChatInputTokens(s)},
-		{"POST /chat/completions/input_tokens", keyed, llamaErrors, handleChatInputTokens(s)},
-		{"POST /v1/chat/completions/control", keyed, llamaErrors, handleCompletionControl(s)},
-		{"POST /v1/completions", keyed, llamaErrors, generationHandler(parseOAICompletion, answerOAICompletion)(s)},
-		{"POST /v1/embeddings", keyed, llamaErrors, embeddingsHandler(true)(s)},
-		{"POST /v1/audio/transcriptions", keyed, llamaErrors, handleTranscriptions(s)},
-		{"POST /audio/transcriptions", keyed, llamaErrors, handleTranscriptions(s)},
+		{"POST /v1/chat/completions", keyed, openAIErrors, handleChatCompletion(s)},
+		{"POST /chat/completions", keyed, openAIErrors, handleChatCompletion(s)},
+		{"POST /v1/chat/completions/input_tokens", keyed, openAIErrors, handleChatInputTokens(s)},
+		{"POST /chat/completions/input_tokens", keyed, openAIErrors, handleChatInputTokens(s)},
+		{"POST /v1/chat/completions/control", keyed, openAIErrors, handleCompletionControl(s)},
+		{"POST /v1/completions", keyed, openAIErrors, generationHandler(parseOAICompletion, answerOAICompletion)(s)},
+		{"POST /v1/embeddings", keyed, openAIErrors, embeddingsHandler(true)(s)},
+		{"POST /v1/audio/transcriptions", keyed, openAIErrors, handleTranscriptions(s)},
+		{"POST /audio/transcriptions", keyed, openAIErrors, handleTranscriptions(s)},
 
 		// OpenAI Responses API (responses.go).
-		{"POST /v1/responses", keyed, llamaErrors, handleResponses(s)},
-		{"POST /v1/responses/input_tokens", keyed, llamaErrors, handleResponsesInputTokens(s)},
-		{"POST /responses", keyed, llamaErrors, handleResponses(s)},
-		{"POST /responses/input_tokens", keyed, llamaErrors, handleResponsesInputTokens(s)},
+		{"POST /v1/responses", keyed, responsesErrors, handleResponses(s)},
+		{"POST /v1/responses/input_tokens", keyed, responsesErrors, handleResponsesInputTokens(s)},
+		{"POST /responses", keyed, responsesErrors, handleResponses(s)},
+		{"POST /responses/input_tokens", keyed, responsesErrors, handleResponsesInputTokens(s)},
 
 		// Anthropic Messages API (anthropic.go).
 		{"POST /v1/messages", keyed, anthropicErrors, handleAnthropicMessages(s)},

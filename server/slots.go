@@ -40,26 +40,25 @@ func handleSlots(s *Server) handlerFunc {
 				return unavailable("no slot available")
 			}
 		}
-		out := make([]map[string]any, len(slots))
+		out := make([]slotJSON, len(slots))
 		for i, sl := range slots {
-			o := map[string]any{"id": sl.ID, "n_ctx": sl.NCtx, "speculative": sl.Speculative, "is_processing": sl.IsProcessing}
+			o := slotJSON{ID: sl.ID, NCtx: sl.NCtx, Speculative: sl.Speculative, IsProcessing: sl.IsProcessing}
 			// As llama-server: the task fields only once the slot has run
 			// one; n_prompt_tokens is what its cache holds, the prompt
 			// and generation counts those of the running request.
 			if sl.HasTask {
-				o["id_task"], o["params"] = sl.TaskID, slotParams(inst.Opts, sl.Request, s.opts.SlotsDebug)
+				o.IDTask, o.Params = new(sl.TaskID), slotParams(inst.Opts, sl.Request, s.opts.SlotsDebug)
 				if s.opts.SlotsDebug {
 					// The engine keeps no generated text past the events
 					// it sent: "generated" stays empty.
-					o["prompt"], o["generated"] = sl.Prompt, ""
+					o.Prompt, o.Generated = new(sl.Prompt), new("")
 				}
-				o["n_prompt_tokens"], o["n_prompt_tokens_processed"], o["n_prompt_tokens_cache"] = sl.NPast, sl.PromptProcessed, sl.PromptCached
+				o.NPromptTokens, o.NPromptTokensProcessed, o.NPromptTokensCache = new(sl.NPast), new(sl.PromptProcessed), new(sl.PromptCached)
 				remain := -1
 				if sl.IsProcessing && sl.Request != nil && sl.Request.NPredict >= 0 {
 					remain = max(0, sl.Request.NPredict-sl.NDecoded)
 				}
-				o["next_token"] = []map[string]any{{"has_next_token": sl.IsProcessing, "has_new_line": false,
-					"n_remain": remain, "n_decoded": sl.NDecoded}}
+				o.NextToken = []slotNextToken{{HasNextToken: sl.IsProcessing, NRemain: remain, NDecoded: sl.NDecoded}}
 			}
 			out[i] = o
 		}
@@ -67,6 +66,58 @@ func handleSlots(s *Server) handlerFunc {
 		return nil
 	}
 }
+
+// slotJSON is a slot in GET /slots. Its fields are in the order of their
+// names, as llama-server's JSON objects are; the pointers are those of a
+// slot that has run a task.
+type slotJSON struct {
+	Generated              *string         `json:"generated,omitempty"`
+	ID                     int             `json:"id"`
+	IDTask                 *int64          `json:"id_task,omitempty"`
+	IsProcessing           bool            `json:"is_processing"`
+	NCtx                   int             `json:"n_ctx"`
+	NPromptTokens          *int            `json:"n_prompt_tokens,omitempty"`
+	NPromptTokensCache     *int            `json:"n_prompt_tokens_cache,omitempty"`
+	NPromptTokensProcessed *int            `json:"n_prompt_tokens_processed,omitempty"`
+	NextToken              []slotNextToken `json:"next_token,omitempty"`
+	Params                 map[string]any  `json:"params,omitempty"`
+	Prompt                 *string         `json:"prompt,omitempty"`
+	Speculative            bool            `json:"speculative"`
+}
+
+// slotNextToken is the generation state of a slot's running task.
+type slotNextToken struct {
+	HasNewLine   bool `json:"has_new_line"`
+	HasNextToken bool `json:"has_next_token"`
+	NDecoded     int  `json:"n_decoded"`
+	NRemain      int  `json:"n_remain"`
+}
+
+// slotSaved, slotRestored and slotErased answer POST /slots/{id}.
+type (
+	slotSaved struct {
+		Filename string `json:"filename"`
+		IDSlot   int    `json:"id_slot"`
+		NSaved   int    `json:"n_saved"`
+		NWritten int    `json:"n_written"`
+		Timings  struct {
+			SaveMS float64 `json:"save_ms"`
+		} `json:"timings"`
+	}
+	slotRestored struct {
+		Filename  string `json:"filename"`
+		IDSlot    int    `json:"id_slot"`
+		NRead     int    `json:"n_read"`
+		NRestored int    `json:"n_restored"`
+		Timings   struct {
+			RestoreMS float64 `json:"restore_ms"`
+		} `json:"timings"`
+	}
+	slotErased struct {
+		IDSlot  int `json:"id_slot"`
+		NErased int `json:"n_erased"`
+	}
+)
 
 // slotParamKeys are the keys of a slot's params in GET /slots and of
 // default_generation_settings.params in GET /props: those llama-server
@@ -218,21 +269,23 @@ func handleSlotAction(s *Server) handlerFunc {
 			if err != nil {
 				return slotError(err, req.Filename, action)
 			}
-			writeJSON(w, http.StatusOK, map[string]any{"id_slot": id, "filename": req.Filename,
-				"n_saved": nTok, "n_written": nBytes, "timings": map[string]float64{"save_ms": ms()}})
+			out := slotSaved{Filename: req.Filename, IDSlot: id, NSaved: nTok, NWritten: nBytes}
+			out.Timings.SaveMS = ms()
+			writeJSON(w, http.StatusOK, out)
 		case "restore":
 			nTok, nBytes, err := inst.Engine.RestoreSlot(id, path)
 			if err != nil {
 				return slotError(err, req.Filename, action)
 			}
-			writeJSON(w, http.StatusOK, map[string]any{"id_slot": id, "filename": req.Filename,
-				"n_restored": nTok, "n_read": nBytes, "timings": map[string]float64{"restore_ms": ms()}})
+			out := slotRestored{Filename: req.Filename, IDSlot: id, NRestored: nTok, NRead: nBytes}
+			out.Timings.RestoreMS = ms()
+			writeJSON(w, http.StatusOK, out)
 		case "erase":
 			n, err := inst.Engine.EraseSlot(id)
 			if err != nil {
 				return slotError(err, "", action)
 			}
-			writeJSON(w, http.StatusOK, map[string]any{"id_slot": id, "n_erased": n})
+			writeJSON(w, http.StatusOK, slotErased{IDSlot: id, NErased: n})
 		}
 		return nil
 	}

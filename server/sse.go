@@ -1,99 +1,99 @@
 package server
 
-// Server-Sent Events. sseWriter sends the generation streams ("data:"
-// lines); Server.sse sends the events of /models/sse, with an "event:"
-// line when named.
+// Server-Sent Events. sseWriter is the one writer of every streaming
+// response: the generation streams of each API, the events of /models/sse,
+// the output of a streaming tool and the replay of a resumable stream.
 
 import (
+	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"sync"
 )
 
-// sseWriter writes Server-Sent Events.
+// sseWriter writes a Server-Sent Events response. Its methods may be
+// called from several goroutines.
 type sseWriter struct {
 	w  http.ResponseWriter
 	rc *http.ResponseController
+	d  dialect // renders the errors sent in the stream
+
+	mu   sync.Mutex
+	sent int // events sent (or tried)
 }
 
-// sseStart sends the event-stream headers.
-func sseStart(w http.ResponseWriter) *sseWriter {
+// sseStart sends the event-stream headers and the status, 200. The
+// errors sent in the stream are rendered in the dialect of the route that
+// serves ctx's request (routes.go). The error is the one of flushing the
+// headers, when the connection cannot flush: nothing useful can be sent
+// then.
+func sseStart(ctx context.Context, w http.ResponseWriter) (*sseWriter, error) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
+	h.Del("Content-Length")
 	w.WriteHeader(http.StatusOK)
-	s := &sseWriter{w: w, rc: http.NewResponseController(w)}
-	_ = s.rc.Flush()
-	return s
+	s := &sseWriter{w: w, rc: http.NewResponseController(w), d: dialectOf(ctx)}
+	return s, s.rc.Flush()
 }
 
-// data sends one "data:" event with v as JSON (a string is sent as is).
-func (s *sseWriter) data(v any) error { return s.event("data", v) }
+// data sends one event of data only: v as JSON, a string as it is.
+func (s *sseWriter) data(v any) error { return s.send("", v) }
 
-// event sends "field: payload".
-func (s *sseWriter) event(field string, v any) error {
+// send sends one event: an "event: name" line when event is not empty,
+// then "data: " and v as JSON (a string as it is), and flushes it.
+func (s *sseWriter) send(event string, v any) error {
 	var payload []byte
 	if str, ok := v.(string); ok {
 		payload = []byte(str)
 	} else {
 		var err error
-		payload, err = json.Marshal(v)
-		if err != nil {
+		if payload, err = json.Marshal(v); err != nil {
 			return err
 		}
 	}
-	if _, err := fmt.Fprintf(s.w, "%s: %s\n\n", field, payload); err != nil {
+	buf := make([]byte, 0, len(payload)+len(event)+16)
+	if event != "" {
+		buf = append(buf, "event: "...)
+		buf = append(buf, event...)
+		buf = append(buf, '\n')
+	}
+	buf = append(buf, "data: "...)
+	buf = append(buf, payload...)
+	buf = append(buf, "\n\n"...)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sent++
+	return s.writeLocked(buf)
+}
+
+// raw sends bytes that are already events (a recorded stream's).
+func (s *sseWriter) raw(p []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writeLocked(p)
+}
+
+func (s *sseWriter) writeLocked(p []byte) error {
+	if _, err := s.w.Write(p); err != nil {
 		return err
 	}
 	return s.rc.Flush()
 }
 
-// sendError sends an error in a stream the way llama.cpp does: a data
-// event holding {"error": {...}}.
-func (s *sseWriter) sendError(err error) {
-	_, body := llamaErrors.render(err)
-	_ = s.data(body)
+// seq returns the number of events sent so far: the next event's
+// sequence number, where the API numbers its events.
+func (s *sseWriter) seq() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sent
 }
 
-// sse starts a server-sent events response. send writes one event: an
-// "event: name" line when event is not empty, then "data: JSON" and a
-// blank line, and flushes it. ok is false (and nothing useful can be sent)
-// when the connection cannot flush.
-func (s *Server) sse(w http.ResponseWriter) (send func(event string, data any) error, ok bool) {
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	h.Del("Content-Length")
-	w.WriteHeader(http.StatusOK)
-	if err := rc.Flush(); err != nil {
-		return nil, false
-	}
-	var mu sync.Mutex
-	send = func(event string, data any) error {
-		b, err := json.Marshal(data)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		buf := make([]byte, 0, len(b)+len(event)+16)
-		if event != "" {
-			buf = append(buf, "event: "...)
-			buf = append(buf, event...)
-			buf = append(buf, '\n')
-		}
-		buf = append(buf, "data: "...)
-		buf = append(buf, b...)
-		buf = append(buf, "\n\n"...)
-		if _, err := w.Write(buf); err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
-	return send, true
+// fail sends err in the stream, in the shape of the stream's dialect
+// (dialect.streamed).
+func (s *sseWriter) fail(err error) {
+	event, body := s.d.streamed(err, s.seq())
+	_ = s.send(event, body)
 }

@@ -120,16 +120,27 @@ func (ss *streamSession) read(offset int) (data []byte, done bool, wake <-chan s
 	return data, ss.done, ss.wake, true
 }
 
-func (ss *streamSession) info() map[string]any {
+// streamInfo is a stream in the answer of POST /v1/streams/lookup. Its
+// fields are in the order of their names, as llama-server's JSON objects
+// are.
+type streamInfo struct {
+	CompletedAt    int64  `json:"completed_at"`
+	ConversationID string `json:"conversation_id"`
+	IsDone         bool   `json:"is_done"`
+	StartedAt      int64  `json:"started_at"`
+	TotalBytes     int    `json:"total_bytes"`
+}
+
+func (ss *streamSession) info() streamInfo {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	var completed int64
 	if ss.done {
 		completed = ss.completed.Unix()
 	}
-	return map[string]any{
-		"conversation_id": ss.key.id, "is_done": ss.done, "total_bytes": ss.dropped + len(ss.buf),
-		"started_at": ss.started.Unix(), "completed_at": completed,
+	return streamInfo{
+		ConversationID: ss.key.id, IsDone: ss.done, TotalBytes: ss.dropped + len(ss.buf),
+		StartedAt: ss.started.Unix(), CompletedAt: completed,
 	}
 }
 
@@ -356,18 +367,10 @@ func handleStreamGet(s *Server) handlerFunc {
 		if !ok {
 			return badRequest("Stream offset lost, please restart")
 		}
-		rc := http.NewResponseController(w)
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Header().Set("Cache-Control", "no-cache")
-		w.Header().Set("X-Accel-Buffering", "no")
-		w.WriteHeader(http.StatusOK)
-		_ = rc.Flush()
+		sse, _ := sseStart(r.Context(), w)
 		for {
 			if len(data) > 0 {
-				if _, err := w.Write(data); err != nil {
-					return nil
-				}
-				if rc.Flush() != nil {
+				if sse.raw(data) != nil {
 					return nil
 				}
 				from += len(data)
@@ -426,7 +429,7 @@ func handleStreamsLookup(s *Server) handlerFunc {
 				ids = append(ids, id)
 			}
 		}
-		out := []map[string]any{}
+		out := []streamInfo{}
 		for _, ss := range s.streams.lookup(keyScope(r), ids) {
 			out = append(out, ss.info())
 		}

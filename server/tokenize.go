@@ -73,7 +73,7 @@ func handleTokenize(s *Server) handlerFunc {
 		}
 		defer release()
 		if len(req.Content) == 0 || string(req.Content) == "null" {
-			writeJSON(w, http.StatusOK, map[string]any{"tokens": []int{}})
+			writeJSON(w, http.StatusOK, tokenized[llama.Token]{Tokens: []llama.Token{}})
 			return nil
 		}
 		if err := checkTokenizeContent(req.Content); err != nil {
@@ -91,7 +91,7 @@ func handleTokenize(s *Server) handlerFunc {
 			if toks == nil {
 				toks = []llama.Token{}
 			}
-			writeJSON(w, http.StatusOK, map[string]any{"tokens": toks})
+			writeJSON(w, http.StatusOK, tokenized[llama.Token]{Tokens: toks})
 			return nil
 		}
 		out := make([]tokenPiece, len(toks))
@@ -109,7 +109,7 @@ func handleTokenize(s *Server) handlerFunc {
 				out[i].Piece = b
 			}
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+		writeJSON(w, http.StatusOK, tokenized[tokenPiece]{Tokens: out})
 		return nil
 	}
 }
@@ -152,4 +152,9 @@ func handleDetokenize(s *Server) handlerFunc {
 		writeJSON(w, http.StatusOK, map[string]string{"content": text.String()})
 		return nil
 	}
+}
+
+// tokenized is the answer of /tokenize: token ids, or pieces.
+type tokenized[T any] struct {
+	Tokens []T `json:"tokens"`
 }

@@ -136,19 +136,27 @@ type tool struct {
 	// call streams; a streaming tool then sends its output through st and
 	// returns a nil result.
 	// root confines the call's files on the host.
-	invoke func(ctx context.Context, root *toolsRoot, p toolParams, st toolStream) (map[string]any, error)
+	invoke func(ctx context.Context, root *toolsRoot, p toolParams, st toolStream) (any, error)
+}
+
+// toolCard is a tool as GET /tools lists it. Its fields are in the order
+// of their names, as llama-server's JSON objects are.
+type toolCard struct {
+	Definition  map[string]any `json:"definition"` // OpenAI's function tool, its JSON Schema free-form
+	DisplayName string         `json:"display_name"`
+	Permissions struct {
+		Write bool `json:"write"`
+	} `json:"permissions"`
+	Tool    string `json:"tool"`
+	Type    string `json:"type"`
+	UsesCwd bool   `json:"uses_cwd"`
 }
 
 // card is the tool as GET /tools lists it.
-func (t *tool) card() map[string]any {
-	return map[string]any{
-		"display_name": t.displayName,
-		"tool":         t.name,
-		"type":         t.kind,
-		"permissions":  map[string]any{"write": t.write},
-		"uses_cwd":     t.usesCwd,
-		"definition":   t.definition,
-	}
+func (t *tool) card() toolCard {
+	c := toolCard{Definition: t.definition, DisplayName: t.displayName, Tool: t.name, Type: t.kind, UsesCwd: t.usesCwd}
+	c.Permissions.Write = t.write
+	return c
 }
 
 // toolSet is a server's /tools: the enabled built-in tools, then the MCP
@@ -298,7 +306,7 @@ func handleToolsList(s *Server) handlerFunc {
 		if ts == nil {
 			return errFeatureDisabled()
 		}
-		out := make([]map[string]any, 0, len(ts.tools))
+		out := make([]toolCard, 0, len(ts.tools))
 		for _, t := range ts.tools {
 			out = append(out, t.card())
 		}
@@ -396,7 +404,7 @@ func handleToolsCall(s *Server) handlerFunc {
 			return serverError("%v", err)
 		}
 		if res == nil {
-			res = map[string]any{}
+			res = struct{}{}
 		}
 		writeJSON(w, http.StatusOK, res)
 		return nil
@@ -421,45 +429,46 @@ func withDone(ctx context.Context, done <-chan struct{}) context.Context {
 // server-sent events: {"chunk": "..."} events, then {"done": true} (with
 // "error" when the call failed).
 func streamToolCall(ctx context.Context, w http.ResponseWriter, t *tool, root *toolsRoot, params toolParams) {
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	var mu sync.Mutex
-	alive := true
-	send := func(v any) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if !alive {
-			return false
-		}
-		b, _ := json.Marshal(v)
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-			alive = false
-			return false
-		}
-		if err := rc.Flush(); err != nil {
-			alive = false
-			return false
-		}
-		return ctx.Err() == nil
-	}
-	if err := rc.Flush(); err != nil {
+	sse, err := sseStart(ctx, w)
+	if err != nil {
 		return
 	}
-	_, err := t.invoke(ctx, root, params, func(chunk string) bool {
+	send := func(v any) bool { return sse.data(v) == nil && ctx.Err() == nil }
+	_, err = t.invoke(ctx, root, params, func(chunk string) bool {
 		if chunk == "" {
 			return ctx.Err() == nil
 		}
-		return send(map[string]any{"chunk": chunk})
+		return send(toolChunk{Chunk: chunk})
 	})
-	done := map[string]any{"done": true}
+	done := toolDone{Done: true}
 	if err != nil {
-		done["error"] = err.Error()
+		done.Error = err.Error()
 	}
 	send(done)
+}
+
+// toolText is a tool's answer in text: an MCP tool's, a command's
+// output, a file's lines.
+type toolText struct {
+	PlainTextResponse string `json:"plain_text_response"`
+}
+
+// toolFailure is a tool's answer when it could not do what it was asked,
+// sent with status 200 as llama-server does (a bad call is an error
+// answer instead).
+type toolFailure struct {
+	Error string `json:"error"`
+}
+
+// toolChunk is an event of a streaming tool's output.
+type toolChunk struct {
+	Chunk string `json:"chunk"`
+}
+
+// toolDone is the last event of a streaming tool call.
+type toolDone struct {
+	Done  bool   `json:"done"`
+	Error string `json:"error,omitempty"`
 }
 
 // toolParams are a tool call's parameters, a JSON object decoded with

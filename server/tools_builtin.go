@@ -160,7 +160,7 @@ func builtinTools() []*tool {
 	}
 }
 
-func toolReadFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream) (map[string]any, error) {
+func toolReadFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream) (any, error) {
 	file, err := p.str("path")
 	if err != nil {
 		return nil, err
@@ -174,27 +174,27 @@ func toolReadFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream
 		return nil, err
 	}
 	if err := tio.check(file); err != nil {
-		return map[string]any{"error": err.Error()}, nil
+		return toolFailure{err.Error()}, nil
 	}
 	size, ok := tio.fileSize(file)
 	if !ok {
-		return map[string]any{"error": "cannot stat file: " + file}, nil
+		return toolFailure{"cannot stat file: " + file}, nil
 	}
 	if asBase64 {
 		if size > readFileMaxSizeBase64 {
-			return map[string]any{"error": fmt.Sprintf("file too large (%d bytes, max %d)", size, readFileMaxSizeBase64)}, nil
+			return toolFailure{fmt.Sprintf("file too large (%d bytes, max %d)", size, readFileMaxSizeBase64)}, nil
 		}
 		content, truncated, err := tio.readFile(file, readFileMaxSizeBase64)
 		if err != nil {
-			return map[string]any{"error": openError(file, err)}, nil
+			return toolFailure{openError(file, err)}, nil
 		}
 		if truncated {
-			return map[string]any{"error": fmt.Sprintf("file too large (more than %d bytes)", readFileMaxSizeBase64)}, nil
+			return toolFailure{fmt.Sprintf("file too large (more than %d bytes)", readFileMaxSizeBase64)}, nil
 		}
-		return map[string]any{"base64": base64.StdEncoding.EncodeToString(content), "size_bytes": len(content)}, nil
+		return toolBase64{Base64: base64.StdEncoding.EncodeToString(content), SizeBytes: len(content)}, nil
 	}
 	if size > readFileMaxSize && endLine == -1 {
-		return map[string]any{"error": fmt.Sprintf("file too large (%d bytes, max %d). Use start_line/end_line to read a portion.", size, readFileMaxSize)}, nil
+		return toolFailure{fmt.Sprintf("file too large (%d bytes, max %d). Use start_line/end_line to read a portion.", size, readFileMaxSize)}, nil
 	}
 	limit := readFileMaxScan
 	if endLine == -1 {
@@ -202,7 +202,7 @@ func toolReadFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream
 	}
 	content, truncated, err := tio.readFile(file, limit)
 	if err != nil {
-		return map[string]any{"error": openError(file, err)}, nil
+		return toolFailure{openError(file, err)}, nil
 	}
 	text := string(content)
 	if truncated {
@@ -238,7 +238,7 @@ func toolReadFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream
 	if !complete {
 		fmt.Fprintf(&b, "[read stopped after the first %d bytes of the file]", limit)
 	}
-	return map[string]any{"plain_text_response": b.String()}, nil
+	return toolText{b.String()}, nil
 }
 
 // openError is read_file's answer to a file it cannot read.
@@ -266,7 +266,7 @@ func splitLines(text string) []string {
 	return lines
 }
 
-func toolFileGlobSearch(ctx context.Context, root *toolsRoot, p toolParams, _ toolStream) (map[string]any, error) {
+func toolFileGlobSearch(ctx context.Context, root *toolsRoot, p toolParams, _ toolStream) (any, error) {
 	tio, err := newToolsIO(root, p)
 	if err != nil {
 		return nil, err
@@ -276,19 +276,19 @@ func toolFileGlobSearch(ctx context.Context, root *toolsRoot, p toolParams, _ to
 		return nil, err
 	}
 	if err := tio.check(dir); err != nil {
-		return map[string]any{"error": err.Error()}, nil
+		return toolFailure{err.Error()}, nil
 	}
 	base := tio.resolve(dir)
 	include := p.optStr("include", "**")
 	exclude := p.optStr("exclude", "")
 	if msg := checkGlobs(include, exclude); msg != "" {
-		return map[string]any{"error": msg}, nil
+		return toolFailure{msg}, nil
 	}
 	typ := p.optStr("type", "file")
 	maxDepth := max(0, p.optInt("max_depth", 0))
 	limit := p.optInt("limit", fileSearchMaxResults)
 	if limit < 1 {
-		return map[string]any{"error": fmt.Sprintf("invalid limit: %d (expected 1 or more)", limit)}, nil
+		return toolFailure{fmt.Sprintf("invalid limit: %d (expected 1 or more)", limit)}, nil
 	}
 	limit = min(limit, fileSearchMaxResults)
 	var kind listKind
@@ -300,11 +300,11 @@ func toolFileGlobSearch(ctx context.Context, root *toolsRoot, p toolParams, _ to
 	case "all":
 		kind = listAll
 	default:
-		return map[string]any{"error": "invalid type: " + typ + ` (expected "file", "dir" or "all")`}, nil
+		return toolFailure{"invalid type: " + typ + ` (expected "file", "dir" or "all")`}, nil
 	}
 	listing := tio.list(ctx, base, maxDepth, kind)
 	if listing.err != "" {
-		return map[string]any{"error": listing.err + ": " + dir}, nil
+		return toolFailure{listing.err + ": " + dir}, nil
 	}
 	var matches []listEntry
 	for _, e := range listing.entries {
@@ -315,7 +315,7 @@ func toolFileGlobSearch(ctx context.Context, root *toolsRoot, p toolParams, _ to
 	}
 	shown := min(len(matches), limit)
 	var b strings.Builder
-	entries := make([]map[string]any, 0, shown)
+	entries := make([]toolGlobEntry, 0, shown)
 	for _, m := range matches[:shown] {
 		typ := "file"
 		b.WriteString(m.rel)
@@ -324,7 +324,7 @@ func toolFileGlobSearch(ctx context.Context, root *toolsRoot, p toolParams, _ to
 			b.WriteByte('/')
 		}
 		b.WriteByte('\n')
-		entries = append(entries, map[string]any{"path": m.rel, "type": typ})
+		entries = append(entries, toolGlobEntry{Path: m.rel, Type: typ})
 	}
 	fmt.Fprintf(&b, "\n---\nTotal matches: %d\n", len(matches))
 	if len(matches) > shown {
@@ -333,7 +333,7 @@ func toolFileGlobSearch(ctx context.Context, root *toolsRoot, p toolParams, _ to
 	if listing.truncated {
 		b.WriteString("[results truncated: time budget, entry or depth limit, or unreadable directory]\n")
 	}
-	return map[string]any{"plain_text_response": b.String(), "entries": entries, "base": base}, nil
+	return toolGlob{Base: base, Entries: entries, PlainTextResponse: b.String()}, nil
 }
 
 // checkGlobs refuses include and exclude patterns over globMaxPattern.
@@ -346,7 +346,7 @@ func checkGlobs(include, exclude string) string {
 	return ""
 }
 
-func toolGrepSearch(ctx context.Context, root *toolsRoot, p toolParams, _ toolStream) (map[string]any, error) {
+func toolGrepSearch(ctx context.Context, root *toolsRoot, p toolParams, _ toolStream) (any, error) {
 	target, err := p.str("path")
 	if err != nil {
 		return nil, err
@@ -358,7 +358,7 @@ func toolGrepSearch(ctx context.Context, root *toolsRoot, p toolParams, _ toolSt
 	include := p.optStr("include", "**")
 	exclude := p.optStr("exclude", "")
 	if msg := checkGlobs(include, exclude); msg != "" {
-		return map[string]any{"error": msg}, nil
+		return toolFailure{msg}, nil
 	}
 	showLineNo := p.optBool("return_line_numbers", false)
 	ctxLines := min(max(0, p.optInt("context_lines", 0)), grepMaxContextLines)
@@ -371,14 +371,14 @@ func toolGrepSearch(ctx context.Context, root *toolsRoot, p toolParams, _ toolSt
 	}
 	re, err := regexp.Compile(src)
 	if err != nil {
-		return map[string]any{"error": "invalid regex: " + err.Error()}, nil
+		return toolFailure{"invalid regex: " + err.Error()}, nil
 	}
 	tio, err := newToolsIO(root, p)
 	if err != nil {
 		return nil, err
 	}
 	if err := tio.check(target); err != nil {
-		return map[string]any{"error": err.Error()}, nil
+		return toolFailure{err.Error()}, nil
 	}
 	type file struct{ abs, shown string }
 	var files []file
@@ -389,7 +389,7 @@ func toolGrepSearch(ctx context.Context, root *toolsRoot, p toolParams, _ toolSt
 	case tio.isDir(abs):
 		listing := tio.list(ctx, abs, 0, listFiles)
 		if listing.err != "" {
-			return map[string]any{"error": listing.err + ": " + target}, nil
+			return toolFailure{listing.err + ": " + target}, nil
 		}
 		for _, e := range listing.entries {
 			if !pathGlobMatch(include, e.rel) || exclude != "" && pathGlobMatch(exclude, e.rel) {
@@ -398,7 +398,7 @@ func toolGrepSearch(ctx context.Context, root *toolsRoot, p toolParams, _ toolSt
 			files = append(files, file{path.Join(abs, e.rel), e.rel})
 		}
 	default:
-		return map[string]any{"error": "path does not exist: " + target}, nil
+		return toolFailure{"path does not exist: " + target}, nil
 	}
 	var b strings.Builder
 	total, skipped := 0, 0
@@ -466,10 +466,10 @@ func toolGrepSearch(ctx context.Context, root *toolsRoot, p toolParams, _ toolSt
 	if skipped > 0 {
 		fmt.Fprintf(&b, "[%d files larger than %d bytes not searched]\n", skipped, grepMaxFileSize)
 	}
-	return map[string]any{"plain_text_response": b.String()}, nil
+	return toolText{b.String()}, nil
 }
 
-func toolExecShellCommand(ctx context.Context, root *toolsRoot, p toolParams, st toolStream) (map[string]any, error) {
+func toolExecShellCommand(ctx context.Context, root *toolsRoot, p toolParams, st toolStream) (any, error) {
 	command, err := p.str("command")
 	if err != nil {
 		return nil, err
@@ -506,10 +506,10 @@ func toolExecShellCommand(ctx context.Context, root *toolsRoot, p toolParams, st
 		return nil, nil
 	}
 	res := tio.run(ctx, args, maxOutput, time.Duration(timeout)*time.Second, nil)
-	return map[string]any{"plain_text_response": res.output + tail(res)}, nil
+	return toolText{res.output + tail(res)}, nil
 }
 
-func toolWriteFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream) (map[string]any, error) {
+func toolWriteFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream) (any, error) {
 	file, err := p.str("path")
 	if err != nil {
 		return nil, err
@@ -523,12 +523,12 @@ func toolWriteFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStrea
 		return nil, err
 	}
 	if err := tio.check(file); err != nil {
-		return map[string]any{"error": err.Error()}, nil
+		return toolFailure{err.Error()}, nil
 	}
 	if err := tio.writeFile(file, []byte(content)); err != nil {
-		return map[string]any{"error": writeError(file, err)}, nil
+		return toolFailure{writeError(file, err)}, nil
 	}
-	return map[string]any{"result": "file written successfully", "path": file, "bytes": len(content)}, nil
+	return toolWritten{Bytes: len(content), Path: file, Result: "file written successfully"}, nil
 }
 
 // writeError is the answer to a file that cannot be written.
@@ -539,7 +539,7 @@ func writeError(file string, err error) string {
 	return "failed to write file: " + file
 }
 
-func toolGetInfo(ctx context.Context, root *toolsRoot, p toolParams, _ toolStream) (map[string]any, error) {
+func toolGetInfo(ctx context.Context, root *toolsRoot, p toolParams, _ toolStream) (any, error) {
 	tio, err := newToolsIO(root, p)
 	if err != nil {
 		return nil, err
@@ -563,14 +563,14 @@ func toolGetInfo(ctx context.Context, root *toolsRoot, p toolParams, _ toolStrea
 			cwd = "unknown"
 		}
 	}
-	return map[string]any{"os": osInfo, "cwd": cwd}, nil
+	return toolInfo{Cwd: cwd, OS: osInfo}, nil
 }
 
 // toolEditFile applies exact replacements, each of a text found once in
 // the file. When a text is not found as is, the match ignores trailing
 // spaces and typographic quotes, dashes and spaces (the lines it does not
 // touch stay as they were).
-func toolEditFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream) (map[string]any, error) {
+func toolEditFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream) (any, error) {
 	file, err := p.str("path")
 	if err != nil {
 		return nil, err
@@ -580,7 +580,7 @@ func toolEditFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream
 		return nil, errToolParams(`missing parameter "edits"`)
 	}
 	if !ok || len(raw) == 0 {
-		return map[string]any{"error": `"edits" must be a non-empty array`}, nil
+		return toolFailure{`"edits" must be a non-empty array`}, nil
 	}
 	type edit struct{ oldText, newText string }
 	edits := make([]edit, 0, len(raw))
@@ -599,7 +599,7 @@ func toolEditFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream
 			return nil, err
 		}
 		if o == "" {
-			return map[string]any{"error": fmt.Sprintf("edits[%d].old_text must not be empty", i)}, nil
+			return toolFailure{fmt.Sprintf("edits[%d].old_text must not be empty", i)}, nil
 		}
 		edits = append(edits, edit{o, n})
 	}
@@ -608,14 +608,14 @@ func toolEditFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream
 		return nil, err
 	}
 	if err := tio.check(file); err != nil {
-		return map[string]any{"error": err.Error()}, nil
+		return toolFailure{err.Error()}, nil
 	}
 	b, truncated, err := tio.readFile(file, editFileMaxSize)
 	if err != nil {
-		return map[string]any{"error": openError(file, err)}, nil
+		return toolFailure{openError(file, err)}, nil
 	}
 	if truncated {
-		return map[string]any{"error": fmt.Sprintf("file too large to edit (more than %d bytes): %s", editFileMaxSize, file)}, nil
+		return toolFailure{fmt.Sprintf("file too large to edit (more than %d bytes): %s", editFileMaxSize, file)}, nil
 	}
 	original := string(b)
 	normOriginal := fuzzyNormalize(original)
@@ -625,7 +625,7 @@ func toolEditFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream
 			continue
 		}
 		if !strings.Contains(normOriginal, fuzzyNormalize(e.oldText)) {
-			return map[string]any{"error": fmt.Sprintf("could not find edits[%d].old_text in %s, it must match the file's current content exactly", i, file)}, nil
+			return toolFailure{fmt.Sprintf("could not find edits[%d].old_text in %s, it must match the file's current content exactly", i, file)}, nil
 		}
 		fuzzy = true
 	}
@@ -642,18 +642,18 @@ func toolEditFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream
 		// Uniqueness is always judged on normalized text: a duplicate
 		// differing only in whitespace still counts.
 		if n := countNonOverlapping(normOriginal, fuzzyNormalize(e.oldText)); n > 1 {
-			return map[string]any{"error": fmt.Sprintf("found %d occurrences of edits[%d].old_text in %s, it must be unique", n, i, file)}, nil
+			return toolFailure{fmt.Sprintf("found %d occurrences of edits[%d].old_text in %s, it must be unique", n, i, file)}, nil
 		}
 		at := strings.Index(base, needle)
 		if at < 0 {
-			return map[string]any{"error": fmt.Sprintf("could not find edits[%d].old_text in %s, it must match the file's current content exactly", i, file)}, nil
+			return toolFailure{fmt.Sprintf("could not find edits[%d].old_text in %s, it must match the file's current content exactly", i, file)}, nil
 		}
 		matched = append(matched, textEdit{index: i, at: at, length: len(needle), newText: e.newText})
 	}
 	sort.SliceStable(matched, func(a, b int) bool { return matched[a].at < matched[b].at })
 	for i := 1; i < len(matched); i++ {
 		if matched[i-1].at+matched[i-1].length > matched[i].at {
-			return map[string]any{"error": fmt.Sprintf("edits[%d] and edits[%d] overlap in %s; merge them into one edit or target disjoint regions", matched[i-1].index, matched[i].index, file)}, nil
+			return toolFailure{fmt.Sprintf("edits[%d] and edits[%d] overlap in %s; merge them into one edit or target disjoint regions", matched[i-1].index, matched[i].index, file)}, nil
 		}
 	}
 	var updated string
@@ -663,12 +663,12 @@ func toolEditFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream
 		updated = applyEdits(base, matched, 0)
 	}
 	if updated == original {
-		return map[string]any{"error": "no changes made: the replacement(s) produced identical content"}, nil
+		return toolFailure{"no changes made: the replacement(s) produced identical content"}, nil
 	}
 	if err := tio.writeFile(file, []byte(updated)); err != nil {
-		return map[string]any{"error": writeError(file, err)}, nil
+		return toolFailure{writeError(file, err)}, nil
 	}
-	return map[string]any{"result": "file edited successfully", "path": file, "edits_applied": len(matched)}, nil
+	return toolEdited{EditsApplied: len(matched), Path: file, Result: "file edited successfully"}, nil
 }
 
 // textEdit is one replacement found in a text.
@@ -831,3 +831,40 @@ func classMatch(c byte, body string) bool {
 	}
 	return in != neg
 }
+
+// The answers of the built-in tools; their fields are in the order of
+// their names, as llama-server's JSON objects are.
+type (
+	// toolBase64 is read_file's answer with resp_type base64.
+	toolBase64 struct {
+		Base64    string `json:"base64"`
+		SizeBytes int    `json:"size_bytes"`
+	}
+	// toolGlob is file_glob_search's answer.
+	toolGlob struct {
+		Base              string          `json:"base"`
+		Entries           []toolGlobEntry `json:"entries"`
+		PlainTextResponse string          `json:"plain_text_response"`
+	}
+	toolGlobEntry struct {
+		Path string `json:"path"`
+		Type string `json:"type"` // "file" or "dir"
+	}
+	// toolWritten is write_file's answer.
+	toolWritten struct {
+		Bytes  int    `json:"bytes"`
+		Path   string `json:"path"`
+		Result string `json:"result"`
+	}
+	// toolEdited is edit_file's answer.
+	toolEdited struct {
+		EditsApplied int    `json:"edits_applied"`
+		Path         string `json:"path"`
+		Result       string `json:"result"`
+	}
+	// toolInfo is get_info's answer.
+	toolInfo struct {
+		Cwd string `json:"cwd"`
+		OS  string `json:"os"`
+	}
+)

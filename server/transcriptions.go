@@ -246,7 +246,7 @@ func handleTranscriptions(s *Server) handlerFunc {
 			return err
 		}
 		if g.opt.Stream {
-			streamTranscription(w, plan.Parse, events)
+			streamTranscription(ctx, w, plan.Parse, events)
 			return nil
 		}
 		res, msg, err := collectChat(ctx, inst, plan, events)
@@ -261,13 +261,13 @@ func handleTranscriptions(s *Server) handlerFunc {
 // streamTranscription sends the generated text as transcript.text.delta
 // events, then transcript.text.done with the whole (parsed) text and the
 // usage, then [DONE].
-func streamTranscription(w http.ResponseWriter, parse chat.ParseOptions, events eventStream) {
-	sse := sseStart(w)
+func streamTranscription(ctx context.Context, w http.ResponseWriter, parse chat.ParseOptions, events eventStream) {
+	sse, _ := sseStart(ctx, w)
 	var sb strings.Builder
 	for events.Next() {
 		ev := events.Event()
 		if ev.Err != nil {
-			sse.sendError(ev.Err)
+			sse.fail(ev.Err)
 			return
 		}
 		if ev.Done {

@@ -20,8 +20,8 @@ import (
 )
 
 // Defaults fills an empty bin with the installed llama-server and an empty
-// model with stories260K.gguf of $LLAMA_TEST_MODELS (else ../shared/models),
-// and checks that the model exists.
+// model with stories260K.gguf of $LLAMA_TEST_MODELS, and checks that the
+// model exists.
 func Defaults(bin, model *string) error {
 	if *bin == "" {
 		dir, err := lib.Find("", lib.CPU)
@@ -35,7 +35,7 @@ func Defaults(bin, model *string) error {
 	if *model == "" {
 		dir := os.Getenv("LLAMA_TEST_MODELS")
 		if dir == "" {
-			dir = filepath.Join("..", "shared", "models")
+			return errors.New("-model: none given and LLAMA_TEST_MODELS (the folder of the test models) is not set")
 		}
 		*model = filepath.Join(dir, "stories260K.gguf")
 	}

@@ -55,7 +55,7 @@ type answer struct {
 
 func main() {
 	bin := flag.String("bin", "", "llama-server binary (default: the one `go run ./lib/cmd/llama-install -server` built beside the library)")
-	model := flag.String("model", "", "model file (default: stories260K.gguf in $LLAMA_TEST_MODELS, else in ../shared/models)")
+	model := flag.String("model", "", "model file (default: stories260K.gguf in $LLAMA_TEST_MODELS)")
 	path := flag.String("file", "server/testdata/llamaserver/chat.json", "cases file to fill")
 	logFile := flag.String("log", "", "file for llama-server's log (default: discarded)")
 	flag.Parse()

@@ -4,11 +4,12 @@
 // package server, which requires this server's answers to have the same
 // keys and value types.
 //
-// It is run by hand, never in CI (it needs a llama-server binary built from
-// the pinned llama.cpp source, see go run ./lib/cmd/llama-install -server):
+// It is run by hand from the repository's root, never in CI. It needs the
+// llama-server built from the pinned llama.cpp source beside the library
+// (go run ./lib/cmd/llama-install -server), or another one named by -bin,
+// and the test model stories260K.gguf ($LLAMA_TEST_MODELS, or -model):
 //
-//	go run ./internal/cmd/record-shapes -bin /path/to/llama-server \
-//	    -model ../shared/models/stories260K.gguf
+//	go run ./internal/cmd/record-shapes
 //
 // It starts llama-server on a free 127.0.0.1 port with -m MODEL and the
 // flags in the file's "args", reads the endpoints once before any request
@@ -50,7 +51,7 @@ type reading struct {
 
 func main() {
 	bin := flag.String("bin", "", "llama-server binary (default: the one `go run ./lib/cmd/llama-install -server` built beside the library)")
-	model := flag.String("model", "", "model file (default: stories260K.gguf in $LLAMA_TEST_MODELS, else in ../shared/models)")
+	model := flag.String("model", "", "model file (default: stories260K.gguf in $LLAMA_TEST_MODELS)")
 	path := flag.String("file", "server/testdata/llamaserver/shapes.json", "file to fill")
 	flag.Parse()
 	if err := refserver.Defaults(bin, model); err != nil {
