@@ -582,14 +582,7 @@ func (c *Context) decodeLocked(ctx context.Context, b *Batch) error {
 	var rc int32
 	if len(c.model.rpcServers) == 0 {
 		rc = capi.Decode(c.ptr, b.c())
-	} else if err := c.model.rpcGuard("decode", func() {
-		// ggml-rpc computes asynchronously: waiting for the result here
-		// keeps a worker's failure inside the guarded call, instead of in
-		// the next call that reads the outputs (sampling).
-		if rc = capi.Decode(c.ptr, b.c()); rc == 0 {
-			capi.Synchronize(c.ptr)
-		}
-	}); err != nil {
+	} else if rc, err = c.rpcCompute("decode", capi.Decode, b); err != nil {
 		restore()
 		if stop != nil {
 			stop()
@@ -683,7 +676,16 @@ func (c *Context) encode(ctx context.Context, b *Batch) error {
 		stop = context.AfterFunc(ctx, c.setAbort)
 	}
 	c.idle = false
-	rc := capi.Encode(c.ptr, b.c())
+	var rc int32
+	if len(c.model.rpcServers) == 0 {
+		rc = capi.Encode(c.ptr, b.c())
+	} else if rc, err = c.rpcCompute("encode", capi.Encode, b); err != nil {
+		restore()
+		if stop != nil {
+			stop()
+		}
+		return err
+	}
 	restore()
 	if stop != nil && !stop() {
 		for c.abort.Load() == 0 {
