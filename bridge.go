@@ -63,7 +63,19 @@ func (b *contextBridge) Run(ctx context.Context, op string, seq, from int, f fun
 		stop = context.AfterFunc(ctx, c.setAbort)
 	}
 	c.idle = false // f may decode (mtmd evaluates its chunks with llama_decode)
-	rc := f(uintptr(c.ptr))
+	// f evaluates chunks with llama_decode and the projector: with RPC
+	// workers, under the guard, waiting for the result (see rpcCompute).
+	var rc int32
+	if err := c.model.rpcGuard(op, func() {
+		if rc = f(uintptr(c.ptr)); rc == 0 && len(c.model.rpcServers) > 0 {
+			capi.Synchronize(c.ptr)
+		}
+	}); err != nil {
+		if stop != nil {
+			stop()
+		}
+		return err
+	}
 	if stop != nil && !stop() {
 		for c.abort.Load() == 0 {
 			runtime.Gosched()

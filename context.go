@@ -582,14 +582,7 @@ func (c *Context) decodeLocked(ctx context.Context, b *Batch) error {
 	var rc int32
 	if len(c.model.rpcServers) == 0 {
 		rc = capi.Decode(c.ptr, b.c())
-	} else if err := c.model.rpcGuard("decode", func() {
-		// ggml-rpc computes asynchronously: waiting for the result here
-		// keeps a worker's failure inside the guarded call, instead of in
-		// the next call that reads the outputs (sampling).
-		if rc = capi.Decode(c.ptr, b.c()); rc == 0 {
-			capi.Synchronize(c.ptr)
-		}
-	}); err != nil {
+	} else if rc, err = c.rpcCompute("decode", capi.Decode, b); err != nil {
 		restore()
 		if stop != nil {
 			stop()
@@ -683,7 +676,16 @@ func (c *Context) encode(ctx context.Context, b *Batch) error {
 		stop = context.AfterFunc(ctx, c.setAbort)
 	}
 	c.idle = false
-	rc := capi.Encode(c.ptr, b.c())
+	var rc int32
+	if len(c.model.rpcServers) == 0 {
+		rc = capi.Encode(c.ptr, b.c())
+	} else if rc, err = c.rpcCompute("encode", capi.Encode, b); err != nil {
+		restore()
+		if stop != nil {
+			stop()
+		}
+		return err
+	}
 	restore()
 	if stop != nil && !stop() {
 		for c.abort.Load() == 0 {
@@ -906,7 +908,9 @@ func (c *Context) removeTokens(seq, p0, p1 int) (bool, error) {
 	if err := c.seqOK("remove tokens", seq, true); err != nil {
 		return false, err
 	}
-	return capi.MemorySeqRm(c.mem, int32(seq), clampPos(p0), clampPos(p1)), nil
+	var ok bool
+	err := c.model.rpcGuard("remove tokens", func() { ok = capi.MemorySeqRm(c.mem, int32(seq), clampPos(p0), clampPos(p1)) })
+	return ok, err
 }
 
 func clampPos(p int) int32 {
@@ -938,10 +942,13 @@ func (m Memory) Copy(src, dst, p0, p1 int) error {
 		return errorf(CodeUnsupported, "copy tokens",
 			"a part [%d, %d) of a sequence cannot be copied without KVUnified: copy the whole sequence (0, -1)", p0, p1)
 	}
-	if src != dst {
-		capi.MemorySeqCp(c.mem, int32(src), int32(dst), clampPos(p0), clampPos(p1))
+	if src == dst {
+		return nil
 	}
-	return nil
+	// Without KVUnified the copy reaches the buffers (the workers' too).
+	return c.model.rpcGuard("copy tokens", func() {
+		capi.MemorySeqCp(c.mem, int32(src), int32(dst), clampPos(p0), clampPos(p1))
+	})
 }
 
 // Keep removes every sequence but seq.
@@ -954,8 +961,7 @@ func (m Memory) Keep(seq int) error {
 	if err := c.seqOK("keep sequence", seq, false); err != nil {
 		return err
 	}
-	capi.MemorySeqKeep(c.mem, int32(seq))
-	return nil
+	return c.model.rpcGuard("keep sequence", func() { capi.MemorySeqKeep(c.mem, int32(seq)) })
 }
 
 // Shift adds delta to the positions [p0, p1) of seq (-1: every
@@ -976,8 +982,9 @@ func (m Memory) Shift(seq, p0, p1, delta int) error {
 	if delta < -math.MaxInt32/2 || delta > math.MaxInt32/2 {
 		return errorf(CodeInvalid, "shift tokens", "delta %d out of range", delta)
 	}
-	capi.MemorySeqAdd(c.mem, int32(seq), clampPos(p0), clampPos(p1), int32(delta))
-	return nil
+	return c.model.rpcGuard("shift tokens", func() {
+		capi.MemorySeqAdd(c.mem, int32(seq), clampPos(p0), clampPos(p1), int32(delta))
+	})
 }
 
 // Divide divides the positions [p0, p1) of seq (-1: every sequence) by d
@@ -998,8 +1005,9 @@ func (m Memory) Divide(seq, p0, p1, d int) error {
 	if !capi.MemoryCanShift(c.mem) {
 		return errorf(CodeUnsupported, "divide tokens", "this model's memory cannot shift positions")
 	}
-	capi.MemorySeqDiv(c.mem, int32(seq), clampPos(p0), clampPos(p1), int32(d))
-	return nil
+	return c.model.rpcGuard("divide tokens", func() {
+		capi.MemorySeqDiv(c.mem, int32(seq), clampPos(p0), clampPos(p1), int32(d))
+	})
 }
 
 // PosRange returns the smallest and largest position of seq in memory;
@@ -1043,13 +1051,18 @@ func (c *Context) State() ([]byte, error) {
 		return nil, err
 	}
 	defer c.unlock()
-	n := capi.StateGetSize(c.ptr)
-	buf := make([]byte, n)
-	if n == 0 {
-		return buf, nil
+	var buf []byte
+	err := c.model.rpcGuard("state", func() {
+		n := capi.StateGetSize(c.ptr)
+		buf = make([]byte, n)
+		if n > 0 {
+			buf = buf[:capi.StateGetData(c.ptr, unsafe.Pointer(&buf[0]), n)]
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
-	got := capi.StateGetData(c.ptr, unsafe.Pointer(&buf[0]), n)
-	return buf[:got], nil
+	return buf, nil
 }
 
 // SetState restores a state returned by State.
@@ -1061,7 +1074,13 @@ func (c *Context) SetState(data []byte) error {
 	if len(data) == 0 {
 		return errorf(CodeInvalid, "set state", "empty state")
 	}
-	if capi.StateSetData(c.ptr, unsafe.Pointer(&data[0]), uintptr(len(data))) == 0 {
+	var n uintptr
+	if err := c.model.rpcGuard("set state", func() {
+		n = capi.StateSetData(c.ptr, unsafe.Pointer(&data[0]), uintptr(len(data)))
+	}); err != nil {
+		return err
+	}
+	if n == 0 {
 		return errorf(CodeLoad, "set state", "llama.cpp rejected the state data")
 	}
 	c.nOut = 0
@@ -1077,13 +1096,18 @@ func (c *Context) SeqState(seq int) ([]byte, error) {
 	if err := c.seqOK("seq state", seq, false); err != nil {
 		return nil, err
 	}
-	n := capi.StateSeqGetSize(c.ptr, int32(seq))
-	buf := make([]byte, n)
-	if n == 0 {
-		return buf, nil
+	var buf []byte
+	err := c.model.rpcGuard("seq state", func() {
+		n := capi.StateSeqGetSize(c.ptr, int32(seq))
+		buf = make([]byte, n)
+		if n > 0 {
+			buf = buf[:capi.StateSeqGetData(c.ptr, unsafe.Pointer(&buf[0]), n, int32(seq))]
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
-	got := capi.StateSeqGetData(c.ptr, unsafe.Pointer(&buf[0]), n, int32(seq))
-	return buf[:got], nil
+	return buf, nil
 }
 
 // SetSeqState restores a sequence state into seq (which should be empty).
@@ -1098,7 +1122,13 @@ func (c *Context) SetSeqState(seq int, data []byte) error {
 	if len(data) == 0 {
 		return errorf(CodeInvalid, "set seq state", "empty state")
 	}
-	if capi.StateSeqSetData(c.ptr, unsafe.Pointer(&data[0]), uintptr(len(data)), int32(seq)) == 0 {
+	var n uintptr
+	if err := c.model.rpcGuard("set seq state", func() {
+		n = capi.StateSeqSetData(c.ptr, unsafe.Pointer(&data[0]), uintptr(len(data)), int32(seq))
+	}); err != nil {
+		return err
+	}
+	if n == 0 {
 		return errorf(CodeLoad, "set seq state", "llama.cpp rejected the sequence state")
 	}
 	return nil
@@ -1117,7 +1147,13 @@ func (c *Context) SaveStateFile(path string, tokens []Token) error {
 		return err
 	}
 	defer c.unlock()
-	if !capi.StateSaveFile(c.ptr, path, tokPtr(tokens), uintptr(len(tokens))) {
+	var ok bool
+	if err := c.model.rpcGuard("save state", func() {
+		ok = capi.StateSaveFile(c.ptr, path, tokPtr(tokens), uintptr(len(tokens)))
+	}); err != nil {
+		return err
+	}
+	if !ok {
 		return errorf(CodeLoad, "save state", "could not write %s", path)
 	}
 	return nil
@@ -1134,7 +1170,13 @@ func (c *Context) LoadStateFile(path string) ([]Token, error) {
 	}
 	toks := make([]Token, c.nCtx)
 	var n uintptr
-	if !capi.StateLoadFile(c.ptr, path, tokPtr(toks), uintptr(len(toks)), &n) {
+	var ok bool
+	if err := c.model.rpcGuard("load state", func() {
+		ok = capi.StateLoadFile(c.ptr, path, tokPtr(toks), uintptr(len(toks)), &n)
+	}); err != nil {
+		return nil, err
+	}
+	if !ok {
 		return nil, errorf(CodeLoad, "load state", "llama.cpp rejected %s", path)
 	}
 	c.nOut = 0
@@ -1151,7 +1193,12 @@ func (c *Context) SaveSeqFile(path string, seq int, tokens []Token) (int, error)
 	if err := c.seqOK("save seq", seq, false); err != nil {
 		return 0, err
 	}
-	n := capi.StateSeqSaveFile(c.ptr, path, int32(seq), tokPtr(tokens), uintptr(len(tokens)))
+	var n uintptr
+	if err := c.model.rpcGuard("save seq", func() {
+		n = capi.StateSeqSaveFile(c.ptr, path, int32(seq), tokPtr(tokens), uintptr(len(tokens)))
+	}); err != nil {
+		return 0, err
+	}
 	if n == 0 {
 		return 0, errorf(CodeLoad, "save seq", "could not write %s", path)
 	}
@@ -1171,8 +1218,13 @@ func (c *Context) LoadSeqFile(path string, seq int) ([]Token, error) {
 		return nil, &Error{Code: CodeLoad, Op: "load seq", Err: err}
 	}
 	toks := make([]Token, c.nCtx)
-	var n uintptr
-	if capi.StateSeqLoadFile(c.ptr, path, int32(seq), tokPtr(toks), uintptr(len(toks)), &n) == 0 {
+	var n, read uintptr
+	if err := c.model.rpcGuard("load seq", func() {
+		read = capi.StateSeqLoadFile(c.ptr, path, int32(seq), tokPtr(toks), uintptr(len(toks)), &n)
+	}); err != nil {
+		return nil, err
+	}
+	if read == 0 {
 		return nil, errorf(CodeLoad, "load seq", "llama.cpp rejected %s", path)
 	}
 	return toks[:n], nil
@@ -1289,13 +1341,17 @@ func (m *Model) LoadAdapter(path string) (*Adapter, error) {
 		}
 		return nil, &Error{Code: CodeLoad, Op: "load adapter", Err: err}
 	}
-	p := capi.AdapterLoraInit(m.ptr, path)
+	var p capi.AdapterLora
+	// Loading uploads the adapter's tensors, to the workers too.
+	if err := m.rpcGuard("load adapter", func() { p = capi.AdapterLoraInit(m.ptr, path) }); err != nil {
+		return nil, err
+	}
 	if p == 0 {
 		return nil, errorf(CodeLoad, "load adapter", "llama.cpp could not load %s for this model", path)
 	}
 	a := &Adapter{model: m, ptr: p, path: path, users: map[*Context]struct{}{}}
 	if !m.addChild(a) {
-		capi.AdapterLoraFree(p)
+		_ = m.rpcGuard("close adapter", func() { capi.AdapterLoraFree(p) })
 		return nil, closedErr("load adapter", "model")
 	}
 	return a, nil
@@ -1335,8 +1391,10 @@ func (a *Adapter) close(force bool) error {
 		return &Error{Code: CodeBusy, Op: "close adapter", Msg: "a context still uses the adapter (remove it with SetAdapters first)"}
 	}
 	if a.ptr != 0 {
-		// llama.cpp frees adapters with their model; free only while the model lives.
-		capi.AdapterLoraFree(a.ptr)
+		// llama.cpp frees adapters with their model; free only while the
+		// model lives. After a worker failed, its buffers are left.
+		p := a.ptr
+		_ = a.model.rpcGuard("close adapter", func() { capi.AdapterLoraFree(p) })
 		a.ptr = 0
 	}
 	return nil
@@ -1412,7 +1470,12 @@ func (c *Context) SetAdapters(adapters []AdapterScale) error {
 	if len(ptrs) > 0 {
 		pp, sp = unsafe.Pointer(&ptrs[0]), unsafe.Pointer(&scales[0])
 	}
-	if rc := capi.SetAdaptersLora(c.ptr, pp, uintptr(len(ptrs)), sp); rc != 0 {
+	var rc int32
+	if err := c.model.rpcGuard("set adapters", func() { rc = capi.SetAdaptersLora(c.ptr, pp, uintptr(len(ptrs)), sp) }); err != nil {
+		undo()
+		return err
+	}
+	if rc != 0 {
 		undo()
 		return errorf(CodeInvalid, "set adapters", "llama.cpp refused the adapters (code %d)", rc)
 	}
@@ -1435,8 +1498,8 @@ func (c *Context) SetControlVector(data []float32, layerStart, layerEnd int) err
 	defer c.unlock()
 	nEmbd := int(capi.ModelNEmbd(c.model.ptr))
 	if data == nil {
-		capi.SetAdapterCvec(c.ptr, nil, 0, int32(nEmbd), -1, -1)
-		return nil
+		// Clearing and applying write to the vectors' buffers, the workers' too.
+		return c.model.rpcGuard("control vector", func() { capi.SetAdapterCvec(c.ptr, nil, 0, int32(nEmbd), -1, -1) })
 	}
 	nLayer := int(capi.ModelNLayer(c.model.ptr))
 	if len(data)%nEmbd != 0 || len(data)/nEmbd > nLayer {
@@ -1445,7 +1508,13 @@ func (c *Context) SetControlVector(data []float32, layerStart, layerEnd int) err
 	if layerStart < 0 || layerEnd < layerStart || layerEnd > nLayer {
 		return errorf(CodeInvalid, "control vector", "layers [%d, %d] out of range [0, %d]", layerStart, layerEnd, nLayer)
 	}
-	if rc := capi.SetAdapterCvec(c.ptr, unsafe.Pointer(&data[0]), uintptr(len(data)), int32(nEmbd), int32(layerStart), int32(layerEnd)); rc != 0 {
+	var rc int32
+	if err := c.model.rpcGuard("control vector", func() {
+		rc = capi.SetAdapterCvec(c.ptr, unsafe.Pointer(&data[0]), uintptr(len(data)), int32(nEmbd), int32(layerStart), int32(layerEnd))
+	}); err != nil {
+		return err
+	}
+	if rc != 0 {
 		return errorf(CodeInvalid, "control vector", "llama.cpp refused it (code %d)", rc)
 	}
 	return nil

@@ -418,7 +418,13 @@ func (m *Model) RPCErr() error {
 // memory as it was at load (nil without RPC workers).
 func (m *Model) RPCDevices() []Device { return append([]Device(nil), m.rpcDevices...) }
 
-// rpcGuard runs a C call of the model that may reach its workers.
+// rpcGuard runs f, a C call of the model or of one of its contexts that
+// may reach its workers (a decode, a state's save or restore, a change of
+// the KV memory, adapters, control vectors, mtmd's evaluation): every such
+// call goes through it, so that a worker's death returns an error with
+// Code CodeRPC instead of blocking for good. Without workers it costs a
+// length check and f's call; f escapes, so a caller on a hot path keeps
+// its closure out of the local path (see rpcCompute).
 func (m *Model) rpcGuard(op string, f func()) error {
 	if len(m.rpcServers) == 0 {
 		f()
@@ -435,4 +441,19 @@ func (m *Model) rpcGuard(op string, f func()) error {
 		}
 	}
 	return err
+}
+
+// rpcCompute runs call (llama_decode or llama_encode) of c on b under the
+// guard and waits for the result: ggml-rpc computes asynchronously, and
+// waiting keeps a worker's failure inside the guarded call instead of in
+// the next call that reads the outputs. Callers call it only with RPC
+// workers, so that the closure's allocation stays off the local path.
+func (c *Context) rpcCompute(op string, call func(capi.Context, capi.Batch) int32, b *Batch) (int32, error) {
+	var rc int32
+	err := c.model.rpcGuard(op, func() {
+		if rc = call(c.ptr, b.c()); rc == 0 {
+			capi.Synchronize(c.ptr)
+		}
+	})
+	return rc, err
 }

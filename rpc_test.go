@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -229,4 +231,147 @@ func TestRPCSharedWorker(t *testing.T) {
 	devs, err := llama.AddRPCServer(context.Background(), w.Addr)
 	require.NoError(t, err, "listing a worker a loaded model holds")
 	assert.Len(t, devs, 1)
+}
+
+// deadWorkerCall is a call of a model on one RPC worker, made after the
+// worker is killed; prep runs while the worker is up and returns it.
+type deadWorkerCall struct {
+	name string
+	prep func(t *testing.T, m *llama.Model, c *llama.Context) func() error
+}
+
+// testRPCDeadWorkerCalls loads path on a worker of its own for each call,
+// decodes prompt (so that the KV memory lives on the worker), kills the
+// worker and makes the call: it returns an error with Code CodeRPC
+// instead of blocking for good (a minute is the hang guard), the model is
+// failed, and then every guarded call of the model refuses with CodeRPC
+// without reaching the worker.
+func testRPCDeadWorkerCalls(t *testing.T, path string, copts llama.ContextOptions, prompt string, calls []deadWorkerCall) {
+	for _, tc := range calls {
+		t.Run(tc.name, func(t *testing.T) {
+			w := testenv.StartRPCWorker(t)
+			m, err := llama.LoadModel(context.Background(), path, llama.ModelOptions{RPCServers: []string{w.Addr}})
+			require.NoError(t, err)
+			defer m.Close()
+			c, err := m.NewContext(copts)
+			require.NoError(t, err)
+			defer c.Close()
+			toks, err := m.Tokenize(prompt, llama.TokenizeOptions{AddSpecial: true})
+			require.NoError(t, err)
+			b := llama.NewBatch(len(toks), 1)
+			for i, tk := range toks {
+				require.NoError(t, b.Add(tk, i, 0, i == len(toks)-1))
+			}
+			if copts.Embeddings {
+				require.NoError(t, c.Encode(context.Background(), b))
+			} else {
+				require.NoError(t, c.Decode(context.Background(), b))
+			}
+			call := tc.prep(t, m, c)
+			w.Kill()
+
+			requireRPCErr := func(what string, f func() error) {
+				t.Helper()
+				done := make(chan error, 1)
+				go func() { done <- f() }()
+				select {
+				case err := <-done:
+					require.Error(t, err, "%s after the worker died", what)
+					var le *llama.Error
+					require.ErrorAs(t, err, &le, "%s: %v", what, err)
+					assert.Equal(t, llama.CodeRPC, le.Code, "%s: %v", what, err)
+				case <-time.After(time.Minute):
+					t.Fatalf("%s hangs on a dead worker", what)
+				}
+			}
+			requireRPCErr(tc.name, call)
+			require.ErrorIs(t, m.RPCErr(), llama.ErrRPC, "the model is failed")
+
+			// The failed model's guarded calls refuse without reaching the worker.
+			mem := c.Memory()
+			for _, f := range []struct {
+				name string
+				call func() error
+			}{
+				{"State", func() error { _, err := c.State(); return err }},
+				{"SetState", func() error { return c.SetState([]byte{0}) }},
+				{"SeqState", func() error { _, err := c.SeqState(0); return err }},
+				{"SetSeqState", func() error { return c.SetSeqState(0, []byte{0}) }},
+				{"SaveStateFile", func() error { return c.SaveStateFile(filepath.Join(t.TempDir(), "s"), toks) }},
+				{"SaveSeqFile", func() error { _, err := c.SaveSeqFile(filepath.Join(t.TempDir(), "s"), 0, toks); return err }},
+				{"SetAdapters", func() error { return c.SetAdapters(nil) }},
+				{"SetControlVector", func() error { return c.SetControlVector(nil, 0, 0) }},
+				{"Memory.Clear", mem.Clear},
+				{"Memory.Remove", func() error { _, err := mem.Remove(0, 0, -1); return err }},
+				{"Memory.Keep", func() error { return mem.Keep(0) }},
+				{"Encode", func() error { return c.Encode(context.Background(), b) }},
+				{"Decode", func() error { return c.Decode(context.Background(), b) }},
+			} {
+				requireRPCErr(f.name+" on the failed model", f.call)
+			}
+		})
+	}
+}
+
+// TestRPCDeadWorkerCalls covers the calls of a context besides decoding
+// that reach the workers' memory: a worker killed before them makes each
+// return an error with Code CodeRPC (ggml-rpc would have parked it for
+// good, the call waiting on it forever).
+func TestRPCDeadWorkerCalls(t *testing.T) {
+	path := testenv.Model(t, "stories260K.gguf")
+	f, err := gguf.Open(path)
+	require.NoError(t, err)
+	lora := filepath.Join(t.TempDir(), "lora.gguf")
+	require.NoError(t, gguf.WriteLoRA(lora, f, nil, 4, 8, 1, 1))
+	calls := []deadWorkerCall{
+		{"State", func(_ *testing.T, _ *llama.Model, c *llama.Context) func() error {
+			return func() error { _, err := c.State(); return err }
+		}},
+		{"SetState", func(t *testing.T, _ *llama.Model, c *llama.Context) func() error {
+			s, err := c.State()
+			require.NoError(t, err)
+			return func() error { return c.SetState(s) }
+		}},
+		{"SeqState", func(_ *testing.T, _ *llama.Model, c *llama.Context) func() error {
+			return func() error { _, err := c.SeqState(0); return err }
+		}},
+		{"SetSeqState", func(t *testing.T, _ *llama.Model, c *llama.Context) func() error {
+			s, err := c.SeqState(0)
+			require.NoError(t, err)
+			return func() error { return c.SetSeqState(1, s) }
+		}},
+		{"SaveStateFile", func(t *testing.T, _ *llama.Model, c *llama.Context) func() error {
+			p := filepath.Join(t.TempDir(), "state")
+			return func() error { return c.SaveStateFile(p, nil) }
+		}},
+		{"LoadStateFile", func(t *testing.T, _ *llama.Model, c *llama.Context) func() error {
+			p := filepath.Join(t.TempDir(), "state")
+			require.NoError(t, c.SaveStateFile(p, nil))
+			return func() error { _, err := c.LoadStateFile(p); return err }
+		}},
+		{"SaveSeqFile", func(t *testing.T, _ *llama.Model, c *llama.Context) func() error {
+			p := filepath.Join(t.TempDir(), "seq")
+			return func() error { _, err := c.SaveSeqFile(p, 0, nil); return err }
+		}},
+		{"LoadSeqFile", func(t *testing.T, _ *llama.Model, c *llama.Context) func() error {
+			p := filepath.Join(t.TempDir(), "seq")
+			_, err := c.SaveSeqFile(p, 0, nil)
+			require.NoError(t, err)
+			return func() error { _, err := c.LoadSeqFile(p, 1); return err }
+		}},
+		{"SetControlVector", func(_ *testing.T, m *llama.Model, c *llama.Context) func() error {
+			cv := make([]float32, 64*4)
+			for i := range cv {
+				cv[i] = 0.5
+			}
+			return func() error { return c.SetControlVector(cv, 1, 4) }
+		}},
+		{"LoadAdapter", func(_ *testing.T, m *llama.Model, _ *llama.Context) func() error {
+			return func() error { _, err := m.LoadAdapter(lora); return err }
+		}},
+		{"Memory.Clear", func(_ *testing.T, _ *llama.Model, c *llama.Context) func() error {
+			return c.Memory().Clear
+		}},
+	}
+	testRPCDeadWorkerCalls(t, path, llama.ContextOptions{ContextSize: 256, Sequences: 2, Threads: 1}, "Once upon a time", calls)
 }
