@@ -661,6 +661,15 @@ func (c *Context) encode(ctx context.Context, b *Batch) error {
 		return err
 	}
 	defer c.mu.Unlock()
+	// llama.cpp encodes through a graph without memory: a model that has
+	// neither an encoder nor a memory-less context (BERT-like) fails to
+	// build it, and llama_encode then reads the missing result and crashes.
+	if c.mem != 0 && !capi.ModelHasEncoder(c.model.ptr) {
+		if e := c.model.rpcErr.Load(); e != nil {
+			return &Error{Code: CodeRPC, Op: "encode", Msg: e.Msg}
+		}
+		return errorf(CodeInvalid, "encode", "the model has no encoder: use Decode")
+	}
 	if err := c.check("encode", b, c.nUBatch); err != nil {
 		return err
 	}

@@ -350,3 +350,22 @@ func TestMisuseNil(t *testing.T) {
 		})
 	})
 }
+
+// TestMisuseEncodeDecoderOnly: Encode on a model with neither an encoder
+// nor a memory-less context (a decoder-only model, even with embeddings
+// on) is an ErrInvalid; llama_encode would read a graph result it failed
+// to build and crash the process.
+func TestMisuseEncodeDecoderOnly(t *testing.T) {
+	m := loadStories(t)
+	for _, emb := range []bool{false, true} {
+		c, err := m.NewContext(llama.ContextOptions{ContextSize: 128, Embeddings: emb})
+		require.NoError(t, err)
+		toks, err := m.Tokenize("Once upon a time", llama.TokenizeOptions{AddSpecial: true})
+		require.NoError(t, err)
+		b := llama.NewBatch(len(toks), 1)
+		require.NoError(t, b.AddSequence(toks, 0, 0, true))
+		assert.ErrorIs(t, c.Encode(context.Background(), b), llama.ErrInvalid, "embeddings %v", emb)
+		require.NoError(t, c.Decode(context.Background(), b), "the context decodes after the refused encode")
+		require.NoError(t, c.Close())
+	}
+}
