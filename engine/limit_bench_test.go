@@ -19,7 +19,8 @@ import (
 
 // BenchmarkLimitEngine is BenchmarkLimitThroughput without HTTP: the
 // engine's Submit directly (1, 8 and 16 clients, 128 tokens each, slots
-// max(8, clients)) against the same bare decode, on the 125M model. The
+// max(8, clients)) against the same bare decode, on the 125M model
+// ($LLAMA_BENCH_MODEL: benchlimit.Model). The
 // gap between its ratio and 1 is the engine's time between decodes
 // (sampling, bookkeeping; loop-share measures that part alone) and what
 // its clients take from the decode's cores; the gap between it and the
@@ -28,14 +29,14 @@ import (
 // two parts run one after the other.
 func BenchmarkLimitEngine(b *testing.B) {
 	const nGen = 128
-	path := benchlimit.Model125M(b)
+	name, path := benchlimit.Model(b, "125M-Q8_0")
 	m, err := llama.LoadModel(context.Background(), path, llama.ModelOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { m.Close() })
 	for _, clients := range []int{1, 8, 16} {
-		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+		b.Run(fmt.Sprintf("model=%s/clients=%d", name, clients), func(b *testing.B) {
 			parallel := max(8, clients)
 			e, err := New(m, Options{Parallel: parallel, CtxSize: parallel * 512,
 				Threads: benchlimit.Threads(), ThreadsBatch: benchlimit.Threads(), SampleThreads: benchlimit.SampleThreads()})
@@ -93,13 +94,14 @@ func BenchmarkLimitEngine(b *testing.B) {
 // BenchmarkLimitSampling splits one continuous-batching step of 8 slots on
 // the 125M model into its two parts: the decode of the 8-token batch and
 // the sampling of the 8 rows one after another with the server's default
-// chain (32k-vocabulary candidate lists: top-k, typical, top-p, min-p,
+// chain (on the 125M model, or $LLAMA_BENCH_MODEL: top-k, top-p, min-p,
 // temperature, dist), each slot with its own chain, as the engine does. It
 // reports both per step and the share of sampling, the most that sampling
 // the slots in parallel could win.
 func BenchmarkLimitSampling(b *testing.B) {
 	const n = 8
-	d := benchlimit.NewDecoder(b, benchlimit.Model125M(b), n, n*512, 2048)
+	_, path := benchlimit.Model(b, "125M-Q8_0")
+	d := benchlimit.NewDecoder(b, path, n, n*512, 2048)
 	eng, err := New(d.M, Options{Parallel: 1, CtxSize: 512, Threads: 1})
 	if err != nil {
 		b.Fatal(err)
