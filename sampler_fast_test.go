@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
+	"github.com/x/llama/sampling"
 )
 
 // tinyRandom loads llama-2-tiny-random (a 32,000-token vocabulary).
@@ -98,6 +99,17 @@ func TestTopKMatchesLlama(t *testing.T) {
 // server's default chain, with a logit bias before it, with k = 1, and
 // after Clone.
 func TestSampleFastPath(t *testing.T) {
+	checkFastPath(t, []namedModel{{"stories260K", stories(t)}, {"tiny-random", tinyRandom(t)}})
+}
+
+// namedModel is a model of a table test.
+type namedModel struct {
+	name string
+	m    *llama.Model
+}
+
+// checkFastPath is TestSampleFastPath on models.
+func checkFastPath(t *testing.T, models []namedModel) {
 	chains := []struct {
 		name     string
 		samplers func(m *llama.Model) []llama.Sampler
@@ -106,6 +118,18 @@ func TestSampleFastPath(t *testing.T) {
 		{"default", func(*llama.Model) []llama.Sampler {
 			return []llama.Sampler{llama.TopK(40), llama.TopP(0.95, 0), llama.MinP(0.05, 0), llama.TempExt(0.8, 0, 1), llama.Dist(7)}
 		}, true},
+		// llama-server's defaults as the engine builds them: the neutral
+		// penalties and DRY stay out of the chain, which starts with the
+		// ignore_eos bias and the top-k.
+		{"server defaults, ignore_eos", func(m *llama.Model) []llama.Sampler {
+			p := sampling.Defaults()
+			p.Seed, p.IgnoreEOS = 5, true
+			ss, _ := p.Chain(sampling.Env{NCtx: 256, EOG: []llama.Token{m.SpecialTokens().EOS}})
+			return ss
+		}, true},
+		{"penalties first: C path", func(*llama.Model) []llama.Sampler {
+			return []llama.Sampler{llama.Penalties(64, 1.1, 0, 0), llama.TopK(40), llama.Dist(7)}
+		}, false},
 		{"bias first", func(m *llama.Model) []llama.Sampler {
 			bias := map[llama.Token]float32{m.SpecialTokens().EOS: float32(math.Inf(-1)), 300: 2, 301: 2}
 			return []llama.Sampler{llama.LogitBias(bias), llama.TopK(20), llama.Temp(1.5), llama.Dist(9)}
@@ -119,10 +143,7 @@ func TestSampleFastPath(t *testing.T) {
 			return []llama.Sampler{llama.Temp(0.9), llama.TopK(40), llama.Dist(5)}
 		}, false},
 	}
-	for _, md := range []struct {
-		name string
-		m    *llama.Model
-	}{{"stories260K", stories(t)}, {"tiny-random", tinyRandom(t)}} {
+	for _, md := range models {
 		ctx := newCtx(t, md.m, llama.ContextOptions{ContextSize: 256})
 		for _, ch := range chains {
 			t.Run(md.name+"/"+ch.name, func(t *testing.T) {
