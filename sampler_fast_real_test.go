@@ -3,12 +3,8 @@
 package llama_test
 
 import (
-	"context"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
-	"github.com/x/llama"
 	"github.com/x/llama/internal/testenv"
 )
 
@@ -16,8 +12,5 @@ import (
 // 262,144-token rows: the fast path's top-k and llama.cpp's must agree on
 // a vocabulary eight times larger, with a trained model's logits.
 func TestSampleFastPathGemma(t *testing.T) {
-	m, err := llama.LoadModel(context.Background(), testenv.RealModel(t, "gemma3-270m"), llama.ModelOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { m.Close() })
-	checkFastPath(t, []namedModel{{"gemma3-270m", m}})
+	checkFastPath(t, []namedModel{{"gemma3-270m", loadModelPath(t, testenv.RealModel(t, "gemma3-270m"))}})
 }

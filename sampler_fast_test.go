@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
+	"github.com/x/llama/internal/benchlimit"
 	"github.com/x/llama/sampling"
 )
 
@@ -195,11 +197,16 @@ func checkFastPath(t *testing.T, models []namedModel) {
 }
 
 // BenchmarkSampleTopK is one Sample of the server's default chain (top-k
-// 40, top-p, min-p, temperature, dist) over a 32,000-token vocabulary,
-// through the fast path and through llama_sampler_sample (a chain that
-// collects timings takes it), from the same logits.
+// 40, top-p, min-p, temperature, dist) over a 32,000-token vocabulary
+// ($LLAMA_BENCH_MODEL=gemma3-270m: Gemma 3 270M's 262,144), through the
+// fast path and through llama_sampler_sample (a chain that collects
+// timings takes it), from the same logits, with its allocations.
 func BenchmarkSampleTopK(b *testing.B) {
 	m := tinyRandom(b)
+	if os.Getenv("LLAMA_BENCH_MODEL") != "" {
+		_, path := benchlimit.Model(b, "")
+		m = loadModelPath(b, path)
+	}
 	ctx := newCtx(b, m, llama.ContextOptions{ContextSize: 64})
 	batch := llama.NewBatch(1, 1)
 	require.NoError(b, batch.Add(m.SpecialTokens().BOS, 0, 0, true))
@@ -213,6 +220,7 @@ func BenchmarkSampleTopK(b *testing.B) {
 				llama.TopK(40), llama.TopP(0.95, 0), llama.MinP(0.05, 0), llama.TempExt(0.8, 0, 1), llama.Dist(1))
 			require.NoError(b, err)
 			defer c.Close()
+			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := c.Sample(ctx, 0); err != nil {
 					b.Fatal(err)
@@ -220,4 +228,13 @@ func BenchmarkSampleTopK(b *testing.B) {
 			}
 		})
 	}
+}
+
+// loadModelPath loads the model at path for this test alone.
+func loadModelPath(t testing.TB, path string) *llama.Model {
+	t.Helper()
+	m, err := llama.LoadModel(context.Background(), path, llama.ModelOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() })
+	return m
 }
