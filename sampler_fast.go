@@ -1,6 +1,7 @@
 package llama
 
 import (
+	"math"
 	"runtime"
 	"slices"
 	"unsafe"
@@ -42,6 +43,14 @@ type fastTopK struct {
 	bias []capi.LogitBias // sorted by token, one entry per token
 	rest []capi.Sampler   // the chain's samplers after the top-k
 	heap []TokenData      // reused between calls
+	// whole: the k candidates go through the whole chain in one call
+	// rather than through each sampler after the top-k (one call across
+	// purego rather than several, each of which allocates). It gives the
+	// same result when the bias is empty or bans only (-Inf): the top-k
+	// keeps a sorted array of k as it is, and x-Inf-Inf is x-Inf for
+	// every float x.
+	whole bool
+	arr   capi.TokenDataArray // reused between calls: passed to C, it would escape
 }
 
 // planFastTopK returns the fast plan of a chain built from specs, or nil
@@ -65,6 +74,12 @@ func planFastTopK(m *Model, specs []Sampler) *fastTopK {
 	}
 	p.k, p.at = tk.k, i
 	p.heap = make([]TokenData, 0, tk.k)
+	p.whole = true
+	for _, b := range p.bias {
+		if !math.IsInf(float64(b.Bias), -1) {
+			p.whole = false
+		}
+	}
 	return p
 }
 
@@ -93,7 +108,7 @@ func (p *fastTopK) clone(chain capi.Sampler) *fastTopK {
 	if p == nil {
 		return nil
 	}
-	q := &fastTopK{k: p.k, at: p.at, bias: p.bias, heap: make([]TokenData, 0, p.k)}
+	q := &fastTopK{k: p.k, at: p.at, bias: p.bias, heap: make([]TokenData, 0, p.k), whole: p.whole}
 	q.bind(chain)
 	return q
 }
@@ -103,9 +118,14 @@ func (p *fastTopK) clone(chain capi.Sampler) *fastTopK {
 func (p *fastTopK) sample(chain capi.Sampler, logits []float32) (Token, bool) {
 	h := selectTopK(p.heap[:0], logits, p.bias, p.k)
 	p.heap = h
-	arr := capi.TokenDataArray{Data: unsafe.Pointer(&h[0]), Size: uintptr(len(h)), Selected: -1, Sorted: true}
-	for _, s := range p.rest {
-		capi.SamplerApply(s, &arr)
+	p.arr = capi.TokenDataArray{Data: unsafe.Pointer(&h[0]), Size: uintptr(len(h)), Selected: -1, Sorted: true}
+	arr := &p.arr
+	if p.whole {
+		capi.SamplerApply(chain, arr)
+	} else {
+		for _, s := range p.rest {
+			capi.SamplerApply(s, arr)
+		}
 	}
 	runtime.KeepAlive(h)
 	if arr.Selected < 0 || uintptr(arr.Selected) >= arr.Size {

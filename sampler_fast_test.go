@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
+	"github.com/x/llama/internal/benchlimit"
+	"github.com/x/llama/sampling"
 )
 
 // tinyRandom loads llama-2-tiny-random (a 32,000-token vocabulary).
@@ -98,6 +101,17 @@ func TestTopKMatchesLlama(t *testing.T) {
 // server's default chain, with a logit bias before it, with k = 1, and
 // after Clone.
 func TestSampleFastPath(t *testing.T) {
+	checkFastPath(t, []namedModel{{"stories260K", stories(t)}, {"tiny-random", tinyRandom(t)}})
+}
+
+// namedModel is a model of a table test.
+type namedModel struct {
+	name string
+	m    *llama.Model
+}
+
+// checkFastPath is TestSampleFastPath on models.
+func checkFastPath(t *testing.T, models []namedModel) {
 	chains := []struct {
 		name     string
 		samplers func(m *llama.Model) []llama.Sampler
@@ -106,6 +120,18 @@ func TestSampleFastPath(t *testing.T) {
 		{"default", func(*llama.Model) []llama.Sampler {
 			return []llama.Sampler{llama.TopK(40), llama.TopP(0.95, 0), llama.MinP(0.05, 0), llama.TempExt(0.8, 0, 1), llama.Dist(7)}
 		}, true},
+		// llama-server's defaults as the engine builds them: the neutral
+		// penalties and DRY stay out of the chain, which starts with the
+		// ignore_eos bias and the top-k.
+		{"server defaults, ignore_eos", func(m *llama.Model) []llama.Sampler {
+			p := sampling.Defaults()
+			p.Seed, p.IgnoreEOS = 5, true
+			ss, _ := p.Chain(sampling.Env{NCtx: 256, EOG: []llama.Token{m.SpecialTokens().EOS}})
+			return ss
+		}, true},
+		{"penalties first: C path", func(*llama.Model) []llama.Sampler {
+			return []llama.Sampler{llama.Penalties(64, 1.1, 0, 0), llama.TopK(40), llama.Dist(7)}
+		}, false},
 		{"bias first", func(m *llama.Model) []llama.Sampler {
 			bias := map[llama.Token]float32{m.SpecialTokens().EOS: float32(math.Inf(-1)), 300: 2, 301: 2}
 			return []llama.Sampler{llama.LogitBias(bias), llama.TopK(20), llama.Temp(1.5), llama.Dist(9)}
@@ -119,10 +145,7 @@ func TestSampleFastPath(t *testing.T) {
 			return []llama.Sampler{llama.Temp(0.9), llama.TopK(40), llama.Dist(5)}
 		}, false},
 	}
-	for _, md := range []struct {
-		name string
-		m    *llama.Model
-	}{{"stories260K", stories(t)}, {"tiny-random", tinyRandom(t)}} {
+	for _, md := range models {
 		ctx := newCtx(t, md.m, llama.ContextOptions{ContextSize: 256})
 		for _, ch := range chains {
 			t.Run(md.name+"/"+ch.name, func(t *testing.T) {
@@ -174,11 +197,16 @@ func TestSampleFastPath(t *testing.T) {
 }
 
 // BenchmarkSampleTopK is one Sample of the server's default chain (top-k
-// 40, top-p, min-p, temperature, dist) over a 32,000-token vocabulary,
-// through the fast path and through llama_sampler_sample (a chain that
-// collects timings takes it), from the same logits.
+// 40, top-p, min-p, temperature, dist) over a 32,000-token vocabulary
+// ($LLAMA_BENCH_MODEL=gemma3-270m: Gemma 3 270M's 262,144), through the
+// fast path and through llama_sampler_sample (a chain that collects
+// timings takes it), from the same logits, with its allocations.
 func BenchmarkSampleTopK(b *testing.B) {
 	m := tinyRandom(b)
+	if os.Getenv("LLAMA_BENCH_MODEL") != "" {
+		_, path := benchlimit.Model(b, "")
+		m = loadModelPath(b, path)
+	}
 	ctx := newCtx(b, m, llama.ContextOptions{ContextSize: 64})
 	batch := llama.NewBatch(1, 1)
 	require.NoError(b, batch.Add(m.SpecialTokens().BOS, 0, 0, true))
@@ -192,6 +220,7 @@ func BenchmarkSampleTopK(b *testing.B) {
 				llama.TopK(40), llama.TopP(0.95, 0), llama.MinP(0.05, 0), llama.TempExt(0.8, 0, 1), llama.Dist(1))
 			require.NoError(b, err)
 			defer c.Close()
+			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := c.Sample(ctx, 0); err != nil {
 					b.Fatal(err)
@@ -199,4 +228,13 @@ func BenchmarkSampleTopK(b *testing.B) {
 			}
 		})
 	}
+}
+
+// loadModelPath loads the model at path for this test alone.
+func loadModelPath(t testing.TB, path string) *llama.Model {
+	t.Helper()
+	m, err := llama.LoadModel(context.Background(), path, llama.ModelOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() })
+	return m
 }

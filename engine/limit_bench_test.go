@@ -19,7 +19,8 @@ import (
 
 // BenchmarkLimitEngine is BenchmarkLimitThroughput without HTTP: the
 // engine's Submit directly (1, 8 and 16 clients, 128 tokens each, slots
-// max(8, clients)) against the same bare decode, on the 125M model. The
+// max(8, clients)) against the same bare decode, on the 125M model
+// ($LLAMA_BENCH_MODEL: benchlimit.Model). The
 // gap between its ratio and 1 is the engine's time between decodes
 // (sampling, bookkeeping; loop-share measures that part alone) and what
 // its clients take from the decode's cores; the gap between it and the
@@ -28,14 +29,14 @@ import (
 // two parts run one after the other.
 func BenchmarkLimitEngine(b *testing.B) {
 	const nGen = 128
-	path := benchlimit.Model125M(b)
+	name, path := benchlimit.Model(b, "125M-Q8_0")
 	m, err := llama.LoadModel(context.Background(), path, llama.ModelOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { m.Close() })
 	for _, clients := range []int{1, 8, 16} {
-		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+		b.Run(fmt.Sprintf("model=%s/clients=%d", name, clients), func(b *testing.B) {
 			parallel := max(8, clients)
 			e, err := New(m, Options{Parallel: parallel, Context: llama.ContextOptions{ContextSize: parallel * 512, Threads: benchlimit.Threads(), ThreadsBatch: benchlimit.Threads()},
 				SampleThreads: benchlimit.SampleThreads()})
@@ -90,54 +91,77 @@ func BenchmarkLimitEngine(b *testing.B) {
 	}
 }
 
-// BenchmarkLimitSampling splits one continuous-batching step of 8 slots on
-// the 125M model into its two parts: the decode of the 8-token batch and
-// the sampling of the 8 rows one after another with the server's default
-// chain (32k-vocabulary candidate lists: top-k, typical, top-p, min-p,
-// temperature, dist), each slot with its own chain, as the engine does. It
-// reports both per step and the share of sampling, the most that sampling
-// the slots in parallel could win.
+// BenchmarkLimitSampling splits one continuous-batching step of 8 slots
+// into its two parts: the decode of the 8-token batch and the sampling of
+// the 8 rows with the server's default chain (top-k 40, top-p, min-p,
+// temperature, dist), each slot with its own chain, as the engine does:
+// one after another (workers=1) or through Context.SampleParallel on 2
+// goroutines (workers=2, the engine's SampleThreads). It reports both per
+// step, the share of sampling (the most that sampling in parallel could
+// win), and the allocations of a step. On the 125M model (32k
+// vocabulary), or $LLAMA_BENCH_MODEL (benchlimit.Model).
 func BenchmarkLimitSampling(b *testing.B) {
 	const n = 8
-	d := benchlimit.NewDecoder(b, benchlimit.Model125M(b), n, n*512, 2048)
+	name, path := benchlimit.Model(b, "125M-Q8_0")
+	d := benchlimit.NewDecoder(b, path, n, n*512, 2048)
 	eng, err := New(d.M, Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: 512, Threads: 1}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer eng.Close()
-	chains := make([]*llama.SamplerChain, n)
-	for i := range chains {
-		p := sampling.Defaults()
-		p.Seed = uint32(i)
-		c, _, _, err := eng.newSampler(&p, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		chains[i] = c
-	}
-	var dec, smp time.Duration
-	pos := 0
-	for b.Loop() {
-		if pos == 0 {
-			if err := d.C.Memory().Clear(); err != nil {
-				b.Fatal(err)
+	for _, workers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("model=%s/workers=%d", name, workers), func(b *testing.B) {
+			chains := make([]*llama.SamplerChain, n)
+			jobs := make([]llama.SampleJob, n)
+			for i := range chains {
+				p := sampling.Defaults()
+				p.Seed = uint32(i)
+				c, _, _, err := eng.newSampler(&p, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				chains[i] = c
 			}
-		}
-		dec += d.Step(b, n, pos)
-		mid := time.Now()
-		for s, c := range chains {
-			if _, err := c.Sample(d.C, s); err != nil {
-				b.Fatal(err)
+			var dec, smp time.Duration
+			pos := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				if pos == 0 {
+					if err := d.C.Memory().Clear(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				dec += d.Step(b, n, pos)
+				mid := time.Now()
+				if workers == 1 {
+					for s, c := range chains {
+						if _, err := c.Sample(d.C, s); err != nil {
+							b.Fatal(err)
+						}
+					}
+				} else {
+					for s, c := range chains {
+						jobs[s] = llama.SampleJob{Chain: c, Index: s}
+					}
+					if err := d.C.SampleParallel(jobs, workers); err != nil {
+						b.Fatal(err)
+					}
+					for _, j := range jobs {
+						if j.Err != nil {
+							b.Fatal(j.Err)
+						}
+					}
+				}
+				smp += time.Since(mid)
+				pos = (pos + 1) % 128
 			}
-		}
-		smp += time.Since(mid)
-		pos = (pos + 1) % 128
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(float64(dec)/float64(b.N)/1e6, "decode-ms/step")
+			b.ReportMetric(float64(smp)/float64(b.N)/1e6, "sample-ms/step")
+			b.ReportMetric(float64(smp)/float64(dec+smp), "sample-share")
+		})
 	}
-	b.ReportMetric(0, "ns/op")
-	b.ReportMetric(float64(dec)/float64(b.N)/1e6, "decode-ms/step")
-	b.ReportMetric(float64(smp)/float64(b.N)/1e6, "sample-ms/step")
-	b.ReportMetric(float64(smp)/float64(dec+smp), "sample-share")
 }
 
 // BenchmarkCopyPrefix measures the time to the first token of a request

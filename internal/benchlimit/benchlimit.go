@@ -48,6 +48,28 @@ func SampleThreads() int {
 	return n
 }
 
+// Model is the model the benchmarks that take a model switch run on:
+// $LLAMA_BENCH_MODEL, one of "gemma3-270m" (Gemma 3 270M, Q4_K_M, a
+// 262,144-token vocabulary), "stories260K" and "125M-Q8_0" (the random
+// 125M llama); def when it is unset. It returns the model's name and path.
+func Model(b testing.TB, def string) (name, path string) {
+	b.Helper()
+	name = os.Getenv("LLAMA_BENCH_MODEL")
+	if name == "" {
+		name = def
+	}
+	switch name {
+	case "gemma3-270m":
+		return name, testenv.RealModel(b, name)
+	case "stories260K":
+		return name, testenv.Model(b, "stories260K.gguf")
+	case "125M-Q8_0":
+		return name, Model125M(b)
+	}
+	b.Fatalf("LLAMA_BENCH_MODEL=%q: want gemma3-270m, stories260K or 125M-Q8_0", name)
+	return "", ""
+}
+
 // Model125M returns the path of the 125M benchmark model (Q8_0).
 func Model125M(b testing.TB) string {
 	b.Helper()
@@ -319,17 +341,25 @@ func (d *Decoder) Prefill(b testing.TB, seq, pos int, toks []llama.Token) time.D
 // minutes at most. It returns the server's URL and the function that stops
 // it (an interrupt, then a kill after 10 s).
 func StartServer(bin, model string, parallel int) (url string, stop func(), err error) {
+	url, _, stop, err = StartServerArgs(bin, model, parallel)
+	return url, stop, err
+}
+
+// StartServerArgs is StartServer with extra flags after the common ones;
+// it also returns the server's process id.
+func StartServerArgs(bin, model string, parallel int, extra ...string) (url string, pid int, stop func(), err error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	th := strconv.Itoa(Threads())
-	cmd := exec.Command(bin, "-m", model, "-t", th, "-tb", th, "-np", strconv.Itoa(parallel),
-		"-c", strconv.Itoa(512*parallel), "--host", "127.0.0.1", "--port", strconv.Itoa(port))
+	args := append([]string{"-m", model, "-t", th, "-tb", th, "-np", strconv.Itoa(parallel),
+		"-c", strconv.Itoa(512 * parallel), "--host", "127.0.0.1", "--port", strconv.Itoa(port)}, extra...)
+	cmd := exec.Command(bin, args...)
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	stop = func() {
 		_ = cmd.Process.Signal(os.Interrupt)
@@ -347,12 +377,12 @@ func StartServer(bin, model string, parallel int) (url string, stop func(), err 
 		if resp, err := http.Get(url + "/health"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return url, stop, nil
+				return url, cmd.Process.Pid, stop, nil
 			}
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return "", nil, fmt.Errorf("%s not healthy after 3 minutes", bin)
+			return "", 0, nil, fmt.Errorf("%s not healthy after 3 minutes", bin)
 		}
 	}
 }
