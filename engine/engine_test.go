@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -830,7 +831,10 @@ func TestEngineThreads(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 256, Threads: tc.threads, ThreadsBatch: tc.threadsBatch}})
-			n, nb := e.lctx.Threads()
+			// The loop may hold the context (idling it) at the moment
+			// Threads asks, which then answers 0, 0: ask again.
+			var n, nb int
+			require.Eventually(t, func() bool { n, nb = e.lctx.Threads(); return n != 0 }, time.Minute, time.Millisecond)
 			assert.Equal(t, tc.wantN, n)
 			assert.Equal(t, tc.wantBatch, nb)
 		})

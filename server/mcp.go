@@ -280,9 +280,11 @@ type mcpTransport struct {
 	stdout *os.File
 	stderr *os.File
 
-	msgs   chan []byte   // lines read from stdout
-	queued atomic.Int64  // bytes in msgs
-	exited chan struct{} // closed when the process exited or the transport closed
+	msgs    chan []byte   // lines read from stdout, but the awaited reply
+	queued  atomic.Int64  // bytes in msgs
+	waitID  atomic.Int64  // the id of the request awaiting its reply, or -1
+	replies chan []byte   // the awaited reply, never dropped (one call at a time)
+	exited  chan struct{} // closed when the process exited or the transport closed
 
 	callMu      chan struct{} // held (full) for a whole call: one request at a time
 	nextID      int64
@@ -339,8 +341,9 @@ func startMCPTransport(c *mcpServerConfig, log *slog.Logger) (*mcpTransport, err
 	}
 	t := &mcpTransport{
 		cfg: c, log: log, cmd: cmd, stdin: inW, stdout: outR, stderr: errR, nextID: 1,
-		msgs: make(chan []byte, mcpQueue), exited: make(chan struct{}), callMu: make(chan struct{}, 1),
+		msgs: make(chan []byte, mcpQueue), replies: make(chan []byte, 1), exited: make(chan struct{}), callMu: make(chan struct{}, 1),
 	}
+	t.waitID.Store(-1)
 	go func() {
 		_ = cmd.Wait()
 		t.markExited()
@@ -373,6 +376,12 @@ func (t *mcpTransport) readLoop() {
 			line := strings.TrimSuffix(sc.Text(), "\r")
 			if strings.TrimSpace(line) == "" {
 				continue
+			}
+			if id := t.waitID.Load(); id >= 0 {
+				if _, _, ok := matchReply([]byte(line), id); ok && t.waitID.CompareAndSwap(id, -1) {
+					t.replies <- []byte(line)
+					continue
+				}
 			}
 			t.enqueue([]byte(line))
 		}
@@ -496,6 +505,24 @@ func (t *mcpTransport) send(ctx context.Context, method string, params any, noti
 	if err != nil {
 		return nil, &rpcError{"encode request: " + err.Error()}
 	}
+	if !notify {
+		// What came before this request is stale: a reply routed after an
+		// earlier call gave up, notifications, late replies.
+		select {
+		case <-t.replies:
+		default:
+		}
+		for drained := false; !drained; {
+			select {
+			case line := <-t.msgs:
+				t.queued.Add(-int64(len(line)))
+			default:
+				drained = true
+			}
+		}
+		t.waitID.Store(id)
+		defer t.waitID.Store(-1)
+	}
 	deadline := time.Now().Add(t.cfg.timeout)
 	_ = t.stdin.SetWriteDeadline(deadline)
 	if _, err := t.stdin.Write(append(b, '\n')); err != nil {
@@ -508,6 +535,9 @@ func (t *mcpTransport) send(ctx context.Context, method string, params any, noti
 	defer timer.Stop()
 	for {
 		select {
+		case line := <-t.replies:
+			res, err, _ := matchReply(line, id)
+			return res, err
 		case line := <-t.msgs:
 			t.queued.Add(-int64(len(line)))
 			if res, err, ok := matchReply(line, id); ok {
@@ -521,6 +551,9 @@ func (t *mcpTransport) send(ctx context.Context, method string, params any, noti
 			// The reply may have come just before the exit.
 			for {
 				select {
+				case line := <-t.replies:
+					res, err, _ := matchReply(line, id)
+					return res, err
 				case line := <-t.msgs:
 					t.queued.Add(-int64(len(line)))
 					if res, err, ok := matchReply(line, id); ok {
@@ -535,10 +568,9 @@ func (t *mcpTransport) send(ctx context.Context, method string, params any, noti
 	}
 }
 
-// enqueue adds line to msgs. When the queue is full (mcpQueue messages or
-// mcpQueueBytes bytes) the oldest messages are dropped, never the new one:
-// those nobody waited for are notifications and late replies, and the
-// newest line may be the reply a call is waiting for.
+// enqueue adds line to msgs: a notification, a late reply, or a server's
+// request (the awaited reply goes to replies instead). When the queue is
+// full (mcpQueue messages or mcpQueueBytes bytes) the oldest are dropped.
 func (t *mcpTransport) enqueue(line []byte) {
 	if len(line) > mcpQueueBytes {
 		t.log.Warn("MCP server: dropping an oversized message", "server", t.cfg.name)
