@@ -110,19 +110,7 @@ func Normalize(v any) any {
 
 // NormalizedJSON is data normalized, indented or on one line.
 func NormalizedJSON(data []byte, indent bool) (string, error) {
-	var v any
-	if err := json.Unmarshal(data, &v); err != nil {
-		return "", fmt.Errorf("%w: %s", err, data)
-	}
-	v = Normalize(v)
-	var out []byte
-	var err error
-	if indent {
-		out, err = json.MarshalIndent(v, "", "  ")
-	} else {
-		out, err = json.Marshal(v)
-	}
-	return string(out), err
+	return rewriteJSON(string(data), Normalize, indent)
 }
 
 // Transcript posts body to base+path and writes the exchange as text: the
