@@ -512,14 +512,7 @@ func (t *mcpTransport) send(ctx context.Context, method string, params any, noti
 		case <-t.replies:
 		default:
 		}
-		for drained := false; !drained; {
-			select {
-			case line := <-t.msgs:
-				t.queued.Add(-int64(len(line)))
-			default:
-				drained = true
-			}
-		}
+		t.drain()
 		t.waitID.Store(id)
 		defer t.waitID.Store(-1)
 	}
@@ -536,6 +529,9 @@ func (t *mcpTransport) send(ctx context.Context, method string, params any, noti
 	for {
 		select {
 		case line := <-t.replies:
+			// The server wrote what is still queued before this reply
+			// (it reads its stdout in order): nothing will read it now.
+			t.drain()
 			res, err, _ := matchReply(line, id)
 			return res, err
 		case line := <-t.msgs:
@@ -564,6 +560,18 @@ func (t *mcpTransport) send(ctx context.Context, method string, params any, noti
 				}
 				return nil, &rpcError{"transport closed"}
 			}
+		}
+	}
+}
+
+// drain empties msgs.
+func (t *mcpTransport) drain() {
+	for {
+		select {
+		case line := <-t.msgs:
+			t.queued.Add(-int64(len(line)))
+		default:
+			return
 		}
 	}
 }
