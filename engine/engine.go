@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/x/llama"
@@ -251,6 +252,10 @@ type Engine struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	wake    chan struct{}
+	// expected counts the requests announced by Expect and not yet
+	// submitted (see gather).
+	expected   atomic.Int64
+	gatherWait time.Duration // the loop's: the longest gather holds back
 
 	mu      sync.Mutex
 	closed  bool
@@ -341,7 +346,7 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	e := &Engine{
 		model: m, opts: o, lctx: lctx, embedding: embedding, queueSize: o.QueueSize,
 		pacer: newPrefillPacer(o.PrefillChunk, o.PrefillSlowdown),
-		done:  make(chan struct{}), wake: make(chan struct{}, 1),
+		done:  make(chan struct{}), wake: make(chan struct{}, 1), gatherWait: gatherWait,
 		addBOS: m.SpecialTokens().AddBOS,
 	}
 	e.sampleWorkers = o.SampleThreads
@@ -769,8 +774,58 @@ func (e *Engine) run() {
 			}
 			select {
 			case <-e.wake:
+				e.gather()
 			case <-e.baseCtx.Done():
 			}
+		}
+	}
+}
+
+// gatherWait is the longest an idle engine holds back its first step for
+// the requests Expect announced.
+const gatherWait = 5 * time.Millisecond
+
+// Expect tells the engine that a request is on its way: its caller is
+// reading or preparing one and will Submit it soon. Clients often come
+// together (a page opening several conversations, a batch job, an agent's
+// parallel calls), and their requests reach Submit a few milliseconds
+// apart: an engine with nothing to decode would start the first alone and
+// make the others wait out that whole step. So when an idle engine wakes
+// for a request while others are expected, it waits for them, at most
+// 5 ms, and starts them in one batch. A lone request is never held back:
+// nothing else is expected. An engine already decoding never waits (new
+// requests join its next step).
+//
+// The returned function ends the expectation: call it once the request
+// is submitted, or will not be (calling it again does nothing). Expect is
+// safe for concurrent use. The server calls it for completion, chat,
+// infill and Anthropic messages requests once it has chosen the model,
+// before parsing and tokenizing the rest.
+func (e *Engine) Expect() (arrived func()) {
+	e.expected.Add(1)
+	var done atomic.Bool
+	return func() {
+		if done.CompareAndSwap(false, true) && e.expected.Add(-1) == 0 {
+			e.poke()
+		}
+	}
+}
+
+// gather holds an engine that was idle back while requests are expected,
+// at most gatherWait (see Expect).
+func (e *Engine) gather() {
+	if e.expected.Load() <= 0 {
+		return
+	}
+	t := time.NewTimer(e.gatherWait)
+	defer t.Stop()
+	for e.expected.Load() > 0 {
+		select {
+		case <-e.wake:
+		case <-t.C:
+			return
+		case <-e.baseCtx.Done():
+			return
 		}
 	}
 }

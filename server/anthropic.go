@@ -435,6 +435,8 @@ func handleAnthropicMessages(s *Server) handlerFunc {
 			return err
 		}
 		defer release()
+		arrived := inst.Engine.Expect()
+		defer arrived()
 		g, plan, co, err := inst.startChat(creq)
 		if err != nil {
 			return err
@@ -442,6 +444,7 @@ func handleAnthropicMessages(s *Server) handlerFunc {
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		events, err := s.runTask(ctx, inst, g.task)
+		arrived()
 		if err != nil {
 			return err
 		}

@@ -693,6 +693,8 @@ func handleChatCompletion(s *Server) handlerFunc {
 			return err
 		}
 		defer release()
+		arrived := inst.Engine.Expect()
+		defer arrived()
 		g, plan, co, err := parseChatRequest(f, inst)
 		if err != nil {
 			return err
@@ -708,6 +710,7 @@ func handleChatCompletion(s *Server) handlerFunc {
 			tasks[i] = &t
 		}
 		st, err := s.startTasks(ctx, inst, tasks)
+		arrived()
 		if err != nil {
 			return err
 		}

@@ -96,6 +96,8 @@ func generationHandler(parse func(reqFields, *instance) (*genRequest, error),
 				return err
 			}
 			defer release()
+			arrived := inst.Engine.Expect()
+			defer arrived()
 			g, err := parse(f, inst)
 			if err != nil {
 				return err
@@ -103,6 +105,7 @@ func generationHandler(parse func(reqFields, *instance) (*genRequest, error),
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
 			st, err := s.startTasks(ctx, inst, g.tasks())
+			arrived()
 			if err != nil {
 				return err
 			}

@@ -14,6 +14,8 @@ type engineAPI interface {
 	// their events as one stream, in the order they come; the stream ends
 	// with ctx.
 	Submit(ctx context.Context, tasks ...*engine.Request) (eventStream, error)
+	// Expect announces a request being prepared (engine.Engine.Expect).
+	Expect() (arrived func())
 	Model() *llama.Model
 	SlotsInfo() []engine.SlotInfo
 	Slots() int

@@ -184,6 +184,8 @@ func handleInfill(s *Server) handlerFunc {
 			return err
 		}
 		defer release()
+		arrived := inst.Engine.Expect()
+		defer arrived()
 		if msg := infillSupport(inst.Model.SpecialTokens()); msg != "" {
 			return notSupported("Infill is not supported by this model: %s", msg)
 		}
@@ -211,6 +213,7 @@ func handleInfill(s *Server) handlerFunc {
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		st, err := s.startTasks(ctx, inst, g.tasks())
+		arrived()
 		if err != nil {
 			return err
 		}
