@@ -138,6 +138,7 @@ type Context struct {
 	pooling                                 PoolingType
 
 	abort    *atomic.Uint32  // in C memory: non-zero aborts; C reads its first byte (little-endian)
+	setAbort func()          // sets abort: made once, as a method value passed on allocates
 	busy     atomic.Bool     // a call (or a Generate, an Embed) is using the context
 	closing  atomic.Bool     // Close has begun
 	adapters []*Adapter      // adapters set by SetAdapters, in use by this context
@@ -262,6 +263,7 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 		return nil, errorf(CodeLoad, "new context", "out of memory")
 	}
 	c := &Context{model: m, abort: (*atomic.Uint32)(flag), pool: pool, poolBatch: poolBatch}
+	c.setAbort = func() { c.abort.Store(1) }
 	c.contextLink = bridge.NewContext((*contextBridge)(c))
 	runtime.AddCleanup(c, func(p unsafe.Pointer) { capi.CFree(p) }, flag)
 	p.AbortCallback = capi.AbortFlagFunc
@@ -626,8 +628,6 @@ func (c *Context) decodeLocked(ctx context.Context, b *Batch) error {
 		return errorf(CodeDecode, "decode", "llama.cpp failed with code %d", rc)
 	}
 }
-
-func (c *Context) setAbort() { c.abort.Store(1) }
 
 // rollback removes from memory what an interrupted decode of b kept.
 func (c *Context) rollback(b *Batch) {

@@ -96,6 +96,7 @@ type ModelOptions struct {
 type Model struct {
 	modelLink              // for package mtmd (bridge.go)
 	mu        sync.RWMutex // read-held by calls, write-held by Close
+	runlock   func()       // mu.RUnlock, made once: use returns it per call
 	ptr       capi.Model
 	vocab     capi.Vocab
 	nVocb     int32
@@ -307,6 +308,7 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 	v := capi.ModelGetVocab(m)
 	model := &Model{ptr: m, vocab: v, nVocb: capi.VocabNTokens(v), path: paths[0], children: map[closer]struct{}{},
 		encoderOnly: capi.ModelHasEncoder(m) && !capi.ModelHasDecoder(m)}
+	model.runlock = model.mu.RUnlock
 	model.modelLink = bridge.NewModel((*modelBridge)(model))
 	if len(opts.RPCServers) > 0 {
 		model.rpcServers = slices.Clone(opts.RPCServers)
@@ -429,7 +431,7 @@ func (m *Model) use(op string) (func(), error) {
 		m.mu.RUnlock()
 		return nil, closedErr(op, "model")
 	}
-	return m.mu.RUnlock, nil
+	return m.runlock, nil
 }
 
 // Path returns the file the model was loaded from.

@@ -146,6 +146,10 @@ func load(f Files) error {
 	for _, b := range registry {
 		purego.RegisterLibFunc(b.fn, handles[b.lib], b.name)
 	}
+	bindHot(func(name string) uintptr {
+		p, _ := purego.Dlsym(hLlama, name)
+		return p
+	})
 	if err := checkABI(); err != nil {
 		return fmt.Errorf("llama: %s: %w", llamaPath, err)
 	}
