@@ -443,8 +443,7 @@ func handleAnthropicMessages(s *Server) handlerFunc {
 		}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		events, err := s.runTask(ctx, inst, g.task)
-		arrived()
+		events, err := s.runTask(ctx, inst, arrived, g.task)
 		if err != nil {
 			return err
 		}

@@ -709,8 +709,7 @@ func handleChatCompletion(s *Server) handlerFunc {
 			}
 			tasks[i] = &t
 		}
-		st, err := s.startTasks(ctx, inst, tasks)
-		arrived()
+		st, err := s.startTasks(ctx, inst, arrived, tasks)
 		if err != nil {
 			return err
 		}

@@ -296,7 +296,7 @@ func TestCompletionBusy(t *testing.T) {
 	s, _ := newTestServer(t, Options{})
 	inst := defaultInstance(t, s)
 	busy := &instance{Name: inst.Name, Model: inst.Model, Engine: busyEngine{inst.Engine}, Template: inst.Template, Server: s, Opts: inst.Opts}
-	_, err := s.runTask(context.Background(), busy, &engine.Request{Kind: engine.KindCompletion, Prompt: []llama.Token{1, 2}})
+	_, err := s.runTask(context.Background(), busy, nil, &engine.Request{Kind: engine.KindCompletion, Prompt: []llama.Token{1, 2}})
 	require.ErrorIs(t, err, engine.ErrBusy)
 	rec := httptest.NewRecorder()
 	llamaErrors.write(rec, err)

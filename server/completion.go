@@ -35,11 +35,11 @@ func (g *genRequest) tasks() []*engine.Request {
 	return out
 }
 
-// startTasks submits tasks and waits for the first event of each, so
-// that a failure is answered with its HTTP status. On failure the tasks
-// end when the caller cancels ctx.
-func (s *Server) startTasks(ctx context.Context, inst *instance, tasks []*engine.Request) (eventStream, error) {
-	st, err := s.runTask(ctx, inst, tasks...)
+// startTasks submits tasks (runTask) and waits for the first event of
+// each, so that a failure is answered with its HTTP status. On failure the
+// tasks end when the caller cancels ctx.
+func (s *Server) startTasks(ctx context.Context, inst *instance, arrived func(), tasks []*engine.Request) (eventStream, error) {
+	st, err := s.runTask(ctx, inst, arrived, tasks...)
 	if err != nil {
 		return nil, err
 	}
@@ -104,8 +104,7 @@ func generationHandler(parse func(reqFields, *instance) (*genRequest, error),
 			}
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
-			st, err := s.startTasks(ctx, inst, g.tasks())
-			arrived()
+			st, err := s.startTasks(ctx, inst, arrived, g.tasks())
 			if err != nil {
 				return err
 			}

@@ -212,8 +212,7 @@ func handleInfill(s *Server) handlerFunc {
 		g := &genRequest{inst: inst, prompts: [][]llama.Token{prompt}, task: t, opt: opt}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		st, err := s.startTasks(ctx, inst, g.tasks())
-		arrived()
+		st, err := s.startTasks(ctx, inst, arrived, g.tasks())
 		if err != nil {
 			return err
 		}

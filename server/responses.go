@@ -436,7 +436,7 @@ func handleResponses(s *Server) handlerFunc {
 		defer release()
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		events, err := s.runTask(ctx, inst, g.task)
+		events, err := s.runTask(ctx, inst, nil, g.task)
 		if err != nil {
 			return err
 		}

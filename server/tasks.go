@@ -17,8 +17,10 @@ import (
 )
 
 // runTask checks the tasks' prompts against the context and submits them
-// together. Cancelling ctx (the request's context) cancels them.
-func (s *Server) runTask(ctx context.Context, inst *instance, tasks ...*engine.Request) (eventStream, error) {
+// together. Cancelling ctx (the request's context) cancels them. arrived,
+// if not nil, ends the request's engine.Engine.Expect once they are
+// submitted (before their first event: the engine may wait for it).
+func (s *Server) runTask(ctx context.Context, inst *instance, arrived func(), tasks ...*engine.Request) (eventStream, error) {
 	for _, t := range tasks {
 		if t.Kind != engine.KindCompletion {
 			continue
@@ -37,6 +39,9 @@ func (s *Server) runTask(ctx context.Context, inst *instance, tasks ...*engine.R
 		}
 	}
 	st, err := inst.Engine.Submit(ctx, tasks...)
+	if arrived != nil {
+		arrived()
+	}
 	if err != nil {
 		if errors.Is(err, engine.ErrBusy) {
 			return nil, &httpError{Status: http.StatusServiceUnavailable, Type: "unavailable_error", Msg: err.Error(), Err: err}
