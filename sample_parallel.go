@@ -120,5 +120,5 @@ func runJob(c *Context, j *SampleJob) {
 			j.Token, j.Err = NoToken, NewPanicError("sample", v)
 		}
 	}()
-	j.Token, j.Err = j.Chain.sampleLocked(c, j.Index)
+	j.Token, j.Err = j.Chain.sampleLocked(c, j.Index, true)
 }

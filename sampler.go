@@ -288,6 +288,9 @@ type SamplerChain struct {
 	// the chain does not begin with a top-k or collects timings.
 	fast *fastTopK
 	perf bool // collects timings: not offloadable
+	// Propose's candidates off the fast path, reused between calls.
+	row    []TokenData
+	rowArr capi.TokenDataArray
 	// The context and sequence the chain samples on the backend
 	// (Context.SetSampler); guarded by attachMu.
 	attached    *Context
@@ -426,11 +429,40 @@ func (c *SamplerChain) sample(ctx *Context, idx int) (Token, error) {
 		return NoToken, err
 	}
 	defer c.mu.Unlock()
-	return c.sampleLocked(ctx, idx)
+	return c.sampleLocked(ctx, idx, true)
 }
 
-// sampleLocked is sample for a caller that holds ctx.mu and c.mu.
-func (c *SamplerChain) sampleLocked(ctx *Context, idx int) (Token, error) {
+// Propose is Sample without the accept: it picks a token from the logits
+// of batch entry idx (-1: the last entry) as Sample would, the chain's
+// random state advancing as in Sample, but the chain does not take the
+// token into its history. The caller checks the token and then Accepts it,
+// or samples again: a grammar's rejection sampling, as llama.cpp's common
+// sampler does it (sample without the grammar, keep the token if the
+// grammar allows it, else sample again from what the grammar allows),
+// costs one Propose for most tokens instead of a pass of the grammar over
+// the whole vocabulary. A chain that begins with a top-k takes Sample's
+// fast path; another copies the row into candidates it keeps for the next
+// call. An entry sampled on the backend (Context.SetSampler) has no
+// proposal: ErrInvalid.
+func (c *SamplerChain) Propose(ctx *Context, idx int) (Token, error) {
+	if err := ctx.acquire("propose"); err != nil {
+		return NoToken, err
+	}
+	defer ctx.release()
+	if err := ctx.lockMu("propose"); err != nil {
+		return NoToken, err
+	}
+	defer ctx.mu.Unlock()
+	if err := c.lock("propose"); err != nil {
+		return NoToken, err
+	}
+	defer c.mu.Unlock()
+	return c.sampleLocked(ctx, idx, false)
+}
+
+// sampleLocked is sample (or, without accept, Propose) for a caller that
+// holds ctx.mu and c.mu.
+func (c *SamplerChain) sampleLocked(ctx *Context, idx int, accept bool) (Token, error) {
 	if ctx.model != c.model {
 		return NoToken, errorf(CodeInvalid, "sample", "chain and context belong to different models")
 	}
@@ -446,6 +478,8 @@ func (c *SamplerChain) sampleLocked(ctx *Context, idx int) (Token, error) {
 	}
 	var t int32
 	switch {
+	case onBackend && !accept:
+		return NoToken, errorf(CodeInvalid, "propose", "batch index %d was sampled on the backend (SetSampler)", idx)
 	case onBackend:
 		// Sampled in the decode: accepted here, as the CPU paths do.
 		t = int32(bt)
@@ -459,7 +493,7 @@ func (c *SamplerChain) sampleLocked(ctx *Context, idx int) (Token, error) {
 		if p == nil {
 			return NoToken, errorf(CodeInvalid, "sample", "no logits for batch index %d", idx)
 		}
-		tok, ok := c.fast.sample(c.ptr, unsafe.Slice((*float32)(p), c.model.nVocb))
+		tok, ok := c.fast.sample(c.ptr, unsafe.Slice((*float32)(p), c.model.nVocb), accept)
 		if !ok {
 			if err := c.goPanic("sample"); err != nil {
 				return NoToken, err
@@ -467,6 +501,12 @@ func (c *SamplerChain) sampleLocked(ctx *Context, idx int) (Token, error) {
 			return NoToken, errorf(CodeInvalid, "sample", "no sampler of the chain selected a token")
 		}
 		t = int32(tok)
+	case !accept:
+		p := capi.GetLogitsIth(ctx.ptr, int32(idx))
+		if p == nil {
+			return NoToken, errorf(CodeInvalid, "propose", "no logits for batch index %d", idx)
+		}
+		t = int32(c.applyRow(unsafe.Slice((*float32)(p), c.model.nVocb)))
 	default:
 		t = capi.SamplerSample(c.ptr, ctx.ptr, int32(idx))
 	}
@@ -484,6 +524,24 @@ func (c *SamplerChain) sampleLocked(ctx *Context, idx int) (Token, error) {
 		return NoToken, errorf(CodeInvalid, "sample", "no token could be sampled (did a grammar reject every token?)")
 	}
 	return Token(t), nil
+}
+
+// applyRow runs the chain over the whole row of logits, as
+// llama_sampler_sample does but without its accept, and returns the
+// selected token (NoToken: none). The candidates are kept for the next
+// call.
+func (c *SamplerChain) applyRow(logits []float32) Token {
+	c.row = c.row[:0]
+	for i, l := range logits {
+		c.row = append(c.row, TokenData{ID: Token(i), Logit: l})
+	}
+	c.rowArr = capi.TokenDataArray{Data: unsafe.Pointer(&c.row[0]), Size: uintptr(len(c.row)), Selected: -1}
+	capi.SamplerApply(c.ptr, &c.rowArr)
+	runtime.KeepAlive(c.row)
+	if c.rowArr.Selected < 0 || uintptr(c.rowArr.Selected) >= c.rowArr.Size {
+		return NoToken
+	}
+	return unsafe.Slice((*TokenData)(c.rowArr.Data), c.rowArr.Size)[c.rowArr.Selected].ID
 }
 
 // errBackendOnly is the error of a chain that went to the backend used

@@ -12,8 +12,8 @@ import (
 )
 
 // TestSampleAllocs holds the per-token calls to no allocation: sampling a
-// row (the fast path and llama.cpp's own chain), the end-of-generation
-// check and reading a row's logits.
+// row or proposing a token (the fast path and llama.cpp's own chain), the
+// end-of-generation check and reading a row's logits.
 func TestSampleAllocs(t *testing.T) {
 	if testenv.Race {
 		t.Skip("the race detector's sync.Pool drops entries at random")
@@ -39,7 +39,12 @@ func TestSampleAllocs(t *testing.T) {
 				if _, err := chain.Sample(ctx, 0); err != nil {
 					t.Fatal(err)
 				}
-			}))
+			}), "Sample")
+			assert.Zero(t, testing.AllocsPerRun(100, func() {
+				if _, err := chain.Propose(ctx, 0); err != nil {
+					t.Fatal(err)
+				}
+			}), "Propose")
 		})
 	}
 	assert.Zero(t, testing.AllocsPerRun(100, func() { m.IsEOG(eos) }), "IsEOG")

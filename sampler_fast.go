@@ -45,7 +45,7 @@ type fastTopK struct {
 	heap []TokenData      // reused between calls
 	// whole: the k candidates go through the whole chain in one call
 	// rather than through each sampler after the top-k (one call across
-	// purego rather than several, each of which allocates). It gives the
+	// purego rather than several). It gives the
 	// same result when the bias is empty or bans only (-Inf): the top-k
 	// keeps a sorted array of k as it is, and x-Inf-Inf is x-Inf for
 	// every float x.
@@ -113,9 +113,10 @@ func (p *fastTopK) clone(chain capi.Sampler) *fastTopK {
 	return q
 }
 
-// sample picks a token from logits through the chain's plan and accepts it
-// into chain; ok is false when no sampler after the top-k selected one.
-func (p *fastTopK) sample(chain capi.Sampler, logits []float32) (Token, bool) {
+// sample picks a token from logits through the chain's plan and, with
+// accept, accepts it into chain; ok is false when no sampler after the
+// top-k selected one.
+func (p *fastTopK) sample(chain capi.Sampler, logits []float32, accept bool) (Token, bool) {
 	h := selectTopK(p.heap[:0], logits, p.bias, p.k)
 	p.heap = h
 	p.arr = capi.TokenDataArray{Data: unsafe.Pointer(&h[0]), Size: uintptr(len(h)), Selected: -1, Sorted: true}
@@ -132,7 +133,9 @@ func (p *fastTopK) sample(chain capi.Sampler, logits []float32) (Token, bool) {
 		return NoToken, false
 	}
 	t := unsafe.Slice((*TokenData)(arr.Data), arr.Size)[arr.Selected].ID
-	capi.SamplerAccept(chain, int32(t))
+	if accept {
+		capi.SamplerAccept(chain, int32(t))
+	}
 	return t, true
 }
 

@@ -811,32 +811,22 @@ func (e *Engine) newSampler(p *sampling.Params, extra []llama.Sampler) (chain, g
 var errGrammarStuck error = &llama.Error{Code: llama.CodeGrammar, Op: "sample", Msg: "the grammar allows no next token"}
 
 // sample picks the slot's next token. Without a grammar, the chain samples
-// and accepts it in one call. With one, the grammar is applied first (as
-// llama.cpp's grammar_first), then the chain, and both accept the token:
-// a token the grammar rejects must never reach its accept, which would
-// abort the process. When the grammar only allows end-of-generation tokens
+// and accepts it in one call. With one, the chain proposes a token and
+// keeps it when the grammar allows it; otherwise the grammar masks the
+// whole row and the chain samples again. Both accept the token: a token
+// the grammar rejects must never reach its accept, which would abort the
+// process. When the grammar only allows end-of-generation tokens
 // (it is complete), one of them is returned even with ignore_eos.
 func (e *Engine) sample(s *engSlot) (llama.Token, error) {
 	if s.gram == nil {
 		return s.smpl.Sample(e.lctx, s.iBatch)
 	}
-	logits, err := e.lctx.Logits(s.iBatch)
-	if err != nil {
-		return llama.NoToken, err
-	}
-	fill := func() {
-		s.cand = s.cand[:0]
-		for i, l := range logits {
-			s.cand = append(s.cand, llama.TokenData{ID: llama.Token(i), Logit: l})
-		}
-	}
-	// As llama.cpp's sampler: sample without the grammar first and keep the
-	// token when the grammar allows it; otherwise sample again from the
-	// candidates the grammar allows. (Each pass draws from the random
-	// generator, so seeded outputs match llama-server's.)
-	fill()
-	if cands, sel, err := s.smpl.Apply(s.cand); err == nil && sel >= 0 && sel < len(cands) {
-		tok := cands[sel].ID
+	// As llama.cpp's sampler: sample without the grammar first (Propose:
+	// the top-k fast path when the chain has one) and keep the token when
+	// the grammar allows it; otherwise sample again from the candidates
+	// the grammar allows. (Each pass draws from the random generator, so
+	// seeded outputs match llama-server's.)
+	if tok, err := s.smpl.Propose(e.lctx, s.iBatch); err == nil {
 		one, _, err := s.gram.Apply([]llama.TokenData{{ID: tok, Logit: 1}})
 		if err == nil && len(one) == 1 && !math.IsInf(float64(one[0].Logit), -1) {
 			if err := s.smpl.Accept(tok); err != nil {
@@ -848,7 +838,14 @@ func (e *Engine) sample(s *engSlot) (llama.Token, error) {
 			return tok, nil
 		}
 	}
-	fill()
+	logits, err := e.lctx.Logits(s.iBatch)
+	if err != nil {
+		return llama.NoToken, err
+	}
+	s.cand = s.cand[:0]
+	for i, l := range logits {
+		s.cand = append(s.cand, llama.TokenData{ID: llama.Token(i), Logit: l})
+	}
 	masked, _, err := s.gram.Apply(s.cand)
 	if err != nil {
 		return llama.NoToken, err

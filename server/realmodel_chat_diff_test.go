@@ -141,7 +141,7 @@ func logprobValues(v any) []float64 {
 }
 
 // TestRealModelChatDiff sends greedy chats, response_format json_schema
-// requests and requests with two OpenAI tools through /v1/chat/completions
+// requests (greedy and seeded) and requests with two OpenAI tools through /v1/chat/completions
 // to llama-server and to ours on Gemma 3 270M with Gemma 3's template; the
 // answers (content, tool calls, finish reason, usage, probabilities) must
 // be the same, and the json_schema answers valid JSON.
@@ -206,23 +206,34 @@ func TestRealModelChatDiff(t *testing.T) {
 				"population": map[string]any{"type": "integer"}}, "required": []string{"city", "country", "population"},
 				"additionalProperties": false}},
 		}
-		for _, s := range schemas {
-			id := "json-schema/" + s.name
-			body := base([]map[string]any{chatMsg("user", s.prompt)})
-			body["max_tokens"] = 96
-			body["response_format"] = map[string]any{"type": "json_schema",
-				"json_schema": map[string]any{"name": s.name, "schema": s.schema}}
-			ref, ours := send(t, id, body)
-			for who, v := range map[string]any{"llama-server": ref, "ours": ours} {
-				m := v.(map[string]any)
-				require.Equal(t, "stop", m["finish_reason"], "%s %s: %v", id, who, m)
-				content, _ := m["content"].(string)
-				require.True(t, json.Valid([]byte(content)), "%s %s: not JSON: %q", id, who, content)
-			}
-			d.check(id, ref, ours)
+		// Each schema greedy, then sampled with a seed: the grammar's
+		// rejection sampling draws as llama-server's does.
+		type run struct {
+			prefix string
+			seeded bool
 		}
-		t.Logf("%d json_schema requests compared", len(schemas))
-		d.report(t, "json-schema")
+		for _, r := range []run{{"json-schema/", false}, {"json-schema-seeded/", true}} {
+			for _, s := range schemas {
+				id := r.prefix + s.name
+				body := base([]map[string]any{chatMsg("user", s.prompt)})
+				body["max_tokens"] = 96
+				if r.seeded {
+					body["temperature"], body["seed"] = 0.8, 7
+				}
+				body["response_format"] = map[string]any{"type": "json_schema",
+					"json_schema": map[string]any{"name": s.name, "schema": s.schema}}
+				ref, ours := send(t, id, body)
+				for who, v := range map[string]any{"llama-server": ref, "ours": ours} {
+					m := v.(map[string]any)
+					require.Equal(t, "stop", m["finish_reason"], "%s %s: %v", id, who, m)
+					content, _ := m["content"].(string)
+					require.True(t, json.Valid([]byte(content)), "%s %s: not JSON: %q", id, who, content)
+				}
+				d.check(id, ref, ours)
+			}
+		}
+		t.Logf("%d json_schema requests compared", 2*len(schemas))
+		d.report(t, "json-schema", "json-schema-seeded")
 	})
 
 	t.Run("tools", func(t *testing.T) {
