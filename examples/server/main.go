@@ -53,7 +53,6 @@ func serve(cfg *config) error {
 	case cfg.cacheList:
 		return printCacheList(os.Stdout)
 	}
-	setGoMaxProcs(cfg.opts.Engine.Context.Threads, cfg.opts.Engine.Context.ThreadsBatch)
 	// Installing the library is explicit: this program installs it into
 	// the cache folder on its first run (with a progress bar on stderr).
 	if err := llama.Init(llama.LibraryOptions{Install: true}); err != nil {
