@@ -2,12 +2,14 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -71,48 +73,88 @@ type RPCWorker struct {
 // 127.0.0.1 and waits until it listens.
 func StartRPCWorker(t testing.TB) *RPCWorker {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("testenv: %v", err)
+	w := &RPCWorker{bin: RPCServer(t), t: t}
+	t.Cleanup(func() {
+		if t.Failed() && w.log != nil {
+			t.Logf("testenv: %s's output:\n%s", w, w.log)
+		}
+		w.Kill()
+	})
+	// A port found free can be taken before the worker binds it, by a
+	// worker another test package starts at the same time: then the
+	// worker exits and another port is tried.
+	for try := 1; ; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("testenv: %v", err)
+		}
+		w.port = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		w.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(w.port))
+		err = w.start()
+		if err == nil {
+			return w
+		}
+		if !errors.Is(err, errPortTaken) || try == 5 {
+			t.Fatalf("testenv: %v", err)
+		}
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	w := &RPCWorker{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), bin: RPCServer(t), port: port, t: t}
-	w.Start()
-	t.Cleanup(w.Kill)
-	return w
 }
 
-// Start starts the worker (again, after Kill) on its port and waits until
-// it accepts connections.
+// errPortTaken is start's error when another process holds the port.
+var errPortTaken = errors.New("the port is taken")
+
+// Start starts the worker again, after Kill, on its port and waits until
+// it listens.
 func (w *RPCWorker) Start() {
 	w.t.Helper()
+	if err := w.start(); err != nil {
+		w.t.Fatalf("testenv: %v", err)
+	}
+}
+
+func (w *RPCWorker) start() error {
 	w.log = &Buffer{}
 	w.cmd = exec.Command(w.bin, "-H", "127.0.0.1", "-p", strconv.Itoa(w.port), "-t", "1")
 	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
 	w.cmd.Dir = filepath.Dir(w.bin)
 	w.cmd.SysProcAttr = workerAttr()
 	if err := w.cmd.Start(); err != nil {
-		w.t.Fatalf("testenv: starting rpc-server: %v", err)
+		return fmt.Errorf("starting rpc-server: %v", err)
 	}
 	done := make(chan struct{})
-	go func() { _ = w.cmd.Wait(); close(done) }()
+	cmd, log := w.cmd, w.log
+	go func() {
+		// The exit goes into the log, which a failed test prints: a
+		// worker that died of its own shows how.
+		err := cmd.Wait()
+		fmt.Fprintf(log, "[testenv: rpc-server exited: %v]\n", err)
+		close(done)
+	}()
 	// A hang guard, far above the worker's start-up time.
 	deadline := time.Now().Add(time.Minute)
 	for {
 		select {
 		case <-done:
-			w.t.Fatalf("testenv: rpc-server on %s exited: %s", w.Addr, w.log)
+			w.cmd = nil
+			if strings.Contains(log.String(), "Failed to create server socket") {
+				return fmt.Errorf("rpc-server on %s: %w", w.Addr, errPortTaken)
+			}
+			return fmt.Errorf("rpc-server on %s exited: %s", w.Addr, log)
 		default:
 		}
-		// A bare connection, closed at once: the worker accepts it, reads
-		// no handshake and waits for the next client.
-		if c, err := net.DialTimeout("tcp", w.Addr, time.Second); err == nil {
+		if ok, known := listensOn(cmd.Process.Pid, w.port); known {
+			if ok {
+				return nil
+			}
+		} else if c, err := net.DialTimeout("tcp", w.Addr, time.Second); err == nil {
+			// A bare connection, closed at once: the worker accepts it,
+			// reads no handshake and waits for the next client.
 			c.Close()
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			w.t.Fatalf("testenv: rpc-server on %s does not listen: %s", w.Addr, w.log)
+			return fmt.Errorf("rpc-server on %s does not listen: %s", w.Addr, log)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
