@@ -657,10 +657,12 @@ func (e *Engine) finish(s *engSlot, word *string, stop StopReason) {
 	e.metrics.TokensPredictedSteps += int64(max(ev.Timings.PredictedN-1, 0))
 	e.metrics.TokensPredictedSeconds += ev.Timings.PredictedMS / 1000
 	e.mu.Unlock()
-	// Free the slot and count the metrics before the client sees Done, so
-	// that what it reads next (/metrics, /slots) already includes the request.
+	// Free the slot, count the metrics and publish the slots' state before
+	// the client sees Done, so that what it reads next (/metrics, /slots)
+	// already includes the request.
 	ob := s.tk.ob
 	e.release(s)
+	e.publish()
 	ob.push(&ev, true)
 }
 
