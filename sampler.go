@@ -421,15 +421,21 @@ func (c *SamplerChain) Sample(ctx *Context, idx int) (Token, error) {
 
 // sample is Sample for a caller that holds ctx (acquire).
 func (c *SamplerChain) sample(ctx *Context, idx int) (Token, error) {
-	if err := ctx.lockMu("sample"); err != nil {
+	return c.lockAndSample(ctx, "sample", idx, true)
+}
+
+// lockAndSample takes ctx.mu and c.mu for op and samples (with or without
+// the accept) for a caller that holds ctx (acquire).
+func (c *SamplerChain) lockAndSample(ctx *Context, op string, idx int, accept bool) (Token, error) {
+	if err := ctx.lockMu(op); err != nil {
 		return NoToken, err
 	}
 	defer ctx.mu.Unlock()
-	if err := c.lock("sample"); err != nil {
+	if err := c.lock(op); err != nil {
 		return NoToken, err
 	}
 	defer c.mu.Unlock()
-	return c.sampleLocked(ctx, idx, true)
+	return c.sampleLocked(ctx, idx, accept)
 }
 
 // Propose is Sample without the accept: it picks a token from the logits
@@ -449,15 +455,7 @@ func (c *SamplerChain) Propose(ctx *Context, idx int) (Token, error) {
 		return NoToken, err
 	}
 	defer ctx.release()
-	if err := ctx.lockMu("propose"); err != nil {
-		return NoToken, err
-	}
-	defer ctx.mu.Unlock()
-	if err := c.lock("propose"); err != nil {
-		return NoToken, err
-	}
-	defer c.mu.Unlock()
-	return c.sampleLocked(ctx, idx, false)
+	return c.lockAndSample(ctx, "propose", idx, false)
 }
 
 // sampleLocked is sample (or, without accept, Propose) for a caller that
