@@ -253,9 +253,26 @@ type Engine struct {
 	done    chan struct{}
 	wake    chan struct{}
 	// expected counts the requests announced by Expect and not yet
-	// submitted (see gather).
-	expected   atomic.Int64
-	gatherWait time.Duration // the loop's: the longest gather holds back
+	// submitted; lastArrival is when the latest was announced or queued,
+	// as time since epoch (see gather).
+	expected, lastArrival atomic.Int64
+	epoch                 time.Time
+	// The loop's: the longest gather holds back for expected requests
+	// and for a burst.
+	gatherWait, burstWait time.Duration
+	// The loop's record of its busy periods, each from a wake to going
+	// idle (see gather): the worked turns of this one, when it woke and
+	// the requests its first turn started; the decode time of the last
+	// period's first step, and the burst that began it (the requests its
+	// first two turns started, 0 if fewer than two, and how long after
+	// the wake the last of them arrived).
+	period    int
+	parked    atomic.Bool // the loop waits for a wake (for tests)
+	wokeAt    time.Time
+	started1  int
+	lead      time.Duration
+	burstN    int
+	burstSpan time.Duration
 
 	mu      sync.Mutex
 	closed  bool
@@ -346,7 +363,7 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	e := &Engine{
 		model: m, opts: o, lctx: lctx, embedding: embedding, queueSize: o.QueueSize,
 		pacer: newPrefillPacer(o.PrefillChunk, o.PrefillSlowdown),
-		done:  make(chan struct{}), wake: make(chan struct{}, 1), gatherWait: gatherWait,
+		done:  make(chan struct{}), wake: make(chan struct{}, 1), gatherWait: gatherWait, burstWait: burstWait, epoch: time.Now(),
 		addBOS: m.SpecialTokens().AddBOS,
 	}
 	e.sampleWorkers = o.SampleThreads
@@ -589,6 +606,7 @@ func (e *Engine) Submit(ctx context.Context, t *Request) (*Stream, error) {
 	tk := &engTask{id: e.nextID, t: t, ctx: ctx, ob: newOutbox(), scales: scales}
 	tk.stop = context.AfterFunc(ctx, e.poke)
 	e.queue = append(e.queue, tk)
+	e.arrival()
 	e.poke()
 	return &Stream{ctx: ctx, cancel: cancel, ob: tk.ob}, nil
 }
@@ -759,12 +777,16 @@ func (e *Engine) run() {
 		for _, f := range ctrl {
 			f()
 		}
-		t0 := time.Now()
+		t0, d0 := time.Now(), e.decodeTime
 		worked := e.turn()
 		if worked {
 			e.busyTime += time.Since(t0)
+			if e.period++; e.period == 1 {
+				e.lead = e.decodeTime - d0
+			}
 		}
 		if !worked {
+			e.period = 0
 			// Nothing to decode: the compute threads sleep now rather than
 			// poll for a decode that is not coming, which would take the
 			// cores from the handlers preparing the next requests.
@@ -772,8 +794,11 @@ func (e *Engine) run() {
 			if e.spec != nil && e.spec.draftC != nil {
 				e.spec.draftC.Idle()
 			}
+			e.parked.Store(true)
 			select {
 			case <-e.wake:
+				e.parked.Store(false)
+				e.wokeAt = time.Now()
 				e.gather()
 			case <-e.baseCtx.Done():
 			}
@@ -785,16 +810,32 @@ func (e *Engine) run() {
 // the requests Expect announced.
 const gatherWait = 5 * time.Millisecond
 
+// burstWait is the longest an idle engine holds back its first step for a
+// burst like the last one (see Expect).
+const burstWait = 10 * time.Millisecond
+
 // Expect tells the engine that a request is on its way: its caller is
 // reading or preparing one and will Submit it soon. Clients often come
 // together (a page opening several conversations, a batch job, an agent's
 // parallel calls), and their requests reach Submit a few milliseconds
 // apart: an engine with nothing to decode would start the first alone and
-// make the others wait out that whole step. So when an idle engine wakes
-// for a request while others are expected, it waits for them, at most
-// 5 ms, and starts them in one batch. A lone request is never held back:
-// nothing else is expected. An engine already decoding never waits (new
-// requests join its next step).
+// make the others wait out that whole step. So an idle engine waking for
+// a request gathers the others first:
+//
+//   - while requests are expected, it waits for them, at most 5 ms;
+//   - when its last busy period began with a burst (its first two steps
+//     started two requests or more, the second step's having come while
+//     the first ran), it waits until as many requests are queued, at most
+//     twice as long after the wake as the last of that burst came plus
+//     1 ms, 10 ms, and a quarter of that period's first step, whichever is
+//     least: a burst's stragglers start with it, and a small model, whose
+//     steps are short, hardly waits.
+//
+// A lone client never waits, and after a burst at most once. An engine
+// already decoding never waits: new requests join its next step. Requests
+// that reach the queue while the engine starts the first ones of a busy
+// period join its first step too. Requests submitted without Expect count
+// for bursts once queued.
 //
 // The returned function ends the expectation: call it once the request
 // is submitted, or will not be (calling it again does nothing). Expect is
@@ -802,6 +843,7 @@ const gatherWait = 5 * time.Millisecond
 // infill and Anthropic messages requests once it has chosen the model,
 // before parsing and tokenizing the rest.
 func (e *Engine) Expect() (arrived func()) {
+	e.arrival()
 	e.expected.Add(1)
 	var done atomic.Bool
 	return func() {
@@ -811,22 +853,60 @@ func (e *Engine) Expect() (arrived func()) {
 	}
 }
 
-// gather holds an engine that was idle back while requests are expected,
-// at most gatherWait (see Expect).
+// arrival records that a request was announced or queued now.
+func (e *Engine) arrival() { e.lastArrival.Store(int64(time.Since(e.epoch))) }
+
+// queued returns the number of queued requests.
+func (e *Engine) queued() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.queue)
+}
+
+// gather holds an engine that was idle back for the requests on their way
+// (see Expect). It runs on the loop after a wake.
 func (e *Engine) gather() {
-	if e.expected.Load() <= 0 {
-		return
+	if e.queued() == 0 && e.expected.Load() <= 0 {
+		return // a control call's wake
 	}
-	t := time.NewTimer(e.gatherWait)
+	start := time.Now()
+	expectEnd, burstEnd := start.Add(e.gatherWait), start
+	if e.burstN > 1 {
+		burstEnd = start.Add(min(e.burstWait, e.lead/4, 2*e.burstSpan+time.Millisecond))
+	}
+	t := time.NewTimer(time.Hour)
 	defer t.Stop()
-	for e.expected.Load() > 0 {
-		select {
-		case <-e.wake:
-		case <-t.C:
+	for {
+		now := time.Now()
+		var until time.Time
+		switch {
+		case e.expected.Load() > 0 && now.Before(expectEnd):
+			until = expectEnd
+		case now.Before(burstEnd) && e.queued() < e.burstN:
+			until = burstEnd
+		default:
 			return
+		}
+		t.Reset(until.Sub(now))
+		select {
+		case <-e.wake: // a request queued or arrived: look again
+		case <-t.C:
 		case <-e.baseCtx.Done():
 			return
 		}
+	}
+}
+
+// learnBurst records the burst that began this busy period (see Expect),
+// its second turn having started n requests.
+func (e *Engine) learnBurst(n int) {
+	e.burstN, e.burstSpan = 0, 0
+	if n += e.started1; n < 2 {
+		return
+	}
+	e.burstN = n
+	if last := e.epoch.Add(time.Duration(e.lastArrival.Load())); last.After(e.wokeAt) {
+		e.burstSpan = last.Sub(e.wokeAt)
 	}
 }
 
@@ -846,7 +926,14 @@ func (e *Engine) turn() (worked bool) {
 		}
 	}()
 	e.reap()
-	e.assign()
+	switch n := e.assign(); e.period {
+	case 0:
+		// Requests queued while the first ones started (which may save
+		// the idle slots to the prompt cache) join them.
+		e.started1 = n + e.assign()
+	case 1:
+		e.learnBurst(n)
+	}
 	worked = e.step()
 	e.publish()
 	return worked
@@ -1001,9 +1088,10 @@ func (e *Engine) queuedLocked() (starting, deferred int) {
 	return starting, 0
 }
 
-// assign moves queued requests to free slots. Tasks whose LoRA scales differ
-// from the running ones wait (in order) until the running ones are done.
-func (e *Engine) assign() {
+// assign moves queued requests to free slots and returns how many. Tasks
+// whose LoRA scales differ from the running ones wait (in order) until the
+// running ones are done.
+func (e *Engine) assign() (n int) {
 	started := e.take()
 	for _, s := range started {
 		e.startSlot(s)
@@ -1011,6 +1099,7 @@ func (e *Engine) assign() {
 	if len(started) > 0 && e.pcache != nil && !e.opts.NoCacheIdleSlots {
 		e.pcache.cacheIdleSlots(e)
 	}
+	return len(started)
 }
 
 // startSlot starts slot s's new request; a panic there ends the request.

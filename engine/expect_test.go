@@ -31,7 +31,7 @@ func TestEngineExpect(t *testing.T) {
 		{"none expected", time.Minute, 0, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.NoError(t, e.do(func() { e.gatherWait = tc.wait }))
+			require.NoError(t, e.do(func() { e.gatherWait, e.burstN = tc.wait, 0 }))
 			before := decodes()
 			arrived := make([]func(), tc.expected)
 			for i := range arrived {
@@ -59,6 +59,80 @@ func TestEngineExpect(t *testing.T) {
 				a()
 			}
 			assert.Zero(t, e.expected.Load())
+		})
+	}
+}
+
+// An engine learns the burst that began a busy period (its first two
+// steps' requests) and gathers as many at its next wake, within its bound;
+// a busy period begun by one request forgets it.
+func TestEngineBurst(t *testing.T) {
+	m, e := newEngTestEngine(t, Options{Parallel: 4, Context: llama.ContextOptions{ContextSize: 1024}})
+	prompt := engTokenize(t, m, "Once upon a time", true)
+	decodes := func() int64 { return e.Metrics().DecodeTotal }
+	var wg sync.WaitGroup
+	collect := func(st *Stream, err error) {
+		require.NoError(t, err)
+		wg.Go(func() { assert.NoError(t, engCollect(t, st).done.Err) })
+	}
+	// parked waits for the loop to go idle: a request submitted before
+	// would join its last turn, and the burst is learned by then.
+	parked := func() {
+		require.Eventually(t, e.parked.Load, time.Minute, 100*time.Microsecond)
+	}
+	submit := func(n int) (*Stream, error) {
+		return e.Submit(context.Background(), engGreedyTask(prompt, n))
+	}
+	for _, tc := range []struct {
+		name    string
+		burst   int           // the burst learned before
+		wait    time.Duration // the engine's bound
+		second  string        // when a second request comes: "", "late" (20 ms after the first), "step 2"
+		decodes int64
+		learned int
+	}{
+		{"joining the second step teaches a burst", 0, time.Minute, "step 2", 8, 2},
+		{"a learned burst is gathered", 2, time.Minute, "late", 1, 2},
+		{"unlearned, a late request is a period of its own", 0, time.Minute, "late", 2, 0},
+		{"a lone request forgets the burst", 2, 20 * time.Millisecond, "", 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, e.do(func() {
+				e.burstN, e.burstWait = tc.burst, tc.wait
+				// Long steps and a slow burst: the bound is the engine's.
+				e.lead, e.burstSpan = time.Hour, time.Hour
+			}))
+			parked()
+			before := decodes()
+			switch tc.second {
+			case "step 2":
+				// The loop runs the second control function after its
+				// first turn, so the second request joins the second step.
+				second := make(chan *Stream, 1)
+				require.NoError(t, e.do(func() {
+					collect(submit(8))
+					e.mu.Lock()
+					e.ctrl = append(e.ctrl, func() {
+						st, err := submit(1)
+						assert.NoError(t, err)
+						second <- st
+					})
+					e.mu.Unlock()
+				}))
+				collect(<-second, nil)
+			case "late":
+				collect(submit(1))
+				time.Sleep(20 * time.Millisecond)
+				collect(submit(1))
+			default:
+				collect(submit(1))
+			}
+			wg.Wait()
+			parked()
+			assert.Equal(t, tc.decodes, decodes()-before, "decode steps")
+			var n int
+			require.NoError(t, e.do(func() { n = e.burstN }))
+			assert.Equal(t, tc.learned, n, "burst learned")
 		})
 	}
 }
