@@ -253,26 +253,21 @@ type Engine struct {
 	done    chan struct{}
 	wake    chan struct{}
 	// expected counts the requests announced by Expect and not yet
-	// submitted; lastArrival is when the latest was announced or queued,
-	// as time since epoch (see gather).
-	expected, lastArrival atomic.Int64
-	epoch                 time.Time
+	// submitted (see gather).
+	expected atomic.Int64
 	// The loop's: the longest gather holds back for expected requests
 	// and for a burst.
 	gatherWait, burstWait time.Duration
 	// The loop's record of its busy periods, each from a wake to going
-	// idle (see gather): the worked turns of this one, when it woke and
-	// the requests its first turn started; the decode time of the last
-	// period's first step, and the burst that began it (the requests its
-	// first two turns started, 0 if fewer than two, and how long after
-	// the wake the last of them arrived).
-	period    int
-	parked    atomic.Bool // the loop waits for a wake (for tests)
-	wokeAt    time.Time
-	started1  int
-	lead      time.Duration
-	burstN    int
-	burstSpan time.Duration
+	// idle (see gather): the worked turns of this one and the requests
+	// its first turn started; the decode time of the last period's first
+	// step, and the burst that began it (the requests its first two turns
+	// started, 0 if fewer than two).
+	period   int
+	started1 int
+	lead     time.Duration
+	burstN   int
+	parked   atomic.Bool // the loop waits for a wake (for tests)
 
 	mu      sync.Mutex
 	closed  bool
@@ -363,7 +358,7 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	e := &Engine{
 		model: m, opts: o, lctx: lctx, embedding: embedding, queueSize: o.QueueSize,
 		pacer: newPrefillPacer(o.PrefillChunk, o.PrefillSlowdown),
-		done:  make(chan struct{}), wake: make(chan struct{}, 1), gatherWait: gatherWait, burstWait: burstWait, epoch: time.Now(),
+		done:  make(chan struct{}), wake: make(chan struct{}, 1), gatherWait: gatherWait, burstWait: burstWait,
 		addBOS: m.SpecialTokens().AddBOS,
 	}
 	e.sampleWorkers = o.SampleThreads
@@ -606,7 +601,6 @@ func (e *Engine) Submit(ctx context.Context, t *Request) (*Stream, error) {
 	tk := &engTask{id: e.nextID, t: t, ctx: ctx, ob: newOutbox(), scales: scales}
 	tk.stop = context.AfterFunc(ctx, e.poke)
 	e.queue = append(e.queue, tk)
-	e.arrival()
 	e.poke()
 	return &Stream{ctx: ctx, cancel: cancel, ob: tk.ob}, nil
 }
@@ -798,7 +792,6 @@ func (e *Engine) run() {
 			select {
 			case <-e.wake:
 				e.parked.Store(false)
-				e.wokeAt = time.Now()
 				e.gather()
 			case <-e.baseCtx.Done():
 			}
@@ -826,10 +819,9 @@ const burstWait = 10 * time.Millisecond
 //   - when its last busy period began with a burst (its first two steps
 //     started two requests or more, the second step's having come while
 //     the first ran), it waits until as many requests are queued, at most
-//     twice as long after the wake as the last of that burst came plus
-//     1 ms, 10 ms, and a quarter of that period's first step, whichever is
-//     least: a burst's stragglers start with it, and a small model, whose
-//     steps are short, hardly waits.
+//     10 ms and at most a quarter of that period's first step: a burst's
+//     stragglers start with it, and a small model, whose steps are short,
+//     hardly waits.
 //
 // A lone client never waits, and after a burst at most once. An engine
 // already decoding never waits: new requests join its next step. Requests
@@ -843,7 +835,6 @@ const burstWait = 10 * time.Millisecond
 // infill and Anthropic messages requests once it has chosen the model,
 // before parsing and tokenizing the rest.
 func (e *Engine) Expect() (arrived func()) {
-	e.arrival()
 	e.expected.Add(1)
 	var done atomic.Bool
 	return func() {
@@ -852,9 +843,6 @@ func (e *Engine) Expect() (arrived func()) {
 		}
 	}
 }
-
-// arrival records that a request was announced or queued now.
-func (e *Engine) arrival() { e.lastArrival.Store(int64(time.Since(e.epoch))) }
 
 // queued returns the number of queued requests.
 func (e *Engine) queued() int {
@@ -872,7 +860,7 @@ func (e *Engine) gather() {
 	start := time.Now()
 	expectEnd, burstEnd := start.Add(e.gatherWait), start
 	if e.burstN > 1 {
-		burstEnd = start.Add(min(e.burstWait, e.lead/4, 2*e.burstSpan+time.Millisecond))
+		burstEnd = start.Add(min(e.burstWait, e.lead/4))
 	}
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
@@ -900,13 +888,9 @@ func (e *Engine) gather() {
 // learnBurst records the burst that began this busy period (see Expect),
 // its second turn having started n requests.
 func (e *Engine) learnBurst(n int) {
-	e.burstN, e.burstSpan = 0, 0
-	if n += e.started1; n < 2 {
-		return
-	}
-	e.burstN = n
-	if last := e.epoch.Add(time.Duration(e.lastArrival.Load())); last.After(e.wokeAt) {
-		e.burstSpan = last.Sub(e.wokeAt)
+	e.burstN = 0
+	if n += e.started1; n >= 2 {
+		e.burstN = n
 	}
 }
 
