@@ -824,10 +824,10 @@ const burstWait = 10 * time.Millisecond
 //     hardly waits.
 //
 // A lone client never waits, and after a burst at most once. An engine
-// already decoding never waits: new requests join its next step. Requests
-// that reach the queue while the engine starts the first ones of a busy
-// period join its first step too. Requests submitted without Expect count
-// for bursts once queued.
+// already decoding never waits: new requests join its next step, and
+// those that reach the queue while it starts others join the step being
+// prepared. Requests submitted without Expect count for bursts once
+// queued.
 //
 // The returned function ends the expectation: call it once the request
 // is submitted, or will not be (calling it again does nothing). Expect is
@@ -912,9 +912,7 @@ func (e *Engine) turn() (worked bool) {
 	e.reap()
 	switch n := e.assign(); e.period {
 	case 0:
-		// Requests queued while the first ones started (which may save
-		// the idle slots to the prompt cache) join them.
-		e.started1 = n + e.assign()
+		e.started1 = n
 	case 1:
 		e.learnBurst(n)
 	}
@@ -1074,16 +1072,24 @@ func (e *Engine) queuedLocked() (starting, deferred int) {
 
 // assign moves queued requests to free slots and returns how many. Tasks
 // whose LoRA scales differ from the running ones wait (in order) until the
-// running ones are done.
+// running ones are done. Requests queued while it starts others (starting
+// one may save the idle slots to the prompt cache, tens of milliseconds)
+// are taken too, so they join the coming step rather than wait out
+// another.
 func (e *Engine) assign() (n int) {
-	started := e.take()
-	for _, s := range started {
-		e.startSlot(s)
+	for {
+		started := e.take()
+		if len(started) == 0 {
+			return n
+		}
+		for _, s := range started {
+			e.startSlot(s)
+		}
+		if e.pcache != nil && !e.opts.NoCacheIdleSlots {
+			e.pcache.cacheIdleSlots(e)
+		}
+		n += len(started)
 	}
-	if len(started) > 0 && e.pcache != nil && !e.opts.NoCacheIdleSlots {
-		e.pcache.cacheIdleSlots(e)
-	}
-	return len(started)
 }
 
 // startSlot starts slot s's new request; a panic there ends the request.
