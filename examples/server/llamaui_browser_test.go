@@ -78,6 +78,7 @@ type request struct {
 	method, path string
 	body         []byte
 	status       int64
+	ended        bool // the browser has the whole response, or gave up on it
 }
 
 // recorder keeps the requests the page makes to one origin.
@@ -105,6 +106,14 @@ func (r *recorder) event(ev any) {
 	case *network.EventResponseReceived:
 		if req := r.byID[ev.RequestID]; req != nil {
 			req.status = ev.Response.Status
+		}
+	case *network.EventLoadingFinished:
+		if req := r.byID[ev.RequestID]; req != nil {
+			req.ended = true
+		}
+	case *network.EventLoadingFailed:
+		if req := r.byID[ev.RequestID]; req != nil {
+			req.ended = true
 		}
 	}
 }
@@ -185,8 +194,11 @@ func until(expr string) chromedp.Action[chromedp.Void] {
 	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(10*time.Millisecond), chromedp.WithPollingTimeout(90*time.Second))
 }
 
-// waitChats waits until the page has made n chat requests and shows no
-// reply in progress.
+// waitChats waits until the page has made n chat requests, their
+// responses have ended, and it shows no reply in progress. (A reply can
+// show whole while its stream's last events are still on their way; the
+// next step's click would cut that stream, and the page would ask to
+// resume it.)
 func waitChats(t *testing.T, ctx context.Context, rec *recorder, n int) []*request {
 	t.Helper()
 	require.NoError(t, chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`!`+jsBusy,
@@ -194,11 +206,14 @@ func waitChats(t *testing.T, ctx context.Context, rec *recorder, n int) []*reque
 	var chats []*request
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		chats = rec.chats()
-		if len(chats) >= n || time.Now().After(deadline) {
+		if len(chats) >= n && !slices.ContainsFunc(chats, func(q *request) bool { return !q.ended }) || time.Now().After(deadline) {
 			break
 		}
 	}
 	require.Len(t, chats, n, "chat requests")
+	for i, q := range chats {
+		require.True(t, q.ended, "chat request %d has not ended", i)
+	}
 	require.NoError(t, chromedp.Do(ctx, until(`!`+jsBusy)))
 	return chats
 }
