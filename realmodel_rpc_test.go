@@ -1,4 +1,4 @@
-//go:build realmodel
+//go:build realmodel && rpc
 
 package llama_test
 

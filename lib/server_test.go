@@ -1,3 +1,5 @@
+//go:build realmodel
+
 package lib_test
 
 import (

@@ -1,3 +1,5 @@
+//go:build mtmd && rpc
+
 package mtmd_test
 
 import (

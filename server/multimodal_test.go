@@ -1,3 +1,5 @@
+//go:build mtmd
+
 package server
 
 import (

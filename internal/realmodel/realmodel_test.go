@@ -1,3 +1,5 @@
+//go:build realmodel
+
 package realmodel_test
 
 import (

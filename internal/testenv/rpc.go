@@ -1,16 +1,13 @@
 package testenv
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,42 +15,21 @@ import (
 	"github.com/x/llama/lib"
 )
 
-var (
-	rpcOnce sync.Once
-	rpcErr  error
-)
-
 // RPCServer returns llama.cpp's rpc-server built beside the library (with
-// libggml-rpc), building both once if they are missing, as
-// go run ./lib/cmd/llama-install -rpc (which .ci/run runs) does.
+// libggml-rpc). A missing one fails the test with the command that builds
+// it: the tests never build it themselves, since a test process that loaded
+// the library before libggml-rpc existed has no RPC backend, and the first
+// run would fail where the second passes. The RPC tests sit behind the
+// "rpc" build tag; go run ./internal/cmd/testprep prepares them.
 func RPCServer(t testing.TB) string {
 	t.Helper()
 	dir := LibraryDir(t)
-	rpcOnce.Do(func() {
-		if _, err := lib.RPCServerPath(dir); err == nil {
-			if _, err := lib.RPCPath(dir); err == nil {
-				return
-			}
-		}
-		src, err := llamaSrc()
-		if err != nil {
-			rpcErr = err
-			return
-		}
-		unlock, err := lockFile(filepath.Join(os.TempDir(), "go-llama-rpc.lock"))
-		if err != nil {
-			rpcErr = err
-			return
-		}
-		defer unlock()
-		_, rpcErr = lib.InstallRPC(context.Background(), lib.RPCOptions{Dir: dir, Source: src, Progress: os.Stderr})
-	})
-	if rpcErr != nil {
-		t.Fatalf("testenv: rpc-server: %v (build it with `go run ./lib/cmd/llama-install -rpc`)", rpcErr)
+	if _, err := lib.RPCPath(dir); err != nil {
+		t.Fatalf("testenv: libggml-rpc: %v; build it with `go run ./internal/cmd/testprep` (or `go run ./lib/cmd/llama-install -rpc`)", err)
 	}
 	p, err := lib.RPCServerPath(dir)
 	if err != nil {
-		t.Fatalf("testenv: %v", err)
+		t.Fatalf("testenv: %v; build it with `go run ./internal/cmd/testprep` (or `go run ./lib/cmd/llama-install -rpc`)", err)
 	}
 	return p
 }

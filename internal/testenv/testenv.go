@@ -210,7 +210,7 @@ func CC(t testing.TB) string {
 func MTMD(t testing.TB) {
 	t.Helper()
 	if _, err := lib.MTMDPath(LibraryDir(t)); err != nil {
-		t.Fatalf("testenv: libmtmd: %v; build it with `go run ./lib/cmd/llama-install -mtmd`", err)
+		t.Fatalf("testenv: libmtmd: %v; build it with `go run ./internal/cmd/testprep` (or `go run ./lib/cmd/llama-install -mtmd`)", err)
 	}
 }
 
@@ -238,7 +238,7 @@ func LlamaServer(t testing.TB) string {
 	t.Helper()
 	p, err := lib.ServerPath(LibraryDir(t))
 	if err != nil {
-		t.Fatalf("testenv: %v; build it with `go run ./lib/cmd/llama-install -server`", err)
+		t.Fatalf("testenv: %v; build it with `go run ./internal/cmd/testprep` (or `go run ./lib/cmd/llama-install -server`)", err)
 	}
 	return p
 }
