@@ -90,7 +90,11 @@ func withModel(name string, f func(m *Model) capi.Sampler) Sampler {
 }
 
 // Greedy picks the most likely token.
-func Greedy() Sampler { return simple("greedy", capi.SamplerInitGreedy) }
+func Greedy() Sampler {
+	// capi.SamplerInitGreedy is read when the chain is built: a Sampler made
+	// before the library is loaded works.
+	return simple("greedy", func() capi.Sampler { return capi.SamplerInitGreedy() })
+}
 
 // Dist picks a token at random by probability; seed DefaultSeed is random.
 func Dist(seed uint32) Sampler {
@@ -770,7 +774,8 @@ type TokenData struct {
 
 // Apply runs the chain over candidates (no accept) and returns the
 // surviving candidates, in the chain's order, and the index of the
-// selected one (-1 if no sampler selected). It does not touch a Context.
+// selected one (-1 if no sampler selected). It does not touch a Context,
+// and works on a chain that selects nothing (SamplerChainOptions.Filter).
 func (c *SamplerChain) Apply(candidates []TokenData) ([]TokenData, int, error) {
 	if err := c.lock("apply"); err != nil {
 		return nil, -1, err
@@ -796,7 +801,11 @@ func (c *SamplerChain) Apply(candidates []TokenData) ([]TokenData, int, error) {
 	}
 	out := unsafe.Slice((*TokenData)(arr.Data), arr.Size)
 	res := append([]TokenData(nil), out...)
-	return res, int(arr.Selected), nil
+	sel := int(arr.Selected)
+	if sel >= len(res) {
+		sel = -1 // a filter after the selecting sampler cut the list
+	}
+	return res, sel, nil
 }
 
 // Custom samplers.
