@@ -97,6 +97,15 @@ func Greedy() Sampler {
 }
 
 // Dist picks a token at random by probability; seed DefaultSeed is random.
+//
+// A seed repeats the chain's random draws, not always the text: the same
+// seed, prompt and model give the same text when the tokens are decoded
+// the same way, but the logits of a decode can differ in their last bits
+// with what else is in its batch (other sequences, as an engine batches
+// requests together; the batch size; the threads; the backend), and a
+// draw that falls near a boundary between two tokens then takes the other
+// one, and the texts part from there. For text that repeats whatever the
+// neighbours, sample greedily (Greedy, or Temp(0) before Dist).
 func Dist(seed uint32) Sampler {
 	return simple("dist", func() capi.Sampler { return capi.SamplerInitDist(seed) })
 }
@@ -487,7 +496,9 @@ func (c *SamplerChain) String() string {
 	return fmt.Sprint(c.names)
 }
 
-// Seed returns the seed the chain's random samplers use (0 for nil).
+// Seed returns the seed the chain's random samplers use (0 for nil). The
+// same seed repeats the draws, and the text only for the same decodes: see
+// Dist.
 func (c *SamplerChain) Seed() uint32 {
 	if c == nil {
 		return 0
