@@ -272,9 +272,17 @@ func (s logitBiasSpec) build(m *Model) (capi.Sampler, error) {
 	return capi.SamplerInitLogitBias(m.nVocb, int32(len(bs)-1), unsafe.Pointer(&bs[0])), nil
 }
 
-// Infill is the sampler for fill-in-the-middle models.
+// Infill is the sampler for fill-in-the-middle models. It needs a model
+// with an end-of-text or end-of-sequence token (which it falls back to):
+// for another, the chain is an error matching ErrUnsupported.
 func Infill() Sampler {
-	return samplerFunc{"infill", func(m *Model) (capi.Sampler, error) { return capi.SamplerInitInfill(m.vocab), nil }}
+	return samplerFunc{"infill", func(m *Model) (capi.Sampler, error) {
+		if st := m.SpecialTokens(); st.EOT == NoToken && st.EOS == NoToken {
+			// llama.cpp asserts that one of them exists.
+			return 0, errorf(CodeUnsupported, "sampler infill", "the model has no end-of-text nor end-of-sequence token")
+		}
+		return capi.SamplerInitInfill(m.vocab), nil
+	}}
 }
 
 // SamplerChainOptions configures a chain; the zero value collects no
