@@ -70,7 +70,8 @@ func (w wildSampler) Apply(c *llama.Candidates) {
 // sampler constructor alone, each prefix of llama-server's default order,
 // and Custom samplers that break their contract. selects says whether
 // NewSamplerChain accepts the chain without SamplerChainOptions.Filter;
-// fails, that sampling with an accepted chain returns an error.
+// fails, that sampling with an accepted chain returns an error; backend,
+// that the chain can also run on the backend.
 func abortCases(t *testing.T) []abortCase {
 	g := mustGrammar(t, `root ::= [a-z ]+`)
 	cases := []abortCase{
@@ -106,6 +107,11 @@ func abortCases(t *testing.T) []abortCase {
 		{name: "grammar then greedy", ss: []llama.Sampler{g.Sampler(), llama.Greedy()}, selects: true},
 		{name: "infill then greedy", ss: []llama.Sampler{llama.Infill(), llama.Greedy()}, selects: true},
 		{name: "greedy then top-k", ss: []llama.Sampler{llama.Greedy(), llama.TopK(1)}},
+		// Chains the backend can run (SetSampler).
+		{name: "backend random", ss: []llama.Sampler{llama.Penalties(64, 1.1, 0, 0), llama.LogitBias(map[llama.Token]float32{2: -1}),
+			llama.TopK(40), llama.TopP(0.95, 1), llama.MinP(0.05, 1), llama.TempExt(0.8, 0, 1), llama.Dist(1)}, selects: true, backend: true},
+		{name: "backend greedy", ss: []llama.Sampler{llama.TopK(40), llama.Temp(0), llama.Greedy()}, selects: true, backend: true},
+		{name: "backend filter", ss: []llama.Sampler{llama.TopK(40), llama.TopP(0.95, 1), llama.Temp(0.8)}},
 	}
 	// llama-server's default order, each prefix (the last is its chain).
 	order := []llama.Sampler{
@@ -124,6 +130,7 @@ type abortCase struct {
 	ss      []llama.Sampler
 	selects bool
 	fails   bool
+	backend bool // runs on the backend too (SetSampler)
 }
 
 // TestSamplerChainsNeverAbort runs each chain of abortCases in a child
@@ -205,6 +212,9 @@ func driveChain(t *testing.T, tc abortCase) {
 	require.NoError(t, err)
 	defer chain.Close()
 	require.True(t, chain.Selects())
+	if tc.backend {
+		require.True(t, chain.Offloadable())
+	}
 
 	check := func(op string, tok llama.Token, err error) {
 		t.Helper()
