@@ -27,9 +27,10 @@ var attachMu sync.Mutex
 // backend (Context.SetSampler): greedy, dist, top-k, top-p, min-p, temp,
 // temp-ext, penalties and logit-bias can; grammars, Go samplers, typical,
 // XTC, DRY, mirostat, top-n-sigma, adaptive-p and infill cannot. A chain
-// that collects timings (SamplerChainOptions.Perf) cannot either.
+// that collects timings (SamplerChainOptions.Perf) or selects no token
+// (SamplerChainOptions.Filter) cannot either.
 func (c *SamplerChain) Offloadable() bool {
-	if c == nil || c.hasGo || c.perf || len(c.names) == 0 {
+	if c == nil || c.hasGo || c.perf || !c.selects || len(c.names) == 0 {
 		return false
 	}
 	for _, n := range c.names {

@@ -70,13 +70,17 @@ func (b *Batch) Clear() {
 
 // Add appends a token at position pos of sequence seq; output asks for its
 // logits (or embeddings). It fails when the batch is full or an argument is
-// negative; Decode checks the rest against the context.
+// negative (NoToken among them); Decode checks the rest against the
+// context (a token past the vocabulary, say).
 func (b *Batch) Add(t Token, pos int, seq int, output bool) error {
 	if b == nil {
 		return errorf(CodeInvalid, "batch add", "nil *Batch")
 	}
 	if b.n >= len(b.tokens) {
 		return errorf(CodeInvalid, "batch add", "batch is full (%d tokens)", len(b.tokens))
+	}
+	if t < 0 {
+		return errorf(CodeInvalid, "batch add", "negative token %d", t)
 	}
 	if pos < 0 || pos > 1<<30 || seq < 0 || seq > 1<<20 {
 		return errorf(CodeInvalid, "batch add", "bad position %d or sequence %d", pos, seq)

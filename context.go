@@ -141,6 +141,7 @@ type Context struct {
 	setAbort func()          // sets abort: made once, as a method value passed on allocates
 	busy     atomic.Bool     // a call (or a Generate, an Embed) is using the context
 	closing  atomic.Bool     // Close has begun
+	byModel  atomic.Bool     // closed by its Model's Close (see closedErr)
 	adapters []*Adapter      // adapters set by SetAdapters, in use by this context
 	tp, tpb  capi.Threadpool // attached threadpools (tpb: batches, 0 when the same)
 	// The pools' options, and what they ask of a decode's calling thread
@@ -454,7 +455,7 @@ func (c *Context) lockMu(op string) error {
 	c.mu.Lock()
 	if c.ptr == 0 || c.closing.Load() {
 		c.mu.Unlock()
-		return closedErr(op, "context")
+		return c.closedErr(op)
 	}
 	return nil
 }
@@ -614,7 +615,7 @@ func (c *Context) decodeLocked(ctx context.Context, b *Batch) error {
 	case 2:
 		c.rollback(b)
 		if c.closing.Load() {
-			return closedErr("decode", "context")
+			return c.closedErr("decode")
 		}
 		err := ctx.Err()
 		if err == nil {
@@ -705,7 +706,7 @@ func (c *Context) encode(ctx context.Context, b *Batch) error {
 	runtime.KeepAlive(b)
 	if rc != 0 {
 		if c.closing.Load() {
-			return closedErr("encode", "context")
+			return c.closedErr("encode")
 		}
 		if aborted || ctx.Err() != nil {
 			return &Error{Code: CodeCanceled, Op: "encode", Err: context.Cause(ctx)}

@@ -29,8 +29,20 @@
 // From it come Contexts (KV memory, decoding; one goroutine at a time),
 // SamplerChains (one goroutine at a time) and Adapters (LoRA). Each has an
 // idempotent Close; closing the Model closes everything made from it, and
-// any call after Close returns an error matching ErrClosed. Batches are
-// plain Go memory and need no Close.
+// any call after Close returns an error matching ErrClosed. Close an
+// engine (package engine) or a Context before their Model: closed under
+// them, their calls fail with ErrClosed saying so. Batches are plain Go
+// memory and need no Close.
+//
+// # Sampling
+//
+// A SamplerChain ends with a sampler that picks the token (Greedy, Dist,
+// Mirostat, MirostatV2, AdaptiveP, or a Go SelectingSampler); the others
+// (TopK, Temp, grammars, ...) narrow or reweigh the candidates before it,
+// and NewSamplerChain refuses a chain that would pick nothing. A seed
+// repeats the random draws, and the text only when the decodes are the
+// same (see Dist). NewGeneration keeps a generation's StopReason and
+// Stats (token counts and speed) for after the loop.
 //
 // # Errors
 //

@@ -2,8 +2,10 @@ package llama
 
 import (
 	"context"
+	"fmt"
 	"iter"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/x/llama/internal/bridge"
@@ -58,12 +60,65 @@ const (
 	StopContext                     // the context is full
 )
 
+// String names the reason: "none", "eog", "max-tokens", "stop-string" or
+// "context-full".
+func (r StopReason) String() string {
+	switch r {
+	case StopNone:
+		return "none"
+	case StopEOG:
+		return "eog"
+	case StopMaxTokens:
+		return "max-tokens"
+	case StopString:
+		return "stop-string"
+	case StopContext:
+		return "context-full"
+	}
+	return fmt.Sprintf("StopReason(%d)", int(r))
+}
+
+// GenerationStats counts the tokens of a generation and times its work,
+// as llama.cpp's timings do: the time spent in the loop body (the
+// caller's code between two pieces) is not counted.
+type GenerationStats struct {
+	// PromptTokens is how many prompt tokens were decoded (after what
+	// GenerateOptions.Keep kept in memory).
+	PromptTokens int
+	// Generated is how many tokens were sampled (an end-of-generation
+	// token that stopped the generation included), as Generation.Generated.
+	Generated int
+	// PromptTime is the time decoding the prompt took.
+	PromptTime time.Duration
+	// GenerateTime is the time sampling and decoding the generated tokens
+	// took (drafting and checking drafts included).
+	GenerateTime time.Duration
+}
+
+// PromptPerSecond is the prompt's decoding speed in tokens a second (0
+// when nothing was timed).
+func (s GenerationStats) PromptPerSecond() float64 { return perSecond(s.PromptTokens, s.PromptTime) }
+
+// GeneratedPerSecond is the generation's speed in tokens a second (0 when
+// nothing was timed).
+func (s GenerationStats) GeneratedPerSecond() float64 { return perSecond(s.Generated, s.GenerateTime) }
+
+func perSecond(n int, d time.Duration) float64 {
+	if n == 0 || d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
 // Generation is one Generate call; range over Seq to run it.
 type Generation struct {
 	generationLink // package mtmd may set where the prompt starts (bridge.go)
 	c              *Context
 	ctx            context.Context
 	prompt         []Token
+	text           *string // NewGeneration's prompt, tokenized when the generation runs
+	stats          GenerationStats
+	inYield        time.Duration // time spent in the loop body
 	opts           GenerateOptions
 	reason         StopReason
 	generated      int
@@ -78,6 +133,14 @@ func (g *Generation) Reason() StopReason { return g.reason }
 // Generated returns how many tokens were generated.
 func (g *Generation) Generated() int { return g.generated }
 
+// Stats returns the generation's token counts and timings (after the
+// iteration ended; so far, during it).
+func (g *Generation) Stats() GenerationStats {
+	s := g.stats
+	s.Generated = g.generated
+	return s
+}
+
 // StopWord returns the stop string that ended generation, if any.
 func (g *Generation) StopWord() string { return g.stopWord }
 
@@ -88,7 +151,10 @@ func (g *Generation) Position() int { return g.nPast }
 func (g *Generation) Speculative() SpeculativeStats { return g.spec }
 
 // Generate tokenizes prompt (with the model's special tokens, parsing
-// special token text) and generates from it; see GenerateTokens.
+// special token text) and generates from it; see GenerateTokens. It is
+// NewGeneration(ctx, prompt, opts).Seq(): NewGeneration keeps the
+// Generation, whose Reason, Generated and Stats (token counts, speed) say
+// how it went once the loop is over.
 //
 // A Context runs one Generate at a time: from the first iteration to the
 // last, any other call on the Context but Close (another Generate, a
@@ -103,14 +169,35 @@ func (c *Context) Generate(ctx context.Context, prompt string, opts GenerateOpti
 	if prompt == "" {
 		return func(yield func(Piece, error) bool) { yield(Piece{}, errorf(CodeInvalid, "generate", "empty prompt")) }
 	}
-	toks, err := c.model.Tokenize(prompt, TokenizeOptions{AddSpecial: true, ParseSpecial: true})
-	if err == nil && len(toks) == 0 {
-		err = errorf(CodeInvalid, "generate", "empty prompt")
-	}
+	toks, err := c.tokenizePrompt(prompt)
 	if err != nil {
 		return func(yield func(Piece, error) bool) { yield(Piece{}, err) }
 	}
 	return c.GenerateTokens(ctx, toks, opts).Seq()
+}
+
+// NewGeneration prepares Generate's generation from prompt and returns it:
+// range over its Seq, then read how it went (Reason, Generated, Stats).
+// The prompt is tokenized when the generation runs; its errors come from
+// Seq, as Generate's do.
+//
+//	gen := lctx.NewGeneration(ctx, "Once upon a time", llama.GenerateOptions{MaxTokens: 64})
+//	for piece, err := range gen.Seq() { ... }
+//	st := gen.Stats() // st.PromptTokens, st.Generated, st.GeneratedPerSecond()
+func (c *Context) NewGeneration(ctx context.Context, prompt string, opts GenerateOptions) *Generation {
+	return &Generation{c: c, ctx: ctx, text: &prompt, opts: opts}
+}
+
+// tokenizePrompt tokenizes a Generate prompt.
+func (c *Context) tokenizePrompt(prompt string) ([]Token, error) {
+	if prompt == "" {
+		return nil, errorf(CodeInvalid, "generate", "empty prompt")
+	}
+	toks, err := c.model.Tokenize(prompt, TokenizeOptions{AddSpecial: true, ParseSpecial: true})
+	if err == nil && len(toks) == 0 {
+		err = errorf(CodeInvalid, "generate", "empty prompt")
+	}
+	return toks, err
 }
 
 // GenerateTokens prepares a generation from prompt tokens. Ranging over its
@@ -140,6 +227,13 @@ func (g *Generation) run(yield func(Piece, error) bool) error {
 	c, opts, ctx := g.c, g.opts, g.ctx
 	if ctx == nil {
 		return errorf(CodeInvalid, "generate", "nil context.Context")
+	}
+	if g.text != nil {
+		toks, err := c.tokenizePrompt(*g.text)
+		if err != nil {
+			return err
+		}
+		g.prompt, g.text = toks, nil
 	}
 	if err := c.acquire("generate"); err != nil {
 		return err
@@ -192,6 +286,7 @@ func (g *Generation) run(yield func(Piece, error) bool) error {
 			len(g.prompt), g.nPast, c.nCtxSeq)
 	}
 	batch := NewBatch(c.nBatch, 1)
+	start := time.Now()
 	for i := 0; i < len(g.prompt); i += c.nBatch {
 		chunk := g.prompt[i:min(i+c.nBatch, len(g.prompt))]
 		batch.Clear()
@@ -203,10 +298,14 @@ func (g *Generation) run(yield func(Piece, error) bool) error {
 			return err
 		}
 		g.nPast += len(chunk)
+		g.stats.PromptTokens += len(chunk)
 	}
+	g.stats.PromptTime = time.Since(start)
 
 	var err error
 	e := newEmitter(g, yield)
+	start = time.Now()
+	defer func() { g.stats.GenerateTime = time.Since(start) - g.inYield }()
 	if opts.Speculative != nil {
 		err = g.speculate(e, sampler, batch)
 	} else {
@@ -263,7 +362,12 @@ type emitter struct {
 }
 
 func newEmitter(g *Generation, yield func(Piece, error) bool) *emitter {
-	e := &emitter{g: g, m: g.c.model, yield: yield, stops: g.opts.Stop, buf: make([]byte, 0, 64)}
+	timed := func(p Piece, err error) bool {
+		t := time.Now()
+		defer func() { g.inYield += time.Since(t) }()
+		return yield(p, err)
+	}
+	e := &emitter{g: g, m: g.c.model, yield: timed, stops: g.opts.Stop, buf: make([]byte, 0, 64)}
 	for _, s := range e.stops {
 		e.maxStop = max(e.maxStop, len(s))
 	}

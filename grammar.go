@@ -141,7 +141,7 @@ func (g grammarSpec) build(m *Model) (capi.Sampler, error) {
 		}
 	}
 	m.byteTokens()
-	return newGoSampler(gs), nil
+	return newGoSampler(gs, 0), nil
 }
 
 // grammarSampler is the guard around an eager llama.cpp grammar sampler.
@@ -288,7 +288,7 @@ func (g *Grammar) Match(m *Model, text string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	chain, err := NewSamplerChain(m, SamplerChainOptions{}, g.Sampler())
+	chain, err := NewSamplerChain(m, SamplerChainOptions{Filter: true}, g.Sampler())
 	if err != nil {
 		return false, err
 	}

@@ -39,7 +39,7 @@ func TestGrammarGuard(t *testing.T) {
 		}
 	})
 	t.Run("eos before complete", func(t *testing.T) {
-		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, mustGrammar(t, `root ::= "yes" | "no"`).Sampler())
+		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{Filter: true}, mustGrammar(t, `root ::= "yes" | "no"`).Sampler())
 		require.NoError(t, err)
 		defer s.Close()
 		assert.ErrorIs(t, s.Accept(eos), llama.ErrGrammar)
@@ -70,13 +70,13 @@ func TestGrammarGuard(t *testing.T) {
 		assert.True(t, strings.HasPrefix(out, ", there was a little girl named Zed."), out)
 	})
 	t.Run("bad trigger pattern", func(t *testing.T) {
-		_, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, mustGrammar(t, `root ::= "x"`).LazySampler([]string{"(?=x)"}, nil))
+		_, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{Filter: true}, mustGrammar(t, `root ::= "x"`).LazySampler([]string{"(?=x)"}, nil))
 		assert.ErrorIs(t, err, llama.ErrInvalid)
-		_, err = llama.NewSamplerChain(m, llama.SamplerChainOptions{}, mustGrammar(t, `root ::= "x"`).LazySampler(nil, nil))
+		_, err = llama.NewSamplerChain(m, llama.SamplerChainOptions{Filter: true}, mustGrammar(t, `root ::= "x"`).LazySampler(nil, nil))
 		assert.ErrorIs(t, err, llama.ErrInvalid)
 	})
 	t.Run("clone keeps state", func(t *testing.T) {
-		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, mustGrammar(t, `root ::= "ab" "cd"`).Sampler())
+		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{Filter: true}, mustGrammar(t, `root ::= "ab" "cd"`).Sampler())
 		require.NoError(t, err)
 		defer s.Close()
 		c2, err := s.Clone()

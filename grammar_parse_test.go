@@ -200,7 +200,7 @@ func TestParseGrammarDifferential(t *testing.T) {
 		g, err := llama.ParseGrammar(context.Background(), c.src, c.root)
 		if err == nil {
 			var chain *llama.SamplerChain
-			if chain, err = llama.NewSamplerChain(m, llama.SamplerChainOptions{}, g.Sampler()); err == nil {
+			if chain, err = llama.NewSamplerChain(m, llama.SamplerChainOptions{Filter: true}, g.Sampler()); err == nil {
 				chain.Close()
 			}
 		}

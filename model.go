@@ -98,9 +98,11 @@ type Model struct {
 	mu        sync.RWMutex // read-held by calls, write-held by Close
 	runlock   func()       // mu.RUnlock, made once: use returns it per call
 	ptr       capi.Model
-	vocab     capi.Vocab
-	nVocb     int32
-	path      string
+	// underUse: Close found contexts open (see closedErr).
+	underUse atomic.Bool
+	vocab    capi.Vocab
+	nVocb    int32
+	path     string
 	// encoderOnly: encoder without decoder (BERT-like); Embed encodes.
 	encoderOnly bool
 	bpeOnce     sync.Once // bpe: the vocabulary is BPE (see isBPE)
@@ -357,10 +359,25 @@ func kvOverrides(kv map[string]any) ([]capi.ModelKVOverride, error) {
 	return append(out, capi.ModelKVOverride{}), nil // key "" ends the list
 }
 
+// closedErr is the ErrClosed error of a call on a closed context, which
+// names the cause when the context's model was closed under it.
+func (c *Context) closedErr(op string) error {
+	if c.byModel.Load() {
+		return &Error{Code: CodeClosed, Op: op, Msg: "context is closed: its Model was closed first (close an engine or context before its model)"}
+	}
+	return closedErr(op, "context")
+}
+
 // Close frees the model and everything made from it. It is idempotent.
 // A NewContext, NewSamplerChain or LoadAdapter racing with Close either
 // finishes first (and its result is closed with the model) or fails with
 // ErrClosed. Closing a nil *Model returns an error matching ErrInvalid.
+//
+// Close what uses the model first: an engine (engine.Engine.Close) or a
+// server, then the model. Closing the model under them is safe but ends
+// their work: their contexts are closed with the model, and every call on
+// such a context (the engine's requests among them) then fails with an
+// error matching ErrClosed that says the model was closed first.
 func (m *Model) Close() error {
 	if m == nil {
 		return errorf(CodeInvalid, "close", "nil *Model")
@@ -386,6 +403,10 @@ func (m *Model) Close() error {
 	}
 	slices.SortStableFunc(kids, func(a, b closer) int { return rank(a) - rank(b) })
 	for _, c := range kids {
+		if cx, ok := c.(*Context); ok {
+			cx.byModel.Store(true)
+			m.underUse.Store(true)
+		}
 		c.closeFromParent()
 	}
 	m.mu.Lock()
@@ -429,9 +450,18 @@ func (m *Model) use(op string) (func(), error) {
 	m.mu.RLock()
 	if m.ptr == 0 {
 		m.mu.RUnlock()
-		return nil, closedErr(op, "model")
+		return nil, m.closedErr(op)
 	}
 	return m.runlock, nil
+}
+
+// closedErr is the ErrClosed error of a call on the closed model, which
+// says so when Close found contexts still open (an engine's, say).
+func (m *Model) closedErr(op string) error {
+	if m.underUse.Load() {
+		return &Error{Code: CodeClosed, Op: op, Msg: "model is closed: it was closed while contexts made from it were open (close an engine or context before its model)"}
+	}
+	return closedErr(op, "model")
 }
 
 // Path returns the file the model was loaded from.

@@ -90,9 +90,22 @@ func withModel(name string, f func(m *Model) capi.Sampler) Sampler {
 }
 
 // Greedy picks the most likely token.
-func Greedy() Sampler { return simple("greedy", capi.SamplerInitGreedy) }
+func Greedy() Sampler {
+	// capi.SamplerInitGreedy is read when the chain is built: a Sampler made
+	// before the library is loaded works.
+	return simple("greedy", func() capi.Sampler { return capi.SamplerInitGreedy() })
+}
 
 // Dist picks a token at random by probability; seed DefaultSeed is random.
+//
+// A seed repeats the chain's random draws, not always the text: the same
+// seed, prompt and model give the same text when the tokens are decoded
+// the same way, but the logits of a decode can differ in their last bits
+// with what else is in its batch (other sequences, as an engine batches
+// requests together; the batch size; the threads; the backend), and a
+// draw that falls near a boundary between two tokens then takes the other
+// one, and the texts part from there. For text that repeats whatever the
+// neighbours, sample greedily (Greedy, or Temp(0) before Dist).
 func Dist(seed uint32) Sampler {
 	return simple("dist", func() capi.Sampler { return capi.SamplerInitDist(seed) })
 }
@@ -259,14 +272,29 @@ func (s logitBiasSpec) build(m *Model) (capi.Sampler, error) {
 	return capi.SamplerInitLogitBias(m.nVocb, int32(len(bs)-1), unsafe.Pointer(&bs[0])), nil
 }
 
-// Infill is the sampler for fill-in-the-middle models.
+// Infill is the sampler for fill-in-the-middle models. It needs a model
+// with an end-of-text or end-of-sequence token (which it falls back to):
+// for another, the chain is an error matching ErrUnsupported.
 func Infill() Sampler {
-	return samplerFunc{"infill", func(m *Model) (capi.Sampler, error) { return capi.SamplerInitInfill(m.vocab), nil }}
+	return samplerFunc{"infill", func(m *Model) (capi.Sampler, error) {
+		if st := m.SpecialTokens(); st.EOT == NoToken && st.EOS == NoToken {
+			// llama.cpp asserts that one of them exists.
+			return 0, errorf(CodeUnsupported, "sampler infill", "the model has no end-of-text nor end-of-sequence token")
+		}
+		return capi.SamplerInitInfill(m.vocab), nil
+	}}
 }
 
-// SamplerChainOptions configures a chain; the zero value collects no timings.
+// SamplerChainOptions configures a chain; the zero value collects no
+// timings and asks for a chain that picks tokens.
 type SamplerChainOptions struct {
 	Perf bool // collect sampling timings
+	// Filter allows a chain that does not end with a sampler that selects
+	// the token (see NewSamplerChain): a grammar or a top-k on its own,
+	// to narrow candidates with Apply and follow tokens with Accept. Such
+	// a chain picks no token: Sample, Propose, Generate and
+	// Context.SetSampler refuse it.
+	Filter bool
 }
 
 // SamplerChain runs samplers in order to pick the next token.
@@ -288,6 +316,9 @@ type SamplerChain struct {
 	// the chain does not begin with a top-k or collects timings.
 	fast *fastTopK
 	perf bool // collects timings: not offloadable
+	// selects: the chain ends with a sampler that selects the token; a
+	// chain that does not (SamplerChainOptions.Filter) cannot sample.
+	selects bool
 	// Propose's candidates off the fast path, reused between calls.
 	row    []TokenData
 	rowArr capi.TokenDataArray
@@ -303,6 +334,16 @@ type SamplerChain struct {
 }
 
 // NewSamplerChain builds samplers into a chain for a model.
+//
+// The last sampler of the chain must select the token: Greedy, Dist,
+// Mirostat, MirostatV2, AdaptiveP, or a Custom sampler that is a
+// SelectingSampler. The others (TopK, Temp, a grammar, ...) only narrow
+// or reweigh the candidates, and a chain of them alone picks nothing
+// (llama.cpp would abort the process at the first sample), so such a
+// chain is an error matching ErrInvalid, unless opts.Filter asks for a
+// chain that only filters (for Apply). It is the last sampler's choice
+// that counts: a filter after a selecting sampler could reorder or cut the
+// candidates under its choice.
 func NewSamplerChain(m *Model, opts SamplerChainOptions, samplers ...Sampler) (*SamplerChain, error) {
 	if m == nil {
 		return nil, errorf(CodeInvalid, "sampler chain", "nil *Model")
@@ -312,16 +353,23 @@ func NewSamplerChain(m *Model, opts SamplerChainOptions, samplers ...Sampler) (*
 		return nil, err
 	}
 	defer done()
+	for _, s := range samplers {
+		if s == nil {
+			return nil, errorf(CodeInvalid, "sampler chain", "nil sampler")
+		}
+	}
+	selecting := len(samplers) > 0 && selects(samplers[len(samplers)-1])
+	if !selecting && !opts.Filter {
+		return nil, errorf(CodeInvalid, "sampler chain",
+			"the chain %v selects no token: end the chain with llama.Dist(seed) or llama.Greedy() (or set SamplerChainOptions.Filter for a chain used only with Apply)",
+			samplerNames(samplers))
+	}
 	chain := capi.SamplerChainInit(capi.SamplerChainParams{NoPerf: !opts.Perf})
 	if chain == 0 {
 		return nil, errorf(CodeUnknown, "sampler chain", "llama.cpp could not make a chain")
 	}
-	c := &SamplerChain{model: m, ptr: chain, perf: opts.Perf}
+	c := &SamplerChain{model: m, ptr: chain, perf: opts.Perf, selects: selecting}
 	for _, s := range samplers {
-		if s == nil {
-			capi.SamplerFree(chain)
-			return nil, errorf(CodeInvalid, "sampler chain", "nil sampler")
-		}
 		p, err := s.build(m)
 		if err != nil {
 			capi.SamplerFree(chain)
@@ -345,6 +393,16 @@ func NewSamplerChain(m *Model, opts SamplerChainOptions, samplers ...Sampler) (*
 			}
 		}
 	}
+	if selecting {
+		// A Go sampler that closes the chain must select: its callback
+		// checks that it did (goEntry.final).
+		if s := capi.SamplerChainGet(chain, int32(len(samplers)-1)); s != nil && goIface != nil &&
+			s.Iface == uintptr(unsafe.Pointer(goIface)) {
+			if e := goSampler(s); e != nil {
+				e.final = true
+			}
+		}
+	}
 	c.seed = capi.SamplerGetSeed(chain)
 	if !opts.Perf {
 		if c.fast = planFastTopK(m, samplers); c.fast != nil {
@@ -356,6 +414,51 @@ func NewSamplerChain(m *Model, opts SamplerChainOptions, samplers ...Sampler) (*
 		return nil, closedErr("sampler chain", "model")
 	}
 	return c, nil
+}
+
+// selectingSamplers are llama.cpp's samplers that set the selected
+// candidate: the others only narrow or reweigh the candidates.
+var selectingSamplers = map[string]bool{
+	"greedy": true, "dist": true, "mirostat": true, "mirostat-v2": true, "adaptive-p": true,
+}
+
+// selects reports whether s selects the token.
+func selects(s Sampler) bool {
+	switch s := s.(type) {
+	case samplerFunc:
+		return selectingSamplers[s.name]
+	case customSpec:
+		sel, ok := s.s.(SelectingSampler)
+		return ok && callSelects(sel)
+	}
+	return false
+}
+
+// callSelects calls s.Selects; a panic there counts as false.
+func callSelects(s SelectingSampler) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return s.Selects()
+}
+
+func samplerNames(ss []Sampler) []string {
+	names := make([]string, len(ss))
+	for i, s := range ss {
+		names[i] = s.String()
+	}
+	return names
+}
+
+// Selects reports whether the chain ends with a sampler that selects the
+// token, so that it can Sample (false for nil and for the chains that
+// SamplerChainOptions.Filter allows).
+func (c *SamplerChain) Selects() bool { return c != nil && c.selects }
+
+func errNoSelect(op string, c *SamplerChain) error {
+	return errorf(CodeInvalid, op, "the chain %v selects no token (SamplerChainOptions.Filter): end the chain with llama.Dist(seed) or llama.Greedy() to sample with it", c.names)
 }
 
 func (c *SamplerChain) closeFromParent() { c.close() }
@@ -401,7 +504,9 @@ func (c *SamplerChain) String() string {
 	return fmt.Sprint(c.names)
 }
 
-// Seed returns the seed the chain's random samplers use (0 for nil).
+// Seed returns the seed the chain's random samplers use (0 for nil). The
+// same seed repeats the draws, and the text only for the same decodes: see
+// Dist.
 func (c *SamplerChain) Seed() uint32 {
 	if c == nil {
 		return 0
@@ -464,6 +569,13 @@ func (c *SamplerChain) sampleLocked(ctx *Context, idx int, accept bool) (Token, 
 	if ctx.model != c.model {
 		return NoToken, errorf(CodeInvalid, "sample", "chain and context belong to different models")
 	}
+	if !c.selects {
+		op := "sample"
+		if !accept {
+			op = "propose"
+		}
+		return NoToken, errNoSelect(op, c)
+	}
 	if idx == -1 {
 		idx = ctx.nOut - 1
 	}
@@ -510,8 +622,8 @@ func (c *SamplerChain) sampleLocked(ctx *Context, idx int, accept bool) (Token, 
 	}
 	if c.hasGo {
 		if err := c.goFailure("sample"); err != nil {
-			if _, ok := err.(*PanicError); ok {
-				return NoToken, err
+			if e, ok := err.(*Error); !ok || e.Code != CodeGrammar {
+				return NoToken, err // a panic, or a Go sampler's misuse
 			}
 			if t >= 0 && t < c.model.nVocb {
 				return Token(t), err
@@ -560,6 +672,7 @@ func (c *SamplerChain) goFailure(op string) error {
 		return nil
 	}
 	var perr *PanicError
+	var misuse error
 	failed := false
 	n := capi.SamplerChainN(c.ptr)
 	for i := int32(0); i < n; i++ {
@@ -577,6 +690,12 @@ func (c *SamplerChain) goFailure(op string) error {
 			}
 			e.panicked = nil
 		}
+		if e.misuse != "" {
+			if misuse == nil {
+				misuse = errorf(CodeInvalid, op, "custom sampler %s: %s", e.name, e.misuse)
+			}
+			e.misuse = ""
+		}
 		if g, ok := e.s.(*grammarSampler); ok && g.failed {
 			failed = true
 		}
@@ -584,6 +703,8 @@ func (c *SamplerChain) goFailure(op string) error {
 	switch {
 	case perr != nil:
 		return perr
+	case misuse != nil:
+		return misuse
 	case failed:
 		return errGrammarFailed(op)
 	}
@@ -618,15 +739,17 @@ func (c *SamplerChain) Reset() error {
 }
 
 // goPanic returns the panic a Go sampler of the chain recovered in the
-// last call into llama.cpp (see goFailure), or nil.
+// last call into llama.cpp, or the candidates a Custom sampler left that
+// llama.cpp could not take (see goFailure), or nil.
 func (c *SamplerChain) goPanic(op string) error {
 	if !c.hasGo {
 		return nil
 	}
-	if err, ok := c.goFailure(op).(*PanicError); ok {
-		return err
+	err := c.goFailure(op)
+	if e, ok := err.(*Error); ok && e.Code == CodeGrammar {
+		return nil
 	}
-	return nil
+	return err
 }
 
 // Clone returns an independent copy of the chain with its current state.
@@ -653,7 +776,7 @@ func (c *SamplerChain) Clone() (*SamplerChain, error) {
 		return nil, errorf(CodeUnsupported, "clone", "a sampler of the chain cannot be cloned")
 	}
 	n := &SamplerChain{model: c.model, ptr: p, names: append([]string(nil), c.names...), seed: c.seed, hasGo: c.hasGo, noClone: c.noClone,
-		fast: c.fast.clone(p)}
+		selects: c.selects, perf: c.perf, fast: c.fast.clone(p)}
 	if !c.model.addChild(n) {
 		capi.SamplerFree(p)
 		return nil, closedErr("clone", "model")
@@ -670,7 +793,8 @@ type TokenData struct {
 
 // Apply runs the chain over candidates (no accept) and returns the
 // surviving candidates, in the chain's order, and the index of the
-// selected one (-1 if no sampler selected). It does not touch a Context.
+// selected one (-1 if no sampler selected). It does not touch a Context,
+// and works on a chain that selects nothing (SamplerChainOptions.Filter).
 func (c *SamplerChain) Apply(candidates []TokenData) ([]TokenData, int, error) {
 	if err := c.lock("apply"); err != nil {
 		return nil, -1, err
@@ -696,7 +820,11 @@ func (c *SamplerChain) Apply(candidates []TokenData) ([]TokenData, int, error) {
 	}
 	out := unsafe.Slice((*TokenData)(arr.Data), arr.Size)
 	res := append([]TokenData(nil), out...)
-	return res, int(arr.Selected), nil
+	sel := int(arr.Selected)
+	if sel >= len(res) {
+		sel = -1 // a filter after the selecting sampler cut the list
+	}
+	return res, sel, nil
 }
 
 // Custom samplers.
@@ -704,6 +832,13 @@ func (c *SamplerChain) Apply(candidates []TokenData) ([]TokenData, int, error) {
 // CustomSampler is a sampler written in Go. Apply edits the candidates in
 // place: change logits or probabilities, shrink the list, sort it, or set
 // the selected index. The methods run on the goroutine that samples.
+//
+// What Apply leaves is checked before llama.cpp sees it: a candidate whose
+// ID is not a token of the model, or a SelectingSampler at the end of its
+// chain that selected nothing, makes the chain's call (Sample, Apply, ...)
+// fail with an error matching ErrInvalid rather than reach llama.cpp's
+// assertions. A sampler that only filters is not the last of a chain
+// (see NewSamplerChain).
 type CustomSampler interface {
 	// Name names the sampler.
 	Name() string
@@ -713,6 +848,15 @@ type CustomSampler interface {
 	Accept(t Token)
 	// Reset clears the sampler's state.
 	Reset()
+}
+
+// SelectingSampler is a CustomSampler that selects the token: when
+// Selects reports true (it is asked once, when a chain is built), its
+// Apply calls Candidates.Select every time, and the sampler may end a
+// chain. A chain's last sampler must select.
+type SelectingSampler interface {
+	CustomSampler
+	Selects() bool
 }
 
 // CloneableSampler is a CustomSampler that can copy itself (for Clone).
@@ -734,10 +878,16 @@ func (c *Candidates) Data() []TokenData {
 	return unsafe.Slice((*TokenData)(c.arr.Data), c.arr.Size)
 }
 
-// Truncate keeps the first n candidates.
+// Truncate keeps the first n candidates, at least one: the list is never
+// left empty (llama.cpp's samplers need a candidate), so n < 1 keeps the
+// first. A selected index past the new end is cleared.
 func (c *Candidates) Truncate(n int) {
-	if n >= 0 && uintptr(n) < c.arr.Size {
+	n = max(n, 1)
+	if uintptr(n) < c.arr.Size {
 		c.arr.Size = uintptr(n)
+		if c.arr.Selected >= int64(n) {
+			c.arr.Selected = -1
+		}
 	}
 }
 
@@ -768,8 +918,8 @@ func Custom(s CustomSampler) Sampler {
 type customSpec struct{ s CustomSampler }
 
 func (c customSpec) String() string { return "custom:" + c.s.Name() }
-func (c customSpec) build(*Model) (capi.Sampler, error) {
-	return newGoSampler(c.s), nil
+func (c customSpec) build(m *Model) (capi.Sampler, error) {
+	return newGoSampler(c.s, m.nVocb), nil
 }
 
 var (
@@ -790,6 +940,43 @@ type goEntry struct {
 	// looked: the callback recovers it, so that it never unwinds through
 	// llama.cpp's frames, and the chain's call returns it as its error.
 	panicked *PanicError
+	// nVocab > 0: a Custom sampler, whose candidates are checked after
+	// Apply (token ids below nVocab); 0 for the package's own samplers.
+	nVocab int32
+	// final: the sampler ends its chain and must select (llama.cpp
+	// asserts that the chain selected a candidate).
+	final bool
+	// misuse says what was wrong with the candidates the sampler left,
+	// since the chain last looked (repaired so that llama.cpp goes on).
+	misuse string
+}
+
+// check repairs what a Custom sampler's Apply left that llama.cpp would
+// fail on, and records it: a candidate whose id is not a token (it gets
+// token 0 at -Inf), and, for the chain's last sampler, no selection (the
+// first candidate is selected). The chain's call then fails.
+func (e *goEntry) check(arr *capi.TokenDataArray) {
+	if arr.Size == 0 || arr.Data == nil {
+		return // Truncate never empties the list
+	}
+	d := unsafe.Slice((*TokenData)(arr.Data), arr.Size)
+	for i := range d {
+		if id := d[i].ID; id < 0 || int32(id) >= e.nVocab {
+			if e.misuse == "" {
+				e.misuse = fmt.Sprintf("candidate %d has token id %d, outside the vocabulary of %d", i, id, e.nVocab)
+			}
+			d[i] = TokenData{ID: 0, Logit: float32(math.Inf(-1))}
+		}
+	}
+	if arr.Selected >= int64(arr.Size) {
+		arr.Selected = -1
+	}
+	if e.final && arr.Selected < 0 {
+		if e.misuse == "" {
+			e.misuse = "it ends the chain as a SelectingSampler but selected no candidate"
+		}
+		arr.Selected = 0
+	}
 }
 
 // recover records a panic of the method op; it must be deferred by the
@@ -800,7 +987,14 @@ func (e *goEntry) recover(op string) {
 	}
 }
 
-func newGoSampler(s CustomSampler) capi.Sampler {
+// newGoSampler makes s a llama.cpp sampler; nVocab > 0 checks its
+// candidates after Apply (goEntry.check).
+func newGoSampler(s CustomSampler, nVocab int32) capi.Sampler {
+	return newGoEntry(&goEntry{s: s, nVocab: nVocab})
+}
+
+// newGoEntry makes e (its s, nVocab and final set) a llama.cpp sampler.
+func newGoEntry(e *goEntry) capi.Sampler {
 	goIfaceOnce.Do(func() {
 		p := (*capi.SamplerI)(capi.Calloc(1, unsafe.Sizeof(capi.SamplerI{})))
 		*p = capi.SamplerI{
@@ -817,8 +1011,9 @@ func newGoSampler(s CustomSampler) capi.Sampler {
 		return 0
 	}
 	id := goSamplerID.Add(1)
-	name := s.Name()
-	goSamplers.Store(id, &goEntry{s: s, name: name})
+	name := e.s.Name()
+	e.name = name
+	goSamplers.Store(id, e)
 	if name := capi.CString(name); name != nil {
 		goNames.Store(id, name)
 	}
@@ -849,6 +1044,9 @@ func goSamplerAccept(sm *capi.SamplerStruct, t int32) {
 
 func goSamplerApply(sm *capi.SamplerStruct, arr *capi.TokenDataArray) {
 	if e := goSampler(sm); e != nil {
+		if e.nVocab > 0 {
+			defer e.check(arr) // after the recover: a panic leaves candidates too
+		}
 		defer e.recover("apply")
 		e.s.Apply(&Candidates{arr: arr})
 	}
@@ -874,7 +1072,7 @@ func goSamplerClone(sm *capi.SamplerStruct) (p uintptr) {
 		return 0 // SamplerChain.Clone refuses such chains before C gets here
 	}
 	defer e.recover("clone")
-	return uintptr(newGoSampler(cs.Clone()))
+	return uintptr(newGoEntry(&goEntry{s: cs.Clone(), nVocab: e.nVocab, final: e.final}))
 }
 
 // freeGo frees what a Go sampler holds in C; a panic there is dropped,

@@ -77,7 +77,7 @@ func TestTopKMatchesLlama(t *testing.T) {
 							ss = append(ss, llama.LogitBias(b.bias))
 						}
 						ss = append(ss, llama.TopK(k))
-						c, err := llama.NewSamplerChain(md.m, llama.SamplerChainOptions{}, ss...)
+						c, err := llama.NewSamplerChain(md.m, llama.SamplerChainOptions{Filter: true}, ss...)
 						require.NoError(t, err)
 						defer c.Close()
 						want, _, err := c.Apply(cands)

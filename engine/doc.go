@@ -14,7 +14,9 @@
 //   - context shift for slots whose context is full (Options.ContextShift);
 //   - per-request sampling (sampling.Params, grammars, lazy grammars,
 //     logit bias, top-n probabilities), stop strings, limits and LoRA
-//     scales (requests of other scales wait for a batch of their own);
+//     scales (requests of other scales wait for a batch of their own); a
+//     seeded request repeats its draws, but its text may change with the
+//     requests batched beside it (see llama.Dist);
 //   - embeddings and reranking (Options.Embedding, Options.Reranking);
 //   - speculative decoding per slot (Options.Speculative);
 //   - slot files (SaveSlot, RestoreSlot, EraseSlot) and Metrics.

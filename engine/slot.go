@@ -793,7 +793,7 @@ func (e *Engine) newSampler(p *sampling.Params, extra []llama.Sampler) (chain, g
 		return nil, nil, false, err
 	}
 	if g != nil {
-		if gram, err = llama.NewSamplerChain(e.model, llama.SamplerChainOptions{}, g); err != nil {
+		if gram, err = llama.NewSamplerChain(e.model, llama.SamplerChainOptions{Filter: true}, g); err != nil {
 			return nil, nil, false, err
 		}
 	}

@@ -147,7 +147,7 @@ func CheckGrammar(m *llama.Model, g string) error {
 	if err != nil {
 		return errorf("grammar", "invalid grammar: %v", err)
 	}
-	c, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, gr.Sampler())
+	c, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{Filter: true}, gr.Sampler())
 	if err != nil {
 		return errorf("grammar", "invalid grammar: %v", err)
 	}

@@ -44,7 +44,7 @@ type Params struct {
 	DRYAllowedLength    int
 	DRYPenaltyLastN     int // -1: the context
 	DRYSequenceBreakers []string
-	Seed                uint32 // llama.DefaultSeed: random
+	Seed                uint32 // llama.DefaultSeed: random; it repeats draws, not text batched with other requests (see llama.Dist)
 	// AdaptiveTarget and AdaptiveDecay configure the adaptive-p sampler,
 	// used in place of the final random pick when Samplers names
 	// "adaptive_p" (target < 0: disabled).

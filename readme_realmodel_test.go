@@ -1,0 +1,54 @@
+//go:build realmodel
+
+package llama_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama"
+	"github.com/x/llama/internal/testenv"
+)
+
+// TestRealModelReadmeEmbeddings holds the README's embedding options against
+// all-MiniLM-L6-v2: with ContextSize 8*512 and 8 sequences, a text of
+// several hundred tokens (up to the model's 512) embeds; with the default
+// context each sequence gets fewer positions than that, and the same text
+// is an error (not a crash).
+func TestRealModelReadmeEmbeddings(t *testing.T) {
+	ctx := context.Background()
+	model, err := llama.LoadModel(ctx, testenv.RealModel(t, "all-minilm-l6-v2"), llama.ModelOptions{})
+	require.NoError(t, err)
+	defer model.Close()
+	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 30)
+	toks, err := model.Tokenize(long, llama.TokenizeOptions{AddSpecial: true})
+	require.NoError(t, err)
+	require.Greater(t, len(toks), 300)
+	require.LessOrEqual(t, len(toks), 512)
+	for _, tc := range []struct {
+		name string
+		opts llama.ContextOptions
+		ok   bool
+	}{
+		{"README", llama.ContextOptions{Embeddings: true, Pooling: llama.PoolingMean, ContextSize: 8 * 512, Sequences: 8}, true},
+		{"default context", llama.ContextOptions{Embeddings: true, Pooling: llama.PoolingMean, Sequences: 8}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ectx, err := model.NewContext(tc.opts)
+			require.NoError(t, err)
+			defer ectx.Close()
+			vecs, err := ectx.Embed(ctx, []string{"first text", long}, llama.EmbedOptions{})
+			if !tc.ok {
+				assert.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			require.Len(t, vecs, 2)
+			assert.Len(t, vecs[1], len(vecs[0]))
+		})
+	}
+}
