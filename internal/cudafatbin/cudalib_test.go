@@ -9,14 +9,20 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/x/llama/lib"
 )
 
-// TestNPMCUDALibrary reads the npm CUDA build's libggml-cuda.so (the
-// folder in LLAMA_CUDA_LIB_DIR, where llama-install -flavor cuda -dir put
-// it) and checks the verdicts its facts give. It needs no GPU.
+// TestNPMCUDALibrary reads the npm CUDA build's libggml-cuda.so (in the
+// folder LLAMA_CUDA_LIB_DIR names, else the cache folder llama-install
+// -flavor cuda installs into) and checks the verdicts its facts give. It
+// needs no GPU.
 func TestNPMCUDALibrary(t *testing.T) {
 	dir := os.Getenv("LLAMA_CUDA_LIB_DIR")
-	require.NotEmpty(t, dir, "LLAMA_CUDA_LIB_DIR names the folder of the CUDA flavor")
+	if dir == "" {
+		var err error
+		dir, err = lib.DefaultDir(lib.CUDA)
+		require.NoError(t, err)
+	}
 	f, err := ReadFile(filepath.Join(dir, "libggml-cuda.so"))
 	require.NoError(t, err)
 	assert.Equal(t, npmFacts.SASS, f.SASS)
