@@ -55,7 +55,7 @@ func Diagnose(env Env) error {
 	for _, f := range files {
 		lib, err := manifestLibrary(f)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("Vulkan driver %s: %w", f, err))
+			errs = append(errs, fmt.Errorf("the Vulkan driver manifest %s: %w", f, err))
 			continue
 		}
 		if err := env.Dlopen(lib); err != nil {
