@@ -71,7 +71,9 @@ type ModelOptions struct {
 	TensorBufferOverrides []TensorBufferOverride
 	// Devices are the devices to offload to, by name (the Devices whose
 	// Type is not "cpu"; nil: all of them). The CPU is not one: CPUOnly
-	// keeps the model there.
+	// keeps the model there. A CUDA device the installed build cannot
+	// run on (see CheckDevices) is left out of the default, with a
+	// warning, and fails the load with CodeUnsupported when named.
 	Devices []string
 	// RPCServers are llama.cpp RPC workers (rpc-server, see AddRPCServer)
 	// as host:port, at most 16: their devices join Devices, and the
