@@ -79,10 +79,13 @@ func TestDiagnose(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			loader := tt.loader
 			if loader == "" {
-				// The loader itself is not needed past this check: any
-				// library that loads stands for it where libvulkan1 is
-				// not installed.
-				loader = "libc.so.6"
+				// The real loader where libvulkan1 is installed; past
+				// this check it is not used, so any library that loads
+				// stands for it elsewhere.
+				loader = Loader
+				if dlopen(Loader) != nil {
+					loader = "libc.so.6"
+				}
 			}
 			err := Diagnose(Env{Getenv: func(k string) string { return tt.env[k] }, Dlopen: dlopen, Loader: loader})
 			if tt.want == nil {
