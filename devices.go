@@ -3,12 +3,15 @@ package llama
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"unsafe"
 
+	"github.com/ebitengine/purego"
 	"github.com/x/llama/internal/capi"
+	"github.com/x/llama/internal/vulkanicd"
 	"github.com/x/llama/lib"
 )
 
@@ -94,12 +97,15 @@ func gpuDevices() ([]string, error) {
 	return out, nil
 }
 
-// GPUBackendErrors reports the GPU backends of the loaded build (its
-// libggml-vulkan or libggml-cuda) that cannot be loaded, each with the
-// dynamic loader's reason. ggml skips such a backend without a word: a
-// Vulkan or CUDA build on a machine without the Vulkan loader or the CUDA
-// runtime lists the CPU alone in Devices. None is reported for a CPU
-// build, nor for a backend that loads but finds no device.
+// GPUBackendErrors reports why GPU backends of the loaded build (its
+// libggml-vulkan or libggml-cuda) give no device: a backend that cannot
+// be loaded, with the dynamic loader's reason (ggml skips it without a
+// word, so a Vulkan or CUDA build on a machine without the Vulkan loader
+// or the CUDA runtime lists the CPU alone in Devices); and a Vulkan
+// backend that loads but finds no device, with the reason: no Vulkan
+// loader, no driver manifest (ICD .json), or a driver whose library
+// cannot load, naming its missing dependency. None is reported for a CPU
+// build.
 func GPUBackendErrors() ([]error, error) {
 	if err := ensureInit(); err != nil {
 		return nil, err
@@ -112,9 +118,34 @@ func GPUBackendErrors() ([]error, error) {
 	for _, p := range lib.GPUBackendFiles(dir) {
 		if err := capi.ProbeLibrary(p); err != nil {
 			out = append(out, fmt.Errorf("the GPU backend %s cannot be loaded: %w", filepath.Base(p), err))
+			continue
+		}
+		if strings.Contains(strings.ToLower(filepath.Base(p)), "vulkan") && !hasDevice("Vulkan") {
+			err := vulkanicd.Diagnose(vulkanicd.Env{Getenv: os.Getenv, Dlopen: func(name string) error {
+				_, err := purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_LOCAL)
+				return err
+			}})
+			if err == nil {
+				err = errors.New("its drivers load but report no device")
+			}
+			out = append(out, fmt.Errorf("the Vulkan backend finds no device: %w", err))
 		}
 	}
 	return out, nil
+}
+
+// hasDevice reports whether a device's name starts with prefix.
+func hasDevice(prefix string) bool {
+	devs, err := Devices()
+	if err != nil {
+		return false
+	}
+	for _, d := range devs {
+		if strings.HasPrefix(d.Name, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // deviceList resolves device names to llama.cpp's device array

@@ -96,3 +96,22 @@ func TestTensorBufferOverrides(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckDevices lists the devices with their verdicts: on this
+// machine's build every device is usable (the CUDA verdicts are tested
+// in gpucheck_internal_test.go and, against the npm CUDA library, in
+// internal/cudafatbin behind the cudalib tag).
+func TestCheckDevices(t *testing.T) {
+	devs, err := llama.Devices()
+	require.NoError(t, err)
+	checks, err := llama.CheckDevices()
+	require.NoError(t, err)
+	require.Len(t, checks, len(devs))
+	for i, c := range checks {
+		assert.Equal(t, devs[i].Name, c.Name)
+		if !strings.HasPrefix(c.Name, "CUDA") {
+			assert.NoError(t, c.Err, c.Name)
+			assert.Empty(t, c.How, c.Name)
+		}
+	}
+}

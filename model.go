@@ -71,7 +71,9 @@ type ModelOptions struct {
 	TensorBufferOverrides []TensorBufferOverride
 	// Devices are the devices to offload to, by name (the Devices whose
 	// Type is not "cpu"; nil: all of them). The CPU is not one: CPUOnly
-	// keeps the model there.
+	// keeps the model there. A CUDA device the installed build cannot
+	// run on (see CheckDevices) is left out of the default, with a
+	// warning, and fails the load with CodeUnsupported when named.
 	Devices []string
 	// RPCServers are llama.cpp RPC workers (rpc-server, see AddRPCServer)
 	// as host:port, at most 16: their devices join Devices, and the
@@ -226,6 +228,19 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 		keep = append(keep, ov)
 		p.KVOverrides = uintptr(unsafe.Pointer(&ov[0]))
 	}
+	// A device this build cannot run on is left out (or, when named,
+	// refused) before llama.cpp places anything there: ggml would abort
+	// the process on the first kernel (see CheckDevices).
+	gpuNames, pinDevices := opts.Devices, len(opts.Devices) > 0
+	if !opts.VocabOnly {
+		var err error
+		if gpuNames, pinDevices, err = modelDevices(opts.Devices); err != nil {
+			return nil, err
+		}
+		if err := refusedBufferType(opts.TensorBufferOverrides); err != nil {
+			return nil, err
+		}
+	}
 	if len(opts.TensorBufferOverrides) > 0 {
 		ov, strs, err := tensorOverrides(opts.TensorBufferOverrides)
 		if err != nil {
@@ -236,11 +251,11 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 	}
 	var rpcInfo []Device
 	var rpcLoaded *bool // set once the model holds its claim on the workers
-	if len(opts.Devices) > 0 || len(opts.RPCServers) > 0 {
+	if pinDevices || len(opts.RPCServers) > 0 {
 		devs := []uintptr{0}
-		if len(opts.Devices) > 0 {
+		if len(gpuNames) > 0 {
 			var err error
-			if devs, err = deviceList(opts.Devices); err != nil {
+			if devs, err = deviceList(gpuNames); err != nil {
 				return nil, err
 			}
 		}

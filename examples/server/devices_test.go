@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -69,8 +70,16 @@ func TestFlagDevices(t *testing.T) {
 	if len(gpus) == 0 {
 		assert.Equal(t, []string{"  (none)"}, lines[1:])
 	}
+	// A device's verdict, when it was checked, is on a line of its own
+	// ("    usable: ..." or "    refused: ...").
+	var listed []string
+	for _, l := range lines[1:] {
+		if !strings.HasPrefix(l, "    ") && !strings.HasPrefix(l, "  note: ") {
+			listed = append(listed, l)
+		}
+	}
 	for i, g := range gpus {
-		assert.True(t, strings.HasPrefix(lines[1+i], "  "+g+": "), lines[1+i])
+		assert.True(t, strings.HasPrefix(listed[i], "  "+g+": "), listed[i])
 	}
 
 	model := testenv.Model(t, "stories260K.gguf")
@@ -124,4 +133,49 @@ func TestGPUBuildWithoutItsRuntime(t *testing.T) {
 	require.ErrorAs(t, err, &ee)
 	assert.Equal(t, 1, ee.ExitCode(), "an error exit, not a crash: %s", out)
 	assert.Contains(t, out, `invalid device "Vulkan0": there is no device besides the CPU (the GPU backend libggml-vulkan.so cannot be loaded: `)
+}
+
+// TestDefaultLogHasLlamaCppWarnings starts the server without -v: the
+// warnings llama.cpp logs while loading stories260K (its bad special
+// token ids) reach the default log, its info lines do not; with -v they
+// both do.
+func TestDefaultLogHasLlamaCppWarnings(t *testing.T) {
+	bin := buildServer(t)
+	model := testenv.Model(t, "stories260K.gguf")
+	for _, tc := range []struct {
+		args     []string
+		wantInfo bool
+	}{
+		{[]string{"-m", model, "-t", "1"}, false},
+		{[]string{"-m", model, "-t", "1", "-v"}, true},
+	} {
+		c := startServer(t, bin, tc.args...)
+		require.NoError(t, c.stop())
+		logs := c.logs.String()
+		assert.Regexp(t, `level=WARN msg="load: bad special token: [^"]*" source=llama.cpp`, logs, "%v", tc.args)
+		assert.Equal(t, tc.wantInfo, strings.Contains(logs, "level=INFO msg=\"llama_model_loader:"), "%v: %s", tc.args, logs)
+	}
+}
+
+// TestWriteDevices checks the listing's verdict lines on devices this
+// machine does not have: an H200 the npm CUDA build cannot run on a 13.0
+// driver, a GPU it runs, a Vulkan device (not checked) and a note.
+func TestWriteDevices(t *testing.T) {
+	refusal := &llama.Error{Code: llama.CodeUnsupported, Op: "check device", Msg: "CUDA0 (NVIDIA H200, compute capability 9.0) cannot run this CUDA build: ..."}
+	var out bytes.Buffer
+	writeDevices(&out, []llama.DeviceCheck{
+		{Device: llama.Device{Name: "CPU", Type: "cpu"}},
+		{Device: llama.Device{Name: "CUDA0", Description: "NVIDIA H200", Type: "gpu", TotalMemory: 143155 << 20, FreeMemory: 142000 << 20}, Err: refusal},
+		{Device: llama.Device{Name: "CUDA1", Description: "NVIDIA GeForce RTX 4090", Type: "gpu", TotalMemory: 24 << 30, FreeMemory: 23 << 30},
+			How: "compute capability 8.9, runs the sm_89 machine code"},
+		{Device: llama.Device{Name: "Vulkan0", Description: "AMD Radeon", Type: "gpu", TotalMemory: 16 << 30, FreeMemory: 16 << 30}},
+	}, []error{errors.New("the GPU backend libggml-vulkan.so cannot be loaded: libvulkan.so.1: cannot open shared object file")})
+	assert.Equal(t, `Available devices:
+  CUDA0: NVIDIA H200 (143155 MiB, 142000 MiB free)
+    refused: CUDA0 (NVIDIA H200, compute capability 9.0) cannot run this CUDA build: ...
+  CUDA1: NVIDIA GeForce RTX 4090 (24576 MiB, 23552 MiB free)
+    usable: compute capability 8.9, runs the sm_89 machine code
+  Vulkan0: AMD Radeon (16384 MiB, 16384 MiB free)
+  note: the GPU backend libggml-vulkan.so cannot be loaded: libvulkan.so.1: cannot open shared object file
+`, out.String())
 }

@@ -80,8 +80,13 @@ func serve(cfg *config) error {
 		logger = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))
 		cfg.opts.Logger = logger
 	}
+	// llama.cpp's own warnings and errors (a device left out, a failed
+	// allocation, a CUDA error) reach the log by default; its info and
+	// debug lines with -v.
 	if cfg.verbose {
 		llama.SetLogger(logger)
+	} else {
+		llama.SetLogger(slog.New(minLevel{logger.Handler(), slog.LevelWarn}))
 	}
 	if p := cfg.threads.prio; p != nil {
 		// As llama-server: --prio also sets the process's priority (a
@@ -227,32 +232,66 @@ func printCacheList(w io.Writer) error {
 }
 
 // printDevices lists the devices -dev may name, as llama-server's
-// --list-devices does: those other than the CPU, with their memory.
+// --list-devices does: those other than the CPU, with their memory. A
+// device the build was checked on has its verdict on the next line
+// ("usable: ..." or "refused: ..." with the ways out; see
+// llama.CheckDevices).
 func printDevices(w io.Writer) error {
-	devs, err := llama.Devices()
+	checks, err := llama.CheckDevices()
 	if err != nil {
 		return err
 	}
+	// A GPU build whose backend does not load (no Vulkan loader, no CUDA
+	// runtime) or finds no device lists none: say why.
+	errs, err := llama.GPUBackendErrors()
+	if err != nil {
+		return err
+	}
+	writeDevices(w, checks, errs)
+	return nil
+}
+
+func writeDevices(w io.Writer, checks []llama.DeviceCheck, notes []error) {
 	fmt.Fprintln(w, "Available devices:")
 	n := 0
-	for _, d := range devs {
+	for _, d := range checks {
 		if d.Type == "cpu" {
 			continue
 		}
 		fmt.Fprintf(w, "  %s: %s (%d MiB, %d MiB free)\n", d.Name, d.Description, d.TotalMemory>>20, d.FreeMemory>>20)
+		var le *llama.Error
+		switch {
+		case errors.As(d.Err, &le):
+			fmt.Fprintf(w, "    refused: %s\n", le.Msg)
+		case d.Err != nil:
+			fmt.Fprintf(w, "    refused: %v\n", d.Err)
+		case d.How != "":
+			fmt.Fprintf(w, "    usable: %s\n", d.How)
+		}
 		n++
 	}
 	if n == 0 {
 		fmt.Fprintln(w, "  (none)")
 	}
-	// A GPU build whose backend does not load (no Vulkan loader, no CUDA
-	// runtime) lists no device: say why.
-	errs, err := llama.GPUBackendErrors()
-	if err != nil {
-		return err
-	}
-	for _, e := range errs {
+	for _, e := range notes {
 		fmt.Fprintf(w, "  note: %v\n", e)
 	}
-	return nil
+}
+
+// minLevel passes the records of at least a level to a handler.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
 }
