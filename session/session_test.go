@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
+	"github.com/x/llama/engine"
 	"github.com/x/llama/internal/testenv"
 	"github.com/x/llama/session"
 )
@@ -205,4 +207,165 @@ func TestToolErrors(t *testing.T) {
 			assert.ErrorIs(t, err, llama.ErrInvalid, name)
 		}
 	})
+}
+
+// The streamed text adds up to the reply's; breaking out of the loop, or
+// a call inside it, leaves the session as it was.
+func TestStream(t *testing.T) {
+	m := model(t, "stories260K.gguf")
+	o := chatML
+	o.ToolChoice, o.MaxSteps = chat.ToolChoice{Mode: "required"}, 1
+	s, err := session.New(newContext(t, m, 2048), o)
+	require.NoError(t, err)
+	var cities []string
+	addWeather(t, s, &cities)
+
+	var text strings.Builder
+	var calls []session.Call
+	for ev, err := range s.Stream(context.Background(), "Weather in Rome?") {
+		require.NoError(t, err)
+		text.WriteString(ev.Content)
+		if ev.Call != nil {
+			calls = append(calls, *ev.Call)
+		}
+	}
+	require.Len(t, calls, 1)
+	h := s.History()
+	require.Len(t, h, 4)
+	assert.Equal(t, h[3].Content, text.String())
+	assert.NotEmpty(t, text.String())
+
+	n := 0
+	for ev, err := range s.Stream(context.Background(), "And in Oslo?") {
+		require.NoError(t, err)
+		_, busyErr := s.Send(context.Background(), "x")
+		require.ErrorIs(t, busyErr, llama.ErrBusy)
+		n++
+		if ev.Content != "" || n > 3 {
+			break
+		}
+	}
+	assert.Equal(t, h, s.History(), "a stream broken off leaves the history as it was")
+}
+
+// Ending ctx ends the turn with an error matching llama.ErrCanceled and
+// ctx's error; the history is as before.
+func TestCancel(t *testing.T) {
+	m := model(t, "stories260K.gguf")
+	s, err := session.New(newContext(t, m, 2048), chatML)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := 0
+	var last error
+	for ev, err := range s.Stream(ctx, "Tell me a story.") {
+		if err != nil {
+			last = err
+			break
+		}
+		if ev.Content != "" {
+			n++
+			cancel()
+		}
+	}
+	require.Error(t, last)
+	assert.ErrorIs(t, last, llama.ErrCanceled)
+	assert.ErrorIs(t, last, context.Canceled)
+	assert.Empty(t, s.History())
+
+	_, err = s.Send(ctx, "Hi")
+	assert.ErrorIs(t, err, context.Canceled)
+}
+
+// A reply decoded into a Go type: the grammar from the type makes even a
+// tiny model's answer decode.
+func TestAsk(t *testing.T) {
+	type answer struct {
+		Name string `json:"name" jsonschema:"maxLength=10"`
+		Age  int    `json:"age" jsonschema:"minimum=0,maximum=99"`
+	}
+	for _, name := range []string{"stories260K.gguf", "llama-2-tiny-random.gguf"} {
+		t.Run(name, func(t *testing.T) {
+			o := chatML
+			o.ToolFormat = chat.FormatContentOnly
+			s, err := session.New(newContext(t, model(t, name), 2048), o)
+			require.NoError(t, err)
+			a, err := session.Ask[answer](context.Background(), s, "Who are you?")
+			require.NoError(t, err)
+			assert.LessOrEqual(t, len([]rune(a.Name)), 10)
+			assert.True(t, a.Age >= 0 && a.Age <= 99, a.Age)
+			h := s.History()
+			require.Len(t, h, 2)
+			var back answer
+			require.NoError(t, json.Unmarshal([]byte(h[1].Content), &back))
+			assert.Equal(t, a, back)
+		})
+	}
+}
+
+// The conversation stays in the context: the oldest turns go, the system
+// prompt and the current turn stay; a turn that cannot fit is an error.
+func TestKeepInContext(t *testing.T) {
+	m := model(t, "stories260K.gguf")
+	o := chatML
+	o.System, o.MaxTokens = "You are a storyteller.", 24
+	s, err := session.New(newContext(t, m, 256), o)
+	require.NoError(t, err)
+	for i := range 12 {
+		_, err := s.Send(context.Background(), fmt.Sprintf("Turn %d: tell me about the little dog.", i))
+		require.NoError(t, err, i)
+		h := s.History()
+		assert.Equal(t, chat.Message{Role: chat.RoleSystem, Content: o.System}, h[0])
+		assert.Equal(t, fmt.Sprintf("Turn %d: tell me about the little dog.", i), h[len(h)-2].Content)
+	}
+	h := s.History()
+	assert.Less(t, len(h), 1+2*12, "old turns were dropped")
+	assert.Equal(t, chat.RoleUser, h[1].Role, "whole turns are dropped")
+
+	_, err = s.Send(context.Background(), strings.Repeat("long text ", 200))
+	require.ErrorIs(t, err, llama.ErrInvalid)
+	assert.Contains(t, err.Error(), "the current turn does not fit in the context")
+	assert.Equal(t, h, s.History())
+}
+
+// Many goroutines, each with its own session over one engine.
+func TestEngine(t *testing.T) {
+	m := model(t, "stories260K.gguf")
+	eng, err := engine.New(m, engine.Options{Parallel: 2, Context: llama.ContextOptions{ContextSize: 4096, Threads: 1, ThreadsBatch: 1}})
+	require.NoError(t, err)
+	defer eng.Close()
+	const n = 4
+	replies := make([]*session.Reply, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := chatML
+			o.ToolChoice, o.MaxSteps = chat.ToolChoice{Mode: "required"}, 1
+			s, err := session.NewEngine(eng, o)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			var cities []string
+			if errs[i] = session.AddTool(s, "get_weather", "", func(_ context.Context, in weatherArgs) (string, error) {
+				cities = append(cities, in.City)
+				return "sunny in " + in.City, nil
+			}); errs[i] != nil {
+				return
+			}
+			replies[i], errs[i] = s.Send(context.Background(), fmt.Sprintf("Weather in city %d?", i))
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i], i)
+		require.Len(t, replies[i].Calls, 1, i)
+		var args weatherArgs
+		require.NoError(t, json.Unmarshal([]byte(replies[i].Calls[0].Arguments), &args))
+		assert.Equal(t, "sunny in "+args.City, replies[i].Calls[0].Result)
+		assert.Equal(t, 2, replies[i].Steps)
+	}
 }
