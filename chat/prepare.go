@@ -375,6 +375,12 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 		plan.hist = msgs[:n-1]
 	}
 	trimmed := strings.TrimRight(prompt, " \t\r\n")
+	// With the fallback and no tools to call, the answer is plain text:
+	// the generic parser would read a call the model mimics from the
+	// history as one.
+	if fallback && !callTools {
+		format = FormatContentOnly
+	}
 	plan.Parse = ParseOptions{
 		Format:             format,
 		Reasoning:          reasoning,

@@ -177,6 +177,8 @@ func TestPrepare(t *testing.T) {
 				assert.NotContains(t, p.Prompt, "following tools")
 				assert.Empty(t, p.Grammar)
 				assert.False(t, p.Parse.ParseToolCalls)
+				out := `{"tool_call": {"name": "get_weather", "arguments": {}}}`
+				assert.Equal(t, Message{Role: RoleAssistant, Content: out}, p.ParseOutput(out), "no call read under none")
 			}},
 		{name: "without the fallback, a strict template refuses tool results", src: strictRoles,
 			req: Request{Messages: []Message{user, {Role: RoleAssistant, Content: "x"}, {Role: RoleTool, Content: "a"}}},
