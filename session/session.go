@@ -276,7 +276,8 @@ func busy() error {
 }
 
 // History returns a copy of the conversation so far (the system prompt
-// first, if any; tool calls and results included).
+// first, if any; tool calls and results included), or nil while a turn
+// runs.
 func (s *Session) History() []chat.Message {
 	if !s.mu.TryLock() {
 		return nil
