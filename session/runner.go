@@ -25,10 +25,35 @@ type runner interface {
 	generate(ctx context.Context, prompt []llama.Token, o genOptions, yield func(string) bool) (limited bool, err error)
 }
 
-// ctxRunner runs steps in one sequence of a llama.Context.
+// ctxRunner runs steps in one sequence of a llama.Context. It keeps the
+// last prompt in the sequence's memory, so that the next step decodes only
+// what follows the prefix they share.
 type ctxRunner struct {
-	lctx *llama.Context
-	seq  int
+	lctx   *llama.Context
+	seq    int
+	cached []llama.Token // the tokens at positions 0.. of seq, as the last step left them
+}
+
+// reuse returns how many leading tokens of prompt the sequence holds, and
+// removes the rest of its memory; 0 when it holds nothing of use, or not
+// what the last step left.
+func (r *ctxRunner) reuse(prompt []llama.Token) int {
+	n := 0
+	for n < len(r.cached) && n < len(prompt)-1 && r.cached[n] == prompt[n] {
+		n++
+	}
+	r.cached = nil
+	if n == 0 {
+		return 0
+	}
+	mem := r.lctx.Memory()
+	if _, err := mem.Remove(r.seq, n, -1); err != nil {
+		return 0
+	}
+	if _, hi, err := mem.PosRange(r.seq); err != nil || hi != n-1 {
+		return 0
+	}
+	return n
 }
 
 func (r *ctxRunner) nCtx() int { return r.lctx.SeqSize() }
@@ -56,16 +81,19 @@ func (r *ctxRunner) generate(ctx context.Context, prompt []llama.Token, o genOpt
 		return false, err
 	}
 	defer chain.Close()
-	gen := r.lctx.GenerateTokens(ctx, prompt, llama.GenerateOptions{MaxTokens: o.maxTokens, Stop: o.stop, Sampler: chain,
-		Seq: r.seq, RenderSpecial: o.special})
+	n := r.reuse(prompt)
+	gen := r.lctx.GenerateTokens(ctx, prompt[n:], llama.GenerateOptions{MaxTokens: o.maxTokens, Stop: o.stop, Sampler: chain,
+		Seq: r.seq, RenderSpecial: o.special, Keep: n > 0})
 	for p, err := range gen.Seq() {
 		if err != nil {
 			return false, err
 		}
 		if !yield(p.Text) {
+			r.cached = prompt
 			return false, nil
 		}
 	}
+	r.cached = prompt
 	return gen.Reason() == llama.StopMaxTokens || gen.Reason() == llama.StopContext, nil
 }
 

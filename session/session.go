@@ -147,7 +147,9 @@ type Event struct {
 
 // New returns a session over one llama.Context, in sequence o.Seq. The
 // context serves one turn at a time (llama.ErrBusy otherwise); give each
-// concurrent session a context of its own, or use NewEngine.
+// concurrent session a context of its own, or use NewEngine. The session
+// keeps its last prompt in the sequence's memory and decodes only what a
+// step adds to it: leave that sequence to the session.
 func New(lctx *llama.Context, o Options) (*Session, error) {
 	if lctx == nil {
 		return nil, invalid("nil *llama.Context")

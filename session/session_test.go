@@ -369,3 +369,26 @@ func TestEngine(t *testing.T) {
 		assert.Equal(t, 2, replies[i].Steps)
 	}
 }
+
+// A second turn reuses the first's prompt in the sequence's memory, and
+// answers as a session that decodes the whole conversation afresh.
+func TestPromptReuse(t *testing.T) {
+	m := model(t, "stories260K.gguf")
+	o := chatML
+	o.MaxTokens = 32
+	a, err := session.New(newContext(t, m, 1024), o)
+	require.NoError(t, err)
+	_, err = a.Send(context.Background(), "Tell me about the dog.")
+	require.NoError(t, err)
+	first := a.History()
+	second, err := a.Send(context.Background(), "And the cat?")
+	require.NoError(t, err)
+
+	b, err := session.New(newContext(t, m, 1024), o)
+	require.NoError(t, err)
+	require.NoError(t, b.SetHistory(first))
+	fresh, err := b.Send(context.Background(), "And the cat?")
+	require.NoError(t, err)
+	assert.Equal(t, fresh.Content, second.Content)
+	assert.NotEmpty(t, second.Content)
+}
