@@ -340,6 +340,9 @@ func (s *Session) run(ctx context.Context, text string, schema []byte, emit func
 		return nil, busy()
 	}
 	defer s.mu.Unlock()
+	if m := s.o.ToolChoice.Mode; schema == nil && len(s.tools) == 0 && (m == "required" || m == "function") {
+		return nil, invalid("tool choice %q with no tools (add them with AddTool)", m)
+	}
 	saved := s.history
 	msgs := append(append([]chat.Message(nil), s.history...), chat.Message{Role: chat.RoleUser, Content: text})
 	reply := &Reply{}

@@ -192,6 +192,15 @@ func TestToolErrors(t *testing.T) {
 			assert.Error(t, reply.Calls[0].Err)
 		})
 	}
+	t.Run("a forced call with no tools", func(t *testing.T) {
+		o := chatML
+		o.ToolChoice = chat.ToolChoice{Mode: "required"}
+		s, err := session.New(newContext(t, m, 512), o)
+		require.NoError(t, err)
+		_, err = s.Send(context.Background(), "Weather?")
+		require.ErrorIs(t, err, llama.ErrInvalid)
+		assert.Contains(t, err.Error(), `tool choice "required" with no tools`)
+	})
 	t.Run("bad registrations", func(t *testing.T) {
 		s, err := session.New(newContext(t, m, 512), chatML)
 		require.NoError(t, err)
