@@ -56,6 +56,16 @@ func newContext(t testing.TB, m *llama.Model, n int) *llama.Context {
 // generic JSON format for tools.
 var chatML = session.Options{TemplateName: "chatml", ToolFormat: chat.FormatGeneric, Stop: []string{"<|im_end|>"}, MaxTokens: 200}
 
+// hermesChatML is ChatML with the Hermes <tool_call> format.
+const hermesChatML = `{%- if tools %}<|im_start|>system
+Tools:
+{% for tool in tools %}{{ tool | tojson }}
+{% endfor %}Call one as <tool_call>{"name": ..., "arguments": ...}</tool_call>.<|im_end|>
+{% endif %}{%- for m in messages %}<|im_start|>{{ m.role }}
+{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}</tool_call>{% endfor %}{% else %}{{ m.content }}{% endif %}<|im_end|>
+{% endfor %}{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif %}`
+
 type weatherArgs struct {
 	City string `json:"city" jsonschema:"maxLength=12"`
 }
@@ -115,21 +125,26 @@ func TestToolLoop(t *testing.T) {
 	t.Run("refused without a tool format", func(t *testing.T) {
 		s, err := session.New(newContext(t, m, 1024), session.Options{TemplateName: "chatml"})
 		require.NoError(t, err)
-		var calls []string
 		err = session.AddTool(s, "get_weather", "", func(context.Context, weatherArgs) (string, error) { return "", nil })
 		require.ErrorIs(t, err, llama.ErrInvalid)
 		assert.Contains(t, err.Error(), "set Options.ToolFormat to chat.FormatGeneric")
-		_ = calls
 	})
+	hermes := filepath.Join(t.TempDir(), "hermes.jinja")
+	require.NoError(t, os.WriteFile(hermes, []byte(hermesChatML), 0o600))
 	for _, tc := range []struct {
 		name   string
 		choice chat.ToolChoice
+		file   string
 	}{
-		{"required", chat.ToolChoice{Mode: "required"}},
-		{"named", chat.ToolChoice{Mode: "function", Function: "get_weather"}},
+		{name: "required", choice: chat.ToolChoice{Mode: "required"}},
+		{name: "named", choice: chat.ToolChoice{Mode: "function", Function: "get_weather"}},
+		{name: "a template with its own format", choice: chat.ToolChoice{Mode: "required"}, file: hermes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := chatML
+			if tc.file != "" {
+				o.TemplateName, o.TemplateFile, o.ToolFormat = "", tc.file, chat.FormatContentOnly
+			}
 			o.ToolChoice, o.MaxSteps = tc.choice, 2
 			s, err := session.New(newContext(t, m, 2048), o)
 			require.NoError(t, err)
