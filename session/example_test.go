@@ -82,3 +82,33 @@ func TestReadmeSession(t *testing.T) {
 	}
 	require.Contains(t, string(readme), strings.Join(lines, "\n"))
 }
+
+// A reply decoded into a Go type, on one Context: the type's JSON Schema
+// becomes the grammar the model writes under.
+func ExampleAsk() {
+	ctx := context.Background()
+	model, err := llama.LoadModel(ctx, testenv.MustModel("stories260K.gguf"), llama.ModelOptions{CPUOnly: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer model.Close()
+	lctx, err := model.NewContext(llama.ContextOptions{ContextSize: 1024, Threads: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	s, err := session.New(lctx, session.Options{TemplateName: "chatml", MaxTokens: 64})
+	if err != nil {
+		log.Fatal(err)
+	}
+	type pet struct {
+		Name string `json:"name" jsonschema:"maxLength=8"`
+		Legs int    `json:"legs" jsonschema:"minimum=0,maximum=8"`
+	}
+	p, err := session.Ask[pet](ctx, s, "Describe a pet.")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%+v\n", p)
+	// Output:
+	// {Name:It's a s Legs:3}
+}
