@@ -142,8 +142,23 @@ type Request struct {
 	AllowEmpty bool
 	// Tools are the functions the model may call.
 	Tools []Tool
-	// ToolChoice says whether and which tools to call (zero: auto).
+	// ToolChoice says whether and which tools to call (zero: auto). On
+	// a template with no tool-call format of its own (FormatContentOnly)
+	// and no FallbackFormat, "required" or a named function cannot be
+	// honoured: Prepare refuses it, unless FreeTextToolChoice.
 	ToolChoice ToolChoice
+	// FallbackFormat is the tool-call format used when the template has
+	// none of its own: FormatGeneric, llama.cpp's JSON envelope
+	// ({"tool_call": ...} or {"response": ...}), which a grammar imposes
+	// on any model. What the template cannot render is written for it:
+	// the tools into the system message, earlier calls as their JSON,
+	// tool results as user messages ({"tool_response": ...}). Zero
+	// (FormatContentOnly): none; any other format is refused.
+	FallbackFormat Format
+	// FreeTextToolChoice answers a tool choice the template cannot honour
+	// as llama-server v0.4.0 does: the tools are given to the template,
+	// the model answers in free text, and no call is parsed.
+	FreeTextToolChoice bool
 	// ParallelToolCalls allows several calls in one answer (nil: when
 	// the template can).
 	ParallelToolCalls *bool
@@ -219,6 +234,14 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 	useTools := len(req.Tools) > 0 && choice.Mode != "none"
 	tmpl := t.For(useTools)
 	format := tmpl.Format()
+	fallback := false
+	if format == FormatContentOnly && req.FallbackFormat != FormatContentOnly {
+		if req.FallbackFormat != FormatGeneric {
+			return nil, requestError(nil, "tools: fallback tool-call format %v is not supported (only chat.FormatGeneric)", req.FallbackFormat)
+		}
+		format, fallback = FormatGeneric, true
+		msgs = genericHistory(msgs, tmpl.Caps())
+	}
 	var tools []Tool
 	if useTools {
 		tools = req.Tools
@@ -230,6 +253,17 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 		}
 		if err := checkToolChoice(choice, req.Tools); err != nil {
 			return nil, requestError(err, "tools: %v", err)
+		}
+		if format == FormatContentOnly && choice.Mode != "auto" && !req.FreeTextToolChoice {
+			return nil, requestError(nil, "tools: the chat template has no tool-call format, so tool choice %q cannot be honoured: "+
+				"set FallbackFormat to chat.FormatGeneric to constrain calls to JSON, use tool choice auto, or give a template with tool calls", toolChoiceName(choice))
+		}
+		if fallback && !tmpl.Caps().SupportsTools {
+			list, err := genericToolList(req.Tools)
+			if err != nil {
+				return nil, requestError(err, "tools: %v", err)
+			}
+			msgs = addSystem(msgs, list)
 		}
 	}
 	// A template with no tool-call format sees the tools, but nothing
@@ -341,6 +375,12 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 		plan.hist = msgs[:n-1]
 	}
 	trimmed := strings.TrimRight(prompt, " \t\r\n")
+	// With the fallback and no tools to call, the answer is plain text:
+	// the generic parser would read a call the model mimics from the
+	// history as one.
+	if fallback && !callTools {
+		format = FormatContentOnly
+	}
 	plan.Parse = ParseOptions{
 		Format:             format,
 		Reasoning:          reasoning,
@@ -406,6 +446,15 @@ func checkToolChoice(choice ToolChoice, tools []Tool) error {
 		return fmt.Errorf("chat: tool choice names unknown function %q", choice.Function)
 	}
 	return fmt.Errorf("chat: unknown tool choice mode %q", choice.Mode)
+}
+
+// toolChoiceName is a choice as an error names it: its mode, or the
+// function it names.
+func toolChoiceName(c ToolChoice) string {
+	if c.Mode == "function" {
+		return "function " + c.Function
+	}
+	return c.Mode
 }
 
 // continuationText is the text of a message continued: its content, or

@@ -112,8 +112,22 @@ func TestPrepare(t *testing.T) {
 				assert.Empty(t, p.Grammar)
 				assert.False(t, p.Parse.ParseToolCalls)
 			}},
-		{name: "tools on a template without a tool-call format: free text", src: chatml,
+		{name: "tools, required, on a template without a tool-call format: refused", src: chatml,
 			req: Request{Messages: []Message{user}, Tools: []Tool{weather}, ToolChoice: ToolChoice{Mode: "required"}},
+			err: `tools: the chat template has no tool-call format, so tool choice "required" cannot be honoured: ` +
+				`set FallbackFormat to chat.FormatGeneric to constrain calls to JSON, use tool choice auto, or give a template with tool calls`},
+		{name: "a named function on a template without a tool-call format: refused", src: chatml,
+			req: Request{Messages: []Message{user}, Tools: []Tool{weather}, ToolChoice: ToolChoice{Mode: "function", Function: "get_weather"}},
+			err: `tools: the chat template has no tool-call format, so tool choice "function get_weather" cannot be honoured: ` +
+				`set FallbackFormat to chat.FormatGeneric to constrain calls to JSON, use tool choice auto, or give a template with tool calls`},
+		{name: "tools, auto, on a template without a tool-call format: free text", src: chatml,
+			req: Request{Messages: []Message{user}, Tools: []Tool{weather}},
+			check: func(t *testing.T, p *Plan) {
+				assert.Empty(t, p.Grammar)
+				assert.False(t, p.Parse.ParseToolCalls)
+			}},
+		{name: "tools, required, free text as llama-server", src: chatml,
+			req: Request{Messages: []Message{user}, Tools: []Tool{weather}, ToolChoice: ToolChoice{Mode: "required"}, FreeTextToolChoice: true},
 			check: func(t *testing.T, p *Plan) {
 				assert.Equal(t, "<|im_start|>user\nWhat is the weather in Paris?<|im_end|>\n<|im_start|>assistant\n", p.Prompt)
 				assert.Empty(t, p.Grammar)
@@ -122,9 +136,62 @@ func TestPrepare(t *testing.T) {
 				out := `{"tool_call": {"name": "get_weather", "arguments": {}}}`
 				assert.Equal(t, Message{Role: RoleAssistant, Content: out}, p.ParseOutput(out))
 			}},
-		{name: "a named function among the tools", src: chatml,
-			req:   Request{Messages: []Message{user}, Tools: []Tool{weather}, ToolChoice: ToolChoice{Mode: "function", Function: "get_weather"}},
-			check: func(t *testing.T, p *Plan) { assert.Empty(t, p.Grammar) }},
+		{name: "tools, required, generic fallback: tools listed, grammar from the first token", src: chatml,
+			req: Request{Messages: []Message{user}, Tools: []Tool{weather}, ToolChoice: ToolChoice{Mode: "required"}, FallbackFormat: FormatGeneric},
+			check: func(t *testing.T, p *Plan) {
+				assert.Contains(t, p.Prompt, "<|im_start|>system\nYou can call any of the following tools")
+				assert.Contains(t, p.Prompt, `"name": "get_weather"`)
+				assert.Contains(t, p.Prompt, GenericToolsPrompt)
+				assert.Equal(t, FormatGeneric, p.Parse.Format)
+				assert.True(t, p.ToolGrammar)
+				assert.False(t, p.GrammarLazy)
+				assert.NotContains(t, p.Grammar, `\"response\"`)
+				msg := p.ParseOutput(`{"tool_call": {"name": "get_weather", "arguments": {"city": "Paris"}}}`)
+				require.Len(t, msg.ToolCalls, 1)
+				assert.Equal(t, "get_weather", msg.ToolCalls[0].Name)
+			}},
+		{name: "tools, auto, generic fallback: a call or a response", src: chatml,
+			req: Request{Messages: []Message{user}, Tools: []Tool{weather}, FallbackFormat: FormatGeneric},
+			check: func(t *testing.T, p *Plan) {
+				assert.Contains(t, p.Grammar, `\"response\"`)
+				assert.Equal(t, "Sunny.", p.ParseOutput(`{"response": "Sunny."}`).Content)
+			}},
+		{name: "generic fallback: calls and results written as the template's text", src: strictRoles,
+			req: Request{Messages: []Message{user,
+				{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "get_weather", Arguments: `{"city":"Paris"}`}}},
+				{Role: RoleTool, ToolCallID: "c1", Name: "get_weather", Content: `{"sky":"sunny"}`},
+				{Role: RoleTool, ToolCallID: "c2", Name: "get_weather", Content: "not JSON"},
+			}, Tools: []Tool{weather}, FallbackFormat: FormatGeneric},
+			check: func(t *testing.T, p *Plan) {
+				assert.Contains(t, p.Prompt, "<assistant>"+`{"tool_call":{"name":"get_weather","arguments":{"city":"Paris"}}}`+"\n")
+				assert.Contains(t, p.Prompt, "<user>"+`{"tool_response":{"tool":"get_weather","tool_call_id":"c1","content":{"sky":"sunny"}}}`+"\n"+
+					`{"tool_response":{"tool":"get_weather","tool_call_id":"c2","content":"not JSON"}}`+"\n")
+			}},
+		{name: "generic fallback, tool choice none: history still written, no grammar", src: strictRoles,
+			req: Request{Messages: []Message{user,
+				{Role: RoleAssistant, ToolCalls: []ToolCall{{Name: "get_weather", Arguments: `{}`}, {Name: "get_weather", Arguments: `x`}}},
+				{Role: RoleTool, Content: "a"}, {Role: RoleTool, Content: "b"},
+			}, Tools: []Tool{weather}, ToolChoice: ToolChoice{Mode: "none"}, FallbackFormat: FormatGeneric},
+			check: func(t *testing.T, p *Plan) {
+				assert.Contains(t, p.Prompt, `<assistant>{"tool_calls":[{"name":"get_weather","arguments":{}},{"name":"get_weather","arguments":"x"}]}`)
+				assert.NotContains(t, p.Prompt, "following tools")
+				assert.Empty(t, p.Grammar)
+				assert.False(t, p.Parse.ParseToolCalls)
+				out := `{"tool_call": {"name": "get_weather", "arguments": {}}}`
+				assert.Equal(t, Message{Role: RoleAssistant, Content: out}, p.ParseOutput(out), "no call read under none")
+			}},
+		{name: "without the fallback, a strict template refuses tool results", src: strictRoles,
+			req: Request{Messages: []Message{user, {Role: RoleAssistant, Content: "x"}, {Role: RoleTool, Content: "a"}}},
+			err: "cannot apply the chat template: chat: template raised: roles alternate"},
+		{name: "a fallback format other than generic", src: chatml,
+			req: Request{Messages: []Message{user}, Tools: []Tool{weather}, FallbackFormat: FormatHermes2Pro},
+			err: "tools: fallback tool-call format Hermes 2 Pro is not supported (only chat.FormatGeneric)"},
+		{name: "a template with its own format ignores the fallback", src: hermesTemplate,
+			req: Request{Messages: []Message{user}, Tools: []Tool{weather}, FallbackFormat: FormatGeneric},
+			check: func(t *testing.T, p *Plan) {
+				assert.Equal(t, FormatHermes2Pro, p.Parse.Format)
+				assert.NotContains(t, p.Prompt, GenericToolsPrompt)
+			}},
 		{name: "a named function not among the tools", src: chatml,
 			req: Request{Messages: []Message{user}, Tools: []Tool{weather}, ToolChoice: ToolChoice{Mode: "function", Function: "nope"}},
 			err: `tools: chat: tool choice names unknown function "nope"`},
@@ -214,6 +281,10 @@ func TestPrepare(t *testing.T) {
 }
 
 // A streamed plan's deltas add up to the whole parse.
+// strictRoles knows system, user and assistant only, as Gemma 3's.
+const strictRoles = `{% for m in messages %}{% if m.role not in ['system', 'user', 'assistant'] %}{{ raise_exception('roles alternate') }}{% endif %}` +
+	`<{{ m.role }}>{{ m.content }}{{ "\n" }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}`
+
 func TestPlanStream(t *testing.T) {
 	tm := testTemplates(t, hermesTemplate)
 	p, err := tm.Prepare(Request{Messages: []Message{{Role: RoleUser, Content: "Hi"}}, Tools: []Tool{{Name: "f"}}})

@@ -140,7 +140,7 @@ func TestToolFormatsAsLlamaServer(t *testing.T) {
 					continue
 				}
 				plan, err := ts.Prepare(Request{Messages: []Message{{Role: RoleUser, Content: toolFormatQuestion}},
-					Tools: toolFormatTools, ToolChoice: ToolChoice{Mode: c.mode}})
+					Tools: toolFormatTools, ToolChoice: ToolChoice{Mode: c.mode}, FreeTextToolChoice: true})
 				require.NoError(t, err, c.mode)
 				assert.Equal(t, c.want.Grammar, plan.Grammar != "", "%s: grammar (our format: %s)", c.mode, ts.Default.Format())
 				if c.want.Grammar && plan.Grammar != "" {

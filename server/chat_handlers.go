@@ -130,6 +130,7 @@ func (inst *instance) prepareChat(req *chatRequest, t *engine.Request) (*chatPla
 		AllowEmpty:         req.AllowEmpty,
 		Tools:              req.Tools,
 		ToolChoice:         req.ToolChoice,
+		FreeTextToolChoice: true, // as llama-server: a choice the template cannot honour is answered in free text
 		ParallelToolCalls:  req.Parallel,
 		NoGenerationPrompt: !req.AddGenerationPrompt,
 		Continue:           req.Continue,

@@ -1,168 +1,109 @@
-// Command tools runs a tool-calling loop: the model is offered Go
-// functions, its output is constrained to a well-formed call by a grammar
-// (tool_choice "required" on the first turn), the call is parsed and run,
-// its result goes back into the conversation, and the model answers.
+// Command tools runs a tool-calling loop with package session: the model
+// is offered a Go function, its first answer is constrained by a grammar
+// to a well-formed call (tool choice "required"), the call is decoded into
+// the function's Go type and run, its result goes back into the
+// conversation, and the model answers.
 //
 //	go run ./examples/tools -m model.gguf
+//	go run ./examples/tools -m gemma-3-270m-q4_k_m.gguf --chat-template-file server/testdata/gemma3-chat-template.jinja
+//	go run ./examples/tools -m stories260K.gguf --chat-template chatml
 //
-// Each turn is prepared by package chat as llama-server prepares a chat
-// request (chat.Templates.Prepare): the prompt, the grammar of the
-// template's tool-call format, and the parser of the answer. Models with a
-// chat template are prompted through it and their own tool-call format is
-// used; models without one (stories260K) get ChatML and the Hermes
-// <tool_call> format, which shows the mechanics even though such a model
-// has no idea what a tool is.
+// A model's own template is used unless --chat-template-file (a Jinja
+// file) or --chat-template (a llama.cpp built-in name) gives another; a
+// model without one needs either. Templates with a tool-call format of
+// their own are used with it; those without one (Gemma 3, chatml) get
+// llama.cpp's generic JSON format, chosen here explicitly with
+// session.Options.ToolFormat. stories260K shows the mechanics even though
+// it has no idea what a tool is.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
-	"github.com/x/llama/engine"
+	"github.com/x/llama/sampling"
+	"github.com/x/llama/session"
 )
 
-// chatML is the template used when a model has none.
-const chatML = `{%- if tools %}<|im_start|>system
-You can call these tools:
-{% for tool in tools %}{{ tool | tojson }}
-{% endfor %}Answer with <tool_call>{"name": ..., "arguments": ...}</tool_call>.<|im_end|>
-{% endif %}{%- for m in messages %}<|im_start|>{{ m.role }}
-{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}</tool_call>{% endfor %}{% else %}{{ m.content }}{% endif %}<|im_end|>
-{% endfor %}{%- if add_generation_prompt %}<|im_start|>assistant
-{% endif %}`
-
-// A tool is a Go function with a JSON Schema for its arguments.
-type tool struct {
-	chat.Tool
-	run func(args json.RawMessage) (string, error)
+type config struct {
+	model, question        string
+	templateFile, template string
+	seed                   uint32
+	threads                int
 }
 
-var weatherSchema = json.RawMessage(`{"type":"object","properties":{"city":{"type":"string","maxLength":20}},"required":["city"],"additionalProperties":false}`)
+// weatherArgs are get_weather's arguments; their JSON Schema, given to
+// the model, comes from this type.
+type weatherArgs struct {
+	City string `json:"city" jsonschema:"maxLength=20,description=the city's name"`
+}
 
-func tools() []tool {
-	return []tool{{
-		Tool: chat.Tool{Name: "get_weather", Description: "Current weather in a city", Parameters: weatherSchema},
-		run: func(args json.RawMessage) (string, error) {
-			var a struct {
-				City string `json:"city"`
-			}
-			if err := json.Unmarshal(args, &a); err != nil {
-				return "", err
-			}
-			return fmt.Sprintf(`{"city": %q, "temperature_c": 21, "sky": "sunny"}`, a.City), nil
-		},
-	}}
+func getWeather(_ context.Context, in weatherArgs) (string, error) {
+	return fmt.Sprintf(`{"city": %q, "temperature_c": 21, "sky": "sunny"}`, in.City), nil
 }
 
 func main() {
-	model := flag.String("m", "", "GGUF model")
-	question := flag.String("q", "What is the weather in Paris?", "the user's question")
-	seed := flag.Uint("seed", 1, "seed")
-	threads := flag.Int("t", 0, "threads (0: all CPUs)")
+	var c config
+	var seed uint
+	flag.StringVar(&c.model, "m", "", "GGUF model")
+	flag.StringVar(&c.question, "q", "What is the weather in Paris?", "the user's question")
+	flag.StringVar(&c.templateFile, "chat-template-file", "", "a Jinja chat template file (default: the model's)")
+	flag.StringVar(&c.template, "chat-template", "", "a llama.cpp built-in chat template name (chatml, llama3, ...)")
+	flag.UintVar(&seed, "seed", 1, "seed")
+	flag.IntVar(&c.threads, "t", 0, "threads (0: all CPUs)")
 	flag.Parse()
+	c.seed = uint32(seed)
 	// Installing the library is explicit: this program installs it into
 	// the cache folder on its first run (with a progress bar on stderr).
 	if err := llama.Init(llama.LibraryOptions{Install: true}); err != nil {
 		fmt.Fprintln(os.Stderr, "tools:", err)
 		os.Exit(1)
 	}
-	if err := run(context.Background(), os.Stdout, *model, *question, uint32(*seed), *threads); err != nil {
+	if err := run(context.Background(), os.Stdout, c); err != nil {
 		fmt.Fprintln(os.Stderr, "tools:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, w io.Writer, path, question string, seed uint32, threads int) error {
-	m, err := llama.LoadModel(ctx, path, llama.ModelOptions{})
+func run(ctx context.Context, w io.Writer, c config) error {
+	m, err := llama.LoadModel(ctx, c.model, llama.ModelOptions{})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	lctx, err := m.NewContext(llama.ContextOptions{ContextSize: 2048, Threads: threads})
+	lctx, err := m.NewContext(llama.ContextOptions{ContextSize: 2048, Threads: c.threads})
 	if err != nil {
 		return err
 	}
-	// The model's template, or ChatML with the Hermes format; package
-	// chat prepares each turn as llama-server does (prompt, tool-call
-	// grammar, parser of the answer), with no server.
-	src, ok := m.ChatTemplate("")
-	if !ok {
-		src = chatML
-	}
-	tmpl, err := chat.ParseTemplate(src)
+	params := sampling.Defaults()
+	params.Seed = c.seed
+	s, err := session.New(lctx, session.Options{
+		TemplateFile: c.templateFile, TemplateName: c.template,
+		ToolFormat: chat.FormatGeneric, // for templates without a tool-call format
+		ToolChoice: chat.ToolChoice{Mode: "required"},
+		MaxSteps:   1, // one call, then the answer
+		MaxTokens:  256,
+		Sampling:   params,
+		Stop:       []string{"<|im_end|>"}, // chatml's end of turn, not a token of every model
+	})
 	if err != nil {
 		return err
 	}
-	templates := engine.ChatTemplatesFor(m, chat.NewJinjaRenderer(tmpl))
-	ts := tools()
-	var decls []chat.Tool
-	byName := map[string]tool{}
-	for _, t := range ts {
-		decls = append(decls, t.Tool)
-		byName[t.Name] = t
+	if err := session.AddTool(s, "get_weather", "Current weather in a city", getWeather); err != nil {
+		return err
 	}
-	msgs := []chat.Message{{Role: chat.RoleUser, Content: question}}
-	oneCall := false // one call per turn
-	for turn := 0; turn < 4; turn++ {
-		choice := chat.ToolChoice{Mode: "required"}
-		if turn > 0 {
-			choice.Mode = "none" // answer with the tool's result
-		}
-		plan, err := templates.Prepare(chat.Request{Messages: msgs, Tools: decls, ToolChoice: choice, ParallelToolCalls: &oneCall})
-		if err != nil {
-			return err
-		}
-		samplers := []llama.Sampler{llama.TopK(40), llama.Temp(0.7), llama.Dist(seed)}
-		if plan.Grammar != "" { // "required": the grammar applies from the first token
-			g, err := llama.ParseGrammar(ctx, plan.Grammar, "root")
-			if err != nil {
-				return err
-			}
-			samplers = append([]llama.Sampler{g.Sampler()}, samplers...)
-		}
-		chain, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, samplers...)
-		if err != nil {
-			return err
-		}
-		var out strings.Builder
-		for p, err := range lctx.Generate(ctx, plan.Prompt, llama.GenerateOptions{MaxTokens: 128, Sampler: chain, Stop: []string{"<|im_end|>"}, RenderSpecial: true}) {
-			if err != nil {
-				chain.Close()
-				return err
-			}
-			out.WriteString(p.Text)
-		}
-		chain.Close()
-		reply := plan.ParseOutput(out.String())
-		msgs = append(msgs, reply)
-		if len(reply.ToolCalls) == 0 {
-			fmt.Fprintf(w, "assistant: %s\n", reply.Content)
-			return nil
-		}
-		for i, call := range reply.ToolCalls {
-			t, ok := byName[call.Name]
-			if !ok {
-				return fmt.Errorf("model called unknown tool %q", call.Name)
-			}
-			result, err := t.run(json.RawMessage(call.Arguments))
-			if err != nil {
-				return fmt.Errorf("tool %s: %w", call.Name, err)
-			}
-			fmt.Fprintf(w, "call %s(%s) -> %s\n", call.Name, call.Arguments, result)
-			id := call.ID
-			if id == "" {
-				id = fmt.Sprintf("call_%d_%d", turn, i)
-				msgs[len(msgs)-1].ToolCalls[i].ID = id
-			}
-			msgs = append(msgs, chat.Message{Role: chat.RoleTool, ToolCallID: id, Name: call.Name, Content: result})
-		}
+	reply, err := s.Send(ctx, c.question)
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("no answer after 4 turns")
+	for _, call := range reply.Calls {
+		fmt.Fprintf(w, "call %s(%s) -> %s\n", call.Name, call.Arguments, call.Result)
+	}
+	fmt.Fprintf(w, "assistant: %s\n", reply.Content)
+	return nil
 }
