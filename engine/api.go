@@ -233,6 +233,8 @@ type Metrics struct {
 	// drafts; DraftAcceptedPerPos the accepted tokens by draft position.
 	DraftTokensTotal, DraftAcceptedTotal, DraftsTotal int64
 	DraftAcceptedPerPos                               []int64
+	// Steps is the loop's time by phase (see StepTimes).
+	Steps StepTimes
 }
 
 // AdapterInfo describes a loaded LoRA adapter.
