@@ -64,6 +64,7 @@ const promptLen = 8
 // shape is one model of the benchmark.
 type shape struct {
 	name  string
+	path  string // a given file, or "": made from the fields below
 	vocab int
 	opts  gguf.TinyModelOptions
 	typ   gguf.TensorType
@@ -75,13 +76,13 @@ type shape struct {
 func shapes(small bool) []shape {
 	if small {
 		return []shape{
-			{"tiny-vocab32k", 32768, gguf.TinyModelOptions{NEmbd: 64, NLayer: 2, NHead: 2, NHeadKV: 1, NFF: 256, NCtx: 2048}, gguf.F16},
-			{"tiny-vocab4k", 4096, gguf.TinyModelOptions{NEmbd: 128, NLayer: 2, NHead: 4, NHeadKV: 2, NFF: 512, NCtx: 2048}, gguf.F16},
+			{"tiny-vocab32k", "", 32768, gguf.TinyModelOptions{NEmbd: 64, NLayer: 2, NHead: 2, NHeadKV: 1, NFF: 256, NCtx: 2048}, gguf.F16},
+			{"tiny-vocab4k", "", 4096, gguf.TinyModelOptions{NEmbd: 128, NLayer: 2, NHead: 4, NHeadKV: 2, NFF: 512, NCtx: 2048}, gguf.F16},
 		}
 	}
 	return []shape{
-		{"gemma3-270m-shape-vocab262k", 262144, gguf.TinyModelOptions{NEmbd: 640, NLayer: 18, NHead: 5, NHeadKV: 1, NFF: 2048, NCtx: 32768}, gguf.F16},
-		{"1b-f16-vocab32k", 32000, gguf.BenchModel1B, gguf.F16},
+		{"gemma3-270m-shape-vocab262k", "", 262144, gguf.TinyModelOptions{NEmbd: 640, NLayer: 18, NHead: 5, NHeadKV: 1, NFF: 2048, NCtx: 32768}, gguf.F16},
+		{"1b-f16-vocab32k", "", 32000, gguf.BenchModel1B, gguf.F16},
 	}
 }
 
@@ -118,6 +119,7 @@ func main() {
 		libDir   = flag.String("lib", "", "the library's folder (default: $LLAMA_LIB_DIR, else the flavor's install)")
 		lsBin    = flag.String("llama-server", "", "llama-server to compare with (default: the one beside the library; none: skip)")
 		onlyModl = flag.String("models", "", "the models to run, comma-separated names (default: both)")
+		file     = flag.String("model", "", "a GGUF file to measure instead of the made models (its vocabulary must have 512 tokens or more)")
 	)
 	flag.Parse()
 	cfg := config{deadline: time.Now().Add(*budget), device: *device, small: *small, nGen: *nGen, rounds: max(*rounds, 1), threads: *threads, kvu: *kvu, fa: *fa}
@@ -205,7 +207,11 @@ func main() {
 	}
 
 	var rows []row
-	for _, sh := range shapes(cfg.small) {
+	list := shapes(cfg.small)
+	if *file != "" {
+		list = []shape{{name: filepath.Base(*file), path: *file}}
+	}
+	for _, sh := range list {
 		if len(cfg.models) > 0 && !slices.Contains(cfg.models, sh.name) {
 			continue
 		}
@@ -214,9 +220,11 @@ func main() {
 			continue
 		}
 		start := time.Now()
-		path, err := makeModel(sh)
-		if err != nil {
-			log.Fatalf("%s: %v", sh.name, err)
+		path := sh.path
+		if path == "" {
+			if path, err = makeModel(sh); err != nil {
+				log.Fatalf("%s: %v", sh.name, err)
+			}
 		}
 		log.Printf("%s: model %s ready in %v", sh.name, path, time.Since(start).Round(time.Millisecond))
 		r, err := runModel(cfg, sh, path)
