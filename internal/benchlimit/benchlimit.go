@@ -220,19 +220,16 @@ func (d *Decoder) StepErr(n, pos int) (time.Duration, error) {
 		return 0, err
 	}
 	if d.ReadLogits {
+		// llama_get_logits_ith waits for the decode's work: what a
+		// sampler's first read of its row does.
 		for i := range n {
-			l, err := d.C.Logits(i)
-			if err != nil {
+			if _, err := d.C.Logits(i); err != nil {
 				return 0, err
 			}
-			sink += l[len(l)-1]
 		}
 	}
 	return time.Since(start), nil
 }
-
-// sink keeps the logits Step reads from being optimized away.
-var sink float32
 
 // Throughput holds a figure against its limit over a benchmark's rounds:
 // each Round runs the clients at once and the bare steps of the same
