@@ -110,7 +110,7 @@ func main() {
 		modes    = flag.String("stream", "both", "streaming requests: both, true or false")
 		nGen     = flag.Int("n", 0, "tokens per request (default 128; 16 with tiny shapes)")
 		rounds   = flag.Int("rounds", 1, "counted rounds per client count, mode and server (3 for steadier ratios)")
-		budget   = flag.Duration("budget", 9*time.Minute, "after this long, the rows not started yet are skipped and the table printed")
+		budget   = flag.Duration("budget", 8*time.Minute, "after this long, the rows not started yet are skipped and the table printed")
 		outFile  = flag.String("o", "", "also write the table to this file")
 		threads  = flag.Int("t", 0, "compute threads of every side (default: 2 at most on a CPU, the cores up to 8 on a GPU)")
 		kvu      = flag.Bool("kvu", false, "one KV buffer shared by the slots (llama-server's -kvu) on every side")
