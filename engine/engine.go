@@ -607,6 +607,7 @@ func (e *Engine) Submit(ctx context.Context, t *Request) (*Stream, error) {
 	e.nextID++
 	ctx, cancel := context.WithCancel(ctx)
 	tk := &engTask{id: e.nextID, t: t, ctx: ctx, ob: newOutbox(), scales: scales}
+	tk.ob.quiet = t.WakeAtEnd
 	tk.stop = context.AfterFunc(ctx, e.poke)
 	e.queue = append(e.queue, tk)
 	e.poke()
