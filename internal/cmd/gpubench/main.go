@@ -206,6 +206,7 @@ func main() {
 		}
 	}
 
+	log.Print("the table's rows as they are measured:\n" + tableHeader)
 	var rows []row
 	list := shapes(cfg.small)
 	if *file != "" {
@@ -469,8 +470,8 @@ func runModel(cfg config, sh shape, path string) ([]row, error) {
 					time.Sleep(benchlimit.Settle)
 				}
 			}
-			log.Printf("%s: %d clients, stream %v: limit %.0f, ours %.0f, llama-server %.0f tok/s",
-				sh.name, c, stream, r.limit, r.ours.tokS(), r.ref.tokS())
+			// Each row as it is measured: a run cut short still tells.
+			log.Print(r.line())
 			rows = append(rows, r)
 		}
 	}

@@ -74,10 +74,19 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 
 // printTable writes the rows as a Markdown table.
 func printTable(w io.Writer, rows []row) {
-	fmt.Fprintln(w, "| model | clients | stream | limit tok/s | ours tok/s | llama-server tok/s | ours/llama-server | ours/limit "+
-		"| ours TTFT p50 / p99 ms | llama-server TTFT p50 / p99 ms "+
-		"| step µs | start+batch | submit | wait | sample | emit | other | idle % |")
-	fmt.Fprintln(w, "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, tableHeader)
+	for _, r := range rows {
+		fmt.Fprintln(w, r.line())
+	}
+}
+
+const tableHeader = "| model | clients | stream | limit tok/s | ours tok/s | llama-server tok/s | ours/llama-server | ours/limit " +
+	"| ours TTFT p50 / p99 ms | llama-server TTFT p50 / p99 ms " +
+	"| step µs | start+batch | submit | wait | sample | emit | other | idle % |\n" +
+	"| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+
+// line is the row's line of the table.
+func (r row) line() string {
 	num := func(v float64) string {
 		if v == 0 {
 			return "-"
@@ -97,28 +106,26 @@ func printTable(w io.Writer, rows []row) {
 		ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64) }
 		return ms(quantile(s.ttft, 0.5)) + " / " + ms(quantile(s.ttft, 0.99))
 	}
-	for _, r := range rows {
-		st := r.steps
-		per := func(ps ...engine.StepPhase) string {
-			if st.Steps <= 0 {
-				return "-"
-			}
-			var d time.Duration
-			for _, p := range ps {
-				d += st.Phase[p]
-			}
-			return strconv.FormatFloat(float64(d)/1e3/float64(st.Steps), 'f', 0, 64)
+	st := r.steps
+	per := func(ps ...engine.StepPhase) string {
+		if st.Steps <= 0 {
+			return "-"
 		}
-		idle := "-"
-		if t := st.Total(); t > 0 {
-			idle = strconv.FormatFloat(100*float64(st.Phase[engine.PhaseIdle]+st.Phase[engine.PhaseGather])/float64(t), 'f', 0, 64)
+		var d time.Duration
+		for _, p := range ps {
+			d += st.Phase[p]
 		}
-		fmt.Fprintf(w, "| %s | %d | %v | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.model, r.clients, r.stream, num(r.limit), num(r.ours.tokS()), num(r.ref.tokS()),
-			ratio(r.ours.tokS(), r.ref.tokS()), ratio(r.ours.tokS(), r.limit), ttft(r.ours), ttft(r.ref),
-			per(engine.PhaseStart, engine.PhaseBatch, engine.PhaseDecodeSubmit, engine.PhaseDecodeWait,
-				engine.PhaseSample, engine.PhaseEmit, engine.PhaseOther),
-			per(engine.PhaseStart, engine.PhaseBatch), per(engine.PhaseDecodeSubmit), per(engine.PhaseDecodeWait),
-			per(engine.PhaseSample), per(engine.PhaseEmit), per(engine.PhaseOther), idle)
+		return strconv.FormatFloat(float64(d)/1e3/float64(st.Steps), 'f', 0, 64)
 	}
+	idle := "-"
+	if t := st.Total(); t > 0 {
+		idle = strconv.FormatFloat(100*float64(st.Phase[engine.PhaseIdle]+st.Phase[engine.PhaseGather])/float64(t), 'f', 0, 64)
+	}
+	return fmt.Sprintf("| %s | %d | %v | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |",
+		r.model, r.clients, r.stream, num(r.limit), num(r.ours.tokS()), num(r.ref.tokS()),
+		ratio(r.ours.tokS(), r.ref.tokS()), ratio(r.ours.tokS(), r.limit), ttft(r.ours), ttft(r.ref),
+		per(engine.PhaseStart, engine.PhaseBatch, engine.PhaseDecodeSubmit, engine.PhaseDecodeWait,
+			engine.PhaseSample, engine.PhaseEmit, engine.PhaseOther),
+		per(engine.PhaseStart, engine.PhaseBatch), per(engine.PhaseDecodeSubmit), per(engine.PhaseDecodeWait),
+		per(engine.PhaseSample), per(engine.PhaseEmit), per(engine.PhaseOther), idle)
 }
