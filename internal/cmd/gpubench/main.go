@@ -87,17 +87,18 @@ func shapes(small bool) []shape {
 }
 
 type config struct {
-	deadline     time.Time
-	device       string
-	small        bool
-	clients      []int
-	modes        []bool // streaming or not
-	nGen, rounds int
-	threads      int
-	kvu          bool
-	fa           string
-	llamaServer  string
-	models       []string
+	deadline      time.Time
+	device        string
+	small         bool
+	clients       []int
+	modes         []bool // streaming or not
+	nGen, rounds  int
+	threads       int
+	kvu           bool
+	fa            string
+	sampleThreads int
+	llamaServer   string
+	models        []string
 }
 
 func main() {
@@ -115,6 +116,7 @@ func main() {
 		threads  = flag.Int("t", 0, "compute threads of every side (default: 2 at most on a CPU, the cores up to 8 on a GPU)")
 		kvu      = flag.Bool("kvu", false, "one KV buffer shared by the slots (llama-server's -kvu) on every side")
 		fa       = flag.String("fa", "auto", "flash attention on every side: on, off or auto")
+		sampleTh = flag.Int("sample-threads", 0, "our engine's SampleThreads: goroutines sampling a step's rows at once (0: one after another; -1: GOMAXPROCS)")
 		flavor   = flag.String("flavor", "", "the library's flavor: cuda, vulkan, or empty for the CPU build")
 		libDir   = flag.String("lib", "", "the library's folder (default: $LLAMA_LIB_DIR, else the flavor's install)")
 		lsBin    = flag.String("llama-server", "", "llama-server to compare with (default: the one beside the library; none: skip)")
@@ -122,7 +124,7 @@ func main() {
 		file     = flag.String("model", "", "a GGUF file to measure instead of the made models (its vocabulary must have 512 tokens or more)")
 	)
 	flag.Parse()
-	cfg := config{deadline: time.Now().Add(*budget), device: *device, small: *small, nGen: *nGen, rounds: max(*rounds, 1), threads: *threads, kvu: *kvu, fa: *fa}
+	cfg := config{deadline: time.Now().Add(*budget), device: *device, small: *small, nGen: *nGen, rounds: max(*rounds, 1), threads: *threads, kvu: *kvu, fa: *fa, sampleThreads: *sampleTh}
 	switch cfg.device {
 	case "cpu":
 		if !isFlagSet("small") {
@@ -235,8 +237,8 @@ func main() {
 		rows = append(rows, r...)
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "device %s (%s), %d threads, kv unified %v, flash attention %s, %d tokens per request, %d rounds\n\n",
-		cfg.device, strings.Join(names, ", "), cfg.threads, cfg.kvu, cfg.fa, cfg.nGen, cfg.rounds)
+	fmt.Fprintf(&sb, "device %s (%s), %d threads, kv unified %v, flash attention %s, sample threads %d, %d tokens per request, %d rounds\n\n",
+		cfg.device, strings.Join(names, ", "), cfg.threads, cfg.kvu, cfg.fa, cfg.sampleThreads, cfg.nGen, cfg.rounds)
 	printTable(&sb, rows)
 	fmt.Print("\n" + sb.String())
 	if *outFile != "" {
@@ -389,7 +391,7 @@ func runModel(cfg config, sh shape, path string) ([]row, error) {
 
 	srv, err := server.New(context.Background(), server.Options{Model: path, Metrics: true, ModelOptions: mo,
 		Logger: slog.New(slog.DiscardHandler),
-		Engine: engine.Options{Parallel: maxC, Context: llama.ContextOptions{ContextSize: maxC * slotCtx, BatchSize: 2048,
+		Engine: engine.Options{Parallel: maxC, SampleThreads: cfg.sampleThreads, Context: llama.ContextOptions{ContextSize: maxC * slotCtx, BatchSize: 2048,
 			Threads: cfg.threads, ThreadsBatch: cfg.threads, KVUnified: cfg.kvu, FlashAttention: fa}}})
 	if err != nil {
 		return nil, fmt.Errorf("our server: %w", err)
