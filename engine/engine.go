@@ -267,7 +267,8 @@ type Engine struct {
 	started1 int
 	lead     time.Duration
 	burstN   int
-	parked   atomic.Bool // the loop waits for a wake (for tests)
+	parked   atomic.Bool  // the loop waits for a wake (for tests)
+	parks    atomic.Int64 // the times it began to (for tests)
 	// clock is the loop's time by phase; metrics.Steps its copy as of
 	// the last publish, and idleSince when the loop's current idle wait
 	// began (zero while it works).
@@ -807,6 +808,7 @@ func (e *Engine) run() {
 			e.mu.Lock()
 			e.metrics.Steps, e.idleSince = e.clock.t, e.clock.last
 			e.mu.Unlock()
+			e.parks.Add(1)
 			e.parked.Store(true)
 			select {
 			case <-e.wake:

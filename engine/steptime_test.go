@@ -32,11 +32,22 @@ func TestStepTimes(t *testing.T) {
 			m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 256 * tc.clients},
 				Parallel: tc.clients, SampleThreads: tc.sampleThreads})
 			prompt := engTokenize(t, m, "Once upon a time", true)
-			parked := func() { require.Eventually(t, e.parked.Load, time.Minute, 100*time.Microsecond) }
-			parked()
-			before0 := time.Now()
-			m0 := e.Metrics()
-			after0 := time.Now()
+			// snapshot takes Metrics while the loop waits for work, the
+			// same wait from before the call to after it, and the times
+			// around the call.
+			snapshot := func() (before time.Time, m Metrics, after time.Time) {
+				for {
+					require.Eventually(t, e.parked.Load, time.Minute, 100*time.Microsecond)
+					n := e.parks.Load()
+					before = time.Now()
+					m = e.Metrics()
+					after = time.Now()
+					if e.parked.Load() && e.parks.Load() == n {
+						return before, m, after
+					}
+				}
+			}
+			before0, m0, after0 := snapshot()
 			// An idle engine's snapshot includes the wait so far.
 			time.Sleep(2 * time.Millisecond)
 			assert.GreaterOrEqual(t, e.Metrics().Steps.Phase[PhaseIdle]-m0.Steps.Phase[PhaseIdle], 2*time.Millisecond,
@@ -54,10 +65,7 @@ func TestStepTimes(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			parked()
-			before1 := time.Now()
-			m1 := e.Metrics()
-			after1 := time.Now()
+			before1, m1, after1 := snapshot()
 
 			d := m1.Steps.Sub(m0.Steps)
 			assert.Equal(t, m1.DecodeTotal-m0.DecodeTotal, d.Steps, "steps are decodes")
@@ -72,9 +80,6 @@ func TestStepTimes(t *testing.T) {
 			assert.LessOrEqual(t, d.Total(), after1.Sub(before0), "phases over the time around the snapshots")
 			assert.GreaterOrEqual(t, d.Total(), before1.Sub(after0), "phases under the time between the snapshots")
 			assert.Equal(t, m1.Steps, m0.Steps.Add(d))
-			// On a CPU the decode computes before it returns: waiting
-			// for it is a call that finds the work done.
-			assert.Greater(t, d.Phase[PhaseDecodeSubmit], d.Phase[PhaseDecodeWait])
 		})
 	}
 }
