@@ -836,6 +836,24 @@ func Normalize(v []float32, p int) []float32 {
 	return v
 }
 
+// Synchronize waits until the work of the last Decode or Encode is done.
+// On a GPU, llama.cpp's decode returns once the work is queued, and the
+// wait happens at the first read of its outputs (Logits, Sample, ...) or
+// here; on a CPU the decode has finished when it returns, and Synchronize
+// returns at once. Calling it is never needed: it lets a caller that
+// times its decodes tell the queueing from the computation. With RPC
+// workers Decode already waits for the result.
+func (c *Context) Synchronize() error {
+	if err := c.lock("synchronize"); err != nil {
+		return err
+	}
+	defer c.unlock()
+	if len(c.model.rpcServers) == 0 {
+		capi.Synchronize(c.ptr)
+	}
+	return nil
+}
+
 // Idle puts the context's compute threads to sleep until its next decode.
 // After each decode, ggml's worker threads keep polling for the next one
 // for a while (on the order of a hundred milliseconds) so that

@@ -37,6 +37,14 @@ type Request struct {
 	Stop []string
 	// CachePrompt reuses the longest common prefix in a slot's KV cache.
 	CachePrompt bool
+	// WakeAtEnd is for a reader that wants the whole answer, not each
+	// token as it comes (a non-streaming HTTP request): its Stream's Next
+	// is woken by the last event (and by the context's end) only, the
+	// events before it waiting in the queue, all delivered, in order. A
+	// reader parked in Next is otherwise woken for every token, which
+	// costs the loop a system call each time on its critical path, and
+	// the woken reader a core the decode may want.
+	WakeAtEnd bool
 	// ReturnProgress asks for Progress events while the prompt is
 	// decoded: one when the request starts (after the cached prefix), then
 	// one per decode holding its prompt tokens.
@@ -233,6 +241,8 @@ type Metrics struct {
 	// drafts; DraftAcceptedPerPos the accepted tokens by draft position.
 	DraftTokensTotal, DraftAcceptedTotal, DraftsTotal int64
 	DraftAcceptedPerPos                               []int64
+	// Steps is the loop's time by phase (see StepTimes).
+	Steps StepTimes
 }
 
 // AdapterInfo describes a loaded LoRA adapter.

@@ -19,7 +19,9 @@
 //     requests batched beside it (see llama.Dist);
 //   - embeddings and reranking (Options.Embedding, Options.Reranking);
 //   - speculative decoding per slot (Options.Speculative);
-//   - slot files (SaveSlot, RestoreSlot, EraseSlot) and Metrics.
+//   - slot files (SaveSlot, RestoreSlot, EraseSlot) and Metrics, with
+//     the loop's time by phase (StepTimes: idle, batch, the decode's
+//     submit and wait, sampling, emitting, ...).
 //
 // A request runs with Generate, an iterator over its events:
 //

@@ -267,7 +267,12 @@ type Engine struct {
 	started1 int
 	lead     time.Duration
 	burstN   int
-	parked   atomic.Bool // the loop waits for a wake (for tests)
+	parked   atomic.Bool  // the loop waits for a wake (for tests)
+	parks    atomic.Int64 // the times it began to (for tests)
+	// clock is the loop's time by phase; metrics.Steps its copy as of
+	// the last publish, and idleSince when the loop's current idle wait
+	// began (zero while it works).
+	clock stepClock
 
 	mu      sync.Mutex
 	closed  bool
@@ -280,6 +285,9 @@ type Engine struct {
 	busySum int64         // busy slots summed over decodes
 	idleCh  chan struct{} // closed when a slot goes idle (see slotReleased)
 	snap    []engSlotSnap
+	// idleSince is when the loop's current idle wait began (zero while
+	// it works); Metrics adds the wait so far to metrics.Steps.
+	idleSince time.Time
 }
 
 type engSlotSnap struct {
@@ -455,6 +463,7 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 		e.slots[i] = &engSlot{id: i, iBatch: -1}
 	}
 	e.baseCtx, e.cancel = context.WithCancel(context.Background())
+	e.clock.last = time.Now()
 	go e.run()
 	return e, nil
 }
@@ -599,6 +608,7 @@ func (e *Engine) Submit(ctx context.Context, t *Request) (*Stream, error) {
 	e.nextID++
 	ctx, cancel := context.WithCancel(ctx)
 	tk := &engTask{id: e.nextID, t: t, ctx: ctx, ob: newOutbox(), scales: scales}
+	tk.ob.quiet = t.WakeAtEnd
 	tk.stop = context.AfterFunc(ctx, e.poke)
 	e.queue = append(e.queue, tk)
 	e.poke()
@@ -736,6 +746,9 @@ func (e *Engine) Metrics() Metrics {
 		e.loraRunning, e.loraWaiting = m.RunningAdapters, m.WaitingAdapters
 	}
 	m.AdaptersChanged = e.loraChanged
+	if !e.idleSince.IsZero() {
+		m.Steps.Phase[PhaseIdle] += time.Since(e.idleSince)
+	}
 	return m
 }
 
@@ -771,6 +784,9 @@ func (e *Engine) run() {
 		for _, f := range ctrl {
 			f()
 		}
+		if len(ctrl) > 0 {
+			e.clock.mark(PhaseOther)
+		}
 		t0, d0 := time.Now(), e.decodeTime
 		worked := e.turn()
 		if worked {
@@ -788,11 +804,21 @@ func (e *Engine) run() {
 			if e.spec != nil && e.spec.draftC != nil {
 				e.spec.draftC.Idle()
 			}
+			e.clock.mark(PhaseOther)
+			e.mu.Lock()
+			e.metrics.Steps, e.idleSince = e.clock.t, e.clock.last
+			e.mu.Unlock()
+			e.parks.Add(1)
 			e.parked.Store(true)
 			select {
 			case <-e.wake:
 				e.parked.Store(false)
+				e.clock.mark(PhaseIdle)
+				e.mu.Lock()
+				e.metrics.Steps, e.idleSince = e.clock.t, time.Time{}
+				e.mu.Unlock()
 				e.gather()
+				e.clock.mark(PhaseGather)
 			case <-e.baseCtx.Done():
 			}
 		}
@@ -916,8 +942,10 @@ func (e *Engine) turn() (worked bool) {
 	case 1:
 		e.learnBurst(n)
 	}
+	e.clock.mark(PhaseStart)
 	worked = e.step()
 	e.publish()
+	e.clock.mark(PhaseOther)
 	return worked
 }
 
@@ -1205,6 +1233,7 @@ func (e *Engine) publish() {
 		e.metrics.NTokensMax = max(e.metrics.NTokensMax, int64(len(s.cache)))
 	}
 	e.metrics.KVCacheTokens = kv
+	e.metrics.Steps = e.clock.t
 	if n := e.lctx.Size(); n > 0 {
 		e.metrics.KVCacheUsageRatio = float64(kv) / float64(n)
 	}

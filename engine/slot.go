@@ -352,14 +352,24 @@ func (e *Engine) step() bool {
 	if b.Len() == 0 {
 		return false
 	}
-	tDecode := time.Now()
+	e.clock.mark(PhaseBatch)
+	tDecode := e.clock.last
 	err := e.lctx.Decode(e.baseCtx, b)
 	if errors.Is(err, llama.ErrNoKVSlot) && e.clearIdleSlots() {
 		// As llama-server: a full unified cache first gives up the idle
 		// slots' memory (their prompts go to the prompt cache).
 		err = e.lctx.Decode(e.baseCtx, b)
 	}
-	took := time.Since(tDecode)
+	e.clock.mark(PhaseDecodeSubmit)
+	if err == nil {
+		// On a GPU the decode returns once its work is queued: wait for
+		// it here, so that the wait shows as such (the first read of the
+		// logits would wait anyway) and the pacer sees the whole step.
+		err = e.lctx.Synchronize()
+	}
+	e.clock.mark(PhaseDecodeWait)
+	e.clock.t.Steps++
+	took := e.clock.last.Sub(tDecode)
 	e.decodeTime += took
 	if err == nil && capped {
 		seen := took
@@ -447,8 +457,10 @@ func (e *Engine) step() bool {
 		e.toSample = append(e.toSample, s)
 	}
 	e.presample(e.toSample)
+	e.clock.mark(PhaseSample)
 	for _, s := range e.toSample {
 		e.sampleSlot(s)
+		e.clock.mark(PhaseEmit)
 	}
 	clear(e.toSample)
 	e.toSample = e.toSample[:0]
@@ -565,6 +577,7 @@ func (e *Engine) sampleNext(s *engSlot) {
 	if logits != nil {
 		probs, sampled = e.topProbs(logits, t.Params.NProbs, tok)
 	}
+	e.clock.mark(PhaseSample)
 	eog := e.isEOG[tok]
 	ev := Event{Token: tok, Probs: probs, Sampled: sampled, SlotID: s.id, PromptTokens: len(t.Prompt), CachedTokens: s.nCached}
 	stop := StopNone

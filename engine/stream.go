@@ -191,6 +191,8 @@ type outbox struct {
 	q    []Event
 	head int  // q[head:] are unread
 	fin  bool // no more events: the last was pushed or the reader left
+	// quiet: only the last push signals (Request.WakeAtEnd).
+	quiet bool
 }
 
 func newOutbox() *outbox { return &outbox{sig: make(chan struct{}, 1)} }
@@ -207,9 +209,11 @@ func (o *outbox) push(ev *Event, fin bool) {
 		o.q = append(o.q, *ev)
 	}
 	o.fin = fin
-	sig := o.sig
+	sig, quiet := o.sig, o.quiet && !fin
 	o.mu.Unlock()
-	notify(sig)
+	if !quiet {
+		notify(sig)
+	}
 }
 
 // drop ends the queue and forgets the unread events: the reader left.

@@ -87,7 +87,19 @@ func metricsText(m, prev engine.Metrics) string {
 	}
 	write("counter", counters)
 	write("gauge", gauges)
+	writeStepSeconds(&sb, m.Steps)
 	writeSpecPerPos(&sb, m)
 	writeGatewayMetrics(&sb, m, m.AdaptersChanged)
 	return sb.String()
+}
+
+// writeStepSeconds adds llamacpp:step_seconds_total, the engine loop's
+// time by phase (engine.StepTimes), one series per phase; the phases add
+// up to the loop's time, and their steps are n_decode_total.
+func writeStepSeconds(sb *strings.Builder, st engine.StepTimes) {
+	const name = "llamacpp:step_seconds_total"
+	fmt.Fprintf(sb, "# HELP %s Time of the engine loop by phase (idle, gather, start, batch, decode_submit, decode_wait, sample, emit, other).\n# TYPE %s counter\n", name, name)
+	for p, d := range st.Phase {
+		fmt.Fprintf(sb, "%s{phase=%q} %s\n", name, engine.StepPhase(p).String(), strconv.FormatFloat(d.Seconds(), 'g', -1, 64))
+	}
 }

@@ -6,14 +6,22 @@
 package benchlimit
 
 import (
+	"bufio"
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,28 +96,62 @@ type Decoder struct {
 	M     *llama.Model
 	C     *llama.Context
 	Batch *llama.Batch
+	// ReadLogits makes Step read the logits of every row after its
+	// decode, as a generating loop must before it samples: on a GPU the
+	// decode returns once its work is queued, and a loop that never
+	// reads its outputs lets the next decodes overlap it.
+	ReadLogits bool
+}
+
+// DecoderOptions configure OpenDecoder. The zero value is one sequence
+// of 512 positions, batches of 2048, Threads threads, the model on the
+// default devices.
+type DecoderOptions struct {
+	Seqs, CtxSize, Batch int
+	Threads              int // 0: Threads()
+	Model                llama.ModelOptions
+	// KVUnified and FlashAttention are the context's.
+	KVUnified      bool
+	FlashAttention llama.FlashAttention
+	ReadLogits     bool // see Decoder.ReadLogits
 }
 
 // NewDecoder loads path and makes the Decoder's context; both are freed
 // at the benchmark's end.
 func NewDecoder(b testing.TB, path string, seqs, ctxSize, batch int) *Decoder {
 	b.Helper()
-	m, err := llama.LoadModel(context.Background(), path, llama.ModelOptions{})
+	d, err := OpenDecoder(path, DecoderOptions{Seqs: seqs, CtxSize: ctxSize, Batch: batch})
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := m.NewContext(llama.ContextOptions{ContextSize: ctxSize, Sequences: seqs, BatchSize: batch,
-		Threads: Threads(), ThreadsBatch: Threads()})
-	if err != nil {
-		m.Close()
-		b.Fatal(err)
-	}
-	d := &Decoder{M: m, C: c, Batch: llama.NewBatch(max(batch, seqs), 1)}
-	b.Cleanup(func() {
-		c.Close()
-		m.Close()
-	})
+	b.Cleanup(d.Close)
 	return d
+}
+
+// OpenDecoder is NewDecoder outside a test, with all its options; the
+// caller closes the Decoder.
+func OpenDecoder(path string, o DecoderOptions) (*Decoder, error) {
+	o.Seqs, o.CtxSize, o.Batch = max(o.Seqs, 1), cmp.Or(o.CtxSize, 512), cmp.Or(o.Batch, 2048)
+	if o.Threads <= 0 {
+		o.Threads = Threads()
+	}
+	m, err := llama.LoadModel(context.Background(), path, o.Model)
+	if err != nil {
+		return nil, err
+	}
+	c, err := m.NewContext(llama.ContextOptions{ContextSize: o.CtxSize, Sequences: o.Seqs, BatchSize: o.Batch,
+		Threads: o.Threads, ThreadsBatch: o.Threads, KVUnified: o.KVUnified, FlashAttention: o.FlashAttention})
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	return &Decoder{M: m, C: c, Batch: llama.NewBatch(max(o.Batch, o.Seqs), 1), ReadLogits: o.ReadLogits}, nil
+}
+
+// Close frees the Decoder's context and model.
+func (d *Decoder) Close() {
+	d.C.Close()
+	d.M.Close()
 }
 
 // Steps decodes steps batches of one token for each of n sequences from
@@ -155,17 +197,38 @@ func (d *Decoder) Batches(b testing.TB, n, prompt, nGen int) (int, time.Duration
 }
 
 // Step decodes one batch of one token for each of n sequences at position
-// pos and returns the time in Decode.
+// pos and returns the time in Decode (and in reading the logits, with
+// ReadLogits).
 func (d *Decoder) Step(b testing.TB, n, pos int) time.Duration {
+	took, err := d.StepErr(n, pos)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return took
+}
+
+// StepErr is Step outside a test.
+func (d *Decoder) StepErr(n, pos int) (time.Duration, error) {
 	d.Batch.Clear()
 	for s := range n {
-		_ = d.Batch.Add(llama.Token(100+s+pos), pos, s, true)
+		if err := d.Batch.Add(llama.Token(100+s+pos), pos, s, true); err != nil {
+			return 0, err
+		}
 	}
 	start := time.Now()
 	if err := d.C.Decode(context.Background(), d.Batch); err != nil {
-		b.Fatal(err)
+		return 0, err
 	}
-	return time.Since(start)
+	if d.ReadLogits {
+		// llama_get_logits_ith waits for the decode's work: what a
+		// sampler's first read of its row does.
+		for i := range n {
+			if _, err := d.C.Logits(i); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return time.Since(start), nil
 }
 
 // Throughput holds a figure against its limit over a benchmark's rounds:
@@ -348,32 +411,44 @@ func StartServer(bin, model string, parallel int) (url string, stop func(), err 
 // StartServerArgs is StartServer with extra flags after the common ones;
 // it also returns the server's process id.
 func StartServerArgs(bin, model string, parallel int, extra ...string) (url string, pid int, stop func(), err error) {
+	th := strconv.Itoa(Threads())
+	args := append([]string{"-m", model, "-t", th, "-tb", th, "-np", strconv.Itoa(parallel),
+		"-c", strconv.Itoa(512 * parallel)}, extra...)
+	return StartServerFlags(bin, args...)
+}
+
+// StartServerFlags starts bin with args and --host and --port of a free
+// port of the loopback, and waits as StartServer does. Its output goes to
+// this process's stderr when $LLAMA_BENCH_SERVER_LOG is 1.
+func StartServerFlags(bin string, args ...string) (url string, pid int, stop func(), err error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", 0, nil, err
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	th := strconv.Itoa(Threads())
-	args := append([]string{"-m", model, "-t", th, "-tb", th, "-np", strconv.Itoa(parallel),
-		"-c", strconv.Itoa(512 * parallel), "--host", "127.0.0.1", "--port", strconv.Itoa(port)}, extra...)
+	args = append(slices.Clip(args), "--host", "127.0.0.1", "--port", strconv.Itoa(port))
 	cmd := exec.Command(bin, args...)
+	if os.Getenv("LLAMA_BENCH_SERVER_LOG") == "1" {
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	}
 	if err := cmd.Start(); err != nil {
 		return "", 0, nil, err
 	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	stop = func() {
 		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-exited:
 		case <-time.After(10 * time.Second):
 			_ = cmd.Process.Kill()
-			<-done
+			<-exited
 		}
 	}
 	url = "http://127.0.0.1:" + strconv.Itoa(port)
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * time.Minute); ; {
 		if resp, err := http.Get(url + "/health"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -384,5 +459,77 @@ func StartServerArgs(bin, model string, parallel int, extra ...string) (url stri
 			stop()
 			return "", 0, nil, fmt.Errorf("%s not healthy after 3 minutes", bin)
 		}
+		select {
+		case <-exited:
+			return "", 0, nil, fmt.Errorf("%s exited before it was healthy: %v (LLAMA_BENCH_SERVER_LOG=1 shows its output)", bin, waitErr)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
+}
+
+// Reply is what one /completion request of a benchmark got: when it was
+// sent, when its first token arrived (streaming; zero otherwise), when it
+// ended, and the tokens the server says it generated.
+type Reply struct {
+	Start, First, End time.Time
+	Predicted         int
+}
+
+// Complete posts body to url's /completion and reads the whole answer,
+// a stream of events when body asks for one ("stream": true): every event
+// before the last is a token (or more), the last one says how many were
+// generated.
+func Complete(ctx context.Context, url string, body map[string]any) (Reply, error) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return Reply{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/completion", bytes.NewReader(data))
+	if err != nil {
+		return Reply{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	r := Reply{Start: time.Now()}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return r, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+		return r, fmt.Errorf("status %d: %s", resp.StatusCode, msg)
+	}
+	var last struct {
+		Stop            bool `json:"stop"`
+		TokensPredicted int  `json:"tokens_predicted"`
+	}
+	if stream, _ := body["stream"].(bool); !stream {
+		if err := json.NewDecoder(resp.Body).Decode(&last); err != nil {
+			return r, err
+		}
+		r.End, r.Predicted = time.Now(), last.TokensPredicted
+		return r, nil
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if err := json.Unmarshal([]byte(line), &last); err != nil {
+			return r, fmt.Errorf("event %q: %w", line, err)
+		}
+		if last.Stop {
+			r.End, r.Predicted = time.Now(), last.TokensPredicted
+			return r, nil
+		}
+		if r.First.IsZero() {
+			r.First = time.Now()
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return r, err
+	}
+	return r, errors.New("the stream ended without its last event")
 }

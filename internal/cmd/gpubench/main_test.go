@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama"
+	"github.com/x/llama/engine"
+)
+
+// TestWriteVocab: the synthetic vocabularies load in llama.cpp with the
+// size asked for, tokenize any text (with the byte fallback for what they
+// lack) and give printable ASCII back, and render the byte tokens that are
+// not a printable ASCII character alone as nothing (a random model's
+// output stays valid UTF-8).
+func TestWriteVocab(t *testing.T) {
+	for _, n := range []int{512, 4096, 32768} {
+		path := filepath.Join(t.TempDir(), "vocab.gguf")
+		require.NoError(t, writeVocab(path, n))
+		m, err := llama.LoadModel(context.Background(), path, llama.ModelOptions{VocabOnly: true})
+		require.NoError(t, err, "vocabulary of %d", n)
+		assert.Equal(t, n, m.VocabSize())
+		for _, tc := range []struct{ text, back string }{
+			{"Once upon a time", "Once upon a time"},
+			// Other characters go to their bytes, which render as nothing.
+			{"naïve café, 42!\n\tend", "nave caf, 42!\n\tend"},
+		} {
+			toks, err := m.Tokenize(tc.text, llama.TokenizeOptions{})
+			require.NoError(t, err)
+			require.NotEmpty(t, toks)
+			back, err := m.Detokenize(toks, llama.DetokenizeOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, tc.back, back, "vocabulary of %d", n)
+		}
+		for _, tc := range []struct {
+			tok  llama.Token
+			want string
+		}{
+			{3 + 'a', "a"}, {3 + '\n', "\n"}, {3 + 0xC3, ""}, {3 + 0x00, ""},
+		} {
+			p, err := m.TokenPiece(tc.tok, false)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, p, "piece of token %d", tc.tok)
+		}
+		m.Close()
+	}
+}
+
+// TestScrapeSteps: the step breakdown read back from a server's /metrics
+// is what the engine reports there, and a /metrics without it is an error.
+func TestScrapeSteps(t *testing.T) {
+	var st engine.StepTimes
+	st.Steps = 7
+	st.Phase[engine.PhaseDecodeWait] = 1500 * time.Millisecond
+	st.Phase[engine.PhaseEmit] = 3 * time.Millisecond
+	for _, tc := range []struct {
+		name, body string
+		want       engine.StepTimes
+		err        bool
+	}{
+		{"all phases", stepsText(st), st, false},
+		{"none", "llamacpp:n_decode_total 7\n", engine.StepTimes{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = w.Write([]byte(tc.body))
+			}))
+			defer ts.Close()
+			got, err := scrapeSteps(ts.URL)
+			if tc.err {
+				assert.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// stepsText is what the server writes for st (server.metricsText's
+// series), by hand.
+func stepsText(st engine.StepTimes) string {
+	s := "# HELP llamacpp:n_decode_total x\n# TYPE llamacpp:n_decode_total counter\nllamacpp:n_decode_total 7\n"
+	for p := range engine.NumStepPhases {
+		s += `llamacpp:step_seconds_total{phase="` + p.String() + `"} ` + formatSeconds(st.Phase[p]) + "\n"
+	}
+	return s
+}
+
+func formatSeconds(d time.Duration) string {
+	switch d {
+	case 1500 * time.Millisecond:
+		return "1.5"
+	case 3 * time.Millisecond:
+		return "0.003"
+	}
+	return "0"
+}
+
+func TestQuantile(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var out []time.Duration
+		for _, x := range v {
+			out = append(out, time.Duration(x)*time.Millisecond)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		ds   []time.Duration
+		q    float64
+		want time.Duration
+	}{
+		{nil, 0.5, 0},
+		{ms(5), 0.99, 5 * time.Millisecond},
+		{ms(4, 1, 3, 2), 0.5, 2 * time.Millisecond},
+		{ms(4, 1, 3, 2), 0.99, 4 * time.Millisecond},
+	} {
+		assert.Equal(t, tc.want, quantile(tc.ds, tc.q))
+	}
+}
