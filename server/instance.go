@@ -156,6 +156,7 @@ func addMetrics(a, b engine.Metrics) engine.Metrics {
 	b.DecodeTotal += a.DecodeTotal
 	b.BusySlotsTotal += a.BusySlotsTotal
 	b.NTokensMax = max(a.NTokensMax, b.NTokensMax)
+	b.Steps = b.Steps.Add(a.Steps)
 	b.BusySlotsPerDecode = 0
 	if b.DecodeTotal > 0 {
 		b.BusySlotsPerDecode = float64(b.BusySlotsTotal) / float64(b.DecodeTotal)
