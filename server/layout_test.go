@@ -24,6 +24,7 @@ var packageVars = map[string]string{
 	"promLabel":         "a strings.Replacer's method value",
 	"fuzzyReplacer":     "a strings.Replacer",
 	"baseEnvNames":      "the variables the tools' commands get by default",
+	"errGitDir":         "a sentinel error",
 	"genParams":         "the table of numeric generation parameters",
 	"respOwnFields":     "a list of Responses field names",
 	"slotParamKeys":     "the list of GET /slots param names",

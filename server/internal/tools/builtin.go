@@ -476,6 +476,9 @@ func toolWriteFile(_ context.Context, c *call, in writeFileIn) (any, error) {
 
 // writeError is the answer to a file that cannot be written.
 func writeError(file string, err error) string {
+	if errors.Is(err, errGitDir) {
+		return err.Error() + ": " + file
+	}
 	if errors.Is(err, errNotRegular) {
 		return "not a regular file: " + file
 	}

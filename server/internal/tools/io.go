@@ -346,7 +346,8 @@ func (h *hostIO) list(ctx context.Context, base string, maxDepth int, kind listK
 	deadline := time.Now().Add(toolsListTimeout)
 	// git knows what is ignored, but lists only files.
 	if kind == listFiles {
-		res := h.run(ctx, []string{"git", "-C", h.root.abs(baseRel), "ls-files", "--cached", "--others", "--exclude-standard"}, toolsListMaxOutput, toolsListTimeout, nil)
+		res := runCommand(ctx, gitArgv(h.root.abs(baseRel), "ls-files", "--cached", "--others", "--exclude-standard"),
+			gitEnv(h.env.environ()), toolsListMaxOutput, toolsListTimeout, nil, false, h.root.abs(h.cwd), nil)
 		if res.exitCode == 0 && !res.timedOut {
 			for _, line := range splitOutputLines(res.output, false) {
 				if len(out.entries) >= toolsListMaxEntries {
@@ -424,6 +425,48 @@ func (h *hostIO) list(ctx context.Context, base string, maxDepth int, kind listK
 		}
 	}
 	return out
+}
+
+// gitConfigNoCommands returns the settings that make git run a command (a
+// hook, a helper, a pager, a program for diffs or transports), each set
+// on the command line to a value that runs nothing: the command line
+// outranks every configuration file, the repository's .git/config (which
+// a tool call or a checkout may have written) included. core.fsmonitor
+// is the one "git ls-files" would run; the rest guard the same way
+// should git run them elsewhere.
+func gitConfigNoCommands() []string {
+	return []string{
+		"core.fsmonitor=false", "core.hooksPath=" + os.DevNull, "core.sshCommand=false", "core.pager=cat",
+		"core.editor=false", "core.askPass=false", "core.gitProxy=false", "core.untrackedCache=false",
+		"credential.helper=", "diff.external=", "sequence.editor=false", "gpg.program=false",
+		"protocol.allow=never", "uploadpack.packObjectsHook=", "fsmonitor.allowRemote=false",
+	}
+}
+
+// gitArgv is the command line of "git -C dir args..." with
+// gitConfigNoCommands and without optional locks (git writes nothing).
+func gitArgv(dir string, args ...string) []string {
+	argv := []string{"git", "--no-optional-locks"}
+	for _, c := range gitConfigNoCommands() {
+		argv = append(argv, "-c", c)
+	}
+	argv = append(argv, "-C", dir)
+	return append(argv, args...)
+}
+
+// gitEnv is env (the tools' environment, which holds no GIT_* variable
+// unless ToolsOptions.Env names one) without GIT_* variables, and with
+// neither the system's nor the user's git configuration: only the
+// repository's, overruled by gitConfigNoCommands.
+func gitEnv(env []string) []string {
+	out := make([]string, 0, len(env)+6)
+	for _, kv := range env {
+		if !strings.HasPrefix(strings.ToUpper(kv), "GIT_") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL="+os.DevNull, "GIT_TERMINAL_PROMPT=0",
+		"GIT_PAGER=cat", "GIT_OPTIONAL_LOCKS=0")
 }
 
 // entryDepth is the depth of a '/'-separated relative path: "a/b/c" is 3.
