@@ -404,56 +404,6 @@ type toolFailure struct {
 // json.Number for numbers.
 type toolParams map[string]any
 
-// str returns the required string parameter key.
-func (p toolParams) str(key string) (string, error) {
-	v, ok := p[key]
-	if !ok || v == nil {
-		return "", errToolParams("missing parameter %q", key)
-	}
-	s, ok := v.(string)
-	if !ok {
-		return "", errToolParams("parameter %q must be a string", key)
-	}
-	return s, nil
-}
-
-// optStr returns the string parameter key, or def when it is missing or
-// not a string (llama-server's json_value).
-func (p toolParams) optStr(key, def string) string {
-	if s, ok := p[key].(string); ok {
-		return s
-	}
-	return def
-}
-
-// optInt returns the integer parameter key, or def when it is missing or
-// not an integer.
-func (p toolParams) optInt(key string, def int) int {
-	n, ok := p[key].(json.Number)
-	if !ok {
-		return def
-	}
-	i, err := n.Int64()
-	if err != nil {
-		return def
-	}
-	const limit = 1 << 31
-	if i > limit {
-		i = limit
-	} else if i < -limit {
-		i = -limit
-	}
-	return int(i)
-}
-
-// optBool returns the boolean parameter key, or def.
-func (p toolParams) optBool(key string, def bool) bool {
-	if b, ok := p[key].(bool); ok {
-		return b
-	}
-	return def
-}
-
 // sortedKeys returns m's keys in order.
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
