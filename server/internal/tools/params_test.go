@@ -101,3 +101,30 @@ func TestDecodeParams(t *testing.T) {
 		})
 	}
 }
+
+// FuzzDecodeParams decodes any JSON object into every built-in tool's
+// input: it never panics, and refuses only with a 400.
+func FuzzDecodeParams(f *testing.F) {
+	for _, s := range []string{`{}`, `{"path":"a","start_line":3}`, `{"edits":[{"old_text":"a","new_text":1}],"path":"x"}`,
+		`{"edits":[[]],"path":"x"}`, `{"path":null,"limit":1e400}`, `{"timeout":-9223372036854775809}`} {
+		f.Add(s)
+	}
+	types := []reflect.Type{reflect.TypeOf(readFileIn{}), reflect.TypeOf(fileGlobSearchIn{}), reflect.TypeOf(grepSearchIn{}),
+		reflect.TypeOf(execShellCommandIn{}), reflect.TypeOf(writeFileIn{}), reflect.TypeOf(editFileIn{}), reflect.TypeOf(getInfoIn{})}
+	f.Fuzz(func(t *testing.T, s string) {
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.UseNumber()
+		var p toolParams
+		if dec.Decode(&p) != nil {
+			return
+		}
+		for _, typ := range types {
+			err := decodeParams(p, reflect.New(typ).Elem())
+			if err != nil {
+				var te *Error
+				require.ErrorAs(t, err, &te)
+				require.Equal(t, 400, te.Status)
+			}
+		}
+	})
+}
