@@ -222,11 +222,25 @@ func TestSecurityToolsConfinement(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(os.TempDir(), "escaped.txt"))
 
 	// The root is the server's choice: "/" opens everything again, keys
-	// included, which is why it is not the default.
+	// included, which is why it is not the default. Only the process's
+	// being undumpable (issue 36 item 6) still keeps its own environ from
+	// a server that is not root's; KeepDumpable, on a dumpable process,
+	// gives that up too.
 	t.Run("root / reaches environ", func(t *testing.T) {
-		_, all := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"read_file"}, Root: "/"}})
+		_, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 1, 0)
+		require.Zero(t, errno)
+		_, all := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"read_file"}, Root: "/", KeepDumpable: true}})
 		_, out := callTool(t, all.URL, "read_file", map[string]any{"path": "/proc/self/environ"}, map[string]string{"X-Resp-Type": "base64"})
 		assert.Contains(t, out, "base64")
+	})
+	t.Run("root / on an undumpable server", func(t *testing.T) {
+		_, all := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"read_file"}, Root: "/"}})
+		_, out := callTool(t, all.URL, "read_file", map[string]any{"path": "/proc/self/environ"}, map[string]string{"X-Resp-Type": "base64"})
+		if os.Geteuid() == 0 {
+			assert.Contains(t, out, "base64", "root reads any process's environ")
+		} else {
+			assert.NotContains(t, out, "base64")
+		}
 	})
 }
 
