@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -226,11 +225,7 @@ func TestMCPAbort(t *testing.T) {
 		_, out := callTool(t, ts.URL, "slow_sleep", map[string]any{"seconds": 30}, nil)
 		done <- out
 	}()
-	require.Eventually(t, func() bool {
-		s.tools.mcp.mu.Lock()
-		defer s.tools.mcp.mu.Unlock()
-		return s.tools.mcp.transports["slow"] != nil
-	}, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return s.tools.MCPStats("slow").Running }, 5*time.Second, 5*time.Millisecond)
 	s.AbortToolCalls()
 	select {
 	case out := <-done:
@@ -244,7 +239,6 @@ func TestMCPAbort(t *testing.T) {
 }
 
 func TestMCPConfig(t *testing.T) {
-	log := slog.New(slog.DiscardHandler)
 	file := filepath.Join(t.TempDir(), "mcp.json")
 	require.NoError(t, os.WriteFile(file, []byte(mcpConfig(t, map[string]string{"fromfile": "normal"}, 0)), 0o644))
 	for _, tc := range []struct {
@@ -260,27 +254,29 @@ func TestMCPConfig(t *testing.T) {
 		{"file and inline, duplicates skipped", file, mcpConfig(t, map[string]string{"fromfile": "empty", "inline": "empty"}, 0), "", []string{"fromfile_add", "fromfile_bad"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := newMCPManager(context.Background(), tc.file, tc.inline, log)
+			o := Options{Tools: ToolsOptions{MCPServersConfig: tc.file, MCPServersJSON: tc.inline}}
 			if tc.err != "" {
+				_, err := New(context.Background(), o)
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.err)
 				return
 			}
-			require.NoError(t, err)
+			_, ts := newTestServer(t, o)
+			code, data := call(t, "GET", ts.URL+"/tools", nil, nil)
 			if tc.tools == nil {
-				assert.Nil(t, m)
+				assert.Equal(t, 403, code, "no MCP server: /tools is off")
 				return
 			}
-			defer m.close()
+			require.Equal(t, 200, code, "%s", data)
+			var cards []map[string]any
+			require.NoError(t, json.Unmarshal(data, &cards))
 			var names []string
-			for _, d := range m.listTools() {
-				names = append(names, d.server+"_"+d.name)
+			for _, c := range cards {
+				names = append(names, c["tool"].(string))
 			}
 			for _, n := range tc.tools {
 				assert.Contains(t, names, n)
 			}
 		})
 	}
-	_, err := New(context.Background(), Options{Tools: ToolsOptions{MCPServersJSON: "{"}})
-	require.Error(t, err)
 }

@@ -108,8 +108,9 @@ func (s *Server) routes() []route {
 		{"POST /v1/streams/lookup", keyed, llamaErrors, handleStreamsLookup(s)},
 
 		// Agent features, off unless Options.Tools enables them: built-in
-		// tools and MCP servers (tools.go, mcp.go), and the CORS proxy of
-		// the web UI's MCP client (proxy.go).
+		// tools and MCP servers (tools.go over internal/tools), and the
+		// CORS proxy of the web UI's MCP client (proxy.go over
+		// internal/corsproxy).
 		{"GET /tools", keyed, llamaErrors, handleToolsList(s)},
 		{"POST /tools", keyed, toolErrors, handleToolsCall(s)},
 		{"GET /cors-proxy", keyed, llamaErrors, corsProxyHandler(s)},

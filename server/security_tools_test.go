@@ -24,6 +24,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama/server/internal/tools"
 )
 
 // toolHangBound is how long callToolNoHang waits before it calls an
@@ -136,12 +138,8 @@ func TestSecurityToolsGlobStarFlood(t *testing.T) {
 			assert.Contains(t, out["plain_text_response"], tc.want)
 		})
 	}
-	// The matcher itself, past the cap: no recursion, so no stack to
-	// overflow.
-	assert.True(t, pathGlobMatch(flood, "src/b.go"))
-	assert.True(t, globMatch(flood+"/b.go", "src/b.go"))
-	assert.True(t, globMatch(strings.Repeat("**/", 1<<20)+"b.go", "src/b.go"))
-	assert.False(t, globMatch(strings.Repeat("*?", 1<<20), "src/b.go"))
+	// The matcher itself, past the cap, is tested in internal/tools
+	// (TestGlobMatchFlood).
 }
 
 // M4: the file tools were not confined. /proc/self/environ (the server's
@@ -224,11 +222,25 @@ func TestSecurityToolsConfinement(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(os.TempDir(), "escaped.txt"))
 
 	// The root is the server's choice: "/" opens everything again, keys
-	// included, which is why it is not the default.
+	// included, which is why it is not the default. Only the process's
+	// being undumpable (issue 36 item 6) still keeps its own environ from
+	// a server that is not root's; KeepDumpable, on a dumpable process,
+	// gives that up too.
 	t.Run("root / reaches environ", func(t *testing.T) {
-		_, all := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"read_file"}, Root: "/"}})
+		_, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 1, 0)
+		require.Zero(t, errno)
+		_, all := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"read_file"}, Root: "/", KeepDumpable: true}})
 		_, out := callTool(t, all.URL, "read_file", map[string]any{"path": "/proc/self/environ"}, map[string]string{"X-Resp-Type": "base64"})
 		assert.Contains(t, out, "base64")
+	})
+	t.Run("root / on an undumpable server", func(t *testing.T) {
+		_, all := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"read_file"}, Root: "/"}})
+		_, out := callTool(t, all.URL, "read_file", map[string]any{"path": "/proc/self/environ"}, map[string]string{"X-Resp-Type": "base64"})
+		if os.Geteuid() == 0 {
+			assert.Contains(t, out, "base64", "root reads any process's environ")
+		} else {
+			assert.NotContains(t, out, "base64")
+		}
 	})
 }
 
@@ -304,7 +316,10 @@ func TestSecurityToolsEnvScrub(t *testing.T) {
 		"env": map[string]string{mcpFixtureEnv: "normal", "SERVICE_TOKEN": "given"},
 	}}})
 	require.NoError(t, err)
-	_, ts := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"exec_shell_command"}, Root: t.TempDir(), MCPServersJSON: string(cfg)}})
+	// GO_LLAMA_TEST_VISIBLE passes because Env names it: by default
+	// nothing but the allow-list does (TestSecurityToolsEnvAllowList).
+	_, ts := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"exec_shell_command"}, Root: t.TempDir(), MCPServersJSON: string(cfg),
+		Env: []string{"GO_LLAMA_TEST_VISIBLE"}}})
 
 	t.Run("exec_shell_command", func(t *testing.T) {
 		_, out := callTool(t, ts.URL, "exec_shell_command", map[string]any{"command": "env | grep -E 'SECRET_MARK|visible-value'"}, nil)
@@ -331,8 +346,13 @@ func TestSecurityToolsEnvScrub(t *testing.T) {
 
 // procAlive reports whether pid runs (a zombie does not).
 func procAlive(pid int) bool {
-	_, alive := readProcStat(pid)
-	return alive
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...; comm may hold spaces and ')'.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }
 
 // M4: a command's children that called setsid left its process group and
@@ -392,13 +412,13 @@ func TestSecurityToolsBounds(t *testing.T) {
 	t.Run("context_lines on a 389 KB file", func(t *testing.T) {
 		_, out := callToolNoHang(t, ts.URL, "grep_search", map[string]any{"path": "big.txt", "pattern": "match", "context_lines": 1 << 30}, nil)
 		text := out["plain_text_response"].(string)
-		assert.LessOrEqual(t, len(text), grepMaxOutput+1024)
+		assert.LessOrEqual(t, len(text), 256<<10+1024) // grep_search's output cap
 		assert.Contains(t, text, "output limit of 262144 bytes reached")
 	})
 	t.Run("context_lines capped at 50", func(t *testing.T) {
 		_, out := callTool(t, ts.URL, "grep_search", map[string]any{"path": "ctx.txt", "pattern": "NEEDLE", "context_lines": 1000}, nil)
 		text := out["plain_text_response"].(string)
-		assert.Equal(t, 2*grepMaxContextLines, strings.Count(text, "ctx.txt-"))
+		assert.Equal(t, 2*50, strings.Count(text, "ctx.txt-")) // context_lines is capped at 50
 		assert.Contains(t, text, "ctx.txt:101:NEEDLE")
 	})
 	for _, tc := range []struct {
@@ -431,30 +451,24 @@ func TestSecurityToolsBounds(t *testing.T) {
 // cancelled.
 func TestSecurityToolsMCPQueueAndLock(t *testing.T) {
 	s, ts := newTestServer(t, Options{Tools: ToolsOptions{MCPServersJSON: mcpConfig(t, map[string]string{"fl": "normal"}, 0)}})
-	transport := func() *mcpTransport {
-		s.tools.mcp.mu.Lock()
-		defer s.tools.mcp.mu.Unlock()
-		return s.tools.mcp.transports["fl"]
-	}
+	stats := func() tools.MCPStats { return s.tools.MCPStats("fl") }
 	t.Run("queue bounded in bytes", func(t *testing.T) {
 		_, out := callTool(t, ts.URL, "fl_flood", map[string]any{"count": 48, "size": 1 << 20}, nil)
 		require.Equal(t, "flooding", out["plain_text_response"])
-		tr := transport()
-		require.Eventually(t, func() bool { return tr.queued.Load() >= mcpQueueBytes-(2<<20) }, 10*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return stats().QueuedBytes >= tools.MCPQueueBytes-(2<<20) }, 10*time.Second, 10*time.Millisecond)
 		time.Sleep(300 * time.Millisecond) // the rest of the flood is read and dropped
-		assert.LessOrEqual(t, tr.queued.Load(), int64(mcpQueueBytes))
-		assert.LessOrEqual(t, len(tr.msgs), mcpQueueBytes>>20)
+		assert.LessOrEqual(t, stats().QueuedBytes, int64(tools.MCPQueueBytes))
+		assert.LessOrEqual(t, stats().QueuedMsgs, tools.MCPQueueBytes>>20)
 		_, out = callTool(t, ts.URL, "fl_echo", map[string]any{"message": "after"}, nil)
 		assert.Equal(t, "echo: after", out["plain_text_response"])
-		assert.Zero(t, tr.queued.Load())
+		assert.Zero(t, stats().QueuedBytes)
 	})
 	t.Run("queue bounded in count", func(t *testing.T) {
 		_, out := callTool(t, ts.URL, "fl_flood", map[string]any{"count": 5000, "size": 8}, nil)
 		require.Equal(t, "flooding", out["plain_text_response"])
-		tr := transport()
-		require.Eventually(t, func() bool { return len(tr.msgs) == mcpQueue }, 10*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return stats().QueuedMsgs == tools.MCPQueue }, 10*time.Second, 10*time.Millisecond)
 		time.Sleep(300 * time.Millisecond)
-		assert.Equal(t, mcpQueue, len(tr.msgs))
+		assert.Equal(t, tools.MCPQueue, stats().QueuedMsgs)
 		_, out = callTool(t, ts.URL, "fl_echo", map[string]any{"message": "after"}, nil)
 		assert.Equal(t, "echo: after", out["plain_text_response"])
 	})
@@ -464,7 +478,7 @@ func TestSecurityToolsMCPQueueAndLock(t *testing.T) {
 			_, out := callTool(t, ts.URL, "fl_sleep", map[string]any{"seconds": 3}, nil)
 			held <- out
 		}()
-		require.Eventually(t, func() bool { tr := transport(); return tr != nil && len(tr.callMu) == 1 }, 5*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return stats().CallsHeld == 1 }, 5*time.Second, 5*time.Millisecond)
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		req := httptest.NewRequest("POST", "/tools", strings.NewReader(`{"tool":"fl_echo","params":{"message":"waiting"}}`)).WithContext(ctx)

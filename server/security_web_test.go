@@ -20,6 +20,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama/server/internal/corsproxy"
 )
 
 // webRequest sends one request as a browser (or curl) would: the body
@@ -247,8 +249,8 @@ func proxyServer(t *testing.T, o Options) (*Server, *httptest.Server) {
 	t.Helper()
 	o.Tools.CORSProxy = true
 	s, ts := newTestServer(t, o)
-	prod := s.proxy.dialer.Control
-	s.proxy.dialer.Control = func(network, address string, c syscall.RawConn) error {
+	prod := s.proxy.Dialer.Control
+	s.proxy.Dialer.Control = func(network, address string, c syscall.RawConn) error {
 		ap, err := netip.ParseAddrPort(address)
 		if err != nil || !ap.Addr().Unmap().IsLoopback() {
 			t.Errorf("the proxy dialled %s", address)
@@ -282,7 +284,7 @@ func TestWebCORSProxyAddresses(t *testing.T) {
 	target, hits := countingTarget(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "secret") })
 	s, ts := proxyServer(t, Options{})
 	var lookups atomic.Int32
-	s.proxy.lookup = func(_ context.Context, host string) ([]netip.Addr, error) {
+	s.proxy.Lookup = func(_ context.Context, host string) ([]netip.Addr, error) {
 		lookups.Add(1)
 		names := map[string]string{
 			"localhost": "127.0.0.1", "metadata.test": "169.254.169.254", "intranet.test": "10.1.2.3", "home.test": "192.168.0.1",
@@ -337,7 +339,7 @@ func TestWebCORSProxyAddrRule(t *testing.T) {
 		"64:ff9b::a9fe:a9fe": "link-local (NAT64)", "2002:7f00:1::1": "loopback (6to4)",
 		"8.8.8.8": "", "1.1.1.1": "", "2606:4700::1111": "", "64:ff9b::808:808": "",
 	} {
-		assert.Equal(t, want, addrRefused(netip.MustParseAddr(addr)), addr)
+		assert.Equal(t, want, corsproxy.AddrRefused(netip.MustParseAddr(addr)), addr)
 	}
 }
 
@@ -359,11 +361,11 @@ func TestWebCORSProxyRedirects(t *testing.T) {
 	defer outer.Close()
 
 	s, ts := proxyServer(t, Options{})
-	s.proxy.refused = func(ip netip.Addr) string {
+	s.proxy.Refused = func(ip netip.Addr) string {
 		if ip == netip.MustParseAddr("127.0.0.2") {
 			return ""
 		}
-		return addrRefused(ip)
+		return corsproxy.AddrRefused(ip)
 	}
 	resp, data := webRequest(t, "GET", proxyURL(ts, outer.URL+"/"), "", nil)
 	assert.Equal(t, 403, resp.StatusCode, "%s", data)
@@ -421,7 +423,7 @@ func TestWebCORSProxyResponse(t *testing.T) {
 			h.Set("Mcp-Session-Id", "abc")
 			_, _ = io.WriteString(w, `<script>fetch("/tools")</script>`)
 		case "/big":
-			h.Set("Content-Length", fmt.Sprint(corsProxyMaxBody+1))
+			h.Set("Content-Length", fmt.Sprint(corsproxy.MaxBody+1))
 			w.WriteHeader(200)
 		case "/stream":
 			chunk := strings.Repeat("x", 1<<20)
@@ -453,7 +455,7 @@ func TestWebCORSProxyResponse(t *testing.T) {
 	n, err := io.Copy(io.Discard, resp2.Body)
 	resp2.Body.Close()
 	assert.Error(t, err, "a body over the limit ends in an error, not a shorter body")
-	assert.LessOrEqual(t, n, int64(corsProxyMaxBody))
+	assert.LessOrEqual(t, n, int64(corsproxy.MaxBody))
 }
 
 // TestWebCORSProxyCallers performs the cross-site use of the proxy: with

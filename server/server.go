@@ -27,6 +27,8 @@ import (
 
 	"github.com/x/llama/engine"
 	"github.com/x/llama/sampling"
+	"github.com/x/llama/server/internal/corsproxy"
+	"github.com/x/llama/server/internal/tools"
 
 	"github.com/x/llama"
 )
@@ -248,8 +250,8 @@ type Server struct {
 	// downloading are the models POST /models is fetching.
 	downloading map[string]bool
 
-	tools    *toolSet           // nil: /tools answers 403
-	proxy    *corsProxy         // the client of /cors-proxy
+	tools    *tools.Set         // nil: /tools answers 403
+	proxy    *corsproxy.Proxy   // the client of /cors-proxy
 	streams  streamStore        // resumable streams (X-Conversation-Id)
 	controls completionControls // chat completions in flight
 
@@ -331,13 +333,13 @@ func New(ctx context.Context, o Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	tools, err := newToolSet(ctx, o.Tools, o.Logger)
+	toolSet, err := tools.New(ctx, toolsOptions(o.Tools), o.Logger)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	s.tools = tools
-	s.proxy = newCORSProxy(o.Tools.CORSProxyAllowPrivate)
+	s.tools = toolSet
+	s.proxy = corsproxy.New(o.Tools.CORSProxyAllowPrivate, o.Logger)
 	s.handler = s.buildHandler()
 	s.warnExposure()
 
@@ -423,7 +425,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closed = true
 	close(s.done)
 	if s.tools != nil {
-		s.tools.abort()
+		s.tools.Abort()
 	}
 	s.streams.closeAll()
 	var insts []*instance
@@ -457,7 +459,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.loads.Wait()
 	if s.tools != nil {
-		s.tools.close()
+		s.tools.Close()
 	}
 	return nil
 }
@@ -469,7 +471,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // drain. Close and Shutdown call it too.
 func (s *Server) AbortToolCalls() {
 	if s.tools != nil {
-		s.tools.abort()
+		s.tools.Abort()
 	}
 }
 

@@ -1,17 +1,18 @@
 package server
 
+// The HTTP side of the agent tools (GET and POST /tools): the tools
+// themselves, the MCP client and the runtimes live in internal/tools.
+
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"sort"
-	"strings"
-	"sync"
+
+	"github.com/x/llama/server/internal/corsproxy"
+	"github.com/x/llama/server/internal/tools"
 )
 
 // ToolsOptions configure llama-server's experimental agent features: the
@@ -36,11 +37,18 @@ import (
 //     recursion; a listing visits at most 100,000 entries, 64 folders
 //     deep; grep_search's context_lines is at most 50 and its answer at
 //     most 256 KiB.
-//   - Commands (exec_shell_command, get_info, git) and MCP servers get the
-//     server's environment without its secrets: LLAMA_API_KEY,
-//     LLAMA_ARG_*, HF_TOKEN, HUGGING_FACE_HUB_TOKEN and every name ending
-//     in _API_KEY, _TOKEN, _SECRET or _PASSWORD. An MCP server's "env"
-//     in the configuration is added after, so it can pass one on.
+//   - Commands (exec_shell_command, get_info) and MCP servers get a
+//     minimal environment: PATH, HOME, USER, LOGNAME, SHELL, LANG,
+//     LANGUAGE, LC_*, TERM, TMPDIR and TZ (and Windows' system folders),
+//     plus the names Env lists; none of the server's other variables (API
+//     keys, cloud credentials, database URLs, agent sockets). An MCP
+//     server's "env" in the configuration is added after, so it can pass
+//     one on. On Linux the server's process is made undumpable, so that
+//     they cannot read its environment from /proc/PPID/environ either
+//     (KeepDumpable).
+//   - The file tools list files without running git (which runs what a
+//     repository's .git/config names), and write_file and edit_file
+//     refuse paths with a .git component.
 //   - A command that times out or is cancelled is killed with its
 //     session: its process group and, on Linux, what left it with setsid.
 //   - The x-tool-cwd and x-tool-runtime headers are refused unless
@@ -94,7 +102,8 @@ type ToolsOptions struct {
 	// a POST must be JSON (its Content-Type, or the forwarded
 	// X-Llama-Server-Proxy-Header-Content-Type, application/json). It
 	// does not connect to loopback, private, link-local (cloud metadata),
-	// multicast or unspecified addresses, checked after DNS resolution
+	// multicast, unspecified, documentation and reserved addresses, nor
+	// to this machine's own, checked after DNS resolution
 	// at every connection, follows at most 5 redirects, and relays at most
 	// 32 MiB of a response body, sent as an attachment under
 	// "Content-Security-Policy: sandbox" and without cookies.
@@ -104,213 +113,38 @@ type ToolsOptions struct {
 	// addresses it refuses by default (--cors-proxy-allow-private), for
 	// MCP servers on this machine or the local network.
 	CORSProxyAllowPrivate bool
+	// Env names the variables of the server's environment that commands
+	// and MCP servers get besides the minimal set (--tools-env), even
+	// names that look secret; "*" gives them the whole environment but
+	// the names that look secret (LLAMA_API_KEY, LLAMA_ARG_*, HF_TOKEN,
+	// PGPASSWORD, SSH_AUTH_SOCK, names ending in _API_KEY, _TOKEN,
+	// _SECRET, _PASSWORD, _KEY, _URL, ...), as llama-server gives all of
+	// it.
+	Env []string
+	// KeepDumpable leaves the server's process dumpable on Linux when
+	// tools or MCP servers are enabled (by default it is made undumpable,
+	// so that the commands they run, under the same user, cannot read the
+	// server's environment, memory and descriptors through /proc; that
+	// also stops core dumps and same-user debuggers). Its command line
+	// stays readable to every process either way: keep API keys off it
+	// (LLAMA_API_KEY, --api-key-file).
+	KeepDumpable bool
 }
 
-// toolStream receives a streaming tool's output as it comes. It returns
-// false once the client has gone away.
-type toolStream func(chunk string) bool
-
-// errToolParams is a missing or mistyped parameter of a tool call (400);
-// llama-server answers it with an HTTP error, while the tool's own
-// failures are a 200 with an "error" field.
-func errToolParams(format string, args ...any) error {
-	return badRequest(format, args...)
-}
-
-// errToolRuntime is a failure of the tool machinery itself, such as an
-// unknown runtime (500).
-func errToolRuntime(format string, args ...any) error {
-	return serverError(format, args...)
-}
-
-// tool is one entry of /tools: a built-in tool or a tool of an MCP server.
-type tool struct {
-	name        string
-	displayName string
-	kind        string // "server" (built in) or "mcp"
-	write       bool   // it can change things
-	stream      bool   // it supports "stream": true
-	usesCwd     bool   // it resolves paths against the working directory
-	definition  map[string]any
-	// invoke runs the tool with its parameters. st is nil unless the
-	// call streams; a streaming tool then sends its output through st and
-	// returns a nil result.
-	// root confines the call's files on the host.
-	invoke func(ctx context.Context, root *toolsRoot, p toolParams, st toolStream) (any, error)
-}
-
-// toolCard is a tool as GET /tools lists it. Its fields are in the order
-// of their names, as llama-server's JSON objects are.
-type toolCard struct {
-	Definition  map[string]any `json:"definition"` // OpenAI's function tool, its JSON Schema free-form
-	DisplayName string         `json:"display_name"`
-	Permissions struct {
-		Write bool `json:"write"`
-	} `json:"permissions"`
-	Tool    string `json:"tool"`
-	Type    string `json:"type"`
-	UsesCwd bool   `json:"uses_cwd"`
-}
-
-// card is the tool as GET /tools lists it.
-func (t *tool) card() toolCard {
-	c := toolCard{Definition: t.definition, DisplayName: t.displayName, Tool: t.name, Type: t.kind, UsesCwd: t.usesCwd}
-	c.Permissions.Write = t.write
-	return c
-}
-
-// toolSet is a server's /tools: the enabled built-in tools, then the MCP
-// servers' tools, and the runtime they run in.
-type toolSet struct {
-	tools   []*tool
-	byName  map[string]*tool
-	runtime toolsRuntime // nil: the host, unless a request names one
-	mcp     *mcpManager  // nil without MCP servers
-	root    *toolsRoot   // nil without built-in tools
-
-	allowCwd, allowRuntime bool
-
-	stopOnce sync.Once
-	stopped  chan struct{} // closed by abort: cancels calls in flight
-}
-
-// newToolSet builds the tool set of o, or returns nil when o enables
-// neither built-in tools nor MCP servers (and /tools answers 403). It
-// starts the MCP servers once to list their tools.
-func newToolSet(ctx context.Context, o ToolsOptions, log *slog.Logger) (*toolSet, error) {
-	mcp, err := newMCPManager(ctx, o.MCPServersConfig, o.MCPServersJSON, log)
-	if err != nil {
-		return nil, err
-	}
-	if len(o.Enabled) == 0 && mcp == nil {
-		return nil, nil
-	}
-	ts := &toolSet{byName: map[string]*tool{}, mcp: mcp, stopped: make(chan struct{}),
-		allowCwd: o.AllowClientCwd, allowRuntime: o.AllowClientRuntime}
-	fail := func(err error) (*toolSet, error) {
-		ts.close()
-		return nil, err
-	}
-	if len(o.Enabled) > 0 {
-		root, err := openToolsRoot(o.Root)
-		if err != nil {
-			return fail(fmt.Errorf("server: tools root: %w", err))
-		}
-		ts.root = root
-	}
-	if o.Runtime != "" {
-		rt, err := newToolsRuntime(o.Runtime, log)
-		if err != nil {
-			return fail(fmt.Errorf("server: tools runtime: %w", err))
-		}
-		ts.runtime = rt
-	}
-	if len(o.Enabled) > 0 {
-		all := builtinTools()
-		known := make([]string, len(all))
-		for i, t := range all {
-			known[i] = t.name
-		}
-		want := map[string]bool{}
-		for _, n := range o.Enabled {
-			n = strings.TrimSpace(n)
-			if n != "all" && !containsString(known, n) {
-				return fail(fmt.Errorf("server: unknown tool %q, available tools: %s", n, strings.Join(known, ", ")))
-			}
-			want[n] = true
-		}
-		for _, t := range all {
-			if want["all"] || want[t.name] {
-				ts.add(t)
-			}
-		}
-	}
-	if mcp != nil {
-		for _, def := range mcp.listTools() {
-			name := def.server + "_" + def.name
-			if ts.byName[name] != nil {
-				log.Warn("MCP tool collides with an existing tool, skipping", "tool", name, "server", def.server)
-				continue
-			}
-			ts.add(mcp.tool(def, ts.stopped))
-		}
-	}
-	ts.warn(o, log)
-	return ts, nil
-}
-
-// warn logs, once at start, what the tools open to HTTP clients.
-func (ts *toolSet) warn(o ToolsOptions, log *slog.Logger) {
-	var names []string
-	for _, t := range ts.tools {
-		if t.kind == "server" {
-			names = append(names, t.name)
-		}
-	}
-	args := []any{"tools", strings.Join(names, ",")}
-	if ts.root != nil {
-		args = append(args, "root", ts.root.dir)
-	}
-	if o.Runtime != "" {
-		args = append(args, "runtime", o.Runtime)
-	}
-	if ts.mcp != nil {
-		args = append(args, "mcp_servers", len(ts.mcp.configs))
-	}
-	args = append(args, "client_cwd", ts.allowCwd, "client_runtime", ts.allowRuntime)
-	log.Warn("agent tools are enabled (experimental): HTTP clients can read and write files and run commands as this server's user; do not expose the server to untrusted clients", args...)
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func (ts *toolSet) add(t *tool) {
-	ts.tools = append(ts.tools, t)
-	ts.byName[t.name] = t
-}
-
-// abort cancels the calls in flight and refuses new ones; llama-server
-// does this first when it shuts down, so that a slow tool does not hold
-// the HTTP server's drain.
-func (ts *toolSet) abort() {
-	ts.stopOnce.Do(func() { close(ts.stopped) })
-	if ts.mcp != nil {
-		ts.mcp.abort()
-	}
-}
-
-// close aborts the calls in flight, stops the MCP servers and the
-// runtime's container, if the server started one.
-func (ts *toolSet) close() {
-	ts.abort()
-	if ts.mcp != nil {
-		ts.mcp.close()
-	}
-	if ts.runtime != nil {
-		ts.runtime.close()
-	}
-	if ts.root != nil {
-		ts.root.close()
-	}
+// toolsOptions is o without the CORS proxy's fields.
+func toolsOptions(o ToolsOptions) tools.Options {
+	return tools.Options{Enabled: o.Enabled, Runtime: o.Runtime, Root: o.Root,
+		AllowClientCwd: o.AllowClientCwd, AllowClientRuntime: o.AllowClientRuntime,
+		MCPServersConfig: o.MCPServersConfig, MCPServersJSON: o.MCPServersJSON,
+		Env: o.Env, KeepDumpable: o.KeepDumpable}
 }
 
 func handleToolsList(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		ts := s.tools
-		if ts == nil {
+		if s.tools == nil {
 			return errFeatureDisabled()
 		}
-		out := make([]toolCard, 0, len(ts.tools))
-		for _, t := range ts.tools {
-			out = append(out, t.card())
-		}
-		writeJSON(w, http.StatusOK, out)
+		writeJSON(w, http.StatusOK, s.tools.List())
 		return nil
 	}
 }
@@ -324,8 +158,7 @@ type toolCall struct {
 
 func handleToolsCall(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		ts := s.tools
-		if ts == nil {
+		if s.tools == nil {
 			return errFeatureDisabled()
 		}
 		if err := requireJSONBody(r); err != nil {
@@ -342,99 +175,36 @@ func handleToolsCall(s *Server) handlerFunc {
 		if req.Tool == nil {
 			return badRequest(`missing "tool"`)
 		}
-		params := toolParams{}
-		if p := bytes.TrimSpace(req.Params); len(p) > 0 && string(p) != "null" {
-			dec := json.NewDecoder(bytes.NewReader(p))
-			dec.UseNumber()
-			if err := dec.Decode(&params); err != nil {
-				return badRequest(`"params" must be an object`)
-			}
-		}
+		call := tools.Request{Tool: *req.Tool, Params: req.Params,
+			Cwd: r.Header.Get("X-Tool-Cwd"), Runtime: r.Header.Get("X-Tool-Runtime"), RespType: r.Header.Get("X-Resp-Type")}
 		stream := req.Stream != nil && *req.Stream
-		t := ts.byName[*req.Tool]
-		if t == nil {
-			return &httpError{Status: http.StatusNotFound, Type: errInvalidRequest, Msg: fmt.Sprintf("unknown tool %q", *req.Tool)}
+		inv, err := s.tools.Prepare(call, stream)
+		if err != nil {
+			return statusError(err)
 		}
-		if stream && !t.stream {
-			return &httpError{Status: http.StatusNotFound, Type: errInvalidRequest, Msg: fmt.Sprintf("tool %q does not support stream = true", t.name)}
-		}
-		if t.kind != "mcp" {
-			// The working directory, runtime and response type come from
-			// the client's headers (or the server's runtime), never from
-			// what the model wrote in the parameters.
-			delete(params, "cwd")
-			delete(params, "runtime")
-			delete(params, "resp_type")
-			if v := r.Header.Get("X-Tool-Cwd"); v != "" {
-				if !ts.allowCwd {
-					return &httpError{Status: http.StatusForbidden, Type: errPermission, Msg: "x-tool-cwd is not allowed by this server (--tools-allow-cwd)"}
-				}
-				params["cwd"] = v
-			}
-			if v := r.Header.Get("X-Tool-Runtime"); v != "" {
-				if !ts.allowRuntime {
-					return &httpError{Status: http.StatusForbidden, Type: errPermission, Msg: "x-tool-runtime is not allowed by this server (--tools-allow-runtime)"}
-				}
-				params["runtime"] = v
-			} else if ts.runtime != nil {
-				spec, err := ts.runtime.spec()
-				if err != nil {
-					return serverError("%v", err)
-				}
-				params["runtime"] = spec
-			}
-			if v := r.Header.Get("X-Resp-Type"); v != "" {
-				params["resp_type"] = v
-			}
-		}
-		ctx, cancel := context.WithCancel(r.Context())
-		defer cancel()
-		stop := context.AfterFunc(withDone(ctx, ts.stopped), cancel)
-		defer stop()
 		if stream {
-			streamToolCall(ctx, w, t, ts.root, params)
+			streamToolCall(r.Context(), w, inv)
 			return nil
 		}
-		res, err := t.invoke(ctx, ts.root, params, nil)
+		res, err := inv.Run(r.Context(), nil)
 		if err != nil {
-			var he *httpError
-			if errors.As(err, &he) {
-				return he
-			}
-			return serverError("%v", err)
-		}
-		if res == nil {
-			res = struct{}{}
+			return statusError(err)
 		}
 		writeJSON(w, http.StatusOK, res)
 		return nil
 	}
 }
 
-// withDone returns a context that is done when ctx is or when done is
-// closed.
-func withDone(ctx context.Context, done <-chan struct{}) context.Context {
-	c, cancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-done:
-		case <-c.Done():
-		}
-		cancel()
-	}()
-	return c
-}
-
 // streamToolCall runs a streaming tool and sends its output as
 // server-sent events: {"chunk": "..."} events, then {"done": true} (with
 // "error" when the call failed).
-func streamToolCall(ctx context.Context, w http.ResponseWriter, t *tool, root *toolsRoot, params toolParams) {
+func streamToolCall(ctx context.Context, w http.ResponseWriter, inv *tools.Invocation) {
 	sse, err := sseStart(ctx, w)
 	if err != nil {
 		return
 	}
 	send := func(v any) bool { return sse.data(v) == nil && ctx.Err() == nil }
-	_, err = t.invoke(ctx, root, params, func(chunk string) bool {
+	_, err = inv.Run(ctx, func(chunk string) bool {
 		if chunk == "" {
 			return ctx.Err() == nil
 		}
@@ -445,19 +215,6 @@ func streamToolCall(ctx context.Context, w http.ResponseWriter, t *tool, root *t
 		done.Error = err.Error()
 	}
 	send(done)
-}
-
-// toolText is a tool's answer in text: an MCP tool's, a command's
-// output, a file's lines.
-type toolText struct {
-	PlainTextResponse string `json:"plain_text_response"`
-}
-
-// toolFailure is a tool's answer when it could not do what it was asked,
-// sent with status 200 as llama-server does (a bad call is an error
-// answer instead).
-type toolFailure struct {
-	Error string `json:"error"`
 }
 
 // toolChunk is an event of a streaming tool's output.
@@ -471,68 +228,30 @@ type toolDone struct {
 	Error string `json:"error,omitempty"`
 }
 
-// toolParams are a tool call's parameters, a JSON object decoded with
-// json.Number for numbers.
-type toolParams map[string]any
-
-// str returns the required string parameter key.
-func (p toolParams) str(key string) (string, error) {
-	v, ok := p[key]
-	if !ok || v == nil {
-		return "", errToolParams("missing parameter %q", key)
+// statusError renders the errors of internal/tools and
+// internal/corsproxy, which carry an HTTP status, in the server's error
+// types.
+func statusError(err error) error {
+	var status int
+	var msg string
+	var te *tools.Error
+	var pe *corsproxy.Error
+	switch {
+	case errors.As(err, &te):
+		status, msg = te.Status, te.Msg
+	case errors.As(err, &pe):
+		status, msg = pe.Status, pe.Msg
+	default:
+		return err
 	}
-	s, ok := v.(string)
-	if !ok {
-		return "", errToolParams("parameter %q must be a string", key)
+	typ := errServer
+	switch {
+	case status == http.StatusForbidden:
+		typ = errPermission
+	case status < 500:
+		typ = errInvalidRequest
 	}
-	return s, nil
-}
-
-// optStr returns the string parameter key, or def when it is missing or
-// not a string (llama-server's json_value).
-func (p toolParams) optStr(key, def string) string {
-	if s, ok := p[key].(string); ok {
-		return s
-	}
-	return def
-}
-
-// optInt returns the integer parameter key, or def when it is missing or
-// not an integer.
-func (p toolParams) optInt(key string, def int) int {
-	n, ok := p[key].(json.Number)
-	if !ok {
-		return def
-	}
-	i, err := n.Int64()
-	if err != nil {
-		return def
-	}
-	const limit = 1 << 31
-	if i > limit {
-		i = limit
-	} else if i < -limit {
-		i = -limit
-	}
-	return int(i)
-}
-
-// optBool returns the boolean parameter key, or def.
-func (p toolParams) optBool(key string, def bool) bool {
-	if b, ok := p[key].(bool); ok {
-		return b
-	}
-	return def
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return &httpError{Status: status, Type: typ, Msg: msg}
 }
 
 // readBody reads the whole request body (bounded by the server's body

@@ -306,30 +306,6 @@ func TestToolsRuntimeOption(t *testing.T) {
 	}
 }
 
-func TestGlobMatch(t *testing.T) {
-	for _, tc := range []struct {
-		pattern, path string
-		want          bool
-	}{
-		{"*.go", "a/b/c.go", true},
-		{"*.go", "a/b/c.gox", false},
-		{"src/*.go", "x/src/a.go", true},
-		{"src/*.go", "src/a/b.go", false},
-		{"src/*.go", "src/a.go", true},
-		{"src/**/*.go", "src/a/b.go", true},
-		{"**", "anything/at/all", true},
-		{"/src/*.go", "src/a.go", false},
-		{"f?o.txt", "fao.txt", true},
-		{"[abc].txt", "b.txt", true},
-		{"[!abc].txt", "b.txt", false},
-		{"[a-c]x", "dx", false},
-		{strings.Repeat("*", 40) + "z", strings.Repeat("a", 60), false}, // no exponential blow-up
-		{strings.Repeat("**a", 20), strings.Repeat("a", 80) + "b", false},
-	} {
-		assert.Equal(t, tc.want, pathGlobMatch(tc.pattern, tc.path), "%s %s", tc.pattern, tc.path)
-	}
-}
-
 func TestToolsStartup(t *testing.T) {
 	dir := t.TempDir()
 	var logs bytes.Buffer

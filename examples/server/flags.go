@@ -843,6 +843,10 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--tools-root"}, arg: "DIR", env: "LLAMA_ARG_TOOLS_ROOT", sec: sv, help: "folder the file tools are confined to (default: the working directory; / opens everything, /proc/self/environ and its keys included; not a llama-server option)", set: strTo(&o.Tools.Root)},
 		{names: []string{"--tools-allow-cwd"}, neg: []string{"--no-tools-allow-cwd"}, env: "LLAMA_ARG_TOOLS_ALLOW_CWD", sec: sv, help: "honour a request's x-tool-cwd header, inside --tools-root (default off: refused; llama-server always honours it)", set: boolTo(&o.Tools.AllowClientCwd)},
 		{names: []string{"--tools-allow-runtime"}, neg: []string{"--no-tools-allow-runtime"}, env: "LLAMA_ARG_TOOLS_ALLOW_RUNTIME", sec: sv, help: "honour a request's x-tool-runtime header: any running container or ssh host (default off: refused; llama-server always honours it)", set: boolTo(&o.Tools.AllowClientRuntime)},
+		{names: []string{"--tools-env"}, arg: "NAME1,NAME2,...", env: "LLAMA_ARG_TOOLS_ENV", sec: sv, help: "variables of the server's environment that tool commands and MCP servers get besides PATH, HOME, LANG, TERM, TMPDIR... (*: all but secret-looking names; default none; llama-server passes all; not a llama-server option)", set: func(_ *config, v string) error {
+			o.Tools.Env = splitList(v)
+			return nil
+		}},
 		{names: []string{"--mcp-servers-config"}, arg: "PATH", env: "LLAMA_ARG_MCP_SERVERS_CONFIG", sec: sv, help: "file of MCP servers", set: strTo(&o.Tools.MCPServersConfig)},
 		{names: []string{"--mcp-servers-json"}, arg: "JSON", env: "LLAMA_ARG_MCP_SERVERS_JSON", sec: sv, help: "MCP servers (JSON)", set: strTo(&o.Tools.MCPServersJSON)},
 		{names: []string{"-ag", "--agent"}, neg: []string{"-no-ag", "--no-agent"}, env: "LLAMA_ARG_AGENT", sec: sv, help: "--tools all and --ui-mcp-proxy together", set: func(c *config, v string) error {

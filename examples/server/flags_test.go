@@ -490,6 +490,8 @@ func TestFlagTools(t *testing.T) {
 			"LLAMA_ARG_UI_MCP_PROXY": "1",
 		}, tools: server.ToolsOptions{Enabled: []string{"read_file", "get_info"}, Runtime: "docker:busybox",
 			MCPServersConfig: "/etc/mcp.json", MCPServersJSON: `{"mcpServers":{}}`, CORSProxy: true}, port: 8080, cors: []string{"localhost"}},
+		{name: "tools env", args: []string{"--tools", "get_info", "--tools-env", "PGHOST, AWS_PROFILE"},
+			tools: server.ToolsOptions{Enabled: []string{"get_info"}, Env: []string{"PGHOST", "AWS_PROFILE"}}, port: 8080, cors: []string{"localhost"}},
 		{name: "proxy off", env: map[string]string{"LLAMA_ARG_UI_MCP_PROXY": "0"}, port: 8080, cors: []string{"*"}},
 		{name: "webui proxy, then off", args: []string{"--webui-mcp-proxy", "--no-ui-mcp-proxy"}, port: 8080, cors: []string{"*"}},
 		{name: "mcp only narrows CORS", args: []string{"--mcp-servers-json", `{}`}, tools: server.ToolsOptions{MCPServersJSON: `{}`}, port: 8080, cors: []string{"localhost"}},

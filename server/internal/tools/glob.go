@@ -1,4 +1,4 @@
-package server
+package tools
 
 // globMatch matches s against a glob pattern: a run of two or more '*'
 // ("**") matches anything, '/' included ("**/" also matches nothing,

@@ -1,4 +1,4 @@
-package server
+package tools
 
 import (
 	"bufio"
@@ -21,8 +21,8 @@ const (
 	mcpWarmupTimeout   = 10 * time.Second // listing one server's tools at start
 	mcpCooldown        = 5 * time.Second  // after a server failed to start
 	mcpMaxLine         = 8 << 20          // longer NDJSON lines are dropped
-	mcpQueue           = 256              // unread messages kept from a server
-	mcpQueueBytes      = 16 << 20         // their total size
+	MCPQueue           = 256              // unread messages kept from a server
+	MCPQueueBytes      = 16 << 20         // their total size
 )
 
 // mcpServerConfig is one entry of "mcpServers".
@@ -85,6 +85,7 @@ type mcpToolDef struct {
 // for a few seconds after it failed to start. Safe for concurrent use.
 type mcpManager struct {
 	log     *slog.Logger
+	env     *envPolicy
 	configs []mcpServerConfig
 
 	mu         sync.Mutex
@@ -100,8 +101,8 @@ type mcpManager struct {
 // starts each server once to list its tools. It returns nil when nothing
 // is configured. A configuration that cannot be read is an error; a
 // server that does not start is only logged.
-func newMCPManager(ctx context.Context, file, inline string, log *slog.Logger) (*mcpManager, error) {
-	m := &mcpManager{log: log, transports: map[string]*mcpTransport{}, cooldown: map[string]time.Time{}, stopping: make(chan struct{})}
+func newMCPManager(ctx context.Context, file, inline string, env *envPolicy, log *slog.Logger) (*mcpManager, error) {
+	m := &mcpManager{log: log, env: env, transports: map[string]*mcpTransport{}, cooldown: map[string]time.Time{}, stopping: make(chan struct{})}
 	add := func(data []byte) error {
 		cfgs, err := parseMCPConfig(data, log)
 		if err != nil {
@@ -138,7 +139,7 @@ func newMCPManager(ctx context.Context, file, inline string, log *slog.Logger) (
 	}
 	for i := range m.configs {
 		c := &m.configs[i]
-		t, err := startMCPTransport(c, log)
+		t, err := startMCPTransport(c, env, log)
 		if err != nil {
 			log.Warn("MCP warmup: failed to start", "server", c.name, "err", err)
 			continue
@@ -185,7 +186,7 @@ func (m *mcpManager) tool(def mcpToolDef, stopped <-chan struct{}) *tool {
 			"type":     "function",
 			"function": map[string]any{"name": name, "description": def.description, "parameters": schema},
 		},
-		invoke: func(ctx context.Context, _ *toolsRoot, p toolParams, _ toolStream) (any, error) {
+		invoke: func(ctx context.Context, _ *call, p toolParams) (any, error) {
 			return m.call(ctx, def.server, def.name, p), nil
 		},
 	}
@@ -242,7 +243,7 @@ func (m *mcpManager) transport(server string) *mcpTransport {
 	if c == nil {
 		return nil
 	}
-	t, err := startMCPTransport(c, m.log)
+	t, err := startMCPTransport(c, m.env, m.log)
 	if err != nil {
 		m.log.Warn("MCP server failed to start", "server", server, "err", err)
 		m.cooldown[server] = time.Now().Add(mcpCooldown)
@@ -299,10 +300,10 @@ type mcpTransport struct {
 }
 
 // startMCPTransport starts the server's process.
-func startMCPTransport(c *mcpServerConfig, log *slog.Logger) (*mcpTransport, error) {
+func startMCPTransport(c *mcpServerConfig, envp *envPolicy, log *slog.Logger) (*mcpTransport, error) {
 	cmd := exec.Command(c.command, c.args...)
 	cmd.Dir = c.cwd
-	env := childEnv(os.Environ())
+	env := envp.environ()
 	for _, k := range sortedKeys(c.env) {
 		env = append(env, k+"="+c.env[k])
 	}
@@ -341,7 +342,7 @@ func startMCPTransport(c *mcpServerConfig, log *slog.Logger) (*mcpTransport, err
 	}
 	t := &mcpTransport{
 		cfg: c, log: log, cmd: cmd, stdin: inW, stdout: outR, stderr: errR, nextID: 1,
-		msgs: make(chan []byte, mcpQueue), replies: make(chan []byte, 1), exited: make(chan struct{}), callMu: make(chan struct{}, 1),
+		msgs: make(chan []byte, MCPQueue), replies: make(chan []byte, 1), exited: make(chan struct{}), callMu: make(chan struct{}, 1),
 	}
 	t.waitID.Store(-1)
 	go func() {
@@ -578,15 +579,15 @@ func (t *mcpTransport) drain() {
 
 // enqueue adds line to msgs: a notification, a late reply, or a server's
 // request (the awaited reply goes to replies instead). When the queue is
-// full (mcpQueue messages or mcpQueueBytes bytes) the oldest are dropped.
+// full (MCPQueue messages or MCPQueueBytes bytes) the oldest are dropped.
 func (t *mcpTransport) enqueue(line []byte) {
-	if len(line) > mcpQueueBytes {
+	if len(line) > MCPQueueBytes {
 		t.log.Warn("MCP server: dropping an oversized message", "server", t.cfg.name)
 		return
 	}
 	n := int64(len(line))
 	for {
-		if t.queued.Add(n) <= mcpQueueBytes {
+		if t.queued.Add(n) <= MCPQueueBytes {
 			select {
 			case t.msgs <- line:
 				return
@@ -741,4 +742,27 @@ func (t *mcpTransport) callTool(ctx context.Context, name string, args toolParam
 		return toolFailure{text}, nil
 	}
 	return toolText{text}, nil
+}
+
+// MCPStats is the state of a configured MCP server's transport, for
+// tests and diagnostics.
+type MCPStats struct {
+	Running     bool  // a transport is started
+	QueuedBytes int64 // bytes of unread messages held (at most MCPQueueBytes)
+	QueuedMsgs  int   // unread messages held (at most MCPQueue)
+	CallsHeld   int   // 1 while a call holds the server
+}
+
+// MCPStats returns the state of the MCP server named server.
+func (ts *Set) MCPStats(server string) MCPStats {
+	if ts == nil || ts.mcp == nil {
+		return MCPStats{}
+	}
+	ts.mcp.mu.Lock()
+	t := ts.mcp.transports[server]
+	ts.mcp.mu.Unlock()
+	if t == nil {
+		return MCPStats{}
+	}
+	return MCPStats{Running: true, QueuedBytes: t.queued.Load(), QueuedMsgs: len(t.msgs), CallsHeld: len(t.callMu)}
 }

@@ -1,4 +1,4 @@
-package server
+package tools
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,18 +96,17 @@ type toolsIO interface {
 // the server allows them, or from --tools-runtime). On the host it is
 // confined to root, cwd included. An unknown or malformed runtime is an
 // error, never a fallback to the host.
-func newToolsIO(root *toolsRoot, p toolParams) (toolsIO, error) {
-	cwd := p.optStr("cwd", "")
-	runtime := p.optStr("runtime", "")
+func newToolsIO(c *call) (toolsIO, error) {
+	cwd, runtime, root := c.cwd, c.runtime, c.root
 	if runtime == "" {
 		if root == nil {
 			return nil, errToolRuntime("no tools root")
 		}
 		rel, err := root.rel(".", cwd)
 		if err != nil {
-			return nil, &httpError{Status: 403, Type: errPermission, Msg: "x-tool-cwd: " + err.Error()}
+			return nil, &Error{Status: http.StatusForbidden, Msg: "x-tool-cwd: " + err.Error()}
 		}
-		return &hostIO{root: root, cwd: rel}, nil
+		return &hostIO{root: root, cwd: rel, env: c.env}, nil
 	}
 	if c, ok := parseContainerSpec(runtime); ok {
 		if !c.attach {
@@ -178,10 +178,11 @@ func isASCIIAlnum(c rune) bool {
 	return c < unicode.MaxASCII && (c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z')
 }
 
-// runCommand runs args and collects its output (stdout, and stderr when
-// combine is set) up to maxOutput bytes, killing it (and its process
-// group) after timeout, when ctx is done, or when onChunk returns false.
-func runCommand(ctx context.Context, args []string, maxOutput int, timeout time.Duration, onChunk func(string) bool, combine bool, cwd string, stdin []byte) execResult {
+// runCommand runs args in the environment env and collects its output
+// (stdout, and stderr when combine is set) up to maxOutput bytes, killing
+// it (and its process group) after timeout, when ctx is done, or when
+// onChunk returns false.
+func runCommand(ctx context.Context, args []string, env []string, maxOutput int, timeout time.Duration, onChunk func(string) bool, combine bool, cwd string, stdin []byte) execResult {
 	res := execResult{exitCode: -1}
 	if len(args) == 0 {
 		res.output = "failed to spawn process"
@@ -191,7 +192,7 @@ func runCommand(ctx context.Context, args []string, maxOutput int, timeout time.
 	defer cancel()
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = cwd
-	cmd.Env = childEnv(os.Environ())
+	cmd.Env = env
 	setProcessGroup(cmd)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
@@ -262,6 +263,7 @@ func (c *cappedOutput) Write(p []byte) (int, error) {
 type hostIO struct {
 	root *toolsRoot
 	cwd  string // relative to the root: resolves relative paths and is the commands' folder
+	env  *envPolicy
 }
 
 func (h *hostIO) check(p string) error {
@@ -322,7 +324,7 @@ func (h *hostIO) writeFile(p string, content []byte) error {
 }
 
 func (h *hostIO) run(ctx context.Context, args []string, maxOutput int, timeout time.Duration, onChunk func(string) bool) execResult {
-	return runCommand(ctx, args, maxOutput, timeout, onChunk, true, h.root.abs(h.cwd), nil)
+	return runCommand(ctx, args, h.env.environ(), maxOutput, timeout, onChunk, true, h.root.abs(h.cwd), nil)
 }
 
 // list walks base inside the root, at most toolsListMaxEntries entries
@@ -344,7 +346,8 @@ func (h *hostIO) list(ctx context.Context, base string, maxDepth int, kind listK
 	deadline := time.Now().Add(toolsListTimeout)
 	// git knows what is ignored, but lists only files.
 	if kind == listFiles {
-		res := h.run(ctx, []string{"git", "-C", h.root.abs(baseRel), "ls-files", "--cached", "--others", "--exclude-standard"}, toolsListMaxOutput, toolsListTimeout, nil)
+		res := runCommand(ctx, gitArgv(h.root.abs(baseRel), "ls-files", "--cached", "--others", "--exclude-standard"),
+			gitEnv(h.env.environ()), toolsListMaxOutput, toolsListTimeout, nil, false, h.root.abs(h.cwd), nil)
 		if res.exitCode == 0 && !res.timedOut {
 			for _, line := range splitOutputLines(res.output, false) {
 				if len(out.entries) >= toolsListMaxEntries {
@@ -424,6 +427,48 @@ func (h *hostIO) list(ctx context.Context, base string, maxDepth int, kind listK
 	return out
 }
 
+// gitConfigNoCommands returns the settings that make git run a command (a
+// hook, a helper, a pager, a program for diffs or transports), each set
+// on the command line to a value that runs nothing: the command line
+// outranks every configuration file, the repository's .git/config (which
+// a tool call or a checkout may have written) included. core.fsmonitor
+// is the one "git ls-files" would run; the rest guard the same way
+// should git run them elsewhere.
+func gitConfigNoCommands() []string {
+	return []string{
+		"core.fsmonitor=false", "core.hooksPath=" + os.DevNull, "core.sshCommand=false", "core.pager=cat",
+		"core.editor=false", "core.askPass=false", "core.gitProxy=false", "core.untrackedCache=false",
+		"credential.helper=", "diff.external=", "sequence.editor=false", "gpg.program=false",
+		"protocol.allow=never", "uploadpack.packObjectsHook=", "fsmonitor.allowRemote=false",
+	}
+}
+
+// gitArgv is the command line of "git -C dir args..." with
+// gitConfigNoCommands and without optional locks (git writes nothing).
+func gitArgv(dir string, args ...string) []string {
+	argv := []string{"git", "--no-optional-locks"}
+	for _, c := range gitConfigNoCommands() {
+		argv = append(argv, "-c", c)
+	}
+	argv = append(argv, "-C", dir)
+	return append(argv, args...)
+}
+
+// gitEnv is env (the tools' environment, which holds no GIT_* variable
+// unless ToolsOptions.Env names one) without GIT_* variables, and with
+// neither the system's nor the user's git configuration: only the
+// repository's, overruled by gitConfigNoCommands.
+func gitEnv(env []string) []string {
+	out := make([]string, 0, len(env)+6)
+	for _, kv := range env {
+		if !strings.HasPrefix(strings.ToUpper(kv), "GIT_") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL="+os.DevNull, "GIT_TERMINAL_PROMPT=0",
+		"GIT_PAGER=cat", "GIT_OPTIONAL_LOCKS=0")
+}
+
 // entryDepth is the depth of a '/'-separated relative path: "a/b/c" is 3.
 func entryDepth(rel string) int { return 1 + strings.Count(rel, "/") }
 
@@ -499,7 +544,7 @@ func (i *isolateIO) resolve(p string) string {
 }
 
 func (i *isolateIO) exec(inner []string, maxOutput int, combine bool) execResult {
-	return runCommand(context.Background(), i.argv(inner, false), maxOutput, toolsIsolateTimeout, nil, combine, "", nil)
+	return runCommand(context.Background(), i.argv(inner, false), driverEnv(), maxOutput, toolsIsolateTimeout, nil, combine, "", nil)
 }
 
 func (i *isolateIO) test(flag, p string) bool {
@@ -537,7 +582,7 @@ func (i *isolateIO) writeFile(p string, content []byte) error {
 		content = []byte{}
 	}
 	res := runCommand(context.Background(),
-		i.argv([]string{"sh", "-c", `mkdir -p "$(dirname "$1")" && cat > "$1"`, "_", i.resolve(p)}, true),
+		i.argv([]string{"sh", "-c", `mkdir -p "$(dirname "$1")" && cat > "$1"`, "_", i.resolve(p)}, true), driverEnv(),
 		4096, toolsIsolateTimeout, nil, true, "", content)
 	if res.exitCode != 0 || res.timedOut {
 		return errors.New("cannot write the file")
@@ -553,7 +598,7 @@ func (i *isolateIO) run(ctx context.Context, args []string, maxOutput int, timeo
 	if i.cwd != "" {
 		inner = append([]string{"sh", "-c", `cd "$1" || exit 127; shift; exec "$@"`, "_", i.cwd}, inner...)
 	}
-	return runCommand(ctx, i.argv(inner, true), maxOutput, timeout+5*time.Second, onChunk, true, "", []byte{})
+	return runCommand(ctx, i.argv(inner, true), driverEnv(), maxOutput, timeout+5*time.Second, onChunk, true, "", []byte{})
 }
 
 func (i *isolateIO) list(ctx context.Context, base string, maxDepth int, kind listKind) listResult {
@@ -629,7 +674,7 @@ func newToolsRuntime(spec string, log interface {
 		}
 		return rt, nil
 	}
-	if _, err := newToolsIO(nil, toolParams{"runtime": spec}); err != nil {
+	if _, err := newToolsIO(&call{runtime: spec}); err != nil {
 		return nil, err
 	}
 	return staticRuntime(spec), nil

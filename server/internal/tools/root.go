@@ -1,4 +1,4 @@
-package server
+package tools
 
 import (
 	"errors"
@@ -131,9 +131,57 @@ func (r *toolsRoot) readFile(rel string, limit int) (data []byte, truncated bool
 	return data, false, nil
 }
 
+// errGitDir is a write into a .git folder, refused: git runs what its
+// config and hooks name, so a write there is a command run later.
+var errGitDir = errors.New("refused: the path is inside a .git folder (git would run what it names)")
+
+// inGitDir reports whether rel, with the symbolic links inside the root
+// resolved, has a ".git" component (in any case: some file systems
+// ignore it). Links that lead out of the root, or absolute ones, are left
+// for os.Root to refuse when the path is used; a chain of more than 40
+// links counts as inside.
+func (r *toolsRoot) inGitDir(rel string) bool {
+	parts := strings.Split(filepath.ToSlash(rel), "/")
+	var done []string
+	for hops := 0; len(parts) > 0; {
+		p := parts[0]
+		parts = parts[1:]
+		switch {
+		case strings.EqualFold(p, ".git"):
+			return true
+		case p == "" || p == ".":
+			continue
+		case p == "..":
+			if len(done) > 0 {
+				done = done[:len(done)-1]
+			}
+			continue
+		}
+		cur := filepath.Join(append(done, p)...)
+		st, err := r.root.Lstat(cur)
+		if err != nil || st.Mode()&fs.ModeSymlink == 0 {
+			done = append(done, p)
+			continue
+		}
+		if hops++; hops > 40 {
+			return true
+		}
+		target, err := r.root.Readlink(cur)
+		if err != nil || filepath.IsAbs(target) {
+			done = append(done, p)
+			continue
+		}
+		parts = append(strings.Split(filepath.ToSlash(target), "/"), parts...)
+	}
+	return false
+}
+
 // writeFile replaces the content of rel, a regular file or a new one,
-// creating its parent folders.
+// creating its parent folders. It refuses paths inside a .git folder.
 func (r *toolsRoot) writeFile(rel string, content []byte) error {
+	if r.inGitDir(rel) {
+		return errGitDir
+	}
 	if dir := filepath.Dir(rel); dir != "." {
 		if err := r.root.MkdirAll(dir, 0o755); err != nil {
 			return err

@@ -1,4 +1,4 @@
-package server
+package tools
 
 import (
 	"strings"
@@ -84,4 +84,38 @@ func FuzzGlobMatch(f *testing.F) {
 			t.Fatalf("globMatch(%q, %q) = %v, reference %v", pattern, s, got, want)
 		}
 	})
+}
+
+func TestGlobMatch(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, path string
+		want          bool
+	}{
+		{"*.go", "a/b/c.go", true},
+		{"*.go", "a/b/c.gox", false},
+		{"src/*.go", "x/src/a.go", true},
+		{"src/*.go", "src/a/b.go", false},
+		{"src/*.go", "src/a.go", true},
+		{"src/**/*.go", "src/a/b.go", true},
+		{"**", "anything/at/all", true},
+		{"/src/*.go", "src/a.go", false},
+		{"f?o.txt", "fao.txt", true},
+		{"[abc].txt", "b.txt", true},
+		{"[!abc].txt", "b.txt", false},
+		{"[a-c]x", "dx", false},
+		{strings.Repeat("*", 40) + "z", strings.Repeat("a", 60), false}, // no exponential blow-up
+		{strings.Repeat("**a", 20), strings.Repeat("a", 80) + "b", false},
+	} {
+		assert.Equal(t, tc.want, pathGlobMatch(tc.pattern, tc.path), "%s %s", tc.pattern, tc.path)
+	}
+}
+
+// TestGlobMatchFlood runs the matcher on patterns far past the tools'
+// cap on a pattern's length: no recursion, so no stack to overflow.
+func TestGlobMatchFlood(t *testing.T) {
+	flood := strings.Repeat("**", 1<<20)
+	assert.True(t, pathGlobMatch(flood, "src/b.go"))
+	assert.True(t, globMatch(flood+"/b.go", "src/b.go"))
+	assert.True(t, globMatch(strings.Repeat("**/", 1<<20)+"b.go", "src/b.go"))
+	assert.False(t, globMatch(strings.Repeat("*?", 1<<20), "src/b.go"))
 }

@@ -1,4 +1,4 @@
-package server
+package tools
 
 import (
 	"context"
@@ -44,132 +44,97 @@ const (
 	globMaxPattern = 4 << 10
 )
 
-// fn is a tool definition in the OpenAI function-calling shape.
-func fn(name, description string, props map[string]any, required ...string) map[string]any {
-	params := map[string]any{"type": "object", "properties": props}
-	if len(required) > 0 {
-		params["required"] = required
+// The inputs of the built-in tools: their JSON Schemas and decoding come
+// from these types (params.go).
+type (
+	readFileIn struct {
+		Path      string `json:"path" required:"true" desc:"Path to the file"`
+		StartLine int    `json:"start_line" default:"1" desc:"First line to read, 1-based (default: 1)"`
+		EndLine   int    `json:"end_line" default:"-1" desc:"Last line to read, 1-based inclusive (default: end of file)"`
+		AppendLoc bool   `json:"append_loc" desc:"Prefix each line with its line number"`
 	}
-	return map[string]any{
-		"type":     "function",
-		"function": map[string]any{"name": name, "description": description, "parameters": params},
+	fileGlobSearchIn struct {
+		Path     string `json:"path" required:"true" desc:"Folder to search in"`
+		Include  string `json:"include" default:"**" desc:"Glob pattern of the entries to include (e.g. \"*.cpp\" or \"src/**/*.cpp\"); default **"`
+		Exclude  string `json:"exclude" desc:"Glob pattern of the entries to leave out"`
+		Type     string `json:"type" default:"file" desc:"What to return: \"file\" (default), \"dir\" or \"all\""`
+		MaxDepth int    `json:"max_depth" desc:"How deep to descend (default 0: no limit; 1: direct children only)"`
+		// Limit's description states fileSearchMaxResults (a test checks).
+		Limit int `json:"limit" default:"100" desc:"Most results to return, at most 100 (default 100)"`
 	}
-}
-
-func prop(typ, description string) map[string]any {
-	return map[string]any{"type": typ, "description": description}
-}
+	grepSearchIn struct {
+		Path              string `json:"path" required:"true" desc:"File or folder to search in"`
+		Pattern           string `json:"pattern" required:"true" desc:"Pattern to search for (a regular expression unless literal is true)"`
+		Include           string `json:"include" default:"**" desc:"Glob pattern of the files to search (default: **)"`
+		Exclude           string `json:"exclude" desc:"Glob pattern of the files to skip"`
+		ReturnLineNumbers bool   `json:"return_line_numbers" desc:"Include line numbers in the results"`
+		Literal           bool   `json:"literal" desc:"Search for the pattern as plain text (default: false)"`
+		IgnoreCase        bool   `json:"ignore_case" desc:"Ignore case (default: false)"`
+		ContextLines      int    `json:"context_lines" desc:"Lines of context before and after each match (default: 0)"`
+	}
+	// execShellCommandIn's descriptions state execMaxTimeout and
+	// execMaxOutput (a test checks).
+	execShellCommandIn struct {
+		Command       string `json:"command" required:"true" desc:"Shell command to run"`
+		Timeout       int    `json:"timeout" default:"10" desc:"Timeout in seconds (default 10, max 60)"`
+		MaxOutputSize int    `json:"max_output_size" default:"16384" desc:"Most output bytes to return (default 16384)"`
+	}
+	writeFileIn struct {
+		Path    string `json:"path" required:"true" desc:"Path of the file to write"`
+		Content string `json:"content" required:"true" desc:"Content to write"`
+	}
+	editFileIn struct {
+		Path  string     `json:"path" required:"true" desc:"Path of the file to edit"`
+		Edits []editSpec `json:"edits" required:"true" desc:"One or more exact text replacements"`
+	}
+	editSpec struct {
+		OldText string `json:"old_text" required:"true" desc:"Exact text to find; unique in the file and not overlapping another edit"`
+		NewText string `json:"new_text" required:"true" desc:"Text to put in its place"`
+	}
+	getInfoIn struct{}
+)
 
 // builtinTools returns llama-server's built-in tools, in its order.
 func builtinTools() []*tool {
 	return []*tool{
-		{
-			name: "read_file", displayName: "Read file", kind: "server", usesCwd: true,
-			definition: fn("read_file", "Read the contents of a file. Optionally give a 1-based line range. "+
+		addTool(tool{name: "read_file", displayName: "Read file", kind: "server", usesCwd: true},
+			"Read the contents of a file. Optionally give a 1-based line range. "+
 				"With append_loc true, each line starts with its number (e.g. \"1\u2192...\").",
-				map[string]any{
-					"path":       prop("string", "Path to the file"),
-					"start_line": prop("integer", "First line to read, 1-based (default: 1)"),
-					"end_line":   prop("integer", "Last line to read, 1-based inclusive (default: end of file)"),
-					"append_loc": prop("boolean", "Prefix each line with its line number"),
-				}, "path"),
-			invoke: toolReadFile,
-		},
-		{
-			name: "file_glob_search", displayName: "File search", kind: "server", usesCwd: true,
-			definition: fn("file_glob_search", "Recursively find the files matching a glob pattern under a folder, "+
+			toolReadFile),
+		addTool(tool{name: "file_glob_search", displayName: "File search", kind: "server", usesCwd: true},
+			"Recursively find the files matching a glob pattern under a folder, "+
 				"skipping what .gitignore ignores (inside a git repository) and junk folders (.git, node_modules, build, dist...). "+
 				"A pattern without '/' (\"*.cpp\") matches the base name at any depth; a pattern with '/' matches the whole "+
 				"relative path and is anchored with \"**/\" unless it starts with \"**/\" or '/'. "+
 				"type \"dir\" or \"all\" lists folders too (shown with a trailing '/'; .gitignore does not apply to them).",
-				map[string]any{
-					"path":      prop("string", "Folder to search in"),
-					"include":   prop("string", "Glob pattern of the entries to include (e.g. \"*.cpp\" or \"src/**/*.cpp\"); default **"),
-					"exclude":   prop("string", "Glob pattern of the entries to leave out"),
-					"type":      prop("string", "What to return: \"file\" (default), \"dir\" or \"all\""),
-					"max_depth": prop("integer", "How deep to descend (default 0: no limit; 1: direct children only)"),
-					"limit":     prop("integer", fmt.Sprintf("Most results to return, at most %d (default %d)", fileSearchMaxResults, fileSearchMaxResults)),
-				}, "path"),
-			invoke: toolFileGlobSearch,
-		},
-		{
-			name: "grep_search", displayName: "Grep search", kind: "server", usesCwd: true,
-			definition: fn("grep_search", "Search files under a path for a pattern. Returns the matching lines with their "+
+			toolFileGlobSearch),
+		addTool(tool{name: "grep_search", displayName: "Grep search", kind: "server", usesCwd: true},
+			"Search files under a path for a pattern. Returns the matching lines with their "+
 				"file paths (relative to the folder searched). Skips what .gitignore ignores and junk folders. "+
 				"include/exclude: a pattern without '/' matches the base name at any depth, one with '/' the whole relative path.",
-				map[string]any{
-					"path":                prop("string", "File or folder to search in"),
-					"pattern":             prop("string", "Pattern to search for (a regular expression unless literal is true)"),
-					"include":             prop("string", "Glob pattern of the files to search (default: **)"),
-					"exclude":             prop("string", "Glob pattern of the files to skip"),
-					"return_line_numbers": prop("boolean", "Include line numbers in the results"),
-					"literal":             prop("boolean", "Search for the pattern as plain text (default: false)"),
-					"ignore_case":         prop("boolean", "Ignore case (default: false)"),
-					"context_lines":       prop("integer", "Lines of context before and after each match (default: 0)"),
-				}, "path", "pattern"),
-			invoke: toolGrepSearch,
-		},
-		{
-			name: "exec_shell_command", displayName: "Execute shell command", kind: "server", usesCwd: true, write: true, stream: true,
-			definition: fn("exec_shell_command", "Run a shell command and return its output (stdout and stderr together).",
-				map[string]any{
-					"command":         prop("string", "Shell command to run"),
-					"timeout":         prop("integer", fmt.Sprintf("Timeout in seconds (default 10, max %d)", execMaxTimeout)),
-					"max_output_size": prop("integer", fmt.Sprintf("Most output bytes to return (default %d)", execMaxOutput)),
-				}, "command"),
-			invoke: toolExecShellCommand,
-		},
-		{
-			name: "write_file", displayName: "Write file", kind: "server", usesCwd: true, write: true,
-			definition: fn("write_file", "Write content to a file, creating it and its parent folders if needed. "+
+			toolGrepSearch),
+		addTool(tool{name: "exec_shell_command", displayName: "Execute shell command", kind: "server", usesCwd: true, write: true, stream: true},
+			"Run a shell command and return its output (stdout and stderr together).",
+			toolExecShellCommand),
+		addTool(tool{name: "write_file", displayName: "Write file", kind: "server", usesCwd: true, write: true},
+			"Write content to a file, creating it and its parent folders if needed. "+
 				"Use edit_file for changes to part of a file.",
-				map[string]any{
-					"path":    prop("string", "Path of the file to write"),
-					"content": prop("string", "Content to write"),
-				}, "path", "content"),
-			invoke: toolWriteFile,
-		},
-		{
-			name: "edit_file", displayName: "Edit file", kind: "server", usesCwd: true, write: true,
-			definition: fn("edit_file", "Edit a file by exact text replacement. Each edits[].old_text must occur once in the file "+
+			toolWriteFile),
+		addTool(tool{name: "edit_file", displayName: "Edit file", kind: "server", usesCwd: true, write: true},
+			"Edit a file by exact text replacement. Each edits[].old_text must occur once in the file "+
 				"and is matched against the original content, not after the other edits. Merge nearby changes into one edit "+
 				"rather than overlapping edits. Use write_file to replace the whole file.",
-				map[string]any{
-					"path": prop("string", "Path of the file to edit"),
-					"edits": map[string]any{
-						"type":        "array",
-						"description": "One or more exact text replacements",
-						"items": map[string]any{
-							"type": "object",
-							"properties": map[string]any{
-								"old_text": prop("string", "Exact text to find; unique in the file and not overlapping another edit"),
-								"new_text": prop("string", "Text to put in its place"),
-							},
-							"required": []string{"old_text", "new_text"},
-						},
-					},
-				}, "path", "edits"),
-			invoke: toolEditFile,
-		},
-		{
-			name: "get_info", displayName: "Get Runtime Info", kind: "server", usesCwd: true,
-			definition: fn("get_info", "Returns runtime information: the OS name and version and the current working directory",
-				map[string]any{}),
-			invoke: toolGetInfo,
-		},
+			toolEditFile),
+		addTool(tool{name: "get_info", displayName: "Get Runtime Info", kind: "server", usesCwd: true},
+			"Returns runtime information: the OS name and version and the current working directory",
+			toolGetInfo),
 	}
 }
 
-func toolReadFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream) (any, error) {
-	file, err := p.str("path")
-	if err != nil {
-		return nil, err
-	}
-	startLine := p.optInt("start_line", 1)
-	endLine := p.optInt("end_line", -1)
-	appendLoc := p.optBool("append_loc", false)
-	asBase64 := p.optStr("resp_type", "") == "base64"
-	tio, err := newToolsIO(root, p)
+func toolReadFile(_ context.Context, c *call, in readFileIn) (any, error) {
+	file, startLine, endLine, appendLoc := in.Path, in.StartLine, in.EndLine, in.AppendLoc
+	asBase64 := c.respType == "base64"
+	tio, err := newToolsIO(c)
 	if err != nil {
 		return nil, err
 	}
@@ -266,27 +231,23 @@ func splitLines(text string) []string {
 	return lines
 }
 
-func toolFileGlobSearch(ctx context.Context, root *toolsRoot, p toolParams, _ toolStream) (any, error) {
-	tio, err := newToolsIO(root, p)
+func toolFileGlobSearch(ctx context.Context, c *call, in fileGlobSearchIn) (any, error) {
+	tio, err := newToolsIO(c)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := p.str("path")
-	if err != nil {
-		return nil, err
-	}
+	dir := in.Path
 	if err := tio.check(dir); err != nil {
 		return toolFailure{err.Error()}, nil
 	}
 	base := tio.resolve(dir)
-	include := p.optStr("include", "**")
-	exclude := p.optStr("exclude", "")
+	include, exclude := in.Include, in.Exclude
 	if msg := checkGlobs(include, exclude); msg != "" {
 		return toolFailure{msg}, nil
 	}
-	typ := p.optStr("type", "file")
-	maxDepth := max(0, p.optInt("max_depth", 0))
-	limit := p.optInt("limit", fileSearchMaxResults)
+	typ := in.Type
+	maxDepth := max(0, in.MaxDepth)
+	limit := in.Limit
 	if limit < 1 {
 		return toolFailure{fmt.Sprintf("invalid limit: %d (expected 1 or more)", limit)}, nil
 	}
@@ -346,34 +307,26 @@ func checkGlobs(include, exclude string) string {
 	return ""
 }
 
-func toolGrepSearch(ctx context.Context, root *toolsRoot, p toolParams, _ toolStream) (any, error) {
-	target, err := p.str("path")
-	if err != nil {
-		return nil, err
-	}
-	pattern, err := p.str("pattern")
-	if err != nil {
-		return nil, err
-	}
-	include := p.optStr("include", "**")
-	exclude := p.optStr("exclude", "")
+func toolGrepSearch(ctx context.Context, c *call, in grepSearchIn) (any, error) {
+	target, pattern := in.Path, in.Pattern
+	include, exclude := in.Include, in.Exclude
 	if msg := checkGlobs(include, exclude); msg != "" {
 		return toolFailure{msg}, nil
 	}
-	showLineNo := p.optBool("return_line_numbers", false)
-	ctxLines := min(max(0, p.optInt("context_lines", 0)), grepMaxContextLines)
+	showLineNo := in.ReturnLineNumbers
+	ctxLines := min(max(0, in.ContextLines), grepMaxContextLines)
 	src := pattern
-	if p.optBool("literal", false) {
+	if in.Literal {
 		src = regexp.QuoteMeta(pattern)
 	}
-	if p.optBool("ignore_case", false) {
+	if in.IgnoreCase {
 		src = "(?i)" + src
 	}
 	re, err := regexp.Compile(src)
 	if err != nil {
 		return toolFailure{"invalid regex: " + err.Error()}, nil
 	}
-	tio, err := newToolsIO(root, p)
+	tio, err := newToolsIO(c)
 	if err != nil {
 		return nil, err
 	}
@@ -469,21 +422,18 @@ func toolGrepSearch(ctx context.Context, root *toolsRoot, p toolParams, _ toolSt
 	return toolText{b.String()}, nil
 }
 
-func toolExecShellCommand(ctx context.Context, root *toolsRoot, p toolParams, st toolStream) (any, error) {
-	command, err := p.str("command")
-	if err != nil {
-		return nil, err
-	}
-	timeout := min(p.optInt("timeout", 10), execMaxTimeout)
-	maxOutput := p.optInt("max_output_size", execMaxOutput)
+func toolExecShellCommand(ctx context.Context, c *call, in execShellCommandIn) (any, error) {
+	command, st := in.Command, c.stream
+	timeout := min(in.Timeout, execMaxTimeout)
+	maxOutput := in.MaxOutputSize
 	if maxOutput < 0 || maxOutput > execMaxOutput {
 		maxOutput = execMaxOutput
 	}
 	args := []string{"sh", "-c", command}
-	if runtime.GOOS == "windows" && p.optStr("runtime", "") == "" {
+	if runtime.GOOS == "windows" && c.runtime == "" {
 		args = []string{"cmd", "/c", command}
 	}
-	tio, err := newToolsIO(root, p)
+	tio, err := newToolsIO(c)
 	if err != nil {
 		return nil, err
 	}
@@ -509,16 +459,9 @@ func toolExecShellCommand(ctx context.Context, root *toolsRoot, p toolParams, st
 	return toolText{res.output + tail(res)}, nil
 }
 
-func toolWriteFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream) (any, error) {
-	file, err := p.str("path")
-	if err != nil {
-		return nil, err
-	}
-	content, err := p.str("content")
-	if err != nil {
-		return nil, err
-	}
-	tio, err := newToolsIO(root, p)
+func toolWriteFile(_ context.Context, c *call, in writeFileIn) (any, error) {
+	file, content := in.Path, in.Content
+	tio, err := newToolsIO(c)
 	if err != nil {
 		return nil, err
 	}
@@ -533,18 +476,21 @@ func toolWriteFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStrea
 
 // writeError is the answer to a file that cannot be written.
 func writeError(file string, err error) string {
+	if errors.Is(err, errGitDir) {
+		return err.Error() + ": " + file
+	}
 	if errors.Is(err, errNotRegular) {
 		return "not a regular file: " + file
 	}
 	return "failed to write file: " + file
 }
 
-func toolGetInfo(ctx context.Context, root *toolsRoot, p toolParams, _ toolStream) (any, error) {
-	tio, err := newToolsIO(root, p)
+func toolGetInfo(ctx context.Context, c *call, _ getInfoIn) (any, error) {
+	tio, err := newToolsIO(c)
 	if err != nil {
 		return nil, err
 	}
-	isolated := p.optStr("runtime", "") != ""
+	isolated := c.runtime != ""
 	args := []string{"uname", "-a"}
 	if runtime.GOOS == "windows" && !isolated {
 		args = []string{"cmd", "/c", "ver"}
@@ -553,7 +499,7 @@ func toolGetInfo(ctx context.Context, root *toolsRoot, p toolParams, _ toolStrea
 	if res := tio.run(ctx, args, getInfoMaxOutput, getInfoTimeout, nil); res.exitCode == 0 && !res.timedOut {
 		osInfo = strings.TrimSpace(res.output)
 	}
-	cwd := p.optStr("cwd", "")
+	cwd := c.cwd
 	if !isolated {
 		cwd = tio.resolve(".")
 	} else if cwd == "" {
@@ -570,40 +516,20 @@ func toolGetInfo(ctx context.Context, root *toolsRoot, p toolParams, _ toolStrea
 // the file. When a text is not found as is, the match ignores trailing
 // spaces and typographic quotes, dashes and spaces (the lines it does not
 // touch stay as they were).
-func toolEditFile(_ context.Context, root *toolsRoot, p toolParams, _ toolStream) (any, error) {
-	file, err := p.str("path")
-	if err != nil {
-		return nil, err
-	}
-	raw, ok := p["edits"].([]any)
-	if _, present := p["edits"]; !present {
-		return nil, errToolParams(`missing parameter "edits"`)
-	}
-	if !ok || len(raw) == 0 {
+func toolEditFile(_ context.Context, c *call, in editFileIn) (any, error) {
+	file := in.Path
+	if len(in.Edits) == 0 {
 		return toolFailure{`"edits" must be a non-empty array`}, nil
 	}
 	type edit struct{ oldText, newText string }
-	edits := make([]edit, 0, len(raw))
-	for i, r := range raw {
-		m, ok := r.(map[string]any)
-		if !ok {
-			return nil, errToolParams("edits[%d] must be an object", i)
-		}
-		ep := toolParams(m)
-		o, err := ep.str("old_text")
-		if err != nil {
-			return nil, err
-		}
-		n, err := ep.str("new_text")
-		if err != nil {
-			return nil, err
-		}
-		if o == "" {
+	edits := make([]edit, 0, len(in.Edits))
+	for i, e := range in.Edits {
+		if e.OldText == "" {
 			return toolFailure{fmt.Sprintf("edits[%d].old_text must not be empty", i)}, nil
 		}
-		edits = append(edits, edit{o, n})
+		edits = append(edits, edit{e.OldText, e.NewText})
 	}
-	tio, err := newToolsIO(root, p)
+	tio, err := newToolsIO(c)
 	if err != nil {
 		return nil, err
 	}

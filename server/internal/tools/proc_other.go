@@ -1,6 +1,6 @@
 //go:build !unix
 
-package server
+package tools
 
 import "os/exec"
 
@@ -16,3 +16,6 @@ func killProcessGroup(cmd *exec.Cmd) {
 		_ = cmd.Process.Kill()
 	}
 }
+
+// hideProcess has nothing to do where there is no /proc.
+func hideProcess() error { return nil }

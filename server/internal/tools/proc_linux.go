@@ -1,9 +1,10 @@
 //go:build linux
 
-package server
+package tools
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strconv"
 	"syscall"
@@ -97,4 +98,24 @@ func readProcStat(pid int) (procInfo, bool) {
 	pgrp, _ := strconv.Atoi(string(f[2]))
 	sid, _ := strconv.Atoi(string(f[3]))
 	return procInfo{ppid, pgrp, sid}, true
+}
+
+// hideProcess makes the server's process undumpable (prctl
+// PR_SET_DUMPABLE 0), so that the commands the tools run, under the same
+// user, cannot read its environment (API keys, tokens) from
+// /proc/PPID/environ, nor its memory, maps or descriptors: the kernel
+// then gives those files to root and checks ptrace access, which a
+// same-user process without CAP_SYS_PTRACE does not have. A command's own
+// processes are dumpable again once they exec. It costs core dumps and
+// attaching a debugger as the same user; ToolsOptions.KeepDumpable keeps
+// them.
+//
+// /proc/PID/cmdline stays readable to every process on the machine
+// (unless /proc is mounted with hidepid): keep API keys off the command
+// line (LLAMA_API_KEY, --api-key-file).
+func hideProcess() error {
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); errno != 0 {
+		return fmt.Errorf("prctl(PR_SET_DUMPABLE, 0): %w", errno)
+	}
+	return nil
 }
