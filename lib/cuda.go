@@ -580,6 +580,12 @@ func InstallCUDA(ctx context.Context, o CUDAOptions) (CUDAResult, error) {
 		return res, nil
 	}
 
+	// A folder holding a prebuilt library (libllama.cuda.v0.4.0.so...)
+	// would hold two libllamas, and the prebuilt one is found first.
+	if p, err := LibraryPath(dir, "llama"); err == nil && filepath.Base(p) != "libllama.so" {
+		return res, fmt.Errorf("lib: %s holds another build of the library (%s): build the CUDA flavor into a folder of its own",
+			dir, filepath.Base(p))
+	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return res, fmt.Errorf("lib: %w", err)
 	}

@@ -415,6 +415,11 @@ esac
 		assert.Len(t, r.Files, 9, s.name)
 	}
 
+	npm := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(npm, "libllama.cuda."+Version+".so"), []byte("prebuilt"), 0o755))
+	_, err = InstallCUDA(ctx, CUDAOptions{Dir: npm, Source: src, Archs: []string{"90"}, NVCC: nvcc, CMake: cmake})
+	require.ErrorContains(t, err, "holds another build of the library")
+
 	_, err = InstallCUDA(ctx, CUDAOptions{Dir: dir, Source: t.TempDir(), Archs: []string{"90"}, NVCC: nvcc, CMake: cmake})
 	require.ErrorContains(t, err, "not the llama.cpp source")
 	_, err = InstallCUDA(ctx, CUDAOptions{Dir: dir, Source: src, Archs: []string{"nine"}, NVCC: nvcc, CMake: cmake})
