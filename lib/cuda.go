@@ -542,6 +542,11 @@ func InstallCUDA(ctx context.Context, o CUDAOptions) (CUDAResult, error) {
 	if err != nil {
 		return CUDAResult{}, err
 	}
+	// The toolkit is the folder above nvcc's own (a link on PATH, such as
+	// /usr/local/bin/nvcc, would name the wrong one).
+	if p, err := filepath.EvalSymlinks(nvcc); err == nil {
+		nvcc = p
+	}
 	nvccVer, err := NVCCVersion(ctx, nvcc)
 	if err != nil {
 		return CUDAResult{}, err
