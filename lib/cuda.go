@@ -521,6 +521,9 @@ func InstallCUDA(ctx context.Context, o CUDAOptions) (CUDAResult, error) {
 	if src == "" {
 		return CUDAResult{}, fmt.Errorf("lib: building the CUDA flavor needs the llama.cpp %s source: set %s", Version, EnvSource)
 	}
+	if abs, err := filepath.Abs(src); err == nil {
+		src = abs // CMake's cache records it: a second run must name the same folder
+	}
 	if _, err := os.Stat(filepath.Join(src, "ggml", "src", "ggml-cuda", "CMakeLists.txt")); err != nil {
 		return CUDAResult{}, fmt.Errorf("lib: %s is not the llama.cpp source: %w", src, err)
 	}
