@@ -561,7 +561,8 @@ func InstallCUDA(ctx context.Context, o CUDAOptions) (CUDAResult, error) {
 	if cmake, err = exec.LookPath(cmake); err != nil {
 		return CUDAResult{}, fmt.Errorf("lib: building the CUDA flavor needs cmake (apt-get install cmake ninja-build): %w", err)
 	}
-	if _, err := exec.LookPath("ninja"); err != nil {
+	ninja, err := exec.LookPath("ninja")
+	if err != nil {
 		return CUDAResult{}, fmt.Errorf("lib: building the CUDA flavor needs ninja (apt-get install ninja-build): %w", err)
 	}
 	cxx, err := findCXX("")
@@ -622,8 +623,10 @@ func InstallCUDA(ctx context.Context, o CUDAOptions) (CUDAResult, error) {
 	if err := runStreaming(ctx, o.Progress, cfg.env(), cmake, cfg.cmakeArgs()...); err != nil {
 		return res, fmt.Errorf("lib: configuring the CUDA build: %w", err)
 	}
-	build := append([]string{"--build", cfg.build, "-j", strconv.Itoa(jobs), "--target"}, cfg.targets()...)
-	if err := runStreaming(ctx, o.Progress, cfg.env(), cmake, build...); err != nil {
+	// ninja itself rather than cmake --build: interrupted, it stops the
+	// compilers it started, and keeps what they finished for the next run.
+	build := append([]string{"-C", cfg.build, "-j", strconv.Itoa(jobs)}, cfg.targets()...)
+	if err := runStreaming(ctx, o.Progress, cfg.env(), ninja, build...); err != nil {
 		return res, fmt.Errorf("lib: the CUDA build (its folder %s is kept: run again to resume): %w", cfg.build, err)
 	}
 	bin := filepath.Join(cfg.build, "bin")
@@ -806,10 +809,14 @@ func (c cudaConfig) makeLinkDir() error {
 }
 
 // runStreaming runs a command, passing its output to w line by line; an
-// error carries the last lines.
+// error carries the last lines. When ctx ends the command is interrupted
+// (SIGINT, as Ctrl-C would), so that ninja stops its compilers, and killed
+// if it has not ended half a minute later.
 func runStreaming(ctx context.Context, w io.Writer, env []string, name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = env
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 30 * time.Second
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {

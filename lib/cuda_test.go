@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -313,9 +314,9 @@ func fatbinELF(t *testing.T, archs ...int) []byte {
 	return b.Bytes()
 }
 
-// TestInstallCUDACaching runs InstallCUDA with a stand-in for cmake (a
-// script that puts prepared files where CMake's build writes them, and
-// logs each call) and for nvcc (a script that prints a release line), to
+// TestInstallCUDACaching runs InstallCUDA with stand-ins for cmake and
+// ninja (scripts that log each call, ninja's putting prepared files where
+// the build writes them) and for nvcc (a script that prints a release line), to
 // check what is rebuilt and what is kept; the real compile is the
 // cudabuild suite's.
 func TestInstallCUDACaching(t *testing.T) {
@@ -339,18 +340,29 @@ func TestInstallCUDACaching(t *testing.T) {
 	}
 	calls := filepath.Join(root, "calls")
 	cmake := writeExec(t, filepath.Join(root, "bin", "cmake"), `
-echo "$*" >> `+calls+`
+echo "cmake $*" >> `+calls+`
 case "$1" in
 --version) echo "cmake version 3.99" ;;
---build) mkdir -p "$2/bin" && cp -a `+out+`/. "$2/bin/" ;;
 esac
 `)
+	// ninja from PATH: a stand-in that puts the prepared files where the
+	// build writes them.
+	writeExec(t, filepath.Join(root, "bin", "ninja"), `
+echo "ninja $*" >> `+calls+`
+if [ -f `+root+`/slow ]; then
+  trap 'kill $!; echo "ninja interrupted" >> `+calls+`; exit 130' INT
+  echo "ninja started" >> `+calls+`
+  sleep 60 & wait
+fi
+[ "$1" = -C ] && mkdir -p "$2/bin" && cp -a `+out+`/. "$2/bin/"
+`)
+	t.Setenv("PATH", filepath.Join(root, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
 	nvcc := writeExec(t, filepath.Join(root, "cuda", "bin", "nvcc"), `echo "Cuda compilation tools, release 13.0, V13.0.88"`)
 	dir := filepath.Join(root, "cache", "linux-amd64-cuda-local")
 	buildDir := filepath.Join(root, "cache", ".linux-amd64-cuda-local-build")
 	builds := func() int {
 		b, _ := os.ReadFile(calls)
-		return strings.Count(string(b), "--build ")
+		return strings.Count(string(b), "ninja -C ")
 	}
 	opts := CUDAOptions{Dir: dir, Source: src, Archs: []string{"sm_90"}, NVCC: nvcc, CMake: cmake, Jobs: 1}
 	ctx := context.Background()
@@ -414,6 +426,29 @@ esac
 		assert.Equal(t, want, builds(), s.name)
 		assert.Len(t, r.Files, 9, s.name)
 	}
+
+	// Canceled while ninja runs: ninja is interrupted, as Ctrl-C would, and
+	// the build folder stays for the next run.
+	require.NoError(t, os.WriteFile(filepath.Join(root, "slow"), nil, 0o644))
+	cctx, cancel := context.WithCancel(ctx)
+	go func() {
+		for {
+			b, _ := os.ReadFile(calls)
+			if strings.Contains(string(b), "ninja started") {
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	opts.Archs, opts.Force = []string{"90"}, true
+	_, err = InstallCUDA(cctx, opts)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "run again to resume")
+	b, _ := os.ReadFile(calls)
+	assert.Contains(t, string(b), "ninja interrupted")
+	assert.DirExists(t, buildDir)
+	require.NoError(t, os.Remove(filepath.Join(root, "slow")))
 
 	npm := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(npm, "libllama.cuda."+Version+".so"), []byte("prebuilt"), 0o755))
