@@ -167,7 +167,8 @@ func closedErr(op, what string) error {
 type LibraryOptions struct {
 	// Dir is a folder holding the libraries; it must hold them.
 	Dir string
-	// Flavor picks a GPU build (lib.CUDA, lib.Vulkan).
+	// Flavor picks a GPU build (lib.CUDA, lib.Vulkan; lib.CUDALocal for
+	// the CUDA build made on the machine by llama-install -flavor cuda -build).
 	Flavor lib.Flavor
 	// Install installs the pinned build into the cache folder when it is
 	// missing there (never into Dir or $LLAMA_LIB_DIR, which must hold

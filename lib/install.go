@@ -65,6 +65,10 @@ func Install(ctx context.Context, o InstallOptions) (string, error) {
 var libraries = []string{"llama", "ggml", "ggml-base"}
 
 func install(ctx context.Context, o InstallOptions, goos, goarch string) (string, error) {
+	if o.Flavor == CUDALocal {
+		return "", errors.New("lib: the cuda-local flavor is built on the machine, not installed: " +
+			"build it with llama-install -flavor cuda -build (InstallCUDA)")
+	}
 	src, err := ResolveSource(o.Source, goos, goarch, o.Flavor)
 	if err != nil {
 		return "", err

@@ -13,6 +13,9 @@
 // pinned, and otherwise from the GitHub release, and unpacks it into the
 // cache.
 //
+// InstallCUDA builds a CUDA flavor of its own (CUDALocal) on the machine,
+// from the pinned source, for GPUs the prebuilt CUDA build cannot run on.
+//
 // Package llama opens the libraries of the folder and the ggml backends in
 // it, so that ggml picks the CPU variant (and, where present, the GPU
 // backend) that suits the machine, and refuses a library of another ABI.

@@ -1,6 +1,6 @@
 //go:build cudalib
 
-package cudafatbin
+package cudafatbin_test
 
 import (
 	"os"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/x/llama/internal/cudafatbin"
 	"github.com/x/llama/lib"
 )
 
@@ -23,27 +24,27 @@ func TestNPMCUDALibrary(t *testing.T) {
 		dir, err = lib.DefaultDir(lib.CUDA)
 		require.NoError(t, err)
 	}
-	f, err := ReadFile(filepath.Join(dir, "libggml-cuda.so"))
+	f, err := cudafatbin.ReadFile(filepath.Join(dir, "libggml-cuda.so"))
 	require.NoError(t, err)
-	assert.Equal(t, npmFacts.SASS, f.SASS)
-	assert.Equal(t, npmFacts.PTX, f.PTX)
+	assert.Equal(t, cudafatbin.NPMFacts.SASS, f.SASS)
+	assert.Equal(t, cudafatbin.NPMFacts.PTX, f.PTX)
 	assert.Greater(t, f.Containers, 100)
 
-	v130, v131 := Version{13, 0}, Version{13, 1}
+	v130, v131 := cudafatbin.Version{13, 0}, cudafatbin.Version{13, 1}
 	tests := []struct {
 		name   string
-		cc     Version
-		driver Version
-		want   Verdict
+		cc     cudafatbin.Version
+		driver cudafatbin.Version
+		want   cudafatbin.Verdict
 	}{
-		{"sm_90, driver 13.0: refused, needs 13.1", Version{9, 0}, v130, Verdict{PTX: 90, NeedDriver: v131, ISA: Version{9, 1}}},
-		{"sm_90, driver 13.1: PTX JIT", Version{9, 0}, v131, Verdict{OK: true, PTX: 90}},
-		{"sm_89: SASS", Version{8, 9}, v130, Verdict{OK: true, SASS: 89}},
-		{"sm_70: no code", Version{7, 0}, v131, Verdict{}},
+		{"sm_90, driver 13.0: refused, needs 13.1", cudafatbin.Version{9, 0}, v130, cudafatbin.Verdict{PTX: 90, NeedDriver: v131, ISA: cudafatbin.Version{9, 1}}},
+		{"sm_90, driver 13.1: PTX JIT", cudafatbin.Version{9, 0}, v131, cudafatbin.Verdict{OK: true, PTX: 90}},
+		{"sm_89: SASS", cudafatbin.Version{8, 9}, v130, cudafatbin.Verdict{OK: true, SASS: 89}},
+		{"sm_70: no code", cudafatbin.Version{7, 0}, v131, cudafatbin.Verdict{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, Check(f, tt.cc, tt.driver))
+			assert.Equal(t, tt.want, cudafatbin.Check(f, tt.cc, tt.driver))
 		})
 	}
 }

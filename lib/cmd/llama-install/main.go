@@ -29,6 +29,19 @@
 //
 //	"$(go run ./lib/cmd/llama-install -rpc)"/rpc-server -H 127.0.0.1 -p 50052
 //
+// With -flavor cuda -build it builds the library with CUDA on this machine
+// instead (lib.InstallCUDA), for GPUs the prebuilt CUDA flavor has no
+// machine code for (H100 and H200, sm_90, under a CUDA 13.0 driver): from
+// the same source, for the architectures of the GPUs the CUDA driver lists
+// or those of -cuda-arch (a comma list: 90), with the nvcc of -nvcc,
+// $CUDACXX, PATH, CUDA_HOME or NVIDIA's pip wheels, and cmake and ninja.
+// It goes into the cuda-local flavor's folder (-flavor cuda-local is the
+// same), unless the build there already matches its inputs; -server and
+// -mtmd add llama-server and libmtmd from the same build. It takes minutes
+// on many cores:
+//
+//	LLAMA_LIB_DIR="$(go run ./lib/cmd/llama-install -flavor cuda -build -cuda-arch 90 -server)"
+//
 // With -ui it also builds llama.cpp's own web UI (tools/ui of the same
 // source) with npm into the folder llama-ui beside the library, for the
 // server's --path, unless the one there already matches its inputs; it
@@ -40,6 +53,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,33 +62,116 @@ import (
 	"github.com/x/llama/lib"
 )
 
-func main() {
-	dir := flag.String("dir", "", "folder to install into (default: the cache folder)")
-	flavor := flag.String("flavor", "", "build flavor: empty for CPU, cuda or vulkan")
-	source := flag.String("source", "", "where to fetch the build: empty for automatic, npm or github")
-	mtmd := flag.Bool("mtmd", false, "also build libmtmd (multimodal) from the pinned llama.cpp source")
-	server := flag.Bool("server", false, "also build llama-server (and libmtmd) from the pinned llama.cpp source")
-	rpc := flag.Bool("rpc", false, "also build the RPC backend (libggml-rpc) and its worker (rpc-server) from the pinned llama.cpp source")
-	ui := flag.Bool("ui", false, "also build llama.cpp's web UI (for --path) from the pinned llama.cpp source with npm")
-	src := flag.String("src", "", "with -mtmd, -server, -rpc or -ui: the pinned llama.cpp source folder (default $LLAMA_CPP_SRC)")
-	jobs := flag.Int("j", 0, "with -mtmd, -server or -rpc: files compiled at once (default 2)")
-	force := flag.Bool("force", false, "with -mtmd, -server, -rpc or -ui: rebuild even when the installed build matches")
-	insecure := flag.Bool("insecure", false, "allow builds with no pinned checksum (the GitHub release archives)")
-	flag.Parse()
-	ctx := context.Background()
-	d, err := lib.Install(ctx, lib.InstallOptions{
-		Dir: *dir, Flavor: lib.Flavor(*flavor), Source: lib.Source(*source), Progress: os.Stderr, Insecure: *insecure})
-	if err != nil {
-		fail(err)
+// config is what the command line asks for.
+type config struct {
+	dir, flavor, source, src string
+	mtmd, server, rpc, ui    bool
+	jobs                     int
+	force, insecure          bool
+	// build: the CUDA flavor is built here (InstallCUDA), for archs
+	// (empty: the GPUs the driver lists), with nvcc.
+	build bool
+	archs []string
+	nvcc  string
+}
+
+// parseFlags reads the command line.
+func parseFlags(args []string, errOut io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("llama-install", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	fs.StringVar(&c.dir, "dir", "", "folder to install into (default: the cache folder)")
+	fs.StringVar(&c.flavor, "flavor", "", "build flavor: empty for CPU, cuda or vulkan (cuda-local: the CUDA build made here, as -flavor cuda -build)")
+	fs.StringVar(&c.source, "source", "", "where to fetch the build: empty for automatic, npm or github")
+	fs.BoolVar(&c.mtmd, "mtmd", false, "also build libmtmd (multimodal) from the pinned llama.cpp source")
+	fs.BoolVar(&c.server, "server", false, "also build llama-server (and libmtmd) from the pinned llama.cpp source")
+	fs.BoolVar(&c.rpc, "rpc", false, "also build the RPC backend (libggml-rpc) and its worker (rpc-server) from the pinned llama.cpp source")
+	fs.BoolVar(&c.ui, "ui", false, "also build llama.cpp's web UI (for --path) from the pinned llama.cpp source with npm")
+	fs.StringVar(&c.src, "src", "", "with -build, -mtmd, -server, -rpc or -ui: the pinned llama.cpp source folder (default $LLAMA_CPP_SRC)")
+	fs.IntVar(&c.jobs, "j", 0, "with -build, -mtmd, -server or -rpc: files compiled at once (default 2; with -build every core)")
+	fs.BoolVar(&c.force, "force", false, "with -build, -mtmd, -server, -rpc or -ui: rebuild even when the installed build matches")
+	fs.BoolVar(&c.insecure, "insecure", false, "allow builds with no pinned checksum (the GitHub release archives)")
+	fs.BoolVar(&c.build, "build", false, "with -flavor cuda: build the library with CUDA here, from the pinned llama.cpp source, "+
+		"into the cuda-local flavor's folder (needs nvcc, cmake and ninja)")
+	arch := fs.String("cuda-arch", "", "with -build: CUDA architectures to build for, a comma list (90 for H100 and H200; "+
+		"default: those of this machine's GPUs)")
+	fs.StringVar(&c.nvcc, "nvcc", "", "with -build: the CUDA compiler (default: $CUDACXX, nvcc on PATH, CUDA_HOME, or NVIDIA's pip wheels)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
 	}
-	s := *src
-	if (*mtmd || *server || *rpc) && s == "" && os.Getenv(lib.EnvSource) == "" {
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("llama-install: unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if c.flavor == string(lib.CUDALocal) {
+		c.build = true
+	}
+	if c.build {
+		switch c.flavor {
+		case string(lib.CUDA), string(lib.CUDALocal):
+			c.flavor = string(lib.CUDALocal)
+		default:
+			return c, errors.New("llama-install: -build builds the CUDA flavor: use it with -flavor cuda")
+		}
+		if c.source != "" || c.insecure {
+			return c, errors.New("llama-install: -build compiles the source: -source and -insecure do not apply")
+		}
+	}
+	if *arch != "" {
+		if !c.build {
+			return c, errors.New("llama-install: -cuda-arch is for -build")
+		}
+		a, err := lib.ParseCUDAArchs(*arch)
+		if err != nil {
+			return c, err
+		}
+		c.archs = a
+	}
+	if c.nvcc != "" && !c.build {
+		return c, errors.New("llama-install: -nvcc is for -build")
+	}
+	if c.jobs < 0 {
+		return c, errors.New("llama-install: -j must not be negative")
+	}
+	return c, nil
+}
+
+func main() {
+	c, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx := context.Background()
+	s := c.src
+	needSrc := c.build || c.mtmd || c.server || c.rpc
+	if needSrc && s == "" && os.Getenv(lib.EnvSource) == "" {
 		if s, err = devSource(); err != nil {
 			fail(err)
 		}
 	}
-	if *rpc {
-		r, err := lib.InstallRPC(ctx, lib.RPCOptions{Dir: d, Source: s, Jobs: *jobs, Force: *force, Progress: os.Stderr})
+	var d string
+	if c.build {
+		r, err := lib.InstallCUDA(ctx, lib.CUDAOptions{Dir: c.dir, Source: s, Archs: c.archs, NVCC: c.nvcc,
+			Server: c.server, MTMD: c.mtmd, Jobs: c.jobs, Force: c.force, Progress: os.Stderr})
+		if err != nil {
+			fail(err)
+		}
+		if r.Built {
+			fmt.Fprintf(os.Stderr, "llama: CUDA build time: %s\n", r.BuildTime.Round(1e9))
+		}
+		d = r.Dir
+	} else {
+		d, err = lib.Install(ctx, lib.InstallOptions{
+			Dir: c.dir, Flavor: lib.Flavor(c.flavor), Source: lib.Source(c.source), Progress: os.Stderr, Insecure: c.insecure})
+		if err != nil {
+			fail(err)
+		}
+	}
+	if c.rpc {
+		r, err := lib.InstallRPC(ctx, lib.RPCOptions{Dir: d, Source: s, Jobs: c.jobs, Force: c.force, Progress: os.Stderr})
 		if err != nil {
 			fail(err)
 		}
@@ -84,8 +181,9 @@ func main() {
 			}
 		}
 	}
-	if *mtmd || *server {
-		r, err := lib.InstallMTMD(ctx, lib.MTMDOptions{Dir: d, Source: s, Jobs: *jobs, Force: *force,
+	// A CUDA build made here builds libmtmd and llama-server with the rest.
+	if (c.mtmd || c.server) && !c.build {
+		r, err := lib.InstallMTMD(ctx, lib.MTMDOptions{Dir: d, Source: s, Jobs: c.jobs, Force: c.force,
 			Progress: os.Stderr})
 		if err != nil {
 			fail(err)
@@ -93,8 +191,8 @@ func main() {
 		if r.Built {
 			fmt.Fprintf(os.Stderr, "llama: libmtmd build time: %s\n", r.BuildTime.Round(1e9))
 		}
-		if *server {
-			r, err := lib.InstallServer(ctx, lib.ServerOptions{Dir: d, Source: s, Jobs: *jobs, Force: *force,
+		if c.server {
+			r, err := lib.InstallServer(ctx, lib.ServerOptions{Dir: d, Source: s, Jobs: c.jobs, Force: c.force,
 				Progress: os.Stderr})
 			if err != nil {
 				fail(err)
@@ -104,8 +202,8 @@ func main() {
 			}
 		}
 	}
-	if *ui {
-		if err := installUI(ctx, d, *src, *force); err != nil {
+	if c.ui {
+		if err := installUI(ctx, d, c.src, c.force); err != nil {
 			fail(err)
 		}
 	}
@@ -159,7 +257,7 @@ func devSource() (string, error) {
 }
 
 func missingSource() error {
-	return errors.New("llama-install: -mtmd, -server, -rpc and -ui need the llama.cpp " + lib.Version + " source: pass -src or set " +
+	return errors.New("llama-install: -build, -mtmd, -server, -rpc and -ui need the llama.cpp " + lib.Version + " source: pass -src or set " +
 		lib.EnvSource + " to a checkout of that tag")
 }
 
