@@ -105,9 +105,12 @@ type Options struct {
 	// that is neither the server's own nor allowed here, or marked
 	// "Sec-Fetch-Site: cross-site" without an allowed Origin, gets a
 	// 403, even the no-cors requests that CORS alone never stops.
-	// Requests without Origin (curl, SDKs) are not affected. "*" allows
-	// every web page the user visits to call the API (New logs a
-	// warning).
+	// Whatever they say, a POST from another origin whose body a page
+	// can send without a CORS preflight (text/plain, a form, multipart,
+	// no type) is a 403. Requests without Origin (curl, SDKs) are not
+	// affected. "*" allows every web page the user visits to call the
+	// API (New logs a warning); examples/server defaults to "localhost"
+	// without an API key, and to "*" with one.
 	CORSOrigins []string
 	// AllowedHosts are the Host names the server answers besides its
 	// own, against DNS rebinding (--allowed-hosts). Whatever the
