@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 )
@@ -73,22 +74,47 @@ func isSafeMethod(m string) bool {
 // crossSiteError refuses a request sent by a web page that CORS does not
 // allow: its Origin is neither the server's own nor allowed by p, or the
 // browser says it is cross-site (Sec-Fetch-Site) and p does not allow its
-// Origin. Requests without Origin and Sec-Fetch-Site (curl, SDKs) pass.
+// Origin. Whatever p allows, a POST from another origin must carry a
+// body type that only a CORS-checked request can send
+// (isSimpleBody): the simple ones (text/plain, forms, multipart, none)
+// need no preflight, so an origin the operator allowed would not be
+// asked either, and llama-server parses them as JSON all the same.
+// Requests without Origin and Sec-Fetch-Site (curl, SDKs) pass.
 func crossSiteError(r *http.Request, p originPolicy) error {
-	if p.any {
-		return nil
-	}
 	origin := r.Header.Get("Origin")
-	if origin != "" && p.allows(origin) {
-		return nil
+	crossSite := strings.EqualFold(r.Header.Get("Sec-Fetch-Site"), "cross-site")
+	if !p.any && (origin == "" || !p.allows(origin)) {
+		if crossSite {
+			return apiError(errPermission, "cross-site request refused (Sec-Fetch-Site: cross-site, Origin %q is not an allowed CORS origin)", origin)
+		}
+		if origin != "" && !sameOrigin(r, origin) {
+			return apiError(errPermission, "cross-origin request from %q refused: it is not an allowed CORS origin", origin)
+		}
 	}
-	if strings.EqualFold(r.Header.Get("Sec-Fetch-Site"), "cross-site") {
-		return apiError(errPermission, "cross-site request refused (Sec-Fetch-Site: cross-site, Origin %q is not an allowed CORS origin)", origin)
-	}
-	if origin != "" && !sameOrigin(r, origin) {
-		return apiError(errPermission, "cross-origin request from %q refused: it is not an allowed CORS origin", origin)
+	if r.Method == http.MethodPost && (crossSite || origin != "" && !sameOrigin(r, origin)) && isSimpleBody(r) {
+		return apiError(errPermission, "cross-origin POST from %q with a %q body refused: a page of another origin must send application/json", origin, r.Header.Get("Content-Type"))
 	}
 	return nil
+}
+
+// isSimpleBody reports whether r's body is one a web page may send to
+// any origin without a CORS preflight: no Content-Type, text/plain,
+// application/x-www-form-urlencoded or multipart/form-data (and, to be
+// safe, a Content-Type that does not parse).
+func isSimpleBody(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return true
+	}
+	switch mt {
+	case "text/plain", "application/x-www-form-urlencoded", "multipart/form-data":
+		return true
+	}
+	return false
 }
 
 // refuseCrossSite refuses the state-changing requests (every method but
@@ -112,10 +138,13 @@ type hostPolicy struct {
 	any      bool
 	names    []string // exact host names, lower case
 	suffixes []string // ".example.com" of "*.example.com" entries
+	own      []string // this machine's names (machineNames)
 }
 
+// newHostPolicy is the policy of AllowedHosts entries, which also
+// answers this machine's own names.
 func newHostPolicy(hosts []string) hostPolicy {
-	var p hostPolicy
+	p := hostPolicy{own: machineNames()}
 	for _, h := range hosts {
 		h = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(h), "."))
 		switch {
@@ -169,18 +198,47 @@ func (p hostPolicy) allows(h string) bool {
 	return false
 }
 
-// set reports whether the policy lists any host.
-func (p hostPolicy) set() bool { return p.any || len(p.names) > 0 || len(p.suffixes) > 0 }
+// machineNames are the names this machine goes by, which DNS rebinding
+// cannot borrow: its host name (os.Hostname), that name under .local
+// (mDNS), and the names /etc/hosts gives the addresses listed with the
+// host name (where the fully qualified name usually is). Lower case;
+// none when the host name is unknown.
+func machineNames() []string {
+	h, err := os.Hostname()
+	h = strings.TrimSuffix(strings.ToLower(h), ".")
+	if err != nil || h == "" {
+		return nil
+	}
+	names := []string{h}
+	if !strings.Contains(h, ".") {
+		names = append(names, h+".local")
+	}
+	if b, err := os.ReadFile("/etc/hosts"); err == nil && len(b) < 1<<20 {
+		for _, line := range strings.Split(string(b), "\n") {
+			line, _, _ = strings.Cut(line, "#")
+			f := strings.Fields(strings.ToLower(line))
+			if len(f) < 2 || !slices.Contains(f[1:], h) {
+				continue
+			}
+			for _, n := range f[1:] {
+				if n = strings.TrimSuffix(n, "."); !slices.Contains(names, n) {
+					names = append(names, n)
+				}
+			}
+		}
+	}
+	return names
+}
 
-// hostError refuses a request whose Host may come from DNS rebinding. A
-// connection received on a loopback address must name a loopback host
-// (localhost, *.localhost, 127.0.0.0/8, [::1], any port) or one of p's.
-// Once p lists hosts, other connections must name one of those, a
-// loopback host or an IP address (an address cannot be rebound). The
-// connection's local address comes from http.LocalAddrContextKey, which
-// http.Server sets; a request without it (a Unix socket, a handler
-// called directly) is not checked, nor one without a Host (HTTP/1.0,
-// which no browser sends).
+// hostError refuses a request whose Host may come from DNS rebinding: a
+// name an attacker's page was loaded from, resolved to this server. The
+// Host must be a loopback name (localhost, *.localhost, 127.0.0.0/8,
+// [::1], any port), one of this machine's names (machineNames), one of
+// p's, or, on a connection received on an address other than loopback,
+// an IP address (an address cannot be rebound). The connection's local
+// address comes from http.LocalAddrContextKey, which http.Server sets; a
+// request without it (a Unix socket, a handler called directly) is not
+// checked, nor one without a Host (HTTP/1.0, which no browser sends).
 func hostError(r *http.Request, p hostPolicy) error {
 	if p.any || r.Host == "" {
 		return nil
@@ -190,11 +248,8 @@ func hostError(r *http.Request, p hostPolicy) error {
 		return nil
 	}
 	loopback := local.IP.IsLoopback()
-	if !loopback && !p.set() {
-		return nil
-	}
 	h := hostName(r.Host)
-	if isLoopbackName(h) || p.allows(h) {
+	if isLoopbackName(h) || p.allows(h) || slices.Contains(p.own, h) {
 		return nil
 	}
 	if !loopback {
@@ -202,9 +257,9 @@ func hostError(r *http.Request, p hostPolicy) error {
 			return nil
 		}
 	}
-	where := "this server answers only loopback host names (localhost, 127.0.0.1, [::1]) on a loopback address"
+	where := "this server answers only loopback host names (localhost, 127.0.0.1, [::1]) and this machine's names on a loopback address"
 	if !loopback {
-		where = "it is not one of the server's allowed hosts"
+		where = "this server answers only IP addresses, loopback names, this machine's names and its allowed hosts"
 	}
 	return apiError(errPermission, "Host %q refused: %s; allow it with --allowed-hosts (Options.AllowedHosts)", r.Host, where)
 }

@@ -189,7 +189,9 @@ const (
 	anthropicErrors
 	// toolErrors is the shape of POST /tools, which llama-server sends
 	// unwrapped: {"code":...,"message":...,"type":...}, the code being
-	// the type's status (see errorStatus) whatever the HTTP status.
+	// the HTTP status, except for llama-server's answer to an unknown
+	// tool: a 404 whose code is its type's (400 for
+	// invalid_request_error), kept as llama-server sends it.
 	toolErrors
 )
 
@@ -209,7 +211,11 @@ func (d dialect) render(err error) (int, any) {
 		return he.Status, anthErrorBody{Type: "error", Error: anthErrorInfo{Type: anthErrorType(he.Type, he.Status), Message: he.Msg}}
 	case toolErrors:
 		if !he.NoCode {
-			return he.Status, he.detail(errorStatus(he.Type))
+			code := he.Status
+			if he.Status == http.StatusNotFound {
+				code = errorStatus(he.Type)
+			}
+			return he.Status, he.detail(code)
 		}
 	}
 	return he.Status, errorBody{he.detail(he.Status)}
@@ -323,17 +329,31 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// readAllSized is io.ReadAll into a buffer of the body's announced size
-// (n, when positive and under the default body limit), so that a large
-// body is held once instead of in a series of doubling buffers.
+// firstBodyBuffer is the size of the first buffer readAllSized reads a
+// body into.
+const firstBodyBuffer = 16 << 10
+
+// readAllSized is io.ReadAll for a body announced as n bytes (n <= 0:
+// unknown). The buffer grows as data arrives, never ahead of it (an
+// announced size costs nothing until the bytes come), doubling up to the
+// announced size plus one, so that an honest large body ends in a
+// buffer of its own size, and past it (a body longer than announced)
+// doubling again.
 func readAllSized(body io.Reader, n int64) ([]byte, error) {
-	if n <= 0 || n > defaultMaxBodySize {
-		return io.ReadAll(body)
+	size := int64(firstBodyBuffer)
+	if n > 0 && n < size {
+		size = n + 1 // +1: EOF is seen without growing
 	}
-	buf := make([]byte, 0, n+1) // +1: EOF is seen without growing
+	buf := make([]byte, 0, size)
 	for {
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)] // a longer body than announced
+			next := 2 * int64(cap(buf))
+			if n > 0 && int64(cap(buf)) <= n && next > n+1 {
+				next = n + 1
+			}
+			grown := make([]byte, len(buf), next)
+			copy(grown, buf)
+			buf = grown
 		}
 		m, err := body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+m]
@@ -363,6 +383,10 @@ func decodeJSON(r *http.Request, v any) error {
 		if errors.As(err, &tooLarge) {
 			return &httpError{Status: http.StatusRequestEntityTooLarge, Type: errInvalidRequest,
 				Msg: fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit)}
+		}
+		var he *httpError
+		if errors.As(err, &he) {
+			return he // the body budget is full (maxBytesMarker)
 		}
 		return badRequest("read request body: %v", err)
 	}

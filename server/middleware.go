@@ -10,30 +10,242 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// maxBytesMarker is a request body already bounded by limitBody, so that
-// decodeJSON does not bound it again.
-type maxBytesMarker struct{ io.ReadCloser }
+// Request bodies. Every body a handler reads is a *maxBytesMarker
+// (limitBody): it is bounded to the body limit, its bytes count against
+// a server-wide budget of body bytes held by the requests in flight
+// (bodyBudget), and it must keep arriving: each read waits at most the
+// body read timeout for data. An error answer (status 400 and up) sent
+// before the body was read to its end waits at most unreadBodyGrace for
+// the rest, then closes the connection (closeUnread): a client that
+// announces a body and sends it slowly, or not at all, would otherwise
+// hold its connection until the server's read timeout, whatever the
+// answer (a 401 included).
 
-// limitBody bounds every request body to n bytes.
-func limitBody(n int64) func(http.Handler) http.Handler {
+// Defaults of the body limits (see Options).
+const (
+	// defaultBodyReadTimeout is the longest wait for a request body's next
+	// bytes.
+	defaultBodyReadTimeout = 60 * time.Second
+	// minBodyBudget is the smallest default budget of body bytes in
+	// flight, and bodyBudgetBodies the number of largest bodies the
+	// default budget holds.
+	minBodyBudget    = 256 << 20
+	bodyBudgetBodies = 4
+	// unreadBodyGrace is how long the rest of a body left unread by an
+	// error answer may take to arrive before the connection is closed.
+	unreadBodyGrace = time.Second
+	// bodyBudgetWait is how long a body waits for room in a full budget
+	// before its request is a 503.
+	bodyBudgetWait = time.Second
+)
+
+// bodyBudget bounds the request body bytes held by the requests in
+// flight across the server. Bytes are counted as they arrive and given
+// back when their request ends. The zero value has no bound.
+type bodyBudget struct {
+	limit int64 // <= 0: no bound
+
+	mu    sync.Mutex
+	used  int64
+	freed chan struct{} // closed and replaced when bytes are given back
+}
+
+// acquire counts n more bytes, waiting up to wait (and while ctx lasts)
+// for room; it reports whether it could.
+func (b *bodyBudget) acquire(ctx context.Context, n int64, wait time.Duration) bool {
+	if b == nil || b.limit <= 0 {
+		return true
+	}
+	var timer <-chan time.Time
+	for {
+		b.mu.Lock()
+		if b.used+n <= b.limit {
+			b.used += n
+			b.mu.Unlock()
+			return true
+		}
+		if b.freed == nil {
+			b.freed = make(chan struct{})
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		if timer == nil {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			timer = t.C
+		}
+		select {
+		case <-freed:
+		case <-timer:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// release gives n bytes back.
+func (b *bodyBudget) release(n int64) {
+	if b == nil || b.limit <= 0 || n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	if b.freed != nil {
+		close(b.freed)
+		b.freed = nil
+	}
+	b.mu.Unlock()
+}
+
+// inUse returns the bytes counted now.
+func (b *bodyBudget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// bodyBudgetBytes is the budget Options ask for: BodyBytesInFlight, or by
+// default room for bodyBudgetBodies of the largest bodies (at least
+// minBodyBudget); never less than one largest body.
+func bodyBudgetBytes(o Options) int64 {
+	maxBody := o.MaxBodyBytes
+	if maxBody <= 0 {
+		maxBody = defaultMaxBodySize
+	}
+	switch n := o.BodyBytesInFlight; {
+	case n < 0:
+		return 0
+	case n == 0:
+		return max(bodyBudgetBodies*maxBody, minBodyBudget)
+	default:
+		return max(n, maxBody+1)
+	}
+}
+
+// maxBytesMarker is a request body bounded by limitBody (so that
+// decodeJSON does not bound it again), counted against the server's
+// body budget, and read under the body read timeout.
+type maxBytesMarker struct {
+	io.ReadCloser // http.MaxBytesReader of the body
+	ctx           context.Context
+	budget        *bodyBudget
+	rc            *http.ResponseController
+	idle          time.Duration // <= 0: no read timeout
+	length        int64         // the announced length (-1: unknown)
+
+	held atomic.Int64 // bytes counted against budget
+	read atomic.Int64 // bytes read
+	eof  atomic.Bool
+}
+
+// errBodyBudget is the answer to a body that found the budget full.
+func errBodyBudget(limit int64) *httpError {
+	return unavailable("the server is receiving too many request bodies at once (at most %d bytes in flight); retry later", limit)
+}
+
+func (m *maxBytesMarker) Read(p []byte) (int, error) {
+	if m.idle > 0 && m.rc != nil {
+		_ = m.rc.SetReadDeadline(time.Now().Add(m.idle))
+	}
+	n, err := m.ReadCloser.Read(p)
+	if n > 0 && m.budget != nil {
+		if !m.budget.acquire(m.ctx, int64(n), bodyBudgetWait) {
+			return 0, errBodyBudget(m.budget.limit)
+		}
+		m.held.Add(int64(n))
+	}
+	read := m.read.Add(int64(n))
+	if err == io.EOF {
+		m.eof.Store(true)
+	}
+	if err == io.EOF || (m.length >= 0 && read >= m.length) {
+		if m.idle > 0 && m.rc != nil {
+			// The body is in: the connection's reads (net/http's
+			// watch for a client going away) have no deadline left.
+			_ = m.rc.SetReadDeadline(time.Time{})
+		}
+	}
+	return n, err
+}
+
+// unread reports whether the body was not read to its end.
+func (m *maxBytesMarker) unread() bool {
+	if m.length >= 0 {
+		return m.read.Load() < m.length
+	}
+	return !m.eof.Load()
+}
+
+// closeUnread is a response writer that bounds, for error answers
+// (status 400 and up), net/http's wait for the rest of an unread body
+// (see maxBytesMarker): before it writes the answer, net/http reads what
+// is left of the body (up to 256 KiB) so as to keep the connection, and
+// that read now ends after unreadBodyGrace, upon which net/http closes
+// the connection. An honest client still sending gets its answer; one
+// that stalls is disconnected.
+type closeUnread struct {
+	http.ResponseWriter
+	body *maxBytesMarker
+}
+
+func (c *closeUnread) WriteHeader(code int) {
+	if code >= 400 && c.body.unread() {
+		_ = c.body.rc.SetReadDeadline(time.Now().Add(unreadBodyGrace))
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.NewResponseController reach the underlying writer.
+func (c *closeUnread) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// bodyReadTimeout is the wait for a body's next bytes Options ask for
+// (0: none).
+func bodyReadTimeout(o Options) time.Duration {
+	switch {
+	case o.BodyReadTimeout < 0:
+		return 0
+	case o.BodyReadTimeout == 0:
+		return defaultBodyReadTimeout
+	}
+	return o.BodyReadTimeout
+}
+
+// bodyLimits are limitBody's settings.
+type bodyLimits struct {
+	max    int64         // per body (<= 0: defaultMaxBodySize)
+	budget *bodyBudget   // bytes in flight across requests (nil: no bound)
+	idle   time.Duration // wait for a body's next bytes (<= 0: none)
+}
+
+// limitBody bounds every request body (see maxBytesMarker).
+func limitBody(l bodyLimits) func(http.Handler) http.Handler {
+	n := l.max
 	if n <= 0 {
 		n = defaultMaxBodySize
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.ContentLength > n {
+				_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(unreadBodyGrace)) // see closeUnread
 				llamaErrors.write(w, &httpError{Status: http.StatusRequestEntityTooLarge, Type: errInvalidRequest,
 					Msg: fmt.Sprintf("request body is larger than %d bytes", n)})
 				return
 			}
-			if r.Body != nil && r.Body != http.NoBody {
-				r.Body = &maxBytesMarker{http.MaxBytesReader(w, r.Body, n)}
+			if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+				next.ServeHTTP(w, r)
+				return
 			}
-			next.ServeHTTP(w, r)
+			m := &maxBytesMarker{ReadCloser: http.MaxBytesReader(w, r.Body, n), ctx: r.Context(), budget: l.budget,
+				rc: http.NewResponseController(w), idle: l.idle, length: r.ContentLength}
+			defer func() { l.budget.release(m.held.Load()) }()
+			r.Body = m
+			next.ServeHTTP(&closeUnread{ResponseWriter: w, body: m}, r)
 		})
 	}
 }

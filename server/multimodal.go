@@ -361,7 +361,8 @@ func errNoFilePath(file string) error {
 // readMediaFile reads the file of a file:// URL: a path relative to
 // Options.MediaPath, which it may not leave (no "..", absolute paths or
 // symbolic links out of it: os.Root), naming a regular file of at most
-// the request body limit.
+// the request body limit. It is opened without blocking (a FIFO would
+// wait for a writer) and its type checked on the open file.
 func (inst *instance) readMediaFile(name string) ([]byte, error) {
 	dir := inst.Opts.MediaPath
 	if dir == "" {
@@ -372,7 +373,7 @@ func (inst *instance) readMediaFile(name string) ([]byte, error) {
 		return nil, errors.New("the media folder cannot be opened")
 	}
 	defer root.Close()
-	f, err := root.Open(name)
+	f, err := root.OpenFile(name, os.O_RDONLY|openNonblocking, 0)
 	if err != nil {
 		return nil, fmt.Errorf("file path is not allowed or does not exist: %q", name)
 	}

@@ -166,7 +166,7 @@ func (s *Server) buildHandler() http.Handler {
 		recoverPanics(s.log),
 		giveBackMemory(&s.freeing),
 		cors(s.opts),
-		limitBody(s.opts.MaxBodyBytes),
+		limitBody(bodyLimits{max: s.opts.MaxBodyBytes, budget: &s.bodies, idle: bodyReadTimeout(s.opts)}),
 		withTimeout(s.opts.Timeout),
 	)
 }

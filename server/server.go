@@ -107,19 +107,23 @@ type Options struct {
 	// that is neither the server's own nor allowed here, or marked
 	// "Sec-Fetch-Site: cross-site" without an allowed Origin, gets a
 	// 403, even the no-cors requests that CORS alone never stops.
-	// Requests without Origin (curl, SDKs) are not affected. "*" allows
-	// every web page the user visits to call the API (New logs a
-	// warning).
+	// Whatever they say, a POST from another origin whose body a page
+	// can send without a CORS preflight (text/plain, a form, multipart,
+	// no type) is a 403. Requests without Origin (curl, SDKs) are not
+	// affected. "*" allows every web page the user visits to call the
+	// API (New logs a warning); examples/server defaults to "localhost"
+	// without an API key, and to "*" with one.
 	CORSOrigins []string
-	// AllowedHosts are the Host names the server answers besides the
-	// loopback ones, against DNS rebinding (--allowed-hosts). Over a
-	// connection received on a loopback address, the Host must be
-	// localhost, a name under .localhost, a loopback address, or one of
-	// these; once some are given, every other connection must name one of
-	// them, a loopback name or an IP address. Entries are host names
-	// without port; "*.example.com" allows the names under example.com;
-	// "*" turns the check off. Nil: loopback names only, over loopback
-	// connections (connections to other addresses are not checked).
+	// AllowedHosts are the Host names the server answers besides its
+	// own, against DNS rebinding (--allowed-hosts). Whatever the
+	// connection, the Host must be localhost, a name under .localhost, a
+	// loopback address, this machine's name (os.Hostname, with .local,
+	// and its other names in /etc/hosts) or one of these; on a
+	// connection received on an address other than loopback, any IP
+	// address is answered too. Entries are host names without port;
+	// "*.example.com" allows the names under example.com; "*" turns the
+	// check off. A server reached by another name (a DNS name, a reverse
+	// proxy forwarding its public Host) needs that name here.
 	AllowedHosts []string
 	// CORSMethods and CORSHeaders are what preflights allow (""
 	// llama-server's defaults: "GET, POST, DELETE, OPTIONS" and "*").
@@ -183,6 +187,17 @@ type Options struct {
 	MediaPath string
 	// MaxBodyBytes bounds request bodies (0: 64 MiB).
 	MaxBodyBytes int64
+	// BodyBytesInFlight bounds the request body bytes held at once by
+	// all the requests in flight; bytes count as they arrive, until
+	// their request is answered. A body that finds the budget full waits
+	// up to a second for room, then its request is a 503. 0: four
+	// largest bodies (4 × MaxBodyBytes), at least 256 MiB; negative: no
+	// bound. It is never less than one largest body.
+	BodyBytesInFlight int64
+	// BodyReadTimeout is the longest wait for a request body's next
+	// bytes, once a handler reads it; past it the connection is closed
+	// (0: 60 s; negative: none, the http.Server's ReadTimeout alone).
+	BodyReadTimeout time.Duration
 
 	// NoUI turns the web chat page off (--no-ui): GET / then answers 404
 	// like any unknown path. The zero value serves the page at "/", as
@@ -258,6 +273,9 @@ type Server struct {
 	// mediaMarker marks a medium's place in prompt text (see
 	// newMediaMarker); fixed by New.
 	mediaMarker string
+	// bodies counts the request body bytes in flight (see
+	// Options.BodyBytesInFlight).
+	bodies bodyBudget
 	// freeing is set while a give-back of memory to the OS runs (see
 	// giveBackMemory).
 	freeing atomic.Bool
@@ -318,6 +336,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		done: make(chan struct{}), byName: map[string]*modelEntry{}, subs: map[chan modelEvent]struct{}{},
 		mediaMarker: newMediaMarker(),
 	}
+	s.bodies.limit = bodyBudgetBytes(o)
 	now := time.Now().Unix()
 	if o.Model != "" {
 		aliases := splitAliases(o.Alias)

@@ -25,9 +25,17 @@ import (
 // middleware runs behind the key check, so a request without a valid key
 // never reaches a session. (llama-server's sessions are shared by all
 // keys.) A server without keys has one scope.
+//
+// Each session keeps up to streamSessionMaxBytes, so their number is
+// capped, per key and in all (llama-server has no cap): a new session
+// past a cap drops the oldest finished one, and when every session is
+// still generating, the request is served without one (it is not
+// resumable and ends with its connection).
 const (
 	streamSessionTTL      = 300 * time.Second // a finished session is kept that long
 	streamSessionMaxBytes = 4 << 20           // older bytes are dropped past this
+	streamSessionsPerKey  = 16                // sessions of one key scope
+	streamSessionsMax     = 64                // sessions of all scopes
 )
 
 // resumableRoute reports whether path is a generation endpoint whose
@@ -168,7 +176,9 @@ func (st *streamStore) pruneLocked() {
 	}
 }
 
-// replace installs a new session for id, stopping the previous one.
+// replace installs a new session for id, stopping the previous one. It
+// reports false when the store is closed or full of sessions still
+// generating (see streamSessionsPerKey).
 func (st *streamStore) replace(ss *streamSession) bool {
 	st.mu.Lock()
 	if st.closed {
@@ -179,6 +189,13 @@ func (st *streamStore) replace(ss *streamSession) bool {
 		st.sessions = map[streamKey]*streamSession{}
 	}
 	st.pruneLocked()
+	if _, ok := st.sessions[ss.key]; !ok {
+		if !st.makeRoomLocked(func(k streamKey) bool { return k.scope == ss.key.scope }, streamSessionsPerKey) ||
+			!st.makeRoomLocked(func(streamKey) bool { return true }, streamSessionsMax) {
+			st.mu.Unlock()
+			return false
+		}
+	}
 	prev := st.sessions[ss.key]
 	st.sessions[ss.key] = ss
 	st.mu.Unlock()
@@ -186,6 +203,34 @@ func (st *streamStore) replace(ss *streamSession) bool {
 		prev.stop()
 	}
 	return true
+}
+
+// makeRoomLocked drops the oldest finished sessions among those whose
+// key is in, until fewer than limit of them remain; it reports false
+// when the others are all generating.
+func (st *streamStore) makeRoomLocked(in func(streamKey) bool, limit int) bool {
+	for {
+		n := 0
+		var oldest *streamSession
+		for k, ss := range st.sessions {
+			if !in(k) {
+				continue
+			}
+			n++
+			ss.mu.Lock()
+			if ss.done && (oldest == nil || ss.completed.Before(oldest.completed)) {
+				oldest = ss
+			}
+			ss.mu.Unlock()
+		}
+		if n < limit {
+			return true
+		}
+		if oldest == nil {
+			return false
+		}
+		delete(st.sessions, oldest.key)
+	}
 }
 
 func (st *streamStore) get(key streamKey) *streamSession {

@@ -363,6 +363,7 @@ func TestArgCppCoverage(t *testing.T) {
 	// extensions, which say so in their help.
 	known := map[string]bool{"--spec-adapt": true, "--no-spec-adapt": true, "--prefill-chunk": true, "--prefill-slowdown": true, "--sample-threads": true,
 		"--allowed-hosts": true, "--cors-proxy-allow-private": true,
+		"--max-connections": true, "--max-connections-per-client": true,
 		"--tools-root": true, "--tools-allow-cwd": true, "--no-tools-allow-cwd": true, "--tools-allow-runtime": true, "--no-tools-allow-runtime": true,
 		"--tools-env": true}
 	for _, o := range opts {

@@ -59,8 +59,11 @@ type config struct {
 	loraNoApply    bool
 	logFile        string
 	reusePort      bool
-	apiPrefix      string
-	cacheRAMMiB    int // --cache-ram (-1: no limit, 0: off)
+	// maxConns and maxConnsPerClient cap the listener's connections
+	// (--max-connections, --max-connections-per-client; 0: no cap).
+	maxConns, maxConnsPerClient int
+	apiPrefix                   string
+	cacheRAMMiB                 int // --cache-ram (-1: no limit, 0: off)
 }
 
 // Help sections, in llama-server's --help order.
@@ -808,13 +811,15 @@ func flagTable(c *config) []flagDef {
 		}},
 		{names: []string{"--host"}, arg: "HOST", env: "LLAMA_ARG_HOST", sec: sv, help: "address to listen on (default 127.0.0.1)", set: strTo(&c.host)},
 		{names: []string{"--port"}, arg: "PORT", env: "LLAMA_ARG_PORT", sec: sv, help: "port to listen on (default 8080)", set: intTo(&c.port)},
+		{names: []string{"--max-connections"}, arg: "N", sec: sv, help: "most connections open at once; past it a new one is closed at once (default 2048; 0: no cap; not a llama-server option)", set: intTo(&c.maxConns)},
+		{names: []string{"--max-connections-per-client"}, arg: "N", sec: sv, help: "most connections open at once from one client address (default 256; 0: no cap; not a llama-server option)", set: intTo(&c.maxConnsPerClient)},
 		{names: []string{"--reuse-port"}, env: "LLAMA_ARG_REUSE_PORT", sec: sv, help: "let other sockets bind the same port (SO_REUSEPORT)", set: boolTo(&c.reusePort)},
 		{names: []string{"--path"}, arg: "PATH", env: "LLAMA_ARG_STATIC_PATH", sec: sv, help: "folder of static files to serve", set: strTo(&o.UIPath)},
-		{names: []string{"--cors-origins"}, arg: "ORIGINS", env: "LLAMA_ARG_CORS_ORIGINS", sec: sv, help: "allowed CORS origins, comma-separated (default *; localhost: local origins only)", set: func(c *config, v string) error {
+		{names: []string{"--cors-origins"}, arg: "ORIGINS", env: "LLAMA_ARG_CORS_ORIGINS", sec: sv, help: "allowed CORS origins, comma-separated (*: any page; localhost: loopback origins; default: * with an API key, localhost without one or with tools; llama-server's default is * always)", set: func(c *config, v string) error {
 			o.CORSOrigins, c.corsOriginsExplicit = splitList(v), true
 			return nil
 		}},
-		{names: []string{"--allowed-hosts"}, arg: "HOSTS", sec: sv, help: "Host names the server answers besides localhost, 127.0.0.1 and [::1], comma-separated (*.example.com: names under it; *: any), against DNS rebinding; once given, checked on every connection, otherwise on loopback ones only (not a llama-server option)", set: func(_ *config, v string) error {
+		{names: []string{"--allowed-hosts"}, arg: "HOSTS", sec: sv, help: "Host names the server answers besides loopback names, this machine's names and (beyond loopback) IP addresses, comma-separated (*.example.com: names under it; *: any, as llama-server), against DNS rebinding (not a llama-server option)", set: func(_ *config, v string) error {
 			o.AllowedHosts = splitList(v)
 			return nil
 		}},
@@ -1231,7 +1236,8 @@ func envValue(f *flagDef, getenv func(string) string) (string, bool) {
 // parseFlags reads llama-server's command line and its environment
 // variables (the command line wins).
 func parseFlags(args []string, getenv func(string) string, usage io.Writer) (*config, error) {
-	c := &config{host: "127.0.0.1", port: 8080, timeout: 3600 * time.Second, sampling: sampling.Defaults()}
+	c := &config{host: "127.0.0.1", port: 8080, timeout: 3600 * time.Second, sampling: sampling.Defaults(),
+		maxConns: defaultMaxConns, maxConnsPerClient: defaultMaxConnsPerClient}
 	c.opts.Slots = true
 	// As llama-server: LLAMA_SERVER_SLOTS_DEBUG (a non-zero number) shows
 	// more of each slot in /slots.
@@ -1241,7 +1247,6 @@ func parseFlags(args []string, getenv func(string) string, usage io.Writer) (*co
 	c.opts.Jinja = true
 	c.opts.NPredict = -1
 	c.opts.ModelsMax = 4
-	c.opts.CORSOrigins = []string{"*"}
 	c.opts.Engine.Parallel = -1
 	c.opts.Engine.Context.Threads = runtime.NumCPU()
 	c.cacheRAMMiB = 8192
@@ -1393,9 +1398,16 @@ func (c *config) finish() error {
 			e.Adapters[i].Scale = 0
 		}
 	}
-	if (len(o.Tools.Enabled) > 0 || o.Tools.MCPServersConfig != "" || o.Tools.MCPServersJSON != "") && !c.corsOriginsExplicit {
-		// llama-server: server tools or MCP servers narrow CORS to localhost.
-		o.CORSOrigins = []string{"localhost"}
+	if !c.corsOriginsExplicit {
+		// llama-server's default is "*", which lets any web page the
+		// user visits call a server without a key: then only the
+		// server's own page and loopback origins may (a page cannot send
+		// the key). As llama-server, server tools or MCP servers narrow
+		// CORS to localhost too.
+		o.CORSOrigins = []string{"*"}
+		if len(o.APIKeys) == 0 || len(o.Tools.Enabled) > 0 || o.Tools.MCPServersConfig != "" || o.Tools.MCPServersJSON != "" {
+			o.CORSOrigins = []string{"localhost"}
+		}
 	}
 	s := c.sampling
 	o.Sampling = &s

@@ -272,7 +272,7 @@ func TestFlagDefaults(t *testing.T) {
 	require.NoError(t, err, "no model at all is router mode with no models")
 	assert.Empty(t, c.opts.Model)
 	assert.Equal(t, sampling.Defaults(), *c.opts.Sampling)
-	assert.Equal(t, []string{"*"}, c.opts.CORSOrigins)
+	assert.Equal(t, []string{"localhost"}, c.opts.CORSOrigins, "without a key, loopback origins only (llama-server: *)")
 	assert.Equal(t, 4, c.opts.Engine.Parallel)
 	assert.True(t, c.opts.Engine.Context.KVUnified)
 	assert.Equal(t, -1, c.opts.NPredict)
@@ -477,7 +477,10 @@ func TestFlagTools(t *testing.T) {
 		cors  []string
 		err   string
 	}{
-		{name: "nothing", port: 8080, cors: []string{"*"}},
+		{name: "nothing", port: 8080, cors: []string{"localhost"}},
+		{name: "a key keeps llama-server's *", args: []string{"--api-key", "k"}, port: 8080, cors: []string{"*"}},
+		{name: "a key and tools", args: []string{"--api-key", "k", "--tools", "read_file"}, tools: server.ToolsOptions{Enabled: []string{"read_file"}}, port: 8080, cors: []string{"localhost"}},
+		{name: "explicit * without a key", args: []string{"--cors-origins", "*"}, port: 8080, cors: []string{"*"}},
 		{name: "flags", args: []string{"--tools", "read_file, get_info", "--tools-runtime", "docker:busybox",
 			"--mcp-servers-config", "/etc/mcp.json", "--mcp-servers-json", `{"mcpServers":{}}`, "--ui-mcp-proxy",
 			"--tools-root", "/srv/work", "--tools-allow-cwd", "--tools-allow-runtime"},
@@ -492,17 +495,17 @@ func TestFlagTools(t *testing.T) {
 			MCPServersConfig: "/etc/mcp.json", MCPServersJSON: `{"mcpServers":{}}`, CORSProxy: true}, port: 8080, cors: []string{"localhost"}},
 		{name: "tools env", args: []string{"--tools", "get_info", "--tools-env", "PGHOST, AWS_PROFILE"},
 			tools: server.ToolsOptions{Enabled: []string{"get_info"}, Env: []string{"PGHOST", "AWS_PROFILE"}}, port: 8080, cors: []string{"localhost"}},
-		{name: "proxy off", env: map[string]string{"LLAMA_ARG_UI_MCP_PROXY": "0"}, port: 8080, cors: []string{"*"}},
-		{name: "webui proxy, then off", args: []string{"--webui-mcp-proxy", "--no-ui-mcp-proxy"}, port: 8080, cors: []string{"*"}},
+		{name: "proxy off", env: map[string]string{"LLAMA_ARG_UI_MCP_PROXY": "0"}, port: 8080, cors: []string{"localhost"}},
+		{name: "webui proxy, then off", args: []string{"--webui-mcp-proxy", "--no-ui-mcp-proxy"}, port: 8080, cors: []string{"localhost"}},
 		{name: "mcp only narrows CORS", args: []string{"--mcp-servers-json", `{}`}, tools: server.ToolsOptions{MCPServersJSON: `{}`}, port: 8080, cors: []string{"localhost"}},
 		{name: "agent", args: []string{"-ag"}, tools: server.ToolsOptions{Enabled: []string{"all"}, CORSProxy: true}, port: 8080, cors: []string{"localhost"}},
-		{name: "agent off", args: []string{"--tools", "x", "--no-agent"}, port: 8080, cors: []string{"*"}},
+		{name: "agent off", args: []string{"--tools", "x", "--no-agent"}, port: 8080, cors: []string{"localhost"}},
 		{name: "vertex", env: map[string]string{"AIP_MODE": "PREDICTION", "AIP_HTTP_PORT": "7070", "AIP_PREDICT_ROUTE": "/p", "AIP_HEALTH_ROUTE": "/h"},
-			args: []string{"--port", "9000"}, gcp: server.GCPOptions{Enabled: true, PredictRoute: "/p", HealthRoute: "/h"}, port: 7070, cors: []string{"*"}},
+			args: []string{"--port", "9000"}, gcp: server.GCPOptions{Enabled: true, PredictRoute: "/p", HealthRoute: "/h"}, port: 7070, cors: []string{"localhost"}},
 		{name: "vertex default port", env: map[string]string{"AIP_MODE": "PREDICTION"}, args: []string{"--port", "9000"},
-			gcp: server.GCPOptions{Enabled: true}, port: 8080, cors: []string{"*"}},
+			gcp: server.GCPOptions{Enabled: true}, port: 8080, cors: []string{"localhost"}},
 		{name: "vertex bad port", env: map[string]string{"AIP_MODE": "PREDICTION", "AIP_HTTP_PORT": "x"}, err: "AIP_HTTP_PORT"},
-		{name: "not vertex", env: map[string]string{"AIP_MODE": "other", "AIP_HTTP_PORT": "7070"}, port: 8080, cors: []string{"*"}},
+		{name: "not vertex", env: map[string]string{"AIP_MODE": "other", "AIP_HTTP_PORT": "7070"}, port: 8080, cors: []string{"localhost"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := parseFlags(tc.args, envOf(tc.env), io.Discard)

@@ -119,6 +119,7 @@ func serve(cfg *config) error {
 	if err != nil {
 		return err
 	}
+	ln = limitConns(ln, cfg.maxConns, cfg.maxConnsPerClient)
 	srv, err := server.New(ctx, cfg.opts)
 	if err != nil {
 		ln.Close()

@@ -186,7 +186,9 @@ func (h *dirHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.notFound.ServeHTTP(w, r)
 		return
 	}
-	f, err := h.root.Open(filepath.FromSlash(name))
+	// Opened without blocking on a FIFO; anything but a folder or a
+	// regular file is then refused.
+	f, err := h.root.OpenFile(filepath.FromSlash(name), os.O_RDONLY|openNonblocking, 0)
 	if err != nil {
 		h.notFound.ServeHTTP(w, r)
 		return
@@ -204,7 +206,7 @@ func (h *dirHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusMovedPermanently)
 		return
 	}
-	if err != nil || st.IsDir() {
+	if err != nil || !st.Mode().IsRegular() {
 		h.notFound.ServeHTTP(w, r)
 		return
 	}
