@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -178,16 +179,25 @@ func replayAgent(t *testing.T, base, path string, body []byte) agentOutcome {
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
-	out := agentOutcome{Status: resp.StatusCode}
-	if resp.StatusCode != http.StatusOK {
-		raw, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	out, err := agentAnswer(resp.StatusCode, resp.Header.Get("Content-Type"), raw)
+	require.NoError(t, err)
+	return out
+}
+
+// agentAnswer describes an answer: its status, content type and body.
+func agentAnswer(status int, contentType string, raw []byte) (agentOutcome, error) {
+	out := agentOutcome{Status: status}
+	if status != http.StatusOK {
 		var e struct {
 			Error struct {
 				Message string `json:"message"`
 			} `json:"error"`
 		}
-		require.NoError(t, json.Unmarshal(raw, &e), "%s", raw)
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return out, fmt.Errorf("error body %q: %w", raw, err)
+		}
 		msg := e.Error.Message
 		switch {
 		case agentTooLong.MatchString(msg):
@@ -198,10 +208,12 @@ func replayAgent(t *testing.T, base, path string, body []byte) agentOutcome {
 		default:
 			out.Reason = msg
 		}
-		return out
+		return out, nil
 	}
-	require.Contains(t, resp.Header.Get("Content-Type"), "text/event-stream", "every recorded client streams")
-	sc := bufio.NewScanner(resp.Body)
+	if !strings.Contains(contentType, "text/event-stream") {
+		return out, fmt.Errorf("not a stream (every recorded client streams): %s", contentType)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<22)
 	last := ""
 	add := func(kind string) {
@@ -239,7 +251,9 @@ func replayAgent(t *testing.T, base, path string, body []byte) agentOutcome {
 				FinishReason *string `json:"finish_reason"`
 			} `json:"choices"`
 		}
-		require.NoError(t, json.Unmarshal([]byte(data), &ev), data)
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			return out, fmt.Errorf("event %q: %w", data, err)
+		}
 		switch {
 		case ev.Type != "":
 			add(ev.Type)
@@ -269,8 +283,7 @@ func replayAgent(t *testing.T, base, path string, body []byte) agentOutcome {
 			}
 		}
 	}
-	require.NoError(t, sc.Err())
-	return out
+	return out, sc.Err()
 }
 
 // agentUsage is the usage of any of the three dialects.
