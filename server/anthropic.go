@@ -15,6 +15,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/x/llama/engine"
@@ -22,7 +23,14 @@ import (
 	"github.com/x/llama/chat"
 )
 
-// Wire types of a Messages request.
+// Wire types of a Messages request. Fields that have no meaning for a
+// local model are decoded all the same, so that what a client sends is
+// named here, and are ignored as llama-server ignores them: metadata,
+// context_management (the edits that clear old thinking and tool results
+// server-side; the client sends the whole conversation), output_config's
+// effort, service_tier, cache_control on blocks and tools (the prompt cache
+// reuses any common prefix without marks) and defer_loading on tools
+// (every tool is given to the template).
 type (
 	anthRequest struct {
 		Model         string          `json:"model"`
@@ -39,6 +47,11 @@ type (
 		Thinking      *anthThinking   `json:"thinking"`
 		// ChatTemplateKwargs is llama.cpp's extension, passed through.
 		ChatTemplateKwargs map[string]any `json:"chat_template_kwargs"`
+		// OutputConfig's format constrains the answer to a JSON Schema.
+		OutputConfig      *anthOutputConfig      `json:"output_config"`
+		Metadata          *anthMetadata          `json:"metadata"`
+		ContextManagement *anthContextManagement `json:"context_management"`
+		ServiceTier       string                 `json:"service_tier"`
 	}
 	anthMessage struct {
 		Role    string          `json:"role"`
@@ -46,30 +59,78 @@ type (
 	}
 	// anthBlock is a content block of any type; the fields used depend on Type.
 	anthBlock struct {
-		Type      string          `json:"type"`
-		Text      string          `json:"text,omitempty"`
-		Thinking  string          `json:"thinking,omitempty"`
-		ID        string          `json:"id,omitempty"`
-		Name      string          `json:"name,omitempty"`
-		Input     json.RawMessage `json:"input,omitempty"`
-		ToolUseID string          `json:"tool_use_id,omitempty"`
-		Content   json.RawMessage `json:"content,omitempty"`
-		Source    json.RawMessage `json:"source,omitempty"` // image blocks
+		Type         string            `json:"type"`
+		Text         string            `json:"text,omitempty"`
+		Thinking     string            `json:"thinking,omitempty"`
+		ID           string            `json:"id,omitempty"`
+		Name         string            `json:"name,omitempty"`
+		Input        json.RawMessage   `json:"input,omitempty"`
+		ToolUseID    string            `json:"tool_use_id,omitempty"`
+		Content      json.RawMessage   `json:"content,omitempty"`
+		Source       json.RawMessage   `json:"source,omitempty"` // image blocks
+		IsError      bool              `json:"is_error,omitempty"`
+		CacheControl *anthCacheControl `json:"cache_control,omitempty"`
 	}
 	anthTool struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		InputSchema json.RawMessage `json:"input_schema"`
+		// Type is empty or "custom" for a client tool; Anthropic's
+		// server tools (web_search_20250305, ...) are given to the
+		// template as functions of their name, as llama-server does.
+		Type         string            `json:"type"`
+		Name         string            `json:"name"`
+		Description  string            `json:"description"`
+		InputSchema  json.RawMessage   `json:"input_schema"`
+		DeferLoading bool              `json:"defer_loading"`
+		CacheControl *anthCacheControl `json:"cache_control"`
 	}
 	anthToolChoice struct {
 		Type string `json:"type"` // auto, any, tool, none
 		Name string `json:"name"`
+		// DisableParallelToolUse allows one tool call at most.
+		DisableParallelToolUse bool `json:"disable_parallel_tool_use"`
 	}
+	// anthThinking is "enabled" with a budget, "disabled", or "adaptive"
+	// (the model decides; the template's default).
 	anthThinking struct {
-		Type         string `json:"type"` // enabled or disabled
-		BudgetTokens int    `json:"budget_tokens"`
+		Type         string `json:"type"`
+		BudgetTokens *int   `json:"budget_tokens"`
+		// Display (summarized, omitted) shapes thinking output on
+		// Anthropic's side; the thinking here is shown as generated.
+		Display string `json:"display"`
+	}
+	anthCacheControl struct {
+		Type string `json:"type"` // ephemeral
+		TTL  string `json:"ttl"`
+	}
+	anthOutputConfig struct {
+		Effort string            `json:"effort"` // low, medium, high, max: ignored
+		Format *anthOutputFormat `json:"format"`
+	}
+	anthOutputFormat struct {
+		Type   string          `json:"type"` // json_schema
+		Schema json.RawMessage `json:"schema"`
+	}
+	anthMetadata struct {
+		UserID string `json:"user_id"`
+	}
+	anthContextManagement struct {
+		Edits []anthContextEdit `json:"edits"`
+	}
+	// anthContextEdit is a server-side edit of the conversation
+	// (clear_thinking_20251015, clear_tool_uses_20250919); the fields
+	// besides Type depend on it.
+	anthContextEdit struct {
+		Type string          `json:"type"`
+		Keep json.RawMessage `json:"keep"`
 	}
 )
+
+// anthDefaultMaxTokens is the max_tokens of a request without one, as
+// llama-server defaults it (the API requires it; clients always send it).
+const anthDefaultMaxTokens = 4096
+
+// anthDefaultThinkingBudget is the thinking budget of "enabled" thinking
+// without budget_tokens, as llama-server defaults it.
+const anthDefaultThinkingBudget = 10000
 
 // Wire types of a Messages response.
 type (
@@ -126,7 +187,13 @@ type (
 // OpenAI one: the system prompt becomes a system message, tool_result
 // blocks become tool messages after their turn, tool_use blocks become
 // tool calls, thinking blocks reasoning, and the sampling fields
-// llama.cpp's parameters of the same meaning.
+// llama.cpp's parameters of the same meaning. A message of another role
+// than user or assistant (agent clients put system messages mid-way) is
+// passed on with its role, for the template to place or refuse; the text
+// blocks of a message are its content parts, which templates see joined
+// with newlines. Blocks of types without a meaning here (server tool
+// results, search results, containers) are left out, as llama-server
+// leaves them out; a document is refused rather than dropped unseen.
 func anthToChat(req *anthRequest, marker string) (*chatRequest, error) {
 	out := &chatRequest{AllowEmpty: true, AddGenerationPrompt: true, N: 1, Model: req.Model,
 		ToolChoice: chat.ToolChoice{Mode: "auto"}, Messages: []chat.Message{}}
@@ -142,11 +209,14 @@ func anthToChat(req *anthRequest, marker string) (*chatRequest, error) {
 			}
 			for _, b := range blocks {
 				if b.Type == "text" {
-					sys += b.Text
+					sys += anthBillingHeader(b.Text)
 				}
 			}
 		default:
 			return nil, badRequest(`"system" must be a string or an array of text blocks`)
+		}
+		if jsonKind(req.System) == 's' {
+			sys = anthBillingHeader(sys)
 		}
 		out.Messages = append(out.Messages, chat.Message{Role: chat.RoleSystem, Content: sys})
 	}
@@ -154,8 +224,12 @@ func anthToChat(req *anthRequest, marker string) (*chatRequest, error) {
 		return nil, badRequest(`"messages" is required`)
 	}
 	for i, m := range req.Messages {
-		if m.Role != "user" && m.Role != "assistant" {
-			return nil, badRequest("messages[%d].role must be user or assistant, not %q", i, m.Role)
+		switch m.Role {
+		case chat.RoleUser, chat.RoleAssistant, chat.RoleSystem, chat.RoleDeveloper, chat.RoleTool:
+		case "":
+			return nil, badRequest("messages[%d] has no role", i)
+		default:
+			return nil, badRequest("messages[%d] has an unknown role %q (want user, assistant, system, developer or tool)", i, m.Role)
 		}
 		switch jsonKind(m.Content) {
 		case 's':
@@ -210,8 +284,11 @@ func anthToChat(req *anthRequest, marker string) (*chatRequest, error) {
 				parts = append(parts, textOrImage{image: true, url: url})
 			case "document":
 				return nil, badRequest("messages[%d].content[%d]: %s blocks are not supported by this model", i, j, b.Type)
+			case "":
+				return nil, badRequest("messages[%d].content[%d] has no type", i, j)
 			default:
-				return nil, badRequest("messages[%d].content[%d]: unknown content block type %q", i, j, b.Type)
+				// server_tool_use, web_search_tool_result, search_result,
+				// container_upload...: nothing a local template can show.
 			}
 		}
 		if len(parts) > 0 || len(calls) > 0 || reasoning != "" {
@@ -225,10 +302,15 @@ func anthToChat(req *anthRequest, marker string) (*chatRequest, error) {
 					return nil, err
 				}
 			} else {
-				// Text parts alone are joined into one string, which
-				// every template reads (some would print a list of parts).
-				for _, p := range parts {
+				// The text blocks are the message's parts, as llama-server
+				// passes them: a template that reads a string sees them
+				// joined with newlines, one that reads parts sees the list.
+				for k, p := range parts {
+					if k > 0 {
+						msg.Content += "\n"
+					}
 					msg.Content += p.text
+					msg.Parts = append(msg.Parts, chat.ContentPart{Type: "text", Text: p.text})
 				}
 			}
 			for j, c := range calls {
@@ -242,6 +324,8 @@ func anthToChat(req *anthRequest, marker string) (*chatRequest, error) {
 		out.Messages = append(out.Messages, results...)
 	}
 	for i, t := range req.Tools {
+		// A tool's type and defer_loading change nothing here: every
+		// tool is a function for the template.
 		if t.Name == "" {
 			return nil, badRequest("tools[%d] has no name", i)
 		}
@@ -267,19 +351,24 @@ func anthToChat(req *anthRequest, marker string) (*chatRequest, error) {
 		case "none":
 			out.ToolChoice.Mode = "none"
 		default:
-			return nil, badRequest("unknown tool_choice type %q", tc.Type)
+			// A newer kind is left to the model, as llama-server leaves it.
+		}
+		if tc.DisableParallelToolUse {
+			one := false
+			out.Parallel = &one
 		}
 	}
 	if len(req.StopSequences) > 0 {
 		out.Gen.Set = append(out.Gen.Set, genValue{Name: "stop", Strs: req.StopSequences})
 	}
-	if req.MaxTokens == nil {
-		return nil, badRequest(`"max_tokens" is required`)
+	maxTokens := anthDefaultMaxTokens
+	if req.MaxTokens != nil {
+		maxTokens = *req.MaxTokens
 	}
-	if *req.MaxTokens < 1 {
+	if maxTokens < 1 {
 		return nil, badRequest(`"max_tokens" must be at least 1`)
 	}
-	out.Gen.Set = append(out.Gen.Set, genValue{Name: "max_tokens", Int: int64(*req.MaxTokens)})
+	out.Gen.Set = append(out.Gen.Set, genValue{Name: "max_tokens", Int: int64(maxTokens)})
 	if req.Temperature != nil {
 		out.Gen.Set = append(out.Gen.Set, genValue{Name: "temperature", Float: *req.Temperature})
 	}
@@ -297,10 +386,29 @@ func anthToChat(req *anthRequest, marker string) (*chatRequest, error) {
 		switch th.Type {
 		case "enabled":
 			kwargs["enable_thinking"] = true
+			budget := anthDefaultThinkingBudget
+			if th.BudgetTokens != nil {
+				budget = *th.BudgetTokens
+			}
+			if budget < 0 {
+				return nil, badRequest(`"thinking.budget_tokens" must not be negative`)
+			}
+			out.Gen.Fields = reqFields{"thinking_budget_tokens": json.RawMessage(strconv.Itoa(budget))}
 		case "disabled":
 			kwargs["enable_thinking"] = false
 		default:
-			return nil, badRequest(`"thinking.type" must be "enabled" or "disabled"`)
+			// "adaptive" (and any newer kind): the template's default.
+		}
+	}
+	if oc := req.OutputConfig; oc != nil && oc.Format != nil {
+		switch oc.Format.Type {
+		case "json_schema":
+			if jsonKind(oc.Format.Schema) != 'o' {
+				return nil, badRequest(`"output_config.format.schema" must be a JSON Schema object`)
+			}
+			out.Schema = compactJSON(oc.Format.Schema)
+		default:
+			return nil, badRequest(`"output_config.format.type" must be "json_schema"`)
 		}
 	}
 	if len(kwargs) > 0 {
@@ -310,6 +418,27 @@ func anthToChat(req *anthRequest, marker string) (*chatRequest, error) {
 		return nil, badRequest(`"tool_choice" %q needs "tools"`, out.ToolChoice.Mode)
 	}
 	return out, nil
+}
+
+// anthBillingHeader returns a system text with the cch stamp of Claude
+// Code's x-anthropic-billing-header line made constant, as llama-server
+// makes it: the stamp changes with every request and would keep the prompt
+// cache from reaching past it. Any other text is returned as it is.
+func anthBillingHeader(text string) string {
+	const prefix = "x-anthropic-billing-header:"
+	if !strings.HasPrefix(text, prefix) {
+		return text
+	}
+	at := strings.Index(text[len(prefix):], "cch=")
+	if at < 0 {
+		return text
+	}
+	start := len(prefix) + at + len("cch=")
+	const stamp = 5
+	if start+stamp >= len(text) || text[start+stamp] != ';' {
+		return text
+	}
+	return text[:start] + strings.Repeat("f", stamp) + text[start+stamp:]
 }
 
 // anthResultText flattens a tool_result's content (a string or text

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/x/llama/engine"
@@ -43,21 +44,37 @@ type respPart struct {
 
 // respOwnFields are the Responses fields respToChat converts (or that have
 // no chat equivalent); the others are chat completion fields, read as the
-// chat endpoint reads them.
+// chat endpoint reads them (parallel_tool_calls, stream_options, tool_choice
+// and the sampling fields among them). Of the fields agent clients send,
+// these change nothing here and are ignored, as llama-server ignores them:
+// store (nothing is stored: every request carries its whole conversation),
+// include (reasoning.encrypted_content and the like: the reasoning is sent
+// as text), prompt_cache_key (the prompt cache reuses any common prefix),
+// client_metadata, service_tier and text.verbosity.
 var respOwnFields = []string{"input", "instructions", "tools", "max_output_tokens", "reasoning", "previous_response_id",
-	"text", "store", "include", "truncation", "metadata", "user", "messages"}
+	"text", "store", "include", "truncation", "metadata", "user", "messages",
+	"prompt_cache_key", "client_metadata", "service_tier", "safety_identifier", "background", "conversation"}
 
-// respTool is a tool of a Responses request: a function is described flat
-// ({"type": "function", "name", "description", "parameters"}).
+// respTool is a tool of a Responses request. A function is described flat
+// ({"type": "function", "name", "description", "parameters"}); the other
+// kinds agent clients send (custom tools with a grammar, namespaces of
+// functions, web_search, local_shell, file_search, mcp...) have no chat
+// completion equivalent and are left out, as llama-server leaves them out.
 type respTool struct {
+	Type        string          `json:"type"`
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
+	Strict      *bool           `json:"strict"`
 }
 
-// optString decodes an optional JSON string (absent or null leave dst).
-func optString(raw json.RawMessage, dst *string) bool {
-	return len(raw) == 0 || isNull(raw) || json.Unmarshal(raw, dst) == nil
+// respReasoning is the reasoning option: effort becomes reasoning_effort;
+// summary (auto, concise, detailed) asks for summaries of the reasoning,
+// which is sent whole instead.
+type respReasoning struct {
+	Effort          string `json:"effort"`
+	Summary         string `json:"summary"`
+	GenerateSummary string `json:"generate_summary"`
 }
 
 // respToChat converts a Responses request body to the internal chat
@@ -111,18 +128,13 @@ func respToChat(f reqFields, marker string) (*chatRequest, reqFields, error) {
 		return nil, nil, badRequest(`"input" must be a string or an array of input items`)
 	}
 	if f.has("tools") {
-		var tools []map[string]json.RawMessage
-		if err := f.decode("tools", &tools, "an array of tools"); err != nil {
+		var tools []respTool
+		if err := f.decode("tools", &tools, "an array of function tools"); err != nil {
 			return nil, nil, err
 		}
-		for _, raw := range tools {
-			var typ string
-			if json.Unmarshal(raw["type"], &typ) != nil || typ != "function" {
+		for _, t := range tools {
+			if t.Type != "function" {
 				continue // other tool kinds have no chat equivalent
-			}
-			t := respTool{Parameters: raw["parameters"]}
-			if !optString(raw["name"], &t.Name) || !optString(raw["description"], &t.Description) {
-				return nil, nil, badRequest(`"tools" must be an array of function tools`)
 			}
 			i := len(req.Tools)
 			if t.Name == "" {
@@ -157,9 +169,7 @@ func respToChat(f reqFields, marker string) (*chatRequest, reqFields, error) {
 		req.Gen.Set = append(req.Gen.Set, genValue{Name: "max_tokens", Int: n})
 	}
 	if f.kind("reasoning") == 'o' {
-		var r struct {
-			Effort string `json:"effort"`
-		}
+		var r respReasoning
 		if err := f.decode("reasoning", &r, `an object like {"effort": "low"}`); err != nil {
 			return nil, nil, err
 		}
@@ -171,6 +181,19 @@ func respToChat(f reqFields, marker string) (*chatRequest, reqFields, error) {
 	return req, rest, nil
 }
 
+// joinParts is the text of parts joined with newlines, as templates that
+// read a string see them.
+func joinParts(parts []chat.ContentPart) string {
+	var sb strings.Builder
+	for i, p := range parts {
+		if i > 0 {
+			sb.WriteByte('\n')
+		}
+		sb.WriteString(p.Text)
+	}
+	return sb.String()
+}
+
 // respItemToChat appends the chat form of one input item to req's
 // messages. Assistant output (messages, function calls, reasoning)
 // following an assistant message is merged into it.
@@ -179,20 +202,23 @@ func respItemToChat(req *chatRequest, i int, it respInputItem, marker string) er
 	if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == chat.RoleAssistant {
 		last = &req.Messages[n-1]
 	}
-	text := func(allowed ...string) (string, error) {
+	// text returns a content as a string, or as the text parts of an
+	// array (which templates see joined with newlines, as llama-server
+	// passes them).
+	text := func(allowed ...string) (string, []chat.ContentPart, error) {
 		if jsonKind(it.Content) == 's' {
 			var s string
 			_ = json.Unmarshal(it.Content, &s)
-			return s, nil
+			return s, nil, nil
 		}
 		if jsonKind(it.Content) != 'a' {
-			return "", badRequest("input[%d].content must be a string or an array of parts", i)
+			return "", nil, badRequest("input[%d].content must be a string or an array of parts", i)
 		}
 		var parts []respPart
 		if err := json.Unmarshal(it.Content, &parts); err != nil {
-			return "", badRequest("input[%d].content: %v", i, err)
+			return "", nil, badRequest("input[%d].content: %v", i, err)
 		}
-		s := ""
+		var out []chat.ContentPart
 		for j, p := range parts {
 			ok := false
 			for _, a := range allowed {
@@ -200,16 +226,16 @@ func respItemToChat(req *chatRequest, i int, it respInputItem, marker string) er
 			}
 			switch {
 			case !ok:
-				return "", badRequest("input[%d].content[%d]: unsupported part type %q", i, j, p.Type)
+				return "", nil, badRequest("input[%d].content[%d]: unsupported part type %q", i, j, p.Type)
 			case p.Type == "refusal" && p.Refusal != nil:
-				s += *p.Refusal
+				out = append(out, chat.ContentPart{Type: "text", Text: *p.Refusal})
 			case p.Text == nil:
-				return "", badRequest("input[%d].content[%d] needs text", i, j)
+				return "", nil, badRequest("input[%d].content[%d] needs text", i, j)
 			default:
-				s += *p.Text
+				out = append(out, chat.ContentPart{Type: "text", Text: *p.Text})
 			}
 		}
-		return s, nil
+		return joinParts(out), out, nil
 	}
 	add := func(m chat.Message) error {
 		req.Messages = append(req.Messages, m)
@@ -230,10 +256,10 @@ func respItemToChat(req *chatRequest, i int, it respInputItem, marker string) er
 		if it.CallID == "" {
 			return badRequest("input[%d]: a function_call_output needs call_id", i)
 		}
-		var out string
+		m := chat.Message{Role: chat.RoleTool, ToolCallID: it.CallID}
 		switch jsonKind(it.Output) {
 		case 's':
-			_ = json.Unmarshal(it.Output, &out)
+			_ = json.Unmarshal(it.Output, &m.Content)
 		case 'a':
 			var parts []respPart
 			if err := json.Unmarshal(it.Output, &parts); err != nil {
@@ -243,12 +269,13 @@ func respItemToChat(req *chatRequest, i int, it respInputItem, marker string) er
 				if p.Type != "input_text" || p.Text == nil {
 					return badRequest("input[%d].output: parts must be input_text", i)
 				}
-				out += *p.Text
+				m.Parts = append(m.Parts, chat.ContentPart{Type: "text", Text: *p.Text})
 			}
+			m.Content = joinParts(m.Parts)
 		default:
 			return badRequest("input[%d]: a function_call_output needs output", i)
 		}
-		return add(chat.Message{Role: chat.RoleTool, ToolCallID: it.CallID, Content: out})
+		return add(m)
 	case it.Type == "reasoning":
 		var parts []respPart
 		_ = json.Unmarshal(it.Content, &parts)
@@ -264,15 +291,23 @@ func respItemToChat(req *chatRequest, i int, it respInputItem, marker string) er
 		}
 		return add(chat.Message{Role: chat.RoleAssistant, ReasoningContent: r})
 	case it.Role == "assistant" && (it.Type == "message" || it.Type == ""):
-		s, err := text("output_text", "input_text", "refusal")
+		s, parts, err := text("output_text", "input_text", "refusal")
 		if err != nil {
 			return err
 		}
+		if parts == nil && s != "" {
+			parts = []chat.ContentPart{{Type: "text", Text: s}}
+		}
 		if last != nil {
-			last.Content += s
+			// Merged into the previous assistant message's parts.
+			if len(last.Parts) == 0 && last.Content != "" {
+				last.Parts = []chat.ContentPart{{Type: "text", Text: last.Content}}
+			}
+			last.Parts = append(last.Parts, parts...)
+			last.Content = joinParts(last.Parts)
 			return nil
 		}
-		return add(chat.Message{Role: chat.RoleAssistant, Content: s})
+		return add(chat.Message{Role: chat.RoleAssistant, Content: s, Parts: parts})
 	case (it.Role == "user" || it.Role == "system" || it.Role == "developer") && (it.Type == "message" || it.Type == ""):
 		if parts, err := respMediaParts(i, it.Content); err != nil || parts != nil {
 			if err != nil {
@@ -284,11 +319,11 @@ func respItemToChat(req *chatRequest, i int, it respInputItem, marker string) er
 			}
 			return add(m)
 		}
-		s, err := text("input_text")
+		s, parts, err := text("input_text")
 		if err != nil {
 			return err
 		}
-		return add(chat.Message{Role: it.Role, Content: s})
+		return add(chat.Message{Role: it.Role, Content: s, Parts: parts})
 	}
 	return badRequest("input[%d]: cannot determine the type of the item (type %q, role %q)", i, it.Type, it.Role)
 }
