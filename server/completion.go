@@ -149,8 +149,6 @@ func parseCompletionRequest(f reqFields, inst *instance) (*genRequest, error) {
 		return nil, err
 	}
 	t.ReturnProgress = t.ReturnProgress && opt.Stream
-	// A whole answer is read at its end: the loop need not wake the reader per token.
-	t.WakeAtEnd = !opt.Stream
 	if jsonKind(f["prompt"]) == 'o' {
 		// {"prompt_string", "multimodal_data"}: see multimodal.go.
 		toks, err := inst.completionMediaPrompt(f["prompt"], t)

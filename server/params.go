@@ -368,6 +368,8 @@ func (inst *instance) generation(g genInput, defaultNPredict int) (*engine.Reque
 		return nil, opt, err
 	}
 	t.ReturnProgress = progress && opt.Stream
+	// A whole answer is read at its end: the loop need not wake the reader per token.
+	t.WakeAtEnd = !opt.Stream
 	if f.has("response_fields") {
 		if err := f.decode("response_fields", &opt.ResponseFields, "an array of strings"); err != nil {
 			return nil, opt, err
