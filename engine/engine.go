@@ -747,7 +747,8 @@ func (e *Engine) Metrics() Metrics {
 	}
 	m.AdaptersChanged = e.loraChanged
 	if !e.idleSince.IsZero() {
-		m.Steps.Phase[PhaseIdle] += time.Since(e.idleSince)
+		m.Steps.Waiting = time.Since(e.idleSince)
+		m.Steps.Phase[PhaseIdle] += m.Steps.Waiting
 	}
 	return m
 }

@@ -62,6 +62,12 @@ func (p StepPhase) String() string {
 type StepTimes struct {
 	Steps int64
 	Phase [NumStepPhases]time.Duration
+	// Waiting is the part of Phase[PhaseIdle] that is the idle wait in
+	// progress when the snapshot was taken (zero while the engine works).
+	// Phase[PhaseIdle]-Waiting is the same in every snapshot of one idle
+	// spell: a counter that must not move while nothing happens (a
+	// sleeping server's metrics) reports that.
+	Waiting time.Duration
 }
 
 // Total is the sum of the phases: the loop's time since New, as of the
@@ -80,6 +86,7 @@ func (t StepTimes) Sub(u StepTimes) StepTimes {
 	for i := range t.Phase {
 		t.Phase[i] -= u.Phase[i]
 	}
+	t.Waiting -= u.Waiting
 	return t
 }
 
@@ -90,6 +97,7 @@ func (t StepTimes) Add(u StepTimes) StepTimes {
 	for i := range t.Phase {
 		t.Phase[i] += u.Phase[i]
 	}
+	t.Waiting += u.Waiting
 	return t
 }
 

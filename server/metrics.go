@@ -99,6 +99,10 @@ func metricsText(m, prev engine.Metrics) string {
 func writeStepSeconds(sb *strings.Builder, st engine.StepTimes) {
 	const name = "llamacpp:step_seconds_total"
 	fmt.Fprintf(sb, "# HELP %s Time of the engine loop by phase (idle, gather, start, batch, decode_submit, decode_wait, sample, emit, other).\n# TYPE %s counter\n", name, name)
+	// The idle wait in progress is counted once it ends: the counters stay
+	// still while nothing happens, and a sleeping server's snapshot matches
+	// the last scrape before it slept, as llama-server's does.
+	st.Phase[engine.PhaseIdle] -= st.Waiting
 	for p, d := range st.Phase {
 		fmt.Fprintf(sb, "%s{phase=%q} %s\n", name, engine.StepPhase(p).String(), strconv.FormatFloat(d.Seconds(), 'g', -1, 64))
 	}

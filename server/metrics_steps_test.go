@@ -1,6 +1,7 @@
 package server
 
 import (
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -41,6 +42,42 @@ func TestMetricsStepSeconds(t *testing.T) {
 	assert.LessOrEqual(t, sum, time.Since(start).Seconds())
 }
 
+// TestMetricsStepSecondsStillWhileIdle: while nothing happens the series do
+// not move (a sleeping server serves the last awake scrape, and
+// llama.cpp's test_sleep holds it to that).
+func TestMetricsStepSecondsStillWhileIdle(t *testing.T) {
+	_, ts := newTestServer(t, Options{Engine: engine.Options{Parallel: 1, NoPromptCache: true}})
+	code, out := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": "Once upon a time", "n_predict": 4})
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	steps := func() string {
+		resp, err := http.Get(ts.URL + "/metrics")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		var lines []string
+		for l := range strings.Lines(string(data)) {
+			if strings.HasPrefix(l, "llamacpp:step_seconds_total{") {
+				lines = append(lines, l)
+			}
+		}
+		require.Len(t, lines, int(engine.NumStepPhases))
+		return strings.Join(lines, "")
+	}
+	// Once the engine has parked after the answer, two scrapes in a row
+	// read the same counters, and so does every later one.
+	last := ""
+	require.Eventually(t, func() bool {
+		s := steps()
+		same := s == last
+		last = s
+		return same
+	}, 5*time.Second, 20*time.Millisecond)
+	for range 3 {
+		assert.Equal(t, last, steps())
+	}
+}
+
 // TestWriteStepSeconds: the series of a snapshot, in Prometheus text.
 func TestWriteStepSeconds(t *testing.T) {
 	for _, tc := range []struct {
@@ -56,6 +93,12 @@ func TestWriteStepSeconds(t *testing.T) {
 			st.Phase[engine.PhaseEmit] = 250 * time.Microsecond
 			return st
 		}(), map[string]string{"decode_wait": "1.5", "emit": "0.00025", "idle": "0"}},
+		{"an idle wait in progress is not counted yet", func() engine.StepTimes {
+			var st engine.StepTimes
+			st.Phase[engine.PhaseIdle] = 2500 * time.Millisecond
+			st.Waiting = 500 * time.Millisecond
+			return st
+		}(), map[string]string{"idle": "2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var sb strings.Builder
