@@ -189,9 +189,8 @@ const (
 	anthropicErrors
 	// toolErrors is the shape of POST /tools, which llama-server sends
 	// unwrapped: {"code":...,"message":...,"type":...}, the code being
-	// the HTTP status, except for llama-server's answer to an unknown
-	// tool: a 404 whose code is its type's (400 for
-	// invalid_request_error), kept as llama-server sends it.
+	// the HTTP status, always (llama-server answers an unknown tool with
+	// a 404 whose code is 400; ours says 404 in both).
 	toolErrors
 )
 
@@ -211,11 +210,7 @@ func (d dialect) render(err error) (int, any) {
 		return he.Status, anthErrorBody{Type: "error", Error: anthErrorInfo{Type: anthErrorType(he.Type, he.Status), Message: he.Msg}}
 	case toolErrors:
 		if !he.NoCode {
-			code := he.Status
-			if he.Status == http.StatusNotFound {
-				code = errorStatus(he.Type)
-			}
-			return he.Status, he.detail(code)
+			return he.Status, he.detail(he.Status)
 		}
 	}
 	return he.Status, errorBody{he.detail(he.Status)}

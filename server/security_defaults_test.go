@@ -387,9 +387,8 @@ func TestSecurityFIFOUnderPaths(t *testing.T) {
 }
 
 // TestSecurityErrorCodes checks item 10: an error body's "code" is its
-// HTTP status, the 415 of POST /tools included (it said 400); the
-// unknown tool keeps llama-server's 404 with code 400 (in the tools
-// code).
+// HTTP status, the 415 of POST /tools included (it said 400), and the 404
+// of an unknown tool (llama-server's says 400 there).
 func TestSecurityErrorCodes(t *testing.T) {
 	_, ts := newTestServer(t, Options{Tools: ToolsOptions{Enabled: []string{"get_info"}}})
 	resp, data := webRequest(t, "POST", ts.URL+"/tools", `{"tool":"get_info","params":{}}`, map[string]string{"Content-Type": "text/plain"})
@@ -405,7 +404,7 @@ func TestSecurityErrorCodes(t *testing.T) {
 		{&httpError{Status: 415, Type: errInvalidRequest, Msg: "x"}, 415},
 		{&httpError{Status: 413, Type: errInvalidRequest, Msg: "x"}, 413},
 		{apiError(errPermission, "x"), 403},
-		{&httpError{Status: 404, Type: errInvalidRequest, Msg: "unknown tool"}, 400},
+		{&httpError{Status: 404, Type: errInvalidRequest, Msg: "unknown tool"}, 404},
 	} {
 		for _, d := range []dialect{llamaErrors, toolErrors} {
 			status, body := d.render(tc.err)
