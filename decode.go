@@ -61,38 +61,21 @@ func (c *Context) decodeLocked(ctx context.Context, b *Batch) error {
 	if err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return &Error{Code: CodeCanceled, Op: "decode", Err: err}
-	}
-	restore, err := c.pinFor("decode", b.n)
+	run, err := c.beginCompute(ctx, "decode", b.n)
 	if err != nil {
 		return err
 	}
-	var stop func() bool
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, c.setAbort)
-	}
-	c.idle = false
 	var rc int32
 	if len(c.model.rpcServers) == 0 {
 		rc = capi.Decode(c.ptr, b.c())
-	} else if rc, err = c.rpcCompute("decode", capi.Decode, b); err != nil {
-		restore()
-		if stop != nil {
-			stop()
-		}
+	} else {
+		rc, err = c.rpcCompute("decode", capi.Decode, b)
+	}
+	c.endCompute(run)
+	runtime.KeepAlive(b)
+	if err != nil {
 		return err
 	}
-	restore()
-	if stop != nil && !stop() {
-		// The abort func has started; wait until it has set the flag so
-		// that clearing it below cannot be undone by it.
-		for c.abort.Load() == 0 {
-			runtime.Gosched()
-		}
-	}
-	c.abort.Store(0)
-	runtime.KeepAlive(b)
 	switch rc {
 	case 0:
 		copy(c.outputs, b.output[:b.n])
@@ -119,6 +102,58 @@ func (c *Context) decodeLocked(ctx context.Context, b *Batch) error {
 		c.rollback(b)
 		return errorf(CodeDecode, "decode", "llama.cpp failed with code %d", rc)
 	}
+}
+
+// computeRun is what beginCompute set up around one C computation, for
+// endCompute to undo.
+type computeRun struct {
+	restore func()      // puts the calling thread back where it was
+	stop    func() bool // unhooks ctx from the abort flag; nil for a ctx never done
+}
+
+// beginCompute prepares one C computation of op on the context
+// (llama_decode, llama_encode, or libmtmd's evaluation of a chunk), the
+// caller holding the context (lock or lockMu): a done ctx returns an error
+// matching ErrCanceled before anything starts; the calling thread is
+// placed as the ThreadPool options ask for a batch of n tokens (n = 0:
+// left where it is); the end of ctx is wired to the abort flag that
+// llama.cpp's abort callback reads, so the computation stops at its next
+// check; and the threads are marked awake. Every beginCompute that returns
+// no error is followed by endCompute once the computation has returned,
+// whatever it returned, before the caller reads the flag or the outputs.
+func (c *Context) beginCompute(ctx context.Context, op string, n int) (computeRun, error) {
+	if err := ctx.Err(); err != nil {
+		return computeRun{}, &Error{Code: CodeCanceled, Op: op, Err: err}
+	}
+	r := computeRun{restore: func() {}}
+	if n > 0 {
+		restore, err := c.pinFor(op, n)
+		if err != nil {
+			return computeRun{}, err
+		}
+		r.restore = restore
+	}
+	if ctx.Done() != nil {
+		r.stop = context.AfterFunc(ctx, c.setAbort)
+	}
+	c.idle = false
+	return r, nil
+}
+
+// endCompute undoes what beginCompute set up and reports whether the
+// abort flag was set during the computation (its ctx ended, or Close asked
+// it to stop). It clears the flag, so that the next computation starts
+// unaborted.
+func (c *Context) endCompute(r computeRun) (aborted bool) {
+	r.restore()
+	if r.stop != nil && !r.stop() {
+		// The abort func has started; wait until it has set the flag so
+		// that clearing it below cannot be undone by it.
+		for c.abort.Load() == 0 {
+			runtime.Gosched()
+		}
+	}
+	return c.abort.Swap(0) != 0
 }
 
 // rollback removes from memory what an interrupted decode of b kept.
@@ -165,36 +200,21 @@ func (c *Context) encode(ctx context.Context, b *Batch) error {
 	if err := c.check("encode", b, c.nUBatch); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return &Error{Code: CodeCanceled, Op: "encode", Err: err}
-	}
-	restore, err := c.pinFor("encode", b.n)
+	run, err := c.beginCompute(ctx, "encode", b.n)
 	if err != nil {
 		return err
 	}
-	var stop func() bool
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, c.setAbort)
-	}
-	c.idle = false
 	var rc int32
 	if len(c.model.rpcServers) == 0 {
 		rc = capi.Encode(c.ptr, b.c())
-	} else if rc, err = c.rpcCompute("encode", capi.Encode, b); err != nil {
-		restore()
-		if stop != nil {
-			stop()
-		}
+	} else {
+		rc, err = c.rpcCompute("encode", capi.Encode, b)
+	}
+	aborted := c.endCompute(run)
+	runtime.KeepAlive(b)
+	if err != nil {
 		return err
 	}
-	restore()
-	if stop != nil && !stop() {
-		for c.abort.Load() == 0 {
-			runtime.Gosched()
-		}
-	}
-	aborted := c.abort.Swap(0) != 0
-	runtime.KeepAlive(b)
 	if rc != 0 {
 		if c.closing.Load() {
 			return c.closedErr("encode")
