@@ -324,14 +324,40 @@ func TestCancel(t *testing.T) {
 	assert.Equal(t, [2]int{-1, -1}, [2]int{lo, hi})
 }
 
+// TestCancelBusy: a call on the context while a chunk evaluates
+// finds it held (ErrBusy, the guard of Context.Decode), and the first,
+// cancelled during its work, ends with ErrCanceled; then the context works.
+func TestCancelBusy(t *testing.T) {
+	f := newFixture(t)
+	img, err := f.proj.NewMedia(pngOf(t, "red", 16, 16), mtmd.MediaOptions{})
+	require.NoError(t, err)
+	defer img.Close()
+	prompt := "Once upon a time " + f.proj.Marker() + " there"
+	prepare := func(ctx context.Context) error {
+		_, err := mtmd.Prepare(ctx, f.lctx, f.proj, prompt, []*mtmd.Media{img}, llama.GenerateOptions{})
+		return err
+	}
+	var nested error
+	ctx := newDecodeStarted()
+	// Not Prepare again: it would wait for the projector, which the first
+	// call holds.
+	ctx.onStart = func() { nested = f.lctx.Memory().Clear() }
+	err = prepare(ctx)
+	assert.ErrorIs(t, err, llama.ErrCanceled)
+	assert.ErrorIs(t, nested, llama.ErrBusy)
+	require.NoError(t, prepare(context.Background()))
+}
+
 // decodeStarted is a context.Context that is live when first checked and
-// done from the moment a decode arms its abort (asks for Done).
+// done from the moment a decode arms its abort (asks for Done), calling
+// onStart, when set, at that moment.
 type decodeStarted struct {
 	context.Context
-	once sync.Once
-	done chan struct{}
-	mu   sync.Mutex
-	err  error
+	onStart func()
+	once    sync.Once
+	done    chan struct{}
+	mu      sync.Mutex
+	err     error
 }
 
 func newDecodeStarted() *decodeStarted {
@@ -340,6 +366,9 @@ func newDecodeStarted() *decodeStarted {
 
 func (c *decodeStarted) Done() <-chan struct{} {
 	c.once.Do(func() {
+		if c.onStart != nil {
+			c.onStart()
+		}
 		c.mu.Lock()
 		c.err = context.Canceled
 		c.mu.Unlock()
