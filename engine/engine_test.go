@@ -16,6 +16,7 @@ import (
 	"github.com/x/llama"
 	"github.com/x/llama/internal/gguf/gguftest"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 	"github.com/x/llama/sampling"
 )
 
@@ -27,21 +28,9 @@ func engModelPath(t testing.TB) string {
 	return testenv.Model(t, "stories260K.gguf")
 }
 
-var (
-	engineModelOnce sync.Once
-	engineModel     *llama.Model
-	engineModelErr  error
-)
-
 func engStoriesModel(t testing.TB) *llama.Model {
-	p := engModelPath(t)
-	engineModelOnce.Do(func() {
-		engineModel, engineModelErr = llama.LoadModel(context.Background(), p, llama.ModelOptions{CPUOnly: true})
-	})
-	if engineModelErr != nil {
-		t.Fatal(engineModelErr)
-	}
-	return engineModel
+	t.Helper()
+	return modeltest.Shared(t, "stories260K.gguf", true)
 }
 
 func newEngTestEngine(t testing.TB, o Options) (*llama.Model, *Engine) {
