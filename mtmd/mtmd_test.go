@@ -24,6 +24,7 @@ import (
 	"github.com/x/llama"
 	"github.com/x/llama/internal/gguf"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 	"github.com/x/llama/mtmd"
 )
 
@@ -44,9 +45,7 @@ func newFixtureWith(t *testing.T, audio bool) *fixture {
 	t.Helper()
 	testenv.MTMD(t)
 	ctx := context.Background()
-	model, err := llama.LoadModel(ctx, testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { model.Close() })
+	model := modeltest.Load(t, "stories260K.gguf", llama.ModelOptions{})
 	info, err := model.Info()
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "mmproj-tiny.gguf")
@@ -341,47 +340,16 @@ func TestCancelBusy(t *testing.T) {
 	ctx := newDecodeStarted()
 	// Not Prepare again: it would wait for the projector, which the first
 	// call holds.
-	ctx.onStart = func() { nested = f.lctx.Memory().Clear() }
+	ctx.OnStart = func() { nested = f.lctx.Memory().Clear() }
 	err = prepare(ctx)
 	assert.ErrorIs(t, err, llama.ErrCanceled)
 	assert.ErrorIs(t, nested, llama.ErrBusy)
 	require.NoError(t, prepare(context.Background()))
 }
 
-// decodeStarted is a context.Context that is live when first checked and
-// done from the moment a decode arms its abort (asks for Done), calling
-// onStart, when set, at that moment.
-type decodeStarted struct {
-	context.Context
-	onStart func()
-	once    sync.Once
-	done    chan struct{}
-	mu      sync.Mutex
-	err     error
-}
-
-func newDecodeStarted() *decodeStarted {
-	return &decodeStarted{Context: context.Background(), done: make(chan struct{})}
-}
-
-func (c *decodeStarted) Done() <-chan struct{} {
-	c.once.Do(func() {
-		if c.onStart != nil {
-			c.onStart()
-		}
-		c.mu.Lock()
-		c.err = context.Canceled
-		c.mu.Unlock()
-		close(c.done)
-	})
-	return c.done
-}
-
-func (c *decodeStarted) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
-}
+// newDecodeStarted returns a context.Context that is live when first
+// checked and done from the moment a decode arms its abort (asks for Done).
+func newDecodeStarted() *modeltest.DecodeStarted { return modeltest.NewDecodeStarted(true, nil) }
 
 func TestCloseAndOwnership(t *testing.T) {
 	f := newFixture(t)
@@ -403,9 +371,7 @@ func TestCloseAndOwnership(t *testing.T) {
 func TestLoadProjectorErrors(t *testing.T) {
 	testenv.MTMD(t)
 	ctx := context.Background()
-	model, err := llama.LoadModel(ctx, testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})
-	require.NoError(t, err)
-	defer model.Close()
+	model := modeltest.Load(t, "stories260K.gguf", llama.ModelOptions{})
 	dir := t.TempDir()
 	wrongSize := filepath.Join(dir, "wrong.gguf")
 	require.NoError(t, gguf.WriteTinyProjector(wrongSize, gguf.TinyProjectorOptions{TextEmbd: 48}))
@@ -569,9 +535,7 @@ func TestConcurrentUse(t *testing.T) {
 func BenchmarkEvalImage(b *testing.B) {
 	testenv.MTMD(b)
 	ctx := context.Background()
-	model, err := llama.LoadModel(ctx, testenv.Model(b, "stories260K.gguf"), llama.ModelOptions{})
-	require.NoError(b, err)
-	defer model.Close()
+	model := modeltest.Load(b, "stories260K.gguf", llama.ModelOptions{})
 	path := filepath.Join(b.TempDir(), "mmproj.gguf")
 	require.NoError(b, gguf.WriteTinyProjector(path, gguf.TinyProjectorOptions{TextEmbd: 64}))
 	proj, err := mtmd.LoadProjector(ctx, model, path, mtmd.ProjectorOptions{CPUOnly: true, Threads: 1})
