@@ -13,14 +13,13 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 )
 
 // greedy is prompt's greedy continuation of n tokens on a context of its own.
 func greedy(t *testing.T, model, prompt string, n int) string {
 	t.Helper()
-	m, err := llama.LoadModel(context.Background(), model, llama.ModelOptions{})
-	require.NoError(t, err)
-	defer m.Close()
+	m := modeltest.LoadPath(t, model, llama.ModelOptions{})
 	c, err := m.NewContext(llama.ContextOptions{ContextSize: 512, Threads: 1})
 	require.NoError(t, err)
 	defer c.Close()
