@@ -13,6 +13,7 @@ import (
 	"github.com/x/llama"
 	"github.com/x/llama/internal/gguf"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 	"github.com/x/llama/mtmd"
 )
 
@@ -24,9 +25,7 @@ func TestEvalOnDeadRPCWorker(t *testing.T) {
 	testenv.MTMD(t)
 	ctx := context.Background()
 	w := testenv.StartRPCWorker(t)
-	model, err := llama.LoadModel(ctx, testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{RPCServers: []string{w.Addr}})
-	require.NoError(t, err)
-	defer model.Close()
+	model := modeltest.Load(t, "stories260K.gguf", llama.ModelOptions{RPCServers: []string{w.Addr}})
 	info, err := model.Info()
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "mmproj-tiny.gguf")
