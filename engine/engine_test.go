@@ -672,9 +672,7 @@ type engMove struct{ from, to, n int }
 // tokens greedily.
 func engReuseReference(t *testing.T, m *llama.Model, cached, prompt []llama.Token, moves []engMove, kept, nGen int) []llama.Token {
 	t.Helper()
-	lctx, err := m.NewContext(llama.ContextOptions{ContextSize: 512, BatchSize: 2048, UBatchSize: 512, Sequences: 1, Threads: 1})
-	require.NoError(t, err)
-	defer lctx.Close()
+	lctx := modeltest.NewContext(t, m, llama.ContextOptions{ContextSize: 512, BatchSize: 2048, UBatchSize: 512, Sequences: 1, Threads: 1})
 	b := llama.NewBatch(2048, 1)
 	decode := func(toks []llama.Token, pos int) llama.Token {
 		b.Clear()
