@@ -57,9 +57,7 @@ func newFixtureWith(t *testing.T, audio bool) *fixture {
 	if audio {
 		n = 2048
 	}
-	lctx, err := model.NewContext(llama.ContextOptions{ContextSize: n, Threads: 1})
-	require.NoError(t, err)
-	t.Cleanup(func() { lctx.Close() })
+	lctx := modeltest.NewContext(t, model, llama.ContextOptions{ContextSize: n, Threads: 1})
 	return &fixture{model: model, proj: proj, lctx: lctx, path: path}
 }
 
