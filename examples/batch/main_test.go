@@ -20,9 +20,7 @@ import (
 func greedy(t *testing.T, model, prompt string, n int) string {
 	t.Helper()
 	m := modeltest.LoadPath(t, model, llama.ModelOptions{})
-	c, err := m.NewContext(llama.ContextOptions{ContextSize: 512, Threads: 1})
-	require.NoError(t, err)
-	defer c.Close()
+	c := modeltest.NewContext(t, m, llama.ContextOptions{ContextSize: 512, Threads: 1})
 	var sb strings.Builder
 	for p, err := range c.Generate(context.Background(), prompt, llama.GenerateOptions{MaxTokens: n}) {
 		require.NoError(t, err)
