@@ -2,7 +2,6 @@ package llama
 
 import (
 	"context"
-	"runtime"
 
 	"github.com/x/llama/internal/bridge"
 	"github.com/x/llama/internal/capi"
@@ -55,33 +54,23 @@ func (b *contextBridge) Run(ctx context.Context, op string, seq, from int, f fun
 	if err := c.seqOK(op, seq, false); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return &Error{Code: CodeCanceled, Op: op, Err: err}
+	// libmtmd evaluates on the calling thread where it stands (n = 0).
+	run, err := c.beginCompute(ctx, op, 0)
+	if err != nil {
+		return err
 	}
-	var stop func() bool
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, c.setAbort)
-	}
-	c.idle = false // f may decode (mtmd evaluates its chunks with llama_decode)
 	// f evaluates chunks with llama_decode and the projector: with RPC
 	// workers, under the guard, waiting for the result (see rpcCompute).
 	var rc int32
-	if err := c.model.rpcGuard(op, func() {
+	err = c.model.rpcGuard(op, func() {
 		if rc = f(uintptr(c.ptr)); rc == 0 && len(c.model.rpcServers) > 0 {
 			capi.Synchronize(c.ptr)
 		}
-	}); err != nil {
-		if stop != nil {
-			stop()
-		}
+	})
+	c.endCompute(run)
+	if err != nil {
 		return err
 	}
-	if stop != nil && !stop() {
-		for c.abort.Load() == 0 {
-			runtime.Gosched()
-		}
-	}
-	c.abort.Store(0)
 	// The outputs of the last decode are no longer known to this package.
 	c.nOut = 0
 	if rc == 0 {

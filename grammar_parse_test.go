@@ -16,6 +16,7 @@ import (
 	"github.com/x/llama"
 	"github.com/x/llama/internal/gbnf"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 )
 
 // grammarCase is a grammar and its start rule.
@@ -180,9 +181,7 @@ func libraryCanJudge(err error) bool {
 }
 
 func TestParseGrammarDifferential(t *testing.T) {
-	m, err := llama.LoadModel(context.Background(), testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { m.Close() })
+	m := modeltest.Load(t, "stories260K.gguf", llama.ModelOptions{})
 
 	// verdicts returns llama.cpp's verdict through the library, ours with
 	// the model's vocabulary for <name> tokens, and ParseGrammar's.

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama"
+	"github.com/x/llama/internal/testenv/modeltest"
 )
 
 // TestIdle: after Idle the context's worker thread sleeps instead of
@@ -30,9 +31,7 @@ func TestIdle(t *testing.T) {
 		{"no worker", 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := m.NewContext(llama.ContextOptions{ContextSize: 256, Threads: tc.threads, ThreadsBatch: tc.batch})
-			require.NoError(t, err)
-			defer c.Close()
+			c := modeltest.NewContext(t, m, llama.ContextOptions{ContextSize: 256, Threads: tc.threads, ThreadsBatch: tc.batch})
 			want := decode(c)
 			// Without Idle the worker polls for a while after the decode.
 			cpu0 := processCPU()

@@ -7,44 +7,24 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 )
 
 // The greedy continuation llama.cpp itself prints for stories260K.
 const storyPrefix = ", there was a little girl named Lily. She loved to play outside in the park."
 
-var (
-	storiesOnce  sync.Once
-	storiesModel *llama.Model
-	storiesErr   error
-)
-
 // stories returns the shared stories260K model (loaded once per test binary).
-func stories(t testing.TB) *llama.Model {
-	t.Helper()
-	path := testenv.Model(t, "stories260K.gguf")
-	storiesOnce.Do(func() {
-		storiesModel, storiesErr = llama.LoadModel(context.Background(), path, llama.ModelOptions{})
-	})
-	require.NoError(t, storiesErr)
-	return storiesModel
-}
+func stories(t testing.TB) *llama.Model { return modeltest.Shared(t, "stories260K.gguf", false) }
 
 func newCtx(t testing.TB, m *llama.Model, o llama.ContextOptions) *llama.Context {
 	t.Helper()
-	if o.Threads == 0 {
-		o.Threads = 1
-	}
-	c, err := m.NewContext(o)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
+	return modeltest.NewContext(t, m, o)
 }
 
 func generate(t testing.TB, c *llama.Context, prompt string, o llama.GenerateOptions) string {
@@ -132,9 +112,7 @@ func TestVocabConformance(t *testing.T) {
 	require.Len(t, files, 9, "nine vocabularies expected in %s", dir)
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			m, err := llama.LoadModel(context.Background(), f, llama.ModelOptions{VocabOnly: true})
-			require.NoError(t, err)
-			defer m.Close()
+			m := modeltest.LoadPath(t, f, llama.ModelOptions{VocabOnly: true})
 			inp, err := os.ReadFile(f + ".inp")
 			require.NoError(t, err)
 			out, err := os.ReadFile(f + ".out")
@@ -405,9 +383,7 @@ func TestStopStrings(t *testing.T) {
 // TestUTF8Pieces generates with the random-weight Llama 2 vocab, whose byte
 // tokens split characters, and checks that no piece is invalid UTF-8.
 func TestUTF8Pieces(t *testing.T) {
-	m, err := llama.LoadModel(context.Background(), testenv.Model(t, "llama-2-tiny-random.gguf"), llama.ModelOptions{})
-	require.NoError(t, err)
-	defer m.Close()
+	m := modeltest.Load(t, "llama-2-tiny-random.gguf", llama.ModelOptions{})
 	c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
 	s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.Dist(7))
 	require.NoError(t, err)

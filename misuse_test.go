@@ -10,17 +10,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
 	"github.com/x/llama/internal/gguf"
-	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 )
 
 // loadModel loads a model of the shared folder for this test alone
 // (closed at its end).
 func loadModel(t testing.TB, name string) *llama.Model {
 	t.Helper()
-	m, err := llama.LoadModel(context.Background(), testenv.Model(t, name), llama.ModelOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { m.Close() })
-	return m
+	return modeltest.Load(t, name, llama.ModelOptions{})
 }
 
 func loadStories(t *testing.T) *llama.Model { return loadModel(t, "stories260K.gguf") }

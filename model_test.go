@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 )
 
 func TestLoadProgressAndCancel(t *testing.T) {
@@ -28,10 +29,8 @@ func TestLoadProgressAndCancel(t *testing.T) {
 }
 
 func TestKVOverride(t *testing.T) {
-	m, err := llama.LoadModel(context.Background(), testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{
+	m := modeltest.Load(t, "stories260K.gguf", llama.ModelOptions{
 		KVOverrides: map[string]any{"llama.context_length": 1000, "general.name": "renamed"}})
-	require.NoError(t, err)
-	defer m.Close()
 	assert.Equal(t, 1000, m.TrainContext())
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 )
 
 // TestRealModelReadmeEmbeddings holds the README's embedding options against
@@ -21,9 +22,7 @@ import (
 // is an error (not a crash).
 func TestRealModelReadmeEmbeddings(t *testing.T) {
 	ctx := context.Background()
-	model, err := llama.LoadModel(ctx, testenv.RealModel(t, "all-minilm-l6-v2"), llama.ModelOptions{})
-	require.NoError(t, err)
-	defer model.Close()
+	model := modeltest.LoadPath(t, testenv.RealModel(t, "all-minilm-l6-v2"), llama.ModelOptions{})
 	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 30)
 	toks, err := model.Tokenize(long, llama.TokenizeOptions{AddSpecial: true})
 	require.NoError(t, err)

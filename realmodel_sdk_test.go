@@ -21,6 +21,7 @@ import (
 	"github.com/x/llama/chat"
 	"github.com/x/llama/engine"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 	"github.com/x/llama/server"
 )
 
@@ -47,9 +48,7 @@ func TestRealModelSDKMatchesServer(t *testing.T) {
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { ts.Close(); _ = srv.Close() })
 
-	model, err := llama.LoadModel(context.Background(), modelPath, llama.ModelOptions{CPUOnly: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { model.Close() })
+	model := modeltest.LoadPath(t, modelPath, llama.ModelOptions{CPUOnly: true})
 	sp := model.SpecialTokens()
 	bos, err := model.TokenPiece(sp.BOS, true)
 	require.NoError(t, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/x/llama"
 	"github.com/x/llama/internal/gguf"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 )
 
 // TestRPCSplitMatchesLocal loads stories260K split across two workers on
@@ -214,9 +215,7 @@ func TestRPCSharedWorker(t *testing.T) {
 	w := testenv.StartRPCWorker(t)
 	want, _, err := greedyText(t, path, llama.ModelOptions{CPUOnly: true})
 	require.NoError(t, err)
-	held, err := llama.LoadModel(context.Background(), path, llama.ModelOptions{RPCServers: []string{w.Addr}})
-	require.NoError(t, err)
-	defer held.Close()
+	modeltest.LoadPath(t, path, llama.ModelOptions{RPCServers: []string{w.Addr}}) // held while the others load
 	results := make(chan error, 3)
 	texts := make(chan string, 3)
 	for range 3 {
@@ -252,9 +251,7 @@ func testRPCDeadWorkerCalls(t *testing.T, path string, copts llama.ContextOption
 	for _, tc := range calls {
 		t.Run(tc.name, func(t *testing.T) {
 			w := testenv.StartRPCWorker(t)
-			m, err := llama.LoadModel(context.Background(), path, llama.ModelOptions{RPCServers: []string{w.Addr}})
-			require.NoError(t, err)
-			defer m.Close()
+			m := modeltest.LoadPath(t, path, llama.ModelOptions{RPCServers: []string{w.Addr}})
 			c, err := m.NewContext(copts)
 			require.NoError(t, err)
 			defer c.Close()

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
+	"github.com/x/llama/internal/testenv/modeltest"
 )
 
 // parallelStep decodes one batch of n sequences on a fresh context of
@@ -15,9 +16,7 @@ import (
 // the context and the batch index of each sequence's output.
 func parallelStep(t *testing.T, n int) (*llama.Model, *llama.Context, []int) {
 	m := tinyRandom(t)
-	c, err := m.NewContext(llama.ContextOptions{ContextSize: 64 * n, Sequences: n, Threads: 2})
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
+	c := modeltest.NewContext(t, m, llama.ContextOptions{ContextSize: 64 * n, Sequences: n, Threads: 2})
 	b := llama.NewBatch(16*n, 1)
 	var idx []int
 	for s := range n {

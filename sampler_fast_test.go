@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
 	"github.com/x/llama/internal/benchlimit"
+	"github.com/x/llama/internal/testenv/modeltest"
 	"github.com/x/llama/sampling"
 )
 
@@ -233,8 +234,5 @@ func BenchmarkSampleTopK(b *testing.B) {
 // loadModelPath loads the model at path for this test alone.
 func loadModelPath(t testing.TB, path string) *llama.Model {
 	t.Helper()
-	m, err := llama.LoadModel(context.Background(), path, llama.ModelOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { m.Close() })
-	return m
+	return modeltest.LoadPath(t, path, llama.ModelOptions{})
 }

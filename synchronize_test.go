@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama"
+	"github.com/x/llama/internal/testenv/modeltest"
 )
 
 // TestSynchronize: Synchronize before any decode, after one and twice
@@ -17,9 +18,7 @@ import (
 func TestSynchronize(t *testing.T) {
 	m := loadModel(t, "stories260K.gguf")
 	decode := promptDecoder(t, m)
-	ref, err := m.NewContext(llama.ContextOptions{ContextSize: 256, Threads: 1})
-	require.NoError(t, err)
-	defer ref.Close()
+	ref := modeltest.NewContext(t, m, llama.ContextOptions{ContextSize: 256, Threads: 1})
 	want := decode(ref)
 
 	c, err := m.NewContext(llama.ContextOptions{ContextSize: 256, Threads: 1})

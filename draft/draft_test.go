@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,43 +12,21 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/draft"
-	"github.com/x/llama/internal/testenv"
-)
-
-var (
-	storiesOnce  sync.Once
-	storiesModel *llama.Model
-	storiesErr   error
+	"github.com/x/llama/internal/testenv/modeltest"
 )
 
 // stories returns the shared stories260K model (loaded once per test binary).
-func stories(t testing.TB) *llama.Model {
-	t.Helper()
-	path := testenv.Model(t, "stories260K.gguf")
-	storiesOnce.Do(func() {
-		storiesModel, storiesErr = llama.LoadModel(context.Background(), path, llama.ModelOptions{})
-	})
-	require.NoError(t, storiesErr)
-	return storiesModel
-}
+func stories(t testing.TB) *llama.Model { return modeltest.Shared(t, "stories260K.gguf", false) }
 
 func newCtx(t testing.TB, m *llama.Model, o llama.ContextOptions) *llama.Context {
 	t.Helper()
-	if o.Threads == 0 {
-		o.Threads = 1
-	}
-	c, err := m.NewContext(o)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
+	return modeltest.NewContext(t, m, o)
 }
 
 func TestDraftCompatibility(t *testing.T) {
 	m := stories(t)
 	require.NoError(t, draft.CheckCompatible(m, m))
-	other, err := llama.LoadModel(context.Background(), testenv.Model(t, "llama-2-tiny-random.gguf"), llama.ModelOptions{VocabOnly: true})
-	require.NoError(t, err)
-	defer other.Close()
+	other := modeltest.Load(t, "llama-2-tiny-random.gguf", llama.ModelOptions{VocabOnly: true})
 	info, err := other.Info() // a vocabulary-only model has no layers: no abort
 	require.NoError(t, err)
 	assert.Equal(t, 0, info.Layers)

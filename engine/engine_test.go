@@ -16,6 +16,7 @@ import (
 	"github.com/x/llama"
 	"github.com/x/llama/internal/gguf/gguftest"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 	"github.com/x/llama/sampling"
 )
 
@@ -27,21 +28,9 @@ func engModelPath(t testing.TB) string {
 	return testenv.Model(t, "stories260K.gguf")
 }
 
-var (
-	engineModelOnce sync.Once
-	engineModel     *llama.Model
-	engineModelErr  error
-)
-
 func engStoriesModel(t testing.TB) *llama.Model {
-	p := engModelPath(t)
-	engineModelOnce.Do(func() {
-		engineModel, engineModelErr = llama.LoadModel(context.Background(), p, llama.ModelOptions{CPUOnly: true})
-	})
-	if engineModelErr != nil {
-		t.Fatal(engineModelErr)
-	}
-	return engineModel
+	t.Helper()
+	return modeltest.Shared(t, "stories260K.gguf", true)
 }
 
 func newEngTestEngine(t testing.TB, o Options) (*llama.Model, *Engine) {
@@ -683,9 +672,7 @@ type engMove struct{ from, to, n int }
 // tokens greedily.
 func engReuseReference(t *testing.T, m *llama.Model, cached, prompt []llama.Token, moves []engMove, kept, nGen int) []llama.Token {
 	t.Helper()
-	lctx, err := m.NewContext(llama.ContextOptions{ContextSize: 512, BatchSize: 2048, UBatchSize: 512, Sequences: 1, Threads: 1})
-	require.NoError(t, err)
-	defer lctx.Close()
+	lctx := modeltest.NewContext(t, m, llama.ContextOptions{ContextSize: 512, BatchSize: 2048, UBatchSize: 512, Sequences: 1, Threads: 1})
 	b := llama.NewBatch(2048, 1)
 	decode := func(toks []llama.Token, pos int) llama.Token {
 		b.Clear()

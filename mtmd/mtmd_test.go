@@ -24,6 +24,7 @@ import (
 	"github.com/x/llama"
 	"github.com/x/llama/internal/gguf"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 	"github.com/x/llama/mtmd"
 )
 
@@ -44,9 +45,7 @@ func newFixtureWith(t *testing.T, audio bool) *fixture {
 	t.Helper()
 	testenv.MTMD(t)
 	ctx := context.Background()
-	model, err := llama.LoadModel(ctx, testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { model.Close() })
+	model := modeltest.Load(t, "stories260K.gguf", llama.ModelOptions{})
 	info, err := model.Info()
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "mmproj-tiny.gguf")
@@ -58,9 +57,7 @@ func newFixtureWith(t *testing.T, audio bool) *fixture {
 	if audio {
 		n = 2048
 	}
-	lctx, err := model.NewContext(llama.ContextOptions{ContextSize: n, Threads: 1})
-	require.NoError(t, err)
-	t.Cleanup(func() { lctx.Close() })
+	lctx := modeltest.NewContext(t, model, llama.ContextOptions{ContextSize: n, Threads: 1})
 	return &fixture{model: model, proj: proj, lctx: lctx, path: path}
 }
 
@@ -324,35 +321,33 @@ func TestCancel(t *testing.T) {
 	assert.Equal(t, [2]int{-1, -1}, [2]int{lo, hi})
 }
 
-// decodeStarted is a context.Context that is live when first checked and
-// done from the moment a decode arms its abort (asks for Done).
-type decodeStarted struct {
-	context.Context
-	once sync.Once
-	done chan struct{}
-	mu   sync.Mutex
-	err  error
+// TestCancelBusy: a call on the context while a chunk evaluates
+// finds it held (ErrBusy, the guard of Context.Decode), and the first,
+// cancelled during its work, ends with ErrCanceled; then the context works.
+func TestCancelBusy(t *testing.T) {
+	f := newFixture(t)
+	img, err := f.proj.NewMedia(pngOf(t, "red", 16, 16), mtmd.MediaOptions{})
+	require.NoError(t, err)
+	defer img.Close()
+	prompt := "Once upon a time " + f.proj.Marker() + " there"
+	prepare := func(ctx context.Context) error {
+		_, err := mtmd.Prepare(ctx, f.lctx, f.proj, prompt, []*mtmd.Media{img}, llama.GenerateOptions{})
+		return err
+	}
+	var nested error
+	ctx := newDecodeStarted()
+	// Not Prepare again: it would wait for the projector, which the first
+	// call holds.
+	ctx.OnStart = func() { nested = f.lctx.Memory().Clear() }
+	err = prepare(ctx)
+	assert.ErrorIs(t, err, llama.ErrCanceled)
+	assert.ErrorIs(t, nested, llama.ErrBusy)
+	require.NoError(t, prepare(context.Background()))
 }
 
-func newDecodeStarted() *decodeStarted {
-	return &decodeStarted{Context: context.Background(), done: make(chan struct{})}
-}
-
-func (c *decodeStarted) Done() <-chan struct{} {
-	c.once.Do(func() {
-		c.mu.Lock()
-		c.err = context.Canceled
-		c.mu.Unlock()
-		close(c.done)
-	})
-	return c.done
-}
-
-func (c *decodeStarted) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
-}
+// newDecodeStarted returns a context.Context that is live when first
+// checked and done from the moment a decode arms its abort (asks for Done).
+func newDecodeStarted() *modeltest.DecodeStarted { return modeltest.NewDecodeStarted(true, nil) }
 
 func TestCloseAndOwnership(t *testing.T) {
 	f := newFixture(t)
@@ -374,9 +369,7 @@ func TestCloseAndOwnership(t *testing.T) {
 func TestLoadProjectorErrors(t *testing.T) {
 	testenv.MTMD(t)
 	ctx := context.Background()
-	model, err := llama.LoadModel(ctx, testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})
-	require.NoError(t, err)
-	defer model.Close()
+	model := modeltest.Load(t, "stories260K.gguf", llama.ModelOptions{})
 	dir := t.TempDir()
 	wrongSize := filepath.Join(dir, "wrong.gguf")
 	require.NoError(t, gguf.WriteTinyProjector(wrongSize, gguf.TinyProjectorOptions{TextEmbd: 48}))
@@ -540,9 +533,7 @@ func TestConcurrentUse(t *testing.T) {
 func BenchmarkEvalImage(b *testing.B) {
 	testenv.MTMD(b)
 	ctx := context.Background()
-	model, err := llama.LoadModel(ctx, testenv.Model(b, "stories260K.gguf"), llama.ModelOptions{})
-	require.NoError(b, err)
-	defer model.Close()
+	model := modeltest.Load(b, "stories260K.gguf", llama.ModelOptions{})
 	path := filepath.Join(b.TempDir(), "mmproj.gguf")
 	require.NoError(b, gguf.WriteTinyProjector(path, gguf.TinyProjectorOptions{TextEmbd: 64}))
 	proj, err := mtmd.LoadProjector(ctx, model, path, mtmd.ProjectorOptions{CPUOnly: true, Threads: 1})

@@ -13,6 +13,7 @@ import (
 	"github.com/x/llama"
 	"github.com/x/llama/internal/gguf"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 	"github.com/x/llama/mtmd"
 )
 
@@ -24,9 +25,7 @@ func TestEvalOnDeadRPCWorker(t *testing.T) {
 	testenv.MTMD(t)
 	ctx := context.Background()
 	w := testenv.StartRPCWorker(t)
-	model, err := llama.LoadModel(ctx, testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{RPCServers: []string{w.Addr}})
-	require.NoError(t, err)
-	defer model.Close()
+	model := modeltest.Load(t, "stories260K.gguf", llama.ModelOptions{RPCServers: []string{w.Addr}})
 	info, err := model.Info()
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "mmproj-tiny.gguf")
@@ -34,9 +33,7 @@ func TestEvalOnDeadRPCWorker(t *testing.T) {
 	proj, err := mtmd.LoadProjector(ctx, model, path, mtmd.ProjectorOptions{CPUOnly: true, Threads: 1})
 	require.NoError(t, err)
 	defer proj.Close()
-	lctx, err := model.NewContext(llama.ContextOptions{ContextSize: 512, Threads: 1})
-	require.NoError(t, err)
-	defer lctx.Close()
+	lctx := modeltest.NewContext(t, model, llama.ContextOptions{ContextSize: 512, Threads: 1})
 	img, err := proj.NewMedia(pngOf(t, "gradient", 33, 17), mtmd.MediaOptions{})
 	require.NoError(t, err)
 	defer img.Close()

@@ -1,7 +1,6 @@
 package sampling_test
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"os"
@@ -9,28 +8,19 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 	"github.com/x/llama/sampling"
-)
-
-var (
-	modelOnce sync.Once
-	model     *llama.Model
-	modelErr  error
 )
 
 func storiesModel(t *testing.T) *llama.Model {
 	t.Helper()
-	p := testenv.Model(t, "stories260K.gguf")
-	modelOnce.Do(func() { model, modelErr = llama.LoadModel(context.Background(), p, llama.ModelOptions{CPUOnly: true}) })
-	require.NoError(t, modelErr)
-	return model
+	return modeltest.Shared(t, "stories260K.gguf", true)
 }
 
 // cppDefaults reads the defaults of common_params_sampling in the pinned

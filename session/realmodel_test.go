@@ -14,6 +14,7 @@ import (
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 	"github.com/x/llama/session"
 )
 
@@ -28,9 +29,7 @@ func TestRealModelGemmaToolLoop(t *testing.T) {
 	var cities []string
 
 	// user code: begin
-	model, err := llama.LoadModel(ctx, path, llama.ModelOptions{})
-	require.NoError(t, err)
-	defer model.Close()
+	model := modeltest.LoadPath(t, path, llama.ModelOptions{})
 	lctx, err := model.NewContext(llama.ContextOptions{ContextSize: 2048, Threads: 2})
 	require.NoError(t, err)
 	s, err := session.New(lctx, session.Options{TemplateFile: tmpl, ToolFormat: chat.FormatGeneric,

@@ -8,14 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama"
-	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 )
 
 // The context runner decodes only what a prompt adds to the last one.
 func TestCtxRunnerReuse(t *testing.T) {
-	m, err := llama.LoadModel(context.Background(), testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{CPUOnly: true})
-	require.NoError(t, err)
-	defer m.Close()
+	m := modeltest.Load(t, "stories260K.gguf", llama.ModelOptions{CPUOnly: true})
 	lctx, err := m.NewContext(llama.ContextOptions{ContextSize: 512, Threads: 1, ThreadsBatch: 1})
 	require.NoError(t, err)
 	r := &ctxRunner{lctx: lctx}

@@ -17,39 +17,19 @@ import (
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
 	"github.com/x/llama/engine"
-	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 	"github.com/x/llama/session"
 )
 
-var (
-	modelsOnce sync.Once
-	models     = map[string]*llama.Model{}
-	modelsErr  error
-)
-
-// model loads a test model once for the package's tests.
+// model returns a test model shared by the package's tests.
 func model(t testing.TB, name string) *llama.Model {
 	t.Helper()
-	modelsOnce.Do(func() {
-		for _, n := range []string{"stories260K.gguf", "llama-2-tiny-random.gguf"} {
-			m, err := llama.LoadModel(context.Background(), testenv.Model(t, n), llama.ModelOptions{CPUOnly: true})
-			if err != nil {
-				modelsErr = err
-				return
-			}
-			models[n] = m
-		}
-	})
-	require.NoError(t, modelsErr)
-	return models[name]
+	return modeltest.Shared(t, name, true)
 }
 
 func newContext(t testing.TB, m *llama.Model, n int) *llama.Context {
 	t.Helper()
-	lctx, err := m.NewContext(llama.ContextOptions{ContextSize: n, Threads: 1, ThreadsBatch: 1})
-	require.NoError(t, err)
-	t.Cleanup(func() { lctx.Close() })
-	return lctx
+	return modeltest.NewContext(t, m, llama.ContextOptions{ContextSize: n, Threads: 1, ThreadsBatch: 1})
 }
 
 // chatML gives stories260K (which has no template) a chat form, with the

@@ -13,17 +13,14 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 )
 
 // greedy is prompt's greedy continuation of n tokens on a context of its own.
 func greedy(t *testing.T, model, prompt string, n int) string {
 	t.Helper()
-	m, err := llama.LoadModel(context.Background(), model, llama.ModelOptions{})
-	require.NoError(t, err)
-	defer m.Close()
-	c, err := m.NewContext(llama.ContextOptions{ContextSize: 512, Threads: 1})
-	require.NoError(t, err)
-	defer c.Close()
+	m := modeltest.LoadPath(t, model, llama.ModelOptions{})
+	c := modeltest.NewContext(t, m, llama.ContextOptions{ContextSize: 512, Threads: 1})
 	var sb strings.Builder
 	for p, err := range c.Generate(context.Background(), prompt, llama.GenerateOptions{MaxTokens: n}) {
 		require.NoError(t, err)

@@ -11,15 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
-	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 )
 
 // TestPromptCache: a conversation that grows turn by turn decodes only the
 // new text, and generates exactly what a fresh context would.
 func TestPromptCache(t *testing.T) {
-	m, err := llama.LoadModel(context.Background(), testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})
-	require.NoError(t, err)
-	defer m.Close()
+	m := modeltest.Load(t, "stories260K.gguf", llama.ModelOptions{})
 	cached, err := m.NewContext(llama.ContextOptions{ContextSize: 1024, Threads: 1, Perf: true})
 	require.NoError(t, err)
 	fresh, err := m.NewContext(llama.ContextOptions{ContextSize: 1024, Threads: 1})
@@ -56,9 +54,7 @@ func TestPromptCache(t *testing.T) {
 // name or Jinja source), --chat-template-file, or the model; a model
 // without one and no flag gives none.
 func TestChatTemplate(t *testing.T) {
-	m, err := llama.LoadModel(context.Background(), testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})
-	require.NoError(t, err)
-	defer m.Close()
+	m := modeltest.Load(t, "stories260K.gguf", llama.ModelOptions{})
 	file := filepath.Join(t.TempDir(), "t.jinja")
 	require.NoError(t, os.WriteFile(file, []byte("{% for m in messages %}[{{ m.content }}]{% endfor %}"), 0o644))
 	msgs := []chat.Message{{Role: chat.RoleUser, Content: "hi"}}

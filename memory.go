@@ -1,0 +1,198 @@
+package llama
+
+import (
+	"math"
+
+	"github.com/x/llama/internal/capi"
+)
+
+// KV memory.
+
+// Memory is the view of a Context's KV memory: the operations on its
+// sequences and the positions they hold (llama.cpp's llama_memory_*
+// functions). Get it with Context.Memory; it holds no state of its own,
+// and its methods follow the Context's rules: not safe for concurrent use
+// with the Context's other calls (ErrBusy), ErrClosed after Close, and a
+// sequence outside [0, Sequences()) is an error matching ErrInvalid. The
+// snapshots of a sequence's state (SeqState, SaveSeqFile) stay on Context
+// with the whole context's.
+type Memory struct {
+	c *Context
+}
+
+// Memory returns the view of c's KV memory. A view of a nil *Context
+// returns errors matching ErrInvalid.
+func (c *Context) Memory() Memory { return Memory{c} }
+
+func (c *Context) seqOK(op string, seq int, allowAll bool) error {
+	if (allowAll && seq == -1) || (seq >= 0 && seq < c.nSeqMax) {
+		return nil
+	}
+	return errorf(CodeInvalid, op, "sequence %d out of range [0, %d)", seq, c.nSeqMax)
+}
+
+// Clear empties the KV memory of every sequence.
+func (m Memory) Clear() error {
+	c := m.c
+	if err := c.lock("clear memory"); err != nil {
+		return err
+	}
+	defer c.unlock()
+	// Clearing the data reaches the workers' buffers with RPC devices.
+	return c.model.rpcGuard("clear memory", func() { capi.MemoryClear(c.mem, true) })
+}
+
+// Remove removes positions [p0, p1) of seq (-1: every sequence; p1 < 0:
+// to the end). It returns false when the memory cannot remove a part of a
+// sequence (recurrent models).
+func (m Memory) Remove(seq, p0, p1 int) (bool, error) {
+	c := m.c
+	if err := c.acquire("remove tokens"); err != nil {
+		return false, err
+	}
+	defer c.release()
+	return c.removeTokens(seq, p0, p1)
+}
+
+func (c *Context) removeTokens(seq, p0, p1 int) (bool, error) {
+	if err := c.lockMu("remove tokens"); err != nil {
+		return false, err
+	}
+	defer c.mu.Unlock()
+	if err := c.seqOK("remove tokens", seq, true); err != nil {
+		return false, err
+	}
+	var ok bool
+	err := c.model.rpcGuard("remove tokens", func() { ok = capi.MemorySeqRm(c.mem, int32(seq), clampPos(p0), clampPos(p1)) })
+	return ok, err
+}
+
+func clampPos(p int) int32 {
+	if p < 0 {
+		return -1
+	}
+	return int32(min(p, math.MaxInt32))
+}
+
+// Copy copies positions [p0, p1) of src to dst (p1 < 0: to the end),
+// sharing the cells with KVUnified. Without KVUnified each sequence has a
+// KV buffer of its own, and llama.cpp copies only whole buffers: then p0
+// must be 0 or negative and p1 negative (the whole sequence; remove the
+// tail afterwards with Remove), else the error matches ErrUnsupported
+// (llama.cpp would abort the process).
+func (m Memory) Copy(src, dst, p0, p1 int) error {
+	c := m.c
+	if err := c.lock("copy tokens"); err != nil {
+		return err
+	}
+	defer c.unlock()
+	if err := c.seqOK("copy tokens", src, false); err != nil {
+		return err
+	}
+	if err := c.seqOK("copy tokens", dst, false); err != nil {
+		return err
+	}
+	if !c.kvUnified && c.nSeqMax > 1 && src != dst && (p0 > 0 || p1 >= 0) {
+		return errorf(CodeUnsupported, "copy tokens",
+			"a part [%d, %d) of a sequence cannot be copied without KVUnified: copy the whole sequence (0, -1)", p0, p1)
+	}
+	if src == dst {
+		return nil
+	}
+	// Without KVUnified the copy reaches the buffers (the workers' too).
+	return c.model.rpcGuard("copy tokens", func() {
+		capi.MemorySeqCp(c.mem, int32(src), int32(dst), clampPos(p0), clampPos(p1))
+	})
+}
+
+// Keep removes every sequence but seq.
+func (m Memory) Keep(seq int) error {
+	c := m.c
+	if err := c.lock("keep sequence"); err != nil {
+		return err
+	}
+	defer c.unlock()
+	if err := c.seqOK("keep sequence", seq, false); err != nil {
+		return err
+	}
+	return c.model.rpcGuard("keep sequence", func() { capi.MemorySeqKeep(c.mem, int32(seq)) })
+}
+
+// Shift adds delta to the positions [p0, p1) of seq (-1: every
+// sequence), for a context shift. A memory that cannot shift positions
+// (CanShift) is an error matching ErrUnsupported.
+func (m Memory) Shift(seq, p0, p1, delta int) error {
+	c := m.c
+	if err := c.lock("shift tokens"); err != nil {
+		return err
+	}
+	defer c.unlock()
+	if err := c.seqOK("shift tokens", seq, true); err != nil {
+		return err
+	}
+	if !capi.MemoryCanShift(c.mem) {
+		return errorf(CodeUnsupported, "shift tokens", "this model's memory cannot shift positions")
+	}
+	if delta < -math.MaxInt32/2 || delta > math.MaxInt32/2 {
+		return errorf(CodeInvalid, "shift tokens", "delta %d out of range", delta)
+	}
+	return c.model.rpcGuard("shift tokens", func() {
+		capi.MemorySeqAdd(c.mem, int32(seq), clampPos(p0), clampPos(p1), int32(delta))
+	})
+}
+
+// Divide divides the positions [p0, p1) of seq (-1: every sequence) by d
+// (> 1), for self-extend. A memory that cannot shift positions (CanShift)
+// is an error matching ErrUnsupported.
+func (m Memory) Divide(seq, p0, p1, d int) error {
+	c := m.c
+	if err := c.lock("divide tokens"); err != nil {
+		return err
+	}
+	defer c.unlock()
+	if err := c.seqOK("divide tokens", seq, true); err != nil {
+		return err
+	}
+	if d < 1 || d > math.MaxInt32 {
+		return errorf(CodeInvalid, "divide tokens", "divisor %d must be at least 1", d)
+	}
+	if !capi.MemoryCanShift(c.mem) {
+		return errorf(CodeUnsupported, "divide tokens", "this model's memory cannot shift positions")
+	}
+	return c.model.rpcGuard("divide tokens", func() {
+		capi.MemorySeqDiv(c.mem, int32(seq), clampPos(p0), clampPos(p1), int32(d))
+	})
+}
+
+// PosRange returns the smallest and largest position of seq in memory;
+// both are -1 when the sequence is empty.
+func (m Memory) PosRange(seq int) (lo, hi int, err error) {
+	c := m.c
+	if err := c.acquire("pos range"); err != nil {
+		return -1, -1, err
+	}
+	defer c.release()
+	return c.posRange(seq)
+}
+
+func (c *Context) posRange(seq int) (lo, hi int, err error) {
+	if err := c.lockMu("pos range"); err != nil {
+		return -1, -1, err
+	}
+	defer c.mu.Unlock()
+	if err := c.seqOK("pos range", seq, false); err != nil {
+		return -1, -1, err
+	}
+	return int(capi.MemorySeqPosMin(c.mem, int32(seq))), int(capi.MemorySeqPosMax(c.mem, int32(seq))), nil
+}
+
+// CanShift reports whether the memory can shift positions (Shift and
+// Divide); false also when the Context is nil, closed or in use.
+func (m Memory) CanShift() bool {
+	c := m.c
+	if c.lock("can shift") != nil {
+		return false
+	}
+	defer c.unlock()
+	return capi.MemoryCanShift(c.mem)
+}

@@ -1,0 +1,195 @@
+package llama
+
+import (
+	"os"
+	"unsafe"
+
+	"github.com/x/llama/internal/capi"
+)
+
+// State.
+
+// State returns the whole context state (KV memory, outputs, RNG).
+func (c *Context) State() ([]byte, error) {
+	if err := c.lock("state"); err != nil {
+		return nil, err
+	}
+	defer c.unlock()
+	var buf []byte
+	err := c.model.rpcGuard("state", func() {
+		n := capi.StateGetSize(c.ptr)
+		buf = make([]byte, n)
+		if n > 0 {
+			buf = buf[:capi.StateGetData(c.ptr, unsafe.Pointer(&buf[0]), n)]
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// SetState restores a state returned by State.
+func (c *Context) SetState(data []byte) error {
+	if err := c.lock("set state"); err != nil {
+		return err
+	}
+	defer c.unlock()
+	if len(data) == 0 {
+		return errorf(CodeInvalid, "set state", "empty state")
+	}
+	var n uintptr
+	if err := c.model.rpcGuard("set state", func() {
+		n = capi.StateSetData(c.ptr, unsafe.Pointer(&data[0]), uintptr(len(data)))
+	}); err != nil {
+		return err
+	}
+	if n == 0 {
+		return errorf(CodeLoad, "set state", "llama.cpp rejected the state data")
+	}
+	c.nOut = 0
+	return nil
+}
+
+// SeqState returns the state of one sequence.
+func (c *Context) SeqState(seq int) ([]byte, error) {
+	if err := c.lock("seq state"); err != nil {
+		return nil, err
+	}
+	defer c.unlock()
+	if err := c.seqOK("seq state", seq, false); err != nil {
+		return nil, err
+	}
+	var buf []byte
+	err := c.model.rpcGuard("seq state", func() {
+		n := capi.StateSeqGetSize(c.ptr, int32(seq))
+		buf = make([]byte, n)
+		if n > 0 {
+			buf = buf[:capi.StateSeqGetData(c.ptr, unsafe.Pointer(&buf[0]), n, int32(seq))]
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// SetSeqState restores a sequence state into seq (which should be empty).
+func (c *Context) SetSeqState(seq int, data []byte) error {
+	if err := c.lock("set seq state"); err != nil {
+		return err
+	}
+	defer c.unlock()
+	if err := c.seqOK("set seq state", seq, false); err != nil {
+		return err
+	}
+	if len(data) == 0 {
+		return errorf(CodeInvalid, "set seq state", "empty state")
+	}
+	var n uintptr
+	if err := c.model.rpcGuard("set seq state", func() {
+		n = capi.StateSeqSetData(c.ptr, unsafe.Pointer(&data[0]), uintptr(len(data)), int32(seq))
+	}); err != nil {
+		return err
+	}
+	if n == 0 {
+		return errorf(CodeLoad, "set seq state", "llama.cpp rejected the sequence state")
+	}
+	return nil
+}
+
+func tokPtr(t []Token) unsafe.Pointer {
+	if len(t) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&t[0])
+}
+
+// SaveStateFile writes the whole state and the tokens it holds to a file.
+func (c *Context) SaveStateFile(path string, tokens []Token) error {
+	if err := c.lock("save state"); err != nil {
+		return err
+	}
+	defer c.unlock()
+	var ok bool
+	if err := c.model.rpcGuard("save state", func() {
+		ok = capi.StateSaveFile(c.ptr, path, tokPtr(tokens), uintptr(len(tokens)))
+	}); err != nil {
+		return err
+	}
+	if !ok {
+		return errorf(CodeLoad, "save state", "could not write %s", path)
+	}
+	return nil
+}
+
+// LoadStateFile restores a state written by SaveStateFile and returns its tokens.
+func (c *Context) LoadStateFile(path string) ([]Token, error) {
+	if err := c.lock("load state"); err != nil {
+		return nil, err
+	}
+	defer c.unlock()
+	if _, err := os.Stat(path); err != nil {
+		return nil, &Error{Code: CodeLoad, Op: "load state", Err: err}
+	}
+	toks := make([]Token, c.nCtx)
+	var n uintptr
+	var ok bool
+	if err := c.model.rpcGuard("load state", func() {
+		ok = capi.StateLoadFile(c.ptr, path, tokPtr(toks), uintptr(len(toks)), &n)
+	}); err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, errorf(CodeLoad, "load state", "llama.cpp rejected %s", path)
+	}
+	c.nOut = 0
+	return toks[:n], nil
+}
+
+// SaveSeqFile writes one sequence's state and tokens to a file, returning
+// the bytes written.
+func (c *Context) SaveSeqFile(path string, seq int, tokens []Token) (int, error) {
+	if err := c.lock("save seq"); err != nil {
+		return 0, err
+	}
+	defer c.unlock()
+	if err := c.seqOK("save seq", seq, false); err != nil {
+		return 0, err
+	}
+	var n uintptr
+	if err := c.model.rpcGuard("save seq", func() {
+		n = capi.StateSeqSaveFile(c.ptr, path, int32(seq), tokPtr(tokens), uintptr(len(tokens)))
+	}); err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, errorf(CodeLoad, "save seq", "could not write %s", path)
+	}
+	return int(n), nil
+}
+
+// LoadSeqFile restores a sequence file into seq and returns its tokens.
+func (c *Context) LoadSeqFile(path string, seq int) ([]Token, error) {
+	if err := c.lock("load seq"); err != nil {
+		return nil, err
+	}
+	defer c.unlock()
+	if err := c.seqOK("load seq", seq, false); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, &Error{Code: CodeLoad, Op: "load seq", Err: err}
+	}
+	toks := make([]Token, c.nCtx)
+	var n, read uintptr
+	if err := c.model.rpcGuard("load seq", func() {
+		read = capi.StateSeqLoadFile(c.ptr, path, int32(seq), tokPtr(toks), uintptr(len(toks)), &n)
+	}); err != nil {
+		return nil, err
+	}
+	if read == 0 {
+		return nil, errorf(CodeLoad, "load seq", "llama.cpp rejected %s", path)
+	}
+	return toks[:n], nil
+}
