@@ -51,7 +51,7 @@ func TestDialectRender(t *testing.T) {
 		{"anthropic other", anthropicErrors, errors.New("boom"), 500,
 			`{"type":"error","error":{"type":"api_error","message":"boom"}}`},
 		{"tools not found", toolErrors, &httpError{Status: 404, Type: errInvalidRequest, Msg: "unknown tool"}, 404,
-			`{"code":400,"message":"unknown tool","type":"invalid_request_error"}`},
+			`{"code":404,"message":"unknown tool","type":"invalid_request_error"}`},
 		{"tools disabled", toolErrors, errFeatureDisabled(), 403,
 			`{"error":{"message":"this feature is disabled","type":"feature_disabled"}}`},
 	}
