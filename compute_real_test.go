@@ -6,6 +6,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/x/llama"
 	"github.com/x/llama/internal/testenv"
 )
@@ -20,4 +22,16 @@ func TestComputeCanceledBusyEncode(t *testing.T) {
 		name: "encode",
 		run:  func(ctx context.Context) error { return c.Encode(ctx, b) },
 	}})
+}
+
+// promptBatch returns a batch of text's tokens in sequence 0, the last
+// one's output asked for.
+func promptBatch(t *testing.T, m *llama.Model, text string) *llama.Batch {
+	toks, err := m.Tokenize(text, llama.TokenizeOptions{AddSpecial: true})
+	require.NoError(t, err)
+	b := llama.NewBatch(len(toks), 1)
+	for i, tok := range toks {
+		require.NoError(t, b.Add(tok, i, 0, i == len(toks)-1))
+	}
+	return b
 }
