@@ -42,8 +42,12 @@ func (e *GrammarError) Error() string {
 // llama.cpp cannot handle or could never match: a NUL byte, a repetition
 // x{m,n} with m > n, groups nested deeper than MaxGrammarNesting, a
 // character U+0000 or above U+10FFFF in a string literal, a reversed range
-// such as [z-a], and a character class that can match only such
-// characters (as [^\x00-\U0010FFFF]). The error is an *Error with Code
+// such as [z-a], a character class that can match only such
+// characters (as [^\x00-\U0010FFFF]), and a grammar so ambiguous that
+// llama.cpp's grammar engine would hold thousands of parse stacks that each
+// advance into thousands more (hours of work per character, in C, where
+// nothing interrupts it; the bound leaves real grammars alone, JSON Schemas
+// with hundreds of optional properties included). The error is an *Error with Code
 // CodeGrammar that wraps a *GrammarError holding the line and column; it
 // matches both ErrGrammar and ErrInvalid. Parsing takes time linear in the
 // size of src; it gives up when ctx ends, with an error matching

@@ -44,6 +44,7 @@ func (p *parser) check(root string) {
 		p.fail(p.origin.at(id), KindLeftRecursion, "rule %q is left-recursive", p.ownerOf(id))
 	}
 	p.checkLeftmost(edges)
+	p.checkStacks(root)
 }
 
 // MaxRefDepth bounds the longest chain of leftmost rule references (a

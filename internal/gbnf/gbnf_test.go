@@ -319,3 +319,61 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// nested is a grammar of levels rules, each a sequence of fan references to
+// the next, the last one "x"*: every "x" may come from any of fan^levels
+// places, which llama.cpp's grammar engine keeps as as many stacks.
+func nested(levels, fan int) string {
+	var b strings.Builder
+	b.WriteString("root ::= r0\n")
+	for i := range levels {
+		b.WriteString("r" + strconv.Itoa(i) + " ::=" + strings.Repeat(" r"+strconv.Itoa(i+1), fan) + "\n")
+	}
+	b.WriteString("r" + strconv.Itoa(levels) + " ::= \"x\"*\n")
+	return b.String()
+}
+
+func TestParseStates(t *testing.T) {
+	alts := make([]string, 512)
+	for i := range alts {
+		alts[i] = `"{\"name\": \"tool` + strconv.Itoa(i) + `\"}"`
+	}
+	enum := make([]string, 3000)
+	for i := range enum {
+		enum[i] = `"\"value` + strconv.Itoa(i) + `\""`
+	}
+	props := make([]string, 256)
+	for i := range props {
+		props[i] = `("\"p` + strconv.Itoa(i) + `\": " [a-z]* ", ")?`
+	}
+	for _, c := range []struct {
+		name, src string
+		ok        bool
+	}{
+		{"fan of 10 over 2 levels", nested(2, 10), true},
+		{"fan of 10 over 3 levels", nested(3, 10), false},
+		{"fan of 10 over 4 levels", nested(4, 10), false},
+		{"fan of 256", nested(1, 256), true},
+		{"fan of 512", nested(1, 512), false},
+		{"500 optional items", "root ::= " + strings.Repeat(`"x"? `, 500), true},
+		{"1000 optional items", "root ::= " + strings.Repeat(`"x"? `, 1000), false},
+		{"optional items grow with the text", "root ::= \"a\" root \"b\"? | \"\"", false},
+		{"a required item after the recursion", "root ::= \"a\" root \"b\" | \"\"", true},
+		{"512 alternatives", "root ::= " + strings.Join(alts, " | "), true},
+		{"enum of 3000 values", `root ::= "{\"c\": " (` + strings.Join(enum, " | ") + `) " "? "}"`, true},
+		{"256 optional properties", `root ::= "{" ` + strings.Join(props, " ") + ` "}"`, true},
+		{"nested bounded repetition", `root ::= ("a" [b-z]?){0,900}`, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := gbnf.Parse(c.src, "")
+			if c.ok {
+				require.NoError(t, err)
+				return
+			}
+			var ge *gbnf.Error
+			require.True(t, errors.As(err, &ge), "%v", err)
+			assert.Equal(t, gbnf.KindLimit, ge.Kind)
+			assert.Contains(t, ge.Msg, "too ambiguous")
+		})
+	}
+}
