@@ -1,116 +1,47 @@
-package server
+// Package router is the server's list of models and their lifecycle: which
+// models it can serve (one, or in router mode those of a models folder and
+// an INI preset, plus downloads from the Hugging Face hub), loading them on
+// demand, putting them to sleep when idle, unloading the least recently
+// used one when too many are loaded, and the events GET /models/sse
+// relays.
+//
+// It knows nothing of HTTP nor of what a loaded model runs: the server
+// opens instances through Config.Open and answers requests from what the
+// router reports (View, List). One mutex guards the list and every model's
+// state; Open and Instance.Close run without it.
+package router
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
+	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/x/llama/engine"
-	"github.com/x/llama/hub"
-
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
-	"github.com/x/llama/mtmd"
+	"github.com/x/llama/engine"
+	"github.com/x/llama/hub"
 )
 
-// instance is one loaded model with its engine and chat template. Handlers
-// get one from Server.instanceFor and must call the release function when
-// done with it.
-type instance struct {
-	// Name is the model's name: the alias, the model path (single-model
-	// mode) or its name in the models folder or preset (router mode).
-	Name string
-	// Path is the GGUF file.
-	Path   string
-	Model  *llama.Model
-	Engine engineAPI
-	// EmbedEngine runs the embeddings of a generative model served with
-	// Embedding (llama-server's --embedding keeps completions on), in a
-	// second context beside Engine; nil otherwise (Engine does both or
-	// only embeddings).
-	EmbedEngine engineAPI
-	// Projector encodes media for Model (nil: text only); Model's Close
-	// closes it.
-	Projector *mtmd.Projector
-	// Template renders chat prompts; never nil (falls back to "chatml").
-	Template promptRenderer
-	// templates are Template and ToolTemplate for package chat, made
-	// once by chatTemplates.
-	templatesOnce sync.Once
-	templates     *chat.Templates
-	// ToolTemplate renders prompts that offer tools when the model carries
-	// a separate "tool_use" template (and no template was given in the
-	// options); nil otherwise.
-	ToolTemplate promptRenderer
-	Server       *Server
-	// Opts are the options this instance runs with (the server's, with the
-	// preset's overrides in router mode).
-	Opts Options
-
-	eogOnce sync.Once
-	eog     []llama.Token // end-of-generation tokens, see eogTokens
-
-	maxPieceOnce sync.Once
-	maxPiece     int // bytes of the longest token text, see maxPieceBytes
-
-	entry   *modelEntry
-	refs    int  // requests using it, guarded by Server.mu
-	retired bool // unloaded: close when refs drops to 0
-	once    sync.Once
+// Instance is a loaded model as the router handles it.
+type Instance interface {
+	// Close frees the instance. The router calls it once, when the
+	// instance is unloaded and its last user released it.
+	Close()
+	// Metrics returns the instance's counters; the router adds them to
+	// the model's total when the instance is unloaded.
+	Metrics() engine.Metrics
+	// RPCErr is not nil once a worker of the model's RPC devices failed:
+	// the instance then answers nothing more and the next Acquire loads
+	// the model again.
+	RPCErr() error
 }
 
-// eogTokens returns the model's end-of-generation tokens.
-func (inst *instance) eogTokens() []llama.Token {
-	inst.eogOnce.Do(func() {
-		for t := range inst.Model.VocabSize() {
-			if inst.Model.IsEOG(llama.Token(t)) {
-				inst.eog = append(inst.eog, llama.Token(t))
-			}
-		}
-	})
-	return inst.eog
-}
-
-// embedder returns the engine that runs embedding and rerank tasks.
-func (inst *instance) embedder() engineAPI {
-	if inst.EmbedEngine != nil {
-		return inst.EmbedEngine
-	}
-	return inst.Engine
-}
-
-// close frees the engine and the model.
-func (inst *instance) close() {
-	inst.once.Do(func() {
-		if inst.Engine != nil {
-			_ = inst.Engine.Close()
-		}
-		if inst.EmbedEngine != nil {
-			_ = inst.EmbedEngine.Close()
-		}
-		if inst.Model != nil {
-			_ = inst.Model.Close()
-		}
-	})
-}
-
-// modelState is a model's status in GET /models.
-type modelState string
-
-// Model states.
-const (
-	stateUnloaded modelState = "unloaded"
-	stateLoading  modelState = "loading"
-	stateLoaded   modelState = "loaded"
-	stateSleeping modelState = "sleeping"
-)
-
-// modelInfo is what is known of a model once loaded; it is kept while the
-// model sleeps or is unloaded so that /props and /v1/models still answer.
-type modelInfo struct {
+// Info is what is known of a model once loaded. It is kept while the model
+// sleeps or is unloaded, so that its card and properties still answer.
+type Info struct {
 	Info           llama.Info
 	NCtxSlot       int
 	TemplateSource string
@@ -121,28 +52,235 @@ type modelInfo struct {
 	RPCDevices     []llama.Device // the devices of the model's RPC workers (--rpc)
 }
 
-// modelEntry is one model the server can run.
-type modelEntry struct {
+// Spec names the model Config.Open loads.
+type Spec struct {
+	Name string
+	// Path is the GGUF file (pulled from the hub first for a preset's
+	// hf-repo).
+	Path string
+	// Settings are the model's own options, from its preset section.
+	Settings Settings
+}
+
+// Config is what the router needs of the server. Open is required.
+type Config[I Instance] struct {
+	// Model is the one model served (single-model mode), with its
+	// Aliases; "" is router mode, where Dir and Preset list the models
+	// (see Options.ModelsDir and ModelsPreset of package server).
+	Model   string
+	Aliases []string
+	Dir     string
+	Preset  string
+	// Max is the most models loaded at once in router mode (0: no limit).
+	Max int
+	// SleepIdleSeconds unloads a model idle that long (0: never); a
+	// preset's sleep-idle-seconds overrides it per model.
+	SleepIdleSeconds int
+	// Offline keeps Download off the network (the hub's cache only).
+	Offline bool
+	// Jinja is how a preset's chat-template is checked (see
+	// engine.ChatResolver).
+	Jinja bool
+	// Tags are listed in every model's card.
+	Tags []string
+	// Open loads a model. ctx is cancelled when the router drains.
+	Open func(ctx context.Context, s Spec) (I, *Info, error)
+	// Log receives the lifecycle's logs; not nil.
+	Log *slog.Logger
+}
+
+// State is a model's status in GET /models.
+type State string
+
+// Model states.
+const (
+	Unloaded State = "unloaded"
+	Loading  State = "loading"
+	Loaded   State = "loaded"
+	Sleeping State = "sleeping"
+)
+
+// ErrClosed is returned for requests that arrive once the router stopped.
+var ErrClosed = errors.New("server: closed")
+
+// Model is one model the router can run. Its fields are guarded by the
+// router's mutex: read them through Router.View.
+type Model[I Instance] struct {
 	name          string
-	path          string // set at the first load when the model comes from hfRepo (written under Server.mu)
+	path          string // set at the first load when the model comes from hfRepo
 	hfRepo        string // a preset's hf-repo, pulled when path is empty
 	hf            *hub.Options
-	opts          Options
+	settings      Settings
 	loadOnStartup bool
 	created       int64
 	aliases       []string // other names (single-model mode)
-	downloaded    bool     // added by POST /models: DELETE /models may remove it
+	downloaded    bool     // added by Download: Remove may remove it
 
-	state    modelState
-	inst     *instance
+	state    State
+	cur      *loaded[I]
 	loading  chan struct{} // closed when the current load ends
 	loadErr  error
 	failed   bool
 	lastUsed time.Time
 	idle     *time.Timer
-	info     *modelInfo
+	info     *Info
 	metrics  engine.Metrics // counters of the instances unloaded so far
-	scraped  engine.Metrics // counters at the last GET /metrics (the gauges' window)
+	scraped  engine.Metrics // counters at the last Scrape (the gauges' window)
+}
+
+// loaded is a model's instance with its users.
+type loaded[I Instance] struct {
+	inst    I
+	model   *Model[I]
+	refs    int  // requests using it
+	retired bool // unloaded: close when refs drops to 0
+	once    sync.Once
+}
+
+func (l *loaded[I]) close() { l.once.Do(l.inst.Close) }
+
+// View is a model as it is at one moment.
+type View[I Instance] struct {
+	Name string
+	Path string
+	// State is the model's status; Inst is its instance while loaded
+	// (the zero I otherwise). A caller that uses Inst beyond a glance
+	// holds it with Acquire instead.
+	State State
+	Inst  I
+	// Info is nil until the model was first loaded.
+	Info *Info
+	// LoadErr is the last load's error.
+	LoadErr  error
+	Settings Settings
+}
+
+// Router is the model list. Create it with New and stop it with Stop then
+// Drain.
+type Router[I Instance] struct {
+	cfg    Config[I]
+	ctx    context.Context // cancelled by Drain: aborts loads and downloads
+	cancel context.CancelFunc
+	loads  sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool
+	models []*Model[I]
+	byName map[string]*Model[I]
+	subs   map[chan Event]struct{}
+	// downloading are the models Download is fetching.
+	downloading map[string]bool
+	// stopped are the instances Stop detached, closed by Drain.
+	stopped []*loaded[I]
+}
+
+// New lists the models: cfg.Model, or in router mode those of cfg.Dir and
+// cfg.Preset. It loads nothing: see Load and Start. ctx's values reach
+// Open; its cancellation does not (Drain cancels loads).
+func New[I Instance](ctx context.Context, cfg Config[I]) (*Router[I], error) {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r := &Router[I]{cfg: cfg, ctx: rctx, cancel: cancel, byName: map[string]*Model[I]{}, subs: map[chan Event]struct{}{}}
+	now := time.Now().Unix()
+	if cfg.Model != "" {
+		name := cfg.Model
+		if len(cfg.Aliases) > 0 {
+			name = cfg.Aliases[0]
+		}
+		r.addLocked(&Model[I]{name: name, path: cfg.Model, created: now, aliases: cfg.Aliases})
+		return r, nil
+	}
+	entries, err := r.scan(now)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	for _, e := range entries {
+		r.addLocked(e)
+	}
+	return r, nil
+}
+
+// Multi reports router mode (several models, chosen by name).
+func (r *Router[I]) Multi() bool { return r.cfg.Model == "" }
+
+func (r *Router[I]) addLocked(e *Model[I]) {
+	e.state = Unloaded
+	r.models = append(r.models, e)
+	r.byName[e.name] = e
+}
+
+// Start begins loading the models marked load-on-startup.
+func (r *Router[I]) Start() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.models {
+		if e.loadOnStartup {
+			r.startLoadLocked(e)
+		}
+	}
+}
+
+// Load loads e and waits for the load to end, returning its error (or
+// ctx's, the load going on).
+func (r *Router[I]) Load(ctx context.Context, e *Model[I]) error {
+	r.mu.Lock()
+	r.startLoadLocked(e)
+	ch := e.loading
+	r.mu.Unlock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return e.loadErr
+}
+
+// Lookup finds the model named model. In single-model mode every name maps
+// to the one model; in router mode "" may name the only model. On failure
+// it returns the message to answer.
+func (r *Router[I]) Lookup(model string) (*Model[I], string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.Multi() {
+		return r.models[0], ""
+	}
+	if model == "" {
+		if len(r.models) == 1 {
+			return r.models[0], ""
+		}
+		return nil, "model name is missing from the request"
+	}
+	if e, ok := r.byName[model]; ok {
+		return e, ""
+	}
+	return nil, fmt.Sprintf("model '%s' not found", model)
+}
+
+// View returns e as it is now.
+func (r *Router[I]) View(e *Model[I]) View[I] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := View[I]{Name: e.name, Path: e.path, State: e.state, Info: e.info, LoadErr: e.loadErr, Settings: e.settings}
+	if e.cur != nil {
+		v.Inst = e.cur.inst
+	}
+	return v
+}
+
+// Scrape returns e's counters since the router started, across sleeps and
+// unloads, and those of the previous Scrape (the window of the throughput
+// gauges).
+func (r *Router[I]) Scrape(e *Model[I]) (now, prev engine.Metrics) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now = e.metrics
+	if e.cur != nil {
+		now = addMetrics(e.metrics, e.cur.inst.Metrics())
+	}
+	prev, e.scraped = e.scraped, now
+	return now, prev
 }
 
 // addMetrics returns the counters of a and b summed (the gauges of b).
@@ -164,467 +302,336 @@ func addMetrics(a, b engine.Metrics) engine.Metrics {
 	return b
 }
 
-// metricsLocked returns e's counters since the server started, across
-// sleeps and unloads. s.mu must be held.
-func (e *modelEntry) metricsLocked() engine.Metrics {
-	m := e.metrics
-	if e.inst != nil {
-		m = addMetrics(e.metrics, e.inst.Engine.Metrics())
-	}
-	return m
-}
-
-// modelEvent is one event of GET /models/sse.
-type modelEvent struct {
-	Model string `json:"model"`
-	Event string `json:"event"`
-	Data  any    `json:"data,omitempty"`
-}
-
-// errServerClosed is returned for requests that arrive after Close.
-var errServerClosed = errors.New("server: closed")
-
-// notifyLocked broadcasts a status change to /models/sse listeners. s.mu
-// must be held.
-func (s *Server) notifyLocked(e *modelEntry, extra map[string]any) {
-	data := map[string]any{"status": string(e.state)}
-	for k, v := range extra {
-		data[k] = v
-	}
-	ev := modelEvent{Model: e.name, Event: "model_status", Data: data}
-	for ch := range s.subs {
-		select {
-		case ch <- ev:
-		default: // a slow listener misses events rather than blocking loads
-		}
-	}
-}
-
-// subscribe registers a /models/sse listener.
-func (s *Server) subscribe() (<-chan modelEvent, func()) {
-	ch := make(chan modelEvent, 64)
-	s.mu.Lock()
-	s.subs[ch] = struct{}{}
-	s.mu.Unlock()
-	return ch, func() {
-		s.mu.Lock()
-		delete(s.subs, ch)
-		s.mu.Unlock()
-	}
-}
-
-// lookup finds the model a request names. In single-model mode every name
-// maps to the one model. In router mode an empty name is taken from the
-// "model" query parameter, and may be omitted only when there is one model.
-func (s *Server) lookup(r *http.Request, model string) (*modelEntry, string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.router {
-		return s.models[0], ""
-	}
-	if model == "" && r != nil {
-		model = r.URL.Query().Get("model")
-	}
-	if model == "" {
-		if len(s.models) == 1 {
-			return s.models[0], ""
-		}
-		return nil, "model name is missing from the request"
-	}
-	if e, ok := s.byName[model]; ok {
-		return e, ""
-	}
-	return nil, fmt.Sprintf("model '%s' not found", model)
-}
-
-// peek finds the model a GET request names without loading or waking it.
-// It fails with a 400.
-func (s *Server) peek(r *http.Request) (*modelEntry, error) {
-	e, msg := s.lookup(r, "")
-	if e == nil {
-		return nil, badRequest("%s", msg)
-	}
-	return e, nil
-}
-
-// instanceFor returns the instance that serves model (the request's "model"
-// field; "" for the default), loading or waking it when needed. On failure
-// it returns the error to answer. Otherwise release must be called once
-// the request no longer uses inst.
-func (s *Server) instanceFor(r *http.Request, model string) (inst *instance, release func(), err error) {
-	e, msg := s.lookup(r, model)
-	if e == nil {
-		return nil, nil, badRequest("%s", msg)
-	}
-	if s.router {
-		autoload := !s.opts.NoModelsAutoload
-		switch r.URL.Query().Get("autoload") {
-		case "false", "0":
-			autoload = false
-		case "true", "1":
-			autoload = true
-		}
-		if !autoload {
-			s.mu.Lock()
-			st := e.state
-			s.mu.Unlock()
-			if st != stateLoaded {
-				return nil, nil, badRequest("model is not loaded")
-			}
-		}
-	}
-	inst, release, err = s.acquire(r.Context(), e)
-	if err != nil {
-		switch {
-		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-			return nil, nil, unavailable("request ended while the model was loading")
-		case errors.Is(err, errServerClosed):
-			return nil, nil, unavailable("server is shutting down")
-		case errors.Is(err, llama.ErrRPC):
-			return nil, nil, unavailable("failed to load model: %v", err)
-		}
-		return nil, nil, serverError("failed to load model: %v", err)
-	}
-	return inst, release, nil
-}
-
-// acquire returns e's instance, loading it first when unloaded or
-// sleeping, and counts the caller as a user until release.
-func (s *Server) acquire(ctx context.Context, e *modelEntry) (*instance, func(), error) {
-	s.mu.Lock()
+// Acquire returns e's instance, loading it first when unloaded or
+// sleeping, and counts the caller as a user until release, which must be
+// called once the caller no longer uses the instance (more calls do
+// nothing). A load's failure is its error; after Stop it is ErrClosed.
+func (r *Router[I]) Acquire(ctx context.Context, e *Model[I]) (inst I, release func(), err error) {
+	r.mu.Lock()
 	waited := false
 	for {
-		if s.closed {
-			s.mu.Unlock()
-			return nil, nil, errServerClosed
+		if r.closed {
+			r.mu.Unlock()
+			return inst, nil, ErrClosed
 		}
 		switch e.state {
-		case stateLoaded:
-			inst := e.inst
-			if err := inst.Model.RPCErr(); err != nil {
+		case Loaded:
+			l := e.cur
+			if err := l.inst.RPCErr(); err != nil {
 				// A worker of the model's RPC devices failed: the model
 				// answers nothing more, so it is loaded again (which fails
 				// while the worker is away, and works once it is back).
 				// Once a request: a model that this request's own load
 				// brought up and that failed already is its answer.
 				if waited {
-					s.mu.Unlock()
-					return nil, nil, err
+					r.mu.Unlock()
+					return inst, nil, err
 				}
-				s.log.Warn("reloading the model after an RPC worker failed", "model", e.name, "err", err)
-				if s.retireLocked(e, stateUnloaded) {
-					go inst.close()
+				r.cfg.Log.Warn("reloading the model after an RPC worker failed", "model", e.name, "err", err)
+				if r.retireLocked(e, Unloaded) {
+					go l.close()
 				}
 				continue
 			}
-			inst.refs++
+			l.refs++
 			e.lastUsed = time.Now()
 			if e.idle != nil {
 				e.idle.Stop()
 				e.idle = nil
 			}
-			s.mu.Unlock()
+			r.mu.Unlock()
 			var once sync.Once
-			return inst, func() { once.Do(func() { s.release(inst) }) }, nil
-		case stateLoading:
+			return l.inst, func() { once.Do(func() { r.release(l) }) }, nil
+		case Loading:
 			if waited && e.loadErr != nil {
 				err := e.loadErr
-				s.mu.Unlock()
-				return nil, nil, err
+				r.mu.Unlock()
+				return inst, nil, err
 			}
 			ch := e.loading
-			s.mu.Unlock()
+			r.mu.Unlock()
 			select {
 			case <-ch:
 			case <-ctx.Done():
-				return nil, nil, ctx.Err()
+				return inst, nil, ctx.Err()
 			}
-			s.mu.Lock()
+			r.mu.Lock()
 			waited = true
 		default:
 			if waited && e.loadErr != nil {
 				err := e.loadErr
-				s.mu.Unlock()
-				return nil, nil, err
+				r.mu.Unlock()
+				return inst, nil, err
 			}
-			s.startLoadLocked(e)
+			r.startLoadLocked(e)
 		}
 	}
 }
 
-// release ends one use of inst.
-func (s *Server) release(inst *instance) {
-	s.mu.Lock()
-	inst.refs--
-	e := inst.entry
+// release ends one use of l.
+func (r *Router[I]) release(l *loaded[I]) {
+	r.mu.Lock()
+	l.refs--
+	e := l.model
 	e.lastUsed = time.Now()
-	closeNow := inst.retired && inst.refs == 0
-	if !inst.retired && inst.refs == 0 && e.inst == inst {
-		s.armIdleLocked(e)
+	closeNow := l.retired && l.refs == 0
+	if !l.retired && l.refs == 0 && e.cur == l {
+		r.armIdleLocked(e)
 	}
-	s.mu.Unlock()
+	r.mu.Unlock()
 	if closeNow {
-		inst.close()
+		l.close()
 	}
 }
 
+// idleAfter is how long e may go without requests before it sleeps (0:
+// forever).
+func (r *Router[I]) idleAfter(e *Model[I]) time.Duration {
+	n := r.cfg.SleepIdleSeconds
+	if e.settings.SleepIdleSeconds != nil {
+		n = *e.settings.SleepIdleSeconds
+	}
+	return time.Duration(n) * time.Second
+}
+
 // armIdleLocked starts e's sleep timer (when sleeping on idle is on).
-func (s *Server) armIdleLocked(e *modelEntry) {
-	d := time.Duration(e.opts.SleepIdleSeconds) * time.Second
-	if d <= 0 || s.closed {
+func (r *Router[I]) armIdleLocked(e *Model[I]) {
+	d := r.idleAfter(e)
+	if d <= 0 || r.closed {
 		return
 	}
 	if e.idle != nil {
 		e.idle.Stop()
 	}
-	inst := e.inst
-	e.idle = time.AfterFunc(d, func() { s.sleepIfIdle(e, inst, d) })
+	l := e.cur
+	e.idle = time.AfterFunc(d, func() { r.sleepIfIdle(e, l, d) })
 }
 
 // sleepIfIdle unloads e's instance when it has had no request for d.
-func (s *Server) sleepIfIdle(e *modelEntry, inst *instance, d time.Duration) {
-	s.mu.Lock()
-	if s.closed || e.inst != inst || e.state != stateLoaded || inst.refs > 0 {
-		s.mu.Unlock()
+func (r *Router[I]) sleepIfIdle(e *Model[I], l *loaded[I], d time.Duration) {
+	r.mu.Lock()
+	if r.closed || e.cur != l || e.state != Loaded || l.refs > 0 {
+		r.mu.Unlock()
 		return
 	}
 	if left := d - time.Since(e.lastUsed); left > 0 {
-		e.idle = time.AfterFunc(left, func() { s.sleepIfIdle(e, inst, d) })
-		s.mu.Unlock()
+		e.idle = time.AfterFunc(left, func() { r.sleepIfIdle(e, l, d) })
+		r.mu.Unlock()
 		return
 	}
-	s.retireLocked(e, stateSleeping)
-	s.mu.Unlock()
-	s.log.Info("model sleeping after idle", "model", e.name, "idle", d)
-	inst.close()
+	r.retireLocked(e, Sleeping)
+	r.mu.Unlock()
+	r.cfg.Log.Info("model sleeping after idle", "model", e.name, "idle", d)
+	l.close()
 }
 
 // retireLocked detaches e's loaded instance, marking e with state. The
 // instance is closed by the caller when it has no users, else by the last
 // release. It returns whether the caller must close it now.
-func (s *Server) retireLocked(e *modelEntry, state modelState) bool {
-	inst := e.inst
+func (r *Router[I]) retireLocked(e *Model[I], state State) bool {
+	l := e.cur
 	if e.idle != nil {
 		e.idle.Stop()
 		e.idle = nil
 	}
-	e.inst = nil
+	e.cur = nil
 	e.state = state
-	if inst == nil {
+	if l == nil {
 		return false
 	}
 	// The snapshot /metrics shows while the model sleeps.
-	e.metrics = addMetrics(e.metrics, inst.Engine.Metrics())
-	inst.retired = true
-	s.notifyLocked(e, nil)
-	return inst.refs == 0
+	e.metrics = addMetrics(e.metrics, l.inst.Metrics())
+	l.retired = true
+	r.notifyLocked(e, nil)
+	return l.refs == 0
 }
 
 // startLoadLocked begins loading e in the background, first unloading the
-// least recently used idle models if ModelsMax would be exceeded.
-func (s *Server) startLoadLocked(e *modelEntry) {
-	var evicted []*instance
-	if s.router && s.opts.ModelsMax > 0 {
+// least recently used idle models if Config.Max would be exceeded.
+func (r *Router[I]) startLoadLocked(e *Model[I]) {
+	var evicted []*loaded[I]
+	if r.Multi() && r.cfg.Max > 0 {
 		for {
 			n := 0
-			for _, o := range s.models {
-				if o != e && (o.state == stateLoaded || o.state == stateLoading) {
+			for _, o := range r.models {
+				if o != e && (o.state == Loaded || o.state == Loading) {
 					n++
 				}
 			}
-			if n < s.opts.ModelsMax {
+			if n < r.cfg.Max {
 				break
 			}
-			var lru *modelEntry
-			for _, o := range s.models {
-				if o != e && o.state == stateLoaded && o.inst.refs == 0 && (lru == nil || o.lastUsed.Before(lru.lastUsed)) {
+			var lru *Model[I]
+			for _, o := range r.models {
+				if o != e && o.state == Loaded && o.cur.refs == 0 && (lru == nil || o.lastUsed.Before(lru.lastUsed)) {
 					lru = o
 				}
 			}
 			if lru == nil {
-				s.log.Warn("models_max reached and every loaded model is busy; loading anyway", "model", e.name)
+				r.cfg.Log.Warn("models_max reached and every loaded model is busy; loading anyway", "model", e.name)
 				break
 			}
-			inst := lru.inst
-			s.log.Info("unloading least recently used model", "model", lru.name, "for", e.name)
-			if s.retireLocked(lru, stateUnloaded) {
-				evicted = append(evicted, inst)
+			l := lru.cur
+			r.cfg.Log.Info("unloading least recently used model", "model", lru.name, "for", e.name)
+			if r.retireLocked(lru, Unloaded) {
+				evicted = append(evicted, l)
 			}
 		}
 	}
 	ch := make(chan struct{})
-	e.state = stateLoading
+	e.state = Loading
 	e.loading = ch
 	e.loadErr = nil
-	s.notifyLocked(e, nil)
-	s.loads.Add(1)
+	r.notifyLocked(e, nil)
+	r.loads.Add(1)
 	go func() {
-		defer s.loads.Done()
-		for _, inst := range evicted {
-			inst.close()
+		defer r.loads.Done()
+		for _, l := range evicted {
+			l.close()
 		}
 		start := time.Now()
-		inst, info, err := s.openInstance(e)
-		s.mu.Lock()
-		defer s.mu.Unlock()
+		inst, info, err := r.open(e)
+		r.mu.Lock()
+		defer r.mu.Unlock()
 		defer close(ch)
-		if s.closed {
-			if inst != nil {
-				go inst.close()
+		if r.closed {
+			if err == nil {
+				go inst.Close()
 			}
-			e.state, e.loadErr = stateUnloaded, errServerClosed
+			e.state, e.loadErr = Unloaded, ErrClosed
 			return
 		}
 		if err != nil {
-			s.log.Error("load model failed", "model", e.name, "err", err)
-			e.state, e.loadErr, e.failed = stateUnloaded, err, true
-			s.notifyLocked(e, map[string]any{"failed": true})
+			r.cfg.Log.Error("load model failed", "model", e.name, "err", err)
+			e.state, e.loadErr, e.failed = Unloaded, err, true
+			r.notifyLocked(e, map[string]any{"failed": true})
 			return
 		}
-		s.log.Info("model loaded", "model", e.name, "seconds", time.Since(start).Seconds())
+		r.cfg.Log.Info("model loaded", "model", e.name, "seconds", time.Since(start).Seconds())
 		first := e.info == nil
 		e.info = info
-		e.inst, e.state, e.failed = inst, stateLoaded, false
+		e.cur, e.state, e.failed = &loaded[I]{inst: inst, model: e}, Loaded, false
 		e.lastUsed = time.Now()
 		if first {
-			s.notifyLocked(e, map[string]any{"info": s.modelCard(e)})
+			r.notifyLocked(e, map[string]any{"info": r.cardLocked(e)})
 		} else {
-			s.notifyLocked(e, nil)
+			r.notifyLocked(e, nil)
 		}
-		s.armIdleLocked(e)
+		r.armIdleLocked(e)
 	}()
 }
 
-// unload unloads e (waiting for a load in progress to end first).
-func (s *Server) unload(ctx context.Context, e *modelEntry) error {
-	s.mu.Lock()
-	for e.state == stateLoading {
+// open pulls e's model when it comes from the hub and not yet pulled, and
+// opens it with Config.Open.
+func (r *Router[I]) open(e *Model[I]) (inst I, info *Info, err error) {
+	r.mu.Lock()
+	sp := Spec{Name: e.name, Path: e.path, Settings: e.settings}
+	hfRepo, hf := e.hfRepo, e.hf
+	r.mu.Unlock()
+	if sp.Path == "" && hfRepo != "" {
+		r.cfg.Log.Info("pulling model", "model", sp.Name, "hf_repo", hfRepo)
+		p, err := hub.Pull(r.ctx, hfRepo, *hf)
+		if err != nil {
+			return inst, nil, err
+		}
+		sp.Path = p
+		r.mu.Lock()
+		e.path = p
+		r.mu.Unlock()
+	}
+	return r.cfg.Open(r.ctx, sp)
+}
+
+// Unload unloads e (waiting for a load in progress to end first).
+func (r *Router[I]) Unload(ctx context.Context, e *Model[I]) error {
+	r.mu.Lock()
+	for e.state == Loading {
 		ch := e.loading
-		s.mu.Unlock()
+		r.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		s.mu.Lock()
+		r.mu.Lock()
 	}
-	inst := e.inst
+	l := e.cur
 	var closeNow bool
 	switch e.state {
-	case stateLoaded:
-		closeNow = s.retireLocked(e, stateUnloaded)
-	case stateSleeping:
-		e.state = stateUnloaded
-		s.notifyLocked(e, nil)
+	case Loaded:
+		closeNow = r.retireLocked(e, Unloaded)
+	case Sleeping:
+		e.state = Unloaded
+		r.notifyLocked(e, nil)
 	default:
-		s.mu.Unlock()
+		r.mu.Unlock()
 		return errors.New("model is not loaded")
 	}
-	s.mu.Unlock()
+	r.mu.Unlock()
 	if closeNow {
-		inst.close()
+		l.close()
 	}
 	return nil
 }
 
-// openInstance loads e's model, engine and chat template.
-func (s *Server) openInstance(e *modelEntry) (*instance, *modelInfo, error) {
-	path := e.path // only this entry's load writes it, and loads of an entry do not overlap
-	if path == "" && e.hfRepo != "" {
-		s.log.Info("pulling model", "model", e.name, "hf_repo", e.hfRepo)
-		p, err := hub.Pull(s.ctx, e.hfRepo, *e.hf)
-		if err != nil {
-			return nil, nil, err
+// Stop refuses new users (Acquire returns ErrClosed) and detaches every
+// loaded instance, which its last user's release closes. It reports
+// whether this call stopped the router (false: it was stopped already).
+// Drain finishes the work.
+func (r *Router[I]) Stop() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.closed = true
+	for _, e := range r.models {
+		if e.idle != nil {
+			e.idle.Stop()
+			e.idle = nil
 		}
-		path = p
-		s.mu.Lock()
-		e.path = p
-		s.mu.Unlock()
-	}
-	m, err := llama.LoadModel(s.ctx, path, e.opts.ModelOptions)
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl, err := resolveTemplate(e.opts, m, s.log)
-	if err != nil {
-		_ = m.Close()
-		return nil, nil, err
-	}
-	toolTmpl := toolUseRenderer(e.opts, m, s.log)
-	proj, err := loadProjector(s.ctx, m, e.opts.Multimodal, s.mediaMarker)
-	if err != nil {
-		_ = m.Close()
-		return nil, nil, err
-	}
-	mi, _ := m.Info()
-	eo := e.opts.Engine
-	if eo.Logger == nil {
-		eo.Logger = s.log
-	}
-	var embedEng engineAPI
-	if eo.Embedding && !eo.Reranking && mi.HasDecoder {
-		// A generative model with --embedding serves completions too, as
-		// llama-server does: embeddings get a context of their own.
-		emb := eo
-		emb.Parallel = 1
-		if embedEng, err = newEngine(m, emb); err != nil {
-			_ = m.Close()
-			return nil, nil, fmt.Errorf("start embedding engine: %w", err)
+		if e.cur != nil {
+			r.stopped = append(r.stopped, e.cur)
+			e.cur.retired = true // the last release closes it
+			e.cur = nil
+			e.state = Unloaded
 		}
-		eo.Embedding = false
 	}
-	eng, err := newEngine(m, eo)
-	if err != nil {
-		if embedEng != nil {
-			_ = embedEng.Close()
-		}
-		_ = m.Close()
-		return nil, nil, fmt.Errorf("start engine: %w", err)
-	}
-	inst := &instance{
-		Name: e.name, Path: path, Model: m, Engine: eng, EmbedEngine: embedEng, Template: tmpl, ToolTemplate: toolTmpl,
-		Server: s, Opts: e.opts, entry: e, Projector: proj,
-	}
-	info := &modelInfo{TemplateSource: tmpl.Source(), Caps: tmpl.Caps(), RPCDevices: m.RPCDevices()}
-	for _, d := range info.RPCDevices {
-		s.log.Info("RPC device", "model", e.name, "device", d.Name, "worker", d.Description,
-			"total_mib", d.TotalMemory>>20, "free_mib", d.FreeMemory>>20)
-	}
-	if toolTmpl != nil {
-		// As llama.cpp reports them: the tool_use template's, the more
-		// expressive one, when the model has it.
-		info.Caps = toolTmpl.Caps()
-	}
-	if proj != nil {
-		info.Vision, info.Audio = proj.SupportsVision(), proj.SupportsAudio()
-	}
-	info.Info = mi
-	if tu, ok := m.ChatTemplate("tool_use"); ok {
-		info.ToolUseSource = tu
-	}
-	sp := m.SpecialTokens()
-	if sp.BOS != llama.NoToken {
-		info.BOS, _ = m.TokenPiece(sp.BOS, true)
-	}
-	if sp.EOS != llama.NoToken {
-		info.EOS, _ = m.TokenPiece(sp.EOS, true)
-	}
-	info.NCtxSlot = slotContext(e.opts.Engine, info.Info.TrainContext)
-	if n := eng.SlotContext(); n > 0 {
-		info.NCtxSlot = n
-	}
-	return inst, info, nil
+	return true
 }
 
-// slotContext is each slot's context size under o.
-func slotContext(o engine.Options, train int) int {
-	n := o.Context.ContextSize
-	if n <= 0 {
-		n = train
+// Drain waits until the instances Stop detached have no users or ctx is
+// done, then cancels loads and downloads in progress, closes every
+// instance and waits for the loads to end.
+func (r *Router[I]) Drain(ctx context.Context) {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for r.busy() {
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+			continue
+		}
+		break
 	}
-	p := o.Parallel
-	if p <= 0 {
-		p = 1
+	r.cancel()
+	r.mu.Lock()
+	stopped := r.stopped
+	r.mu.Unlock()
+	for _, l := range stopped {
+		l.close()
 	}
-	return n / p
+	r.loads.Wait()
+}
+
+// busy reports whether any instance Stop detached still has a user.
+func (r *Router[I]) busy() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.stopped {
+		if l.refs > 0 {
+			return true
+		}
+	}
+	return false
 }
