@@ -337,7 +337,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.models = models
-	toolSet, err := tools.New(ctx, toolsOptions(o.Tools), o.Logger)
+	toolSet, err := tools.New(ctx, tools.Options(o.Tools), o.Logger)
 	if err != nil {
 		models.Stop()
 		models.Drain(ctx)
