@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/server/internal/router"
 )
 
 // newTestServer starts a Server behind an httptest server. When neither
@@ -122,21 +123,17 @@ func sseLines(t *testing.T, url string, body any, line func(string)) {
 // waitModelState returns once the model named name ("" for the default) is
 // in state, waiting on the server's model events (those of /models/sse)
 // rather than polling on a timer.
-func waitModelState(t testing.TB, s *Server, name string, state modelState) {
+func waitModelState(t testing.TB, s *Server, name string, state router.State) {
 	t.Helper()
-	events, cancel := s.subscribe()
+	events, cancel := s.models.Subscribe()
 	defer cancel()
-	s.mu.Lock()
-	e := s.models[0]
-	if name != "" {
-		e = s.byName[name]
-	}
+	e, _ := s.models.Lookup(name)
 	require.NotNil(t, e, "no model %q", name)
-	st := e.state
-	s.mu.Unlock()
+	v := s.models.View(e)
+	st := v.State
 	for st != state {
-		if ev := <-events; ev.Model == e.name {
-			st = modelState(ev.Data.(map[string]any)["status"].(string))
+		if ev := <-events; ev.Model == v.Name {
+			st = router.State(ev.Data.(map[string]any)["status"].(string))
 		}
 	}
 }

@@ -18,7 +18,7 @@ import (
 // Server changes belongs to the Server (or the instance or model entry it
 // concerns).
 var packageVars = map[string]string{
-	"errServerClosed":   "a sentinel error",
+	"ErrClosed":         "a sentinel error (internal/router)",
 	"errNotRegular":     "a sentinel error",
 	"junkDirs":          "a table of folder names the file tools never walk",
 	"promLabel":         "a strings.Replacer's method value",

@@ -63,10 +63,10 @@ func TestLoRAAdapters(t *testing.T) {
 	srv, hs := newTestServer(t, Options{Engine: engine.Options{Adapters: []engine.AdapterSpec{{Path: lora, Scale: 1}}}})
 	url := hs.URL
 	modelPtr := func() *llama.Model {
-		srv.mu.Lock()
-		defer srv.mu.Unlock()
-		require.NotNil(t, srv.models[0].inst)
-		return srv.models[0].inst.Model
+		e, _ := srv.models.Lookup("")
+		inst := srv.models.View(e).Inst
+		require.NotNil(t, inst)
+		return inst.Model
 	}
 	m0 := modelPtr()
 

@@ -25,11 +25,7 @@ func handleMetrics(s *Server) handlerFunc {
 		}
 		// The throughput gauges are averaged over the window since the
 		// previous scrape, as llama-server's.
-		s.mu.Lock()
-		m := e.metricsLocked()
-		prev := e.scraped
-		e.scraped = m
-		s.mu.Unlock()
+		m, prev := s.models.Scrape(e)
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		w.Header().Set("Process-Start-Time-Unix", strconv.FormatInt(s.started.Unix(), 10))
 		w.WriteHeader(http.StatusOK)

@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"slices"
 	"time"
-
-	"github.com/x/llama/hub"
 )
 
 // handleModelsAdd is llama-server's POST /models of router mode:
@@ -36,52 +33,11 @@ func handleModelsAdd(s *Server) handlerFunc {
 		if name == "" {
 			return badRequest("model must be a non-empty string")
 		}
-		s.mu.Lock()
-		_, exists := s.byName[name]
-		if exists || s.downloading[name] {
-			s.mu.Unlock()
-			return badRequest("model '%s' already exists", name)
+		if err := s.models.Download(name); err != nil {
+			return badRequest("%v", err)
 		}
-		if s.downloading == nil {
-			s.downloading = map[string]bool{}
-		}
-		s.downloading[name] = true
-		s.broadcastLocked(modelEvent{Model: name, Event: "model_status", Data: modelEventStatus{Status: "downloading"}})
-		s.loads.Add(1)
-		s.mu.Unlock()
-		go s.download(name)
 		writeJSON(w, http.StatusOK, map[string]bool{"success": true})
 		return nil
-	}
-}
-
-// download pulls a model for POST /models and lists it when it arrives.
-func (s *Server) download(name string) {
-	defer s.loads.Done()
-	path, err := hub.Pull(s.ctx, name, hub.Options{Offline: s.opts.Offline})
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.downloading, name)
-	if err != nil {
-		if s.ctx.Err() == nil {
-			s.log.Warn("model download failed", "model", name, "err", err)
-		}
-		s.broadcastLocked(modelEvent{Model: name, Event: "download_failed", Data: modelEventError{Error: err.Error()}})
-		return
-	}
-	if _, exists := s.byName[name]; !exists && !s.closed {
-		s.addEntry(&modelEntry{name: name, path: path, opts: routerOptions(s.opts), created: time.Now().Unix(), downloaded: true})
-	}
-	s.broadcastLocked(modelEvent{Model: name, Event: "download_finished"})
-}
-
-// broadcastLocked sends ev to the /models/sse listeners; s.mu must be held.
-func (s *Server) broadcastLocked(ev modelEvent) {
-	for ch := range s.subs {
-		select {
-		case ch <- ev:
-		default: // a slow listener misses events rather than blocking
-		}
 	}
 }
 
@@ -100,41 +56,12 @@ func handleModelsRemove(s *Server) handlerFunc {
 		if name == "" {
 			return badRequest("model must be a non-empty string")
 		}
-		s.mu.Lock()
-		e, exists := s.byName[name]
-		s.mu.Unlock()
-		if !exists {
-			return serverError("model name=%s is not found", name)
-		}
-		if !e.downloaded {
-			return serverError("model name=%s is not removable (not from cache)", name)
-		}
 		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 		defer cancel()
-		s.mu.Lock()
-		loaded := e.state != stateUnloaded
-		s.mu.Unlock()
-		if err := s.unload(ctx, e); loaded && err != nil {
+		if err := s.models.Remove(ctx, name); err != nil {
 			return serverError("%v", err)
 		}
-		s.mu.Lock()
-		if s.byName[name] == e {
-			delete(s.byName, name)
-			s.models = slices.DeleteFunc(s.models, func(m *modelEntry) bool { return m == e })
-		}
-		s.mu.Unlock()
 		writeJSON(w, http.StatusOK, map[string]bool{"success": true})
 		return nil
 	}
 }
-
-// modelEventStatus and modelEventError are the data of /models/sse's
-// events of a download.
-type (
-	modelEventStatus struct {
-		Status string `json:"status"`
-	}
-	modelEventError struct {
-		Error string `json:"error"`
-	}
-)

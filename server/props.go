@@ -11,6 +11,7 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
+	"github.com/x/llama/server/internal/router"
 )
 
 // buildInfo is reported in /props.
@@ -20,15 +21,14 @@ const buildInfo = "b0-go-llama (llama.cpp v0.4.0)"
 func handleHealth(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if !s.router {
-			s.mu.Lock()
-			e := s.models[0]
-			st, loadErr := e.state, e.loadErr
+			e, _ := s.models.Lookup("")
+			v := s.models.View(e)
+			st, loadErr := v.State, v.LoadErr
 			var rpcErr error
-			if e.inst != nil {
-				rpcErr = e.inst.Model.RPCErr()
+			if v.Inst != nil {
+				rpcErr = v.Inst.Model.RPCErr()
 			}
-			s.mu.Unlock()
-			if st == stateLoading {
+			if st == router.Loading {
 				return unavailable("Loading model")
 			}
 			if rpcErr == nil && errors.Is(loadErr, llama.ErrRPC) {
@@ -44,25 +44,26 @@ func handleHealth(s *Server) handlerFunc {
 	}
 }
 
-// props builds the GET /props response from what is known of e.
-func (s *Server) props(e *modelEntry) map[string]any {
-	info := e.info
+// props builds the GET /props response from what is known of a model.
+func (s *Server) props(e router.View[*instance]) map[string]any {
+	info := e.Info
 	if info == nil {
-		info = &modelInfo{}
+		info = &router.Info{}
 	}
+	opts := s.modelOptions(e.Settings)
 	nCtx := info.NCtxSlot
-	total := e.opts.Engine.Parallel
+	total := opts.Engine.Parallel
 	if total <= 0 {
 		total = 1
 	}
 	p := map[string]any{
 		"default_generation_settings": map[string]any{
 			"n_ctx":  nCtx,
-			"params": defaultGenerationParams(e.opts),
+			"params": defaultGenerationParams(opts),
 		},
 		"total_slots":        total,
-		"model_alias":        e.name,
-		"model_path":         e.path,
+		"model_alias":        e.Name,
+		"model_path":         e.Path,
 		"model_ftype":        info.Info.FileType,
 		"modalities":         map[string]bool{"vision": info.Vision, "audio": info.Audio, "video": false},
 		"media_marker":       s.mediaMarker,
@@ -74,7 +75,7 @@ func (s *Server) props(e *modelEntry) map[string]any {
 		"bos_token":          info.BOS,
 		"eos_token":          info.EOS,
 		"build_info":         buildInfo,
-		"is_sleeping":        e.state == stateSleeping,
+		"is_sleeping":        e.State == router.Sleeping,
 		"ui":                 !s.opts.NoUI,
 		"ui_settings":        s.uiSettings(),
 		"cors_proxy_enabled": s.opts.Tools.CORSProxy,
@@ -128,10 +129,7 @@ func handleGetProps(s *Server) handlerFunc {
 		if err != nil {
 			return err
 		}
-		s.mu.Lock()
-		p := s.props(e)
-		s.mu.Unlock()
-		writeJSON(w, http.StatusOK, p)
+		writeJSON(w, http.StatusOK, s.props(s.models.View(e)))
 		return nil
 	}
 }

@@ -67,7 +67,8 @@ func (s *Server) routes() []route {
 		// Models: the OpenAI list (models.go), keyed as in llama-server
 		// (in router mode it names model files and ?reload=1 rescans
 		// them), and router mode's loading, unloading, events
-		// (models.go), and downloads and removals (models_admin.go).
+		// (models.go), and downloads and removals (models_admin.go):
+		// thin handlers over internal/router.
 		{"GET /v1/models", keyed, llamaErrors, handleModels(s)},
 		{"GET /models", keyed, llamaErrors, handleModels(s)},
 		{"GET /models/sse", keyed, llamaErrors, handleModelsSSE(s)},

@@ -7,9 +7,9 @@ package server
 // Reading the code: Server.routes (routes.go) lists every endpoint with the
 // file of its handler, and buildHandler wraps them in the middleware
 // (middleware.go, cors.go). Handlers get a loaded model from
-// Server.instanceFor (instance.go, which loads, sleeps and unloads models;
-// models_catalog.go lists them in router mode) and run their requests on
-// its engine (package engine) through runTask (tasks.go).
+// Server.instanceFor (instance.go; internal/router lists the models and
+// loads, sleeps and unloads them) and run their requests on its engine
+// (package engine) through runTask (tasks.go).
 
 import (
 	"context"
@@ -21,13 +21,13 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/x/llama/engine"
 	"github.com/x/llama/sampling"
 	"github.com/x/llama/server/internal/corsproxy"
+	"github.com/x/llama/server/internal/router"
 	"github.com/x/llama/server/internal/tools"
 
 	"github.com/x/llama"
@@ -252,18 +252,11 @@ type Server struct {
 	handler http.Handler
 	started time.Time
 
-	ctx    context.Context // cancelled by Close: aborts loads
-	cancel context.CancelFunc
-	done   chan struct{} // closed by Close
-	loads  sync.WaitGroup
+	done chan struct{} // closed by Close
 
-	mu     sync.Mutex
-	closed bool
-	models []*modelEntry
-	byName map[string]*modelEntry
-	subs   map[chan modelEvent]struct{}
-	// downloading are the models POST /models is fetching.
-	downloading map[string]bool
+	// models is the model list and its lifecycle (loads, sleeps,
+	// unloads, downloads).
+	models *router.Router[*instance]
 
 	tools    *tools.Set         // nil: /tools answers 403
 	proxy    *corsproxy.Proxy   // the client of /cors-proxy
@@ -330,31 +323,24 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Server{
-		opts: o, log: o.Logger, started: time.Now(), ctx: sctx, cancel: cancel,
-		done: make(chan struct{}), byName: map[string]*modelEntry{}, subs: map[chan modelEvent]struct{}{},
-		mediaMarker: newMediaMarker(),
+		opts: o, log: o.Logger, started: time.Now(), router: o.Model == "",
+		done: make(chan struct{}), mediaMarker: newMediaMarker(),
 	}
 	s.bodies.limit = bodyBudgetBytes(o)
-	now := time.Now().Unix()
-	if o.Model != "" {
-		aliases := splitAliases(o.Alias)
-		name := o.Model
-		if len(aliases) > 0 {
-			name = aliases[0]
-		}
-		s.addEntry(&modelEntry{name: name, path: o.Model, opts: o, created: now, aliases: aliases})
-	} else {
-		s.router = true
-		if err := s.listModels(now); err != nil {
-			cancel()
-			return nil, err
-		}
-	}
-	toolSet, err := tools.New(ctx, toolsOptions(o.Tools), o.Logger)
+	models, err := router.New(ctx, router.Config[*instance]{
+		Model: o.Model, Aliases: splitAliases(o.Alias), Dir: o.ModelsDir, Preset: o.ModelsPreset,
+		Max: o.ModelsMax, SleepIdleSeconds: o.SleepIdleSeconds, Offline: o.Offline, Jinja: o.Jinja,
+		Tags: o.Tags, Open: s.openInstance, Log: o.Logger,
+	})
 	if err != nil {
-		cancel()
+		return nil, err
+	}
+	s.models = models
+	toolSet, err := tools.New(ctx, tools.Options(o.Tools), o.Logger)
+	if err != nil {
+		models.Stop()
+		models.Drain(ctx)
 		return nil, err
 	}
 	s.tools = toolSet
@@ -363,33 +349,17 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s.warnExposure()
 
 	if !s.router {
-		e := s.models[0]
-		s.mu.Lock()
-		s.startLoadLocked(e)
-		ch := e.loading
-		s.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
+		e, _ := models.Lookup("")
+		if err := models.Load(ctx, e); err != nil {
 			_ = s.Close()
-			return nil, ctx.Err()
-		}
-		s.mu.Lock()
-		err := e.loadErr
-		s.mu.Unlock()
-		if err != nil {
-			_ = s.Close()
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				return nil, ctx.Err()
+			}
 			return nil, fmt.Errorf("server: load %s: %w", o.Model, err)
 		}
 		return s, nil
 	}
-	s.mu.Lock()
-	for _, e := range s.models {
-		if e.loadOnStartup {
-			s.startLoadLocked(e)
-		}
-	}
-	s.mu.Unlock()
+	models.Start()
 	return s, nil
 }
 
@@ -406,12 +376,6 @@ func splitAliases(a string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func (s *Server) addEntry(e *modelEntry) {
-	e.state = stateUnloaded
-	s.models = append(s.models, e)
-	s.byName[e.name] = e
 }
 
 // Options returns the options the server runs with (defaults filled in).
@@ -436,47 +400,17 @@ func (s *Server) Close() error {
 // aborts loads in progress and unloads every model. Later calls return at
 // once.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.models.Stop() {
 		return nil
 	}
-	s.closed = true
 	close(s.done)
 	if s.tools != nil {
 		s.tools.Abort()
 	}
 	s.streams.closeAll()
-	var insts []*instance
-	for _, e := range s.models {
-		if e.idle != nil {
-			e.idle.Stop()
-			e.idle = nil
-		}
-		if e.inst != nil {
-			insts = append(insts, e.inst)
-			e.inst.retired = true // the last release closes it
-			e.inst = nil
-			e.state = stateUnloaded
-		}
-	}
-	s.mu.Unlock()
-	// Drain: each instance closes itself when its last request releases it.
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for s.busy(insts) {
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
-			continue
-		}
-		break
-	}
-	s.cancel()
-	for _, inst := range insts {
-		inst.close()
-	}
-	s.loads.Wait()
+	// Drain: each instance closes itself when its last request releases
+	// it, or once ctx is done.
+	s.models.Drain(ctx)
 	if s.tools != nil {
 		s.tools.Close()
 	}
@@ -492,18 +426,6 @@ func (s *Server) AbortToolCalls() {
 	if s.tools != nil {
 		s.tools.Abort()
 	}
-}
-
-// busy reports whether any of insts still serves a request.
-func (s *Server) busy(insts []*instance) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, inst := range insts {
-		if inst.refs > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // warnExposure logs, at start, the settings that let web pages the user

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/server/internal/router"
 )
 
 // call sends a request with an optional JSON body and headers and returns
@@ -500,12 +501,12 @@ func TestValidSlotFilename(t *testing.T) {
 }
 
 // readSSE reads "data:" events from an SSE stream into ch until it ends.
-func readSSE(r io.Reader, ch chan<- modelEvent) {
+func readSSE(r io.Reader, ch chan<- router.Event) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		line := sc.Text()
 		if data, ok := strings.CutPrefix(line, "data: "); ok {
-			var ev modelEvent
+			var ev router.Event
 			if json.Unmarshal([]byte(data), &ev) == nil {
 				ch <- ev
 			}
@@ -544,7 +545,7 @@ func TestServerRouterMode(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 200, resp.StatusCode)
 	assert.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
-	events := make(chan modelEvent, 100)
+	events := make(chan router.Event, 100)
 	go readSSE(resp.Body, events)
 	defer resp.Body.Close()
 
@@ -624,7 +625,7 @@ chat-template = llama3
 load-on-startup = true
 `), 0o644))
 	s, ts := newTestServer(t, Options{ModelsPreset: ini})
-	waitModelState(t, s, "tiny", stateLoaded)
+	waitModelState(t, s, "tiny", router.Loaded)
 	assert.Equal(t, "loaded", modelStatuses(t, ts.URL)["tiny"])
 	code, props := callJSON(t, "GET", ts.URL+"/props?model=tiny", nil)
 	require.Equal(t, 200, code)
@@ -648,13 +649,12 @@ func TestServerSleepOnIdle(t *testing.T) {
 		return p["is_sleeping"] == true
 	}
 	assert.False(t, sleeping())
-	waitModelState(t, s, "", stateSleeping)
+	waitModelState(t, s, "", router.Sleeping)
 	assert.True(t, sleeping())
 
 	// Sleeping: the model is freed, /health and /props still answer.
-	s.mu.Lock()
-	assert.Nil(t, s.models[0].inst)
-	s.mu.Unlock()
+	e, _ := s.models.Lookup("")
+	assert.Nil(t, s.models.View(e).Inst)
 	code, _ := callJSON(t, "GET", ts.URL+"/health", nil)
 	assert.Equal(t, 200, code)
 	_, p := callJSON(t, "GET", ts.URL+"/props", nil)
@@ -672,10 +672,10 @@ func testLogger(testing.TB) *slog.Logger { return slog.New(slog.NewTextHandler(i
 
 func TestServerConcurrentWake(t *testing.T) {
 	s, ts := newTestServer(t, Options{SleepIdleSeconds: 1})
-	waitModelState(t, s, "", stateSleeping)
+	waitModelState(t, s, "", router.Sleeping)
 
 	// Several requests arrive together: one load serves them all.
-	events, cancel := s.subscribe()
+	events, cancel := s.models.Subscribe()
 	defer cancel()
 	const n = 6
 	codes := make(chan int, n)
@@ -760,7 +760,7 @@ func TestServerRouterSleepAndMetrics(t *testing.T) {
 	code, data = call(t, "POST", ts.URL+"/tokenize?autoload=false", map[string]any{"content": "hi", "model": "a"}, nil)
 	assert.Equal(t, 400, code, "%s", data)
 
-	waitModelState(t, s, "b", stateSleeping)
+	waitModelState(t, s, "b", router.Sleeping)
 	assert.Equal(t, "sleeping", modelStatuses(t, ts.URL)["b"])
 	_, p := callJSON(t, "GET", ts.URL+"/props?model=b", nil)
 	assert.Equal(t, true, p["is_sleeping"])

@@ -231,9 +231,8 @@ func BenchmarkSoak(b *testing.B) {
 
 // defaultSlots returns the slots of s's default model.
 func defaultSlots(s *Server) []engine.SlotInfo {
-	s.mu.Lock()
-	inst := s.models[0].inst
-	s.mu.Unlock()
+	e, _ := s.models.Lookup("")
+	inst := s.models.View(e).Inst
 	if inst == nil {
 		return nil
 	}

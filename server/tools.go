@@ -129,14 +129,9 @@ type ToolsOptions struct {
 	// stays readable to every process either way: keep API keys off it
 	// (LLAMA_API_KEY, --api-key-file).
 	KeepDumpable bool
-}
 
-// toolsOptions is o without the CORS proxy's fields.
-func toolsOptions(o ToolsOptions) tools.Options {
-	return tools.Options{Enabled: o.Enabled, Runtime: o.Runtime, Root: o.Root,
-		AllowClientCwd: o.AllowClientCwd, AllowClientRuntime: o.AllowClientRuntime,
-		MCPServersConfig: o.MCPServersConfig, MCPServersJSON: o.MCPServersJSON,
-		Env: o.Env, KeepDumpable: o.KeepDumpable}
+	// New passes these options to internal/tools as tools.Options, a
+	// struct of the same fields in the same order: add a field to both.
 }
 
 func handleToolsList(s *Server) handlerFunc {

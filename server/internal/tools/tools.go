@@ -21,23 +21,23 @@ import (
 	"sync"
 )
 
-// Options are the server's ToolsOptions less the CORS proxy's fields (see
-// server.ToolsOptions for what each one means and its default).
+// Options are server.ToolsOptions, which defines and documents each
+// field: the server passes its struct through as tools.Options(o.Tools),
+// so the two must keep the same fields in the same order (a field added to
+// one only does not compile). CORSProxy and CORSProxyAllowPrivate are the
+// server's /cors-proxy's; this package does not read them.
 type Options struct {
-	Enabled            []string
-	Runtime            string
-	Root               string
-	AllowClientCwd     bool
-	AllowClientRuntime bool
-	MCPServersConfig   string
-	MCPServersJSON     string
-	// Env names the variables of the server's environment passed on to
-	// commands and MCP servers beyond the default allow-list; "*" passes
-	// all of them but the secrets, as before.
-	Env []string
-	// KeepDumpable leaves the server's process dumpable on Linux: its
-	// /proc/PID/environ stays readable to the commands it runs.
-	KeepDumpable bool
+	Enabled               []string
+	Runtime               string
+	Root                  string
+	AllowClientCwd        bool
+	AllowClientRuntime    bool
+	MCPServersConfig      string
+	MCPServersJSON        string
+	CORSProxy             bool
+	CORSProxyAllowPrivate bool
+	Env                   []string
+	KeepDumpable          bool
 }
 
 // Error is a call that fails as a whole (an HTTP error answer, not a 200

@@ -1,8 +1,8 @@
-package server
+package router
 
-// Router mode's catalogue: the models of Options.ModelsDir (GGUF files and
-// folders) and Options.ModelsPreset (an INI file of per-model options),
-// read by New and again by GET /models?reload=1.
+// Router mode's catalogue: the models of Config.Dir (GGUF files and
+// folders) and Config.Preset (an INI file of per-model options), read by
+// New and again by Reload (GET /models?reload=1).
 
 import (
 	"bufio"
@@ -14,42 +14,45 @@ import (
 	"strings"
 	"time"
 
+	"github.com/x/llama/engine"
 	"github.com/x/llama/hub"
 )
 
-// listModels fills the router's model list from ModelsDir and ModelsPreset.
-func (s *Server) listModels(now int64) error {
-	entries, err := s.scanModels(now)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		s.addEntry(e)
-	}
-	return nil
+// Settings are a model's own options, from its preset section: each that
+// is set overrides the server's option of that name (nil: the server's).
+type Settings struct {
+	ChatTemplate     *string // chat-template
+	ChatTemplateFile *string // chat-template-file
+	ContextSize      *int    // c, ctx-size
+	Parallel         *int    // np, parallel
+	NPredict         *int    // n, n-predict
+	Threads          *int    // t, threads
+	GPULayers        *int    // ngl, n-gpu-layers, gpu-layers
+	SleepIdleSeconds *int    // sleep-idle-seconds
+	Embedding        *bool   // embedding, embeddings
 }
 
-// scanModels reads ModelsDir and ModelsPreset into new entries, in list
+// scan reads Config.Dir and Config.Preset into new models, in list
 // order (a preset section overrides the folder's model of that name).
-func (s *Server) scanModels(now int64) ([]*modelEntry, error) {
-	o := s.opts
-	var out []*modelEntry
-	byName := map[string]*modelEntry{}
-	add := func(e *modelEntry) {
+func (r *Router[I]) scan(now int64) ([]*Model[I], error) {
+	o := r.cfg
+	var out []*Model[I]
+	byName := map[string]*Model[I]{}
+	add := func(e *Model[I]) {
 		out = append(out, e)
 		byName[e.name] = e
 	}
-	if o.ModelsDir != "" {
-		found, err := scanModelsDir(o.ModelsDir)
+	if o.Dir != "" {
+		found, err := scanModelsDir(o.Dir)
 		if err != nil {
 			return nil, fmt.Errorf("server: models dir: %w", err)
 		}
 		for _, f := range found {
-			add(&modelEntry{name: f[0], path: f[1], opts: routerOptions(o), created: now})
+			add(&Model[I]{name: f[0], path: f[1], created: now})
 		}
 	}
-	if o.ModelsPreset != "" {
-		secs, err := readPreset(o.ModelsPreset)
+	if o.Preset != "" {
+		secs, err := readPreset(o.Preset)
 		if err != nil {
 			return nil, fmt.Errorf("server: models preset: %w", err)
 		}
@@ -76,14 +79,14 @@ func (s *Server) scanModels(now int64) ([]*modelEntry, error) {
 				if path == "" && hf == "" {
 					return nil, fmt.Errorf("server: models preset: [%s] has no model path or hf-repo", name)
 				}
-				e = &modelEntry{name: name, path: path, opts: routerOptions(o), created: now}
+				e = &Model[I]{name: name, path: path, created: now}
 				if path == "" { // pulled from Hugging Face at its first load
 					e.hfRepo = hf
 					e.hf = &hub.Options{File: firstOf(kv, "hf-file", "hff"), Token: firstOf(kv, "hf-token", "hft")}
 				}
 				add(e)
 			}
-			if err := applyPreset(e, kv); err != nil {
+			if err := applyPreset(e, kv, o.Jinja); err != nil {
 				return nil, fmt.Errorf("server: models preset [%s]: %w", name, err)
 			}
 		}
@@ -101,48 +104,42 @@ func firstOf(kv map[string]string, keys ...string) string {
 	return ""
 }
 
-// reloadModels reads ModelsDir and ModelsPreset again (GET
+// Reload reads Config.Dir and Config.Preset again (GET
 // /models?reload=1): new models are added, models no longer listed are
 // dropped unless loaded or loading (they go once unloaded, on a later
 // reload), and unloaded models take their new settings.
-func (s *Server) reloadModels() error {
-	entries, err := s.scanModels(time.Now().Unix())
+func (r *Router[I]) Reload() error {
+	entries, err := r.scan(time.Now().Unix())
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fresh := map[string]*modelEntry{}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fresh := map[string]*Model[I]{}
 	for _, e := range entries {
 		fresh[e.name] = e
 	}
-	kept := s.models[:0]
-	for _, e := range s.models {
+	kept := r.models[:0]
+	for _, e := range r.models {
 		n, listed := fresh[e.name]
-		idle := e.inst == nil && e.state == stateUnloaded
+		idle := e.cur == nil && e.state == Unloaded
 		switch {
 		case !listed && idle:
-			delete(s.byName, e.name)
+			delete(r.byName, e.name)
 			continue
 		case listed && idle:
-			e.path, e.hfRepo, e.hf, e.opts, e.loadOnStartup = n.path, n.hfRepo, n.hf, n.opts, n.loadOnStartup
+			e.path, e.hfRepo, e.hf, e.settings, e.loadOnStartup = n.path, n.hfRepo, n.hf, n.settings, n.loadOnStartup
 		}
 		kept = append(kept, e)
 	}
-	s.models = kept
+	r.models = kept
 	for _, e := range entries {
-		if _, ok := s.byName[e.name]; !ok {
-			s.addEntry(e)
-			s.notifyLocked(e, nil)
+		if _, ok := r.byName[e.name]; !ok {
+			r.addLocked(e)
+			r.notifyLocked(e, nil)
 		}
 	}
 	return nil
-}
-
-// routerOptions are the per-model options inherited from the router's.
-func routerOptions(o Options) Options {
-	o.ModelsDir, o.ModelsPreset = "", ""
-	return o
 }
 
 // scanModelsDir lists (name, path) of the models in dir.
@@ -228,39 +225,41 @@ func readPreset(path string) (map[string]map[string]string, error) {
 	return secs, sc.Err()
 }
 
-// applyPreset applies a preset section's keys to a model's options.
-func applyPreset(e *modelEntry, kv map[string]string) error {
-	atoi := func(k, v string) (int, error) {
+// applyPreset applies a preset section's keys to a model's settings; jinja
+// is how a chat-template is checked.
+func applyPreset[I Instance](e *Model[I], kv map[string]string, jinja bool) error {
+	atoi := func(k, v string) (*int, error) {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return 0, fmt.Errorf("%s: %q is not an integer", k, v)
+			return nil, fmt.Errorf("%s: %q is not an integer", k, v)
 		}
-		return n, nil
+		return &n, nil
 	}
+	st := &e.settings
 	for k, v := range kv {
 		var err error
 		switch strings.ReplaceAll(k, "_", "-") {
 		case "model", "m", "version", "hf-repo", "hf", "hfr", "hf-file", "hff", "hf-token", "hft":
 		case "chat-template":
-			if err = templates(e.opts.Jinja).Check(v); err == nil {
-				e.opts.ChatTemplate = v
+			if err = engine.ChatResolver(jinja).Check(v); err == nil {
+				st.ChatTemplate = new(v)
 			}
 		case "chat-template-file":
-			e.opts.ChatTemplateFile = v
+			st.ChatTemplateFile = new(v)
 		case "c", "ctx-size":
-			e.opts.Engine.Context.ContextSize, err = atoi(k, v)
+			st.ContextSize, err = atoi(k, v)
 		case "np", "parallel":
-			e.opts.Engine.Parallel, err = atoi(k, v)
+			st.Parallel, err = atoi(k, v)
 		case "n", "n-predict":
-			e.opts.NPredict, err = atoi(k, v)
+			st.NPredict, err = atoi(k, v)
 		case "t", "threads":
-			e.opts.Engine.Context.Threads, err = atoi(k, v)
+			st.Threads, err = atoi(k, v)
 		case "ngl", "n-gpu-layers", "gpu-layers":
-			e.opts.ModelOptions.GPULayers, err = atoi(k, v)
+			st.GPULayers, err = atoi(k, v)
 		case "sleep-idle-seconds":
-			e.opts.SleepIdleSeconds, err = atoi(k, v)
+			st.SleepIdleSeconds, err = atoi(k, v)
 		case "embedding", "embeddings":
-			e.opts.Engine.Embedding = v == "true" || v == "1"
+			st.Embedding = new(v == "true" || v == "1")
 		case "load-on-startup":
 			e.loadOnStartup = v == "true" || v == "1"
 		}
