@@ -26,7 +26,6 @@ var packageVars = map[string]string{
 	"baseEnvNames":      "the variables the tools' commands get by default",
 	"errGitDir":         "a sentinel error",
 	"genParams":         "the table of numeric generation parameters",
-	"respOwnFields":     "a list of Responses field names",
 	"slotParamKeys":     "the list of GET /slots param names",
 	"slotParamFullKeys": "the list of GET /slots param names added with SlotsDebug",
 }

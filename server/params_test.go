@@ -124,9 +124,7 @@ func TestParseGeneration(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f, err := parseFields([]byte(c.body))
-			require.NoError(t, err)
-			task, opt, err := parseGeneration(f, inst, 0)
+			task, opt, err := parseGeneration([]byte(c.body), inst, 0)
 			require.NoError(t, err)
 			c.check(t, task, opt)
 		})
@@ -135,8 +133,7 @@ func TestParseGeneration(t *testing.T) {
 	// The server's n_predict is the default; a request's own wins (as
 	// llama-server v0.4.0), -1 meaning the server's.
 	for body, want := range map[string]int{`{"n_predict":100}`: 100, `{}`: 10, `{"n_predict":-1}`: 10, `{"max_tokens":3}`: 3} {
-		f, _ := parseFields([]byte(body))
-		task, _, err := parseGeneration(f, inst, 10)
+		task, _, err := parseGeneration([]byte(body), inst, 10)
 		require.NoError(t, err)
 		assert.Equal(t, want, task.NPredict, body)
 	}
@@ -147,9 +144,7 @@ func TestParseGeneration(t *testing.T) {
 		`{"dry_sequence_breakers":[]}`, `{"n_probs":-1}`, `{"temperature":1e40}`, `{"response_fields":"content"}`,
 		`{"n_cache_reuse":"8"}`, `{"n_cache_reuse":1.5}`, `{"n_cache_reuse":1e12}`,
 	} {
-		f, err := parseFields([]byte(bad))
-		require.NoError(t, err)
-		_, _, err = parseGeneration(f, inst, 0)
+		_, _, err := parseGeneration([]byte(bad), inst, 0)
 		var he *httpError
 		require.ErrorAs(t, err, &he, bad)
 		assert.Equal(t, http.StatusBadRequest, he.Status, bad)
@@ -193,29 +188,39 @@ func TestGenParamsTable(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				type input struct {
 					how string
-					g   genInput
+					g   genFields
+				}
+				fromJSON := func(body string) genFields {
+					var g genFields
+					require.NoError(t, decodeRequest([]byte(body), &g))
+					return g
+				}
+				typed := func(set func(*paramValues)) genFields {
+					var g genFields
+					set(&g.Params)
+					return g
 				}
 				var ok, bad []input
 				var want any
 				var wantErr string
 				if gp.Float != nil {
 					want = float32(1.25)
-					f, _ := parseFields([]byte(`{"` + name + `":1.25}`))
-					ok = []input{{"json", genInput{Fields: f}}, {"typed", genInput{Set: []genValue{{Name: name, Float: 1.25}}}}}
-					f, _ = parseFields([]byte(`{"` + name + `":1e40}`))
-					bad = []input{{"json", genInput{Fields: f}}, {"typed", genInput{Set: []genValue{{Name: name, Float: 1e40}}}}}
+					ok = []input{{"json", fromJSON(`{"` + name + `":1.25}`)}, {"typed", typed(func(p *paramValues) { p.setFloat(name, 1.25) })}}
+					bad = []input{{"json", fromJSON(`{"` + name + `":1e40}`)}, {"typed", typed(func(p *paramValues) { p.setFloat(name, 1e40) })}}
 					wantErr = `"` + name + `" is out of range`
 				} else {
 					want = 0
-					f, _ := parseFields([]byte(`{"` + name + `":0}`))
-					ok = []input{{"json", genInput{Fields: f}}, {"typed", genInput{Set: []genValue{{Name: name}}}}}
-					over := gp.Hi + 1
-					f, _ = parseFields([]byte(fmt.Sprintf(`{%q:%d}`, name, over)))
-					bad = []input{{"json", genInput{Fields: f}}, {"typed", genInput{Set: []genValue{{Name: name, Int: over}}}}}
-					wantErr = fmt.Sprintf(`%q must be between %d and %d, got %d`, name, gp.Lo, gp.Hi, over)
+					ok = []input{{"json", fromJSON(`{"` + name + `":0}`)}, {"typed", typed(func(p *paramValues) { p.setInt(name, 0) })}}
+					lo, hi := gp.Lo, gp.Hi
+					if gp.Sampling != nil {
+						lo, hi = gp.Sampling.Lo, gp.Sampling.Hi
+					}
+					over := hi + 1
+					bad = []input{{"json", fromJSON(fmt.Sprintf(`{%q:%d}`, name, over))}, {"typed", typed(func(p *paramValues) { p.setInt(name, over) })}}
+					wantErr = fmt.Sprintf(`%q must be between %d and %d, got %d`, name, lo, hi, over)
 				}
 				for _, in := range ok {
-					task, opt, err := inst.generation(in.g, 0)
+					task, opt, err := inst.generation(&in.g, 0)
 					require.NoError(t, err, in.how)
 					if gp.Float != nil {
 						assert.Equal(t, want, *gp.Float(task), in.how)
@@ -227,7 +232,7 @@ func TestGenParamsTable(t *testing.T) {
 					}
 				}
 				for _, in := range bad {
-					_, _, err := inst.generation(in.g, 0)
+					_, _, err := inst.generation(&in.g, 0)
 					var he *httpError
 					require.ErrorAs(t, err, &he, in.how)
 					assert.Equal(t, http.StatusBadRequest, he.Status, in.how)
