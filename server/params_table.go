@@ -7,13 +7,18 @@ package server
 // n_predict) here. genParams joins both, with where each value goes in an
 // engine.Request. Its default is what Options.baseRequest holds
 // (sampling.Defaults, or Options.Sampling, and the server's n_keep). The
-// table is read by parsing (generation), by the echo of
-// generation_settings and of /props, and by limitTask.
+// table is read by decoding (a body's values of its names become
+// genFields.Params), by parsing (generation: a sampling value is checked
+// and stored by its sampling.Param, nothing here restates its range), by
+// the echo of generation_settings, /props and /slots, and by limitTask.
 //
-// Parameters whose JSON is not a plain number (seed, stop, samplers,
-// logit_bias, lora, grammar, json_schema, dry_sequence_breakers,
-// n_cache_reuse, the speculative.* bounds) have parsers of their own in
-// params.go and spec_params.go.
+// Adding a numeric sampling parameter therefore takes its row of
+// sampling.Table and its field in sampling.Params; the server reads,
+// checks and echoes it from there. Parameters whose JSON is not a plain
+// number (seed, stop, samplers, logit_bias, lora, grammar, json_schema,
+// dry_sequence_breakers, n_cache_reuse, the speculative.* bounds) are
+// fields of genFields with parsers of their own in params.go and
+// spec_params.go.
 
 import (
 	"math"
