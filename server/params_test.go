@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -243,5 +244,78 @@ func TestGenParamsTable(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestDecodeRequest checks the typed decoding of bodies: names match
+// exactly, null is absent, a wrong type is an error of the field (named)
+// when it is read, an outer field shadows an embedded one of the same
+// name, and only the body's shape fails the decode itself.
+func TestDecodeRequest(t *testing.T) {
+	type inner struct {
+		A opt[string] `json:"a"`
+		B optNum      `json:"b"`
+	}
+	type body struct {
+		inner
+		A    opt[bool]       `json:"a"` // shadows inner.A
+		S    optStrs         `json:"s"`
+		Raw  json.RawMessage `json:"raw"`
+		Dots optNum          `json:"x.y"`
+	}
+	for _, c := range []struct {
+		name, body string
+		check      func(t *testing.T, b *body)
+		err        string // of the decode
+	}{
+		{"empty", ``, nil, "the request body is empty"},
+		{"not an object", `[1]`, nil, "the request body must be a JSON object"},
+		{"malformed", `{"a":`, nil, "malformed JSON"},
+		{"absent", `{}`, func(t *testing.T, b *body) {
+			assert.False(t, b.A.Set || b.inner.A.Set || b.B.Set || b.S.Set || b.Dots.Set)
+			assert.Nil(t, b.Raw)
+		}, ""},
+		{"null is absent", `{"a":null,"b":null,"s":null,"raw":null}`, func(t *testing.T, b *body) {
+			assert.False(t, b.A.Set || b.B.Set || b.S.Set)
+			assert.Nil(t, b.Raw)
+		}, ""},
+		{"case-sensitive names", `{"A":true,"B":1,"X.Y":2}`, func(t *testing.T, b *body) {
+			assert.False(t, b.A.Set || b.B.Set || b.Dots.Set)
+		}, ""},
+		{"shadowing", `{"a":true,"b":2.0}`, func(t *testing.T, b *body) {
+			assert.True(t, b.A.Set && b.A.V)
+			assert.False(t, b.inner.A.Set)
+			n, err := b.B.integer()
+			require.NoError(t, err)
+			assert.Equal(t, int64(2), n)
+		}, ""},
+		{"wrong types are the fields' errors", `{"a":"x","b":"y","s":[1],"x.y":1.5}`, func(t *testing.T, b *body) {
+			var v bool
+			assert.EqualError(t, b.A.read(&v, "a boolean"), `"a" must be a boolean`)
+			_, err := b.B.float64()
+			assert.EqualError(t, err, `"b" must be a number`)
+			var ss []string
+			assert.EqualError(t, b.S.read(&ss), `"s" must be a string or an array of strings`)
+			var n int
+			assert.EqualError(t, b.Dots.int(&n, 0, 10), `"x.y" must be an integer in range, got 1.5`)
+		}, ""},
+		{"a string is a list of one", `{"s":"one","raw":  [1, 2] }`, func(t *testing.T, b *body) {
+			var ss []string
+			require.NoError(t, b.S.read(&ss))
+			assert.Equal(t, []string{"one"}, ss)
+			assert.Equal(t, `[1, 2]`, string(b.Raw))
+		}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var b body
+			err := decodeRequest([]byte(c.body), &b)
+			if c.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), c.err)
+				return
+			}
+			require.NoError(t, err)
+			c.check(t, &b)
+		})
 	}
 }
