@@ -127,8 +127,9 @@ func (t *Param) Set(p *Params, v float64) error {
 	if math.IsNaN(v) || math.Abs(v) > math.MaxFloat32 {
 		return &Error{Param: t.Name, Msg: fmt.Sprintf("%q is out of range", t.Name)}
 	}
-	if t.Keep == nil || !t.Keep(v) {
-		*t.Float(p) = float32(v)
+	// The value is a float32 (as llama.cpp reads it) before Keep sees it.
+	if f := float32(v); t.Keep == nil || !t.Keep(float64(f)) {
+		*t.Float(p) = f
 	}
 	return nil
 }
