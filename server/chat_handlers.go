@@ -6,10 +6,13 @@ package server
 // output parsed back into content, reasoning and tool calls, whole or as
 // streamed deltas.
 //
-// Every chat-shaped endpoint decodes its body into a chatRequest (the
-// conversation in package chat's types plus options) and startChat turns
-// it into an engine.Request and the chat.ParseOptions to read its output
-// with.
+// Every chat-shaped endpoint reads the same way, top to bottom: its body
+// is decoded once into the dialect's typed body (oaiChatBody, respBody,
+// anthRequest, a transcription form), one function of the dialect
+// translates that into a chatRequest (the conversation in package chat's
+// types plus options: oaiChat, respToChat then oaiChat, anthToChat,
+// transcriptionChat), and startChat turns it into an engine.Request and
+// the plan to read its output with.
 
 import (
 	"bytes"
@@ -28,10 +31,10 @@ import (
 )
 
 // chatRequest is the internal chat request every chat-shaped dialect
-// decodes to, in package chat's types: decodeOAIChat (OpenAI chat
-// completions, apply-template, and the chat fields of a Responses body),
-// respToChat (Responses), anthToChat (Anthropic Messages) and
-// transcriptionChat (audio transcriptions) fill it, and
+// translates to, in package chat's types: oaiChat (OpenAI chat
+// completions, apply-template, input_tokens, and the chat fields of a
+// Responses body), respToChat (Responses), anthToChat (Anthropic
+// Messages) and transcriptionChat (audio transcriptions) fill it, and
 // (*instance).startChat turns it into a task and a chatPlan.
 type chatRequest struct {
 	Messages []chat.Message
