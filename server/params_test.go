@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"reflect"
 	"testing"
 
 	"github.com/x/llama/engine"
@@ -317,5 +318,33 @@ func TestDecodeRequest(t *testing.T) {
 			require.NoError(t, err)
 			c.check(t, &b)
 		})
+	}
+}
+
+// TestRequestFieldTypes keeps every field of the typed bodies one whose
+// decoding cannot fail (decodeRequest reports a wrong type only through
+// the field types): an optional field type, or raw JSON read by a named
+// function.
+func TestRequestFieldTypes(t *testing.T) {
+	raw := reflect.TypeFor[json.RawMessage]()
+	named := reflect.TypeFor[namedField]()
+	var check func(t *testing.T, typ reflect.Type)
+	check = func(t *testing.T, typ reflect.Type) {
+		for i := range typ.NumField() {
+			sf := typ.Field(i)
+			switch {
+			case sf.Anonymous:
+				check(t, sf.Type)
+			case sf.Type == reflect.TypeFor[paramValues]():
+			case sf.Tag.Get("json") == "":
+				t.Errorf("%s.%s has no json name", typ.Name(), sf.Name)
+			default:
+				assert.True(t, sf.Type == raw || reflect.PointerTo(sf.Type).Implements(named),
+					"%s.%s is a %s: use opt[T], optNum, optStrs or json.RawMessage", typ.Name(), sf.Name, sf.Type)
+			}
+		}
+	}
+	for _, body := range []any{completionBody{}, oaiCompletionBody{}, infillBody{}, oaiChatBody{}, respBody{}} {
+		check(t, reflect.TypeOf(body))
 	}
 }
