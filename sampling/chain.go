@@ -2,6 +2,7 @@ package sampling
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"regexp"
 	"slices"
@@ -130,6 +131,36 @@ func SamplerByLetter(r rune) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// ParseSamplers returns the canonical names of a list of sampler names or
+// aliases (see LookupSampler), in order. An unknown name is an *Error
+// naming it.
+func ParseSamplers(names []string) ([]string, error) {
+	var out []string
+	for _, n := range names {
+		name, ok := LookupSampler(n)
+		if !ok {
+			return nil, &Error{Param: "samplers", Msg: fmt.Sprintf("unknown sampler %q in \"samplers\"", n)}
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}
+
+// ParseSamplerSeq returns the canonical names of a sampling sequence, one
+// letter per sampler (llama.cpp's --sampler-seq and a request's samplers
+// given as a string), in order. An unknown letter is an *Error naming it.
+func ParseSamplerSeq(seq string) ([]string, error) {
+	var out []string
+	for _, c := range seq {
+		name, ok := SamplerByLetter(c)
+		if !ok {
+			return nil, &Error{Param: "samplers", Msg: fmt.Sprintf("unknown sampler %q in \"samplers\"", string(c))}
+		}
+		out = append(out, name)
+	}
+	return out, nil
 }
 
 // Env is what a chain needs besides Params: the slot's context size (the

@@ -292,3 +292,72 @@ func TestCheckGrammar(t *testing.T) {
 		})
 	}
 }
+
+// TestParseSamplers checks the one sampler-list parser of the server's
+// samplers field and examples/server's --samplers and --sampler-seq.
+func TestParseSamplers(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		names []string
+		seq   string
+		want  []string
+		err   string
+	}{
+		{"names and aliases", []string{"top_k", "Top-P", "temp"}, "", []string{"top_k", "top_p", "temperature"}, ""},
+		{"none", nil, "", nil, ""},
+		{"unknown name", []string{"top_k", "magic"}, "", nil, `unknown sampler "magic" in "samplers"`},
+		{"letters", nil, "kpt", []string{"top_k", "top_p", "temperature"}, ""},
+		{"unknown letter", nil, "kq", nil, `unknown sampler "q" in "samplers"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got []string
+			var err error
+			if c.seq != "" {
+				got, err = sampling.ParseSamplerSeq(c.seq)
+			} else {
+				got, err = sampling.ParseSamplers(c.names)
+			}
+			if c.err != "" {
+				var se *sampling.Error
+				require.ErrorAs(t, err, &se)
+				assert.Equal(t, c.err, se.Msg)
+				assert.Equal(t, "samplers", se.Param)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, c.want, got)
+		})
+	}
+}
+
+// TestParamSetInt checks integers read from requests: the range error
+// names the value exactly, however large, and a float parameter takes
+// the integer as a number.
+func TestParamSetInt(t *testing.T) {
+	for _, c := range []struct {
+		name, param string
+		n           int64
+		want        any
+		err         string
+	}{
+		{"int", "top_k", 7, 7, ""},
+		{"int range", "mirostat", 3, nil, `"mirostat" must be between 0 and 2, got 3`},
+		{"beyond float64's integers", "top_k", 9007199254740993, nil, `"top_k" must be between -2147483648 and 2147483647, got 9007199254740993`},
+		{"float parameter", "top_p", 1, float32(1), ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, ok := sampling.LookupParam(c.param)
+			require.True(t, ok)
+			d := sampling.Defaults()
+			err := p.SetInt(&d, c.n)
+			if c.err != "" {
+				var se *sampling.Error
+				require.ErrorAs(t, err, &se)
+				assert.Equal(t, c.err, se.Msg)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, c.want, p.Value(&d))
+		})
+	}
+}

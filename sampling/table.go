@@ -122,16 +122,30 @@ func (t *Param) Set(p *Params, v float64) error {
 		if v != math.Trunc(v) || v < float64(t.Lo) || v > float64(t.Hi) {
 			return &Error{Param: t.Name, Msg: fmt.Sprintf("%q must be between %d and %d, got %v", t.Name, t.Lo, t.Hi, v)}
 		}
-		if t.Keep == nil || !t.Keep(v) {
-			*t.Int(p) = int(v)
-		}
-		return nil
+		return t.SetInt(p, int64(v))
 	}
 	if math.IsNaN(v) || math.Abs(v) > math.MaxFloat32 {
 		return &Error{Param: t.Name, Msg: fmt.Sprintf("%q is out of range", t.Name)}
 	}
-	if t.Keep == nil || !t.Keep(v) {
-		*t.Float(p) = float32(v)
+	// The value is a float32 (as llama.cpp reads it) before Keep sees it.
+	if f := float32(v); t.Keep == nil || !t.Keep(float64(f)) {
+		*t.Float(p) = f
+	}
+	return nil
+}
+
+// SetInt stores n, an integer read for the parameter from a request, in p:
+// out of range is an *Error naming the parameter. A float parameter takes
+// n as a number.
+func (t *Param) SetInt(p *Params, n int64) error {
+	if t.Int == nil {
+		return t.Set(p, float64(n))
+	}
+	if n < t.Lo || n > t.Hi {
+		return &Error{Param: t.Name, Msg: fmt.Sprintf("%q must be between %d and %d, got %d", t.Name, t.Lo, t.Hi, n)}
+	}
+	if t.Keep == nil || !t.Keep(float64(n)) {
+		*t.Int(p) = int(n)
 	}
 	return nil
 }

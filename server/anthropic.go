@@ -15,7 +15,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/x/llama/engine"
@@ -359,7 +358,7 @@ func anthToChat(req *anthRequest, marker string) (*chatRequest, error) {
 		}
 	}
 	if len(req.StopSequences) > 0 {
-		out.Gen.Set = append(out.Gen.Set, genValue{Name: "stop", Strs: req.StopSequences})
+		out.Gen.Stop = optStrs{name: "stop", Set: true, V: slices.Clone(req.StopSequences)}
 	}
 	maxTokens := anthDefaultMaxTokens
 	if req.MaxTokens != nil {
@@ -368,15 +367,15 @@ func anthToChat(req *anthRequest, marker string) (*chatRequest, error) {
 	if maxTokens < 1 {
 		return nil, badRequest(`"max_tokens" must be at least 1`)
 	}
-	out.Gen.Set = append(out.Gen.Set, genValue{Name: "max_tokens", Int: int64(maxTokens)})
+	out.Gen.Params.setInt("max_tokens", int64(maxTokens))
 	if req.Temperature != nil {
-		out.Gen.Set = append(out.Gen.Set, genValue{Name: "temperature", Float: *req.Temperature})
+		out.Gen.Params.setFloat("temperature", *req.Temperature)
 	}
 	if req.TopP != nil {
-		out.Gen.Set = append(out.Gen.Set, genValue{Name: "top_p", Float: *req.TopP})
+		out.Gen.Params.setFloat("top_p", *req.TopP)
 	}
 	if req.TopK != nil {
-		out.Gen.Set = append(out.Gen.Set, genValue{Name: "top_k", Int: int64(*req.TopK)})
+		out.Gen.Params.setInt("top_k", int64(*req.TopK))
 	}
 	kwargs := maps.Clone(req.ChatTemplateKwargs)
 	if th := req.Thinking; th != nil {
@@ -393,7 +392,7 @@ func anthToChat(req *anthRequest, marker string) (*chatRequest, error) {
 			if budget < 0 {
 				return nil, badRequest(`"thinking.budget_tokens" must not be negative`)
 			}
-			out.Gen.Fields = reqFields{"thinking_budget_tokens": json.RawMessage(strconv.Itoa(budget))}
+			out.Opts.ThinkingBudgetTokens = numInt("thinking_budget_tokens", int64(budget))
 		case "disabled":
 			kwargs["enable_thinking"] = false
 		default:

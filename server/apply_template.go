@@ -86,15 +86,15 @@ func handleApplyTemplate(s *Server) handlerFunc {
 		// As llama-server: the prompt a chat completion of this body would
 		// use (tools, assistant prefill, template kwargs and reasoning
 		// settings applied, the BOS text the tokenizer adds left out).
-		if f, err := parseFields(raw); err == nil && f.has("messages") {
-			var model string
-			_ = f.str("model", &model)
+		var b oaiChatBody
+		if decodeRequest(raw, &b) == nil && len(b.Messages) > 0 {
+			model, _ := b.model()
 			inst, release, err := s.instanceFor(r, model)
 			if err != nil {
 				return err
 			}
 			defer release()
-			_, plan, _, err := parseChatRequestWith(f, inst, true, nil)
+			_, plan, _, err := b.chatRequest(inst, true)
 			if err != nil {
 				return err
 			}

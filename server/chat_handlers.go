@@ -6,10 +6,13 @@ package server
 // output parsed back into content, reasoning and tool calls, whole or as
 // streamed deltas.
 //
-// Every chat-shaped endpoint decodes its body into a chatRequest (the
-// conversation in package chat's types plus options) and startChat turns
-// it into an engine.Request and the chat.ParseOptions to read its output
-// with.
+// Every chat-shaped endpoint reads the same way, top to bottom: its body
+// is decoded once into the dialect's typed body (oaiChatBody, respBody,
+// anthRequest, a transcription form), one function of the dialect
+// translates that into a chatRequest (the conversation in package chat's
+// types plus options: oaiChat, respToChat then oaiChat, anthToChat,
+// transcriptionChat), and startChat turns it into an engine.Request and
+// the plan to read its output with.
 
 import (
 	"bytes"
@@ -28,10 +31,10 @@ import (
 )
 
 // chatRequest is the internal chat request every chat-shaped dialect
-// decodes to, in package chat's types: decodeOAIChat (OpenAI chat
-// completions, apply-template, and the chat fields of a Responses body),
-// respToChat (Responses), anthToChat (Anthropic Messages) and
-// transcriptionChat (audio transcriptions) fill it, and
+// translates to, in package chat's types: oaiChat (OpenAI chat
+// completions, apply-template, input_tokens, and the chat fields of a
+// Responses body), respToChat (Responses), anthToChat (Anthropic
+// Messages) and transcriptionChat (audio transcriptions) fill it, and
 // (*instance).startChat turns it into a task and a chatPlan.
 type chatRequest struct {
 	Messages []chat.Message
@@ -64,12 +67,33 @@ type chatRequest struct {
 	Model string
 	// N is the number of choices (OpenAI's "n"; 0 means 1).
 	N int
-	// Gen holds the generation parameters: llama.cpp's fields as JSON
-	// and the typed values a dialect's converter maps onto them. The
-	// OpenAI-only settings logprobs, top_logprobs, stream_options,
-	// max_completion_tokens and (with --jinja) json_schema are read from
-	// Gen.Fields too.
-	Gen genInput
+	// Gen holds the generation parameters: llama.cpp's fields, as the
+	// body gave them or as a dialect's converter maps its own onto them
+	// (with --jinja, Gen.JSONSchema is the answer's schema, see startChat).
+	Gen genFields
+	// Opts are the OpenAI chat settings beyond generation.
+	Opts chatFields
+}
+
+// chatFields are the chat settings of OpenAI's chat completions (and of
+// the bodies that embed them) beyond the conversation and generation.
+type chatFields struct {
+	MaxCompletionTokens optNum             `json:"max_completion_tokens"`
+	Logprobs            opt[bool]          `json:"logprobs"`
+	TopLogprobs         optNum             `json:"top_logprobs"`
+	StreamOptions       opt[streamOptions] `json:"stream_options"`
+	// The thinking budget (see chatBudget).
+	ReasoningBudgetTokens  optNum      `json:"reasoning_budget_tokens"`
+	ThinkingBudgetTokens   optNum      `json:"thinking_budget_tokens"`
+	ReasoningBudgetMessage opt[string] `json:"reasoning_budget_message"`
+	// ReasoningControl lets POST /v1/chat/completions/control end the
+	// thinking of this chat.
+	ReasoningControl opt[bool] `json:"reasoning_control"`
+}
+
+// streamOptions is OpenAI's stream_options.
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
 }
 
 // chatPlan is how to run a chat and read its output: package chat's plan
@@ -179,15 +203,15 @@ func chatError(err error) error {
 // absent: the server's ReasoningBudget) and reasoning_budget_message,
 // with the thinking tags of the template (chat.Plan.ThinkingTags).
 func (inst *instance) chatBudget(req *chatRequest, plan *chat.Plan) (*budgetSpec, error) {
-	f := req.Gen.Fields
+	o := &req.Opts
 	budget, msg := -1, inst.Opts.ReasoningBudgetMessage
 	if inst.Opts.ReasoningBudget > 0 {
 		budget = inst.Opts.ReasoningBudget
 	}
-	for _, k := range []string{"reasoning_budget_tokens", "thinking_budget_tokens"} {
-		if f.has(k) {
+	for _, b := range []*optNum{&o.ReasoningBudgetTokens, &o.ThinkingBudgetTokens} {
+		if b.Set {
 			n := -1
-			if err := f.int(k, &n, -1, math.MaxInt32); err != nil {
+			if err := b.int(&n, -1, math.MaxInt32); err != nil {
 				return nil, err
 			}
 			if n >= 0 {
@@ -196,7 +220,7 @@ func (inst *instance) chatBudget(req *chatRequest, plan *chat.Plan) (*budgetSpec
 			break
 		}
 	}
-	if err := f.str("reasoning_budget_message", &msg); err != nil {
+	if err := o.ReasoningBudgetMessage.read(&msg, "a string"); err != nil {
 		return nil, err
 	}
 	if budget < 0 {
@@ -356,61 +380,118 @@ func toChatMessagesMedia(raw json.RawMessage, allowEmpty bool, marker string, me
 	return msgs, nil
 }
 
-// parseTools reads tools and tool_choice.
-func parseTools(f reqFields, req *chatRequest) error {
-	if f.has("tools") {
-		var tools []wireTool
-		if err := f.decode("tools", &tools, "an array of function tools"); err != nil {
+// oaiChatBody is an OpenAI chat completion body (also read by
+// apply-template, input_tokens and, embedded, the Responses body).
+type oaiChatBody struct {
+	modelField
+	genFields
+	chatFields
+	oaiUnsupported
+	Messages             json.RawMessage     `json:"messages"`
+	N                    optNum              `json:"n"`
+	Tools                opt[[]wireTool]     `json:"tools"`
+	ToolChoice           json.RawMessage     `json:"tool_choice"` // a mode or a function
+	ParallelToolCalls    opt[bool]           `json:"parallel_tool_calls"`
+	ResponseFormat       opt[responseFormat] `json:"response_format"`
+	AddGenerationPrompt  opt[bool]           `json:"add_generation_prompt"`
+	ContinueFinalMessage json.RawMessage     `json:"continue_final_message"`
+	ReasoningFormat      opt[string]         `json:"reasoning_format"`
+	ChatTemplateKwargs   opt[map[string]any] `json:"chat_template_kwargs"`
+	ReasoningEffort      opt[string]         `json:"reasoning_effort"`
+}
+
+// responseFormat is OpenAI's response_format.
+type responseFormat struct {
+	Type       string          `json:"type"`
+	Schema     json.RawMessage `json:"schema"`
+	JSONSchema *struct {
+		Schema json.RawMessage `json:"schema"`
+	} `json:"json_schema"`
+}
+
+// oaiChat is the OpenAI chat dialect: it translates b into req, the
+// internal chat request, for startChat. What req already holds (set by
+// another dialect's converter, the Responses one) and b does not give
+// stays.
+func (b *oaiChatBody) oaiChat(inst *instance, req *chatRequest) error {
+	if len(b.Messages) == 0 && req.Messages == nil {
+		return badRequest(`"messages" is required`)
+	}
+	if err := b.oaiUnsupported.check(); err != nil {
+		return err
+	}
+	req.Gen, req.Opts = b.genFields, b.chatFields
+	req.N, req.AddGenerationPrompt = 1, true
+	if err := b.N.int(&req.N, 1, int64(max(1, inst.Engine.Slots()))); err != nil {
+		return err
+	}
+	if len(b.Messages) > 0 {
+		msgs, media, err := toChatMessages(b.Messages, req.AllowEmpty, inst.Server.mediaMarker)
+		if err != nil {
 			return err
 		}
-		for i, t := range tools {
-			if t.Type != "function" || t.Function == nil || t.Function.Name == "" {
-				return badRequest(`tools[%d] must be {"type": "function", "function": {"name": ...}}`, i)
-			}
-			params := t.Function.Parameters
-			if len(params) > 0 && jsonKind(params) != 'o' {
-				return badRequest("tools[%d].function.parameters must be a JSON Schema object", i)
-			}
-			req.Tools = append(req.Tools, chat.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: params})
+		req.Messages, req.media = msgs, append(media, req.media...)
+	}
+	if err := b.tools(req); err != nil {
+		return err
+	}
+	if err := b.responseFormat(req); err != nil {
+		return err
+	}
+	if err := b.AddGenerationPrompt.read(&req.AddGenerationPrompt, "a boolean"); err != nil {
+		return err
+	}
+	var cont any
+	_ = json.Unmarshal(b.ContinueFinalMessage, &cont)
+	switch cont {
+	case true:
+		req.Continue = "auto"
+	case "content", "reasoning_content":
+		req.Continue = cont.(string)
+	}
+	if err := b.ReasoningFormat.read(&req.Reasoning, "a string"); err != nil {
+		return err
+	}
+	if err := b.ChatTemplateKwargs.read(&req.Extra, "an object"); err != nil {
+		return err
+	}
+	if err := b.ReasoningEffort.read(&req.ReasoningEffort, "a string"); err != nil {
+		return err
+	}
+	if b.Model.Set && !b.Model.Bad {
+		req.Model = b.Model.V
+	}
+	return nil
+}
+
+// tools reads tools, tool_choice and parallel_tool_calls into req.
+func (b *oaiChatBody) tools(req *chatRequest) error {
+	var tools []wireTool
+	if err := b.Tools.read(&tools, "an array of function tools"); err != nil {
+		return err
+	}
+	for i, t := range tools {
+		if t.Type != "function" || t.Function == nil || t.Function.Name == "" {
+			return badRequest(`tools[%d] must be {"type": "function", "function": {"name": ...}}`, i)
 		}
+		params := t.Function.Parameters
+		if len(params) > 0 && jsonKind(params) != 'o' {
+			return badRequest("tools[%d].function.parameters must be a JSON Schema object", i)
+		}
+		req.Tools = append(req.Tools, chat.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: params})
 	}
 	if req.ToolChoice.Mode == "" {
 		req.ToolChoice = chat.ToolChoice{Mode: "auto"}
 	}
-	switch f.kind("tool_choice") {
-	case 0:
-	case 's':
-		var s string
-		_ = f.str("tool_choice", &s)
-		switch s {
-		case "auto", "none", "required":
-			req.ToolChoice.Mode = s
-		default:
-			return badRequest(`"tool_choice" must be "auto", "none", "required" or a function`)
-		}
-	case 'o':
-		var tc struct {
-			Type     string `json:"type"`
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		}
-		if err := f.decode("tool_choice", &tc, `"auto", "none", "required" or {"type": "function", "function": {"name": ...}}`); err != nil {
-			return err
-		}
-		if tc.Function.Name == "" {
-			return badRequest(`"tool_choice" must name a function`)
-		}
-		req.ToolChoice = chat.ToolChoice{Mode: "function", Function: tc.Function.Name}
-	default:
-		return badRequest(`"tool_choice" must be a string or an object`)
+	if err := toolChoice(b.ToolChoice, &req.ToolChoice); err != nil {
+		return err
 	}
 	if req.ToolChoice.Mode != "auto" && req.ToolChoice.Mode != "none" && len(req.Tools) == 0 {
 		return badRequest(`"tool_choice" %q needs "tools"`, req.ToolChoice.Mode)
 	}
-	if f.has("parallel_tool_calls") {
+	if b.ParallelToolCalls.Set {
 		var p bool
-		if err := f.bool("parallel_tool_calls", &p); err != nil {
+		if err := b.ParallelToolCalls.read(&p, "a boolean"); err != nil {
 			return err
 		}
 		req.Parallel = &p
@@ -418,19 +499,44 @@ func parseTools(f reqFields, req *chatRequest) error {
 	return nil
 }
 
-// parseResponseFormat reads response_format into a JSON Schema.
-func parseResponseFormat(f reqFields, req *chatRequest) error {
-	if !f.has("response_format") {
-		return nil
+// toolChoice reads OpenAI's tool_choice: a mode or {"type": "function",
+// "function": {"name": ...}}.
+func toolChoice(raw json.RawMessage, tc *chat.ToolChoice) error {
+	switch jsonKind(raw) {
+	case 0:
+	case 's':
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		switch s {
+		case "auto", "none", "required":
+			tc.Mode = s
+		default:
+			return badRequest(`"tool_choice" must be "auto", "none", "required" or a function`)
+		}
+	case 'o':
+		var fn struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if json.Unmarshal(raw, &fn) != nil {
+			return badRequest(`"tool_choice" must be "auto", "none", "required" or {"type": "function", "function": {"name": ...}}`)
+		}
+		if fn.Function.Name == "" {
+			return badRequest(`"tool_choice" must name a function`)
+		}
+		*tc = chat.ToolChoice{Mode: "function", Function: fn.Function.Name}
+	default:
+		return badRequest(`"tool_choice" must be a string or an object`)
 	}
-	var rf struct {
-		Type       string          `json:"type"`
-		Schema     json.RawMessage `json:"schema"`
-		JSONSchema *struct {
-			Schema json.RawMessage `json:"schema"`
-		} `json:"json_schema"`
-	}
-	if err := f.decode("response_format", &rf, `an object like {"type": "json_schema", "json_schema": {"schema": ...}}`); err != nil {
+	return nil
+}
+
+// responseFormat reads response_format into req's JSON Schema.
+func (b *oaiChatBody) responseFormat(req *chatRequest) error {
+	var rf responseFormat
+	if err := b.ResponseFormat.read(&rf, `an object like {"type": "json_schema", "json_schema": {"schema": ...}}`); err != nil || !b.ResponseFormat.Set {
 		return err
 	}
 	switch rf.Type {
@@ -464,95 +570,52 @@ type chatOptions struct {
 	Logprobs     bool
 }
 
-// parseChatRequest reads a chat completion body into a task and a plan.
-func parseChatRequest(f reqFields, inst *instance) (*genRequest, *chatPlan, chatOptions, error) {
-	return parseChatRequestWith(f, inst, false, nil)
-}
-
-// parseChatRequestWith is parseChatRequest; allowEmpty accepts a
-// conversation without messages (the template renders none), and extra
-// are media put after those of the messages.
-func parseChatRequestWith(f reqFields, inst *instance, allowEmpty bool, extra []mediaInput) (*genRequest, *chatPlan, chatOptions, error) {
+// oaiChatRequest is the OpenAI chat dialect from body to task: b
+// translated (oaiChat) and handed to startChat. allowEmpty accepts a
+// conversation without messages (the template renders none).
+func (b *oaiChatBody) chatRequest(inst *instance, allowEmpty bool) (*genRequest, *chatPlan, chatOptions, error) {
 	req := &chatRequest{AllowEmpty: allowEmpty}
-	if err := decodeOAIChat(f, inst, req); err != nil {
+	if err := b.oaiChat(inst, req); err != nil {
 		return nil, nil, chatOptions{N: 1}, err
 	}
-	req.media = append(req.media, extra...)
 	return inst.startChat(req)
 }
 
-// decodeOAIChat reads an OpenAI chat completion body into req: the
-// conversation and its options; f itself is req's generation fields.
-// What req already holds (set by another dialect's converter) and f does
-// not give stays.
-func decodeOAIChat(f reqFields, inst *instance, req *chatRequest) error {
-	req.Gen.Fields = f
-	if !f.has("messages") && req.Messages == nil {
-		return badRequest(`"messages" is required`)
+// startChat turns the internal chat request every dialect decodes to
+// into a task and the plan to read its output with: the template's
+// variables, the generation parameters, the OpenAI chat options, then the
+// rendered prompt (prepareChat).
+func (inst *instance) startChat(req *chatRequest) (*genRequest, *chatPlan, chatOptions, error) {
+	co := chatOptions{N: max(req.N, 1), Model: cmp.Or(req.Model, inst.Name)}
+	if err := inst.templateVars(req); err != nil {
+		return nil, nil, co, err
 	}
-	if err := unsupportedExceptN(f); err != nil {
-		return err
+	t, opt, err := inst.generation(&req.Gen, inst.Opts.NPredict)
+	if err != nil {
+		return nil, nil, co, err
 	}
-	req.N = 1
-	if err := f.int("n", &req.N, 1, int64(max(1, inst.Engine.Slots()))); err != nil {
-		return err
+	if inst.Opts.Jinja && len(req.Gen.JSONSchema) > 0 && len(req.Schema) == 0 {
+		req.Schema, t.Params.Grammar = req.Gen.JSONSchema, ""
 	}
-	if f.has("messages") {
-		msgs, media, err := toChatMessages(f["messages"], req.AllowEmpty, inst.Server.mediaMarker)
-		if err != nil {
-			return err
-		}
-		req.Messages, req.media = msgs, append(media, req.media...)
+	if err := inst.chatOptions(req, t, &co); err != nil {
+		return nil, nil, co, err
 	}
-	req.AddGenerationPrompt = true
-	if err := parseTools(f, req); err != nil {
-		return err
+	plan, err := inst.prepareChat(req, t)
+	if err != nil {
+		return nil, nil, co, err
 	}
-	if err := parseResponseFormat(f, req); err != nil {
-		return err
-	}
-	if err := f.bool("add_generation_prompt", &req.AddGenerationPrompt); err != nil {
-		return err
-	}
-	if f.has("continue_final_message") {
-		var v any
-		_ = json.Unmarshal(f["continue_final_message"], &v)
-		switch v {
-		case true:
-			req.Continue = "auto"
-		case "content", "reasoning_content":
-			req.Continue = v.(string)
-		}
-	}
-	if err := f.str("reasoning_format", &req.Reasoning); err != nil {
-		return err
-	}
-	if f.has("chat_template_kwargs") {
-		if err := f.decode("chat_template_kwargs", &req.Extra, "an object"); err != nil {
-			return err
-		}
-	}
-	if f.has("reasoning_effort") {
-		if err := f.str("reasoning_effort", &req.ReasoningEffort); err != nil {
-			return err
-		}
-	}
-	_ = f.str("model", &req.Model)
-	return nil
+	opt.Settings = generationSettings(t, opt, inst)
+	g := &genRequest{inst: inst, prompts: [][]llama.Token{t.Prompt}, task: t, opt: opt}
+	return g, plan, co, nil
 }
 
-// startChat turns the internal chat request every dialect decodes to
-// into a task and the plan to read its output with.
-func (inst *instance) startChat(req *chatRequest) (*genRequest, *chatPlan, chatOptions, error) {
-	co := chatOptions{N: max(req.N, 1), Model: req.Model}
-	if co.Model == "" {
-		co.Model = inst.Name
-	}
-	f := req.Gen.Fields
+// templateVars sets req's template variables: the server's defaults
+// (ChatTemplateKwargs) for those it does not set, and reasoning_effort.
+func (inst *instance) templateVars(req *chatRequest) error {
 	req.Extra = inst.Opts.withTemplateKwargs(req.Extra)
 	if v, ok := req.Extra["enable_thinking"]; ok {
 		if _, isBool := v.(bool); !isBool {
-			return nil, nil, co, badRequest(`invalid type for "enable_thinking" (expected boolean)`)
+			return badRequest(`invalid type for "enable_thinking" (expected boolean)`)
 		}
 	}
 	if effort := req.ReasoningEffort; effort != "" {
@@ -565,53 +628,41 @@ func (inst *instance) startChat(req *chatRequest) (*genRequest, *chatPlan, chatO
 			req.Extra["reasoning_effort"] = effort
 		}
 	}
-	t, opt, err := inst.generation(req.Gen, inst.Opts.NPredict)
-	if err != nil {
-		return nil, nil, co, err
-	}
-	if inst.Opts.Jinja && f.has("json_schema") && len(req.Schema) == 0 {
-		req.Schema, t.Params.Grammar = f["json_schema"], ""
-	}
-	if f.has("max_completion_tokens") && !req.Gen.has("n_predict") {
-		if err := f.int("max_completion_tokens", &t.NPredict, -1, maxNPredict); err != nil {
-			return nil, nil, co, err
+	return nil
+}
+
+// chatOptions reads req's OpenAI chat options into t and co:
+// max_completion_tokens, logprobs, top_logprobs and stream_options.
+func (inst *instance) chatOptions(req *chatRequest, t *engine.Request, co *chatOptions) error {
+	o := &req.Opts
+	if o.MaxCompletionTokens.Set && !req.Gen.Params.has("n_predict") {
+		if err := o.MaxCompletionTokens.int(&t.NPredict, -1, maxNPredict); err != nil {
+			return err
 		}
 		if d := inst.Opts.NPredict; d > 0 && (t.NPredict < 0 || t.NPredict > d) {
 			t.NPredict = d // the server's -n bounds this name too
 		}
 	}
-	if err := f.bool("logprobs", &co.Logprobs); err != nil {
-		return nil, nil, co, err
+	if err := o.Logprobs.read(&co.Logprobs, "a boolean"); err != nil {
+		return err
 	}
-	if co.Logprobs {
+	switch {
+	case co.Logprobs:
 		t.Params.NProbs = 20
-		if f.has("top_logprobs") {
-			if err := f.int("top_logprobs", &t.Params.NProbs, 0, 20); err != nil {
-				return nil, nil, co, err
-			}
+		if err := o.TopLogprobs.int(&t.Params.NProbs, 0, 20); err != nil {
+			return err
 		}
-	} else if f.has("top_logprobs") {
-		return nil, nil, co, badRequest(`"top_logprobs" requires "logprobs": true`)
-	} else if t.Params.NProbs > 0 {
+	case o.TopLogprobs.Set:
+		return badRequest(`"top_logprobs" requires "logprobs": true`)
+	case t.Params.NProbs > 0:
 		co.Logprobs = true // llama.cpp's own n_probs shows them too, as llama-server
 	}
-	if f.has("stream_options") {
-		var so struct {
-			IncludeUsage bool `json:"include_usage"`
-		}
-		if err := f.decode("stream_options", &so, `an object like {"include_usage": true}`); err != nil {
-			return nil, nil, co, err
-		}
-		co.IncludeUsage = so.IncludeUsage
+	var so streamOptions
+	if err := o.StreamOptions.read(&so, `an object like {"include_usage": true}`); err != nil {
+		return err
 	}
-	plan, err := inst.prepareChat(req, t)
-	if err != nil {
-		return nil, nil, co, err
-	}
-
-	opt.Settings = generationSettings(t, opt, inst)
-	g := &genRequest{inst: inst, prompts: [][]llama.Token{t.Prompt}, task: t, opt: opt}
-	return g, plan, co, nil
+	co.IncludeUsage = so.IncludeUsage
+	return nil
 }
 
 // Wire types of chat completion responses.
@@ -689,14 +740,15 @@ func nullableContent(s string, toolCalls bool) *string {
 
 func handleChatCompletion(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		f, inst, release, err := s.requestInstance(r)
+		var b oaiChatBody
+		inst, release, err := s.requestInstance(r, &b)
 		if err != nil {
 			return err
 		}
 		defer release()
 		arrived := inst.Engine.Expect()
 		defer arrived()
-		g, plan, co, err := parseChatRequest(f, inst)
+		g, plan, co, err := b.chatRequest(inst, false)
 		if err != nil {
 			return err
 		}
@@ -718,8 +770,7 @@ func handleChatCompletion(s *Server) handlerFunc {
 			ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: co.Model,
 			SystemFingerprint: systemFingerprint,
 		}
-		var reasoningControl bool
-		_ = f.bool("reasoning_control", &reasoningControl)
+		reasoningControl := b.ReasoningControl.V && !b.ReasoningControl.Bad
 		defer s.controls.track(base.ID, reasoningControl)()
 		if g.opt.Stream {
 			streamChat(ctx, w, g, plan, co, st, base)

@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"reflect"
 	"strings"
@@ -46,14 +47,20 @@ func (s *Server) startTasks(ctx context.Context, inst *instance, arrived func(),
 	return peekEvents(ctx, st, len(tasks))
 }
 
-// readModel reads the optional "model" field.
-func readModel(f reqFields) (string, error) {
-	var model string
-	if err := f.str("model", &model); err != nil {
-		return "", err
-	}
-	return model, nil
+// modelField is llama-server's optional "model" field, which names the
+// instance that serves a request.
+type modelField struct {
+	Model opt[string] `json:"model"`
 }
+
+func (m *modelField) model() (string, error) {
+	var model string
+	err := m.Model.read(&model, "a string")
+	return model, err
+}
+
+// namedModel is a typed request body naming its model.
+type namedModel interface{ model() (string, error) }
 
 // decodeAndAcquire decodes the body into req and acquires the instance
 // that *model (a field of req) names. Unless it fails, release must be
@@ -65,40 +72,51 @@ func (s *Server) decodeAndAcquire(r *http.Request, req any, model *string) (inst
 	return s.instanceFor(r, *model)
 }
 
-// requestInstance reads the body as reqFields and acquires the instance
-// its optional "model" field names. Unless it fails, release must be
-// called.
-func (s *Server) requestInstance(r *http.Request) (f reqFields, inst *instance, release func(), err error) {
-	if err := decodeJSON(r, &f); err != nil {
-		return nil, nil, nil, err
+// requestInstance decodes the body into req, a typed request (see
+// decodeRequest), and acquires the instance its optional "model" field
+// names. Unless it fails, release must be called.
+func (s *Server) requestInstance(r *http.Request, req namedModel) (inst *instance, release func(), err error) {
+	if err := decodeBody(r, req); err != nil {
+		return nil, nil, err
 	}
-	model, err := readModel(f)
+	model, err := req.model()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	inst, release, err = s.instanceFor(r, model)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return f, inst, release, nil
+	return s.instanceFor(r, model)
 }
 
-// generationHandler serves a text generation endpoint: parse reads the
-// body, the tasks are started, and answer writes the response from their
-// events (ctx ends with the request). Errors before answer, and answer's
-// own before it writes, are answered with their status.
-func generationHandler(parse func(reqFields, *instance) (*genRequest, error),
-	answer func(ctx context.Context, w http.ResponseWriter, f reqFields, g *genRequest, st eventStream) error) func(*Server) handlerFunc {
+// decodeBody decodes r's body into req, a pointer to a typed request (see
+// decodeRequest), within the server's bounds of a body (decodeJSON).
+func decodeBody(r *http.Request, req any) error {
+	var f reqFields
+	if err := decodeJSON(r, &f); err != nil {
+		return err
+	}
+	fillRequest(f, reflect.ValueOf(req).Elem(), map[string]bool{})
+	return nil
+}
+
+// generationHandler serves a text generation endpoint whose body is an R:
+// parse reads it, the tasks are started, and answer writes the response
+// from their events (ctx ends with the request). Errors before answer, and
+// answer's own before it writes, are answered with their status.
+func generationHandler[R any, P interface {
+	*R
+	namedModel
+}](parse func(P, *instance) (*genRequest, error),
+	answer func(ctx context.Context, w http.ResponseWriter, req P, g *genRequest, st eventStream) error) func(*Server) handlerFunc {
 	return func(s *Server) handlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) error {
-			f, inst, release, err := s.requestInstance(r)
+			req := P(new(R))
+			inst, release, err := s.requestInstance(r, req)
 			if err != nil {
 				return err
 			}
 			defer release()
 			arrived := inst.Engine.Expect()
 			defer arrived()
-			g, err := parse(f, inst)
+			g, err := parse(req, inst)
 			if err != nil {
 				return err
 			}
@@ -108,13 +126,13 @@ func generationHandler(parse func(reqFields, *instance) (*genRequest, error),
 			if err != nil {
 				return err
 			}
-			return answer(ctx, w, f, g, st)
+			return answer(ctx, w, req, g, st)
 		}
 	}
 }
 
 // answerCompletion writes /completion's response.
-func answerCompletion(ctx context.Context, w http.ResponseWriter, _ reqFields, g *genRequest, st eventStream) error {
+func answerCompletion(ctx context.Context, w http.ResponseWriter, _ *completionBody, g *genRequest, st eventStream) error {
 	if g.opt.Stream {
 		streamNative(ctx, w, g, st)
 		return nil
@@ -135,29 +153,33 @@ func answerCompletion(ctx context.Context, w http.ResponseWriter, _ reqFields, g
 	return nil
 }
 
+// completionBody is a /completion body.
+type completionBody struct {
+	modelField
+	genFields
+	// Prompt is a string, token ids, a mix of both, an object with a
+	// prompt_string, or an array of those (see parsePrompts).
+	Prompt json.RawMessage `json:"prompt"`
+}
+
 // parseCompletionRequest reads a /completion body.
-func parseCompletionRequest(f reqFields, inst *instance) (*genRequest, error) {
-	if !f.has("prompt") {
+func parseCompletionRequest(b *completionBody, inst *instance) (*genRequest, error) {
+	if len(b.Prompt) == 0 {
 		return nil, badRequest(`"prompt" is required`)
 	}
-	t, opt, err := parseGeneration(f, inst, inst.Opts.NPredict)
+	t, opt, err := inst.generation(&b.genFields, inst.Opts.NPredict)
 	if err != nil {
 		return nil, err
 	}
-	// return_progress: prompt progress chunks in a stream.
-	if err := f.bool("return_progress", &t.ReturnProgress); err != nil {
-		return nil, err
-	}
-	t.ReturnProgress = t.ReturnProgress && opt.Stream
-	if jsonKind(f["prompt"]) == 'o' {
+	if jsonKind(b.Prompt) == 'o' {
 		// {"prompt_string", "multimodal_data"}: see multimodal.go.
-		toks, err := inst.completionMediaPrompt(f["prompt"], t)
+		toks, err := inst.completionMediaPrompt(b.Prompt, t)
 		if err != nil {
 			return nil, err
 		}
 		return &genRequest{inst: inst, prompts: [][]llama.Token{toks}, task: t, opt: opt}, nil
 	}
-	prompts, err := parsePrompts(f["prompt"], "prompt", inst)
+	prompts, err := parsePrompts(b.Prompt, "prompt", inst)
 	if err != nil {
 		return nil, err
 	}

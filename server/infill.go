@@ -26,34 +26,43 @@ type infillInput struct {
 	Prompt         string
 }
 
+// infillBody is an /infill body: a completion's generation fields and
+// the code around the cursor.
+type infillBody struct {
+	modelField
+	genFields
+	Prompt      json.RawMessage `json:"prompt"`
+	InputPrefix json.RawMessage `json:"input_prefix"`
+	InputSuffix json.RawMessage `json:"input_suffix"`
+	InputExtra  json.RawMessage `json:"input_extra"`
+}
+
 // parseInfillInput reads and checks the infill fields of a request.
-func parseInfillInput(f reqFields) (*infillInput, error) {
+func parseInfillInput(b *infillBody) (*infillInput, error) {
 	var in infillInput
-	if f.has("prompt") && f.kind("prompt") != 's' {
+	if len(b.Prompt) > 0 && json.Unmarshal(b.Prompt, &in.Prompt) != nil {
 		return nil, badRequest(`"prompt" must be a string`)
-	}
-	if err := f.str("prompt", &in.Prompt); err != nil {
-		return nil, err
 	}
 	for _, side := range []struct {
 		key string
+		raw json.RawMessage
 		dst *embdPrompt
-	}{{"input_prefix", &in.Prefix}, {"input_suffix", &in.Suffix}} {
-		if !f.has(side.key) {
+	}{{"input_prefix", b.InputPrefix, &in.Prefix}, {"input_suffix", b.InputSuffix, &in.Suffix}} {
+		if len(side.raw) == 0 {
 			return nil, badRequest("%q is required", side.key)
 		}
-		p, err := parseEmbdPrompt(f[side.key])
+		p, err := parseEmbdPrompt(side.raw)
 		if err != nil {
 			return nil, badRequest("%q: %v", side.key, err)
 		}
 		*side.dst = p
 	}
-	if f.has("input_extra") {
-		if f.kind("input_extra") != 'a' {
+	if len(b.InputExtra) > 0 {
+		if jsonKind(b.InputExtra) != 'a' {
 			return nil, badRequest(`"input_extra" must be an array of {"filename": string, "text": string}`)
 		}
 		var chunks []map[string]json.RawMessage
-		if err := json.Unmarshal(f["input_extra"], &chunks); err != nil {
+		if err := json.Unmarshal(b.InputExtra, &chunks); err != nil {
 			return nil, badRequest(`"input_extra" must be an array of {"filename": string, "text": string}`)
 		}
 		for _, c := range chunks {
@@ -179,7 +188,8 @@ func infillPrompt(m *llama.Model, in *infillInput, lim infillLimits) ([]llama.To
 
 func handleInfill(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		f, inst, release, err := s.requestInstance(r)
+		var b infillBody
+		inst, release, err := s.requestInstance(r, &b)
 		if err != nil {
 			return err
 		}
@@ -189,11 +199,11 @@ func handleInfill(s *Server) handlerFunc {
 		if msg := infillSupport(inst.Model.SpecialTokens()); msg != "" {
 			return notSupported("Infill is not supported by this model: %s", msg)
 		}
-		in, err := parseInfillInput(f)
+		in, err := parseInfillInput(&b)
 		if err != nil {
 			return err
 		}
-		t, opt, err := parseGeneration(f, inst, inst.Opts.NPredict)
+		t, opt, err := inst.generation(&b.genFields, inst.Opts.NPredict)
 		if err != nil {
 			return err
 		}

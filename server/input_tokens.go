@@ -8,12 +8,13 @@ import "net/http"
 
 func handleChatInputTokens(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		f, inst, release, err := s.requestInstance(r)
+		var b oaiChatBody
+		inst, release, err := s.requestInstance(r, &b)
 		if err != nil {
 			return err
 		}
 		defer release()
-		g, _, _, err := parseChatRequest(f, inst)
+		g, _, _, err := b.chatRequest(inst, false)
 		if err != nil {
 			return err
 		}

@@ -18,17 +18,14 @@ import (
 // Server changes belongs to the Server (or the instance or model entry it
 // concerns).
 var packageVars = map[string]string{
-	"ErrClosed":         "a sentinel error (internal/router)",
-	"errNotRegular":     "a sentinel error",
-	"junkDirs":          "a table of folder names the file tools never walk",
-	"promLabel":         "a strings.Replacer's method value",
-	"fuzzyReplacer":     "a strings.Replacer",
-	"baseEnvNames":      "the variables the tools' commands get by default",
-	"errGitDir":         "a sentinel error",
-	"genParams":         "the table of numeric generation parameters",
-	"respOwnFields":     "a list of Responses field names",
-	"slotParamKeys":     "the list of GET /slots param names",
-	"slotParamFullKeys": "the list of GET /slots param names added with SlotsDebug",
+	"ErrClosed":     "a sentinel error (internal/router)",
+	"errNotRegular": "a sentinel error",
+	"junkDirs":      "a table of folder names the file tools never walk",
+	"promLabel":     "a strings.Replacer's method value",
+	"fuzzyReplacer": "a strings.Replacer",
+	"baseEnvNames":  "the variables the tools' commands get by default",
+	"errGitDir":     "a sentinel error",
+	"genParams":     "the table of numeric generation parameters",
 }
 
 // TestNoPackageState keeps the server's state in the Server: no file

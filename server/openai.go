@@ -4,8 +4,10 @@ package server
 // types shared with chat completions.
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"net/http"
 	"time"
 	"unicode/utf8"
@@ -138,50 +140,41 @@ func finishReason(r engine.StopReason, toolCalls bool) string {
 	return "length"
 }
 
-// responseModel is the model name echoed in OpenAI responses: the
-// request's, or the instance's.
-func responseModel(f reqFields, inst *instance) string {
-	var m string
-	_ = f.str("model", &m)
-	if m == "" {
-		m = inst.Name
-	}
-	return m
+// oaiUnsupported are the OpenAI fields the server cannot honour.
+type oaiUnsupported struct {
+	BestOf json.RawMessage `json:"best_of"`
+	Suffix json.RawMessage `json:"suffix"`
 }
 
-// unsupportedExceptN rejects best_of and suffix.
-func unsupportedExceptN(f reqFields) error {
-	for _, k := range []string{"best_of", "suffix"} {
-		if f.has(k) {
-			return badRequest("unsupported parameter: %s", k)
+// check rejects best_of and suffix.
+func (u *oaiUnsupported) check() error {
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"best_of", u.BestOf}, {"suffix", u.Suffix}} {
+		if len(f.raw) > 0 {
+			return badRequest("unsupported parameter: %s", f.name)
 		}
 	}
 	return nil
 }
 
-// unsupported rejects fields the server cannot honour.
-func unsupported(f reqFields) error {
-	if err := unsupportedExceptN(f); err != nil {
-		return err
-	}
-	if f.has("n") {
-		n, err := f.integer("n")
-		if err != nil {
-			return err
-		}
-		if n != 1 {
-			return badRequest(`only one completion choice is allowed ("n" must be 1)`)
-		}
-	}
-	return nil
+// oaiCompletionBody is a /v1/completions body.
+type oaiCompletionBody struct {
+	completionBody
+	oaiUnsupported
+	N    optNum    `json:"n"`
+	Echo opt[bool] `json:"echo"`
+	// Logprobs is the number of top tokens to return (llama.cpp's n_probs).
+	Logprobs optNum `json:"logprobs"`
 }
 
 // answerOAICompletion writes /v1/completions' response.
-func answerOAICompletion(ctx context.Context, w http.ResponseWriter, f reqFields, g *genRequest, st eventStream) error {
+func answerOAICompletion(ctx context.Context, w http.ResponseWriter, b *oaiCompletionBody, g *genRequest, st eventStream) error {
 	inst := g.inst
 	base := oaiCompletion{
 		ID: newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(),
-		Model: responseModel(f, inst), SystemFingerprint: systemFingerprint,
+		Model: cmp.Or(b.Model.V, inst.Name), SystemFingerprint: systemFingerprint,
 	}
 	nProbs := g.task.Params.NProbs
 	if g.opt.Stream {
@@ -215,33 +208,39 @@ func answerOAICompletion(ctx context.Context, w http.ResponseWriter, f reqFields
 }
 
 // parseOAICompletion reads a /v1/completions body.
-func parseOAICompletion(f reqFields, inst *instance) (*genRequest, error) {
-	if !f.has("prompt") {
+func parseOAICompletion(b *oaiCompletionBody, inst *instance) (*genRequest, error) {
+	if len(b.Prompt) == 0 {
 		return nil, badRequest(`"prompt" is required`)
 	}
-	if err := unsupported(f); err != nil {
+	if err := b.oaiUnsupported.check(); err != nil {
 		return nil, err
 	}
+	if b.N.Set {
+		n, err := b.N.integer()
+		if err != nil {
+			return nil, err
+		}
+		if n != 1 {
+			return nil, badRequest(`only one completion choice is allowed ("n" must be 1)`)
+		}
+	}
 	var echo bool
-	if err := f.bool("echo", &echo); err != nil {
+	if err := b.Echo.read(&echo, "a boolean"); err != nil {
 		return nil, err
 	}
 	if echo {
 		return nil, badRequest(`only "echo": false is supported`)
 	}
-	t, opt, err := parseGeneration(f, inst, inst.Opts.NPredict)
+	t, opt, err := inst.generation(&b.genFields, inst.Opts.NPredict)
 	if err != nil {
 		return nil, err
 	}
-	// OpenAI's logprobs is the number of top tokens to return.
-	if f.has("logprobs") && !f.has("n_probs") {
-		var n int
-		if err := f.int("logprobs", &n, 0, 20); err != nil {
+	if b.Logprobs.Set && !b.Params.has("n_probs") {
+		if err := b.Logprobs.int(&t.Params.NProbs, 0, 20); err != nil {
 			return nil, err
 		}
-		t.Params.NProbs = n
 	}
-	prompts, err := parsePrompts(f["prompt"], "prompt", inst)
+	prompts, err := parsePrompts(b.Prompt, "prompt", inst)
 	if err != nil {
 		return nil, err
 	}

@@ -1,9 +1,7 @@
 package server
 
 // Parsing of llama.cpp's generation parameters (the /completion request
-// fields) into an engine.Request. A request body is first decoded into reqFields, a
-// map of raw JSON values, so that a value of the wrong type is reported by
-// its field name instead of as a generic decoding error.
+// fields, genFields, decoded by decodeRequest) into an engine.Request.
 
 import (
 	"bytes"
@@ -23,8 +21,8 @@ import (
 	"github.com/x/llama/sampling"
 )
 
-// reqFields is a JSON object whose values are decoded on demand. A JSON
-// null counts as absent.
+// reqFields is a JSON object body as decodeRequest first reads it: its
+// values by key, undecoded.
 type reqFields map[string]json.RawMessage
 
 // parseFields decodes a JSON object body.
@@ -46,23 +44,10 @@ func parseFields(body []byte) (reqFields, error) {
 	return f, nil
 }
 
-// has reports whether key is present and not null.
-func (f reqFields) has(key string) bool {
-	v, ok := f[key]
-	return ok && !isNull(v)
-}
-
 func isNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }
 
-// kind returns the JSON kind of a present value: 'o', 'a', 's', 'n', 'b'
-// or 0 when absent or null.
-func (f reqFields) kind(key string) byte {
-	if !f.has(key) {
-		return 0
-	}
-	return jsonKind(f[key])
-}
-
+// jsonKind returns the JSON kind of a value: 'o', 'a', 's', 'n', 'b' or 0
+// when empty or null.
 func jsonKind(v json.RawMessage) byte {
 	v = bytes.TrimSpace(v)
 	if len(v) == 0 {
@@ -83,93 +68,14 @@ func jsonKind(v json.RawMessage) byte {
 	return 'n'
 }
 
-// decode decodes a present value into dst, naming the field on failure.
-func (f reqFields) decode(key string, dst any, want string) error {
-	if err := json.Unmarshal(f[key], dst); err != nil {
-		return badRequest("%q must be %s", key, want)
-	}
-	return nil
-}
-
-// float reads a number into dst when present.
-func (f reqFields) float(key string, dst *float32) error {
-	if !f.has(key) {
-		return nil
-	}
-	var v float64
-	if err := f.decode(key, &v, "a number"); err != nil {
-		return err
-	}
-	return checkFloat(key, v, dst)
-}
-
-// int reads an integer into dst when present; it must fit in [lo, hi].
-func (f reqFields) int(key string, dst *int, lo, hi int64) error {
-	if !f.has(key) {
-		return nil
-	}
-	n, err := f.integer(key)
-	if err != nil {
-		return err
-	}
-	return checkInt(key, n, dst, lo, hi)
-}
-
-// integer reads a present integer (a float with no fraction is accepted).
-func (f reqFields) integer(key string) (int64, error) {
-	return rawInteger(f[key], key)
-}
-
+// rawInteger reads a JSON integer (a float with no fraction is one),
+// naming the field name in its errors.
 func rawInteger(raw json.RawMessage, name string) (int64, error) {
-	if jsonKind(raw) != 'n' {
-		return 0, badRequest("%q must be an integer", name)
-	}
 	var num json.Number
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&num); err != nil {
+	if jsonKind(raw) != 'n' || json.Unmarshal(raw, &num) != nil {
 		return 0, badRequest("%q must be an integer", name)
 	}
-	if n, err := strconv.ParseInt(num.String(), 10, 64); err == nil {
-		return n, nil
-	}
-	x, err := strconv.ParseFloat(num.String(), 64)
-	if err != nil || x != math.Trunc(x) || math.Abs(x) > 1<<53 {
-		return 0, badRequest("%q must be an integer in range, got %s", name, num.String())
-	}
-	return int64(x), nil
-}
-
-// bool reads a boolean into dst when present.
-func (f reqFields) bool(key string, dst *bool) error {
-	if !f.has(key) {
-		return nil
-	}
-	return f.decode(key, dst, "a boolean")
-}
-
-// str reads a string into dst when present.
-func (f reqFields) str(key string, dst *string) error {
-	if !f.has(key) {
-		return nil
-	}
-	return f.decode(key, dst, "a string")
-}
-
-// strs reads a string or an array of strings when present.
-func (f reqFields) strs(key string, dst *[]string) error {
-	if !f.has(key) {
-		return nil
-	}
-	if f.kind(key) == 's' {
-		var s string
-		if err := f.decode(key, &s, "a string or an array of strings"); err != nil {
-			return err
-		}
-		*dst = []string{s}
-		return nil
-	}
-	return f.decode(key, dst, "a string or an array of strings")
+	return numInteger(num, name)
 }
 
 // maxNPredict bounds n_predict (llama.cpp keeps it in an int32).
@@ -190,50 +96,44 @@ type genOptions struct {
 	Settings map[string]any
 }
 
-// genValue is a generation parameter that a dialect sets from a typed field
-// of its own (Anthropic's temperature, a transcription form's max_tokens),
-// under llama.cpp's name for it. It is checked as the same field in JSON
+// genFields are the generation parameters of a request, llama.cpp's
+// /completion fields, as decoded by decodeRequest: the native, OpenAI and
+// Responses bodies embed them, and the other dialects' converters set them
+// from typed fields of their own (Anthropic's temperature, a transcription
+// form's max_tokens), which are then checked as the same field in JSON
 // would be.
-type genValue struct {
-	Name  string
-	Float float64
-	Int   int64
-	Bool  bool
-	Strs  []string
+type genFields struct {
+	// Params are the numeric parameters of the table (genParams), by name.
+	Params paramValues
+
+	Seed                optNum          `json:"seed"`
+	DRYSequenceBreakers optStrs         `json:"dry_sequence_breakers"`
+	IgnoreEOS           opt[bool]       `json:"ignore_eos"`
+	BackendSampling     opt[bool]       `json:"backend_sampling"`
+	CachePrompt         opt[bool]       `json:"cache_prompt"`
+	NCacheReuse         optNum          `json:"n_cache_reuse"`
+	Stop                optStrs         `json:"stop"`
+	Stream              opt[bool]       `json:"stream"`
+	ReturnTokens        opt[bool]       `json:"return_tokens"`
+	TimingsPerToken     opt[bool]       `json:"timings_per_token"`
+	PostSamplingProbs   opt[bool]       `json:"post_sampling_probs"`
+	Verbose             opt[bool]       `json:"verbose"`
+	ReturnProgress      opt[bool]       `json:"return_progress"`
+	ResponseFields      opt[[]string]   `json:"response_fields"`
+	Samplers            json.RawMessage `json:"samplers"`   // an array of names or a string of letters
+	LogitBias           json.RawMessage `json:"logit_bias"` // pairs or an object
+	LoRA                opt[[]loraItem] `json:"lora"`
+	Grammar             opt[string]     `json:"grammar"`
+	JSONSchema          json.RawMessage `json:"json_schema"`
+	SpecNMax            optNum          `json:"speculative.n_max"`
+	SpecNMin            optNum          `json:"speculative.n_min"`
+	SpecPMin            optNum          `json:"speculative.p_min"`
 }
 
-// genInput is the generation part of a request: llama.cpp's fields as
-// JSON (native, OpenAI and Responses bodies carry them), and typed values
-// set by a dialect's converter, which take the place of the JSON field of
-// the same name.
-type genInput struct {
-	Fields reqFields
-	Set    []genValue
-}
-
-// value returns the typed value named key.
-func (g genInput) value(key string) (genValue, bool) {
-	for _, v := range g.Set {
-		if v.Name == key {
-			return v, true
-		}
-	}
-	return genValue{}, false
-}
-
-// has reports whether key is given, typed or as JSON.
-func (g genInput) has(key string) bool {
-	_, ok := g.value(key)
-	return ok || g.Fields.has(key)
-}
-
-// float reads a number into dst when present.
-func (g genInput) float(key string, dst *float32) error {
-	v, ok := g.value(key)
-	if !ok {
-		return g.Fields.float(key, dst)
-	}
-	return checkFloat(key, v.Float, dst)
+// loraItem is an entry of lora.
+type loraItem struct {
+	ID    *int     `json:"id"`
+	Scale *float32 `json:"scale"`
 }
 
 // checkFloat stores v in dst if it fits a float32.
@@ -245,15 +145,6 @@ func checkFloat(key string, v float64, dst *float32) error {
 	return nil
 }
 
-// int reads an integer in [lo, hi] into dst when present.
-func (g genInput) int(key string, dst *int, lo, hi int64) error {
-	v, ok := g.value(key)
-	if !ok {
-		return g.Fields.int(key, dst, lo, hi)
-	}
-	return checkInt(key, v.Int, dst, lo, hi)
-}
-
 // checkInt stores n in dst if it is in [lo, hi].
 func checkInt(key string, n int64, dst *int, lo, hi int64) error {
 	if n < lo || n > hi {
@@ -263,41 +154,25 @@ func checkInt(key string, n int64, dst *int, lo, hi int64) error {
 	return nil
 }
 
-// bool reads a boolean into dst when present.
-func (g genInput) bool(key string, dst *bool) error {
-	v, ok := g.value(key)
-	if !ok {
-		return g.Fields.bool(key, dst)
+// parseGeneration reads every generation parameter of body into an
+// engine.Request with the server's defaults for what it does not set. The
+// prompt is left to the caller. Errors are *httpError (400).
+func parseGeneration(body []byte, inst *instance, defaultNPredict int) (*engine.Request, genOptions, error) {
+	var g genFields
+	if err := decodeRequest(body, &g); err != nil {
+		return nil, genOptions{}, err
 	}
-	*dst = v.Bool
-	return nil
+	return inst.generation(&g, defaultNPredict)
 }
 
-// strs reads a string or an array of strings when present.
-func (g genInput) strs(key string, dst *[]string) error {
-	v, ok := g.value(key)
-	if !ok {
-		return g.Fields.strs(key, dst)
-	}
-	*dst = slices.Clone(v.Strs)
-	return nil
-}
-
-// parseGeneration reads every generation parameter of f into an engine.Request with
-// the server's defaults for what f does not set. The prompt is left to the
-// caller. Errors are *httpError (400).
-func parseGeneration(f reqFields, inst *instance, defaultNPredict int) (*engine.Request, genOptions, error) {
-	return inst.generation(genInput{Fields: f}, defaultNPredict)
-}
-
-// generation is parseGeneration of a request's generation part g.
-func (inst *instance) generation(g genInput, defaultNPredict int) (*engine.Request, genOptions, error) {
-	f := g.Fields
+// generation reads the generation parameters g into an engine.Request
+// with the server's defaults for what g does not set.
+func (inst *instance) generation(g *genFields, defaultNPredict int) (*engine.Request, genOptions, error) {
 	opt := genOptions{Verbose: inst.Opts.Verbose}
 	t := inst.Opts.baseRequest(defaultNPredict)
 	p := &t.Params
 	for i := range genParams {
-		if err := genParams[i].parse(g, t); err != nil {
+		if err := genParams[i].parse(g.Params, t); err != nil {
 			return nil, opt, err
 		}
 	}
@@ -309,8 +184,8 @@ func (inst *instance) generation(g genInput, defaultNPredict int) (*engine.Reque
 	if t.NPredict == -1 && defaultNPredict != 0 {
 		t.NPredict = defaultNPredict
 	}
-	if f.has("seed") {
-		n, err := f.integer("seed")
+	if g.Seed.Set {
+		n, err := g.Seed.integer()
 		if err != nil {
 			return nil, opt, err
 		}
@@ -323,74 +198,69 @@ func (inst *instance) generation(g genInput, defaultNPredict int) (*engine.Reque
 			return nil, opt, badRequest(`"seed" must be -1 or between 0 and %d`, uint32(math.MaxUint32))
 		}
 	}
-	if err := f.strs("dry_sequence_breakers", &p.DRYSequenceBreakers); err != nil {
+	if err := g.DRYSequenceBreakers.read(&p.DRYSequenceBreakers); err != nil {
 		return nil, opt, err
 	}
-	if f.has("dry_sequence_breakers") && len(p.DRYSequenceBreakers) == 0 {
+	if g.DRYSequenceBreakers.Set && len(p.DRYSequenceBreakers) == 0 {
 		return nil, opt, badRequest(`"dry_sequence_breakers" must not be empty`)
 	}
-	if err := g.bool("ignore_eos", &p.IgnoreEOS); err != nil {
-		return nil, opt, err
-	}
-	if err := g.bool("backend_sampling", &p.BackendSampling); err != nil {
-		return nil, opt, err
-	}
-	if err := g.bool("cache_prompt", &t.CachePrompt); err != nil {
-		return nil, opt, err
+	for _, b := range []struct {
+		o   *optBool
+		dst *bool
+	}{{&g.IgnoreEOS, &p.IgnoreEOS}, {&g.BackendSampling, &p.BackendSampling}, {&g.CachePrompt, &t.CachePrompt}} {
+		if err := b.o.read(b.dst, "a boolean"); err != nil {
+			return nil, opt, err
+		}
 	}
 	// n_cache_reuse, as in llama.cpp, replaces the server's --cache-reuse
 	// for this request: 0 (or less) turns reuse off.
-	if f.has("n_cache_reuse") {
-		if err := f.int("n_cache_reuse", &t.CacheReuse, math.MinInt32, math.MaxInt32); err != nil {
+	if g.NCacheReuse.Set {
+		if err := g.NCacheReuse.int(&t.CacheReuse, math.MinInt32, math.MaxInt32); err != nil {
 			return nil, opt, err
 		}
 		if t.CacheReuse <= 0 {
 			t.CacheReuse = -1
 		}
 	}
-	if err := g.strs("stop", &t.Stop); err != nil {
+	if err := g.Stop.read(&t.Stop); err != nil {
 		return nil, opt, err
 	}
 	t.Stop = nonEmpty(t.Stop)
 	if len(t.Stop) == 0 {
 		t.Stop = slices.Clone(inst.Opts.Stop)
 	}
+	var progress bool
 	for _, b := range []struct {
-		key string
+		o   *optBool
 		dst *bool
-	}{{"stream", &opt.Stream}, {"return_tokens", &opt.ReturnTokens}, {"timings_per_token", &opt.TimingsPerToken}, {"post_sampling_probs", &opt.PostSamplingProbs}, {"verbose", &opt.Verbose}} {
-		if err := g.bool(b.key, b.dst); err != nil {
+	}{{&g.Stream, &opt.Stream}, {&g.ReturnTokens, &opt.ReturnTokens}, {&g.TimingsPerToken, &opt.TimingsPerToken},
+		{&g.PostSamplingProbs, &opt.PostSamplingProbs}, {&g.Verbose, &opt.Verbose}, {&g.ReturnProgress, &progress}} {
+		if err := b.o.read(b.dst, "a boolean"); err != nil {
 			return nil, opt, err
 		}
-	}
-	var progress bool
-	if err := f.bool("return_progress", &progress); err != nil {
-		return nil, opt, err
 	}
 	t.ReturnProgress = progress && opt.Stream
 	// A whole answer is read at its end: the loop need not wake the reader per token.
 	t.WakeAtEnd = !opt.Stream
-	if f.has("response_fields") {
-		if err := f.decode("response_fields", &opt.ResponseFields, "an array of strings"); err != nil {
-			return nil, opt, err
-		}
-	}
-	if err := parseSamplers(f, p); err != nil {
+	if err := g.ResponseFields.read(&opt.ResponseFields, "an array of strings"); err != nil {
 		return nil, opt, err
 	}
-	if err := parseLogitBias(f, inst.Model, p); err != nil {
+	if err := parseSamplers(g.Samplers, p); err != nil {
 		return nil, opt, err
 	}
-	if err := parseLoRA(f, inst, t); err != nil {
+	if err := parseLogitBias(g.LogitBias, inst.Model, p); err != nil {
+		return nil, opt, err
+	}
+	if err := parseLoRA(&g.LoRA, inst, t); err != nil {
 		return nil, opt, err
 	}
 	if err := inst.limitTask(t); err != nil {
 		return nil, opt, err
 	}
-	if err := parseGrammar(f, inst.Model, p); err != nil {
+	if err := parseGrammar(g, inst.Model, p); err != nil {
 		return nil, opt, err
 	}
-	if err := parseSpeculative(f, t); err != nil {
+	if err := parseSpeculative(g, t); err != nil {
 		return nil, opt, err
 	}
 	opt.Settings = generationSettings(t, opt, inst)
@@ -422,57 +292,48 @@ func nonEmpty(ss []string) []string {
 }
 
 // parseSamplers reads samplers: an array of sampler names (or aliases,
-// see sampling.LookupSampler) or a string of their letters.
-func parseSamplers(f reqFields, p *sampling.Params) error {
-	switch f.kind("samplers") {
+// see sampling.ParseSamplers) or a string of their letters
+// (sampling.ParseSamplerSeq).
+func parseSamplers(raw json.RawMessage, p *sampling.Params) error {
+	var list []string
+	var err error
+	switch jsonKind(raw) {
 	case 0:
 		return nil
 	case 's':
 		var s string
-		if err := f.decode("samplers", &s, "an array of sampler names"); err != nil {
-			return err
+		_ = json.Unmarshal(raw, &s)
+		list, err = sampling.ParseSamplerSeq(s)
+	default:
+		var names []string
+		if json.Unmarshal(raw, &names) != nil {
+			return badRequest(`"samplers" must be an array of sampler names`)
 		}
-		p.Samplers = nil
-		for _, c := range s {
-			name, ok := sampling.SamplerByLetter(c)
-			if !ok {
-				return badRequest("unknown sampler %q in \"samplers\"", string(c))
-			}
-			p.Samplers = append(p.Samplers, name)
-		}
-		return nil
+		list, err = sampling.ParseSamplers(names)
 	}
-	var names []string
-	if err := f.decode("samplers", &names, "an array of sampler names"); err != nil {
-		return err
+	if err != nil {
+		return samplingError(err)
 	}
-	p.Samplers = nil
-	for _, n := range names {
-		name, ok := sampling.LookupSampler(n)
-		if !ok {
-			return badRequest("unknown sampler %q in \"samplers\"", n)
-		}
-		p.Samplers = append(p.Samplers, name)
-	}
+	p.Samplers = list
 	return nil
 }
 
 // parseLogitBias reads logit_bias in llama.cpp's array form
 // ([[token or text, bias or false], ...]) or OpenAI's object form
 // ({"token id or text": bias}).
-func parseLogitBias(f reqFields, m *llama.Model, p *sampling.Params) error {
+func parseLogitBias(raw json.RawMessage, m *llama.Model, p *sampling.Params) error {
 	type entry struct {
 		key  json.RawMessage
 		bias json.RawMessage
 	}
 	var entries []entry
-	switch f.kind("logit_bias") {
+	switch jsonKind(raw) {
 	case 0:
 		return nil
 	case 'a':
 		var pairs [][]json.RawMessage
-		if err := f.decode("logit_bias", &pairs, "an array of [token, bias] pairs or an object"); err != nil {
-			return err
+		if json.Unmarshal(raw, &pairs) != nil {
+			return badRequest(`"logit_bias" must be an array of [token, bias] pairs or an object`)
 		}
 		for _, pr := range pairs {
 			if len(pr) != 2 {
@@ -482,8 +343,8 @@ func parseLogitBias(f reqFields, m *llama.Model, p *sampling.Params) error {
 		}
 	case 'o':
 		var obj map[string]json.RawMessage
-		if err := f.decode("logit_bias", &obj, "an object"); err != nil {
-			return err
+		if json.Unmarshal(raw, &obj) != nil {
+			return badRequest(`"logit_bias" must be an object`)
 		}
 		for k, v := range obj {
 			key, _ := json.Marshal(k)
@@ -543,15 +404,9 @@ func parseLogitBias(f reqFields, m *llama.Model, p *sampling.Params) error {
 	return nil
 }
 
-func parseLoRA(f reqFields, inst *instance, t *engine.Request) error {
-	if !f.has("lora") {
-		return nil
-	}
-	var items []struct {
-		ID    *int     `json:"id"`
-		Scale *float32 `json:"scale"`
-	}
-	if err := f.decode("lora", &items, `an array of {"id", "scale"} objects`); err != nil {
+func parseLoRA(lora *opt[[]loraItem], inst *instance, t *engine.Request) error {
+	var items []loraItem
+	if err := lora.read(&items, `an array of {"id", "scale"} objects`); err != nil || !lora.Set {
 		return err
 	}
 	n := len(inst.Engine.Adapters())
@@ -570,20 +425,20 @@ func parseLoRA(f reqFields, inst *instance, t *engine.Request) error {
 
 // parseGrammar reads grammar or json_schema and checks the grammar with
 // llama.cpp's parser.
-func parseGrammar(f reqFields, m *llama.Model, p *sampling.Params) error {
-	if f.has("grammar") && f.has("json_schema") {
+func parseGrammar(f *genFields, m *llama.Model, p *sampling.Params) error {
+	if f.Grammar.Set && len(f.JSONSchema) > 0 {
 		return badRequest(`use either "grammar" or "json_schema", not both`)
 	}
 	var g string
-	if err := f.str("grammar", &g); err != nil {
+	if err := f.Grammar.read(&g, "a string"); err != nil {
 		return err
 	}
-	if f.has("json_schema") {
-		if k := f.kind("json_schema"); k != 'o' && k != 'b' {
+	if len(f.JSONSchema) > 0 {
+		if k := jsonKind(f.JSONSchema); k != 'o' && k != 'b' {
 			return badRequest(`"json_schema" must be a JSON Schema object`)
 		}
 		var err error
-		g, err = schemaGrammar(f["json_schema"])
+		g, err = schemaGrammar(f.JSONSchema)
 		if err != nil {
 			return err
 		}

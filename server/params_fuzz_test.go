@@ -19,12 +19,21 @@ func FuzzGenerationRequest(f *testing.F) {
 	s, _ := newTestServer(f, Options{})
 	inst := defaultInstance(f, s)
 	f.Fuzz(func(t *testing.T, body string) {
-		fields, err := parseFields([]byte(body))
-		if err != nil {
+		var c completionBody
+		if decodeRequest([]byte(body), &c) != nil {
 			return
 		}
-		_, _ = parseCompletionRequest(fields, inst)
-		_, _ = parseOAICompletion(fields, inst)
-		_, _, _, _ = parseChatRequest(fields, inst)
+		_, _ = parseCompletionRequest(&c, inst)
+		var o oaiCompletionBody
+		_ = decodeRequest([]byte(body), &o)
+		_, _ = parseOAICompletion(&o, inst)
+		var ch oaiChatBody
+		_ = decodeRequest([]byte(body), &ch)
+		_, _, _, _ = ch.chatRequest(inst, false)
+		var rb respBody
+		_ = decodeRequest([]byte(body), &rb)
+		if req, err := rb.respToChat(inst.Server.mediaMarker); err == nil && rb.oaiChat(inst, req) == nil {
+			_, _, _, _ = inst.startChat(req)
+		}
 	})
 }

@@ -7,13 +7,18 @@ package server
 // n_predict) here. genParams joins both, with where each value goes in an
 // engine.Request. Its default is what Options.baseRequest holds
 // (sampling.Defaults, or Options.Sampling, and the server's n_keep). The
-// table is read by parsing (generation), by the echo of
-// generation_settings and of /props, and by limitTask.
+// table is read by decoding (a body's values of its names become
+// genFields.Params), by parsing (generation: a sampling value is checked
+// and stored by its sampling.Param, nothing here restates its range), by
+// the echo of generation_settings, /props and /slots, and by limitTask.
 //
-// Parameters whose JSON is not a plain number (seed, stop, samplers,
-// logit_bias, lora, grammar, json_schema, dry_sequence_breakers,
-// n_cache_reuse, the speculative.* bounds) have parsers of their own in
-// params.go and spec_params.go.
+// Adding a numeric sampling parameter therefore takes its row of
+// sampling.Table and its field in sampling.Params; the server reads,
+// checks and echoes it from there. Parameters whose JSON is not a plain
+// number (seed, stop, samplers, logit_bias, lora, grammar, json_schema,
+// dry_sequence_breakers, n_cache_reuse, the speculative.* bounds) are
+// fields of genFields with parsers of their own in params.go and
+// spec_params.go.
 
 import (
 	"math"
@@ -27,13 +32,14 @@ type genParam struct {
 	// Names are its JSON names, read in order (a later one wins); the
 	// generation_settings echo shows the value under each.
 	Names []string
+	// Sampling is its row of sampling.Table, which checks and stores its
+	// values (nil: a parameter of the request, below).
+	Sampling *sampling.Param
 	// Float or Int is where its value goes (exactly one is set).
 	Float func(*engine.Request) *float32
 	Int   func(*engine.Request) *int
-	// Lo and Hi bound an integer.
+	// Lo and Hi bound an integer of the request.
 	Lo, Hi int64
-	// Keep reports the values that leave the default in place (nil: none).
-	Keep func(v float64) bool
 	// Props: GET /props shows its default.
 	Props bool
 }
@@ -44,7 +50,7 @@ var genParams = func() []genParam {
 	var out []genParam
 	for i := range sampling.Table {
 		sp := &sampling.Table[i]
-		gp := genParam{Names: []string{sp.Name}, Lo: sp.Lo, Hi: sp.Hi, Keep: sp.Keep, Props: sp.Name != "n_probs"}
+		gp := genParam{Names: []string{sp.Name}, Sampling: sp, Props: sp.Name != "n_probs"}
 		if sp.Float != nil {
 			gp.Float = func(r *engine.Request) *float32 { return sp.Float(&r.Params) }
 		} else {
@@ -63,18 +69,64 @@ var genParams = func() []genParam {
 	)
 }()
 
-// parse reads the parameter from g into t.
-func (p *genParam) parse(g genInput, t *engine.Request) error {
-	for _, name := range p.Names {
-		var err error
-		if p.Float != nil {
-			dst := p.Float(t)
-			v := *dst
-			if err = g.float(name, &v); err == nil && (p.Keep == nil || !p.Keep(float64(v))) {
-				*dst = v
+// paramValues are a request's values of the table's parameters, by name.
+type paramValues map[string]optNum
+
+// decodeParamValues reads the table's parameters of f.
+func decodeParamValues(f reqFields) paramValues {
+	out := paramValues{}
+	for i := range genParams {
+		for _, name := range genParams[i].Names {
+			if raw, ok := f[name]; ok && !isNull(raw) {
+				var o optNum
+				_ = o.UnmarshalJSON(raw)
+				o.setName(name)
+				out[name] = o
 			}
-		} else {
-			err = g.int(name, p.Int(t), p.Lo, p.Hi)
+		}
+	}
+	return out
+}
+
+// setInt and setFloat give the parameter name the value n or v, as a
+// dialect's converter maps a typed field of its own onto it.
+func (pv *paramValues) setInt(name string, n int64) { pv.put(numInt(name, n)) }
+
+func (pv *paramValues) setFloat(name string, v float64) { pv.put(numFloat(name, v)) }
+
+// has reports whether the parameter name is given.
+func (pv paramValues) has(name string) bool { return pv[name].Set }
+
+func (pv *paramValues) put(o optNum) {
+	if *pv == nil {
+		*pv = paramValues{}
+	}
+	(*pv)[o.name] = o
+}
+
+// parse reads the parameter from vals into t: a sampling parameter through
+// its sampling.Param (which checks its range and keeps the default for the
+// values that keep it), a request parameter within [Lo, Hi].
+func (p *genParam) parse(vals paramValues, t *engine.Request) error {
+	for _, name := range p.Names {
+		o, ok := vals[name]
+		if !ok || !o.Set {
+			continue
+		}
+		var err error
+		switch {
+		case p.Sampling == nil:
+			err = o.int(p.Int(t), p.Lo, p.Hi)
+		case p.Float != nil:
+			var v float64
+			if v, err = o.float64(); err == nil {
+				err = samplingError(p.Sampling.Set(&t.Params, v))
+			}
+		default:
+			var n int64
+			if n, err = o.integer(); err == nil {
+				err = samplingError(p.Sampling.SetInt(&t.Params, n))
+			}
 		}
 		if err != nil {
 			return err

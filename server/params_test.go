@@ -1,9 +1,11 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
+	"reflect"
 	"testing"
 
 	"github.com/x/llama/engine"
@@ -124,9 +126,7 @@ func TestParseGeneration(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f, err := parseFields([]byte(c.body))
-			require.NoError(t, err)
-			task, opt, err := parseGeneration(f, inst, 0)
+			task, opt, err := parseGeneration([]byte(c.body), inst, 0)
 			require.NoError(t, err)
 			c.check(t, task, opt)
 		})
@@ -135,8 +135,7 @@ func TestParseGeneration(t *testing.T) {
 	// The server's n_predict is the default; a request's own wins (as
 	// llama-server v0.4.0), -1 meaning the server's.
 	for body, want := range map[string]int{`{"n_predict":100}`: 100, `{}`: 10, `{"n_predict":-1}`: 10, `{"max_tokens":3}`: 3} {
-		f, _ := parseFields([]byte(body))
-		task, _, err := parseGeneration(f, inst, 10)
+		task, _, err := parseGeneration([]byte(body), inst, 10)
 		require.NoError(t, err)
 		assert.Equal(t, want, task.NPredict, body)
 	}
@@ -147,9 +146,7 @@ func TestParseGeneration(t *testing.T) {
 		`{"dry_sequence_breakers":[]}`, `{"n_probs":-1}`, `{"temperature":1e40}`, `{"response_fields":"content"}`,
 		`{"n_cache_reuse":"8"}`, `{"n_cache_reuse":1.5}`, `{"n_cache_reuse":1e12}`,
 	} {
-		f, err := parseFields([]byte(bad))
-		require.NoError(t, err)
-		_, _, err = parseGeneration(f, inst, 0)
+		_, _, err := parseGeneration([]byte(bad), inst, 0)
 		var he *httpError
 		require.ErrorAs(t, err, &he, bad)
 		assert.Equal(t, http.StatusBadRequest, he.Status, bad)
@@ -193,29 +190,39 @@ func TestGenParamsTable(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				type input struct {
 					how string
-					g   genInput
+					g   genFields
+				}
+				fromJSON := func(body string) genFields {
+					var g genFields
+					require.NoError(t, decodeRequest([]byte(body), &g))
+					return g
+				}
+				typed := func(set func(*paramValues)) genFields {
+					var g genFields
+					set(&g.Params)
+					return g
 				}
 				var ok, bad []input
 				var want any
 				var wantErr string
 				if gp.Float != nil {
 					want = float32(1.25)
-					f, _ := parseFields([]byte(`{"` + name + `":1.25}`))
-					ok = []input{{"json", genInput{Fields: f}}, {"typed", genInput{Set: []genValue{{Name: name, Float: 1.25}}}}}
-					f, _ = parseFields([]byte(`{"` + name + `":1e40}`))
-					bad = []input{{"json", genInput{Fields: f}}, {"typed", genInput{Set: []genValue{{Name: name, Float: 1e40}}}}}
+					ok = []input{{"json", fromJSON(`{"` + name + `":1.25}`)}, {"typed", typed(func(p *paramValues) { p.setFloat(name, 1.25) })}}
+					bad = []input{{"json", fromJSON(`{"` + name + `":1e40}`)}, {"typed", typed(func(p *paramValues) { p.setFloat(name, 1e40) })}}
 					wantErr = `"` + name + `" is out of range`
 				} else {
 					want = 0
-					f, _ := parseFields([]byte(`{"` + name + `":0}`))
-					ok = []input{{"json", genInput{Fields: f}}, {"typed", genInput{Set: []genValue{{Name: name}}}}}
-					over := gp.Hi + 1
-					f, _ = parseFields([]byte(fmt.Sprintf(`{%q:%d}`, name, over)))
-					bad = []input{{"json", genInput{Fields: f}}, {"typed", genInput{Set: []genValue{{Name: name, Int: over}}}}}
-					wantErr = fmt.Sprintf(`%q must be between %d and %d, got %d`, name, gp.Lo, gp.Hi, over)
+					ok = []input{{"json", fromJSON(`{"` + name + `":0}`)}, {"typed", typed(func(p *paramValues) { p.setInt(name, 0) })}}
+					lo, hi := gp.Lo, gp.Hi
+					if gp.Sampling != nil {
+						lo, hi = gp.Sampling.Lo, gp.Sampling.Hi
+					}
+					over := hi + 1
+					bad = []input{{"json", fromJSON(fmt.Sprintf(`{%q:%d}`, name, over))}, {"typed", typed(func(p *paramValues) { p.setInt(name, over) })}}
+					wantErr = fmt.Sprintf(`%q must be between %d and %d, got %d`, name, lo, hi, over)
 				}
 				for _, in := range ok {
-					task, opt, err := inst.generation(in.g, 0)
+					task, opt, err := inst.generation(&in.g, 0)
 					require.NoError(t, err, in.how)
 					if gp.Float != nil {
 						assert.Equal(t, want, *gp.Float(task), in.how)
@@ -227,7 +234,7 @@ func TestGenParamsTable(t *testing.T) {
 					}
 				}
 				for _, in := range bad {
-					_, _, err := inst.generation(in.g, 0)
+					_, _, err := inst.generation(&in.g, 0)
 					var he *httpError
 					require.ErrorAs(t, err, &he, in.how)
 					assert.Equal(t, http.StatusBadRequest, he.Status, in.how)
@@ -238,5 +245,106 @@ func TestGenParamsTable(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestDecodeRequest checks the typed decoding of bodies: names match
+// exactly, null is absent, a wrong type is an error of the field (named)
+// when it is read, an outer field shadows an embedded one of the same
+// name, and only the body's shape fails the decode itself.
+func TestDecodeRequest(t *testing.T) {
+	type inner struct {
+		A opt[string] `json:"a"`
+		B optNum      `json:"b"`
+	}
+	type body struct {
+		inner
+		A    opt[bool]       `json:"a"` // shadows inner.A
+		S    optStrs         `json:"s"`
+		Raw  json.RawMessage `json:"raw"`
+		Dots optNum          `json:"x.y"`
+	}
+	for _, c := range []struct {
+		name, body string
+		check      func(t *testing.T, b *body)
+		err        string // of the decode
+	}{
+		{"empty", ``, nil, "the request body is empty"},
+		{"not an object", `[1]`, nil, "the request body must be a JSON object"},
+		{"malformed", `{"a":`, nil, "malformed JSON"},
+		{"absent", `{}`, func(t *testing.T, b *body) {
+			assert.False(t, b.A.Set || b.inner.A.Set || b.B.Set || b.S.Set || b.Dots.Set)
+			assert.Nil(t, b.Raw)
+		}, ""},
+		{"null is absent", `{"a":null,"b":null,"s":null,"raw":null}`, func(t *testing.T, b *body) {
+			assert.False(t, b.A.Set || b.B.Set || b.S.Set)
+			assert.Nil(t, b.Raw)
+		}, ""},
+		{"case-sensitive names", `{"A":true,"B":1,"X.Y":2}`, func(t *testing.T, b *body) {
+			assert.False(t, b.A.Set || b.B.Set || b.Dots.Set)
+		}, ""},
+		{"shadowing", `{"a":true,"b":2.0}`, func(t *testing.T, b *body) {
+			assert.True(t, b.A.Set && b.A.V)
+			assert.False(t, b.inner.A.Set)
+			n, err := b.B.integer()
+			require.NoError(t, err)
+			assert.Equal(t, int64(2), n)
+		}, ""},
+		{"wrong types are the fields' errors", `{"a":"x","b":"y","s":[1],"x.y":1.5}`, func(t *testing.T, b *body) {
+			var v bool
+			assert.EqualError(t, b.A.read(&v, "a boolean"), `"a" must be a boolean`)
+			_, err := b.B.float64()
+			assert.EqualError(t, err, `"b" must be a number`)
+			var ss []string
+			assert.EqualError(t, b.S.read(&ss), `"s" must be a string or an array of strings`)
+			var n int
+			assert.EqualError(t, b.Dots.int(&n, 0, 10), `"x.y" must be an integer in range, got 1.5`)
+		}, ""},
+		{"a string is a list of one", `{"s":"one","raw":  [1, 2] }`, func(t *testing.T, b *body) {
+			var ss []string
+			require.NoError(t, b.S.read(&ss))
+			assert.Equal(t, []string{"one"}, ss)
+			assert.Equal(t, `[1, 2]`, string(b.Raw))
+		}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var b body
+			err := decodeRequest([]byte(c.body), &b)
+			if c.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), c.err)
+				return
+			}
+			require.NoError(t, err)
+			c.check(t, &b)
+		})
+	}
+}
+
+// TestRequestFieldTypes keeps every field of the typed bodies one whose
+// decoding cannot fail (decodeRequest reports a wrong type only through
+// the field types): an optional field type, or raw JSON read by a named
+// function.
+func TestRequestFieldTypes(t *testing.T) {
+	raw := reflect.TypeFor[json.RawMessage]()
+	named := reflect.TypeFor[namedField]()
+	var check func(t *testing.T, typ reflect.Type)
+	check = func(t *testing.T, typ reflect.Type) {
+		for i := range typ.NumField() {
+			sf := typ.Field(i)
+			switch {
+			case sf.Anonymous:
+				check(t, sf.Type)
+			case sf.Type == reflect.TypeFor[paramValues]():
+			case sf.Tag.Get("json") == "":
+				t.Errorf("%s.%s has no json name", typ.Name(), sf.Name)
+			default:
+				assert.True(t, sf.Type == raw || reflect.PointerTo(sf.Type).Implements(named),
+					"%s.%s is a %s: use opt[T], optNum, optStrs or json.RawMessage", typ.Name(), sf.Name, sf.Type)
+			}
+		}
+	}
+	for _, body := range []any{completionBody{}, oaiCompletionBody{}, infillBody{}, oaiChatBody{}, respBody{}} {
+		check(t, reflect.TypeOf(body))
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -42,18 +41,28 @@ type respPart struct {
 	ImageURL *string `json:"image_url"` // input_image parts
 }
 
-// respOwnFields are the Responses fields respToChat converts (or that have
-// no chat equivalent); the others are chat completion fields, read as the
-// chat endpoint reads them (parallel_tool_calls, stream_options, tool_choice
-// and the sampling fields among them). Of the fields agent clients send,
-// these change nothing here and are ignored, as llama-server ignores them:
-// store (nothing is stored: every request carries its whole conversation),
+// respBody is a Responses request body. Its own fields (below) are
+// converted by respToChat or, having no chat equivalent, ignored; the
+// others are chat completion fields, read as the chat endpoint reads them
+// (parallel_tool_calls, stream_options, a tool_choice mode and the
+// sampling fields among them). Of the fields agent clients send, these
+// change nothing here and are ignored, as llama-server ignores them: store
+// (nothing is stored: every request carries its whole conversation),
 // include (reasoning.encrypted_content and the like: the reasoning is sent
 // as text), prompt_cache_key (the prompt cache reuses any common prefix),
 // client_metadata, service_tier and text.verbosity.
-var respOwnFields = []string{"input", "instructions", "tools", "max_output_tokens", "reasoning", "previous_response_id",
-	"text", "store", "include", "truncation", "metadata", "user", "messages",
-	"prompt_cache_key", "client_metadata", "service_tier", "safety_identifier", "background", "conversation"}
+type respBody struct {
+	oaiChatBody
+	Input              json.RawMessage `json:"input"` // a string or items
+	Instructions       opt[string]     `json:"instructions"`
+	PreviousResponseID opt[string]     `json:"previous_response_id"`
+	Tools              opt[[]respTool] `json:"tools"`
+	MaxOutputTokens    optNum          `json:"max_output_tokens"`
+	Reasoning          json.RawMessage `json:"reasoning"`
+	// Messages is not read: a chat completion's messages are no
+	// Responses field.
+	Messages json.RawMessage `json:"messages"`
+}
 
 // respTool is a tool of a Responses request. A function is described flat
 // ({"type": "function", "name", "description", "parameters"}); the other
@@ -81,104 +90,94 @@ type respReasoning struct {
 // request, as llama.cpp's server_chat_convert_responses_to_chatcmpl
 // converts it to a chat completion: input items become messages, flat
 // function tools chat tools, max_output_tokens llama.cpp's max_tokens and
-// reasoning.effort reasoning_effort. It also returns the body's chat
-// completion fields, for decodeOAIChat to read into the request once the
-// instance is known.
-func respToChat(f reqFields, marker string) (*chatRequest, reqFields, error) {
-	if !f.has("input") {
-		return nil, nil, badRequest(`"input" is required`)
+// reasoning.effort reasoning_effort. The body's chat completion fields are
+// left to oaiChat, once the instance is known.
+func (b *respBody) respToChat(marker string) (*chatRequest, error) {
+	if len(b.Input) == 0 {
+		return nil, badRequest(`"input" is required`)
 	}
 	var prev string
-	if err := f.str("previous_response_id", &prev); err != nil {
-		return nil, nil, err
+	if err := b.PreviousResponseID.read(&prev, "a string"); err != nil {
+		return nil, err
 	}
 	if prev != "" {
-		return nil, nil, badRequest(`"previous_response_id" is not supported: send the previous output items as input`)
-	}
-	rest := reqFields{}
-	for k, v := range f {
-		if !slices.Contains(respOwnFields, k) {
-			rest[k] = v
-		}
+		return nil, badRequest(`"previous_response_id" is not supported: send the previous output items as input`)
 	}
 	req := &chatRequest{}
-	if f.has("instructions") {
+	if b.Instructions.Set {
 		var ins string
-		if err := f.str("instructions", &ins); err != nil {
-			return nil, nil, err
+		if err := b.Instructions.read(&ins, "a string"); err != nil {
+			return nil, err
 		}
 		req.Messages = append(req.Messages, chat.Message{Role: chat.RoleSystem, Content: ins})
 	}
-	switch f.kind("input") {
+	switch jsonKind(b.Input) {
 	case 's':
 		var s string
-		_ = f.str("input", &s)
+		_ = json.Unmarshal(b.Input, &s)
 		req.Messages = append(req.Messages, chat.Message{Role: chat.RoleUser, Content: s})
 	case 'a':
 		var items []respInputItem
-		if err := f.decode("input", &items, "a string or an array of input items"); err != nil {
-			return nil, nil, err
+		if json.Unmarshal(b.Input, &items) != nil {
+			return nil, badRequest(`"input" must be a string or an array of input items`)
 		}
 		for i, it := range items {
 			if err := respItemToChat(req, i, it, marker); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 		}
 	default:
-		return nil, nil, badRequest(`"input" must be a string or an array of input items`)
+		return nil, badRequest(`"input" must be a string or an array of input items`)
 	}
-	if f.has("tools") {
-		var tools []respTool
-		if err := f.decode("tools", &tools, "an array of function tools"); err != nil {
-			return nil, nil, err
-		}
-		for _, t := range tools {
-			if t.Type != "function" {
-				continue // other tool kinds have no chat equivalent
-			}
-			i := len(req.Tools)
-			if t.Name == "" {
-				return nil, nil, badRequest(`tools[%d] must be {"type": "function", "function": {"name": ...}}`, i)
-			}
-			if len(t.Parameters) > 0 && jsonKind(t.Parameters) != 'o' {
-				return nil, nil, badRequest("tools[%d].function.parameters must be a JSON Schema object", i)
-			}
-			req.Tools = append(req.Tools, chat.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
-		}
+	var tools []respTool
+	if err := b.Tools.read(&tools, "an array of function tools"); err != nil {
+		return nil, err
 	}
-	if f.has("tool_choice") && f.kind("tool_choice") == 'o' {
+	for _, t := range tools {
+		if t.Type != "function" {
+			continue // other tool kinds have no chat equivalent
+		}
+		i := len(req.Tools)
+		if t.Name == "" {
+			return nil, badRequest(`tools[%d] must be {"type": "function", "function": {"name": ...}}`, i)
+		}
+		if len(t.Parameters) > 0 && jsonKind(t.Parameters) != 'o' {
+			return nil, badRequest("tools[%d].function.parameters must be a JSON Schema object", i)
+		}
+		req.Tools = append(req.Tools, chat.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+	}
+	if jsonKind(b.ToolChoice) == 'o' {
 		// Responses names a forced function flat: {"type":"function","name":...}.
+		const want = `"tool_choice" must be "auto", "none", "required" or {"type": "function", "name": ...}`
 		var tc struct {
 			Type string `json:"type"`
 			Name string `json:"name"`
 		}
-		if err := f.decode("tool_choice", &tc, `"auto", "none", "required" or {"type": "function", "name": ...}`); err != nil {
-			return nil, nil, err
-		}
-		if tc.Type != "function" || tc.Name == "" {
-			return nil, nil, badRequest(`"tool_choice" must be "auto", "none", "required" or {"type": "function", "name": ...}`)
+		if json.Unmarshal(b.ToolChoice, &tc) != nil || tc.Type != "function" || tc.Name == "" {
+			return nil, badRequest(want)
 		}
 		req.ToolChoice = chat.ToolChoice{Mode: "function", Function: tc.Name}
-		delete(rest, "tool_choice")
+		b.ToolChoice = nil
 	}
-	if f.has("max_output_tokens") {
-		n, err := rawInteger(f["max_output_tokens"], "max_tokens")
+	if b.MaxOutputTokens.Set {
+		b.MaxOutputTokens.name = "max_tokens"
+		n, err := b.MaxOutputTokens.integer()
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		req.Gen.Set = append(req.Gen.Set, genValue{Name: "max_tokens", Int: n})
+		b.Params.setInt("max_tokens", n)
 	}
-	if f.kind("reasoning") == 'o' {
+	if jsonKind(b.Reasoning) == 'o' {
 		var r respReasoning
-		if err := f.decode("reasoning", &r, `an object like {"effort": "low"}`); err != nil {
-			return nil, nil, err
+		if json.Unmarshal(b.Reasoning, &r) != nil {
+			return nil, badRequest(`"reasoning" must be an object like {"effort": "low"}`)
 		}
 		if r.Effort != "" {
 			req.ReasoningEffort = r.Effort
-			delete(rest, "reasoning_effort")
+			b.ReasoningEffort = opt[string]{}
 		}
 	}
-	return req, rest, nil
+	return req, nil
 }
 
 // joinParts is the text of parts joined with newlines, as templates that
@@ -421,15 +420,15 @@ func respItems(msg chat.Message) []respItem {
 // respPrepare reads a Responses body as a chat request. Unless it fails,
 // release must be called.
 func respPrepare(s *Server, r *http.Request) (*genRequest, *chatPlan, chatOptions, *instance, func(), error) {
-	var f reqFields
-	if err := decodeJSON(r, &f); err != nil {
+	var b respBody
+	if err := decodeBody(r, &b); err != nil {
 		return nil, nil, chatOptions{}, nil, nil, err
 	}
-	model, err := readModel(f)
+	model, err := b.model()
 	if err != nil {
 		return nil, nil, chatOptions{}, nil, nil, err
 	}
-	req, rest, err := respToChat(f, s.mediaMarker)
+	req, err := b.respToChat(s.mediaMarker)
 	if err != nil {
 		return nil, nil, chatOptions{}, nil, nil, err
 	}
@@ -438,7 +437,7 @@ func respPrepare(s *Server, r *http.Request) (*genRequest, *chatPlan, chatOption
 		return nil, nil, chatOptions{}, nil, nil, err
 	}
 	g, plan, co, err := func() (*genRequest, *chatPlan, chatOptions, error) {
-		if err := decodeOAIChat(rest, inst, req); err != nil {
+		if err := b.oaiChat(inst, req); err != nil {
 			return nil, nil, chatOptions{}, err
 		}
 		return inst.startChat(req)

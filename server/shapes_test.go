@@ -25,6 +25,21 @@ import (
 // "string", "number", "bool", "null"): array elements share the path
 // "[]". Objects at an array path also record their key sets, so that an
 // idle slot with keys a used one has is told apart ("keys" entries).
+// slotParamKeys are, as recorded from llama-server, the keys of a slot's params in GET /slots and of
+// default_generation_settings.params in GET /props: those llama-server
+// v0.4.0 reports of a task's parameters "for metrics".
+var slotParamKeys = []string{"seed", "temperature", "dynatemp_range", "dynatemp_exponent", "top_k", "top_p", "min_p",
+	"top_n_sigma", "xtc_probability", "xtc_threshold", "typical_p", "repeat_last_n", "repeat_penalty", "presence_penalty",
+	"frequency_penalty", "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "mirostat", "mirostat_tau",
+	"mirostat_eta", "adaptive_target", "adaptive_decay", "max_tokens", "n_predict", "n_keep", "n_discard", "ignore_eos",
+	"stream", "n_probs", "min_keep", "chat_format", "reasoning_format", "reasoning_in_content", "generation_prompt",
+	"samplers", "speculative.types", "timings_per_token", "post_sampling_probs", "backend_sampling", "lora"}
+
+// slotParamFullKeys are the keys a slot's params add with SlotsDebug
+// (llama-server's full task parameters).
+var slotParamFullKeys = []string{"dry_sequence_breakers", "stop", "logit_bias", "grammar", "grammar_lazy",
+	"grammar_triggers", "preserved_tokens"}
+
 func jsonShape(v any) map[string][]string {
 	out := map[string][]string{}
 	var walk func(path string, v any)

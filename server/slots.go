@@ -119,21 +119,6 @@ type (
 	}
 )
 
-// slotParamKeys are the keys of a slot's params in GET /slots and of
-// default_generation_settings.params in GET /props: those llama-server
-// v0.4.0 reports of a task's parameters "for metrics".
-var slotParamKeys = []string{"seed", "temperature", "dynatemp_range", "dynatemp_exponent", "top_k", "top_p", "min_p",
-	"top_n_sigma", "xtc_probability", "xtc_threshold", "typical_p", "repeat_last_n", "repeat_penalty", "presence_penalty",
-	"frequency_penalty", "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "mirostat", "mirostat_tau",
-	"mirostat_eta", "adaptive_target", "adaptive_decay", "max_tokens", "n_predict", "n_keep", "n_discard", "ignore_eos",
-	"stream", "n_probs", "min_keep", "chat_format", "reasoning_format", "reasoning_in_content", "generation_prompt",
-	"samplers", "speculative.types", "timings_per_token", "post_sampling_probs", "backend_sampling", "lora"}
-
-// slotParamFullKeys are the keys a slot's params add with SlotsDebug
-// (llama-server's full task parameters).
-var slotParamFullKeys = []string{"dry_sequence_breakers", "stop", "logit_bias", "grammar", "grammar_lazy",
-	"grammar_triggers", "preserved_tokens"}
-
 // defaultGenerationParams is default_generation_settings.params of GET
 // /props. llama-server v0.4.0 reports there a fresh task's parameters
 // holding only the server's sampling settings: n_predict -1, n_keep 0, no
@@ -146,8 +131,7 @@ func defaultGenerationParams(o Options) map[string]any {
 }
 
 // slotParams is a slot's params in GET /slots: the settings of its
-// current or last request t, those of slotParamKeys, or also those of
-// slotParamFullKeys with full. What the engine does not keep of a request
+// current or last request t, as taskParams reports them. What the engine does not keep of a request
 // (whether it streamed, its chat format) shows a fresh task's values, the
 // reasoning format and speculative types the server's.
 func slotParams(o Options, t *engine.Request, full bool) map[string]any {
@@ -156,12 +140,12 @@ func slotParams(o Options, t *engine.Request, full bool) map[string]any {
 	return out
 }
 
-// taskParams is t as llama-server v0.4.0 reports a task's parameters:
-// the keys of slotParamKeys, and with full also those of
-// slotParamFullKeys. The numeric sampling settings come from the
-// parameter table (genParams, over sampling.Table).
+// taskParams is t as llama-server v0.4.0 reports a task's parameters
+// "for metrics" and, with full, also its lists (stop, logit_bias, the
+// grammar and its triggers). The numeric settings come from the parameter
+// table (genParams, over sampling.Table).
 func taskParams(t *engine.Request, full bool) map[string]any {
-	out := make(map[string]any, len(slotParamKeys)+len(slotParamFullKeys))
+	out := map[string]any{}
 	for i := range genParams {
 		if genParams[i].Props {
 			genParams[i].echo(t, out)

@@ -13,18 +13,18 @@ import (
 // llama-server ignores them, earlier ones applied them to the draft model).
 // n_max and n_min bound this request's drafts within the server's
 // settings; p_min replaces the draft model's --spec-draft-p-min.
-func parseSpeculative(f reqFields, t *engine.Request) error {
-	if err := f.int("speculative.n_max", &t.SpecNMax, 0, math.MaxInt32); err != nil {
+func parseSpeculative(g *genFields, t *engine.Request) error {
+	if err := g.SpecNMax.int(&t.SpecNMax, 0, math.MaxInt32); err != nil {
 		return err
 	}
-	if err := f.int("speculative.n_min", &t.SpecNMin, 0, math.MaxInt32); err != nil {
+	if err := g.SpecNMin.int(&t.SpecNMin, 0, math.MaxInt32); err != nil {
 		return err
 	}
-	if !f.has("speculative.p_min") {
+	if !g.SpecPMin.Set {
 		return nil
 	}
 	var p float32
-	if err := f.float("speculative.p_min", &p); err != nil {
+	if err := g.SpecPMin.float(&p); err != nil {
 		return err
 	}
 	if !(p >= 0 && p <= 1) {

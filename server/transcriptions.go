@@ -162,20 +162,20 @@ func transcriptionChat(form *transcriptionForm, inst *instance) (*chatRequest, e
 	marker := inst.Server.mediaMarker
 	prompt = strings.ReplaceAll(prompt, marker, "")
 	req.Messages = append(req.Messages, chat.Message{Role: chat.RoleUser, Content: prompt + marker})
-	req.Gen.Set = append(req.Gen.Set, genValue{Name: "stream", Bool: form.fields["stream"] == "true"})
+	req.Gen.Stream = some("stream", form.fields["stream"] == "true")
 	if s, ok := form.fields["max_tokens"]; ok {
 		n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 31)
 		if err != nil {
 			return nil, badRequest("max_tokens must be a non-negative integer, not %q", s)
 		}
-		req.Gen.Set = append(req.Gen.Set, genValue{Name: "max_tokens", Int: int64(n)})
+		req.Gen.Params.setInt("max_tokens", int64(n))
 	}
 	if s, ok := form.fields["temperature"]; ok {
 		v, err := strconv.ParseFloat(strings.TrimSpace(s), 32)
 		if err != nil {
 			return nil, badRequest("temperature must be a number, not %q", s)
 		}
-		req.Gen.Set = append(req.Gen.Set, genValue{Name: "temperature", Float: v})
+		req.Gen.Params.setFloat("temperature", v)
 	}
 	return req, nil
 }

@@ -574,18 +574,13 @@ func flagTable(c *config) []flagDef {
 
 		// ---- sampling: the defaults of requests that do not set them
 		{names: []string{"--samplers"}, arg: "SAMPLERS", sec: sa, help: "samplers in order, separated by ';' (default: penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature)", set: func(_ *config, v string) error {
-			sp.Samplers = nil
+			var names []string
 			for _, n := range strings.Split(v, ";") {
-				if n = strings.TrimSpace(n); n == "" {
-					continue
+				if n = strings.TrimSpace(n); n != "" {
+					names = append(names, n)
 				}
-				s, ok := sampling.LookupSampler(n)
-				if !ok {
-					return fmt.Errorf("unknown sampler %q", n)
-				}
-				sp.Samplers = append(sp.Samplers, s)
 			}
-			return nil
+			return samplerList(sp, names, "")
 		}},
 		{names: []string{"-s", "--seed"}, arg: "SEED", sec: sa, help: "random seed (default -1: random)", set: func(_ *config, v string) error {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
@@ -596,15 +591,7 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"--sampler-seq", "--sampling-seq"}, arg: "SEQUENCE", sec: sa, help: "samplers in order, one letter each (default edskypmxt)", set: func(_ *config, v string) error {
-			sp.Samplers = nil
-			for _, r := range v {
-				s, ok := sampling.SamplerByLetter(r)
-				if !ok {
-					return fmt.Errorf("unknown sampler letter %q", r)
-				}
-				sp.Samplers = append(sp.Samplers, s)
-			}
-			return nil
+			return samplerList(sp, nil, v)
 		}},
 		{names: []string{"--ignore-eos"}, sec: sa, help: "keep generating past the end-of-generation tokens", set: boolTo(&sp.IgnoreEOS)},
 		{names: []string{"--dry-sequence-breaker"}, arg: "STRING", sec: sa, help: "a DRY sequence breaker (repeatable; the first one replaces the defaults; none: no breakers)", set: func(c *config, v string) error {
@@ -1504,5 +1491,23 @@ func (c *config) modelSource(ctx context.Context, progress io.Writer) error {
 		}
 		sd.DraftModel = path
 	}
+	return nil
+}
+
+// samplerList sets sp's samplers from a list of names or, when seq is not
+// empty, a sequence of letters (sampling.ParseSamplers, ParseSamplerSeq).
+func samplerList(sp *sampling.Params, names []string, seq string) error {
+	var list []string
+	var err error
+	if seq != "" {
+		list, err = sampling.ParseSamplerSeq(seq)
+	} else {
+		list, err = sampling.ParseSamplers(names)
+	}
+	var se *sampling.Error
+	if errors.As(err, &se) {
+		return errors.New(se.Msg)
+	}
+	sp.Samplers = list
 	return nil
 }
