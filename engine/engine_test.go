@@ -226,8 +226,8 @@ func TestEngineQueueBusy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Submit(ctx, engGreedyTask(prompt, 4)); !errors.Is(err, ErrBusy) {
-		t.Fatalf("third submit: %v, want ErrBusy", err)
+	if _, err := e.Submit(ctx, engGreedyTask(prompt, 4)); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("third submit: %v, want ErrQueueFull", err)
 	}
 	if d := e.Metrics().RequestsDeferred; d != 1 {
 		t.Errorf("deferred %d", d)

@@ -287,17 +287,17 @@ func TestCompletionClientDisconnect(t *testing.T) {
 type busyEngine struct{ engineAPI }
 
 func (busyEngine) Submit(context.Context, ...*engine.Request) (eventStream, error) {
-	return nil, engine.ErrBusy
+	return nil, engine.ErrQueueFull
 }
 func (busyEngine) SlotsInfo() []engine.SlotInfo { return []engine.SlotInfo{{NCtx: 512}} }
 
-// A full queue (engine.ErrBusy) answers 503 unavailable_error.
+// A full queue (engine.ErrQueueFull) answers 503 unavailable_error.
 func TestCompletionBusy(t *testing.T) {
 	s, _ := newTestServer(t, Options{})
 	inst := defaultInstance(t, s)
 	busy := &instance{Name: inst.Name, Model: inst.Model, Engine: busyEngine{inst.Engine}, Template: inst.Template, Server: s, Opts: inst.Opts}
 	_, err := s.runTask(context.Background(), busy, nil, &engine.Request{Kind: engine.KindCompletion, Prompt: []llama.Token{1, 2}})
-	require.ErrorIs(t, err, engine.ErrBusy)
+	require.ErrorIs(t, err, engine.ErrQueueFull)
 	rec := httptest.NewRecorder()
 	llamaErrors.write(rec, err)
 	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
