@@ -140,7 +140,7 @@ type Options struct {
 	Reranking bool
 	// ContextShift, when a slot's context is full, drops half of the tokens
 	// after NKeep and goes on (and truncates too long prompts); without it
-	// generation stops with StopLimit and too long prompts are errors.
+	// generation stops with StopTypeLimit and too long prompts are errors.
 	ContextShift bool
 	// CacheReuse is llama.cpp's --cache-reuse: with a request's CachePrompt,
 	// after the common prefix of the prompt and the slot's cached tokens,

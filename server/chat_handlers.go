@@ -842,7 +842,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 				continue
 			}
 			st.done = true
-			d := st.parser.Finish(ev.Stop == engine.StopLimit)
+			d := st.parser.Finish(ev.Stop == engine.StopTypeLimit)
 			if !emit(idx, st, d, nil) {
 				return
 			}
