@@ -82,7 +82,7 @@ func specialText(m *llama.Model, t llama.Token) string {
 // ChatTriggers converts a chat plan's grammar triggers for model m: a
 // token trigger whose text is one token of m becomes that token, other
 // token triggers become words.
-func ChatTriggers(m *llama.Model, trs []chat.GrammarTrigger) []sampling.GrammarTrigger {
+func ChatTriggers(m *llama.Model, trs []chat.Trigger) []sampling.GrammarTrigger {
 	var out []sampling.GrammarTrigger
 	for _, tr := range trs {
 		g := sampling.GrammarTrigger{Token: llama.NoToken}

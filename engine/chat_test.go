@@ -38,17 +38,17 @@ func TestChatTriggers(t *testing.T) {
 	require.NotEmpty(t, bos)
 	for _, tc := range []struct {
 		name string
-		in   chat.GrammarTrigger
+		in   chat.Trigger
 		want sampling.GrammarTrigger
 	}{
-		{"word", chat.GrammarTrigger{Kind: chat.TriggerWord, Value: "<tool_call>"}, sampling.GrammarTrigger{Word: "<tool_call>", Token: llama.NoToken}},
-		{"pattern", chat.GrammarTrigger{Kind: chat.TriggerPattern, Value: "a+"}, sampling.GrammarTrigger{Pattern: "a+", Token: llama.NoToken}},
-		{"full pattern", chat.GrammarTrigger{Kind: chat.TriggerPatternFull, Value: "a+"}, sampling.GrammarTrigger{Pattern: "a+", PatternFull: true, Token: llama.NoToken}},
-		{"one token", chat.GrammarTrigger{Kind: chat.TriggerToken, Value: bos}, sampling.GrammarTrigger{Token: m.SpecialTokens().BOS}},
-		{"not one token: a word", chat.GrammarTrigger{Kind: chat.TriggerToken, Value: "<tool_call>"}, sampling.GrammarTrigger{Word: "<tool_call>", Token: llama.NoToken}},
+		{"word", chat.Trigger{Kind: chat.TriggerWord, Value: "<tool_call>"}, sampling.GrammarTrigger{Word: "<tool_call>", Token: llama.NoToken}},
+		{"pattern", chat.Trigger{Kind: chat.TriggerPattern, Value: "a+"}, sampling.GrammarTrigger{Pattern: "a+", Token: llama.NoToken}},
+		{"full pattern", chat.Trigger{Kind: chat.TriggerPatternFull, Value: "a+"}, sampling.GrammarTrigger{Pattern: "a+", PatternFull: true, Token: llama.NoToken}},
+		{"one token", chat.Trigger{Kind: chat.TriggerToken, Value: bos}, sampling.GrammarTrigger{Token: m.SpecialTokens().BOS}},
+		{"not one token: a word", chat.Trigger{Kind: chat.TriggerToken, Value: "<tool_call>"}, sampling.GrammarTrigger{Word: "<tool_call>", Token: llama.NoToken}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, []sampling.GrammarTrigger{tc.want}, ChatTriggers(m, []chat.GrammarTrigger{tc.in}))
+			assert.Equal(t, []sampling.GrammarTrigger{tc.want}, ChatTriggers(m, []chat.Trigger{tc.in}))
 		})
 	}
 }
