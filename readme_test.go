@@ -312,7 +312,7 @@ func readmeEngine(ctx context.Context, model *llama.Model, toks []llama.Token, m
 	}
 
 	// Chat with tools in process, as the server does it: template, tool grammar, parsed calls.
-	tmpl, _ := engine.ChatTemplates(model, nil)
+	tmpl, _ := chat.ForModel(model, nil)
 	plan, _ := tmpl.Prepare(chat.Request{Messages: msgs, Tools: tools})
 	req = engine.NewRequest(nil)
 	req.SetChat(model, plan)      // then generate, and

@@ -11,15 +11,12 @@ import (
 	"github.com/x/llama/sampling"
 )
 
-// A model without a template gets chatml, as llama-server gives it, and
-// its prompt is tokenized with the special tokens parsed.
-func TestChatTemplatesAndSetChat(t *testing.T) {
+// SetChat tokenizes a plan's prompt with the special tokens parsed (the
+// templates: chat.ForModel, tested in package chat).
+func TestSetChat(t *testing.T) {
 	m := engStoriesModel(t)
-	var warned int
-	tm, err := ChatTemplates(m, func(string, ...any) { warned++ })
+	tm, err := chat.ForModel(m, nil)
 	require.NoError(t, err)
-	assert.Nil(t, tm.ToolUse)
-	assert.Equal(t, specialText(m, m.SpecialTokens().BOS), tm.BOS)
 	plan, err := tm.Prepare(chat.Request{Messages: []chat.Message{{Role: chat.RoleUser, Content: "Hi"}}})
 	require.NoError(t, err)
 	assert.Equal(t, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", plan.Prompt)
@@ -34,7 +31,8 @@ func TestChatTemplatesAndSetChat(t *testing.T) {
 
 func TestChatTriggers(t *testing.T) {
 	m := engStoriesModel(t)
-	bos := specialText(m, m.SpecialTokens().BOS)
+	bos, err := m.TokenPiece(m.SpecialTokens().BOS, true)
+	require.NoError(t, err)
 	require.NotEmpty(t, bos)
 	for _, tc := range []struct {
 		name string

@@ -96,7 +96,7 @@ func (p *chatPlan) samplers() []llama.Sampler {
 // read them.
 func (inst *instance) chatTemplates() *chat.Templates {
 	inst.templatesOnce.Do(func() {
-		t := engine.ChatTemplatesFor(inst.Model, inst.Template)
+		t := chat.ForModelWith(inst.Model, inst.Template)
 		if inst.ToolTemplate != nil {
 			t.ToolUse = inst.ToolTemplate
 		}
