@@ -235,14 +235,14 @@ func readmeAPI(ctx context.Context, res *apiResult) error {
 	}
 
 	for piece, err := range lctx.Generate(ctx, "Once upon a time", llama.GenerateOptions{
-		MaxTokens: 128, Stop: []string{"\n\n"}, Sampler: chain}) {
+		MaxTokens: 128, Stop: []string{"\n\n"}, Sampler: chain}).Seq() {
 		if err != nil {
 			return err
 		} // ctx cancellation interrupts llama.cpp mid-decode
 		fmt.Print(piece.Text) // never split inside a UTF-8 character
 		res.generated.WriteString(piece.Text)
 	}
-	gen := lctx.NewGeneration(ctx, "Once upon a time", llama.GenerateOptions{MaxTokens: 16, Seq: 2})
+	gen := lctx.Generate(ctx, "Once upon a time", llama.GenerateOptions{MaxTokens: 16, Seq: 2})
 	for _, err := range gen.Seq() {
 		if err != nil {
 			return err

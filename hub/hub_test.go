@@ -61,7 +61,7 @@ func TestPullAndLoad(t *testing.T) {
 			require.NoError(t, err)
 			defer c.Close()
 			var out strings.Builder
-			for p, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 24}) {
+			for p, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 24}).Seq() {
 				require.NoError(t, err)
 				out.WriteString(p.Text)
 			}

@@ -140,7 +140,7 @@ func run() error {
 	if *prompt != "" {
 		// One shot: continue the text exactly as llama.cpp's completion does.
 		fmt.Print(*prompt)
-		for p, err := range lctx.Generate(ctx, *prompt, llama.GenerateOptions{MaxTokens: maxTokens, Sampler: sampler}) {
+		for p, err := range lctx.Generate(ctx, *prompt, llama.GenerateOptions{MaxTokens: maxTokens, Sampler: sampler}).Seq() {
 			if err != nil {
 				return err
 			}
