@@ -317,7 +317,7 @@ type engSlotSnap struct {
 // must Close the engine before the model.
 func New(m *llama.Model, o Options) (*Engine, error) {
 	if m == nil {
-		return nil, errors.New("engine: nil model")
+		return nil, &llama.Error{Code: llama.CodeInvalid, Op: "engine", Msg: "nil model"}
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = 1
@@ -492,7 +492,8 @@ func applyControlVectors(m *llama.Model, lctx *llama.Context, o Options) error {
 		return err
 	}
 	if nEmbd != info.EmbeddingSize {
-		return fmt.Errorf("control vector: directions of %d values, the model's embeddings have %d", nEmbd, info.EmbeddingSize)
+		return &llama.Error{Code: llama.CodeInvalid, Op: "control vector",
+			Msg: fmt.Sprintf("directions of %d values, the model's embeddings have %d", nEmbd, info.EmbeddingSize)}
 	}
 	data = data[:min(len(data), info.Layers*nEmbd)]
 	start, end := o.ControlVectorStart, o.ControlVectorEnd
