@@ -121,7 +121,7 @@ type pacedWriter struct {
 }
 
 func (w *pacedWriter) FlushError() error {
-	time.Sleep(w.d)
+	time.Sleep(w.d) // the subject: a slow model or network
 	return http.NewResponseController(w.ResponseWriter).Flush()
 }
 
