@@ -38,7 +38,9 @@ func BuiltinChatTemplates() ([]string, error) {
 // formats, named (see BuiltinChatTemplates) or detected from a template's
 // source text, as llama_chat_apply_template does; addAssistant ends the
 // prompt with the assistant's turn opening. It is the fallback for models
-// whose Jinja template cannot be used; package chat renders Jinja.
+// whose Jinja template cannot be used; package chat renders Jinja, and its
+// ForModel gives a model's templates as llama-server picks them (Jinja,
+// or this function for the built-in formats).
 func ApplyChatTemplate(tmpl string, msgs []ChatMessage, addAssistant bool) (string, error) {
 	if err := ensureInit(); err != nil {
 		return "", err

@@ -35,7 +35,7 @@ func TestConcurrentUse(t *testing.T) {
 				assert.Equal(t, want, got)
 			}
 			var b strings.Builder
-			for p, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 24}) {
+			for p, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 24}).Seq() {
 				if !assert.NoError(t, err) {
 					return
 				}

@@ -29,7 +29,7 @@ func greedyText(t *testing.T, path string, opts llama.ModelOptions) (string, str
 	require.NoError(t, err)
 	defer lctx.Close()
 	var sb strings.Builder
-	for piece, err := range lctx.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 24}) {
+	for piece, err := range lctx.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 24}).Seq() {
 		require.NoError(t, err)
 		sb.WriteString(piece.Text)
 	}

@@ -41,8 +41,8 @@
 // (TopK, Temp, grammars, ...) narrow or reweigh the candidates before it,
 // and NewSamplerChain refuses a chain that would pick nothing. A seed
 // repeats the random draws, and the text only when the decodes are the
-// same (see Dist). NewGeneration keeps a generation's StopReason and
-// Stats (token counts and speed) for after the loop.
+// same (see Dist). Generate and GenerateTokens return a Generation: range
+// over its Seq, then read its Reason and Stats (token counts and speed).
 //
 // # Errors
 //

@@ -26,7 +26,7 @@ func Example() {
 		panic(err)
 	}
 	var out strings.Builder
-	for piece, err := range lctx.Generate(ctx, "Once upon a time", llama.GenerateOptions{MaxTokens: 16}) {
+	for piece, err := range lctx.Generate(ctx, "Once upon a time", llama.GenerateOptions{MaxTokens: 16}).Seq() {
 		if err != nil {
 			panic(err)
 		}
@@ -49,7 +49,7 @@ func ExampleNewSamplerChain() {
 	}
 	defer chain.Close()
 	n := 0
-	for _, err := range lctx.Generate(ctx, "Once upon a time", llama.GenerateOptions{MaxTokens: 8, Sampler: chain}) {
+	for _, err := range lctx.Generate(ctx, "Once upon a time", llama.GenerateOptions{MaxTokens: 8, Sampler: chain}).Seq() {
 		if err != nil {
 			panic(err)
 		}
@@ -73,7 +73,7 @@ func ExampleContext_SetSampler() {
 		panic(err)
 	}
 	var out strings.Builder
-	for piece, err := range lctx.Generate(ctx, "Once upon a time", llama.GenerateOptions{MaxTokens: 16, Sampler: chain}) {
+	for piece, err := range lctx.Generate(ctx, "Once upon a time", llama.GenerateOptions{MaxTokens: 16, Sampler: chain}).Seq() {
 		if err != nil {
 			panic(err)
 		}

@@ -110,13 +110,14 @@ func perSecond(n int, d time.Duration) float64 {
 	return float64(n) / d.Seconds()
 }
 
-// Generation is one Generate call; range over Seq to run it.
+// Generation is one generation (Generate, GenerateTokens): range over Seq
+// to run it, then read how it went.
 type Generation struct {
 	generationLink // package mtmd may set where the prompt starts (bridge.go)
 	c              *Context
 	ctx            context.Context
 	prompt         []Token
-	text           *string // NewGeneration's prompt, tokenized when the generation runs
+	text           *string // Generate's prompt, tokenized when the generation runs
 	stats          GenerationStats
 	inYield        time.Duration // time spent in the loop body
 	opts           GenerateOptions
@@ -150,41 +151,26 @@ func (g *Generation) Position() int { return g.nPast }
 // Speculative returns the counts of drafts (with GenerateOptions.Speculative).
 func (g *Generation) Speculative() SpeculativeStats { return g.spec }
 
-// Generate tokenizes prompt (with the model's special tokens, parsing
-// special token text) and generates from it; see GenerateTokens. It is
-// NewGeneration(ctx, prompt, opts).Seq(): NewGeneration keeps the
-// Generation, whose Reason, Generated and Stats (token counts, speed) say
-// how it went once the loop is over.
+// Generate prepares the generation of prompt, tokenized with the model's
+// special tokens (special token text parsed), when its Seq is ranged
+// over; see GenerateTokens, whose Generation it returns. After the loop,
+// the Generation's Reason, Generated and Stats (token counts, speed) say
+// how it went:
 //
-// A Context runs one Generate at a time: from the first iteration to the
-// last, any other call on the Context but Close (another Generate, a
+//	gen := lctx.Generate(ctx, "Once upon a time", llama.GenerateOptions{MaxTokens: 64})
+//	for piece, err := range gen.Seq() { ... }
+//	st := gen.Stats() // st.PromptTokens, st.Generated, st.GeneratedPerSecond()
+//
+// The prompt is tokenized when the generation runs; its errors come from
+// Seq, as the generation's do.
+//
+// A Context runs one generation at a time: from the first iteration to the
+// last, any other call on the Context but Close (another generation, a
 // Decode, from this goroutine or another) fails with an error matching
 // ErrBusy. Close (or the Model's Close), from the loop body or another
 // goroutine, ends the generation with an error matching ErrClosed. The
 // loop body may call the Model's methods.
-func (c *Context) Generate(ctx context.Context, prompt string, opts GenerateOptions) iter.Seq2[Piece, error] {
-	if c == nil {
-		return func(yield func(Piece, error) bool) { yield(Piece{}, errorf(CodeInvalid, "generate", "nil *Context")) }
-	}
-	if prompt == "" {
-		return func(yield func(Piece, error) bool) { yield(Piece{}, errorf(CodeInvalid, "generate", "empty prompt")) }
-	}
-	toks, err := c.tokenizePrompt(prompt)
-	if err != nil {
-		return func(yield func(Piece, error) bool) { yield(Piece{}, err) }
-	}
-	return c.GenerateTokens(ctx, toks, opts).Seq()
-}
-
-// NewGeneration prepares Generate's generation from prompt and returns it:
-// range over its Seq, then read how it went (Reason, Generated, Stats).
-// The prompt is tokenized when the generation runs; its errors come from
-// Seq, as Generate's do.
-//
-//	gen := lctx.NewGeneration(ctx, "Once upon a time", llama.GenerateOptions{MaxTokens: 64})
-//	for piece, err := range gen.Seq() { ... }
-//	st := gen.Stats() // st.PromptTokens, st.Generated, st.GeneratedPerSecond()
-func (c *Context) NewGeneration(ctx context.Context, prompt string, opts GenerateOptions) *Generation {
+func (c *Context) Generate(ctx context.Context, prompt string, opts GenerateOptions) *Generation {
 	return &Generation{c: c, ctx: ctx, text: &prompt, opts: opts}
 }
 
@@ -200,18 +186,19 @@ func (c *Context) tokenizePrompt(prompt string) ([]Token, error) {
 	return toks, err
 }
 
-// GenerateTokens prepares a generation from prompt tokens. Ranging over its
-// Seq decodes the prompt in batches, then samples, decodes and yields one
-// Piece per generated token until an end-of-generation token, MaxTokens, a
-// stop string, a full context or the end of ctx. An error is yielded once,
-// last. Breaking out of the loop stops generation; the Context keeps the
-// tokens decoded so far in memory.
+// GenerateTokens prepares a generation from prompt tokens, as Generate
+// does from text. Ranging over its Seq decodes the prompt in batches, then
+// samples, decodes and yields one Piece per generated token until an
+// end-of-generation token, MaxTokens, a stop string, a full context or the
+// end of ctx. An error is yielded once, last. Breaking out of the loop
+// stops generation; the Context keeps the tokens decoded so far in memory.
 func (c *Context) GenerateTokens(ctx context.Context, prompt []Token, opts GenerateOptions) *Generation {
 	// A nil c is reported when the generation runs.
 	return &Generation{c: c, ctx: ctx, prompt: prompt, opts: opts}
 }
 
-// Seq returns the iterator of pieces.
+// Seq returns the iterator of pieces: ranging over it runs the
+// generation. Range over it once.
 func (g *Generation) Seq() iter.Seq2[Piece, error] {
 	return func(yield func(Piece, error) bool) {
 		if err := g.run(yield); err != nil {

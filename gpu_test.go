@@ -58,7 +58,7 @@ func TestGPUDeviceVerdicts(t *testing.T) {
 		require.NoError(t, err)
 		defer lctx.Close()
 		var sb strings.Builder
-		for piece, err := range lctx.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 16}) {
+		for piece, err := range lctx.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 16}).Seq() {
 			require.NoError(t, err)
 			sb.WriteString(piece.Text)
 		}

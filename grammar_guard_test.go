@@ -53,7 +53,7 @@ func TestGrammarGuard(t *testing.T) {
 		require.NoError(t, err)
 		defer s.Close()
 		var gotErr error
-		for _, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 40, Sampler: s}) {
+		for _, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 40, Sampler: s}).Seq() {
 			if err != nil {
 				gotErr = err
 			}

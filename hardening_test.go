@@ -389,7 +389,7 @@ func TestPieceTextValidUTF8(t *testing.T) {
 			require.NoError(t, err)
 			defer chain.Close()
 			var all strings.Builder
-			for p, err := range c.Generate(context.Background(), "Once", llama.GenerateOptions{MaxTokens: 10, Sampler: chain}) {
+			for p, err := range c.Generate(context.Background(), "Once", llama.GenerateOptions{MaxTokens: 10, Sampler: chain}).Seq() {
 				require.NoError(t, err)
 				assert.True(t, utf8.ValidString(p.Text), "%q", p.Text)
 				all.WriteString(p.Text)

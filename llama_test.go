@@ -30,7 +30,7 @@ func newCtx(t testing.TB, m *llama.Model, o llama.ContextOptions) *llama.Context
 func generate(t testing.TB, c *llama.Context, prompt string, o llama.GenerateOptions) string {
 	t.Helper()
 	var b strings.Builder
-	for p, err := range c.Generate(context.Background(), prompt, o) {
+	for p, err := range c.Generate(context.Background(), prompt, o).Seq() {
 		require.NoError(t, err)
 		b.WriteString(p.Text)
 	}
@@ -176,7 +176,7 @@ func TestCancelGenerate(t *testing.T) {
 	defer cancel()
 	n := 0
 	var last error
-	for _, err := range c.Generate(ctx, "Once upon a time", llama.GenerateOptions{}) {
+	for _, err := range c.Generate(ctx, "Once upon a time", llama.GenerateOptions{}).Seq() {
 		if err != nil {
 			last = err
 			break
@@ -233,7 +233,7 @@ func TestBadInput(t *testing.T) {
 		}, llama.CodeInvalid},
 		{"piece bad id", func() error { _, err := m.TokenPiece(-1, false); return err }, llama.CodeInvalid},
 		{"empty prompt", func() error {
-			for _, err := range c.Generate(bg, "", llama.GenerateOptions{}) {
+			for _, err := range c.Generate(bg, "", llama.GenerateOptions{}).Seq() {
 				if err != nil {
 					return err
 				}
@@ -241,7 +241,7 @@ func TestBadInput(t *testing.T) {
 			return nil
 		}, llama.CodeInvalid},
 		{"prompt longer than context", func() error {
-			for _, err := range c.Generate(bg, strings.Repeat("Once upon a time ", 100), llama.GenerateOptions{}) {
+			for _, err := range c.Generate(bg, strings.Repeat("Once upon a time ", 100), llama.GenerateOptions{}).Seq() {
 				if err != nil {
 					return err
 				}
@@ -249,7 +249,7 @@ func TestBadInput(t *testing.T) {
 			return nil
 		}, llama.CodeNoKVSlot},
 		{"negative max tokens", func() error {
-			for _, err := range c.Generate(bg, "hi", llama.GenerateOptions{MaxTokens: -1}) {
+			for _, err := range c.Generate(bg, "hi", llama.GenerateOptions{MaxTokens: -1}).Seq() {
 				if err != nil {
 					return err
 				}
@@ -327,7 +327,7 @@ func TestCloseLifecycle(t *testing.T) {
 	assert.ErrorIs(t, err, llama.ErrClosed)
 	_, err = m.Info()
 	assert.ErrorIs(t, err, llama.ErrClosed)
-	for _, err := range c.Generate(context.Background(), "x", llama.GenerateOptions{}) {
+	for _, err := range c.Generate(context.Background(), "x", llama.GenerateOptions{}).Seq() {
 		assert.ErrorIs(t, err, llama.ErrClosed)
 	}
 }
@@ -390,7 +390,7 @@ func TestUTF8Pieces(t *testing.T) {
 	defer s.Close()
 	// Force byte tokens: ban everything but byte tokens <0xE2>, <0x9C>, <0x93> ("✓").
 	var pieces []string
-	for p, err := range c.Generate(context.Background(), "check", llama.GenerateOptions{MaxTokens: 60, Sampler: s}) {
+	for p, err := range c.Generate(context.Background(), "check", llama.GenerateOptions{MaxTokens: 60, Sampler: s}).Seq() {
 		require.NoError(t, err)
 		pieces = append(pieces, p.Text)
 	}

@@ -38,7 +38,7 @@ func TestMisuseBusy(t *testing.T) {
 	}{
 		{"Decode", func() error { return c.Decode(context.Background(), b) }},
 		{"Generate", func() error {
-			for _, err := range c.Generate(context.Background(), "Once", llama.GenerateOptions{MaxTokens: 1}) {
+			for _, err := range c.Generate(context.Background(), "Once", llama.GenerateOptions{MaxTokens: 1}).Seq() {
 				if err != nil {
 					return err
 				}
@@ -59,7 +59,7 @@ func TestMisuseBusy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var got string
 			var inBody, fromOther error
-			for p, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 12}) {
+			for p, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 12}).Seq() {
 				require.NoError(t, err)
 				if got == "" {
 					inBody = tc.call()
@@ -92,7 +92,7 @@ func TestMisuseBusyGoroutines(t *testing.T) {
 	go func() {
 		var s string
 		first := true
-		for p, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 16}) {
+		for p, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 16}).Seq() {
 			if err != nil {
 				firstText <- "error: " + err.Error()
 				return
@@ -108,7 +108,7 @@ func TestMisuseBusyGoroutines(t *testing.T) {
 	}()
 	<-started
 	var second error
-	for _, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 16}) {
+	for _, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 16}).Seq() {
 		if err != nil {
 			second = err
 		}
@@ -149,7 +149,7 @@ func TestMisuseClosedDuringGenerate(t *testing.T) {
 			require.NoError(t, err)
 			var last error
 			n := 0
-			for _, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 20}) {
+			for _, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 20}).Seq() {
 				if err != nil {
 					last = err
 					continue
@@ -282,7 +282,7 @@ func TestMisuseNil(t *testing.T) {
 		"Context.Embed":        func() error { _, err := c.Embed(context.Background(), []string{"x"}, llama.EmbedOptions{}); return err },
 		"Context.SetAdapters":  func() error { return c.SetAdapters(nil) },
 		"Context.Generate": func() error {
-			for _, err := range c.Generate(context.Background(), "x", llama.GenerateOptions{}) {
+			for _, err := range c.Generate(context.Background(), "x", llama.GenerateOptions{}).Seq() {
 				return err
 			}
 			return nil

@@ -235,14 +235,14 @@ func readmeAPI(ctx context.Context, res *apiResult) error {
 	}
 
 	for piece, err := range lctx.Generate(ctx, "Once upon a time", llama.GenerateOptions{
-		MaxTokens: 128, Stop: []string{"\n\n"}, Sampler: chain}) {
+		MaxTokens: 128, Stop: []string{"\n\n"}, Sampler: chain}).Seq() {
 		if err != nil {
 			return err
 		} // ctx cancellation interrupts llama.cpp mid-decode
 		fmt.Print(piece.Text) // never split inside a UTF-8 character
 		res.generated.WriteString(piece.Text)
 	}
-	gen := lctx.NewGeneration(ctx, "Once upon a time", llama.GenerateOptions{MaxTokens: 16, Seq: 2})
+	gen := lctx.Generate(ctx, "Once upon a time", llama.GenerateOptions{MaxTokens: 16, Seq: 2})
 	for _, err := range gen.Seq() {
 		if err != nil {
 			return err
@@ -312,7 +312,7 @@ func readmeEngine(ctx context.Context, model *llama.Model, toks []llama.Token, m
 	}
 
 	// Chat with tools in process, as the server does it: template, tool grammar, parsed calls.
-	tmpl, _ := engine.ChatTemplates(model, nil)
+	tmpl, _ := chat.ForModel(model, nil)
 	plan, _ := tmpl.Prepare(chat.Request{Messages: msgs, Tools: tools})
 	req = engine.NewRequest(nil)
 	req.SetChat(model, plan)      // then generate, and

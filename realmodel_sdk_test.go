@@ -79,7 +79,7 @@ func TestRealModelSDKMatchesServer(t *testing.T) {
 		lctx, err := model.NewContext(llama.ContextOptions{ContextSize: nCtx, Threads: 1, ThreadsBatch: 1})
 		require.NoError(t, err)
 		var sb strings.Builder
-		for piece, err := range lctx.Generate(context.Background(), prompt, llama.GenerateOptions{MaxTokens: maxTokens}) {
+		for piece, err := range lctx.Generate(context.Background(), prompt, llama.GenerateOptions{MaxTokens: maxTokens}).Seq() {
 			require.NoError(t, err)
 			sb.WriteString(piece.Text)
 		}

@@ -48,7 +48,7 @@ func BenchmarkRPC(b *testing.B) {
 				b.ResetTimer()
 				for b.Loop() {
 					for _, err := range lctx.Generate(context.Background(), "Once upon a time",
-						llama.GenerateOptions{MaxTokens: 64, IgnoreEOG: true}) {
+						llama.GenerateOptions{MaxTokens: 64, IgnoreEOG: true}).Seq() {
 						if err != nil {
 							b.Fatal(err)
 						}

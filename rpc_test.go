@@ -97,7 +97,7 @@ func TestRPCWorkerDies(t *testing.T) {
 	require.NoError(t, err)
 	n := 0
 	var genErr error
-	for _, err := range lctx.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 400}) {
+	for _, err := range lctx.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 400}).Seq() {
 		if err != nil {
 			genErr = err
 			break
@@ -116,7 +116,7 @@ func TestRPCWorkerDies(t *testing.T) {
 	assert.Contains(t, m.RPCErr().Error(), w.Addr)
 	_, err = m.NewContext(llama.ContextOptions{ContextSize: 64})
 	assert.ErrorIs(t, err, llama.ErrRPC, "a failed model refuses new contexts")
-	for _, err := range lctx.Generate(context.Background(), "Once", llama.GenerateOptions{MaxTokens: 4}) {
+	for _, err := range lctx.Generate(context.Background(), "Once", llama.GenerateOptions{MaxTokens: 4}).Seq() {
 		assert.ErrorIs(t, err, llama.ErrRPC, "a failed model refuses to decode")
 		break
 	}

@@ -194,7 +194,7 @@ func driveChain(t *testing.T, tc abortCase) {
 		jobs := []llama.SampleJob{{Chain: chain, Index: last}}
 		require.NoError(t, c.SampleParallel(jobs, 1))
 		assert.ErrorIs(t, jobs[0].Err, llama.ErrInvalid, "SampleParallel")
-		for _, err := range c.Generate(context.Background(), "Once", llama.GenerateOptions{MaxTokens: 4, Sampler: chain}) {
+		for _, err := range c.Generate(context.Background(), "Once", llama.GenerateOptions{MaxTokens: 4, Sampler: chain}).Seq() {
 			assert.ErrorIs(t, err, llama.ErrInvalid, "Generate")
 		}
 		assert.False(t, chain.Offloadable())
@@ -252,7 +252,7 @@ func driveChain(t *testing.T, tc abortCase) {
 		require.ErrorIs(t, err, llama.ErrInvalid)
 	}
 	var text strings.Builder
-	for p, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 8, Sampler: chain, Seq: 0}) {
+	for p, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 8, Sampler: chain, Seq: 0}).Seq() {
 		if err != nil {
 			check("Generate", llama.NoToken, err)
 			break

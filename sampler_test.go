@@ -59,7 +59,7 @@ func TestEverySampler(t *testing.T) {
 	s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.LogitBias(map[llama.Token]float32{13: 100}), llama.Greedy())
 	require.NoError(t, err)
 	defer s.Close()
-	for p, err := range c.Generate(context.Background(), "Once", llama.GenerateOptions{MaxTokens: 4, Sampler: s}) {
+	for p, err := range c.Generate(context.Background(), "Once", llama.GenerateOptions{MaxTokens: 4, Sampler: s}).Seq() {
 		require.NoError(t, err)
 		assert.Equal(t, llama.Token(13), p.Token)
 	}
@@ -88,7 +88,7 @@ func TestCustomSampler(t *testing.T) {
 	c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
 	var greedy strings.Builder
 	first := llama.NoToken
-	for p, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 8}) {
+	for p, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 8}).Seq() {
 		require.NoError(t, err)
 		if first == llama.NoToken {
 			first = p.Token

@@ -72,7 +72,7 @@ func BenchmarkSpeculative(b *testing.B) {
 		prompt := mc.prompt
 		if prompt == "" {
 			story := ""
-			for p, err := range c.Generate(ctx, "Once upon a time", llama.GenerateOptions{MaxTokens: 200}) {
+			for p, err := range c.Generate(ctx, "Once upon a time", llama.GenerateOptions{MaxTokens: 200}).Seq() {
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -38,7 +38,7 @@ func TestSynchronize(t *testing.T) {
 	assert.Equal(t, want, got, "the logits after Synchronize")
 
 	// A Generate holds the context: Synchronize meanwhile is refused.
-	for range c.Generate(context.Background(), "Once", llama.GenerateOptions{MaxTokens: 1}) {
+	for range c.Generate(context.Background(), "Once", llama.GenerateOptions{MaxTokens: 1}).Seq() {
 		assert.ErrorIs(t, c.Synchronize(), llama.ErrBusy)
 		break
 	}

@@ -195,6 +195,8 @@ func TestThreadPoolPollNone(t *testing.T) {
 			return 0
 		}
 		start := cpu()
+		// The sleep is the subject: the worker's CPU in a window of wall
+		// time after the decode (spinning, or asleep), not a wait.
 		time.Sleep(300 * time.Millisecond)
 		return cpu() - start
 	}

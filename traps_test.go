@@ -31,9 +31,9 @@ func TestStopReasonString(t *testing.T) {
 	}
 }
 
-// TestGenerationStats: NewGeneration is Generate with the Generation kept,
-// whose Stats count the prompt's and the generated tokens and time them;
-// its errors come from Seq as Generate's do.
+// TestGenerationStats: the Generation that Generate returns keeps Stats,
+// which count the prompt's and the generated tokens and time them;
+// its errors come from Seq.
 func TestGenerationStats(t *testing.T) {
 	m := stories(t)
 	c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
@@ -53,7 +53,7 @@ func TestGenerationStats(t *testing.T) {
 		{"kept prefix", llama.GenerateOptions{MaxTokens: 4, Keep: true}, " she", llama.StopMaxTokens, 4, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			gen := c.NewGeneration(ctx, tc.prompt, tc.opts)
+			gen := c.Generate(ctx, tc.prompt, tc.opts)
 			var text string
 			for p, err := range gen.Seq() {
 				require.NoError(t, err)
@@ -87,7 +87,7 @@ func TestGenerationStats(t *testing.T) {
 			c    *llama.Context
 			p    string
 		}{{"empty prompt", c, ""}, {"nil context", nil, "Once"}} {
-			gen := tc.c.NewGeneration(ctx, tc.p, llama.GenerateOptions{})
+			gen := tc.c.Generate(ctx, tc.p, llama.GenerateOptions{})
 			n := 0
 			for _, err := range gen.Seq() {
 				assert.ErrorIs(t, err, llama.ErrInvalid, tc.name)

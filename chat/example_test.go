@@ -48,7 +48,7 @@ func ExampleTemplates_Prepare() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	templates := engine.ChatTemplatesFor(model, chat.NewJinjaRenderer(tmpl))
+	templates := chat.ForModelWith(model, chat.NewJinjaRenderer(tmpl))
 	plan, err := templates.Prepare(chat.Request{
 		Messages: []chat.Message{{Role: chat.RoleUser, Content: "What is the weather in Paris?"}},
 		Tools: []chat.Tool{{

@@ -194,7 +194,7 @@ type Plan struct {
 	// With GrammarLazy it applies only from one of GrammarTriggers on.
 	Grammar         string
 	GrammarLazy     bool
-	GrammarTriggers []GrammarTrigger
+	GrammarTriggers []Trigger
 	// PreservedTokens are special tokens of the tool-call format that
 	// must be tokenized as themselves.
 	PreservedTokens []string

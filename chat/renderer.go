@@ -29,10 +29,10 @@ type Renderer interface {
 type NativeFunc func(tmpl string, msgs []Message, addAssistant bool) (string, error)
 
 // A Resolver picks the Renderer of a chat template given as text, as
-// llama-server does. Native renders llama.cpp's built-in formats (the
-// chat package has no binding to llama.cpp; the server passes the root
-// package's ApplyChatTemplate); with Jinja (--jinja) any text that is not
-// a built-in name is Jinja source.
+// llama-server does. Native renders llama.cpp's built-in formats
+// (NewResolver's is llama.ApplyChatTemplate; nil: none is recognised);
+// with Jinja (--jinja) any text that is not a built-in name is Jinja
+// source.
 type Resolver struct {
 	Native NativeFunc
 	Jinja  bool

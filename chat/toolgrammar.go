@@ -18,7 +18,7 @@ type ToolChoice struct {
 	Function string
 }
 
-// TriggerKind says how a [GrammarTrigger] is matched.
+// TriggerKind says how a [Trigger] is matched.
 type TriggerKind int
 
 const (
@@ -34,8 +34,11 @@ const (
 	TriggerToken
 )
 
-// GrammarTrigger is what starts a lazy grammar.
-type GrammarTrigger struct {
+// Trigger is what starts a lazy grammar, as a template's format gives it:
+// text, not yet bound to a model's tokens. engine.ChatTriggers binds it to
+// a model as a sampling.GrammarTrigger (a TriggerToken of one token
+// becomes that token).
+type Trigger struct {
 	Kind  TriggerKind
 	Value string
 }
@@ -48,7 +51,7 @@ type ToolGrammar struct {
 	// writes freely.
 	Lazy bool
 	// Triggers start a lazy grammar.
-	Triggers []GrammarTrigger
+	Triggers []Trigger
 	// PreservedTokens are special tokens of the format that must be
 	// tokenized as themselves.
 	PreservedTokens []string
@@ -175,7 +178,7 @@ func regexQuote(s string) string { return regexp.QuoteMeta(s) }
 func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 	word := func(w ...string) {
 		for _, x := range w {
-			tg.Triggers = append(tg.Triggers, GrammarTrigger{Kind: TriggerWord, Value: x})
+			tg.Triggers = append(tg.Triggers, Trigger{Kind: TriggerWord, Value: x})
 		}
 	}
 	preserve := func(t ...string) { tg.PreservedTokens = append(tg.PreservedTokens, t...) }
@@ -262,7 +265,7 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		return b.AddRule("root", lit(commandRAction+"\n```json\n[")+" space "+g.repeat(c, `space "," space`, parallel)+" space "+lit("]\n```"))
 	case FormatLlama3x:
 		call := g.jsonCall("tool-call", "name", "parameters", "")
-		tg.Triggers = append(tg.Triggers, GrammarTrigger{Kind: TriggerPatternFull, Value: `\s*\{\s*"name"[\s\S]*`})
+		tg.Triggers = append(tg.Triggers, Trigger{Kind: TriggerPatternFull, Value: `\s*\{\s*"name"[\s\S]*`})
 		preserve("<|python_tag|>", "<|eom_id|>")
 		return b.AddRule("root", g.repeat(call, `space ";" space`, parallel))
 	case FormatMistralNemo:
@@ -292,7 +295,7 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 			names = append(names, regexQuote(t.name))
 			word(">>>" + t.name + "\n")
 		}
-		tg.Triggers = append(tg.Triggers, GrammarTrigger{Kind: TriggerPatternFull, Value: `(?:` + strings.Join(names, "|") + `)\n[\s\S]*`})
+		tg.Triggers = append(tg.Triggers, Trigger{Kind: TriggerPatternFull, Value: `(?:` + strings.Join(names, "|") + `)\n[\s\S]*`})
 		if tg.Lazy {
 			// Triggered mid-output, the call starts with its >>> marker or
 			// (at the start) without it.

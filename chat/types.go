@@ -7,9 +7,10 @@
 // no HTTP: it renders the conversation and its tools, gives the grammar and
 // lazy triggers that constrain generation to the template's tool-call format
 // (or a response format), and returns a [Plan] that reads the output, whole
-// or streamed, into content, reasoning and tool calls. Package engine runs a
-// plan on a model (engine.ChatTemplates, Request.SetChat); package session
-// runs whole conversations, with Go functions as tools.
+// or streamed, into content, reasoning and tool calls. [ForModel] gives a
+// llama.Model's templates as llama-server picks them; package engine runs a
+// plan (engine.Request.SetChat); package session runs whole conversations,
+// with Go functions as tools.
 //
 // The types here are the Go form of a conversation. Wire formats (OpenAI,
 // Anthropic) live in package server and convert to and from these.

@@ -105,15 +105,18 @@ type TokenProb struct {
 	Logprob float32 // log of the probability before sampling (full softmax)
 }
 
-// StopReason says why a completion ended, in llama.cpp's terms.
-type StopReason string
+// StopType says why a request ended, as llama-server's stop_type: its
+// value is the wire string ("eos", "limit", "word"; "" for none). It is
+// not llama.StopReason, Context.Generate's reason: StopTypeLimit stands
+// for n_predict, a full context and t_max_predict_ms alike.
+type StopType string
 
-// Stop reasons.
+// Stop types.
 const (
-	StopEOS   StopReason = "eos"   // end of generation token
-	StopLimit StopReason = "limit" // n_predict or context reached
-	StopWord  StopReason = "word"  // a stop string
-	StopNone  StopReason = ""      // not finished / canceled
+	StopTypeEOS   StopType = "eos"   // end of generation token
+	StopTypeLimit StopType = "limit" // n_predict, context or t_max_predict_ms reached
+	StopTypeWord  StopType = "word"  // a stop string
+	StopTypeNone  StopType = ""      // not finished / canceled
 )
 
 // Timings are llama.cpp's per-request timings.
@@ -158,7 +161,7 @@ type Event struct {
 	Sampled *TokenProb
 
 	Done         bool
-	Stop         StopReason
+	Stop         StopType
 	StoppingWord string
 	Truncated    bool
 	SlotID       int

@@ -1,88 +1,40 @@
 package engine
 
-// Chats for in-process users: a model's chat templates as package chat
-// takes them, and a chat.Plan turned into a Request, so that an engine
-// user gets llama-server's tool calls and reasoning with no HTTP.
+// Chats for in-process users: a chat.Plan (from chat.ForModel's templates)
+// turned into a Request, so that an engine user gets llama-server's tool
+// calls and reasoning with no HTTP.
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
 	"github.com/x/llama/sampling"
 )
 
-// ChatResolver resolves chat templates given as text, llama.cpp's
-// built-in format names rendered by llama.ApplyChatTemplate. jinja makes
-// text that is not a built-in name Jinja source even without tags.
-func ChatResolver(jinja bool) chat.Resolver {
-	return chat.Resolver{Native: nativeChatTemplate, Jinja: jinja}
-}
+// ChatResolver is chat.NewResolver.
+//
+// Deprecated: use chat.NewResolver.
+func ChatResolver(jinja bool) chat.Resolver { return chat.NewResolver(jinja) }
 
-// nativeChatTemplate renders msgs' text with llama.cpp's built-in format
-// tmpl.
-func nativeChatTemplate(tmpl string, msgs []chat.Message, addAssistant bool) (string, error) {
-	lm := make([]llama.ChatMessage, len(msgs))
-	for i, m := range msgs {
-		lm[i] = llama.ChatMessage{Role: m.Role, Content: m.Content}
-	}
-	return llama.ApplyChatTemplate(tmpl, lm, addAssistant)
-}
-
-// ChatTemplates returns the chat templates of model m as llama-server
-// picks them: the model's own (chatml when it has none, or one that does
-// not parse, which is reported to warn if not nil), its "tool_use"
-// template for chats with tools when it has one that parses, and its BOS
-// and EOS texts.
+// ChatTemplates is chat.ForModel.
+//
+// Deprecated: use chat.ForModel, which needs no engine.
 func ChatTemplates(m *llama.Model, warn func(msg string, args ...any)) (*chat.Templates, error) {
-	if warn == nil {
-		warn = func(string, ...any) {}
-	}
-	src, _ := m.ChatTemplate("")
-	r, err := ChatResolver(false).ForModel(src, warn)
-	if err != nil {
-		return nil, err
-	}
-	t := ChatTemplatesFor(m, r)
-	if src, ok := m.ChatTemplate("tool_use"); ok && strings.TrimSpace(src) != "" {
-		if tt, err := chat.ParseTemplate(src); err == nil {
-			t.ToolUse = chat.NewJinjaRenderer(tt)
-		} else {
-			warn("model's tool_use chat template does not parse; using its main template for tools", "err", err)
-		}
-	}
-	return t, nil
+	return chat.ForModel(m, warn)
 }
 
-// ChatTemplatesFor returns templates that render with r and m's special
-// tokens.
+// ChatTemplatesFor is chat.ForModelWith.
+//
+// Deprecated: use chat.ForModelWith, which needs no engine.
 func ChatTemplatesFor(m *llama.Model, r chat.Renderer) *chat.Templates {
-	sp := m.SpecialTokens()
-	return &chat.Templates{
-		Default: r,
-		BOS:     specialText(m, sp.BOS),
-		EOS:     specialText(m, sp.EOS),
-		AddBOS:  sp.AddBOS,
-	}
-}
-
-// specialText returns a special token's text ("" when absent).
-func specialText(m *llama.Model, t llama.Token) string {
-	if t == llama.NoToken {
-		return ""
-	}
-	s, err := m.TokenPiece(t, true)
-	if err != nil {
-		return ""
-	}
-	return s
+	return chat.ForModelWith(m, r)
 }
 
 // ChatTriggers converts a chat plan's grammar triggers for model m: a
 // token trigger whose text is one token of m becomes that token, other
 // token triggers become words.
-func ChatTriggers(m *llama.Model, trs []chat.GrammarTrigger) []sampling.GrammarTrigger {
+func ChatTriggers(m *llama.Model, trs []chat.Trigger) []sampling.GrammarTrigger {
 	var out []sampling.GrammarTrigger
 	for _, tr := range trs {
 		g := sampling.GrammarTrigger{Token: llama.NoToken}

@@ -11,15 +11,12 @@ import (
 	"github.com/x/llama/sampling"
 )
 
-// A model without a template gets chatml, as llama-server gives it, and
-// its prompt is tokenized with the special tokens parsed.
-func TestChatTemplatesAndSetChat(t *testing.T) {
+// SetChat tokenizes a plan's prompt with the special tokens parsed (the
+// templates: chat.ForModel, tested in package chat).
+func TestSetChat(t *testing.T) {
 	m := engStoriesModel(t)
-	var warned int
-	tm, err := ChatTemplates(m, func(string, ...any) { warned++ })
+	tm, err := chat.ForModel(m, nil)
 	require.NoError(t, err)
-	assert.Nil(t, tm.ToolUse)
-	assert.Equal(t, specialText(m, m.SpecialTokens().BOS), tm.BOS)
 	plan, err := tm.Prepare(chat.Request{Messages: []chat.Message{{Role: chat.RoleUser, Content: "Hi"}}})
 	require.NoError(t, err)
 	assert.Equal(t, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", plan.Prompt)
@@ -34,21 +31,22 @@ func TestChatTemplatesAndSetChat(t *testing.T) {
 
 func TestChatTriggers(t *testing.T) {
 	m := engStoriesModel(t)
-	bos := specialText(m, m.SpecialTokens().BOS)
+	bos, err := m.TokenPiece(m.SpecialTokens().BOS, true)
+	require.NoError(t, err)
 	require.NotEmpty(t, bos)
 	for _, tc := range []struct {
 		name string
-		in   chat.GrammarTrigger
+		in   chat.Trigger
 		want sampling.GrammarTrigger
 	}{
-		{"word", chat.GrammarTrigger{Kind: chat.TriggerWord, Value: "<tool_call>"}, sampling.GrammarTrigger{Word: "<tool_call>", Token: llama.NoToken}},
-		{"pattern", chat.GrammarTrigger{Kind: chat.TriggerPattern, Value: "a+"}, sampling.GrammarTrigger{Pattern: "a+", Token: llama.NoToken}},
-		{"full pattern", chat.GrammarTrigger{Kind: chat.TriggerPatternFull, Value: "a+"}, sampling.GrammarTrigger{Pattern: "a+", PatternFull: true, Token: llama.NoToken}},
-		{"one token", chat.GrammarTrigger{Kind: chat.TriggerToken, Value: bos}, sampling.GrammarTrigger{Token: m.SpecialTokens().BOS}},
-		{"not one token: a word", chat.GrammarTrigger{Kind: chat.TriggerToken, Value: "<tool_call>"}, sampling.GrammarTrigger{Word: "<tool_call>", Token: llama.NoToken}},
+		{"word", chat.Trigger{Kind: chat.TriggerWord, Value: "<tool_call>"}, sampling.GrammarTrigger{Word: "<tool_call>", Token: llama.NoToken}},
+		{"pattern", chat.Trigger{Kind: chat.TriggerPattern, Value: "a+"}, sampling.GrammarTrigger{Pattern: "a+", Token: llama.NoToken}},
+		{"full pattern", chat.Trigger{Kind: chat.TriggerPatternFull, Value: "a+"}, sampling.GrammarTrigger{Pattern: "a+", PatternFull: true, Token: llama.NoToken}},
+		{"one token", chat.Trigger{Kind: chat.TriggerToken, Value: bos}, sampling.GrammarTrigger{Token: m.SpecialTokens().BOS}},
+		{"not one token: a word", chat.Trigger{Kind: chat.TriggerToken, Value: "<tool_call>"}, sampling.GrammarTrigger{Word: "<tool_call>", Token: llama.NoToken}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, []sampling.GrammarTrigger{tc.want}, ChatTriggers(m, []chat.GrammarTrigger{tc.in}))
+			assert.Equal(t, []sampling.GrammarTrigger{tc.want}, ChatTriggers(m, []chat.Trigger{tc.in}))
 		})
 	}
 }

@@ -10,7 +10,7 @@
 //     the longest common prefix with the slot's cached tokens (prompt
 //     cache), with --cache-reuse's shifting of cached chunks and a host-RAM
 //     prompt cache for conversations whose slot was taken;
-//   - a bounded queue (Options.QueueSize; ErrBusy past it);
+//   - a bounded queue (Options.QueueSize; ErrQueueFull past it);
 //   - context shift for slots whose context is full (Options.ContextShift);
 //   - per-request sampling (sampling.Params, grammars, lazy grammars,
 //     logit bias, top-n probabilities), stop strings, limits and LoRA

@@ -22,12 +22,22 @@ import (
 	"github.com/x/llama"
 )
 
-// ErrBusy is returned by Submit when QueueSize requests already wait.
-var ErrBusy = errors.New("engine: too many requests queued")
+// ErrQueueFull is returned by Submit when Options.QueueSize requests
+// already wait. It is a *llama.Error of code llama.CodeBusy, so it also
+// matches llama.ErrBusy; errors.Is(err, ErrQueueFull) tells it from a
+// busy Context.
+var ErrQueueFull = &llama.Error{Code: llama.CodeBusy, Op: "engine", Msg: "too many requests queued"}
+
+// ErrBusy is ErrQueueFull.
+//
+// Deprecated: use ErrQueueFull; llama.ErrBusy is a Context used by two
+// goroutines at once.
+var ErrBusy = ErrQueueFull
 
 // ErrClosed is the error of Submit (and of the last event of running
-// requests) once the engine is closed. It matches llama.ErrClosed.
-var ErrClosed = fmt.Errorf("engine: engine closed: %w", llama.ErrClosed)
+// requests) once the engine is closed: a *llama.Error of code
+// llama.CodeClosed, which matches llama.ErrClosed.
+var ErrClosed = &llama.Error{Code: llama.CodeClosed, Op: "engine", Msg: "the engine is closed"}
 
 // ContextSizeError is the error event of a request whose prompt does not fit
 // its slot's context (llama.cpp's exceed_context_size_error). It matches
@@ -130,7 +140,7 @@ type Options struct {
 	Reranking bool
 	// ContextShift, when a slot's context is full, drops half of the tokens
 	// after NKeep and goes on (and truncates too long prompts); without it
-	// generation stops with StopLimit and too long prompts are errors.
+	// generation stops with StopTypeLimit and too long prompts are errors.
 	ContextShift bool
 	// CacheReuse is llama.cpp's --cache-reuse: with a request's CachePrompt,
 	// after the common prefix of the prompt and the slot's cached tokens,
@@ -145,7 +155,7 @@ type Options struct {
 	// memory that cannot shift. A request's CacheReuse overrides it.
 	CacheReuse int
 	// QueueSize is the most requests that may wait for a slot before Submit
-	// returns ErrBusy (0: 4*Parallel+16).
+	// returns ErrQueueFull (0: 4*Parallel+16).
 	QueueSize int
 	// Adapters are LoRA adapters loaded at start, each with its default scale.
 	Adapters []AdapterSpec
@@ -307,7 +317,7 @@ type engSlotSnap struct {
 // must Close the engine before the model.
 func New(m *llama.Model, o Options) (*Engine, error) {
 	if m == nil {
-		return nil, errors.New("engine: nil model")
+		return nil, &llama.Error{Code: llama.CodeInvalid, Op: "engine", Msg: "nil model"}
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = 1
@@ -482,7 +492,8 @@ func applyControlVectors(m *llama.Model, lctx *llama.Context, o Options) error {
 		return err
 	}
 	if nEmbd != info.EmbeddingSize {
-		return fmt.Errorf("control vector: directions of %d values, the model's embeddings have %d", nEmbd, info.EmbeddingSize)
+		return &llama.Error{Code: llama.CodeInvalid, Op: "control vector",
+			Msg: fmt.Sprintf("directions of %d values, the model's embeddings have %d", nEmbd, info.EmbeddingSize)}
 	}
 	data = data[:min(len(data), info.Layers*nEmbd)]
 	start, end := o.ControlVectorStart, o.ControlVectorEnd
@@ -525,7 +536,7 @@ func (e *Engine) Model() *llama.Model { return e.model }
 
 // Submit queues req and returns the Stream of its events. Cancelling ctx,
 // or closing the Stream, stops the request and frees its slot at once.
-// Submit fails with ErrBusy when Options.QueueSize requests already wait,
+// Submit fails with ErrQueueFull when Options.QueueSize requests already wait,
 // with ErrClosed once the engine is closed, and with an error matching
 // llama.ErrInvalid or llama.ErrUnsupported for a request this engine
 // cannot run. The engine keeps req until the request ends; the caller must
@@ -603,7 +614,7 @@ func (e *Engine) Submit(ctx context.Context, t *Request) (*Stream, error) {
 		scales[l.ID] = l.Scale
 	}
 	if len(e.queue)+1-(len(e.slots)-e.busy) > e.queueSize {
-		return nil, ErrBusy
+		return nil, ErrQueueFull
 	}
 	e.nextID++
 	ctx, cancel := context.WithCancel(ctx)

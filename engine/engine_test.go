@@ -104,7 +104,7 @@ func TestEngineGreedy(t *testing.T) {
 	if !strings.HasPrefix(r.text, storiesGreedy) {
 		t.Fatalf("got %q, want prefix %q", r.text, storiesGreedy)
 	}
-	if r.done.Stop != StopLimit || r.done.Generated != 32 || len(r.events) != 32 {
+	if r.done.Stop != StopTypeLimit || r.done.Generated != 32 || len(r.events) != 32 {
 		t.Fatalf("done %+v, %d events", r.done, len(r.events))
 	}
 	if r.done.Timings.PredictedN != 32 || r.done.Timings.PromptN != r.done.PromptTokens {
@@ -226,8 +226,8 @@ func TestEngineQueueBusy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Submit(ctx, engGreedyTask(prompt, 4)); !errors.Is(err, ErrBusy) {
-		t.Fatalf("third submit: %v, want ErrBusy", err)
+	if _, err := e.Submit(ctx, engGreedyTask(prompt, 4)); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("third submit: %v, want ErrQueueFull", err)
 	}
 	if d := e.Metrics().RequestsDeferred; d != 1 {
 		t.Errorf("deferred %d", d)
@@ -245,7 +245,7 @@ func TestEngineStopString(t *testing.T) {
 	tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), 64)
 	tk.Stop = []string{"named Lily", "zzz"}
 	r := engRun(t, e, tk)
-	if r.text != ", there was a little girl " || r.done.Stop != StopWord || r.done.StoppingWord != "named Lily" {
+	if r.text != ", there was a little girl " || r.done.Stop != StopTypeWord || r.done.StoppingWord != "named Lily" {
 		t.Fatalf("text %q done %+v", r.text, r.done)
 	}
 	for _, ev := range r.events {
@@ -285,7 +285,7 @@ func TestEngineContextFull(t *testing.T) {
 	tk := engGreedyTask(prompt, -1)
 	tk.Params.IgnoreEOS = true
 	r := engRun(t, e, tk)
-	if r.done.Stop != StopLimit || !r.done.Truncated || len(prompt)+r.done.Generated > nCtx || r.done.Generated < nCtx-len(prompt)-2 {
+	if r.done.Stop != StopTypeLimit || !r.done.Truncated || len(prompt)+r.done.Generated > nCtx || r.done.Generated < nCtx-len(prompt)-2 {
 		t.Fatalf("no shift (n_ctx %d): %+v", nCtx, r.done)
 	}
 	// Too long a prompt.
@@ -307,7 +307,7 @@ func TestEngineContextFull(t *testing.T) {
 	tk = engGreedyTask(prompt, nCtx+60)
 	tk.Params.IgnoreEOS = true
 	r = engRun(t, es, tk)
-	if r.done.Stop != StopLimit || r.done.Generated != nCtx+60 || !r.done.Truncated {
+	if r.done.Stop != StopTypeLimit || r.done.Generated != nCtx+60 || !r.done.Truncated {
 		t.Fatalf("shift: %+v", r.done)
 	}
 	if !strings.HasPrefix(r.text, storiesGreedy) {
@@ -535,7 +535,7 @@ func TestEngineLazyGrammar(t *testing.T) {
 	tk.Params.GrammarTriggers = []sampling.GrammarTrigger{{Word: "named", Token: llama.NoToken}}
 	r := engRun(t, e, tk)
 	want := ", there was a little girl named Lily said."
-	if r.text != want || r.done.Stop != StopEOS {
+	if r.text != want || r.done.Stop != StopTypeEOS {
 		t.Fatalf("lazy grammar: %q, want prefix %q", r.text, want)
 	}
 }
@@ -574,7 +574,7 @@ func TestEngineTMaxPredict(t *testing.T) {
 	tk.Params.IgnoreEOS = true
 	tk.TMaxPredictMs = 1
 	r := engRun(t, e, tk)
-	if r.done.Stop != StopLimit || r.done.Generated >= 3000 || !strings.Contains(r.text, "\n") {
+	if r.done.Stop != StopTypeLimit || r.done.Generated >= 3000 || !strings.Contains(r.text, "\n") {
 		t.Fatalf("t_max_predict_ms: %+v", r.done)
 	}
 }
@@ -655,7 +655,7 @@ func TestEngineGrammarIgnoreEOS(t *testing.T) {
 	for _, temp := range []float32{0, 0.8} {
 		tk.Params.Temperature = temp
 		r := engRun(t, e, tk)
-		if (r.text != "yes" && r.text != "no") || r.done.Stop != StopEOS {
+		if (r.text != "yes" && r.text != "no") || r.done.Stop != StopTypeEOS {
 			t.Fatalf("temp %v: %q %+v", temp, r.text, r.done)
 		}
 	}

@@ -32,6 +32,7 @@ func TestEngineExpect(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.NoError(t, e.do(func() { e.gatherWait, e.burstN = tc.wait, 0 }))
+			require.Eventually(t, e.parked.Load, time.Minute, 100*time.Microsecond) // idle
 			before := decodes()
 			arrived := make([]func(), tc.expected)
 			for i := range arrived {
@@ -47,8 +48,11 @@ func TestEngineExpect(t *testing.T) {
 				require.NoError(t, err)
 				wg.Go(func() { assert.NoError(t, engCollect(t, st).done.Err) })
 			}
+			parks := e.parks.Load()
 			submit(0)
-			time.Sleep(20 * time.Millisecond) // the loop has woken for the first
+			// The others come once the loop has woken for the first (and
+			// is gathering, or already done and parked again).
+			require.Eventually(t, func() bool { return !e.parked.Load() || e.parks.Load() > parks }, time.Minute, 100*time.Microsecond)
 			for i := 1; i < tc.submit; i++ {
 				submit(i)
 			}
@@ -87,7 +91,7 @@ func TestEngineBurst(t *testing.T) {
 		name    string
 		burst   int           // the burst learned before
 		wait    time.Duration // the engine's bound
-		second  string        // when a second request comes: "", "late" (20 ms after the first), "step 2"
+		second  string        // when a second request comes: "", "late" (after the loop woke for the first), "step 2"
 		decodes int64
 		learned int
 	}{
@@ -120,8 +124,16 @@ func TestEngineBurst(t *testing.T) {
 				}))
 				collect(<-second, nil)
 			case "late":
+				parks := e.parks.Load()
 				collect(submit(1))
-				time.Sleep(20 * time.Millisecond)
+				if tc.burst > 0 {
+					// The loop has woken for the first, and gathers.
+					require.Eventually(t, func() bool { return !e.parked.Load() }, time.Minute, 100*time.Microsecond)
+				} else {
+					// The loop starts the first at once and is idle again
+					// after it, well within the engine's bound of a minute.
+					require.Eventually(t, func() bool { return e.parked.Load() && e.parks.Load() > parks }, 20*time.Second, 100*time.Microsecond)
+				}
 				collect(submit(1))
 			default:
 				collect(submit(1))

@@ -32,7 +32,7 @@ func NewMedia(proj *mtmd.Projector, chunks *mtmd.Chunks) ([]llama.Token, *Media,
 	n := chunks.Len()
 	if n == 0 || chunks.Chunk(n-1).Type != mtmd.ChunkText || len(chunks.Chunk(n-1).Tokens) == 0 {
 		chunks.Close()
-		return nil, nil, errors.New("the prompt must end with text after its last medium")
+		return nil, nil, &llama.Error{Code: llama.CodeInvalid, Op: "engine media", Msg: "the prompt must end with text after its last medium"}
 	}
 	var toks []llama.Token
 	for _, c := range chunks.All()[:n-1] {

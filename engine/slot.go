@@ -78,7 +78,7 @@ func (e *Engine) start(s *engSlot) {
 		return
 	}
 	if len(t.Prompt) == 0 {
-		e.finish(s, nil, StopNone)
+		e.finish(s, nil, StopTypeNone)
 		return
 	}
 	// A prompt too long for the slot: an error, or with context shift
@@ -282,7 +282,7 @@ func (e *Engine) step() bool {
 		if len(s.cache)+1 >= e.nCtxSlot {
 			if !e.opts.ContextShift || !e.shift(s) {
 				s.truncated = true
-				e.finish(s, nil, StopLimit)
+				e.finish(s, nil, StopTypeLimit)
 				continue
 			}
 		}
@@ -446,7 +446,7 @@ func (e *Engine) step() bool {
 			}
 			s.state = stGen
 			if s.tk.t.NPredict == 0 {
-				e.finish(s, nil, StopLimit)
+				e.finish(s, nil, StopTypeLimit)
 				continue
 			}
 		}
@@ -580,7 +580,7 @@ func (e *Engine) sampleNext(s *engSlot) {
 	e.clock.mark(PhaseSample)
 	eog := e.isEOG[tok]
 	ev := Event{Token: tok, Probs: probs, Sampled: sampled, SlotID: s.id, PromptTokens: len(t.Prompt), CachedTokens: s.nCached}
-	stop := StopNone
+	stop := StopTypeNone
 	word := ""
 	if !eog {
 		piece := e.piece(tok, e.opts.Special || slices.Contains(s.special, tok))
@@ -593,25 +593,25 @@ func (e *Engine) sampleNext(s *engSlot) {
 			stop, word = e.takeText(s, &ev, piece)
 		}
 	}
-	if stop == StopNone {
+	if stop == StopTypeNone {
 		switch {
 		case !e.opts.ContextShift && len(s.cache)+1 >= e.nCtxSlot:
 			s.truncated = true
-			stop = StopLimit
+			stop = StopTypeLimit
 		case t.NPredict >= 0 && s.generated >= t.NPredict:
-			stop = StopLimit
+			stop = StopTypeLimit
 		case s.newline && t.TMaxPredictMs > 0 && time.Since(s.tPrompt) > time.Duration(t.TMaxPredictMs)*time.Millisecond:
-			stop = StopLimit
+			stop = StopTypeLimit
 		case eog:
-			stop = StopEOS
+			stop = StopTypeEOS
 		}
-		if stop != StopNone && len(s.pending) > 0 {
+		if stop != StopTypeNone && len(s.pending) > 0 {
 			ev.Text += strings.ToValidUTF8(string(s.pending), "\uFFFD")
 			s.pending = s.pending[:0]
 		}
 	}
 	s.tk.ob.push(&ev, false)
-	if stop != StopNone {
+	if stop != StopTypeNone {
 		e.finish(s, &word, stop)
 		return
 	}
@@ -623,13 +623,13 @@ func (e *Engine) sampleNext(s *engSlot) {
 // takeText appends piece to the slot's pending text and moves to ev what
 // can be sent: all of it but an incomplete UTF-8 character or the start of
 // a stop string, or the text before a stop string, which ends the request.
-func (e *Engine) takeText(s *engSlot, ev *Event, piece string) (StopReason, string) {
+func (e *Engine) takeText(s *engSlot, ev *Event, piece string) (StopType, string) {
 	stops := s.tk.t.Stop
 	s.pending = append(s.pending, piece...)
 	if i, w := engFindStop(s.pending, stops); i >= 0 {
 		ev.Text = strings.ToValidUTF8(string(s.pending[:i]), "\uFFFD")
 		s.pending = s.pending[:0]
-		return StopWord, w
+		return StopTypeWord, w
 	}
 	n := engCompleteUTF8(s.pending)
 	if len(stops) > 0 {
@@ -637,7 +637,7 @@ func (e *Engine) takeText(s *engSlot, ev *Event, piece string) (StopReason, stri
 	}
 	ev.Text = string(s.pending[:n])
 	s.pending = append(s.pending[:0], s.pending[n:]...)
-	return StopNone, ""
+	return StopTypeNone, ""
 }
 
 func (e *Engine) piece(tok llama.Token, special bool) string {
@@ -653,7 +653,7 @@ func (e *Engine) piece(tok llama.Token, special bool) string {
 }
 
 // finish sends the Done event with the request's stats and frees the slot.
-func (e *Engine) finish(s *engSlot, word *string, stop StopReason) {
+func (e *Engine) finish(s *engSlot, word *string, stop StopType) {
 	t := s.tk.t
 	now := time.Now()
 	ev := Event{Token: llama.NoToken, Done: true, Stop: stop, Truncated: s.truncated, SlotID: s.id,

@@ -48,7 +48,8 @@ func TestStepTimes(t *testing.T) {
 				}
 			}
 			before0, m0, after0 := snapshot()
-			// An idle engine's snapshot includes the wait so far.
+			// An idle engine's snapshot includes the wait so far. (The sleep
+			// is the subject: idle time passing, nothing to wait for.)
 			time.Sleep(2 * time.Millisecond)
 			assert.GreaterOrEqual(t, e.Metrics().Steps.Phase[PhaseIdle]-m0.Steps.Phase[PhaseIdle], 2*time.Millisecond,
 				"the idle wait in progress")

@@ -162,7 +162,12 @@ func TestEngineSubmitAllBusy(t *testing.T) {
 	long.NKeep = -1
 	// One slot and one place in the queue: the third request is refused.
 	_, err := e.SubmitAll(context.Background(), []*Request{long, engGreedyTask(prompt, 4), engGreedyTask(prompt, 4)})
-	require.ErrorIs(t, err, ErrBusy)
+	require.ErrorIs(t, err, ErrQueueFull)
+	// A *llama.Error of code busy, as every error of the engine is.
+	var le *llama.Error
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, llama.CodeBusy, le.Code)
+	assert.ErrorIs(t, err, llama.ErrBusy)
 	// The first two were stopped: the slot serves the next request.
 	r := engRun(t, e, engGreedyTask(prompt, 4))
 	assert.Equal(t, 4, r.done.Generated)

@@ -67,7 +67,7 @@ func TestEngineWakeAtEnd(t *testing.T) {
 	assert.Equal(t, results[0].text, results[1].text)
 	assert.Equal(t, results[0].tokens, results[1].tokens)
 	assert.Equal(t, results[0].done.Stop, results[1].done.Stop)
-	assert.Equal(t, StopWord, results[1].done.Stop)
+	assert.Equal(t, StopTypeWord, results[1].done.Stop)
 
 	// Cancelled mid-way: Next returns, with the context's error.
 	ctx, cancel := context.WithCancel(context.Background())

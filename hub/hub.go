@@ -54,128 +54,54 @@ type Options struct {
 	Client *http.Client
 }
 
-// Progress reports the download of one file of a pull.
-type Progress struct {
-	File       string // the file's path in the repo
-	Downloaded int64  // bytes on disk so far (above 0 at the start of a resumed download)
-	Total      int64  // the file's size, 0 when unknown
-	Cached     bool   // the file was in the cache: nothing was downloaded
-	Done       bool   // the last report for this file
-}
+// The types below are the puller's (package internal/hub), defined once
+// there; each field's documentation is on the internal type and repeated
+// in brief here.
 
-// Result lists the files a pull put in (or found in) the cache. Paths are
-// inside the cache's snapshots folder.
-type Result struct {
-	Repo   string // "org/repo"
-	Tag    string // the quant of the reference, "" when none
-	Commit string // the commit of the snapshot the files come from
-	// Model is the GGUF to load: the first part of a split model. Empty for
-	// a preset repo.
-	Model string
-	// Files are every part of the model in order (just Model when the
-	// model is not split); llama.cpp loads the other parts from the first.
-	Files []string
-	// MMProj is the multimodal projector, when Options.MMProj was set and
-	// the repo has one.
-	MMProj string
-	// Preset is the repo's preset.ini (models for llama-server's router
-	// mode, --models-preset) when the repo is a preset repo; then nothing
-	// else is pulled, as with llama.cpp.
-	Preset string
-}
+// Progress reports the download of one file of a pull: File (its path in
+// the repo), Downloaded (bytes on disk so far, above 0 at the start of a
+// resumed download), Total (its size, 0 when unknown), Cached (it was in
+// the cache: nothing was downloaded) and Done (the last report for it).
+type Progress = ihub.Progress
 
-// Code classifies an Error.
-type Code int
+// Result lists the files a pull put in (or found in) the cache; paths are
+// inside the cache's snapshots folder. Repo is "org/repo", Tag the quant
+// of the reference ("" when none), Commit the snapshot's commit. Model is
+// the GGUF to load (the first part of a split model; empty for a preset
+// repo), Files every part of the model in order, MMProj the multimodal
+// projector (with Options.MMProj, when the repo has one), and Preset the
+// repo's preset.ini when it is a preset repo (models for llama-server's
+// router mode): then nothing else is pulled, as with llama.cpp.
+type Result = ihub.Result
+
+// Code classifies an Error; its String names it.
+type Code = ihub.Code
 
 // Codes of an Error.
 const (
-	CodeUnknown  Code = iota // none of the below
-	CodeInvalid              // a malformed reference or endpoint
-	CodeNotFound             // no such file or quant in the repo
-	CodeAuth                 // 401/403: a gated or private repo (or an unknown one) without a valid token
-	CodeOffline              // offline, and the cache does not hold the model
-	CodeChecksum             // the download does not match the sha256 the hub lists
-	CodeNetwork              // the hub is unreachable or answered an error
-	CodeCanceled             // the context ended the pull
-	CodeIO                   // the cache could not be written
+	CodeUnknown  = ihub.CodeUnknown  // none of the below
+	CodeInvalid  = ihub.CodeInvalid  // a malformed reference or endpoint
+	CodeNotFound = ihub.CodeNotFound // no such file or quant in the repo
+	CodeAuth     = ihub.CodeAuth     // 401/403: a gated or private repo (or an unknown one) without a valid token
+	CodeOffline  = ihub.CodeOffline  // offline, and the cache does not hold the model
+	CodeChecksum = ihub.CodeChecksum // the download does not match the sha256 the hub lists
+	CodeNetwork  = ihub.CodeNetwork  // the hub is unreachable or answered an error
+	CodeCanceled = ihub.CodeCanceled // the context ended the pull
+	CodeIO       = ihub.CodeIO       // the cache could not be written
 )
-
-var codeNames = [...]string{"unknown", "invalid reference", "not found", "unauthorized",
-	"not in cache (offline)", "checksum mismatch", "network", "canceled", "cache I/O"}
-
-// String names the code.
-func (c Code) String() string {
-	if c >= 0 && int(c) < len(codeNames) {
-		return codeNames[c]
-	}
-	return fmt.Sprintf("code(%d)", int(c))
-}
-
-// codes maps the codes of the puller to those of Error.
-var codes = map[ihub.Code]Code{
-	ihub.CodeInvalid:  CodeInvalid,
-	ihub.CodeNotFound: CodeNotFound,
-	ihub.CodeAuth:     CodeAuth,
-	ihub.CodeOffline:  CodeOffline,
-	ihub.CodeChecksum: CodeChecksum,
-	ihub.CodeNetwork:  CodeNetwork,
-	ihub.CodeCanceled: CodeCanceled,
-	ihub.CodeIO:       CodeIO,
-}
 
 // Error is the detailed error of a pull, reachable with errors.As from the
 // *llama.Error that Pull, PullFiles, CacheDir and CachedModels return. Its
-// Code says what failed; Status is the hub's HTTP status when it answered
-// one. errors.Is matches a bare &Error{Code: c} by code, and the
-// context's error when the pull was canceled.
-type Error struct {
-	Code   Code
-	Repo   string // the repo, when known
-	File   string // the file in the repo, when the error concerns one
-	Status int    // the HTTP status, when the hub answered one
-	Msg    string
-	Err    error // the underlying error, if any
-}
-
-// Error formats the error as "org/repo: file: message" (the *llama.Error
-// around it adds "llama: pull: ").
-func (e *Error) Error() string {
-	var b strings.Builder
-	if e.Repo != "" {
-		b.WriteString(e.Repo + ": ")
-	}
-	if e.File != "" {
-		b.WriteString(e.File + ": ")
-	}
-	switch {
-	case e.Msg != "" && e.Err != nil:
-		b.WriteString(e.Msg + ": " + e.Err.Error())
-	case e.Msg != "":
-		b.WriteString(e.Msg)
-	case e.Err != nil:
-		b.WriteString(e.Err.Error())
-	default:
-		b.WriteString(e.Code.String())
-	}
-	return b.String()
-}
-
-// Unwrap returns the underlying error.
-func (e *Error) Unwrap() error { return e.Err }
-
-// Is matches a bare Error of the same code.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Repo == "" && t.File == "" && t.Msg == "" && t.Err == nil && t.Status == 0 && t.Code == e.Code
-}
+// Code says what failed; Repo and File what it concerns, when known;
+// Status is the hub's HTTP status when it answered one; Msg and Err say
+// more. It formats as "org/repo: file: message" (the *llama.Error around
+// it adds "llama: pull: "); errors.Is matches a bare &Error{Code: c} by
+// code, and the context's error when the pull was canceled.
+type Error = ihub.Error
 
 // wrap makes the error of an operation: a *llama.Error of code around the
-// *Error made of the puller's error.
+// puller's error (an *Error when the puller made it).
 func wrap(code llama.ErrorCode, err error) *llama.Error {
-	var ie *ihub.Error
-	if errors.As(err, &ie) {
-		err = &Error{Code: codes[ie.Code], Repo: ie.Repo, File: ie.File, Status: ie.Status, Msg: ie.Msg, Err: ie.Err}
-	}
 	return &llama.Error{Code: code, Op: "pull", Err: err}
 }
 
@@ -223,7 +149,7 @@ func PullFiles(ctx context.Context, ref string, o Options) (*Result, error) {
 	ho := ihub.Options{File: o.File, Token: o.Token, Endpoint: o.Endpoint, Offline: o.Offline,
 		CacheDir: o.CacheDir, MMProj: o.MMProj, Client: o.Client}
 	if o.Progress != nil {
-		ho.Progress = func(p ihub.Progress) { o.Progress(Progress(p)) }
+		ho.Progress = o.Progress
 	}
 	res, err := ihub.Pull(ctx, ref, ho)
 	if err != nil {
@@ -239,8 +165,7 @@ func PullFiles(ctx context.Context, ref string, o Options) (*Result, error) {
 		}
 		return nil, e
 	}
-	r := Result(*res)
-	return &r, nil
+	return res, nil
 }
 
 // CacheDir is the Hugging Face hub cache folder that pulls use, found as
@@ -300,15 +225,10 @@ func ProgressBar(w io.Writer) func(Progress) {
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
-// CachedModel is a model of the hub cache, pulled again (offline) with
-// Pull(ctx, m.String(), Options{Offline: true}).
-type CachedModel struct {
-	Repo string // "org/repo"
-	Tag  string // the quant, upper case, e.g. "Q4_K_M"
-}
-
-// String is "org/repo:TAG".
-func (m CachedModel) String() string { return m.Repo + ":" + m.Tag }
+// CachedModel is a model of the hub cache: Repo ("org/repo") and Tag (the
+// quant, upper case, e.g. "Q4_K_M"). Its String, "org/repo:TAG", pulls it
+// again (offline) with Pull(ctx, m.String(), Options{Offline: true}).
+type CachedModel = ihub.Cached
 
 // CachedModels lists the models of the hub cache at dir (empty:
 // CacheDir()) as llama.cpp lists them (llama-server's router offers them):
@@ -319,9 +239,5 @@ func CachedModels(dir string) ([]CachedModel, error) {
 	if err != nil {
 		return nil, wrap(llama.CodeLoad, err)
 	}
-	out := make([]CachedModel, len(list))
-	for i, c := range list {
-		out[i] = CachedModel{Repo: c.Repo, Tag: c.Tag}
-	}
-	return out, nil
+	return list, nil
 }

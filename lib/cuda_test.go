@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -352,6 +351,7 @@ echo "ninja $*" >> `+calls+`
 if [ -f `+root+`/slow ]; then
   trap 'kill $!; echo "ninja interrupted" >> `+calls+`; exit 130' INT
   echo "ninja started" >> `+calls+`
+  echo "ninja started"
   sleep 60 & wait
 fi
 [ "$1" = -C ] && mkdir -p "$2/bin" && cp -a `+out+`/. "$2/bin/"
@@ -431,18 +431,13 @@ fi
 	// the build folder stays for the next run.
 	require.NoError(t, os.WriteFile(filepath.Join(root, "slow"), nil, 0o644))
 	cctx, cancel := context.WithCancel(ctx)
-	go func() {
-		for {
-			b, _ := os.ReadFile(calls)
-			if strings.Contains(string(b), "ninja started") {
-				cancel()
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
+	defer cancel()
 	opts.Archs, opts.Force = []string{"90"}, true
+	// The stand-in says it runs on its output, which the build's progress
+	// lines carry: that line cancels.
+	opts.Progress = onLine{"ninja started", cancel}
 	_, err = InstallCUDA(cctx, opts)
+	opts.Progress = nil
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "run again to resume")
 	b, _ := os.ReadFile(calls)
@@ -469,4 +464,18 @@ func TestInstallCUDALocalFlavor(t *testing.T) {
 	d, err := DefaultDir(CUDALocal)
 	require.NoError(t, err)
 	assert.True(t, strings.HasSuffix(d, "-cuda-local"), d)
+}
+
+// onLine is a progress writer that calls f when a line holds s (progress
+// is written a line at a time).
+type onLine struct {
+	s string
+	f func()
+}
+
+func (w onLine) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(w.s)) {
+		w.f()
+	}
+	return len(p), nil
 }

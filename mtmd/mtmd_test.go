@@ -179,7 +179,7 @@ func TestGenerateWithImage(t *testing.T) {
 	textPrompt := "Once upon a time there was"
 	withoutMedia := generate(t, f, textPrompt)
 	var want strings.Builder
-	for piece, err := range f.lctx.Generate(context.Background(), textPrompt, llama.GenerateOptions{MaxTokens: 24}) {
+	for piece, err := range f.lctx.Generate(context.Background(), textPrompt, llama.GenerateOptions{MaxTokens: 24}).Seq() {
 		require.NoError(t, err)
 		want.WriteString(piece.Text)
 	}

@@ -108,7 +108,9 @@ func (p Params) Clone() Params {
 
 // GrammarTrigger starts a lazy grammar: a word (literal text), a regular
 // expression Pattern matched against the generated text (PatternFull: the
-// whole text must match), or a Token.
+// whole text must match), or a Token. It is bound to a model (Token); a
+// chat template's triggers are chat.Trigger, text until
+// engine.ChatTriggers binds them.
 type GrammarTrigger struct {
 	Word        string
 	Pattern     string

@@ -35,7 +35,7 @@ func ExampleGrammarFor() {
 	}
 	defer chain.Close()
 	var out strings.Builder
-	for p, err := range lctx.Generate(ctx, "Lily", llama.GenerateOptions{MaxTokens: 200, Sampler: chain}) {
+	for p, err := range lctx.Generate(ctx, "Lily", llama.GenerateOptions{MaxTokens: 200, Sampler: chain}).Seq() {
 		if err != nil {
 			panic(err)
 		}

@@ -532,11 +532,11 @@ func handleAnthropicCountTokens(s *Server) handlerFunc {
 // anthStopReason maps how generation ended to Anthropic's stop_reason.
 func anthStopReason(ev engine.Event, toolCalls bool) string {
 	switch {
-	case toolCalls && (ev.Stop == engine.StopEOS || ev.Stop == engine.StopWord):
+	case toolCalls && (ev.Stop == engine.StopTypeEOS || ev.Stop == engine.StopTypeWord):
 		return "tool_use"
-	case ev.Stop == engine.StopWord:
+	case ev.Stop == engine.StopTypeWord:
 		return "stop_sequence"
-	case ev.Stop == engine.StopEOS:
+	case ev.Stop == engine.StopTypeEOS:
 		return "end_turn"
 	}
 	return "max_tokens"
@@ -700,7 +700,7 @@ func streamAnthropic(ctx context.Context, w http.ResponseWriter, plan *chatPlan,
 			return
 		}
 		if ev.Done {
-			d := parser.Finish(ev.Stop == engine.StopLimit)
+			d := parser.Finish(ev.Stop == engine.StopTypeLimit)
 			if !emit(d) || !closeBlock() {
 				return
 			}

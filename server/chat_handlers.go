@@ -120,7 +120,7 @@ func (p *chatPlan) samplers() []llama.Sampler {
 // read them.
 func (inst *instance) chatTemplates() *chat.Templates {
 	inst.templatesOnce.Do(func() {
-		t := engine.ChatTemplatesFor(inst.Model, inst.Template)
+		t := chat.ForModelWith(inst.Model, inst.Template)
 		if inst.ToolTemplate != nil {
 			t.ToolUse = inst.ToolTemplate
 		}
@@ -893,7 +893,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 				continue
 			}
 			st.done = true
-			d := st.parser.Finish(ev.Stop == engine.StopLimit)
+			d := st.parser.Finish(ev.Stop == engine.StopTypeLimit)
 			if !emit(idx, st, d, nil) {
 				return
 			}

@@ -287,17 +287,17 @@ func TestCompletionClientDisconnect(t *testing.T) {
 type busyEngine struct{ engineAPI }
 
 func (busyEngine) Submit(context.Context, ...*engine.Request) (eventStream, error) {
-	return nil, engine.ErrBusy
+	return nil, engine.ErrQueueFull
 }
 func (busyEngine) SlotsInfo() []engine.SlotInfo { return []engine.SlotInfo{{NCtx: 512}} }
 
-// A full queue (engine.ErrBusy) answers 503 unavailable_error.
+// A full queue (engine.ErrQueueFull) answers 503 unavailable_error.
 func TestCompletionBusy(t *testing.T) {
 	s, _ := newTestServer(t, Options{})
 	inst := defaultInstance(t, s)
 	busy := &instance{Name: inst.Name, Model: inst.Model, Engine: busyEngine{inst.Engine}, Template: inst.Template, Server: s, Opts: inst.Opts}
 	_, err := s.runTask(context.Background(), busy, nil, &engine.Request{Kind: engine.KindCompletion, Prompt: []llama.Token{1, 2}})
-	require.ErrorIs(t, err, engine.ErrBusy)
+	require.ErrorIs(t, err, engine.ErrQueueFull)
 	rec := httptest.NewRecorder()
 	llamaErrors.write(rec, err)
 	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
@@ -538,30 +538,30 @@ func TestChatMalformedOutputWhole(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		pieces []string
-		stop   engine.StopReason
+		stop   engine.StopType
 		want   map[string]answer // by endpoint
 	}{
-		{"well formed call (control)", []string{"<think>Rain?</think>", call}, engine.StopEOS, map[string]answer{
+		{"well formed call (control)", []string{"<think>Rain?</think>", call}, engine.StopTypeEOS, map[string]answer{
 			"chat":      {"", "Rain?", "get_weather", `{"city": "Rome"}`, "tool_calls"},
 			"anthropic": {"", "Rain?", "get_weather", `{"city":"Rome"}`, "tool_use"},
 			"responses": {"", "Rain?", "get_weather", `{"city": "Rome"}`, "completed"},
 		}},
-		{"malformed arguments after reasoning", []string{"<think>Rain?</think>", badArgs}, engine.StopEOS, map[string]answer{
+		{"malformed arguments after reasoning", []string{"<think>Rain?</think>", badArgs}, engine.StopTypeEOS, map[string]answer{
 			"chat":      {"<think>Rain?</think>" + badArgs, "", "", "", "stop"},
 			"anthropic": {"<think>Rain?</think>" + badArgs, "", "", "", "end_turn"},
 			"responses": {"<think>Rain?</think>" + badArgs, "", "", "", "completed"},
 		}},
-		{"malformed second call: the first is not kept", []string{call, badSecond[len(call):]}, engine.StopEOS, map[string]answer{
+		{"malformed second call: the first is not kept", []string{call, badSecond[len(call):]}, engine.StopTypeEOS, map[string]answer{
 			"chat":      {badSecond, "", "", "", "stop"},
 			"anthropic": {badSecond, "", "", "", "end_turn"},
 			"responses": {badSecond, "", "", "", "completed"},
 		}},
-		{"call cut off by max_tokens", []string{cutOff[:20], cutOff[20:]}, engine.StopLimit, map[string]answer{
+		{"call cut off by max_tokens", []string{cutOff[:20], cutOff[20:]}, engine.StopTypeLimit, map[string]answer{
 			"chat":      {cutOff, "", "", "", "length"},
 			"anthropic": {cutOff, "", "", "", "max_tokens"},
 			"responses": {cutOff, "", "", "", "completed"},
 		}},
-		{"call unfinished at end of generation", []string{unfinished}, engine.StopEOS, map[string]answer{
+		{"call unfinished at end of generation", []string{unfinished}, engine.StopTypeEOS, map[string]answer{
 			"chat":      {unfinished, "", "", "", "stop"},
 			"anthropic": {unfinished, "", "", "", "end_turn"},
 			"responses": {unfinished, "", "", "", "completed"},

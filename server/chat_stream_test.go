@@ -16,7 +16,7 @@ import (
 type scriptEngine struct {
 	engineAPI
 	pieces []string
-	stop   engine.StopReason
+	stop   engine.StopType
 }
 
 func (e scriptEngine) Submit(_ context.Context, tasks ...*engine.Request) (eventStream, error) {
@@ -78,16 +78,16 @@ func TestChatStreamMalformedOutput(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		pieces      []string
-		stop        engine.StopReason
+		stop        engine.StopType
 		content     string
 		names, args string
 		finish      string
 	}{
-		{"malformed call", []string{"Let me check.", " <tool_call>", "\n{\"name\": get_weather", "}\n</tool_call>"}, engine.StopEOS,
+		{"malformed call", []string{"Let me check.", " <tool_call>", "\n{\"name\": get_weather", "}\n</tool_call>"}, engine.StopTypeEOS,
 			"Let me check. <tool_call>\n{\"name\": get_weather}\n</tool_call>", "", "", "stop"},
-		{"malformed second call", []string{"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>", "\n<tool_call>\n{{{", " oops"}, engine.StopEOS,
+		{"malformed second call", []string{"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>", "\n<tool_call>\n{{{", " oops"}, engine.StopTypeEOS,
 			"<tool_call>\n{{{ oops", "get_weather", `{"city": "Rome"}`, "tool_calls"},
-		{"call cut off by max_tokens", []string{"<tool_call>\n{\"name\": \"get_weather\", ", "\"arguments\": {\"city\": \"Ro"}, engine.StopLimit,
+		{"call cut off by max_tokens", []string{"<tool_call>\n{\"name\": \"get_weather\", ", "\"arguments\": {\"city\": \"Ro"}, engine.StopTypeLimit,
 			"", "get_weather", `{"city": "Ro`, "length"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -271,8 +271,8 @@ func nativeFinal(g *genRequest, idx int, res *completionResult, stream bool) any
 	return out
 }
 
-func stopType(r engine.StopReason) string {
-	if r == engine.StopNone {
+func stopType(r engine.StopType) string {
+	if r == engine.StopTypeNone {
 		return "none"
 	}
 	return string(r)

@@ -153,7 +153,7 @@ func classify(err error) *httpError {
 		return &httpError{Status: http.StatusInternalServerError, Type: errServer, Msg: err.Error(), Err: err}
 	case errors.As(err, &ce):
 		return exceedContext(ce.PromptTokens, ce.CtxSize)
-	case errors.Is(err, engine.ErrBusy):
+	case errors.Is(err, engine.ErrQueueFull):
 		return &httpError{Status: http.StatusServiceUnavailable, Type: errUnavailable, Msg: err.Error(), Err: err}
 	case errors.Is(err, llama.ErrRPC):
 		// A worker of the model's RPC devices is unreachable or failed.

@@ -30,8 +30,8 @@ func TestDialectRender(t *testing.T) {
 			`{"error":{"code":400,"message":"bad 1","type":"invalid_request_error"}}`},
 		{"llama context", llamaErrors, fmt.Errorf("run: %w", ctxErr), 400,
 			`{"error":{"code":400,"message":"request (9 tokens) exceeds the available context size (8 tokens), try increasing it","n_ctx":8,"n_prompt_tokens":9,"type":"exceed_context_size_error"}}`},
-		{"llama busy", llamaErrors, engine.ErrBusy, 503,
-			`{"error":{"code":503,"message":"engine: too many requests queued","type":"unavailable_error"}}`},
+		{"llama busy", llamaErrors, engine.ErrQueueFull, 503,
+			`{"error":{"code":503,"message":"llama: engine: too many requests queued","type":"unavailable_error"}}`},
 		{"llama invalid", llamaErrors, fmt.Errorf("x: %w", llama.ErrInvalid), 400,
 			`{"error":{"code":400,"message":"x: ` + llama.ErrInvalid.Error() + `","type":"invalid_request_error"}}`},
 		{"llama canceled", llamaErrors, context.Canceled, 503,
@@ -42,12 +42,12 @@ func TestDialectRender(t *testing.T) {
 			`{"error":{"message":"this feature is disabled","type":"feature_disabled"}}`},
 		{"openai bad request", openAIErrors, badRequest("bad %d", 1), 400,
 			`{"error":{"code":400,"message":"bad 1","type":"invalid_request_error"}}`},
-		{"responses busy", responsesErrors, engine.ErrBusy, 503,
-			`{"error":{"code":503,"message":"engine: too many requests queued","type":"unavailable_error"}}`},
+		{"responses busy", responsesErrors, engine.ErrQueueFull, 503,
+			`{"error":{"code":503,"message":"llama: engine: too many requests queued","type":"unavailable_error"}}`},
 		{"anthropic context", anthropicErrors, ctxErr, 400,
 			`{"type":"error","error":{"type":"invalid_request_error","message":"request (9 tokens) exceeds the available context size (8 tokens), try increasing it"}}`},
-		{"anthropic busy", anthropicErrors, engine.ErrBusy, 503,
-			`{"type":"error","error":{"type":"overloaded_error","message":"engine: too many requests queued"}}`},
+		{"anthropic busy", anthropicErrors, engine.ErrQueueFull, 503,
+			`{"type":"error","error":{"type":"overloaded_error","message":"llama: engine: too many requests queued"}}`},
 		{"anthropic other", anthropicErrors, errors.New("boom"), 500,
 			`{"type":"error","error":{"type":"api_error","message":"boom"}}`},
 		{"tools not found", toolErrors, &httpError{Status: 404, Type: errInvalidRequest, Msg: "unknown tool"}, 404,
@@ -75,10 +75,10 @@ func TestDialectStreamed(t *testing.T) {
 		d    dialect
 		want string
 	}{
-		{llamaErrors, `data: {"error":{"code":503,"message":"engine: too many requests queued","type":"unavailable_error"}}` + "\n\n"},
-		{openAIErrors, `data: {"error":{"code":503,"message":"engine: too many requests queued","type":"unavailable_error"}}` + "\n\n"},
-		{responsesErrors, "event: error\n" + `data: {"type":"error","sequence_number":1,"error":{"code":503,"message":"engine: too many requests queued","type":"unavailable_error"}}` + "\n\n"},
-		{anthropicErrors, "event: error\n" + `data: {"type":"error","error":{"type":"overloaded_error","message":"engine: too many requests queued"}}` + "\n\n"},
+		{llamaErrors, `data: {"error":{"code":503,"message":"llama: engine: too many requests queued","type":"unavailable_error"}}` + "\n\n"},
+		{openAIErrors, `data: {"error":{"code":503,"message":"llama: engine: too many requests queued","type":"unavailable_error"}}` + "\n\n"},
+		{responsesErrors, "event: error\n" + `data: {"type":"error","sequence_number":1,"error":{"code":503,"message":"llama: engine: too many requests queued","type":"unavailable_error"}}` + "\n\n"},
+		{anthropicErrors, "event: error\n" + `data: {"type":"error","error":{"type":"overloaded_error","message":"llama: engine: too many requests queued"}}` + "\n\n"},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprint(c.d), func(t *testing.T) {
@@ -86,7 +86,7 @@ func TestDialectStreamed(t *testing.T) {
 				sse, err := sseStart(r.Context(), w)
 				require.NoError(t, err)
 				require.NoError(t, sse.send("ping", "{}"))
-				sse.fail(engine.ErrBusy)
+				sse.fail(engine.ErrQueueFull)
 				return nil
 			})
 			rec := httptest.NewRecorder()

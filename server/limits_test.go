@@ -225,7 +225,7 @@ func TestLimitsErrorMapping(t *testing.T) {
 		{"stuck grammar", &llama.Error{Code: llama.CodeGrammar, Op: "sample", Msg: "the grammar allows no next token"}, 400},
 		{"wrapped stuck grammar", fmt.Errorf("task: %w", &llama.Error{Code: llama.CodeGrammar, Op: "sample", Msg: "the grammar allows no next token"}), 400},
 		{"context size", &engine.ContextSizeError{PromptTokens: 9, CtxSize: 8}, 400},
-		{"busy", engine.ErrBusy, 503},
+		{"busy", engine.ErrQueueFull, 503},
 		{"too many inputs", tooLarge("x"), 413},
 		{"slot busy", &httpError{Status: 409, Type: errInvalidRequest, Msg: "busy", Err: engine.ErrSlotBusy}, 409},
 	}

@@ -30,7 +30,7 @@ func directGreedy(t *testing.T, prompt string, n int, adapter string, scale floa
 		require.NoError(t, c.SetAdapters([]llama.AdapterScale{{Adapter: a, Scale: scale}}))
 	}
 	text := ""
-	for p, err := range c.Generate(context.Background(), prompt, llama.GenerateOptions{MaxTokens: n}) {
+	for p, err := range c.Generate(context.Background(), prompt, llama.GenerateOptions{MaxTokens: n}).Seq() {
 		require.NoError(t, err)
 		text += p.Text
 	}

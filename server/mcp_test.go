@@ -99,7 +99,7 @@ func runMCPFixture(mode string) {
 				}
 			case "sleep":
 				out.Flush()
-				time.Sleep(time.Duration(a["seconds"].(float64) * float64(time.Second)))
+				time.Sleep(time.Duration(a["seconds"].(float64) * float64(time.Second))) // the fixture's slow tool: the subject
 				text("slept")
 			case "bad":
 				result(map[string]any{"content": []any{map[string]any{"type": "text", "text": "it broke"}}, "isError": true})

@@ -129,9 +129,9 @@ func idOrNew(id, prefix string) string {
 }
 
 // finishReason maps a stop reason to OpenAI's.
-func finishReason(r engine.StopReason, toolCalls bool) string {
+func finishReason(r engine.StopType, toolCalls bool) string {
 	switch r {
-	case engine.StopEOS, engine.StopWord:
+	case engine.StopTypeEOS, engine.StopTypeWord:
 		if toolCalls {
 			return "tool_calls"
 		}

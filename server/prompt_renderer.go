@@ -7,7 +7,6 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
-	"github.com/x/llama/engine"
 )
 
 // promptRenderer is a chat template's renderer (chat.Renderer).
@@ -15,7 +14,7 @@ type promptRenderer = chat.Renderer
 
 // templates resolves chat templates given as text, with llama.cpp's
 // built-in formats rendered by llama.ApplyChatTemplate.
-func templates(jinja bool) chat.Resolver { return engine.ChatResolver(jinja) }
+func templates(jinja bool) chat.Resolver { return chat.NewResolver(jinja) }
 
 // resolveTemplate picks the chat template: Options.ChatTemplate (a
 // built-in name or Jinja source), else ChatTemplateFile, else the model's

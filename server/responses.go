@@ -617,7 +617,7 @@ func streamResponses(ctx context.Context, w http.ResponseWriter, plan *chatPlan,
 		}
 		if ev.Done {
 			tokenTimings = nil
-			d := parser.Finish(ev.Stop == engine.StopLimit)
+			d := parser.Finish(ev.Stop == engine.StopTypeLimit)
 			if !emit(d) || !closeItem() {
 				return
 			}

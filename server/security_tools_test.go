@@ -456,7 +456,7 @@ func TestSecurityToolsMCPQueueAndLock(t *testing.T) {
 		_, out := callTool(t, ts.URL, "fl_flood", map[string]any{"count": 48, "size": 1 << 20}, nil)
 		require.Equal(t, "flooding", out["plain_text_response"])
 		require.Eventually(t, func() bool { return stats().QueuedBytes >= tools.MCPQueueBytes-(2<<20) }, time.Minute, 10*time.Millisecond)
-		time.Sleep(300 * time.Millisecond) // the rest of the flood is read and dropped
+		time.Sleep(300 * time.Millisecond) // the subject: the bound holds while the rest of the flood is read and dropped (nothing to wait for)
 		assert.LessOrEqual(t, stats().QueuedBytes, int64(tools.MCPQueueBytes))
 		assert.LessOrEqual(t, stats().QueuedMsgs, tools.MCPQueueBytes>>20)
 		_, out = callTool(t, ts.URL, "fl_echo", map[string]any{"message": "after"}, nil)
@@ -468,7 +468,7 @@ func TestSecurityToolsMCPQueueAndLock(t *testing.T) {
 		require.Equal(t, "flooding", out["plain_text_response"])
 		// A hang guard, not a timing: a loaded machine reads the flood slowly.
 		require.Eventually(t, func() bool { return stats().QueuedMsgs == tools.MCPQueue }, time.Minute, 10*time.Millisecond)
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // the subject: the count stays bounded as more of the flood arrives
 		assert.Equal(t, tools.MCPQueue, stats().QueuedMsgs)
 		_, out = callTool(t, ts.URL, "fl_echo", map[string]any{"message": "after"}, nil)
 		assert.Equal(t, "echo: after", out["plain_text_response"])

@@ -187,7 +187,7 @@ func BenchmarkSoak(b *testing.B) {
 	// Every slot goes idle once the clients are done (the engine notices
 	// a hung-up client at its next step): wait for it, at most 10 s.
 	stuck := -1
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) { // a benchmark's bounded poll of the slots, which report stuck ones
 		stuck = 0
 		for _, sl := range defaultSlots(s) {
 			if sl.IsProcessing {

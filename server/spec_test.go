@@ -30,7 +30,7 @@ func specRepeatPrompt(t testing.TB) string {
 	require.NoError(t, err)
 	defer c.Close()
 	text := ""
-	for p, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 120}) {
+	for p, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 120}).Seq() {
 		require.NoError(t, err)
 		text += p.Text
 	}

@@ -43,7 +43,7 @@ func (s *Server) runTask(ctx context.Context, inst *instance, arrived func(), ta
 		arrived()
 	}
 	if err != nil {
-		if errors.Is(err, engine.ErrBusy) {
+		if errors.Is(err, engine.ErrQueueFull) {
 			return nil, &httpError{Status: http.StatusServiceUnavailable, Type: "unavailable_error", Msg: err.Error(), Err: err}
 		}
 		return nil, err

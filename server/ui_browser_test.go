@@ -121,7 +121,7 @@ type pacedWriter struct {
 }
 
 func (w *pacedWriter) FlushError() error {
-	time.Sleep(w.d)
+	time.Sleep(w.d) // the subject: a slow model or network
 	return http.NewResponseController(w.ResponseWriter).Flush()
 }
 
@@ -376,7 +376,7 @@ func sendMessage(t *testing.T, ctx context.Context, msg string) storedMessage {
 // the Markdown content and the tool call.
 func TestWebUIReasoningAndToolCalls(t *testing.T) {
 	ts, inst, real := newScriptServer(t)
-	inst.Engine = scriptEngine{engineAPI: real, stop: engine.StopEOS, pieces: []string{
+	inst.Engine = scriptEngine{engineAPI: real, stop: engine.StopTypeEOS, pieces: []string{
 		"<think>", "The user wants", " the weather.", "</think>",
 		"Let me **check** that.\n",
 		"<tool_call>\n{\"name\": \"get_weather\", ", "\"arguments\": {\"city\": \"Rome\"}}\n</tool_call>",

@@ -72,7 +72,7 @@ func BenchmarkVersusLlamaServer(b *testing.B) {
 			// later ones find ready.
 			for _, s := range sides {
 				s.round(b, clients, nGen, false)
-				time.Sleep(benchlimit.Settle)
+				time.Sleep(benchlimit.Settle) // a benchmark's rest between sides, not a wait
 			}
 			limit()
 			rounds := 0
@@ -86,7 +86,7 @@ func BenchmarkVersusLlamaServer(b *testing.B) {
 				// the limit first, ...
 				for k := range parts {
 					parts[(k+rounds)%len(parts)]()
-					time.Sleep(benchlimit.Settle)
+					time.Sleep(benchlimit.Settle) // as above
 				}
 				rounds++
 			}

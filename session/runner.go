@@ -113,7 +113,7 @@ func (r *engRunner) generate(ctx context.Context, prompt []llama.Token, o genOpt
 			return false, nil
 		}
 		if ev.Done {
-			return ev.Stop == engine.StopLimit, nil
+			return ev.Stop == engine.StopTypeLimit, nil
 		}
 	}
 	return false, nil

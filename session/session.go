@@ -230,26 +230,26 @@ func templates(m *llama.Model, o Options) (*chat.Templates, error) {
 		if err != nil {
 			return nil, &llama.Error{Code: llama.CodeInvalid, Op: "session", Msg: "template file " + o.TemplateFile + ": " + err.Error(), Err: err}
 		}
-		return engine.ChatTemplatesFor(m, chat.NewJinjaRenderer(t)), nil
+		return chat.ForModelWith(m, chat.NewJinjaRenderer(t)), nil
 	case o.TemplateName != "":
 		if !chat.IsBuiltinTemplate(o.TemplateName) {
 			return nil, invalid("unknown template name %q (see chat.BuiltinTemplateNames)", o.TemplateName)
 		}
-		r, err := engine.ChatResolver(false).For(o.TemplateName)
+		r, err := chat.NewResolver(false).For(o.TemplateName)
 		if err != nil {
 			return nil, &llama.Error{Code: llama.CodeInvalid, Op: "session", Msg: err.Error(), Err: err}
 		}
-		return engine.ChatTemplatesFor(m, r), nil
+		return chat.ForModelWith(m, r), nil
 	}
 	src, ok := m.ChatTemplate("")
 	if !ok || strings.TrimSpace(src) == "" {
 		return nil, invalid("the model has no chat template: set Options.TemplateFile (a Jinja file) or Options.TemplateName (a llama.cpp built-in such as \"chatml\")")
 	}
-	if _, err := engine.ChatResolver(false).For(src); err != nil {
+	if _, err := chat.NewResolver(false).For(src); err != nil {
 		return nil, &llama.Error{Code: llama.CodeInvalid, Op: "session",
 			Msg: "the model's chat template does not parse (" + err.Error() + "): set Options.TemplateFile or Options.TemplateName", Err: err}
 	}
-	return engine.ChatTemplates(m, nil)
+	return chat.ForModel(m, nil)
 }
 
 // readFile reads a template file of at most MaxTemplateFile bytes.

@@ -22,7 +22,7 @@ func greedy(t *testing.T, model, prompt string, n int) string {
 	m := modeltest.LoadPath(t, model, llama.ModelOptions{})
 	c := modeltest.NewContext(t, m, llama.ContextOptions{ContextSize: 512, Threads: 1})
 	var sb strings.Builder
-	for p, err := range c.Generate(context.Background(), prompt, llama.GenerateOptions{MaxTokens: n}) {
+	for p, err := range c.Generate(context.Background(), prompt, llama.GenerateOptions{MaxTokens: n}).Seq() {
 		require.NoError(t, err)
 		sb.WriteString(p.Text)
 	}

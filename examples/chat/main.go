@@ -30,7 +30,6 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
-	"github.com/x/llama/engine"
 	"github.com/x/llama/hub"
 )
 
@@ -141,7 +140,7 @@ func run() error {
 	if *prompt != "" {
 		// One shot: continue the text exactly as llama.cpp's completion does.
 		fmt.Print(*prompt)
-		for p, err := range lctx.Generate(ctx, *prompt, llama.GenerateOptions{MaxTokens: maxTokens, Sampler: sampler}) {
+		for p, err := range lctx.Generate(ctx, *prompt, llama.GenerateOptions{MaxTokens: maxTokens, Sampler: sampler}).Seq() {
 			if err != nil {
 				return err
 			}
@@ -229,20 +228,20 @@ func chatTemplate(model *llama.Model, name, file string) (*chat.Templates, error
 		if rerr != nil {
 			return nil, rerr
 		}
-		if r, err = engine.ChatResolver(true).For(string(b)); err != nil {
+		if r, err = chat.NewResolver(true).For(string(b)); err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
 	case name != "":
-		if r, err = engine.ChatResolver(false).For(name); err != nil {
+		if r, err = chat.NewResolver(false).For(name); err != nil {
 			return nil, fmt.Errorf("--chat-template: %w", err)
 		}
 	default:
 		if _, ok := model.ChatTemplate(""); !ok {
 			return nil, nil
 		}
-		return engine.ChatTemplates(model, func(msg string, args ...any) {
+		return chat.ForModel(model, func(msg string, args ...any) {
 			fmt.Fprintln(os.Stderr, append([]any{msg}, args...)...)
 		})
 	}
-	return engine.ChatTemplatesFor(model, r), nil
+	return chat.ForModelWith(model, r), nil
 }

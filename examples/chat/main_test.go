@@ -34,7 +34,7 @@ func TestPromptCache(t *testing.T) {
 			got.WriteString(p.Text)
 		}
 		var want strings.Builder
-		for p, err := range fresh.Generate(context.Background(), text, llama.GenerateOptions{MaxTokens: 12}) {
+		for p, err := range fresh.Generate(context.Background(), text, llama.GenerateOptions{MaxTokens: 12}).Seq() {
 			require.NoError(t, err)
 			want.WriteString(p.Text)
 		}

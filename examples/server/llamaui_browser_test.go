@@ -87,11 +87,17 @@ type recorder struct {
 	mu   sync.Mutex
 	reqs []*request
 	byID map[network.RequestID]*request
+	// next, when not nil, is closed at the next event (see changed).
+	next chan struct{}
 }
 
 func (r *recorder) event(ev any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.next != nil {
+		close(r.next)
+		r.next = nil
+	}
 	switch ev := ev.(type) {
 	case *network.EventRequestWillBeSent:
 		if !strings.HasPrefix(ev.Request.URL, r.base+"/") {
@@ -126,6 +132,17 @@ func (r *recorder) mark(step string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reqs = append(r.reqs, &request{method: "step", path: step})
+}
+
+// changed returns a channel closed at the recorder's next event: take it
+// before looking at the requests, and wait on it for them to change.
+func (r *recorder) changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.next == nil {
+		r.next = make(chan struct{})
+	}
+	return r.next
 }
 
 // chats returns the page's chat completion requests so far.
@@ -204,10 +221,18 @@ func waitChats(t *testing.T, ctx context.Context, rec *recorder, n int) []*reque
 	require.NoError(t, chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`!`+jsBusy,
 		chromedp.WithPollingInterval(10*time.Millisecond), chromedp.WithPollingTimeout(90*time.Second))))
 	var chats []*request
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+	deadline := time.After(time.Minute)
+wait:
+	for {
+		next := rec.changed()
 		chats = rec.chats()
-		if len(chats) >= n && !slices.ContainsFunc(chats, func(q *request) bool { return !q.ended }) || time.Now().After(deadline) {
+		if len(chats) >= n && !slices.ContainsFunc(chats, func(q *request) bool { return !q.ended }) {
 			break
+		}
+		select {
+		case <-next:
+		case <-deadline:
+			break wait
 		}
 	}
 	require.Len(t, chats, n, "chat requests")
@@ -425,7 +450,7 @@ func (w *pacedWriter) Write(p []byte) (int, error) {
 		if err := http.NewResponseController(w.ResponseWriter).Flush(); err != nil {
 			return n, err
 		}
-		time.Sleep(w.d)
+		time.Sleep(w.d) // the subject: a stream paced as a slow model's
 	}
 	return n, nil
 }

@@ -74,7 +74,7 @@ func ask[T any](ctx context.Context, path, prompt string, seed uint32, threads i
 		return v, err
 	}
 	var out strings.Builder
-	for p, err := range lctx.Generate(ctx, prompt, llama.GenerateOptions{MaxTokens: 512, Sampler: chain}) {
+	for p, err := range lctx.Generate(ctx, prompt, llama.GenerateOptions{MaxTokens: 512, Sampler: chain}).Seq() {
 		if err != nil {
 			return v, err
 		}
