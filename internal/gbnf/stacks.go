@@ -10,10 +10,12 @@ package gbnf
 // e ::= "x"*) makes that 10^12, and keeps a core busy for hours on the
 // first token, in C, where nothing can interrupt it. The parser bounds the
 // work from the grammar's shape, counted for the worst text; a grammar
-// above the bound is an error of Kind KindLimit. Real grammars stay orders
-// of magnitude below it: JSON Schemas with hundreds of optional
-// properties, enums of thousands of values and hundreds of tools included.
-const MaxStackWork = 100_000_000
+// above the bound (about a second of llama.cpp's time per character) is an
+// error of Kind KindLimit. Real grammars stay orders of magnitude below
+// it, and so do JSON Schemas with hundreds of optional properties, enums of
+// thousands of values and hundreds of tools (5,000 optional properties
+// reach a seventh of it).
+const MaxStackWork = 1_000_000_000
 
 // stackCap saturates the counts.
 const stackCap = 1 << 40
