@@ -44,6 +44,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -99,6 +100,9 @@ type config struct {
 	sampleThreads int
 	llamaServer   string
 	models        []string
+	// cpuProfile, when set, is where the CPU profile of the process
+	// while the servers are measured goes (pprof's format).
+	cpuProfile string
 }
 
 func main() {
@@ -122,9 +126,10 @@ func main() {
 		lsBin    = flag.String("llama-server", "", "llama-server to compare with (default: the one beside the library; none: skip)")
 		onlyModl = flag.String("models", "", "the models to run, comma-separated names (default: both)")
 		file     = flag.String("model", "", "a GGUF file to measure instead of the made models (its vocabulary must have 512 tokens or more)")
+		cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of this process while the servers are measured (the first model's rows) to this file; with -llama-server none it is our server's alone")
 	)
 	flag.Parse()
-	cfg := config{deadline: time.Now().Add(*budget), device: *device, small: *small, nGen: *nGen, rounds: max(*rounds, 1), threads: *threads, kvu: *kvu, fa: *fa, sampleThreads: *sampleTh}
+	cfg := config{deadline: time.Now().Add(*budget), device: *device, small: *small, nGen: *nGen, rounds: max(*rounds, 1), threads: *threads, kvu: *kvu, fa: *fa, sampleThreads: *sampleTh, cpuProfile: *cpuProf}
 	switch cfg.device {
 	case "cpu":
 		if !isFlagSet("small") {
@@ -234,6 +239,7 @@ func main() {
 		if err != nil {
 			log.Fatalf("%s: %v", sh.name, err)
 		}
+		cfg.cpuProfile = "" // the first model's only: a process has one CPU profile at a time
 		rows = append(rows, r...)
 	}
 	var sb strings.Builder
@@ -430,6 +436,11 @@ func runModel(cfg config, sh shape, path string) ([]row, error) {
 		}
 		time.Sleep(benchlimit.Settle)
 	}
+	stopProfile, err := startProfile(cfg.cpuProfile)
+	if err != nil {
+		return nil, err
+	}
+	defer stopProfile()
 	var rows []row
 	for _, c := range cfg.clients {
 		for _, stream := range cfg.modes {
@@ -572,4 +583,26 @@ func (s *server_) round(clients, prompt, nGen int, stream bool, seed int) (side,
 		return res, fmt.Errorf("%d of %d requests failed, the first: %w", len(errs), clients, errs[0])
 	}
 	return res, nil
+}
+
+// startProfile starts the CPU profile of the process into path (nothing
+// when path is empty) and returns the function that stops it.
+func startProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			log.Printf("cpu profile: %v", err)
+		}
+	}, nil
 }
