@@ -115,14 +115,26 @@ type Options struct {
 	PrefillSlowdown float64
 	// SampleThreads is how many goroutines sample the rows of one step's
 	// slots at once (llama.Context.SampleParallel), the engine's loop
-	// included: 0 or 1, one after another; negative, GOMAXPROCS. It is
-	// for machines with cores the compute threads leave free: on 2 cores
-	// running 2 compute threads, 2 took the sampling of an 8-slot step
-	// from 440-460 µs to 355-440 µs, yet cost 3-5 % of throughput through
-	// HTTP (the helper's wake-up lands in the next decode). Slots with a
-	// grammar sample one after another in any case; each slot's chain
-	// samples its own row, so the tokens are the same whatever the count.
+	// included: 1, one after another; negative, GOMAXPROCS; 0, chosen by
+	// where the model runs (see DefaultSampleThreads): GOMAXPROCS where
+	// it runs on a GPU (llama.Model.OnGPU), one after another elsewhere.
+	// Sampling at once pays where the decode leaves the cores free (on a
+	// GPU the rows' sampling is CPU work between two decodes, on the
+	// critical path); on a CPU the compute threads hold the cores, and a
+	// helper's wake-up lands in the next decode, which costs more than the
+	// sampling saves. Steps of one row, and slots with a grammar, sample
+	// one after another in any case; each slot's chain samples its own
+	// row, so the tokens are the same whatever the count.
 	SampleThreads int
+	// BackendSampling says which requests sample inside the decode's
+	// graph (llama.cpp's backend sampling: no row of logits is copied to
+	// the host) when their chain allows it (no grammar, no n_probs, no
+	// media, no drafts, samplers llama.cpp can run there). The default,
+	// BackendSamplingAuto, does so for every such request where the model
+	// runs on a GPU and for those that ask elsewhere. A seeded request
+	// draws from the backend's generator then, so its tokens differ from
+	// the ones CPU sampling gives (greedy ones do not).
+	BackendSampling BackendSamplingMode
 	// Embedding makes an embedding engine: it runs KindEmbedding (and, with
 	// Reranking, KindRerank) requests instead of completions.
 	Embedding bool
@@ -186,6 +198,44 @@ type Options struct {
 	Speculative SpeculativeOptions
 }
 
+// BackendSamplingMode is Options.BackendSampling: which requests sample
+// inside the decode (see sampling.Params.BackendSampling).
+type BackendSamplingMode int
+
+const (
+	// BackendSamplingAuto: where the model runs on a GPU
+	// (llama.Model.OnGPU), every request whose chain the backend can run;
+	// elsewhere, the requests that ask (sampling.Params.BackendSampling).
+	BackendSamplingAuto BackendSamplingMode = iota
+	// BackendSamplingAsked: only the requests that ask, wherever the
+	// model runs (llama-server's default).
+	BackendSamplingAsked
+	// BackendSamplingAlways: every request whose chain the backend can
+	// run, wherever the model runs.
+	BackendSamplingAlways
+)
+
+// DefaultSampleThreads is the number of goroutines that sample a step's
+// rows for Options.SampleThreads n on a model that runs on a GPU or not
+// (llama.Model.OnGPU), with procs the GOMAXPROCS: n when above 0, procs
+// when negative; for 0, procs on a GPU and 1 (one after another)
+// elsewhere, so that a CPU run never shares its compute threads' cores.
+func DefaultSampleThreads(n int, onGPU bool, procs int) int {
+	switch {
+	case n > 0:
+		return n
+	case n < 0 || onGPU:
+		return max(procs, 1)
+	}
+	return 1
+}
+
+// backendForAll reports whether mode m samples every request the backend
+// can run there, on a model that runs on a GPU or not.
+func (m BackendSamplingMode) backendForAll(onGPU bool) bool {
+	return m == BackendSamplingAlways || (m == BackendSamplingAuto && onGPU)
+}
+
 // AdapterSpec is a LoRA adapter file and its default scale.
 type AdapterSpec struct {
 	Path  string
@@ -241,6 +291,7 @@ type Engine struct {
 	busyTime, decodeTime time.Duration
 	pacer                *prefillPacer // sizes prompt chunks beside generating slots (loop only)
 	nBackend             int           // requests that sampled on the backend (loop only)
+	backendAll           bool          // every request the backend can run samples there (Options.BackendSampling)
 	queueSize            int
 	spec                 *engSpec // speculative decoding (nil: off)
 
@@ -369,10 +420,8 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 		done:  make(chan struct{}), wake: make(chan struct{}, 1), gatherWait: gatherWait, burstWait: burstWait,
 		addBOS: m.SpecialTokens().AddBOS,
 	}
-	e.sampleWorkers = o.SampleThreads
-	if e.sampleWorkers < 0 {
-		e.sampleWorkers = runtime.GOMAXPROCS(0)
-	}
+	e.sampleWorkers = DefaultSampleThreads(o.SampleThreads, m.OnGPU(), runtime.GOMAXPROCS(0))
+	e.backendAll = o.BackendSampling.backendForAll(m.OnGPU())
 	// With a unified KV buffer each slot may use the whole context, as in
 	// llama-server (llama_n_ctx_seq); slots then share its cells.
 	e.nCtxSlot = lctx.SeqSize()

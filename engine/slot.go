@@ -110,7 +110,7 @@ func (e *Engine) start(s *engSlot) {
 	}
 	s.smpl, s.gram = smpl, gram
 	e.specStart(s)
-	if t.Params.BackendSampling && gram == nil && t.Params.NProbs == 0 && t.Media == nil &&
+	if (t.Params.BackendSampling || e.backendAll) && gram == nil && t.Params.NProbs == 0 && t.Media == nil &&
 		len(s.spec.spec.Drafters) == 0 && smpl.Offloadable() {
 		// A new chain for each request: llama.cpp takes a chain to the
 		// backend once. Closing it at the request's end detaches it.

@@ -98,6 +98,7 @@ type config struct {
 	kvu           bool
 	fa            string
 	sampleThreads int
+	backendSmpl   engine.BackendSamplingMode
 	llamaServer   string
 	models        []string
 	// cpuProfile, when set, is where the CPU profile of the process
@@ -120,12 +121,13 @@ func main() {
 		threads  = flag.Int("t", 0, "compute threads of every side (default: 2 at most on a CPU, the cores up to 8 on a GPU)")
 		kvu      = flag.Bool("kvu", false, "one KV buffer shared by the slots (llama-server's -kvu) on every side")
 		fa       = flag.String("fa", "auto", "flash attention on every side: on, off or auto")
-		sampleTh = flag.Int("sample-threads", 0, "our engine's SampleThreads: goroutines sampling a step's rows at once (0: one after another; -1: GOMAXPROCS)")
+		sampleTh = flag.Int("sample-threads", 0, "our engine's SampleThreads: goroutines sampling a step's rows at once (0: the engine's default, GOMAXPROCS on a GPU and one after another on a CPU; 1: one after another; -1: GOMAXPROCS)")
 		flavor   = flag.String("flavor", "", "the library's flavor: cuda, vulkan, or empty for the CPU build")
 		libDir   = flag.String("lib", "", "the library's folder (default: $LLAMA_LIB_DIR, else the flavor's install)")
 		lsBin    = flag.String("llama-server", "", "llama-server to compare with (default: the one beside the library; none: skip)")
 		onlyModl = flag.String("models", "", "the models to run, comma-separated names (default: both)")
 		file     = flag.String("model", "", "a GGUF file to measure instead of the made models (its vocabulary must have 512 tokens or more)")
+		backend  = flag.String("backend-sampling", "auto", "our engine's BackendSampling: auto (every request the backend can run samples there on a GPU), asked (none here: the requests do not ask) or always")
 		cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of this process while the servers are measured (the first model's rows) to this file; with -llama-server none it is our server's alone")
 	)
 	flag.Parse()
@@ -169,6 +171,16 @@ func main() {
 	}
 	if _, err := faSetting(cfg.fa); err != nil {
 		log.Fatal(err)
+	}
+	switch *backend {
+	case "auto":
+		cfg.backendSmpl = engine.BackendSamplingAuto
+	case "asked":
+		cfg.backendSmpl = engine.BackendSamplingAsked
+	case "always":
+		cfg.backendSmpl = engine.BackendSamplingAlways
+	default:
+		log.Fatalf("-backend-sampling %q: want auto, asked or always", *backend)
 	}
 	if cfg.threads <= 0 {
 		cfg.threads = benchlimit.Threads()
@@ -243,8 +255,8 @@ func main() {
 		rows = append(rows, r...)
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "device %s (%s), %d threads, kv unified %v, flash attention %s, sample threads %d, %d tokens per request, %d rounds\n\n",
-		cfg.device, strings.Join(names, ", "), cfg.threads, cfg.kvu, cfg.fa, cfg.sampleThreads, cfg.nGen, cfg.rounds)
+	fmt.Fprintf(&sb, "device %s (%s), %d threads, kv unified %v, flash attention %s, sample threads %d, backend sampling %s, %d tokens per request, %d rounds\n\n",
+		cfg.device, strings.Join(names, ", "), cfg.threads, cfg.kvu, cfg.fa, cfg.sampleThreads, *backend, cfg.nGen, cfg.rounds)
 	printTable(&sb, rows)
 	fmt.Print("\n" + sb.String())
 	if *outFile != "" {
@@ -397,7 +409,7 @@ func runModel(cfg config, sh shape, path string) ([]row, error) {
 
 	srv, err := server.New(context.Background(), server.Options{Model: path, Metrics: true, ModelOptions: mo,
 		Logger: slog.New(slog.DiscardHandler),
-		Engine: engine.Options{Parallel: maxC, SampleThreads: cfg.sampleThreads, Context: llama.ContextOptions{ContextSize: maxC * slotCtx, BatchSize: 2048,
+		Engine: engine.Options{Parallel: maxC, SampleThreads: cfg.sampleThreads, BackendSampling: cfg.backendSmpl, Context: llama.ContextOptions{ContextSize: maxC * slotCtx, BatchSize: 2048,
 			Threads: cfg.threads, ThreadsBatch: cfg.threads, KVUnified: cfg.kvu, FlashAttention: fa}}})
 	if err != nil {
 		return nil, fmt.Errorf("our server: %w", err)
