@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +124,32 @@ func TestQuantile(t *testing.T) {
 		{ms(4, 1, 3, 2), 0.99, 4 * time.Millisecond},
 	} {
 		assert.Equal(t, tc.want, quantile(tc.ds, tc.q))
+	}
+}
+
+// TestIdleShare: the table's idle % is the share of our rounds' wall time
+// the loop did not work, whatever idle time before the round the scrapes'
+// difference holds.
+func TestIdleShare(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		took, work, idle, gat time.Duration
+		want                  string
+	}{
+		{"a quarter idle", time.Second, 750 * time.Millisecond, 0, 0, "25"},
+		{"the pause before the round left out", time.Second, 750 * time.Millisecond, 5 * time.Second, 0, "25"},
+		{"gather counts as idle", time.Second, 500 * time.Millisecond, 0, 500 * time.Millisecond, "50"},
+		{"working the whole time", time.Second, time.Second, 300 * time.Millisecond, 0, "0"},
+		{"no steps", 0, 0, 0, 0, "-"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := row{model: "m", clients: 1, ours: side{took: tc.took}}
+			r.steps.Steps = 10
+			r.steps.Phase[engine.PhaseDecodeSubmit] = tc.work
+			r.steps.Phase[engine.PhaseIdle] = tc.idle
+			r.steps.Phase[engine.PhaseGather] = tc.gat
+			cells := strings.Split(r.line(), "|")
+			assert.Equal(t, tc.want, strings.TrimSpace(cells[len(cells)-2]))
+		})
 	}
 }

@@ -117,9 +117,14 @@ func (r row) line() string {
 		}
 		return strconv.FormatFloat(float64(d)/1e3/float64(st.Steps), 'f', 0, 64)
 	}
+	// The idle share is of the rounds' wall time: /metrics counts an idle
+	// spell once it ends, so the difference of two scrapes taken while the
+	// engine sleeps holds the spell before the round (the pause between
+	// rounds) and not the one after it.
 	idle := "-"
-	if t := st.Total(); t > 0 {
-		idle = strconv.FormatFloat(100*float64(st.Phase[engine.PhaseIdle]+st.Phase[engine.PhaseGather])/float64(t), 'f', 0, 64)
+	if t := r.ours.took; t > 0 && st.Total() > 0 {
+		working := st.Total() - st.Phase[engine.PhaseIdle] - st.Phase[engine.PhaseGather]
+		idle = strconv.FormatFloat(max(0, 100*(1-float64(working)/float64(t))), 'f', 0, 64)
 	}
 	return fmt.Sprintf("| %s | %d | %v | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |",
 		r.model, r.clients, r.stream, num(r.limit), num(r.ours.tokS()), num(r.ref.tokS()),
