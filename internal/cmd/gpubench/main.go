@@ -383,6 +383,9 @@ type side struct {
 	tok  int
 	took time.Duration
 	ttft []time.Duration
+	// rounds is the tok/s of each counted round, in order: round k of
+	// ours and of llama-server ran one right after the other.
+	rounds []float64
 }
 
 func (s side) tokS() float64 {
@@ -507,6 +510,7 @@ func (s *side) add(o side) {
 	s.tok += o.tok
 	s.took += o.took
 	s.ttft = append(s.ttft, o.ttft...)
+	s.rounds = append(s.rounds, o.tokS())
 }
 
 // measureLimit returns the limit's tok/s by client count: cfg.rounds

@@ -153,3 +153,24 @@ func TestIdleShare(t *testing.T) {
 		})
 	}
 }
+
+// TestPairedRatio: the median of the rounds' own ratios, rounds where a
+// side has no figure left out.
+func TestPairedRatio(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		ours, ref []float64
+		want      float64
+	}{
+		{"none", nil, nil, 0},
+		{"one round", []float64{100}, []float64{50}, 2},
+		{"odd: the middle one", []float64{100, 10, 90}, []float64{100, 100, 90}, 1},
+		{"even: the mean of the middle two", []float64{100, 120, 80, 300}, []float64{100, 100, 100, 100}, 1.1},
+		{"a side missing", []float64{100, 100}, []float64{50}, 2},
+		{"a round without figures", []float64{100, 0, 100}, []float64{100, 100, 50}, 1.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.InDelta(t, tc.want, pairedRatio(tc.ours, tc.ref), 1e-9)
+		})
+	}
+}
