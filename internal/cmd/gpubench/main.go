@@ -104,6 +104,7 @@ type config struct {
 	// cpuProfile, when set, is where the CPU profile of the process
 	// while the servers are measured goes (pprof's format).
 	cpuProfile string
+	verbose    bool // log every round
 }
 
 func main() {
@@ -128,10 +129,11 @@ func main() {
 		onlyModl = flag.String("models", "", "the models to run, comma-separated names (default: both)")
 		file     = flag.String("model", "", "a GGUF file to measure instead of the made models (its vocabulary must have 512 tokens or more)")
 		backend  = flag.String("backend-sampling", "auto", "our engine's BackendSampling: auto (every request the backend can run samples there on a GPU), asked (none here: the requests do not ask) or always")
+		verbose  = flag.Bool("v", false, "log every counted round's figures")
 		cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of this process while the servers are measured (the first model's rows) to this file; with -llama-server none it is our server's alone")
 	)
 	flag.Parse()
-	cfg := config{deadline: time.Now().Add(*budget), device: *device, small: *small, nGen: *nGen, rounds: max(*rounds, 1), threads: *threads, kvu: *kvu, fa: *fa, sampleThreads: *sampleTh, cpuProfile: *cpuProf}
+	cfg := config{deadline: time.Now().Add(*budget), device: *device, small: *small, nGen: *nGen, rounds: max(*rounds, 1), threads: *threads, kvu: *kvu, fa: *fa, sampleThreads: *sampleTh, cpuProfile: *cpuProf, verbose: *verbose}
 	switch cfg.device {
 	case "cpu":
 		if !isFlagSet("small") {
@@ -484,6 +486,10 @@ func runModel(cfg config, sh shape, path string) ([]row, error) {
 					res, err := s.round(c, promptLen, cfg.nGen, stream, 1000*k)
 					if err != nil {
 						return nil, fmt.Errorf("%s: %w", s.name, err)
+					}
+					if cfg.verbose {
+						log.Printf("%s: %d clients, stream %v, round %d, %s: %.0f tok/s, TTFT p50 %v",
+							sh.name, c, stream, k, s.name, res.tokS(), quantile(res.ttft, 0.5).Round(10*time.Microsecond))
 					}
 					if s.name == "ours" {
 						after, err := scrapeSteps(ts.URL)
