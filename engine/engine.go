@@ -258,6 +258,60 @@ type engTask struct {
 	ob     *outbox
 	scales []float32 // effective LoRA scales
 	stop   func() bool
+	// smpl is the completion's sampler chains, built by Submit on the
+	// caller's goroutine rather than by the loop when the request starts
+	// (see prebuild); nil once the slot took them, or for other kinds.
+	smpl *taskSampler
+}
+
+// taskSampler is a request's sampler chains as newSampler returns them,
+// or the error building them gave.
+type taskSampler struct {
+	chain, gram  *llama.SamplerChain
+	acceptPrompt bool
+	err          error
+}
+
+// close frees chains no slot took.
+func (ts *taskSampler) close() {
+	if ts.chain != nil {
+		ts.chain.Close()
+	}
+	if ts.gram != nil {
+		ts.gram.Close()
+	}
+}
+
+// prebuild builds the sampler chains of completion request t for Submit.
+// Building them (a grammar's parse above all, which can take
+// milliseconds) on the loop when the request starts held back every
+// other slot's step and the request's own first token; on the caller's
+// goroutine it overlaps the requests already running. A panic there is
+// the request's error, as it was in the loop's start.
+func (e *Engine) prebuild(ctx context.Context, t *Request) (ts *taskSampler) {
+	ts = &taskSampler{}
+	defer func() {
+		if v := recover(); v != nil {
+			pe := llama.NewPanicError("engine: start", v)
+			e.logPanic(pe, -1)
+			ts.close()
+			*ts = taskSampler{err: pe}
+		}
+	}()
+	ts.chain, ts.gram, ts.acceptPrompt, ts.err = e.newSampler(ctx, &t.Params, t.Samplers)
+	return ts
+}
+
+// takeSampler returns slot s's request's sampler chains, built by Submit,
+// or builds them now for a request submitted without them. The slot owns
+// them from then on.
+func (e *Engine) takeSampler(s *engSlot) (chain, gram *llama.SamplerChain, acceptPrompt bool, err error) {
+	ts := s.tk.smpl
+	if ts == nil {
+		return e.newSampler(e.baseCtx, &s.tk.t.Params, s.tk.t.Samplers)
+	}
+	s.tk.smpl = nil
+	return ts.chain, ts.gram, ts.acceptPrompt, ts.err
 }
 
 type Engine struct {
@@ -630,6 +684,20 @@ func (e *Engine) Submit(ctx context.Context, t *Request) (*Stream, error) {
 	if t.SlotID >= len(e.slots) {
 		return nil, fmt.Errorf("engine: slot %d out of range [0, %d): %w", t.SlotID, len(e.slots), llama.ErrInvalid)
 	}
+	var smpl *taskSampler
+	if t.Kind == KindCompletion {
+		smpl = e.prebuild(ctx, t)
+	}
+	st, err := e.submitLocked(ctx, t, smpl)
+	if err != nil && smpl != nil {
+		smpl.close()
+	}
+	return st, err
+}
+
+// submitLocked queues t, whose sampler chains smpl are (nil for other
+// kinds), once e.mu is held: the rest of Submit.
+func (e *Engine) submitLocked(ctx context.Context, t *Request, smpl *taskSampler) (*Stream, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -656,9 +724,19 @@ func (e *Engine) Submit(ctx context.Context, t *Request) (*Stream, error) {
 	}
 	e.nextID++
 	ctx, cancel := context.WithCancel(ctx)
-	tk := &engTask{id: e.nextID, t: t, ctx: ctx, ob: newOutbox(), scales: scales}
+	tk := &engTask{id: e.nextID, t: t, ctx: ctx, ob: newOutbox(), scales: scales, smpl: smpl}
 	tk.ob.quiet = t.WakeAtEnd
-	tk.stop = context.AfterFunc(ctx, e.poke)
+	// Stopping a task also frees the chains its slot never took (a task
+	// dropped from the queue, or one whose start failed before); the
+	// queue's owner, or the loop once a slot has it, is the only caller.
+	unhook := context.AfterFunc(ctx, e.poke)
+	tk.stop = func() bool {
+		if tk.smpl != nil {
+			tk.smpl.close()
+			tk.smpl = nil
+		}
+		return unhook()
+	}
 	e.queue = append(e.queue, tk)
 	e.poke()
 	return &Stream{ctx: ctx, cancel: cancel, ob: tk.ob}, nil
