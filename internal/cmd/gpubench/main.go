@@ -423,6 +423,7 @@ func runModel(cfg config, sh shape, path string) ([]row, error) {
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
 	sides := []*server_{{name: "ours", url: ts.URL}}
+	pids := []int{os.Getpid()} // the processes under test, for settle
 	if cfg.llamaServer != "" {
 		th := strconv.Itoa(cfg.threads)
 		args := []string{"-m", path, "-t", th, "-tb", th, "-np", strconv.Itoa(maxC), "-c", strconv.Itoa(maxC * slotCtx),
@@ -435,12 +436,13 @@ func runModel(cfg config, sh shape, path string) ([]row, error) {
 		} else {
 			args = append(args, "-ngl", "999")
 		}
-		url, _, stop, err := benchlimit.StartServerFlags(cfg.llamaServer, args...)
+		url, pid, stop, err := benchlimit.StartServerFlags(cfg.llamaServer, args...)
 		if err != nil {
 			return nil, fmt.Errorf("llama-server: %w", err)
 		}
 		defer stop()
 		sides = append(sides, &server_{name: "llama-server", url: url})
+		pids = append(pids, pid)
 	}
 	// Every batch size up to the largest client count, once: a prompt of
 	// k tokens is a batch of k.
@@ -451,7 +453,7 @@ func runModel(cfg config, sh shape, path string) ([]row, error) {
 				return nil, fmt.Errorf("%s warm-up: %w", s.name, err)
 			}
 		}
-		time.Sleep(benchlimit.Settle)
+		settle(pids)
 	}
 	stopProfile, err := startProfile(cfg.cpuProfile)
 	if err != nil {
@@ -470,7 +472,7 @@ func runModel(cfg config, sh shape, path string) ([]row, error) {
 				if _, err := s.round(c, promptLen, cfg.nGen, stream, 0); err != nil {
 					return nil, fmt.Errorf("%s: %w", s.name, err)
 				}
-				time.Sleep(benchlimit.Settle)
+				settle(pids)
 			}
 			for k := range cfg.rounds {
 				for j := range sides {
@@ -501,7 +503,7 @@ func runModel(cfg config, sh shape, path string) ([]row, error) {
 					} else {
 						r.ref.add(res)
 					}
-					time.Sleep(benchlimit.Settle)
+					settle(pids)
 				}
 			}
 			// Each row as it is measured: a run cut short still tells.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -173,4 +174,41 @@ func TestPairedRatio(t *testing.T) {
 			assert.InDelta(t, tc.want, pairedRatio(tc.ours, tc.ref), 1e-9)
 		})
 	}
+}
+
+// TestWaitIdle: the wait ends at the first window in which the processes
+// together used under 5 % of a core, gives up after quietMax, and does
+// not wait where the CPU time cannot be read.
+func TestWaitIdle(t *testing.T) {
+	busy, idle := quietWindow, quietWindow/100 // CPU time per window
+	for _, tc := range []struct {
+		name    string
+		windows []time.Duration // CPU time used in each window, per process
+		readErr bool
+		want    int
+	}{
+		{"idle at once", []time.Duration{idle}, false, 1},
+		{"spinning for three windows", []time.Duration{busy, busy, busy, idle}, false, 4},
+		{"never idle", nil, false, int(quietMax / quietWindow)},
+		{"unreadable", nil, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var now time.Duration // CPU time so far, per process
+			w := 0
+			cpu := func(int) (time.Duration, bool) { return now, !tc.readErr }
+			sleep := func(time.Duration) {
+				if w < len(tc.windows) {
+					now += tc.windows[w]
+				} else if tc.windows == nil {
+					now += busy
+				}
+				w++
+			}
+			assert.Equal(t, tc.want, waitIdle([]int{1, 2}, cpu, sleep))
+		})
+	}
+	// This process, idle, is seen as such before the wait gives up.
+	_, ok := cpuTime(os.Getpid())
+	require.True(t, ok, "schedstat readable")
+	assert.Less(t, waitIdle([]int{os.Getpid()}, cpuTime, time.Sleep), int(quietMax/quietWindow))
 }
