@@ -489,10 +489,6 @@ func runModel(cfg config, sh shape, path string) ([]row, error) {
 					if err != nil {
 						return nil, fmt.Errorf("%s: %w", s.name, err)
 					}
-					if cfg.verbose {
-						log.Printf("%s: %d clients, stream %v, round %d, %s: %.0f tok/s, TTFT p50 %v",
-							sh.name, c, stream, k, s.name, res.tokS(), quantile(res.ttft, 0.5).Round(10*time.Microsecond))
-					}
 					if s.name == "ours" {
 						after, err := scrapeSteps(ts.URL)
 						if err != nil {
@@ -503,7 +499,11 @@ func runModel(cfg config, sh shape, path string) ([]row, error) {
 					} else {
 						r.ref.add(res)
 					}
-					settle(pids)
+					quiet := settle(pids)
+					if cfg.verbose {
+						log.Printf("%s: %d clients, stream %v, round %d, %s: %.0f tok/s, TTFT p50 %v; idle %v after the pause",
+							sh.name, c, stream, k, s.name, res.tokS(), quantile(res.ttft, 0.5).Round(10*time.Microsecond), quiet)
+					}
 				}
 			}
 			// Each row as it is measured: a run cut short still tells.

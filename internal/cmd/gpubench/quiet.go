@@ -31,10 +31,11 @@ const (
 )
 
 // settle waits benchlimit.Settle, then until the processes pids (this
-// process and llama-server's) are idle.
-func settle(pids []int) {
+// process and llama-server's) are idle, and returns how long that took
+// beyond the pause.
+func settle(pids []int) time.Duration {
 	time.Sleep(benchlimit.Settle)
-	waitIdle(pids, cpuTime, time.Sleep)
+	return time.Duration(waitIdle(pids, cpuTime, time.Sleep)-1) * quietWindow
 }
 
 // waitIdle waits until the CPU time of pids (cpu reads it) grows by under
