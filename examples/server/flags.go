@@ -661,7 +661,7 @@ func flagTable(c *config) []flagDef {
 			}
 			return c.setSchema(b)
 		}},
-		{names: []string{"-bs", "--backend-sampling"}, env: "LLAMA_ARG_BACKEND_SAMPLING", sec: sa, help: "sample inside the decode, on the compute threads, for requests whose samplers llama.cpp can run there (default: off; a request's backend_sampling overrides)", set: boolTo(&sp.BackendSampling)},
+		{names: []string{"-bs", "--backend-sampling"}, env: "LLAMA_ARG_BACKEND_SAMPLING", sec: sa, help: "sample inside the decode, on the compute threads, for requests whose samplers llama.cpp can run there (default: off on a CPU; where the model runs on a GPU the engine does so for every such request; a request's backend_sampling overrides)", set: boolTo(&sp.BackendSampling)},
 	}, samplingFlags(c), []flagDef{
 
 		// ---- speculative decoding (not supported yet)
