@@ -686,18 +686,45 @@ func (e *Engine) Submit(ctx context.Context, t *Request) (*Stream, error) {
 	}
 	var smpl *taskSampler
 	if t.Kind == KindCompletion {
+		// A request the engine refuses anyway builds nothing (a full
+		// queue must not cost a grammar's parse per refused request);
+		// enqueue checks again once the chains are built.
+		if err := e.refusal(); err != nil {
+			return nil, err
+		}
 		smpl = e.prebuild(ctx, t)
 	}
-	st, err := e.submitLocked(ctx, t, smpl)
+	st, err := e.enqueue(ctx, t, smpl)
 	if err != nil && smpl != nil {
 		smpl.close()
 	}
 	return st, err
 }
 
-// submitLocked queues t, whose sampler chains smpl are (nil for other
-// kinds), once e.mu is held: the rest of Submit.
-func (e *Engine) submitLocked(ctx context.Context, t *Request, smpl *taskSampler) (*Stream, error) {
+// refusal returns the error Submit would give now for the engine's state
+// (closed, or the queue full of tasks whose clients are still there), or
+// nil.
+func (e *Engine) refusal() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	live := 0
+	for _, q := range e.queue {
+		if q.ctx.Err() == nil {
+			live++
+		}
+	}
+	if live+1-(len(e.slots)-e.busy) > e.queueSize {
+		return ErrBusy
+	}
+	return nil
+}
+
+// enqueue queues t, whose sampler chains smpl are (nil for other kinds):
+// the rest of Submit.
+func (e *Engine) enqueue(ctx context.Context, t *Request, smpl *taskSampler) (*Stream, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
