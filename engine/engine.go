@@ -632,7 +632,10 @@ func (e *Engine) Model() *llama.Model { return e.model }
 // with ErrClosed once the engine is closed, and with an error matching
 // llama.ErrInvalid or llama.ErrUnsupported for a request this engine
 // cannot run. The engine keeps req until the request ends; the caller must
-// not change it meanwhile.
+// not change it meanwhile. A completion's sampler chains (its grammar's
+// parse included) are built by Submit, on the caller's goroutine, so that
+// the loop's steps never wait for them; an error building them is the
+// request's last event, not Submit's error.
 func (e *Engine) Submit(ctx context.Context, t *Request) (*Stream, error) {
 	if t == nil {
 		return nil, fmt.Errorf("engine: nil request: %w", llama.ErrInvalid)
