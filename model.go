@@ -117,6 +117,7 @@ type Model struct {
 	byteTok  [256]Token
 	hasBytes bool
 
+	onGPU      bool                  // its layers run on a GPU (OnGPU)
 	rpcServers []string              // the workers it uses
 	rpcDevices []Device              // their devices, at load
 	rpcErr     atomic.Pointer[Error] // a worker failed
@@ -327,6 +328,9 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 		encoderOnly: capi.ModelHasEncoder(m) && !capi.ModelHasDecoder(m)}
 	model.runlock = model.mu.RUnlock
 	model.modelLink = bridge.NewModel((*modelBridge)(model))
+	if devs, err := Devices(); err == nil && !opts.VocabOnly && len(opts.RPCServers) == 0 {
+		model.onGPU = offloadsToGPU(p.NGPULayers, gpuNames, pinDevices, devs)
+	}
 	if len(opts.RPCServers) > 0 {
 		model.rpcServers = slices.Clone(opts.RPCServers)
 		model.rpcDevices = rpcInfo

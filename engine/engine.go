@@ -125,14 +125,26 @@ type Options struct {
 	PrefillSlowdown float64
 	// SampleThreads is how many goroutines sample the rows of one step's
 	// slots at once (llama.Context.SampleParallel), the engine's loop
-	// included: 0 or 1, one after another; negative, GOMAXPROCS. It is
-	// for machines with cores the compute threads leave free: on 2 cores
-	// running 2 compute threads, 2 took the sampling of an 8-slot step
-	// from 440-460 µs to 355-440 µs, yet cost 3-5 % of throughput through
-	// HTTP (the helper's wake-up lands in the next decode). Slots with a
-	// grammar sample one after another in any case; each slot's chain
-	// samples its own row, so the tokens are the same whatever the count.
+	// included: 1, one after another; negative, GOMAXPROCS; 0, chosen by
+	// where the model runs (see DefaultSampleThreads): GOMAXPROCS where
+	// it runs on a GPU (llama.Model.OnGPU), one after another elsewhere.
+	// Sampling at once pays where the decode leaves the cores free (on a
+	// GPU the rows' sampling is CPU work between two decodes, on the
+	// critical path); on a CPU the compute threads hold the cores, and a
+	// helper's wake-up lands in the next decode, which costs more than the
+	// sampling saves. Steps of one row, and slots with a grammar, sample
+	// one after another in any case; each slot's chain samples its own
+	// row, so the tokens are the same whatever the count.
 	SampleThreads int
+	// BackendSampling says which requests sample inside the decode's
+	// graph (llama.cpp's backend sampling: no row of logits is copied to
+	// the host) when their chain allows it (no grammar, no n_probs, no
+	// media, no drafts, samplers llama.cpp can run there). The default,
+	// BackendSamplingAuto, does so for every such request where the model
+	// runs on a GPU and for those that ask elsewhere. A seeded request
+	// draws from the backend's generator then, so its tokens differ from
+	// the ones CPU sampling gives (greedy ones do not).
+	BackendSampling BackendSamplingMode
 	// Embedding makes an embedding engine: it runs KindEmbedding (and, with
 	// Reranking, KindRerank) requests instead of completions.
 	Embedding bool
@@ -196,6 +208,44 @@ type Options struct {
 	Speculative SpeculativeOptions
 }
 
+// BackendSamplingMode is Options.BackendSampling: which requests sample
+// inside the decode (see sampling.Params.BackendSampling).
+type BackendSamplingMode int
+
+const (
+	// BackendSamplingAuto: where the model runs on a GPU
+	// (llama.Model.OnGPU), every request whose chain the backend can run;
+	// elsewhere, the requests that ask (sampling.Params.BackendSampling).
+	BackendSamplingAuto BackendSamplingMode = iota
+	// BackendSamplingAsked: only the requests that ask, wherever the
+	// model runs (llama-server's default).
+	BackendSamplingAsked
+	// BackendSamplingAlways: every request whose chain the backend can
+	// run, wherever the model runs.
+	BackendSamplingAlways
+)
+
+// DefaultSampleThreads is the number of goroutines that sample a step's
+// rows for Options.SampleThreads n on a model that runs on a GPU or not
+// (llama.Model.OnGPU), with procs the GOMAXPROCS: n when above 0, procs
+// when negative; for 0, procs on a GPU and 1 (one after another)
+// elsewhere, so that a CPU run never shares its compute threads' cores.
+func DefaultSampleThreads(n int, onGPU bool, procs int) int {
+	switch {
+	case n > 0:
+		return n
+	case n < 0 || onGPU:
+		return max(procs, 1)
+	}
+	return 1
+}
+
+// backendForAll reports whether mode m samples every request the backend
+// can run there, on a model that runs on a GPU or not.
+func (m BackendSamplingMode) backendForAll(onGPU bool) bool {
+	return m == BackendSamplingAlways || (m == BackendSamplingAuto && onGPU)
+}
+
 // AdapterSpec is a LoRA adapter file and its default scale.
 type AdapterSpec struct {
 	Path  string
@@ -218,6 +268,60 @@ type engTask struct {
 	ob     *outbox
 	scales []float32 // effective LoRA scales
 	stop   func() bool
+	// smpl is the completion's sampler chains, built by Submit on the
+	// caller's goroutine rather than by the loop when the request starts
+	// (see prebuild); nil once the slot took them, or for other kinds.
+	smpl *taskSampler
+}
+
+// taskSampler is a request's sampler chains as newSampler returns them,
+// or the error building them gave.
+type taskSampler struct {
+	chain, gram  *llama.SamplerChain
+	acceptPrompt bool
+	err          error
+}
+
+// close frees chains no slot took.
+func (ts *taskSampler) close() {
+	if ts.chain != nil {
+		ts.chain.Close()
+	}
+	if ts.gram != nil {
+		ts.gram.Close()
+	}
+}
+
+// prebuild builds the sampler chains of completion request t for Submit.
+// Building them (a grammar's parse above all, which can take
+// milliseconds) on the loop when the request starts held back every
+// other slot's step and the request's own first token; on the caller's
+// goroutine it overlaps the requests already running. A panic there is
+// the request's error, as it was in the loop's start.
+func (e *Engine) prebuild(ctx context.Context, t *Request) (ts *taskSampler) {
+	ts = &taskSampler{}
+	defer func() {
+		if v := recover(); v != nil {
+			pe := llama.NewPanicError("engine: start", v)
+			e.logPanic(pe, -1)
+			ts.close()
+			*ts = taskSampler{err: pe}
+		}
+	}()
+	ts.chain, ts.gram, ts.acceptPrompt, ts.err = e.newSampler(ctx, &t.Params, t.Samplers)
+	return ts
+}
+
+// takeSampler returns slot s's request's sampler chains, built by Submit,
+// or builds them now for a request submitted without them. The slot owns
+// them from then on.
+func (e *Engine) takeSampler(s *engSlot) (chain, gram *llama.SamplerChain, acceptPrompt bool, err error) {
+	ts := s.tk.smpl
+	if ts == nil {
+		return e.newSampler(e.baseCtx, &s.tk.t.Params, s.tk.t.Samplers)
+	}
+	s.tk.smpl = nil
+	return ts.chain, ts.gram, ts.acceptPrompt, ts.err
 }
 
 type Engine struct {
@@ -251,6 +355,7 @@ type Engine struct {
 	busyTime, decodeTime time.Duration
 	pacer                *prefillPacer // sizes prompt chunks beside generating slots (loop only)
 	nBackend             int           // requests that sampled on the backend (loop only)
+	backendAll           bool          // every request the backend can run samples there (Options.BackendSampling)
 	queueSize            int
 	spec                 *engSpec // speculative decoding (nil: off)
 
@@ -379,10 +484,8 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 		done:  make(chan struct{}), wake: make(chan struct{}, 1), gatherWait: gatherWait, burstWait: burstWait,
 		addBOS: m.SpecialTokens().AddBOS,
 	}
-	e.sampleWorkers = o.SampleThreads
-	if e.sampleWorkers < 0 {
-		e.sampleWorkers = runtime.GOMAXPROCS(0)
-	}
+	e.sampleWorkers = DefaultSampleThreads(o.SampleThreads, m.OnGPU(), runtime.GOMAXPROCS(0))
+	e.backendAll = o.BackendSampling.backendForAll(m.OnGPU())
 	// With a unified KV buffer each slot may use the whole context, as in
 	// llama-server (llama_n_ctx_seq); slots then share its cells.
 	e.nCtxSlot = lctx.SeqSize()
@@ -540,7 +643,10 @@ func (e *Engine) Model() *llama.Model { return e.model }
 // with ErrClosed once the engine is closed, and with an error matching
 // llama.ErrInvalid or llama.ErrUnsupported for a request this engine
 // cannot run. The engine keeps req until the request ends; the caller must
-// not change it meanwhile.
+// not change it meanwhile. A completion's sampler chains (its grammar's
+// parse included) are built by Submit, on the caller's goroutine, so that
+// the loop's steps never wait for them; an error building them is the
+// request's last event, not Submit's error.
 func (e *Engine) Submit(ctx context.Context, t *Request) (*Stream, error) {
 	if t == nil {
 		return nil, fmt.Errorf("engine: nil request: %w", llama.ErrInvalid)
@@ -592,6 +698,47 @@ func (e *Engine) Submit(ctx context.Context, t *Request) (*Stream, error) {
 	if t.SlotID >= len(e.slots) {
 		return nil, fmt.Errorf("engine: slot %d out of range [0, %d): %w", t.SlotID, len(e.slots), llama.ErrInvalid)
 	}
+	var smpl *taskSampler
+	if t.Kind == KindCompletion {
+		// A request the engine refuses anyway builds nothing (a full
+		// queue must not cost a grammar's parse per refused request);
+		// enqueue checks again once the chains are built.
+		if err := e.refusal(); err != nil {
+			return nil, err
+		}
+		smpl = e.prebuild(ctx, t)
+	}
+	st, err := e.enqueue(ctx, t, smpl)
+	if err != nil && smpl != nil {
+		smpl.close()
+	}
+	return st, err
+}
+
+// refusal returns the error Submit would give now for the engine's state
+// (closed, or the queue full of tasks whose clients are still there), or
+// nil.
+func (e *Engine) refusal() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	live := 0
+	for _, q := range e.queue {
+		if q.ctx.Err() == nil {
+			live++
+		}
+	}
+	if live+1-(len(e.slots)-e.busy) > e.queueSize {
+		return ErrBusy
+	}
+	return nil
+}
+
+// enqueue queues t, whose sampler chains smpl are (nil for other kinds):
+// the rest of Submit.
+func (e *Engine) enqueue(ctx context.Context, t *Request, smpl *taskSampler) (*Stream, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -618,9 +765,19 @@ func (e *Engine) Submit(ctx context.Context, t *Request) (*Stream, error) {
 	}
 	e.nextID++
 	ctx, cancel := context.WithCancel(ctx)
-	tk := &engTask{id: e.nextID, t: t, ctx: ctx, ob: newOutbox(), scales: scales}
+	tk := &engTask{id: e.nextID, t: t, ctx: ctx, ob: newOutbox(), scales: scales, smpl: smpl}
 	tk.ob.quiet = t.WakeAtEnd
-	tk.stop = context.AfterFunc(ctx, e.poke)
+	// Stopping a task also frees the chains its slot never took (a task
+	// dropped from the queue, or one whose start failed before); the
+	// queue's owner, or the loop once a slot has it, is the only caller.
+	unhook := context.AfterFunc(ctx, e.poke)
+	tk.stop = func() bool {
+		if tk.smpl != nil {
+			tk.smpl.close()
+			tk.smpl = nil
+		}
+		return unhook()
+	}
 	e.queue = append(e.queue, tk)
 	e.poke()
 	return &Stream{ctx: ctx, cancel: cancel, ob: tk.ob}, nil

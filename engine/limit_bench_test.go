@@ -116,7 +116,7 @@ func BenchmarkLimitSampling(b *testing.B) {
 			for i := range chains {
 				p := sampling.Defaults()
 				p.Seed = uint32(i)
-				c, _, _, err := eng.newSampler(&p, nil)
+				c, _, _, err := eng.newSampler(context.Background(), &p, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math"
 	"slices"
@@ -103,14 +104,14 @@ func (e *Engine) start(s *engSlot) {
 		}
 		s.prompt, s.truncated = p, true
 	}
-	smpl, gram, acceptPrompt, err := e.newSampler(&t.Params, t.Samplers)
+	smpl, gram, acceptPrompt, err := e.takeSampler(s)
 	if err != nil {
 		e.fail(s, err)
 		return
 	}
 	s.smpl, s.gram = smpl, gram
 	e.specStart(s)
-	if t.Params.BackendSampling && gram == nil && t.Params.NProbs == 0 && t.Media == nil &&
+	if (t.Params.BackendSampling || e.backendAll) && gram == nil && t.Params.NProbs == 0 && t.Media == nil &&
 		len(s.spec.spec.Drafters) == 0 && smpl.Offloadable() {
 		// A new chain for each request: llama.cpp takes a chain to the
 		// backend once. Closing it at the request's end detaches it.
@@ -800,8 +801,8 @@ func (e *Engine) topProbs(logits []float32, n int, tok llama.Token) ([]TokenProb
 // tokens should be fed to the chain (penalties and DRY look at them; a
 // grammar must not see them). extra, the request's own samplers, go
 // before the final pick.
-func (e *Engine) newSampler(p *sampling.Params, extra []llama.Sampler) (chain, gram *llama.SamplerChain, acceptPrompt bool, err error) {
-	g, err := p.GrammarSampler(e.baseCtx)
+func (e *Engine) newSampler(ctx context.Context, p *sampling.Params, extra []llama.Sampler) (chain, gram *llama.SamplerChain, acceptPrompt bool, err error) {
+	g, err := p.GrammarSampler(ctx)
 	if err != nil {
 		return nil, nil, false, err
 	}

@@ -341,7 +341,7 @@ func jsonMember(v reflect.Value, name string) (reflect.Value, bool) {
 // streamNative sends a native completion as Server-Sent Events: one chunk
 // per piece of text, then the final object of each prompt.
 func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, events eventStream) {
-	sse, _ := sseStart(ctx, w)
+	sse := sseOpen(ctx, w) // the first event is at hand: the headers go with it
 	type state struct {
 		tokens []llama.Token
 		text   strings.Builder

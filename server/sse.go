@@ -5,6 +5,7 @@ package server
 // the output of a streaming tool and the replay of a resumable stream.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -19,7 +20,9 @@ type sseWriter struct {
 	d  dialect // renders the errors sent in the stream
 
 	mu   sync.Mutex
-	sent int // events sent (or tried)
+	sent int          // events sent (or tried)
+	buf  bytes.Buffer // the event being written, kept between events
+	enc  *json.Encoder
 }
 
 // sseStart sends the event-stream headers and the status, 200. The
@@ -28,6 +31,16 @@ type sseWriter struct {
 // headers, when the connection cannot flush: nothing useful can be sent
 // then.
 func sseStart(ctx context.Context, w http.ResponseWriter) (*sseWriter, error) {
+	s := sseOpen(ctx, w)
+	return s, s.rc.Flush()
+}
+
+// sseOpen is sseStart without the flush: the headers go out with the
+// first event, in one write. It is for a stream whose first event is at
+// hand (a generation's, once peekEvents has it): the client then gets its
+// first token without waiting for a write of the headers alone. A
+// connection that cannot flush fails the first send.
+func sseOpen(ctx context.Context, w http.ResponseWriter) *sseWriter {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -36,7 +49,8 @@ func sseStart(ctx context.Context, w http.ResponseWriter) (*sseWriter, error) {
 	h.Del("Content-Length")
 	w.WriteHeader(http.StatusOK)
 	s := &sseWriter{w: w, rc: http.NewResponseController(w), d: dialectOf(ctx)}
-	return s, s.rc.Flush()
+	s.enc = json.NewEncoder(&s.buf)
+	return s
 }
 
 // data sends one event of data only: v as JSON, a string as it is.
@@ -44,29 +58,35 @@ func (s *sseWriter) data(v any) error { return s.send("", v) }
 
 // send sends one event: an "event: name" line when event is not empty,
 // then "data: " and v as JSON (a string as it is), and flushes it.
+//
+// The event is built in a buffer the writer keeps (JSON encoded straight
+// into it), so that a stream of many small events allocates nothing per
+// event but what encoding v itself needs.
 func (s *sseWriter) send(event string, v any) error {
-	var payload []byte
-	if str, ok := v.(string); ok {
-		payload = []byte(str)
-	} else {
-		var err error
-		if payload, err = json.Marshal(v); err != nil {
-			return err
-		}
-	}
-	buf := make([]byte, 0, len(payload)+len(event)+16)
-	if event != "" {
-		buf = append(buf, "event: "...)
-		buf = append(buf, event...)
-		buf = append(buf, '\n')
-	}
-	buf = append(buf, "data: "...)
-	buf = append(buf, payload...)
-	buf = append(buf, "\n\n"...)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	b := &s.buf
+	b.Reset()
+	if event != "" {
+		b.WriteString("event: ")
+		b.WriteString(event)
+		b.WriteByte('\n')
+	}
+	b.WriteString("data: ")
+	if str, ok := v.(string); ok {
+		b.WriteString(str)
+		b.WriteByte('\n')
+	} else if err := s.enc.Encode(v); err != nil { // json.Marshal's text and a newline
+		return err
+	}
+	b.WriteByte('\n')
 	s.sent++
-	return s.writeLocked(buf)
+	err := s.writeLocked(b.Bytes())
+	if b.Cap() > 64<<10 {
+		*b = bytes.Buffer{} // a large event's buffer is not kept
+		s.enc = json.NewEncoder(b)
+	}
+	return err
 }
 
 // raw sends bytes that are already events (a recorded stream's).

@@ -334,7 +334,7 @@ func flagTable(c *config) []flagDef {
 			}
 			return err
 		}},
-		{names: []string{"--sample-threads"}, arg: "N", sec: cm, help: "goroutines that sample the slots of one step at once, for cores the compute threads leave free (default 0 or 1: one after another; -1: GOMAXPROCS; not a llama-server option)", set: intTo(&e.SampleThreads)},
+		{names: []string{"--sample-threads"}, arg: "N", sec: cm, help: "goroutines that sample the slots of one step at once, for cores the compute threads leave free (default 0: GOMAXPROCS where the model runs on a GPU, one after another elsewhere; 1: one after another; -1: GOMAXPROCS; not a llama-server option)", set: intTo(&e.SampleThreads)},
 		{names: []string{"-b", "--batch-size"}, arg: "N", env: "LLAMA_ARG_BATCH", sec: cm, help: "logical batch size (default 2048)", set: intTo(&e.Context.BatchSize)},
 		{names: []string{"-ub", "--ubatch-size"}, arg: "N", env: "LLAMA_ARG_UBATCH", sec: cm, help: "physical batch size (default 512)", set: intTo(&e.Context.UBatchSize)},
 		{names: []string{"--keep"}, arg: "N", sec: cm, help: "default n_keep: prompt tokens kept by a context shift (default 0, -1: all)", set: intTo(&o.NKeep)},
@@ -648,7 +648,7 @@ func flagTable(c *config) []flagDef {
 			}
 			return c.setSchema(b)
 		}},
-		{names: []string{"-bs", "--backend-sampling"}, env: "LLAMA_ARG_BACKEND_SAMPLING", sec: sa, help: "sample inside the decode, on the compute threads, for requests whose samplers llama.cpp can run there (default: off; a request's backend_sampling overrides)", set: boolTo(&sp.BackendSampling)},
+		{names: []string{"-bs", "--backend-sampling"}, env: "LLAMA_ARG_BACKEND_SAMPLING", sec: sa, help: "sample inside the decode, on the compute threads, for requests whose samplers llama.cpp can run there (default: off on a CPU; where the model runs on a GPU the engine does so for every such request; a request's backend_sampling overrides)", set: boolTo(&sp.BackendSampling)},
 	}, samplingFlags(c), []flagDef{
 
 		// ---- speculative decoding (not supported yet)

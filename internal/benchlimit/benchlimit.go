@@ -50,7 +50,8 @@ func Threads() int {
 func BackendSampling() bool { return os.Getenv("LLAMA_BENCH_BACKEND_SAMPLING") == "1" }
 
 // SampleThreads is the engine's SampleThreads in these benchmarks:
-// $LLAMA_BENCH_SAMPLE_THREADS, else 0 (one slot after another).
+// $LLAMA_BENCH_SAMPLE_THREADS, else 0 (the engine's default: one slot
+// after another on a CPU).
 func SampleThreads() int {
 	n, _ := strconv.Atoi(os.Getenv("LLAMA_BENCH_SAMPLE_THREADS"))
 	return n

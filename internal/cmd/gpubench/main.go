@@ -44,6 +44,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,8 +98,13 @@ type config struct {
 	kvu           bool
 	fa            string
 	sampleThreads int
+	backendSmpl   engine.BackendSamplingMode
 	llamaServer   string
 	models        []string
+	// cpuProfile, when set, is where the CPU profile of the process
+	// while the servers are measured goes (pprof's format).
+	cpuProfile string
+	verbose    bool // log every round
 }
 
 func main() {
@@ -116,15 +122,18 @@ func main() {
 		threads  = flag.Int("t", 0, "compute threads of every side (default: 2 at most on a CPU, the cores up to 8 on a GPU)")
 		kvu      = flag.Bool("kvu", false, "one KV buffer shared by the slots (llama-server's -kvu) on every side")
 		fa       = flag.String("fa", "auto", "flash attention on every side: on, off or auto")
-		sampleTh = flag.Int("sample-threads", 0, "our engine's SampleThreads: goroutines sampling a step's rows at once (0: one after another; -1: GOMAXPROCS)")
+		sampleTh = flag.Int("sample-threads", 0, "our engine's SampleThreads: goroutines sampling a step's rows at once (0: the engine's default, GOMAXPROCS on a GPU and one after another on a CPU; 1: one after another; -1: GOMAXPROCS)")
 		flavor   = flag.String("flavor", "", "the library's flavor: cuda, vulkan, or empty for the CPU build")
 		libDir   = flag.String("lib", "", "the library's folder (default: $LLAMA_LIB_DIR, else the flavor's install)")
 		lsBin    = flag.String("llama-server", "", "llama-server to compare with (default: the one beside the library; none: skip)")
 		onlyModl = flag.String("models", "", "the models to run, comma-separated names (default: both)")
 		file     = flag.String("model", "", "a GGUF file to measure instead of the made models (its vocabulary must have 512 tokens or more)")
+		backend  = flag.String("backend-sampling", "auto", "our engine's BackendSampling: auto (every request the backend can run samples there on a GPU), asked (none here: the requests do not ask) or always")
+		verbose  = flag.Bool("v", false, "log every counted round's figures")
+		cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of this process while the servers are measured (the first model's rows) to this file; with -llama-server none it is our server's alone")
 	)
 	flag.Parse()
-	cfg := config{deadline: time.Now().Add(*budget), device: *device, small: *small, nGen: *nGen, rounds: max(*rounds, 1), threads: *threads, kvu: *kvu, fa: *fa, sampleThreads: *sampleTh}
+	cfg := config{deadline: time.Now().Add(*budget), device: *device, small: *small, nGen: *nGen, rounds: max(*rounds, 1), threads: *threads, kvu: *kvu, fa: *fa, sampleThreads: *sampleTh, cpuProfile: *cpuProf, verbose: *verbose}
 	switch cfg.device {
 	case "cpu":
 		if !isFlagSet("small") {
@@ -164,6 +173,16 @@ func main() {
 	}
 	if _, err := faSetting(cfg.fa); err != nil {
 		log.Fatal(err)
+	}
+	switch *backend {
+	case "auto":
+		cfg.backendSmpl = engine.BackendSamplingAuto
+	case "asked":
+		cfg.backendSmpl = engine.BackendSamplingAsked
+	case "always":
+		cfg.backendSmpl = engine.BackendSamplingAlways
+	default:
+		log.Fatalf("-backend-sampling %q: want auto, asked or always", *backend)
 	}
 	if cfg.threads <= 0 {
 		cfg.threads = benchlimit.Threads()
@@ -234,11 +253,12 @@ func main() {
 		if err != nil {
 			log.Fatalf("%s: %v", sh.name, err)
 		}
+		cfg.cpuProfile = "" // the first model's only: a process has one CPU profile at a time
 		rows = append(rows, r...)
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "device %s (%s), %d threads, kv unified %v, flash attention %s, sample threads %d, %d tokens per request, %d rounds\n\n",
-		cfg.device, strings.Join(names, ", "), cfg.threads, cfg.kvu, cfg.fa, cfg.sampleThreads, cfg.nGen, cfg.rounds)
+	fmt.Fprintf(&sb, "device %s (%s), %d threads, kv unified %v, flash attention %s, sample threads %d, backend sampling %s, %d tokens per request, %d rounds\n\n",
+		cfg.device, strings.Join(names, ", "), cfg.threads, cfg.kvu, cfg.fa, cfg.sampleThreads, *backend, cfg.nGen, cfg.rounds)
 	printTable(&sb, rows)
 	fmt.Print("\n" + sb.String())
 	if *outFile != "" {
@@ -365,6 +385,9 @@ type side struct {
 	tok  int
 	took time.Duration
 	ttft []time.Duration
+	// rounds is the tok/s of each counted round, in order: round k of
+	// ours and of llama-server ran one right after the other.
+	rounds []float64
 }
 
 func (s side) tokS() float64 {
@@ -391,7 +414,7 @@ func runModel(cfg config, sh shape, path string) ([]row, error) {
 
 	srv, err := server.New(context.Background(), server.Options{Model: path, Metrics: true, ModelOptions: mo,
 		Logger: slog.New(slog.DiscardHandler),
-		Engine: engine.Options{Parallel: maxC, SampleThreads: cfg.sampleThreads, Context: llama.ContextOptions{ContextSize: maxC * slotCtx, BatchSize: 2048,
+		Engine: engine.Options{Parallel: maxC, SampleThreads: cfg.sampleThreads, BackendSampling: cfg.backendSmpl, Context: llama.ContextOptions{ContextSize: maxC * slotCtx, BatchSize: 2048,
 			Threads: cfg.threads, ThreadsBatch: cfg.threads, KVUnified: cfg.kvu, FlashAttention: fa}}})
 	if err != nil {
 		return nil, fmt.Errorf("our server: %w", err)
@@ -400,6 +423,7 @@ func runModel(cfg config, sh shape, path string) ([]row, error) {
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
 	sides := []*server_{{name: "ours", url: ts.URL}}
+	pids := []int{os.Getpid()} // the processes under test, for settle
 	if cfg.llamaServer != "" {
 		th := strconv.Itoa(cfg.threads)
 		args := []string{"-m", path, "-t", th, "-tb", th, "-np", strconv.Itoa(maxC), "-c", strconv.Itoa(maxC * slotCtx),
@@ -412,12 +436,13 @@ func runModel(cfg config, sh shape, path string) ([]row, error) {
 		} else {
 			args = append(args, "-ngl", "999")
 		}
-		url, _, stop, err := benchlimit.StartServerFlags(cfg.llamaServer, args...)
+		url, pid, stop, err := benchlimit.StartServerFlags(cfg.llamaServer, args...)
 		if err != nil {
 			return nil, fmt.Errorf("llama-server: %w", err)
 		}
 		defer stop()
 		sides = append(sides, &server_{name: "llama-server", url: url})
+		pids = append(pids, pid)
 	}
 	// Every batch size up to the largest client count, once: a prompt of
 	// k tokens is a batch of k.
@@ -428,8 +453,13 @@ func runModel(cfg config, sh shape, path string) ([]row, error) {
 				return nil, fmt.Errorf("%s warm-up: %w", s.name, err)
 			}
 		}
-		time.Sleep(benchlimit.Settle)
+		settle(pids)
 	}
+	stopProfile, err := startProfile(cfg.cpuProfile)
+	if err != nil {
+		return nil, err
+	}
+	defer stopProfile()
 	var rows []row
 	for _, c := range cfg.clients {
 		for _, stream := range cfg.modes {
@@ -442,7 +472,7 @@ func runModel(cfg config, sh shape, path string) ([]row, error) {
 				if _, err := s.round(c, promptLen, cfg.nGen, stream, 0); err != nil {
 					return nil, fmt.Errorf("%s: %w", s.name, err)
 				}
-				time.Sleep(benchlimit.Settle)
+				settle(pids)
 			}
 			for k := range cfg.rounds {
 				for j := range sides {
@@ -469,7 +499,11 @@ func runModel(cfg config, sh shape, path string) ([]row, error) {
 					} else {
 						r.ref.add(res)
 					}
-					time.Sleep(benchlimit.Settle)
+					quiet := settle(pids)
+					if cfg.verbose {
+						log.Printf("%s: %d clients, stream %v, round %d, %s: %.0f tok/s, TTFT p50 %v; idle %v after the pause",
+							sh.name, c, stream, k, s.name, res.tokS(), quantile(res.ttft, 0.5).Round(10*time.Microsecond), quiet)
+					}
 				}
 			}
 			// Each row as it is measured: a run cut short still tells.
@@ -484,6 +518,7 @@ func (s *side) add(o side) {
 	s.tok += o.tok
 	s.took += o.took
 	s.ttft = append(s.ttft, o.ttft...)
+	s.rounds = append(s.rounds, o.tokS())
 }
 
 // measureLimit returns the limit's tok/s by client count: cfg.rounds
@@ -572,4 +607,26 @@ func (s *server_) round(clients, prompt, nGen int, stream bool, seed int) (side,
 		return res, fmt.Errorf("%d of %d requests failed, the first: %w", len(errs), clients, errs[0])
 	}
 	return res, nil
+}
+
+// startProfile starts the CPU profile of the process into path (nothing
+// when path is empty) and returns the function that stops it.
+func startProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			log.Printf("cpu profile: %v", err)
+		}
+	}, nil
 }

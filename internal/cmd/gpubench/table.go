@@ -80,10 +80,31 @@ func printTable(w io.Writer, rows []row) {
 	}
 }
 
-const tableHeader = "| model | clients | stream | limit tok/s | ours tok/s | llama-server tok/s | ours/llama-server | ours/limit " +
+// pairedRatio is the median over the rounds of ours/llama-server in each
+// round, the two having run one right after the other (0: none): on a
+// machine whose speed changes from minute to minute it moves less than
+// the ratio of the totals, which a slow spell in one round sways.
+func pairedRatio(ours, ref []float64) float64 {
+	var rs []float64
+	for k := range min(len(ours), len(ref)) {
+		if ours[k] > 0 && ref[k] > 0 {
+			rs = append(rs, ours[k]/ref[k])
+		}
+	}
+	if len(rs) == 0 {
+		return 0
+	}
+	slices.Sort(rs)
+	if n := len(rs); n%2 == 0 {
+		return (rs[n/2-1] + rs[n/2]) / 2
+	}
+	return rs[len(rs)/2]
+}
+
+const tableHeader = "| model | clients | stream | limit tok/s | ours tok/s | llama-server tok/s | ours/llama-server | paired p50 | ours/limit " +
 	"| ours TTFT p50 / p99 ms | llama-server TTFT p50 / p99 ms " +
 	"| step µs | start+batch | submit | wait | sample | emit | other | idle % |\n" +
-	"| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+	"| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 
 // line is the row's line of the table.
 func (r row) line() string {
@@ -117,13 +138,22 @@ func (r row) line() string {
 		}
 		return strconv.FormatFloat(float64(d)/1e3/float64(st.Steps), 'f', 0, 64)
 	}
+	// The idle share is of the rounds' wall time: /metrics counts an idle
+	// spell once it ends, so the difference of two scrapes taken while the
+	// engine sleeps holds the spell before the round (the pause between
+	// rounds) and not the one after it.
 	idle := "-"
-	if t := st.Total(); t > 0 {
-		idle = strconv.FormatFloat(100*float64(st.Phase[engine.PhaseIdle]+st.Phase[engine.PhaseGather])/float64(t), 'f', 0, 64)
+	if t := r.ours.took; t > 0 && st.Total() > 0 {
+		working := st.Total() - st.Phase[engine.PhaseIdle] - st.Phase[engine.PhaseGather]
+		idle = strconv.FormatFloat(max(0, 100*(1-float64(working)/float64(t))), 'f', 0, 64)
 	}
-	return fmt.Sprintf("| %s | %d | %v | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |",
+	paired := "-"
+	if p := pairedRatio(r.ours.rounds, r.ref.rounds); p > 0 {
+		paired = strconv.FormatFloat(p, 'f', 2, 64)
+	}
+	return fmt.Sprintf("| %s | %d | %v | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |",
 		r.model, r.clients, r.stream, num(r.limit), num(r.ours.tokS()), num(r.ref.tokS()),
-		ratio(r.ours.tokS(), r.ref.tokS()), ratio(r.ours.tokS(), r.limit), ttft(r.ours), ttft(r.ref),
+		ratio(r.ours.tokS(), r.ref.tokS()), paired, ratio(r.ours.tokS(), r.limit), ttft(r.ours), ttft(r.ref),
 		per(engine.PhaseStart, engine.PhaseBatch, engine.PhaseDecodeSubmit, engine.PhaseDecodeWait,
 			engine.PhaseSample, engine.PhaseEmit, engine.PhaseOther),
 		per(engine.PhaseStart, engine.PhaseBatch), per(engine.PhaseDecodeSubmit), per(engine.PhaseDecodeWait),
