@@ -365,7 +365,7 @@ func TestArgCppCoverage(t *testing.T) {
 		"--allowed-hosts": true, "--cors-proxy-allow-private": true,
 		"--max-connections": true, "--max-connections-per-client": true,
 		"--tools-root": true, "--tools-allow-cwd": true, "--no-tools-allow-cwd": true, "--tools-allow-runtime": true, "--no-tools-allow-runtime": true,
-		"--tools-env": true}
+		"--tools-env": true, "--no-backend-sampling": true}
 	for _, o := range opts {
 		for _, n := range append(append([]string{}, o.args...), o.neg...) {
 			known[n] = true

@@ -648,7 +648,11 @@ func flagTable(c *config) []flagDef {
 			}
 			return c.setSchema(b)
 		}},
-		{names: []string{"-bs", "--backend-sampling"}, env: "LLAMA_ARG_BACKEND_SAMPLING", sec: sa, help: "sample inside the decode, on the compute threads, for requests whose samplers llama.cpp can run there (default: off on a CPU; where the model runs on a GPU the engine does so for every such request; a request's backend_sampling overrides)", set: boolTo(&sp.BackendSampling)},
+		{names: []string{"-bs", "--backend-sampling"}, env: "LLAMA_ARG_BACKEND_SAMPLING", sec: sa, help: "sample inside the decode, for requests whose samplers llama.cpp can run there (default: every such request where the model runs on a GPU, only those that ask (backend_sampling) on a CPU)", set: boolTo(&sp.BackendSampling)},
+		{names: []string{"--no-backend-sampling"}, sec: sa, help: "sample inside the decode only for the requests that ask (backend_sampling), also where the model runs on a GPU (not a llama-server option)", set: func(*config, string) error {
+			sp.BackendSampling, e.BackendSampling = false, engine.BackendSamplingAsked
+			return nil
+		}},
 	}, samplingFlags(c), []flagDef{
 
 		// ---- speculative decoding (not supported yet)

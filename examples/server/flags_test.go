@@ -120,7 +120,12 @@ func TestFlagSpellings(t *testing.T) {
 		{[]string{"--backend_sampling"}, func(t *testing.T, c *config) { assert.True(t, c.sampling.BackendSampling) }},
 		{[]string{"-bs"}, func(t *testing.T, c *config) { assert.True(t, c.sampling.BackendSampling) }},
 		{[]string{}, func(t *testing.T, c *config) {
-			assert.False(t, c.sampling.BackendSampling, "off by default, as llama-server")
+			assert.False(t, c.sampling.BackendSampling, "requests do not ask by default, as llama-server")
+			assert.Equal(t, engine.BackendSamplingAuto, c.opts.Engine.BackendSampling, "every request it can run where the model is on a GPU")
+		}},
+		{[]string{"--no-backend-sampling"}, func(t *testing.T, c *config) {
+			assert.False(t, c.sampling.BackendSampling)
+			assert.Equal(t, engine.BackendSamplingAsked, c.opts.Engine.BackendSampling, "only the requests that ask, on a GPU too")
 		}},
 		{[]string{"-kvu"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.Context.KVUnified) }},
 		{[]string{"-np", "2", "--kv-unified"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.Context.KVUnified) }},
