@@ -2,7 +2,7 @@ package server
 
 // Anthropic's Messages API: POST /v1/messages and
 // POST /v1/messages/count_tokens. A request is decoded into its wire types,
-// converted to the internal chatRequest (as llama.cpp converts it to an
+// converted to the internal wire.Chat (as llama.cpp converts it to an
 // OpenAI chat request) and run by the chat completion machinery; the
 // answer is converted back into content blocks, and errors take
 // Anthropic's shape.
@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/server/internal/wire"
 
 	"github.com/x/llama/chat"
 )
@@ -193,8 +194,8 @@ type (
 // with newlines. Blocks of types without a meaning here (server tool
 // results, search results, containers) are left out, as llama-server
 // leaves them out; a document is refused rather than dropped unseen.
-func anthToChat(req *anthRequest, marker string) (*chatRequest, error) {
-	out := &chatRequest{AllowEmpty: true, AddGenerationPrompt: true, N: 1, Model: req.Model,
+func anthToChat(req *anthRequest, marker string) (*wire.Chat, error) {
+	out := &wire.Chat{AllowEmpty: true, AddGenerationPrompt: true, N: 1, Model: req.Model,
 		ToolChoice: chat.ToolChoice{Mode: "auto"}, Messages: []chat.Message{}}
 	if len(req.System) > 0 && !isNull(req.System) {
 		var sys string
@@ -297,7 +298,7 @@ func anthToChat(req *anthRequest, marker string) (*chatRequest, error) {
 			msg := chat.Message{Role: m.Role}
 			if slices.ContainsFunc(parts, func(p textOrImage) bool { return p.image }) {
 				var err error
-				if msg, err = mediaMessage(m.Role, parts, at, &out.media, marker); err != nil {
+				if msg, err = mediaMessage(m.Role, parts, at, &out.Media, marker); err != nil {
 					return nil, err
 				}
 			} else {
@@ -358,7 +359,7 @@ func anthToChat(req *anthRequest, marker string) (*chatRequest, error) {
 		}
 	}
 	if len(req.StopSequences) > 0 {
-		out.Gen.Stop = optStrs{name: "stop", Set: true, V: slices.Clone(req.StopSequences)}
+		out.Gen.Stop = wire.SomeStrs("stop", slices.Clone(req.StopSequences))
 	}
 	maxTokens := anthDefaultMaxTokens
 	if req.MaxTokens != nil {
@@ -367,15 +368,15 @@ func anthToChat(req *anthRequest, marker string) (*chatRequest, error) {
 	if maxTokens < 1 {
 		return nil, badRequest(`"max_tokens" must be at least 1`)
 	}
-	out.Gen.Params.setInt("max_tokens", int64(maxTokens))
+	out.Gen.Params.SetInt("max_tokens", int64(maxTokens))
 	if req.Temperature != nil {
-		out.Gen.Params.setFloat("temperature", *req.Temperature)
+		out.Gen.Params.SetFloat("temperature", *req.Temperature)
 	}
 	if req.TopP != nil {
-		out.Gen.Params.setFloat("top_p", *req.TopP)
+		out.Gen.Params.SetFloat("top_p", *req.TopP)
 	}
 	if req.TopK != nil {
-		out.Gen.Params.setInt("top_k", int64(*req.TopK))
+		out.Gen.Params.SetInt("top_k", int64(*req.TopK))
 	}
 	kwargs := maps.Clone(req.ChatTemplateKwargs)
 	if th := req.Thinking; th != nil {
@@ -392,7 +393,7 @@ func anthToChat(req *anthRequest, marker string) (*chatRequest, error) {
 			if budget < 0 {
 				return nil, badRequest(`"thinking.budget_tokens" must not be negative`)
 			}
-			out.Opts.ThinkingBudgetTokens = numInt("thinking_budget_tokens", int64(budget))
+			out.Opts.ThinkingBudgetTokens = wire.NumInt("thinking_budget_tokens", int64(budget))
 		case "disabled":
 			kwargs["enable_thinking"] = false
 		default:
@@ -485,7 +486,7 @@ func compactJSON(raw json.RawMessage) []byte {
 
 // anthPrepare decodes and converts a Messages request and gets its
 // instance. Unless it fails, release must be called.
-func anthPrepare(s *Server, r *http.Request) (*anthRequest, *chatRequest, *instance, func(), error) {
+func anthPrepare(s *Server, r *http.Request) (*anthRequest, *wire.Chat, *instance, func(), error) {
 	var req anthRequest
 	if err := decodeJSON(r, &req); err != nil {
 		return nil, nil, nil, nil, err

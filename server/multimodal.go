@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/server/internal/wire"
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
@@ -74,24 +75,15 @@ func errNoMultimodal(kind string) error {
 		Msg: kind + " input is not supported - hint: if this is unexpected, you may need to provide the mmproj"}
 }
 
-// mediaInput is one medium of a request, still encoded.
-type mediaInput struct {
-	data []byte
-	kind string // "image" or "audio", as the request said
-	// file is the path of a file:// URL, read from Options.MediaPath by
-	// promptTokens (data is then nil).
-	file string
-}
-
 // promptTokens tokenizes a rendered prompt: as tokenizePrompt when there
 // are no media, else with the projector, setting t's multimodal prompt.
-func (inst *instance) promptTokens(prompt string, media []mediaInput, t *engine.Request) ([]llama.Token, error) {
+func (inst *instance) promptTokens(prompt string, media []wire.Media, t *engine.Request) ([]llama.Token, error) {
 	if len(media) == 0 {
 		return inst.tokenizePrompt(prompt)
 	}
 	p := inst.Projector
 	if p == nil {
-		return nil, errNoMultimodal(media[0].kind)
+		return nil, errNoMultimodal(media[0].Kind)
 	}
 	ms := make([]*mtmd.Media, 0, len(media))
 	defer func() {
@@ -100,18 +92,18 @@ func (inst *instance) promptTokens(prompt string, media []mediaInput, t *engine.
 		}
 	}()
 	for i, in := range media {
-		if in.file != "" {
-			data, err := inst.readMediaFile(in.file)
+		if in.File != "" {
+			data, err := inst.readMediaFile(in.File)
 			if err != nil {
 				return nil, badRequest("media %d: %v", i, err)
 			}
-			in.data = data
+			in.Data = data
 		}
-		m, err := p.NewMedia(in.data, mtmd.MediaOptions{MaxPixels: inst.Opts.Multimodal.MaxImagePixels})
+		m, err := p.NewMedia(in.Data, mtmd.MediaOptions{MaxPixels: inst.Opts.Multimodal.MaxImagePixels})
 		if err != nil {
 			var le *llama.Error
 			if errors.As(err, &le) && le.Code == llama.CodeUnsupported {
-				return nil, badRequest("media %d: %s input is not supported by this model (%s)", i, mtmd.Sniff(in.data), le.Msg)
+				return nil, badRequest("media %d: %s input is not supported by this model (%s)", i, mtmd.Sniff(in.Data), le.Msg)
 			}
 			return nil, badRequest("media %d: %v", i, err)
 		}
@@ -131,7 +123,7 @@ func (inst *instance) promptTokens(prompt string, media []mediaInput, t *engine.
 
 // mediaPart reads an OpenAI content part holding a medium: "image_url"
 // with a data: URL, or "input_audio" with base64 data and a format.
-func mediaPart(typ string, imageURL, inputAudio json.RawMessage) (mediaInput, error) {
+func mediaPart(typ string, imageURL, inputAudio json.RawMessage) (wire.Media, error) {
 	switch typ {
 	case "image_url":
 		var u struct {
@@ -140,44 +132,44 @@ func mediaPart(typ string, imageURL, inputAudio json.RawMessage) (mediaInput, er
 		switch jsonKind(imageURL) {
 		case 'o':
 			if err := json.Unmarshal(imageURL, &u); err != nil {
-				return mediaInput{}, fmt.Errorf("image_url: %v", err)
+				return wire.Media{}, fmt.Errorf("image_url: %v", err)
 			}
 		case 's':
 			_ = json.Unmarshal(imageURL, &u.URL)
 		default:
-			return mediaInput{}, errors.New("image_url must be an object with a url")
+			return wire.Media{}, errors.New("image_url must be an object with a url")
 		}
 		if file, ok := strings.CutPrefix(u.URL, "file://"); ok {
-			return mediaInput{file: file, kind: "image"}, errNoFilePath(file)
+			return wire.Media{File: file, Kind: "image"}, errNoFilePath(file)
 		}
 		data, err := dataURL(u.URL)
 		if err != nil {
-			return mediaInput{}, err
+			return wire.Media{}, err
 		}
-		return mediaInput{data: data, kind: "image"}, nil
+		return wire.Media{Data: data, Kind: "image"}, nil
 	case "input_audio":
 		var a struct {
 			Data   string `json:"data"`
 			Format string `json:"format"`
 		}
 		if jsonKind(inputAudio) != 'o' || json.Unmarshal(inputAudio, &a) != nil {
-			return mediaInput{}, errors.New("input_audio must be an object with data and format")
+			return wire.Media{}, errors.New("input_audio must be an object with data and format")
 		}
 		switch strings.ToLower(a.Format) {
 		case "wav", "mp3", "flac":
 		default:
-			return mediaInput{}, fmt.Errorf("input_audio format %q is not supported (wav, mp3 or flac)", a.Format)
+			return wire.Media{}, fmt.Errorf("input_audio format %q is not supported (wav, mp3 or flac)", a.Format)
 		}
 		if file, ok := strings.CutPrefix(a.Data, "file://"); ok {
-			return mediaInput{file: file, kind: "audio"}, errNoFilePath(file)
+			return wire.Media{File: file, Kind: "audio"}, errNoFilePath(file)
 		}
 		data, err := base64Data(a.Data)
 		if err != nil {
-			return mediaInput{}, fmt.Errorf("input_audio data: %v", err)
+			return wire.Media{}, fmt.Errorf("input_audio data: %v", err)
 		}
-		return mediaInput{data: data, kind: "audio"}, nil
+		return wire.Media{Data: data, Kind: "audio"}, nil
 	}
-	return mediaInput{}, fmt.Errorf("unsupported content type %q", typ)
+	return wire.Media{}, fmt.Errorf("unsupported content type %q", typ)
 }
 
 // dataURL decodes a base64 data: URL. Other URLs are refused: the server
@@ -231,7 +223,7 @@ func (inst *instance) completionMediaPrompt(raw json.RawMessage, t *engine.Reque
 	if p.PromptString == nil {
 		return nil, badRequest(`"prompt" object needs a "prompt_string"`)
 	}
-	media := make([]mediaInput, 0, len(p.MultimodalData))
+	media := make([]wire.Media, 0, len(p.MultimodalData))
 	for i, d := range p.MultimodalData {
 		var s string
 		if jsonKind(d) != 's' || json.Unmarshal(d, &s) != nil {
@@ -245,7 +237,7 @@ func (inst *instance) completionMediaPrompt(raw json.RawMessage, t *engine.Reque
 		if k := mtmd.Sniff(data); k != 0 {
 			kind = k.String()
 		}
-		media = append(media, mediaInput{data: data, kind: kind})
+		media = append(media, wire.Media{Data: data, Kind: kind})
 	}
 	if len(media) == 0 {
 		return inst.tokenizePrompt(*p.PromptString)
@@ -289,23 +281,23 @@ type textOrImage struct {
 // endpoint reads OpenAI content parts: each image is decoded, added to
 // media and marked in the text by marker. at is the message's place
 // in the converted conversation, which errors name.
-func mediaMessage(role string, parts []textOrImage, at int, media *[]mediaInput, marker string) (chat.Message, error) {
+func mediaMessage(role string, parts []textOrImage, at int, media *[]wire.Media, marker string) (chat.Message, error) {
 	m := chat.Message{Role: role}
 	for j, p := range parts {
 		text := p.text
 		if p.image {
-			in := mediaInput{kind: "image"}
+			in := wire.Media{Kind: "image"}
 			if file, ok := strings.CutPrefix(p.url, "file://"); ok {
 				if err := errNoFilePath(file); err != nil {
 					return m, badRequest("messages[%d].content[%d]: %v", at, j, err)
 				}
-				in.file = file
+				in.File = file
 			} else {
 				data, err := dataURL(p.url)
 				if err != nil {
 					return m, badRequest("messages[%d].content[%d]: %v", at, j, err)
 				}
-				in.data = data
+				in.Data = data
 			}
 			*media = append(*media, in)
 			text = marker

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/server/internal/wire"
 
 	"github.com/x/llama"
 )
@@ -163,10 +164,10 @@ func (u *oaiUnsupported) check() error {
 type oaiCompletionBody struct {
 	completionBody
 	oaiUnsupported
-	N    optNum    `json:"n"`
-	Echo opt[bool] `json:"echo"`
+	N    wire.Num       `json:"n"`
+	Echo wire.Opt[bool] `json:"echo"`
 	// Logprobs is the number of top tokens to return (llama.cpp's n_probs).
-	Logprobs optNum `json:"logprobs"`
+	Logprobs wire.Num `json:"logprobs"`
 }
 
 // answerOAICompletion writes /v1/completions' response.
@@ -216,7 +217,7 @@ func parseOAICompletion(b *oaiCompletionBody, inst *instance) (*genRequest, erro
 		return nil, err
 	}
 	if b.N.Set {
-		n, err := b.N.integer()
+		n, err := b.N.Integer()
 		if err != nil {
 			return nil, err
 		}
@@ -225,18 +226,18 @@ func parseOAICompletion(b *oaiCompletionBody, inst *instance) (*genRequest, erro
 		}
 	}
 	var echo bool
-	if err := b.Echo.read(&echo, "a boolean"); err != nil {
+	if err := b.Echo.Read(&echo, "a boolean"); err != nil {
 		return nil, err
 	}
 	if echo {
 		return nil, badRequest(`only "echo": false is supported`)
 	}
-	t, opt, err := inst.generation(&b.genFields, inst.Opts.NPredict)
+	t, opt, err := inst.generation(&b.Gen, inst.Opts.NPredict)
 	if err != nil {
 		return nil, err
 	}
-	if b.Logprobs.Set && !b.Params.has("n_probs") {
-		if err := b.Logprobs.int(&t.Params.NProbs, 0, 20); err != nil {
+	if b.Logprobs.Set && !b.Params.Has("n_probs") {
+		if err := b.Logprobs.Int(&t.Params.NProbs, 0, 20); err != nil {
 			return nil, err
 		}
 	}

@@ -2,7 +2,7 @@ package server
 
 // OpenAI's Responses API: POST /v1/responses and
 // POST /v1/responses/input_tokens. A request is converted to the internal
-// chatRequest as llama.cpp converts it to a chat completion request (input
+// wire.Chat as llama.cpp converts it to a chat completion request (input
 // items to messages, flat function tools to chat tools; the other fields
 // are chat completion fields) and run by the chat pipeline; the answer
 // becomes output items: reasoning, a message with output_text, and
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/server/internal/wire"
 
 	"github.com/x/llama/chat"
 )
@@ -53,12 +54,12 @@ type respPart struct {
 // client_metadata, service_tier and text.verbosity.
 type respBody struct {
 	oaiChatBody
-	Input              json.RawMessage `json:"input"` // a string or items
-	Instructions       opt[string]     `json:"instructions"`
-	PreviousResponseID opt[string]     `json:"previous_response_id"`
-	Tools              opt[[]respTool] `json:"tools"`
-	MaxOutputTokens    optNum          `json:"max_output_tokens"`
-	Reasoning          json.RawMessage `json:"reasoning"`
+	Input              json.RawMessage      `json:"input"` // a string or items
+	Instructions       wire.Opt[string]     `json:"instructions"`
+	PreviousResponseID wire.Opt[string]     `json:"previous_response_id"`
+	Tools              wire.Opt[[]respTool] `json:"tools"`
+	MaxOutputTokens    wire.Num             `json:"max_output_tokens"`
+	Reasoning          json.RawMessage      `json:"reasoning"`
 	// Messages is not read: a chat completion's messages are no
 	// Responses field.
 	Messages json.RawMessage `json:"messages"`
@@ -92,21 +93,21 @@ type respReasoning struct {
 // function tools chat tools, max_output_tokens llama.cpp's max_tokens and
 // reasoning.effort reasoning_effort. The body's chat completion fields are
 // left to oaiChat, once the instance is known.
-func (b *respBody) respToChat(marker string) (*chatRequest, error) {
+func (b *respBody) respToChat(marker string) (*wire.Chat, error) {
 	if len(b.Input) == 0 {
 		return nil, badRequest(`"input" is required`)
 	}
 	var prev string
-	if err := b.PreviousResponseID.read(&prev, "a string"); err != nil {
+	if err := b.PreviousResponseID.Read(&prev, "a string"); err != nil {
 		return nil, err
 	}
 	if prev != "" {
 		return nil, badRequest(`"previous_response_id" is not supported: send the previous output items as input`)
 	}
-	req := &chatRequest{}
+	req := &wire.Chat{}
 	if b.Instructions.Set {
 		var ins string
-		if err := b.Instructions.read(&ins, "a string"); err != nil {
+		if err := b.Instructions.Read(&ins, "a string"); err != nil {
 			return nil, err
 		}
 		req.Messages = append(req.Messages, chat.Message{Role: chat.RoleSystem, Content: ins})
@@ -130,7 +131,7 @@ func (b *respBody) respToChat(marker string) (*chatRequest, error) {
 		return nil, badRequest(`"input" must be a string or an array of input items`)
 	}
 	var tools []respTool
-	if err := b.Tools.read(&tools, "an array of function tools"); err != nil {
+	if err := b.Tools.Read(&tools, "an array of function tools"); err != nil {
 		return nil, err
 	}
 	for _, t := range tools {
@@ -160,12 +161,12 @@ func (b *respBody) respToChat(marker string) (*chatRequest, error) {
 		b.ToolChoice = nil
 	}
 	if b.MaxOutputTokens.Set {
-		b.MaxOutputTokens.name = "max_tokens"
-		n, err := b.MaxOutputTokens.integer()
+		b.MaxOutputTokens.SetName("max_tokens")
+		n, err := b.MaxOutputTokens.Integer()
 		if err != nil {
 			return nil, err
 		}
-		b.Params.setInt("max_tokens", n)
+		b.Params.SetInt("max_tokens", n)
 	}
 	if jsonKind(b.Reasoning) == 'o' {
 		var r respReasoning
@@ -174,7 +175,7 @@ func (b *respBody) respToChat(marker string) (*chatRequest, error) {
 		}
 		if r.Effort != "" {
 			req.ReasoningEffort = r.Effort
-			b.ReasoningEffort = opt[string]{}
+			b.ReasoningEffort = wire.Opt[string]{}
 		}
 	}
 	return req, nil
@@ -196,7 +197,7 @@ func joinParts(parts []chat.ContentPart) string {
 // respItemToChat appends the chat form of one input item to req's
 // messages. Assistant output (messages, function calls, reasoning)
 // following an assistant message is merged into it.
-func respItemToChat(req *chatRequest, i int, it respInputItem, marker string) error {
+func respItemToChat(req *wire.Chat, i int, it respInputItem, marker string) error {
 	var last *chat.Message
 	if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == chat.RoleAssistant {
 		last = &req.Messages[n-1]
@@ -312,7 +313,7 @@ func respItemToChat(req *chatRequest, i int, it respInputItem, marker string) er
 			if err != nil {
 				return err
 			}
-			m, err := mediaMessage(it.Role, parts, len(req.Messages), &req.media, marker)
+			m, err := mediaMessage(it.Role, parts, len(req.Messages), &req.Media, marker)
 			if err != nil {
 				return err
 			}
