@@ -250,14 +250,14 @@ func anthToChat(req *anthRequest, marker string) (*wire.Chat, error) {
 		if err := json.Unmarshal(m.Content, &blocks); err != nil {
 			return nil, badRequest("messages[%d].content: %v", i, err)
 		}
-		var parts []textOrImage
+		var parts []wire.TextOrImage
 		var calls []chat.ToolCall
 		var results []chat.Message
 		reasoning := ""
 		for j, b := range blocks {
 			switch b.Type {
 			case "text":
-				parts = append(parts, textOrImage{text: b.Text})
+				parts = append(parts, wire.TextOrImage{Text: b.Text})
 			case "thinking":
 				reasoning += b.Thinking
 			case "redacted_thinking":
@@ -281,7 +281,7 @@ func anthToChat(req *anthRequest, marker string) (*wire.Chat, error) {
 				if err != nil {
 					return nil, badRequest("messages[%d].content[%d]: %v", i, j, err)
 				}
-				parts = append(parts, textOrImage{image: true, url: url})
+				parts = append(parts, wire.TextOrImage{Image: true, URL: url})
 			case "document":
 				return nil, badRequest("messages[%d].content[%d]: %s blocks are not supported by this model", i, j, b.Type)
 			case "":
@@ -296,9 +296,9 @@ func anthToChat(req *anthRequest, marker string) (*wire.Chat, error) {
 			// conversation, as the chat endpoint would.
 			at := len(out.Messages)
 			msg := chat.Message{Role: m.Role}
-			if slices.ContainsFunc(parts, func(p textOrImage) bool { return p.image }) {
+			if slices.ContainsFunc(parts, func(p wire.TextOrImage) bool { return p.Image }) {
 				var err error
-				if msg, err = mediaMessage(m.Role, parts, at, &out.Media, marker); err != nil {
+				if msg, err = wire.MediaMessage(m.Role, parts, at, &out.Media, marker); err != nil {
 					return nil, err
 				}
 			} else {
@@ -309,8 +309,8 @@ func anthToChat(req *anthRequest, marker string) (*wire.Chat, error) {
 					if k > 0 {
 						msg.Content += "\n"
 					}
-					msg.Content += p.text
-					msg.Parts = append(msg.Parts, chat.ContentPart{Type: "text", Text: p.text})
+					msg.Content += p.Text
+					msg.Parts = append(msg.Parts, chat.ContentPart{Type: "text", Text: p.Text})
 				}
 			}
 			for j, c := range calls {
@@ -576,7 +576,7 @@ func handleAnthropicMessages(s *Server) handlerFunc {
 		if err != nil {
 			return err
 		}
-		id := newID("msg_")
+		id := wire.NewID("msg_")
 		if req.Stream {
 			streamAnthropic(ctx, w, plan, co.Model, id, events)
 			return nil
@@ -595,7 +595,7 @@ func handleAnthropicMessages(s *Server) handlerFunc {
 			out.Content = append(out.Content, anthOutBlock{Type: "text", Text: &text})
 		}
 		for _, tc := range msg.ToolCalls {
-			out.Content = append(out.Content, anthOutBlock{Type: "tool_use", ID: idOrNew(tc.ID, "toolu_"), Name: tc.Name, Input: toolArgs(tc.Arguments)})
+			out.Content = append(out.Content, anthOutBlock{Type: "tool_use", ID: wire.IDOrNew(tc.ID, "toolu_"), Name: tc.Name, Input: toolArgs(tc.Arguments)})
 		}
 		sr := anthStopReason(res.Final, len(msg.ToolCalls) > 0)
 		out.StopReason = &sr
@@ -674,7 +674,7 @@ func streamAnthropic(ctx context.Context, w http.ResponseWriter, plan *chatPlan,
 		}
 		for _, tc := range d.ToolCalls {
 			if open != "tool" || openTool != tc.Index {
-				if !openBlock("tool", anthOutBlock{Type: "tool_use", ID: idOrNew(tc.ID, "toolu_"), Name: tc.Name, Input: json.RawMessage(`{}`)}) {
+				if !openBlock("tool", anthOutBlock{Type: "tool_use", ID: wire.IDOrNew(tc.ID, "toolu_"), Name: tc.Name, Input: json.RawMessage(`{}`)}) {
 					return false
 				}
 				openTool = tc.Index

@@ -266,7 +266,7 @@ func toChatMessagesMedia(raw json.RawMessage, allowEmpty bool, marker string, me
 			}
 			for j, p := range parts {
 				if p.Type == "image_url" || p.Type == "input_audio" {
-					in, err := mediaPart(p.Type, p.ImageURL, p.InputAudio)
+					in, err := wire.MediaPart(p.Type, p.ImageURL, p.InputAudio)
 					if err != nil {
 						return nil, badRequest("messages[%d].content[%d]: %v", i, j, err)
 					}
@@ -702,7 +702,7 @@ func handleChatCompletion(s *Server) handlerFunc {
 			return err
 		}
 		base := oaiChatCompletion{
-			ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: co.Model,
+			ID: wire.NewID("chatcmpl-"), Created: time.Now().Unix(), Model: co.Model,
 			SystemFingerprint: systemFingerprint,
 		}
 		reasoningControl := b.ReasoningControl.V && !b.ReasoningControl.Bad
@@ -722,7 +722,7 @@ func handleChatCompletion(s *Server) handlerFunc {
 			msg := chatMessage(plan, res)
 			out := &oaiChatMessage{Role: chat.RoleAssistant, ReasoningContent: msg.ReasoningContent}
 			for _, tc := range msg.ToolCalls {
-				out.ToolCalls = append(out.ToolCalls, oaiToolCall{ID: idOrNew(tc.ID, "call_"), Type: "function", Function: oaiToolFunction{Name: tc.Name, Arguments: tc.Arguments}})
+				out.ToolCalls = append(out.ToolCalls, oaiToolCall{ID: wire.IDOrNew(tc.ID, "call_"), Type: "function", Function: oaiToolFunction{Name: tc.Name, Arguments: tc.Arguments}})
 			}
 			out.Content = nullableContent(msg.Content, len(out.ToolCalls) > 0)
 			fr := finishReason(res.Final.Stop, len(out.ToolCalls) > 0)
@@ -791,7 +791,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 			ti := tc.Index
 			call := oaiToolCall{Index: &ti, Function: oaiToolFunction{Name: tc.Name, Arguments: tc.ArgumentsDelta}}
 			if _, seen := st.ids[ti]; !seen {
-				id := idOrNew(tc.ID, "call_")
+				id := wire.IDOrNew(tc.ID, "call_")
 				st.ids[ti] = id
 				call.ID, call.Type = id, "function"
 			}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 	"github.com/x/llama/server/internal/wire"
 
 	"github.com/x/llama"
-	"github.com/x/llama/chat"
 	"github.com/x/llama/mtmd"
 )
 
@@ -121,94 +119,6 @@ func (inst *instance) promptTokens(prompt string, media []wire.Media, t *engine.
 	return toks, nil
 }
 
-// mediaPart reads an OpenAI content part holding a medium: "image_url"
-// with a data: URL, or "input_audio" with base64 data and a format.
-func mediaPart(typ string, imageURL, inputAudio json.RawMessage) (wire.Media, error) {
-	switch typ {
-	case "image_url":
-		var u struct {
-			URL string `json:"url"`
-		}
-		switch jsonKind(imageURL) {
-		case 'o':
-			if err := json.Unmarshal(imageURL, &u); err != nil {
-				return wire.Media{}, fmt.Errorf("image_url: %v", err)
-			}
-		case 's':
-			_ = json.Unmarshal(imageURL, &u.URL)
-		default:
-			return wire.Media{}, errors.New("image_url must be an object with a url")
-		}
-		if file, ok := strings.CutPrefix(u.URL, "file://"); ok {
-			return wire.Media{File: file, Kind: "image"}, errNoFilePath(file)
-		}
-		data, err := dataURL(u.URL)
-		if err != nil {
-			return wire.Media{}, err
-		}
-		return wire.Media{Data: data, Kind: "image"}, nil
-	case "input_audio":
-		var a struct {
-			Data   string `json:"data"`
-			Format string `json:"format"`
-		}
-		if jsonKind(inputAudio) != 'o' || json.Unmarshal(inputAudio, &a) != nil {
-			return wire.Media{}, errors.New("input_audio must be an object with data and format")
-		}
-		switch strings.ToLower(a.Format) {
-		case "wav", "mp3", "flac":
-		default:
-			return wire.Media{}, fmt.Errorf("input_audio format %q is not supported (wav, mp3 or flac)", a.Format)
-		}
-		if file, ok := strings.CutPrefix(a.Data, "file://"); ok {
-			return wire.Media{File: file, Kind: "audio"}, errNoFilePath(file)
-		}
-		data, err := base64Data(a.Data)
-		if err != nil {
-			return wire.Media{}, fmt.Errorf("input_audio data: %v", err)
-		}
-		return wire.Media{Data: data, Kind: "audio"}, nil
-	}
-	return wire.Media{}, fmt.Errorf("unsupported content type %q", typ)
-}
-
-// dataURL decodes a base64 data: URL. Other URLs are refused: the server
-// does not fetch media (file:// URLs are read by the callers, from
-// Options.MediaPath).
-func dataURL(u string) ([]byte, error) {
-	rest, ok := strings.CutPrefix(u, "data:")
-	if !ok {
-		if u == "" {
-			return nil, errors.New("image_url has no url")
-		}
-		return nil, errors.New("image_url must be a data: URL (base64); the server does not download media")
-	}
-	meta, payload, ok := strings.Cut(rest, ",")
-	if !ok || !strings.HasSuffix(meta, ";base64") {
-		return nil, errors.New("image_url data: URL must be base64 encoded")
-	}
-	data, err := base64Data(payload)
-	if err != nil {
-		return nil, fmt.Errorf("image_url data: %v", err)
-	}
-	return data, nil
-}
-
-func base64Data(s string) ([]byte, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, errors.New("empty")
-	}
-	b, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		b, err = base64.RawStdEncoding.DecodeString(strings.TrimRight(s, "="))
-	}
-	if err != nil {
-		return nil, errors.New("invalid base64")
-	}
-	return b, nil
-}
-
 // completionMediaPrompt reads /completion's prompt object:
 // {"prompt_string": "...", "multimodal_data": ["base64", ...]}, one
 // medium per marker of the string.
@@ -229,7 +139,7 @@ func (inst *instance) completionMediaPrompt(raw json.RawMessage, t *engine.Reque
 		if jsonKind(d) != 's' || json.Unmarshal(d, &s) != nil {
 			return nil, badRequest(`"multimodal_data"[%d] must be a base64 string`, i)
 		}
-		data, err := base64Data(s)
+		data, err := wire.Base64Data(s)
 		if err != nil {
 			return nil, badRequest(`"multimodal_data"[%d]: %v`, i, err)
 		}
@@ -269,49 +179,10 @@ func anthImageURL(raw json.RawMessage) (string, error) {
 	return "", fmt.Errorf("image source type %q is not supported (base64 or url)", src.Type)
 }
 
-// textOrImage is a text or image part of a message being converted to
-// package chat's types.
-type textOrImage struct {
-	text  string
-	image bool
-	url   string // a data: URL
-}
-
-// mediaMessage builds a message of parts that hold images, as the chat
-// endpoint reads OpenAI content parts: each image is decoded, added to
-// media and marked in the text by marker. at is the message's place
-// in the converted conversation, which errors name.
-func mediaMessage(role string, parts []textOrImage, at int, media *[]wire.Media, marker string) (chat.Message, error) {
-	m := chat.Message{Role: role}
-	for j, p := range parts {
-		text := p.text
-		if p.image {
-			in := wire.Media{Kind: "image"}
-			if file, ok := strings.CutPrefix(p.url, "file://"); ok {
-				if err := errNoFilePath(file); err != nil {
-					return m, badRequest("messages[%d].content[%d]: %v", at, j, err)
-				}
-				in.File = file
-			} else {
-				data, err := dataURL(p.url)
-				if err != nil {
-					return m, badRequest("messages[%d].content[%d]: %v", at, j, err)
-				}
-				in.Data = data
-			}
-			*media = append(*media, in)
-			text = marker
-		}
-		m.Parts = append(m.Parts, chat.ContentPart{Type: "text", Text: text})
-		m.Content += text
-	}
-	return m, nil
-}
-
 // respMediaParts converts the content of a Responses input message that
 // holds input_image parts into text and image parts; it returns nil when
 // there is no image.
-func respMediaParts(i int, content json.RawMessage) ([]textOrImage, error) {
+func respMediaParts(i int, content json.RawMessage) ([]wire.TextOrImage, error) {
 	if jsonKind(content) != 'a' {
 		return nil, nil
 	}
@@ -326,13 +197,13 @@ func respMediaParts(i int, content json.RawMessage) ([]textOrImage, error) {
 	if !hasImage {
 		return nil, nil
 	}
-	out := make([]textOrImage, 0, len(parts))
+	out := make([]wire.TextOrImage, 0, len(parts))
 	for j, p := range parts {
 		switch {
 		case p.Type == "input_text" && p.Text != nil:
-			out = append(out, textOrImage{text: *p.Text})
+			out = append(out, wire.TextOrImage{Text: *p.Text})
 		case p.Type == "input_image" && p.ImageURL != nil:
-			out = append(out, textOrImage{image: true, url: *p.ImageURL})
+			out = append(out, wire.TextOrImage{Image: true, URL: *p.ImageURL})
 		case p.Type == "input_image":
 			return nil, badRequest("input[%d].content[%d]: input_image needs an image_url (a data: URL)", i, j)
 		default:
@@ -340,14 +211,6 @@ func respMediaParts(i int, content json.RawMessage) ([]textOrImage, error) {
 		}
 	}
 	return out, nil
-}
-
-// errNoFilePath refuses a file:// URL without a path.
-func errNoFilePath(file string) error {
-	if file == "" {
-		return errors.New("file:// URL without a file path")
-	}
-	return nil
 }
 
 // readMediaFile reads the file of a file:// URL: a path relative to

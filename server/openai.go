@@ -6,7 +6,6 @@ package server
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -109,26 +108,6 @@ func legacyLogprobs(m *llama.Model, steps []step, offset int) (*oaiLegacyLogprob
 	return lp, offset
 }
 
-// newID returns prefix followed by 32 random letters and digits.
-func newID(prefix string) string {
-	const chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = chars[int(b[i])%len(chars)]
-	}
-	return prefix + string(b)
-}
-
-// idOrNew returns id, or a new random ID with prefix when id is empty (a
-// tool call whose format carries no ID).
-func idOrNew(id, prefix string) string {
-	if id != "" {
-		return id
-	}
-	return newID(prefix)
-}
-
 // finishReason maps a stop reason to OpenAI's.
 func finishReason(r engine.StopReason, toolCalls bool) string {
 	switch r {
@@ -174,7 +153,7 @@ type oaiCompletionBody struct {
 func answerOAICompletion(ctx context.Context, w http.ResponseWriter, b *oaiCompletionBody, g *genRequest, st eventStream) error {
 	inst := g.inst
 	base := oaiCompletion{
-		ID: newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(),
+		ID: wire.NewID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(),
 		Model: cmp.Or(b.Model.V, inst.Name), SystemFingerprint: systemFingerprint,
 	}
 	nProbs := g.task.Params.NProbs

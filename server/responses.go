@@ -313,7 +313,7 @@ func respItemToChat(req *wire.Chat, i int, it respInputItem, marker string) erro
 			if err != nil {
 				return err
 			}
-			m, err := mediaMessage(it.Role, parts, len(req.Messages), &req.Media, marker)
+			m, err := wire.MediaMessage(it.Role, parts, len(req.Messages), &req.Media, marker)
 			if err != nil {
 				return err
 			}
@@ -404,16 +404,16 @@ func respUsageOf(ev engine.Event) *respUsage {
 func respItems(msg chat.Message) []respItem {
 	items := []respItem{}
 	if msg.ReasoningContent != "" {
-		items = append(items, respItem{ID: newID("rs_"), Type: "reasoning", Status: "completed", Summary: []respOutPart{},
+		items = append(items, respItem{ID: wire.NewID("rs_"), Type: "reasoning", Status: "completed", Summary: []respOutPart{},
 			Content: []respOutPart{{Type: "reasoning_text", Text: msg.ReasoningContent}}})
 	}
 	if msg.Content != "" {
-		items = append(items, respItem{ID: newID("msg_"), Type: "message", Status: "completed", Role: "assistant",
+		items = append(items, respItem{ID: wire.NewID("msg_"), Type: "message", Status: "completed", Role: "assistant",
 			Content: []respOutPart{textPart(msg.Content)}})
 	}
 	for _, tc := range msg.ToolCalls {
 		args := tc.Arguments
-		items = append(items, respItem{ID: newID("fc_"), Type: "function_call", Status: "completed", CallID: idOrNew(tc.ID, "call_"), Name: tc.Name, Arguments: &args})
+		items = append(items, respItem{ID: wire.NewID("fc_"), Type: "function_call", Status: "completed", CallID: wire.IDOrNew(tc.ID, "call_"), Name: tc.Name, Arguments: &args})
 	}
 	return items
 }
@@ -475,7 +475,7 @@ func handleResponses(s *Server) handlerFunc {
 		if err != nil {
 			return err
 		}
-		base := respObject{ID: newID("resp_"), Object: "response", CreatedAt: time.Now().Unix(), Model: co.Model, Output: []respItem{}}
+		base := respObject{ID: wire.NewID("resp_"), Object: "response", CreatedAt: time.Now().Unix(), Model: co.Model, Output: []respItem{}}
 		if g.opt.Stream {
 			streamResponses(ctx, w, plan, base, events, g.opt.TimingsPerToken)
 			return nil
@@ -564,7 +564,7 @@ func streamResponses(ctx context.Context, w http.ResponseWriter, plan *chatPlan,
 	emit := func(d chat.Delta) bool {
 		if d.ReasoningContent != "" {
 			if cur == nil || cur.Type != "reasoning" {
-				if !openItem(respItem{ID: newID("rs_"), Type: "reasoning", Summary: []respOutPart{}}) {
+				if !openItem(respItem{ID: wire.NewID("rs_"), Type: "reasoning", Summary: []respOutPart{}}) {
 					return false
 				}
 			}
@@ -575,7 +575,7 @@ func streamResponses(ctx context.Context, w http.ResponseWriter, plan *chatPlan,
 		}
 		if d.Content != "" {
 			if cur == nil || cur.Type != "message" {
-				if !openItem(respItem{ID: newID("msg_"), Type: "message", Role: "assistant", Content: []respOutPart{}}) {
+				if !openItem(respItem{ID: wire.NewID("msg_"), Type: "message", Role: "assistant", Content: []respOutPart{}}) {
 					return false
 				}
 			}
@@ -587,7 +587,7 @@ func streamResponses(ctx context.Context, w http.ResponseWriter, plan *chatPlan,
 		for _, tc := range d.ToolCalls {
 			if cur == nil || cur.Type != "function_call" || curTool != tc.Index {
 				empty := ""
-				if !openItem(respItem{ID: newID("fc_"), Type: "function_call", CallID: idOrNew(tc.ID, "call_"), Name: tc.Name, Arguments: &empty}) {
+				if !openItem(respItem{ID: wire.NewID("fc_"), Type: "function_call", CallID: wire.IDOrNew(tc.ID, "call_"), Name: tc.Name, Arguments: &empty}) {
 					return false
 				}
 				curTool = tc.Index
