@@ -8,9 +8,9 @@ package server
 //
 // Every chat-shaped endpoint reads the same way, top to bottom: its body
 // is decoded once into the dialect's typed body (oaiChatBody, respBody,
-// anthRequest, a transcription form), one function of the dialect
+// anthropic.Request, a transcription form), one function of the dialect
 // translates that into a wire.Chat (the conversation in package chat's
-// types plus options: oaiChat, respToChat then oaiChat, anthToChat,
+// types plus options: oaiChat, respToChat then oaiChat, anthropic.ToChat,
 // transcriptionChat), and startChat turns it into an engine.Request and
 // the plan to read its output with.
 

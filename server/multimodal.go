@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"strings"
 
 	"github.com/x/llama/engine"
 	"github.com/x/llama/server/internal/wire"
@@ -153,30 +152,6 @@ func (inst *instance) completionMediaPrompt(raw json.RawMessage, t *engine.Reque
 		return inst.tokenizePrompt(*p.PromptString)
 	}
 	return inst.promptTokens(*p.PromptString, media, t)
-}
-
-// anthImageURL converts an Anthropic image block's source (base64 data
-// with its media type, or a data: URL) into the URL of an image.
-func anthImageURL(raw json.RawMessage) (string, error) {
-	var src struct {
-		Type      string `json:"type"`
-		MediaType string `json:"media_type"`
-		Data      string `json:"data"`
-		URL       string `json:"url"`
-	}
-	if jsonKind(raw) != 'o' || json.Unmarshal(raw, &src) != nil {
-		return "", errors.New("image block needs a source object")
-	}
-	switch src.Type {
-	case "base64":
-		if !strings.HasPrefix(src.MediaType, "image/") {
-			return "", fmt.Errorf("image source media_type %q is not an image type", src.MediaType)
-		}
-		return "data:" + src.MediaType + ";base64," + src.Data, nil
-	case "url":
-		return src.URL, nil
-	}
-	return "", fmt.Errorf("image source type %q is not supported (base64 or url)", src.Type)
 }
 
 // respMediaParts converts the content of a Responses input message that

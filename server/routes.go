@@ -98,7 +98,7 @@ func (s *Server) routes() []route {
 		{"POST /responses", keyed, responsesErrors, handleResponses(s)},
 		{"POST /responses/input_tokens", keyed, responsesErrors, handleResponsesInputTokens(s)},
 
-		// Anthropic Messages API (anthropic.go).
+		// Anthropic Messages API (anthropic_handlers.go, internal/anthropic).
 		{"POST /v1/messages", keyed, anthropicErrors, handleAnthropicMessages(s)},
 		{"POST /v1/messages/count_tokens", keyed, anthropicErrors, handleAnthropicCountTokens(s)},
 
