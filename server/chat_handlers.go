@@ -10,7 +10,7 @@ package server
 // is decoded once into the dialect's typed body (oaiChatBody, respBody,
 // anthropic.Request, a transcription form), one function of the dialect
 // translates that into a wire.Chat (the conversation in package chat's
-// types plus options: oaiChat, respToChat then oaiChat, anthropic.ToChat,
+// types plus options: oaiChat, responses.Request.ToChat then oaiChat, anthropic.ToChat,
 // transcriptionChat), and startChat turns it into an engine.Request and
 // the plan to read its output with.
 

@@ -154,40 +154,6 @@ func (inst *instance) completionMediaPrompt(raw json.RawMessage, t *engine.Reque
 	return inst.promptTokens(*p.PromptString, media, t)
 }
 
-// respMediaParts converts the content of a Responses input message that
-// holds input_image parts into text and image parts; it returns nil when
-// there is no image.
-func respMediaParts(i int, content json.RawMessage) ([]wire.TextOrImage, error) {
-	if jsonKind(content) != 'a' {
-		return nil, nil
-	}
-	var parts []respPart
-	if json.Unmarshal(content, &parts) != nil {
-		return nil, nil // reported by the text path
-	}
-	hasImage := false
-	for _, p := range parts {
-		hasImage = hasImage || p.Type == "input_image"
-	}
-	if !hasImage {
-		return nil, nil
-	}
-	out := make([]wire.TextOrImage, 0, len(parts))
-	for j, p := range parts {
-		switch {
-		case p.Type == "input_text" && p.Text != nil:
-			out = append(out, wire.TextOrImage{Text: *p.Text})
-		case p.Type == "input_image" && p.ImageURL != nil:
-			out = append(out, wire.TextOrImage{Image: true, URL: *p.ImageURL})
-		case p.Type == "input_image":
-			return nil, badRequest("input[%d].content[%d]: input_image needs an image_url (a data: URL)", i, j)
-		default:
-			return nil, badRequest("input[%d].content[%d]: unsupported part type %q", i, j, p.Type)
-		}
-	}
-	return out, nil
-}
-
 // readMediaFile reads the file of a file:// URL: a path relative to
 // Options.MediaPath, which it may not leave (no "..", absolute paths or
 // symbolic links out of it: os.Root), naming a regular file of at most

@@ -92,7 +92,7 @@ func (s *Server) routes() []route {
 		{"POST /v1/audio/transcriptions", keyed, openAIErrors, handleTranscriptions(s)},
 		{"POST /audio/transcriptions", keyed, openAIErrors, handleTranscriptions(s)},
 
-		// OpenAI Responses API (responses.go).
+		// OpenAI Responses API (responses_handlers.go, internal/responses).
 		{"POST /v1/responses", keyed, responsesErrors, handleResponses(s)},
 		{"POST /v1/responses/input_tokens", keyed, responsesErrors, handleResponsesInputTokens(s)},
 		{"POST /responses", keyed, responsesErrors, handleResponses(s)},
