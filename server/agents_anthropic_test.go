@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/x/llama/server/internal/anthropic"
 )
 
 // TestAnthropicAgentFields covers what current agent clients send on
@@ -61,40 +62,23 @@ func TestAnthropicAgentFields(t *testing.T) {
 			var body map[string]any
 			require.NoError(t, json.Unmarshal([]byte(tc.body), &body))
 			body["max_tokens"] = 3
-			var msg anthResponse
+			var msg anthropic.Response
 			require.Equal(t, http.StatusOK, xPost(t, hs.URL+"/v1/messages", body, &msg))
 			assert.Equal(t, n, msg.Usage.InputTokens+msg.Usage.CacheReadInputTokens)
 		})
 	}
 	t.Run("no max_tokens", func(t *testing.T) {
-		var msg anthResponse
+		var msg anthropic.Response
 		require.Equal(t, http.StatusOK, xPost(t, hs.URL+"/v1/messages", json.RawMessage(`{"messages":[`+user+`]}`), &msg))
 		assert.Positive(t, msg.Usage.OutputTokens)
 	})
-}
-
-// TestAnthropicBillingHeader pins the stamp normalisation: only the five
-// characters after cch= of a billing header line, followed by ";".
-func TestAnthropicBillingHeader(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"x-anthropic-billing-header: cc_version=2.1.101.e51; cc_entrypoint=cli; cch=a5145;You are Claude Code",
-			"x-anthropic-billing-header: cc_version=2.1.101.e51; cc_entrypoint=cli; cch=fffff;You are Claude Code"},
-		{"x-anthropic-billing-header: cc_version=2.1.332.0b8; cc_entrypoint=sdk-cli;", "x-anthropic-billing-header: cc_version=2.1.332.0b8; cc_entrypoint=sdk-cli;"},
-		{"x-anthropic-billing-header: cch=abc;", "x-anthropic-billing-header: cch=abc;"},
-		{"x-anthropic-billing-header: cch=abcde", "x-anthropic-billing-header: cch=abcde"},
-		{"You are a helper. cch=a5145;", "You are a helper. cch=a5145;"},
-		{"", ""},
-	}
-	for _, tc := range tests {
-		assert.Equal(t, tc.want, anthBillingHeader(tc.in), tc.in)
-	}
 }
 
 // TestAnthropicStructuredOutput: output_config.format constrains the answer
 // to its JSON Schema.
 func TestAnthropicStructuredOutput(t *testing.T) {
 	_, hs := newTestServer(t, Options{})
-	var msg anthResponse
+	var msg anthropic.Response
 	require.Equal(t, http.StatusOK, xPost(t, hs.URL+"/v1/messages", json.RawMessage(`{"max_tokens":40,"messages":[{"role":"user","content":"hi"}],
 		"output_config":{"format":{"type":"json_schema","schema":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"additionalProperties":false}}}}`), &msg))
 	require.NotEmpty(t, msg.Content)

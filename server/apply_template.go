@@ -11,6 +11,7 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
+	"github.com/x/llama/server/internal/wire"
 )
 
 // templateMessage is a chat message as /apply-template receives it
@@ -87,7 +88,7 @@ func handleApplyTemplate(s *Server) handlerFunc {
 		// use (tools, assistant prefill, template kwargs and reasoning
 		// settings applied, the BOS text the tokenizer adds left out).
 		var b oaiChatBody
-		if decodeRequest(raw, &b) == nil && len(b.Messages) > 0 {
+		if wire.Decode(raw, &b) == nil && len(b.Messages) > 0 {
 			model, _ := b.model()
 			inst, release, err := s.instanceFor(r, model)
 			if err != nil {

@@ -8,9 +8,9 @@ package server
 //
 // Every chat-shaped endpoint reads the same way, top to bottom: its body
 // is decoded once into the dialect's typed body (oaiChatBody, respBody,
-// anthRequest, a transcription form), one function of the dialect
-// translates that into a chatRequest (the conversation in package chat's
-// types plus options: oaiChat, respToChat then oaiChat, anthToChat,
+// anthropic.Request, a transcription form), one function of the dialect
+// translates that into a wire.Chat (the conversation in package chat's
+// types plus options: oaiChat, responses.Request.ToChat then oaiChat, anthropic.ToChat,
 // transcriptionChat), and startChat turns it into an engine.Request and
 // the plan to read its output with.
 
@@ -25,76 +25,11 @@ import (
 	"time"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/server/internal/wire"
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
 )
-
-// chatRequest is the internal chat request every chat-shaped dialect
-// translates to, in package chat's types: oaiChat (OpenAI chat
-// completions, apply-template, input_tokens, and the chat fields of a
-// Responses body), respToChat (Responses), anthToChat (Anthropic
-// Messages) and transcriptionChat (audio transcriptions) fill it, and
-// (*instance).startChat turns it into a task and a chatPlan.
-type chatRequest struct {
-	Messages []chat.Message
-	Tools    []chat.Tool
-	// ToolChoice is auto (the default), none, required or function.
-	ToolChoice chat.ToolChoice
-	// Parallel allows several tool calls (nil: when the template can).
-	Parallel *bool
-	// AddGenerationPrompt opens the assistant turn (the default).
-	AddGenerationPrompt bool
-	// Extra are template variables (chat_template_kwargs, enable_thinking).
-	Extra map[string]any
-	// Reasoning is the reasoning format ("" for the server's).
-	Reasoning string
-	// Schema is a JSON Schema the answer must follow (response_format).
-	Schema json.RawMessage
-	// media are the images and audio of the messages, in order; their
-	// places in the text are marked with the server's media marker.
-	media []mediaInput
-	// Continue continues the last message (continue_final_message):
-	// "auto", "content" or "reasoning_content"; "" does not, except that
-	// a conversation ending with an assistant message is continued.
-	Continue string
-	// AllowEmpty accepts no messages at all.
-	AllowEmpty bool
-	// ReasoningEffort is OpenAI's reasoning_effort: "none" turns thinking
-	// off, another value is passed to the template ("": not given).
-	ReasoningEffort string
-	// Model is the model name the answer reports ("": the instance's).
-	Model string
-	// N is the number of choices (OpenAI's "n"; 0 means 1).
-	N int
-	// Gen holds the generation parameters: llama.cpp's fields, as the
-	// body gave them or as a dialect's converter maps its own onto them
-	// (with --jinja, Gen.JSONSchema is the answer's schema, see startChat).
-	Gen genFields
-	// Opts are the OpenAI chat settings beyond generation.
-	Opts chatFields
-}
-
-// chatFields are the chat settings of OpenAI's chat completions (and of
-// the bodies that embed them) beyond the conversation and generation.
-type chatFields struct {
-	MaxCompletionTokens optNum             `json:"max_completion_tokens"`
-	Logprobs            opt[bool]          `json:"logprobs"`
-	TopLogprobs         optNum             `json:"top_logprobs"`
-	StreamOptions       opt[streamOptions] `json:"stream_options"`
-	// The thinking budget (see chatBudget).
-	ReasoningBudgetTokens  optNum      `json:"reasoning_budget_tokens"`
-	ThinkingBudgetTokens   optNum      `json:"thinking_budget_tokens"`
-	ReasoningBudgetMessage opt[string] `json:"reasoning_budget_message"`
-	// ReasoningControl lets POST /v1/chat/completions/control end the
-	// thinking of this chat.
-	ReasoningControl opt[bool] `json:"reasoning_control"`
-}
-
-// streamOptions is OpenAI's stream_options.
-type streamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
-}
 
 // chatPlan is how to run a chat and read its output: package chat's plan
 // and the thinking budget.
@@ -134,7 +69,7 @@ func (inst *instance) chatTemplates() *chat.Templates {
 // and grammar for it, within the server's limits. t holds the generation
 // parameters already parsed (its Params.Grammar, if any, came from the
 // request's grammar or json_schema).
-func (inst *instance) prepareChat(req *chatRequest, t *engine.Request) (*chatPlan, error) {
+func (inst *instance) prepareChat(req *wire.Chat, t *engine.Request) (*chatPlan, error) {
 	if err := inst.checkMessagesText(req.Messages); err != nil {
 		return nil, err
 	}
@@ -176,7 +111,7 @@ func (inst *instance) prepareChat(req *chatRequest, t *engine.Request) (*chatPla
 		}
 		engine.SetChatGrammar(inst.Model, &t.Params, cp)
 	}
-	toks, err := inst.promptTokens(cp.Prompt, req.media, t)
+	toks, err := inst.promptTokens(cp.Prompt, req.Media, t)
 	if err != nil {
 		return nil, err
 	}
@@ -202,16 +137,16 @@ func chatError(err error) error {
 // request's reasoning_budget_tokens or thinking_budget_tokens (-1 or
 // absent: the server's ReasoningBudget) and reasoning_budget_message,
 // with the thinking tags of the template (chat.Plan.ThinkingTags).
-func (inst *instance) chatBudget(req *chatRequest, plan *chat.Plan) (*budgetSpec, error) {
+func (inst *instance) chatBudget(req *wire.Chat, plan *chat.Plan) (*budgetSpec, error) {
 	o := &req.Opts
 	budget, msg := -1, inst.Opts.ReasoningBudgetMessage
 	if inst.Opts.ReasoningBudget > 0 {
 		budget = inst.Opts.ReasoningBudget
 	}
-	for _, b := range []*optNum{&o.ReasoningBudgetTokens, &o.ThinkingBudgetTokens} {
+	for _, b := range []*wire.Num{&o.ReasoningBudgetTokens, &o.ThinkingBudgetTokens} {
 		if b.Set {
 			n := -1
-			if err := b.int(&n, -1, math.MaxInt32); err != nil {
+			if err := b.Int(&n, -1, math.MaxInt32); err != nil {
 				return nil, err
 			}
 			if n >= 0 {
@@ -220,7 +155,7 @@ func (inst *instance) chatBudget(req *chatRequest, plan *chat.Plan) (*budgetSpec
 			break
 		}
 	}
-	if err := o.ReasoningBudgetMessage.read(&msg, "a string"); err != nil {
+	if err := o.ReasoningBudgetMessage.Read(&msg, "a string"); err != nil {
 		return nil, err
 	}
 	if budget < 0 {
@@ -267,13 +202,13 @@ type wireTool struct {
 // toChatMessages converts and checks OpenAI messages; none is an error
 // unless allowEmpty. Image and audio parts become marker in the text and
 // are returned in order.
-func toChatMessages(raw json.RawMessage, allowEmpty bool, marker string) ([]chat.Message, []mediaInput, error) {
-	var media []mediaInput
+func toChatMessages(raw json.RawMessage, allowEmpty bool, marker string) ([]chat.Message, []wire.Media, error) {
+	var media []wire.Media
 	msgs, err := toChatMessagesMedia(raw, allowEmpty, marker, &media)
 	return msgs, media, err
 }
 
-func toChatMessagesMedia(raw json.RawMessage, allowEmpty bool, marker string, media *[]mediaInput) ([]chat.Message, error) {
+func toChatMessagesMedia(raw json.RawMessage, allowEmpty bool, marker string, media *[]wire.Media) ([]chat.Message, error) {
 	if jsonKind(raw) != 'a' {
 		return nil, badRequest(`"messages" must be an array`)
 	}
@@ -331,7 +266,7 @@ func toChatMessagesMedia(raw json.RawMessage, allowEmpty bool, marker string, me
 			}
 			for j, p := range parts {
 				if p.Type == "image_url" || p.Type == "input_audio" {
-					in, err := mediaPart(p.Type, p.ImageURL, p.InputAudio)
+					in, err := wire.MediaPart(p.Type, p.ImageURL, p.InputAudio)
 					if err != nil {
 						return nil, badRequest("messages[%d].content[%d]: %v", i, j, err)
 					}
@@ -384,20 +319,20 @@ func toChatMessagesMedia(raw json.RawMessage, allowEmpty bool, marker string, me
 // apply-template, input_tokens and, embedded, the Responses body).
 type oaiChatBody struct {
 	modelField
-	genFields
-	chatFields
+	wire.Gen
+	wire.ChatFields
 	oaiUnsupported
-	Messages             json.RawMessage     `json:"messages"`
-	N                    optNum              `json:"n"`
-	Tools                opt[[]wireTool]     `json:"tools"`
-	ToolChoice           json.RawMessage     `json:"tool_choice"` // a mode or a function
-	ParallelToolCalls    opt[bool]           `json:"parallel_tool_calls"`
-	ResponseFormat       opt[responseFormat] `json:"response_format"`
-	AddGenerationPrompt  opt[bool]           `json:"add_generation_prompt"`
-	ContinueFinalMessage json.RawMessage     `json:"continue_final_message"`
-	ReasoningFormat      opt[string]         `json:"reasoning_format"`
-	ChatTemplateKwargs   opt[map[string]any] `json:"chat_template_kwargs"`
-	ReasoningEffort      opt[string]         `json:"reasoning_effort"`
+	Messages             json.RawMessage          `json:"messages"`
+	N                    wire.Num                 `json:"n"`
+	Tools                wire.Opt[[]wireTool]     `json:"tools"`
+	ToolChoice           json.RawMessage          `json:"tool_choice"` // a mode or a function
+	ParallelToolCalls    wire.Opt[bool]           `json:"parallel_tool_calls"`
+	ResponseFormat       wire.Opt[responseFormat] `json:"response_format"`
+	AddGenerationPrompt  wire.Opt[bool]           `json:"add_generation_prompt"`
+	ContinueFinalMessage json.RawMessage          `json:"continue_final_message"`
+	ReasoningFormat      wire.Opt[string]         `json:"reasoning_format"`
+	ChatTemplateKwargs   wire.Opt[map[string]any] `json:"chat_template_kwargs"`
+	ReasoningEffort      wire.Opt[string]         `json:"reasoning_effort"`
 }
 
 // responseFormat is OpenAI's response_format.
@@ -413,16 +348,16 @@ type responseFormat struct {
 // internal chat request, for startChat. What req already holds (set by
 // another dialect's converter, the Responses one) and b does not give
 // stays.
-func (b *oaiChatBody) oaiChat(inst *instance, req *chatRequest) error {
+func (b *oaiChatBody) oaiChat(inst *instance, req *wire.Chat) error {
 	if len(b.Messages) == 0 && req.Messages == nil {
 		return badRequest(`"messages" is required`)
 	}
 	if err := b.oaiUnsupported.check(); err != nil {
 		return err
 	}
-	req.Gen, req.Opts = b.genFields, b.chatFields
+	req.Gen, req.Opts = b.Gen, b.ChatFields
 	req.N, req.AddGenerationPrompt = 1, true
-	if err := b.N.int(&req.N, 1, int64(max(1, inst.Engine.Slots()))); err != nil {
+	if err := b.N.Int(&req.N, 1, int64(max(1, inst.Engine.Slots()))); err != nil {
 		return err
 	}
 	if len(b.Messages) > 0 {
@@ -430,7 +365,7 @@ func (b *oaiChatBody) oaiChat(inst *instance, req *chatRequest) error {
 		if err != nil {
 			return err
 		}
-		req.Messages, req.media = msgs, append(media, req.media...)
+		req.Messages, req.Media = msgs, append(media, req.Media...)
 	}
 	if err := b.tools(req); err != nil {
 		return err
@@ -438,7 +373,7 @@ func (b *oaiChatBody) oaiChat(inst *instance, req *chatRequest) error {
 	if err := b.responseFormat(req); err != nil {
 		return err
 	}
-	if err := b.AddGenerationPrompt.read(&req.AddGenerationPrompt, "a boolean"); err != nil {
+	if err := b.AddGenerationPrompt.Read(&req.AddGenerationPrompt, "a boolean"); err != nil {
 		return err
 	}
 	var cont any
@@ -449,13 +384,13 @@ func (b *oaiChatBody) oaiChat(inst *instance, req *chatRequest) error {
 	case "content", "reasoning_content":
 		req.Continue = cont.(string)
 	}
-	if err := b.ReasoningFormat.read(&req.Reasoning, "a string"); err != nil {
+	if err := b.ReasoningFormat.Read(&req.Reasoning, "a string"); err != nil {
 		return err
 	}
-	if err := b.ChatTemplateKwargs.read(&req.Extra, "an object"); err != nil {
+	if err := b.ChatTemplateKwargs.Read(&req.Extra, "an object"); err != nil {
 		return err
 	}
-	if err := b.ReasoningEffort.read(&req.ReasoningEffort, "a string"); err != nil {
+	if err := b.ReasoningEffort.Read(&req.ReasoningEffort, "a string"); err != nil {
 		return err
 	}
 	if b.Model.Set && !b.Model.Bad {
@@ -465,9 +400,9 @@ func (b *oaiChatBody) oaiChat(inst *instance, req *chatRequest) error {
 }
 
 // tools reads tools, tool_choice and parallel_tool_calls into req.
-func (b *oaiChatBody) tools(req *chatRequest) error {
+func (b *oaiChatBody) tools(req *wire.Chat) error {
 	var tools []wireTool
-	if err := b.Tools.read(&tools, "an array of function tools"); err != nil {
+	if err := b.Tools.Read(&tools, "an array of function tools"); err != nil {
 		return err
 	}
 	for i, t := range tools {
@@ -491,7 +426,7 @@ func (b *oaiChatBody) tools(req *chatRequest) error {
 	}
 	if b.ParallelToolCalls.Set {
 		var p bool
-		if err := b.ParallelToolCalls.read(&p, "a boolean"); err != nil {
+		if err := b.ParallelToolCalls.Read(&p, "a boolean"); err != nil {
 			return err
 		}
 		req.Parallel = &p
@@ -534,9 +469,9 @@ func toolChoice(raw json.RawMessage, tc *chat.ToolChoice) error {
 }
 
 // responseFormat reads response_format into req's JSON Schema.
-func (b *oaiChatBody) responseFormat(req *chatRequest) error {
+func (b *oaiChatBody) responseFormat(req *wire.Chat) error {
 	var rf responseFormat
-	if err := b.ResponseFormat.read(&rf, `an object like {"type": "json_schema", "json_schema": {"schema": ...}}`); err != nil || !b.ResponseFormat.Set {
+	if err := b.ResponseFormat.Read(&rf, `an object like {"type": "json_schema", "json_schema": {"schema": ...}}`); err != nil || !b.ResponseFormat.Set {
 		return err
 	}
 	switch rf.Type {
@@ -574,7 +509,7 @@ type chatOptions struct {
 // translated (oaiChat) and handed to startChat. allowEmpty accepts a
 // conversation without messages (the template renders none).
 func (b *oaiChatBody) chatRequest(inst *instance, allowEmpty bool) (*genRequest, *chatPlan, chatOptions, error) {
-	req := &chatRequest{AllowEmpty: allowEmpty}
+	req := &wire.Chat{AllowEmpty: allowEmpty}
 	if err := b.oaiChat(inst, req); err != nil {
 		return nil, nil, chatOptions{N: 1}, err
 	}
@@ -585,7 +520,7 @@ func (b *oaiChatBody) chatRequest(inst *instance, allowEmpty bool) (*genRequest,
 // into a task and the plan to read its output with: the template's
 // variables, the generation parameters, the OpenAI chat options, then the
 // rendered prompt (prepareChat).
-func (inst *instance) startChat(req *chatRequest) (*genRequest, *chatPlan, chatOptions, error) {
+func (inst *instance) startChat(req *wire.Chat) (*genRequest, *chatPlan, chatOptions, error) {
 	co := chatOptions{N: max(req.N, 1), Model: cmp.Or(req.Model, inst.Name)}
 	if err := inst.templateVars(req); err != nil {
 		return nil, nil, co, err
@@ -611,7 +546,7 @@ func (inst *instance) startChat(req *chatRequest) (*genRequest, *chatPlan, chatO
 
 // templateVars sets req's template variables: the server's defaults
 // (ChatTemplateKwargs) for those it does not set, and reasoning_effort.
-func (inst *instance) templateVars(req *chatRequest) error {
+func (inst *instance) templateVars(req *wire.Chat) error {
 	req.Extra = inst.Opts.withTemplateKwargs(req.Extra)
 	if v, ok := req.Extra["enable_thinking"]; ok {
 		if _, isBool := v.(bool); !isBool {
@@ -633,23 +568,23 @@ func (inst *instance) templateVars(req *chatRequest) error {
 
 // chatOptions reads req's OpenAI chat options into t and co:
 // max_completion_tokens, logprobs, top_logprobs and stream_options.
-func (inst *instance) chatOptions(req *chatRequest, t *engine.Request, co *chatOptions) error {
+func (inst *instance) chatOptions(req *wire.Chat, t *engine.Request, co *chatOptions) error {
 	o := &req.Opts
-	if o.MaxCompletionTokens.Set && !req.Gen.Params.has("n_predict") {
-		if err := o.MaxCompletionTokens.int(&t.NPredict, -1, maxNPredict); err != nil {
+	if o.MaxCompletionTokens.Set && !req.Gen.Params.Has("n_predict") {
+		if err := o.MaxCompletionTokens.Int(&t.NPredict, -1, maxNPredict); err != nil {
 			return err
 		}
 		if d := inst.Opts.NPredict; d > 0 && (t.NPredict < 0 || t.NPredict > d) {
 			t.NPredict = d // the server's -n bounds this name too
 		}
 	}
-	if err := o.Logprobs.read(&co.Logprobs, "a boolean"); err != nil {
+	if err := o.Logprobs.Read(&co.Logprobs, "a boolean"); err != nil {
 		return err
 	}
 	switch {
 	case co.Logprobs:
 		t.Params.NProbs = 20
-		if err := o.TopLogprobs.int(&t.Params.NProbs, 0, 20); err != nil {
+		if err := o.TopLogprobs.Int(&t.Params.NProbs, 0, 20); err != nil {
 			return err
 		}
 	case o.TopLogprobs.Set:
@@ -657,8 +592,8 @@ func (inst *instance) chatOptions(req *chatRequest, t *engine.Request, co *chatO
 	case t.Params.NProbs > 0:
 		co.Logprobs = true // llama.cpp's own n_probs shows them too, as llama-server
 	}
-	var so streamOptions
-	if err := o.StreamOptions.read(&so, `an object like {"include_usage": true}`); err != nil {
+	var so wire.StreamOptions
+	if err := o.StreamOptions.Read(&so, `an object like {"include_usage": true}`); err != nil {
 		return err
 	}
 	co.IncludeUsage = so.IncludeUsage
@@ -767,7 +702,7 @@ func handleChatCompletion(s *Server) handlerFunc {
 			return err
 		}
 		base := oaiChatCompletion{
-			ID: newID("chatcmpl-"), Created: time.Now().Unix(), Model: co.Model,
+			ID: wire.NewID("chatcmpl-"), Created: time.Now().Unix(), Model: co.Model,
 			SystemFingerprint: systemFingerprint,
 		}
 		reasoningControl := b.ReasoningControl.V && !b.ReasoningControl.Bad
@@ -787,7 +722,7 @@ func handleChatCompletion(s *Server) handlerFunc {
 			msg := chatMessage(plan, res)
 			out := &oaiChatMessage{Role: chat.RoleAssistant, ReasoningContent: msg.ReasoningContent}
 			for _, tc := range msg.ToolCalls {
-				out.ToolCalls = append(out.ToolCalls, oaiToolCall{ID: idOrNew(tc.ID, "call_"), Type: "function", Function: oaiToolFunction{Name: tc.Name, Arguments: tc.Arguments}})
+				out.ToolCalls = append(out.ToolCalls, oaiToolCall{ID: wire.IDOrNew(tc.ID, "call_"), Type: "function", Function: oaiToolFunction{Name: tc.Name, Arguments: tc.Arguments}})
 			}
 			out.Content = nullableContent(msg.Content, len(out.ToolCalls) > 0)
 			fr := finishReason(res.Final.Stop, len(out.ToolCalls) > 0)
@@ -856,7 +791,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 			ti := tc.Index
 			call := oaiToolCall{Index: &ti, Function: oaiToolFunction{Name: tc.Name, Arguments: tc.ArgumentsDelta}}
 			if _, seen := st.ids[ti]; !seen {
-				id := idOrNew(tc.ID, "call_")
+				id := wire.IDOrNew(tc.ID, "call_")
 				st.ids[ti] = id
 				call.ID, call.Type = id, "function"
 			}

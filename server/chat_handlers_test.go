@@ -14,6 +14,7 @@ import (
 
 	"github.com/x/llama/engine"
 	"github.com/x/llama/sampling"
+	"github.com/x/llama/server/internal/wire"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -364,7 +365,7 @@ func TestPrepareChat(t *testing.T) {
 	user := chat.Message{Role: chat.RoleUser, Content: "Tell me a story."}
 	t.Run("generation prompt", func(t *testing.T) {
 		task := &engine.Request{Params: sampling.Defaults()}
-		plan, err := inst.prepareChat(&chatRequest{Messages: []chat.Message{user}, AddGenerationPrompt: true}, task)
+		plan, err := inst.prepareChat(&wire.Chat{Messages: []chat.Message{user}, AddGenerationPrompt: true}, task)
 		require.NoError(t, err)
 		assert.True(t, strings.HasSuffix(plan.Prompt, "<|im_start|>assistant\n"), plan.Prompt)
 		assert.Equal(t, chat.FormatContentOnly, plan.Parse.Format)
@@ -374,10 +375,10 @@ func TestPrepareChat(t *testing.T) {
 	t.Run("assistant prefill", func(t *testing.T) {
 		task := &engine.Request{Params: sampling.Defaults()}
 		msgs := []chat.Message{user, {Role: chat.RoleAssistant, Content: "Once upon a time"}}
-		plan, err := inst.prepareChat(&chatRequest{Messages: msgs, AddGenerationPrompt: true}, task)
+		plan, err := inst.prepareChat(&wire.Chat{Messages: msgs, AddGenerationPrompt: true}, task)
 		require.NoError(t, err)
 		assert.True(t, strings.HasSuffix(plan.Prompt, "<|im_start|>assistant\nOnce upon a time"), plan.Prompt)
-		_, err = inst.prepareChat(&chatRequest{Messages: append(msgs, msgs[1]), AddGenerationPrompt: true}, &engine.Request{Params: sampling.Defaults()})
+		_, err = inst.prepareChat(&wire.Chat{Messages: append(msgs, msgs[1]), AddGenerationPrompt: true}, &engine.Request{Params: sampling.Defaults()})
 		require.Error(t, err)
 	})
 	tools := []chat.Tool{{Name: "f", Parameters: json.RawMessage(`{"type":"object"}`)}}
@@ -386,7 +387,7 @@ func TestPrepareChat(t *testing.T) {
 	for _, mode := range []string{"auto", "required"} {
 		t.Run("tools without a tool-call format, "+mode, func(t *testing.T) {
 			task := &engine.Request{Params: sampling.Defaults()}
-			plan, err := inst.prepareChat(&chatRequest{Messages: []chat.Message{user}, Tools: tools, ToolChoice: chat.ToolChoice{Mode: mode}, AddGenerationPrompt: true}, task)
+			plan, err := inst.prepareChat(&wire.Chat{Messages: []chat.Message{user}, Tools: tools, ToolChoice: chat.ToolChoice{Mode: mode}, AddGenerationPrompt: true}, task)
 			require.NoError(t, err)
 			assert.Equal(t, chat.FormatContentOnly, plan.Parse.Format)
 			assert.False(t, plan.Parse.ParseToolCalls)
@@ -398,7 +399,7 @@ func TestPrepareChat(t *testing.T) {
 		s, _ := newTestServer(t, Options{ChatTemplate: genericToolsTemplate})
 		gi := defaultInstance(t, s)
 		task := &engine.Request{Params: sampling.Defaults()}
-		plan, err := gi.prepareChat(&chatRequest{Messages: []chat.Message{user}, Tools: tools, ToolChoice: chat.ToolChoice{Mode: "auto"}, AddGenerationPrompt: true}, task)
+		plan, err := gi.prepareChat(&wire.Chat{Messages: []chat.Message{user}, Tools: tools, ToolChoice: chat.ToolChoice{Mode: "auto"}, AddGenerationPrompt: true}, task)
 		require.NoError(t, err)
 		assert.Equal(t, chat.FormatHermes2Pro, plan.Parse.Format)
 		assert.True(t, plan.Parse.ParseToolCalls)

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/server/internal/wire"
 
 	"github.com/x/llama"
 )
@@ -50,12 +51,12 @@ func (s *Server) startTasks(ctx context.Context, inst *instance, arrived func(),
 // modelField is llama-server's optional "model" field, which names the
 // instance that serves a request.
 type modelField struct {
-	Model opt[string] `json:"model"`
+	Model wire.Opt[string] `json:"model"`
 }
 
 func (m *modelField) model() (string, error) {
 	var model string
-	err := m.Model.read(&model, "a string")
+	err := m.Model.Read(&model, "a string")
 	return model, err
 }
 
@@ -73,7 +74,7 @@ func (s *Server) decodeAndAcquire(r *http.Request, req any, model *string) (inst
 }
 
 // requestInstance decodes the body into req, a typed request (see
-// decodeRequest), and acquires the instance its optional "model" field
+// wire.Decode), and acquires the instance its optional "model" field
 // names. Unless it fails, release must be called.
 func (s *Server) requestInstance(r *http.Request, req namedModel) (inst *instance, release func(), err error) {
 	if err := decodeBody(r, req); err != nil {
@@ -87,13 +88,13 @@ func (s *Server) requestInstance(r *http.Request, req namedModel) (inst *instanc
 }
 
 // decodeBody decodes r's body into req, a pointer to a typed request (see
-// decodeRequest), within the server's bounds of a body (decodeJSON).
+// wire.Decode), within the server's bounds of a body (decodeJSON).
 func decodeBody(r *http.Request, req any) error {
-	var f reqFields
+	var f wire.Fields
 	if err := decodeJSON(r, &f); err != nil {
 		return err
 	}
-	fillRequest(f, reflect.ValueOf(req).Elem(), map[string]bool{})
+	wire.DecodeFields(f, req)
 	return nil
 }
 
@@ -156,7 +157,7 @@ func answerCompletion(ctx context.Context, w http.ResponseWriter, _ *completionB
 // completionBody is a /completion body.
 type completionBody struct {
 	modelField
-	genFields
+	wire.Gen
 	// Prompt is a string, token ids, a mix of both, an object with a
 	// prompt_string, or an array of those (see parsePrompts).
 	Prompt json.RawMessage `json:"prompt"`
@@ -167,7 +168,7 @@ func parseCompletionRequest(b *completionBody, inst *instance) (*genRequest, err
 	if len(b.Prompt) == 0 {
 		return nil, badRequest(`"prompt" is required`)
 	}
-	t, opt, err := inst.generation(&b.genFields, inst.Opts.NPredict)
+	t, opt, err := inst.generation(&b.Gen, inst.Opts.NPredict)
 	if err != nil {
 		return nil, err
 	}

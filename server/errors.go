@@ -19,6 +19,7 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/engine"
+	"github.com/x/llama/server/internal/wire"
 )
 
 // Error types of llama.cpp's server, sent in the "type" field of an error.
@@ -146,9 +147,13 @@ func classify(err error) *httpError {
 	var he *httpError
 	var ce *engine.ContextSizeError
 	var pe *llama.PanicError
+	var we *wire.Error
 	switch {
 	case errors.As(err, &he):
 		return he
+	case errors.As(err, &we):
+		// A mistake in the request, found while decoding or translating it.
+		return badRequest("%s", we.Msg)
 	case errors.As(err, &pe):
 		return &httpError{Status: http.StatusInternalServerError, Type: errServer, Msg: err.Error(), Err: err}
 	case errors.As(err, &ce):

@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/x/llama"
+	"github.com/x/llama/server/internal/wire"
 )
 
 // infillChunk is one extra file given as context.
@@ -30,7 +31,7 @@ type infillInput struct {
 // the code around the cursor.
 type infillBody struct {
 	modelField
-	genFields
+	wire.Gen
 	Prompt      json.RawMessage `json:"prompt"`
 	InputPrefix json.RawMessage `json:"input_prefix"`
 	InputSuffix json.RawMessage `json:"input_suffix"`
@@ -203,7 +204,7 @@ func handleInfill(s *Server) handlerFunc {
 		if err != nil {
 			return err
 		}
-		t, opt, err := inst.generation(&b.genFields, inst.Opts.NPredict)
+		t, opt, err := inst.generation(&b.Gen, inst.Opts.NPredict)
 		if err != nil {
 			return err
 		}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,12 +9,11 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"strings"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/server/internal/wire"
 
 	"github.com/x/llama"
-	"github.com/x/llama/chat"
 	"github.com/x/llama/mtmd"
 )
 
@@ -74,24 +72,15 @@ func errNoMultimodal(kind string) error {
 		Msg: kind + " input is not supported - hint: if this is unexpected, you may need to provide the mmproj"}
 }
 
-// mediaInput is one medium of a request, still encoded.
-type mediaInput struct {
-	data []byte
-	kind string // "image" or "audio", as the request said
-	// file is the path of a file:// URL, read from Options.MediaPath by
-	// promptTokens (data is then nil).
-	file string
-}
-
 // promptTokens tokenizes a rendered prompt: as tokenizePrompt when there
 // are no media, else with the projector, setting t's multimodal prompt.
-func (inst *instance) promptTokens(prompt string, media []mediaInput, t *engine.Request) ([]llama.Token, error) {
+func (inst *instance) promptTokens(prompt string, media []wire.Media, t *engine.Request) ([]llama.Token, error) {
 	if len(media) == 0 {
 		return inst.tokenizePrompt(prompt)
 	}
 	p := inst.Projector
 	if p == nil {
-		return nil, errNoMultimodal(media[0].kind)
+		return nil, errNoMultimodal(media[0].Kind)
 	}
 	ms := make([]*mtmd.Media, 0, len(media))
 	defer func() {
@@ -100,18 +89,18 @@ func (inst *instance) promptTokens(prompt string, media []mediaInput, t *engine.
 		}
 	}()
 	for i, in := range media {
-		if in.file != "" {
-			data, err := inst.readMediaFile(in.file)
+		if in.File != "" {
+			data, err := inst.readMediaFile(in.File)
 			if err != nil {
 				return nil, badRequest("media %d: %v", i, err)
 			}
-			in.data = data
+			in.Data = data
 		}
-		m, err := p.NewMedia(in.data, mtmd.MediaOptions{MaxPixels: inst.Opts.Multimodal.MaxImagePixels})
+		m, err := p.NewMedia(in.Data, mtmd.MediaOptions{MaxPixels: inst.Opts.Multimodal.MaxImagePixels})
 		if err != nil {
 			var le *llama.Error
 			if errors.As(err, &le) && le.Code == llama.CodeUnsupported {
-				return nil, badRequest("media %d: %s input is not supported by this model (%s)", i, mtmd.Sniff(in.data), le.Msg)
+				return nil, badRequest("media %d: %s input is not supported by this model (%s)", i, mtmd.Sniff(in.Data), le.Msg)
 			}
 			return nil, badRequest("media %d: %v", i, err)
 		}
@@ -129,94 +118,6 @@ func (inst *instance) promptTokens(prompt string, media []mediaInput, t *engine.
 	return toks, nil
 }
 
-// mediaPart reads an OpenAI content part holding a medium: "image_url"
-// with a data: URL, or "input_audio" with base64 data and a format.
-func mediaPart(typ string, imageURL, inputAudio json.RawMessage) (mediaInput, error) {
-	switch typ {
-	case "image_url":
-		var u struct {
-			URL string `json:"url"`
-		}
-		switch jsonKind(imageURL) {
-		case 'o':
-			if err := json.Unmarshal(imageURL, &u); err != nil {
-				return mediaInput{}, fmt.Errorf("image_url: %v", err)
-			}
-		case 's':
-			_ = json.Unmarshal(imageURL, &u.URL)
-		default:
-			return mediaInput{}, errors.New("image_url must be an object with a url")
-		}
-		if file, ok := strings.CutPrefix(u.URL, "file://"); ok {
-			return mediaInput{file: file, kind: "image"}, errNoFilePath(file)
-		}
-		data, err := dataURL(u.URL)
-		if err != nil {
-			return mediaInput{}, err
-		}
-		return mediaInput{data: data, kind: "image"}, nil
-	case "input_audio":
-		var a struct {
-			Data   string `json:"data"`
-			Format string `json:"format"`
-		}
-		if jsonKind(inputAudio) != 'o' || json.Unmarshal(inputAudio, &a) != nil {
-			return mediaInput{}, errors.New("input_audio must be an object with data and format")
-		}
-		switch strings.ToLower(a.Format) {
-		case "wav", "mp3", "flac":
-		default:
-			return mediaInput{}, fmt.Errorf("input_audio format %q is not supported (wav, mp3 or flac)", a.Format)
-		}
-		if file, ok := strings.CutPrefix(a.Data, "file://"); ok {
-			return mediaInput{file: file, kind: "audio"}, errNoFilePath(file)
-		}
-		data, err := base64Data(a.Data)
-		if err != nil {
-			return mediaInput{}, fmt.Errorf("input_audio data: %v", err)
-		}
-		return mediaInput{data: data, kind: "audio"}, nil
-	}
-	return mediaInput{}, fmt.Errorf("unsupported content type %q", typ)
-}
-
-// dataURL decodes a base64 data: URL. Other URLs are refused: the server
-// does not fetch media (file:// URLs are read by the callers, from
-// Options.MediaPath).
-func dataURL(u string) ([]byte, error) {
-	rest, ok := strings.CutPrefix(u, "data:")
-	if !ok {
-		if u == "" {
-			return nil, errors.New("image_url has no url")
-		}
-		return nil, errors.New("image_url must be a data: URL (base64); the server does not download media")
-	}
-	meta, payload, ok := strings.Cut(rest, ",")
-	if !ok || !strings.HasSuffix(meta, ";base64") {
-		return nil, errors.New("image_url data: URL must be base64 encoded")
-	}
-	data, err := base64Data(payload)
-	if err != nil {
-		return nil, fmt.Errorf("image_url data: %v", err)
-	}
-	return data, nil
-}
-
-func base64Data(s string) ([]byte, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, errors.New("empty")
-	}
-	b, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		b, err = base64.RawStdEncoding.DecodeString(strings.TrimRight(s, "="))
-	}
-	if err != nil {
-		return nil, errors.New("invalid base64")
-	}
-	return b, nil
-}
-
 // completionMediaPrompt reads /completion's prompt object:
 // {"prompt_string": "...", "multimodal_data": ["base64", ...]}, one
 // medium per marker of the string.
@@ -231,13 +132,13 @@ func (inst *instance) completionMediaPrompt(raw json.RawMessage, t *engine.Reque
 	if p.PromptString == nil {
 		return nil, badRequest(`"prompt" object needs a "prompt_string"`)
 	}
-	media := make([]mediaInput, 0, len(p.MultimodalData))
+	media := make([]wire.Media, 0, len(p.MultimodalData))
 	for i, d := range p.MultimodalData {
 		var s string
 		if jsonKind(d) != 's' || json.Unmarshal(d, &s) != nil {
 			return nil, badRequest(`"multimodal_data"[%d] must be a base64 string`, i)
 		}
-		data, err := base64Data(s)
+		data, err := wire.Base64Data(s)
 		if err != nil {
 			return nil, badRequest(`"multimodal_data"[%d]: %v`, i, err)
 		}
@@ -245,117 +146,12 @@ func (inst *instance) completionMediaPrompt(raw json.RawMessage, t *engine.Reque
 		if k := mtmd.Sniff(data); k != 0 {
 			kind = k.String()
 		}
-		media = append(media, mediaInput{data: data, kind: kind})
+		media = append(media, wire.Media{Data: data, Kind: kind})
 	}
 	if len(media) == 0 {
 		return inst.tokenizePrompt(*p.PromptString)
 	}
 	return inst.promptTokens(*p.PromptString, media, t)
-}
-
-// anthImageURL converts an Anthropic image block's source (base64 data
-// with its media type, or a data: URL) into the URL of an image.
-func anthImageURL(raw json.RawMessage) (string, error) {
-	var src struct {
-		Type      string `json:"type"`
-		MediaType string `json:"media_type"`
-		Data      string `json:"data"`
-		URL       string `json:"url"`
-	}
-	if jsonKind(raw) != 'o' || json.Unmarshal(raw, &src) != nil {
-		return "", errors.New("image block needs a source object")
-	}
-	switch src.Type {
-	case "base64":
-		if !strings.HasPrefix(src.MediaType, "image/") {
-			return "", fmt.Errorf("image source media_type %q is not an image type", src.MediaType)
-		}
-		return "data:" + src.MediaType + ";base64," + src.Data, nil
-	case "url":
-		return src.URL, nil
-	}
-	return "", fmt.Errorf("image source type %q is not supported (base64 or url)", src.Type)
-}
-
-// textOrImage is a text or image part of a message being converted to
-// package chat's types.
-type textOrImage struct {
-	text  string
-	image bool
-	url   string // a data: URL
-}
-
-// mediaMessage builds a message of parts that hold images, as the chat
-// endpoint reads OpenAI content parts: each image is decoded, added to
-// media and marked in the text by marker. at is the message's place
-// in the converted conversation, which errors name.
-func mediaMessage(role string, parts []textOrImage, at int, media *[]mediaInput, marker string) (chat.Message, error) {
-	m := chat.Message{Role: role}
-	for j, p := range parts {
-		text := p.text
-		if p.image {
-			in := mediaInput{kind: "image"}
-			if file, ok := strings.CutPrefix(p.url, "file://"); ok {
-				if err := errNoFilePath(file); err != nil {
-					return m, badRequest("messages[%d].content[%d]: %v", at, j, err)
-				}
-				in.file = file
-			} else {
-				data, err := dataURL(p.url)
-				if err != nil {
-					return m, badRequest("messages[%d].content[%d]: %v", at, j, err)
-				}
-				in.data = data
-			}
-			*media = append(*media, in)
-			text = marker
-		}
-		m.Parts = append(m.Parts, chat.ContentPart{Type: "text", Text: text})
-		m.Content += text
-	}
-	return m, nil
-}
-
-// respMediaParts converts the content of a Responses input message that
-// holds input_image parts into text and image parts; it returns nil when
-// there is no image.
-func respMediaParts(i int, content json.RawMessage) ([]textOrImage, error) {
-	if jsonKind(content) != 'a' {
-		return nil, nil
-	}
-	var parts []respPart
-	if json.Unmarshal(content, &parts) != nil {
-		return nil, nil // reported by the text path
-	}
-	hasImage := false
-	for _, p := range parts {
-		hasImage = hasImage || p.Type == "input_image"
-	}
-	if !hasImage {
-		return nil, nil
-	}
-	out := make([]textOrImage, 0, len(parts))
-	for j, p := range parts {
-		switch {
-		case p.Type == "input_text" && p.Text != nil:
-			out = append(out, textOrImage{text: *p.Text})
-		case p.Type == "input_image" && p.ImageURL != nil:
-			out = append(out, textOrImage{image: true, url: *p.ImageURL})
-		case p.Type == "input_image":
-			return nil, badRequest("input[%d].content[%d]: input_image needs an image_url (a data: URL)", i, j)
-		default:
-			return nil, badRequest("input[%d].content[%d]: unsupported part type %q", i, j, p.Type)
-		}
-	}
-	return out, nil
-}
-
-// errNoFilePath refuses a file:// URL without a path.
-func errNoFilePath(file string) error {
-	if file == "" {
-		return errors.New("file:// URL without a file path")
-	}
-	return nil
 }
 
 // readMediaFile reads the file of a file:// URL: a path relative to

@@ -6,13 +6,13 @@ package server
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"net/http"
 	"time"
 	"unicode/utf8"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/server/internal/wire"
 
 	"github.com/x/llama"
 )
@@ -108,26 +108,6 @@ func legacyLogprobs(m *llama.Model, steps []step, offset int) (*oaiLegacyLogprob
 	return lp, offset
 }
 
-// newID returns prefix followed by 32 random letters and digits.
-func newID(prefix string) string {
-	const chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = chars[int(b[i])%len(chars)]
-	}
-	return prefix + string(b)
-}
-
-// idOrNew returns id, or a new random ID with prefix when id is empty (a
-// tool call whose format carries no ID).
-func idOrNew(id, prefix string) string {
-	if id != "" {
-		return id
-	}
-	return newID(prefix)
-}
-
 // finishReason maps a stop reason to OpenAI's.
 func finishReason(r engine.StopType, toolCalls bool) string {
 	switch r {
@@ -163,17 +143,17 @@ func (u *oaiUnsupported) check() error {
 type oaiCompletionBody struct {
 	completionBody
 	oaiUnsupported
-	N    optNum    `json:"n"`
-	Echo opt[bool] `json:"echo"`
+	N    wire.Num       `json:"n"`
+	Echo wire.Opt[bool] `json:"echo"`
 	// Logprobs is the number of top tokens to return (llama.cpp's n_probs).
-	Logprobs optNum `json:"logprobs"`
+	Logprobs wire.Num `json:"logprobs"`
 }
 
 // answerOAICompletion writes /v1/completions' response.
 func answerOAICompletion(ctx context.Context, w http.ResponseWriter, b *oaiCompletionBody, g *genRequest, st eventStream) error {
 	inst := g.inst
 	base := oaiCompletion{
-		ID: newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(),
+		ID: wire.NewID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(),
 		Model: cmp.Or(b.Model.V, inst.Name), SystemFingerprint: systemFingerprint,
 	}
 	nProbs := g.task.Params.NProbs
@@ -216,7 +196,7 @@ func parseOAICompletion(b *oaiCompletionBody, inst *instance) (*genRequest, erro
 		return nil, err
 	}
 	if b.N.Set {
-		n, err := b.N.integer()
+		n, err := b.N.Integer()
 		if err != nil {
 			return nil, err
 		}
@@ -225,18 +205,18 @@ func parseOAICompletion(b *oaiCompletionBody, inst *instance) (*genRequest, erro
 		}
 	}
 	var echo bool
-	if err := b.Echo.read(&echo, "a boolean"); err != nil {
+	if err := b.Echo.Read(&echo, "a boolean"); err != nil {
 		return nil, err
 	}
 	if echo {
 		return nil, badRequest(`only "echo": false is supported`)
 	}
-	t, opt, err := inst.generation(&b.genFields, inst.Opts.NPredict)
+	t, opt, err := inst.generation(&b.Gen, inst.Opts.NPredict)
 	if err != nil {
 		return nil, err
 	}
-	if b.Logprobs.Set && !b.Params.has("n_probs") {
-		if err := b.Logprobs.int(&t.Params.NProbs, 0, 20); err != nil {
+	if b.Logprobs.Set && !b.Params.Has("n_probs") {
+		if err := b.Logprobs.Int(&t.Params.NProbs, 0, 20); err != nil {
 			return nil, err
 		}
 	}

@@ -1,10 +1,9 @@
 package server
 
 // Parsing of llama.cpp's generation parameters (the /completion request
-// fields, genFields, decoded by decodeRequest) into an engine.Request.
+// fields, wire.Gen, decoded by wire.Decode) into an engine.Request.
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,58 +14,18 @@ import (
 	"strconv"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/server/internal/wire"
 
 	"github.com/x/llama"
 	"github.com/x/llama/internal/jsonschema"
 	"github.com/x/llama/sampling"
 )
 
-// reqFields is a JSON object body as decodeRequest first reads it: its
-// values by key, undecoded.
-type reqFields map[string]json.RawMessage
+// isNull reports whether v is JSON null.
+func isNull(v json.RawMessage) bool { return wire.IsNull(v) }
 
-// parseFields decodes a JSON object body.
-func parseFields(body []byte) (reqFields, error) {
-	body = bytes.TrimSpace(body)
-	if len(body) == 0 {
-		return nil, badRequest("the request body is empty")
-	}
-	if body[0] != '{' {
-		return nil, badRequest("the request body must be a JSON object")
-	}
-	var f reqFields
-	if err := json.Unmarshal(body, &f); err != nil {
-		return nil, badRequest("malformed JSON: %v", err)
-	}
-	if f == nil {
-		f = reqFields{}
-	}
-	return f, nil
-}
-
-func isNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }
-
-// jsonKind returns the JSON kind of a value: 'o', 'a', 's', 'n', 'b' or 0
-// when empty or null.
-func jsonKind(v json.RawMessage) byte {
-	v = bytes.TrimSpace(v)
-	if len(v) == 0 {
-		return 0
-	}
-	switch v[0] {
-	case '{':
-		return 'o'
-	case '[':
-		return 'a'
-	case '"':
-		return 's'
-	case 't', 'f':
-		return 'b'
-	case 'n':
-		return 0
-	}
-	return 'n'
-}
+// jsonKind returns the JSON kind of a value (see wire.Kind).
+func jsonKind(v json.RawMessage) byte { return wire.Kind(v) }
 
 // rawInteger reads a JSON integer (a float with no fraction is one),
 // naming the field name in its errors.
@@ -75,7 +34,7 @@ func rawInteger(raw json.RawMessage, name string) (int64, error) {
 	if jsonKind(raw) != 'n' || json.Unmarshal(raw, &num) != nil {
 		return 0, badRequest("%q must be an integer", name)
 	}
-	return numInteger(num, name)
+	return wire.NumInteger(num, name)
 }
 
 // maxNPredict bounds n_predict (llama.cpp keeps it in an int32).
@@ -96,70 +55,12 @@ type genOptions struct {
 	Settings map[string]any
 }
 
-// genFields are the generation parameters of a request, llama.cpp's
-// /completion fields, as decoded by decodeRequest: the native, OpenAI and
-// Responses bodies embed them, and the other dialects' converters set them
-// from typed fields of their own (Anthropic's temperature, a transcription
-// form's max_tokens), which are then checked as the same field in JSON
-// would be.
-type genFields struct {
-	// Params are the numeric parameters of the table (genParams), by name.
-	Params paramValues
-
-	Seed                optNum          `json:"seed"`
-	DRYSequenceBreakers optStrs         `json:"dry_sequence_breakers"`
-	IgnoreEOS           opt[bool]       `json:"ignore_eos"`
-	BackendSampling     opt[bool]       `json:"backend_sampling"`
-	CachePrompt         opt[bool]       `json:"cache_prompt"`
-	NCacheReuse         optNum          `json:"n_cache_reuse"`
-	Stop                optStrs         `json:"stop"`
-	Stream              opt[bool]       `json:"stream"`
-	ReturnTokens        opt[bool]       `json:"return_tokens"`
-	TimingsPerToken     opt[bool]       `json:"timings_per_token"`
-	PostSamplingProbs   opt[bool]       `json:"post_sampling_probs"`
-	Verbose             opt[bool]       `json:"verbose"`
-	ReturnProgress      opt[bool]       `json:"return_progress"`
-	ResponseFields      opt[[]string]   `json:"response_fields"`
-	Samplers            json.RawMessage `json:"samplers"`   // an array of names or a string of letters
-	LogitBias           json.RawMessage `json:"logit_bias"` // pairs or an object
-	LoRA                opt[[]loraItem] `json:"lora"`
-	Grammar             opt[string]     `json:"grammar"`
-	JSONSchema          json.RawMessage `json:"json_schema"`
-	SpecNMax            optNum          `json:"speculative.n_max"`
-	SpecNMin            optNum          `json:"speculative.n_min"`
-	SpecPMin            optNum          `json:"speculative.p_min"`
-}
-
-// loraItem is an entry of lora.
-type loraItem struct {
-	ID    *int     `json:"id"`
-	Scale *float32 `json:"scale"`
-}
-
-// checkFloat stores v in dst if it fits a float32.
-func checkFloat(key string, v float64, dst *float32) error {
-	if math.IsNaN(v) || math.Abs(v) > math.MaxFloat32 {
-		return badRequest("%q is out of range", key)
-	}
-	*dst = float32(v)
-	return nil
-}
-
-// checkInt stores n in dst if it is in [lo, hi].
-func checkInt(key string, n int64, dst *int, lo, hi int64) error {
-	if n < lo || n > hi {
-		return badRequest("%q must be between %d and %d, got %d", key, lo, hi, n)
-	}
-	*dst = int(n)
-	return nil
-}
-
 // parseGeneration reads every generation parameter of body into an
 // engine.Request with the server's defaults for what it does not set. The
 // prompt is left to the caller. Errors are *httpError (400).
 func parseGeneration(body []byte, inst *instance, defaultNPredict int) (*engine.Request, genOptions, error) {
-	var g genFields
-	if err := decodeRequest(body, &g); err != nil {
+	var g wire.Gen
+	if err := wire.Decode(body, &g); err != nil {
 		return nil, genOptions{}, err
 	}
 	return inst.generation(&g, defaultNPredict)
@@ -167,7 +68,7 @@ func parseGeneration(body []byte, inst *instance, defaultNPredict int) (*engine.
 
 // generation reads the generation parameters g into an engine.Request
 // with the server's defaults for what g does not set.
-func (inst *instance) generation(g *genFields, defaultNPredict int) (*engine.Request, genOptions, error) {
+func (inst *instance) generation(g *wire.Gen, defaultNPredict int) (*engine.Request, genOptions, error) {
 	opt := genOptions{Verbose: inst.Opts.Verbose}
 	t := inst.Opts.baseRequest(defaultNPredict)
 	p := &t.Params
@@ -185,7 +86,7 @@ func (inst *instance) generation(g *genFields, defaultNPredict int) (*engine.Req
 		t.NPredict = defaultNPredict
 	}
 	if g.Seed.Set {
-		n, err := g.Seed.integer()
+		n, err := g.Seed.Integer()
 		if err != nil {
 			return nil, opt, err
 		}
@@ -198,31 +99,31 @@ func (inst *instance) generation(g *genFields, defaultNPredict int) (*engine.Req
 			return nil, opt, badRequest(`"seed" must be -1 or between 0 and %d`, uint32(math.MaxUint32))
 		}
 	}
-	if err := g.DRYSequenceBreakers.read(&p.DRYSequenceBreakers); err != nil {
+	if err := g.DRYSequenceBreakers.Read(&p.DRYSequenceBreakers); err != nil {
 		return nil, opt, err
 	}
 	if g.DRYSequenceBreakers.Set && len(p.DRYSequenceBreakers) == 0 {
 		return nil, opt, badRequest(`"dry_sequence_breakers" must not be empty`)
 	}
 	for _, b := range []struct {
-		o   *optBool
+		o   *wire.Opt[bool]
 		dst *bool
 	}{{&g.IgnoreEOS, &p.IgnoreEOS}, {&g.BackendSampling, &p.BackendSampling}, {&g.CachePrompt, &t.CachePrompt}} {
-		if err := b.o.read(b.dst, "a boolean"); err != nil {
+		if err := b.o.Read(b.dst, "a boolean"); err != nil {
 			return nil, opt, err
 		}
 	}
 	// n_cache_reuse, as in llama.cpp, replaces the server's --cache-reuse
 	// for this request: 0 (or less) turns reuse off.
 	if g.NCacheReuse.Set {
-		if err := g.NCacheReuse.int(&t.CacheReuse, math.MinInt32, math.MaxInt32); err != nil {
+		if err := g.NCacheReuse.Int(&t.CacheReuse, math.MinInt32, math.MaxInt32); err != nil {
 			return nil, opt, err
 		}
 		if t.CacheReuse <= 0 {
 			t.CacheReuse = -1
 		}
 	}
-	if err := g.Stop.read(&t.Stop); err != nil {
+	if err := g.Stop.Read(&t.Stop); err != nil {
 		return nil, opt, err
 	}
 	t.Stop = nonEmpty(t.Stop)
@@ -231,18 +132,18 @@ func (inst *instance) generation(g *genFields, defaultNPredict int) (*engine.Req
 	}
 	var progress bool
 	for _, b := range []struct {
-		o   *optBool
+		o   *wire.Opt[bool]
 		dst *bool
 	}{{&g.Stream, &opt.Stream}, {&g.ReturnTokens, &opt.ReturnTokens}, {&g.TimingsPerToken, &opt.TimingsPerToken},
 		{&g.PostSamplingProbs, &opt.PostSamplingProbs}, {&g.Verbose, &opt.Verbose}, {&g.ReturnProgress, &progress}} {
-		if err := b.o.read(b.dst, "a boolean"); err != nil {
+		if err := b.o.Read(b.dst, "a boolean"); err != nil {
 			return nil, opt, err
 		}
 	}
 	t.ReturnProgress = progress && opt.Stream
 	// A whole answer is read at its end: the loop need not wake the reader per token.
 	t.WakeAtEnd = !opt.Stream
-	if err := g.ResponseFields.read(&opt.ResponseFields, "an array of strings"); err != nil {
+	if err := g.ResponseFields.Read(&opt.ResponseFields, "an array of strings"); err != nil {
 		return nil, opt, err
 	}
 	if err := parseSamplers(g.Samplers, p); err != nil {
@@ -404,9 +305,9 @@ func parseLogitBias(raw json.RawMessage, m *llama.Model, p *sampling.Params) err
 	return nil
 }
 
-func parseLoRA(lora *opt[[]loraItem], inst *instance, t *engine.Request) error {
-	var items []loraItem
-	if err := lora.read(&items, `an array of {"id", "scale"} objects`); err != nil || !lora.Set {
+func parseLoRA(lora *wire.Opt[[]wire.LoraItem], inst *instance, t *engine.Request) error {
+	var items []wire.LoraItem
+	if err := lora.Read(&items, `an array of {"id", "scale"} objects`); err != nil || !lora.Set {
 		return err
 	}
 	n := len(inst.Engine.Adapters())
@@ -425,12 +326,12 @@ func parseLoRA(lora *opt[[]loraItem], inst *instance, t *engine.Request) error {
 
 // parseGrammar reads grammar or json_schema and checks the grammar with
 // llama.cpp's parser.
-func parseGrammar(f *genFields, m *llama.Model, p *sampling.Params) error {
+func parseGrammar(f *wire.Gen, m *llama.Model, p *sampling.Params) error {
 	if f.Grammar.Set && len(f.JSONSchema) > 0 {
 		return badRequest(`use either "grammar" or "json_schema", not both`)
 	}
 	var g string
-	if err := f.Grammar.read(&g, "a string"); err != nil {
+	if err := f.Grammar.Read(&g, "a string"); err != nil {
 		return err
 	}
 	if len(f.JSONSchema) > 0 {

@@ -1,6 +1,10 @@
 package server
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/x/llama/server/internal/wire"
+)
 
 // FuzzGenerationRequest feeds arbitrary bodies to the request parsers of
 // the generation endpoints: they must answer with an error or a task,
@@ -20,18 +24,18 @@ func FuzzGenerationRequest(f *testing.F) {
 	inst := defaultInstance(f, s)
 	f.Fuzz(func(t *testing.T, body string) {
 		var c completionBody
-		if decodeRequest([]byte(body), &c) != nil {
+		if wire.Decode([]byte(body), &c) != nil {
 			return
 		}
 		_, _ = parseCompletionRequest(&c, inst)
 		var o oaiCompletionBody
-		_ = decodeRequest([]byte(body), &o)
+		_ = wire.Decode([]byte(body), &o)
 		_, _ = parseOAICompletion(&o, inst)
 		var ch oaiChatBody
-		_ = decodeRequest([]byte(body), &ch)
+		_ = wire.Decode([]byte(body), &ch)
 		_, _, _, _ = ch.chatRequest(inst, false)
 		var rb respBody
-		_ = decodeRequest([]byte(body), &rb)
+		_ = wire.Decode([]byte(body), &rb)
 		if req, err := rb.respToChat(inst.Server.mediaMarker); err == nil && rb.oaiChat(inst, req) == nil {
 			_, _, _, _ = inst.startChat(req)
 		}

@@ -8,7 +8,7 @@ package server
 // engine.Request. Its default is what Options.baseRequest holds
 // (sampling.Defaults, or Options.Sampling, and the server's n_keep). The
 // table is read by decoding (a body's values of its names become
-// genFields.Params), by parsing (generation: a sampling value is checked
+// wire.Gen.Params), by parsing (generation: a sampling value is checked
 // and stored by its sampling.Param, nothing here restates its range), by
 // the echo of generation_settings, /props and /slots, and by limitTask.
 //
@@ -17,7 +17,7 @@ package server
 // checks and echoes it from there. Parameters whose JSON is not a plain
 // number (seed, stop, samplers, logit_bias, lora, grammar, json_schema,
 // dry_sequence_breakers, n_cache_reuse, the speculative.* bounds) are
-// fields of genFields with parsers of their own in params.go and
+// fields of wire.Gen with parsers of their own in params.go and
 // spec_params.go.
 
 import (
@@ -25,6 +25,7 @@ import (
 
 	"github.com/x/llama/engine"
 	"github.com/x/llama/sampling"
+	"github.com/x/llama/server/internal/wire"
 )
 
 // genParam is one numeric generation parameter.
@@ -69,45 +70,10 @@ var genParams = func() []genParam {
 	)
 }()
 
-// paramValues are a request's values of the table's parameters, by name.
-type paramValues map[string]optNum
-
-// decodeParamValues reads the table's parameters of f.
-func decodeParamValues(f reqFields) paramValues {
-	out := paramValues{}
-	for i := range genParams {
-		for _, name := range genParams[i].Names {
-			if raw, ok := f[name]; ok && !isNull(raw) {
-				var o optNum
-				_ = o.UnmarshalJSON(raw)
-				o.setName(name)
-				out[name] = o
-			}
-		}
-	}
-	return out
-}
-
-// setInt and setFloat give the parameter name the value n or v, as a
-// dialect's converter maps a typed field of its own onto it.
-func (pv *paramValues) setInt(name string, n int64) { pv.put(numInt(name, n)) }
-
-func (pv *paramValues) setFloat(name string, v float64) { pv.put(numFloat(name, v)) }
-
-// has reports whether the parameter name is given.
-func (pv paramValues) has(name string) bool { return pv[name].Set }
-
-func (pv *paramValues) put(o optNum) {
-	if *pv == nil {
-		*pv = paramValues{}
-	}
-	(*pv)[o.name] = o
-}
-
 // parse reads the parameter from vals into t: a sampling parameter through
 // its sampling.Param (which checks its range and keeps the default for the
 // values that keep it), a request parameter within [Lo, Hi].
-func (p *genParam) parse(vals paramValues, t *engine.Request) error {
+func (p *genParam) parse(vals wire.Params, t *engine.Request) error {
 	for _, name := range p.Names {
 		o, ok := vals[name]
 		if !ok || !o.Set {
@@ -116,15 +82,15 @@ func (p *genParam) parse(vals paramValues, t *engine.Request) error {
 		var err error
 		switch {
 		case p.Sampling == nil:
-			err = o.int(p.Int(t), p.Lo, p.Hi)
+			err = o.Int(p.Int(t), p.Lo, p.Hi)
 		case p.Float != nil:
 			var v float64
-			if v, err = o.float64(); err == nil {
+			if v, err = o.Float64(); err == nil {
 				err = samplingError(p.Sampling.Set(&t.Params, v))
 			}
 		default:
 			var n int64
-			if n, err = o.integer(); err == nil {
+			if n, err = o.Integer(); err == nil {
 				err = samplingError(p.Sampling.SetInt(&t.Params, n))
 			}
 		}

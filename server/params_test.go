@@ -10,6 +10,7 @@ import (
 
 	"github.com/x/llama/engine"
 	"github.com/x/llama/sampling"
+	"github.com/x/llama/server/internal/wire"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -147,9 +148,8 @@ func TestParseGeneration(t *testing.T) {
 		`{"n_cache_reuse":"8"}`, `{"n_cache_reuse":1.5}`, `{"n_cache_reuse":1e12}`,
 	} {
 		_, _, err := parseGeneration([]byte(bad), inst, 0)
-		var he *httpError
-		require.ErrorAs(t, err, &he, bad)
-		assert.Equal(t, http.StatusBadRequest, he.Status, bad)
+		require.Error(t, err, bad)
+		assert.Equal(t, http.StatusBadRequest, classify(err).Status, bad)
 	}
 }
 
@@ -190,15 +190,15 @@ func TestGenParamsTable(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				type input struct {
 					how string
-					g   genFields
+					g   wire.Gen
 				}
-				fromJSON := func(body string) genFields {
-					var g genFields
-					require.NoError(t, decodeRequest([]byte(body), &g))
+				fromJSON := func(body string) wire.Gen {
+					var g wire.Gen
+					require.NoError(t, wire.Decode([]byte(body), &g))
 					return g
 				}
-				typed := func(set func(*paramValues)) genFields {
-					var g genFields
+				typed := func(set func(*wire.Params)) wire.Gen {
+					var g wire.Gen
 					set(&g.Params)
 					return g
 				}
@@ -207,18 +207,18 @@ func TestGenParamsTable(t *testing.T) {
 				var wantErr string
 				if gp.Float != nil {
 					want = float32(1.25)
-					ok = []input{{"json", fromJSON(`{"` + name + `":1.25}`)}, {"typed", typed(func(p *paramValues) { p.setFloat(name, 1.25) })}}
-					bad = []input{{"json", fromJSON(`{"` + name + `":1e40}`)}, {"typed", typed(func(p *paramValues) { p.setFloat(name, 1e40) })}}
+					ok = []input{{"json", fromJSON(`{"` + name + `":1.25}`)}, {"typed", typed(func(p *wire.Params) { p.SetFloat(name, 1.25) })}}
+					bad = []input{{"json", fromJSON(`{"` + name + `":1e40}`)}, {"typed", typed(func(p *wire.Params) { p.SetFloat(name, 1e40) })}}
 					wantErr = `"` + name + `" is out of range`
 				} else {
 					want = 0
-					ok = []input{{"json", fromJSON(`{"` + name + `":0}`)}, {"typed", typed(func(p *paramValues) { p.setInt(name, 0) })}}
+					ok = []input{{"json", fromJSON(`{"` + name + `":0}`)}, {"typed", typed(func(p *wire.Params) { p.SetInt(name, 0) })}}
 					lo, hi := gp.Lo, gp.Hi
 					if gp.Sampling != nil {
 						lo, hi = gp.Sampling.Lo, gp.Sampling.Hi
 					}
 					over := hi + 1
-					bad = []input{{"json", fromJSON(fmt.Sprintf(`{%q:%d}`, name, over))}, {"typed", typed(func(p *paramValues) { p.setInt(name, over) })}}
+					bad = []input{{"json", fromJSON(fmt.Sprintf(`{%q:%d}`, name, over))}, {"typed", typed(func(p *wire.Params) { p.SetInt(name, over) })}}
 					wantErr = fmt.Sprintf(`%q must be between %d and %d, got %d`, name, lo, hi, over)
 				}
 				for _, in := range ok {
@@ -235,8 +235,8 @@ func TestGenParamsTable(t *testing.T) {
 				}
 				for _, in := range bad {
 					_, _, err := inst.generation(&in.g, 0)
-					var he *httpError
-					require.ErrorAs(t, err, &he, in.how)
+					require.Error(t, err, in.how)
+					he := classify(err)
 					assert.Equal(t, http.StatusBadRequest, he.Status, in.how)
 					assert.Equal(t, wantErr, he.Msg, in.how)
 				}
@@ -248,86 +248,13 @@ func TestGenParamsTable(t *testing.T) {
 	}
 }
 
-// TestDecodeRequest checks the typed decoding of bodies: names match
-// exactly, null is absent, a wrong type is an error of the field (named)
-// when it is read, an outer field shadows an embedded one of the same
-// name, and only the body's shape fails the decode itself.
-func TestDecodeRequest(t *testing.T) {
-	type inner struct {
-		A opt[string] `json:"a"`
-		B optNum      `json:"b"`
-	}
-	type body struct {
-		inner
-		A    opt[bool]       `json:"a"` // shadows inner.A
-		S    optStrs         `json:"s"`
-		Raw  json.RawMessage `json:"raw"`
-		Dots optNum          `json:"x.y"`
-	}
-	for _, c := range []struct {
-		name, body string
-		check      func(t *testing.T, b *body)
-		err        string // of the decode
-	}{
-		{"empty", ``, nil, "the request body is empty"},
-		{"not an object", `[1]`, nil, "the request body must be a JSON object"},
-		{"malformed", `{"a":`, nil, "malformed JSON"},
-		{"absent", `{}`, func(t *testing.T, b *body) {
-			assert.False(t, b.A.Set || b.inner.A.Set || b.B.Set || b.S.Set || b.Dots.Set)
-			assert.Nil(t, b.Raw)
-		}, ""},
-		{"null is absent", `{"a":null,"b":null,"s":null,"raw":null}`, func(t *testing.T, b *body) {
-			assert.False(t, b.A.Set || b.B.Set || b.S.Set)
-			assert.Nil(t, b.Raw)
-		}, ""},
-		{"case-sensitive names", `{"A":true,"B":1,"X.Y":2}`, func(t *testing.T, b *body) {
-			assert.False(t, b.A.Set || b.B.Set || b.Dots.Set)
-		}, ""},
-		{"shadowing", `{"a":true,"b":2.0}`, func(t *testing.T, b *body) {
-			assert.True(t, b.A.Set && b.A.V)
-			assert.False(t, b.inner.A.Set)
-			n, err := b.B.integer()
-			require.NoError(t, err)
-			assert.Equal(t, int64(2), n)
-		}, ""},
-		{"wrong types are the fields' errors", `{"a":"x","b":"y","s":[1],"x.y":1.5}`, func(t *testing.T, b *body) {
-			var v bool
-			assert.EqualError(t, b.A.read(&v, "a boolean"), `"a" must be a boolean`)
-			_, err := b.B.float64()
-			assert.EqualError(t, err, `"b" must be a number`)
-			var ss []string
-			assert.EqualError(t, b.S.read(&ss), `"s" must be a string or an array of strings`)
-			var n int
-			assert.EqualError(t, b.Dots.int(&n, 0, 10), `"x.y" must be an integer in range, got 1.5`)
-		}, ""},
-		{"a string is a list of one", `{"s":"one","raw":  [1, 2] }`, func(t *testing.T, b *body) {
-			var ss []string
-			require.NoError(t, b.S.read(&ss))
-			assert.Equal(t, []string{"one"}, ss)
-			assert.Equal(t, `[1, 2]`, string(b.Raw))
-		}, ""},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			var b body
-			err := decodeRequest([]byte(c.body), &b)
-			if c.err != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), c.err)
-				return
-			}
-			require.NoError(t, err)
-			c.check(t, &b)
-		})
-	}
-}
-
 // TestRequestFieldTypes keeps every field of the typed bodies one whose
-// decoding cannot fail (decodeRequest reports a wrong type only through
+// decoding cannot fail (wire.Decode reports a wrong type only through
 // the field types): an optional field type, or raw JSON read by a named
 // function.
 func TestRequestFieldTypes(t *testing.T) {
 	raw := reflect.TypeFor[json.RawMessage]()
-	named := reflect.TypeFor[namedField]()
+	named := reflect.TypeFor[wire.NamedField]()
 	var check func(t *testing.T, typ reflect.Type)
 	check = func(t *testing.T, typ reflect.Type) {
 		for i := range typ.NumField() {
@@ -335,12 +262,12 @@ func TestRequestFieldTypes(t *testing.T) {
 			switch {
 			case sf.Anonymous:
 				check(t, sf.Type)
-			case sf.Type == reflect.TypeFor[paramValues]():
+			case sf.Type == reflect.TypeFor[wire.Params]():
 			case sf.Tag.Get("json") == "":
 				t.Errorf("%s.%s has no json name", typ.Name(), sf.Name)
 			default:
 				assert.True(t, sf.Type == raw || reflect.PointerTo(sf.Type).Implements(named),
-					"%s.%s is a %s: use opt[T], optNum, optStrs or json.RawMessage", typ.Name(), sf.Name, sf.Type)
+					"%s.%s is a %s: use wire.Opt[T], wire.Num, wire.Strs or json.RawMessage", typ.Name(), sf.Name, sf.Type)
 			}
 		}
 	}

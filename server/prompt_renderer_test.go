@@ -6,6 +6,7 @@ import (
 
 	"github.com/x/llama/engine"
 	"github.com/x/llama/sampling"
+	"github.com/x/llama/server/internal/wire"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -114,11 +115,11 @@ func TestBuiltinRendererTools(t *testing.T) {
 	bi := &instance{Name: inst.Name, Model: inst.Model, Engine: inst.Engine, Template: r, Server: inst.Server, Opts: inst.Opts}
 	tools := []chat.Tool{{Name: "f", Parameters: json.RawMessage(`{"type":"object"}`)}}
 	msgs := []chat.Message{{Role: chat.RoleUser, Content: "Hi"}}
-	plain, err := bi.prepareChat(&chatRequest{Messages: msgs, AddGenerationPrompt: true}, &engine.Request{Params: sampling.Defaults()})
+	plain, err := bi.prepareChat(&wire.Chat{Messages: msgs, AddGenerationPrompt: true}, &engine.Request{Params: sampling.Defaults()})
 	require.NoError(t, err)
 	for _, mode := range []string{"auto", "required"} {
 		task := &engine.Request{Params: sampling.Defaults()}
-		plan, err := bi.prepareChat(&chatRequest{Messages: msgs, Tools: tools, ToolChoice: chat.ToolChoice{Mode: mode}, AddGenerationPrompt: true}, task)
+		plan, err := bi.prepareChat(&wire.Chat{Messages: msgs, Tools: tools, ToolChoice: chat.ToolChoice{Mode: mode}, AddGenerationPrompt: true}, task)
 		require.NoError(t, err)
 		assert.Equal(t, chat.FormatContentOnly, plan.Parse.Format, mode)
 		assert.False(t, plan.Parse.ParseToolCalls, mode)

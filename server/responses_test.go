@@ -12,6 +12,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	respdialect "github.com/x/llama/server/internal/responses"
 )
 
 func TestResponses(t *testing.T) {
@@ -111,9 +112,9 @@ func TestResponsesFunctionCall(t *testing.T) {
 		"tool_choice":       map[string]any{"type": "function", "name": "get_weather"},
 		"max_output_tokens": 200, "temperature": 0,
 	}
-	var resp respObject
+	var resp respdialect.Object
 	require.Equal(t, http.StatusOK, xPost(t, hs.URL+"/v1/responses", body, &resp))
-	var call *respItem
+	var call *respdialect.Item
 	for i := range resp.Output {
 		if resp.Output[i].Type == "function_call" {
 			call = &resp.Output[i]
@@ -151,7 +152,7 @@ func TestResponsesFunctionCall(t *testing.T) {
 		map[string]any{"type": "function_call", "call_id": call.CallID, "name": call.Name, "arguments": *call.Arguments},
 		map[string]any{"type": "function_call_output", "call_id": call.CallID, "output": "Sunny"},
 	}
-	var final respObject
+	var final respdialect.Object
 	require.Equal(t, http.StatusOK, xPost(t, hs.URL+"/v1/responses", map[string]any{
 		"input": input, "tools": []any{tool}, "tool_choice": "none", "max_output_tokens": 6, "temperature": 0,
 	}, &final))
@@ -227,6 +228,42 @@ func TestResponsesErrorMessages(t *testing.T) {
 		})
 	}
 	// reasoning.effort takes the place of a reasoning_effort field.
-	var out respObject
+	var out respdialect.Object
 	assert.Equal(t, http.StatusOK, xPost(t, hs.URL+"/v1/responses", json.RawMessage(`{"input":"x","max_output_tokens":2,"reasoning_effort":3,"reasoning":{"effort":"low"}}`), &out))
+}
+
+// TestResponsesStreamProgressTimings pins the stream's events around
+// llama-server's return_progress and timings_per_token: in_progress events
+// carry prompt_progress, only a token's delta events and
+// response.completed carry timings, and sequence numbers count every event.
+func TestResponsesStreamProgressTimings(t *testing.T) {
+	_, hs := newTestServer(t, Options{})
+	events := xStream(t, hs.URL+"/v1/responses", map[string]any{"input": "Once upon a time", "max_output_tokens": 4,
+		"stream": true, "return_progress": true, "timings_per_token": true})
+	require.GreaterOrEqual(t, len(events), 4)
+	assert.Equal(t, "response.created", events[0]["type"])
+	assert.Equal(t, "response.in_progress", events[1]["type"])
+	progress, deltas := 0, 0
+	for i, e := range events {
+		assert.EqualValues(t, i, e["sequence_number"], "event %d", i)
+		typ := e["type"].(string)
+		_, hasTimings := e["timings"]
+		_, hasProgress := e["prompt_progress"]
+		switch {
+		case typ == "response.in_progress" && hasProgress:
+			progress++
+		case strings.HasSuffix(typ, ".delta"):
+			deltas++
+			assert.True(t, hasTimings, "%s has timings", typ)
+		case typ == "response.completed":
+			assert.True(t, hasTimings, "%s has timings", typ)
+			assert.Equal(t, "completed", e["response"].(map[string]any)["status"])
+		default:
+			assert.False(t, hasTimings, "%s has no timings", typ)
+			assert.False(t, hasProgress, "%s has no prompt_progress", typ)
+		}
+	}
+	assert.Positive(t, progress)
+	assert.Positive(t, deltas)
+	assert.Equal(t, "response.completed", events[len(events)-1]["type"])
 }

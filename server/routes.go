@@ -92,13 +92,13 @@ func (s *Server) routes() []route {
 		{"POST /v1/audio/transcriptions", keyed, openAIErrors, handleTranscriptions(s)},
 		{"POST /audio/transcriptions", keyed, openAIErrors, handleTranscriptions(s)},
 
-		// OpenAI Responses API (responses.go).
+		// OpenAI Responses API (responses_handlers.go, internal/responses).
 		{"POST /v1/responses", keyed, responsesErrors, handleResponses(s)},
 		{"POST /v1/responses/input_tokens", keyed, responsesErrors, handleResponsesInputTokens(s)},
 		{"POST /responses", keyed, responsesErrors, handleResponses(s)},
 		{"POST /responses/input_tokens", keyed, responsesErrors, handleResponsesInputTokens(s)},
 
-		// Anthropic Messages API (anthropic.go).
+		// Anthropic Messages API (anthropic_handlers.go, internal/anthropic).
 		{"POST /v1/messages", keyed, anthropicErrors, handleAnthropicMessages(s)},
 		{"POST /v1/messages/count_tokens", keyed, anthropicErrors, handleAnthropicCountTokens(s)},
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/server/internal/wire"
 )
 
 // parseSpeculative reads a request's speculative.n_max, speculative.n_min
@@ -13,18 +14,18 @@ import (
 // llama-server ignores them, earlier ones applied them to the draft model).
 // n_max and n_min bound this request's drafts within the server's
 // settings; p_min replaces the draft model's --spec-draft-p-min.
-func parseSpeculative(g *genFields, t *engine.Request) error {
-	if err := g.SpecNMax.int(&t.SpecNMax, 0, math.MaxInt32); err != nil {
+func parseSpeculative(g *wire.Gen, t *engine.Request) error {
+	if err := g.SpecNMax.Int(&t.SpecNMax, 0, math.MaxInt32); err != nil {
 		return err
 	}
-	if err := g.SpecNMin.int(&t.SpecNMin, 0, math.MaxInt32); err != nil {
+	if err := g.SpecNMin.Int(&t.SpecNMin, 0, math.MaxInt32); err != nil {
 		return err
 	}
 	if !g.SpecPMin.Set {
 		return nil
 	}
 	var p float32
-	if err := g.SpecPMin.float(&p); err != nil {
+	if err := g.SpecPMin.Float(&p); err != nil {
 		return err
 	}
 	if !(p >= 0 && p <= 1) {

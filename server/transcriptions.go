@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/server/internal/wire"
 
 	"github.com/x/llama/chat"
 )
@@ -133,7 +134,7 @@ func audioFormat(b []byte) string {
 // request for inst, as llama-server converts it; the user message ends
 // with the server's media marker, the place of the form's file (the caller adds the
 // file to the request's media).
-func transcriptionChat(form *transcriptionForm, inst *instance) (*chatRequest, error) {
+func transcriptionChat(form *transcriptionForm, inst *instance) (*wire.Chat, error) {
 	if rf, ok := form.fields["response_format"]; ok && rf != "json" {
 		return nil, badRequest("Only 'json' response_format is supported for transcription")
 	}
@@ -151,7 +152,7 @@ func transcriptionChat(form *transcriptionForm, inst *instance) (*chatRequest, e
 	if lang := form.fields["language"]; lang != "" {
 		prompt += " (language: " + lang + ")"
 	}
-	req := &chatRequest{AddGenerationPrompt: true, N: 1, ToolChoice: chat.ToolChoice{Mode: "auto"}, Model: form.fields["model"]}
+	req := &wire.Chat{AddGenerationPrompt: true, N: 1, ToolChoice: chat.ToolChoice{Mode: "auto"}, Model: form.fields["model"]}
 	// As llama-server, the user message is the prompt text ending with the
 	// media marker (a string, not content parts).
 	if system != "" {
@@ -162,20 +163,20 @@ func transcriptionChat(form *transcriptionForm, inst *instance) (*chatRequest, e
 	marker := inst.Server.mediaMarker
 	prompt = strings.ReplaceAll(prompt, marker, "")
 	req.Messages = append(req.Messages, chat.Message{Role: chat.RoleUser, Content: prompt + marker})
-	req.Gen.Stream = some("stream", form.fields["stream"] == "true")
+	req.Gen.Stream = wire.Some("stream", form.fields["stream"] == "true")
 	if s, ok := form.fields["max_tokens"]; ok {
 		n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 31)
 		if err != nil {
 			return nil, badRequest("max_tokens must be a non-negative integer, not %q", s)
 		}
-		req.Gen.Params.setInt("max_tokens", int64(n))
+		req.Gen.Params.SetInt("max_tokens", int64(n))
 	}
 	if s, ok := form.fields["temperature"]; ok {
 		v, err := strconv.ParseFloat(strings.TrimSpace(s), 32)
 		if err != nil {
 			return nil, badRequest("temperature must be a number, not %q", s)
 		}
-		req.Gen.Params.setFloat("temperature", v)
+		req.Gen.Params.SetFloat("temperature", v)
 	}
 	return req, nil
 }
@@ -234,7 +235,7 @@ func handleTranscriptions(s *Server) handlerFunc {
 		if err != nil {
 			return err
 		}
-		req.media = append(req.media, mediaInput{data: form.file, kind: "audio"})
+		req.Media = append(req.Media, wire.Media{Data: form.file, Kind: "audio"})
 		g, plan, _, err := inst.startChat(req)
 		if err != nil {
 			return err

@@ -1,0 +1,122 @@
+package wire
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestDecode checks the typed decoding of bodies: names match
+// exactly, null is absent, a wrong type is an error of the field (named)
+// when it is read, an outer field shadows an embedded one of the same
+// name, and only the body's shape fails the decode itself.
+func TestDecode(t *testing.T) {
+	type inner struct {
+		A Opt[string] `json:"a"`
+		B Num         `json:"b"`
+	}
+	type body struct {
+		inner
+		A    Opt[bool]       `json:"a"` // shadows inner.A
+		S    Strs            `json:"s"`
+		Raw  json.RawMessage `json:"raw"`
+		Dots Num             `json:"x.y"`
+	}
+	for _, c := range []struct {
+		name, body string
+		check      func(t *testing.T, b *body)
+		err        string // of the decode
+	}{
+		{"empty", ``, nil, "the request body is empty"},
+		{"not an object", `[1]`, nil, "the request body must be a JSON object"},
+		{"malformed", `{"a":`, nil, "malformed JSON"},
+		{"absent", `{}`, func(t *testing.T, b *body) {
+			assert.False(t, b.A.Set || b.inner.A.Set || b.B.Set || b.S.Set || b.Dots.Set)
+			assert.Nil(t, b.Raw)
+		}, ""},
+		{"null is absent", `{"a":null,"b":null,"s":null,"raw":null}`, func(t *testing.T, b *body) {
+			assert.False(t, b.A.Set || b.B.Set || b.S.Set)
+			assert.Nil(t, b.Raw)
+		}, ""},
+		{"case-sensitive names", `{"A":true,"B":1,"X.Y":2}`, func(t *testing.T, b *body) {
+			assert.False(t, b.A.Set || b.B.Set || b.Dots.Set)
+		}, ""},
+		{"shadowing", `{"a":true,"b":2.0}`, func(t *testing.T, b *body) {
+			assert.True(t, b.A.Set && b.A.V)
+			assert.False(t, b.inner.A.Set)
+			n, err := b.B.Integer()
+			require.NoError(t, err)
+			assert.Equal(t, int64(2), n)
+		}, ""},
+		{"wrong types are the fields' errors", `{"a":"x","b":"y","s":[1],"x.y":1.5}`, func(t *testing.T, b *body) {
+			var v bool
+			assert.EqualError(t, b.A.Read(&v, "a boolean"), `"a" must be a boolean`)
+			_, err := b.B.Float64()
+			assert.EqualError(t, err, `"b" must be a number`)
+			var ss []string
+			assert.EqualError(t, b.S.Read(&ss), `"s" must be a string or an array of strings`)
+			var n int
+			assert.EqualError(t, b.Dots.Int(&n, 0, 10), `"x.y" must be an integer in range, got 1.5`)
+		}, ""},
+		{"a string is a list of one", `{"s":"one","raw":  [1, 2] }`, func(t *testing.T, b *body) {
+			var ss []string
+			require.NoError(t, b.S.Read(&ss))
+			assert.Equal(t, []string{"one"}, ss)
+			assert.Equal(t, `[1, 2]`, string(b.Raw))
+		}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var b body
+			err := Decode([]byte(c.body), &b)
+			if c.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), c.err)
+				return
+			}
+			require.NoError(t, err)
+			c.check(t, &b)
+		})
+	}
+}
+
+// FuzzDecode: no body makes decoding or reading its fields panic, and
+// every error is an *Error.
+func FuzzDecode(f *testing.F) {
+	f.Add(`{"n":1.5,"s":["a"],"o":{"x":1},"p":2}`)
+	f.Add(`{"n":"x","s":5,"o":[],"g":{"seed":1}}`)
+	f.Add(`[1]`)
+	f.Fuzz(func(t *testing.T, body string) {
+		var b struct {
+			N Num                    `json:"n"`
+			S Strs                   `json:"s"`
+			O Opt[map[string]any]    `json:"o"`
+			R json.RawMessage        `json:"r"`
+			G Opt[map[string]string] `json:"g"`
+			Gen
+		}
+		isErr := func(err error) {
+			if err != nil {
+				var we *Error
+				assert.ErrorAs(t, err, &we)
+			}
+		}
+		if err := Decode([]byte(body), &b); err != nil {
+			isErr(err)
+			return
+		}
+		var n int
+		var f float32
+		var ss []string
+		var m map[string]any
+		isErr(b.N.Int(&n, -5, 5))
+		isErr(b.N.Float(&f))
+		isErr(b.S.Read(&ss))
+		isErr(b.O.Read(&m, "an object"))
+		for _, p := range b.Params {
+			_, err := p.Integer()
+			isErr(err)
+		}
+	})
+}

@@ -1,0 +1,245 @@
+// Package wire holds the internal request of the server's chat-shaped
+// endpoints and the decoding of request bodies. Each dialect (OpenAI,
+// Anthropic, Responses, the native API) decodes its body once into a typed
+// struct built of this package's field types (Decode) and translates it
+// into a Chat, which the server turns into an engine request. Errors of
+// decoding and translating are *Error, which the server answers as 400
+// invalid_request_error with the error's text.
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+
+	"github.com/x/llama/chat"
+)
+
+// Error is a client's mistake in a request: the server answers it with
+// status 400, type invalid_request_error and Msg as the message.
+type Error struct {
+	Msg string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Errorf returns an *Error with a formatted message.
+func Errorf(format string, args ...any) *Error {
+	return &Error{Msg: fmt.Sprintf(format, args...)}
+}
+
+// Chat is the internal chat request every chat-shaped dialect translates
+// to, in package chat's types; the server turns it into a task and a plan
+// to read its output with.
+type Chat struct {
+	Messages []chat.Message
+	Tools    []chat.Tool
+	// ToolChoice is auto (the default), none, required or function.
+	ToolChoice chat.ToolChoice
+	// Parallel allows several tool calls (nil: when the template can).
+	Parallel *bool
+	// AddGenerationPrompt opens the assistant turn (the default).
+	AddGenerationPrompt bool
+	// Extra are template variables (chat_template_kwargs, enable_thinking).
+	Extra map[string]any
+	// Reasoning is the reasoning format ("" for the server's).
+	Reasoning string
+	// Schema is a JSON Schema the answer must follow (response_format).
+	Schema json.RawMessage
+	// Media are the images and audio of the messages, in order; their
+	// places in the text are marked with the server's media marker.
+	Media []Media
+	// Continue continues the last message (continue_final_message):
+	// "auto", "content" or "reasoning_content"; "" does not, except that
+	// a conversation ending with an assistant message is continued.
+	Continue string
+	// AllowEmpty accepts no messages at all.
+	AllowEmpty bool
+	// ReasoningEffort is OpenAI's reasoning_effort: "none" turns thinking
+	// off, another value is passed to the template ("": not given).
+	ReasoningEffort string
+	// Model is the model name the answer reports ("": the instance's).
+	Model string
+	// N is the number of choices (OpenAI's "n"; 0 means 1).
+	N int
+	// Gen holds the generation parameters: llama.cpp's fields, as the
+	// body gave them or as a dialect's converter maps its own onto them
+	// (with --jinja, Gen.JSONSchema is the answer's schema).
+	Gen Gen
+	// Opts are the OpenAI chat settings beyond generation.
+	Opts ChatFields
+}
+
+// Media is one medium of a request, still encoded.
+type Media struct {
+	Data []byte
+	Kind string // "image" or "audio", as the request said
+	// File is the path of a file:// URL, read from the server's media
+	// folder when the prompt is tokenized (Data is then nil).
+	File string
+}
+
+// ChatFields are the chat settings of OpenAI's chat completions (and of
+// the bodies that embed them) beyond the conversation and generation.
+type ChatFields struct {
+	MaxCompletionTokens Num                `json:"max_completion_tokens"`
+	Logprobs            Opt[bool]          `json:"logprobs"`
+	TopLogprobs         Num                `json:"top_logprobs"`
+	StreamOptions       Opt[StreamOptions] `json:"stream_options"`
+	// The thinking budget.
+	ReasoningBudgetTokens  Num         `json:"reasoning_budget_tokens"`
+	ThinkingBudgetTokens   Num         `json:"thinking_budget_tokens"`
+	ReasoningBudgetMessage Opt[string] `json:"reasoning_budget_message"`
+	// ReasoningControl lets POST /v1/chat/completions/control end the
+	// thinking of this chat.
+	ReasoningControl Opt[bool] `json:"reasoning_control"`
+}
+
+// StreamOptions is OpenAI's stream_options.
+type StreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// Gen are the generation parameters of a request, llama.cpp's /completion
+// fields, as decoded by Decode: the native, OpenAI and Responses bodies
+// embed them, and the other dialects' converters set them from typed
+// fields of their own (Anthropic's temperature, a transcription form's
+// max_tokens), which are then checked as the same field in JSON would be.
+type Gen struct {
+	// Params are the body's plain numbers by name; the server reads those
+	// of its table of numeric generation parameters.
+	Params Params
+
+	Seed                Num             `json:"seed"`
+	DRYSequenceBreakers Strs            `json:"dry_sequence_breakers"`
+	IgnoreEOS           Opt[bool]       `json:"ignore_eos"`
+	BackendSampling     Opt[bool]       `json:"backend_sampling"`
+	CachePrompt         Opt[bool]       `json:"cache_prompt"`
+	NCacheReuse         Num             `json:"n_cache_reuse"`
+	Stop                Strs            `json:"stop"`
+	Stream              Opt[bool]       `json:"stream"`
+	ReturnTokens        Opt[bool]       `json:"return_tokens"`
+	TimingsPerToken     Opt[bool]       `json:"timings_per_token"`
+	PostSamplingProbs   Opt[bool]       `json:"post_sampling_probs"`
+	Verbose             Opt[bool]       `json:"verbose"`
+	ReturnProgress      Opt[bool]       `json:"return_progress"`
+	ResponseFields      Opt[[]string]   `json:"response_fields"`
+	Samplers            json.RawMessage `json:"samplers"`   // an array of names or a string of letters
+	LogitBias           json.RawMessage `json:"logit_bias"` // pairs or an object
+	LoRA                Opt[[]LoraItem] `json:"lora"`
+	Grammar             Opt[string]     `json:"grammar"`
+	JSONSchema          json.RawMessage `json:"json_schema"`
+	SpecNMax            Num             `json:"speculative.n_max"`
+	SpecNMin            Num             `json:"speculative.n_min"`
+	SpecPMin            Num             `json:"speculative.p_min"`
+}
+
+// LoraItem is an entry of lora.
+type LoraItem struct {
+	ID    *int     `json:"id"`
+	Scale *float32 `json:"scale"`
+}
+
+// Params are a request's numeric values by name. Decode fills a field of
+// this type with every non-null value of the body (a value that is not a
+// number reports its error when read as one).
+type Params map[string]Num
+
+// decodeParams reads the values of f.
+func decodeParams(f Fields) Params {
+	out := Params{}
+	for name, raw := range f {
+		if IsNull(raw) {
+			continue
+		}
+		var o Num
+		_ = o.UnmarshalJSON(raw)
+		o.SetName(name)
+		out[name] = o
+	}
+	return out
+}
+
+// SetInt and SetFloat give the parameter name the value n or v, as a
+// dialect's converter maps a typed field of its own onto it.
+func (pv *Params) SetInt(name string, n int64) { pv.put(NumInt(name, n)) }
+
+// SetFloat: see SetInt.
+func (pv *Params) SetFloat(name string, v float64) { pv.put(NumFloat(name, v)) }
+
+// Has reports whether the parameter name is given.
+func (pv Params) Has(name string) bool { return pv[name].Set }
+
+func (pv *Params) put(o Num) {
+	if *pv == nil {
+		*pv = Params{}
+	}
+	(*pv)[o.name] = o
+}
+
+// Fields is a JSON object body as Decode first reads it: its values by
+// key, undecoded.
+type Fields map[string]json.RawMessage
+
+// ParseFields decodes a JSON object body.
+func ParseFields(body []byte) (Fields, error) {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return nil, Errorf("the request body is empty")
+	}
+	if body[0] != '{' {
+		return nil, Errorf("the request body must be a JSON object")
+	}
+	var f Fields
+	if err := json.Unmarshal(body, &f); err != nil {
+		return nil, Errorf("malformed JSON: %v", err)
+	}
+	if f == nil {
+		f = Fields{}
+	}
+	return f, nil
+}
+
+// IsNull reports whether v is JSON null.
+func IsNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }
+
+// Kind returns the JSON kind of a value: 'o', 'a', 's', 'n', 'b' or 0
+// when empty or null.
+func Kind(v json.RawMessage) byte {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 {
+		return 0
+	}
+	switch v[0] {
+	case '{':
+		return 'o'
+	case '[':
+		return 'a'
+	case '"':
+		return 's'
+	case 't', 'f':
+		return 'b'
+	case 'n':
+		return 0
+	}
+	return 'n'
+}
+
+// CheckFloat stores v in dst if it fits a float32.
+func CheckFloat(key string, v float64, dst *float32) error {
+	if math.IsNaN(v) || math.Abs(v) > math.MaxFloat32 {
+		return Errorf("%q is out of range", key)
+	}
+	*dst = float32(v)
+	return nil
+}
+
+// CheckInt stores n in dst if it is in [lo, hi].
+func CheckInt(key string, n int64, dst *int, lo, hi int64) error {
+	if n < lo || n > hi {
+		return Errorf("%q must be between %d and %d, got %d", key, lo, hi, n)
+	}
+	*dst = int(n)
+	return nil
+}
