@@ -102,7 +102,15 @@ type ContextOptions struct {
 	Embeddings                                                bool   // compute embeddings (with logits)
 	NoOffloadKQV                                              bool   // keep the KV cache and KQV ops on the CPU
 	NoOpOffload                                               bool   // do not offload host tensor operations
-	SWAPartial                                                bool   // use a sliding-window-sized cache for SWA models (default: full)
+	// SWAFull gives the sliding-window layers of a model that has them
+	// (Gemma 2 and 3, gpt-oss, Cohere 2, ...) a KV cache of the whole
+	// context, as llama.cpp's swa_full. By default (false, llama.cpp's
+	// default) those layers keep only the last window of positions plus a
+	// micro-batch, which takes a fraction of the memory at long contexts,
+	// but a windowed cache forgets what lies before the window: it cannot
+	// go back to an earlier position of a sequence, nor shift positions
+	// (see Memory and SlidingWindow). SWAFull trades the memory for that.
+	SWAFull bool
 	KVUnified                                                 bool   // one KV buffer shared by all sequences
 	Perf                                                      bool   // collect performance counters (Perf)
 	// ThreadPool sets the compute threads' priority, polling and CPUs
@@ -132,6 +140,7 @@ type Context struct {
 
 	nCtx, nCtxSeq, nBatch, nUBatch, nSeqMax int
 	embeddings, kvUnified                   bool
+	nSwa                                    int // window of a windowed cache; 0: full-sized
 	pooling                                 PoolingType
 
 	abort    *atomic.Uint32  // in C memory: non-zero aborts; C reads its first byte (little-endian)
@@ -250,7 +259,7 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 	p.Embeddings = opts.Embeddings
 	p.OffloadKQV = !opts.NoOffloadKQV
 	p.OpOffload = !opts.NoOpOffload
-	p.SwaFull = !opts.SWAPartial
+	p.SwaFull = opts.SWAFull
 	p.KVUnified = opts.KVUnified
 	p.NoPerf = !opts.Perf
 
@@ -286,6 +295,7 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 	c.nSeqMax = int(capi.NSeqMax(ptr))
 	c.embeddings = opts.Embeddings
 	c.kvUnified = opts.KVUnified
+	c.nSwa = windowedSWA(int(capi.ModelNSwa(m.ptr)), opts.SWAFull, c.nCtxSeq, c.nSeqMax, c.nUBatch, c.kvUnified)
 	c.pooling = PoolingDefault
 	if pt := capi.PoolingType(ptr); pt >= -1 && pt <= 4 {
 		for i, v := range poolingC {
@@ -487,6 +497,32 @@ func (c *Context) Size() int { return c.get(func() int { return c.nCtx }) }
 
 // SeqSize returns the context size available to each sequence.
 func (c *Context) SeqSize() int { return c.get(func() int { return c.nCtxSeq }) }
+
+// SlidingWindow returns the window, in positions, of the context's
+// windowed KV cache, or 0 when every layer keeps the whole context: a
+// model without sliding-window layers, ContextOptions.SWAFull, or a
+// context no larger than the window's cache. With a window, the memory of
+// a sequence holds its sliding-window layers' entries for about the last
+// window of positions only; Memory says what that rules out.
+func (c *Context) SlidingWindow() int { return c.get(func() int { return c.nSwa }) }
+
+// windowedSWA is the window of the cache llama.cpp gives a model with
+// sliding window nSwa (0: none), or 0 when it is full-sized: llama.cpp
+// sizes the window's cache as nSwa positions per sequence sharing it plus
+// a micro-batch, padded to 256 cells, at most the whole context's.
+func windowedSWA(nSwa int, full bool, nCtxSeq, nSeq, nUBatch int, unified bool) int {
+	if nSwa <= 0 || full {
+		return 0
+	}
+	n := nSwa + nUBatch
+	if unified {
+		n = nSwa*nSeq + nUBatch
+	}
+	if n = (n + 255) / 256 * 256; n >= nCtxSeq {
+		return 0
+	}
+	return nSwa
+}
 
 // BatchSize returns the most tokens one Decode takes.
 func (c *Context) BatchSize() int { return c.get(func() int { return c.nBatch }) }
