@@ -102,15 +102,7 @@ type ContextOptions struct {
 	Embeddings                                                bool   // compute embeddings (with logits)
 	NoOffloadKQV                                              bool   // keep the KV cache and KQV ops on the CPU
 	NoOpOffload                                               bool   // do not offload host tensor operations
-	// SWAFull gives the sliding-window layers of a model that has them
-	// (Gemma 2 and 3, gpt-oss, Cohere 2, ...) a KV cache of the whole
-	// context, as llama.cpp's swa_full. By default (false, llama.cpp's
-	// default) those layers keep only the last window of positions plus a
-	// micro-batch, which takes a fraction of the memory at long contexts,
-	// but a windowed cache forgets what lies before the window: it cannot
-	// go back to an earlier position of a sequence, nor shift positions
-	// (see Memory and SlidingWindow). SWAFull trades the memory for that.
-	SWAFull bool
+	SWAFull                                                   bool   // a full-context cache for sliding-window layers (default: window-sized; see SlidingWindow)
 	KVUnified                                                 bool   // one KV buffer shared by all sequences
 	Perf                                                      bool   // collect performance counters (Perf)
 	// ThreadPool sets the compute threads' priority, polling and CPUs
@@ -501,9 +493,17 @@ func (c *Context) SeqSize() int { return c.get(func() int { return c.nCtxSeq }) 
 // SlidingWindow returns the window, in positions, of the context's
 // windowed KV cache, or 0 when every layer keeps the whole context: a
 // model without sliding-window layers, ContextOptions.SWAFull, or a
-// context no larger than the window's cache. With a window, the memory of
-// a sequence holds its sliding-window layers' entries for about the last
-// window of positions only; Memory says what that rules out.
+// context no larger than the window's cache.
+//
+// By default, as in llama.cpp, the sliding-window layers of a model that
+// has them (Gemma 2 and 3, gpt-oss, Cohere 2, ...) keep their entries for
+// about the last window of each sequence plus a micro-batch: at long
+// contexts that is a fraction of the memory of a full-context cache. The
+// price is that the window forgets what lies before it: a sequence cannot
+// go back to an earlier position, nor shift positions (Memory says what
+// is refused), unless a partial state taken there is restored first
+// (SeqStatePartial). ContextOptions.SWAFull gives those layers the whole
+// context instead, trading the memory for that freedom.
 func (c *Context) SlidingWindow() int { return c.get(func() int { return c.nSwa }) }
 
 // windowedSWA is the window of the cache llama.cpp gives a model with
