@@ -133,6 +133,7 @@ type Context struct {
 	nCtx, nCtxSeq, nBatch, nUBatch, nSeqMax int
 	embeddings, kvUnified                   bool
 	nSwa                                    int // window of a windowed cache; 0: full-sized
+	nSwaModel                               int // the model's sliding window; 0: none
 	pooling                                 PoolingType
 
 	abort    *atomic.Uint32  // in C memory: non-zero aborts; C reads its first byte (little-endian)
@@ -287,6 +288,7 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 	c.nSeqMax = int(capi.NSeqMax(ptr))
 	c.embeddings = opts.Embeddings
 	c.kvUnified = opts.KVUnified
+	c.nSwaModel = max(int(capi.ModelNSwa(m.ptr)), 0)
 	c.nSwa = windowedSWA(int(capi.ModelNSwa(m.ptr)), opts.SWAFull, c.nCtxSeq, c.nSeqMax, c.nUBatch, c.kvUnified)
 	c.pooling = PoolingDefault
 	if pt := capi.PoolingType(ptr); pt >= -1 && pt <= 4 {

@@ -30,7 +30,9 @@ import (
 //     the positions before p0 that the next token at p0 attends to
 //     (PosRange's lo is past p0 - window + 1); decode the sequence again
 //     from 0, or restore a partial state taken earlier
-//     (Context.SeqStatePartial) first;
+//     (Context.SeqStatePartial) first. This holds for a full-size cache
+//     too after SetSeqState or LoadSeqFile: llama.cpp saves a sequence's
+//     sliding-window entries for its last window only;
 //   - shifting or dividing positions (Shift, Divide; CanShift is false).
 //
 // Removing a whole sequence, a head [0, p1) or a tail the window still
@@ -92,11 +94,15 @@ func (c *Context) removeTokens(seq, p0, p1 int) (bool, error) {
 	return ok, err
 }
 
-// windowRemoveOK refuses, with a windowed cache, a removal of [p0, p1)
-// from seq (-1: all) that would leave a sequence whose window lacks the
-// entries its next token needs. c.mu is held.
+// windowRemoveOK refuses a removal of [p0, p1) from seq (-1: all) that
+// would leave a sequence whose sliding-window layers lack the entries its
+// next token needs: with a windowed cache a middle span, and with any
+// cache of a model with sliding-window layers a tail the window no longer
+// covers (a full-size cache too holds only the last window of a sequence
+// state it restored: llama.cpp saves no more). c.mu is held.
 func (c *Context) windowRemoveOK(seq, p0, p1 int) error {
-	if c.nSwa == 0 || p0 <= 0 {
+	w := c.nSwaModel
+	if w == 0 || p0 <= 0 {
 		return nil
 	}
 	if p1 >= 0 && p1 <= p0 {
@@ -116,12 +122,15 @@ func (c *Context) windowRemoveOK(seq, p0, p1 int) error {
 			continue // empty, or nothing of it in the span
 		}
 		if p1 >= 0 && p1 <= hi {
+			if c.nSwa == 0 {
+				continue // a full-size cache removes any span
+			}
 			return errorf(CodeUnsupported, "remove tokens",
-				"sequence %d: a windowed KV cache (sliding window %d) cannot remove the middle span [%d, %d) of [%d, %d] (set ContextOptions.SWAFull for that)", q, c.nSwa, p0, p1, lo, hi)
+				"sequence %d: a windowed KV cache (sliding window %d) cannot remove the middle span [%d, %d) of [%d, %d] (set ContextOptions.SWAFull for that)", q, w, p0, p1, lo, hi)
 		}
-		if lo > max(0, p0-c.nSwa+1) {
+		if lo > max(0, p0-w+1) {
 			return errorf(CodeUnsupported, "remove tokens",
-				"sequence %d: a windowed KV cache (sliding window %d) holds positions from %d only, and a sequence cut at %d would need them from %d: decode it again from 0, or restore an earlier partial state", q, c.nSwa, lo, p0, max(0, p0-c.nSwa+1))
+				"sequence %d: the sliding-window layers (window %d) hold positions from %d only, and a sequence cut at %d would need them from %d: decode it again from 0, or restore an earlier partial state", q, w, lo, p0, max(0, p0-w+1))
 		}
 	}
 	return nil

@@ -2,29 +2,16 @@ package llama_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama"
-	"github.com/x/llama/internal/gguf"
 	"github.com/x/llama/internal/testenv/modeltest"
 )
 
-// tinySWA writes a random gemma3 model whose even layers see a window of
-// 32 positions, so that a context of 1024 gets a windowed cache of 256
-// cells (32 + a micro-batch of 32, padded).
-func tinySWA(t testing.TB) *llama.Model {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "tiny-swa.gguf")
-	require.NoError(t, gguf.WriteTinyModel(path, gguf.TinyModelOptions{
-		Arch: "gemma3", VocabFrom: filepath.Join("..", "shared", "models", "vocab", "ggml-vocab-llama-spm.gguf"),
-		NEmbd: 64, NLayer: 2, NHead: 2, NCtx: 2048, SlidingWindow: 32, Seed: 7,
-	}))
-	return modeltest.LoadPath(t, path, llama.ModelOptions{CPUOnly: true})
-}
+func tinySWA(t testing.TB) *llama.Model { return modeltest.TinySWA(t) }
 
 // decodeRange decodes toks at positions [p0, p0+len) of sequence 0 in
 // micro-batch-sized batches and returns the last token's logits.
