@@ -8,8 +8,10 @@ import (
 	"github.com/x/llama"
 )
 
-// Context checkpoints, as llama-server keeps them for a windowed KV cache
-// (llama.Context.SlidingWindow > 0).
+// Context checkpoints, as llama-server keeps them for a model with
+// sliding-window layers without Context.SWAFull (whether or not the
+// context is small enough for llama.cpp to give those layers the whole
+// context anyway: llama-server's rules follow the model's window).
 //
 // A windowed cache forgets the sliding-window layers' entries older than
 // about a window, so a slot whose new prompt shares only a part of what it

@@ -137,6 +137,15 @@ func TestEngineWindowedSettings(t *testing.T) {
 	assert.True(t, full.opts.ContextShift)
 	assert.Zero(t, full.nSwa)
 
+	// A context within the window's cache: llama.cpp gives the window's
+	// layers the whole context, so it can shift, and llama-server's
+	// window rules still hold.
+	small, err := New(m, Options{ContextShift: true, Context: llama.ContextOptions{ContextSize: 256, UBatchSize: 32, Threads: 1}})
+	require.NoError(t, err)
+	t.Cleanup(func() { small.Close() })
+	assert.True(t, small.opts.ContextShift)
+	assert.Equal(t, modeltest.TinySWAWindow, small.nSwa)
+
 	for _, n := range []int{MaxContextCheckpoints + 1, 1 << 30} {
 		_, err := New(m, Options{ContextCheckpoints: n, Context: llama.ContextOptions{ContextSize: 1024}})
 		require.ErrorIs(t, err, llama.ErrInvalid)

@@ -304,11 +304,12 @@ type Engine struct {
 	// idleSince is when the loop's current idle wait began (zero while
 	// it works); Metrics adds the wait so far to metrics.Steps.
 	idleSince time.Time
-	// Windowed KV cache (see checkpoint.go): the window (0: full-sized
-	// cache), the micro-batch, the checkpoint settings, the hash seed.
+	// Sliding window (see checkpoint.go): the model's window without
+	// SWAFull (0: none), the micro-batch, the checkpoint settings, the
+	// hash seed.
 	nSwa, nUBatch, nCkpt, ckptStep int
 	ckptSeed                       maphash.Seed
-	modelSwa                       int // the model's sliding window (0: none)
+	modelSwa                       int // with SWAFull, the model's sliding window (0: none)
 }
 
 type engSlotSnap struct {
@@ -430,16 +431,24 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 		}
 		e.opts.ContextShift = false
 	}
-	e.nSwa, e.nUBatch, e.ckptSeed = lctx.SlidingWindow(), lctx.UBatchSize(), maphash.MakeSeed()
+	e.nUBatch, e.ckptSeed = lctx.UBatchSize(), maphash.MakeSeed()
 	e.nCkpt, e.ckptStep = nCkpt, ckptStep
+	if info, err := m.Info(); err == nil && !embedding && info.SlidingWindow > 0 {
+		// As llama-server, the window's rules (checkpoints, the check of a
+		// kept prefix) follow the model's window without SWAFull, even
+		// when the context is small enough for llama.cpp to give the
+		// window's layers the whole context anyway.
+		if copts.SWAFull {
+			e.modelSwa = info.SlidingWindow
+		} else {
+			e.nSwa = info.SlidingWindow
+		}
+	}
 	// Copying a prefix between slots needs separate KV streams (a unified
 	// cache would share cells, which a later shift of one sequence would
 	// move for both) and a memory that can drop a sequence's tail.
-	// With a windowed cache the copy's window could not be checked before
+	// With a sliding window the copy's window could not be checked before
 	// the decode that makes it.
-	if info, err := m.Info(); err == nil && !embedding {
-		e.modelSwa = info.SlidingWindow
-	}
 	if info, err := m.Info(); err == nil && !embedding && !copts.KVUnified && o.Parallel > 1 && e.nSwa == 0 {
 		e.canCopy = !info.Recurrent && !info.Hybrid
 	}

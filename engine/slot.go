@@ -152,7 +152,7 @@ func (e *Engine) start(s *engSlot) {
 		if e.nSwa > 0 {
 			n = e.windowPrefix(s, n)
 		} else if e.modelSwa > 0 {
-			n = e.fullWindowPrefix(s, n)
+			n = e.fullWindowPrefix(s, n) // SWAFull
 		}
 		if n == len(s.prompt) {
 			n--
