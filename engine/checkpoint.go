@@ -27,14 +27,12 @@ import (
 // batch that ends the prompt, and before the batches that start
 // 4+UBatchSize and 4 tokens before its end, which are cut there for it
 // (so a follow-up prompt that adds a turn finds one just before the end of
-// the previous one); a slot keeps at most ContextCheckpoints of them, the
+// the previous one), and at the start of a chat's user messages
+// (Request.UserStarts); a slot keeps at most ContextCheckpoints of them, the
 // oldest going first, and a new request drops the previous requests'
 // checkpoints that lie within CheckpointMinStep tokens of an earlier one.
 // They move with the slot's prompt into and out of the prompt cache, where
-// their bytes count against PromptCacheMiB. (llama-server also takes
-// one where a chat's last user message begins, from the message
-// boundaries its chat templates report; this engine sees token prompts
-// only and does not.)
+// their bytes count against PromptCacheMiB.
 
 // DefaultContextCheckpoints and DefaultCheckpointMinStep are llama-server's
 // defaults for --ctx-checkpoints and --checkpoint-min-step.
@@ -174,25 +172,56 @@ func (e *Engine) ckptOn(s *engSlot) bool {
 }
 
 // ckptRoom cuts a prompt chunk of slot s (room tokens) where llama-server
-// cuts it for checkpoints: so that 4+UBatchSize or 4 tokens of the prompt
-// are left after it (each at most the batch size).
+// cuts it for checkpoints: at the start of the last user message, or of
+// another user message when the slot has no checkpoint yet or the last
+// one is more than CheckpointMinStep tokens back; and so that 4+UBatchSize
+// or 4 tokens of the prompt are left after it (each at most the batch
+// size). Each cut leaves at least one token in the chunk.
 func (e *Engine) ckptRoom(s *engSlot, room int) int {
-	left := len(s.prompt) - s.promptIdx
+	at := s.promptIdx
+	left := len(s.prompt) - at
 	for _, off := range [2]int{4 + e.nUBatch, 4} {
 		if i := left - min(e.nBatch, off); i >= 1 && i < room {
 			room = i
+		}
+	}
+	us := s.tk.t.UserStarts
+	lastUser := -1
+	if len(us) > 0 {
+		lastUser = us[len(us)-1]
+	}
+	for _, u := range us {
+		if u <= at {
+			continue
+		}
+		if u-at >= room {
+			break
+		}
+		if u == lastUser || len(s.ckpts) == 0 || u > s.ckpts[len(s.ckpts)-1].nTokens+e.ckptStep {
+			room = u - at
+			break
 		}
 	}
 	return room
 }
 
 // ckptTake takes a checkpoint of slot s, if llama-server would, before the
-// batch that adds nCur prompt tokens to it is decoded.
+// batch that adds nCur prompt tokens to it is decoded: for the batch that
+// ends the prompt, one that ends near it (within a micro-batch) or one
+// that starts a user message, when the slot's memory holds something and
+// the last checkpoint is not within CheckpointMinStep tokens (unless the
+// batch starts the last user message or ends near the prompt's end).
 func (e *Engine) ckptTake(s *engSlot, nCur int) {
 	nStart := len(s.cache)
 	total := len(s.prompt)
 	nearEnd := total < nStart+nCur+e.nUBatch
-	if !nearEnd { // neither the prompt's last batch nor near its end
+	us := s.tk.t.UserStarts
+	userStart := slices.Contains(us, nStart)
+	lastUser := len(us) > 0 && us[len(us)-1] == nStart
+	if !nearEnd && !userStart { // a mid-prompt batch (the last one is near the end)
+		return
+	}
+	if len(s.ckpts) > 0 && !lastUser && !nearEnd && nStart <= s.ckpts[len(s.ckpts)-1].nTokens+e.ckptStep {
 		return
 	}
 	lo, hi, err := e.lctx.Memory().PosRange(s.id)

@@ -202,3 +202,34 @@ func TestEngineWindowedSlotFileLayout(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineCheckpointPlaces: where a prompt's checkpoints go, as
+// llama-server places them: at user message starts (the first one while
+// the slot has none, the last one always), then 4+UBatchSize and 4 tokens
+// before the end.
+func TestEngineCheckpointPlaces(t *testing.T) {
+	m := modeltest.TinySWA(t)
+	for _, tc := range []struct {
+		name  string
+		n     int
+		users []int
+		want  []int
+	}{
+		{"no chat", 100, nil, []int{64, 96}},
+		{"short prompt", 20, nil, []int{16}},
+		{"chat", 100, []int{1, 30, 50}, []int{1, 50, 64, 96}},
+		{"chat, last user near the end", 100, []int{1, 97}, []int{1, 64, 96, 97}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := swaEngine(t, m, Options{})
+			r := engGreedyTask(swaPrompt(tc.n, 6), 1)
+			r.CachePrompt, r.SlotID, r.UserStarts = true, 0, tc.users
+			engRun(t, e, r)
+			var got []int
+			for _, c := range e.slots[0].ckpts {
+				got = append(got, c.nTokens)
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}

@@ -157,6 +157,9 @@ func (inst *instance) prepareChat(req *chatRequest, t *engine.Request) (*chatPla
 		return nil, err
 	}
 	t.Prompt = toks
+	if len(req.media) == 0 {
+		t.UserStarts = userStarts(inst.Model, cp.Prompt, toks) // for context checkpoints
+	}
 	plan := &chatPlan{Plan: cp}
 	if plan.budget, err = inst.chatBudget(req, cp); err != nil {
 		return nil, err

@@ -69,12 +69,12 @@ func BenchmarkSWAMemory(b *testing.B) {
 // reports the second turn's wall time (its time to first token) and
 // timings.cache_n.
 //
-//	go test -run '^$' -bench SWASecondTurn -benchtime 3x ./server/
+//	go test -run '^$' -bench SWASecondTurn -benchtime 2x ./server/
 func BenchmarkSWASecondTurn(b *testing.B) {
 	name, path := benchlimit.Model(b, "gemma3-270m")
 	ours := versusOurs(b)
 	th := strconv.Itoa(benchlimit.Threads())
-	for _, first := range []int{300, 3000} {
+	for _, first := range []int{300, 1500} {
 		for _, mode := range []struct {
 			name string
 			args []string
