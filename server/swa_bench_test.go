@@ -62,40 +62,48 @@ func BenchmarkSWAMemory(b *testing.B) {
 
 // BenchmarkSWASecondTurn measures the second turn of a chat on our server
 // (Gemma 3 270M, -c 8192 -np 1) with the window-sized cache and context
-// checkpoints (the default), with --ctx-checkpoints 0 and with --swa-full:
-// each round posts a first turn (a system prompt of about `first` tokens
-// and a question, 16 tokens of answer), then the second turn (that
-// conversation, the answer and a new question) with max_tokens 1, and
-// reports the second turn's wall time (its time to first token) and
-// timings.cache_n.
+// checkpoints (the default), with --ctx-checkpoints 0 and with --swa-full,
+// the three servers running at once and taking turns in every round (so
+// that a machine whose speed drifts affects each alike): each round posts
+// a first turn (a system prompt of about `first` tokens and a question, 16
+// tokens of answer), then the second turn (that conversation, the answer
+// and a new question) with max_tokens 1, and reports per mode the second
+// turn's wall time (its time to first token), timings.cache_n and
+// timings.prompt_n.
 //
-//	go test -run '^$' -bench SWASecondTurn -benchtime 2x ./server/
+//	go test -run '^$' -bench SWASecondTurn -benchtime 4x ./server/
 func BenchmarkSWASecondTurn(b *testing.B) {
 	name, path := benchlimit.Model(b, "gemma3-270m")
 	ours := versusOurs(b)
 	th := strconv.Itoa(benchlimit.Threads())
+	modes := []struct {
+		name string
+		args []string
+	}{{"windowed+checkpoints", nil}, {"windowed,no-checkpoints", []string{"--ctx-checkpoints", "0"}}, {"swa-full", []string{"--swa-full"}}}
 	for _, first := range []int{300, 1500} {
-		for _, mode := range []struct {
-			name string
-			args []string
-		}{{"windowed+checkpoints", nil}, {"windowed,no-checkpoints", []string{"--ctx-checkpoints", "0"}}, {"swa-full", []string{"--swa-full"}}} {
-			b.Run(fmt.Sprintf("model=%s/first=%d/%s", name, first, mode.name), func(b *testing.B) {
-				args := append([]string{"-m", path, "-c", "8192", "-np", "1", "-t", th, "-tb", th, "--cache-ram", "0"}, mode.args...)
+		b.Run(fmt.Sprintf("model=%s/first=%d", name, first), func(b *testing.B) {
+			urls := make([]string, len(modes))
+			for i, m := range modes {
+				args := append([]string{"-m", path, "-c", "8192", "-np", "1", "-t", th, "-tb", th, "--cache-ram", "0"}, m.args...)
 				url, _, stop, err := benchlimit.StartServerFlags(ours, args...)
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer stop()
-				var took time.Duration
-				var cacheN, rounds int
-				round := 0
-				for b.Loop() {
-					round++
+				urls[i] = url
+			}
+			took := make([]time.Duration, len(modes))
+			cacheN, promptN := make([]int, len(modes)), make([]int, len(modes))
+			rounds := 0
+			for b.Loop() {
+				rounds++
+				for k := range modes {
+					i := (k + rounds) % len(modes) // a different order each round
 					// A system prompt of its own each round: nothing of an
 					// earlier round is reused.
-					sys := fmt.Sprintf("Round %d. ", round) + strings.Repeat("The farmer counts his sheep one by one in the field. ", first/12)
+					sys := fmt.Sprintf("Round %d. ", rounds) + strings.Repeat("The farmer counts his sheep one by one in the field. ", first/12)
 					msgs := []map[string]any{{"role": "system", "content": sys}, {"role": "user", "content": "What does the farmer count?"}}
-					r1, err := swaPost(url, "/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 16, "temperature": 0})
+					r1, err := swaPost(urls[i], "/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 16, "temperature": 0})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -103,21 +111,25 @@ func BenchmarkSWASecondTurn(b *testing.B) {
 					msgs = append(msgs, map[string]any{"role": "assistant", "content": answer},
 						map[string]any{"role": "user", "content": "And where is he?"})
 					t0 := time.Now()
-					r2, err := swaPost(url, "/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 1, "temperature": 0})
+					r2, err := swaPost(urls[i], "/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 1, "temperature": 0})
 					if err != nil {
 						b.Fatal(err)
 					}
-					took += time.Since(t0)
+					took[i] += time.Since(t0)
 					if tm, ok := r2["timings"].(map[string]any); ok {
-						n, _ := tm["cache_n"].(float64)
-						cacheN += int(n)
+						c, _ := tm["cache_n"].(float64)
+						p, _ := tm["prompt_n"].(float64)
+						cacheN[i] += int(c)
+						promptN[i] += int(p)
 					}
-					rounds++
 				}
-				b.ReportMetric(float64(took.Milliseconds())/float64(rounds), "turn2-ms")
-				b.ReportMetric(float64(cacheN)/float64(rounds), "turn2-cache_n")
-			})
-		}
+			}
+			for i, m := range modes {
+				b.ReportMetric(float64(took[i].Milliseconds())/float64(rounds), m.name+"-turn2-ms")
+				b.ReportMetric(float64(cacheN[i])/float64(rounds), m.name+"-cache_n")
+				b.ReportMetric(float64(promptN[i])/float64(rounds), m.name+"-prompt_n")
+			}
+		})
 	}
 }
 
