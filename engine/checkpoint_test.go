@@ -233,3 +233,34 @@ func TestEngineCheckpointPlaces(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineCheckpointsInPromptCache: a slot's checkpoints move with its
+// prompt into the prompt cache, count against its bytes, and come back
+// with it, so that the conversation resumes through them.
+func TestEngineCheckpointsInPromptCache(t *testing.T) {
+	m := modeltest.TinySWA(t)
+	e := swaEngine(t, m, Options{})
+	first := swaPrompt(20, 8)
+	a := engGreedyTask(first, 1)
+	a.CachePrompt, a.SlotID = true, 0
+	engRun(t, e, a)
+	require.Len(t, e.slots[0].ckpts, 1)
+	ck := e.slots[0].ckpts[0]
+
+	// Another conversation takes the slot: the first goes to the cache.
+	b := engGreedyTask(swaPrompt(20, 9), 1)
+	b.CachePrompt, b.SlotID = true, 0
+	engRun(t, e, b)
+	require.Len(t, e.pcache.entries, 1)
+	en := e.pcache.entries[0]
+	require.Len(t, en.ckpts, 1)
+	assert.Equal(t, ck.nTokens, en.ckpts[0].nTokens)
+	assert.Equal(t, int64(len(en.state)+len(ck.state)), e.pcache.size, "the checkpoint's bytes count")
+
+	// The first conversation goes on: restored from the cache, through
+	// its checkpoint (a prefix shorter than the window).
+	c := engGreedyTask(cat(first, swaPrompt(5, 10)), 1)
+	c.CachePrompt, c.SlotID = true, 0
+	r := engRun(t, e, c)
+	assert.Equal(t, len(first)-5, r.done.CachedTokens)
+}
