@@ -102,7 +102,7 @@ type ContextOptions struct {
 	Embeddings                                                bool   // compute embeddings (with logits)
 	NoOffloadKQV                                              bool   // keep the KV cache and KQV ops on the CPU
 	NoOpOffload                                               bool   // do not offload host tensor operations
-	SWAPartial                                                bool   // use a sliding-window-sized cache for SWA models (default: full)
+	SWAFull                                                   bool   // a full-context cache for sliding-window layers (default: window-sized; see SlidingWindow)
 	KVUnified                                                 bool   // one KV buffer shared by all sequences
 	Perf                                                      bool   // collect performance counters (Perf)
 	// ThreadPool sets the compute threads' priority, polling and CPUs
@@ -132,6 +132,8 @@ type Context struct {
 
 	nCtx, nCtxSeq, nBatch, nUBatch, nSeqMax int
 	embeddings, kvUnified                   bool
+	nSwa                                    int // window of a windowed cache; 0: full-sized
+	nSwaModel                               int // the model's sliding window; 0: none
 	pooling                                 PoolingType
 
 	abort    *atomic.Uint32  // in C memory: non-zero aborts; C reads its first byte (little-endian)
@@ -250,7 +252,7 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 	p.Embeddings = opts.Embeddings
 	p.OffloadKQV = !opts.NoOffloadKQV
 	p.OpOffload = !opts.NoOpOffload
-	p.SwaFull = !opts.SWAPartial
+	p.SwaFull = opts.SWAFull
 	p.KVUnified = opts.KVUnified
 	p.NoPerf = !opts.Perf
 
@@ -286,6 +288,8 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 	c.nSeqMax = int(capi.NSeqMax(ptr))
 	c.embeddings = opts.Embeddings
 	c.kvUnified = opts.KVUnified
+	c.nSwaModel = max(int(capi.ModelNSwa(m.ptr)), 0)
+	c.nSwa = windowedSWA(int(capi.ModelNSwa(m.ptr)), opts.SWAFull, c.nCtxSeq, c.nSeqMax, c.nUBatch, c.kvUnified)
 	c.pooling = PoolingDefault
 	if pt := capi.PoolingType(ptr); pt >= -1 && pt <= 4 {
 		for i, v := range poolingC {
@@ -487,6 +491,40 @@ func (c *Context) Size() int { return c.get(func() int { return c.nCtx }) }
 
 // SeqSize returns the context size available to each sequence.
 func (c *Context) SeqSize() int { return c.get(func() int { return c.nCtxSeq }) }
+
+// SlidingWindow returns the window, in positions, of the context's
+// windowed KV cache, or 0 when every layer keeps the whole context: a
+// model without sliding-window layers, ContextOptions.SWAFull, or a
+// context no larger than the window's cache.
+//
+// By default, as in llama.cpp, the sliding-window layers of a model that
+// has them (Gemma 2 and 3, gpt-oss, Cohere 2, ...) keep their entries for
+// about the last window of each sequence plus a micro-batch: at long
+// contexts that is a fraction of the memory of a full-context cache. The
+// price is that the window forgets what lies before it: a sequence cannot
+// go back to an earlier position, nor shift positions (Memory says what
+// is refused), unless a partial state taken there is restored first
+// (SeqStatePartial). ContextOptions.SWAFull gives those layers the whole
+// context instead, trading the memory for that freedom.
+func (c *Context) SlidingWindow() int { return c.get(func() int { return c.nSwa }) }
+
+// windowedSWA is the window of the cache llama.cpp gives a model with
+// sliding window nSwa (0: none), or 0 when it is full-sized: llama.cpp
+// sizes the window's cache as nSwa positions per sequence sharing it plus
+// a micro-batch, padded to 256 cells, at most the whole context's.
+func windowedSWA(nSwa int, full bool, nCtxSeq, nSeq, nUBatch int, unified bool) int {
+	if nSwa <= 0 || full {
+		return 0
+	}
+	n := nSwa + nUBatch
+	if unified {
+		n = nSwa*nSeq + nUBatch
+	}
+	if n = (n + 255) / 256 * 256; n >= nCtxSeq {
+		return 0
+	}
+	return nSwa
+}
 
 // BatchSize returns the most tokens one Decode takes.
 func (c *Context) BatchSize() int { return c.get(func() int { return c.nBatch }) }

@@ -16,6 +16,28 @@ import (
 // sequence outside [0, Sequences()) is an error matching ErrInvalid. The
 // snapshots of a sequence's state (SeqState, SaveSeqFile) stay on Context
 // with the whole context's.
+//
+// A windowed cache (Context.SlidingWindow > 0: a model with sliding-window
+// layers, without ContextOptions.SWAFull) keeps those layers' entries for
+// about the last window of each sequence only, and overwrites older ones
+// as the sequence grows. What needs the entries it dropped is refused
+// with an error matching ErrUnsupported, before llama.cpp is called,
+// instead of leaving a sequence whose next decode reads the wrong
+// entries:
+//   - removing a middle span [p0, p1) (p0 > 0, p1 inside the sequence):
+//     closing the gap would need the entries the window let go;
+//   - removing a tail [p0, end) (p0 > 0) when the window no longer holds
+//     the positions before p0 that the next token at p0 attends to
+//     (PosRange's lo is past p0 - window + 1); decode the sequence again
+//     from 0, or restore a partial state taken earlier
+//     (Context.SeqStatePartial) first. This holds for a full-size cache
+//     too after SetSeqState or LoadSeqFile: llama.cpp saves a sequence's
+//     sliding-window entries for its last window only;
+//   - shifting or dividing positions (Shift, Divide; CanShift is false).
+//
+// Removing a whole sequence, a head [0, p1) or a tail the window still
+// covers works as with a full cache (speculative decoding's rollback of
+// rejected draft tokens is such a tail).
 type Memory struct {
 	c *Context
 }
@@ -44,7 +66,9 @@ func (m Memory) Clear() error {
 
 // Remove removes positions [p0, p1) of seq (-1: every sequence; p1 < 0:
 // to the end). It returns false when the memory cannot remove a part of a
-// sequence (recurrent models).
+// sequence (recurrent models). With a windowed cache, a middle span or a
+// tail the window no longer covers is an error matching ErrUnsupported
+// (see Memory).
 func (m Memory) Remove(seq, p0, p1 int) (bool, error) {
 	c := m.c
 	if err := c.acquire("remove tokens"); err != nil {
@@ -62,9 +86,54 @@ func (c *Context) removeTokens(seq, p0, p1 int) (bool, error) {
 	if err := c.seqOK("remove tokens", seq, true); err != nil {
 		return false, err
 	}
+	if err := c.windowRemoveOK(seq, p0, p1); err != nil {
+		return false, err
+	}
 	var ok bool
 	err := c.model.rpcGuard("remove tokens", func() { ok = capi.MemorySeqRm(c.mem, int32(seq), clampPos(p0), clampPos(p1)) })
 	return ok, err
+}
+
+// windowRemoveOK refuses a removal of [p0, p1) from seq (-1: all) that
+// would leave a sequence whose sliding-window layers lack the entries its
+// next token needs: with a windowed cache a middle span, and with any
+// cache of a model with sliding-window layers a tail the window no longer
+// covers (a full-size cache too holds only the last window of a sequence
+// state it restored: llama.cpp saves no more). c.mu is held.
+func (c *Context) windowRemoveOK(seq, p0, p1 int) error {
+	w := c.nSwaModel
+	if w == 0 || p0 <= 0 {
+		return nil
+	}
+	if p1 >= 0 && p1 <= p0 {
+		return nil // an empty span
+	}
+	seqs := []int{seq}
+	if seq == -1 {
+		seqs = seqs[:0]
+		for i := range c.nSeqMax {
+			seqs = append(seqs, i)
+		}
+	}
+	for _, q := range seqs {
+		lo := int(capi.MemorySeqPosMin(c.mem, int32(q)))
+		hi := int(capi.MemorySeqPosMax(c.mem, int32(q)))
+		if lo < 0 || p0 > hi {
+			continue // empty, or nothing of it in the span
+		}
+		if p1 >= 0 && p1 <= hi {
+			if c.nSwa == 0 {
+				continue // a full-size cache removes any span
+			}
+			return errorf(CodeUnsupported, "remove tokens",
+				"sequence %d: a windowed KV cache (sliding window %d) cannot remove the middle span [%d, %d) of [%d, %d] (set ContextOptions.SWAFull for that)", q, w, p0, p1, lo, hi)
+		}
+		if lo > max(0, p0-w+1) {
+			return errorf(CodeUnsupported, "remove tokens",
+				"sequence %d: the sliding-window layers (window %d) hold positions from %d only, and a sequence cut at %d would need them from %d: decode it again from 0, or restore an earlier partial state", q, w, lo, p0, max(0, p0-w+1))
+		}
+	}
+	return nil
 }
 
 func clampPos(p int) int32 {
@@ -120,7 +189,7 @@ func (m Memory) Keep(seq int) error {
 
 // Shift adds delta to the positions [p0, p1) of seq (-1: every
 // sequence), for a context shift. A memory that cannot shift positions
-// (CanShift) is an error matching ErrUnsupported.
+// (CanShift; a windowed cache cannot) is an error matching ErrUnsupported.
 func (m Memory) Shift(seq, p0, p1, delta int) error {
 	c := m.c
 	if err := c.lock("shift tokens"); err != nil {

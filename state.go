@@ -105,6 +105,65 @@ func tokPtr(t []Token) unsafe.Pointer {
 	return unsafe.Pointer(&t[0])
 }
 
+// SeqStatePartial returns the part of seq's state that a windowed or
+// recurrent memory cannot roll back: the sliding-window layers' cache of a
+// windowed cache (Context.SlidingWindow), a recurrent model's state
+// (llama.cpp's LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY). It is a checkpoint:
+// restored with SetSeqStatePartial while the sequence's full-context
+// layers still hold its positions, it lets the sequence go back to a
+// position the window has moved past. It is much smaller than SeqState
+// with long sequences; for a model whose memory has no such part it holds
+// no cells.
+func (c *Context) SeqStatePartial(seq int) ([]byte, error) {
+	if err := c.lock("seq state partial"); err != nil {
+		return nil, err
+	}
+	defer c.unlock()
+	if err := c.seqOK("seq state partial", seq, false); err != nil {
+		return nil, err
+	}
+	var buf []byte
+	err := c.model.rpcGuard("seq state partial", func() {
+		n := capi.StateSeqGetSizeExt(c.ptr, int32(seq), capi.StateSeqFlagsPartialOnly)
+		buf = make([]byte, n)
+		if n > 0 {
+			buf = buf[:capi.StateSeqGetDataExt(c.ptr, unsafe.Pointer(&buf[0]), n, int32(seq), capi.StateSeqFlagsPartialOnly)]
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// SetSeqStatePartial restores a state returned by SeqStatePartial into
+// seq, replacing that part of its memory and leaving the rest (the
+// full-context layers) as it is. The caller keeps the two consistent: the
+// rest must still hold the positions the partial state was taken at
+// (remove those past it afterwards, with Memory.Remove).
+func (c *Context) SetSeqStatePartial(seq int, data []byte) error {
+	if err := c.lock("set seq state partial"); err != nil {
+		return err
+	}
+	defer c.unlock()
+	if err := c.seqOK("set seq state partial", seq, false); err != nil {
+		return err
+	}
+	if len(data) == 0 {
+		return errorf(CodeInvalid, "set seq state partial", "empty state")
+	}
+	var n uintptr
+	if err := c.model.rpcGuard("set seq state partial", func() {
+		n = capi.StateSeqSetDataExt(c.ptr, unsafe.Pointer(&data[0]), uintptr(len(data)), int32(seq), capi.StateSeqFlagsPartialOnly)
+	}); err != nil {
+		return err
+	}
+	if n == 0 {
+		return errorf(CodeLoad, "set seq state partial", "llama.cpp rejected the partial sequence state")
+	}
+	return nil
+}
+
 // SaveStateFile writes the whole state and the tokens it holds to a file.
 func (c *Context) SaveStateFile(path string, tokens []Token) error {
 	if err := c.lock("save state"); err != nil {

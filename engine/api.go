@@ -54,6 +54,11 @@ type Request struct {
 	// decoded again (see Options.CacheReuse): 0 means the engine's
 	// Options.CacheReuse, a negative value turns reuse off.
 	CacheReuse int
+	// UserStarts are the positions in Prompt where a chat's user messages
+	// begin, ascending (llama-server's message spans): with a sliding
+	// window, the prompt's batches break there for context checkpoints
+	// (see checkpoint.go). Nil for a prompt that is not a chat.
+	UserStarts []int
 	// NKeep is how many prompt tokens to keep on a context shift (-1: all).
 	NKeep int
 	// TMaxPredictMs limits generation time once text has started (0: none).

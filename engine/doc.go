@@ -12,6 +12,10 @@
 //     prompt cache for conversations whose slot was taken;
 //   - a bounded queue (Options.QueueSize; ErrQueueFull past it);
 //   - context shift for slots whose context is full (Options.ContextShift);
+//   - a window-sized cache for sliding-window layers (unless
+//     Context.SWAFull), with context checkpoints so that a prompt sharing
+//     a prefix with what its slot holds goes back into the window
+//     (Options.ContextCheckpoints; see checkpoint.go);
 //   - per-request sampling (sampling.Params, grammars, lazy grammars,
 //     logit bias, top-n probabilities), stop strings, limits and LoRA
 //     scales (requests of other scales wait for a batch of their own); a

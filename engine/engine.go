@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"math"
 	"path/filepath"
@@ -98,7 +99,7 @@ type Options struct {
 	//     and Pooling as given (PoolingRank with Reranking); a completion
 	//     engine uses the model's Pooling.
 	// The others (threads, thread pools, KV cache types, flash attention,
-	// Attention, RoPE and YaRN, offloading, SWAPartial, OutputsMax,
+	// Attention, RoPE and YaRN, offloading, SWAFull, OutputsMax,
 	// RecurrentSnapshots, Perf) are passed as they are.
 	Context llama.ContextOptions
 	// Parallel is the number of slots, each a sequence of the one context
@@ -153,6 +154,8 @@ type Options struct {
 	// ContextShift, when a slot's context is full, drops half of the tokens
 	// after NKeep and goes on (and truncates too long prompts); without it
 	// generation stops with StopTypeLimit and too long prompts are errors.
+	// A memory that cannot shift positions (llama.Memory.CanShift; a
+	// windowed cache cannot) turns it off, as llama-server does.
 	ContextShift bool
 	// CacheReuse is llama.cpp's --cache-reuse: with a request's CachePrompt,
 	// after the common prefix of the prompt and the slot's cached tokens,
@@ -206,6 +209,19 @@ type Options struct {
 	KVUnifiedPerSlot int
 	// Speculative configures speculative decoding (zero value: off).
 	Speculative SpeculativeOptions
+	// ContextCheckpoints is the most context checkpoints a slot keeps with
+	// a windowed KV cache (llama-server's --ctx-checkpoints; see
+	// checkpoint.go): 0, DefaultContextCheckpoints; negative, none (a
+	// prompt that keeps only a part of what its slot holds is then decoded
+	// again from its start); at most MaxContextCheckpoints. Each holds a
+	// window's KV entries in host memory. CheckpointMinStep is the
+	// spacing in tokens below which a new request drops the previous
+	// requests' checkpoints (--checkpoint-min-step): 0,
+	// DefaultCheckpointMinStep; negative, none. Without a windowed cache
+	// (Context.SWAFull, or a model without sliding-window layers) they
+	// have no effect.
+	ContextCheckpoints int
+	CheckpointMinStep  int
 }
 
 // BackendSamplingMode is Options.BackendSampling: which requests sample
@@ -403,6 +419,12 @@ type Engine struct {
 	// idleSince is when the loop's current idle wait began (zero while
 	// it works); Metrics adds the wait so far to metrics.Steps.
 	idleSince time.Time
+	// Sliding window (see checkpoint.go): the model's window without
+	// SWAFull (0: none), the micro-batch, the checkpoint settings, the
+	// hash seed.
+	nSwa, nUBatch, nCkpt, ckptStep int
+	ckptSeed                       maphash.Seed
+	modelSwa                       int // with SWAFull, the model's sliding window (0: none)
 }
 
 type engSlotSnap struct {
@@ -447,6 +469,10 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	}
 	if math.IsNaN(o.PrefillSlowdown) || math.IsInf(o.PrefillSlowdown, 0) {
 		return nil, fmt.Errorf("engine: PrefillSlowdown %v is not a finite number: %w", o.PrefillSlowdown, llama.ErrInvalid)
+	}
+	nCkpt, ckptStep, err := ckptSettings(o)
+	if err != nil {
+		return nil, err
 	}
 	if o.Context.ContextSize <= 0 {
 		o.Context.ContextSize = m.TrainContext()
@@ -510,10 +536,33 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 		e.nCtxSlot = train
 	}
 	e.canReuse = !embedding && lctx.Memory().CanShift()
+	if o.ContextShift && !lctx.Memory().CanShift() {
+		// As llama-server: a memory that cannot shift positions (a
+		// windowed sliding-window cache, ...) turns context shift off.
+		if o.Logger != nil {
+			o.Logger.Warn("ctx_shift is not supported by this context, it will be disabled")
+		}
+		e.opts.ContextShift = false
+	}
+	e.nUBatch, e.ckptSeed = lctx.UBatchSize(), maphash.MakeSeed()
+	e.nCkpt, e.ckptStep = nCkpt, ckptStep
+	if info, err := m.Info(); err == nil && !embedding && info.SlidingWindow > 0 {
+		// As llama-server, the window's rules (checkpoints, the check of a
+		// kept prefix) follow the model's window without SWAFull, even
+		// when the context is small enough for llama.cpp to give the
+		// window's layers the whole context anyway.
+		if copts.SWAFull {
+			e.modelSwa = info.SlidingWindow
+		} else {
+			e.nSwa = info.SlidingWindow
+		}
+	}
 	// Copying a prefix between slots needs separate KV streams (a unified
 	// cache would share cells, which a later shift of one sequence would
 	// move for both) and a memory that can drop a sequence's tail.
-	if info, err := m.Info(); err == nil && !embedding && !copts.KVUnified && o.Parallel > 1 {
+	// With a sliding window the copy's window could not be checked before
+	// the decode that makes it.
+	if info, err := m.Info(); err == nil && !embedding && !copts.KVUnified && o.Parallel > 1 && e.nSwa == 0 {
 		e.canCopy = !info.Recurrent && !info.Hybrid
 	}
 	if !embedding {

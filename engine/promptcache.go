@@ -22,7 +22,11 @@ type promptCache struct {
 type promptCacheEntry struct {
 	tokens []llama.Token
 	state  []byte
+	ckpts  []ckpt // the slot's context checkpoints (see checkpoint.go)
 }
+
+// bytes is what the entry counts against the cache's limit.
+func (en *promptCacheEntry) bytes() int64 { return int64(len(en.state)) + ckptBytes(en.ckpts) }
 
 // defaultCacheRAMMiB is llama-server's --cache-ram default.
 const defaultCacheRAMMiB = 8192
@@ -55,23 +59,25 @@ func (c *promptCache) save(e *Engine, s *engSlot) bool {
 	if err != nil || len(state) == 0 {
 		return false
 	}
-	n := int64(len(state))
+	e.ckptValid(s)
+	en := promptCacheEntry{tokens: slices.Clone(s.cache), state: state, ckpts: slices.Clone(s.ckpts)}
+	n := en.bytes()
 	if c.limit > 0 && n > c.limit {
 		c.log.Warn("prompt state exceeds the prompt cache size, not cached", "slot", s.id, "bytes", n)
 		return false
 	}
 	c.entries = slices.DeleteFunc(c.entries, func(en promptCacheEntry) bool {
 		if engCommonPrefix(en.tokens, s.cache) == len(en.tokens) {
-			c.size -= int64(len(en.state))
+			c.size -= en.bytes()
 			return true
 		}
 		return false
 	})
 	for c.limit > 0 && len(c.entries) > 0 && c.size+n > c.limit {
-		c.size -= int64(len(c.entries[0].state))
+		c.size -= c.entries[0].bytes()
 		c.entries = c.entries[1:]
 	}
-	c.entries = append(c.entries, promptCacheEntry{tokens: slices.Clone(s.cache), state: state})
+	c.entries = append(c.entries, en)
 	c.size += n
 	c.log.Debug("prompt cache", "slot", s.id, "saved_tokens", len(s.cache), "entries", len(c.entries), "bytes", c.size)
 	return true
@@ -107,15 +113,16 @@ func (c *promptCache) load(e *Engine, s *engSlot, prompt []llama.Token) {
 	}
 	en := c.entries[best]
 	c.entries = slices.Delete(c.entries, best, best+1)
-	c.size -= int64(len(en.state))
+	c.size -= en.bytes()
 	e.lctx.Memory().Remove(s.id, 0, -1)
-	s.cache = s.cache[:0]
+	s.cache, s.ckpts = s.cache[:0], nil
 	if err := e.lctx.SetSeqState(s.id, en.state); err != nil {
 		c.log.Warn("failed to load a prompt from the prompt cache", "slot", s.id, "err", err)
 		e.lctx.Memory().Remove(s.id, 0, -1)
 		return
 	}
 	s.cache = append(s.cache, en.tokens...)
+	s.ckpts = en.ckpts
 	c.log.Debug("prompt cache: loaded a prompt", "slot", s.id, "tokens", len(en.tokens))
 }
 

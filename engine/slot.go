@@ -53,6 +53,9 @@ type engSlot struct {
 	// even once it is short (deep in the prompt, a few tokens cost a
 	// step's worth).
 	chunked bool
+	// ckpts are the context checkpoints of a windowed cache, oldest first
+	// (see checkpoint.go).
+	ckpts []ckpt
 }
 
 // start prepares a slot for its new request.
@@ -146,6 +149,11 @@ func (e *Engine) start(s *engSlot) {
 			n = m
 		} else if reuse := e.cacheReuse(t); reuse > 0 {
 			n = e.reuseChunks(s, n, reuse)
+		}
+		if e.nSwa > 0 {
+			n = e.windowPrefix(s, n)
+		} else if e.modelSwa > 0 {
+			n = e.fullWindowPrefix(s, n) // SWAFull
 		}
 		if n == len(s.prompt) {
 			n--
@@ -337,7 +345,14 @@ func (e *Engine) step() bool {
 			}
 			s.iFirst = b.Len()
 		}
+		ck := e.ckptOn(s)
+		if ck {
+			room = e.ckptRoom(s, room)
+		}
 		chunk := rest[:min(len(rest), room)]
+		if ck {
+			e.ckptTake(s, len(chunk))
+		}
 		for i, tok := range chunk {
 			out := e.embedding || s.promptIdx+i == len(s.prompt)-1
 			b.Add(tok, len(s.cache), s.id, out)
@@ -531,8 +546,8 @@ func (e *Engine) shift(s *engSlot) bool {
 	nKeep = min(e.nCtxSlot-4, nKeep)
 	nLeft := len(s.cache) - nKeep
 	nDiscard := min(max(nLeft/2, 0), max(0, nLeft-1))
-	if nDiscard <= 0 {
-		return false
+	if nDiscard <= 0 || !e.lctx.Memory().CanShift() {
+		return false // checked first: the removal would not be undone
 	}
 	if ok, err := e.lctx.Memory().Remove(s.id, nKeep, nKeep+nDiscard); err != nil || !ok {
 		return false

@@ -116,6 +116,9 @@ func (inst *instance) prepareChat(req *wire.Chat, t *engine.Request) (*chatPlan,
 		return nil, err
 	}
 	t.Prompt = toks
+	if len(req.Media) == 0 {
+		t.UserStarts = userStarts(inst.Model, cp.Prompt, toks) // for context checkpoints
+	}
 	plan := &chatPlan{Plan: cp}
 	if plan.budget, err = inst.chatBudget(req, cp); err != nil {
 		return nil, err

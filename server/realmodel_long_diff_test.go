@@ -125,9 +125,10 @@ func TestRealModelLongDiff(t *testing.T) {
 			slotOp(t, fmt.Sprintf("slot/%d/restore", i), "restore", file)
 			// Continue from the restored state.
 			body["prompt"] = prompt + ref["content"].(string) + " Then"
+			// With Gemma's sliding window (and no --swa-full) llama-server
+			// decodes a restored prompt shorter than the window again: a
+			// restore keeps no context checkpoint. Ours must do the same.
 			ref, ours = complete(t, fmt.Sprintf("slot/%d/continue", i), body)
-			require.Less(t, ref["timings"].(map[string]any)["prompt_n"].(float64), ref["tokens_evaluated"].(float64),
-				"llama-server did not continue from the restored slot")
 			d.check(fmt.Sprintf("slot/%d/continue", i), pick(ref), pick(ours))
 		}
 		t.Logf("%d save-restore-continue rounds compared", len(prompts))

@@ -338,7 +338,7 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"-b", "--batch-size"}, arg: "N", env: "LLAMA_ARG_BATCH", sec: cm, help: "logical batch size (default 2048)", set: intTo(&e.Context.BatchSize)},
 		{names: []string{"-ub", "--ubatch-size"}, arg: "N", env: "LLAMA_ARG_UBATCH", sec: cm, help: "physical batch size (default 512)", set: intTo(&e.Context.UBatchSize)},
 		{names: []string{"--keep"}, arg: "N", sec: cm, help: "default n_keep: prompt tokens kept by a context shift (default 0, -1: all)", set: intTo(&o.NKeep)},
-		{names: []string{"--swa-full"}, env: "LLAMA_ARG_SWA_FULL", sec: cm, help: "full-size cache for sliding-window attention (always the case here)", set: anyValue},
+		{names: []string{"--swa-full"}, env: "LLAMA_ARG_SWA_FULL", sec: cm, help: "full-size cache for sliding-window attention (default: a window-sized cache, with context checkpoints)", set: boolTo(&e.Context.SWAFull)},
 		{names: []string{"-fa", "--flash-attn"}, arg: "[on|off|auto]", env: "LLAMA_ARG_FLASH_ATTN", sec: cm, help: "flash attention (default auto)", set: func(_ *config, v string) error {
 			switch {
 			case isTruthy(v):
@@ -737,8 +737,24 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"-lcs", "--lookup-cache-static"}, arg: "FNAME", sec: sv, help: "static n-gram lookup cache of ngram-cache (read only)", set: strTo(&sd.LookupCacheStatic)},
 		{names: []string{"-lcd", "--lookup-cache-dynamic"}, arg: "FNAME", sec: sv, help: "dynamic n-gram lookup cache of ngram-cache (read only here)", set: strTo(&sd.LookupCacheDynamic)},
 		{names: []string{"--kv-unified-per-slot"}, arg: "N", env: "LLAMA_ARG_KV_UNIFIED_PER_SLOT", sec: sv, help: "most positions one slot may use with a unified KV cache; without -c the cache is slots*N", set: intTo(&e.KVUnifiedPerSlot)},
-		{names: []string{"-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"}, arg: "N", env: "LLAMA_ARG_CTX_CHECKPOINTS", sec: sv, help: "context checkpoints per slot" + noEffect, set: anyInt},
-		{names: []string{"-cms", "--checkpoint-min-step"}, arg: "N", env: "LLAMA_ARG_CHECKPOINT_MIN_SPACING_NT", sec: sv, help: "spacing of context checkpoints" + noEffect, set: intIn(0, math.MaxInt32)},
+		{names: []string{"-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"}, arg: "N", env: "LLAMA_ARG_CTX_CHECKPOINTS", sec: sv, help: fmt.Sprintf("most context checkpoints per slot, with a window-sized sliding-window cache (default %d, 0: none, at most %d)", engine.DefaultContextCheckpoints, engine.MaxContextCheckpoints), set: func(c *config, v string) error {
+			if err := intInTo(0, engine.MaxContextCheckpoints, &e.ContextCheckpoints)(c, v); err != nil {
+				return err
+			}
+			if e.ContextCheckpoints == 0 {
+				e.ContextCheckpoints = -1 // none
+			}
+			return nil
+		}},
+		{names: []string{"-cms", "--checkpoint-min-step"}, arg: "N", env: "LLAMA_ARG_CHECKPOINT_MIN_SPACING_NT", sec: sv, help: fmt.Sprintf("spacing in tokens below which a new request drops the earlier requests' context checkpoints (default %d)", engine.DefaultCheckpointMinStep), set: func(c *config, v string) error {
+			if err := intInTo(0, math.MaxInt32, &e.CheckpointMinStep)(c, v); err != nil {
+				return err
+			}
+			if e.CheckpointMinStep == 0 {
+				e.CheckpointMinStep = -1 // none
+			}
+			return nil
+		}},
 		{names: []string{"-cram", "--cache-ram"}, arg: "N", env: "LLAMA_ARG_CACHE_RAM", sec: sv, help: "MiB of RAM for the prompt cache of idle slots (default 8192, -1: no limit, 0: off)", set: func(_ *config, v string) error {
 			n, err := parseInt(v)
 			if err != nil {

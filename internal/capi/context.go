@@ -109,7 +109,18 @@ var (
 	StateSeqSaveFile func(c Context, path string, seq SeqID, tokens unsafe.Pointer, n uintptr) uintptr
 	// size_t llama_state_seq_load_file( struct llama_context * ctx, const char * filepath, llama_seq_id dest_seq_id, llama_token * tokens_out, size_t n_token_capacity, size_t * n_token_count_out);
 	StateSeqLoadFile func(c Context, path string, seq SeqID, tokens unsafe.Pointer, capacity uintptr, count *uintptr) uintptr
+	// size_t llama_state_seq_get_size_ext( struct llama_context * ctx, llama_seq_id seq_id, llama_state_seq_flags flags);
+	StateSeqGetSizeExt func(c Context, seq SeqID, flags uint32) uintptr
+	// size_t llama_state_seq_get_data_ext( struct llama_context * ctx, uint8_t * dst, size_t size, llama_seq_id seq_id, llama_state_seq_flags flags);
+	StateSeqGetDataExt func(c Context, dst unsafe.Pointer, size uintptr, seq SeqID, flags uint32) uintptr
+	// size_t llama_state_seq_set_data_ext( struct llama_context * ctx, const uint8_t * src, size_t size, llama_seq_id dest_seq_id, llama_state_seq_flags flags);
+	StateSeqSetDataExt func(c Context, src unsafe.Pointer, size uintptr, seq SeqID, flags uint32) uintptr
 )
+
+// StateSeqFlagsPartialOnly is LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY (also
+// LLAMA_STATE_SEQ_FLAGS_SWA_ONLY): only the parts of a sequence's memory
+// that cannot be rolled back (a sliding-window cache, a recurrent state).
+const StateSeqFlagsPartialOnly uint32 = 1
 
 // LoRA adapters and control vectors.
 var (
@@ -183,6 +194,9 @@ func init() {
 		binding{fn: &StateSeqSetData, name: "llama_state_seq_set_data"},
 		binding{fn: &StateSeqSaveFile, name: "llama_state_seq_save_file"},
 		binding{fn: &StateSeqLoadFile, name: "llama_state_seq_load_file"},
+		binding{fn: &StateSeqGetSizeExt, name: "llama_state_seq_get_size_ext"},
+		binding{fn: &StateSeqGetDataExt, name: "llama_state_seq_get_data_ext"},
+		binding{fn: &StateSeqSetDataExt, name: "llama_state_seq_set_data_ext"},
 		binding{fn: &AdapterLoraInit, name: "llama_adapter_lora_init"},
 		binding{fn: &AdapterLoraFree, name: "llama_adapter_lora_free"},
 		binding{fn: &AdapterMetaValStr, name: "llama_adapter_meta_val_str"},

@@ -25,7 +25,9 @@ const (
 // TinyModelOptions describes a small random-weight model of a llama.cpp
 // architecture. Zero fields take the defaults noted on each field.
 type TinyModelOptions struct {
-	// Arch is "llama" (decoder) or "bert" (encoder). Default "llama".
+	// Arch is "llama" (decoder), "gemma3" (decoder, with sliding-window
+	// layers when SlidingWindow is set) or "bert" (encoder). Default
+	// "llama".
 	Arch string
 	// VocabFrom is the path of a vocab-only GGUF (e.g. from
 	// models/vocab/) whose tokenizer.* keys are copied. Required.
@@ -63,6 +65,12 @@ type TinyModelOptions struct {
 	// and biases stay F32. Quantized types need NEmbd and NFF to be
 	// multiples of 32.
 	Type TensorType
+	// SlidingWindow, for gemma3, is the window of its sliding-window
+	// layers (0: none, every layer sees the whole context), and
+	// SlidingWindowPattern how often a layer is a full one: layer i is a
+	// full-context layer when i%SlidingWindowPattern is
+	// SlidingWindowPattern-1 (default 2: every other layer).
+	SlidingWindow, SlidingWindowPattern int
 	// ExtraKV is set last and may override any generated key.
 	ExtraKV []KV
 }
@@ -93,9 +101,14 @@ func (o *TinyModelOptions) defaults() error {
 	def(&o.NHeadKV, o.NHead)
 	def(&o.NFF, 2*o.NEmbd)
 	def(&o.NCtx, 512)
+	def(&o.SlidingWindowPattern, 2)
 	switch {
-	case o.Arch != "llama" && o.Arch != "bert":
-		return fmt.Errorf("gguf: tiny model: unsupported architecture %q (want llama or bert)", o.Arch)
+	case o.Arch != "llama" && o.Arch != "bert" && o.Arch != "gemma3":
+		return fmt.Errorf("gguf: tiny model: unsupported architecture %q (want llama, gemma3 or bert)", o.Arch)
+	case (o.SlidingWindow != 0 || o.SlidingWindowPattern != 2) && o.Arch != "gemma3":
+		return fmt.Errorf("gguf: tiny model: SlidingWindow needs the gemma3 architecture")
+	case o.SlidingWindow < 0 || o.SlidingWindowPattern < 1:
+		return fmt.Errorf("gguf: tiny model: negative sliding window or pattern")
 	case o.VocabFrom == "":
 		return fmt.Errorf("gguf: tiny model: VocabFrom is required")
 	case o.NEmbd < 0 || o.NLayer < 0 || o.NHead < 0 || o.NHeadKV < 0 || o.NFF < 0 || o.NCtx < 0 || o.Classifier < 0:
@@ -204,6 +217,15 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 		w.SetKV(a+".rope.freq_base", float32(10000))
 		w.SetKV(a+".attention.layer_norm_rms_epsilon", float32(1e-5))
 		w.SetKV(a+".vocab_size", u32(nVocab))
+	case "gemma3":
+		w.SetKV(a+".rope.freq_base", float32(10000))
+		w.SetKV(a+".attention.layer_norm_rms_epsilon", float32(1e-6))
+		w.SetKV(a+".attention.key_length", u32(headDim))
+		w.SetKV(a+".attention.value_length", u32(headDim))
+		if o.SlidingWindow > 0 {
+			w.SetKV(a+".attention.sliding_window", u32(o.SlidingWindow))
+			w.SetKV(a+".attention.sliding_window_pattern", u32(o.SlidingWindowPattern))
+		}
 	case "bert":
 		w.SetKV(a+".attention.layer_norm_epsilon", float32(1e-12))
 		w.SetKV(a+".attention.causal", false)
@@ -260,6 +282,26 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 			r.weight(p+"ffn_gate.weight", e, ff)
 			r.weight(p+"ffn_down.weight", ff, e)
 			r.weight(p+"ffn_up.weight", e, ff)
+		}
+	case "gemma3":
+		hd := headDim
+		r.addTyped("token_embd.weight", o.Type, 0, 0.5, e, nVocab)
+		r.add("output_norm.weight", 1, 0.1, e)
+		for i := 0; i < o.NLayer; i++ {
+			p := fmt.Sprintf("blk.%d.", i)
+			r.add(p+"attn_norm.weight", 1, 0.1, e)
+			r.weight(p+"attn_q.weight", e, e)
+			r.weight(p+"attn_k.weight", e, nEmbdKV)
+			r.weight(p+"attn_v.weight", e, nEmbdKV)
+			r.add(p+"attn_q_norm.weight", 1, 0.1, hd)
+			r.add(p+"attn_k_norm.weight", 1, 0.1, hd)
+			r.weight(p+"attn_output.weight", e, e)
+			r.add(p+"post_attention_norm.weight", 1, 0.1, e)
+			r.add(p+"ffn_norm.weight", 1, 0.1, e)
+			r.weight(p+"ffn_gate.weight", e, ff)
+			r.weight(p+"ffn_down.weight", ff, e)
+			r.weight(p+"ffn_up.weight", e, ff)
+			r.add(p+"post_ffw_norm.weight", 1, 0.1, e)
 		}
 	case "bert":
 		r.add("token_embd.weight", 0, 0.5, e, nVocab)
