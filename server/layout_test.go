@@ -26,6 +26,7 @@ var packageVars = map[string]string{
 	"baseEnvNames":  "the variables the tools' commands get by default",
 	"errGitDir":     "a sentinel error",
 	"genParams":     "the table of numeric generation parameters",
+	"userMarkers":   "a table of the texts that open a user message",
 }
 
 // TestNoPackageState keeps the server's state in the Server: no file
