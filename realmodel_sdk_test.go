@@ -43,7 +43,12 @@ func TestRealModelSDKMatchesServer(t *testing.T) {
 	const nCtx, maxTokens = 2048, 48
 	srv, err := server.New(context.Background(), server.Options{Model: modelPath, ChatTemplateFile: tmplPath, Jinja: true,
 		Logger: slog.New(slog.DiscardHandler),
-		Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: nCtx, Threads: 1, ThreadsBatch: 1}}})
+		// Without context checkpoints: the server would cut the prompt's
+		// batches where it takes them (at user messages and before the
+		// end, as llama-server), and where batches break moves the
+		// logits' last digits, so greedy picks between near-equal tokens
+		// can differ from one whole-prompt decode.
+		Engine: engine.Options{Parallel: 1, ContextCheckpoints: -1, Context: llama.ContextOptions{ContextSize: nCtx, Threads: 1, ThreadsBatch: 1}}})
 	require.NoError(t, err)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { ts.Close(); _ = srv.Close() })
