@@ -610,12 +610,12 @@ type (
 		SystemFingerprint string          `json:"system_fingerprint"`
 		Choices           []oaiChatChoice `json:"choices"`
 		Usage             *oaiUsage       `json:"usage,omitempty"`
-		Timings           *timingsJSON    `json:"timings,omitempty"`
+		Timings           *wire.Timings   `json:"timings,omitempty"`
 		// Verbose is llama-server's __verbose debug object (the native
 		// /completion result), with "verbose" or --verbose.
 		Verbose any `json:"__verbose,omitempty"`
 		// engine.PromptProgress is set on the progress chunks of return_progress.
-		PromptProgress *progressJSON `json:"prompt_progress,omitempty"`
+		PromptProgress *wire.Progress `json:"prompt_progress,omitempty"`
 	}
 	oaiChatChoice struct {
 		Index        int             `json:"index"`
@@ -728,14 +728,14 @@ func handleChatCompletion(s *Server) handlerFunc {
 			fr := finishReason(res.Final.Stop, len(out.ToolCalls) > 0)
 			choice := oaiChatChoice{Index: i, Message: out, FinishReason: &fr}
 			if co.Logprobs {
-				choice.Logprobs = &oaiLogprobs{Content: probsJSON(inst.Model, res.Steps, g.opt.PostSamplingProbs)}
+				choice.Logprobs = &oaiLogprobs{Content: wire.Probs(inst.Model, res.Steps, g.opt.PostSamplingProbs)}
 			}
 			resp.Choices = append(resp.Choices, choice)
 			if i == 0 && g.opt.Verbose {
 				resp.Verbose = nativeFinal(g, 0, res, false)
 			}
 			u.add(res.Final)
-			resp.Timings = wireTimings(res.Final.Timings)
+			resp.Timings = wire.NewTimings(res.Final.Timings)
 		}
 		resp.Usage = &u
 		writeJSON(w, http.StatusOK, resp)
@@ -753,7 +753,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 	type choiceState struct {
 		parser   *chat.Stream
 		ids      map[int]string
-		pending  []step
+		pending  []wire.Step
 		anyCalls bool
 		done     bool
 	}
@@ -762,7 +762,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 		states[i] = &choiceState{ids: map[int]string{},
 			parser: plan.NewStream()}
 	}
-	send := func(c oaiChatChoice, tm *timingsJSON) bool {
+	send := func(c oaiChatChoice, tm *wire.Timings) bool {
 		chunk := base
 		chunk.Choices = []oaiChatChoice{c}
 		chunk.Timings = tm
@@ -777,7 +777,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 			}
 		}
 	}
-	emit := func(idx int, st *choiceState, d chat.Delta, tm *timingsJSON) bool {
+	emit := func(idx int, st *choiceState, d chat.Delta, tm *wire.Timings) bool {
 		if d.Empty() && len(st.pending) == 0 {
 			return true
 		}
@@ -799,13 +799,13 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 		}
 		c := oaiChatChoice{Index: idx, Delta: m}
 		if co.Logprobs && len(st.pending) > 0 {
-			c.Logprobs = &oaiLogprobs{Content: probsJSON(g.inst.Model, st.pending, g.opt.PostSamplingProbs)}
+			c.Logprobs = &oaiLogprobs{Content: wire.Probs(g.inst.Model, st.pending, g.opt.PostSamplingProbs)}
 			st.pending = nil
 		}
 		return send(c, tm)
 	}
 	var usage oaiUsage
-	var last timingsJSON
+	var last wire.Timings
 	left := co.N
 	for events.Next() {
 		ev, idx := events.Event(), events.Index()
@@ -817,7 +817,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 		if ev.Progress != nil {
 			chunk := base
 			chunk.Choices = []oaiChatChoice{{Index: idx, Delta: oaiFirstDelta{Role: chat.RoleAssistant}}}
-			chunk.PromptProgress = wireProgress(ev.Progress)
+			chunk.PromptProgress = wire.NewProgress(ev.Progress)
 			if sse.data(chunk) != nil {
 				return
 			}
@@ -833,8 +833,8 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 				return
 			}
 			fr := finishReason(ev.Stop, st.anyCalls)
-			tm := wireTimings(ev.Timings)
-			var finTimings *timingsJSON
+			tm := wire.NewTimings(ev.Timings)
+			var finTimings *wire.Timings
 			if !co.IncludeUsage {
 				finTimings = tm
 			}
@@ -858,15 +858,15 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 			return
 		}
 		if co.Logprobs {
-			st.pending = append(st.pending, step{Token: ev.Token, Text: ev.Text, Sampled: ev.Sampled, Probs: ev.Probs})
+			st.pending = append(st.pending, wire.StepOf(ev))
 		}
 		if ev.Text == "" {
 			continue
 		}
 		d := st.parser.Push(ev.Text)
-		var tm *timingsJSON
+		var tm *wire.Timings
 		if g.opt.TimingsPerToken {
-			tm = wireTimings(ev.Timings)
+			tm = wire.NewTimings(ev.Timings)
 		}
 		if d.Empty() {
 			continue

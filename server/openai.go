@@ -42,7 +42,7 @@ func (u *oaiUsage) add(ev engine.Event) {
 // oaiLogprobs is the logprobs object of a choice: llama.cpp's probability
 // entries under "content" (OpenAI's chat shape).
 type oaiLogprobs struct {
-	Content []probJSON `json:"content"`
+	Content []wire.Prob `json:"content"`
 }
 
 // oaiCompletion is a /v1/completions response or stream chunk.
@@ -54,7 +54,7 @@ type oaiCompletion struct {
 	SystemFingerprint string                `json:"system_fingerprint"`
 	Choices           []oaiCompletionChoice `json:"choices"`
 	Usage             *oaiUsage             `json:"usage,omitempty"`
-	Timings           *timingsJSON          `json:"timings,omitempty"`
+	Timings           *wire.Timings         `json:"timings,omitempty"`
 	// Verbose is llama-server's __verbose debug object.
 	Verbose any `json:"__verbose,omitempty"`
 }
@@ -80,21 +80,16 @@ type oaiLegacyLogprobs struct {
 // legacyLogprobs converts steps to the legacy shape; offset is the number
 // of characters of the choice's text before the first step. It returns the
 // offset after the last step too, for the next stream chunk.
-func legacyLogprobs(m *llama.Model, steps []step, offset int) (*oaiLegacyLogprobs, int) {
+func legacyLogprobs(m *llama.Model, steps []wire.Step, offset int) (*oaiLegacyLogprobs, int) {
 	lp := &oaiLegacyLogprobs{
 		Tokens: make([]string, 0, len(steps)), TokenLogprobs: make([]float64, 0, len(steps)),
 		TopLogprobs: make([]map[string]float64, 0, len(steps)), TextOffset: make([]int, 0, len(steps)),
 	}
 	for _, s := range steps {
-		sampled := engine.TokenProb{Token: s.Token}
-		if s.Sampled != nil {
-			sampled = *s.Sampled
-		}
-		sampled.Text = ""
-		pj := tokenProbJSON(m, sampled, false)
+		pj := wire.SampledProb(m, s, false)
 		top := make(map[string]float64, len(s.Probs))
 		for _, p := range s.Probs {
-			tj := tokenProbJSON(m, p, false)
+			tj := wire.TokenProb(m, p, false)
 			if _, dup := top[tj.Token]; !dup {
 				top[tj.Token] = *tj.Logprob
 			}
@@ -176,7 +171,7 @@ func answerOAICompletion(ctx context.Context, w http.ResponseWriter, b *oaiCompl
 		resp.Choices = append(resp.Choices, c)
 		usage.add(res.Final)
 		if i == len(results)-1 {
-			resp.Timings = wireTimings(res.Final.Timings)
+			resp.Timings = wire.NewTimings(res.Final.Timings)
 			if g.opt.Verbose {
 				resp.Verbose = nativeFinal(g, i, res, false)
 			}
@@ -232,7 +227,7 @@ func parseOAICompletion(b *oaiCompletionBody, inst *instance) (*genRequest, erro
 func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genRequest, events eventStream, base oaiCompletion) {
 	sse, _ := sseStart(ctx, w)
 	nProbs := g.task.Params.NProbs
-	pending := make([][]step, len(g.prompts))
+	pending := make([][]wire.Step, len(g.prompts))
 	offsets := make([]int, len(g.prompts))
 	for events.Next() {
 		ev, idx := events.Event(), events.Index()
@@ -249,14 +244,14 @@ func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genReque
 			var u oaiUsage
 			u.add(ev)
 			chunk.Choices = []oaiCompletionChoice{{Index: idx, FinishReason: &fr}}
-			chunk.Usage, chunk.Timings = &u, wireTimings(ev.Timings)
+			chunk.Usage, chunk.Timings = &u, wire.NewTimings(ev.Timings)
 			if sse.data(chunk) != nil {
 				return
 			}
 			continue
 		}
 		if nProbs > 0 {
-			pending[idx] = append(pending[idx], step{Token: ev.Token, Text: ev.Text, Sampled: ev.Sampled, Probs: ev.Probs})
+			pending[idx] = append(pending[idx], wire.StepOf(ev))
 		}
 		if ev.Text == "" {
 			continue
@@ -267,7 +262,7 @@ func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genReque
 			pending[idx] = nil
 		}
 		if g.opt.TimingsPerToken {
-			chunk.Timings = wireTimings(ev.Timings)
+			chunk.Timings = wire.NewTimings(ev.Timings)
 		}
 		chunk.Choices = []oaiCompletionChoice{c}
 		if sse.data(chunk) != nil {

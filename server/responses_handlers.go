@@ -112,7 +112,7 @@ func handleResponses(s *Server) handlerFunc {
 // timingsPerToken.
 func streamResponses(ctx context.Context, w http.ResponseWriter, plan *chatPlan, base responses.Object, events eventStream, timingsPerToken bool) {
 	sse, _ := sseStart(ctx, w)
-	var tokenTimings *timingsJSON // timings_per_token: set on a token's text deltas
+	var tokenTimings *wire.Timings // timings_per_token: set on a token's text deltas
 	st := responses.NewStream(base, func(typ string, ev responses.Event) bool {
 		if tokenTimings != nil && (typ == "response.output_text.delta" || typ == "response.reasoning_text.delta" || typ == "response.function_call_arguments.delta") {
 			ev.Timings = tokenTimings
@@ -134,7 +134,7 @@ func streamResponses(ctx context.Context, w http.ResponseWriter, plan *chatPlan,
 			// llama-server's return_progress: in_progress events with
 			// prompt_progress.
 			var progress any
-			if p := wireProgress(ev.Progress); p != nil {
+			if p := wire.NewProgress(ev.Progress); p != nil {
 				progress = p
 			}
 			if !st.Progress(progress) {
@@ -145,7 +145,7 @@ func streamResponses(ctx context.Context, w http.ResponseWriter, plan *chatPlan,
 		if ev.Done {
 			tokenTimings = nil
 			var timings any
-			if t := wireTimings(ev.Timings); t != nil {
+			if t := wire.NewTimings(ev.Timings); t != nil {
 				timings = t
 			}
 			st.Finish(parser.Finish(ev.Stop == engine.StopTypeLimit), ev, timings)
@@ -155,7 +155,7 @@ func streamResponses(ctx context.Context, w http.ResponseWriter, plan *chatPlan,
 			continue
 		}
 		if timingsPerToken {
-			tokenTimings = wireTimings(ev.Timings)
+			tokenTimings = wire.NewTimings(ev.Timings)
 		}
 		if d := parser.Push(ev.Text); !d.Empty() && !st.Delta(d) {
 			return
