@@ -48,20 +48,8 @@ func (s *Server) startTasks(ctx context.Context, inst *instance, arrived func(),
 	return peekEvents(ctx, st, len(tasks))
 }
 
-// modelField is llama-server's optional "model" field, which names the
-// instance that serves a request.
-type modelField struct {
-	Model wire.Opt[string] `json:"model"`
-}
-
-func (m *modelField) model() (string, error) {
-	var model string
-	err := m.Model.Read(&model, "a string")
-	return model, err
-}
-
 // namedModel is a typed request body naming its model.
-type namedModel interface{ model() (string, error) }
+type namedModel interface{ ModelName() (string, error) }
 
 // decodeAndAcquire decodes the body into req and acquires the instance
 // that *model (a field of req) names. Unless it fails, release must be
@@ -80,7 +68,7 @@ func (s *Server) requestInstance(r *http.Request, req namedModel) (inst *instanc
 	if err := decodeBody(r, req); err != nil {
 		return nil, nil, err
 	}
-	model, err := req.model()
+	model, err := req.ModelName()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -156,7 +144,7 @@ func answerCompletion(ctx context.Context, w http.ResponseWriter, _ *completionB
 
 // completionBody is a /completion body.
 type completionBody struct {
-	modelField
+	wire.ModelField
 	wire.Gen
 	// Prompt is a string, token ids, a mix of both, an object with a
 	// prompt_string, or an array of those (see parsePrompts).
