@@ -11,6 +11,7 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
+	"github.com/x/llama/server/internal/openai"
 	"github.com/x/llama/server/internal/wire"
 )
 
@@ -87,15 +88,15 @@ func handleApplyTemplate(s *Server) handlerFunc {
 		// As llama-server: the prompt a chat completion of this body would
 		// use (tools, assistant prefill, template kwargs and reasoning
 		// settings applied, the BOS text the tokenizer adds left out).
-		var b oaiChatBody
+		var b openai.ChatBody
 		if wire.Decode(raw, &b) == nil && len(b.Messages) > 0 {
-			model, _ := b.model()
+			model, _ := b.ModelName()
 			inst, release, err := s.instanceFor(r, model)
 			if err != nil {
 				return err
 			}
 			defer release()
-			_, plan, _, err := b.chatRequest(inst, true)
+			_, plan, _, err := oaiChatRequest(inst, &b, true)
 			if err != nil {
 				return err
 			}

@@ -48,20 +48,8 @@ func (s *Server) startTasks(ctx context.Context, inst *instance, arrived func(),
 	return peekEvents(ctx, st, len(tasks))
 }
 
-// modelField is llama-server's optional "model" field, which names the
-// instance that serves a request.
-type modelField struct {
-	Model wire.Opt[string] `json:"model"`
-}
-
-func (m *modelField) model() (string, error) {
-	var model string
-	err := m.Model.Read(&model, "a string")
-	return model, err
-}
-
 // namedModel is a typed request body naming its model.
-type namedModel interface{ model() (string, error) }
+type namedModel interface{ ModelName() (string, error) }
 
 // decodeAndAcquire decodes the body into req and acquires the instance
 // that *model (a field of req) names. Unless it fails, release must be
@@ -80,7 +68,7 @@ func (s *Server) requestInstance(r *http.Request, req namedModel) (inst *instanc
 	if err := decodeBody(r, req); err != nil {
 		return nil, nil, err
 	}
-	model, err := req.model()
+	model, err := req.ModelName()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -156,7 +144,7 @@ func answerCompletion(ctx context.Context, w http.ResponseWriter, _ *completionB
 
 // completionBody is a /completion body.
 type completionBody struct {
-	modelField
+	wire.ModelField
 	wire.Gen
 	// Prompt is a string, token ids, a mix of both, an object with a
 	// prompt_string, or an array of those (see parsePrompts).
@@ -200,7 +188,7 @@ func promptText(m *llama.Model, toks []llama.Token) string {
 // its stream. Its fields are in the order of their names, as
 // llama-server's JSON objects are.
 type nativeResult struct {
-	CompletionProbabilities []probJSON     `json:"completion_probabilities,omitzero"`
+	CompletionProbabilities []wire.Prob    `json:"completion_probabilities,omitzero"`
 	Content                 string         `json:"content"`
 	GenerationSettings      map[string]any `json:"generation_settings"`
 	HasNewLine              bool           `json:"has_new_line"`
@@ -211,7 +199,7 @@ type nativeResult struct {
 	Stop                    bool           `json:"stop"`
 	StopType                string         `json:"stop_type"`
 	StoppingWord            string         `json:"stopping_word"`
-	Timings                 *timingsJSON   `json:"timings"`
+	Timings                 *wire.Timings  `json:"timings"`
 	Tokens                  []llama.Token  `json:"tokens"`
 	TokensCached            int            `json:"tokens_cached"`
 	TokensEvaluated         int            `json:"tokens_evaluated"`
@@ -222,16 +210,16 @@ type nativeResult struct {
 // nativeChunk is an event of a native completion's stream: a piece of
 // text, or the prompt's progress.
 type nativeChunk struct {
-	CompletionProbabilities []probJSON    `json:"completion_probabilities,omitzero"`
-	Content                 string        `json:"content"`
-	IDSlot                  int           `json:"id_slot"`
-	Index                   int           `json:"index"`
-	PromptProgress          *progressJSON `json:"prompt_progress,omitempty"`
-	Stop                    bool          `json:"stop"`
-	Timings                 *timingsJSON  `json:"timings,omitempty"`
-	Tokens                  []llama.Token `json:"tokens"`
-	TokensEvaluated         int           `json:"tokens_evaluated"`
-	TokensPredicted         int           `json:"tokens_predicted"`
+	CompletionProbabilities []wire.Prob    `json:"completion_probabilities,omitzero"`
+	Content                 string         `json:"content"`
+	IDSlot                  int            `json:"id_slot"`
+	Index                   int            `json:"index"`
+	PromptProgress          *wire.Progress `json:"prompt_progress,omitempty"`
+	Stop                    bool           `json:"stop"`
+	Timings                 *wire.Timings  `json:"timings,omitempty"`
+	Tokens                  []llama.Token  `json:"tokens"`
+	TokensEvaluated         int            `json:"tokens_evaluated"`
+	TokensPredicted         int            `json:"tokens_predicted"`
 }
 
 // nativeFinal is the last object of a native completion: a nativeResult,
@@ -261,10 +249,10 @@ func nativeFinal(g *genRequest, idx int, res *completionResult, stream bool) any
 		StopType:           stopType(ev.Stop),
 		StoppingWord:       ev.StoppingWord,
 		TokensCached:       ev.SlotTokens,
-		Timings:            wireTimings(ev.Timings),
+		Timings:            wire.NewTimings(ev.Timings),
 	}
 	if !stream && g.task.Params.NProbs > 0 {
-		out.CompletionProbabilities = probsJSON(g.inst.Model, res.Steps, g.opt.PostSamplingProbs)
+		out.CompletionProbabilities = wire.Probs(g.inst.Model, res.Steps, g.opt.PostSamplingProbs)
 	}
 	if len(g.opt.ResponseFields) > 0 {
 		return pickFields(out, g.opt.ResponseFields)
@@ -346,7 +334,7 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, eve
 	type state struct {
 		tokens []llama.Token
 		text   strings.Builder
-		steps  []step
+		steps  []wire.Step
 		n      int
 	}
 	states := make([]state, len(g.prompts))
@@ -368,10 +356,10 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, eve
 		if ev.Progress != nil {
 			chunk := nativeChunk{
 				Index: idx, Tokens: []llama.Token{}, IDSlot: ev.SlotID,
-				TokensEvaluated: len(g.prompts[idx]), PromptProgress: wireProgress(ev.Progress),
+				TokensEvaluated: len(g.prompts[idx]), PromptProgress: wire.NewProgress(ev.Progress),
 			}
 			if g.opt.TimingsPerToken {
-				chunk.Timings = wireTimings(ev.Timings)
+				chunk.Timings = wire.NewTimings(ev.Timings)
 			}
 			if err := sse.data(chunk); err != nil {
 				return
@@ -384,7 +372,7 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, eve
 		}
 		st.text.WriteString(ev.Text)
 		if nProbs > 0 {
-			st.steps = append(st.steps, step{Token: ev.Token, Text: ev.Text, Sampled: ev.Sampled, Probs: ev.Probs})
+			st.steps = append(st.steps, wire.StepOf(ev))
 		}
 		if ev.Text == "" && nProbs == 0 {
 			continue // held back: sent with the next text
@@ -399,10 +387,10 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, eve
 		}
 		st.tokens = nil
 		if g.opt.TimingsPerToken {
-			chunk.Timings = wireTimings(ev.Timings)
+			chunk.Timings = wire.NewTimings(ev.Timings)
 		}
 		if nProbs > 0 {
-			chunk.CompletionProbabilities = probsJSON(g.inst.Model, st.steps, g.opt.PostSamplingProbs)
+			chunk.CompletionProbabilities = wire.Probs(g.inst.Model, st.steps, g.opt.PostSamplingProbs)
 			st.steps = nil
 		}
 		if err := sse.data(chunk); err != nil {

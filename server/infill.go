@@ -30,7 +30,7 @@ type infillInput struct {
 // infillBody is an /infill body: a completion's generation fields and
 // the code around the cursor.
 type infillBody struct {
-	modelField
+	wire.ModelField
 	wire.Gen
 	Prompt      json.RawMessage `json:"prompt"`
 	InputPrefix json.RawMessage `json:"input_prefix"`

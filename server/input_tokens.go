@@ -4,17 +4,21 @@ package server
 // prompt makes (the conversation rendered with the chat template, tools
 // included), without running it.
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/x/llama/server/internal/openai"
+)
 
 func handleChatInputTokens(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		var b oaiChatBody
+		var b openai.ChatBody
 		inst, release, err := s.requestInstance(r, &b)
 		if err != nil {
 			return err
 		}
 		defer release()
-		g, _, _, err := b.chatRequest(inst, false)
+		g, _, _, err := oaiChatRequest(inst, &b, false)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package server
 import (
 	"testing"
 
+	"github.com/x/llama/server/internal/openai"
 	"github.com/x/llama/server/internal/wire"
 )
 
@@ -28,15 +29,15 @@ func FuzzGenerationRequest(f *testing.F) {
 			return
 		}
 		_, _ = parseCompletionRequest(&c, inst)
-		var o oaiCompletionBody
+		var o openai.CompletionBody
 		_ = wire.Decode([]byte(body), &o)
 		_, _ = parseOAICompletion(&o, inst)
-		var ch oaiChatBody
+		var ch openai.ChatBody
 		_ = wire.Decode([]byte(body), &ch)
-		_, _, _, _ = ch.chatRequest(inst, false)
+		_, _, _, _ = oaiChatRequest(inst, &ch, false)
 		var rb respBody
 		_ = wire.Decode([]byte(body), &rb)
-		if req, err := rb.respToChat(inst.Server.mediaMarker); err == nil && rb.oaiChat(inst, req) == nil {
+		if req, err := rb.respToChat(inst.Server.mediaMarker); err == nil && oaiToChat(inst, &rb.ChatBody, req) == nil {
 			_, _, _, _ = inst.startChat(req)
 		}
 	})

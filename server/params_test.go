@@ -10,6 +10,7 @@ import (
 
 	"github.com/x/llama/engine"
 	"github.com/x/llama/sampling"
+	"github.com/x/llama/server/internal/openai"
 	"github.com/x/llama/server/internal/wire"
 
 	"github.com/stretchr/testify/assert"
@@ -271,7 +272,7 @@ func TestRequestFieldTypes(t *testing.T) {
 			}
 		}
 	}
-	for _, body := range []any{completionBody{}, oaiCompletionBody{}, infillBody{}, oaiChatBody{}, respBody{}} {
+	for _, body := range []any{completionBody{}, openai.CompletionBody{}, infillBody{}, openai.ChatBody{}, respBody{}} {
 		check(t, reflect.TypeOf(body))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/server/internal/openai"
 	"github.com/x/llama/server/internal/responses"
 	"github.com/x/llama/server/internal/wire"
 )
@@ -14,7 +15,7 @@ import (
 // translation of its own fields to the internal request and of the answer
 // to output items and stream events) is package server/internal/responses;
 // a body's other fields are chat completion fields, translated by the
-// OpenAI chat dialect (oaiChat) as llama.cpp converts a Responses request
+// OpenAI chat dialect (openai.ToChat) as llama.cpp converts a Responses request
 // to a chat completion one. These handlers decode, run the chat and write.
 
 // respBody is a Responses request body: its own fields and chat
@@ -27,10 +28,10 @@ type respBody struct {
 }
 
 // respChatFields are the chat completion fields of a Responses body.
-type respChatFields struct{ oaiChatBody }
+type respChatFields struct{ openai.ChatBody }
 
 // respToChat translates the Responses fields of b (see
-// responses.Request.ToChat); oaiChat translates the others.
+// responses.Request.ToChat); openai.ToChat translates the others.
 func (b *respBody) respToChat(marker string) (*wire.Chat, error) {
 	return b.ToChat(marker, responses.ChatFields{ToolChoice: &b.ToolChoice, ReasoningEffort: &b.ReasoningEffort, Gen: &b.Gen})
 }
@@ -42,7 +43,7 @@ func respPrepare(s *Server, r *http.Request) (*genRequest, *chatPlan, chatOption
 	if err := decodeBody(r, &b); err != nil {
 		return nil, nil, chatOptions{}, nil, nil, err
 	}
-	model, err := b.model()
+	model, err := b.ModelName()
 	if err != nil {
 		return nil, nil, chatOptions{}, nil, nil, err
 	}
@@ -55,7 +56,7 @@ func respPrepare(s *Server, r *http.Request) (*genRequest, *chatPlan, chatOption
 		return nil, nil, chatOptions{}, nil, nil, err
 	}
 	g, plan, co, err := func() (*genRequest, *chatPlan, chatOptions, error) {
-		if err := b.oaiChat(inst, req); err != nil {
+		if err := oaiToChat(inst, &b.ChatBody, req); err != nil {
 			return nil, nil, chatOptions{}, err
 		}
 		return inst.startChat(req)
@@ -112,7 +113,7 @@ func handleResponses(s *Server) handlerFunc {
 // timingsPerToken.
 func streamResponses(ctx context.Context, w http.ResponseWriter, plan *chatPlan, base responses.Object, events eventStream, timingsPerToken bool) {
 	sse, _ := sseStart(ctx, w)
-	var tokenTimings *timingsJSON // timings_per_token: set on a token's text deltas
+	var tokenTimings *wire.Timings // timings_per_token: set on a token's text deltas
 	st := responses.NewStream(base, func(typ string, ev responses.Event) bool {
 		if tokenTimings != nil && (typ == "response.output_text.delta" || typ == "response.reasoning_text.delta" || typ == "response.function_call_arguments.delta") {
 			ev.Timings = tokenTimings
@@ -134,7 +135,7 @@ func streamResponses(ctx context.Context, w http.ResponseWriter, plan *chatPlan,
 			// llama-server's return_progress: in_progress events with
 			// prompt_progress.
 			var progress any
-			if p := wireProgress(ev.Progress); p != nil {
+			if p := wire.NewProgress(ev.Progress); p != nil {
 				progress = p
 			}
 			if !st.Progress(progress) {
@@ -145,7 +146,7 @@ func streamResponses(ctx context.Context, w http.ResponseWriter, plan *chatPlan,
 		if ev.Done {
 			tokenTimings = nil
 			var timings any
-			if t := wireTimings(ev.Timings); t != nil {
+			if t := wire.NewTimings(ev.Timings); t != nil {
 				timings = t
 			}
 			st.Finish(parser.Finish(ev.Stop == engine.StopTypeLimit), ev, timings)
@@ -155,7 +156,7 @@ func streamResponses(ctx context.Context, w http.ResponseWriter, plan *chatPlan,
 			continue
 		}
 		if timingsPerToken {
-			tokenTimings = wireTimings(ev.Timings)
+			tokenTimings = wire.NewTimings(ev.Timings)
 		}
 		if d := parser.Push(ev.Text); !d.Empty() && !st.Delta(d) {
 			return

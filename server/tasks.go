@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/server/internal/wire"
 
 	"github.com/x/llama"
 )
@@ -118,19 +119,11 @@ func (p *peekedStream) Index() int {
 	return p.eventStream.Index()
 }
 
-// step is one generated token and its probabilities.
-type step struct {
-	Token   llama.Token
-	Text    string
-	Sampled *engine.TokenProb
-	Probs   []engine.TokenProb
-}
-
 // completionResult is a finished task's output.
 type completionResult struct {
 	Text   string
 	Tokens []llama.Token
-	Steps  []step       // only with n_probs
+	Steps  []wire.Step  // only with n_probs
 	Final  engine.Event // the Done event
 }
 
@@ -167,7 +160,7 @@ func collect(ctx context.Context, m *llama.Model, st eventStream, n int) ([]*com
 				r.Tokens = append(r.Tokens, ev.Token)
 			}
 			if ev.Sampled != nil || len(ev.Probs) > 0 {
-				r.Steps = append(r.Steps, step{Token: ev.Token, Text: ev.Text, Sampled: ev.Sampled, Probs: ev.Probs})
+				r.Steps = append(r.Steps, wire.StepOf(ev))
 			}
 		}
 		for ; k < n && ended[k]; k++ {

@@ -243,3 +243,16 @@ func CheckInt(key string, n int64, dst *int, lo, hi int64) error {
 	*dst = int(n)
 	return nil
 }
+
+// ModelField is llama-server's optional "model" field, which names the
+// instance that serves a request.
+type ModelField struct {
+	Model Opt[string] `json:"model"`
+}
+
+// ModelName reads the field ("" when absent).
+func (m *ModelField) ModelName() (string, error) {
+	var model string
+	err := m.Model.Read(&model, "a string")
+	return model, err
+}

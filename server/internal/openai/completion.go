@@ -1,0 +1,78 @@
+package openai
+
+import (
+	"encoding/json"
+
+	"github.com/x/llama/server/internal/wire"
+)
+
+// CompletionBody is a /v1/completions body: llama.cpp's completion fields
+// (the model, the generation parameters, the prompt) and OpenAI's own.
+type CompletionBody struct {
+	wire.ModelField
+	wire.Gen
+	// Prompt is a string, token ids, a mix of both, or an array of those
+	// (the server reads it as /completion's prompt).
+	Prompt json.RawMessage `json:"prompt"`
+	Unsupported
+	N    wire.Num       `json:"n"`
+	Echo wire.Opt[bool] `json:"echo"`
+	// Logprobs is the number of top tokens to return (llama.cpp's n_probs).
+	Logprobs wire.Num `json:"logprobs"`
+}
+
+// Check rejects what the server cannot answer: no prompt, best_of or
+// suffix, more than one choice, and echo.
+func (b *CompletionBody) Check() error {
+	if len(b.Prompt) == 0 {
+		return wire.Errorf(`"prompt" is required`)
+	}
+	if err := b.Unsupported.Check(); err != nil {
+		return err
+	}
+	if b.N.Set {
+		n, err := b.N.Integer()
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return wire.Errorf(`only one completion choice is allowed ("n" must be 1)`)
+		}
+	}
+	var echo bool
+	if err := b.Echo.Read(&echo, "a boolean"); err != nil {
+		return err
+	}
+	if echo {
+		return wire.Errorf(`only "echo": false is supported`)
+	}
+	return nil
+}
+
+// NProbs reads logprobs into nProbs, unless the body gives llama.cpp's own
+// n_probs.
+func (b *CompletionBody) NProbs(nProbs *int) error {
+	if b.Logprobs.Set && !b.Params.Has("n_probs") {
+		return b.Logprobs.Int(nProbs, 0, 20)
+	}
+	return nil
+}
+
+// Unsupported are the OpenAI fields the server cannot honour.
+type Unsupported struct {
+	BestOf json.RawMessage `json:"best_of"`
+	Suffix json.RawMessage `json:"suffix"`
+}
+
+// Check rejects best_of and suffix.
+func (u *Unsupported) Check() error {
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"best_of", u.BestOf}, {"suffix", u.Suffix}} {
+		if len(f.raw) > 0 {
+			return wire.Errorf("unsupported parameter: %s", f.name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,184 @@
+package wire
+
+// The answer side: the wire forms of the engine's results under
+// llama-server's JSON names, shared by the native endpoints and the
+// dialects (the engine itself knows no JSON).
+
+import (
+	"encoding/json"
+	"math"
+	"unicode/utf8"
+
+	"github.com/x/llama/engine"
+
+	"github.com/x/llama"
+)
+
+// Timings is engine.Timings as llama-server sends it.
+type Timings struct {
+	CacheN              int     `json:"cache_n"`
+	PromptN             int     `json:"prompt_n"`
+	PromptMS            float64 `json:"prompt_ms"`
+	PromptPerTokenMS    float64 `json:"prompt_per_token_ms"`
+	PromptPerSecond     float64 `json:"prompt_per_second"`
+	PredictedN          int     `json:"predicted_n"`
+	PredictedMS         float64 `json:"predicted_ms"`
+	PredictedPerTokenMS float64 `json:"predicted_per_token_ms"`
+	PredictedPerSecond  float64 `json:"predicted_per_second"`
+	DraftN              int     `json:"draft_n,omitempty"`
+	DraftNAccepted      int     `json:"draft_n_accepted,omitempty"`
+}
+
+// NewTimings returns t's wire form.
+func NewTimings(t engine.Timings) *Timings {
+	w := Timings(t)
+	return &w
+}
+
+// MarshalJSON writes the timings as llama-server: draft_n and
+// draft_n_accepted only when something was drafted, and then both, even
+// when nothing was accepted.
+func (t Timings) MarshalJSON() ([]byte, error) {
+	type plain Timings
+	if t.DraftN == 0 {
+		return json.Marshal(plain(t))
+	}
+	return json.Marshal(struct {
+		plain
+		DraftNAccepted int `json:"draft_n_accepted"`
+	}{plain(t), t.DraftNAccepted})
+}
+
+// Progress is engine.PromptProgress as llama-server sends it.
+type Progress struct {
+	Total     int   `json:"total"`
+	Cache     int   `json:"cache"`
+	Processed int   `json:"processed"`
+	TimeMS    int64 `json:"time_ms"`
+}
+
+// NewProgress returns p's wire form (nil for nil).
+func NewProgress(p *engine.PromptProgress) *Progress {
+	if p == nil {
+		return nil
+	}
+	w := Progress(*p)
+	return &w
+}
+
+// Step is one generated token and its probabilities.
+type Step struct {
+	Token   llama.Token
+	Text    string
+	Sampled *engine.TokenProb
+	Probs   []engine.TokenProb
+}
+
+// StepOf returns the step of a token event.
+func StepOf(ev engine.Event) Step {
+	return Step{Token: ev.Token, Text: ev.Text, Sampled: ev.Sampled, Probs: ev.Probs}
+}
+
+// Prob is one token probability in llama.cpp's shape: logprob and
+// top_logprobs, or with post_sampling_probs prob and top_probs.
+type Prob struct {
+	ID          llama.Token `json:"id"`
+	Token       string      `json:"token"`
+	Bytes       []int       `json:"bytes"`
+	Logprob     *float64    `json:"logprob,omitempty"`
+	Prob        *float64    `json:"prob,omitempty"`
+	TopLogprobs []Prob      `json:"top_logprobs,omitempty"`
+	TopProbs    []Prob      `json:"top_probs,omitempty"`
+}
+
+// safeLog is log(x) with log(0) as the lowest float32 (JSON has no -inf).
+func safeLog(x float32) float64 {
+	if x <= 0 {
+		return -math.MaxFloat32
+	}
+	return math.Log(float64(x))
+}
+
+func finiteLog(l float32) float64 {
+	if math.IsInf(float64(l), 0) || math.IsNaN(float64(l)) {
+		return -math.MaxFloat32
+	}
+	return float64(l)
+}
+
+// TokenProb is tp in llama.cpp's shape: its probability when post (after
+// sampling), else its log probability; a token without text is given its
+// piece in m.
+func TokenProb(m *llama.Model, tp engine.TokenProb, post bool) Prob {
+	text := tp.Text
+	if text == "" {
+		text, _ = m.TokenPiece(tp.Token, true)
+	}
+	pj := Prob{ID: tp.Token, Token: validPrefix(text), Bytes: byteInts(text)}
+	if post {
+		v := float64(tp.Prob)
+		pj.Prob = &v
+	} else {
+		v := finiteLog(tp.Logprob)
+		if tp.Logprob == 0 && tp.Prob != 0 && tp.Prob != 1 {
+			v = safeLog(tp.Prob)
+		}
+		pj.Logprob = &v
+	}
+	return pj
+}
+
+// SampledProb is the probability of the token a step sampled, its text
+// its piece in m.
+func SampledProb(m *llama.Model, s Step, post bool) Prob {
+	sampled := engine.TokenProb{Token: s.Token}
+	if s.Sampled != nil {
+		sampled = *s.Sampled
+	}
+	sampled.Text = ""
+	return TokenProb(m, sampled, post)
+}
+
+// Probs converts steps to llama.cpp's completion_probabilities.
+func Probs(m *llama.Model, steps []Step, post bool) []Prob {
+	out := make([]Prob, 0, len(steps))
+	for _, s := range steps {
+		pj := SampledProb(m, s, post)
+		top := make([]Prob, 0, len(s.Probs))
+		for _, p := range s.Probs {
+			// As llama-server: the alternatives' text is their piece as
+			// generation renders it (control tokens such as <eos> are "").
+			pj := Prob{ID: p.Token, Token: validPrefix(p.Text), Bytes: byteInts(p.Text)}
+			if post {
+				v := float64(p.Prob)
+				pj.Prob = &v
+			} else {
+				pj.Logprob = TokenProb(m, p, post).Logprob
+			}
+			top = append(top, pj)
+		}
+		if post {
+			pj.TopProbs = top
+		} else {
+			pj.TopLogprobs = top
+		}
+		out = append(out, pj)
+	}
+	return out
+}
+
+func byteInts(s string) []int {
+	b := make([]int, len(s))
+	for i := 0; i < len(s); i++ {
+		b[i] = int(s[i])
+	}
+	return b
+}
+
+// validPrefix cuts s to its longest valid UTF-8 prefix.
+func validPrefix(s string) string {
+	for !utf8.ValidString(s) && s != "" {
+		s = s[:len(s)-1]
+	}
+	return s
+}

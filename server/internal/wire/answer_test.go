@@ -1,0 +1,43 @@
+package wire
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama/engine"
+)
+
+// TestAnswerShapes checks the JSON of the shared answer shapes as
+// llama-server writes them: draft_n and draft_n_accepted only when
+// something was drafted (and then both), progress absent for none, and a
+// token's text cut to valid UTF-8 with its bytes kept.
+func TestAnswerShapes(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		v    any
+		want string
+	}{
+		{"timings without drafts", NewTimings(engine.Timings{PromptN: 3, PredictedN: 2, PredictedMS: 1.5}),
+			`{"cache_n":0,"prompt_n":3,"prompt_ms":0,"prompt_per_token_ms":0,"prompt_per_second":0,"predicted_n":2,"predicted_ms":1.5,"predicted_per_token_ms":0,"predicted_per_second":0}`},
+		{"timings with drafts none accepted", NewTimings(engine.Timings{DraftN: 4}),
+			`{"cache_n":0,"prompt_n":0,"prompt_ms":0,"prompt_per_token_ms":0,"prompt_per_second":0,"predicted_n":0,"predicted_ms":0,"predicted_per_token_ms":0,"predicted_per_second":0,"draft_n":4,"draft_n_accepted":0}`},
+		{"progress", NewProgress(&engine.PromptProgress{Total: 5, Cache: 1, Processed: 2, TimeMS: 7}),
+			`{"total":5,"cache":1,"processed":2,"time_ms":7}`},
+		{"no progress", struct {
+			P *Progress `json:"p,omitempty"`
+		}{NewProgress(nil)}, `{}`},
+		{"post-sampling prob of a cut character", TokenProb(nil, engine.TokenProb{Token: 9, Text: "a\xe2\x82", Prob: 0.5}, true),
+			`{"id":9,"token":"a","bytes":[97,226,130],"prob":0.5}`},
+		{"log prob of zero", TokenProb(nil, engine.TokenProb{Token: 1, Text: "x", Logprob: 0, Prob: 0.5}, false),
+			`{"id":1,"token":"x","bytes":[120],"logprob":-0.6931471805599453}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := json.Marshal(c.v)
+			require.NoError(t, err)
+			assert.JSONEq(t, c.want, string(b))
+		})
+	}
+}

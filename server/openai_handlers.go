@@ -1,0 +1,329 @@
+package server
+
+// OpenAI's chat completions, POST /v1/chat/completions (and
+// /chat/completions), and text completions, POST /v1/completions. The
+// dialect (its wire types, the translation of a chat body to the internal
+// request, the answer and stream shapes) is package
+// server/internal/openai; these handlers decode a body, run it (chats
+// with startChat, as every chat-shaped endpoint) and write the answer or
+// stream.
+
+import (
+	"cmp"
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/x/llama/engine"
+	"github.com/x/llama/server/internal/openai"
+	"github.com/x/llama/server/internal/wire"
+
+	"github.com/x/llama/chat"
+)
+
+// oaiChatRequest is the OpenAI chat dialect from body to task: b
+// translated (openai.ToChat) and handed to startChat. allowEmpty accepts a
+// conversation without messages (the template renders none).
+func oaiChatRequest(inst *instance, b *openai.ChatBody, allowEmpty bool) (*genRequest, *chatPlan, chatOptions, error) {
+	req := &wire.Chat{AllowEmpty: allowEmpty}
+	if err := oaiToChat(inst, b, req); err != nil {
+		return nil, nil, chatOptions{N: 1}, err
+	}
+	return inst.startChat(req)
+}
+
+// oaiToChat translates b into req for inst (see openai.ToChat).
+func oaiToChat(inst *instance, b *openai.ChatBody, req *wire.Chat) error {
+	return openai.ToChat(b, req, inst.Engine.Slots(), inst.Server.mediaMarker)
+}
+
+func handleChatCompletion(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		var b openai.ChatBody
+		inst, release, err := s.requestInstance(r, &b)
+		if err != nil {
+			return err
+		}
+		defer release()
+		arrived := inst.Engine.Expect()
+		defer arrived()
+		g, plan, co, err := oaiChatRequest(inst, &b, false)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		tasks := make([]*engine.Request, co.N)
+		for i := range tasks {
+			t := *g.task
+			if i > 0 && plan.budget != nil {
+				t.Samplers = plan.samplers() // a sampler per task
+			}
+			tasks[i] = &t
+		}
+		st, err := s.startTasks(ctx, inst, arrived, tasks)
+		if err != nil {
+			return err
+		}
+		base := openai.ChatCompletion{
+			ID: wire.NewID("chatcmpl-"), Created: time.Now().Unix(), Model: co.Model,
+			SystemFingerprint: openai.SystemFingerprint,
+		}
+		reasoningControl := b.ReasoningControl.V && !b.ReasoningControl.Bad
+		defer s.controls.track(base.ID, reasoningControl)()
+		if g.opt.Stream {
+			streamChat(ctx, w, g, plan, co, st, base)
+			return nil
+		}
+		results, err := collect(ctx, inst.Model, st, co.N)
+		if err != nil {
+			return err
+		}
+		resp := base
+		resp.Object = "chat.completion"
+		var u openai.Usage
+		for i, res := range results {
+			msg := chatMessage(plan, res)
+			out := openai.AssistantMessage(msg)
+			fr := openai.FinishReason(res.Final.Stop, len(out.ToolCalls) > 0)
+			choice := openai.ChatChoice{Index: i, Message: out, FinishReason: &fr}
+			if co.Logprobs {
+				choice.Logprobs = &openai.Logprobs{Content: wire.Probs(inst.Model, res.Steps, g.opt.PostSamplingProbs)}
+			}
+			resp.Choices = append(resp.Choices, choice)
+			if i == 0 && g.opt.Verbose {
+				resp.Verbose = nativeFinal(g, 0, res, false)
+			}
+			u.Add(res.Final)
+			resp.Timings = wire.NewTimings(res.Final.Timings)
+		}
+		resp.Usage = &u
+		writeJSON(w, http.StatusOK, resp)
+		return nil
+	}
+}
+
+// streamChat sends chat.completion.chunk events for each choice (one per
+// task of events, "index" telling them apart): the assistant role, the
+// parsed deltas, a chunk with the finish reason, then, once every choice is
+// done, optionally the usage (with empty choices), then [DONE].
+func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOptions, events eventStream, base openai.ChatCompletion) {
+	sse, _ := sseStart(ctx, w)
+	base.Object = "chat.completion.chunk"
+	type choiceState struct {
+		parser  *chat.Stream
+		deltas  openai.Deltas
+		pending []wire.Step
+		done    bool
+	}
+	states := make([]*choiceState, co.N)
+	for i := range states {
+		states[i] = &choiceState{parser: plan.NewStream()}
+	}
+	send := func(c openai.ChatChoice, tm *wire.Timings) bool {
+		chunk := base
+		chunk.Choices = []openai.ChatChoice{c}
+		chunk.Timings = tm
+		return sse.data(chunk) == nil
+	}
+	// The first chunk gives the role; with return_progress every progress
+	// report is such a chunk carrying prompt_progress, as in llama-server.
+	if !g.task.ReturnProgress {
+		for i := range co.N {
+			if !send(openai.ChatChoice{Index: i, Delta: openai.FirstDelta{Role: chat.RoleAssistant}}, nil) {
+				return
+			}
+		}
+	}
+	emit := func(idx int, st *choiceState, d chat.Delta, tm *wire.Timings) bool {
+		if d.Empty() && len(st.pending) == 0 {
+			return true
+		}
+		c := openai.ChatChoice{Index: idx, Delta: st.deltas.Message(d)}
+		if co.Logprobs && len(st.pending) > 0 {
+			c.Logprobs = &openai.Logprobs{Content: wire.Probs(g.inst.Model, st.pending, g.opt.PostSamplingProbs)}
+			st.pending = nil
+		}
+		return send(c, tm)
+	}
+	var usage openai.Usage
+	var last wire.Timings
+	left := co.N
+	for events.Next() {
+		ev, idx := events.Event(), events.Index()
+		st := states[idx]
+		if ev.Err != nil {
+			sse.fail(ev.Err)
+			return
+		}
+		if ev.Progress != nil {
+			chunk := base
+			chunk.Choices = []openai.ChatChoice{{Index: idx, Delta: openai.FirstDelta{Role: chat.RoleAssistant}}}
+			chunk.PromptProgress = wire.NewProgress(ev.Progress)
+			if sse.data(chunk) != nil {
+				return
+			}
+			continue
+		}
+		if ev.Done {
+			if st.done {
+				continue
+			}
+			st.done = true
+			d := st.parser.Finish(ev.Stop == engine.StopTypeLimit)
+			if !emit(idx, st, d, nil) {
+				return
+			}
+			fr := openai.FinishReason(ev.Stop, st.deltas.ToolCalls())
+			tm := wire.NewTimings(ev.Timings)
+			var finTimings *wire.Timings
+			if !co.IncludeUsage {
+				finTimings = tm
+			}
+			if !send(openai.ChatChoice{Index: idx, Delta: &openai.ChatMessage{}, FinishReason: &fr}, finTimings) {
+				return
+			}
+			usage.Add(ev)
+			last = *tm
+			if left--; left > 0 {
+				continue
+			}
+			if co.IncludeUsage {
+				chunk := base
+				chunk.Choices = []openai.ChatChoice{}
+				chunk.Usage, chunk.Timings = &usage, &last
+				if sse.data(chunk) != nil {
+					return
+				}
+			}
+			_ = sse.data("[DONE]")
+			return
+		}
+		if co.Logprobs {
+			st.pending = append(st.pending, wire.StepOf(ev))
+		}
+		if ev.Text == "" {
+			continue
+		}
+		d := st.parser.Push(ev.Text)
+		var tm *wire.Timings
+		if g.opt.TimingsPerToken {
+			tm = wire.NewTimings(ev.Timings)
+		}
+		if d.Empty() {
+			continue
+		}
+		if !emit(idx, st, d, tm) {
+			return
+		}
+	}
+}
+
+// answerOAICompletion writes /v1/completions' response.
+func answerOAICompletion(ctx context.Context, w http.ResponseWriter, b *openai.CompletionBody, g *genRequest, st eventStream) error {
+	inst := g.inst
+	base := openai.Completion{
+		ID: wire.NewID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(),
+		Model: cmp.Or(b.Model.V, inst.Name), SystemFingerprint: openai.SystemFingerprint,
+	}
+	nProbs := g.task.Params.NProbs
+	if g.opt.Stream {
+		streamOAICompletion(ctx, w, g, st, base)
+		return nil
+	}
+	results, err := collect(ctx, inst.Model, st, len(g.prompts))
+	if err != nil {
+		return err
+	}
+	resp := base
+	var usage openai.Usage
+	for i, res := range results {
+		fr := openai.FinishReason(res.Final.Stop, false)
+		c := openai.CompletionChoice{Text: res.Text, Index: i, FinishReason: &fr}
+		if nProbs > 0 {
+			c.Logprobs, _ = openai.NewLegacyLogprobs(inst.Model, res.Steps, 0)
+		}
+		resp.Choices = append(resp.Choices, c)
+		usage.Add(res.Final)
+		if i == len(results)-1 {
+			resp.Timings = wire.NewTimings(res.Final.Timings)
+			if g.opt.Verbose {
+				resp.Verbose = nativeFinal(g, i, res, false)
+			}
+		}
+	}
+	resp.Usage = &usage
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// parseOAICompletion reads a /v1/completions body.
+func parseOAICompletion(b *openai.CompletionBody, inst *instance) (*genRequest, error) {
+	if err := b.Check(); err != nil {
+		return nil, err
+	}
+	t, opt, err := inst.generation(&b.Gen, inst.Opts.NPredict)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.NProbs(&t.Params.NProbs); err != nil {
+		return nil, err
+	}
+	prompts, err := parsePrompts(b.Prompt, "prompt", inst)
+	if err != nil {
+		return nil, err
+	}
+	return &genRequest{inst: inst, prompts: prompts, task: t, opt: opt}, nil
+}
+
+// streamOAICompletion sends text_completion chunks, a last chunk per
+// prompt with its finish reason, usage and timings, then [DONE].
+func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genRequest, events eventStream, base openai.Completion) {
+	sse, _ := sseStart(ctx, w)
+	nProbs := g.task.Params.NProbs
+	pending := make([][]wire.Step, len(g.prompts))
+	offsets := make([]int, len(g.prompts))
+	for events.Next() {
+		ev, idx := events.Event(), events.Index()
+		if ev.Err != nil {
+			sse.fail(ev.Err)
+			return
+		}
+		if ev.Progress != nil {
+			continue
+		}
+		chunk := base
+		if ev.Done {
+			fr := openai.FinishReason(ev.Stop, false)
+			var u openai.Usage
+			u.Add(ev)
+			chunk.Choices = []openai.CompletionChoice{{Index: idx, FinishReason: &fr}}
+			chunk.Usage, chunk.Timings = &u, wire.NewTimings(ev.Timings)
+			if sse.data(chunk) != nil {
+				return
+			}
+			continue
+		}
+		if nProbs > 0 {
+			pending[idx] = append(pending[idx], wire.StepOf(ev))
+		}
+		if ev.Text == "" {
+			continue
+		}
+		c := openai.CompletionChoice{Text: ev.Text, Index: idx}
+		if nProbs > 0 {
+			c.Logprobs, offsets[idx] = openai.NewLegacyLogprobs(g.inst.Model, pending[idx], offsets[idx])
+			pending[idx] = nil
+		}
+		if g.opt.TimingsPerToken {
+			chunk.Timings = wire.NewTimings(ev.Timings)
+		}
+		chunk.Choices = []openai.CompletionChoice{c}
+		if sse.data(chunk) != nil {
+			return
+		}
+	}
+	if ctx.Err() == nil {
+		_ = sse.data("[DONE]")
+	}
+}
