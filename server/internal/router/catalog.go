@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/x/llama/engine"
+	"github.com/x/llama/chat"
 	"github.com/x/llama/hub"
 )
 
@@ -241,7 +241,7 @@ func applyPreset[I Instance](e *Model[I], kv map[string]string, jinja bool) erro
 		switch strings.ReplaceAll(k, "_", "-") {
 		case "model", "m", "version", "hf-repo", "hf", "hfr", "hf-file", "hff", "hf-token", "hft":
 		case "chat-template":
-			if err = engine.ChatResolver(jinja).Check(v); err == nil {
+			if err = chat.NewResolver(jinja).Check(v); err == nil {
 				st.ChatTemplate = new(v)
 			}
 		case "chat-template-file":
