@@ -32,3 +32,24 @@ func TinyRecurrent(t testing.TB) *llama.Model {
 	t.Helper()
 	return LoadPath(t, TinyRecurrentPath(t), llama.ModelOptions{CPUOnly: true})
 }
+
+// TinyHybridPath writes a tiny random Jamba model (llama's SPM
+// vocabulary): a hybrid of Mamba layers (a recurrent state) and attention
+// layers (a KV cache), as llama.cpp runs Jamba, Granite hybrids or
+// Qwen3-Next.
+func TinyHybridPath(t testing.TB) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tiny-jamba.gguf")
+	require.NoError(t, gguf.WriteTinyModel(path, gguf.TinyModelOptions{
+		Arch: "jamba", VocabFrom: testenv.Model(t, filepath.Join("vocab", "ggml-vocab-llama-spm.gguf")),
+		NEmbd: 64, NLayer: 2, NHead: 2, NCtx: 4096, Seed: 7,
+	}))
+	return path
+}
+
+// TinyHybrid loads TinyHybridPath's model on the CPU, closed when the test
+// ends.
+func TinyHybrid(t testing.TB) *llama.Model {
+	t.Helper()
+	return LoadPath(t, TinyHybridPath(t), llama.ModelOptions{CPUOnly: true})
+}
