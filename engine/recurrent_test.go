@@ -21,13 +21,14 @@ func recEngine(t testing.TB, m *llama.Model, o Options) *Engine {
 	return e
 }
 
-// TestEngineRecurrentPrefixReuse: a recurrent state cannot drop its tail,
+// TestEngineRecurrentPrefixReuse: a recurrent state (of a recurrent or a
+// hybrid model) cannot drop its tail,
 // so, as llama-server, a new prompt keeps what its slot holds directly
 // only when it continues all of it, else from the newest context
 // checkpoint at or before where it leaves it, else from 0. Whatever was
 // kept, the greedy output is the one of a fresh engine.
 func TestEngineRecurrentPrefixReuse(t *testing.T) {
-	m := modeltest.TinyRecurrent(t)
+	models := map[string]*llama.Model{"mamba": modeltest.TinyRecurrent(t), "jamba": modeltest.TinyHybrid(t)}
 	short := swaPrompt(20, 1)
 	long := swaPrompt(200, 2)
 	for _, tc := range []struct {
@@ -86,26 +87,27 @@ func TestEngineRecurrentPrefixReuse(t *testing.T) {
 			want:   len(short) - 4,
 		},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := recEngine(t, m, tc.o)
-			a := engGreedyTask(tc.first, tc.gen)
-			a.CachePrompt, a.Params.IgnoreEOS = true, true
-			ra := engRun(t, e, a)
-			require.Len(t, ra.tokens, tc.gen)
-			p2 := tc.second(tc.first, ra.tokens)
-			b := engGreedyTask(p2, 8)
-			b.CachePrompt, b.Params.IgnoreEOS = true, true
-			rb := engRun(t, e, b)
-			assert.Equal(t, tc.want, rb.done.CachedTokens)
-			assert.Equal(t, tc.want, rb.done.Timings.CacheN)
-			assert.Equal(t, len(p2)-tc.want, rb.done.Timings.PromptN, "the prompt tokens decoded")
+		for _, name := range []string{"mamba", "jamba"} {
+			m := models[name]
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				e := recEngine(t, m, tc.o)
+				a := engGreedyTask(tc.first, tc.gen)
+				a.CachePrompt, a.Params.IgnoreEOS = true, true
+				ra := engRun(t, e, a)
+				require.Len(t, ra.tokens, tc.gen)
+				p2 := tc.second(tc.first, ra.tokens)
+				b := engGreedyTask(p2, 8)
+				b.CachePrompt, b.Params.IgnoreEOS = true, true
+				rb := engRun(t, e, b)
+				assert.Equal(t, tc.want, rb.done.CachedTokens)
+				assert.Equal(t, tc.want, rb.done.Timings.CacheN)
+				assert.Equal(t, len(p2)-tc.want, rb.done.Timings.PromptN, "the prompt tokens decoded")
 
-			fresh := recEngine(t, m, Options{})
-			c := engGreedyTask(p2, 8)
-			c.Params.IgnoreEOS = true
-			ft := engRun(t, fresh, c).tokens
-			assert.Equal(t, ft, rb.tokens, "the same text as a fresh decode")
-		})
+				c := engGreedyTask(p2, 8)
+				c.Params.IgnoreEOS = true
+				assert.Equal(t, engRun(t, recEngine(t, m, Options{}), c).tokens, rb.tokens, "the same text as a fresh decode")
+			})
+		}
 	}
 }
 
@@ -128,47 +130,65 @@ func recDecode(t testing.TB, c *llama.Context, toks []llama.Token, p0 int) []flo
 	return append([]float32(nil), l...)
 }
 
-// TestTinyRecurrentModel: the tiny Mamba loads as a recurrent model whose
-// memory holds one position per sequence and cannot drop its tail, and a
-// partial state (all of a recurrent model's memory) taken before more
-// tokens brings the sequence back there: decoding on from it gives a fresh
+// TestTinyRecurrentModel: the tiny Mamba loads as a recurrent model and
+// the tiny Jamba as a hybrid one; their memory reports one position per
+// sequence (the recurrent state's) and cannot drop its tail, and a partial
+// state (the recurrent state: all of Mamba's memory, a part of Jamba's)
+// taken before more tokens brings the sequence back there once the rest
+// of the memory drops its tail: decoding on from it gives a fresh
 // decode's logits.
 func TestTinyRecurrentModel(t *testing.T) {
-	m := modeltest.TinyRecurrent(t)
-	info, err := m.Info()
-	require.NoError(t, err)
-	assert.True(t, info.Recurrent)
-	assert.False(t, info.Hybrid)
-	assert.Equal(t, "mamba", info.Architecture)
+	for _, tc := range []struct {
+		name              string
+		load              func(testing.TB) *llama.Model
+		recurrent, hybrid bool
+	}{
+		{"mamba", modeltest.TinyRecurrent, true, false},
+		{"jamba", modeltest.TinyHybrid, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := tc.load(t)
+			info, err := m.Info()
+			require.NoError(t, err)
+			assert.Equal(t, tc.recurrent, info.Recurrent)
+			assert.Equal(t, tc.hybrid, info.Hybrid)
+			assert.Equal(t, tc.name, info.Architecture)
 
-	toks := swaPrompt(120, 11)
-	opts := llama.ContextOptions{ContextSize: 512, UBatchSize: 32, Threads: 1}
-	want := recDecode(t, modeltest.NewContext(t, m, opts), toks, 0)
+			toks := swaPrompt(120, 11)
+			opts := llama.ContextOptions{ContextSize: 512, UBatchSize: 32, Threads: 1}
+			want := recDecode(t, modeltest.NewContext(t, m, opts), toks, 0)
 
-	c := modeltest.NewContext(t, m, opts)
-	recDecode(t, c, toks[:80], 0)
-	lo, hi, err := c.Memory().PosRange(0)
-	require.NoError(t, err)
-	assert.Equal(t, [2]int{79, 79}, [2]int{lo, hi}, "one state, at the last position")
-	ck, err := c.SeqStatePartial(0)
-	require.NoError(t, err)
-	require.NotEmpty(t, ck)
-	other := recDecode(t, c, swaPrompt(10, 12), 80)
-	assert.NotEqual(t, want, other)
+			c := modeltest.NewContext(t, m, opts)
+			recDecode(t, c, toks[:80], 0)
+			lo, hi, err := c.Memory().PosRange(0)
+			require.NoError(t, err)
+			assert.Equal(t, [2]int{79, 79}, [2]int{lo, hi}, "the recurrent state's position")
+			ck, err := c.SeqStatePartial(0)
+			require.NoError(t, err)
+			require.NotEmpty(t, ck)
+			full, err := c.SeqState(0)
+			require.NoError(t, err)
+			if tc.hybrid {
+				assert.Less(t, len(ck), len(full), "the recurrent part only")
+			}
+			other := recDecode(t, c, swaPrompt(10, 12), 80)
+			assert.NotEqual(t, want, other)
 
-	ok, err := c.Memory().Remove(0, 80, -1)
-	require.NoError(t, err)
-	assert.False(t, ok, "a recurrent state cannot drop its tail")
+			ok, err := c.Memory().Remove(0, 80, -1)
+			require.NoError(t, err)
+			assert.False(t, ok, "a recurrent state cannot drop its tail")
 
-	require.NoError(t, c.SetSeqStatePartial(0, ck))
-	lo, hi, err = c.Memory().PosRange(0)
-	require.NoError(t, err)
-	assert.Equal(t, [2]int{79, 79}, [2]int{lo, hi})
-	ok, err = c.Memory().Remove(0, 80, -1)
-	require.NoError(t, err)
-	require.True(t, ok, "nothing past the state to remove")
-	got := recDecode(t, c, toks[80:], 80)
-	assert.InDeltaSlice(t, want, got, 1e-3)
+			require.NoError(t, c.SetSeqStatePartial(0, ck))
+			lo, hi, err = c.Memory().PosRange(0)
+			require.NoError(t, err)
+			assert.Equal(t, [2]int{79, 79}, [2]int{lo, hi})
+			ok, err = c.Memory().Remove(0, 80, -1)
+			require.NoError(t, err)
+			require.True(t, ok, "nothing past the state to remove but the attention layers' tail")
+			got := recDecode(t, c, toks[80:], 80)
+			assert.InDeltaSlice(t, want, got, 1e-3)
+		})
+	}
 }
 
 // TestEngineRecurrentSettings: cache reuse is off for a recurrent model
