@@ -67,6 +67,24 @@ func TestEngineRecurrentPrefixReuse(t *testing.T) {
 			want:   0,
 		},
 		{
+			// Recurrent snapshots let llama.cpp take back a few tokens,
+			// but a prompt still keeps a prefix as llama-server does:
+			// through a checkpoint.
+			name: "diverges in the output, recurrent snapshots", o: Options{Context: llama.ContextOptions{RecurrentSnapshots: 4}},
+			first: short, gen: 8,
+			second: func(f, out []llama.Token) []llama.Token { return cat(f, out[:6], swaPrompt(10, 3)) },
+			want:   len(short) - 4,
+		},
+		{
+			// N-gram drafts would need the state's tail taken back:
+			// speculative decoding is off for these models, and the text
+			// a fresh decode's.
+			name: "speculative, off", o: Options{Speculative: SpeculativeOptions{Types: []string{"ngram-simple"}}},
+			first: short, gen: 8,
+			second: func(f, out []llama.Token) []llama.Token { return cat(f, out, f, out) },
+			want:   len(short) + 7,
+		},
+		{
 			// An edit just before the end of a long prompt: the checkpoint
 			// 4+UBatchSize tokens before its end.
 			name: "edit near the end, checkpoint", first: long, gen: 4,
