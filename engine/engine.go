@@ -544,6 +544,9 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	// checkpoint.go).
 	if info, err := m.Info(); err == nil && !embedding && (info.Recurrent || info.Hybrid) {
 		e.recurrent = true
+		if o.CacheReuse > 0 && o.Logger != nil {
+			o.Logger.Warn("cache_reuse is not supported by a recurrent state, it will be disabled")
+		}
 	}
 	e.canReuse = !embedding && lctx.Memory().CanShift() && !e.recurrent
 	if o.ContextShift && !lctx.Memory().CanShift() {
