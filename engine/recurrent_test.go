@@ -336,3 +336,44 @@ func TestEngineRecurrentContextShift(t *testing.T) {
 	assert.Less(t, n, e.nCtxSlot)
 	assert.Equal(t, [2]int{n - 1, n - 1}, [2]int{lo, hi})
 }
+
+// TestEngineRecurrentChatCheckpoints: a chat's user messages get
+// checkpoints as with a windowed cache, so an edit of the last user
+// message goes back to its start, not to 0.
+func TestEngineRecurrentChatCheckpoints(t *testing.T) {
+	m := modeltest.TinyHybrid(t)
+	e := recEngine(t, m, Options{})
+	first := swaPrompt(100, 41)
+	a := engGreedyTask(first, 2)
+	a.CachePrompt, a.SlotID, a.UserStarts = true, 0, []int{1, 60}
+	engRun(t, e, a)
+	var at []int
+	for _, c := range e.slots[0].ckpts {
+		at = append(at, c.nTokens)
+	}
+	assert.Equal(t, []int{1, 60, 64, 96}, at)
+
+	for _, tc := range []struct {
+		name string
+		keep int // tokens of the first prompt the second keeps
+		want int
+	}{
+		{"edit of the last user message", 62, 60},
+		{"edit of the first one", 20, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := cat(first[:tc.keep], swaPrompt(12, 42))
+			b := engGreedyTask(p, 6)
+			b.CachePrompt, b.SlotID, b.Params.IgnoreEOS = true, 0, true
+			r := engRun(t, e, b)
+			assert.Equal(t, tc.want, r.done.CachedTokens)
+			c := engGreedyTask(p, 6)
+			c.Params.IgnoreEOS = true
+			assert.Equal(t, engRun(t, recEngine(t, m, Options{}), c).tokens, r.tokens)
+			// Back to the first prompt's state for the next case.
+			a := engGreedyTask(first, 2)
+			a.CachePrompt, a.SlotID, a.UserStarts = true, 0, []int{1, 60}
+			engRun(t, e, a)
+		})
+	}
+}
