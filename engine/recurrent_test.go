@@ -238,14 +238,19 @@ func TestEngineRecurrentSettings(t *testing.T) {
 	assert.Equal(t, engRun(t, recEngine(t, m, Options{}), c).tokens, rb.tokens)
 }
 
-// TestEngineRecurrentSlots: two slots of a recurrent model keep their
+// TestEngineRecurrentSlots: two slots of a recurrent or hybrid model keep their
 // states and checkpoints apart; the prompt cache carries a conversation's
 // state and checkpoints out of a slot and back; a slot file restores the
 // state, and a prompt that continues it goes on from there while one that
 // leaves it earlier is decoded from 0 (a slot file holds no checkpoints).
 // Each text is a fresh decode's.
 func TestEngineRecurrentSlots(t *testing.T) {
-	m := modeltest.TinyRecurrent(t)
+	for name, load := range map[string]func(testing.TB) *llama.Model{"mamba": modeltest.TinyRecurrent, "jamba": modeltest.TinyHybrid} {
+		t.Run(name, func(t *testing.T) { recurrentSlots(t, load(t)) })
+	}
+}
+
+func recurrentSlots(t *testing.T, m *llama.Model) {
 	fresh := func(p []llama.Token) []llama.Token {
 		c := engGreedyTask(p, 6)
 		c.Params.IgnoreEOS = true
