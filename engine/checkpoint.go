@@ -33,6 +33,17 @@ import (
 // checkpoints that lie within CheckpointMinStep tokens of an earlier one.
 // They move with the slot's prompt into and out of the prompt cache, where
 // their bytes count against PromptCacheMiB.
+//
+// Recurrent and hybrid models (Mamba, RWKV, Jamba, Granite hybrids,
+// Qwen3-Next, ...) take them too, as llama-server does: their recurrent
+// state holds the last position only and cannot drop a tail, so a
+// checkpoint is a copy of that state (for a hybrid model, the attention
+// layers' entries stay in the cache and lose their tail as usual). The
+// same rules apply with no window: a prompt that continues all the slot
+// holds goes on from there, one that leaves it earlier restores the newest
+// checkpoint at or before where it leaves it, or is decoded again from 0.
+// Cache reuse (Options.CacheReuse) is off for them: a recurrent state
+// cannot forget the tokens it would skip.
 
 // DefaultContextCheckpoints and DefaultCheckpointMinStep are llama-server's
 // defaults for --ctx-checkpoints and --checkpoint-min-step.
@@ -168,7 +179,7 @@ func (e *Engine) fullWindowPrefix(s *engSlot, n int) int {
 
 // ckptOn reports whether slot s takes checkpoints for its prompt.
 func (e *Engine) ckptOn(s *engSlot) bool {
-	return e.nCkpt > 0 && e.nSwa > 0 && !e.embedding && s.tk != nil && s.tk.t.Media == nil
+	return e.nCkpt > 0 && (e.nSwa > 0 || e.recurrent) && !e.embedding && s.tk != nil && s.tk.t.Media == nil
 }
 
 // ckptRoom cuts a prompt chunk of slot s (room tokens) where llama-server

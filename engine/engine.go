@@ -167,7 +167,8 @@ type Options struct {
 	// the new prompt end the reuse. The moved entries were computed in
 	// their old context, so results are close to, not always the same as,
 	// decoding the prompt afresh. 0 (the default) turns it off, as does a
-	// memory that cannot shift. A request's CacheReuse overrides it.
+	// memory that cannot shift, and a recurrent or hybrid model (unlike
+	// llama-server: a recurrent state cannot forget the skipped tokens). A request's CacheReuse overrides it.
 	CacheReuse int
 	// QueueSize is the most requests that may wait for a slot before Submit
 	// returns ErrQueueFull (0: 4*Parallel+16).
@@ -217,9 +218,11 @@ type Options struct {
 	// window's KV entries in host memory. CheckpointMinStep is the
 	// spacing in tokens below which a new request drops the previous
 	// requests' checkpoints (--checkpoint-min-step): 0,
-	// DefaultCheckpointMinStep; negative, none. Without a windowed cache
-	// (Context.SWAFull, or a model without sliding-window layers) they
-	// have no effect.
+	// DefaultCheckpointMinStep; negative, none. Recurrent and hybrid
+	// models (llama.ModelInfo.Recurrent, Hybrid) take them too, of their
+	// recurrent state. Without a windowed cache (Context.SWAFull, or a
+	// model without sliding-window layers) or a recurrent state they have
+	// no effect.
 	ContextCheckpoints int
 	CheckpointMinStep  int
 }
@@ -424,7 +427,8 @@ type Engine struct {
 	// hash seed.
 	nSwa, nUBatch, nCkpt, ckptStep int
 	ckptSeed                       maphash.Seed
-	modelSwa                       int // with SWAFull, the model's sliding window (0: none)
+	modelSwa                       int  // with SWAFull, the model's sliding window (0: none)
+	recurrent                      bool // a recurrent or hybrid model's memory: checkpoints too
 }
 
 type engSlotSnap struct {
@@ -535,7 +539,16 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 		}
 		e.nCtxSlot = train
 	}
-	e.canReuse = !embedding && lctx.Memory().CanShift()
+	// A recurrent state (recurrent and hybrid models) cannot drop a
+	// sequence's tail: prefix reuse goes through context checkpoints (see
+	// checkpoint.go).
+	if info, err := m.Info(); err == nil && !embedding && (info.Recurrent || info.Hybrid) {
+		e.recurrent = true
+		if o.CacheReuse > 0 && o.Logger != nil {
+			o.Logger.Warn("cache_reuse is not supported by a recurrent state, it will be disabled")
+		}
+	}
+	e.canReuse = !embedding && lctx.Memory().CanShift() && !e.recurrent
 	if o.ContextShift && !lctx.Memory().CanShift() {
 		// As llama-server: a memory that cannot shift positions (a
 		// windowed sliding-window cache, ...) turns context shift off.

@@ -150,7 +150,7 @@ func (e *Engine) start(s *engSlot) {
 		} else if reuse := e.cacheReuse(t); reuse > 0 {
 			n = e.reuseChunks(s, n, reuse)
 		}
-		if e.nSwa > 0 {
+		if e.nSwa > 0 || e.recurrent {
 			n = e.windowPrefix(s, n)
 		} else if e.modelSwa > 0 {
 			n = e.fullWindowPrefix(s, n) // SWAFull

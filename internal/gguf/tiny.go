@@ -26,8 +26,11 @@ const (
 // architecture. Zero fields take the defaults noted on each field.
 type TinyModelOptions struct {
 	// Arch is "llama" (decoder), "gemma3" (decoder, with sliding-window
-	// layers when SlidingWindow is set) or "bert" (encoder). Default
-	// "llama".
+	// layers when SlidingWindow is set), "mamba" (recurrent decoder: no
+	// attention, NHead, NHeadKV and NFF unused; llama.cpp's expansion
+	// factor 2, a convolution of 4 and a state of 16), "jamba" (hybrid
+	// decoder: even layers Mamba's, odd ones attention without RoPE, each
+	// with a feed-forward) or "bert" (encoder). Default "llama".
 	Arch string
 	// VocabFrom is the path of a vocab-only GGUF (e.g. from
 	// models/vocab/) whose tokenizer.* keys are copied. Required.
@@ -103,8 +106,8 @@ func (o *TinyModelOptions) defaults() error {
 	def(&o.NCtx, 512)
 	def(&o.SlidingWindowPattern, 2)
 	switch {
-	case o.Arch != "llama" && o.Arch != "bert" && o.Arch != "gemma3":
-		return fmt.Errorf("gguf: tiny model: unsupported architecture %q (want llama, gemma3 or bert)", o.Arch)
+	case o.Arch != "llama" && o.Arch != "bert" && o.Arch != "gemma3" && o.Arch != "mamba" && o.Arch != "jamba":
+		return fmt.Errorf("gguf: tiny model: unsupported architecture %q (want llama, gemma3, mamba, jamba or bert)", o.Arch)
 	case (o.SlidingWindow != 0 || o.SlidingWindowPattern != 2) && o.Arch != "gemma3":
 		return fmt.Errorf("gguf: tiny model: SlidingWindow needs the gemma3 architecture")
 	case o.SlidingWindow < 0 || o.SlidingWindowPattern < 1:
@@ -205,9 +208,28 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 	w.SetKV(a+".context_length", u32(o.NCtx))
 	w.SetKV(a+".embedding_length", u32(o.NEmbd))
 	w.SetKV(a+".block_count", u32(o.NLayer))
-	w.SetKV(a+".feed_forward_length", u32(o.NFF))
-	w.SetKV(a+".attention.head_count", u32(o.NHead))
-	w.SetKV(a+".attention.head_count_kv", u32(o.NHeadKV))
+	if a == "mamba" {
+		// No attention and no feed-forward: what llama.cpp's converter
+		// writes for Mamba.
+		w.SetKV(a+".feed_forward_length", uint32(0))
+		w.SetKV(a+".attention.head_count", uint32(0))
+		w.SetKV(a+".attention.head_count_kv", uint32(0))
+	} else {
+		w.SetKV(a+".feed_forward_length", u32(o.NFF))
+		w.SetKV(a+".attention.head_count", u32(o.NHead))
+		if a == "jamba" {
+			// Per layer: 0 KV heads makes a Mamba layer.
+			kv := make([]uint32, o.NLayer)
+			for i := range kv {
+				if i%2 == 1 {
+					kv[i] = u32(o.NHeadKV)
+				}
+			}
+			w.SetKV(a+".attention.head_count_kv", kv)
+		} else {
+			w.SetKV(a+".attention.head_count_kv", u32(o.NHeadKV))
+		}
+	}
 	headDim := o.NEmbd / o.NHead
 	nEmbdKV := headDim * o.NHeadKV
 	pooling := o.PoolingType
@@ -226,6 +248,13 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 			w.SetKV(a+".attention.sliding_window", u32(o.SlidingWindow))
 			w.SetKV(a+".attention.sliding_window_pattern", u32(o.SlidingWindowPattern))
 		}
+	case "mamba", "jamba":
+		w.SetKV(a+".ssm.conv_kernel", u32(mambaConv))
+		w.SetKV(a+".ssm.inner_size", u32(2*o.NEmbd))
+		w.SetKV(a+".ssm.state_size", u32(mambaState))
+		w.SetKV(a+".ssm.time_step_rank", u32(mambaDtRank(o.NEmbd)))
+		w.SetKV(a+".attention.layer_norm_rms_epsilon", float32(1e-5))
+		w.SetKV(a+".vocab_size", u32(nVocab))
 	case "bert":
 		w.SetKV(a+".attention.layer_norm_epsilon", float32(1e-12))
 		w.SetKV(a+".attention.causal", false)
@@ -303,6 +332,47 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 			r.weight(p+"ffn_up.weight", e, ff)
 			r.add(p+"post_ffw_norm.weight", 1, 0.1, e)
 		}
+	case "mamba", "jamba":
+		inner, conv, state, dt := 2*e, mambaConv, mambaState, mambaDtRank(e)
+		// Small embeddings (each block normalises its input): the
+		// residual stream is then the blocks' output more than the
+		// current token's embedding.
+		r.addTyped("token_embd.weight", o.Type, 0, 0.02, e, nVocab)
+		r.add("output_norm.weight", 1, 0.1, e)
+		r.weight("output.weight", e, nVocab)
+		for i := 0; i < o.NLayer; i++ {
+			p := fmt.Sprintf("blk.%d.", i)
+			r.add(p+"attn_norm.weight", 1, 0.1, e)
+			if a == "jamba" {
+				r.add(p+"ffn_norm.weight", 1, 0.1, e)
+				r.weight(p+"ffn_gate.weight", e, ff)
+				r.weight(p+"ffn_down.weight", ff, e)
+				r.weight(p+"ffn_up.weight", e, ff)
+				if i%2 == 1 {
+					r.weight(p+"attn_q.weight", e, e)
+					r.weight(p+"attn_k.weight", e, nEmbdKV)
+					r.weight(p+"attn_v.weight", e, nEmbdKV)
+					r.weight(p+"attn_output.weight", e, e)
+					continue
+				}
+				r.add(p+"ssm_dt_norm.weight", 1, 0.1, dt)
+				r.add(p+"ssm_b_norm.weight", 1, 0.1, state)
+				r.add(p+"ssm_c_norm.weight", 1, 0.1, state)
+			}
+			r.weight(p+"ssm_in.weight", e, 2*inner)
+			r.add(p+"ssm_conv1d.weight", 0, 0.5, conv, inner)
+			r.add(p+"ssm_conv1d.bias", 0, 0.1, inner)
+			r.weight(p+"ssm_x.weight", inner, dt+2*state)
+			r.weight(p+"ssm_dt.weight", dt, inner)
+			// A small time step (softplus(-4) is about 0.02) and A, stored
+			// as -exp(A_log), negative but small: the state decays slowly,
+			// so that outputs depend on tokens far back (what tests of
+			// the recurrent state need to tell a wrong state).
+			r.add(p+"ssm_dt.bias", 0, 0.5, inner)
+			r.add(p+"ssm_a", -0.02, 0.015, state, inner)
+			r.add(p+"ssm_d", 0, 0.1, inner)
+			r.weight(p+"ssm_out.weight", inner, e)
+		}
 	case "bert":
 		r.add("token_embd.weight", 0, 0.5, e, nVocab)
 		r.add("token_types.weight", 0, 0.1, e, nTokenTypes)
@@ -340,6 +410,15 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 	}
 	return w.WriteFile(path)
 }
+
+// The tiny Mamba's convolution width and state size (llama.cpp's Mamba
+// defaults), and its time-step rank: ceil(NEmbd/16), as Mamba's.
+const (
+	mambaConv  = 4
+	mambaState = 16
+)
+
+func mambaDtRank(nEmbd int) int { return (nEmbd + 15) / 16 }
 
 var defaultLoRATarget = regexp.MustCompile(`^blk\.\d+\.attn_[qv]\.weight$`)
 

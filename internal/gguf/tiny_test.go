@@ -195,6 +195,120 @@ func TestWriteTinyBertAddsTokenTypes(t *testing.T) {
 	assert.Equal(t, []uint64{64, 2}, ti.Shape)
 }
 
+// TestWriteTinyMamba: the keys and tensors llama.cpp's Mamba loader reads:
+// no attention or feed-forward, an inner size of twice the width (the
+// only expansion it supports), and a time-step rank of ceil(width/16).
+func TestWriteTinyMamba(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mamba.gguf")
+	require.NoError(t, WriteTinyModel(path, TinyModelOptions{
+		Arch: "mamba", VocabFrom: vocabPath(t, "llama-spm"), NEmbd: 32, NLayer: 2, NCtx: 256, Seed: 1,
+	}))
+	f, err := Open(path)
+	require.NoError(t, err)
+	for key, want := range map[string]any{
+		"general.architecture":                   "mamba",
+		"mamba.context_length":                   uint32(256),
+		"mamba.embedding_length":                 uint32(32),
+		"mamba.block_count":                      uint32(2),
+		"mamba.feed_forward_length":              uint32(0),
+		"mamba.attention.head_count":             uint32(0),
+		"mamba.attention.head_count_kv":          uint32(0),
+		"mamba.ssm.conv_kernel":                  uint32(4),
+		"mamba.ssm.inner_size":                   uint32(64),
+		"mamba.ssm.state_size":                   uint32(16),
+		"mamba.ssm.time_step_rank":               uint32(2),
+		"mamba.attention.layer_norm_rms_epsilon": float32(1e-5),
+	} {
+		got, ok := f.Get(key)
+		assert.True(t, ok, key)
+		assert.Equal(t, want, got, key)
+	}
+	const e, in, dt, st, nv = 32, 64, 2, 16, 32000
+	want := map[string][]uint64{
+		"token_embd.weight":  {e, nv},
+		"output_norm.weight": {e},
+		"output.weight":      {e, nv},
+	}
+	for _, p := range []string{"blk.0.", "blk.1."} {
+		want[p+"attn_norm.weight"] = []uint64{e}
+		want[p+"ssm_in.weight"] = []uint64{e, 2 * in}
+		want[p+"ssm_conv1d.weight"] = []uint64{4, in}
+		want[p+"ssm_conv1d.bias"] = []uint64{in}
+		want[p+"ssm_x.weight"] = []uint64{in, dt + 2*st}
+		want[p+"ssm_dt.weight"] = []uint64{dt, in}
+		want[p+"ssm_dt.bias"] = []uint64{in}
+		want[p+"ssm_a"] = []uint64{st, in}
+		want[p+"ssm_d"] = []uint64{in}
+		want[p+"ssm_out.weight"] = []uint64{in, e}
+	}
+	requireShapes(t, f, want)
+
+	// A is negative, so that the state decays.
+	fh, err := os.Open(path)
+	require.NoError(t, err)
+	defer fh.Close()
+	a, err := f.TensorF32(fh, "blk.0.ssm_a")
+	require.NoError(t, err)
+	for _, v := range a {
+		require.Less(t, v, float32(0))
+	}
+}
+
+// TestWriteTinyJamba: Jamba's layers alternate: 0 KV heads makes a Mamba
+// layer (with Jamba's norms of dt, B and C), the others attention; each
+// has a feed-forward.
+func TestWriteTinyJamba(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "jamba.gguf")
+	require.NoError(t, WriteTinyModel(path, TinyModelOptions{
+		Arch: "jamba", VocabFrom: vocabPath(t, "llama-spm"), NEmbd: 32, NLayer: 2, NHead: 2, NFF: 48, NCtx: 256, Seed: 1,
+	}))
+	f, err := Open(path)
+	require.NoError(t, err)
+	for key, want := range map[string]any{
+		"jamba.attention.head_count":    uint32(2),
+		"jamba.attention.head_count_kv": []uint32{0, 2},
+		"jamba.feed_forward_length":     uint32(48),
+		"jamba.ssm.inner_size":          uint32(64),
+	} {
+		got, ok := f.Get(key)
+		assert.True(t, ok, key)
+		assert.Equal(t, want, got, key)
+	}
+	const e, in, dt, st, ff, nv = 32, 64, 2, 16, 48, 32000
+	want := map[string][]uint64{
+		"token_embd.weight":  {e, nv},
+		"output_norm.weight": {e},
+		"output.weight":      {e, nv},
+	}
+	for i, p := range []string{"blk.0.", "blk.1."} {
+		want[p+"attn_norm.weight"] = []uint64{e}
+		want[p+"ffn_norm.weight"] = []uint64{e}
+		want[p+"ffn_gate.weight"] = []uint64{e, ff}
+		want[p+"ffn_down.weight"] = []uint64{ff, e}
+		want[p+"ffn_up.weight"] = []uint64{e, ff}
+		if i == 1 {
+			want[p+"attn_q.weight"] = []uint64{e, e}
+			want[p+"attn_k.weight"] = []uint64{e, e}
+			want[p+"attn_v.weight"] = []uint64{e, e}
+			want[p+"attn_output.weight"] = []uint64{e, e}
+			continue
+		}
+		want[p+"ssm_in.weight"] = []uint64{e, 2 * in}
+		want[p+"ssm_conv1d.weight"] = []uint64{4, in}
+		want[p+"ssm_conv1d.bias"] = []uint64{in}
+		want[p+"ssm_x.weight"] = []uint64{in, dt + 2*st}
+		want[p+"ssm_dt_norm.weight"] = []uint64{dt}
+		want[p+"ssm_b_norm.weight"] = []uint64{st}
+		want[p+"ssm_c_norm.weight"] = []uint64{st}
+		want[p+"ssm_dt.weight"] = []uint64{dt, in}
+		want[p+"ssm_dt.bias"] = []uint64{in}
+		want[p+"ssm_a"] = []uint64{st, in}
+		want[p+"ssm_d"] = []uint64{in}
+		want[p+"ssm_out.weight"] = []uint64{in, e}
+	}
+	requireShapes(t, f, want)
+}
+
 func TestWriteTinyModelErrors(t *testing.T) {
 	v := "unused"
 	tests := []struct {
