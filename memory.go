@@ -66,9 +66,15 @@ func (m Memory) Clear() error {
 
 // Remove removes positions [p0, p1) of seq (-1: every sequence; p1 < 0:
 // to the end). It returns false when the memory cannot remove a part of a
-// sequence (recurrent models). With a windowed cache, a middle span or a
-// tail the window no longer covers is an error matching ErrUnsupported
-// (see Memory).
+// sequence: a recurrent state (Mamba, RWKV; the recurrent half of a hybrid
+// model) holds no entry per token, so it cannot forget a tail beyond the
+// snapshots ContextOptions.RecurrentSnapshots keeps (restore a partial
+// state taken earlier, Context.SeqStatePartial, or decode again from 0).
+// A middle span leaves a recurrent state as it is and reports true, as
+// llama.cpp does: the state still carries what the span said, which is
+// what context shift wants and nothing else should rely on. With a
+// windowed cache, a middle span or a tail the window no longer covers is
+// an error matching ErrUnsupported (see Memory).
 func (m Memory) Remove(seq, p0, p1 int) (bool, error) {
 	c := m.c
 	if err := c.acquire("remove tokens"); err != nil {
