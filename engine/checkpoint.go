@@ -32,7 +32,8 @@ import (
 // oldest going first, and a new request drops the previous requests'
 // checkpoints that lie within CheckpointMinStep tokens of an earlier one.
 // They move with the slot's prompt into and out of the prompt cache, where
-// their bytes count against PromptCacheMiB.
+// their bytes count against PromptCacheMiB; restoring or erasing a slot
+// file drops them, as llama-server clears the slot's prompt then.
 //
 // Recurrent and hybrid models (Mamba, RWKV, Jamba, Granite hybrids,
 // Qwen3-Next, ...) take them too, as llama-server does: their recurrent

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -263,4 +264,63 @@ func TestEngineCheckpointsInPromptCache(t *testing.T) {
 	c.CachePrompt, c.SlotID = true, 0
 	r := engRun(t, e, c)
 	assert.Equal(t, len(first)-5, r.done.CachedTokens)
+}
+
+// TestEngineCheckpointsSlotRestore: restoring a slot file drops the slot's
+// checkpoints, as llama-server clears the slot's prompt then, while the
+// prompt cache brings a prompt's own back. The sequence is the one of the
+// server's long differential test: a prompt that kept only its first token
+// through an earlier one's checkpoint takes a checkpoint of that token
+// alone, which every prompt starting with it could use; after a restore
+// llama-server has none and decodes the continuation again from 0.
+func TestEngineCheckpointsSlotRestore(t *testing.T) {
+	m := modeltest.TinySWA(t)
+	head := swaPrompt(2, 20)
+	earlier := cat(head, swaPrompt(4, 21))
+	first := cat(head, swaPrompt(18, 22))
+	other := cat(head[:1], swaPrompt(6, 23))
+	for _, tc := range []struct {
+		name    string
+		restore bool
+		want    int // the continuation's cached tokens
+	}{
+		{"slot file restored", true, 0},
+		// The prompt cache keeps first's checkpoints: the one 4 tokens
+		// before its end.
+		{"prompt cache", false, len(first) - 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := swaEngine(t, m, Options{})
+			run := func(p []llama.Token, n int) engResult {
+				r := engGreedyTask(p, n)
+				r.CachePrompt, r.SlotID, r.Params.IgnoreEOS = true, 0, true
+				return engRun(t, e, r)
+			}
+			run(earlier, 1)
+			// first keeps its first token through earlier's checkpoint
+			// at 2 tokens, and takes one at that token.
+			rf := run(first, 4)
+			require.Equal(t, 1, rf.done.CachedTokens)
+			require.True(t, slices.ContainsFunc(e.slots[0].ckpts, func(c ckpt) bool { return c.nTokens == 1 }),
+				"a checkpoint of the first token alone")
+			file := filepath.Join(t.TempDir(), "slot.bin")
+			_, _, err := e.SaveSlot(0, file)
+			require.NoError(t, err)
+			// Another prompt sharing the first token takes the slot (first
+			// goes to the prompt cache).
+			assert.Equal(t, 1, run(other, 2).done.CachedTokens)
+			if tc.restore {
+				_, _, err := e.RestoreSlot(0, file)
+				require.NoError(t, err)
+				assert.Empty(t, e.slots[0].ckpts)
+			}
+			next := cat(first, rf.tokens, swaPrompt(5, 24))
+			r := run(next, 4)
+			assert.Equal(t, tc.want, r.done.CachedTokens)
+			assert.Equal(t, tc.want, r.done.Timings.CacheN)
+			fresh := engGreedyTask(next, 4)
+			fresh.Params.IgnoreEOS = true
+			assert.Equal(t, engRun(t, swaEngine(t, m, Options{}), fresh).tokens, r.tokens, "the same text as a fresh decode")
+		})
+	}
 }

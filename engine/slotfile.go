@@ -456,7 +456,10 @@ func (e *Engine) SaveSlot(id int, path string) (nTokens int, nBytes int, err err
 }
 
 // RestoreSlot loads a slot file into slot id, tokens included, so that a
-// following request with CachePrompt reuses it.
+// following request with CachePrompt reuses it. The slot's context
+// checkpoints are dropped (a file holds none), so with a windowed cache a
+// following prompt keeps the restored tokens only where the window still
+// holds what it needs.
 func (e *Engine) RestoreSlot(id int, path string) (nTokens int, nBytes int, err error) {
 	name := path[strings.LastIndexAny(path, `/\`)+1:]
 	toks, state, size, err := readSlotFile(path, name, e.nCtxSlot, e.model)
@@ -464,8 +467,13 @@ func (e *Engine) RestoreSlot(id int, path string) (nTokens int, nBytes int, err 
 		return 0, 0, err
 	}
 	err = e.onIdleSlot(id, func(s *engSlot) error {
+		// The slot's checkpoints go, as llama-server clears the slot's
+		// prompt (tokens and checkpoints) before it loads a file: one
+		// taken on a prefix the restored tokens share (a lone BOS) would
+		// otherwise let the next prompt keep that prefix where
+		// llama-server decodes it again.
 		e.lctx.Memory().Remove(id, 0, -1)
-		s.cache = s.cache[:0]
+		s.cache, s.ckpts = s.cache[:0], nil
 		if empty, err := e.lctx.SeqState(id); err == nil {
 			if !plausibleCells(state, empty, e.nCtxSlot) {
 				return &SlotFileError{Msg: fmt.Sprintf("Unable to restore slot: %q is not a slot file of this model (malformed state)", name)}
@@ -494,7 +502,7 @@ func (e *Engine) EraseSlot(id int) (nErased int, err error) {
 	err = e.onIdleSlot(id, func(s *engSlot) error {
 		nErased = len(s.cache)
 		_, err := e.lctx.Memory().Remove(id, 0, -1)
-		s.cache = s.cache[:0]
+		s.cache, s.ckpts = s.cache[:0], nil
 		return err
 	})
 	if err != nil {
