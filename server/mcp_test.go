@@ -132,7 +132,17 @@ func mcpConfig(t *testing.T, servers map[string]string, timeoutMS int) string {
 	require.NoError(t, err)
 	m := map[string]any{}
 	for name, mode := range servers {
-		e := map[string]any{"command": exe, "args": []string{"-test.run=^$"}, "env": map[string]string{mcpFixtureEnv: mode}}
+		env := map[string]string{mcpFixtureEnv: mode}
+		// The fixture is this test binary, whose package init finds the
+		// test models (testenv) before it becomes an MCP server, and MCP
+		// servers get a minimal environment (--tools-env): hand it the
+		// test environment's locations.
+		for _, k := range []string{"LLAMA_TEST_MODELS", "LLAMA_CPP_SRC", "GO_LLAMA_LIB_CACHE", "LLAMA_LIB_DIR"} {
+			if v, ok := os.LookupEnv(k); ok {
+				env[k] = v
+			}
+		}
+		e := map[string]any{"command": exe, "args": []string{"-test.run=^$"}, "env": env}
 		if mode == "missing" {
 			e["command"] = filepath.Join(t.TempDir(), "no-such-program")
 		}
