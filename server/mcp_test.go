@@ -125,6 +125,28 @@ func runMCPFixture(mode string) {
 	}
 }
 
+// fixtureEnv is the environment of an MCP fixture server of the given mode.
+// The fixture is this test binary, whose package init finds the test
+// models (testenv) before it becomes an MCP server, and MCP servers get a
+// minimal environment (--tools-env): it hands them the test environment's
+// locations.
+func fixtureEnv(mode string) map[string]string {
+	env := map[string]string{mcpFixtureEnv: mode}
+	for _, k := range []string{"LLAMA_TEST_MODELS", "LLAMA_CPP_SRC", "GO_LLAMA_LIB_CACHE", "LLAMA_LIB_DIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// fixtureEnvWith is fixtureEnv with one more variable.
+func fixtureEnvWith(mode, k, v string) map[string]string {
+	env := fixtureEnv(mode)
+	env[k] = v
+	return env
+}
+
 // mcpConfig is an "mcpServers" document of fixture servers, name to mode.
 func mcpConfig(t *testing.T, servers map[string]string, timeoutMS int) string {
 	t.Helper()
@@ -132,16 +154,7 @@ func mcpConfig(t *testing.T, servers map[string]string, timeoutMS int) string {
 	require.NoError(t, err)
 	m := map[string]any{}
 	for name, mode := range servers {
-		env := map[string]string{mcpFixtureEnv: mode}
-		// The fixture is this test binary, whose package init finds the
-		// test models (testenv) before it becomes an MCP server, and MCP
-		// servers get a minimal environment (--tools-env): hand it the
-		// test environment's locations.
-		for _, k := range []string{"LLAMA_TEST_MODELS", "LLAMA_CPP_SRC", "GO_LLAMA_LIB_CACHE", "LLAMA_LIB_DIR"} {
-			if v, ok := os.LookupEnv(k); ok {
-				env[k] = v
-			}
-		}
+		env := fixtureEnv(mode)
 		e := map[string]any{"command": exe, "args": []string{"-test.run=^$"}, "env": env}
 		if mode == "missing" {
 			e["command"] = filepath.Join(t.TempDir(), "no-such-program")

@@ -124,7 +124,7 @@ func TestSecurityAgentSecrets(t *testing.T) {
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	cfg, err := json.Marshal(map[string]any{"mcpServers": map[string]any{"env": map[string]any{
-		"command": exe, "args": []string{"-test.run=^$"}, "env": map[string]string{mcpFixtureEnv: "normal"},
+		"command": exe, "args": []string{"-test.run=^$"}, "env": fixtureEnv("normal"),
 	}}})
 	require.NoError(t, err)
 	// The server's process is made undumpable while it runs tools; set it

@@ -313,7 +313,7 @@ func TestSecurityToolsEnvScrub(t *testing.T) {
 	require.NoError(t, err)
 	cfg, err := json.Marshal(map[string]any{"mcpServers": map[string]any{"env": map[string]any{
 		"command": exe, "args": []string{"-test.run=^$"},
-		"env": map[string]string{mcpFixtureEnv: "normal", "SERVICE_TOKEN": "given"},
+		"env": fixtureEnvWith("normal", "SERVICE_TOKEN", "given"),
 	}}})
 	require.NoError(t, err)
 	// GO_LLAMA_TEST_VISIBLE passes because Env names it: by default
