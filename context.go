@@ -497,8 +497,9 @@ func (c *Context) SeqSize() int { return c.get(func() int { return c.nCtxSeq }) 
 // model without sliding-window layers, ContextOptions.SWAFull, or a
 // context no larger than the window's cache.
 //
-// By default, as in llama.cpp, the sliding-window layers of a model that
-// has them (Gemma 2 and 3, gpt-oss, Cohere 2, ...) keep their entries for
+// By default, as in llama-server and llama.cpp's other tools (whose common
+// parameters leave swa_full off; llama_context_default_params alone turns
+// it on), the sliding-window layers of a model that has them (Gemma 2 and 3, gpt-oss, Cohere 2, ...) keep their entries for
 // about the last window of each sequence plus a micro-batch: at long
 // contexts that is a fraction of the memory of a full-context cache. The
 // price is that the window forgets what lies before it: a sequence cannot
