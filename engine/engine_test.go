@@ -895,6 +895,10 @@ func TestEngineSampleThreads(t *testing.T) {
 		prompt := engTokenize(t, m, "Once upon a time", true)
 		texts := make([]string, 4)
 		var wg sync.WaitGroup
+		// All four are announced and queued before any is read, so that
+		// they share their steps however late the readers start on a
+		// loaded machine.
+		arrived := e.Expect()
 		for i := range texts {
 			tk := engGreedyTask(prompt, 24)
 			tk.Params = sampling.Defaults()
@@ -903,8 +907,11 @@ func TestEngineSampleThreads(t *testing.T) {
 			if i == 3 {
 				tk.Params.Grammar = `root ::= [a-z ]+`
 			}
-			wg.Go(func() { texts[i] = engRun(t, e, tk).text })
+			st, err := e.Submit(context.Background(), tk)
+			require.NoError(t, err)
+			wg.Go(func() { texts[i] = engCollect(t, st).text })
 		}
+		arrived()
 		wg.Wait()
 		var n int
 		if err := e.do(func() { n = e.presampled }); err != nil {
