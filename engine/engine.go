@@ -350,6 +350,10 @@ type Engine struct {
 	sampleJobs    []llama.SampleJob
 	sampleWorkers int
 	presampled    int // steps presample sampled (for tests)
+	// coresTaken: the decode's threads take every core (see
+	// handOffFirst); firstOut: the last step woke a reader for its
+	// first token.
+	coresTaken, firstOut bool
 
 	model     *llama.Model
 	opts      Options
@@ -516,6 +520,8 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	}
 	e.sampleWorkers = DefaultSampleThreads(o.SampleThreads, m.OnGPU(), runtime.GOMAXPROCS(0))
 	e.backendAll = o.BackendSampling.backendForAll(m.OnGPU())
+	nThreads, _ := lctx.Threads()
+	e.coresTaken = coresTaken(m.OnGPU(), nThreads, runtime.NumCPU())
 	// With a unified KV buffer each slot may use the whole context, as in
 	// llama-server (llama_n_ctx_seq); slots then share its cells.
 	e.nCtxSlot = lctx.SeqSize()

@@ -368,6 +368,15 @@ func (e *Engine) step() bool {
 	if b.Len() == 0 {
 		return false
 	}
+	if e.firstOut {
+		e.firstOut = false
+		if e.coresTaken {
+			e.handOffFirst()
+		}
+	}
+	if testBeforeDecode != nil {
+		testBeforeDecode()
+	}
 	e.clock.mark(PhaseBatch)
 	tDecode := e.clock.last
 	err := e.lctx.Decode(e.baseCtx, b)
@@ -626,7 +635,9 @@ func (e *Engine) sampleNext(s *engSlot) {
 			s.pending = s.pending[:0]
 		}
 	}
-	s.tk.ob.push(&ev, false)
+	if s.tk.ob.push(&ev, false) && s.generated == 1 {
+		e.firstOut = true
+	}
 	if stop != StopTypeNone {
 		e.finish(s, &word, stop)
 		return

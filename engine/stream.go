@@ -198,12 +198,12 @@ type outbox struct {
 func newOutbox() *outbox { return &outbox{sig: make(chan struct{}, 1)} }
 
 // push queues ev (if not nil); fin marks the last push. Pushes after the
-// last are dropped.
-func (o *outbox) push(ev *Event, fin bool) {
+// last are dropped. It reports whether it woke the reader.
+func (o *outbox) push(ev *Event, fin bool) (woke bool) {
 	o.mu.Lock()
 	if o.fin {
 		o.mu.Unlock()
-		return
+		return false
 	}
 	if ev != nil {
 		o.q = append(o.q, *ev)
@@ -211,9 +211,7 @@ func (o *outbox) push(ev *Event, fin bool) {
 	o.fin = fin
 	sig, quiet := o.sig, o.quiet && !fin
 	o.mu.Unlock()
-	if !quiet {
-		notify(sig)
-	}
+	return !quiet && notify(sig)
 }
 
 // drop ends the queue and forgets the unread events: the reader left.
@@ -226,11 +224,14 @@ func (o *outbox) drop() {
 	notify(sig)
 }
 
-// notify wakes the reader waiting on sig, if it is not already woken.
-func notify(sig chan struct{}) {
+// notify wakes the reader waiting on sig, if it is not already woken,
+// and reports whether it did.
+func notify(sig chan struct{}) bool {
 	select {
 	case sig <- struct{}{}:
+		return true
 	default:
+		return false
 	}
 }
 
