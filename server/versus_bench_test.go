@@ -2,8 +2,11 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,17 +28,19 @@ import (
 // round, with the compute threads settled between the parts. Both servers
 // run as processes of their own with the same flags (-t and -tb
 // benchlimit.Threads, -np max(8, clients), 512 positions a slot) and the
-// same load: every client streams one /completion of 128 tokens at once,
-// with llama-server's default sampling (top-k 40, top-p 0.95, min-p 0.05,
+// same load: every client streams one /completion of 128 tokens at once
+// (and at one client, also without streaming: stream=false), with
+// llama-server's default sampling (top-k 40, top-p 0.95, min-p 0.05,
 // temperature 0.8), ignore_eos, a seed per client. The model is
 // $LLAMA_BENCH_MODEL (benchlimit.Model), Gemma 3 270M by default;
 // $LLAMA_BENCH_OURS_ARGS adds flags to our server's command line
 // (space-separated), $LLAMA_BENCH_OURS a prebuilt binary.
 //
 // Reported per server: tokens/s (all clients' tokens over the round's
-// wall time), time to first token p50 and p99 over every request, peak
-// RSS of the process; then ours/llama-server of tokens/s, and the limit:
-// bare decode steps of one token for each of n sequences (limit-tok/s).
+// wall time), time to first token p50 and p99 over every streaming
+// request, peak RSS of the process; then ours/llama-server of tokens/s,
+// and the limit: bare decode steps of one token for each of n sequences
+// (limit-tok/s).
 //
 //	go test -run '^$' -bench VersusLlamaServer -benchtime 4x -timeout 60m ./server/
 func BenchmarkVersusLlamaServer(b *testing.B) {
@@ -47,8 +52,16 @@ func BenchmarkVersusLlamaServer(b *testing.B) {
 	if a := os.Getenv("LLAMA_BENCH_OURS_ARGS"); a != "" {
 		oursArgs = strings.Fields(a)
 	}
-	for _, clients := range []int{1, 8, 16} {
-		b.Run(fmt.Sprintf("model=%s/clients=%d", name, clients), func(b *testing.B) {
+	for _, c := range []struct {
+		clients int
+		stream  bool
+	}{{1, true}, {1, false}, {8, true}, {16, true}} {
+		clients, stream := c.clients, c.stream
+		sub := fmt.Sprintf("model=%s/clients=%d", name, clients)
+		if !stream {
+			sub += "/stream=false"
+		}
+		b.Run(sub, func(b *testing.B) {
 			parallel := max(8, clients)
 			sides := []*versusSide{{name: "ours", bin: ours, args: oursArgs}, {name: "llama-server", bin: ref}}
 			for _, s := range sides {
@@ -71,15 +84,15 @@ func BenchmarkVersusLlamaServer(b *testing.B) {
 			// One uncounted round of each: the first requests pay for what
 			// later ones find ready.
 			for _, s := range sides {
-				s.round(b, clients, nGen, false)
+				s.round(b, clients, nGen, stream, false)
 				time.Sleep(benchlimit.Settle) // a benchmark's rest between sides, not a wait
 			}
 			limit()
 			rounds := 0
 			for b.Loop() {
 				parts := []func(){
-					func() { sides[0].round(b, clients, nGen, true) },
-					func() { sides[1].round(b, clients, nGen, true) },
+					func() { sides[0].round(b, clients, nGen, stream, true) },
+					func() { sides[1].round(b, clients, nGen, stream, true) },
 					limit,
 				}
 				// rounds turn the order: ours first, llama-server first,
@@ -111,9 +124,9 @@ type versusSide struct {
 	rounds         []float64 // tok/s of each round
 }
 
-// round runs clients streaming requests at once; count says whether its
-// figures count.
-func (s *versusSide) round(b *testing.B, clients, nGen int, count bool) {
+// round runs clients requests at once, streaming or not; count says
+// whether its figures count.
+func (s *versusSide) round(b *testing.B, clients, nGen int, stream, count bool) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	tok := 0
@@ -122,7 +135,18 @@ func (s *versusSide) round(b *testing.B, clients, nGen int, count bool) {
 	for i := range clients {
 		wg.Go(func() {
 			body := map[string]any{"prompt": "Once upon a time", "n_predict": nGen, "ignore_eos": true,
-				"seed": limitSeed() + i, "cache_prompt": false, "stream": true}
+				"seed": limitSeed() + i, "cache_prompt": false, "stream": stream}
+			if !stream {
+				n, err := versusPostWhole(s.url, body)
+				if err != nil {
+					b.Errorf("%s: %v", s.name, err)
+					return
+				}
+				mu.Lock()
+				tok += n
+				mu.Unlock()
+				return
+			}
 			st, err := limitPost(context.Background(), s.url, body, nil)
 			if err != nil {
 				b.Errorf("%s: %v", s.name, err)
@@ -148,6 +172,30 @@ func (s *versusSide) round(b *testing.B, clients, nGen int, count bool) {
 	s.took += took
 	s.ttft = append(s.ttft, ttft...)
 	s.rounds = append(s.rounds, float64(tok)/took.Seconds())
+}
+
+// versusPostWhole posts a non-streaming /completion and returns the
+// tokens it generated.
+func versusPostWhole(url string, body any) (int, error) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.Post(url+"/completion", "application/json", bytes.NewReader(data))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		TokensPredicted int `json:"tokens_predicted"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return 0, err
+	}
+	return out.TokensPredicted, nil
 }
 
 func (s *versusSide) tokS() float64 { return float64(s.tok) / s.took.Seconds() }
