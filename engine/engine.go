@@ -521,7 +521,9 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	e.sampleWorkers = DefaultSampleThreads(o.SampleThreads, m.OnGPU(), runtime.GOMAXPROCS(0))
 	e.backendAll = o.BackendSampling.backendForAll(m.OnGPU())
 	nThreads, _ := lctx.Threads()
-	e.coresTaken = coresTaken(m.OnGPU(), nThreads, runtime.NumCPU())
+	// The cores: those this process may run on, or fewer where its CPU
+	// quota (which Go's GOMAXPROCS follows) allows less.
+	e.coresTaken = coresTaken(m.OnGPU(), nThreads, min(runtime.NumCPU(), runtime.GOMAXPROCS(0)))
 	// With a unified KV buffer each slot may use the whole context, as in
 	// llama-server (llama_n_ctx_seq); slots then share its cells.
 	e.nCtxSlot = lctx.SeqSize()
