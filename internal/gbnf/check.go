@@ -44,6 +44,9 @@ func (p *parser) check(root string) {
 		p.fail(p.origin.at(id), KindLeftRecursion, "rule %q is left-recursive", p.ownerOf(id))
 	}
 	p.checkLeftmost(edges)
+	if id, ok := p.growingCycle(); ok {
+		p.fail(p.origin.at(id), KindLeftRecursion, "rule %q is left-recursive (through rules that can match nothing)", p.ownerOf(id))
+	}
 	p.checkStacks(root)
 }
 
@@ -177,9 +180,15 @@ func (p *parser) ownerOf(id uint32) string {
 // it is empty through other rules). The result is the rule that closes the
 // cycle. It also returns the graph of leftmost references.
 func (p *parser) leftRecursion() ([][]uint32, uint32, bool) {
-	n := len(p.rules)
-	empty := make([]bool, n)
-	edges := make([][]uint32, n)
+	edges := p.leftmostEdges(p.writtenEmpty())
+	id, ok := leftCycle(edges)
+	return edges, id, ok
+}
+
+// writtenEmpty reports, by rule, whether it has an empty alternative
+// written out (llama.cpp's rules_may_be_empty).
+func (p *parser) writtenEmpty() []bool {
+	empty := make([]bool, len(p.rules))
 	for id, body := range p.rules {
 		start := true
 		for _, e := range body {
@@ -193,13 +202,72 @@ func (p *parser) leftRecursion() ([][]uint32, uint32, bool) {
 			}
 		}
 	}
+	return empty
+}
+
+// nullable reports, by rule, whether it can match nothing: it has an
+// alternative of references to such rules only (an empty one among
+// them). Each alternative counts its references not yet known to be
+// nullable, so the work is linear in the grammar's size.
+func (p *parser) nullable() []bool {
+	n := len(p.rules)
+	null := make([]bool, n)
+	type alt struct{ rule, left uint32 }
+	var alts []alt
+	refs := make([][]uint32, n) // by rule: the alternatives referring to it, once per reference
+	var queue []uint32
+	for id, body := range p.rules {
+		a, terminal := alt{rule: uint32(id)}, false
+		var mine []uint32
+		for _, e := range body {
+			switch e.kind {
+			case eEnd, eAlt:
+				if !terminal {
+					if a.left == 0 && !null[id] {
+						null[id] = true
+						queue = append(queue, uint32(id))
+					}
+					k := uint32(len(alts))
+					alts = append(alts, a)
+					for _, r := range mine {
+						refs[r] = append(refs[r], k)
+					}
+				}
+				a, terminal, mine = alt{rule: uint32(id)}, false, mine[:0]
+			case eRef:
+				a.left++
+				mine = append(mine, e.val)
+			default:
+				terminal = true
+			}
+		}
+	}
+	for len(queue) > 0 {
+		r := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		for _, k := range refs[r] {
+			p.step()
+			if alts[k].left--; alts[k].left == 0 && !null[alts[k].rule] {
+				null[alts[k].rule] = true
+				queue = append(queue, alts[k].rule)
+			}
+		}
+	}
+	return null
+}
+
+// leftmostEdges returns the graph of leftmost references: from each rule
+// to the rules an alternative starts with, a reference being followed by
+// the next one while the referenced rule is empty.
+func (p *parser) leftmostEdges(empty []bool) [][]uint32 {
+	edges := make([][]uint32, len(p.rules))
 	for id, body := range p.rules {
 		follow := true
 		for _, e := range body {
 			switch {
 			case e.kind == eRef && follow:
 				edges[id] = append(edges[id], e.val)
-				follow = empty[e.val]
+				follow = int(e.val) < len(empty) && empty[e.val]
 			case e.kind == eEnd || e.kind == eAlt:
 				follow = true
 			default:
@@ -207,11 +275,110 @@ func (p *parser) leftRecursion() ([][]uint32, uint32, bool) {
 			}
 		}
 	}
+	return edges
+}
+
+// growingCycle reports a rule on a cycle of leftmost references (a
+// reference followed by the next one while the referenced rule can match
+// nothing, directly or through other rules) in which some reference is not
+// the last element of its alternative. llama.cpp's stack advance keeps the
+// stacks it has seen, so it ends a cycle of last references (root ::= (
+// [x]* )*); but each time round a cycle with another reference it leaves
+// that reference's successor on the stack, never sees the stack again, and
+// goes on until memory runs out. Its own left-recursion check finds such a
+// cycle only where every rule it passes has an empty alternative written
+// out: root ::= a, a ::= b a "x" | "z", b ::= c, c ::= "" | "y" passes it.
+func (p *parser) growingCycle() (uint32, bool) {
+	null := p.nullable()
+	comp := components(p.leftmostEdges(null))
+	for id, body := range p.rules {
+		follow := true
+		for i, e := range body {
+			switch {
+			case e.kind == eRef && follow:
+				if next := body[i+1].kind; comp[id] == comp[e.val] && next != eEnd && next != eAlt {
+					return uint32(id), true
+				}
+				follow = null[e.val]
+			case e.kind == eEnd || e.kind == eAlt:
+				follow = true
+			default:
+				follow = false
+			}
+		}
+	}
+	return 0, false
+}
+
+// components returns, by node, the strongly connected component of edges
+// it belongs to (Tarjan's algorithm, without recursion).
+func components(edges [][]uint32) []int {
+	n := len(edges)
+	index, low, comp := make([]int, n), make([]int, n), make([]int, n)
+	for i := range index {
+		index[i], comp[i] = -1, -1
+	}
+	type frame struct {
+		v    uint32
+		next int
+	}
+	var stack []uint32
+	var calls []frame
+	next, ncomp := 0, 0
+	for s := range n {
+		if index[s] >= 0 {
+			continue
+		}
+		calls = append(calls[:0], frame{uint32(s), 0})
+		index[s], low[s] = next, next
+		next++
+		stack = append(stack, uint32(s))
+		for len(calls) > 0 {
+			top := &calls[len(calls)-1]
+			v := top.v
+			if top.next < len(edges[v]) {
+				w := edges[v][top.next]
+				top.next++
+				switch {
+				case index[w] < 0:
+					index[w], low[w] = next, next
+					next++
+					stack = append(stack, w)
+					calls = append(calls, frame{w, 0})
+				case comp[w] < 0: // on the stack
+					low[v] = min(low[v], index[w])
+				}
+				continue
+			}
+			calls = calls[:len(calls)-1]
+			if len(calls) > 0 {
+				u := calls[len(calls)-1].v
+				low[u] = min(low[u], low[v])
+			}
+			if low[v] == index[v] {
+				for {
+					w := stack[len(stack)-1]
+					stack = stack[:len(stack)-1]
+					comp[w] = ncomp
+					if w == v {
+						break
+					}
+				}
+				ncomp++
+			}
+		}
+	}
+	return comp
+}
+
+// leftCycle reports a rule on a cycle of edges: the rule that closes it.
+func leftCycle(edges [][]uint32) (uint32, bool) {
 	const (
 		unseen = iota
 		active
 		done
 	)
+	n := len(edges)
 	state := make([]uint8, n)
 	type frame struct {
 		id   uint32
@@ -234,12 +401,12 @@ func (p *parser) leftRecursion() ([][]uint32, uint32, bool) {
 			top.next++
 			switch state[to] {
 			case active:
-				return edges, to, true
+				return to, true
 			case unseen:
 				state[to] = active
 				stack = append(stack, frame{to, 0})
 			}
 		}
 	}
-	return edges, 0, false
+	return 0, false
 }

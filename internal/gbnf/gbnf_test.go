@@ -131,6 +131,10 @@ func TestValid(t *testing.T) {
 		{"space before ::=", "root\t  ::=\n\n  \"a\"", []gbnf.Rule{{"root", 1}}},
 		{"no final newline after comment", "root ::= \"a\" # end", []gbnf.Rule{{"root", 1}}},
 		{"stacked repetition", `root ::= "a"*?`, []gbnf.Rule{{"root", 1}}},
+		// Cycles of last references through rules that may match
+		// nothing: llama.cpp's advance sees their stacks again and ends.
+		{"repetition of a repetition", `root ::= ( [x]* )*`, []gbnf.Rule{{"root", 1}}},
+		{"tail cycle through an empty rule", "root ::= a \"x\"\na ::= b a | \"z\"\nb ::= c\nc ::= \"\" | \"y\"", []gbnf.Rule{{"root", 1}, {"a", 2}, {"b", 3}, {"c", 4}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g, err := gbnf.Parse(c.src, "")
@@ -184,6 +188,12 @@ func TestInvalid(t *testing.T) {
 		{"custom root missing", `root ::= "a"`, "main", 1, 1, gbnf.KindNoRoot, `no rule named "main"`},
 		{"left recursion", "root ::= a\na ::= b \"x\"\nb ::= | a", "", 2, 1, gbnf.KindLeftRecursion, `"a" is left-recursive`},
 		{"left recursion in group", "root ::= (root \"x\")? \"y\"", "", 1, 1, gbnf.KindLeftRecursion, "left-recursive"},
+		// Cycles llama.cpp's own check misses (its rules are empty only
+		// through other rules), which its stack advance grows until the
+		// process runs out of memory.
+		{"left recursion through a rule empty by another", "root ::= a\na ::= b a \"x\" | \"z\"\nb ::= c\nc ::= \"\" | \"y\"", "", 2, 1, gbnf.KindLeftRecursion, `"a" is left-recursive (through rules that can match nothing)`},
+		{"left recursion through an optional group's rule", "root ::= a\na ::= e a \"x\" | \"z\"\ne ::= f f\nf ::= \"y\"?", "", 2, 1, gbnf.KindLeftRecursion, "through rules that can match nothing"},
+		{"left recursion across two rules", "root ::= a\na ::= b \"x\" | \"z\"\nb ::= e a\ne ::= f\nf ::= \"\" | \"y\"", "", 2, 1, gbnf.KindLeftRecursion, "through rules that can match nothing"},
 		{"NUL", "root ::= \"a\x00\"", "", 1, 12, gbnf.KindNUL, "NUL"},
 		{"bad char after item", "root ::= \"a\" ;", "", 1, 14, gbnf.KindSyntax, "expected newline or end"},
 		{"UTF-8 lead swallows the quote", "root ::= \"\xc3\"", "", 1, 10, gbnf.KindSyntax, "not closed"},

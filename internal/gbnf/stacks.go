@@ -59,7 +59,7 @@ func (s *stackPass) at(r uint32, i int) stackInfo {
 	case 2:
 		return m
 	case 1:
-		return stackInfo{} // a leftmost cycle: refused as left recursion before this runs
+		return stackInfo{} // a leftmost cycle of last references (growingCycle refused the others): llama.cpp's advance sees its stacks again
 	}
 	s.memo[r][i].state = 1
 	var v stackInfo
@@ -134,8 +134,8 @@ func (s *stackPass) solve(order []uint32, start uint32, empty int64) {
 }
 
 // checkStacks refuses a grammar whose grammar-engine steps could take more
-// than MaxStackWork. It runs after the left-recursion check, so following
-// leftmost references never loops.
+// than MaxStackWork. It runs after the left-recursion checks: the leftmost
+// cycles left are of last references, which add no stack.
 func (p *parser) checkStacks(root string) {
 	if work, made, r := p.stackWork(root); work > MaxStackWork {
 		p.fail(p.origin.at(r), KindLimit, "the grammar is too ambiguous: after one character llama.cpp's grammar engine may hold %d parse states (from rule %q), through items that may match nothing, and go on from them with about %d stack comparisons (at most %d)", made, p.ownerOf(r), work, MaxStackWork)
