@@ -108,7 +108,9 @@ func handleChatCompletion(s *Server) handlerFunc {
 // parsed deltas, a chunk with the finish reason, then, once every choice is
 // done, optionally the usage (with empty choices), then [DONE].
 func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan *chatPlan, co chatOptions, events eventStream, base openai.ChatCompletion) {
-	sse, _ := sseStart(ctx, w)
+	// startTasks has the first event, and the first chunk (the role, or
+	// a progress report) is written at once: the headers go with it.
+	sse := sseOpen(ctx, w)
 	base.Object = "chat.completion.chunk"
 	type choiceState struct {
 		parser  *chat.Stream
