@@ -160,7 +160,7 @@ func parseCompletionRequest(b *completionBody, inst *instance) (*genRequest, err
 	if err != nil {
 		return nil, err
 	}
-	if jsonKind(b.Prompt) == 'o' {
+	if wire.Kind(b.Prompt) == 'o' {
 		// {"prompt_string", "multimodal_data"}: see multimodal.go.
 		toks, err := inst.completionMediaPrompt(b.Prompt, t)
 		if err != nil {

@@ -59,7 +59,7 @@ func parseInfillInput(b *infillBody) (*infillInput, error) {
 		*side.dst = p
 	}
 	if len(b.InputExtra) > 0 {
-		if jsonKind(b.InputExtra) != 'a' {
+		if wire.Kind(b.InputExtra) != 'a' {
 			return nil, badRequest(`"input_extra" must be an array of {"filename": string, "text": string}`)
 		}
 		var chunks []map[string]json.RawMessage
@@ -68,12 +68,12 @@ func parseInfillInput(b *infillBody) (*infillInput, error) {
 		}
 		for _, c := range chunks {
 			ch := infillChunk{Filename: "tmp"}
-			if jsonKind(c["text"]) != 's' {
+			if wire.Kind(c["text"]) != 's' {
 				return nil, badRequest(`extra_context chunk must contain a "text" field with a string value`)
 			}
 			_ = json.Unmarshal(c["text"], &ch.Text)
-			if raw, ok := c["filename"]; ok && !isNull(raw) {
-				if jsonKind(raw) != 's' {
+			if raw, ok := c["filename"]; ok && !wire.IsNull(raw) {
+				if wire.Kind(raw) != 's' {
 					return nil, badRequest(`extra_context chunk's "filename" field must be a string`)
 				}
 				_ = json.Unmarshal(raw, &ch.Filename)

@@ -29,6 +29,7 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/sampling"
+	"github.com/x/llama/server/internal/wire"
 )
 
 // Limits of one request. They are far above what a real client sends.
@@ -201,7 +202,7 @@ func (inst *instance) checkPromptItems(items []json.RawMessage, single bool) err
 	}
 	ids := 0
 	for _, it := range items {
-		if jsonKind(it) == 'n' {
+		if wire.Kind(it) == 'n' {
 			ids++
 		}
 	}

@@ -135,7 +135,7 @@ func (inst *instance) completionMediaPrompt(raw json.RawMessage, t *engine.Reque
 	media := make([]wire.Media, 0, len(p.MultimodalData))
 	for i, d := range p.MultimodalData {
 		var s string
-		if jsonKind(d) != 's' || json.Unmarshal(d, &s) != nil {
+		if wire.Kind(d) != 's' || json.Unmarshal(d, &s) != nil {
 			return nil, badRequest(`"multimodal_data"[%d] must be a base64 string`, i)
 		}
 		data, err := wire.Base64Data(s)

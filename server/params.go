@@ -21,17 +21,11 @@ import (
 	"github.com/x/llama/sampling"
 )
 
-// isNull reports whether v is JSON null.
-func isNull(v json.RawMessage) bool { return wire.IsNull(v) }
-
-// jsonKind returns the JSON kind of a value (see wire.Kind).
-func jsonKind(v json.RawMessage) byte { return wire.Kind(v) }
-
 // rawInteger reads a JSON integer (a float with no fraction is one),
 // naming the field name in its errors.
 func rawInteger(raw json.RawMessage, name string) (int64, error) {
 	var num json.Number
-	if jsonKind(raw) != 'n' || json.Unmarshal(raw, &num) != nil {
+	if wire.Kind(raw) != 'n' || json.Unmarshal(raw, &num) != nil {
 		return 0, badRequest("%q must be an integer", name)
 	}
 	return wire.NumInteger(num, name)
@@ -53,17 +47,6 @@ type genOptions struct {
 	Verbose bool
 	// Settings is generation_settings as the native endpoint reports it.
 	Settings map[string]any
-}
-
-// parseGeneration reads every generation parameter of body into an
-// engine.Request with the server's defaults for what it does not set. The
-// prompt is left to the caller. Errors are *httpError (400).
-func parseGeneration(body []byte, inst *instance, defaultNPredict int) (*engine.Request, genOptions, error) {
-	var g wire.Gen
-	if err := wire.Decode(body, &g); err != nil {
-		return nil, genOptions{}, err
-	}
-	return inst.generation(&g, defaultNPredict)
 }
 
 // generation reads the generation parameters g into an engine.Request
@@ -198,7 +181,7 @@ func nonEmpty(ss []string) []string {
 func parseSamplers(raw json.RawMessage, p *sampling.Params) error {
 	var list []string
 	var err error
-	switch jsonKind(raw) {
+	switch wire.Kind(raw) {
 	case 0:
 		return nil
 	case 's':
@@ -228,7 +211,7 @@ func parseLogitBias(raw json.RawMessage, m *llama.Model, p *sampling.Params) err
 		bias json.RawMessage
 	}
 	var entries []entry
-	switch jsonKind(raw) {
+	switch wire.Kind(raw) {
 	case 0:
 		return nil
 	case 'a':
@@ -260,7 +243,7 @@ func parseLogitBias(raw json.RawMessage, m *llama.Model, p *sampling.Params) err
 	bias := map[llama.Token]float32{}
 	for _, e := range entries {
 		var b float32
-		switch jsonKind(e.bias) {
+		switch wire.Kind(e.bias) {
 		case 'b':
 			var on bool
 			_ = json.Unmarshal(e.bias, &on)
@@ -277,7 +260,7 @@ func parseLogitBias(raw json.RawMessage, m *llama.Model, p *sampling.Params) err
 		default:
 			return badRequest(`"logit_bias" biases must be numbers or false`)
 		}
-		switch jsonKind(e.key) {
+		switch wire.Kind(e.key) {
 		case 'n':
 			id, err := rawInteger(e.key, "logit_bias")
 			if err != nil {
@@ -335,7 +318,7 @@ func parseGrammar(f *wire.Gen, m *llama.Model, p *sampling.Params) error {
 		return err
 	}
 	if len(f.JSONSchema) > 0 {
-		if k := jsonKind(f.JSONSchema); k != 'o' && k != 'b' {
+		if k := wire.Kind(f.JSONSchema); k != 'o' && k != 'b' {
 			return badRequest(`"json_schema" must be a JSON Schema object`)
 		}
 		var err error
@@ -436,7 +419,7 @@ func nonNilStrings(s []string) []string {
 // (several prompts). Strings are tokenized with the model's BOS; token ids
 // must be in the vocabulary.
 func parsePrompts(raw json.RawMessage, name string, inst *instance) ([][]llama.Token, error) {
-	switch jsonKind(raw) {
+	switch wire.Kind(raw) {
 	case 's':
 		var s string
 		_ = json.Unmarshal(raw, &s)
@@ -464,7 +447,7 @@ func parsePrompts(raw json.RawMessage, name string, inst *instance) ([][]llama.T
 	}
 	single := false
 	for _, it := range items {
-		if jsonKind(it) == 'n' {
+		if wire.Kind(it) == 'n' {
 			single = true
 			break
 		}
@@ -482,7 +465,7 @@ func parsePrompts(raw json.RawMessage, name string, inst *instance) ([][]llama.T
 	var out [][]llama.Token
 	for i, it := range items {
 		sub := fmt.Sprintf("%s[%d]", name, i)
-		switch jsonKind(it) {
+		switch wire.Kind(it) {
 		case 's':
 			var s string
 			_ = json.Unmarshal(it, &s)
@@ -528,7 +511,7 @@ func objectPrompt(raw json.RawMessage, name string, inst *instance) ([]llama.Tok
 		return nil, badRequest("%q: multimodal data provided, but the model does not support multimodal requests", name)
 	}
 	sub := name + ".prompt_string"
-	switch jsonKind(ps) {
+	switch wire.Kind(ps) {
 	case 's':
 		var s string
 		_ = json.Unmarshal(ps, &s)
@@ -549,7 +532,7 @@ func mixedPrompt(items []json.RawMessage, name string, inst *instance) ([]llama.
 	var toks []llama.Token
 	vocab := int64(inst.Model.VocabSize())
 	for i, it := range items {
-		switch jsonKind(it) {
+		switch wire.Kind(it) {
 		case 'n':
 			id, err := rawInteger(it, name)
 			if err != nil {

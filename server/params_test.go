@@ -276,3 +276,14 @@ func TestRequestFieldTypes(t *testing.T) {
 		check(t, reflect.TypeOf(body))
 	}
 }
+
+// parseGeneration (for these tests) reads every generation parameter of body into an
+// engine.Request with the server's defaults for what it does not set. The
+// prompt is left to the caller. Errors are *httpError (400).
+func parseGeneration(body []byte, inst *instance, defaultNPredict int) (*engine.Request, genOptions, error) {
+	var g wire.Gen
+	if err := wire.Decode(body, &g); err != nil {
+		return nil, genOptions{}, err
+	}
+	return inst.generation(&g, defaultNPredict)
+}
