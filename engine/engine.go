@@ -556,8 +556,9 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 			o.Logger.Warn("cache_reuse is not supported by a recurrent state, it will be disabled")
 		}
 	}
-	e.canReuse = !embedding && lctx.Memory().CanShift() && !e.recurrent
-	if o.ContextShift && !lctx.Memory().CanShift() {
+	canShift := lctx.Memory().CanShift()
+	e.canReuse = !embedding && canShift && !e.recurrent
+	if o.ContextShift && !canShift {
 		// As llama-server: a memory that cannot shift positions (a
 		// windowed sliding-window cache, ...) turns context shift off.
 		if o.Logger != nil {

@@ -539,7 +539,8 @@ func (e *Engine) clearIdleSlots() bool {
 }
 
 // shift is llama.cpp's context shift: keep NKeep tokens (plus BOS), drop
-// half of the rest, move the tail back.
+// half of the rest, move the tail back. It runs only with ContextShift,
+// which New turns off for a memory that cannot shift.
 func (e *Engine) shift(s *engSlot) bool {
 	t := s.tk.t
 	if t.Media != nil {
@@ -555,8 +556,8 @@ func (e *Engine) shift(s *engSlot) bool {
 	nKeep = min(e.nCtxSlot-4, nKeep)
 	nLeft := len(s.cache) - nKeep
 	nDiscard := min(max(nLeft/2, 0), max(0, nLeft-1))
-	if nDiscard <= 0 || !e.lctx.Memory().CanShift() {
-		return false // checked first: the removal would not be undone
+	if nDiscard <= 0 {
+		return false
 	}
 	if ok, err := e.lctx.Memory().Remove(s.id, nKeep, nKeep+nDiscard); err != nil || !ok {
 		return false
