@@ -53,19 +53,30 @@ func (c *Context) SetState(data []byte) error {
 
 // SeqState returns the state of one sequence.
 func (c *Context) SeqState(seq int) ([]byte, error) {
-	if err := c.lock("seq state"); err != nil {
+	return c.seqState("seq state", seq, 0)
+}
+
+// SetSeqState restores a sequence state into seq (which should be empty).
+func (c *Context) SetSeqState(seq int, data []byte) error {
+	return c.setSeqState("set seq state", seq, data, 0, "the sequence state")
+}
+
+// seqState returns seq's state as llama.cpp's state_seq_get_data_ext
+// with flags gives it (llama.cpp's plain calls are flags 0).
+func (c *Context) seqState(op string, seq int, flags uint32) ([]byte, error) {
+	if err := c.lock(op); err != nil {
 		return nil, err
 	}
 	defer c.unlock()
-	if err := c.seqOK("seq state", seq, false); err != nil {
+	if err := c.seqOK(op, seq, false); err != nil {
 		return nil, err
 	}
 	var buf []byte
-	err := c.model.rpcGuard("seq state", func() {
-		n := capi.StateSeqGetSize(c.ptr, int32(seq))
+	err := c.model.rpcGuard(op, func() {
+		n := capi.StateSeqGetSizeExt(c.ptr, int32(seq), flags)
 		buf = make([]byte, n)
 		if n > 0 {
-			buf = buf[:capi.StateSeqGetData(c.ptr, unsafe.Pointer(&buf[0]), n, int32(seq))]
+			buf = buf[:capi.StateSeqGetDataExt(c.ptr, unsafe.Pointer(&buf[0]), n, int32(seq), flags)]
 		}
 	})
 	if err != nil {
@@ -74,26 +85,28 @@ func (c *Context) SeqState(seq int) ([]byte, error) {
 	return buf, nil
 }
 
-// SetSeqState restores a sequence state into seq (which should be empty).
-func (c *Context) SetSeqState(seq int, data []byte) error {
-	if err := c.lock("set seq state"); err != nil {
+// setSeqState restores data into seq with llama.cpp's
+// state_seq_set_data_ext and flags; what names the state in the error of
+// data llama.cpp rejects.
+func (c *Context) setSeqState(op string, seq int, data []byte, flags uint32, what string) error {
+	if err := c.lock(op); err != nil {
 		return err
 	}
 	defer c.unlock()
-	if err := c.seqOK("set seq state", seq, false); err != nil {
+	if err := c.seqOK(op, seq, false); err != nil {
 		return err
 	}
 	if len(data) == 0 {
-		return errorf(CodeInvalid, "set seq state", "empty state")
+		return errorf(CodeInvalid, op, "empty state")
 	}
 	var n uintptr
-	if err := c.model.rpcGuard("set seq state", func() {
-		n = capi.StateSeqSetData(c.ptr, unsafe.Pointer(&data[0]), uintptr(len(data)), int32(seq))
+	if err := c.model.rpcGuard(op, func() {
+		n = capi.StateSeqSetDataExt(c.ptr, unsafe.Pointer(&data[0]), uintptr(len(data)), int32(seq), flags)
 	}); err != nil {
 		return err
 	}
 	if n == 0 {
-		return errorf(CodeLoad, "set seq state", "llama.cpp rejected the sequence state")
+		return errorf(CodeLoad, op, "llama.cpp rejected %s", what)
 	}
 	return nil
 }
@@ -115,25 +128,7 @@ func tokPtr(t []Token) unsafe.Pointer {
 // with long sequences; for a model whose memory has no such part it holds
 // no cells.
 func (c *Context) SeqStatePartial(seq int) ([]byte, error) {
-	if err := c.lock("seq state partial"); err != nil {
-		return nil, err
-	}
-	defer c.unlock()
-	if err := c.seqOK("seq state partial", seq, false); err != nil {
-		return nil, err
-	}
-	var buf []byte
-	err := c.model.rpcGuard("seq state partial", func() {
-		n := capi.StateSeqGetSizeExt(c.ptr, int32(seq), capi.StateSeqFlagsPartialOnly)
-		buf = make([]byte, n)
-		if n > 0 {
-			buf = buf[:capi.StateSeqGetDataExt(c.ptr, unsafe.Pointer(&buf[0]), n, int32(seq), capi.StateSeqFlagsPartialOnly)]
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	return buf, nil
+	return c.seqState("seq state partial", seq, capi.StateSeqFlagsPartialOnly)
 }
 
 // SetSeqStatePartial restores a state returned by SeqStatePartial into
@@ -142,26 +137,7 @@ func (c *Context) SeqStatePartial(seq int) ([]byte, error) {
 // rest must still hold the positions the partial state was taken at
 // (remove those past it afterwards, with Memory.Remove).
 func (c *Context) SetSeqStatePartial(seq int, data []byte) error {
-	if err := c.lock("set seq state partial"); err != nil {
-		return err
-	}
-	defer c.unlock()
-	if err := c.seqOK("set seq state partial", seq, false); err != nil {
-		return err
-	}
-	if len(data) == 0 {
-		return errorf(CodeInvalid, "set seq state partial", "empty state")
-	}
-	var n uintptr
-	if err := c.model.rpcGuard("set seq state partial", func() {
-		n = capi.StateSeqSetDataExt(c.ptr, unsafe.Pointer(&data[0]), uintptr(len(data)), int32(seq), capi.StateSeqFlagsPartialOnly)
-	}); err != nil {
-		return err
-	}
-	if n == 0 {
-		return errorf(CodeLoad, "set seq state partial", "llama.cpp rejected the partial sequence state")
-	}
-	return nil
+	return c.setSeqState("set seq state partial", seq, data, capi.StateSeqFlagsPartialOnly, "the partial sequence state")
 }
 
 // SaveStateFile writes the whole state and the tokens it holds to a file.
