@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/x/llama"
@@ -33,20 +34,11 @@ func userStarts(m *llama.Model, prompt string, toks []llama.Token) []int {
 		}
 		var out []int
 		for i := 0; i+len(d) <= len(toks); i++ {
-			if toks[i] == d[0] && equalTokens(toks[i:i+len(d)], d) {
+			if slices.Equal(toks[i:i+len(d)], d) {
 				out = append(out, i)
 			}
 		}
 		return out
 	}
 	return nil
-}
-
-func equalTokens(a, b []llama.Token) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return len(a) == len(b)
 }
