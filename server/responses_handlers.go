@@ -134,22 +134,14 @@ func streamResponses(ctx context.Context, w http.ResponseWriter, plan *chatPlan,
 		if ev.Progress != nil {
 			// llama-server's return_progress: in_progress events with
 			// prompt_progress.
-			var progress any
-			if p := wire.NewProgress(ev.Progress); p != nil {
-				progress = p
-			}
-			if !st.Progress(progress) {
+			if !st.Progress(wire.NewProgress(ev.Progress)) {
 				return
 			}
 			continue
 		}
 		if ev.Done {
 			tokenTimings = nil
-			var timings any
-			if t := wire.NewTimings(ev.Timings); t != nil {
-				timings = t
-			}
-			st.Finish(parser.Finish(ev.Stop == engine.StopTypeLimit), ev, timings)
+			st.Finish(parser.Finish(ev.Stop == engine.StopTypeLimit), ev, wire.NewTimings(ev.Timings))
 			return
 		}
 		if ev.Text == "" {

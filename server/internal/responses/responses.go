@@ -364,20 +364,20 @@ type (
 	// Event is an event of a streamed response; the fields sent
 	// depend on Type.
 	Event struct {
-		Type           string   `json:"type"`
-		SequenceNumber int      `json:"sequence_number"`
-		Response       *Object  `json:"response,omitempty"`
-		PromptProgress any      `json:"prompt_progress,omitempty"` // the server's prompt_progress object
-		ItemID         string   `json:"item_id,omitempty"`
-		OutputIndex    *int     `json:"output_index,omitempty"`
-		ContentIndex   *int     `json:"content_index,omitempty"`
-		Item           *Item    `json:"item,omitempty"`
-		Part           *OutPart `json:"part,omitempty"`
-		Text           *string  `json:"text,omitempty"`
-		Delta          *string  `json:"delta,omitempty"`
-		Arguments      *string  `json:"arguments,omitempty"`
-		Logprobs       *[]any   `json:"logprobs,omitempty"`
-		Timings        any      `json:"timings,omitempty"` // the server's timings object
+		Type           string         `json:"type"`
+		SequenceNumber int            `json:"sequence_number"`
+		Response       *Object        `json:"response,omitempty"`
+		PromptProgress *wire.Progress `json:"prompt_progress,omitempty"`
+		ItemID         string         `json:"item_id,omitempty"`
+		OutputIndex    *int           `json:"output_index,omitempty"`
+		ContentIndex   *int           `json:"content_index,omitempty"`
+		Item           *Item          `json:"item,omitempty"`
+		Part           *OutPart       `json:"part,omitempty"`
+		Text           *string        `json:"text,omitempty"`
+		Delta          *string        `json:"delta,omitempty"`
+		Arguments      *string        `json:"arguments,omitempty"`
+		Logprobs       *[]any         `json:"logprobs,omitempty"`
+		Timings        *wire.Timings  `json:"timings,omitempty"`
 	}
 	OutPart struct {
 		Type        string `json:"type"`
@@ -514,7 +514,7 @@ func (s *Stream) Begin() bool {
 
 // Progress sends response.in_progress with the prompt's progress
 // (llama-server's return_progress).
-func (s *Stream) Progress(progress any) bool {
+func (s *Stream) Progress(progress *wire.Progress) bool {
 	return s.send("response.in_progress", Event{Response: &s.inProgress, PromptProgress: progress})
 }
 
@@ -609,7 +609,7 @@ func (s *Stream) Delta(d chat.Delta) bool {
 // Finish sends the last delta d, closes the open item and sends
 // response.completed with the usage of the final event ev and timings
 // (nil: none).
-func (s *Stream) Finish(d chat.Delta, ev engine.Event, timings any) bool {
+func (s *Stream) Finish(d chat.Delta, ev engine.Event, timings *wire.Timings) bool {
 	if !s.Delta(d) || !s.closeItem() {
 		return false
 	}
