@@ -792,17 +792,27 @@ func (e *Engine) Submit(ctx context.Context, t *Request) (*Stream, error) {
 func (e *Engine) refusal() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.admitLocked()
+}
+
+// admitLocked drops the queued tasks whose client left and returns
+// ErrClosed or ErrQueueFull where a new task cannot be queued now. e.mu is
+// held.
+func (e *Engine) admitLocked() error {
 	if e.closed {
 		return ErrClosed
 	}
-	live := 0
-	for _, q := range e.queue {
-		if q.ctx.Err() == nil {
-			live++
+	// Tasks whose client left no longer count.
+	e.queue = slices.DeleteFunc(e.queue, func(q *engTask) bool {
+		if q.ctx.Err() != nil {
+			q.ob.push(nil, true)
+			q.stop()
+			return true
 		}
-	}
-	if live+1-(len(e.slots)-e.busy) > e.queueSize {
-		return ErrBusy
+		return false
+	})
+	if len(e.queue)+1-(len(e.slots)-e.busy) > e.queueSize {
+		return ErrQueueFull
 	}
 	return nil
 }
@@ -815,15 +825,6 @@ func (e *Engine) enqueue(ctx context.Context, t *Request, smpl *taskSampler) (*S
 	if e.closed {
 		return nil, ErrClosed
 	}
-	// Tasks whose client left no longer count.
-	e.queue = slices.DeleteFunc(e.queue, func(q *engTask) bool {
-		if q.ctx.Err() != nil {
-			q.ob.push(nil, true)
-			q.stop()
-			return true
-		}
-		return false
-	})
 	scales := slices.Clone(e.scales)
 	for _, l := range t.LoRA {
 		if l.ID < 0 || l.ID >= len(scales) {
@@ -831,8 +832,8 @@ func (e *Engine) enqueue(ctx context.Context, t *Request, smpl *taskSampler) (*S
 		}
 		scales[l.ID] = l.Scale
 	}
-	if len(e.queue)+1-(len(e.slots)-e.busy) > e.queueSize {
-		return nil, ErrQueueFull
+	if err := e.admitLocked(); err != nil {
+		return nil, err
 	}
 	e.nextID++
 	ctx, cancel := context.WithCancel(ctx)
