@@ -35,7 +35,7 @@ const (
 // beyond the pause.
 func settle(pids []int) time.Duration {
 	time.Sleep(benchlimit.Settle)
-	return time.Duration(waitIdle(pids, cpuTime, time.Sleep)-1) * quietWindow
+	return time.Duration(max(waitIdle(pids, cpuTime, time.Sleep)-1, 0)) * quietWindow
 }
 
 // waitIdle waits until the CPU time of pids (cpu reads it) grows by under
