@@ -119,13 +119,19 @@ func TokenProb(m *llama.Model, tp engine.TokenProb, post bool) Prob {
 		v := float64(tp.Prob)
 		pj.Prob = &v
 	} else {
-		v := finiteLog(tp.Logprob)
-		if tp.Logprob == 0 && tp.Prob != 0 && tp.Prob != 1 {
-			v = safeLog(tp.Prob)
-		}
+		v := logprob(tp)
 		pj.Logprob = &v
 	}
 	return pj
+}
+
+// logprob is tp's log probability as llama-server gives it: finite, and
+// from its probability where only that was kept.
+func logprob(tp engine.TokenProb) float64 {
+	if tp.Logprob == 0 && tp.Prob != 0 && tp.Prob != 1 {
+		return safeLog(tp.Prob)
+	}
+	return finiteLog(tp.Logprob)
 }
 
 // SampledProb is the probability of the token a step sampled, its text
@@ -153,7 +159,8 @@ func Probs(m *llama.Model, steps []Step, post bool) []Prob {
 				v := float64(p.Prob)
 				pj.Prob = &v
 			} else {
-				pj.Logprob = TokenProb(m, p, post).Logprob
+				v := logprob(p)
+				pj.Logprob = &v
 			}
 			top = append(top, pj)
 		}
