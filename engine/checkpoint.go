@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"unsafe"
 
 	"github.com/x/llama"
 )
@@ -101,20 +103,49 @@ func ckptSettings(o Options) (count, step int, err error) {
 func (e *Engine) tokSum(toks []llama.Token) uint64 {
 	var h maphash.Hash
 	h.SetSeed(e.ckptSeed)
-	for _, t := range toks {
-		var b [4]byte
-		b[0], b[1], b[2], b[3] = byte(t), byte(t>>8), byte(t>>16), byte(t>>24)
-		h.Write(b[:])
-	}
+	h.Write(tokBytes(toks))
 	return h.Sum64()
 }
 
+// tokBytes is toks's memory (the sums are compared within one process
+// only, so the byte order does not matter).
+func tokBytes(toks []llama.Token) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(toks))), 4*len(toks))
+}
+
 // ckptValid drops the slot's checkpoints that were not taken on the tokens
-// its memory holds now.
+// its memory holds now. The prefixes are hashed in one pass over the
+// tokens (a hash's sum depends only on the bytes written so far).
 func (e *Engine) ckptValid(s *engSlot) {
-	s.ckpts = slices.DeleteFunc(s.ckpts, func(c ckpt) bool {
-		return c.nTokens > len(s.cache) || e.tokSum(s.cache[:c.nTokens]) != c.sum
-	})
+	if len(s.ckpts) == 0 {
+		return
+	}
+	order := make([]int, len(s.ckpts))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(s.ckpts[a].nTokens, s.ckpts[b].nTokens) })
+	valid := make([]bool, len(s.ckpts))
+	var h maphash.Hash
+	h.SetSeed(e.ckptSeed)
+	hashed := 0
+	for _, i := range order {
+		c := s.ckpts[i]
+		if c.nTokens > len(s.cache) {
+			break // and so are the rest
+		}
+		h.Write(tokBytes(s.cache[hashed:c.nTokens]))
+		hashed = c.nTokens
+		valid[i] = h.Sum64() == c.sum
+	}
+	kept := s.ckpts[:0]
+	for i, c := range s.ckpts {
+		if valid[i] {
+			kept = append(kept, c)
+		}
+	}
+	clear(s.ckpts[len(kept):]) // their states go
+	s.ckpts = kept
 }
 
 // windowPrefix is llama-server's check of a kept prefix with a windowed
