@@ -47,6 +47,11 @@ func (s *Stream) Next() bool {
 			return true
 		} else if fin {
 			s.ev = Event{}
+			if s.cut() {
+				// Ended without its last event: the loop dropped it
+				// because its context ended, before this saw ctx.Done.
+				s.err = s.ctx.Err()
+			}
 			return false
 		}
 		select {
@@ -83,6 +88,20 @@ func (s *Stream) take() (ok, fin bool) {
 }
 
 // box returns the outbox of request i.
+// cut reports whether a request ended without its Done event.
+func (s *Stream) cut() bool {
+	for i := range max(len(s.obs), 1) {
+		o := s.box(i)
+		o.mu.Lock()
+		done := o.done
+		o.mu.Unlock()
+		if !done {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Stream) box(i int) *outbox {
 	if s.obs == nil {
 		return s.ob
@@ -193,6 +212,7 @@ type outbox struct {
 	fin  bool // no more events: the last was pushed or the reader left
 	// quiet: only the last push signals (Request.WakeAtEnd).
 	quiet bool
+	done  bool // an event with Done was pushed
 }
 
 func newOutbox() *outbox { return &outbox{sig: make(chan struct{}, 1)} }
@@ -207,6 +227,7 @@ func (o *outbox) push(ev *Event, fin bool) (woke bool) {
 	}
 	if ev != nil {
 		o.q = append(o.q, *ev)
+		o.done = o.done || ev.Done
 	}
 	o.fin = fin
 	sig, quiet := o.sig, o.quiet && !fin
