@@ -351,9 +351,10 @@ type Engine struct {
 	sampleWorkers int
 	presampled    int // steps presample sampled (for tests)
 	// coresTaken: the decode's threads take every core (see
-	// handOffFirst); firstOut: the last step woke a reader for its
-	// first token.
-	coresTaken, firstOut bool
+	// handOffFirst); firstOut: the outboxes whose first token the last
+	// step pushed, waking their readers.
+	coresTaken bool
+	firstOut   []*outbox
 
 	model     *llama.Model
 	opts      Options

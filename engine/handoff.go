@@ -2,6 +2,7 @@ package engine
 
 import (
 	"runtime"
+	"slices"
 	"time"
 )
 
@@ -30,8 +31,9 @@ func coresTaken(onGPU bool, threads, cores int) bool {
 // whose HTTP thread writes and then sleeps, handing its core to the
 // client. So, once per request:
 //
-//   - runtime.Gosched runs the woken reader on this thread now: it writes
-//     its token before the decode starts;
+//   - runtime.Gosched runs the woken reader on this thread now (yielding
+//     again, a bounded number of times, until it has taken its token): it
+//     writes its token before the decode starts;
 //   - a short sleep of the thread (firstTokenNap, not Go's timer, which
 //     would keep the thread spinning) leaves its core to the client that
 //     the write woke.
@@ -39,9 +41,21 @@ func coresTaken(onGPU bool, threads, cores int) bool {
 // Later tokens do not pay it: their readers are woken as before, and a
 // step's cost stays what the decode takes.
 func (e *Engine) handOffFirst() {
-	runtime.Gosched()
+	// Go's scheduler runs a goroutine this one woke next, but not always
+	// (the race detector shuffles its order): yield until the readers
+	// have taken their tokens, a bounded number of times.
+	for range maxHandOffYields {
+		runtime.Gosched()
+		if !slices.ContainsFunc(e.firstOut, (*outbox).unread) {
+			break
+		}
+	}
 	napThread(firstTokenNap)
 }
+
+// maxHandOffYields bounds the yields of handOffFirst: a reader that does
+// not take its token within them is not waited for.
+const maxHandOffYields = 64
 
 // testBeforeDecode, when set, is called by the loop right before each
 // step's decode (tests only).

@@ -368,11 +368,12 @@ func (e *Engine) step() bool {
 	if b.Len() == 0 {
 		return false
 	}
-	if e.firstOut {
-		e.firstOut = false
+	if len(e.firstOut) > 0 {
 		if e.coresTaken {
 			e.handOffFirst()
 		}
+		clear(e.firstOut)
+		e.firstOut = e.firstOut[:0]
 	}
 	if testBeforeDecode != nil {
 		testBeforeDecode()
@@ -637,7 +638,7 @@ func (e *Engine) sampleNext(s *engSlot) {
 		}
 	}
 	if s.tk.ob.push(&ev, false) && s.generated == 1 {
-		e.firstOut = true
+		e.firstOut = append(e.firstOut, s.tk.ob)
 	}
 	if stop != StopTypeNone {
 		e.finish(s, &word, stop)

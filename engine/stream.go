@@ -235,6 +235,13 @@ func (o *outbox) push(ev *Event, fin bool) (woke bool) {
 	return !quiet && notify(sig)
 }
 
+// unread reports whether events wait for the reader.
+func (o *outbox) unread() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.head < len(o.q)
+}
+
 // drop ends the queue and forgets the unread events: the reader left.
 func (o *outbox) drop() {
 	o.mu.Lock()
