@@ -573,6 +573,9 @@ func InstallCUDA(ctx context.Context, o CUDAOptions) (CUDAResult, error) {
 	cxxVer, _ := exec.CommandContext(ctx, cxx, "--version").Output()
 	cfg := cudaConfig{src: src, archs: archs, nvcc: nvcc, server: o.Server, mtmd: o.MTMD || o.Server, wheel: isWheelNVCC(nvcc)}
 	if cfg.wheel {
+		if err := checkWheelReleases(nvcc); err != nil {
+			return CUDAResult{}, err
+		}
 		if cfg.libcuda = findLibcuda(); cfg.libcuda == "" {
 			progress(o.Progress, "llama: no CUDA driver library (libcuda.so.1) here: building without ggml-cuda's virtual memory pool")
 		}
@@ -765,6 +768,71 @@ func replaceFile(from, to string) error {
 // (site-packages/nvidia/cu13/bin/nvcc).
 func isWheelNVCC(nvcc string) bool {
 	return strings.Contains(filepath.ToSlash(nvcc), "/nvidia/cu") || strings.Contains(filepath.ToSlash(nvcc), "/nvidia/cuda_nvcc/")
+}
+
+// wheelParts are the pip wheels that make up nvcc, each a part of one
+// CUDA release: the driver program, its device compiler (cicc, from
+// nvidia-nvvm), its headers (nvidia-cuda-crt) and the runtime. pip
+// resolves a pinned nvidia-cuda-nvcc with the newest nvidia-nvvm, whose
+// PTX the older ptxas refuses ("Unsupported .version"), so the CUDA
+// compiler check of the configure step fails. cuBLAS and CCCL number
+// their wheels on their own and are not compared.
+var wheelParts = []string{"nvidia_cuda_nvcc", "nvidia_nvvm", "nvidia_cuda_crt", "nvidia_cuda_runtime"}
+
+// checkWheelReleases refuses NVIDIA's pip wheels of more than one CUDA
+// release (major.minor) beside a wheel nvcc
+// (site-packages/nvidia/cu13/bin/nvcc), naming the pip command that makes
+// them one: the release of nvidia-cuda-nvcc.
+func checkWheelReleases(nvcc string) error {
+	site := filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(nvcc))))
+	ents, err := os.ReadDir(site)
+	if err != nil {
+		return nil // not a site-packages folder we can read: configure will say what is wrong
+	}
+	type part struct{ name, version, release string }
+	var parts []part
+	var want string
+	for _, e := range ents {
+		base, ok := strings.CutSuffix(e.Name(), ".dist-info")
+		if !ok {
+			continue
+		}
+		name, ver, ok := strings.Cut(base, "-")
+		if !ok {
+			continue
+		}
+		for _, w := range wheelParts {
+			// CUDA 12's wheels carry a suffix (nvidia_cuda_nvcc_cu12).
+			if name != w && !strings.HasPrefix(name, w+"_cu") {
+				continue
+			}
+			maj, rest, _ := strings.Cut(ver, ".")
+			minor, _, _ := strings.Cut(rest, ".")
+			p := part{strings.ReplaceAll(name, "_", "-"), ver, maj + "." + minor}
+			parts = append(parts, p)
+			if w == "nvidia_cuda_nvcc" {
+				want = p.release
+			}
+		}
+	}
+	if want == "" {
+		return nil
+	}
+	var off, pins []string
+	for _, p := range parts {
+		pins = append(pins, fmt.Sprintf("'%s==%s.*'", p.name, want))
+		if p.release != want {
+			off = append(off, p.name+" "+p.version)
+		}
+	}
+	if len(off) == 0 {
+		return nil
+	}
+	slices.Sort(off)
+	slices.Sort(pins)
+	return fmt.Errorf("lib: NVIDIA's pip wheels in %s are of more than one CUDA release: nvcc is %s but %s; "+
+		"nvcc cannot build with parts of another release: pip install %s",
+		site, want, strings.Join(off, ", "), strings.Join(pins, " "))
 }
 
 // findLibcuda returns the CUDA driver library of this machine, or "".

@@ -204,6 +204,46 @@ func TestCUDACMakeArgs(t *testing.T) {
 	assert.False(t, isWheelNVCC("/usr/local/cuda/bin/nvcc"))
 }
 
+func TestCheckWheelReleases(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		wheels []string
+		nvcc   string // below site-packages
+		err    []string
+	}{
+		{name: "one release", wheels: []string{"nvidia_cuda_nvcc-13.0.88", "nvidia_nvvm-13.0.88", "nvidia_cuda_crt-13.0.88",
+			"nvidia_cuda_runtime-13.0.96", "nvidia_cublas-13.0.2.14", "nvidia_cuda_cccl-13.0.85"}, nvcc: "nvidia/cu13/bin/nvcc"},
+		{name: "cuBLAS and CCCL number their own", wheels: []string{"nvidia_cuda_nvcc-13.5.37", "nvidia_nvvm-13.5.37",
+			"nvidia_cublas-13.10.0.20", "nvidia_cuda_cccl-13.3.5.0.6"}, nvcc: "nvidia/cu13/bin/nvcc"},
+		// What pip makes of "pip install nvidia-cuda-nvcc==13.0.88":
+		// the newest nvvm and crt beside it.
+		{name: "pinned nvcc, newest nvvm", wheels: []string{"nvidia_cuda_nvcc-13.0.88", "nvidia_nvvm-13.5.37",
+			"nvidia_cuda_crt-13.5.37", "nvidia_cuda_runtime-13.0.96"}, nvcc: "nvidia/cu13/bin/nvcc",
+			err: []string{"more than one CUDA release: nvcc is 13.0 but nvidia-cuda-crt 13.5.37, nvidia-nvvm 13.5.37",
+				"pip install 'nvidia-cuda-crt==13.0.*' 'nvidia-cuda-nvcc==13.0.*' 'nvidia-cuda-runtime==13.0.*' 'nvidia-nvvm==13.0.*'"}},
+		{name: "CUDA 12's suffixed names", wheels: []string{"nvidia_cuda_nvcc_cu12-12.9.86", "nvidia_cuda_runtime_cu12-12.4.127"},
+			nvcc: "nvidia/cuda_nvcc/bin/nvcc", err: []string{"nvcc is 12.9 but nvidia-cuda-runtime-cu12 12.4.127",
+				"'nvidia-cuda-runtime-cu12==12.9.*'"}},
+		{name: "no dist-info: nothing to compare", nvcc: "nvidia/cu13/bin/nvcc"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			site := t.TempDir()
+			for _, w := range append(tt.wheels, "numpy-2.1.0", "pip-24.0") {
+				require.NoError(t, os.Mkdir(filepath.Join(site, w+".dist-info"), 0o755))
+			}
+			err := checkWheelReleases(filepath.Join(site, tt.nvcc))
+			if tt.err == nil {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			for _, e := range tt.err {
+				assert.Contains(t, err.Error(), e)
+			}
+		})
+	}
+}
+
 // fakeSource writes a small tree shaped as the parts of the llama.cpp
 // source a CUDA build digests.
 func fakeSource(t *testing.T) string {
