@@ -293,6 +293,48 @@ func TestCheckGrammar(t *testing.T) {
 	}
 }
 
+// TestCheckGrammarBlocks checks that CheckGrammar, which offers the
+// vocabulary to the grammar a block at a time, finds the one allowed
+// token in any block: the first, a middle one, and the last and shorter
+// one (32,000 tokens are 7 blocks of 4,096 and one of 3,328).
+func TestCheckGrammarBlocks(t *testing.T) {
+	m := modeltest.Shared(t, "llama-2-tiny-random.gguf", true)
+	require.Equal(t, 32000, m.VocabSize())
+	for _, c := range []struct {
+		id int
+		ok bool
+	}{{0, true}, {4095, true}, {4096, true}, {20000, true}, {28672, true}, {31999, true}, {32000, false}} {
+		t.Run(strconv.Itoa(c.id), func(t *testing.T) {
+			err := sampling.CheckGrammar(m, fmt.Sprintf("root ::= <[%d]>", c.id))
+			if c.ok {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorContains(t, err, "invalid grammar")
+			}
+		})
+	}
+}
+
+// BenchmarkCheckGrammar is the check a request with a grammar or a JSON
+// schema pays before its first token, on a 32,000-token vocabulary: a
+// grammar that starts with common text ("{"), and one whose only token is
+// the vocabulary's last, which costs the whole pass.
+func BenchmarkCheckGrammar(b *testing.B) {
+	m := modeltest.Shared(b, "llama-2-tiny-random.gguf", true)
+	for _, c := range []struct{ name, grammar string }{
+		{"object", `root ::= "{" ws "\"name\"" ws ":" ws "\"" [^"]* "\"" ws "}"` + "\nws ::= [ \t\n]*"},
+		{"last token", "root ::= <[31999]>"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := sampling.CheckGrammar(m, c.grammar); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // TestParseSamplers checks the one sampler-list parser of the server's
 // samplers field and examples/server's --samplers and --sampler-seq.
 func TestParseSamplers(t *testing.T) {
