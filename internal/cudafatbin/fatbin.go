@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 )
@@ -121,92 +122,24 @@ func ReadFile(path string) (Facts, error) {
 // r. Damage is an error, never a panic; zero padding between containers
 // is skipped.
 func Parse(r io.ReaderAt, size int64) (Facts, error) {
-	if size < 0 {
-		return Facts{}, fmt.Errorf("negative size")
-	}
 	var f Facts
 	sass := map[int]bool{}
 	ptx := map[int]Version{}
-	var hdr [entryHeaderMin]byte
-	for pos := int64(0); pos < size; {
-		if size-pos < 4 {
-			if err := zeros(r, pos, size-pos); err != nil {
-				return Facts{}, err
+	n, err := walk(r, size, func(_ int64, ent Entry) {
+		f.Entries++
+		switch ent.Kind {
+		case KindSASS:
+			sass[ent.Arch] = true
+		case KindPTX:
+			if v, ok := ptx[ent.Arch]; !ok || v.Less(ent.ISA) {
+				ptx[ent.Arch] = ent.ISA
 			}
-			break
 		}
-		if _, err := r.ReadAt(hdr[:4], pos); err != nil {
-			return Facts{}, fmt.Errorf("fatbin at %d: %w", pos, err)
-		}
-		switch binary.LittleEndian.Uint32(hdr[:4]) {
-		case 0:
-			pos += 4 // padding
-			continue
-		case Magic:
-		default:
-			return Facts{}, fmt.Errorf("fatbin at %d: bad magic %#x", pos, binary.LittleEndian.Uint32(hdr[:4]))
-		}
-		if size-pos < containerHeaderSize {
-			return Facts{}, fmt.Errorf("fatbin at %d: truncated header", pos)
-		}
-		if _, err := r.ReadAt(hdr[:containerHeaderSize], pos); err != nil {
-			return Facts{}, fmt.Errorf("fatbin at %d: %w", pos, err)
-		}
-		hsize := int64(binary.LittleEndian.Uint16(hdr[6:8]))
-		body := binary.LittleEndian.Uint64(hdr[8:16])
-		if hsize < containerHeaderSize || hsize > size-pos || body > uint64(size-pos-hsize) {
-			return Facts{}, fmt.Errorf("fatbin at %d: header size %d and body %d overrun the section (%d bytes)", pos, hsize, body, size)
-		}
-		f.Containers++
-		end := pos + hsize + int64(body)
-		for e := pos + hsize; e < end; {
-			if end-e < entryHeaderMin {
-				// The body may end in padding.
-				if err := zeros(r, e, end-e); err != nil {
-					return Facts{}, fmt.Errorf("fatbin entry at %d: truncated header", e)
-				}
-				break
-			}
-			if _, err := r.ReadAt(hdr[:], e); err != nil {
-				return Facts{}, fmt.Errorf("fatbin entry at %d: %w", e, err)
-			}
-			ent, ehsize, payload, err := entryHeader(hdr[:])
-			if err != nil {
-				return Facts{}, fmt.Errorf("fatbin entry at %d: %w", e, err)
-			}
-			if ent.Kind == 0 && ehsize == 0 {
-				// Zero padding to the end of the body.
-				if err := zeros(r, e, end-e); err != nil {
-					return Facts{}, fmt.Errorf("fatbin entry at %d: kind 0", e)
-				}
-				break
-			}
-			if ehsize > end-e || payload > uint64(end-e-ehsize) {
-				return Facts{}, fmt.Errorf("fatbin entry at %d: header size %d and payload %d overrun the container", e, ehsize, payload)
-			}
-			if ent.Kind == KindPTX && !ent.Compressed() {
-				n := min(int64(payload), ptxPrefix)
-				text := make([]byte, n)
-				if _, err := r.ReadAt(text, e+ehsize); err != nil {
-					return Facts{}, fmt.Errorf("fatbin entry at %d: %w", e, err)
-				}
-				if v, ok := PTXVersion(text); ok {
-					ent.ISA = v
-				}
-			}
-			f.Entries++
-			switch ent.Kind {
-			case KindSASS:
-				sass[ent.Arch] = true
-			case KindPTX:
-				if v, ok := ptx[ent.Arch]; !ok || v.Less(ent.ISA) {
-					ptx[ent.Arch] = ent.ISA
-				}
-			}
-			e += ehsize + int64(payload)
-		}
-		pos = end
+	})
+	if err != nil {
+		return Facts{}, err
 	}
+	f.Containers = n
 	for a := range sass {
 		f.SASS = append(f.SASS, a)
 	}
@@ -216,6 +149,134 @@ func Parse(r io.ReaderAt, size int64) (Facts, error) {
 	}
 	slices.SortFunc(f.PTX, func(a, b PTX) int { return a.Arch - b.Arch })
 	return f, nil
+}
+
+// walk calls visit with each entry of the containers in size bytes of r,
+// and the entry header's offset, and returns the number of containers.
+func walk(r io.ReaderAt, size int64, visit func(off int64, e Entry)) (int, error) {
+	if size < 0 {
+		return 0, fmt.Errorf("negative size")
+	}
+	containers := 0
+	var hdr [entryHeaderMin]byte
+	for pos := int64(0); pos < size; {
+		if size-pos < 4 {
+			if err := zeros(r, pos, size-pos); err != nil {
+				return 0, err
+			}
+			break
+		}
+		if _, err := r.ReadAt(hdr[:4], pos); err != nil {
+			return 0, fmt.Errorf("fatbin at %d: %w", pos, err)
+		}
+		switch binary.LittleEndian.Uint32(hdr[:4]) {
+		case 0:
+			pos += 4 // padding
+			continue
+		case Magic:
+		default:
+			return 0, fmt.Errorf("fatbin at %d: bad magic %#x", pos, binary.LittleEndian.Uint32(hdr[:4]))
+		}
+		if size-pos < containerHeaderSize {
+			return 0, fmt.Errorf("fatbin at %d: truncated header", pos)
+		}
+		if _, err := r.ReadAt(hdr[:containerHeaderSize], pos); err != nil {
+			return 0, fmt.Errorf("fatbin at %d: %w", pos, err)
+		}
+		hsize := int64(binary.LittleEndian.Uint16(hdr[6:8]))
+		body := binary.LittleEndian.Uint64(hdr[8:16])
+		if hsize < containerHeaderSize || hsize > size-pos || body > uint64(size-pos-hsize) {
+			return 0, fmt.Errorf("fatbin at %d: header size %d and body %d overrun the section (%d bytes)", pos, hsize, body, size)
+		}
+		containers++
+		end := pos + hsize + int64(body)
+		for e := pos + hsize; e < end; {
+			if end-e < entryHeaderMin {
+				// The body may end in padding.
+				if err := zeros(r, e, end-e); err != nil {
+					return 0, fmt.Errorf("fatbin entry at %d: truncated header", e)
+				}
+				break
+			}
+			if _, err := r.ReadAt(hdr[:], e); err != nil {
+				return 0, fmt.Errorf("fatbin entry at %d: %w", e, err)
+			}
+			ent, ehsize, payload, err := entryHeader(hdr[:])
+			if err != nil {
+				return 0, fmt.Errorf("fatbin entry at %d: %w", e, err)
+			}
+			if ent.Kind == 0 && ehsize == 0 {
+				// Zero padding to the end of the body.
+				if err := zeros(r, e, end-e); err != nil {
+					return 0, fmt.Errorf("fatbin entry at %d: kind 0", e)
+				}
+				break
+			}
+			if ehsize > end-e || payload > uint64(end-e-ehsize) {
+				return 0, fmt.Errorf("fatbin entry at %d: header size %d and payload %d overrun the container", e, ehsize, payload)
+			}
+			if ent.Kind == KindPTX && !ent.Compressed() {
+				n := min(int64(payload), ptxPrefix)
+				text := make([]byte, n)
+				if _, err := r.ReadAt(text, e+ehsize); err != nil {
+					return 0, fmt.Errorf("fatbin entry at %d: %w", e, err)
+				}
+				if v, ok := PTXVersion(text); ok {
+					ent.ISA = v
+				}
+			}
+			visit(e, ent)
+			e += ehsize + int64(payload)
+		}
+		pos = end
+	}
+	return containers, nil
+}
+
+// Retarget rewrites, in the ELF library at path, the architecture of
+// every SASS entry for from to to, and returns how many it rewrote. Only
+// the entry headers change, not the machine code: a GPU of architecture
+// from is then offered no machine code it can run, as with a build made
+// for another GPU, while the library still loads. It exists to check on
+// a GPU machine that such a build is refused rather than run
+// (.ci/gpu-run); it is no way to port code between architectures.
+func Retarget(path string, from, to int) (int, error) {
+	ef, err := elf.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	s := ef.Section(".nv_fatbin")
+	ef.Close()
+	if s == nil {
+		return 0, ErrNoFatbin
+	}
+	if s.Type == elf.SHT_NOBITS {
+		return 0, fmt.Errorf(".nv_fatbin has no data")
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var at []int64
+	if _, err := walk(io.NewSectionReader(f, int64(s.Offset), int64(s.Size)), int64(s.Size), func(off int64, e Entry) {
+		if e.Kind == KindSASS && e.Arch == from {
+			at = append(at, off)
+		}
+	}); err != nil {
+		return 0, err
+	}
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], uint32(to))
+	for _, off := range at {
+		if _, err := f.WriteAt(b[:], int64(s.Offset)+off+28); err != nil {
+			return 0, err
+		}
+	}
+	if len(at) == 0 {
+		return 0, fmt.Errorf("%s has no machine code for sm_%d", path, from)
+	}
+	return len(at), f.Close()
 }
 
 // entryHeader decodes an entry header (at least entryHeaderMin bytes):

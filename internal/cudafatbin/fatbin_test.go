@@ -194,6 +194,35 @@ func TestReadFile(t *testing.T) {
 	require.Error(t, err)
 }
 
+func TestRetarget(t *testing.T) {
+	h200 := Version{Major: 9}
+	cuda13 := Version{Major: 13}
+	sm90 := container(
+		ent{kind: KindSASS, arch: 90, flags: FlagCompressedZstd, payload: zstdPayload},
+		ent{kind: KindSASS, arch: 90, payload: []byte("\x7fELF cubin")},
+	)
+	p := writeELF(t, append(sm90, container(ent{kind: KindSASS, arch: 90, payload: zstdPayload, hsize: 104})...))
+	f, err := ReadFile(p)
+	require.NoError(t, err)
+	require.True(t, Check(f, h200, cuda13).OK)
+
+	n, err := Retarget(p, 90, 86)
+	require.NoError(t, err)
+	assert.Equal(t, 3, n)
+	f, err = ReadFile(p)
+	require.NoError(t, err)
+	assert.Equal(t, []int{86}, f.SASS)
+	assert.Equal(t, 3, f.Entries)
+	assert.False(t, Check(f, h200, cuda13).OK, "an H200 has no code in it now")
+
+	_, err = Retarget(p, 90, 86)
+	require.ErrorContains(t, err, "no machine code for sm_90")
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	_, err = Retarget(exe, 90, 86)
+	require.ErrorIs(t, err, ErrNoFatbin)
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add(npmLike())
 	f.Add(container(ent{kind: KindPTX, arch: 90, payload: ptxText("9.0")}))
