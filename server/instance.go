@@ -135,21 +135,25 @@ func (s *Server) instanceFor(r *http.Request, model string) (inst *instance, rel
 	if e == nil {
 		return nil, nil, badRequest("%s", msg)
 	}
+	autoload := true
 	if s.router {
-		autoload := !s.opts.NoModelsAutoload
+		autoload = !s.opts.NoModelsAutoload
 		switch r.URL.Query().Get("autoload") {
 		case "false", "0":
 			autoload = false
 		case "true", "1":
 			autoload = true
 		}
-		if !autoload && s.models.View(e).State != router.Loaded {
-			return nil, nil, badRequest("model is not loaded")
-		}
 	}
-	inst, release, err = s.models.Acquire(r.Context(), e)
+	if autoload {
+		inst, release, err = s.models.Acquire(r.Context(), e)
+	} else {
+		inst, release, err = s.models.AcquireLoaded(e)
+	}
 	if err != nil {
 		switch {
+		case errors.Is(err, router.ErrNotLoaded):
+			return nil, nil, badRequest("model is not loaded")
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 			return nil, nil, unavailable("request ended while the model was loading")
 		case errors.Is(err, router.ErrClosed):

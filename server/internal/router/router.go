@@ -307,6 +307,21 @@ func addMetrics(a, b engine.Metrics) engine.Metrics {
 // called once the caller no longer uses the instance (more calls do
 // nothing). A load's failure is its error; after Stop it is ErrClosed.
 func (r *Router[I]) Acquire(ctx context.Context, e *Model[I]) (inst I, release func(), err error) {
+	return r.acquire(ctx, e, true)
+}
+
+// ErrNotLoaded is AcquireLoaded's error for a model that is not loaded.
+var ErrNotLoaded = errors.New("model is not loaded")
+
+// AcquireLoaded is Acquire for a model that is loaded now: one unloaded,
+// sleeping or loading is ErrNotLoaded and stays as it is (a request with
+// autoload off). The check and the acquire are one step, so an idle
+// sleep or an unload between them cannot make the request load it.
+func (r *Router[I]) AcquireLoaded(e *Model[I]) (inst I, release func(), err error) {
+	return r.acquire(context.Background(), e, false)
+}
+
+func (r *Router[I]) acquire(ctx context.Context, e *Model[I], load bool) (inst I, release func(), err error) {
 	r.mu.Lock()
 	waited := false
 	for {
@@ -327,6 +342,14 @@ func (r *Router[I]) Acquire(ctx context.Context, e *Model[I]) (inst I, release f
 					r.mu.Unlock()
 					return inst, nil, err
 				}
+				if !load {
+					r.cfg.Log.Warn("unloading the model after an RPC worker failed", "model", e.name, "err", err)
+					if r.retireLocked(e, Unloaded) {
+						go l.close()
+					}
+					r.mu.Unlock()
+					return inst, nil, ErrNotLoaded
+				}
 				r.cfg.Log.Warn("reloading the model after an RPC worker failed", "model", e.name, "err", err)
 				if r.retireLocked(e, Unloaded) {
 					go l.close()
@@ -343,6 +366,10 @@ func (r *Router[I]) Acquire(ctx context.Context, e *Model[I]) (inst I, release f
 			var once sync.Once
 			return l.inst, func() { once.Do(func() { r.release(l) }) }, nil
 		case Loading:
+			if !load {
+				r.mu.Unlock()
+				return inst, nil, ErrNotLoaded
+			}
 			if waited && e.loadErr != nil {
 				err := e.loadErr
 				r.mu.Unlock()
@@ -358,6 +385,10 @@ func (r *Router[I]) Acquire(ctx context.Context, e *Model[I]) (inst I, release f
 			r.mu.Lock()
 			waited = true
 		default:
+			if !load {
+				r.mu.Unlock()
+				return inst, nil, ErrNotLoaded
+			}
 			if waited && e.loadErr != nil {
 				err := e.loadErr
 				r.mu.Unlock()

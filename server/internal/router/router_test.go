@@ -204,7 +204,13 @@ func TestLifecycle(t *testing.T) {
 	a, _ := r.Lookup("a")
 	b, _ := r.Lookup("b")
 
-	// A load on demand; a second user shares it.
+	// Without a load: refused, and nothing starts loading.
+	_, _, err = r.AcquireLoaded(a)
+	require.ErrorIs(t, err, ErrNotLoaded)
+	assert.Equal(t, Unloaded, r.View(a).State)
+
+	// A load on demand; a second user shares it, as does one that asks
+	// for a loaded model only.
 	ia, relA, err := r.Acquire(ctx, a)
 	require.NoError(t, err)
 	ia2, relA2, err := r.Acquire(ctx, a)
@@ -212,6 +218,10 @@ func TestLifecycle(t *testing.T) {
 	assert.Same(t, ia, ia2)
 	relA2()
 	relA2() // more calls do nothing
+	ia2, relA2, err = r.AcquireLoaded(a)
+	require.NoError(t, err)
+	assert.Same(t, ia, ia2)
+	relA2()
 	assert.Equal(t, Loaded, r.View(a).State)
 
 	// Max 1 with a busy: b loads anyway.
@@ -263,6 +273,9 @@ func TestLifecycle(t *testing.T) {
 	relA()
 	rpcErr := errors.New("rpc worker gone")
 	ia.rpc.Store(&rpcErr)
+	_, _, err = r.AcquireLoaded(a)
+	require.ErrorIs(t, err, ErrNotLoaded, "a failed worker unloads the model")
+	assert.Equal(t, Unloaded, r.View(a).State)
 	ia3, relA, err := r.Acquire(ctx, a)
 	require.NoError(t, err)
 	assert.NotSame(t, ia, ia3)
