@@ -187,7 +187,6 @@ func (s *Server) modelOptions(st router.Settings) Options {
 	set(&o.NPredict, st.NPredict)
 	set(&o.Engine.Context.Threads, st.Threads)
 	set(&o.ModelOptions.GPULayers, st.GPULayers)
-	set(&o.SleepIdleSeconds, st.SleepIdleSeconds)
 	if st.Embedding != nil {
 		o.Engine.Embedding = *st.Embedding
 	}
