@@ -11,6 +11,7 @@ import (
 
 	"github.com/ebitengine/purego"
 	"github.com/x/llama/internal/capi"
+	"github.com/x/llama/internal/cudadrv"
 	"github.com/x/llama/internal/vulkanicd"
 	"github.com/x/llama/lib"
 )
@@ -104,8 +105,10 @@ func gpuDevices() ([]string, error) {
 // or the CUDA runtime lists the CPU alone in Devices); and a Vulkan
 // backend that loads but finds no device, with the reason: no Vulkan
 // loader, no driver manifest (ICD .json), or a driver whose library
-// cannot load, naming its missing dependency. None is reported for a CPU
-// build.
+// cannot load, naming its missing dependency; and a CUDA backend that
+// loads but finds no device, with the driver's reason: no driver library
+// (a container started without the GPUs), no device, or a driver older
+// than the runtime. None is reported for a CPU build.
 func GPUBackendErrors() ([]error, error) {
 	if err := ensureInit(); err != nil {
 		return nil, err
@@ -130,8 +133,27 @@ func GPUBackendErrors() ([]error, error) {
 			}
 			out = append(out, fmt.Errorf("the Vulkan backend finds no device: %w", err))
 		}
+		if strings.Contains(strings.ToLower(filepath.Base(p)), "cuda") && !hasDevice("CUDA") {
+			out = append(out, fmt.Errorf("the CUDA backend finds no device: %w", cudaNoDevice(cudadrv.Query())))
+		}
 	}
 	return out, nil
+}
+
+// cudaNoDevice says why the CUDA driver lists no device, from what
+// cudadrv.Query returned. The usual cause is a container started without
+// the GPUs, which then has no driver library either.
+func cudaNoDevice(info cudadrv.Info, err error) error {
+	switch {
+	case errors.Is(err, cudadrv.ErrNoDriver):
+		return fmt.Errorf("%w; install the NVIDIA driver, or in a container pass the GPUs in (docker run --gpus all)", err)
+	case err != nil:
+		return err
+	case len(info.Devices) == 0:
+		return errors.New("the CUDA driver reports no device (CUDA_VISIBLE_DEVICES may hide them)")
+	}
+	return fmt.Errorf("the CUDA driver reports %d device(s), but the CUDA runtime (libcudart) does not list them: "+
+		"it may be newer than the driver (CUDA %d.%d)", len(info.Devices), info.Version/1000, info.Version%1000/10)
 }
 
 // hasDevice reports whether a device's name starts with prefix.

@@ -2,6 +2,7 @@ package llama
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -118,5 +119,31 @@ func TestCUDAOrdinal(t *testing.T) {
 		if ok {
 			assert.Equal(t, want, n, name)
 		}
+	}
+}
+
+// TestCUDANoDevice: why the CUDA backend lists no device, from the
+// driver's answer.
+func TestCUDANoDevice(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		info cudadrv.Info
+		err  error
+		want []string
+	}{
+		{"no driver library", cudadrv.Info{}, fmt.Errorf("%w: libcuda.so.1: cannot open shared object file", cudadrv.ErrNoDriver),
+			[]string{"libcuda.so.1 cannot be loaded", "docker run --gpus all"}},
+		{"cuInit fails", cudadrv.Info{Version: 13000}, errors.New("cuInit: CUDA error 100 (no device)"), []string{"cuInit", "no device"}},
+		{"no device", cudadrv.Info{Version: 13000}, nil, []string{"reports no device", "CUDA_VISIBLE_DEVICES"}},
+		{"runtime newer than the driver", cudadrv.Info{Version: 12080, Devices: []cudadrv.Device{{Name: "NVIDIA H200", Major: 9}}}, nil,
+			[]string{"reports 1 device(s)", "newer than the driver (CUDA 12.8)"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := cudaNoDevice(tt.info, tt.err)
+			require.Error(t, err)
+			for _, w := range tt.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
 	}
 }
