@@ -269,10 +269,15 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 	p.AbortCallback = capi.AbortFlagFunc
 	p.AbortCallbackData = uintptr(flag)
 	var ptr capi.Context
+	mark := logErrorMark()
 	if err := m.rpcGuard("new context", func() { ptr = capi.InitFromModel(m.ptr, p) }); err != nil {
 		return nil, err
 	}
 	if ptr == 0 {
+		if why := llamaSaid(mark); why != "" {
+			return nil, errorf(CodeLoad, "new context", "llama.cpp could not create the context: %s%s", why,
+				allocHint(why, "use a smaller ContextSize (-c), fewer Sequences (-np) or a quantized KV cache, or offload fewer layers"))
+		}
 		return nil, errorf(CodeLoad, "new context", "llama.cpp could not create the context (out of memory, or options the model does not support)")
 	}
 	c.ptr = ptr

@@ -352,7 +352,75 @@ var (
 	logHeld   atomic.Bool  // logBuf is not empty
 	logCB     uintptr
 	logCBOnce sync.Once
+
+	// The last error lines llama.cpp logged, kept whatever the logger, so
+	// that a call that fails can say why (llama.cpp reports the reason of
+	// a failed load only in its log).
+	errLogMu  sync.Mutex
+	errLogSeq uint64 // error lines seen so far
+	errLog    [8]string
 )
+
+// noteLogError keeps an error line of llama.cpp's log.
+func noteLogError(s string) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return
+	}
+	errLogMu.Lock()
+	errLog[errLogSeq%uint64(len(errLog))] = s
+	errLogSeq++
+	errLogMu.Unlock()
+}
+
+// logErrorMark returns the mark of the error lines logged so far.
+func logErrorMark() uint64 {
+	errLogMu.Lock()
+	defer errLogMu.Unlock()
+	return errLogSeq
+}
+
+// allocHint is "; " and what to do, when llama.cpp's reason why says a
+// buffer could not be allocated: a model or a context larger than the
+// device's free memory.
+func allocHint(why, do string) string {
+	switch {
+	case !strings.Contains(why, "allocate"):
+		return ""
+	case strings.Contains(why, "allocate CPU"):
+		return "; there is not enough free memory for it" // offloading fewer layers will not help
+	}
+	return "; there is not enough free memory for it: " + do
+}
+
+// llamaSaid returns what llama.cpp logged as an error since mark: the
+// line that gives the reason (its "error loading model:" or "failed to
+// ..." line, without the function name before it), or "". Lines of
+// other calls running at the same time may be among them.
+func llamaSaid(mark uint64) string {
+	errLogMu.Lock()
+	var lines []string
+	for i := max(mark, errLogSeq-min(errLogSeq, uint64(len(errLog)))); i < errLogSeq; i++ {
+		lines = append(lines, errLog[i%uint64(len(errLog))])
+	}
+	errLogMu.Unlock()
+	best := ""
+	for _, l := range lines {
+		if _, after, ok := strings.Cut(l, "error loading model: "); ok {
+			return after
+		}
+		if _, after, ok := strings.Cut(l, "failed to initialize the context: "); ok {
+			return after
+		}
+		if best == "" && !strings.HasSuffix(l, ": failed to load model") {
+			best = l
+		}
+	}
+	if _, after, ok := strings.Cut(best, ": "); ok && !strings.ContainsAny(best[:len(best)-len(after)-2], " ") {
+		best = after // "func_name: reason"
+	}
+	return best
+}
 
 // SetLogger sends llama.cpp's log to l; nil (the default) drops it.
 // Messages are logged at the slog level matching ggml's (debug, info, warn,
@@ -369,11 +437,8 @@ func SetLogger(l *slog.Logger) {
 }
 
 func applyLogger() {
-	if logger.Load() == nil {
-		capi.LogSet(capi.NoopFunc, 0)
-		bridge.LogChanged(capi.NoopFunc)
-		return
-	}
+	// The callback stays installed without a logger: it keeps llama.cpp's
+	// error lines for the errors of failed calls (llamaSaid).
 	logCBOnce.Do(func() { logCB = purego.NewCallback(logCallback) })
 	capi.LogSet(logCB, 0)
 	bridge.LogChanged(logCB)
@@ -383,6 +448,9 @@ func logCallback(level int32, text *byte, _ uintptr) uintptr {
 	// A handler that panics loses its line: the panic must not unwind
 	// through llama.cpp's frames.
 	defer func() { _ = recover() }()
+	if level == 4 {
+		noteLogError(cstring(text))
+	}
 	l := logger.Load()
 	if l == nil {
 		return 0

@@ -3,6 +3,8 @@ package llama_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -303,6 +305,47 @@ func TestBadInput(t *testing.T) {
 }
 
 func nan() float64 { z := 0.0; return z / z }
+
+// TestLlamaCppReasons: a load or a context llama.cpp refuses reports the
+// reason llama.cpp gives only in its log, with or without a logger.
+func TestLlamaCppReasons(t *testing.T) {
+	m := stories(t)
+	full, err := os.ReadFile(m.Path())
+	require.NoError(t, err)
+	truncated := filepath.Join(t.TempDir(), "truncated.gguf")
+	require.NoError(t, os.WriteFile(truncated, full[:len(full)*3/4], 0o644))
+	for _, tt := range []struct {
+		name string
+		run  func() error
+		want string
+	}{
+		{"a truncated model", func() error {
+			_, err := llama.LoadModel(context.Background(), truncated, llama.ModelOptions{})
+			return err
+		}, "data is not within the file bounds"},
+		{"a quantized V cache without flash attention", func() error {
+			_, err := m.NewContext(llama.ContextOptions{ContextSize: 256, TypeV: "q8_0", FlashAttention: llama.FlashAttentionOff})
+			return err
+		}, "could not create the context: quantized V cache requires flash_attn to be enabled"},
+		{"a K cache type whose blocks do not divide the heads", func() error {
+			_, err := m.NewContext(llama.ContextOptions{ContextSize: 256, TypeK: "q4_0"})
+			return err
+		}, "does not divide n_embd_head_k"},
+	} {
+		for _, logged := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, logger %v", tt.name, logged), func(t *testing.T) {
+				if logged {
+					llama.SetLogger(slog.New(slog.DiscardHandler))
+					defer llama.SetLogger(nil)
+				}
+				err := tt.run()
+				require.ErrorIs(t, err, llama.ErrLoad)
+				assert.Contains(t, err.Error(), tt.want)
+				assert.NotContains(t, err.Error(), "enough free memory", "no allocation failed")
+			})
+		}
+	}
+}
 
 func TestCloseLifecycle(t *testing.T) {
 	m, err := llama.LoadModel(context.Background(), testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})

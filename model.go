@@ -295,6 +295,7 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 	}
 	var m capi.Model
 	shell := &Model{rpcServers: opts.RPCServers}
+	mark := logErrorMark()
 	if len(paths) == 1 {
 		if err := shell.rpcGuard("load model", func() { m = capi.ModelLoadFromFile(paths[0], p) }); err != nil {
 			return nil, err
@@ -320,6 +321,9 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, &Error{Code: CodeCanceled, Op: "load model", Err: err}
+		}
+		if why := llamaSaid(mark); why != "" {
+			return nil, errorf(CodeLoad, "load model", "llama.cpp could not load %s: %s%s", paths[0], why, allocHint(why, "offload fewer layers (ModelOptions.GPULayers, -ngl)"))
 		}
 		return nil, errorf(CodeLoad, "load model", "llama.cpp could not load %s (not a GGUF model it supports, or corrupt)", paths[0])
 	}
