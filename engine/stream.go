@@ -87,7 +87,6 @@ func (s *Stream) take() (ok, fin bool) {
 	return false, fin
 }
 
-// box returns the outbox of request i.
 // cut reports whether a request ended without its Done event.
 func (s *Stream) cut() bool {
 	for i := range max(len(s.obs), 1) {
@@ -102,6 +101,7 @@ func (s *Stream) cut() bool {
 	return false
 }
 
+// box returns the outbox of request i.
 func (s *Stream) box(i int) *outbox {
 	if s.obs == nil {
 		return s.ob
