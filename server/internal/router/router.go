@@ -329,28 +329,30 @@ func (r *Router[I]) acquire(ctx context.Context, e *Model[I], load bool) (inst I
 			r.mu.Unlock()
 			return inst, nil, ErrClosed
 		}
+		if !load && e.state != Loaded {
+			r.mu.Unlock()
+			return inst, nil, ErrNotLoaded
+		}
 		switch e.state {
 		case Loaded:
 			l := e.cur
 			if err := l.inst.RPCErr(); err != nil {
 				// A worker of the model's RPC devices failed: the model
-				// answers nothing more, so it is loaded again (which fails
-				// while the worker is away, and works once it is back).
+				// answers nothing more, so it is unloaded, and loaded again
+				// unless the caller asked for a loaded model only (that
+				// load fails while the worker is away, and works once it
+				// is back).
 				// Once a request: a model that this request's own load
 				// brought up and that failed already is its answer.
 				if waited {
 					r.mu.Unlock()
 					return inst, nil, err
 				}
+				what := "reloading"
 				if !load {
-					r.cfg.Log.Warn("unloading the model after an RPC worker failed", "model", e.name, "err", err)
-					if r.retireLocked(e, Unloaded) {
-						go l.close()
-					}
-					r.mu.Unlock()
-					return inst, nil, ErrNotLoaded
+					what = "unloading"
 				}
-				r.cfg.Log.Warn("reloading the model after an RPC worker failed", "model", e.name, "err", err)
+				r.cfg.Log.Warn(what+" the model after an RPC worker failed", "model", e.name, "err", err)
 				if r.retireLocked(e, Unloaded) {
 					go l.close()
 				}
@@ -366,10 +368,6 @@ func (r *Router[I]) acquire(ctx context.Context, e *Model[I], load bool) (inst I
 			var once sync.Once
 			return l.inst, func() { once.Do(func() { r.release(l) }) }, nil
 		case Loading:
-			if !load {
-				r.mu.Unlock()
-				return inst, nil, ErrNotLoaded
-			}
 			if waited && e.loadErr != nil {
 				err := e.loadErr
 				r.mu.Unlock()
@@ -385,10 +383,6 @@ func (r *Router[I]) acquire(ctx context.Context, e *Model[I], load bool) (inst I
 			r.mu.Lock()
 			waited = true
 		default:
-			if !load {
-				r.mu.Unlock()
-				return inst, nil, ErrNotLoaded
-			}
 			if waited && e.loadErr != nil {
 				err := e.loadErr
 				r.mu.Unlock()
