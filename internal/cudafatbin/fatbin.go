@@ -103,19 +103,33 @@ var ErrNoFatbin = errors.New("no .nv_fatbin section")
 // libggml-cuda.so). It reads the entry headers only, not the whole
 // section.
 func ReadFile(path string) (Facts, error) {
-	f, err := elf.Open(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return Facts{}, err
 	}
 	defer f.Close()
-	s := f.Section(".nv_fatbin")
+	off, size, err := section(f)
+	if err != nil {
+		return Facts{}, err
+	}
+	return Parse(io.NewSectionReader(f, off, size), size)
+}
+
+// section finds the .nv_fatbin section of the ELF file f: its offset in
+// the file and its size.
+func section(f io.ReaderAt) (off, size int64, err error) {
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return 0, 0, err
+	}
+	s := ef.Section(".nv_fatbin")
 	if s == nil {
-		return Facts{}, ErrNoFatbin
+		return 0, 0, ErrNoFatbin
 	}
 	if s.Type == elf.SHT_NOBITS {
-		return Facts{}, fmt.Errorf(".nv_fatbin has no data")
+		return 0, 0, fmt.Errorf(".nv_fatbin has no data")
 	}
-	return Parse(s, int64(s.Size))
+	return int64(s.Offset), int64(s.Size), nil
 }
 
 // Parse reads the facts of a .nv_fatbin section's contents, size bytes of
@@ -241,42 +255,39 @@ func walk(r io.ReaderAt, size int64, visit func(off int64, e Entry)) (int, error
 // a GPU machine that such a build is refused rather than run
 // (.ci/gpu-run); it is no way to port code between architectures.
 func Retarget(path string, from, to int) (int, error) {
-	ef, err := elf.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	s := ef.Section(".nv_fatbin")
-	ef.Close()
-	if s == nil {
-		return 0, ErrNoFatbin
-	}
-	if s.Type == elf.SHT_NOBITS {
-		return 0, fmt.Errorf(".nv_fatbin has no data")
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
+	secOff, size, err := section(f)
+	if err != nil {
+		return 0, err
+	}
 	var at []int64
-	if _, err := walk(io.NewSectionReader(f, int64(s.Offset), int64(s.Size)), int64(s.Size), func(off int64, e Entry) {
+	if _, err := walk(io.NewSectionReader(f, secOff, size), size, func(off int64, e Entry) {
 		if e.Kind == KindSASS && e.Arch == from {
 			at = append(at, off)
 		}
 	}); err != nil {
 		return 0, err
 	}
-	var b [4]byte
-	binary.LittleEndian.PutUint32(b[:], uint32(to))
-	for _, off := range at {
-		if _, err := f.WriteAt(b[:], int64(s.Offset)+off+28); err != nil {
-			return 0, err
-		}
-	}
 	if len(at) == 0 {
 		return 0, fmt.Errorf("%s has no machine code for sm_%d", path, from)
 	}
-	return len(at), f.Close()
+	w, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer w.Close()
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], uint32(to))
+	for _, off := range at {
+		if _, err := w.WriteAt(b[:], secOff+off+28); err != nil {
+			return 0, err
+		}
+	}
+	return len(at), w.Close()
 }
 
 // entryHeader decodes an entry header (at least entryHeaderMin bytes):
