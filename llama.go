@@ -361,11 +361,19 @@ var (
 	errLog    [8]string
 )
 
+// maxLogErrorLine bounds the bytes kept of one error line.
+const maxLogErrorLine = 512
+
 // noteLogError keeps an error line of llama.cpp's log.
 func noteLogError(s string) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return
+	}
+	if len(s) > maxLogErrorLine {
+		// A name from a model file can make a line long; it goes into
+		// errors that reach HTTP clients.
+		s = strings.ToValidUTF8(s[:maxLogErrorLine], "") + "…"
 	}
 	errLogMu.Lock()
 	errLog[errLogSeq%uint64(len(errLog))] = s

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -55,5 +56,13 @@ func TestLlamaSaid(t *testing.T) {
 	}
 	noteLogError("llama_model_load: error loading model: the last reason")
 	assert.Equal(t, "the last reason", llamaSaid(mark))
+
+	// A long line is cut, on a character.
+	mark = logErrorMark()
+	noteLogError("llama_model_load: error loading model: key not found: " + strings.Repeat("é", 1000))
+	said := llamaSaid(mark)
+	assert.LessOrEqual(t, len(said), maxLogErrorLine)
+	assert.True(t, utf8.ValidString(said))
+	assert.True(t, strings.HasSuffix(said, "é…"), said[len(said)-10:])
 	assert.Equal(t, "", llamaSaid(logErrorMark()))
 }
