@@ -3,6 +3,7 @@ package llama
 import (
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -81,7 +82,7 @@ var cacheTypes = map[string]int32{
 // ContextOptions configures NewContext. Every field's zero value means the
 // default named beside it.
 type ContextOptions struct {
-	ContextSize    int            // tokens of context; 0: the model's training context
+	ContextSize    int            // tokens of context over all sequences; 0: the model's training context for each, fitted to memory (Fit)
 	BatchSize      int            // most tokens one Decode takes; 0: 2048
 	UBatchSize     int            // physical batch size; 0: 512
 	Sequences      int            // distinct sequences (parallel slots); 0: 1
@@ -110,6 +111,9 @@ type ContextOptions struct {
 	// threads' (nil: as ThreadPool).
 	ThreadPool      ThreadPoolOptions
 	ThreadPoolBatch *ThreadPoolOptions
+	// Fit bounds the context chosen when ContextSize is 0 (see
+	// Model.FitContext).
+	Fit FitOptions
 }
 
 // Context is an inference context over a Model: its KV memory, batches
@@ -179,8 +183,16 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 			*l.dst = uint32(l.v)
 		}
 	}
+	// An unset size: the training context for each sequence, lowered to
+	// fit the memory (FitContext), and halved down to the fit's minimum
+	// while the allocation fails (the compute buffers, which the fit
+	// leaves to its margin, can tip it over).
+	var fit ContextFit
 	if opts.ContextSize == 0 {
-		p.NCtx = 0 // from the model
+		p.NCtx = 0 // from the model, where its metadata cannot be read
+		if f, err := m.fitContext(opts); err == nil {
+			fit, p.NCtx = f, uint32(min(f.ContextSize, 1<<24))
+		}
 	}
 	if max := int(capi.MaxParallelSequences()); int(p.NSeqMax) > max {
 		return nil, errorf(CodeInvalid, "new context", "Sequences %d above llama.cpp's limit %d", p.NSeqMax, max)
@@ -270,8 +282,18 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 	p.AbortCallbackData = uintptr(flag)
 	var ptr capi.Context
 	mark := logErrorMark()
-	if err := m.rpcGuard("new context", func() { ptr = capi.InitFromModel(m.ptr, p) }); err != nil {
-		return nil, err
+	for {
+		if err := m.rpcGuard("new context", func() { ptr = capi.InitFromModel(m.ptr, p) }); err != nil {
+			return nil, err
+		}
+		if ptr != 0 || fit.ContextSize == 0 || opts.Fit.Off || !strings.Contains(llamaSaid(mark), "allocate") {
+			break
+		}
+		n, ok := fit.lower(int(p.NCtx), opts)
+		if !ok {
+			break
+		}
+		p.NCtx, mark = uint32(n), logErrorMark()
 	}
 	if ptr == 0 {
 		if why := llamaSaid(mark); why != "" {

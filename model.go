@@ -118,6 +118,10 @@ type Model struct {
 	hasBytes bool
 
 	onGPU      bool                  // its layers run on a GPU (OnGPU)
+	gpuLayers  int32                 // llama_model_params.n_gpu_layers (-1: all)
+	gpuDevices []string              // the GPUs it was pinned to (nil: any)
+	mapped     bool                  // its weights are mapped from the file
+	size       uint64                // bytes of its tensors
 	rpcServers []string              // the workers it uses
 	rpcDevices []Device              // their devices, at load
 	rpcErr     atomic.Pointer[Error] // a worker failed
@@ -334,6 +338,11 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 	model.modelLink = bridge.NewModel((*modelBridge)(model))
 	if devs, err := Devices(); err == nil && !opts.VocabOnly && len(opts.RPCServers) == 0 {
 		model.onGPU = offloadsToGPU(p.NGPULayers, gpuNames, pinDevices, devs)
+	}
+	model.gpuLayers, model.size = p.NGPULayers, capi.ModelSize(m)
+	model.mapped = opts.Load == LoadAuto || opts.Load == LoadMmap || opts.Load == LoadMmapMlock
+	if pinDevices {
+		model.gpuDevices = slices.Clone(gpuNames)
 	}
 	if len(opts.RPCServers) > 0 {
 		model.rpcServers = slices.Clone(opts.RPCServers)

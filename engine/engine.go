@@ -82,15 +82,17 @@ type Options struct {
 	// Context configures the llama.Context the engine runs on, as
 	// llama.Model.NewContext takes it, with these fields set by the engine:
 	//   - Sequences is Parallel: each slot is a sequence.
-	//   - ContextSize 0 is the model's training context, at least 4096
-	//     when the model does not say, and at most 8192 (not the training
-	//     context alone, as NewContext's). It is shared by the slots: each
-	//     gets ContextSize/Parallel positions, or with KVUnified, one KV
-	//     buffer of ContextSize positions shared by all slots, each using
-	//     what the others leave free up to the whole context (see
-	//     KVUnifiedPerSlot); when it is full, the idle slots' memory is
-	//     freed and the decode tried again. No slot gets more positions
-	//     than the model's training context.
+	//   - ContextSize 0 is NewContext's: the model's training context
+	//     for each slot (for the one buffer with KVUnified), lowered to
+	//     fit the memory as llama.Model.FitContext says (llama-server's
+	//     --fit). The
+	//     context is shared by the slots: each gets ContextSize/Parallel
+	//     positions, or with KVUnified, one KV buffer of ContextSize
+	//     positions shared by all slots, each using what the others leave
+	//     free up to the whole context (see KVUnifiedPerSlot); when it is
+	//     full, the idle slots' memory is freed and the decode tried
+	//     again. No slot gets more positions than the model's training
+	//     context.
 	//   - BatchSize 0 is 2048 and UBatchSize 0 is 512, at most BatchSize;
 	//     the engine's batches are BatchSize tokens.
 	//   - Embeddings is set for embedding engines (Embedding, Reranking)
@@ -483,12 +485,6 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Context.ContextSize <= 0 {
-		o.Context.ContextSize = m.TrainContext()
-		if o.Context.ContextSize <= 0 || o.Context.ContextSize > 8192 {
-			o.Context.ContextSize = min(max(o.Context.ContextSize, 4096), 8192)
-		}
-	}
 	embedding := o.Embedding || o.Reranking
 	copts := o.Context
 	copts.Sequences = o.Parallel
@@ -508,6 +504,13 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	lctx, err := m.NewContext(copts)
 	if err != nil {
 		return nil, err
+	}
+	if copts.ContextSize == 0 && o.Logger != nil {
+		full := copts
+		full.Fit.Off = true
+		if f, err := m.FitContext(full); err == nil && lctx.Size() < f.Wanted {
+			o.Logger.Warn(fmt.Sprintf("context size lowered from %d (the training context for each KV stream) to %d to fit the free memory; -c sets it, --fit off keeps it", f.Wanted, lctx.Size()))
+		}
 	}
 	if err := applyControlVectors(m, lctx, o); err != nil {
 		lctx.Close()

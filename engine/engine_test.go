@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"path/filepath"
 	"strings"
@@ -925,5 +926,34 @@ func TestEngineSampleThreads(t *testing.T) {
 		got, n := run(threads)
 		assert.Equal(t, want, got, "SampleThreads %d", threads)
 		assert.Positive(t, n, "SampleThreads %d: no step was sampled at once", threads)
+	}
+}
+
+// An unset context is the training context for each slot, lowered (with a
+// warning) when the memory is short, as llama-server's --fit.
+func TestContextFit(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		fit     llama.FitOptions
+		unified bool
+		slotCtx int
+		lowered bool
+	}{
+		{"the training context for each slot", llama.FitOptions{}, false, 2048, false},
+		{"one buffer of it, shared", llama.FitOptions{}, true, 2048, false},
+		{"no memory left: the minimum", llama.FitOptions{Margin: 1 << 62, MinContext: 512}, false, 512, true},
+		{"fit off", llama.FitOptions{Off: true, Margin: 1 << 62}, false, 2048, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs testenv.Buffer
+			_, e := newEngTestEngine(t, Options{Parallel: 2, Context: llama.ContextOptions{KVUnified: tt.unified, Fit: tt.fit},
+				Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			assert.Equal(t, tt.slotCtx, e.SlotContext())
+			if tt.lowered {
+				assert.Contains(t, logs.String(), "context size lowered from 4096 (the training context for each KV stream) to 1024")
+			} else {
+				assert.NotContains(t, logs.String(), "lowered")
+			}
+		})
 	}
 }

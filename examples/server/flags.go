@@ -468,21 +468,36 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"-mg", "--main-gpu"}, arg: "INDEX", env: "LLAMA_ARG_MAIN_GPU", sec: cm, help: "the GPU for the whole model with --split-mode none (default 0)", set: intTo(&mo.MainGPU)},
-		{names: []string{"-fit", "--fit"}, arg: "[on|off]", env: "LLAMA_ARG_FIT", sec: cm, help: "fit unset parameters to free device memory" + noEffect, set: func(_ *config, v string) error {
+		{names: []string{"-fit", "--fit"}, arg: "[on|off]", env: "LLAMA_ARG_FIT", sec: cm, help: "lower an unset -c until the KV cache fits the free memory (default on; layers are not moved)", set: func(_ *config, v string) error {
 			if !isTruthy(v) && !isFalsey(v) {
 				return fmt.Errorf("%q is not on or off", v)
 			}
+			e.Context.Fit.Off = isFalsey(v)
 			return nil
 		}},
-		{names: []string{"-fitt", "--fit-target"}, arg: "MiB0,MiB1,MiB2,...", env: "LLAMA_ARG_FIT_TARGET", sec: cm, help: "memory margin per device for --fit" + noEffect, set: func(_ *config, v string) error {
+		{names: []string{"-fitt", "--fit-target"}, arg: "MiB0,MiB1,MiB2,...", env: "LLAMA_ARG_FIT_TARGET", sec: cm, help: "memory --fit leaves free on the host and each GPU; the largest of a list applies to all (default 1024)", set: func(_ *config, v string) error {
+			var most uint64
 			for _, p := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == '/' }) {
-				if _, err := strconv.ParseUint(p, 10, 64); err != nil {
+				n, err := strconv.ParseUint(p, 10, 64)
+				if err != nil || n > 1<<40 {
 					return fmt.Errorf("%q is not a number of MiB", p)
 				}
+				most = max(most, n)
+			}
+			e.Context.Fit.Margin = most << 20
+			if most == 0 {
+				e.Context.Fit.Margin = 1 // no margin (0 is the default's)
 			}
 			return nil
 		}},
-		{names: []string{"-fitc", "--fit-ctx"}, arg: "N", env: "LLAMA_ARG_FIT_CTX", sec: cm, help: "smallest context --fit may choose" + noEffect, set: anyInt},
+		{names: []string{"-fitc", "--fit-ctx"}, arg: "N", env: "LLAMA_ARG_FIT_CTX", sec: cm, help: "smallest context per slot --fit may choose (default 4096)", set: func(_ *config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > 1<<24 {
+				return fmt.Errorf("%q is not a context size", v)
+			}
+			e.Context.Fit.MinContext = n
+			return nil
+		}},
 		{names: []string{"--check-tensors"}, sec: cm, help: "check the tensor data while loading", set: boolTo(&mo.CheckTensors)},
 		{names: []string{"--override-kv"}, arg: "KEY=TYPE:VALUE,...", sec: cm, help: "override model metadata: types int, float, bool, str", set: func(_ *config, v string) error {
 			for _, item := range splitList(v) {

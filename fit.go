@@ -1,0 +1,471 @@
+package llama
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/x/llama/internal/capi"
+	"github.com/x/llama/internal/gguf"
+)
+
+// FitOptions bound the context NewContext picks when
+// ContextOptions.ContextSize is 0: the model's training context for each
+// sequence, lowered until the KV cache fits the memory it will live in,
+// as llama-server's --fit lowers an unset -c. Layers are not moved: a
+// model whose weights do not fit still fails to load, saying so.
+type FitOptions struct {
+	// Off keeps the training context whatever the memory.
+	Off bool
+	// Margin is the memory left free on the host and on each GPU the
+	// cache uses; 0: 1 GiB (llama-server's --fit-target).
+	Margin uint64
+	// MinContext is the context per sequence the fit goes no lower
+	// than; 0: 4096 (llama-server's --fit-ctx), at most the training
+	// context.
+	MinContext int
+}
+
+// ContextFit is what FitContext found.
+type ContextFit struct {
+	ContextSize int    // the context chosen: tokens over all sequences
+	Wanted      int    // the context before fitting: the training context for each sequence
+	KVBytes     uint64 // the KV cache's estimated bytes at ContextSize
+	Lowered     bool   // ContextSize is below Wanted: the memory it found was short
+}
+
+const (
+	defaultFitMargin = 1 << 30
+	defaultFitMinCtx = 4096
+)
+
+// FitContext returns the context NewContext would make of opts with
+// ContextSize 0 (it returns opts.ContextSize, fitted to nothing, when that
+// is set). The training context goes to each sequence (to the one buffer
+// with KVUnified), then the size is lowered, in steps of 256 tokens a
+// sequence and not below opts.Fit.MinContext, until the KV cache fits:
+// on the GPUs, their free memory less the margin, where the model's
+// layers and the cache are offloaded; on the host, the memory available
+// to this process (MemAvailable and the cgroup's limit on Linux), less
+// the margin and the weights mapped from the file, for the rest.
+//
+// The cache's size is estimated from the model's metadata: each layer's
+// KV heads and widths, the cache types, and for the usual sliding-window
+// architectures their window-sized layers (others are counted as
+// full-sized, which can only overestimate). The compute buffers are left
+// to the margin; when the context still fails to allocate, NewContext
+// halves it down to the minimum before giving up.
+func (m *Model) FitContext(opts ContextOptions) (ContextFit, error) {
+	done, err := m.use("fit context")
+	if err != nil {
+		return ContextFit{}, err
+	}
+	defer done()
+	return m.fitContext(opts)
+}
+
+// fitContext is FitContext for a caller holding m.use.
+func (m *Model) fitContext(opts ContextOptions) (ContextFit, error) {
+	if opts.ContextSize > 0 {
+		return ContextFit{ContextSize: opts.ContextSize, Wanted: opts.ContextSize}, nil
+	}
+	sh, err := m.kvShape()
+	if err != nil {
+		return ContextFit{}, err
+	}
+	g := newKVGeometry(opts)
+	train := int(capi.ModelNCtxTrain(m.ptr))
+	if train <= 0 {
+		train = defaultFitMinCtx
+	}
+	f := ContextFit{ContextSize: train * g.streams, Wanted: train * g.streams}
+	f.KVBytes = sh.bytes(f.ContextSize, g)
+	if opts.Fit.Off {
+		return f, nil
+	}
+	host, gpu := m.fitBudget(opts)
+	minSeq := opts.Fit.MinContext
+	if minSeq <= 0 {
+		minSeq = defaultFitMinCtx
+	}
+	n := fitSize(sh, g, train, min(minSeq, train), m.gpuShare(opts), host, gpu)
+	f.ContextSize, f.Lowered, f.KVBytes = n, n < f.Wanted, sh.bytes(n, g)
+	return f, nil
+}
+
+// fitSize is the largest context, at most train tokens a stream and at
+// least minSeq, in steps of 256, whose KV cache of shape sh under g fits
+// host bytes on the host and gpu bytes on the GPUs, share of it there.
+func fitSize(sh kvShape, g kvGeometry, train, minSeq int, share float64, host, gpu uint64) int {
+	fits := func(seq int) bool {
+		kv := sh.bytes(seq*g.streams, g)
+		onGPU := uint64(float64(kv) * share)
+		return onGPU <= gpu && kv-onGPU <= host
+	}
+	if fits(train) {
+		return train * g.streams
+	}
+	lo, hi := (minSeq+255)/256, train/256
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if fits(mid * 256) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return min(max(lo*256, minSeq), train) * g.streams
+}
+
+// lower halves a context of n tokens that failed to allocate, per
+// sequence and to a multiple of 256, not below the fit's minimum; ok is
+// false when n is at the minimum already.
+func (f ContextFit) lower(n int, opts ContextOptions) (int, bool) {
+	streams := newKVGeometry(opts).streams
+	minSeq := opts.Fit.MinContext
+	if minSeq <= 0 {
+		minSeq = defaultFitMinCtx
+	}
+	minSeq = min(minSeq, f.Wanted/streams)
+	seq := max(n/streams/2/256*256, minSeq)
+	if seq*streams >= n {
+		return n, false
+	}
+	return seq * streams, true
+}
+
+// kvGeometry is how a context lays out its cache: streams (one per
+// sequence, or one shared), sequences and the micro-batch, which sizes a
+// sliding window's cache.
+type kvGeometry struct {
+	streams, seqs, ubatch int
+	unified, swaFull      bool
+	typeK, typeV          string
+}
+
+func newKVGeometry(opts ContextOptions) kvGeometry {
+	g := kvGeometry{seqs: max(opts.Sequences, 1), unified: opts.KVUnified, swaFull: opts.SWAFull,
+		typeK: opts.TypeK, typeV: opts.TypeV}
+	g.streams = g.seqs
+	if g.unified {
+		g.streams = 1
+	}
+	batch := opts.BatchSize
+	if batch <= 0 {
+		batch = 2048
+	}
+	g.ubatch = opts.UBatchSize
+	if g.ubatch <= 0 {
+		g.ubatch = 512
+	}
+	g.ubatch = min(g.ubatch, batch)
+	return g
+}
+
+// kvShape is a model's KV cache per cell: the K and V elements of its
+// full-context layers and of its sliding-window layers (window nSwa).
+type kvShape struct {
+	fullK, fullV, swaK, swaV uint64
+	nSwa                     int
+}
+
+// bytes estimates the KV cache of a context of n tokens under g, as
+// llama.cpp sizes it: n padded to 256, split over the streams (each
+// padded again), and a sliding-window cache of the window per sequence
+// sharing it plus a micro-batch, padded, at most a stream's context.
+func (s kvShape) bytes(n int, g kvGeometry) uint64 {
+	pad := func(x int) int { return (x + 255) / 256 * 256 }
+	seq := pad(n)
+	if !g.unified {
+		seq = pad(seq / g.streams)
+	}
+	rk, rv := cacheTypeSize(g.typeK), cacheTypeSize(g.typeV)
+	cells := float64(seq * g.streams)
+	total := (float64(s.fullK)*rk + float64(s.fullV)*rv) * cells
+	if s.swaK+s.swaV > 0 {
+		win := seq
+		if !g.swaFull && s.nSwa > 0 {
+			w := s.nSwa + g.ubatch
+			if g.unified {
+				w = s.nSwa*g.seqs + g.ubatch
+			}
+			win = pad(min(seq, w))
+		}
+		total += (float64(s.swaK)*rk + float64(s.swaV)*rv) * float64(win*g.streams)
+	}
+	return uint64(total)
+}
+
+// cacheTypeSize is the bytes of one element of a KV cache type
+// (cacheTypes' names; "": f16), blocks' scales included.
+func cacheTypeSize(t string) float64 {
+	switch t {
+	case "f32":
+		return 4
+	case "q8_0":
+		return 34.0 / 32
+	case "q4_0", "iq4_nl":
+		return 18.0 / 32
+	case "q4_1":
+		return 20.0 / 32
+	case "q5_0":
+		return 22.0 / 32
+	case "q5_1":
+		return 24.0 / 32
+	}
+	return 2 // f16, bf16
+}
+
+// swaPeriods are the sliding-window patterns llama.cpp assumes for
+// architectures whose files need not carry one
+// (<arch>.attention.sliding_window_pattern): in each period of p layers,
+// the first p-1 use the window and the last the whole context.
+var swaPeriods = map[string]int{
+	"gemma2": 2, "gemma3": 6, "gemma3n": 5, "gemma-embedding": 6, "cohere2": 4,
+	"gpt-oss": 2, "exaone4": 4, "llama4": 4,
+}
+
+// kvShape reads the model's KV cache per cell from its metadata.
+func (m *Model) kvShape() (kvShape, error) {
+	fh, err := os.Open(m.path)
+	if err != nil {
+		return kvShape{}, errorf(CodeLoad, "fit context", "%v", err)
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return kvShape{}, errorf(CodeLoad, "fit context", "%v", err)
+	}
+	f, err := gguf.ReadMetadataLight(fh, st.Size(), 4*maxLayers)
+	if err != nil {
+		return kvShape{}, errorf(CodeLoad, "fit context", "%v", err)
+	}
+	info := modelInfoForFit{
+		layers: int(capi.ModelNLayer(m.ptr)), nEmbd: int(capi.ModelNEmbd(m.ptr)), nSwa: int(capi.ModelNSwa(m.ptr)),
+		recurrent: capi.ModelIsRecurrent(m.ptr), hybrid: capi.ModelIsHybrid(m.ptr),
+	}
+	return kvShapeOf(f, info), nil
+}
+
+// modelInfoForFit are the facts of a loaded model kvShapeOf needs beside
+// its metadata.
+type modelInfoForFit struct {
+	layers, nEmbd, nSwa int
+	recurrent, hybrid   bool
+}
+
+// fullAttentionIntervals are the hybrid architectures whose recurrent
+// layers llama.cpp places by <arch>.full_attention_interval (default 4):
+// every interval-th layer attends, the others are recurrent, unless
+// <arch>.attention.recurrent_layers lists them.
+var fullAttentionIntervals = map[string]bool{"qwen3next": true, "qwen35": true, "qwen35moe": true, "qwen4exp": true}
+
+// kvShapeOf is kvShape on read metadata.
+func kvShapeOf(f *gguf.File, info modelInfoForFit) kvShape {
+	var s kvShape
+	if info.recurrent || info.layers <= 0 {
+		return s
+	}
+	arch := f.Architecture()
+	perLayer := func(key string, def int) []int {
+		out := make([]int, info.layers)
+		v, _ := f.Get(arch + "." + key)
+		for i := range out {
+			out[i] = def
+			switch x := v.(type) {
+			case []uint32:
+				if i < len(x) {
+					out[i] = int(x[i])
+				}
+			case []int32:
+				if i < len(x) {
+					out[i] = int(max(x[i], 0))
+				}
+			default:
+				if n, ok := f.Int(arch + "." + key); ok {
+					out[i] = n
+				}
+			}
+		}
+		return out
+	}
+	heads := perLayer("attention.head_count", 0)
+	headsKV := perLayer("attention.head_count_kv", -1)
+	for i, h := range headsKV {
+		if h < 0 {
+			headsKV[i] = heads[i]
+		}
+	}
+	head0 := 0
+	for _, h := range heads {
+		if h > 0 {
+			head0 = h
+			break
+		}
+	}
+	defLen := 0
+	if head0 > 0 {
+		defLen = info.nEmbd / head0
+	}
+	kLen, ok := f.Int(arch + ".attention.key_length")
+	if !ok {
+		kLen = defLen
+	}
+	vLen, ok := f.Int(arch + ".attention.value_length")
+	if !ok {
+		vLen = defLen
+	}
+	if rank, ok := f.Int(arch + ".attention.kv_lora_rank"); ok && rank > 0 {
+		// Multi-head latent attention caches the compressed KV and
+		// the RoPE part, one head.
+		rope, _ := f.Int(arch + ".rope.dimension_count")
+		kLen, vLen = rank+rope, rank
+		for i, h := range headsKV {
+			headsKV[i] = min(h, 1)
+		}
+	}
+	// The layers of a hybrid that keep a recurrent state and no KV cache
+	// (others mark them with 0 KV heads, which the sum below skips).
+	if info.hybrid {
+		v, _ := f.Get(arch + ".attention.recurrent_layers")
+		interval, ok := f.Int(arch + ".full_attention_interval")
+		if !ok || interval <= 0 {
+			interval = 4
+		}
+		for i := range headsKV {
+			switch x := v.(type) {
+			case []bool:
+				if i < len(x) && x[i] {
+					headsKV[i] = 0
+				}
+			default:
+				if fullAttentionIntervals[arch] && (i+1)%interval != 0 {
+					headsKV[i] = 0
+				}
+			}
+		}
+	}
+	swa := make([]bool, info.layers)
+	if info.nSwa > 0 {
+		v, _ := f.Get(arch + ".attention.sliding_window_pattern")
+		period, ok := f.Int(arch + ".attention.sliding_window_pattern")
+		if !ok {
+			period = swaPeriods[arch]
+		}
+		for i := range swa {
+			switch x := v.(type) {
+			case []bool:
+				swa[i] = i < len(x) && x[i]
+			default:
+				swa[i] = period == 0 && ok || period > 0 && i%period < period-1
+			}
+		}
+	}
+	for i := range info.layers {
+		k, v := uint64(headsKV[i]*kLen), uint64(headsKV[i]*vLen)
+		if swa[i] {
+			s.swaK, s.swaV = s.swaK+k, s.swaV+v
+		} else {
+			s.fullK, s.fullV = s.fullK+k, s.fullV+v
+		}
+	}
+	s.nSwa = info.nSwa
+	return s
+}
+
+// gpuShare is the part of the KV cache a context of opts keeps on GPUs:
+// that of the offloaded layers, unless the cache stays on the CPU.
+func (m *Model) gpuShare(opts ContextOptions) float64 {
+	if !m.onGPU || opts.NoOffloadKQV {
+		return 0
+	}
+	n := int(capi.ModelNLayer(m.ptr))
+	if m.gpuLayers < 0 || n <= 0 || int(m.gpuLayers) >= n {
+		return 1
+	}
+	return float64(m.gpuLayers) / float64(n)
+}
+
+// fitBudget is the memory a KV cache may take, the margin left: on the
+// host and on the GPUs the model uses (their free memory together).
+func (m *Model) fitBudget(opts ContextOptions) (host, gpu uint64) {
+	margin := opts.Fit.Margin
+	if margin == 0 {
+		margin = defaultFitMargin
+	}
+	sub := func(a, b uint64) uint64 {
+		if a <= b {
+			return 0
+		}
+		return a - b
+	}
+	devs, _ := Devices()
+	var cpuFree uint64
+	for _, d := range devs {
+		switch {
+		case d.Type == "cpu":
+			cpuFree = d.FreeMemory
+		case m.onGPU && (d.Type == "gpu" || d.Type == "igpu") && m.usesDevice(d.Name):
+			gpu += sub(d.FreeMemory, margin)
+		}
+	}
+	avail := hostAvailable()
+	if avail == 0 {
+		avail = cpuFree
+	}
+	// Weights mapped from the file count as available (page cache) to
+	// the kernel, but a cache that took their place would evict them.
+	if m.mapped {
+		avail = sub(avail, uint64(float64(m.size)*(1-m.gpuShare(ContextOptions{}))))
+	}
+	return sub(avail, margin), gpu
+}
+
+// usesDevice reports whether the model may offload to the device name.
+func (m *Model) usesDevice(name string) bool {
+	if len(m.gpuDevices) == 0 {
+		return true
+	}
+	for _, n := range m.gpuDevices {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// hostAvailable is the memory this process may still take on Linux: the
+// kernel's MemAvailable, or less where its cgroup's limit leaves less; 0
+// where neither can be read.
+func hostAvailable() uint64 {
+	var avail uint64
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
+				kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+				if err == nil {
+					avail = kb << 10
+				}
+			}
+		}
+	}
+	limit, err1 := os.ReadFile("/sys/fs/cgroup/memory.max")
+	used, err2 := os.ReadFile("/sys/fs/cgroup/memory.current")
+	if err1 == nil && err2 == nil {
+		l, e1 := strconv.ParseUint(strings.TrimSpace(string(limit)), 10, 64) // "max": no limit
+		u, e2 := strconv.ParseUint(strings.TrimSpace(string(used)), 10, 64)
+		if e1 == nil && e2 == nil {
+			left := uint64(0)
+			if l > u {
+				left = l - u
+			}
+			if avail == 0 || left < avail {
+				avail = left
+			}
+		}
+	}
+	return avail
+}
