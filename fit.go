@@ -265,8 +265,29 @@ var fullAttentionIntervals = map[string]bool{"qwen3next": true, "qwen35": true, 
 // kvShapeOf is kvShape on read metadata.
 func kvShapeOf(f *gguf.File, info modelInfoForFit) kvShape {
 	var s kvShape
+	for _, l := range kvLayers(f, info) {
+		if l.swa {
+			s.swaK, s.swaV = s.swaK+l.k, s.swaV+l.v
+		} else {
+			s.fullK, s.fullV = s.fullK+l.k, s.fullV+l.v
+		}
+	}
+	s.nSwa = info.nSwa
+	return s
+}
+
+// kvLayer is one layer's KV cache per cell: its K and V elements, and
+// whether it keeps a sliding window's cells only.
+type kvLayer struct {
+	k, v uint64
+	swa  bool
+}
+
+// kvLayers reads each layer's KV cache per cell from the metadata (nil
+// for a recurrent model, which keeps none).
+func kvLayers(f *gguf.File, info modelInfoForFit) []kvLayer {
 	if info.recurrent || info.layers <= 0 {
-		return s
+		return nil
 	}
 	arch := f.Architecture()
 	perLayer := func(key string, def int) []int {
@@ -363,16 +384,11 @@ func kvShapeOf(f *gguf.File, info modelInfoForFit) kvShape {
 			}
 		}
 	}
-	for i := range info.layers {
-		k, v := uint64(headsKV[i]*kLen), uint64(headsKV[i]*vLen)
-		if swa[i] {
-			s.swaK, s.swaV = s.swaK+k, s.swaV+v
-		} else {
-			s.fullK, s.fullV = s.fullK+k, s.fullV+v
-		}
+	out := make([]kvLayer, info.layers)
+	for i := range out {
+		out[i] = kvLayer{k: uint64(headsKV[i] * kLen), v: uint64(headsKV[i] * vLen), swa: swa[i]}
 	}
-	s.nSwa = info.nSwa
-	return s
+	return out
 }
 
 // gpuShare is the part of the KV cache a context of opts keeps on GPUs:
@@ -381,11 +397,13 @@ func (m *Model) gpuShare(opts ContextOptions) float64 {
 	if !m.onGPU || opts.NoOffloadKQV {
 		return 0
 	}
+	// n_gpu_layers counts the output layer first, then the repeating
+	// layers from the last.
 	n := int(capi.ModelNLayer(m.ptr))
-	if m.gpuLayers < 0 || n <= 0 || int(m.gpuLayers) >= n {
+	if m.gpuLayers < 0 || n <= 0 || int(m.gpuLayers) > n {
 		return 1
 	}
-	return float64(m.gpuLayers) / float64(n)
+	return float64(max(m.gpuLayers-1, 0)) / float64(n)
 }
 
 // fitBudget is the memory a KV cache may take, the margin left: on the

@@ -1,9 +1,17 @@
 package llama
 
 import (
+	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama/internal/capi"
+	"github.com/x/llama/internal/gguf"
+	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testsplit"
 )
 
 func TestFitSize(t *testing.T) {
@@ -61,6 +69,85 @@ func TestFitLower(t *testing.T) {
 			n, ok := f.lower(tt.n, tt.opts)
 			assert.Equal(t, tt.want, n)
 			assert.Equal(t, tt.ok, ok)
+		})
+	}
+}
+
+func TestFitLayers(t *testing.T) {
+	w := layerWeights{layers: []uint64{10, 10, 10, 10}, output: 5}
+	kv := []uint64{1, 1, 1, 1}
+	for _, tt := range []struct {
+		name   string
+		w      layerWeights
+		kv     []uint64
+		budget uint64
+		want   int
+	}{
+		{"all fit", w, kv, 49, 5},
+		{"the first layer is left out", w, kv, 48, 4},
+		{"the output layer and the last layer", w, kv, 16, 2},
+		{"the output layer alone", w, kv, 15, 1},
+		{"nothing", w, kv, 4, 0},
+		{"no KV cache", w, nil, 45, 5},
+		{"a model with no layers", layerWeights{output: 5}, nil, 5, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, fitLayers(tt.w, tt.kv, tt.budget))
+		})
+	}
+}
+
+// weightsOf places every tensor: the layers, the output layer (with a copy
+// of the token embeddings where they are tied) and the input layer add up
+// to llama.cpp's own size of the model, for a model in one file and split.
+func TestWeightsOf(t *testing.T) {
+	vocab := filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-llama-spm.gguf")
+	tied := filepath.Join(t.TempDir(), "gemma3.gguf")
+	require.NoError(t, gguf.WriteTinyModel(tied, gguf.TinyModelOptions{Arch: "gemma3", VocabFrom: vocab, NLayer: 3}))
+	split := testsplit.Stories(t, 3)
+	for _, tt := range []struct {
+		name  string
+		paths []string
+		tied  bool
+	}{
+		{"stories260K", []string{testenv.Model(t, "stories260K.gguf")}, false},
+		{"llama-2-tiny-random", []string{testenv.Model(t, "llama-2-tiny-random.gguf")}, false},
+		{"tied embeddings", []string{tied}, true},
+		{"split, by the first file's name", split[:1], false},
+		{"split, every file named", split, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := LoadModelSplits(context.Background(), tt.paths, ModelOptions{})
+			require.NoError(t, err)
+			defer m.Close()
+			files, err := readSplits(tt.paths)
+			require.NoError(t, err)
+			n := int(capi.ModelNLayer(m.ptr))
+			w, err := weightsOf(files, n)
+			require.NoError(t, err)
+			require.Len(t, w.layers, n)
+			var total, embd uint64
+			for _, l := range w.layers {
+				assert.Positive(t, l)
+				total += l
+			}
+			hasOutput := false
+			for _, f := range files {
+				for _, ti := range f.Tensors {
+					switch ti.Name {
+					case "token_embd.weight":
+						embd, _ = ti.Size()
+					case "output.weight":
+						hasOutput = true
+					}
+				}
+			}
+			assert.Equal(t, !tt.tied, hasOutput)
+			total += w.output + embd
+			if !hasOutput {
+				total -= embd // the copy exists only where the output layer is offloaded
+			}
+			assert.Equal(t, m.size, total)
 		})
 	}
 }

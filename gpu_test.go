@@ -4,13 +4,16 @@ package llama_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
+	"github.com/x/llama/internal/gguf"
 	"github.com/x/llama/internal/testenv"
 )
 
@@ -82,4 +85,95 @@ func TestGPUDeviceVerdicts(t *testing.T) {
 		require.NoError(t, err, name)
 		assert.NotEmpty(t, text, name)
 	}
+}
+
+// TestGPUFit checks the layer fit (ModelOptions.Fit, llama-server's --fit)
+// on a GPU: with a margin that leaves room for the output layer and three
+// and a half of a random model's eight layers (their weights and a
+// 256-token KV cache each), three layers and the output layer are
+// offloaded, llama.cpp agrees, and the model generates; with room for
+// less than the output layer, nothing is offloaded. Where no CUDA device
+// is usable (a build this GPU has no code in), the model loads on the
+// CPU, with nothing to fit.
+func TestGPUFit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fit.gguf")
+	require.NoError(t, gguf.WriteTinyModel(path, gguf.TinyModelOptions{
+		VocabFrom: testenv.Model(t, "stories260K.gguf"), NEmbd: 1024, NLayer: 8, NHead: 8, NFF: 4096, Type: gguf.F16, NCtx: 4096}))
+	f, err := gguf.Open(path)
+	require.NoError(t, err)
+	var layer, output uint64
+	for _, ti := range f.Tensors {
+		n, err := ti.Size()
+		require.NoError(t, err)
+		switch {
+		case strings.HasPrefix(ti.Name, "blk.0."):
+			layer += n
+		case strings.HasPrefix(ti.Name, "output"):
+			output += n
+		}
+	}
+	kv := uint64(256 * 2 * 1024 * 2) // 256 cells of K and V, 1024 wide, f16
+
+	checks, err := llama.CheckDevices()
+	require.NoError(t, err)
+	var dev string
+	for _, c := range checks {
+		if strings.HasPrefix(c.Name, "CUDA") && c.Err == nil {
+			dev = c.Name
+			break
+		}
+	}
+	load := func(opts llama.ModelOptions) (*llama.Model, string) {
+		var logs testenv.Buffer
+		llama.SetLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+		defer llama.SetLogger(nil)
+		m, err := llama.LoadModel(context.Background(), path, opts)
+		require.NoError(t, err)
+		t.Cleanup(func() { m.Close() })
+		return m, logs.String()
+	}
+	if dev == "" {
+		m, logs := load(llama.ModelOptions{Fit: llama.FitOptions{Margin: 1 << 62}})
+		assert.False(t, m.OnGPU())
+		assert.NotContains(t, logs, "to fit the GPUs")
+		return
+	}
+	free := func() uint64 {
+		devs, err := llama.Devices()
+		require.NoError(t, err)
+		for _, d := range devs {
+			if d.Name == dev {
+				return d.FreeMemory
+			}
+		}
+		t.Fatalf("%s is gone", dev)
+		return 0
+	}
+	for _, tt := range []struct {
+		name   string
+		budget uint64
+		ngl    int
+	}{
+		{"the output layer and three", output + 7*(layer+kv)/2, 4},
+		{"less than the output layer", output / 2, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m, logs := load(llama.ModelOptions{Devices: []string{dev}, Fit: llama.FitOptions{Margin: free() - tt.budget, MinContext: 256}})
+			assert.Contains(t, logs, fmt.Sprintf("offloading %d of 9 layers to fit the GPUs' free memory", tt.ngl))
+			assert.Contains(t, logs, fmt.Sprintf("offloaded %d/9 layers to GPU", tt.ngl), "llama.cpp's count")
+			assert.Equal(t, tt.ngl > 0, m.OnGPU())
+			lctx, err := m.NewContext(llama.ContextOptions{ContextSize: 256, Threads: 2})
+			require.NoError(t, err)
+			defer lctx.Close()
+			n := 0
+			for _, err := range lctx.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 8}).Seq() {
+				require.NoError(t, err)
+				n++
+			}
+			assert.Positive(t, n)
+		})
+	}
+	m, logs := load(llama.ModelOptions{Devices: []string{dev}, Fit: llama.FitOptions{Off: true}})
+	assert.True(t, m.OnGPU())
+	assert.Contains(t, logs, "offloaded 9/9 layers to GPU", "fit off: every layer")
 }

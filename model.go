@@ -85,6 +85,14 @@ type ModelOptions struct {
 	RPCServers []string
 	// Progress, when set, is called with the load progress in [0, 1].
 	Progress func(progress float32)
+	// Fit lowers the layers offloaded by default (GPULayers 0) when, by
+	// the tensors' sizes, they would not fit the GPUs' free memory less
+	// Fit.Margin on each, with room for the offloaded layers' KV cache of
+	// a context of Fit.MinContext (llama-server's --fit); the rest stay on
+	// the CPU, with a warning in the log. Only the default layer split is
+	// planned: not with TensorSplit, TensorBufferOverrides or RPCServers.
+	// Fit.Off offloads every layer whatever the memory.
+	Fit FitOptions
 }
 
 // Model is a loaded GGUF model and its vocabulary.
@@ -245,6 +253,9 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 		if err := refusedBufferType(opts.TensorBufferOverrides); err != nil {
 			return nil, err
 		}
+	}
+	if n, ok := planLayers(paths, opts, gpuNames, pinDevices); ok {
+		p.NGPULayers = n
 	}
 	if len(opts.TensorBufferOverrides) > 0 {
 		ov, strs, err := tensorOverrides(opts.TensorBufferOverrides)

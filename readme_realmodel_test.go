@@ -16,10 +16,9 @@ import (
 )
 
 // TestRealModelReadmeEmbeddings holds the README's embedding options against
-// all-MiniLM-L6-v2: with ContextSize 8*512 and 8 sequences, a text of
-// several hundred tokens (up to the model's 512) embeds; with the default
-// context each sequence gets fewer positions than that, and the same text
-// is an error (not a crash).
+// all-MiniLM-L6-v2: with the default context and 8 sequences, each gets
+// the model's 512 positions and a text of several hundred tokens embeds;
+// with a context of 8*64, the same text is an error (not a crash).
 func TestRealModelReadmeEmbeddings(t *testing.T) {
 	ctx := context.Background()
 	model := modeltest.LoadPath(t, testenv.RealModel(t, "all-minilm-l6-v2"), llama.ModelOptions{})
@@ -33,8 +32,8 @@ func TestRealModelReadmeEmbeddings(t *testing.T) {
 		opts llama.ContextOptions
 		ok   bool
 	}{
-		{"README", llama.ContextOptions{Embeddings: true, Pooling: llama.PoolingMean, ContextSize: 8 * 512, Sequences: 8}, true},
-		{"default context", llama.ContextOptions{Embeddings: true, Pooling: llama.PoolingMean, Sequences: 8}, false},
+		{"README", llama.ContextOptions{Embeddings: true, Pooling: llama.PoolingMean, Sequences: 8}, true},
+		{"a context too small", llama.ContextOptions{Embeddings: true, Pooling: llama.PoolingMean, ContextSize: 8 * 64, Sequences: 8}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ectx, err := model.NewContext(tc.opts)

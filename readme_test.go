@@ -274,10 +274,9 @@ func readmeAPI(ctx context.Context, res *apiResult) error {
 		return err
 	}
 
-	// Embeddings: each of the 8 sequences gets ContextSize/8 positions, which
-	// must hold the longest text (all-MiniLM-L6-v2 reads up to 512).
-	ectx, _ := model.NewContext(llama.ContextOptions{Embeddings: true, Pooling: llama.PoolingMean,
-		ContextSize: 8 * 512, Sequences: 8})
+	// Embeddings: ContextSize 0 gives each of the 8 sequences the model's
+	// training context (fitted to memory), room for any text it reads.
+	ectx, _ := model.NewContext(llama.ContextOptions{Embeddings: true, Pooling: llama.PoolingMean, Sequences: 8})
 	vecs, err := ectx.Embed(ctx, []string{"first text", "second text"}, llama.EmbedOptions{})
 	if err != nil {
 		return err

@@ -468,11 +468,11 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"-mg", "--main-gpu"}, arg: "INDEX", env: "LLAMA_ARG_MAIN_GPU", sec: cm, help: "the GPU for the whole model with --split-mode none (default 0)", set: intTo(&mo.MainGPU)},
-		{names: []string{"-fit", "--fit"}, arg: "[on|off]", env: "LLAMA_ARG_FIT", sec: cm, help: "lower an unset -c until the KV cache fits the free memory (default on; layers are not moved)", set: func(_ *config, v string) error {
+		{names: []string{"-fit", "--fit"}, arg: "[on|off]", env: "LLAMA_ARG_FIT", sec: cm, help: "lower an unset -c, then unset -ngl, until the model fits the free memory (default on)", set: func(_ *config, v string) error {
 			if !isTruthy(v) && !isFalsey(v) {
 				return fmt.Errorf("%q is not on or off", v)
 			}
-			e.Context.Fit.Off = isFalsey(v)
+			e.Context.Fit.Off, mo.Fit.Off = isFalsey(v), isFalsey(v)
 			return nil
 		}},
 		{names: []string{"-fitt", "--fit-target"}, arg: "MiB0,MiB1,MiB2,...", env: "LLAMA_ARG_FIT_TARGET", sec: cm, help: "memory --fit leaves free on the host and each GPU; the largest of a list applies to all (default 1024)", set: func(_ *config, v string) error {
@@ -488,6 +488,7 @@ func flagTable(c *config) []flagDef {
 			if most == 0 {
 				e.Context.Fit.Margin = 1 // no margin (0 is the default's)
 			}
+			mo.Fit.Margin = e.Context.Fit.Margin
 			return nil
 		}},
 		{names: []string{"-fitc", "--fit-ctx"}, arg: "N", env: "LLAMA_ARG_FIT_CTX", sec: cm, help: "smallest context per slot --fit may choose (default 4096)", set: func(_ *config, v string) error {
@@ -495,7 +496,7 @@ func flagTable(c *config) []flagDef {
 			if err != nil || n < 0 || n > 1<<24 {
 				return fmt.Errorf("%q is not a context size", v)
 			}
-			e.Context.Fit.MinContext = n
+			e.Context.Fit.MinContext, mo.Fit.MinContext = n, n
 			return nil
 		}},
 		{names: []string{"--check-tensors"}, sec: cm, help: "check the tensor data while loading", set: boolTo(&mo.CheckTensors)},

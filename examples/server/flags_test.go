@@ -153,6 +153,16 @@ func TestFlagSpellings(t *testing.T) {
 			assert.Equal(t, []float32{3, 1}, c.opts.ModelOptions.TensorSplit)
 		}},
 		{[]string{"-dev", "none"}, func(t *testing.T, c *config) { assert.True(t, c.opts.ModelOptions.CPUOnly) }},
+		{[]string{"-fit", "off"}, func(t *testing.T, c *config) {
+			assert.True(t, c.opts.Engine.Context.Fit.Off)
+			assert.True(t, c.opts.ModelOptions.Fit.Off)
+		}},
+		{[]string{"-fitt", "512,2048", "-fitc", "8192"}, func(t *testing.T, c *config) {
+			assert.False(t, c.opts.Engine.Context.Fit.Off)
+			assert.Equal(t, llama.FitOptions{Margin: 2048 << 20, MinContext: 8192}, c.opts.Engine.Context.Fit)
+			assert.Equal(t, llama.FitOptions{Margin: 2048 << 20, MinContext: 8192}, c.opts.ModelOptions.Fit)
+		}},
+		{[]string{"--fit-target", "0"}, func(t *testing.T, c *config) { assert.EqualValues(t, 1, c.opts.ModelOptions.Fit.Margin, "no margin") }},
 		{[]string{"--media-path", os.TempDir()}, func(t *testing.T, c *config) { assert.Equal(t, os.TempDir(), c.opts.MediaPath) }},
 		{[]string{"--reasoning-budget", "64", "--reasoning-budget-message", "Done."}, func(t *testing.T, c *config) {
 			assert.Equal(t, 64, c.opts.ReasoningBudget)
@@ -355,7 +365,7 @@ func TestFlagErrors(t *testing.T) {
 		{"-ctk", "q3_k"}, {"--rope-scaling", "longrope"}, {"-sm", "diagonal"}, {"--numa", "all"}, {"-lm", "fast"},
 		{"--prio", "4"}, {"--poll", "-1"}, {"--poll", "101"}, {"-C", "xyz"}, {"-Cr", "5-1"}, {"-Cr", "0-512"}, {"--prio-batch", "-2"}, {"--override-kv", "a=int"}, {"--override-kv", "a=date:1"},
 		{"--chat-template-kwargs", "[1]"}, {"--control-vector-layer-range", "1"}, {"--api-key-file", filepath.Join(dir, "none")},
-		{"-ncmoe", "-1"}, {"--fit", "maybe"}, {"--log-colors", "rainbow"}, {"--kv-unified-per-slot", "x"},
+		{"-ncmoe", "-1"}, {"--fit", "maybe"}, {"-fitt", "lots"}, {"-fitc", "-1"}, {"--log-colors", "rainbow"}, {"--kv-unified-per-slot", "x"},
 	} {
 		_, err := parseFlags(args, noEnv, io.Discard)
 		if assert.Error(t, err, "%v", args) {
