@@ -247,22 +247,30 @@ func threadsTo(dst *int) func(*config, string) error {
 	}
 }
 
-// gpuLayers reads -ngl's value (a number, auto or all) into mo: auto, all
-// and negative numbers offload every layer, 0 none.
+// gpuLayers reads -ngl's value (a number, auto or all) into mo: auto and
+// -1 offload every layer that fits (the default: GPULayers 0, which
+// --fit may lower), all and the numbers below -1 every layer whatever the
+// memory, 0 none.
 func gpuLayers(mo *llama.ModelOptions) func(*config, string) error {
 	return func(_ *config, v string) error {
 		switch v {
-		case "auto", "all":
+		case "auto":
 			mo.GPULayers, mo.CPUOnly = 0, false
+			return nil
+		case "all":
+			mo.GPULayers, mo.CPUOnly = math.MaxInt32, false
 			return nil
 		}
 		n, err := parseInt(v)
 		if err != nil {
 			return err
 		}
-		if n < 0 {
+		switch {
+		case n == -1:
 			mo.GPULayers, mo.CPUOnly = 0, false
-		} else {
+		case n < -1:
+			mo.GPULayers, mo.CPUOnly = math.MaxInt32, false
+		default:
 			mo.GPULayers, mo.CPUOnly = n, n == 0
 		}
 		return nil

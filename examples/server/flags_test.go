@@ -153,6 +153,13 @@ func TestFlagSpellings(t *testing.T) {
 			assert.Equal(t, []float32{3, 1}, c.opts.ModelOptions.TensorSplit)
 		}},
 		{[]string{"-dev", "none"}, func(t *testing.T, c *config) { assert.True(t, c.opts.ModelOptions.CPUOnly) }},
+		{[]string{"-ngl", "auto"}, func(t *testing.T, c *config) { assert.Zero(t, c.opts.ModelOptions.GPULayers, "every layer that fits") }},
+		{[]string{"-ngl", "-1"}, func(t *testing.T, c *config) { assert.Zero(t, c.opts.ModelOptions.GPULayers) }},
+		{[]string{"-ngl", "all"}, func(t *testing.T, c *config) {
+			assert.Equal(t, math.MaxInt32, c.opts.ModelOptions.GPULayers, "every layer, whatever the memory")
+		}},
+		{[]string{"-ngl", "-2"}, func(t *testing.T, c *config) { assert.Equal(t, math.MaxInt32, c.opts.ModelOptions.GPULayers) }},
+		{[]string{"-ngl", "0"}, func(t *testing.T, c *config) { assert.True(t, c.opts.ModelOptions.CPUOnly) }},
 		{[]string{"-fit", "off"}, func(t *testing.T, c *config) {
 			assert.True(t, c.opts.Engine.Context.Fit.Off)
 			assert.True(t, c.opts.ModelOptions.Fit.Off)
@@ -572,7 +579,9 @@ func TestFlagSpeculative(t *testing.T) {
 		{name: "bad cache type", args: []string{"-ctkd", "q9"}, err: "-ctkd"},
 		{name: "gpu layers", args: []string{"-ngld", "7"}, want: engine.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{GPULayers: 7}}},
 		{name: "gpu layers 0", args: []string{"--gpu-layers-draft", "0"}, want: engine.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{CPUOnly: true}}},
-		{name: "gpu layers all", args: []string{"--n-gpu-layers-draft", "3", "--spec-draft-ngl", "all"}},
+		{name: "gpu layers all", args: []string{"--n-gpu-layers-draft", "3", "--spec-draft-ngl", "all"},
+			want: engine.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{GPULayers: math.MaxInt32}}},
+		{name: "gpu layers auto", args: []string{"--n-gpu-layers-draft", "3", "--spec-draft-ngl", "auto"}},
 		{name: "gpu layers env", env: map[string]string{"LLAMA_ARG_N_GPU_LAYERS_DRAFT": "5"}, want: engine.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{GPULayers: 5}}},
 		{name: "gpu layers bad", args: []string{"-ngld", "many"}, err: "-ngld"},
 		{name: "draft device none", args: []string{"-devd", "none"}, want: engine.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{CPUOnly: true}}},
