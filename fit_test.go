@@ -147,3 +147,26 @@ func TestFitContextLowers(t *testing.T) {
 		})
 	}
 }
+
+// A context whose compute buffers do not allocate (which the fit leaves to
+// its margin) is halved until they do: llama-2-tiny-random told it was
+// trained on 16M tokens, without flash attention, whose attention scores
+// for 16M cells and 2048-token micro-batches need hundreds of GB.
+func TestFitContextHalvesOnFailure(t *testing.T) {
+	m, err := llama.LoadModel(context.Background(), testenv.Model(t, "llama-2-tiny-random.gguf"),
+		llama.ModelOptions{KVOverrides: map[string]any{"llama.context_length": int64(1 << 24)}})
+	require.NoError(t, err)
+	defer m.Close()
+	opts := llama.ContextOptions{FlashAttention: llama.FlashAttentionOff, BatchSize: 2048, UBatchSize: 2048,
+		Fit: llama.FitOptions{MinContext: 1 << 14}}
+	f, err := m.FitContext(opts)
+	require.NoError(t, err)
+	require.Equal(t, 1<<24, f.ContextSize, "the KV cache itself (512 MiB) fits")
+	c, err := m.NewContext(opts)
+	require.NoError(t, err)
+	defer c.Close()
+	n := c.Size()
+	assert.Less(t, n, 1<<24)
+	assert.GreaterOrEqual(t, n, 1<<14)
+	assert.Zero(t, n&(n-1), "halved from 16M: %d", n)
+}
