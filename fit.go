@@ -195,7 +195,7 @@ func (s kvShape) bytes(n int, g kvGeometry) uint64 {
 		}
 		total += (float64(s.swaK)*rk + float64(s.swaV)*rv) * float64(win*g.streams)
 	}
-	return uint64(total)
+	return uint64(min(total, 1<<62)) // a float beyond uint64 converts to anything
 }
 
 // cacheTypeSize is the bytes of one element of a KV cache type
@@ -227,8 +227,13 @@ var swaPeriods = map[string]int{
 	"gpt-oss": 2, "exaone4": 4, "llama4": 4,
 }
 
-// kvShape reads the model's KV cache per cell from its metadata.
+// kvShape is the model's KV cache per cell, read from its metadata once.
 func (m *Model) kvShape() (kvShape, error) {
+	m.kvOnce.Do(func() { m.kv, m.kvErr = m.readKVShape() })
+	return m.kv, m.kvErr
+}
+
+func (m *Model) readKVShape() (kvShape, error) {
 	fh, err := os.Open(m.path)
 	if err != nil {
 		return kvShape{}, errorf(CodeLoad, "fit context", "%v", err)

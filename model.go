@@ -125,11 +125,14 @@ type Model struct {
 	byteTok  [256]Token
 	hasBytes bool
 
-	onGPU      bool                  // its layers run on a GPU (OnGPU)
-	gpuLayers  int32                 // llama_model_params.n_gpu_layers (-1: all)
-	gpuDevices []string              // the GPUs it was pinned to (nil: any)
-	mapped     bool                  // its weights are mapped from the file
-	size       uint64                // bytes of its tensors
+	onGPU      bool      // its layers run on a GPU (OnGPU)
+	gpuLayers  int32     // llama_model_params.n_gpu_layers (-1: all)
+	gpuDevices []string  // the GPUs it was pinned to (nil: any)
+	mapped     bool      // its weights are mapped from the file
+	size       uint64    // bytes of its tensors
+	kvOnce     sync.Once // kv, kvErr: its KV cache per cell (FitContext)
+	kv         kvShape
+	kvErr      error
 	rpcServers []string              // the workers it uses
 	rpcDevices []Device              // their devices, at load
 	rpcErr     atomic.Pointer[Error] // a worker failed
