@@ -427,10 +427,12 @@ func (m *Model) fitBudget(opts ContextOptions) (host, gpu uint64) {
 	devs, _ := Devices()
 	var cpuFree uint64
 	for _, d := range devs {
-		switch {
-		case d.Type == "cpu":
+		if d.Type == "cpu" {
 			cpuFree = d.FreeMemory
-		case m.onGPU && (d.Type == "gpu" || d.Type == "igpu") && m.usesDevice(d.Name):
+		}
+	}
+	if m.onGPU {
+		for _, d := range offloadTargets(devs, m.gpuDevices, m.gpuPinned) {
 			gpu += sub(d.FreeMemory, margin)
 		}
 	}
@@ -444,19 +446,6 @@ func (m *Model) fitBudget(opts ContextOptions) (host, gpu uint64) {
 		avail = sub(avail, uint64(float64(m.size)*(1-m.gpuShare(ContextOptions{}))))
 	}
 	return sub(avail, margin), gpu
-}
-
-// usesDevice reports whether the model may offload to the device name.
-func (m *Model) usesDevice(name string) bool {
-	if len(m.gpuDevices) == 0 {
-		return true
-	}
-	for _, n := range m.gpuDevices {
-		if n == name {
-			return true
-		}
-	}
-	return false
 }
 
 // hostAvailable is the memory this process may still take on Linux: the

@@ -92,9 +92,43 @@ func TestFitLayers(t *testing.T) {
 		{"a model with no layers", layerWeights{output: 5}, nil, 5, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, fitLayers(tt.w, tt.kv, tt.budget))
+			assert.Equal(t, tt.want, fitLayers(tt.w, tt.kv, tt.budget, false))
 		})
 	}
+}
+
+func TestPlanFit(t *testing.T) {
+	dense := layerWeights{layers: []uint64{10, 10, 10, 10}, output: 5}
+	// Layers of 10, 8 of it experts; a KV cache of 1 each.
+	moe := layerWeights{layers: []uint64{10, 10, 10, 10}, experts: []uint64{8, 8, 8, 8}, output: 5}
+	kv := []uint64{1, 1, 1, 1}
+	for _, tt := range []struct {
+		name   string
+		w      layerWeights
+		budget uint64
+		want   layerPlan
+		ok     bool
+	}{
+		{"a dense model that fits", dense, 49, layerPlan{}, false},
+		{"a dense model, two layers short", dense, 30, layerPlan{ngl: 3, cpuExperts: 4}, true},
+		{"experts that fit", moe, 49, layerPlan{}, false},
+		{"the last layer's experts on the CPU", moe, 48, layerPlan{ngl: 5, cpuExperts: 3}, true},
+		{"every dense part, two layers' experts", moe, 5 + 4*3 + 16, layerPlan{ngl: 5, cpuExperts: 2}, true},
+		{"every dense part, no experts", moe, 5 + 4*3 + 7, layerPlan{ngl: 5, cpuExperts: 0}, true},
+		{"three dense parts: every expert on the CPU", moe, 5 + 3*3 + 2, layerPlan{ngl: 4, cpuExperts: 0}, true},
+		{"not even the output layer", moe, 4, layerPlan{ngl: 0, cpuExperts: 0}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, ok := planFit(tt.w, kv, tt.budget)
+			assert.Equal(t, tt.ok, ok)
+			assert.Equal(t, tt.want, p)
+		})
+	}
+	assert.Equal(t, []TensorBufferOverride{
+		{Pattern: `blk\.2\.ffn_(up|down|gate|gate_up)_(ch|)exps`, BufferType: "CPU"},
+		{Pattern: `blk\.3\.ffn_(up|down|gate|gate_up)_(ch|)exps`, BufferType: "CPU"},
+	}, layerPlan{ngl: 5, cpuExperts: 2}.overrides(4))
+	assert.Empty(t, layerPlan{ngl: 3, cpuExperts: 4}.overrides(4))
 }
 
 // weightsOf places every tensor: the layers, the output layer (with a copy
@@ -104,6 +138,8 @@ func TestWeightsOf(t *testing.T) {
 	vocab := filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-llama-spm.gguf")
 	tied := filepath.Join(t.TempDir(), "gemma3.gguf")
 	require.NoError(t, gguf.WriteTinyModel(tied, gguf.TinyModelOptions{Arch: "gemma3", VocabFrom: vocab, NLayer: 3}))
+	moe := filepath.Join(t.TempDir(), "moe.gguf")
+	require.NoError(t, gguf.WriteTinyModel(moe, gguf.TinyModelOptions{VocabFrom: vocab, NLayer: 3, Experts: 4}))
 	split := testsplit.Stories(t, 3)
 	for _, tt := range []struct {
 		name  string
@@ -113,6 +149,7 @@ func TestWeightsOf(t *testing.T) {
 		{"stories260K", []string{testenv.Model(t, "stories260K.gguf")}, false},
 		{"llama-2-tiny-random", []string{testenv.Model(t, "llama-2-tiny-random.gguf")}, false},
 		{"tied embeddings", []string{tied}, true},
+		{"a mixture of experts", []string{moe}, false},
 		{"split, by the first file's name", split[:1], false},
 		{"split, every file named", split, false},
 	} {
@@ -127,9 +164,15 @@ func TestWeightsOf(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, w.layers, n)
 			var total, embd uint64
-			for _, l := range w.layers {
+			for i, l := range w.layers {
 				assert.Positive(t, l)
 				total += l
+				if tt.name == "a mixture of experts" {
+					// The three experts' matrices of 4 experts, 64×128 in F32.
+					assert.Equal(t, uint64(3*4*64*128*4), w.experts[i], "layer %d", i)
+				} else {
+					assert.Zero(t, w.experts[i])
+				}
 			}
 			hasOutput := false
 			for _, f := range files {
@@ -150,4 +193,20 @@ func TestWeightsOf(t *testing.T) {
 			assert.Equal(t, m.size, total)
 		})
 	}
+}
+
+func TestOffloadTargets(t *testing.T) {
+	devs := []Device{{Name: "CPU", Type: "cpu"}, {Name: "CUDA0", Type: "gpu"}, {Name: "CUDA1", Type: "gpu"}, {Name: "Vulkan0", Type: "igpu"}}
+	names := func(ds []Device) []string {
+		var out []string
+		for _, d := range ds {
+			out = append(out, d.Name)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"CUDA0", "CUDA1"}, names(offloadTargets(devs, nil, false)), "the GPUs, not the integrated one")
+	assert.Equal(t, []string{"Vulkan0"}, names(offloadTargets([]Device{devs[0], devs[3]}, nil, false)), "no GPU: the integrated one")
+	assert.Equal(t, []string{"CUDA1"}, names(offloadTargets(devs, []string{"CUDA1"}, true)))
+	assert.Empty(t, offloadTargets(devs, nil, true), "pinned to none: every device refused")
+	assert.Empty(t, offloadTargets(devs[:1], nil, false))
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -88,30 +89,40 @@ func TestGPUDeviceVerdicts(t *testing.T) {
 }
 
 // TestGPUFit checks the layer fit (ModelOptions.Fit, llama-server's --fit)
-// on a GPU: with a margin that leaves room for the output layer and three
-// and a half of a random model's eight layers (their weights and a
+// on a GPU, on random models of 8 layers: with a margin that leaves room
+// for the output layer and three and a half layers (their weights and a
 // 256-token KV cache each), three layers and the output layer are
 // offloaded, llama.cpp agrees, and the model generates; with room for
-// less than the output layer, nothing is offloaded. Where no CUDA device
-// is usable (a build this GPU has no code in), the model loads on the
-// CPU, with nothing to fit.
+// less than the output layer, nothing is offloaded. A mixture of experts
+// with room for every layer's dense part and two and a half layers'
+// experts gets every layer and the experts of layers 0 and 1. Where no
+// CUDA device is usable (a build this GPU has no code in), the model
+// loads on the CPU, with nothing to fit.
 func TestGPUFit(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "fit.gguf")
-	require.NoError(t, gguf.WriteTinyModel(path, gguf.TinyModelOptions{
-		VocabFrom: testenv.Model(t, "stories260K.gguf"), NEmbd: 1024, NLayer: 8, NHead: 8, NFF: 4096, Type: gguf.F16, NCtx: 4096}))
-	f, err := gguf.Open(path)
-	require.NoError(t, err)
-	var layer, output uint64
-	for _, ti := range f.Tensors {
-		n, err := ti.Size()
+	vocab := testenv.Model(t, "stories260K.gguf")
+	write := func(name string, o gguf.TinyModelOptions) (path string, layer, experts, output uint64) {
+		path = filepath.Join(t.TempDir(), name)
+		o.VocabFrom, o.NEmbd, o.NLayer, o.NHead, o.Type, o.NCtx = vocab, 1024, 8, 8, gguf.F16, 4096
+		require.NoError(t, gguf.WriteTinyModel(path, o))
+		f, err := gguf.Open(path)
 		require.NoError(t, err)
-		switch {
-		case strings.HasPrefix(ti.Name, "blk.0."):
-			layer += n
-		case strings.HasPrefix(ti.Name, "output"):
-			output += n
+		for _, ti := range f.Tensors {
+			n, err := ti.Size()
+			require.NoError(t, err)
+			switch {
+			case strings.HasPrefix(ti.Name, "blk.0."):
+				layer += n
+				if strings.Contains(ti.Name, "_exps") {
+					experts += n
+				}
+			case strings.HasPrefix(ti.Name, "output"):
+				output += n
+			}
 		}
+		return path, layer, experts, output
 	}
+	dense, layer, _, output := write("dense.gguf", gguf.TinyModelOptions{NFF: 4096})
+	moe, moeLayer, moeExperts, moeOutput := write("moe.gguf", gguf.TinyModelOptions{NFF: 1024, Experts: 8})
 	kv := uint64(256 * 2 * 1024 * 2) // 256 cells of K and V, 1024 wide, f16
 
 	checks, err := llama.CheckDevices()
@@ -123,9 +134,9 @@ func TestGPUFit(t *testing.T) {
 			break
 		}
 	}
-	load := func(opts llama.ModelOptions) (*llama.Model, string) {
+	load := func(path string, opts llama.ModelOptions) (*llama.Model, string) {
 		var logs testenv.Buffer
-		llama.SetLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+		llama.SetLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 		defer llama.SetLogger(nil)
 		m, err := llama.LoadModel(context.Background(), path, opts)
 		require.NoError(t, err)
@@ -133,7 +144,7 @@ func TestGPUFit(t *testing.T) {
 		return m, logs.String()
 	}
 	if dev == "" {
-		m, logs := load(llama.ModelOptions{Fit: llama.FitOptions{Margin: 1 << 62}})
+		m, logs := load(dense, llama.ModelOptions{Fit: llama.FitOptions{Margin: 1 << 62}})
 		assert.False(t, m.OnGPU())
 		assert.NotContains(t, logs, "to fit the GPUs")
 		return
@@ -149,18 +160,31 @@ func TestGPUFit(t *testing.T) {
 		t.Fatalf("%s is gone", dev)
 		return 0
 	}
+	denseAll := moeOutput + 8*(moeLayer-moeExperts+kv)
 	for _, tt := range []struct {
-		name   string
-		budget uint64
-		ngl    int
+		name, path string
+		budget     uint64
+		ngl        int
+		plan       string
+		onCPU      []string // tensors whose buffer type becomes the CPU's
+		onGPU      []string
 	}{
-		{"the output layer and three", output + 7*(layer+kv)/2, 4},
-		{"less than the output layer", output / 2, 0},
+		{"the output layer and three", dense, output + 7*(layer+kv)/2, 4, "offloading 4 of 9 layers to fit", nil, nil},
+		{"less than the output layer", dense, output / 2, 0, "offloading 0 of 9 layers to fit", nil, nil},
+		{"every dense part and two layers' experts", moe, denseAll + 5*moeExperts/2, 9,
+			"offloading 9 of 9 layers, the MoE experts of layers 2 to 7 on the CPU, to fit",
+			[]string{"blk.2.ffn_up_exps.weight", "blk.7.ffn_down_exps.weight"}, []string{"blk.1.ffn_up_exps.weight"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			m, logs := load(llama.ModelOptions{Devices: []string{dev}, Fit: llama.FitOptions{Margin: free() - tt.budget, MinContext: 256}})
-			assert.Contains(t, logs, fmt.Sprintf("offloading %d of 9 layers to fit the GPUs' free memory", tt.ngl))
+			m, logs := load(tt.path, llama.ModelOptions{Devices: []string{dev}, Fit: llama.FitOptions{Margin: free() - tt.budget, MinContext: 256}})
+			assert.Contains(t, logs, tt.plan)
 			assert.Contains(t, logs, fmt.Sprintf("offloaded %d/9 layers to GPU", tt.ngl), "llama.cpp's count")
+			for _, name := range tt.onCPU {
+				assert.Regexp(t, "tensor "+regexp.QuoteMeta(name)+" .*buffer type overridden to CPU", logs)
+			}
+			for _, name := range tt.onGPU {
+				assert.NotRegexp(t, "tensor "+regexp.QuoteMeta(name)+" .*buffer type overridden", logs)
+			}
 			assert.Equal(t, tt.ngl > 0, m.OnGPU())
 			lctx, err := m.NewContext(llama.ContextOptions{ContextSize: 256, Threads: 2})
 			require.NoError(t, err)
@@ -173,7 +197,7 @@ func TestGPUFit(t *testing.T) {
 			assert.Positive(t, n)
 		})
 	}
-	m, logs := load(llama.ModelOptions{Devices: []string{dev}, Fit: llama.FitOptions{Off: true}})
+	m, logs := load(dense, llama.ModelOptions{Devices: []string{dev}, Fit: llama.FitOptions{Off: true}})
 	assert.True(t, m.OnGPU())
 	assert.Contains(t, logs, "offloaded 9/9 layers to GPU", "fit off: every layer")
 }

@@ -89,9 +89,11 @@ type ModelOptions struct {
 	// the tensors' sizes, they would not fit the GPUs' free memory less
 	// Fit.Margin on each, with room for the offloaded layers' KV cache of
 	// a context of Fit.MinContext (llama-server's --fit); the rest stay on
-	// the CPU, with a warning in the log. Only the default layer split is
-	// planned: not with TensorSplit, TensorBufferOverrides or RPCServers.
-	// Fit.Off offloads every layer whatever the memory.
+	// the CPU, with a warning in the log. A mixture of experts offloads
+	// its layers' dense parts first, then the experts that fit, from the
+	// first layer. Only the default layer split is planned: not with
+	// TensorSplit, TensorBufferOverrides or RPCServers. Fit.Off offloads
+	// every layer whatever the memory.
 	Fit FitOptions
 }
 
@@ -127,7 +129,8 @@ type Model struct {
 
 	onGPU      bool      // its layers run on a GPU (OnGPU)
 	gpuLayers  int32     // llama_model_params.n_gpu_layers (-1: all)
-	gpuDevices []string  // the GPUs it was pinned to (nil: any)
+	gpuDevices []string  // the devices it was pinned to (gpuPinned)
+	gpuPinned  bool      // gpuDevices are the only ones it may use
 	mapped     bool      // its weights are mapped from the file
 	size       uint64    // bytes of its tensors
 	kvOnce     sync.Once // kv, kvErr: its KV cache per cell (FitContext)
@@ -257,8 +260,8 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 			return nil, err
 		}
 	}
-	if n, ok := planLayers(paths, opts, gpuNames, pinDevices); ok {
-		p.NGPULayers = n
+	if n, ovs, ok := planLayers(paths, opts, gpuNames, pinDevices); ok {
+		p.NGPULayers, opts.TensorBufferOverrides = n, ovs
 	}
 	if len(opts.TensorBufferOverrides) > 0 {
 		ov, strs, err := tensorOverrides(opts.TensorBufferOverrides)
@@ -355,9 +358,7 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 	}
 	model.gpuLayers, model.size = p.NGPULayers, capi.ModelSize(m)
 	model.mapped = opts.Load == LoadAuto || opts.Load == LoadMmap || opts.Load == LoadMmapMlock
-	if pinDevices {
-		model.gpuDevices = slices.Clone(gpuNames)
-	}
+	model.gpuDevices, model.gpuPinned = slices.Clone(gpuNames), pinDevices
 	if len(opts.RPCServers) > 0 {
 		model.rpcServers = slices.Clone(opts.RPCServers)
 		model.rpcDevices = rpcInfo

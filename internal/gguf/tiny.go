@@ -74,6 +74,11 @@ type TinyModelOptions struct {
 	// full-context layer when i%SlidingWindowPattern is
 	// SlidingWindowPattern-1 (default 2: every other layer).
 	SlidingWindow, SlidingWindowPattern int
+	// Experts, for llama, makes a mixture of experts as Mixtral's: each
+	// layer's feed-forward is Experts experts of NFF (ffn_*_exps, with the
+	// router ffn_gate_inp), of which ExpertsUsed (default 2, at most
+	// Experts) run for each token. 0: a dense feed-forward.
+	Experts, ExpertsUsed int
 	// ExtraKV is set last and may override any generated key.
 	ExtraKV []KV
 }
@@ -105,6 +110,9 @@ func (o *TinyModelOptions) defaults() error {
 	def(&o.NFF, 2*o.NEmbd)
 	def(&o.NCtx, 512)
 	def(&o.SlidingWindowPattern, 2)
+	if o.Experts > 0 {
+		def(&o.ExpertsUsed, min(2, o.Experts))
+	}
 	switch {
 	case o.Arch != "llama" && o.Arch != "bert" && o.Arch != "gemma3" && o.Arch != "mamba" && o.Arch != "jamba":
 		return fmt.Errorf("gguf: tiny model: unsupported architecture %q (want llama, gemma3, mamba, jamba or bert)", o.Arch)
@@ -120,6 +128,10 @@ func (o *TinyModelOptions) defaults() error {
 		return fmt.Errorf("gguf: tiny model: NEmbd %d must be NHead %d times an even head size", o.NEmbd, o.NHead)
 	case o.NHead%o.NHeadKV != 0:
 		return fmt.Errorf("gguf: tiny model: NHead %d is not a multiple of NHeadKV %d", o.NHead, o.NHeadKV)
+	case o.Experts < 0 || o.ExpertsUsed < 0 || o.ExpertsUsed > o.Experts:
+		return fmt.Errorf("gguf: tiny model: %d experts with %d used", o.Experts, o.ExpertsUsed)
+	case o.Experts > 0 && o.Arch != "llama":
+		return fmt.Errorf("gguf: tiny model: Experts needs the llama architecture")
 	case o.Classifier > 0 && o.Arch != "bert":
 		return fmt.Errorf("gguf: tiny model: Classifier needs the bert architecture")
 	case o.Type != F32 && o.Type != F16 && o.Type != Q8_0 && o.Type != Q4_0:
@@ -173,6 +185,12 @@ func (r *randTensors) addTyped(name string, typ TensorType, center, spread float
 // 1/sqrt(fan_in).
 func (r *randTensors) weight(name string, nIn, nOut int) {
 	r.addTyped(name, r.typ, 0, float32(1/math.Sqrt(float64(nIn))), nIn, nOut)
+}
+
+// experts adds n experts' matrices of the weight type, as weight does
+// one.
+func (r *randTensors) experts(name string, nIn, nOut, n int) {
+	r.addTyped(name, r.typ, 0, float32(1/math.Sqrt(float64(nIn))), nIn, nOut, n)
 }
 
 func newRand(seed int64) *rand.Rand {
@@ -236,6 +254,10 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 	switch a {
 	case "llama":
 		w.SetKV(a+".rope.dimension_count", u32(headDim))
+		if o.Experts > 0 {
+			w.SetKV(a+".expert_count", u32(o.Experts))
+			w.SetKV(a+".expert_used_count", u32(o.ExpertsUsed))
+		}
 		w.SetKV(a+".rope.freq_base", float32(10000))
 		w.SetKV(a+".attention.layer_norm_rms_epsilon", float32(1e-5))
 		w.SetKV(a+".vocab_size", u32(nVocab))
@@ -308,6 +330,13 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 			r.weight(p+"attn_v.weight", e, nEmbdKV)
 			r.weight(p+"attn_output.weight", e, e)
 			r.add(p+"ffn_norm.weight", 1, 0.1, e)
+			if o.Experts > 0 {
+				r.add(p+"ffn_gate_inp.weight", 0, float32(1/math.Sqrt(float64(e))), e, o.Experts)
+				r.experts(p+"ffn_gate_exps.weight", e, ff, o.Experts)
+				r.experts(p+"ffn_down_exps.weight", ff, e, o.Experts)
+				r.experts(p+"ffn_up_exps.weight", e, ff, o.Experts)
+				continue
+			}
 			r.weight(p+"ffn_gate.weight", e, ff)
 			r.weight(p+"ffn_down.weight", ff, e)
 			r.weight(p+"ffn_up.weight", e, ff)

@@ -323,6 +323,8 @@ func TestWriteTinyModelErrors(t *testing.T) {
 		{"gqa", TinyModelOptions{VocabFrom: v, NHead: 4, NHeadKV: 3}, "multiple of NHeadKV"},
 		{"classifier", TinyModelOptions{VocabFrom: v, Classifier: 1}, "needs the bert"},
 		{"pooling", TinyModelOptions{VocabFrom: v, PoolingType: 7}, "invalid pooling"},
+		{"experts used", TinyModelOptions{VocabFrom: v, Experts: 2, ExpertsUsed: 3}, "2 experts with 3 used"},
+		{"experts elsewhere", TinyModelOptions{VocabFrom: v, Arch: "gemma3", Experts: 4}, "Experts needs the llama"},
 		{"missing vocab", TinyModelOptions{VocabFrom: "/nonexistent.gguf"}, "no such file"},
 	}
 	for _, tc := range tests {
