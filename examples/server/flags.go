@@ -454,7 +454,7 @@ func flagTable(c *config) []flagDef {
 		}},
 		{names: []string{"-ncmoe", "--n-cpu-moe"}, arg: "N", env: "LLAMA_ARG_N_CPU_MOE", sec: cm, help: "keep the MoE experts of the first N layers on the CPU", set: cpuLayers(mo, ffnExpsPattern)},
 		{names: []string{"-ncffn", "--n-cpu-ffn"}, arg: "N", env: "LLAMA_ARG_N_CPU_FFN", sec: cm, help: "keep the dense FFN of the first N layers on the CPU (for MoE experts: --n-cpu-moe)", set: cpuLayers(mo, ffnDensePattern)},
-		{names: []string{"-ngl", "--gpu-layers", "--n-gpu-layers"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS", sec: cm, help: "layers on the GPU: a number, auto or all (default auto)", set: gpuLayers(mo)},
+		{names: []string{"-ngl", "--gpu-layers", "--n-gpu-layers"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS", sec: cm, help: "layers on the GPU: a number, auto (as many as --fit finds room for) or all (default auto)", set: gpuLayers(mo)},
 		{names: []string{"-sm", "--split-mode"}, arg: "{none,layer,row,tensor}", env: "LLAMA_ARG_SPLIT_MODE", sec: cm, help: "how to split the model across GPUs (default layer)", set: func(_ *config, v string) error {
 			m := map[string]llama.SplitMode{"none": llama.SplitNone, "layer": llama.SplitLayer, "row": llama.SplitRow, "tensor": llama.SplitTensor}
 			s, ok := m[v]
@@ -476,7 +476,7 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"-mg", "--main-gpu"}, arg: "INDEX", env: "LLAMA_ARG_MAIN_GPU", sec: cm, help: "the GPU for the whole model with --split-mode none (default 0)", set: intTo(&mo.MainGPU)},
-		{names: []string{"-fit", "--fit"}, arg: "[on|off]", env: "LLAMA_ARG_FIT", sec: cm, help: "lower an unset -c, then unset -ngl, until the model fits the free memory (default on)", set: func(_ *config, v string) error {
+		{names: []string{"-fit", "--fit"}, arg: "[on|off]", env: "LLAMA_ARG_FIT", sec: cm, help: "lower an unset -ngl (MoE experts to the CPU first), then an unset -c, until the model fits the free memory (default on)", set: func(_ *config, v string) error {
 			if !isTruthy(v) && !isFalsey(v) {
 				return fmt.Errorf("%q is not on or off", v)
 			}
