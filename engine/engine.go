@@ -512,6 +512,9 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 			o.Logger.Warn(fmt.Sprintf("context size lowered from %d (the training context for each KV stream) to %d to fit the free memory; -c sets it, --fit off keeps it", f.Wanted, lctx.Size()))
 		}
 	}
+	// The size chosen, for what sizes itself after it (a draft model's
+	// context, as llama-server's, is the main context's size).
+	o.Context.ContextSize = lctx.Size()
 	if err := applyControlVectors(m, lctx, o); err != nil {
 		lctx.Close()
 		return nil, err

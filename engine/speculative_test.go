@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/draft"
+	"github.com/x/llama/internal/gguf"
 	"github.com/x/llama/internal/testenv"
 )
 
@@ -305,4 +307,17 @@ func TestEngineSpeculativePMin(t *testing.T) {
 	}
 	assert.Equal(t, drafted["server's"], drafted["zero"], "the server's p_min is 0")
 	assert.Less(t, drafted["one"], drafted["zero"], "%v", drafted)
+}
+
+// A draft model's context is the main context's size, whatever the draft
+// was trained on: here an unset size gives the main model (stories260K)
+// its 2048 tokens a slot and the draft (trained on 512) the same.
+func TestSpeculativeDraftContextFollowsMain(t *testing.T) {
+	draftPath := filepath.Join(t.TempDir(), "draft.gguf")
+	require.NoError(t, gguf.WriteTinyModel(draftPath, gguf.TinyModelOptions{VocabFrom: engModelPath(t), NCtx: 512}))
+	_, e := newEngTestEngine(t, Options{Parallel: 2, Speculative: SpeculativeOptions{Types: []string{SpecDraftSimple}, DraftModel: draftPath}})
+	require.NotNil(t, e.spec)
+	assert.Equal(t, 2*2048, e.lctx.Size())
+	assert.Equal(t, e.lctx.Size(), e.spec.draftC.Size())
+	assert.Equal(t, 2048, e.SlotContext())
 }
