@@ -11,20 +11,21 @@ import (
 	"github.com/x/llama/internal/gguf"
 )
 
-// FitOptions bound the context NewContext picks when
-// ContextOptions.ContextSize is 0: the model's training context for each
-// sequence, lowered until the KV cache fits the memory it will live in,
-// as llama-server's --fit lowers an unset -c. Layers are not moved: a
-// model whose weights do not fit still fails to load, saying so.
+// FitOptions are llama-server's --fit settings. In ModelOptions they
+// bound the layers LoadModel offloads by default (see ModelOptions.Fit);
+// in ContextOptions, the context NewContext picks when ContextSize is 0:
+// the model's training context for each sequence, lowered until the KV
+// cache fits the memory it will live in (see Model.FitContext).
 type FitOptions struct {
-	// Off keeps the training context whatever the memory.
+	// Off keeps every layer offloaded, and the training context,
+	// whatever the memory.
 	Off bool
-	// Margin is the memory left free on the host and on each GPU the
-	// cache uses; 0: 1 GiB (llama-server's --fit-target).
+	// Margin is the memory left free on the host and on each GPU; 0:
+	// 1 GiB (llama-server's --fit-target).
 	Margin uint64
-	// MinContext is the context per sequence the fit goes no lower
-	// than; 0: 4096 (llama-server's --fit-ctx), at most the training
-	// context.
+	// MinContext is the context per sequence the fit goes no lower than,
+	// and the one each offloaded layer keeps room for; 0: 4096
+	// (llama-server's --fit-ctx), at most the training context.
 	MinContext int
 }
 
