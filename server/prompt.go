@@ -34,12 +34,10 @@ func (inst *instance) slotContext() int {
 		return n
 	}
 	if o := inst.Opts.Engine; o.Context.ContextSize > 0 {
-		{
-			if o.Parallel > 1 && !o.Context.KVUnified {
-				return o.Context.ContextSize / o.Parallel
-			}
-			return o.Context.ContextSize
+		if o.Parallel > 1 && !o.Context.KVUnified {
+			return o.Context.ContextSize / o.Parallel
 		}
+		return o.Context.ContextSize
 	}
 	return inst.Model.TrainContext()
 }
