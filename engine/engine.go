@@ -148,6 +148,13 @@ type Options struct {
 	// draws from the backend's generator then, so its tokens differ from
 	// the ones CPU sampling gives (greedy ones do not).
 	BackendSampling BackendSamplingMode
+	// NoWarmup skips llama-server's warm-up: by default a completion
+	// engine decodes the model's BOS and EOS once before it starts (and
+	// its draft model's, with Speculative), then clears the memory, so
+	// that the first request does not pay for what a first decode sets
+	// up: a GPU's kernels and library handles, Vulkan's pipelines, the
+	// pages of weights mapped from the file.
+	NoWarmup bool
 	// Embedding makes an embedding engine: it runs KindEmbedding (and, with
 	// Reranking, KindRerank) requests instead of completions.
 	Embedding bool
@@ -648,6 +655,25 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 		lctx.Close()
 		return nil, err
 	}
+	if !o.NoWarmup && !embedding {
+		var err error
+		for _, w := range []struct {
+			m *llama.Model
+			c *llama.Context
+		}{{m, lctx}, {e.spec.draftModel(), e.spec.draftContext()}} {
+			if w.c != nil && err == nil {
+				err = warmUp(w.m, w.c)
+			}
+		}
+		if err != nil {
+			e.spec.close()
+			for _, x := range e.adapters {
+				x.Close()
+			}
+			lctx.Close()
+			return nil, fmt.Errorf("engine: warm-up: %w", err)
+		}
+	}
 	e.slots = make([]*engSlot, o.Parallel)
 	e.snap = make([]engSlotSnap, o.Parallel)
 	for i := range e.slots {
@@ -657,6 +683,35 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	e.clock.last = time.Now()
 	go e.run()
 	return e, nil
+}
+
+// warmUp is llama-server's warm-up run on c, a context of m: one decode
+// of the model's BOS and EOS (token 0 where it has neither) in sequence
+// 0, waited for, then the memory is cleared.
+func warmUp(m *llama.Model, c *llama.Context) error {
+	st := m.SpecialTokens()
+	var toks []llama.Token
+	for _, t := range []llama.Token{st.BOS, st.EOS} {
+		if t != llama.NoToken {
+			toks = append(toks, t)
+		}
+	}
+	if len(toks) == 0 {
+		toks = []llama.Token{0}
+	}
+	toks = toks[:min(len(toks), c.BatchSize())]
+	b := llama.NewBatch(len(toks), 1)
+	if err := b.AddSequence(toks, 0, 0, true); err != nil {
+		return err
+	}
+	if err := c.Decode(context.Background(), b); err != nil {
+		return err
+	}
+	// Wait for the decode's work (a GPU's decode only queues it).
+	if err := c.Synchronize(); err != nil {
+		return err
+	}
+	return c.Memory().Clear()
 }
 
 // applyControlVectors loads and applies o.ControlVectors to lctx.

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"path/filepath"
@@ -956,4 +957,38 @@ func TestContextFit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The warm-up decodes once before the first request and leaves the memory
+// empty: the same tokens come out, with and without it, and the draft
+// model is warmed up too.
+func TestWarmup(t *testing.T) {
+	var texts []string
+	for _, noWarmup := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoWarmup %v", noWarmup), func(t *testing.T) {
+			m, e := newEngTestEngine(t, Options{NoWarmup: noWarmup, Parallel: 2, Context: llama.ContextOptions{Perf: true},
+				Speculative: SpeculativeOptions{Types: []string{SpecDraftSimple}, DraftModel: engModelPath(t), DraftModelOptions: llama.ModelOptions{}}})
+			for _, c := range []*llama.Context{e.lctx, e.spec.draftC} {
+				for seq := range 2 {
+					lo, hi, err := c.Memory().PosRange(seq)
+					require.NoError(t, err)
+					assert.Equal(t, -1, hi, "sequence %d holds positions %d to %d", seq, lo, hi)
+				}
+			}
+			p, err := e.lctx.Perf()
+			require.NoError(t, err)
+			// llama.cpp reports at least 1; the warm-up is a batch of 2,
+			// stories260K's BOS and EOS.
+			if noWarmup {
+				assert.Equal(t, 1, p.PromptTokens)
+			} else {
+				assert.Equal(t, 2, p.PromptTokens, "the warm-up's batch")
+			}
+			res := engRun(t, e, engGreedyTask(engTokenize(t, m, "Once upon a time", true), 24))
+			texts = append(texts, res.text)
+		})
+	}
+	require.Len(t, texts, 2)
+	assert.Equal(t, texts[0], texts[1])
+	assert.NotEmpty(t, texts[0])
 }

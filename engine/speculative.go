@@ -244,7 +244,26 @@ func newEngSpec(m *llama.Model, eo Options) (*engSpec, error) {
 	return sp, nil
 }
 
+// draftModel and draftContext are the draft model and its context (nil
+// without one).
+func (sp *engSpec) draftModel() *llama.Model {
+	if sp == nil {
+		return nil
+	}
+	return sp.draftM
+}
+
+func (sp *engSpec) draftContext() *llama.Context {
+	if sp == nil {
+		return nil
+	}
+	return sp.draftC
+}
+
 func (sp *engSpec) close() {
+	if sp == nil {
+		return
+	}
 	if sp.draftC != nil {
 		sp.draftC.Close()
 		sp.draftC = nil
