@@ -61,6 +61,14 @@ type ModelOptions struct {
 	VocabOnly bool
 	// CheckTensors validates tensor data while loading.
 	CheckTensors bool
+	// NoRepack keeps the weights on the CPU as stored instead of
+	// repacking the ones its SIMD kernels read faster in another layout
+	// (llama.cpp's extra buffer types, such as CPU_REPACK), which copies
+	// them out of the mapped file (--no-repack).
+	NoRepack bool
+	// NoHost loads the weights bound for a GPU without a pinned host
+	// buffer, which lets the extra buffer types be used (--no-host).
+	NoHost bool
 	// KVOverrides replace metadata values: int, int64, float64, bool or
 	// string values (keys and strings up to 127 bytes).
 	KVOverrides map[string]any
@@ -228,6 +236,7 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 	p.LoadMode = [...]int32{-1, 0, 1, 2, 3, 4}[min(max(int(opts.Load), 0), 5)]
 	p.VocabOnly = opts.VocabOnly
 	p.CheckTensors = opts.CheckTensors
+	p.UseExtraBufts, p.NoHost = !opts.NoRepack, opts.NoHost
 	var keep []any
 	if len(opts.TensorSplit) > 0 {
 		maxDev := int(capi.MaxDevices())

@@ -2,6 +2,7 @@ package llama_test
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"path/filepath"
 	"testing"
@@ -54,4 +55,26 @@ func TestQuantizedTinyModels(t *testing.T) {
 	assert.Greater(t, cos(ref, logits[gguf.Q8_0]), 0.999)
 	assert.Greater(t, cos(ref, logits[gguf.Q4_0]), 0.95)
 	assert.Less(t, cos(ref, logits[gguf.Q4_0]), 0.99999, "Q4_0 is lossy: the weights really were quantized")
+}
+
+// The CPU repacks Q4_0 weights for its kernels into a buffer of their own
+// (CPU_REPACK) unless NoRepack, which keeps them in the mapped file's.
+func TestNoRepack(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q4_0.gguf")
+	require.NoError(t, gguf.WriteTinyModel(path, gguf.TinyModelOptions{
+		VocabFrom: filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-llama-spm.gguf"), NEmbd: 128, NFF: 256, Type: gguf.Q4_0}))
+	for _, noRepack := range []bool{false, true} {
+		var logs testenv.Buffer
+		llama.SetLogger(slog.New(slog.NewTextHandler(&logs, nil)))
+		m, err := llama.LoadModel(context.Background(), path, llama.ModelOptions{NoRepack: noRepack})
+		llama.SetLogger(nil)
+		require.NoError(t, err)
+		m.Close()
+		assert.Contains(t, logs.String(), "CPU_Mapped model buffer size")
+		if noRepack {
+			assert.NotContains(t, logs.String(), "CPU_REPACK")
+		} else {
+			assert.Contains(t, logs.String(), "CPU_REPACK model buffer size", "this CPU repacks Q4_0 (AVX2)")
+		}
+	}
 }

@@ -401,8 +401,11 @@ func flagTable(c *config) []flagDef {
 			e.Context.NoOffloadKQV = v == "false"
 			return nil
 		}},
-		{names: []string{"--repack"}, neg: []string{"-nr", "--no-repack"}, env: "LLAMA_ARG_REPACK", sec: cm, help: "repack weights for the CPU" + noEffect, set: anyValue},
-		{names: []string{"--no-host"}, env: "LLAMA_ARG_NO_HOST", sec: cm, help: "bypass the host buffer" + noEffect, set: anyValue},
+		{names: []string{"--repack"}, neg: []string{"-nr", "--no-repack"}, env: "LLAMA_ARG_REPACK", sec: cm, help: "repack weights for the CPU's kernels (default on)", set: func(_ *config, v string) error {
+			mo.NoRepack = v == "false"
+			return nil
+		}},
+		{names: []string{"--no-host"}, env: "LLAMA_ARG_NO_HOST", sec: cm, help: "load GPU weights without a pinned host buffer, so that the extra buffer types can be used", set: boolTo(&mo.NoHost)},
 		{names: []string{"-ctk", "--cache-type-k"}, arg: "TYPE", env: "LLAMA_ARG_CACHE_TYPE_K", sec: cm, help: "KV cache type for K: " + strings.Join(kvCacheTypes, ", ") + " (default f16)", set: cacheType(&e.Context.TypeK)},
 		{names: []string{"-ctv", "--cache-type-v"}, arg: "TYPE", env: "LLAMA_ARG_CACHE_TYPE_V", sec: cm, help: "KV cache type for V (default f16)", set: cacheType(&e.Context.TypeV)},
 		{names: []string{"-dt", "--defrag-thold"}, arg: "N", env: "LLAMA_ARG_DEFRAG_THOLD", sec: cm, help: "deprecated" + noEffect, set: anyValue},
@@ -802,7 +805,10 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"-sp", "--special"}, sec: sv, help: "output special tokens as their text", set: boolTo(&e.Special)},
-		{names: []string{"--warmup"}, neg: []string{"--no-warmup"}, sec: sv, help: "run an empty decode at start" + noEffect, set: anyValue},
+		{names: []string{"--warmup"}, neg: []string{"--no-warmup"}, sec: sv, help: "decode once at start, so that the first request does not pay for it (default on)", set: func(_ *config, v string) error {
+			e.NoWarmup = v == "false"
+			return nil
+		}},
 		{names: []string{"--spm-infill"}, sec: sv, help: "build /infill prompts suffix first (default: prefix first)", set: boolTo(&o.SPMInfill)},
 		{names: []string{"-np", "--parallel"}, arg: "N", env: "LLAMA_ARG_N_PARALLEL", sec: sv, help: "number of slots (default -1: auto, 4 with a unified KV cache)", set: func(_ *config, v string) error {
 			n, err := parseInt(v)

@@ -160,6 +160,13 @@ func TestFlagSpellings(t *testing.T) {
 		}},
 		{[]string{"-ngl", "-2"}, func(t *testing.T, c *config) { assert.Equal(t, math.MaxInt32, c.opts.ModelOptions.GPULayers) }},
 		{[]string{"-ngl", "0"}, func(t *testing.T, c *config) { assert.True(t, c.opts.ModelOptions.CPUOnly) }},
+		{[]string{"--no-warmup"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.NoWarmup) }},
+		{[]string{"-nr", "--no-host"}, func(t *testing.T, c *config) {
+			assert.True(t, c.opts.ModelOptions.NoRepack)
+			assert.True(t, c.opts.ModelOptions.NoHost)
+		}},
+		{[]string{"--no-repack", "--repack"}, func(t *testing.T, c *config) { assert.False(t, c.opts.ModelOptions.NoRepack) }},
+		{[]string{"--no-warmup", "--warmup"}, func(t *testing.T, c *config) { assert.False(t, c.opts.Engine.NoWarmup) }},
 		{[]string{"-fit", "off"}, func(t *testing.T, c *config) {
 			assert.True(t, c.opts.Engine.Context.Fit.Off)
 			assert.True(t, c.opts.ModelOptions.Fit.Off)
