@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/x/llama/engine"
 	"github.com/x/llama/server/internal/wire"
@@ -38,14 +39,59 @@ func (g *genRequest) tasks() []*engine.Request {
 }
 
 // startTasks submits tasks (runTask) and waits for the first event of
-// each, so that a failure is answered with its HTTP status. On failure the
-// tasks end when the caller cancels ctx.
-func (s *Server) startTasks(ctx context.Context, inst *instance, arrived func(), tasks []*engine.Request) (eventStream, error) {
+// each, so that a failure is answered with its HTTP status. For a
+// streaming response (sw: the response it streams to; nil for others)
+// it waits no longer than the stream's ping interval (Options.SSEPing):
+// past it (a long prompt), it opens the stream, whose pings keep the
+// client, and a failure is then sent in the stream, the error being
+// errStreamed. On failure the tasks end when the caller cancels ctx.
+func (s *Server) startTasks(ctx context.Context, inst *instance, arrived func(), tasks []*engine.Request, sw http.ResponseWriter) (eventStream, error) {
 	st, err := s.runTask(ctx, inst, arrived, tasks...)
 	if err != nil {
 		return nil, err
 	}
-	return peekEvents(ctx, st, len(tasks))
+	return peekOrOpen(ctx, sw, st, len(tasks))
+}
+
+// peekOrOpen is peekEvents for startTasks: for a streaming response (sw
+// not nil) it waits no longer than the ping interval before it opens the
+// stream, and sends a failure that comes later in the stream
+// (errStreamed).
+func peekOrOpen(ctx context.Context, sw http.ResponseWriter, st eventStream, n int) (eventStream, error) {
+	every := sseEvery(ctx)
+	if sw == nil || every <= 0 {
+		return peekEvents(ctx, st, n)
+	}
+	type peeked struct {
+		st  eventStream
+		err error
+	}
+	done := make(chan peeked, 1)
+	go func() {
+		var p peeked
+		defer func() {
+			if v := recover(); v != nil {
+				p = peeked{nil, llama.NewPanicError("server: first events", v)}
+			}
+			done <- p
+		}()
+		p.st, p.err = peekEvents(ctx, st, n)
+	}()
+	t := time.NewTimer(every)
+	defer t.Stop()
+	select {
+	case p := <-done:
+		return p.st, p.err
+	case <-t.C:
+	}
+	sse := sseOpen(ctx, sw)
+	sse.comment() // the headers, now
+	p := <-done
+	if p.err != nil {
+		sse.fail(p.err)
+		return nil, errStreamed
+	}
+	return p.st, nil
 }
 
 // namedModel is a typed request body naming its model.
@@ -111,7 +157,7 @@ func generationHandler[R any, P interface {
 			}
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
-			st, err := s.startTasks(ctx, inst, arrived, g.tasks())
+			st, err := s.startTasks(ctx, inst, arrived, g.tasks(), streamTo(w, g.opt.Stream))
 			if err != nil {
 				return err
 			}

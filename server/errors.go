@@ -293,7 +293,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 func (d dialect) serve(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(context.WithValue(r.Context(), dialectKey{}, d))
-		if err := h(w, r); err != nil {
+		if err := h(w, r); err != nil && !errors.Is(err, errStreamed) {
 			d.write(w, err)
 		}
 	})

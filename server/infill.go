@@ -223,7 +223,7 @@ func handleInfill(s *Server) handlerFunc {
 		g := &genRequest{inst: inst, prompts: [][]llama.Token{prompt}, task: t, opt: opt}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		st, err := s.startTasks(ctx, inst, arrived, g.tasks())
+		st, err := s.startTasks(ctx, inst, arrived, g.tasks(), streamTo(w, opt.Stream))
 		if err != nil {
 			return err
 		}

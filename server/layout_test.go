@@ -21,6 +21,7 @@ var packageVars = map[string]string{
 	"ErrClosed":     "a sentinel error (internal/router)",
 	"ErrNotLoaded":  "a sentinel error (internal/router)",
 	"errNotRegular": "a sentinel error",
+	"errStreamed":   "a sentinel error",
 	"junkDirs":      "a table of folder names the file tools never walk",
 	"promLabel":     "a strings.Replacer's method value",
 	"fuzzyReplacer": "a strings.Replacer",

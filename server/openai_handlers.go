@@ -61,7 +61,7 @@ func handleChatCompletion(s *Server) handlerFunc {
 			}
 			tasks[i] = &t
 		}
-		st, err := s.startTasks(ctx, inst, arrived, tasks)
+		st, err := s.startTasks(ctx, inst, arrived, tasks, streamTo(w, g.opt.Stream))
 		if err != nil {
 			return err
 		}

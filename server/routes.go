@@ -145,7 +145,7 @@ func (s *Server) buildHandler() http.Handler {
 	}
 	mux := http.NewServeMux()
 	for _, rt := range rs {
-		mux.Handle(rt.Pattern, guard(rt.Errors, rt.Access, rt.Errors.serve(rt.Handler)))
+		mux.Handle(rt.Pattern, guard(rt.Errors, rt.Access, sseScoped(s.ssePing(), rt.Errors.serve(rt.Handler))))
 	}
 	if err := s.addGCPRoutes(mux, rs, guard); err != nil {
 		s.log.Error("GCP compat disabled", "err", err)

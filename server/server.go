@@ -194,6 +194,12 @@ type Options struct {
 	// largest bodies (4 × MaxBodyBytes), at least 256 MiB; negative: no
 	// bound. It is never less than one largest body.
 	BodyBytesInFlight int64
+	// SSEPing is how long an event stream may stay silent before the
+	// server sends a comment line (":"), as llama-server's
+	// --sse-ping-interval: clients and proxies that give up on a silent
+	// response (Node's fetch, after 300 s) keep it open through a long
+	// prompt (0: 30 s; negative: none).
+	SSEPing time.Duration
 	// BodyReadTimeout is the longest wait for a request body's next
 	// bytes, once a handler reads it; past it the connection is closed
 	// (0: 60 s; negative: none, the http.Server's ReadTimeout alone).

@@ -8,8 +8,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // sseWriter writes a Server-Sent Events response. Its methods may be
@@ -19,10 +21,81 @@ type sseWriter struct {
 	rc *http.ResponseController
 	d  dialect // renders the errors sent in the stream
 
-	mu   sync.Mutex
-	sent int          // events sent (or tried)
-	buf  bytes.Buffer // the event being written, kept between events
-	enc  *json.Encoder
+	mu     sync.Mutex
+	sent   int          // events sent (or tried)
+	buf    bytes.Buffer // the event being written, kept between events
+	enc    *json.Encoder
+	last   time.Time     // the last write (pings)
+	closed bool          // the handler returned: no more writes
+	done   chan struct{} // closed with closed, ends the pings
+}
+
+// sseScope holds the streams one request's handler starts, so that their
+// pings stop when it returns (sseScoped).
+type sseScope struct {
+	every time.Duration // a stream silent this long gets a ping; 0: none
+
+	mu      sync.Mutex
+	writers []*sseWriter
+}
+
+type sseScopeKey struct{}
+
+// ssePing is Options.SSEPing with its default: the silence after which a
+// stream gets a ping (0: none).
+func (s *Server) ssePing() time.Duration {
+	switch p := s.opts.SSEPing; {
+	case p < 0:
+		return 0
+	case p == 0:
+		return 30 * time.Second
+	default:
+		return p
+	}
+}
+
+// sseScoped gives h's requests a scope for their streams' pings (every:
+// Options.SSEPing), and ends the pings when h returns.
+func sseScoped(every time.Duration, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sc := &sseScope{every: every}
+		defer sc.close()
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sseScopeKey{}, sc)))
+	})
+}
+
+func (sc *sseScope) close() {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for _, s := range sc.writers {
+		s.mu.Lock()
+		if !s.closed {
+			s.closed = true
+			close(s.done)
+		}
+		s.mu.Unlock()
+	}
+	sc.writers = nil
+}
+
+// ping sends an SSE comment whenever the stream has been silent for
+// every, until the scope closes. A ping before the first event sends the
+// headers with it (sseOpen's stream).
+func (s *sseWriter) ping(every time.Duration) {
+	t := time.NewTicker(max(every/4, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case now := <-t.C:
+			s.mu.Lock()
+			if !s.closed && now.Sub(s.last) >= every {
+				_ = s.writeLocked([]byte(":\n\n"))
+			}
+			s.mu.Unlock()
+		}
+	}
 }
 
 // sseStart sends the event-stream headers and the status, 200. The
@@ -32,6 +105,8 @@ type sseWriter struct {
 // then.
 func sseStart(ctx context.Context, w http.ResponseWriter) (*sseWriter, error) {
 	s := sseOpen(ctx, w)
+	s.mu.Lock() // its pings write too
+	defer s.mu.Unlock()
 	return s, s.rc.Flush()
 }
 
@@ -41,6 +116,17 @@ func sseStart(ctx context.Context, w http.ResponseWriter) (*sseWriter, error) {
 // first token without waiting for a write of the headers alone. A
 // connection that cannot flush fails the first send.
 func sseOpen(ctx context.Context, w http.ResponseWriter) *sseWriter {
+	sc, _ := ctx.Value(sseScopeKey{}).(*sseScope)
+	if sc != nil {
+		sc.mu.Lock()
+		for _, s := range sc.writers {
+			if s.w == w {
+				sc.mu.Unlock()
+				return s // opened already (startTasks, past the ping interval)
+			}
+		}
+		sc.mu.Unlock()
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -48,9 +134,45 @@ func sseOpen(ctx context.Context, w http.ResponseWriter) *sseWriter {
 	h.Set("X-Accel-Buffering", "no")
 	h.Del("Content-Length")
 	w.WriteHeader(http.StatusOK)
-	s := &sseWriter{w: w, rc: http.NewResponseController(w), d: dialectOf(ctx)}
+	s := &sseWriter{w: w, rc: http.NewResponseController(w), d: dialectOf(ctx), last: time.Now(), done: make(chan struct{})}
 	s.enc = json.NewEncoder(&s.buf)
+	if _, gcp := w.(*prediction); !gcp && sc != nil { // a prediction collects its events (gcp.go)
+		sc.mu.Lock()
+		sc.writers = append(sc.writers, s)
+		sc.mu.Unlock()
+		if sc.every > 0 {
+			go s.ping(sc.every)
+		}
+	}
 	return s
+}
+
+// sseEvery is the ping interval of ctx's request's streams (0: none).
+func sseEvery(ctx context.Context) time.Duration {
+	if sc, ok := ctx.Value(sseScopeKey{}).(*sseScope); ok {
+		return sc.every
+	}
+	return 0
+}
+
+// streamTo is w for a streaming response, nil for another (startTasks).
+func streamTo(w http.ResponseWriter, stream bool) http.ResponseWriter {
+	if !stream {
+		return nil
+	}
+	return w
+}
+
+// errStreamed is a handler's error that was sent in the stream the
+// handler had started: dialect.serve writes nothing more.
+var errStreamed = errors.New("server: the error was sent in the stream")
+
+// comment sends a comment line (a ping), flushing the headers with it
+// when it is the stream's first write.
+func (s *sseWriter) comment() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = s.writeLocked([]byte(":\n\n"))
 }
 
 // data sends one event of data only: v as JSON, a string as it is.
@@ -97,6 +219,10 @@ func (s *sseWriter) raw(p []byte) error {
 }
 
 func (s *sseWriter) writeLocked(p []byte) error {
+	if s.closed {
+		return http.ErrHandlerTimeout // the handler returned; nothing may write
+	}
+	s.last = time.Now()
 	if _, err := s.w.Write(p); err != nil {
 		return err
 	}

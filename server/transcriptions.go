@@ -242,7 +242,7 @@ func handleTranscriptions(s *Server) handlerFunc {
 		}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		events, err := s.startTasks(ctx, inst, nil, []*engine.Request{g.task})
+		events, err := s.startTasks(ctx, inst, nil, []*engine.Request{g.task}, streamTo(w, g.opt.Stream))
 		if err != nil {
 			return err
 		}

@@ -931,7 +931,17 @@ func flagTable(c *config) []flagDef {
 			c.timeout = time.Duration(n) * time.Second
 			return err
 		}},
-		{names: []string{"--sse-ping-interval"}, arg: "N", env: "LLAMA_ARG_SSE_PING_INTERVAL", sec: sv, help: "seconds between SSE pings (default 30)" + noEffect, set: anyInt},
+		{names: []string{"--sse-ping-interval"}, arg: "N", env: "LLAMA_ARG_SSE_PING_INTERVAL", sec: sv, help: "seconds of silence after which an event stream gets a comment line, so that clients keep it open (default 30; -1: none)", set: func(_ *config, v string) error {
+			n, err := parseInt(v)
+			if err != nil {
+				return err
+			}
+			o.SSEPing = time.Duration(min(n, 1<<20)) * time.Second
+			if n <= 0 {
+				o.SSEPing = -1
+			}
+			return nil
+		}},
 		{names: []string{"--threads-http"}, arg: "N", env: "LLAMA_ARG_THREADS_HTTP", sec: sv, help: "HTTP threads (goroutines here)" + noEffect, set: anyInt},
 		{names: []string{"--cache-prompt"}, neg: []string{"--no-cache-prompt"}, env: "LLAMA_ARG_CACHE_PROMPT", sec: sv, help: "reuse the cached prompt of a slot (default on)", set: func(_ *config, v string) error {
 			o.NoCachePrompt = v == "false"

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/x/llama/engine"
 	"github.com/x/llama/sampling"
@@ -161,6 +162,9 @@ func TestFlagSpellings(t *testing.T) {
 		{[]string{"-ngl", "-2"}, func(t *testing.T, c *config) { assert.Equal(t, math.MaxInt32, c.opts.ModelOptions.GPULayers) }},
 		{[]string{"-ngl", "0"}, func(t *testing.T, c *config) { assert.True(t, c.opts.ModelOptions.CPUOnly) }},
 		{[]string{"--no-warmup"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.NoWarmup) }},
+		{[]string{"--sse-ping-interval", "5"}, func(t *testing.T, c *config) { assert.Equal(t, 5*time.Second, c.opts.SSEPing) }},
+		{[]string{"--sse-ping-interval", "-1"}, func(t *testing.T, c *config) { assert.Negative(t, c.opts.SSEPing, "none") }},
+		{[]string{"--sse-ping-interval", "0"}, func(t *testing.T, c *config) { assert.Negative(t, c.opts.SSEPing, "none, as llama-server") }},
 		{[]string{"-nr", "--no-host"}, func(t *testing.T, c *config) {
 			assert.True(t, c.opts.ModelOptions.NoRepack)
 			assert.True(t, c.opts.ModelOptions.NoHost)
