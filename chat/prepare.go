@@ -165,8 +165,14 @@ type Request struct {
 	// NoGenerationPrompt leaves the assistant turn unopened.
 	NoGenerationPrompt bool
 	// Continue continues the last message: "auto", "content" or
-	// "reasoning_content" ("": only an assistant message at the end).
+	// "reasoning_content" ("": only an assistant message at the end,
+	// unless NoPrefillAssistant).
 	Continue string
+	// NoPrefillAssistant renders an assistant message at the end of the
+	// conversation as a whole message, after which the model answers in a
+	// new turn, instead of continuing it (llama-server's
+	// --no-prefill-assistant).
+	NoPrefillAssistant bool
 	// Extra are template variables (chat_template_kwargs).
 	Extra map[string]any
 	// Reasoning is the reasoning format by name (see
@@ -321,7 +327,7 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 	if n == 0 {
 		cont = ""
 	}
-	if cont == "" && n > 0 && msgs[n-1].Role == RoleAssistant {
+	if cont == "" && n > 0 && msgs[n-1].Role == RoleAssistant && !req.NoPrefillAssistant {
 		if n >= 2 && msgs[n-2].Role == RoleAssistant {
 			return nil, requestError(nil, "cannot have 2 or more assistant messages at the end of the list")
 		}

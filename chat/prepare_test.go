@@ -78,6 +78,20 @@ func TestPrepare(t *testing.T) {
 				assert.Equal(t, "It is", p.Prefill)
 				assert.Equal(t, "It is sunny.", p.ParseOutput(" sunny.").Content)
 			}},
+		{name: "no assistant prefill", src: chatml,
+			req: Request{Messages: []Message{user, {Role: RoleAssistant, Content: "It is"}}, NoPrefillAssistant: true},
+			check: func(t *testing.T, p *Plan) {
+				assert.Equal(t, "<|im_start|>user\nWhat is the weather in Paris?<|im_end|>\n<|im_start|>assistant\nIt is<|im_end|>\n<|im_start|>assistant\n", p.Prompt)
+				assert.Empty(t, p.Prefill)
+			}},
+		{name: "no assistant prefill, continued as asked", src: chatml,
+			req:   Request{Messages: []Message{user, {Role: RoleAssistant, Content: "It is"}}, NoPrefillAssistant: true, Continue: "auto", NoGenerationPrompt: true},
+			check: func(t *testing.T, p *Plan) { assert.Equal(t, "It is", p.Prefill) }},
+		{name: "two assistant messages, no prefill", src: chatml,
+			req: Request{Messages: []Message{user, {Role: RoleAssistant, Content: "a"}, {Role: RoleAssistant, Content: "b"}}, NoPrefillAssistant: true},
+			check: func(t *testing.T, p *Plan) {
+				assert.True(t, strings.HasSuffix(p.Prompt, "b<|im_end|>\n<|im_start|>assistant\n"), p.Prompt)
+			}},
 		{name: "two assistant messages at the end", src: chatml,
 			req: Request{Messages: []Message{user, {Role: RoleAssistant, Content: "a"}, {Role: RoleAssistant, Content: "b"}}},
 			err: "cannot have 2 or more assistant messages at the end of the list"},

@@ -173,6 +173,13 @@ func TestLlamaServerTemplateCompat(t *testing.T) {
 			assert.Equal(t, tc.want, out["prompt"])
 		})
 	}
+	t.Run("no prefill", func(t *testing.T) { // llama-server's --no-prefill-assistant
+		_, ts := newTestServer(t, Options{ChatTemplateFile: dir + "Qwen-Qwen3-0.6B.jinja", NoPrefillAssistant: true, Engine: engine.Options{Parallel: 1}})
+		code, out := postJSON(t, ts.URL+"/apply-template", map[string]any{"messages": []any{
+			map[string]any{"role": "user", "content": "Hi"}, map[string]any{"role": "assistant", "content": "Once upon"}}})
+		require.Equal(t, http.StatusOK, code, out)
+		assert.Equal(t, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nOnce upon<|im_end|>\n<|im_start|>assistant\n", out["prompt"])
+	})
 	t.Run("today's date", func(t *testing.T) {
 		_, ts := newTestServer(t, Options{ChatTemplateFile: dir + "meta-llama-Llama-3.3-70B-Instruct.jinja", Engine: engine.Options{Parallel: 1}})
 		code, out := postJSON(t, ts.URL+"/apply-template", msgs)

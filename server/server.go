@@ -161,6 +161,10 @@ type Options struct {
 	Jinja bool
 	// ReasoningFormat is --reasoning-format ("none", "deepseek", "auto").
 	ReasoningFormat string
+	// NoPrefillAssistant renders a chat's trailing assistant message as a
+	// whole message, answered in a new turn, instead of continuing it
+	// (--no-prefill-assistant).
+	NoPrefillAssistant bool
 	// ReasoningBudget, when positive, is the most tokens a chat's thinking
 	// block may take (--reasoning-budget): then the thinking is ended with
 	// ReasoningBudgetMessage and the template's end-of-thinking tag, forced

@@ -1020,7 +1020,10 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--chat-template"}, arg: "JINJA_TEMPLATE", env: "LLAMA_ARG_CHAT_TEMPLATE", sec: sv, help: "chat template: a built-in name or Jinja source", set: strTo(&o.ChatTemplate)},
 		{names: []string{"--chat-template-file"}, arg: "JINJA_TEMPLATE_FILE", env: "LLAMA_ARG_CHAT_TEMPLATE_FILE", sec: sv, help: "file of the chat template", set: strTo(&o.ChatTemplateFile)},
 		{names: []string{"--skip-chat-parsing"}, neg: []string{"--no-skip-chat-parsing"}, env: "LLAMA_ARG_SKIP_CHAT_PARSING", sec: sv, help: "return model output as plain content (no tool call or reasoning parsing)" + noEffect, set: anyValue},
-		{names: []string{"--prefill-assistant"}, neg: []string{"--no-prefill-assistant"}, env: "LLAMA_ARG_PREFILL_ASSISTANT", sec: sv, help: "continue a trailing assistant message (default on)" + noEffect, set: anyValue},
+		{names: []string{"--prefill-assistant"}, neg: []string{"--no-prefill-assistant"}, env: "LLAMA_ARG_PREFILL_ASSISTANT", sec: sv, help: "continue a trailing assistant message (default on; off: answer it in a new turn)", set: func(_ *config, v string) error {
+			o.NoPrefillAssistant = v == "false"
+			return nil
+		}},
 		{names: []string{"-sps", "--slot-prompt-similarity"}, arg: "SIMILARITY", sec: sv, help: "how much of a prompt must match a slot's cache to pick that slot (default 0.1)" + noEffect, set: anyFloat},
 		{names: []string{"--lora-init-without-apply"}, sec: sv, help: "load LoRA adapters with scale 0 (set them with POST /lora-adapters)", set: boolTo(&c.loraNoApply)},
 		{names: []string{"--sleep-idle-seconds"}, arg: "SECONDS", sec: sv, help: "unload the model after that long idle (default -1: never)", set: func(_ *config, v string) error {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -162,6 +163,7 @@ func TestFlagSpellings(t *testing.T) {
 		{[]string{"-ngl", "-2"}, func(t *testing.T, c *config) { assert.Equal(t, math.MaxInt32, c.opts.ModelOptions.GPULayers) }},
 		{[]string{"-ngl", "0"}, func(t *testing.T, c *config) { assert.True(t, c.opts.ModelOptions.CPUOnly) }},
 		{[]string{"--no-warmup"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.NoWarmup) }},
+		{[]string{"--no-prefill-assistant"}, func(t *testing.T, c *config) { assert.True(t, c.opts.NoPrefillAssistant) }},
 		{[]string{"--sse-ping-interval", "5"}, func(t *testing.T, c *config) { assert.Equal(t, 5*time.Second, c.opts.SSEPing) }},
 		{[]string{"--sse-ping-interval", "-1"}, func(t *testing.T, c *config) { assert.Negative(t, c.opts.SSEPing, "none") }},
 		{[]string{"--sse-ping-interval", "0"}, func(t *testing.T, c *config) { assert.Negative(t, c.opts.SSEPing, "none, as llama-server") }},
@@ -810,4 +812,28 @@ func TestFlagSampleThreads(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, c.opts.Engine.SampleThreads, "%v", tc.args)
 	}
+}
+
+// TestFlagDocsNoEffect keeps docs/server-flags.md's list of options
+// "accepted with no effect" the options whose help says so: an option
+// that comes to act leaves the list.
+func TestFlagDocsNoEffect(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "docs", "server-flags.md"))
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(doc), "## llama-server options accepted with no effect")
+	require.True(t, ok)
+	section, _, _ = strings.Cut(section, "\n## ")
+	var listed []string
+	for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(section, -1) {
+		listed = append(listed, strings.Split(m[1], "/")...)
+	}
+	var marked []string
+	for _, f := range flagTable(&config{}) {
+		if strings.HasSuffix(f.help, "(accepted; no effect here)") {
+			marked = append(marked, f.names...)
+		}
+	}
+	slices.Sort(listed)
+	slices.Sort(marked)
+	assert.Equal(t, marked, listed)
 }
