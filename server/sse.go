@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -220,7 +221,7 @@ func (s *sseWriter) raw(p []byte) error {
 
 func (s *sseWriter) writeLocked(p []byte) error {
 	if s.closed {
-		return http.ErrHandlerTimeout // the handler returned; nothing may write
+		return net.ErrClosed // the handler returned: nothing may write
 	}
 	s.last = time.Now()
 	if _, err := s.w.Write(p); err != nil {

@@ -172,9 +172,9 @@ func TestStreamOpensPastPingInterval(t *testing.T) {
 	done := make(chan struct{})
 	go func() { // the one slot, for a while
 		defer close(done)
-		post(`{"prompt": "Once", "n_predict": 400, "ignore_eos": true}`)
+		post(`{"prompt": "Once", "n_predict": 1000, "ignore_eos": true}`) // to the end of the context
 	}()
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond)
 	waited := post(greedy)
 	<-done
 	assert.True(t, strings.HasPrefix(waited, ":\n\n"), "the headers and a ping before the first event: %.80q", waited)
