@@ -187,7 +187,22 @@ type LibraryOptions struct {
 	// github.com/x/llama/lib/cmd/llama-install -mtmd) and everything else
 	// works without one.
 	MTMD bool
+	// NUMA is how ggml places its compute threads on a machine of several
+	// NUMA nodes (llama-server's --numa), set when the library loads. A
+	// machine of one node is unaffected.
+	NUMA NUMAStrategy
 }
+
+// NUMAStrategy is a placement of the compute threads over NUMA nodes.
+type NUMAStrategy int
+
+// NUMA strategies, as llama.cpp's --numa names them.
+const (
+	NUMANone       NUMAStrategy = iota // no NUMA placement (the default)
+	NUMADistribute                     // spread the threads evenly over all nodes
+	NUMAIsolate                        // keep the threads on the node the process started on
+	NUMANumactl                        // use the CPU map numactl gave the process
+)
 
 var (
 	initMu sync.Mutex
@@ -243,8 +258,14 @@ func initLibrary(ctx context.Context, opts LibraryOptions) error {
 	if err != nil {
 		return &Error{Code: CodeLibrary, Op: "init", Err: err}
 	}
+	if opts.NUMA < NUMANone || opts.NUMA > NUMANumactl {
+		return errorf(CodeInvalid, "init", "unknown NUMA strategy %d", opts.NUMA)
+	}
 	if err := capi.Load(files); err != nil {
 		return &Error{Code: CodeLibrary, Op: "init", Err: err}
+	}
+	if opts.NUMA != NUMANone {
+		capi.NumaInit(int32(opts.NUMA)) // ggml's values: distribute 1, isolate 2, numactl 3
 	}
 	applyLogger()
 	inited = true

@@ -34,6 +34,7 @@ type config struct {
 	port     int
 	timeout  time.Duration
 	verbose  bool
+	numa     llama.NUMAStrategy // --numa
 
 	// Model sources other than a local file (see modelSource): -hf, -hff,
 	// -hft, --offline; --model-url, --mmproj-url (--no-mmproj: no
@@ -438,7 +439,19 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"-lzm", "--lazy-mode"}, arg: "MODE", env: "LLAMA_ARG_LAZY_MODE", sec: cm, help: "on-demand tensor reading: on, off, auto" + noEffect, set: choice("on", "off", "auto")},
-		{names: []string{"--numa"}, arg: "TYPE", env: "LLAMA_ARG_NUMA", sec: cm, help: "NUMA strategy: distribute, isolate, numactl" + noEffect, set: choice("distribute", "", "isolate", "numactl")},
+		{names: []string{"--numa"}, arg: "TYPE", env: "LLAMA_ARG_NUMA", sec: cm, help: "place the compute threads over NUMA nodes: distribute (spread over all), isolate (the starting node's CPUs), numactl (numactl's CPU map)", set: func(c *config, v string) error {
+			switch v {
+			case "distribute", "":
+				c.numa = llama.NUMADistribute
+			case "isolate":
+				c.numa = llama.NUMAIsolate
+			case "numactl":
+				c.numa = llama.NUMANumactl
+			default:
+				return fmt.Errorf("%q is none of distribute, isolate, numactl", v)
+			}
+			return nil
+		}},
 		{names: []string{"-dev", "--device"}, arg: "<dev1,dev2,..>", env: "LLAMA_ARG_DEVICE", sec: cm, help: "devices to offload to, from --list-devices (none or CPU: the CPU only; an unknown name fails at start)", set: devicesTo(mo)},
 		{names: []string{"--list-devices"}, sec: cm, help: "list the compute devices and exit", set: boolTo(&c.listDevices)},
 		{names: []string{"-ot", "--override-tensor"}, arg: "<tensor name pattern>=<buffer type>,...", env: "LLAMA_ARG_OVERRIDE_TENSOR", sec: cm, help: "put the weights matching a pattern (a regular expression) in a buffer type, such as CPU; an unknown type fails at start with the list", set: func(_ *config, v string) error {

@@ -55,7 +55,7 @@ func serve(cfg *config) error {
 	}
 	// Installing the library is explicit: this program installs it into
 	// the cache folder on its first run (with a progress bar on stderr).
-	if err := llama.Init(llama.LibraryOptions{Install: true}); err != nil {
+	if err := llama.Init(llama.LibraryOptions{Install: true, NUMA: cfg.numa}); err != nil {
 		return err
 	}
 	switch {

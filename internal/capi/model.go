@@ -15,6 +15,8 @@ var (
 	SamplerChainDefaultParams func() SamplerChainParams
 	// void llama_backend_init(void);
 	BackendInit func()
+	// void llama_numa_init(enum ggml_numa_strategy numa);
+	NumaInit func(strategy int32)
 	// void llama_backend_free(void);
 	BackendFree func()
 	// struct llama_model * llama_model_load_from_file( const char * path_model, struct llama_model_params params);
@@ -138,6 +140,7 @@ func init() {
 		binding{fn: &ContextDefaultParams, name: "llama_context_default_params"},
 		binding{fn: &SamplerChainDefaultParams, name: "llama_sampler_chain_default_params"},
 		binding{fn: &BackendInit, name: "llama_backend_init"},
+		binding{fn: &NumaInit, name: "llama_numa_init"},
 		binding{fn: &BackendFree, name: "llama_backend_free"},
 		binding{fn: &ModelLoadFromFile, name: "llama_model_load_from_file"},
 		binding{fn: &ModelLoadFromSplits, name: "llama_model_load_from_splits"},
