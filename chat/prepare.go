@@ -168,6 +168,12 @@ type Request struct {
 	// "reasoning_content" ("": only an assistant message at the end,
 	// unless NoPrefillAssistant).
 	Continue string
+	// PureContent renders the conversation and the tools with the
+	// template as it is and reads the whole output as content: no
+	// tool-call grammar or parsing, no generic tool fallback, thinking
+	// left in the content (llama-server's --skip-chat-parsing). A
+	// response format's grammar still applies.
+	PureContent bool
 	// NoPrefillAssistant renders an assistant message at the end of the
 	// conversation as a whole message, after which the model answers in a
 	// new turn, instead of continuing it (llama-server's
@@ -241,7 +247,7 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 	tmpl := t.For(useTools)
 	format := tmpl.Format()
 	fallback := false
-	if format == FormatContentOnly && req.FallbackFormat != FormatContentOnly {
+	if format == FormatContentOnly && req.FallbackFormat != FormatContentOnly && !req.PureContent {
 		if req.FallbackFormat != FormatGeneric {
 			return nil, requestError(nil, "tools: fallback tool-call format %v is not supported (only chat.FormatGeneric)", req.FallbackFormat)
 		}
@@ -393,6 +399,13 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 		ThinkingForcedOpen: reasoning != ReasoningNone && strings.HasSuffix(trimmed, "<think>"),
 		ParseToolCalls:     callTools,
 		Tools:              req.Tools,
+	}
+	if req.PureContent {
+		if plan.ToolGrammar {
+			plan.Grammar, plan.GrammarLazy, plan.GrammarTriggers, plan.ToolGrammar = "", false, nil, false
+		}
+		plan.PreservedTokens = nil
+		plan.Parse = ParseOptions{Format: FormatContentOnly, Reasoning: ReasoningNone}
 	}
 	return plan, nil
 }

@@ -100,6 +100,29 @@ func TestPrepare(t *testing.T) {
 			check: func(t *testing.T, p *Plan) { assert.Equal(t, "<|im_start|>assistant\n", p.Prompt) }},
 		{name: "unknown reasoning format", src: chatml, req: Request{Messages: []Message{user}, Reasoning: "loud"},
 			err: `chat: unknown reasoning format "loud"`},
+		{name: "pure content: the tools rendered, no grammar, nothing parsed out", src: hermesTemplate,
+			req: Request{Messages: []Message{user}, Tools: []Tool{weather}, ToolChoice: ToolChoice{Mode: "required"}, PureContent: true},
+			check: func(t *testing.T, p *Plan) {
+				assert.Contains(t, p.Prompt, "Tools: get_weather")
+				assert.Empty(t, p.Grammar)
+				assert.False(t, p.ToolGrammar)
+				assert.Empty(t, p.GrammarTriggers)
+				assert.Equal(t, ParseOptions{Format: FormatContentOnly, Reasoning: ReasoningNone}, p.Parse)
+				out := "<think>hm</think><tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"
+				msg := p.ParseOutput(out)
+				assert.Empty(t, msg.ToolCalls)
+				assert.Empty(t, msg.ReasoningContent)
+				assert.Equal(t, out, msg.Content)
+			}},
+		{name: "pure content: no generic fallback", src: chatml,
+			req: Request{Messages: []Message{user}, Tools: []Tool{weather}, FallbackFormat: FormatGeneric, PureContent: true},
+			check: func(t *testing.T, p *Plan) {
+				assert.Empty(t, p.Grammar)
+				assert.Equal(t, FormatContentOnly, p.Parse.Format)
+			}},
+		{name: "pure content keeps a response format", src: chatml,
+			req:   Request{Messages: []Message{user}, Schema: json.RawMessage(`{"type":"object"}`), PureContent: true},
+			check: func(t *testing.T, p *Plan) { assert.NotEmpty(t, p.Grammar) }},
 		{name: "tools, auto: a lazy grammar", src: hermesTemplate, req: Request{Messages: []Message{user}, Tools: []Tool{weather}},
 			check: func(t *testing.T, p *Plan) {
 				assert.Contains(t, p.Prompt, "Tools: get_weather")

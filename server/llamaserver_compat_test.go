@@ -6,6 +6,7 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -268,4 +269,31 @@ func TestLlamaServerModelAliases(t *testing.T) {
 	assert.Equal(t, "code", m["id"], "the first alias in alphabetical order")
 	assert.ElementsMatch(t, []any{"code", "fim", "tinyllama-2"}, m["aliases"])
 	assert.ElementsMatch(t, []any{"chat", "fim"}, m["tags"])
+}
+
+// TestSkipChatParsing: with --skip-chat-parsing a chat that requires a
+// tool call gets no tool grammar and no parsing: the model's text comes
+// back as content, where without it the grammar makes stories260K start
+// a call.
+func TestSkipChatParsing(t *testing.T) {
+	tmpl := testenv.LlamaSrc(t) + "/models/templates/Qwen-Qwen3-0.6B.jinja"
+	body := map[string]any{"messages": []any{map[string]any{"role": "user", "content": "Hi"}}, "max_tokens": 64, "temperature": 0,
+		"tool_choice": "required", "tools": []any{map[string]any{"type": "function", "function": map[string]any{
+			"name": "get_weather", "parameters": map[string]any{"type": "object", "properties": map[string]any{}}}}}}
+	for _, skip := range []bool{false, true} {
+		t.Run(fmt.Sprintf("skip %v", skip), func(t *testing.T) {
+			_, ts := newTestServer(t, Options{ChatTemplateFile: tmpl, SkipChatParsing: skip, Engine: engine.Options{Parallel: 1}})
+			code, out := postJSON(t, ts.URL+"/v1/chat/completions", body)
+			require.Equal(t, http.StatusOK, code, out)
+			msg := out["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
+			content, _ := msg["content"].(string)
+			if skip {
+				assert.Nil(t, msg["tool_calls"])
+				assert.NotEmpty(t, content)
+				assert.False(t, strings.HasPrefix(content, "<tool_call>"), "free text: %q", content)
+			} else { // the grammar starts a call, which stories260K does not finish in 64 tokens
+				assert.True(t, msg["tool_calls"] != nil || strings.HasPrefix(content, "<tool_call>"), "%v", msg)
+			}
+		})
+	}
 }

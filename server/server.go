@@ -161,6 +161,10 @@ type Options struct {
 	Jinja bool
 	// ReasoningFormat is --reasoning-format ("none", "deepseek", "auto").
 	ReasoningFormat string
+	// SkipChatParsing renders chats with the template as it is and sends
+	// the whole output as content: no tool calls or reasoning are parsed
+	// out, and no tool-call grammar is imposed (--skip-chat-parsing).
+	SkipChatParsing bool
 	// NoPrefillAssistant renders a chat's trailing assistant message as a
 	// whole message, answered in a new turn, instead of continuing it
 	// (--no-prefill-assistant).

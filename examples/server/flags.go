@@ -1032,7 +1032,7 @@ func flagTable(c *config) []flagDef {
 		}},
 		{names: []string{"--chat-template"}, arg: "JINJA_TEMPLATE", env: "LLAMA_ARG_CHAT_TEMPLATE", sec: sv, help: "chat template: a built-in name or Jinja source", set: strTo(&o.ChatTemplate)},
 		{names: []string{"--chat-template-file"}, arg: "JINJA_TEMPLATE_FILE", env: "LLAMA_ARG_CHAT_TEMPLATE_FILE", sec: sv, help: "file of the chat template", set: strTo(&o.ChatTemplateFile)},
-		{names: []string{"--skip-chat-parsing"}, neg: []string{"--no-skip-chat-parsing"}, env: "LLAMA_ARG_SKIP_CHAT_PARSING", sec: sv, help: "return model output as plain content (no tool call or reasoning parsing)" + noEffect, set: anyValue},
+		{names: []string{"--skip-chat-parsing"}, neg: []string{"--no-skip-chat-parsing"}, env: "LLAMA_ARG_SKIP_CHAT_PARSING", sec: sv, help: "return model output as plain content (no tool call or reasoning parsing, no tool grammar)", set: boolTo(&o.SkipChatParsing)},
 		{names: []string{"--prefill-assistant"}, neg: []string{"--no-prefill-assistant"}, env: "LLAMA_ARG_PREFILL_ASSISTANT", sec: sv, help: "continue a trailing assistant message (default on; off: answer it in a new turn)", set: func(_ *config, v string) error {
 			o.NoPrefillAssistant = v == "false"
 			return nil

@@ -164,6 +164,7 @@ func TestFlagSpellings(t *testing.T) {
 		{[]string{"-ngl", "0"}, func(t *testing.T, c *config) { assert.True(t, c.opts.ModelOptions.CPUOnly) }},
 		{[]string{"--no-warmup"}, func(t *testing.T, c *config) { assert.True(t, c.opts.Engine.NoWarmup) }},
 		{[]string{"--no-prefill-assistant"}, func(t *testing.T, c *config) { assert.True(t, c.opts.NoPrefillAssistant) }},
+		{[]string{"--skip-chat-parsing"}, func(t *testing.T, c *config) { assert.True(t, c.opts.SkipChatParsing) }},
 		{[]string{"--numa", "isolate"}, func(t *testing.T, c *config) { assert.Equal(t, llama.NUMAIsolate, c.numa) }},
 		{[]string{"--numa", "distribute"}, func(t *testing.T, c *config) { assert.Equal(t, llama.NUMADistribute, c.numa) }},
 		{[]string{"--sse-ping-interval", "5"}, func(t *testing.T, c *config) { assert.Equal(t, 5*time.Second, c.opts.SSEPing) }},
