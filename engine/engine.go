@@ -148,9 +148,9 @@ type Options struct {
 	// draws from the backend's generator then, so its tokens differ from
 	// the ones CPU sampling gives (greedy ones do not).
 	BackendSampling BackendSamplingMode
-	// NoWarmup skips llama-server's warm-up: by default a completion
-	// engine decodes the model's BOS and EOS once before it starts (and
-	// its draft model's, with Speculative), then clears the memory, so
+	// NoWarmup skips llama-server's warm-up: by default the engine
+	// decodes (or encodes) the model's BOS and EOS once before it starts
+	// (and its draft model's, with Speculative), then clears the memory, so
 	// that the first request does not pay for what a first decode sets
 	// up: a GPU's kernels and library handles, Vulkan's pipelines, the
 	// pages of weights mapped from the file.
@@ -655,7 +655,7 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 		lctx.Close()
 		return nil, err
 	}
-	if !o.NoWarmup && !embedding {
+	if !o.NoWarmup {
 		var err error
 		for _, w := range []struct {
 			m *llama.Model

@@ -992,3 +992,27 @@ func TestWarmup(t *testing.T) {
 	assert.Equal(t, texts[0], texts[1])
 	assert.NotEmpty(t, texts[0])
 }
+
+// An embedding engine is warmed up too, and its first embedding is the
+// one it gives without the warm-up.
+func TestWarmupEmbedding(t *testing.T) {
+	var vecs [][]float32
+	for _, noWarmup := range []bool{false, true} {
+		m, e := newEngTestEngine(t, Options{NoWarmup: noWarmup, Embedding: true,
+			Context: llama.ContextOptions{ContextSize: 512, Pooling: llama.PoolingMean, Perf: true}})
+		p, err := e.lctx.Perf()
+		require.NoError(t, err)
+		if noWarmup {
+			assert.Equal(t, 1, p.PromptTokens, "llama.cpp's floor")
+		} else {
+			assert.Equal(t, 2, p.PromptTokens, "the warm-up's batch")
+		}
+		ch, err := e.Submit(context.Background(), &Request{Kind: KindEmbedding, Prompt: engTokenize(t, m, "Once upon a time", true), SlotID: -1, Normalize: 2})
+		require.NoError(t, err)
+		r := engCollect(t, ch)
+		require.NoError(t, r.done.Err)
+		require.Len(t, r.done.Embedding, 1)
+		vecs = append(vecs, r.done.Embedding[0])
+	}
+	assert.InDeltaSlice(t, vecs[0], vecs[1], 1e-5)
+}
