@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -233,29 +232,6 @@ func planLayers(paths []string, opts ModelOptions, gpuNames []string, pinned boo
 			what, (budget+uint64(gpus)*margin)>>20, margin>>20, ctx), "source", "llama")
 	}
 	return int32(plan.ngl), plan.overrides(nLayer), true
-}
-
-// offloadTargets are the devices llama.cpp offloads layers to: those
-// named when pinned, else its default, the GPUs (the integrated ones
-// where there is none).
-func offloadTargets(devs []Device, names []string, pinned bool) []Device {
-	var gpus, igpus []Device
-	for _, d := range devs {
-		switch {
-		case pinned:
-			if slices.Contains(names, d.Name) && d.Type != "cpu" {
-				gpus = append(gpus, d)
-			}
-		case d.Type == "gpu":
-			gpus = append(gpus, d)
-		case d.Type == "igpu":
-			igpus = append(igpus, d)
-		}
-	}
-	if len(gpus) == 0 {
-		return igpus
-	}
-	return gpus
 }
 
 // readSplits reads the tensor descriptors of a model's files: paths, or
