@@ -3,6 +3,7 @@ package llama
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"os"
 	"strconv"
 	"strings"
@@ -41,6 +42,17 @@ const (
 	defaultFitMargin = 1 << 30
 	defaultFitMinCtx = 4096
 )
+
+// margin is Margin with its default.
+func (f FitOptions) margin() uint64 { return cmp.Or(f.Margin, defaultFitMargin) }
+
+// minContext is MinContext with its default.
+func (f FitOptions) minContext() int {
+	if f.MinContext <= 0 {
+		return defaultFitMinCtx
+	}
+	return f.MinContext
+}
 
 // FitContext returns the context NewContext would make of opts with
 // ContextSize 0 (it returns opts.ContextSize, fitted to nothing, when that
@@ -87,11 +99,7 @@ func (m *Model) fitContext(opts ContextOptions) (ContextFit, error) {
 		return f, nil
 	}
 	host, gpu := m.fitBudget(opts)
-	minSeq := opts.Fit.MinContext
-	if minSeq <= 0 {
-		minSeq = defaultFitMinCtx
-	}
-	n := fitSize(sh, g, train, min(minSeq, train), m.gpuShare(opts), host, gpu)
+	n := fitSize(sh, g, train, min(opts.Fit.minContext(), train), m.gpuShare(opts), host, gpu)
 	f.ContextSize, f.Lowered, f.KVBytes = n, n < f.Wanted, sh.bytes(n, g)
 	return f, nil
 }
@@ -125,11 +133,7 @@ func fitSize(sh kvShape, g kvGeometry, train, minSeq int, share float64, host, g
 // false when n is at the minimum already.
 func (f ContextFit) lower(n int, opts ContextOptions) (int, bool) {
 	streams := newKVGeometry(opts).streams
-	minSeq := opts.Fit.MinContext
-	if minSeq <= 0 {
-		minSeq = defaultFitMinCtx
-	}
-	minSeq = min(minSeq, f.Wanted/streams)
+	minSeq := min(opts.Fit.minContext(), f.Wanted/streams)
 	seq := max(n/streams/2/256*256, minSeq)
 	if seq*streams >= n {
 		return n, false
@@ -415,10 +419,7 @@ func (m *Model) gpuShare(opts ContextOptions) float64 {
 // fitBudget is the memory a KV cache may take, the margin left: on the
 // host and on the GPUs the model uses (their free memory together).
 func (m *Model) fitBudget(opts ContextOptions) (host, gpu uint64) {
-	margin := opts.Fit.Margin
-	if margin == 0 {
-		margin = defaultFitMargin
-	}
+	margin := opts.Fit.margin()
 	sub := func(a, b uint64) uint64 {
 		if a <= b {
 			return 0

@@ -166,10 +166,7 @@ func planLayers(paths []string, opts ModelOptions, gpuNames []string, pinned boo
 	if err != nil {
 		return 0, nil, false
 	}
-	margin := opts.Fit.Margin
-	if margin == 0 {
-		margin = defaultFitMargin
-	}
+	margin := opts.Fit.margin()
 	var budget uint64
 	targets := offloadTargets(devs, gpuNames, pinned)
 	gpus := len(targets)
@@ -203,10 +200,7 @@ func planLayers(paths []string, opts ModelOptions, gpuNames []string, pinned boo
 	_, interval := f.Get(arch + ".full_attention_interval")
 	info.recurrent = ssm && !heads
 	info.hybrid = ssm && heads || interval
-	ctx := opts.Fit.MinContext
-	if ctx <= 0 {
-		ctx = defaultFitMinCtx
-	}
+	ctx := opts.Fit.minContext()
 	if train, ok := f.Int(arch + ".context_length"); ok && train > 0 {
 		ctx = min(ctx, train)
 	}
