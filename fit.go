@@ -239,16 +239,7 @@ func (m *Model) kvShape() (kvShape, error) {
 }
 
 func (m *Model) readKVShape() (kvShape, error) {
-	fh, err := os.Open(m.path)
-	if err != nil {
-		return kvShape{}, errorf(CodeLoad, "fit context", "%v", err)
-	}
-	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return kvShape{}, errorf(CodeLoad, "fit context", "%v", err)
-	}
-	f, err := gguf.ReadMetadataLight(fh, st.Size(), 4*maxLayers)
+	f, err := readMetadataLight(m.path)
 	if err != nil {
 		return kvShape{}, errorf(CodeLoad, "fit context", "%v", err)
 	}

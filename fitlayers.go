@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -242,17 +241,7 @@ func readSplits(paths []string) ([]*gguf.File, error) {
 	}
 	var files []*gguf.File
 	for _, p := range paths {
-		fh, err := os.Open(p)
-		if err != nil {
-			return nil, err
-		}
-		st, err := fh.Stat()
-		if err != nil {
-			fh.Close()
-			return nil, err
-		}
-		f, err := gguf.Read(fh, st.Size())
-		fh.Close()
+		f, err := gguf.Open(p)
 		if err != nil {
 			return nil, err
 		}

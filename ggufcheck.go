@@ -18,6 +18,22 @@ const (
 // knows; any other aborts its loader.
 var ropeScalingTypes = map[string]bool{"none": true, "linear": true, "yarn": true, "longrope": true}
 
+// readMetadataLight reads the header and the scalar metadata of the GGUF
+// file at path (gguf.ReadMetadataLight), with arrays of up to one value a
+// layer kept.
+func readMetadataLight(path string) (*gguf.File, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return gguf.ReadMetadataLight(fh, st.Size(), maxLayers)
+}
+
 // checkGGUF reads the header and metadata of the GGUF file at path in Go
 // before llama.cpp sees it. llama.cpp reports most damage as an error, but
 // asserts (aborting the whole process) on some metadata values its GGUF
@@ -29,16 +45,7 @@ var ropeScalingTypes = map[string]bool{"none": true, "linear": true, "yarn": tru
 // replace metadata values before llama.cpp reads them; hparams is false
 // for a vocabulary-only load, where llama.cpp reads no hyperparameters.
 func checkGGUF(path string, overrides map[string]any, hparams bool) error {
-	fh, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return err
-	}
-	f, err := gguf.ReadMetadataLight(fh, st.Size(), maxLayers)
+	f, err := readMetadataLight(path)
 	if err != nil {
 		return err
 	}
