@@ -629,49 +629,36 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 			e.isEOG[t] = true
 		}
 	}
+	// fail frees what New made so far.
+	fail := func(err error) (*Engine, error) {
+		e.spec.close()
+		for _, x := range e.adapters {
+			x.Close()
+		}
+		lctx.Close()
+		return nil, err
+	}
 	for _, a := range o.Adapters {
 		ad, err := m.LoadAdapter(a.Path)
 		if err != nil {
-			for _, x := range e.adapters {
-				x.Close()
-			}
-			lctx.Close()
-			return nil, err
+			return fail(err)
 		}
 		e.adapters = append(e.adapters, ad)
 		e.scales = append(e.scales, a.Scale)
 	}
 	if err := e.applyScales(e.scales); err != nil {
-		for _, x := range e.adapters {
-			x.Close()
-		}
-		lctx.Close()
-		return nil, err
+		return fail(err)
 	}
 	if e.spec, err = newEngSpec(m, o); err != nil {
-		for _, x := range e.adapters {
-			x.Close()
-		}
-		lctx.Close()
-		return nil, err
+		return fail(err)
 	}
 	if !o.NoWarmup {
-		var err error
-		for _, w := range []struct {
-			m *llama.Model
-			c *llama.Context
-		}{{m, lctx}, {e.spec.draftModel(), e.spec.draftContext()}} {
-			if w.c != nil && err == nil {
-				err = warmUp(w.m, w.c)
-			}
+		err := warmUp(m, lctx)
+		if dc := e.spec.draftContext(); err == nil && dc != nil {
+			err = warmUp(e.spec.draftModel(), dc)
 		}
 		if err != nil {
-			e.spec.close()
-			for _, x := range e.adapters {
-				x.Close()
-			}
-			lctx.Close()
-			return nil, fmt.Errorf("engine: warm-up: %w", err)
+			return fail(fmt.Errorf("engine: warm-up: %w", err))
 		}
 	}
 	e.slots = make([]*engSlot, o.Parallel)
