@@ -189,12 +189,7 @@ func TestGPUFit(t *testing.T) {
 			lctx, err := m.NewContext(llama.ContextOptions{ContextSize: 256, Threads: 2})
 			require.NoError(t, err)
 			defer lctx.Close()
-			n := 0
-			for _, err := range lctx.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 8}).Seq() {
-				require.NoError(t, err)
-				n++
-			}
-			assert.Positive(t, n)
+			assert.Positive(t, generated(t, lctx, 8))
 		})
 	}
 	m, logs := load(dense, llama.ModelOptions{Devices: []string{dev}, Fit: llama.FitOptions{Off: true}})

@@ -30,12 +30,7 @@ func TestNUMAInit(t *testing.T) {
 		c, err := m.NewContext(llama.ContextOptions{ContextSize: 256, Threads: 2})
 		require.NoError(t, err)
 		defer c.Close()
-		n := 0
-		for _, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 8}).Seq() {
-			require.NoError(t, err)
-			n++
-		}
-		fmt.Printf("generated %d tokens\n", n)
+		fmt.Printf("generated %d tokens\n", generated(t, c, 8))
 		return
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestNUMAInit$", "-test.count=1", "-test.v")
@@ -43,4 +38,16 @@ func TestNUMAInit(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, string(out), "generated 8 tokens")
+}
+
+// generated runs a generation of at most n tokens from "Once
+// upon a time" on c and returns how many came, failing t on an error.
+func generated(t *testing.T, c *llama.Context, n int) int {
+	t.Helper()
+	got := 0
+	for _, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: n}).Seq() {
+		require.NoError(t, err)
+		got++
+	}
+	return got
 }
