@@ -385,9 +385,36 @@ func kvLayers(f *gguf.File, info modelInfoForFit) []kvLayer {
 			}
 		}
 	}
+	// Sliding-window layers may have heads of their own width.
+	kLenSWA, ok := f.Int(arch + ".attention.key_length_swa")
+	if !ok {
+		kLenSWA = kLen
+	}
+	vLenSWA, ok := f.Int(arch + ".attention.value_length_swa")
+	if !ok {
+		vLenSWA = vLen
+	}
+	// The last layers of some models attend over an earlier layer's
+	// cache and keep none of their own.
+	withKV := info.layers
+	switch arch {
+	case "gemma3n":
+		withKV = 20 // fixed by llama.cpp
+	case "gemma4", "gemma4-assistant":
+		if n, ok := f.Int(arch + ".attention.shared_kv_layers"); ok && n > 0 {
+			withKV = info.layers - n
+		}
+	}
 	out := make([]kvLayer, info.layers)
 	for i := range out {
-		out[i] = kvLayer{k: uint64(headsKV[i] * kLen), v: uint64(headsKV[i] * vLen), swa: swa[i]}
+		if i >= withKV {
+			continue
+		}
+		kl, vl := kLen, vLen
+		if swa[i] {
+			kl, vl = kLenSWA, vLenSWA
+		}
+		out[i] = kvLayer{k: uint64(headsKV[i] * kl), v: uint64(headsKV[i] * vl), swa: swa[i]}
 	}
 	return out
 }

@@ -96,6 +96,8 @@ func TestFitContextEstimateShapes(t *testing.T) {
 		{"grouped KV heads", gguf.TinyModelOptions{NEmbd: 128, NLayer: 3, NHead: 8, NHeadKV: 2, NCtx: 2048}},
 		{"sliding window, one layer in three full", gguf.TinyModelOptions{Arch: "gemma3", NEmbd: 64, NLayer: 6, NHead: 4, NHeadKV: 1,
 			NCtx: 4096, SlidingWindow: 128, SlidingWindowPattern: 3}},
+		{"wider full-context heads, shared KV layers", gguf.TinyModelOptions{Arch: "gemma4", NEmbd: 64, NLayer: 9, NHead: 4, NHeadKV: 2,
+			NCtx: 4096, SlidingWindow: 128, SlidingWindowPattern: 3, SharedKVLayers: 3, PerLayerEmbd: 16}},
 		{"hybrid", gguf.TinyModelOptions{Arch: "jamba", NEmbd: 64, NLayer: 4, NHead: 4, NHeadKV: 2, NCtx: 1024}},
 		{"recurrent", gguf.TinyModelOptions{Arch: "mamba", NEmbd: 64, NLayer: 2, NCtx: 1024}},
 	} {

@@ -26,7 +26,9 @@ const (
 // architecture. Zero fields take the defaults noted on each field.
 type TinyModelOptions struct {
 	// Arch is "llama" (decoder), "gemma3" (decoder, with sliding-window
-	// layers when SlidingWindow is set), "mamba" (recurrent decoder: no
+	// layers when SlidingWindow is set), "gemma4" (as gemma3, its
+	// full-context layers' heads twice as wide as the window's, with
+	// SharedKVLayers and PerLayerEmbd), "mamba" (recurrent decoder: no
 	// attention, NHead, NHeadKV and NFF unused; llama.cpp's expansion
 	// factor 2, a convolution of 4 and a state of 16), "jamba" (hybrid
 	// decoder: even layers Mamba's, odd ones attention without RoPE, each
@@ -74,6 +76,14 @@ type TinyModelOptions struct {
 	// full-context layer when i%SlidingWindowPattern is
 	// SlidingWindowPattern-1 (default 2: every other layer).
 	SlidingWindow, SlidingWindowPattern int
+	// SharedKVLayers, for gemma4, is how many of the last layers keep no
+	// KV cache of their own and attend over that of the last earlier
+	// layer of their kind (sliding or full), as Gemma 4's smaller models.
+	SharedKVLayers int
+	// PerLayerEmbd, for gemma4, is the width of the per-layer token
+	// embeddings (per_layer_token_embd, NLayer*PerLayerEmbd wide, which
+	// llama.cpp may read on demand: ModelOptions.Lazy); 0: none.
+	PerLayerEmbd int
 	// Experts, for llama, makes a mixture of experts as Mixtral's: each
 	// layer's feed-forward is Experts experts of NFF (ffn_*_exps, with the
 	// router ffn_gate_inp), of which ExpertsUsed (default 2, at most
@@ -114,10 +124,18 @@ func (o *TinyModelOptions) defaults() error {
 		def(&o.ExpertsUsed, min(2, o.Experts))
 	}
 	switch {
-	case o.Arch != "llama" && o.Arch != "bert" && o.Arch != "gemma3" && o.Arch != "mamba" && o.Arch != "jamba":
-		return fmt.Errorf("gguf: tiny model: unsupported architecture %q (want llama, gemma3, mamba, jamba or bert)", o.Arch)
-	case (o.SlidingWindow != 0 || o.SlidingWindowPattern != 2) && o.Arch != "gemma3":
-		return fmt.Errorf("gguf: tiny model: SlidingWindow needs the gemma3 architecture")
+	case o.Arch != "llama" && o.Arch != "bert" && o.Arch != "gemma3" && o.Arch != "gemma4" && o.Arch != "mamba" && o.Arch != "jamba":
+		return fmt.Errorf("gguf: tiny model: unsupported architecture %q (want llama, gemma3, gemma4, mamba, jamba or bert)", o.Arch)
+	case (o.SlidingWindow != 0 || o.SlidingWindowPattern != 2) && o.Arch != "gemma3" && o.Arch != "gemma4":
+		return fmt.Errorf("gguf: tiny model: SlidingWindow needs the gemma3 or gemma4 architecture")
+	case (o.SharedKVLayers != 0 || o.PerLayerEmbd != 0) && o.Arch != "gemma4":
+		return fmt.Errorf("gguf: tiny model: SharedKVLayers and PerLayerEmbd need the gemma4 architecture")
+	case o.Arch == "gemma4" && (o.SlidingWindow <= 0 || o.SharedKVLayers < 0 || o.PerLayerEmbd < 0 ||
+		o.NLayer-o.SharedKVLayers < 2 || o.SlidingWindowPattern < 2 ||
+		o.SharedKVLayers > 0 && (o.NLayer-o.SharedKVLayers)%o.SlidingWindowPattern != 0):
+		// llama.cpp points a shared sliding-window layer at the second
+		// last layer with a cache, and a shared full one at the last.
+		return fmt.Errorf("gguf: tiny model: gemma4 needs a sliding window, a pattern of at least 2, and its last layers with a cache a sliding then a full one")
 	case o.SlidingWindow < 0 || o.SlidingWindowPattern < 1:
 		return fmt.Errorf("gguf: tiny model: negative sliding window or pattern")
 	case o.VocabFrom == "":
@@ -270,6 +288,23 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 			w.SetKV(a+".attention.sliding_window", u32(o.SlidingWindow))
 			w.SetKV(a+".attention.sliding_window_pattern", u32(o.SlidingWindowPattern))
 		}
+	case "gemma4":
+		// Sliding-window layers have heads of headDim, full ones of
+		// twice that, each with RoPE over its whole head.
+		w.SetKV(a+".rope.freq_base", float32(1000000))
+		w.SetKV(a+".rope.freq_base_swa", float32(10000))
+		w.SetKV(a+".attention.layer_norm_rms_epsilon", float32(1e-6))
+		w.SetKV(a+".attention.key_length", u32(2*headDim))
+		w.SetKV(a+".attention.value_length", u32(2*headDim))
+		w.SetKV(a+".rope.dimension_count", u32(2*headDim))
+		w.SetKV(a+".attention.key_length_swa", u32(headDim))
+		w.SetKV(a+".attention.value_length_swa", u32(headDim))
+		w.SetKV(a+".rope.dimension_count_swa", u32(headDim))
+		w.SetKV(a+".attention.sliding_window", u32(o.SlidingWindow))
+		w.SetKV(a+".attention.sliding_window_pattern", o.gemma4SWA())
+		w.SetKV(a+".attention.shared_kv_layers", u32(o.SharedKVLayers))
+		w.SetKV(a+".embedding_length_per_layer_input", u32(o.PerLayerEmbd))
+		w.SetKV(a+".final_logit_softcapping", float32(30))
 	case "mamba", "jamba":
 		w.SetKV(a+".ssm.conv_kernel", u32(mambaConv))
 		w.SetKV(a+".ssm.inner_size", u32(2*o.NEmbd))
@@ -361,6 +396,44 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 			r.weight(p+"ffn_up.weight", e, ff)
 			r.add(p+"post_ffw_norm.weight", 1, 0.1, e)
 		}
+	case "gemma4":
+		r.addTyped("token_embd.weight", o.Type, 0, 0.5, e, nVocab)
+		r.add("output_norm.weight", 1, 0.1, e)
+		r.add("rope_freqs.weight", 1, 0, headDim) // full heads' RoPE: 2*headDim/2 factors
+		pl := o.PerLayerEmbd
+		if pl > 0 {
+			r.addTyped("per_layer_token_embd.weight", o.Type, 0, 0.5, pl*o.NLayer, nVocab)
+			r.weight("per_layer_model_proj.weight", e, pl*o.NLayer)
+			r.add("per_layer_proj_norm.weight", 1, 0.1, pl)
+		}
+		swa := o.gemma4SWA()
+		for i := 0; i < o.NLayer; i++ {
+			p := fmt.Sprintf("blk.%d.", i)
+			hd := headDim
+			if !swa[i] {
+				hd = 2 * headDim
+			}
+			r.add(p+"attn_norm.weight", 1, 0.1, e)
+			r.weight(p+"attn_q.weight", e, o.NHead*hd)
+			r.add(p+"attn_q_norm.weight", 1, 0.1, hd)
+			if i < o.NLayer-o.SharedKVLayers {
+				r.weight(p+"attn_k.weight", e, o.NHeadKV*hd)
+				r.weight(p+"attn_v.weight", e, o.NHeadKV*hd)
+				r.add(p+"attn_k_norm.weight", 1, 0.1, hd)
+			}
+			r.weight(p+"attn_output.weight", o.NHead*hd, e)
+			r.add(p+"post_attention_norm.weight", 1, 0.1, e)
+			r.add(p+"ffn_norm.weight", 1, 0.1, e)
+			r.weight(p+"ffn_gate.weight", e, ff)
+			r.weight(p+"ffn_down.weight", ff, e)
+			r.weight(p+"ffn_up.weight", e, ff)
+			r.add(p+"post_ffw_norm.weight", 1, 0.1, e)
+			if pl > 0 {
+				r.weight(p+"inp_gate.weight", e, pl)
+				r.weight(p+"proj.weight", pl, e)
+				r.add(p+"post_norm.weight", 1, 0.1, e)
+			}
+		}
 	case "mamba", "jamba":
 		inner, conv, state, dt := 2*e, mambaConv, mambaState, mambaDtRank(e)
 		// Small embeddings (each block normalises its input): the
@@ -438,6 +511,16 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 		return r.err
 	}
 	return w.WriteFile(path)
+}
+
+// gemma4SWA is which layers of a gemma4 use the sliding window: all but
+// the last of each SlidingWindowPattern.
+func (o *TinyModelOptions) gemma4SWA() []bool {
+	swa := make([]bool, o.NLayer)
+	for i := range swa {
+		swa[i] = i%o.SlidingWindowPattern < o.SlidingWindowPattern-1
+	}
+	return swa
 }
 
 // The tiny Mamba's convolution width and state size (llama.cpp's Mamba

@@ -1,6 +1,7 @@
 package gguf
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -309,6 +310,61 @@ func TestWriteTinyJamba(t *testing.T) {
 	requireShapes(t, f, want)
 }
 
+// TestWriteTinyGemma4: Gemma 4's layout, with full-context heads twice as
+// wide as the window's, per-layer embeddings, and shared layers without K
+// and V of their own.
+func TestWriteTinyGemma4(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gemma4.gguf")
+	require.NoError(t, WriteTinyModel(path, TinyModelOptions{
+		Arch: "gemma4", VocabFrom: vocabPath(t, "llama-spm"), NEmbd: 32, NLayer: 3, NHead: 2, NHeadKV: 1, NFF: 48,
+		SlidingWindow: 16, SlidingWindowPattern: 2, SharedKVLayers: 1, PerLayerEmbd: 8, Seed: 1,
+	}))
+	f, err := Open(path)
+	require.NoError(t, err)
+	for key, want := range map[string]any{
+		"gemma4.attention.sliding_window_pattern": []bool{true, false, true},
+		"gemma4.attention.key_length":             uint32(32),
+		"gemma4.attention.key_length_swa":         uint32(16),
+		"gemma4.attention.shared_kv_layers":       uint32(1),
+		"gemma4.embedding_length_per_layer_input": uint32(8),
+	} {
+		got, ok := f.Get(key)
+		assert.True(t, ok, key)
+		assert.Equal(t, want, got, key)
+	}
+	const e, ff, pl, nv = 32, 48, 8, 32000
+	want := map[string][]uint64{
+		"token_embd.weight":           {e, nv},
+		"output_norm.weight":          {e},
+		"rope_freqs.weight":           {16},
+		"per_layer_token_embd.weight": {pl * 3, nv},
+		"per_layer_model_proj.weight": {e, pl * 3},
+		"per_layer_proj_norm.weight":  {pl},
+	}
+	for i, hd := range []uint64{16, 32, 16} {
+		p := fmt.Sprintf("blk.%d.", i)
+		want[p+"attn_norm.weight"] = []uint64{e}
+		want[p+"attn_q.weight"] = []uint64{e, 2 * hd}
+		want[p+"attn_q_norm.weight"] = []uint64{hd}
+		if i < 2 {
+			want[p+"attn_k.weight"] = []uint64{e, hd}
+			want[p+"attn_v.weight"] = []uint64{e, hd}
+			want[p+"attn_k_norm.weight"] = []uint64{hd}
+		}
+		want[p+"attn_output.weight"] = []uint64{2 * hd, e}
+		want[p+"post_attention_norm.weight"] = []uint64{e}
+		want[p+"ffn_norm.weight"] = []uint64{e}
+		want[p+"ffn_gate.weight"] = []uint64{e, ff}
+		want[p+"ffn_down.weight"] = []uint64{ff, e}
+		want[p+"ffn_up.weight"] = []uint64{e, ff}
+		want[p+"post_ffw_norm.weight"] = []uint64{e}
+		want[p+"inp_gate.weight"] = []uint64{e, pl}
+		want[p+"proj.weight"] = []uint64{pl, e}
+		want[p+"post_norm.weight"] = []uint64{e}
+	}
+	requireShapes(t, f, want)
+}
+
 func TestWriteTinyModelErrors(t *testing.T) {
 	v := "unused"
 	tests := []struct {
@@ -325,6 +381,10 @@ func TestWriteTinyModelErrors(t *testing.T) {
 		{"pooling", TinyModelOptions{VocabFrom: v, PoolingType: 7}, "invalid pooling"},
 		{"experts used", TinyModelOptions{VocabFrom: v, Experts: 2, ExpertsUsed: 3}, "2 experts with 3 used"},
 		{"experts elsewhere", TinyModelOptions{VocabFrom: v, Arch: "gemma3", Experts: 4}, "Experts needs the llama"},
+		{"shared layers elsewhere", TinyModelOptions{VocabFrom: v, Arch: "gemma3", SharedKVLayers: 2}, "need the gemma4"},
+		{"gemma4 without a window", TinyModelOptions{VocabFrom: v, Arch: "gemma4", NLayer: 4}, "gemma4 needs a sliding window"},
+		{"gemma4 shared over another kind", TinyModelOptions{VocabFrom: v, Arch: "gemma4", NLayer: 6, SlidingWindow: 8,
+			SlidingWindowPattern: 3, SharedKVLayers: 2}, "a sliding then a full one"},
 		{"missing vocab", TinyModelOptions{VocabFrom: "/nonexistent.gguf"}, "no such file"},
 	}
 	for _, tc := range tests {
