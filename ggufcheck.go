@@ -3,6 +3,7 @@ package llama
 import (
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/x/llama/internal/gguf"
 )
@@ -38,7 +39,8 @@ func readMetadataLight(path string) (*gguf.File, error) {
 // before llama.cpp sees it. llama.cpp reports most damage as an error, but
 // asserts (aborting the whole process) on some metadata values its GGUF
 // parser accepts: a layer count of 0 or above 512, expert counts out of
-// their bounds, an unknown RoPE scaling type. Those, and any file the Go
+// their bounds, an unknown RoPE scaling type, a sliding window with no
+// layer to use it, shared KV layers pointing at no cache. Those, and any file the Go
 // reader cannot parse up to the end of its metadata, are refused here with
 // the reason. The tensor descriptors and data are left to llama.cpp, which
 // checks them without crashing. overrides are the KVOverrides, which
@@ -112,11 +114,92 @@ func checkGGUF(path string, overrides map[string]any, hparams bool) error {
 	case experts == 0 && groups != 0:
 		return fmt.Errorf("%s.expert_group_count is %d without experts", arch, groups)
 	}
+	if err := checkSlidingWindow(f, arch, int(layers), overrides); err != nil {
+		return err
+	}
 	if _, over := overrides[arch+".rope.scaling.type"]; !over {
 		if v, ok := f.Get(arch + ".rope.scaling.type"); ok {
 			if s, ok := v.(string); ok && !ropeScalingTypes[s] {
 				return fmt.Errorf("%s.rope.scaling.type %q is none of none, linear, yarn, longrope", arch, s)
 			}
+		}
+	}
+	return nil
+}
+
+// alwaysSWA are the architectures that use a sliding window whether or not
+// the file gives its size; the others only with <arch>.sliding_window
+// above 0.
+var alwaysSWA = map[string]bool{
+	"gemma2": true, "gemma3n": true, "gemma4": true, "gemma4-assistant": true, "gemma-embedding": true,
+	"cohere2": true, "cohere2moe": true, "exaone-moe": true, "openai-moe": true, "mimo2": true,
+	"granite-swa": true, "dots3note": true, "muse-glimmer": true,
+}
+
+// checkSlidingWindow refuses the layouts llama.cpp asserts on when it
+// creates a context: a sliding window whose pattern
+// (<arch>.attention.sliding_window_pattern: a period, or a flag per
+// layer) leaves no layer using it, and Gemma 3n's and 4's shared KV
+// layers, which attend over the cache of the second last (sliding) or the
+// last (full) layer that keeps one, when that layer is of the other kind
+// or missing.
+func checkSlidingWindow(f *gguf.File, arch string, layers int, overrides map[string]any) error {
+	key := arch + ".attention.sliding_window_pattern"
+	for _, k := range []string{key, arch + ".attention.sliding_window", arch + ".attention.shared_kv_layers"} {
+		if _, over := overrides[k]; over {
+			return nil // llama.cpp reads the override; leave it to llama.cpp
+		}
+	}
+	window, hasWindow := f.Int(arch + ".attention.sliding_window")
+	if !(alwaysSWA[arch] && (!hasWindow || window > 0) || hasWindow && window > 0) || layers <= 0 {
+		return nil
+	}
+	// swa[i]: layer i uses the window, as the pattern says (nil when the
+	// file gives none, or one of a type llama.cpp refuses itself).
+	var swa []bool
+	v, ok := f.Get(key)
+	switch x := v.(type) {
+	case uint32:
+		swa = make([]bool, layers)
+		for i := range swa {
+			swa[i] = x == 0 || uint32(i)%x < x-1
+		}
+	case []bool:
+		swa = make([]bool, layers)
+		copy(swa, x)
+	}
+	if arch == "gemma3n" && !ok {
+		swa = make([]bool, layers)
+		for i := range swa {
+			swa[i] = i%5 < 4 // its default period
+		}
+	}
+	if swa != nil && !slices.Contains(swa, true) {
+		return fmt.Errorf("%s has a sliding window but no layer uses it", key)
+	}
+	var kvLayers int // from this layer on, layers share an earlier cache
+	switch arch {
+	case "gemma3n":
+		kvLayers = 20
+	case "gemma4":
+		n, _ := f.Int(arch + ".attention.shared_kv_layers")
+		kvLayers = layers - n
+	default:
+		return nil
+	}
+	if swa == nil {
+		return nil
+	}
+	if kvLayers < 2 {
+		return fmt.Errorf("%s.attention.shared_kv_layers leaves %d of %d layers with a KV cache, at least 2 needed", arch, max(kvLayers, 0), layers)
+	}
+	for i := kvLayers; i < layers; i++ {
+		src := kvLayers - 1
+		if swa[i] {
+			src--
+		}
+		if swa[src] != swa[i] {
+			return fmt.Errorf("%s: shared KV layer %d would attend over layer %d's cache, which is not of its kind (sliding window or full)", arch, i, src)
 		}
 	}
 	return nil

@@ -40,6 +40,28 @@ func TestCheckGGUFBounds(t *testing.T) {
 			"m.expert_group_count": uint32(3), "m.expert_group_used_count": uint32(1)}, "do not fit", nil, true},
 		{"sound groups", map[string]any{"m.block_count": uint32(4), "m.expert_count": uint32(8), "m.expert_used_count": uint32(2),
 			"m.expert_group_count": uint32(4), "m.expert_group_used_count": uint32(2)}, "", nil, true},
+		{"sliding window used by no layer", map[string]any{"m.block_count": uint32(4), "m.attention.sliding_window": uint32(64),
+			"m.attention.sliding_window_pattern": uint32(1)}, "no layer uses it", nil, true},
+		{"pattern of 1 without a window", map[string]any{"m.block_count": uint32(4), "m.attention.sliding_window_pattern": uint32(1)}, "", nil, true},
+		{"pattern of 1, window overridden", map[string]any{"m.block_count": uint32(4), "m.attention.sliding_window": uint32(64),
+			"m.attention.sliding_window_pattern": uint32(1)}, "", map[string]any{"m.attention.sliding_window": 0}, true},
+		{"gemma2: window always on", map[string]any{"general.architecture": "gemma2", "gemma2.block_count": uint32(4),
+			"gemma2.attention.sliding_window_pattern": uint32(1)}, "no layer uses it", nil, true},
+		{"gemma4: no flag set", map[string]any{"general.architecture": "gemma4", "gemma4.block_count": uint32(3),
+			"gemma4.attention.sliding_window_pattern": []bool{false, false, false}}, "no layer uses it", nil, true},
+		{"gemma4: shared layers as Gemma 4 E2B", map[string]any{"general.architecture": "gemma4", "gemma4.block_count": uint32(9),
+			"gemma4.attention.sliding_window_pattern": []bool{true, true, false, true, true, false, true, true, false},
+			"gemma4.attention.shared_kv_layers":       uint32(3)}, "", nil, true},
+		{"gemma4: shared layer over another kind", map[string]any{"general.architecture": "gemma4", "gemma4.block_count": uint32(9),
+			"gemma4.attention.sliding_window_pattern": []bool{true, true, false, true, true, false, true, true, false},
+			"gemma4.attention.shared_kv_layers":       uint32(4)}, "not of its kind", nil, true},
+		{"gemma4: one layer with a cache", map[string]any{"general.architecture": "gemma4", "gemma4.block_count": uint32(3),
+			"gemma4.attention.sliding_window_pattern": []bool{true, true, false}, "gemma4.attention.shared_kv_layers": uint32(2)}, "at least 2", nil, true},
+		{"gemma4: more shared layers than layers", map[string]any{"general.architecture": "gemma4", "gemma4.block_count": uint32(3),
+			"gemma4.attention.sliding_window_pattern": []bool{true, true, false}, "gemma4.attention.shared_kv_layers": uint32(7)}, "at least 2", nil, true},
+		{"gemma3n: period moving layer 19", map[string]any{"general.architecture": "gemma3n", "gemma3n.block_count": uint32(30),
+			"gemma3n.attention.sliding_window_pattern": uint32(3)}, "not of its kind", nil, true},
+		{"gemma3n: default period", map[string]any{"general.architecture": "gemma3n", "gemma3n.block_count": uint32(30)}, "", nil, true},
 		{"unknown rope scaling", map[string]any{"m.block_count": uint32(4), "m.rope.scaling.type": "wobbly"}, "rope.scaling.type", nil, true},
 		{"yarn rope scaling", map[string]any{"m.block_count": uint32(4), "m.rope.scaling.type": "yarn"}, "", nil, true},
 	}
@@ -47,7 +69,7 @@ func TestCheckGGUFBounds(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			w := gguf.NewWriter()
 			w.SetKV("general.architecture", "m")
-			for k, v := range c.kv {
+			for k, v := range c.kv { // may set another architecture
 				w.SetKV(k, v)
 			}
 			p := filepath.Join(t.TempDir(), "m.gguf")
