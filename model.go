@@ -31,6 +31,18 @@ const (
 	LoadDirectIO                  // direct I/O where available
 )
 
+// LazyMode says whether llama.cpp reads the tensors an architecture marks
+// (such as Gemma 4's per-layer token embeddings, of which a token uses one
+// row) from the mapped file on demand instead of keeping them resident.
+type LazyMode int
+
+// Lazy modes. The zero value is llama.cpp's default.
+const (
+	LazyAuto LazyMode = iota // on demand for marked tensors over 4 GiB
+	LazyOn                   // on demand for every marked tensor (needs mmap)
+	LazyOff                  // every tensor resident
+)
+
 // SplitMode says how a model is split across several GPUs.
 type SplitMode int
 
@@ -57,6 +69,11 @@ type ModelOptions struct {
 	TensorSplit []float32
 	// Load says how weights are read.
 	Load LoadMode
+	// Lazy says whether marked tensors are read on demand (llama.cpp's
+	// --lazy-mode): LazyOn saves the RAM of Gemma 4's per-layer
+	// embeddings at the cost of a read per token and layer. A mode
+	// outside the constants is an error.
+	Lazy LazyMode
 	// VocabOnly loads only the vocabulary and metadata.
 	VocabOnly bool
 	// CheckTensors validates tensor data while loading.
@@ -234,6 +251,16 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 	p.SplitMode = [...]int32{1, 0, 2, 3}[opts.Split&3]
 	p.MainGPU = int32(opts.MainGPU)
 	p.LoadMode = [...]int32{-1, 0, 1, 2, 3, 4}[min(max(int(opts.Load), 0), 5)]
+	switch opts.Lazy {
+	case LazyAuto:
+		p.LazyMode = 1
+	case LazyOn:
+		p.LazyMode = 2
+	case LazyOff:
+		p.LazyMode = 0
+	default:
+		return nil, errorf(CodeInvalid, "load model", "unknown Lazy mode %d", opts.Lazy)
+	}
 	p.VocabOnly = opts.VocabOnly
 	p.CheckTensors = opts.CheckTensors
 	p.UseExtraBufts, p.NoHost = !opts.NoRepack, opts.NoHost

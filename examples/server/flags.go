@@ -438,7 +438,15 @@ func flagTable(c *config) []flagDef {
 			mo.Load = l
 			return nil
 		}},
-		{names: []string{"-lzm", "--lazy-mode"}, arg: "MODE", env: "LLAMA_ARG_LAZY_MODE", sec: cm, help: "on-demand tensor reading: on, off, auto" + noEffect, set: choice("on", "off", "auto")},
+		{names: []string{"-lzm", "--lazy-mode"}, arg: "MODE", env: "LLAMA_ARG_LAZY_MODE", sec: cm, help: "read the tensors the architecture marks (Gemma 4's per-layer embeddings) on demand: on (needs mmap), off, auto (those over 4 GiB; default)", set: func(_ *config, v string) error {
+			m := map[string]llama.LazyMode{"auto": llama.LazyAuto, "on": llama.LazyOn, "off": llama.LazyOff}
+			l, ok := m[v]
+			if !ok {
+				return fmt.Errorf("%q is not a lazy mode (on, off, auto)", v)
+			}
+			mo.Lazy = l
+			return nil
+		}},
 		{names: []string{"--numa"}, arg: "TYPE", env: "LLAMA_ARG_NUMA", sec: cm, help: "place the compute threads over NUMA nodes: distribute (spread over all), isolate (the starting node's CPUs), numactl (numactl's CPU map)", set: func(c *config, v string) error {
 			switch v {
 			case "distribute", "":

@@ -174,6 +174,8 @@ func TestFlagSpellings(t *testing.T) {
 			assert.True(t, c.opts.ModelOptions.NoRepack)
 			assert.True(t, c.opts.ModelOptions.NoHost)
 		}},
+		{[]string{"-lzm", "on"}, func(t *testing.T, c *config) { assert.Equal(t, llama.LazyOn, c.opts.ModelOptions.Lazy) }},
+		{[]string{"--lazy-mode", "off"}, func(t *testing.T, c *config) { assert.Equal(t, llama.LazyOff, c.opts.ModelOptions.Lazy) }},
 		{[]string{"--no-repack", "--repack"}, func(t *testing.T, c *config) { assert.False(t, c.opts.ModelOptions.NoRepack) }},
 		{[]string{"--no-warmup", "--warmup"}, func(t *testing.T, c *config) { assert.False(t, c.opts.Engine.NoWarmup) }},
 		{[]string{"-fit", "off"}, func(t *testing.T, c *config) {
@@ -385,7 +387,7 @@ func TestFlagErrors(t *testing.T) {
 		{"--samplers", "top_k;bogus"}, {"--sampling-seq", "kq"}, {"-j", "{not json"}, {"--grammar-file", filepath.Join(dir, "none")},
 		{"--sleep-idle-seconds", "0"}, {"--sleep-idle-seconds", "-5"}, {"--slot-save-path", file}, {"--media-path", file},
 		{"--reasoning-format", "thinky"}, {"--reasoning", "sometimes"}, {"--reasoning-budget", "-2"}, {"--spec-type", "magic"},
-		{"-ctk", "q3_k"}, {"--rope-scaling", "longrope"}, {"-sm", "diagonal"}, {"--numa", "all"}, {"-lm", "fast"},
+		{"-ctk", "q3_k"}, {"--rope-scaling", "longrope"}, {"-sm", "diagonal"}, {"--numa", "all"}, {"-lm", "fast"}, {"-lzm", "sometimes"},
 		{"--prio", "4"}, {"--poll", "-1"}, {"--poll", "101"}, {"-C", "xyz"}, {"-Cr", "5-1"}, {"-Cr", "0-512"}, {"--prio-batch", "-2"}, {"--override-kv", "a=int"}, {"--override-kv", "a=date:1"},
 		{"--chat-template-kwargs", "[1]"}, {"--control-vector-layer-range", "1"}, {"--api-key-file", filepath.Join(dir, "none")},
 		{"-ncmoe", "-1"}, {"--fit", "maybe"}, {"-fitt", "lots"}, {"-fitc", "-1"}, {"--log-colors", "rainbow"}, {"--kv-unified-per-slot", "x"},
