@@ -179,6 +179,15 @@ type Options struct {
 	// memory that cannot shift, and a recurrent or hybrid model (unlike
 	// llama-server: a recurrent state cannot forget the skipped tokens). A request's CacheReuse overrides it.
 	CacheReuse int
+	// SlotSimilarity is the share of a prompt's tokens that a free slot's
+	// cache must hold as its prefix (more than it) for a CachePrompt
+	// completion to pick that slot for its cache (llama-server's
+	// --slot-prompt-similarity). Among the slots above it the one
+	// sharing the most wins; with none, the least recently used, so that
+	// a new conversation leaves a recent one's cache alone over a few
+	// common tokens. 0: 0.1, llama-server's default; negative: never by
+	// the cache, always the least recently used.
+	SlotSimilarity float64
 	// QueueSize is the most requests that may wait for a slot before Submit
 	// returns ErrQueueFull (0: 4*Parallel+16).
 	QueueSize int
@@ -1458,10 +1467,11 @@ func (e *Engine) take() (started []*engSlot) {
 
 // pickSlot returns the slot for a request: the one it asks for, else with
 // CachePrompt the free slot sharing the longest prefix with its prompt
-// (the least recently used on ties, as llama.cpp), else the free slot of
-// lowest id: llama.cpp's split of a batch over separate KV streams puts
-// only consecutive sequences in one micro-batch, so packed slots decode
-// faster.
+// when that is more than Options.SlotSimilarity of it, else the least
+// recently used free slot, as llama.cpp; without CachePrompt the free
+// slot of lowest id: llama.cpp's split of a batch over separate KV
+// streams puts only consecutive sequences in one micro-batch, so packed
+// slots decode faster.
 func (e *Engine) pickSlot(tk *engTask) *engSlot {
 	if id := tk.t.SlotID; id >= 0 {
 		if e.slots[id].tk == nil {
@@ -1469,6 +1479,11 @@ func (e *Engine) pickSlot(tk *engTask) *engSlot {
 		}
 		return nil
 	}
+	sim := e.opts.SlotSimilarity
+	if sim == 0 {
+		sim = 0.1
+	}
+	byCache := tk.t.CachePrompt && tk.t.Kind == KindCompletion && sim >= 0 && len(tk.t.Prompt) > 0
 	var best *engSlot
 	bestLCP := -1
 	for _, s := range e.slots {
@@ -1476,8 +1491,10 @@ func (e *Engine) pickSlot(tk *engTask) *engSlot {
 			continue
 		}
 		l := 0
-		if tk.t.CachePrompt && tk.t.Kind == KindCompletion {
-			l = engCommonPrefix(s.cache, tk.t.Prompt)
+		if byCache {
+			if l = engCommonPrefix(s.cache, tk.t.Prompt); float64(l) <= sim*float64(len(tk.t.Prompt)) {
+				l = 0
+			}
 		}
 		if best == nil || l > bestLCP || (l == bestLCP && tk.t.CachePrompt && s.lastUsed.Before(best.lastUsed)) {
 			best, bestLCP = s, l

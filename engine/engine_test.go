@@ -1016,3 +1016,37 @@ func TestWarmupEmbedding(t *testing.T) {
 	}
 	assert.InDeltaSlice(t, vecs[0], vecs[1], 1e-5)
 }
+
+// TestEngineSlotSimilarity: a CachePrompt request takes the slot whose
+// cache holds more than SlotSimilarity of its prompt, else the least
+// recently used slot, as llama-server's --slot-prompt-similarity; a
+// negative similarity always takes the least recently used.
+func TestEngineSlotSimilarity(t *testing.T) {
+	const a = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends every day."
+	const b = "The big brown dog ran to the tree and sat down under it, because the sun was hot and the dog was very tired after the game."
+	for _, tt := range []struct {
+		name     string
+		sim      float64
+		shareOfB int // words of b the third prompt starts with
+		wantSlot int
+	}{
+		{"a few common tokens: the older slot", 0, 1, 0},
+		{"half the prompt: the slot holding it", 0, 13, 1},
+		{"a few common tokens over a low similarity", 0.05, 1, 1},
+		{"off: the older slot even for half the prompt", -1, 13, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 1024}, Parallel: 2, SlotSimilarity: tt.sim})
+			run := func(text string) int {
+				tk := engGreedyTask(engTokenize(t, m, text, true), 4)
+				tk.CachePrompt = true
+				return engRun(t, e, tk).done.SlotID
+			}
+			require.Equal(t, 0, run(a))
+			require.Equal(t, 1, run(b), "a prompt sharing nothing takes the unused slot")
+			words := strings.Fields(b)
+			third := strings.Join(words[:tt.shareOfB], " ") + " and then a cat came by to look for some fish in the old river."
+			assert.Equal(t, tt.wantSlot, run(third))
+		})
+	}
+}

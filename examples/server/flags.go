@@ -1045,7 +1045,17 @@ func flagTable(c *config) []flagDef {
 			o.NoPrefillAssistant = v == "false"
 			return nil
 		}},
-		{names: []string{"-sps", "--slot-prompt-similarity"}, arg: "SIMILARITY", sec: sv, help: "how much of a prompt must match a slot's cache to pick that slot (default 0.1)" + noEffect, set: anyFloat},
+		{names: []string{"-sps", "--slot-prompt-similarity"}, arg: "SIMILARITY", sec: sv, help: "how much of a prompt must match a slot's cache to pick that slot (default 0.1, 0.0 = off: the least recently used slot)", set: func(_ *config, v string) error {
+			f, err := parseFloat(v)
+			if err != nil {
+				return err
+			}
+			e.SlotSimilarity = f
+			if f == 0 {
+				e.SlotSimilarity = -1 // llama-server's 0 turns the match off
+			}
+			return nil
+		}},
 		{names: []string{"--lora-init-without-apply"}, sec: sv, help: "load LoRA adapters with scale 0 (set them with POST /lora-adapters)", set: boolTo(&c.loraNoApply)},
 		{names: []string{"--sleep-idle-seconds"}, arg: "SECONDS", sec: sv, help: "unload the model after that long idle (default -1: never)", set: func(_ *config, v string) error {
 			n, err := parseInt(v)

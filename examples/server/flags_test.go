@@ -174,6 +174,8 @@ func TestFlagSpellings(t *testing.T) {
 			assert.True(t, c.opts.ModelOptions.NoRepack)
 			assert.True(t, c.opts.ModelOptions.NoHost)
 		}},
+		{[]string{"-sps", "0.5"}, func(t *testing.T, c *config) { assert.Equal(t, 0.5, c.opts.Engine.SlotSimilarity) }},
+		{[]string{"--slot-prompt-similarity", "0"}, func(t *testing.T, c *config) { assert.Negative(t, c.opts.Engine.SlotSimilarity, "off") }},
 		{[]string{"-lzm", "on"}, func(t *testing.T, c *config) { assert.Equal(t, llama.LazyOn, c.opts.ModelOptions.Lazy) }},
 		{[]string{"--lazy-mode", "off"}, func(t *testing.T, c *config) { assert.Equal(t, llama.LazyOff, c.opts.ModelOptions.Lazy) }},
 		{[]string{"--no-repack", "--repack"}, func(t *testing.T, c *config) { assert.False(t, c.opts.ModelOptions.NoRepack) }},
