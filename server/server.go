@@ -213,6 +213,17 @@ type Options struct {
 	// (0: 60 s; negative: none, the http.Server's ReadTimeout alone).
 	BodyReadTimeout time.Duration
 
+	// LogPromptsDir, when set, is a folder where every completion
+	// request's prompt is written as the model reads it (the chat
+	// template applied, special tokens as text, media as <__media__>):
+	// one file a request, named by the time in milliseconds, holding the
+	// text, or a JSON array for several prompts (llama-server's
+	// --log-prompts-dir). For debugging templates and clients: the files
+	// hold the conversations, so New makes the folder 0700 and the files
+	// are 0600. A file that cannot be written is logged, and the request
+	// goes on.
+	LogPromptsDir string
+
 	// NoUI turns the web chat page off (--no-ui): GET / then answers 404
 	// like any unknown path. The zero value serves the page at "/", as
 	// llama-server does; the page needs no API key (the API calls it makes
@@ -327,6 +338,11 @@ func New(ctx context.Context, o Options) (*Server, error) {
 			return nil, fmt.Errorf("server: slot save path: %w", err)
 		}
 		o.SlotSavePath = abs
+	}
+	if o.LogPromptsDir != "" {
+		if err := os.MkdirAll(o.LogPromptsDir, 0o700); err != nil {
+			return nil, fmt.Errorf("server: log prompts dir: %w", err)
+		}
 	}
 	if o.MediaPath != "" {
 		if st, err := os.Stat(o.MediaPath); err != nil || !st.IsDir() {

@@ -7,9 +7,16 @@ package server
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
+	"iter"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/x/llama/engine"
 	"github.com/x/llama/server/internal/wire"
@@ -38,6 +45,9 @@ func (s *Server) runTask(ctx context.Context, inst *instance, arrived func(), ta
 		if n := inst.slotContext(); len(t.Prompt) >= n {
 			return nil, exceedContext(len(t.Prompt), n)
 		}
+	}
+	if s.opts.LogPromptsDir != "" {
+		s.logPrompts(inst, tasks)
 	}
 	st, err := inst.Engine.Submit(ctx, tasks...)
 	if arrived != nil {
@@ -170,4 +180,81 @@ func collect(ctx context.Context, m *llama.Model, st eventStream, n int) ([]*com
 		}
 	}
 	return res, nil
+}
+
+// logPrompts writes the completion tasks' prompts to a new file in
+// Options.LogPromptsDir.
+func (s *Server) logPrompts(inst *instance, tasks []*engine.Request) {
+	var prompts []string
+	for _, t := range tasks {
+		if t.Kind != engine.KindCompletion {
+			continue
+		}
+		var b strings.Builder
+		for part := range splitMedia(t.Prompt) {
+			if part == nil {
+				b.WriteString("<__media__>")
+				continue
+			}
+			text, err := inst.Model.Detokenize(part, llama.DetokenizeOptions{UnparseSpecial: true})
+			if err != nil {
+				s.log.Error("log prompts: cannot render a prompt", "err", err)
+				return
+			}
+			b.WriteString(text)
+		}
+		prompts = append(prompts, b.String())
+	}
+	var data []byte
+	switch len(prompts) {
+	case 0:
+		return
+	case 1:
+		data = []byte(prompts[0])
+	default:
+		data, _ = json.MarshalIndent(prompts, "", "  ")
+	}
+	ms := time.Now().UnixMilli()
+	for n := 0; n < 100; n++ {
+		name := fmt.Sprintf("%012d.txt", ms)
+		if n > 0 {
+			name = fmt.Sprintf("%012d-%d.txt", ms, n)
+		}
+		f, err := os.OpenFile(filepath.Join(s.opts.LogPromptsDir, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err == nil {
+			_, err = f.Write(data)
+			err = errors.Join(err, f.Close())
+		}
+		if err != nil {
+			s.log.Error("log prompts: cannot write a prompt", "err", err)
+		}
+		return
+	}
+	s.log.Error("log prompts: no free file name", "ms", ms)
+}
+
+// splitMedia yields the runs of tokens between media, and nil for each
+// medium (a run of placeholders, one for each of its positions).
+func splitMedia(toks []llama.Token) iter.Seq[[]llama.Token] {
+	return func(yield func([]llama.Token) bool) {
+		start := 0
+		for i, t := range toks {
+			if t != engine.MediaPlaceholder {
+				continue
+			}
+			if i > start && !yield(toks[start:i]) {
+				return
+			}
+			if (i == 0 || toks[i-1] != engine.MediaPlaceholder) && !yield(nil) {
+				return
+			}
+			start = i + 1
+		}
+		if start < len(toks) {
+			yield(toks[start:])
+		}
+	}
 }

@@ -1068,7 +1068,7 @@ func flagTable(c *config) []flagDef {
 			o.SleepIdleSeconds = max(n, 0)
 			return nil
 		}},
-		{names: []string{"--log-prompts-dir"}, arg: "PATH", sec: sv, help: "folder to log prompts to" + noEffect, set: anyValue},
+		{names: []string{"--log-prompts-dir"}, arg: "PATH", sec: sv, help: "write each completion request's prompt, as the model reads it, to a file in this folder (made if missing; for debugging: the files hold the conversations)", set: strTo(&o.LogPromptsDir)},
 		{names: []string{"--embd-gemma-default"}, sec: sv, help: "preset: EmbeddingGemma 300M from Hugging Face, embeddings, port 8011", set: modelPreset(func(c *config) {
 			c.hf.Repo, c.hf.File, c.port = "ggml-org/embeddinggemma-300M-qat-q4_0-GGUF", "embeddinggemma-300M-qat-Q4_0.gguf", 8011
 			e.Context.UBatchSize, e.Context.BatchSize, e.Parallel, e.Context.ContextSize, e.Embedding = 2048, 2048, 32, 2048*32, true
