@@ -59,6 +59,7 @@ type config struct {
 	kvUnifiedSet   bool
 	loraNoApply    bool
 	logFile        string
+	logFormat      logFormat
 	reusePort      bool
 	// maxConns and maxConnsPerClient cap the listener's connections
 	// (--max-connections, --max-connections-per-client; 0: no cap).
@@ -602,10 +603,11 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"-hft", "--hf-token"}, arg: "TOKEN", env: "HF_TOKEN", sec: cm, help: "Hugging Face access token", set: strTo(&c.hf.Token)},
 		{names: []string{"--log-disable"}, sec: cm, help: "no logs", set: func(c *config, _ string) error { c.opts.Logger = discardLogger; return nil }},
 		{names: []string{"--log-file"}, arg: "FNAME", env: "LLAMA_ARG_LOG_FILE", sec: cm, help: "also write the logs to this file", set: strTo(&c.logFile)},
-		{names: []string{"--log-colors"}, arg: "[on|off|auto]", env: "LLAMA_ARG_LOG_COLORS", sec: cm, help: "colored logs" + noEffect, set: func(_ *config, v string) error {
+		{names: []string{"--log-colors"}, arg: "[on|off|auto]", env: "LLAMA_ARG_LOG_COLORS", sec: cm, help: "color the log's levels: on, off, auto (default: on a terminal, unless NO_COLOR is set or TERM is dumb)", set: func(c *config, v string) error {
 			if !isTruthy(v) && !isFalsey(v) && !isAutoy(v) {
 				return fmt.Errorf("%q is not on, off or auto", v)
 			}
+			c.logFormat.colors = v
 			return nil
 		}},
 		{names: []string{"-v", "--verbose", "--log-verbose"}, sec: cm, help: "log everything, llama.cpp's messages included", set: boolTo(&c.verbose)},
@@ -615,8 +617,14 @@ func flagTable(c *config) []flagDef {
 			c.verbose = n >= 4
 			return err
 		}},
-		{names: []string{"--log-prefix"}, neg: []string{"--no-log-prefix"}, env: "LLAMA_ARG_LOG_PREFIX", sec: cm, help: "prefix log lines" + noEffect, set: anyValue},
-		{names: []string{"--log-timestamps"}, neg: []string{"--no-log-timestamps"}, env: "LLAMA_ARG_LOG_TIMESTAMPS", sec: cm, help: "timestamps in logs" + noEffect, set: anyValue},
+		{names: []string{"--log-prefix"}, neg: []string{"--no-log-prefix"}, env: "LLAMA_ARG_LOG_PREFIX", sec: cm, help: "begin log lines with their level (default on)", set: func(c *config, v string) error {
+			c.logFormat.noPrefix = v == "false"
+			return nil
+		}},
+		{names: []string{"--log-timestamps"}, neg: []string{"--no-log-timestamps"}, env: "LLAMA_ARG_LOG_TIMESTAMPS", sec: cm, help: "begin log lines with the time (default on)", set: func(c *config, v string) error {
+			c.logFormat.noTimestamps = v == "false"
+			return nil
+		}},
 		{names: []string{"--spec-draft-type-k", "-ctkd", "--cache-type-k-draft"}, arg: "TYPE", env: "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_K", sec: cm, help: "KV cache type for K of the draft model", set: cacheType(&sd.DraftTypeK)},
 		{names: []string{"--spec-draft-type-v", "-ctvd", "--cache-type-v-draft"}, arg: "TYPE", env: "LLAMA_ARG_SPEC_DRAFT_CACHE_TYPE_V", sec: cm, help: "KV cache type for V of the draft model", set: cacheType(&sd.DraftTypeV)},
 

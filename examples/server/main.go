@@ -69,15 +69,16 @@ func serve(cfg *config) error {
 			level = slog.LevelDebug
 		}
 		var out io.Writer = os.Stderr
+		tty := isTerminal(os.Stderr)
 		if cfg.logFile != "" {
 			f, err := os.OpenFile(cfg.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 			if err != nil {
 				return fmt.Errorf("--log-file: %w", err)
 			}
 			defer f.Close()
-			out = io.MultiWriter(os.Stderr, f)
+			out, tty = io.MultiWriter(os.Stderr, f), false // no escape codes in the file by default
 		}
-		logger = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))
+		logger = slog.New(cfg.logFormat.newLogHandler(out, tty, level))
 		cfg.opts.Logger = logger
 	}
 	// llama.cpp's own warnings and errors (a device left out, a failed
