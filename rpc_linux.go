@@ -11,12 +11,15 @@ import (
 	"syscall"
 )
 
-// rpcDropConnections shuts down this process's TCP connections to the
-// workers at addrs. After a failure, the failed models keep their
-// connections to the workers that still run (their memory cannot be
-// freed); a worker serves one client at a time, so it would wait on that
-// connection for good and refuse the reload. Shut down, the connection
-// ends on the worker's side, which then takes the next client.
+// rpcDropConnections shuts down the sending side of this process's TCP
+// connections to the workers at addrs. After a failure, the failed models
+// keep their connections to the workers that still run (their memory
+// cannot be freed); a worker serves one client at a time, so it would wait
+// on that connection for good and refuse the reload. Half-closed, the
+// connection ends on the worker's side once it reads the end, and the
+// worker takes the next client. The receiving side stays open: a worker
+// still answering the failed decode writes its answer into it, where a
+// reset would kill it (rpc-server dies of the SIGPIPE).
 func rpcDropConnections(addrs []string) {
 	want := map[string]bool{} // remote addresses as /proc/net/tcp writes them
 	for _, a := range addrs {
@@ -59,7 +62,7 @@ func rpcDropConnections(addrs []string) {
 			continue
 		}
 		if fd, err := strconv.Atoi(d.Name()); err == nil {
-			_ = syscall.Shutdown(fd, syscall.SHUT_RDWR)
+			_ = syscall.Shutdown(fd, syscall.SHUT_WR)
 		}
 	}
 }
