@@ -1,0 +1,84 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama"
+	"github.com/x/llama/engine"
+	"github.com/x/llama/internal/gguf"
+	"github.com/x/llama/internal/testenv"
+)
+
+// TestLayoutsDiff runs llama-server and this server on random-weight
+// models of the layouts the engine treats apart, with the same settings,
+// and requires the same answers to requests that reuse the cache in each
+// way the engine has: a prompt decoded afresh, one continuing the last
+// (within a sliding window), a long one, one continuing it (past the
+// window: through a context checkpoint or decoded again), and one keeping
+// only an early part of it. The layouts: Gemma 4's (sliding-window layers
+// with narrower heads than the full ones, last layers sharing earlier
+// layers' KV cache, per-layer token embeddings), a hybrid of Mamba and
+// attention layers (Jamba's), a recurrent model (Mamba's) and a mixture of
+// experts (Mixtral's).
+func TestLayoutsDiff(t *testing.T) {
+	vocab := filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-llama-spm.gguf")
+	for _, tt := range []struct {
+		name string
+		o    gguf.TinyModelOptions
+	}{
+		{"gemma4", gguf.TinyModelOptions{Arch: "gemma4", NEmbd: 128, NLayer: 9, NHead: 4, NHeadKV: 2, NFF: 256,
+			SlidingWindow: 64, SlidingWindowPattern: 3, SharedKVLayers: 3, PerLayerEmbd: 16, Seed: 11}},
+		{"hybrid", gguf.TinyModelOptions{Arch: "jamba", NEmbd: 64, NLayer: 4, NHead: 4, NHeadKV: 2, Seed: 12}},
+		{"recurrent", gguf.TinyModelOptions{Arch: "mamba", NEmbd: 64, NLayer: 2, Seed: 13}},
+		{"experts", gguf.TinyModelOptions{NEmbd: 64, NLayer: 2, NHead: 4, NHeadKV: 2, NFF: 96, Experts: 4, Seed: 15}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			model := filepath.Join(t.TempDir(), "m.gguf")
+			tt.o.VocabFrom, tt.o.NCtx = vocab, 4096
+			require.NoError(t, gguf.WriteTinyModel(model, tt.o))
+			diffCacheReuse(t, model)
+		})
+	}
+}
+
+// diffCacheReuse sends both servers, started on model with the same
+// settings, TestLayoutsDiff's requests in turn.
+func diffCacheReuse(t *testing.T, model string) {
+	const ctx = 1024
+	ref := testenv.RunHTTPServer(t, testenv.LlamaServer(t), "", "-m", model, "-c", strconv.Itoa(ctx), "-np", "1",
+		"-t", "1", "-tb", "1", "--seed", "42")
+	_, ts := newTestServer(t, Options{Model: model,
+		Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: ctx, Threads: 1, ThreadsBatch: 1}}})
+
+	post := func(url, prompt string) map[string]any {
+		t.Helper()
+		code, raw := postRaw(t, url+"/completion", map[string]any{"prompt": prompt, "n_predict": 12, "temperature": 0,
+			"cache_prompt": true, "seed": 42})
+		require.Equal(t, http.StatusOK, code, "%s", raw)
+		var out map[string]any
+		require.NoError(t, json.Unmarshal(raw, &out))
+		tm := out["timings"].(map[string]any)
+		return map[string]any{"content": out["content"], "tokens_evaluated": out["tokens_evaluated"],
+			"tokens_cached": out["tokens_cached"], "cache_n": tm["cache_n"], "prompt_n": tm["prompt_n"]}
+	}
+	text := strings.Repeat("one two three four five six seven eight nine ten ", 40)
+	for _, step := range []struct{ name, prompt string }{
+		{"fresh", "Once upon a time, in a land far away,"},
+		{"continues", "Once upon a time, in a land far away, there lived a king"},
+		{"long", text},
+		{"continues the long one", text + " and then eleven twelve"},
+		{"keeps an early part", text[:len(text)/4] + " stop here"},
+	} {
+		r, o := post(ref, step.prompt), post(ts.URL, step.prompt)
+		assert.Equal(t, r, o, step.name)
+		require.NotEmpty(t, o["content"], step.name)
+	}
+}
