@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -23,7 +24,8 @@ import (
 // way the engine has: a prompt decoded afresh, one continuing the last
 // (within a sliding window), a long one, one continuing it (past the
 // window: through a context checkpoint or decoded again), and one keeping
-// only an early part of it. The layouts: Gemma 4's (sliding-window layers
+// only an early part of it; with one slot, and with three (which pick
+// their slots by the cache). The layouts: Gemma 4's (sliding-window layers
 // with narrower heads than the full ones, last layers sharing earlier
 // layers' KV cache, per-layer token embeddings), a hybrid of Mamba and
 // attention layers (Jamba's), a recurrent model (Mamba's) and a mixture of
@@ -44,19 +46,21 @@ func TestLayoutsDiff(t *testing.T) {
 			model := filepath.Join(t.TempDir(), "m.gguf")
 			tt.o.VocabFrom, tt.o.NCtx = vocab, 4096
 			require.NoError(t, gguf.WriteTinyModel(model, tt.o))
-			diffCacheReuse(t, model)
+			for _, np := range []int{1, 3} {
+				t.Run(fmt.Sprintf("np=%d", np), func(t *testing.T) { diffCacheReuse(t, model, np) })
+			}
 		})
 	}
 }
 
 // diffCacheReuse sends both servers, started on model with the same
-// settings, TestLayoutsDiff's requests in turn.
-func diffCacheReuse(t *testing.T, model string) {
-	const ctx = 1024
-	ref := testenv.RunHTTPServer(t, testenv.LlamaServer(t), "", "-m", model, "-c", strconv.Itoa(ctx), "-np", "1",
+// settings and np slots, TestLayoutsDiff's requests in turn.
+func diffCacheReuse(t *testing.T, model string, np int) {
+	ctx := 1024 * np
+	ref := testenv.RunHTTPServer(t, testenv.LlamaServer(t), "", "-m", model, "-c", strconv.Itoa(ctx), "-np", strconv.Itoa(np),
 		"-t", "1", "-tb", "1", "--seed", "42")
 	_, ts := newTestServer(t, Options{Model: model,
-		Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: ctx, Threads: 1, ThreadsBatch: 1}}})
+		Engine: engine.Options{Parallel: np, Context: llama.ContextOptions{ContextSize: ctx, Threads: 1, ThreadsBatch: 1}}})
 
 	post := func(url, prompt string) map[string]any {
 		t.Helper()
