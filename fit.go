@@ -331,14 +331,13 @@ func kvLayers(f *gguf.File, info modelInfoForFit) []kvLayer {
 	if head0 > 0 {
 		defLen = info.nEmbd / head0
 	}
-	kLen, ok := f.Int(arch + ".attention.key_length")
-	if !ok {
-		kLen = defLen
+	intOr := func(key string, def int) int {
+		if n, ok := f.Int(arch + "." + key); ok {
+			return n
+		}
+		return def
 	}
-	vLen, ok := f.Int(arch + ".attention.value_length")
-	if !ok {
-		vLen = defLen
-	}
+	kLen, vLen := intOr("attention.key_length", defLen), intOr("attention.value_length", defLen)
 	if rank, ok := f.Int(arch + ".attention.kv_lora_rank"); ok && rank > 0 {
 		// Multi-head latent attention caches the compressed KV and
 		// the RoPE part, one head.
@@ -386,24 +385,15 @@ func kvLayers(f *gguf.File, info modelInfoForFit) []kvLayer {
 		}
 	}
 	// Sliding-window layers may have heads of their own width.
-	kLenSWA, ok := f.Int(arch + ".attention.key_length_swa")
-	if !ok {
-		kLenSWA = kLen
-	}
-	vLenSWA, ok := f.Int(arch + ".attention.value_length_swa")
-	if !ok {
-		vLenSWA = vLen
-	}
+	kLenSWA, vLenSWA := intOr("attention.key_length_swa", kLen), intOr("attention.value_length_swa", vLen)
 	// The last layers of some models attend over an earlier layer's
 	// cache and keep none of their own.
 	withKV := info.layers
 	switch arch {
 	case "gemma3n":
 		withKV = 20 // fixed by llama.cpp
-	case "gemma4", "gemma4-assistant":
-		if n, ok := f.Int(arch + ".attention.shared_kv_layers"); ok && n > 0 {
-			withKV = info.layers - n
-		}
+	case "gemma4":
+		withKV = info.layers - max(intOr("attention.shared_kv_layers", 0), 0)
 	}
 	out := make([]kvLayer, info.layers)
 	for i := range out {

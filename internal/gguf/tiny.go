@@ -211,6 +211,17 @@ func (r *randTensors) experts(name string, nIn, nOut, n int) {
 	r.addTyped(name, r.typ, 0, float32(1/math.Sqrt(float64(nIn))), nIn, nOut, n)
 }
 
+// gemmaFeedForward adds a Gemma block's attention output norm and its
+// normed feed-forward, the tensors of layer prefix p.
+func (r *randTensors) gemmaFeedForward(p string, e, ff int) {
+	r.add(p+"post_attention_norm.weight", 1, 0.1, e)
+	r.add(p+"ffn_norm.weight", 1, 0.1, e)
+	r.weight(p+"ffn_gate.weight", e, ff)
+	r.weight(p+"ffn_down.weight", ff, e)
+	r.weight(p+"ffn_up.weight", e, ff)
+	r.add(p+"post_ffw_norm.weight", 1, 0.1, e)
+}
+
 func newRand(seed int64) *rand.Rand {
 	return rand.New(rand.NewPCG(uint64(seed), 0x9e3779b97f4a7c15))
 }
@@ -389,12 +400,7 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 			r.add(p+"attn_q_norm.weight", 1, 0.1, hd)
 			r.add(p+"attn_k_norm.weight", 1, 0.1, hd)
 			r.weight(p+"attn_output.weight", e, e)
-			r.add(p+"post_attention_norm.weight", 1, 0.1, e)
-			r.add(p+"ffn_norm.weight", 1, 0.1, e)
-			r.weight(p+"ffn_gate.weight", e, ff)
-			r.weight(p+"ffn_down.weight", ff, e)
-			r.weight(p+"ffn_up.weight", e, ff)
-			r.add(p+"post_ffw_norm.weight", 1, 0.1, e)
+			r.gemmaFeedForward(p, e, ff)
 		}
 	case "gemma4":
 		r.addTyped("token_embd.weight", o.Type, 0, 0.5, e, nVocab)
@@ -422,12 +428,7 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 				r.add(p+"attn_k_norm.weight", 1, 0.1, hd)
 			}
 			r.weight(p+"attn_output.weight", o.NHead*hd, e)
-			r.add(p+"post_attention_norm.weight", 1, 0.1, e)
-			r.add(p+"ffn_norm.weight", 1, 0.1, e)
-			r.weight(p+"ffn_gate.weight", e, ff)
-			r.weight(p+"ffn_down.weight", ff, e)
-			r.weight(p+"ffn_up.weight", e, ff)
-			r.add(p+"post_ffw_norm.weight", 1, 0.1, e)
+			r.gemmaFeedForward(p, e, ff)
 			if pl > 0 {
 				r.weight(p+"inp_gate.weight", e, pl)
 				r.weight(p+"proj.weight", pl, e)
