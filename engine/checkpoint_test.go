@@ -324,3 +324,27 @@ func TestEngineCheckpointsSlotRestore(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineCheckpointsWithoutPromptCache: a request that does not reuse
+// the slot's cache (cache_prompt off) decodes from 0, so the slot's
+// earlier checkpoints go, as llama-server erases them: the same prompt
+// sent again and again holds the checkpoints of one request, not more.
+func TestEngineCheckpointsWithoutPromptCache(t *testing.T) {
+	m := modeltest.TinySWA(t)
+	e := swaEngine(t, m, Options{})
+	var want []int
+	for i := range 4 {
+		r := engGreedyTask(swaPrompt(100, 6), 1)
+		r.SlotID = 0
+		engRun(t, e, r)
+		var got []int
+		for _, c := range e.slots[0].ckpts {
+			got = append(got, c.nTokens)
+		}
+		if i == 0 {
+			want = got
+			require.Equal(t, []int{64, 96}, want)
+		}
+		assert.Equal(t, want, got, "request %d", i)
+	}
+}

@@ -158,6 +158,11 @@ func (e *Engine) start(s *engSlot) {
 		if n == len(s.prompt) {
 			n--
 		}
+	} else {
+		// Decoded from 0: the checkpoints are of what the memory no
+		// longer holds, and would take their place again and again
+		// (llama-server erases them whatever the request).
+		s.ckpts = slices.DeleteFunc(s.ckpts, func(c ckpt) bool { return c.posMax > 0 })
 	}
 	if ok, err := e.lctx.Memory().Remove(s.id, n, -1); err != nil || !ok {
 		e.lctx.Memory().Remove(s.id, 0, -1)
