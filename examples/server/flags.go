@@ -176,10 +176,6 @@ func oneOf(v string, allowed ...string) error {
 	return fmt.Errorf("%q is not one of %s", v, strings.Join(allowed, ", "))
 }
 
-func choice(allowed ...string) func(*config, string) error {
-	return func(_ *config, v string) error { return oneOf(v, allowed...) }
-}
-
 func isTruthy(v string) bool { return v == "on" || v == "enabled" || v == "true" || v == "1" }
 func isFalsey(v string) bool { return v == "off" || v == "disabled" || v == "false" || v == "0" }
 func isAutoy(v string) bool  { return v == "auto" || v == "-1" }
