@@ -98,6 +98,8 @@ func TestFitContextEstimateShapes(t *testing.T) {
 			NCtx: 4096, SlidingWindow: 128, SlidingWindowPattern: 3}},
 		{"wider full-context heads, shared KV layers", gguf.TinyModelOptions{Arch: "gemma4", NEmbd: 64, NLayer: 9, NHead: 4, NHeadKV: 2,
 			NCtx: 4096, SlidingWindow: 128, SlidingWindowPattern: 3, SharedKVLayers: 3, PerLayerEmbd: 16}},
+		{"Gemma 4 E2B's layers: 35, one in five full, the last 20 shared", gguf.TinyModelOptions{Arch: "gemma4", NEmbd: 64, NLayer: 35,
+			NHead: 4, NHeadKV: 1, NCtx: 8192, SlidingWindow: 512, SlidingWindowPattern: 5, SharedKVLayers: 20}},
 		{"hybrid", gguf.TinyModelOptions{Arch: "jamba", NEmbd: 64, NLayer: 4, NHead: 4, NHeadKV: 2, NCtx: 1024}},
 		{"recurrent", gguf.TinyModelOptions{Arch: "mamba", NEmbd: 64, NLayer: 2, NCtx: 1024}},
 	} {
