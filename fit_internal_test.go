@@ -140,6 +140,9 @@ func TestWeightsOf(t *testing.T) {
 	require.NoError(t, gguf.WriteTinyModel(tied, gguf.TinyModelOptions{Arch: "gemma3", VocabFrom: vocab, NLayer: 3}))
 	moe := filepath.Join(t.TempDir(), "moe.gguf")
 	require.NoError(t, gguf.WriteTinyModel(moe, gguf.TinyModelOptions{VocabFrom: vocab, NLayer: 3, Experts: 4}))
+	gemma4 := filepath.Join(t.TempDir(), "gemma4.gguf")
+	require.NoError(t, gguf.WriteTinyModel(gemma4, gguf.TinyModelOptions{Arch: "gemma4", VocabFrom: vocab, NLayer: 4,
+		SlidingWindow: 32, SlidingWindowPattern: 2, SharedKVLayers: 2, PerLayerEmbd: 8}))
 	split := testsplit.Stories(t, 3)
 	for _, tt := range []struct {
 		name  string
@@ -150,6 +153,7 @@ func TestWeightsOf(t *testing.T) {
 		{"llama-2-tiny-random", []string{testenv.Model(t, "llama-2-tiny-random.gguf")}, false},
 		{"tied embeddings", []string{tied}, true},
 		{"a mixture of experts", []string{moe}, false},
+		{"per-layer embeddings (input) and their projection (layer 0)", []string{gemma4}, true},
 		{"split, by the first file's name", split[:1], false},
 		{"split, every file named", split, false},
 	} {
@@ -180,6 +184,9 @@ func TestWeightsOf(t *testing.T) {
 					switch ti.Name {
 					case "token_embd.weight":
 						embd, _ = ti.Size()
+					case "per_layer_token_embd.weight": // the input layer's, on the CPU
+						n, _ := ti.Size()
+						total += n
 					case "output.weight":
 						hasOutput = true
 					}

@@ -24,6 +24,13 @@ type layerWeights struct {
 // llama.cpp's --cpu-moe and --fit name them.
 var expertsPattern = regexp.MustCompile(`\.ffn_(up|down|gate|gate_up)_(ch|)exps`)
 
+// layerZeroTensors are tensors named outside the blk. ones that llama.cpp
+// places with the first layer (Gemma 4's per-layer projection; RoPE
+// factors, which go with the first layer using them: a few KB).
+var layerZeroTensors = map[string]bool{
+	"per_layer_model_proj.weight": true, "per_layer_proj_norm.weight": true, "rope_freqs.weight": true,
+}
+
 // weightsOf sums the tensors of files (a model's splits, read with their
 // descriptors) by layer. An output layer tied to the token embeddings
 // (no output.weight) gets a copy of them, as llama.cpp makes one.
@@ -57,6 +64,8 @@ func weightsOf(files []*gguf.File, nLayer int) (layerWeights, error) {
 				}
 			case name == "token_embd.weight":
 				embd = n
+			case layerZeroTensors[name] && nLayer > 0:
+				w.layers[0] += n
 			}
 		}
 	}
