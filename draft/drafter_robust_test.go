@@ -61,6 +61,11 @@ func drafterCases() []drafterCase {
 		{name: "ngram cache", fromHistory: true, make: func(_ testing.TB, _, m int) llama.Drafter {
 			return &draft.NgramCache{NDraft: m}
 		}},
+		// Its table outlives a sequence: a shorter history may be drafted
+		// tokens of a longer one seen before.
+		{name: "ngram mod", make: func(_ testing.TB, n, m int) llama.Drafter {
+			return &draft.NgramMod{Table: draft.NewNgramModTable(n), NMin: m, NMax: m}
+		}},
 		{name: "adaptive ngram simple", fromHistory: true, make: func(_ testing.TB, n, m int) llama.Drafter {
 			return &llama.AdaptiveDrafter{Drafter: &draft.NgramSimple{SizeN: n, SizeM: m}, Adapt: llama.DraftAdapt{Start: m, MaxSkip: n}, NMin: n}
 		}},
@@ -203,6 +208,7 @@ func drafterCaseNamed(name string) drafterCase {
 func FuzzDraftNgramSimple(f *testing.F) { fuzzDrafter(f, drafterCaseNamed("ngram simple"), false) }
 func FuzzDraftNgramMap(f *testing.F)    { fuzzDrafter(f, drafterCaseNamed("ngram map"), false) }
 func FuzzDraftNgramCache(f *testing.F)  { fuzzDrafter(f, drafterCaseNamed("ngram cache"), false) }
+func FuzzDraftNgramMod(f *testing.F)    { fuzzDrafter(f, drafterCaseNamed("ngram mod"), false) }
 func FuzzDraftAdaptive(f *testing.F) {
 	fuzzDrafter(f, drafterCaseNamed("adaptive ngram simple"), false)
 }

@@ -26,28 +26,29 @@ const (
 	SpecDraftSimple = "draft-simple" // a draft model (SpeculativeOptions.DraftModel)
 	SpecNgramSimple = "ngram-simple" // self-speculation by n-gram lookup (draft.NgramSimple)
 	SpecNgramMapK   = "ngram-map-k"  // n-gram lookup remembering accepted lengths (draft.NgramMap)
+	SpecNgramMod    = "ngram-mod"    // a hashed n-gram table the slots share (draft.NgramMod; --spec-default)
 	SpecNgramCache  = "ngram-cache"  // n-gram statistics and lookup files (draft.NgramCache)
 )
 
 // specUnsupported are llama.cpp's types this engine does not run: Eagle3,
 // MTP, DFlash and DSpark need functions the library exports only as C++
-// symbols; ngram-map-k4v and ngram-mod are not implemented.
-var specUnsupported = []string{"draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark", "ngram-map-k4v", "ngram-mod"}
+// symbols; ngram-map-k4v is not implemented.
+var specUnsupported = []string{"draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark", "ngram-map-k4v"}
 
 // specPriority is the order in which llama.cpp asks its drafters.
-var specPriority = []string{SpecNgramSimple, SpecNgramMapK, SpecNgramCache, SpecDraftSimple}
+var specPriority = []string{SpecNgramSimple, SpecNgramMapK, SpecNgramMod, SpecNgramCache, SpecDraftSimple}
 
 // SpeculativeOptions configure speculative decoding
 // (Options.Speculative). The zero value turns it off, as
 // llama-server without --spec-type.
 type SpeculativeOptions struct {
 	// Types are llama.cpp's --spec-type names: none, draft-simple,
-	// ngram-simple, ngram-map-k, ngram-cache. The drafters are asked in
+	// ngram-simple, ngram-map-k, ngram-mod, ngram-cache. The drafters are asked in
 	// llama.cpp's order (n-gram types first, then the draft model) and the
 	// first draft is used. Empty or "none": off. As llama-server, a
 	// DraftModel without Types is loaded and checked but not used. Other
 	// llama.cpp types (draft-eagle3, draft-mtp, draft-dflash, draft-dspark,
-	// ngram-map-k4v, ngram-mod) make New fail.
+	// ngram-map-k4v) make New fail.
 	Types []string
 	// DraftModel is the draft model file (-md, --spec-draft-model), needed
 	// by draft-simple; its vocabulary must match the target's
@@ -77,6 +78,13 @@ type SpeculativeOptions struct {
 	// --spec-ngram-map-k-size-n and -m (same defaults).
 	NgramSimpleSizeN, NgramSimpleSizeM int
 	NgramMapKSizeN, NgramMapKSizeM     int
+	// NgramModNMatch is ngram-mod's n-gram length
+	// (--spec-ngram-mod-n-match, default 24), and NgramModNMin and
+	// NgramModNMax its fewest and most tokens of a draft
+	// (--spec-ngram-mod-n-min and -n-max, defaults 48 and 64; see
+	// draft.NgramMod for negative values). The slots share one table of
+	// 16 MiB.
+	NgramModNMatch, NgramModNMin, NgramModNMax int
 	// LookupCacheStatic and LookupCacheDynamic are llama.cpp lookup files
 	// for ngram-cache (-lcs, -lcd; read only, as llama-server).
 	LookupCacheStatic, LookupCacheDynamic string
@@ -106,7 +114,7 @@ func (o *SpeculativeOptions) specTypes() ([]string, error) {
 			switch {
 			case name == SpecNone:
 				return nil, nil
-			case name == SpecDraftSimple || name == SpecNgramSimple || name == SpecNgramMapK || name == SpecNgramCache:
+			case name == SpecDraftSimple || name == SpecNgramSimple || name == SpecNgramMapK || name == SpecNgramMod || name == SpecNgramCache:
 				on[name] = true
 			case containsStr(specUnsupported, name):
 				return nil, fmt.Errorf("engine: speculative type %q is not supported: %w", name, llama.ErrUnsupported)
@@ -151,7 +159,8 @@ type engSpec struct {
 	draftC  *llama.Context
 	static  *draft.NgramStats
 	dynamic *draft.NgramStats
-	drafts  []*draft.Model // by slot: its sequence of draftC
+	mod     *draft.NgramModTable // ngram-mod's, shared by the slots
+	drafts  []*draft.Model       // by slot: its sequence of draftC
 }
 
 // newEngSpec loads what o needs; nil when speculative decoding is off.
@@ -240,6 +249,9 @@ func newEngSpec(m *llama.Model, eo Options) (*engSpec, error) {
 			}
 		}
 	}
+	if containsStr(types, SpecNgramMod) {
+		sp.mod = draft.NewNgramModTable(o.NgramModNMatch)
+	}
 	sp.types = types
 	return sp, nil
 }
@@ -305,6 +317,8 @@ func (e *Engine) specStart(s *engSlot) {
 			ss.spec.Drafters = append(ss.spec.Drafters, &draft.NgramSimple{SizeN: o.NgramSimpleSizeN, SizeM: o.NgramSimpleSizeM})
 		case SpecNgramMapK:
 			ss.spec.Drafters = append(ss.spec.Drafters, &draft.NgramMap{SizeN: o.NgramMapKSizeN, SizeM: o.NgramMapKSizeM})
+		case SpecNgramMod:
+			ss.spec.Drafters = append(ss.spec.Drafters, &draft.NgramMod{Table: sp.mod, NMin: o.NgramModNMin, NMax: o.NgramModNMax})
 		case SpecNgramCache:
 			ss.spec.Drafters = append(ss.spec.Drafters, &draft.NgramCache{Static: sp.static, Dynamic: sp.dynamic})
 		case SpecDraftSimple:

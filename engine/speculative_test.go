@@ -212,7 +212,6 @@ func TestSpeculativeOptionsErrors(t *testing.T) {
 		{SpeculativeOptions{Types: []string{"draft-dflash"}}, llama.ErrUnsupported, "not supported"},
 		{SpeculativeOptions{Types: []string{"draft-dspark"}}, llama.ErrUnsupported, "not supported"},
 		{SpeculativeOptions{Types: []string{"ngram-map-k4v"}}, llama.ErrUnsupported, "not supported"},
-		{SpeculativeOptions{Types: []string{"ngram-mod"}}, llama.ErrUnsupported, "not supported"},
 		{SpeculativeOptions{Types: []string{"bogus"}}, llama.ErrInvalid, "unknown speculative type"},
 		{SpeculativeOptions{Types: []string{"draft-simple"}}, llama.ErrInvalid, "needs a draft model"},
 		{SpeculativeOptions{Types: []string{"draft-simple"}, DraftModel: testenv.Model(t, "llama-2-tiny-random.gguf")}, llama.ErrInvalid, "vocabulary"},

@@ -86,3 +86,52 @@ func diffCacheReuse(t *testing.T, model string, np int) {
 		require.NotEmpty(t, o["content"], step.name)
 	}
 }
+
+// TestNgramModDiff runs llama-server and this server (drafting as
+// llama-server: no adaptation) with ngram-mod speculative decoding on
+// stories260K, its sizes small and as --spec-default sets them, and
+// requires the same texts and the same drafted and accepted token counts
+// over three requests in a row (the table is shared and kept between
+// requests).
+func TestNgramModDiff(t *testing.T) {
+	model := testenv.Model(t, "stories260K.gguf")
+	prompts := []string{strings.Repeat("1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ", 4),
+		strings.Repeat("The cat sat on the mat. The dog sat on the log. ", 5),
+		"Once upon a time, there was a little girl named Lily. She loved to play outside in the park. Once upon a time, there was a little girl named Lily."}
+	for _, tt := range []struct {
+		name  string
+		flags []string
+		spec  engine.SpeculativeOptions
+	}{
+		{"small", []string{"--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", "4", "--spec-ngram-mod-n-min", "2", "--spec-ngram-mod-n-max", "16"},
+			engine.SpeculativeOptions{Types: []string{engine.SpecNgramMod}, NgramModNMatch: 4, NgramModNMin: 2, NgramModNMax: 16}},
+		{"spec-default", []string{"--spec-default"}, engine.SpeculativeOptions{Types: []string{engine.SpecNgramMod}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ref := testenv.RunHTTPServer(t, testenv.LlamaServer(t), "", append([]string{"-m", model, "-c", "1024", "-np", "1",
+				"-t", "1", "-tb", "1"}, tt.flags...)...)
+			spec := tt.spec
+			spec.Adapt.Off = true
+			_, ts := newTestServer(t, Options{Model: model, Engine: engine.Options{Parallel: 1, Speculative: spec,
+				Context: llama.ContextOptions{ContextSize: 1024, Threads: 1, ThreadsBatch: 1}}})
+			drafted := 0.0
+			for i, p := range prompts {
+				var got [2]map[string]any
+				for k, url := range []string{ref, ts.URL} {
+					code, raw := postRaw(t, url+"/completion", map[string]any{"prompt": p, "n_predict": 64, "temperature": 0, "cache_prompt": false})
+					require.Equal(t, http.StatusOK, code, "%s", raw)
+					var out map[string]any
+					require.NoError(t, json.Unmarshal(raw, &out))
+					tm := out["timings"].(map[string]any)
+					got[k] = map[string]any{"content": out["content"], "draft_n": tm["draft_n"], "draft_n_accepted": tm["draft_n_accepted"]}
+				}
+				assert.Equal(t, got[0], got[1], "prompt %d", i)
+				n, _ := got[1]["draft_n"].(float64)
+				drafted += n
+			}
+			if tt.name == "small" {
+				assert.Positive(t, drafted, "ngram-mod drafted")
+			}
+		})
+	}
+}

@@ -230,6 +230,21 @@ func intInTo(lo, hi int, dst *int) func(*config, string) error {
 	}
 }
 
+// ngramModSize sets an ngram-mod draft size of 0 to 1024, where 0 is
+// draft.NgramMod's negative (none), its zero being the default.
+func ngramModSize(dst *int) func(*config, string) error {
+	set := intInTo(0, 1024, dst)
+	return func(c *config, v string) error {
+		if err := set(c, v); err != nil {
+			return err
+		}
+		if *dst == 0 {
+			*dst = -1
+		}
+		return nil
+	}
+}
+
 // threadsTo sets a thread count; <= 0 means every CPU, as llama-server.
 func threadsTo(dst *int) func(*config, string) error {
 	return func(_ *config, v string) error {
@@ -749,7 +764,7 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--spec-draft-device", "-devd", "--device-draft"}, arg: "<dev1,dev2,..>", sec: spc, help: "devices of the draft model, as --device", set: devicesTo(&sd.DraftModelOptions)},
 		{names: []string{"--spec-draft-ngl", "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS_DRAFT", sec: spc, help: "GPU layers of the draft model: a number, auto or all (default auto)", set: gpuLayers(&sd.DraftModelOptions)},
 		{names: []string{"--spec-draft-model", "-md", "--model-draft"}, arg: "FNAME", env: "LLAMA_ARG_SPEC_DRAFT_MODEL", sec: spc, help: "draft model for speculative decoding (draft-simple)", set: strTo(&sd.DraftModel)},
-		{names: []string{"--spec-type"}, arg: "TYPE[,TYPE...]", env: "LLAMA_ARG_SPEC_TYPE", sec: spc, help: "speculative decoding types: none, draft-simple, ngram-simple, ngram-map-k, ngram-cache (default none)", set: func(c *config, v string) error {
+		{names: []string{"--spec-type"}, arg: "TYPE[,TYPE...]", env: "LLAMA_ARG_SPEC_TYPE", sec: spc, help: "speculative decoding types: none, draft-simple, ngram-simple, ngram-map-k, ngram-mod, ngram-cache (default none)", set: func(c *config, v string) error {
 			for _, t := range strings.Split(v, ",") {
 				if err := oneOf(t, "none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
 					"ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"); err != nil {
@@ -763,9 +778,9 @@ func flagTable(c *config) []flagDef {
 			}
 			return nil
 		}},
-		{names: []string{"--spec-ngram-mod-n-min"}, arg: "N", sec: spc, help: "n-gram (mod) smallest n", set: anyInt},
-		{names: []string{"--spec-ngram-mod-n-max"}, arg: "N", sec: spc, help: "n-gram (mod) largest n", set: anyInt},
-		{names: []string{"--spec-ngram-mod-n-match"}, arg: "N", sec: spc, help: "n-gram (mod) match length", set: anyInt},
+		{names: []string{"--spec-ngram-mod-n-min"}, arg: "N", sec: spc, help: "n-gram (mod) fewest tokens of a draft (0 to 1024, default 48)", set: ngramModSize(&sd.NgramModNMin)},
+		{names: []string{"--spec-ngram-mod-n-max"}, arg: "N", sec: spc, help: "n-gram (mod) most tokens of a draft (0 to 1024, default 64)", set: ngramModSize(&sd.NgramModNMax)},
+		{names: []string{"--spec-ngram-mod-n-match"}, arg: "N", sec: spc, help: "n-gram (mod) lookup length (1 to 1024, default 24)", set: intInTo(1, 1024, &sd.NgramModNMatch)},
 		{names: []string{"--spec-adapt"}, neg: []string{"--no-spec-adapt"}, sec: spc, help: "adapt each slot's drafting to acceptance: drafters whose drafts do not pay sit out a while (default on; not a llama-server option: off drafts as llama-server, with its draft_n counts)", set: func(_ *config, v string) error {
 			sd.Adapt.Off = v == "false"
 			return nil
@@ -1091,8 +1106,9 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--vision-gemma-12b-default"}, sec: sv, help: "preset: Gemma 3 12B QAT from Hugging Face, port 8014", set: modelPreset(func(c *config) {
 			c.hf.Repo, c.port, e.Context.ContextSize, o.Jinja = "ggml-org/gemma-3-12b-it-qat-GGUF", 8014, 0, true
 		})},
-		{names: []string{"--spec-default"}, sec: sv, help: "preset: default speculative decoding settings", set: func(c *config, _ string) error {
+		{names: []string{"--spec-default"}, sec: sv, help: "preset: llama-server's default speculative decoding (ngram-mod: 24-token n-grams, drafts of 48 to 64 tokens)", set: func(c *config, _ string) error {
 			sd.Types = append(sd.Types, "ngram-mod")
+			sd.NgramModNMatch, sd.NgramModNMin, sd.NgramModNMax = 24, 48, 64
 			return nil
 		}},
 		{names: []string{"-a", "--alias"}, arg: "STRING", env: "LLAMA_ARG_ALIAS", sec: sv, help: "model names for the API, comma-separated (the first in sort order is its id)", set: func(c *config, v string) error {

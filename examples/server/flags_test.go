@@ -176,6 +176,15 @@ func TestFlagSpellings(t *testing.T) {
 		}},
 		{[]string{"-sps", "0.5"}, func(t *testing.T, c *config) { assert.Equal(t, 0.5, c.opts.Engine.SlotSimilarity) }},
 		{[]string{"--slot-prompt-similarity", "0"}, func(t *testing.T, c *config) { assert.Negative(t, c.opts.Engine.SlotSimilarity, "off") }},
+		{[]string{"--spec-default"}, func(t *testing.T, c *config) {
+			sd := c.opts.Engine.Speculative
+			assert.Equal(t, []string{"ngram-mod"}, sd.Types)
+			assert.Equal(t, [3]int{24, 48, 64}, [3]int{sd.NgramModNMatch, sd.NgramModNMin, sd.NgramModNMax})
+		}},
+		{[]string{"--spec-ngram-mod-n-min", "0", "--spec-ngram-mod-n-max", "8", "--spec-ngram-mod-n-match", "3"}, func(t *testing.T, c *config) {
+			sd := c.opts.Engine.Speculative
+			assert.Equal(t, [3]int{3, -1, 8}, [3]int{sd.NgramModNMatch, sd.NgramModNMin, sd.NgramModNMax}, "n-min 0 is none")
+		}},
 		{[]string{"-lzm", "on"}, func(t *testing.T, c *config) { assert.Equal(t, llama.LazyOn, c.opts.ModelOptions.Lazy) }},
 		{[]string{"--lazy-mode", "off"}, func(t *testing.T, c *config) { assert.Equal(t, llama.LazyOff, c.opts.ModelOptions.Lazy) }},
 		{[]string{"--no-repack", "--repack"}, func(t *testing.T, c *config) { assert.False(t, c.opts.ModelOptions.NoRepack) }},
@@ -389,7 +398,7 @@ func TestFlagErrors(t *testing.T) {
 		{"--samplers", "top_k;bogus"}, {"--sampling-seq", "kq"}, {"-j", "{not json"}, {"--grammar-file", filepath.Join(dir, "none")},
 		{"--sleep-idle-seconds", "0"}, {"--sleep-idle-seconds", "-5"}, {"--slot-save-path", file}, {"--media-path", file},
 		{"--reasoning-format", "thinky"}, {"--reasoning", "sometimes"}, {"--reasoning-budget", "-2"}, {"--spec-type", "magic"},
-		{"-ctk", "q3_k"}, {"--rope-scaling", "longrope"}, {"-sm", "diagonal"}, {"--numa", "all"}, {"-lm", "fast"}, {"-lzm", "sometimes"},
+		{"-ctk", "q3_k"}, {"--rope-scaling", "longrope"}, {"-sm", "diagonal"}, {"--numa", "all"}, {"-lm", "fast"}, {"-lzm", "sometimes"}, {"--spec-ngram-mod-n-match", "0"}, {"--spec-ngram-mod-n-max", "1025"},
 		{"--prio", "4"}, {"--poll", "-1"}, {"--poll", "101"}, {"-C", "xyz"}, {"-Cr", "5-1"}, {"-Cr", "0-512"}, {"--prio-batch", "-2"}, {"--override-kv", "a=int"}, {"--override-kv", "a=date:1"},
 		{"--chat-template-kwargs", "[1]"}, {"--control-vector-layer-range", "1"}, {"--api-key-file", filepath.Join(dir, "none")},
 		{"-ncmoe", "-1"}, {"--fit", "maybe"}, {"-fitt", "lots"}, {"-fitc", "-1"}, {"--log-colors", "rainbow"}, {"--kv-unified-per-slot", "x"},
@@ -586,7 +595,7 @@ func TestFlagSpeculative(t *testing.T) {
 			want: engine.SpeculativeOptions{Types: []string{"ngram-simple", "ngram-map-k", "ngram-cache"}}},
 		{name: "none clears", args: []string{"--spec-type", "ngram-simple", "--spec-type", "none"}},
 		{name: "unknown type", args: []string{"--spec-type", "magic"}, err: "unknown speculative type"},
-		{name: "preset", args: []string{"--spec-default"}, want: engine.SpeculativeOptions{Types: []string{"ngram-mod"}}},
+		{name: "preset", args: []string{"--spec-default"}, want: engine.SpeculativeOptions{Types: []string{"ngram-mod"}, NgramModNMatch: 24, NgramModNMin: 48, NgramModNMax: 64}},
 		{name: "draft sizes", args: []string{"--spec-draft-n-max", "16", "--spec-draft-n-min", "2", "--draft-p-min", "0.75", "--spec-draft-p-split", "0.1"},
 			want: engine.SpeculativeOptions{NMax: 16, NMin: 2, PMin: 0.75, PSplit: 0.1}},
 		{name: "old p names", args: []string{"--spec-draft-p-min", "0.2", "--draft-p-split", "0.3"}, want: engine.SpeculativeOptions{PMin: 0.2, PSplit: 0.3}},
@@ -728,7 +737,8 @@ func TestServeSpeculative(t *testing.T) {
 		{name: "draft model", args: []string{"-md", model, "--spec-type", "draft-simple", "--spec-draft-n-max", "4", "-td", "1", "-tbd", "1", "-devd", "none", "-ctkd", "f16"}},
 		{name: "ngram-simple", args: []string{"--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3", "--spec-ngram-simple-size-m", "8"}},
 		{name: "ngram-map-k", args: []string{"--spec-type", "ngram-map-k", "--spec-ngram-map-k-size-n", "3", "--spec-ngram-map-k-size-m", "8"}},
-		{name: "not run by the engine", args: []string{"--spec-default"}, err: "ngram-mod"},
+		{name: "ngram-mod", args: []string{"--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", "3", "--spec-ngram-mod-n-min", "1", "--spec-ngram-mod-n-max", "8"}},
+		{name: "not run by the engine", args: []string{"--spec-type", "ngram-map-k4v"}, err: "ngram-map-k4v"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"-m", model, "-c", "512", "-np", "1", "-t", "1", "-tb", "1", "-ngl", "0"}, tc.args...)
