@@ -31,8 +31,8 @@ const (
 )
 
 // specUnsupported are llama.cpp's types this engine does not run: Eagle3,
-// MTP, DFlash and DSpark need functions the library exports only as C++
-// symbols; ngram-map-k4v is not implemented.
+// MTP, DFlash and DSpark need functions the library exports only under
+// C++ (mangled) names, not wired yet; ngram-map-k4v is not implemented.
 var specUnsupported = []string{"draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark", "ngram-map-k4v"}
 
 // specPriority is the order in which llama.cpp asks its drafters.
