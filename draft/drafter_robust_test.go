@@ -50,6 +50,23 @@ func draftModelCase() drafterCase {
 	}}
 }
 
+// modTables are the ngram-mod tables of the drafter cases, by n-gram size.
+var modTables sync.Map
+
+// modTable returns the shared table for n-grams of n tokens (as
+// NewNgramModTable takes n).
+func modTable(n int) *draft.NgramModTable {
+	key := min(n, 1024)
+	if n <= 0 {
+		key = 24
+	}
+	if tb, ok := modTables.Load(key); ok {
+		return tb.(*draft.NgramModTable)
+	}
+	tb, _ := modTables.LoadOrStore(key, draft.NewNgramModTable(key))
+	return tb.(*draft.NgramModTable)
+}
+
 func drafterCases() []drafterCase {
 	return []drafterCase{
 		{name: "ngram simple", fromHistory: true, make: func(_ testing.TB, n, m int) llama.Drafter {
@@ -62,9 +79,10 @@ func drafterCases() []drafterCase {
 			return &draft.NgramCache{NDraft: m}
 		}},
 		// Its table outlives a sequence: a shorter history may be drafted
-		// tokens of a longer one seen before.
+		// tokens of a longer one seen before. The drafters of one n share
+		// a table (16 MiB), as a server's slots do.
 		{name: "ngram mod", make: func(_ testing.TB, n, m int) llama.Drafter {
-			return &draft.NgramMod{Table: draft.NewNgramModTable(n), NMin: m, NMax: m}
+			return &draft.NgramMod{Table: modTable(n), NMin: m, NMax: m}
 		}},
 		{name: "adaptive ngram simple", fromHistory: true, make: func(_ testing.TB, n, m int) llama.Drafter {
 			return &llama.AdaptiveDrafter{Drafter: &draft.NgramSimple{SizeN: n, SizeM: m}, Adapt: llama.DraftAdapt{Start: m, MaxSkip: n}, NMin: n}

@@ -1,3 +1,5 @@
+//go:build realmodel
+
 package server
 
 import (
@@ -18,7 +20,7 @@ import (
 	"github.com/x/llama/internal/testenv"
 )
 
-// TestLayoutsDiff runs llama-server and this server on random-weight
+// TestLayoutsAgainstLlamaServer runs llama-server and this server on random-weight
 // models of the layouts the engine treats apart, with the same settings,
 // and requires the same answers to requests that reuse the cache in each
 // way the engine has: a prompt decoded afresh, one continuing the last
@@ -30,7 +32,7 @@ import (
 // layers' KV cache, per-layer token embeddings), a hybrid of Mamba and
 // attention layers (Jamba's), a recurrent model (Mamba's) and a mixture of
 // experts (Mixtral's).
-func TestLayoutsDiff(t *testing.T) {
+func TestLayoutsAgainstLlamaServer(t *testing.T) {
 	vocab := filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-llama-spm.gguf")
 	for _, tt := range []struct {
 		name string
@@ -54,7 +56,7 @@ func TestLayoutsDiff(t *testing.T) {
 }
 
 // diffCacheReuse sends both servers, started on model with the same
-// settings and np slots, TestLayoutsDiff's requests in turn.
+// settings and np slots, TestLayoutsAgainstLlamaServer's requests in turn.
 func diffCacheReuse(t *testing.T, model string, np int) {
 	ctx := 1024 * np
 	ref := testenv.RunHTTPServer(t, testenv.LlamaServer(t), "", "-m", model, "-c", strconv.Itoa(ctx), "-np", strconv.Itoa(np),
@@ -87,13 +89,13 @@ func diffCacheReuse(t *testing.T, model string, np int) {
 	}
 }
 
-// TestNgramModDiff runs llama-server and this server (drafting as
+// TestNgramModAgainstLlamaServer runs llama-server and this server (drafting as
 // llama-server: no adaptation) with ngram-mod speculative decoding on
 // stories260K, its sizes small and as --spec-default sets them, and
 // requires the same texts and the same drafted and accepted token counts
 // over three requests in a row (the table is shared and kept between
 // requests).
-func TestNgramModDiff(t *testing.T) {
+func TestNgramModAgainstLlamaServer(t *testing.T) {
 	model := testenv.Model(t, "stories260K.gguf")
 	prompts := []string{strings.Repeat("1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ", 4),
 		strings.Repeat("The cat sat on the mat. The dog sat on the log. ", 5),
