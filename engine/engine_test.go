@@ -968,15 +968,21 @@ func TestWarmup(t *testing.T) {
 		t.Run(fmt.Sprintf("NoWarmup %v", noWarmup), func(t *testing.T) {
 			m, e := newEngTestEngine(t, Options{NoWarmup: noWarmup, Parallel: 2, Context: llama.ContextOptions{Perf: true},
 				Speculative: SpeculativeOptions{Types: []string{SpecDraftSimple}, DraftModel: engModelPath(t), DraftModelOptions: llama.ModelOptions{}}})
-			for _, c := range []*llama.Context{e.lctx, e.spec.draftC} {
-				for seq := range 2 {
-					lo, hi, err := c.Memory().PosRange(seq)
-					require.NoError(t, err)
-					assert.Equal(t, -1, hi, "sequence %d holds positions %d to %d", seq, lo, hi)
+			// On the loop's goroutine: the contexts are the engine's, and
+			// an idle loop may be using them.
+			var p llama.Perf
+			var perr error
+			require.NoError(t, e.do(func() {
+				for _, c := range []*llama.Context{e.lctx, e.spec.draftC} {
+					for seq := range 2 {
+						lo, hi, err := c.Memory().PosRange(seq)
+						assert.NoError(t, err)
+						assert.Equal(t, -1, hi, "sequence %d holds positions %d to %d", seq, lo, hi)
+					}
 				}
-			}
-			p, err := e.lctx.Perf()
-			require.NoError(t, err)
+				p, perr = e.lctx.Perf()
+			}))
+			require.NoError(t, perr)
 			// llama.cpp reports at least 1; the warm-up is a batch of 2,
 			// stories260K's BOS and EOS.
 			if noWarmup {
@@ -1000,8 +1006,10 @@ func TestWarmupEmbedding(t *testing.T) {
 	for _, noWarmup := range []bool{false, true} {
 		m, e := newEngTestEngine(t, Options{NoWarmup: noWarmup, Embedding: true,
 			Context: llama.ContextOptions{ContextSize: 512, Pooling: llama.PoolingMean, Perf: true}})
-		p, err := e.lctx.Perf()
-		require.NoError(t, err)
+		var p llama.Perf
+		var perr error
+		require.NoError(t, e.do(func() { p, perr = e.lctx.Perf() }))
+		require.NoError(t, perr)
 		if noWarmup {
 			assert.Equal(t, 1, p.PromptTokens, "llama.cpp's floor")
 		} else {

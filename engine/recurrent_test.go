@@ -335,9 +335,12 @@ func TestEngineRecurrentContextShift(t *testing.T) {
 	res := engRun(t, e, r)
 	assert.Len(t, res.tokens, gen)
 	assert.Equal(t, StopTypeLimit, res.done.Stop)
-	lo, hi, err := e.lctx.Memory().PosRange(0)
+	var lo, hi, n int
+	require.NoError(t, e.do(func() { // the context is the loop's
+		lo, hi, err = e.lctx.Memory().PosRange(0)
+		n = len(e.slots[0].cache)
+	}))
 	require.NoError(t, err)
-	n := len(e.slots[0].cache)
 	assert.Less(t, n, e.nCtxSlot)
 	assert.Equal(t, [2]int{n - 1, n - 1}, [2]int{lo, hi})
 }
