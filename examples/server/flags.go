@@ -230,6 +230,19 @@ func intInTo(lo, hi int, dst *int) func(*config, string) error {
 	}
 }
 
+// namedTo sets *dst to the value names gives v; another v is an error
+// saying it is not what (a description of the names).
+func namedTo[T any](dst *T, what string, names map[string]T) func(*config, string) error {
+	return func(_ *config, v string) error {
+		x, ok := names[v]
+		if !ok {
+			return fmt.Errorf("%q is not %s", v, what)
+		}
+		*dst = x
+		return nil
+	}
+}
+
 // ngramModSize sets an ngram-mod draft size of 0 to 1024, where 0 is
 // draft.NgramMod's negative (none), its zero being the default.
 func ngramModSize(dst *int) func(*config, string) error {
@@ -441,24 +454,8 @@ func flagTable(c *config) []flagDef {
 			}
 			return nil
 		}},
-		{names: []string{"-lm", "--load-mode"}, arg: "MODE", env: "LLAMA_ARG_LOAD_MODE", sec: cm, help: "how to load the model: auto, none, mmap, mlock, mmap+mlock, dio (default auto)", set: func(_ *config, v string) error {
-			m := map[string]llama.LoadMode{"auto": llama.LoadAuto, "none": llama.LoadRead, "mmap": llama.LoadMmap, "mlock": llama.LoadMlock, "mmap+mlock": llama.LoadMmapMlock, "dio": llama.LoadDirectIO}
-			l, ok := m[v]
-			if !ok {
-				return fmt.Errorf("%q is not a load mode", v)
-			}
-			mo.Load = l
-			return nil
-		}},
-		{names: []string{"-lzm", "--lazy-mode"}, arg: "MODE", env: "LLAMA_ARG_LAZY_MODE", sec: cm, help: "read the tensors the architecture marks (Gemma 4's per-layer embeddings) on demand: on (needs mmap), off, auto (those over 4 GiB; default)", set: func(_ *config, v string) error {
-			m := map[string]llama.LazyMode{"auto": llama.LazyAuto, "on": llama.LazyOn, "off": llama.LazyOff}
-			l, ok := m[v]
-			if !ok {
-				return fmt.Errorf("%q is not a lazy mode (on, off, auto)", v)
-			}
-			mo.Lazy = l
-			return nil
-		}},
+		{names: []string{"-lm", "--load-mode"}, arg: "MODE", env: "LLAMA_ARG_LOAD_MODE", sec: cm, help: "how to load the model: auto, none, mmap, mlock, mmap+mlock, dio (default auto)", set: namedTo(&mo.Load, "a load mode", map[string]llama.LoadMode{"auto": llama.LoadAuto, "none": llama.LoadRead, "mmap": llama.LoadMmap, "mlock": llama.LoadMlock, "mmap+mlock": llama.LoadMmapMlock, "dio": llama.LoadDirectIO})},
+		{names: []string{"-lzm", "--lazy-mode"}, arg: "MODE", env: "LLAMA_ARG_LAZY_MODE", sec: cm, help: "read the tensors the architecture marks (Gemma 4's per-layer embeddings) on demand: on (needs mmap), off, auto (those over 4 GiB; default)", set: namedTo(&mo.Lazy, "a lazy mode (on, off, auto)", map[string]llama.LazyMode{"auto": llama.LazyAuto, "on": llama.LazyOn, "off": llama.LazyOff})},
 		{names: []string{"--numa"}, arg: "TYPE", env: "LLAMA_ARG_NUMA", sec: cm, help: "place the compute threads over NUMA nodes: distribute (spread over all), isolate (the starting node's CPUs), numactl (numactl's CPU map)", set: func(c *config, v string) error {
 			switch v {
 			case "distribute", "":
@@ -491,15 +488,7 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"-ncmoe", "--n-cpu-moe"}, arg: "N", env: "LLAMA_ARG_N_CPU_MOE", sec: cm, help: "keep the MoE experts of the first N layers on the CPU", set: cpuLayers(mo, ffnExpsPattern)},
 		{names: []string{"-ncffn", "--n-cpu-ffn"}, arg: "N", env: "LLAMA_ARG_N_CPU_FFN", sec: cm, help: "keep the dense FFN of the first N layers on the CPU (for MoE experts: --n-cpu-moe)", set: cpuLayers(mo, ffnDensePattern)},
 		{names: []string{"-ngl", "--gpu-layers", "--n-gpu-layers"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS", sec: cm, help: "layers on the GPU: a number, auto (as many as --fit finds room for) or all (default auto)", set: gpuLayers(mo)},
-		{names: []string{"-sm", "--split-mode"}, arg: "{none,layer,row,tensor}", env: "LLAMA_ARG_SPLIT_MODE", sec: cm, help: "how to split the model across GPUs (default layer)", set: func(_ *config, v string) error {
-			m := map[string]llama.SplitMode{"none": llama.SplitNone, "layer": llama.SplitLayer, "row": llama.SplitRow, "tensor": llama.SplitTensor}
-			s, ok := m[v]
-			if !ok {
-				return fmt.Errorf("%q is not none, layer, row or tensor", v)
-			}
-			mo.Split = s
-			return nil
-		}},
+		{names: []string{"-sm", "--split-mode"}, arg: "{none,layer,row,tensor}", env: "LLAMA_ARG_SPLIT_MODE", sec: cm, help: "how to split the model across GPUs (default layer)", set: namedTo(&mo.Split, "none, layer, row or tensor", map[string]llama.SplitMode{"none": llama.SplitNone, "layer": llama.SplitLayer, "row": llama.SplitRow, "tensor": llama.SplitTensor})},
 		{names: []string{"-ts", "--tensor-split"}, arg: "N0,N1,N2,...", env: "LLAMA_ARG_TENSOR_SPLIT", sec: cm, help: "share of the model per GPU", set: func(_ *config, v string) error {
 			mo.TensorSplit = nil
 			for _, p := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == '/' }) {
