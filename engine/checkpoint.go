@@ -153,7 +153,7 @@ func (e *Engine) ckptValid(s *engSlot) {
 // there. When the window may lack what position n needs, the newest
 // checkpoint that is usable there is restored and the prefix cut back to
 // it, or failing one, the prompt is decoded again from 0. It returns the
-// tokens kept. Checkpoints past the kept prefix are dropped.
+// tokens kept (the caller drops the checkpoints past them).
 func (e *Engine) windowPrefix(s *engSlot, n int) int {
 	e.ckptValid(s)
 	if n > 0 && n <= len(s.cache) {
@@ -185,7 +185,6 @@ func (e *Engine) windowPrefix(s *engSlot, n int) int {
 			}
 		}
 	}
-	s.ckpts = slices.DeleteFunc(s.ckpts, func(c ckpt) bool { return c.posMax > n })
 	return n
 }
 

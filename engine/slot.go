@@ -155,14 +155,13 @@ func (e *Engine) start(s *engSlot) {
 		} else if e.modelSwa > 0 {
 			n = e.fullWindowPrefix(s, n) // SWAFull
 		}
-		if n == len(s.prompt) {
-			n--
-		}
-	} else {
-		// Decoded from 0: the checkpoints are of what the memory no
-		// longer holds, and would take their place again and again
-		// (llama-server erases them whatever the request).
-		s.ckpts = slices.DeleteFunc(s.ckpts, func(c ckpt) bool { return c.posMax > 0 })
+	}
+	// The checkpoints past what the slot keeps are of tokens its memory
+	// will no longer hold: llama-server erases them whatever the request
+	// (kept, one taken again on the same tokens would add a copy).
+	s.ckpts = slices.DeleteFunc(s.ckpts, func(c ckpt) bool { return c.posMax > n })
+	if t.CachePrompt && t.Media == nil && n == len(s.prompt) {
+		n--
 	}
 	if ok, err := e.lctx.Memory().Remove(s.id, n, -1); err != nil || !ok {
 		e.lctx.Memory().Remove(s.id, 0, -1)
