@@ -232,6 +232,47 @@ var swaPeriods = map[string]int{
 	"gpt-oss": 2, "exaone4": 4, "llama4": 4,
 }
 
+// swaLayers is which of a model's layers use its sliding window, as
+// llama.cpp reads <arch>.attention.sliding_window_pattern: a flag per
+// layer, or a period (0: every layer; p: all but the last of each p
+// layers), the architecture's default period (swaPeriods) where the file
+// has none; nil when there is neither.
+func swaLayers(f *gguf.File, arch string, layers int) []bool {
+	key := arch + ".attention.sliding_window_pattern"
+	swa := make([]bool, layers)
+	if v, _ := f.Get(key); v != nil {
+		if flags, ok := v.([]bool); ok {
+			copy(swa, flags)
+			return swa
+		}
+	}
+	period, ok := f.Int(key)
+	if !ok {
+		if period, ok = swaPeriods[arch]; !ok {
+			return nil
+		}
+	}
+	for i := range swa {
+		swa[i] = period == 0 || period > 0 && i%period < period-1
+	}
+	return swa
+}
+
+// ownKVLayers is how many of a model's first layers keep a KV cache of
+// their own, and whether the layers after them attend over an earlier
+// layer's cache instead (Gemma 3n past llama.cpp's fixed 20, Gemma 4 the
+// last <arch>.attention.shared_kv_layers); the layer count where none do.
+func ownKVLayers(f *gguf.File, arch string, layers int) (n int, shared bool) {
+	switch arch {
+	case "gemma3n":
+		return 20, true
+	case "gemma4":
+		n, _ := f.Int(arch + ".attention.shared_kv_layers")
+		return layers - n, true
+	}
+	return layers, false
+}
+
 // kvShape is the model's KV cache per cell, read from its metadata once.
 func (m *Model) kvShape() (kvShape, error) {
 	m.kvOnce.Do(func() { m.kv, m.kvErr = m.readKVShape() })
@@ -370,31 +411,13 @@ func kvLayers(f *gguf.File, info modelInfoForFit) []kvLayer {
 	}
 	swa := make([]bool, info.layers)
 	if info.nSwa > 0 {
-		v, _ := f.Get(arch + ".attention.sliding_window_pattern")
-		period, ok := f.Int(arch + ".attention.sliding_window_pattern")
-		if !ok {
-			period = swaPeriods[arch]
-		}
-		for i := range swa {
-			switch x := v.(type) {
-			case []bool:
-				swa[i] = i < len(x) && x[i]
-			default:
-				swa[i] = period == 0 && ok || period > 0 && i%period < period-1
-			}
+		if pattern := swaLayers(f, arch, info.layers); pattern != nil {
+			swa = pattern
 		}
 	}
 	// Sliding-window layers may have heads of their own width.
 	kLenSWA, vLenSWA := intOr("attention.key_length_swa", kLen), intOr("attention.value_length_swa", vLen)
-	// The last layers of some models attend over an earlier layer's
-	// cache and keep none of their own.
-	withKV := info.layers
-	switch arch {
-	case "gemma3n":
-		withKV = 20 // fixed by llama.cpp
-	case "gemma4":
-		withKV = info.layers - max(intOr("attention.shared_kv_layers", 0), 0)
-	}
+	withKV, _ := ownKVLayers(f, arch, info.layers)
 	out := make([]kvLayer, info.layers)
 	for i := range out {
 		if i >= withKV {

@@ -151,43 +151,15 @@ func checkSlidingWindow(f *gguf.File, arch string, layers int, overrides map[str
 		}
 	}
 	window, hasWindow := f.Int(arch + ".attention.sliding_window")
-	if !(alwaysSWA[arch] && (!hasWindow || window > 0) || hasWindow && window > 0) || layers <= 0 {
-		return nil
+	if window <= 0 && (!alwaysSWA[arch] || hasWindow) || layers <= 0 {
+		return nil // no sliding window
 	}
-	// swa[i]: layer i uses the window, as the pattern says (nil when the
-	// file gives none, or one of a type llama.cpp refuses itself).
-	var swa []bool
-	v, ok := f.Get(key)
-	switch x := v.(type) {
-	case uint32:
-		swa = make([]bool, layers)
-		for i := range swa {
-			swa[i] = x == 0 || uint32(i)%x < x-1
-		}
-	case []bool:
-		swa = make([]bool, layers)
-		copy(swa, x)
-	}
-	if arch == "gemma3n" && !ok {
-		swa = make([]bool, layers)
-		for i := range swa {
-			swa[i] = i%5 < 4 // its default period
-		}
-	}
+	swa := swaLayers(f, arch, layers) // nil: a pattern llama.cpp refuses itself, or none
 	if swa != nil && !slices.Contains(swa, true) {
 		return fmt.Errorf("%s has a sliding window but no layer uses it", key)
 	}
-	var kvLayers int // from this layer on, layers share an earlier cache
-	switch arch {
-	case "gemma3n":
-		kvLayers = 20
-	case "gemma4":
-		n, _ := f.Int(arch + ".attention.shared_kv_layers")
-		kvLayers = layers - n
-	default:
-		return nil
-	}
-	if swa == nil {
+	kvLayers, shared := ownKVLayers(f, arch, layers) // from kvLayers on, layers share an earlier cache
+	if !shared || swa == nil {
 		return nil
 	}
 	if kvLayers < 2 {
