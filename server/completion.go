@@ -221,13 +221,23 @@ func parseCompletionRequest(b *completionBody, inst *instance) (*genRequest, err
 	return &genRequest{inst: inst, prompts: prompts, task: t, opt: opt}, nil
 }
 
-// promptText is the prompt as text, special tokens included.
-func promptText(m *llama.Model, toks []llama.Token) string {
-	s, err := m.Detokenize(toks, llama.DetokenizeOptions{UnparseSpecial: true})
-	if err != nil {
-		return ""
+// promptText is the prompt as text, special tokens included, and media
+// (runs of engine.MediaPlaceholder) as media: "" leaves them out, as
+// llama-server's prompt text does.
+func promptText(m *llama.Model, toks []llama.Token, media string) string {
+	var b strings.Builder
+	for part := range splitMedia(toks) {
+		if part == nil {
+			b.WriteString(media)
+			continue
+		}
+		s, err := m.Detokenize(part, llama.DetokenizeOptions{UnparseSpecial: true})
+		if err != nil {
+			return ""
+		}
+		b.WriteString(s)
 	}
-	return s
+	return b.String()
 }
 
 // nativeResult is a native completion's answer, and the last event of
@@ -289,7 +299,7 @@ func nativeFinal(g *genRequest, idx int, res *completionResult, stream bool) any
 		TokensPredicted:    ev.Generated,
 		TokensEvaluated:    ev.PromptTokens,
 		GenerationSettings: g.opt.Settings,
-		Prompt:             promptText(g.inst.Model, g.prompts[idx]),
+		Prompt:             promptText(g.inst.Model, g.prompts[idx], ""),
 		HasNewLine:         strings.Contains(res.Text, "\n"),
 		Truncated:          ev.Truncated,
 		StopType:           stopType(ev.Stop),

@@ -187,23 +187,9 @@ func collect(ctx context.Context, m *llama.Model, st eventStream, n int) ([]*com
 func (s *Server) logPrompts(inst *instance, tasks []*engine.Request) {
 	var prompts []string
 	for _, t := range tasks {
-		if t.Kind != engine.KindCompletion {
-			continue
+		if t.Kind == engine.KindCompletion {
+			prompts = append(prompts, promptText(inst.Model, t.Prompt, "<__media__>"))
 		}
-		var b strings.Builder
-		for part := range splitMedia(t.Prompt) {
-			if part == nil {
-				b.WriteString("<__media__>")
-				continue
-			}
-			text, err := inst.Model.Detokenize(part, llama.DetokenizeOptions{UnparseSpecial: true})
-			if err != nil {
-				s.log.Error("log prompts: cannot render a prompt", "err", err)
-				return
-			}
-			b.WriteString(text)
-		}
-		prompts = append(prompts, b.String())
 	}
 	var data []byte
 	switch len(prompts) {

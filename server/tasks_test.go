@@ -76,3 +76,20 @@ func TestSplitMedia(t *testing.T) {
 		assert.Equal(t, tt.want, slices.Collect(splitMedia(tt.in)), "%v", tt.in)
 	}
 }
+
+// TestPromptText: a prompt with media renders its text around them, the
+// media left out (the answer's "prompt", as llama-server's) or marked
+// (the prompt log); before, any medium made the whole text empty.
+func TestPromptText(t *testing.T) {
+	s, _ := newTestServer(t, Options{})
+	m := defaultInstance(t, s).Model
+	once, err := m.Tokenize("Once", llama.TokenizeOptions{AddSpecial: true})
+	require.NoError(t, err)
+	upon, err := m.Tokenize(" upon", llama.TokenizeOptions{})
+	require.NoError(t, err)
+	mp := engine.MediaPlaceholder
+	toks := slices.Concat(once, []llama.Token{mp, mp, mp}, upon)
+	assert.Equal(t, "<s> Once upon", promptText(m, toks, ""))
+	assert.Equal(t, "<s> Once<__media__> upon", promptText(m, toks, "<__media__>"))
+	assert.Equal(t, "<s> Once", promptText(m, once, "<__media__>"))
+}
