@@ -55,25 +55,46 @@ func TestLayoutsAgainstLlamaServer(t *testing.T) {
 	}
 }
 
+// startAgainstLlamaServer starts llama-server on model with np slots,
+// one thread and refFlags, and this server with the same settings (o's
+// Engine carries the rest of ours); it returns their URLs.
+func startAgainstLlamaServer(t *testing.T, model string, np int, refFlags []string, o engine.Options) (ref, ours string) {
+	t.Helper()
+	ctx := 1024 * np
+	ref = testenv.RunHTTPServer(t, testenv.LlamaServer(t), "", append([]string{"-m", model, "-c", strconv.Itoa(ctx),
+		"-np", strconv.Itoa(np), "-t", "1", "-tb", "1"}, refFlags...)...)
+	o.Parallel, o.Context = np, llama.ContextOptions{ContextSize: ctx, Threads: 1, ThreadsBatch: 1}
+	_, ts := newTestServer(t, Options{Model: model, Engine: o})
+	return ref, ts.URL
+}
+
+// completionFields posts a /completion to url and returns the answer's
+// fields named, a "timings." prefix naming one of its timings.
+func completionFields(t *testing.T, url string, body map[string]any, fields ...string) map[string]any {
+	t.Helper()
+	code, raw := postRaw(t, url+"/completion", body)
+	require.Equal(t, http.StatusOK, code, "%s", raw)
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(raw, &out))
+	got := map[string]any{}
+	for _, f := range fields {
+		if k, ok := strings.CutPrefix(f, "timings."); ok {
+			got[f] = out["timings"].(map[string]any)[k]
+		} else {
+			got[f] = out[f]
+		}
+	}
+	return got
+}
+
 // diffCacheReuse sends both servers, started on model with the same
 // settings and np slots, TestLayoutsAgainstLlamaServer's requests in turn.
 func diffCacheReuse(t *testing.T, model string, np int) {
-	ctx := 1024 * np
-	ref := testenv.RunHTTPServer(t, testenv.LlamaServer(t), "", "-m", model, "-c", strconv.Itoa(ctx), "-np", strconv.Itoa(np),
-		"-t", "1", "-tb", "1", "--seed", "42")
-	_, ts := newTestServer(t, Options{Model: model,
-		Engine: engine.Options{Parallel: np, Context: llama.ContextOptions{ContextSize: ctx, Threads: 1, ThreadsBatch: 1}}})
-
+	ref, ours := startAgainstLlamaServer(t, model, np, []string{"--seed", "42"}, engine.Options{})
 	post := func(url, prompt string) map[string]any {
 		t.Helper()
-		code, raw := postRaw(t, url+"/completion", map[string]any{"prompt": prompt, "n_predict": 12, "temperature": 0,
-			"cache_prompt": true, "seed": 42})
-		require.Equal(t, http.StatusOK, code, "%s", raw)
-		var out map[string]any
-		require.NoError(t, json.Unmarshal(raw, &out))
-		tm := out["timings"].(map[string]any)
-		return map[string]any{"content": out["content"], "tokens_evaluated": out["tokens_evaluated"],
-			"tokens_cached": out["tokens_cached"], "cache_n": tm["cache_n"], "prompt_n": tm["prompt_n"]}
+		return completionFields(t, url, map[string]any{"prompt": prompt, "n_predict": 12, "temperature": 0,
+			"cache_prompt": true, "seed": 42}, "content", "tokens_evaluated", "tokens_cached", "timings.cache_n", "timings.prompt_n")
 	}
 	text := strings.Repeat("one two three four five six seven eight nine ten ", 40)
 	for _, step := range []struct{ name, prompt string }{
@@ -83,7 +104,7 @@ func diffCacheReuse(t *testing.T, model string, np int) {
 		{"continues the long one", text + " and then eleven twelve"},
 		{"keeps an early part", text[:len(text)/4] + " stop here"},
 	} {
-		r, o := post(ref, step.prompt), post(ts.URL, step.prompt)
+		r, o := post(ref, step.prompt), post(ours, step.prompt)
 		assert.Equal(t, r, o, step.name)
 		require.NotEmpty(t, o["content"], step.name)
 	}
@@ -110,25 +131,16 @@ func TestNgramModAgainstLlamaServer(t *testing.T) {
 		{"spec-default", []string{"--spec-default"}, engine.SpeculativeOptions{Types: []string{engine.SpecNgramMod}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			ref := testenv.RunHTTPServer(t, testenv.LlamaServer(t), "", append([]string{"-m", model, "-c", "1024", "-np", "1",
-				"-t", "1", "-tb", "1"}, tt.flags...)...)
 			spec := tt.spec
 			spec.Adapt.Off = true
-			_, ts := newTestServer(t, Options{Model: model, Engine: engine.Options{Parallel: 1, Speculative: spec,
-				Context: llama.ContextOptions{ContextSize: 1024, Threads: 1, ThreadsBatch: 1}}})
+			ref, ours := startAgainstLlamaServer(t, model, 1, tt.flags, engine.Options{Speculative: spec})
 			drafted := 0.0
 			for i, p := range prompts {
-				var got [2]map[string]any
-				for k, url := range []string{ref, ts.URL} {
-					code, raw := postRaw(t, url+"/completion", map[string]any{"prompt": p, "n_predict": 64, "temperature": 0, "cache_prompt": false})
-					require.Equal(t, http.StatusOK, code, "%s", raw)
-					var out map[string]any
-					require.NoError(t, json.Unmarshal(raw, &out))
-					tm := out["timings"].(map[string]any)
-					got[k] = map[string]any{"content": out["content"], "draft_n": tm["draft_n"], "draft_n_accepted": tm["draft_n_accepted"]}
-				}
-				assert.Equal(t, got[0], got[1], "prompt %d", i)
-				n, _ := got[1]["draft_n"].(float64)
+				body := map[string]any{"prompt": p, "n_predict": 64, "temperature": 0, "cache_prompt": false}
+				fields := []string{"content", "timings.draft_n", "timings.draft_n_accepted"}
+				r, o := completionFields(t, ref, body, fields...), completionFields(t, ours, body, fields...)
+				assert.Equal(t, r, o, "prompt %d", i)
+				n, _ := o["timings.draft_n"].(float64)
 				drafted += n
 			}
 			if tt.name == "small" {
