@@ -11,9 +11,9 @@ import (
 // yield several tokens. Drafts change only the speed, never the output.
 //
 // Package draft has the drafters: draft.Model (a small model of the same
-// vocabulary), draft.NgramSimple and draft.NgramMap (self-speculation from
-// the text so far) and draft.NgramCache (n-gram statistics of the text so
-// far and of lookup files). A Drafter serves one generation at a time; it
+// vocabulary), draft.NgramSimple, draft.NgramMap and draft.NgramMod
+// (self-speculation from the text so far) and draft.NgramCache (n-gram
+// statistics of the text so far and of lookup files). A Drafter serves one generation at a time; it
 // is not safe for concurrent use.
 type Drafter interface {
 	// Draft returns up to max tokens to follow history: the tokens of the
@@ -24,6 +24,17 @@ type Drafter interface {
 	// A draft that is not checked (shorter than Speculative.NMin), or that
 	// an AdaptiveDrafter capped and the target kept entirely, gets no call.
 	Accepted(n int)
+}
+
+// A DraftBeginner is a Drafter that keeps what it learns from one sequence
+// to the next, and so needs to know where each begins (draft.NgramMap and
+// draft.NgramMod, as llama.cpp's). Speculative generation calls Begin with
+// the prompt (the tokens in memory before the first sample) before the
+// first Draft; the engine does so at each request's start, with the
+// slot's prompt.
+type DraftBeginner interface {
+	Drafter
+	Begin(prompt []Token)
 }
 
 // Speculative configures speculative generation (GenerateOptions.Speculative).
@@ -144,6 +155,14 @@ func (a *AdaptiveDrafter) Draft(ctx context.Context, history []Token, max int) (
 	return toks, nil
 }
 
+// Begin implements DraftBeginner: it passes prompt on to the wrapped
+// drafter when that is a DraftBeginner.
+func (a *AdaptiveDrafter) Begin(prompt []Token) {
+	if b, ok := a.Drafter.(DraftBeginner); ok {
+		b.Begin(prompt)
+	}
+}
+
 // Accepted implements Drafter: it passes n on and adapts the next drafts.
 // A draft it capped and the target kept entirely is not passed on: the
 // verdict says nothing of the tokens the wrapped drafter would have added,
@@ -253,6 +272,11 @@ func (g *Generation) speculate(e *emitter, sampler *SamplerChain, batch *Batch) 
 	}
 	history := append(slices.Clip(g.prompt), tok)
 	drafters := spec.drafters()
+	for _, d := range drafters {
+		if b, ok := d.(DraftBeginner); ok {
+			b.Begin(g.prompt)
+		}
+	}
 	for {
 		if !e.emit(tok) {
 			return nil
