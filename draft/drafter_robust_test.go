@@ -75,6 +75,9 @@ func drafterCases() []drafterCase {
 		{name: "ngram map", fromHistory: true, make: func(_ testing.TB, n, m int) llama.Drafter {
 			return &draft.NgramMap{SizeN: n, SizeM: m}
 		}},
+		{name: "ngram map k4v", fromHistory: true, make: func(_ testing.TB, n, m int) llama.Drafter {
+			return &draft.NgramMap{SizeN: n, SizeM: m, Values: true, MinHits: m % 3}
+		}},
 		{name: "ngram cache", fromHistory: true, make: func(_ testing.TB, _, m int) llama.Drafter {
 			return &draft.NgramCache{NDraft: m}
 		}},
@@ -193,7 +196,8 @@ func historyOf(b []byte, valid bool) []llama.Token {
 // asked for drafts after the whole history and after each of its
 // prefixes given by the bytes of steps (a generation, a new request on the
 // same drafter, a shorter history after a rejected draft), each with max
-// and a verdict.
+// and a verdict; one step in seven first begins a sequence there, when
+// the drafter is a llama.DraftBeginner.
 func fuzzDrafter(f *testing.F, c drafterCase, valid bool) {
 	f.Add([]byte("abcabcabcabcabcabcabcabcabcabcabc"), []byte{5, 33, 12, 0, 40}, 2, 8, 4, 1)
 	f.Add([]byte("Once"), []byte{1, 2, 3}, 12, 48, 16, 0)
@@ -209,6 +213,9 @@ func fuzzDrafter(f *testing.F, c drafterCase, valid bool) {
 		checkDraft(t, c, d, history, max, accepted)
 		for _, s := range steps {
 			k := int(s) % (len(history) + 1)
+			if b, ok := d.(llama.DraftBeginner); ok && s%7 == 6 {
+				b.Begin(history[:k-min(k, 1)])
+			}
 			checkDraft(t, c, d, history[:k], max-int(s%5), accepted+int(s%3))
 		}
 	})
@@ -225,8 +232,11 @@ func drafterCaseNamed(name string) drafterCase {
 
 func FuzzDraftNgramSimple(f *testing.F) { fuzzDrafter(f, drafterCaseNamed("ngram simple"), false) }
 func FuzzDraftNgramMap(f *testing.F)    { fuzzDrafter(f, drafterCaseNamed("ngram map"), false) }
-func FuzzDraftNgramCache(f *testing.F)  { fuzzDrafter(f, drafterCaseNamed("ngram cache"), false) }
-func FuzzDraftNgramMod(f *testing.F)    { fuzzDrafter(f, drafterCaseNamed("ngram mod"), false) }
+func FuzzDraftNgramMapValues(f *testing.F) {
+	fuzzDrafter(f, drafterCaseNamed("ngram map k4v"), false)
+}
+func FuzzDraftNgramCache(f *testing.F) { fuzzDrafter(f, drafterCaseNamed("ngram cache"), false) }
+func FuzzDraftNgramMod(f *testing.F)   { fuzzDrafter(f, drafterCaseNamed("ngram mod"), false) }
 func FuzzDraftAdaptive(f *testing.F) {
 	fuzzDrafter(f, drafterCaseNamed("adaptive ngram simple"), false)
 }

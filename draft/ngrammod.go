@@ -73,8 +73,9 @@ func (t *NgramModTable) reset() {
 //
 // As in llama.cpp, the table is cleared when a new sequence finds it a
 // quarter full, and when five drafts in a row have less than a quarter of
-// their tokens accepted. One NgramMod drafts for one sequence at a time;
-// its Draft never fails.
+// their tokens accepted. A sequence begins with Begin, or with a Draft
+// whose history is shorter than the last one's. One NgramMod drafts for
+// one sequence at a time; its Draft never fails.
 type NgramMod struct {
 	// Table holds the n-grams (nil: a table of its own, of 24-token
 	// n-grams, made at the first Draft).
@@ -90,6 +91,36 @@ type NgramMod struct {
 	nDraft   int  // tokens of the last draft
 	nLow     int  // drafts in a row with little accepted
 	lastSeen int  // the tokens before the last one at the last Draft: fewer next time is a new sequence
+}
+
+// Begin implements llama.DraftBeginner: the n-grams of prompt go into the
+// table.
+func (d *NgramMod) Begin(prompt []llama.Token) {
+	if d.Table == nil {
+		d.Table = NewNgramModTable(0)
+	}
+	t := d.Table
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	d.begin(prompt)
+}
+
+// begin is Begin with the table locked. A run of drafts with little
+// accepted carries over, as in llama.cpp.
+func (d *NgramMod) begin(prompt []llama.Token) {
+	t := d.Table
+	n := t.n
+	d.started, d.iLast, d.nDraft, d.lastSeen = true, 0, 0, len(prompt)
+	if len(prompt) < n {
+		return
+	}
+	for i := 0; i < len(prompt)-n; i++ {
+		t.add(prompt[i:])
+	}
+	d.iLast = len(prompt) - n
+	if float64(t.used)/float64(len(t.entries)) > 0.25 {
+		t.reset()
+	}
 }
 
 func (d *NgramMod) sizes() (nMin, nMax int) {
@@ -124,17 +155,7 @@ func (d *NgramMod) Draft(_ context.Context, history []llama.Token, max int) ([]l
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !d.started || len(prompt) < d.lastSeen {
-		// A new sequence: its tokens go into the table at once.
-		d.started, d.iLast, d.nLow = true, 0, 0
-		if len(prompt) >= n {
-			for i := 0; i < len(prompt)-n; i++ {
-				t.add(prompt[i:])
-			}
-			d.iLast = len(prompt) - n
-			if float64(t.used)/float64(len(t.entries)) > 0.25 {
-				t.reset()
-			}
-		}
+		d.begin(prompt) // a new sequence
 	}
 	d.lastSeen = len(prompt)
 	if len(prompt) < n {
