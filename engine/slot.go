@@ -113,7 +113,10 @@ func (e *Engine) start(s *engSlot) {
 		return
 	}
 	s.smpl, s.gram = smpl, gram
-	e.specStart(s)
+	if err := e.specStart(s); err != nil {
+		e.fail(s, err)
+		return
+	}
 	if (t.Params.BackendSampling || e.backendAll) && gram == nil && t.Params.NProbs == 0 && t.Media == nil &&
 		len(s.spec.spec.Drafters) == 0 && smpl.Offloadable() {
 		// A new chain for each request: llama.cpp takes a chain to the

@@ -22,33 +22,34 @@ import (
 
 // Speculative decoding types, by llama.cpp's --spec-type names.
 const (
-	SpecNone        = "none"         // no speculative decoding
-	SpecDraftSimple = "draft-simple" // a draft model (SpeculativeOptions.DraftModel)
-	SpecNgramSimple = "ngram-simple" // self-speculation by n-gram lookup (draft.NgramSimple)
-	SpecNgramMapK   = "ngram-map-k"  // n-gram lookup remembering accepted lengths (draft.NgramMap)
-	SpecNgramMod    = "ngram-mod"    // a hashed n-gram table the slots share (draft.NgramMod; --spec-default)
-	SpecNgramCache  = "ngram-cache"  // n-gram statistics and lookup files (draft.NgramCache)
+	SpecNone        = "none"          // no speculative decoding
+	SpecDraftSimple = "draft-simple"  // a draft model (SpeculativeOptions.DraftModel)
+	SpecNgramSimple = "ngram-simple"  // self-speculation by n-gram lookup (draft.NgramSimple)
+	SpecNgramMapK   = "ngram-map-k"   // n-gram lookup remembering accepted lengths (draft.NgramMap)
+	SpecNgramMapK4V = "ngram-map-k4v" // the same, counting the continuations of each n-gram (draft.NgramMap with Values)
+	SpecNgramMod    = "ngram-mod"     // a hashed n-gram table the slots share (draft.NgramMod; --spec-default)
+	SpecNgramCache  = "ngram-cache"   // n-gram statistics and lookup files (draft.NgramCache)
 )
 
 // specUnsupported are llama.cpp's types this engine does not run: Eagle3,
 // MTP, DFlash and DSpark need functions the library exports only under
-// C++ (mangled) names, not wired yet; ngram-map-k4v is not implemented.
-var specUnsupported = []string{"draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark", "ngram-map-k4v"}
+// C++ (mangled) names, not wired yet.
+var specUnsupported = []string{"draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark"}
 
 // specPriority is the order in which llama.cpp asks its drafters.
-var specPriority = []string{SpecNgramSimple, SpecNgramMapK, SpecNgramMod, SpecNgramCache, SpecDraftSimple}
+var specPriority = []string{SpecNgramSimple, SpecNgramMapK, SpecNgramMapK4V, SpecNgramMod, SpecNgramCache, SpecDraftSimple}
 
 // SpeculativeOptions configure speculative decoding
 // (Options.Speculative). The zero value turns it off, as
 // llama-server without --spec-type.
 type SpeculativeOptions struct {
 	// Types are llama.cpp's --spec-type names: none, draft-simple,
-	// ngram-simple, ngram-map-k, ngram-mod, ngram-cache. The drafters are asked in
-	// llama.cpp's order (n-gram types first, then the draft model) and the
-	// first draft is used. Empty or "none": off. As llama-server, a
-	// DraftModel without Types is loaded and checked but not used. Other
-	// llama.cpp types (draft-eagle3, draft-mtp, draft-dflash, draft-dspark,
-	// ngram-map-k4v) make New fail.
+	// ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache.
+	// The drafters are asked in llama.cpp's order (n-gram types first,
+	// then the draft model) and the first draft is used. Empty or "none":
+	// off. As llama-server, a DraftModel without Types is loaded and
+	// checked but not used. Other llama.cpp types (draft-eagle3,
+	// draft-mtp, draft-dflash, draft-dspark) make New fail.
 	Types []string
 	// DraftModel is the draft model file (-md, --spec-draft-model), needed
 	// by draft-simple; its vocabulary must match the target's
@@ -75,9 +76,13 @@ type SpeculativeOptions struct {
 	PMin, PSplit float32
 	// NgramSimpleSizeN and NgramSimpleSizeM are --spec-ngram-simple-size-n
 	// and -m (defaults 12 and 48); NgramMapKSizeN and NgramMapKSizeM
-	// --spec-ngram-map-k-size-n and -m (same defaults).
-	NgramSimpleSizeN, NgramSimpleSizeM int
-	NgramMapKSizeN, NgramMapKSizeM     int
+	// --spec-ngram-map-k-size-n and -m, and NgramMapK4VSizeN,
+	// NgramMapK4VSizeM and NgramMapK4VMinHits --spec-ngram-map-k4v-size-n,
+	// -m and -min-hits (same defaults; min hits 1). Each slot keeps its
+	// ngram-map statistics from one request to the next, as llama-server.
+	NgramSimpleSizeN, NgramSimpleSizeM                     int
+	NgramMapKSizeN, NgramMapKSizeM                         int
+	NgramMapK4VSizeN, NgramMapK4VSizeM, NgramMapK4VMinHits int
 	// NgramModNMatch is ngram-mod's n-gram length
 	// (--spec-ngram-mod-n-match, default 24), and NgramModNMin and
 	// NgramModNMax its fewest and most tokens of a draft
@@ -114,7 +119,7 @@ func (o *SpeculativeOptions) specTypes() ([]string, error) {
 			switch {
 			case name == SpecNone:
 				return nil, nil
-			case name == SpecDraftSimple || name == SpecNgramSimple || name == SpecNgramMapK || name == SpecNgramMod || name == SpecNgramCache:
+			case containsStr(specPriority, name):
 				on[name] = true
 			case containsStr(specUnsupported, name):
 				return nil, fmt.Errorf("engine: speculative type %q is not supported: %w", name, llama.ErrUnsupported)
@@ -161,6 +166,11 @@ type engSpec struct {
 	dynamic *draft.NgramStats
 	mod     *draft.NgramModTable // ngram-mod's, shared by the slots
 	drafts  []*draft.Model       // by slot: its sequence of draftC
+	// By slot, the n-gram drafters whose state outlives a request, as
+	// llama-server's: ngram-mod's acceptance streak, the maps' statistics.
+	mods   []*draft.NgramMod
+	mapK   []*draft.NgramMap
+	mapK4V []*draft.NgramMap
 }
 
 // newEngSpec loads what o needs; nil when speculative decoding is off.
@@ -252,6 +262,18 @@ func newEngSpec(m *llama.Model, eo Options) (*engSpec, error) {
 	if containsStr(types, SpecNgramMod) {
 		sp.mod = draft.NewNgramModTable(o.NgramModNMatch)
 	}
+	for range eo.Parallel {
+		if sp.mod != nil {
+			sp.mods = append(sp.mods, &draft.NgramMod{Table: sp.mod, NMin: o.NgramModNMin, NMax: o.NgramModNMax})
+		}
+		if containsStr(types, SpecNgramMapK) {
+			sp.mapK = append(sp.mapK, &draft.NgramMap{SizeN: o.NgramMapKSizeN, SizeM: o.NgramMapKSizeM})
+		}
+		if containsStr(types, SpecNgramMapK4V) {
+			sp.mapK4V = append(sp.mapK4V, &draft.NgramMap{SizeN: o.NgramMapK4VSizeN, SizeM: o.NgramMapK4VSizeM,
+				Values: true, MinHits: o.NgramMapK4VMinHits})
+		}
+	}
 	sp.types = types
 	return sp, nil
 }
@@ -300,11 +322,13 @@ type engSlotSpec struct {
 	checks   int // drafts checked
 }
 
-// specStart gives a slot the drafters of its new request.
-func (e *Engine) specStart(s *engSlot) {
+// specStart gives a slot the drafters of its new request, and begins
+// the request's sequence in those that keep state (llama.DraftBeginner).
+// A panic in a drafter's Begin is returned.
+func (e *Engine) specStart(s *engSlot) error {
 	sp := e.spec
 	if sp == nil {
-		return
+		return nil
 	}
 	o := e.opts.Speculative
 	ss := &s.spec
@@ -316,9 +340,11 @@ func (e *Engine) specStart(s *engSlot) {
 		case SpecNgramSimple:
 			ss.spec.Drafters = append(ss.spec.Drafters, &draft.NgramSimple{SizeN: o.NgramSimpleSizeN, SizeM: o.NgramSimpleSizeM})
 		case SpecNgramMapK:
-			ss.spec.Drafters = append(ss.spec.Drafters, &draft.NgramMap{SizeN: o.NgramMapKSizeN, SizeM: o.NgramMapKSizeM})
+			ss.spec.Drafters = append(ss.spec.Drafters, sp.mapK[s.id])
+		case SpecNgramMapK4V:
+			ss.spec.Drafters = append(ss.spec.Drafters, sp.mapK4V[s.id])
 		case SpecNgramMod:
-			ss.spec.Drafters = append(ss.spec.Drafters, &draft.NgramMod{Table: sp.mod, NMin: o.NgramModNMin, NMax: o.NgramModNMax})
+			ss.spec.Drafters = append(ss.spec.Drafters, sp.mods[s.id])
 		case SpecNgramCache:
 			ss.spec.Drafters = append(ss.spec.Drafters, &draft.NgramCache{Static: sp.static, Dynamic: sp.dynamic})
 		case SpecDraftSimple:
@@ -337,11 +363,32 @@ func (e *Engine) specStart(s *engSlot) {
 			}
 		}
 	}
+	// As llama-server: the prompt after a context shift's truncation.
+	for _, d := range ss.spec.Drafters {
+		if b, ok := d.(llama.DraftBeginner); ok {
+			if err := beginOne(b, s.prompt); err != nil {
+				ss.spec.Drafters = nil
+				return err
+			}
+		}
+	}
 	if !o.Adapt.Off {
 		for i, d := range ss.spec.Drafters {
 			ss.spec.Drafters[i] = &llama.AdaptiveDrafter{Drafter: d, Adapt: o.Adapt, NMin: ss.spec.NMin}
 		}
 	}
+	return nil
+}
+
+// beginOne calls b.Begin, returning its panic.
+func beginOne(b llama.DraftBeginner, prompt []llama.Token) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = llama.NewPanicError("engine: drafter", v)
+		}
+	}()
+	b.Begin(prompt)
+	return nil
 }
 
 // specAdd puts a generating slot's last token and, when its drafters have

@@ -110,13 +110,15 @@ func diffCacheReuse(t *testing.T, model string, np int) {
 	}
 }
 
-// TestNgramModAgainstLlamaServer runs llama-server and this server (drafting as
-// llama-server: no adaptation) with ngram-mod speculative decoding on
-// stories260K, its sizes small and as --spec-default sets them, and
-// requires the same texts and the same drafted and accepted token counts
-// over three requests in a row (the table is shared and kept between
-// requests).
-func TestNgramModAgainstLlamaServer(t *testing.T) {
+// TestNgramDraftersAgainstLlamaServer runs llama-server and this server
+// (drafting as llama-server: no adaptation) with each n-gram drafter on
+// stories260K, with small sizes (and ngram-mod as --spec-default sets
+// it), and requires the same texts and the same drafted and accepted
+// token counts: over three unrelated requests in a row, then over a
+// conversation whose prompts grow by each answer. The drafters' state
+// outlives a request (ngram-mod's table is shared, the ngram maps are the
+// slot's), so the order of the requests counts.
+func TestNgramDraftersAgainstLlamaServer(t *testing.T) {
 	model := testenv.Model(t, "stories260K.gguf")
 	prompts := []string{strings.Repeat("1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ", 4),
 		strings.Repeat("The cat sat on the mat. The dog sat on the log. ", 5),
@@ -126,25 +128,49 @@ func TestNgramModAgainstLlamaServer(t *testing.T) {
 		flags []string
 		spec  engine.SpeculativeOptions
 	}{
-		{"small", []string{"--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", "4", "--spec-ngram-mod-n-min", "2", "--spec-ngram-mod-n-max", "16"},
+		{"mod", []string{"--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", "4", "--spec-ngram-mod-n-min", "2", "--spec-ngram-mod-n-max", "16"},
 			engine.SpeculativeOptions{Types: []string{engine.SpecNgramMod}, NgramModNMatch: 4, NgramModNMin: 2, NgramModNMax: 16}},
 		{"spec-default", []string{"--spec-default"}, engine.SpeculativeOptions{Types: []string{engine.SpecNgramMod}}},
+		{"simple", []string{"--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3", "--spec-ngram-simple-size-m", "8"},
+			engine.SpeculativeOptions{Types: []string{engine.SpecNgramSimple}, NgramSimpleSizeN: 3, NgramSimpleSizeM: 8}},
+		{"map-k", []string{"--spec-type", "ngram-map-k", "--spec-ngram-map-k-size-n", "3", "--spec-ngram-map-k-size-m", "8"},
+			engine.SpeculativeOptions{Types: []string{engine.SpecNgramMapK}, NgramMapKSizeN: 3, NgramMapKSizeM: 8}},
+		{"map-k4v", []string{"--spec-type", "ngram-map-k4v", "--spec-ngram-map-k4v-size-n", "2", "--spec-ngram-map-k4v-size-m", "4"},
+			engine.SpeculativeOptions{Types: []string{engine.SpecNgramMapK4V}, NgramMapK4VSizeN: 2, NgramMapK4VSizeM: 4}},
+		{"map-k4v min hits", []string{"--spec-type", "ngram-map-k4v", "--spec-ngram-map-k4v-size-n", "2", "--spec-ngram-map-k4v-size-m", "3", "--spec-ngram-map-k4v-min-hits", "3"},
+			engine.SpeculativeOptions{Types: []string{engine.SpecNgramMapK4V}, NgramMapK4VSizeN: 2, NgramMapK4VSizeM: 3, NgramMapK4VMinHits: 3}},
+		{"all n-gram types", []string{"--spec-type", "ngram-map-k4v,ngram-simple,ngram-map-k,ngram-mod",
+			"--spec-ngram-simple-size-n", "5", "--spec-ngram-map-k-size-n", "4", "--spec-ngram-map-k4v-size-n", "2", "--spec-ngram-mod-n-match", "3", "--spec-ngram-mod-n-min", "1"},
+			engine.SpeculativeOptions{Types: []string{engine.SpecNgramMapK4V, engine.SpecNgramSimple, engine.SpecNgramMapK, engine.SpecNgramMod},
+				NgramSimpleSizeN: 5, NgramMapKSizeN: 4, NgramMapK4VSizeN: 2, NgramModNMatch: 3, NgramModNMin: 1}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := tt.spec
 			spec.Adapt.Off = true
 			ref, ours := startAgainstLlamaServer(t, model, 1, tt.flags, engine.Options{Speculative: spec})
+			fields := []string{"content", "timings.draft_n", "timings.draft_n_accepted"}
 			drafted := 0.0
 			for i, p := range prompts {
 				body := map[string]any{"prompt": p, "n_predict": 64, "temperature": 0, "cache_prompt": false}
-				fields := []string{"content", "timings.draft_n", "timings.draft_n_accepted"}
 				r, o := completionFields(t, ref, body, fields...), completionFields(t, ours, body, fields...)
 				assert.Equal(t, r, o, "prompt %d", i)
 				n, _ := o["timings.draft_n"].(float64)
 				drafted += n
 			}
-			if tt.name == "small" {
-				assert.Positive(t, drafted, "ngram-mod drafted")
+			// A conversation: each prompt is the last one, its answer and
+			// a new line.
+			conv := "Lily and Ben went to the park. Lily and Ben played with a ball."
+			for turn, next := range []string{" Lily and Ben", " Then Lily said", " Lily and Ben went home."} {
+				body := map[string]any{"prompt": conv, "n_predict": 24, "temperature": 0, "cache_prompt": true}
+				r, o := completionFields(t, ref, body, fields...), completionFields(t, ours, body, fields...)
+				assert.Equal(t, r, o, "turn %d", turn)
+				n, _ := o["timings.draft_n"].(float64)
+				drafted += n
+				c, _ := o["content"].(string)
+				conv += c + next
+			}
+			if tt.name != "spec-default" { // its sizes are too large for these prompts
+				assert.Positive(t, drafted, "%s drafted", tt.name)
 			}
 		})
 	}

@@ -26,7 +26,7 @@ func specPrompts() []string {
 
 // TestRealModelSpeculativeDiff runs greedy completions on Gemma 3 270M
 // without drafting, then with each drafter our server supports (Gemma
-// drafting for itself, ngram-simple, ngram-map-k, ngram-mod, ngram-cache), on both
+// drafting for itself, ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache), on both
 // servers: each drafted generation must give the text of no drafting, on
 // ours and on llama-server, and the drafters must have drafted.
 func TestRealModelSpeculativeDiff(t *testing.T) {
@@ -69,6 +69,8 @@ func TestRealModelSpeculativeDiff(t *testing.T) {
 			engine.SpeculativeOptions{Types: []string{engine.SpecNgramSimple}, NgramSimpleSizeN: 3, NgramSimpleSizeM: 8}},
 		{"ngram-map-k", []string{"--spec-type", "ngram-map-k", "--spec-ngram-map-k-size-n", "3", "--spec-ngram-map-k-size-m", "8"},
 			engine.SpeculativeOptions{Types: []string{engine.SpecNgramMapK}, NgramMapKSizeN: 3, NgramMapKSizeM: 8}},
+		{"ngram-map-k4v", []string{"--spec-type", "ngram-map-k4v", "--spec-ngram-map-k4v-size-n", "2", "--spec-ngram-map-k4v-size-m", "4"},
+			engine.SpeculativeOptions{Types: []string{engine.SpecNgramMapK4V}, NgramMapK4VSizeN: 2, NgramMapK4VSizeM: 4}},
 		{"ngram-mod", []string{"--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", "3", "--spec-ngram-mod-n-min", "2", "--spec-ngram-mod-n-max", "8"},
 			engine.SpeculativeOptions{Types: []string{engine.SpecNgramMod}, NgramModNMatch: 3, NgramModNMin: 2, NgramModNMax: 8}},
 		{"ngram-cache", []string{"--spec-type", "ngram-cache"},

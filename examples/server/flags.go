@@ -753,7 +753,7 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--spec-draft-device", "-devd", "--device-draft"}, arg: "<dev1,dev2,..>", sec: spc, help: "devices of the draft model, as --device", set: devicesTo(&sd.DraftModelOptions)},
 		{names: []string{"--spec-draft-ngl", "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS_DRAFT", sec: spc, help: "GPU layers of the draft model: a number, auto or all (default auto)", set: gpuLayers(&sd.DraftModelOptions)},
 		{names: []string{"--spec-draft-model", "-md", "--model-draft"}, arg: "FNAME", env: "LLAMA_ARG_SPEC_DRAFT_MODEL", sec: spc, help: "draft model for speculative decoding (draft-simple)", set: strTo(&sd.DraftModel)},
-		{names: []string{"--spec-type"}, arg: "TYPE[,TYPE...]", env: "LLAMA_ARG_SPEC_TYPE", sec: spc, help: "speculative decoding types: none, draft-simple, ngram-simple, ngram-map-k, ngram-mod, ngram-cache (default none)", set: func(c *config, v string) error {
+		{names: []string{"--spec-type"}, arg: "TYPE[,TYPE...]", env: "LLAMA_ARG_SPEC_TYPE", sec: spc, help: "speculative decoding types: none, draft-simple, ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache (default none)", set: func(c *config, v string) error {
 			for _, t := range strings.Split(v, ",") {
 				if err := oneOf(t, "none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
 					"ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"); err != nil {
@@ -779,10 +779,10 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--spec-ngram-simple-min-hits"}, arg: "N", sec: spc, help: "n-gram (simple) fewest hits", set: anyInt},
 		{names: []string{"--spec-ngram-map-k-size-n"}, arg: "N", sec: spc, help: "n-gram (map-k) lookup length (1 to 1024, default 12)", set: intInTo(1, 1024, &sd.NgramMapKSizeN)},
 		{names: []string{"--spec-ngram-map-k-size-m"}, arg: "N", sec: spc, help: "n-gram (map-k) draft length (1 to 1024, default 48)", set: intInTo(1, 1024, &sd.NgramMapKSizeM)},
-		{names: []string{"--spec-ngram-map-k-min-hits"}, arg: "N", sec: spc, help: "n-gram (map-k) fewest hits", set: anyInt},
-		{names: []string{"--spec-ngram-map-k4v-size-n"}, arg: "N", sec: spc, help: "n-gram (map-k4v) lookup length", set: anyInt},
-		{names: []string{"--spec-ngram-map-k4v-size-m"}, arg: "N", sec: spc, help: "n-gram (map-k4v) draft length", set: anyInt},
-		{names: []string{"--spec-ngram-map-k4v-min-hits"}, arg: "N", sec: spc, help: "n-gram (map-k4v) fewest hits", set: anyInt},
+		{names: []string{"--spec-ngram-map-k-min-hits"}, arg: "N", sec: spc, help: "n-gram (map-k) fewest hits (1 to 65535; no effect, as in llama-server)", set: intIn(1, 65535)},
+		{names: []string{"--spec-ngram-map-k4v-size-n"}, arg: "N", sec: spc, help: "n-gram (map-k4v) lookup length (1 to 1024, default 12)", set: intInTo(1, 1024, &sd.NgramMapK4VSizeN)},
+		{names: []string{"--spec-ngram-map-k4v-size-m"}, arg: "N", sec: spc, help: "n-gram (map-k4v) draft length (1 to 1024, default 48)", set: intInTo(1, 1024, &sd.NgramMapK4VSizeM)},
+		{names: []string{"--spec-ngram-map-k4v-min-hits"}, arg: "N", sec: spc, help: "n-gram (map-k4v) times a key must be found before it drafts (1 to 65535, default 1)", set: intInTo(1, 65535, &sd.NgramMapK4VMinHits)},
 		{names: []string{"--draft", "--draft-n", "--draft-max"}, arg: "N", env: "LLAMA_ARG_DRAFT_MAX", sec: spc, help: "old name of --spec-draft-n-max", set: anyInt},
 		{names: []string{"--draft-min", "--draft-n-min"}, arg: "N", env: "LLAMA_ARG_DRAFT_MIN", sec: spc, help: "old name of --spec-draft-n-min", set: anyInt},
 		{names: []string{"--spec-ngram-size-n"}, arg: "N", sec: spc, help: "old name of --spec-ngram-simple-size-n", set: anyInt},

@@ -618,6 +618,10 @@ func TestFlagSpeculative(t *testing.T) {
 			want: engine.SpeculativeOptions{NgramSimpleSizeN: 4, NgramSimpleSizeM: 16, NgramMapKSizeN: 1, NgramMapKSizeM: 1024}},
 		{name: "ngram size 0", args: []string{"--spec-ngram-simple-size-n", "0"}, err: "out of range"},
 		{name: "ngram size too big", args: []string{"--spec-ngram-map-k-size-m", "1025"}, err: "out of range"},
+		{name: "ngram map k4v", args: []string{"--spec-ngram-map-k4v-size-n", "3", "--spec-ngram-map-k4v-size-m", "5", "--spec-ngram-map-k4v-min-hits", "65535", "--spec-ngram-map-k-min-hits", "4"},
+			want: engine.SpeculativeOptions{NgramMapK4VSizeN: 3, NgramMapK4VSizeM: 5, NgramMapK4VMinHits: 65535}},
+		{name: "ngram min hits 0", args: []string{"--spec-ngram-map-k4v-min-hits", "0"}, err: "out of range"},
+		{name: "map-k min hits too big", args: []string{"--spec-ngram-map-k-min-hits", "65536"}, err: "out of range"},
 		{name: "lookup caches", args: []string{"-lcs", "s.bin", "--lookup-cache-dynamic", "d.bin"}, want: engine.SpeculativeOptions{LookupCacheStatic: "s.bin", LookupCacheDynamic: "d.bin"}},
 		{name: "lookup caches long", args: []string{"--lookup-cache-static", "s.bin", "-lcd", "d.bin"}, want: engine.SpeculativeOptions{LookupCacheStatic: "s.bin", LookupCacheDynamic: "d.bin"}},
 		{name: "no adaptation", args: []string{"--no-spec-adapt"}, want: engine.SpeculativeOptions{Adapt: llama.DraftAdapt{Off: true}}},
@@ -738,7 +742,8 @@ func TestServeSpeculative(t *testing.T) {
 		{name: "ngram-simple", args: []string{"--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3", "--spec-ngram-simple-size-m", "8"}},
 		{name: "ngram-map-k", args: []string{"--spec-type", "ngram-map-k", "--spec-ngram-map-k-size-n", "3", "--spec-ngram-map-k-size-m", "8"}},
 		{name: "ngram-mod", args: []string{"--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", "3", "--spec-ngram-mod-n-min", "1", "--spec-ngram-mod-n-max", "8"}},
-		{name: "not run by the engine", args: []string{"--spec-type", "ngram-map-k4v"}, err: "ngram-map-k4v"},
+		{name: "ngram-map-k4v", args: []string{"--spec-type", "ngram-map-k4v", "--spec-ngram-map-k4v-size-n", "2", "--spec-ngram-map-k4v-size-m", "8", "--spec-ngram-map-k4v-min-hits", "2"}},
+		{name: "not run by the engine", args: []string{"--spec-type", "draft-mtp"}, err: "draft-mtp"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"-m", model, "-c", "512", "-np", "1", "-t", "1", "-tb", "1", "-ngl", "0"}, tc.args...)
