@@ -13,7 +13,8 @@ import (
 
 // TestArgCppNoneRefused uses every option llama-server registers (read from
 // the pinned source's common/arg.cpp) with a valid value, and requires the
-// server to accept it: none is refused. Options
+// server to accept it: none is refused, but those llama.cpp has removed,
+// which must be refused with the replacement llama.cpp names. Options
 // needing hardware absent here (GPUs) act on what the library reports
 // (see devices_test.go), so none is listed.
 func TestArgCppNoneRefused(t *testing.T) {
@@ -32,7 +33,7 @@ func TestArgCppNoneRefused(t *testing.T) {
 		"--path": {dir}, "--media-path": {dir}, "--slot-save-path": {dir}, "--models-dir": {dir},
 		"--tools-root": {dir}, "--spec-type": {"ngram-simple"}, "--docker-repo": {"ai/smollm2:135M-Q4_0"},
 		"--override-kv": {"tokenizer.ggml.add_bos_token=bool:false"}, "--chat-template-kwargs": {`{"a":1}`},
-		"--override-tensor": {"ffn=CPU"}, "-ot": {"ffn=CPU"}, "--grammar-file": {file},
+		"--override-tensor": {"ffn=CPU"}, "-ot": {"ffn=CPU"}, "--spec-draft-override-tensor": {"ffn=CPU"}, "--grammar-file": {file},
 		"--json-schema": {`{"type":"object"}`}, "--logit-bias": {"15+1"}, "--api-key-file": {file},
 		"--ssl-key-file": {file}, "--ssl-cert-file": {file}, "--alias": {"m"}, "--tags": {"t"},
 		"--hf-repo": {"org/repo"}, "--spec-draft-hf": {"org/repo"}, "--model-url": {"http://127.0.0.1:1/m.gguf"},
@@ -59,6 +60,11 @@ func TestArgCppNoneRefused(t *testing.T) {
 			}
 		default:
 			tries = [][]string{{file, "1"}, {"1", "2"}}
+		}
+		if o.removed != "" {
+			_, err := parseFlags(append([]string{name}, "1"), noEnv, io.Discard)
+			assert.ErrorContains(t, err, "the argument has been removed. "+o.removed, "arg.cpp:%d: %s", o.line, name)
+			continue
 		}
 		var err error
 		for _, v := range tries {

@@ -25,6 +25,7 @@ type cppOption struct {
 	excludes []string
 	sampling bool
 	spec     bool
+	removed  string // the replacement llama.cpp names when it refuses a removed option ("": not removed)
 }
 
 // forServer reports whether llama-server registers the option: its example
@@ -206,6 +207,9 @@ func exampleSet(src, arg string) ([]string, error) {
 }
 
 // parseArgCpp reads every add_opt(common_arg(...)) of arg.cpp.
+// removedRE finds a handler that refuses its option as removed.
+var removedRE = regexp.MustCompile(`arg_removed\("([^"]*)"\)`)
+
 func parseArgCpp(src string) ([]cppOption, error) {
 	s := cppScanner{src}
 	var opts []cppOption
@@ -235,6 +239,9 @@ func parseArgCpp(src string) ([]cppOption, error) {
 		var ok bool
 		if o.args, ok = stringList(params[0]); !ok || len(o.args) == 0 {
 			return nil, fmt.Errorf("arg.cpp:%d: first argument of common_arg is not a list of names: %s", line, params[0])
+		}
+		if m := removedRE.FindStringSubmatch(params[len(params)-1]); m != nil {
+			o.removed = m[1]
 		}
 		switch len(params) {
 		case 3: // names, help, handler

@@ -471,20 +471,8 @@ func flagTable(c *config) []flagDef {
 		}},
 		{names: []string{"-dev", "--device"}, arg: "<dev1,dev2,..>", env: "LLAMA_ARG_DEVICE", sec: cm, help: "devices to offload to, from --list-devices (none or CPU: the CPU only; an unknown name fails at start)", set: devicesTo(mo)},
 		{names: []string{"--list-devices"}, sec: cm, help: "list the compute devices and exit", set: boolTo(&c.listDevices)},
-		{names: []string{"-ot", "--override-tensor"}, arg: "<tensor name pattern>=<buffer type>,...", env: "LLAMA_ARG_OVERRIDE_TENSOR", sec: cm, help: "put the weights matching a pattern (a regular expression) in a buffer type, such as CPU; an unknown type fails at start with the list", set: func(_ *config, v string) error {
-			for _, p := range strings.Split(v, ",") {
-				pat, buft, ok := strings.Cut(p, "=")
-				if !ok {
-					return fmt.Errorf("invalid tensor buffer type override %q", p)
-				}
-				mo.TensorBufferOverrides = append(mo.TensorBufferOverrides, llama.TensorBufferOverride{Pattern: pat, BufferType: buft})
-			}
-			return nil
-		}},
-		{names: []string{"-cmoe", "--cpu-moe"}, env: "LLAMA_ARG_CPU_MOE", sec: cm, help: "keep the MoE experts on the CPU", set: func(*config, string) error {
-			mo.TensorBufferOverrides = append(mo.TensorBufferOverrides, llama.TensorBufferOverride{Pattern: ffnExpsPattern, BufferType: "CPU"})
-			return nil
-		}},
+		{names: []string{"-ot", "--override-tensor"}, arg: "<tensor name pattern>=<buffer type>,...", env: "LLAMA_ARG_OVERRIDE_TENSOR", sec: cm, help: "put the weights matching a pattern (a regular expression) in a buffer type, such as CPU; an unknown type fails at start with the list", set: tensorOverrides(mo)},
+		{names: []string{"-cmoe", "--cpu-moe"}, env: "LLAMA_ARG_CPU_MOE", sec: cm, help: "keep the MoE experts on the CPU", set: cpuMoE(mo)},
 		{names: []string{"-ncmoe", "--n-cpu-moe"}, arg: "N", env: "LLAMA_ARG_N_CPU_MOE", sec: cm, help: "keep the MoE experts of the first N layers on the CPU", set: cpuLayers(mo, ffnExpsPattern)},
 		{names: []string{"-ncffn", "--n-cpu-ffn"}, arg: "N", env: "LLAMA_ARG_N_CPU_FFN", sec: cm, help: "keep the dense FFN of the first N layers on the CPU (for MoE experts: --n-cpu-moe)", set: cpuLayers(mo, ffnDensePattern)},
 		{names: []string{"-ngl", "--gpu-layers", "--n-gpu-layers"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS", sec: cm, help: "layers on the GPU: a number, auto (as many as --fit finds room for) or all (default auto)", set: gpuLayers(mo)},
@@ -724,9 +712,9 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--spec-draft-cpu-strict-batch", "--cpu-strict-batch-draft"}, arg: "<0|1>", sec: spc, help: "strict CPU placement of the draft model's batch threads (default: --cpu-strict-draft)", set: c.threadsDraftBatch.setStrict},
 		{names: []string{"--spec-draft-prio-batch", "--prio-batch-draft"}, arg: "N", sec: spc, help: "priority of the draft model's batch threads (default: --prio-draft)", set: c.threadsDraftBatch.setPrio},
 		{names: []string{"--spec-draft-poll-batch", "--poll-batch-draft"}, arg: "<0|1>", sec: spc, help: "polling level of the draft model's batch threads (default: --poll-draft)", set: c.threadsDraftBatch.setPoll},
-		{names: []string{"--spec-draft-override-tensor", "-otd", "--override-tensor-draft"}, arg: "<tensor name pattern>=<buffer type>,...", sec: spc, help: "tensor overrides of the draft model", set: anyValue},
-		{names: []string{"--spec-draft-cpu-moe", "-cmoed", "--cpu-moe-draft"}, env: "LLAMA_ARG_SPEC_DRAFT_CPU_MOE", sec: spc, help: "draft model's MoE experts on the CPU", set: anyValue},
-		{names: []string{"--spec-draft-n-cpu-moe", "--spec-draft-ncmoe", "-ncmoed", "--n-cpu-moe-draft"}, arg: "N", env: "LLAMA_ARG_SPEC_DRAFT_N_CPU_MOE", sec: spc, help: "draft model's MoE experts of the first N layers on the CPU", set: intIn(0, math.MaxInt32)},
+		{names: []string{"--spec-draft-override-tensor", "-otd", "--override-tensor-draft"}, arg: "<tensor name pattern>=<buffer type>,...", sec: spc, help: "-ot for the draft model", set: tensorOverrides(&sd.DraftModelOptions)},
+		{names: []string{"--spec-draft-cpu-moe", "-cmoed", "--cpu-moe-draft"}, env: "LLAMA_ARG_SPEC_DRAFT_CPU_MOE", sec: spc, help: "-cmoe for the draft model", set: cpuMoE(&sd.DraftModelOptions)},
+		{names: []string{"--spec-draft-n-cpu-moe", "--spec-draft-ncmoe", "-ncmoed", "--n-cpu-moe-draft"}, arg: "N", env: "LLAMA_ARG_SPEC_DRAFT_N_CPU_MOE", sec: spc, help: "-ncmoe for the draft model", set: cpuLayers(&sd.DraftModelOptions, ffnExpsPattern)},
 		{names: []string{"--spec-draft-n-max"}, arg: "N", env: "LLAMA_ARG_SPEC_DRAFT_N_MAX", sec: spc, help: "most tokens drafted (default 3)", set: func(_ *config, v string) error {
 			n, err := parseInt(v)
 			if err == nil && n < 0 {
@@ -738,8 +726,8 @@ func flagTable(c *config) []flagDef {
 			return err
 		}},
 		{names: []string{"--spec-draft-n-min"}, arg: "N", env: "LLAMA_ARG_SPEC_DRAFT_N_MIN", sec: spc, help: "fewest tokens drafted", set: intTo(&sd.NMin)},
-		{names: []string{"--spec-synth-len"}, arg: "N", env: "LLAMA_ARG_SPEC_SYNTH_LEN", sec: spc, help: "synthetic draft length", set: anyInt},
-		{names: []string{"--spec-synth-rates"}, arg: "R0,R1,...", env: "LLAMA_ARG_SPEC_SYNTH_RATES", sec: spc, help: "synthetic draft acceptance rates", set: func(_ *config, v string) error {
+		{names: []string{"--spec-synth-len"}, arg: "N", env: "LLAMA_ARG_SPEC_SYNTH_LEN", sec: spc, help: "synthetic draft acceptance, for benchmarking" + noEffect, set: anyInt},
+		{names: []string{"--spec-synth-rates"}, arg: "R0,R1,...", env: "LLAMA_ARG_SPEC_SYNTH_RATES", sec: spc, help: "synthetic draft acceptance rates, for benchmarking" + noEffect, set: func(_ *config, v string) error {
 			for _, p := range splitList(v) {
 				if _, err := parseFloat(p); err != nil {
 					return err
@@ -749,7 +737,7 @@ func flagTable(c *config) []flagDef {
 		}},
 		{names: []string{"--spec-draft-p-split", "--draft-p-split"}, arg: "P", env: "LLAMA_ARG_SPEC_DRAFT_P_SPLIT", sec: spc, help: "draft split probability", set: floatTo(&sd.PSplit)},
 		{names: []string{"--spec-draft-p-min", "--draft-p-min"}, arg: "P", env: "LLAMA_ARG_SPEC_DRAFT_P_MIN", sec: spc, help: "smallest draft probability", set: floatTo(&sd.PMin)},
-		{names: []string{"--spec-draft-backend-sampling"}, neg: []string{"--no-spec-draft-backend-sampling"}, env: "LLAMA_ARG_SPEC_DRAFT_BACKEND_SAMPLING", sec: spc, help: "sample drafts on the backend", set: anyValue},
+		{names: []string{"--spec-draft-backend-sampling"}, neg: []string{"--no-spec-draft-backend-sampling"}, env: "LLAMA_ARG_SPEC_DRAFT_BACKEND_SAMPLING", sec: spc, help: "sample drafts inside the draft model's decode; drafts are sampled on the CPU" + noEffect, set: anyValue},
 		{names: []string{"--spec-draft-device", "-devd", "--device-draft"}, arg: "<dev1,dev2,..>", sec: spc, help: "devices of the draft model, as --device", set: devicesTo(&sd.DraftModelOptions)},
 		{names: []string{"--spec-draft-ngl", "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS_DRAFT", sec: spc, help: "GPU layers of the draft model: a number, auto or all (default auto)", set: gpuLayers(&sd.DraftModelOptions)},
 		{names: []string{"--spec-draft-model", "-md", "--model-draft"}, arg: "FNAME", env: "LLAMA_ARG_SPEC_DRAFT_MODEL", sec: spc, help: "draft model for speculative decoding (draft-simple)", set: strTo(&sd.DraftModel)},
@@ -783,11 +771,12 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--spec-ngram-map-k4v-size-n"}, arg: "N", sec: spc, help: "n-gram (map-k4v) lookup length (1 to 1024, default 12)", set: intInTo(1, 1024, &sd.NgramMapK4VSizeN)},
 		{names: []string{"--spec-ngram-map-k4v-size-m"}, arg: "N", sec: spc, help: "n-gram (map-k4v) draft length (1 to 1024, default 48)", set: intInTo(1, 1024, &sd.NgramMapK4VSizeM)},
 		{names: []string{"--spec-ngram-map-k4v-min-hits"}, arg: "N", sec: spc, help: "n-gram (map-k4v) times a key must be found before it drafts (1 to 65535, default 1)", set: intInTo(1, 65535, &sd.NgramMapK4VMinHits)},
-		{names: []string{"--draft", "--draft-n", "--draft-max"}, arg: "N", env: "LLAMA_ARG_DRAFT_MAX", sec: spc, help: "old name of --spec-draft-n-max", set: anyInt},
-		{names: []string{"--draft-min", "--draft-n-min"}, arg: "N", env: "LLAMA_ARG_DRAFT_MIN", sec: spc, help: "old name of --spec-draft-n-min", set: anyInt},
-		{names: []string{"--spec-ngram-size-n"}, arg: "N", sec: spc, help: "old name of --spec-ngram-simple-size-n", set: anyInt},
-		{names: []string{"--spec-ngram-size-m"}, arg: "N", sec: spc, help: "old name of --spec-ngram-simple-size-m", set: anyInt},
-		{names: []string{"--spec-ngram-min-hits"}, arg: "N", sec: spc, help: "old name of --spec-ngram-simple-min-hits", set: anyInt},
+		// Removed from llama.cpp, which refuses them with the replacement.
+		{names: []string{"--draft", "--draft-n", "--draft-max"}, arg: "N", env: "LLAMA_ARG_DRAFT_MAX", sec: spc, help: "removed: use --spec-draft-n-max or --spec-ngram-mod-n-max", set: removed("use --spec-draft-n-max or --spec-ngram-mod-n-max")},
+		{names: []string{"--draft-min", "--draft-n-min"}, arg: "N", env: "LLAMA_ARG_DRAFT_MIN", sec: spc, help: "removed: use --spec-draft-n-min or --spec-ngram-mod-n-min", set: removed("use --spec-draft-n-min or --spec-ngram-mod-n-min")},
+		{names: []string{"--spec-ngram-size-n"}, arg: "N", sec: spc, help: "removed: use the respective --spec-ngram-*-size-n", set: removed("use the respective --spec-ngram-*-size-n")},
+		{names: []string{"--spec-ngram-size-m"}, arg: "N", sec: spc, help: "removed: use the respective --spec-ngram-*-size-m", set: removed("use the respective --spec-ngram-*-size-m")},
+		{names: []string{"--spec-ngram-min-hits"}, arg: "N", sec: spc, help: "removed: use the respective --spec-ngram-*-min-hits", set: removed("use the respective --spec-ngram-*-min-hits")},
 
 		// ---- llama-server's own
 		{names: []string{"-lcs", "--lookup-cache-static"}, arg: "FNAME", sec: sv, help: "static n-gram lookup cache of ngram-cache (read only)", set: strTo(&sd.LookupCacheStatic)},
@@ -1212,6 +1201,35 @@ const (
 
 // cpuLayers keeps the weights matching ffn in the first N layers on the
 // CPU (--n-cpu-moe, --n-cpu-ffn).
+// tensorOverrides reads -ot's PATTERN=TYPE,... into mo.
+func tensorOverrides(mo *llama.ModelOptions) func(*config, string) error {
+	return func(_ *config, v string) error {
+		for _, p := range strings.Split(v, ",") {
+			pat, buft, ok := strings.Cut(p, "=")
+			if !ok {
+				return fmt.Errorf("invalid tensor buffer type override %q", p)
+			}
+			mo.TensorBufferOverrides = append(mo.TensorBufferOverrides, llama.TensorBufferOverride{Pattern: pat, BufferType: buft})
+		}
+		return nil
+	}
+}
+
+// cpuMoE keeps mo's MoE experts on the CPU (-cmoe).
+func cpuMoE(mo *llama.ModelOptions) func(*config, string) error {
+	return func(*config, string) error {
+		mo.TensorBufferOverrides = append(mo.TensorBufferOverrides, llama.TensorBufferOverride{Pattern: ffnExpsPattern, BufferType: "CPU"})
+		return nil
+	}
+}
+
+// removed refuses a flag llama.cpp removed, as llama.cpp does.
+func removed(hint string) func(*config, string) error {
+	return func(*config, string) error {
+		return errors.New("the argument has been removed. " + hint)
+	}
+}
+
 func cpuLayers(mo *llama.ModelOptions, ffn string) func(*config, string) error {
 	return func(_ *config, v string) error {
 		n, err := parseInt(v)

@@ -620,6 +620,16 @@ func TestFlagSpeculative(t *testing.T) {
 		{name: "ngram size too big", args: []string{"--spec-ngram-map-k-size-m", "1025"}, err: "out of range"},
 		{name: "ngram map k4v", args: []string{"--spec-ngram-map-k4v-size-n", "3", "--spec-ngram-map-k4v-size-m", "5", "--spec-ngram-map-k4v-min-hits", "65535", "--spec-ngram-map-k-min-hits", "4"},
 			want: engine.SpeculativeOptions{NgramMapK4VSizeN: 3, NgramMapK4VSizeM: 5, NgramMapK4VMinHits: 65535}},
+		{name: "draft tensor overrides", args: []string{"-otd", `blk\.0\.=CPU,output=CPU`, "-cmoed", "--spec-draft-n-cpu-moe", "1"},
+			want: engine.SpeculativeOptions{DraftModelOptions: llama.ModelOptions{TensorBufferOverrides: []llama.TensorBufferOverride{
+				{Pattern: `blk\.0\.`, BufferType: "CPU"}, {Pattern: "output", BufferType: "CPU"},
+				{Pattern: ffnExpsPattern, BufferType: "CPU"}, {Pattern: `blk\.0` + ffnExpsPattern, BufferType: "CPU"}}}}},
+		{name: "draft tensor override bad", args: []string{"--override-tensor-draft", "nothing"}, err: "invalid tensor buffer type override"},
+		{name: "removed --draft-max", args: []string{"--draft-max", "16"}, err: "the argument has been removed. use --spec-draft-n-max or --spec-ngram-mod-n-max"},
+		{name: "removed --draft-min", args: []string{"--draft-n-min", "2"}, err: "use --spec-draft-n-min"},
+		{name: "removed in the environment", env: map[string]string{"LLAMA_ARG_DRAFT_MAX": "8"}, err: "has been removed"},
+		{name: "removed ngram sizes", args: []string{"--spec-ngram-size-n", "3"}, err: "use the respective --spec-ngram-*-size-n"},
+		{name: "removed ngram hits", args: []string{"--spec-ngram-min-hits", "3"}, err: "use the respective --spec-ngram-*-min-hits"},
 		{name: "ngram min hits 0", args: []string{"--spec-ngram-map-k4v-min-hits", "0"}, err: "out of range"},
 		{name: "map-k min hits too big", args: []string{"--spec-ngram-map-k-min-hits", "65536"}, err: "out of range"},
 		{name: "lookup caches", args: []string{"-lcs", "s.bin", "--lookup-cache-dynamic", "d.bin"}, want: engine.SpeculativeOptions{LookupCacheStatic: "s.bin", LookupCacheDynamic: "d.bin"}},
@@ -744,6 +754,7 @@ func TestServeSpeculative(t *testing.T) {
 		{name: "ngram-mod", args: []string{"--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", "3", "--spec-ngram-mod-n-min", "1", "--spec-ngram-mod-n-max", "8"}},
 		{name: "ngram-map-k4v", args: []string{"--spec-type", "ngram-map-k4v", "--spec-ngram-map-k4v-size-n", "2", "--spec-ngram-map-k4v-size-m", "8", "--spec-ngram-map-k4v-min-hits", "2"}},
 		{name: "not run by the engine", args: []string{"--spec-type", "draft-mtp"}, err: "draft-mtp"},
+		{name: "draft tensor overrides reach the draft model", args: []string{"-md", model, "--spec-type", "draft-simple", "-otd", "ffn=VRAM"}, err: `unknown buffer type "VRAM"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"-m", model, "-c", "512", "-np", "1", "-t", "1", "-tb", "1", "-ngl", "0"}, tc.args...)
