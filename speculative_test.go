@@ -49,6 +49,12 @@ func TestSpeculativeSameOutput(t *testing.T) {
 		"ngram simple": func(*testing.T) []llama.Drafter { return []llama.Drafter{&draft.NgramSimple{SizeN: 2, SizeM: 8}} },
 		"ngram map-k":  func(*testing.T) []llama.Drafter { return []llama.Drafter{&draft.NgramMap{SizeN: 2, SizeM: 8}} },
 		"ngram cache":  func(*testing.T) []llama.Drafter { return []llama.Drafter{&draft.NgramCache{}} },
+		"ngram map-k4v": func(*testing.T) []llama.Drafter {
+			return []llama.Drafter{&draft.NgramMap{SizeN: 2, SizeM: 4, Values: true}}
+		},
+		"ngram mod": func(*testing.T) []llama.Drafter {
+			return []llama.Drafter{&draft.NgramMod{Table: draft.NewNgramModTable(3), NMin: 1, NMax: 8}}
+		},
 		"ngram then draft model": func(t *testing.T) []llama.Drafter {
 			d, err := draft.NewModel(m, draftCtx, draft.ModelOptions{NMax: 4})
 			require.NoError(t, err)
@@ -145,5 +151,36 @@ func TestSpeculativeNgramRepetition(t *testing.T) {
 		assert.Positive(t, adapted.stats.Accepted, "%T: %+v", mk(), adapted.stats)
 		assert.Less(t, adapted.stats.Drafts, fixed.stats.Drafts, "%T: %+v, fixed %+v", mk(), adapted.stats, fixed.stats)
 		t.Logf("%T: adapted %+v, fixed %+v", mk(), adapted.stats, fixed.stats)
+	}
+}
+
+// beginRecorder is a DraftBeginner that records its Begin calls.
+type beginRecorder struct {
+	draft.NgramSimple
+	begins [][]llama.Token
+}
+
+func (b *beginRecorder) Begin(prompt []llama.Token) {
+	b.begins = append(b.begins, append([]llama.Token(nil), prompt...))
+}
+
+// TestSpeculativeBegin: generation begins each sequence in a
+// DraftBeginner with the prompt, once, before drafting, whether the
+// drafter is adapted (wrapped in an AdaptiveDrafter) or not.
+func TestSpeculativeBegin(t *testing.T) {
+	m := stories(t)
+	c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
+	for _, off := range []bool{false, true} {
+		rec := &beginRecorder{NgramSimple: draft.NgramSimple{SizeN: 2, SizeM: 4}}
+		var want [][]llama.Token
+		for _, prompt := range []string{"Once upon a time", "Lily and Tom went"} {
+			toks, err := m.Tokenize(prompt, llama.TokenizeOptions{AddSpecial: true, ParseSpecial: true})
+			require.NoError(t, err)
+			want = append(want, toks)
+			require.NoError(t, c.Memory().Clear())
+			runGen(t, c, prompt, llama.GenerateOptions{MaxTokens: 20,
+				Speculative: &llama.Speculative{Drafters: []llama.Drafter{rec}, Adapt: llama.DraftAdapt{Off: off}}})
+		}
+		assert.Equal(t, want, rec.begins, "adapt off: %v", off)
 	}
 }
