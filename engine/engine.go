@@ -203,8 +203,9 @@ type Options struct {
 	ControlVectorStart, ControlVectorEnd int
 	// PromptCacheMiB bounds the host-RAM prompt cache (llama-server's
 	// --cache-ram): a completion request that makes its slot drop more than
-	// half of its cached prompt first saves that prompt's KV state there,
-	// and restores the cached prompt that best continues its own. 0: 8192
+	// half of its cached prompt first saves that prompt's KV state there
+	// (with or without its CachePrompt, as llama-server), and with
+	// CachePrompt restores the cached prompt that best continues its own. 0: 8192
 	// MiB (llama-server's default); negative: no limit. NoPromptCache
 	// turns the cache off (--cache-ram 0).
 	PromptCacheMiB int

@@ -128,8 +128,9 @@ func (c *promptCache) load(e *Engine, s *engSlot, prompt []llama.Token) {
 
 // update runs when a completion request starts on slot s: if the slot would
 // lose more than half of what it holds (or holds nothing), its prompt is
-// saved and the best cached prompt for the request is loaded.
-func (c *promptCache) update(e *Engine, s *engSlot, prompt []llama.Token) {
+// saved and, with load (the request's CachePrompt), the best cached prompt
+// for the request is loaded.
+func (c *promptCache) update(e *Engine, s *engSlot, prompt []llama.Token, load bool) {
 	lcp := engCommonPrefix(s.cache, prompt)
 	if len(s.cache) > 0 && float64(lcp)/float64(len(s.cache)) >= 0.5 {
 		return
@@ -137,7 +138,9 @@ func (c *promptCache) update(e *Engine, s *engSlot, prompt []llama.Token) {
 	// llama-server's log line, which its test suite looks for.
 	c.log.Debug("updating prompt cache", "slot", s.id)
 	c.save(e, s)
-	c.load(e, s, prompt)
+	if load {
+		c.load(e, s, prompt)
+	}
 }
 
 // cacheIdleSlots saves every idle slot's prompt to the cache when a request

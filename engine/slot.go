@@ -143,8 +143,11 @@ func (e *Engine) start(s *engSlot) {
 	// Prompt cache: keep the common prefix, decode the rest (at least the
 	// last token, for its logits).
 	n := 0
-	if t.CachePrompt && t.Media == nil && e.pcache != nil {
-		e.pcache.update(e, s, s.prompt)
+	if t.Media == nil && e.pcache != nil {
+		// Without CachePrompt the slot's prompt is saved all the same
+		// before the request overwrites it, as in llama-server; nothing
+		// is restored for a request that will not use it.
+		e.pcache.update(e, s, s.prompt, t.CachePrompt)
 	}
 	if t.CachePrompt && t.Media == nil {
 		n = engCommonPrefix(s.cache, s.prompt)

@@ -186,3 +186,32 @@ func TestNgramDraftersAgainstLlamaServer(t *testing.T) {
 		})
 	}
 }
+
+// TestPromptCacheAgainstLlamaServer sends both servers, on one slot and
+// with the prompt cache on, prompts that push one another out of the slot,
+// some with cache_prompt false, and requires the same cached and evaluated
+// token counts: a prompt a request without cache_prompt pushed out of the
+// slot still comes back from the prompt cache, as in llama-server.
+func TestPromptCacheAgainstLlamaServer(t *testing.T) {
+	model := testenv.Model(t, "stories260K.gguf")
+	ref, ours := startAgainstLlamaServer(t, model, 1, nil, engine.Options{})
+	long := "Once upon a time, there was a little girl named Lily. She had a big red ball that she liked to throw very high."
+	other := "The sun was warm and the birds sang in the park, and the children ran to the pond to see the ducks."
+	for i, step := range []struct {
+		prompt string
+		cache  bool
+	}{
+		{long, true},
+		{other, false}, // pushes long out: saved to the prompt cache first
+		{long, true},   // back from the prompt cache
+		{other, true},
+		{other + " Then they went home.", false}, // keeps most of other: nothing saved
+		{long, true},
+		{long + " The ball flew over the tree.", false},
+		{other, true},
+	} {
+		body := map[string]any{"prompt": step.prompt, "n_predict": 4, "temperature": 0, "cache_prompt": step.cache}
+		fields := []string{"content", "tokens_cached", "timings.cache_n", "timings.prompt_n"}
+		assert.Equal(t, completionFields(t, ref, body, fields...), completionFields(t, ours, body, fields...), "step %d", i)
+	}
+}
