@@ -764,7 +764,7 @@ func flagTable(c *config) []flagDef {
 		}},
 		{names: []string{"--spec-ngram-simple-size-n"}, arg: "N", sec: spc, help: "n-gram (simple) lookup length (1 to 1024, default 12)", set: intInTo(1, 1024, &sd.NgramSimpleSizeN)},
 		{names: []string{"--spec-ngram-simple-size-m"}, arg: "N", sec: spc, help: "n-gram (simple) draft length (1 to 1024, default 48)", set: intInTo(1, 1024, &sd.NgramSimpleSizeM)},
-		{names: []string{"--spec-ngram-simple-min-hits"}, arg: "N", sec: spc, help: "n-gram (simple) fewest hits", set: anyInt},
+		{names: []string{"--spec-ngram-simple-min-hits"}, arg: "N", sec: spc, help: "n-gram (simple) fewest hits (1 to 65535; no effect, as in llama-server)", set: intIn(1, 65535)},
 		{names: []string{"--spec-ngram-map-k-size-n"}, arg: "N", sec: spc, help: "n-gram (map-k) lookup length (1 to 1024, default 12)", set: intInTo(1, 1024, &sd.NgramMapKSizeN)},
 		{names: []string{"--spec-ngram-map-k-size-m"}, arg: "N", sec: spc, help: "n-gram (map-k) draft length (1 to 1024, default 48)", set: intInTo(1, 1024, &sd.NgramMapKSizeM)},
 		{names: []string{"--spec-ngram-map-k-min-hits"}, arg: "N", sec: spc, help: "n-gram (map-k) fewest hits (1 to 65535; no effect, as in llama-server)", set: intIn(1, 65535)},

@@ -631,6 +631,7 @@ func TestFlagSpeculative(t *testing.T) {
 		{name: "removed ngram sizes", args: []string{"--spec-ngram-size-n", "3"}, err: "use the respective --spec-ngram-*-size-n"},
 		{name: "removed ngram hits", args: []string{"--spec-ngram-min-hits", "3"}, err: "use the respective --spec-ngram-*-min-hits"},
 		{name: "ngram min hits 0", args: []string{"--spec-ngram-map-k4v-min-hits", "0"}, err: "out of range"},
+		{name: "simple min hits 0", args: []string{"--spec-ngram-simple-min-hits", "0"}, err: "out of range"},
 		{name: "map-k min hits too big", args: []string{"--spec-ngram-map-k-min-hits", "65536"}, err: "out of range"},
 		{name: "lookup caches", args: []string{"-lcs", "s.bin", "--lookup-cache-dynamic", "d.bin"}, want: engine.SpeculativeOptions{LookupCacheStatic: "s.bin", LookupCacheDynamic: "d.bin"}},
 		{name: "lookup caches long", args: []string{"--lookup-cache-static", "s.bin", "-lcd", "d.bin"}, want: engine.SpeculativeOptions{LookupCacheStatic: "s.bin", LookupCacheDynamic: "d.bin"}},
