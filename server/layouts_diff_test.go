@@ -114,7 +114,7 @@ func diffCacheReuse(t *testing.T, model string, np int) {
 // (drafting as llama-server: no adaptation) with each n-gram drafter on
 // stories260K, with small sizes (and ngram-mod as --spec-default sets
 // it), and requires the same texts and the same drafted and accepted
-// token counts: over three unrelated requests in a row, then over a
+// token counts: over four unrelated requests in a row, then over a
 // conversation whose prompts grow by each answer. The drafters' state
 // outlives a request (ngram-mod's table is shared, the ngram maps are the
 // slot's), so the order of the requests counts.
@@ -122,7 +122,10 @@ func TestNgramDraftersAgainstLlamaServer(t *testing.T) {
 	model := testenv.Model(t, "stories260K.gguf")
 	prompts := []string{strings.Repeat("1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ", 4),
 		strings.Repeat("The cat sat on the mat. The dog sat on the log. ", 5),
-		"Once upon a time, there was a little girl named Lily. She loved to play outside in the park. Once upon a time, there was a little girl named Lily."}
+		"Once upon a time, there was a little girl named Lily. She loved to play outside in the park. Once upon a time, there was a little girl named Lily.",
+		// Long enough a repeat for --spec-default's 24-token n-grams and
+		// drafts of 48 to 64 tokens.
+		strings.Repeat("Tom had a red kite. He ran to the hill with his dog, and the wind took the kite up high. The dog barked and ran after it. ", 3)}
 	for _, tt := range []struct {
 		name  string
 		flags []string
@@ -180,9 +183,8 @@ func TestNgramDraftersAgainstLlamaServer(t *testing.T) {
 				c, _ := o["content"].(string)
 				conv += c + next
 			}
-			if tt.name != "spec-default" { // its sizes are too large for these prompts
-				assert.Positive(t, drafted, "%s drafted", tt.name)
-			}
+			assert.Positive(t, drafted, "%s drafted", tt.name)
+			t.Logf("%s: %.0f tokens drafted over seven requests", tt.name, drafted)
 		})
 	}
 }
