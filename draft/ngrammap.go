@@ -90,9 +90,12 @@ func mapHash(toks []llama.Token) uint32 {
 	return h % mapHashSize
 }
 
-// Begin starts a new sequence whose tokens so far (its prompt) are
-// prompt. What the map learned of positions past where prompt departs
-// from the last sequence's length is forgotten.
+// Begin implements llama.DraftBeginner: it starts a new sequence whose
+// tokens so far are prompt. When prompt is shorter than the last sequence,
+// what the map learned past the last sequence's prompt (past prompt's
+// length less SizeN+SizeM, when that is shorter still) is forgotten, and
+// the rest kept, as llama.cpp does: it takes the new sequence to go on
+// from the old one's prompt, as a conversation's next turn does.
 func (s *NgramMap) Begin(prompt []llama.Token) {
 	n, m := s.sizes()
 	size := len(prompt)
