@@ -111,6 +111,7 @@ type AdaptiveDrafter struct {
 	offered int  // drafts it offered
 	max     int  // the max of the last draft's request
 	pending int  // tokens of the last draft, until Accepted (0: none)
+	planned int  // the most tokens Plan allowed, until Offer
 	cut     bool // the last draft may have been cut by the cap
 }
 
@@ -118,16 +119,37 @@ type AdaptiveDrafter struct {
 // the drafter sits out this step, and caps the draft's length.
 // A nil Drafter, or a max of 0 or less, drafts nothing.
 func (a *AdaptiveDrafter) Draft(ctx context.Context, history []Token, max int) ([]Token, error) {
-	a.pending = 0
-	if a.Drafter == nil || max <= 0 {
+	n := a.Plan(max)
+	if n <= 0 {
 		return nil, nil
 	}
+	toks, err := a.Drafter.Draft(ctx, history, n)
+	if err != nil {
+		return nil, err
+	}
+	return a.Offer(toks), nil
+}
+
+// Plan and Offer split Draft for a caller that asks the wrapped drafter
+// itself (a server drafting for several sequences in one batch): Plan
+// returns the most tokens the wrapped drafter may draft this step, 0 when
+// it sits out (the step then counts as drafting nothing); the caller asks
+// it for at most that many and passes its draft to Offer, which returns it
+// capped. After an error the caller skips Offer, as Draft does: the step
+// counts as not asked. Draft is Plan, the ask, then Offer.
+func (a *AdaptiveDrafter) Plan(max int) int {
+	a.pending = 0
+	a.planned = 0
+	if a.Drafter == nil || max <= 0 {
+		return 0
+	}
 	if a.Adapt.Off {
-		return a.Drafter.Draft(ctx, history, max)
+		a.planned, a.cut = max, false
+		return max
 	}
 	if a.skip > 0 {
 		a.skip--
-		return nil, nil
+		return 0
 	}
 	a.max = max
 	limit := a.limit
@@ -137,22 +159,32 @@ func (a *AdaptiveDrafter) Draft(ctx context.Context, history []Token, max int) (
 			limit = defaultDraftStart
 		}
 	}
-	capped := max > limit
-	max = min(max, limit)
-	toks, err := a.Drafter.Draft(ctx, history, max)
-	if err != nil {
-		return nil, err
+	a.cut = max > limit // the draft may be cut by the cap
+	a.planned = min(max, limit)
+	return a.planned
+}
+
+// Offer records the wrapped drafter's draft for the step Plan planned,
+// and returns it within the plan.
+func (a *AdaptiveDrafter) Offer(toks []Token) []Token {
+	n := a.planned
+	a.planned = 0
+	if n <= 0 {
+		return nil
 	}
-	if len(toks) > max {
-		toks = toks[:max]
+	if len(toks) > n {
+		toks = toks[:n]
 	}
-	a.cut = capped && len(toks) == max
+	if a.Adapt.Off {
+		return toks
+	}
+	a.cut = a.cut && len(toks) == n
 	a.asked++
 	if len(toks) > 0 {
 		a.offered++
 	}
 	a.pending = len(toks)
-	return toks, nil
+	return toks
 }
 
 // Begin implements DraftBeginner: it passes prompt on to the wrapped
