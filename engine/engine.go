@@ -363,6 +363,7 @@ func (e *Engine) takeSampler(s *engSlot) (chain, gram *llama.SamplerChain, accep
 }
 
 type Engine struct {
+	gens []*engSlot // the generating slots of a step (scratch)
 	// toSample and sampleJobs are the step's slots to sample and their
 	// jobs for presample, kept between steps.
 	toSample      []*engSlot

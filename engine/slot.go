@@ -289,6 +289,7 @@ func (e *Engine) step() bool {
 			nGen++
 		}
 	}
+	gens := e.gens[:0]
 	for _, s := range e.slots {
 		s.iBatch = -1
 		s.undoCache, s.undoIdx = len(s.cache), s.promptIdx
@@ -305,11 +306,18 @@ func (e *Engine) step() bool {
 				continue
 			}
 		}
-		s.iBatch = b.Len()
-		b.Add(s.last, len(s.cache), s.id, true)
 		s.cache = append(s.cache, s.last)
+		gens = append(gens, s)
+	}
+	e.gens = gens
+	// Every generating slot's draft first (the draft model's for all of
+	// them in shared batches), then each slot's last token and draft.
+	e.specDraftAll(gens)
+	for _, s := range gens {
+		s.iBatch = b.Len()
+		b.Add(s.last, len(s.cache)-1, s.id, true)
 		kGen++
-		e.specAdd(s, e.nBatch-b.Len()-(nGen-kGen))
+		e.specPut(s)
 	}
 	// While slots generate, a long prompt goes in chunks between their
 	// tokens, sized by the pacer (see prefill.go); a short one goes whole.

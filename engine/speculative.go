@@ -317,9 +317,12 @@ type engSlotSpec struct {
 	// fault is a drafter's panic in this step's drafting: the step decodes
 	// the slot's token and then ends its request.
 	fault    *llama.PanicError
-	drafted  int // this request's drafted tokens (timings.draft_n)
-	accepted int // of which accepted (timings.draft_n_accepted)
-	checks   int // drafts checked
+	n        int                // the most tokens of this step's draft
+	deferAt  int                // the draft model's index in spec.Drafters when its draft waits for the batch (-1: none)
+	req      draft.ModelRequest // its request
+	drafted  int                // this request's drafted tokens (timings.draft_n)
+	accepted int                // of which accepted (timings.draft_n_accepted)
+	checks   int                // drafts checked
 }
 
 // specStart gives a slot the drafters of its new request, and begins
@@ -391,47 +394,106 @@ func beginOne(b llama.DraftBeginner, prompt []llama.Token) (err error) {
 	return nil
 }
 
-// specAdd puts a generating slot's last token and, when its drafters have
-// one, a draft into the batch. Its s.last is already in the batch and
-// appended to s.cache; room is how many more batch positions this slot may
-// take. It reports whether a draft was added.
-func (e *Engine) specAdd(s *engSlot, room int) bool {
-	ss := &s.spec
-	ss.draft, ss.drafter = ss.draft[:0], nil
-	if e.spec == nil || s.tk == nil || len(ss.spec.Drafters) == 0 {
-		return false
-	}
-	t := s.tk.t
-	// As llama-server: the draft and the next sample must fit the context
-	// (one position spare for a context shift) and n_predict.
-	n := min(e.nCtxSlot-(len(s.cache)-1)-2, room)
-	if t.NPredict >= 0 {
-		n = min(n, t.NPredict-s.generated-1)
-	}
-	if n <= 0 {
-		return false
-	}
-	draft, d, fault := e.specDraft(ss, s.cache, n)
-	if fault != nil {
-		ss.fault = fault
-		return false
-	}
-	if len(draft) == 0 {
-		return false
-	}
-	for _, tok := range draft {
-		if e.model.CheckToken(tok) != nil {
-			return false
+// specDraftAll drafts for the generating slots of a step, in order, each
+// within what its context, n_predict and the batch leave (one position
+// spare for a context shift, as llama-server): the n-gram drafters of each
+// slot at once, the draft model's drafts of all the slots that reach it
+// together, in shared batches (draft.DraftModels), as llama-server drafts
+// for its slots. Each slot's s.cache already ends with its last token.
+func (e *Engine) specDraftAll(gens []*engSlot) {
+	sp := e.spec
+	used := 0 // batch positions the earlier slots' drafts may take
+	var reqs []*draft.ModelRequest
+	var waiting []*engSlot
+	for _, s := range gens {
+		ss := &s.spec
+		ss.draft, ss.drafter, ss.deferAt = ss.draft[:0], nil, -1
+		if sp == nil || s.tk == nil || len(ss.spec.Drafters) == 0 {
+			continue
+		}
+		t := s.tk.t
+		n := min(e.nCtxSlot-(len(s.cache)-1)-2, e.nBatch-len(gens)-used)
+		if t.NPredict >= 0 {
+			n = min(n, t.NPredict-s.generated-1)
+		}
+		if ss.spec.NMax > 0 {
+			n = min(n, ss.spec.NMax)
+		}
+		if n <= 0 || n < ss.spec.NMin {
+			continue
+		}
+		ss.n = n
+		toks, d, fault := e.specDraftFrom(s, 0, true)
+		switch {
+		case fault != nil:
+			ss.fault = fault
+		case ss.deferAt >= 0:
+			reqs, waiting = append(reqs, &ss.req), append(waiting, s)
+			used += ss.req.Max
+		default:
+			ss.draft, ss.drafter = append(ss.draft, toks...), d
+			used += len(toks)
 		}
 	}
-	ss.draft, ss.drafter = append(ss.draft, draft...), d
+	if len(reqs) == 0 {
+		return
+	}
+	err := e.draftModels(reqs)
+	for _, s := range waiting {
+		ss := &s.spec
+		if pe, ok := err.(*llama.PanicError); ok {
+			ss.fault = pe
+			continue
+		}
+		d := ss.spec.Drafters[ss.deferAt]
+		toks := ss.req.Draft
+		if a, ok := d.(*llama.AdaptiveDrafter); ok && err == nil {
+			toks = a.Offer(toks)
+		}
+		toks = toks[:min(len(toks), ss.n)]
+		if len(toks) == 0 {
+			// On to the drafters after the draft model.
+			var fault *llama.PanicError
+			if toks, d, fault = e.specDraftFrom(s, ss.deferAt+1, false); fault != nil {
+				ss.fault = fault
+				continue
+			}
+		} else if len(toks) < ss.spec.NMin {
+			toks = nil
+		}
+		if len(toks) > 0 {
+			ss.draft, ss.drafter = append(ss.draft, toks...), d
+		}
+	}
+}
+
+// draftModels runs draft.DraftModels, returning its panic as a
+// *llama.PanicError.
+func (e *Engine) draftModels(reqs []*draft.ModelRequest) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = llama.NewPanicError("engine: drafter", v)
+		}
+	}()
+	return draft.DraftModels(e.baseCtx, reqs)
+}
+
+// specPut puts a slot's draft into the batch after its last token (the
+// draft is in memory after the decode; s.cache gets each token only once
+// it is accepted). A draft holding a token the model does not have is
+// dropped.
+func (e *Engine) specPut(s *engSlot) {
+	ss := &s.spec
+	for _, tok := range ss.draft {
+		if e.model.CheckToken(tok) != nil {
+			ss.draft, ss.drafter = ss.draft[:0], nil
+			return
+		}
+	}
 	ss.iFirst = s.iBatch
-	for i, tok := range draft {
+	for i, tok := range ss.draft {
 		e.batch.Add(tok, len(s.cache)+i, s.id, true)
 	}
-	// The draft is in memory after the decode; s.cache gets each token
-	// only once it is accepted.
-	return true
 }
 
 // specVerify samples a slot's outputs after the decode: at the last token
@@ -486,20 +548,30 @@ func (e *Engine) specVerify(s *engSlot) {
 	}
 }
 
-// specDraft asks the slot's drafters, in order, for at most n tokens
-// following history; the first non-empty draft wins (as llama.cpp), within
-// the request's n_max and n_min. A drafter's error counts as no draft; a
-// drafter's panic is returned (fault), the request cannot go on with a
-// drafter in an unknown state.
-func (e *Engine) specDraft(ss *engSlotSpec, history []llama.Token, n int) (_ []llama.Token, _ llama.Drafter, fault *llama.PanicError) {
-	sp := &ss.spec
-	if sp.NMax > 0 {
-		n = min(n, sp.NMax)
-	}
-	if n <= 0 || n < sp.NMin {
-		return nil, nil, nil
-	}
-	for _, d := range sp.Drafters {
+// specDraftFrom asks the slot's drafters, in order from the from-th, for
+// at most ss.n tokens following s.cache; the first non-empty draft wins
+// (as llama.cpp), within the request's n_min. With deferModel, the slot's
+// draft model is not asked: the search stops there, with ss.deferAt its
+// index and ss.req the request for draft.DraftModels (unless the drafter
+// sits this step out, when the search goes on). A drafter's error counts
+// as no draft; a drafter's panic is returned (fault), the request cannot
+// go on with a drafter in an unknown state.
+func (e *Engine) specDraftFrom(s *engSlot, from int, deferModel bool) (_ []llama.Token, _ llama.Drafter, fault *llama.PanicError) {
+	ss := &s.spec
+	sp, n, history := &ss.spec, ss.n, s.cache
+	for i := from; i < len(sp.Drafters); i++ {
+		d := sp.Drafters[i]
+		if m := e.slotDraftModel(s, d); m != nil && deferModel {
+			max := n
+			if a, ok := d.(*llama.AdaptiveDrafter); ok {
+				max = a.Plan(n)
+			}
+			if max <= 0 {
+				continue
+			}
+			ss.deferAt, ss.req = i, draft.ModelRequest{Model: m, History: history, Max: max}
+			return nil, nil, nil
+		}
 		toks, err := e.draftOne(d, history, n)
 		if pe, ok := err.(*llama.PanicError); ok {
 			return nil, nil, pe
@@ -519,6 +591,22 @@ func (e *Engine) specDraft(ss *engSlotSpec, history []llama.Token, n int) (_ []l
 		return toks, d, nil
 	}
 	return nil, nil, nil
+}
+
+// slotDraftModel returns the engine's draft model drafter of slot s when d
+// is it (wrapped in an AdaptiveDrafter or not), else nil.
+func (e *Engine) slotDraftModel(s *engSlot, d llama.Drafter) *draft.Model {
+	if e.spec == nil || s.id >= len(e.spec.drafts) {
+		return nil
+	}
+	m := e.spec.drafts[s.id]
+	if a, ok := d.(*llama.AdaptiveDrafter); ok {
+		d = a.Drafter
+	}
+	if d == llama.Drafter(m) {
+		return m
+	}
+	return nil
 }
 
 // draftOne asks d for a draft, returning its panic as a *llama.PanicError.

@@ -110,15 +110,16 @@ func diffCacheReuse(t *testing.T, model string, np int) {
 	}
 }
 
-// TestNgramDraftersAgainstLlamaServer runs llama-server and this server
-// (drafting as llama-server: no adaptation) with each n-gram drafter on
-// stories260K, with small sizes (and ngram-mod as --spec-default sets
-// it), and requires the same texts and the same drafted and accepted
-// token counts: over four unrelated requests in a row, then over a
-// conversation whose prompts grow by each answer. The drafters' state
-// outlives a request (ngram-mod's table is shared, the ngram maps are the
-// slot's), so the order of the requests counts.
-func TestNgramDraftersAgainstLlamaServer(t *testing.T) {
+// TestDraftersAgainstLlamaServer runs llama-server and this server
+// (drafting as llama-server: no adaptation) with each n-gram drafter, and
+// stories260K drafting for itself, on stories260K, with small sizes (and
+// ngram-mod as --spec-default sets it), and requires the same texts and
+// the same drafted and accepted token counts: over four unrelated
+// requests in a row, then over a conversation whose prompts grow by each
+// answer. The drafters' state outlives a request (ngram-mod's table is
+// shared, the ngram maps are the slot's), so the order of the requests
+// counts.
+func TestDraftersAgainstLlamaServer(t *testing.T) {
 	model := testenv.Model(t, "stories260K.gguf")
 	prompts := []string{strings.Repeat("1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ", 4),
 		strings.Repeat("The cat sat on the mat. The dog sat on the log. ", 5),
@@ -147,6 +148,8 @@ func TestNgramDraftersAgainstLlamaServer(t *testing.T) {
 		// which makes no n-gram. Ours learns the whole sequence and drafts
 		// more, so only the texts are compared.
 		{"cache", []string{"--spec-type", "ngram-cache"}, engine.SpeculativeOptions{Types: []string{engine.SpecNgramCache}}},
+		{"draft model", []string{"-md", model, "--spec-type", "draft-simple", "--spec-draft-n-max", "4", "--spec-draft-p-min", "0.3", "-td", "1", "-tbd", "1"},
+			engine.SpeculativeOptions{Types: []string{engine.SpecDraftSimple}, DraftModel: model, NMax: 4, PMin: 0.3}},
 		{"all n-gram types", []string{"--spec-type", "ngram-map-k4v,ngram-simple,ngram-map-k,ngram-mod",
 			"--spec-ngram-simple-size-n", "5", "--spec-ngram-map-k-size-n", "4", "--spec-ngram-map-k4v-size-n", "2", "--spec-ngram-mod-n-match", "3", "--spec-ngram-mod-n-min", "1"},
 			engine.SpeculativeOptions{Types: []string{engine.SpecNgramMapK4V, engine.SpecNgramSimple, engine.SpecNgramMapK, engine.SpecNgramMod},
