@@ -1,6 +1,7 @@
 package draft_test
 
 import (
+	"bytes"
 	"context"
 	"testing"
 
@@ -80,4 +81,39 @@ func TestDraftModels(t *testing.T) {
 	assert.ErrorContains(t, err, "drafted twice")
 	require.NoError(t, draft.DraftModels(ctx, []*draft.ModelRequest{{}, nil}))
 	assert.ErrorIs(t, draft.DraftModels(ctx, []*draft.ModelRequest{{Model: &draft.Model{}}}), llama.ErrInvalid)
+}
+
+// FuzzDraftModels drafts with stories260K for itself on three sequences of
+// one context at once, from fuzzed histories of valid tokens (some empty,
+// some longer than the 128-token context), maxes and PMins, several
+// rounds on the same drafters: never an error, never more than asked.
+func FuzzDraftModels(f *testing.F) {
+	f.Add([]byte("abcabcabcabc"), []byte("xyz"), []byte("Once upon a time"), 4, 2, 0.0)
+	f.Add([]byte(""), []byte("a"), bytes.Repeat([]byte("long "), 40), 8, -3, 0.9)
+	f.Fuzz(func(t *testing.T, h1, h2, h3 []byte, max, step int, pmin float64) {
+		if len(h1)+len(h2)+len(h3) > 1024 {
+			return
+		}
+		m := stories(t)
+		c := newCtx(t, m, llama.ContextOptions{ContextSize: 384, BatchSize: 32, Threads: 1, Sequences: 3})
+		var ds []*draft.Model
+		for i := range 3 {
+			d, err := draft.NewModel(m, c, draft.ModelOptions{NMax: 6, Seq: i})
+			require.NoError(t, err)
+			d.SetPMin(float32(pmin))
+			ds = append(ds, d)
+		}
+		hists := [][]llama.Token{historyOf(h1, true), historyOf(h2, true), historyOf(h3, true)}
+		for round := range 3 {
+			var reqs []*draft.ModelRequest
+			for i, h := range hists {
+				reqs = append(reqs, &draft.ModelRequest{Model: ds[i], History: h, Max: max + round*step})
+			}
+			require.NoError(t, draft.DraftModels(context.Background(), reqs))
+			for i, r := range reqs {
+				require.LessOrEqual(t, len(r.Draft), ourMax(r.Max, 0))
+				hists[i] = append(hists[i], r.Draft...)
+			}
+		}
+	})
 }
