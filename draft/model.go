@@ -131,71 +131,16 @@ func (d *Model) Reset() error {
 	return err
 }
 
-// Draft implements llama.Drafter.
+// Draft implements llama.Drafter: DraftModels with this one request.
 func (d *Model) Draft(ctx context.Context, history []llama.Token, max int) ([]llama.Token, error) {
 	if d == nil || d.c == nil {
 		return nil, errorf(llama.CodeInvalid, "draft model", "not made by NewModel")
 	}
-	max = min(max, d.opts.NMax)
-	if len(history) == 0 || max <= 0 {
-		return nil, nil
+	r := ModelRequest{Model: d, History: history, Max: max}
+	if err := DraftModels(ctx, []*ModelRequest{&r}); err != nil {
+		return nil, err
 	}
-	c, seq := d.c, d.opts.Seq
-	// Room in the draft context: the history and the draft must fit.
-	max = min(max, c.SeqSize()-len(history))
-	if max <= 0 {
-		return nil, nil
-	}
-	// Keep the common prefix in memory, decode the rest of the history.
-	keep := commonPrefix(d.cache, history[:len(history)-1])
-	if keep < len(d.cache) {
-		if _, err := c.Memory().Remove(seq, keep, -1); err != nil {
-			return nil, err
-		}
-		d.cache = d.cache[:keep]
-	}
-	todo := history[keep:]
-	pos := keep
-	for len(todo) > 0 {
-		n := min(len(todo), d.batch.Cap())
-		d.batch.Clear()
-		if err := d.batch.AddSequence(todo[:n], pos, seq, n == len(todo)); err != nil {
-			return nil, err
-		}
-		if err := c.Decode(ctx, d.batch); err != nil {
-			d.cache = d.cache[:0]
-			_, _ = c.Memory().Remove(seq, 0, -1)
-			return nil, err
-		}
-		d.cache = append(d.cache, todo[:n]...)
-		todo, pos = todo[n:], pos+n
-	}
-	var out []llama.Token
-	for {
-		logits, err := c.Logits(d.batch.Len() - 1)
-		if err != nil {
-			return nil, err
-		}
-		tok, p := d.best(logits)
-		if p < d.opts.PMin {
-			break
-		}
-		out = append(out, tok)
-		if len(out) >= max {
-			break
-		}
-		d.batch.Clear()
-		_ = d.batch.Add(tok, pos, seq, true)
-		if err := c.Decode(ctx, d.batch); err != nil {
-			return nil, err
-		}
-		d.cache = append(d.cache, tok)
-		pos++
-	}
-	if len(out) < d.opts.NMin {
-		return nil, nil
-	}
-	return out, nil
+	return r.Draft, nil
 }
 
 // best returns the most likely token and its probability among the 10

@@ -22,10 +22,10 @@ type ModelRequest struct {
 }
 
 // DraftModels drafts for several sequences of one draft context at once:
-// for each request what its Model's Draft would, but with the decodes of
-// all the sequences in shared batches (one to bring their memories up to
+// for each request what its Model's Draft would, with the decodes of all
+// the sequences in shared batches (one to bring their memories up to
 // their histories, more only when that does not fit a batch, then one per
-// drafted position), where Draft decodes each sequence alone. A server
+// drafted position), where one Draft decodes its sequence alone. A server
 // drafting for N slots so runs a few decodes of N tokens each step instead
 // of N times as many of one token. The Models must share one context, each
 // on a sequence of its own; a nil request, or one without a Model, is
@@ -36,9 +36,8 @@ type ModelRequest struct {
 func DraftModels(ctx context.Context, reqs []*ModelRequest) error {
 	var c *llama.Context
 	var b *llama.Batch
-	seqs := map[int]bool{}
 	active := make([]*ModelRequest, 0, len(reqs))
-	for _, r := range reqs {
+	for i, r := range reqs {
 		if r == nil {
 			continue
 		}
@@ -56,10 +55,11 @@ func DraftModels(ctx context.Context, reqs []*ModelRequest) error {
 		if m.c != c {
 			return errorf(llama.CodeInvalid, "draft model", "drafters of different contexts in one batch")
 		}
-		if seqs[m.opts.Seq] {
-			return errorf(llama.CodeInvalid, "draft model", "sequence %d drafted twice in one batch", m.opts.Seq)
+		for _, o := range reqs[:i] {
+			if o != nil && o.Model != nil && o.Model.opts.Seq == m.opts.Seq {
+				return errorf(llama.CodeInvalid, "draft model", "sequence %d drafted twice in one batch", m.opts.Seq)
+			}
 		}
-		seqs[m.opts.Seq] = true
 		r.max = min(r.Max, m.opts.NMax)
 		if len(r.History) == 0 || r.max <= 0 {
 			continue
@@ -70,95 +70,115 @@ func DraftModels(ctx context.Context, reqs []*ModelRequest) error {
 		r.done = false
 		active = append(active, r)
 	}
-	if len(active) == 0 {
-		return nil
-	}
-	fail := func(err error) error {
-		for _, r := range active {
-			r.Draft = nil
-			r.Model.cache = r.Model.cache[:0]
-			_, _ = c.Memory().Remove(r.Model.opts.Seq, 0, -1)
+	for len(active) > 0 {
+		// At most a batch of sequences at a time: each needs a position
+		// in every batch below.
+		group := active[:min(len(active), b.Cap())]
+		active = active[len(group):]
+		if err := draftGroup(ctx, c, b, group); err != nil {
+			for _, r := range group {
+				r.Draft = nil
+				r.Model.cache = r.Model.cache[:0]
+				_, _ = c.Memory().Remove(r.Model.opts.Seq, 0, -1)
+			}
+			for _, r := range active {
+				r.done = true
+			}
+			return err
 		}
-		return err
 	}
-	// Each memory keeps its common prefix with its history; the rest
-	// but the last token is decoded, in as few batches as it fits.
-	b.Clear()
-	for _, r := range active {
+	return nil
+}
+
+// draftGroup drafts for group, at most b.Cap() requests.
+func draftGroup(ctx context.Context, c *llama.Context, b *llama.Batch, group []*ModelRequest) error {
+	// Each memory keeps its common prefix with its history. The rest of
+	// the histories goes into batches, the sequences' last tokens (whose
+	// logits give the first drafted tokens) into the last batch: the
+	// others fill batches before it only when all do not fit in one.
+	rest := 0
+	for _, r := range group {
 		m, hist := r.Model, r.History
 		keep := commonPrefix(m.cache, hist[:len(hist)-1])
 		if keep < len(m.cache) {
 			if _, err := c.Memory().Remove(m.opts.Seq, keep, -1); err != nil {
-				return fail(err)
+				return err
 			}
 			m.cache = m.cache[:keep]
 		}
 		r.pos = keep
-		for _, tok := range hist[keep : len(hist)-1] {
-			if b.Len() == b.Cap() {
+		rest += len(hist) - keep
+	}
+	b.Clear()
+	for _, r := range group {
+		m, hist := r.Model, r.History
+		for _, tok := range hist[r.pos : len(hist)-1] {
+			if b.Len() == b.Cap() || (b.Len() > 0 && rest <= b.Cap() && b.Len()+rest > b.Cap()) {
 				if err := c.Decode(ctx, b); err != nil {
-					return fail(err)
+					return err
 				}
 				b.Clear()
 			}
 			if err := b.Add(tok, r.pos, m.opts.Seq, false); err != nil {
-				return fail(err)
+				return err
 			}
 			m.cache = append(m.cache, tok)
 			r.pos++
+			rest--
 		}
-		r.next = hist[len(hist)-1]
 	}
-	if b.Len() > 0 {
+	if b.Len()+len(group) > b.Cap() {
 		if err := c.Decode(ctx, b); err != nil {
-			return fail(err)
+			return err
+		}
+		b.Clear()
+	}
+	for _, r := range group {
+		r.next = r.History[len(r.History)-1]
+	}
+	// Then one batch per drafted position: each sequence still drafting
+	// decodes its last token, whose logits give the next.
+	for {
+		n := 0
+		for _, r := range group {
+			if r.done {
+				continue
+			}
+			r.idx = b.Len()
+			if err := b.Add(r.next, r.pos, r.Model.opts.Seq, true); err != nil {
+				return err
+			}
+			n++
+		}
+		if n == 0 {
+			break
+		}
+		if err := c.Decode(ctx, b); err != nil {
+			return err
+		}
+		b.Clear()
+		for _, r := range group {
+			if r.done {
+				continue
+			}
+			m := r.Model
+			m.cache = append(m.cache, r.next)
+			r.pos++
+			logits, err := c.Logits(r.idx)
+			if err != nil {
+				return err
+			}
+			tok, p := m.best(logits)
+			if p < m.opts.PMin {
+				r.done = true
+				continue
+			}
+			r.Draft = append(r.Draft, tok)
+			r.next = tok
+			r.done = len(r.Draft) >= r.max
 		}
 	}
-	// Then one batch per drafted position, of the sequences still drafting
-	// (at most a batch of them at a time).
-	for left := active; len(left) > 0; {
-		group := left[:min(len(left), b.Cap())]
-		left = left[len(group):]
-		for {
-			b.Clear()
-			for _, r := range group {
-				if r.done {
-					continue
-				}
-				r.idx = b.Len()
-				if err := b.Add(r.next, r.pos, r.Model.opts.Seq, true); err != nil {
-					return fail(err)
-				}
-			}
-			if b.Len() == 0 {
-				break
-			}
-			if err := c.Decode(ctx, b); err != nil {
-				return fail(err)
-			}
-			for _, r := range group {
-				if r.done {
-					continue
-				}
-				m := r.Model
-				m.cache = append(m.cache, r.next)
-				r.pos++
-				logits, err := c.Logits(r.idx)
-				if err != nil {
-					return fail(err)
-				}
-				tok, p := m.best(logits)
-				if p < m.opts.PMin {
-					r.done = true
-					continue
-				}
-				r.Draft = append(r.Draft, tok)
-				r.next = tok
-				r.done = len(r.Draft) >= r.max
-			}
-		}
-	}
-	for _, r := range active {
+	for _, r := range group {
 		if len(r.Draft) < r.Model.opts.NMin {
 			r.Draft = nil
 		}

@@ -14,8 +14,8 @@ import (
 
 // TestDraftModels holds batched drafting to Model.Draft: stories260K
 // drafting for itself on four sequences of one context, round after round
-// (histories that grow by what was accepted, one that starts over, one
-// that sits a round out), gives each sequence the draft Draft gives it on
+// (histories that grow by what was accepted, one that starts over longer
+// than a batch, one that sits a round out), gives each sequence the draft Draft gives it on
 // a context of its own; and the mistakes of a caller are refused.
 func TestDraftModels(t *testing.T) {
 	ctx := context.Background()
@@ -67,7 +67,11 @@ func TestDraftModels(t *testing.T) {
 			hist[i] = append(append(hist[i], r.Draft[:len(r.Draft)/2]...), llama.Token(100+round))
 		}
 		if round == 3 {
-			hist[2] = append([]llama.Token(nil), prompts[2]...) // starts over
+			// Starts over, longer than a batch (64): its catch-up takes
+			// two batches.
+			hist[2] = tok("The dog ran to the park. He saw a big tree and a little bird. The bird sang a song. " +
+				"The dog was happy and he barked. Then the sun went down and the dog went home to sleep in his bed.")
+			require.Greater(t, len(hist[2]), 64)
 		}
 	}
 	assert.Greater(t, drafted, 20)
