@@ -2,6 +2,7 @@ package draft
 
 import (
 	"context"
+	"slices"
 
 	"github.com/x/llama"
 )
@@ -137,15 +138,7 @@ func (s *NgramMap) Begin(prompt []llama.Token) {
 
 // equalAt reports whether toks[i:i+len(key)] is key (false past the end).
 func equalAt(toks []llama.Token, i int, key []llama.Token) bool {
-	if i < 0 || i+len(key) > len(toks) {
-		return false
-	}
-	for k, t := range key {
-		if toks[i+k] != t {
-			return false
-		}
-	}
-	return true
+	return i >= 0 && i+len(key) <= len(toks) && slices.Equal(toks[i:i+len(key)], key)
 }
 
 // Draft implements llama.Drafter.

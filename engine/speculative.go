@@ -383,13 +383,17 @@ func (e *Engine) specStart(s *engSlot) error {
 	return nil
 }
 
+// drafterPanic, deferred by the calls into drafters, sets *err to the
+// drafter's panic as a *llama.PanicError.
+func drafterPanic(err *error) {
+	if v := recover(); v != nil {
+		*err = llama.NewPanicError("engine: drafter", v)
+	}
+}
+
 // beginOne calls b.Begin, returning its panic.
 func beginOne(b llama.DraftBeginner, prompt []llama.Token) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = llama.NewPanicError("engine: drafter", v)
-		}
-	}()
+	defer drafterPanic(&err)
 	b.Begin(prompt)
 	return nil
 }
@@ -470,11 +474,7 @@ func (e *Engine) specDraftAll(gens []*engSlot) {
 // draftModels runs draft.DraftModels, returning its panic as a
 // *llama.PanicError.
 func (e *Engine) draftModels(reqs []*draft.ModelRequest) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = llama.NewPanicError("engine: drafter", v)
-		}
-	}()
+	defer drafterPanic(&err)
 	return draft.DraftModels(e.baseCtx, reqs)
 }
 
@@ -611,11 +611,7 @@ func (e *Engine) slotDraftModel(s *engSlot, d llama.Drafter) *draft.Model {
 
 // draftOne asks d for a draft, returning its panic as a *llama.PanicError.
 func (e *Engine) draftOne(d llama.Drafter, history []llama.Token, n int) (toks []llama.Token, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			toks, err = nil, llama.NewPanicError("engine: drafter", v)
-		}
-	}()
+	defer drafterPanic(&err) // a panic leaves toks nil
 	return d.Draft(e.baseCtx, history, n)
 }
 
