@@ -1296,8 +1296,9 @@ func (e *Engine) failSlot(s *engSlot, err error) {
 
 // abort ends slot s's request, if any, with err after a panic and resets
 // the slot, whose state the panic may have left half changed: its
-// sequence's memory and cached tokens, its draft model's sequence and its
-// drafts are forgotten and its samplers closed, so that the next request
+// sequence's memory and cached tokens, its draft model's sequence, its
+// drafts and its n-gram drafters' statistics are forgotten and its
+// samplers closed, so that the next request
 // there starts clean. Should the reset itself panic, the slot is freed by
 // force.
 func (e *Engine) abort(s *engSlot, err error) {
@@ -1318,9 +1319,7 @@ func (e *Engine) abort(s *engSlot, err error) {
 	s.pre, s.iBatch = false, -1
 	ss := &s.spec
 	ss.draft, ss.drafter, ss.fault, ss.spec = ss.draft[:0], nil, nil, llama.Speculative{}
-	if e.spec != nil && s.id < len(e.spec.drafts) {
-		_ = e.spec.drafts[s.id].Reset()
-	}
+	e.spec.resetSlot(s.id)
 	e.lctx.Memory().Remove(s.id, 0, -1)
 	s.cache = s.cache[:0]
 	s.copyPending = false

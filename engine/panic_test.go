@@ -36,6 +36,11 @@ func (d *panicDrafter) Draft(context.Context, []llama.Token, int) ([]llama.Token
 }
 func (d *panicDrafter) Accepted(int) {}
 
+// panicBeginner is a llama.DraftBeginner whose Begin panics.
+type panicBeginner struct{ panicDrafter }
+
+func (*panicBeginner) Begin([]llama.Token) { panic("boom: begin") }
+
 // panicSampler passes the candidates on for a few tokens, then panics.
 type panicSampler struct{ applied, after int }
 
@@ -51,7 +56,8 @@ func (p *panicSampler) Reset()             {}
 
 const victimPrompt = "Bob went to the market"
 
-// TestEnginePanicInSlot: a drafter's panic and a Go sampler's panic, in a
+// TestEnginePanicInSlot: a drafter's panic (in Draft or in Begin) and a Go
+// sampler's panic, in a
 // request running beside three others (with and without the parallel
 // sampler), end that request with an error naming the panic, logged with
 // its stack; the others give the output they give alone, and afterwards
@@ -61,9 +67,13 @@ func TestEnginePanicInSlot(t *testing.T) {
 		name          string
 		sampleThreads int
 		victim        func(r *Request) // makes r the victim
+		drafter       func() llama.Drafter
 		want          string
 	}{
-		{name: "drafter", want: "llama: engine: drafter: panic: boom: drafter"},
+		{name: "drafter", want: "llama: engine: drafter: panic: boom: drafter",
+			drafter: func() llama.Drafter { return &panicDrafter{after: 3} }},
+		{name: "drafter's Begin", want: "llama: engine: drafter: panic: boom: begin",
+			drafter: func() llama.Drafter { return &panicBeginner{} }},
 		{name: "Go sampler", want: "llama: custom sampler panicky: apply: panic: boom: sampler", victim: func(r *Request) {
 			r.Samplers = []llama.Sampler{llama.Custom(&panicSampler{after: 5})}
 		}},
@@ -77,10 +87,10 @@ func TestEnginePanicInSlot(t *testing.T) {
 			var armed atomic.Bool
 			o := Options{Context: llama.ContextOptions{ContextSize: 2048}, Parallel: 4, SampleThreads: tc.sampleThreads,
 				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelError}))}
-			if tc.victim == nil {
+			if tc.drafter != nil {
 				o.Speculative.NewDrafters = func(_ int, r *Request) []llama.Drafter {
 					if armed.Load() && r.NPredict == 41 {
-						return []llama.Drafter{&panicDrafter{after: 3}}
+						return []llama.Drafter{tc.drafter()}
 					}
 					return nil
 				}

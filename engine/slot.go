@@ -114,7 +114,7 @@ func (e *Engine) start(s *engSlot) {
 	}
 	s.smpl, s.gram = smpl, gram
 	if err := e.specStart(s); err != nil {
-		e.fail(s, err)
+		e.failSlot(s, err) // a drafter's panic: logged, and the slot reset
 		return
 	}
 	if (t.Params.BackendSampling || e.backendAll) && gram == nil && t.Params.NProbs == 0 && t.Media == nil &&

@@ -278,6 +278,28 @@ func newEngSpec(m *llama.Model, eo Options) (*engSpec, error) {
 	return sp, nil
 }
 
+// resetSlot forgets what slot id's drafters keep: its draft model's
+// sequence, and the statistics of its n-gram maps and ngram-mod drafter
+// (their shared table stays).
+func (sp *engSpec) resetSlot(id int) {
+	if sp == nil {
+		return
+	}
+	if id < len(sp.drafts) {
+		_ = sp.drafts[id].Reset()
+	}
+	for _, maps := range [][]*draft.NgramMap{sp.mapK, sp.mapK4V} {
+		if id < len(maps) {
+			m := maps[id]
+			*m = draft.NgramMap{SizeN: m.SizeN, SizeM: m.SizeM, Values: m.Values, MinHits: m.MinHits}
+		}
+	}
+	if id < len(sp.mods) {
+		d := sp.mods[id]
+		*d = draft.NgramMod{Table: d.Table, NMin: d.NMin, NMax: d.NMax}
+	}
+}
+
 // draftModel and draftContext are the draft model and its context (nil
 // without one).
 func (sp *engSpec) draftModel() *llama.Model {
