@@ -171,6 +171,9 @@ type engSpec struct {
 	mods   []*draft.NgramMod
 	mapK   []*draft.NgramMap
 	mapK4V []*draft.NgramMap
+	// A step's draft-model requests and their slots (scratch).
+	reqs    []*draft.ModelRequest
+	waiting []*engSlot
 }
 
 // newEngSpec loads what o needs; nil when speculative decoding is off.
@@ -428,13 +431,16 @@ func beginOne(b llama.DraftBeginner, prompt []llama.Token) (err error) {
 // for its slots. Each slot's s.cache already ends with its last token.
 func (e *Engine) specDraftAll(gens []*engSlot) {
 	sp := e.spec
+	if sp == nil {
+		return
+	}
 	used := 0 // batch positions the earlier slots' drafts may take
-	var reqs []*draft.ModelRequest
-	var waiting []*engSlot
+	reqs, waiting := sp.reqs[:0], sp.waiting[:0]
+	defer func() { sp.reqs, sp.waiting = reqs[:0], waiting[:0] }()
 	for _, s := range gens {
 		ss := &s.spec
 		ss.draft, ss.drafter, ss.deferAt = ss.draft[:0], nil, -1
-		if sp == nil || s.tk == nil || len(ss.spec.Drafters) == 0 {
+		if s.tk == nil || len(ss.spec.Drafters) == 0 {
 			continue
 		}
 		t := s.tk.t
