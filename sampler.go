@@ -396,8 +396,7 @@ func NewSamplerChain(m *Model, opts SamplerChainOptions, samplers ...Sampler) (*
 	if selecting {
 		// A Go sampler that closes the chain must select: its callback
 		// checks that it did (goEntry.final).
-		if s := capi.SamplerChainGet(chain, int32(len(samplers)-1)); s != nil && goIface != nil &&
-			s.Iface == uintptr(unsafe.Pointer(goIface)) {
+		if s := capi.SamplerChainGet(chain, int32(len(samplers)-1)); s != nil && isGoSampler(s) {
 			if e := goSampler(s); e != nil {
 				e.final = true
 			}
@@ -668,7 +667,7 @@ func errGrammarFailed(op string) error {
 // call into llama.cpp: the first panic one of them recovered (each is
 // reported once), else a failed grammar's error for op, else nil.
 func (c *SamplerChain) goFailure(op string) error {
-	if goIface == nil {
+	if goIface.Load() == nil {
 		return nil
 	}
 	var perr *PanicError
@@ -677,7 +676,7 @@ func (c *SamplerChain) goFailure(op string) error {
 	n := capi.SamplerChainN(c.ptr)
 	for i := int32(0); i < n; i++ {
 		s := capi.SamplerChainGet(c.ptr, i)
-		if s == nil || s.Iface != uintptr(unsafe.Pointer(goIface)) {
+		if s == nil || !isGoSampler(s) {
 			continue
 		}
 		e := goSampler(s)
@@ -926,8 +925,11 @@ var (
 	goSamplers  sync.Map // uintptr id → *goEntry
 	goSamplerID atomic.Uintptr
 	goIfaceOnce sync.Once
-	goIface     *capi.SamplerI // in C memory: C keeps it
-	goNames     sync.Map       // id → *byte, the name as a C string in C memory
+	// goIface is the interface of every Go sampler, in C memory (C keeps
+	// it), made once; read with Load, since chains are built on any
+	// goroutine.
+	goIface atomic.Pointer[capi.SamplerI]
+	goNames sync.Map // id → *byte, the name as a C string in C memory
 )
 
 // goEntry is a Go sampler as llama.cpp holds it. Its methods run on the
@@ -993,6 +995,12 @@ func newGoSampler(s CustomSampler, nVocab int32) capi.Sampler {
 	return newGoEntry(&goEntry{s: s, nVocab: nVocab})
 }
 
+// isGoSampler reports whether s is a Go sampler (newGoEntry's).
+func isGoSampler(s *capi.SamplerStruct) bool {
+	iface := goIface.Load()
+	return iface != nil && s.Iface == uintptr(unsafe.Pointer(iface))
+}
+
 // newGoEntry makes e (its s, nVocab and final set) a llama.cpp sampler.
 func newGoEntry(e *goEntry) capi.Sampler {
 	goIfaceOnce.Do(func() {
@@ -1005,9 +1013,10 @@ func newGoEntry(e *goEntry) capi.Sampler {
 			Clone:  purego.NewCallback(goSamplerClone),
 			Free:   purego.NewCallback(goSamplerFree),
 		}
-		goIface = p
+		goIface.Store(p)
 	})
-	if goIface == nil {
+	iface := goIface.Load()
+	if iface == nil {
 		return 0
 	}
 	id := goSamplerID.Add(1)
@@ -1017,7 +1026,7 @@ func newGoEntry(e *goEntry) capi.Sampler {
 	if name := capi.CString(name); name != nil {
 		goNames.Store(id, name)
 	}
-	return capi.SamplerInit(unsafe.Pointer(goIface), id)
+	return capi.SamplerInit(unsafe.Pointer(iface), id)
 }
 
 func goSampler(sm *capi.SamplerStruct) *goEntry {
