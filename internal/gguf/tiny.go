@@ -32,7 +32,10 @@ type TinyModelOptions struct {
 	// attention, NHead, NHeadKV and NFF unused; llama.cpp's expansion
 	// factor 2, a convolution of 4 and a state of 16), "jamba" (hybrid
 	// decoder: even layers Mamba's, odd ones attention without RoPE, each
-	// with a feed-forward) or "bert" (encoder). Default "llama".
+	// with a feed-forward), "glm4moe" (GLM-4.5's decoder: a dense first
+	// layer, then Experts sigmoid-routed experts of NFF beside one shared
+	// expert, with NextN multi-token-prediction blocks) or "bert"
+	// (encoder). Default "llama".
 	Arch string
 	// VocabFrom is the path of a vocab-only GGUF (e.g. from
 	// models/vocab/) whose tokenizer.* keys are copied. Required.
@@ -84,6 +87,16 @@ type TinyModelOptions struct {
 	// embeddings (per_layer_token_embd, NLayer*PerLayerEmbd wide, which
 	// llama.cpp may read on demand: ModelOptions.Lazy); 0: none.
 	PerLayerEmbd int
+	// PassThrough, for glm4moe, zeroes every block's output projections,
+	// so that each layer passes its input on: the model predicts from the
+	// last token alone, and its MTP head, whose projection takes the next
+	// token's half of its input (plus a little of the hidden half),
+	// predicts nearly what the model will: drafts the target accepts.
+	PassThrough bool
+	// NextN, for glm4moe, is how many multi-token-prediction blocks
+	// (blk.N.nextn.*, after the NLayer trunk blocks) it carries, for
+	// llama.cpp's draft-mtp; 0: none.
+	NextN int
 	// Experts, for llama, makes a mixture of experts as Mixtral's: each
 	// layer's feed-forward is Experts experts of NFF (ffn_*_exps, with the
 	// router ffn_gate_inp), of which ExpertsUsed (default 2, at most
@@ -120,12 +133,19 @@ func (o *TinyModelOptions) defaults() error {
 	def(&o.NFF, 2*o.NEmbd)
 	def(&o.NCtx, 512)
 	def(&o.SlidingWindowPattern, 2)
+	if o.Arch == "glm4moe" {
+		def(&o.Experts, 4)
+	}
 	if o.Experts > 0 {
 		def(&o.ExpertsUsed, min(2, o.Experts))
 	}
 	switch {
-	case o.Arch != "llama" && o.Arch != "bert" && o.Arch != "gemma3" && o.Arch != "gemma4" && o.Arch != "mamba" && o.Arch != "jamba":
-		return fmt.Errorf("gguf: tiny model: unsupported architecture %q (want llama, gemma3, gemma4, mamba, jamba or bert)", o.Arch)
+	case o.Arch != "llama" && o.Arch != "bert" && o.Arch != "gemma3" && o.Arch != "gemma4" && o.Arch != "mamba" && o.Arch != "jamba" && o.Arch != "glm4moe":
+		return fmt.Errorf("gguf: tiny model: unsupported architecture %q (want llama, gemma3, gemma4, mamba, jamba, glm4moe or bert)", o.Arch)
+	case o.NextN != 0 && (o.Arch != "glm4moe" || o.NextN != 1):
+		return fmt.Errorf("gguf: tiny model: NextN is one block, for glm4moe")
+	case o.PassThrough && (o.Arch != "glm4moe" || o.Type != F32):
+		return fmt.Errorf("gguf: tiny model: PassThrough is for an F32 glm4moe")
 	case (o.SlidingWindow != 0 || o.SlidingWindowPattern != 2) && o.Arch != "gemma3" && o.Arch != "gemma4":
 		return fmt.Errorf("gguf: tiny model: SlidingWindow needs the gemma3 or gemma4 architecture")
 	case (o.SharedKVLayers != 0 || o.PerLayerEmbd != 0) && o.Arch != "gemma4":
@@ -148,8 +168,8 @@ func (o *TinyModelOptions) defaults() error {
 		return fmt.Errorf("gguf: tiny model: NHead %d is not a multiple of NHeadKV %d", o.NHead, o.NHeadKV)
 	case o.Experts < 0 || o.ExpertsUsed < 0 || o.ExpertsUsed > o.Experts:
 		return fmt.Errorf("gguf: tiny model: %d experts with %d used", o.Experts, o.ExpertsUsed)
-	case o.Experts > 0 && o.Arch != "llama":
-		return fmt.Errorf("gguf: tiny model: Experts needs the llama architecture")
+	case o.Experts > 0 && o.Arch != "llama" && o.Arch != "glm4moe":
+		return fmt.Errorf("gguf: tiny model: Experts needs the llama or glm4moe architecture")
 	case o.Classifier > 0 && o.Arch != "bert":
 		return fmt.Errorf("gguf: tiny model: Classifier needs the bert architecture")
 	case o.Type != F32 && o.Type != F16 && o.Type != Q8_0 && o.Type != Q4_0:
@@ -197,6 +217,23 @@ func (r *randTensors) addTyped(name string, typ TensorType, center, spread float
 		return
 	}
 	r.err = r.w.AddTensor(name, dims, typ, b)
+}
+
+// addData adds an F32 tensor of the given shape holding data.
+func (r *randTensors) addData(name string, data []float32, shape ...int) {
+	if r.err != nil {
+		return
+	}
+	dims := make([]uint64, len(shape))
+	for i, d := range shape {
+		dims[i] = uint64(d)
+	}
+	b, err := Quantize(F32, data)
+	if err != nil {
+		r.err = err
+		return
+	}
+	r.err = r.w.AddTensor(name, dims, F32, b)
 }
 
 // weight adds a matrix of the weight type, initialised with spread
@@ -254,7 +291,7 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 	w.SetKV("general.file_type", map[TensorType]uint32{F32: 0, F16: 1, Q4_0: 2, Q8_0: 7}[o.Type])
 	w.SetKV(a+".context_length", u32(o.NCtx))
 	w.SetKV(a+".embedding_length", u32(o.NEmbd))
-	w.SetKV(a+".block_count", u32(o.NLayer))
+	w.SetKV(a+".block_count", u32(o.NLayer+o.NextN))
 	if a == "mamba" {
 		// No attention and no feed-forward: what llama.cpp's converter
 		// writes for Mamba.
@@ -289,6 +326,20 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 		}
 		w.SetKV(a+".rope.freq_base", float32(10000))
 		w.SetKV(a+".attention.layer_norm_rms_epsilon", float32(1e-5))
+		w.SetKV(a+".vocab_size", u32(nVocab))
+	case "glm4moe":
+		w.SetKV(a+".rope.dimension_count", u32(headDim/2))
+		w.SetKV(a+".rope.freq_base", float32(10000))
+		w.SetKV(a+".attention.layer_norm_rms_epsilon", float32(1e-5))
+		w.SetKV(a+".expert_count", u32(o.Experts))
+		w.SetKV(a+".expert_used_count", u32(o.ExpertsUsed))
+		w.SetKV(a+".expert_feed_forward_length", u32(o.NFF))
+		w.SetKV(a+".expert_shared_count", uint32(1))
+		w.SetKV(a+".leading_dense_block_count", uint32(1))
+		w.SetKV(a+".expert_weights_norm", true)
+		w.SetKV(a+".expert_weights_scale", float32(1))
+		w.SetKV(a+".expert_gating_func", uint32(2)) // sigmoid
+		w.SetKV(a+".nextn_predict_layers", u32(o.NextN))
 		w.SetKV(a+".vocab_size", u32(nVocab))
 	case "gemma3":
 		w.SetKV(a+".rope.freq_base", float32(10000))
@@ -386,6 +437,62 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 			r.weight(p+"ffn_gate.weight", e, ff)
 			r.weight(p+"ffn_down.weight", ff, e)
 			r.weight(p+"ffn_up.weight", e, ff)
+		}
+	case "glm4moe":
+		// out adds an output projection: random, or zero (PassThrough).
+		out := func(name string, shape ...int) {
+			spread := float32(1 / math.Sqrt(float64(shape[0])))
+			if o.PassThrough {
+				spread = 0
+			}
+			r.addTyped(name, r.typ, 0, spread, shape...)
+		}
+		r.addTyped("token_embd.weight", o.Type, 0, 0.5, e, nVocab)
+		r.add("output_norm.weight", 1, 0.1, e)
+		r.weight("output.weight", e, nVocab)
+		for i := 0; i < o.NLayer+o.NextN; i++ {
+			p := fmt.Sprintf("blk.%d.", i)
+			r.add(p+"attn_norm.weight", 1, 0.1, e)
+			r.weight(p+"attn_q.weight", e, e)
+			r.weight(p+"attn_k.weight", e, nEmbdKV)
+			r.weight(p+"attn_v.weight", e, nEmbdKV)
+			r.add(p+"attn_q.bias", 0, 0.1, e)
+			r.add(p+"attn_k.bias", 0, 0.1, nEmbdKV)
+			r.add(p+"attn_v.bias", 0, 0.1, nEmbdKV)
+			out(p+"attn_output.weight", e, e)
+			r.add(p+"post_attention_norm.weight", 1, 0.1, e)
+			if i == 0 {
+				r.weight(p+"ffn_gate.weight", e, ff)
+				out(p+"ffn_down.weight", ff, e)
+				r.weight(p+"ffn_up.weight", e, ff)
+				continue
+			}
+			r.add(p+"ffn_gate_inp.weight", 0, float32(1/math.Sqrt(float64(e))), e, o.Experts)
+			r.add(p+"exp_probs_b.bias", 0, 0.1, o.Experts)
+			r.experts(p+"ffn_gate_exps.weight", e, ff, o.Experts)
+			out(p+"ffn_down_exps.weight", ff, e, o.Experts)
+			r.experts(p+"ffn_up_exps.weight", e, ff, o.Experts)
+			r.weight(p+"ffn_gate_shexp.weight", e, ff)
+			out(p+"ffn_down_shexp.weight", ff, e)
+			r.weight(p+"ffn_up_shexp.weight", e, ff)
+			if i >= o.NLayer {
+				if o.PassThrough {
+					// The next token's normed embedding, and a little of
+					// the hidden state.
+					proj := make([]float32, 2*e*e)
+					for j := range e {
+						proj[j*2*e+j] = 1
+						for k := e; k < 2*e; k++ {
+							proj[j*2*e+k] = 0.02 * (2*r.rng.Float32() - 1)
+						}
+					}
+					r.addData(p+"nextn.eh_proj.weight", proj, 2*e, e)
+				} else {
+					r.weight(p+"nextn.eh_proj.weight", 2*e, e)
+				}
+				r.add(p+"nextn.enorm.weight", 1, 0.1, e)
+				r.add(p+"nextn.hnorm.weight", 1, 0.1, e)
+			}
 		}
 	case "gemma3":
 		hd := headDim
