@@ -23,6 +23,10 @@ type Batch struct {
 	output []int8
 	maxSeq int
 	n      int
+	// hidden holds a row of width floats per entry (SetHidden), for an
+	// MTP context; nil until the first SetHidden.
+	hidden []float32
+	width  int
 }
 
 // NewBatch returns an empty batch for up to capacity tokens, each in up to
@@ -149,6 +153,31 @@ func (b *Batch) SetOutput(i int, output bool) {
 	}
 }
 
+// SetHidden sets entry i's hidden row: what a context made with
+// ContextOptions.MTP reads beside the token, the target model's hidden
+// state for the position before (Context.Hidden). Every row of a batch has
+// the width of the first one set (the model's embedding size); a row not
+// set since the batch was made holds zeros, and Clear keeps the rows. Only
+// an MTP context decodes a batch with hidden rows.
+func (b *Batch) SetHidden(i int, row []float32) error {
+	switch {
+	case b == nil:
+		return errorf(CodeInvalid, "batch hidden", "nil *Batch")
+	case i < 0 || i >= b.n:
+		return errorf(CodeInvalid, "batch hidden", "entry %d out of range [0, %d)", i, b.n)
+	case len(row) == 0 || b.width > 0 && len(row) != b.width:
+		return errorf(CodeInvalid, "batch hidden", "row of %d values, want %d", len(row), max(b.width, 1))
+	case len(row) > 1<<20:
+		return errorf(CodeInvalid, "batch hidden", "row of %d values", len(row))
+	}
+	if b.hidden == nil {
+		b.width = len(row)
+		b.hidden = make([]float32, len(b.tokens)*b.width)
+	}
+	copy(b.hidden[i*b.width:], row)
+	return nil
+}
+
 // Token returns entry i's token, position and first sequence; NoToken and
 // -1s when i is out of range (or b is nil).
 func (b *Batch) Token(i int) (t Token, pos, seq int) {
@@ -160,7 +189,12 @@ func (b *Batch) Token(i int) (t Token, pos, seq int) {
 
 // c returns the C view of the batch; b must stay reachable during the call.
 func (b *Batch) c() capi.Batch {
+	var embd uintptr
+	if b.hidden != nil {
+		embd = uintptr(unsafe.Pointer(&b.hidden[0]))
+	}
 	return capi.Batch{
+		Embd:    embd,
 		NTokens: int32(b.n),
 		Token:   uintptr(unsafe.Pointer(&b.tokens[0])),
 		Pos:     uintptr(unsafe.Pointer(&b.pos[0])),

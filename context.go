@@ -106,6 +106,12 @@ type ContextOptions struct {
 	SWAFull                                                   bool   // a full-context cache for sliding-window layers (default: window-sized; see SlidingWindow)
 	KVUnified                                                 bool   // one KV buffer shared by all sequences
 	Perf                                                      bool   // collect performance counters (Perf)
+	// MTP makes a context that runs the model's multi-token-prediction
+	// head instead of its trunk: a draft context for the model itself
+	// (see draft.MTP). The model must carry MTP blocks (Info.MTPLayers)
+	// and be loaded with ModelOptions.MTP; each entry of its batches
+	// needs the target's hidden row (Batch.SetHidden).
+	MTP bool
 	// ThreadPool sets the compute threads' priority, polling and CPUs
 	// (zero: ggml's defaults); ThreadPoolBatch the prompt batches'
 	// threads' (nil: as ThreadPool).
@@ -136,6 +142,10 @@ type Context struct {
 
 	nCtx, nCtxSeq, nBatch, nUBatch, nSeqMax int
 	embeddings, kvUnified                   bool
+	mtp                                     bool // ContextOptions.MTP
+	// SetHidden: the decodes keep the hidden rows of every entry
+	// (hiddenAll) or of the outputs.
+	hidden, hiddenAll bool
 	nSwa                                    int // window of a windowed cache; 0: full-sized
 	nSwaModel                               int // the model's sliding window; 0: none
 	pooling                                 PoolingType
@@ -267,6 +277,17 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 	p.SwaFull = opts.SWAFull
 	p.KVUnified = opts.KVUnified
 	p.NoPerf = !opts.Perf
+	if opts.MTP {
+		switch {
+		case !capi.HaveMTP():
+			return nil, errorf(CodeUnsupported, "new context", "this llama.cpp library does not export the MTP calls")
+		case m.mtpLayers() == 0:
+			return nil, errorf(CodeUnsupported, "new context", "the model has no MTP blocks")
+		case !m.mtp:
+			return nil, errorf(CodeInvalid, "new context", "MTP context on a model loaded without ModelOptions.MTP")
+		}
+		p.CtxType = 1 // LLAMA_CONTEXT_TYPE_MTP
+	}
 
 	// The abort flag lives in C memory, since C keeps a pointer to it; it
 	// is freed once the Context is unreachable (nothing can set it then).
@@ -314,6 +335,7 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 	c.nUBatch = int(capi.NUbatch(ptr))
 	c.nSeqMax = int(capi.NSeqMax(ptr))
 	c.embeddings = opts.Embeddings
+	c.mtp = opts.MTP
 	c.kvUnified = opts.KVUnified
 	c.nSwaModel = max(int(capi.ModelNSwa(m.ptr)), 0)
 	c.nSwa = windowedSWA(int(capi.ModelNSwa(m.ptr)), opts.SWAFull, c.nCtxSeq, c.nSeqMax, c.nUBatch, c.kvUnified)
@@ -562,6 +584,17 @@ func (c *Context) UBatchSize() int { return c.get(func() int { return c.nUBatch 
 
 // Sequences returns the number of sequences the context holds.
 func (c *Context) Sequences() int { return c.get(func() int { return c.nSeqMax }) }
+
+// KVUnified reports whether the sequences share one KV buffer
+// (ContextOptions.KVUnified).
+func (c *Context) KVUnified() bool {
+	return c.get(func() int {
+		if c.kvUnified {
+			return 1
+		}
+		return 0
+	}) == 1
+}
 
 // get reads a fixed size of the context; 0 for a nil *Context.
 func (c *Context) get(f func() int) int {

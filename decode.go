@@ -15,6 +15,14 @@ func (c *Context) check(op string, b *Batch, maxTokens int) error {
 	if b.n > maxTokens {
 		return errorf(CodeInvalid, op, "batch of %d tokens exceeds the context's batch size %d", b.n, maxTokens)
 	}
+	switch {
+	case c.mtp && b.hidden == nil:
+		return errorf(CodeInvalid, op, "an MTP context needs each entry's hidden row (Batch.SetHidden)")
+	case c.mtp && b.width != int(capi.ModelNEmbdOut(c.model.ptr)):
+		return errorf(CodeInvalid, op, "hidden rows of %d values, the model's are %d", b.width, capi.ModelNEmbdOut(c.model.ptr))
+	case !c.mtp && b.hidden != nil:
+		return errorf(CodeInvalid, op, "a batch with hidden rows is for an MTP context (ContextOptions.MTP)")
+	}
 	nv := c.model.nVocb
 	for i := 0; i < b.n; i++ {
 		if t := b.tokens[i]; t < 0 || t >= nv {

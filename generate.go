@@ -284,6 +284,11 @@ func (g *Generation) run(yield func(Piece, error) bool) error {
 		if err := c.decode(ctx, batch); err != nil {
 			return err
 		}
+		if opts.Speculative != nil {
+			if err := c.watchDecode(ctx, opts.Speculative.Drafters, batch); err != nil {
+				return err
+			}
+		}
 		g.nPast += len(chunk)
 		g.stats.PromptTokens += len(chunk)
 	}

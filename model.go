@@ -108,6 +108,11 @@ type ModelOptions struct {
 	// worker listens or a worker of another version fails the load with
 	// Code CodeRPC; a worker failing later fails the model (Model.RPCErr).
 	RPCServers []string
+	// MTP also loads the model's multi-token-prediction blocks
+	// (Info.MTPLayers), for a draft context on the same model
+	// (ContextOptions.MTP, and draft.MTP); they take memory beside the
+	// trunk. A model without them loads as without MTP.
+	MTP bool
 	// Progress, when set, is called with the load progress in [0, 1].
 	Progress func(progress float32)
 	// Fit lowers the layers offloaded by default (GPULayers 0) when, by
@@ -140,6 +145,8 @@ type Model struct {
 	vocab    capi.Vocab
 	nVocb    int32
 	path     string
+	// mtp: loaded with ModelOptions.MTP.
+	mtp bool
 	// encoderOnly: encoder without decoder (BERT-like); Embed encodes.
 	encoderOnly bool
 	bpeOnce     sync.Once // bpe: the vocabulary is BPE (see isBPE)
@@ -263,6 +270,7 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 	}
 	p.VocabOnly = opts.VocabOnly
 	p.CheckTensors = opts.CheckTensors
+	p.LoadMTP = opts.MTP && !opts.VocabOnly
 	p.UseExtraBufts, p.NoHost = !opts.NoRepack, opts.NoHost
 	var keep []any
 	if len(opts.TensorSplit) > 0 {
@@ -388,6 +396,7 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 	model := &Model{ptr: m, vocab: v, nVocb: capi.VocabNTokens(v), path: paths[0], children: map[closer]struct{}{},
 		encoderOnly: capi.ModelHasEncoder(m) && !capi.ModelHasDecoder(m)}
 	model.runlock = model.mu.RUnlock
+	model.mtp = opts.MTP && !opts.VocabOnly
 	model.modelLink = bridge.NewModel((*modelBridge)(model))
 	if devs, err := Devices(); err == nil && !opts.VocabOnly && len(opts.RPCServers) == 0 {
 		model.onGPU = offloadsToGPU(p.NGPULayers, gpuNames, pinDevices, devs)
@@ -620,6 +629,11 @@ type Info struct {
 	Recurrent     bool
 	Hybrid        bool
 	ClassifierOut int // outputs of a classifier head (rerankers), 0 if none
+	// MTPLayers is the number of multi-token-prediction blocks the file
+	// carries (GLM-4.5, Qwen3.5, DeepSeek V3 and others), which a context
+	// with ContextOptions.MTP runs when the model was loaded with
+	// ModelOptions.MTP; 0 if none.
+	MTPLayers int
 }
 
 // Info returns the model's main facts.
@@ -657,7 +671,17 @@ func (m *Model) Info() (Info, error) {
 		HasEncoder: capi.ModelHasEncoder(m.ptr), HasDecoder: capi.ModelHasDecoder(m.ptr),
 		Recurrent: capi.ModelIsRecurrent(m.ptr), Hybrid: capi.ModelIsHybrid(m.ptr),
 		ClassifierOut: int(capi.ModelNClsOut(m.ptr)),
+		MTPLayers:     m.mtpLayers(),
 	}, nil
+}
+
+// mtpLayers is the number of multi-token-prediction blocks; 0 where the
+// library cannot tell.
+func (m *Model) mtpLayers() int {
+	if capi.ModelNLayerNextn == nil {
+		return 0
+	}
+	return int(capi.ModelNLayerNextn(m.ptr))
 }
 
 // EmbeddingSize returns the size of the model's embeddings.

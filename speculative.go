@@ -37,6 +37,18 @@ type DraftBeginner interface {
 	Begin(prompt []Token)
 }
 
+// A DecodeWatcher is a Drafter that must see every batch the target
+// decodes: draft.MTPSeq, whose head drafts from the target's hidden
+// state. Speculative generation calls Decoded after each decode of the
+// generation (the prompt's batches, then each token with its draft), and
+// Decoded may read the target context meanwhile (Context.Hidden); an
+// error ends the generation. The engine feeds its own draft-mtp head and
+// calls no DecodeWatcher of Options.Speculative.NewDrafters.
+type DecodeWatcher interface {
+	Drafter
+	Decoded(ctx context.Context, b *Batch) error
+}
+
 // Speculative configures speculative generation (GenerateOptions.Speculative).
 type Speculative struct {
 	// Drafters are asked in order for each step; the first non-empty draft
@@ -185,6 +197,15 @@ func (a *AdaptiveDrafter) Offer(toks []Token) []Token {
 	}
 	a.pending = len(toks)
 	return toks
+}
+
+// Decoded implements DecodeWatcher: it passes the batch on to the
+// wrapped drafter when that is a DecodeWatcher.
+func (a *AdaptiveDrafter) Decoded(ctx context.Context, b *Batch) error {
+	if w, ok := a.Drafter.(DecodeWatcher); ok {
+		return w.Decoded(ctx, b)
+	}
+	return nil
 }
 
 // Begin implements DraftBeginner: it passes prompt on to the wrapped
@@ -337,6 +358,9 @@ func (g *Generation) speculate(e *emitter, sampler *SamplerChain, batch *Batch) 
 		if err := c.decode(ctx, batch); err != nil {
 			return err
 		}
+		if err := c.watchDecode(ctx, drafters, batch); err != nil {
+			return err
+		}
 		g.nPast++
 		if opts.MaxTokens > 0 && g.generated >= opts.MaxTokens {
 			g.reason = StopMaxTokens
@@ -380,6 +404,27 @@ func (g *Generation) speculate(e *emitter, sampler *SamplerChain, batch *Batch) 
 		}
 		history = append(history, tok)
 	}
+}
+
+// watchDecode shows b, just decoded on c (which the generation holds),
+// to the drafters that watch the target's decodes. The context is let go
+// meanwhile, so that they may read it (Hidden).
+func (c *Context) watchDecode(ctx context.Context, drafters []Drafter, b *Batch) (err error) {
+	for _, d := range drafters {
+		w, ok := d.(DecodeWatcher)
+		if !ok {
+			continue
+		}
+		c.release()
+		err = w.Decoded(ctx, b)
+		if e := c.acquire("generate"); e != nil {
+			return e
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // settle counts a checked draft and tells its drafter.

@@ -146,6 +146,7 @@ func load(f Files) error {
 	for _, b := range registry {
 		purego.RegisterLibFunc(b.fn, handles[b.lib], b.name)
 	}
+	bindMTP(hLlama)
 	bindHot(func(name string) uintptr {
 		p, _ := purego.Dlsym(hLlama, name)
 		return p
