@@ -146,35 +146,41 @@ func (d *Model) Draft(ctx context.Context, history []llama.Token, max int) ([]ll
 // best returns the most likely token and its probability among the 10
 // most likely (llama.cpp drafts through a top-k 10 sampler).
 func (d *Model) best(logits []float32) (llama.Token, float32) {
+	return best10(&d.cand, logits)
+}
+
+// best10 is best, with cand as scratch.
+func best10(cand *[]llama.TokenData, logits []float32) (llama.Token, float32) {
 	const k = 10
-	d.cand = d.cand[:0]
+	c := (*cand)[:0]
+	defer func() { *cand = c }()
 	for i, l := range logits {
-		if len(d.cand) < k {
-			d.cand = append(d.cand, llama.TokenData{ID: llama.Token(i), Logit: l})
-			if len(d.cand) == k {
-				slices.SortFunc(d.cand, func(a, b llama.TokenData) int { return cmpLogit(b.Logit, a.Logit) })
+		if len(c) < k {
+			c = append(c, llama.TokenData{ID: llama.Token(i), Logit: l})
+			if len(c) == k {
+				slices.SortFunc(c, func(a, b llama.TokenData) int { return cmpLogit(b.Logit, a.Logit) })
 			}
 			continue
 		}
-		if l <= d.cand[k-1].Logit {
+		if l <= c[k-1].Logit {
 			continue
 		}
 		j := k - 1
-		for j > 0 && d.cand[j-1].Logit < l {
-			d.cand[j] = d.cand[j-1]
+		for j > 0 && c[j-1].Logit < l {
+			c[j] = c[j-1]
 			j--
 		}
-		d.cand[j] = llama.TokenData{ID: llama.Token(i), Logit: l}
+		c[j] = llama.TokenData{ID: llama.Token(i), Logit: l}
 	}
-	if len(d.cand) < k {
-		slices.SortFunc(d.cand, func(a, b llama.TokenData) int { return cmpLogit(b.Logit, a.Logit) })
+	if len(c) < k {
+		slices.SortFunc(c, func(a, b llama.TokenData) int { return cmpLogit(b.Logit, a.Logit) })
 	}
 	var sum float64
-	top := float64(d.cand[0].Logit)
-	for _, c := range d.cand {
-		sum += math.Exp(float64(c.Logit) - top)
+	top := float64(c[0].Logit)
+	for _, t := range c {
+		sum += math.Exp(float64(t.Logit) - top)
 	}
-	return d.cand[0].ID, float32(1 / sum)
+	return c[0].ID, float32(1 / sum)
 }
 
 func cmpLogit(a, b float32) int {
