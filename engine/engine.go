@@ -660,7 +660,7 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	if err := e.applyScales(e.scales); err != nil {
 		return fail(err)
 	}
-	if e.spec, err = newEngSpec(m, o); err != nil {
+	if e.spec, err = newEngSpec(m, lctx, o); err != nil {
 		return fail(err)
 	}
 	if !o.NoWarmup {

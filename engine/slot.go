@@ -430,6 +430,9 @@ func (e *Engine) step() bool {
 		for _, s := range e.slots {
 			s.copyPending = false // llama.cpp copied the data first
 		}
+		if e.spec != nil && e.spec.mtp != nil {
+			e.mtpDecoded(b)
+		}
 	}
 	if err != nil {
 		if e.baseCtx.Err() != nil {

@@ -14,6 +14,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/x/llama"
@@ -29,27 +30,32 @@ const (
 	SpecNgramMapK4V = "ngram-map-k4v" // the same, counting the continuations of each n-gram (draft.NgramMap with Values)
 	SpecNgramMod    = "ngram-mod"     // a hashed n-gram table the slots share (draft.NgramMod; --spec-default)
 	SpecNgramCache  = "ngram-cache"   // n-gram statistics and lookup files (draft.NgramCache)
+	SpecDraftMTP    = "draft-mtp"     // the model's own multi-token-prediction head (draft.MTP)
 )
 
 // specUnsupported are llama.cpp's types this engine does not run: Eagle3,
-// MTP, DFlash and DSpark need functions the library exports only under
-// C++ (mangled) names, not wired yet.
-var specUnsupported = []string{"draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark"}
+// DFlash and DSpark need draft models of their own architectures, not
+// wired yet.
+var specUnsupported = []string{"draft-eagle3", "draft-dflash", "draft-dspark"}
 
 // specPriority is the order in which llama.cpp asks its drafters.
-var specPriority = []string{SpecNgramSimple, SpecNgramMapK, SpecNgramMapK4V, SpecNgramMod, SpecNgramCache, SpecDraftSimple}
+var specPriority = []string{SpecNgramSimple, SpecNgramMapK, SpecNgramMapK4V, SpecNgramMod, SpecNgramCache, SpecDraftSimple, SpecDraftMTP}
 
 // SpeculativeOptions configure speculative decoding
 // (Options.Speculative). The zero value turns it off, as
 // llama-server without --spec-type.
 type SpeculativeOptions struct {
 	// Types are llama.cpp's --spec-type names: none, draft-simple,
-	// ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache.
-	// The drafters are asked in llama.cpp's order (n-gram types first,
-	// then the draft model) and the first draft is used. Empty or "none":
-	// off. As llama-server, a DraftModel without Types is loaded and
-	// checked but not used. Other llama.cpp types (draft-eagle3,
-	// draft-mtp, draft-dflash, draft-dspark) make New fail.
+	// draft-mtp, ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod,
+	// ngram-cache. The drafters are asked in llama.cpp's order (n-gram
+	// types first, then the draft model or the MTP head) and the first
+	// draft is used. Empty or "none": off. As llama-server, a DraftModel
+	// without Types is loaded and checked but not used. draft-mtp drafts
+	// with the model's own MTP blocks (draft.MTP): the model must carry
+	// them and be loaded with llama.ModelOptions.MTP; it takes NMax, NMin,
+	// PMin and the draft threads, and cannot be combined with
+	// draft-simple (llama-server has one draft context). Other llama.cpp
+	// types (draft-eagle3, draft-dflash, draft-dspark) make New fail.
 	Types []string
 	// DraftModel is the draft model file (-md, --spec-draft-model), needed
 	// by draft-simple; its vocabulary must match the target's
@@ -171,13 +177,17 @@ type engSpec struct {
 	mods   []*draft.NgramMod
 	mapK   []*draft.NgramMap
 	mapK4V []*draft.NgramMap
-	// A step's draft-model requests and their slots (scratch).
+	// draft-mtp's drafter, over the engine's context.
+	mtp *draft.MTP
+	// A step's draft-model and MTP requests and their slots (scratch).
 	reqs    []*draft.ModelRequest
+	mreqs   []*draft.MTPRequest
 	waiting []*engSlot
 }
 
-// newEngSpec loads what o needs; nil when speculative decoding is off.
-func newEngSpec(m *llama.Model, eo Options) (*engSpec, error) {
+// newEngSpec loads what o needs for the engine's context lctx; nil when
+// speculative decoding is off.
+func newEngSpec(m *llama.Model, lctx *llama.Context, eo Options) (*engSpec, error) {
 	o := eo.Speculative
 	types, err := o.specTypes()
 	if err != nil {
@@ -192,6 +202,10 @@ func newEngSpec(m *llama.Model, eo Options) (*engSpec, error) {
 	wantDraft := containsStr(types, SpecDraftSimple)
 	if wantDraft && o.DraftModel == "" {
 		return nil, fmt.Errorf("engine: speculative type draft-simple needs a draft model: %w", llama.ErrInvalid)
+	}
+	wantMTP := containsStr(types, SpecDraftMTP)
+	if wantMTP && wantDraft {
+		return nil, fmt.Errorf("engine: speculative types draft-mtp and draft-simple cannot be combined: %w", llama.ErrInvalid)
 	}
 	if eo.Embedding || eo.Reranking {
 		return nil, nil
@@ -218,6 +232,17 @@ func newEngSpec(m *llama.Model, eo Options) (*engSpec, error) {
 	if len(types) == 0 && (o.NewDrafters == nil || !spec) {
 		sp.close()
 		return nil, nil
+	}
+	if wantMTP {
+		th, thb := o.DraftThreads, o.DraftThreadsBatch
+		if th <= 0 {
+			th, thb = eo.Context.Threads, eo.Context.ThreadsBatch
+		}
+		if sp.mtp, err = draft.NewMTP(lctx, draft.MTPOptions{NMax: o.NMax, NMin: o.NMin, PMin: o.PMin,
+			Context: llama.ContextOptions{Threads: th, ThreadsBatch: thb, FlashAttention: eo.Context.FlashAttention,
+				TypeK: o.DraftTypeK, TypeV: o.DraftTypeV, ThreadPool: eo.Context.ThreadPool, ThreadPoolBatch: eo.Context.ThreadPoolBatch}}); err != nil {
+			return fail(fmt.Errorf("engine: draft-mtp: %w", err))
+		}
 	}
 	if wantDraft {
 		th, thb := o.DraftThreads, o.DraftThreadsBatch
@@ -291,6 +316,7 @@ func (sp *engSpec) resetSlot(id int) {
 	if id < len(sp.drafts) {
 		_ = sp.drafts[id].Reset()
 	}
+	sp.mtp.Seq(id).Reset()
 	for _, maps := range [][]*draft.NgramMap{sp.mapK, sp.mapK4V} {
 		if id < len(maps) {
 			m := maps[id]
@@ -323,6 +349,10 @@ func (sp *engSpec) close() {
 	if sp == nil {
 		return
 	}
+	if sp.mtp != nil {
+		sp.mtp.Close()
+		sp.mtp = nil
+	}
 	if sp.draftC != nil {
 		sp.draftC.Close()
 		sp.draftC = nil
@@ -343,8 +373,9 @@ type engSlotSpec struct {
 	// the slot's token and then ends its request.
 	fault    *llama.PanicError
 	n        int                // the most tokens of this step's draft
-	deferAt  int                // the draft model's index in spec.Drafters when its draft waits for the batch (-1: none)
-	req      draft.ModelRequest // its request
+	deferAt  int                // the draft model's (or MTP's) index in spec.Drafters when its draft waits for the batch (-1: none)
+	req      draft.ModelRequest // its request, for the draft model
+	mreq     draft.MTPRequest   // or for the MTP head (mreq.Seq not nil)
 	drafted  int                // this request's drafted tokens (timings.draft_n)
 	accepted int                // of which accepted (timings.draft_n_accepted)
 	checks   int                // drafts checked
@@ -382,6 +413,14 @@ func (e *Engine) specStart(s *engSlot) error {
 			}
 			sp.drafts[s.id].SetPMin(pmin)
 			ss.spec.Drafters = append(ss.spec.Drafters, sp.drafts[s.id])
+		case SpecDraftMTP:
+			pmin := o.PMin
+			if s.tk.t.SpecPMin != nil {
+				pmin = *s.tk.t.SpecPMin
+			}
+			d := sp.mtp.Seq(s.id)
+			d.SetPMin(pmin)
+			ss.spec.Drafters = append(ss.spec.Drafters, d)
 		}
 	}
 	if o.NewDrafters != nil {
@@ -435,8 +474,8 @@ func (e *Engine) specDraftAll(gens []*engSlot) {
 		return
 	}
 	used := 0 // batch positions the earlier slots' drafts may take
-	reqs, waiting := sp.reqs[:0], sp.waiting[:0]
-	defer func() { sp.reqs, sp.waiting = reqs[:0], waiting[:0] }()
+	reqs, mreqs, waiting := sp.reqs[:0], sp.mreqs[:0], sp.waiting[:0]
+	defer func() { sp.reqs, sp.mreqs, sp.waiting = reqs[:0], mreqs[:0], waiting[:0] }()
 	for _, s := range gens {
 		ss := &s.spec
 		ss.draft, ss.drafter, ss.deferAt = ss.draft[:0], nil, -1
@@ -459,6 +498,9 @@ func (e *Engine) specDraftAll(gens []*engSlot) {
 		switch {
 		case fault != nil:
 			ss.fault = fault
+		case ss.deferAt >= 0 && ss.mreq.Seq != nil:
+			mreqs, waiting = append(mreqs, &ss.mreq), append(waiting, s)
+			used += ss.mreq.Max
 		case ss.deferAt >= 0:
 			reqs, waiting = append(reqs, &ss.req), append(waiting, s)
 			used += ss.req.Max
@@ -467,18 +509,27 @@ func (e *Engine) specDraftAll(gens []*engSlot) {
 			used += len(toks)
 		}
 	}
-	if len(reqs) == 0 {
+	if len(waiting) == 0 {
 		return
 	}
-	err := e.draftModels(reqs)
+	var err, merr error
+	if len(reqs) > 0 {
+		err = e.draftModels(reqs)
+	}
+	if len(mreqs) > 0 {
+		merr = e.draftMTP(mreqs)
+	}
 	for _, s := range waiting {
 		ss := &s.spec
+		err, toks := err, ss.req.Draft
+		if ss.mreq.Seq != nil {
+			err, toks = merr, ss.mreq.Draft
+		}
 		if pe, ok := err.(*llama.PanicError); ok {
 			ss.fault = pe
 			continue
 		}
 		d := ss.spec.Drafters[ss.deferAt]
-		toks := ss.req.Draft
 		if a, ok := d.(*llama.AdaptiveDrafter); ok && err == nil {
 			toks = a.Offer(toks)
 		}
@@ -504,6 +555,35 @@ func (e *Engine) specDraftAll(gens []*engSlot) {
 func (e *Engine) draftModels(reqs []*draft.ModelRequest) (err error) {
 	defer drafterPanic(&err)
 	return draft.DraftModels(e.baseCtx, reqs)
+}
+
+// mtpDecoded shows the MTP head the batch the engine's context has just
+// decoded. A failure (or a panic) costs only draft quality: it is logged,
+// and the head forgets the batch's sequences.
+func (e *Engine) mtpDecoded(b *llama.Batch) {
+	err := func() (err error) {
+		defer drafterPanic(&err)
+		return e.spec.mtp.Decoded(e.baseCtx, b)
+	}()
+	if err == nil || e.baseCtx.Err() != nil {
+		return
+	}
+	log := e.opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Warn("draft-mtp: the MTP head could not follow the batch; its sequences draft afresh", "err", err)
+	for i := range b.Len() {
+		_, _, seq := b.Token(i)
+		e.spec.mtp.Seq(seq).Reset()
+	}
+}
+
+// draftMTP runs draft.MTP.DraftAll, returning its panic as a
+// *llama.PanicError.
+func (e *Engine) draftMTP(reqs []*draft.MTPRequest) (err error) {
+	defer drafterPanic(&err)
+	return e.spec.mtp.DraftAll(e.baseCtx, reqs)
 }
 
 // specPut puts a slot's draft into the batch after its last token (the
@@ -587,9 +667,11 @@ func (e *Engine) specVerify(s *engSlot) {
 func (e *Engine) specDraftFrom(s *engSlot, from int, deferModel bool) (_ []llama.Token, _ llama.Drafter, fault *llama.PanicError) {
 	ss := &s.spec
 	sp, n, history := &ss.spec, ss.n, s.cache
+	ss.mreq.Seq = nil
 	for i := from; i < len(sp.Drafters); i++ {
 		d := sp.Drafters[i]
-		if m := e.slotDraftModel(s, d); m != nil && deferModel {
+		m, q := e.slotDraftModel(s, d)
+		if (m != nil || q != nil) && deferModel {
 			max := n
 			if a, ok := d.(*llama.AdaptiveDrafter); ok {
 				max = a.Plan(n)
@@ -597,7 +679,12 @@ func (e *Engine) specDraftFrom(s *engSlot, from int, deferModel bool) (_ []llama
 			if max <= 0 {
 				continue
 			}
-			ss.deferAt, ss.req = i, draft.ModelRequest{Model: m, History: history, Max: max}
+			ss.deferAt = i
+			if m != nil {
+				ss.req = draft.ModelRequest{Model: m, History: history, Max: max}
+			} else {
+				ss.mreq = draft.MTPRequest{Seq: q, History: history, Max: max}
+			}
 			return nil, nil, nil
 		}
 		toks, err := e.draftOne(d, history, n)
@@ -621,20 +708,23 @@ func (e *Engine) specDraftFrom(s *engSlot, from int, deferModel bool) (_ []llama
 	return nil, nil, nil
 }
 
-// slotDraftModel returns the engine's draft model drafter of slot s when d
-// is it (wrapped in an AdaptiveDrafter or not), else nil.
-func (e *Engine) slotDraftModel(s *engSlot, d llama.Drafter) *draft.Model {
-	if e.spec == nil || s.id >= len(e.spec.drafts) {
-		return nil
+// slotDraftModel returns the engine's draft model drafter or MTP drafter
+// of slot s when d is one of them (wrapped in an AdaptiveDrafter or not),
+// else nils.
+func (e *Engine) slotDraftModel(s *engSlot, d llama.Drafter) (*draft.Model, *draft.MTPSeq) {
+	if e.spec == nil {
+		return nil, nil
 	}
-	m := e.spec.drafts[s.id]
 	if a, ok := d.(*llama.AdaptiveDrafter); ok {
 		d = a.Drafter
 	}
-	if d == llama.Drafter(m) {
-		return m
+	if s.id < len(e.spec.drafts) && d == llama.Drafter(e.spec.drafts[s.id]) {
+		return e.spec.drafts[s.id], nil
 	}
-	return nil
+	if q := e.spec.mtp.Seq(s.id); q != nil && d == llama.Drafter(q) {
+		return nil, q
+	}
+	return nil, nil
 }
 
 // draftOne asks d for a draft, returning its panic as a *llama.PanicError.

@@ -210,7 +210,8 @@ func TestSpeculativeOptionsErrors(t *testing.T) {
 		msg  string
 	}{
 		{SpeculativeOptions{Types: []string{"draft-eagle3"}}, llama.ErrUnsupported, "not supported"},
-		{SpeculativeOptions{Types: []string{"ngram-simple,draft-mtp"}}, llama.ErrUnsupported, "not supported"},
+		{SpeculativeOptions{Types: []string{"ngram-simple,draft-mtp"}}, llama.ErrUnsupported, "no MTP blocks"},
+		{SpeculativeOptions{Types: []string{"draft-mtp,draft-simple"}, DraftModel: engModelPath(t)}, llama.ErrInvalid, "cannot be combined"},
 		{SpeculativeOptions{Types: []string{"draft-dflash"}}, llama.ErrUnsupported, "not supported"},
 		{SpeculativeOptions{Types: []string{"draft-dspark"}}, llama.ErrUnsupported, "not supported"},
 		{SpeculativeOptions{Types: []string{"bogus"}}, llama.ErrInvalid, "unknown speculative type"},
@@ -320,4 +321,76 @@ func TestSpeculativeDraftContextFollowsMain(t *testing.T) {
 	assert.Equal(t, 2*2048, e.lctx.Size())
 	assert.Equal(t, e.lctx.Size(), e.spec.draftC.Size())
 	assert.Equal(t, 2048, e.SlotContext())
+}
+
+// mtpEngineModel writes a GLM-4.5-layout model whose layers pass their
+// input on and whose MTP head so drafts what it says (see
+// gguf.TinyModelOptions.PassThrough), and loads it with its head when mtp.
+func mtpEngineModel(t *testing.T, mtp bool) *llama.Model {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "glm.gguf")
+	require.NoError(t, gguf.WriteTinyModel(path, gguf.TinyModelOptions{Arch: "glm4moe", NLayer: 2, NextN: 1, Seed: 7, PassThrough: true,
+		VocabFrom: filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-llama-spm.gguf")}))
+	m, err := llama.LoadModel(t.Context(), path, llama.ModelOptions{MTP: mtp})
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// TestEngineSpeculativeMTP drafts with the model's MTP head (draft-mtp):
+// three requests at once on three slots, then requests that reuse a slot's
+// cache (a prompt continuing the last, a shorter one that keeps part of
+// it) give plain generation's tokens, and the head's drafts are accepted.
+// A model loaded without its head refuses draft-mtp.
+func TestEngineSpeculativeMTP(t *testing.T) {
+	m := mtpEngineModel(t, true)
+	opts := Options{Context: llama.ContextOptions{ContextSize: 3072, Threads: 1}, Parallel: 3}
+	plain, err := New(m, opts)
+	require.NoError(t, err)
+	prompts := []string{"Once upon a time", "The cat sat on the mat.", "One day, a boy found a box."}
+	want := map[string]engResult{}
+	for _, p := range prompts {
+		want[p] = engRun(t, plain, engGreedyTask(engTokenize(t, m, p, true), 64))
+	}
+	long := prompts[0] + want[prompts[0]].text + " and"
+	want[long] = engRun(t, plain, engGreedyTask(engTokenize(t, m, long, true), 40))
+	require.NoError(t, plain.Close())
+
+	opts.Speculative = SpeculativeOptions{Types: []string{SpecDraftMTP}, NMax: 4, Adapt: llama.DraftAdapt{Off: true}}
+	e, err := New(m, opts)
+	require.NoError(t, err)
+	defer e.Close()
+	check := func(p string, r engResult) {
+		t.Helper()
+		require.NoError(t, r.done.Err)
+		assert.Equal(t, want[p].tokens, r.tokens, "%q", p)
+		tm := r.done.Timings
+		assert.Positive(t, tm.DraftN, "%q", p)
+		assert.Greater(t, tm.DraftNAccepted, tm.DraftN/2, "%q: %+v", p, tm)
+	}
+	got := make([]engResult, len(prompts))
+	var wg sync.WaitGroup
+	for i, p := range prompts {
+		st, err := e.Submit(t.Context(), engGreedyTask(engTokenize(t, m, p, true), 64))
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i] = engCollect(t, st) }()
+	}
+	wg.Wait()
+	for i, p := range prompts {
+		check(p, got[i])
+	}
+	// The cache: a prompt continuing the first, then the first again.
+	for _, p := range []string{long, prompts[0]} {
+		tk := engGreedyTask(engTokenize(t, m, p, true), 64)
+		if p == long {
+			tk.NPredict = 40
+		}
+		tk.CachePrompt = true
+		check(p, engRun(t, e, tk))
+	}
+
+	_, err = New(mtpEngineModel(t, false), opts)
+	require.ErrorIs(t, err, llama.ErrInvalid)
+	assert.Contains(t, err.Error(), "ModelOptions.MTP")
 }

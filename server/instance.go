@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/x/llama/engine"
@@ -197,6 +198,9 @@ func (s *Server) modelOptions(st router.Settings) Options {
 // Config.Open. ctx is the router's, cancelled when the server shuts down.
 func (s *Server) openInstance(ctx context.Context, sp router.Spec) (*instance, *router.Info, error) {
 	path, opts := sp.Path, s.modelOptions(sp.Settings)
+	if slices.Contains(opts.Engine.Speculative.Types, engine.SpecDraftMTP) {
+		opts.ModelOptions.MTP = true // the head's blocks, for the engine's drafter
+	}
 	m, err := llama.LoadModel(ctx, path, opts.ModelOptions)
 	if err != nil {
 		return nil, nil, err

@@ -220,3 +220,86 @@ func TestPromptCacheAgainstLlamaServer(t *testing.T) {
 		assert.Equal(t, completionFields(t, ref, body, fields...), completionFields(t, ours, body, fields...), "step %d", i)
 	}
 }
+
+// TestMTPAgainstLlamaServer drafts with a model's own MTP head
+// (--spec-type draft-mtp) on GLM-4.5's layout, in both servers with the
+// same settings, and requires the same text, draft_n and draft_n_accepted
+// at every request, on one and on two slots (two requests at once,
+// drafting in one batch). One model is random, with a p_min that stops
+// drafts midway on one slot (the head's probabilities hang on the hidden
+// rows it is given; on two, where the batches' sizes differ between the
+// servers, a p_min near those probabilities flips with the rounding, so
+// none); in the other, whose layers pass their input on, the target
+// accepts most drafts, which checks the row a draft starts from after a
+// partial acceptance. (llama-server reads p_min from its flags alone; a
+// request's speculative.p_min, which this server honours, is not sent.
+// The prompts are ones whose random answers llama-server's output parser
+// takes: it answers 500 to many.)
+func TestMTPAgainstLlamaServer(t *testing.T) {
+	vocab := filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-llama-spm.gguf")
+	for _, tt := range []struct {
+		name    string
+		o       gguf.TinyModelOptions
+		pmin    float32
+		prompts []string
+	}{
+		{"random", gguf.TinyModelOptions{Seed: 7}, 0.11, []string{"Once upon a time", "The cat sat on the mat. The dog sat on the log.",
+			"The little bird sang a song.", "One day, a boy found a box.", "The sun was warm."}},
+		{"pass-through", gguf.TinyModelOptions{Seed: 7, PassThrough: true}, 0, []string{"Once upon a time"}},
+	} {
+		prompts := tt.prompts
+		t.Run(tt.name, func(t *testing.T) {
+			model := filepath.Join(t.TempDir(), "m.gguf")
+			tt.o.Arch, tt.o.NLayer, tt.o.NextN, tt.o.VocabFrom, tt.o.NCtx = "glm4moe", 2, 1, vocab, 4096
+			require.NoError(t, gguf.WriteTinyModel(model, tt.o))
+			for _, np := range []int{1, 2} {
+				t.Run(fmt.Sprintf("np=%d", np), func(t *testing.T) {
+					pmin := tt.pmin
+					if np > 1 {
+						pmin = 0
+					}
+					flags := []string{"--spec-type", "draft-mtp", "--spec-draft-n-max", "4", "--spec-draft-p-min", fmt.Sprint(pmin)}
+					ref, ours := startAgainstLlamaServer(t, model, np, flags, engine.Options{Speculative: engine.SpeculativeOptions{
+						Types: []string{engine.SpecDraftMTP}, NMax: 4, PMin: pmin, Adapt: llama.DraftAdapt{Off: true}}})
+					fields := []string{"content", "timings.draft_n", "timings.draft_n_accepted"}
+					drafted, accepted := 0.0, 0.0
+					check := func(r, o map[string]any, what string, i int) {
+						t.Helper()
+						assert.Equal(t, r, o, "%s %d", what, i)
+						n, _ := o["timings.draft_n"].(float64)
+						a, _ := o["timings.draft_n_accepted"].(float64)
+						drafted, accepted = drafted+n, accepted+a
+					}
+					for i, p := range prompts {
+						body := map[string]any{"prompt": p, "n_predict": 48, "temperature": 0, "cache_prompt": false}
+						if np == 1 {
+							check(completionFields(t, ref, body, fields...), completionFields(t, ours, body, fields...), "prompt", i)
+							continue
+						}
+						// Two requests at once: the slots draft together.
+						other := map[string]any{"prompt": prompts[(i+1)%len(prompts)], "n_predict": 40, "temperature": 0, "cache_prompt": false}
+						var want []map[string]any
+						for _, url := range []string{ref, ours} {
+							got := make([]map[string]any, 2)
+							done := make(chan struct{})
+							go func() { defer close(done); got[1] = completionFields(t, url, other, fields...) }()
+							got[0] = completionFields(t, url, body, fields...)
+							<-done
+							if want == nil {
+								want = got
+								continue
+							}
+							check(want[0], got[0], "prompt", i)
+							check(want[1], got[1], "other", i)
+						}
+					}
+					assert.Positive(t, drafted)
+					if tt.o.PassThrough {
+						assert.Greater(t, accepted, drafted/2)
+					}
+					t.Logf("%s np=%d: %.0f drafted, %.0f accepted", tt.name, np, drafted, accepted)
+				})
+			}
+		})
+	}
+}
