@@ -57,6 +57,8 @@ type MTPSeq struct {
 	seq     int
 	pmin    float32
 	fed     []llama.Token // tokens in the head's memory from position 0, where contiguous
+	begin   []llama.Token // the prompt of the last Begin, applied at the next Decoded (begun)
+	begun   bool
 	pending []float32     // the target's hidden row of the sequence's last decoded token
 	rows    []float32     // its hidden rows in the target's last batch
 	nRows   int
@@ -230,13 +232,18 @@ func (d *MTP) Decoded(ctx context.Context, b *llama.Batch) error {
 // sequence's tokens only in order from its last position or into an empty
 // memory.
 func (d *MTP) truncate(seq, pos int) error {
+	want := pos
 	s := d.seqs[seq]
 	mem := d.c.Memory()
+	if s.begun {
+		s.begun = false
+		pos = min(pos, commonPrefix(s.fed, s.begin))
+	}
 	if _, err := mem.Remove(seq, pos, -1); err != nil {
 		return err
 	}
 	s.fed = s.fed[:min(len(s.fed), pos)]
-	if _, hi, err := mem.PosRange(seq); err != nil || hi < 0 || hi == pos-1 {
+	if _, hi, err := mem.PosRange(seq); err != nil || hi < 0 || hi == want-1 {
 		return err
 	}
 	_, err := mem.Remove(seq, 0, -1)
@@ -248,7 +255,7 @@ func (d *MTP) truncate(seq, pos int) error {
 func (d *MTP) forget(seq int) {
 	s := d.seqs[seq]
 	_, _ = d.c.Memory().Remove(seq, 0, -1)
-	s.fed, s.nRows = s.fed[:0], 0
+	s.fed, s.nRows, s.begun = s.fed[:0], 0, false
 	clear(s.pending)
 }
 
@@ -406,26 +413,56 @@ func (s *MTPSeq) Accepted(n int) {
 }
 
 // Begin implements llama.DraftBeginner: what the head's memory holds of
-// the sequence past its common prefix with prompt is forgotten (another
-// conversation's tokens, after the target's memory was restored from a
-// cache, say).
+// the sequence past its common prefix with prompt is forgotten at the next
+// Decoded of the sequence (another conversation's tokens, when the
+// target's memory was restored from a slot file, say). Until then it stays,
+// so that a prompt cache saving the sequence (State) gets all of it.
 func (s *MTPSeq) Begin(prompt []llama.Token) {
-	if s == nil || s.m == nil || s.m.c == nil {
+	if s == nil {
 		return
 	}
-	k := commonPrefix(s.fed, prompt)
-	if k < len(s.fed) {
-		_, _ = s.m.c.Memory().Remove(s.seq, k, -1)
-		s.fed = s.fed[:k]
-	}
+	s.begin = append(s.begin[:0], prompt...)
+	s.begun = true
 }
 
-// Decoded implements llama.DecodeWatcher, for Generate: MTP.Decoded.
-func (s *MTPSeq) Decoded(ctx context.Context, b *llama.Batch) error {
-	if s == nil || s.m == nil {
-		return errorf(llama.CodeInvalid, "mtp", "not made by NewMTP")
+// State returns the head's memory of the sequence, for SetState to bring
+// back with the target's (a prompt cache, as llama-server's).
+func (s *MTPSeq) State() ([]byte, error) {
+	if s == nil || s.m == nil || s.m.c == nil {
+		return nil, errorf(llama.CodeInvalid, "mtp", "closed or not made by NewMTP")
 	}
-	return s.m.Decoded(ctx, b)
+	return s.m.c.SeqState(s.seq)
+}
+
+// SetState replaces the head's memory of the sequence with a State saved
+// when the target's memory held tokens, which it holds again. The row the
+// next batch starts from stays the sequence's last, as in llama.cpp.
+func (s *MTPSeq) SetState(data []byte, tokens []llama.Token) error {
+	if s == nil || s.m == nil || s.m.c == nil {
+		return errorf(llama.CodeInvalid, "mtp", "closed or not made by NewMTP")
+	}
+	mem := s.m.c.Memory()
+	s.fed = s.fed[:0]
+	if _, err := mem.Remove(s.seq, 0, -1); err != nil {
+		return err
+	}
+	if err := s.m.c.SetSeqState(s.seq, data); err != nil {
+		_, _ = mem.Remove(s.seq, 0, -1)
+		return err
+	}
+	// Past the tokens (a draft's tail when it was saved) it holds nothing
+	// of this sequence.
+	if _, err := mem.Remove(s.seq, len(tokens), -1); err != nil {
+		return err
+	}
+	lo, hi, err := mem.PosRange(s.seq)
+	if err != nil {
+		return err
+	}
+	if lo == 0 {
+		s.fed = append(s.fed, tokens[:hi+1]...)
+	}
+	return nil
 }
 
 // Reset forgets the sequence: the head's memory of it and its rows.

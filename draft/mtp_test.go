@@ -90,6 +90,17 @@ func TestMTP(t *testing.T) {
 			reqs[i] = &draft.MTPRequest{Seq: shared.Seq(i), History: append(p, 100+llama.Token(i)), Max: 5}
 		}
 		require.NoError(t, shared.DraftAll(ctx, reqs))
+		// The head's memory of a sequence, saved and brought back after
+		// it was forgotten, takes the next draft's positions where they
+		// follow (this model's head reads little of its memory: the
+		// conversations of TestMTPAgainstLlamaServer check what it holds).
+		st, err := shared.Seq(0).State()
+		require.NoError(t, err)
+		shared.Seq(0).Reset()
+		require.NoError(t, shared.Seq(0).SetState(st, prompts[0]))
+		again, err := shared.Seq(0).Draft(ctx, reqs[0].History, 5)
+		require.NoError(t, err)
+		assert.Equal(t, reqs[0].Draft, again)
 		for i, p := range prompts {
 			o := opts
 			alone := newCtx(t, m, o)

@@ -23,10 +23,13 @@ type promptCacheEntry struct {
 	tokens []llama.Token
 	state  []byte
 	ckpts  []ckpt // the slot's context checkpoints (see checkpoint.go)
+	mtp    []byte // the draft-mtp head's memory of the sequence (nil: none)
 }
 
 // bytes is what the entry counts against the cache's limit.
-func (en *promptCacheEntry) bytes() int64 { return int64(len(en.state)) + ckptBytes(en.ckpts) }
+func (en *promptCacheEntry) bytes() int64 {
+	return int64(len(en.state)) + int64(len(en.mtp)) + ckptBytes(en.ckpts)
+}
 
 // defaultCacheRAMMiB is llama-server's --cache-ram default.
 const defaultCacheRAMMiB = 8192
@@ -61,6 +64,10 @@ func (c *promptCache) save(e *Engine, s *engSlot) bool {
 	}
 	e.ckptValid(s)
 	en := promptCacheEntry{tokens: slices.Clone(s.cache), state: state, ckpts: slices.Clone(s.ckpts)}
+	if e.spec != nil && e.spec.mtp != nil {
+		// As llama-server: the head's memory goes with the target's.
+		en.mtp, _ = e.spec.mtp.Seq(s.id).State()
+	}
 	n := en.bytes()
 	if c.limit > 0 && n > c.limit {
 		c.log.Warn("prompt state exceeds the prompt cache size, not cached", "slot", s.id, "bytes", n)
@@ -123,6 +130,14 @@ func (c *promptCache) load(e *Engine, s *engSlot, prompt []llama.Token) {
 	}
 	s.cache = append(s.cache, en.tokens...)
 	s.ckpts = en.ckpts
+	if q := e.spec.mtpSeq(s.id); q != nil {
+		if en.mtp == nil {
+			q.Reset()
+		} else if err := q.SetState(en.mtp, en.tokens); err != nil {
+			c.log.Warn("draft-mtp: failed to load the head's memory from the prompt cache", "slot", s.id, "err", err)
+			q.Reset()
+		}
+	}
 	c.log.Debug("prompt cache: loaded a prompt", "slot", s.id, "tokens", len(en.tokens))
 }
 

@@ -329,6 +329,14 @@ func (sp *engSpec) resetSlot(id int) {
 	}
 }
 
+// mtpSeq is slot id's draft-mtp drafter; nil without draft-mtp.
+func (sp *engSpec) mtpSeq(id int) *draft.MTPSeq {
+	if sp == nil {
+		return nil
+	}
+	return sp.mtp.Seq(id)
+}
+
 // draftModel and draftContext are the draft model and its context (nil
 // without one).
 func (sp *engSpec) draftModel() *llama.Model {

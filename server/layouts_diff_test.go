@@ -225,7 +225,8 @@ func TestPromptCacheAgainstLlamaServer(t *testing.T) {
 // (--spec-type draft-mtp) on GLM-4.5's layout, in both servers with the
 // same settings, and requires the same text, draft_n and draft_n_accepted
 // at every request, on one and on two slots (two requests at once,
-// drafting in one batch). One model is random, with a p_min that stops
+// drafting in one batch), and on one slot in two conversations taking
+// turns (the prompt cache keeps the head's memory with the target's). One model is random, with a p_min that stops
 // drafts midway on one slot (the head's probabilities hang on the hidden
 // rows it is given; on two, where the batches' sizes differ between the
 // servers, a p_min near those probabilities flips with the rounding, so
@@ -291,6 +292,22 @@ func TestMTPAgainstLlamaServer(t *testing.T) {
 							}
 							check(want[0], got[0], "prompt", i)
 							check(want[1], got[1], "other", i)
+						}
+					}
+					if np == 1 && !tt.o.PassThrough {
+						// Two conversations in turn on the slot: each turn
+						// brings the other's prompt back from the prompt
+						// cache, the head's memory with it.
+						convs := []string{"Once upon a time", "The sun was warm."}
+						fields := append(fields, "timings.cache_n", "timings.prompt_n")
+						for turn := range 3 {
+							for i := range convs {
+								body := map[string]any{"prompt": convs[i], "n_predict": 24, "temperature": 0, "cache_prompt": true}
+								o := completionFields(t, ours, body, fields...)
+								check(completionFields(t, ref, body, fields...), o, "turn", turn)
+								c, _ := o["content"].(string)
+								convs[i] += c + " and"
+							}
 						}
 					}
 					assert.Positive(t, drafted)
