@@ -167,3 +167,94 @@ func TestMTP(t *testing.T) {
 		assert.True(t, strings.Contains(err.Error(), "ModelOptions.MTP"), err)
 	})
 }
+
+// FuzzDraftMTP drives an MTP head over two sequences as a server would,
+// with the fuzzer choosing the tokens, how much of each draft the target
+// keeps, where a sequence begins again (Begin, a gap in its positions as
+// after a restore) and when its memory is saved and brought back: no
+// call fails, and no draft is longer than asked.
+func FuzzDraftMTP(f *testing.F) {
+	f.Add([]byte("abcabcabcabc"), []byte("Once upon a time"), []byte{3, 1, 0, 7, 2, 9}, 4)
+	f.Add([]byte(""), []byte("x"), []byte{255, 128, 64, 5}, 9)
+	// The model is made before the fuzzing starts (each worker process
+	// runs this), so that no input is charged with it.
+	path := filepath.Join(f.TempDir(), "glm.gguf")
+	require.NoError(f, gguf.WriteTinyModel(path, gguf.TinyModelOptions{Arch: "glm4moe", NLayer: 2, NextN: 1, Seed: 3,
+		VocabFrom: filepath.Join(testenv.ModelsDir(f), "vocab", "ggml-vocab-llama-spm.gguf")}))
+	m := modeltest.LoadPath(f, path, llama.ModelOptions{MTP: true})
+	f.Fuzz(func(t *testing.T, h1, h2, ops []byte, n int) {
+		if len(h1)+len(h2) > 512 || len(ops) > 64 {
+			return
+		}
+		ctx := context.Background()
+		c := newCtx(t, m, llama.ContextOptions{ContextSize: 1024, BatchSize: 64, Threads: 1, Sequences: 2})
+		d, err := draft.NewMTP(c, draft.MTPOptions{NMax: 6, PMin: 0.1})
+		require.NoError(t, err)
+		defer d.Close()
+		hists := [][]llama.Token{append([]llama.Token{1}, historyOf(h1, true)...), append([]llama.Token{1}, historyOf(h2, true)...)}
+		inMem := []int{0, 0} // tokens of each history in the target's memory
+		b := llama.NewBatch(c.BatchSize(), 1)
+		// decode puts each history but its last token into the target, in
+		// batches, and shows them to the head.
+		decode := func() {
+			for {
+				b.Clear()
+				for s, h := range hists {
+					for inMem[s] < len(h)-1 && b.Len() < b.Cap() {
+						require.NoError(t, b.Add(h[inMem[s]], inMem[s], s, false))
+						inMem[s]++
+					}
+				}
+				if b.Len() == 0 {
+					return
+				}
+				require.NoError(t, c.Decode(ctx, b))
+				require.NoError(t, d.Decoded(ctx, b))
+			}
+		}
+		for i, op := range ops {
+			s := i % 2
+			switch op % 4 {
+			case 0: // Begin again with a prefix of the history
+				k := min(int(op/4), len(hists[s]))
+				hists[s] = hists[s][:max(k, 1)]
+				inMem[s] = min(inMem[s], len(hists[s])-1)
+				_, err := c.Memory().Remove(s, inMem[s], -1)
+				require.NoError(t, err)
+				d.Seq(s).Begin(hists[s])
+			case 1: // save and bring back the head's memory
+				st, err := d.Seq(s).State()
+				require.NoError(t, err)
+				if op&4 != 0 {
+					d.Seq(s).Reset()
+				}
+				require.NoError(t, d.Seq(s).SetState(st, hists[s][:inMem[s]]))
+			case 2: // a gap: the target's memory restored elsewhere
+				_, err := c.Memory().Remove(s, 0, -1)
+				require.NoError(t, err)
+				hists[s] = append(hists[s][:0:0], hists[s]...)
+				inMem[s] = 0
+				decode()
+				d.Seq(s).Begin(hists[s])
+			}
+			decode()
+			reqs := []*draft.MTPRequest{{Seq: d.Seq(0), History: hists[0], Max: n}, {Seq: d.Seq(1), History: hists[1], Max: n + int(op%3)}}
+			require.NoError(t, d.DraftAll(ctx, reqs))
+			for s, r := range reqs {
+				require.LessOrEqual(t, len(r.Draft), ourMax(r.Max, 0))
+				// The target keeps part of the draft: the last token and
+				// the kept ones go in, with the next token after them.
+				keep := min(len(r.Draft), int(op)%(len(r.Draft)+1))
+				hists[s] = append(hists[s], r.Draft[:keep]...)
+				hists[s] = append(hists[s], llama.Token(int(op)%32))
+				if len(hists[s]) > 900 {
+					hists[s] = hists[s][:2]
+					_, err := c.Memory().Remove(s, 0, -1)
+					require.NoError(t, err)
+					inMem[s] = 0
+				}
+				d.Seq(s).Accepted(keep)
+			}
+		}
+	})
+}
