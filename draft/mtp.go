@@ -2,6 +2,7 @@ package draft
 
 import (
 	"context"
+	"slices"
 
 	"github.com/x/llama"
 )
@@ -59,8 +60,8 @@ type MTPSeq struct {
 	fed     []llama.Token // tokens in the head's memory from position 0, where contiguous
 	begin   []llama.Token // the prompt of the last Begin, applied at the next Decoded (begun)
 	begun   bool
-	pending []float32     // the target's hidden row of the sequence's last decoded token
-	rows    []float32     // its hidden rows in the target's last batch
+	pending []float32 // the target's hidden row of the sequence's last decoded token
+	rows    []float32 // its hidden rows in the target's last batch
 	nRows   int
 
 	// DraftAll's state.
@@ -462,6 +463,86 @@ func (s *MTPSeq) SetState(data []byte, tokens []llama.Token) error {
 	if lo == 0 {
 		s.fed = append(s.fed, tokens[:hi+1]...)
 	}
+	return nil
+}
+
+// Remove and Shift make the same change to the head's memory of the
+// sequence as llama.Memory's Remove and Shift to the target's (a context
+// shift, llama.cpp's cache reuse), as llama-server edits both memories
+// together, so that the head keeps what it saw where the target does.
+func (s *MTPSeq) Remove(p0, p1 int) error {
+	if s == nil || s.m == nil || s.m.c == nil {
+		return errorf(llama.CodeInvalid, "mtp", "closed or not made by NewMTP")
+	}
+	if _, err := s.m.c.Memory().Remove(s.seq, p0, p1); err != nil {
+		return err
+	}
+	p0 = max(p0, 0)
+	if p1 < 0 || p1 >= len(s.fed) {
+		s.fed = s.fed[:min(len(s.fed), p0)]
+		return nil
+	}
+	for i := p0; i < p1; i++ {
+		s.fed[i] = llama.NoToken
+	}
+	return nil
+}
+
+// Shift: see Remove.
+func (s *MTPSeq) Shift(p0, p1, delta int) error {
+	if s == nil || s.m == nil || s.m.c == nil {
+		return errorf(llama.CodeInvalid, "mtp", "closed or not made by NewMTP")
+	}
+	if err := s.m.c.Memory().Shift(s.seq, p0, p1, delta); err != nil {
+		return err
+	}
+	p0 = max(p0, 0)
+	if p1 < 0 || p1 > len(s.fed) {
+		p1 = len(s.fed)
+	}
+	if p0 >= p1 || delta == 0 {
+		return nil
+	}
+	moved := slices.Clone(s.fed[p0:p1])
+	for i := p0; i < p1; i++ {
+		s.fed[i] = llama.NoToken
+	}
+	for i, t := range moved {
+		switch j := p0 + i + delta; {
+		case j < 0:
+		case j < len(s.fed):
+			s.fed[j] = t
+		default:
+			for len(s.fed) < j {
+				s.fed = append(s.fed, llama.NoToken)
+			}
+			s.fed = append(s.fed, t)
+		}
+	}
+	for len(s.fed) > 0 && s.fed[len(s.fed)-1] == llama.NoToken {
+		s.fed = s.fed[:len(s.fed)-1]
+	}
+	return nil
+}
+
+// Copy makes sequence dst's memory of the head a copy of src's, as
+// llama.Memory's Copy of a whole sequence does the target's.
+func (d *MTP) Copy(src, dst int) error {
+	if d == nil || d.c == nil {
+		return errorf(llama.CodeInvalid, "mtp", "closed or not made by NewMTP")
+	}
+	if src < 0 || src >= len(d.seqs) || dst < 0 || dst >= len(d.seqs) {
+		return errorf(llama.CodeInvalid, "mtp", "sequence %d or %d out of range [0, %d)", src, dst, len(d.seqs))
+	}
+	mem := d.c.Memory()
+	if _, err := mem.Remove(dst, 0, -1); err != nil {
+		return err
+	}
+	if err := mem.Copy(src, dst, 0, -1); err != nil {
+		d.forget(dst)
+		return err
+	}
+	d.seqs[dst].fed = append(d.seqs[dst].fed[:0], d.seqs[src].fed...)
 	return nil
 }
 

@@ -12,8 +12,8 @@ import (
 	"github.com/x/llama"
 	"github.com/x/llama/draft"
 	"github.com/x/llama/internal/gguf"
-	"github.com/x/llama/internal/testenv/modeltest"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 )
 
 // mtpModel writes and loads (with its MTP block) a random GLM-4.5-layout
@@ -171,8 +171,8 @@ func TestMTP(t *testing.T) {
 // FuzzDraftMTP drives an MTP head over two sequences as a server would,
 // with the fuzzer choosing the tokens, how much of each draft the target
 // keeps, where a sequence begins again (Begin, a gap in its positions as
-// after a restore) and when its memory is saved and brought back: no
-// call fails, and no draft is longer than asked.
+// after a restore), when its memory is saved and brought back and when
+// the context shifts: no call fails, and no draft is longer than asked.
 func FuzzDraftMTP(f *testing.F) {
 	f.Add([]byte("abcabcabcabc"), []byte("Once upon a time"), []byte{3, 1, 0, 7, 2, 9}, 4)
 	f.Add([]byte(""), []byte("x"), []byte{255, 128, 64, 5}, 9)
@@ -229,6 +229,18 @@ func FuzzDraftMTP(f *testing.F) {
 					d.Seq(s).Reset()
 				}
 				require.NoError(t, d.Seq(s).SetState(st, hists[s][:inMem[s]]))
+			case 3: // a context shift, on both memories
+				keep, discard := int(op>>2)%8, int(op>>5)+1
+				if inMem[s] > keep+discard {
+					for _, mem := range []func(p0, p1 int) error{
+						func(p0, p1 int) error { _, err := c.Memory().Remove(s, p0, p1); return err }, d.Seq(s).Remove} {
+						require.NoError(t, mem(keep, keep+discard))
+					}
+					require.NoError(t, c.Memory().Shift(s, keep+discard, inMem[s], -discard))
+					require.NoError(t, d.Seq(s).Shift(keep+discard, inMem[s], -discard))
+					hists[s] = append(hists[s][:keep:keep], hists[s][keep+discard:]...)
+					inMem[s] -= discard
+				}
 			case 2: // a gap: the target's memory restored elsewhere
 				_, err := c.Memory().Remove(s, 0, -1)
 				require.NoError(t, err)

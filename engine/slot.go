@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/x/llama"
+	"github.com/x/llama/draft"
 	"github.com/x/llama/sampling"
 )
 
@@ -231,6 +232,12 @@ func (e *Engine) copyPrefix(s *engSlot, n int) (int, bool) {
 		s.cache = s.cache[:0]
 		return 0, true
 	}
+	e.mtpMirror(s.id, func(q *draft.MTPSeq) error {
+		if err := e.spec.mtp.Copy(src.id, s.id); err != nil {
+			return err
+		}
+		return q.Remove(best, -1)
+	})
 	s.cache = append(s.cache[:0], src.cache[:best]...)
 	s.copyPending = true
 	return best, true
@@ -270,6 +277,12 @@ func (e *Engine) reuseChunks(s *engSlot, n, minChunk int) int {
 			if err := e.lctx.Memory().Shift(s.id, hc, hc+m, hp-hc); err != nil {
 				return hp
 			}
+			e.mtpMirror(s.id, func(q *draft.MTPSeq) error {
+				if err := q.Remove(hp, hc); err != nil {
+					return err
+				}
+				return q.Shift(hc, hc+m, hp-hc)
+			})
 			copy(s.cache[hp:hp+m], s.cache[hc:hc+m])
 		}
 		hc += m
@@ -587,6 +600,12 @@ func (e *Engine) shift(s *engSlot) bool {
 	if err := e.lctx.Memory().Shift(s.id, nKeep+nDiscard, len(s.cache), -nDiscard); err != nil {
 		return false
 	}
+	e.mtpMirror(s.id, func(q *draft.MTPSeq) error {
+		if err := q.Remove(nKeep, nKeep+nDiscard); err != nil {
+			return err
+		}
+		return q.Shift(nKeep+nDiscard, len(s.cache), -nDiscard)
+	})
 	s.cache = append(s.cache[:nKeep], s.cache[nKeep+nDiscard:]...)
 	s.truncated = true
 	return true

@@ -587,6 +587,15 @@ func (e *Engine) mtpDecoded(b *llama.Batch) {
 	}
 }
 
+// mtpMirror makes an edit of slot id's memory (a copy, a shift) to the
+// draft-mtp head's too, as llama-server edits both memories together. A
+// failure costs drafts only: the head forgets the slot's sequence.
+func (e *Engine) mtpMirror(id int, edit func(q *draft.MTPSeq) error) {
+	if q := e.spec.mtpSeq(id); q != nil && edit(q) != nil {
+		q.Reset()
+	}
+}
+
 // draftMTP runs draft.MTP.DraftAll, returning its panic as a
 // *llama.PanicError.
 func (e *Engine) draftMTP(reqs []*draft.MTPRequest) (err error) {

@@ -226,7 +226,8 @@ func TestPromptCacheAgainstLlamaServer(t *testing.T) {
 // same settings, and requires the same text, draft_n and draft_n_accepted
 // at every request, on one and on two slots (two requests at once,
 // drafting in one batch), and on one slot in two conversations taking
-// turns (the prompt cache keeps the head's memory with the target's). One model is random, with a p_min that stops
+// turns (the prompt cache keeps the head's memory with the target's), and
+// generations that shift the context (the head's memory shifts too). One model is random, with a p_min that stops
 // drafts midway on one slot (the head's probabilities hang on the hidden
 // rows it is given; on two, where the batches' sizes differ between the
 // servers, a p_min near those probabilities flips with the rounding, so
@@ -308,6 +309,19 @@ func TestMTPAgainstLlamaServer(t *testing.T) {
 								c, _ := o["content"].(string)
 								convs[i] += c + " and"
 							}
+						}
+					}
+					if np == 1 && !tt.o.PassThrough {
+						// Generations past a context of 256: each context
+						// shift moves the head's memory with the target's.
+						ref := testenv.RunHTTPServer(t, testenv.LlamaServer(t), "", append([]string{"-m", model, "-c", "256",
+							"-np", "1", "-t", "1", "-tb", "1", "--context-shift"}, flags...)...)
+						eo := engine.Options{Parallel: 1, ContextShift: true, Context: llama.ContextOptions{ContextSize: 256, Threads: 1, ThreadsBatch: 1},
+							Speculative: engine.SpeculativeOptions{Types: []string{engine.SpecDraftMTP}, NMax: 4, PMin: pmin, Adapt: llama.DraftAdapt{Off: true}}}
+						_, ts := newTestServer(t, Options{Model: model, Engine: eo})
+						for i, p := range []string{"She said yes.", "Go"} {
+							body := map[string]any{"prompt": p, "n_predict": 260 + 140*i, "temperature": 0, "cache_prompt": false}
+							check(completionFields(t, ref, body, fields...), completionFields(t, ts.URL, body, fields...), "shift", i)
 						}
 					}
 					assert.Positive(t, drafted)
