@@ -146,9 +146,9 @@ type Context struct {
 	// SetHidden: the decodes keep the hidden rows of every entry
 	// (hiddenAll) or of the outputs.
 	hidden, hiddenAll bool
-	nSwa                                    int // window of a windowed cache; 0: full-sized
-	nSwaModel                               int // the model's sliding window; 0: none
-	pooling                                 PoolingType
+	nSwa              int // window of a windowed cache; 0: full-sized
+	nSwaModel         int // the model's sliding window; 0: none
+	pooling           PoolingType
 
 	abort    *atomic.Uint32  // in C memory: non-zero aborts; C reads its first byte (little-endian)
 	setAbort func()          // sets abort: made once, as a method value passed on allocates
