@@ -255,6 +255,56 @@ func TestWriteTinyMamba(t *testing.T) {
 	}
 }
 
+// TestWriteTinyGLM4MoE: GLM-4.5's layout, a dense first layer then
+// experts beside a shared one, with its MTP block counted in block_count
+// after the trunk; PassThrough zeroes the output projections.
+func TestWriteTinyGLM4MoE(t *testing.T) {
+	for _, pass := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "glm.gguf")
+		require.NoError(t, WriteTinyModel(path, TinyModelOptions{
+			Arch: "glm4moe", VocabFrom: vocabPath(t, "llama-spm"), NEmbd: 32, NLayer: 2, NextN: 1, NHead: 2, NFF: 48, Seed: 1, PassThrough: pass,
+		}))
+		f, err := Open(path)
+		require.NoError(t, err)
+		for key, want := range map[string]any{
+			"glm4moe.block_count":               uint32(3),
+			"glm4moe.nextn_predict_layers":      uint32(1),
+			"glm4moe.expert_count":              uint32(4),
+			"glm4moe.leading_dense_block_count": uint32(1),
+			"glm4moe.expert_gating_func":        uint32(2),
+		} {
+			got, ok := f.Get(key)
+			assert.True(t, ok, key)
+			assert.Equal(t, want, got, key)
+		}
+		const e, ff = 32, 48
+		for name, shape := range map[string][]uint64{
+			"blk.0.ffn_down.weight":            {ff, e},
+			"blk.1.ffn_down_exps.weight":       {ff, e, 4},
+			"blk.1.ffn_up_shexp.weight":        {e, ff},
+			"blk.2.nextn.eh_proj.weight":       {2 * e, e},
+			"blk.2.exp_probs_b.bias":           {4},
+			"blk.2.post_attention_norm.weight": {e},
+		} {
+			ti, ok := f.Tensor(name)
+			require.True(t, ok, name)
+			assert.Equal(t, shape, ti.Shape, name)
+		}
+		_, ok := f.Tensor("blk.1.nextn.eh_proj.weight")
+		assert.False(t, ok, "the trunk's layers have no MTP tensors")
+		r, err := os.Open(path)
+		require.NoError(t, err)
+		data, err := f.TensorF32(r, "blk.1.attn_output.weight")
+		r.Close()
+		require.NoError(t, err)
+		zero := true
+		for _, x := range data {
+			zero = zero && x == 0
+		}
+		assert.Equal(t, pass, zero, "pass-through zeroes the output projections")
+	}
+}
+
 // TestWriteTinyJamba: Jamba's layers alternate: 0 KV heads makes a Mamba
 // layer (with Jamba's norms of dt, B and C), the others attention; each
 // has a feed-forward.
@@ -386,6 +436,9 @@ func TestWriteTinyModelErrors(t *testing.T) {
 		{"gemma4 shared over another kind", TinyModelOptions{VocabFrom: v, Arch: "gemma4", NLayer: 6, SlidingWindow: 8,
 			SlidingWindowPattern: 3, SharedKVLayers: 2}, "a sliding then a full one"},
 		{"missing vocab", TinyModelOptions{VocabFrom: "/nonexistent.gguf"}, "no such file"},
+		{"nextn elsewhere", TinyModelOptions{VocabFrom: v, NextN: 1}, "NextN is one block, for glm4moe"},
+		{"two nextn", TinyModelOptions{VocabFrom: v, Arch: "glm4moe", NextN: 2}, "NextN is one block"},
+		{"pass-through quantized", TinyModelOptions{VocabFrom: v, Arch: "glm4moe", PassThrough: true, Type: Q8_0}, "F32 glm4moe"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
