@@ -19,6 +19,11 @@ type MTPOptions struct {
 	// Context sets the MTP context's threads and thread pools; its
 	// sizes, sequences and MTP flag come from the target context.
 	Context llama.ContextOptions
+	// Model is the head's model when it ships apart from the target's
+	// (llama.cpp's MTP sidecar file, loaded with llama.ModelOptions.MTP;
+	// its vocabulary must match the target's, see CheckCompatible); nil:
+	// the target's own model.
+	Model *llama.Model
 }
 
 // MTP drafts with a model's own multi-token-prediction head (llama.cpp's
@@ -73,8 +78,8 @@ type MTPSeq struct {
 
 // NewMTP returns an MTP drafter for target's sequences. It turns on the
 // target's hidden rows (llama.Context.SetHidden) and makes the MTP
-// context: the target's model must carry MTP blocks and have been loaded
-// with llama.ModelOptions.MTP. Blocks chained one per drafted token
+// context: the target's model (or opts.Model) must carry MTP blocks and
+// have been loaded with llama.ModelOptions.MTP. Blocks chained one per drafted token
 // (Step 3.5's) and heads that share the target's memory (Gemma 4's
 // assistants) are not supported.
 func NewMTP(target *llama.Context, opts MTPOptions) (*MTP, error) {
@@ -82,6 +87,12 @@ func NewMTP(target *llama.Context, opts MTPOptions) (*MTP, error) {
 		return nil, errorf(llama.CodeInvalid, "mtp", "nil target context")
 	}
 	m := target.Model()
+	if opts.Model != nil && opts.Model != m {
+		if err := CheckCompatible(m, opts.Model); err != nil {
+			return nil, err
+		}
+		m = opts.Model
+	}
 	info, err := m.Info()
 	if err != nil {
 		return nil, err
@@ -107,6 +118,10 @@ func NewMTP(target *llama.Context, opts MTPOptions) (*MTP, error) {
 	if err := c.SetHidden(true, false); err != nil {
 		c.Close()
 		return nil, err
+	}
+	if c.HiddenSize() != target.HiddenSize() {
+		c.Close()
+		return nil, errorf(llama.CodeInvalid, "mtp", "the head reads rows of %d values, the target's are %d", c.HiddenSize(), target.HiddenSize())
 	}
 	if err := target.SetHidden(true, true); err != nil {
 		c.Close()

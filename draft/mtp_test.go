@@ -158,6 +158,9 @@ func TestMTP(t *testing.T) {
 		assert.ErrorIs(t, err, llama.ErrUnsupported)
 		_, err = draft.NewMTP(newCtx(t, stories(t), llama.ContextOptions{ContextSize: 256}), draft.MTPOptions{})
 		assert.ErrorIs(t, err, llama.ErrUnsupported)
+		// A head of another vocabulary.
+		_, err = draft.NewMTP(c, draft.MTPOptions{Model: stories(t)})
+		assert.ErrorIs(t, err, llama.ErrInvalid)
 		path := filepath.Join(t.TempDir(), "glm.gguf")
 		require.NoError(t, gguf.WriteTinyModel(path, gguf.TinyModelOptions{Arch: "glm4moe", NLayer: 2, NextN: 1, Seed: 7,
 			VocabFrom: filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-llama-spm.gguf")}))

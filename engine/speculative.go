@@ -19,6 +19,7 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/draft"
+	"github.com/x/llama/internal/gguf"
 )
 
 // Speculative decoding types, by llama.cpp's --spec-type names.
@@ -50,9 +51,12 @@ type SpeculativeOptions struct {
 	// ngram-cache. The drafters are asked in llama.cpp's order (n-gram
 	// types first, then the draft model or the MTP head) and the first
 	// draft is used. Empty or "none": off. As llama-server, a DraftModel
-	// without Types is loaded and checked but not used. draft-mtp drafts
+	// without Types is loaded and checked but not used, unless it is an
+	// MTP head shipped apart from its model (InferTypes), which turns
+	// draft-mtp on. draft-mtp drafts
 	// with the model's own MTP blocks (draft.MTP): the model must carry
-	// them and be loaded with llama.ModelOptions.MTP; it takes NMax, NMin,
+	// them and be loaded with llama.ModelOptions.MTP, or DraftModel be
+	// such a head in a file of its own (loaded with MTP); it takes NMax, NMin,
 	// PMin and the draft threads, and cannot be combined with
 	// draft-simple (llama-server has one draft context). Other llama.cpp
 	// types (draft-eagle3, draft-dflash, draft-dspark) make New fail.
@@ -113,6 +117,36 @@ type SpeculativeOptions struct {
 	// it does not help). Adapt.Off drafts as llama-server does, whose
 	// timings.draft_n and draft_n_accepted this then matches.
 	Adapt llama.DraftAdapt
+
+	inferred bool // InferTypes set Types
+}
+
+// InferTypes sets Types to draft-mtp, and reports whether it did, when
+// Types names no type and DraftModel is a file whose last block is an MTP
+// block (an MTP head shipped apart from its model), as llama-server does
+// for -md without --spec-type. New does the same; a caller that reports
+// the types (TypesString) calls it first.
+func (o *SpeculativeOptions) InferTypes() bool {
+	if ts, err := o.specTypes(); err != nil || len(ts) > 0 || o.DraftModel == "" || !isMTPFile(o.DraftModel) {
+		return false
+	}
+	o.Types, o.inferred = []string{SpecDraftMTP}, true
+	return true
+}
+
+// isMTPFile reports whether the GGUF file at path carries an MTP block in
+// its last block, llama.cpp's test for a draft file that is an MTP head.
+func isMTPFile(path string) bool {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return false
+	}
+	n, ok := f.Uint32(f.Architecture() + ".block_count")
+	if !ok || n == 0 {
+		return false
+	}
+	_, ok = f.Tensor(fmt.Sprintf("blk.%d.nextn.eh_proj.weight", n-1))
+	return ok
 }
 
 // specTypes validates o.Types and returns the enabled types in llama.cpp's
@@ -144,13 +178,24 @@ func (o *SpeculativeOptions) specTypes() ([]string, error) {
 }
 
 // TypesString is the types as llama-server reports them in
-// generation_settings ("speculative.types"): comma-separated, "none" when off.
+// generation_settings ("speculative.types"): "none" when off, else "none"
+// followed by the names in the order given (its list starts with its
+// default), or "draft-mtp" alone when InferTypes chose it.
 func (o *SpeculativeOptions) TypesString() string {
 	ts, err := o.specTypes()
 	if err != nil || len(ts) == 0 {
 		return SpecNone
 	}
-	return strings.Join(ts, ",")
+	if o.inferred {
+		return SpecDraftMTP
+	}
+	names := []string{SpecNone}
+	for _, t := range o.Types {
+		for _, name := range strings.Split(t, ",") {
+			names = append(names, strings.TrimSpace(name))
+		}
+	}
+	return strings.Join(names, ",")
 }
 
 func containsStr(list []string, s string) bool {
@@ -203,6 +248,9 @@ func newEngSpec(m *llama.Model, lctx *llama.Context, eo Options) (*engSpec, erro
 	if wantDraft && o.DraftModel == "" {
 		return nil, fmt.Errorf("engine: speculative type draft-simple needs a draft model: %w", llama.ErrInvalid)
 	}
+	if len(types) == 0 && o.InferTypes() {
+		types = []string{SpecDraftMTP}
+	}
 	wantMTP := containsStr(types, SpecDraftMTP)
 	if wantMTP && wantDraft {
 		return nil, fmt.Errorf("engine: speculative types draft-mtp and draft-simple cannot be combined: %w", llama.ErrInvalid)
@@ -216,7 +264,9 @@ func newEngSpec(m *llama.Model, lctx *llama.Context, eo Options) (*engSpec, erro
 		return nil, err
 	}
 	if o.DraftModel != "" {
-		if sp.draftM, err = llama.LoadModel(context.Background(), o.DraftModel, o.DraftModelOptions); err != nil {
+		mo := o.DraftModelOptions
+		mo.MTP = mo.MTP || wantMTP
+		if sp.draftM, err = llama.LoadModel(context.Background(), o.DraftModel, mo); err != nil {
 			return fail(fmt.Errorf("engine: load draft model: %w", err))
 		}
 		if err := draft.CheckCompatible(m, sp.draftM); err != nil {
@@ -238,7 +288,7 @@ func newEngSpec(m *llama.Model, lctx *llama.Context, eo Options) (*engSpec, erro
 		if th <= 0 {
 			th, thb = eo.Context.Threads, eo.Context.ThreadsBatch
 		}
-		if sp.mtp, err = draft.NewMTP(lctx, draft.MTPOptions{NMax: o.NMax, NMin: o.NMin, PMin: o.PMin,
+		if sp.mtp, err = draft.NewMTP(lctx, draft.MTPOptions{NMax: o.NMax, NMin: o.NMin, PMin: o.PMin, Model: sp.draftM,
 			Context: llama.ContextOptions{Threads: th, ThreadsBatch: thb, FlashAttention: eo.Context.FlashAttention,
 				TypeK: o.DraftTypeK, TypeV: o.DraftTypeV, ThreadPool: eo.Context.ThreadPool, ThreadPoolBatch: eo.Context.ThreadPoolBatch}}); err != nil {
 			return fail(fmt.Errorf("engine: draft-mtp: %w", err))

@@ -248,7 +248,7 @@ func TestSpeculativeOptionsErrors(t *testing.T) {
 		require.NoError(t, e.Close())
 	}
 	o := SpeculativeOptions{Types: []string{"draft-simple", "ngram-map-k,ngram-simple"}}
-	assert.Equal(t, "ngram-simple,ngram-map-k,draft-simple", o.TypesString())
+	assert.Equal(t, "none,draft-simple,ngram-map-k,ngram-simple", o.TypesString(), "llama-server's list: its default, then the names as given")
 }
 
 // TestEngineSpeculativeLookupFiles: ngram-cache drafts from llama.cpp
@@ -393,4 +393,32 @@ func TestEngineSpeculativeMTP(t *testing.T) {
 	_, err = New(mtpEngineModel(t, false), opts)
 	require.ErrorIs(t, err, llama.ErrInvalid)
 	assert.Contains(t, err.Error(), "ModelOptions.MTP")
+
+	// The head in a file of its own beside a model without it: named as
+	// the draft model, it turns draft-mtp on by itself, and drafts as the
+	// head inside the model did.
+	dir := t.TempDir()
+	trunk, side := filepath.Join(dir, "trunk.gguf"), filepath.Join(dir, "mtp.gguf")
+	for path, only := range map[string]string{trunk: "trunk", side: "mtp"} {
+		require.NoError(t, gguf.WriteTinyModel(path, gguf.TinyModelOptions{Arch: "glm4moe", NLayer: 2, NextN: 1, Seed: 7, PassThrough: true,
+			Only: only, VocabFrom: filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-llama-spm.gguf")}))
+	}
+	tm, err := llama.LoadModel(t.Context(), trunk, llama.ModelOptions{})
+	require.NoError(t, err)
+	defer tm.Close()
+	so := SpeculativeOptions{DraftModel: side, NMax: 4, Adapt: llama.DraftAdapt{Off: true}}
+	assert.True(t, so.InferTypes())
+	assert.Equal(t, "draft-mtp", so.TypesString())
+	opts.Speculative = SpeculativeOptions{DraftModel: side, NMax: 4, Adapt: llama.DraftAdapt{Off: true}}
+	se, err := New(tm, opts)
+	require.NoError(t, err)
+	defer se.Close()
+	r := engRun(t, se, engGreedyTask(engTokenize(t, tm, prompts[0], true), 64))
+	assert.Equal(t, want[prompts[0]].tokens, r.tokens)
+	assert.Equal(t, got[0].done.Timings.DraftN, r.done.Timings.DraftN, "the same drafts as the head inside the model")
+	assert.Equal(t, got[0].done.Timings.DraftNAccepted, r.done.Timings.DraftNAccepted)
+	// A draft model that is no MTP head leaves the types alone.
+	so = SpeculativeOptions{DraftModel: engModelPath(t)}
+	assert.False(t, so.InferTypes())
+	assert.Equal(t, "none", so.TypesString())
 }

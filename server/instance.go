@@ -198,6 +198,7 @@ func (s *Server) modelOptions(st router.Settings) Options {
 // Config.Open. ctx is the router's, cancelled when the server shuts down.
 func (s *Server) openInstance(ctx context.Context, sp router.Spec) (*instance, *router.Info, error) {
 	path, opts := sp.Path, s.modelOptions(sp.Settings)
+	opts.Engine.Speculative.InferTypes()
 	if slices.Contains(opts.Engine.Speculative.Types, engine.SpecDraftMTP) {
 		opts.ModelOptions.MTP = true // the head's blocks, for the engine's drafter
 	}

@@ -333,4 +333,42 @@ func TestMTPAgainstLlamaServer(t *testing.T) {
 			}
 		})
 	}
+	// The head in a file of its own (llama.cpp's MTP sidecar), beside a
+	// model file without it: with --spec-type draft-mtp, and without it
+	// (the draft file's MTP block asks for it).
+	t.Run("sidecar", func(t *testing.T) {
+		dir := t.TempDir()
+		trunk, side := filepath.Join(dir, "trunk.gguf"), filepath.Join(dir, "mtp.gguf")
+		for path, only := range map[string]string{trunk: "trunk", side: "mtp"} {
+			require.NoError(t, gguf.WriteTinyModel(path, gguf.TinyModelOptions{Arch: "glm4moe", NLayer: 2, NextN: 1, Seed: 7,
+				VocabFrom: vocab, NCtx: 4096, Only: only}))
+		}
+		for _, types := range [][]string{{engine.SpecDraftMTP}, nil} {
+			flags := []string{"-md", side, "--spec-draft-n-max", "4", "--spec-draft-p-min", "0.11"}
+			if types != nil {
+				flags = append(flags, "--spec-type", "draft-mtp")
+			}
+			ref, ours := startAgainstLlamaServer(t, trunk, 1, flags, engine.Options{Speculative: engine.SpeculativeOptions{
+				Types: types, DraftModel: side, NMax: 4, PMin: 0.11, Adapt: llama.DraftAdapt{Off: true}}})
+			fields := []string{"content", "timings.draft_n", "timings.draft_n_accepted"}
+			for i, p := range []string{"Once upon a time", "The little bird sang a song."} {
+				body := map[string]any{"prompt": p, "n_predict": 48, "temperature": 0, "cache_prompt": false}
+				o := completionFields(t, ours, body, fields...)
+				assert.Equal(t, completionFields(t, ref, body, fields...), o, "%v prompt %d", types, i)
+				assert.Positive(t, o["timings.draft_n"], "%v prompt %d", types, i)
+			}
+			// Both report the type in force.
+			var got []any
+			for _, url := range []string{ref, ours} {
+				code, raw := postRaw(t, url+"/completion", map[string]any{"prompt": "Hi", "n_predict": 1})
+				require.Equal(t, http.StatusOK, code)
+				var out struct {
+					Settings map[string]any `json:"generation_settings"`
+				}
+				require.NoError(t, json.Unmarshal(raw, &out))
+				got = append(got, out.Settings["speculative.types"])
+			}
+			assert.Equal(t, got[0], got[1])
+		}
+	})
 }

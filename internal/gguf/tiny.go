@@ -93,6 +93,12 @@ type TinyModelOptions struct {
 	// token's half of its input (plus a little of the hidden half),
 	// predicts nearly what the model will: drafts the target accepts.
 	PassThrough bool
+	// Only, for glm4moe with NextN, writes part of the model: "trunk"
+	// leaves out the MTP block's tensors (a model whose head ships apart),
+	// "mtp" writes only what the head reads (the token embedding, the
+	// output norm and head, the MTP block): llama.cpp's MTP sidecar file.
+	// The tensors written hold the values of the whole model's.
+	Only string
 	// NextN, for glm4moe, is how many multi-token-prediction blocks
 	// (blk.N.nextn.*, after the NLayer trunk blocks) it carries, for
 	// llama.cpp's draft-mtp; 0: none.
@@ -146,6 +152,8 @@ func (o *TinyModelOptions) defaults() error {
 		return fmt.Errorf("gguf: tiny model: NextN is one block, for glm4moe")
 	case o.PassThrough && (o.Arch != "glm4moe" || o.Type != F32):
 		return fmt.Errorf("gguf: tiny model: PassThrough is for an F32 glm4moe")
+	case o.Only != "" && (o.NextN == 0 || o.Only != "trunk" && o.Only != "mtp"):
+		return fmt.Errorf("gguf: tiny model: Only is \"trunk\" or \"mtp\", with NextN")
 	case (o.SlidingWindow != 0 || o.SlidingWindowPattern != 2) && o.Arch != "gemma3" && o.Arch != "gemma4":
 		return fmt.Errorf("gguf: tiny model: SlidingWindow needs the gemma3 or gemma4 architecture")
 	case (o.SharedKVLayers != 0 || o.PerLayerEmbd != 0) && o.Arch != "gemma4":
@@ -189,6 +197,9 @@ type randTensors struct {
 	rng *rand.Rand
 	typ TensorType
 	err error
+	// skip, when set, leaves out the tensors it names: their values are
+	// drawn all the same, so that the others are those of the whole set.
+	skip func(name string) bool
 }
 
 // add adds a tensor of the given shape with values uniform in
@@ -211,6 +222,9 @@ func (r *randTensors) addTyped(name string, typ TensorType, center, spread float
 	for i := range data {
 		data[i] = center + spread*(2*r.rng.Float32()-1)
 	}
+	if r.skip != nil && r.skip(name) {
+		return
+	}
 	b, err := Quantize(typ, data)
 	if err != nil {
 		r.err = err
@@ -221,7 +235,7 @@ func (r *randTensors) addTyped(name string, typ TensorType, center, spread float
 
 // addData adds an F32 tensor of the given shape holding data.
 func (r *randTensors) addData(name string, data []float32, shape ...int) {
-	if r.err != nil {
+	if r.err != nil || r.skip != nil && r.skip(name) {
 		return
 	}
 	dims := make([]uint64, len(shape))
@@ -413,6 +427,16 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 	}
 
 	r := &randTensors{w: w, rng: newRand(o.Seed), typ: o.Type}
+	if o.Only != "" {
+		head := fmt.Sprintf("blk.%d.", o.NLayer) // the MTP block (NextN is 1)
+		r.skip = func(name string) bool {
+			inHead := strings.HasPrefix(name, head)
+			if o.Only == "trunk" {
+				return inHead
+			}
+			return !inHead && name != "token_embd.weight" && name != "output_norm.weight" && name != "output.weight"
+		}
+	}
 	e, ff := o.NEmbd, o.NFF
 	switch a {
 	case "llama":
