@@ -45,6 +45,12 @@ type Options struct {
 	// beside the model, chosen as llama.cpp chooses it) into Result.MMProj.
 	// Pull ignores it.
 	MMProj bool
+	// MTP also pulls the model's multi-token-prediction head when the repo
+	// ships it apart (an "mtp-" GGUF beside the model, the reference's
+	// quant first, as llama.cpp chooses it) into Result.MTP, for
+	// draft.MTPOptions.Model or engine's draft-mtp; a repo of heads alone
+	// gives the head without a model. Pull ignores it.
+	MTP bool
 	// Progress, when not nil, is called as each file downloads (and once
 	// for each file already cached). ProgressBar makes one that draws a
 	// text progress bar.
@@ -68,8 +74,9 @@ type Progress = ihub.Progress
 // inside the cache's snapshots folder. Repo is "org/repo", Tag the quant
 // of the reference ("" when none), Commit the snapshot's commit. Model is
 // the GGUF to load (the first part of a split model; empty for a preset
-// repo), Files every part of the model in order, MMProj the multimodal
-// projector (with Options.MMProj, when the repo has one), and Preset the
+// repo or a repo of MTP heads alone), Files every part of the model in
+// order, MMProj the multimodal projector (with Options.MMProj, when the
+// repo has one), MTP the MTP head (with Options.MTP), and Preset the
 // repo's preset.ini when it is a preset repo (models for llama-server's
 // router mode): then nothing else is pulled, as with llama.cpp.
 type Result = ihub.Result
@@ -131,7 +138,7 @@ func wrap(code llama.ErrorCode, err error) *llama.Error {
 // error of code llama.CodeUnsupported. Pull is safe for concurrent use;
 // concurrent pulls of one file in a process download it once.
 func Pull(ctx context.Context, ref string, o Options) (string, error) {
-	o.MMProj = false
+	o.MMProj, o.MTP = false, false
 	res, err := PullFiles(ctx, ref, o)
 	if err != nil {
 		return "", err
@@ -147,7 +154,7 @@ func Pull(ctx context.Context, ref string, o Options) (string, error) {
 // a preset repo.
 func PullFiles(ctx context.Context, ref string, o Options) (*Result, error) {
 	ho := ihub.Options{File: o.File, Token: o.Token, Endpoint: o.Endpoint, Offline: o.Offline,
-		CacheDir: o.CacheDir, MMProj: o.MMProj, Client: o.Client}
+		CacheDir: o.CacheDir, MMProj: o.MMProj, MTP: o.MTP, Client: o.Client}
 	if o.Progress != nil {
 		ho.Progress = o.Progress
 	}

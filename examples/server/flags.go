@@ -1604,13 +1604,24 @@ func (c *config) modelSource(ctx context.Context, progress io.Writer) error {
 	}
 	if c.draftHF != "" {
 		// As llama-server, -md names the file of the draft repo then.
+		// Without --spec-type, or with draft-mtp, an MTP head the repo
+		// ships is taken first (its type follows from the file, as with
+		// llama-server).
 		sd := &c.opts.Engine.Speculative
-		path, err := hub.Pull(ctx, c.draftHF, hub.Options{File: sd.DraftModel, Token: c.hf.Token, Offline: c.hf.Offline,
+		mtp := sd.DraftModel == "" && (len(sd.Types) == 0 || slices.Contains(sd.Types, engine.SpecDraftMTP))
+		res, err := hub.PullFiles(ctx, c.draftHF, hub.Options{File: sd.DraftModel, Token: c.hf.Token, Offline: c.hf.Offline, MTP: mtp,
 			Progress: hub.ProgressBar(progress)})
 		if err != nil {
 			return fmt.Errorf("--spec-draft-hf %s: %w", c.draftHF, err)
 		}
-		sd.DraftModel = path
+		switch {
+		case res.MTP != "":
+			sd.DraftModel = res.MTP
+		case res.Model != "":
+			sd.DraftModel = res.Model
+		default:
+			return fmt.Errorf("--spec-draft-hf %s: a preset repo, not a draft model", c.draftHF)
+		}
 	}
 	return nil
 }

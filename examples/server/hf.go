@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"slices"
 
+	"github.com/x/llama/engine"
 	"github.com/x/llama/hub"
 	"github.com/x/llama/server"
 )
@@ -28,7 +31,11 @@ func pullHF(ctx context.Context, f hfFlags, o *server.Options, progress io.Write
 	if f.Repo == "" {
 		return nil
 	}
-	res, err := hub.PullFiles(ctx, f.Repo, hub.Options{File: f.File, Token: f.Token, Offline: f.Offline,
+	// With draft-mtp and no -md, the MTP head the repo ships beside the
+	// model comes too, as with llama-server.
+	sd := &o.Engine.Speculative
+	mtp := slices.Contains(sd.Types, engine.SpecDraftMTP) && sd.DraftModel == ""
+	res, err := hub.PullFiles(ctx, f.Repo, hub.Options{File: f.File, Token: f.Token, Offline: f.Offline, MTP: mtp,
 		Progress: hub.ProgressBar(progress)})
 	if err != nil {
 		return err
@@ -37,7 +44,13 @@ func pullHF(ctx context.Context, f hfFlags, o *server.Options, progress io.Write
 		o.Model, o.ModelsPreset = "", res.Preset
 		return nil
 	}
+	if res.Model == "" {
+		return fmt.Errorf("the repo has no GGUF model, only an MTP head")
+	}
 	o.Model = res.Model
+	if mtp && res.MTP != "" {
+		sd.DraftModel = res.MTP
+	}
 	if o.Alias == "" {
 		o.Alias = f.Repo
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/x/llama/internal/gguf"
 	"github.com/x/llama/internal/hub/hubtest"
 	"github.com/x/llama/internal/testenv"
 	"github.com/x/llama/server"
@@ -233,4 +234,45 @@ func TestModelPresets(t *testing.T) {
 	assert.Equal(t, "qwen2.5-coder-0.5b-q8_0.gguf", filepath.Base(c.opts.Engine.Speculative.DraftModel))
 	assert.Equal(t, "ggml-org/Qwen2.5-Coder-7B-Q8_0-GGUF", c.opts.Alias)
 	assertDrafts(t, c.opts, "the preset's draft model drafts")
+}
+
+// TestMTPSource checks the MTP head shipped beside a model: with
+// --spec-type draft-mtp, -hf pulls it with the model (the quant asked
+// for), and a draft repo of heads alone (-hfd, no --spec-type) gives the
+// head, whose file turns draft-mtp on; the server drafts with it.
+func TestMTPSource(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string][]byte{}
+	for name, only := range map[string]string{"glm-Q8_0.gguf": "trunk", "mtp-glm-Q8_0.gguf": "mtp", "mtp-glm-Q4_0.gguf": "mtp"} {
+		path := filepath.Join(dir, name)
+		require.NoError(t, gguf.WriteTinyModel(path, gguf.TinyModelOptions{Arch: "glm4moe", NLayer: 2, NextN: 1, Seed: 7, PassThrough: true,
+			Only: only, VocabFrom: filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-llama-spm.gguf")}))
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		files[name] = b
+	}
+	fakeHub(t, map[string]*hubtest.Repo{
+		"org/glm":   {Files: files},
+		"org/heads": {Files: map[string][]byte{"mtp-glm-Q8_0.gguf": files["mtp-glm-Q8_0.gguf"]}},
+	})
+	t.Setenv("LLAMA_CACHE", t.TempDir())
+	base := []string{"-c", "256", "-np", "1", "-t", "1", "-tb", "1"}
+
+	c, err := parseFlags(append([]string{"-hf", "org/glm:Q8_0", "--spec-type", "draft-mtp"}, base...), noEnv, io.Discard)
+	require.NoError(t, err)
+	require.NoError(t, c.modelSource(context.Background(), io.Discard))
+	assert.Equal(t, "glm-Q8_0.gguf", filepath.Base(c.opts.Model))
+	assert.Equal(t, "mtp-glm-Q8_0.gguf", filepath.Base(c.opts.Engine.Speculative.DraftModel))
+	assertDrafts(t, c.opts, "the head pulled beside the model drafts")
+
+	c, err = parseFlags(append([]string{"-hf", "org/glm:Q8_0"}, base...), noEnv, io.Discard)
+	require.NoError(t, err)
+	require.NoError(t, c.modelSource(context.Background(), io.Discard))
+	assert.Empty(t, c.opts.Engine.Speculative.DraftModel, "no head without draft-mtp")
+
+	c, err = parseFlags(append([]string{"-m", filepath.Join(dir, "glm-Q8_0.gguf"), "-hfd", "org/heads"}, base...), noEnv, io.Discard)
+	require.NoError(t, err)
+	require.NoError(t, c.modelSource(context.Background(), io.Discard))
+	assert.Equal(t, "mtp-glm-Q8_0.gguf", filepath.Base(c.opts.Engine.Speculative.DraftModel))
+	assertDrafts(t, c.opts, "a draft repo's head drafts without --spec-type")
 }

@@ -55,6 +55,11 @@ type Options struct {
 	// MMProj also pulls the multimodal projector beside the model, when the
 	// repo has one.
 	MMProj bool
+	// MTP also pulls the model's multi-token-prediction head shipped
+	// beside it (an "mtp-" GGUF, chosen as llama.cpp chooses it: the
+	// quant of the reference first), when the repo has one. A repo with
+	// heads and no model gives the head alone (Result.Model empty).
+	MTP bool
 	// Progress, when not nil, is called as files are downloaded or found in
 	// the cache. Calls come from the pulling goroutine, one file at a time.
 	Progress func(Progress)
@@ -96,6 +101,9 @@ type Result struct {
 	// MMProj is the path of the multimodal projector, when Options.MMProj
 	// was set and the repo has one.
 	MMProj string
+	// MTP is the path of the MTP head, when Options.MTP was set and the
+	// repo has one.
+	MTP string
 	// Preset is the path of the repo's preset.ini, when the repo is a
 	// preset repo for llama-server's router mode: then only that file is
 	// pulled, as llama.cpp does.

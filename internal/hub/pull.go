@@ -136,7 +136,19 @@ func (p *puller) pull(ctx context.Context, tag string) (*Result, error) {
 		}
 	} else {
 		var ok bool
-		if primary, ok = bestModel(files, tag); !ok {
+		if primary, ok = bestModel(files, tag); !ok && p.o.MTP {
+			// A repo of MTP heads alone (a draft repo): the head resolves
+			// on its own, as in llama.cpp.
+			if f, ok := bestSibling(files, "", "mtp-", tag); ok {
+				path, err := p.fetch(ctx, commit, f, online)
+				if err != nil {
+					return nil, err
+				}
+				res.MTP = path
+				return res, nil
+			}
+		}
+		if !ok {
 			what := "no GGUF model file"
 			if tag != "" {
 				what = "no GGUF model file for quant " + tag
@@ -156,13 +168,22 @@ func (p *puller) pull(ctx context.Context, tag string) (*Result, error) {
 		res.Files = append(res.Files, path)
 	}
 	res.Model = res.Files[0]
-	if p.o.MMProj {
-		if f, ok := bestSibling(files, primary.Path, "mmproj"); ok {
+	// The projector and the MTP head beside the model; the head of the
+	// quant asked for first, as llama.cpp.
+	for _, side := range []struct {
+		want         bool
+		keyword, tag string
+		dst          *string
+	}{{p.o.MMProj, "mmproj", "", &res.MMProj}, {p.o.MTP, "mtp-", tag, &res.MTP}} {
+		if !side.want {
+			continue
+		}
+		if f, ok := bestSibling(files, primary.Path, side.keyword, side.tag); ok {
 			path, err := p.fetch(ctx, commit, f, online)
 			if err != nil {
 				return nil, err
 			}
-			res.MMProj = path
+			*side.dst = path
 		}
 	}
 	return res, nil

@@ -47,6 +47,8 @@ func newHub(t *testing.T) *hubtest.Hub {
 	gated.Gated = true
 	return hubtest.New(t, map[string]*hubtest.Repo{
 		"org/quants":  repoOf("tiny-Q2_K.gguf", "tiny-Q8_0.gguf", "tiny-Q4_K_M.gguf", "mmproj-tiny-f16.gguf", "mmproj-tiny-q8_0.gguf"),
+		"org/mtp":     repoOf("glm-Q4_K_M.gguf", "glm-Q8_0.gguf", "mtp-glm-Q8_0.gguf", "mtp-glm-Q4_K_M.gguf"),
+		"org/mtpside": repoOf("mtp-glm-Q8_0.gguf", "mtp-glm-Q4_K_M.gguf"),
 		"org/q8":      repoOf("tiny-Q2_K.gguf", "tiny-Q8_0.gguf"),
 		"org/split":   repoOf("big-Q4_K_M-00001-of-00003.gguf", "big-Q4_K_M-00002-of-00003.gguf", "big-Q4_K_M-00003-of-00003.gguf", "big-Q8_0.gguf"),
 		"org/broken":  repoOf("big-Q4_K_M-00001-of-00003.gguf", "big-Q4_K_M-00003-of-00003.gguf"),
@@ -96,6 +98,7 @@ func TestPull(t *testing.T) {
 		setup  func(t *testing.T)
 		files  []string // repo paths expected in Result.Files
 		mmproj string
+		mtp    string
 		code   hub.Code // expected error code, when not CodeUnknown
 		status int
 	}{
@@ -104,6 +107,10 @@ func TestPull(t *testing.T) {
 		{name: "quant tag, any case", ref: "org/quants:q2_k", files: []string{"tiny-Q2_K.gguf"}},
 		{name: "explicit file", ref: "org/quants:Q2_K", o: func(o *hub.Options) { o.File = "tiny-Q8_0.gguf" }, files: []string{"tiny-Q8_0.gguf"}},
 		{name: "mmproj beside the model", ref: "org/quants", o: func(o *hub.Options) { o.MMProj = true }, files: []string{"tiny-Q4_K_M.gguf"}, mmproj: "mmproj-tiny-q8_0.gguf"},
+		{name: "mtp head beside the model", ref: "org/mtp:Q8_0", o: func(o *hub.Options) { o.MTP = true }, files: []string{"glm-Q8_0.gguf"}, mtp: "mtp-glm-Q8_0.gguf"},
+		{name: "mtp head not asked for", ref: "org/mtp", files: []string{"glm-Q4_K_M.gguf"}},
+		{name: "mtp heads alone", ref: "org/mtpside", o: func(o *hub.Options) { o.MTP = true }, mtp: "mtp-glm-Q4_K_M.gguf"},
+		{name: "mtp heads alone, not asked for", ref: "org/mtpside", code: hub.CodeNotFound},
 		{name: "split model: every part", ref: "org/split",
 			files: []string{"big-Q4_K_M-00001-of-00003.gguf", "big-Q4_K_M-00002-of-00003.gguf", "big-Q4_K_M-00003-of-00003.gguf"}},
 		{name: "split model missing a part", ref: "org/broken", code: hub.CodeNotFound},
@@ -153,6 +160,12 @@ func TestPull(t *testing.T) {
 			hr := h.Repos()[repo]
 			assert.Equal(t, hr.Commit, res.Commit)
 			require.Len(t, res.Files, len(tc.files))
+			if len(tc.files) == 0 {
+				assert.Empty(t, res.Model)
+				assert.Equal(t, filepath.Join(cache, "models--"+strings.ReplaceAll(repo, "/", "--"), "snapshots", hr.Commit, tc.mtp), res.MTP)
+				checkLayout(t, cache, repo, hr.Commit, tc.mtp, hr.Files[tc.mtp])
+				return
+			}
 			assert.Equal(t, res.Files[0], res.Model, "the model is the first part")
 			for i, f := range tc.files {
 				assert.Equal(t, filepath.Join(cache, "models--"+strings.ReplaceAll(repo, "/", "--"), "snapshots", hr.Commit, f), res.Files[i])
@@ -163,6 +176,12 @@ func TestPull(t *testing.T) {
 				checkLayout(t, cache, repo, hr.Commit, tc.mmproj, hr.Files[tc.mmproj])
 			} else {
 				assert.Empty(t, res.MMProj)
+			}
+			if tc.mtp != "" {
+				assert.Equal(t, filepath.Join(filepath.Dir(res.Model), tc.mtp), res.MTP)
+				checkLayout(t, cache, repo, hr.Commit, tc.mtp, hr.Files[tc.mtp])
+			} else {
+				assert.Empty(t, res.MTP)
 			}
 			var resolves, redirects int
 			for _, r := range h.Requests() {

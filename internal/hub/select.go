@@ -172,19 +172,24 @@ func splitParts(files []file, primary file) []file {
 	return parts
 }
 
-// bestSibling picks the GGUF whose path contains keyword ("mmproj") for the
-// model at modelPath, as llama.cpp does: only files in the model's folder
-// or one of its parent folders qualify; the deepest folder wins, then the
-// quant closest in bits to the model's.
-func bestSibling(files []file, modelPath, keyword string) (file, bool) {
+// bestSibling picks the GGUF whose path contains keyword ("mmproj",
+// "mtp-") for the model at modelPath, as llama.cpp does: only files in the
+// model's folder or one of its parent folders qualify; the deepest folder
+// wins, then (with a tag, the reference's quant) a file named for the tag
+// ("-Q4_K_M."), then the quant closest in bits to the tag's, or to the
+// model's without one.
+func bestSibling(files []file, modelPath, keyword, tag string) (file, bool) {
 	modelDirs := strings.Split(modelPath, "/")
 	modelDirs = modelDirs[:len(modelDirs)-1]
 	modelBits := tagBits(ggufSplit(modelPath).Tag)
+	if tag != "" {
+		modelBits = tagBits(strings.ToUpper(tag))
+	}
 	var (
-		best      file
-		found     bool
-		bestDepth int
-		bestDiff  int
+		best             file
+		found, bestExact bool
+		bestDepth        int
+		bestDiff         int
 	)
 	for _, f := range files {
 		if !strings.HasSuffix(f.Path, ".gguf") || !strings.Contains(f.Path, keyword) {
@@ -210,8 +215,10 @@ func bestSibling(files []file, modelPath, keyword string) (file, bool) {
 		if diff < 0 {
 			diff = -diff
 		}
-		if !found || depth > bestDepth || (depth == bestDepth && diff < bestDiff) {
-			best, found, bestDepth, bestDiff = f, true, depth, diff
+		exact := tag != "" && strings.Contains(strings.ToUpper(f.Path), "-"+strings.ToUpper(tag)+".")
+		if !found || depth > bestDepth || depth == bestDepth && exact && !bestExact ||
+			depth == bestDepth && exact == bestExact && diff < bestDiff {
+			best, found, bestDepth, bestDiff, bestExact = f, true, depth, diff, exact
 		}
 	}
 	return best, found

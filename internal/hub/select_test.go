@@ -133,16 +133,29 @@ func TestBestSibling(t *testing.T) {
 		files []file
 		model string
 		want  string
+		kw    string // "": mmproj
+		tag   string
 	}{
-		{"closest bits", files("m-Q4_K_M.gguf", "mmproj-m-f16.gguf", "mmproj-m-q8_0.gguf"), "m-Q4_K_M.gguf", "mmproj-m-q8_0.gguf"},
-		{"f16 model takes f16", files("m-F16.gguf", "mmproj-m-f16.gguf", "mmproj-m-q8_0.gguf"), "m-F16.gguf", "mmproj-m-f16.gguf"},
-		{"deepest folder first", files("a/m-Q4_K_M.gguf", "mmproj-q4_0.gguf", "a/mmproj-f16.gguf"), "a/m-Q4_K_M.gguf", "a/mmproj-f16.gguf"},
-		{"not from another folder", files("a/m-Q4_K_M.gguf", "b/mmproj-f16.gguf"), "a/m-Q4_K_M.gguf", ""},
-		{"parent folder ok", files("a/m-Q4_K_M.gguf", "mmproj-f16.gguf"), "a/m-Q4_K_M.gguf", "mmproj-f16.gguf"},
-		{"none", files("m-Q4_K_M.gguf"), "m-Q4_K_M.gguf", ""},
+		{name: "closest bits", files: files("m-Q4_K_M.gguf", "mmproj-m-f16.gguf", "mmproj-m-q8_0.gguf"), model: "m-Q4_K_M.gguf", want: "mmproj-m-q8_0.gguf"},
+		{name: "f16 model takes f16", files: files("m-F16.gguf", "mmproj-m-f16.gguf", "mmproj-m-q8_0.gguf"), model: "m-F16.gguf", want: "mmproj-m-f16.gguf"},
+		{name: "deepest folder first", files: files("a/m-Q4_K_M.gguf", "mmproj-q4_0.gguf", "a/mmproj-f16.gguf"), model: "a/m-Q4_K_M.gguf", want: "a/mmproj-f16.gguf"},
+		{name: "not from another folder", files: files("a/m-Q4_K_M.gguf", "b/mmproj-f16.gguf"), model: "a/m-Q4_K_M.gguf"},
+		{name: "parent folder ok", files: files("a/m-Q4_K_M.gguf", "mmproj-f16.gguf"), model: "a/m-Q4_K_M.gguf", want: "mmproj-f16.gguf"},
+		{name: "none", files: files("m-Q4_K_M.gguf"), model: "m-Q4_K_M.gguf"},
+		// The MTP head: the quant asked for by name first, then the closest.
+		{name: "mtp of the tag", files: files("m-Q4_K_M.gguf", "mtp-m-Q8_0.gguf", "mtp-m-Q4_K_M.gguf", "mtp-m-Q4_0.gguf"), model: "m-Q4_K_M.gguf",
+			kw: "mtp-", tag: "q4_k_m", want: "mtp-m-Q4_K_M.gguf"},
+		{name: "mtp closest to the tag", files: files("m-Q2_K.gguf", "mtp-m-Q8_0.gguf", "mtp-m-Q3_K_M.gguf"), model: "m-Q2_K.gguf",
+			kw: "mtp-", tag: "Q2_K", want: "mtp-m-Q3_K_M.gguf"},
+		{name: "mtp without a tag", files: files("m-Q8_0.gguf", "mtp-m-Q4_K_M.gguf", "mtp-m-Q8_0.gguf"), model: "m-Q8_0.gguf",
+			kw: "mtp-", want: "mtp-m-Q8_0.gguf"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, ok := bestSibling(tc.files, tc.model, "mmproj")
+			kw := tc.kw
+			if kw == "" {
+				kw = "mmproj"
+			}
+			f, ok := bestSibling(tc.files, tc.model, kw, tc.tag)
 			assert.Equal(t, tc.want != "", ok)
 			assert.Equal(t, tc.want, f.Path)
 		})
