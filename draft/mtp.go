@@ -219,23 +219,32 @@ func (d *MTP) Decoded(ctx context.Context, b *llama.Batch) error {
 			return err
 		}
 	}
-	// Keep each sequence's rows (the drafts start from the one of the last
-	// token the target accepts) and its tokens.
+	// Keep each sequence's first rows (a draft's check: the next draft
+	// starts from the row of the last token the target accepts, at most
+	// NMax in), its last row and its tokens.
 	for i := range n {
 		tok, pos, seq := b.Token(i)
 		s := d.seqs[seq]
+		if pos == len(s.fed) {
+			s.fed = append(s.fed, tok)
+		}
+		last := d.last[seq] == i
+		if s.nRows > d.opts.NMax && !last {
+			continue
+		}
 		row, err := d.target.Hidden(i)
 		if err != nil {
 			return err
 		}
-		if s.nRows == 0 {
-			s.rows = s.rows[:0]
+		if s.nRows <= d.opts.NMax {
+			if s.nRows == 0 {
+				s.rows = s.rows[:0]
+			}
+			s.rows = append(s.rows, row...)
+			s.nRows++
 		}
-		s.rows = append(s.rows, row...)
-		s.nRows++
-		copy(s.pending, row)
-		if pos == len(s.fed) {
-			s.fed = append(s.fed, tok)
+		if last {
+			copy(s.pending, row)
 		}
 	}
 	return nil
