@@ -277,6 +277,14 @@ func newEngSpec(m *llama.Model, lctx *llama.Context, eo Options) (*engSpec, erro
 	if info, err := m.Info(); err == nil && (info.Recurrent || info.Hybrid) {
 		// llama-server needs checkpoints to take back rejected tokens of
 		// such memories; here speculative decoding is simply off.
+		if len(types) > 0 {
+			log := eo.Logger
+			if log == nil {
+				log = slog.Default()
+			}
+			log.Warn("speculative decoding is off: the model's memory is recurrent or hybrid, and cannot take back rejected draft tokens",
+				"types", strings.Join(types, ","), "arch", info.Architecture)
+		}
 		types, spec = nil, false
 	}
 	if len(types) == 0 && (o.NewDrafters == nil || !spec) {

@@ -326,7 +326,7 @@ func TestSpeculativeDraftContextFollowsMain(t *testing.T) {
 // mtpEngineModel writes a GLM-4.5-layout model whose layers pass their
 // input on and whose MTP head so drafts what it says (see
 // gguf.TinyModelOptions.PassThrough), and loads it with its head when mtp.
-func mtpEngineModel(t *testing.T, mtp bool) *llama.Model {
+func mtpEngineModel(t testing.TB, mtp bool) *llama.Model {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "glm.gguf")
 	require.NoError(t, gguf.WriteTinyModel(path, gguf.TinyModelOptions{Arch: "glm4moe", NLayer: 2, NextN: 1, Seed: 7, PassThrough: true,

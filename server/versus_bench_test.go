@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,8 +34,12 @@ import (
 // llama-server's default sampling (top-k 40, top-p 0.95, min-p 0.05,
 // temperature 0.8), ignore_eos, a seed per client. The model is
 // $LLAMA_BENCH_MODEL (benchlimit.Model), Gemma 3 270M by default;
-// $LLAMA_BENCH_OURS_ARGS adds flags to our server's command line
-// (space-separated), $LLAMA_BENCH_OURS a prebuilt binary.
+// $LLAMA_BENCH_ARGS adds flags to both servers' command lines and
+// $LLAMA_BENCH_OURS_ARGS to ours (space-separated), $LLAMA_BENCH_OURS is
+// a prebuilt binary. MTP speculative decoding, for instance:
+//
+//	LLAMA_BENCH_MODEL=glm-mtp LLAMA_BENCH_ARGS="--spec-type draft-mtp --spec-draft-n-max 4" \
+//	LLAMA_BENCH_OURS_ARGS=--no-spec-adapt go test -run '^$' -bench VersusLlamaServer ./server/
 //
 // Reported per server: tokens/s (all clients' tokens over the round's
 // wall time), time to first token p50 and p99 over every streaming
@@ -48,10 +53,8 @@ func BenchmarkVersusLlamaServer(b *testing.B) {
 	name, path := benchlimit.Model(b, "gemma3-270m")
 	ours := versusOurs(b)
 	ref := testenv.LlamaServer(b)
-	var oursArgs []string
-	if a := os.Getenv("LLAMA_BENCH_OURS_ARGS"); a != "" {
-		oursArgs = strings.Fields(a)
-	}
+	both := strings.Fields(os.Getenv("LLAMA_BENCH_ARGS"))
+	oursArgs := append(slices.Clip(both), strings.Fields(os.Getenv("LLAMA_BENCH_OURS_ARGS"))...)
 	for _, c := range []struct {
 		clients int
 		stream  bool
@@ -63,7 +66,7 @@ func BenchmarkVersusLlamaServer(b *testing.B) {
 		}
 		b.Run(sub, func(b *testing.B) {
 			parallel := max(8, clients)
-			sides := []*versusSide{{name: "ours", bin: ours, args: oursArgs}, {name: "llama-server", bin: ref}}
+			sides := []*versusSide{{name: "ours", bin: ours, args: oursArgs}, {name: "llama-server", bin: ref, args: both}}
 			for _, s := range sides {
 				url, pid, stop, err := benchlimit.StartServerArgs(s.bin, path, parallel, s.args...)
 				if err != nil {

@@ -74,8 +74,10 @@ func Model(b testing.TB, def string) (name, path string) {
 		return name, testenv.Model(b, "stories260K.gguf")
 	case "125M-Q8_0":
 		return name, Model125M(b)
+	case "glm-mtp":
+		return name, ModelGLMMTP(b)
 	}
-	b.Fatalf("LLAMA_BENCH_MODEL=%q: want gemma3-270m, stories260K or 125M-Q8_0", name)
+	b.Fatalf("LLAMA_BENCH_MODEL=%q: want gemma3-270m, stories260K, 125M-Q8_0 or glm-mtp", name)
 	return "", ""
 }
 
@@ -83,6 +85,20 @@ func Model(b testing.TB, def string) (name, path string) {
 func Model125M(b testing.TB) string {
 	b.Helper()
 	path, err := gguf.BenchModelFile(testenv.Model(b, "llama-2-tiny-random.gguf"), "llama-125m", gguf.BenchModel125M, gguf.Q8_0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// ModelGLMMTP returns the path of a GLM-4.5-layout model with an MTP
+// block (512 wide, 4 layers of 4 experts, F32), whose layers pass their
+// input on so that its head drafts what it says (gguf's PassThrough):
+// for draft-mtp's cost and gain, with --spec-type draft-mtp.
+func ModelGLMMTP(b testing.TB) string {
+	b.Helper()
+	path, err := gguf.BenchModelFile(testenv.Model(b, "llama-2-tiny-random.gguf"), "glm-mtp-512",
+		gguf.TinyModelOptions{Arch: "glm4moe", NEmbd: 512, NLayer: 4, NHead: 8, NFF: 1024, NextN: 1, PassThrough: true, NCtx: 4096}, gguf.F32)
 	if err != nil {
 		b.Fatal(err)
 	}
