@@ -39,6 +39,10 @@ type MTPOptions struct {
 // cache, a context shift) drafts from what the head saw; the drafts are
 // still checked by the target, so only their acceptance suffers.
 //
+// On a recurrent or hybrid model (Qwen3.5), the target context needs
+// llama.ContextOptions.RecurrentSnapshots of at least NMax to take back
+// the rejected part of a draft.
+//
 // An MTP is not safe for concurrent use; it uses the target context (to
 // read its hidden rows) and must be used by the target's user. Close frees
 // its context.

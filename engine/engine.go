@@ -519,6 +519,9 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 		copts.KVUnified = true
 		copts.BatchSize = copts.UBatchSize
 	}
+	if !embedding {
+		copts.RecurrentSnapshots = max(copts.RecurrentSnapshots, o.Speculative.recurrentSnapshots(m))
+	}
 	lctx, err := m.NewContext(copts)
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/x/llama"
@@ -134,6 +135,29 @@ func (o *SpeculativeOptions) InferTypes() bool {
 	return true
 }
 
+// mtpNMax is draft-mtp's most tokens a draft: NMax, default 3.
+func (o *SpeculativeOptions) mtpNMax() int {
+	if o.NMax > 0 {
+		return o.NMax
+	}
+	return 3
+}
+
+// recurrentSnapshots is the RecurrentSnapshots the engine's context of a
+// model with a recurrent memory needs for o: draft-mtp's NMax, as
+// llama-server gives its target context; 0 otherwise.
+func (o SpeculativeOptions) recurrentSnapshots(m *llama.Model) int {
+	info, err := m.Info()
+	if err != nil || !info.Recurrent && !info.Hybrid {
+		return 0
+	}
+	o.InferTypes()
+	if ts, err := o.specTypes(); err != nil || !slices.Contains(ts, SpecDraftMTP) {
+		return 0
+	}
+	return o.mtpNMax()
+}
+
 // isMTPFile reports whether the GGUF file at path carries an MTP block in
 // its last block, llama.cpp's test for a draft file that is an MTP head.
 func isMTPFile(path string) bool {
@@ -224,6 +248,9 @@ type engSpec struct {
 	mapK4V []*draft.NgramMap
 	// draft-mtp's drafter, over the engine's context.
 	mtp *draft.MTP
+	// maxDraft caps every draft (0: none): a recurrent memory takes back
+	// no more tokens than it keeps snapshots.
+	maxDraft int
 	// A step's draft-model and MTP requests and their slots (scratch).
 	reqs    []*draft.ModelRequest
 	mreqs   []*draft.MTPRequest
@@ -275,17 +302,28 @@ func newEngSpec(m *llama.Model, lctx *llama.Context, eo Options) (*engSpec, erro
 	}
 	spec := true // the memory can take back rejected draft tokens
 	if info, err := m.Info(); err == nil && (info.Recurrent || info.Hybrid) {
-		// llama-server needs checkpoints to take back rejected tokens of
-		// such memories; here speculative decoding is simply off.
-		if len(types) > 0 {
+		// A recurrent state takes back as many tokens as it keeps
+		// snapshots (the context's RecurrentSnapshots, which New sets to
+		// draft-mtp's NMax, as llama-server does): draft-mtp drafts no
+		// more. llama-server takes back the other types' longer drafts
+		// with checkpoints of the whole state; here they are off.
+		var off []string
+		for _, t := range types {
+			if t != SpecDraftMTP {
+				off = append(off, t)
+			}
+		}
+		if len(off) > 0 {
 			log := eo.Logger
 			if log == nil {
 				log = slog.Default()
 			}
-			log.Warn("speculative decoding is off: the model's memory is recurrent or hybrid, and cannot take back rejected draft tokens",
-				"types", strings.Join(types, ","), "arch", info.Architecture)
+			log.Warn("speculative decoding types off: the model's memory is recurrent or hybrid, and takes back only draft-mtp's drafts",
+				"types", strings.Join(off, ","), "arch", info.Architecture)
 		}
-		types, spec = nil, false
+		types = slices.DeleteFunc(types, func(t string) bool { return t != SpecDraftMTP })
+		wantDraft, spec = false, false
+		sp.maxDraft = o.mtpNMax()
 	}
 	if len(types) == 0 && (o.NewDrafters == nil || !spec) {
 		sp.close()
@@ -550,6 +588,9 @@ func (e *Engine) specDraftAll(gens []*engSlot) {
 		}
 		t := s.tk.t
 		n := min(e.nCtxSlot-(len(s.cache)-1)-2, e.nBatch-len(gens)-used)
+		if sp.maxDraft > 0 {
+			n = min(n, sp.maxDraft)
+		}
 		if t.NPredict >= 0 {
 			n = min(n, t.NPredict-s.generated-1)
 		}

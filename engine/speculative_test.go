@@ -422,3 +422,48 @@ func TestEngineSpeculativeMTP(t *testing.T) {
 	assert.False(t, so.InferTypes())
 	assert.Equal(t, "none", so.TypesString())
 }
+
+// TestEngineSpeculativeMTPHybrid: on Qwen3.5's hybrid layout the engine
+// keeps draft-mtp's NMax recurrent snapshots, so that rejected drafts are
+// taken back: two slots at once give plain generation's tokens, with most
+// drafts partly kept (the head drafts what the model says), and the
+// n-gram types, whose longer drafts the snapshots cannot take back, are
+// off.
+func TestEngineSpeculativeMTPHybrid(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "qwen35.gguf")
+	require.NoError(t, gguf.WriteTinyModel(path, gguf.TinyModelOptions{Arch: "qwen35", NLayer: 4, NextN: 1, Seed: 7, PassThrough: true,
+		VocabFrom: filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-llama-spm.gguf")}))
+	m, err := llama.LoadModel(t.Context(), path, llama.ModelOptions{MTP: true})
+	require.NoError(t, err)
+	defer m.Close()
+	opts := Options{Context: llama.ContextOptions{ContextSize: 2048, Threads: 1}, Parallel: 2}
+	plain, err := New(m, opts)
+	require.NoError(t, err)
+	prompts := []string{"Once upon a time", "Hi there"}
+	want := make([]engResult, len(prompts))
+	for i, p := range prompts {
+		want[i] = engRun(t, plain, engGreedyTask(engTokenize(t, m, p, true), 64))
+	}
+	require.NoError(t, plain.Close())
+	opts.Speculative = SpeculativeOptions{Types: []string{SpecNgramSimple, SpecDraftMTP}, NMax: 4, Adapt: llama.DraftAdapt{Off: true}}
+	e, err := New(m, opts)
+	require.NoError(t, err)
+	defer e.Close()
+	got := make([]engResult, len(prompts))
+	var wg sync.WaitGroup
+	for i, p := range prompts {
+		st, err := e.Submit(t.Context(), engGreedyTask(engTokenize(t, m, p, true), 64))
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i] = engCollect(t, st) }()
+	}
+	wg.Wait()
+	for i := range prompts {
+		require.NoError(t, got[i].done.Err)
+		assert.Equal(t, want[i].tokens, got[i].tokens, "%q", prompts[i])
+		tm := got[i].done.Timings
+		assert.Positive(t, tm.DraftNAccepted, "%+v", tm)
+		assert.Less(t, tm.DraftNAccepted, tm.DraftN, "some drafts are taken back: %+v", tm)
+	}
+	assert.Equal(t, "none,ngram-simple,draft-mtp", opts.Speculative.TypesString())
+}

@@ -34,7 +34,9 @@ type TinyModelOptions struct {
 	// decoder: even layers Mamba's, odd ones attention without RoPE, each
 	// with a feed-forward), "glm4moe" (GLM-4.5's decoder: a dense first
 	// layer, then Experts sigmoid-routed experts of NFF beside one shared
-	// expert, with NextN multi-token-prediction blocks) or "bert"
+	// expert, with NextN multi-token-prediction blocks), "qwen35"
+	// (Qwen3.5's hybrid decoder: gated delta-net layers, every second one
+	// a gated attention layer instead, with NextN MTP blocks) or "bert"
 	// (encoder). Default "llama".
 	Arch string
 	// VocabFrom is the path of a vocab-only GGUF (e.g. from
@@ -87,7 +89,7 @@ type TinyModelOptions struct {
 	// embeddings (per_layer_token_embd, NLayer*PerLayerEmbd wide, which
 	// llama.cpp may read on demand: ModelOptions.Lazy); 0: none.
 	PerLayerEmbd int
-	// PassThrough, for glm4moe, zeroes every block's output projections,
+	// PassThrough, for glm4moe and qwen35, zeroes every block's output projections,
 	// so that each layer passes its input on: the model predicts from the
 	// last token alone, and its MTP head, whose projection takes the next
 	// token's half of its input (plus a little of the hidden half),
@@ -146,13 +148,13 @@ func (o *TinyModelOptions) defaults() error {
 		def(&o.ExpertsUsed, min(2, o.Experts))
 	}
 	switch {
-	case o.Arch != "llama" && o.Arch != "bert" && o.Arch != "gemma3" && o.Arch != "gemma4" && o.Arch != "mamba" && o.Arch != "jamba" && o.Arch != "glm4moe":
-		return fmt.Errorf("gguf: tiny model: unsupported architecture %q (want llama, gemma3, gemma4, mamba, jamba, glm4moe or bert)", o.Arch)
-	case o.NextN != 0 && (o.Arch != "glm4moe" || o.NextN != 1):
-		return fmt.Errorf("gguf: tiny model: NextN is one block, for glm4moe")
-	case o.PassThrough && (o.Arch != "glm4moe" || o.Type != F32):
-		return fmt.Errorf("gguf: tiny model: PassThrough is for an F32 glm4moe")
-	case o.Only != "" && (o.NextN == 0 || o.Only != "trunk" && o.Only != "mtp"):
+	case o.Arch != "llama" && o.Arch != "bert" && o.Arch != "gemma3" && o.Arch != "gemma4" && o.Arch != "mamba" && o.Arch != "jamba" && o.Arch != "glm4moe" && o.Arch != "qwen35":
+		return fmt.Errorf("gguf: tiny model: unsupported architecture %q (want llama, gemma3, gemma4, mamba, jamba, glm4moe, qwen35 or bert)", o.Arch)
+	case o.NextN != 0 && (o.Arch != "glm4moe" && o.Arch != "qwen35" || o.NextN != 1):
+		return fmt.Errorf("gguf: tiny model: NextN is one block, for glm4moe or qwen35")
+	case o.PassThrough && (o.Arch != "glm4moe" && o.Arch != "qwen35" || o.Type != F32):
+		return fmt.Errorf("gguf: tiny model: PassThrough is for an F32 glm4moe or qwen35")
+	case o.Only != "" && (o.NextN == 0 || o.Arch != "glm4moe" || o.Only != "trunk" && o.Only != "mtp"):
 		return fmt.Errorf("gguf: tiny model: Only is \"trunk\" or \"mtp\", with NextN")
 	case (o.SlidingWindow != 0 || o.SlidingWindowPattern != 2) && o.Arch != "gemma3" && o.Arch != "gemma4":
 		return fmt.Errorf("gguf: tiny model: SlidingWindow needs the gemma3 or gemma4 architecture")
@@ -256,6 +258,36 @@ func (r *randTensors) weight(name string, nIn, nOut int) {
 	r.addTyped(name, r.typ, 0, float32(1/math.Sqrt(float64(nIn))), nIn, nOut)
 }
 
+// output adds a block's output projection: a weight matrix, or zeros
+// with pass (TinyModelOptions.PassThrough).
+func (r *randTensors) output(name string, pass bool, shape ...int) {
+	spread := float32(1 / math.Sqrt(float64(shape[0])))
+	if pass {
+		spread = 0
+	}
+	r.addTyped(name, r.typ, 0, spread, shape...)
+}
+
+// nextn adds an MTP block's own tensors (layer prefix p, width e): with
+// pass, a projection that takes the next token's normed embedding and a
+// little of the hidden state.
+func (r *randTensors) nextn(p string, e int, pass bool) {
+	if pass {
+		proj := make([]float32, 2*e*e)
+		for j := range e {
+			proj[j*2*e+j] = 1
+			for k := e; k < 2*e; k++ {
+				proj[j*2*e+k] = 0.02 * (2*r.rng.Float32() - 1)
+			}
+		}
+		r.addData(p+"nextn.eh_proj.weight", proj, 2*e, e)
+	} else {
+		r.weight(p+"nextn.eh_proj.weight", 2*e, e)
+	}
+	r.add(p+"nextn.enorm.weight", 1, 0.1, e)
+	r.add(p+"nextn.hnorm.weight", 1, 0.1, e)
+}
+
 // experts adds n experts' matrices of the weight type, as weight does
 // one.
 func (r *randTensors) experts(name string, nIn, nOut, n int) {
@@ -353,6 +385,24 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 		w.SetKV(a+".expert_weights_norm", true)
 		w.SetKV(a+".expert_weights_scale", float32(1))
 		w.SetKV(a+".expert_gating_func", uint32(2)) // sigmoid
+		w.SetKV(a+".nextn_predict_layers", u32(o.NextN))
+		w.SetKV(a+".vocab_size", u32(nVocab))
+	case "qwen35":
+		// Gated delta-net layers of qwenSSMGroups key heads and
+		// qwenSSMHeads value heads of qwenSSMState; every second layer
+		// attention, its heads roped by sections.
+		w.SetKV(a+".attention.key_length", u32(headDim))
+		w.SetKV(a+".attention.value_length", u32(headDim))
+		w.SetKV(a+".rope.dimension_count", u32(headDim))
+		w.SetKV(a+".rope.dimension_sections", []int32{int32(headDim / 4), int32(headDim / 8), int32(headDim / 8), 0})
+		w.SetKV(a+".rope.freq_base", float32(10000000))
+		w.SetKV(a+".attention.layer_norm_rms_epsilon", float32(1e-6))
+		w.SetKV(a+".ssm.conv_kernel", u32(mambaConv))
+		w.SetKV(a+".ssm.state_size", u32(qwenSSMState))
+		w.SetKV(a+".ssm.group_count", u32(qwenSSMGroups))
+		w.SetKV(a+".ssm.time_step_rank", u32(qwenSSMHeads))
+		w.SetKV(a+".ssm.inner_size", u32(qwenSSMState*qwenSSMHeads))
+		w.SetKV(a+".full_attention_interval", uint32(2))
 		w.SetKV(a+".nextn_predict_layers", u32(o.NextN))
 		w.SetKV(a+".vocab_size", u32(nVocab))
 	case "gemma3":
@@ -463,14 +513,7 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 			r.weight(p+"ffn_up.weight", e, ff)
 		}
 	case "glm4moe":
-		// out adds an output projection: random, or zero (PassThrough).
-		out := func(name string, shape ...int) {
-			spread := float32(1 / math.Sqrt(float64(shape[0])))
-			if o.PassThrough {
-				spread = 0
-			}
-			r.addTyped(name, r.typ, 0, spread, shape...)
-		}
+		out := func(name string, shape ...int) { r.output(name, o.PassThrough, shape...) }
 		r.addTyped("token_embd.weight", o.Type, 0, 0.5, e, nVocab)
 		r.add("output_norm.weight", 1, 0.1, e)
 		r.weight("output.weight", e, nVocab)
@@ -500,22 +543,44 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 			out(p+"ffn_down_shexp.weight", ff, e)
 			r.weight(p+"ffn_up_shexp.weight", e, ff)
 			if i >= o.NLayer {
-				if o.PassThrough {
-					// The next token's normed embedding, and a little of
-					// the hidden state.
-					proj := make([]float32, 2*e*e)
-					for j := range e {
-						proj[j*2*e+j] = 1
-						for k := e; k < 2*e; k++ {
-							proj[j*2*e+k] = 0.02 * (2*r.rng.Float32() - 1)
-						}
-					}
-					r.addData(p+"nextn.eh_proj.weight", proj, 2*e, e)
-				} else {
-					r.weight(p+"nextn.eh_proj.weight", 2*e, e)
-				}
-				r.add(p+"nextn.enorm.weight", 1, 0.1, e)
-				r.add(p+"nextn.hnorm.weight", 1, 0.1, e)
+				r.nextn(p, e, o.PassThrough)
+			}
+		}
+	case "qwen35":
+		kd, vd := qwenSSMState*qwenSSMGroups, qwenSSMState*qwenSSMHeads
+		r.addTyped("token_embd.weight", o.Type, 0, 0.5, e, nVocab)
+		r.add("output_norm.weight", 1, 0.1, e)
+		r.weight("output.weight", e, nVocab)
+		for i := 0; i < o.NLayer+o.NextN; i++ {
+			p := fmt.Sprintf("blk.%d.", i)
+			r.add(p+"attn_norm.weight", 1, 0.1, e)
+			r.add(p+"post_attention_norm.weight", 1, 0.1, e)
+			if i < o.NLayer && i%2 == 0 {
+				// Gated delta net: q, k, v in one projection, z apart.
+				r.weight(p+"attn_qkv.weight", e, 2*kd+vd)
+				r.weight(p+"attn_gate.weight", e, vd)
+				r.add(p+"ssm_conv1d.weight", 0, 0.5, mambaConv, 2*kd+vd)
+				r.add(p+"ssm_dt.bias", 0, 0.5, qwenSSMHeads)
+				r.add(p+"ssm_a", -0.5, 0.3, qwenSSMHeads)
+				r.weight(p+"ssm_beta.weight", e, qwenSSMHeads)
+				r.weight(p+"ssm_alpha.weight", e, qwenSSMHeads)
+				r.add(p+"ssm_norm.weight", 1, 0.1, qwenSSMState)
+				r.output(p+"ssm_out.weight", o.PassThrough, vd, e)
+			} else {
+				// Gated attention: the query projection also makes the
+				// gate.
+				r.weight(p+"attn_q.weight", e, 2*headDim*o.NHead)
+				r.weight(p+"attn_k.weight", e, nEmbdKV)
+				r.weight(p+"attn_v.weight", e, nEmbdKV)
+				r.output(p+"attn_output.weight", o.PassThrough, headDim*o.NHead, e)
+				r.add(p+"attn_q_norm.weight", 1, 0.1, headDim)
+				r.add(p+"attn_k_norm.weight", 1, 0.1, headDim)
+			}
+			r.weight(p+"ffn_gate.weight", e, ff)
+			r.output(p+"ffn_down.weight", o.PassThrough, ff, e)
+			r.weight(p+"ffn_up.weight", e, ff)
+			if i >= o.NLayer {
+				r.nextn(p, e, o.PassThrough)
 			}
 		}
 	case "gemma3":
@@ -644,6 +709,14 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 	}
 	return w.WriteFile(path)
 }
+
+// The gated delta-net sizes of a tiny qwen35: key heads (groups), value
+// heads and the state (head) size.
+const (
+	qwenSSMGroups = 2
+	qwenSSMHeads  = 4
+	qwenSSMState  = 16
+)
 
 // gemma4SWA is which layers of a gemma4 use the sliding window: all but
 // the last of each SlidingWindowPattern.
