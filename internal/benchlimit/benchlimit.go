@@ -95,10 +95,31 @@ func Model125M(b testing.TB) string {
 // block (512 wide, 4 layers of 4 experts, F32), whose layers pass their
 // input on so that its head drafts what it says (gguf's PassThrough):
 // for draft-mtp's cost and gain, with --spec-type draft-mtp.
+//
+// Its byte tokens are plain tokens spelled "<0xNN>": random text then
+// never ends inside a UTF-8 character, which llama-server's output parser
+// answers with a 500.
 func ModelGLMMTP(b testing.TB) string {
 	b.Helper()
-	path, err := gguf.BenchModelFile(testenv.Model(b, "llama-2-tiny-random.gguf"), "glm-mtp-512",
-		gguf.TinyModelOptions{Arch: "glm4moe", NEmbd: 512, NLayer: 4, NHead: 8, NFF: 1024, NextN: 1, PassThrough: true, NCtx: 4096}, gguf.F32)
+	vocab := testenv.Model(b, "llama-2-tiny-random.gguf")
+	f, err := gguf.Open(vocab)
+	if err != nil {
+		b.Fatal(err)
+	}
+	v, _ := f.Get("tokenizer.ggml.token_type")
+	types, ok := v.([]int32)
+	if !ok {
+		b.Fatalf("%s: no token types", vocab)
+	}
+	types = slices.Clone(types)
+	for i, t := range types {
+		if t == 6 { // LLAMA_TOKEN_TYPE_BYTE
+			types[i] = 1 // normal
+		}
+	}
+	path, err := gguf.BenchModelFile(vocab, "glm-mtp-512-text",
+		gguf.TinyModelOptions{Arch: "glm4moe", NEmbd: 512, NLayer: 4, NHead: 8, NFF: 1024, NextN: 1, PassThrough: true, NCtx: 4096,
+			ExtraKV: []gguf.KV{{Key: "tokenizer.ggml.token_type", Value: types}}}, gguf.F32)
 	if err != nil {
 		b.Fatal(err)
 	}
