@@ -368,15 +368,7 @@ func TestEngineSpeculativeMTP(t *testing.T) {
 		assert.Positive(t, tm.DraftN, "%q", p)
 		assert.Greater(t, tm.DraftNAccepted, tm.DraftN/2, "%q: %+v", p, tm)
 	}
-	got := make([]engResult, len(prompts))
-	var wg sync.WaitGroup
-	for i, p := range prompts {
-		st, err := e.Submit(t.Context(), engGreedyTask(engTokenize(t, m, p, true), 64))
-		require.NoError(t, err)
-		wg.Add(1)
-		go func() { defer wg.Done(); got[i] = engCollect(t, st) }()
-	}
-	wg.Wait()
+	got := engRunAll(t, e, m, prompts, 64)
 	for i, p := range prompts {
 		check(p, got[i])
 	}
@@ -449,15 +441,7 @@ func TestEngineSpeculativeMTPHybrid(t *testing.T) {
 	e, err := New(m, opts)
 	require.NoError(t, err)
 	defer e.Close()
-	got := make([]engResult, len(prompts))
-	var wg sync.WaitGroup
-	for i, p := range prompts {
-		st, err := e.Submit(t.Context(), engGreedyTask(engTokenize(t, m, p, true), 64))
-		require.NoError(t, err)
-		wg.Add(1)
-		go func() { defer wg.Done(); got[i] = engCollect(t, st) }()
-	}
-	wg.Wait()
+	got := engRunAll(t, e, m, prompts, 64)
 	for i := range prompts {
 		require.NoError(t, got[i].done.Err)
 		assert.Equal(t, want[i].tokens, got[i].tokens, "%q", prompts[i])
@@ -466,4 +450,20 @@ func TestEngineSpeculativeMTPHybrid(t *testing.T) {
 		assert.Less(t, tm.DraftNAccepted, tm.DraftN, "some drafts are taken back: %+v", tm)
 	}
 	assert.Equal(t, "none,ngram-simple,draft-mtp", opts.Speculative.TypesString())
+}
+
+// engRunAll submits a greedy task of n tokens for each prompt at once and
+// collects their results.
+func engRunAll(t *testing.T, e *Engine, m *llama.Model, prompts []string, n int) []engResult {
+	t.Helper()
+	got := make([]engResult, len(prompts))
+	var wg sync.WaitGroup
+	for i, p := range prompts {
+		st, err := e.Submit(t.Context(), engGreedyTask(engTokenize(t, m, p, true), n))
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i] = engCollect(t, st) }()
+	}
+	wg.Wait()
+	return got
 }
