@@ -54,13 +54,17 @@ type SpeculativeOptions struct {
 	// draft is used. Empty or "none": off. As llama-server, a DraftModel
 	// without Types is loaded and checked but not used, unless it is an
 	// MTP head shipped apart from its model (InferTypes), which turns
-	// draft-mtp on. draft-mtp drafts
-	// with the model's own MTP blocks (draft.MTP): the model must carry
-	// them and be loaded with llama.ModelOptions.MTP, or DraftModel be
-	// such a head in a file of its own (loaded with MTP); it takes NMax, NMin,
-	// PMin and the draft threads, and cannot be combined with
-	// draft-simple (llama-server has one draft context). Other llama.cpp
-	// types (draft-eagle3, draft-dflash, draft-dspark) make New fail.
+	// draft-mtp on.
+	//
+	// draft-mtp drafts with the model's own MTP blocks (draft.MTP): the
+	// model must carry them and be loaded with llama.ModelOptions.MTP, or
+	// DraftModel be such a head in a file of its own (loaded with MTP).
+	// It takes NMax, NMin, PMin and the draft threads, and cannot be
+	// combined with draft-simple (llama-server has one draft context). On
+	// a recurrent or hybrid model (Qwen3.5) it is the only type that runs:
+	// the context keeps NMax snapshots of the recurrent state to take
+	// rejected tokens back. Other llama.cpp types (draft-eagle3,
+	// draft-dflash, draft-dspark) make New fail.
 	Types []string
 	// DraftModel is the draft model file (-md, --spec-draft-model), needed
 	// by draft-simple; its vocabulary must match the target's
