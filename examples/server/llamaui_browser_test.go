@@ -347,8 +347,14 @@ localStorage.setItem('LlamaUi.disabledToolCategories', JSON.stringify(['browser'
 			chromedp.Reload(), chromedp.WaitVisible(textarea),
 			until(`document.body.innerText.includes('stories260K')`),
 			clickLast(`[aria-label="New chat"]`), chromedp.WaitVisible(textarea),
-			chromedp.SendKeys(textarea, "Once upon a time\r"),
-			until(jsBusy+` && `+jsReply+`.length > 0`),
+			chromedp.SendKeys(textarea, "Once upon a time\r"))
+		// Right after a reload the page can miss the Enter (it once never
+		// started the reply): press it again if nothing started.
+		if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](jsBusy,
+			chromedp.WithPollingInterval(10*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+			do(t, chromedp.SendKeys(textarea, "\r"))
+		}
+		do(t, until(jsBusy+` && `+jsReply+`.length > 0`),
 			clickLast(`[aria-label="Stop generation"]`))
 		chats := waitChats(t, ctx, rec, 5)
 		assert.Equal(t, 1500, *decodeChat(t, chats[4]).MaxTokens)
@@ -381,7 +387,9 @@ localStorage.setItem('LlamaUi.disabledToolCategories', JSON.stringify(['browser'
 
 	replies, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](jsReplies))
 	require.NoError(t, err)
-	run.replies = replies[:len(replies)-1] // the stopped one ends wherever Stop landed
+	if len(replies) > 0 {
+		run.replies = replies[:len(replies)-1] // the stopped one ends wherever Stop landed
+	}
 
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
