@@ -89,23 +89,7 @@ func BenchmarkSpeculativeSlots(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer e.Close()
-			var predicted atomic.Int64
-			start := time.Now()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				var wg sync.WaitGroup
-				for range np {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						r := engRun(b, e, engGreedyTask(toks, 100))
-						predicted.Add(int64(r.done.Timings.PredictedN))
-					}()
-				}
-				wg.Wait()
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(predicted.Load())/time.Since(start).Seconds(), "tok/s")
+			benchSlots(b, e, toks, np, 100)
 		})
 	}
 }
@@ -132,29 +116,35 @@ func BenchmarkSpeculativeMTP(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer e.Close()
-				var predicted, drafted, accepted atomic.Int64
-				start := time.Now()
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					var wg sync.WaitGroup
-					for range np {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							r := engRun(b, e, engGreedyTask(toks, 200))
-							predicted.Add(int64(r.done.Timings.PredictedN))
-							drafted.Add(int64(r.done.Timings.DraftN))
-							accepted.Add(int64(r.done.Timings.DraftNAccepted))
-						}()
-					}
-					wg.Wait()
-				}
-				b.StopTimer()
-				b.ReportMetric(float64(predicted.Load())/time.Since(start).Seconds(), "tok/s")
-				if d := drafted.Load(); d > 0 {
-					b.ReportMetric(float64(accepted.Load())/float64(d), "kept/drafted")
-				}
+				benchSlots(b, e, toks, np, 200)
 			})
 		}
+	}
+}
+
+// benchSlots runs b.N rounds of np greedy tasks of n tokens at once on e
+// and reports tokens/s and, when there were drafts, the share kept.
+func benchSlots(b *testing.B, e *Engine, toks []llama.Token, np, n int) {
+	var predicted, drafted, accepted atomic.Int64
+	start := time.Now()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var wg sync.WaitGroup
+		for range np {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := engRun(b, e, engGreedyTask(toks, n))
+				predicted.Add(int64(r.done.Timings.PredictedN))
+				drafted.Add(int64(r.done.Timings.DraftN))
+				accepted.Add(int64(r.done.Timings.DraftNAccepted))
+			}()
+		}
+		wg.Wait()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(predicted.Load())/time.Since(start).Seconds(), "tok/s")
+	if d := drafted.Load(); d > 0 {
+		b.ReportMetric(float64(accepted.Load())/float64(d), "kept/drafted")
 	}
 }
