@@ -16,8 +16,9 @@ type MTPOptions struct {
 	// MTPSeq.SetPMin changes it for that sequence.
 	NMax, NMin int
 	PMin       float32
-	// Context sets the MTP context's threads and thread pools; its
-	// sizes, sequences and MTP flag come from the target context.
+	// Context sets the MTP context's threads (none: the target's) and
+	// thread pools; its sizes, sequences and MTP flag come from the
+	// target context.
 	Context llama.ContextOptions
 	// Model is the head's model when it ships apart from the target's
 	// (llama.cpp's MTP sidecar file, loaded with llama.ModelOptions.MTP;
@@ -115,6 +116,11 @@ func NewMTP(target *llama.Context, opts MTPOptions) (*MTP, error) {
 	co.ContextSize, co.BatchSize, co.UBatchSize = target.Size(), target.BatchSize(), target.UBatchSize()
 	co.Sequences, co.KVUnified, co.MTP = target.Sequences(), target.KVUnified(), true
 	co.Embeddings = false
+	if co.Threads <= 0 && co.ThreadsBatch <= 0 {
+		// The head runs in step with the target: more threads than the
+		// target's would only contend with it.
+		co.Threads, co.ThreadsBatch = target.Threads()
+	}
 	c, err := m.NewContext(co)
 	if err != nil {
 		return nil, err

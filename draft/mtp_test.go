@@ -71,6 +71,29 @@ func TestMTP(t *testing.T) {
 		assert.Greater(t, stats.Accepted, stats.Drafted/2, "%+v", stats)
 	})
 
+	t.Run("threads", func(t *testing.T) {
+		// The head runs with the target's threads unless told otherwise.
+		for _, tc := range []struct {
+			name   string
+			target llama.ContextOptions
+			head   llama.ContextOptions
+			want   [2]int
+		}{
+			{"target's", llama.ContextOptions{Threads: 1, ThreadsBatch: 2}, llama.ContextOptions{}, [2]int{1, 2}},
+			{"own", llama.ContextOptions{Threads: 1}, llama.ContextOptions{Threads: 2, ThreadsBatch: 2}, [2]int{2, 2}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				o := tc.target
+				o.ContextSize, o.BatchSize = 256, 32
+				d, err := draft.NewMTP(newCtx(t, m, o), draft.MTPOptions{Context: tc.head})
+				require.NoError(t, err)
+				defer d.Close()
+				n, nb := draft.HeadThreads(d)
+				assert.Equal(t, tc.want, [2]int{n, nb})
+			})
+		}
+	})
+
 	t.Run("batched", func(t *testing.T) {
 		prompts := [][]llama.Token{tok("Once upon a time"), tok("The cat sat on the mat."), tok("One day, a boy found a box in the garden.")}
 		o := opts
