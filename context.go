@@ -148,6 +148,7 @@ type Context struct {
 	hidden, hiddenAll bool
 	nSwa              int // window of a windowed cache; 0: full-sized
 	nSwaModel         int // the model's sliding window; 0: none
+	nRollback         int // Memory.RollbackLimit
 	pooling           PoolingType
 
 	abort    *atomic.Uint32  // in C memory: non-zero aborts; C reads its first byte (little-endian)
@@ -338,6 +339,12 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 	c.mtp = opts.MTP
 	c.kvUnified = opts.KVUnified
 	c.nSwaModel = max(int(capi.ModelNSwa(m.ptr)), 0)
+	c.nRollback = -1
+	if capi.ModelIsRecurrent(m.ptr) || capi.ModelIsHybrid(m.ptr) {
+		// llama.cpp keeps no snapshots for an architecture that cannot
+		// use them, whatever RecurrentSnapshots asked.
+		c.nRollback = int(capi.NRsSeq(ptr))
+	}
 	c.nSwa = windowedSWA(int(capi.ModelNSwa(m.ptr)), opts.SWAFull, c.nCtxSeq, c.nSeqMax, c.nUBatch, c.kvUnified)
 	c.pooling = PoolingDefault
 	if pt := capi.PoolingType(ptr); pt >= -1 && pt <= 4 {

@@ -84,6 +84,20 @@ func (m Memory) Remove(seq, p0, p1 int) (bool, error) {
 	return c.removeTokens(seq, p0, p1)
 }
 
+// RollbackLimit returns the most tokens Remove can take back from the
+// tail of a sequence: -1 for no limit (a memory of attention entries), or
+// for a recurrent or hybrid model the recurrent-state snapshots the
+// context keeps (ContextOptions.RecurrentSnapshots where the architecture
+// supports them, else 0). Beyond it, take a partial state
+// (Context.SeqStatePartial) before the tokens go in, restore it, and
+// decode the tokens to keep again: what Generate does with drafts.
+func (m Memory) RollbackLimit() int {
+	if m.c == nil {
+		return 0
+	}
+	return m.c.nRollback
+}
+
 func (c *Context) removeTokens(seq, p0, p1 int) (bool, error) {
 	if err := c.lockMu("remove tokens"); err != nil {
 		return false, err

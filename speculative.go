@@ -2,6 +2,7 @@ package llama
 
 import (
 	"context"
+	"github.com/x/llama/internal/capi"
 	"slices"
 )
 
@@ -42,14 +43,24 @@ type DraftBeginner interface {
 // state. Speculative generation calls Decoded after each decode of the
 // generation (the prompt's batches, then each token with its draft), and
 // Decoded may read the target context meanwhile (Context.Hidden); an
-// error ends the generation. The engine feeds its own draft-mtp head and
-// calls no DecodeWatcher of Options.Speculative.NewDrafters.
+// error ends the generation. Its Accepted hears the verdict on every
+// draft checked, whichever drafter drafted it (as llama.cpp tells its
+// draft-mtp), since it saw the draft go in. The engine feeds its own
+// draft-mtp head and calls no DecodeWatcher of
+// Options.Speculative.NewDrafters.
 type DecodeWatcher interface {
 	Drafter
 	Decoded(ctx context.Context, b *Batch) error
 }
 
 // Speculative configures speculative generation (GenerateOptions.Speculative).
+//
+// On a recurrent or hybrid model (Qwen3.5) the memory takes back no more
+// tokens than the context keeps snapshots (Memory.RollbackLimit): a longer
+// draft goes in after a checkpoint of the sequence's recurrent state
+// (Context.SeqStatePartial), which a rejection restores before the kept
+// tokens are decoded again, one more decode. Set
+// ContextOptions.RecurrentSnapshots to the drafts' length to spare it.
 type Speculative struct {
 	// Drafters are asked in order for each step; the first non-empty draft
 	// is checked, as llama.cpp does with several --spec-type values. A
@@ -347,6 +358,27 @@ func (g *Generation) speculate(e *emitter, sampler *SamplerChain, batch *Batch) 
 				return err
 			}
 		}
+		// A recurrent memory takes back no more tokens than it keeps
+		// snapshots: a longer draft goes in after a checkpoint of its
+		// state (as llama-server's).
+		var ck []byte
+		ckPos, hPos := g.nPast, len(history)-1 // tok's position, its index in history
+		if lim := c.nRollback; lim >= 0 && len(draft) > lim {
+			if ck, err = c.seqStateHeld("generate", seq, capi.StateSeqFlagsPartialOnly); err != nil {
+				return err
+			}
+		}
+		// takeBack leaves the memory holding the tokens before g.nPast.
+		takeBack := func() error {
+			ok, err := c.removeTokens(seq, g.nPast, -1)
+			if err != nil || ok {
+				return err
+			}
+			if ck == nil {
+				return errorf(CodeUnsupported, "generate", "the memory cannot take back rejected draft tokens")
+			}
+			return g.restore(ck, ckPos, history[hPos:hPos+g.nPast-ckPos], batch)
+		}
 		batch.Clear()
 		_ = batch.Add(tok, g.nPast, seq, true)
 		for i, d := range draft {
@@ -384,26 +416,53 @@ func (g *Generation) speculate(e *emitter, sampler *SamplerChain, batch *Batch) 
 			accepted++
 			history = append(history, t)
 			if !e.emit(t) {
-				g.settle(drafter, len(draft), accepted)
-				_, err := c.removeTokens(seq, g.nPast, -1)
-				return err
+				g.settle(drafters, drafter, len(draft), accepted)
+				return takeBack()
 			}
 			g.nPast++
 			if opts.MaxTokens > 0 && g.generated >= opts.MaxTokens {
-				g.settle(drafter, len(draft), accepted)
+				g.settle(drafters, drafter, len(draft), accepted)
 				g.reason = StopMaxTokens
-				_, err := c.removeTokens(seq, g.nPast, -1)
-				return err
+				return takeBack()
 			}
 		}
-		g.settle(drafter, len(draft), accepted)
+		g.settle(drafters, drafter, len(draft), accepted)
 		if accepted < len(draft) {
-			if _, err := c.removeTokens(seq, g.nPast, -1); err != nil {
+			if err := takeBack(); err != nil {
 				return err
 			}
 		}
 		history = append(history, tok)
 	}
+}
+
+// restore brings seq's memory back to the checkpoint ck, taken with pos
+// tokens in memory, and decodes keep (the tokens from pos on that stay)
+// again. The drafters are not shown that decode: they saw the tokens in
+// the draft's check, and were told which were accepted.
+func (g *Generation) restore(ck []byte, pos int, keep []Token, batch *Batch) error {
+	c, seq := g.c, g.opts.Seq
+	if err := c.setSeqStateHeld("generate", seq, ck, capi.StateSeqFlagsPartialOnly, "the draft's checkpoint"); err != nil {
+		return err
+	}
+	if ok, err := c.removeTokens(seq, pos, -1); err != nil || !ok {
+		if err == nil {
+			err = errorf(CodeUnsupported, "generate", "the memory cannot drop the rejected draft after its checkpoint")
+		}
+		return err
+	}
+	for len(keep) > 0 {
+		n := min(len(keep), batch.Cap())
+		batch.Clear()
+		if err := batch.AddSequence(keep[:n], pos, seq, false); err != nil {
+			return err
+		}
+		if err := c.decode(g.ctx, batch); err != nil {
+			return err
+		}
+		keep, pos = keep[n:], pos+n
+	}
+	return nil
 }
 
 // watchDecode shows b, just decoded on c (which the generation holds),
@@ -427,8 +486,9 @@ func (c *Context) watchDecode(ctx context.Context, drafters []Drafter, b *Batch)
 	return nil
 }
 
-// settle counts a checked draft and tells its drafter.
-func (g *Generation) settle(d Drafter, drafted, accepted int) {
+// settle counts a checked draft and tells its drafter, and the other
+// drafters that watch the decodes (they saw the draft go in).
+func (g *Generation) settle(ds []Drafter, d Drafter, drafted, accepted int) {
 	if d == nil {
 		return
 	}
@@ -436,4 +496,15 @@ func (g *Generation) settle(d Drafter, drafted, accepted int) {
 	g.spec.Drafted += drafted
 	g.spec.Accepted += accepted
 	d.Accepted(accepted)
+	for _, o := range ds {
+		if o == d {
+			continue
+		}
+		if a, ok := o.(*AdaptiveDrafter); ok {
+			o = a.Drafter
+		}
+		if w, ok := o.(DecodeWatcher); ok {
+			w.Accepted(accepted)
+		}
+	}
 }

@@ -2,6 +2,8 @@ package llama_test
 
 import (
 	"context"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,6 +11,9 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/draft"
+	"github.com/x/llama/internal/gguf"
+	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 )
 
 type genResult struct {
@@ -183,4 +188,104 @@ func TestSpeculativeBegin(t *testing.T) {
 		}
 		assert.Equal(t, want, rec.begins, "adapt off: %v", off)
 	}
+}
+
+// scriptDrafter drafts the continuation a plain run generated, with one
+// token in each draft wrong (none in one draft out of six), so that drafts
+// are kept whole, in part and not at all.
+type scriptDrafter struct {
+	prompt, plain []llama.Token
+	n             int
+}
+
+func (d *scriptDrafter) Draft(_ context.Context, history []llama.Token, n int) ([]llama.Token, error) {
+	g := len(history) - len(d.prompt)
+	if g < 0 || g >= len(d.plain) {
+		return nil, nil
+	}
+	out := slices.Clone(d.plain[g:min(len(d.plain), g+min(n, d.n))])
+	if i := g % 6; i < len(out) {
+		out[i]++
+	}
+	return out, nil
+}
+
+func (d *scriptDrafter) Accepted(int) {}
+
+// TestSpeculativeRecurrent: on a hybrid model (Qwen3.5's layout), whose
+// recurrent state takes back no more tokens than the context keeps
+// snapshots, drafts longer than that go in after a checkpoint of the
+// state, which a rejection restores before the kept tokens are decoded
+// again. The pieces are plain generation's, and the memory after every
+// kind of ending holds what plain generation leaves: a generation that
+// continues from it (Keep) says the same.
+func TestSpeculativeRecurrent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "qwen35.gguf")
+	require.NoError(t, gguf.WriteTinyModel(path, gguf.TinyModelOptions{Arch: "qwen35", NLayer: 4, Seed: 7,
+		VocabFrom: filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-llama-spm.gguf")}))
+	m := modeltest.LoadPath(t, path, llama.ModelOptions{})
+	prompt, err := m.Tokenize("Once upon a time", llama.TokenizeOptions{AddSpecial: true})
+	require.NoError(t, err)
+	run := func(t *testing.T, c *llama.Context, o llama.GenerateOptions) genResult {
+		t.Helper()
+		var r genResult
+		g := c.GenerateTokens(t.Context(), prompt, o)
+		for p, err := range g.Seq() {
+			require.NoError(t, err)
+			r.pieces = append(r.pieces, p)
+		}
+		r.reason, r.stats = g.Reason(), g.Speculative()
+		return r
+	}
+	// then continues the sequence in memory with plain generation.
+	then := func(t *testing.T, c *llama.Context) []llama.Piece {
+		t.Helper()
+		var out []llama.Piece
+		g := c.GenerateTokens(t.Context(), []llama.Token{prompt[1]}, llama.GenerateOptions{Keep: true, MaxTokens: 12})
+		for p, err := range g.Seq() {
+			require.NoError(t, err)
+			out = append(out, p)
+		}
+		return out
+	}
+	tokens := func(ps []llama.Piece) []llama.Token {
+		var out []llama.Token
+		for _, p := range ps {
+			out = append(out, p.Token)
+		}
+		return out
+	}
+	plainCtx := newCtx(t, m, llama.ContextOptions{ContextSize: 512, Threads: 1})
+	full := run(t, plainCtx, llama.GenerateOptions{MaxTokens: 80, IgnoreEOG: true})
+	require.Len(t, full.pieces, 80)
+	for _, tc := range []struct {
+		name      string
+		snapshots int
+		opts      llama.GenerateOptions
+	}{
+		{"checkpoints", 0, llama.GenerateOptions{MaxTokens: 80, IgnoreEOG: true}},
+		{"checkpoints, max tokens inside a draft", 0, llama.GenerateOptions{MaxTokens: 43, IgnoreEOG: true}},
+		{"checkpoints, stop string", 0, llama.GenerateOptions{MaxTokens: 80, IgnoreEOG: true, Stop: []string{full.pieces[50].Text}}},
+		{"snapshots and checkpoints", 2, llama.GenerateOptions{MaxTokens: 80, IgnoreEOG: true}},
+		{"snapshots", 5, llama.GenerateOptions{MaxTokens: 61, IgnoreEOG: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := run(t, plainCtx, tc.opts)
+			wantThen := then(t, plainCtx)
+			c := newCtx(t, m, llama.ContextOptions{ContextSize: 512, Threads: 1, RecurrentSnapshots: tc.snapshots})
+			assert.Equal(t, tc.snapshots, c.Memory().RollbackLimit())
+			o := tc.opts
+			o.Speculative = &llama.Speculative{Drafters: []llama.Drafter{&scriptDrafter{prompt: prompt, plain: tokens(full.pieces), n: 5}},
+				Adapt: llama.DraftAdapt{Off: true}}
+			got := run(t, c, o)
+			require.Equal(t, tokens(want.pieces), tokens(got.pieces))
+			require.Equal(t, want.reason, got.reason)
+			assert.Positive(t, got.stats.Accepted)
+			assert.Less(t, got.stats.Accepted, got.stats.Drafted)
+			assert.Equal(t, tokens(wantThen), tokens(then(t, c)), "the memory after the generation")
+		})
+	}
+	// Without snapshots or a checkpoint a recurrent memory cannot take a
+	// draft back: attention-only models report no limit.
+	assert.Equal(t, -1, newCtx(t, stories(t), llama.ContextOptions{ContextSize: 64}).Memory().RollbackLimit())
 }

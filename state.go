@@ -64,10 +64,19 @@ func (c *Context) SetSeqState(seq int, data []byte) error {
 // seqState returns seq's state as llama.cpp's state_seq_get_data_ext
 // with flags gives it (llama.cpp's plain calls are flags 0).
 func (c *Context) seqState(op string, seq int, flags uint32) ([]byte, error) {
-	if err := c.lock(op); err != nil {
+	if err := c.acquire(op); err != nil {
 		return nil, err
 	}
-	defer c.unlock()
+	defer c.release()
+	return c.seqStateHeld(op, seq, flags)
+}
+
+// seqStateHeld is seqState for a caller that holds the context (Generate).
+func (c *Context) seqStateHeld(op string, seq int, flags uint32) ([]byte, error) {
+	if err := c.lockMu(op); err != nil {
+		return nil, err
+	}
+	defer c.mu.Unlock()
 	if err := c.seqOK(op, seq, false); err != nil {
 		return nil, err
 	}
@@ -89,10 +98,19 @@ func (c *Context) seqState(op string, seq int, flags uint32) ([]byte, error) {
 // state_seq_set_data_ext and flags; what names the state in the error of
 // data llama.cpp rejects.
 func (c *Context) setSeqState(op string, seq int, data []byte, flags uint32, what string) error {
-	if err := c.lock(op); err != nil {
+	if err := c.acquire(op); err != nil {
 		return err
 	}
-	defer c.unlock()
+	defer c.release()
+	return c.setSeqStateHeld(op, seq, data, flags, what)
+}
+
+// setSeqStateHeld is setSeqState for a caller that holds the context.
+func (c *Context) setSeqStateHeld(op string, seq int, data []byte, flags uint32, what string) error {
+	if err := c.lockMu(op); err != nil {
+		return err
+	}
+	defer c.mu.Unlock()
 	if err := c.seqOK(op, seq, false); err != nil {
 		return err
 	}

@@ -19,6 +19,8 @@ var (
 	NUbatch func(c Context) uint32
 	// uint32_t llama_n_seq_max (const struct llama_context * ctx);
 	NSeqMax func(c Context) uint32
+	// uint32_t llama_n_rs_seq (const struct llama_context * ctx);
+	NRsSeq func(c Context) uint32
 	// llama_memory_t llama_get_memory (const struct llama_context * ctx);
 	GetMemory func(c Context) Memory
 	// enum llama_pooling_type llama_pooling_type(const struct llama_context * ctx);
@@ -153,6 +155,7 @@ func init() {
 		binding{fn: &NBatch, name: "llama_n_batch"},
 		binding{fn: &NUbatch, name: "llama_n_ubatch"},
 		binding{fn: &NSeqMax, name: "llama_n_seq_max"},
+		binding{fn: &NRsSeq, name: "llama_n_rs_seq"},
 		binding{fn: &GetMemory, name: "llama_get_memory"},
 		binding{fn: &PoolingType, name: "llama_pooling_type"},
 		binding{fn: &Encode, name: "llama_encode"},
