@@ -56,6 +56,7 @@ type MTP struct {
 	first     []int // scratch of Decoded: by sequence, its first entry in the batch (-1: none)
 	last      []int // and its last so far
 	prev      []int // scratch of Decoded: by entry, the previous entry of its sequence (-1: none)
+	skipped   []int // scratch of Decoded: the replayed entries (MTPSeq.Replayed)
 	cand      []llama.TokenData
 }
 
@@ -73,6 +74,7 @@ type MTPSeq struct {
 	pending []float32 // the target's hidden row of the sequence's last decoded token
 	rows    []float32 // its hidden rows in the target's last batch
 	nRows   int
+	skip    int // Replayed: the sequence's first entries in the next batch shown to Decoded to pass over
 
 	// DraftAll's state.
 	draft         []llama.Token
@@ -184,10 +186,20 @@ func (d *MTP) Decoded(ctx context.Context, b *llama.Batch) error {
 		d.first[i], d.last[i] = -1, -1
 	}
 	d.prev = d.prev[:0]
+	d.skipped = d.skipped[:0]
 	for i := range n {
 		_, pos, seq := b.Token(i)
 		if seq < 0 || seq >= len(d.seqs) {
 			return errorf(llama.CodeInvalid, "mtp", "sequence %d out of range [0, %d)", seq, len(d.seqs))
+		}
+		if s := d.seqs[seq]; s.skip > 0 && d.first[seq] < 0 {
+			// A replayed entry: the head holds it; the entry after it
+			// takes its row.
+			s.skip--
+			d.prev = append(d.prev, -1)
+			d.skipped = append(d.skipped, i)
+			d.last[seq] = i
+			continue
 		}
 		if d.first[seq] < 0 {
 			d.first[seq] = i
@@ -205,6 +217,9 @@ func (d *MTP) Decoded(ctx context.Context, b *llama.Batch) error {
 		hi := min(n, lo+d.batch.Cap())
 		d.batch.Clear()
 		for i := lo; i < hi; i++ {
+			if slices.Contains(d.skipped, i) {
+				continue
+			}
 			tok, pos, seq := b.Token(i)
 			if err := d.batch.Add(tok, pos, seq, false); err != nil {
 				return err
@@ -216,9 +231,12 @@ func (d *MTP) Decoded(ctx context.Context, b *llama.Batch) error {
 					return err
 				}
 			}
-			if err := d.batch.SetHidden(i-lo, row); err != nil {
+			if err := d.batch.SetHidden(d.batch.Len()-1, row); err != nil {
 				return err
 			}
+		}
+		if d.batch.Len() == 0 {
+			continue
 		}
 		if err := d.c.Decode(ctx, d.batch); err != nil {
 			for seq, f := range d.first {
@@ -235,6 +253,19 @@ func (d *MTP) Decoded(ctx context.Context, b *llama.Batch) error {
 	for i := range n {
 		tok, pos, seq := b.Token(i)
 		s := d.seqs[seq]
+		if d.first[seq] < 0 || i < d.first[seq] {
+			// A replayed entry (the last of them gives a sequence with no
+			// other entry its pending row).
+			if d.last[seq] == i {
+				row, err := d.target.Hidden(i)
+				if err != nil {
+					return err
+				}
+				copy(s.pending, row)
+				s.nRows = 0
+			}
+			continue
+		}
 		if pos == len(s.fed) {
 			s.fed = append(s.fed, tok)
 		}
@@ -435,6 +466,18 @@ func (s *MTPSeq) Draft(ctx context.Context, history []llama.Token, max int) ([]l
 		return nil, err
 	}
 	return r.Draft, nil
+}
+
+// Replayed says that the sequence's first n entries in the next batch
+// shown to Decoded are tokens the head has seen already: the target
+// decodes them again after its memory went back to a checkpoint taken
+// before a draft, when the draft was partly rejected (the kept tokens,
+// which Accepted was told of). Decoded passes over them, and the entry
+// after them takes the target's row of the last of them.
+func (s *MTPSeq) Replayed(n int) {
+	if s != nil {
+		s.skip = max(n, 0)
+	}
 }
 
 // Accepted implements llama.Drafter: the next draft starts from the

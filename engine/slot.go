@@ -312,13 +312,14 @@ func (e *Engine) step() bool {
 		if s.state != stGen {
 			continue
 		}
-		if len(s.cache)+1 >= e.nCtxSlot {
+		if len(s.cache)+len(s.spec.replay)+1 >= e.nCtxSlot {
 			if !e.opts.ContextShift || !e.shift(s) {
 				s.truncated = true
 				e.finish(s, nil, StopTypeLimit)
 				continue
 			}
 		}
+		s.cache = append(s.cache, s.spec.replay...)
 		s.cache = append(s.cache, s.last)
 		gens = append(gens, s)
 	}
@@ -327,6 +328,14 @@ func (e *Engine) step() bool {
 	// them in shared batches), then each slot's last token and draft.
 	e.specDraftAll(gens)
 	for _, s := range gens {
+		if r := s.spec.replay; len(r) > 0 {
+			// The tokens a draft's checkpoint took back, again (see
+			// specVerify); the MTP head has them already.
+			for i, tok := range r {
+				b.Add(tok, len(s.cache)-1-len(r)+i, s.id, false)
+			}
+			e.spec.mtpSeq(s.id).Replayed(len(r))
+		}
 		s.iBatch = b.Len()
 		b.Add(s.last, len(s.cache)-1, s.id, true)
 		kGen++
@@ -442,6 +451,7 @@ func (e *Engine) step() bool {
 	if err == nil {
 		for _, s := range e.slots {
 			s.copyPending = false // llama.cpp copied the data first
+			s.spec.replay = s.spec.replay[:0]
 		}
 		if e.spec != nil && e.spec.mtp != nil {
 			e.mtpDecoded(b)

@@ -61,10 +61,14 @@ type SpeculativeOptions struct {
 	// DraftModel be such a head in a file of its own (loaded with MTP).
 	// It takes NMax, NMin, PMin and the draft threads, and cannot be
 	// combined with draft-simple (llama-server has one draft context). On
-	// a recurrent or hybrid model (Qwen3.5) it is the only type that runs:
-	// the context keeps NMax snapshots of the recurrent state to take
-	// rejected tokens back. Other llama.cpp types (draft-eagle3,
-	// draft-dflash, draft-dspark) make New fail.
+	// a recurrent or hybrid model (Qwen3.5) the context keeps NMax
+	// snapshots of the recurrent state for it, to take rejected tokens
+	// back; longer drafts (all drafts without draft-mtp) go in after a
+	// checkpoint of the slot's recurrent state, which a rejection restores
+	// before the kept tokens are decoded again, as in llama-server.
+	// draft-simple is off there when the draft model is recurrent too.
+	// Other llama.cpp types (draft-eagle3, draft-dflash, draft-dspark)
+	// make New fail.
 	Types []string
 	// DraftModel is the draft model file (-md, --spec-draft-model), needed
 	// by draft-simple; its vocabulary must match the target's
@@ -252,9 +256,9 @@ type engSpec struct {
 	mapK4V []*draft.NgramMap
 	// draft-mtp's drafter, over the engine's context.
 	mtp *draft.MTP
-	// maxDraft caps every draft (0: none): a recurrent memory takes back
-	// no more tokens than it keeps snapshots.
-	maxDraft int
+	// rollback is the engine context's Memory.RollbackLimit: a longer
+	// draft needs a checkpoint (-1: none ever does).
+	rollback int
 	// A step's draft-model and MTP requests and their slots (scratch).
 	reqs    []*draft.ModelRequest
 	mreqs   []*draft.MTPRequest
@@ -304,32 +308,25 @@ func newEngSpec(m *llama.Model, lctx *llama.Context, eo Options) (*engSpec, erro
 			return fail(err)
 		}
 	}
-	spec := true // the memory can take back rejected draft tokens
-	if info, err := m.Info(); err == nil && (info.Recurrent || info.Hybrid) {
-		// A recurrent state takes back as many tokens as it keeps
-		// snapshots (the context's RecurrentSnapshots, which New sets to
-		// draft-mtp's NMax, as llama-server does): draft-mtp drafts no
-		// more. llama-server takes back the other types' longer drafts
-		// with checkpoints of the whole state; here they are off.
-		var off []string
-		for _, t := range types {
-			if t != SpecDraftMTP {
-				off = append(off, t)
-			}
-		}
-		if len(off) > 0 {
+	// A recurrent memory (Qwen3.5's hybrid one) takes back as many tokens
+	// as the context keeps snapshots (RecurrentSnapshots, which New sets
+	// to draft-mtp's NMax, as llama-server does); a longer draft goes in
+	// after a checkpoint of the slot's state (see specPut).
+	sp.rollback = lctx.Memory().RollbackLimit()
+	if wantDraft && sp.rollback >= 0 {
+		if info, err := sp.draftM.Info(); err == nil && (info.Recurrent || info.Hybrid) {
+			// The draft model's own memory would need checkpoints too.
 			log := eo.Logger
 			if log == nil {
 				log = slog.Default()
 			}
-			log.Warn("speculative decoding types off: the model's memory is recurrent or hybrid, and takes back only draft-mtp's drafts",
-				"types", strings.Join(off, ","), "arch", info.Architecture)
+			log.Warn("speculative decoding type draft-simple off: the draft model's memory is recurrent or hybrid",
+				"arch", info.Architecture)
+			types = slices.DeleteFunc(types, func(t string) bool { return t == SpecDraftSimple })
+			wantDraft = false
 		}
-		types = slices.DeleteFunc(types, func(t string) bool { return t != SpecDraftMTP })
-		wantDraft, spec = false, false
-		sp.maxDraft = o.mtpNMax()
 	}
-	if len(types) == 0 && (o.NewDrafters == nil || !spec) {
+	if len(types) == 0 && o.NewDrafters == nil {
 		sp.close()
 		return nil, nil
 	}
@@ -487,12 +484,21 @@ type engSlotSpec struct {
 	drafted  int                // this request's drafted tokens (timings.draft_n)
 	accepted int                // of which accepted (timings.draft_n_accepted)
 	checks   int                // drafts checked
+	// ck is a checkpoint of the slot's recurrent state (SeqStatePartial)
+	// taken before a draft longer than the memory takes back, at ckPos
+	// tokens in memory. A rejection restores it, and the tokens kept from
+	// ckPos on (replay) go in again before the slot's next token, in a
+	// step where the slot drafts nothing, as in llama-server.
+	ck     []byte
+	ckPos  int
+	replay []llama.Token
 }
 
 // specStart gives a slot the drafters of its new request, and begins
 // the request's sequence in those that keep state (llama.DraftBeginner).
 // A panic in a drafter's Begin is returned.
 func (e *Engine) specStart(s *engSlot) error {
+	s.spec.replay = s.spec.replay[:0]
 	sp := e.spec
 	if sp == nil {
 		return nil
@@ -587,14 +593,11 @@ func (e *Engine) specDraftAll(gens []*engSlot) {
 	for _, s := range gens {
 		ss := &s.spec
 		ss.draft, ss.drafter, ss.deferAt = ss.draft[:0], nil, -1
-		if s.tk == nil || len(ss.spec.Drafters) == 0 {
+		if s.tk == nil || len(ss.spec.Drafters) == 0 || len(ss.replay) > 0 {
 			continue
 		}
 		t := s.tk.t
 		n := min(e.nCtxSlot-(len(s.cache)-1)-2, e.nBatch-len(gens)-used)
-		if sp.maxDraft > 0 {
-			n = min(n, sp.maxDraft)
-		}
 		if t.NPredict >= 0 {
 			n = min(n, t.NPredict-s.generated-1)
 		}
@@ -718,6 +721,17 @@ func (e *Engine) specPut(s *engSlot) {
 			return
 		}
 	}
+	ss.ck = ss.ck[:0]
+	if e.spec != nil && e.spec.rollback >= 0 && len(ss.draft) > e.spec.rollback {
+		// The slot's last token is in this batch too: the checkpoint
+		// holds the tokens before it.
+		ck, err := e.lctx.SeqStatePartial(s.id)
+		if err != nil {
+			ss.draft, ss.drafter = ss.draft[:0], nil
+			return
+		}
+		ss.ck, ss.ckPos = ck, len(s.cache)-1
+	}
 	ss.iFirst = s.iBatch
 	for i, tok := range ss.draft {
 		e.batch.Add(tok, len(s.cache)+i, s.id, true)
@@ -762,8 +776,34 @@ func (e *Engine) specVerify(s *engSlot) {
 	}
 	e.mu.Unlock()
 	drafter.Accepted(accepted)
+	if _, q := e.slotDraftModel(s, drafter); q == nil {
+		// The head saw the draft go in: it starts from the row of the
+		// last kept token whichever drafter drafted (as llama.cpp's
+		// draft-mtp, told every verdict).
+		e.spec.mtpSeq(s.id).Accepted(accepted)
+	}
 	ss.draft, ss.drafter = ss.draft[:0], nil
-	if accepted < len(draft) {
+	if accepted < len(draft) && len(ss.ck) > 0 {
+		// Back to the checkpoint; the tokens kept go in again after the
+		// step, unless the request ended here.
+		ok, err := false, e.lctx.SetSeqStatePartial(s.id, ss.ck)
+		if err == nil {
+			ok, err = e.lctx.Memory().Remove(s.id, ss.ckPos, -1)
+		}
+		switch {
+		case err != nil || !ok:
+			e.lctx.Memory().Remove(s.id, 0, -1)
+			s.cache = s.cache[:0]
+			if s.tk != nil {
+				e.fail(s, fmt.Errorf("engine: speculative decoding: cannot restore the draft's checkpoint: %v: %w", err, llama.ErrUnsupported))
+			}
+		case s.tk != nil && s.state == stGen:
+			ss.replay = append(ss.replay[:0], s.cache[ss.ckPos:]...)
+			s.cache = s.cache[:ss.ckPos]
+		default:
+			s.cache = s.cache[:ss.ckPos]
+		}
+	} else if accepted < len(draft) {
 		if ok, err := e.lctx.Memory().Remove(s.id, len(s.cache), -1); err != nil || !ok {
 			// Memory that cannot drop its tail: forget the sequence (the
 			// prompt cache starts afresh); a running request cannot go on.

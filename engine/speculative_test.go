@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -418,9 +420,9 @@ func TestEngineSpeculativeMTP(t *testing.T) {
 // TestEngineSpeculativeMTPHybrid: on Qwen3.5's hybrid layout the engine
 // keeps draft-mtp's NMax recurrent snapshots, so that rejected drafts are
 // taken back: two slots at once give plain generation's tokens, with most
-// drafts partly kept (the head drafts what the model says), and the
-// n-gram types, whose longer drafts the snapshots cannot take back, are
-// off.
+// drafts partly kept (the head drafts what the model says), with the
+// n-gram type beside it (its drafts longer than the snapshots go in after
+// a checkpoint).
 func TestEngineSpeculativeMTPHybrid(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "qwen35.gguf")
 	require.NoError(t, gguf.WriteTinyModel(path, gguf.TinyModelOptions{Arch: "qwen35", NLayer: 4, NextN: 1, Seed: 7, PassThrough: true,
@@ -450,6 +452,85 @@ func TestEngineSpeculativeMTPHybrid(t *testing.T) {
 		assert.Less(t, tm.DraftNAccepted, tm.DraftN, "some drafts are taken back: %+v", tm)
 	}
 	assert.Equal(t, "none,ngram-simple,draft-mtp", opts.Speculative.TypesString())
+}
+
+// scriptDrafter drafts the continuation a plain run generated after
+// prompt, with one token in each draft wrong (none in one draft out of
+// six): drafts are kept whole, in part and not at all.
+type scriptDrafter struct {
+	prompt, plain []llama.Token
+}
+
+func (d *scriptDrafter) Draft(_ context.Context, history []llama.Token, n int) ([]llama.Token, error) {
+	g := len(history) - len(d.prompt)
+	if g < 0 || g >= len(d.plain) || !slices.Equal(history[:len(d.prompt)], d.prompt) {
+		return nil, nil
+	}
+	out := slices.Clone(d.plain[g:min(len(d.plain), g+min(n, 5))])
+	if i := g % 6; i < len(out) {
+		out[i]++
+	}
+	return out, nil
+}
+
+func (d *scriptDrafter) Accepted(int) {}
+
+// TestEngineSpeculativeRecurrent: on Qwen3.5's hybrid layout without an
+// MTP head, whose recurrent state cannot take a token back, each draft
+// goes in after a checkpoint of the slot's state (as llama-server's); a
+// rejection restores it and decodes the kept tokens again. Two slots at
+// once give plain generation's tokens, and requests that continue them
+// from the slots' memory do too.
+func TestEngineSpeculativeRecurrent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "qwen35.gguf")
+	require.NoError(t, gguf.WriteTinyModel(path, gguf.TinyModelOptions{Arch: "qwen35", NLayer: 4, Seed: 7,
+		VocabFrom: filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-llama-spm.gguf")}))
+	m, err := llama.LoadModel(t.Context(), path, llama.ModelOptions{})
+	require.NoError(t, err)
+	defer m.Close()
+	opts := Options{Context: llama.ContextOptions{ContextSize: 2048, Threads: 1}, Parallel: 2}
+	prompts := []string{"Once upon a time", "Hi there"}
+	run := func(e *Engine) (first, then []engResult) {
+		first = engRunAll(t, e, m, prompts, 64)
+		for i, p := range prompts {
+			// The slot's memory holds the prompt and all but the last
+			// token generated: a longer prompt takes it up.
+			more := append(engTokenize(t, m, p, true), first[i].tokens...)
+			more = append(more, engTokenize(t, m, " and then", false)...)
+			task := engGreedyTask(more, 16)
+			task.CachePrompt = true
+			then = append(then, engRun(t, e, task))
+		}
+		return first, then
+	}
+	plain, err := New(m, opts)
+	require.NoError(t, err)
+	want, wantThen := run(plain)
+	require.NoError(t, plain.Close())
+
+	opts.Speculative = SpeculativeOptions{Types: []string{SpecNgramSimple}, Adapt: llama.DraftAdapt{Off: true},
+		NewDrafters: func(_ int, r *Request) []llama.Drafter {
+			for i, p := range prompts {
+				if toks := engTokenize(t, m, p, true); slices.Equal(r.Prompt, toks) {
+					return []llama.Drafter{&scriptDrafter{prompt: toks, plain: want[i].tokens}}
+				}
+			}
+			return nil
+		}}
+	e, err := New(m, opts)
+	require.NoError(t, err)
+	defer e.Close()
+	assert.Zero(t, e.lctx.Memory().RollbackLimit(), "no snapshots without draft-mtp")
+	got, gotThen := run(e)
+	for i := range prompts {
+		require.NoError(t, got[i].done.Err)
+		assert.Equal(t, want[i].tokens, got[i].tokens, "%q", prompts[i])
+		tm := got[i].done.Timings
+		assert.Positive(t, tm.DraftNAccepted, "%+v", tm)
+		assert.Less(t, tm.DraftNAccepted, tm.DraftN, "some drafts are taken back: %+v", tm)
+		assert.Equal(t, wantThen[i].tokens, gotThen[i].tokens, "continued from the slot's memory")
+		assert.Greater(t, gotThen[i].done.Timings.CacheN, 64, "the continuation reuses the slot's memory")
+	}
 }
 
 // engRunAll submits a greedy task of n tokens for each prompt at once and
