@@ -3,6 +3,7 @@ package draft_test
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -154,6 +155,54 @@ func TestMTP(t *testing.T) {
 		}
 	})
 
+	t.Run("replayed", func(t *testing.T) {
+		// A draft partly kept: the target takes the rest back (path 0), or
+		// goes back to a checkpoint before the draft and decodes the kept
+		// tokens again with its next token (path 1, a recurrent model's
+		// way, told to the head with Replayed). The head drafts the same
+		// after either, whatever the next token (without Replayed it
+		// would see the first kept token again with a wrong row).
+		p := tok("Once upon a time")
+		n := len(p)
+		rm := mtpModel(t, false) // its head reads the rows
+		var drafts [2][][]llama.Token
+		for path := range 2 {
+			c := newCtx(t, rm, opts)
+			d, err := draft.NewMTP(c, draft.MTPOptions{NMax: 4})
+			require.NoError(t, err)
+			defer d.Close()
+			b := llama.NewBatch(c.BatchSize(), 1)
+			decode := func(toks []llama.Token, pos int) {
+				b.Clear()
+				for i, tok := range toks {
+					require.NoError(t, b.Add(tok, pos+i, 0, true))
+				}
+				require.NoError(t, c.Decode(ctx, b))
+				require.NoError(t, d.Decoded(ctx, b))
+			}
+			decode(p, 0)
+			decode([]llama.Token{100, 200, 201, 202, 203}, n) // the last token and a draft of 4
+			d.Seq(0).Accepted(2)
+			if path == 0 {
+				_, err = c.Memory().Remove(0, n+3, -1)
+				require.NoError(t, err)
+				decode([]llama.Token{300}, n+3)
+			} else {
+				_, err = c.Memory().Remove(0, n, -1)
+				require.NoError(t, err)
+				d.Seq(0).Replayed(3)
+				decode([]llama.Token{100, 200, 201, 300}, n)
+			}
+			for next := range llama.Token(40) {
+				dr, err := d.Seq(0).Draft(ctx, append(slices.Clone(p), 100, 200, 201, 300, 400+next*97), 4)
+				require.NoError(t, err)
+				require.NotEmpty(t, dr)
+				drafts[path] = append(drafts[path], dr)
+			}
+		}
+		assert.Equal(t, drafts[0], drafts[1])
+	})
+
 	t.Run("misuse", func(t *testing.T) {
 		c := newCtx(t, m, opts)
 		d, err := draft.NewMTP(c, draft.MTPOptions{})
@@ -240,7 +289,7 @@ func FuzzDraftMTP(f *testing.F) {
 		}
 		for i, op := range ops {
 			s := i % 2
-			switch op % 4 {
+			switch op % 5 {
 			case 0: // Begin again with a prefix of the history
 				k := min(int(op/4), len(hists[s]))
 				hists[s] = hists[s][:max(k, 1)]
@@ -267,6 +316,12 @@ func FuzzDraftMTP(f *testing.F) {
 					hists[s] = append(hists[s][:keep:keep], hists[s][keep+discard:]...)
 					inMem[s] -= discard
 				}
+			case 4: // a draft's checkpoint restored: the last tokens go in again
+				k := min(int(op>>3)%5, inMem[s])
+				_, err := c.Memory().Remove(s, inMem[s]-k, -1)
+				require.NoError(t, err)
+				inMem[s] -= k
+				d.Seq(s).Replayed(k)
 			case 2: // a gap: the target's memory restored elsewhere
 				_, err := c.Memory().Remove(s, 0, -1)
 				require.NoError(t, err)
