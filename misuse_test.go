@@ -197,7 +197,7 @@ func TestMisuseCloseRacesChildren(t *testing.T) {
 			case 0:
 				r.c, r.err = m.NewContext(llama.ContextOptions{ContextSize: 64, Threads: 1})
 			case 1:
-				r.s, r.err = llama.NewSamplerChain(m, llama.SamplerChainOptions{}, g.Sampler())
+				r.s, r.err = llama.NewSamplerChain(m, llama.SamplerChainOptions{}, g.Sampler(), llama.Greedy())
 			case 2:
 				r.a, r.err = m.LoadAdapter(lora)
 			}
