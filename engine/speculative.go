@@ -784,18 +784,21 @@ func (e *Engine) specVerify(s *engSlot) {
 	}
 	ss.draft, ss.drafter = ss.draft[:0], nil
 	if accepted < len(draft) && len(ss.ck) > 0 {
-		// Back to the checkpoint; the tokens kept go in again after the
+		// Back to the checkpoint; the tokens kept go in again in the next
 		// step, unless the request ended here.
-		ok, err := false, e.lctx.SetSeqStatePartial(s.id, ss.ck)
+		err := e.lctx.SetSeqStatePartial(s.id, ss.ck)
 		if err == nil {
-			ok, err = e.lctx.Memory().Remove(s.id, ss.ckPos, -1)
+			var ok bool
+			if ok, err = e.lctx.Memory().Remove(s.id, ss.ckPos, -1); err == nil && !ok {
+				err = llama.ErrUnsupported
+			}
 		}
 		switch {
-		case err != nil || !ok:
+		case err != nil:
 			e.lctx.Memory().Remove(s.id, 0, -1)
 			s.cache = s.cache[:0]
 			if s.tk != nil {
-				e.fail(s, fmt.Errorf("engine: speculative decoding: cannot restore the draft's checkpoint: %v: %w", err, llama.ErrUnsupported))
+				e.fail(s, fmt.Errorf("engine: speculative decoding: cannot restore the draft's checkpoint: %w", err))
 			}
 		case s.tk != nil && s.state == stGen:
 			ss.replay = append(ss.replay[:0], s.cache[ss.ckPos:]...)
