@@ -336,6 +336,7 @@ func (g *Generation) speculate(e *emitter, sampler *SamplerChain, batch *Batch) 
 	}
 	history := append(slices.Clip(g.prompt), tok)
 	drafters := spec.drafters()
+	var ckBuf []byte // the checkpoints' buffer (recurrent models)
 	for _, d := range drafters {
 		if b, ok := d.(DraftBeginner); ok {
 			b.Begin(g.prompt)
@@ -364,9 +365,10 @@ func (g *Generation) speculate(e *emitter, sampler *SamplerChain, batch *Batch) 
 		var ck []byte
 		ckPos, hPos := g.nPast, len(history)-1 // tok's position, its index in history
 		if lim := c.nRollback; lim >= 0 && len(draft) > lim {
-			if ck, err = c.seqStateHeld("generate", seq, capi.StateSeqFlagsPartialOnly); err != nil {
+			if ckBuf, err = c.seqStateHeld("generate", ckBuf[:0], seq, capi.StateSeqFlagsPartialOnly); err != nil {
 				return err
 			}
+			ck = ckBuf
 		}
 		// takeBack leaves the memory holding the tokens before g.nPast.
 		takeBack := func() error {

@@ -2,6 +2,7 @@ package llama
 
 import (
 	"os"
+	"slices"
 	"unsafe"
 
 	"github.com/x/llama/internal/capi"
@@ -53,7 +54,7 @@ func (c *Context) SetState(data []byte) error {
 
 // SeqState returns the state of one sequence.
 func (c *Context) SeqState(seq int) ([]byte, error) {
-	return c.seqState("seq state", seq, 0)
+	return c.seqState("seq state", nil, seq, 0)
 }
 
 // SetSeqState restores a sequence state into seq (which should be empty).
@@ -63,16 +64,17 @@ func (c *Context) SetSeqState(seq int, data []byte) error {
 
 // seqState returns seq's state as llama.cpp's state_seq_get_data_ext
 // with flags gives it (llama.cpp's plain calls are flags 0).
-func (c *Context) seqState(op string, seq int, flags uint32) ([]byte, error) {
+func (c *Context) seqState(op string, dst []byte, seq int, flags uint32) ([]byte, error) {
 	if err := c.acquire(op); err != nil {
 		return nil, err
 	}
 	defer c.release()
-	return c.seqStateHeld(op, seq, flags)
+	return c.seqStateHeld(op, dst, seq, flags)
 }
 
-// seqStateHeld is seqState for a caller that holds the context (Generate).
-func (c *Context) seqStateHeld(op string, seq int, flags uint32) ([]byte, error) {
+// seqStateHeld is seqState for a caller that holds the context
+// (Generate). The state is appended to dst.
+func (c *Context) seqStateHeld(op string, dst []byte, seq int, flags uint32) ([]byte, error) {
 	if err := c.lockMu(op); err != nil {
 		return nil, err
 	}
@@ -80,18 +82,19 @@ func (c *Context) seqStateHeld(op string, seq int, flags uint32) ([]byte, error)
 	if err := c.seqOK(op, seq, false); err != nil {
 		return nil, err
 	}
-	var buf []byte
+	out := dst
 	err := c.model.rpcGuard(op, func() {
 		n := capi.StateSeqGetSizeExt(c.ptr, int32(seq), flags)
-		buf = make([]byte, n)
+		out = slices.Grow(dst, int(n))
 		if n > 0 {
-			buf = buf[:capi.StateSeqGetDataExt(c.ptr, unsafe.Pointer(&buf[0]), n, int32(seq), flags)]
+			buf := out[len(dst) : len(dst)+int(n)]
+			out = out[:len(dst)+int(capi.StateSeqGetDataExt(c.ptr, unsafe.Pointer(&buf[0]), n, int32(seq), flags))]
 		}
 	})
 	if err != nil {
 		return nil, err
 	}
-	return buf, nil
+	return out, nil
 }
 
 // setSeqState restores data into seq with llama.cpp's
@@ -146,7 +149,14 @@ func tokPtr(t []Token) unsafe.Pointer {
 // with long sequences; for a model whose memory has no such part it holds
 // no cells.
 func (c *Context) SeqStatePartial(seq int) ([]byte, error) {
-	return c.seqState("seq state partial", seq, capi.StateSeqFlagsPartialOnly)
+	return c.seqState("seq state partial", nil, seq, capi.StateSeqFlagsPartialOnly)
+}
+
+// AppendSeqStatePartial is SeqStatePartial appending the state to dst: a
+// caller that checkpoints often (speculative decoding on a recurrent
+// model) reuses one buffer.
+func (c *Context) AppendSeqStatePartial(dst []byte, seq int) ([]byte, error) {
+	return c.seqState("seq state partial", dst, seq, capi.StateSeqFlagsPartialOnly)
 }
 
 // SetSeqStatePartial restores a state returned by SeqStatePartial into

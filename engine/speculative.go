@@ -725,7 +725,7 @@ func (e *Engine) specPut(s *engSlot) {
 	if e.spec != nil && e.spec.rollback >= 0 && len(ss.draft) > e.spec.rollback {
 		// The slot's last token is in this batch too: the checkpoint
 		// holds the tokens before it.
-		ck, err := e.lctx.SeqStatePartial(s.id)
+		ck, err := e.lctx.AppendSeqStatePartial(ss.ck, s.id)
 		if err != nil {
 			ss.draft, ss.drafter = ss.draft[:0], nil
 			return
