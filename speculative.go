@@ -58,9 +58,10 @@ type DecodeWatcher interface {
 // On a recurrent or hybrid model (Qwen3.5) the memory takes back no more
 // tokens than the context keeps snapshots (Memory.RollbackLimit): a longer
 // draft goes in after a checkpoint of the sequence's recurrent state
-// (Context.SeqStatePartial), which a rejection restores before the kept
-// tokens are decoded again, one more decode. Set
-// ContextOptions.RecurrentSnapshots to the drafts' length to spare it.
+// (Context.SeqStatePartial); a rejection restores it, and the kept
+// tokens go in again with the next token, in a step that drafts nothing
+// (as llama-server's). Set ContextOptions.RecurrentSnapshots to the
+// drafts' length to spare it.
 type Speculative struct {
 	// Drafters are asked in order for each step; the first non-empty draft
 	// is checked, as llama.cpp does with several --spec-type values. A
@@ -336,7 +337,8 @@ func (g *Generation) speculate(e *emitter, sampler *SamplerChain, batch *Batch) 
 	}
 	history := append(slices.Clip(g.prompt), tok)
 	drafters := spec.drafters()
-	var ckBuf []byte // the checkpoints' buffer (recurrent models)
+	var ckBuf []byte   // the checkpoints' buffer (recurrent models)
+	var replay []Token // kept tokens a checkpoint took back, to decode again before tok
 	for _, d := range drafters {
 		if b, ok := d.(DraftBeginner); ok {
 			b.Begin(g.prompt)
@@ -344,13 +346,17 @@ func (g *Generation) speculate(e *emitter, sampler *SamplerChain, batch *Batch) 
 	}
 	for {
 		if !e.emit(tok) {
-			return nil
+			return g.decodeKept(replay, batch)
 		}
 		// Draft as much as fits the context (each sample needs a position
-		// before the end), MaxTokens and the batch.
+		// before the end), MaxTokens and the batch; nothing in a step
+		// that decodes kept tokens again (as llama-server's replay).
 		n := min(nCtx-g.nPast-2, c.nBatch-1)
 		if opts.MaxTokens > 0 {
 			n = min(n, opts.MaxTokens-g.generated-1)
+		}
+		if len(replay) > 0 {
+			n = 0
 		}
 		var draft []Token
 		var drafter Drafter
@@ -370,8 +376,10 @@ func (g *Generation) speculate(e *emitter, sampler *SamplerChain, batch *Batch) 
 			}
 			ck = ckBuf
 		}
-		// takeBack leaves the memory holding the tokens before g.nPast.
-		takeBack := func() error {
+		// takeBack leaves the memory holding the tokens before g.nPast:
+		// through a checkpoint, it decodes the kept tokens again at once
+		// (the generation ends), or in the next step (later).
+		takeBack := func(later bool) error {
 			ok, err := c.removeTokens(seq, g.nPast, -1)
 			if err != nil || ok {
 				return err
@@ -379,9 +387,22 @@ func (g *Generation) speculate(e *emitter, sampler *SamplerChain, batch *Batch) 
 			if ck == nil {
 				return errorf(CodeUnsupported, "generate", "the memory cannot take back rejected draft tokens")
 			}
-			return g.restore(ck, ckPos, history[hPos:hPos+g.nPast-ckPos], batch)
+			if err := g.restore(ck, ckPos); err != nil {
+				return err
+			}
+			replay = append(replay[:0], history[hPos:hPos+g.nPast-ckPos]...)
+			g.nPast = ckPos
+			if later {
+				return nil
+			}
+			return g.decodeKept(replay, batch)
 		}
 		batch.Clear()
+		if len(replay) > 0 {
+			_ = batch.AddSequence(replay, g.nPast, seq, false)
+			g.nPast += len(replay)
+		}
+		base := batch.n // tok's batch index
 		_ = batch.Add(tok, g.nPast, seq, true)
 		for i, d := range draft {
 			if err := c.model.CheckToken(d); err != nil {
@@ -392,6 +413,8 @@ func (g *Generation) speculate(e *emitter, sampler *SamplerChain, batch *Batch) 
 		if err := c.decode(ctx, batch); err != nil {
 			return err
 		}
+		replayed(drafters, len(replay))
+		replay = replay[:0]
 		if err := c.watchDecode(ctx, drafters, batch); err != nil {
 			return err
 		}
@@ -406,7 +429,7 @@ func (g *Generation) speculate(e *emitter, sampler *SamplerChain, batch *Batch) 
 		}
 		accepted := 0
 		for i := 0; ; i++ {
-			t, err := e.sample(sampler, i)
+			t, err := e.sample(sampler, base+i)
 			if err != nil {
 				return err
 			}
@@ -419,18 +442,18 @@ func (g *Generation) speculate(e *emitter, sampler *SamplerChain, batch *Batch) 
 			history = append(history, t)
 			if !e.emit(t) {
 				g.settle(drafters, drafter, len(draft), accepted)
-				return takeBack()
+				return takeBack(false)
 			}
 			g.nPast++
 			if opts.MaxTokens > 0 && g.generated >= opts.MaxTokens {
 				g.settle(drafters, drafter, len(draft), accepted)
 				g.reason = StopMaxTokens
-				return takeBack()
+				return takeBack(false)
 			}
 		}
 		g.settle(drafters, drafter, len(draft), accepted)
 		if accepted < len(draft) {
-			if err := takeBack(); err != nil {
+			if err := takeBack(true); err != nil {
 				return err
 			}
 		}
@@ -439,10 +462,8 @@ func (g *Generation) speculate(e *emitter, sampler *SamplerChain, batch *Batch) 
 }
 
 // restore brings seq's memory back to the checkpoint ck, taken with pos
-// tokens in memory, and decodes keep (the tokens from pos on that stay)
-// again. The drafters are not shown that decode: they saw the tokens in
-// the draft's check, and were told which were accepted.
-func (g *Generation) restore(ck []byte, pos int, keep []Token, batch *Batch) error {
+// tokens in memory.
+func (g *Generation) restore(ck []byte, pos int) error {
 	c, seq := g.c, g.opts.Seq
 	if err := c.setSeqStateHeld("generate", seq, ck, capi.StateSeqFlagsPartialOnly, "the draft's checkpoint"); err != nil {
 		return err
@@ -453,18 +474,44 @@ func (g *Generation) restore(ck []byte, pos int, keep []Token, batch *Batch) err
 		}
 		return err
 	}
+	return nil
+}
+
+// decodeKept decodes keep, the kept tokens a checkpoint took back, from
+// g.nPast on, when the generation ends before the next step would have.
+// The drafters are not shown that decode: they saw the tokens in the
+// draft's check, and were told which were kept.
+func (g *Generation) decodeKept(keep []Token, batch *Batch) error {
+	c, seq := g.c, g.opts.Seq
 	for len(keep) > 0 {
 		n := min(len(keep), batch.Cap())
 		batch.Clear()
-		if err := batch.AddSequence(keep[:n], pos, seq, false); err != nil {
+		if err := batch.AddSequence(keep[:n], g.nPast, seq, false); err != nil {
 			return err
 		}
 		if err := c.decode(g.ctx, batch); err != nil {
 			return err
 		}
-		keep, pos = keep[n:], pos+n
+		keep, g.nPast = keep[n:], g.nPast+n
 	}
 	return nil
+}
+
+// replayed tells the drafters that watch the decodes, and can pass over
+// tokens decoded again (draft.MTPSeq's Replayed), that the batch just
+// decoded begins with n of them.
+func replayed(drafters []Drafter, n int) {
+	if n == 0 {
+		return
+	}
+	for _, d := range drafters {
+		if a, ok := d.(*AdaptiveDrafter); ok {
+			d = a.Drafter
+		}
+		if r, ok := d.(interface{ Replayed(int) }); ok {
+			r.Replayed(n)
+		}
+	}
 }
 
 // watchDecode shows b, just decoded on c (which the generation holds),

@@ -285,6 +285,35 @@ func TestSpeculativeRecurrent(t *testing.T) {
 			assert.Equal(t, tokens(wantThen), tokens(then(t, c)), "the memory after the generation")
 		})
 	}
+	// The model's MTP head, drafting NMax 4 with snapshots of 4 (taken
+	// back through them) and of 1 (through checkpoints and replays, which
+	// the head is told of, and in whose steps nothing is drafted): the
+	// same text either way. (TestMTP/replayed checks the head's drafts
+	// after a replay.)
+	mtpPath := filepath.Join(t.TempDir(), "qwen35-mtp.gguf")
+	require.NoError(t, gguf.WriteTinyModel(mtpPath, gguf.TinyModelOptions{Arch: "qwen35", NLayer: 4, Seed: 7, NextN: 1, PassThrough: true,
+		VocabFrom: filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-llama-spm.gguf")}))
+	mm := modeltest.LoadPath(t, mtpPath, llama.ModelOptions{MTP: true})
+	var stats []llama.SpeculativeStats
+	var texts [][]llama.Token
+	for _, snaps := range []int{4, 1} {
+		c := newCtx(t, mm, llama.ContextOptions{ContextSize: 512, Threads: 1, RecurrentSnapshots: snaps})
+		d, err := draft.NewMTP(c, draft.MTPOptions{NMax: 4})
+		require.NoError(t, err)
+		defer d.Close()
+		var toks []llama.Token
+		g := c.GenerateTokens(t.Context(), prompt, llama.GenerateOptions{MaxTokens: 80, IgnoreEOG: true,
+			Speculative: &llama.Speculative{Drafters: []llama.Drafter{d.Seq(0)}, Adapt: llama.DraftAdapt{Off: true}}})
+		for p, err := range g.Seq() {
+			require.NoError(t, err)
+			toks = append(toks, p.Token)
+		}
+		stats, texts = append(stats, g.Speculative()), append(texts, toks)
+	}
+	assert.Equal(t, texts[0], texts[1])
+	assert.Less(t, stats[1].Accepted, stats[1].Drafted, "some drafts are taken back")
+	assert.Greater(t, stats[1].Accepted, stats[1].Drafted/2, "%+v", stats)
+
 	// Without snapshots or a checkpoint a recurrent memory cannot take a
 	// draft back: attention-only models report no limit.
 	assert.Equal(t, -1, newCtx(t, stories(t), llama.ContextOptions{ContextSize: 64}).Memory().RollbackLimit())
