@@ -45,7 +45,10 @@ type DraftBeginner interface {
 // Decoded may read the target context meanwhile (Context.Hidden); an
 // error ends the generation. Its Accepted hears the verdict on every
 // draft checked, whichever drafter drafted it (as llama.cpp tells its
-// draft-mtp), since it saw the draft go in. The engine feeds its own
+// draft-mtp), since it saw the draft go in. One with a Replayed(n int)
+// method (draft.MTPSeq) is told, before Decoded, that the batch begins
+// with n tokens it saw already: kept draft tokens decoded again after a
+// checkpoint's restore (see Speculative). The engine feeds its own
 // draft-mtp head and calls no DecodeWatcher of
 // Options.Speculative.NewDrafters.
 type DecodeWatcher interface {
