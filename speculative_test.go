@@ -285,6 +285,33 @@ func TestSpeculativeRecurrent(t *testing.T) {
 			assert.Equal(t, tokens(wantThen), tokens(then(t, c)), "the memory after the generation")
 		})
 	}
+	// The model drafting (greedily) for itself sampled: its draft context
+	// is recurrent too, and goes back to its checkpoint before the last
+	// draft where the target rejected part of it.
+	t.Run("draft model", func(t *testing.T) {
+		sampled := func() *llama.SamplerChain {
+			s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.TopK(40), llama.Temp(0.8), llama.Dist(42))
+			require.NoError(t, err)
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+		c := newCtx(t, m, llama.ContextOptions{ContextSize: 512, Threads: 1})
+		want := run(t, c, llama.GenerateOptions{MaxTokens: 80, IgnoreEOG: true, Sampler: sampled()})
+		dc := newCtx(t, m, llama.ContextOptions{ContextSize: 512, Threads: 1, Perf: true})
+		d, err := draft.NewModel(m, dc, draft.ModelOptions{NMax: 6})
+		require.NoError(t, err)
+		got := run(t, c, llama.GenerateOptions{MaxTokens: 80, IgnoreEOG: true, Sampler: sampled(),
+			Speculative: &llama.Speculative{Drafters: []llama.Drafter{d}, Adapt: llama.DraftAdapt{Off: true}}})
+		require.Equal(t, tokens(want.pieces), tokens(got.pieces))
+		assert.Positive(t, got.stats.Accepted)
+		assert.Less(t, got.stats.Accepted, got.stats.Drafted)
+		// The draft context decodes each token of the history about once,
+		// and the drafts: not the whole history again after a rejection.
+		perf, err := dc.Perf()
+		require.NoError(t, err)
+		assert.Less(t, perf.PromptTokens+perf.EvalTokens, len(prompt)+80+got.stats.Drafted+got.stats.Drafts, "%+v", perf)
+	})
+
 	// The model's MTP head, drafting NMax 4 with snapshots of 4 (taken
 	// back through them) and of 1 (through checkpoints and replays, which
 	// the head is told of, and in whose steps nothing is drafted): the

@@ -27,7 +27,11 @@ type ModelOptions struct {
 // Model drafts with a small model that shares the target's vocabulary,
 // through a llama.Context of its own: it keeps the sequence so far in that
 // context's memory (recomputing only what changed) and drafts greedily.
-// The caller owns the draft context (another context than the target's,
+// A recurrent or hybrid draft model's memory cannot drop the drafted
+// tokens: it checkpoints its state before each draft
+// (llama.Context.AppendSeqStatePartial) and goes back to it when the next
+// history leaves the draft; a history that leaves before the checkpoint
+// is decoded again from the start. The caller owns the draft context (another context than the target's,
 // which is busy while it generates) and closes it after use.
 type Model struct {
 	c     *llama.Context
@@ -35,6 +39,10 @@ type Model struct {
 	batch *llama.Batch
 	cache []llama.Token // tokens in the draft context's memory, in order from position 0
 	cand  []llama.TokenData
+	// A recurrent draft memory's checkpoint before the last draft, with
+	// ckLen tokens of cache in memory (see rewind).
+	ck    []byte
+	ckLen int
 }
 
 // SetPMin changes ModelOptions.PMin for the following drafts (a
@@ -126,7 +134,7 @@ func (d *Model) Reset() error {
 	if d == nil || d.c == nil {
 		return errorf(llama.CodeInvalid, "draft model", "not made by NewModel")
 	}
-	d.cache = d.cache[:0]
+	d.cache, d.ck = d.cache[:0], d.ck[:0]
 	_, err := d.c.Memory().Remove(d.opts.Seq, 0, -1)
 	return err
 }

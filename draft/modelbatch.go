@@ -78,7 +78,7 @@ func DraftModels(ctx context.Context, reqs []*ModelRequest) error {
 		if err := draftGroup(ctx, c, b, group); err != nil {
 			for _, r := range group {
 				r.Draft = nil
-				r.Model.cache = r.Model.cache[:0]
+				r.Model.cache, r.Model.ck = r.Model.cache[:0], r.Model.ck[:0]
 				_, _ = c.Memory().Remove(r.Model.opts.Seq, 0, -1)
 			}
 			for _, r := range active {
@@ -101,8 +101,17 @@ func draftGroup(ctx context.Context, c *llama.Context, b *llama.Batch, group []*
 		m, hist := r.Model, r.History
 		keep := commonPrefix(m.cache, hist[:len(hist)-1])
 		if keep < len(m.cache) {
-			if _, err := c.Memory().Remove(m.opts.Seq, keep, -1); err != nil {
+			ok, err := c.Memory().Remove(m.opts.Seq, keep, -1)
+			if err != nil {
 				return err
+			}
+			if !ok {
+				// A recurrent memory cannot drop the tail: back to the
+				// checkpoint taken before the last draft (see below)
+				// when the history still holds it, else from the start.
+				if keep, err = m.rewind(keep); err != nil {
+					return err
+				}
 			}
 			m.cache = m.cache[:keep]
 		}
@@ -127,11 +136,27 @@ func draftGroup(ctx context.Context, c *llama.Context, b *llama.Batch, group []*
 			rest--
 		}
 	}
-	if b.Len()+len(group) > b.Cap() {
+	// A recurrent draft memory cannot take drafted tokens back: each
+	// sequence's state is checkpointed once its history is in, for the
+	// next draft to go back to where the target rejected some of this
+	// one (llama-server's draft context goes back at every draft, and
+	// decodes the kept tokens again).
+	recurrent := c.Memory().RollbackLimit() >= 0
+	if b.Len()+len(group) > b.Cap() || recurrent && b.Len() > 0 {
 		if err := c.Decode(ctx, b); err != nil {
 			return err
 		}
 		b.Clear()
+	}
+	if recurrent {
+		for _, r := range group {
+			m := r.Model
+			ck, err := c.AppendSeqStatePartial(m.ck[:0], m.opts.Seq)
+			if err != nil {
+				return err
+			}
+			m.ck, m.ckLen = ck, len(m.cache)
+		}
 	}
 	for _, r := range group {
 		r.next = r.History[len(r.History)-1]
@@ -184,4 +209,24 @@ func draftGroup(ctx context.Context, c *llama.Context, b *llama.Batch, group []*
 		}
 	}
 	return nil
+}
+
+// rewind takes a recurrent draft memory back to where it can hold the
+// first keep tokens of its cache: to the checkpoint of the last draft
+// when it is within them, else to nothing. It returns the tokens the
+// memory then holds.
+func (m *Model) rewind(keep int) (int, error) {
+	c, seq := m.c, m.opts.Seq
+	if len(m.ck) > 0 && m.ckLen <= keep && m.ckLen <= len(m.cache) {
+		err := c.SetSeqStatePartial(seq, m.ck)
+		if err == nil {
+			var ok bool
+			if ok, err = c.Memory().Remove(seq, m.ckLen, -1); err == nil && ok {
+				return m.ckLen, nil
+			}
+		}
+	}
+	m.ck = m.ck[:0]
+	_, err := c.Memory().Remove(seq, 0, -1)
+	return 0, err
 }

@@ -65,9 +65,9 @@ type SpeculativeOptions struct {
 	// snapshots of the recurrent state for it, to take rejected tokens
 	// back; longer drafts (all drafts without draft-mtp) go in after a
 	// checkpoint of the slot's recurrent state, which a rejection restores
-	// before the kept tokens are decoded again, as in llama-server.
-	// draft-simple is off there when the draft model is recurrent too.
-	// Other llama.cpp types (draft-eagle3, draft-dflash, draft-dspark)
+	// before the kept tokens are decoded again, as in llama-server (a
+	// recurrent draft model's context checkpoints its own state too, see
+	// draft.Model). Other llama.cpp types (draft-eagle3, draft-dflash, draft-dspark)
 	// make New fail.
 	Types []string
 	// DraftModel is the draft model file (-md, --spec-draft-model), needed
@@ -313,19 +313,6 @@ func newEngSpec(m *llama.Model, lctx *llama.Context, eo Options) (*engSpec, erro
 	// to draft-mtp's NMax, as llama-server does); a longer draft goes in
 	// after a checkpoint of the slot's state (see specPut).
 	sp.rollback = lctx.Memory().RollbackLimit()
-	if wantDraft && sp.rollback >= 0 {
-		if info, err := sp.draftM.Info(); err == nil && (info.Recurrent || info.Hybrid) {
-			// The draft model's own memory would need checkpoints too.
-			log := eo.Logger
-			if log == nil {
-				log = slog.Default()
-			}
-			log.Warn("speculative decoding type draft-simple off: the draft model's memory is recurrent or hybrid",
-				"arch", info.Architecture)
-			types = slices.DeleteFunc(types, func(t string) bool { return t == SpecDraftSimple })
-			wantDraft = false
-		}
-	}
 	if len(types) == 0 && o.NewDrafters == nil {
 		sp.close()
 		return nil, nil

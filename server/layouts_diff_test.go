@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -256,6 +257,13 @@ func TestRecurrentDraftsAgainstLlamaServer(t *testing.T) {
 			"--spec-ngram-mod-n-max", "12", "--spec-draft-n-max", "3", "--spec-draft-p-min", "0"},
 			engine.SpeculativeOptions{Types: []string{engine.SpecNgramMod, engine.SpecDraftMTP}, NgramModNMatch: 2, NgramModNMin: 1,
 				NgramModNMax: 12, NMax: 3}},
+		// A draft model of the same layout (-md, the model with its
+		// layers random, so that it drafts other tokens and the target
+		// rejects them): the draft context is recurrent too, and goes back
+		// to its checkpoint before each draft.
+		{"draft-simple, a recurrent draft model", false, gguf.TinyModelOptions{PassThrough: true}, []string{"Hi", "abc", "x", "Once upon a time"}, 64,
+			[]string{"-md", "{draft}", "--spec-type", "draft-simple", "--spec-draft-n-max", "5", "--spec-draft-p-min", "0", "-td", "1", "-tbd", "1"},
+			engine.SpeculativeOptions{Types: []string{engine.SpecDraftSimple}, DraftModel: "{draft}", NMax: 5}},
 		// The same beside an attention-only model (GLM-4.5's layout), where
 		// nothing is replayed: the head hears the verdict on the n-gram
 		// drafts too, and both servers draft alike on one slot.
@@ -273,6 +281,17 @@ func TestRecurrentDraftsAgainstLlamaServer(t *testing.T) {
 			}
 			o.Seed, o.VocabFrom, o.NCtx = 7, vocab, 4096
 			require.NoError(t, gguf.WriteTinyModel(model, o))
+			flags := slices.Clone(tt.flags)
+			if tt.spec.DraftModel != "" {
+				d := o
+				d.PassThrough = false
+				path := filepath.Join(t.TempDir(), "draft.gguf")
+				require.NoError(t, gguf.WriteTinyModel(path, d))
+				for i, f := range flags {
+					flags[i] = strings.ReplaceAll(f, "{draft}", path)
+				}
+				tt.spec.DraftModel = path
+			}
 			prompts := tt.prompts
 			if tt.o.PassThrough {
 				_, ours := startAgainstLlamaServer(t, model, 1, nil, engine.Options{})
@@ -294,7 +313,7 @@ func TestRecurrentDraftsAgainstLlamaServer(t *testing.T) {
 				t.Run(fmt.Sprintf("np=%d", np), func(t *testing.T) {
 					spec := tt.spec
 					spec.Adapt.Off = true
-					ref, ours := startAgainstLlamaServer(t, model, np, tt.flags, engine.Options{Speculative: spec})
+					ref, ours := startAgainstLlamaServer(t, model, np, flags, engine.Options{Speculative: spec})
 					fields := []string{"content", "timings.draft_n", "timings.draft_n_accepted"}
 					drafted, accepted := 0.0, 0.0
 					check := func(r, o map[string]any, what string, i int) {
