@@ -136,28 +136,20 @@ func draftGroup(ctx context.Context, c *llama.Context, b *llama.Batch, group []*
 			rest--
 		}
 	}
-	// A recurrent draft memory cannot take drafted tokens back: each
-	// sequence's state is checkpointed once its history is in, for the
-	// next draft to go back to where the target rejected some of this
-	// one (llama-server's draft context goes back at every draft, and
-	// decodes the kept tokens again).
-	recurrent := c.Memory().RollbackLimit() >= 0
-	if b.Len()+len(group) > b.Cap() || recurrent && b.Len() > 0 {
+	if b.Len()+len(group) > b.Cap() {
 		if err := c.Decode(ctx, b); err != nil {
 			return err
 		}
 		b.Clear()
 	}
-	if recurrent {
-		for _, r := range group {
-			m := r.Model
-			ck, err := c.AppendSeqStatePartial(m.ck[:0], m.opts.Seq)
-			if err != nil {
-				return err
-			}
-			m.ck, m.ckLen = ck, len(m.cache)
-		}
-	}
+	// A recurrent draft memory cannot take drafted tokens back: each
+	// sequence's state is checkpointed once its whole history is in
+	// (after the first drafting decode), for the next draft to go back
+	// to where the target rejected some of this one (llama-server's
+	// draft context goes back at every draft, and decodes the kept
+	// tokens again).
+	recurrent := c.Memory().RollbackLimit() >= 0
+	first := true
 	for _, r := range group {
 		r.next = r.History[len(r.History)-1]
 	}
@@ -202,6 +194,17 @@ func draftGroup(ctx context.Context, c *llama.Context, b *llama.Batch, group []*
 			r.next = tok
 			r.done = len(r.Draft) >= r.max
 		}
+		if first && recurrent {
+			for _, r := range group {
+				m := r.Model
+				ck, err := c.AppendSeqStatePartial(m.ck[:0], m.opts.Seq)
+				if err != nil {
+					return err
+				}
+				m.ck, m.ckLen = ck, len(m.cache)
+			}
+		}
+		first = false
 	}
 	for _, r := range group {
 		if len(r.Draft) < r.Model.opts.NMin {
