@@ -9,6 +9,7 @@ package draft_test
 import (
 	"context"
 	"math"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/draft"
+	"github.com/x/llama/internal/gguf"
+	"github.com/x/llama/internal/testenv"
 )
 
 // drafterCase makes a drafter of one kind from two sizes (an n-gram size
@@ -41,6 +44,37 @@ func draftModelCase() drafterCase {
 	return drafterCase{name: "draft model", make: func(t testing.TB, _, m int) llama.Drafter {
 		model := stories(t)
 		once.Do(func() {
+			dctx, derr = model.NewContext(llama.ContextOptions{ContextSize: 128, BatchSize: 64, Threads: 1})
+		})
+		require.NoError(t, derr)
+		d, err := draft.NewModel(model, dctx, draft.ModelOptions{NMax: m})
+		require.NoError(t, err)
+		return d
+	}}
+}
+
+// recurrentDraftModelCase drafts with a random Qwen3.5-layout model for
+// itself: its draft context's memory is recurrent, and goes back to a
+// checkpoint where a history leaves the last draft. Model and context
+// are made once for the process, never closed, as draftModelCase's.
+func recurrentDraftModelCase() drafterCase {
+	var (
+		once  sync.Once
+		model *llama.Model
+		dctx  *llama.Context
+		derr  error
+	)
+	return drafterCase{name: "recurrent draft model", make: func(t testing.TB, _, m int) llama.Drafter {
+		once.Do(func() {
+			var path string
+			path, derr = gguf.BenchModelFile(filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-llama-spm.gguf"), "qwen35-tiny-draft",
+				gguf.TinyModelOptions{Arch: "qwen35", NLayer: 2}, gguf.F32)
+			if derr != nil {
+				return
+			}
+			if model, derr = llama.LoadModel(context.Background(), path, llama.ModelOptions{}); derr != nil {
+				return
+			}
 			dctx, derr = model.NewContext(llama.ContextOptions{ContextSize: 128, BatchSize: 64, Threads: 1})
 		})
 		require.NoError(t, derr)
@@ -97,6 +131,7 @@ func drafterCases() []drafterCase {
 			return &llama.AdaptiveDrafter{Adapt: llama.DraftAdapt{Start: m}}
 		}},
 		draftModelCase(),
+		recurrentDraftModelCase(),
 	}
 }
 
@@ -245,3 +280,10 @@ func FuzzDraftAdaptive(f *testing.F) {
 // valid tokens (an invalid one is the decode's error, which the fuzz would
 // only see fail), longer ones than its 128-token draft context included.
 func FuzzDraftDraftModel(f *testing.F) { fuzzDrafter(f, drafterCaseNamed("draft model"), true) }
+
+// FuzzDraftRecurrentDraftModel is FuzzDraftDraftModel with a draft model
+// whose memory is recurrent (Qwen3.5's layout): histories that leave the
+// last draft anywhere send it back to its checkpoint or to the start.
+func FuzzDraftRecurrentDraftModel(f *testing.F) {
+	fuzzDrafter(f, drafterCaseNamed("recurrent draft model"), true)
+}
