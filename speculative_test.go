@@ -2,8 +2,6 @@ package llama_test
 
 import (
 	"context"
-	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,7 +10,6 @@ import (
 	"github.com/x/llama"
 	"github.com/x/llama/draft"
 	"github.com/x/llama/internal/gguf"
-	"github.com/x/llama/internal/testenv"
 	"github.com/x/llama/internal/testenv/modeltest"
 )
 
@@ -190,28 +187,6 @@ func TestSpeculativeBegin(t *testing.T) {
 	}
 }
 
-// scriptDrafter drafts the continuation a plain run generated, with one
-// token in each draft wrong (none in one draft out of six), so that drafts
-// are kept whole, in part and not at all.
-type scriptDrafter struct {
-	prompt, plain []llama.Token
-	n             int
-}
-
-func (d *scriptDrafter) Draft(_ context.Context, history []llama.Token, n int) ([]llama.Token, error) {
-	g := len(history) - len(d.prompt)
-	if g < 0 || g >= len(d.plain) {
-		return nil, nil
-	}
-	out := slices.Clone(d.plain[g:min(len(d.plain), g+min(n, d.n))])
-	if i := g % 6; i < len(out) {
-		out[i]++
-	}
-	return out, nil
-}
-
-func (d *scriptDrafter) Accepted(int) {}
-
 // TestSpeculativeRecurrent: on a hybrid model (Qwen3.5's layout), whose
 // recurrent state takes back no more tokens than the context keeps
 // snapshots, drafts longer than that go in after a checkpoint of the
@@ -220,10 +195,7 @@ func (d *scriptDrafter) Accepted(int) {}
 // kind of ending holds what plain generation leaves: a generation that
 // continues from it (Keep) says the same.
 func TestSpeculativeRecurrent(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "qwen35.gguf")
-	require.NoError(t, gguf.WriteTinyModel(path, gguf.TinyModelOptions{Arch: "qwen35", NLayer: 4, Seed: 7,
-		VocabFrom: filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-llama-spm.gguf")}))
-	m := modeltest.LoadPath(t, path, llama.ModelOptions{})
+	m := modeltest.LoadPath(t, modeltest.TinyQwen35Path(t, gguf.TinyModelOptions{}), llama.ModelOptions{})
 	prompt, err := m.Tokenize("Once upon a time", llama.TokenizeOptions{AddSpecial: true})
 	require.NoError(t, err)
 	run := func(t *testing.T, c *llama.Context, o llama.GenerateOptions) genResult {
@@ -275,7 +247,7 @@ func TestSpeculativeRecurrent(t *testing.T) {
 			c := newCtx(t, m, llama.ContextOptions{ContextSize: 512, Threads: 1, RecurrentSnapshots: tc.snapshots})
 			assert.Equal(t, tc.snapshots, c.Memory().RollbackLimit())
 			o := tc.opts
-			o.Speculative = &llama.Speculative{Drafters: []llama.Drafter{&scriptDrafter{prompt: prompt, plain: tokens(full.pieces), n: 5}},
+			o.Speculative = &llama.Speculative{Drafters: []llama.Drafter{&modeltest.ScriptDrafter{Prompt: prompt, Plain: tokens(full.pieces)}},
 				Adapt: llama.DraftAdapt{Off: true}}
 			got := run(t, c, o)
 			require.Equal(t, tokens(want.pieces), tokens(got.pieces))
@@ -317,10 +289,7 @@ func TestSpeculativeRecurrent(t *testing.T) {
 	// the head is told of, and in whose steps nothing is drafted): the
 	// same text either way. (TestMTP/replayed checks the head's drafts
 	// after a replay.)
-	mtpPath := filepath.Join(t.TempDir(), "qwen35-mtp.gguf")
-	require.NoError(t, gguf.WriteTinyModel(mtpPath, gguf.TinyModelOptions{Arch: "qwen35", NLayer: 4, Seed: 7, NextN: 1, PassThrough: true,
-		VocabFrom: filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-llama-spm.gguf")}))
-	mm := modeltest.LoadPath(t, mtpPath, llama.ModelOptions{MTP: true})
+	mm := modeltest.LoadPath(t, modeltest.TinyQwen35Path(t, gguf.TinyModelOptions{NextN: 1, PassThrough: true}), llama.ModelOptions{MTP: true})
 	var stats []llama.SpeculativeStats
 	var texts [][]llama.Token
 	for _, snaps := range []int{4, 1} {

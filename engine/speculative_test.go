@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"github.com/x/llama/draft"
 	"github.com/x/llama/internal/gguf"
 	"github.com/x/llama/internal/testenv"
+	"github.com/x/llama/internal/testenv/modeltest"
 )
 
 // specRepeatPrompt is a prompt that makes stories260K repeat text: its own
@@ -424,10 +424,7 @@ func TestEngineSpeculativeMTP(t *testing.T) {
 // n-gram type beside it (its drafts longer than the snapshots go in after
 // a checkpoint).
 func TestEngineSpeculativeMTPHybrid(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "qwen35.gguf")
-	require.NoError(t, gguf.WriteTinyModel(path, gguf.TinyModelOptions{Arch: "qwen35", NLayer: 4, NextN: 1, Seed: 7, PassThrough: true,
-		VocabFrom: filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-llama-spm.gguf")}))
-	m, err := llama.LoadModel(t.Context(), path, llama.ModelOptions{MTP: true})
+	m, err := llama.LoadModel(t.Context(), modeltest.TinyQwen35Path(t, gguf.TinyModelOptions{NextN: 1, PassThrough: true}), llama.ModelOptions{MTP: true})
 	require.NoError(t, err)
 	defer m.Close()
 	opts := Options{Context: llama.ContextOptions{ContextSize: 2048, Threads: 1}, Parallel: 2}
@@ -454,27 +451,6 @@ func TestEngineSpeculativeMTPHybrid(t *testing.T) {
 	assert.Equal(t, "none,ngram-simple,draft-mtp", opts.Speculative.TypesString())
 }
 
-// scriptDrafter drafts the continuation a plain run generated after
-// prompt, with one token in each draft wrong (none in one draft out of
-// six): drafts are kept whole, in part and not at all.
-type scriptDrafter struct {
-	prompt, plain []llama.Token
-}
-
-func (d *scriptDrafter) Draft(_ context.Context, history []llama.Token, n int) ([]llama.Token, error) {
-	g := len(history) - len(d.prompt)
-	if g < 0 || g >= len(d.plain) || !slices.Equal(history[:len(d.prompt)], d.prompt) {
-		return nil, nil
-	}
-	out := slices.Clone(d.plain[g:min(len(d.plain), g+min(n, 5))])
-	if i := g % 6; i < len(out) {
-		out[i]++
-	}
-	return out, nil
-}
-
-func (d *scriptDrafter) Accepted(int) {}
-
 // TestEngineSpeculativeRecurrent: on Qwen3.5's hybrid layout without an
 // MTP head, whose recurrent state cannot take a token back, each draft
 // goes in after a checkpoint of the slot's state (as llama-server's); a
@@ -482,10 +458,7 @@ func (d *scriptDrafter) Accepted(int) {}
 // once give plain generation's tokens, and requests that continue them
 // from the slots' memory do too.
 func TestEngineSpeculativeRecurrent(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "qwen35.gguf")
-	require.NoError(t, gguf.WriteTinyModel(path, gguf.TinyModelOptions{Arch: "qwen35", NLayer: 4, Seed: 7,
-		VocabFrom: filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-llama-spm.gguf")}))
-	m, err := llama.LoadModel(t.Context(), path, llama.ModelOptions{})
+	m, err := llama.LoadModel(t.Context(), modeltest.TinyQwen35Path(t, gguf.TinyModelOptions{}), llama.ModelOptions{})
 	require.NoError(t, err)
 	defer m.Close()
 	opts := Options{Context: llama.ContextOptions{ContextSize: 2048, Threads: 1}, Parallel: 2}
@@ -512,7 +485,7 @@ func TestEngineSpeculativeRecurrent(t *testing.T) {
 		NewDrafters: func(_ int, r *Request) []llama.Drafter {
 			for i, p := range prompts {
 				if toks := engTokenize(t, m, p, true); slices.Equal(r.Prompt, toks) {
-					return []llama.Drafter{&scriptDrafter{prompt: toks, plain: want[i].tokens}}
+					return []llama.Drafter{&modeltest.ScriptDrafter{Prompt: toks, Plain: want[i].tokens}}
 				}
 			}
 			return nil

@@ -222,6 +222,36 @@ func TestPromptCacheAgainstLlamaServer(t *testing.T) {
 	}
 }
 
+// compareCompletions sends each prompt to both servers (greedy, n
+// tokens, without the prompt cache) and hands check the two answers'
+// fields. With two slots each prompt goes with the next one at once (n-8
+// tokens), so that the slots draft together.
+func compareCompletions(t *testing.T, ref, ours string, prompts []string, n, np int, fields []string, check func(r, o map[string]any, what string, i int)) {
+	t.Helper()
+	for i, p := range prompts {
+		body := map[string]any{"prompt": p, "n_predict": n, "temperature": 0, "cache_prompt": false}
+		if np == 1 {
+			check(completionFields(t, ref, body, fields...), completionFields(t, ours, body, fields...), "prompt", i)
+			continue
+		}
+		other := map[string]any{"prompt": prompts[(i+1)%len(prompts)], "n_predict": n - 8, "temperature": 0, "cache_prompt": false}
+		var want []map[string]any
+		for _, url := range []string{ref, ours} {
+			got := make([]map[string]any, 2)
+			done := make(chan struct{})
+			go func() { defer close(done); got[1] = completionFields(t, url, other, fields...) }()
+			got[0] = completionFields(t, url, body, fields...)
+			<-done
+			if want == nil {
+				want = got
+				continue
+			}
+			check(want[0], got[0], "prompt", i)
+			check(want[1], got[1], "other", i)
+		}
+	}
+}
+
 // TestRecurrentDraftsAgainstLlamaServer runs n-gram drafters on Qwen3.5's
 // hybrid layout, whose recurrent state cannot drop a token: every draft
 // (or, beside draft-mtp's snapshots, every draft longer than them) goes in
@@ -327,28 +357,7 @@ func TestRecurrentDraftsAgainstLlamaServer(t *testing.T) {
 						a, _ := o["timings.draft_n_accepted"].(float64)
 						drafted, accepted = drafted+n, accepted+a
 					}
-					for i, p := range prompts {
-						body := map[string]any{"prompt": p, "n_predict": tt.n, "temperature": 0, "cache_prompt": false}
-						if np == 1 {
-							check(completionFields(t, ref, body, fields...), completionFields(t, ours, body, fields...), "prompt", i)
-							continue
-						}
-						other := map[string]any{"prompt": prompts[(i+1)%len(prompts)], "n_predict": tt.n - 8, "temperature": 0, "cache_prompt": false}
-						var want []map[string]any
-						for _, url := range []string{ref, ours} {
-							got := make([]map[string]any, 2)
-							done := make(chan struct{})
-							go func() { defer close(done); got[1] = completionFields(t, url, other, fields...) }()
-							got[0] = completionFields(t, url, body, fields...)
-							<-done
-							if want == nil {
-								want = got
-								continue
-							}
-							check(want[0], got[0], "prompt", i)
-							check(want[1], got[1], "other", i)
-						}
-					}
+					compareCompletions(t, ref, ours, prompts, tt.n, np, fields, check)
 					if np == 1 {
 						conv := prompts[0]
 						fields := append(fields, "timings.cache_n", "timings.prompt_n")
@@ -429,29 +438,7 @@ func TestMTPAgainstLlamaServer(t *testing.T) {
 						a, _ := o["timings.draft_n_accepted"].(float64)
 						drafted, accepted = drafted+n, accepted+a
 					}
-					for i, p := range prompts {
-						body := map[string]any{"prompt": p, "n_predict": 48, "temperature": 0, "cache_prompt": false}
-						if np == 1 {
-							check(completionFields(t, ref, body, fields...), completionFields(t, ours, body, fields...), "prompt", i)
-							continue
-						}
-						// Two requests at once: the slots draft together.
-						other := map[string]any{"prompt": prompts[(i+1)%len(prompts)], "n_predict": 40, "temperature": 0, "cache_prompt": false}
-						var want []map[string]any
-						for _, url := range []string{ref, ours} {
-							got := make([]map[string]any, 2)
-							done := make(chan struct{})
-							go func() { defer close(done); got[1] = completionFields(t, url, other, fields...) }()
-							got[0] = completionFields(t, url, body, fields...)
-							<-done
-							if want == nil {
-								want = got
-								continue
-							}
-							check(want[0], got[0], "prompt", i)
-							check(want[1], got[1], "other", i)
-						}
-					}
+					compareCompletions(t, ref, ours, prompts, 48, np, fields, check)
 					if np == 1 && tt.name == "random" {
 						// Two conversations in turn on the slot: each turn
 						// brings the other's prompt back from the prompt
