@@ -59,8 +59,9 @@ func SampleThreads() int {
 
 // Model is the model the benchmarks that take a model switch run on:
 // $LLAMA_BENCH_MODEL, one of "gemma3-270m" (Gemma 3 270M, Q4_K_M, a
-// 262,144-token vocabulary), "stories260K" and "125M-Q8_0" (the random
-// 125M llama); def when it is unset. It returns the model's name and path.
+// 262,144-token vocabulary), "stories260K", "125M-Q8_0" (the random
+// 125M llama), "glm-mtp" and "qwen35-tiny" (ModelGLMMTP,
+// ModelQwen35Tiny); def when it is unset. It returns the model's name and path.
 func Model(b testing.TB, def string) (name, path string) {
 	b.Helper()
 	name = os.Getenv("LLAMA_BENCH_MODEL")
@@ -76,8 +77,10 @@ func Model(b testing.TB, def string) (name, path string) {
 		return name, Model125M(b)
 	case "glm-mtp":
 		return name, ModelGLMMTP(b)
+	case "qwen35-tiny":
+		return name, ModelQwen35Tiny(b)
 	}
-	b.Fatalf("LLAMA_BENCH_MODEL=%q: want gemma3-270m, stories260K, 125M-Q8_0 or glm-mtp", name)
+	b.Fatalf("LLAMA_BENCH_MODEL=%q: want gemma3-270m, stories260K, 125M-Q8_0, glm-mtp or qwen35-tiny", name)
 	return "", ""
 }
 
@@ -100,6 +103,22 @@ func Model125M(b testing.TB) string {
 // never ends inside a UTF-8 character, which llama-server's output parser
 // answers with a 500.
 func ModelGLMMTP(b testing.TB) string {
+	return textModel(b, "glm-mtp-512-text", gguf.TinyModelOptions{Arch: "glm4moe", NEmbd: 512, NLayer: 4, NHead: 8, NFF: 1024,
+		NextN: 1, PassThrough: true, NCtx: 4096})
+}
+
+// ModelQwen35Tiny returns the path of a tiny Qwen3.5-layout model
+// (hybrid: recurrent and attention layers; 4 layers of gguf's tiny
+// width, F32) whose layers pass their input on: greedy, its answer soon
+// goes round a loop that n-gram drafters draft whole, for the per-step
+// cost of speculation through checkpoints of the recurrent state.
+func ModelQwen35Tiny(b testing.TB) string {
+	return textModel(b, "qwen35-tiny-text", gguf.TinyModelOptions{Arch: "qwen35", NLayer: 4, Seed: 7, PassThrough: true, NCtx: 4096})
+}
+
+// textModel writes (once) a model of shape named name with
+// llama-2-tiny-random's vocabulary, byte tokens made plain tokens.
+func textModel(b testing.TB, name string, shape gguf.TinyModelOptions) string {
 	b.Helper()
 	vocab := testenv.Model(b, "llama-2-tiny-random.gguf")
 	f, err := gguf.Open(vocab)
@@ -117,9 +136,8 @@ func ModelGLMMTP(b testing.TB) string {
 			types[i] = 1 // normal
 		}
 	}
-	path, err := gguf.BenchModelFile(vocab, "glm-mtp-512-text",
-		gguf.TinyModelOptions{Arch: "glm4moe", NEmbd: 512, NLayer: 4, NHead: 8, NFF: 1024, NextN: 1, PassThrough: true, NCtx: 4096,
-			ExtraKV: []gguf.KV{{Key: "tokenizer.ggml.token_type", Value: types}}}, gguf.F32)
+	shape.ExtraKV = append(shape.ExtraKV, gguf.KV{Key: "tokenizer.ggml.token_type", Value: types})
+	path, err := gguf.BenchModelFile(vocab, name, shape, gguf.F32)
 	if err != nil {
 		b.Fatal(err)
 	}

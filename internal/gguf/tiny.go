@@ -809,7 +809,7 @@ func WriteLoRA(path string, base *File, targets []string, rank int, alpha float3
 // given shape and weight type with the vocabulary of vocabFrom, writing it
 // on first use into the user's cache folder (about 133 MB for the 125M
 // shape in Q8_0) and reusing it after. Benchmark models are made, never
-// stored in the repository.
+// stored in the repository. The weights' seed is shape.Seed, 1 when zero.
 func BenchModelFile(vocabFrom, name string, shape TinyModelOptions, typ TensorType) (string, error) {
 	dir, err := os.UserCacheDir()
 	if err != nil {
@@ -823,7 +823,10 @@ func BenchModelFile(vocabFrom, name string, shape TinyModelOptions, typ TensorTy
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}
-	shape.VocabFrom, shape.Type, shape.Seed = vocabFrom, typ, 1
+	shape.VocabFrom, shape.Type = vocabFrom, typ
+	if shape.Seed == 0 {
+		shape.Seed = 1
+	}
 	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
 	if err := WriteTinyModel(tmp, shape); err != nil {
 		os.Remove(tmp)
