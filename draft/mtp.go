@@ -40,9 +40,11 @@ type MTPOptions struct {
 // cache, a context shift) drafts from what the head saw; the drafts are
 // still checked by the target, so only their acceptance suffers.
 //
-// On a recurrent or hybrid model (Qwen3.5), the target context needs
-// llama.ContextOptions.RecurrentSnapshots of at least NMax to take back
-// the rejected part of a draft.
+// On a recurrent or hybrid model (Qwen3.5), give the target context
+// llama.ContextOptions.RecurrentSnapshots of NMax: it then takes the
+// rejected part of a draft back through them, where a shorter keep needs
+// a checkpoint of its state and a replay (see llama.Speculative and
+// MTPSeq.Replayed).
 //
 // An MTP is not safe for concurrent use; it uses the target context (to
 // read its hidden rows) and must be used by the target's user. Close frees
@@ -55,10 +57,13 @@ type MTP struct {
 	seqs      []*MTPSeq
 	first     []int // scratch of Decoded: by sequence, its first entry in the batch (-1: none)
 	last      []int // and its last so far
-	prev      []int // scratch of Decoded: by entry, the previous entry of its sequence (-1: none)
-	skipped   []int // scratch of Decoded: the replayed entries (MTPSeq.Replayed)
+	prev      []int // scratch of Decoded: by entry, the previous entry of its sequence (-1: none; replayed: a replayed entry)
 	cand      []llama.TokenData
 }
+
+// replayed marks an entry of Decoded's batch that MTPSeq.Replayed passes
+// over (in place of the previous entry's index).
+const replayed = -2
 
 // MTPSeq is one sequence's drafter of an MTP: a llama.Drafter (and
 // llama.DraftBeginner) that drafts with the shared head. For
@@ -186,7 +191,6 @@ func (d *MTP) Decoded(ctx context.Context, b *llama.Batch) error {
 		d.first[i], d.last[i] = -1, -1
 	}
 	d.prev = d.prev[:0]
-	d.skipped = d.skipped[:0]
 	for i := range n {
 		_, pos, seq := b.Token(i)
 		if seq < 0 || seq >= len(d.seqs) {
@@ -196,8 +200,7 @@ func (d *MTP) Decoded(ctx context.Context, b *llama.Batch) error {
 			// A replayed entry: the head holds it; the entry after it
 			// takes its row.
 			s.skip--
-			d.prev = append(d.prev, -1)
-			d.skipped = append(d.skipped, i)
+			d.prev = append(d.prev, replayed)
 			d.last[seq] = i
 			continue
 		}
@@ -217,7 +220,7 @@ func (d *MTP) Decoded(ctx context.Context, b *llama.Batch) error {
 		hi := min(n, lo+d.batch.Cap())
 		d.batch.Clear()
 		for i := lo; i < hi; i++ {
-			if slices.Contains(d.skipped, i) {
+			if d.prev[i] == replayed {
 				continue
 			}
 			tok, pos, seq := b.Token(i)
@@ -253,9 +256,9 @@ func (d *MTP) Decoded(ctx context.Context, b *llama.Batch) error {
 	for i := range n {
 		tok, pos, seq := b.Token(i)
 		s := d.seqs[seq]
-		if d.first[seq] < 0 || i < d.first[seq] {
-			// A replayed entry (the last of them gives a sequence with no
-			// other entry its pending row).
+		if d.prev[i] == replayed {
+			// The last replayed entry of a sequence with no other entry
+			// gives it its pending row.
 			if d.last[seq] == i {
 				row, err := d.target.Hidden(i)
 				if err != nil {
