@@ -520,6 +520,9 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 		copts.BatchSize = copts.UBatchSize
 	}
 	if !embedding {
+		// An MTP head file named without types turns draft-mtp on, once
+		// for the context's snapshots and the drafters below.
+		o.Speculative.InferTypes()
 		copts.RecurrentSnapshots = max(copts.RecurrentSnapshots, o.Speculative.recurrentSnapshots(m))
 	}
 	lctx, err := m.NewContext(copts)

@@ -152,14 +152,13 @@ func (o *SpeculativeOptions) mtpNMax() int {
 }
 
 // recurrentSnapshots is the RecurrentSnapshots the engine's context of a
-// model with a recurrent memory needs for o: draft-mtp's NMax, as
-// llama-server gives its target context; 0 otherwise.
-func (o SpeculativeOptions) recurrentSnapshots(m *llama.Model) int {
+// model with a recurrent memory needs for o (after InferTypes):
+// draft-mtp's NMax, as llama-server gives its target context; 0 otherwise.
+func (o *SpeculativeOptions) recurrentSnapshots(m *llama.Model) int {
 	info, err := m.Info()
 	if err != nil || !info.Recurrent && !info.Hybrid {
 		return 0
 	}
-	o.InferTypes()
 	if ts, err := o.specTypes(); err != nil || !slices.Contains(ts, SpecDraftMTP) {
 		return 0
 	}
@@ -282,9 +281,6 @@ func newEngSpec(m *llama.Model, lctx *llama.Context, eo Options) (*engSpec, erro
 	wantDraft := containsStr(types, SpecDraftSimple)
 	if wantDraft && o.DraftModel == "" {
 		return nil, fmt.Errorf("engine: speculative type draft-simple needs a draft model: %w", llama.ErrInvalid)
-	}
-	if len(types) == 0 && o.InferTypes() {
-		types = []string{SpecDraftMTP}
 	}
 	wantMTP := containsStr(types, SpecDraftMTP)
 	if wantMTP && wantDraft {
@@ -770,40 +766,47 @@ func (e *Engine) specVerify(s *engSlot) {
 		e.spec.mtpSeq(s.id).Accepted(accepted)
 	}
 	ss.draft, ss.drafter = ss.draft[:0], nil
-	if accepted < len(draft) && len(ss.ck) > 0 {
-		// Back to the checkpoint; the tokens kept go in again in the next
-		// step, unless the request ended here.
-		err := e.lctx.SetSeqStatePartial(s.id, ss.ck)
-		if err == nil {
-			var ok bool
-			if ok, err = e.lctx.Memory().Remove(s.id, ss.ckPos, -1); err == nil && !ok {
-				err = llama.ErrUnsupported
-			}
-		}
-		switch {
-		case err != nil:
-			e.lctx.Memory().Remove(s.id, 0, -1)
-			s.cache = s.cache[:0]
-			if s.tk != nil {
-				e.fail(s, fmt.Errorf("engine: speculative decoding: cannot restore the draft's checkpoint: %w", err))
-			}
-		case s.tk != nil && s.state == stGen:
-			ss.replay = append(ss.replay[:0], s.cache[ss.ckPos:]...)
-			s.cache = s.cache[:ss.ckPos]
-		default:
-			s.cache = s.cache[:ss.ckPos]
-		}
-	} else if accepted < len(draft) {
-		if ok, err := e.lctx.Memory().Remove(s.id, len(s.cache), -1); err != nil || !ok {
-			// Memory that cannot drop its tail: forget the sequence (the
-			// prompt cache starts afresh); a running request cannot go on.
-			e.lctx.Memory().Remove(s.id, 0, -1)
-			s.cache = s.cache[:0]
-			if s.tk != nil {
-				e.fail(s, fmt.Errorf("engine: speculative decoding: cannot remove rejected tokens: %w", llama.ErrUnsupported))
-			}
+	if accepted == len(draft) {
+		return
+	}
+	if err := e.takeBack(s); err != nil {
+		// Memory that cannot drop its tail: forget the sequence (the
+		// prompt cache starts afresh); a running request cannot go on.
+		e.lctx.Memory().Remove(s.id, 0, -1)
+		s.cache = s.cache[:0]
+		if s.tk != nil {
+			e.fail(s, fmt.Errorf("engine: speculative decoding: cannot remove rejected tokens: %w", err))
 		}
 	}
+}
+
+// takeBack leaves in slot s's memory the tokens of s.cache: it removes the
+// rejected rest of the draft, or goes back to the draft's checkpoint, when
+// there is one, whence the kept tokens go in again in the next step
+// (unless the request ended here).
+func (e *Engine) takeBack(s *engSlot) error {
+	ss := &s.spec
+	mem := e.lctx.Memory()
+	from := len(s.cache)
+	if len(ss.ck) > 0 {
+		if err := e.lctx.SetSeqStatePartial(s.id, ss.ck); err != nil {
+			return err
+		}
+		from = ss.ckPos
+	}
+	if ok, err := mem.Remove(s.id, from, -1); err != nil || !ok {
+		if err == nil {
+			err = llama.ErrUnsupported
+		}
+		return err
+	}
+	if from < len(s.cache) {
+		if s.tk != nil && s.state == stGen {
+			ss.replay = append(ss.replay[:0], s.cache[from:]...)
+		}
+		s.cache = s.cache[:from]
+	}
+	return nil
 }
 
 // specDraftFrom asks the slot's drafters, in order from the from-th, for
