@@ -2,8 +2,9 @@ package llama
 
 import (
 	"context"
-	"github.com/x/llama/internal/capi"
 	"slices"
+
+	"github.com/x/llama/internal/capi"
 )
 
 // A Drafter proposes tokens likely to follow a sequence, for speculative
@@ -508,13 +509,18 @@ func replayed(drafters []Drafter, n int) {
 		return
 	}
 	for _, d := range drafters {
-		if a, ok := d.(*AdaptiveDrafter); ok {
-			d = a.Drafter
-		}
-		if r, ok := d.(interface{ Replayed(int) }); ok {
+		if r, ok := inner(d).(interface{ Replayed(int) }); ok {
 			r.Replayed(n)
 		}
 	}
+}
+
+// inner is the drafter an AdaptiveDrafter wraps, else d.
+func inner(d Drafter) Drafter {
+	if a, ok := d.(*AdaptiveDrafter); ok {
+		return a.Drafter
+	}
+	return d
 }
 
 // watchDecode shows b, just decoded on c (which the generation holds),
@@ -549,13 +555,7 @@ func (g *Generation) settle(ds []Drafter, d Drafter, drafted, accepted int) {
 	g.spec.Accepted += accepted
 	d.Accepted(accepted)
 	for _, o := range ds {
-		if o == d {
-			continue
-		}
-		if a, ok := o.(*AdaptiveDrafter); ok {
-			o = a.Drafter
-		}
-		if w, ok := o.(DecodeWatcher); ok {
+		if w, ok := inner(o).(DecodeWatcher); ok && o != d {
 			w.Accepted(accepted)
 		}
 	}
