@@ -258,6 +258,15 @@ func (r *randTensors) weight(name string, nIn, nOut int) {
 	r.addTyped(name, r.typ, 0, float32(1/math.Sqrt(float64(nIn))), nIn, nOut)
 }
 
+// vocabEnds adds the token embedding (of type typ), the output norm and
+// an output projection of its own (embeddings not tied), for a model e
+// wide with nVocab tokens.
+func (r *randTensors) vocabEnds(typ TensorType, e, nVocab int) {
+	r.addTyped("token_embd.weight", typ, 0, 0.5, e, nVocab)
+	r.add("output_norm.weight", 1, 0.1, e)
+	r.weight("output.weight", e, nVocab)
+}
+
 // output adds a block's output projection: a weight matrix, or zeros
 // with pass (TinyModelOptions.PassThrough).
 func (r *randTensors) output(name string, pass bool, shape ...int) {
@@ -490,9 +499,7 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 	e, ff := o.NEmbd, o.NFF
 	switch a {
 	case "llama":
-		r.addTyped("token_embd.weight", o.Type, 0, 0.5, e, nVocab)
-		r.add("output_norm.weight", 1, 0.1, e)
-		r.weight("output.weight", e, nVocab)
+		r.vocabEnds(o.Type, e, nVocab)
 		for i := 0; i < o.NLayer; i++ {
 			p := fmt.Sprintf("blk.%d.", i)
 			r.add(p+"attn_norm.weight", 1, 0.1, e)
@@ -514,9 +521,7 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 		}
 	case "glm4moe":
 		out := func(name string, shape ...int) { r.output(name, o.PassThrough, shape...) }
-		r.addTyped("token_embd.weight", o.Type, 0, 0.5, e, nVocab)
-		r.add("output_norm.weight", 1, 0.1, e)
-		r.weight("output.weight", e, nVocab)
+		r.vocabEnds(o.Type, e, nVocab)
 		for i := 0; i < o.NLayer+o.NextN; i++ {
 			p := fmt.Sprintf("blk.%d.", i)
 			r.add(p+"attn_norm.weight", 1, 0.1, e)
@@ -548,9 +553,7 @@ func WriteTinyModel(path string, o TinyModelOptions) error {
 		}
 	case "qwen35":
 		kd, vd := qwenSSMState*qwenSSMGroups, qwenSSMState*qwenSSMHeads
-		r.addTyped("token_embd.weight", o.Type, 0, 0.5, e, nVocab)
-		r.add("output_norm.weight", 1, 0.1, e)
-		r.weight("output.weight", e, nVocab)
+		r.vocabEnds(o.Type, e, nVocab)
 		for i := 0; i < o.NLayer+o.NextN; i++ {
 			p := fmt.Sprintf("blk.%d.", i)
 			r.add(p+"attn_norm.weight", 1, 0.1, e)

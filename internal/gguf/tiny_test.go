@@ -14,6 +14,16 @@ func vocabPath(t *testing.T, name string) string {
 	return filepath.Join(modelsDir(t), "vocab", "ggml-vocab-"+name+".gguf")
 }
 
+// assertKVs asserts that f holds each key of want with its value.
+func assertKVs(t *testing.T, f *File, want map[string]any) {
+	t.Helper()
+	for key, v := range want {
+		got, ok := f.Get(key)
+		assert.True(t, ok, key)
+		assert.Equal(t, v, got, key)
+	}
+}
+
 func requireShapes(t *testing.T, f *File, want map[string][]uint64) {
 	t.Helper()
 	got := map[string][]uint64{}
@@ -36,7 +46,7 @@ func TestWriteTinyLlama(t *testing.T) {
 	f, err := Open(path)
 	require.NoError(t, err)
 
-	for key, want := range map[string]any{
+	assertKVs(t, f, map[string]any{
 		"general.architecture":                   "llama",
 		"general.name":                           "custom",
 		"general.file_type":                      uint32(0),
@@ -49,11 +59,7 @@ func TestWriteTinyLlama(t *testing.T) {
 		"llama.rope.dimension_count":             uint32(8), // must equal n_embd/n_head for llama
 		"llama.attention.layer_norm_rms_epsilon": float32(1e-5),
 		"llama.vocab_size":                       uint32(32000),
-	} {
-		got, ok := f.Get(key)
-		assert.True(t, ok, key)
-		assert.Equal(t, want, got, key)
-	}
+	})
 	_, ok := f.Get("llama.pooling_type")
 	assert.False(t, ok, "decoder default pooling is left to llama.cpp")
 	// Every tokenizer key of the vocab is copied verbatim; nothing else is.
@@ -206,7 +212,7 @@ func TestWriteTinyMamba(t *testing.T) {
 	}))
 	f, err := Open(path)
 	require.NoError(t, err)
-	for key, want := range map[string]any{
+	assertKVs(t, f, map[string]any{
 		"general.architecture":                   "mamba",
 		"mamba.context_length":                   uint32(256),
 		"mamba.embedding_length":                 uint32(32),
@@ -219,11 +225,7 @@ func TestWriteTinyMamba(t *testing.T) {
 		"mamba.ssm.state_size":                   uint32(16),
 		"mamba.ssm.time_step_rank":               uint32(2),
 		"mamba.attention.layer_norm_rms_epsilon": float32(1e-5),
-	} {
-		got, ok := f.Get(key)
-		assert.True(t, ok, key)
-		assert.Equal(t, want, got, key)
-	}
+	})
 	const e, in, dt, st, nv = 32, 64, 2, 16, 32000
 	want := map[string][]uint64{
 		"token_embd.weight":  {e, nv},
@@ -266,17 +268,13 @@ func TestWriteTinyGLM4MoE(t *testing.T) {
 		}))
 		f, err := Open(path)
 		require.NoError(t, err)
-		for key, want := range map[string]any{
+		assertKVs(t, f, map[string]any{
 			"glm4moe.block_count":               uint32(3),
 			"glm4moe.nextn_predict_layers":      uint32(1),
 			"glm4moe.expert_count":              uint32(4),
 			"glm4moe.leading_dense_block_count": uint32(1),
 			"glm4moe.expert_gating_func":        uint32(2),
-		} {
-			got, ok := f.Get(key)
-			assert.True(t, ok, key)
-			assert.Equal(t, want, got, key)
-		}
+		})
 		const e, ff = 32, 48
 		for name, shape := range map[string][]uint64{
 			"blk.0.ffn_down.weight":            {ff, e},
@@ -315,16 +313,12 @@ func TestWriteTinyJamba(t *testing.T) {
 	}))
 	f, err := Open(path)
 	require.NoError(t, err)
-	for key, want := range map[string]any{
+	assertKVs(t, f, map[string]any{
 		"jamba.attention.head_count":    uint32(2),
 		"jamba.attention.head_count_kv": []uint32{0, 2},
 		"jamba.feed_forward_length":     uint32(48),
 		"jamba.ssm.inner_size":          uint32(64),
-	} {
-		got, ok := f.Get(key)
-		assert.True(t, ok, key)
-		assert.Equal(t, want, got, key)
-	}
+	})
 	const e, in, dt, st, ff, nv = 32, 64, 2, 16, 48, 32000
 	want := map[string][]uint64{
 		"token_embd.weight":  {e, nv},
@@ -371,17 +365,13 @@ func TestWriteTinyGemma4(t *testing.T) {
 	}))
 	f, err := Open(path)
 	require.NoError(t, err)
-	for key, want := range map[string]any{
+	assertKVs(t, f, map[string]any{
 		"gemma4.attention.sliding_window_pattern": []bool{true, false, true},
 		"gemma4.attention.key_length":             uint32(32),
 		"gemma4.attention.key_length_swa":         uint32(16),
 		"gemma4.attention.shared_kv_layers":       uint32(1),
 		"gemma4.embedding_length_per_layer_input": uint32(8),
-	} {
-		got, ok := f.Get(key)
-		assert.True(t, ok, key)
-		assert.Equal(t, want, got, key)
-	}
+	})
 	const e, ff, pl, nv = 32, 48, 8, 32000
 	want := map[string][]uint64{
 		"token_embd.weight":           {e, nv},
