@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -243,6 +244,23 @@ wait:
 	return chats
 }
 
+// waitChatRequests waits up to d for the page to have made n chat
+// requests, and says whether it did.
+func waitChatRequests(rec *recorder, n int, d time.Duration) bool {
+	deadline := time.After(d)
+	for {
+		next := rec.changed()
+		if len(rec.chats()) >= n {
+			return true
+		}
+		select {
+		case <-next:
+		case <-deadline:
+			return false
+		}
+	}
+}
+
 func driveLlamaUI(t *testing.T, server string) *uiRun {
 	// Streams paced at 10 ms a flush, the same for both servers:
 	// stories260K writes a reply in a few milliseconds, which a browser
@@ -252,8 +270,10 @@ func driveLlamaUI(t *testing.T, server string) *uiRun {
 	require.NoError(t, err)
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.FlushInterval = -1
+	var pace atomic.Int64 // the time between two events, set per step
+	pace.Store(int64(10 * time.Millisecond))
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		proxy.ServeHTTP(&pacedWriter{ResponseWriter: w, d: 10 * time.Millisecond}, r)
+		proxy.ServeHTTP(&pacedWriter{ResponseWriter: w, d: time.Duration(pace.Load())}, r)
 	}))
 	t.Cleanup(front.Close)
 	base := front.URL
@@ -342,17 +362,31 @@ localStorage.setItem('LlamaUi.disabledToolCategories', JSON.stringify(['browser'
 	})
 	t.Run("stop", func(t *testing.T) {
 		rec.mark(path.Base(t.Name()))
-		// A long reply, stopped once some of it shows.
+		// A long reply, stopped once some of it shows. Its events come
+		// slower, so that a loaded machine still sees it streaming: at
+		// 10 ms an event, a browser slow to draw has missed the whole
+		// reply.
+		pace.Store(int64(40 * time.Millisecond))
+		defer pace.Store(int64(10 * time.Millisecond))
+		const prompt = "Once upon a time"
 		do(t, chromedp.Evaluate[chromedp.Void](`localStorage.setItem('LlamaUi.config', JSON.stringify({temperature: 0, max_tokens: 1500}))`),
 			chromedp.Reload(), chromedp.WaitVisible(textarea),
 			until(`document.body.innerText.includes('stories260K')`),
 			clickLast(`[aria-label="New chat"]`), chromedp.WaitVisible(textarea),
-			chromedp.SendKeys(textarea, "Once upon a time\r"))
+			chromedp.SendKeys(textarea, prompt+"\r"))
 		// Right after a reload the page can miss the Enter (it once never
-		// started the reply): press it again if nothing started.
-		if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](jsBusy,
-			chromedp.WithPollingInterval(10*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second))); err != nil {
-			do(t, chromedp.SendKeys(textarea, "\r"))
+		// started the reply). Only a request that never went out is sent
+		// again, and only from the box: an Enter that lands while the
+		// reply streams could reach another control.
+		if !waitChatRequests(rec, 5, 10*time.Second) {
+			v := evalString(t, `document.querySelector('textarea').value`)
+			require.Contains(t, []string{"", prompt}, v, "the message box")
+			keys := "\r"
+			if v == "" {
+				keys = prompt + "\r"
+			}
+			t.Logf("the page sent nothing; the message box held %q: pressing %q", v, keys)
+			do(t, chromedp.SendKeys(textarea, keys))
 		}
 		do(t, until(jsBusy+` && `+jsReply+`.length > 0`),
 			clickLast(`[aria-label="Stop generation"]`))
