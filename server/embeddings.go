@@ -222,10 +222,9 @@ func submitAll(r *http.Request, e engineAPI, tasks []*engine.Request) ([]engine.
 	return out, nil
 }
 
-// checkEncoderInput refuses a prompt that cannot be computed in one
-// physical batch, as llama.cpp does for embeddings and reranking (their
-// tokens must all be in one ubatch).
-func checkEncoderInput(n int, o engine.Options) error {
+// encoderLimit is the most tokens an encoder input may have: one
+// physical batch.
+func encoderLimit(o engine.Options) int {
 	ub := o.Context.UBatchSize
 	if ub <= 0 {
 		ub = 512
@@ -233,7 +232,14 @@ func checkEncoderInput(n int, o engine.Options) error {
 	if b := o.Context.BatchSize; b > 0 && b < ub {
 		ub = b
 	}
-	if n > ub {
+	return ub
+}
+
+// checkEncoderInput refuses a prompt that cannot be computed in one
+// physical batch, as llama.cpp does for embeddings and reranking (their
+// tokens must all be in one ubatch).
+func checkEncoderInput(n int, o engine.Options) error {
+	if ub := encoderLimit(o); n > ub {
 		return badRequest("input (%d tokens) is too large to process. increase the physical batch size (current batch size: %d)", n, ub)
 	}
 	return nil

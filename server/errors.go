@@ -19,6 +19,7 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/engine"
+	"github.com/x/llama/server/internal/ollama"
 	"github.com/x/llama/server/internal/wire"
 )
 
@@ -197,6 +198,9 @@ const (
 	// the HTTP status, always (llama-server answers an unknown tool with
 	// a 404 whose code is 400; ours says 404 in both).
 	toolErrors
+	// ollamaErrors is Ollama's shape: {"error": message}; in a stream
+	// of JSON lines, a last line of the same.
+	ollamaErrors
 )
 
 // detail is he's error object with code as its "code".
@@ -217,6 +221,8 @@ func (d dialect) render(err error) (int, any) {
 		if !he.NoCode {
 			return he.Status, he.detail(he.Status)
 		}
+	case ollamaErrors:
+		return he.Status, ollama.ErrorLine{Error: he.Msg}
 	}
 	return he.Status, errorBody{he.detail(he.Status)}
 }

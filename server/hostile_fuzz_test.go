@@ -42,6 +42,14 @@ func fuzzRoute(f *testing.F, o Options, path string, seeds ...string) {
 		code := rec.Code
 		switch {
 		case code >= 200 && code < 300:
+		case code >= 400 && code < 500 && strings.HasPrefix(path, "/api/"):
+			// Ollama's shape: {"error": "message"}.
+			var e struct {
+				Error *string `json:"error"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error == nil || *e.Error == "" {
+				t.Fatalf("status %d without an error: %.300s", code, rec.Body.Bytes())
+			}
 		case code >= 400 && code < 500:
 			var e struct {
 				Error *struct {
@@ -91,6 +99,22 @@ func FuzzAnthropicRequest(f *testing.F) {
 		`{"model":"m","max_tokens":2,"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"stream":true,"stop_sequences":["."]}`,
 		`{"model":"m","max_tokens":2,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"ok"}]}],"tools":[{"name":"f","input_schema":{"type":"object"}}]}`,
 		`{"model":"m","max_tokens":2,"messages":[{"role":"user","content":"hi"}],"thinking":{"type":"enabled","budget_tokens":1024}}`)
+}
+
+func FuzzOllamaChatRequest(f *testing.F) {
+	fuzzRoute(f, Options{}, "/api/chat",
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"options":{"num_predict":2}}`,
+		`{"messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}],"stream":false,"format":"json","think":"high","options":{"temperature":0,"stop":["."],"seed":3,"num_ctx":8}}`,
+		`{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":{"a":1}}}]},{"role":"tool","content":"ok","tool_name":"f"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]}`,
+		`{"messages":[{"role":"user","content":"hi"}],"format":{"type":"array","items":{"type":"integer"}},"keep_alive":"5m"}`)
+}
+
+func FuzzOllamaGenerateRequest(f *testing.F) {
+	fuzzRoute(f, Options{}, "/api/generate",
+		`{"model":"m","prompt":"hi","options":{"num_predict":2}}`,
+		`{"prompt":"Once","raw":true,"stream":false,"context":[1,2,3],"options":{"top_k":2,"num_predict":-2}}`,
+		`{"prompt":"x","system":"s","format":{"type":"object"},"think":false}`,
+		`{"prompt":"def f(","suffix":"return 1","raw":true}`)
 }
 
 func FuzzTokenizeRequest(f *testing.F) {

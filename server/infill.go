@@ -187,6 +187,19 @@ func infillPrompt(m *llama.Model, in *infillInput, lim infillLimits) ([]llama.To
 	return out, nil
 }
 
+// infillLimits are the instance's sizes for infillPrompt.
+func (inst *instance) infillLimits() infillLimits {
+	nBatch := inst.Opts.Engine.Context.BatchSize
+	if nBatch <= 0 {
+		nBatch = 2048
+	}
+	nPredict := inst.Opts.NPredict
+	if nPredict == 0 {
+		nPredict = -1
+	}
+	return infillLimits{NBatch: nBatch, NPredict: nPredict, NCtx: inst.slotContext(), SPM: inst.Opts.SPMInfill}
+}
+
 func handleInfill(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		var b infillBody
@@ -208,15 +221,7 @@ func handleInfill(s *Server) handlerFunc {
 		if err != nil {
 			return err
 		}
-		nBatch := inst.Opts.Engine.Context.BatchSize
-		if nBatch <= 0 {
-			nBatch = 2048
-		}
-		nPredict := inst.Opts.NPredict
-		if nPredict == 0 {
-			nPredict = -1
-		}
-		prompt, err := infillPrompt(inst.Model, in, infillLimits{NBatch: nBatch, NPredict: nPredict, NCtx: inst.slotContext(), SPM: inst.Opts.SPMInfill})
+		prompt, err := infillPrompt(inst.Model, in, inst.infillLimits())
 		if err != nil {
 			return err
 		}

@@ -102,6 +102,17 @@ func (s *Server) routes() []route {
 		{"POST /v1/messages", keyed, anthropicErrors, handleAnthropicMessages(s)},
 		{"POST /v1/messages/count_tokens", keyed, anthropicErrors, handleAnthropicCountTokens(s)},
 
+		// Ollama's API (ollama_handlers.go), for the apps and libraries
+		// that speak it.
+		{"POST /api/chat", keyed, ollamaErrors, handleOllamaChat(s)},
+		{"POST /api/generate", keyed, ollamaErrors, handleOllamaGenerate(s)},
+		{"POST /api/embed", keyed, ollamaErrors, handleOllamaEmbed(s)},
+		{"POST /api/embeddings", keyed, ollamaErrors, handleOllamaEmbeddings(s)},
+		{"GET /api/tags", keyed, ollamaErrors, handleOllamaTags(s)},
+		{"GET /api/ps", keyed, ollamaErrors, handleOllamaPs(s)},
+		{"POST /api/show", keyed, ollamaErrors, handleOllamaShow(s)},
+		{"GET /api/version", keyed, ollamaErrors, handleOllamaVersion(s)},
+
 		// Resumable streams of generations sent with X-Conversation-Id
 		// (stream_resume.go).
 		{"GET /v1/stream", keyed, llamaErrors, handleStreamGet(s)},

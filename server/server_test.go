@@ -708,9 +708,11 @@ func TestServerConcurrentWake(t *testing.T) {
 func TestServerMalformedBodies(t *testing.T) {
 	s, ts := newTestServer(t, Options{SlotSavePath: t.TempDir()})
 	var posts []string
+	ollamaShape := map[string]bool{} // {"error": "message"}
 	for _, rt := range s.routes() {
 		if path, ok := strings.CutPrefix(rt.Pattern, "POST "); ok {
 			posts = append(posts, strings.ReplaceAll(path, "{id}", "0"))
+			ollamaShape[path] = rt.Errors == ollamaErrors
 		}
 	}
 	bodies := []string{"", "{", "[", "null", "42", `"x"`, `{"model": 7}`, `{"messages": 3, "prompt": {}, "content": true, "input": null}`,
@@ -728,6 +730,12 @@ func TestServerMalformedBodies(t *testing.T) {
 				continue // as llama.cpp: any JSON without "conversation_ids" asks for nothing and gets []
 			}
 			if assert.True(t, code >= 400 && code < 500 || code == 501, "POST %s %.40q: %d %s", path, body, code, data) {
+				if ollamaShape[path] {
+					var e struct{ Error string }
+					require.NoError(t, json.Unmarshal(data, &e))
+					assert.NotEmpty(t, e.Error, "POST %s", path)
+					continue
+				}
 				assert.NotNil(t, errOf(t, data)["message"], "POST %s", path)
 			}
 		}

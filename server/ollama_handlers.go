@@ -1,0 +1,613 @@
+package server
+
+// Ollama's API: POST /api/chat, /api/generate, /api/embed and
+// /api/embeddings, GET /api/tags, /api/ps and /api/version, POST
+// /api/show. The dialect (its wire types and the translation to the
+// internal request and back) is package server/internal/ollama; these
+// handlers decode a body, run it with the chat, completion, infill and
+// embedding machinery and write the answer, or a stream of JSON lines
+// (application/x-ndjson); errors take Ollama's shape {"error": "..."}.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/x/llama"
+	"github.com/x/llama/chat"
+	"github.com/x/llama/engine"
+	"github.com/x/llama/sampling"
+	"github.com/x/llama/server/internal/ollama"
+	"github.com/x/llama/server/internal/router"
+	"github.com/x/llama/server/internal/wire"
+)
+
+// ollamaModel resolves an Ollama model name: in router mode a name
+// without its tag ("stories" for "stories:latest") when only that one
+// is known, as Ollama's clients add ":latest".
+func (s *Server) ollamaModel(name string) string {
+	if !s.router {
+		return name
+	}
+	if e, _ := s.models.Lookup(name); e == nil {
+		if base, ok := strings.CutSuffix(name, ":latest"); ok {
+			return base
+		}
+	}
+	return name
+}
+
+// ndjson writes a stream of JSON lines, each flushed.
+type ndjson struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+// send writes v as a line; false when the client is gone.
+func (n *ndjson) send(v any) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(ollama.ErrorLine{Error: err.Error()})
+	}
+	if !n.started {
+		n.started = true
+		n.w.Header().Set("Content-Type", "application/x-ndjson")
+		n.w.WriteHeader(http.StatusOK)
+	}
+	if _, err := n.w.Write(append(b, '\n')); err != nil {
+		return false
+	}
+	return http.NewResponseController(n.w).Flush() == nil
+}
+
+// fail ends the stream with an error line.
+func (n *ndjson) fail(err error) {
+	_, body := ollamaErrors.render(err)
+	n.send(body)
+}
+
+// ollamaContext checks the tokens of a request's "context" against the
+// model's vocabulary.
+func ollamaContext(m *llama.Model, ids []int) ([]llama.Token, error) {
+	out := make([]llama.Token, len(ids))
+	n := m.VocabSize()
+	for i, id := range ids {
+		if id < 0 || id >= n {
+			return nil, badRequest(`"context"[%d]: token %d is not in the vocabulary`, i, id)
+		}
+		out[i] = llama.Token(id)
+	}
+	return out, nil
+}
+
+func handleOllamaChat(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		start := time.Now()
+		var req ollama.ChatRequest
+		if err := decodeJSON(r, &req); err != nil {
+			return err
+		}
+		creq, err := ollama.ToChat(&req, s.mediaMarker)
+		if err != nil {
+			return err
+		}
+		return s.runOllamaChat(w, r, creq, start, nil, false)
+	}
+}
+
+// runOllamaChat runs a chat of /api/chat, or of /api/generate (isGenerate:
+// its answer's shape); ctxIDs are the tokens of a generate request's
+// "context", put before the prompt.
+func (s *Server) runOllamaChat(w http.ResponseWriter, r *http.Request, creq *wire.Chat, start time.Time, ctxIDs []int, isGenerate bool) error {
+	inst, release, err := s.instanceFor(r, s.ollamaModel(creq.Model))
+	if err != nil {
+		return err
+	}
+	defer release()
+	arrived := inst.Engine.Expect()
+	defer arrived()
+	g, plan, co, err := inst.startChat(creq)
+	if err != nil {
+		return err
+	}
+	if len(ctxIDs) > 0 {
+		toks, err := ollamaContext(inst.Model, ctxIDs)
+		if err != nil {
+			return err
+		}
+		g.task.Prompt = slices.Concat(toks, g.task.Prompt)
+		g.prompts[0] = g.task.Prompt
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	events, err := s.startTasks(ctx, inst, arrived, g.tasks(), nil)
+	if err != nil {
+		return err
+	}
+	if !g.opt.Stream {
+		res, msg, err := collectChat(ctx, inst, plan, events)
+		if err != nil {
+			return err
+		}
+		if isGenerate {
+			out := ollama.GenerateResponse{Model: co.Model, CreatedAt: time.Now().UTC(), Response: msg.Content, Thinking: msg.ReasoningContent,
+				Done: true, DoneReason: ollama.DoneReason(res.Final), Metrics: ollama.MetricsOf(res.Final, start),
+				Context: tokenInts(g.task.Prompt, res.Tokens)}
+			writeJSON(w, http.StatusOK, out)
+			return nil
+		}
+		writeJSON(w, http.StatusOK, ollama.NewChatResponse(co.Model, msg, res.Final, start))
+		return nil
+	}
+	nd := &ndjson{w: w}
+	parser := plan.NewStream()
+	var st *ollama.Stream
+	if !isGenerate {
+		st = ollama.NewStream(co.Model, start, nd.send)
+	}
+	var out []llama.Token
+	for events.Next() {
+		ev := events.Event()
+		if ev.Err != nil {
+			nd.fail(ev.Err)
+			return nil
+		}
+		if ev.Progress != nil {
+			continue
+		}
+		var d chat.Delta
+		if ev.Text != "" {
+			d = parser.Push(ev.Text)
+			out = append(out, ev.Token)
+		}
+		if ev.Done {
+			d = joinDeltas(d, parser.Finish(ev.Stop == engine.StopTypeLimit))
+			if isGenerate {
+				last := ollama.GenerateResponse{Model: co.Model, CreatedAt: time.Now().UTC(), Response: d.Content, Thinking: d.ReasoningContent,
+					Done: true, DoneReason: ollama.DoneReason(ev), Metrics: ollama.MetricsOf(ev, start), Context: tokenInts(g.task.Prompt, out)}
+				nd.send(last)
+			} else {
+				st.Finish(ev, d)
+			}
+			return nil
+		}
+		if d.Empty() {
+			continue
+		}
+		var ok bool
+		if isGenerate {
+			ok = d.Content == "" && d.ReasoningContent == "" ||
+				nd.send(ollama.GenerateResponse{Model: co.Model, CreatedAt: time.Now().UTC(), Response: d.Content, Thinking: d.ReasoningContent})
+		} else {
+			ok = st.Delta(d)
+		}
+		if !ok {
+			return nil
+		}
+	}
+	if err := events.Err(); err != nil {
+		nd.fail(err)
+	}
+	return nil
+}
+
+// joinDeltas is a followed by b.
+func joinDeltas(a, b chat.Delta) chat.Delta {
+	a.Content += b.Content
+	a.ReasoningContent += b.ReasoningContent
+	a.ToolCalls = append(a.ToolCalls, b.ToolCalls...)
+	return a
+}
+
+// tokenInts is a generate answer's "context": its prompt's tokens and
+// those it generated.
+func tokenInts(prompt, out []llama.Token) []int {
+	ids := make([]int, 0, len(prompt)+len(out))
+	for _, t := range prompt {
+		if t >= 0 {
+			ids = append(ids, int(t)) // media positions are left out
+		}
+	}
+	for _, t := range out {
+		ids = append(ids, int(t))
+	}
+	return ids
+}
+
+func handleOllamaGenerate(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		start := time.Now()
+		var req ollama.GenerateRequest
+		if err := decodeJSON(r, &req); err != nil {
+			return err
+		}
+		if req.Prompt == "" && req.Suffix == "" && len(req.Images) == 0 && len(req.Context) == 0 {
+			// Ollama's way to load a model: an empty prompt.
+			inst, release, err := s.instanceFor(r, s.ollamaModel(req.Model))
+			if err != nil {
+				return err
+			}
+			release()
+			model := req.Model
+			if model == "" {
+				model = inst.Name
+			}
+			out := ollama.GenerateResponse{Model: model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: "load"}
+			if ollama.Streams(req.Stream) {
+				(&ndjson{w: w}).send(out)
+				return nil
+			}
+			writeJSON(w, http.StatusOK, out)
+			return nil
+		}
+		if !req.Raw && req.Suffix == "" {
+			creq, err := ollama.GenerateChat(&req, s.mediaMarker)
+			if err != nil {
+				return err
+			}
+			return s.runOllamaChat(w, r, creq, start, req.Context, true)
+		}
+		gen, err := ollama.GenerateGen(&req)
+		if err != nil {
+			return err
+		}
+		inst, release, err := s.instanceFor(r, s.ollamaModel(req.Model))
+		if err != nil {
+			return err
+		}
+		defer release()
+		arrived := inst.Engine.Expect()
+		defer arrived()
+		t, opt, err := inst.generation(gen, inst.Opts.NPredict)
+		if err != nil {
+			return err
+		}
+		var prompt []llama.Token
+		if req.Suffix != "" {
+			prompt, err = inst.ollamaInfill(req.Prompt, req.Suffix)
+		} else if len(req.Context) > 0 {
+			// A continuation: the context has the BOS already.
+			if err = inst.checkPromptText(req.Prompt); err == nil {
+				prompt, err = tokenizeText(inst.Model, req.Prompt, llama.TokenizeOptions{ParseSpecial: true})
+			}
+		} else {
+			prompt, err = inst.tokenizePrompt(req.Prompt)
+		}
+		if err != nil {
+			return err
+		}
+		if len(req.Context) > 0 {
+			toks, err := ollamaContext(inst.Model, req.Context)
+			if err != nil {
+				return err
+			}
+			prompt = slices.Concat(toks, prompt)
+		}
+		g := &genRequest{inst: inst, prompts: [][]llama.Token{prompt}, task: t, opt: opt}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		events, err := s.startTasks(ctx, inst, arrived, g.tasks(), nil)
+		if err != nil {
+			return err
+		}
+		model := req.Model
+		if model == "" {
+			model = inst.Name
+		}
+		if !opt.Stream {
+			res, err := collect(ctx, inst.Model, events, 1)
+			if err != nil {
+				return err
+			}
+			f := res[0].Final
+			writeJSON(w, http.StatusOK, ollama.GenerateResponse{Model: model, CreatedAt: time.Now().UTC(), Response: res[0].Text,
+				Done: true, DoneReason: ollama.DoneReason(f), Metrics: ollama.MetricsOf(f, start), Context: tokenInts(prompt, res[0].Tokens)})
+			return nil
+		}
+		nd := &ndjson{w: w}
+		var out []llama.Token
+		for events.Next() {
+			ev := events.Event()
+			if ev.Err != nil {
+				nd.fail(ev.Err)
+				return nil
+			}
+			if ev.Progress != nil {
+				continue
+			}
+			if ev.Text != "" {
+				out = append(out, ev.Token)
+			}
+			line := ollama.GenerateResponse{Model: model, CreatedAt: time.Now().UTC(), Response: ev.Text}
+			if ev.Done {
+				line.Done, line.DoneReason = true, ollama.DoneReason(ev)
+				line.Metrics, line.Context = ollama.MetricsOf(ev, start), tokenInts(prompt, out)
+			} else if ev.Text == "" {
+				continue
+			}
+			if !nd.send(line) || ev.Done {
+				return nil
+			}
+		}
+		if err := events.Err(); err != nil {
+			nd.fail(err)
+		}
+		return nil
+	}
+}
+
+// ollamaInfill is the fill-in-the-middle prompt of /api/generate's
+// prompt (the code before the cursor) and suffix (after it), as /infill
+// builds it.
+func (inst *instance) ollamaInfill(prefix, suffix string) ([]llama.Token, error) {
+	if msg := infillSupport(inst.Model.SpecialTokens()); msg != "" {
+		// A 400, as Ollama answers a model without the "insert" capability.
+		return nil, badRequest("Infill is not supported by this model: %s", msg)
+	}
+	if err := inst.checkPromptText(prefix + suffix); err != nil {
+		return nil, err
+	}
+	in := &infillInput{Prefix: embdPrompt{{Text: prefix}}, Suffix: embdPrompt{{Text: suffix}}}
+	return infillPrompt(inst.Model, in, inst.infillLimits())
+}
+
+// ollamaEmbed runs embeddings of inputs for /api/embed and
+// /api/embeddings, normalized as normalize says (2: Euclidean, -1:
+// none); with truncate, an input longer than one batch is cut to it.
+func (s *Server) ollamaEmbed(r *http.Request, model string, inputs []string, normalize int, truncate bool) ([][]float32, int, error) {
+	inst, release, err := s.instanceFor(r, s.ollamaModel(model))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer release()
+	eo := inst.Opts.Engine
+	if !eo.Embedding && !eo.Reranking {
+		return nil, 0, notSupported("This server does not support embeddings. Start it with `--embeddings`")
+	}
+	if serverPooling(eo, inst.Model) == llama.PoolingNone {
+		return nil, 0, badRequest("the model's pooling type 'none' gives no embedding per input: start the server with --pooling mean, cls or last")
+	}
+	if err := inst.checkTaskCount(len(inputs), "inputs"); err != nil {
+		return nil, 0, err
+	}
+	if err := inst.checkEncoderText(inputs...); err != nil {
+		return nil, 0, err
+	}
+	tasks := make([]*engine.Request, len(inputs))
+	count := 0
+	for i, in := range inputs {
+		toks, err := tokenizeText(inst.Model, in, llama.TokenizeOptions{AddSpecial: true, ParseSpecial: true})
+		if err != nil {
+			return nil, 0, badRequest("%v", err)
+		}
+		if len(toks) == 0 {
+			return nil, 0, badRequest("input %d is empty", i)
+		}
+		if truncate {
+			toks = toks[:min(len(toks), encoderLimit(eo))] // Ollama keeps the start too
+		}
+		if err := checkEncoderInput(len(toks), eo); err != nil {
+			return nil, 0, err
+		}
+		count += len(toks)
+		tasks[i] = &engine.Request{Kind: engine.KindEmbedding, Prompt: toks, Params: sampling.Defaults(),
+			NKeep: -1, SlotID: -1, Normalize: normalize}
+	}
+	results, err := submitAll(r, inst.embedder(), tasks)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([][]float32, len(results))
+	for i, ev := range results {
+		out[i] = []float32{}
+		if len(ev.Embedding) > 0 {
+			out[i] = ev.Embedding[0]
+		}
+	}
+	return out, count, nil
+}
+
+func handleOllamaEmbed(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		start := time.Now()
+		var req ollama.EmbedRequest
+		if err := decodeJSON(r, &req); err != nil {
+			return err
+		}
+		var inputs []string
+		switch wire.Kind(req.Input) {
+		case 's':
+			var one string
+			_ = json.Unmarshal(req.Input, &one)
+			inputs = []string{one}
+		case 'a':
+			if json.Unmarshal(req.Input, &inputs) != nil {
+				return badRequest(`"input" must be a string or an array of strings`)
+			}
+		case 0:
+			return badRequest(`"input" is required`)
+		default:
+			return badRequest(`"input" must be a string or an array of strings`)
+		}
+		if len(inputs) == 0 {
+			writeJSON(w, http.StatusOK, ollama.EmbedResponse{Model: req.Model, Embeddings: [][]float32{}})
+			return nil
+		}
+		vecs, n, err := s.ollamaEmbed(r, req.Model, inputs, 2, req.Truncate == nil || *req.Truncate)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, ollama.EmbedResponse{Model: req.Model, Embeddings: vecs,
+			TotalDuration: int64(time.Since(start)), PromptEvalCount: n})
+		return nil
+	}
+}
+
+func handleOllamaEmbeddings(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		var req ollama.EmbeddingsRequest
+		if err := decodeJSON(r, &req); err != nil {
+			return err
+		}
+		if req.Prompt == "" {
+			writeJSON(w, http.StatusOK, ollama.EmbeddingsResponse{Embedding: []float32{}})
+			return nil
+		}
+		// The older endpoint's vectors are not normalized, as Ollama's.
+		vecs, _, err := s.ollamaEmbed(r, req.Model, []string{req.Prompt}, -1, true)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, ollama.EmbeddingsResponse{Embedding: vecs[0]})
+		return nil
+	}
+}
+
+// ollamaDetails are the details of a model known to the server (what is
+// known before its first load is its name).
+func ollamaDetails(info *router.Info) ollama.Details {
+	d := ollama.Details{Format: "gguf", Families: []string{}}
+	if info == nil {
+		return d
+	}
+	in := info.Info
+	d.Family, d.QuantizationLevel, d.ParameterSize = in.Architecture, in.FileType, parameterSize(in.Params)
+	if in.Architecture != "" {
+		d.Families = []string{in.Architecture}
+	}
+	return d
+}
+
+// parameterSize writes a parameter count as Ollama does: "270.4M", "8.0B".
+func parameterSize(n uint64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.1fB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1fK", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}
+
+// ollamaList lists the models, only the loaded ones for /api/ps.
+func (s *Server) ollamaList(loaded bool) ollama.ListResponse {
+	out := ollama.ListResponse{Models: []ollama.ListModel{}}
+	for _, c := range s.models.List().Data {
+		e, _ := s.models.Lookup(c.ID)
+		if e == nil {
+			continue
+		}
+		v := s.models.View(e)
+		if loaded && v.State != router.Loaded {
+			continue
+		}
+		m := ollama.ListModel{Name: c.ID, Model: c.ID, ModifiedAt: time.Unix(c.Created, 0).UTC(), Details: ollamaDetails(v.Info)}
+		if v.Info != nil {
+			m.Size = int64(v.Info.Info.Size)
+		}
+		if loaded {
+			far := time.Now().Add(24 * 365 * time.Hour).UTC().Truncate(time.Second) // kept until the server unloads it
+			vram := int64(0)
+			m.ExpiresAt, m.SizeVRAM = &far, &vram
+			if v.Info != nil {
+				m.ContextLength = v.Info.NCtxSlot
+			}
+		}
+		out.Models = append(out.Models, m)
+	}
+	return out
+}
+
+func handleOllamaTags(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		writeJSON(w, http.StatusOK, s.ollamaList(false))
+		return nil
+	}
+}
+
+func handleOllamaPs(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		writeJSON(w, http.StatusOK, s.ollamaList(true))
+		return nil
+	}
+}
+
+func handleOllamaVersion(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		writeJSON(w, http.StatusOK, ollama.VersionResponse{Version: ollama.APIVersion})
+		return nil
+	}
+}
+
+// handleOllamaShow answers what Ollama's clients read of a model: its
+// details, its architecture's lengths in model_info, its chat template and
+// its capabilities. A model never loaded yet is loaded first.
+func handleOllamaShow(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		var req ollama.ShowRequest
+		if err := decodeJSON(r, &req); err != nil {
+			return err
+		}
+		name := req.Model
+		if name == "" {
+			name = req.Name
+		}
+		if name == "" {
+			return badRequest(`"model" is required`) // as Ollama's
+		}
+		inst, release, err := s.instanceFor(r, s.ollamaModel(name))
+		if err != nil {
+			return err
+		}
+		release()
+		e, _ := s.models.Lookup(s.ollamaModel(name))
+		v := s.models.View(e)
+		info := v.Info
+		if info == nil {
+			info = &router.Info{}
+		}
+		in := info.Info
+		arch := in.Architecture
+		mi := map[string]any{"general.architecture": arch, "general.parameter_count": in.Params, "general.name": in.Name}
+		if arch != "" {
+			mi[arch+".context_length"] = in.TrainContext
+			mi[arch+".embedding_length"] = in.EmbeddingSize
+			mi[arch+".block_count"] = in.Layers
+			mi[arch+".attention.head_count"] = in.Heads
+			mi[arch+".attention.head_count_kv"] = in.HeadsKV
+		}
+		caps := []string{}
+		eo := inst.Opts.Engine
+		if eo.Embedding {
+			caps = append(caps, "embedding")
+		} else {
+			caps = append(caps, "completion")
+			if info.Caps.SupportsTools {
+				caps = append(caps, "tools")
+			}
+			if infillSupport(inst.Model.SpecialTokens()) == "" {
+				caps = append(caps, "insert")
+			}
+			if info.Vision {
+				caps = append(caps, "vision")
+			}
+			if info.Audio {
+				caps = append(caps, "audio")
+			}
+			if info.Caps.SupportsThinking {
+				caps = append(caps, "thinking")
+			}
+		}
+		writeJSON(w, http.StatusOK, ollama.ShowResponse{
+			Template: info.TemplateSource, Details: ollamaDetails(info), ModelInfo: mi, Capabilities: caps,
+			Parameters: fmt.Sprintf("num_ctx %d", info.NCtxSlot),
+		})
+		return nil
+	}
+}
