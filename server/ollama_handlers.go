@@ -121,6 +121,9 @@ func (s *Server) runOllamaChat(w http.ResponseWriter, r *http.Request, creq *wir
 		}
 		g.task.Prompt = slices.Concat(toks, g.task.Prompt)
 		g.prompts[0] = g.task.Prompt
+		for i := range g.task.UserStarts {
+			g.task.UserStarts[i] += len(toks) // the positions moved with the prompt
+		}
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
