@@ -369,3 +369,38 @@ func TestWithoutMedia(t *testing.T) {
 	_ = engine.WithoutMedia(in)
 	assert.Equal(t, []llama.Token{1, p, 2}, in, "the input is not changed")
 }
+
+// TestMultimodalOllama sends Ollama's base64 images: the answer is the one
+// the OpenAI route gives for the same image after the same text.
+func TestMultimodalOllama(t *testing.T) {
+	base := mmServer(t)
+	png := testPNG(t, "checker", 32, 32)
+	code, want := mmPost(t, base+"/v1/chat/completions", map[string]any{"max_tokens": 12, "temperature": 0, "messages": []any{map[string]any{
+		"role": "user", "content": []any{
+			map[string]any{"type": "text", "text": "Once upon a time"},
+			map[string]any{"type": "image_url", "image_url": map[string]any{"url": dataURLOf("image/png", png)}},
+		}}}})
+	require.Equal(t, http.StatusOK, code, "%v", want)
+	wantText := want["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"].(string)
+	require.NotEmpty(t, wantText)
+
+	b64 := base64.StdEncoding.EncodeToString(png)
+	opts := map[string]any{"temperature": 0, "num_predict": 12}
+	code, out := mmPost(t, base+"/api/chat", map[string]any{"model": "m", "stream": false, "options": opts, "messages": []any{
+		map[string]any{"role": "user", "content": "Once upon a time", "images": []string{b64}}}})
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	assert.Equal(t, wantText, out["message"].(map[string]any)["content"])
+
+	code, out = mmPost(t, base+"/api/generate", map[string]any{"model": "m", "stream": false, "options": opts,
+		"prompt": "Once upon a time", "images": []string{b64}})
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	assert.Equal(t, wantText, out["response"])
+
+	code, out = mmPost(t, base+"/api/chat", map[string]any{"model": "m", "stream": false, "messages": []any{
+		map[string]any{"role": "user", "content": "x", "images": []string{"not base64!"}}}})
+	assert.Equal(t, http.StatusBadRequest, code, "%v", out)
+
+	code, out = mmPost(t, base+"/api/show", map[string]any{"model": "m"})
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, out["capabilities"], "vision")
+}

@@ -614,3 +614,13 @@ func handleOllamaShow(s *Server) handlerFunc {
 		return nil
 	}
 }
+
+// handleOllamaManage answers Ollama's model management (pull, push,
+// create, copy, delete, blobs), which this server does not do: its models
+// are the ones it was started with, or those of --models-dir and
+// --models-preset (-hf pulls at start).
+func handleOllamaManage(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		return notSupported("%s is not supported: this server serves the models it was started with (-m, -hf, --models-dir, --models-preset)", r.URL.Path)
+	}
+}

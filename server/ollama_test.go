@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama"
+	"github.com/x/llama/engine"
 	"github.com/x/llama/internal/gguf"
 )
 
@@ -267,6 +269,12 @@ func TestOllamaAPI(t *testing.T) {
 			assert.GreaterOrEqual(t, code, 400, "%s %v", tc.path, tc.body)
 			assert.Contains(t, out[0].Error, tc.want, "%s %v", tc.path, tc.body)
 		}
+		for _, path := range []string{"/api/pull", "/api/create", "/api/blobs/sha256:00"} {
+			code, out := olPost(t, hs.URL+path, map[string]any{"model": "x"})
+			assert.Equal(t, http.StatusNotImplemented, code, path)
+			require.Len(t, out, 1)
+			assert.Contains(t, out[0].Error, "is not supported: this server serves the models it was started with")
+		}
 		var health struct{ Status string }
 		olGet(t, hs.URL+"/health", &health)
 		assert.Equal(t, "ok", health.Status)
@@ -310,4 +318,81 @@ func TestOllamaEmbed(t *testing.T) {
 	code, raw = postRaw(t, base+"/api/show", map[string]any{"model": "bert"})
 	require.Equal(t, http.StatusOK, code)
 	assert.Contains(t, string(raw), `"capabilities":["embedding"]`)
+}
+
+// promptEngine is a scriptEngine that keeps the prompt of the last task.
+type promptEngine struct {
+	scriptEngine
+	prompt *[]llama.Token
+}
+
+func (e promptEngine) Submit(ctx context.Context, tasks ...*engine.Request) (eventStream, error) {
+	*e.prompt = tasks[0].Prompt
+	return e.scriptEngine.Submit(ctx, tasks...)
+}
+
+// TestOllamaToolCalls runs a conversation with a tool through /api/chat on
+// Qwen3's template, the model's output scripted: the call comes back
+// parsed (whole, and streamed in one line), with the thinking apart, and
+// the call and its result go back into the template's prompt.
+func TestOllamaToolCalls(t *testing.T) {
+	ts, inst, real := newScriptServer(t)
+	var prompt []llama.Token
+	inst.Engine = promptEngine{scriptEngine{engineAPI: real, stop: engine.StopTypeEOS, pieces: []string{
+		"<think>\nRome, so", " the tool.\n</think>\n\n", "<tool_call>\n{\"name\": \"get_weather\", ",
+		"\"arguments\": {\"city\": \"Rome\"}}\n</tool_call>"}}, &prompt}
+	shown := func() string {
+		text, err := inst.Model.Detokenize(prompt, llama.DetokenizeOptions{UnparseSpecial: true})
+		require.NoError(t, err)
+		return text
+	}
+	tools := []map[string]any{{"type": "function", "function": map[string]any{"name": "get_weather", "description": "The weather of a city",
+		"parameters": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []string{"city"}}}}}
+	ask := []map[string]any{{"role": "user", "content": "Weather in Rome?"}}
+
+	code, out := olPost(t, ts.URL+"/api/chat", map[string]any{"model": "qwen", "messages": ask, "tools": tools, "stream": false})
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	msg := out[0].Message
+	assert.Equal(t, "Rome, so the tool.", msg.Thinking)
+	assert.Empty(t, msg.Content)
+	require.Len(t, msg.ToolCalls, 1)
+	assert.Equal(t, "get_weather", msg.ToolCalls[0].Function.Name)
+	assert.Equal(t, map[string]any{"city": "Rome"}, msg.ToolCalls[0].Function.Arguments)
+	assert.Equal(t, "stop", out[0].DoneReason)
+	assert.Contains(t, shown(), "The weather of a city", "the tools reach the template")
+
+	code, lines := olPost(t, ts.URL+"/api/chat", map[string]any{"model": "qwen", "messages": ask, "tools": tools})
+	require.Equal(t, http.StatusOK, code)
+	var thinking strings.Builder
+	var calls int
+	for _, l := range lines {
+		thinking.WriteString(l.Message.Thinking)
+		if len(l.Message.ToolCalls) > 0 {
+			calls++
+			assert.Equal(t, msg.ToolCalls, l.Message.ToolCalls, "the call, whole")
+			assert.False(t, l.Done)
+		}
+	}
+	assert.Equal(t, msg.Thinking, thinking.String())
+	assert.Equal(t, 1, calls)
+	assert.True(t, lines[len(lines)-1].Done)
+
+	// The call and its result go back; thinking is turned off.
+	inst.Engine = promptEngine{scriptEngine{engineAPI: real, stop: engine.StopTypeEOS, pieces: []string{"Sunny."}}, &prompt}
+	back := append(ask,
+		map[string]any{"role": "assistant", "content": "", "tool_calls": []map[string]any{{"function": map[string]any{"name": "get_weather", "arguments": map[string]any{"city": "Rome"}}}}},
+		map[string]any{"role": "tool", "tool_name": "get_weather", "content": "18 degrees, sunny"})
+	code, out = olPost(t, ts.URL+"/api/chat", map[string]any{"model": "qwen", "messages": back, "tools": tools, "think": false, "stream": false})
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	assert.Equal(t, "Sunny.", out[0].Message.Content)
+	p := shown()
+	assert.Contains(t, p, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>")
+	assert.Contains(t, p, "<tool_response>\n18 degrees, sunny\n</tool_response>")
+	assert.True(t, strings.HasSuffix(p, "<|im_start|>assistant\n<think>\n\n</think>\n\n"), "think false: %q", p)
+
+	code, raw := postRaw(t, ts.URL+"/api/show", map[string]any{"model": "qwen"})
+	require.Equal(t, http.StatusOK, code)
+	var s struct{ Capabilities []string }
+	require.NoError(t, json.Unmarshal(raw, &s))
+	assert.Subset(t, s.Capabilities, []string{"completion", "tools", "thinking"})
 }

@@ -112,6 +112,12 @@ func (s *Server) routes() []route {
 		{"GET /api/ps", keyed, ollamaErrors, handleOllamaPs(s)},
 		{"POST /api/show", keyed, ollamaErrors, handleOllamaShow(s)},
 		{"GET /api/version", keyed, ollamaErrors, handleOllamaVersion(s)},
+		{"POST /api/pull", keyed, ollamaErrors, handleOllamaManage(s)},
+		{"POST /api/push", keyed, ollamaErrors, handleOllamaManage(s)},
+		{"POST /api/create", keyed, ollamaErrors, handleOllamaManage(s)},
+		{"POST /api/copy", keyed, ollamaErrors, handleOllamaManage(s)},
+		{"DELETE /api/delete", keyed, ollamaErrors, handleOllamaManage(s)},
+		{"POST /api/blobs/{digest}", keyed, ollamaErrors, handleOllamaManage(s)},
 
 		// Resumable streams of generations sent with X-Conversation-Id
 		// (stream_resume.go).
