@@ -95,14 +95,14 @@ func handleOllamaChat(s *Server) handlerFunc {
 		if err != nil {
 			return err
 		}
-		return s.runOllamaChat(w, r, creq, start, nil, false)
+		return s.runOllamaChat(w, r, creq, start, nil, req.Logprobs, false)
 	}
 }
 
 // runOllamaChat runs a chat of /api/chat, or of /api/generate (isGenerate:
 // its answer's shape); ctxIDs are the tokens of a generate request's
-// "context", put before the prompt.
-func (s *Server) runOllamaChat(w http.ResponseWriter, r *http.Request, creq *wire.Chat, start time.Time, ctxIDs []int, isGenerate bool) error {
+// "context", put before the prompt; lp asks for logprobs.
+func (s *Server) runOllamaChat(w http.ResponseWriter, r *http.Request, creq *wire.Chat, start time.Time, ctxIDs []int, lp ollama.Logprobs, isGenerate bool) error {
 	inst, release, err := s.instanceFor(r, s.ollamaModel(creq.Model))
 	if err != nil {
 		return err
@@ -136,14 +136,20 @@ func (s *Server) runOllamaChat(w http.ResponseWriter, r *http.Request, creq *wir
 		if err != nil {
 			return err
 		}
+		var probs []wire.Prob
+		if lp.Logprobs {
+			probs = lp.Trim(wire.Probs(inst.Model, res.Steps, false))
+		}
 		if isGenerate {
 			out := ollama.GenerateResponse{Model: co.Model, CreatedAt: time.Now().UTC(), Response: msg.Content, Thinking: msg.ReasoningContent,
 				Done: true, DoneReason: ollama.DoneReason(res.Final), Metrics: ollama.MetricsOf(res.Final, start),
-				Context: tokenInts(g.task.Prompt, res.Tokens)}
+				Context: tokenInts(g.task.Prompt, res.Tokens), Logprobs: probs}
 			writeJSON(w, http.StatusOK, out)
 			return nil
 		}
-		writeJSON(w, http.StatusOK, ollama.NewChatResponse(co.Model, msg, res.Final, start))
+		out := ollama.NewChatResponse(co.Model, msg, res.Final, start)
+		out.Logprobs = probs
+		writeJSON(w, http.StatusOK, out)
 		return nil
 	}
 	nd := &ndjson{w: w}
@@ -152,7 +158,7 @@ func (s *Server) runOllamaChat(w http.ResponseWriter, r *http.Request, creq *wir
 	if !isGenerate {
 		st = ollama.NewStream(co.Model, start, nd.send)
 	}
-	var out []llama.Token
+	var tr tokenRecord
 	for events.Next() {
 		ev := events.Event()
 		if ev.Err != nil {
@@ -163,15 +169,19 @@ func (s *Server) runOllamaChat(w http.ResponseWriter, r *http.Request, creq *wir
 			continue
 		}
 		var d chat.Delta
-		if ev.Text != "" {
+		if !ev.Done {
+			tr.add(inst.Model, ev, lp)
 			d = parser.Push(ev.Text)
-			out = append(out, ev.Token)
+		}
+		if !isGenerate {
+			st.AddLogprobs(tr.take())
 		}
 		if ev.Done {
 			d = joinDeltas(d, parser.Finish(ev.Stop == engine.StopTypeLimit))
 			if isGenerate {
 				last := ollama.GenerateResponse{Model: co.Model, CreatedAt: time.Now().UTC(), Response: d.Content, Thinking: d.ReasoningContent,
-					Done: true, DoneReason: ollama.DoneReason(ev), Metrics: ollama.MetricsOf(ev, start), Context: tokenInts(g.task.Prompt, out)}
+					Done: true, DoneReason: ollama.DoneReason(ev), Metrics: ollama.MetricsOf(ev, start), Context: tokenInts(g.task.Prompt, tr.tokens),
+					Logprobs: tr.take()}
 				nd.send(last)
 			} else {
 				st.Finish(ev, d)
@@ -184,7 +194,8 @@ func (s *Server) runOllamaChat(w http.ResponseWriter, r *http.Request, creq *wir
 		var ok bool
 		if isGenerate {
 			ok = d.Content == "" && d.ReasoningContent == "" ||
-				nd.send(ollama.GenerateResponse{Model: co.Model, CreatedAt: time.Now().UTC(), Response: d.Content, Thinking: d.ReasoningContent})
+				nd.send(ollama.GenerateResponse{Model: co.Model, CreatedAt: time.Now().UTC(), Response: d.Content, Thinking: d.ReasoningContent,
+					Logprobs: tr.take()})
 		} else {
 			ok = st.Delta(d)
 		}
@@ -196,6 +207,30 @@ func (s *Server) runOllamaChat(w http.ResponseWriter, r *http.Request, creq *wir
 		nd.fail(err)
 	}
 	return nil
+}
+
+// tokenRecord keeps what a generate stream returns of its tokens: the
+// tokens ("context") and, when asked for, the logprobs not yet sent.
+type tokenRecord struct {
+	tokens []llama.Token
+	probs  []wire.Prob
+}
+
+// add records the token event ev, as collect does.
+func (tr *tokenRecord) add(m *llama.Model, ev engine.Event, lp ollama.Logprobs) {
+	if !m.IsEOG(ev.Token) {
+		tr.tokens = append(tr.tokens, ev.Token)
+	}
+	if lp.Logprobs && (ev.Sampled != nil || len(ev.Probs) > 0) {
+		tr.probs = append(tr.probs, lp.Trim(wire.Probs(m, []wire.Step{wire.StepOf(ev)}, false))...)
+	}
+}
+
+// take returns the logprobs not yet sent.
+func (tr *tokenRecord) take() []wire.Prob {
+	p := tr.probs
+	tr.probs = nil
+	return p
 }
 
 // joinDeltas is a followed by b.
@@ -252,7 +287,7 @@ func handleOllamaGenerate(s *Server) handlerFunc {
 			if err != nil {
 				return err
 			}
-			return s.runOllamaChat(w, r, creq, start, req.Context, true)
+			return s.runOllamaChat(w, r, creq, start, req.Context, req.Logprobs, true)
 		}
 		gen, err := ollama.GenerateGen(&req)
 		if err != nil {
@@ -307,12 +342,16 @@ func handleOllamaGenerate(s *Server) handlerFunc {
 				return err
 			}
 			f := res[0].Final
-			writeJSON(w, http.StatusOK, ollama.GenerateResponse{Model: model, CreatedAt: time.Now().UTC(), Response: res[0].Text,
-				Done: true, DoneReason: ollama.DoneReason(f), Metrics: ollama.MetricsOf(f, start), Context: tokenInts(prompt, res[0].Tokens)})
+			out := ollama.GenerateResponse{Model: model, CreatedAt: time.Now().UTC(), Response: res[0].Text,
+				Done: true, DoneReason: ollama.DoneReason(f), Metrics: ollama.MetricsOf(f, start), Context: tokenInts(prompt, res[0].Tokens)}
+			if req.Logprobs.Logprobs {
+				out.Logprobs = req.Logprobs.Trim(wire.Probs(inst.Model, res[0].Steps, false))
+			}
+			writeJSON(w, http.StatusOK, out)
 			return nil
 		}
 		nd := &ndjson{w: w}
-		var out []llama.Token
+		var tr tokenRecord
 		for events.Next() {
 			ev := events.Event()
 			if ev.Err != nil {
@@ -322,16 +361,17 @@ func handleOllamaGenerate(s *Server) handlerFunc {
 			if ev.Progress != nil {
 				continue
 			}
-			if ev.Text != "" {
-				out = append(out, ev.Token)
+			if !ev.Done {
+				tr.add(inst.Model, ev, req.Logprobs)
 			}
 			line := ollama.GenerateResponse{Model: model, CreatedAt: time.Now().UTC(), Response: ev.Text}
 			if ev.Done {
 				line.Done, line.DoneReason = true, ollama.DoneReason(ev)
-				line.Metrics, line.Context = ollama.MetricsOf(ev, start), tokenInts(prompt, out)
+				line.Metrics, line.Context = ollama.MetricsOf(ev, start), tokenInts(prompt, tr.tokens)
 			} else if ev.Text == "" {
 				continue
 			}
+			line.Logprobs = tr.take()
 			if !nd.send(line) || ev.Done {
 				return nil
 			}

@@ -43,6 +43,13 @@ type (
 		PromptEvalCount int       `json:"prompt_eval_count"`
 		EvalCount       int       `json:"eval_count"`
 		Error           string    `json:"error"`
+		Logprobs        []olProb  `json:"logprobs"`
+	}
+	olProb struct {
+		Token       string   `json:"token"`
+		Logprob     float64  `json:"logprob"`
+		Bytes       []int    `json:"bytes"`
+		TopLogprobs []olProb `json:"top_logprobs"`
 	}
 	olModel struct {
 		Name, Model string
@@ -244,6 +251,38 @@ func TestOllamaAPI(t *testing.T) {
 		assert.Equal(t, want, got.Message.Content)
 		assert.Equal(t, "stop", got.DoneReason)
 	})
+	t.Run("logprobs", func(t *testing.T) {
+		// The same values as the OpenAI route's, whole and streamed, with
+		// the alternatives only when asked for.
+		code, oai := postJSON(t, hs.URL+"/v1/chat/completions", map[string]any{"messages": msgs, "temperature": 0, "max_tokens": 16,
+			"logprobs": true, "top_logprobs": 2})
+		require.Equal(t, http.StatusOK, code)
+		raw, err := json.Marshal(oai["choices"].([]any)[0].(map[string]any)["logprobs"].(map[string]any)["content"])
+		require.NoError(t, err)
+		var want []olProb
+		require.NoError(t, json.Unmarshal(raw, &want))
+		require.Len(t, want, 16)
+		got := chat(t, map[string]any{"model": "stories", "messages": msgs, "options": greedy, "logprobs": true, "top_logprobs": 2})
+		assert.Equal(t, want, got.Logprobs)
+		code, lines := olPost(t, hs.URL+"/api/chat", map[string]any{"model": "stories", "messages": msgs, "options": greedy, "logprobs": true, "top_logprobs": 2})
+		require.Equal(t, http.StatusOK, code)
+		var streamed []olProb
+		for _, l := range lines {
+			streamed = append(streamed, l.Logprobs...)
+		}
+		assert.Equal(t, want, streamed)
+		got = chat(t, map[string]any{"model": "stories", "messages": msgs, "options": greedy, "logprobs": true})
+		require.Len(t, got.Logprobs, 16)
+		for i, p := range got.Logprobs {
+			assert.Equal(t, want[i].Token, p.Token)
+			assert.InDelta(t, want[i].Logprob, p.Logprob, 1e-6)
+			assert.Empty(t, p.TopLogprobs)
+		}
+		code, out := olPost(t, hs.URL+"/api/generate", map[string]any{"model": "stories", "prompt": "Once upon a time", "raw": true,
+			"options": greedy, "logprobs": true, "stream": false})
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		assert.Len(t, out[0].Logprobs, 16)
+	})
 	t.Run("errors", func(t *testing.T) {
 		for _, tc := range []struct {
 			path string
@@ -263,6 +302,8 @@ func TestOllamaAPI(t *testing.T) {
 			{"/api/generate", map[string]any{"prompt": "x", "suffix": "y"}, "Infill is not supported"},
 			{"/api/embed", map[string]any{"input": "x"}, "--embeddings"},
 			{"/api/embed", map[string]any{"input": 3}, `"input" must be a string or an array of strings`},
+			{"/api/chat", map[string]any{"messages": msgs, "logprobs": true, "top_logprobs": 21}, `"top_logprobs" must be between 0 and 20`},
+			{"/api/generate", map[string]any{"prompt": "x", "raw": true, "logprobs": true, "top_logprobs": -1}, `"top_logprobs" must be between 0 and 20`},
 		} {
 			code, out := olPost(t, hs.URL+tc.path, tc.body)
 			require.Len(t, out, 1, "%s %v", tc.path, tc.body)

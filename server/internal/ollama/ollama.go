@@ -49,6 +49,13 @@ type (
 		// Think is true, false or a level ("low", "medium", "high").
 		Think     json.RawMessage `json:"think"`
 		KeepAlive json.RawMessage `json:"keep_alive"`
+		Logprobs
+	}
+	// Logprobs asks for the log probability of each generated token, and
+	// of the TopLogprobs most likely tokens at each place (0 to 20).
+	Logprobs struct {
+		Logprobs    bool `json:"logprobs"`
+		TopLogprobs int  `json:"top_logprobs"`
 	}
 	// GenerateRequest is the body of POST /api/generate.
 	GenerateRequest struct {
@@ -67,8 +74,9 @@ type (
 		Think     json.RawMessage `json:"think"`
 		KeepAlive json.RawMessage `json:"keep_alive"`
 		// Context is the deprecated token list of an earlier answer,
-		// which continues it; it is put before a raw prompt.
+		// which continues it; it is put before the prompt.
 		Context []int `json:"context"`
+		Logprobs
 	}
 	// Message is a message of a chat, asked or answered.
 	Message struct {
@@ -147,18 +155,21 @@ type (
 		Message    Message   `json:"message"`
 		Done       bool      `json:"done"`
 		DoneReason string    `json:"done_reason,omitempty"`
+		// Logprobs are those of the tokens of this answer or line.
+		Logprobs []wire.Prob `json:"logprobs,omitempty"`
 		Metrics
 	}
 	// GenerateResponse is an answer of /api/generate, or a line of its
 	// stream.
 	GenerateResponse struct {
-		Model      string    `json:"model"`
-		CreatedAt  time.Time `json:"created_at"`
-		Response   string    `json:"response"`
-		Thinking   string    `json:"thinking,omitempty"`
-		Done       bool      `json:"done"`
-		DoneReason string    `json:"done_reason,omitempty"`
-		Context    []int     `json:"context,omitempty"`
+		Model      string      `json:"model"`
+		CreatedAt  time.Time   `json:"created_at"`
+		Response   string      `json:"response"`
+		Thinking   string      `json:"thinking,omitempty"`
+		Done       bool        `json:"done"`
+		DoneReason string      `json:"done_reason,omitempty"`
+		Context    []int       `json:"context,omitempty"`
+		Logprobs   []wire.Prob `json:"logprobs,omitempty"`
 		Metrics
 	}
 	EmbedResponse struct {
@@ -331,12 +342,47 @@ func think(raw json.RawMessage, c *wire.Chat) error {
 	return wire.Errorf(`"think" must be true, false, "low", "medium" or "high"`)
 }
 
+// NProbs is the number of candidates to sample with for lp (0: none).
+// The sampled token's probability comes with the candidates', so one is
+// asked for when only that is.
+func (lp Logprobs) NProbs() int {
+	if !lp.Logprobs {
+		return 0
+	}
+	return max(lp.TopLogprobs, 1)
+}
+
+// Check refuses a top_logprobs out of range.
+func (lp Logprobs) Check() error {
+	if lp.TopLogprobs < 0 || lp.TopLogprobs > 20 {
+		return wire.Errorf(`"top_logprobs" must be between 0 and 20, got %d`, lp.TopLogprobs)
+	}
+	return nil
+}
+
+// Trim leaves out the alternatives of probs when none were asked for.
+func (lp Logprobs) Trim(probs []wire.Prob) []wire.Prob {
+	if lp.TopLogprobs == 0 {
+		for i := range probs {
+			probs[i].TopLogprobs = nil
+		}
+	}
+	return probs
+}
+
 // newChat is the wire.Chat the chat and generate requests start from.
-func newChat(model string, opts Options, formatRaw, thinkRaw json.RawMessage, stream bool) (*wire.Chat, error) {
+func newChat(model string, opts Options, formatRaw, thinkRaw json.RawMessage, stream bool, lp Logprobs) (*wire.Chat, error) {
 	c := &wire.Chat{AddGenerationPrompt: true, N: 1, Model: model,
 		ToolChoice: chat.ToolChoice{Mode: "auto"}, Messages: []chat.Message{}}
 	if err := opts.Gen(&c.Gen); err != nil {
 		return nil, err
+	}
+	if err := lp.Check(); err != nil {
+		return nil, err
+	}
+	if n := lp.NProbs(); n > 0 {
+		c.Opts.Logprobs = wire.Some("logprobs", true)
+		c.Opts.TopLogprobs = wire.NumInt("top_logprobs", int64(n))
 	}
 	c.Gen.Stream = wire.Some("stream", stream)
 	var err error
@@ -377,7 +423,7 @@ func message(c *wire.Chat, role, content string, images []string, marker string)
 // as the template's enable_thinking (and reasoning_effort for a level),
 // and the options as llama.cpp's parameters.
 func ToChat(req *ChatRequest, marker string) (*wire.Chat, error) {
-	c, err := newChat(req.Model, req.Options, req.Format, req.Think, Streams(req.Stream))
+	c, err := newChat(req.Model, req.Options, req.Format, req.Think, Streams(req.Stream), req.Logprobs)
 	if err != nil {
 		return nil, err
 	}
@@ -472,7 +518,7 @@ func GenerateChat(req *GenerateRequest, marker string) (*wire.Chat, error) {
 	if req.Template != "" {
 		return nil, wire.Errorf(`"template" is not supported: the model's own chat template is used`)
 	}
-	c, err := newChat(req.Model, req.Options, req.Format, req.Think, Streams(req.Stream))
+	c, err := newChat(req.Model, req.Options, req.Format, req.Think, Streams(req.Stream), req.Logprobs)
 	if err != nil {
 		return nil, err
 	}
@@ -502,6 +548,12 @@ func GenerateGen(req *GenerateRequest) (*wire.Gen, error) {
 	var g wire.Gen
 	if err := req.Options.Gen(&g); err != nil {
 		return nil, err
+	}
+	if err := req.Logprobs.Check(); err != nil {
+		return nil, err
+	}
+	if n := req.Logprobs.NProbs(); n > 0 {
+		g.Params.SetInt("n_probs", int64(n))
 	}
 	g.Stream = wire.Some("stream", Streams(req.Stream))
 	return &g, nil
@@ -561,7 +613,13 @@ type Stream struct {
 	start time.Time
 	send  func(v any) bool
 	calls []chat.ToolCall
+	// probs are the logprobs of the tokens not yet sent with a line.
+	probs []wire.Prob
 }
+
+// AddLogprobs adds the logprobs of generated tokens, sent with the next
+// line.
+func (s *Stream) AddLogprobs(p []wire.Prob) { s.probs = append(s.probs, p...) }
 
 // NewStream returns the stream of a chat with model that started at
 // start.
@@ -571,7 +629,9 @@ func NewStream(model string, start time.Time, send func(v any) bool) *Stream {
 
 func (s *Stream) line(m Message) bool {
 	m.Role = chat.RoleAssistant
-	return s.send(ChatResponse{Model: s.model, CreatedAt: time.Now().UTC(), Message: m})
+	probs := s.probs
+	s.probs = nil
+	return s.send(ChatResponse{Model: s.model, CreatedAt: time.Now().UTC(), Message: m, Logprobs: probs})
 }
 
 // Delta sends a parsed piece of the answer.
@@ -605,5 +665,5 @@ func (s *Stream) Finish(ev engine.Event, d chat.Delta) bool {
 		return false
 	}
 	return s.send(ChatResponse{Model: s.model, CreatedAt: time.Now().UTC(), Message: Message{Role: chat.RoleAssistant},
-		Done: true, DoneReason: DoneReason(ev), Metrics: MetricsOf(ev, s.start)})
+		Done: true, DoneReason: DoneReason(ev), Metrics: MetricsOf(ev, s.start), Logprobs: s.probs})
 }
