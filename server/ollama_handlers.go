@@ -41,6 +41,22 @@ func (s *Server) ollamaModel(name string) string {
 	return name
 }
 
+// ollamaKeepAlive reads a request's keep_alive: zero asks to unload the
+// model once the request is answered, which in router mode the returned
+// function does (call it after the request has released the model); in
+// single-model mode the model stays.
+func (s *Server) ollamaKeepAlive(raw json.RawMessage, model string) (func(), error) {
+	unload, err := ollama.UnloadAfter(raw)
+	if err != nil || !unload || !s.router {
+		return func() {}, err
+	}
+	return func() {
+		if e, _ := s.models.Lookup(s.ollamaModel(model)); e != nil {
+			_ = s.models.Unload(context.Background(), e) // "not loaded" is as good
+		}
+	}, nil
+}
+
 // ndjson writes a stream of JSON lines, each flushed.
 type ndjson struct {
 	w       http.ResponseWriter
@@ -91,6 +107,11 @@ func handleOllamaChat(s *Server) handlerFunc {
 		if err := decodeJSON(r, &req); err != nil {
 			return err
 		}
+		after, err := s.ollamaKeepAlive(req.KeepAlive, req.Model)
+		if err != nil {
+			return err
+		}
+		defer after()
 		creq, err := ollama.ToChat(&req, s.mediaMarker)
 		if err != nil {
 			return err
@@ -263,6 +284,11 @@ func handleOllamaGenerate(s *Server) handlerFunc {
 		if err := decodeJSON(r, &req); err != nil {
 			return err
 		}
+		after, err := s.ollamaKeepAlive(req.KeepAlive, req.Model)
+		if err != nil {
+			return err
+		}
+		defer after()
 		if req.Prompt == "" && req.Suffix == "" && len(req.Images) == 0 && len(req.Context) == 0 {
 			// Ollama's way to load a model: an empty prompt.
 			inst, release, err := s.instanceFor(r, s.ollamaModel(req.Model))
@@ -476,6 +502,11 @@ func handleOllamaEmbed(s *Server) handlerFunc {
 		default:
 			return badRequest(`"input" must be a string or an array of strings`)
 		}
+		after, err := s.ollamaKeepAlive(req.KeepAlive, req.Model)
+		if err != nil {
+			return err
+		}
+		defer after()
 		if len(inputs) == 0 {
 			writeJSON(w, http.StatusOK, ollama.EmbedResponse{Model: req.Model, Embeddings: [][]float32{}})
 			return nil

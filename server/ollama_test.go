@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/x/llama"
 	"github.com/x/llama/engine"
 	"github.com/x/llama/internal/gguf"
+	"github.com/x/llama/internal/testenv"
 )
 
 // Ollama's answers as its API documents them, decoded here apart from
@@ -436,4 +439,48 @@ func TestOllamaToolCalls(t *testing.T) {
 	var s struct{ Capabilities []string }
 	require.NoError(t, json.Unmarshal(raw, &s))
 	assert.Subset(t, s.Capabilities, []string{"completion", "tools", "thinking"})
+}
+
+// TestOllamaRouter serves two models by name: Ollama's ":latest" tag finds
+// them, /api/ps lists the loaded ones, and keep_alive 0 unloads a model
+// once its request is answered (ollama stop's request), other values keep
+// it.
+func TestOllamaRouter(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.Symlink(testenv.Model(t, "stories260K.gguf"), filepath.Join(dir, "a.gguf")))
+	require.NoError(t, os.Symlink(testenv.Model(t, "stories260K.gguf"), filepath.Join(dir, "b.gguf")))
+	_, hs := newTestServer(t, Options{ModelsDir: dir, ChatTemplate: "chatml",
+		Engine: engine.Options{Context: llama.ContextOptions{ContextSize: 256}, Parallel: 1}})
+	var tags struct{ Models []olModel }
+	olGet(t, hs.URL+"/api/tags", &tags)
+	assert.Len(t, tags.Models, 2)
+
+	for _, tc := range []struct {
+		keepAlive any
+		loaded    bool
+	}{{nil, true}, {"5m", true}, {-1, true}, {0, false}, {"0", false}, {"0s", false}} {
+		code, out := olPost(t, hs.URL+"/api/generate", map[string]any{"model": "a:latest", "prompt": "Once", "options": map[string]any{"num_predict": 2},
+			"keep_alive": tc.keepAlive, "stream": false})
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		assert.Equal(t, map[string]string{"a": map[bool]string{true: "loaded", false: "unloaded"}[tc.loaded], "b": "unloaded"},
+			modelStatuses(t, hs.URL), "keep_alive %v", tc.keepAlive)
+		var ps struct{ Models []olModel }
+		olGet(t, hs.URL+"/api/ps", &ps)
+		assert.Len(t, ps.Models, map[bool]int{true: 1, false: 0}[tc.loaded])
+	}
+	// The load request of ollama run, then ollama stop's.
+	for _, keepAlive := range []any{nil, 0} {
+		// Not streamed: the unload is done before the answer is sent.
+		code, out := olPost(t, hs.URL+"/api/generate", map[string]any{"model": "b", "keep_alive": keepAlive, "stream": false})
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		assert.Equal(t, "load", out[0].DoneReason)
+	}
+	assert.Equal(t, "unloaded", modelStatuses(t, hs.URL)["b"])
+
+	code, out := olPost(t, hs.URL+"/api/chat", map[string]any{"model": "a", "messages": []map[string]any{{"role": "user", "content": "x"}}, "keep_alive": "soon"})
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, out[0].Error, `"keep_alive" must be`)
+	code, out = olPost(t, hs.URL+"/api/chat", map[string]any{"model": "c", "messages": []map[string]any{{"role": "user", "content": "x"}}})
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, out[0].Error, "model 'c' not found")
 }

@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -557,6 +558,35 @@ func GenerateGen(req *GenerateRequest) (*wire.Gen, error) {
 	}
 	g.Stream = wire.Some("stream", Streams(req.Stream))
 	return &g, nil
+}
+
+// UnloadAfter reads "keep_alive" (seconds as a number or a string, or a
+// duration such as "5m"; negative: forever) and reports whether it asks
+// to unload the model once the request is answered (zero). Other values
+// leave the server's own idle policy (--sleep-idle-seconds) in charge.
+func UnloadAfter(raw json.RawMessage) (bool, error) {
+	var secs float64
+	switch wire.Kind(raw) {
+	case 0:
+		return false, nil
+	case 'n':
+		if json.Unmarshal(raw, &secs) != nil {
+			return false, wire.Errorf(`"keep_alive" must be a number of seconds or a duration`)
+		}
+	case 's':
+		var v string
+		_ = json.Unmarshal(raw, &v)
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			secs = f
+		} else if d, err := time.ParseDuration(v); err == nil {
+			secs = d.Seconds()
+		} else {
+			return false, wire.Errorf(`"keep_alive" must be a number of seconds or a duration like "5m", got %q`, v)
+		}
+	default:
+		return false, wire.Errorf(`"keep_alive" must be a number of seconds or a duration`)
+	}
+	return secs == 0, nil
 }
 
 // DoneReason is Ollama's done_reason for how a generation ended.
