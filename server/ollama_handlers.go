@@ -9,6 +9,7 @@ package server
 // (application/x-ndjson); errors take Ollama's shape {"error": "..."}.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -152,36 +153,74 @@ func (s *Server) runOllamaChat(w http.ResponseWriter, r *http.Request, creq *wir
 	if err != nil {
 		return err
 	}
-	if !g.opt.Stream {
-		res, msg, err := collectChat(ctx, inst, plan, events)
+	run := &ollamaRun{inst: inst, events: events, model: co.Model, start: start, prompt: g.task.Prompt, lp: lp,
+		chat: !isGenerate, stream: g.opt.Stream, parse: plan.ParseOutput, parser: plan.NewStream()}
+	return run.answer(ctx, w)
+}
+
+// deltaParser reads a streamed output: a chat's (chat.Stream) or a raw
+// prompt's, all content (rawText).
+type deltaParser interface {
+	Push(piece string) chat.Delta
+	Finish(limited bool) chat.Delta
+}
+
+// rawText reads an output as content, whole or streamed.
+type rawText struct{}
+
+func (rawText) Push(piece string) chat.Delta { return chat.Delta{Content: piece} }
+func (rawText) Finish(bool) chat.Delta       { return chat.Delta{} }
+func (rawText) Message(text string) chat.Message {
+	return chat.Message{Role: chat.RoleAssistant, Content: text}
+}
+
+// ollamaRun is a started generation of /api/chat or /api/generate, and
+// how to answer it.
+type ollamaRun struct {
+	inst   *instance
+	events eventStream
+	model  string
+	start  time.Time
+	prompt []llama.Token // the tokens a generate answer's "context" starts with
+	lp     ollama.Logprobs
+	chat   bool // /api/chat's shape, else /api/generate's
+	stream bool
+	parse  func(output string) chat.Message // the whole output
+	parser deltaParser                      // the output streamed
+}
+
+// answer writes the answer, whole or as a stream of lines (ctx is the
+// generation's).
+func (o *ollamaRun) answer(ctx context.Context, w http.ResponseWriter) error {
+	m := o.inst.Model
+	if !o.stream {
+		res, err := collect(ctx, m, o.events, 1)
 		if err != nil {
 			return err
 		}
+		r := res[0]
+		msg := o.parse(r.Text)
 		var probs []wire.Prob
-		if lp.Logprobs {
-			probs = lp.Trim(wire.Probs(inst.Model, res.Steps, false))
+		if o.lp.Logprobs {
+			probs = o.lp.Trim(wire.Probs(m, r.Steps, false))
 		}
-		if isGenerate {
-			out := ollama.GenerateResponse{Model: co.Model, CreatedAt: time.Now().UTC(), Response: msg.Content, Thinking: msg.ReasoningContent,
-				Done: true, DoneReason: ollama.DoneReason(res.Final), Metrics: ollama.MetricsOf(res.Final, start),
-				Context: tokenInts(g.task.Prompt, res.Tokens), Logprobs: probs}
+		if o.chat {
+			out := ollama.NewChatResponse(o.model, msg, r.Final, o.start)
+			out.Logprobs = probs
 			writeJSON(w, http.StatusOK, out)
 			return nil
 		}
-		out := ollama.NewChatResponse(co.Model, msg, res.Final, start)
-		out.Logprobs = probs
-		writeJSON(w, http.StatusOK, out)
+		writeJSON(w, http.StatusOK, o.generateLine(chat.Delta{Content: msg.Content, ReasoningContent: msg.ReasoningContent}, &r.Final, r.Tokens, probs))
 		return nil
 	}
 	nd := &ndjson{w: w}
-	parser := plan.NewStream()
 	var st *ollama.Stream
-	if !isGenerate {
-		st = ollama.NewStream(co.Model, start, nd.send)
+	if o.chat {
+		st = ollama.NewStream(o.model, o.start, nd.send)
 	}
 	var tr tokenRecord
-	for events.Next() {
-		ev := events.Event()
+	for o.events.Next() {
+		ev := o.events.Event()
 		if ev.Err != nil {
 			nd.fail(ev.Err)
 			return nil
@@ -191,43 +230,47 @@ func (s *Server) runOllamaChat(w http.ResponseWriter, r *http.Request, creq *wir
 		}
 		var d chat.Delta
 		if !ev.Done {
-			tr.add(inst.Model, ev, lp)
-			d = parser.Push(ev.Text)
-		}
-		if !isGenerate {
-			st.AddLogprobs(tr.take())
+			tr.add(m, ev, o.lp)
+			d = o.parser.Push(ev.Text)
 		}
 		if ev.Done {
-			d = joinDeltas(d, parser.Finish(ev.Stop == engine.StopTypeLimit))
-			if isGenerate {
-				last := ollama.GenerateResponse{Model: co.Model, CreatedAt: time.Now().UTC(), Response: d.Content, Thinking: d.ReasoningContent,
-					Done: true, DoneReason: ollama.DoneReason(ev), Metrics: ollama.MetricsOf(ev, start), Context: tokenInts(g.task.Prompt, tr.tokens),
-					Logprobs: tr.take()}
-				nd.send(last)
-			} else {
+			d = joinDeltas(d, o.parser.Finish(ev.Stop == engine.StopTypeLimit))
+			if st != nil {
+				st.AddLogprobs(tr.take())
 				st.Finish(ev, d)
+			} else {
+				nd.send(o.generateLine(d, &ev, tr.tokens, tr.take()))
 			}
 			return nil
 		}
-		if d.Empty() {
-			continue
-		}
-		var ok bool
-		if isGenerate {
-			ok = d.Content == "" && d.ReasoningContent == "" ||
-				nd.send(ollama.GenerateResponse{Model: co.Model, CreatedAt: time.Now().UTC(), Response: d.Content, Thinking: d.ReasoningContent,
-					Logprobs: tr.take()})
-		} else {
-			ok = st.Delta(d)
+		ok := true
+		switch {
+		case st != nil:
+			st.AddLogprobs(tr.take())
+			ok = d.Empty() || st.Delta(d)
+		case d.Content != "" || d.ReasoningContent != "":
+			ok = nd.send(o.generateLine(d, nil, nil, tr.take()))
 		}
 		if !ok {
 			return nil
 		}
 	}
-	if err := events.Err(); err != nil {
+	if err := o.events.Err(); err != nil {
 		nd.fail(err)
 	}
 	return nil
+}
+
+// generateLine is a line (or the whole answer) of /api/generate: d's
+// text, and when final is the last event, the reason, the metrics and
+// the context of the prompt's tokens and out's.
+func (o *ollamaRun) generateLine(d chat.Delta, final *engine.Event, out []llama.Token, probs []wire.Prob) ollama.GenerateResponse {
+	line := ollama.GenerateResponse{Model: o.model, CreatedAt: time.Now().UTC(), Response: d.Content, Thinking: d.ReasoningContent, Logprobs: probs}
+	if final != nil {
+		line.Done, line.DoneReason = true, ollama.DoneReason(*final)
+		line.Metrics, line.Context = ollama.MetricsOf(*final, o.start), tokenInts(o.prompt, out)
+	}
+	return line
 }
 
 // tokenRecord keeps what a generate stream returns of its tokens: the
@@ -358,54 +401,9 @@ func handleOllamaGenerate(s *Server) handlerFunc {
 		if err != nil {
 			return err
 		}
-		model := req.Model
-		if model == "" {
-			model = inst.Name
-		}
-		if !opt.Stream {
-			res, err := collect(ctx, inst.Model, events, 1)
-			if err != nil {
-				return err
-			}
-			f := res[0].Final
-			out := ollama.GenerateResponse{Model: model, CreatedAt: time.Now().UTC(), Response: res[0].Text,
-				Done: true, DoneReason: ollama.DoneReason(f), Metrics: ollama.MetricsOf(f, start), Context: tokenInts(prompt, res[0].Tokens)}
-			if req.Logprobs.Logprobs {
-				out.Logprobs = req.Logprobs.Trim(wire.Probs(inst.Model, res[0].Steps, false))
-			}
-			writeJSON(w, http.StatusOK, out)
-			return nil
-		}
-		nd := &ndjson{w: w}
-		var tr tokenRecord
-		for events.Next() {
-			ev := events.Event()
-			if ev.Err != nil {
-				nd.fail(ev.Err)
-				return nil
-			}
-			if ev.Progress != nil {
-				continue
-			}
-			if !ev.Done {
-				tr.add(inst.Model, ev, req.Logprobs)
-			}
-			line := ollama.GenerateResponse{Model: model, CreatedAt: time.Now().UTC(), Response: ev.Text}
-			if ev.Done {
-				line.Done, line.DoneReason = true, ollama.DoneReason(ev)
-				line.Metrics, line.Context = ollama.MetricsOf(ev, start), tokenInts(prompt, tr.tokens)
-			} else if ev.Text == "" {
-				continue
-			}
-			line.Logprobs = tr.take()
-			if !nd.send(line) || ev.Done {
-				return nil
-			}
-		}
-		if err := events.Err(); err != nil {
-			nd.fail(err)
-		}
-		return nil
+		run := &ollamaRun{inst: inst, events: events, model: cmp.Or(req.Model, inst.Name), start: start, prompt: prompt, lp: req.Logprobs,
+			stream: opt.Stream, parse: rawText{}.Message, parser: rawText{}}
+		return run.answer(ctx, w)
 	}
 }
 
