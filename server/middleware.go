@@ -310,11 +310,12 @@ func keyScope(r *http.Request) string {
 }
 
 // requireAPIKey accepts requests carrying one of keys, as
-// "Authorization: Bearer KEY" or "x-api-key: KEY"; others get a 401.
-// Keys are compared in constant time (over their SHA-256 digests, so that
-// their lengths do not leak either). An accepted request's context
-// carries the key's digest (keyScope).
-func requireAPIKey(keys []string) func(http.Handler) http.Handler {
+// "Authorization: Bearer KEY" or "x-api-key: KEY"; others get a 401 in
+// d's shape (llama-server answers every route's in its own; Ollama's
+// clients read only theirs). Keys are compared in constant time (over
+// their SHA-256 digests, so that their lengths do not leak either). An
+// accepted request's context carries the key's digest (keyScope).
+func requireAPIKey(keys []string, d dialect) func(http.Handler) http.Handler {
 	digests := make([][32]byte, 0, len(keys))
 	for _, k := range keys {
 		if k != "" {
@@ -339,7 +340,7 @@ func requireAPIKey(keys []string) func(http.Handler) http.Handler {
 				match |= subtle.ConstantTimeCompare(got[:], digests[i][:])
 			}
 			if key == "" || match != 1 {
-				llamaErrors.write(w, apiError(errAuthentication, "Invalid API Key"))
+				d.write(w, apiError(errAuthentication, "Invalid API Key"))
 				return
 			}
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyScopeCtx{}, string(got[:]))))

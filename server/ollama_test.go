@@ -484,3 +484,30 @@ func TestOllamaRouter(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.Contains(t, out[0].Error, "model 'c' not found")
 }
+
+// TestOllamaKey: the API key guards Ollama's routes as every keyed route,
+// and a refusal is in Ollama's shape, which its clients read.
+func TestOllamaKey(t *testing.T) {
+	_, hs := newTestServer(t, Options{APIKeys: []string{"sekret"}})
+	for _, key := range []string{"", "wrong"} {
+		req, err := http.NewRequest(http.MethodGet, hs.URL+"/api/tags", nil)
+		require.NoError(t, err)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		var e struct{ Error string }
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&e))
+		resp.Body.Close()
+		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+		assert.Equal(t, "Invalid API Key", e.Error)
+	}
+	req, err := http.NewRequest(http.MethodGet, hs.URL+"/api/tags", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer sekret")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}

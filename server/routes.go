@@ -147,15 +147,17 @@ func (s *Server) routes() []route {
 // the key check, so that a session is the key's (stream_resume.go).
 func (s *Server) buildHandler() http.Handler {
 	rs := s.routes()
-	auth := requireAPIKey(s.opts.APIKeys)
+	auth, ollamaAuth := requireAPIKey(s.opts.APIKeys, llamaErrors), requireAPIKey(s.opts.APIKeys, ollamaErrors)
 	resumable := resumableStreams(&s.streams)
 	pagePublic := s.pagePublic()
 	hosts, origins := newHostPolicy(s.opts.AllowedHosts), newOriginPolicy(s.opts.CORSOrigins)
 	guard := func(d dialect, a access, h http.Handler) http.Handler {
-		switch a {
-		case keyed:
+		switch {
+		case a == keyed && d == ollamaErrors:
+			h = ollamaAuth(resumable(h))
+		case a == keyed:
 			h = auth(resumable(h))
-		case page:
+		case a == page:
 			h = publicIf(pagePublic, h, auth(h))
 		}
 		return chain(h, checkHost(hosts, d), refuseCrossSite(origins, d))
