@@ -1058,3 +1058,34 @@ func TestEngineSlotSimilarity(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineSharedMemoryFull: when the KV memory the slots share fills,
+// the request holding the most of it ends with an error and frees it; the
+// others go on to their end.
+func TestEngineSharedMemoryFull(t *testing.T) {
+	m, e := newEngTestEngine(t, Options{Parallel: 3, Context: llama.ContextOptions{ContextSize: 256, KVUnified: true}})
+	prompt := engTokenize(t, m, "Once upon a time", true)
+	var tasks []*Request
+	for _, n := range []int{200, 120, 120} { // 3 × 85 cells fill 256 before the short ones end
+		tk := engGreedyTask(prompt, n)
+		tk.Params.IgnoreEOS = true
+		tasks = append(tasks, tk)
+	}
+	results := make([]engResult, len(tasks))
+	var wg sync.WaitGroup
+	for i, tk := range tasks {
+		st, err := e.Submit(context.Background(), tk)
+		require.NoError(t, err)
+		wg.Go(func() { results[i] = engCollect(t, st) })
+	}
+	wg.Wait()
+	require.Error(t, results[0].done.Err)
+	assert.Contains(t, results[0].done.Err.Error(), "context size has been exceeded")
+	for i, n := range []int{120, 120} {
+		require.NoError(t, results[i+1].done.Err, "request %d", i+1)
+		assert.Equal(t, n, results[i+1].done.Generated)
+	}
+	// The engine goes on: a new request is served in full.
+	r := engRun(t, e, engGreedyTask(prompt, 16))
+	assert.Equal(t, 16, r.done.Generated)
+}

@@ -475,6 +475,9 @@ func (e *Engine) step() bool {
 				return true
 			}
 			err = errors.New("engine: context size has been exceeded (the KV cache the slots share is full)")
+			if e.failLargest(err) {
+				return true
+			}
 		}
 		for _, s := range e.slots {
 			if s.tk != nil && s.iBatch != -1 {
@@ -563,6 +566,36 @@ func (e *Engine) presample(slots []*engSlot) {
 	}
 	clear(jobs)
 	e.sampleJobs = jobs[:0]
+}
+
+// failLargest ends, with err, the request of the batch that holds the
+// most of the full shared memory, and frees its cells, so that the others
+// go on (llama-server ends them all; its own note plans this). It reports
+// false where that leaves nothing to go on with: one request in the
+// batch, or a drafter's fault to report, which the caller handles for
+// the whole batch.
+func (e *Engine) failLargest(err error) bool {
+	var largest *engSlot
+	n := 0
+	for _, s := range e.slots {
+		if s.tk == nil || s.iBatch == -1 {
+			continue
+		}
+		if s.spec.fault != nil {
+			return false
+		}
+		n++
+		if largest == nil || len(s.cache) > len(largest.cache) {
+			largest = s
+		}
+	}
+	if n < 2 {
+		return false
+	}
+	e.lctx.Memory().Remove(largest.id, 0, -1)
+	largest.cache = largest.cache[:0]
+	e.fail(largest, err)
+	return true
 }
 
 // clearIdleSlots frees the memory of the idle slots, saving their prompts
