@@ -161,8 +161,7 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) handlerFunc {
 				if err := checkEncoderInput(len(toks), eo); err != nil {
 					return err
 				}
-				tasks[i] = &engine.Request{Kind: engine.KindEmbedding, Prompt: toks, Params: sampling.Defaults(),
-					NKeep: -1, SlotID: -1, Normalize: normalize, PerToken: pooling == llama.PoolingNone}
+				tasks[i] = embeddingTask(toks, normalize, pooling == llama.PoolingNone)
 			}
 			results, err := submitAll(r, inst.embedder(), tasks)
 			if err != nil {
@@ -220,6 +219,14 @@ func submitAll(r *http.Request, e engineAPI, tasks []*engine.Request) ([]engine.
 		out[i] = r.Final
 	}
 	return out, nil
+}
+
+// embeddingTask is the engine request of one embedding input, normalized
+// as normalize says (2: Euclidean, -1: none), a vector per token when
+// perToken.
+func embeddingTask(toks []llama.Token, normalize int, perToken bool) *engine.Request {
+	return &engine.Request{Kind: engine.KindEmbedding, Prompt: toks, Params: sampling.Defaults(),
+		NKeep: -1, SlotID: -1, Normalize: normalize, PerToken: perToken}
 }
 
 // encoderLimit is the most tokens an encoder input may have: one

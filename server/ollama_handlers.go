@@ -21,7 +21,6 @@ import (
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
 	"github.com/x/llama/engine"
-	"github.com/x/llama/sampling"
 	"github.com/x/llama/server/internal/ollama"
 	"github.com/x/llama/server/internal/router"
 	"github.com/x/llama/server/internal/wire"
@@ -42,17 +41,22 @@ func (s *Server) ollamaModel(name string) string {
 	return name
 }
 
-// ollamaKeepAlive reads a request's keep_alive: zero asks to unload the
-// model once the request is answered, which in router mode the returned
-// function does (call it after the request has released the model); in
-// single-model mode the model stays.
-func (s *Server) ollamaKeepAlive(raw json.RawMessage, model string) (func(), error) {
-	unload, err := ollama.UnloadAfter(raw)
+// decodeOllama decodes the body of an Ollama request that runs a model
+// and reads its keep_alive: zero asks to unload the model once the request
+// is answered, which in router mode the returned function does (defer it
+// before the request acquires the model, so that it runs after the
+// release); in single-model mode the model stays.
+func (s *Server) decodeOllama(r *http.Request, req interface{ Head() *ollama.Base }) (after func(), err error) {
+	if err := decodeJSON(r, req); err != nil {
+		return nil, err
+	}
+	b := req.Head()
+	unload, err := ollama.UnloadAfter(b.KeepAlive)
 	if err != nil || !unload || !s.router {
 		return func() {}, err
 	}
 	return func() {
-		if e, _ := s.models.Lookup(s.ollamaModel(model)); e != nil {
+		if e, _ := s.models.Lookup(s.ollamaModel(b.Model)); e != nil {
 			_ = s.models.Unload(context.Background(), e) // "not loaded" is as good
 		}
 	}, nil
@@ -105,10 +109,7 @@ func handleOllamaChat(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		start := time.Now()
 		var req ollama.ChatRequest
-		if err := decodeJSON(r, &req); err != nil {
-			return err
-		}
-		after, err := s.ollamaKeepAlive(req.KeepAlive, req.Model)
+		after, err := s.decodeOllama(r, &req)
 		if err != nil {
 			return err
 		}
@@ -324,10 +325,7 @@ func handleOllamaGenerate(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		start := time.Now()
 		var req ollama.GenerateRequest
-		if err := decodeJSON(r, &req); err != nil {
-			return err
-		}
-		after, err := s.ollamaKeepAlive(req.KeepAlive, req.Model)
+		after, err := s.decodeOllama(r, &req)
 		if err != nil {
 			return err
 		}
@@ -461,8 +459,7 @@ func (s *Server) ollamaEmbed(r *http.Request, model string, inputs []string, nor
 			return nil, 0, err
 		}
 		count += len(toks)
-		tasks[i] = &engine.Request{Kind: engine.KindEmbedding, Prompt: toks, Params: sampling.Defaults(),
-			NKeep: -1, SlotID: -1, Normalize: normalize}
+		tasks[i] = embeddingTask(toks, normalize, false)
 	}
 	results, err := submitAll(r, inst.embedder(), tasks)
 	if err != nil {
@@ -482,9 +479,11 @@ func handleOllamaEmbed(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		start := time.Now()
 		var req ollama.EmbedRequest
-		if err := decodeJSON(r, &req); err != nil {
+		after, err := s.decodeOllama(r, &req)
+		if err != nil {
 			return err
 		}
+		defer after()
 		var inputs []string
 		switch wire.Kind(req.Input) {
 		case 's':
@@ -500,11 +499,6 @@ func handleOllamaEmbed(s *Server) handlerFunc {
 		default:
 			return badRequest(`"input" must be a string or an array of strings`)
 		}
-		after, err := s.ollamaKeepAlive(req.KeepAlive, req.Model)
-		if err != nil {
-			return err
-		}
-		defer after()
 		if len(inputs) == 0 {
 			writeJSON(w, http.StatusOK, ollama.EmbedResponse{Model: req.Model, Embeddings: [][]float32{}})
 			return nil
@@ -522,9 +516,11 @@ func handleOllamaEmbed(s *Server) handlerFunc {
 func handleOllamaEmbeddings(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		var req ollama.EmbeddingsRequest
-		if err := decodeJSON(r, &req); err != nil {
+		after, err := s.decodeOllama(r, &req)
+		if err != nil {
 			return err
 		}
+		defer after()
 		if req.Prompt == "" {
 			writeJSON(w, http.StatusOK, ollama.EmbeddingsResponse{Embedding: []float32{}})
 			return nil

@@ -38,7 +38,7 @@ const APIVersion = "0.17.4"
 type (
 	// ChatRequest is the body of POST /api/chat.
 	ChatRequest struct {
-		Model    string    `json:"model"`
+		Base
 		Messages []Message `json:"messages"`
 		Tools    []Tool    `json:"tools"`
 		// Format is "json" or a JSON Schema the answer must follow.
@@ -48,9 +48,14 @@ type (
 		// Stream is true unless false.
 		Stream *bool `json:"stream"`
 		// Think is true, false or a level ("low", "medium", "high").
-		Think     json.RawMessage `json:"think"`
-		KeepAlive json.RawMessage `json:"keep_alive"`
+		Think json.RawMessage `json:"think"`
 		Logprobs
+	}
+	// Base are the fields of every request that runs a model: its name,
+	// and how long to keep it loaded after (see UnloadAfter).
+	Base struct {
+		Model     string          `json:"model"`
+		KeepAlive json.RawMessage `json:"keep_alive"`
 	}
 	// Logprobs asks for the log probability of each generated token, and
 	// of the TopLogprobs most likely tokens at each place (0 to 20).
@@ -60,20 +65,19 @@ type (
 	}
 	// GenerateRequest is the body of POST /api/generate.
 	GenerateRequest struct {
-		Model  string   `json:"model"`
+		Base
 		Prompt string   `json:"prompt"`
 		Suffix string   `json:"suffix"`
 		System string   `json:"system"`
 		Images []string `json:"images"`
 		// Template is a Go template of Ollama's; the model's own chat
 		// template is used here, so one given is refused.
-		Template  string          `json:"template"`
-		Format    json.RawMessage `json:"format"`
-		Options   Options         `json:"options"`
-		Stream    *bool           `json:"stream"`
-		Raw       bool            `json:"raw"`
-		Think     json.RawMessage `json:"think"`
-		KeepAlive json.RawMessage `json:"keep_alive"`
+		Template string          `json:"template"`
+		Format   json.RawMessage `json:"format"`
+		Options  Options         `json:"options"`
+		Stream   *bool           `json:"stream"`
+		Raw      bool            `json:"raw"`
+		Think    json.RawMessage `json:"think"`
 		// Context is the deprecated token list of an earlier answer,
 		// which continues it; it is put before the prompt.
 		Context []int `json:"context"`
@@ -114,19 +118,17 @@ type (
 	Options map[string]json.RawMessage
 	// EmbedRequest is the body of POST /api/embed.
 	EmbedRequest struct {
-		Model string `json:"model"`
+		Base
 		// Input is a string or an array of strings.
-		Input     json.RawMessage `json:"input"`
-		Truncate  *bool           `json:"truncate"`
-		Options   Options         `json:"options"`
-		KeepAlive json.RawMessage `json:"keep_alive"`
+		Input    json.RawMessage `json:"input"`
+		Truncate *bool           `json:"truncate"`
+		Options  Options         `json:"options"`
 	}
 	// EmbeddingsRequest is the body of the older POST /api/embeddings.
 	EmbeddingsRequest struct {
-		Model     string          `json:"model"`
-		Prompt    string          `json:"prompt"`
-		Options   Options         `json:"options"`
-		KeepAlive json.RawMessage `json:"keep_alive"`
+		Base
+		Prompt  string  `json:"prompt"`
+		Options Options `json:"options"`
 	}
 	// ShowRequest is the body of POST /api/show.
 	ShowRequest struct {
@@ -226,6 +228,9 @@ type (
 		Error string `json:"error"`
 	}
 )
+
+// Head returns the request's Base, for code that takes any request.
+func (b *Base) Head() *Base { return b }
 
 // Streams reports whether a request streams: Ollama's default is true.
 func Streams(stream *bool) bool { return stream == nil || *stream }
