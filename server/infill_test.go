@@ -182,3 +182,46 @@ func merged(a, b map[string]any) map[string]any {
 	}
 	return out
 }
+
+// TestOllamaGenerateSuffix: /api/generate with a suffix fills in the
+// middle as /infill does, whole and streamed, and /api/show says the
+// model can (Ollama's "insert").
+func TestOllamaGenerateSuffix(t *testing.T) {
+	_, hs := newTestServer(t, Options{Model: writeTinyCoder(t), Engine: engine.Options{
+		Parallel: 1, Context: llama.ContextOptions{ContextSize: 1024, BatchSize: 256, Threads: 1},
+	}})
+	prefix, suffix := "def add(a, b):\n    ", "\n\nprint(add(1, 2))\n"
+	var want struct {
+		Content         string `json:"content"`
+		TokensEvaluated int    `json:"tokens_evaluated"`
+	}
+	require.Equal(t, http.StatusOK, xPost(t, hs.URL+"/infill", map[string]any{
+		"input_prefix": prefix, "input_suffix": suffix, "n_predict": 8, "temperature": 0,
+	}, &want))
+	require.NotEmpty(t, want.Content)
+
+	body := map[string]any{"model": "coder", "prompt": prefix, "suffix": suffix, "stream": false,
+		"options": map[string]any{"temperature": 0, "num_predict": 8}}
+	code, out := olPost(t, hs.URL+"/api/generate", body)
+	require.Equal(t, http.StatusOK, code)
+	require.Len(t, out, 1)
+	assert.Equal(t, want.Content, out[0].Response)
+	assert.Equal(t, want.TokensEvaluated, out[0].PromptEvalCount)
+	assert.Equal(t, 8, out[0].EvalCount)
+	assert.True(t, out[0].Done)
+	assert.Equal(t, "length", out[0].DoneReason)
+
+	code, lines := olPost(t, hs.URL+"/api/generate", merged(body, map[string]any{"stream": true}))
+	require.Equal(t, http.StatusOK, code)
+	require.Greater(t, len(lines), 1)
+	streamed := ""
+	for _, l := range lines {
+		streamed += l.Response
+	}
+	assert.Equal(t, want.Content, streamed)
+	assert.True(t, lines[len(lines)-1].Done)
+
+	code, show := postJSON(t, hs.URL+"/api/show", map[string]any{"model": "coder"})
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, show["capabilities"], "insert")
+}

@@ -289,7 +289,8 @@ func (o Options) Gen(g *wire.Gen) error {
 					n = wire.NumInt(to, -1)
 				}
 			}
-			n.SetName(to)
+			// Errors name the option as the client sent it.
+			n.SetName("options." + name)
 			if g.Params == nil {
 				g.Params = wire.Params{}
 			}
