@@ -567,7 +567,7 @@ func Complete(ctx context.Context, url string, body map[string]any) (Reply, erro
 		return r, nil
 	}
 	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	sc.Buffer(make([]byte, 0, 16<<10), 1<<20) // grows only for long lines: a 1 MiB buffer a request would make the GC run in the process under test
 	for sc.Scan() {
 		line, ok := strings.CutPrefix(sc.Text(), "data: ")
 		if !ok {
