@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -63,5 +65,68 @@ func BenchmarkEngineClients(b *testing.B) {
 				b.ReportMetric(float64(tokens)/el.Seconds(), "tok/s")
 			})
 		}
+	}
+}
+
+// BenchmarkLoneRequest measures a lone request's first token after an idle
+// spell (50 to 250 ms, outside the timer: long enough for the engine to
+// pause its compute threads) and its generation speed after it, on
+// stories260K with 2 threads, with the compute threads placed by the
+// kernel (none, llama-server's default), kept to CPUs 0 and 1 (mask: -C 3;
+// the decode's thread is placed and restored around each decode, as
+// pinned) and pinned one to a CPU (strict: -C 3 --cpu-strict 1). Each
+// iteration is one request of 8 prompt and 256 generated tokens; run it
+// with -benchtime 40x or more for the tail.
+func BenchmarkLoneRequest(b *testing.B) {
+	const nGen = 256
+	for _, pin := range []string{"none", "mask", "strict"} {
+		b.Run("pin="+pin, func(b *testing.B) {
+			co := llama.ContextOptions{ContextSize: 2048, Threads: 2, ThreadsBatch: 2}
+			if pin != "none" {
+				if runtime.NumCPU() < 2 {
+					b.Skip("pinning two threads needs CPUs 0 and 1")
+				}
+				co.ThreadPool = llama.ThreadPoolOptions{CPUs: []int{0, 1}, StrictCPU: pin == "strict"}
+			}
+			_, e := newEngTestEngine(b, Options{Parallel: 1, Context: co})
+			var first []time.Duration
+			var gen time.Duration
+			tokens := 0
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				time.Sleep(time.Duration(50+i%5*50) * time.Millisecond)
+				prompt := make([]llama.Token, 8)
+				for k := range prompt {
+					prompt[k] = llama.Token(300 + (i*7+k)%200)
+				}
+				req := NewRequest(prompt)
+				req.NPredict, req.Params.IgnoreEOS, req.Params.Seed = nGen, true, uint32(i)
+				b.StartTimer()
+				start := time.Now()
+				var t0 time.Time
+				for ev, err := range e.Generate(context.Background(), req) {
+					if err != nil {
+						b.Fatal(err)
+					}
+					if t0.IsZero() {
+						t0 = time.Now()
+						first = append(first, t0.Sub(start))
+					}
+					if ev.Done {
+						tokens += ev.Generated - 1
+					}
+				}
+				gen += time.Since(t0)
+			}
+			b.StopTimer()
+			slices.Sort(first)
+			q := func(p float64) float64 { return float64(first[int(p*float64(len(first)-1))]) / 1e6 }
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(q(0.5), "first-p50-ms")
+			b.ReportMetric(q(0.9), "first-p90-ms")
+			b.ReportMetric(q(1), "first-max-ms")
+			b.ReportMetric(float64(tokens)/gen.Seconds(), "tok/s-after-first")
+		})
 	}
 }
