@@ -126,6 +126,13 @@ func BenchmarkLoneRequest(b *testing.B) {
 			b.ReportMetric(q(0.5), "first-p50-ms")
 			b.ReportMetric(q(0.9), "first-p90-ms")
 			b.ReportMetric(q(1), "first-max-ms")
+			slow := 0
+			for _, d := range first {
+				if d > 5*time.Millisecond {
+					slow++
+				}
+			}
+			b.ReportMetric(float64(slow)/float64(len(first)), "first-over-5ms")
 			b.ReportMetric(float64(tokens)/gen.Seconds(), "tok/s-after-first")
 		})
 	}
