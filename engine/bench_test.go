@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/x/llama"
+	"github.com/x/llama/internal/benchlimit"
 	"github.com/x/llama/sampling"
 )
 
@@ -120,8 +120,7 @@ func BenchmarkLoneRequest(b *testing.B) {
 				gen += time.Since(t0)
 			}
 			b.StopTimer()
-			slices.Sort(first)
-			q := func(p float64) float64 { return float64(first[int(p*float64(len(first)-1))]) / 1e6 }
+			q := func(p float64) float64 { return float64(benchlimit.Quantile(first, p)) / 1e6 }
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(q(0.5), "first-p50-ms")
 			b.ReportMetric(q(0.9), "first-p90-ms")

@@ -589,3 +589,15 @@ func Complete(ctx context.Context, url string, body map[string]any) (Reply, erro
 	}
 	return r, errors.New("the stream ended without its last event")
 }
+
+// Quantile returns the q-quantile of ds (nearest rank), 0 for none; ds is
+// left as it is.
+func Quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(q*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}

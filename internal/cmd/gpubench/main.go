@@ -502,7 +502,7 @@ func runModel(cfg config, sh shape, path string) ([]row, error) {
 					quiet := settle(pids)
 					if cfg.verbose {
 						log.Printf("%s: %d clients, stream %v, round %d, %s: %.0f tok/s, TTFT p50 %v; idle %v after the pause",
-							sh.name, c, stream, k, s.name, res.tokS(), quantile(res.ttft, 0.5).Round(10*time.Microsecond), quiet)
+							sh.name, c, stream, k, s.name, res.tokS(), benchlimit.Quantile(res.ttft, 0.5).Round(10*time.Microsecond), quiet)
 					}
 				}
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/internal/benchlimit"
 )
 
 // scrapeSteps reads the engine loop's time by phase and its steps from
@@ -59,17 +60,6 @@ func scrapeSteps(url string) (engine.StepTimes, error) {
 		return st, fmt.Errorf("%d of the %d llamacpp:step_seconds_total series", seen, engine.NumStepPhases)
 	}
 	return st, nil
-}
-
-// quantile returns the q-quantile of ds (nearest rank), 0 for none.
-func quantile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(q*float64(len(s))+0.5) - 1
-	return s[min(max(i, 0), len(s)-1)]
 }
 
 // printTable writes the rows as a Markdown table.
@@ -125,7 +115,7 @@ func (r row) line() string {
 			return "-"
 		}
 		ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64) }
-		return ms(quantile(s.ttft, 0.5)) + " / " + ms(quantile(s.ttft, 0.99))
+		return ms(benchlimit.Quantile(s.ttft, 0.5)) + " / " + ms(benchlimit.Quantile(s.ttft, 0.99))
 	}
 	st := r.steps
 	per := func(ps ...engine.StepPhase) string {
