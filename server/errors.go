@@ -211,6 +211,16 @@ func (he *httpError) detail(code int) errorDetail {
 	return errorDetail{Code: code, Message: he.Msg, Type: he.Type, NPromptTokens: he.NPromptTokens, NCtx: he.NCtx}
 }
 
+// keyRefusal is the dialect a refused API key is answered in on d's
+// routes: llama-server's on every route it has (it answers them all in its
+// own shape), Ollama's on Ollama's, whose clients read only theirs.
+func (d dialect) keyRefusal() dialect {
+	if d == ollamaErrors {
+		return ollamaErrors
+	}
+	return llamaErrors
+}
+
 // render returns err's HTTP status and its body in d's shape.
 func (d dialect) render(err error) (int, any) {
 	he := classify(err)

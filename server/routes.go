@@ -147,18 +147,23 @@ func (s *Server) routes() []route {
 // the key check, so that a session is the key's (stream_resume.go).
 func (s *Server) buildHandler() http.Handler {
 	rs := s.routes()
-	auth, ollamaAuth := requireAPIKey(s.opts.APIKeys, llamaErrors), requireAPIKey(s.opts.APIKeys, ollamaErrors)
+	auths := map[dialect]func(http.Handler) http.Handler{}
+	auth := func(d dialect) func(http.Handler) http.Handler {
+		d = d.keyRefusal()
+		if auths[d] == nil {
+			auths[d] = requireAPIKey(s.opts.APIKeys, d)
+		}
+		return auths[d]
+	}
 	resumable := resumableStreams(&s.streams)
 	pagePublic := s.pagePublic()
 	hosts, origins := newHostPolicy(s.opts.AllowedHosts), newOriginPolicy(s.opts.CORSOrigins)
 	guard := func(d dialect, a access, h http.Handler) http.Handler {
-		switch {
-		case a == keyed && d == ollamaErrors:
-			h = ollamaAuth(resumable(h))
-		case a == keyed:
-			h = auth(resumable(h))
-		case a == page:
-			h = publicIf(pagePublic, h, auth(h))
+		switch a {
+		case keyed:
+			h = auth(d)(resumable(h))
+		case page:
+			h = publicIf(pagePublic, h, auth(d)(h))
 		}
 		return chain(h, checkHost(hosts, d), refuseCrossSite(origins, d))
 	}
@@ -171,7 +176,7 @@ func (s *Server) buildHandler() http.Handler {
 	}
 	// A path no route has is a 404, behind the key as every route but the
 	// public ones (as llama-server's, whose key check runs before routing).
-	missing := auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	missing := auth(llamaErrors)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		llamaErrors.write(w, errFileNotFound())
 	}))
 	notFound := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
