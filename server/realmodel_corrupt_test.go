@@ -21,20 +21,26 @@ import (
 // 270M (truncated at offsets over every section, bytes changed in the
 // header and metadata) beside the intact file: a request routed to a
 // damaged one is an error naming why the load failed, the server stays up,
-// and the intact model still answers afterwards.
+// and the intact model still answers afterwards. Only one damaged copy is
+// on disk at a time.
 func TestRouterCorruptRealModels(t *testing.T) {
 	src := testenv.RealModel(t, "gemma3-270m")
 	dir := t.TempDir()
 	require.NoError(t, os.Symlink(src, filepath.Join(dir, "gemma.gguf")))
 	cases := gguftest.Corruptions(t, src)
-	for i, c := range cases {
-		gguftest.WriteCorrupt(t, src, dir, fmt.Sprintf("bad%02d.gguf", i), c)
+	// The router lists the folder once, at start; each damaged copy is
+	// written into its (empty) file only for its own case and emptied
+	// after, so the test holds one copy on disk at a time, not forty.
+	for i := range cases {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("bad%02d.gguf", i)), nil, 0o644))
 	}
 	_, ts := newTestServer(t, Options{ModelsDir: dir, ModelsMax: 1, ChatTemplate: "chatml",
 		Engine: engine.Options{Context: llama.ContextOptions{ContextSize: 512, Threads: 1, ThreadsBatch: 1}, Parallel: 1}})
 	for i, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			model := fmt.Sprintf("bad%02d", i)
+			p := gguftest.WriteCorrupt(t, src, dir, model+".gguf", c)
+			t.Cleanup(func() { assert.NoError(t, os.Truncate(p, 0)) })
 			code, data := call(t, "POST", ts.URL+"/tokenize", map[string]any{"content": "hi", "model": model}, nil)
 			require.GreaterOrEqual(t, code, 400, "%s", data)
 			msg, _ := errOf(t, data)["message"].(string)
