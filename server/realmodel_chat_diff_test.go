@@ -23,7 +23,7 @@ import (
 // apply-template cases, which start both servers without a template.
 
 // startGemmaChatPair starts both servers with the Gemma 3 template.
-func startGemmaChatPair(t *testing.T, allowed map[string]string) diffPair {
+func startGemmaChatPair(t *testing.T, allowed deviations) diffPair {
 	tmpl := gemmaTemplateFile(t)
 	return startRealDiffPairWith(t, allowed, []string{"--jinja", "--chat-template-file", tmpl},
 		func(o *Options) { o.ChatTemplateFile = tmpl })
