@@ -167,6 +167,56 @@ func TestResponsesFunctionCall(t *testing.T) {
 	assert.Greater(t, withCall.InputTokens, without.InputTokens+5, "the call and its output are in the prompt")
 }
 
+// TestResponsesTextFormat: text.format constrains the answer, as
+// OpenAI's clients ask for it (responses.parse with a schema), streamed or
+// not; a streamed message item is announced with its (empty) content
+// list, which the clients' stream accumulators append the parts to.
+func TestResponsesTextFormat(t *testing.T) {
+	_, hs := newTestServer(t, Options{})
+	schema := map[string]any{"type": "object", "additionalProperties": false, "required": []string{"name", "age"},
+		"properties": map[string]any{"name": map[string]any{"type": "string", "maxLength": 6}, "age": map[string]any{"type": "integer", "minimum": 0, "maximum": 99}}}
+	for _, tc := range []struct {
+		name   string
+		format map[string]any
+		check  func(t *testing.T, v any)
+	}{
+		{"json_schema", map[string]any{"type": "json_schema", "name": "person", "strict": true, "schema": schema}, func(t *testing.T, v any) {
+			obj, ok := v.(map[string]any)
+			require.True(t, ok, "%v", v)
+			assert.IsType(t, "", obj["name"])
+			assert.IsType(t, float64(0), obj["age"])
+			assert.Len(t, obj, 2)
+		}},
+		{"json_object", map[string]any{"type": "json_object"}, func(t *testing.T, v any) { assert.IsType(t, map[string]any{}, v) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := map[string]any{"input": "A person:", "text": map[string]any{"format": tc.format}, "max_output_tokens": 80, "temperature": 0}
+			var resp respdialect.Object
+			require.Equal(t, http.StatusOK, xPost(t, hs.URL+"/v1/responses", body, &resp))
+			require.Len(t, resp.Output, 1)
+			require.Len(t, resp.Output[0].Content, 1)
+			text := resp.Output[0].Content[0].Text
+			var v any
+			require.NoError(t, json.Unmarshal([]byte(text), &v), "%q", text)
+			tc.check(t, v)
+
+			events := xStream(t, hs.URL+"/v1/responses", merged(body, map[string]any{"stream": true}))
+			deltas := ""
+			for _, e := range events {
+				switch e["type"] {
+				case "response.output_item.added":
+					item := e["item"].(map[string]any)
+					assert.Equal(t, "message", item["type"])
+					assert.Equal(t, []any{}, item["content"], "a message item is announced with an empty content list")
+				case "response.output_text.delta":
+					deltas += e["delta"].(string)
+				}
+			}
+			assert.Equal(t, text, deltas)
+		})
+	}
+}
+
 func TestResponsesErrors(t *testing.T) {
 	_, hs := newTestServer(t, Options{})
 	tests := []struct {

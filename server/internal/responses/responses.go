@@ -63,6 +63,17 @@ type Reasoning struct {
 	GenerateSummary string `json:"generate_summary"`
 }
 
+// Text is the text option. Its format asks for plain text ("text", the
+// default), a JSON object ("json_object") or JSON that follows a schema
+// ({"type": "json_schema", "name", "schema", "strict"}: flat, where a chat
+// completion's response_format nests it); verbosity changes nothing here.
+type Text struct {
+	Format *struct {
+		Type   string          `json:"type"`
+		Schema json.RawMessage `json:"schema"`
+	} `json:"format"`
+}
+
 // Request holds the fields of a Responses body that are its own; the
 // others are chat completion fields (parallel_tool_calls, stream_options,
 // a tool_choice mode and the sampling fields among them), which the server
@@ -79,6 +90,7 @@ type Request struct {
 	Tools              wire.Opt[[]Tool] `json:"tools"`
 	MaxOutputTokens    wire.Num         `json:"max_output_tokens"`
 	Reasoning          json.RawMessage  `json:"reasoning"`
+	Text               wire.Opt[Text]   `json:"text"`
 	// Messages is not read: a chat completion's messages are no
 	// Responses field.
 	Messages json.RawMessage `json:"messages"`
@@ -169,6 +181,9 @@ func (b *Request) ToChat(marker string, c ChatFields) (*wire.Chat, error) {
 		req.ToolChoice = chat.ToolChoice{Mode: "function", Function: tc.Name}
 		*c.ToolChoice = nil
 	}
+	if err := b.textFormat(req); err != nil {
+		return nil, err
+	}
 	if b.MaxOutputTokens.Set {
 		b.MaxOutputTokens.SetName("max_tokens")
 		n, err := b.MaxOutputTokens.Integer()
@@ -188,6 +203,28 @@ func (b *Request) ToChat(marker string, c ChatFields) (*wire.Chat, error) {
 		}
 	}
 	return req, nil
+}
+
+// textFormat reads text.format into req's JSON Schema: json_object is
+// any JSON object, json_schema its schema.
+func (b *Request) textFormat(req *wire.Chat) error {
+	var t Text
+	if err := b.Text.Read(&t, `an object like {"format": {"type": "json_schema", "name": ..., "schema": {...}}}`); err != nil || t.Format == nil {
+		return err
+	}
+	switch t.Format.Type {
+	case "", "text":
+	case "json_object":
+		req.Schema = json.RawMessage(`{"type": "object"}`)
+	case "json_schema":
+		if wire.Kind(t.Format.Schema) != 'o' {
+			return wire.Errorf(`"text.format.schema" must be a JSON Schema object`)
+		}
+		req.Schema = t.Format.Schema
+	default:
+		return wire.Errorf(`"text.format.type" must be "text", "json_object" or "json_schema", got %q`, t.Format.Type)
+	}
+	return nil
 }
 
 // joinParts is the text of parts joined with newlines, as templates that
@@ -355,8 +392,8 @@ type (
 		Type      string    `json:"type"`
 		Status    string    `json:"status"`
 		Role      string    `json:"role,omitempty"`
-		Content   []OutPart `json:"content,omitempty"`
-		Summary   []OutPart `json:"summary,omitempty"`
+		Content   []OutPart `json:"content,omitzero"`
+		Summary   []OutPart `json:"summary,omitzero"`
 		CallID    string    `json:"call_id,omitempty"`
 		Name      string    `json:"name,omitempty"`
 		Arguments *string   `json:"arguments,omitempty"`
@@ -379,11 +416,13 @@ type (
 		Logprobs       *[]any         `json:"logprobs,omitempty"`
 		Timings        *wire.Timings  `json:"timings,omitempty"`
 	}
+	// OutPart is a content part: output_text (with its annotations and
+	// logprobs, empty) or reasoning_text (without).
 	OutPart struct {
 		Type        string `json:"type"`
 		Text        string `json:"text"`
-		Annotations []any  `json:"annotations"`
-		Logprobs    []any  `json:"logprobs"`
+		Annotations []any  `json:"annotations,omitzero"`
+		Logprobs    []any  `json:"logprobs,omitzero"`
 	}
 	Usage struct {
 		InputTokens         int              `json:"input_tokens"`

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama/chat"
+	"github.com/x/llama/engine"
 	"github.com/x/llama/server/internal/wire"
 )
 
@@ -45,6 +46,21 @@ func TestToChat(t *testing.T) {
 				assert.Equal(t, "low", c.ReasoningEffort)
 				assert.False(t, cf.ReasoningEffort.Set, "reasoning.effort wins over reasoning_effort")
 			}, ""},
+		{"text.format json_schema is the answer's schema", `{"input":"x","text":{"format":{"type":"json_schema","name":"p","strict":true,"schema":{"type":"object","properties":{"a":{"type":"integer"}}}},"verbosity":"low"}}`,
+			func(t *testing.T, c *wire.Chat, _ ChatFields) {
+				assert.JSONEq(t, `{"type":"object","properties":{"a":{"type":"integer"}}}`, string(c.Schema))
+			}, ""},
+		{"text.format json_object is any object", `{"input":"x","text":{"format":{"type":"json_object"}}}`,
+			func(t *testing.T, c *wire.Chat, _ ChatFields) {
+				assert.JSONEq(t, `{"type":"object"}`, string(c.Schema))
+			}, ""},
+		{"text.format text and a verbosity alone constrain nothing", `{"input":"x","text":{"format":{"type":"text"}}}`,
+			func(t *testing.T, c *wire.Chat, _ ChatFields) { assert.Nil(t, c.Schema) }, ""},
+		{"text without format", `{"input":"x","text":{"verbosity":"high"}}`,
+			func(t *testing.T, c *wire.Chat, _ ChatFields) { assert.Nil(t, c.Schema) }, ""},
+		{"bad text", `{"input":"x","text":"json"}`, nil, `"text" must be an object like {"format": {"type": "json_schema", "name": ..., "schema": {...}}}`},
+		{"text.format json_schema without a schema", `{"input":"x","text":{"format":{"type":"json_schema","name":"p"}}}`, nil, `"text.format.schema" must be a JSON Schema object`},
+		{"unknown text.format", `{"input":"x","text":{"format":{"type":"xml"}}}`, nil, `"text.format.type" must be "text", "json_object" or "json_schema", got "xml"`},
 		{"no input", `{}`, nil, `"input" is required`},
 		{"bad input", `{"input":5}`, nil, `"input" must be a string or an array of input items`},
 		{"previous response", `{"input":"x","previous_response_id":"r"}`, nil, `"previous_response_id" is not supported: send the previous output items as input`},
@@ -97,4 +113,43 @@ func FuzzToChat(f *testing.F) {
 			assert.ErrorAs(t, err, &we)
 		}
 	})
+}
+
+// TestStreamItemShapes pins the JSON of the items a stream announces and
+// closes, in the shapes OpenAI's clients build on: the Python client's
+// stream accumulator appends a message's parts to the content list of its
+// output_item.added, and a reasoning item always has a summary list.
+func TestStreamItemShapes(t *testing.T) {
+	var added, done []string
+	s := NewStream(Object{ID: "resp_1", Object: "response", Status: "completed", Model: "m"}, func(typ string, ev Event) bool {
+		b, err := json.Marshal(ev.Item)
+		require.NoError(t, err)
+		switch typ {
+		case "response.output_item.added":
+			added = append(added, string(b))
+		case "response.output_item.done":
+			done = append(done, string(b))
+		}
+		return true
+	})
+	require.True(t, s.Begin())
+	require.True(t, s.Delta(chat.Delta{ReasoningContent: "hm"}))
+	require.True(t, s.Delta(chat.Delta{Content: "ok"}))
+	require.True(t, s.Finish(chat.Delta{ToolCalls: []chat.ToolCallDelta{{Index: 0, ID: "call_1", Name: "f", ArgumentsDelta: "{}"}}}, engine.Event{}, nil))
+	require.Len(t, added, 3)
+	require.Len(t, done, 3)
+	shape := func(item string) map[string]any {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(item), &m))
+		delete(m, "id")
+		return m
+	}
+	assert.Equal(t, map[string]any{"type": "reasoning", "status": "in_progress", "summary": []any{}}, shape(added[0]))
+	assert.Equal(t, map[string]any{"type": "message", "status": "in_progress", "role": "assistant", "content": []any{}}, shape(added[1]))
+	assert.Equal(t, map[string]any{"type": "function_call", "status": "in_progress", "call_id": "call_1", "name": "f", "arguments": ""}, shape(added[2]))
+	assert.Equal(t, map[string]any{"type": "reasoning", "status": "completed", "summary": []any{},
+		"content": []any{map[string]any{"type": "reasoning_text", "text": "hm"}}}, shape(done[0]))
+	assert.Equal(t, map[string]any{"type": "message", "status": "completed", "role": "assistant",
+		"content": []any{map[string]any{"type": "output_text", "text": "ok", "annotations": []any{}, "logprobs": []any{}}}}, shape(done[1]))
+	assert.Equal(t, map[string]any{"type": "function_call", "status": "completed", "call_id": "call_1", "name": "f", "arguments": "{}"}, shape(done[2]))
 }
