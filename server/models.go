@@ -1,6 +1,7 @@
 package server
 
-// The model list (GET /v1/models, GET /models) and router mode's loading,
+// The model list (GET /v1/models, GET /models), one model's entry (GET
+// /v1/models/{model}, OpenAI's retrieval), and router mode's loading,
 // unloading and events (/models/load, /models/unload, /models/sse): thin
 // handlers over internal/router. Downloads and removals are in
 // models_admin.go.
@@ -19,6 +20,23 @@ func handleModels(s *Server) handlerFunc {
 			}
 		}
 		writeJSON(w, http.StatusOK, s.models.List())
+		return nil
+	}
+}
+
+// handleModel answers OpenAI's model retrieval with the entry of the model
+// that a request naming it runs on: out of router mode the one model,
+// whatever the name, as the generation endpoints take any name. An unknown
+// name is a 404. The name is the rest of the path, slashes included (a
+// model file's path, or a repository's name, may hold some).
+func handleModel(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		name := r.PathValue("model")
+		e, _ := s.models.Lookup(name)
+		if e == nil || name == "" {
+			return apiError(errNotFound, "model '%s' not found", name)
+		}
+		writeJSON(w, http.StatusOK, s.models.Card(e))
 		return nil
 	}
 }

@@ -64,12 +64,13 @@ func (s *Server) routes() []route {
 		{"GET /lora-adapters", keyed, llamaErrors, handleGetLoRA(s)},
 		{"POST /lora-adapters", keyed, llamaErrors, handlePostLoRA(s)},
 
-		// Models: the OpenAI list (models.go), keyed as in llama-server
+		// Models: the OpenAI list and retrieval (models.go), keyed as in llama-server
 		// (in router mode it names model files and ?reload=1 rescans
 		// them), and router mode's loading, unloading, events
 		// (models.go), and downloads and removals (models_admin.go):
 		// thin handlers over internal/router.
 		{"GET /v1/models", keyed, llamaErrors, handleModels(s)},
+		{"GET /v1/models/{model...}", keyed, openAIErrors, handleModel(s)},
 		{"GET /models", keyed, llamaErrors, handleModels(s)},
 		{"GET /models/sse", keyed, llamaErrors, handleModelsSSE(s)},
 		{"POST /models/load", keyed, llamaErrors, handleModelsLoad(s)},

@@ -572,6 +572,18 @@ func TestServerRouterMode(t *testing.T) {
 	assert.Equal(t, map[string]string{"stories260K": "unloaded", "llama-2-tiny-random": "loaded"}, modelStatuses(t, ts.URL))
 	assert.Equal(t, a, tokens("stories260K"))
 
+	// OpenAI's retrieval names the model in the path, and loads nothing.
+	code, card := callJSON(t, "GET", ts.URL+"/v1/models/llama-2-tiny-random", nil)
+	require.Equal(t, 200, code, "%v", card)
+	assert.Equal(t, "llama-2-tiny-random", card["id"])
+	assert.Equal(t, "unloaded", card["status"].(map[string]any)["value"])
+	code, card = callJSON(t, "GET", ts.URL+"/v1/models/stories260K", nil)
+	require.Equal(t, 200, code, "%v", card)
+	assert.Equal(t, "loaded", card["status"].(map[string]any)["value"])
+	code, data = call(t, "GET", ts.URL+"/v1/models/gpt-9", nil, nil)
+	assert.Equal(t, 404, code, "%s", data)
+	assert.Equal(t, "model 'gpt-9' not found", errOf(t, data)["message"])
+
 	// GET endpoints take the model from the query.
 	code, props := callJSON(t, "GET", ts.URL+"/props?model=stories260K", nil)
 	require.Equal(t, 200, code)

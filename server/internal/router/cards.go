@@ -122,6 +122,13 @@ func (r *Router[I]) cardLocked(e *Model[I]) Card {
 	return c
 }
 
+// Card returns e's entry in /v1/models.
+func (r *Router[I]) Card(e *Model[I]) Card {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cardLocked(e)
+}
+
 // List returns the model list of GET /v1/models.
 func (r *Router[I]) List() List {
 	r.mu.Lock()
