@@ -189,6 +189,44 @@ func TestAnthropicToolRoundTrip(t *testing.T) {
 	assert.Greater(t, count(msgs), count(msgs[:1])+10)
 }
 
+// TestAnthropicDocuments: the official client's text documents and search
+// results reach the prompt as the text they hold (llama-server drops
+// them unseen): counted as the same text sent as text blocks. A PDF is
+// refused, not dropped.
+func TestAnthropicDocuments(t *testing.T) {
+	_, hs := newTestServer(t, Options{})
+	ctx := context.Background()
+	client := anthClient(hs.URL)
+	count := func(blocks ...anthropic.ContentBlockParamUnion) int64 {
+		t.Helper()
+		n, err := client.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: "stories",
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(blocks...)}})
+		require.NoError(t, err)
+		return n.InputTokens
+	}
+	question := anthropic.NewTextBlock("What color is the sky?")
+	doc := anthropic.ContentBlockParamUnion{OfDocument: &anthropic.DocumentBlockParam{Title: anthropic.String("Notes"),
+		Source: anthropic.DocumentBlockParamSourceUnion{OfText: &anthropic.PlainTextSourceParam{Data: "The sky is green."}}}}
+	result := anthropic.NewSearchResultBlock([]anthropic.TextBlockParam{{Text: "Grass is blue."}}, "https://example.org/a", "Colors")
+	assert.Equal(t, count(anthropic.NewTextBlock("Notes\n\nThe sky is green."), question), count(doc, question))
+	assert.Equal(t, count(anthropic.NewTextBlock("Colors\n\nhttps://example.org/a\n\nGrass is blue."), question), count(result, question))
+	assert.Greater(t, count(doc, question), count(question))
+
+	msg, err := client.Messages.New(ctx, anthropic.MessageNewParams{Model: "stories", MaxTokens: 4,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(doc, question)}})
+	require.NoError(t, err)
+	assert.EqualValues(t, 4, msg.Usage.OutputTokens)
+
+	pdf := anthropic.ContentBlockParamUnion{OfDocument: &anthropic.DocumentBlockParam{
+		Source: anthropic.DocumentBlockParamSourceUnion{OfBase64: &anthropic.Base64PDFSourceParam{Data: "JVBERi0xLjQK"}}}}
+	_, err = client.Messages.New(ctx, anthropic.MessageNewParams{Model: "stories", MaxTokens: 4,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(pdf, question)}})
+	var apiErr *anthropic.Error
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
+	assert.Contains(t, apiErr.Error(), `document source type \"base64\" (application/pdf) cannot be read by this server`)
+}
+
 func TestAnthropicErrors(t *testing.T) {
 	_, hs := newTestServer(t, Options{})
 	tests := []struct {

@@ -9,6 +9,7 @@ package anthropic
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,7 +48,11 @@ type (
 		// ChatTemplateKwargs is llama.cpp's extension, passed through.
 		ChatTemplateKwargs map[string]any `json:"chat_template_kwargs"`
 		// OutputConfig's format constrains the answer to a JSON Schema.
-		OutputConfig      *OutputConfig      `json:"output_config"`
+		OutputConfig *OutputConfig `json:"output_config"`
+		// OutputFormat is the same format under its name of the
+		// structured-outputs beta, which the SDKs' beta calls still send;
+		// output_config.format wins when both are given.
+		OutputFormat      *OutputFormat      `json:"output_format"`
 		Metadata          *Metadata          `json:"metadata"`
 		ContextManagement *ContextManagement `json:"context_management"`
 		ServiceTier       string             `json:"service_tier"`
@@ -66,7 +71,9 @@ type (
 		Input        json.RawMessage `json:"input,omitempty"`
 		ToolUseID    string          `json:"tool_use_id,omitempty"`
 		Content      json.RawMessage `json:"content,omitempty"`
-		Source       json.RawMessage `json:"source,omitempty"` // image blocks
+		Source       json.RawMessage `json:"source,omitempty"`  // image and document blocks; a search result's URL
+		Title        string          `json:"title,omitempty"`   // documents and search results
+		Context      string          `json:"context,omitempty"` // documents
 		IsError      bool            `json:"is_error,omitempty"`
 		CacheControl *CacheControl   `json:"cache_control,omitempty"`
 	}
@@ -192,7 +199,9 @@ type (
 // blocks of a message are its content parts, which templates see joined
 // with newlines. Blocks of types without a meaning here (server tool
 // results, search results, containers) are left out, as llama-server
-// leaves them out; a document is refused rather than dropped unseen.
+// leaves them out. Text documents and search results are text parts (see
+// sourceText), where llama-server drops them unseen; a document the model
+// cannot read (a PDF, a URL, a file) is refused.
 func ToChat(req *Request, marker string) (*wire.Chat, error) {
 	out := &wire.Chat{AllowEmpty: true, AddGenerationPrompt: true, N: 1, Model: req.Model,
 		ToolChoice: chat.ToolChoice{Mode: "auto"}, Messages: []chat.Message{}}
@@ -281,8 +290,12 @@ func ToChat(req *Request, marker string) (*wire.Chat, error) {
 					return nil, wire.Errorf("messages[%d].content[%d]: %v", i, j, err)
 				}
 				parts = append(parts, wire.TextOrImage{Image: true, URL: url})
-			case "document":
-				return nil, wire.Errorf("messages[%d].content[%d]: %s blocks are not supported by this model", i, j, b.Type)
+			case "document", "search_result":
+				text, err := sourceText(b)
+				if err != nil {
+					return nil, wire.Errorf("messages[%d].content[%d]: %v", i, j, err)
+				}
+				parts = append(parts, wire.TextOrImage{Text: text})
 			case "":
 				return nil, wire.Errorf("messages[%d].content[%d] has no type", i, j)
 			default:
@@ -399,15 +412,19 @@ func ToChat(req *Request, marker string) (*wire.Chat, error) {
 			// "adaptive" (and any newer kind): the template's default.
 		}
 	}
+	format, field := req.OutputFormat, "output_format"
 	if oc := req.OutputConfig; oc != nil && oc.Format != nil {
-		switch oc.Format.Type {
+		format, field = oc.Format, "output_config.format"
+	}
+	if format != nil {
+		switch format.Type {
 		case "json_schema":
-			if wire.Kind(oc.Format.Schema) != 'o' {
-				return nil, wire.Errorf(`"output_config.format.schema" must be a JSON Schema object`)
+			if wire.Kind(format.Schema) != 'o' {
+				return nil, wire.Errorf(`"%s.schema" must be a JSON Schema object`, field)
 			}
-			out.Schema = compactJSON(oc.Format.Schema)
+			out.Schema = compactJSON(format.Schema)
 		default:
-			return nil, wire.Errorf(`"output_config.format.type" must be "json_schema"`)
+			return nil, wire.Errorf(`"%s.type" must be "json_schema"`, field)
 		}
 	}
 	if len(kwargs) > 0 {
@@ -464,7 +481,16 @@ func resultText(raw json.RawMessage) (string, error) {
 			switch b.Type {
 			case "text":
 				sb.WriteString(b.Text)
-			case "image", "document":
+			case "document", "search_result":
+				text, err := sourceText(b)
+				if err != nil {
+					return "", err
+				}
+				if sb.Len() > 0 {
+					sb.WriteString("\n\n")
+				}
+				sb.WriteString(text)
+			case "image":
 				// llama-server passes them on as images, which a model
 				// without a multimodal projector refuses.
 				return "", errors.New(noImageInput)
@@ -473,6 +499,72 @@ func resultText(raw json.RawMessage) (string, error) {
 		return sb.String(), nil
 	}
 	return "", wire.Errorf("tool_result content must be a string or an array of blocks")
+}
+
+// sourceText is the text a document or search_result block shows the
+// model: its title, a document's context or a search result's source URL,
+// and its text, as paragraphs. A document's text is a plain-text source
+// ({"type": "text", "data": ...}) or a content source (a string or text
+// blocks); its other sources (base64 such as PDFs, URLs, files) cannot be
+// read here and are refused. A search result's text is its text blocks.
+func sourceText(b Block) (string, error) {
+	paras := []string{b.Title}
+	var content json.RawMessage
+	if b.Type == "search_result" {
+		var url string
+		if json.Unmarshal(b.Source, &url) != nil {
+			return "", errors.New("search_result source must be a string (its URL)")
+		}
+		paras = append(paras, url)
+		content = b.Content
+	} else {
+		var src struct {
+			Type      string          `json:"type"`
+			MediaType string          `json:"media_type"`
+			Data      string          `json:"data"`
+			Content   json.RawMessage `json:"content"`
+		}
+		if wire.Kind(b.Source) != 'o' || json.Unmarshal(b.Source, &src) != nil {
+			return "", errors.New("document block needs a source object")
+		}
+		paras = append(paras, b.Context)
+		switch src.Type {
+		case "text":
+			paras = append(paras, src.Data)
+		case "content":
+			content = src.Content
+		default:
+			return "", fmt.Errorf("document source type %q (%s) cannot be read by this server: send the text as a text source", src.Type, cmp.Or(src.MediaType, "no media type"))
+		}
+	}
+	if content != nil {
+		var text string
+		switch wire.Kind(content) {
+		case 's':
+			_ = json.Unmarshal(content, &text)
+		case 'a':
+			var blocks []Block
+			if json.Unmarshal(content, &blocks) != nil {
+				return "", fmt.Errorf("%s content must be a string or text blocks", b.Type)
+			}
+			for _, c := range blocks {
+				switch c.Type {
+				case "text":
+					if text != "" {
+						text += "\n"
+					}
+					text += c.Text
+				case "image":
+					return "", errors.New(noImageInput)
+				}
+			}
+		default:
+			return "", fmt.Errorf("%s content must be a string or text blocks", b.Type)
+		}
+		paras = append(paras, text)
+	}
+	paras = slices.DeleteFunc(paras, func(p string) bool { return p == "" })
+	return strings.Join(paras, "\n\n"), nil
 }
 
 func compactJSON(raw json.RawMessage) []byte {

@@ -64,11 +64,41 @@ func TestToChat(t *testing.T) {
 			require.NoError(t, err)
 			assert.EqualValues(t, DefaultThinkingBudget, n)
 		}, ""},
+		{"output_config.format", `{"messages":[],"output_config":{"format":{"type":"json_schema","schema":{"type":"object"}}}}`,
+			func(t *testing.T, c *wire.Chat) { assert.JSONEq(t, `{"type":"object"}`, string(c.Schema)) }, ""},
+		{"the beta's output_format", `{"messages":[],"output_format":{"type":"json_schema","schema":{"type":"array"}}}`,
+			func(t *testing.T, c *wire.Chat) { assert.JSONEq(t, `{"type":"array"}`, string(c.Schema)) }, ""},
+		{"output_config.format wins over output_format", `{"messages":[],"output_format":{"type":"json_schema","schema":{"type":"array"}},"output_config":{"format":{"type":"json_schema","schema":{"type":"object"}}}}`,
+			func(t *testing.T, c *wire.Chat) { assert.JSONEq(t, `{"type":"object"}`, string(c.Schema)) }, ""},
+		{"bad output_format", `{"messages":[],"output_format":{"type":"json_schema"}}`, nil, `"output_format.schema" must be a JSON Schema object`},
+		{"bad output_config.format", `{"messages":[],"output_config":{"format":{"type":"text"}}}`, nil, `"output_config.format.type" must be "json_schema"`},
 		{"no messages", `{}`, nil, `"messages" is required`},
 		{"bad role", `{"messages":[{"role":"bot","content":"x"}]}`, nil, `messages[0] has an unknown role "bot" (want user, assistant, system, developer or tool)`},
 		{"bad system", `{"system":5,"messages":[]}`, nil, `"system" must be a string or an array of text blocks`},
 		{"zero max_tokens", `{"messages":[],"max_tokens":0}`, nil, `"max_tokens" must be at least 1`},
-		{"document", `{"messages":[{"role":"user","content":[{"type":"document"}]}]}`, nil, `messages[0].content[0]: document blocks are not supported by this model`},
+		{"text documents and search results are text", `{"messages":[{"role":"user","content":[
+			{"type":"document","source":{"type":"text","media_type":"text/plain","data":"The sky is green."},"title":"Notes","context":"from a field trip","citations":{"enabled":true}},
+			{"type":"document","source":{"type":"content","content":[{"type":"text","text":"one"},{"type":"text","text":"two"}]}},
+			{"type":"search_result","source":"https://example.org/a","title":"A","content":[{"type":"text","text":"found"}]},
+			{"type":"text","text":"What color is the sky?"},
+			{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"r"},{"type":"search_result","source":"u","title":"T","content":[{"type":"text","text":"s"}]}]}]}]}`,
+			func(t *testing.T, c *wire.Chat) {
+				require.Len(t, c.Messages, 2)
+				assert.Equal(t, []chat.ContentPart{
+					{Type: "text", Text: "Notes\n\nfrom a field trip\n\nThe sky is green."},
+					{Type: "text", Text: "one\ntwo"},
+					{Type: "text", Text: "A\n\nhttps://example.org/a\n\nfound"},
+					{Type: "text", Text: "What color is the sky?"},
+				}, c.Messages[0].Parts)
+				assert.Equal(t, chat.Message{Role: "tool", ToolCallID: "t1", Content: "r\n\nT\n\nu\n\ns"}, c.Messages[1])
+			}, ""},
+		{"document without a source", `{"messages":[{"role":"user","content":[{"type":"document"}]}]}`, nil, `messages[0].content[0]: document block needs a source object`},
+		{"PDF document", `{"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0="}}]}]}`, nil,
+			`messages[0].content[0]: document source type "base64" (application/pdf) cannot be read by this server: send the text as a text source`},
+		{"document in a tool result", `{"messages":[{"role":"user","content":[{"type":"tool_result","content":[{"type":"document","source":{"type":"url","url":"https://x/y.pdf"}}]}]}]}`, nil,
+			`messages[0].content[0]: document source type "url" (no media type) cannot be read by this server: send the text as a text source`},
+		{"image in a document", `{"messages":[{"role":"user","content":[{"type":"document","source":{"type":"content","content":[{"type":"image"}]}}]}]}`, nil, "messages[0].content[0]: " + noImageInput},
+		{"search result without its URL", `{"messages":[{"role":"user","content":[{"type":"search_result","source":{"u":1}}]}]}`, nil, `messages[0].content[0]: search_result source must be a string (its URL)`},
 		{"tool choice without tools", `{"messages":[],"tool_choice":{"type":"any"}}`, nil, `"tool_choice" "required" needs "tools"`},
 		{"image in a tool result", `{"messages":[{"role":"user","content":[{"type":"tool_result","content":[{"type":"image"}]}]}]}`, nil, "messages[0].content[0]: " + noImageInput},
 	} {
@@ -93,6 +123,7 @@ func TestToChat(t *testing.T) {
 func FuzzToChat(f *testing.F) {
 	f.Add(`{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]}]}`)
 	f.Add(`{"system":[{"type":"text","text":"x-anthropic-billing-header: cch=abcde;"}],"messages":[{"role":"assistant"}]}`)
+	f.Add(`{"messages":[{"role":"user","content":[{"type":"document","source":{"type":"content","content":[{"type":"text","text":"x"}]}},{"type":"search_result","source":"u","content":"y"}]}]}`)
 	f.Add(`{"messages":[],"output_config":{"format":{"type":"json_schema","schema":{}}},"thinking":{"type":"enabled","budget_tokens":-1}}`)
 	f.Fuzz(func(t *testing.T, body string) {
 		var req Request
