@@ -454,7 +454,10 @@ func (p *Plan) NewStream() *Stream {
 // that is not among tools, whatever the template's format.
 func checkToolChoice(choice ToolChoice, tools []Tool) error {
 	switch choice.Mode {
-	case "auto", "required", "none":
+	case "auto", "required":
+		_, err := allowedTools(choice, tools)
+		return err
+	case "none":
 		return nil
 	case "function":
 		for _, t := range tools {

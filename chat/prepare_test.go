@@ -142,6 +142,17 @@ func TestPrepare(t *testing.T) {
 				assert.False(t, p.GrammarLazy)
 				assert.Contains(t, p.Grammar, "get_weather")
 			}},
+		{name: "tools, required among allowed ones: every tool in the prompt, the allowed in the grammar", src: hermesTemplate,
+			req: Request{Messages: []Message{user}, Tools: []Tool{weather, {Name: "get_time"}}, ToolChoice: ToolChoice{Mode: "required", Allowed: []string{"get_time"}}},
+			check: func(t *testing.T, p *Plan) {
+				assert.Contains(t, p.Prompt, "Tools: get_weather get_time ")
+				assert.False(t, p.GrammarLazy)
+				assert.Contains(t, p.Grammar, "get_time")
+				assert.NotContains(t, p.Grammar, "get_weather")
+			}},
+		{name: "an allowed tool that is not among the tools: refused", src: hermesTemplate,
+			req: Request{Messages: []Message{user}, Tools: []Tool{weather}, ToolChoice: ToolChoice{Mode: "auto", Allowed: []string{"get_time"}}},
+			err: `tools: chat: allowed tool "get_time" is not among the tools`},
 		{name: "tools, none: neither grammar nor tools in the prompt", src: hermesTemplate,
 			req: Request{Messages: []Message{user}, Tools: []Tool{weather}, ToolChoice: ToolChoice{Mode: "none"}},
 			check: func(t *testing.T, p *Plan) {

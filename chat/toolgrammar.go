@@ -3,6 +3,7 @@ package chat
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/x/llama/internal/jsonschema"
@@ -16,6 +17,28 @@ type ToolChoice struct {
 	Mode string
 	// Function names the tool to call when Mode is "function".
 	Function string
+	// Allowed, when not empty, limits the calls of "auto" and "required"
+	// to the tools of these names (OpenAI's allowed_tools). The template
+	// still shows every tool, so that a conversation's prompt, and the
+	// cache of it, stays the same while the allowed set changes.
+	Allowed []string
+}
+
+// allowedTools returns the tools that choice lets the model call: all of
+// them, or those Allowed names (an error for a name not among them).
+func allowedTools(choice ToolChoice, tools []Tool) ([]Tool, error) {
+	if len(choice.Allowed) == 0 || (choice.Mode != "auto" && choice.Mode != "required") {
+		return tools, nil
+	}
+	var picked []Tool
+	for _, name := range choice.Allowed {
+		i := slices.IndexFunc(tools, func(t Tool) bool { return t.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("chat: allowed tool %q is not among the tools", name)
+		}
+		picked = append(picked, tools[i])
+	}
+	return picked, nil
 }
 
 // TriggerKind says how a [Trigger] is matched.
@@ -58,7 +81,7 @@ type ToolGrammar struct {
 }
 
 // BuildToolGrammar makes the grammar that constrains output to tool calls
-// in format f for the given tools. With choice "auto" the grammar is lazy,
+// in format f for the given tools (those choice allows). With choice "auto" the grammar is lazy,
 // triggered at the format's tool-call marker; with "required" or "function"
 // it applies from the first token. parallel allows several calls. Choice
 // "none" needs no grammar: it returns nil and no error.
@@ -71,6 +94,10 @@ func BuildToolGrammar(f Format, tools []Tool, choice ToolChoice, parallel bool) 
 	case "none":
 		return nil, nil
 	case "auto", "required":
+		var err error
+		if tools, err = allowedTools(ToolChoice{Mode: mode, Allowed: choice.Allowed}, tools); err != nil {
+			return nil, err
+		}
 	case "function":
 		var picked []Tool
 		for _, t := range tools {

@@ -422,6 +422,19 @@ func TestBuildToolGrammarChoice(t *testing.T) {
 	_, err = BuildToolGrammar(FormatHermes2Pro, []Tool{{Name: "f", Parameters: []byte(`{"type": 7}`)}}, ToolChoice{Mode: "auto"}, false)
 	assert.ErrorContains(t, err, "chat: ")
 
+	// Allowed tools: only their calls match, under auto (lazy) and
+	// required alike; a name not among the tools is refused.
+	for _, mode := range []string{"auto", "required"} {
+		tg, err = BuildToolGrammar(FormatHermes2Pro, grammarTools, ToolChoice{Mode: mode, Allowed: []string{"get_weather"}}, false)
+		require.NoError(t, err, mode)
+		assert.Equal(t, mode == "auto", tg.Lazy, mode)
+		g = parseGBNF(t, tg.Grammar)
+		assert.True(t, g.matches("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"), mode)
+		assert.False(t, g.matches("<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}\n</tool_call>"), mode)
+		_, err = BuildToolGrammar(FormatHermes2Pro, grammarTools, ToolChoice{Mode: mode, Allowed: []string{"get_weather", "missing"}}, false)
+		assert.EqualError(t, err, `chat: allowed tool "missing" is not among the tools`)
+	}
+
 	// Generic with auto also allows a plain response.
 	tg, err = BuildToolGrammar(FormatGeneric, grammarTools, ToolChoice{Mode: "auto"}, false)
 	require.NoError(t, err)

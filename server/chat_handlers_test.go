@@ -188,6 +188,39 @@ func TestChatFeatures(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(args), &v), args)
 		assert.NotNil(t, v.Ok)
 	})
+	t.Run("allowed tools", func(t *testing.T) {
+		obj := map[string]any{"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}, "required": []string{"ok"}, "additionalProperties": false}
+		var tools []any
+		for _, n := range []string{"a", "b", "c"} {
+			tools = append(tools, map[string]any{"type": "function", "function": map[string]any{"name": n, "parameters": obj}})
+		}
+		allowed := map[string]any{"type": "allowed_tools", "allowed_tools": map[string]any{"mode": "required",
+			"tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "c"}}}}}
+		msgs := []any{map[string]any{"role": "user", "content": "x"}}
+		// The template sees every tool: the prompt is the one of "required".
+		var n1, n2 struct {
+			InputTokens int `json:"input_tokens"`
+		}
+		require.Equal(t, http.StatusOK, xPost(t, url+"/input_tokens", map[string]any{"messages": msgs, "tools": tools, "tool_choice": allowed}, &n1))
+		require.Equal(t, http.StatusOK, xPost(t, url+"/input_tokens", map[string]any{"messages": msgs, "tools": tools, "tool_choice": "required"}, &n2))
+		assert.Equal(t, n2.InputTokens, n1.InputTokens)
+		// Only the allowed one is called, whatever the seed (without the
+		// limit, most of these seeds call "a").
+		for seed := range 6 {
+			code, out := postJSON(t, url, map[string]any{"messages": msgs, "tools": tools, "tool_choice": allowed,
+				"parallel_tool_calls": false, "temperature": 1, "seed": seed, "max_tokens": 200})
+			require.Equal(t, http.StatusOK, code, "%v", out)
+			choice := out["choices"].([]any)[0].(map[string]any)
+			require.Equal(t, "tool_calls", choice["finish_reason"], "%v", choice)
+			calls := choice["message"].(map[string]any)["tool_calls"].([]any)
+			require.Len(t, calls, 1)
+			assert.Equal(t, "c", calls[0].(map[string]any)["function"].(map[string]any)["name"], "seed %d", seed)
+		}
+		code, out := postJSON(t, url, map[string]any{"messages": msgs, "tools": tools, "max_tokens": 4,
+			"tool_choice": map[string]any{"type": "allowed_tools", "allowed_tools": map[string]any{"mode": "auto", "tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "d"}}}}}})
+		assert.Equal(t, http.StatusBadRequest, code)
+		assert.Equal(t, `tools: chat: allowed tool "d" is not among the tools`, out["error"].(map[string]any)["message"])
+	})
 	t.Run("logprobs streamed", func(t *testing.T) {
 		_, _, _, chunks := streamedChat(t, url, map[string]any{
 			"messages": []any{map[string]any{"role": "user", "content": "x"}},

@@ -129,8 +129,10 @@ func (b *ChatBody) tools(req *wire.Chat) error {
 	return nil
 }
 
-// toolChoice reads OpenAI's tool_choice: a mode or {"type": "function",
-// "function": {"name": ...}}.
+// toolChoice reads OpenAI's tool_choice: a mode, {"type": "function",
+// "function": {"name": ...}}, or {"type": "allowed_tools",
+// "allowed_tools": {"mode": "auto" or "required", "tools": [{"type":
+// "function", "function": {"name": ...}}, ...]}}.
 func toolChoice(raw json.RawMessage, tc *chat.ToolChoice) error {
 	switch wire.Kind(raw) {
 	case 0:
@@ -144,14 +146,40 @@ func toolChoice(raw json.RawMessage, tc *chat.ToolChoice) error {
 			return wire.Errorf(`"tool_choice" must be "auto", "none", "required" or a function`)
 		}
 	case 'o':
+		type function struct {
+			Name string `json:"name"`
+		}
 		var fn struct {
-			Type     string `json:"type"`
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
+			Type         string   `json:"type"`
+			Function     function `json:"function"`
+			AllowedTools *struct {
+				Mode  string `json:"mode"`
+				Tools []struct {
+					Type     string   `json:"type"`
+					Function function `json:"function"`
+				} `json:"tools"`
+			} `json:"allowed_tools"`
 		}
 		if json.Unmarshal(raw, &fn) != nil {
 			return wire.Errorf(`"tool_choice" must be "auto", "none", "required" or {"type": "function", "function": {"name": ...}}`)
+		}
+		if fn.Type == "allowed_tools" {
+			at := fn.AllowedTools
+			if at == nil {
+				return wire.Errorf(`"tool_choice" of type allowed_tools needs "allowed_tools": {"mode": ..., "tools": [...]}`)
+			}
+			var names []string
+			for i, t := range at.Tools {
+				if t.Function.Name == "" {
+					return wire.Errorf(`"tool_choice.allowed_tools.tools[%d]" must name a function`, i)
+				}
+				names = append(names, t.Function.Name)
+			}
+			c, err := wire.AllowedToolChoice(at.Mode, names)
+			if err == nil {
+				*tc = c
+			}
+			return err
 		}
 		if fn.Function.Name == "" {
 			return wire.Errorf(`"tool_choice" must name a function`)

@@ -56,6 +56,23 @@ func TestToChat(t *testing.T) {
 				require.NotNil(t, c.Parallel)
 				assert.False(t, *c.Parallel)
 			}, ""},
+		{"allowed tools", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"g"}}],
+			"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"required","tools":[{"type":"function","function":{"name":"g"}}]}}}`, 1,
+			func(t *testing.T, c *wire.Chat) {
+				assert.Len(t, c.Tools, 2)
+				assert.Equal(t, chat.ToolChoice{Mode: "required", Allowed: []string{"g"}}, c.ToolChoice)
+			}, ""},
+		{"no allowed tools under auto: none", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],
+			"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"auto","tools":[]}}}`, 1,
+			func(t *testing.T, c *wire.Chat) { assert.Equal(t, chat.ToolChoice{Mode: "none"}, c.ToolChoice) }, ""},
+		{"no allowed tools under required", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],
+			"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"required"}}}`, 1, nil, `"tool_choice" allowed_tools with mode "required" must list a function`},
+		{"allowed tools of a bad mode", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],
+			"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"none","tools":[{"type":"function","function":{"name":"f"}}]}}}`, 1, nil, `"tool_choice" allowed_tools mode must be "auto" or "required", got "none"`},
+		{"allowed tools without the list", `{"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"allowed_tools"}}`, 1, nil,
+			`"tool_choice" of type allowed_tools needs "allowed_tools": {"mode": ..., "tools": [...]}`},
+		{"an allowed tool without a name", `{"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"auto","tools":[{"type":"function"}]}}}`, 1, nil,
+			`"tool_choice.allowed_tools.tools[0]" must name a function`},
 		{"json_object without a schema", `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`, 1,
 			func(t *testing.T, c *wire.Chat) { assert.JSONEq(t, `{}`, string(c.Schema)) }, ""},
 		{"json_schema", `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"string"}}}}`, 1,

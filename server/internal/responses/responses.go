@@ -169,16 +169,46 @@ func (b *Request) ToChat(marker string, c ChatFields) (*wire.Chat, error) {
 		req.Tools = append(req.Tools, chat.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
 	if wire.Kind(*c.ToolChoice) == 'o' {
-		// Responses names a forced function flat: {"type":"function","name":...}.
-		const want = `"tool_choice" must be "auto", "none", "required" or {"type": "function", "name": ...}`
+		// Responses names a forced function flat, {"type": "function",
+		// "name": ...}, and allowed tools too: {"type": "allowed_tools",
+		// "mode": ..., "tools": [{"type": "function", "name": ...}, ...]},
+		// where tools of other types, which have no chat equivalent, are
+		// left out as they are from "tools".
+		const want = `"tool_choice" must be "auto", "none", "required", {"type": "function", "name": ...} or {"type": "allowed_tools", "mode": ..., "tools": [...]}`
 		var tc struct {
-			Type string `json:"type"`
-			Name string `json:"name"`
+			Type  string `json:"type"`
+			Name  string `json:"name"`
+			Mode  string `json:"mode"`
+			Tools []struct {
+				Type string `json:"type"`
+				Name string `json:"name"`
+			} `json:"tools"`
 		}
-		if json.Unmarshal(*c.ToolChoice, &tc) != nil || tc.Type != "function" || tc.Name == "" {
+		if json.Unmarshal(*c.ToolChoice, &tc) != nil {
 			return nil, wire.Errorf(want)
 		}
-		req.ToolChoice = chat.ToolChoice{Mode: "function", Function: tc.Name}
+		switch {
+		case tc.Type == "function" && tc.Name != "":
+			req.ToolChoice = chat.ToolChoice{Mode: "function", Function: tc.Name}
+		case tc.Type == "allowed_tools":
+			var names []string
+			for i, t := range tc.Tools {
+				if t.Type != "function" {
+					continue
+				}
+				if t.Name == "" {
+					return nil, wire.Errorf(`"tool_choice.tools[%d]" must name a function`, i)
+				}
+				names = append(names, t.Name)
+			}
+			choice, err := wire.AllowedToolChoice(tc.Mode, names)
+			if err != nil {
+				return nil, err
+			}
+			req.ToolChoice = choice
+		default:
+			return nil, wire.Errorf(want)
+		}
 		*c.ToolChoice = nil
 	}
 	if err := b.textFormat(req); err != nil {

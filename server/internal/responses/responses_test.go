@@ -65,7 +65,18 @@ func TestToChat(t *testing.T) {
 		{"bad input", `{"input":5}`, nil, `"input" must be a string or an array of input items`},
 		{"previous response", `{"input":"x","previous_response_id":"r"}`, nil, `"previous_response_id" is not supported: send the previous output items as input`},
 		{"bad max_output_tokens", `{"input":"x","max_output_tokens":"y"}`, nil, `"max_tokens" must be an integer`},
-		{"bad tool choice", `{"input":"x","tool_choice":{"type":"function"}}`, nil, `"tool_choice" must be "auto", "none", "required" or {"type": "function", "name": ...}`},
+		{"bad tool choice", `{"input":"x","tool_choice":{"type":"function"}}`, nil, `"tool_choice" must be "auto", "none", "required", {"type": "function", "name": ...} or {"type": "allowed_tools", "mode": ..., "tools": [...]}`},
+		{"allowed tools, flat", `{"input":"x","tools":[{"type":"function","name":"f"},{"type":"function","name":"g"}],
+			"tool_choice":{"type":"allowed_tools","mode":"auto","tools":[{"type":"function","name":"g"},{"type":"mcp","server_label":"s"}]}}`,
+			func(t *testing.T, c *wire.Chat, cf ChatFields) {
+				assert.Len(t, c.Tools, 2)
+				assert.Equal(t, chat.ToolChoice{Mode: "auto", Allowed: []string{"g"}}, c.ToolChoice)
+				assert.Nil(t, *cf.ToolChoice, "taken over")
+			}, ""},
+		{"allowed tools, required, none a function", `{"input":"x","tool_choice":{"type":"allowed_tools","mode":"required","tools":[{"type":"web_search"}]}}`, nil,
+			`"tool_choice" allowed_tools with mode "required" must list a function`},
+		{"an allowed function without a name", `{"input":"x","tool_choice":{"type":"allowed_tools","mode":"auto","tools":[{"type":"function"}]}}`, nil,
+			`"tool_choice.tools[0]" must name a function`},
 		{"unknown item", `{"input":[{"type":"x"}]}`, nil, `input[0]: cannot determine the type of the item (type "x", role "")`},
 		{"image without url", `{"input":[{"role":"user","content":[{"type":"input_image"}]}]}`, nil, `input[0].content[0]: input_image needs an image_url (a data: URL)`},
 	} {

@@ -256,3 +256,19 @@ func (m *ModelField) ModelName() (string, error) {
 	err := m.Model.Read(&model, "a string")
 	return model, err
 }
+
+// AllowedToolChoice is an allowed_tools tool choice (OpenAI's, in the
+// chat and Responses shapes alike): mode (auto or required) among the
+// tools of names. An empty list allows none: auto then answers in text,
+// as "none" does, and required is refused.
+func AllowedToolChoice(mode string, names []string) (chat.ToolChoice, error) {
+	switch {
+	case mode != "auto" && mode != "required":
+		return chat.ToolChoice{}, Errorf(`"tool_choice" allowed_tools mode must be "auto" or "required", got %q`, mode)
+	case len(names) > 0:
+		return chat.ToolChoice{Mode: mode, Allowed: names}, nil
+	case mode == "auto":
+		return chat.ToolChoice{Mode: "none"}, nil
+	}
+	return chat.ToolChoice{}, Errorf(`"tool_choice" allowed_tools with mode "required" must list a function`)
+}
