@@ -444,6 +444,35 @@ func (p *Plan) ParseOutput(output string) Message {
 	return msg
 }
 
+// ParseLimited is ParseOutput for an output that generation cut at its
+// token limit. When the cut leaves the output malformed (a tool call
+// unfinished), the message is what a [Stream] of the same output reports
+// (the calls read so far, the last one's arguments as far as they went)
+// rather than the raw output as content: streamed or not, an answer cut
+// short reads the same.
+func (p *Plan) ParseLimited(output string) Message {
+	if _, err := Parse(p.Prefill+output, p.Parse); err == nil {
+		return p.ParseOutput(output)
+	}
+	s := p.NewStream()
+	var m Message
+	m.Role = RoleAssistant
+	for _, d := range []Delta{s.Push(output), s.Finish(true)} {
+		m.Content += d.Content
+		m.ReasoningContent += d.ReasoningContent
+		for _, tc := range d.ToolCalls {
+			for tc.Index >= len(m.ToolCalls) {
+				m.ToolCalls = append(m.ToolCalls, ToolCall{})
+			}
+			c := &m.ToolCalls[tc.Index]
+			c.ID += tc.ID
+			c.Name += tc.Name
+			c.Arguments += tc.ArgumentsDelta
+		}
+	}
+	return m
+}
+
 // NewStream returns a Stream that reads the plan's output as it is
 // generated, piece by piece, into deltas of the assistant message.
 func (p *Plan) NewStream() *Stream {

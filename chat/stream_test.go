@@ -52,3 +52,44 @@ func TestChatStream(t *testing.T) {
 		})
 	}
 }
+
+// TestParseLimited: an output cut at the token limit reads the same whole
+// as streamed, piece by piece; a well-formed one as ParseOutput reads it.
+func TestParseLimited(t *testing.T) {
+	p := &Plan{Parse: ParseOptions{Format: FormatHermes2Pro, ParseToolCalls: true}}
+	call := "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>"
+	for _, tc := range []struct {
+		name, output string
+		want         Message
+	}{
+		{"a call cut off after one whole", "Sure. " + call + "<tool_call>\n{\"name\": \"g\", \"arguments\": {\"b\": ",
+			Message{Role: RoleAssistant, Content: "Sure.", ToolCalls: []ToolCall{{Name: "f", Arguments: `{"a": 1}`}, {Name: "g", Arguments: `{"b":`}}}},
+		{"cut at the marker: it reads as text, as at the end of any output", call + "<tool_call>\n",
+			Message{Role: RoleAssistant, Content: "<tool_call>", ToolCalls: []ToolCall{{Name: "f", Arguments: `{"a": 1}`}}}},
+		{"well formed", "Sure. " + call, p.ParseOutput("Sure. " + call)},
+		{"text alone", "Once upon a", Message{Role: RoleAssistant, Content: "Once upon a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := p.ParseLimited(tc.output)
+			assert.Equal(t, tc.want, got)
+			// The same output streamed a character at a time adds up to it.
+			s := p.NewStream()
+			streamed := Message{Role: RoleAssistant}
+			add := func(d Delta) {
+				streamed.Content += d.Content
+				for _, c := range d.ToolCalls {
+					if c.Index == len(streamed.ToolCalls) {
+						streamed.ToolCalls = append(streamed.ToolCalls, ToolCall{})
+					}
+					streamed.ToolCalls[c.Index].Name += c.Name
+					streamed.ToolCalls[c.Index].Arguments += c.ArgumentsDelta
+				}
+			}
+			for _, r := range tc.output {
+				add(s.Push(string(r)))
+			}
+			add(s.Finish(true))
+			assert.Equal(t, got, streamed)
+		})
+	}
+}

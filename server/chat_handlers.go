@@ -276,7 +276,17 @@ func collectChat(ctx context.Context, inst *instance, plan *chatPlan, st eventSt
 	return res[0], chatMessage(plan, res[0]), nil
 }
 
-// chatMessage reads the message of a chat's result with parseChatOutput.
+// chatMessage reads the message of a chat's result (see ParseResult).
 func chatMessage(plan *chatPlan, res *completionResult) chat.Message {
-	return plan.ParseOutput(res.Text)
+	return plan.ParseResult(res.Text, res.Final.Stop == engine.StopTypeLimit)
+}
+
+// ParseResult reads a whole output; limited says that generation cut it
+// at the token limit, which is read as its stream would have reported it
+// (chat.Plan.ParseLimited).
+func (p *chatPlan) ParseResult(output string, limited bool) chat.Message {
+	if limited {
+		return p.ParseLimited(output)
+	}
+	return p.ParseOutput(output)
 }

@@ -477,7 +477,9 @@ func TestCompletionQueueFull(t *testing.T) {
 // Whole (not streamed) answers to malformed model output: when chat.Parse
 // fails, the chat, Anthropic and Responses endpoints answer the raw output
 // as content, without the reasoning or tool calls the parser read before
-// failing; the finish reason still tells a limit from a stop.
+// failing; the finish reason still tells a limit from a stop. An output
+// cut at the token limit is the exception: it reads as its stream reports
+// it, the call cut off kept as far as it went (chat.Plan.ParseLimited).
 func TestChatMalformedOutputWhole(t *testing.T) {
 	ts, inst, real := newScriptServer(t)
 	params := map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}
@@ -591,9 +593,9 @@ func TestChatMalformedOutputWhole(t *testing.T) {
 			"responses": {badSecond, "", "", "", "completed"},
 		}},
 		{"call cut off by max_tokens", []string{cutOff[:20], cutOff[20:]}, engine.StopTypeLimit, map[string]answer{
-			"chat":      {cutOff, "", "", "", "length"},
-			"anthropic": {cutOff, "", "", "", "max_tokens"},
-			"responses": {cutOff, "", "", "", "completed"},
+			"chat":      {"", "", "get_weather", `{"city": "Ro`, "length"},
+			"anthropic": {"", "", "get_weather", `{}`, "max_tokens"},
+			"responses": {"", "", "get_weather", `{"city": "Ro`, "completed"},
 		}},
 		{"call unfinished at end of generation", []string{unfinished}, engine.StopTypeEOS, map[string]answer{
 			"chat":      {unfinished, "", "", "", "stop"},

@@ -63,7 +63,8 @@ func streamedCalls(chunks []map[string]any) (names, args string) {
 }
 
 // Chat streaming with malformed model output sends the rest as content; a
-// call cut off by max_tokens ends with finish_reason "length".
+// call cut off by max_tokens ends with finish_reason "length", and the
+// answer not streamed holds the same call.
 func TestChatStreamMalformedOutput(t *testing.T) {
 	ts, inst, real := newScriptServer(t)
 	body := func() map[string]any {
@@ -111,8 +112,15 @@ func TestChatStreamMalformedOutput(t *testing.T) {
 	assert.Equal(t, "get_weather", names)
 	assert.False(t, json.Valid([]byte(args)), "arguments cut off: %s", args)
 	assert.Equal(t, "length", finish)
+	// Not streamed, the same answer reads the same.
 	b["stream"] = false
 	code, out := postJSON(t, ts.URL+"/v1/chat/completions", b)
 	require.Equal(t, http.StatusOK, code, "%v", out)
-	assert.Equal(t, "length", out["choices"].([]any)[0].(map[string]any)["finish_reason"])
+	choice := out["choices"].([]any)[0].(map[string]any)
+	assert.Equal(t, "length", choice["finish_reason"])
+	calls := asSlice(choice["message"].(map[string]any)["tool_calls"])
+	require.Len(t, calls, 1, "%v", choice)
+	fn := calls[0].(map[string]any)["function"].(map[string]any)
+	assert.Equal(t, names, fn["name"])
+	assert.Equal(t, args, fn["arguments"])
 }

@@ -155,7 +155,7 @@ func (s *Server) runOllamaChat(w http.ResponseWriter, r *http.Request, creq *wir
 		return err
 	}
 	run := &ollamaRun{inst: inst, events: events, model: co.Model, start: start, prompt: g.task.Prompt, lp: lp,
-		chat: !isGenerate, stream: g.opt.Stream, parse: plan.ParseOutput, parser: plan.NewStream()}
+		chat: !isGenerate, stream: g.opt.Stream, parse: plan.ParseResult, parser: plan.NewStream()}
 	return run.answer(ctx, w)
 }
 
@@ -171,7 +171,7 @@ type rawText struct{}
 
 func (rawText) Push(piece string) chat.Delta { return chat.Delta{Content: piece} }
 func (rawText) Finish(bool) chat.Delta       { return chat.Delta{} }
-func (rawText) Message(text string) chat.Message {
+func (rawText) Message(text string, _ bool) chat.Message {
 	return chat.Message{Role: chat.RoleAssistant, Content: text}
 }
 
@@ -186,8 +186,8 @@ type ollamaRun struct {
 	lp     ollama.Logprobs
 	chat   bool // /api/chat's shape, else /api/generate's
 	stream bool
-	parse  func(output string) chat.Message // the whole output
-	parser deltaParser                      // the output streamed
+	parse  func(output string, limited bool) chat.Message // the whole output; limited: cut at the token limit
+	parser deltaParser                                    // the output streamed
 }
 
 // answer writes the answer, whole or as a stream of lines (ctx is the
@@ -200,7 +200,7 @@ func (o *ollamaRun) answer(ctx context.Context, w http.ResponseWriter) error {
 			return err
 		}
 		r := res[0]
-		msg := o.parse(r.Text)
+		msg := o.parse(r.Text, r.Final.Stop == engine.StopTypeLimit)
 		var probs []wire.Prob
 		if o.lp.Logprobs {
 			probs = o.lp.Trim(wire.Probs(m, r.Steps, false))
