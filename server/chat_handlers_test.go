@@ -188,6 +188,26 @@ func TestChatFeatures(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(args), &v), args)
 		assert.NotNil(t, v.Ok)
 	})
+	t.Run("n choices with a seed differ, and repeat", func(t *testing.T) {
+		texts := func(n int) []string {
+			code, out := postJSON(t, url, map[string]any{"messages": []any{map[string]any{"role": "user", "content": "x"}},
+				"n": n, "seed": 7, "temperature": 1, "max_tokens": 16})
+			require.Equal(t, http.StatusOK, code, "%v", out)
+			var got []string
+			for _, c := range asSlice(out["choices"]) {
+				got = append(got, c.(map[string]any)["message"].(map[string]any)["content"].(string))
+			}
+			return got
+		}
+		two := texts(2)
+		require.Len(t, two, 2)
+		assert.NotEqual(t, two[0], two[1])
+		assert.Equal(t, texts(1)[0], two[0], "choice 0 draws with the seed given")
+		assert.Equal(t, two, texts(2))
+		assert.Equal(t, uint32(8), choiceSeed(7, 1))
+		assert.Equal(t, uint32(0), choiceSeed(llama.DefaultSeed-1, 1), "the default seed, which means random, is passed over")
+		assert.Equal(t, llama.DefaultSeed, choiceSeed(llama.DefaultSeed, 3), "no seed: each choice random")
+	})
 	t.Run("allowed tools", func(t *testing.T) {
 		obj := map[string]any{"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}, "required": []string{"ok"}, "additionalProperties": false}
 		var tools []any

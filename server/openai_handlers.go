@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/x/llama"
 	"github.com/x/llama/engine"
 	"github.com/x/llama/server/internal/openai"
 	"github.com/x/llama/server/internal/wire"
@@ -59,6 +60,7 @@ func handleChatCompletion(s *Server) handlerFunc {
 			if i > 0 && plan.budget != nil {
 				t.Samplers = plan.samplers() // a sampler per task
 			}
+			t.Params.Seed = choiceSeed(t.Params.Seed, i)
 			tasks[i] = &t
 		}
 		st, err := s.startTasks(ctx, inst, arrived, tasks, streamTo(w, g.opt.Stream))
@@ -328,4 +330,20 @@ func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genReque
 	if ctx.Err() == nil {
 		_ = sse.data("[DONE]")
 	}
+}
+
+// choiceSeed is the seed of choice i of a chat with n choices: a seed
+// given is choice 0's, and choice i draws with the i-th seed after it
+// (passing over llama.DefaultSeed), so that the choices differ and each
+// repeats, as llama-server's do; without one every choice draws at random.
+func choiceSeed(seed uint32, i int) uint32 {
+	if seed == llama.DefaultSeed {
+		return seed
+	}
+	for range i {
+		if seed++; seed == llama.DefaultSeed {
+			seed++
+		}
+	}
+	return seed
 }
