@@ -8,6 +8,8 @@ import (
 
 	"github.com/x/llama/engine"
 
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -224,4 +226,63 @@ func TestOllamaGenerateSuffix(t *testing.T) {
 	code, show := postJSON(t, hs.URL+"/api/show", map[string]any{"model": "coder"})
 	require.Equal(t, http.StatusOK, code)
 	assert.Contains(t, show["capabilities"], "insert")
+}
+
+// TestOpenAICompletionSuffix: /v1/completions with a suffix fills in the
+// middle as /infill does, with the OpenAI client, whole and streamed; a
+// model without FIM tokens refuses it, naming what is missing.
+func TestOpenAICompletionSuffix(t *testing.T) {
+	_, hs := newTestServer(t, Options{Model: writeTinyCoder(t), Engine: engine.Options{
+		Parallel: 1, Context: llama.ContextOptions{ContextSize: 1024, BatchSize: 256, Threads: 1},
+	}})
+	prefix, suffix := "def add(a, b):\n    ", "\n\nprint(add(1, 2))\n"
+	var want struct {
+		Content         string `json:"content"`
+		TokensEvaluated int    `json:"tokens_evaluated"`
+	}
+	require.Equal(t, http.StatusOK, xPost(t, hs.URL+"/infill", map[string]any{
+		"input_prefix": prefix, "input_suffix": suffix, "n_predict": 8, "temperature": 0,
+	}, &want))
+	require.NotEmpty(t, want.Content)
+
+	client := openai.NewClient(option.WithBaseURL(hs.URL+"/v1"), option.WithAPIKey("none"), option.WithMaxRetries(0))
+	params := openai.CompletionNewParams{Model: "coder", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(prefix)},
+		Suffix: openai.String(suffix), MaxTokens: openai.Int(8), Temperature: openai.Float(0)}
+	c, err := client.Completions.New(context.Background(), params)
+	require.NoError(t, err)
+	require.Len(t, c.Choices, 1)
+	assert.Equal(t, want.Content, c.Choices[0].Text)
+	assert.EqualValues(t, want.TokensEvaluated, c.Usage.PromptTokens)
+	assert.EqualValues(t, 8, c.Usage.CompletionTokens)
+
+	stream := client.Completions.NewStreaming(context.Background(), params)
+	streamed := ""
+	for stream.Next() {
+		for _, ch := range stream.Current().Choices {
+			streamed += ch.Text
+		}
+	}
+	require.NoError(t, stream.Err())
+	assert.Equal(t, want.Content, streamed)
+
+	for _, tc := range []struct {
+		name string
+		body map[string]any
+		msg  string
+	}{
+		{"prompt of tokens", map[string]any{"prompt": []int{1, 2}, "suffix": "x"}, `with "suffix", "prompt" must be one string (the text before the insertion point)`},
+		{"two prompts", map[string]any{"prompt": []string{"a", "b"}, "suffix": "x"}, `with "suffix", "prompt" must be one string (the text before the insertion point)`},
+		{"suffix not a string", map[string]any{"prompt": "a", "suffix": 1}, `"suffix" must be a string`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var e errorBody
+			assert.Equal(t, http.StatusBadRequest, xPost(t, hs.URL+"/v1/completions", tc.body, &e))
+			assert.Equal(t, tc.msg, e.Error.Message)
+		})
+	}
+
+	_, plain := newTestServer(t, Options{})
+	var e errorBody
+	require.Equal(t, http.StatusBadRequest, xPost(t, plain.URL+"/v1/completions", map[string]any{"prompt": "a", "suffix": "b"}, &e))
+	assert.Equal(t, `"suffix" needs a model with fill-in-the-middle tokens: prefix token is missing. suffix token is missing. middle token is missing. `, e.Error.Message)
 }

@@ -273,6 +273,23 @@ func parseOAICompletion(b *openai.CompletionBody, inst *instance) (*genRequest, 
 	if err := b.NProbs(&t.Params.NProbs); err != nil {
 		return nil, err
 	}
+	if b.HasSuffix() {
+		// The prompt and the suffix are the code before and after the
+		// insertion point, as /infill's input_prefix and input_suffix.
+		if msg := infillSupport(inst.Model.SpecialTokens()); msg != "" {
+			return nil, badRequest(`"suffix" needs a model with fill-in-the-middle tokens: %s`, msg)
+		}
+		prefix, err := parseEmbdPrompt(b.Prompt)
+		if err != nil || wire.Kind(b.Prompt) != 's' {
+			return nil, badRequest(`with "suffix", "prompt" must be one string (the text before the insertion point)`)
+		}
+		suffix, _ := parseEmbdPrompt(b.Suffix)
+		prompt, err := infillPrompt(inst.Model, &infillInput{Prefix: prefix, Suffix: suffix}, inst.infillLimits())
+		if err != nil {
+			return nil, err
+		}
+		return &genRequest{inst: inst, prompts: [][]llama.Token{prompt}, task: t, opt: opt}, nil
+	}
 	prompts, err := parsePrompts(b.Prompt, "prompt", inst)
 	if err != nil {
 		return nil, err

@@ -17,12 +17,16 @@ type CompletionBody struct {
 	Unsupported
 	N    wire.Num       `json:"n"`
 	Echo wire.Opt[bool] `json:"echo"`
+	// Suffix is the text after the insertion point: the prompt is then
+	// the text before it, and the model fills in the middle (as /infill).
+	// It shadows Unsupported's suffix, which chat completions refuse.
+	Suffix json.RawMessage `json:"suffix"`
 	// Logprobs is the number of top tokens to return (llama.cpp's n_probs).
 	Logprobs wire.Num `json:"logprobs"`
 }
 
-// Check rejects what the server cannot answer: no prompt, best_of or
-// suffix, more than one choice, and echo.
+// Check rejects what the server cannot answer: no prompt, best_of, more
+// than one choice, echo, and a suffix that is not a string.
 func (b *CompletionBody) Check() error {
 	if len(b.Prompt) == 0 {
 		return wire.Errorf(`"prompt" is required`)
@@ -46,8 +50,14 @@ func (b *CompletionBody) Check() error {
 	if echo {
 		return wire.Errorf(`only "echo": false is supported`)
 	}
+	if len(b.Suffix) > 0 && !wire.IsNull(b.Suffix) && wire.Kind(b.Suffix) != 's' {
+		return wire.Errorf(`"suffix" must be a string`)
+	}
 	return nil
 }
+
+// HasSuffix reports whether the body asks to fill in before a suffix.
+func (b *CompletionBody) HasSuffix() bool { return len(b.Suffix) > 0 && !wire.IsNull(b.Suffix) }
 
 // NProbs reads logprobs into nProbs, unless the body gives llama.cpp's own
 // n_probs.
