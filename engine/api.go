@@ -45,6 +45,13 @@ type Request struct {
 	// costs the loop a system call each time on its critical path, and
 	// the woken reader a core the decode may want.
 	WakeAtEnd bool
+	// PromptProbs asks for the probability of each prompt token given the
+	// ones before it, with the Params.NProbs most likely tokens in its
+	// place (OpenAI's echo with logprobs; how evaluation harnesses score
+	// a text). They come in the event after the prompt (the first
+	// token's, or Done's with NPredict 0) as Event.PromptProbs. The whole
+	// prompt is then decoded, the prompt cache unused. Not with Media.
+	PromptProbs bool
 	// ReturnProgress asks for Progress events while the prompt is
 	// decoded: one when the request starts (after the cached prefix), then
 	// one per decode holding its prompt tokens.
@@ -110,6 +117,13 @@ type TokenProb struct {
 	Logprob float32 // log of the probability before sampling (full softmax)
 }
 
+// PromptProb is a prompt token's probability entry given the tokens
+// before it, and the most likely tokens in its place (Request.PromptProbs).
+type PromptProb struct {
+	Token TokenProb
+	Top   []TokenProb
+}
+
 // StopType says why a request ended, as llama-server's stop_type: its
 // value is the wire string ("eos", "limit", "word"; "" for none). It is
 // not llama.StopReason, Context.Generate's reason: StopTypeLimit stands
@@ -164,6 +178,10 @@ type Event struct {
 	Probs []TokenProb
 	// Sampled is the probability entry of the chosen token (when NProbs > 0).
 	Sampled *TokenProb
+	// PromptProbs are the prompt's tokens after the first, each with its
+	// probability given the ones before it (Request.PromptProbs), in the
+	// request's first event after its prompt.
+	PromptProbs []PromptProb
 
 	Done         bool
 	Stop         StopType

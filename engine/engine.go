@@ -820,6 +820,12 @@ func (e *Engine) Submit(ctx context.Context, t *Request) (*Stream, error) {
 		if err := t.Params.Limit(e.nCtxSlot, e.model.VocabSize()); err != nil {
 			return nil, err
 		}
+		if t.PromptProbs {
+			if t.Media != nil {
+				return nil, fmt.Errorf("engine: prompt probabilities of a prompt with media: %w", llama.ErrUnsupported)
+			}
+			t.CachePrompt = false // every position decoded, for its logits
+		}
 	}
 	if t.Kind != KindCompletion && len(t.Prompt) == 0 {
 		return nil, fmt.Errorf("engine: empty input: %w", llama.ErrInvalid)

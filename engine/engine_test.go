@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -1088,4 +1089,59 @@ func TestEngineSharedMemoryFull(t *testing.T) {
 	// The engine goes on: a new request is served in full.
 	r := engRun(t, e, engGreedyTask(prompt, 16))
 	assert.Equal(t, 16, r.done.Generated)
+}
+
+// TestEnginePromptProbs: the probabilities of a prompt's tokens are those
+// generation gives the same tokens, whole or in chunks of a small batch,
+// with the prompt cache warm or not; they come once, after the prompt.
+func TestEnginePromptProbs(t *testing.T) {
+	for _, batch := range []int{0, 5} {
+		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) {
+			m, e := newEngTestEngine(t, Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: 512, BatchSize: batch}})
+			prompt := engTokenize(t, m, "Once upon a time", true)
+			gen := engGreedyTask(prompt, 8)
+			gen.Params.NProbs = 3
+			want := engRun(t, e, gen)
+			require.Len(t, want.tokens, 8)
+
+			// The prompt and seven of its generated tokens, as a prompt.
+			long := append(slices.Clone(prompt), want.tokens[:7]...)
+			for _, n := range []int{1, 0} {
+				tk := engGreedyTask(long, n)
+				tk.Params.NProbs, tk.PromptProbs, tk.CachePrompt = 3, true, true
+				r := engRun(t, e, tk)
+				assert.Zero(t, r.done.CachedTokens, "the whole prompt is decoded")
+				var got []PromptProb
+				for _, ev := range append(r.events, r.done) {
+					if ev.PromptProbs != nil {
+						require.Nil(t, got, "sent once")
+						got = ev.PromptProbs
+					}
+				}
+				require.Len(t, got, len(long)-1)
+				for i, pp := range got {
+					assert.Equal(t, long[i+1], pp.Token.Token, "position %d", i+1)
+					assert.InDelta(t, math.Exp(float64(pp.Token.Logprob)), pp.Token.Prob, 1e-4)
+					require.Len(t, pp.Top, 3)
+					assert.GreaterOrEqual(t, pp.Top[0].Logprob, pp.Token.Logprob)
+				}
+				// Where the prompt is the generated text, its probabilities
+				// are generation's (batched logits differ in the last digits).
+				for k := range 7 {
+					pp, ev := got[len(prompt)-1+k], want.events[k]
+					assert.Equal(t, ev.Token, pp.Token.Token)
+					assert.InDelta(t, ev.Sampled.Logprob, pp.Token.Logprob, 1e-3, "generated token %d", k)
+					assert.Equal(t, ev.Probs[0].Token, pp.Top[0].Token, "generated token %d", k)
+				}
+				if n == 1 {
+					assert.Equal(t, want.tokens[7], r.tokens[0], "then generation goes on as before")
+				}
+			}
+			// A request after it, without them, gets none.
+			r := engRun(t, e, engGreedyTask(prompt, 2))
+			for _, ev := range append(r.events, r.done) {
+				assert.Nil(t, ev.PromptProbs)
+			}
+		})
+	}
 }

@@ -57,6 +57,11 @@ type engSlot struct {
 	// ckpts are the context checkpoints of a windowed cache, oldest first
 	// (see checkpoint.go).
 	ckpts []ckpt
+	// ppFirst and ppPos are the batch index and the prompt index of this
+	// step's first prompt token, ppN their count (Request.PromptProbs);
+	// promptProbs are the entries so far, sent after the prompt.
+	ppFirst, ppPos, ppN int
+	promptProbs         []PromptProb
 }
 
 // start prepares a slot for its new request.
@@ -176,6 +181,7 @@ func (e *Engine) start(s *engSlot) {
 	}
 	s.cache = s.cache[:n]
 	s.promptIdx, s.nCached, s.state = n, n, stPrompt
+	s.promptProbs, s.ppN = nil, 0
 	if t.ReturnProgress {
 		e.progress(s, s.tStart)
 	}
@@ -393,8 +399,12 @@ func (e *Engine) step() bool {
 		if ck {
 			e.ckptTake(s, len(chunk))
 		}
+		probs := s.tk.t.PromptProbs
+		if probs {
+			s.ppFirst, s.ppPos, s.ppN = b.Len(), s.promptIdx, len(chunk)
+		}
 		for i, tok := range chunk {
-			out := e.embedding || s.promptIdx+i == len(s.prompt)-1
+			out := e.embedding || probs || s.promptIdx+i == len(s.prompt)-1
 			b.Add(tok, len(s.cache), s.id, out)
 			s.cache = append(s.cache, tok)
 		}
@@ -496,6 +506,9 @@ func (e *Engine) step() bool {
 	for _, s := range e.slots {
 		if s.tk != nil && s.state == stPrompt && s.iBatch != -1 && s.tk.t.ReturnProgress && !e.embedding {
 			e.progress(s, now)
+		}
+		if s.tk != nil && s.state == stPrompt && s.iBatch != -1 && s.tk.t.PromptProbs {
+			e.readPromptProbs(s)
 		}
 	}
 	for _, s := range e.slots {
@@ -689,7 +702,8 @@ func (e *Engine) sampleNext(s *engSlot) {
 	}
 	e.clock.mark(PhaseSample)
 	eog := e.isEOG[tok]
-	ev := Event{Token: tok, Probs: probs, Sampled: sampled, SlotID: s.id, PromptTokens: len(t.Prompt), CachedTokens: s.nCached}
+	ev := Event{Token: tok, Probs: probs, Sampled: sampled, SlotID: s.id, PromptTokens: len(t.Prompt), CachedTokens: s.nCached,
+		PromptProbs: s.takePromptProbs()}
 	stop := StopTypeNone
 	word := ""
 	if !eog {
@@ -728,6 +742,41 @@ func (e *Engine) sampleNext(s *engSlot) {
 		return
 	}
 	s.last = tok
+}
+
+// readPromptProbs reads, after a decode, the probabilities of the prompt
+// tokens that follow this step's chunk of the slot's prompt: the logits
+// of each chunk position give the next prompt token's entry and the top
+// NProbs (the chunk's last position, when it ends the prompt, gives the
+// first generated token, which sampleNext reads).
+func (e *Engine) readPromptProbs(s *engSlot) {
+	t := s.tk.t
+	for i := range s.ppN {
+		next := s.ppPos + i + 1
+		if next >= len(s.prompt) {
+			break
+		}
+		logits, err := e.lctx.Logits(s.ppFirst + i)
+		if err != nil {
+			e.fail(s, err)
+			return
+		}
+		top, tok := e.topProbs(logits, t.Params.NProbs, s.prompt[next])
+		pp := PromptProb{Top: top}
+		if tok != nil {
+			pp.Token = *tok
+		}
+		s.promptProbs = append(s.promptProbs, pp)
+	}
+	s.ppN = 0
+}
+
+// takePromptProbs returns the prompt's probabilities once (for the
+// request's first event after its prompt), nil after that.
+func (s *engSlot) takePromptProbs() []PromptProb {
+	pp := s.promptProbs
+	s.promptProbs = nil
+	return pp
 }
 
 // piece returns a token's text. Pieces without special rendering are
@@ -769,7 +818,8 @@ func (e *Engine) finish(s *engSlot, word *string, stop StopType) {
 	t := s.tk.t
 	now := time.Now()
 	ev := Event{Token: llama.NoToken, Done: true, Stop: stop, Truncated: s.truncated, SlotID: s.id,
-		PromptTokens: len(t.Prompt), CachedTokens: s.nCached, Generated: s.generated, SlotTokens: len(s.cache)}
+		PromptTokens: len(t.Prompt), CachedTokens: s.nCached, Generated: s.generated, SlotTokens: len(s.cache),
+		PromptProbs: s.takePromptProbs()}
 	if word != nil {
 		ev.StoppingWord = *word
 	}

@@ -25,6 +25,8 @@ type genRequest struct {
 	prompts [][]llama.Token
 	task    *engine.Request
 	opt     genOptions
+	// echo puts each prompt before its answer (OpenAI's completions).
+	echo bool
 }
 
 // tasks returns one task per prompt.

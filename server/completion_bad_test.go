@@ -50,7 +50,7 @@ func TestCompletionBadRequests(t *testing.T) {
 		{"invalid json_schema", "/completion", map[string]any{"prompt": "x", "json_schema": map[string]any{"$ref": "#/definitions/missing"}}, 400, "invalid_request_error", "json_schema"},
 		{"json_schema wrong type", "/completion", map[string]any{"prompt": "x", "json_schema": "object"}, 400, "invalid_request_error", "json_schema"},
 		{"grammar and json_schema", "/completion", map[string]any{"prompt": "x", "grammar": `root ::= "a"`, "json_schema": map[string]any{}}, 400, "invalid_request_error", "json_schema"},
-		{"oai echo", "/v1/completions", map[string]any{"prompt": "x", "echo": true}, 400, "invalid_request_error", "echo"},
+		{"oai echo with a suffix", "/v1/completions", map[string]any{"prompt": "x", "echo": true, "suffix": "y"}, 400, "invalid_request_error", "echo"},
 		{"oai best_of", "/v1/completions", map[string]any{"prompt": "x", "best_of": 2}, 400, "invalid_request_error", "best_of"},
 		{"oai long prompt", "/v1/completions", map[string]any{"prompt": long}, 400, "exceed_context_size_error", ""},
 		{"no messages", "/v1/chat/completions", map[string]any{"max_tokens": 1}, 400, "invalid_request_error", "messages"},

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/x/llama"
+
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
@@ -211,4 +213,97 @@ func TestOpenAIClient(t *testing.T) {
 		require.NotNil(t, person.Age)
 		assert.LessOrEqual(t, len([]rune(*person.Name)), 12)
 	})
+}
+
+// TestOpenAICompletionEcho: echo puts the prompt before the answer, and
+// with logprobs gives the prompt's tokens theirs (the first null), as
+// evaluation harnesses score a text: a continuation's log probability is
+// the sum over its tokens, read whole or streamed.
+func TestOpenAICompletionEcho(t *testing.T) {
+	s, ts := newTestServer(t, Options{})
+	ctx := context.Background()
+	client := openai.NewClient(option.WithBaseURL(ts.URL+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	e, _ := s.models.Lookup("")
+	m := s.models.View(e).Inst.Model
+	prompt, err := m.Tokenize("Once upon a time, there was a little girl", llama.TokenizeOptions{AddSpecial: true})
+	require.NoError(t, err)
+	text, err := m.Detokenize(prompt, llama.DetokenizeOptions{})
+	require.NoError(t, err)
+	params := func(echo bool, logprobs int64) openai.CompletionNewParams {
+		p := openai.CompletionNewParams{Model: "stories", MaxTokens: openai.Int(3), Temperature: openai.Float(0), Echo: openai.Bool(echo),
+			Prompt: openai.CompletionNewParamsPromptUnion{OfArrayOfTokens: toInt64s(prompt)}}
+		if logprobs > 0 {
+			p.Logprobs = openai.Int(logprobs)
+		}
+		return p
+	}
+	plain, err := client.Completions.New(ctx, params(false, 2))
+	require.NoError(t, err)
+
+	echoed, err := client.Completions.New(ctx, params(true, 0))
+	require.NoError(t, err)
+	assert.Equal(t, text+plain.Choices[0].Text, echoed.Choices[0].Text)
+
+	// The raw answer: the first token's log probability is null, its top
+	// ones an empty object (a null there makes OpenAI's Go SDK drop them all).
+	code, raw := postJSON(t, ts.URL+"/v1/completions", map[string]any{"prompt": prompt, "max_tokens": 3, "temperature": 0, "echo": true, "logprobs": 2})
+	require.Equal(t, 200, code, "%v", raw)
+	lp := raw["choices"].([]any)[0].(map[string]any)["logprobs"].(map[string]any)
+	assert.Nil(t, lp["token_logprobs"].([]any)[0])
+	assert.Equal(t, map[string]any{}, lp["top_logprobs"].([]any)[0])
+
+	c, err := client.Completions.New(ctx, params(true, 2))
+	require.NoError(t, err)
+	got := c.Choices[0].Logprobs
+	require.Len(t, got.Tokens, len(prompt)+3)
+	require.Len(t, got.TokenLogprobs, len(prompt)+3)
+	require.Len(t, got.TextOffset, len(prompt)+3)
+	// The answer's part is the plain answer's.
+	want := plain.Choices[0].Logprobs
+	assert.Equal(t, want.Tokens, got.Tokens[len(prompt):])
+	assert.InDeltaSlice(t, want.TokenLogprobs, got.TokenLogprobs[len(prompt):], 1e-4)
+	sum := 0.0
+	for i := 1; i < len(prompt); i++ {
+		v := got.TokenLogprobs[i]
+		assert.Less(t, v, 0.0, "token %d", i)
+		sum += v
+		assert.Len(t, got.TopLogprobs[i], 2)
+		assert.GreaterOrEqual(t, got.TextOffset[i], got.TextOffset[i-1])
+		piece, err := m.TokenPiece(prompt[i], true)
+		require.NoError(t, err)
+		assert.Equal(t, piece, got.Tokens[i])
+	}
+	assert.Less(t, sum, 0.0)
+
+	// Streamed: the prompt in a chunk of its own, then the answer.
+	stream := client.Completions.NewStreaming(ctx, params(true, 2))
+	var streamed strings.Builder
+	var lps []float64
+	for stream.Next() {
+		for _, ch := range stream.Current().Choices {
+			streamed.WriteString(ch.Text)
+			lps = append(lps, ch.Logprobs.TokenLogprobs...)
+		}
+	}
+	require.NoError(t, stream.Err())
+	assert.Equal(t, c.Choices[0].Text, streamed.String())
+	assert.InDeltaSlice(t, got.TokenLogprobs, lps, 1e-4)
+
+	// lm-evaluation-harness's loglikelihood request: one token, top 1.
+	code, raw = postJSON(t, ts.URL+"/v1/completions", map[string]any{"prompt": prompt, "max_tokens": 1, "temperature": 0, "echo": true, "logprobs": 1, "seed": 1234})
+	require.Equal(t, 200, code, "%v", raw)
+	lp = raw["choices"].([]any)[0].(map[string]any)["logprobs"].(map[string]any)
+	assert.Len(t, lp["token_logprobs"], len(prompt)+1)
+
+	code, raw = postJSON(t, ts.URL+"/v1/completions", map[string]any{"prompt": "x", "echo": true, "suffix": "y"})
+	assert.Equal(t, 400, code)
+	assert.Equal(t, `"echo" cannot be used with "suffix"`, raw["error"].(map[string]any)["message"])
+}
+
+func toInt64s(toks []llama.Token) []int64 {
+	out := make([]int64, len(toks))
+	for i, t := range toks {
+		out[i] = int64(t)
+	}
+	return out
 }

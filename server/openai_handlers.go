@@ -13,6 +13,7 @@ import (
 	"context"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/x/llama"
 	"github.com/x/llama/engine"
@@ -244,8 +245,19 @@ func answerOAICompletion(ctx context.Context, w http.ResponseWriter, b *openai.C
 	for i, res := range results {
 		fr := openai.FinishReason(res.Final.Stop, false)
 		c := openai.CompletionChoice{Text: res.Text, Index: i, FinishReason: &fr}
+		var echo *openai.LegacyLogprobs
+		offset := 0
+		if g.echo {
+			var text string
+			text, echo = echoPrompt(inst.Model, g.prompts[i], res.PromptProbs)
+			c.Text, offset = text+c.Text, utf8.RuneCountInString(text)
+		}
 		if nProbs > 0 {
-			c.Logprobs, _ = openai.NewLegacyLogprobs(inst.Model, res.Steps, 0)
+			c.Logprobs, _ = openai.NewLegacyLogprobs(inst.Model, res.Steps, offset)
+			if echo != nil {
+				echo.Append(c.Logprobs)
+				c.Logprobs = echo
+			}
 		}
 		resp.Choices = append(resp.Choices, c)
 		usage.Add(res.Final)
@@ -259,6 +271,31 @@ func answerOAICompletion(ctx context.Context, w http.ResponseWriter, b *openai.C
 	resp.Usage = &usage
 	writeJSON(w, http.StatusOK, resp)
 	return nil
+}
+
+// echoPrompt is a prompt as echo puts it before its answer: its text and
+// its legacy logprobs from pp (nil when the request asked for none).
+func echoPrompt(m *llama.Model, prompt []llama.Token, pp []engine.PromptProb) (string, *openai.LegacyLogprobs) {
+	text, _ := m.Detokenize(prompt, llama.DetokenizeOptions{})
+	if pp == nil {
+		return text, nil
+	}
+	// Each token's offset is the length of the pieces before it, less
+	// what detokenizing drops at the start (the space a SentencePiece
+	// vocabulary puts before the first word).
+	offsets := make([]int, len(prompt))
+	n := 0
+	for i, tok := range prompt {
+		offsets[i] = n
+		piece, _ := m.TokenPiece(tok, false)
+		n += utf8.RuneCountInString(piece)
+	}
+	if d := n - utf8.RuneCountInString(text); d > 0 {
+		for i := range offsets {
+			offsets[i] = max(0, offsets[i]-d)
+		}
+	}
+	return text, openai.PromptLogprobs(m, prompt, pp, offsets)
 }
 
 // parseOAICompletion reads a /v1/completions body.
@@ -294,7 +331,10 @@ func parseOAICompletion(b *openai.CompletionBody, inst *instance) (*genRequest, 
 	if err != nil {
 		return nil, err
 	}
-	return &genRequest{inst: inst, prompts: prompts, task: t, opt: opt}, nil
+	echo := b.Echoes()
+	// Echoed with logprobs, the prompt's tokens come with theirs.
+	t.PromptProbs = echo && t.Params.NProbs > 0
+	return &genRequest{inst: inst, prompts: prompts, task: t, opt: opt, echo: echo}, nil
 }
 
 // streamOAICompletion sends text_completion chunks, a last chunk per
@@ -304,6 +344,7 @@ func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genReque
 	nProbs := g.task.Params.NProbs
 	pending := make([][]wire.Step, len(g.prompts))
 	offsets := make([]int, len(g.prompts))
+	echoed := make([]bool, len(g.prompts))
 	for events.Next() {
 		ev, idx := events.Event(), events.Index()
 		if ev.Err != nil {
@@ -312,6 +353,17 @@ func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genReque
 		}
 		if ev.Progress != nil {
 			continue
+		}
+		if g.echo && !echoed[idx] {
+			// The prompt first, in a chunk of its own.
+			echoed[idx] = true
+			text, lp := echoPrompt(g.inst.Model, g.prompts[idx], ev.PromptProbs)
+			offsets[idx] = utf8.RuneCountInString(text)
+			chunk := base
+			chunk.Choices = []openai.CompletionChoice{{Text: text, Index: idx, Logprobs: lp}}
+			if sse.data(chunk) != nil {
+				return
+			}
 		}
 		chunk := base
 		if ev.Done {

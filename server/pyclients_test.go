@@ -62,5 +62,5 @@ func TestPythonClients(t *testing.T) {
 	}
 	assert.NoError(t, err, "clients.py ended with an error\nstderr:\n%s", stderr.String())
 	assert.Empty(t, stderr.String(), "clients.py wrote to stderr")
-	assert.Len(t, results, 23, "every check ran")
+	assert.Len(t, results, 24, "every check ran")
 }

@@ -135,6 +135,8 @@ type completionResult struct {
 	Tokens []llama.Token
 	Steps  []wire.Step  // only with n_probs
 	Final  engine.Event // the Done event
+	// PromptProbs are the prompt's probabilities (Request.PromptProbs).
+	PromptProbs []engine.PromptProb
 }
 
 // collect reads the events of st's n tasks until they end, and returns
@@ -164,7 +166,13 @@ func collect(ctx context.Context, m *llama.Model, st eventStream, n int) ([]*com
 		case ev.Done:
 			r.Final, ended[i] = ev, true
 			r.Text = text[i].String()
+			if ev.PromptProbs != nil {
+				r.PromptProbs = ev.PromptProbs
+			}
 		default:
+			if ev.PromptProbs != nil {
+				r.PromptProbs = ev.PromptProbs
+			}
 			text[i].WriteString(ev.Text)
 			if m == nil || !m.IsEOG(ev.Token) {
 				r.Tokens = append(r.Tokens, ev.Token)

@@ -64,10 +64,54 @@ type CompletionChoice struct {
 // the top alternatives by text, and its character offset in the choice's
 // text.
 type LegacyLogprobs struct {
-	Tokens        []string             `json:"tokens"`
-	TokenLogprobs []float64            `json:"token_logprobs"`
+	Tokens []string `json:"tokens"`
+	// TokenLogprobs is null for an echoed prompt's first token, which
+	// nothing comes before, as OpenAI sends it; its TopLogprobs entry is
+	// empty rather than null, which OpenAI's Go SDK would drop the whole
+	// list for.
+	TokenLogprobs []*float64           `json:"token_logprobs"`
 	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
 	TextOffset    []int                `json:"text_offset"`
+}
+
+// PromptLogprobs is the legacy logprobs of an echoed prompt: its tokens,
+// the first with a null log probability and no top ones, each other with its own given
+// the ones before (pp, engine.Request.PromptProbs) and the top ones in its
+// place. offsets are the characters of the echoed text before each token.
+func PromptLogprobs(m *llama.Model, prompt []llama.Token, pp []engine.PromptProb, offsets []int) *LegacyLogprobs {
+	lp := &LegacyLogprobs{TokenLogprobs: make([]*float64, len(prompt)), TopLogprobs: make([]map[string]float64, len(prompt)), TextOffset: offsets}
+	for i, tok := range prompt {
+		lp.Tokens = append(lp.Tokens, wire.TokenProb(m, engine.TokenProb{Token: tok}, false).Token)
+		if i == 0 || i > len(pp) {
+			lp.TopLogprobs[i] = map[string]float64{}
+			continue
+		}
+		v := float64(pp[i-1].Token.Logprob)
+		lp.TokenLogprobs[i] = &v
+		lp.TopLogprobs[i] = topMap(m, pp[i-1].Top)
+	}
+	return lp
+}
+
+// Append adds o's tokens after lp's.
+func (lp *LegacyLogprobs) Append(o *LegacyLogprobs) {
+	lp.Tokens = append(lp.Tokens, o.Tokens...)
+	lp.TokenLogprobs = append(lp.TokenLogprobs, o.TokenLogprobs...)
+	lp.TopLogprobs = append(lp.TopLogprobs, o.TopLogprobs...)
+	lp.TextOffset = append(lp.TextOffset, o.TextOffset...)
+}
+
+// topMap is the legacy top_logprobs of one position: the log probability
+// by token text (the first of tokens of the same text).
+func topMap(m *llama.Model, probs []engine.TokenProb) map[string]float64 {
+	top := make(map[string]float64, len(probs))
+	for _, p := range probs {
+		tj := wire.TokenProb(m, p, false)
+		if _, dup := top[tj.Token]; !dup {
+			top[tj.Token] = *tj.Logprob
+		}
+	}
+	return top
 }
 
 // NewLegacyLogprobs converts steps to the legacy shape; offset is the number
@@ -75,21 +119,14 @@ type LegacyLogprobs struct {
 // offset after the last step too, for the next stream chunk.
 func NewLegacyLogprobs(m *llama.Model, steps []wire.Step, offset int) (*LegacyLogprobs, int) {
 	lp := &LegacyLogprobs{
-		Tokens: make([]string, 0, len(steps)), TokenLogprobs: make([]float64, 0, len(steps)),
+		Tokens: make([]string, 0, len(steps)), TokenLogprobs: make([]*float64, 0, len(steps)),
 		TopLogprobs: make([]map[string]float64, 0, len(steps)), TextOffset: make([]int, 0, len(steps)),
 	}
 	for _, s := range steps {
 		pj := wire.SampledProb(m, s, false)
-		top := make(map[string]float64, len(s.Probs))
-		for _, p := range s.Probs {
-			tj := wire.TokenProb(m, p, false)
-			if _, dup := top[tj.Token]; !dup {
-				top[tj.Token] = *tj.Logprob
-			}
-		}
 		lp.Tokens = append(lp.Tokens, pj.Token)
-		lp.TokenLogprobs = append(lp.TokenLogprobs, *pj.Logprob)
-		lp.TopLogprobs = append(lp.TopLogprobs, top)
+		lp.TokenLogprobs = append(lp.TokenLogprobs, pj.Logprob)
+		lp.TopLogprobs = append(lp.TopLogprobs, topMap(m, s.Probs))
 		lp.TextOffset = append(lp.TextOffset, offset)
 		offset += utf8.RuneCountInString(s.Text)
 	}

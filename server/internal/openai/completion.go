@@ -26,7 +26,7 @@ type CompletionBody struct {
 }
 
 // Check rejects what the server cannot answer: no prompt, best_of, more
-// than one choice, echo, and a suffix that is not a string.
+// than one choice, a suffix that is not a string, and echo with a suffix.
 func (b *CompletionBody) Check() error {
 	if len(b.Prompt) == 0 {
 		return wire.Errorf(`"prompt" is required`)
@@ -47,14 +47,17 @@ func (b *CompletionBody) Check() error {
 	if err := b.Echo.Read(&echo, "a boolean"); err != nil {
 		return err
 	}
-	if echo {
-		return wire.Errorf(`only "echo": false is supported`)
-	}
 	if len(b.Suffix) > 0 && !wire.IsNull(b.Suffix) && wire.Kind(b.Suffix) != 's' {
 		return wire.Errorf(`"suffix" must be a string`)
 	}
+	if echo && b.HasSuffix() {
+		return wire.Errorf(`"echo" cannot be used with "suffix"`)
+	}
 	return nil
 }
+
+// Echoes reports whether the answer starts with its prompt (echo).
+func (b *CompletionBody) Echoes() bool { return b.Echo.Set && !b.Echo.Bad && b.Echo.V }
 
 // HasSuffix reports whether the body asks to fill in before a suffix.
 func (b *CompletionBody) HasSuffix() bool { return len(b.Suffix) > 0 && !wire.IsNull(b.Suffix) }

@@ -124,7 +124,8 @@ func TestCompletionBodyCheck(t *testing.T) {
 		{"suffix not a string", `{"prompt":"x","suffix":["y"]}`, 0, `"suffix" must be a string`},
 		{"best_of", `{"prompt":"x","best_of":2}`, 0, "unsupported parameter: best_of"},
 		{"two choices", `{"prompt":"x","n":2}`, 0, `only one completion choice is allowed ("n" must be 1)`},
-		{"echo", `{"prompt":"x","echo":true}`, 0, `only "echo": false is supported`},
+		{"echo", `{"prompt":"x","echo":true}`, 0, ""},
+		{"echo with a suffix", `{"prompt":"x","echo":true,"suffix":"y"}`, 0, `"echo" cannot be used with "suffix"`},
 		{"bad echo", `{"prompt":"x","echo":1}`, 0, `"echo" must be a boolean`},
 		{"too many logprobs", `{"prompt":"x","logprobs":21}`, 0, `"logprobs" must be between 0 and 20, got 21`},
 	} {

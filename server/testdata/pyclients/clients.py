@@ -137,6 +137,21 @@ def _():
     return names
 
 
+@check("openai/completions: echo with logprobs scores a text, as evaluation harnesses ask")
+def _():
+    context, continuation = "Once upon a time,", " there was a little girl"
+    n = len(oai.completions.create(model="m", prompt=context, max_tokens=1, echo=True, logprobs=1,
+                                   temperature=0).choices[0].logprobs.tokens) - 1
+    r = oai.completions.create(model="m", prompt=context + continuation, max_tokens=1, echo=True, logprobs=1,
+                               temperature=0)
+    lp = r.choices[0].logprobs
+    assert lp.token_logprobs[0] is None and all(v < 0 for v in lp.token_logprobs[1:]), lp
+    assert r.choices[0].text.lstrip().startswith(context + continuation), r
+    score = sum(lp.token_logprobs[n:-1])
+    assert score < 0 and len(lp.top_logprobs) == len(lp.tokens), lp
+    return score
+
+
 @check("openai/models: retrieve the listed model")
 def _():
     first = oai.models.list().data[0]
