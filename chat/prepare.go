@@ -455,21 +455,9 @@ func (p *Plan) ParseLimited(output string) Message {
 		return p.ParseOutput(output)
 	}
 	s := p.NewStream()
-	var m Message
-	m.Role = RoleAssistant
-	for _, d := range []Delta{s.Push(output), s.Finish(true)} {
-		m.Content += d.Content
-		m.ReasoningContent += d.ReasoningContent
-		for _, tc := range d.ToolCalls {
-			for tc.Index >= len(m.ToolCalls) {
-				m.ToolCalls = append(m.ToolCalls, ToolCall{})
-			}
-			c := &m.ToolCalls[tc.Index]
-			c.ID += tc.ID
-			c.Name += tc.Name
-			c.Arguments += tc.ArgumentsDelta
-		}
-	}
+	m := Message{Role: RoleAssistant}
+	m.addDelta(s.Push(output))
+	m.addDelta(s.Finish(true))
 	return m
 }
 

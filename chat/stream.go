@@ -160,18 +160,23 @@ func (s *Stream) settle(d Delta, err error) Delta {
 
 // record adds d to what was sent.
 func (s *Stream) record(d Delta) Delta {
-	s.sent.Content += d.Content
-	s.sent.ReasoningContent += d.ReasoningContent
+	s.sent.addDelta(d)
+	return d
+}
+
+// addDelta adds d to m, as a client adds up the deltas of a stream.
+func (m *Message) addDelta(d Delta) {
+	m.Content += d.Content
+	m.ReasoningContent += d.ReasoningContent
 	for _, tc := range d.ToolCalls {
-		if tc.Index == len(s.sent.ToolCalls) {
-			s.sent.ToolCalls = append(s.sent.ToolCalls, ToolCall{})
+		for tc.Index >= len(m.ToolCalls) {
+			m.ToolCalls = append(m.ToolCalls, ToolCall{})
 		}
-		c := &s.sent.ToolCalls[tc.Index]
+		c := &m.ToolCalls[tc.Index]
 		c.ID += tc.ID
 		c.Name += tc.Name
 		c.Arguments += tc.ArgumentsDelta
 	}
-	return d
 }
 
 // reported is how much of the raw output the sent message accounts for:

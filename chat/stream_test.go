@@ -30,20 +30,10 @@ func TestChatStream(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewStream(hermes)
 			var got Message
-			add := func(d Delta) {
-				got.Content += d.Content
-				for _, c := range d.ToolCalls {
-					if c.Index == len(got.ToolCalls) {
-						got.ToolCalls = append(got.ToolCalls, ToolCall{})
-					}
-					got.ToolCalls[c.Index].Name += c.Name
-					got.ToolCalls[c.Index].Arguments += c.ArgumentsDelta
-				}
-			}
 			for _, p := range tc.pieces {
-				add(s.Push(p))
+				got.addDelta(s.Push(p))
 			}
-			add(s.Finish(tc.limited))
+			got.addDelta(s.Finish(tc.limited))
 			assert.Equal(t, tc.content, got.Content)
 			assert.Equal(t, tc.calls, got.ToolCalls)
 			if tc.calls == nil {
@@ -75,20 +65,10 @@ func TestParseLimited(t *testing.T) {
 			// The same output streamed a character at a time adds up to it.
 			s := p.NewStream()
 			streamed := Message{Role: RoleAssistant}
-			add := func(d Delta) {
-				streamed.Content += d.Content
-				for _, c := range d.ToolCalls {
-					if c.Index == len(streamed.ToolCalls) {
-						streamed.ToolCalls = append(streamed.ToolCalls, ToolCall{})
-					}
-					streamed.ToolCalls[c.Index].Name += c.Name
-					streamed.ToolCalls[c.Index].Arguments += c.ArgumentsDelta
-				}
-			}
 			for _, r := range tc.output {
-				add(s.Push(string(r)))
+				streamed.addDelta(s.Push(string(r)))
 			}
-			add(s.Finish(true))
+			streamed.addDelta(s.Finish(true))
 			assert.Equal(t, got, streamed)
 		})
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 
@@ -189,18 +190,9 @@ func merged(a, b map[string]any) map[string]any {
 // middle as /infill does, whole and streamed, and /api/show says the
 // model can (Ollama's "insert").
 func TestOllamaGenerateSuffix(t *testing.T) {
-	_, hs := newTestServer(t, Options{Model: writeTinyCoder(t), Engine: engine.Options{
-		Parallel: 1, Context: llama.ContextOptions{ContextSize: 1024, BatchSize: 256, Threads: 1},
-	}})
+	hs := newCoderServer(t)
 	prefix, suffix := "def add(a, b):\n    ", "\n\nprint(add(1, 2))\n"
-	var want struct {
-		Content         string `json:"content"`
-		TokensEvaluated int    `json:"tokens_evaluated"`
-	}
-	require.Equal(t, http.StatusOK, xPost(t, hs.URL+"/infill", map[string]any{
-		"input_prefix": prefix, "input_suffix": suffix, "n_predict": 8, "temperature": 0,
-	}, &want))
-	require.NotEmpty(t, want.Content)
+	want := greedyInfill(t, hs.URL, prefix, suffix, 8)
 
 	body := map[string]any{"model": "coder", "prompt": prefix, "suffix": suffix, "stream": false,
 		"options": map[string]any{"temperature": 0, "num_predict": 8}}
@@ -232,18 +224,9 @@ func TestOllamaGenerateSuffix(t *testing.T) {
 // middle as /infill does, with the OpenAI client, whole and streamed; a
 // model without FIM tokens refuses it, naming what is missing.
 func TestOpenAICompletionSuffix(t *testing.T) {
-	_, hs := newTestServer(t, Options{Model: writeTinyCoder(t), Engine: engine.Options{
-		Parallel: 1, Context: llama.ContextOptions{ContextSize: 1024, BatchSize: 256, Threads: 1},
-	}})
+	hs := newCoderServer(t)
 	prefix, suffix := "def add(a, b):\n    ", "\n\nprint(add(1, 2))\n"
-	var want struct {
-		Content         string `json:"content"`
-		TokensEvaluated int    `json:"tokens_evaluated"`
-	}
-	require.Equal(t, http.StatusOK, xPost(t, hs.URL+"/infill", map[string]any{
-		"input_prefix": prefix, "input_suffix": suffix, "n_predict": 8, "temperature": 0,
-	}, &want))
-	require.NotEmpty(t, want.Content)
+	want := greedyInfill(t, hs.URL, prefix, suffix, 8)
 
 	client := openai.NewClient(option.WithBaseURL(hs.URL+"/v1"), option.WithAPIKey("none"), option.WithMaxRetries(0))
 	params := openai.CompletionNewParams{Model: "coder", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(prefix)},
@@ -285,4 +268,30 @@ func TestOpenAICompletionSuffix(t *testing.T) {
 	var e errorBody
 	require.Equal(t, http.StatusBadRequest, xPost(t, plain.URL+"/v1/completions", map[string]any{"prompt": "a", "suffix": "b"}, &e))
 	assert.Equal(t, `"suffix" needs a model with fill-in-the-middle tokens: prefix token is missing. suffix token is missing. middle token is missing. `, e.Error.Message)
+}
+
+// newCoderServer serves the tiny coder model (FIM tokens) on one slot.
+func newCoderServer(t *testing.T) *httptest.Server {
+	_, hs := newTestServer(t, Options{Model: writeTinyCoder(t), Engine: engine.Options{
+		Parallel: 1, Context: llama.ContextOptions{ContextSize: 1024, BatchSize: 256, Threads: 1},
+	}})
+	return hs
+}
+
+// infillAnswer is /infill's greedy answer and the prompt it took.
+type infillAnswer struct {
+	Content         string `json:"content"`
+	TokensEvaluated int    `json:"tokens_evaluated"`
+}
+
+// greedyInfill asks url's /infill for n greedy tokens between prefix and
+// suffix.
+func greedyInfill(t *testing.T, url, prefix, suffix string, n int) infillAnswer {
+	t.Helper()
+	var want infillAnswer
+	require.Equal(t, http.StatusOK, xPost(t, url+"/infill", map[string]any{
+		"input_prefix": prefix, "input_suffix": suffix, "n_predict": n, "temperature": 0,
+	}, &want))
+	require.NotEmpty(t, want.Content)
+	return want
 }

@@ -40,17 +40,16 @@ func TestPythonClients(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	var results []struct {
+	// A check's line: its name, whether it passed, and what it returned
+	// or the traceback of its failure.
+	type result struct {
 		Name   string `json:"name"`
 		OK     bool   `json:"ok"`
 		Detail string `json:"detail"`
 	}
+	var results []result
 	for line := range strings.Lines(stdout.String()) {
-		var r struct {
-			Name   string `json:"name"`
-			OK     bool   `json:"ok"`
-			Detail string `json:"detail"`
-		}
+		var r result
 		require.NoError(t, json.Unmarshal([]byte(line), &r), "a line of clients.py: %q\nstderr:\n%s", line, stderr.String())
 		results = append(results, r)
 	}
