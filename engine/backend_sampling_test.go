@@ -68,6 +68,17 @@ func TestEngineBackendSampling(t *testing.T) {
 			}
 		})
 	}
+	// Prompt probabilities (every prompt position an output, more than a
+	// backend chain takes for a sequence): sampled on the CPU.
+	before := backend()
+	pp := task(true, nil)
+	pp.PromptProbs = true
+	r := engRun(t, e, pp)
+	assert.Equal(t, before, backend(), "on the CPU")
+	require.NotEmpty(t, r.events)
+	require.Len(t, r.events[0].PromptProbs, len(prompt)-1)
+	assert.Empty(t, r.events[0].PromptProbs[0].Top, "n_probs 0: no alternatives")
+	assert.Equal(t, prompt[1], r.events[0].PromptProbs[0].Token.Token)
 	// Three at once, greedy: the tokens each gives alone.
 	alone := engRun(t, e, task(true, nil))
 	var wg sync.WaitGroup

@@ -123,7 +123,7 @@ func (e *Engine) start(s *engSlot) {
 		e.failSlot(s, err) // a drafter's panic: logged, and the slot reset
 		return
 	}
-	if (t.Params.BackendSampling || e.backendAll) && gram == nil && t.Params.NProbs == 0 && t.Media == nil &&
+	if (t.Params.BackendSampling || e.backendAll) && gram == nil && t.Params.NProbs == 0 && t.Media == nil && !t.PromptProbs &&
 		len(s.spec.spec.Drafters) == 0 && smpl.Offloadable() {
 		// A new chain for each request: llama.cpp takes a chain to the
 		// backend once. Closing it at the request's end detaches it.
@@ -922,9 +922,12 @@ func (e *Engine) topProbs(logits []float32, n int, tok llama.Token) ([]TokenProb
 		sum += math.Exp(float64(l - maxL))
 	}
 	logSum := math.Log(sum)
-	n = min(n, len(logits))
+	n = max(min(n, len(logits)), 0)
 	top := make([]int, 0, n+1) // indices, by decreasing logit
 	for i, l := range logits {
+		if n == 0 {
+			break // the sampled token's entry alone
+		}
 		if len(top) == n && l <= logits[top[n-1]] {
 			continue
 		}
