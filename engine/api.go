@@ -45,6 +45,10 @@ type Request struct {
 	// costs the loop a system call each time on its critical path, and
 	// the woken reader a core the decode may want.
 	WakeAtEnd bool
+	// SampledProbs asks for the chosen token's probability entry in each
+	// event (Event.Sampled) even when Params.NProbs is 0: OpenAI's
+	// logprobs with no top alternatives.
+	SampledProbs bool
 	// PromptProbs asks for the probability of each prompt token given the
 	// ones before it, with the Params.NProbs most likely tokens in its
 	// place (OpenAI's echo with logprobs; how evaluation harnesses score
@@ -176,7 +180,8 @@ type Event struct {
 	Text     string
 	// Probs are the top NProbs candidates of this step (when asked).
 	Probs []TokenProb
-	// Sampled is the probability entry of the chosen token (when NProbs > 0).
+	// Sampled is the probability entry of the chosen token (when NProbs > 0
+	// or Request.SampledProbs).
 	Sampled *TokenProb
 	// PromptProbs are the prompt's tokens after the first, each with its
 	// probability given the ones before it (Request.PromptProbs), in the

@@ -279,6 +279,17 @@ func TestEngineNProbs(t *testing.T) {
 			t.Fatalf("prob %+v", p)
 		}
 	}
+	// SampledProbs alone: each token's own entry, the same, no alternatives.
+	own := engGreedyTask(tk.Prompt, 4)
+	own.SampledProbs = true
+	o := engRun(t, e, own)
+	require.Len(t, o.events, len(r.events))
+	for i, ev := range o.events {
+		assert.Empty(t, ev.Probs)
+		require.NotNil(t, ev.Sampled)
+		assert.Equal(t, r.events[i].Sampled.Token, ev.Sampled.Token)
+		assert.InDelta(t, r.events[i].Sampled.Logprob, ev.Sampled.Logprob, 1e-6)
+	}
 }
 
 func TestEngineContextFull(t *testing.T) {

@@ -253,6 +253,7 @@ func (inst *instance) chatOptions(req *wire.Chat, t *engine.Request, co *chatOpt
 		if err := o.TopLogprobs.Int(&t.Params.NProbs, 0, 20); err != nil {
 			return err
 		}
+		t.SampledProbs = true // each token's own, with top_logprobs 0 too
 	case o.TopLogprobs.Set:
 		return badRequest(`"top_logprobs" requires "logprobs": true`)
 	case t.Params.NProbs > 0:

@@ -307,3 +307,41 @@ func toInt64s(toks []llama.Token) []int64 {
 	}
 	return out
 }
+
+// TestOpenAILogprobsNoAlternatives: logprobs with no top alternatives
+// (chat's top_logprobs 0, completions' logprobs 0) still give each
+// token's own log probability, with an empty list of alternatives, as
+// OpenAI does; and echo with logprobs 0 scores the prompt.
+func TestOpenAILogprobsNoAlternatives(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	code, out := postJSON(t, ts.URL+"/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "Hi"}},
+		"max_tokens": 3, "logprobs": true, "top_logprobs": 0, "temperature": 0})
+	require.Equal(t, 200, code, "%v", out)
+	content := out["choices"].([]any)[0].(map[string]any)["logprobs"].(map[string]any)["content"].([]any)
+	require.Len(t, content, 3)
+	for _, c := range content {
+		c := c.(map[string]any)
+		assert.Less(t, c["logprob"].(float64), 0.0)
+		assert.Equal(t, []any{}, c["top_logprobs"])
+	}
+
+	for _, echo := range []bool{false, true} {
+		code, out = postJSON(t, ts.URL+"/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 3, "logprobs": 0, "echo": echo, "temperature": 0})
+		require.Equal(t, 200, code, "%v", out)
+		lp := out["choices"].([]any)[0].(map[string]any)["logprobs"].(map[string]any)
+		n := len(lp["tokens"].([]any))
+		if echo {
+			assert.Greater(t, n, 3)
+		} else {
+			assert.Equal(t, 3, n)
+		}
+		for i, v := range lp["token_logprobs"].([]any) {
+			if echo && i == 0 {
+				assert.Nil(t, v)
+				continue
+			}
+			assert.Less(t, v.(float64), 0.0, "token %d", i)
+			assert.Equal(t, map[string]any{}, lp["top_logprobs"].([]any)[i])
+		}
+	}
+}

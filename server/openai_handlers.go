@@ -231,7 +231,8 @@ func answerOAICompletion(ctx context.Context, w http.ResponseWriter, b *openai.C
 		ID: wire.NewID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(),
 		Model: cmp.Or(b.Model.V, inst.Name), SystemFingerprint: openai.SystemFingerprint,
 	}
-	nProbs := g.task.Params.NProbs
+	// With logprobs (0 included: each token's own, no alternatives).
+	logprobs := g.task.Params.NProbs > 0 || g.task.SampledProbs
 	if g.opt.Stream {
 		streamOAICompletion(ctx, w, g, st, base)
 		return nil
@@ -252,7 +253,7 @@ func answerOAICompletion(ctx context.Context, w http.ResponseWriter, b *openai.C
 			text, echo = echoPrompt(inst.Model, g.prompts[i], res.PromptProbs)
 			c.Text, offset = text+c.Text, utf8.RuneCountInString(text)
 		}
-		if nProbs > 0 {
+		if logprobs {
 			c.Logprobs, _ = openai.NewLegacyLogprobs(inst.Model, res.Steps, offset)
 			if echo != nil {
 				echo.Append(c.Logprobs)
@@ -332,8 +333,10 @@ func parseOAICompletion(b *openai.CompletionBody, inst *instance) (*genRequest, 
 		return nil, err
 	}
 	echo := b.Echoes()
-	// Echoed with logprobs, the prompt's tokens come with theirs.
-	t.PromptProbs = echo && t.Params.NProbs > 0
+	// logprobs 0 asks for each token's own log probability alone; echoed
+	// with logprobs, the prompt's tokens come with theirs.
+	t.SampledProbs = b.Logprobs.Set
+	t.PromptProbs = echo && (t.SampledProbs || t.Params.NProbs > 0)
 	return &genRequest{inst: inst, prompts: prompts, task: t, opt: opt, echo: echo}, nil
 }
 
@@ -341,7 +344,8 @@ func parseOAICompletion(b *openai.CompletionBody, inst *instance) (*genRequest, 
 // prompt with its finish reason, usage and timings, then [DONE].
 func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genRequest, events eventStream, base openai.Completion) {
 	sse, _ := sseStart(ctx, w)
-	nProbs := g.task.Params.NProbs
+	// With logprobs (0 included: each token's own, no alternatives).
+	logprobs := g.task.Params.NProbs > 0 || g.task.SampledProbs
 	pending := make([][]wire.Step, len(g.prompts))
 	offsets := make([]int, len(g.prompts))
 	echoed := make([]bool, len(g.prompts))
@@ -377,14 +381,14 @@ func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genReque
 			}
 			continue
 		}
-		if nProbs > 0 {
+		if logprobs {
 			pending[idx] = append(pending[idx], wire.StepOf(ev))
 		}
 		if ev.Text == "" {
 			continue
 		}
 		c := openai.CompletionChoice{Text: ev.Text, Index: idx}
-		if nProbs > 0 {
+		if logprobs {
 			c.Logprobs, offsets[idx] = openai.NewLegacyLogprobs(g.inst.Model, pending[idx], offsets[idx])
 			pending[idx] = nil
 		}

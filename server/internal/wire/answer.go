@@ -87,8 +87,8 @@ type Prob struct {
 	Bytes       []int       `json:"bytes"`
 	Logprob     *float64    `json:"logprob,omitempty"`
 	Prob        *float64    `json:"prob,omitempty"`
-	TopLogprobs []Prob      `json:"top_logprobs,omitempty"`
-	TopProbs    []Prob      `json:"top_probs,omitempty"`
+	TopLogprobs []Prob      `json:"top_logprobs,omitzero"` // [] for a step with no alternatives asked
+	TopProbs    []Prob      `json:"top_probs,omitzero"`
 }
 
 // safeLog is log(x) with log(0) as the lowest float32 (JSON has no -inf).
