@@ -227,6 +227,12 @@ type message struct {
 	ToolCallID       string            `json:"tool_call_id"`
 	ReasoningContent string            `json:"reasoning_content"`
 	ToolCalls        []messageToolCall `json:"tool_calls"`
+	// FunctionCall is the deprecated functions API's call of an
+	// assistant message, read as its one tool call.
+	FunctionCall *struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function_call"`
 }
 
 type messageToolCall struct {
@@ -291,10 +297,14 @@ func toChatMessagesMedia(raw json.RawMessage, allowEmpty bool, marker string, me
 		}
 		switch wm.Role {
 		case chat.RoleSystem, chat.RoleDeveloper, chat.RoleUser, chat.RoleAssistant, chat.RoleTool:
+		case "function":
+			// The deprecated functions API's result of a call: a tool
+			// message, named after the function.
+			wm.Role = chat.RoleTool
 		case "":
 			return nil, wire.Errorf("messages[%d] has no role", i)
 		default:
-			return nil, wire.Errorf("messages[%d] has an unknown role %q (want system, developer, user, assistant or tool)", i, wm.Role)
+			return nil, wire.Errorf("messages[%d] has an unknown role %q (want system, developer, user, assistant, tool or function)", i, wm.Role)
 		}
 		m := chat.Message{Role: wm.Role, Name: wm.Name, ToolCallID: wm.ToolCallID, ReasoningContent: wm.ReasoningContent}
 		hasContent := len(wm.Content) > 0
@@ -343,13 +353,13 @@ func toChatMessagesMedia(raw json.RawMessage, allowEmpty bool, marker string, me
 			if tc.Function.Name == "" {
 				return nil, wire.Errorf("messages[%d].tool_calls[%d] has no function name", i, j)
 			}
-			args := string(tc.Function.Arguments)
-			if wire.Kind(tc.Function.Arguments) == 's' {
-				_ = json.Unmarshal(tc.Function.Arguments, &args)
-			} else if args == "" || args == "null" {
-				args = "{}"
+			m.ToolCalls = append(m.ToolCalls, chat.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: callArgs(tc.Function.Arguments)})
+		}
+		if fc := wm.FunctionCall; fc != nil && wm.Role == chat.RoleAssistant && len(wm.ToolCalls) == 0 {
+			if fc.Name == "" {
+				return nil, wire.Errorf("messages[%d].function_call has no name", i)
 			}
-			m.ToolCalls = append(m.ToolCalls, chat.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
+			m.ToolCalls = append(m.ToolCalls, chat.ToolCall{Name: fc.Name, Arguments: callArgs(fc.Arguments)})
 		}
 		if wm.Role == chat.RoleAssistant {
 			if !hasContent && len(m.ToolCalls) == 0 {
@@ -361,4 +371,16 @@ func toChatMessagesMedia(raw json.RawMessage, allowEmpty bool, marker string, me
 		msgs = append(msgs, m)
 	}
 	return msgs, nil
+}
+
+// callArgs is a call's arguments as the template gets them: the string
+// given, or the JSON of an object given as one ({} for none).
+func callArgs(raw json.RawMessage) string {
+	args := string(raw)
+	if wire.Kind(raw) == 's' {
+		_ = json.Unmarshal(raw, &args)
+	} else if args == "" || args == "null" {
+		args = "{}"
+	}
+	return args
 }

@@ -83,7 +83,16 @@ func TestToChat(t *testing.T) {
 		{"best_of", `{"messages":[{"role":"user","content":"x"}],"best_of":2}`, 1, nil, "unsupported parameter: best_of"},
 		{"n beyond the slots", `{"messages":[{"role":"user","content":"x"}],"n":3}`, 2, nil, `"n" must be between 1 and 2, got 3`},
 		{"no role", `{"messages":[{"content":"x"}]}`, 1, nil, "messages[0] has no role"},
-		{"unknown role", `{"messages":[{"role":"bot","content":"x"}]}`, 1, nil, `messages[0] has an unknown role "bot" (want system, developer, user, assistant or tool)`},
+		{"the functions API's messages: a call and its result", `{"messages":[{"role":"user","content":"x"},
+			{"role":"assistant","content":null,"function_call":{"name":"f","arguments":"{\"a\":1}"}},
+			{"role":"function","name":"f","content":"42"}]}`, 1,
+			func(t *testing.T, c *wire.Chat) {
+				require.Len(t, c.Messages, 3)
+				assert.Equal(t, []chat.ToolCall{{Name: "f", Arguments: `{"a":1}`}}, c.Messages[1].ToolCalls)
+				assert.Equal(t, chat.Message{Role: "tool", Name: "f", Content: "42"}, c.Messages[2])
+			}, ""},
+		{"a function_call without a name", `{"messages":[{"role":"assistant","function_call":{"arguments":"{}"}}]}`, 1, nil, "messages[0].function_call has no name"},
+		{"unknown role", `{"messages":[{"role":"bot","content":"x"}]}`, 1, nil, `messages[0] has an unknown role "bot" (want system, developer, user, assistant, tool or function)`},
 		{"empty assistant", `{"messages":[{"role":"assistant"}]}`, 1, nil, "messages[0]: an assistant message needs content or tool_calls"},
 		{"video", `{"messages":[{"role":"user","content":[{"type":"input_video"}]}]}`, 1, nil, "messages[0].content[0]: video input is not supported"},
 		{"bad tool", `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]}`, 1, nil, `tools[0] must be {"type": "function", "function": {"name": ...}}`},
