@@ -437,7 +437,12 @@ func (p *Plan) ThinkingTags() (start, end string, ok bool, err error) {
 // ParseOutput reads the whole output of the plan's generation (the text
 // generated, without the prefill) into the assistant message.
 func (p *Plan) ParseOutput(output string) Message {
-	msg := ParseWhole(p.Prefill+output, p.Parse)
+	return p.trimmed(ParseWhole(p.Prefill+output, p.Parse))
+}
+
+// trimmed is msg with its content trimmed to its JSON under a response
+// format.
+func (p *Plan) trimmed(msg Message) Message {
 	if p.JSONContent {
 		msg.Content = TrimJSONContent(msg.Content)
 	}
@@ -451,8 +456,8 @@ func (p *Plan) ParseOutput(output string) Message {
 // rather than the raw output as content: streamed or not, an answer cut
 // short reads the same.
 func (p *Plan) ParseLimited(output string) Message {
-	if _, err := Parse(p.Prefill+output, p.Parse); err == nil {
-		return p.ParseOutput(output)
+	if msg, err := Parse(p.Prefill+output, p.Parse); err == nil {
+		return p.trimmed(msg)
 	}
 	s := p.NewStream()
 	m := Message{Role: RoleAssistant}
@@ -471,18 +476,11 @@ func (p *Plan) NewStream() *Stream {
 // that is not among tools, whatever the template's format.
 func checkToolChoice(choice ToolChoice, tools []Tool) error {
 	switch choice.Mode {
-	case "auto", "required":
-		_, err := allowedTools(choice, tools)
+	case "auto", "required", "function":
+		_, err := callable(choice, tools)
 		return err
 	case "none":
 		return nil
-	case "function":
-		for _, t := range tools {
-			if t.Name == choice.Function {
-				return nil
-			}
-		}
-		return fmt.Errorf("chat: tool choice names unknown function %q", choice.Function)
 	}
 	return fmt.Errorf("chat: unknown tool choice mode %q", choice.Mode)
 }

@@ -24,21 +24,26 @@ type ToolChoice struct {
 	Allowed []string
 }
 
-// allowedTools returns the tools that choice lets the model call: all of
-// them, or those Allowed names (an error for a name not among them).
-func allowedTools(choice ToolChoice, tools []Tool) ([]Tool, error) {
-	if len(choice.Allowed) == 0 || (choice.Mode != "auto" && choice.Mode != "required") {
+// callable returns the tools that choice lets the model call, in their
+// order: the one Function names, those Allowed names, or all of them (an
+// error for a name not among them).
+func callable(choice ToolChoice, tools []Tool) ([]Tool, error) {
+	names := choice.Allowed
+	if choice.Mode == "function" {
+		names = []string{choice.Function}
+	}
+	if len(names) == 0 {
 		return tools, nil
 	}
-	var picked []Tool
-	for _, name := range choice.Allowed {
-		i := slices.IndexFunc(tools, func(t Tool) bool { return t.Name == name })
-		if i < 0 {
+	for _, name := range names {
+		if !slices.ContainsFunc(tools, func(t Tool) bool { return t.Name == name }) {
+			if choice.Mode == "function" {
+				return nil, fmt.Errorf("chat: tool choice names unknown function %q", name)
+			}
 			return nil, fmt.Errorf("chat: allowed tool %q is not among the tools", name)
 		}
-		picked = append(picked, tools[i])
 	}
-	return picked, nil
+	return slices.DeleteFunc(slices.Clone(tools), func(t Tool) bool { return !slices.Contains(names, t.Name) }), nil
 }
 
 // TriggerKind says how a [Trigger] is matched.
@@ -93,22 +98,11 @@ func BuildToolGrammar(f Format, tools []Tool, choice ToolChoice, parallel bool) 
 	switch mode {
 	case "none":
 		return nil, nil
-	case "auto", "required":
+	case "auto", "required", "function":
 		var err error
-		if tools, err = allowedTools(ToolChoice{Mode: mode, Allowed: choice.Allowed}, tools); err != nil {
+		if tools, err = callable(ToolChoice{Mode: mode, Function: choice.Function, Allowed: choice.Allowed}, tools); err != nil {
 			return nil, err
 		}
-	case "function":
-		var picked []Tool
-		for _, t := range tools {
-			if t.Name == choice.Function {
-				picked = append(picked, t)
-			}
-		}
-		if len(picked) == 0 {
-			return nil, fmt.Errorf("chat: tool choice names unknown function %q", choice.Function)
-		}
-		tools = picked
 	default:
 		return nil, fmt.Errorf("chat: unknown tool choice mode %q", choice.Mode)
 	}

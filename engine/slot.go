@@ -57,11 +57,11 @@ type engSlot struct {
 	// ckpts are the context checkpoints of a windowed cache, oldest first
 	// (see checkpoint.go).
 	ckpts []ckpt
-	// ppFirst and ppPos are the batch index and the prompt index of this
-	// step's first prompt token, ppN their count (Request.PromptProbs);
-	// promptProbs are the entries so far, sent after the prompt.
-	ppFirst, ppPos, ppN int
-	promptProbs         []PromptProb
+	// ppFirst is the batch index of this step's first prompt token, ppN
+	// the count of them (Request.PromptProbs); promptProbs are the entries
+	// so far, sent after the prompt.
+	ppFirst, ppN int
+	promptProbs  []PromptProb
 }
 
 // start prepares a slot for its new request.
@@ -401,7 +401,7 @@ func (e *Engine) step() bool {
 		}
 		probs := s.tk.t.PromptProbs
 		if probs {
-			s.ppFirst, s.ppPos, s.ppN = b.Len(), s.promptIdx, len(chunk)
+			s.ppFirst, s.ppN = b.Len(), len(chunk)
 		}
 		for i, tok := range chunk {
 			out := e.embedding || probs || s.promptIdx+i == len(s.prompt)-1
@@ -751,8 +751,9 @@ func (e *Engine) sampleNext(s *engSlot) {
 // first generated token, which sampleNext reads).
 func (e *Engine) readPromptProbs(s *engSlot) {
 	t := s.tk.t
+	pos := s.promptIdx - s.ppN // the prompt index of the step's first token
 	for i := range s.ppN {
-		next := s.ppPos + i + 1
+		next := pos + i + 1
 		if next >= len(s.prompt) {
 			break
 		}

@@ -158,6 +158,9 @@ func collect(ctx context.Context, m *llama.Model, st eventStream, n int) ([]*com
 			r = &completionResult{}
 			res[i] = r
 		}
+		if ev.PromptProbs != nil && !ended[i] {
+			r.PromptProbs = ev.PromptProbs
+		}
 		switch {
 		case ended[i]:
 		case ev.Err != nil:
@@ -166,13 +169,7 @@ func collect(ctx context.Context, m *llama.Model, st eventStream, n int) ([]*com
 		case ev.Done:
 			r.Final, ended[i] = ev, true
 			r.Text = text[i].String()
-			if ev.PromptProbs != nil {
-				r.PromptProbs = ev.PromptProbs
-			}
 		default:
-			if ev.PromptProbs != nil {
-				r.PromptProbs = ev.PromptProbs
-			}
 			text[i].WriteString(ev.Text)
 			if m == nil || !m.IsEOG(ev.Token) {
 				r.Tokens = append(r.Tokens, ev.Token)

@@ -47,7 +47,7 @@ func (b *CompletionBody) Check() error {
 	if err := b.Echo.Read(&echo, "a boolean"); err != nil {
 		return err
 	}
-	if len(b.Suffix) > 0 && !wire.IsNull(b.Suffix) && wire.Kind(b.Suffix) != 's' {
+	if b.HasSuffix() && wire.Kind(b.Suffix) != 's' {
 		return wire.Errorf(`"suffix" must be a string`)
 	}
 	if echo && b.HasSuffix() {
