@@ -238,6 +238,13 @@ func TestOpenAICompletionSuffix(t *testing.T) {
 	assert.EqualValues(t, want.TokensEvaluated, c.Usage.PromptTokens)
 	assert.EqualValues(t, 8, c.Usage.CompletionTokens)
 
+	// logprobs 0 with a suffix: each token's own, as without one.
+	code, raw := postJSON(t, hs.URL+"/v1/completions", map[string]any{"prompt": prefix, "suffix": suffix, "max_tokens": 3, "logprobs": 0})
+	require.Equal(t, http.StatusOK, code, "%v", raw)
+	lp, _ := raw["choices"].([]any)[0].(map[string]any)["logprobs"].(map[string]any)
+	require.NotNil(t, lp, "%v", raw)
+	assert.Len(t, lp["token_logprobs"], 3)
+
 	stream := client.Completions.NewStreaming(context.Background(), params)
 	streamed := ""
 	for stream.Next() {

@@ -311,6 +311,8 @@ func parseOAICompletion(b *openai.CompletionBody, inst *instance) (*genRequest, 
 	if err := b.NProbs(&t.Params.NProbs); err != nil {
 		return nil, err
 	}
+	// logprobs 0 asks for each token's own log probability alone.
+	t.SampledProbs = b.Logprobs.Set
 	if b.HasSuffix() {
 		// The prompt and the suffix are the code before and after the
 		// insertion point, as /infill's input_prefix and input_suffix.
@@ -333,9 +335,7 @@ func parseOAICompletion(b *openai.CompletionBody, inst *instance) (*genRequest, 
 		return nil, err
 	}
 	echo := b.Echoes()
-	// logprobs 0 asks for each token's own log probability alone; echoed
-	// with logprobs, the prompt's tokens come with theirs.
-	t.SampledProbs = b.Logprobs.Set
+	// Echoed with logprobs, the prompt's tokens come with theirs.
 	t.PromptProbs = echo && (t.SampledProbs || t.Params.NProbs > 0)
 	return &genRequest{inst: inst, prompts: prompts, task: t, opt: opt, echo: echo}, nil
 }
