@@ -35,15 +35,22 @@ func callable(choice ToolChoice, tools []Tool) ([]Tool, error) {
 	if len(names) == 0 {
 		return tools, nil
 	}
+	// Sets, not scans: a request may list thousands of tools and names.
+	have := make(map[string]bool, len(tools))
+	for _, t := range tools {
+		have[t.Name] = true
+	}
+	want := make(map[string]bool, len(names))
 	for _, name := range names {
-		if !slices.ContainsFunc(tools, func(t Tool) bool { return t.Name == name }) {
+		if !have[name] {
 			if choice.Mode == "function" {
 				return nil, fmt.Errorf("chat: tool choice names unknown function %q", name)
 			}
 			return nil, fmt.Errorf("chat: allowed tool %q is not among the tools", name)
 		}
+		want[name] = true
 	}
-	return slices.DeleteFunc(slices.Clone(tools), func(t Tool) bool { return !slices.Contains(names, t.Name) }), nil
+	return slices.DeleteFunc(slices.Clone(tools), func(t Tool) bool { return !want[t.Name] }), nil
 }
 
 // TriggerKind says how a [Trigger] is matched.
