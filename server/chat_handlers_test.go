@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -629,5 +630,34 @@ func TestChatMalformedOutputWhole(t *testing.T) {
 				assert.Equal(t, tc.want[ep.name], ep.ask(t))
 			})
 		}
+	}
+}
+
+// TestChatJSONMode: response_format json_object without a schema is a
+// JSON object, as OpenAI's JSON mode promises, with and without --jinja
+// (llama-server's --jinja constrains nothing there), whole and streamed.
+func TestChatJSONMode(t *testing.T) {
+	for _, jinja := range []bool{false, true} {
+		t.Run(fmt.Sprintf("jinja=%v", jinja), func(t *testing.T) {
+			_, ts := newTestServer(t, Options{Jinja: jinja, ChatTemplate: "chatml"})
+			url := ts.URL + "/v1/chat/completions"
+			for _, format := range []map[string]any{{"type": "json_object"}, {"type": "json_object", "schema": map[string]any{}}} {
+				for seed := range 3 {
+					req := map[string]any{"messages": []any{map[string]any{"role": "user", "content": "Write an example"}},
+						"response_format": format, "seed": seed, "temperature": 1, "max_tokens": 60}
+					code, out := postJSON(t, url, req)
+					require.Equal(t, http.StatusOK, code, "%v", out)
+					choice := out["choices"].([]any)[0].(map[string]any)
+					content := choice["message"].(map[string]any)["content"].(string)
+					assert.True(t, strings.HasPrefix(content, "{"), "seed %d: %q", seed, content)
+					if choice["finish_reason"] == "stop" {
+						var v map[string]any
+						assert.NoError(t, json.Unmarshal([]byte(content), &v), "seed %d: %q", seed, content)
+					}
+					streamed, _, _, _ := streamedChat(t, url, req)
+					assert.Equal(t, content, streamed, "seed %d streamed", seed)
+				}
+			}
+		})
 	}
 }

@@ -200,9 +200,12 @@ func (b *ChatBody) responseFormat(req *wire.Chat) error {
 	switch rf.Type {
 	case "", "text":
 	case "json_object":
+		// A JSON object, as OpenAI's JSON mode promises (llama-server's
+		// --jinja constrains nothing without a schema, and weak models
+		// then answer in prose). A schema given with it is followed.
 		req.Schema = rf.Schema
-		if len(req.Schema) == 0 || wire.IsNull(req.Schema) {
-			req.Schema = json.RawMessage(`{}`)
+		if len(req.Schema) == 0 || wire.IsNull(req.Schema) || wire.IsEmptyObject(req.Schema) {
+			req.Schema = json.RawMessage(`{"type": "object"}`)
 		}
 	case "json_schema":
 		if rf.JSONSchema == nil || len(rf.JSONSchema.Schema) == 0 || wire.IsNull(rf.JSONSchema.Schema) {

@@ -204,6 +204,12 @@ func ParseFields(body []byte) (Fields, error) {
 // IsNull reports whether v is JSON null.
 func IsNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }
 
+// IsEmptyObject reports whether v is the JSON object {}.
+func IsEmptyObject(v json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	return Kind(v) == 'o' && json.Unmarshal(v, &m) == nil && len(m) == 0
+}
+
 // Kind returns the JSON kind of a value: 'o', 'a', 's', 'n', 'b' or 0
 // when empty or null.
 func Kind(v json.RawMessage) byte {
