@@ -21,7 +21,7 @@ import (
 )
 
 // TestPythonClients runs testdata/pyclients/clients.py, the checks of
-// OpenAI's and Anthropic's official Python SDKs and OpenAI's Agents SDK,
+// OpenAI's, Anthropic's and Ollama's Python clients and OpenAI's Agents SDK,
 // against this server on stories260K with a Hermes tool-call template, and
 // reports each check as a subtest. The clients come from the virtual
 // environment in $LLAMA_PYCLIENTS_VENV, which .ci/run makes from
@@ -61,5 +61,5 @@ func TestPythonClients(t *testing.T) {
 	}
 	assert.NoError(t, err, "clients.py ended with an error\nstderr:\n%s", stderr.String())
 	assert.Empty(t, stderr.String(), "clients.py wrote to stderr")
-	assert.Len(t, results, 24, "every check ran")
+	assert.Len(t, results, 29, "every check ran")
 }

@@ -2,8 +2,8 @@
 
 Usage: clients.py BASE_URL
 
-Runs each check with OpenAI's and Anthropic's Python SDKs and OpenAI's
-Agents SDK (pinned in requirements.txt) against BASE_URL, a server of
+Runs each check with OpenAI's, Anthropic's and Ollama's Python clients and
+OpenAI's Agents SDK (pinned in requirements.txt) against BASE_URL, a server of
 stories260K with a chat template in the Hermes tool-call format, and prints
 one JSON line per check: {"name", "ok", "detail"}. Exits 1 when any fails.
 The checks use the clients' own helpers (stream accumulators, parse with a
@@ -17,6 +17,7 @@ import sys
 import traceback
 
 import anthropic
+import ollama
 import openai
 import pydantic
 from agents import (Agent, ModelSettings, OpenAIChatCompletionsModel,
@@ -26,6 +27,7 @@ from agents import (Agent, ModelSettings, OpenAIChatCompletionsModel,
 BASE = sys.argv[1].rstrip("/")
 oai = openai.OpenAI(base_url=BASE + "/v1", api_key="none", max_retries=0)
 ant = anthropic.Anthropic(base_url=BASE, api_key="none", max_retries=0)
+oll = ollama.Client(host=BASE)
 set_tracing_disabled(True)
 
 PROMPT = "Once upon a time"
@@ -277,6 +279,67 @@ def _():
         model="m", messages=[{"role": "user", "content": list(blocks)}]).input_tokens
     assert count(doc, q) == count(same, q) > count(q), (count(doc, q), count(same, q), count(q))
     return count(doc, q)
+
+
+# Ollama's Python client (Ollama's API, which many apps speak).
+
+O0 = {"num_predict": 8, "temperature": 0}
+
+
+@check("ollama: list, show and ps describe the served model")
+def _():
+    name = oll.list().models[0].model
+    info = oll.show(name)
+    assert "completion" in info.capabilities, info
+    assert info.modelinfo["general.architecture"] == "llama", info.modelinfo
+    assert [m.model for m in oll.ps().models] == [name], oll.ps()
+    return name
+
+
+@check("ollama: chat, and a stream adds up to it")
+def _():
+    r = oll.chat(model="m", messages=user(PROMPT), options=O0)
+    assert r.done_reason == "length" and r.eval_count == 8 and r.message.content, r
+    parts = list(oll.chat(model="m", messages=user(PROMPT), options=O0, stream=True))
+    assert "".join(p.message.content for p in parts) == r.message.content, parts
+    assert parts[-1].done and parts[-1].eval_count == 8, parts[-1]
+    return r.message.content
+
+
+@check("ollama: generate, streamed alike, and its context continues it")
+def _():
+    g = oll.generate(model="m", prompt=PROMPT, options=O0)
+    parts = list(oll.generate(model="m", prompt=PROMPT, options=O0, stream=True))
+    assert "".join(p.response for p in parts) == g.response, (parts, g)
+    assert parts[-1].context == g.context, (parts[-1].context, g.context)
+    more = oll.generate(model="m", prompt=" and", context=g.context, options=O0)
+    alone = oll.generate(model="m", prompt=" and", options=O0)
+    assert more.prompt_eval_count == len(g.context) + alone.prompt_eval_count, (more, alone)
+    return g.response
+
+
+@check("ollama: format with a pydantic schema, and format json")
+def _():
+    r = oll.chat(model="m", messages=user("A person:"), format=Person.model_json_schema(),
+                 options={"num_predict": 200, "temperature": 0})
+    p = Person.model_validate_json(r.message.content)
+    r = oll.chat(model="m", messages=user("A person:"), format="json",
+                 options={"num_predict": 200, "temperature": 0})
+    assert r.done_reason == "stop" and isinstance(json.loads(r.message.content), dict), r
+    return p
+
+
+@check("ollama: a tool call and its result in the history, and logprobs")
+def _():
+    msgs = user("Weather in Paris?") + [
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "get_weather",
+                                                                          "arguments": {"city": "Paris"}}}]},
+        {"role": "tool", "content": "sunny", "tool_name": "get_weather"}]
+    r = oll.chat(model="m", messages=msgs, options=O0, logprobs=True, top_logprobs=2)
+    alone = oll.chat(model="m", messages=msgs[:1], options=O0)
+    assert r.prompt_eval_count > alone.prompt_eval_count, (r, alone)
+    assert len(r.logprobs) == 8 and all(len(lp.top_logprobs) == 2 for lp in r.logprobs), r.logprobs
+    return r.message.content
 
 
 # OpenAI's Agents SDK, over Responses and over chat completions.
