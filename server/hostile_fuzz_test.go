@@ -77,12 +77,22 @@ func FuzzCompletionRequest(f *testing.F) {
 		`{"prompt":"x","json_schema":{"type":"object","properties":{"a":{"type":"integer"}}},"dry_multiplier":0.8}`)
 }
 
+func FuzzOpenAICompletionRequest(f *testing.F) {
+	fuzzRoute(f, Options{}, "/v1/completions",
+		`{"prompt":"Once","max_tokens":2}`,
+		`{"prompt":"Once upon","max_tokens":2,"echo":true,"logprobs":3,"stream":true}`,
+		`{"prompt":["a","b"],"max_tokens":1,"echo":true,"logprobs":0,"n":2,"seed":4294967295}`,
+		`{"prompt":"def f(","suffix":"return x","max_tokens":2,"logprobs":1}`)
+}
+
 func FuzzChatRequest(f *testing.F) {
 	fuzzRoute(f, Options{}, "/v1/chat/completions",
 		`{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`,
 		`{"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"hi"}]}],"stream":true,"stream_options":{"include_usage":true},"logprobs":true,"top_logprobs":2}`,
 		`{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"string"}}}}}],"tool_choice":"required"}`,
-		`{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"array","items":{"type":"boolean"}}}}}`)
+		`{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"array","items":{"type":"boolean"}}}}}`,
+		`{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"g"}}],"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"required","tools":[{"type":"function","function":{"name":"g"}}]}},"n":2,"seed":1}`,
+		`{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"function_call":{"name":"f","arguments":"{}"}},{"role":"function","name":"f","content":"ok"}],"response_format":{"type":"json_object"},"logprobs":true,"top_logprobs":0}`)
 }
 
 func FuzzResponsesRequest(f *testing.F) {
