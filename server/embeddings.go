@@ -27,6 +27,9 @@ type embeddingRequest struct {
 	// EmbdNormalize is the normalization (-1 none, 0 max-abs, 1 taxicab,
 	// 2 Euclidean, >2 p-norm); default 2.
 	EmbdNormalize *int `json:"embd_normalize"`
+	// Dimensions keeps each vector's first values, normalized again
+	// (OpenAI's "dimensions"); nil keeps them all.
+	Dimensions *int `json:"dimensions"`
 }
 
 // nativeEmbedding is one result of /embedding: a pooled vector (as a list
@@ -136,6 +139,9 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) handlerFunc {
 			if req.EmbdNormalize != nil {
 				normalize = *req.EmbdNormalize
 			}
+			if err := checkDimensions(req.Dimensions); err != nil {
+				return err
+			}
 			prompts, err := parseEmbdPrompts(input)
 			if err != nil {
 				return badRequest("%v", err)
@@ -166,6 +172,15 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) handlerFunc {
 			results, err := submitAll(r, inst.embedder(), tasks)
 			if err != nil {
 				return err
+			}
+			if req.Dimensions != nil {
+				for _, ev := range results {
+					for j, v := range ev.Embedding {
+						if ev.Embedding[j], err = truncateEmbedding(v, *req.Dimensions, normalize); err != nil {
+							return err
+						}
+					}
+				}
 			}
 			if !oai {
 				out := make([]nativeEmbedding, len(results))
@@ -250,4 +265,31 @@ func checkEncoderInput(n int, o engine.Options) error {
 		return badRequest("input (%d tokens) is too large to process. increase the physical batch size (current batch size: %d)", n, ub)
 	}
 	return nil
+}
+
+// maxDimensions bounds a request's "dimensions" before any model is asked
+// (the widest embedding models have a few thousand).
+const maxDimensions = 1 << 16
+
+// checkDimensions checks a request's "dimensions", if any, before the
+// inputs are embedded.
+func checkDimensions(dims *int) error {
+	if dims != nil && (*dims < 1 || *dims > maxDimensions) {
+		return badRequest(`"dimensions" must be between 1 and %d, got %d`, maxDimensions, *dims)
+	}
+	return nil
+}
+
+// truncateEmbedding keeps v's first dims values and normalizes them again
+// as normalize says (-1: not at all), as OpenAI's and Ollama's
+// "dimensions" shorten an embedding. Every normalization here scales the
+// whole vector by one factor, so normalizing the normalized prefix gives
+// what normalizing the raw prefix would. The result suits models trained
+// for it (Matryoshka embeddings); others lose more of their meaning. A
+// dims past the model's size is an error naming the size.
+func truncateEmbedding(v []float32, dims, normalize int) ([]float32, error) {
+	if dims > len(v) {
+		return nil, badRequest(`"dimensions" must be at most %d for this model, got %d`, len(v), dims)
+	}
+	return llama.Normalize(v[:dims:dims], normalize), nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"path/filepath"
@@ -334,4 +335,79 @@ func TestEmbeddingsErrors(t *testing.T) {
 	assert.Equal(t, http.StatusNotImplemented, xPost(t, hs.URL+"/v1/embeddings", map[string]any{"input": "x"}, &e))
 	assert.Equal(t, errNotSupported, e.Error.Type)
 	assert.Equal(t, http.StatusNotImplemented, xPost(t, hs.URL+"/embedding", map[string]any{"content": "x"}, &e))
+}
+
+// TestEmbeddingsDimensions: "dimensions" (OpenAI's and Ollama's) keeps a
+// vector's first values and normalizes them again, on every embedding
+// route and with each normalization; a width the model lacks is a 400.
+func TestEmbeddingsDimensions(t *testing.T) {
+	path := writeTinyBert(t, 0, gguf.PoolingCLS)
+	url := embeddingServer(t, path, llama.PoolingDefault)
+	const text = "I believe the meaning of life is"
+	raw := directEmbedding(t, path, llama.PoolingCLS, text, -1)[0]
+	prefix := func(n, p int) []float32 { return llama.Normalize(append([]float32(nil), raw[:n]...), p) }
+	vector := func(t *testing.T, route string, out map[string]any) []float32 {
+		switch route {
+		case "/v1/embeddings":
+			return toFloats(t, asSlice(out["data"])[0].(map[string]any)["embedding"])
+		case "/api/embed":
+			return toFloats(t, asSlice(out["embeddings"])[0])
+		}
+		return nil
+	}
+	for _, tc := range []struct {
+		route string
+		body  map[string]any
+		want  []float32
+	}{
+		{"/v1/embeddings", map[string]any{"input": text, "dimensions": 8}, prefix(8, 2)},
+		{"/v1/embeddings", map[string]any{"input": []string{text}, "dimensions": 32}, prefix(32, 2)},
+		{"/v1/embeddings", map[string]any{"input": text, "dimensions": 1}, prefix(1, 2)},
+		{"/v1/embeddings", map[string]any{"input": text, "dimensions": 5, "embd_normalize": 1}, prefix(5, 1)},
+		{"/v1/embeddings", map[string]any{"input": text, "dimensions": 5, "embd_normalize": -1}, raw[:5]},
+		{"/api/embed", map[string]any{"input": text, "dimensions": 12}, prefix(12, 2)},
+	} {
+		t.Run(fmt.Sprintf("%s %v", tc.route, tc.body["dimensions"]), func(t *testing.T) {
+			code, out := postJSON(t, url+tc.route, tc.body)
+			require.Equal(t, http.StatusOK, code, "%v", out)
+			assert.InDeltaSlice(t, tc.want, vector(t, tc.route, out), 1e-4)
+		})
+	}
+	t.Run("native per input", func(t *testing.T) {
+		var out []nativeEmbedding
+		require.Equal(t, http.StatusOK, xPost(t, url+"/embedding", map[string]any{"content": text, "dimensions": 4}, &out))
+		require.Len(t, out, 1)
+		assert.InDeltaSlice(t, prefix(4, 2), out[0].Embedding[0], 1e-4)
+	})
+	t.Run("the official client", func(t *testing.T) {
+		client := openai.NewClient(option.WithBaseURL(url+"/v1"), option.WithAPIKey("none"))
+		res, err := client.Embeddings.New(context.Background(), openai.EmbeddingNewParams{
+			Model: "tiny", Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String(text)}, Dimensions: openai.Int(16),
+		})
+		require.NoError(t, err)
+		require.Len(t, res.Data[0].Embedding, 16)
+		var sum float64
+		for _, x := range res.Data[0].Embedding {
+			sum += x * x
+		}
+		assert.InDelta(t, 1, sum, 1e-4, "unit length")
+	})
+	for _, tc := range []struct {
+		route string
+		dims  any
+		msg   string
+	}{
+		{"/v1/embeddings", 0, `dimensions\" must be between 1 and 65536, got 0`},
+		{"/v1/embeddings", -3, `dimensions\" must be between 1 and 65536, got -3`},
+		{"/v1/embeddings", 1 << 20, `dimensions\" must be between 1 and 65536, got 1048576`},
+		{"/v1/embeddings", 33, `dimensions\" must be at most 32 for this model, got 33`},
+		{"/api/embed", 33, `dimensions\" must be at most 32 for this model, got 33`},
+		{"/api/embed", 0, `dimensions\" must be between 1 and 65536, got 0`},
+	} {
+		t.Run(fmt.Sprintf("%s refuses %v", tc.route, tc.dims), func(t *testing.T) {
+			code, raw := postRaw(t, url+tc.route, map[string]any{"input": text, "dimensions": tc.dims})
+			assert.Equal(t, http.StatusBadRequest, code)
+			assert.Contains(t, string(raw), tc.msg)
+		})
+	}
 }

@@ -499,6 +499,9 @@ func handleOllamaEmbed(s *Server) handlerFunc {
 		default:
 			return badRequest(`"input" must be a string or an array of strings`)
 		}
+		if err := checkDimensions(req.Dimensions); err != nil {
+			return err
+		}
 		if len(inputs) == 0 {
 			writeJSON(w, http.StatusOK, ollama.EmbedResponse{Model: req.Model, Embeddings: [][]float32{}})
 			return nil
@@ -506,6 +509,13 @@ func handleOllamaEmbed(s *Server) handlerFunc {
 		vecs, n, err := s.ollamaEmbed(r, req.Model, inputs, 2, req.Truncate == nil || *req.Truncate)
 		if err != nil {
 			return err
+		}
+		if req.Dimensions != nil {
+			for i, v := range vecs {
+				if vecs[i], err = truncateEmbedding(v, *req.Dimensions, 2); err != nil {
+					return err
+				}
+			}
 		}
 		writeJSON(w, http.StatusOK, ollama.EmbedResponse{Model: req.Model, Embeddings: vecs,
 			TotalDuration: int64(time.Since(start)), PromptEvalCount: n})

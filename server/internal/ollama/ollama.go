@@ -122,7 +122,10 @@ type (
 		// Input is a string or an array of strings.
 		Input    json.RawMessage `json:"input"`
 		Truncate *bool           `json:"truncate"`
-		Options  Options         `json:"options"`
+		// Dimensions keeps each vector's first values, normalized
+		// again; nil keeps them all.
+		Dimensions *int    `json:"dimensions"`
+		Options    Options `json:"options"`
 	}
 	// EmbeddingsRequest is the body of the older POST /api/embeddings.
 	EmbeddingsRequest struct {
