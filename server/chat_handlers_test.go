@@ -616,7 +616,7 @@ func TestChatMalformedOutputWhole(t *testing.T) {
 		{"call cut off by max_tokens", []string{cutOff[:20], cutOff[20:]}, engine.StopTypeLimit, map[string]answer{
 			"chat":      {"", "", "get_weather", `{"city": "Ro`, "length"},
 			"anthropic": {"", "", "get_weather", `{}`, "max_tokens"},
-			"responses": {"", "", "get_weather", `{"city": "Ro`, "completed"},
+			"responses": {"", "", "get_weather", `{"city": "Ro`, "incomplete"},
 		}},
 		{"call unfinished at end of generation", []string{unfinished}, engine.StopTypeEOS, map[string]answer{
 			"chat":      {unfinished, "", "", "", "stop"},

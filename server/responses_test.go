@@ -29,9 +29,14 @@ func TestResponses(t *testing.T) {
 	resp, err := client.Responses.New(ctx, params)
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(resp.ID, "resp_"))
-	assert.Equal(t, "completed", string(resp.Status))
+	// Cut by max_output_tokens: incomplete, as OpenAI's (clients map it
+	// to their "length" finish).
+	assert.Equal(t, "incomplete", string(resp.Status))
+	assert.Equal(t, "max_output_tokens", string(resp.IncompleteDetails.Reason))
+	assert.Zero(t, resp.CompletedAt)
 	require.Len(t, resp.Output, 1)
 	assert.Equal(t, "message", resp.Output[0].Type)
+	assert.Equal(t, "incomplete", string(resp.Output[0].Status))
 	text := resp.OutputText()
 	require.NotEmpty(t, text)
 	assert.EqualValues(t, 12, resp.Usage.OutputTokens)
@@ -306,8 +311,13 @@ func TestResponsesStreamProgressTimings(t *testing.T) {
 			deltas++
 			assert.True(t, hasTimings, "%s has timings", typ)
 		case typ == "response.completed":
+			// Cut by max_output_tokens: still response.completed (as
+			// llama.cpp's clients wait for), the status incomplete.
 			assert.True(t, hasTimings, "%s has timings", typ)
-			assert.Equal(t, "completed", e["response"].(map[string]any)["status"])
+			assert.Equal(t, "incomplete", e["response"].(map[string]any)["status"])
+			assert.Equal(t, map[string]any{"reason": "max_output_tokens"}, e["response"].(map[string]any)["incomplete_details"])
+		case typ == "response.output_item.done":
+			assert.Equal(t, "incomplete", e["item"].(map[string]any)["status"], "the cut item")
 		default:
 			assert.False(t, hasTimings, "%s has no timings", typ)
 			assert.False(t, hasProgress, "%s has no prompt_progress", typ)

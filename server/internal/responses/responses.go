@@ -412,9 +412,17 @@ type (
 		CreatedAt   int64  `json:"created_at"`
 		CompletedAt *int64 `json:"completed_at,omitempty"`
 		Status      string `json:"status"`
-		Model       string `json:"model"`
-		Output      []Item `json:"output"`
-		Usage       *Usage `json:"usage,omitempty"`
+		// IncompleteDetails says why a response is "incomplete" (null
+		// otherwise, as OpenAI sends it).
+		IncompleteDetails *IncompleteDetails `json:"incomplete_details"`
+		Model             string             `json:"model"`
+		Output            []Item             `json:"output"`
+		Usage             *Usage             `json:"usage,omitempty"`
+	}
+	// IncompleteDetails is why a response stopped before its end:
+	// "max_output_tokens" (a token limit cut it).
+	IncompleteDetails struct {
+		Reason string `json:"reason"`
 	}
 	// Item is an output item: reasoning, message or function_call.
 	Item struct {
@@ -538,16 +546,29 @@ func NewObject(model string) Object {
 	return Object{ID: wire.NewID("resp_"), Object: "response", CreatedAt: time.Now().Unix(), Model: model, Output: []Item{}}
 }
 
-// Complete returns base completed with output items and the usage of the
-// final event ev.
+// Complete returns base finished with output items and the usage of the
+// final event ev: "completed", or "incomplete" when a token limit cut it
+// (incomplete_details' reason max_output_tokens, the last item
+// "incomplete"), as OpenAI's.
 func Complete(base Object, items []Item, ev engine.Event) Object {
 	out := base
-	now := time.Now().Unix()
-	out.CompletedAt, out.Status = &now, "completed"
 	out.Output = items
 	out.Usage = UsageOf(ev)
+	if Cut(ev) {
+		out.Status, out.IncompleteDetails = "incomplete", &IncompleteDetails{Reason: "max_output_tokens"}
+		if n := len(items); n > 0 {
+			items[n-1].Status = "incomplete"
+		}
+		return out
+	}
+	now := time.Now().Unix()
+	out.CompletedAt, out.Status = &now, "completed"
 	return out
 }
+
+// Cut reports whether the final event ev ends a generation that a token
+// limit cut short.
+func Cut(ev engine.Event) bool { return ev.Stop == engine.StopTypeLimit }
 
 // Stream turns a generation's parsed deltas into the Responses event
 // stream: response.created and response.in_progress, then each output item
@@ -587,13 +608,14 @@ func (s *Stream) Progress(progress *wire.Progress) bool {
 	return s.send("response.in_progress", Event{Response: &s.inProgress, PromptProgress: progress})
 }
 
-func (s *Stream) closeItem() bool {
+// closeItem ends the open item, if any, with status.
+func (s *Stream) closeItem(status string) bool {
 	if s.cur == nil {
 		return true
 	}
 	idx := len(s.done)
 	it := *s.cur
-	it.Status = "completed"
+	it.Status = status
 	buf := s.buf
 	ok := true
 	switch it.Type {
@@ -617,7 +639,7 @@ func (s *Stream) closeItem() bool {
 }
 
 func (s *Stream) openItem(it Item) bool {
-	if !s.closeItem() {
+	if !s.closeItem("completed") {
 		return false
 	}
 	it.Status = "in_progress"
@@ -677,9 +699,17 @@ func (s *Stream) Delta(d chat.Delta) bool {
 
 // Finish sends the last delta d, closes the open item and sends
 // response.completed with the usage of the final event ev and timings
-// (nil: none).
+// (nil: none). A response that a token limit cut is "incomplete", as
+// Complete says, its last item too; its last event is still
+// response.completed, not OpenAI's response.incomplete: llama.cpp's
+// clients and tests wait for response.completed, and the clients of
+// OpenAI read the status from either.
 func (s *Stream) Finish(d chat.Delta, ev engine.Event, timings *wire.Timings) bool {
-	if !s.Delta(d) || !s.closeItem() {
+	status := "completed"
+	if Cut(ev) {
+		status = "incomplete"
+	}
+	if !s.Delta(d) || !s.closeItem(status) {
 		return false
 	}
 	final := Complete(s.base, s.done, ev)

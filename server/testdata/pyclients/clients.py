@@ -164,11 +164,12 @@ def _():
 
 # OpenAI Responses.
 
-@check("openai/responses: create, and input_tokens counts its prompt")
+@check("openai/responses: create, cut incomplete by its limit, and input_tokens counts its prompt")
 def _():
     r = oai.responses.create(model="m", instructions="Tell a story.", input=PROMPT, max_output_tokens=8,
                              temperature=0)
-    assert r.status == "completed" and r.output_text, r
+    assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens", r
+    assert r.output_text, r
     assert r.usage.output_tokens == 8, r.usage
     n = oai.responses.input_tokens.count(model="m", instructions="Tell a story.", input=PROMPT)
     assert n.input_tokens == r.usage.input_tokens, (n, r.usage)
@@ -184,6 +185,7 @@ def _():
             kinds.append(ev.type)
         got = st.get_final_response()
     assert got.output_text == want.output_text, (got.output_text, want.output_text)
+    assert got.status == want.status == "incomplete", (got.status, want.status)
     assert kinds[0] == "response.created" and kinds[-1] == "response.completed", kinds
     return got.output_text
 
