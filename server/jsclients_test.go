@@ -11,8 +11,8 @@ import (
 )
 
 // TestJSClients runs testdata/jsclients/clients.mjs, the checks of the AI
-// SDK (its OpenAI Responses and chat, OpenAI-compatible and Anthropic
-// providers), OpenAI's Node SDK and Ollama's JavaScript client, against
+// SDK (its OpenAI Responses and chat, OpenAI-compatible, Anthropic and
+// community Ollama providers), OpenAI's Node SDK and Ollama's JavaScript client, against
 // this server on stories260K with a Hermes tool-call template, and
 // reports each check as a subtest. The packages come from
 // $LLAMA_JSCLIENTS_NPM, a folder where .ci/run ran npm ci on
@@ -32,5 +32,5 @@ func TestJSClients(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "clients.mjs"), script, 0o644))
 	ts := clientsServer(t)
-	runClientChecks(t, dir, 24, "node", "clients.mjs", ts.URL)
+	runClientChecks(t, dir, 25, "node", "clients.mjs", ts.URL)
 }

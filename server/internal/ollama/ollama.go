@@ -18,6 +18,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,6 +51,16 @@ type (
 		// Think is true, false or a level ("low", "medium", "high").
 		Think json.RawMessage `json:"think"`
 		Logprobs
+		TopLevel
+	}
+	// TopLevel are sampling settings some clients send beside "options"
+	// rather than in it (the AI SDK's Ollama provider does): Ollama
+	// ignores them, and here they count where "options" leaves them out,
+	// so that what the client asked for is what it gets.
+	TopLevel struct {
+		Temperature     json.RawMessage `json:"temperature"`
+		TopP            json.RawMessage `json:"top_p"`
+		MaxOutputTokens json.RawMessage `json:"max_output_tokens"`
 	}
 	// Base are the fields of every request that runs a model: its name,
 	// and how long to keep it loaded after (see UnloadAfter).
@@ -82,6 +93,7 @@ type (
 		// which continues it; it is put before the prompt.
 		Context []int `json:"context"`
 		Logprobs
+		TopLevel
 	}
 	// Message is a message of a chat, asked or answered.
 	Message struct {
@@ -255,6 +267,27 @@ func samplingOption(name string) (string, bool) {
 		return name, true
 	}
 	return "", false
+}
+
+// With returns opts with the top-level settings t added where opts has
+// none of its own (max_output_tokens as num_predict); opts is left as it
+// is.
+func (t TopLevel) With(opts Options) Options {
+	var out Options
+	for name, raw := range map[string]json.RawMessage{"temperature": t.Temperature, "top_p": t.TopP, "num_predict": t.MaxOutputTokens} {
+		if _, ok := opts[name]; ok || len(raw) == 0 {
+			continue
+		}
+		if out == nil {
+			out = Options{}
+			maps.Copy(out, opts)
+		}
+		out[name] = raw
+	}
+	if out == nil {
+		return opts
+	}
+	return out
 }
 
 // Gen maps the options onto llama.cpp's generation parameters.
@@ -433,7 +466,7 @@ func message(c *wire.Chat, role, content string, images []string, marker string)
 // as the template's enable_thinking (and reasoning_effort for a level),
 // and the options as llama.cpp's parameters.
 func ToChat(req *ChatRequest, marker string) (*wire.Chat, error) {
-	c, err := newChat(req.Model, req.Options, req.Format, req.Think, Streams(req.Stream), req.Logprobs)
+	c, err := newChat(req.Model, req.TopLevel.With(req.Options), req.Format, req.Think, Streams(req.Stream), req.Logprobs)
 	if err != nil {
 		return nil, err
 	}
@@ -528,7 +561,7 @@ func GenerateChat(req *GenerateRequest, marker string) (*wire.Chat, error) {
 	if req.Template != "" {
 		return nil, wire.Errorf(`"template" is not supported: the model's own chat template is used`)
 	}
-	c, err := newChat(req.Model, req.Options, req.Format, req.Think, Streams(req.Stream), req.Logprobs)
+	c, err := newChat(req.Model, req.TopLevel.With(req.Options), req.Format, req.Think, Streams(req.Stream), req.Logprobs)
 	if err != nil {
 		return nil, err
 	}
@@ -556,7 +589,7 @@ func GenerateGen(req *GenerateRequest) (*wire.Gen, error) {
 		return nil, wire.Errorf(`"format" needs a prompt the chat template renders: leave "raw" and "suffix" out`)
 	}
 	var g wire.Gen
-	if err := req.Options.Gen(&g); err != nil {
+	if err := req.TopLevel.With(req.Options).Gen(&g); err != nil {
 		return nil, err
 	}
 	if err := req.Logprobs.Check(); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/x/llama/chat"
 	"github.com/x/llama/engine"
+	"github.com/x/llama/server/internal/wire"
 )
 
 func TestToChat(t *testing.T) {
@@ -78,6 +79,67 @@ func TestOptions(t *testing.T) {
 	seed, err := c.Gen.Seed.Integer()
 	require.NoError(t, err)
 	assert.EqualValues(t, 7, seed)
+}
+
+// TestTopLevelOptions: temperature, top_p and max_output_tokens sent
+// beside "options" (as the AI SDK's Ollama provider sends them) count
+// where "options" leaves them out, on both routes.
+func TestTopLevelOptions(t *testing.T) {
+	num := func(t *testing.T, c *wire.Chat, name string) float64 {
+		n, ok := c.Gen.Params[name]
+		require.True(t, ok, "%s is set", name)
+		v, err := n.Float64()
+		require.NoError(t, err)
+		return v
+	}
+	for _, tc := range []struct {
+		name, body  string
+		temp, topP  float64
+		predict     float64
+		noneOfThese bool
+	}{
+		{name: "top level alone", body: `"temperature":0,"top_p":0.5,"max_output_tokens":8`, temp: 0, topP: 0.5, predict: 8},
+		{name: "options win", body: `"temperature":0,"max_output_tokens":8,"options":{"temperature":0.7,"num_predict":3,"top_p":0.2}`, temp: 0.7, topP: 0.2, predict: 3},
+		{name: "mixed", body: `"temperature":0.1,"options":{"num_predict":5,"top_p":0.9}`, temp: 0.1, topP: 0.9, predict: 5},
+		{name: "nulls", body: `"temperature":null,"top_p":null,"max_output_tokens":null`, noneOfThese: true},
+	} {
+		for _, route := range []string{"chat", "generate"} {
+			t.Run(tc.name+"/"+route, func(t *testing.T) {
+				var c *wire.Chat
+				var err error
+				if route == "chat" {
+					var req ChatRequest
+					require.NoError(t, json.Unmarshal([]byte(`{"messages":[],`+tc.body+`}`), &req))
+					c, err = ToChat(&req, "")
+				} else {
+					var req GenerateRequest
+					require.NoError(t, json.Unmarshal([]byte(`{"prompt":"x",`+tc.body+`}`), &req))
+					c, err = GenerateChat(&req, "")
+				}
+				require.NoError(t, err)
+				if tc.noneOfThese {
+					assert.False(t, c.Gen.Params.Has("temperature") || c.Gen.Params.Has("top_p") || c.Gen.Params.Has("n_predict"), c.Gen.Params)
+					return
+				}
+				assert.Equal(t, tc.temp, num(t, c, "temperature"))
+				assert.Equal(t, tc.topP, num(t, c, "top_p"))
+				assert.Equal(t, tc.predict, num(t, c, "n_predict"))
+			})
+		}
+	}
+	var raw GenerateRequest
+	require.NoError(t, json.Unmarshal([]byte(`{"prompt":"x","raw":true,"max_output_tokens":4}`), &raw))
+	g, err := GenerateGen(&raw)
+	require.NoError(t, err)
+	np := g.Params["n_predict"]
+	n, err := np.Integer()
+	require.NoError(t, err)
+	assert.EqualValues(t, 4, n, "a raw prompt too")
+
+	var bad ChatRequest
+	require.NoError(t, json.Unmarshal([]byte(`{"messages":[],"temperature":"hot"}`), &bad))
+	_, err = ToChat(&bad, "")
+	assert.ErrorContains(t, err, `"options.temperature" must be a number`)
 }
 
 // TestStream: text and thinking go out as they come, tool calls whole

@@ -3,7 +3,8 @@
 // Usage: node clients.mjs BASE_URL
 //
 // Runs each check with the AI SDK (its OpenAI Responses and chat,
-// OpenAI-compatible and Anthropic providers), OpenAI's Node SDK and
+// OpenAI-compatible and Anthropic providers, and the community's Ollama
+// provider), OpenAI's Node SDK and
 // Ollama's JavaScript client (pinned in package-lock.json) against
 // BASE_URL, a server of stories260K with a chat template in the Hermes
 // tool-call format, and prints one JSON line per check: {name, ok,
@@ -15,6 +16,7 @@ import { generateObject, generateText, stepCountIs, streamObject, streamText, to
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
+import { createOllama } from 'ollama-ai-provider-v2';
 import OpenAI from 'openai';
 import { zodFunction, zodResponseFormat, zodTextFormat } from 'openai/helpers/zod';
 import { Ollama } from 'ollama';
@@ -96,6 +98,21 @@ for (const [name, model] of Object.entries(providers)) {
     return whole.object;
   });
 }
+
+// The AI SDK's Ollama provider (the community's) sends temperature and
+// max_output_tokens beside Ollama's "options": they must count.
+const ollamaModel = createOllama({ baseURL: base + '/api' })('m');
+
+await check('ai-sdk/ollama: the settings count, and streamText adds up to generateText', async () => {
+  const whole = await generateText({ model: ollamaModel, prompt: PROMPT, maxOutputTokens: 8, temperature: 0, maxRetries: 0 });
+  assert(whole.finishReason === 'length' && whole.usage.outputTokens === 8, [whole.finishReason, whole.usage]);
+  const st = streamText({ model: ollamaModel, prompt: PROMPT, maxOutputTokens: 8, temperature: 0, maxRetries: 0, onError: rethrow });
+  let text = '';
+  for await (const d of st.textStream) text += d;
+  assert(text === whole.text, [text, whole.text]);
+  const obj = await generateObject({ model: ollamaModel, schema: Person, prompt: 'A person:', maxOutputTokens: 200, temperature: 0, maxRetries: 0 });
+  return [text, obj.object];
+});
 
 // OpenAI's Node SDK and its helpers.
 const oai = new OpenAI({ baseURL: base + '/v1', apiKey: 'none', maxRetries: 0 });
