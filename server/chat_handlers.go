@@ -81,12 +81,24 @@ func (inst *instance) prepareChat(req *wire.Chat, t *engine.Request) (*chatPlan,
 		}
 	}
 	tmpls := inst.chatTemplates()
+	// A template with no tool-call format of its own: under "auto" the
+	// model sees the tools as the template shows them and answers in free
+	// text, as llama-server's. When the client demands a call ("required",
+	// a named function), llama-server answers in free text all the same;
+	// here llama.cpp's generic JSON format is imposed by a grammar
+	// instead, the tools listed in the system message, so that the call
+	// asked for is made.
+	var fallback chat.Format
+	if req.ToolChoice.Mode == "required" || req.ToolChoice.Mode == "function" {
+		fallback = chat.FormatGeneric
+	}
 	cp, err := tmpls.Prepare(chat.Request{
 		Messages:           req.Messages,
 		AllowEmpty:         req.AllowEmpty,
 		Tools:              req.Tools,
 		ToolChoice:         req.ToolChoice,
-		FreeTextToolChoice: true, // as llama-server: a choice the template cannot honour is answered in free text
+		FallbackFormat:     fallback,
+		FreeTextToolChoice: true, // with no fallback: as llama-server, free text
 		ParallelToolCalls:  req.Parallel,
 		NoGenerationPrompt: !req.AddGenerationPrompt,
 		Continue:           req.Continue,

@@ -436,17 +436,35 @@ func TestPrepareChat(t *testing.T) {
 		require.Error(t, err)
 	})
 	tools := []chat.Tool{{Name: "f", Parameters: json.RawMessage(`{"type":"object"}`)}}
-	// chatml has no tool-call format: the answer is free text, whatever
-	// the tool choice, as llama-server v0.4.0 gives it.
-	for _, mode := range []string{"auto", "required"} {
-		t.Run("tools without a tool-call format, "+mode, func(t *testing.T) {
+	// chatml has no tool-call format: under auto the answer is free text,
+	// as llama-server v0.4.0 gives it; a demanded call (required, a named
+	// function) is made in llama.cpp's generic JSON format, which
+	// llama-server leaves unmade.
+	for _, tc := range []struct {
+		choice  chat.ToolChoice
+		generic bool
+	}{
+		{chat.ToolChoice{Mode: "auto"}, false},
+		{chat.ToolChoice{Mode: "required"}, true},
+		{chat.ToolChoice{Mode: "function", Function: "f"}, true},
+		{chat.ToolChoice{Mode: "required", Allowed: []string{"f"}}, true},
+	} {
+		t.Run("tools without a tool-call format, "+tc.choice.Mode, func(t *testing.T) {
 			task := &engine.Request{Params: sampling.Defaults()}
-			plan, err := inst.prepareChat(&wire.Chat{Messages: []chat.Message{user}, Tools: tools, ToolChoice: chat.ToolChoice{Mode: mode}, AddGenerationPrompt: true}, task)
+			plan, err := inst.prepareChat(&wire.Chat{Messages: []chat.Message{user}, Tools: tools, ToolChoice: tc.choice, AddGenerationPrompt: true}, task)
 			require.NoError(t, err)
-			assert.Equal(t, chat.FormatContentOnly, plan.Parse.Format)
-			assert.False(t, plan.Parse.ParseToolCalls)
-			assert.NotContains(t, plan.Prompt, "Respond in JSON format")
-			assert.Empty(t, task.Params.Grammar)
+			if !tc.generic {
+				assert.Equal(t, chat.FormatContentOnly, plan.Parse.Format)
+				assert.False(t, plan.Parse.ParseToolCalls)
+				assert.NotContains(t, plan.Prompt, "Respond in JSON format")
+				assert.Empty(t, task.Params.Grammar)
+				return
+			}
+			assert.Equal(t, chat.FormatGeneric, plan.Parse.Format)
+			assert.True(t, plan.Parse.ParseToolCalls)
+			assert.Contains(t, plan.Prompt, `"name": "f"`, "the tools in the system message")
+			assert.Contains(t, task.Params.Grammar, `"\"tool_call\""`, "a call is imposed")
+			assert.False(t, task.Params.GrammarLazy)
 		})
 	}
 	t.Run("a template with a tool-call format", func(t *testing.T) {
@@ -660,4 +678,90 @@ func TestChatJSONMode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDemandedToolCallGeneric: on a template with no tool-call format
+// (chatml), a call the client demands (OpenAI's required or a named
+// function, Anthropic's any or tool, Responses' required) is made in
+// llama.cpp's generic JSON format, whole and streamed alike; under auto
+// the answer stays free text, as llama-server's.
+func TestDemandedToolCallGeneric(t *testing.T) {
+	_, ts := newTestServer(t, Options{Jinja: true, ChatTemplate: "chatml", Engine: engine.Options{Context: llama.ContextOptions{ContextSize: 2048}}})
+	city := map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string", "maxLength": 8}},
+		"required": []string{"city"}, "additionalProperties": false}
+	oaiTools := []any{
+		map[string]any{"type": "function", "function": map[string]any{"name": "get_weather", "parameters": city}},
+		map[string]any{"type": "function", "function": map[string]any{"name": "get_time", "parameters": map[string]any{"type": "object",
+			"properties": map[string]any{"zone": map[string]any{"type": "string", "maxLength": 8}}, "required": []string{"zone"}, "additionalProperties": false}}},
+	}
+	user := []any{map[string]any{"role": "user", "content": "Weather in Paris?"}}
+	checkArgs := func(t *testing.T, name, args string) {
+		t.Helper()
+		var v map[string]any
+		require.NoError(t, json.Unmarshal([]byte(args), &v), args)
+		if name == "get_weather" {
+			assert.IsType(t, "", v["city"], args)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		choice any
+		want   string // the function called ("*": either)
+	}{
+		{"required", "required", "*"},
+		{"named", map[string]any{"type": "function", "function": map[string]any{"name": "get_time"}}, "get_time"},
+		{"allowed, required", map[string]any{"type": "allowed_tools", "allowed_tools": map[string]any{"mode": "required",
+			"tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "get_weather"}}}}}, "get_weather"},
+	} {
+		t.Run("chat/"+tc.name, func(t *testing.T) {
+			body := map[string]any{"messages": user, "tools": oaiTools, "tool_choice": tc.choice, "max_tokens": 200, "temperature": 0, "parallel_tool_calls": false}
+			code, out := postJSON(t, ts.URL+"/v1/chat/completions", body)
+			require.Equal(t, http.StatusOK, code, "%v", out)
+			choice := out["choices"].([]any)[0].(map[string]any)
+			require.Equal(t, "tool_calls", choice["finish_reason"], "%v", choice)
+			calls := choice["message"].(map[string]any)["tool_calls"].([]any)
+			require.Len(t, calls, 1)
+			fn := calls[0].(map[string]any)["function"].(map[string]any)
+			if tc.want != "*" {
+				assert.Equal(t, tc.want, fn["name"])
+			}
+			checkArgs(t, fn["name"].(string), fn["arguments"].(string))
+			_, _, finish, chunks := streamedChat(t, ts.URL+"/v1/chat/completions", body)
+			names, args := streamedCalls(chunks)
+			assert.Equal(t, "tool_calls", finish)
+			assert.Equal(t, fn["name"], names, "streamed")
+			assert.JSONEq(t, fn["arguments"].(string), args, "streamed")
+		})
+	}
+	t.Run("chat/auto stays free text", func(t *testing.T) {
+		code, out := postJSON(t, ts.URL+"/v1/chat/completions", map[string]any{"messages": user, "tools": oaiTools, "max_tokens": 8, "temperature": 0})
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		choice := out["choices"].([]any)[0].(map[string]any)
+		assert.Equal(t, "length", choice["finish_reason"])
+		assert.NotContains(t, choice["message"], "tool_calls")
+	})
+	t.Run("anthropic/any and tool", func(t *testing.T) {
+		for _, choice := range []map[string]any{{"type": "any"}, {"type": "tool", "name": "get_weather"}} {
+			code, out := postJSON(t, ts.URL+"/v1/messages", map[string]any{"model": "m", "max_tokens": 200, "temperature": 0, "messages": user,
+				"tools":       []any{map[string]any{"name": "get_weather", "input_schema": city}},
+				"tool_choice": choice})
+			require.Equal(t, http.StatusOK, code, "%v", out)
+			assert.Equal(t, "tool_use", out["stop_reason"], "%v", out)
+			content := out["content"].([]any)
+			last := content[len(content)-1].(map[string]any)
+			assert.Equal(t, "get_weather", last["name"])
+			assert.IsType(t, "", last["input"].(map[string]any)["city"])
+		}
+	})
+	t.Run("responses/required", func(t *testing.T) {
+		code, out := postJSON(t, ts.URL+"/v1/responses", map[string]any{"input": "Weather in Paris?", "max_output_tokens": 200, "temperature": 0,
+			"tools":       []any{map[string]any{"type": "function", "name": "get_weather", "parameters": city}},
+			"tool_choice": "required"})
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		assert.Equal(t, "completed", out["status"])
+		items := out["output"].([]any)
+		last := items[len(items)-1].(map[string]any)
+		assert.Equal(t, "function_call", last["type"])
+		checkArgs(t, "get_weather", last["arguments"].(string))
+	})
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/x/llama/engine"
@@ -107,7 +108,8 @@ func TestRendererFor(t *testing.T) {
 }
 
 // A built-in (non-Jinja) format has no tool-call format: a chat with
-// tools renders as without them and is answered in free text.
+// tools under auto renders as without them and is answered in free text;
+// a demanded call is made in the generic JSON format.
 func TestBuiltinRendererTools(t *testing.T) {
 	inst := testInstance(t)
 	r, err := templates(false).For("vicuna-orca")
@@ -117,15 +119,21 @@ func TestBuiltinRendererTools(t *testing.T) {
 	msgs := []chat.Message{{Role: chat.RoleUser, Content: "Hi"}}
 	plain, err := bi.prepareChat(&wire.Chat{Messages: msgs, AddGenerationPrompt: true}, &engine.Request{Params: sampling.Defaults()})
 	require.NoError(t, err)
-	for _, mode := range []string{"auto", "required"} {
-		task := &engine.Request{Params: sampling.Defaults()}
-		plan, err := bi.prepareChat(&wire.Chat{Messages: msgs, Tools: tools, ToolChoice: chat.ToolChoice{Mode: mode}, AddGenerationPrompt: true}, task)
-		require.NoError(t, err)
-		assert.Equal(t, chat.FormatContentOnly, plan.Parse.Format, mode)
-		assert.False(t, plan.Parse.ParseToolCalls, mode)
-		assert.Equal(t, plain.Prompt, plan.Prompt, mode)
-		assert.Empty(t, task.Params.Grammar, mode)
-	}
+	task := &engine.Request{Params: sampling.Defaults()}
+	plan, err := bi.prepareChat(&wire.Chat{Messages: msgs, Tools: tools, ToolChoice: chat.ToolChoice{Mode: "auto"}, AddGenerationPrompt: true}, task)
+	require.NoError(t, err)
+	assert.Equal(t, chat.FormatContentOnly, plan.Parse.Format)
+	assert.False(t, plan.Parse.ParseToolCalls)
+	assert.Equal(t, plain.Prompt, plan.Prompt)
+	assert.Empty(t, task.Params.Grammar)
+
+	task = &engine.Request{Params: sampling.Defaults()}
+	plan, err = bi.prepareChat(&wire.Chat{Messages: msgs, Tools: tools, ToolChoice: chat.ToolChoice{Mode: "required"}, AddGenerationPrompt: true}, task)
+	require.NoError(t, err)
+	assert.Equal(t, chat.FormatGeneric, plan.Parse.Format)
+	assert.True(t, strings.HasPrefix(plan.Prompt, "SYSTEM: You can call any of the following tools"), plan.Prompt)
+	assert.True(t, strings.HasSuffix(plan.Prompt, plain.Prompt), plan.Prompt)
+	assert.NotEmpty(t, task.Params.Grammar)
 }
 
 // mustBuiltinJinja is chat.BuiltinJinja(name), which must exist.
