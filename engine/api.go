@@ -100,6 +100,11 @@ type Request struct {
 	Samplers []llama.Sampler
 }
 
+// ReportsSampled reports whether r's events carry the chosen token's
+// probability entry (Event.Sampled): with top alternatives asked
+// (Params.NProbs) or without them (SampledProbs).
+func (r *Request) ReportsSampled() bool { return r.Params.NProbs > 0 || r.SampledProbs }
+
 // NewRequest returns a completion request for prompt with llama-server's
 // defaults: sampling.Defaults, generation until end of generation or a
 // full context (NPredict -1), any slot (SlotID -1), the prompt cache on.

@@ -123,7 +123,7 @@ func (e *Engine) start(s *engSlot) {
 		e.failSlot(s, err) // a drafter's panic: logged, and the slot reset
 		return
 	}
-	if (t.Params.BackendSampling || e.backendAll) && gram == nil && t.Params.NProbs == 0 && !t.SampledProbs && t.Media == nil && !t.PromptProbs &&
+	if (t.Params.BackendSampling || e.backendAll) && gram == nil && !t.ReportsSampled() && t.Media == nil && !t.PromptProbs &&
 		len(s.spec.spec.Drafters) == 0 && smpl.Offloadable() {
 		// A new chain for each request: llama.cpp takes a chain to the
 		// backend once. Closing it at the request's end detaches it.
@@ -681,7 +681,7 @@ func (e *Engine) sampleNext(s *engSlot) {
 	var probs []TokenProb
 	var sampled *TokenProb
 	var logits []float32
-	if t.Params.NProbs > 0 || t.SampledProbs {
+	if t.ReportsSampled() {
 		if l, err := e.lctx.Logits(s.iBatch); err == nil {
 			logits = l
 		}

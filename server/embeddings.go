@@ -173,13 +173,9 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) handlerFunc {
 			if err != nil {
 				return err
 			}
-			if req.Dimensions != nil {
-				for _, ev := range results {
-					for j, v := range ev.Embedding {
-						if ev.Embedding[j], err = truncateEmbedding(v, *req.Dimensions, normalize); err != nil {
-							return err
-						}
-					}
+			for _, ev := range results {
+				if err := truncateEmbeddings(ev.Embedding, req.Dimensions, normalize); err != nil {
+					return err
 				}
 			}
 			if !oai {
@@ -280,16 +276,23 @@ func checkDimensions(dims *int) error {
 	return nil
 }
 
-// truncateEmbedding keeps v's first dims values and normalizes them again
-// as normalize says (-1: not at all), as OpenAI's and Ollama's
-// "dimensions" shorten an embedding. Every normalization here scales the
-// whole vector by one factor, so normalizing the normalized prefix gives
-// what normalizing the raw prefix would. The result suits models trained
-// for it (Matryoshka embeddings); others lose more of their meaning. A
-// dims past the model's size is an error naming the size.
-func truncateEmbedding(v []float32, dims, normalize int) ([]float32, error) {
-	if dims > len(v) {
-		return nil, badRequest(`"dimensions" must be at most %d for this model, got %d`, len(v), dims)
+// truncateEmbeddings keeps each vector's first *dims values, in place,
+// and normalizes them again as normalize says (-1: not at all), as
+// OpenAI's and Ollama's "dimensions" shorten an embedding; nil dims keeps
+// them whole. Every normalization here scales the whole vector by one
+// factor, so normalizing the normalized prefix gives what normalizing the
+// raw prefix would. The result suits models trained for it (Matryoshka
+// embeddings); others lose more of their meaning. A dims past the model's
+// size is an error naming the size.
+func truncateEmbeddings(vecs [][]float32, dims *int, normalize int) error {
+	if dims == nil {
+		return nil
 	}
-	return llama.Normalize(v[:dims:dims], normalize), nil
+	for i, v := range vecs {
+		if *dims > len(v) {
+			return badRequest(`"dimensions" must be at most %d for this model, got %d`, len(v), *dims)
+		}
+		vecs[i] = llama.Normalize(v[:*dims:*dims], normalize)
+	}
+	return nil
 }

@@ -510,12 +510,8 @@ func handleOllamaEmbed(s *Server) handlerFunc {
 		if err != nil {
 			return err
 		}
-		if req.Dimensions != nil {
-			for i, v := range vecs {
-				if vecs[i], err = truncateEmbedding(v, *req.Dimensions, 2); err != nil {
-					return err
-				}
-			}
+		if err := truncateEmbeddings(vecs, req.Dimensions, 2); err != nil {
+			return err
 		}
 		writeJSON(w, http.StatusOK, ollama.EmbedResponse{Model: req.Model, Embeddings: vecs,
 			TotalDuration: int64(time.Since(start)), PromptEvalCount: n})

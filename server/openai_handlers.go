@@ -232,7 +232,7 @@ func answerOAICompletion(ctx context.Context, w http.ResponseWriter, b *openai.C
 		Model: cmp.Or(b.Model.V, inst.Name), SystemFingerprint: openai.SystemFingerprint,
 	}
 	// With logprobs (0 included: each token's own, no alternatives).
-	logprobs := g.task.Params.NProbs > 0 || g.task.SampledProbs
+	logprobs := g.task.ReportsSampled()
 	if g.opt.Stream {
 		streamOAICompletion(ctx, w, g, st, base)
 		return nil
@@ -345,7 +345,7 @@ func parseOAICompletion(b *openai.CompletionBody, inst *instance) (*genRequest, 
 func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genRequest, events eventStream, base openai.Completion) {
 	sse, _ := sseStart(ctx, w)
 	// With logprobs (0 included: each token's own, no alternatives).
-	logprobs := g.task.Params.NProbs > 0 || g.task.SampledProbs
+	logprobs := g.task.ReportsSampled()
 	pending := make([][]wire.Step, len(g.prompts))
 	offsets := make([]int, len(g.prompts))
 	echoed := make([]bool, len(g.prompts))
