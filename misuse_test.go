@@ -306,6 +306,10 @@ func TestMisuseNil(t *testing.T) {
 		"SamplerChain.Reset":  s.Reset,
 		"SamplerChain.Clone":  func() error { _, err := s.Clone(); return err },
 		"SamplerChain.Apply":  func() error { _, _, err := s.Apply([]llama.TokenData{{ID: 1}}); return err },
+		"SamplerChain.ApplyInPlace": func() error {
+			_, _, err := s.ApplyInPlace([]llama.TokenData{{ID: 1}})
+			return err
+		},
 		"Grammar.Sampler": func() error {
 			_, err := llama.NewSamplerChain(m2, llama.SamplerChainOptions{}, g.Sampler())
 			return err

@@ -794,7 +794,23 @@ type TokenData struct {
 // surviving candidates, in the chain's order, and the index of the
 // selected one (-1 if no sampler selected). It does not touch a Context,
 // and works on a chain that selects nothing (SamplerChainOptions.Filter).
+// candidates is left as it was; ApplyInPlace works in its memory instead.
 func (c *SamplerChain) Apply(candidates []TokenData) ([]TokenData, int, error) {
+	if len(candidates) == 0 {
+		return nil, -1, errorf(CodeInvalid, "apply", "no candidates")
+	}
+	out, sel, err := c.ApplyInPlace(append([]TokenData(nil), candidates...))
+	if err != nil {
+		return nil, -1, err
+	}
+	return out, sel, nil
+}
+
+// ApplyInPlace is Apply working in candidates' memory: the chain edits,
+// sorts and shrinks them there, and the survivors it returns are a prefix
+// of candidates. It allocates nothing, which counts on a row of a large
+// vocabulary (a 262,144-token row is 3 MB).
+func (c *SamplerChain) ApplyInPlace(candidates []TokenData) ([]TokenData, int, error) {
 	if err := c.lock("apply"); err != nil {
 		return nil, -1, err
 	}
@@ -810,20 +826,23 @@ func (c *SamplerChain) Apply(candidates []TokenData) ([]TokenData, int, error) {
 			return nil, -1, err
 		}
 	}
-	buf := append([]TokenData(nil), candidates...)
-	arr := capi.TokenDataArray{Data: unsafe.Pointer(&buf[0]), Size: uintptr(len(buf)), Selected: -1}
+	arr := capi.TokenDataArray{Data: unsafe.Pointer(&candidates[0]), Size: uintptr(len(candidates)), Selected: -1}
 	capi.SamplerApply(c.ptr, &arr)
-	runtime.KeepAlive(buf)
+	runtime.KeepAlive(candidates)
 	if err := c.goPanic("apply"); err != nil {
 		return nil, -1, err
 	}
-	out := unsafe.Slice((*TokenData)(arr.Data), arr.Size)
-	res := append([]TokenData(nil), out...)
+	n := min(int(arr.Size), len(candidates))
+	if arr.Data != unsafe.Pointer(&candidates[0]) {
+		// No sampler of llama.cpp's or this package's moves the array, but
+		// a result elsewhere is still copied back rather than trusted.
+		n = copy(candidates, unsafe.Slice((*TokenData)(arr.Data), n))
+	}
 	sel := int(arr.Selected)
-	if sel >= len(res) {
+	if sel >= n {
 		sel = -1 // a filter after the selecting sampler cut the list
 	}
-	return res, sel, nil
+	return candidates[:n], sel, nil
 }
 
 // Custom samplers.

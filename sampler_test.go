@@ -115,3 +115,56 @@ func TestCustomSampler(t *testing.T) {
 	require.GreaterOrEqual(t, sel, 0)
 	assert.Equal(t, llama.Token(20), res[sel].ID)
 }
+
+// ApplyInPlace gives Apply's result in the candidates' own memory (a
+// prefix of them), with a grammar among the samplers or not, while Apply
+// leaves its argument as it was.
+func TestSamplerChainApplyInPlace(t *testing.T) {
+	m := stories(t)
+	g := mustGrammar(t, `root ::= "Once" | "The"`)
+	row := func() []llama.TokenData {
+		n := m.VocabSize()
+		out := make([]llama.TokenData, n)
+		for i := range out {
+			out[i] = llama.TokenData{ID: llama.Token(i), Logit: float32((i * 7919) % 1000)}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name     string
+		opts     llama.SamplerChainOptions
+		samplers func() []llama.Sampler
+	}{
+		{"top-k and dist", llama.SamplerChainOptions{}, func() []llama.Sampler { return []llama.Sampler{llama.TopK(40), llama.Dist(7)} }},
+		{"grammar then greedy", llama.SamplerChainOptions{}, func() []llama.Sampler { return []llama.Sampler{g.Sampler(), llama.Greedy()} }},
+		{"grammar alone (a filter)", llama.SamplerChainOptions{Filter: true}, func() []llama.Sampler { return []llama.Sampler{g.Sampler()} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := llama.NewSamplerChain(m, tc.opts, tc.samplers()...)
+			require.NoError(t, err)
+			defer a.Close()
+			b, err := llama.NewSamplerChain(m, tc.opts, tc.samplers()...)
+			require.NoError(t, err)
+			defer b.Close()
+
+			in := row()
+			want, wantSel, err := a.Apply(in)
+			require.NoError(t, err)
+			assert.Equal(t, row(), in, "Apply leaves its candidates alone")
+
+			got, sel, err := b.ApplyInPlace(in)
+			require.NoError(t, err)
+			assert.Equal(t, wantSel, sel)
+			assert.Equal(t, want, got)
+			require.NotEmpty(t, got)
+			assert.Same(t, &in[0], &got[0], "the result is a prefix of the candidates")
+		})
+	}
+	s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, llama.Greedy())
+	require.NoError(t, err)
+	defer s.Close()
+	_, _, err = s.ApplyInPlace(nil)
+	require.ErrorIs(t, err, llama.ErrInvalid)
+	_, _, err = s.ApplyInPlace([]llama.TokenData{{ID: llama.Token(m.VocabSize())}})
+	require.ErrorIs(t, err, llama.ErrInvalid)
+}

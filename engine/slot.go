@@ -1008,7 +1008,7 @@ func (e *Engine) sample(s *engSlot) (llama.Token, error) {
 	// the grammar allows. (Each pass draws from the random generator, so
 	// seeded outputs match llama-server's.)
 	if tok, err := s.smpl.Propose(e.lctx, s.iBatch); err == nil {
-		one, _, err := s.gram.Apply([]llama.TokenData{{ID: tok, Logit: 1}})
+		one, _, err := s.gram.ApplyInPlace([]llama.TokenData{{ID: tok, Logit: 1}})
 		if err == nil && len(one) == 1 && !math.IsInf(float64(one[0].Logit), -1) {
 			if err := s.smpl.Accept(tok); err != nil {
 				return llama.NoToken, err
@@ -1027,7 +1027,9 @@ func (e *Engine) sample(s *engSlot) (llama.Token, error) {
 	for i, l := range logits {
 		s.cand = append(s.cand, llama.TokenData{ID: llama.Token(i), Logit: l})
 	}
-	masked, _, err := s.gram.Apply(s.cand)
+	// The row is masked and sampled in place: copies of a large
+	// vocabulary's row would cost milliseconds a step.
+	masked, _, err := s.gram.ApplyInPlace(s.cand)
 	if err != nil {
 		return llama.NoToken, err
 	}
@@ -1047,7 +1049,7 @@ func (e *Engine) sample(s *engSlot) (llama.Token, error) {
 		}
 		return eog, nil
 	}
-	cands, sel, err := s.smpl.Apply(masked)
+	cands, sel, err := s.smpl.ApplyInPlace(masked)
 	if err != nil {
 		return llama.NoToken, err
 	}
@@ -1055,10 +1057,10 @@ func (e *Engine) sample(s *engSlot) (llama.Token, error) {
 		return llama.NoToken, errGrammarStuck
 	}
 	tok := cands[sel].ID
-	for _, c := range masked {
-		if c.ID == tok && math.IsInf(float64(c.Logit), -1) {
-			return llama.NoToken, errGrammarStuck
-		}
+	// The chain gave it a finite logit; the grammar must still allow it
+	// (a sampler could have raised a masked token's logit).
+	if one, _, err := s.gram.ApplyInPlace([]llama.TokenData{{ID: tok, Logit: 1}}); err != nil || len(one) != 1 || math.IsInf(float64(one[0].Logit), -1) {
+		return llama.NoToken, errGrammarStuck
 	}
 	if err := s.smpl.Accept(tok); err != nil {
 		return llama.NoToken, err
