@@ -244,7 +244,18 @@ type Options struct {
 	// no effect.
 	ContextCheckpoints int
 	CheckpointMinStep  int
+	// TrimIdle is how long the engine waits, idle after work, before it
+	// returns the C heap's free memory to the system (llama.TrimMemory):
+	// what llama.cpp allocates and frees while decoding and sampling stays
+	// in the process, counted in its resident size, until then. The
+	// engine trims once per idle spell, on its own goroutine; a request
+	// arriving meanwhile waits for it (milliseconds, growing with the
+	// memory held). 0: DefaultTrimIdle; negative: never.
+	TrimIdle time.Duration
 }
+
+// DefaultTrimIdle is Options.TrimIdle's default.
+const DefaultTrimIdle = time.Second
 
 // BackendSamplingMode is Options.BackendSampling: which requests sample
 // inside the decode (see sampling.Params.BackendSampling).
@@ -428,6 +439,13 @@ type Engine struct {
 	burstN   int
 	parked   atomic.Bool  // the loop waits for a wake (for tests)
 	parks    atomic.Int64 // the times it began to (for tests)
+	trims    atomic.Int64 // the C heap trims it made (for tests)
+
+	// trimDue: the engine has worked since its last trim; trimIdle is
+	// Options.TrimIdle resolved, trimTimer its reused timer.
+	trimDue   bool
+	trimIdle  time.Duration
+	trimTimer *time.Timer
 	// clock is the loop's time by phase; metrics.Steps its copy as of
 	// the last publish, and idleSince when the loop's current idle wait
 	// began (zero while it works).
@@ -550,6 +568,14 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 		addBOS: m.SpecialTokens().AddBOS,
 	}
 	e.sampleWorkers = DefaultSampleThreads(o.SampleThreads, m.OnGPU(), runtime.GOMAXPROCS(0))
+	switch e.trimIdle = o.TrimIdle; {
+	case e.trimIdle == 0:
+		e.trimIdle = DefaultTrimIdle
+	case e.trimIdle < 0:
+		e.trimIdle = 0
+	}
+	e.trimTimer = time.NewTimer(time.Hour)
+	e.trimTimer.Stop()
 	e.backendAll = o.BackendSampling.backendForAll(m.OnGPU())
 	nThreads, _ := lctx.Threads()
 	// The cores: those this process may run on, or fewer where its CPU
@@ -1103,6 +1129,7 @@ func (e *Engine) run() {
 		t0, d0 := time.Now(), e.decodeTime
 		worked := e.turn()
 		if worked {
+			e.trimDue = true
 			e.busyTime += time.Since(t0)
 			if e.period++; e.period == 1 {
 				e.lead = e.decodeTime - d0
@@ -1123,17 +1150,42 @@ func (e *Engine) run() {
 			e.mu.Unlock()
 			e.parks.Add(1)
 			e.parked.Store(true)
-			select {
-			case <-e.wake:
-				e.parked.Store(false)
-				e.clock.mark(PhaseIdle)
-				e.mu.Lock()
-				e.metrics.Steps, e.idleSince = e.clock.t, time.Time{}
-				e.mu.Unlock()
-				e.gather()
-				e.clock.mark(PhaseGather)
-			case <-e.baseCtx.Done():
+			e.park()
+		}
+	}
+}
+
+// park waits for work, returning the C heap's free memory to the system
+// once the engine has been idle for TrimIdle after work.
+func (e *Engine) park() {
+	var trim <-chan time.Time
+	if e.trimDue && e.trimIdle > 0 {
+		e.trimTimer.Reset(e.trimIdle)
+		trim = e.trimTimer.C
+		defer e.trimTimer.Stop()
+	}
+	for {
+		select {
+		case <-e.wake:
+			e.parked.Store(false)
+			e.clock.mark(PhaseIdle)
+			e.mu.Lock()
+			e.metrics.Steps, e.idleSince = e.clock.t, time.Time{}
+			e.mu.Unlock()
+			e.gather()
+			e.clock.mark(PhaseGather)
+			return
+		case <-trim:
+			trim, e.trimDue = nil, false
+			t := time.Now()
+			if llama.TrimMemory() {
+				e.trims.Add(1)
+				if l := e.opts.Logger; l != nil {
+					l.Debug("returned the C heap's free memory to the system", "took", time.Since(t))
+				}
 			}
+		case <-e.baseCtx.Done():
+			return
 		}
 	}
 }
