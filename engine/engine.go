@@ -446,6 +446,8 @@ type Engine struct {
 	trimDue   bool
 	trimIdle  time.Duration
 	trimTimer *time.Timer
+	// cthread runs the grammars' whole-row passes (see cThread).
+	cthread *cThread
 	// clock is the loop's time by phase; metrics.Steps its copy as of
 	// the last publish, and idleSince when the loop's current idle wait
 	// began (zero while it works).
@@ -711,6 +713,7 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	}
 	e.baseCtx, e.cancel = context.WithCancel(context.Background())
 	e.clock.last = time.Now()
+	e.cthread = newCThread()
 	go e.run()
 	return e, nil
 }
@@ -1427,6 +1430,7 @@ func (e *Engine) shutdown() {
 	for _, a := range e.adapters {
 		a.Close()
 	}
+	e.cthread.close()
 }
 
 // reap frees the slots of requests whose client went away.

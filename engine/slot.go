@@ -1028,8 +1028,10 @@ func (e *Engine) sample(s *engSlot) (llama.Token, error) {
 		s.cand = append(s.cand, llama.TokenData{ID: llama.Token(i), Logit: l})
 	}
 	// The row is masked and sampled in place: copies of a large
-	// vocabulary's row would cost milliseconds a step.
-	masked, _, err := s.gram.ApplyInPlace(s.cand)
+	// vocabulary's row would cost milliseconds a step. The grammar's pass
+	// runs on the engine's C thread (see cThread).
+	var masked []llama.TokenData
+	e.cthread.run(func() { masked, _, err = s.gram.ApplyInPlace(s.cand) })
 	if err != nil {
 		return llama.NoToken, err
 	}

@@ -220,7 +220,10 @@ func (s *versusSide) report(b *testing.B) {
 
 // versusPeakRSS returns the peak resident set of process pid in MB
 // (VmHWM).
-func versusPeakRSS(b *testing.B, pid int) float64 {
+func versusPeakRSS(b *testing.B, pid int) float64 { return versusStatusMB(b, pid, "VmHWM") }
+
+// versusStatusMB returns the field (in kB) of /proc/pid/status in MB.
+func versusStatusMB(b *testing.B, pid int, field string) float64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)
@@ -228,7 +231,7 @@ func versusPeakRSS(b *testing.B, pid int) float64 {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
 			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
 			if err != nil {
 				b.Fatal(err)
@@ -236,7 +239,7 @@ func versusPeakRSS(b *testing.B, pid int) float64 {
 			return float64(kb) / 1024
 		}
 	}
-	b.Fatal("no VmHWM")
+	b.Fatal("no " + field)
 	return 0
 }
 
