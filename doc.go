@@ -101,6 +101,21 @@
 // after every decode. A decode also computes on the calling goroutine's
 // thread, which gets the pool's priority and CPUs for the call only.
 //
+// # The C heap
+//
+// llama.cpp allocates with the C library's malloc, and Go runs its calls
+// on whichever thread is free. glibc gives each thread that allocates an
+// arena of its own, up to eight per core, each keeping what was freed in
+// it, so a process's resident size can grow by an arena for each thread
+// that ran a call allocating much (a grammar's pass over a large
+// vocabulary: tens of MB). So the package, when initialized, caps the
+// arenas at 2 (mallopt M_ARENA_MAX; MALLOC_ARENA_MAX or
+// glibc.malloc.arena_max in GLIBC_TUNABLES, when set, win), engines run
+// their grammars' whole-row passes on one thread of their own, and
+// TrimMemory returns the heap's free pages to the system, as an idle
+// engine does (engine.Options.TrimIdle). Other C libraries are left as
+// they are.
+//
 // # Logging
 //
 // llama.cpp's log is dropped unless SetLogger gives it a *slog.Logger.
