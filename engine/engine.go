@@ -248,9 +248,11 @@ type Options struct {
 	// returns the C heap's free memory to the system (llama.TrimMemory):
 	// what llama.cpp allocates and frees while decoding and sampling stays
 	// in the process, counted in its resident size, until then. The
-	// engine trims once per idle spell, on its own goroutine; a request
-	// arriving meanwhile waits for it (milliseconds, growing with the
-	// memory held). 0: DefaultTrimIdle; negative: never.
+	// engine trims once per idle spell, on a goroutine of its own (it
+	// takes milliseconds, growing with the memory held); a request
+	// arriving meanwhile starts at once, its C allocations waiting only
+	// while the trim holds their arena. 0: DefaultTrimIdle; negative:
+	// never.
 	TrimIdle time.Duration
 }
 
@@ -1180,15 +1182,27 @@ func (e *Engine) park() {
 			return
 		case <-trim:
 			trim, e.trimDue = nil, false
-			t := time.Now()
-			if llama.TrimMemory() {
-				e.trims.Add(1)
-				if l := e.opts.Logger; l != nil {
-					l.Debug("returned the C heap's free memory to the system", "took", time.Since(t))
-				}
-			}
+			go e.trimMemory()
 		case <-e.baseCtx.Done():
 			return
+		}
+	}
+}
+
+// trimMemory returns the C heap's free memory to the system, off the
+// loop: a request arriving meanwhile starts at once, its allocations
+// waiting only while the trim holds their arena.
+func (e *Engine) trimMemory() {
+	defer func() {
+		if v := recover(); v != nil {
+			e.logPanic(llama.NewPanicError("engine: trim", v), -1)
+		}
+	}()
+	t := time.Now()
+	if llama.TrimMemory() {
+		e.trims.Add(1)
+		if l := e.opts.Logger; l != nil {
+			l.Debug("returned the C heap's free memory to the system", "took", time.Since(t))
 		}
 	}
 }

@@ -34,7 +34,7 @@ func TestEngineTrimIdle(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, engCollect(t, st).done.Err)
 				require.Eventually(t, e.parked.Load, time.Minute, 100*time.Microsecond)
-				time.Sleep(10*tc.idle + 50*time.Millisecond) // several TrimIdle: still one trim
+				time.Sleep(10*tc.idle + 50*time.Millisecond) // several TrimIdle: still one trim (made off the loop)
 			}
 			assert.Equal(t, tc.trims, e.trims.Load())
 		})
