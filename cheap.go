@@ -7,39 +7,26 @@ import (
 	"github.com/x/llama/internal/capi"
 )
 
-// The C heap.
-//
-// Go runs the library's calls on whichever thread is free, and glibc's
-// malloc gives each thread that allocates an arena of its own, up to
-// eight per core, each keeping what was freed in it for that arena's
-// reuse. llama.cpp allocates and frees tens of MB while it samples under
-// a grammar (a vector for each of a large vocabulary's tokens), so a
-// server's memory grew by an arena's worth for each thread its loop had
-// run on. So when the package is initialized it caps the process's arenas
-// at defaultMallocArenas, unless the environment sets the cap
-// (MALLOC_ARENA_MAX, or glibc.malloc.arena_max in GLIBC_TUNABLES), which
-// glibc then applies itself from the start. glibc lets the first threads
-// make arenas before it applies a cap, so those the Go runtime's first
-// threads made before this init stay (a few); no thread makes another
-// after it. C libraries other than glibc have no arenas, and nothing is
-// done there.
+// The C heap: see the package documentation's section of that name.
 
 // defaultMallocArenas is the cap on glibc's malloc arenas (M_ARENA_MAX)
 // set at initialization.
 const defaultMallocArenas = 2
 
+// init caps the arenas now, on the main thread and before any call into
+// llama.cpp: glibc lets the first threads make arenas before it applies a
+// cap, so those the Go runtime's first threads made stay (a few), but no
+// thread makes another after it. From Init it would come too late.
 func init() {
-	if mallocArenas(os.Getenv) > 0 {
+	if !envCapsArenas(os.Getenv) {
 		capi.SetMallocArenas(defaultMallocArenas)
 	}
 }
 
-// mallocArenas returns the cap to set, 0 where the environment sets one.
-func mallocArenas(getenv func(string) string) int {
-	if getenv("MALLOC_ARENA_MAX") != "" || strings.Contains(getenv("GLIBC_TUNABLES"), "glibc.malloc.arena_max") {
-		return 0
-	}
-	return defaultMallocArenas
+// envCapsArenas reports whether the environment sets glibc's arena cap,
+// which glibc then applies itself from the start.
+func envCapsArenas(getenv func(string) string) bool {
+	return getenv("MALLOC_ARENA_MAX") != "" || strings.Contains(getenv("GLIBC_TUNABLES"), "glibc.malloc.arena_max")
 }
 
 // TrimMemory returns the free memory of the C heap to the system (glibc's

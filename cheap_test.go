@@ -11,15 +11,15 @@ func TestMallocArenas(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
-		want int
+		want bool // the environment caps them: no cap is set
 	}{
-		{"no environment", nil, defaultMallocArenas},
-		{"MALLOC_ARENA_MAX", map[string]string{"MALLOC_ARENA_MAX": "8"}, 0},
-		{"a tunable", map[string]string{"GLIBC_TUNABLES": "glibc.malloc.tcache_count=0:glibc.malloc.arena_max=4"}, 0},
-		{"other tunables", map[string]string{"GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"}, defaultMallocArenas},
+		{"no environment", nil, false},
+		{"MALLOC_ARENA_MAX", map[string]string{"MALLOC_ARENA_MAX": "8"}, true},
+		{"a tunable", map[string]string{"GLIBC_TUNABLES": "glibc.malloc.tcache_count=0:glibc.malloc.arena_max=4"}, true},
+		{"other tunables", map[string]string{"GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, mallocArenas(func(k string) string { return tc.env[k] }))
+			assert.Equal(t, tc.want, envCapsArenas(func(k string) string { return tc.env[k] }))
 		})
 	}
 }

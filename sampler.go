@@ -796,14 +796,7 @@ type TokenData struct {
 // and works on a chain that selects nothing (SamplerChainOptions.Filter).
 // candidates is left as it was; ApplyInPlace works in its memory instead.
 func (c *SamplerChain) Apply(candidates []TokenData) ([]TokenData, int, error) {
-	if len(candidates) == 0 {
-		return nil, -1, errorf(CodeInvalid, "apply", "no candidates")
-	}
-	out, sel, err := c.ApplyInPlace(append([]TokenData(nil), candidates...))
-	if err != nil {
-		return nil, -1, err
-	}
-	return out, sel, nil
+	return c.ApplyInPlace(append([]TokenData(nil), candidates...))
 }
 
 // ApplyInPlace is Apply working in candidates' memory: the chain edits,

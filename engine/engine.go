@@ -444,11 +444,11 @@ type Engine struct {
 	trims    atomic.Int64 // the C heap trims it made (for tests)
 
 	// trimDue: the engine has worked since its last trim; trimIdle is
-	// Options.TrimIdle resolved, trimTimer its reused timer.
-	trimDue   bool
-	trimIdle  time.Duration
-	trimTimer *time.Timer
-	// cthread runs the grammars' whole-row passes (see cThread).
+	// Options.TrimIdle resolved.
+	trimDue  bool
+	trimIdle time.Duration
+	// cthread runs the grammars' whole-row passes (see cThread), started
+	// by the first.
 	cthread *cThread
 	// clock is the loop's time by phase; metrics.Steps its copy as of
 	// the last publish, and idleSince when the loop's current idle wait
@@ -578,8 +578,6 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	case e.trimIdle < 0:
 		e.trimIdle = 0
 	}
-	e.trimTimer = time.NewTimer(time.Hour)
-	e.trimTimer.Stop()
 	e.backendAll = o.BackendSampling.backendForAll(m.OnGPU())
 	nThreads, _ := lctx.Threads()
 	// The cores: those this process may run on, or fewer where its CPU
@@ -715,7 +713,6 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	}
 	e.baseCtx, e.cancel = context.WithCancel(context.Background())
 	e.clock.last = time.Now()
-	e.cthread = newCThread()
 	go e.run()
 	return e, nil
 }
@@ -1165,9 +1162,7 @@ func (e *Engine) run() {
 func (e *Engine) park() {
 	var trim <-chan time.Time
 	if e.trimDue && e.trimIdle > 0 {
-		e.trimTimer.Reset(e.trimIdle)
-		trim = e.trimTimer.C
-		defer e.trimTimer.Stop()
+		trim = time.After(e.trimIdle)
 	}
 	for {
 		select {
@@ -1444,7 +1439,9 @@ func (e *Engine) shutdown() {
 	for _, a := range e.adapters {
 		a.Close()
 	}
-	e.cthread.close()
+	if e.cthread != nil {
+		e.cthread.close()
+	}
 }
 
 // reap frees the slots of requests whose client went away.

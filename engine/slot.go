@@ -1008,8 +1008,7 @@ func (e *Engine) sample(s *engSlot) (llama.Token, error) {
 	// the grammar allows. (Each pass draws from the random generator, so
 	// seeded outputs match llama-server's.)
 	if tok, err := s.smpl.Propose(e.lctx, s.iBatch); err == nil {
-		one, _, err := s.gram.ApplyInPlace([]llama.TokenData{{ID: tok, Logit: 1}})
-		if err == nil && len(one) == 1 && !math.IsInf(float64(one[0].Logit), -1) {
+		if s.gramAllows(tok) {
 			if err := s.smpl.Accept(tok); err != nil {
 				return llama.NoToken, err
 			}
@@ -1030,6 +1029,9 @@ func (e *Engine) sample(s *engSlot) (llama.Token, error) {
 	// The row is masked and sampled in place: copies of a large
 	// vocabulary's row would cost milliseconds a step. The grammar's pass
 	// runs on the engine's C thread (see cThread).
+	if e.cthread == nil {
+		e.cthread = newCThread()
+	}
 	var masked []llama.TokenData
 	e.cthread.run(func() { masked, _, err = s.gram.ApplyInPlace(s.cand) })
 	if err != nil {
@@ -1061,7 +1063,7 @@ func (e *Engine) sample(s *engSlot) (llama.Token, error) {
 	tok := cands[sel].ID
 	// The chain gave it a finite logit; the grammar must still allow it
 	// (a sampler could have raised a masked token's logit).
-	if one, _, err := s.gram.ApplyInPlace([]llama.TokenData{{ID: tok, Logit: 1}}); err != nil || len(one) != 1 || math.IsInf(float64(one[0].Logit), -1) {
+	if !s.gramAllows(tok) {
 		return llama.NoToken, errGrammarStuck
 	}
 	if err := s.smpl.Accept(tok); err != nil {
@@ -1071,6 +1073,13 @@ func (e *Engine) sample(s *engSlot) (llama.Token, error) {
 		return llama.NoToken, err
 	}
 	return tok, nil
+}
+
+// gramAllows reports whether the slot's grammar allows tok next (a pass
+// over that one candidate; false on an error too).
+func (s *engSlot) gramAllows(tok llama.Token) bool {
+	one, _, err := s.gram.ApplyInPlace([]llama.TokenData{{ID: tok, Logit: 1}})
+	return err == nil && len(one) == 1 && !math.IsInf(float64(one[0].Logit), -1)
 }
 
 // engCompleteUTF8 returns how many leading bytes of b can be sent: all but an

@@ -140,9 +140,8 @@ func (s *versusSide) round(b *testing.B, clients, nGen int, stream, count bool) 
 			body := map[string]any{"prompt": "Once upon a time", "n_predict": nGen, "ignore_eos": true,
 				"seed": limitSeed() + i, "cache_prompt": false, "stream": stream}
 			if !stream {
-				n, err := versusPostWhole(s.url, body)
-				if err != nil {
-					b.Errorf("%s: %v", s.name, err)
+				n, ok := s.postWhole(b, body)
+				if !ok {
 					return
 				}
 				mu.Lock()
@@ -199,6 +198,16 @@ func versusPostWhole(url string, body any) (int, error) {
 		return 0, err
 	}
 	return out.TokensPredicted, nil
+}
+
+// postWhole posts a non-streaming /completion to the side and returns the
+// tokens it generated; a failure is the benchmark's error.
+func (s *versusSide) postWhole(b *testing.B, body any) (int, bool) {
+	n, err := versusPostWhole(s.url, body)
+	if err != nil {
+		b.Errorf("%s: %v", s.name, err)
+	}
+	return n, err == nil
 }
 
 func (s *versusSide) tokS() float64 { return float64(s.tok) / s.took.Seconds() }

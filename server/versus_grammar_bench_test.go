@@ -2,6 +2,7 @@ package server
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,31 +45,27 @@ func BenchmarkVersusGrammar(b *testing.B) {
 		s.url, s.pid = url, pid
 	}
 	round := func(s *versusSide, count bool) {
-		var mu sync.Mutex
 		var wg sync.WaitGroup
-		tok := 0
+		var tok atomic.Int64
 		start := time.Now()
 		for c := range clients {
 			wg.Go(func() {
 				for i := range perClient {
-					n, err := versusPostWhole(s.url, map[string]any{"prompt": "List some items as JSON:",
+					n, ok := s.postWhole(b, map[string]any{"prompt": "List some items as JSON:",
 						"n_predict": nGen, "seed": limitSeed() + c*perClient + i, "cache_prompt": false,
 						"json_schema": versusSchema})
-					if err != nil {
-						b.Errorf("%s: %v", s.name, err)
+					if !ok {
 						return
 					}
-					mu.Lock()
-					tok += n
-					mu.Unlock()
+					tok.Add(int64(n))
 				}
 			})
 		}
 		wg.Wait()
 		if took := time.Since(start); count {
-			s.tok += tok
+			s.tok += int(tok.Load())
 			s.took += took
-			s.rounds = append(s.rounds, float64(tok)/took.Seconds())
+			s.rounds = append(s.rounds, float64(tok.Load())/took.Seconds())
 		}
 	}
 	b.Run("model="+name, func(b *testing.B) {
