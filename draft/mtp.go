@@ -395,7 +395,9 @@ func (d *MTP) DraftAll(ctx context.Context, reqs []*MTPRequest) error {
 		if r == nil || r.Seq == nil || err != nil {
 			continue
 		}
-		if s := r.Seq; len(s.draft) >= d.opts.NMin {
+		// Only a sequence that drafted now has a draft: one skipped (no
+		// room, Max 0, the batch full) still holds its last call's.
+		if s := r.Seq; slices.Contains(active, s) && len(s.draft) >= d.opts.NMin {
 			r.Draft = append(r.Draft[:0], s.draft...)
 		}
 	}
