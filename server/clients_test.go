@@ -1,4 +1,4 @@
-//go:build pyclients || jsclients
+//go:build pyclients || jsclients || goclients
 
 package server
 
