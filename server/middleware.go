@@ -31,6 +31,9 @@ const (
 	// defaultBodyReadTimeout is the longest wait for a request body's next
 	// bytes.
 	defaultBodyReadTimeout = 60 * time.Second
+	// defaultWriteTimeout is the longest wait for a client to take a
+	// response's next bytes.
+	defaultWriteTimeout = 60 * time.Second
 	// minBodyBudget is the smallest default budget of body bytes in
 	// flight, and bodyBudgetBodies the number of largest bodies the
 	// default budget holds.
@@ -214,6 +217,81 @@ func bodyReadTimeout(o Options) time.Duration {
 		return defaultBodyReadTimeout
 	}
 	return o.BodyReadTimeout
+}
+
+// writeTimeout is the wait for a client to take a response's next bytes
+// Options ask for (0: none).
+func writeTimeout(o Options) time.Duration {
+	switch {
+	case o.WriteTimeout < 0:
+		return 0
+	case o.WriteTimeout == 0:
+		return defaultWriteTimeout
+	}
+	return o.WriteTimeout
+}
+
+// writeChunk is the most a deadlineWriter hands the connection under one
+// deadline: a large body (embeddings, a slot's tokens) must keep moving,
+// not arrive whole within the timeout.
+const writeChunk = 64 << 10
+
+// deadlineWriter moves the connection's write deadline to d from now
+// before each write, header or flush of a response, and before each
+// writeChunk of a large write: the deadline measures how long the client
+// has taken nothing, as llama-server's (cpp-httplib's) write timeout,
+// where http.Server.WriteTimeout measures the whole response.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (w *deadlineWriter) extend() { _ = w.rc.SetWriteDeadline(time.Now().Add(w.d)) }
+
+func (w *deadlineWriter) WriteHeader(code int) {
+	w.extend()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *deadlineWriter) Write(b []byte) (int, error) {
+	n := 0
+	for {
+		w.extend()
+		m, err := w.ResponseWriter.Write(b[n : n+min(len(b)-n, writeChunk)])
+		n += m
+		if err != nil || n == len(b) {
+			return n, err
+		}
+	}
+}
+
+// FlushError is how http.ResponseController flushes through the writer.
+func (w *deadlineWriter) FlushError() error {
+	w.extend()
+	return w.rc.Flush()
+}
+
+// Unwrap lets http.NewResponseController reach the underlying writer.
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// writeDeadlines bounds each write of every response by d (see
+// deadlineWriter; d <= 0: no bound). The deadline is also moved when a
+// request starts (a connection's earlier request may have left one, and
+// net/http writes a 100 Continue on its own) and when the handler
+// returns, before net/http writes what it buffered.
+func writeDeadlines(d time.Duration) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		if d <= 0 {
+			return next
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			dw := &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d}
+			dw.extend()
+			defer dw.extend()
+			next.ServeHTTP(dw, r)
+		})
+	}
 }
 
 // bodyLimits are limitBody's settings.

@@ -189,6 +189,7 @@ func (s *Server) buildHandler() http.Handler {
 		missing.ServeHTTP(w, r)
 	})
 	return chain(notFound,
+		writeDeadlines(writeTimeout(s.opts)),
 		recoverPanics(s.log),
 		giveBackMemory(&s.freeing),
 		cors(s.opts),

@@ -426,3 +426,83 @@ func TestSecurityErrorCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestSecurityWriteTimeout performs a client that asks for a large answer
+// and stops reading: the response's writes give up after the write
+// timeout and the connection is closed, where before nothing bounded them
+// under server.Handler (and examples/server's whole-response timeout cut
+// healthy streams instead). The answer: /tokenize of 250,000 tokens with
+// their pieces, about 6 MB, to a client whose socket takes 4 KiB.
+func TestSecurityWriteTimeout(t *testing.T) {
+	_, ts := newTestServer(t, Options{WriteTimeout: 300 * time.Millisecond})
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return errors.Join(err, serr)
+	}}
+	c, err := d.Dial("tcp", ts.Listener.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	body := `{"with_pieces":true,"content":"` + strings.Repeat("a ", 250_000) + `"}`
+	_, err = fmt.Fprintf(c, "POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(30*time.Second)))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	time.Sleep(2 * time.Second) // the client takes nothing
+	n, err := io.Copy(io.Discard, resp.Body)
+	require.Error(t, err, "the answer is cut (%d bytes read)", n)
+	assert.NotErrorIs(t, err, os.ErrDeadlineExceeded, "the server closed the connection")
+}
+
+// TestWriteDeadlines checks the rule of the write timeout: it bounds each
+// write, not the response. A handler that writes, waits three timeouts,
+// and writes again reaches a client that reads as it comes; so does a
+// body ten times writeChunk in one write. A 1 ns timeout (every write
+// late) shows that Handler applies Options.WriteTimeout.
+func TestWriteDeadlines(t *testing.T) {
+	const d = 100 * time.Millisecond
+	big := strings.Repeat("x", 10*writeChunk)
+	for _, tc := range []struct {
+		name    string
+		handler http.HandlerFunc
+		want    string
+	}{
+		{"a pause between writes", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, "a")
+			require.NoError(t, http.NewResponseController(w).Flush())
+			time.Sleep(3 * d)
+			_, _ = io.WriteString(w, "b")
+		}, "ab"},
+		{"a pause before the first write", func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(3 * d)
+			_, _ = io.WriteString(w, "a")
+		}, "a"},
+		{"one large write", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, big)
+		}, big},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := httptest.NewServer(writeDeadlines(d)(tc.handler))
+			defer ts.Close()
+			for range 2 { // the second on the same connection
+				resp, err := ts.Client().Get(ts.URL)
+				require.NoError(t, err)
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				require.NoError(t, err)
+				assert.Equal(t, tc.want, string(b))
+			}
+		})
+	}
+
+	_, late := newTestServer(t, Options{WriteTimeout: time.Nanosecond})
+	_, err := late.Client().Get(late.URL + "/health")
+	assert.Error(t, err, "every write is past its deadline")
+	_, none := newTestServer(t, Options{WriteTimeout: -1})
+	resp, err := none.Client().Get(none.URL + "/health")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}

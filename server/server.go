@@ -212,6 +212,14 @@ type Options struct {
 	// bytes, once a handler reads it; past it the connection is closed
 	// (0: 60 s; negative: none, the http.Server's ReadTimeout alone).
 	BodyReadTimeout time.Duration
+	// WriteTimeout is the longest a response may wait for the client to
+	// take its next bytes (a client that stops reading); past it the
+	// write fails, the connection is closed and the request ends. It
+	// bounds each write, not the response, as llama-server's write
+	// timeout: a stream read as it comes runs as long as its generation,
+	// where http.Server.WriteTimeout would cut it (0: 60 s; negative:
+	// none).
+	WriteTimeout time.Duration
 
 	// LogPromptsDir, when set, is a folder where every completion
 	// request's prompt is written as the model reads it (the chat

@@ -944,7 +944,7 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--chat-template-kwargs"}, arg: "STRING", env: "LLAMA_ARG_CHAT_TEMPLATE_KWARGS", sec: sv, help: "default template variables (a JSON object)", set: func(_ *config, v string) error {
 			return c.templateKwargs(v)
 		}},
-		{names: []string{"-to", "--timeout"}, arg: "N", env: "LLAMA_ARG_TIMEOUT", sec: sv, help: "read/write timeout in seconds (default 3600)", set: func(c *config, v string) error {
+		{names: []string{"-to", "--timeout"}, arg: "N", env: "LLAMA_ARG_TIMEOUT", sec: sv, help: "read/write timeout in seconds, a write waiting that long for the client (default 3600)", set: func(c *config, v string) error {
 			n, err := parseInt(v)
 			c.timeout = time.Duration(n) * time.Second
 			return err
@@ -1520,6 +1520,10 @@ func (c *config) finish() error {
 	s := c.sampling
 	o.Sampling = &s
 	o.Timeout = 0
+	o.WriteTimeout = c.timeout
+	if c.timeout <= 0 {
+		o.WriteTimeout = -1
+	}
 	return nil
 }
 

@@ -126,7 +126,10 @@ func serve(cfg *config) error {
 		ln.Close()
 		return err
 	}
-	hs := &http.Server{Handler: cfg.handler(srv.Handler()), ReadTimeout: cfg.timeout, WriteTimeout: cfg.timeout, ReadHeaderTimeout: 30 * time.Second, TLSConfig: tlsConf}
+	// -to bounds each write (Options.WriteTimeout), as llama-server's
+	// per-socket timeouts: http.Server's WriteTimeout would bound the
+	// whole response and cut a long stream.
+	hs := &http.Server{Handler: cfg.handler(srv.Handler()), ReadTimeout: cfg.timeout, ReadHeaderTimeout: 30 * time.Second, TLSConfig: tlsConf}
 	hs.RegisterOnShutdown(srv.AbortToolCalls)
 	scheme := "http"
 	switch {

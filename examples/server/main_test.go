@@ -58,6 +58,7 @@ func TestParseFlags(t *testing.T) {
 	assert.True(t, o.Engine.ContextShift)
 	assert.Equal(t, 256, o.Engine.CacheReuse)
 	assert.Equal(t, 60*time.Second, c.timeout)
+	assert.Equal(t, 60*time.Second, o.WriteTimeout, "-to bounds each write")
 	assert.True(t, o.Engine.Embedding)
 	assert.Equal(t, llama.PoolingMean, o.Engine.Context.Pooling)
 	assert.True(t, o.ModelOptions.CPUOnly)
@@ -73,6 +74,7 @@ func TestParseFlags(t *testing.T) {
 	assert.Equal(t, -1, c.opts.NPredict)
 	assert.Equal(t, 4, c.opts.ModelsMax)
 	assert.Equal(t, 3600*time.Second, c.timeout)
+	assert.Equal(t, 3600*time.Second, c.opts.WriteTimeout)
 
 	for _, bad := range [][]string{{"-m"}, {"-m", "x", "--nope"}, {"-m", "x", "-c", "many"}, {"-m", "x", "-fa", "maybe"},
 		{"-m", "x", "--lora-scaled", "nocolon"}, {"-m", "x", "--pooling", "max"}, {"-m", "x", "--metrics=1"}} {
