@@ -68,24 +68,24 @@ var Samplers = []Sampler{
 			b.ss = append(b.ss, llama.TopK(p.TopK))
 		}
 	}},
-	{Name: "typ_p", Letter: 'y', Aliases: []string{"typ", "typical_p", "typical-p", "typical"}, add: func(b *builder, p *Params) {
+	{Name: "typ_p", Letter: 'y', Aliases: []string{"typ"}, add: func(b *builder, p *Params) {
 		if !b.greedy && p.TypicalP < 1 {
-			b.ss = append(b.ss, llama.Typical(p.TypicalP, 0))
+			b.ss = append(b.ss, llama.Typical(p.TypicalP, p.MinKeep))
 		}
 	}},
 	{Name: "top_p", Letter: 'p', Aliases: []string{"nucleus"}, add: func(b *builder, p *Params) {
 		if !b.greedy && p.TopP < 1 {
-			b.ss = append(b.ss, llama.TopP(p.TopP, 0))
+			b.ss = append(b.ss, llama.TopP(p.TopP, p.MinKeep))
 		}
 	}},
 	{Name: "min_p", Letter: 'm', add: func(b *builder, p *Params) {
 		if !b.greedy && p.MinP > 0 {
-			b.ss = append(b.ss, llama.MinP(p.MinP, 0))
+			b.ss = append(b.ss, llama.MinP(p.MinP, p.MinKeep))
 		}
 	}},
 	{Name: "xtc", Letter: 'x', add: func(b *builder, p *Params) {
 		if p.XTCProbability > 0 && p.XTCThreshold <= 0.5 {
-			b.ss = append(b.ss, llama.XTC(p.XTCProbability, p.XTCThreshold, 0, p.Seed))
+			b.ss = append(b.ss, llama.XTC(p.XTCProbability, p.XTCThreshold, p.MinKeep, p.Seed))
 		}
 	}},
 	{Name: "temperature", Letter: 't', Aliases: []string{"temp"}, add: func(b *builder, p *Params) {

@@ -64,6 +64,9 @@ type Params struct {
 	PreservedTokens []string
 	IgnoreEOS       bool
 	NProbs          int // return the top n token probabilities per token
+	// MinKeep is the fewest tokens typ_p, top_p, min_p and xtc leave
+	// (0: one), as llama.cpp's min_keep.
+	MinKeep int
 	// BackendSampling samples inside the decode's graph (llama-server's
 	// --backend-sampling and backend_sampling): the engine attaches the
 	// request's chain to its slot's sequence (llama.Context.SetSampler)

@@ -113,6 +113,8 @@ var Table = []Param{
 		Int: func(p *Params) *int { return &p.DRYPenaltyLastN }, Lo: -1, Hi: math.MaxInt32, Clamp: windowClamp},
 	{Name: "n_probs", Int: func(p *Params) *int { return &p.NProbs }, Lo: 0, Hi: math.MaxInt32,
 		Clamp: func(v, _, nVocab int) int { return ClampWindow(v, 0, nVocab) }},
+	{Name: "min_keep", Int: func(p *Params) *int { return &p.MinKeep }, Lo: 0, Hi: math.MaxInt32,
+		Clamp: func(v, _, nVocab int) int { return ClampWindow(v, 0, nVocab) }},
 }
 
 // Set stores v, read for the parameter from a request, in p: out of range

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -36,8 +37,6 @@ func TestCompletionBadRequests(t *testing.T) {
 		{"stop wrong type", "/completion", map[string]any{"prompt": "x", "stop": 5}, 400, "invalid_request_error", "stop"},
 		{"seed out of range", "/completion", map[string]any{"prompt": "x", "seed": -7}, 400, "invalid_request_error", "seed"},
 		{"mirostat out of range", "/completion", map[string]any{"prompt": "x", "mirostat": 3}, 400, "invalid_request_error", "mirostat"},
-		{"unknown sampler", "/completion", map[string]any{"prompt": "x", "samplers": []string{"top_k", "magic"}}, 400, "invalid_request_error", "magic"},
-		{"logit_bias token out of range", "/completion", map[string]any{"prompt": "x", "logit_bias": [][]any{{999999, 1}}}, 400, "invalid_request_error", "999999"},
 		{"logit_bias bad bias", "/completion", map[string]any{"prompt": "x", "logit_bias": map[string]any{"12": "x"}}, 400, "invalid_request_error", "logit_bias"},
 		{"lora id out of range", "/completion", map[string]any{"prompt": "x", "lora": []any{map[string]any{"id": 3, "scale": 1}}}, 400, "invalid_request_error", "lora"},
 		{"token id out of range", "/completion", map[string]any{"prompt": []any{1, 999999}}, 400, "invalid_request_error", "999999"},
@@ -101,4 +100,48 @@ func TestCompletionBadRequests(t *testing.T) {
 	assert.Equal(t, float64(8), out["tokens_predicted"])
 	code, out = postJSON(t, ts.URL+"/v1/chat/completions", map[string]any{"messages": msgs, "max_tokens": 4})
 	require.Equal(t, http.StatusOK, code, "%v", out)
+}
+
+// TestCompletionSkipsUnknown checks what llama-server skips rather than
+// refuses, because front ends send it: sampler names and letters no
+// sampler has (SillyTavern's default list names "tfs_z" and
+// "typical_p"), and logit_bias token ids outside the vocabulary
+// (SillyTavern and OpenAI clients bias ids of their own tokenizers). The
+// answer is the one without them.
+func TestCompletionSkipsUnknown(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	base := map[string]any{"prompt": "Once upon a time", "n_predict": 8, "temperature": 0}
+	with := func(kv ...any) map[string]any {
+		m := maps.Clone(base)
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name         string
+		body, same   map[string]any
+		wantSamplers []any
+	}{
+		{"sampler names", with("samplers", []string{"penalties", "tfs_z", "top_k", "magic", "temperature"}),
+			with("samplers", []string{"penalties", "top_k", "temperature"}), []any{"penalties", "top_k", "temperature"}},
+		{"sampler letters", with("samplers", "ekqt"), with("samplers", "ekt"), []any{"penalties", "top_k", "temperature"}},
+		{"no sampler known", with("samplers", []string{"tfs_z"}), with("samplers", []string{}), []any{}},
+		{"logit_bias ids outside the vocabulary", with("logit_bias", []any{[]any{11203, 5}, []any{999999, false}, []any{-1, 3}}), base, nil},
+		{"logit_bias object", with("logit_bias", map[string]any{"11203": -100}), base, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := postJSON(t, ts.URL+"/completion", tc.body)
+			require.Equal(t, http.StatusOK, code, "%v", out)
+			code, same := postJSON(t, ts.URL+"/completion", tc.same)
+			require.Equal(t, http.StatusOK, code, "%v", same)
+			assert.Equal(t, same["content"], out["content"])
+			if tc.wantSamplers != nil {
+				assert.Equal(t, tc.wantSamplers, out["generation_settings"].(map[string]any)["samplers"])
+			}
+		})
+	}
+	code, out := postJSON(t, ts.URL+"/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "Hi"}},
+		"max_tokens": 4, "logit_bias": map[string]any{"11203": -100, "29871": -100}})
+	assert.Equal(t, http.StatusOK, code, "OpenAI's form, ids of a larger tokenizer: %v", out)
 }

@@ -52,7 +52,7 @@ var goldenAside = []struct {
 }{
 	{"", "generation_settings", []string{"cache_prompt", "id_slot", "model", "n_ctx", "t_max_predict_ms"},
 		"fields of generation_settings this server reports and the pinned llama-server does not"},
-	{"", "generation_settings", []string{"chat_format", "generation_prompt", "grammar_lazy", "grammar_triggers", "min_keep", "n_discard",
+	{"", "generation_settings", []string{"chat_format", "generation_prompt", "grammar_lazy", "grammar_triggers", "n_discard",
 		"preserved_tokens", "reasoning_format", "reasoning_in_content"},
 		"fields of generation_settings of llama-server's chat parsing and context shift this server does not report"},
 	{"", "generation_settings", []string{"dry_penalty_last_n"},

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/x/llama/engine"
 	"github.com/x/llama/server/internal/wire"
@@ -177,7 +178,10 @@ func nonEmpty(ss []string) []string {
 
 // parseSamplers reads samplers: an array of sampler names (or aliases,
 // see sampling.ParseSamplers) or a string of their letters
-// (sampling.ParseSamplerSeq).
+// (sampling.ParseSamplerSeq). A name or letter no sampler has is skipped,
+// as llama-server does: front ends send lists written for other versions
+// of llama.cpp (SillyTavern's default names "tfs_z", a sampler llama.cpp
+// no longer has), and llama-server answers them.
 func parseSamplers(raw json.RawMessage, p *sampling.Params) error {
 	var list []string
 	var err error
@@ -187,12 +191,21 @@ func parseSamplers(raw json.RawMessage, p *sampling.Params) error {
 	case 's':
 		var s string
 		_ = json.Unmarshal(raw, &s)
-		list, err = sampling.ParseSamplerSeq(s)
+		list, err = sampling.ParseSamplerSeq(strings.Map(func(r rune) rune {
+			if _, ok := sampling.SamplerByLetter(r); ok {
+				return r
+			}
+			return -1
+		}, s))
 	default:
 		var names []string
 		if json.Unmarshal(raw, &names) != nil {
 			return badRequest(`"samplers" must be an array of sampler names`)
 		}
+		names = slices.DeleteFunc(names, func(n string) bool {
+			_, ok := sampling.LookupSampler(n)
+			return !ok
+		})
 		list, err = sampling.ParseSamplers(names)
 	}
 	if err != nil {
@@ -204,7 +217,8 @@ func parseSamplers(raw json.RawMessage, p *sampling.Params) error {
 
 // parseLogitBias reads logit_bias in llama.cpp's array form
 // ([[token or text, bias or false], ...]) or OpenAI's object form
-// ({"token id or text": bias}).
+// ({"token id or text": bias}). Token ids outside the vocabulary are
+// skipped, as llama-server skips them.
 func parseLogitBias(raw json.RawMessage, m *llama.Model, p *sampling.Params) error {
 	type entry struct {
 		key  json.RawMessage
@@ -266,10 +280,12 @@ func parseLogitBias(raw json.RawMessage, m *llama.Model, p *sampling.Params) err
 			if err != nil {
 				return err
 			}
-			if id < 0 || id >= int64(m.VocabSize()) {
-				return badRequest(`"logit_bias": token id %d is out of range [0, %d)`, id, m.VocabSize())
+			// An id the vocabulary has not is skipped, as llama-server
+			// does: front ends bias ids from a tokenizer of their own
+			// (SillyTavern's, tiktoken's), which may be larger.
+			if id >= 0 && id < int64(m.VocabSize()) {
+				bias[llama.Token(id)] = b
 			}
-			bias[llama.Token(id)] = b
 		case 's':
 			var s string
 			_ = json.Unmarshal(e.key, &s)
@@ -397,7 +413,7 @@ func generationSettings(t *engine.Request, opt genOptions, inst *instance) map[s
 		"seed": p.Seed, "dry_sequence_breakers": p.DRYSequenceBreakers,
 		"stop": nonNilStrings(t.Stop), "ignore_eos": p.IgnoreEOS, "stream": opt.Stream, "logit_bias": bias,
 		"backend_sampling": p.BackendSampling,
-		"grammar":          p.Grammar, "samplers": p.Samplers, "timings_per_token": opt.TimingsPerToken,
+		"grammar":          p.Grammar, "samplers": nonNilStrings(p.Samplers), "timings_per_token": opt.TimingsPerToken,
 		"post_sampling_probs": opt.PostSamplingProbs, "lora": lora, "cache_prompt": t.CachePrompt,
 		"n_ctx": inst.slotContext(), "model": inst.Name, "speculative.types": inst.Opts.Engine.Speculative.TypesString(),
 	}

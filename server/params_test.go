@@ -73,7 +73,7 @@ func TestParseGeneration(t *testing.T) {
 		{"max_tokens", `{"max_tokens":5}`, func(t *testing.T, task *engine.Request, _ genOptions) { assert.Equal(t, 5, task.NPredict) }},
 		{"stop string", `{"stop":"END"}`, func(t *testing.T, task *engine.Request, _ genOptions) { assert.Equal(t, []string{"END"}, task.Stop) }},
 		{"stop list drops empty", `{"stop":["a","","b"]}`, func(t *testing.T, task *engine.Request, _ genOptions) { assert.Equal(t, []string{"a", "b"}, task.Stop) }},
-		{"samplers by name and alias", `{"samplers":["top-k","nucleus","temp","typical_p","minp"]}`, func(t *testing.T, task *engine.Request, _ genOptions) {
+		{"samplers by name and alias", `{"samplers":["top-k","nucleus","temp","typ","minp"]}`, func(t *testing.T, task *engine.Request, _ genOptions) {
 			assert.Equal(t, []string{"top_k", "top_p", "temperature", "typ_p", "min_p"}, task.Params.Samplers)
 		}},
 		{"samplers as letters", `{"samplers":"kpt"}`, func(t *testing.T, task *engine.Request, _ genOptions) {
@@ -143,7 +143,7 @@ func TestParseGeneration(t *testing.T) {
 	}
 
 	for _, bad := range []string{
-		`{"id_slot":2}`, `{"top_k":"x"}`, `{"samplers":5}`, `{"samplers":"kq"}`, `{"logit_bias":5}`,
+		`{"id_slot":2}`, `{"top_k":"x"}`, `{"samplers":5}`, `{"min_keep":-1}`, `{"logit_bias":5}`,
 		`{"logit_bias":[[1]]}`, `{"logit_bias":[[1,true]]}`, `{"logit_bias":[[{},1]]}`, `{"lora":[{"id":0}]}`,
 		`{"dry_sequence_breakers":[]}`, `{"n_probs":-1}`, `{"temperature":1e40}`, `{"response_fields":"content"}`,
 		`{"n_cache_reuse":"8"}`, `{"n_cache_reuse":1.5}`, `{"n_cache_reuse":1e12}`,

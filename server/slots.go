@@ -157,8 +157,8 @@ func taskParams(t *engine.Request, full bool) map[string]any {
 		lora = append(lora, map[string]any{"id": l.ID, "scale": l.Scale})
 	}
 	out["n_predict"], out["max_tokens"], out["n_keep"], out["n_discard"] = t.NPredict, t.NPredict, t.NKeep, 0
-	out["seed"], out["ignore_eos"], out["samplers"], out["backend_sampling"] = p.Seed, p.IgnoreEOS, p.Samplers, p.BackendSampling
-	out["n_probs"], out["min_keep"], out["lora"] = p.NProbs, 0, lora
+	out["seed"], out["ignore_eos"], out["samplers"], out["backend_sampling"] = p.Seed, p.IgnoreEOS, nonNilStrings(p.Samplers), p.BackendSampling
+	out["n_probs"], out["min_keep"], out["lora"] = p.NProbs, p.MinKeep, lora
 	out["stream"], out["timings_per_token"], out["post_sampling_probs"] = false, false, false
 	out["chat_format"], out["reasoning_format"], out["reasoning_in_content"], out["generation_prompt"] = "Content-only", "none", false, ""
 	out["speculative.types"] = "none"
