@@ -19,7 +19,7 @@ import (
 	"github.com/x/llama"
 )
 
-// genRequest is a parsed generation request: one task per prompt.
+// genRequest is a parsed generation request: n tasks per prompt.
 type genRequest struct {
 	inst    *instance
 	prompts [][]llama.Token
@@ -27,17 +27,41 @@ type genRequest struct {
 	opt     genOptions
 	// echo puts each prompt before its answer (OpenAI's completions).
 	echo bool
+	// n is the number of completions of each prompt (n_cmpl; 0: one).
+	n int
 }
 
-// tasks returns one task per prompt.
+// perPrompt is the number of completions of each prompt.
+func (g *genRequest) perPrompt() int { return max(g.n, 1) }
+
+// count is the number of tasks, and of answers.
+func (g *genRequest) count() int { return len(g.prompts) * g.perPrompt() }
+
+// prompt is the prompt of task (and answer) i.
+func (g *genRequest) prompt(i int) []llama.Token { return g.prompts[i/g.perPrompt()] }
+
+// tasks returns the tasks: n per prompt, in the order of the prompts, the
+// completions of one prompt together, each with the seed of its choice
+// (choiceSeed), as llama-server numbers a prompt's child tasks.
 func (g *genRequest) tasks() []*engine.Request {
-	out := make([]*engine.Request, len(g.prompts))
-	for i, p := range g.prompts {
+	out := make([]*engine.Request, g.count())
+	for i := range out {
 		t := *g.task
-		t.Prompt = p
+		t.Prompt = g.prompt(i)
+		t.Params.Seed = choiceSeed(t.Params.Seed, i%g.perPrompt())
 		out[i] = &t
 	}
 	return out
+}
+
+// completionsPerPrompt reads n_cmpl, or n when n_cmpl is not given (as
+// llama-server, whose n is n_cmpl's fallback): 1 to the number of slots.
+func completionsPerPrompt(nCmpl, n *wire.Num, slots int) (int, error) {
+	out := 1
+	if nCmpl.Set {
+		return out, nCmpl.Int(&out, 1, int64(max(1, slots)))
+	}
+	return out, n.Int(&out, 1, int64(max(1, slots)))
 }
 
 // startTasks submits tasks (runTask) and waits for the first event of
@@ -174,7 +198,7 @@ func answerCompletion(ctx context.Context, w http.ResponseWriter, _ *completionB
 		streamNative(ctx, w, g, st)
 		return nil
 	}
-	res, err := collect(ctx, g.inst.Model, st, len(g.prompts))
+	res, err := collect(ctx, g.inst.Model, st, g.count())
 	if err != nil {
 		return err
 	}
@@ -197,6 +221,10 @@ type completionBody struct {
 	// Prompt is a string, token ids, a mix of both, an object with a
 	// prompt_string, or an array of those (see parsePrompts).
 	Prompt json.RawMessage `json:"prompt"`
+	// NCmpl, or N without it, is the number of completions of each
+	// prompt (completionsPerPrompt).
+	NCmpl wire.Num `json:"n_cmpl"`
+	N     wire.Num `json:"n"`
 }
 
 // parseCompletionRequest reads a /completion body.
@@ -208,19 +236,23 @@ func parseCompletionRequest(b *completionBody, inst *instance) (*genRequest, err
 	if err != nil {
 		return nil, err
 	}
+	n, err := completionsPerPrompt(&b.NCmpl, &b.N, inst.Engine.Slots())
+	if err != nil {
+		return nil, err
+	}
 	if wire.Kind(b.Prompt) == 'o' {
 		// {"prompt_string", "multimodal_data"}: see multimodal.go.
 		toks, err := inst.completionMediaPrompt(b.Prompt, t)
 		if err != nil {
 			return nil, err
 		}
-		return &genRequest{inst: inst, prompts: [][]llama.Token{toks}, task: t, opt: opt}, nil
+		return &genRequest{inst: inst, prompts: [][]llama.Token{toks}, task: t, opt: opt, n: n}, nil
 	}
 	prompts, err := parsePrompts(b.Prompt, "prompt", inst)
 	if err != nil {
 		return nil, err
 	}
-	return &genRequest{inst: inst, prompts: prompts, task: t, opt: opt}, nil
+	return &genRequest{inst: inst, prompts: prompts, task: t, opt: opt, n: n}, nil
 }
 
 // promptText is the prompt as text, special tokens included, and media
@@ -301,7 +333,7 @@ func nativeFinal(g *genRequest, idx int, res *completionResult, stream bool) any
 		TokensPredicted:    ev.Generated,
 		TokensEvaluated:    ev.PromptTokens,
 		GenerationSettings: g.opt.Settings,
-		Prompt:             promptText(g.inst.Model, g.prompts[idx], ""),
+		Prompt:             promptText(g.inst.Model, g.prompt(idx), ""),
 		HasNewLine:         strings.Contains(res.Text, "\n"),
 		Truncated:          ev.Truncated,
 		StopType:           stopType(ev.Stop),
@@ -395,7 +427,7 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, eve
 		steps  []wire.Step
 		n      int
 	}
-	states := make([]state, len(g.prompts))
+	states := make([]state, g.count())
 	nProbs := g.task.Params.NProbs
 	for events.Next() {
 		ev, idx := events.Event(), events.Index()
@@ -414,7 +446,7 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, eve
 		if ev.Progress != nil {
 			chunk := nativeChunk{
 				Index: idx, Tokens: []llama.Token{}, IDSlot: ev.SlotID,
-				TokensEvaluated: len(g.prompts[idx]), PromptProgress: wire.NewProgress(ev.Progress),
+				TokensEvaluated: len(g.prompt(idx)), PromptProgress: wire.NewProgress(ev.Progress),
 			}
 			if g.opt.TimingsPerToken {
 				chunk.Timings = wire.NewTimings(ev.Timings)
@@ -441,7 +473,7 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, eve
 			Tokens:          nonNilTokens(st.tokens),
 			IDSlot:          ev.SlotID,
 			TokensPredicted: st.n,
-			TokensEvaluated: len(g.prompts[idx]),
+			TokensEvaluated: len(g.prompt(idx)),
 		}
 		st.tokens = nil
 		if g.opt.TimingsPerToken {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -339,4 +340,68 @@ func TestCompletionNCacheReuse(t *testing.T) {
 			assert.Equal(t, float64(len(second)-tc.wantCached), out["timings"].(map[string]any)["prompt_n"])
 		})
 	}
+}
+
+// TestCompletionN checks n completions of each prompt (llama-server's
+// n_cmpl, and n as its fallback), which SillyTavern's "multiple swipes"
+// send to /completion: the completions of a prompt come together, each
+// with the request's seed plus its place (as llama-server's child tasks,
+// whose answers these equal); n_cmpl wins over n; at most the slots. On
+// /v1/completions the prompt counts once in the usage, as OpenAI's.
+func TestCompletionN(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	one := func(prompt string, seed int) string {
+		code, out := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": prompt, "n_predict": 6, "temperature": 1, "seed": seed})
+		require.Equal(t, http.StatusOK, code, out)
+		return out["content"].(string)
+	}
+	contents := func(body map[string]any) []string {
+		code, raw := postRaw(t, ts.URL+"/completion", body)
+		require.Equal(t, http.StatusOK, code, "%s", raw)
+		var res []map[string]any
+		require.NoError(t, json.Unmarshal(raw, &res), "%s", raw)
+		var out []string
+		for i, r := range res {
+			assert.EqualValues(t, i, r["index"])
+			out = append(out, r["content"].(string))
+		}
+		return out
+	}
+	base := map[string]any{"prompt": "Once upon a time", "n_predict": 6, "temperature": 1, "seed": 5}
+	with := func(kv ...any) map[string]any {
+		m := maps.Clone(base)
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	assert.Equal(t, []string{one("Once upon a time", 5), one("Once upon a time", 6)}, contents(with("n", 2)))
+	assert.Equal(t, []string{one("Once upon a time", 5), one("Once upon a time", 6)}, contents(with("n", 1, "n_cmpl", 2)))
+	assert.Equal(t, []string{one("Once upon a time", 5), one("Once upon a time", 6), one("The cat", 5), one("The cat", 6)},
+		contents(with("prompt", []string{"Once upon a time", "The cat"}, "n", 2)))
+
+	streamed := map[float64]string{}
+	sseLines(t, ts.URL+"/completion", with("n", 2, "stream", true), func(l string) {
+		if d, ok := strings.CutPrefix(l, "data: "); ok {
+			var ev map[string]any
+			require.NoError(t, json.Unmarshal([]byte(d), &ev))
+			streamed[ev["index"].(float64)] += ev["content"].(string)
+		}
+	})
+	assert.Equal(t, map[float64]string{0: one("Once upon a time", 5), 1: one("Once upon a time", 6)}, streamed)
+
+	code, out := postJSON(t, ts.URL+"/completion", with("n", 3))
+	assert.Equal(t, http.StatusBadRequest, code, "more than the 2 slots: %v", out)
+
+	code, single := postJSON(t, ts.URL+"/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 6, "temperature": 1, "seed": 5})
+	require.Equal(t, http.StatusOK, code, single)
+	code, two := postJSON(t, ts.URL+"/v1/completions", map[string]any{"prompt": "Once upon a time", "max_tokens": 6, "temperature": 1, "seed": 5, "n": 2})
+	require.Equal(t, http.StatusOK, code, two)
+	choices := asSlice(two["choices"])
+	require.Len(t, choices, 2)
+	assert.Equal(t, asSlice(single["choices"])[0].(map[string]any)["text"], choices[0].(map[string]any)["text"])
+	assert.Equal(t, one("Once upon a time", 6), choices[1].(map[string]any)["text"])
+	su, tu := single["usage"].(map[string]any), two["usage"].(map[string]any)
+	assert.Equal(t, su["prompt_tokens"], tu["prompt_tokens"], "the prompt counts once")
+	assert.EqualValues(t, 12, tu["completion_tokens"])
 }

@@ -97,7 +97,7 @@ func handleChatCompletion(s *Server) handlerFunc {
 			if i == 0 && g.opt.Verbose {
 				resp.Verbose = nativeFinal(g, 0, res, false)
 			}
-			u.Add(res.Final)
+			u.Add(res.Final, i == 0)
 			resp.Timings = wire.NewTimings(res.Final.Timings)
 		}
 		resp.Usage = &u
@@ -188,7 +188,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 			if !send(openai.ChatChoice{Index: idx, Delta: &openai.ChatMessage{}, FinishReason: &fr}, finTimings) {
 				return
 			}
-			usage.Add(ev)
+			usage.Add(ev, idx == 0)
 			last = *tm
 			if left--; left > 0 {
 				continue
@@ -237,7 +237,7 @@ func answerOAICompletion(ctx context.Context, w http.ResponseWriter, b *openai.C
 		streamOAICompletion(ctx, w, g, st, base)
 		return nil
 	}
-	results, err := collect(ctx, inst.Model, st, len(g.prompts))
+	results, err := collect(ctx, inst.Model, st, g.count())
 	if err != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ func answerOAICompletion(ctx context.Context, w http.ResponseWriter, b *openai.C
 		offset := 0
 		if g.echo {
 			var text string
-			text, echo = echoPrompt(inst.Model, g.prompts[i], res.PromptProbs)
+			text, echo = echoPrompt(inst.Model, g.prompt(i), res.PromptProbs)
 			c.Text, offset = text+c.Text, utf8.RuneCountInString(text)
 		}
 		if logprobs {
@@ -261,7 +261,7 @@ func answerOAICompletion(ctx context.Context, w http.ResponseWriter, b *openai.C
 			}
 		}
 		resp.Choices = append(resp.Choices, c)
-		usage.Add(res.Final)
+		usage.Add(res.Final, i%g.perPrompt() == 0)
 		if i == len(results)-1 {
 			resp.Timings = wire.NewTimings(res.Final.Timings)
 			if g.opt.Verbose {
@@ -308,6 +308,10 @@ func parseOAICompletion(b *openai.CompletionBody, inst *instance) (*genRequest, 
 	if err != nil {
 		return nil, err
 	}
+	n, err := completionsPerPrompt(&b.NCmpl, &b.N, inst.Engine.Slots())
+	if err != nil {
+		return nil, err
+	}
 	if err := b.NProbs(&t.Params.NProbs); err != nil {
 		return nil, err
 	}
@@ -328,7 +332,7 @@ func parseOAICompletion(b *openai.CompletionBody, inst *instance) (*genRequest, 
 		if err != nil {
 			return nil, err
 		}
-		return &genRequest{inst: inst, prompts: [][]llama.Token{prompt}, task: t, opt: opt}, nil
+		return &genRequest{inst: inst, prompts: [][]llama.Token{prompt}, task: t, opt: opt, n: n}, nil
 	}
 	prompts, err := parsePrompts(b.Prompt, "prompt", inst)
 	if err != nil {
@@ -337,7 +341,7 @@ func parseOAICompletion(b *openai.CompletionBody, inst *instance) (*genRequest, 
 	echo := b.Echoes()
 	// Echoed with logprobs, the prompt's tokens come with theirs.
 	t.PromptProbs = echo && (t.SampledProbs || t.Params.NProbs > 0)
-	return &genRequest{inst: inst, prompts: prompts, task: t, opt: opt, echo: echo}, nil
+	return &genRequest{inst: inst, prompts: prompts, task: t, opt: opt, echo: echo, n: n}, nil
 }
 
 // streamOAICompletion sends text_completion chunks, a last chunk per
@@ -346,9 +350,9 @@ func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genReque
 	sse, _ := sseStart(ctx, w)
 	// With logprobs (0 included: each token's own, no alternatives).
 	logprobs := g.task.ReportsSampled()
-	pending := make([][]wire.Step, len(g.prompts))
-	offsets := make([]int, len(g.prompts))
-	echoed := make([]bool, len(g.prompts))
+	pending := make([][]wire.Step, g.count())
+	offsets := make([]int, g.count())
+	echoed := make([]bool, g.count())
 	for events.Next() {
 		ev, idx := events.Event(), events.Index()
 		if ev.Err != nil {
@@ -361,7 +365,7 @@ func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genReque
 		if g.echo && !echoed[idx] {
 			// The prompt first, in a chunk of its own.
 			echoed[idx] = true
-			text, lp := echoPrompt(g.inst.Model, g.prompts[idx], ev.PromptProbs)
+			text, lp := echoPrompt(g.inst.Model, g.prompt(idx), ev.PromptProbs)
 			offsets[idx] = utf8.RuneCountInString(text)
 			chunk := base
 			chunk.Choices = []openai.CompletionChoice{{Text: text, Index: idx, Logprobs: lp}}
@@ -373,7 +377,7 @@ func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genReque
 		if ev.Done {
 			fr := openai.FinishReason(ev.Stop, false)
 			var u openai.Usage
-			u.Add(ev)
+			u.Add(ev, true)
 			chunk.Choices = []openai.CompletionChoice{{Index: idx, FinishReason: &fr}}
 			chunk.Usage, chunk.Timings = &u, wire.NewTimings(ev.Timings)
 			if sse.data(chunk) != nil {

@@ -25,11 +25,16 @@ type PromptTokensDetails struct {
 	CachedTokens int `json:"cached_tokens"`
 }
 
-func (u *Usage) Add(ev engine.Event) {
-	u.PromptTokens += ev.PromptTokens
+// Add counts the final event of a choice: its generated tokens, and its
+// prompt's tokens when prompt is set. As OpenAI's, the n choices of one
+// prompt count the prompt once: the caller sets prompt for the first.
+func (u *Usage) Add(ev engine.Event, prompt bool) {
+	if prompt {
+		u.PromptTokens += ev.PromptTokens
+		u.PromptTokensDetails.CachedTokens += ev.CachedTokens
+	}
 	u.CompletionTokens += ev.Generated
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
-	u.PromptTokensDetails.CachedTokens += ev.CachedTokens
 }
 
 // Logprobs is the logprobs object of a choice: llama.cpp's probability

@@ -15,8 +15,11 @@ type CompletionBody struct {
 	// (the server reads it as /completion's prompt).
 	Prompt json.RawMessage `json:"prompt"`
 	Unsupported
-	N    wire.Num       `json:"n"`
-	Echo wire.Opt[bool] `json:"echo"`
+	// N, or llama.cpp's NCmpl, is the number of completions of each
+	// prompt (NCmpl wins).
+	N     wire.Num       `json:"n"`
+	NCmpl wire.Num       `json:"n_cmpl"`
+	Echo  wire.Opt[bool] `json:"echo"`
 	// Suffix is the text after the insertion point: the prompt is then
 	// the text before it, and the model fills in the middle (as /infill).
 	// It shadows Unsupported's suffix, which chat completions refuse.
@@ -25,23 +28,14 @@ type CompletionBody struct {
 	Logprobs wire.Num `json:"logprobs"`
 }
 
-// Check rejects what the server cannot answer: no prompt, best_of, more
-// than one choice, a suffix that is not a string, and echo with a suffix.
+// Check rejects what the server cannot answer: no prompt, best_of, a
+// suffix that is not a string, and echo with a suffix.
 func (b *CompletionBody) Check() error {
 	if len(b.Prompt) == 0 {
 		return wire.Errorf(`"prompt" is required`)
 	}
 	if err := b.Unsupported.Check(); err != nil {
 		return err
-	}
-	if b.N.Set {
-		n, err := b.N.Integer()
-		if err != nil {
-			return err
-		}
-		if n != 1 {
-			return wire.Errorf(`only one completion choice is allowed ("n" must be 1)`)
-		}
 	}
 	var echo bool
 	if err := b.Echo.Read(&echo, "a boolean"); err != nil {

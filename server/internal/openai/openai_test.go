@@ -136,7 +136,6 @@ func TestCompletionBodyCheck(t *testing.T) {
 		{"suffix", `{"prompt":"x","suffix":"y"}`, 0, ""},
 		{"suffix not a string", `{"prompt":"x","suffix":["y"]}`, 0, `"suffix" must be a string`},
 		{"best_of", `{"prompt":"x","best_of":2}`, 0, "unsupported parameter: best_of"},
-		{"two choices", `{"prompt":"x","n":2}`, 0, `only one completion choice is allowed ("n" must be 1)`},
 		{"echo", `{"prompt":"x","echo":true}`, 0, ""},
 		{"echo with a suffix", `{"prompt":"x","echo":true,"suffix":"y"}`, 0, `"echo" cannot be used with "suffix"`},
 		{"bad echo", `{"prompt":"x","echo":1}`, 0, `"echo" must be a boolean`},
@@ -170,8 +169,9 @@ func TestAnswerShapes(t *testing.T) {
 	first := d.Message(chat.Delta{ToolCalls: []chat.ToolCallDelta{{Index: 0, ID: "c1", Name: "f", ArgumentsDelta: `{"x"`}}})
 	next := d.Message(chat.Delta{ToolCalls: []chat.ToolCallDelta{{Index: 0, ArgumentsDelta: `:1}`}}})
 	var u Usage
-	u.Add(engine.Event{PromptTokens: 3, Generated: 2, CachedTokens: 1})
-	u.Add(engine.Event{PromptTokens: 1, Generated: 1})
+	u.Add(engine.Event{PromptTokens: 3, Generated: 2, CachedTokens: 1}, true)
+	u.Add(engine.Event{PromptTokens: 1, Generated: 1}, true)
+	u.Add(engine.Event{PromptTokens: 1, Generated: 4, CachedTokens: 1}, false) // another choice of the last prompt
 	for _, c := range []struct {
 		name string
 		v    any
@@ -185,7 +185,7 @@ func TestAnswerShapes(t *testing.T) {
 		{"next delta of a call", next, `{"tool_calls":[{"index":0,"function":{"arguments":":1}"}}]}`},
 		{"content delta", d.Message(chat.Delta{Content: "a"}), `{"content":"a"}`},
 		{"first delta", FirstDelta{Role: "assistant"}, `{"role":"assistant","content":null}`},
-		{"usage", u, `{"prompt_tokens":4,"completion_tokens":3,"total_tokens":7,"prompt_tokens_details":{"cached_tokens":1}}`},
+		{"usage", u, `{"prompt_tokens":4,"completion_tokens":7,"total_tokens":11,"prompt_tokens_details":{"cached_tokens":1}}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b, err := json.Marshal(c.v)
