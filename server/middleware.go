@@ -207,28 +207,16 @@ func (c *closeUnread) WriteHeader(code int) {
 // Unwrap lets http.NewResponseController reach the underlying writer.
 func (c *closeUnread) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
-// bodyReadTimeout is the wait for a body's next bytes Options ask for
-// (0: none).
-func bodyReadTimeout(o Options) time.Duration {
+// timeoutOption is a timeout of Options with its default: 0 is def, a
+// negative one none (0).
+func timeoutOption(d, def time.Duration) time.Duration {
 	switch {
-	case o.BodyReadTimeout < 0:
+	case d < 0:
 		return 0
-	case o.BodyReadTimeout == 0:
-		return defaultBodyReadTimeout
+	case d == 0:
+		return def
 	}
-	return o.BodyReadTimeout
-}
-
-// writeTimeout is the wait for a client to take a response's next bytes
-// Options ask for (0: none).
-func writeTimeout(o Options) time.Duration {
-	switch {
-	case o.WriteTimeout < 0:
-		return 0
-	case o.WriteTimeout == 0:
-		return defaultWriteTimeout
-	}
-	return o.WriteTimeout
+	return d
 }
 
 // writeChunk is the most a deadlineWriter hands the connection under one

@@ -189,11 +189,11 @@ func (s *Server) buildHandler() http.Handler {
 		missing.ServeHTTP(w, r)
 	})
 	return chain(notFound,
-		writeDeadlines(writeTimeout(s.opts)),
+		writeDeadlines(timeoutOption(s.opts.WriteTimeout, defaultWriteTimeout)),
 		recoverPanics(s.log),
 		giveBackMemory(&s.freeing),
 		cors(s.opts),
-		limitBody(bodyLimits{max: s.opts.MaxBodyBytes, budget: &s.bodies, idle: bodyReadTimeout(s.opts)}),
+		limitBody(bodyLimits{max: s.opts.MaxBodyBytes, budget: &s.bodies, idle: timeoutOption(s.opts.BodyReadTimeout, defaultBodyReadTimeout)}),
 		withTimeout(s.opts.Timeout),
 	)
 }

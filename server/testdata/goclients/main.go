@@ -128,14 +128,7 @@ func goOpenAI(base string) {
 		var text strings.Builder
 		var finish goopenai.FinishReason
 		var usage *goopenai.Usage
-		for {
-			r, err := st.Recv()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return nil, err
-			}
+		if err := recvAll(st.Recv, func(r goopenai.ChatCompletionStreamResponse) {
 			for _, ch := range r.Choices {
 				text.WriteString(ch.Delta.Content)
 				if ch.FinishReason != "" {
@@ -145,6 +138,8 @@ func goOpenAI(base string) {
 			if r.Usage != nil {
 				usage = r.Usage
 			}
+		}); err != nil {
+			return nil, err
 		}
 		return text.String(), expect(text.String() == ch.Message.Content && finish == goopenai.FinishReasonLength && usage != nil && usage.CompletionTokens == 8,
 			text.String(), " ", finish, " ", usage)
@@ -193,14 +188,7 @@ func goOpenAI(base string) {
 		defer st.Close()
 		var name, args string
 		var finish goopenai.FinishReason
-		for {
-			r, err := st.Recv()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return nil, err
-			}
+		if err := recvAll(st.Recv, func(r goopenai.ChatCompletionStreamResponse) {
 			for _, ch := range r.Choices {
 				for _, tc := range ch.Delta.ToolCalls {
 					name += tc.Function.Name
@@ -210,6 +198,8 @@ func goOpenAI(base string) {
 					finish = ch.FinishReason
 				}
 			}
+		}); err != nil {
+			return nil, err
 		}
 		return args, expect(name == "get_weather" && json.Valid([]byte(args)) && finish == goopenai.FinishReasonToolCalls, name, args, finish)
 	})
@@ -263,17 +253,12 @@ func goOpenAI(base string) {
 		}
 		defer st.Close()
 		var text strings.Builder
-		for {
-			r, err := st.Recv()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return nil, err
-			}
+		if err := recvAll(st.Recv, func(r goopenai.CompletionResponse) {
 			for _, ch := range r.Choices {
 				text.WriteString(ch.Text)
 			}
+		}); err != nil {
+			return nil, err
 		}
 		return text.String(), expect(text.String() == ch.Text, text.String(), " != ", ch.Text)
 	})
@@ -554,3 +539,17 @@ func promptTokens(r *llms.ContentResponse) int {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// recvAll reads a go-openai stream to its end, handing each chunk to each.
+func recvAll[T any](recv func() (T, error), each func(T)) error {
+	for {
+		r, err := recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		each(r)
+	}
+}
