@@ -686,6 +686,41 @@ func handleOllamaShow(s *Server) handlerFunc {
 	}
 }
 
+// handleOllamaPull answers Ollama's pull of a model this server lists
+// (/api/tags; a missing ":latest" tag is added): it is here, so, as
+// Ollama's pull of a model it has, the answer is {"status": "success"},
+// one line whether streamed or not. Front ends pull a model before they
+// use it (Open WebUI's model manager). Any other model is refused, as all
+// of Ollama's model management (handleOllamaManage).
+func handleOllamaPull(s *Server) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		var req struct {
+			Model string `json:"model"`
+			Name  string `json:"name"`
+		}
+		if err := decodeJSON(r, &req); err != nil {
+			return err
+		}
+		name := cmp.Or(req.Model, req.Name)
+		if name == "" {
+			return badRequest(`"model" is required`)
+		}
+		tagged := func(n string) string {
+			if strings.Contains(n, ":") {
+				return n
+			}
+			return n + ":latest"
+		}
+		for _, m := range s.ollamaList(false).Models {
+			if tagged(m.Name) == tagged(name) {
+				writeJSON(w, http.StatusOK, map[string]string{"status": "success"})
+				return nil
+			}
+		}
+		return notSupported("/api/pull of %q is not supported: this server serves the models it was started with (-m, -hf, --models-dir, --models-preset), and %q is not one of them", name, name)
+	}
+}
+
 // handleOllamaManage answers Ollama's model management (pull, push,
 // create, copy, delete, blobs), which this server does not do: its models
 // are the ones it was started with, or those of --models-dir and

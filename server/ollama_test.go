@@ -322,6 +322,16 @@ func TestOllamaAPI(t *testing.T) {
 			require.Len(t, out, 1)
 			assert.Contains(t, out[0].Error, "is not supported: this server serves the models it was started with")
 		}
+		// A model the server lists is here: pulling it succeeds (Open
+		// WebUI pulls before it uses one), with or without ":latest".
+		var tags struct{ Models []olModel }
+		olGet(t, hs.URL+"/api/tags", &tags)
+		require.NotEmpty(t, tags.Models)
+		for _, name := range []string{tags.Models[0].Name, tags.Models[0].Name + ":latest"} {
+			code, raw := postRaw(t, hs.URL+"/api/pull", map[string]any{"model": name, "stream": false})
+			assert.Equal(t, http.StatusOK, code, name)
+			assert.JSONEq(t, `{"status":"success"}`, string(raw), name)
+		}
 		var health struct{ Status string }
 		olGet(t, hs.URL+"/health", &health)
 		assert.Equal(t, "ok", health.Status)

@@ -113,7 +113,7 @@ func (s *Server) routes() []route {
 		{"GET /api/ps", keyed, ollamaErrors, handleOllamaPs(s)},
 		{"POST /api/show", keyed, ollamaErrors, handleOllamaShow(s)},
 		{"GET /api/version", keyed, ollamaErrors, handleOllamaVersion(s)},
-		{"POST /api/pull", keyed, ollamaErrors, handleOllamaManage(s)},
+		{"POST /api/pull", keyed, ollamaErrors, handleOllamaPull(s)},
 		{"POST /api/push", keyed, ollamaErrors, handleOllamaManage(s)},
 		{"POST /api/create", keyed, ollamaErrors, handleOllamaManage(s)},
 		{"POST /api/copy", keyed, ollamaErrors, handleOllamaManage(s)},
