@@ -636,14 +636,6 @@ func TestEngineSlotsInfo(t *testing.T) {
 }
 
 func TestEngineTextHelpers(t *testing.T) {
-	for _, c := range []struct {
-		in string
-		n  int
-	}{{"abc", 3}, {"a\xc3", 1}, {"a\xc3\xa9", 3}, {"\xe2\x82", 0}, {"\xe2\x82\xac", 3}, {"x\xf0\x9f\x98", 1}, {"\x80", 1}} {
-		if n := engCompleteUTF8([]byte(c.in)); n != c.n {
-			t.Errorf("completeUTF8(%q) = %d, want %d", c.in, n, c.n)
-		}
-	}
 	stops := []string{"Lily", "\n\n"}
 	for _, c := range []struct {
 		in string

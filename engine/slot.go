@@ -8,10 +8,10 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/x/llama"
 	"github.com/x/llama/draft"
+	"github.com/x/llama/internal/utf8tail"
 	"github.com/x/llama/sampling"
 )
 
@@ -711,7 +711,7 @@ func (e *Engine) sampleNext(s *engSlot) {
 		if strings.IndexByte(piece, '\n') >= 0 {
 			s.newline = true
 		}
-		if len(s.pending) == 0 && len(t.Stop) == 0 && engCompleteUTF8(piece) == len(piece) {
+		if len(s.pending) == 0 && len(t.Stop) == 0 && utf8tail.Complete(piece) == len(piece) {
 			ev.Text = piece // the common case: the piece is the text as it is
 		} else {
 			stop, word = e.takeText(s, &ev, piece)
@@ -793,7 +793,7 @@ func (e *Engine) takeText(s *engSlot, ev *Event, piece string) (StopType, string
 		s.pending = s.pending[:0]
 		return StopTypeWord, w
 	}
-	n := engCompleteUTF8(s.pending)
+	n := utf8tail.Complete(s.pending)
 	if len(stops) > 0 {
 		n = min(n, engSafeStopPrefix(s.pending[:n], stops))
 	}
@@ -1080,33 +1080,6 @@ func (e *Engine) sample(s *engSlot) (llama.Token, error) {
 func (s *engSlot) gramAllows(tok llama.Token) bool {
 	one, _, err := s.gram.ApplyInPlace([]llama.TokenData{{ID: tok, Logit: 1}})
 	return err == nil && len(one) == 1 && !math.IsInf(float64(one[0].Logit), -1)
-}
-
-// engCompleteUTF8 returns how many leading bytes of b can be sent: all but an
-// incomplete UTF-8 character at the end.
-func engCompleteUTF8[T string | []byte](b T) int {
-	n := len(b)
-	for k := 1; k <= 3 && k <= n; k++ {
-		c := b[n-k]
-		if c < 0x80 {
-			return n
-		}
-		if utf8.RuneStart(c) {
-			need := 2
-			if c >= 0xF0 {
-				need = 4
-			} else if c >= 0xE0 {
-				need = 3
-			} else if c < 0xC0 {
-				return n
-			}
-			if k < need {
-				return n - k
-			}
-			return n
-		}
-	}
-	return n
 }
 
 // engFindStop returns the index in b of the earliest stop string and which.

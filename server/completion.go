@@ -342,7 +342,7 @@ func nativeFinal(g *genRequest, idx int, res *completionResult, stream bool) any
 		Timings:            wire.NewTimings(ev.Timings),
 	}
 	if !stream && g.task.Params.NProbs > 0 {
-		out.CompletionProbabilities = wire.Probs(g.inst.Model, res.Steps, g.opt.PostSamplingProbs)
+		out.CompletionProbabilities = (&wire.ProbStream{M: g.inst.Model, Post: g.opt.PostSamplingProbs}).All(res.Steps)
 	}
 	if len(g.opt.ResponseFields) > 0 {
 		return pickFields(out, g.opt.ResponseFields)
@@ -424,10 +424,13 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, eve
 	type state struct {
 		tokens []llama.Token
 		text   strings.Builder
-		steps  []wire.Step
+		probs  wire.ProbStream
 		n      int
 	}
 	states := make([]state, g.count())
+	for i := range states {
+		states[i].probs = wire.ProbStream{M: g.inst.Model, Post: g.opt.PostSamplingProbs}
+	}
 	nProbs := g.task.Params.NProbs
 	for events.Next() {
 		ev, idx := events.Event(), events.Index()
@@ -461,10 +464,15 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, eve
 			st.tokens = append(st.tokens, ev.Token)
 		}
 		st.text.WriteString(ev.Text)
+		var prob wire.Prob
 		if nProbs > 0 {
-			st.steps = append(st.steps, wire.StepOf(ev))
-		}
-		if ev.Text == "" && nProbs == 0 {
+			// As llama-server: no event for a token that leaves a
+			// character incomplete; the one that completes it carries it.
+			var whole bool
+			if prob, whole = st.probs.Add(wire.StepOf(ev)); !whole {
+				continue
+			}
+		} else if ev.Text == "" {
 			continue // held back: sent with the next text
 		}
 		chunk := nativeChunk{
@@ -480,8 +488,7 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, eve
 			chunk.Timings = wire.NewTimings(ev.Timings)
 		}
 		if nProbs > 0 {
-			chunk.CompletionProbabilities = wire.Probs(g.inst.Model, st.steps, g.opt.PostSamplingProbs)
-			st.steps = nil
+			chunk.CompletionProbabilities = []wire.Prob{prob}
 		}
 		if err := sse.data(chunk); err != nil {
 			return

@@ -405,3 +405,59 @@ func TestCompletionN(t *testing.T) {
 	assert.Equal(t, su["prompt_tokens"], tu["prompt_tokens"], "the prompt counts once")
 	assert.EqualValues(t, 12, tu["completion_tokens"])
 }
+
+// TestCompletionProbsByCharacter checks completion_probabilities as
+// llama-server makes them, which clients that build the text from the
+// entries read (Mikupad, token streaming off): a character split over
+// byte tokens has one entry, the completing token's, with the whole
+// character; the end-of-text token's entry has no text (it sends none).
+// Whole, streamed (no event for a token that leaves a character
+// incomplete) and in chat logprobs.
+func TestCompletionProbsByCharacter(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	body := map[string]any{"prompt": "Once upon a time", "temperature": 0, "n_predict": 30, "n_probs": 3, "grammar": `root ::= " 日本"`}
+	type entry struct {
+		Token string `json:"token"`
+		Bytes []int  `json:"bytes"`
+	}
+	want := []entry{{" ", []int{32}}, {"日", []int{230, 151, 165}}, {"本", []int{230, 156, 172}}, {"", []int{}}}
+
+	code, raw := postRaw(t, ts.URL+"/completion", body)
+	require.Equal(t, http.StatusOK, code, "%s", raw)
+	var whole struct {
+		Content string  `json:"content"`
+		Probs   []entry `json:"completion_probabilities"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &whole))
+	assert.Equal(t, " 日本", whole.Content)
+	assert.Equal(t, want, whole.Probs)
+
+	body["stream"] = true
+	var streamed []entry
+	sseLines(t, ts.URL+"/completion", body, func(l string) {
+		if d, ok := strings.CutPrefix(l, "data: "); ok {
+			var ev struct {
+				Stop  bool    `json:"stop"`
+				Probs []entry `json:"completion_probabilities"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(d), &ev))
+			if !ev.Stop {
+				require.Len(t, ev.Probs, 1, "an event per character: %s", d)
+			}
+			streamed = append(streamed, ev.Probs...)
+		}
+	})
+	assert.Equal(t, want, streamed)
+
+	code, raw = postRaw(t, ts.URL+"/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "Hi"}},
+		"temperature": 0, "max_tokens": 30, "logprobs": true, "top_logprobs": 2, "grammar": `root ::= " 日本"`})
+	require.Equal(t, http.StatusOK, code, "%s", raw)
+	var chatAnswer struct {
+		Choices []struct {
+			Logprobs struct{ Content []entry } `json:"logprobs"`
+		} `json:"choices"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &chatAnswer))
+	require.Len(t, chatAnswer.Choices, 1)
+	assert.Equal(t, want, chatAnswer.Choices[0].Logprobs.Content)
+}

@@ -91,7 +91,7 @@ func handleChatCompletion(s *Server) handlerFunc {
 			fr := openai.FinishReason(res.Final.Stop, len(out.ToolCalls) > 0)
 			choice := openai.ChatChoice{Index: i, Message: out, FinishReason: &fr}
 			if co.Logprobs {
-				choice.Logprobs = &openai.Logprobs{Content: wire.Probs(inst.Model, res.Steps, g.opt.PostSamplingProbs)}
+				choice.Logprobs = &openai.Logprobs{Content: (&wire.ProbStream{M: inst.Model, Post: g.opt.PostSamplingProbs}).All(res.Steps)}
 			}
 			resp.Choices = append(resp.Choices, choice)
 			if i == 0 && g.opt.Verbose {
@@ -118,12 +118,13 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 	type choiceState struct {
 		parser  *chat.Stream
 		deltas  openai.Deltas
-		pending []wire.Step
+		probs   wire.ProbStream
+		pending []wire.Prob
 		done    bool
 	}
 	states := make([]*choiceState, co.N)
 	for i := range states {
-		states[i] = &choiceState{parser: plan.NewStream()}
+		states[i] = &choiceState{parser: plan.NewStream(), probs: wire.ProbStream{M: g.inst.Model, Post: g.opt.PostSamplingProbs}}
 	}
 	send := func(c openai.ChatChoice, tm *wire.Timings) bool {
 		chunk := base
@@ -146,7 +147,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 		}
 		c := openai.ChatChoice{Index: idx, Delta: st.deltas.Message(d)}
 		if co.Logprobs && len(st.pending) > 0 {
-			c.Logprobs = &openai.Logprobs{Content: wire.Probs(g.inst.Model, st.pending, g.opt.PostSamplingProbs)}
+			c.Logprobs = &openai.Logprobs{Content: st.pending}
 			st.pending = nil
 		}
 		return send(c, tm)
@@ -205,7 +206,9 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 			return
 		}
 		if co.Logprobs {
-			st.pending = append(st.pending, wire.StepOf(ev))
+			if pj, ok := st.probs.Add(wire.StepOf(ev)); ok {
+				st.pending = append(st.pending, pj)
+			}
 		}
 		if ev.Text == "" {
 			continue

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/internal/utf8tail"
 
 	"github.com/x/llama"
 )
@@ -145,31 +146,74 @@ func SampledProb(m *llama.Model, s Step, post bool) Prob {
 	return TokenProb(m, sampled, post)
 }
 
-// Probs converts steps to llama.cpp's completion_probabilities.
+// Probs converts steps to probability entries, one per token, each
+// token's text its piece (Ollama's logprobs).
 func Probs(m *llama.Model, steps []Step, post bool) []Prob {
 	out := make([]Prob, 0, len(steps))
 	for _, s := range steps {
-		pj := SampledProb(m, s, post)
-		top := make([]Prob, 0, len(s.Probs))
-		for _, p := range s.Probs {
-			// As llama-server: the alternatives' text is their piece as
-			// generation renders it (control tokens such as <eos> are "").
-			pj := Prob{ID: p.Token, Token: validPrefix(p.Text), Bytes: byteInts(p.Text)}
-			if post {
-				v := float64(p.Prob)
-				pj.Prob = &v
-			} else {
-				v := logprob(p)
-				pj.Logprob = &v
-			}
-			top = append(top, pj)
-		}
+		out = append(out, stepProb(m, s, post, SampledProb(m, s, post)))
+	}
+	return out
+}
+
+// stepProb is pj, the entry of the token s sampled, with s's alternatives.
+func stepProb(m *llama.Model, s Step, post bool, pj Prob) Prob {
+	top := make([]Prob, 0, len(s.Probs))
+	for _, p := range s.Probs {
+		// As llama-server: the alternatives' text is their piece as
+		// generation renders it (control tokens such as <eos> are "").
+		tj := Prob{ID: p.Token, Token: validPrefix(p.Text), Bytes: byteInts(p.Text)}
 		if post {
-			pj.TopProbs = top
+			v := float64(p.Prob)
+			tj.Prob = &v
 		} else {
-			pj.TopLogprobs = top
+			v := logprob(p)
+			tj.Logprob = &v
 		}
-		out = append(out, pj)
+		top = append(top, tj)
+	}
+	if post {
+		pj.TopProbs = top
+	} else {
+		pj.TopLogprobs = top
+	}
+	return pj
+}
+
+// ProbStream converts a generation's steps, in order, to llama.cpp's
+// completion_probabilities (and OpenAI chat's logprobs) as llama-server
+// makes them: an entry's token is the text its step sent (a control token
+// such as </s> sends none), and a token that leaves the text's last
+// character incomplete (a byte of a multi-byte UTF-8 character) has no
+// entry: the token that completes the character has it, with the whole
+// character's text. Clients that build the text from the entries
+// (Mikupad) read it whole.
+type ProbStream struct {
+	M       *llama.Model
+	Post    bool   // probabilities after sampling (post_sampling_probs)
+	pending []byte // the pieces of a character not complete yet
+}
+
+// Add returns s's entry, or false while s's character is incomplete.
+func (p *ProbStream) Add(s Step) (Prob, bool) {
+	piece, _ := p.M.TokenPiece(s.Token, false)
+	p.pending = append(p.pending, piece...)
+	if utf8tail.Complete(p.pending) < len(p.pending) {
+		return Prob{}, false
+	}
+	p.pending = p.pending[:0]
+	pj := SampledProb(p.M, s, p.Post)
+	pj.Token, pj.Bytes = validPrefix(s.Text), byteInts(s.Text)
+	return stepProb(p.M, s, p.Post, pj), true
+}
+
+// All returns the entries of steps (Add of each).
+func (p *ProbStream) All(steps []Step) []Prob {
+	out := make([]Prob, 0, len(steps))
+	for _, s := range steps {
+		if pj, ok := p.Add(s); ok {
+			out = append(out, pj)
+		}
 	}
 	return out
 }
