@@ -84,11 +84,16 @@ func crossSiteError(r *http.Request, p originPolicy) error {
 	origin := r.Header.Get("Origin")
 	crossSite := strings.EqualFold(r.Header.Get("Sec-Fetch-Site"), "cross-site")
 	if !p.any && (origin == "" || !p.allows(origin)) {
+		hint := "allow it with --cors-origins, or server.Options.CORSOrigins"
+		if origin == "null" {
+			hint = "a page opened from a file, or a sandboxed frame, has that origin: serve the page from http://localhost instead, " +
+				`or allow "null" (--cors-origins null), which lets every site's sandboxed frames in too`
+		}
 		if crossSite {
-			return apiError(errPermission, "cross-site request refused (Sec-Fetch-Site: cross-site, Origin %q is not an allowed CORS origin)", origin)
+			return apiError(errPermission, "cross-site request refused (Sec-Fetch-Site: cross-site, Origin %q is not an allowed CORS origin; %s)", origin, hint)
 		}
 		if origin != "" && !sameOrigin(r, origin) {
-			return apiError(errPermission, "cross-origin request from %q refused: it is not an allowed CORS origin", origin)
+			return apiError(errPermission, "cross-origin request from %q refused: it is not an allowed CORS origin (%s)", origin, hint)
 		}
 	}
 	if r.Method == http.MethodPost && (crossSite || origin != "" && !sameOrigin(r, origin)) && isSimpleBody(r) {

@@ -83,6 +83,7 @@ func TestWebCrossSiteTools(t *testing.T) {
 		{"Sec-Fetch-Site cross-site alone", agent, map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "cross-site"}, 403, false, "Sec-Fetch-Site: cross-site"},
 		{"JSON from another site", agent, map[string]string{"Content-Type": "application/json", "Origin": "https://attacker.example", "Sec-Fetch-Site": "cross-site"}, 403, false, "cross-site"},
 		{"sandboxed page (Origin null)", agent, map[string]string{"Content-Type": "text/plain", "Origin": "null", "Sec-Fetch-Site": "cross-site"}, 403, false, "cross-site"},
+		{"a page opened from a file (Origin null) says what to do", agent, map[string]string{"Content-Type": "application/json", "Origin": "null", "Sec-Fetch-Site": "cross-site"}, 403, false, "serve the page from http://localhost"},
 		{"localhost lookalike", agent, map[string]string{"Content-Type": "text/plain", "Origin": "http://localhost.attacker.example"}, 403, false, "refused"},
 		{"no CORS configured", bare, map[string]string{"Content-Type": "text/plain", "Origin": "https://attacker.example", "Sec-Fetch-Site": "cross-site"}, 403, false, "cross-site"},
 		{"text/plain from no site (curl -d)", agent, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 415, false, "Content-Type must be application/json"},
