@@ -1037,11 +1037,17 @@ func (e *Engine) sample(s *engSlot) (llama.Token, error) {
 	if err != nil {
 		return llama.NoToken, err
 	}
-	eog, other := llama.NoToken, 0
+	// When the grammar allows only end-of-generation tokens (it is
+	// complete), the likeliest of them ends the text, as llama.cpp's
+	// greedy pick among them: a model may have several (Gemma's <eos> and
+	// </s>), and the choice shows in token probabilities.
+	eog, eogLogit, other := llama.NoToken, float32(math.Inf(-1)), 0
 	for _, c := range masked {
 		if !math.IsInf(float64(c.Logit), -1) {
 			if e.isEOG[c.ID] {
-				eog = c.ID
+				if eog == llama.NoToken || c.Logit > eogLogit {
+					eog, eogLogit = c.ID, c.Logit
+				}
 			} else {
 				other++
 			}

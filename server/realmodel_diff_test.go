@@ -281,6 +281,33 @@ func TestRealModelDiff(t *testing.T) {
 		d.report(t, "completion")
 	})
 
+	// Token probabilities under grammars: the end-of-text token a complete
+	// grammar leaves (Gemma has several: the likeliest ends the text) and
+	// characters split over byte tokens (one entry, the whole character).
+	t.Run("probabilities", func(t *testing.T) {
+		d := &diffLog{allowed: allowed}
+		for i, c := range []struct{ prompt, grammar string }{
+			{"The capital of France is", `root ::= " Paris."`},
+			{"Once upon a time", `root ::= " 日本 café 👍"`},
+		} {
+			for _, stream := range []bool{false, true} {
+				id := fmt.Sprintf("probabilities/%d/stream=%v", i, stream)
+				body := map[string]any{"prompt": c.prompt, "grammar": c.grammar, "temperature": 0, "n_predict": 32, "n_probs": 3, "cache_prompt": false, "stream": stream}
+				var ref, ours any
+				if stream {
+					ref, ours = p.streamBoth(t, "/completion", body)
+				} else {
+					var rc, oc int
+					rc, ref, oc, ours = p.both(t, "/completion", body)
+					require.Equal(t, 200, rc, "%s: %v", id, ref)
+					require.Equal(t, 200, oc, "%s: %v", id, ours)
+				}
+				d.check(id, probEntries(ref), probEntries(ours))
+			}
+		}
+		d.report(t, "probabilities")
+	})
+
 	t.Run("apply-template", func(t *testing.T) {
 		d := &diffLog{allowed: allowed}
 		for i, msgs := range diffConversations() {
@@ -311,6 +338,44 @@ func TestRealModelDiff(t *testing.T) {
 		}
 		d.report(t, "chat")
 	})
+}
+
+// streamBoth posts body to path on both servers, one after the other, and
+// returns the JSON events of their streams.
+func (p diffPair) streamBoth(t *testing.T, path string, body any) (ref, ours []any) {
+	t.Helper()
+	events := func(url string) []any {
+		var out []any
+		for _, d := range sseEvents(t, url+path, body) {
+			var v any
+			require.NoError(t, json.Unmarshal([]byte(d), &v), "%s", d)
+			out = append(out, v)
+		}
+		return out
+	}
+	return events(p.ref), events(p.ours)
+}
+
+// probEntries is the id, text and bytes of each completion_probabilities
+// entry of an answer, or of the events of a stream (a []any of them).
+func probEntries(v any) []any {
+	var out []any
+	add := func(m map[string]any) {
+		ps, _ := m["completion_probabilities"].([]any)
+		for _, p := range ps {
+			e := p.(map[string]any)
+			out = append(out, []any{e["id"], e["token"], e["bytes"]})
+		}
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		add(v)
+	case []any:
+		for _, ev := range v {
+			add(ev.(map[string]any))
+		}
+	}
+	return out
 }
 
 // diffConversations are the chat conversations of the suite.
