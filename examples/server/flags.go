@@ -27,6 +27,9 @@ import (
 
 // config is what the command line (llama-server's flags) sets.
 type config struct {
+	// warnings are logged at start (startupWarnings): settings given
+	// that were skipped.
+	warnings []string
 	opts     server.Options
 	aliases  []string        // -a names, sorted
 	sampling sampling.Params // the defaults of requests (--temp, --top-k...)
@@ -624,7 +627,7 @@ func flagTable(c *config) []flagDef {
 					names = append(names, n)
 				}
 			}
-			return samplerList(sp, names, "")
+			return samplerList(c, names, "")
 		}},
 		{names: []string{"-s", "--seed"}, arg: "SEED", sec: sa, help: "random seed (default -1: random)", set: func(_ *config, v string) error {
 			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
@@ -635,7 +638,7 @@ func flagTable(c *config) []flagDef {
 			return nil
 		}},
 		{names: []string{"--sampler-seq", "--sampling-seq"}, arg: "SEQUENCE", sec: sa, help: "samplers in order, one letter each (default edskypmxt)", set: func(_ *config, v string) error {
-			return samplerList(sp, nil, v)
+			return samplerList(c, nil, v)
 		}},
 		{names: []string{"--ignore-eos"}, sec: sa, help: "keep generating past the end-of-generation tokens", set: boolTo(&sp.IgnoreEOS)},
 		{names: []string{"--dry-sequence-breaker"}, arg: "STRING", sec: sa, help: "a DRY sequence breaker (repeatable; the first one replaces the defaults; none: no breakers)", set: func(c *config, v string) error {
@@ -1630,20 +1633,40 @@ func (c *config) modelSource(ctx context.Context, progress io.Writer) error {
 	return nil
 }
 
-// samplerList sets sp's samplers from a list of names or, when seq is not
-// empty, a sequence of letters (sampling.ParseSamplers, ParseSamplerSeq).
-func samplerList(sp *sampling.Params, names []string, seq string) error {
+// samplerList sets the default samplers from a list of names or, when
+// seq is not empty, a sequence of letters (sampling.ParseSamplers,
+// ParseSamplerSeq). As llama-server, a name or letter no sampler has is
+// skipped with a warning at start: scripts written for older llama.cpp
+// name "tfs_z", which it no longer has.
+func samplerList(c *config, names []string, seq string) error {
 	var list []string
 	var err error
+	skip := func(what string) {
+		c.warnings = append(c.warnings, fmt.Sprintf("no sampler is named %s: skipped", what))
+	}
 	if seq != "" {
+		seq = strings.Map(func(r rune) rune {
+			if _, ok := sampling.SamplerByLetter(r); !ok {
+				skip(strconv.QuoteRune(r))
+				return -1
+			}
+			return r
+		}, seq)
 		list, err = sampling.ParseSamplerSeq(seq)
 	} else {
+		names = slices.DeleteFunc(slices.Clone(names), func(n string) bool {
+			_, ok := sampling.LookupSampler(n)
+			if !ok {
+				skip(strconv.Quote(n))
+			}
+			return !ok
+		})
 		list, err = sampling.ParseSamplers(names)
 	}
 	var se *sampling.Error
 	if errors.As(err, &se) {
 		return errors.New(se.Msg)
 	}
-	sp.Samplers = list
+	c.sampling.Samplers = list
 	return nil
 }

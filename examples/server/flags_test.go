@@ -94,6 +94,16 @@ func TestFlagSpellings(t *testing.T) {
 		}},
 		{[]string{"--samplers", "top_k;temperature"}, func(t *testing.T, c *config) { assert.Equal(t, []string{"top_k", "temperature"}, c.sampling.Samplers) }},
 		{[]string{"--sampling-seq", "kt"}, func(t *testing.T, c *config) { assert.Equal(t, []string{"top_k", "temperature"}, c.sampling.Samplers) }},
+		// As llama-server: what names no sampler is skipped, with a warning
+		// at start (older llama.cpp's default list names tfs_z).
+		{[]string{"--samplers", "top_k;tfs_z;typical_p;temperature"}, func(t *testing.T, c *config) {
+			assert.Equal(t, []string{"top_k", "temperature"}, c.sampling.Samplers)
+			assert.Equal(t, []string{`no sampler is named "tfs_z": skipped`, `no sampler is named "typical_p": skipped`}, c.startupWarnings("unix"))
+		}},
+		{[]string{"--sampling-seq", "kqt"}, func(t *testing.T, c *config) {
+			assert.Equal(t, []string{"top_k", "temperature"}, c.sampling.Samplers)
+			assert.Equal(t, []string{`no sampler is named 'q': skipped`}, c.startupWarnings("unix"))
+		}},
 		{[]string{"--sampler-seq", "edm"}, func(t *testing.T, c *config) {
 			assert.Equal(t, []string{"penalties", "dry", "min_p"}, c.sampling.Samplers)
 		}},
@@ -395,7 +405,7 @@ func TestFlagErrors(t *testing.T) {
 		{"--nope"}, {"-m"}, {"-c", "many"}, {"-c", "99999999999"}, {"-fa", "maybe"}, {"--temp", "hot"},
 		{"--lora-scaled", "nocolon"}, {"--pooling", "max"}, {"--metrics=1"}, {"-np", "0"}, {"--seed", "-2"},
 		{"--repeat-penalty", "0"}, {"--repeat-last-n", "-2"}, {"--presence-penalty", "inf"}, {"-l", "12"}, {"-l", "x+1"},
-		{"--samplers", "top_k;bogus"}, {"--sampling-seq", "kq"}, {"-j", "{not json"}, {"--grammar-file", filepath.Join(dir, "none")},
+		{"-j", "{not json"}, {"--grammar-file", filepath.Join(dir, "none")},
 		{"--sleep-idle-seconds", "0"}, {"--sleep-idle-seconds", "-5"}, {"--slot-save-path", file}, {"--media-path", file},
 		{"--reasoning-format", "thinky"}, {"--reasoning", "sometimes"}, {"--reasoning-budget", "-2"}, {"--spec-type", "magic"},
 		{"-ctk", "q3_k"}, {"--rope-scaling", "longrope"}, {"-sm", "diagonal"}, {"--numa", "all"}, {"-lm", "fast"}, {"-lzm", "sometimes"}, {"--spec-ngram-mod-n-match", "0"}, {"--spec-ngram-mod-n-max", "1025"},

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -174,7 +175,7 @@ func serve(cfg *config) error {
 // than the loopback with no API key, which serves anyone who can reach
 // the port.
 func (c *config) startupWarnings(network string) []string {
-	var out []string
+	out := slices.Clone(c.warnings)
 	if c.opts.Model == "" && (c.opts.ModelsDir != "" || c.opts.ModelsPreset != "") {
 		out = append(out, "router mode is enabled: do not expose the server to untrusted environments")
 	}
