@@ -22,6 +22,9 @@ const (
 	MaxGrammarDepth = 128
 	// MaxGrammarBytes is the longest grammar text.
 	MaxGrammarBytes = 1 << 20
+	// MaxSamplers is the longest sampler order: a chain runs each entry
+	// for every token, and a list may repeat names (llama.cpp has eleven).
+	MaxSamplers = 64
 )
 
 // Error is a sampling setting out of its limits. It matches
@@ -55,6 +58,9 @@ func (p *Params) Limit(nCtx, nVocab int) error {
 			v := t.Int(p)
 			*v = t.Clamp(*v, nCtx, nVocab)
 		}
+	}
+	if len(p.Samplers) > MaxSamplers {
+		return errorf("samplers", `"samplers" has %d entries; at most %d are allowed`, len(p.Samplers), MaxSamplers)
 	}
 	if len(p.DRYSequenceBreakers) > MaxDRYBreakers {
 		return errorf("dry_sequence_breakers", `"dry_sequence_breakers" has %d entries; at most %d are allowed`, len(p.DRYSequenceBreakers), MaxDRYBreakers)

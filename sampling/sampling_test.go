@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -154,6 +155,7 @@ func TestLimit(t *testing.T) {
 		{"NaN", func(p *sampling.Params) { p.TopP = float32(math.NaN()) }, nil, ""},
 		{"infinite", func(p *sampling.Params) { p.Temperature = float32(math.Inf(1)) }, nil, ""},
 		{"unknown sampler", func(p *sampling.Params) { p.Samplers = []string{"top_k", "bogus"} }, nil, "samplers"},
+		{"too many samplers", func(p *sampling.Params) { p.Samplers = slices.Repeat([]string{"top_k"}, sampling.MaxSamplers+1) }, nil, "samplers"},
 		{"alias", func(p *sampling.Params) { p.Samplers = []string{"Top-K", "nucleus", "temp"} }, func(t *testing.T, p *sampling.Params) {
 			assert.Equal(t, []string{"Top-K", "nucleus", "temp"}, p.Samplers, "names are left as given")
 		}, "-"},

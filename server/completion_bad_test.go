@@ -3,6 +3,7 @@ package server
 import (
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,6 +38,8 @@ func TestCompletionBadRequests(t *testing.T) {
 		{"stop wrong type", "/completion", map[string]any{"prompt": "x", "stop": 5}, 400, "invalid_request_error", "stop"},
 		{"seed out of range", "/completion", map[string]any{"prompt": "x", "seed": -7}, 400, "invalid_request_error", "seed"},
 		{"mirostat out of range", "/completion", map[string]any{"prompt": "x", "mirostat": 3}, 400, "invalid_request_error", "mirostat"},
+		{"a chain of a million samplers", "/completion", map[string]any{"prompt": "x", "samplers": strings.Repeat("k", 1_000_000)}, 400, "invalid_request_error", "samplers"},
+		{"sampler names past the limit", "/completion", map[string]any{"prompt": "x", "samplers": slices.Repeat([]string{"top_k"}, 65)}, 400, "invalid_request_error", "samplers"},
 		{"logit_bias bad bias", "/completion", map[string]any{"prompt": "x", "logit_bias": map[string]any{"12": "x"}}, 400, "invalid_request_error", "logit_bias"},
 		{"lora id out of range", "/completion", map[string]any{"prompt": "x", "lora": []any{map[string]any{"id": 3, "scale": 1}}}, 400, "invalid_request_error", "lora"},
 		{"token id out of range", "/completion", map[string]any{"prompt": []any{1, 999999}}, 400, "invalid_request_error", "999999"},

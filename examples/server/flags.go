@@ -1667,6 +1667,9 @@ func samplerList(c *config, names []string, seq string) error {
 	if errors.As(err, &se) {
 		return errors.New(se.Msg)
 	}
+	if len(list) > sampling.MaxSamplers {
+		return fmt.Errorf("%d samplers; at most %d are allowed", len(list), sampling.MaxSamplers)
+	}
 	c.sampling.Samplers = list
 	return nil
 }
