@@ -2,7 +2,6 @@ package sampling
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"regexp"
 	"slices"
@@ -134,33 +133,33 @@ func SamplerByLetter(r rune) (string, bool) {
 }
 
 // ParseSamplers returns the canonical names of a list of sampler names or
-// aliases (see LookupSampler), in order. An unknown name is an *Error
-// naming it.
-func ParseSamplers(names []string) ([]string, error) {
-	var out []string
+// aliases (see LookupSampler), in order, and the names no sampler has,
+// which it skips as llama.cpp does: lists written for other versions of
+// llama.cpp name samplers it no longer has ("tfs_z"). Params.Samplers
+// itself takes only known names (see Limit).
+func ParseSamplers(names []string) (list, skipped []string) {
 	for _, n := range names {
-		name, ok := LookupSampler(n)
-		if !ok {
-			return nil, &Error{Param: "samplers", Msg: fmt.Sprintf("unknown sampler %q in \"samplers\"", n)}
+		if name, ok := LookupSampler(n); ok {
+			list = append(list, name)
+		} else {
+			skipped = append(skipped, n)
 		}
-		out = append(out, name)
 	}
-	return out, nil
+	return list, skipped
 }
 
-// ParseSamplerSeq returns the canonical names of a sampling sequence, one
-// letter per sampler (llama.cpp's --sampler-seq and a request's samplers
-// given as a string), in order. An unknown letter is an *Error naming it.
-func ParseSamplerSeq(seq string) ([]string, error) {
-	var out []string
+// ParseSamplerSeq is ParseSamplers for a sampling sequence, one letter per
+// sampler (llama.cpp's --sampler-seq, and a request's samplers given as a
+// string); it skips the letters no sampler has and returns them.
+func ParseSamplerSeq(seq string) (list []string, skipped []rune) {
 	for _, c := range seq {
-		name, ok := SamplerByLetter(c)
-		if !ok {
-			return nil, &Error{Param: "samplers", Msg: fmt.Sprintf("unknown sampler %q in \"samplers\"", string(c))}
+		if name, ok := SamplerByLetter(c); ok {
+			list = append(list, name)
+		} else {
+			skipped = append(skipped, c)
 		}
-		out = append(out, name)
 	}
-	return out, nil
+	return list, skipped
 }
 
 // Env is what a chain needs besides Params: the slot's context size (the

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/x/llama/engine"
 	"github.com/x/llama/server/internal/wire"
@@ -183,35 +182,20 @@ func nonEmpty(ss []string) []string {
 // of llama.cpp (SillyTavern's default names "tfs_z", a sampler llama.cpp
 // no longer has), and llama-server answers them.
 func parseSamplers(raw json.RawMessage, p *sampling.Params) error {
-	var list []string
-	var err error
 	switch wire.Kind(raw) {
 	case 0:
 		return nil
 	case 's':
 		var s string
 		_ = json.Unmarshal(raw, &s)
-		list, err = sampling.ParseSamplerSeq(strings.Map(func(r rune) rune {
-			if _, ok := sampling.SamplerByLetter(r); ok {
-				return r
-			}
-			return -1
-		}, s))
+		p.Samplers, _ = sampling.ParseSamplerSeq(s)
 	default:
 		var names []string
 		if json.Unmarshal(raw, &names) != nil {
 			return badRequest(`"samplers" must be an array of sampler names`)
 		}
-		names = slices.DeleteFunc(names, func(n string) bool {
-			_, ok := sampling.LookupSampler(n)
-			return !ok
-		})
-		list, err = sampling.ParseSamplers(names)
+		p.Samplers, _ = sampling.ParseSamplers(names)
 	}
-	if err != nil {
-		return samplingError(err)
-	}
-	p.Samplers = list
 	return nil
 }
 

@@ -1639,33 +1639,21 @@ func (c *config) modelSource(ctx context.Context, progress io.Writer) error {
 // skipped with a warning at start: scripts written for older llama.cpp
 // name "tfs_z", which it no longer has.
 func samplerList(c *config, names []string, seq string) error {
-	var list []string
-	var err error
-	skip := func(what string) {
-		c.warnings = append(c.warnings, fmt.Sprintf("no sampler is named %s: skipped", what))
-	}
+	var list, skipped []string
 	if seq != "" {
-		seq = strings.Map(func(r rune) rune {
-			if _, ok := sampling.SamplerByLetter(r); !ok {
-				skip(strconv.QuoteRune(r))
-				return -1
-			}
-			return r
-		}, seq)
-		list, err = sampling.ParseSamplerSeq(seq)
+		var letters []rune
+		list, letters = sampling.ParseSamplerSeq(seq)
+		for _, r := range letters {
+			skipped = append(skipped, strconv.QuoteRune(r))
+		}
 	} else {
-		names = slices.DeleteFunc(slices.Clone(names), func(n string) bool {
-			_, ok := sampling.LookupSampler(n)
-			if !ok {
-				skip(strconv.Quote(n))
-			}
-			return !ok
-		})
-		list, err = sampling.ParseSamplers(names)
+		list, skipped = sampling.ParseSamplers(names)
+		for i, n := range skipped {
+			skipped[i] = strconv.Quote(n)
+		}
 	}
-	var se *sampling.Error
-	if errors.As(err, &se) {
-		return errors.New(se.Msg)
+	for _, s := range skipped {
+		c.warnings = append(c.warnings, fmt.Sprintf("no sampler is named %s: skipped", s))
 	}
 	if len(list) > sampling.MaxSamplers {
 		return fmt.Errorf("%d samplers; at most %d are allowed", len(list), sampling.MaxSamplers)
