@@ -183,6 +183,11 @@ type Event struct {
 	Progress *PromptProgress
 	Token    llama.Token
 	Text     string
+	// Partial says the text generated so far ends inside a UTF-8
+	// character: this token began or continued a multi-byte character
+	// that a later token completes (llama-server gives such a token no
+	// probability entry of its own).
+	Partial bool
 	// Probs are the top NProbs candidates of this step (when asked).
 	Probs []TokenProb
 	// Sampled is the probability entry of the chosen token (when NProbs > 0

@@ -794,6 +794,7 @@ func (e *Engine) takeText(s *engSlot, ev *Event, piece string) (StopType, string
 		return StopTypeWord, w
 	}
 	n := utf8tail.Complete(s.pending)
+	ev.Partial = n < len(s.pending)
 	if len(stops) > 0 {
 		n = min(n, engSafeStopPrefix(s.pending[:n], stops))
 	}

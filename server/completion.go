@@ -342,7 +342,7 @@ func nativeFinal(g *genRequest, idx int, res *completionResult, stream bool) any
 		Timings:            wire.NewTimings(ev.Timings),
 	}
 	if !stream && g.task.Params.NProbs > 0 {
-		out.CompletionProbabilities = (&wire.ProbStream{M: g.inst.Model, Post: g.opt.PostSamplingProbs}).All(res.Steps)
+		out.CompletionProbabilities = wire.ProbStream{Post: g.opt.PostSamplingProbs}.All(res.Steps)
 	}
 	if len(g.opt.ResponseFields) > 0 {
 		return pickFields(out, g.opt.ResponseFields)
@@ -429,7 +429,7 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, eve
 	}
 	states := make([]state, g.count())
 	for i := range states {
-		states[i].probs = wire.ProbStream{M: g.inst.Model, Post: g.opt.PostSamplingProbs}
+		states[i].probs = wire.ProbStream{Post: g.opt.PostSamplingProbs}
 	}
 	nProbs := g.task.Params.NProbs
 	for events.Next() {

@@ -91,7 +91,7 @@ func handleChatCompletion(s *Server) handlerFunc {
 			fr := openai.FinishReason(res.Final.Stop, len(out.ToolCalls) > 0)
 			choice := openai.ChatChoice{Index: i, Message: out, FinishReason: &fr}
 			if co.Logprobs {
-				choice.Logprobs = &openai.Logprobs{Content: (&wire.ProbStream{M: inst.Model, Post: g.opt.PostSamplingProbs}).All(res.Steps)}
+				choice.Logprobs = &openai.Logprobs{Content: wire.ProbStream{Post: g.opt.PostSamplingProbs}.All(res.Steps)}
 			}
 			resp.Choices = append(resp.Choices, choice)
 			if i == 0 && g.opt.Verbose {
@@ -124,7 +124,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 	}
 	states := make([]*choiceState, co.N)
 	for i := range states {
-		states[i] = &choiceState{parser: plan.NewStream(), probs: wire.ProbStream{M: g.inst.Model, Post: g.opt.PostSamplingProbs}}
+		states[i] = &choiceState{parser: plan.NewStream(), probs: wire.ProbStream{Post: g.opt.PostSamplingProbs}}
 	}
 	send := func(c openai.ChatChoice, tm *wire.Timings) bool {
 		chunk := base

@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/x/llama/engine"
-	"github.com/x/llama/internal/utf8tail"
 
 	"github.com/x/llama"
 )
@@ -71,13 +70,14 @@ func NewProgress(p *engine.PromptProgress) *Progress {
 type Step struct {
 	Token   llama.Token
 	Text    string
+	Partial bool // engine.Event.Partial
 	Sampled *engine.TokenProb
 	Probs   []engine.TokenProb
 }
 
 // StepOf returns the step of a token event.
 func StepOf(ev engine.Event) Step {
-	return Step{Token: ev.Token, Text: ev.Text, Sampled: ev.Sampled, Probs: ev.Probs}
+	return Step{Token: ev.Token, Text: ev.Text, Partial: ev.Partial, Sampled: ev.Sampled, Probs: ev.Probs}
 }
 
 // Prob is one token probability in llama.cpp's shape: logprob and
@@ -115,6 +115,11 @@ func TokenProb(m *llama.Model, tp engine.TokenProb, post bool) Prob {
 	if text == "" {
 		text, _ = m.TokenPiece(tp.Token, true)
 	}
+	return probWithText(tp, text, post)
+}
+
+// probWithText is tp's entry with the text given.
+func probWithText(tp engine.TokenProb, text string, post bool) Prob {
 	pj := Prob{ID: tp.Token, Token: validPrefix(text), Bytes: byteInts(text)}
 	if post {
 		v := float64(tp.Prob)
@@ -151,26 +156,18 @@ func SampledProb(m *llama.Model, s Step, post bool) Prob {
 func Probs(m *llama.Model, steps []Step, post bool) []Prob {
 	out := make([]Prob, 0, len(steps))
 	for _, s := range steps {
-		out = append(out, stepProb(m, s, post, SampledProb(m, s, post)))
+		out = append(out, stepProb(s, post, SampledProb(m, s, post)))
 	}
 	return out
 }
 
 // stepProb is pj, the entry of the token s sampled, with s's alternatives.
-func stepProb(m *llama.Model, s Step, post bool, pj Prob) Prob {
+func stepProb(s Step, post bool, pj Prob) Prob {
 	top := make([]Prob, 0, len(s.Probs))
 	for _, p := range s.Probs {
 		// As llama-server: the alternatives' text is their piece as
 		// generation renders it (control tokens such as <eos> are "").
-		tj := Prob{ID: p.Token, Token: validPrefix(p.Text), Bytes: byteInts(p.Text)}
-		if post {
-			v := float64(p.Prob)
-			tj.Prob = &v
-		} else {
-			v := logprob(p)
-			tj.Logprob = &v
-		}
-		top = append(top, tj)
+		top = append(top, probWithText(p, p.Text, post))
 	}
 	if post {
 		pj.TopProbs = top
@@ -184,31 +181,28 @@ func stepProb(m *llama.Model, s Step, post bool, pj Prob) Prob {
 // completion_probabilities (and OpenAI chat's logprobs) as llama-server
 // makes them: an entry's token is the text its step sent (a control token
 // such as </s> sends none), and a token that leaves the text's last
-// character incomplete (a byte of a multi-byte UTF-8 character) has no
-// entry: the token that completes the character has it, with the whole
-// character's text. Clients that build the text from the entries
-// (Mikupad) read it whole.
+// character incomplete (a byte of a multi-byte UTF-8 character, see
+// Step.Partial) has no entry: the token that completes the character has
+// it, with the whole character's text. Clients that build the text from
+// the entries (Mikupad) read it whole.
 type ProbStream struct {
-	M       *llama.Model
-	Post    bool   // probabilities after sampling (post_sampling_probs)
-	pending []byte // the pieces of a character not complete yet
+	Post bool // probabilities after sampling (post_sampling_probs)
 }
 
 // Add returns s's entry, or false while s's character is incomplete.
-func (p *ProbStream) Add(s Step) (Prob, bool) {
-	piece, _ := p.M.TokenPiece(s.Token, false)
-	p.pending = append(p.pending, piece...)
-	if utf8tail.Complete(p.pending) < len(p.pending) {
+func (p ProbStream) Add(s Step) (Prob, bool) {
+	if s.Partial {
 		return Prob{}, false
 	}
-	p.pending = p.pending[:0]
-	pj := SampledProb(p.M, s, p.Post)
-	pj.Token, pj.Bytes = validPrefix(s.Text), byteInts(s.Text)
-	return stepProb(p.M, s, p.Post, pj), true
+	sampled := engine.TokenProb{Token: s.Token}
+	if s.Sampled != nil {
+		sampled = *s.Sampled
+	}
+	return stepProb(s, p.Post, probWithText(sampled, s.Text, p.Post)), true
 }
 
 // All returns the entries of steps (Add of each).
-func (p *ProbStream) All(steps []Step) []Prob {
+func (p ProbStream) All(steps []Step) []Prob {
 	out := make([]Prob, 0, len(steps))
 	for _, s := range steps {
 		if pj, ok := p.Add(s); ok {
