@@ -218,7 +218,7 @@ func (inst *instance) startChat(req *wire.Chat) (*genRequest, *chatPlan, chatOpt
 		return nil, nil, co, err
 	}
 	opt.Settings = generationSettings(t, opt, inst)
-	g := &genRequest{inst: inst, prompts: [][]llama.Token{t.Prompt}, task: t, opt: opt}
+	g := &genRequest{inst: inst, prompts: [][]llama.Token{t.Prompt}, task: t, opt: opt, n: co.N}
 	return g, plan, co, nil
 }
 

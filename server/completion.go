@@ -27,7 +27,8 @@ type genRequest struct {
 	opt     genOptions
 	// echo puts each prompt before its answer (OpenAI's completions).
 	echo bool
-	// n is the number of completions of each prompt (n_cmpl; 0: one).
+	// n is the number of completions of each prompt (n_cmpl, a chat's
+	// n; 0: one).
 	n int
 }
 
@@ -52,6 +53,22 @@ func (g *genRequest) tasks() []*engine.Request {
 		out[i] = &t
 	}
 	return out
+}
+
+// choiceSeed is the seed of choice i of a chat with n choices: a seed
+// given is choice 0's, and choice i draws with the i-th seed after it
+// (passing over llama.DefaultSeed), so that the choices differ and each
+// repeats, as llama-server's do; without one every choice draws at random.
+func choiceSeed(seed uint32, i int) uint32 {
+	if seed == llama.DefaultSeed {
+		return seed
+	}
+	for range i {
+		if seed++; seed == llama.DefaultSeed {
+			seed++
+		}
+	}
+	return seed
 }
 
 // completionsPerPrompt reads n_cmpl, or n when n_cmpl is not given (as

@@ -55,14 +55,11 @@ func handleChatCompletion(s *Server) handlerFunc {
 		}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		tasks := make([]*engine.Request, co.N)
-		for i := range tasks {
-			t := *g.task
-			if i > 0 && plan.budget != nil {
+		tasks := g.tasks()
+		if plan.budget != nil {
+			for _, t := range tasks[1:] {
 				t.Samplers = plan.samplers() // a sampler per task
 			}
-			t.Params.Seed = choiceSeed(t.Params.Seed, i)
-			tasks[i] = &t
 		}
 		st, err := s.startTasks(ctx, inst, arrived, tasks, streamTo(w, g.opt.Stream))
 		if err != nil {
@@ -410,20 +407,4 @@ func streamOAICompletion(ctx context.Context, w http.ResponseWriter, g *genReque
 	if ctx.Err() == nil {
 		_ = sse.data("[DONE]")
 	}
-}
-
-// choiceSeed is the seed of choice i of a chat with n choices: a seed
-// given is choice 0's, and choice i draws with the i-th seed after it
-// (passing over llama.DefaultSeed), so that the choices differ and each
-// repeats, as llama-server's do; without one every choice draws at random.
-func choiceSeed(seed uint32, i int) uint32 {
-	if seed == llama.DefaultSeed {
-		return seed
-	}
-	for range i {
-		if seed++; seed == llama.DefaultSeed {
-			seed++
-		}
-	}
-	return seed
 }
