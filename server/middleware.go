@@ -229,13 +229,26 @@ const writeChunk = 64 << 10
 // writeChunk of a large write: the deadline measures how long the client
 // has taken nothing, as llama-server's (cpp-httplib's) write timeout,
 // where http.Server.WriteTimeout measures the whole response.
+//
+// A stream writes and flushes for every token, and moving a deadline
+// costs a timer update in the runtime's poller: a deadline set less than
+// d/64 ago stands, so the bound is between 63/64 of d and d.
 type deadlineWriter struct {
 	http.ResponseWriter
-	rc *http.ResponseController
-	d  time.Duration
+	rc    *http.ResponseController
+	d     time.Duration
+	until time.Time // the deadline set last
 }
 
-func (w *deadlineWriter) extend() { _ = w.rc.SetWriteDeadline(time.Now().Add(w.d)) }
+func (w *deadlineWriter) extend() {
+	until := time.Now().Add(w.d)
+	if until.Sub(w.until) < w.d/64 {
+		return
+	}
+	if w.rc.SetWriteDeadline(until) == nil {
+		w.until = until
+	}
+}
 
 func (w *deadlineWriter) WriteHeader(code int) {
 	w.extend()

@@ -506,3 +506,28 @@ func TestWriteDeadlines(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
+
+// BenchmarkWriteDeadlines measures a streamed event (a write and a flush)
+// through writeDeadlines against the same without a bound: the deadline
+// costs a timer update when it moves.
+func BenchmarkWriteDeadlines(b *testing.B) {
+	for _, d := range []time.Duration{0, time.Minute} {
+		b.Run(fmt.Sprintf("timeout=%v", d), func(b *testing.B) {
+			msg := []byte(`data: {"content":" token","stop":false}` + "\n\n")
+			ts := httptest.NewServer(writeDeadlines(d)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				rc := http.NewResponseController(w)
+				for range b.N {
+					_, _ = w.Write(msg)
+					_ = rc.Flush()
+				}
+			})))
+			defer ts.Close()
+			b.ResetTimer()
+			resp, err := ts.Client().Get(ts.URL)
+			require.NoError(b, err)
+			n, _ := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			require.Equal(b, int64(b.N*len(msg)), n)
+		})
+	}
+}
