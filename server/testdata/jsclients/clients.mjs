@@ -12,7 +12,7 @@
 // helpers (multi-step tool loops, object streams, zod parsing), which read
 // more of an answer's shape than raw requests do.
 
-import { generateObject, generateText, stepCountIs, streamObject, streamText, tool } from 'ai';
+import { generateText, Output, stepCountIs, streamText, tool } from 'ai';
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
@@ -82,20 +82,21 @@ for (const [name, model] of Object.entries(providers)) {
     const weather = tool({ description: 'Weather of a city.', inputSchema: City, execute: async ({ city }) => { seen.push(city); return 'sunny'; } });
     const r = await generateText({
       model, prompt: 'Weather in Paris?', tools: { weather }, stopWhen: stepCountIs(2), maxOutputTokens: 100, temperature: 0, maxRetries: 0,
-      prepareStep: ({ stepNumber }) => ({ toolChoice: stepNumber === 0 ? 'required' : 'none' }),
+      prepareStep: ({ stepNumber }) => ({ toolChoice: stepNumber === 0 ? 'required' : 'none' }), include: { requestBody: true },
     });
     assert(r.steps.length === 2 && seen.length === 1 && r.text, [r.steps.length, seen, r.text]);
     assert(r.steps[1].request.body !== undefined, 'the second request');
     return [seen, r.text.slice(0, 40)];
   });
 
-  await check(`ai-sdk/${name}: generateObject, and streamObject gives the same`, async () => {
-    const whole = await generateObject({ model, schema: Person, prompt: 'A person:', maxOutputTokens: 200, temperature: 0, maxRetries: 0 });
-    const st = streamObject({ model, schema: Person, prompt: 'A person:', maxOutputTokens: 200, temperature: 0, maxRetries: 0, onError: rethrow });
-    for await (const _ of st.partialObjectStream);
-    const streamed = await st.object;
-    assert(JSON.stringify(streamed) === JSON.stringify(whole.object), [streamed, whole.object]);
-    return whole.object;
+  await check(`ai-sdk/${name}: an object output, whole and streamed the same`, async () => {
+    const output = Output.object({ schema: Person });
+    const whole = await generateText({ model, output, prompt: 'A person:', maxOutputTokens: 200, temperature: 0, maxRetries: 0 });
+    const st = streamText({ model, output, prompt: 'A person:', maxOutputTokens: 200, temperature: 0, maxRetries: 0, onError: rethrow });
+    for await (const _ of st.partialOutputStream);
+    const streamed = await st.output;
+    assert(JSON.stringify(streamed) === JSON.stringify(whole.output), [streamed, whole.output]);
+    return whole.output;
   });
 }
 
@@ -110,8 +111,8 @@ await check('ai-sdk/ollama: the settings count, and streamText adds up to genera
   let text = '';
   for await (const d of st.textStream) text += d;
   assert(text === whole.text, [text, whole.text]);
-  const obj = await generateObject({ model: ollamaModel, schema: Person, prompt: 'A person:', maxOutputTokens: 200, temperature: 0, maxRetries: 0 });
-  return [text, obj.object];
+  const obj = await generateText({ model: ollamaModel, output: Output.object({ schema: Person }), prompt: 'A person:', maxOutputTokens: 200, temperature: 0, maxRetries: 0 });
+  return [text, obj.output];
 });
 
 // OpenAI's Node SDK and its helpers.
