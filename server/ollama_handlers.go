@@ -62,6 +62,36 @@ func (s *Server) decodeOllama(r *http.Request, req interface{ Head() *ollama.Bas
 	}, nil
 }
 
+// ollamaLoad answers Ollama's request to load a model (a chat without
+// messages, a generate without a prompt) or, with keep_alive 0, to unload
+// it, and returns the model's name and the answer's done_reason. A load
+// loads the model as any request would. An unload in router mode unloads
+// the model when it is loaded, never loading it first; in single-model
+// mode the server's model stays, as it does after any request with
+// keep_alive 0.
+func (s *Server) ollamaLoad(r *http.Request, model string, keepAlive json.RawMessage) (name, reason string, err error) {
+	unload, err := ollama.UnloadAfter(keepAlive)
+	if err != nil {
+		return "", "", err
+	}
+	if unload {
+		e, msg := s.lookup(r, s.ollamaModel(model))
+		if e == nil {
+			return "", "", badRequest("%s", msg)
+		}
+		if s.router {
+			_ = s.models.Unload(r.Context(), e) // "not loaded" is as good
+		}
+		return cmp.Or(model, s.models.View(e).Name), "unload", nil
+	}
+	inst, release, err := s.instanceFor(r, s.ollamaModel(model))
+	if err != nil {
+		return "", "", err
+	}
+	release()
+	return cmp.Or(model, inst.Name), "load", nil
+}
+
 // ndjson writes a stream of JSON lines, each flushed.
 type ndjson struct {
 	w       http.ResponseWriter
@@ -114,6 +144,19 @@ func handleOllamaChat(s *Server) handlerFunc {
 			return err
 		}
 		defer after()
+		if len(req.Messages) == 0 {
+			model, reason, err := s.ollamaLoad(r, req.Model, req.KeepAlive)
+			if err != nil {
+				return err
+			}
+			out := ollama.ChatResponse{Model: model, CreatedAt: time.Now().UTC(), Message: ollama.Message{Role: "assistant"}, Done: true, DoneReason: reason}
+			if ollama.Streams(req.Stream) {
+				(&ndjson{w: w}).send(out)
+				return nil
+			}
+			writeJSON(w, http.StatusOK, out)
+			return nil
+		}
 		creq, err := ollama.ToChat(&req, s.mediaMarker)
 		if err != nil {
 			return err
@@ -331,17 +374,11 @@ func handleOllamaGenerate(s *Server) handlerFunc {
 		}
 		defer after()
 		if req.Prompt == "" && req.Suffix == "" && len(req.Images) == 0 && len(req.Context) == 0 {
-			// Ollama's way to load a model: an empty prompt.
-			inst, release, err := s.instanceFor(r, s.ollamaModel(req.Model))
+			model, reason, err := s.ollamaLoad(r, req.Model, req.KeepAlive)
 			if err != nil {
 				return err
 			}
-			release()
-			model := req.Model
-			if model == "" {
-				model = inst.Name
-			}
-			out := ollama.GenerateResponse{Model: model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: "load"}
+			out := ollama.GenerateResponse{Model: model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: reason}
 			if ollama.Streams(req.Stream) {
 				(&ndjson{w: w}).send(out)
 				return nil

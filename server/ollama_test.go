@@ -228,12 +228,32 @@ func TestOllamaAPI(t *testing.T) {
 		require.Equal(t, http.StatusOK, code)
 		assert.Equal(t, whole["content"], more[0].Response)
 
-		// An empty prompt loads the model.
-		code, out = olPost(t, hs.URL+"/api/generate", map[string]any{"model": "stories"})
-		require.Equal(t, http.StatusOK, code)
-		require.Len(t, out, 1)
-		assert.Equal(t, "load", out[0].DoneReason)
-		assert.True(t, out[0].Done)
+		// An empty prompt (a chat without messages) loads the model, and
+		// with keep_alive 0 asks to unload it: the server's one model
+		// stays, and the next request runs on it.
+		for _, tc := range []struct {
+			route  string
+			body   map[string]any
+			reason string
+		}{
+			{"/api/generate", map[string]any{"model": "stories"}, "load"},
+			{"/api/generate", map[string]any{"model": "stories", "keep_alive": 0}, "unload"},
+			{"/api/chat", map[string]any{"model": "stories", "messages": []any{}}, "load"},
+			{"/api/chat", map[string]any{"model": "stories", "keep_alive": "0s", "stream": false}, "unload"},
+		} {
+			code, out = olPost(t, hs.URL+tc.route, tc.body)
+			require.Equal(t, http.StatusOK, code, "%v", out)
+			require.Len(t, out, 1)
+			assert.Equal(t, tc.reason, out[0].DoneReason, "%s %v", tc.route, tc.body)
+			assert.True(t, out[0].Done)
+			assert.Equal(t, "stories", out[0].Model)
+			if tc.route == "/api/chat" {
+				assert.Equal(t, "assistant", out[0].Message.Role)
+			}
+		}
+		code, out = olPost(t, hs.URL+"/api/generate", map[string]any{"model": "stories", "prompt": "Once", "options": greedy, "stream": false})
+		require.Equal(t, http.StatusOK, code, "%v", out)
+		assert.NotEmpty(t, out[0].Response)
 	})
 	t.Run("format", func(t *testing.T) {
 		for _, format := range []any{"json", map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}, "required": []string{"name"}}} {
@@ -293,7 +313,6 @@ func TestOllamaAPI(t *testing.T) {
 			want string
 		}{
 			{"/api/chat", map[string]any{"messages": []map[string]any{{"role": "wizard", "content": "x"}}}, `unknown role "wizard"`},
-			{"/api/chat", map[string]any{"stream": false}, `"messages" is required`},
 			{"/api/chat", map[string]any{"messages": msgs, "format": "yaml"}, `"format" must be "json" or a JSON Schema`},
 			{"/api/chat", map[string]any{"messages": msgs, "think": "maybe"}, `"think" must be`},
 			{"/api/chat", map[string]any{"messages": msgs, "options": map[string]any{"temperature": "hot"}}, `"options.temperature" must be a number`},
@@ -455,9 +474,9 @@ func TestOllamaToolCalls(t *testing.T) {
 }
 
 // TestOllamaRouter serves two models by name: Ollama's ":latest" tag finds
-// them, /api/ps lists the loaded ones, and keep_alive 0 unloads a model
-// once its request is answered (ollama stop's request), other values keep
-// it.
+// them, /api/ps lists the loaded ones, keep_alive 0 unloads a model once
+// its request is answered, other values keep it, and Ollama's load and
+// unload requests do what they say.
 func TestOllamaRouter(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.Symlink(testenv.Model(t, "stories260K.gguf"), filepath.Join(dir, "a.gguf")))
@@ -481,16 +500,29 @@ func TestOllamaRouter(t *testing.T) {
 		olGet(t, hs.URL+"/api/ps", &ps)
 		assert.Len(t, ps.Models, map[bool]int{true: 1, false: 0}[tc.loaded])
 	}
-	// The load request of ollama run, then ollama stop's.
-	for _, keepAlive := range []any{nil, 0} {
-		// Not streamed: the unload is done before the answer is sent.
-		code, out := olPost(t, hs.URL+"/api/generate", map[string]any{"model": "b", "keep_alive": keepAlive, "stream": false})
-		require.Equal(t, http.StatusOK, code, "%v", out)
-		assert.Equal(t, "load", out[0].DoneReason)
+	// Ollama's load and unload requests (ollama run's and ollama stop's):
+	// a generate without a prompt or a chat without messages, keep_alive 0
+	// to unload; unloading a model that is not loaded leaves it so.
+	for _, route := range []string{"/api/generate", "/api/chat"} {
+		for _, tc := range []struct {
+			keepAlive any
+			reason    string
+			status    string
+		}{{0, "unload", "unloaded"}, {nil, "load", "loaded"}, {"0s", "unload", "unloaded"}} {
+			code, out := olPost(t, hs.URL+route, map[string]any{"model": "b", "keep_alive": tc.keepAlive, "stream": false})
+			require.Equal(t, http.StatusOK, code, "%v", out)
+			require.Len(t, out, 1)
+			assert.Equal(t, tc.reason, out[0].DoneReason, "%s keep_alive %v", route, tc.keepAlive)
+			assert.True(t, out[0].Done)
+			assert.Equal(t, "b", out[0].Model)
+			assert.Equal(t, tc.status, modelStatuses(t, hs.URL)["b"], "%s keep_alive %v", route, tc.keepAlive)
+		}
 	}
-	assert.Equal(t, "unloaded", modelStatuses(t, hs.URL)["b"])
+	code, out := olPost(t, hs.URL+"/api/chat", map[string]any{"model": "c", "keep_alive": 0})
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, out[0].Error, "model 'c' not found")
 
-	code, out := olPost(t, hs.URL+"/api/chat", map[string]any{"model": "a", "messages": []map[string]any{{"role": "user", "content": "x"}}, "keep_alive": "soon"})
+	code, out = olPost(t, hs.URL+"/api/chat", map[string]any{"model": "a", "messages": []map[string]any{{"role": "user", "content": "x"}}, "keep_alive": "soon"})
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.Contains(t, out[0].Error, `"keep_alive" must be`)
 	code, out = olPost(t, hs.URL+"/api/chat", map[string]any{"model": "c", "messages": []map[string]any{{"role": "user", "content": "x"}}})
