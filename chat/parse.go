@@ -46,7 +46,7 @@ func Parse(output string, opts ParseOptions) (Message, error) {
 // pstate is one run of a parser over a text. In partial mode the text is a
 // prefix of the output: the parser then reports only what no continuation
 // can change, holding back anything undecided (a marker's first characters,
-// a call whose name is not complete, trailing spaces that may be trimmed).
+// a call whose name is not complete, the thinking's trailing spaces).
 type pstate struct {
 	s       string
 	opts    ParseOptions
@@ -167,13 +167,16 @@ func (p *pstate) message() Message {
 }
 
 // contentBounds gives the part of the content the message holds: without
-// surrounding spaces, or for content-only output without the spaces after
-// the thinking.
+// the spaces before it (for content-only output, only those after the
+// thinking), to its end. As llama.cpp's parsers, the spaces at the end are
+// text (a newline before a tool call, a space before a stop string), and
+// those after a call belong to the call (body).
 func (p *pstate) contentBounds() (lo, hi int) {
 	b := p.content.b
 	switch {
 	case p.trims():
-		return spaceBounds(b)
+		lo, _ = spaceBounds(b)
+		return lo, len(b)
 	case p.hadReasoning:
 		return len(b) - len(bytes.TrimLeft(b, " \t\r\n")), len(b)
 	}
@@ -289,7 +292,7 @@ func (p *pstate) body(i int, markers []string, call callFunc) {
 			p.content.WriteString(m)
 			i = j + len(m)
 		} else {
-			i = end
+			i = skipSpace(s, end) // the spaces after a call belong to it
 		}
 		p.settle(phaseBody, i)
 	}

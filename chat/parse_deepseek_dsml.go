@@ -1,6 +1,9 @@
 package chat
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // DeepSeek V3.2 / V4 DSML markup.
 const (
@@ -15,6 +18,14 @@ const (
 // tool_calls.
 var dsmlBlocks = []string{"<" + dsml + "function_calls>", "<" + dsml + "tool_calls>"}
 
+// dsmlSeparator is the blank line the template puts between text and a
+// block: as llama.cpp reads it, it belongs to the block, not the text.
+const dsmlSeparator = "\n\n"
+
+// dsmlMarkers start a block in the output: a block's tag, with or without
+// the separator before it.
+var dsmlMarkers = append(slices.Clone(dsmlBlocks), dsmlSeparator+dsmlBlocks[0], dsmlSeparator+dsmlBlocks[1])
+
 // callDSML reads a DSML block: one or more <｜DSML｜invoke name="f"> with
 // <｜DSML｜parameter name="k" string="true|false">v</｜DSML｜parameter>
 // items up to </｜DSML｜invoke>, then the block's closing tag. A value
@@ -22,6 +33,9 @@ var dsmlBlocks = []string{"<" + dsml + "function_calls>", "<" + dsml + "tool_cal
 // not read as JSON).
 func callDSML(p *pstate, i int, marker string) (int, bool) {
 	s := p.s
+	if m, ok := strings.CutPrefix(marker, dsmlSeparator); ok {
+		i, marker = i+len(dsmlSeparator), m
+	}
 	closing := "</" + marker[1:]
 	return p.callInvokes(i+len(marker), dsmlInvoke, dsmlParam, dsmlInvokeEnd, closing, func(name string, k int, args *xmlArgs) (int, scanStatus) {
 		gt := strings.IndexByte(s[k:], '>')

@@ -85,7 +85,7 @@ func specFor(f Format) formatSpec {
 	case FormatMiniMaxM2:
 		return thinkSpec(callMiniMaxM2, "<minimax:tool_call>")
 	case FormatDeepSeekV32:
-		sp := thinkSpec(callDSML, dsmlBlocks...)
+		sp := thinkSpec(callDSML, dsmlMarkers...)
 		sp.thinkStops = dsmlBlocks
 		return sp
 	case FormatLFM2:

@@ -62,7 +62,7 @@ var parseCases = []parseCase{
 	{name: "hermes cut off", format: FormatHermes2Pro, in: "<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg", calls: []ToolCall{call("special_function", `{"arg`)}, wantErr: true},
 
 	{name: "qwen3 coder call", format: FormatQwen3Coder, in: "<tool_call>\n<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n</function>\n</tool_call>", calls: []ToolCall{call("special_function", argsArg1)}},
-	{name: "qwen3 coder no open tag", format: FormatQwen3Coder, in: "Let me call it.\n<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n</function>\n</tool_call>", content: "Let me call it.", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "qwen3 coder no open tag", format: FormatQwen3Coder, in: "Let me call it.\n<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n</function>\n</tool_call>", content: "Let me call it.\n", calls: []ToolCall{call("special_function", argsArg1)}},
 	{name: "qwen3 coder parallel", format: FormatQwen3Coder, in: "<tool_call>\n<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=special_function_with_opt>\n<parameter=arg1>\n1\n</parameter>\n<parameter=arg2>\n2\n</parameter>\n</function>\n</tool_call>",
 		calls: []ToolCall{call("special_function", argsArg1), call("special_function_with_opt", `{"arg1": 1, "arg2": 2}`)}},
 	{name: "qwen3 coder code", format: FormatQwen3Coder, in: "<tool_call>\n<function=python>\n<parameter=code>\ndef hello():\n    print(\"Hello, world!\")\n\nhello()\n</parameter>\n</function>\n</tool_call>",
@@ -168,7 +168,7 @@ var parseCases = []parseCase{
 	{name: "minimax m2 empty args", format: FormatMiniMaxM2, reasoning: ReasoningAuto, forced: true, in: "Let's call a tool:\n</think>\n\n<minimax:tool_call>\n<invoke name=\"empty_args\">\n</invoke>\n</minimax:tool_call>", reasoningOut: "Let's call a tool:", calls: []ToolCall{call("empty_args", `{}`)}},
 	{name: "minimax m2 call", format: FormatMiniMaxM2, reasoning: ReasoningDeepSeek, forced: true, in: "\n</think>\n\n<minimax:tool_call>\n<invoke name=\"special_function\">\n<parameter name=\"arg1\">1</parameter>\n</invoke>\n</minimax:tool_call>", calls: []ToolCall{call("special_function", argsArg1)}},
 	{name: "minimax m2 parallel", format: FormatMiniMaxM2, in: "Hello, world!\nWhat's up?\n<minimax:tool_call>\n<invoke name=\"special_function\">\n<parameter name=\"arg1\">1</parameter>\n</invoke>\n<invoke name=\"get_time\">\n<parameter name=\"city\">Paris</parameter>\n</invoke>\n</minimax:tool_call>",
-		content: helloContent, calls: []ToolCall{call("special_function", argsArg1), call("get_time", `{"city": "Paris"}`)}},
+		content: helloContent + "\n", calls: []ToolCall{call("special_function", argsArg1), call("get_time", `{"city": "Paris"}`)}},
 	{name: "minimax m2 cut off", format: FormatMiniMaxM2, in: "<minimax:tool_call>\n<invoke name=\"get_time\">\n<parameter name=\"city\">Par", calls: []ToolCall{call("get_time", `{`)}, wantErr: true},
 
 	{name: "granite call", format: FormatGranite, in: "<|tool_call|>[{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}]", calls: []ToolCall{call("special_function", argsArg1)}},
@@ -263,7 +263,7 @@ var parseCases = []parseCase{
 	{name: "command r+ content", format: FormatCommandRPlus, in: "<|CHATBOT_TOKEN|>Hello, world!\nWhat's up?<|END_OF_TURN_TOKEN|>", content: helloContent},
 	{name: "command r+ call", format: FormatCommandRPlus, in: "Action:\n```json\n[{\"tool_name\": \"special_function\", \"parameters\": {\"arg1\": 1}}]\n```", calls: []ToolCall{call("special_function", argsArg1)}},
 	{name: "command r+ template call", format: FormatCommandRPlus, in: "I will call it.\nAction:\n```json\n[\n    {\n        \"tool_name\": \"special_function\",\n        \"parameters\": {\"arg1\": 1}\n    },\n    {\n        \"tool_name\": \"get_time\",\n        \"parameters\": {}\n    }\n]```",
-		content: "I will call it.", calls: []ToolCall{call("special_function", argsArg1), call("get_time", `{}`)}},
+		content: "I will call it.\n", calls: []ToolCall{call("special_function", argsArg1), call("get_time", `{}`)}},
 	{name: "command r+ plain action", format: FormatCommandRPlus, in: "Action: none needed.", content: "Action: none needed."},
 	{name: "command r+ cut off", format: FormatCommandRPlus, in: "Action:\n```json\n[{\"tool_name\": \"special_function\", \"parameters\": {\"arg1\"", calls: []ToolCall{call("special_function", `{"arg1"`)}, wantErr: true},
 }

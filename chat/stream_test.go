@@ -17,7 +17,7 @@ func TestChatStream(t *testing.T) {
 		calls   []ToolCall
 	}{
 		{"well formed", []string{"Sure.", " <tool_", "call>\n{\"name\": \"f\", ", "\"arguments\": {\"a\": 1}}\n</tool_call>"}, false,
-			"Sure.", []ToolCall{{Name: "f", Arguments: `{"a": 1}`}}},
+			"Sure. ", []ToolCall{{Name: "f", Arguments: `{"a": 1}`}}},
 		{"malformed call: the rest as content", []string{"Sure.", " <tool_", "call>\n{\"na", "me\": oops}", " more text"}, false,
 			"Sure. <tool_call>\n{\"name\": oops} more text", nil},
 		{"malformed after a call", []string{"<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>", "<tool_call>\n[[[", " tail"}, false,
@@ -25,7 +25,7 @@ func TestChatStream(t *testing.T) {
 		{"cut off by the limit", []string{"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": ", "1"}, true,
 			"", []ToolCall{{Name: "f", Arguments: `{"a": 1`}}},
 		{"incomplete at end of generation", []string{"Hi <tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": ", "1"}, false,
-			"Hi", []ToolCall{{Name: "f", Arguments: `{"a": 1`}}},
+			"Hi ", []ToolCall{{Name: "f", Arguments: `{"a": 1`}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewStream(hermes)
@@ -53,9 +53,9 @@ func TestParseLimited(t *testing.T) {
 		want         Message
 	}{
 		{"a call cut off after one whole", "Sure. " + call + "<tool_call>\n{\"name\": \"g\", \"arguments\": {\"b\": ",
-			Message{Role: RoleAssistant, Content: "Sure.", ToolCalls: []ToolCall{{Name: "f", Arguments: `{"a": 1}`}, {Name: "g", Arguments: `{"b":`}}}},
+			Message{Role: RoleAssistant, Content: "Sure. ", ToolCalls: []ToolCall{{Name: "f", Arguments: `{"a": 1}`}, {Name: "g", Arguments: `{"b":`}}}},
 		{"cut at the marker: it reads as text, as at the end of any output", call + "<tool_call>\n",
-			Message{Role: RoleAssistant, Content: "<tool_call>", ToolCalls: []ToolCall{{Name: "f", Arguments: `{"a": 1}`}}}},
+			Message{Role: RoleAssistant, Content: "<tool_call>\n", ToolCalls: []ToolCall{{Name: "f", Arguments: `{"a": 1}`}}}},
 		{"well formed", "Sure. " + call, p.ParseOutput("Sure. " + call)},
 		{"text alone", "Once upon a", Message{Role: RoleAssistant, Content: "Once upon a"}},
 	} {
