@@ -107,13 +107,18 @@ func thinkSpec(call callFunc, markers ...string) formatSpec {
 	return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose, markers: markers, call: call}
 }
 
-// closeWith consumes an optional closing literal after a call.
+// closeWith consumes an optional closing literal after a call. Output that
+// ends inside the literal (a token limit cut it) ends with the call: the
+// start of the markup is not text.
 func (p *pstate) closeWith(i int, closing string) int {
 	if closing == "" {
 		return i
 	}
 	if j, ok := p.lit(i, closing, true); ok {
 		return j
+	}
+	if k := skipSpace(p.s, i); !p.partial && k < len(p.s) && strings.HasPrefix(closing, p.s[k:]) {
+		return len(p.s)
 	}
 	return i
 }

@@ -59,6 +59,9 @@ var parseCases = []parseCase{
 	{name: "hermes think and call", format: FormatHermes2Pro, reasoning: ReasoningDeepSeek, forced: true, in: "I'm\nthinking\n</think>\n\n<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}\n</tool_call>", reasoningOut: "I'm\nthinking", calls: []ToolCall{call("special_function", argsArg1)}},
 	{name: "hermes tools off", format: FormatHermes2Pro, noTools: true, in: "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>", content: "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"},
 	{name: "hermes bad call is text", format: FormatHermes2Pro, in: "see <tool_call> tags", content: "see <tool_call> tags"},
+	{name: "hermes cut in the closing tag", format: FormatHermes2Pro, in: "Sure.\n<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}\n</tool_ca", content: "Sure.\n", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "hermes cut after the call", format: FormatHermes2Pro, in: "<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}\n\n<", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "hermes text after the call", format: FormatHermes2Pro, in: "<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}\n</tool_call>\n\nDone.\n", content: "Done.\n", calls: []ToolCall{call("special_function", argsArg1)}},
 	{name: "hermes cut off", format: FormatHermes2Pro, in: "<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg", calls: []ToolCall{call("special_function", `{"arg`)}, wantErr: true},
 
 	{name: "qwen3 coder call", format: FormatQwen3Coder, in: "<tool_call>\n<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n</function>\n</tool_call>", calls: []ToolCall{call("special_function", argsArg1)}},
