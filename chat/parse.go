@@ -293,6 +293,12 @@ func (p *pstate) body(i int, markers []string, call callFunc) {
 			i = j + len(m)
 		} else {
 			i = skipSpace(s, end) // the spaces after a call belong to it
+			if p.partial && i == len(s) {
+				// More may follow, and be the call's too: nothing
+				// after the call is settled until other text comes.
+				p.stopped = true
+				return
+			}
 		}
 		p.settle(phaseBody, i)
 	}
