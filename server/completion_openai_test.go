@@ -225,9 +225,11 @@ func TestOpenAICompletionEcho(t *testing.T) {
 	client := openai.NewClient(option.WithBaseURL(ts.URL+"/v1"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 	e, _ := s.models.Lookup("")
 	m := s.models.View(e).Inst.Model
-	prompt, err := m.Tokenize("Once upon a time, there was a little girl", llama.TokenizeOptions{AddSpecial: true})
-	require.NoError(t, err)
-	text, err := m.Detokenize(prompt, llama.DetokenizeOptions{})
+	// The echo is the prompt's text as it was written: without the BOS,
+	// and without the space a SentencePiece vocabulary puts before the
+	// first word.
+	const text = "Once upon a time, there was a little girl"
+	prompt, err := m.Tokenize(text, llama.TokenizeOptions{AddSpecial: true})
 	require.NoError(t, err)
 	params := func(echo bool, logprobs int64) openai.CompletionNewParams {
 		p := openai.CompletionNewParams{Model: "stories", MaxTokens: openai.Int(3), Temperature: openai.Float(0), Echo: openai.Bool(echo),
@@ -243,6 +245,10 @@ func TestOpenAICompletionEcho(t *testing.T) {
 	echoed, err := client.Completions.New(ctx, params(true, 0))
 	require.NoError(t, err)
 	assert.Equal(t, text+plain.Choices[0].Text, echoed.Choices[0].Text)
+	byText, err := client.Completions.New(ctx, openai.CompletionNewParams{Model: "stories", MaxTokens: openai.Int(3), Temperature: openai.Float(0),
+		Echo: openai.Bool(true), Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(text)}})
+	require.NoError(t, err)
+	assert.Equal(t, echoed.Choices[0].Text, byText.Choices[0].Text)
 
 	// The raw answer: the first token's log probability is null, its top
 	// ones an empty object (a null there makes OpenAI's Go SDK drop them all).

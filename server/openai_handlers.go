@@ -277,7 +277,15 @@ func answerOAICompletion(ctx context.Context, w http.ResponseWriter, b *openai.C
 // echoPrompt is a prompt as echo puts it before its answer: its text and
 // its legacy logprobs from pp (nil when the request asked for none).
 func echoPrompt(m *llama.Model, prompt []llama.Token, pp []engine.PromptProb) (string, *openai.LegacyLogprobs) {
-	text, _ := m.Detokenize(prompt, llama.DetokenizeOptions{})
+	// The text is the prompt's words without the BOS the model put before
+	// them: llama.cpp's detokenizer drops the space a SentencePiece
+	// vocabulary puts before the first word only when the tokens do not
+	// start with a BOS, and a string prompt comes back as it was sent.
+	words := prompt
+	if len(words) > 0 && words[0] == m.SpecialTokens().BOS {
+		words = words[1:]
+	}
+	text, _ := m.Detokenize(words, llama.DetokenizeOptions{})
 	if pp == nil {
 		return text, nil
 	}

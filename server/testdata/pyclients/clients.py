@@ -148,7 +148,7 @@ def _():
                                temperature=0)
     lp = r.choices[0].logprobs
     assert lp.token_logprobs[0] is None and all(v < 0 for v in lp.token_logprobs[1:]), lp
-    assert r.choices[0].text.lstrip().startswith(context + continuation), r
+    assert r.choices[0].text.startswith(context + continuation), r  # the prompt as it was sent
     score = sum(lp.token_logprobs[n:-1])
     assert score < 0 and len(lp.top_logprobs) == len(lp.tokens), lp
     return score
