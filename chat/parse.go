@@ -57,6 +57,7 @@ type pstate struct {
 	calls     []ToolCall
 
 	hadReasoning bool
+	afterCall    bool // the reading is right after a call: spaces are the call's
 	stopped      bool // stop reading: the rest is held back or dropped
 	err          error
 
@@ -82,6 +83,7 @@ type mark struct {
 	at                        int
 	content, reasoning, calls int
 	hadReasoning              bool
+	afterCall                 bool // at is right after a call or its spaces
 }
 
 // text is an append-only buffer that a resumed reading cuts back to a mark.
@@ -99,7 +101,7 @@ func (p *pstate) settle(ph phase, at int) {
 		return
 	}
 	p.mark = mark{phase: ph, at: at, content: len(p.content.b), reasoning: len(p.reasoning.b),
-		calls: len(p.calls), hadReasoning: p.hadReasoning}
+		calls: len(p.calls), hadReasoning: p.hadReasoning, afterCall: p.afterCall}
 }
 
 // rewind takes the state back to its mark to read a longer s from there.
@@ -110,6 +112,7 @@ func (p *pstate) rewind(s string) {
 	clear(p.calls[p.mark.calls:])
 	p.calls = p.calls[:p.mark.calls]
 	p.hadReasoning = p.mark.hadReasoning
+	p.afterCall = p.mark.afterCall
 	p.stopped = false
 	p.err = nil
 }
@@ -272,6 +275,17 @@ type callFunc func(p *pstate, i int, marker string) (end int, ok bool)
 func (p *pstate) body(i int, markers []string, call callFunc) {
 	s := p.s
 	for i <= len(s) && !p.stopped {
+		if p.afterCall {
+			// The spaces after a call are the call's. While the output
+			// may go on with more, the reading settles after them
+			// still after the call.
+			i = skipSpace(s, i)
+			if p.partial && i == len(s) {
+				p.settle(phaseBody, i)
+				return
+			}
+			p.afterCall = false
+		}
 		j, m := findFirst(s, i, markers)
 		if j < 0 {
 			text := s[i:]
@@ -292,13 +306,7 @@ func (p *pstate) body(i int, markers []string, call callFunc) {
 			p.content.WriteString(m)
 			i = j + len(m)
 		} else {
-			i = skipSpace(s, end) // the spaces after a call belong to it
-			if p.partial && i == len(s) {
-				// More may follow, and be the call's too: nothing
-				// after the call is settled until other text comes.
-				p.stopped = true
-				return
-			}
+			i, p.afterCall = end, true
 		}
 		p.settle(phaseBody, i)
 	}

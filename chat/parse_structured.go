@@ -257,6 +257,10 @@ func parseFunctionaryV32(p *pstate) {
 		if nl >= 0 {
 			head = s[i : i+nl]
 		}
+		if nl < 0 && p.partial && strings.TrimSpace(head) == "" {
+			p.stopped = true // the recipient may come after the spaces
+			return
+		}
 		if !validName(strings.TrimSpace(head)) {
 			// Text without a recipient, up to the next block.
 			text, end, found := p.until(i, ">>>")
@@ -382,8 +386,10 @@ func parseHarmony(p *pstate) {
 		header := s[j : j+m]
 		bodyStart := j + m + len(hMessage)
 		channel, recipient := harmonyHeader(header)
-		if recipient != "" && p.opts.ParseToolCalls {
-			tc := ToolCall{Name: strings.TrimPrefix(recipient, "functions.")}
+		// A recipient without a function's name ("functions.") names no
+		// call: the block is read as any other.
+		if name := strings.TrimPrefix(recipient, "functions."); name != "" && p.opts.ParseToolCalls {
+			tc := ToolCall{Name: name}
 			end, st := p.argsJSON(&tc, bodyStart)
 			switch st {
 			case scanEOF:
