@@ -168,11 +168,11 @@ type (
 		PromptProgress *wire.Progress `json:"prompt_progress,omitempty"`
 	}
 	ChatChoice struct {
-		Index        int          `json:"index"`
-		Message      *ChatMessage `json:"message,omitempty"`
-		Delta        any          `json:"delta,omitempty"` // *ChatMessage or FirstDelta
-		Logprobs     *Logprobs    `json:"logprobs,omitempty"`
-		FinishReason *string      `json:"finish_reason"`
+		Index        int            `json:"index"`
+		Message      *AnswerMessage `json:"message,omitempty"`
+		Delta        any            `json:"delta,omitempty"` // *ChatMessage or FirstDelta
+		Logprobs     *Logprobs      `json:"logprobs,omitempty"`
+		FinishReason *string        `json:"finish_reason"`
 	}
 	// FirstDelta is the first streamed delta, as llama-server (and
 	// OpenAI) send it: the role, with content null.
@@ -180,7 +180,16 @@ type (
 		Role    string  `json:"role"`
 		Content *string `json:"content"`
 	}
-	// ChatMessage is an assistant message or a streamed delta of one.
+	// AnswerMessage is a whole answer's message. Its content is always
+	// there, null beside tool calls when there is no text, as OpenAI
+	// sends it (the API describes the field as required).
+	AnswerMessage struct {
+		Role             string     `json:"role"`
+		Content          *string    `json:"content"`
+		ReasoningContent string     `json:"reasoning_content,omitempty"`
+		ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
+	}
+	// ChatMessage is a streamed delta of an assistant message.
 	ChatMessage struct {
 		Role             string     `json:"role,omitempty"`
 		Content          *string    `json:"content,omitempty"`
@@ -211,8 +220,8 @@ func NullableContent(s string, toolCalls bool) *string {
 // AssistantMessage is a chat's answer message: msg's content (null when
 // empty beside tool calls), reasoning and tool calls, each call with its id
 // or a new one.
-func AssistantMessage(msg chat.Message) *ChatMessage {
-	out := &ChatMessage{Role: chat.RoleAssistant, ReasoningContent: msg.ReasoningContent}
+func AssistantMessage(msg chat.Message) *AnswerMessage {
+	out := &AnswerMessage{Role: chat.RoleAssistant, ReasoningContent: msg.ReasoningContent}
 	for _, tc := range msg.ToolCalls {
 		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: wire.IDOrNew(tc.ID, "call_"), Type: "function", Function: ToolFunction{Name: tc.Name, Arguments: tc.Arguments}})
 	}
