@@ -326,20 +326,47 @@ func dialectOf(ctx context.Context) dialect {
 	return d
 }
 
+// marshalJSON is json.Marshal without its HTML escapes: "<", ">" and "&"
+// go out as written, as llama-server writes them (a chat template in
+// /props, a prompt from /apply-template, "<tool_call>" in an answer read
+// raw). Answers go out with "X-Content-Type-Options: nosniff" (jsonHeaders),
+// so that no browser reads one as a page.
+func marshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := newJSONEncoder(&b)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
+}
+
+// newJSONEncoder is a json.Encoder without HTML escapes (marshalJSON).
+func newJSONEncoder(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc
+}
+
+// jsonHeaders sets an answer's content type, and nosniff beside it.
+func jsonHeaders(h http.Header, contentType string) {
+	h.Set("Content-Type", contentType)
+	h.Set("X-Content-Type-Options", "nosniff")
+}
+
 // writeJSON writes v as a JSON response with the given status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	if p, ok := w.(*prediction); ok && p.setJSON(v) == nil {
 		return // a GCP prediction's instance (gcp.go)
 	}
-	b, err := json.Marshal(v)
+	b, err := marshalJSON(v)
 	if err != nil {
 		status = http.StatusInternalServerError
 		var body any
 		status, body = llamaErrors.render(serverError("encode response: %v", err))
-		b, _ = json.Marshal(body)
+		b, _ = marshalJSON(body)
 	}
 	h := w.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
+	jsonHeaders(h, "application/json; charset=utf-8")
 	h.Del("Content-Length")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))

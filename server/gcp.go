@@ -224,7 +224,7 @@ func (p *prediction) Write(b []byte) (int, error) { return p.body.Write(b) }
 
 // setJSON takes the route's answer v.
 func (p *prediction) setJSON(v any) error {
-	b, err := json.Marshal(v)
+	b, err := marshalJSON(v)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -204,6 +205,22 @@ func TestLlamaServerMiscCompat(t *testing.T) {
 		code, out = postJSON(t, ts.URL+"/completion", map[string]any{"prompt": "Once"})
 		require.Equal(t, http.StatusOK, code, out)
 		assert.EqualValues(t, 4, out["tokens_predicted"])
+	})
+	t.Run("JSON as llama-server writes it: no HTML escapes, nosniff", func(t *testing.T) {
+		for _, path := range []string{"/apply-template", "/v1/chat/completions"} {
+			resp, err := http.Post(ts.URL+path, "application/json", strings.NewReader(
+				`{"messages":[{"role":"user","content":"a <b> & c"}],"max_tokens":1,"stream":false}`))
+			require.NoError(t, err)
+			raw, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
+			assert.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), path)
+			assert.NotContains(t, string(raw), `\u003c`, path)
+			if path == "/apply-template" {
+				assert.Contains(t, string(raw), "a <b> & c", path)
+			}
+		}
 	})
 	t.Run("ignore_eos lists the EOG biases", func(t *testing.T) {
 		code, out := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": "Once", "n_predict": 2, "ignore_eos": true, "logit_bias": [][]any{{12, 1.5}}})

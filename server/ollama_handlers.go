@@ -100,13 +100,13 @@ type ndjson struct {
 
 // send writes v as a line; false when the client is gone.
 func (n *ndjson) send(v any) bool {
-	b, err := json.Marshal(v)
+	b, err := marshalJSON(v)
 	if err != nil {
-		b, _ = json.Marshal(ollama.ErrorLine{Error: err.Error()})
+		b, _ = marshalJSON(ollama.ErrorLine{Error: err.Error()})
 	}
 	if !n.started {
 		n.started = true
-		n.w.Header().Set("Content-Type", "application/x-ndjson")
+		jsonHeaders(n.w.Header(), "application/x-ndjson")
 		n.w.WriteHeader(http.StatusOK)
 	}
 	if _, err := n.w.Write(append(b, '\n')); err != nil {

@@ -129,14 +129,14 @@ func sseOpen(ctx context.Context, w http.ResponseWriter) *sseWriter {
 		sc.mu.Unlock()
 	}
 	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
+	jsonHeaders(h, "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
 	h.Del("Content-Length")
 	w.WriteHeader(http.StatusOK)
 	s := &sseWriter{w: w, rc: http.NewResponseController(w), d: dialectOf(ctx), last: time.Now(), done: make(chan struct{})}
-	s.enc = json.NewEncoder(&s.buf)
+	s.enc = newJSONEncoder(&s.buf)
 	if _, gcp := w.(*prediction); !gcp && sc != nil { // a prediction collects its events (gcp.go)
 		sc.mu.Lock()
 		sc.writers = append(sc.writers, s)
@@ -207,7 +207,7 @@ func (s *sseWriter) send(event string, v any) error {
 	err := s.writeLocked(b.Bytes())
 	if b.Cap() > 64<<10 {
 		*b = bytes.Buffer{} // a large event's buffer is not kept
-		s.enc = json.NewEncoder(b)
+		s.enc = newJSONEncoder(b)
 	}
 	return err
 }

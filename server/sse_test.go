@@ -32,9 +32,10 @@ func (f *flushCounter) Flush() {
 }
 
 // TestSSEEvents: each event is "event: name" (when named), then "data: "
-// and the value as json.Marshal writes it (a string as it is), then a
-// blank line, flushed; the writer's buffer, kept between events, never
-// leaks one event into the next, a large one included.
+// and the value as json.Marshal writes it without HTML escapes, as
+// llama-server writes it (a string as it is), then a blank line, flushed;
+// the writer's buffer, kept between events, never leaks one event into the
+// next, a large one included; the stream is nosniff.
 func TestSSEEvents(t *testing.T) {
 	big := strings.Repeat("x", 100<<10)
 	for _, tc := range []struct {
@@ -61,11 +62,15 @@ func TestSSEEvents(t *testing.T) {
 			if str, ok := tc.v.(string); ok {
 				want += "data: " + str + "\n\n"
 			} else {
-				js, err := json.Marshal(tc.v)
+				js, err := marshalJSON(tc.v)
 				require.NoError(t, err)
 				want += "data: " + string(js) + "\n\n"
 			}
 			assert.Equal(t, want+"data: end\n\n", w.Body.String())
+			if tc.name == "struct" {
+				assert.Contains(t, w.Body.String(), `"content":"<b>&</b> \u2028"`)
+			}
+			assert.Equal(t, "nosniff", w.Header().Get("X-Content-Type-Options"))
 			assert.Equal(t, 2, w.flushes)
 			assert.Equal(t, 2, s.seq())
 		})
