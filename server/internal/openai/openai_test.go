@@ -178,7 +178,7 @@ func TestAnswerShapes(t *testing.T) {
 		want string
 	}{
 		{"message with a call", AssistantMessage(chat.Message{ToolCalls: []chat.ToolCall{{ID: "c1", Name: "f", Arguments: "{}"}}}),
-			`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}`},
+			`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}`},
 		{"message with text", AssistantMessage(chat.Message{Content: "", ReasoningContent: "hm"}),
 			`{"role":"assistant","content":"","reasoning_content":"hm"}`},
 		{"first delta of a call", first, `{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":"{\"x\""}}]}`},
