@@ -359,7 +359,7 @@ func nativeFinal(g *genRequest, idx int, res *completionResult, stream bool) any
 		Timings:            wire.NewTimings(ev.Timings),
 	}
 	if !stream && g.task.Params.NProbs > 0 {
-		out.CompletionProbabilities = wire.ProbStream{Post: g.opt.PostSamplingProbs}.All(res.Steps)
+		out.CompletionProbabilities = wire.CharProbs(res.Steps, g.opt.PostSamplingProbs)
 	}
 	if len(g.opt.ResponseFields) > 0 {
 		return pickFields(out, g.opt.ResponseFields)
@@ -441,13 +441,9 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, eve
 	type state struct {
 		tokens []llama.Token
 		text   strings.Builder
-		probs  wire.ProbStream
 		n      int
 	}
 	states := make([]state, g.count())
-	for i := range states {
-		states[i].probs = wire.ProbStream{Post: g.opt.PostSamplingProbs}
-	}
 	nProbs := g.task.Params.NProbs
 	for events.Next() {
 		ev, idx := events.Event(), events.Index()
@@ -486,7 +482,7 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, eve
 			// As llama-server: no event for a token that leaves a
 			// character incomplete; the one that completes it carries it.
 			var whole bool
-			if prob, whole = st.probs.Add(wire.StepOf(ev)); !whole {
+			if prob, whole = wire.CharProb(wire.StepOf(ev), g.opt.PostSamplingProbs); !whole {
 				continue
 			}
 		} else if ev.Text == "" {

@@ -88,7 +88,7 @@ func handleChatCompletion(s *Server) handlerFunc {
 			fr := openai.FinishReason(res.Final.Stop, len(out.ToolCalls) > 0)
 			choice := openai.ChatChoice{Index: i, Message: out, FinishReason: &fr}
 			if co.Logprobs {
-				choice.Logprobs = &openai.Logprobs{Content: wire.ProbStream{Post: g.opt.PostSamplingProbs}.All(res.Steps)}
+				choice.Logprobs = &openai.Logprobs{Content: wire.CharProbs(res.Steps, g.opt.PostSamplingProbs)}
 			}
 			resp.Choices = append(resp.Choices, choice)
 			if i == 0 && g.opt.Verbose {
@@ -115,13 +115,12 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 	type choiceState struct {
 		parser  *chat.Stream
 		deltas  openai.Deltas
-		probs   wire.ProbStream
 		pending []wire.Prob
 		done    bool
 	}
 	states := make([]*choiceState, co.N)
 	for i := range states {
-		states[i] = &choiceState{parser: plan.NewStream(), probs: wire.ProbStream{Post: g.opt.PostSamplingProbs}}
+		states[i] = &choiceState{parser: plan.NewStream()}
 	}
 	send := func(c openai.ChatChoice, tm *wire.Timings) bool {
 		chunk := base
@@ -203,7 +202,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 			return
 		}
 		if co.Logprobs {
-			if pj, ok := st.probs.Add(wire.StepOf(ev)); ok {
+			if pj, ok := wire.CharProb(wire.StepOf(ev), g.opt.PostSamplingProbs); ok {
 				st.pending = append(st.pending, pj)
 			}
 		}

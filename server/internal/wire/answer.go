@@ -143,12 +143,18 @@ func logprob(tp engine.TokenProb) float64 {
 // SampledProb is the probability of the token a step sampled, its text
 // its piece in m.
 func SampledProb(m *llama.Model, s Step, post bool) Prob {
-	sampled := engine.TokenProb{Token: s.Token}
-	if s.Sampled != nil {
-		sampled = *s.Sampled
-	}
+	sampled := sampledOf(s)
 	sampled.Text = ""
 	return TokenProb(m, sampled, post)
+}
+
+// sampledOf is the entry of the token s sampled (only its id when the
+// step kept none).
+func sampledOf(s Step) engine.TokenProb {
+	if s.Sampled != nil {
+		return *s.Sampled
+	}
+	return engine.TokenProb{Token: s.Token}
 }
 
 // Probs converts steps to probability entries, one per token, each
@@ -177,35 +183,26 @@ func stepProb(s Step, post bool, pj Prob) Prob {
 	return pj
 }
 
-// ProbStream converts a generation's steps, in order, to llama.cpp's
-// completion_probabilities (and OpenAI chat's logprobs) as llama-server
-// makes them: an entry's token is the text its step sent (a control token
-// such as </s> sends none), and a token that leaves the text's last
-// character incomplete (a byte of a multi-byte UTF-8 character, see
-// Step.Partial) has no entry: the token that completes the character has
-// it, with the whole character's text. Clients that build the text from
-// the entries (Mikupad) read it whole.
-type ProbStream struct {
-	Post bool // probabilities after sampling (post_sampling_probs)
-}
-
-// Add returns s's entry, or false while s's character is incomplete.
-func (p ProbStream) Add(s Step) (Prob, bool) {
+// CharProb is the entry of step s in llama.cpp's completion_probabilities
+// (and OpenAI chat's logprobs) as llama-server makes them: its token is
+// the text the step sent (a control token such as </s> sends none), and a
+// token that leaves the text's last character incomplete (a byte of a
+// multi-byte UTF-8 character, see Step.Partial) has no entry (false): the
+// token that completes the character has it, with the whole character's
+// text. Clients that build the text from the entries (Mikupad) read it
+// whole.
+func CharProb(s Step, post bool) (Prob, bool) {
 	if s.Partial {
 		return Prob{}, false
 	}
-	sampled := engine.TokenProb{Token: s.Token}
-	if s.Sampled != nil {
-		sampled = *s.Sampled
-	}
-	return stepProb(s, p.Post, probWithText(sampled, s.Text, p.Post)), true
+	return stepProb(s, post, probWithText(sampledOf(s), s.Text, post)), true
 }
 
-// All returns the entries of steps (Add of each).
-func (p ProbStream) All(steps []Step) []Prob {
+// CharProbs returns the entries of steps (CharProb of each).
+func CharProbs(steps []Step, post bool) []Prob {
 	out := make([]Prob, 0, len(steps))
 	for _, s := range steps {
-		if pj, ok := p.Add(s); ok {
+		if pj, ok := CharProb(s, post); ok {
 			out = append(out, pj)
 		}
 	}
