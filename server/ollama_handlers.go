@@ -92,6 +92,16 @@ func (s *Server) ollamaLoad(r *http.Request, model string, keepAlive json.RawMes
 	return cmp.Or(model, inst.Name), "load", nil
 }
 
+// writeOllama answers v alone: as a stream's one line when the request's
+// stream field asks for a stream (Ollama's default), else as JSON.
+func writeOllama(w http.ResponseWriter, stream *bool, v any) {
+	if ollama.Streams(stream) {
+		(&ndjson{w: w}).send(v)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
 // ndjson writes a stream of JSON lines, each flushed.
 type ndjson struct {
 	w       http.ResponseWriter
@@ -149,12 +159,8 @@ func handleOllamaChat(s *Server) handlerFunc {
 			if err != nil {
 				return err
 			}
-			out := ollama.ChatResponse{Model: model, CreatedAt: time.Now().UTC(), Message: ollama.Message{Role: "assistant"}, Done: true, DoneReason: reason}
-			if ollama.Streams(req.Stream) {
-				(&ndjson{w: w}).send(out)
-				return nil
-			}
-			writeJSON(w, http.StatusOK, out)
+			writeOllama(w, req.Stream, ollama.ChatResponse{Model: model, CreatedAt: time.Now().UTC(), Message: ollama.Message{Role: "assistant"},
+				Done: true, DoneReason: reason})
 			return nil
 		}
 		creq, err := ollama.ToChat(&req, s.mediaMarker)
@@ -378,12 +384,7 @@ func handleOllamaGenerate(s *Server) handlerFunc {
 			if err != nil {
 				return err
 			}
-			out := ollama.GenerateResponse{Model: model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: reason}
-			if ollama.Streams(req.Stream) {
-				(&ndjson{w: w}).send(out)
-				return nil
-			}
-			writeJSON(w, http.StatusOK, out)
+			writeOllama(w, req.Stream, ollama.GenerateResponse{Model: model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: reason})
 			return nil
 		}
 		if !req.Raw && req.Suffix == "" {
