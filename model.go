@@ -151,6 +151,8 @@ type Model struct {
 	encoderOnly bool
 	bpeOnce     sync.Once // bpe: the vocabulary is BPE (see isBPE)
 	bpe         bool
+	specialOnce sync.Once // special: the vocabulary's special tokens
+	special     SpecialTokens
 
 	childMu  sync.Mutex
 	children map[closer]struct{}
@@ -751,15 +753,20 @@ func (m *Model) SpecialTokens() SpecialTokens {
 		return SpecialTokens{n, n, n, n, n, n, n, n, n, n, n, n, n, false, false, false}
 	}
 	defer done()
-	v := m.vocab
-	return SpecialTokens{
-		BOS: Token(capi.VocabBOS(v)), EOS: Token(capi.VocabEOS(v)), EOT: Token(capi.VocabEOT(v)),
-		SEP: Token(capi.VocabSEP(v)), NL: Token(capi.VocabNL(v)), PAD: Token(capi.VocabPAD(v)),
-		MASK:   Token(capi.VocabMASK(v)),
-		FIMPre: Token(capi.VocabFIMPre(v)), FIMSuf: Token(capi.VocabFIMSuf(v)), FIMMid: Token(capi.VocabFIMMid(v)),
-		FIMPad: Token(capi.VocabFIMPad(v)), FIMRep: Token(capi.VocabFIMRep(v)), FIMSep: Token(capi.VocabFIMSep(v)),
-		AddBOS: capi.VocabGetAddBOS(v), AddEOS: capi.VocabGetAddEOS(v), AddSEP: capi.VocabGetAddSEP(v),
-	}
+	// The vocabulary does not change after load: read it once, not
+	// sixteen C calls a request.
+	m.specialOnce.Do(func() {
+		v := m.vocab
+		m.special = SpecialTokens{
+			BOS: Token(capi.VocabBOS(v)), EOS: Token(capi.VocabEOS(v)), EOT: Token(capi.VocabEOT(v)),
+			SEP: Token(capi.VocabSEP(v)), NL: Token(capi.VocabNL(v)), PAD: Token(capi.VocabPAD(v)),
+			MASK:   Token(capi.VocabMASK(v)),
+			FIMPre: Token(capi.VocabFIMPre(v)), FIMSuf: Token(capi.VocabFIMSuf(v)), FIMMid: Token(capi.VocabFIMMid(v)),
+			FIMPad: Token(capi.VocabFIMPad(v)), FIMRep: Token(capi.VocabFIMRep(v)), FIMSep: Token(capi.VocabFIMSep(v)),
+			AddBOS: capi.VocabGetAddBOS(v), AddEOS: capi.VocabGetAddEOS(v), AddSEP: capi.VocabGetAddSEP(v),
+		}
+	})
+	return m.special
 }
 
 // TokenAttr is a bit set of token attributes.

@@ -150,13 +150,14 @@ func ParseSamplers(names []string) (list, skipped []string) {
 
 // ParseSamplerSeq is ParseSamplers for a sampling sequence, one letter per
 // sampler (llama.cpp's --sampler-seq, and a request's samplers given as a
-// string); it skips the letters no sampler has and returns them.
-func ParseSamplerSeq(seq string) (list []string, skipped []rune) {
+// string); it skips the letters no sampler has and returns them, each as
+// a string of its own.
+func ParseSamplerSeq(seq string) (list, skipped []string) {
 	for _, c := range seq {
 		if name, ok := SamplerByLetter(c); ok {
 			list = append(list, name)
 		} else {
-			skipped = append(skipped, c)
+			skipped = append(skipped, string(c))
 		}
 	}
 	return list, skipped

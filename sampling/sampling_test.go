@@ -358,11 +358,7 @@ func TestParseSamplers(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var got, skipped []string
 			if c.seq != "" {
-				var letters []rune
-				got, letters = sampling.ParseSamplerSeq(c.seq)
-				for _, r := range letters {
-					skipped = append(skipped, string(r))
-				}
+				got, skipped = sampling.ParseSamplerSeq(c.seq)
 			} else {
 				got, skipped = sampling.ParseSamplers(c.names)
 			}

@@ -1639,21 +1639,12 @@ func (c *config) modelSource(ctx context.Context, progress io.Writer) error {
 // skipped with a warning at start: scripts written for older llama.cpp
 // name "tfs_z", which it no longer has.
 func samplerList(c *config, names []string, seq string) error {
-	var list, skipped []string
+	list, skipped := sampling.ParseSamplers(names)
 	if seq != "" {
-		var letters []rune
-		list, letters = sampling.ParseSamplerSeq(seq)
-		for _, r := range letters {
-			skipped = append(skipped, strconv.QuoteRune(r))
-		}
-	} else {
-		list, skipped = sampling.ParseSamplers(names)
-		for i, n := range skipped {
-			skipped[i] = strconv.Quote(n)
-		}
+		list, skipped = sampling.ParseSamplerSeq(seq)
 	}
 	for _, s := range skipped {
-		c.warnings = append(c.warnings, fmt.Sprintf("no sampler is named %s: skipped", s))
+		c.warnings = append(c.warnings, fmt.Sprintf("no sampler is named %q: skipped", s))
 	}
 	if len(list) > sampling.MaxSamplers {
 		return fmt.Errorf("%d samplers; at most %d are allowed", len(list), sampling.MaxSamplers)

@@ -102,7 +102,7 @@ func TestFlagSpellings(t *testing.T) {
 		}},
 		{[]string{"--sampling-seq", "kqt"}, func(t *testing.T, c *config) {
 			assert.Equal(t, []string{"top_k", "temperature"}, c.sampling.Samplers)
-			assert.Equal(t, []string{`no sampler is named 'q': skipped`}, c.startupWarnings("unix"))
+			assert.Equal(t, []string{`no sampler is named "q": skipped`}, c.startupWarnings("unix"))
 		}},
 		{[]string{"--sampler-seq", "edm"}, func(t *testing.T, c *config) {
 			assert.Equal(t, []string{"penalties", "dry", "min_p"}, c.sampling.Samplers)
