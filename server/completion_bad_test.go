@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -40,6 +41,10 @@ func TestCompletionBadRequests(t *testing.T) {
 		{"mirostat out of range", "/completion", map[string]any{"prompt": "x", "mirostat": 3}, 400, "invalid_request_error", "mirostat"},
 		{"a chain of a million samplers", "/completion", map[string]any{"prompt": "x", "samplers": strings.Repeat("k", 1_000_000)}, 400, "invalid_request_error", "samplers"},
 		{"sampler names past the limit", "/completion", map[string]any{"prompt": "x", "samplers": slices.Repeat([]string{"top_k"}, 65)}, 400, "invalid_request_error", "samplers"},
+		{"a million unknown sampler names", "/completion", map[string]any{"prompt": "x", "samplers": slices.Repeat([]string{"q"}, 1_000_000)}, 400, "invalid_request_error", `"samplers" has more than 4096 names`},
+		{"a million unknown sampler letters", "/completion", map[string]any{"prompt": "x", "samplers": strings.Repeat("q", 1_000_000)}, 400, "invalid_request_error", `"samplers" has 1000000 letters`},
+		{"a million stop strings", "/completion", map[string]any{"prompt": "x", "stop": slices.Repeat([]string{"q"}, 1_000_000)}, 400, "invalid_request_error", `"stop" has more than 4096 strings`},
+		{"a million response fields", "/completion", map[string]any{"prompt": "x", "response_fields": slices.Repeat([]string{"q"}, 1_000_000)}, 400, "invalid_request_error", "response_fields"},
 		{"logit_bias bad bias", "/completion", map[string]any{"prompt": "x", "logit_bias": map[string]any{"12": "x"}}, 400, "invalid_request_error", "logit_bias"},
 		{"lora id out of range", "/completion", map[string]any{"prompt": "x", "lora": []any{map[string]any{"id": 3, "scale": 1}}}, 400, "invalid_request_error", "lora"},
 		{"token id out of range", "/completion", map[string]any{"prompt": []any{1, 999999}}, 400, "invalid_request_error", "999999"},
@@ -147,4 +152,34 @@ func TestCompletionSkipsUnknown(t *testing.T) {
 	code, out := postJSON(t, ts.URL+"/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "Hi"}},
 		"max_tokens": 4, "logit_bias": map[string]any{"11203": -100, "29871": -100}})
 	assert.Equal(t, http.StatusOK, code, "OpenAI's form, ids of a larger tokenizer: %v", out)
+}
+
+// TestLongStringArrays checks that every dialect refuses an array of more
+// than wire.MaxStrings strings as it reads it: decoded whole, a million
+// one-letter strings take about 25 times the body's bytes.
+func TestLongStringArrays(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	many := slices.Repeat([]string{"q"}, 1_000_000)
+	msgs := []any{map[string]any{"role": "user", "content": "hi"}}
+	for _, c := range []struct {
+		name, path string
+		body       map[string]any
+		contains   string
+	}{
+		{"stop", "/completion", map[string]any{"prompt": "x", "stop": many}, `"stop" has more than 4096 strings`},
+		{"OpenAI stop", "/v1/chat/completions", map[string]any{"messages": msgs, "stop": many}, `"stop" has more than 4096 strings`},
+		{"dry_sequence_breakers", "/completion", map[string]any{"prompt": "x", "dry_sequence_breakers": many}, `"dry_sequence_breakers" has more than 4096 strings`},
+		{"samplers", "/completion", map[string]any{"prompt": "x", "samplers": many}, `"samplers" has more than 4096 names`},
+		{"response_fields", "/completion", map[string]any{"prompt": "x", "response_fields": many}, `"response_fields" must be an array of at most 4096 strings`},
+		{"Anthropic stop_sequences", "/v1/messages", map[string]any{"max_tokens": 1, "messages": msgs, "stop_sequences": many}, "more than 4096 strings"},
+		{"Ollama options.stop", "/api/generate", map[string]any{"model": "m", "prompt": "x", "options": map[string]any{"stop": many}}, `"options.stop" has more than 4096 strings`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, out := postJSON(t, ts.URL+c.path, c.body)
+			assert.Equal(t, http.StatusBadRequest, code, "%v", out)
+			assert.Contains(t, fmt.Sprint(out), c.contains)
+		})
+	}
+	code, out := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": "x", "n_predict": 2, "stop": many[:64], "samplers": many[:4096]})
+	assert.Equal(t, http.StatusOK, code, "the longest arrays are read: %v", out)
 }

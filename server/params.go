@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/x/llama/engine"
 	"github.com/x/llama/server/internal/wire"
@@ -41,7 +42,7 @@ type genOptions struct {
 	ReturnTokens      bool
 	TimingsPerToken   bool
 	PostSamplingProbs bool
-	ResponseFields    []string
+	ResponseFields    wire.StringList
 	// Verbose adds llama-server's __verbose debug object to OpenAI-shaped
 	// answers ("verbose"; default Options.Verbose).
 	Verbose bool
@@ -126,7 +127,7 @@ func (inst *instance) generation(g *wire.Gen, defaultNPredict int) (*engine.Requ
 	t.ReturnProgress = progress && opt.Stream
 	// A whole answer is read at its end: the loop need not wake the reader per token.
 	t.WakeAtEnd = !opt.Stream
-	if err := g.ResponseFields.Read(&opt.ResponseFields, "an array of strings"); err != nil {
+	if err := g.ResponseFields.Read(&opt.ResponseFields, fmt.Sprintf("an array of at most %d strings", wire.MaxStrings)); err != nil {
 		return nil, opt, err
 	}
 	if err := parseSamplers(g.Samplers, p); err != nil {
@@ -188,10 +189,15 @@ func parseSamplers(raw json.RawMessage, p *sampling.Params) error {
 	case 's':
 		var s string
 		_ = json.Unmarshal(raw, &s)
+		if n := utf8.RuneCountInString(s); n > wire.MaxStrings {
+			return badRequest(`"samplers" has %d letters; at most %d are read`, n, wire.MaxStrings)
+		}
 		p.Samplers, _ = sampling.ParseSamplerSeq(s)
 	default:
-		var names []string
-		if json.Unmarshal(raw, &names) != nil {
+		names, err := wire.DecodeStrings(raw, wire.MaxStrings)
+		if err == wire.ErrTooMany {
+			return badRequest(`"samplers" has more than %d names`, wire.MaxStrings)
+		} else if err != nil {
 			return badRequest(`"samplers" must be an array of sampler names`)
 		}
 		p.Samplers, _ = sampling.ParseSamplers(names)

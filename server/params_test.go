@@ -107,7 +107,7 @@ func TestParseGeneration(t *testing.T) {
 		}},
 		{"response options", `{"stream":true,"return_tokens":true,"timings_per_token":true,"post_sampling_probs":true,"response_fields":["content"]}`, func(t *testing.T, _ *engine.Request, opt genOptions) {
 			assert.True(t, opt.Stream && opt.ReturnTokens && opt.TimingsPerToken && opt.PostSamplingProbs)
-			assert.Equal(t, []string{"content"}, opt.ResponseFields)
+			assert.Equal(t, wire.StringList{"content"}, opt.ResponseFields)
 		}},
 		{"n_cache_reuse absent: the server's", `{}`, func(t *testing.T, task *engine.Request, _ genOptions) {
 			assert.Equal(t, 0, task.CacheReuse)

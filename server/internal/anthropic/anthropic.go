@@ -38,7 +38,7 @@ type (
 		Messages      []Message       `json:"messages"`
 		Tools         []Tool          `json:"tools"`
 		ToolChoice    *ToolChoice     `json:"tool_choice"`
-		StopSequences []string        `json:"stop_sequences"`
+		StopSequences wire.StringList `json:"stop_sequences"`
 		MaxTokens     *int            `json:"max_tokens"`
 		Temperature   *float64        `json:"temperature"`
 		TopP          *float64        `json:"top_p"`
@@ -371,7 +371,7 @@ func ToChat(req *Request, marker string) (*wire.Chat, error) {
 		}
 	}
 	if len(req.StopSequences) > 0 {
-		out.Gen.Stop = wire.SomeStrs("stop", slices.Clone(req.StopSequences))
+		out.Gen.Stop = wire.SomeStrs("stop", slices.Clone([]string(req.StopSequences)))
 	}
 	maxTokens := DefaultMaxTokens
 	if req.MaxTokens != nil {

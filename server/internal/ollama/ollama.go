@@ -298,8 +298,10 @@ func (o Options) Gen(g *wire.Gen) error {
 		}
 		switch {
 		case name == "stop":
-			var stop []string
-			if json.Unmarshal(raw, &stop) != nil {
+			stop, err := wire.DecodeStrings(raw, wire.MaxStrings)
+			if err == wire.ErrTooMany {
+				return wire.Errorf(`"options.stop" has more than %d strings`, wire.MaxStrings)
+			} else if err != nil {
 				return wire.Errorf(`"options.stop" must be an array of strings`)
 			}
 			g.Stop = wire.SomeStrs("stop", stop)

@@ -14,6 +14,8 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strconv"
@@ -155,12 +157,79 @@ func (o *Num) Int(dst *int, lo, hi int64) error {
 	return CheckInt(o.name, n, dst, lo, hi)
 }
 
-// Strs is an optional string or array of strings.
+// MaxStrings is the most entries an array of strings in a request may
+// have: decoding an array of short strings takes about 25 times its bytes
+// (a string header and an allocation for every few bytes of JSON), so a
+// longer one is refused as it is read, not decoded whole and then
+// counted. No field wants as many: stop strings and DRY breakers stop at
+// 64, samplers at sampling.MaxSamplers.
+const MaxStrings = 4096
+
+// ErrTooMany is DecodeStrings' error for an array of more than its max.
+var ErrTooMany = errors.New("too many strings")
+
+// DecodeStrings decodes raw, a JSON array of strings (a null entry is
+// "", as json.Unmarshal reads it), refusing it with ErrTooMany as soon as
+// it has more than max entries.
+func DecodeStrings(raw []byte, max int) ([]string, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return nil, errNotStrings
+	}
+	out := []string{}
+	for dec.More() {
+		if len(out) == max {
+			return nil, ErrTooMany
+		}
+		t, err := dec.Token()
+		if err != nil {
+			return nil, errNotStrings
+		}
+		switch t := t.(type) {
+		case string:
+			out = append(out, t)
+		case nil:
+			out = append(out, "")
+		default:
+			return nil, errNotStrings
+		}
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim(']') {
+		return nil, errNotStrings
+	}
+	return out, nil
+}
+
+var errNotStrings = errors.New("not an array of strings")
+
+// StringList is an array of strings decoded with DecodeStrings: its
+// UnmarshalJSON fails on more than MaxStrings entries.
+type StringList []string
+
+func (l *StringList) UnmarshalJSON(b []byte) error {
+	if IsNull(b) {
+		*l = nil
+		return nil
+	}
+	v, err := DecodeStrings(b, MaxStrings)
+	switch err {
+	case nil:
+		*l = v
+		return nil
+	case ErrTooMany:
+		return fmt.Errorf("an array of more than %d strings", MaxStrings)
+	}
+	return errors.New("not an array of strings")
+}
+
+// Strs is an optional string or array of strings (of at most MaxStrings:
+// Many when it has more).
 type Strs struct {
 	name string
 	Set  bool
 	V    []string
 	Bad  bool
+	Many bool
 }
 
 func (o *Strs) SetName(name string) { o.name = name }
@@ -177,7 +246,8 @@ func (o *Strs) UnmarshalJSON(b []byte) error {
 		o.V = []string{s}
 		return nil
 	}
-	o.Bad = json.Unmarshal(b, &o.V) != nil
+	v, err := DecodeStrings(b, MaxStrings)
+	o.V, o.Bad, o.Many = v, err != nil, err == ErrTooMany
 	return nil
 }
 
@@ -188,6 +258,9 @@ func SomeStrs(name string, v []string) Strs { return Strs{name: name, Set: true,
 func (o *Strs) Read(dst *[]string) error {
 	if !o.Set {
 		return nil
+	}
+	if o.Many {
+		return Errorf("%q has more than %d strings", o.name, MaxStrings)
 	}
 	if o.Bad {
 		return Errorf("%q must be a string or an array of strings", o.name)

@@ -2,6 +2,8 @@ package wire
 
 import (
 	"encoding/json"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -119,4 +121,49 @@ func FuzzDecode(f *testing.F) {
 			isErr(err)
 		}
 	})
+}
+
+// TestDecodeStrings checks the bounded decoder of string arrays: what
+// json.Unmarshal reads into a []string it reads the same, and it stops at
+// the first entry past max without decoding the rest.
+func TestDecodeStrings(t *testing.T) {
+	for _, c := range []struct {
+		name, raw string
+		want      []string
+		err       error
+	}{
+		{"empty", `[]`, []string{}, nil},
+		{"strings", ` ["a", "b\u00e9", ""] `, []string{"a", "bé", ""}, nil},
+		{"null entry", `["a", null]`, []string{"a", ""}, nil},
+		{"exactly max", `["a","b","c"]`, []string{"a", "b", "c"}, nil},
+		{"past max", `["a","b","c","d"]`, nil, ErrTooMany},
+		{"past max, bad after", `["a","b","c","d",5,`, nil, ErrTooMany},
+		{"a number", `["a", 5]`, nil, errNotStrings},
+		{"nested", `[["a"]]`, nil, errNotStrings},
+		{"an object", `{"a": "b"}`, nil, errNotStrings},
+		{"a string", `"a"`, nil, errNotStrings},
+		{"unclosed", `["a"`, nil, errNotStrings},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := DecodeStrings([]byte(c.raw), 3)
+			assert.Equal(t, c.err, err)
+			assert.Equal(t, c.want, got)
+			if c.err == nil {
+				var std []string
+				require.NoError(t, json.Unmarshal([]byte(c.raw), &std))
+				assert.Equal(t, std, got)
+			}
+		})
+	}
+	// A 32 MiB array of one-letter strings is refused for what it holds
+	// after MaxStrings entries, not decoded whole first (about 800 MiB).
+	raw := []byte("[" + strings.Repeat(`"q",`, 8<<20) + `"q"]`)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var s Strs
+	require.NoError(t, s.UnmarshalJSON(raw))
+	runtime.ReadMemStats(&after)
+	assert.True(t, s.Many)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated")
 }

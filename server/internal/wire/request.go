@@ -124,7 +124,7 @@ type Gen struct {
 	PostSamplingProbs   Opt[bool]       `json:"post_sampling_probs"`
 	Verbose             Opt[bool]       `json:"verbose"`
 	ReturnProgress      Opt[bool]       `json:"return_progress"`
-	ResponseFields      Opt[[]string]   `json:"response_fields"`
+	ResponseFields      Opt[StringList] `json:"response_fields"`
 	Samplers            json.RawMessage `json:"samplers"`   // an array of names or a string of letters
 	LogitBias           json.RawMessage `json:"logit_bias"` // pairs or an object
 	LoRA                Opt[[]LoraItem] `json:"lora"`
