@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // ParseOptions says how to read a model's output.
@@ -87,7 +88,74 @@ type mark struct {
 }
 
 // text is an append-only buffer that a resumed reading cuts back to a mark.
-type text struct{ b []byte }
+// It remembers the runs of spaces found at its start and end, so that a
+// stream that writes nothing but spaces for a while costs a scan of what
+// each piece adds, not of the whole run at every piece.
+type text struct {
+	b []byte
+	// lead: b[:lead] is spaces.
+	lead int
+	// b[tail:tailEnd] is spaces and the rune before tail is not; tailEnd
+	// is 0 when unknown.
+	tail, tailEnd int
+}
+
+// cut cuts the text back to its first n bytes.
+func (t *text) cut(n int) {
+	if n < t.lead {
+		// b[:k] stays spaces, k the start of the character n cuts.
+		k := n
+		for k > 0 && !utf8.RuneStart(t.b[k]) {
+			k--
+		}
+		t.lead = k
+	}
+	if n < t.tailEnd {
+		// b[tail:k] stays spaces, k the start of the character n cuts.
+		k := n
+		for k > t.tail && !utf8.RuneStart(t.b[k]) {
+			k--
+		}
+		t.tailEnd = k
+		if k < t.tail {
+			t.tail, t.tailEnd = 0, 0
+		}
+	}
+	t.b = t.b[:n]
+}
+
+// bounds gives the part of the text without the spaces around it, as
+// [strings.TrimSpace] cuts it, scanning only what the
+// remembered runs do not cover.
+func (t *text) bounds() (lo, hi int) {
+	b := t.b
+	lo = t.lead
+	for lo < len(b) {
+		r, size := utf8.DecodeRune(b[lo:])
+		if !unicode.IsSpace(r) {
+			break
+		}
+		lo += size
+	}
+	t.lead = lo
+	hi = len(b)
+	for hi > lo {
+		if hi == t.tailEnd {
+			hi = max(t.tail, lo) // the rest of the run is spaces
+			break
+		}
+		r, size := utf8.DecodeLastRune(b[:hi])
+		if !unicode.IsSpace(r) {
+			break
+		}
+		hi -= size
+	}
+	t.tail, t.tailEnd = hi, len(b)
+	if hi <= lo {
+		t.tail, t.tailEnd = 0, 0 // all spaces: lead holds it
+	}
+	return lo, hi
+}
 
 // WriteString appends s.
 func (t *text) WriteString(s string) { t.b = append(t.b, s...) }
@@ -107,8 +175,8 @@ func (p *pstate) settle(ph phase, at int) {
 // rewind takes the state back to its mark to read a longer s from there.
 func (p *pstate) rewind(s string) {
 	p.s = s
-	p.content.b = p.content.b[:p.mark.content]
-	p.reasoning.b = p.reasoning.b[:p.mark.reasoning]
+	p.content.cut(p.mark.content)
+	p.reasoning.cut(p.mark.reasoning)
 	clear(p.calls[p.mark.calls:])
 	p.calls = p.calls[:p.mark.calls]
 	p.hadReasoning = p.mark.hadReasoning
@@ -161,7 +229,7 @@ func (p *pstate) message() Message {
 	msg := Message{Role: RoleAssistant}
 	lo, hi := p.contentBounds()
 	msg.Content = string(p.content.b[lo:hi])
-	lo, hi = spaceBounds(p.reasoning.b)
+	lo, hi = p.reasoning.bounds()
 	msg.ReasoningContent = string(p.reasoning.b[lo:hi])
 	if len(p.calls) > 0 {
 		msg.ToolCalls = append([]ToolCall(nil), p.calls...)
@@ -178,20 +246,15 @@ func (p *pstate) contentBounds() (lo, hi int) {
 	b := p.content.b
 	switch {
 	case p.trims():
-		lo, _ = spaceBounds(b)
+		// Only the left side is scanned: the spaces at the end, a run
+		// that grows by a token at a time when a model writes nothing
+		// else, would be scanned again at every token.
+		lo, _ = p.content.bounds()
 		return lo, len(b)
 	case p.hadReasoning:
 		return len(b) - len(bytes.TrimLeft(b, " \t\r\n")), len(b)
 	}
 	return 0, len(b)
-}
-
-// spaceBounds gives the part of b without the spaces around it, as
-// [strings.TrimSpace] cuts it.
-func spaceBounds(b []byte) (lo, hi int) {
-	t := bytes.TrimLeftFunc(b, unicode.IsSpace)
-	lo = len(b) - len(t)
-	return lo, lo + len(bytes.TrimRightFunc(t, unicode.IsSpace))
 }
 
 // reasoningBlock reads a thinking block at i (after spaces) delimited by

@@ -44,6 +44,11 @@ func BenchmarkParserStream(b *testing.B) {
 	}{
 		{"content", benchContent(), ParseOptions{Format: FormatContentOnly}},
 		{"tool_calls", benchCalls(), ParseOptions{Format: FormatHermes2Pro, Reasoning: ReasoningAuto, ParseToolCalls: true}},
+		// A model that writes nothing but spaces until its limit: before,
+		// after some text, and inside its thinking.
+		{"spaces", strings.Repeat("\n", 16000), ParseOptions{Format: FormatHermes2Pro, ParseToolCalls: true}},
+		{"text_then_spaces", "x" + strings.Repeat(" ", 16000), ParseOptions{Format: FormatHermes2Pro, ParseToolCalls: true}},
+		{"thinking_spaces", "<think>x" + strings.Repeat(" ", 16000), ParseOptions{Format: FormatHermes2Pro, Reasoning: ReasoningAuto, ParseToolCalls: true}},
 	}
 	for _, c := range cases {
 		pieces := tokenPieces(c.in)

@@ -125,7 +125,7 @@ func (p *Parser) step(from mark) (Delta, error) {
 	st := p.st
 	var d Delta
 	clo, chi := st.contentBounds()
-	rlo, rhi := spaceBounds(st.reasoning.b)
+	rlo, rhi := st.reasoning.bounds()
 	cok := grows(&p.content, p.contentAt, st.content.b, clo, chi, from.content)
 	rok := grows(&p.reasoning, p.reasoningAt, st.reasoning.b, rlo, rhi, from.reasoning)
 	if !cok || !rok || len(st.calls) < len(p.calls) {
