@@ -29,6 +29,8 @@ var packageVars = map[string]string{
 	"errGitDir":     "a sentinel error",
 	"genParams":     "the table of numeric generation parameters",
 	"userMarkers":   "a table of the texts that open a user message",
+	"ErrTooMany":    "a sentinel error (internal/wire)",
+	"errNotStrings": "a sentinel error (internal/wire)",
 }
 
 // TestNoPackageState keeps the server's state in the Server: no file
