@@ -186,7 +186,9 @@ type Event struct {
 	// Partial says the text generated so far ends inside a UTF-8
 	// character: this token began or continued a multi-byte character
 	// that a later token completes (llama-server gives such a token no
-	// probability entry of its own).
+	// probability entry of its own). A request's last token is never
+	// Partial: when it stops inside a character, its Text ends with the
+	// character's bytes as U+FFFD.
 	Partial bool
 	// Probs are the top NProbs candidates of this step (when asked).
 	Probs []TokenProb

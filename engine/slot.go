@@ -732,6 +732,7 @@ func (e *Engine) sampleNext(s *engSlot) {
 		if stop != StopTypeNone && len(s.pending) > 0 {
 			ev.Text += strings.ToValidUTF8(string(s.pending), "\uFFFD")
 			s.pending = s.pending[:0]
+			ev.Partial = false // the character will not be finished: sent as it is
 		}
 	}
 	if s.tk.ob.push(&ev, false) && s.generated == 1 {

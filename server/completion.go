@@ -442,6 +442,7 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, eve
 		tokens []llama.Token
 		text   strings.Builder
 		n      int
+		held   string // text of tokens without an entry, sent with the next
 	}
 	states := make([]state, g.count())
 	nProbs := g.task.Params.NProbs
@@ -482,7 +483,8 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, eve
 			// As llama-server: no event for a token that leaves a
 			// character incomplete; the one that completes it carries it.
 			var whole bool
-			if prob, whole = wire.CharProb(wire.StepOf(ev), g.opt.PostSamplingProbs); !whole {
+			if prob, whole = wire.CharProb(wire.StepOf(ev), st.held, g.opt.PostSamplingProbs); !whole {
+				st.held += ev.Text
 				continue
 			}
 		} else if ev.Text == "" {
@@ -490,13 +492,13 @@ func streamNative(ctx context.Context, w http.ResponseWriter, g *genRequest, eve
 		}
 		chunk := nativeChunk{
 			Index:           idx,
-			Content:         ev.Text,
+			Content:         st.held + ev.Text,
 			Tokens:          nonNilTokens(st.tokens),
 			IDSlot:          ev.SlotID,
 			TokensPredicted: st.n,
 			TokensEvaluated: len(g.prompt(idx)),
 		}
-		st.tokens = nil
+		st.tokens, st.held = nil, ""
 		if g.opt.TimingsPerToken {
 			chunk.Timings = wire.NewTimings(ev.Timings)
 		}

@@ -449,6 +449,32 @@ func TestCompletionProbsByCharacter(t *testing.T) {
 	})
 	assert.Equal(t, want, streamed)
 
+	// Cut by n_predict after the character's first byte: the last token
+	// sends the byte as U+FFFD, with its entry, whole and streamed alike.
+	cut := []entry{{" ", []int{32}}, {"\uFFFD", []int{239, 191, 189}}}
+	body["n_predict"], body["stream"] = 2, false
+	code, raw = postRaw(t, ts.URL+"/completion", body)
+	require.Equal(t, http.StatusOK, code, "%s", raw)
+	require.NoError(t, json.Unmarshal(raw, &whole))
+	assert.Equal(t, " \uFFFD", whole.Content)
+	assert.Equal(t, cut, whole.Probs)
+	body["stream"] = true
+	streamed = nil
+	var content strings.Builder
+	sseLines(t, ts.URL+"/completion", body, func(l string) {
+		if d, ok := strings.CutPrefix(l, "data: "); ok {
+			var ev struct {
+				Content string  `json:"content"`
+				Probs   []entry `json:"completion_probabilities"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(d), &ev))
+			content.WriteString(ev.Content)
+			streamed = append(streamed, ev.Probs...)
+		}
+	})
+	assert.Equal(t, " \uFFFD", content.String())
+	assert.Equal(t, cut, streamed)
+
 	code, raw = postRaw(t, ts.URL+"/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "Hi"}},
 		"temperature": 0, "max_tokens": 30, "logprobs": true, "top_logprobs": 2, "grammar": `root ::= " 日本"`})
 	require.Equal(t, http.StatusOK, code, "%s", raw)

@@ -116,6 +116,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 		parser  *chat.Stream
 		deltas  openai.Deltas
 		pending []wire.Prob
+		held    string // text of tokens without a logprobs entry
 		done    bool
 	}
 	states := make([]*choiceState, co.N)
@@ -202,8 +203,10 @@ func streamChat(ctx context.Context, w http.ResponseWriter, g *genRequest, plan 
 			return
 		}
 		if co.Logprobs {
-			if pj, ok := wire.CharProb(wire.StepOf(ev), g.opt.PostSamplingProbs); ok {
-				st.pending = append(st.pending, pj)
+			if pj, ok := wire.CharProb(wire.StepOf(ev), st.held, g.opt.PostSamplingProbs); ok {
+				st.pending, st.held = append(st.pending, pj), ""
+			} else {
+				st.held += ev.Text
 			}
 		}
 		if ev.Text == "" {

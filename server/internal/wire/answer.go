@@ -188,22 +188,27 @@ func stepProb(s Step, post bool, pj Prob) Prob {
 // the text the step sent (a control token such as </s> sends none), and a
 // token that leaves the text's last character incomplete (a byte of a
 // multi-byte UTF-8 character, see Step.Partial) has no entry (false): the
-// token that completes the character has it, with the whole character's
-// text. Clients that build the text from the entries (Mikupad) read it
-// whole.
-func CharProb(s Step, post bool) (Prob, bool) {
+// token that completes the character has it, with all the text sent since
+// the last entry (held: the text of the steps without one, such as the
+// space a token put before the character's first byte). Clients that build
+// the text from the entries (Mikupad) read it whole.
+func CharProb(s Step, held string, post bool) (Prob, bool) {
 	if s.Partial {
 		return Prob{}, false
 	}
-	return stepProb(s, post, probWithText(sampledOf(s), s.Text, post)), true
+	return stepProb(s, post, probWithText(sampledOf(s), held+s.Text, post)), true
 }
 
 // CharProbs returns the entries of steps (CharProb of each).
 func CharProbs(steps []Step, post bool) []Prob {
 	out := make([]Prob, 0, len(steps))
+	held := ""
 	for _, s := range steps {
-		if pj, ok := CharProb(s, post); ok {
+		if pj, ok := CharProb(s, held, post); ok {
 			out = append(out, pj)
+			held = ""
+		} else {
+			held += s.Text
 		}
 	}
 	return out

@@ -41,3 +41,40 @@ func TestAnswerShapes(t *testing.T) {
 		})
 	}
 }
+
+// TestCharProbs checks the entries of completion_probabilities as
+// llama-server makes them: a token that leaves a character incomplete has
+// none, and the one that completes it carries all the text sent since the
+// last entry, the space the first token put before the character's bytes
+// included; concatenated, the entries' texts are the content.
+func TestCharProbs(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		steps []Step
+		want  []string
+	}{
+		{"whole tokens", []Step{{Token: 1, Text: "a"}, {Token: 2, Text: " b"}}, []string{"a", " b"}},
+		{"a character over two tokens", []Step{{Token: 1, Text: "", Partial: true}, {Token: 2, Text: "中"}}, []string{"中"}},
+		{"a space before the first byte", []Step{{Token: 1, Text: "a"}, {Token: 2, Text: " ", Partial: true}, {Token: 3, Text: "中"}}, []string{"a", " 中"}},
+		{"three tokens", []Step{{Token: 1, Text: "x", Partial: true}, {Token: 2, Text: "", Partial: true}, {Token: 3, Text: "中!"}}, []string{"x中!"}},
+		{"the end flushes", []Step{{Token: 1, Text: " ", Partial: true}, {Token: 2, Text: "\uFFFD"}}, []string{" \uFFFD"}},
+		{"cut at the end", []Step{{Token: 1, Text: "a"}, {Token: 2, Text: "", Partial: true}}, []string{"a"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got []string
+			for i, p := range CharProbs(c.steps, false) {
+				got = append(got, p.Token)
+				assert.Equal(t, []byte(p.Token), intBytes(p.Bytes), "entry %d's bytes", i)
+			}
+			assert.Equal(t, c.want, got)
+		})
+	}
+}
+
+func intBytes(v []int) []byte {
+	b := make([]byte, len(v))
+	for i, x := range v {
+		b[i] = byte(x)
+	}
+	return b
+}
