@@ -207,19 +207,24 @@ func TestLlamaServerMiscCompat(t *testing.T) {
 		assert.EqualValues(t, 4, out["tokens_predicted"])
 	})
 	t.Run("JSON as llama-server writes it: no HTML escapes, nosniff", func(t *testing.T) {
-		for _, path := range []string{"/apply-template", "/v1/chat/completions"} {
-			resp, err := http.Post(ts.URL+path, "application/json", strings.NewReader(
-				`{"messages":[{"role":"user","content":"a <b> & c"}],"max_tokens":1,"stream":false}`))
+		msgs := `"messages":[{"role":"user","content":"a <b> & c"}]`
+		markup := `"max_tokens":8,"temperature":0,"grammar":"root ::= \"<b>&\""`
+		for _, c := range []struct{ name, path, body, want string }{
+			{"template", "/apply-template", "{" + msgs + "}", "a <b> & c"},
+			{"chat", "/v1/chat/completions", "{" + msgs + "," + markup + "}", `"content":"<b>&"`},
+			{"chat stream", "/v1/chat/completions", "{" + msgs + "," + markup + `,"stream":true}`, `"content":"<b"`},
+			{"completion stream", "/completion", `{"prompt":"x",` + markup + `,"stream":true}`, `"content":"<"`},
+		} {
+			resp, err := http.Post(ts.URL+c.path, "application/json", strings.NewReader(c.body))
 			require.NoError(t, err)
 			raw, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			require.NoError(t, err)
 			require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
-			assert.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), path)
-			assert.NotContains(t, string(raw), `\u003c`, path)
-			if path == "/apply-template" {
-				assert.Contains(t, string(raw), "a <b> & c", path)
-			}
+			assert.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), c.name)
+			assert.NotContains(t, string(raw), `\u003c`, c.name)
+			assert.NotContains(t, string(raw), `\u0026`, c.name)
+			assert.Contains(t, string(raw), c.want, c.name)
 		}
 	})
 	t.Run("ignore_eos lists the EOG biases", func(t *testing.T) {
