@@ -215,11 +215,13 @@ func ToChat(req *Request, marker string) (*wire.Chat, error) {
 			if err := json.Unmarshal(req.System, &blocks); err != nil {
 				return nil, wire.Errorf(`"system" must be a string or an array of text blocks`)
 			}
+			var sb strings.Builder
 			for _, b := range blocks {
 				if b.Type == "text" {
-					sys += billingHeader(b.Text)
+					sb.WriteString(billingHeader(b.Text))
 				}
 			}
+			sys = sb.String()
 		default:
 			return nil, wire.Errorf(`"system" must be a string or an array of text blocks`)
 		}
@@ -317,13 +319,10 @@ func ToChat(req *Request, marker string) (*wire.Chat, error) {
 				// The text blocks are the message's parts, as llama-server
 				// passes them: a template that reads a string sees them
 				// joined with newlines, one that reads parts sees the list.
-				for k, p := range parts {
-					if k > 0 {
-						msg.Content += "\n"
-					}
-					msg.Content += p.Text
+				for _, p := range parts {
 					msg.Parts = append(msg.Parts, chat.ContentPart{Type: "text", Text: p.Text})
 				}
+				msg.Content = wire.JoinParts(msg.Parts, "\n")
 			}
 			for j, c := range calls {
 				if c.Name == "" {
@@ -547,17 +546,19 @@ func sourceText(b Block) (string, error) {
 			if json.Unmarshal(content, &blocks) != nil {
 				return "", fmt.Errorf("%s content must be a string or text blocks", b.Type)
 			}
+			var sb strings.Builder
 			for _, c := range blocks {
 				switch c.Type {
 				case "text":
-					if text != "" {
-						text += "\n"
+					if sb.Len() > 0 {
+						sb.WriteByte('\n')
 					}
-					text += c.Text
+					sb.WriteString(c.Text)
 				case "image":
 					return "", errors.New(noImageInput)
 				}
 			}
+			text = sb.String()
 		default:
 			return "", fmt.Errorf("%s content must be a string or text blocks", b.Type)
 		}

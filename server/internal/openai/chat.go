@@ -333,7 +333,6 @@ func toChatMessagesMedia(raw json.RawMessage, allowEmpty bool, marker string, me
 					}
 					*media = append(*media, in)
 					m.Parts = append(m.Parts, chat.ContentPart{Type: "text", Text: marker})
-					m.Content += marker
 					continue
 				}
 				switch p.Type {
@@ -347,8 +346,8 @@ func toChatMessagesMedia(raw json.RawMessage, allowEmpty bool, marker string, me
 					return nil, wire.Errorf("messages[%d].content[%d]: text part without text", i, j)
 				}
 				m.Parts = append(m.Parts, chat.ContentPart{Type: "text", Text: *p.Text})
-				m.Content += *p.Text
 			}
+			m.Content = wire.JoinParts(m.Parts, "")
 		default:
 			return nil, wire.Errorf("messages[%d].content must be a string or an array of parts", i)
 		}

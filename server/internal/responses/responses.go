@@ -257,19 +257,6 @@ func (b *Request) textFormat(req *wire.Chat) error {
 	return nil
 }
 
-// joinParts is the text of parts joined with newlines, as templates that
-// read a string see them.
-func joinParts(parts []chat.ContentPart) string {
-	var sb strings.Builder
-	for i, p := range parts {
-		if i > 0 {
-			sb.WriteByte('\n')
-		}
-		sb.WriteString(p.Text)
-	}
-	return sb.String()
-}
-
 // itemToChat appends the chat form of one input item to req's
 // messages. Assistant output (messages, function calls, reasoning)
 // following an assistant message is merged into it.
@@ -311,7 +298,7 @@ func itemToChat(req *wire.Chat, i int, it InputItem, marker string) error {
 				out = append(out, chat.ContentPart{Type: "text", Text: *p.Text})
 			}
 		}
-		return joinParts(out), out, nil
+		return wire.JoinParts(out, "\n"), out, nil
 	}
 	add := func(m chat.Message) error {
 		req.Messages = append(req.Messages, m)
@@ -347,7 +334,7 @@ func itemToChat(req *wire.Chat, i int, it InputItem, marker string) error {
 				}
 				m.Parts = append(m.Parts, chat.ContentPart{Type: "text", Text: *p.Text})
 			}
-			m.Content = joinParts(m.Parts)
+			m.Content = wire.JoinParts(m.Parts, "\n")
 		default:
 			return wire.Errorf("input[%d]: a function_call_output needs output", i)
 		}
@@ -355,12 +342,13 @@ func itemToChat(req *wire.Chat, i int, it InputItem, marker string) error {
 	case it.Type == "reasoning":
 		var parts []Part
 		_ = json.Unmarshal(it.Content, &parts)
-		r := ""
+		var sb strings.Builder
 		for _, p := range parts {
 			if p.Text != nil {
-				r += *p.Text
+				sb.WriteString(*p.Text)
 			}
 		}
+		r := sb.String()
 		if last != nil {
 			last.ReasoningContent = r
 			return nil
@@ -380,7 +368,7 @@ func itemToChat(req *wire.Chat, i int, it InputItem, marker string) error {
 				last.Parts = []chat.ContentPart{{Type: "text", Text: last.Content}}
 			}
 			last.Parts = append(last.Parts, parts...)
-			last.Content = joinParts(last.Parts)
+			last.Content = wire.JoinParts(last.Parts, "\n")
 			return nil
 		}
 		return add(chat.Message{Role: chat.RoleAssistant, Content: s, Parts: parts})

@@ -102,6 +102,20 @@ func Base64Data(s string) ([]byte, error) {
 	return b, nil
 }
 
+// JoinParts is the text of parts joined with sep, built once: adding part
+// after part to a string copies all of it each time, and a request may
+// hold a million parts.
+func JoinParts(parts []chat.ContentPart, sep string) string {
+	var sb strings.Builder
+	for i, p := range parts {
+		if i > 0 {
+			sb.WriteString(sep)
+		}
+		sb.WriteString(p.Text)
+	}
+	return sb.String()
+}
+
 // TextOrImage is a text or image part of a message being converted to
 // package chat's types.
 type TextOrImage struct {
@@ -136,8 +150,8 @@ func MediaMessage(role string, parts []TextOrImage, at int, media *[]Media, mark
 			text = marker
 		}
 		m.Parts = append(m.Parts, chat.ContentPart{Type: "text", Text: text})
-		m.Content += text
 	}
+	m.Content = JoinParts(m.Parts, "")
 	return m, nil
 }
 
