@@ -43,6 +43,9 @@ func TestCompletionBadRequests(t *testing.T) {
 		{"sampler names past the limit", "/completion", map[string]any{"prompt": "x", "samplers": slices.Repeat([]string{"top_k"}, 65)}, 400, "invalid_request_error", "samplers"},
 		{"a million unknown sampler names", "/completion", map[string]any{"prompt": "x", "samplers": slices.Repeat([]string{"q"}, 1_000_000)}, 400, "invalid_request_error", `"samplers" has more than 4096 names`},
 		{"a million unknown sampler letters", "/completion", map[string]any{"prompt": "x", "samplers": strings.Repeat("q", 1_000_000)}, 400, "invalid_request_error", `"samplers" has 1000000 letters`},
+		{"a million token ids", "/completion", `{"prompt": [` + strings.Repeat("1,", 999_999) + `1]}`, 400, "exceed_context_size_error", ""},
+		{"a million prompts", "/completion", `{"prompt": [` + strings.Repeat(`"a",`, 999_999) + `"a"]}`, 413, "invalid_request_error", "prompts"},
+		{"a million fields", "/completion", `{"prompt": "x",` + manyFields(1_000_000) + `}`, 400, "invalid_request_error", "1000001 fields; at most 4096"},
 		{"a million stop strings", "/completion", map[string]any{"prompt": "x", "stop": slices.Repeat([]string{"q"}, 1_000_000)}, 400, "invalid_request_error", `"stop" has more than 4096 strings`},
 		{"a million response fields", "/completion", map[string]any{"prompt": "x", "response_fields": slices.Repeat([]string{"q"}, 1_000_000)}, 400, "invalid_request_error", "response_fields"},
 		{"logit_bias bad bias", "/completion", map[string]any{"prompt": "x", "logit_bias": map[string]any{"12": "x"}}, 400, "invalid_request_error", "logit_bias"},
@@ -182,4 +185,16 @@ func TestLongStringArrays(t *testing.T) {
 	}
 	code, out := postJSON(t, ts.URL+"/completion", map[string]any{"prompt": "x", "n_predict": 2, "stop": many[:64], "samplers": many[:4096]})
 	assert.Equal(t, http.StatusOK, code, "the longest arrays are read: %v", out)
+}
+
+// manyFields is n fields "f0": 0, "f1": 0, ... of a JSON object.
+func manyFields(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"f%d":0`, i)
+	}
+	return b.String()
 }

@@ -442,6 +442,12 @@ func decodeJSON(r *http.Request, v any) error {
 	if string(bytes.TrimSpace(data)) == "null" {
 		return badRequest("request body must not be null")
 	}
+	if wire.Kind(data) == 'o' {
+		// Each field costs a map entry and a copy: counted first.
+		if n, _ := wire.CountEntries(data); n > wire.MaxFields && json.Valid(data) {
+			return badRequest("the request body has %d fields; at most %d are read", n, wire.MaxFields)
+		}
+	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return badRequest("invalid JSON body: %v", err)
 	}

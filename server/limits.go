@@ -29,7 +29,6 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/sampling"
-	"github.com/x/llama/server/internal/wire"
 )
 
 // Limits of one request. They are far above what a real client sends.
@@ -193,18 +192,14 @@ func checkJSONDepth(data []byte) error {
 // stillWanted reports whether the client of ctx still waits for an answer.
 func stillWanted(ctx context.Context) bool { return ctx.Err() == nil }
 
-// checkPromptItems refuses, before any tokenizing, a prompt array that
-// can never be served: more prompts than taskLimit, or one prompt with
-// more token ids than the context holds.
-func (inst *instance) checkPromptItems(items []json.RawMessage, single bool) error {
-	if !single {
-		return inst.checkTaskCount(len(items), "prompts")
-	}
-	ids := 0
-	for _, it := range items {
-		if wire.Kind(it) == 'n' {
-			ids++
-		}
+// checkPromptItems refuses, before decoding or tokenizing, a prompt array
+// that can never be served: more prompts than taskLimit, or one prompt
+// (an array with token ids, ids of them) with more token ids than the
+// context holds. Decoded, a long array of ids takes about 50 times its
+// bytes.
+func (inst *instance) checkPromptItems(items, ids int) error {
+	if ids == 0 {
+		return inst.checkTaskCount(items, "prompts")
 	}
 	if n := inst.slotContext(); ids >= n {
 		return exceedContext(ids, n)

@@ -444,23 +444,21 @@ func parsePrompts(raw json.RawMessage, name string, inst *instance) ([][]llama.T
 	default:
 		return nil, badRequest("%q must be a string, an array of token ids, an object with a prompt_string, or an array of prompts", name)
 	}
+	if !json.Valid(raw) {
+		return nil, badRequest("%q is not valid JSON", name)
+	}
+	n, ids := wire.CountEntries(raw)
+	if n == 0 {
+		return nil, badRequest("%q must not be empty", name)
+	}
+	if err := inst.checkPromptItems(n, ids); err != nil {
+		return nil, err
+	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, badRequest("%q: %v", name, err)
 	}
-	if len(items) == 0 {
-		return nil, badRequest("%q must not be empty", name)
-	}
-	single := false
-	for _, it := range items {
-		if wire.Kind(it) == 'n' {
-			single = true
-			break
-		}
-	}
-	if err := inst.checkPromptItems(items, single); err != nil {
-		return nil, err
-	}
+	single := ids > 0
 	if single {
 		toks, err := mixedPrompt(items, name, inst)
 		if err != nil {

@@ -167,3 +167,88 @@ func TestDecodeStrings(t *testing.T) {
 	assert.True(t, s.Many)
 	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated")
 }
+
+// TestCountEntries checks the count of an array's or object's entries
+// (and an array's numbers) against decoding it, in cases that could
+// trip a scanner: strings with brackets, commas and escaped quotes,
+// nested values, literals and spaces.
+func TestCountEntries(t *testing.T) {
+	for _, raw := range []string{
+		`[]`, `{}`, ` [ ] `, `[1]`, `[-1, 2.5e3, 0]`, `["a", 1, [2, 3], {"b": [4]}, null, true, false]`,
+		`["[", "]", ",", "\"", "\\", "\\\"],"]`, `{"a": 1, "b": [1, 2], "c": {"d": ","}, "e\"": "}"}`,
+		"[\n\t1 ,\r\n \"x\" ]", `[[[]], {}, ""]`, `{"a":{"b":{"c":[1,2,3]}}}`,
+	} {
+		t.Run(raw, func(t *testing.T) {
+			entries, numbers := CountEntries([]byte(raw))
+			var arr []json.RawMessage
+			if json.Unmarshal([]byte(raw), &arr) == nil {
+				want := 0
+				for _, it := range arr {
+					if Kind(it) == 'n' {
+						want++
+					}
+				}
+				assert.Equal(t, len(arr), entries)
+				assert.Equal(t, want, numbers)
+				return
+			}
+			var obj map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal([]byte(raw), &obj))
+			assert.Equal(t, len(obj), entries)
+		})
+	}
+}
+
+// FuzzCountEntries checks CountEntries against decoding on any valid
+// JSON array or object.
+func FuzzCountEntries(f *testing.F) {
+	for _, s := range []string{`[1, "a", [2], {"b": 3}]`, `{"a": "]", "b": [1, {"c": ","}]}`, `["\"", -1]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		entries, numbers := CountEntries([]byte(raw))
+		var arr []json.RawMessage
+		if json.Unmarshal([]byte(raw), &arr) == nil && arr != nil {
+			want := 0
+			for _, it := range arr {
+				if Kind(it) == 'n' {
+					want++
+				}
+			}
+			if entries != len(arr) || numbers != want {
+				t.Fatalf("%q: %d entries, %d numbers; decoded %d, %d", raw, entries, numbers, len(arr), want)
+			}
+			return
+		}
+		var obj map[string]json.RawMessage
+		if json.Unmarshal([]byte(raw), &obj) == nil && obj != nil && !hasDuplicateKeys(raw) && entries != len(obj) {
+			t.Fatalf("%q: %d entries; decoded %d", raw, entries, len(obj))
+		}
+	})
+}
+
+// hasDuplicateKeys reports whether the object raw names a key twice
+// (decoded, the keys merge; counted, they do not).
+func hasDuplicateKeys(raw string) bool {
+	dec := json.NewDecoder(strings.NewReader(raw))
+	if _, err := dec.Token(); err != nil {
+		return false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		s, _ := k.(string)
+		if seen[s] {
+			return true
+		}
+		seen[s] = true
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return false
+		}
+	}
+	return false
+}

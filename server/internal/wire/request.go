@@ -201,6 +201,55 @@ func ParseFields(body []byte) (Fields, error) {
 	return f, nil
 }
 
+// MaxFields is the most fields a request body may have: each costs a
+// map entry and a copy of its value, about 250 bytes for a one-letter
+// field, and no request has more than a hundred.
+const MaxFields = 4096
+
+// CountEntries counts the entries of raw, a valid JSON array or object,
+// without decoding them, and among an array's entries the numbers: the
+// size of what decoding it would build, known before building it.
+func CountEntries(raw []byte) (entries, numbers int) {
+	depth, inString, escaped, start := 0, false, false, true
+	for _, c := range raw {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		first := depth == 1 && start
+		switch c {
+		case ' ', '\t', '\n', '\r', ':':
+			continue
+		case ',':
+			start = depth == 1
+			continue
+		case ']', '}':
+			depth--
+			continue
+		case '"':
+			inString = true
+		case '[', '{':
+			depth++
+		default:
+			if first && (c == '-' || c >= '0' && c <= '9') {
+				numbers++
+			}
+		}
+		if first {
+			entries++
+			start = false
+		}
+	}
+	return entries, numbers
+}
+
 // IsNull reports whether v is JSON null.
 func IsNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }
 
