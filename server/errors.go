@@ -436,17 +436,11 @@ func decodeJSON(r *http.Request, v any) error {
 	if len(data) == 0 {
 		return badRequest("request body is empty")
 	}
-	if err := checkJSONDepth(data); err != nil {
+	if err := checkJSONShape(data); err != nil {
 		return err
 	}
 	if string(bytes.TrimSpace(data)) == "null" {
 		return badRequest("request body must not be null")
-	}
-	if wire.Kind(data) == 'o' {
-		// Each field costs a map entry and a copy: counted first.
-		if n, _ := wire.CountEntries(data); n > wire.MaxFields && json.Valid(data) {
-			return badRequest("the request body has %d fields; at most %d are read", n, wire.MaxFields)
-		}
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return badRequest("invalid JSON body: %v", err)

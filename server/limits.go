@@ -29,6 +29,7 @@ import (
 
 	"github.com/x/llama"
 	"github.com/x/llama/sampling"
+	"github.com/x/llama/server/internal/wire"
 )
 
 // Limits of one request. They are far above what a real client sends.
@@ -154,32 +155,16 @@ func (inst *instance) checkMessagesText(msgs []chat.Message) error {
 	return inst.checkPromptBytes(n)
 }
 
-// checkJSONDepth refuses a JSON text nesting arrays and objects deeper
-// than maxJSONDepth. It only counts brackets outside strings; the text is
-// not otherwise validated.
-func checkJSONDepth(data []byte) error {
-	depth, inStr, esc := 0, false, false
-	for _, c := range data {
-		switch {
-		case inStr:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-		case c == '"':
-			inStr = true
-		case c == '[' || c == '{':
-			depth++
-			if depth > maxJSONDepth {
-				return badRequest("the JSON body nests deeper than %d levels", maxJSONDepth)
-			}
-		case c == ']' || c == '}':
-			depth--
-		}
+// checkJSONShape refuses, before decoding, a JSON body nesting arrays and
+// objects deeper than maxJSONDepth, or an object of more than
+// wire.MaxFields fields (each costs a map entry and a copy when decoded).
+func checkJSONShape(data []byte) error {
+	sh := wire.ShapeOf(data)
+	if sh.Depth > maxJSONDepth {
+		return badRequest("the JSON body nests deeper than %d levels", maxJSONDepth)
+	}
+	if sh.Entries > wire.MaxFields && wire.Kind(data) == 'o' && json.Valid(data) {
+		return badRequest("the request body has %d fields; at most %d are read", sh.Entries, wire.MaxFields)
 	}
 	return nil
 }

@@ -444,22 +444,19 @@ func parsePrompts(raw json.RawMessage, name string, inst *instance) ([][]llama.T
 	default:
 		return nil, badRequest("%q must be a string, an array of token ids, an object with a prompt_string, or an array of prompts", name)
 	}
-	if !json.Valid(raw) {
-		return nil, badRequest("%q is not valid JSON", name)
-	}
-	n, ids := wire.CountEntries(raw)
-	if n == 0 {
+	// raw was decoded with the body: valid JSON, its shape exact.
+	sh := wire.ShapeOf(raw)
+	if sh.Entries == 0 {
 		return nil, badRequest("%q must not be empty", name)
 	}
-	if err := inst.checkPromptItems(n, ids); err != nil {
+	if err := inst.checkPromptItems(sh.Entries, sh.Numbers); err != nil {
 		return nil, err
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, badRequest("%q: %v", name, err)
 	}
-	single := ids > 0
-	if single {
+	if sh.Numbers > 0 { // one prompt of token ids and texts
 		toks, err := mixedPrompt(items, name, inst)
 		if err != nil {
 			return nil, err

@@ -168,18 +168,19 @@ func TestDecodeStrings(t *testing.T) {
 	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated")
 }
 
-// TestCountEntries checks the count of an array's or object's entries
-// (and an array's numbers) against decoding it, in cases that could
-// trip a scanner: strings with brackets, commas and escaped quotes,
-// nested values, literals and spaces.
-func TestCountEntries(t *testing.T) {
+// TestShapeOf checks the count of an array's or object's entries (and an
+// array's numbers) against decoding it, in cases that could trip a
+// scanner: strings with brackets, commas and escaped quotes, nested
+// values, literals and spaces.
+func TestShapeOf(t *testing.T) {
 	for _, raw := range []string{
 		`[]`, `{}`, ` [ ] `, `[1]`, `[-1, 2.5e3, 0]`, `["a", 1, [2, 3], {"b": [4]}, null, true, false]`,
 		`["[", "]", ",", "\"", "\\", "\\\"],"]`, `{"a": 1, "b": [1, 2], "c": {"d": ","}, "e\"": "}"}`,
 		"[\n\t1 ,\r\n \"x\" ]", `[[[]], {}, ""]`, `{"a":{"b":{"c":[1,2,3]}}}`,
 	} {
 		t.Run(raw, func(t *testing.T) {
-			entries, numbers := CountEntries([]byte(raw))
+			sh := ShapeOf([]byte(raw))
+			entries, numbers := sh.Entries, sh.Numbers
 			var arr []json.RawMessage
 			if json.Unmarshal([]byte(raw), &arr) == nil {
 				want := 0
@@ -199,14 +200,25 @@ func TestCountEntries(t *testing.T) {
 	}
 }
 
-// FuzzCountEntries checks CountEntries against decoding on any valid
-// JSON array or object.
-func FuzzCountEntries(f *testing.F) {
+// TestShapeDepth checks the nesting ShapeOf reads: brackets in strings
+// do not count.
+func TestShapeDepth(t *testing.T) {
+	for raw, want := range map[string]int{
+		`"x"`: 0, `[]`: 1, `[[{"a": [1]}]]`: 4, `"[[["`: 0, `{"a": "]]]", "b": [[]]}`: 3, `["\"[", {}]`: 2,
+	} {
+		assert.Equal(t, want, ShapeOf([]byte(raw)).Depth, raw)
+	}
+}
+
+// FuzzShapeOf checks ShapeOf's counts against decoding on any valid JSON
+// array or object.
+func FuzzShapeOf(f *testing.F) {
 	for _, s := range []string{`[1, "a", [2], {"b": 3}]`, `{"a": "]", "b": [1, {"c": ","}]}`, `["\"", -1]`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		entries, numbers := CountEntries([]byte(raw))
+		sh := ShapeOf([]byte(raw))
+		entries, numbers := sh.Entries, sh.Numbers
 		var arr []json.RawMessage
 		if json.Unmarshal([]byte(raw), &arr) == nil && arr != nil {
 			want := 0

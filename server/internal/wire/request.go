@@ -206,10 +206,19 @@ func ParseFields(body []byte) (Fields, error) {
 // field, and no request has more than a hundred.
 const MaxFields = 4096
 
-// CountEntries counts the entries of raw, a valid JSON array or object,
-// without decoding them, and among an array's entries the numbers: the
-// size of what decoding it would build, known before building it.
-func CountEntries(raw []byte) (entries, numbers int) {
+// Shape is what one pass over a JSON text's bytes tells before it is
+// decoded: how deep its arrays and objects nest, and how many entries the
+// outer array or object has (and among an array's entries the numbers),
+// the size of what decoding it would build.
+type Shape struct {
+	Depth, Entries, Numbers int
+}
+
+// ShapeOf reads the shape of raw. Only its brackets, commas and strings
+// are read: the counts are exact for valid JSON, and raw is not otherwise
+// validated.
+func ShapeOf(raw []byte) Shape {
+	var sh Shape
 	depth, inString, escaped, start := 0, false, false, true
 	for _, c := range raw {
 		if inString {
@@ -237,17 +246,18 @@ func CountEntries(raw []byte) (entries, numbers int) {
 			inString = true
 		case '[', '{':
 			depth++
+			sh.Depth = max(sh.Depth, depth)
 		default:
 			if first && (c == '-' || c >= '0' && c <= '9') {
-				numbers++
+				sh.Numbers++
 			}
 		}
 		if first {
-			entries++
+			sh.Entries++
 			start = false
 		}
 	}
-	return entries, numbers
+	return sh
 }
 
 // IsNull reports whether v is JSON null.
