@@ -45,6 +45,7 @@ func TestCompletionBadRequests(t *testing.T) {
 		{"a million unknown sampler letters", "/completion", map[string]any{"prompt": "x", "samplers": strings.Repeat("q", 1_000_000)}, 400, "invalid_request_error", `"samplers" has 1000000 letters`},
 		{"a million token ids", "/completion", `{"prompt": [` + strings.Repeat("1,", 999_999) + `1]}`, 400, "exceed_context_size_error", ""},
 		{"a million prompts", "/completion", `{"prompt": [` + strings.Repeat(`"a",`, 999_999) + `"a"]}`, 413, "invalid_request_error", "prompts"},
+		{"a body nested 5000 deep", "/completion", `{"prompt": "x", "a": ` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `}`, 400, "invalid_request_error", "nests deeper than"},
 		{"a million fields", "/completion", `{"prompt": "x",` + manyFields(1_000_000) + `}`, 400, "invalid_request_error", "1000001 fields; at most 4096"},
 		{"a million stop strings", "/completion", map[string]any{"prompt": "x", "stop": slices.Repeat([]string{"q"}, 1_000_000)}, 400, "invalid_request_error", `"stop" has more than 4096 strings`},
 		{"a million response fields", "/completion", map[string]any{"prompt": "x", "response_fields": slices.Repeat([]string{"q"}, 1_000_000)}, 400, "invalid_request_error", "response_fields"},
