@@ -100,33 +100,32 @@ type text struct {
 	tail, tailEnd int
 }
 
-// cut cuts the text back to its first n bytes.
+// cut cuts the text back to its first n bytes. The runs it remembers
+// stay spaces up to the start of the character n cuts.
 func (t *text) cut(n int) {
 	if n < t.lead {
-		// b[:k] stays spaces, k the start of the character n cuts.
-		k := n
-		for k > 0 && !utf8.RuneStart(t.b[k]) {
-			k--
-		}
-		t.lead = k
+		t.lead = runeStartAt(t.b, n, 0)
 	}
 	if n < t.tailEnd {
-		// b[tail:k] stays spaces, k the start of the character n cuts.
-		k := n
-		for k > t.tail && !utf8.RuneStart(t.b[k]) {
-			k--
-		}
-		t.tailEnd = k
-		if k < t.tail {
+		if t.tailEnd = runeStartAt(t.b, n, t.tail); t.tailEnd < t.tail {
 			t.tail, t.tailEnd = 0, 0
 		}
 	}
 	t.b = t.b[:n]
 }
 
+// runeStartAt backs n up to the start of the character of b it falls in,
+// not below floor.
+func runeStartAt(b []byte, n, floor int) int {
+	for n > floor && !utf8.RuneStart(b[n]) {
+		n--
+	}
+	return n
+}
+
 // bounds gives the part of the text without the spaces around it, as
-// [strings.TrimSpace] cuts it, scanning only what the
-// remembered runs do not cover.
+// [strings.TrimSpace] cuts it, scanning only what the remembered runs do
+// not cover.
 func (t *text) bounds() (lo, hi int) {
 	b := t.b
 	lo = t.lead
