@@ -169,32 +169,18 @@ const MaxStrings = 4096
 var ErrTooMany = errors.New("too many strings")
 
 // DecodeStrings decodes raw, a JSON array of strings (a null entry is
-// "", as json.Unmarshal reads it), refusing it with ErrTooMany as soon as
-// it has more than max entries.
+// "", as json.Unmarshal reads it), refusing it with ErrTooMany when it
+// has more than max entries, counted (ShapeOf) before anything is
+// decoded.
 func DecodeStrings(raw []byte, max int) ([]string, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+	if Kind(raw) != 'a' {
 		return nil, errNotStrings
 	}
-	out := []string{}
-	for dec.More() {
-		if len(out) == max {
-			return nil, ErrTooMany
-		}
-		t, err := dec.Token()
-		if err != nil {
-			return nil, errNotStrings
-		}
-		switch t := t.(type) {
-		case string:
-			out = append(out, t)
-		case nil:
-			out = append(out, "")
-		default:
-			return nil, errNotStrings
-		}
+	if ShapeOf(raw).Entries > max {
+		return nil, ErrTooMany
 	}
-	if t, err := dec.Token(); err != nil || t != json.Delim(']') {
+	var out []string
+	if json.Unmarshal(raw, &out) != nil {
 		return nil, errNotStrings
 	}
 	return out, nil
