@@ -432,47 +432,45 @@ func TestCompletionProbsByCharacter(t *testing.T) {
 	assert.Equal(t, " 日本", whole.Content)
 	assert.Equal(t, want, whole.Probs)
 
-	body["stream"] = true
-	var streamed []entry
-	sseLines(t, ts.URL+"/completion", body, func(l string) {
-		if d, ok := strings.CutPrefix(l, "data: "); ok {
-			var ev struct {
-				Stop  bool    `json:"stop"`
-				Probs []entry `json:"completion_probabilities"`
+	// stream reads the body's stream: its text and its entries, one in
+	// each event but the last.
+	stream := func() (string, []entry) {
+		body["stream"] = true
+		defer delete(body, "stream")
+		var content strings.Builder
+		var streamed []entry
+		sseLines(t, ts.URL+"/completion", body, func(l string) {
+			if d, ok := strings.CutPrefix(l, "data: "); ok {
+				var ev struct {
+					Content string  `json:"content"`
+					Stop    bool    `json:"stop"`
+					Probs   []entry `json:"completion_probabilities"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(d), &ev))
+				if !ev.Stop {
+					require.Len(t, ev.Probs, 1, "an event per character: %s", d)
+				}
+				content.WriteString(ev.Content)
+				streamed = append(streamed, ev.Probs...)
 			}
-			require.NoError(t, json.Unmarshal([]byte(d), &ev))
-			if !ev.Stop {
-				require.Len(t, ev.Probs, 1, "an event per character: %s", d)
-			}
-			streamed = append(streamed, ev.Probs...)
-		}
-	})
+		})
+		return content.String(), streamed
+	}
+	content, streamed := stream()
+	assert.Equal(t, " 日本", content)
 	assert.Equal(t, want, streamed)
 
 	// Cut by n_predict after the character's first byte: the last token
 	// sends the byte as U+FFFD, with its entry, whole and streamed alike.
 	cut := []entry{{" ", []int{32}}, {"\uFFFD", []int{239, 191, 189}}}
-	body["n_predict"], body["stream"] = 2, false
+	body["n_predict"] = 2
 	code, raw = postRaw(t, ts.URL+"/completion", body)
 	require.Equal(t, http.StatusOK, code, "%s", raw)
 	require.NoError(t, json.Unmarshal(raw, &whole))
 	assert.Equal(t, " \uFFFD", whole.Content)
 	assert.Equal(t, cut, whole.Probs)
-	body["stream"] = true
-	streamed = nil
-	var content strings.Builder
-	sseLines(t, ts.URL+"/completion", body, func(l string) {
-		if d, ok := strings.CutPrefix(l, "data: "); ok {
-			var ev struct {
-				Content string  `json:"content"`
-				Probs   []entry `json:"completion_probabilities"`
-			}
-			require.NoError(t, json.Unmarshal([]byte(d), &ev))
-			content.WriteString(ev.Content)
-			streamed = append(streamed, ev.Probs...)
-		}
-	})
-	assert.Equal(t, " \uFFFD", content.String())
+	content, streamed = stream()
+	assert.Equal(t, " \uFFFD", content)
 	assert.Equal(t, cut, streamed)
 
 	code, raw = postRaw(t, ts.URL+"/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "Hi"}},
