@@ -88,6 +88,9 @@ type Grammar struct {
 	// checked against a vocabulary as written, see Options.VocabSize), -1
 	// when it names none.
 	MaxTokenID int64
+
+	rules [][]elem // llama.cpp's form, by rule id
+	start uint32
 }
 
 // Rule is one named rule of a grammar.
@@ -172,7 +175,8 @@ func ParseContext(ctx context.Context, src string, opts Options) (g *Grammar, er
 	}()
 	p.parse()
 	p.check(opts.Root)
-	g = &Grammar{Root: opts.Root, Generated: len(p.rules) - len(p.named), MaxTokenID: p.maxTok, Rules: make([]Rule, 0, len(p.named))}
+	g = &Grammar{Root: opts.Root, Generated: len(p.rules) - len(p.named), MaxTokenID: p.maxTok, Rules: make([]Rule, 0, len(p.named)),
+		rules: p.rules, start: p.symbols[opts.Root]}
 	starts := lineStarts(src)
 	for _, name := range p.named {
 		off := p.origin.at(p.symbols[name])

@@ -1,0 +1,456 @@
+package gbnf
+
+import "errors"
+
+// MaxAcceptWork bounds the comparisons llama.cpp's grammar engine may make
+// to accept one token (see Stacks.Work): about a second or two of a slow
+// core. JSON Schemas of 5,000 optional properties or alternatives stay
+// below half of it; a grammar whose readings multiply with the text passes
+// it after a few dozen characters, where each token would otherwise cost
+// more (the cost of a token grows with the cube of its length there).
+const MaxAcceptWork = 250_000_000
+
+// Stacks follows llama.cpp's grammar engine through the text it accepts:
+// it keeps the set of parse stacks the engine keeps, built by the same
+// algorithm (the engine's advance, accept and UTF-8 decoding), so that
+// what the engine's next step will cost is known before the engine runs
+// it. It is what bounds the work that grows with the text, which the
+// parser's check (see MaxStackWork) cannot see: x{0,1000} x{0,1000} ...
+// passes it, yet after n characters each repetition can be in n places at
+// once, and a step that took microseconds takes minutes.
+//
+// Stacks are shared persistent lists with hashes, and sets are hashed, so
+// following the text costs Go time linear in the stacks where the engine's
+// costs are quadratic. A Stacks is not safe for concurrent use; Clone
+// gives an independent copy.
+type Stacks struct {
+	rules   [][]elem
+	start   uint32
+	live    []*node // nil: the empty stack (the text may end here)
+	partial partialUTF8
+	slab    []node // where push takes new nodes from
+	work    int64  // comparisons the engine made in the last AcceptToken
+}
+
+// node is one element of a stack: the position of a rule body, on top of
+// its parent. The empty stack is nil.
+type node struct {
+	parent *node
+	pos    uint64 // rule<<32 | index
+	hash   uint64
+	depth  int32
+}
+
+// push returns parent with position i of rule r on top.
+func (s *Stacks) push(parent *node, r uint32, i int) *node {
+	pos := uint64(r)<<32 | uint64(i)
+	h := uint64(14695981039346656037)
+	var d int32 = 1
+	if parent != nil {
+		h, d = parent.hash, parent.depth+1
+	}
+	h = (h ^ pos) * 1099511628211
+	h ^= h >> 29
+	if len(s.slab) == 0 {
+		s.slab = make([]node, 256) // nodes come in blocks: fewer allocations
+	}
+	n := &s.slab[0]
+	s.slab = s.slab[1:]
+	*n = node{parent: parent, pos: pos, hash: h, depth: d}
+	return n
+}
+
+func hashOf(n *node) uint64 {
+	if n == nil {
+		return 0
+	}
+	return n.hash
+}
+
+func sameStack(a, b *node) bool {
+	for a != b {
+		if a == nil || b == nil || a.pos != b.pos || a.hash != b.hash {
+			return false
+		}
+		a, b = a.parent, b.parent
+	}
+	return true
+}
+
+// stackSet is a set of stacks in insertion order: an open-addressing
+// table of indices into list, emptied in constant time by a new stamp.
+type stackSet struct {
+	list   []*node
+	slots  []int32 // index into list + 1, valid where stamps matches stamp
+	stamps []uint32
+	stamp  uint32
+}
+
+func newStackSet() *stackSet { return &stackSet{stamp: 1} }
+
+// add adds n unless the set holds an equal stack, and reports whether it
+// did.
+func (s *stackSet) add(n *node) bool {
+	if 2*(len(s.list)+1) > len(s.slots) {
+		s.grow()
+	}
+	mask := uint64(len(s.slots) - 1)
+	for i := hashOf(n) & mask; ; i = (i + 1) & mask {
+		if s.stamps[i] != s.stamp {
+			s.stamps[i], s.slots[i] = s.stamp, int32(len(s.list)+1)
+			s.list = append(s.list, n)
+			return true
+		}
+		if sameStack(s.list[s.slots[i]-1], n) {
+			return false
+		}
+	}
+}
+
+func (s *stackSet) grow() {
+	size := max(16, 2*len(s.slots))
+	s.slots, s.stamps, s.stamp = make([]int32, size), make([]uint32, size), 1
+	mask := uint64(size - 1)
+	for k, n := range s.list {
+		i := hashOf(n) & mask
+		for s.stamps[i] == s.stamp {
+			i = (i + 1) & mask
+		}
+		s.stamps[i], s.slots[i] = s.stamp, int32(k+1)
+	}
+}
+
+func (s *stackSet) reset() {
+	s.list = s.list[:0]
+	s.stamp++
+	if s.stamp == 0 { // wrapped: old stamps could match again
+		clear(s.stamps)
+		s.stamp = 1
+	}
+}
+
+// index returns the position in list of a stack equal to n, or -1.
+func (s *stackSet) index(n *node) int {
+	if len(s.slots) == 0 {
+		return -1
+	}
+	mask := uint64(len(s.slots) - 1)
+	for i := hashOf(n) & mask; s.stamps[i] == s.stamp; i = (i + 1) & mask {
+		if k := int(s.slots[i] - 1); sameStack(s.list[k], n) {
+			return k
+		}
+	}
+	return -1
+}
+
+// Stacks returns the stacks llama.cpp's grammar engine starts with.
+func (g *Grammar) Stacks() *Stacks {
+	s := &Stacks{rules: g.rules, start: g.start}
+	out := newStackSet()
+	seen := newStackSet()
+	s.alternatives(s.start, func(i int) {
+		var st *node
+		if !s.isEnd(s.start, i) {
+			st = s.push(nil, s.start, i)
+		}
+		s.advance(st, out, seen)
+	})
+	s.live = out.list
+	return s
+}
+
+// Clone returns an independent copy.
+func (s *Stacks) Clone() *Stacks {
+	c := *s
+	c.live = append([]*node(nil), s.live...)
+	c.slab = nil
+	return &c
+}
+
+// Work returns the comparisons llama.cpp's engine made to accept the last
+// token (AcceptToken): the searches of its lists of stacks for duplicates.
+func (s *Stacks) Work() int64 { return s.work }
+
+// Len returns the number of stacks.
+func (s *Stacks) Len() int { return len(s.live) }
+
+func (s *Stacks) isEnd(r uint32, i int) bool {
+	k := s.rules[r][i].kind
+	return k == eEnd || k == eAlt
+}
+
+// alternatives calls f with the start of each alternative of rule r.
+func (s *Stacks) alternatives(r uint32, f func(i int)) {
+	body := s.rules[r]
+	i := 0
+	for {
+		f(i)
+		for body[i].kind != eEnd && body[i].kind != eAlt {
+			i++
+		}
+		if body[i].kind == eEnd {
+			return
+		}
+		i++
+	}
+}
+
+// advance adds to out the stacks st leads to once every reference on top
+// is expanded (llama_grammar_advance_stack); seen is scratch.
+func (s *Stacks) advance(st *node, out, seen *stackSet) {
+	seen.reset()
+	todo := []*node{st}
+	for len(todo) > 0 {
+		cur := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		if !seen.add(cur) {
+			continue
+		}
+		if cur == nil {
+			s.work += int64(len(out.list))
+			out.add(nil)
+			continue
+		}
+		r, i := uint32(cur.pos>>32), int(uint32(cur.pos))
+		switch e := s.rules[r][i]; e.kind {
+		case eRef:
+			s.alternatives(e.val, func(a int) {
+				next := cur.parent
+				if !s.isEnd(r, i+1) {
+					next = s.push(next, r, i+1)
+				}
+				if !s.isEnd(e.val, a) {
+					next = s.push(next, e.val, a)
+				}
+				todo = append(todo, next)
+			})
+		case eChar, eCharNot, eAny, eToken, eTokenNot:
+			s.work += int64(len(out.list))
+			out.add(cur)
+		}
+	}
+}
+
+// matchChar reports whether the character element at the top of st
+// takes c, and the position after its class (llama_grammar_match_char).
+func (s *Stacks) matchChar(r uint32, i int, c uint32) (bool, int) {
+	body := s.rules[r]
+	positive := body[i].kind == eChar || body[i].kind == eAny
+	found := false
+	for {
+		switch {
+		case body[i+1].kind == eRangeUpper:
+			found = found || (body[i].val <= c && c <= body[i+1].val)
+			i += 2
+		case body[i].kind == eAny:
+			found = true
+			i++
+		default:
+			found = found || body[i].val == c
+			i++
+		}
+		if body[i].kind != eCharAlt {
+			break
+		}
+	}
+	return found == positive, i
+}
+
+// after returns st with its top element, matched, replaced by the
+// position after it (the element ends its alternative: popped).
+func (s *Stacks) after(st *node, j int) *node {
+	r := uint32(st.pos >> 32)
+	if s.isEnd(r, j) {
+		return st.parent
+	}
+	return s.push(st.parent, r, j)
+}
+
+// AcceptToken follows llama.cpp's engine accepting token id, whose text
+// is piece (llama_grammar_accept_token): a stack with a token element on
+// top takes the token, the others take the piece's characters one by one.
+// It reports false when no stack is left, which the engine treats as an
+// error (the token should have been refused first).
+func (s *Stacks) AcceptToken(id int32, piece []byte) bool {
+	return s.AcceptTokenLimit(id, piece, stackCap) == nil
+}
+
+// ErrWork is AcceptTokenLimit's error when the engine's work would pass
+// the limit.
+var ErrWork = errors.New("gbnf: the grammar engine's work passes the limit")
+
+// errNoStack is AcceptTokenLimit's error when no stack takes the token.
+var errNoStack = errors.New("gbnf: no stack takes the token")
+
+// AcceptTokenLimit is AcceptToken that gives up, returning ErrWork, once
+// the comparisons llama.cpp's engine would make (Work) pass limit; the
+// stacks are then left in no useful state (accept on a Clone). It returns
+// a non-nil error other than ErrWork when no stack takes the token.
+func (s *Stacks) AcceptTokenLimit(id int32, piece []byte, limit int64) error {
+	cps, partial := decodeUTF8(piece, s.partial)
+	s.work = 0
+	out := newStackSet()
+	seen := newStackSet()
+	cur, next := newStackSet(), newStackSet()
+	for _, st := range s.live {
+		if st == nil {
+			continue
+		}
+		r, i := uint32(st.pos>>32), int(uint32(st.pos))
+		if k := s.rules[r][i].kind; k == eToken || k == eTokenNot {
+			if (k == eToken) == (s.rules[r][i].val == uint32(id)) {
+				s.advance(s.after(st, i+1), out, seen)
+			}
+			continue
+		}
+		cur.reset()
+		cur.add(st)
+		for _, c := range cps {
+			next.reset()
+			for _, t := range cur.list {
+				s.acceptChar(t, c, next, seen)
+				if s.work > limit {
+					return ErrWork
+				}
+			}
+			cur, next = next, cur
+			if len(cur.list) == 0 {
+				break
+			}
+		}
+		for _, t := range cur.list {
+			s.work += int64(len(out.list))
+			out.add(t)
+		}
+		if s.work > limit {
+			return ErrWork
+		}
+	}
+	s.live = out.list
+	s.partial = partial
+	if len(s.live) == 0 {
+		return errNoStack
+	}
+	return nil
+}
+
+// acceptChar adds to out what st leads to after character c
+// (llama_grammar_accept_chr).
+func (s *Stacks) acceptChar(st *node, c uint32, out, seen *stackSet) {
+	if st == nil {
+		return
+	}
+	r, i := uint32(st.pos>>32), int(uint32(st.pos))
+	if k := s.rules[r][i].kind; k == eToken || k == eTokenNot {
+		return
+	}
+	if ok, j := s.matchChar(r, i, c); ok {
+		s.advance(s.after(st, j), out, seen)
+	}
+}
+
+// Cost estimates, in stack comparisons, the engine's next step from these
+// stacks: filtering the candidate tokens (each stack advanced, and each
+// stack those advances make) and accepting a character (every stack's
+// advance merged into one list searched linearly). The model is
+// MaxStackWork's. It stops counting once the cost passes limit, returning
+// a figure above limit.
+func (s *Stacks) Cost(limit int64) int64 {
+	seen := newStackSet()
+	// memo: N of stacks already advanced, by content.
+	memo := newStackSet()
+	var memoN []int64
+	adv := newStackSet()
+	n := func(st *node) (int64, []*node) {
+		adv.reset()
+		if st == nil {
+			return 0, nil
+		}
+		r, i := uint32(st.pos>>32), int(uint32(st.pos))
+		j := i + 1
+		if k := s.rules[r][i].kind; k != eToken && k != eTokenNot {
+			_, j = s.matchChar(r, i, 0)
+		}
+		s.advance(s.after(st, j), adv, seen)
+		return int64(len(adv.list)), adv.list
+	}
+	live := int64(len(s.live))
+	var sumN, filter int64
+	var made []*node
+	for _, st := range s.live {
+		ns, list := n(st)
+		sumN = satAdd(sumN, ns)
+		filter = satAdd(filter, satMul(ns, ns))
+		made = append(made[:0], list...)
+		for _, t := range made {
+			if satAdd(satMul(live, sumN), filter) > limit {
+				return satAdd(satMul(live, sumN), filter)
+			}
+			var nt int64
+			if k := memo.index(t); k >= 0 {
+				nt = memoN[k]
+			} else {
+				nt, _ = n(t)
+				memo.add(t)
+				memoN = append(memoN, nt)
+			}
+			filter = satAdd(filter, satMul(nt, nt))
+		}
+	}
+	return satAdd(satMul(live, sumN), filter)
+}
+
+// partialUTF8 is a character cut by the end of a token's text: its bits so
+// far and the bytes it still needs (-1: an invalid sequence was seen).
+type partialUTF8 struct {
+	value  uint32
+	remain int
+}
+
+// decodeUTF8 decodes text after partial as llama.cpp's grammar engine does
+// (decode_utf8 in llama-grammar.cpp): an invalid byte ends the decoding,
+// the text read so far then counting as no characters; a text stops at a
+// NUL byte, as a C string does.
+func decodeUTF8(text []byte, partial partialUTF8) ([]uint32, partialUTF8) {
+	lookup := [16]int{1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 2, 3, 4}
+	var cps []uint32
+	value, remain := partial.value, partial.remain
+	p := 0
+	at := func(k int) byte {
+		if k < len(text) {
+			return text[k]
+		}
+		return 0
+	}
+	for at(p) != 0 && remain > 0 {
+		b := at(p)
+		if b>>6 != 2 {
+			return nil, partialUTF8{0, -1}
+		}
+		value = value<<6 + uint32(b&0x3F)
+		p++
+		remain--
+	}
+	if partial.remain > 0 && remain == 0 {
+		cps = append(cps, value)
+	}
+	for at(p) != 0 {
+		first := at(p)
+		remain = lookup[first>>4] - 1
+		if remain < 0 {
+			return nil, partialUTF8{0, remain}
+		}
+		mask := byte(1)<<(7-remain) - 1
+		value = uint32(first & mask)
+		p++
+		for at(p) != 0 && remain > 0 {
+			value = value<<6 + uint32(at(p)&0x3F)
+			p++
+			remain--
+		}
+		if remain == 0 {
+			cps = append(cps, value)
+		}
+	}
+	return cps, partialUTF8{value, remain}
+}

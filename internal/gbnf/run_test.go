@@ -1,0 +1,156 @@
+package gbnf_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama/internal/gbnf"
+)
+
+// feed accepts text one character a token, and reports whether stacks
+// remain after each.
+func feed(s *gbnf.Stacks, text string) bool {
+	for _, c := range text {
+		if !s.AcceptToken(0, []byte(string(c))) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestStacksCount(t *testing.T) {
+	for _, c := range []struct {
+		name, src, text string
+		want            int // stacks after text; 0: the text is refused
+	}{
+		{"start", `root ::= "a" | "ab"`, "", 2},
+		{"one ends, one goes on", `root ::= "a" | "ab"`, "a", 2}, // the empty stack and "b"
+		{"the ended one dropped", `root ::= "a" | "ab"`, "ab", 1},
+		{"refused", `root ::= "a" | "ab"`, "b", 0},
+		{"a star holds one", `root ::= [a]* [a]*`, strings.Repeat("a", 50), 3},
+		// After k characters the first repetition is at k, the second
+		// at each of 1..k or about to start, and the text may end: k+3.
+		{"bounded repetitions grow", `root ::= x{0,1000} x{0,1000}` + "\nx ::= [a]", strings.Repeat("a", 5), 8},
+		{"and grow", `root ::= x{0,1000} x{0,1000}` + "\nx ::= [a]", strings.Repeat("a", 100), 103},
+		{"a class stops them", `root ::= "\"" [^"]{0,1000} "\""`, `"` + strings.Repeat("a", 100), 2},
+		{"multi-byte characters", `root ::= [é]+ "ü"`, "ééü", 1},
+		{"a negated class", `root ::= [^a-c]+`, "xyz", 2},
+		{"any character", `root ::= .{2}`, "é€", 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g, err := gbnf.Parse(c.src, "")
+			require.NoError(t, err)
+			s := g.Stacks()
+			ok := feed(s, c.text)
+			if c.want == 0 {
+				assert.False(t, ok)
+				return
+			}
+			require.True(t, ok)
+			assert.Equal(t, c.want, s.Len())
+		})
+	}
+}
+
+func TestStacksTokens(t *testing.T) {
+	g, err := gbnf.Parse(`root ::= <[5]> "x" | !<[5]>`, "")
+	require.NoError(t, err)
+	s := g.Stacks()
+	c := s.Clone()
+	require.True(t, s.AcceptToken(5, []byte("whatever")))
+	assert.Equal(t, 1, s.Len(), "only the first alternative takes token 5")
+	require.True(t, s.AcceptToken(9, []byte("x")))
+	assert.Equal(t, 1, s.Len(), "the empty stack")
+	require.True(t, c.AcceptToken(6, []byte("y")), "the clone did not move")
+	assert.False(t, c.AcceptToken(6, []byte("y")), "the text is complete")
+}
+
+func TestStacksUTF8(t *testing.T) {
+	g, err := gbnf.Parse(`root ::= "é" "a"`, "")
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name   string
+		pieces []string
+		ok     bool
+		len    int
+	}{
+		{"whole", []string{"é", "a"}, true, 1},
+		{"split across tokens", []string{"\xc3", "\xa9a"}, true, 1},
+		{"a cut character takes nothing yet", []string{"\xc3"}, true, 1},
+		// llama.cpp drops a piece with an invalid byte (none of its
+		// characters count) and stops reading at a NUL byte.
+		{"invalid byte", []string{"\x80é"}, true, 1},
+		{"NUL ends the text", []string{"é\x00b", "a"}, true, 1},
+		{"wrong character", []string{"e"}, false, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := g.Stacks()
+			ok := true
+			for _, p := range c.pieces {
+				ok = s.AcceptToken(0, []byte(p))
+				if !ok {
+					break
+				}
+			}
+			require.Equal(t, c.ok, ok)
+			if ok {
+				assert.Equal(t, c.len, s.Len())
+			}
+		})
+	}
+}
+
+// TestStacksCost: the grammar a previous check let through (each
+// repetition in as many places as the text is long) passes the parser's
+// bound, and the cost of its steps grows past it with the text.
+func TestStacksCost(t *testing.T) {
+	g, err := gbnf.Parse("root ::="+strings.Repeat(` [^"]{0,100}`, 128), "")
+	require.NoError(t, err)
+	s := g.Stacks()
+	require.True(t, feed(s, strings.Repeat("a", 5)))
+	assert.Less(t, s.Cost(gbnf.MaxStackWork), int64(gbnf.MaxStackWork))
+	require.True(t, feed(s, strings.Repeat("a", 35)))
+	assert.Greater(t, s.Len(), 4000)
+	assert.Greater(t, s.Cost(gbnf.MaxStackWork), int64(gbnf.MaxStackWork))
+
+	// A JSON string with a length bound stays at two stacks.
+	g, err = gbnf.Parse(`root ::= "\"" [^"]{0,1000} "\""`, "")
+	require.NoError(t, err)
+	s = g.Stacks()
+	require.True(t, feed(s, `"`+strings.Repeat("a", 999)))
+	assert.Less(t, s.Cost(gbnf.MaxStackWork), int64(100))
+}
+
+func FuzzStacks(f *testing.F) {
+	for _, c := range []struct{ src, text string }{
+		{`root ::= "a" | "ab"`, "ab"}, {`root ::= x{0,5} x{0,5}` + "\nx ::= [a]", "aaaa"},
+		{`root ::= <[1]> [^a]* "é"`, "bcé"}, {`root ::= . .? "\u00e9"*`, "\xc3\xa9\xc3"},
+	} {
+		f.Add(c.src, c.text, uint8(2))
+	}
+	f.Fuzz(func(t *testing.T, src, text string, cut uint8) {
+		g, err := gbnf.Parse(src, "")
+		if err != nil {
+			return
+		}
+		s := g.Stacks()
+		step := int(cut%7) + 1
+		for i := 0; i < len(text); i += step {
+			piece := text[i:min(i+step, len(text))]
+			before := s.Clone()
+			n := before.Len()
+			if !s.AcceptToken(int32(i), []byte(piece)) {
+				if before.Len() != n {
+					t.Fatal("a clone changed with its original")
+				}
+				break
+			}
+			if s.Cost(1<<20) < 0 || s.Work() < 0 {
+				t.Fatal("negative cost")
+			}
+		}
+	})
+}
