@@ -363,12 +363,16 @@ func TestParseStates(t *testing.T) {
 		{"fan of 10 over 2 levels", nested(2, 10), true},
 		{"fan of 10 over 3 levels", nested(3, 10), false},
 		{"fan of 10 over 4 levels", nested(4, 10), false},
-		{"fan of 256", nested(1, 256), true},
-		{"fan of 512", nested(1, 512), true},
-		{"fan of 1024", nested(1, 1024), false},
-		{"500 optional items", "root ::= " + strings.Repeat(`"x"? `, 500), true},
-		{"1000 optional items", "root ::= " + strings.Repeat(`"x"? `, 1000), true},
-		{"2000 optional items", "root ::= " + strings.Repeat(`"x"? `, 2000), false},
+		// Filtering the candidates after one "x" advances each of the n
+		// stacks, and each of theirs: about n⁴/12 comparisons. With
+		// stories260K's vocabulary 256 held a core 3 s a token, 1000
+		// optional items 455 s.
+		{"fan of 128", nested(1, 128), true},
+		{"fan of 256", nested(1, 256), false},
+		{"fan of 512", nested(1, 512), false},
+		{"200 optional items", "root ::= " + strings.Repeat(`"x"? `, 200), true},
+		{"500 optional items", "root ::= " + strings.Repeat(`"x"? `, 500), false},
+		{"1000 optional items", "root ::= " + strings.Repeat(`"x"? `, 1000), false},
 		{"optional items grow with the text", "root ::= \"a\" root \"b\"? | \"\"", false},
 		{"a required item after the recursion", "root ::= \"a\" root \"b\" | \"\"", true},
 		{"512 alternatives", "root ::= " + strings.Join(alts, " | "), true},

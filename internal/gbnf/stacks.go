@@ -4,17 +4,20 @@ package gbnf
 // in stack comparisons. The engine keeps one parse stack per way the text
 // so far can go on. After each character it advances every stack that
 // matched through the rules that may match nothing, and keeps the new
-// stacks in a list it searches linearly: a step costs about the stacks in
-// the list times the stacks the advances create. A grammar of a few lines
-// (root ::= a, a ::= b b b b b b b b b b, and so on for five levels down to
-// e ::= "x"*) makes that 10^12, and keeps a core busy for hours on the
-// first token, in C, where nothing can interrupt it. The parser bounds the
-// work from the grammar's shape, counted for the worst text; a grammar
-// above the bound (about a second of llama.cpp's time per character) is an
-// error of Kind KindLimit. Real grammars stay orders of magnitude below
-// it, and so do JSON Schemas with hundreds of optional properties, enums of
-// thousands of values and hundreds of tools (5,000 optional properties
-// reach a seventh of it).
+// stacks in a list it searches linearly; before each token it filters the
+// candidate tokens by advancing every stack, and every stack those
+// advances make, one list per advance. A grammar of a few lines (root ::=
+// a, a ::= b b b b b b b b b b, and so on for five levels down to e ::=
+// "x"*) makes a step 10^12 comparisons, and 1,000 optional items ("x"?
+// repeated) 10^11: they keep a core busy for minutes to hours a token, in
+// C, where nothing can interrupt it. The parser bounds the work from the
+// grammar's shape, counted for the worst text; a grammar above the bound
+// (a few seconds a token on a slow core) is an error of Kind KindLimit.
+// Real grammars stay below it, and so do JSON Schemas with 5,000 optional
+// properties (less than half of it), enums of thousands of values and
+// hundreds of tools. What one step costs can also grow with the text (a
+// bounded repetition x{0,m} may hold m stacks where the text can enter it
+// at m places); that is bounded while generating, see [Stacks].
 const MaxStackWork = 1_000_000_000
 
 // stackCap saturates the counts.
@@ -29,22 +32,51 @@ func satMul(a, b int64) int64 {
 	return a * b
 }
 
+// quad is a sum over stacks that depends on the frames below the one it
+// was counted in, as a polynomial in the stacks those frames add (k, the
+// continuation): a + b·k + c·k². A stack's own advance creates n + k
+// stacks when the rest of its rule can match nothing (n otherwise), so sums
+// of counts are linear in k and sums of squared counts quadratic.
+type quad struct{ a, b, c int64 }
+
+func (q quad) add(o quad) quad { return quad{satAdd(q.a, o.a), satAdd(q.b, o.b), satAdd(q.c, o.c)} }
+
+// at evaluates q for a continuation of k stacks.
+func (q quad) at(k int64) int64 {
+	return satAdd(q.a, satAdd(satMul(q.b, k), satMul(q.c, satMul(k, k))))
+}
+
+// in rewrites q, counted in a callee's frame, for the caller's frame: the
+// callee's continuation is the n stacks the rest of the caller creates,
+// plus the caller's own continuation k when that rest can match nothing.
+func (q quad) in(n int64, pass bool) quad {
+	r := quad{a: q.at(n)}
+	if pass {
+		r.b = satAdd(q.b, satMul(2, satMul(q.c, n)))
+		r.c = q.c
+	}
+	return r
+}
+
 // stackInfo is what advancing a stack whose top is one position of a rule
 // body gives within the rule's own frame: the stacks it creates with a
-// character or token on top, each counted with its weight (n), and whether
-// the rest of the alternative can match nothing, so that the advance goes
-// on into the frame below (pass).
+// character or token on top, each counted with its weight (v, as a function
+// of the rule's continuation), and whether the rest of the alternative can
+// match nothing, so that the advance goes on into the frame below (pass).
 type stackInfo struct {
-	n     int64
+	v     quad
 	pass  bool
 	state uint8 // 0: not computed, 1: in progress, 2: done
 }
 
 // stackPass counts the stacks advances create, each stack weighted by
-// leaf (of the rule and position of its top).
+// leaf (of the rule and position of its top). The count of stacks itself
+// (cont nil, every leaf weighing 1) is the continuation the other passes
+// are counted in: their leaves' weights depend on it.
 type stackPass struct {
 	p     *parser
-	leaf  func(r uint32, i int) int64
+	leaf  func(r uint32, i int) quad
+	cont  *stackPass // the count of stacks; nil in that count itself
 	memo  [][]stackInfo
 	below []int64 // by rule: the most the frames below its frame add
 }
@@ -67,15 +99,19 @@ func (s *stackPass) at(r uint32, i int) stackInfo {
 	case eAlt, eEnd:
 		v.pass = true
 	case eRef:
-		n, null := s.alts(e.val)
-		v.n = n
+		q, null := s.alts(e.val)
+		if s.cont != nil {
+			k := s.cont.at(r, i+1)
+			q = q.in(k.v.a, k.pass)
+		}
+		v.v = q
 		if null {
 			next := s.at(r, i+1)
-			v.n = satAdd(v.n, next.n)
+			v.v = v.v.add(next.v)
 			v.pass = next.pass
 		}
 	default: // a character, class or token
-		v.n = s.leaf(r, i)
+		v.v = s.leaf(r, i)
 	}
 	v.state = 2
 	s.memo[r][i] = v
@@ -84,29 +120,39 @@ func (s *stackPass) at(r uint32, i int) stackInfo {
 
 // alts returns what a reference to rule r creates within r's frame (the sum
 // over its alternatives) and whether r can match nothing.
-func (s *stackPass) alts(r uint32) (int64, bool) {
+func (s *stackPass) alts(r uint32) (quad, bool) {
 	body := s.p.rules[r]
-	var n int64
+	var q quad
 	null := false
 	for i := 0; i < len(body); i++ {
 		a := s.at(r, i)
-		n = satAdd(n, a.n)
+		q = q.add(a.v)
 		null = null || a.pass
 		for i < len(body) && body[i].kind != eAlt && body[i].kind != eEnd {
 			i++
 		}
 	}
-	return n, null
+	return q, null
+}
+
+// worst evaluates v, counted in r's frame, for the most stacks the frames
+// below r's may add.
+func (s *stackPass) worst(r uint32, v quad) int64 {
+	if s.cont == nil {
+		return v.a
+	}
+	return v.at(s.cont.below[r])
 }
 
 // advance returns what advancing a stack whose top is position i of rule r
 // creates, in the worst context below the frame.
 func (s *stackPass) advance(r uint32, i int) int64 {
 	a := s.at(r, i)
+	n := s.worst(r, a.v)
 	if a.pass {
-		return satAdd(a.n, s.below[r])
+		return satAdd(n, s.below[r])
 	}
-	return a.n
+	return n
 }
 
 // solve fills below for the rules in order (those the start rule
@@ -124,9 +170,10 @@ func (s *stackPass) solve(order []uint32, start uint32, empty int64) {
 				continue
 			}
 			next := s.at(r, i+1)
-			base[e.val] = max(base[e.val], next.n)
+			w := s.worst(r, next.v)
+			base[e.val] = max(base[e.val], w)
 			if next.pass {
-				in[e.val] = append(in[e.val], stackEdge{r, next.n})
+				in[e.val] = append(in[e.val], stackEdge{r, w})
 			}
 		}
 	}
@@ -138,17 +185,30 @@ func (s *stackPass) solve(order []uint32, start uint32, empty int64) {
 // cycles left are of last references, which add no stack.
 func (p *parser) checkStacks(root string) {
 	if work, made, r := p.stackWork(root); work > MaxStackWork {
-		p.fail(p.origin.at(r), KindLimit, "the grammar is too ambiguous: after one character llama.cpp's grammar engine may hold %d parse states (from rule %q), through items that may match nothing, and go on from them with about %d stack comparisons (at most %d)", made, p.ownerOf(r), work, MaxStackWork)
+		p.fail(p.origin.at(r), KindLimit, "the grammar is too ambiguous: after one character llama.cpp's grammar engine may hold %d parse states (from rule %q), through items that may match nothing, and take about %d stack comparisons to go on from them (at most %d)", made, p.ownerOf(r), work, MaxStackWork)
 	}
 }
 
 // stackWork returns the most work of one step, counted as llama.cpp counts
 // stacks (duplicates merged, and the stacks below a rule's frame included
-// where the rest of the rule can match nothing), with the stacks of the
-// step before it and the rule it started from. A step's work is the stacks
-// one advance creates times the sum of what each of them creates when it
-// advances in turn: stacks that all advance into many new ones are what
-// makes the engine slow. Figures saturate at stackCap.
+// where the rest of the rule can match nothing), with the stacks live at
+// that step and the rule it started from. Figures saturate at stackCap.
+//
+// A step starts from the stacks one advance left (live: those the advance
+// after one stack's character created) and costs two things:
+//   - accepting a character: every live stack advances into one list that
+//     is searched for duplicates, about live × Σ N(t) comparisons, N(t)
+//     being the stacks the advance of t creates;
+//   - filtering the candidate tokens: llama.cpp advances each live stack t
+//     (N(t)² comparisons) and, for the tokens whose first character t
+//     takes, each stack u that advance made (N(u)² each), whatever tokens
+//     remain: Σ N(t)² + Σ N(u)².
+//
+// A stack's N depends on the frames below it: the rule a stack is in may
+// be referred to where little follows it (a JSON object's whitespace
+// before a colon) and where much does (before its first key, one of
+// thousands), so the sums are kept as functions of what follows the frame
+// (quad) and evaluated where each reference puts them.
 func (p *parser) stackWork(root string) (work, made int64, where uint32) {
 	start := p.symbols[root]
 	reach := make([]bool, len(p.rules))
@@ -171,26 +231,49 @@ func (p *parser) stackWork(root string) (work, made int64, where uint32) {
 		}
 		return j
 	}
-	count := &stackPass{p: p, memo: make([][]stackInfo, len(p.rules)), leaf: func(uint32, int) int64 { return 1 }}
+	one := func(uint32, int) quad { return quad{a: 1} }
+	count := &stackPass{p: p, memo: make([][]stackInfo, len(p.rules)), leaf: one}
 	count.solve(order, start, 1)
-	// Each stack weighs what its own advance creates.
-	weigh := &stackPass{p: p, memo: make([][]stackInfo, len(p.rules)), leaf: func(r uint32, i int) int64 {
-		return count.advance(r, next(r, i))
-	}}
-	weigh.solve(order, start, 0)
+	pass := func(leaf func(r uint32, i int) quad) *stackPass {
+		s := &stackPass{p: p, memo: make([][]stackInfo, len(p.rules)), leaf: leaf, cont: count}
+		s.solve(order, start, 0)
+		return s
+	}
+	// n is N of a stack whose top is position i of rule r, in r's
+	// continuation.
+	n := func(r uint32, i int) quad {
+		a := count.at(r, next(r, i))
+		if a.pass {
+			return quad{a: a.v.a, b: 1}
+		}
+		return quad{a: a.v.a}
+	}
+	square := func(v quad) quad { return quad{a: satMul(v.a, v.a), b: satMul(2, satMul(v.a, v.b)), c: v.b} }
+	sq := pass(func(r uint32, i int) quad { return square(n(r, i)) }) // Σ N(u)² over one advance's stacks
+	accept := pass(n)
+	filter := pass(func(r uint32, i int) quad {
+		j := next(r, i)
+		a := sq.at(r, j)
+		v := square(n(r, i)).add(a.v)
+		if a.pass {
+			v.a = satAdd(v.a, sq.below[r])
+		}
+		return v
+	})
 
 	where = start
-	note := func(r uint32, n, w int64) {
-		if v := satMul(n, w); v > work {
-			work, made, where = v, n, r
+	note := func(r uint32, s, a, f int64) {
+		if v := satAdd(satMul(s, a), f); v > work {
+			work, made, where = v, s, r
 		}
 	}
-	n0, null := count.alts(start)
-	w0, _ := weigh.alts(start)
+	s0, null := count.alts(start)
 	if null {
-		n0 = satAdd(n0, 1)
+		s0.a = satAdd(s0.a, 1)
 	}
-	note(start, n0, w0)
+	a0, _ := accept.alts(start)
+	f0, _ := filter.alts(start)
+	note(start, s0.a, accept.worst(start, a0), filter.worst(start, f0))
 	for _, r := range order {
 		body := p.rules[r]
 		for i := 0; i < len(body); i++ {
@@ -199,7 +282,7 @@ func (p *parser) stackWork(root string) (work, made int64, where uint32) {
 				continue
 			}
 			j := next(r, i)
-			note(r, count.advance(r, j), weigh.advance(r, j))
+			note(r, count.advance(r, j), accept.advance(r, j), filter.advance(r, j))
 		}
 	}
 	return work, made, where
