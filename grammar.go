@@ -2,12 +2,15 @@ package llama
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"regexp"
 	"strings"
 	"unsafe"
 
 	"github.com/x/llama/internal/capi"
+	"github.com/x/llama/internal/gbnf"
 )
 
 // Grammar is a GBNF grammar (llama.cpp's grammar format) that constrains
@@ -16,8 +19,8 @@ import (
 type Grammar struct {
 	source   string
 	root     string
-	checked  bool  // parsed by ParseGrammar (or made by the schema converter and parsed)
-	maxToken int64 // largest <[id]> named, -1 if none (when checked)
+	parsed   *gbnf.Grammar // by ParseGrammar (or made by the schema converter and parsed); nil: not yet
+	maxToken int64         // largest <[id]> named, -1 if none (when parsed)
 }
 
 // Source returns the grammar text ("" for a nil Grammar).
@@ -50,11 +53,20 @@ func (g *Grammar) Root() string {
 // token the grammar masked) puts the grammar in a failed state: from then
 // on it allows only end-of-generation tokens, and Sample and Accept
 // return an error matching ErrGrammar.
+//
+// The guard also follows the engine's parse stacks (in Go, by the engine's
+// own algorithm) to bound its work where it grows with the text: some
+// grammars that pass ParseGrammar's checks (x{0,1000} x{0,1000} ..., each
+// repetition soon held in as many places as the text is long) make each
+// token cost more than the last, up to minutes of uninterruptible C. A
+// token whose accept would take the engine more than about a second fails
+// the grammar the same way, with an error that says so, before the engine
+// sees it.
 func (g *Grammar) Sampler() Sampler {
 	if g == nil {
 		return invalid("grammar", "nil *Grammar")
 	}
-	return grammarSpec{source: g.source, root: g.root, checked: g.checked, maxToken: g.maxToken}
+	return grammarSpec{source: g.source, root: g.root, parsed: g.parsed, maxToken: g.maxToken}
 }
 
 // LazySampler returns a sampler that lets the model write freely until a
@@ -74,14 +86,14 @@ func (g *Grammar) LazySampler(patterns []string, tokens []Token) Sampler {
 	if g == nil {
 		return invalid("grammar-lazy", "nil *Grammar")
 	}
-	return grammarSpec{source: g.source, root: g.root, checked: g.checked, maxToken: g.maxToken,
+	return grammarSpec{source: g.source, root: g.root, parsed: g.parsed, maxToken: g.maxToken,
 		lazy: true, patterns: patterns, tokens: tokens}
 }
 
 type grammarSpec struct {
 	source, root string
-	checked      bool  // already parsed in Go: only token ids remain to check
-	maxToken     int64 // largest <[id]>, when checked
+	parsed       *gbnf.Grammar // already parsed in Go: only token ids remain to check
+	maxToken     int64         // largest <[id]>, when parsed
 	lazy         bool
 	patterns     []string
 	tokens       []Token
@@ -99,9 +111,10 @@ func (g grammarSpec) build(m *Model) (capi.Sampler, error) {
 	if root == "" {
 		root = "root"
 	}
+	parsed := g.parsed
 	switch {
 	case g.source == "":
-	case g.checked:
+	case parsed != nil:
 		if g.maxToken >= int64(m.nVocb) {
 			// Parse again for the position of the offending token id.
 			if _, err := parseGrammar(context.Background(), g.source, root, int(m.nVocb)); err != nil {
@@ -109,7 +122,8 @@ func (g grammarSpec) build(m *Model) (capi.Sampler, error) {
 			}
 		}
 	default:
-		if _, err := parseGrammar(context.Background(), g.source, root, int(m.nVocb)); err != nil {
+		var err error
+		if parsed, err = parseGrammar(context.Background(), g.source, root, int(m.nVocb)); err != nil {
 			return 0, err
 		}
 	}
@@ -139,6 +153,8 @@ func (g grammarSpec) build(m *Model) (capi.Sampler, error) {
 		if gs.inner == 0 {
 			return 0, errorf(CodeGrammar, "grammar", "llama.cpp rejected the grammar (unknown token name, or no rule %q)", root)
 		}
+		gs.start = parsed.Stacks()
+		gs.stacks = gs.start.Clone()
 	}
 	m.byteTokens()
 	return newGoSampler(gs, 0), nil
@@ -157,6 +173,17 @@ type grammarSampler struct {
 	tokens   map[Token]bool
 	buf      []byte // text generated while awaiting a trigger
 	piece    []byte
+	// stacks follows the engine's parse stacks (start: before any text),
+	// to stop before a step whose cost has grown with the text (see
+	// gbnf.Stacks); why is the error of a grammar failed that way.
+	start, stacks *gbnf.Stacks
+	why           error
+	// tried is the last token tried on a copy of stacks, with the copy
+	// after it and the error (see try).
+	tried      Token
+	triedNext  *gbnf.Stacks
+	triedErr   error
+	triedValid bool
 }
 
 func (g *grammarSampler) Name() string {
@@ -176,8 +203,33 @@ func (g *grammarSampler) Apply(c *Candidates) {
 			}
 		}
 	case g.active && !g.none:
+		// A check of a few tokens (the engine asks whether the token it
+		// proposed is allowed) costs the engine what accepting them would:
+		// the stacks try them first.
+		if d := c.Data(); g.stacks != nil && len(d) <= 4 {
+			for i := range d {
+				if _, err := g.try(d[i].ID); errors.Is(err, gbnf.ErrWork) {
+					g.tooMuch(gbnf.MaxAcceptWork)
+					g.Apply(c)
+					return
+				}
+			}
+		}
 		capi.SamplerApply(g.inner, c.arr)
 	}
+}
+
+// try returns the stacks after token t (a copy; nil when there are none)
+// and AcceptTokenLimit's error, remembering the last token tried.
+func (g *grammarSampler) try(t Token) (*gbnf.Stacks, error) {
+	if g.triedValid && g.tried == t {
+		return g.triedNext, g.triedErr
+	}
+	next := g.stacks.Clone()
+	g.piece = g.m.appendPiece(g.piece[:0], t, true)
+	err := next.AcceptTokenLimit(int32(t), g.piece, gbnf.MaxAcceptWork)
+	g.tried, g.triedNext, g.triedErr, g.triedValid = t, next, err, true
+	return next, err
 }
 
 // allowed reports whether the grammar accepts t next.
@@ -193,11 +245,7 @@ func (g *grammarSampler) Accept(t Token) {
 		return
 	}
 	if g.active {
-		if !g.allowed(t) {
-			g.failed = true
-			return
-		}
-		capi.SamplerAccept(g.inner, int32(t))
+		g.take(t, nil)
 		return
 	}
 	g.piece = g.m.appendPiece(g.piece[:0], t, true)
@@ -230,12 +278,62 @@ func (g *grammarSampler) trigger(text []byte) {
 	g.buf = g.buf[:0]
 	for _, b := range text {
 		t := g.m.byteTok[b]
-		if t == NoToken || !g.allowed(t) {
+		if t == NoToken {
 			g.failed = true
 			return
 		}
-		capi.SamplerAccept(g.inner, int32(t))
+		if g.take(t, []byte{b}); g.failed {
+			return
+		}
 	}
+}
+
+// take gives token t (whose text is piece; nil: the token's own) to the
+// engine when the grammar allows it, else fails the grammar. The stacks
+// that follow the engine go first: where the engine's accept (and its
+// check of t before it) would pass gbnf.MaxAcceptWork comparisons, or the
+// estimate of its next step gbnf.MaxStackWork, the grammar fails instead: the text has made the grammar's readings so many that
+// llama.cpp would hold a core for seconds to hours on each token, in C,
+// where nothing interrupts it.
+func (g *grammarSampler) take(t Token, piece []byte) {
+	var next *gbnf.Stacks
+	if g.stacks != nil {
+		var err error
+		if piece == nil {
+			next, err = g.try(t)
+		} else {
+			next = g.stacks.Clone()
+			err = next.AcceptTokenLimit(int32(t), piece, gbnf.MaxAcceptWork)
+		}
+		switch {
+		case errors.Is(err, gbnf.ErrWork):
+			g.tooMuch(gbnf.MaxAcceptWork)
+			return
+		case err != nil:
+			// The engine decides; where it took the token after all, the
+			// stacks can no longer tell its cost.
+			next = nil
+		}
+	}
+	if !g.allowed(t) {
+		g.failed = true
+		return
+	}
+	capi.SamplerAccept(g.inner, int32(t))
+	g.stacks, g.triedValid = next, false
+	if next != nil {
+		if next.Cost(gbnf.MaxStackWork) > gbnf.MaxStackWork {
+			g.tooMuch(gbnf.MaxStackWork)
+		}
+	}
+}
+
+// tooMuch fails the grammar for a step that would take more than limit
+// comparisons.
+func (g *grammarSampler) tooMuch(limit int64) {
+	g.failed = true
+	g.why = &Error{Code: CodeGrammar, Op: "grammar", work: true, input: true,
+		Msg: fmt.Sprintf("the text so far can be read in so many ways that llama.cpp's grammar engine holds %d parse states, and its next step would take more than %d stack comparisons; the grammar now allows only end of generation", g.stacks.Len(), limit)}
 }
 
 func (g *grammarSampler) Reset() {
@@ -244,13 +342,22 @@ func (g *grammarSampler) Reset() {
 	}
 	g.active = !g.lazy && !g.none
 	g.failed = false
+	g.why = nil
+	g.triedValid = false
 	g.buf = g.buf[:0]
+	if g.start != nil {
+		g.stacks = g.start.Clone()
+	}
 }
 
 func (g *grammarSampler) Clone() CustomSampler {
 	c := *g
 	c.buf = append([]byte(nil), g.buf...)
 	c.piece = nil
+	c.triedValid, c.triedNext = false, nil
+	if g.stacks != nil {
+		c.stacks = g.stacks.Clone()
+	}
 	if g.inner != 0 {
 		c.inner = capi.SamplerClone(g.inner)
 	}

@@ -44,11 +44,11 @@ func (e *GrammarError) Error() string {
 // character U+0000 or above U+10FFFF in a string literal, a reversed range
 // such as [z-a], a character class that can match only such
 // characters (as [^\x00-\U0010FFFF]), and a grammar so ambiguous that
-// llama.cpp's grammar engine would hold thousands of parse stacks that each
-// advance into thousands more (hours of work per character, in C, where
-// nothing interrupts it; the bound leaves real grammars alone, JSON Schemas
-// with hundreds of optional properties included). The error is an *Error with Code
-// CodeGrammar that wraps a *GrammarError holding the line and column; it
+// llama.cpp's grammar engine would hold hundreds of parse stacks that each
+// advance into hundreds more (minutes to hours of work per token, in C,
+// where nothing interrupts it; the bound leaves real grammars alone, JSON
+// Schemas with thousands of optional properties included). The error is an
+// *Error with Code CodeGrammar that wraps a *GrammarError holding the line and column; it
 // matches both ErrGrammar and ErrInvalid. Parsing takes time linear in the
 // size of src; it gives up when ctx ends, with an error matching
 // ErrCanceled and ctx's error.
@@ -64,7 +64,7 @@ func ParseGrammar(ctx context.Context, src, root string) (*Grammar, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Grammar{source: src, root: root, checked: true, maxToken: g.MaxTokenID}, nil
+	return &Grammar{source: src, root: root, parsed: g, maxToken: g.MaxTokenID}, nil
 }
 
 // parseGrammar runs the Go parser; vocab > 0 also checks token ids.

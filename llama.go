@@ -66,6 +66,7 @@ type Error struct {
 	Err  error // the underlying error, if any
 
 	input bool // bad input: also matches ErrInvalid
+	work  bool // a grammar failed for the work its engine would do (see grammarSampler.take)
 }
 
 // Error formats the error as "llama: op: message".

@@ -671,8 +671,7 @@ func (c *SamplerChain) goFailure(op string) error {
 		return nil
 	}
 	var perr *PanicError
-	var misuse error
-	failed := false
+	var misuse, failed error
 	n := capi.SamplerChainN(c.ptr)
 	for i := int32(0); i < n; i++ {
 		s := capi.SamplerChainGet(c.ptr, i)
@@ -695,8 +694,11 @@ func (c *SamplerChain) goFailure(op string) error {
 			}
 			e.misuse = ""
 		}
-		if g, ok := e.s.(*grammarSampler); ok && g.failed {
-			failed = true
+		if g, ok := e.s.(*grammarSampler); ok && g.failed && failed == nil {
+			failed = g.why
+			if failed == nil {
+				failed = errGrammarFailed(op)
+			}
 		}
 	}
 	switch {
@@ -704,8 +706,8 @@ func (c *SamplerChain) goFailure(op string) error {
 		return perr
 	case misuse != nil:
 		return misuse
-	case failed:
-		return errGrammarFailed(op)
+	case failed != nil:
+		return failed
 	}
 	return nil
 }
@@ -739,13 +741,14 @@ func (c *SamplerChain) Reset() error {
 
 // goPanic returns the panic a Go sampler of the chain recovered in the
 // last call into llama.cpp, or the candidates a Custom sampler left that
-// llama.cpp could not take (see goFailure), or nil.
+// llama.cpp could not take (see goFailure), or the error of a grammar
+// failed for the work its engine would do (see Grammar.Sampler), or nil.
 func (c *SamplerChain) goPanic(op string) error {
 	if !c.hasGo {
 		return nil
 	}
 	err := c.goFailure(op)
-	if e, ok := err.(*Error); ok && e.Code == CodeGrammar {
+	if e, ok := err.(*Error); ok && e.Code == CodeGrammar && !e.work {
 		return nil
 	}
 	return err

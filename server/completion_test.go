@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -224,6 +225,16 @@ func TestCompletionOptions(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, "%v", out)
 		assert.Contains(t, []any{"yes.", "no."}, out["content"])
 		assert.Equal(t, "eos", out["stop_type"])
+	})
+	t.Run("grammar whose readings multiply with the text", func(t *testing.T) {
+		// It passes the parser's check; each of its repetitions can start
+		// at any character, so the engine's work grows with every token
+		// until the request ends with the grammar's error, before a token
+		// costs the engine seconds.
+		code, out := postJSON(t, ts.URL+"/completion", base(map[string]any{"n_predict": 200,
+			"grammar": "root ::=" + strings.Repeat(` [^"]{0,100}`, 128)}))
+		assert.Equal(t, http.StatusBadRequest, code, "%v", out)
+		assert.Contains(t, fmt.Sprint(out), "can be read in so many ways")
 	})
 	t.Run("json_schema", func(t *testing.T) {
 		code, out := postJSON(t, ts.URL+"/completion", base(map[string]any{"n_predict": 64,
