@@ -333,7 +333,7 @@ func (g *grammarSampler) take(t Token, piece []byte) {
 func (g *grammarSampler) tooMuch(limit int64) {
 	g.failed = true
 	g.why = &Error{Code: CodeGrammar, Op: "grammar", work: true, input: true,
-		Msg: fmt.Sprintf("the text so far can be read in so many ways that llama.cpp's grammar engine holds %d parse states, and its next step would take more than %d stack comparisons; the grammar now allows only end of generation", g.stacks.Len(), limit)}
+		Msg: fmt.Sprintf("the grammar is too ambiguous for the text so far: llama.cpp's grammar engine holds %d parse states, and its next step would take more than %d stack comparisons (seconds to hours of work it cannot interrupt); generation stops", g.stacks.Len(), limit)}
 }
 
 func (g *grammarSampler) Reset() {

@@ -102,6 +102,6 @@ func TestGrammarGrowthGuard(t *testing.T) {
 		text.WriteString(p.Text)
 	}
 	require.ErrorIs(t, gotErr, llama.ErrGrammar)
-	assert.Contains(t, gotErr.Error(), "can be read in so many ways")
+	assert.Contains(t, gotErr.Error(), "too ambiguous for the text so far")
 	assert.Less(t, len(text.String()), 100, "it stops within the first hundred characters")
 }

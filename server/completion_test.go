@@ -234,7 +234,7 @@ func TestCompletionOptions(t *testing.T) {
 		code, out := postJSON(t, ts.URL+"/completion", base(map[string]any{"n_predict": 200,
 			"grammar": "root ::=" + strings.Repeat(` [^"]{0,100}`, 128)}))
 		assert.Equal(t, http.StatusBadRequest, code, "%v", out)
-		assert.Contains(t, fmt.Sprint(out), "can be read in so many ways")
+		assert.Contains(t, fmt.Sprint(out), "too ambiguous for the text so far")
 	})
 	t.Run("json_schema", func(t *testing.T) {
 		code, out := postJSON(t, ts.URL+"/completion", base(map[string]any{"n_predict": 64,
