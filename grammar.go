@@ -225,7 +225,7 @@ func (g *grammarSampler) try(t Token) (*gbnf.Stacks, error) {
 	if g.triedValid && g.tried == t {
 		return g.triedNext, g.triedErr
 	}
-	next := g.stacks.Clone()
+	next := g.stacks.Fork()
 	g.piece = g.m.appendPiece(g.piece[:0], t, true)
 	err := next.AcceptTokenLimit(int32(t), g.piece, gbnf.MaxAcceptWork)
 	g.tried, g.triedNext, g.triedErr, g.triedValid = t, next, err, true
@@ -302,7 +302,7 @@ func (g *grammarSampler) take(t Token, piece []byte) {
 		if piece == nil {
 			next, err = g.try(t)
 		} else {
-			next = g.stacks.Clone()
+			next = g.stacks.Fork()
 			err = next.AcceptTokenLimit(int32(t), piece, gbnf.MaxAcceptWork)
 		}
 		switch {

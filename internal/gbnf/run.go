@@ -28,7 +28,7 @@ type Stacks struct {
 	start   uint32
 	live    []*node // nil: the empty stack (the text may end here)
 	partial partialUTF8
-	slab    []node // where push takes new nodes from
+	scratch *scratch
 	work    int64  // comparisons the engine made in the last AcceptToken
 }
 
@@ -51,11 +51,15 @@ func (s *Stacks) push(parent *node, r uint32, i int) *node {
 	}
 	h = (h ^ pos) * 1099511628211
 	h ^= h >> 29
-	if len(s.slab) == 0 {
-		s.slab = make([]node, 256) // nodes come in blocks: fewer allocations
+	w := s.work0()
+	if len(w.slab) == 0 {
+		// Nodes come in blocks, fewer allocations; small ones first, as
+		// most copies of a Stacks push only a few.
+		w.block = min(max(2*w.block, 8), 256)
+		w.slab = make([]node, w.block)
 	}
-	n := &s.slab[0]
-	s.slab = s.slab[1:]
+	n := &w.slab[0]
+	w.slab = w.slab[1:]
 	*n = node{parent: parent, pos: pos, hash: h, depth: d}
 	return n
 }
@@ -75,6 +79,26 @@ func sameStack(a, b *node) bool {
 		a, b = a.parent, b.parent
 	}
 	return true
+}
+
+// scratch holds what a Stacks and its forks work with: the sets they
+// search in, and the block of nodes new stacks take from.
+type scratch struct {
+	seen, cur, next, memo, adv stackSet
+	memoN                      []int64
+	slab                       []node
+	block                      int // the size of the last block of nodes
+}
+
+// work0 returns the scratch space, made on first use.
+func (s *Stacks) work0() *scratch {
+	if s.scratch == nil {
+		s.scratch = &scratch{}
+		for _, set := range []*stackSet{&s.scratch.seen, &s.scratch.cur, &s.scratch.next, &s.scratch.memo, &s.scratch.adv} {
+			set.stamp = 1
+		}
+	}
+	return s.scratch
 }
 
 // stackSet is a set of stacks in insertion order: an open-addressing
@@ -120,6 +144,12 @@ func (s *stackSet) grow() {
 	}
 }
 
+// cleared resets s and returns it.
+func (s *stackSet) cleared() *stackSet {
+	s.reset()
+	return s
+}
+
 func (s *stackSet) reset() {
 	s.list = s.list[:0]
 	s.stamp++
@@ -147,7 +177,7 @@ func (s *stackSet) index(n *node) int {
 func (g *Grammar) Stacks() *Stacks {
 	s := &Stacks{rules: g.rules, start: g.start}
 	out := newStackSet()
-	seen := newStackSet()
+	seen := s.work0().seen.cleared()
 	s.alternatives(s.start, func(i int) {
 		var st *node
 		if !s.isEnd(s.start, i) {
@@ -161,9 +191,17 @@ func (g *Grammar) Stacks() *Stacks {
 
 // Clone returns an independent copy.
 func (s *Stacks) Clone() *Stacks {
+	c := s.Fork()
+	c.scratch = nil
+	return c
+}
+
+// Fork returns a copy that shares its scratch space and its block of new
+// nodes with s: cheaper than Clone, but s and the copy must then be used
+// from one goroutine, one call at a time.
+func (s *Stacks) Fork() *Stacks {
 	c := *s
 	c.live = append([]*node(nil), s.live...)
-	c.slab = nil
 	return &c
 }
 
@@ -290,8 +328,8 @@ func (s *Stacks) AcceptTokenLimit(id int32, piece []byte, limit int64) error {
 	cps, partial := decodeUTF8(piece, s.partial)
 	s.work = 0
 	out := newStackSet()
-	seen := newStackSet()
-	cur, next := newStackSet(), newStackSet()
+	w := s.work0()
+	seen, cur, next := &w.seen, &w.cur, &w.next
 	for _, st := range s.live {
 		if st == nil {
 			continue
@@ -356,11 +394,12 @@ func (s *Stacks) acceptChar(st *node, c uint32, out, seen *stackSet) {
 // MaxStackWork's. It stops counting once the cost passes limit, returning
 // a figure above limit.
 func (s *Stacks) Cost(limit int64) int64 {
-	seen := newStackSet()
+	w := s.work0()
+	seen := &w.seen
 	// memo: N of stacks already advanced, by content.
-	memo := newStackSet()
-	var memoN []int64
-	adv := newStackSet()
+	memo, adv := w.memo.cleared(), &w.adv
+	memoN := w.memoN[:0]
+	defer func() { w.memoN = memoN[:0] }()
 	n := func(st *node) (int64, []*node) {
 		adv.reset()
 		if st == nil {

@@ -1,6 +1,8 @@
 package gbnf_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -8,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/llama/internal/gbnf"
+	"github.com/x/llama/internal/testenv"
 )
 
 // feed accepts text one character a token, and reports whether stacks
@@ -153,4 +156,29 @@ func FuzzStacks(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkStacks follows llama.cpp's JSON grammar through a JSON text in
+// pieces of three bytes, with the cost estimate after each, as a grammar
+// sampler does for every token: the Go work the guard adds to a token.
+func BenchmarkStacks(b *testing.B) {
+	src, err := os.ReadFile(filepath.Join(testenv.LlamaSrc(b), "grammars", "json.gbnf"))
+	require.NoError(b, err)
+	g, err := gbnf.Parse(string(src), "")
+	require.NoError(b, err)
+	text := `{"name": "Ada Lovelace", "born": 1815, "tags": ["math", "engines"], "notes": {"first": true, "ratio": 0.5}}`
+	b.ReportMetric(float64(len(text)+2)/3, "tokens/op")
+	for b.Loop() {
+		s := g.Stacks()
+		for i := 0; i < len(text); i += 3 {
+			next := s.Fork()
+			if err := next.AcceptTokenLimit(0, []byte(text[i:min(i+3, len(text))]), gbnf.MaxAcceptWork); err != nil {
+				b.Fatal(err)
+			}
+			s = next
+			if s.Cost(gbnf.MaxStackWork) > gbnf.MaxStackWork {
+				b.Fatal("cost")
+			}
+		}
+	}
 }
