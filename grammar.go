@@ -61,7 +61,9 @@ func (g *Grammar) Root() string {
 // token cost more than the last, up to minutes of uninterruptible C. A
 // token whose accept would take the engine more than about a second fails
 // the grammar the same way, with an error that says so, before the engine
-// sees it.
+// sees it; a grammar whose very first step would (its stacks thousands of
+// rules deep, which the parser's check does not weigh) is NewSamplerChain's
+// error.
 func (g *Grammar) Sampler() Sampler {
 	if g == nil {
 		return invalid("grammar", "nil *Grammar")
@@ -154,6 +156,11 @@ func (g grammarSpec) build(m *Model) (capi.Sampler, error) {
 			return 0, errorf(CodeGrammar, "grammar", "llama.cpp rejected the grammar (unknown token name, or no rule %q)", root)
 		}
 		gs.start = parsed.Stacks()
+		if cost := gs.start.Cost(gbnf.MaxStackWork); cost > gbnf.MaxStackWork {
+			capi.SamplerFree(gs.inner)
+			return 0, &Error{Code: CodeGrammar, Op: "grammar", work: true, input: true,
+				Msg: fmt.Sprintf("the grammar is too ambiguous: llama.cpp's grammar engine starts with %d parse states, and its first step would take more than %d stack comparisons", gs.start.Len(), int64(gbnf.MaxStackWork))}
+		}
 		gs.stacks = gs.start.Clone()
 	}
 	m.byteTokens()
@@ -296,8 +303,11 @@ func (g *grammarSampler) trigger(text []byte) {
 // llama.cpp would hold a core for seconds to hours on each token, in C,
 // where nothing interrupts it.
 func (g *grammarSampler) take(t Token, piece []byte) {
-	var next *gbnf.Stacks
-	if g.stacks != nil {
+	next := g.stacks
+	// The engine's accept leaves its stacks as they are for an
+	// end-of-generation token (its check allows one only where the text
+	// may end).
+	if g.stacks != nil && !isEOG(g.m, t) {
 		var err error
 		if piece == nil {
 			next, err = g.try(t)
@@ -305,18 +315,25 @@ func (g *grammarSampler) take(t Token, piece []byte) {
 			next = g.stacks.Fork()
 			err = next.AcceptTokenLimit(int32(t), piece, gbnf.MaxAcceptWork)
 		}
-		switch {
-		case errors.Is(err, gbnf.ErrWork):
+		if errors.Is(err, gbnf.ErrWork) {
 			g.tooMuch(gbnf.MaxAcceptWork)
 			return
-		case err != nil:
-			// The engine decides; where it took the token after all, the
-			// stacks can no longer tell its cost.
-			next = nil
+		}
+		if err != nil {
+			next = nil // no stack takes t: the engine should refuse it too
 		}
 	}
 	if !g.allowed(t) {
 		g.failed = true
+		return
+	}
+	if next == nil && g.stacks != nil {
+		// The engine took a token its mirror refuses: the mirror can no
+		// longer tell its cost, and an unbounded engine is what the
+		// mirror is there to prevent. Not seen in tests; stop here.
+		g.failed = true
+		g.why = &Error{Code: CodeGrammar, Op: "grammar", work: true,
+			Msg: "llama.cpp's grammar engine took a token that its Go mirror (which bounds the engine's work) refuses; generation stops (please report the grammar)"}
 		return
 	}
 	capi.SamplerAccept(g.inner, int32(t))

@@ -2,6 +2,7 @@ package llama_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -104,4 +105,49 @@ func TestGrammarGrowthGuard(t *testing.T) {
 	require.ErrorIs(t, gotErr, llama.ErrGrammar)
 	assert.Contains(t, gotErr.Error(), "too ambiguous for the text so far")
 	assert.Less(t, len(text.String()), 100, "it stops within the first hundred characters")
+}
+
+// TestGrammarDeepStacks: a grammar whose stacks start thousands of rules
+// deep passes the parser (its shape is harmless but for the depth), and
+// every comparison of two stacks costs llama.cpp their depth: 41 s for
+// the first token of the deepest here. The chain refuses it when built.
+func TestGrammarDeepStacks(t *testing.T) {
+	m := stories(t)
+	for _, c := range []struct {
+		depth, optional int
+		ok              bool
+	}{
+		{0, 300, true}, {200, 100, true}, {2000, 200, false}, {5000, 300, false},
+	} {
+		var b strings.Builder
+		b.WriteString("root ::= r0\n")
+		for i := range c.depth {
+			fmt.Fprintf(&b, "r%d ::= r%d \")\"\n", i, i+1)
+		}
+		fmt.Fprintf(&b, "r%d ::= %s \"y\"\n", c.depth, strings.Repeat(` "x"?`, c.optional))
+		g, err := llama.ParseGrammar(context.Background(), b.String(), "")
+		require.NoError(t, err)
+		chain, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{Filter: true}, g.Sampler())
+		if c.ok {
+			require.NoError(t, err, "depth %d", c.depth)
+			chain.Close()
+			continue
+		}
+		require.ErrorIs(t, err, llama.ErrGrammar, "depth %d", c.depth)
+		assert.Contains(t, err.Error(), "too ambiguous")
+	}
+}
+
+// TestGrammarStacksEndOfGeneration: an end-of-generation token leaves the
+// engine's stacks as they are, and the stacks that follow it too.
+func TestGrammarStacksEndOfGeneration(t *testing.T) {
+	m := stories(t)
+	g, err := llama.ParseGrammar(context.Background(), `root ::= "a"?`, "")
+	require.NoError(t, err)
+	chain, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{Filter: true}, g.Sampler())
+	require.NoError(t, err)
+	defer chain.Close()
+	require.NoError(t, chain.Accept(m.SpecialTokens().EOS))
+	_, _, following := llama.GrammarVerdicts(chain, m.SpecialTokens().EOS)
+	assert.True(t, following)
 }

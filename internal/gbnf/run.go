@@ -1,9 +1,12 @@
 package gbnf
 
-import "errors"
+import (
+	"errors"
+	"math/bits"
+)
 
 // MaxAcceptWork bounds the comparisons llama.cpp's grammar engine may make
-// to accept one token (see Stacks.Work): about a second or two of a slow
+// to accept one token (see Stacks.Work): about half a second of a slow
 // core. JSON Schemas of 5,000 optional properties or alternatives stay
 // below half of it; a grammar whose readings multiply with the text passes
 // it after a few dozen characters, where each token would otherwise cost
@@ -62,6 +65,24 @@ func (s *Stacks) push(parent *node, r uint32, i int) *node {
 	w.slab = w.slab[1:]
 	*n = node{parent: parent, pos: pos, hash: h, depth: d}
 	return n
+}
+
+func depthOf(n *node) int32 {
+	if n == nil {
+		return 0
+	}
+	return n.depth
+}
+
+// depthWeight is what copying or comparing a stack costs, in comparisons
+// of short stacks: stacks of one size are compared element by element up
+// from the bottom, which stacks in one list mostly share, as a block of
+// memory (measured: a stack 2,000 deep costs about 60 short ones).
+func depthWeight(st *node) int64 { return 1 + int64(depthOf(st))/32 }
+
+// searchCost is what the engine's linear search of list for st costs.
+func searchCost(list *stackSet, st *node) int64 {
+	return int64(len(list.list)) * depthWeight(st)
 }
 
 func hashOf(n *node) uint64 {
@@ -206,7 +227,9 @@ func (s *Stacks) Fork() *Stacks {
 }
 
 // Work returns the comparisons llama.cpp's engine made to accept the last
-// token (AcceptToken): the searches of its lists of stacks for duplicates.
+// token (AcceptToken): the searches of its lists of stacks for duplicates,
+// and the copies and ordered-set lookups of the stacks it pushes, each
+// weighted by the stacks' depth (see depthWeight).
 func (s *Stacks) Work() int64 { return s.work }
 
 // Len returns the number of stacks.
@@ -241,6 +264,9 @@ func (s *Stacks) advance(st *node, out, seen *stackSet) {
 	for len(todo) > 0 {
 		cur := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
+		// The engine copies each stack it pushes and looks it up in a
+		// set ordered by comparing stacks: both grow with its depth.
+		s.work += depthWeight(cur) * int64(1+bits.Len(uint(len(seen.list))))
 		if !seen.add(cur) {
 			continue
 		}
@@ -263,7 +289,7 @@ func (s *Stacks) advance(st *node, out, seen *stackSet) {
 				todo = append(todo, next)
 			})
 		case eChar, eCharNot, eAny, eToken, eTokenNot:
-			s.work += int64(len(out.list))
+			s.work += searchCost(out, cur)
 			out.add(cur)
 		}
 	}
@@ -338,6 +364,9 @@ func (s *Stacks) AcceptTokenLimit(id int32, piece []byte, limit int64) error {
 		if k := s.rules[r][i].kind; k == eToken || k == eTokenNot {
 			if (k == eToken) == (s.rules[r][i].val == uint32(id)) {
 				s.advance(s.after(st, i+1), out, seen)
+				if s.work > limit {
+					return ErrWork
+				}
 			}
 			continue
 		}
@@ -357,7 +386,7 @@ func (s *Stacks) AcceptTokenLimit(id int32, piece []byte, limit int64) error {
 			}
 		}
 		for _, t := range cur.list {
-			s.work += int64(len(out.list))
+			s.work += searchCost(out, t)
 			out.add(t)
 		}
 		if s.work > limit {
@@ -387,20 +416,25 @@ func (s *Stacks) acceptChar(st *node, c uint32, out, seen *stackSet) {
 	}
 }
 
-// Cost estimates, in stack comparisons, the engine's next step from these
-// stacks: filtering the candidate tokens (each stack advanced, and each
-// stack those advances make) and accepting a character (every stack's
-// advance merged into one list searched linearly). The model is
-// MaxStackWork's. It stops counting once the cost passes limit, returning
-// a figure above limit.
+// Cost estimates, in the units of Work, the engine's pass over the
+// candidate tokens before the next token: each stack advanced and, for the
+// tokens whose first character it takes, each stack that advance made.
+// The advances are run, so their costs are the engine's (the accept that
+// follows is bounded token by token, see AcceptTokenLimit). It stops once
+// the cost passes limit, returning a figure above limit. Work is left as
+// it was.
 func (s *Stacks) Cost(limit int64) int64 {
+	saved := s.work
+	defer func() { s.work = saved }()
 	w := s.work0()
 	seen := &w.seen
-	// memo: N of stacks already advanced, by content.
+	// memo: the work of advancing stacks already advanced, by content.
 	memo, adv := w.memo.cleared(), &w.adv
 	memoN := w.memoN[:0]
 	defer func() { w.memoN = memoN[:0] }()
-	n := func(st *node) (int64, []*node) {
+	// advance returns the work of advancing st past its top, and the
+	// stacks it makes (in adv, until the next call).
+	advance := func(st *node) (int64, []*node) {
 		adv.reset()
 		if st == nil {
 			return 0, nil
@@ -410,33 +444,32 @@ func (s *Stacks) Cost(limit int64) int64 {
 		if k := s.rules[r][i].kind; k != eToken && k != eTokenNot {
 			_, j = s.matchChar(r, i, 0)
 		}
+		s.work = 0
 		s.advance(s.after(st, j), adv, seen)
-		return int64(len(adv.list)), adv.list
+		return s.work, adv.list
 	}
-	live := int64(len(s.live))
-	var sumN, filter int64
+	var total int64
 	var made []*node
 	for _, st := range s.live {
-		ns, list := n(st)
-		sumN = satAdd(sumN, ns)
-		filter = satAdd(filter, satMul(ns, ns))
+		ws, list := advance(st)
+		total = satAdd(total, ws)
 		made = append(made[:0], list...)
 		for _, t := range made {
-			if satAdd(satMul(live, sumN), filter) > limit {
-				return satAdd(satMul(live, sumN), filter)
+			if total > limit {
+				return total
 			}
-			var nt int64
+			var wt int64
 			if k := memo.index(t); k >= 0 {
-				nt = memoN[k]
+				wt = memoN[k]
 			} else {
-				nt, _ = n(t)
+				wt, _ = advance(t)
 				memo.add(t)
-				memoN = append(memoN, nt)
+				memoN = append(memoN, wt)
 			}
-			filter = satAdd(filter, satMul(nt, nt))
+			total = satAdd(total, wt)
 		}
 	}
-	return satAdd(satMul(live, sumN), filter)
+	return total
 }
 
 // partialUTF8 is a character cut by the end of a token's text: its bits so

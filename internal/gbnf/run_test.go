@@ -71,6 +71,27 @@ func TestStacksTokens(t *testing.T) {
 	assert.False(t, c.AcceptToken(6, []byte("y")), "the text is complete")
 }
 
+// TestStacksLimit: the limit holds on every path, the stacks under a
+// token element included, and Cost leaves Work alone.
+func TestStacksLimit(t *testing.T) {
+	for _, c := range []struct{ name, src string }{
+		{"characters", `root ::= "a" body` + "\nbody ::=" + strings.Repeat(` "x"?`, 200) + ` "y"`},
+		{"a token element", `root ::= <[5]> body` + "\nbody ::=" + strings.Repeat(` "x"?`, 200) + ` "y"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g, err := gbnf.Parse(c.src, "")
+			require.NoError(t, err)
+			s := g.Stacks()
+			require.ErrorIs(t, s.Fork().AcceptTokenLimit(5, []byte("a"), 10), gbnf.ErrWork)
+			require.NoError(t, s.AcceptTokenLimit(5, []byte("a"), gbnf.MaxAcceptWork))
+			w := s.Work()
+			assert.Greater(t, w, int64(10))
+			assert.Greater(t, s.Cost(gbnf.MaxStackWork), int64(0))
+			assert.Equal(t, w, s.Work())
+		})
+	}
+}
+
 func TestStacksUTF8(t *testing.T) {
 	g, err := gbnf.Parse(`root ::= "é" "a"`, "")
 	require.NoError(t, err)
@@ -106,18 +127,21 @@ func TestStacksUTF8(t *testing.T) {
 	}
 }
 
-// TestStacksCost: the grammar a previous check let through (each
-// repetition in as many places as the text is long) passes the parser's
-// bound, and the cost of its steps grows past it with the text.
+// TestStacksCost: a grammar whose repetitions can each start at any
+// character passes the parser's bound, and the work of accepting a character
+// grows past the accept bound with the text (one more character: 3·10⁷
+// after 5 characters, 1.2·10⁹ after 40).
 func TestStacksCost(t *testing.T) {
 	g, err := gbnf.Parse("root ::="+strings.Repeat(` [^"]{0,100}`, 128), "")
 	require.NoError(t, err)
 	s := g.Stacks()
+	word := []byte("a")
 	require.True(t, feed(s, strings.Repeat("a", 5)))
 	assert.Less(t, s.Cost(gbnf.MaxStackWork), int64(gbnf.MaxStackWork))
+	assert.NoError(t, s.Fork().AcceptTokenLimit(0, word, gbnf.MaxAcceptWork))
 	require.True(t, feed(s, strings.Repeat("a", 35)))
 	assert.Greater(t, s.Len(), 4000)
-	assert.Greater(t, s.Cost(gbnf.MaxStackWork), int64(gbnf.MaxStackWork))
+	assert.ErrorIs(t, s.Fork().AcceptTokenLimit(0, word, gbnf.MaxAcceptWork), gbnf.ErrWork)
 
 	// A JSON string with a length bound stays at two stacks.
 	g, err = gbnf.Parse(`root ::= "\"" [^"]{0,1000} "\""`, "")
