@@ -215,6 +215,9 @@ func (g *grammarSampler) Apply(c *Candidates) {
 		// the stacks try them first.
 		if d := c.Data(); g.stacks != nil && len(d) <= 4 {
 			for i := range d {
+				if isEOG(g.m, d[i].ID) {
+					continue // the engine only asks whether the text may end
+				}
 				if _, err := g.try(d[i].ID); errors.Is(err, gbnf.ErrWork) {
 					g.tooMuch(gbnf.MaxAcceptWork)
 					g.Apply(c)

@@ -28,11 +28,12 @@ const MaxAcceptWork = 250_000_000
 // gives an independent copy.
 type Stacks struct {
 	rules   [][]elem
+	alts    [][]int32
 	start   uint32
 	live    []*node // nil: the empty stack (the text may end here)
 	partial partialUTF8
 	scratch *scratch
-	work    int64  // comparisons the engine made in the last AcceptToken
+	work    int64 // comparisons the engine made in the last AcceptToken
 }
 
 // node is one element of a stack: the position of a rule body, on top of
@@ -196,7 +197,7 @@ func (s *stackSet) index(n *node) int {
 
 // Stacks returns the stacks llama.cpp's grammar engine starts with.
 func (g *Grammar) Stacks() *Stacks {
-	s := &Stacks{rules: g.rules, start: g.start}
+	s := &Stacks{rules: g.rules, alts: g.alts, start: g.start}
 	out := newStackSet()
 	seen := s.work0().seen.cleared()
 	s.alternatives(s.start, func(i int) {
@@ -240,19 +241,35 @@ func (s *Stacks) isEnd(r uint32, i int) bool {
 	return k == eEnd || k == eAlt
 }
 
+// altStarts returns, by rule, where each alternative starts.
+func altStarts(rules [][]elem) [][]int32 {
+	n := 0
+	for _, body := range rules {
+		for _, e := range body {
+			if e.kind == eAlt || e.kind == eEnd {
+				n++
+			}
+		}
+	}
+	all := make([]int32, 0, n) // one allocation for all rules
+	alts := make([][]int32, len(rules))
+	for r, body := range rules {
+		first := len(all)
+		all = append(all, 0)
+		for i, e := range body {
+			if e.kind == eAlt {
+				all = append(all, int32(i+1))
+			}
+		}
+		alts[r] = all[first:len(all):len(all)]
+	}
+	return alts
+}
+
 // alternatives calls f with the start of each alternative of rule r.
 func (s *Stacks) alternatives(r uint32, f func(i int)) {
-	body := s.rules[r]
-	i := 0
-	for {
-		f(i)
-		for body[i].kind != eEnd && body[i].kind != eAlt {
-			i++
-		}
-		if body[i].kind == eEnd {
-			return
-		}
-		i++
+	for _, i := range s.alts[r] {
+		f(int(i))
 	}
 }
 
@@ -278,6 +295,8 @@ func (s *Stacks) advance(st *node, out, seen *stackSet) {
 		r, i := uint32(cur.pos>>32), int(uint32(cur.pos))
 		switch e := s.rules[r][i]; e.kind {
 		case eRef:
+			// The engine reads the whole rule to find its alternatives.
+			s.work += int64(len(s.rules[e.val]))
 			s.alternatives(e.val, func(a int) {
 				next := cur.parent
 				if !s.isEnd(r, i+1) {

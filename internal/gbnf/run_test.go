@@ -92,6 +92,20 @@ func TestStacksLimit(t *testing.T) {
 	}
 }
 
+// TestStacksLongRules: the engine reads a whole rule to find its
+// alternatives each time it expands it, so 3,000 stacks expanding a rule
+// of 100,000 elements cost it 3·10⁸ reads for one character; the work
+// counts them (and the parser and the stacks do not read the rule each
+// time).
+func TestStacksLongRules(t *testing.T) {
+	src := "root ::= ( [a] B" + strings.Repeat(" | [a] B", 2999) + " )\nB ::= \"\" | \"" + strings.Repeat("y", 100000) + "\"\n"
+	g, err := gbnf.Parse(src, "")
+	require.NoError(t, err)
+	s := g.Stacks()
+	assert.Equal(t, 3000, s.Len())
+	require.ErrorIs(t, s.Fork().AcceptTokenLimit(0, []byte("a"), gbnf.MaxAcceptWork), gbnf.ErrWork)
+}
+
 func TestStacksUTF8(t *testing.T) {
 	g, err := gbnf.Parse(`root ::= "é" "a"`, "")
 	require.NoError(t, err)

@@ -79,6 +79,16 @@ type stackPass struct {
 	cont  *stackPass // the count of stacks; nil in that count itself
 	memo  [][]stackInfo
 	below []int64 // by rule: the most the frames below its frame add
+	// alts' results, by rule
+	altSum  []quad
+	altNull []bool
+	altDone []bool
+}
+
+func newStackPass(p *parser, leaf func(r uint32, i int) quad, cont *stackPass) *stackPass {
+	n := len(p.rules)
+	return &stackPass{p: p, leaf: leaf, cont: cont, memo: make([][]stackInfo, n),
+		altSum: make([]quad, n), altNull: make([]bool, n), altDone: make([]bool, n)}
 }
 
 // at returns the stackInfo of position i of rule r.
@@ -119,8 +129,12 @@ func (s *stackPass) at(r uint32, i int) stackInfo {
 }
 
 // alts returns what a reference to rule r creates within r's frame (the sum
-// over its alternatives) and whether r can match nothing.
+// over its alternatives) and whether r can match nothing. It is kept: a
+// rule referred to from many places is read once.
 func (s *stackPass) alts(r uint32) (quad, bool) {
+	if s.altDone[r] {
+		return s.altSum[r], s.altNull[r]
+	}
 	body := s.p.rules[r]
 	var q quad
 	null := false
@@ -132,6 +146,7 @@ func (s *stackPass) alts(r uint32) (quad, bool) {
 			i++
 		}
 	}
+	s.altSum[r], s.altNull[r], s.altDone[r] = q, null, true
 	return q, null
 }
 
@@ -232,10 +247,10 @@ func (p *parser) stackWork(root string) (work, made int64, where uint32) {
 		return j
 	}
 	one := func(uint32, int) quad { return quad{a: 1} }
-	count := &stackPass{p: p, memo: make([][]stackInfo, len(p.rules)), leaf: one}
+	count := newStackPass(p, one, nil)
 	count.solve(order, start, 1)
 	pass := func(leaf func(r uint32, i int) quad) *stackPass {
-		s := &stackPass{p: p, memo: make([][]stackInfo, len(p.rules)), leaf: leaf, cont: count}
+		s := newStackPass(p, leaf, count)
 		s.solve(order, start, 0)
 		return s
 	}
