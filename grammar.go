@@ -158,8 +158,7 @@ func (g grammarSpec) build(m *Model) (capi.Sampler, error) {
 		gs.start = parsed.Stacks()
 		if cost := gs.start.Cost(gbnf.MaxStackWork); cost > gbnf.MaxStackWork {
 			capi.SamplerFree(gs.inner)
-			return 0, &Error{Code: CodeGrammar, Op: "grammar", work: true, input: true,
-				Msg: fmt.Sprintf("the grammar is too ambiguous: llama.cpp's grammar engine starts with %d parse states, and its first step would take more than %d stack comparisons", gs.start.Len(), int64(gbnf.MaxStackWork))}
+			return 0, workError(true, "the grammar is too ambiguous: llama.cpp's grammar engine starts with %d parse states, and its first step would take more than %d stack comparisons", gs.start.Len(), int64(gbnf.MaxStackWork))
 		}
 		gs.stacks = gs.start.Clone()
 	}
@@ -185,12 +184,15 @@ type grammarSampler struct {
 	// gbnf.Stacks); why is the error of a grammar failed that way.
 	start, stacks *gbnf.Stacks
 	why           error
-	// tried is the last token tried on a copy of stacks, with the copy
-	// after it and the error (see try).
-	tried      Token
-	triedNext  *gbnf.Stacks
-	triedErr   error
-	triedValid bool
+	tried         *tried // the last token tried on a copy of stacks (see try); nil: none since they moved
+}
+
+// tried is a token tried on a copy of a grammar sampler's stacks: the copy
+// after it, and AcceptTokenLimit's error.
+type tried struct {
+	t    Token
+	next *gbnf.Stacks
+	err  error
 }
 
 func (g *grammarSampler) Name() string {
@@ -232,13 +234,14 @@ func (g *grammarSampler) Apply(c *Candidates) {
 // try returns the stacks after token t (a copy; nil when there are none)
 // and AcceptTokenLimit's error, remembering the last token tried.
 func (g *grammarSampler) try(t Token) (*gbnf.Stacks, error) {
-	if g.triedValid && g.tried == t {
-		return g.triedNext, g.triedErr
+	if g.tried != nil && g.tried.t == t {
+		return g.tried.next, g.tried.err
 	}
 	next := g.stacks.Fork()
+	// The engine's text of the token (llama_grammar_accept_impl's piece).
 	g.piece = g.m.appendPiece(g.piece[:0], t, true)
 	err := next.AcceptTokenLimit(int32(t), g.piece, gbnf.MaxAcceptWork)
-	g.tried, g.triedNext, g.triedErr, g.triedValid = t, next, err, true
+	g.tried = &tried{t, next, err}
 	return next, err
 }
 
@@ -255,7 +258,7 @@ func (g *grammarSampler) Accept(t Token) {
 		return
 	}
 	if g.active {
-		g.take(t, nil)
+		g.take(t)
 		return
 	}
 	g.piece = g.m.appendPiece(g.piece[:0], t, true)
@@ -292,32 +295,27 @@ func (g *grammarSampler) trigger(text []byte) {
 			g.failed = true
 			return
 		}
-		if g.take(t, []byte{b}); g.failed {
+		if g.take(t); g.failed {
 			return
 		}
 	}
 }
 
-// take gives token t (whose text is piece; nil: the token's own) to the
-// engine when the grammar allows it, else fails the grammar. The stacks
-// that follow the engine go first: where the engine's accept (and its
-// check of t before it) would pass gbnf.MaxAcceptWork comparisons, or the
-// estimate of its next step gbnf.MaxStackWork, the grammar fails instead: the text has made the grammar's readings so many that
-// llama.cpp would hold a core for seconds to hours on each token, in C,
-// where nothing interrupts it.
-func (g *grammarSampler) take(t Token, piece []byte) {
+// take gives token t to the engine when the grammar allows it, else fails
+// the grammar. The stacks that follow the engine go first: where the
+// engine's accept (and its check of t before it) would pass
+// gbnf.MaxAcceptWork comparisons, or the estimate of its next step
+// gbnf.MaxStackWork, the grammar fails instead: the text has made the
+// grammar's readings so many that llama.cpp would hold a core for seconds
+// to hours on each token, in C, where nothing interrupts it.
+func (g *grammarSampler) take(t Token) {
 	next := g.stacks
 	// The engine's accept leaves its stacks as they are for an
 	// end-of-generation token (its check allows one only where the text
 	// may end).
 	if g.stacks != nil && !isEOG(g.m, t) {
 		var err error
-		if piece == nil {
-			next, err = g.try(t)
-		} else {
-			next = g.stacks.Fork()
-			err = next.AcceptTokenLimit(int32(t), piece, gbnf.MaxAcceptWork)
-		}
+		next, err = g.try(t)
 		if errors.Is(err, gbnf.ErrWork) {
 			g.tooMuch(gbnf.MaxAcceptWork)
 			return
@@ -335,12 +333,11 @@ func (g *grammarSampler) take(t Token, piece []byte) {
 		// longer tell its cost, and an unbounded engine is what the
 		// mirror is there to prevent. Not seen in tests; stop here.
 		g.failed = true
-		g.why = &Error{Code: CodeGrammar, Op: "grammar", work: true,
-			Msg: "llama.cpp's grammar engine took a token that its Go mirror (which bounds the engine's work) refuses; generation stops (please report the grammar)"}
+		g.why = workError(false, "llama.cpp's grammar engine took a token that its Go mirror (which bounds the engine's work) refuses; generation stops (please report the grammar)")
 		return
 	}
 	capi.SamplerAccept(g.inner, int32(t))
-	g.stacks, g.triedValid = next, false
+	g.stacks, g.tried = next, nil
 	if next != nil {
 		if next.Cost(gbnf.MaxStackWork) > gbnf.MaxStackWork {
 			g.tooMuch(gbnf.MaxStackWork)
@@ -352,8 +349,14 @@ func (g *grammarSampler) take(t Token, piece []byte) {
 // comparisons.
 func (g *grammarSampler) tooMuch(limit int64) {
 	g.failed = true
-	g.why = &Error{Code: CodeGrammar, Op: "grammar", work: true, input: true,
-		Msg: fmt.Sprintf("the grammar is too ambiguous for the text so far: llama.cpp's grammar engine holds %d parse states, and its next step would take more than %d stack comparisons (seconds to hours of work it cannot interrupt); generation stops", g.stacks.Len(), limit)}
+	g.why = workError(true, "the grammar is too ambiguous for the text so far: llama.cpp's grammar engine holds %d parse states, and its next step would take more than %d stack comparisons (seconds to hours of work it cannot interrupt); generation stops", g.stacks.Len(), limit)
+}
+
+// workError is the error of a grammar refused or failed for the work its
+// engine would do (see Grammar.Sampler): a grammar error that
+// ApplyInPlace reports too; input marks it the caller's (ErrInvalid).
+func workError(input bool, format string, args ...any) *Error {
+	return &Error{Code: CodeGrammar, Op: "grammar", work: true, input: input, Msg: fmt.Sprintf(format, args...)}
 }
 
 func (g *grammarSampler) Reset() {
@@ -363,7 +366,7 @@ func (g *grammarSampler) Reset() {
 	g.active = !g.lazy && !g.none
 	g.failed = false
 	g.why = nil
-	g.triedValid = false
+	g.tried = nil
 	g.buf = g.buf[:0]
 	if g.start != nil {
 		g.stacks = g.start.Clone()
@@ -374,7 +377,7 @@ func (g *grammarSampler) Clone() CustomSampler {
 	c := *g
 	c.buf = append([]byte(nil), g.buf...)
 	c.piece = nil
-	c.triedValid, c.triedNext = false, nil
+	c.tried = nil
 	if g.stacks != nil {
 		c.stacks = g.stacks.Clone()
 	}
