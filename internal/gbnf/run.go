@@ -86,6 +86,12 @@ func searchCost(list *stackSet, st *node) int64 {
 	return int64(len(list.list)) * depthWeight(st)
 }
 
+// top returns the rule and position of n's top element.
+func (n *node) top() (uint32, int) { return uint32(n.pos >> 32), int(uint32(n.pos)) }
+
+// isToken reports whether an element kind matches tokens, not characters.
+func isToken(k elemKind) bool { return k == eToken || k == eTokenNot }
+
 func hashOf(n *node) uint64 {
 	if n == nil {
 		return 0
@@ -292,7 +298,7 @@ func (s *Stacks) advance(st *node, out, seen *stackSet) {
 			out.add(nil)
 			continue
 		}
-		r, i := uint32(cur.pos>>32), int(uint32(cur.pos))
+		r, i := cur.top()
 		switch e := s.rules[r][i]; e.kind {
 		case eRef:
 			// The engine reads the whole rule to find its alternatives.
@@ -342,7 +348,7 @@ func (s *Stacks) matchChar(r uint32, i int, c uint32) (bool, int) {
 // after returns st with its top element, matched, replaced by the
 // position after it (the element ends its alternative: popped).
 func (s *Stacks) after(st *node, j int) *node {
-	r := uint32(st.pos >> 32)
+	r, _ := st.top()
 	if s.isEnd(r, j) {
 		return st.parent
 	}
@@ -379,8 +385,8 @@ func (s *Stacks) AcceptTokenLimit(id int32, piece []byte, limit int64) error {
 		if st == nil {
 			continue
 		}
-		r, i := uint32(st.pos>>32), int(uint32(st.pos))
-		if k := s.rules[r][i].kind; k == eToken || k == eTokenNot {
+		r, i := st.top()
+		if k := s.rules[r][i].kind; isToken(k) {
 			if (k == eToken) == (s.rules[r][i].val == uint32(id)) {
 				s.advance(s.after(st, i+1), out, seen)
 				if s.work > limit {
@@ -426,8 +432,8 @@ func (s *Stacks) acceptChar(st *node, c uint32, out, seen *stackSet) {
 	if st == nil {
 		return
 	}
-	r, i := uint32(st.pos>>32), int(uint32(st.pos))
-	if k := s.rules[r][i].kind; k == eToken || k == eTokenNot {
+	r, i := st.top()
+	if isToken(s.rules[r][i].kind) {
 		return
 	}
 	if ok, j := s.matchChar(r, i, c); ok {
@@ -458,9 +464,9 @@ func (s *Stacks) Cost(limit int64) int64 {
 		if st == nil {
 			return 0, nil
 		}
-		r, i := uint32(st.pos>>32), int(uint32(st.pos))
+		r, i := st.top()
 		j := i + 1
-		if k := s.rules[r][i].kind; k != eToken && k != eTokenNot {
+		if !isToken(s.rules[r][i].kind) {
 			_, j = s.matchChar(r, i, 0)
 		}
 		s.work = 0
