@@ -155,8 +155,9 @@ func (g grammarSpec) build(m *Model) (capi.Sampler, error) {
 		if gs.inner == 0 {
 			return 0, errorf(CodeGrammar, "grammar", "llama.cpp rejected the grammar (unknown token name, or no rule %q)", root)
 		}
-		gs.start = parsed.Stacks()
-		if cost := gs.start.Cost(gbnf.MaxStackWork); cost > gbnf.MaxStackWork {
+		var cost int64
+		gs.start, cost = parsed.Start()
+		if cost > gbnf.MaxStackWork {
 			capi.SamplerFree(gs.inner)
 			return 0, workError(true, "the grammar is too ambiguous: llama.cpp's grammar engine starts with %d parse states, and its first step would take more than %d stack comparisons", gs.start.Len(), int64(gbnf.MaxStackWork))
 		}

@@ -218,16 +218,19 @@ func (p *Params) Chain(env Env, extra ...llama.Sampler) (ss []llama.Sampler, his
 }
 
 // GrammarSampler returns p's grammar sampler (nil without a grammar): lazy, with
-// its triggers, when p.GrammarLazy is set. The grammar is parsed here
-// (llama.ParseGrammar, which gives up when ctx ends); a malformed one is
-// its error.
+// its triggers, when p.GrammarLazy is set. The grammar is p.ParsedGrammar
+// when that is p.Grammar parsed, or else parsed here (llama.ParseGrammar,
+// which gives up when ctx ends); a malformed one is its error.
 func (p *Params) GrammarSampler(ctx context.Context) (llama.Sampler, error) {
 	if p.Grammar == "" {
 		return nil, nil
 	}
-	g, err := llama.ParseGrammar(ctx, p.Grammar, "root")
-	if err != nil {
-		return nil, err
+	g := p.ParsedGrammar
+	if g == nil || g.Source() != p.Grammar || g.Root() != "root" {
+		var err error
+		if g, err = llama.ParseGrammar(ctx, p.Grammar, "root"); err != nil {
+			return nil, err
+		}
 	}
 	if !p.GrammarLazy {
 		return g.Sampler(), nil

@@ -155,16 +155,24 @@ const grammarProbe = 4096
 // answered from the first block, one that allows no token costs one pass
 // over the vocabulary. Errors are *Error.
 func CheckGrammar(m *llama.Model, g string) error {
+	_, err := CheckedGrammar(m, g)
+	return err
+}
+
+// CheckedGrammar is CheckGrammar that returns the grammar it parsed, for
+// Params.ParsedGrammar: a request checked here builds its chain without
+// parsing the grammar, or setting up its first parse states, again.
+func CheckedGrammar(m *llama.Model, g string) (*llama.Grammar, error) {
 	if err := CheckGrammarSize(g); err != nil {
-		return err
+		return nil, err
 	}
 	gr, err := llama.ParseGrammar(context.Background(), g, "root")
 	if err != nil {
-		return errorf("grammar", "invalid grammar: %v", err)
+		return nil, errorf("grammar", "invalid grammar: %v", err)
 	}
 	c, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{Filter: true}, gr.Sampler())
 	if err != nil {
-		return errorf("grammar", "invalid grammar: %v", err)
+		return nil, errorf("grammar", "invalid grammar: %v", err)
 	}
 	defer c.Close()
 	n := m.VocabSize()
@@ -180,9 +188,9 @@ func CheckGrammar(m *llama.Model, g string) error {
 		}
 		for _, t := range out {
 			if !math.IsInf(float64(t.Logit), -1) {
-				return nil
+				return gr, nil
 			}
 		}
 	}
-	return errorf("grammar", "invalid grammar: it can never match (no token of the vocabulary can start it)")
+	return nil, errorf("grammar", "invalid grammar: it can never match (no token of the vocabulary can start it)")
 }

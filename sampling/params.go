@@ -58,7 +58,11 @@ type Params struct {
 	Samplers []string
 	// Grammar is a GBNF grammar ("" none). With GrammarLazy it applies only
 	// after one of GrammarTriggers fires.
-	Grammar         string
+	Grammar string
+	// ParsedGrammar, when its Source is Grammar, is Grammar already parsed
+	// (by llama.ParseGrammar or CheckedGrammar): GrammarSampler uses it
+	// instead of parsing Grammar again. Otherwise it is ignored.
+	ParsedGrammar   *llama.Grammar
 	GrammarLazy     bool
 	GrammarTriggers []GrammarTrigger
 	PreservedTokens []string

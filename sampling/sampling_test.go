@@ -1,6 +1,7 @@
 package sampling_test
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -291,6 +292,42 @@ func TestCheckGrammar(t *testing.T) {
 			require.ErrorAs(t, err, &se)
 			assert.Contains(t, se.Msg, c.err)
 			assert.ErrorIs(t, err, llama.ErrInvalid)
+		})
+	}
+}
+
+// TestParsedGrammar: the grammar CheckedGrammar returns is the one a
+// chain is then built from, not parsed again (a canceled context, which
+// stops a parse, does not stop it), and a ParsedGrammar of another text is
+// ignored.
+func TestParsedGrammar(t *testing.T) {
+	m := storiesModel(t)
+	const g = `root ::= "Once" [a-z]*`
+	gr, err := sampling.CheckedGrammar(m, g)
+	require.NoError(t, err)
+	require.Equal(t, g, gr.Source())
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, c := range []struct {
+		name    string
+		grammar string
+		err     bool
+	}{
+		{"checked", g, false},
+		{"another grammar", `root ::= "Once" [a-y]*`, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := sampling.Defaults()
+			p.Grammar, p.ParsedGrammar = c.grammar, gr
+			s, err := p.GrammarSampler(canceled)
+			if c.err {
+				require.ErrorIs(t, err, llama.ErrCanceled)
+				return
+			}
+			require.NoError(t, err)
+			chain, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{Filter: true}, s)
+			require.NoError(t, err)
+			chain.Close()
 		})
 	}
 }

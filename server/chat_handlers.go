@@ -114,13 +114,19 @@ func (inst *instance) prepareChat(req *wire.Chat, t *engine.Request) (*chatPlan,
 		return nil, chatError(err)
 	}
 	if cp.Grammar != "" {
-		if err := checkGrammar(inst.Model, cp.Grammar); err != nil {
-			if cp.ToolGrammar {
-				return nil, badRequest("tool grammar: %v", err) // built from the client's tools
+		// The request's own grammar, or its json_schema's, was checked
+		// with its other parameters; a grammar the plan made is checked here.
+		gr := t.Params.ParsedGrammar
+		if gr.Source() != cp.Grammar {
+			if gr, err = checkGrammar(inst.Model, cp.Grammar); err != nil {
+				if cp.ToolGrammar {
+					return nil, badRequest("tool grammar: %v", err) // built from the client's tools
+				}
+				return nil, err
 			}
-			return nil, err
 		}
 		engine.SetChatGrammar(inst.Model, &t.Params, cp)
+		t.Params.ParsedGrammar = gr
 	}
 	toks, err := inst.promptTokens(cp.Prompt, req.Media, t)
 	if err != nil {

@@ -336,10 +336,11 @@ func parseGrammar(f *wire.Gen, m *llama.Model, p *sampling.Params) error {
 	if g == "" {
 		return nil
 	}
-	if err := checkGrammar(m, g); err != nil {
+	gr, err := checkGrammar(m, g)
+	if err != nil {
 		return err
 	}
-	p.Grammar = g
+	p.Grammar, p.ParsedGrammar = g, gr
 	return nil
 }
 
@@ -355,9 +356,11 @@ func schemaGrammar(schema json.RawMessage) (string, error) {
 	return g, nil
 }
 
-// checkGrammar checks g with sampling.CheckGrammar, as a 400.
-func checkGrammar(m *llama.Model, g string) error {
-	return samplingError(sampling.CheckGrammar(m, g))
+// checkGrammar checks g with sampling.CheckedGrammar, as a 400, and
+// returns it parsed (for sampling.Params.ParsedGrammar).
+func checkGrammar(m *llama.Model, g string) (*llama.Grammar, error) {
+	gr, err := sampling.CheckedGrammar(m, g)
+	return gr, samplingError(err)
 }
 
 // samplingError is err, a *sampling.Error, as a 400 (other errors and nil

@@ -92,6 +92,7 @@ type Grammar struct {
 	rules [][]elem  // llama.cpp's form, by rule id
 	alts  [][]int32 // by rule id: where each alternative starts
 	start uint32
+	first *firstStep // the engine's first stacks and their cost, made once
 }
 
 // Rule is one named rule of a grammar.
@@ -177,7 +178,7 @@ func ParseContext(ctx context.Context, src string, opts Options) (g *Grammar, er
 	p.parse()
 	p.check(opts.Root)
 	g = &Grammar{Root: opts.Root, Generated: len(p.rules) - len(p.named), MaxTokenID: p.maxTok, Rules: make([]Rule, 0, len(p.named)),
-		rules: p.rules, alts: altStarts(p.rules), start: p.symbols[opts.Root]}
+		rules: p.rules, alts: altStarts(p.rules), start: p.symbols[opts.Root], first: new(firstStep)}
 	starts := lineStarts(src)
 	for _, name := range p.named {
 		off := p.origin.at(p.symbols[name])

@@ -3,6 +3,7 @@ package gbnf
 import (
 	"errors"
 	"math/bits"
+	"sync"
 )
 
 // MaxAcceptWork bounds the comparisons llama.cpp's grammar engine may make
@@ -199,6 +200,31 @@ func (s *stackSet) index(n *node) int {
 		}
 	}
 	return -1
+}
+
+// firstStep holds what Start returns, made on its first call.
+type firstStep struct {
+	once   sync.Once
+	stacks *Stacks
+	cost   int64
+}
+
+// Start returns the stacks llama.cpp's grammar engine starts with (as
+// Stacks) and the cost of its first step (their Cost, up to MaxStackWork).
+// Both are made on the first call and kept: every later call, from any
+// goroutine, returns a fresh copy of the same stacks, so a grammar used by
+// many requests is set up once.
+func (g *Grammar) Start() (*Stacks, int64) {
+	if g.first == nil { // a Grammar not made by Parse
+		s := g.Stacks()
+		return s, s.Cost(MaxStackWork)
+	}
+	f := g.first
+	f.once.Do(func() {
+		f.stacks = g.Stacks()
+		f.cost = f.stacks.Cost(MaxStackWork)
+	})
+	return f.stacks.Clone(), f.cost
 }
 
 // Stacks returns the stacks llama.cpp's grammar engine starts with.

@@ -165,6 +165,36 @@ func TestStacksCost(t *testing.T) {
 	assert.Less(t, s.Cost(gbnf.MaxStackWork), int64(100))
 }
 
+// TestStartShared: Start makes the first stacks and their cost once and
+// hands every caller, on any goroutine, its own copy: the copies follow
+// the text apart and match Stacks.
+func TestStartShared(t *testing.T) {
+	g, err := gbnf.Parse(`root ::= "a" [bc]* | "ab" x{0,9}`+"\nx ::= [^\"]", "")
+	require.NoError(t, err)
+	want := g.Stacks()
+	wantCost := want.Cost(gbnf.MaxStackWork)
+	texts := []string{"a", "ab", "abc", "abb", "ac", "abxyz"}
+	done := make(chan *gbnf.Stacks, len(texts))
+	for _, text := range texts {
+		go func() {
+			s, cost := g.Start()
+			if cost != wantCost || s.Len() != want.Len() || !feed(s, text) {
+				s = nil
+			}
+			done <- s
+		}()
+	}
+	lens := map[int]bool{}
+	for range texts {
+		s := <-done
+		require.NotNil(t, s)
+		lens[s.Len()] = true
+	}
+	assert.Greater(t, len(lens), 1, "the copies followed different texts")
+	s, _ := g.Start()
+	assert.Equal(t, want.Len(), s.Len(), "the kept stacks are untouched")
+}
+
 func FuzzStacks(f *testing.F) {
 	for _, c := range []struct{ src, text string }{
 		{`root ::= "a" | "ab"`, "ab"}, {`root ::= x{0,5} x{0,5}` + "\nx ::= [a]", "aaaa"},
