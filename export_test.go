@@ -1,6 +1,10 @@
 package llama
 
-import "github.com/x/llama/internal/capi"
+import (
+	"unsafe"
+
+	"github.com/x/llama/internal/capi"
+)
 
 // SelectTopK is the fast path's top-k selection for the tests of package
 // llama_test: the k candidates of greatest logit of logits biased by bias,
@@ -35,4 +39,48 @@ func GrammarVerdicts(c *SamplerChain, t Token) (engine, stacks, following bool) 
 		return g.allowed(t), false, false
 	}
 	return g.allowed(t), g.stacks.Clone().AcceptToken(int32(t), g.m.appendPiece(nil, t, true)), true
+}
+
+// GrammarMasks returns, for the grammar sampler of chain c, which tokens of
+// the whole vocabulary llama.cpp's grammar engine allows next (its filter)
+// and which the Go filter that replaces it allows.
+func GrammarMasks(c *SamplerChain) (engine, filter []bool) {
+	g := grammarOf(c)
+	d := GrammarRow(c)
+	GrammarFilterEngine(c, d)
+	engine = make([]bool, len(d))
+	for i := range d {
+		engine[i] = !isNegInf(d[i].Logit)
+		d[i].Logit = 0
+	}
+	if err := g.filter(d); err != nil {
+		panic(err)
+	}
+	filter = make([]bool, len(d))
+	for i := range d {
+		filter[i] = !isNegInf(d[i].Logit)
+	}
+	return engine, filter
+}
+
+// GrammarRow returns a row of every token of chain c's model, logits 0.
+func GrammarRow(c *SamplerChain) []TokenData {
+	d := make([]TokenData, grammarOf(c).m.nVocb)
+	for i := range d {
+		d[i] = TokenData{ID: Token(i)}
+	}
+	return d
+}
+
+// GrammarFilterEngine filters d with llama.cpp's grammar engine, as chain
+// c's grammar stands.
+func GrammarFilterEngine(c *SamplerChain, d []TokenData) {
+	arr := capi.TokenDataArray{Data: unsafe.Pointer(&d[0]), Size: uintptr(len(d)), Selected: -1}
+	capi.SamplerApply(grammarOf(c).inner, &arr)
+}
+
+// GrammarFilterGo filters d with the Go filter, as chain c's grammar
+// stands.
+func GrammarFilterGo(c *SamplerChain, d []TokenData) error {
+	return grammarOf(c).filter(d)
 }

@@ -161,6 +161,9 @@ type Model struct {
 	byteTok  [256]Token
 	hasBytes bool
 
+	gvOnce sync.Once // gv: the vocabulary as grammars filter it
+	gv     *grammarVocab
+
 	onGPU      bool      // its layers run on a GPU (OnGPU)
 	gpuLayers  int32     // llama_model_params.n_gpu_layers (-1: all)
 	gpuDevices []string  // the devices it was pinned to (gpuPinned)

@@ -35,6 +35,7 @@ type Stacks struct {
 	partial partialUTF8
 	scratch *scratch
 	work    int64 // comparisons the engine made in the last AcceptToken
+	steps   int64 // the Go work of advance, pushes included (Masker's count)
 }
 
 // node is one element of a stack: the position of a rule body, on top of
@@ -57,6 +58,10 @@ func (s *Stacks) push(parent *node, r uint32, i int) *node {
 	h = (h ^ pos) * 1099511628211
 	h ^= h >> 29
 	w := s.work0()
+	s.steps++
+	if w.single {
+		return &node{parent: parent, pos: pos, hash: h, depth: d}
+	}
 	if len(w.slab) == 0 {
 		// Nodes come in blocks, fewer allocations; small ones first, as
 		// most copies of a Stacks push only a few.
@@ -116,7 +121,8 @@ type scratch struct {
 	seen, cur, next, memo, adv stackSet
 	memoN                      []int64
 	slab                       []node
-	block                      int // the size of the last block of nodes
+	block                      int  // the size of the last block of nodes
+	single                     bool // no blocks: each node its own (a node kept keeps no block alive)
 }
 
 // work0 returns the scratch space, made on first use.
@@ -316,6 +322,7 @@ func (s *Stacks) advance(st *node, out, seen *stackSet) {
 		// The engine copies each stack it pushes and looks it up in a
 		// set ordered by comparing stacks: both grow with its depth.
 		s.work += depthWeight(cur) * int64(1+bits.Len(uint(len(seen.list))))
+		s.steps++
 		if !seen.add(cur) {
 			continue
 		}
@@ -450,6 +457,65 @@ func (s *Stacks) AcceptTokenLimit(id int32, piece []byte, limit int64) error {
 		return errNoStack
 	}
 	return nil
+}
+
+// FilterPaths bounds the work of llama.cpp's filter on the one candidate
+// token whose text is piece (llama_grammar_apply_impl with one token): the
+// stacks it visits, path by path, each counted as often as paths lead to
+// it, and the stacks each visit makes. The engine follows a path only as
+// far as the token's characters match and stops at the first path that
+// takes the token; the bound follows every path. It stops counting past
+// limit, returning a figure above it.
+func (s *Stacks) FilterPaths(piece []byte, limit int64) int64 {
+	cps, _ := decodeUTF8(piece, s.partial)
+	w := s.work0()
+	saved := s.work
+	defer func() { s.work = saved }()
+	cur, next := w.cur.cleared(), w.next.cleared()
+	counts := make([]int64, 0, len(s.live))
+	for _, st := range s.live {
+		if cur.add(st) {
+			counts = append(counts, 1)
+		}
+	}
+	var total int64
+	var nextCounts []int64
+	for k := 0; len(cur.list) > 0; k++ {
+		next.reset()
+		nextCounts = nextCounts[:0]
+		for x, st := range cur.list {
+			n := counts[x]
+			total = satAdd(total, n)
+			if total > limit {
+				return total
+			}
+			if st == nil || k >= len(cps) {
+				continue
+			}
+			r, i := st.top()
+			if isToken(s.rules[r][i].kind) {
+				continue
+			}
+			ok, j := s.matchChar(r, i, cps[k])
+			if !ok {
+				continue
+			}
+			adv := w.adv.cleared()
+			s.advance(s.after(st, j), adv, &w.seen)
+			total = satAdd(total, satMul(n, int64(len(adv.list))))
+			for _, u := range adv.list {
+				if y := next.index(u); y >= 0 {
+					nextCounts[y] = satAdd(nextCounts[y], n)
+				} else {
+					next.add(u)
+					nextCounts = append(nextCounts, n)
+				}
+			}
+		}
+		cur, next = next, cur
+		counts, nextCounts = nextCounts, counts
+	}
+	return total
 }
 
 // acceptChar adds to out what st leads to after character c
