@@ -124,3 +124,36 @@ func charTokens(tb testing.TB, m *llama.Model, text string) []llama.Token {
 	}
 	return out
 }
+
+// TestGrammarAmbiguousFilter generates under grammars whose candidates
+// llama.cpp's filter checks along exponentially many paths (it held a
+// core for minutes on the first candidate it refused): filtered in Go,
+// they generate, or stop with a grammar error saying they are too
+// ambiguous.
+func TestGrammarAmbiguousFilter(t *testing.T) {
+	m := modeltest.Shared(t, "llama-2-tiny-random.gguf", false)
+	for _, src := range []string{
+		`root ::= "x"` + strings.Repeat(" [a-z]*", 40),
+		"root ::=" + strings.Repeat(" x{0,100}", 16) + "\nx ::= [^s]",
+		"root ::=" + strings.Repeat(" ([a-z]* | [a-z]+)", 100),
+	} {
+		t.Run(src[:30], func(t *testing.T) {
+			g, err := llama.ParseGrammar(context.Background(), src, "")
+			require.NoError(t, err)
+			c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
+			s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, g.Sampler(), llama.Greedy())
+			require.NoError(t, err)
+			defer s.Close()
+			n := 0
+			for _, err := range c.Generate(context.Background(), "The applications", llama.GenerateOptions{MaxTokens: 8, Sampler: s}).Seq() {
+				if err != nil {
+					require.ErrorIs(t, err, llama.ErrGrammar)
+					require.ErrorContains(t, err, "too ambiguous")
+					break
+				}
+				n++
+			}
+			t.Logf("%d tokens", n)
+		})
+	}
+}
