@@ -31,7 +31,7 @@ func TestSubmitLimitsSampling(t *testing.T) {
 			assert.Equal(t, 256, p.RepeatLastN)
 			assert.Equal(t, 256, p.DRYPenaltyLastN)
 			assert.Equal(t, m.VocabSize(), p.TopK)
-			assert.Equal(t, m.VocabSize(), p.NProbs)
+			assert.Equal(t, min(m.VocabSize(), sampling.MaxNProbs), p.NProbs)
 		}, false},
 		{"aliases run", func(p *sampling.Params) { p.Samplers = []string{"Top-K", "nucleus", "temp"} }, nil, false},
 		{"not finite", func(p *sampling.Params) { p.MinP = float32(math.Inf(1)) }, nil, true},

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"math"
@@ -913,6 +914,9 @@ func (e *Engine) embedOut(s *engSlot) {
 // those of the full softmax of the logits (llama.cpp's post-sampling probs
 // would be those after the sampler chain; we approximate them with the
 // pre-sampling ones), Logprob their logarithm.
+// topProbsInsert is the most entries topProbs finds by insertion.
+const topProbsInsert = 64
+
 func (e *Engine) topProbs(logits []float32, n int, tok llama.Token) ([]TokenProb, *TokenProb) {
 	maxL := float32(math.Inf(-1))
 	for _, l := range logits {
@@ -927,9 +931,19 @@ func (e *Engine) topProbs(logits []float32, n int, tok llama.Token) ([]TokenProb
 	logSum := math.Log(sum)
 	n = max(min(n, len(logits)), 0)
 	top := make([]int, 0, n+1) // indices, by decreasing logit
+	if n > topProbsInsert {
+		// Many: sort the row (insertion would cost n per token of the
+		// vocabulary, 7·10¹⁰ steps a token for Gemma 3's whole row), in
+		// the order insertion gives (ties by id).
+		for i := range logits {
+			top = append(top, i)
+		}
+		slices.SortStableFunc(top, func(a, b int) int { return cmp.Compare(logits[b], logits[a]) })
+		top = top[:n]
+	}
 	for i, l := range logits {
-		if n == 0 {
-			break // the sampled token's entry alone
+		if n == 0 || n > topProbsInsert {
+			break // the sampled token's entry alone, or sorted above
 		}
 		if len(top) == n && l <= logits[top[n-1]] {
 			continue

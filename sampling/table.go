@@ -47,6 +47,13 @@ func ClampWindow(v, lo, hi int) int {
 	return v
 }
 
+// MaxNProbs bounds n_probs (NProbs), as the vocabulary does: each
+// entry is a token's text and probability, kept until the answer is
+// sent, and a row's entries are sorted. llama-server allows the whole
+// vocabulary: 32,000 entries a token made a 100-token answer 287 MB of
+// JSON and 2 GB of memory. OpenAI's top_logprobs stops at 20.
+const MaxNProbs = 256
+
 // windowClamp bounds a window of tokens to the slot context.
 func windowClamp(v, nCtx, _ int) int { return ClampWindow(v, 0, nCtx) }
 
@@ -112,7 +119,7 @@ var Table = []Param{
 	{Name: "dry_penalty_last_n", Flags: []string{"--dry-penalty-last-n"}, Help: "tokens DRY looks back (default 64, 0: off, -1: the context)",
 		Int: func(p *Params) *int { return &p.DRYPenaltyLastN }, Lo: -1, Hi: math.MaxInt32, Clamp: windowClamp},
 	{Name: "n_probs", Int: func(p *Params) *int { return &p.NProbs }, Lo: 0, Hi: math.MaxInt32,
-		Clamp: func(v, _, nVocab int) int { return ClampWindow(v, 0, nVocab) }},
+		Clamp: func(v, _, nVocab int) int { return ClampWindow(v, 0, min(nVocab, MaxNProbs)) }},
 	{Name: "min_keep", Int: func(p *Params) *int { return &p.MinKeep }, Lo: 0, Hi: math.MaxInt32,
 		Clamp: func(v, _, nVocab int) int { return ClampWindow(v, 0, nVocab) }},
 }

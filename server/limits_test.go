@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/x/llama/engine"
+	"github.com/x/llama/sampling"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -37,7 +38,7 @@ func TestLimitsClampWindows(t *testing.T) {
 		{"dry_allowed_length huge", "dry_allowed_length", 2147483647, 512},
 		{"top_k huge", "top_k", 2147483647, 512},
 		{"top_k off", "top_k", 0, 0},
-		{"n_probs huge", "n_probs", 2147483647, 512},
+		{"n_probs huge", "n_probs", 2147483647, sampling.MaxNProbs},
 		{"n_keep huge", "n_keep", 2147483647, 512},
 	}
 	for _, c := range cases {
