@@ -495,6 +495,10 @@ func (g *grammarSampler) free() {
 	}
 }
 
+// CheckTriggerPattern reports whether p is a trigger pattern LazySampler
+// accepts (an error matching ErrInvalid otherwise).
+func CheckTriggerPattern(p string) error { return checkPattern(p) }
+
 // checkPattern refuses trigger patterns that std::regex may not handle:
 // Go's RE2 syntax is the common subset we accept.
 func checkPattern(p string) error {

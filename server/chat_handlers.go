@@ -209,6 +209,9 @@ func (inst *instance) startChat(req *wire.Chat) (*genRequest, *chatPlan, chatOpt
 	if err := inst.templateVars(req); err != nil {
 		return nil, nil, co, err
 	}
+	// A chat's lazy grammar, triggers and preserved tokens come from its
+	// template's tool format alone (llama-server overwrites the body's).
+	req.Gen.GrammarLazy, req.Gen.GrammarTriggers, req.Gen.PreservedTokens = wire.Opt[bool]{}, wire.Opt[[]wire.Trigger]{}, wire.Opt[[]string]{}
 	t, opt, err := inst.generation(&req.Gen, inst.Opts.NPredict)
 	if err != nil {
 		return nil, nil, co, err

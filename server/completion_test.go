@@ -496,3 +496,34 @@ func TestCompletionProbsByCharacter(t *testing.T) {
 	require.Len(t, chatAnswer.Choices, 1)
 	assert.Equal(t, want, chatAnswer.Choices[0].Logprobs.Content)
 }
+
+// TestCompletionLazyGrammar: /completion takes llama-server's lazy grammar
+// fields: the text is free until a trigger (a pattern, or a word of one
+// token marked preserved), and the grammar holds from there.
+func TestCompletionLazyGrammar(t *testing.T) {
+	_, ts := newTestServer(t, Options{})
+	for _, c := range []struct {
+		name     string
+		triggers []any
+		extra    map[string]any
+		from     string // the constrained text starts after it
+	}{
+		{"pattern", []any{map[string]any{"type": 2, "value": "girl( |$)"}}, nil, "girl "},
+		{"word of one token", []any{map[string]any{"type": 1, "value": "little"}}, map[string]any{"preserved_tokens": []string{"little"}}, "little"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			body := map[string]any{"prompt": "Once upon a time", "n_predict": 40, "temperature": 0,
+				"grammar": "root ::= [a-z ]+", "grammar_lazy": true, "grammar_triggers": c.triggers}
+			for k, v := range c.extra {
+				body[k] = v
+			}
+			code, out := postJSON(t, ts.URL+"/completion", body)
+			require.Equal(t, 200, code, out)
+			text := out["content"].(string)
+			i := strings.Index(text, c.from)
+			require.GreaterOrEqual(t, i, 0, "the trigger fired: %q", text)
+			assert.Regexp(t, `^[a-z ]*$`, text[i+len(c.from):], "constrained after the trigger: %q", text)
+			assert.NotRegexp(t, `^[a-z ]*$`, text[:i], "free before it: %q", text)
+		})
+	}
+}

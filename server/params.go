@@ -145,6 +145,9 @@ func (inst *instance) generation(g *wire.Gen, defaultNPredict int) (*engine.Requ
 	if err := parseGrammar(g, inst.Model, p); err != nil {
 		return nil, opt, err
 	}
+	if err := parseLazy(g, inst.Model, p); err != nil {
+		return nil, opt, err
+	}
 	if err := parseSpeculative(g, t); err != nil {
 		return nil, opt, err
 	}
@@ -341,6 +344,100 @@ func parseGrammar(f *wire.Gen, m *llama.Model, p *sampling.Params) error {
 		return err
 	}
 	p.Grammar, p.ParsedGrammar = g, gr
+	return nil
+}
+
+// Limits of a lazy grammar's fields.
+const (
+	maxTriggers       = 64
+	maxPreserved      = 256
+	maxTriggerBytes   = 4096
+	maxPreservedBytes = 256
+)
+
+// parseLazy reads grammar_lazy, grammar_triggers and preserved_tokens as
+// llama-server does: a trigger word that is one token must be a preserved
+// token, and then triggers as that token; a lazy grammar needs a trigger.
+func parseLazy(f *wire.Gen, m *llama.Model, p *sampling.Params) error {
+	if err := f.GrammarLazy.Read(&p.GrammarLazy, "a boolean"); err != nil {
+		return err
+	}
+	var preserved []string
+	if err := f.PreservedTokens.Read(&preserved, "an array of strings"); err != nil {
+		return err
+	}
+	if len(preserved) > maxPreserved {
+		return badRequest(`"preserved_tokens" has %d entries; at most %d are allowed`, len(preserved), maxPreserved)
+	}
+	single := func(s string) llama.Token {
+		toks, err := m.Tokenize(s, llama.TokenizeOptions{ParseSpecial: true})
+		if err != nil || len(toks) != 1 {
+			return llama.NoToken
+		}
+		return toks[0]
+	}
+	kept := map[llama.Token]bool{}
+	p.PreservedTokens = nil
+	for _, s := range preserved {
+		if len(s) > maxPreservedBytes {
+			return badRequest(`"preserved_tokens": an entry has %d bytes; at most %d are allowed`, len(s), maxPreservedBytes)
+		}
+		if t := single(s); t != llama.NoToken {
+			kept[t] = true
+			p.PreservedTokens = append(p.PreservedTokens, s)
+		}
+	}
+	var triggers []wire.Trigger
+	if err := f.GrammarTriggers.Read(&triggers, "an array of triggers"); err != nil {
+		return err
+	}
+	if len(triggers) > maxTriggers {
+		return badRequest(`"grammar_triggers" has %d entries; at most %d are allowed`, len(triggers), maxTriggers)
+	}
+	p.GrammarTriggers = nil
+	for i, tr := range triggers {
+		if tr.Type == nil || tr.Value == nil {
+			return badRequest(`"grammar_triggers"[%d] needs "type" and "value"`, i)
+		}
+		v := *tr.Value
+		if len(v) > maxTriggerBytes {
+			return badRequest(`"grammar_triggers"[%d]: the value has %d bytes; at most %d are allowed`, i, len(v), maxTriggerBytes)
+		}
+		g := sampling.GrammarTrigger{Token: llama.NoToken}
+		switch *tr.Type {
+		case 0:
+			if tr.Token == nil {
+				return badRequest(`"grammar_triggers"[%d]: a token trigger needs "token"`, i)
+			}
+			if err := m.CheckToken(llama.Token(*tr.Token)); err != nil {
+				return badRequest(`"grammar_triggers"[%d]: token %d is not in the vocabulary`, i, *tr.Token)
+			}
+			g.Token = llama.Token(*tr.Token)
+		case 1:
+			if v == "" {
+				return badRequest(`"grammar_triggers"[%d]: an empty word`, i)
+			}
+			if t := single(v); t != llama.NoToken {
+				if !kept[t] {
+					return badRequest("Grammar trigger word should be marked as preserved token: %s", v)
+				}
+				g.Token = t
+			} else {
+				g.Word = v
+			}
+		case 2, 3:
+			if err := llama.CheckTriggerPattern(v); err != nil {
+				return badRequest(`"grammar_triggers"[%d]: %v`, i, err)
+			}
+			g.Pattern, g.PatternFull = v, *tr.Type == 3
+		default:
+			return badRequest(`"grammar_triggers"[%d]: unknown type %d (0 token, 1 word, 2 pattern, 3 full pattern)`, i, *tr.Type)
+		}
+		p.GrammarTriggers = append(p.GrammarTriggers, g)
+	}
+	if p.GrammarLazy && len(p.GrammarTriggers) == 0 {
+		return badRequest("Error: no triggers set for lazy grammar!")
+	}
 	return nil
 }
 

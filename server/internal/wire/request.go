@@ -130,9 +130,21 @@ type Gen struct {
 	LoRA                Opt[[]LoraItem] `json:"lora"`
 	Grammar             Opt[string]     `json:"grammar"`
 	JSONSchema          json.RawMessage `json:"json_schema"`
+	GrammarLazy         Opt[bool]       `json:"grammar_lazy"`
+	GrammarTriggers     Opt[[]Trigger]  `json:"grammar_triggers"`
+	PreservedTokens     Opt[[]string]   `json:"preserved_tokens"`
 	SpecNMax            Num             `json:"speculative.n_max"`
 	SpecNMin            Num             `json:"speculative.n_min"`
 	SpecPMin            Num             `json:"speculative.p_min"`
+}
+
+// Trigger is an entry of grammar_triggers, in llama.cpp's shape: type 0
+// a token (its id in token), 1 a word, 2 a pattern that may match
+// anywhere, 3 one that must match the whole text.
+type Trigger struct {
+	Type  *int    `json:"type"`
+	Value *string `json:"value"`
+	Token *int    `json:"token"`
 }
 
 // LoraItem is an entry of lora.
