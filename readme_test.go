@@ -302,7 +302,7 @@ func readmeEngine(ctx context.Context, model *llama.Model, toks []llama.Token, m
 	}
 	defer eng.Close()                             // before model.Close
 	req := engine.NewRequest(toks)                // llama-server's defaults
-	req.NPredict = 32                             // the test's own: stories260K would write on to the context's end
+	req.NPredict = 256                            // default -1: until the context is full
 	for ev, err := range eng.Generate(ctx, req) { // from as many goroutines as you like
 		if err != nil {
 			return err

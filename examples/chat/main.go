@@ -181,6 +181,9 @@ func run() error {
 				return err
 			}
 		} else {
+			if text != "" && !strings.HasSuffix(text, "\n") {
+				text += "\n" // the answer printed ended its line
+			}
 			text += line
 			input = text
 		}

@@ -41,7 +41,11 @@ func main() {
 		os.Exit(2)
 	}
 	if err := serve(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "server:", err)
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "server: ") {
+			msg = "server: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(1)
 	}
 }
