@@ -141,7 +141,7 @@ func TestLimit(t *testing.T) {
 			assert.Equal(t, nCtx, p.RepeatLastN)
 			assert.Equal(t, nCtx, p.DRYAllowedLength)
 			assert.Equal(t, nVocab, p.TopK)
-			assert.Equal(t, nVocab, p.NProbs)
+			assert.Equal(t, min(nVocab, sampling.MaxNProbs), p.NProbs)
 		}, "-"},
 		{"long breaker cut", func(p *sampling.Params) { p.DRYSequenceBreakers = []string{"x", long} }, func(t *testing.T, p *sampling.Params) {
 			assert.Equal(t, []string{"x", string([]rune(long)[:sampling.MaxDRYBreakerRunes])}, p.DRYSequenceBreakers)
