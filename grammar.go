@@ -291,6 +291,16 @@ func (g *grammarSampler) filter(d []TokenData) error {
 			return err
 		}
 	}
+	var few [filterFew]int32
+	var fewOK [filterFew]bool
+	if mask == nil {
+		for i := range d {
+			few[i] = int32(d[i].ID)
+		}
+		if err := g.mask.Filter(g.stacks, few[:len(d)], fewOK[:len(d)]); err != nil {
+			return err
+		}
+	}
 	for i := range d {
 		t := d[i].ID
 		var ok bool
@@ -301,10 +311,7 @@ func (g *grammarSampler) filter(d []TokenData) error {
 		case mask != nil:
 			ok = mask[t/64]&(1<<(t%64)) != 0
 		default:
-			var err error
-			if ok, err = g.mask.Allows(g.stacks, int32(t)); err != nil {
-				return err
-			}
+			ok = fewOK[i]
 		}
 		if !ok {
 			d[i].Logit = float32(math.Inf(-1))

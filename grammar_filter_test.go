@@ -157,3 +157,37 @@ func TestGrammarAmbiguousFilter(t *testing.T) {
 		})
 	}
 }
+
+// TestGrammarFilterCutCharacter: after a token that leaves a character
+// cut, the next token's bytes complete it, and a stack with a token
+// element on top takes that token by id, as llama.cpp's filter does
+// (the token's bytes alone are no valid UTF-8).
+func TestGrammarFilterCutCharacter(t *testing.T) {
+	for _, name := range []string{"stories260K.gguf", "llama-2-tiny-random.gguf"} {
+		m := modeltest.Shared(t, name, false)
+		c3 := charTokensBytes(t, m, "\xc3")
+		for _, src := range []string{`root ::= [é] | !<[0]> !<[0]>`, `root ::= ("é" | !<[0]>)+`} {
+			g, err := llama.ParseGrammar(context.Background(), src, "")
+			require.NoError(t, err)
+			chain, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{Filter: true}, g.Sampler())
+			require.NoError(t, err)
+			require.NoError(t, chain.Accept(c3))
+			engine, filter := llama.GrammarMasks(chain)
+			for tok := range engine {
+				require.Equal(t, engine[tok], filter[tok], "%s %q: token %d %q", name, src, tok, piece(m, llama.Token(tok)))
+			}
+			chain.Close()
+		}
+	}
+}
+
+// charTokensBytes returns the token whose text is the byte string b.
+func charTokensBytes(tb testing.TB, m *llama.Model, b string) llama.Token {
+	for tok := range llama.Token(m.VocabSize()) {
+		if piece(m, tok) == b {
+			return tok
+		}
+	}
+	tb.Fatalf("no token for %q", b)
+	return llama.NoToken
+}

@@ -184,6 +184,10 @@ const (
 // about their ratio in time.
 const stepWeight = 4
 
+// classWeight is how many elements of a character class scanned count
+// one unit.
+const classWeight = 4
+
 // NewMasker returns a Masker for grammar g and vocabulary v.
 func NewMasker(g *Grammar, v *Vocab) *Masker {
 	m := &Masker{v: v, w: &Stacks{rules: g.rules, alts: g.alts, start: g.start}}
@@ -277,8 +281,9 @@ func (m *Masker) step(set int32, c uint32) int32 {
 		if isToken(w.rules[r][i].kind) {
 			return
 		}
-		m.work++
-		if ok, _ := w.matchChar(r, i, c); ok {
+		ok, j := w.matchChar(r, i, c)
+		m.work += 1 + int64(j-i)/classWeight // a class of many characters costs its length
+		if ok {
 			match = append(match, k)
 		}
 	}
@@ -330,13 +335,16 @@ func (m *Masker) step(set int32, c uint32) int32 {
 			s.bySubset = map[uint64][]subsetStep{}
 		}
 		s.bySubset[h] = append(s.bySubset[h], subsetStep{slices.Clone(match), next})
+		m.entries += 1 + len(match)
 	}
 	s := &m.sets[set]
+	m.entries++ // each step kept counts, as a stack in a set does
 	if s.ascii == nil && len(s.few) < maskerFewSteps {
 		s.few = append(s.few, maskStep{c, next})
 		return next
 	}
 	if s.ascii == nil {
+		m.entries += 64 // the table of ASCII steps
 		s.ascii, s.more = new([128]int32), map[uint32]int32{}
 		for _, st := range s.few {
 			s.remember(st.c, st.next)
@@ -388,9 +396,13 @@ func (m *Masker) partialOK(set int32, p partialUTF8) bool {
 		if st == nil {
 			continue
 		}
-		m.work++
 		r, i := st.top()
-		if !isToken(m.w.rules[r][i].kind) && m.w.matchPartial(r, i, p) {
+		if isToken(m.w.rules[r][i].kind) {
+			continue
+		}
+		_, j := m.w.matchChar(r, i, 0)
+		m.work += 1 + int64(j-i)/classWeight
+		if m.w.matchPartial(r, i, p) {
 			ok = true
 			break
 		}
@@ -480,7 +492,7 @@ func (m *Masker) walk(node, set int32, mask []uint64) error {
 		}
 	}
 	if node == 0 && m.sets[set].tok {
-		m.tokenTops(set, n, allow)
+		m.tokenTops(set, n, allow, false)
 	}
 	if m.work > m.limit {
 		return errMaskWork
@@ -501,7 +513,7 @@ func (m *Masker) walk(node, set int32, mask []uint64) error {
 
 // tokenTops allows, by id, the tokens with characters in order[n.mid:n.hi]
 // that the set's stacks with a token element on top take.
-func (m *Masker) tokenTops(set int32, n trieNode, allow func(t int32)) {
+func (m *Masker) tokenTops(set int32, n trieNode, allow func(t int32), valid bool) {
 	v := m.v
 	for _, st := range m.sets[set].list {
 		if st == nil {
@@ -512,14 +524,14 @@ func (m *Masker) tokenTops(set int32, n trieNode, allow func(t int32)) {
 		switch e.kind {
 		case eToken:
 			if int(e.val) < v.Len() {
-				if k := v.at[e.val]; k >= n.mid && k < n.hi && !v.bad[e.val] {
+				if k := v.at[e.val]; k >= n.mid && k < n.hi && (valid || !v.bad[e.val]) {
 					allow(int32(e.val))
 				}
 			}
 		case eTokenNot:
 			m.work += int64(n.hi - n.mid)
 			for _, t := range v.order[n.mid:n.hi] {
-				if uint32(t) != e.val && !v.bad[t] {
+				if uint32(t) != e.val && (valid || !v.bad[t]) {
 					allow(t)
 				}
 			}
@@ -531,14 +543,29 @@ func (m *Masker) tokenTops(set int32, n trieNode, allow func(t int32)) {
 // s (an end-of-generation token aside: see AtEnd). It returns an error
 // matching ErrWork where the work would pass MaxMaskWork.
 func (m *Masker) Allows(s *Stacks, t int32) (bool, error) {
-	if t < 0 || int(t) >= m.v.Len() {
-		return false, nil
-	}
+	var ok [1]bool
+	err := m.Filter(s, []int32{t}, ok[:])
+	return ok[0], err
+}
+
+// Filter sets ok[i] to whether the engine's filter allows token ts[i]
+// after stacks s (Allows, the tokens taken one by one, within one
+// MaxMaskWork for them all).
+func (m *Masker) Filter(s *Stacks, ts []int32, ok []bool) error {
+	clear(ok)
 	set, err := m.begin(s)
 	if set < 0 {
-		return false, err
+		return err
 	}
-	return m.allows(set, s.partial, t)
+	for i, t := range ts {
+		if t < 0 || int(t) >= m.v.Len() {
+			continue
+		}
+		if ok[i], err = m.allows(set, s.partial, t); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // allows follows token t's characters (after the cut character partial)
@@ -561,7 +588,7 @@ func (m *Masker) allows(set int32, partial partialUTF8, t int32) (bool, error) {
 	}
 	if len(cps) > 0 && m.sets[set].tok {
 		ok := false
-		m.tokenTops(set, trieNode{mid: v.at[t], hi: v.at[t] + 1}, func(int32) { ok = true })
+		m.tokenTops(set, trieNode{mid: v.at[t], hi: v.at[t] + 1}, func(int32) { ok = true }, partial.remain != 0)
 		if ok {
 			return true, nil
 		}

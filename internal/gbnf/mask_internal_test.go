@@ -225,3 +225,31 @@ func FuzzMask(f *testing.F) {
 		}
 	})
 }
+
+// TestMaskerBounded: a generation whose every token leads to new states
+// (a bounded repetition: each position is its own) keeps what the Masker
+// holds within its limits, and a character class of thousands of
+// characters counts its length.
+func TestMaskerBounded(t *testing.T) {
+	g, err := Parse(`root ::= [^"]{0,1999} "\""`, "")
+	require.NoError(t, err)
+	v := testVocab()
+	m := NewMasker(g, v)
+	s := g.Stacks()
+	for step := 0; step < 600; step++ {
+		_, err := m.Mask(s)
+		require.NoError(t, err)
+		require.LessOrEqual(t, m.entries, maskerMaxEntries)
+		require.True(t, s.AcceptToken(2, []byte("a")))
+	}
+	var class strings.Builder
+	for r := rune(0x4e00); r < 0x4e00+8000; r++ {
+		class.WriteRune(r)
+	}
+	g, err = Parse("root ::= [^"+class.String()+"]+", "")
+	require.NoError(t, err)
+	m = NewMasker(g, v)
+	_, err = m.Mask(g.Stacks())
+	require.NoError(t, err)
+	assert.Greater(t, m.work, int64(8000/classWeight))
+}
