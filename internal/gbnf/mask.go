@@ -17,6 +17,7 @@ type Vocab struct {
 	off   []int32       // token t's characters: cps[off[t]:off[t+1]]
 	end   []partialUTF8 // the cut character a token's text ends with
 	bad   []bool        // refused whatever the stacks: empty text, NUL first, invalid UTF-8
+	cont  []int32       // the tokens whose text starts with a UTF-8 continuation byte
 	nodes []trieNode
 	order []int32 // token ids in trie order
 	at    []int32 // token id → index in order
@@ -46,6 +47,9 @@ func NewVocab(n int, piece func(t int) []byte) *Vocab {
 			v.cps = append(v.cps, cps...)
 			v.end[t] = end
 			v.bad[t] = end.remain < 0
+			if p[0]>>6 == 2 {
+				v.cont = append(v.cont, int32(t))
+			}
 		}
 		v.off[t+1] = int32(len(v.cps))
 	}
@@ -449,9 +453,10 @@ func (m *Masker) Mask(s *Stacks) ([]uint64, error) {
 	mask := make([]uint64, words)
 	if s.partial.remain != 0 {
 		// The cut character changes every token's first characters: token
-		// by token.
-		for t := range m.v.Len() {
-			ok, err := m.allows(set, s.partial, int32(t))
+		// by token, those that can complete it (the others are invalid
+		// UTF-8 there, refused).
+		for _, t := range m.v.cont {
+			ok, err := m.allows(set, s.partial, t)
 			if err != nil {
 				return nil, err
 			}
