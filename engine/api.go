@@ -284,6 +284,10 @@ type Metrics struct {
 	// drafts; DraftAcceptedPerPos the accepted tokens by draft position.
 	DraftTokensTotal, DraftAcceptedTotal, DraftsTotal int64
 	DraftAcceptedPerPos                               []int64
+	// PreemptionsTotal counts the requests preempted because the KV
+	// memory the slots share (Context.KVUnified) was full: their memory
+	// was given up and decoded again later (see Options.Context).
+	PreemptionsTotal int64
 	// Steps is the loop's time by phase (see StepTimes).
 	Steps StepTimes
 }

@@ -91,7 +91,9 @@ type Options struct {
 	//     positions shared by all slots, each using what the others leave
 	//     free up to the whole context (see KVUnifiedPerSlot); when it is
 	//     full, the idle slots' memory is freed and the decode tried
-	//     again. No slot gets more positions than the model's training
+	//     again, and failing that one request is preempted (see
+	//     preempt.go): its memory is decoded again once another request
+	//     ends. No slot gets more positions than the model's training
 	//     context.
 	//   - BatchSize 0 is 2048 and UBatchSize 0 is 512, at most BatchSize;
 	//     the engine's batches are BatchSize tokens.
@@ -309,6 +311,12 @@ const (
 	stIdle engSlotState = iota
 	stPrompt
 	stGen
+	// stWait: preempted (see preempt), its memory given up; it waits for
+	// another request to end.
+	stWait
+	// stRecompute: decoding its tokens (engSlot.resume) again after a
+	// preemption, then back to engSlot.resumeTo.
+	stRecompute
 )
 
 // request is a submitted Request with its plumbing.
@@ -389,10 +397,12 @@ type Engine struct {
 	coresTaken bool
 	firstOut   []*outbox
 
-	model     *llama.Model
-	opts      Options
-	lctx      *llama.Context
-	nCtxSlot  int
+	model    *llama.Model
+	opts     Options
+	lctx     *llama.Context
+	nCtxSlot int
+	// kvCells is the KV memory in tokens, all slots together.
+	kvCells   int
 	nBatch    int
 	batch     *llama.Batch
 	slots     []*engSlot
@@ -605,6 +615,10 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 			o.Logger.Warn(fmt.Sprintf("the slot context (%d) exceeds the training context of the model (%d) - capping", e.nCtxSlot, train))
 		}
 		e.nCtxSlot = train
+	}
+	e.kvCells = e.nCtxSlot * o.Parallel
+	if copts.KVUnified {
+		e.kvCells = lctx.Size() // one buffer the slots share
 	}
 	// A recurrent state (recurrent and hybrid models) cannot drop a
 	// sequence's tail: prefix reuse goes through context checkpoints (see
@@ -1056,7 +1070,7 @@ func (e *Engine) Metrics() Metrics {
 	starting, deferred := e.queuedLocked()
 	m.RequestsProcessing = e.busy + starting
 	m.RequestsDeferred = deferred
-	m.KVCacheCapacity = int64(e.nCtxSlot) * int64(len(e.slots))
+	m.KVCacheCapacity = int64(e.kvCells)
 	m.MaxAdapters = len(e.adapters)
 	if len(e.adapters) > 0 {
 		running := make([]bool, len(e.adapters))
@@ -1651,6 +1665,7 @@ func (e *Engine) release(s *engSlot) {
 	s.state = stIdle
 	s.iBatch = -1
 	s.lastUsed = time.Now()
+	e.wakePreempted()
 	e.mu.Lock()
 	e.busy--
 	if e.idleCh != nil {

@@ -1064,34 +1064,62 @@ func TestEngineSlotSimilarity(t *testing.T) {
 }
 
 // TestEngineSharedMemoryFull: when the KV memory the slots share fills,
-// the request holding the most of it ends with an error and frees it; the
-// others go on to their end.
+// the request whose end needs the most of it is preempted: its memory is
+// given up, the others go on to their end, and it is decoded again and
+// ends with the tokens it has alone. Where its memory cannot be rebuilt
+// (speculative decoding), it ends with an error instead and the others
+// go on.
 func TestEngineSharedMemoryFull(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{Parallel: 3, Context: llama.ContextOptions{ContextSize: 256, KVUnified: true}})
-	prompt := engTokenize(t, m, "Once upon a time", true)
-	var tasks []*Request
-	for _, n := range []int{200, 120, 120} { // 3 × 85 cells fill 256 before the short ones end
-		tk := engGreedyTask(prompt, n)
-		tk.Params.IgnoreEOS = true
-		tasks = append(tasks, tk)
+	for _, tt := range []struct {
+		name    string
+		spec    SpeculativeOptions
+		preempt bool
+	}{
+		{"preempted", SpeculativeOptions{}, true},
+		{"speculative: the largest fails", SpeculativeOptions{Types: []string{"ngram-simple"}}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m, e := newEngTestEngine(t, Options{Parallel: 3, Context: llama.ContextOptions{ContextSize: 256, KVUnified: true}, Speculative: tt.spec})
+			prompt := engTokenize(t, m, "Once upon a time", true)
+			task := func(n int) *Request {
+				tk := engGreedyTask(prompt, n)
+				tk.Params.IgnoreEOS = true
+				return tk
+			}
+			alone := engRun(t, e, task(200))
+			require.NoError(t, alone.done.Err)
+
+			var tasks []*Request
+			for _, n := range []int{200, 120, 120} { // 3 × 85 cells fill 256 before the short ones end
+				tasks = append(tasks, task(n))
+			}
+			results := make([]engResult, len(tasks))
+			var wg sync.WaitGroup
+			for i, tk := range tasks {
+				st, err := e.Submit(context.Background(), tk)
+				require.NoError(t, err)
+				wg.Go(func() { results[i] = engCollect(t, st) })
+			}
+			wg.Wait()
+			for i, n := range []int{120, 120} {
+				require.NoError(t, results[i+1].done.Err, "request %d", i+1)
+				assert.Equal(t, n, results[i+1].done.Generated)
+			}
+			if tt.preempt {
+				require.NoError(t, results[0].done.Err)
+				assert.Equal(t, alone.tokens, results[0].tokens, "decoded again, it goes on as alone")
+				assert.Equal(t, 200, results[0].done.Generated)
+				assert.Positive(t, e.Metrics().PreemptionsTotal)
+			} else {
+				require.Error(t, results[0].done.Err)
+				assert.Contains(t, results[0].done.Err.Error(), "context size has been exceeded")
+				assert.Zero(t, e.Metrics().PreemptionsTotal)
+			}
+			// The engine goes on: a new request is served in full.
+			r := engRun(t, e, engGreedyTask(prompt, 16))
+			assert.Equal(t, 16, r.done.Generated)
+		})
 	}
-	results := make([]engResult, len(tasks))
-	var wg sync.WaitGroup
-	for i, tk := range tasks {
-		st, err := e.Submit(context.Background(), tk)
-		require.NoError(t, err)
-		wg.Go(func() { results[i] = engCollect(t, st) })
-	}
-	wg.Wait()
-	require.Error(t, results[0].done.Err)
-	assert.Contains(t, results[0].done.Err.Error(), "context size has been exceeded")
-	for i, n := range []int{120, 120} {
-		require.NoError(t, results[i+1].done.Err, "request %d", i+1)
-		assert.Equal(t, n, results[i+1].done.Generated)
-	}
-	// The engine goes on: a new request is served in full.
-	r := engRun(t, e, engGreedyTask(prompt, 16))
-	assert.Equal(t, 16, r.done.Generated)
 }
 
 // TestEnginePromptProbs: the probabilities of a prompt's tokens are those
@@ -1145,6 +1173,79 @@ func TestEnginePromptProbs(t *testing.T) {
 			for _, ev := range append(r.events, r.done) {
 				assert.Nil(t, ev.PromptProbs)
 			}
+		})
+	}
+}
+
+// TestEnginePreemption: requests that together overrun the KV memory the
+// slots share all end, each with the tokens it has alone, whether the
+// memory fills during their prompts or their generation, with or without
+// an NPredict; a request cancelled while preempted ends and the others
+// go on.
+func TestEnginePreemption(t *testing.T) {
+	long := strings.Repeat("Once upon a time, there was a little girl named Lily. ", 6)
+	for _, tt := range []struct {
+		name     string
+		parallel int
+		prompts  []string
+		npredict []int
+		batch    int
+		cancel   int // index of a request cancelled once preempted (-1: none)
+	}{
+		{"generation fills", 4, []string{"A", "A", "A", "A"}, []int{90, 90, 90, 90}, 0, -1},
+		{"prompts fill", 3, []string{long, long + "And", long + "Then"}, []int{100, 150, 150}, 16, -1},
+		{"no NPredict", 3, []string{"Once", "The dog", "A cat"}, []int{-1, -1, -1}, 0, -1},
+		{"cancelled while preempted", 3, []string{"Once", "The dog", "A cat"}, []int{200, 200, 200}, 0, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m, e := newEngTestEngine(t, Options{Parallel: tt.parallel, Context: llama.ContextOptions{ContextSize: 256, KVUnified: true, BatchSize: tt.batch}})
+			var tasks []*Request
+			var alone []engResult
+			for i, p := range tt.prompts {
+				tk := engGreedyTask(engTokenize(t, m, p, true), tt.npredict[i])
+				tk.Params.IgnoreEOS = true
+				tasks = append(tasks, tk)
+				if i != tt.cancel {
+					alone = append(alone, engRun(t, e, tk))
+				} else {
+					alone = append(alone, engResult{})
+				}
+			}
+			before := e.Metrics().PreemptionsTotal
+			results := make([]engResult, len(tasks))
+			var wg sync.WaitGroup
+			for i, tk := range tasks {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				st, err := e.Submit(ctx, tk)
+				require.NoError(t, err)
+				if i == tt.cancel {
+					// The latest started of equals is the one preempted.
+					wg.Go(func() {
+						for e.Metrics().PreemptionsTotal == before {
+							time.Sleep(time.Millisecond)
+						}
+						cancel()
+						for st.Next() {
+						}
+						st.Close()
+					})
+					continue
+				}
+				wg.Go(func() { results[i] = engCollect(t, st) })
+			}
+			wg.Wait()
+			assert.Greater(t, e.Metrics().PreemptionsTotal, before, "the memory filled")
+			for i, r := range results {
+				if i == tt.cancel {
+					continue
+				}
+				require.NoError(t, r.done.Err, "request %d", i)
+				assert.Equal(t, alone[i].tokens, r.tokens, "request %d", i)
+				assert.Equal(t, alone[i].done.Truncated, r.done.Truncated, "request %d", i)
+			}
+			r := engRun(t, e, engGreedyTask(engTokenize(t, m, "Once", true), 16))
+			assert.Equal(t, 16, r.done.Generated, "the engine goes on")
 		})
 	}
 }

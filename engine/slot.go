@@ -63,6 +63,11 @@ type engSlot struct {
 	// so far, sent after the prompt.
 	ppFirst, ppN int
 	promptProbs  []PromptProb
+	// resume is what the slot's memory held when it was preempted (state
+	// stWait, then stRecompute), resumeTo the state it goes back to once
+	// that is decoded again.
+	resume   []llama.Token
+	resumeTo engSlotState
 }
 
 // start prepares a slot for its new request.
@@ -310,6 +315,7 @@ func (e *Engine) step() bool {
 		}
 	}
 	gens := e.gens[:0]
+	e.wakeStalled()
 	for _, s := range e.slots {
 		s.iBatch = -1
 		s.undoCache, s.undoIdx = len(s.cache), s.promptIdx
@@ -356,6 +362,12 @@ func (e *Engine) step() bool {
 	probe := capped && e.pacer.probe() // no long-prompt work this step
 	longUnits, tookShort := 0, false
 	for _, s := range e.slots {
+		if s.state == stRecompute {
+			if !e.recomputeChunk(b, s) {
+				break
+			}
+			continue
+		}
 		if s.state != stPrompt {
 			continue
 		}
@@ -463,6 +475,9 @@ func (e *Engine) step() bool {
 		for _, s := range e.slots {
 			s.copyPending = false // llama.cpp copied the data first
 			s.spec.replay = s.spec.replay[:0]
+			if s.state == stRecompute && len(s.cache) == len(s.resume) {
+				s.state, s.resume = s.resumeTo, s.resume[:0]
+			}
 		}
 		if e.spec != nil && e.spec.mtp != nil {
 			e.mtpDecoded(b)
@@ -482,7 +497,7 @@ func (e *Engine) step() bool {
 					s.cache, s.promptIdx = s.cache[:s.undoCache], s.undoIdx
 				}
 			}
-			if e.clearIdleSlots() {
+			if e.clearIdleSlots() || e.preempt() {
 				return true
 			}
 			err = errors.New("engine: context size has been exceeded (the KV cache the slots share is full)")
