@@ -105,6 +105,33 @@ func TestTokenizeRoundTrip(t *testing.T) {
 	assert.Equal(t, llama.Token(1), withBOS[0])
 }
 
+// TestSingleToken: text that tokenizes, special text parsed, to exactly
+// one token is that token; other text is not.
+func TestSingleToken(t *testing.T) {
+	m := stories(t)
+	for _, tt := range []struct {
+		text string
+		want llama.Token
+		ok   bool
+	}{
+		{"<s>", 1, true},
+		{"</s>", 2, true},
+		{"Once upon a time", llama.NoToken, false},
+		{"", llama.NoToken, false},
+		{"<s><s>", llama.NoToken, false},
+	} {
+		tok, ok := m.SingleToken(tt.text)
+		assert.Equal(t, tt.ok, ok, "%q", tt.text)
+		assert.Equal(t, tt.want, tok, "%q", tt.text)
+	}
+	one, err := m.Tokenize("a", llama.TokenizeOptions{})
+	require.NoError(t, err)
+	require.Len(t, one, 1)
+	tok, ok := m.SingleToken("a")
+	assert.True(t, ok)
+	assert.Equal(t, one[0], tok)
+}
+
 // TestVocabConformance tokenizes llama.cpp's conformance strings with each
 // of the nine reference vocabularies and compares token for token.
 func TestVocabConformance(t *testing.T) {

@@ -875,6 +875,17 @@ type TokenizeOptions struct {
 	ParseSpecial bool
 }
 
+// SingleToken returns the token text is, special token text parsed, and
+// whether text is exactly one token. Grammar triggers and preserved
+// tokens use it: text that is one token is matched as that token.
+func (m *Model) SingleToken(text string) (Token, bool) {
+	toks, err := m.Tokenize(text, TokenizeOptions{ParseSpecial: true})
+	if err != nil || len(toks) != 1 {
+		return NoToken, false
+	}
+	return toks[0], true
+}
+
 // Tokenize turns text into tokens.
 func (m *Model) Tokenize(text string, opts TokenizeOptions) ([]Token, error) {
 	// llama.cpp splits BPE text with std::regex, which recurses once per

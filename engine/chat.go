@@ -46,9 +46,8 @@ func ChatTriggers(m *llama.Model, trs []chat.Trigger) []sampling.GrammarTrigger 
 		case chat.TriggerPatternFull:
 			g.Pattern, g.PatternFull = tr.Value, true
 		case chat.TriggerToken:
-			toks, err := m.Tokenize(tr.Value, llama.TokenizeOptions{ParseSpecial: true})
-			if err == nil && len(toks) == 1 {
-				g.Token = toks[0]
+			if tok, ok := m.SingleToken(tr.Value); ok {
+				g.Token = tok
 			} else {
 				g.Word = tr.Value
 			}

@@ -147,9 +147,8 @@ func (e *Engine) start(s *engSlot) {
 		}
 	}
 	for _, p := range t.Params.PreservedTokens {
-		toks, err := e.model.Tokenize(p, llama.TokenizeOptions{ParseSpecial: true})
-		if err == nil && len(toks) == 1 {
-			s.special = append(s.special, toks[0])
+		if tok, ok := e.model.SingleToken(p); ok {
+			s.special = append(s.special, tok)
 		}
 	}
 	// Prompt cache: keep the common prefix, decode the rest (at least the

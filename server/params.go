@@ -369,20 +369,13 @@ func parseLazy(f *wire.Gen, m *llama.Model, p *sampling.Params) error {
 	if len(preserved) > maxPreserved {
 		return badRequest(`"preserved_tokens" has %d entries; at most %d are allowed`, len(preserved), maxPreserved)
 	}
-	single := func(s string) llama.Token {
-		toks, err := m.Tokenize(s, llama.TokenizeOptions{ParseSpecial: true})
-		if err != nil || len(toks) != 1 {
-			return llama.NoToken
-		}
-		return toks[0]
-	}
 	kept := map[llama.Token]bool{}
 	p.PreservedTokens = nil
 	for _, s := range preserved {
 		if len(s) > maxPreservedBytes {
 			return badRequest(`"preserved_tokens": an entry has %d bytes; at most %d are allowed`, len(s), maxPreservedBytes)
 		}
-		if t := single(s); t != llama.NoToken {
+		if t, ok := m.SingleToken(s); ok {
 			kept[t] = true
 			p.PreservedTokens = append(p.PreservedTokens, s)
 		}
@@ -417,7 +410,7 @@ func parseLazy(f *wire.Gen, m *llama.Model, p *sampling.Params) error {
 			if v == "" {
 				return badRequest(`"grammar_triggers"[%d]: an empty word`, i)
 			}
-			if t := single(v); t != llama.NoToken {
+			if t, ok := m.SingleToken(v); ok {
 				if !kept[t] {
 					return badRequest("Grammar trigger word should be marked as preserved token: %s", v)
 				}
