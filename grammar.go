@@ -128,16 +128,12 @@ func (g grammarSpec) build(m *Model) (capi.Sampler, error) {
 	parsed := g.parsed
 	switch {
 	case g.source == "":
-	case parsed != nil:
-		if g.maxToken >= int64(m.nVocb) {
-			// Parse again for the position of the offending token id.
-			if _, err := parseGrammar(context.Background(), g.source, root, int(m.nVocb)); err != nil {
-				return 0, err
-			}
-		}
+	case parsed != nil && g.maxToken < int64(m.nVocb) && !parsed.NamedTokens:
 	default:
+		// Not parsed yet, or parsed without the vocabulary that resolves
+		// its token names (and says where an id is out of range).
 		var err error
-		if parsed, err = parseGrammar(context.Background(), g.source, root, int(m.nVocb)); err != nil {
+		if parsed, err = parseGrammar(context.Background(), g.source, root, m); err != nil {
 			return 0, err
 		}
 	}

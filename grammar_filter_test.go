@@ -27,6 +27,7 @@ func TestGrammarFilterMatchesEngine(t *testing.T) {
 		`root ::= "a"? "b"? "c"? [a-z]* ("x" | "y")?`,
 		`root ::= [\x80-\U0010FFFF]+ | "x" [^x]*`,
 		`root ::= <[5]> [a-z]* | !<[6]> " " <[7]> | "T" <[8]>`,
+		`root ::= (<s> | "a") [a-z]* | !<s> " " <s> | "T" <s> <unk>`,
 		"root ::=" + strings.Repeat(" x{0,9}", 4) + "\nx ::= [^s]",
 	}
 	for _, name := range []string{"stories260K.gguf", "llama-2-tiny-random.gguf"} {

@@ -60,16 +60,26 @@ func ParseGrammar(ctx context.Context, src, root string) (*Grammar, error) {
 	if root == "" {
 		root = "root"
 	}
-	g, err := parseGrammar(ctx, src, root, 0)
+	g, err := parseGrammar(ctx, src, root, nil)
 	if err != nil {
 		return nil, err
 	}
 	return &Grammar{source: src, root: root, parsed: g, maxToken: g.MaxTokenID}, nil
 }
 
-// parseGrammar runs the Go parser; vocab > 0 also checks token ids.
-func parseGrammar(ctx context.Context, src, root string, vocab int) (*gbnf.Grammar, error) {
-	g, err := gbnf.ParseContext(ctx, src, gbnf.Options{Root: root, VocabSize: vocab})
+// parseGrammar runs the Go parser; with a model it also checks token ids
+// and resolves token references by name, as llama.cpp does (the text,
+// special text parsed, must be exactly one token).
+func parseGrammar(ctx context.Context, src, root string, m *Model) (*gbnf.Grammar, error) {
+	opts := gbnf.Options{Root: root}
+	if m != nil {
+		opts.VocabSize = int(m.nVocb)
+		opts.Token = func(text string) (uint32, bool) {
+			t, ok := m.SingleToken(text)
+			return uint32(t), ok
+		}
+	}
+	g, err := gbnf.ParseContext(ctx, src, opts)
 	if err != nil {
 		var ge *gbnf.Error
 		if errors.As(err, &ge) {

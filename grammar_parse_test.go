@@ -186,11 +186,10 @@ func TestParseGrammarDifferential(t *testing.T) {
 	// verdicts returns llama.cpp's verdict through the library, ours with
 	// the model's vocabulary for <name> tokens, and ParseGrammar's.
 	verdicts := func(c grammarCase) (lib, withVocab, plain error, namedTokenRejected bool) {
-		tok := func(s string) bool {
-			ts, err := m.Tokenize(s, llama.TokenizeOptions{ParseSpecial: true})
-			ok := err == nil && len(ts) == 1
+		tok := func(s string) (uint32, bool) {
+			id, ok := m.SingleToken(s)
 			namedTokenRejected = namedTokenRejected || !ok
-			return ok
+			return uint32(id), ok
 		}
 		_, withVocab = gbnf.ParseWith(c.src, gbnf.Options{Root: c.root, Token: tok, VocabSize: m.VocabSize()})
 		_, plain = llama.ParseGrammar(context.Background(), c.src, c.root)

@@ -88,6 +88,10 @@ type Grammar struct {
 	// checked against a vocabulary as written, see Options.VocabSize), -1
 	// when it names none.
 	MaxTokenID int64
+	// NamedTokens reports whether the grammar has token references by
+	// name (<name>, !<name>): without Options.Token their ids are 0, and
+	// the grammar must be parsed again with the vocabulary before use.
+	NamedTokens bool
 
 	rules [][]elem  // llama.cpp's form, by rule id
 	alts  [][]int32 // by rule id: where each alternative starts
@@ -117,11 +121,14 @@ func (g *Grammar) Rule(name string) (Rule, bool) {
 type Options struct {
 	// Root is the start rule's name; "" means "root".
 	Root string
-	// Token reports whether text (such as "<|im_end|>", brackets included)
-	// is exactly one token of the vocabulary the grammar will be used with.
-	// When nil, any <name> token reference is accepted: llama.cpp checks it
+	// Token returns the token that text (such as "<|im_end|>", brackets
+	// included) is in the vocabulary the grammar will be used with, and
+	// whether it is exactly one token (llama.cpp tokenizes it, special
+	// text parsed). When nil, any <name> token reference is accepted, with
+	// id 0 until the grammar is parsed again with a vocabulary
+	// (Grammar.NamedTokens says whether it has any): llama.cpp checks it
 	// against the model's vocabulary, which the parser does not have.
-	Token func(text string) bool
+	Token func(text string) (id uint32, ok bool)
 	// VocabSize, when positive, is the size of the vocabulary the grammar
 	// will be used with: a token id <[n]> or !<[n]> with n >= VocabSize is
 	// an error of Kind KindTokenRange. When 0, ids are not checked (and,
@@ -177,7 +184,7 @@ func ParseContext(ctx context.Context, src string, opts Options) (g *Grammar, er
 	}()
 	p.parse()
 	p.check(opts.Root)
-	g = &Grammar{Root: opts.Root, Generated: len(p.rules) - len(p.named), MaxTokenID: p.maxTok, Rules: make([]Rule, 0, len(p.named)),
+	g = &Grammar{Root: opts.Root, Generated: len(p.rules) - len(p.named), MaxTokenID: p.maxTok, NamedTokens: p.namedTok, Rules: make([]Rule, 0, len(p.named)),
 		rules: p.rules, alts: altStarts(p.rules), start: p.symbols[opts.Root], first: new(firstStep)}
 	starts := lineStarts(src)
 	for _, name := range p.named {

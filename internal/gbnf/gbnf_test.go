@@ -288,10 +288,22 @@ func BenchmarkParse10MB(b *testing.B) {
 
 func TestTokenOption(t *testing.T) {
 	var seen []string
-	tok := func(s string) bool { seen = append(seen, s); return s == "<s>" }
-	_, err := gbnf.ParseWith(`root ::= <s> !<s> <[7]>`, gbnf.Options{Token: tok})
+	tok := func(s string) (uint32, bool) { seen = append(seen, s); return 9, s == "<s>" }
+	g, err := gbnf.ParseWith(`root ::= <s> !<s> <[7]>`, gbnf.Options{Token: tok})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"<s>", "<s>"}, seen)
+	assert.True(t, g.NamedTokens)
+	// The ids are the vocabulary's: token 9 starts the text, !9 follows.
+	s := g.Stacks()
+	assert.False(t, s.Clone().AcceptToken(7, nil))
+	require.True(t, s.AcceptToken(9, nil))
+	assert.False(t, s.Clone().AcceptToken(9, nil))
+	require.True(t, s.AcceptToken(8, nil))
+	require.True(t, s.AcceptToken(7, nil))
+	assert.True(t, s.AtEnd())
+	g, err = gbnf.Parse(`root ::= <[7]>`, "")
+	require.NoError(t, err)
+	assert.False(t, g.NamedTokens)
 	_, err = gbnf.ParseWith("root ::= <s> |\n  <x y>", gbnf.Options{Token: tok})
 	var ge *gbnf.Error
 	require.ErrorAs(t, err, &ge)

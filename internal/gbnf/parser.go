@@ -65,20 +65,22 @@ func (o *offsets) set(id uint32, off int) {
 }
 
 type parser struct {
-	src     string
-	tok     func(string) bool
-	vocab   int             // vocabulary size for <[id]> checks; 0: unknown
-	ctx     context.Context // checked every few thousand steps
-	steps   int
-	depth   int               // nesting of groups at the current position
-	spans   []span            // scratch for character classes
-	maxTok  int64             // largest <[id]> token id, -1 if none
-	symbols map[string]uint32 // name (given or generated) -> rule id
-	rules   [][]elem          // by id; nil until defined
-	origin  offsets           // rule id -> offset of its definition
-	refAt   offsets           // rule id -> offset of its first reference
-	named   []string          // defined names, first definition order
-	defined map[string]bool
+	src string
+	tok func(string) (uint32, bool)
+	// namedTok: a token reference by name was read.
+	namedTok bool
+	vocab    int             // vocabulary size for <[id]> checks; 0: unknown
+	ctx      context.Context // checked every few thousand steps
+	steps    int
+	depth    int               // nesting of groups at the current position
+	spans    []span            // scratch for character classes
+	maxTok   int64             // largest <[id]> token id, -1 if none
+	symbols  map[string]uint32 // name (given or generated) -> rule id
+	rules    [][]elem          // by id; nil until defined
+	origin   offsets           // rule id -> offset of its definition
+	refAt    offsets           // rule id -> offset of its first reference
+	named    []string          // defined names, first definition order
+	defined  map[string]bool
 }
 
 func (p *parser) line(off int) int {
@@ -650,8 +652,13 @@ func (p *parser) token(i int) (uint32, int) {
 		p.fail(start, KindSyntax, "token reference is not closed with '>'")
 	}
 	i++
-	if p.tok != nil && !p.tok(p.src[start:i]) {
+	p.namedTok = true
+	if p.tok == nil {
+		return 0, i
+	}
+	id, ok := p.tok(p.src[start:i])
+	if !ok {
 		p.fail(start, KindToken, "%s is not a single token of the vocabulary", p.src[start:i])
 	}
-	return 0, i
+	return id, i
 }
