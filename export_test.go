@@ -45,6 +45,16 @@ func GrammarVerdicts(c *SamplerChain, t Token) (engine, stacks, following bool) 
 // the whole vocabulary llama.cpp's grammar engine allows next (its filter)
 // and which the Go filter that replaces it allows.
 func GrammarMasks(c *SamplerChain) (engine, filter []bool) {
+	engine, filter, err := GrammarMasksErr(c)
+	if err != nil {
+		panic(err)
+	}
+	return engine, filter
+}
+
+// GrammarMasksErr is GrammarMasks, with the Go filter's error (too much
+// work) returned.
+func GrammarMasksErr(c *SamplerChain) (engine, filter []bool, err error) {
 	g := grammarOf(c)
 	d := GrammarRow(c)
 	GrammarFilterEngine(c, d)
@@ -54,13 +64,13 @@ func GrammarMasks(c *SamplerChain) (engine, filter []bool) {
 		d[i].Logit = 0
 	}
 	if err := g.filter(d); err != nil {
-		panic(err)
+		return nil, nil, err
 	}
 	filter = make([]bool, len(d))
 	for i := range d {
 		filter[i] = !isNegInf(d[i].Logit)
 	}
-	return engine, filter
+	return engine, filter, nil
 }
 
 // GrammarRow returns a row of every token of chain c's model, logits 0.
@@ -83,4 +93,27 @@ func GrammarFilterEngine(c *SamplerChain, d []TokenData) {
 // stands.
 func GrammarFilterGo(c *SamplerChain, d []TokenData) error {
 	return grammarOf(c).filter(d)
+}
+
+// GrammarEngineWork bounds the work of llama.cpp's filter over the whole
+// vocabulary for chain c's grammar as it stands (gbnf.Stacks.FilterPaths
+// summed over the tokens, each at most limit), for tests that call it.
+func GrammarEngineWork(c *SamplerChain, limit int64) int64 {
+	g := grammarOf(c)
+	var sum int64
+	for t := range int(g.m.nVocb) {
+		sum += g.stacks.FilterPaths(g.vocab.v.Piece(t), limit)
+		if sum > limit {
+			return sum
+		}
+	}
+	return sum
+}
+
+// GrammarTakes reports whether the Go stacks of chain c's grammar take
+// token t next: where llama.cpp's filter allows a token that they do not
+// take, its accept would throw (a token element inside a token's text).
+func GrammarTakes(c *SamplerChain, t Token) bool {
+	g := grammarOf(c)
+	return g.stacks.Clone().AcceptToken(int32(t), g.m.appendPiece(nil, t, true))
 }

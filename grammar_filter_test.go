@@ -192,3 +192,60 @@ func charTokensBytes(tb testing.TB, m *llama.Model, b string) llama.Token {
 	tb.Fatalf("no token for %q", b)
 	return llama.NoToken
 }
+
+// FuzzGrammarFilterEngine compares the Go filter with llama.cpp's grammar
+// engine over stories260K's vocabulary, for fuzzed grammars after a fuzzed
+// walk through allowed tokens. The one difference allowed is deliberate:
+// the engine's filter allows a token that reaches a token element inside
+// its text (its accept would then throw), which the Go filter refuses.
+func FuzzGrammarFilterEngine(f *testing.F) {
+	for _, src := range []string{
+		`root ::= "a" [bc]* | "ab" x{0,3}` + "\nx ::= [^\"]",
+		`root ::= ("Once" | "One" | "On") " " [a-z]+ (" " [a-z]+)*`,
+		`root ::= ([a-zé€] | "ü" | [日本語])+ "!"?`,
+		`root ::= (<s> | "a") [a-z]* | !<s> " " <s> | "T" <s> <unk>`,
+		`root ::= [^\n]{1,5} . [^a-e]*`,
+		`root ::= "é" [^a] | <[3]> . | [\xc0-\xff]+`,
+	} {
+		f.Add(src, []byte{1, 7, 3, 200})
+	}
+	m := modeltest.Shared(f, "stories260K.gguf", false)
+	f.Fuzz(func(t *testing.T, src string, walk []byte) {
+		if len(src) > 300 || len(walk) > 8 {
+			return
+		}
+		g, err := llama.ParseGrammar(context.Background(), src, "")
+		if err != nil {
+			return
+		}
+		chain, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{Filter: true}, g.Sampler())
+		if err != nil {
+			return
+		}
+		defer chain.Close()
+		for _, w := range walk {
+			if llama.GrammarEngineWork(chain, 200_000) > 200_000 {
+				return // the engine's filter would take too long
+			}
+			engine, filter, err := llama.GrammarMasksErr(chain)
+			if err != nil {
+				return // too much work for the Go filter too
+			}
+			var allowed []llama.Token
+			for tok := range engine {
+				if engine[tok] != filter[tok] && !(engine[tok] && !llama.GrammarTakes(chain, llama.Token(tok))) {
+					t.Fatalf("%q: token %d %q: engine %v, Go filter %v", src, tok, piece(m, llama.Token(tok)), engine[tok], filter[tok])
+				}
+				if filter[tok] && !m.IsEOG(llama.Token(tok)) {
+					allowed = append(allowed, llama.Token(tok))
+				}
+			}
+			if len(allowed) == 0 {
+				return
+			}
+			if err := chain.Accept(allowed[int(w)%len(allowed)]); err != nil {
+				return
+			}
+		}
+	})
+}
