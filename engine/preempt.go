@@ -103,18 +103,12 @@ func (e *Engine) wakeStalled() {
 	}
 }
 
-// recomputeChunk adds to batch b the next of slot s's tokens to decode
-// again, as many as b has room for, without outputs. It reports false
-// when b is full.
-func (e *Engine) recomputeChunk(b *llama.Batch, s *engSlot) bool {
-	room := min(e.nBatch-b.Len(), len(s.resume)-len(s.cache))
-	if room <= 0 {
-		return len(s.resume) == len(s.cache)
-	}
-	for _, tok := range s.resume[len(s.cache) : len(s.cache)+room] {
+// recompute adds to batch b the next n of slot s's tokens to decode again
+// (paced as a prompt is), without outputs.
+func (e *Engine) recompute(b *llama.Batch, s *engSlot, n int) {
+	for _, tok := range s.resume[len(s.cache) : len(s.cache)+n] {
 		b.Add(tok, len(s.cache), s.id, false)
 		s.cache = append(s.cache, tok)
 	}
 	s.iBatch = -2 // in the batch, no output
-	return true
 }

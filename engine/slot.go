@@ -361,16 +361,15 @@ func (e *Engine) step() bool {
 	probe := capped && e.pacer.probe() // no long-prompt work this step
 	longUnits, tookShort := 0, false
 	for _, s := range e.slots {
-		if s.state == stRecompute {
-			if !e.recomputeChunk(b, s) {
-				break
-			}
+		var left int // > 0: start finishes empty prompts, a preempted slot has tokens
+		switch s.state {
+		case stPrompt:
+			left = len(s.prompt) - s.promptIdx
+		case stRecompute:
+			left = len(s.resume) - len(s.cache)
+		default:
 			continue
 		}
-		if s.state != stPrompt {
-			continue
-		}
-		left := len(s.prompt) - s.promptIdx // > 0: start finishes empty prompts
 		room := min(e.nBatch-b.Len(), left)
 		if room <= 0 {
 			break
@@ -395,6 +394,10 @@ func (e *Engine) step() bool {
 				}
 				room, budget, longUnits = n, budget-cost, longUnits+cost
 			}
+		}
+		if s.state == stRecompute {
+			e.recompute(b, s, room)
+			continue
 		}
 		rest := s.prompt[s.promptIdx:]
 		if e.embedding {
