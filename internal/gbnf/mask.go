@@ -1,6 +1,7 @@
 package gbnf
 
 import (
+	"cmp"
 	"errors"
 	"slices"
 	"sort"
@@ -218,15 +219,7 @@ func (m *Masker) intern(list []*node) int32 {
 		return -1
 	}
 	canon := append(m.canon[:0], list...)
-	slices.SortFunc(canon, func(a, b *node) int {
-		switch ha, hb := hashOf(a), hashOf(b); {
-		case ha < hb:
-			return -1
-		case ha > hb:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(canon, func(a, b *node) int { return cmp.Compare(hashOf(a), hashOf(b)) })
 	m.canon = canon
 	h := uint64(len(canon))
 	for _, n := range canon {
