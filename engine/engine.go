@@ -92,9 +92,8 @@ type Options struct {
 	//     free up to the whole context (see KVUnifiedPerSlot); when it is
 	//     full, the idle slots' memory is freed and the decode tried
 	//     again, and failing that one request is preempted (see
-	//     preempt.go): its memory is decoded again once another request
-	//     ends. No slot gets more positions than the model's training
-	//     context.
+	//     preempt.go): its memory is decoded again once it fits. No
+	//     slot gets more positions than the model's training context.
 	//   - BatchSize 0 is 2048 and UBatchSize 0 is 512, at most BatchSize;
 	//     the engine's batches are BatchSize tokens.
 	//   - Embeddings is set for embedding engines (Embedding, Reranking)
@@ -311,8 +310,8 @@ const (
 	stIdle engSlotState = iota
 	stPrompt
 	stGen
-	// stWait: preempted (see preempt), its memory given up; it waits for
-	// another request to end.
+	// stWait: preempted (see preempt), its memory given up; it waits
+	// for free memory (wakePreempted).
 	stWait
 	// stRecompute: decoding its tokens (engSlot.resume) again after a
 	// preemption, then back to engSlot.resumeTo.
@@ -402,21 +401,23 @@ type Engine struct {
 	lctx     *llama.Context
 	nCtxSlot int
 	// kvCells is the KV memory in tokens, all slots together.
-	kvCells   int
-	nBatch    int
-	batch     *llama.Batch
-	slots     []*engSlot
-	adapters  []*llama.Adapter
-	applied   []float32 // scales active on lctx
-	eog       []llama.Token
-	isEOG     []bool   // by token
-	pieces    []string // token texts, filled on first use by the loop
-	havePiece []bool
-	addBOS    bool
-	embedding bool
-	canReuse  bool         // cache reuse is possible: a completion engine whose memory can shift
-	canCopy   bool         // prompts may be copied from slot to slot (see copyPrefix)
-	pcache    *promptCache // nil: off
+	kvCells int
+	// preemptSeq numbers the preemptions (engSlot.waitSeq).
+	preemptSeq int64
+	nBatch     int
+	batch      *llama.Batch
+	slots      []*engSlot
+	adapters   []*llama.Adapter
+	applied    []float32 // scales active on lctx
+	eog        []llama.Token
+	isEOG      []bool   // by token
+	pieces     []string // token texts, filled on first use by the loop
+	havePiece  []bool
+	addBOS     bool
+	embedding  bool
+	canReuse   bool         // cache reuse is possible: a completion engine whose memory can shift
+	canCopy    bool         // prompts may be copied from slot to slot (see copyPrefix)
+	pcache     *promptCache // nil: off
 	// The loop's time in the iterations that decoded, and in Decode
 	// itself (the loop goroutine's; the benchmarks read them through do).
 	busyTime, decodeTime time.Duration
@@ -1499,6 +1500,9 @@ func (e *Engine) queuedLocked() (starting, deferred int) {
 // another.
 func (e *Engine) assign() (n int) {
 	for {
+		if e.waiting() {
+			return n // the preempted go first (see preempt.go)
+		}
 		started := e.take()
 		if len(started) == 0 {
 			return n

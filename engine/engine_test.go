@@ -1095,11 +1095,13 @@ func TestEngineSharedMemoryFull(t *testing.T) {
 			}
 			results := make([]engResult, len(tasks))
 			var wg sync.WaitGroup
+			release := engHold(t, e)
 			for i, tk := range tasks {
 				st, err := e.Submit(context.Background(), tk)
 				require.NoError(t, err)
 				wg.Go(func() { results[i] = engCollect(t, st) })
 			}
+			release()
 			wg.Wait()
 			for i, n := range []int{120, 120} {
 				require.NoError(t, results[i+1].done.Err, "request %d", i+1)
@@ -1173,79 +1175,6 @@ func TestEnginePromptProbs(t *testing.T) {
 			for _, ev := range append(r.events, r.done) {
 				assert.Nil(t, ev.PromptProbs)
 			}
-		})
-	}
-}
-
-// TestEnginePreemption: requests that together overrun the KV memory the
-// slots share all end, each with the tokens it has alone, whether the
-// memory fills during their prompts or their generation, with or without
-// an NPredict; a request cancelled while preempted ends and the others
-// go on.
-func TestEnginePreemption(t *testing.T) {
-	long := strings.Repeat("Once upon a time, there was a little girl named Lily. ", 6)
-	for _, tt := range []struct {
-		name     string
-		parallel int
-		prompts  []string
-		npredict []int
-		batch    int
-		cancel   int // index of a request cancelled once preempted (-1: none)
-	}{
-		{"generation fills", 4, []string{"A", "A", "A", "A"}, []int{90, 90, 90, 90}, 0, -1},
-		{"prompts fill", 3, []string{long, long + "And", long + "Then"}, []int{100, 150, 150}, 16, -1},
-		{"no NPredict", 3, []string{"Once", "The dog", "A cat"}, []int{-1, -1, -1}, 0, -1},
-		{"cancelled while preempted", 3, []string{"Once", "The dog", "A cat"}, []int{200, 200, 200}, 0, 2},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			m, e := newEngTestEngine(t, Options{Parallel: tt.parallel, Context: llama.ContextOptions{ContextSize: 256, KVUnified: true, BatchSize: tt.batch}})
-			var tasks []*Request
-			var alone []engResult
-			for i, p := range tt.prompts {
-				tk := engGreedyTask(engTokenize(t, m, p, true), tt.npredict[i])
-				tk.Params.IgnoreEOS = true
-				tasks = append(tasks, tk)
-				if i != tt.cancel {
-					alone = append(alone, engRun(t, e, tk))
-				} else {
-					alone = append(alone, engResult{})
-				}
-			}
-			before := e.Metrics().PreemptionsTotal
-			results := make([]engResult, len(tasks))
-			var wg sync.WaitGroup
-			for i, tk := range tasks {
-				ctx, cancel := context.WithCancel(context.Background())
-				defer cancel()
-				st, err := e.Submit(ctx, tk)
-				require.NoError(t, err)
-				if i == tt.cancel {
-					// The latest started of equals is the one preempted.
-					wg.Go(func() {
-						for e.Metrics().PreemptionsTotal == before {
-							time.Sleep(time.Millisecond)
-						}
-						cancel()
-						for st.Next() {
-						}
-						st.Close()
-					})
-					continue
-				}
-				wg.Go(func() { results[i] = engCollect(t, st) })
-			}
-			wg.Wait()
-			assert.Greater(t, e.Metrics().PreemptionsTotal, before, "the memory filled")
-			for i, r := range results {
-				if i == tt.cancel {
-					continue
-				}
-				require.NoError(t, r.done.Err, "request %d", i)
-				assert.Equal(t, alone[i].tokens, r.tokens, "request %d", i)
-				assert.Equal(t, alone[i].done.Truncated, r.done.Truncated, "request %d", i)
-			}
-			r := engRun(t, e, engGreedyTask(engTokenize(t, m, "Once", true), 16))
-			assert.Equal(t, 16, r.done.Generated, "the engine goes on")
 		})
 	}
 }

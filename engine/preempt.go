@@ -1,47 +1,54 @@
 package engine
 
-import "github.com/x/llama"
+import (
+	"slices"
+
+	"github.com/x/llama"
+)
 
 // Preemption. With Context.KVUnified the slots share one KV buffer, and
 // requests that fit one by one may not fit together: the buffer fills
-// while all of them still generate. llama-server then ends every request
-// in the batch with "context size has been exceeded". This engine instead
-// preempts one request: it gives up that request's memory (the tokens
-// stay with the slot), the others go on, and when any request ends the
-// preempted one decodes its tokens again and goes on where it stopped,
-// with the same samplers, so that its output is the one it would have
-// had. A request is ended with the error only when it runs alone and
-// still does not fit, or where its memory cannot be rebuilt from tokens
-// (media in the prompt, speculative decoding, embeddings).
+// while all of them still run. llama-server then ends every request in
+// the batch with "context size has been exceeded". This engine instead
+// preempts a request, as vLLM does: the one started last gives up its
+// memory (the tokens stay with the slot) and waits while the others go
+// on; it decodes its tokens again once they fit in the free memory, and
+// goes on where it stopped, with the same samplers, so that its output
+// is the one it would have had (up to the rounding differences that any
+// change of batch brings, which can turn a near tie). While a request waits no new request
+// starts, so that the preempted go first. A request ends with the error
+// only when it runs alone and still does not fit, or where no running
+// request's memory can be rebuilt from tokens (media in the prompt,
+// speculative decoding, embeddings).
 //
-// Termination: a preemption needs another request in the batch, which
-// goes on; the preempted wake only when a request ends, so between two
-// ends there are fewer preemptions than slots.
+// Termination: a preemption leaves another request running; a preempted
+// request wakes only when a request ends, into the memory that frees
+// (or when none runs), so between two ends there are fewer preemptions
+// than slots, and the requests left running go on.
 
-// preempt gives up the memory of one of this step's requests, the one
-// whose end needs the most memory (the latest started among equals),
-// after the batch failed for want of memory and the caller undid it. It
-// reports false where nothing was preempted.
+// preempt gives up the memory of the running request started last, after
+// the batch failed for want of memory and the caller undid it. It
+// reports false where nothing was preempted: a request runs alone, or
+// none can be.
 func (e *Engine) preempt() bool {
 	if e.embedding || e.spec != nil {
 		return false
 	}
 	var victim *engSlot
-	n := 0
+	running := 0
 	for _, s := range e.slots {
-		if s.tk == nil || s.iBatch == -1 {
+		if s.tk == nil || s.state == stWait {
 			continue
 		}
-		n++
-		if s.tk.t.Media != nil || len(s.cache) == 0 {
+		running++
+		if s.tk.t.Media != nil {
 			continue
 		}
-		if victim == nil || e.finalSize(s) > e.finalSize(victim) ||
-			e.finalSize(s) == e.finalSize(victim) && s.tStart.After(victim.tStart) {
+		if victim == nil || s.tStart.After(victim.tStart) {
 			victim = s
 		}
 	}
-	if n < 2 || victim == nil {
+	if running < 2 || victim == nil {
 		return false
 	}
 	s := victim
@@ -55,51 +62,71 @@ func (e *Engine) preempt() bool {
 	s.cache = s.cache[:0]
 	s.ckpts = s.ckpts[:0]
 	s.state, s.iBatch = stWait, -1
+	e.preemptSeq++
+	s.waitSeq = e.preemptSeq
 	e.mu.Lock()
 	e.metrics.PreemptionsTotal++
 	e.mu.Unlock()
 	if log := e.opts.Logger; log != nil {
-		log.Debug("shared KV cache full: request preempted, to be decoded again when another ends",
+		log.Debug("shared KV cache full: request preempted, to be decoded again when it fits",
 			"slot", s.id, "tokens", len(s.resume))
 	}
 	return true
 }
 
-// finalSize is the memory slot s's request takes at its end, as far as
-// its NPredict tells (the whole slot without one).
-func (e *Engine) finalSize(s *engSlot) int {
-	t := s.tk.t
-	if t.NPredict < 0 {
-		return e.nCtxSlot
-	}
-	return min(len(s.prompt)+t.NPredict, e.nCtxSlot)
-}
-
-// wakePreempted sets the preempted slots to decode their tokens again: a
-// request ended, and memory is (or can be made) free.
-func (e *Engine) wakePreempted() {
+// wakeStalled wakes the first preempted request where none runs (the
+// last one ended without release, after a panic).
+func (e *Engine) wakeStalled() {
 	for _, s := range e.slots {
-		if s.state == stWait {
-			s.state = stRecompute
+		if s.tk != nil && s.state != stWait {
+			return
 		}
 	}
+	e.wakePreempted()
 }
 
-// wakeStalled wakes the preempted slots where no other request runs
-// (one ended without release, after a panic), so that none waits forever.
-func (e *Engine) wakeStalled() {
-	waiting := false
+// waiting reports whether a preempted request waits for memory.
+func (e *Engine) waiting() bool {
+	for _, s := range e.slots {
+		if s.tk != nil && s.state == stWait {
+			return true
+		}
+	}
+	return false
+}
+
+// wakePreempted sets the preempted requests whose tokens fit in the free
+// memory (what the busy slots do not hold, less a cell for each running
+// request's next token) to decode them again, first preempted first, and
+// the first of them anyway when no request runs. It runs when a request
+// ends (release) and, for a loop left with only preempted requests, at
+// each step.
+func (e *Engine) wakePreempted() {
+	var wait []*engSlot
+	free, running := e.kvCells, 0
 	for _, s := range e.slots {
 		switch {
 		case s.tk == nil:
 		case s.state == stWait:
-			waiting = true
+			wait = append(wait, s)
 		default:
-			return
+			running++
+			free -= len(s.cache) + 1
 		}
 	}
-	if waiting {
-		e.wakePreempted()
+	if len(wait) == 0 {
+		return
+	}
+	slices.SortFunc(wait, func(a, b *engSlot) int { return int(a.waitSeq - b.waitSeq) })
+	for i, s := range wait {
+		if len(s.resume) > free && (i > 0 || running > 0) {
+			return
+		}
+		free -= len(s.resume)
+		s.state = stRecompute
+		if len(s.resume) == 0 {
+			s.state = s.resumeTo // a prompt preempted before its first chunk
+		}
 	}
 }
 

@@ -68,6 +68,7 @@ type engSlot struct {
 	// that is decoded again.
 	resume   []llama.Token
 	resumeTo engSlotState
+	waitSeq  int64 // the preemption's number: the first preempted wake first
 }
 
 // start prepares a slot for its new request.
@@ -330,6 +331,8 @@ func (e *Engine) step() bool {
 				e.finish(s, nil, StopTypeLimit)
 				continue
 			}
+			// The shift stays when the batch fails: undo to after it.
+			s.undoCache = len(s.cache)
 		}
 		s.cache = append(s.cache, s.spec.replay...)
 		s.cache = append(s.cache, s.last)
@@ -478,7 +481,8 @@ func (e *Engine) step() bool {
 			s.copyPending = false // llama.cpp copied the data first
 			s.spec.replay = s.spec.replay[:0]
 			if s.state == stRecompute && len(s.cache) == len(s.resume) {
-				s.state, s.resume = s.resumeTo, s.resume[:0]
+				// No output of this batch is the slot's.
+				s.state, s.resume, s.iBatch = s.resumeTo, s.resume[:0], -1
 			}
 		}
 		if e.spec != nil && e.spec.mtp != nil {
@@ -599,20 +603,20 @@ func (e *Engine) presample(slots []*engSlot) {
 	e.sampleJobs = jobs[:0]
 }
 
-// failLargest ends, with err, the request of the batch that holds the
-// most of the full shared memory, and frees its cells, so that the others
-// go on (llama-server ends them all; its own note plans this). It reports
-// false where that leaves nothing to go on with: one request in the
-// batch, or a drafter's fault to report, which the caller handles for
-// the whole batch.
+// failLargest ends, with err, the running request that holds the most of
+// the full shared memory, and frees its cells, so that the others go on
+// (llama-server ends them all; its own note plans this), where none could
+// be preempted. It reports false where that leaves nothing to go on with:
+// one request running, none holding memory, or a drafter's fault to
+// report, which the caller handles for the whole batch.
 func (e *Engine) failLargest(err error) bool {
 	var largest *engSlot
 	n := 0
 	for _, s := range e.slots {
-		if s.tk == nil || s.iBatch == -1 {
+		if s.tk == nil || s.state == stWait {
 			continue
 		}
-		if s.spec.fault != nil {
+		if s.iBatch != -1 && s.spec.fault != nil {
 			return false
 		}
 		n++
@@ -620,7 +624,7 @@ func (e *Engine) failLargest(err error) bool {
 			largest = s
 		}
 	}
-	if n < 2 {
+	if n < 2 || len(largest.cache) == 0 {
 		return false
 	}
 	e.lctx.Memory().Remove(largest.id, 0, -1)
