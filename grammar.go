@@ -189,6 +189,8 @@ type grammarSampler struct {
 	full     []bool
 	tokens   map[Token]bool
 	buf      []byte // text generated while awaiting a trigger
+	bufEnds  []int   // by token of buf: where its text ends in buf
+	bufToks  []Token
 	piece    []byte
 	// stacks follows the engine's parse stacks (start: before any text),
 	// to stop before a step whose cost has grown with the text (see
@@ -352,12 +354,17 @@ func (g *grammarSampler) Accept(t Token) {
 		g.take(t)
 		return
 	}
-	g.piece = g.m.appendPiece(g.piece[:0], t, true)
 	if g.tokens[t] {
-		g.trigger(g.piece)
+		// As llama.cpp: the trigger token itself, which a token
+		// reference in the grammar can match.
+		g.active = true
+		g.buf, g.bufToks, g.bufEnds = g.buf[:0], g.bufToks[:0], g.bufEnds[:0]
+		g.take(t)
 		return
 	}
+	g.piece = g.m.appendPiece(g.piece[:0], t, true)
 	g.buf = append(g.buf, g.piece...)
+	g.bufToks, g.bufEnds = append(g.bufToks, t), append(g.bufEnds, len(g.buf))
 	for i, re := range g.patterns {
 		loc := re.FindSubmatchIndex(g.buf)
 		if loc == nil || (g.full[i] && (loc[0] != 0 || loc[1] != len(g.buf))) {
@@ -370,25 +377,42 @@ func (g *grammarSampler) Accept(t Token) {
 				break
 			}
 		}
-		text := append([]byte(nil), g.buf[start:]...)
-		g.trigger(text)
+		g.trigger(start)
 		return
 	}
 }
 
-// trigger starts constraining, feeding the grammar the triggered text.
-func (g *grammarSampler) trigger(text []byte) {
+// trigger starts constraining from buf[start:], the text a pattern
+// matched, as llama.cpp does: the tokens within it go to the grammar as
+// themselves, the part of a token cut by start as its bytes.
+func (g *grammarSampler) trigger(start int) {
 	g.active = true
-	g.buf = g.buf[:0]
-	for _, b := range text {
-		t := g.m.byteTok[b]
-		if t == NoToken {
-			g.failed = true
-			return
+	buf, toks, ends := g.buf, g.bufToks, g.bufEnds
+	g.buf, g.bufToks, g.bufEnds = g.buf[:0], g.bufToks[:0], g.bufEnds[:0]
+	from := 0
+	for i, t := range toks {
+		end := ends[i]
+		if end <= start {
+			from = end
+			continue
 		}
-		if g.take(t); g.failed {
-			return
+		if from >= start {
+			if g.take(t); g.failed {
+				return
+			}
+		} else {
+			for _, b := range buf[start:end] {
+				bt := g.m.byteTok[b]
+				if bt == NoToken {
+					g.failed = true
+					return
+				}
+				if g.take(bt); g.failed {
+					return
+				}
+			}
 		}
+		from = end
 	}
 }
 
@@ -470,7 +494,7 @@ func (g *grammarSampler) Reset() {
 	g.failed = false
 	g.why = nil
 	g.tried = nil
-	g.buf = g.buf[:0]
+	g.buf, g.bufToks, g.bufEnds = g.buf[:0], g.bufToks[:0], g.bufEnds[:0]
 	if g.start != nil {
 		g.stacks = g.start.Clone()
 	}
@@ -479,6 +503,8 @@ func (g *grammarSampler) Reset() {
 func (g *grammarSampler) Clone() CustomSampler {
 	c := *g
 	c.buf = append([]byte(nil), g.buf...)
+	c.bufToks = append([]Token(nil), g.bufToks...)
+	c.bufEnds = append([]int(nil), g.bufEnds...)
 	c.piece = nil
 	c.tried = nil
 	if g.stacks != nil {

@@ -2,6 +2,7 @@ package llama_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -64,6 +65,30 @@ func TestGrammarGuard(t *testing.T) {
 		c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
 		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{},
 			mustGrammar(t, `root ::= "named" " Zed" "."`).LazySampler([]string{`(named)`}, nil), llama.Greedy())
+		require.NoError(t, err)
+		defer s.Close()
+		out := generate(t, c, "Once upon a time", llama.GenerateOptions{MaxTokens: 40, Sampler: s})
+		assert.True(t, strings.HasPrefix(out, ", there was a little girl named Zed."), out)
+	})
+	t.Run("lazy trigger token taken as the token", func(t *testing.T) {
+		// As llama.cpp: the trigger token goes to the grammar as itself,
+		// so a token reference can match it.
+		named := tok(" named")
+		c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
+		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{},
+			mustGrammar(t, fmt.Sprintf(`root ::= <[%d]> " Zed" "."`, named)).LazySampler(nil, []llama.Token{named}), llama.Greedy())
+		require.NoError(t, err)
+		defer s.Close()
+		out := generate(t, c, "Once upon a time", llama.GenerateOptions{MaxTokens: 40, Sampler: s})
+		assert.True(t, strings.HasPrefix(out, ", there was a little girl named Zed."), out)
+	})
+	t.Run("lazy pattern replays whole tokens as themselves", func(t *testing.T) {
+		// The pattern's text starts where the token " named" starts: the
+		// grammar gets that token, as llama.cpp replays it.
+		named := tok(" named")
+		c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
+		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{},
+			mustGrammar(t, fmt.Sprintf(`root ::= <[%d]> " Zed" "."`, named)).LazySampler([]string{`girl( named)`}, nil), llama.Greedy())
 		require.NoError(t, err)
 		defer s.Close()
 		out := generate(t, c, "Once upon a time", llama.GenerateOptions{MaxTokens: 40, Sampler: s})
