@@ -1500,9 +1500,6 @@ func (e *Engine) queuedLocked() (starting, deferred int) {
 // another.
 func (e *Engine) assign() (n int) {
 	for {
-		if e.waiting() {
-			return n // the preempted go first (see preempt.go)
-		}
 		started := e.take()
 		if len(started) == 0 {
 			return n

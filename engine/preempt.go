@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"slices"
 
 	"github.com/x/llama"
@@ -15,16 +16,20 @@ import (
 // on; it decodes its tokens again once they fit in the free memory, and
 // goes on where it stopped, with the same samplers, so that its output
 // is the one it would have had (up to the rounding differences that any
-// change of batch brings, which can turn a near tie). While a request waits no new request
-// starts, so that the preempted go first. A request ends with the error
-// only when it runs alone and still does not fit, or where no running
-// request's memory can be rebuilt from tokens (media in the prompt,
-// speculative decoding, embeddings).
+// change of batch brings, which can turn a near tie). New requests start
+// meanwhile, but being started later they are preempted first, so the
+// preempted keep their turn. A request ends with the error only when it
+// runs alone and still does not fit, where no running request's memory
+// can be rebuilt from tokens (media in the prompt, speculative decoding,
+// embeddings), or when it has waited maxWaitSlots full slots' worth of
+// steps: with context shift a request may never end, and one running
+// beside it must not wait for ever.
 //
 // Termination: a preemption leaves another request running; a preempted
-// request wakes only when a request ends, into the memory that frees
-// (or when none runs), so between two ends there are fewer preemptions
-// than slots, and the requests left running go on.
+// request wakes only when memory frees (a request ends or shifts its
+// context), into that memory, or when none runs, so between two such
+// events there are fewer preemptions than slots, and the requests left
+// running go on.
 
 // preempt gives up the memory of the running request started last, after
 // the batch failed for want of memory and the caller undid it. It
@@ -61,7 +66,7 @@ func (e *Engine) preempt() bool {
 	}
 	s.cache = s.cache[:0]
 	s.ckpts = s.ckpts[:0]
-	s.state, s.iBatch = stWait, -1
+	s.state, s.iBatch, s.waited = stWait, -1, 0
 	e.preemptSeq++
 	s.waitSeq = e.preemptSeq
 	e.mu.Lock()
@@ -74,33 +79,43 @@ func (e *Engine) preempt() bool {
 	return true
 }
 
-// wakeStalled wakes the first preempted request where none runs (the
-// last one ended without release, after a panic).
-func (e *Engine) wakeStalled() {
-	for _, s := range e.slots {
-		if s.tk != nil && s.state != stWait {
-			return
-		}
-	}
-	e.wakePreempted()
-}
+// maxWaitSlots bounds a preempted request's wait, in steps, as a multiple
+// of the slot context: without context shift every running request ends
+// within about a slot context's steps.
+const maxWaitSlots = 4
 
-// waiting reports whether a preempted request waits for memory.
-func (e *Engine) waiting() bool {
+// errWaitedTooLong ends a preempted request that waited too long.
+var errWaitedTooLong = errors.New("engine: context size has been exceeded (the KV cache the slots share stayed full while the request waited for it)")
+
+// tendPreempted counts a step of wait for each preempted request, ends
+// those that waited too long, and wakes the first where none runs (the
+// last one ended without release, after a panic).
+func (e *Engine) tendPreempted() {
+	running, waiting := false, false
 	for _, s := range e.slots {
-		if s.tk != nil && s.state == stWait {
-			return true
+		switch {
+		case s.tk == nil:
+		case s.state != stWait:
+			running = true
+		default:
+			if s.waited++; s.waited > maxWaitSlots*e.nCtxSlot {
+				e.fail(s, errWaitedTooLong)
+				continue
+			}
+			waiting = true
 		}
 	}
-	return false
+	if waiting && !running {
+		e.wakePreempted()
+	}
 }
 
 // wakePreempted sets the preempted requests whose tokens fit in the free
-// memory (what the busy slots do not hold, less a cell for each running
-// request's next token) to decode them again, first preempted first, and
-// the first of them anyway when no request runs. It runs when a request
-// ends (release) and, for a loop left with only preempted requests, at
-// each step.
+// memory (what the busy slots do not hold or are decoding again, less a
+// cell for each running request's next token) to decode them again,
+// first preempted first, and the first of them anyway when no request
+// runs. It runs when a request ends (release) or shifts its context and,
+// for a loop left with only preempted requests, at each step.
 func (e *Engine) wakePreempted() {
 	var wait []*engSlot
 	free, running := e.kvCells, 0
@@ -109,6 +124,9 @@ func (e *Engine) wakePreempted() {
 		case s.tk == nil:
 		case s.state == stWait:
 			wait = append(wait, s)
+		case s.state == stRecompute:
+			running++
+			free -= len(s.resume) + 1 // all of it, soon
 		default:
 			running++
 			free -= len(s.cache) + 1

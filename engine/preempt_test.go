@@ -31,11 +31,13 @@ type engWhen struct {
 	req  *Request
 }
 
-// engSubmitWhen submits each request of ws from e's loop, right before
-// the first decode at which its condition holds (in order: the next
-// condition is checked once the previous request is submitted), so that
-// the schedule does not depend on timing, and returns their streams.
-func engSubmitWhen(t *testing.T, e *Engine, ws ...engWhen) []*Stream {
+// engSubmitWhen arranges for each request of ws to be submitted from e's
+// loop, right before the first decode at which its condition holds (in
+// order: the next condition is checked once the previous request is
+// submitted), so that the schedule does not depend on timing; the
+// returned func waits for them and returns their streams. Call it while
+// e is idle, before submitting what the conditions wait for.
+func engSubmitWhen(t *testing.T, e *Engine, ws ...engWhen) func() []*Stream {
 	out := make([]*Stream, len(ws))
 	done := make(chan struct{})
 	next := 0
@@ -52,12 +54,14 @@ func engSubmitWhen(t *testing.T, e *Engine, ws ...engWhen) []*Stream {
 		}
 	}
 	t.Cleanup(func() { testBeforeDecode = nil })
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		t.Fatalf("%d of %d conditions held", next, len(ws))
+	return func() []*Stream {
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Fatal("the conditions never held")
+		}
+		return out
 	}
-	return out
 }
 
 // TestEnginePreemption: requests that together overrun the KV memory the
@@ -155,12 +159,13 @@ func TestEnginePreemptionHeldMemory(t *testing.T) {
 		g := engGreedyTask(engTokenize(t, m, "The dog", true), 4)
 		g.Params.IgnoreEOS = true
 		x := engGreedyTask(px, 3)
-		sw, err := e.Submit(context.Background(), w)
-		require.NoError(t, err)
 		at := at
-		sts := engSubmitWhen(t, e,
+		wait := engSubmitWhen(t, e,
 			engWhen{func() bool { return len(e.slots[0].cache) >= at }, g},
 			engWhen{func() bool { return true }, x})
+		sw, err := e.Submit(context.Background(), w)
+		require.NoError(t, err)
+		sts := wait()
 		sg, sx := sts[0], sts[1]
 		for name, st := range map[string]*Stream{"W": sw, "G": sg, "X": sx} {
 			r := engCollect(t, st)
@@ -196,10 +201,8 @@ func TestEnginePreemptionPromptProbs(t *testing.T) {
 		b := engGreedyTask(engTokenize(t, m, "Once", true), 100)
 		b.Params.IgnoreEOS = true
 		before := e.Metrics().PreemptionsTotal
-		sb, err := e.Submit(context.Background(), b)
-		require.NoError(t, err)
 		at := at
-		sx := engSubmitWhen(t, e, engWhen{func() bool {
+		wait := engSubmitWhen(t, e, engWhen{func() bool {
 			n := 0
 			for _, s := range e.slots {
 				if s.tk != nil { // B, alone
@@ -207,7 +210,10 @@ func TestEnginePreemptionPromptProbs(t *testing.T) {
 				}
 			}
 			return n >= at
-		}, mk()})[0]
+		}, mk()})
+		sb, err := e.Submit(context.Background(), b)
+		require.NoError(t, err)
+		sx := wait()[0]
 		rb, rx := engCollect(t, sb), engCollect(t, sx)
 		require.NoError(t, rb.done.Err, "at %d", at)
 		require.NoError(t, rx.done.Err, "at %d", at)
@@ -233,11 +239,12 @@ func TestEnginePreemptionShift(t *testing.T) {
 	b := engGreedyTask(engTokenize(t, m, "The dog", true), 250)
 	b.Params.IgnoreEOS = true
 	c := engGreedyTask(engTokenize(t, m, strings.Repeat("The dog ran to the park and played with a ball. ", 12), true)[:150], 3)
-	sa, err := e.Submit(context.Background(), a)
-	require.NoError(t, err)
-	sts := engSubmitWhen(t, e,
+	wait := engSubmitWhen(t, e,
 		engWhen{func() bool { return len(e.slots[0].cache) >= 160 }, b},
 		engWhen{func() bool { return len(e.slots[0].cache) >= 199 }, c})
+	sa, err := e.Submit(context.Background(), a)
+	require.NoError(t, err)
+	sts := wait()
 	sb, sc := sts[0], sts[1]
 	for name, st := range map[string]*Stream{"A": sa, "B": sb, "C": sc} {
 		r := engCollect(t, st)
@@ -283,4 +290,41 @@ func TestEnginePreemptionStress(t *testing.T) {
 	assert.Positive(t, e.Metrics().PreemptionsTotal)
 	r := engRun(t, e, engGreedyTask(engTokenize(t, m, "Once", true), 16))
 	assert.Equal(t, 16, r.done.Generated)
+}
+
+// TestEnginePreemptionEndless: beside a request that never ends (context
+// shift, no NPredict), a short request still starts and ends (in the
+// memory the shifts free), and a preempted request that can never fit
+// ends with the context error once it has waited its bound, rather than
+// for ever.
+func TestEnginePreemptionEndless(t *testing.T) {
+	m, e := newEngTestEngine(t, Options{Parallel: 3, ContextShift: true, Context: llama.ContextOptions{ContextSize: 256, KVUnified: true}})
+	a := engGreedyTask(engTokenize(t, m, "Once", true), -1)
+	a.Params.IgnoreEOS = true
+	b := engGreedyTask(engTokenize(t, m, "The dog", true), 150)
+	b.Params.IgnoreEOS = true
+	ctxA, cancelA := context.WithCancel(context.Background())
+	defer cancelA()
+	release := engHold(t, e)
+	sa, err := e.Submit(ctxA, a)
+	require.NoError(t, err)
+	sb, err := e.Submit(context.Background(), b)
+	require.NoError(t, err)
+	release()
+	go func() {
+		for sa.Next() {
+		}
+		sa.Close()
+	}()
+	for e.Metrics().PreemptionsTotal == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	c := engGreedyTask(engTokenize(t, m, "Tom", true), 5)
+	rc := engRun(t, e, c)
+	assert.Equal(t, 5, rc.done.Generated, "a short request beside the endless one")
+	rb := engCollect(t, sb)
+	require.ErrorIs(t, rb.done.Err, errWaitedTooLong)
+	assert.Contains(t, rb.done.Err.Error(), "context size has been exceeded")
+	r := engRun(t, e, engGreedyTask(engTokenize(t, m, "Lily", true), 4))
+	assert.Equal(t, 4, r.done.Generated, "the engine goes on")
 }

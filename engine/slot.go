@@ -69,6 +69,7 @@ type engSlot struct {
 	resume   []llama.Token
 	resumeTo engSlotState
 	waitSeq  int64 // the preemption's number: the first preempted wake first
+	waited   int   // steps waited since the preemption
 }
 
 // start prepares a slot for its new request.
@@ -315,7 +316,7 @@ func (e *Engine) step() bool {
 		}
 	}
 	gens := e.gens[:0]
-	e.wakeStalled()
+	e.tendPreempted()
 	for _, s := range e.slots {
 		s.iBatch = -1
 		s.undoCache, s.undoIdx = len(s.cache), s.promptIdx
@@ -333,6 +334,7 @@ func (e *Engine) step() bool {
 			}
 			// The shift stays when the batch fails: undo to after it.
 			s.undoCache = len(s.cache)
+			e.wakePreempted() // the shift freed memory
 		}
 		s.cache = append(s.cache, s.spec.replay...)
 		s.cache = append(s.cache, s.last)
