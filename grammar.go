@@ -189,7 +189,7 @@ type grammarSampler struct {
 	full     []bool
 	tokens   map[Token]bool
 	buf      []byte // text generated while awaiting a trigger
-	bufEnds  []int   // by token of buf: where its text ends in buf
+	bufEnds  []int  // by token of buf: where its text ends in buf
 	bufToks  []Token
 	piece    []byte
 	// stacks follows the engine's parse stacks (start: before any text),

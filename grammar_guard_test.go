@@ -61,39 +61,31 @@ func TestGrammarGuard(t *testing.T) {
 		}
 		assert.ErrorIs(t, gotErr, llama.ErrGrammar)
 	})
-	t.Run("lazy trigger constrains after it", func(t *testing.T) {
-		c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
-		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{},
-			mustGrammar(t, `root ::= "named" " Zed" "."`).LazySampler([]string{`(named)`}, nil), llama.Greedy())
-		require.NoError(t, err)
-		defer s.Close()
-		out := generate(t, c, "Once upon a time", llama.GenerateOptions{MaxTokens: 40, Sampler: s})
-		assert.True(t, strings.HasPrefix(out, ", there was a little girl named Zed."), out)
-	})
-	t.Run("lazy trigger token taken as the token", func(t *testing.T) {
-		// As llama.cpp: the trigger token goes to the grammar as itself,
-		// so a token reference can match it.
-		named := tok(" named")
-		c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
-		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{},
-			mustGrammar(t, fmt.Sprintf(`root ::= <[%d]> " Zed" "."`, named)).LazySampler(nil, []llama.Token{named}), llama.Greedy())
-		require.NoError(t, err)
-		defer s.Close()
-		out := generate(t, c, "Once upon a time", llama.GenerateOptions{MaxTokens: 40, Sampler: s})
-		assert.True(t, strings.HasPrefix(out, ", there was a little girl named Zed."), out)
-	})
-	t.Run("lazy pattern replays whole tokens as themselves", func(t *testing.T) {
-		// The pattern's text starts where the token " named" starts: the
-		// grammar gets that token, as llama.cpp replays it.
-		named := tok(" named")
-		c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
-		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{},
-			mustGrammar(t, fmt.Sprintf(`root ::= <[%d]> " Zed" "."`, named)).LazySampler([]string{`girl( named)`}, nil), llama.Greedy())
-		require.NoError(t, err)
-		defer s.Close()
-		out := generate(t, c, "Once upon a time", llama.GenerateOptions{MaxTokens: 40, Sampler: s})
-		assert.True(t, strings.HasPrefix(out, ", there was a little girl named Zed."), out)
-	})
+	named := tok(" named")
+	tokenGrammar := fmt.Sprintf(`root ::= <[%d]> " Zed" "."`, named)
+	for _, lc := range []struct {
+		name, grammar string
+		patterns      []string
+		tokens        []llama.Token
+	}{
+		// The match starts inside the token " named": its cut text.
+		{"lazy trigger constrains after it", `root ::= "named" " Zed" "."`, []string{`(named)`}, nil},
+		// As llama.cpp, the trigger token goes to the grammar as itself,
+		// so a token reference can match it; so does a token the
+		// pattern's match holds whole.
+		{"lazy trigger token taken as the token", tokenGrammar, nil, []llama.Token{named}},
+		{"lazy pattern replays whole tokens as themselves", tokenGrammar, []string{`girl( named)`}, nil},
+	} {
+		t.Run(lc.name, func(t *testing.T) {
+			c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
+			s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{},
+				mustGrammar(t, lc.grammar).LazySampler(lc.patterns, lc.tokens), llama.Greedy())
+			require.NoError(t, err)
+			defer s.Close()
+			out := generate(t, c, "Once upon a time", llama.GenerateOptions{MaxTokens: 40, Sampler: s})
+			assert.True(t, strings.HasPrefix(out, ", there was a little girl named Zed."), out)
+		})
+	}
 	t.Run("bad trigger pattern", func(t *testing.T) {
 		_, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{Filter: true}, mustGrammar(t, `root ::= "x"`).LazySampler([]string{"(?=x)"}, nil))
 		assert.ErrorIs(t, err, llama.ErrInvalid)
