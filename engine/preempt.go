@@ -63,10 +63,11 @@ func (e *Engine) preempt() bool {
 	if s.state != stRecompute { // else s.cache is a prefix of s.resume
 		s.resume = append(s.resume[:0], s.cache...)
 		s.resumeTo = s.state
+		s.waited = 0 // it went on since it last waited
 	}
 	s.cache = s.cache[:0]
 	s.ckpts = s.ckpts[:0]
-	s.state, s.iBatch, s.waited = stWait, -1, 0
+	s.state, s.iBatch = stWait, -1
 	e.preemptSeq++
 	s.waitSeq = e.preemptSeq
 	e.mu.Lock()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -296,35 +297,39 @@ func TestEnginePreemptionStress(t *testing.T) {
 // shift, no NPredict), a short request still starts and ends (in the
 // memory the shifts free), and a preempted request that can never fit
 // ends with the context error once it has waited its bound, rather than
-// for ever.
+// for ever, whether it waits still or wakes after each shift only to be
+// preempted again before it goes on.
 func TestEnginePreemptionEndless(t *testing.T) {
-	m, e := newEngTestEngine(t, Options{Parallel: 3, ContextShift: true, Context: llama.ContextOptions{ContextSize: 256, KVUnified: true}})
-	a := engGreedyTask(engTokenize(t, m, "Once", true), -1)
-	a.Params.IgnoreEOS = true
-	b := engGreedyTask(engTokenize(t, m, "The dog", true), 150)
-	b.Params.IgnoreEOS = true
-	ctxA, cancelA := context.WithCancel(context.Background())
-	defer cancelA()
-	release := engHold(t, e)
-	sa, err := e.Submit(ctxA, a)
-	require.NoError(t, err)
-	sb, err := e.Submit(context.Background(), b)
-	require.NoError(t, err)
-	release()
-	go func() {
-		for sa.Next() {
-		}
-		sa.Close()
-	}()
-	for e.Metrics().PreemptionsTotal == 0 {
-		time.Sleep(time.Millisecond)
+	for _, after := range []int{0, 30} { // B starts with A, or once A holds 30 cells
+		t.Run(fmt.Sprintf("after %d", after), func(t *testing.T) {
+			m, e := newEngTestEngine(t, Options{Parallel: 3, ContextShift: true, Context: llama.ContextOptions{ContextSize: 256, KVUnified: true}})
+			a := engGreedyTask(engTokenize(t, m, "Once", true), -1)
+			a.Params.IgnoreEOS = true
+			b := engGreedyTask(engTokenize(t, m, "The dog", true), 150)
+			b.Params.IgnoreEOS = true
+			ctxA, cancelA := context.WithCancel(context.Background())
+			defer cancelA()
+			var sb *Stream
+			wait := engSubmitWhen(t, e, engWhen{func() bool { return len(e.slots[0].cache) >= after }, b})
+			sa, err := e.Submit(ctxA, a)
+			require.NoError(t, err)
+			sb = wait()[0]
+			go func() {
+				for sa.Next() {
+				}
+				sa.Close()
+			}()
+			for e.Metrics().PreemptionsTotal == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			rc := engRun(t, e, engGreedyTask(engTokenize(t, m, "Tom", true), 5))
+			assert.Equal(t, 5, rc.done.Generated, "a short request beside the endless one")
+			rb := engCollect(t, sb)
+			require.ErrorIs(t, rb.done.Err, errWaitedTooLong)
+			assert.Contains(t, rb.done.Err.Error(), "context size has been exceeded")
+			cancelA()
+			r := engRun(t, e, engGreedyTask(engTokenize(t, m, "Lily", true), 4))
+			assert.Equal(t, 4, r.done.Generated, "the engine goes on")
+		})
 	}
-	c := engGreedyTask(engTokenize(t, m, "Tom", true), 5)
-	rc := engRun(t, e, c)
-	assert.Equal(t, 5, rc.done.Generated, "a short request beside the endless one")
-	rb := engCollect(t, sb)
-	require.ErrorIs(t, rb.done.Err, errWaitedTooLong)
-	assert.Contains(t, rb.done.Err.Error(), "context size has been exceeded")
-	r := engRun(t, e, engGreedyTask(engTokenize(t, m, "Lily", true), 4))
-	assert.Equal(t, 4, r.done.Generated, "the engine goes on")
 }

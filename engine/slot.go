@@ -69,7 +69,7 @@ type engSlot struct {
 	resume   []llama.Token
 	resumeTo engSlotState
 	waitSeq  int64 // the preemption's number: the first preempted wake first
-	waited   int   // steps waited since the preemption
+	waited   int   // steps waited since the request last went on
 }
 
 // start prepares a slot for its new request.
