@@ -22,8 +22,10 @@ import (
 // runs alone and still does not fit, where no running request's memory
 // can be rebuilt from tokens (media in the prompt, speculative decoding,
 // embeddings), or when it has waited maxWaitSlots full slots' worth of
-// steps: with context shift a request may never end, and one running
-// beside it must not wait for ever.
+// steps. With context shift a request may run for ever, so at each of
+// its shifts it yields to a preempted request that has waited a slot
+// context's worth of steps (yieldAfterShift): requests that keep
+// shifting take turns.
 //
 // Termination: a preemption leaves another request running; a preempted
 // request wakes only when memory frees (a request ends or shifts its
@@ -56,7 +58,11 @@ func (e *Engine) preempt() bool {
 	if running < 2 || victim == nil {
 		return false
 	}
-	s := victim
+	return e.preemptSlot(victim)
+}
+
+// preemptSlot gives up the memory of slot s's request, which waits.
+func (e *Engine) preemptSlot(s *engSlot) bool {
 	if ok, err := e.lctx.Memory().Remove(s.id, 0, -1); err != nil || !ok {
 		return false
 	}
@@ -76,6 +82,46 @@ func (e *Engine) preempt() bool {
 	if log := e.opts.Logger; log != nil {
 		log.Debug("shared KV cache full: request preempted, to be decoded again when it fits",
 			"slot", s.id, "tokens", len(s.resume))
+	}
+	return true
+}
+
+// yieldAfterShift preempts slot s, whose request has just shifted its
+// context, in favour of the first preempted request when that one has
+// waited a slot context's worth of steps and would fit in what s frees:
+// a request that context shift keeps going (it may never end, or end
+// after many times the context) then takes turns with the waiters
+// instead of holding the memory for good. It reports whether s waits.
+func (e *Engine) yieldAfterShift(s *engSlot) bool {
+	if e.embedding || e.spec != nil || s.tk.t.Media != nil {
+		return false
+	}
+	var first *engSlot
+	free := e.kvCells
+	for _, o := range e.slots {
+		switch {
+		case o.tk == nil:
+		case o.state == stWait:
+			if first == nil || o.waitSeq < first.waitSeq {
+				first = o
+			}
+		case o.state == stRecompute:
+			free -= len(o.resume) + 1
+		default:
+			free -= len(o.cache) + 1
+		}
+	}
+	if first == nil || first.waited < e.nCtxSlot || len(first.resume) > free+len(s.cache)+1 {
+		return false
+	}
+	if !e.preemptSlot(s) {
+		return false
+	}
+	// Only the waiter it yields to: woken too, s would take the memory
+	// back at once.
+	first.state = stRecompute
+	if len(first.resume) == 0 {
+		first.state = first.resumeTo
 	}
 	return true
 }

@@ -295,10 +295,10 @@ func TestEnginePreemptionStress(t *testing.T) {
 
 // TestEnginePreemptionEndless: beside a request that never ends (context
 // shift, no NPredict), a short request still starts and ends (in the
-// memory the shifts free), and a preempted request that can never fit
-// ends with the context error once it has waited its bound, rather than
-// for ever, whether it waits still or wakes after each shift only to be
-// preempted again before it goes on.
+// memory the shifts free), and a preempted request that cannot fit
+// beside it gets its turn: the endless one yields to it at a shift,
+// whether it waited still or woke after each shift only to be preempted
+// again before it went on.
 func TestEnginePreemptionEndless(t *testing.T) {
 	for _, after := range []int{0, 30} { // B starts with A, or once A holds 30 cells
 		t.Run(fmt.Sprintf("after %d", after), func(t *testing.T) {
@@ -325,11 +325,69 @@ func TestEnginePreemptionEndless(t *testing.T) {
 			rc := engRun(t, e, engGreedyTask(engTokenize(t, m, "Tom", true), 5))
 			assert.Equal(t, 5, rc.done.Generated, "a short request beside the endless one")
 			rb := engCollect(t, sb)
-			require.ErrorIs(t, rb.done.Err, errWaitedTooLong)
-			assert.Contains(t, rb.done.Err.Error(), "context size has been exceeded")
+			require.NoError(t, rb.done.Err)
+			assert.Equal(t, 150, rb.done.Generated)
 			cancelA()
 			r := engRun(t, e, engGreedyTask(engTokenize(t, m, "Lily", true), 4))
 			assert.Equal(t, 4, r.done.Generated, "the engine goes on")
 		})
 	}
+}
+
+// TestEnginePreemptionWaitBound: a preempted request that has waited its
+// bound ends with the context error, and the engine goes on.
+func TestEnginePreemptionWaitBound(t *testing.T) {
+	m, e := newEngTestEngine(t, Options{Parallel: 2, Context: llama.ContextOptions{ContextSize: 256, KVUnified: true}})
+	tasks := []*Request{engGreedyTask(engTokenize(t, m, "Once", true), 200), engGreedyTask(engTokenize(t, m, "The dog", true), 200)}
+	for _, tk := range tasks {
+		tk.Params.IgnoreEOS = true
+	}
+	aged := false
+	testBeforeDecode = func() {
+		if s := e.slots[1]; !aged && s.state == stWait {
+			s.waited, aged = maxWaitSlots*e.nCtxSlot, true // as if it had waited that long
+		}
+	}
+	t.Cleanup(func() { testBeforeDecode = nil })
+	release := engHold(t, e)
+	var sts []*Stream
+	for _, tk := range tasks {
+		st, err := e.Submit(context.Background(), tk)
+		require.NoError(t, err)
+		sts = append(sts, st)
+	}
+	release()
+	ra, rb := engCollect(t, sts[0]), engCollect(t, sts[1])
+	require.NoError(t, ra.done.Err)
+	assert.Equal(t, 200, ra.done.Generated)
+	require.ErrorIs(t, rb.done.Err, errWaitedTooLong)
+	assert.Contains(t, rb.done.Err.Error(), "context size has been exceeded")
+	r := engRun(t, e, engGreedyTask(engTokenize(t, m, "Lily", true), 4))
+	assert.Equal(t, 4, r.done.Generated, "the engine goes on")
+}
+
+// TestEnginePreemptionLongShifting: beside a finite request that context
+// shift keeps going for six slot contexts, a request preempted with more
+// tokens than a shift frees gets its turn and ends in full.
+func TestEnginePreemptionLongShifting(t *testing.T) {
+	m, e := newEngTestEngine(t, Options{Parallel: 2, PrefillChunk: -1, ContextShift: true, Context: llama.ContextOptions{ContextSize: 256, KVUnified: true}})
+	a := engGreedyTask(engTokenize(t, m, "Once", true), 1500)
+	a.Params.IgnoreEOS = true
+	b := engGreedyTask(engTokenize(t, m, strings.Repeat("The dog ran to the park and played with a ball. ", 12), true)[:100], 120)
+	b.Params.IgnoreEOS = true
+	release := engHold(t, e)
+	sa, err := e.Submit(context.Background(), a)
+	require.NoError(t, err)
+	sb, err := e.Submit(context.Background(), b)
+	require.NoError(t, err)
+	release()
+	done := make(chan engResult)
+	go func() { done <- engCollect(t, sa) }()
+	rb := engCollect(t, sb)
+	ra := <-done
+	require.NoError(t, ra.done.Err)
+	assert.Equal(t, 1500, ra.done.Generated)
+	require.NoError(t, rb.done.Err)
+	assert.Equal(t, 120, rb.done.Generated)
+	assert.Positive(t, e.Metrics().PreemptionsTotal)
 }

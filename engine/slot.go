@@ -334,6 +334,9 @@ func (e *Engine) step() bool {
 			}
 			// The shift stays when the batch fails: undo to after it.
 			s.undoCache = len(s.cache)
+			if e.yieldAfterShift(s) {
+				continue
+			}
 			e.wakePreempted() // the shift freed memory
 		}
 		s.cache = append(s.cache, s.spec.replay...)
