@@ -265,6 +265,10 @@ type Metrics struct {
 	// for a slot (or for the running requests' LoRA scales).
 	RequestsProcessing int
 	RequestsDeferred   int
+	// RequestsPreempted counts the requests of RequestsProcessing that
+	// are preempted, waiting for the shared KV memory (see
+	// Options.Context).
+	RequestsPreempted int
 	KVCacheUsageRatio  float64
 	KVCacheTokens      int64
 	// KVCacheCapacity is the context size in tokens (all slots together).

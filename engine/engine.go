@@ -1620,7 +1620,11 @@ func (e *Engine) publish() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var kv int64
+	e.metrics.RequestsPreempted = 0
 	for i, s := range e.slots {
+		if s.tk != nil && s.state == stWait {
+			e.metrics.RequestsPreempted++
+		}
 		// An idle slot still reports its last request, as llama-server's.
 		sn := engSlotSnap{nPast: len(s.cache), used: e.snap[i].used, taskID: e.snap[i].taskID, req: e.snap[i].req, prompt: e.snap[i].prompt}
 		if s.tk != nil {

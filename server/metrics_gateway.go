@@ -24,7 +24,10 @@ import (
 //     repeat while nothing happens;
 //   - vllm:cache_config_info: the prefix cache's geometry in labels. The
 //     cache is kept per token, so block_size is 1 and num_gpu_blocks is the
-//     context size in tokens (gauge of value 1).
+//     context size in tokens (gauge of value 1);
+//   - vllm:num_preemptions_total: requests preempted for want of the KV
+//     memory the slots share (counter); a preempted request counts as
+//     waiting, not running.
 //
 // The same figures stay under their llamacpp: names.
 func writeGatewayMetrics(sb *strings.Builder, m engine.Metrics, changed time.Time) {
@@ -37,8 +40,8 @@ func writeGatewayMetrics(sb *strings.Builder, m engine.Metrics, changed time.Tim
 		kv = 0
 	}
 	kv = min(kv, 1)
-	gauge("vllm:num_requests_waiting", "Requests waiting for a slot (Gateway API Inference Extension).", "", float64(m.RequestsDeferred))
-	gauge("vllm:num_requests_running", "Requests being processed in a slot (Gateway API Inference Extension).", "", float64(m.RequestsProcessing))
+	gauge("vllm:num_requests_waiting", "Requests waiting for a slot or, preempted, for KV memory (Gateway API Inference Extension).", "", float64(m.RequestsDeferred+m.RequestsPreempted))
+	gauge("vllm:num_requests_running", "Requests being processed in a slot (Gateway API Inference Extension).", "", float64(max(m.RequestsProcessing-m.RequestsPreempted, 0)))
 	gauge("vllm:kv_cache_usage_perc", "KV-cache usage, 0 to 1 (Gateway API Inference Extension).", "", kv)
 	gauge("vllm:gpu_cache_usage_perc", "KV-cache usage, 0 to 1 (older name of vllm:kv_cache_usage_perc).", "", kv)
 	gauge("vllm:lora_requests_info", "LoRA adapters running and waiting; the value is when they last changed.",
@@ -48,6 +51,8 @@ func writeGatewayMetrics(sb *strings.Builder, m engine.Metrics, changed time.Tim
 		float64(changed.UnixMilli())/1000)
 	gauge("vllm:cache_config_info", "Prefix cache geometry: tokens per block and blocks.",
 		`{block_size="1",num_gpu_blocks="`+strconv.FormatInt(m.KVCacheCapacity, 10)+`",enable_prefix_caching="true"}`, 1)
+	fmt.Fprintf(sb, "# HELP %[1]s %[2]s\n# TYPE %[1]s counter\n%[1]s %[3]d\n", "vllm:num_preemptions_total",
+		"Requests preempted because the KV memory the slots share (-kvu) was full.", m.PreemptionsTotal)
 }
 
 // promLabel escapes a label value for the Prometheus text format.

@@ -149,3 +149,48 @@ func TestGatewayInferenceExtensionMetrics(t *testing.T) {
 	assert.Equal(t, 0.0, gaugeOf(t, done, "vllm:num_requests_waiting"))
 	assert.Equal(t, 0.0, gaugeOf(t, done, "vllm:num_requests_running"))
 }
+
+// TestGatewayMetricsPreemption: with a shared KV cache too small for the
+// requests together, preempted requests count as waiting, not running,
+// and vllm:num_preemptions_total counts them.
+func TestGatewayMetricsPreemption(t *testing.T) {
+	_, hs := newTestServer(t, Options{Engine: engine.Options{Parallel: 4, Context: llama.ContextOptions{ContextSize: 256, KVUnified: true}}})
+	url := hs.URL
+	counter := func(f map[string]*dto.MetricFamily) float64 {
+		fam, ok := f["vllm:num_preemptions_total"]
+		require.True(t, ok)
+		require.Equal(t, dto.MetricType_COUNTER, fam.GetType())
+		return fam.GetMetric()[0].GetCounter().GetValue()
+	}
+	assert.Zero(t, counter(scrape(t, url)))
+	const n = 4
+	results := make(chan int, n)
+	for range n {
+		go func() {
+			data, _ := json.Marshal(map[string]any{"prompt": "Once upon a time", "n_predict": 200, "ignore_eos": true})
+			resp, err := http.Post(url+"/completion", "application/json", bytes.NewReader(data))
+			if err != nil {
+				results <- 0
+				return
+			}
+			resp.Body.Close()
+			results <- resp.StatusCode
+		}()
+	}
+	sawWaiting := false
+	for answered := 0; answered < n; {
+		select {
+		case code := <-results:
+			assert.Equal(t, http.StatusOK, code)
+			answered++
+			continue
+		default:
+		}
+		f := scrape(t, url)
+		waiting, running := gaugeOf(t, f, "vllm:num_requests_waiting"), gaugeOf(t, f, "vllm:num_requests_running")
+		require.LessOrEqual(t, waiting+running, float64(n))
+		sawWaiting = sawWaiting || (waiting > 0 && counter(f) > 0)
+	}
+	assert.Positive(t, counter(scrape(t, url)), "four requests of 200 tokens on 256 shared cells")
+	assert.True(t, sawWaiting, "a preempted request seen waiting")
+}
