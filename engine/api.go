@@ -269,8 +269,8 @@ type Metrics struct {
 	// are preempted, waiting for the shared KV memory (see
 	// Options.Context).
 	RequestsPreempted int
-	KVCacheUsageRatio  float64
-	KVCacheTokens      int64
+	KVCacheUsageRatio float64
+	KVCacheTokens     int64
 	// KVCacheCapacity is the context size in tokens (all slots together).
 	KVCacheCapacity int64
 	// MaxAdapters is how many LoRA adapters a batch can use at once: every
