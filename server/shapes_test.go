@@ -121,6 +121,7 @@ var ourMetricsBeyond = map[string]bool{
 	"llamacpp:kv_cache_usage_ratio": true, "llamacpp:kv_cache_tokens": true,
 	"vllm:num_requests_waiting": true, "vllm:num_requests_running": true, "vllm:kv_cache_usage_perc": true,
 	"vllm:gpu_cache_usage_perc": true, "vllm:lora_requests_info": true, "vllm:cache_config_info": true,
+	"vllm:num_preemptions_total": true,
 }
 
 // TestShapesAsLlamaServer requires /v1/models, /models, /slots and
