@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"slices"
 
@@ -38,9 +39,6 @@ import (
 // reports false where nothing was preempted: a request runs alone, or
 // none can be.
 func (e *Engine) preempt() bool {
-	if e.embedding || e.spec != nil {
-		return false
-	}
 	var victim *engSlot
 	running := 0
 	for _, s := range e.slots {
@@ -48,7 +46,7 @@ func (e *Engine) preempt() bool {
 			continue
 		}
 		running++
-		if s.tk.t.Media != nil {
+		if !e.canPreempt(s) {
 			continue
 		}
 		if victim == nil || s.tStart.After(victim.tStart) {
@@ -59,6 +57,13 @@ func (e *Engine) preempt() bool {
 		return false
 	}
 	return e.preemptSlot(victim)
+}
+
+// canPreempt reports whether busy slot s's memory can be rebuilt from its
+// tokens: not with media in its prompt, speculative decoding (the draft
+// model's sequence) or embeddings.
+func (e *Engine) canPreempt(s *engSlot) bool {
+	return !e.embedding && e.spec == nil && s.tk.t.Media == nil
 }
 
 // preemptSlot gives up the memory of slot s's request, which waits.
@@ -93,36 +98,20 @@ func (e *Engine) preemptSlot(s *engSlot) bool {
 // after many times the context) then takes turns with the waiters
 // instead of holding the memory for good. It reports whether s waits.
 func (e *Engine) yieldAfterShift(s *engSlot) bool {
-	if e.embedding || e.spec != nil || s.tk.t.Media != nil {
+	if !e.canPreempt(s) {
 		return false
 	}
-	var first *engSlot
-	free := e.kvCells
-	for _, o := range e.slots {
-		switch {
-		case o.tk == nil:
-		case o.state == stWait:
-			if first == nil || o.waitSeq < first.waitSeq {
-				first = o
-			}
-		case o.state == stRecompute:
-			free -= len(o.resume) + 1
-		default:
-			free -= len(o.cache) + 1
-		}
-	}
-	if first == nil || first.waited < e.nCtxSlot || len(first.resume) > free+len(s.cache)+1 {
+	free, _, wait := e.freeCells()
+	if len(wait) == 0 {
 		return false
 	}
-	if !e.preemptSlot(s) {
+	first := wait[0]
+	if first.waited < e.nCtxSlot || len(first.resume) > free+len(s.cache)+1 || !e.preemptSlot(s) {
 		return false
 	}
 	// Only the waiter it yields to: woken too, s would take the memory
 	// back at once.
-	first.state = stRecompute
-	if len(first.resume) == 0 {
-		first.state = first.resumeTo
-	}
+	first.wake()
 	return true
 }
 
@@ -164,8 +153,22 @@ func (e *Engine) tendPreempted() {
 // runs. It runs when a request ends (release) or shifts its context and,
 // for a loop left with only preempted requests, at each step.
 func (e *Engine) wakePreempted() {
-	var wait []*engSlot
-	free, running := e.kvCells, 0
+	free, running, wait := e.freeCells()
+	for i, s := range wait {
+		if len(s.resume) > free && (i > 0 || running > 0) {
+			return
+		}
+		free -= len(s.resume)
+		s.wake()
+	}
+}
+
+// freeCells returns the shared memory free for a preempted request: what
+// the busy slots do not hold or are decoding again, less a cell for each
+// running request's next token; the running requests; and the preempted,
+// first preempted first.
+func (e *Engine) freeCells() (free, running int, wait []*engSlot) {
+	free = e.kvCells
 	for _, s := range e.slots {
 		switch {
 		case s.tk == nil:
@@ -179,19 +182,15 @@ func (e *Engine) wakePreempted() {
 			free -= len(s.cache) + 1
 		}
 	}
-	if len(wait) == 0 {
-		return
-	}
-	slices.SortFunc(wait, func(a, b *engSlot) int { return int(a.waitSeq - b.waitSeq) })
-	for i, s := range wait {
-		if len(s.resume) > free && (i > 0 || running > 0) {
-			return
-		}
-		free -= len(s.resume)
-		s.state = stRecompute
-		if len(s.resume) == 0 {
-			s.state = s.resumeTo // a prompt preempted before its first chunk
-		}
+	slices.SortFunc(wait, func(a, b *engSlot) int { return cmp.Compare(a.waitSeq, b.waitSeq) })
+	return free, running, wait
+}
+
+// wake sets preempted slot s to decode its tokens again.
+func (s *engSlot) wake() {
+	s.state = stRecompute
+	if len(s.resume) == 0 {
+		s.state = s.resumeTo // a prompt preempted before its first chunk
 	}
 }
 
