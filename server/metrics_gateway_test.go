@@ -51,6 +51,47 @@ func labelsOf(t *testing.T, fams map[string]*dto.MetricFamily, name string) map[
 	return out
 }
 
+// gatewayLoad posts /completion requests to a test server and scrapes its
+// /metrics until they are answered.
+type gatewayLoad struct {
+	t       *testing.T
+	url     string
+	results chan int
+}
+
+func newGatewayLoad(t *testing.T, url string) *gatewayLoad {
+	return &gatewayLoad{t: t, url: url, results: make(chan int, 64)}
+}
+
+// post sends body to /completion on its own goroutine.
+func (g *gatewayLoad) post(body map[string]any) {
+	go func() {
+		data, _ := json.Marshal(body)
+		resp, err := http.Post(g.url+"/completion", "application/json", bytes.NewReader(data))
+		if err != nil {
+			g.results <- 0
+			return
+		}
+		resp.Body.Close()
+		g.results <- resp.StatusCode
+	}()
+}
+
+// scrapeUntilAnswered hands each /metrics reading to seen until n
+// requests posted are answered, each with a 200.
+func (g *gatewayLoad) scrapeUntilAnswered(n int, seen func(map[string]*dto.MetricFamily)) {
+	for answered := 0; answered < n; {
+		select {
+		case code := <-g.results:
+			assert.Equal(g.t, http.StatusOK, code)
+			answered++
+			continue
+		default:
+		}
+		seen(scrape(g.t, g.url))
+	}
+}
+
 // TestGatewayInferenceExtensionMetrics holds /metrics against the model
 // server protocol of the Kubernetes Gateway API Inference Extension, as its
 // endpoint picker reads it: queued and running requests, KV-cache
@@ -78,20 +119,10 @@ func TestGatewayInferenceExtensionMetrics(t *testing.T) {
 	// Four long requests for two slots, then one asking for the adapter:
 	// it waits until both slots are free.
 	const n = 5
-	results := make(chan int, n)
-	post := func(body map[string]any) {
-		data, _ := json.Marshal(body)
-		resp, err := http.Post(url+"/completion", "application/json", bytes.NewReader(data))
-		if err != nil {
-			results <- 0
-			return
-		}
-		resp.Body.Close()
-		results <- resp.StatusCode
-	}
+	load := newGatewayLoad(t, url)
 	long := map[string]any{"prompt": "Once upon a time", "n_predict": 300, "ignore_eos": true, "cache_prompt": false}
 	for range n - 1 {
-		go post(long)
+		load.post(long)
 	}
 	// The adapter's request goes once both slots are seen busy, so it
 	// queues behind the long ones whatever the machine's speed.
@@ -101,16 +132,7 @@ func TestGatewayInferenceExtensionMetrics(t *testing.T) {
 	// consistent, and the queue and the adapter must be seen waiting.
 	var maxWaiting, maxRunning, maxKV float64
 	sawLoRAWaiting := false
-	answered := 0
-	for answered < n {
-		select {
-		case code := <-results:
-			assert.Equal(t, http.StatusOK, code)
-			answered++
-			continue
-		default:
-		}
-		f := scrape(t, url)
+	load.scrapeUntilAnswered(n, func(f map[string]*dto.MetricFamily) {
 		waiting, running := gaugeOf(t, f, "vllm:num_requests_waiting"), gaugeOf(t, f, "vllm:num_requests_running")
 		kv := gaugeOf(t, f, "vllm:kv_cache_usage_perc")
 		require.LessOrEqual(t, running, 2.0)
@@ -136,9 +158,9 @@ func TestGatewayInferenceExtensionMetrics(t *testing.T) {
 		maxWaiting, maxRunning, maxKV = max(maxWaiting, waiting), max(maxRunning, running), max(maxKV, kv)
 		if !loraPosted && running == 2 {
 			loraPosted = true
-			go post(map[string]any{"prompt": "Lily", "n_predict": 4, "lora": []map[string]any{{"id": 0, "scale": 1}}})
+			load.post(map[string]any{"prompt": "Lily", "n_predict": 4, "lora": []map[string]any{{"id": 0, "scale": 1}}})
 		}
-	}
+	})
 	assert.GreaterOrEqual(t, maxWaiting, 1.0, "requests were seen queued")
 	assert.Equal(t, 2.0, maxRunning)
 	assert.True(t, sawLoRAWaiting, "the adapter was seen waiting")
@@ -164,33 +186,16 @@ func TestGatewayMetricsPreemption(t *testing.T) {
 	}
 	assert.Zero(t, counter(scrape(t, url)))
 	const n = 4
-	results := make(chan int, n)
+	load := newGatewayLoad(t, url)
 	for range n {
-		go func() {
-			data, _ := json.Marshal(map[string]any{"prompt": "Once upon a time", "n_predict": 200, "ignore_eos": true})
-			resp, err := http.Post(url+"/completion", "application/json", bytes.NewReader(data))
-			if err != nil {
-				results <- 0
-				return
-			}
-			resp.Body.Close()
-			results <- resp.StatusCode
-		}()
+		load.post(map[string]any{"prompt": "Once upon a time", "n_predict": 200, "ignore_eos": true})
 	}
 	sawWaiting := false
-	for answered := 0; answered < n; {
-		select {
-		case code := <-results:
-			assert.Equal(t, http.StatusOK, code)
-			answered++
-			continue
-		default:
-		}
-		f := scrape(t, url)
+	load.scrapeUntilAnswered(n, func(f map[string]*dto.MetricFamily) {
 		waiting, running := gaugeOf(t, f, "vllm:num_requests_waiting"), gaugeOf(t, f, "vllm:num_requests_running")
 		require.LessOrEqual(t, waiting+running, float64(n))
 		sawWaiting = sawWaiting || (waiting > 0 && counter(f) > 0)
-	}
+	})
 	assert.Positive(t, counter(scrape(t, url)), "four requests of 200 tokens on 256 shared cells")
 	assert.True(t, sawWaiting, "a preempted request seen waiting")
 }
