@@ -47,7 +47,8 @@ func repoRoot() (string, error) {
 	}
 }
 
-// ModelsDir returns $LLAMA_TEST_MODELS or ../shared/models beside the repo.
+// ModelsDir returns $LLAMA_TEST_MODELS or ../shared/models beside the
+// repo, once the library is there (see modelsDir).
 func ModelsDir(t testing.TB) string {
 	t.Helper()
 	d, err := modelsDir()
@@ -57,7 +58,14 @@ func ModelsDir(t testing.TB) string {
 	return d
 }
 
+// modelsDir also makes sure the library is there (installed into the
+// cache on a fresh machine, as README's `go test ./...` promises): every
+// test that reads a model goes through it, and the root package's loaders
+// find the library but do not install it.
 func modelsDir() (string, error) {
+	if _, err := library(); err != nil {
+		return "", fmt.Errorf("testenv: llama.cpp library: %w", err)
+	}
 	d := os.Getenv("LLAMA_TEST_MODELS")
 	if d == "" {
 		root, err := repoRoot()
@@ -164,16 +172,23 @@ var (
 // it into the cache through npm when it is missing there.
 func LibraryDir(t testing.TB) string {
 	t.Helper()
+	dir, err := library()
+	if err != nil {
+		t.Fatalf("testenv: llama.cpp library: %v", err)
+	}
+	return dir
+}
+
+// library finds or installs the library once per test binary (see
+// LibraryDir).
+func library() (string, error) {
 	libOnce.Do(func() {
 		libDir, libErr = lib.Find("", lib.CPU)
 		if libErr != nil && os.Getenv(lib.EnvDir) == "" {
 			libDir, libErr = lib.Install(context.Background(), lib.InstallOptions{})
 		}
 	})
-	if libErr != nil {
-		t.Fatalf("testenv: llama.cpp library: %v", libErr)
-	}
-	return libDir
+	return libDir, libErr
 }
 
 // LibraryPath returns the path of one library ("llama", "ggml" or
