@@ -19,7 +19,9 @@ import (
 // asked. Each case runs in a child process (the library loads once per
 // process) with its own cache folder and no $LLAMA_LIB_DIR.
 func TestInitLibrary(t *testing.T) {
-	const childEnv = "LLAMA_TEST_INIT_CHILD"
+	// The child is given the model's path: testenv's models folder would
+	// install the library, which the child must not find.
+	const childEnv, childModel = "LLAMA_TEST_INIT_CHILD", "LLAMA_TEST_INIT_MODEL"
 	cases := []struct {
 		name string
 		// cache fills the child's cache folder ($GO_LLAMA_LIB_CACHE).
@@ -28,7 +30,7 @@ func TestInitLibrary(t *testing.T) {
 		child func(t *testing.T)
 	}{
 		{"LoadModel with no library is an error naming the install command", nil, func(t *testing.T) {
-			_, err := llama.LoadModel(context.Background(), testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})
+			_, err := llama.LoadModel(context.Background(), os.Getenv(childModel), llama.ModelOptions{})
 			require.ErrorIs(t, err, llama.ErrLibrary)
 			var le *llama.Error
 			require.True(t, errors.As(err, &le))
@@ -69,7 +71,7 @@ func TestInitLibrary(t *testing.T) {
 			want, err := lib.DefaultDir(lib.CPU)
 			require.NoError(t, err)
 			assert.Equal(t, want, dir)
-			_, err = llama.LoadModel(context.Background(), testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})
+			_, err = llama.LoadModel(context.Background(), os.Getenv(childModel), llama.ModelOptions{})
 			assert.NoError(t, err)
 		}},
 	}
@@ -91,7 +93,7 @@ func TestInitLibrary(t *testing.T) {
 			}
 			cmd := exec.Command(os.Args[0], "-test.run=^TestInitLibrary$", "-test.count=1")
 			cmd.Env = append(os.Environ(), childEnv+"="+tc.name, lib.EnvCache+"="+cache, lib.EnvDir+"=",
-				"LLAMA_TEST_MODELS="+models)
+				childModel+"="+filepath.Join(models, "stories260K.gguf"))
 			out, err := cmd.CombinedOutput()
 			require.NoError(t, err, "%s", out)
 			if tc.cache == nil {

@@ -66,6 +66,11 @@ func modelsDir() (string, error) {
 	if _, err := library(); err != nil {
 		return "", fmt.Errorf("testenv: llama.cpp library: %w", err)
 	}
+	return findModelsDir()
+}
+
+// findModelsDir is modelsDir without the library.
+func findModelsDir() (string, error) {
 	d := os.Getenv("LLAMA_TEST_MODELS")
 	if d == "" {
 		root, err := repoRoot()
@@ -91,13 +96,18 @@ func Model(t testing.TB, name string) string {
 }
 
 // MustModel is Model for examples, which have no testing.TB: it panics when
-// the file is absent, which fails the test binary.
+// the file is absent, which fails the test binary. It does not install the
+// library: examples set their path at the test binary's start, in every
+// process of it (a test's child process that must find no library too).
 func MustModel(name string) string {
-	p, err := modelPath(name)
-	if err != nil {
-		panic(err)
+	d, err := findModelsDir()
+	if err == nil {
+		p := filepath.Join(d, name)
+		if _, err = os.Stat(p); err == nil {
+			return p
+		}
 	}
-	return p
+	panic(err)
 }
 
 func modelPath(name string) (string, error) {
