@@ -212,12 +212,17 @@ func (inst *instance) startChat(req *wire.Chat) (*genRequest, *chatPlan, chatOpt
 	// A chat's lazy grammar, triggers and preserved tokens come from its
 	// template's tool format alone (llama-server overwrites the body's).
 	req.Gen.GrammarLazy, req.Gen.GrammarTriggers, req.Gen.PreservedTokens = wire.Opt[bool]{}, wire.Opt[[]wire.Trigger]{}, wire.Opt[[]string]{}
+	// Under --jinja the body's json_schema is the template's to render, as
+	// response_format's is: it is converted there, not as a raw grammar.
+	if inst.Opts.Jinja && len(req.Gen.JSONSchema) > 0 && len(req.Schema) == 0 {
+		if err := checkSchemaField(&req.Gen); err != nil {
+			return nil, nil, co, err
+		}
+		req.Schema, req.Gen.JSONSchema = req.Gen.JSONSchema, nil
+	}
 	t, opt, err := inst.generation(&req.Gen, inst.Opts.NPredict)
 	if err != nil {
 		return nil, nil, co, err
-	}
-	if inst.Opts.Jinja && len(req.Gen.JSONSchema) > 0 && len(req.Schema) == 0 {
-		req.Schema, t.Params.Grammar = req.Gen.JSONSchema, ""
 	}
 	if err := inst.chatOptions(req, t, &co); err != nil {
 		return nil, nil, co, err

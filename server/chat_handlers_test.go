@@ -765,3 +765,38 @@ func TestDemandedToolCallGeneric(t *testing.T) {
 		checkArgs(t, "get_weather", last["arguments"].(string))
 	})
 }
+
+// TestChatBodySchema: a chat body's own "json_schema" (llama-server's
+// extension beside response_format) constrains the answer under --jinja
+// as without it, and its mistakes are 400s naming it.
+func TestChatBodySchema(t *testing.T) {
+	schema := map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer", "minimum": 0, "maximum": 9}},
+		"required": []string{"n"}, "additionalProperties": false}
+	user := []any{map[string]any{"role": "user", "content": "A number?"}}
+	for _, jinja := range []bool{false, true} {
+		_, ts := newTestServer(t, Options{Jinja: jinja, ChatTemplate: "chatml"})
+		t.Run(fmt.Sprintf("jinja=%v", jinja), func(t *testing.T) {
+			code, out := postJSON(t, ts.URL+"/v1/chat/completions", map[string]any{"messages": user, "json_schema": schema, "max_tokens": 40, "temperature": 0})
+			require.Equal(t, http.StatusOK, code, "%v", out)
+			content := out["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"].(string)
+			var v struct{ N *int }
+			require.NoError(t, json.Unmarshal([]byte(content), &v), content)
+			require.NotNil(t, v.N, content)
+			assert.True(t, *v.N >= 0 && *v.N <= 9, content)
+			for _, bad := range []struct {
+				name string
+				body map[string]any
+			}{
+				{"not a schema", map[string]any{"json_schema": "object"}},
+				{"with a grammar", map[string]any{"json_schema": schema, "grammar": `root ::= "a"`}},
+				{"unresolved ref", map[string]any{"json_schema": map[string]any{"$ref": "#/definitions/missing"}}},
+			} {
+				bad.body["messages"] = user
+				code, out := postJSON(t, ts.URL+"/v1/chat/completions", bad.body)
+				assert.Equal(t, http.StatusBadRequest, code, "%s: %v", bad.name, out)
+				e, _ := out["error"].(map[string]any)
+				assert.Contains(t, e["message"], "json_schema", bad.name)
+			}
+		})
+	}
+}

@@ -319,17 +319,14 @@ func parseLoRA(lora *wire.Opt[[]wire.LoraItem], inst *instance, t *engine.Reques
 // parseGrammar reads grammar or json_schema and checks the grammar with
 // llama.cpp's parser.
 func parseGrammar(f *wire.Gen, m *llama.Model, p *sampling.Params) error {
-	if f.Grammar.Set && len(f.JSONSchema) > 0 {
-		return badRequest(`use either "grammar" or "json_schema", not both`)
+	if err := checkSchemaField(f); err != nil {
+		return err
 	}
 	var g string
 	if err := f.Grammar.Read(&g, "a string"); err != nil {
 		return err
 	}
 	if len(f.JSONSchema) > 0 {
-		if k := wire.Kind(f.JSONSchema); k != 'o' && k != 'b' {
-			return badRequest(`"json_schema" must be a JSON Schema object`)
-		}
 		var err error
 		g, err = schemaGrammar(f.JSONSchema)
 		if err != nil {
@@ -430,6 +427,21 @@ func parseLazy(f *wire.Gen, m *llama.Model, p *sampling.Params) error {
 	}
 	if p.GrammarLazy && len(p.GrammarTriggers) == 0 {
 		return badRequest("Error: no triggers set for lazy grammar!")
+	}
+	return nil
+}
+
+// checkSchemaField checks the body's "json_schema" beside its "grammar":
+// at most one of them, and a schema an object or a boolean.
+func checkSchemaField(f *wire.Gen) error {
+	if len(f.JSONSchema) == 0 {
+		return nil
+	}
+	if f.Grammar.Set {
+		return badRequest(`use either "grammar" or "json_schema", not both`)
+	}
+	if k := wire.Kind(f.JSONSchema); k != 'o' && k != 'b' {
+		return badRequest(`"json_schema" must be a JSON Schema object`)
 	}
 	return nil
 }
