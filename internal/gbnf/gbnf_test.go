@@ -179,6 +179,8 @@ func TestInvalid(t *testing.T) {
 		{"count over limit", `root ::= "a"{2001}`, "", 1, 13, gbnf.KindLimit, "above the limit"},
 		{"count overflows", `root ::= "a"{99999999999999999999}`, "", 1, 14, gbnf.KindLimit, "out of range"},
 		{"nested product over limit", `root ::= (("a"){0,50}){0,40}`, "", 1, 23, gbnf.KindLimit, "too many rules"},
+		{"long literal repeated", `root ::= "` + strings.Repeat("a", 1000) + `"{1999}`, "", 1, 1012, gbnf.KindLimit, "too large"},
+		{"repetitions add up", "root ::= " + strings.Repeat(`[a-z]{0,1999} `, 70), "", 1, 10 + 48*15 + 13, gbnf.KindLimit, "too large"},
 		{"min above max", `root ::= "a"{5,2}`, "", 1, 13, gbnf.KindMinAboveMax, "above its maximum"},
 		{"bang without token", `root ::= !"a"`, "", 1, 11, gbnf.KindSyntax, "expected '<'"},
 		{"bad token id", `root ::= <[x]>`, "", 1, 12, gbnf.KindSyntax, "expected an integer"},

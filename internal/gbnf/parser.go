@@ -13,6 +13,15 @@ import (
 // of rules a repetition may copy.
 const maxRepetition = 2000
 
+// MaxExpansion bounds the elements repetitions add to a grammar, in all:
+// "x"{m} is m copies of its item, and x{0,m} m rules each holding one, so
+// a one-line rule with a long literal repeated a thousand times would make
+// millions of elements, each of which llama.cpp's parse and the checks
+// here keep (a kilobyte of grammar took 370 MB). The bound is an error of
+// Kind KindLimit. JSON Schemas stay far below it: a string of maxLength
+// 1,999 adds about 8,000 elements.
+const MaxExpansion = 1 << 19
+
 // noMax marks an unbounded repetition.
 const noMax = math.MaxUint64
 
@@ -75,6 +84,7 @@ type parser struct {
 	depth    int               // nesting of groups at the current position
 	spans    []span            // scratch for character classes
 	maxTok   int64             // largest <[id]> token id, -1 if none
+	expanded uint64            // elements repetitions added (MaxExpansion)
 	symbols  map[string]uint32 // name (given or generated) -> rule id
 	rules    [][]elem          // by id; nil until defined
 	origin   offsets           // rule id -> offset of its definition
@@ -422,6 +432,19 @@ func (p *parser) sequence(i int, name string, body *[]elem, nested bool) int {
 		}
 		if !unbounded && min > max {
 			p.fail(at, KindMinAboveMax, "repetition minimum %d is above its maximum %d", min, max)
+		}
+		// Counts are below maxRepetition here, an item below the text's
+		// length (or the expansion bound): no overflow.
+		n := uint64(len(item))
+		add := n + 3 // a rule for x* or x+
+		if !unbounded {
+			add = (max-min)*(n+3) + 1
+		}
+		if min > 1 {
+			add += (min - 1) * n
+		}
+		if p.expanded += add; p.expanded > MaxExpansion {
+			p.fail(at, KindLimit, "repetitions make the grammar too large (more than %d elements)", MaxExpansion)
 		}
 		if min == 0 {
 			*body = (*body)[:last]
