@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"regexp/syntax"
 	"strings"
 	"unsafe"
 
@@ -89,7 +90,10 @@ func (g *Grammar) Sampler() Sampler {
 // text starts at the first non-empty capture group, or at the match; a
 // pattern of the form ^...$ must match the whole text), and the grammar
 // constrains everything from the trigger on. A literal word triggers when
-// escaped with regexp.QuoteMeta. At least one trigger is needed.
+// escaped with regexp.QuoteMeta. At least one trigger is needed. A pattern
+// compiles to at most 65,536 regular expression instructions and the
+// patterns together to 262,144 (repetitions count their copies:
+// a{1000}{100} is 100,000); larger ones are NewSamplerChain's error.
 //
 // Triggers are evaluated in Go (RE2: linear time, no stack growth on long
 // outputs) and the triggered text is fed to the grammar one byte at a
@@ -144,9 +148,13 @@ func (g grammarSpec) build(m *Model) (capi.Sampler, error) {
 		}
 		gs.tokens[t] = true
 	}
+	size := 0
 	for _, p := range g.patterns {
 		if err := checkPattern(p); err != nil {
 			return 0, err
+		}
+		if size += patternSize(p); size > maxTriggerPrograms {
+			return 0, errorf(CodeInvalid, "grammar", "the trigger patterns are too large together (more than %d regular expression instructions)", maxTriggerPrograms)
 		}
 		re, _ := regexp.Compile(p)
 		gs.patterns = append(gs.patterns, re)
@@ -528,16 +536,74 @@ func (g *grammarSampler) free() {
 // accepts (an error matching ErrInvalid otherwise).
 func CheckTriggerPattern(p string) error { return checkPattern(p) }
 
-// checkPattern refuses trigger patterns that std::regex may not handle:
-// Go's RE2 syntax is the common subset we accept.
+// Bounds of trigger patterns' programs. A regular expression compiles to a
+// program whose size its repetitions multiply: a{1000} repeated through a
+// 4 KB pattern is millions of instructions, over 100 MB compiled (Go's
+// own bound is 3.3 million). One pattern may have at most
+// maxTriggerProgram instructions and a sampler's patterns together
+// maxTriggerPrograms: a pattern listing a thousand tool names stays far
+// below them.
+const (
+	maxTriggerProgram  = 1 << 16
+	maxTriggerPrograms = 1 << 18
+)
+
+// checkPattern refuses trigger patterns that std::regex may not handle
+// (Go's RE2 syntax is the common subset we accept) and patterns past
+// maxTriggerProgram, before they are compiled.
 func checkPattern(p string) error {
 	if strings.IndexByte(p, 0) >= 0 {
 		return errorf(CodeInvalid, "grammar", "trigger pattern has a NUL byte")
 	}
-	if _, err := regexp.Compile(p); err != nil {
-		return errorf(CodeInvalid, "grammar", "trigger pattern %q: %v", p, err)
+	re, err := syntax.Parse(p, syntax.Perl)
+	if err != nil {
+		return errorf(CodeInvalid, "grammar", "trigger pattern %q: %v", truncate(p, 80), err)
+	}
+	if n := progSize(re); n > maxTriggerProgram {
+		return errorf(CodeInvalid, "grammar", "trigger pattern %q is too large (more than %d regular expression instructions)", truncate(p, 80), maxTriggerProgram)
 	}
 	return nil
+}
+
+// patternSize is the program size of a pattern checkPattern accepted.
+func patternSize(p string) int {
+	re, err := syntax.Parse(p, syntax.Perl)
+	if err != nil {
+		return 0
+	}
+	return progSize(re)
+}
+
+// progSize estimates the instructions re compiles to, from above,
+// saturating past maxTriggerPrograms: repetitions count their copies.
+func progSize(re *syntax.Regexp) int {
+	const limit = maxTriggerPrograms + 1
+	sum := func(subs []*syntax.Regexp) int {
+		n := 0
+		for _, s := range subs {
+			n = min(n+progSize(s), limit)
+		}
+		return n
+	}
+	switch re.Op {
+	case syntax.OpLiteral:
+		return min(len(re.Rune), limit)
+	case syntax.OpConcat:
+		return sum(re.Sub)
+	case syntax.OpAlternate:
+		return min(sum(re.Sub)+len(re.Sub), limit)
+	case syntax.OpCapture:
+		return min(progSize(re.Sub[0])+2, limit)
+	case syntax.OpStar, syntax.OpPlus, syntax.OpQuest:
+		return min(progSize(re.Sub[0])+1, limit)
+	case syntax.OpRepeat:
+		copies := re.Max
+		if copies < 0 {
+			copies = re.Min + 1
+		}
+		return min((progSize(re.Sub[0])+1)*max(copies, 1), limit)
+	}
+	return 1
 }
 
 // Match reports whether text is a complete sentence of the grammar, as

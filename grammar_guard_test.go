@@ -3,6 +3,7 @@ package llama_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -87,10 +88,30 @@ func TestGrammarGuard(t *testing.T) {
 		})
 	}
 	t.Run("bad trigger pattern", func(t *testing.T) {
-		_, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{Filter: true}, mustGrammar(t, `root ::= "x"`).LazySampler([]string{"(?=x)"}, nil))
-		assert.ErrorIs(t, err, llama.ErrInvalid)
-		_, err = llama.NewSamplerChain(m, llama.SamplerChainOptions{Filter: true}, mustGrammar(t, `root ::= "x"`).LazySampler(nil, nil))
-		assert.ErrorIs(t, err, llama.ErrInvalid)
+		big := strings.Repeat("a{1000}", 580) // a 4 KB pattern of 580,000 instructions
+		var nb strings.Builder                // a thousand tool names
+		for i := range 1000 {
+			fmt.Fprintf(&nb, "%c%d_get_tool|", 'a'+i%26, i*7919%10007)
+		}
+		names := nb.String()
+		for _, bad := range []struct {
+			name     string
+			patterns []string
+		}{
+			{"lookahead", []string{"(?=x)"}},
+			{"none", nil},
+			{"repetitions multiply", []string{big}},
+			{"nested repetitions", []string{"((a{100}){100}){100}"}},
+			{"too large together", slices.Repeat([]string{"(" + names + "x)"}, 40)},
+		} {
+			_, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{Filter: true}, mustGrammar(t, `root ::= "x"`).LazySampler(bad.patterns, nil))
+			assert.ErrorIs(t, err, llama.ErrInvalid, bad.name)
+		}
+		assert.ErrorIs(t, llama.CheckTriggerPattern(big), llama.ErrInvalid)
+		require.NoError(t, llama.CheckTriggerPattern("(?:"+names+"x)[\\s\\S]*"))
+		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{Filter: true}, mustGrammar(t, `root ::= "x"`).LazySampler([]string{"(" + names + "x)", "a{1000}"}, nil))
+		require.NoError(t, err)
+		s.Close()
 	})
 	t.Run("clone keeps state", func(t *testing.T) {
 		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{Filter: true}, mustGrammar(t, `root ::= "ab" "cd"`).Sampler())
