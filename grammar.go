@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/x/llama/internal/capi"
@@ -157,8 +158,11 @@ func (g grammarSpec) build(m *Model) (capi.Sampler, error) {
 			return 0, errorf(CodeInvalid, "grammar", "the trigger patterns are too large together (more than %d regular expression instructions)", maxTriggerPrograms)
 		}
 		re, _ := regexp.Compile(p)
-		gs.patterns = append(gs.patterns, re)
-		gs.full = append(gs.full, len(p) > 1 && p[0] == '^' && p[len(p)-1] == '$')
+		var whole *regexp.Regexp
+		if len(p) > 1 && p[0] == '^' && p[len(p)-1] == '$' {
+			whole, _ = regexp.Compile("^(?:" + p + ")$")
+		}
+		gs.patterns, gs.wholes = append(gs.patterns, re), append(gs.wholes, whole)
 	}
 	if g.lazy && len(gs.patterns) == 0 && len(gs.tokens) == 0 {
 		return 0, errorf(CodeInvalid, "grammar", "a lazy grammar needs at least one trigger")
@@ -194,7 +198,7 @@ type grammarSampler struct {
 	active   bool // constraining (eager, or lazy and triggered)
 	failed   bool
 	patterns []*regexp.Regexp
-	full     []bool
+	wholes   []*regexp.Regexp // by pattern of the form ^...$: it matching the whole text; nil otherwise
 	tokens   map[Token]bool
 	buf      []byte // text generated while awaiting a trigger
 	bufEnds  []int  // by token of buf: where its text ends in buf
@@ -373,9 +377,23 @@ func (g *grammarSampler) Accept(t Token) {
 	g.piece = g.m.appendPiece(g.piece[:0], t, true)
 	g.buf = append(g.buf, g.piece...)
 	g.bufToks, g.bufEnds = append(g.bufToks, t), append(g.bufEnds, len(g.buf))
+	began := time.Now()
 	for i, re := range g.patterns {
-		loc := re.FindSubmatchIndex(g.buf)
-		if loc == nil || (g.full[i] && (loc[0] != 0 || loc[1] != len(g.buf))) {
+		// As llama.cpp: a pattern ^...$ matching the whole text, else
+		// (as any pattern) matching anywhere in it.
+		var loc []int
+		if w := g.wholes[i]; w != nil {
+			loc = w.FindSubmatchIndex(g.buf)
+		}
+		if loc == nil {
+			loc = re.FindSubmatchIndex(g.buf)
+		}
+		if took := time.Since(began); loc == nil && took > maxTriggerSearch {
+			g.failed = true
+			g.why = workError(true, "the trigger patterns took %v to search the %d bytes generated so far (at most %v a token); generation stops", took.Round(time.Millisecond), len(g.buf), maxTriggerSearch)
+			return
+		}
+		if loc == nil {
 			continue
 		}
 		start := loc[0]
@@ -389,6 +407,14 @@ func (g *grammarSampler) Accept(t Token) {
 		return
 	}
 }
+
+// maxTriggerSearch bounds the time a lazy grammar's trigger patterns may
+// take to search the text generated so far, at each token: the search
+// reads the whole text each time, and a pattern whose program holds many
+// live states at once (.* repeated a thousand times) costs that many steps
+// a byte. Past it the grammar fails as for too much work (Grammar.Sampler).
+// Real patterns take well under a millisecond on thousands of bytes.
+const maxTriggerSearch = 50 * time.Millisecond
 
 // trigger starts constraining from buf[start:], the text a pattern
 // matched, as llama.cpp does: the tokens within it go to the grammar as

@@ -76,6 +76,10 @@ func TestGrammarGuard(t *testing.T) {
 		// pattern's match holds whole.
 		{"lazy trigger token taken as the token", tokenGrammar, nil, []llama.Token{named}},
 		{"lazy pattern replays whole tokens as themselves", tokenGrammar, []string{`girl( named)`}, nil},
+		// As llama.cpp: a pattern ^...$ that does not match the whole
+		// text is searched for anywhere in it, here its second
+		// alternative.
+		{"full pattern found anywhere", tokenGrammar, []string{`^x|girl( named)$`}, nil},
 	} {
 		t.Run(lc.name, func(t *testing.T) {
 			c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
@@ -87,6 +91,23 @@ func TestGrammarGuard(t *testing.T) {
 			assert.True(t, strings.HasPrefix(out, ", there was a little girl named Zed."), out)
 		})
 	}
+	t.Run("slow trigger patterns", func(t *testing.T) {
+		// Each pattern holds thousands of live states a byte: searching
+		// the text at every token soon takes longer than the bound.
+		c := newCtx(t, m, llama.ContextOptions{ContextSize: 256})
+		slow := slices.Repeat([]string{strings.Repeat(".*", 1360) + "Q"}, 60)
+		s, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{}, mustGrammar(t, `root ::= "x"`).LazySampler(slow, nil), llama.Greedy())
+		require.NoError(t, err)
+		defer s.Close()
+		var gotErr error
+		for _, err := range c.Generate(context.Background(), "Once upon a time", llama.GenerateOptions{MaxTokens: 200, Sampler: s}).Seq() {
+			if err != nil {
+				gotErr = err
+			}
+		}
+		require.ErrorIs(t, gotErr, llama.ErrGrammar)
+		assert.ErrorContains(t, gotErr, "trigger patterns took")
+	})
 	t.Run("bad trigger pattern", func(t *testing.T) {
 		big := strings.Repeat("a{1000}", 580) // a 4 KB pattern of 580,000 instructions
 		var nb strings.Builder                // a thousand tool names

@@ -416,6 +416,9 @@ func parseLazy(f *wire.Gen, m *llama.Model, p *sampling.Params) error {
 				g.Word = v
 			}
 		case 2, 3:
+			if v == "" {
+				return badRequest(`"grammar_triggers"[%d]: an empty pattern`, i)
+			}
 			if err := llama.CheckTriggerPattern(v); err != nil {
 				return badRequest(`"grammar_triggers"[%d]: %v`, i, err)
 			}
