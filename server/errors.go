@@ -436,8 +436,14 @@ func decodeJSON(r *http.Request, v any) error {
 	if len(data) == 0 {
 		return badRequest("request body is empty")
 	}
-	if err := checkJSONShape(data); err != nil {
+	sh, err := checkJSONShape(data)
+	if err != nil {
 		return err
+	}
+	if m, ok := r.Body.(*maxBytesMarker); ok {
+		if err := m.charge(decodedCost(sh), sh); err != nil {
+			return err
+		}
 	}
 	if string(bytes.TrimSpace(data)) == "null" {
 		return badRequest("request body must not be null")

@@ -158,15 +158,30 @@ func (inst *instance) checkMessagesText(msgs []chat.Message) error {
 // checkJSONShape refuses, before decoding, a JSON body nesting arrays and
 // objects deeper than maxJSONDepth, or an object of more than
 // wire.MaxFields fields (each costs a map entry and a copy when decoded).
-func checkJSONShape(data []byte) error {
+func checkJSONShape(data []byte) (wire.Shape, error) {
 	sh := wire.ShapeOf(data)
 	if sh.Depth > maxJSONDepth {
-		return badRequest("the JSON body nests deeper than %d levels", maxJSONDepth)
+		return sh, badRequest("the JSON body nests deeper than %d levels", maxJSONDepth)
 	}
 	if sh.Entries > wire.MaxFields && wire.Kind(data) == 'o' && json.Valid(data) {
-		return badRequest("the request body has %d fields; at most %d are read", sh.Entries, wire.MaxFields)
+		return sh, badRequest("the request body has %d fields; at most %d are read", sh.Entries, wire.MaxFields)
 	}
-	return nil
+	return sh, nil
+}
+
+// What a JSON value costs once decoded, beyond its bytes: an object or an
+// array decoded into Go values (map[string]any, []any, the request's
+// structs) takes 100–170 bytes even when empty, a number or a key about
+// 24. A body of three-byte {} took 57 times its size; a body's bytes
+// in flight (Options.BodyBytesInFlight) count this too once it is read.
+const (
+	decodedContainerBytes = 160
+	decodedScalarBytes    = 24
+)
+
+// decodedCost is what decoding a body of shape sh adds to its bytes.
+func decodedCost(sh wire.Shape) int64 {
+	return int64(sh.Containers)*decodedContainerBytes + int64(sh.Scalars)*decodedScalarBytes
 }
 
 // Request preparation observes the client: between the stages of a

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/x/llama/server/internal/wire"
 )
 
 // Request bodies. Every body a handler reads is a *maxBytesMarker
@@ -175,6 +177,23 @@ func (m *maxBytesMarker) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// charge counts n more bytes against the budget for the body, what
+// decoding it (of shape sh) will build: a 413 when the body and n could
+// never fit the budget, a 503 when they do not fit now.
+func (m *maxBytesMarker) charge(n int64, sh wire.Shape) error {
+	if m.budget == nil || m.budget.limit <= 0 || n <= 0 {
+		return nil
+	}
+	if m.held.Load()+n > m.budget.limit {
+		return tooLarge("the request body holds %d arrays and objects and %d other values: decoded, more than the %d bytes this server holds for requests in flight", sh.Containers, sh.Scalars, m.budget.limit)
+	}
+	if !m.budget.acquire(m.ctx, n, bodyBudgetWait) {
+		return errBodyBudget(m.budget.limit)
+	}
+	m.held.Add(n)
+	return nil
 }
 
 // unread reports whether the body was not read to its end.

@@ -197,8 +197,11 @@ type Options struct {
 	MaxBodyBytes int64
 	// BodyBytesInFlight bounds the request body bytes held at once by
 	// all the requests in flight; bytes count as they arrive, until
-	// their request is answered. A body that finds the budget full waits
-	// up to a second for room, then its request is a 503. 0: four
+	// their request is answered, and a JSON body also counts what
+	// decoding it builds (160 bytes an array or object, 24 any other
+	// value or key; a body that alone would pass the bound is a 413). A
+	// body that finds the budget full waits up to a second for room,
+	// then its request is a 503. 0: four
 	// largest bodies (4 × MaxBodyBytes), at least 256 MiB; negative: no
 	// bound. It is never less than one largest body.
 	BodyBytesInFlight int64

@@ -181,6 +181,23 @@ func TestShapeOf(t *testing.T) {
 		t.Run(raw, func(t *testing.T) {
 			sh := ShapeOf([]byte(raw))
 			entries, numbers := sh.Entries, sh.Numbers
+			containers, scalars := 0, 0
+			dec := json.NewDecoder(strings.NewReader(raw))
+			for {
+				tok, err := dec.Token()
+				if err != nil {
+					break
+				}
+				switch tok {
+				case json.Delim('['), json.Delim('{'):
+					containers++
+				case json.Delim(']'), json.Delim('}'):
+				default:
+					scalars++
+				}
+			}
+			assert.Equal(t, containers, sh.Containers, "containers")
+			assert.Equal(t, scalars, sh.Scalars, "scalars and keys")
 			var arr []json.RawMessage
 			if json.Unmarshal([]byte(raw), &arr) == nil {
 				want := 0

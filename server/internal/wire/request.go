@@ -224,6 +224,9 @@ const MaxFields = 4096
 // the size of what decoding it would build.
 type Shape struct {
 	Depth, Entries, Numbers int
+	// Containers counts the arrays and objects at every depth, Scalars
+	// the other values and the keys.
+	Containers, Scalars int
 }
 
 // ShapeOf reads the shape of raw. Only its brackets, commas and strings
@@ -232,6 +235,7 @@ type Shape struct {
 func ShapeOf(raw []byte) Shape {
 	var sh Shape
 	depth, inString, escaped, start := 0, false, false, true
+	bare := false // inside a number, true, false or null
 	for _, c := range raw {
 		if inString {
 			switch {
@@ -247,19 +251,27 @@ func ShapeOf(raw []byte) Shape {
 		first := depth == 1 && start
 		switch c {
 		case ' ', '\t', '\n', '\r', ':':
+			bare = false
 			continue
 		case ',':
-			start = depth == 1
+			start, bare = depth == 1, false
 			continue
 		case ']', '}':
 			depth--
+			bare = false
 			continue
 		case '"':
 			inString = true
+			sh.Scalars++
 		case '[', '{':
 			depth++
 			sh.Depth = max(sh.Depth, depth)
+			sh.Containers++
 		default:
+			if !bare {
+				bare = true
+				sh.Scalars++
+			}
 			if first && (c == '-' || c >= '0' && c <= '9') {
 				sh.Numbers++
 			}
