@@ -531,3 +531,32 @@ func BenchmarkWriteDeadlines(b *testing.B) {
 		})
 	}
 }
+
+// TestSecurityDecodedBudget: a body's share of the budget counts what
+// decoding it builds, not only its bytes: a megabyte budget takes a
+// chat whose chat_template_kwargs holds a thousand empty objects, and
+// refuses one holding ten thousand (160 bytes each once decoded, though
+// 3 bytes sent) with a 413; pairs of logit_bias the same.
+func TestSecurityDecodedBudget(t *testing.T) {
+	s, ts := newTestServer(t, Options{MaxBodyBytes: 1 << 20, BodyBytesInFlight: 1 << 20})
+	objects := func(n int) string { return "[" + strings.Repeat("{},", n-1) + "{}]" }
+	pairs := func(n int) string { return "[" + strings.Repeat("[1,0],", n-1) + "[1,0]]" }
+	for _, tc := range []struct {
+		name, path, body string
+		status           int
+	}{
+		{"kwargs, 1,000 objects", "/v1/chat/completions", `{"max_tokens":1,"messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":{"x":` + objects(1000) + `}}`, http.StatusOK},
+		{"kwargs, 10,000 objects", "/v1/chat/completions", `{"max_tokens":1,"messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":{"x":` + objects(10000) + `}}`, http.StatusRequestEntityTooLarge},
+		{"logit_bias, 1,000 pairs", "/completion", `{"prompt":"x","n_predict":1,"logit_bias":` + pairs(1000) + `}`, http.StatusOK},
+		{"logit_bias, 10,000 pairs", "/completion", `{"prompt":"x","n_predict":1,"logit_bias":` + pairs(10000) + `}`, http.StatusRequestEntityTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, data := webRequest(t, "POST", ts.URL+tc.path, tc.body, map[string]string{"Content-Type": "application/json"})
+			require.Equal(t, tc.status, resp.StatusCode, "%s", data)
+			if tc.status != http.StatusOK {
+				assert.Contains(t, errOf(t, data)["message"], "decoded")
+			}
+			require.Eventually(t, func() bool { return s.bodies.inUse() == 0 }, 10*time.Second, 10*time.Millisecond, "the request's share is given back")
+		})
+	}
+}
