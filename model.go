@@ -16,6 +16,7 @@ import (
 	"github.com/ebitengine/purego"
 	"github.com/x/llama/internal/bridge"
 	"github.com/x/llama/internal/capi"
+	"golang.org/x/sync/semaphore"
 )
 
 // LoadMode says how model weights are read.
@@ -149,7 +150,8 @@ type Model struct {
 	mtp bool
 	// encoderOnly: encoder without decoder (BERT-like); Embed encodes.
 	encoderOnly bool
-	bpeOnce     sync.Once // bpe: the vocabulary is BPE (see isBPE)
+	tokenizing  *semaphore.Weighted // text bytes being tokenized (maxTokenizing)
+	bpeOnce     sync.Once           // bpe: the vocabulary is BPE (see isBPE)
 	bpe         bool
 	specialOnce sync.Once // special: the vocabulary's special tokens
 	special     SpecialTokens
@@ -401,6 +403,7 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 	model := &Model{ptr: m, vocab: v, nVocb: capi.VocabNTokens(v), path: paths[0], children: map[closer]struct{}{},
 		encoderOnly: capi.ModelHasEncoder(m) && !capi.ModelHasDecoder(m)}
 	model.runlock = model.mu.RUnlock
+	model.tokenizing = semaphore.NewWeighted(maxTokenizing)
 	model.mtp = opts.MTP && !opts.VocabOnly
 	model.modelLink = bridge.NewModel((*modelBridge)(model))
 	if devs, err := Devices(); err == nil && !opts.VocabOnly && len(opts.RPCServers) == 0 {
@@ -886,8 +889,17 @@ func (m *Model) SingleToken(text string) (Token, bool) {
 	return toks[0], true
 }
 
-// Tokenize turns text into tokens.
+// Tokenize turns text into tokens. It is safe for concurrent use, but
+// llama.cpp's tokenizer holds 40 to 70 bytes of memory for each byte of
+// text while it runs, so a model tokenizes at most 16 MiB of text at once
+// across goroutines: a call that finds that much in progress waits for
+// room (a longer text waits to run alone).
 func (m *Model) Tokenize(text string, opts TokenizeOptions) ([]Token, error) {
+	if m.tokenizing != nil && len(text) > 0 {
+		w := int64(min(len(text), maxTokenizing))
+		_ = m.tokenizing.Acquire(context.Background(), w) // no deadline: the calls ahead of it end
+		defer m.tokenizing.Release(w)
+	}
 	// llama.cpp splits BPE text with std::regex, which recurses once per
 	// character of a match: a run of ~25,000 characters without white
 	// space overflows the thread's stack and kills the process. Longer
@@ -916,6 +928,11 @@ func (m *Model) Tokenize(text string, opts TokenizeOptions) ([]Token, error) {
 	}
 	return m.tokenize(text, opts)
 }
+
+// maxTokenizing is the most text bytes a model tokenizes at once (see
+// Tokenize): 64 concurrent /tokenize requests of 4 MB would have held
+// about 18 GB.
+const maxTokenizing = 16 << 20
 
 // maxRunRunes is the longest run of characters without white space that
 // Tokenize hands to llama.cpp's BPE pre-tokenizer in one piece.

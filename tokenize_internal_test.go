@@ -1,9 +1,15 @@
 package llama
 
 import (
+	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama/internal/testenv"
 )
 
 func TestCutLongRuns(t *testing.T) {
@@ -19,4 +25,29 @@ func TestCutLongRuns(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, cutLongRuns(c.in, c.n), c.in)
 	}
+}
+
+// TestTokenizeBudget: a model tokenizes at most maxTokenizing bytes of
+// text at once. With the budget held but for 10 bytes, an 11-byte text
+// waits for it and a 10-byte one does not.
+func TestTokenizeBudget(t *testing.T) {
+	m, err := LoadModel(context.Background(), testenv.Model(t, "stories260K.gguf"), ModelOptions{})
+	require.NoError(t, err)
+	defer m.Close()
+	require.NoError(t, m.tokenizing.Acquire(context.Background(), maxTokenizing-10))
+	_, err = m.Tokenize(strings.Repeat("a", 10), TokenizeOptions{})
+	require.NoError(t, err, "fits beside what is held")
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Tokenize(strings.Repeat("a", 11), TokenizeOptions{})
+		done <- err
+	}()
+	select {
+	case <-done:
+		t.Fatal("an 11-byte text ran while only 10 bytes were free")
+	case <-time.After(100 * time.Millisecond):
+	}
+	m.tokenizing.Release(maxTokenizing - 10)
+	require.NoError(t, <-done)
+	assert.True(t, m.tokenizing.TryAcquire(maxTokenizing), "all of it is given back")
 }
