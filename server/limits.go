@@ -345,8 +345,12 @@ const (
 	maxTokenizeBytes = 4 << 20
 	// maxTokenizePieces bounds the tokens answered with their pieces.
 	maxTokenizePieces = 1 << 18
-	// maxDetokenizeTokens bounds the tokens of one /detokenize request.
+	// maxDetokenizeTokens bounds the tokens of one /detokenize request,
+	// and maxDetokenizeBytes the text it answers (a token's text may be
+	// dozens of bytes, and the answer's JSON escapes it: 4M tokens of 31
+	// newlines took 1.6 GB).
 	maxDetokenizeTokens = 1 << 22
+	maxDetokenizeBytes  = 16 << 20
 )
 
 // checkTokenizeContent refuses /tokenize content beyond maxTokenizeBytes.

@@ -147,6 +147,9 @@ func handleDetokenize(s *Server) handlerFunc {
 			if err != nil {
 				return err
 			}
+			if text.Len()+len(piece) > maxDetokenizeBytes {
+				return tooLarge("the tokens' text passes %d bytes; /detokenize answers at most that", maxDetokenizeBytes)
+			}
 			text.WriteString(piece)
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"content": text.String()})
