@@ -55,6 +55,12 @@ const (
 	bigRequestBytes = 4 << 20
 )
 
+// maxAnswerProbs bounds the token probabilities a whole (not streamed)
+// answer holds, over its tokens and prompts: rendered, each takes about
+// 250 bytes, and 8 prompts of 2,000 tokens with n_probs 256 took 2 GB. A
+// stream sends them as it goes and is not bounded.
+const maxAnswerProbs = 1 << 19
+
 // tooLarge is a 413 for a request that asks for more than the server can
 // ever take (so retrying will not help).
 func tooLarge(format string, args ...any) *httpError {

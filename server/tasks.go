@@ -148,6 +148,7 @@ func collect(ctx context.Context, m *llama.Model, st eventStream, n int) ([]*com
 	text := make([]strings.Builder, n)
 	errs := make([]error, n)
 	ended := make([]bool, n)
+	probs := 0 // token probabilities held, for maxAnswerProbs
 	for k := 0; k < n; {
 		if !st.Next() {
 			return nil, endedEarly(ctx)
@@ -175,6 +176,9 @@ func collect(ctx context.Context, m *llama.Model, st eventStream, n int) ([]*com
 				r.Tokens = append(r.Tokens, ev.Token)
 			}
 			if ev.Sampled != nil || len(ev.Probs) > 0 {
+				if probs += 1 + len(ev.Probs); probs > maxAnswerProbs {
+					return nil, tooLarge("the answer's token probabilities pass %d entries (n_probs × tokens × prompts); ask for fewer, or stream the answer", maxAnswerProbs)
+				}
 				r.Steps = append(r.Steps, wire.StepOf(ev))
 			}
 		}
