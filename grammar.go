@@ -574,9 +574,11 @@ const (
 	maxTriggerPrograms = 1 << 18
 )
 
-// checkPattern refuses trigger patterns that std::regex may not handle
-// (Go's RE2 syntax is the common subset we accept) and patterns past
-// maxTriggerProgram, before they are compiled.
+// checkPattern refuses trigger patterns that are not RE2 syntax (Go's
+// regexp; llama.cpp's std::regex is ECMAScript: RE2 has no backreferences
+// or lookaround, and takes some classes and flags ECMAScript lacks, such
+// as \p{Greek} and (?i)) and patterns past maxTriggerProgram, before they
+// are compiled.
 func checkPattern(p string) error {
 	if strings.IndexByte(p, 0) >= 0 {
 		return errorf(CodeInvalid, "grammar", "trigger pattern has a NUL byte")
