@@ -895,7 +895,7 @@ func (m *Model) SingleToken(text string) (Token, bool) {
 // across goroutines: a call that finds that much in progress waits for
 // room (a longer text waits to run alone).
 func (m *Model) Tokenize(text string, opts TokenizeOptions) ([]Token, error) {
-	if m.tokenizing != nil && len(text) > 0 {
+	if m != nil && m.tokenizing != nil && len(text) > 0 {
 		w := int64(min(len(text), maxTokenizing))
 		_ = m.tokenizing.Acquire(context.Background(), w) // no deadline: the calls ahead of it end
 		defer m.tokenizing.Release(w)
