@@ -69,3 +69,66 @@ func TestGrammarFor(t *testing.T) {
 		assert.Equal(t, tt.ok, ok, tt.text)
 	}
 }
+
+// TestForRecursive: a recursive type (a tree) gets a schema with $defs
+// and $ref, and a grammar that accepts its nested values; before, the
+// reflection recursed until the stack overflowed, which ends the process.
+func TestForRecursive(t *testing.T) {
+	type Node struct {
+		Name     string  `json:"name"`
+		Children []*Node `json:"children,omitempty"`
+	}
+	b, err := schema.For[Node]()
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"$ref"`)
+	assert.Contains(t, string(b), `"$defs"`)
+	m, err := llama.LoadModel(context.Background(), testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{VocabOnly: true})
+	require.NoError(t, err)
+	defer m.Close()
+	g, err := schema.GrammarFor[Node]()
+	require.NoError(t, err)
+	for _, tt := range []struct {
+		text string
+		ok   bool
+	}{
+		{`{"name":"a"}`, true},
+		{`{"name":"a","children":[{"name":"b","children":[{"name":"c"}]},{"name":"d"}]}`, true},
+		{`{"name":"a","children":[{"children":[]}]}`, false},
+	} {
+		ok, err := g.Match(m, tt.text)
+		require.NoError(t, err)
+		assert.Equal(t, tt.ok, ok, tt.text)
+	}
+	var v Node
+	require.NoError(t, json.Unmarshal([]byte(`{"name":"a","children":[{"name":"b"}]}`), &v))
+}
+
+// TestForUnsupported: a field JSON cannot hold is an ErrInvalid naming
+// it (it was a panic); skipped fields do not count.
+func TestForUnsupported(t *testing.T) {
+	type Inner struct {
+		Done chan int `json:"done"`
+	}
+	type Skips struct {
+		Name string           `json:"name"`
+		F    func()           `json:"-"`
+		c    chan int         //nolint:unused // unexported: not written
+		M    map[string]int64 `json:"m"`
+	}
+	_, err := schema.For[Skips]()
+	require.NoError(t, err)
+	for name, f := range map[string]func() ([]byte, error){
+		"chan":           schema.For[struct{ C chan int }],
+		"func":           schema.For[struct{ F func() }],
+		"complex":        schema.For[struct{ Z complex128 }],
+		"nested":         schema.For[struct{ In []Inner }],
+		"map of funcs":   schema.For[map[string]func()],
+		"top-level chan": schema.For[chan int],
+	} {
+		_, err := f()
+		assert.ErrorIs(t, err, llama.ErrInvalid, name)
+		assert.ErrorContains(t, err, "JSON cannot hold", name)
+	}
+	_, err = schema.For[struct{ In []Inner }]()
+	assert.ErrorContains(t, err, "In.Done")
+}
