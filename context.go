@@ -179,6 +179,11 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 		return nil, err
 	}
 	defer done()
+	if m.vocabOnly {
+		// llama.cpp makes the context and aborts the process at its first
+		// decode (no backend holds weights).
+		return nil, errorf(CodeUnsupported, "new context", "the model was loaded with VocabOnly: it has no weights to run")
+	}
 	p := capi.ContextDefaultParams()
 	type lim struct {
 		v    int

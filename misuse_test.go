@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/x/llama"
+	"github.com/x/llama/engine"
 	"github.com/x/llama/internal/gguf"
 	"github.com/x/llama/internal/testenv/modeltest"
 )
@@ -369,4 +370,19 @@ func TestMisuseEncodeDecoderOnly(t *testing.T) {
 		require.NoError(t, c.Decode(context.Background(), b), "the context decodes after the refused encode")
 		require.NoError(t, c.Close())
 	}
+}
+
+// TestMisuseVocabOnly: a model loaded with VocabOnly tokenizes, but a
+// context for it is ErrUnsupported: llama.cpp made one, and its first
+// decode aborted the process (no backend holds weights).
+func TestMisuseVocabOnly(t *testing.T) {
+	m := modeltest.Load(t, "stories260K.gguf", llama.ModelOptions{VocabOnly: true})
+	toks, err := m.Tokenize("Once upon a time", llama.TokenizeOptions{AddSpecial: true})
+	require.NoError(t, err)
+	assert.NotEmpty(t, toks)
+	_, err = m.NewContext(llama.ContextOptions{ContextSize: 128})
+	assert.ErrorIs(t, err, llama.ErrUnsupported)
+	assert.ErrorContains(t, err, "VocabOnly")
+	_, err = engine.New(m, engine.Options{Context: llama.ContextOptions{ContextSize: 128}})
+	assert.ErrorIs(t, err, llama.ErrUnsupported, "the engine's context too")
 }

@@ -75,7 +75,9 @@ type ModelOptions struct {
 	// embeddings at the cost of a read per token and layer. A mode
 	// outside the constants is an error.
 	Lazy LazyMode
-	// VocabOnly loads only the vocabulary and metadata.
+	// VocabOnly loads only the vocabulary and metadata: such a model
+	// tokenizes, detokenizes and checks grammars, but has no weights, so
+	// NewContext refuses it (ErrUnsupported).
 	VocabOnly bool
 	// CheckTensors validates tensor data while loading.
 	CheckTensors bool
@@ -150,6 +152,7 @@ type Model struct {
 	mtp bool
 	// encoderOnly: encoder without decoder (BERT-like); Embed encodes.
 	encoderOnly bool
+	vocabOnly   bool // ModelOptions.VocabOnly: no weights, no context
 	tokenizing  *semaphore.Weighted // text bytes being tokenized (maxTokenizing)
 	bpeOnce     sync.Once           // bpe: the vocabulary is BPE (see isBPE)
 	bpe         bool
@@ -405,6 +408,7 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 	model.runlock = model.mu.RUnlock
 	model.tokenizing = semaphore.NewWeighted(maxTokenizing)
 	model.mtp = opts.MTP && !opts.VocabOnly
+	model.vocabOnly = opts.VocabOnly
 	model.modelLink = bridge.NewModel((*modelBridge)(model))
 	if devs, err := Devices(); err == nil && !opts.VocabOnly && len(opts.RPCServers) == 0 {
 		model.onGPU = offloadsToGPU(p.NGPULayers, gpuNames, pinDevices, devs)
