@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -97,6 +98,9 @@ func (e *TemplateError) Error() string { return "chat: template raised: " + e.Me
 
 // ParseTemplate parses a Jinja chat template.
 func ParseTemplate(source string) (*Template, error) {
+	if err := checkDelimiters(source); err != nil {
+		return nil, fmt.Errorf("chat: parse template: %w", err)
+	}
 	compiled, err := compileSafely(preprocessSource(source))
 	if err != nil {
 		return nil, fmt.Errorf("chat: parse template: %w", err)
@@ -1135,4 +1139,38 @@ func (t *Template) detectCaps() TemplateCaps {
 		}
 	}
 	return c
+}
+
+// rawBlock matches a Jinja raw block, whose text is not parsed.
+var rawBlock = regexp.MustCompile(`(?s)\{%-?\s*raw\s*-?%\}.*?\{%-?\s*endraw\s*-?%\}`)
+
+// checkDelimiters refuses a template with a tag, an expression or a
+// comment that is never closed ("{{ messages[0].content" with no "}}"):
+// the Jinja parser takes the rest as text, and the template would render
+// its own source as the prompt; llama.cpp's parser refuses it.
+func checkDelimiters(src string) error {
+	src = rawBlock.ReplaceAllString(src, "")
+	for i := 0; i+1 < len(src); i++ {
+		if src[i] != '{' {
+			continue
+		}
+		var end string
+		switch src[i+1] {
+		case '{':
+			end = "}}"
+		case '%':
+			end = "%}"
+		case '#':
+			end = "#}"
+		default:
+			continue
+		}
+		j := strings.Index(src[i+2:], end)
+		if j < 0 {
+			line := strings.Count(src[:i], "\n") + 1
+			return fmt.Errorf("line %d: %q is never closed with %q", line, src[i:i+2], end)
+		}
+		i += 2 + j + 1
+	}
+	return nil
 }

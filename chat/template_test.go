@@ -248,9 +248,23 @@ func TestRaiseExceptionIsTemplateError(t *testing.T) {
 }
 
 func TestParseTemplateError(t *testing.T) {
-	_, err := ParseTemplate(`{% for x in %}`)
-	require.Error(t, err)
-	assert.True(t, strings.HasPrefix(err.Error(), "chat: "))
+	for _, tc := range []struct{ src, msg string }{
+		{`{% for x in %}`, ""},
+		// The parser takes an unclosed delimiter's rest as text: the
+		// template would render its own source.
+		{`{{ messages[0].content `, `"{{" is never closed`},
+		{"a\n{% if x %}b{% endif", `line 2: "{%" is never closed`},
+		{`{# note`, `"{#" is never closed`},
+	} {
+		_, err := ParseTemplate(tc.src)
+		require.Error(t, err, tc.src)
+		assert.True(t, strings.HasPrefix(err.Error(), "chat: "))
+		assert.Contains(t, err.Error(), tc.msg)
+	}
+	for _, src := range []string{"{% raw %}{{ not closed{% endraw %}ok", "text { only } braces", `{{ '}}' }}`} {
+		_, err := ParseTemplate(src)
+		assert.NoError(t, err, src)
+	}
 }
 
 func TestRenderMessageShape(t *testing.T) {

@@ -18,20 +18,19 @@ func templates(jinja bool) chat.Resolver { return chat.NewResolver(jinja) }
 
 // resolveTemplate picks the chat template: Options.ChatTemplate (a
 // built-in name or Jinja source), else ChatTemplateFile, else the model's
-// own, else chatml. A ChatTemplate that does not parse is skipped with a
-// warning; an unreadable or unparsable ChatTemplateFile is an error. A model's template that does not parse as Jinja is tried as
-// llama.cpp's built-in format detection would (its source names a known
-// format), then falls back to chatml, with a warning.
+// own, else chatml. A ChatTemplate or ChatTemplateFile that does not
+// parse is an error, as llama-server refuses to start with one; a
+// model's template that does not parse as Jinja is tried as llama.cpp's
+// built-in format detection would (its source names a known format),
+// then falls back to chatml, with a warning.
 func resolveTemplate(o Options, m *llama.Model, log interface{ Warn(string, ...any) }) (promptRenderer, error) {
 	switch {
 	case o.ChatTemplate != "":
 		r, err := templates(o.Jinja).For(patchTemplate(o.ChatTemplate))
-		if err == nil {
-			return r, nil
+		if err != nil {
+			return nil, fmt.Errorf("chat template: %w", err)
 		}
-		// Startup goes on with the model's template, as llama-server's
-		// does when a given template fails: only chat requests care.
-		log.Warn("the chat template given does not parse; using the model's", "err", err)
+		return r, nil
 	case o.ChatTemplateFile != "":
 		b, err := os.ReadFile(o.ChatTemplateFile)
 		if err != nil {

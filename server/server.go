@@ -314,6 +314,9 @@ type Server struct {
 // returning; in router mode it lists the models and starts loading those
 // marked load-on-startup.
 func New(ctx context.Context, o Options) (*Server, error) {
+	if ctx == nil {
+		return nil, errors.New("server: nil context.Context")
+	}
 	if o.Model != "" && (o.ModelsDir != "" || o.ModelsPreset != "") {
 		return nil, errors.New("server: Model and ModelsDir/ModelsPreset are exclusive")
 	}

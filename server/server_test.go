@@ -462,12 +462,15 @@ func TestServerNewErrors(t *testing.T) {
 	assert.Error(t, err)
 	_, err = New(context.Background(), Options{Model: "x.gguf", ModelsDir: t.TempDir()})
 	assert.Error(t, err)
+	var nilCtx context.Context
+	require.NotPanics(t, func() { _, err = New(nilCtx, Options{Model: testenv.Model(t, "stories260K.gguf")}) })
+	assert.ErrorContains(t, err, "nil context")
 }
 
 // TestServerStartsAsLlamaServer checks the startups llama-server allows:
 // no model at all (a router with no models, as an empty models folder),
-// and a chat template that does not parse (a warning; the model's own is
-// used).
+// and text that is no template (Jinja source that renders as itself); and
+// the one it refuses: a chat template that does not parse.
 func TestServerStartsAsLlamaServer(t *testing.T) {
 	for _, o := range []Options{{}, {ModelsDir: t.TempDir()}} {
 		s, err := New(context.Background(), o)
@@ -483,10 +486,18 @@ func TestServerStartsAsLlamaServer(t *testing.T) {
 		ts.Close()
 		require.NoError(t, s.Close())
 	}
-	for _, tmpl := range []string{"{% if %}", "This is not a chat template, it is"} {
-		s, err := New(context.Background(), Options{Model: testenv.Model(t, "stories260K.gguf"), ChatTemplate: tmpl})
-		require.NoError(t, err, tmpl)
+	for _, jinja := range []bool{false, true} {
+		s, err := New(context.Background(), Options{Model: testenv.Model(t, "stories260K.gguf"), ChatTemplate: "This is not a chat template, it is", Jinja: jinja})
+		if !jinja {
+			require.Error(t, err, "without --jinja, text that is no built-in name")
+			continue
+		}
+		require.NoError(t, err)
 		require.NoError(t, s.Close())
+	}
+	for _, tmpl := range []string{"{% if %}", "{{ messages[0].content ", "{# a comment"} {
+		_, err := New(context.Background(), Options{Model: testenv.Model(t, "stories260K.gguf"), ChatTemplate: tmpl, Jinja: true})
+		assert.ErrorContains(t, err, "chat template", tmpl)
 	}
 }
 
