@@ -20,6 +20,12 @@ const buildInfo = "b0-go-llama (llama.cpp v0.4.0)"
 
 func handleHealth(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
+		select {
+		case <-s.done:
+			// Draining: a load balancer's readiness check sends no more.
+			return unavailable("server is shutting down")
+		default:
+		}
 		if !s.router {
 			e, _ := s.models.Lookup("")
 			v := s.models.View(e)

@@ -61,7 +61,7 @@ func streamCompletion(t *testing.T, url, body string) <-chan int {
 }
 
 // TestCloseDrains: Close lets a request in flight finish, refuses new ones
-// with 503, and then frees the model; Shutdown with an expired context
+// with 503 (and /health says 503 from its start), and then frees the model; Shutdown with an expired context
 // cancels what still runs instead of waiting.
 func TestCloseDrains(t *testing.T) {
 	s, ts := newTestServer(t, Options{})
@@ -72,6 +72,13 @@ func TestCloseDrains(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	// A readiness check (/health) sends no more traffic to it.
+	for _, path := range []string{"/health", "/v1/health"} {
+		resp, err = http.Get(ts.URL + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, path)
+	}
 
 	// Shutdown with no grace cancels instead of waiting: the request would
 	// otherwise run for 100000 tokens.
