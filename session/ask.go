@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 
@@ -26,7 +27,12 @@ func Ask[T any](ctx context.Context, s *Session, text string) (T, error) {
 		return v, err
 	}
 	if err := json.Unmarshal([]byte(reply.Content), &v); err != nil {
-		return v, &llama.Error{Code: llama.CodeInvalid, Op: "session", Msg: fmt.Sprintf("the answer is not a %v: %v", reflect.TypeFor[T](), err), Err: err}
+		msg := fmt.Sprintf("the answer is not a %v", reflect.TypeFor[T]())
+		var se *json.SyntaxError
+		if errors.As(err, &se) && int(se.Offset) >= len(reply.Content) {
+			msg = fmt.Sprintf("the answer stops before its %v is whole (MaxTokens too low?)", reflect.TypeFor[T]())
+		}
+		return v, &llama.Error{Code: llama.CodeInvalid, Op: "session", Msg: msg, Err: err}
 	}
 	return v, nil
 }

@@ -228,7 +228,7 @@ func templates(m *llama.Model, o Options) (*chat.Templates, error) {
 		}
 		t, err := chat.ParseTemplate(src)
 		if err != nil {
-			return nil, &llama.Error{Code: llama.CodeInvalid, Op: "session", Msg: "template file " + o.TemplateFile + ": " + err.Error(), Err: err}
+			return nil, &llama.Error{Code: llama.CodeInvalid, Op: "session", Msg: "template file " + o.TemplateFile, Err: err}
 		}
 		return chat.ForModelWith(m, chat.NewJinjaRenderer(t)), nil
 	case o.TemplateName != "":
@@ -237,7 +237,7 @@ func templates(m *llama.Model, o Options) (*chat.Templates, error) {
 		}
 		r, err := chat.NewResolver(false).For(o.TemplateName)
 		if err != nil {
-			return nil, &llama.Error{Code: llama.CodeInvalid, Op: "session", Msg: err.Error(), Err: err}
+			return nil, &llama.Error{Code: llama.CodeInvalid, Op: "session", Err: err}
 		}
 		return chat.ForModelWith(m, r), nil
 	}
@@ -256,12 +256,12 @@ func templates(m *llama.Model, o Options) (*chat.Templates, error) {
 func readFile(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", &llama.Error{Code: llama.CodeInvalid, Op: "session", Msg: "template file: " + err.Error(), Err: err}
+		return "", &llama.Error{Code: llama.CodeInvalid, Op: "session", Msg: "template file", Err: err}
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, MaxTemplateFile+1))
 	if err != nil {
-		return "", &llama.Error{Code: llama.CodeInvalid, Op: "session", Msg: "template file: " + err.Error(), Err: err}
+		return "", &llama.Error{Code: llama.CodeInvalid, Op: "session", Msg: "template file", Err: err}
 	}
 	if len(b) > MaxTemplateFile {
 		return "", invalid("template file %s is over %d bytes", path, MaxTemplateFile)
@@ -349,7 +349,7 @@ func (s *Session) run(ctx context.Context, text string, schema []byte, emit func
 	for step := 0; ; step++ {
 		if err := ctx.Err(); err != nil {
 			s.history = saved
-			return nil, &llama.Error{Code: llama.CodeCanceled, Op: "session", Msg: err.Error(), Err: err}
+			return nil, &llama.Error{Code: llama.CodeCanceled, Op: "session", Err: err}
 		}
 		choice := s.toolChoice(step)
 		if schema != nil {
@@ -413,7 +413,7 @@ func (s *Session) prepare(msgs []chat.Message, choice chat.ToolChoice, schema []
 		}
 		plan, err := s.tmpls.Prepare(req)
 		if err != nil {
-			return nil, nil, nil, &llama.Error{Code: llama.CodeInvalid, Op: "session", Msg: err.Error(), Err: err}
+			return nil, nil, nil, &llama.Error{Code: llama.CodeInvalid, Op: "session", Err: err}
 		}
 		toks, err := s.m.Tokenize(plan.Prompt, llama.TokenizeOptions{AddSpecial: true, ParseSpecial: true})
 		if err != nil {

@@ -305,6 +305,16 @@ func TestAsk(t *testing.T) {
 			assert.Equal(t, a, back)
 		})
 	}
+	t.Run("cut short", func(t *testing.T) {
+		o := chatML
+		o.ToolFormat, o.MaxTokens = chat.FormatContentOnly, 3
+		s, err := session.New(newContext(t, model(t, "stories260K.gguf"), 2048), o)
+		require.NoError(t, err)
+		_, err = session.Ask[answer](context.Background(), s, "Who are you?")
+		require.ErrorIs(t, err, llama.ErrInvalid)
+		assert.ErrorContains(t, err, "MaxTokens too low")
+		assert.Equal(t, 1, strings.Count(err.Error(), "unexpected end of JSON input"), "said once")
+	})
 }
 
 // The conversation stays in the context: the oldest turns go, the system
