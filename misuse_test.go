@@ -11,6 +11,7 @@ import (
 	"github.com/x/llama"
 	"github.com/x/llama/engine"
 	"github.com/x/llama/internal/gguf"
+	"github.com/x/llama/internal/testenv"
 	"github.com/x/llama/internal/testenv/modeltest"
 )
 
@@ -385,4 +386,23 @@ func TestMisuseVocabOnly(t *testing.T) {
 	assert.ErrorContains(t, err, "VocabOnly")
 	_, err = engine.New(m, engine.Options{Context: llama.ContextOptions{ContextSize: 128}})
 	assert.ErrorIs(t, err, llama.ErrUnsupported, "the engine's context too")
+}
+
+// TestMisuseModelOptions: options out of their enumerations are
+// ErrInvalid, not read as some other mode.
+func TestMisuseModelOptions(t *testing.T) {
+	path := testenv.Model(t, "stories260K.gguf")
+	for name, o := range map[string]llama.ModelOptions{
+		"Load":      {Load: 99},
+		"Load < 0":  {Load: -1},
+		"Split":     {Split: 7},
+		"Lazy":      {Lazy: 99},
+		"GPULayers": {GPULayers: -2},
+	} {
+		m, err := llama.LoadModel(context.Background(), path, o)
+		assert.ErrorIs(t, err, llama.ErrInvalid, name)
+		if m != nil {
+			m.Close()
+		}
+	}
 }

@@ -152,7 +152,7 @@ type Model struct {
 	mtp bool
 	// encoderOnly: encoder without decoder (BERT-like); Embed encodes.
 	encoderOnly bool
-	vocabOnly   bool // ModelOptions.VocabOnly: no weights, no context
+	vocabOnly   bool                // ModelOptions.VocabOnly: no weights, no context
 	tokenizing  *semaphore.Weighted // text bytes being tokenized (maxTokenizing)
 	bpeOnce     sync.Once           // bpe: the vocabulary is BPE (see isBPE)
 	bpe         bool
@@ -265,9 +265,15 @@ func loadModel(ctx context.Context, paths []string, opts ModelOptions) (*Model, 
 	case opts.GPULayers < 0:
 		return nil, errorf(CodeInvalid, "load model", "negative GPULayers %d", opts.GPULayers)
 	}
-	p.SplitMode = [...]int32{1, 0, 2, 3}[opts.Split&3]
+	if opts.Split < 0 || opts.Split > 3 {
+		return nil, errorf(CodeInvalid, "load model", "unknown Split mode %d", opts.Split)
+	}
+	p.SplitMode = [...]int32{1, 0, 2, 3}[opts.Split]
 	p.MainGPU = int32(opts.MainGPU)
-	p.LoadMode = [...]int32{-1, 0, 1, 2, 3, 4}[min(max(int(opts.Load), 0), 5)]
+	if opts.Load < LoadAuto || opts.Load > LoadDirectIO {
+		return nil, errorf(CodeInvalid, "load model", "unknown Load mode %d", opts.Load)
+	}
+	p.LoadMode = [...]int32{-1, 0, 1, 2, 3, 4}[opts.Load]
 	switch opts.Lazy {
 	case LazyAuto:
 		p.LazyMode = 1
