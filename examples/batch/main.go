@@ -41,22 +41,23 @@ type config struct {
 }
 
 func main() {
-	// Installing the library is explicit: this program installs it into
-	// the cache folder on its first run (with a progress bar on stderr).
-	if err := llama.Init(llama.LibraryOptions{Install: true}); err != nil {
-		fmt.Fprintln(os.Stderr, "batch:", err)
-		os.Exit(1)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
 	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
 	if err == nil {
+		// Installing the library is explicit: this program installs it
+		// into the cache folder on its first run (with a progress bar on
+		// stderr).
+		err = llama.Init(llama.LibraryOptions{Install: true})
+	}
+	if err == nil {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		err = run(ctx, cfg, os.Stdout)
+		stop()
 	}
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "batch:", err)
-		}
+		fmt.Fprintln(os.Stderr, "batch:", err)
 		os.Exit(1)
 	}
 }
