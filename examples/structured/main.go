@@ -32,6 +32,11 @@ func main() {
 	seed := flag.Uint("seed", 42, "seed")
 	threads := flag.Int("t", 0, "threads (0: all CPUs)")
 	flag.Parse()
+	if *model == "" {
+		flag.Usage()
+		fmt.Fprintln(os.Stderr, "structured: -m is required")
+		os.Exit(1)
+	}
 	// Installing the library is explicit: this program installs it into
 	// the cache folder on its first run (with a progress bar on stderr).
 	if err := llama.Init(llama.LibraryOptions{Install: true}); err != nil {

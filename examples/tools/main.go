@@ -57,6 +57,11 @@ func main() {
 	flag.UintVar(&seed, "seed", 1, "seed")
 	flag.IntVar(&c.threads, "t", 0, "threads (0: all CPUs)")
 	flag.Parse()
+	if c.model == "" {
+		flag.Usage()
+		fmt.Fprintln(os.Stderr, "tools: -m is required")
+		os.Exit(1)
+	}
 	c.seed = uint32(seed)
 	// Installing the library is explicit: this program installs it into
 	// the cache folder on its first run (with a progress bar on stderr).
