@@ -744,7 +744,7 @@ func flagTable(c *config) []flagDef {
 		{names: []string{"--spec-draft-device", "-devd", "--device-draft"}, arg: "<dev1,dev2,..>", sec: spc, help: "devices of the draft model, as --device", set: devicesTo(&sd.DraftModelOptions)},
 		{names: []string{"--spec-draft-ngl", "-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, arg: "N", env: "LLAMA_ARG_N_GPU_LAYERS_DRAFT", sec: spc, help: "GPU layers of the draft model: a number, auto or all (default auto)", set: gpuLayers(&sd.DraftModelOptions)},
 		{names: []string{"--spec-draft-model", "-md", "--model-draft"}, arg: "FNAME", env: "LLAMA_ARG_SPEC_DRAFT_MODEL", sec: spc, help: "draft model for speculative decoding (draft-simple), or an MTP head in a file of its own (draft-mtp, chosen by itself without --spec-type)", set: strTo(&sd.DraftModel)},
-		{names: []string{"--spec-type"}, arg: "TYPE[,TYPE...]", env: "LLAMA_ARG_SPEC_TYPE", sec: spc, help: "speculative decoding types: none, draft-simple, draft-mtp, ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache (default none)", set: func(c *config, v string) error {
+		{names: []string{"--spec-type"}, arg: "TYPE[,TYPE...]", env: "LLAMA_ARG_SPEC_TYPE", sec: spc, help: "speculative decoding types: none, draft-simple, draft-mtp, ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache (default none; draft-eagle3, draft-dflash and draft-dspark are refused as not supported)", set: func(c *config, v string) error {
 			for _, t := range strings.Split(v, ",") {
 				if err := oneOf(t, "none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
 					"ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache"); err != nil {
