@@ -952,7 +952,7 @@ func flagTable(c *config) []flagDef {
 			c.timeout = time.Duration(n) * time.Second
 			return err
 		}},
-		{names: []string{"--sse-ping-interval"}, arg: "N", env: "LLAMA_ARG_SSE_PING_INTERVAL", sec: sv, help: "seconds of silence after which an event stream gets a comment line, so that clients keep it open (default 30; -1: none)", set: func(_ *config, v string) error {
+		{names: []string{"--sse-ping-interval"}, arg: "N", env: "LLAMA_ARG_SSE_PING_INTERVAL", sec: sv, help: "seconds of silence after which an event stream gets a comment line, so that clients keep it open (default 30; 0 or less: none)", set: func(_ *config, v string) error {
 			n, err := parseInt(v)
 			if err != nil {
 				return err
