@@ -110,7 +110,7 @@ func embeddingsHandler(oaiRoute bool) func(s *Server) handlerFunc {
 			defer release()
 			eo := inst.Opts.Engine
 			if !eo.Embedding && !eo.Reranking {
-				return notSupported("This server does not support embeddings. Start it with `--embeddings`")
+				return notSupported("This server does not support embeddings. Start it with `--embeddings` (Options.Engine.Embedding)")
 			}
 			m := inst.Model
 			pooling := serverPooling(eo, m)

@@ -17,7 +17,7 @@ import (
 func handleMetrics(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if !s.opts.Metrics {
-			return notSupported("This server does not support metrics endpoint. Start it with `--metrics`")
+			return notSupported("This server does not support metrics endpoint. Start it with `--metrics` (Options.Metrics)")
 		}
 		e, err := s.peek(r)
 		if err != nil {

@@ -162,7 +162,7 @@ func (inst *instance) completionMediaPrompt(raw json.RawMessage, t *engine.Reque
 func (inst *instance) readMediaFile(name string) ([]byte, error) {
 	dir := inst.Opts.MediaPath
 	if dir == "" {
-		return nil, errors.New("file:// URLs are not allowed unless --media-path is specified")
+		return nil, errors.New("file:// URLs are not allowed unless --media-path (Options.MediaPath) is specified")
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {

@@ -469,10 +469,10 @@ func (s *Server) ollamaEmbed(r *http.Request, model string, inputs []string, nor
 	defer release()
 	eo := inst.Opts.Engine
 	if !eo.Embedding && !eo.Reranking {
-		return nil, 0, notSupported("This server does not support embeddings. Start it with `--embeddings`")
+		return nil, 0, notSupported("This server does not support embeddings. Start it with `--embeddings` (Options.Engine.Embedding)")
 	}
 	if serverPooling(eo, inst.Model) == llama.PoolingNone {
-		return nil, 0, badRequest("the model's pooling type 'none' gives no embedding per input: start the server with --pooling mean, cls or last")
+		return nil, 0, badRequest("the model's pooling type 'none' gives no embedding per input: start the server with --pooling mean, cls or last (Options.Engine.Context.Pooling)")
 	}
 	if err := inst.checkTaskCount(len(inputs), "inputs"); err != nil {
 		return nil, 0, err

@@ -143,7 +143,7 @@ func handleGetProps(s *Server) handlerFunc {
 func handlePostProps(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if !s.opts.PropsEndpoint {
-			return notSupported("This server does not support changing global properties. Start it with `--props`")
+			return notSupported("This server does not support changing global properties. Start it with `--props` (Options.PropsEndpoint)")
 		}
 		var body map[string]json.RawMessage
 		if err := decodeJSON(r, &body); err != nil {

@@ -104,7 +104,7 @@ func handleRerank(s *Server) handlerFunc {
 		}
 		defer release()
 		if !inst.Opts.Engine.Reranking {
-			return notSupported("This server does not support reranking. Start it with `--reranking`")
+			return notSupported("This server does not support reranking. Start it with `--reranking` (Options.Engine.Reranking)")
 		}
 		var query string
 		if len(req.Query) == 0 || string(req.Query) == "null" {

@@ -21,7 +21,7 @@ import (
 func handleSlots(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if !s.opts.Slots {
-			return notSupported("This server does not support slots endpoint. Start it with `--slots`")
+			return notSupported("This server does not support slots endpoint. Start it with `--slots` (Options.Slots)")
 		}
 		inst, release, err := s.instanceFor(r, "")
 		if err != nil {
@@ -216,7 +216,7 @@ type slotActionRequest struct {
 func handleSlotAction(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if s.opts.SlotSavePath == "" {
-			return notSupported("This server does not support slots action. Start it with `--slot-save-path`")
+			return notSupported("This server does not support slots action. Start it with `--slot-save-path` (Options.SlotSavePath)")
 		}
 		id, err := strconv.Atoi(r.PathValue("id"))
 		if err != nil || id < 0 {

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/x/llama"
 	"github.com/x/llama/chat"
@@ -81,6 +82,12 @@ func run(ctx context.Context, w io.Writer, c config) error {
 		return err
 	}
 	defer m.Close()
+	// session.New would refuse a model without a template naming its
+	// Options alone; name this program's flags too.
+	if src, ok := m.ChatTemplate(""); c.templateFile == "" && c.template == "" && (!ok || strings.TrimSpace(src) == "") {
+		return &llama.Error{Code: llama.CodeInvalid, Msg: "the model has no chat template: give --chat-template-file " +
+			"(session.Options.TemplateFile) or --chat-template (session.Options.TemplateName)"}
+	}
 	lctx, err := m.NewContext(llama.ContextOptions{ContextSize: 2048, Threads: c.threads})
 	if err != nil {
 		return err

@@ -33,5 +33,5 @@ func TestToolLoop(t *testing.T) {
 	// Without a template, the model is refused with the way to give one.
 	err := run(context.Background(), io.Discard, config{model: path, question: "Hi", threads: 1})
 	require.ErrorIs(t, err, llama.ErrInvalid)
-	assert.Contains(t, err.Error(), "set Options.TemplateFile")
+	assert.Contains(t, err.Error(), "--chat-template-file (session.Options.TemplateFile)")
 }

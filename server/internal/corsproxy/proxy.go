@@ -113,7 +113,7 @@ type refusedAddrError struct {
 }
 
 func (e *refusedAddrError) Error() string {
-	return fmt.Sprintf("address %s is %s: the CORS proxy does not connect to it (allow it with --cors-proxy-allow-private)", e.Addr, e.Reason)
+	return fmt.Sprintf("address %s is %s: the CORS proxy does not connect to it (allow it with --cors-proxy-allow-private, Options.Tools.CORSProxyAllowPrivate)", e.Addr, e.Reason)
 }
 
 // check refuses ip unless it is a public unicast address that is not

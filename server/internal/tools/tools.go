@@ -317,13 +317,13 @@ func (ts *Set) Prepare(req Request, streaming bool) (*Invocation, error) {
 		c.respType = req.RespType
 		if req.Cwd != "" {
 			if !ts.allowCwd {
-				return nil, &Error{Status: http.StatusForbidden, Msg: "x-tool-cwd is not allowed by this server (--tools-allow-cwd)"}
+				return nil, &Error{Status: http.StatusForbidden, Msg: "x-tool-cwd is not allowed by this server (--tools-allow-cwd, Options.Tools.AllowClientCwd)"}
 			}
 			c.cwd = req.Cwd
 		}
 		if req.Runtime != "" {
 			if !ts.allowRuntime {
-				return nil, &Error{Status: http.StatusForbidden, Msg: "x-tool-runtime is not allowed by this server (--tools-allow-runtime)"}
+				return nil, &Error{Status: http.StatusForbidden, Msg: "x-tool-runtime is not allowed by this server (--tools-allow-runtime, Options.Tools.AllowClientRuntime)"}
 			}
 			c.runtime = req.Runtime
 		} else if ts.runtime != nil {
