@@ -261,7 +261,7 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 			return nil, requestError(nil, "cannot use custom grammar constraints with tools")
 		}
 		if len(req.Schema) > 0 {
-			return nil, requestError(nil, "cannot use response_format with tools")
+			return nil, requestError(nil, "cannot use response_format (or json_schema) with tools")
 		}
 		if err := checkToolChoice(choice, req.Tools); err != nil {
 			return nil, requestError(err, "tools: %v", err)

@@ -246,7 +246,7 @@ func TestPrepare(t *testing.T) {
 		{name: "tools and a grammar", src: hermesTemplate, req: Request{Messages: []Message{user}, Tools: []Tool{weather}, Grammar: `root ::= "x"`},
 			err: "cannot use custom grammar constraints with tools"},
 		{name: "tools and a schema", src: hermesTemplate, req: Request{Messages: []Message{user}, Tools: []Tool{weather}, Schema: json.RawMessage(`{}`)},
-			err: "cannot use response_format with tools"},
+			err: "cannot use response_format (or json_schema) with tools"},
 		{name: "schema: fenced JSON, content alone", src: chatml,
 			req: Request{Messages: []Message{user}, Schema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer"}}}`)},
 			check: func(t *testing.T, p *Plan) {
