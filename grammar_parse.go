@@ -75,7 +75,7 @@ func parseGrammar(ctx context.Context, src, root string, m *Model) (*gbnf.Gramma
 	if m != nil {
 		opts.VocabSize = int(m.nVocb)
 		opts.Token = func(text string) (uint32, bool) {
-			t, ok := m.SingleToken(text)
+			t, ok := m.singleTokenLocked(text) // under the chain's m.use
 			return uint32(t), ok
 		}
 	}

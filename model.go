@@ -899,13 +899,42 @@ func (m *Model) SingleToken(text string) (Token, bool) {
 	return toks[0], true
 }
 
+// singleTokenLocked is SingleToken for a caller holding m.use (a grammar's
+// token names, resolved while a sampler chain is built): a second read
+// lock would wait behind a Close that waits for the first.
+func (m *Model) singleTokenLocked(text string) (Token, bool) {
+	toks, err := m.tokenizeLocked(text, TokenizeOptions{ParseSpecial: true})
+	if err != nil || len(toks) != 1 {
+		return NoToken, false
+	}
+	return toks[0], true
+}
+
 // Tokenize turns text into tokens. It is safe for concurrent use, but
 // llama.cpp's tokenizer holds 40 to 70 bytes of memory for each byte of
 // text while it runs, so a model tokenizes at most 16 MiB of text at once
 // across goroutines: a call that finds that much in progress waits for
 // room (a longer text waits to run alone).
 func (m *Model) Tokenize(text string, opts TokenizeOptions) ([]Token, error) {
-	if m != nil && m.tokenizing != nil && len(text) > 0 {
+	if m == nil {
+		return nil, errorf(CodeInvalid, "tokenize", "nil *Model")
+	}
+	// What takes the model's lock itself is read first (each is kept), so
+	// that no read lock is taken twice: a Close waiting between them would
+	// wait for ever.
+	bpe := len(text) > maxRunRunes && m.isBPE()
+	var sp SpecialTokens
+	if bpe {
+		sp = m.SpecialTokens()
+	}
+	done, err := m.use("tokenize")
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	// Taken under the lock, never the other way round (see
+	// singleTokenLocked).
+	if m.tokenizing != nil && len(text) > 0 {
 		w := int64(min(len(text), maxTokenizing))
 		_ = m.tokenizing.Acquire(context.Background(), w) // no deadline: the calls ahead of it end
 		defer m.tokenizing.Release(w)
@@ -914,17 +943,16 @@ func (m *Model) Tokenize(text string, opts TokenizeOptions) ([]Token, error) {
 	// character of a match: a run of ~25,000 characters without white
 	// space overflows the thread's stack and kills the process. Longer
 	// runs are cut and their pieces tokenized one after the other.
-	if len(text) > maxRunRunes && m.isBPE() {
+	if bpe {
 		if pieces := cutLongRuns(text, maxRunRunes); len(pieces) > 1 {
 			var out []Token
-			sp := m.SpecialTokens()
 			if opts.AddSpecial && sp.AddBOS && sp.BOS != NoToken {
 				out = append(out, sp.BOS)
 			}
 			po := opts
 			po.AddSpecial = false
 			for _, p := range pieces {
-				toks, err := m.tokenize(p, po)
+				toks, err := m.tokenizeLocked(p, po)
 				if err != nil {
 					return nil, err
 				}
@@ -936,7 +964,7 @@ func (m *Model) Tokenize(text string, opts TokenizeOptions) ([]Token, error) {
 			return out, nil
 		}
 	}
-	return m.tokenize(text, opts)
+	return m.tokenizeLocked(text, opts)
 }
 
 // maxTokenizing is the most text bytes a model tokenizes at once (see
@@ -977,12 +1005,9 @@ func cutLongRuns(s string, n int) []string {
 	return append(pieces, s[start:])
 }
 
-func (m *Model) tokenize(text string, opts TokenizeOptions) ([]Token, error) {
-	done, err := m.use("tokenize")
-	if err != nil {
-		return nil, err
-	}
-	defer done()
+// tokenizeLocked runs llama.cpp's tokenizer on text; the caller holds
+// m.use.
+func (m *Model) tokenizeLocked(text string, opts TokenizeOptions) ([]Token, error) {
 	if len(text) > math.MaxInt32/2 {
 		return nil, errorf(CodeInvalid, "tokenize", "text of %d bytes is too long", len(text))
 	}
