@@ -94,7 +94,8 @@ func (g *Grammar) Sampler() Sampler {
 // escaped with regexp.QuoteMeta. At least one trigger is needed. A pattern
 // compiles to at most 65,536 regular expression instructions and the
 // patterns together to 262,144 (repetitions count their copies:
-// a{1000}{100} is 100,000); larger ones are NewSamplerChain's error.
+// a{1000}{100} is 100,000), with at most 64 capture groups; larger ones
+// are NewSamplerChain's error.
 //
 // Triggers are evaluated in Go (RE2: linear time, no stack growth on long
 // outputs) and the triggered text is fed to the grammar one byte at a
@@ -381,12 +382,14 @@ func (g *grammarSampler) Accept(t Token) {
 	for i, re := range g.patterns {
 		// As llama.cpp: a pattern ^...$ matching the whole text, else
 		// (as any pattern) matching anywhere in it.
-		var loc []int
-		if w := g.wholes[i]; w != nil {
-			loc = w.FindSubmatchIndex(g.buf)
-		}
-		if loc == nil {
-			loc = re.FindSubmatchIndex(g.buf)
+		// A match anywhere that spans the text is a whole match; one
+		// that does not calls for the whole match only where it may
+		// differ (where a search finds nothing, so does the whole match).
+		loc := re.FindSubmatchIndex(g.buf)
+		if w := g.wholes[i]; w != nil && loc != nil && (loc[0] != 0 || loc[1] != len(g.buf)) {
+			if whole := w.FindSubmatchIndex(g.buf); whole != nil {
+				loc = whole
+			}
 		}
 		if took := time.Since(began); loc == nil && took > maxTriggerSearch {
 			g.failed = true
@@ -413,8 +416,8 @@ func (g *grammarSampler) Accept(t Token) {
 // reads the whole text each time, and a pattern whose program holds many
 // live states at once (.* repeated a thousand times) costs that many steps
 // a byte. Past it the grammar fails as for too much work (Grammar.Sampler).
-// Real patterns take well under a millisecond on thousands of bytes.
-const maxTriggerSearch = 50 * time.Millisecond
+// llama.cpp's own patterns take about 20 ms on 200 KB of text.
+const maxTriggerSearch = 100 * time.Millisecond
 
 // trigger starts constraining from buf[start:], the text a pattern
 // matched, as llama.cpp does: the tokens within it go to the grammar as
@@ -572,6 +575,9 @@ func CheckTriggerPattern(p string) error { return checkPattern(p) }
 const (
 	maxTriggerProgram  = 1 << 16
 	maxTriggerPrograms = 1 << 18
+	// maxTriggerCaptures bounds a pattern's capture groups, and the
+	// program size times groups plus one is bounded as the size is.
+	maxTriggerCaptures = 64
 )
 
 // checkPattern refuses trigger patterns that are not RE2 syntax (Go's
@@ -587,8 +593,14 @@ func checkPattern(p string) error {
 	if err != nil {
 		return errorf(CodeInvalid, "grammar", "trigger pattern %q: %v", truncate(p, 80), err)
 	}
-	if n := progSize(re); n > maxTriggerProgram {
+	n := progSize(re)
+	if n > maxTriggerProgram {
 		return errorf(CodeInvalid, "grammar", "trigger pattern %q is too large (more than %d regular expression instructions)", truncate(p, 80), maxTriggerProgram)
+	}
+	// A search keeps, for each live instruction, the positions of every
+	// capture group: (.?){1000} with 1,900 empty groups took 1.2 GB.
+	if caps := re.MaxCap(); caps > maxTriggerCaptures || n*(caps+1) > maxTriggerProgram {
+		return errorf(CodeInvalid, "grammar", "trigger pattern %q has too many capture groups (%d) for its size", truncate(p, 80), caps)
 	}
 	return nil
 }

@@ -124,6 +124,8 @@ func TestGrammarGuard(t *testing.T) {
 			{"repetitions multiply", []string{big}},
 			{"nested repetitions", []string{"((a{100}){100}){100}"}},
 			{"too large together", slices.Repeat([]string{"(" + names + "x)"}, 40)},
+			{"captures times size", []string{strings.Repeat("(?:.?){1000}", 19) + strings.Repeat("()", 60) + "x"}},
+			{"too many captures", []string{strings.Repeat("(a)", 65)}},
 		} {
 			_, err := llama.NewSamplerChain(m, llama.SamplerChainOptions{Filter: true}, mustGrammar(t, `root ::= "x"`).LazySampler(bad.patterns, nil))
 			assert.ErrorIs(t, err, llama.ErrInvalid, bad.name)
