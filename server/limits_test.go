@@ -95,6 +95,7 @@ func TestLimitsRefused(t *testing.T) {
 		{"prompt text that cannot fit", "/completion", map[string]any{"prompt": strings.Repeat("a", 2<<20)}, 400, "cannot fit"},
 		{"tokenize text too long", "/tokenize", map[string]any{"content": strings.Repeat("a", 5<<20)}, 413, "at most"},
 		{"tokenize too many pieces", "/tokenize", map[string]any{"content": strings.Repeat("a ", 300_000), "with_pieces": true}, 413, "pieces"},
+		{"prompts' probabilities", "/v1/completions", `{"prompt":[` + strings.Repeat(`[`+strings.Repeat("1,", 500)+`1],`, 5) + `[1]],"max_tokens":1,"echo":true,"logprobs":5,"n_probs":256}`, 413, "token probabilities"},
 		{"answer's probabilities", "/completion", `{"prompt":["a","b","c","d","e","f"],"n_probs":256,"n_predict":400,"ignore_eos":true}`, 413, "token probabilities"},
 		{"detokenize text too long", "/detokenize", `{"tokens":[` + strings.Repeat("374,", 3<<20) + `374]}`, 413, "passes"}, // 7 bytes each
 		{"detokenize too many tokens", "/detokenize", `{"tokens":[` + strings.Repeat("1,", maxDetokenizeTokens) + `1]}`, 413, "at most"},

@@ -160,6 +160,12 @@ func collect(ctx context.Context, m *llama.Model, st eventStream, n int) ([]*com
 			res[i] = r
 		}
 		if ev.PromptProbs != nil && !ended[i] {
+			for _, pp := range ev.PromptProbs {
+				probs += 1 + len(pp.Top)
+			}
+			if probs > maxAnswerProbs {
+				return nil, tooLarge("the answer's token probabilities pass %d entries (n_probs × tokens × prompts, the prompts' own included); ask for fewer, or stream the answer", maxAnswerProbs)
+			}
 			r.PromptProbs = ev.PromptProbs
 		}
 		switch {
