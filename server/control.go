@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sync"
 )
@@ -56,7 +57,10 @@ func handleCompletionControl(s *Server) handlerFunc {
 			ID     any `json:"id"`
 			Action any `json:"action"`
 		}
-		data, err := readBody(r)
+		data, err := readJSONBody(r)
+		if he := (*httpError)(nil); errors.As(err, &he) {
+			return he
+		}
 		if err == nil {
 			err = json.Unmarshal(data, &body)
 		}

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"runtime/debug"
@@ -145,7 +146,10 @@ func (s *Server) addGCPRoutes(mux *http.ServeMux, rs []route, guard func(dialect
 		var body struct {
 			Instances *[]json.RawMessage `json:"instances"`
 		}
-		data, err := readBody(r)
+		data, err := readJSONBody(r)
+		if he := (*httpError)(nil); errors.As(err, &he) {
+			return he
+		}
 		if err != nil {
 			return badRequest("%v", err)
 		}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 )
@@ -22,7 +23,10 @@ func handleModelsAdd(s *Server) handlerFunc {
 		var body struct {
 			Model any `json:"model"`
 		}
-		data, err := readBody(r)
+		data, err := readJSONBody(r)
+		if he := (*httpError)(nil); errors.As(err, &he) {
+			return he
+		}
 		if err == nil {
 			err = json.Unmarshal(data, &body)
 		}

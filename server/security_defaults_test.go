@@ -559,4 +559,10 @@ func TestSecurityDecodedBudget(t *testing.T) {
 			require.Eventually(t, func() bool { return s.bodies.inUse() == 0 }, 10*time.Second, 10*time.Millisecond, "the request's share is given back")
 		})
 	}
+	// The routes that read their bodies themselves count the same.
+	_, tools := newTestServer(t, Options{MaxBodyBytes: 1 << 20, BodyBytesInFlight: 1 << 20, Tools: ToolsOptions{Enabled: []string{"get_info"}}})
+	resp, data := webRequest(t, "POST", tools.URL+"/tools", `{"tool":"nope","params":{"a":`+objects(10000)+`}}`, map[string]string{"Content-Type": "application/json"})
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%s", data)
+	resp, data = webRequest(t, "POST", ts.URL+"/v1/chat/completions/control", `{"id":`+objects(10000)+`}`, map[string]string{"Content-Type": "application/json"})
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%s", data)
 }

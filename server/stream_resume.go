@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -456,7 +457,10 @@ func handleStreamDelete(s *Server) handlerFunc {
 
 func handleStreamsLookup(s *Server) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		data, err := readBody(r)
+		data, err := readJSONBody(r)
+		if he := (*httpError)(nil); errors.As(err, &he) {
+			return he
+		}
 		var body map[string]json.RawMessage
 		if err == nil {
 			err = json.Unmarshal(data, &body)

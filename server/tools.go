@@ -159,13 +159,11 @@ func handleToolsCall(s *Server) handlerFunc {
 		if err := requireJSONBody(r); err != nil {
 			return err
 		}
-		body, err := readBody(r)
-		if err != nil {
-			return badRequest("%v", err)
-		}
+		// As every JSON body: its shape checked and what decoding it
+		// builds counted against the budget before it is decoded.
 		var req toolCall
-		if err := json.Unmarshal(body, &req); err != nil {
-			return badRequest("invalid JSON body: %v", err)
+		if err := decodeJSON(r, &req); err != nil {
+			return err
 		}
 		if req.Tool == nil {
 			return badRequest(`missing "tool"`)
@@ -247,6 +245,26 @@ func statusError(err error) error {
 		typ = errInvalidRequest
 	}
 	return &httpError{Status: status, Type: typ, Msg: msg}
+}
+
+// readJSONBody is readBody for a body that will be decoded as JSON: its
+// shape is checked and what decoding it builds is counted against the
+// body budget, as decodeJSON does (a *httpError then).
+func readJSONBody(r *http.Request) ([]byte, error) {
+	data, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	sh, err := checkJSONShape(data)
+	if err != nil {
+		return nil, err
+	}
+	if m, ok := r.Body.(*maxBytesMarker); ok {
+		if err := m.charge(decodedCost(sh), sh); err != nil {
+			return nil, err
+		}
+	}
+	return data, nil
 }
 
 // readBody reads the whole request body (bounded by the server's body
