@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/invopop/jsonschema"
 
@@ -29,7 +30,8 @@ import (
 // function, a complex number) in a field that is not skipped is an error.
 func For[T any]() (b []byte, err error) {
 	t := reflect.TypeFor[T]()
-	if err := checkType(t); err != nil {
+	rec, err := walkType(t)
+	if err != nil {
 		return nil, &llama.Error{Code: llama.CodeInvalid, Op: "schema", Err: err}
 	}
 	defer func() {
@@ -37,8 +39,7 @@ func For[T any]() (b []byte, err error) {
 			b, err = nil, &llama.Error{Code: llama.CodeInvalid, Op: "schema", Err: fmt.Errorf("%v: %v", t, v)}
 		}
 	}()
-	inline := !recursive(t, nil)
-	r := &jsonschema.Reflector{ExpandedStruct: inline, DoNotReference: inline}
+	r := &jsonschema.Reflector{ExpandedStruct: !rec, DoNotReference: !rec, Namer: defName}
 	var zero T
 	s := r.Reflect(&zero)
 	s.Version = ""
@@ -48,6 +49,18 @@ func For[T any]() (b []byte, err error) {
 		return nil, &llama.Error{Code: llama.CodeInvalid, Op: "schema", Err: err}
 	}
 	return b, nil
+}
+
+// defName names a type's entry in $defs: its name, with what a JSON
+// pointer or a grammar rule cannot hold (a generic type's package path)
+// replaced.
+func defName(t reflect.Type) string {
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r == '~' || r == '#' || r == '%' || r == ' ' {
+			return '_'
+		}
+		return r
+	}, t.Name())
 }
 
 // fields calls f with each field of struct type t that encoding/json
@@ -65,34 +78,33 @@ func fields(t reflect.Type, f func(reflect.StructField) bool) bool {
 	return true
 }
 
-// recursive reports whether a struct type reached from t (through
-// pointers, slices, arrays, maps and fields) holds itself again; path
-// holds the struct types being walked.
-func recursive(t reflect.Type, path []reflect.Type) bool {
-	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
-		t = t.Elem()
-	}
-	if t.Kind() != reflect.Struct {
-		return false
-	}
-	if slices.Contains(path, t) {
-		return true
-	}
-	path = append(path, t)
-	return !fields(t, func(sf reflect.StructField) bool { return !recursive(sf.Type, path) })
-}
-
-// checkType refuses the types JSON cannot hold, naming the field.
-func checkType(t reflect.Type) error {
-	var seen []reflect.Type
+// walkType reads the types t holds (through pointers, slices, arrays,
+// maps and written fields): whether one holds itself again (recursive),
+// and an error for a type JSON cannot hold or a recursion that passes
+// through no struct (type Tree map[string]Tree), which the schema's
+// references cannot express.
+func walkType(t reflect.Type) (recursive bool, err error) {
+	var path []reflect.Type // the types being walked, outermost first
+	done := map[reflect.Type]bool{}
 	var walk func(t reflect.Type, at string) error
 	walk = func(t reflect.Type, at string) error {
+		if i := slices.Index(path, t); i >= 0 {
+			for _, u := range path[i:] {
+				if u.Kind() == reflect.Struct {
+					recursive = true
+					return nil
+				}
+			}
+			return fmt.Errorf("%s: %v holds itself through no struct, which a schema cannot refer to (make the recursion go through a struct)", where(at), t)
+		}
+		if done[t] {
+			return nil
+		}
+		path = append(path, t)
+		defer func() { path = path[:len(path)-1]; done[t] = true }()
 		switch t.Kind() {
 		case reflect.Chan, reflect.Func, reflect.Complex64, reflect.Complex128, reflect.UnsafePointer, reflect.Uintptr:
-			if at == "" {
-				at = "the type"
-			}
-			return fmt.Errorf("%s is a %v, which JSON cannot hold", at, t)
+			return fmt.Errorf("%s is a %v, which JSON cannot hold", where(at), t)
 		case reflect.Pointer, reflect.Slice, reflect.Array:
 			return walk(t.Elem(), at)
 		case reflect.Map:
@@ -101,10 +113,6 @@ func checkType(t reflect.Type) error {
 			}
 			return walk(t.Elem(), at)
 		case reflect.Struct:
-			if slices.Contains(seen, t) {
-				return nil
-			}
-			seen = append(seen, t)
 			var err error
 			fields(t, func(sf reflect.StructField) bool {
 				name := sf.Name
@@ -118,7 +126,15 @@ func checkType(t reflect.Type) error {
 		}
 		return nil
 	}
-	return walk(t, "")
+	err = walk(t, "")
+	return recursive, err
+}
+
+func where(at string) string {
+	if at == "" {
+		return "the type"
+	}
+	return at
 }
 
 // GrammarFor returns a grammar whose sentences are JSON texts that

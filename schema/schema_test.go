@@ -132,3 +132,48 @@ func TestForUnsupported(t *testing.T) {
 	_, err = schema.For[struct{ In []Inner }]()
 	assert.ErrorContains(t, err, "In.Done")
 }
+
+type mapTree map[string]mapTree
+
+type listNode struct {
+	Name string   `json:"name"`
+	Next nodeList `json:"next"`
+}
+
+type nodeList []listNode
+
+type genericNode[T any] struct {
+	Value T               `json:"value"`
+	Next  *genericNode[T] `json:"next,omitempty"`
+}
+
+type item struct {
+	N int `json:"n"`
+}
+
+// TestForRecursion: recursion through a named slice back to a struct,
+// and through a generic type, gets references the converter resolves
+// (the generic's package path kept out of the $defs name); recursion
+// through no struct at all (a map of itself) is an ErrInvalid, where the
+// reflection recursed until the stack overflowed.
+func TestForRecursion(t *testing.T) {
+	for name, f := range map[string]func() (*llama.Grammar, error){
+		"slice type":  schema.GrammarFor[nodeList],
+		"struct":      schema.GrammarFor[listNode],
+		"generic":     schema.GrammarFor[genericNode[item]],
+		"in a struct": schema.GrammarFor[struct{ Head genericNode[item] }],
+	} {
+		_, err := f()
+		assert.NoError(t, err, name)
+	}
+	for name, f := range map[string]func() ([]byte, error){
+		"map of itself":      schema.For[mapTree],
+		"map in a struct":    schema.For[struct{ Kids mapTree }],
+		"pointer to a map":   schema.For[*mapTree],
+		"slice of such maps": schema.For[[]mapTree],
+	} {
+		_, err := f()
+		assert.ErrorIs(t, err, llama.ErrInvalid, name)
+		assert.ErrorContains(t, err, "through no struct", name)
+	}
+}
