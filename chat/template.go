@@ -1142,7 +1142,7 @@ func (t *Template) detectCaps() TemplateCaps {
 }
 
 // rawBlock matches a Jinja raw block, whose text is not parsed.
-var rawBlock = regexp.MustCompile(`(?s)\{%-?\s*raw\s*-?%\}.*?\{%-?\s*endraw\s*-?%\}`)
+var rawBlock = regexp.MustCompile(`(?s)\{%[-+]?\s*raw\s*[-+]?%\}.*?\{%[-+]?\s*endraw\s*[-+]?%\}`)
 
 // checkDelimiters refuses a template with a tag, an expression or a
 // comment that is never closed ("{{ messages[0].content" with no "}}"):

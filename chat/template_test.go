@@ -261,7 +261,7 @@ func TestParseTemplateError(t *testing.T) {
 		assert.True(t, strings.HasPrefix(err.Error(), "chat: "))
 		assert.Contains(t, err.Error(), tc.msg)
 	}
-	for _, src := range []string{"{% raw %}{{ not closed{% endraw %}ok", "text { only } braces", `{{ '}}' }}`} {
+	for _, src := range []string{"{% raw %}{{ not closed{% endraw %}ok", "{%+ raw -%}{{{%- endraw +%}", "text { only } braces", `{{ '}}' }}`} {
 		_, err := ParseTemplate(src)
 		assert.NoError(t, err, src)
 	}
