@@ -110,10 +110,11 @@ func TestForUnsupported(t *testing.T) {
 		Done chan int `json:"done"`
 	}
 	type Skips struct {
-		Name string           `json:"name"`
-		F    func()           `json:"-"`
-		c    chan int         //nolint:unused // unexported: not written
-		M    map[string]int64 `json:"m"`
+		Name string `json:"name"`
+		F    func() `json:"-"`
+		//lint:ignore U1000 an unexported field: JSON does not write it
+		c chan int
+		M map[string]int64 `json:"m"`
 	}
 	_, err := schema.For[Skips]()
 	require.NoError(t, err)
