@@ -49,6 +49,15 @@ type Request struct {
 	// event (Event.Sampled) even when Params.NProbs is 0: OpenAI's
 	// logprobs with no top alternatives.
 	SampledProbs bool
+	// PostSamplingProbs gives those entries (Event.Probs, Event.Sampled)
+	// from the sampler chain's output instead of the model's: the
+	// candidates its filters kept, with the probabilities its final
+	// sampler drew from (temperature applied), the most likely first and
+	// none of probability 0, as llama-server's post_sampling_probs. A
+	// greedy chain (sampling.Params.Greedy) gives its token probability 1.
+	// The row then goes through the whole chain (no top-k fast path, no
+	// parallel or backend sampling).
+	PostSamplingProbs bool
 	// PromptProbs asks for the probability of each prompt token given the
 	// ones before it, with the Params.NProbs most likely tokens in its
 	// place (OpenAI's echo with logprobs; how evaluation harnesses score
@@ -105,6 +114,10 @@ type Request struct {
 // (Params.NProbs) or without them (SampledProbs).
 func (r *Request) ReportsSampled() bool { return r.Params.NProbs > 0 || r.SampledProbs }
 
+// reportsChain reports whether r's probability entries come from the
+// sampler chain's output (PostSamplingProbs).
+func (r *Request) reportsChain() bool { return r.PostSamplingProbs && r.ReportsSampled() }
+
 // NewRequest returns a completion request for prompt with llama-server's
 // defaults: sampling.Defaults, generation until end of generation or a
 // full context (NPredict -1), any slot (SlotID -1), the prompt cache on.
@@ -122,8 +135,8 @@ type LoRAScale struct {
 type TokenProb struct {
 	Token   llama.Token
 	Text    string
-	Prob    float32 // probability after sampling
-	Logprob float32 // log of the probability before sampling (full softmax)
+	Prob    float32 // probability: the model's (softmax of the row), or the chain's (Request.PostSamplingProbs)
+	Logprob float32 // log of Prob
 }
 
 // PromptProb is a prompt token's probability entry given the tokens

@@ -1178,3 +1178,80 @@ func TestEnginePromptProbs(t *testing.T) {
 		})
 	}
 }
+
+// Post-sampling probabilities come from the chain's output: the survivors
+// of its filters with the probabilities it drew from, and sampling reads
+// them without changing what it picks (a seeded run writes the same).
+func TestEnginePostSamplingProbs(t *testing.T) {
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}, SampleThreads: 2, Parallel: 2})
+	prompt := engTokenize(t, m, "Once upon a time", true)
+	seeded := func(topK int, grammar string) *Request {
+		tk := engGreedyTask(prompt, 12)
+		tk.Params.Temperature, tk.Params.TopK, tk.Params.Seed, tk.Params.Grammar = 1, topK, 42, grammar
+		return tk
+	}
+	tests := []struct {
+		name    string
+		topK    int
+		nProbs  int
+		grammar string
+		greedy  bool
+	}{
+		{name: "top-k", topK: 5, nProbs: 8},
+		{name: "top-k, fewer asked", topK: 5, nProbs: 2},
+		{name: "whole row, sorted", topK: 0, nProbs: 100},
+		{name: "grammar", topK: 20, nProbs: 8, grammar: `root ::= [a-z ,.]+`},
+		{name: "greedy", nProbs: 3, greedy: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			plain := seeded(tc.topK, tc.grammar)
+			post := seeded(tc.topK, tc.grammar)
+			if tc.greedy {
+				plain, post = engGreedyTask(prompt, 12), engGreedyTask(prompt, 12)
+			}
+			post.Params.NProbs, post.PostSamplingProbs = tc.nProbs, true
+			// Two at once: the plain one may be sampled in parallel.
+			stA, err := e.Submit(context.Background(), plain)
+			require.NoError(t, err)
+			stB, err := e.Submit(context.Background(), post)
+			require.NoError(t, err)
+			a, b := engCollect(t, stA), engCollect(t, stB)
+			require.NoError(t, a.done.Err)
+			require.NoError(t, b.done.Err)
+			assert.Equal(t, a.tokens, b.tokens, "reading the chain's output changed the sampling")
+			for _, ev := range b.events {
+				require.NotNil(t, ev.Sampled)
+				assert.Equal(t, ev.Token, ev.Sampled.Token)
+				if tc.greedy {
+					assert.Equal(t, []TokenProb{{Token: ev.Token, Text: ev.Sampled.Text, Prob: 1, Logprob: 0}}, ev.Probs)
+					continue
+				}
+				require.NotEmpty(t, ev.Probs)
+				assert.LessOrEqual(t, len(ev.Probs), tc.nProbs)
+				if tc.topK > 0 {
+					assert.LessOrEqual(t, len(ev.Probs), tc.topK)
+				}
+				sum, own := 0.0, float32(0)
+				for i, p := range ev.Probs {
+					assert.Greater(t, p.Prob, float32(0))
+					assert.InDelta(t, math.Log(float64(p.Prob)), p.Logprob, 1e-4)
+					if i > 0 {
+						assert.LessOrEqual(t, p.Prob, ev.Probs[i-1].Prob, "not sorted")
+					}
+					if p.Token == ev.Token {
+						own = p.Prob
+					}
+					sum += float64(p.Prob)
+				}
+				assert.Greater(t, ev.Sampled.Prob, float32(0))
+				if own != 0 {
+					assert.Equal(t, own, ev.Sampled.Prob)
+				}
+				if len(ev.Probs) < tc.nProbs {
+					assert.InDelta(t, 1, sum, 1e-3, "fewer than asked, yet not all the chain kept")
+				}
+			}
+		})
+	}
+}

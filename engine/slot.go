@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -34,11 +35,15 @@ type engSlot struct {
 	iFirst    int                 // batch index of the first prompt token (embeddings)
 	smpl      *llama.SamplerChain // the samplers, dist last
 	// pre: this step's token was sampled by presample (preTok, preErr).
-	pre       bool
-	preTok    llama.Token
-	preErr    error
-	gram      *llama.SamplerChain // the grammar, if any
-	cand      []llama.TokenData
+	pre    bool
+	preTok llama.Token
+	preErr error
+	gram   *llama.SamplerChain // the grammar, if any
+	cand   []llama.TokenData
+	// chainOut are the candidates the chain left in this step's sampling
+	// (in cand), for Request.PostSamplingProbs; nil where no chain ran
+	// over the row (a grammar that allows only end of generation).
+	chainOut  []llama.TokenData
 	last      llama.Token // sampled, not yet decoded
 	generated int
 	truncated bool
@@ -590,7 +595,7 @@ func (e *Engine) presample(slots []*engSlot) {
 	}
 	jobs := e.sampleJobs[:0]
 	for _, s := range slots {
-		if s.gram == nil {
+		if s.samplesInParallel() {
 			jobs = append(jobs, llama.SampleJob{Chain: s.smpl, Index: s.iBatch})
 		}
 	}
@@ -598,7 +603,7 @@ func (e *Engine) presample(slots []*engSlot) {
 		e.presampled++
 		k := 0
 		for _, s := range slots {
-			if s.gram == nil {
+			if s.samplesInParallel() {
 				s.pre, s.preTok, s.preErr = true, jobs[k].Token, jobs[k].Err
 				k++
 			}
@@ -607,6 +612,10 @@ func (e *Engine) presample(slots []*engSlot) {
 	clear(jobs)
 	e.sampleJobs = jobs[:0]
 }
+
+// samplesInParallel reports whether presample may sample the slot's row:
+// not with a grammar, nor where the chain's candidates are reported.
+func (s *engSlot) samplesInParallel() bool { return s.gram == nil && !s.tk.t.reportsChain() }
 
 // failLargest ends, with err, the running request that holds the most of
 // the full shared memory, and frees its cells, so that the others go on
@@ -708,7 +717,7 @@ func (e *Engine) sampleNext(s *engSlot) {
 	var probs []TokenProb
 	var sampled *TokenProb
 	var logits []float32
-	if t.ReportsSampled() {
+	if t.ReportsSampled() && !t.reportsChain() {
 		if l, err := e.lctx.Logits(s.iBatch); err == nil {
 			logits = l
 		}
@@ -724,7 +733,10 @@ func (e *Engine) sampleNext(s *engSlot) {
 		return
 	}
 	s.generated++
-	if logits != nil {
+	switch {
+	case t.reportsChain():
+		probs, sampled = e.chainProbs(s.chainOut, t.Params.NProbs, tok, t.Params.Greedy())
+	case logits != nil:
 		probs, sampled = e.topProbs(logits, t.Params.NProbs, tok)
 	}
 	e.clock.mark(PhaseSample)
@@ -935,14 +947,13 @@ func (e *Engine) embedOut(s *engSlot) {
 	e.release(s)
 }
 
-// topProbs returns the n most likely tokens of logits with their
-// probabilities, and the entry of the sampled token. The probabilities are
-// those of the full softmax of the logits (llama.cpp's post-sampling probs
-// would be those after the sampler chain; we approximate them with the
-// pre-sampling ones), Logprob their logarithm.
 // topProbsInsert is the most entries topProbs finds by insertion.
 const topProbsInsert = 64
 
+// topProbs returns the n most likely tokens of logits with their
+// probabilities, and the entry of the sampled token. The probabilities are
+// those of the full softmax of the logits (the model's, before sampling;
+// chainProbs gives the chain's), Logprob their logarithm.
 func (e *Engine) topProbs(logits []float32, n int, tok llama.Token) ([]TokenProb, *TokenProb) {
 	maxL := float32(math.Inf(-1))
 	for _, l := range logits {
@@ -1041,33 +1052,39 @@ var errGrammarStuck error = &llama.Error{Code: llama.CodeGrammar, Op: "sample", 
 // process. When the grammar only allows end-of-generation tokens
 // (it is complete), one of them is returned even with ignore_eos.
 func (e *Engine) sample(s *engSlot) (llama.Token, error) {
+	s.chainOut = nil
+	chain := s.tk.t.reportsChain()
 	if s.gram == nil {
-		return s.smpl.Sample(e.lctx, s.iBatch)
+		if !chain {
+			return s.smpl.Sample(e.lctx, s.iBatch)
+		}
+		tok, err := e.proposeRow(s)
+		if err != nil {
+			return llama.NoToken, err
+		}
+		return tok, s.smpl.Accept(tok)
 	}
 	// As llama.cpp's sampler: sample without the grammar first (Propose:
 	// the top-k fast path when the chain has one) and keep the token when
 	// the grammar allows it; otherwise sample again from the candidates
 	// the grammar allows. (Each pass draws from the random generator, so
 	// seeded outputs match llama-server's.)
-	if tok, err := s.smpl.Propose(e.lctx, s.iBatch); err == nil {
-		if s.gramAllows(tok) {
-			if err := s.smpl.Accept(tok); err != nil {
-				return llama.NoToken, err
-			}
-			if err := s.gram.Accept(tok); err != nil {
-				return llama.NoToken, err
-			}
-			return tok, nil
-		}
+	var tok llama.Token
+	var err error
+	if chain {
+		tok, err = e.proposeRow(s)
+	} else {
+		tok, err = s.smpl.Propose(e.lctx, s.iBatch)
 	}
+	if err == nil && s.gramAllows(tok) {
+		return tok, e.acceptBoth(s, tok)
+	}
+	s.chainOut = nil // cand is filled again below
 	logits, err := e.lctx.Logits(s.iBatch)
 	if err != nil {
 		return llama.NoToken, err
 	}
-	s.cand = s.cand[:0]
-	for i, l := range logits {
-		s.cand = append(s.cand, llama.TokenData{ID: llama.Token(i), Logit: l})
-	}
+	s.fillCand(logits)
 	// The row is masked and sampled in place: copies of a large
 	// vocabulary's row would cost milliseconds a step. The grammar's pass
 	// runs on the engine's C thread (see cThread).
@@ -1108,19 +1125,112 @@ func (e *Engine) sample(s *engSlot) (llama.Token, error) {
 	if sel < 0 || sel >= len(cands) || math.IsInf(float64(cands[sel].Logit), -1) {
 		return llama.NoToken, errGrammarStuck
 	}
-	tok := cands[sel].ID
+	tok = cands[sel].ID
 	// The chain gave it a finite logit; the grammar must still allow it
 	// (a sampler could have raised a masked token's logit).
 	if !s.gramAllows(tok) {
 		return llama.NoToken, errGrammarStuck
 	}
+	s.chainOut = cands
+	return tok, e.acceptBoth(s, tok)
+}
+
+// acceptBoth accepts tok into the slot's chain and its grammar.
+func (e *Engine) acceptBoth(s *engSlot, tok llama.Token) error {
 	if err := s.smpl.Accept(tok); err != nil {
+		return err
+	}
+	return s.gram.Accept(tok)
+}
+
+// proposeRow runs the slot's chain over its whole row (without accepting
+// the token), as Propose, keeping the chain's candidates in s.chainOut.
+func (e *Engine) proposeRow(s *engSlot) (llama.Token, error) {
+	logits, err := e.lctx.Logits(s.iBatch)
+	if err != nil {
 		return llama.NoToken, err
 	}
-	if err := s.gram.Accept(tok); err != nil {
+	s.fillCand(logits)
+	cands, sel, err := s.smpl.ApplyInPlace(s.cand)
+	if err != nil {
 		return llama.NoToken, err
 	}
-	return tok, nil
+	if sel < 0 {
+		return llama.NoToken, fmt.Errorf("engine: no sampler of the chain selected a token: %w", llama.ErrInvalid)
+	}
+	s.chainOut = cands
+	return cands[sel].ID, nil
+}
+
+// fillCand sets the slot's candidates to the row of logits.
+func (s *engSlot) fillCand(logits []float32) {
+	s.cand = s.cand[:0]
+	for i, l := range logits {
+		s.cand = append(s.cand, llama.TokenData{ID: llama.Token(i), Logit: l})
+	}
+}
+
+// chainProbs are a step's probability entries from the chain's output
+// (Request.PostSamplingProbs): the n most probable candidates (none of
+// probability 0) and tok's own entry. A greedy chain, or none (cands nil),
+// made tok certain.
+func (e *Engine) chainProbs(cands []llama.TokenData, n int, tok llama.Token, greedy bool) ([]TokenProb, *TokenProb) {
+	entry := func(t llama.Token, p float32) TokenProb {
+		lp := float32(math.Inf(-1))
+		if p > 0 {
+			lp = float32(math.Log(float64(p)))
+		}
+		return TokenProb{Token: t, Text: e.piece(t, false), Prob: p, Logprob: lp}
+	}
+	if greedy || cands == nil {
+		own := entry(tok, 1)
+		if n > 0 {
+			return []TokenProb{own}, &own
+		}
+		return nil, &own
+	}
+	var own TokenProb
+	found := false
+	n = max(min(n, len(cands)), 0)
+	top := make([]int, 0, n) // indices, by decreasing probability
+	for i, c := range cands {
+		if c.ID == tok && !found {
+			own, found = entry(tok, c.P), true
+		}
+		if n == 0 || !(c.P > 0) {
+			continue
+		}
+		if n > topProbsInsert {
+			top = append(top, i) // sorted below
+			continue
+		}
+		if len(top) == n && c.P <= cands[top[n-1]].P {
+			continue
+		}
+		j := len(top)
+		if j < n {
+			top = append(top, i)
+		} else {
+			j = n - 1
+		}
+		for j > 0 && cands[top[j-1]].P < c.P {
+			top[j] = top[j-1]
+			j--
+		}
+		top[j] = i
+	}
+	if !found {
+		own = entry(tok, 0)
+	}
+	if n > topProbsInsert {
+		slices.SortStableFunc(top, func(a, b int) int { return cmp.Compare(cands[b].P, cands[a].P) })
+		top = top[:min(n, len(top))]
+	}
+	out := make([]TokenProb, len(top))
+	for k, i := range top {
+		out[k] = entry(cands[i].ID, cands[i].P)
+	}
+	return out, &own
 }
 
 // gramAllows reports whether the slot's grammar allows tok next (a pass

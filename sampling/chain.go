@@ -198,7 +198,7 @@ func (p *Params) Chain(env Env, extra ...llama.Sampler) (ss []llama.Sampler, his
 	case 2:
 		b.ss = append(b.ss, llama.Temp(p.Temperature), llama.MirostatV2(p.MirostatTau, p.MirostatEta, p.Seed))
 	default:
-		b.greedy = p.Temperature <= 0
+		b.greedy = p.Greedy()
 		for _, name := range p.Samplers {
 			if s, ok := samplerNames[strings.ToLower(name)]; ok {
 				s.add(b, p)
@@ -257,4 +257,11 @@ func (p *Params) GrammarSampler(ctx context.Context) (llama.Sampler, error) {
 		}
 	}
 	return g.LazySampler(pats, toks), nil
+}
+
+// Greedy reports whether p's chain picks the likeliest token left by its
+// filters (temperature 0 or less, no mirostat), where llama.cpp's chain
+// gives that token probability 1 and the others 0.
+func (p *Params) Greedy() bool {
+	return p.Mirostat != 1 && p.Mirostat != 2 && p.Temperature <= 0
 }

@@ -184,11 +184,25 @@ func TestCompletionOptions(t *testing.T) {
 		assert.Equal(t, top[0].(map[string]any)["id"], first["id"])
 		assert.LessOrEqual(t, first["logprob"].(float64), 0.0)
 		assert.NotEmpty(t, first["bytes"])
+		// After sampling: greedy makes its token certain; top-k 3 at
+		// temperature 1 leaves three, whose probabilities sum to 1.
 		code, out = postJSON(t, ts.URL+"/completion", base(map[string]any{"n_probs": 2, "n_predict": 2, "post_sampling_probs": true}))
 		require.Equal(t, http.StatusOK, code)
 		first = out["completion_probabilities"].([]any)[0].(map[string]any)
-		assert.Contains(t, first, "prob")
-		assert.Len(t, first["top_probs"], 2)
+		assert.Equal(t, 1.0, first["prob"])
+		assert.Equal(t, []any{map[string]any{"id": first["id"], "token": first["token"], "bytes": first["bytes"], "prob": 1.0}}, first["top_probs"])
+		code, out = postJSON(t, ts.URL+"/completion", base(map[string]any{"n_probs": 5, "n_predict": 2, "post_sampling_probs": true,
+			"temperature": 1, "top_k": 3, "top_p": 1, "min_p": 0, "seed": 1}))
+		require.Equal(t, http.StatusOK, code)
+		first = out["completion_probabilities"].([]any)[0].(map[string]any)
+		top = first["top_probs"].([]any)
+		require.Len(t, top, 3)
+		sum := 0.0
+		for _, p := range top {
+			sum += p.(map[string]any)["prob"].(float64)
+		}
+		assert.InDelta(t, 1, sum, 1e-4)
+		assert.Greater(t, first["prob"].(float64), 0.0)
 	})
 	t.Run("backend_sampling", func(t *testing.T) {
 		// Greedy on the backend writes what greedy on the CPU does; a

@@ -125,6 +125,7 @@ func (inst *instance) generation(g *wire.Gen, defaultNPredict int) (*engine.Requ
 		}
 	}
 	t.ReturnProgress = progress && opt.Stream
+	t.PostSamplingProbs = opt.PostSamplingProbs
 	// A whole answer is read at its end: the loop need not wake the reader per token.
 	t.WakeAtEnd = !opt.Stream
 	if err := g.ResponseFields.Read(&opt.ResponseFields, fmt.Sprintf("an array of at most %d strings", wire.MaxStrings)); err != nil {

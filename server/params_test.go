@@ -105,8 +105,9 @@ func TestParseGeneration(t *testing.T) {
 			assert.NotNil(t, task.LoRA)
 			assert.Empty(t, task.LoRA)
 		}},
-		{"response options", `{"stream":true,"return_tokens":true,"timings_per_token":true,"post_sampling_probs":true,"response_fields":["content"]}`, func(t *testing.T, _ *engine.Request, opt genOptions) {
+		{"response options", `{"stream":true,"return_tokens":true,"timings_per_token":true,"post_sampling_probs":true,"response_fields":["content"]}`, func(t *testing.T, task *engine.Request, opt genOptions) {
 			assert.True(t, opt.Stream && opt.ReturnTokens && opt.TimingsPerToken && opt.PostSamplingProbs)
+			assert.True(t, task.PostSamplingProbs)
 			assert.Equal(t, wire.StringList{"content"}, opt.ResponseFields)
 		}},
 		{"n_cache_reuse absent: the server's", `{}`, func(t *testing.T, task *engine.Request, _ genOptions) {
