@@ -186,7 +186,10 @@ type Request struct {
 	Reasoning string
 	// Schema is a JSON Schema the answer must follow (response_format).
 	// The answer may come after whitespace or in a ```json fence, and its
-	// content is then the JSON alone; {} asks for nothing.
+	// content is then the JSON alone; {} asks for nothing. With Tools
+	// under tool choice auto, the answer is calls or that JSON, and the
+	// grammar applies from the first token; a call required leaves the
+	// schema unused.
 	Schema json.RawMessage
 	// PlainSchema makes Schema's grammar the whole answer, as
 	// llama-server without --jinja: no fence, and {} asks for an object.
@@ -260,9 +263,6 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 		if req.Grammar != "" {
 			return nil, requestError(nil, "cannot use custom grammar constraints with tools")
 		}
-		if len(req.Schema) > 0 {
-			return nil, requestError(nil, "cannot use response_format (or json_schema) with tools")
-		}
 		if err := checkToolChoice(choice, req.Tools); err != nil {
 			return nil, requestError(err, "tools: %v", err)
 		}
@@ -282,30 +282,9 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 	// constrains or parses calls, whatever the tool choice: the model
 	// answers in free text, as llama.cpp's chat parser has it.
 	callTools := useTools && format != FormatContentOnly
-	if callTools {
-		if format == FormatGeneric {
-			msgs = addSystem(msgs, GenericToolsPrompt)
-		}
-		parallel := tmpl.Caps().SupportsParallelToolCalls
-		if req.ParallelToolCalls != nil {
-			parallel = *req.ParallelToolCalls
-		}
-		tg, err := BuildToolGrammar(format, req.Tools, choice, parallel)
-		if err != nil {
-			return nil, requestError(err, "tools: %v", err)
-		}
-		// Llama 3.x writes a call as a bare JSON object: with no marker to
-		// wait for, llama.cpp v0.4.0 constrains it only when a call is
-		// required, and under auto parses what the model wrote freely.
-		if format == FormatLlama3x && choice.Mode == "auto" {
-			tg = nil
-		}
-		if tg != nil {
-			plan.Grammar, plan.GrammarLazy = tg.Grammar, tg.Lazy
-			plan.GrammarTriggers, plan.PreservedTokens = tg.Triggers, tg.PreservedTokens
-			plan.ToolGrammar = true
-		}
-	} else if !useTools && len(req.Schema) > 0 && (req.PlainSchema || !isEmptyObject(req.Schema)) {
+	wantSchema := len(req.Schema) > 0 && (req.PlainSchema || !isEmptyObject(req.Schema))
+	var schemaGrammar string // the response format's grammar alone
+	if wantSchema {
 		if req.Grammar != "" {
 			return nil, requestError(nil, "cannot use response_format with grammar or json_schema")
 		}
@@ -319,9 +298,46 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 		}
 		if !req.PlainSchema {
 			g = responseFormatGrammar(g)
-			plan.JSONContent = true
 		}
-		plan.Grammar = g
+		schemaGrammar = g
+	}
+	if callTools {
+		if format == FormatGeneric {
+			msgs = addSystem(msgs, GenericToolsPrompt)
+		}
+		parallel := tmpl.Caps().SupportsParallelToolCalls
+		if req.ParallelToolCalls != nil {
+			parallel = *req.ParallelToolCalls
+		}
+		// With a response format, an answer that calls no tool is its
+		// JSON (under auto; a call required leaves no other answer).
+		var answer json.RawMessage
+		if wantSchema && (choice.Mode == "" || choice.Mode == "auto") {
+			answer = req.Schema
+			if isEmptyObject(answer) {
+				answer = json.RawMessage(`{"type":"object"}`)
+			}
+			plan.JSONContent = !req.PlainSchema
+		}
+		tg, err := buildToolGrammar(format, req.Tools, choice, parallel, answer, !req.PlainSchema)
+		if err != nil {
+			return nil, requestError(err, "tools: %v", err)
+		}
+		// Llama 3.x writes a call as a bare JSON object: with no marker to
+		// wait for, llama.cpp v0.4.0 constrains it only when a call is
+		// required, and under auto parses what the model wrote freely.
+		if format == FormatLlama3x && choice.Mode == "auto" && answer == nil {
+			tg = nil
+		}
+		if tg != nil {
+			plan.Grammar, plan.GrammarLazy = tg.Grammar, tg.Lazy
+			plan.GrammarTriggers, plan.PreservedTokens = tg.Triggers, tg.PreservedTokens
+			plan.ToolGrammar = true
+		}
+	} else if wantSchema {
+		// No tool can be called here (none given, tool choice none, or a
+		// template with no call format): the answer is the JSON.
+		plan.Grammar, plan.JSONContent = schemaGrammar, !req.PlainSchema
 	}
 	// A conversation ending with an assistant message is continued from
 	// its text (llama.cpp's assistant prefill), as is the last message with
@@ -403,6 +419,7 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 	if req.PureContent {
 		if plan.ToolGrammar {
 			plan.Grammar, plan.GrammarLazy, plan.GrammarTriggers, plan.ToolGrammar = "", false, nil, false
+			plan.Grammar, plan.JSONContent = schemaGrammar, schemaGrammar != "" && !req.PlainSchema
 		}
 		plan.PreservedTokens = nil
 		plan.Parse = ParseOptions{Format: FormatContentOnly, Reasoning: ReasoningNone}

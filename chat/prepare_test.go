@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	grammar "github.com/x/llama/internal/gbnf"
 )
 
 // testTemplates returns templates that render src.
@@ -245,8 +247,11 @@ func TestPrepare(t *testing.T) {
 			err: `tools: chat: tool choice names unknown function "nope"`},
 		{name: "tools and a grammar", src: hermesTemplate, req: Request{Messages: []Message{user}, Tools: []Tool{weather}, Grammar: `root ::= "x"`},
 			err: "cannot use custom grammar constraints with tools"},
-		{name: "tools and a schema", src: hermesTemplate, req: Request{Messages: []Message{user}, Tools: []Tool{weather}, Schema: json.RawMessage(`{}`)},
-			err: "cannot use response_format (or json_schema) with tools"},
+		{name: "tools and an empty schema: the tools alone", src: hermesTemplate, req: Request{Messages: []Message{user}, Tools: []Tool{weather}, Schema: json.RawMessage(`{}`)},
+			check: func(t *testing.T, p *Plan) {
+				assert.True(t, p.GrammarLazy)
+				assert.False(t, p.JSONContent)
+			}},
 		{name: "schema: fenced JSON, content alone", src: chatml,
 			req: Request{Messages: []Message{user}, Schema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer"}}}`)},
 			check: func(t *testing.T, p *Plan) {
@@ -358,4 +363,94 @@ func TestPlanStream(t *testing.T) {
 	assert.Equal(t, whole.Content, got.Content)
 	assert.Equal(t, whole.ToolCalls, got.ToolCalls)
 	assert.Equal(t, []ToolCall{{Name: "f", Arguments: `{"a": 1}`}}, got.ToolCalls)
+}
+
+// grammarAccepts reports whether GBNF grammar g matches text whole.
+func grammarAccepts(t *testing.T, g, text string) bool {
+	t.Helper()
+	gr, err := grammar.Parse(g, "root")
+	require.NoError(t, err, g)
+	st := gr.Stacks()
+	return st.AcceptToken(-1, []byte(text)) && st.AtEnd()
+}
+
+// Tools with a response format (OpenAI's agents with an output type): under
+// auto the answer is calls or the schema's JSON, from the first token;
+// where no call can come, the JSON alone.
+func TestPrepareToolsWithSchema(t *testing.T) {
+	chatml, ok := BuiltinJinja("chatml")
+	require.True(t, ok)
+	user := Message{Role: RoleUser, Content: "weather?"}
+	weather := Tool{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)}
+	schema := json.RawMessage(`{"type":"object","properties":{"answer":{"type":"integer"}},"required":["answer"]}`)
+	const (
+		call    = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"
+		answer  = `{"answer": 42}`
+		fenced  = "```json\n{\"answer\": 42}\n```"
+		generic = `{"tool_call": {"name": "get_weather", "arguments": {"city": "Oslo"}}}`
+		wrong   = `{"answer": "many"}`
+	)
+	tests := []struct {
+		name      string
+		src       string
+		req       Request
+		accepts   []string
+		refuses   []string
+		jsonOnly  bool // content is the JSON alone
+		toolParse bool
+	}{
+		{name: "auto: a call or the JSON", src: hermesTemplate,
+			req:     Request{Tools: []Tool{weather}, Schema: schema},
+			accepts: []string{call, answer, fenced, " " + answer}, refuses: []string{wrong, "free text", "Sure. " + call},
+			jsonOnly: true, toolParse: true},
+		{name: "required: a call only", src: hermesTemplate,
+			req:     Request{Tools: []Tool{weather}, Schema: schema, ToolChoice: ToolChoice{Mode: "required"}},
+			accepts: []string{call}, refuses: []string{answer}, toolParse: true},
+		{name: "named function: a call only", src: hermesTemplate,
+			req:     Request{Tools: []Tool{weather}, Schema: schema, ToolChoice: ToolChoice{Mode: "function", Function: "get_weather"}},
+			accepts: []string{call}, refuses: []string{answer}, toolParse: true},
+		{name: "tool choice none: the JSON", src: hermesTemplate,
+			req:     Request{Tools: []Tool{weather}, Schema: schema, ToolChoice: ToolChoice{Mode: "none"}},
+			accepts: []string{answer, fenced}, refuses: []string{call}, jsonOnly: true},
+		{name: "generic envelope: a call or the JSON as the response", src: chatml,
+			req:     Request{Tools: []Tool{weather}, Schema: schema, FallbackFormat: FormatGeneric},
+			accepts: []string{generic, `{"response": {"answer": 42}}`}, refuses: []string{`{"response": "42"}`, answer},
+			jsonOnly: true, toolParse: true},
+		{name: "a template with no call format: the JSON", src: chatml,
+			req:     Request{Tools: []Tool{weather}, Schema: schema},
+			accepts: []string{answer}, refuses: []string{call}, jsonOnly: true},
+		{name: "pure content: the JSON", src: hermesTemplate,
+			req:     Request{Tools: []Tool{weather}, Schema: schema, PureContent: true},
+			accepts: []string{answer}, refuses: []string{call}, jsonOnly: true},
+		{name: "plain schema: no fence", src: hermesTemplate,
+			req:     Request{Tools: []Tool{weather}, Schema: schema, PlainSchema: true},
+			accepts: []string{call, answer}, refuses: []string{fenced}, toolParse: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.req.Messages = []Message{user}
+			p, err := testTemplates(t, tc.src).Prepare(tc.req)
+			require.NoError(t, err)
+			require.NotEmpty(t, p.Grammar)
+			assert.False(t, p.GrammarLazy)
+			assert.Empty(t, p.GrammarTriggers)
+			assert.Equal(t, tc.jsonOnly, p.JSONContent)
+			assert.Equal(t, tc.toolParse, p.Parse.ParseToolCalls)
+			for _, text := range tc.accepts {
+				assert.True(t, grammarAccepts(t, p.Grammar, text), "refused %q", text)
+			}
+			for _, text := range tc.refuses {
+				assert.False(t, grammarAccepts(t, p.Grammar, text), "accepted %q", text)
+			}
+		})
+	}
+	// What the model wrote is read back: a call, or the JSON as content.
+	p, err := testTemplates(t, hermesTemplate).Prepare(Request{Messages: []Message{user}, Tools: []Tool{weather}, Schema: schema})
+	require.NoError(t, err)
+	msg := p.ParseOutput(call)
+	require.Len(t, msg.ToolCalls, 1)
+	assert.Equal(t, "get_weather", msg.ToolCalls[0].Name)
+	msg = p.ParseOutput(fenced)
+	assert.Empty(t, msg.ToolCalls)
+	assert.Equal(t, answer, msg.Content)
 }

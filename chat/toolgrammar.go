@@ -98,6 +98,15 @@ type ToolGrammar struct {
 // it applies from the first token. parallel allows several calls. Choice
 // "none" needs no grammar: it returns nil and no error.
 func BuildToolGrammar(f Format, tools []Tool, choice ToolChoice, parallel bool) (*ToolGrammar, error) {
+	return buildToolGrammar(f, tools, choice, parallel, nil, false)
+}
+
+// buildToolGrammar is BuildToolGrammar where, under choice "auto", the
+// answer may be instead the JSON of schema, a response format (nil:
+// none), as with OpenAI: calls or that JSON, from the first token, so
+// the grammar is not lazy. fence allows the JSON in a ```json fence.
+// With the generic format the JSON is the envelope's "response".
+func buildToolGrammar(f Format, tools []Tool, choice ToolChoice, parallel bool, schema []byte, fence bool) (*ToolGrammar, error) {
 	mode := choice.Mode
 	if mode == "" {
 		mode = "auto"
@@ -138,15 +147,36 @@ func BuildToolGrammar(f Format, tools []Tool, choice ToolChoice, parallel bool) 
 	if err := g.b.Check(); err != nil {
 		return nil, fmt.Errorf("chat: tool parameters: %w", err)
 	}
+	answer := ""
+	if mode == "auto" && len(schema) > 0 {
+		a, err := g.b.AddSchema("response-format", schema)
+		if err == nil {
+			err = g.b.Check()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("chat: response format: %w", err)
+		}
+		answer = a
+	}
 	tg := &ToolGrammar{Lazy: mode == "auto"}
 	root := g.build(parallel, tg)
-	if f == FormatGeneric || f == FormatContentOnly {
+	switch {
+	case f == FormatGeneric || f == FormatContentOnly:
 		tg.Lazy = false
 		if mode == "auto" {
-			str := g.b.AddRule("response-string", `"\"" ( [^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""`)
-			resp := g.b.AddRule("response", `"{" space "\"response\"" space ":" space `+str+` space "}"`)
+			if answer == "" {
+				answer = g.b.AddRule("response-string", `"\"" ( [^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""`)
+			}
+			resp := g.b.AddRule("response", `"{" space "\"response\"" space ":" space `+answer+` space "}"`)
 			root = g.b.AddRule("root-choice", root+" | "+resp)
 		}
+	case answer != "":
+		tg.Lazy = false
+		body := "space " + answer + " space"
+		if fence {
+			body = "space ( \"```json\" space " + answer + " space \"```\" | " + body + " )"
+		}
+		root = g.b.AddRule("root-choice", root+" | "+g.b.AddRule("response-format-answer", body))
 	}
 	if !tg.Lazy {
 		tg.Triggers = nil
@@ -217,7 +247,7 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		call := b.AddRule("tool-call", `"<tool_call>" space `+c+` space "</tool_call>"`)
 		word("<tool_call>")
 		preserve("<think>", "</think>", "<tool_call>", "</tool_call>")
-		return b.AddRule("root", g.repeat(call, "space", parallel))
+		return b.AddRule("tool-calls", g.repeat(call, "space", parallel))
 	case FormatQwen3Coder:
 		b.AddRule("xml-text", `( [^<] | "<" [^/] )*`)
 		call := g.alt("tool-call", func(t toolRule) string {
@@ -226,7 +256,7 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		})
 		word("<tool_call>")
 		preserve("<think>", "</think>", "<tool_call>", "</tool_call>")
-		return b.AddRule("root", g.repeat(call, `"\n"`, parallel))
+		return b.AddRule("tool-calls", g.repeat(call, `"\n"`, parallel))
 	case FormatSeedOSS:
 		b.AddRule("xml-text", `( [^<] | "<" [^/] )*`)
 		call := g.alt("tool-call", func(t toolRule) string {
@@ -235,7 +265,7 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		})
 		word("<seed:tool_call>")
 		preserve("<seed:think>", "</seed:think>", "<seed:tool_call>", "</seed:tool_call>")
-		return b.AddRule("root", g.repeat(call, `"\n"`, parallel))
+		return b.AddRule("tool-calls", g.repeat(call, `"\n"`, parallel))
 	case FormatMiniMaxM2:
 		b.AddRule("xml-text", `( [^<] | "<" [^/] )*`)
 		invoke := g.alt("invoke", func(t toolRule) string {
@@ -248,7 +278,7 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		}
 		word("<minimax:tool_call>")
 		preserve("<think>", "</think>", "<minimax:tool_call>", "</minimax:tool_call>")
-		return b.AddRule("root", `"<minimax:tool_call>\n" `+calls+` "</minimax:tool_call>"`)
+		return b.AddRule("tool-calls", `"<minimax:tool_call>\n" `+calls+` "</minimax:tool_call>"`)
 	case FormatDeepSeekV32:
 		b.AddRule("xml-text", `( [^<] | "<" [^/] )*`)
 		invoke := g.alt("invoke", func(t toolRule) string {
@@ -266,7 +296,7 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 			blocks = append(blocks, lit(open+"\n")+" "+calls+" "+lit("</"+open[1:]))
 		}
 		preserve(dsml, "<think>", "</think>")
-		return b.AddRule("root", strings.Join(blocks, " | "))
+		return b.AddRule("tool-calls", strings.Join(blocks, " | "))
 	case FormatLFM2:
 		b.AddRule("lfm-str", `"\"" ( [^"\\] | "\\" [^\n] )* "\"" | "'" ( [^'\\] | "\\" [^\n] )* "'"`)
 		b.AddRule("lfm-num", `"-"? [0-9]+ ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?`)
@@ -279,42 +309,42 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		})
 		word(lfmCallStart)
 		preserve(lfmCallStart, lfmCallEnd, "<think>", "</think>")
-		return b.AddRule("root", lit(lfmCallStart+"[")+" "+g.repeat(call, `"," space`, parallel)+" "+lit("]"+lfmCallEnd))
+		return b.AddRule("tool-calls", lit(lfmCallStart+"[")+" "+g.repeat(call, `"," space`, parallel)+" "+lit("]"+lfmCallEnd))
 	case FormatApertus:
 		c := g.alt("tool-call", func(t toolRule) string {
 			return `"{" space ` + jsonName(t.name) + ` space ":" space ` + t.args + ` space "}"`
 		})
 		word(apertusTools)
 		preserve(apertusTools, apertusToolsEnd, apertusInner, apertusInnerEnd)
-		return b.AddRule("root", lit(apertusTools+"[")+" space "+g.repeat(c, `space "," space`, parallel)+" space "+lit("]"+apertusToolsEnd))
+		return b.AddRule("tool-calls", lit(apertusTools+"[")+" space "+g.repeat(c, `space "," space`, parallel)+" space "+lit("]"+apertusToolsEnd))
 	case FormatCommandRPlus:
 		c := g.jsonCall("tool-call", "tool_name", "parameters", "")
 		word(commandRAction)
-		return b.AddRule("root", lit(commandRAction+"\n```json\n[")+" space "+g.repeat(c, `space "," space`, parallel)+" space "+lit("]\n```"))
+		return b.AddRule("tool-calls", lit(commandRAction+"\n```json\n[")+" space "+g.repeat(c, `space "," space`, parallel)+" space "+lit("]\n```"))
 	case FormatLlama3x:
 		call := g.jsonCall("tool-call", "name", "parameters", "")
 		tg.Triggers = append(tg.Triggers, Trigger{Kind: TriggerPatternFull, Value: `\s*\{\s*"name"[\s\S]*`})
 		preserve("<|python_tag|>", "<|eom_id|>")
-		return b.AddRule("root", g.repeat(call, `space ";" space`, parallel))
+		return b.AddRule("tool-calls", g.repeat(call, `space ";" space`, parallel))
 	case FormatMistralNemo:
 		c := g.jsonCall("tool-call", "name", "arguments", `"\"id\"" space ":" space "\"" [a-zA-Z0-9]{9} "\""`)
 		word("[TOOL_CALLS]")
 		preserve("[TOOL_CALLS]")
-		return b.AddRule("root", `"[TOOL_CALLS]" "[" space `+g.repeat(c, `space "," space`, parallel)+` space "]"`)
+		return b.AddRule("tool-calls", `"[TOOL_CALLS]" "[" space `+g.repeat(c, `space "," space`, parallel)+` space "]"`)
 	case FormatMagistral:
 		call := g.alt("tool-call", func(t toolRule) string {
 			return `"[TOOL_CALLS]" ` + lit(t.name) + ` ( "[CALL_ID]" [a-zA-Z0-9]{9} )? "[ARGS]" ` + t.args
 		})
 		word("[TOOL_CALLS]")
 		preserve("[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[THINK]", "[/THINK]")
-		return b.AddRule("root", g.repeat(call, "", parallel))
+		return b.AddRule("tool-calls", g.repeat(call, "", parallel))
 	case FormatFunctionaryV31:
 		call := g.alt("tool-call", func(t toolRule) string {
 			return lit("<function="+t.name+">") + " " + t.args + ` "</function>"`
 		})
 		word("<function=")
 		preserve("<|python_tag|>")
-		return b.AddRule("root", g.repeat(call, "", parallel))
+		return b.AddRule("tool-calls", g.repeat(call, "", parallel))
 	case FormatFunctionaryV32:
 		first := g.alt("first-call", func(t toolRule) string { return lit(t.name+"\n") + " " + t.args })
 		next := g.alt("next-call", func(t toolRule) string { return lit(">>>"+t.name+"\n") + " " + t.args })
@@ -327,9 +357,9 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		if tg.Lazy {
 			// Triggered mid-output, the call starts with its >>> marker or
 			// (at the start) without it.
-			return b.AddRule("root", "( "+first+" | "+next+" )"+map[bool]string{true: " " + next + "*", false: ""}[parallel])
+			return b.AddRule("tool-calls", "( "+first+" | "+next+" )"+map[bool]string{true: " " + next + "*", false: ""}[parallel])
 		}
-		return b.AddRule("root", first+map[bool]string{true: " " + next + "*", false: ""}[parallel])
+		return b.AddRule("tool-calls", first+map[bool]string{true: " " + next + "*", false: ""}[parallel])
 	case FormatDeepSeekR1, FormatDeepSeekV31:
 		call := g.alt("tool-call", func(t toolRule) string {
 			if g.f == FormatDeepSeekR1 {
@@ -343,7 +373,7 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		if parallel {
 			calls = call + "+"
 		}
-		return b.AddRule("root", lit(dsCallsBegin)+" "+calls+" "+lit(dsCallsEnd))
+		return b.AddRule("tool-calls", lit(dsCallsBegin)+" "+calls+" "+lit(dsCallsEnd))
 	case FormatCommandR7B:
 		c := g.alt("tool-call", func(t toolRule) string {
 			return `"{" space "\"tool_call_id\"" space ":" space "\"" [0-9]+ "\"" space "," space "\"tool_name\"" space ":" space ` +
@@ -351,7 +381,7 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		})
 		word("<|START_ACTION|>")
 		preserve("<|START_ACTION|>", "<|END_ACTION|>", "<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_THINKING|>", "<|END_THINKING|>")
-		return b.AddRule("root", `"<|START_ACTION|>[" space `+g.repeat(c, `space "," space`, parallel)+` space "]<|END_ACTION|>"`)
+		return b.AddRule("tool-calls", `"<|START_ACTION|>[" space `+g.repeat(c, `space "," space`, parallel)+` space "]<|END_ACTION|>"`)
 	case FormatGemma:
 		b.AddRule("gemma-str", `"<|\"|>" ( [^<] | "<" [^|] )* "<|\"|>"`)
 		b.AddRule("gemma-key", `[a-zA-Z_] [a-zA-Z0-9_]*`)
@@ -363,14 +393,14 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		})
 		word("<|tool_call>")
 		preserve("<|tool_call>", "<tool_call|>", `<|"|>`, "<|channel>", "<channel|>")
-		return b.AddRule("root", g.repeat(call, "", parallel))
+		return b.AddRule("tool-calls", g.repeat(call, "", parallel))
 	case FormatGPTOSS:
 		call := g.alt("tool-call", func(t toolRule) string {
 			return lit("<|channel|>commentary to=functions."+t.name) + ` " <|constrain|>json"? "<|message|>" ` + t.args
 		})
 		word("<|channel|>commentary to=functions.")
 		preserve(hChannel, hMessage, hStart, hEnd, hCall, hConstrain)
-		return b.AddRule("root", g.repeat(call, `"<|call|><|start|>assistant"`, parallel))
+		return b.AddRule("tool-calls", g.repeat(call, `"<|call|><|start|>assistant"`, parallel))
 	case FormatKimiK2:
 		call := g.alt("tool-call", func(t toolRule) string {
 			return lit("<|tool_call_begin|>functions."+t.name+":") + ` [0-9]+ "<|tool_call_argument_begin|>" ` + t.args + ` "<|tool_call_end|>"`
@@ -381,7 +411,7 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		if parallel {
 			calls = call + "+"
 		}
-		return b.AddRule("root", `"<|tool_calls_section_begin|>" `+calls+` "<|tool_calls_section_end|>"`)
+		return b.AddRule("tool-calls", `"<|tool_calls_section_begin|>" `+calls+` "<|tool_calls_section_end|>"`)
 	case FormatGLM45:
 		b.AddRule("glm-text", `[^<]*`)
 		call := g.alt("tool-call", func(t toolRule) string {
@@ -389,7 +419,7 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		})
 		word("<tool_call>")
 		preserve("<think>", "</think>", "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
-		return b.AddRule("root", g.repeat(call, `"\n"?`, parallel))
+		return b.AddRule("tool-calls", g.repeat(call, `"\n"?`, parallel))
 	case FormatFireFunctionV2, FormatNemotronV2, FormatApriel, FormatGranite:
 		open, closing := map[Format][2]string{
 			FormatFireFunctionV2: {" functools[", "]"},
@@ -402,7 +432,7 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		c := g.jsonCall("tool-call", "name", "arguments", "")
 		word(strings.TrimSuffix(strings.TrimPrefix(open, " "), "["))
 		preserve(strings.TrimSuffix(strings.TrimPrefix(open, " "), "["))
-		return b.AddRule("root", lit(open)+" space "+g.repeat(c, `space "," space`, parallel)+" space "+lit(closing))
+		return b.AddRule("tool-calls", lit(open)+" space "+g.repeat(c, `space "," space`, parallel)+" space "+lit(closing))
 	}
 	// Generic (and content-only, which has no format of its own).
 	c := g.jsonCall("tool-call", "name", "arguments", "")

@@ -140,6 +140,48 @@ func TestChatFeatures(t *testing.T) {
 		}
 		assert.NotEmpty(t, content)
 	})
+	t.Run("tools and a response format", func(t *testing.T) {
+		// OpenAI's agents with an output type send both: the answer is a
+		// call or the schema's JSON (llama-server's grammar allows the
+		// JSON alone).
+		finishes := map[string]int{}
+		for seed := range 4 {
+			// Odd seeds are pushed towards a call's first character
+			// (stories260K's token 504, "<").
+			bias := []any{}
+			if seed%2 == 1 {
+				bias = []any{[]any{504, 50}}
+			}
+			code, out := postJSON(t, url, map[string]any{"logit_bias": bias,
+				"messages": []any{map[string]any{"role": "user", "content": "x"}},
+				"tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "f",
+					"parameters": map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer"}}, "required": []string{"n"}}}}},
+				"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "out", "schema": map[string]any{
+					"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "boolean"}}, "required": []string{"answer"}, "additionalProperties": false}}},
+				"temperature": 1.5, "seed": seed, "max_tokens": 200,
+			})
+			require.Equal(t, http.StatusOK, code, "%v", out)
+			choice := out["choices"].([]any)[0].(map[string]any)
+			msg := choice["message"].(map[string]any)
+			switch choice["finish_reason"] {
+			case "tool_calls":
+				call := msg["tool_calls"].([]any)[0].(map[string]any)["function"].(map[string]any)
+				assert.Equal(t, "f", call["name"])
+				var args struct{ N *int }
+				require.NoError(t, json.Unmarshal([]byte(call["arguments"].(string)), &args))
+				assert.NotNil(t, args.N)
+			case "stop":
+				var answer map[string]any
+				require.NoError(t, json.Unmarshal([]byte(msg["content"].(string)), &answer), "%v", msg)
+				assert.IsType(t, true, answer["answer"])
+				assert.Len(t, answer, 1)
+			default:
+				t.Errorf("seed %d: cut at the limit: %v", seed, msg)
+			}
+			finishes[choice["finish_reason"].(string)]++
+		}
+		assert.Equal(t, map[string]int{"stop": 2, "tool_calls": 2}, finishes)
+	})
 	t.Run("tool_choice none ignores tools", func(t *testing.T) {
 		code, out := postJSON(t, url, map[string]any{
 			"messages":    []any{map[string]any{"role": "user", "content": "x"}},
