@@ -226,6 +226,12 @@ func (g *Generation) run(yield func(Piece, error) bool) error {
 		return err
 	}
 	defer c.release()
+	// A closed Context is reported as this call's, not as the first
+	// C call's it would reach.
+	if err := c.lockMu("generate"); err != nil {
+		return err
+	}
+	c.mu.Unlock()
 	if len(g.prompt) == 0 {
 		return errorf(CodeInvalid, "generate", "empty prompt")
 	}

@@ -400,6 +400,17 @@ func TestCloseLifecycle(t *testing.T) {
 	for _, err := range c.Generate(context.Background(), "x", llama.GenerateOptions{}).Seq() {
 		assert.ErrorIs(t, err, llama.ErrClosed)
 	}
+	// A Context closed under an open model: the error is Generate's own.
+	m2, err := llama.LoadModel(context.Background(), testenv.Model(t, "stories260K.gguf"), llama.ModelOptions{})
+	require.NoError(t, err)
+	defer m2.Close()
+	c2, err := m2.NewContext(llama.ContextOptions{ContextSize: 128, Threads: 1})
+	require.NoError(t, err)
+	require.NoError(t, c2.Close())
+	for _, err := range c2.GenerateTokens(context.Background(), []llama.Token{1}, llama.GenerateOptions{}).Seq() {
+		require.ErrorIs(t, err, llama.ErrClosed)
+		assert.Equal(t, "generate", err.(*llama.Error).Op)
+	}
 }
 
 // TestCloseDuringDecode closes the model from another goroutine while its
