@@ -207,6 +207,10 @@ type Plan struct {
 	// Grammar constrains generation to the tool calls or the response
 	// format ("": neither; Request.Grammar, if any, stays the caller's).
 	// With GrammarLazy it applies only from one of GrammarTriggers on.
+	// One that applies from the first token lets a thinking model reason
+	// first (unless the reasoning format is none): it must end the block
+	// the generation prompt opened, and on a template that thinks on
+	// request (enable_thinking) it may open one of its own.
 	Grammar         string
 	GrammarLazy     bool
 	GrammarTriggers []Trigger
@@ -415,6 +419,11 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 		ThinkingForcedOpen: reasoning != ReasoningNone && strings.HasSuffix(trimmed, "<think>"),
 		ParseToolCalls:     callTools,
 		Tools:              req.Tools,
+	}
+	if plan.Grammar != "" && !plan.GrammarLazy && !req.PureContent && reasoning != ReasoningNone {
+		if err := plan.allowReasoning(tmpl.Caps()); err != nil {
+			return nil, err
+		}
 	}
 	if req.PureContent {
 		if plan.ToolGrammar {
