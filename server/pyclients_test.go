@@ -23,5 +23,5 @@ func TestPythonClients(t *testing.T) {
 	ts := clientsServer(t)
 	script, err := filepath.Abs(filepath.Join("testdata", "pyclients", "clients.py"))
 	require.NoError(t, err)
-	runClientChecks(t, "", 29, filepath.Join(venv, "bin", "python"), script, ts.URL)
+	runClientChecks(t, "", 33, filepath.Join(venv, "bin", "python"), script, ts.URL)
 }

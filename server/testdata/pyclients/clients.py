@@ -392,6 +392,27 @@ for api in ("responses", "chat"):
             assert out == "sunny" and len(calls) == 1, (out, calls)
             return calls
 
+        @check(f"agents/{api}: tools and a typed output, {how}")
+        async def _(api=api, stream=stream):
+            # Both go in each request: the first must call, the next may
+            # call again or answer in the type (here it answers).
+            calls.clear()
+            async with async_client() as client:
+                agent = Agent(name="c", instructions="Use tools, then describe a person.", tools=[get_weather],
+                              model=model(api, client), output_type=Person,
+                              model_settings=ModelSettings(tool_choice="required", parallel_tool_calls=False,
+                                                           max_tokens=200, temperature=0))
+                if stream:
+                    r = Runner.run_streamed(agent, "Weather in Paris?", max_turns=3)
+                    async for _ in r.stream_events():
+                        pass
+                    out = r.final_output
+                else:
+                    out = (await Runner.run(agent, "Weather in Paris?", max_turns=3)).final_output
+            assert len(calls) == 1, (out, calls)
+            assert isinstance(out, Person), out
+            return {"calls": calls, "out": out.model_dump()}
+
         @check(f"agents/{api}: a typed output, {how}")
         async def _(api=api, run=run):
             async with async_client() as client:
