@@ -32,5 +32,5 @@ func TestJSClients(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "clients.mjs"), script, 0o644))
 	ts := clientsServer(t)
-	runClientChecks(t, dir, 25, "node", "clients.mjs", ts.URL)
+	runClientChecks(t, dir, 28, "node", "clients.mjs", ts.URL)
 }

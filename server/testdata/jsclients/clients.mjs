@@ -89,6 +89,22 @@ for (const [name, model] of Object.entries(providers)) {
     return [seen, r.text.slice(0, 40)];
   });
 
+  // (The Anthropic provider makes the output a tool of its own, which the
+  // model must call or not: the model's choice, not the server's.)
+  if (name !== 'anthropic') await check(`ai-sdk/${name}: tools and an object output`, async () => {
+    // Both go in each step: the first must call, the next may call
+    // again or answer in the schema (here it answers).
+    const seen = [];
+    const weather = tool({ description: 'Weather of a city.', inputSchema: City, execute: async ({ city }) => { seen.push(city); return 'sunny'; } });
+    const r = await generateText({
+      model, output: Output.object({ schema: Person }), prompt: 'Weather in Paris?', tools: { weather }, stopWhen: stepCountIs(3),
+      maxOutputTokens: 200, temperature: 0, maxRetries: 0,
+      prepareStep: ({ stepNumber }) => ({ toolChoice: stepNumber === 0 ? 'required' : 'auto' }),
+    });
+    assert(seen.length === 1 && Person.safeParse(r.output).success, [seen, r.output, r.text]);
+    return [seen, r.output];
+  });
+
   await check(`ai-sdk/${name}: an object output, whole and streamed the same`, async () => {
     const output = Output.object({ schema: Person });
     const whole = await generateText({ model, output, prompt: 'A person:', maxOutputTokens: 200, temperature: 0, maxRetries: 0 });
