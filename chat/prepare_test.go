@@ -365,6 +365,18 @@ func TestPlanStream(t *testing.T) {
 	assert.Equal(t, []ToolCall{{Name: "f", Arguments: `{"a": 1}`}}, got.ToolCalls)
 }
 
+// assertGrammar asserts that grammar g matches each of accepts whole and
+// none of refuses.
+func assertGrammar(t *testing.T, g string, accepts, refuses []string) {
+	t.Helper()
+	for _, text := range accepts {
+		assert.True(t, grammarAccepts(t, g, text), "refused %q", text)
+	}
+	for _, text := range refuses {
+		assert.False(t, grammarAccepts(t, g, text), "accepted %q", text)
+	}
+}
+
 // grammarAccepts reports whether GBNF grammar g matches text whole.
 func grammarAccepts(t *testing.T, g, text string) bool {
 	t.Helper()
@@ -436,12 +448,7 @@ func TestPrepareToolsWithSchema(t *testing.T) {
 			assert.Empty(t, p.GrammarTriggers)
 			assert.Equal(t, tc.jsonOnly, p.JSONContent)
 			assert.Equal(t, tc.toolParse, p.Parse.ParseToolCalls)
-			for _, text := range tc.accepts {
-				assert.True(t, grammarAccepts(t, p.Grammar, text), "refused %q", text)
-			}
-			for _, text := range tc.refuses {
-				assert.False(t, grammarAccepts(t, p.Grammar, text), "accepted %q", text)
-			}
+			assertGrammar(t, p.Grammar, tc.accepts, tc.refuses)
 		})
 	}
 	// What the model wrote is read back: a call, or the JSON as content.

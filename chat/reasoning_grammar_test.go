@@ -95,12 +95,7 @@ func TestPrepareReasoningBeforeGrammar(t *testing.T) {
 			tc.req.Messages = []Message{user}
 			p, err := testTemplates(t, tc.src).Prepare(tc.req)
 			require.NoError(t, err)
-			for _, text := range tc.accepts {
-				assert.True(t, grammarAccepts(t, p.Grammar, text), "refused %q", text)
-			}
-			for _, text := range tc.refuses {
-				assert.False(t, grammarAccepts(t, p.Grammar, text), "accepted %q", text)
-			}
+			assertGrammar(t, p.Grammar, tc.accepts, tc.refuses)
 			if tc.reasoning != "" {
 				msg := p.ParseOutput(tc.accepts[0])
 				assert.Equal(t, tc.reasoning, strings.TrimSpace(msg.ReasoningContent))

@@ -950,6 +950,23 @@ func (e *Engine) embedOut(s *engSlot) {
 // topProbsInsert is the most entries topProbs finds by insertion.
 const topProbsInsert = 64
 
+// insertTop inserts index i into top, which holds at most n indices by
+// decreasing key, where top is not full or i's key is above its last's.
+func insertTop(top []int, n, i int, key func(int) float32) []int {
+	j := len(top)
+	if j < n {
+		top = append(top, i)
+	} else {
+		j = n - 1
+	}
+	for j > 0 && key(top[j-1]) < key(i) {
+		top[j] = top[j-1]
+		j--
+	}
+	top[j] = i
+	return top
+}
+
 // topProbs returns the n most likely tokens of logits with their
 // probabilities, and the entry of the sampled token. The probabilities are
 // those of the full softmax of the logits (the model's, before sampling;
@@ -982,20 +999,9 @@ func (e *Engine) topProbs(logits []float32, n int, tok llama.Token) ([]TokenProb
 		if n == 0 || n > topProbsInsert {
 			break // the sampled token's entry alone, or sorted above
 		}
-		if len(top) == n && l <= logits[top[n-1]] {
-			continue
+		if len(top) < n || l > logits[top[n-1]] {
+			top = insertTop(top, n, i, func(k int) float32 { return logits[k] })
 		}
-		j := len(top)
-		if j < n {
-			top = append(top, i)
-		} else {
-			j = n - 1
-		}
-		for j > 0 && logits[top[j-1]] < l {
-			top[j] = top[j-1]
-			j--
-		}
-		top[j] = i
 	}
 	entry := func(i int) TokenProb {
 		lp := float64(logits[i]-maxL) - logSum
@@ -1204,20 +1210,9 @@ func (e *Engine) chainProbs(cands []llama.TokenData, n int, tok llama.Token, gre
 			top = append(top, i) // sorted below
 			continue
 		}
-		if len(top) == n && c.P <= cands[top[n-1]].P {
-			continue
+		if len(top) < n || c.P > cands[top[n-1]].P {
+			top = insertTop(top, n, i, func(k int) float32 { return cands[k].P })
 		}
-		j := len(top)
-		if j < n {
-			top = append(top, i)
-		} else {
-			j = n - 1
-		}
-		for j > 0 && cands[top[j-1]].P < c.P {
-			top[j] = top[j-1]
-			j--
-		}
-		top[j] = i
 	}
 	if !found {
 		own = entry(tok, 0)
