@@ -130,6 +130,9 @@ func buildToolGrammar(f Format, tools []Tool, choice ToolChoice, parallel bool, 
 	// their number.
 	g := &grammarGen{b: jsonschema.NewBuilder(), f: f}
 	g.b.DeferChecks()
+	for _, r := range formatRules(f) {
+		g.b.AddRule(r[0], r[1])
+	}
 	for _, t := range tools {
 		if t.Name == "" {
 			return nil, fmt.Errorf("chat: tool without a name")
@@ -183,6 +186,39 @@ func buildToolGrammar(f Format, tools []Tool, choice ToolChoice, parallel bool, 
 	}
 	tg.Grammar = g.b.Grammar(root)
 	return tg, nil
+}
+
+// formatRules are the rules of format f's call syntax that its calls
+// refer to by name. They go into the builder before any schema, so that
+// they keep these names: a schema's rule of the same name (a property
+// "xml-text" deep in a tool's parameters or in a response format, whose
+// rule is named after the property alone) then takes another, where
+// added after it would have taken the format's place in the calls.
+func formatRules(f Format) [][2]string {
+	switch f {
+	case FormatQwen3Coder, FormatSeedOSS, FormatMiniMaxM2, FormatDeepSeekV32:
+		return [][2]string{{"xml-text", `( [^<] | "<" [^/] )*`}}
+	case FormatLFM2:
+		return [][2]string{
+			{"lfm-str", `"\"" ( [^"\\] | "\\" [^\n] )* "\"" | "'" ( [^'\\] | "\\" [^\n] )* "'"`},
+			{"lfm-num", `"-"? [0-9]+ ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?`},
+			{"lfm-list", `"[" space ( lfm-val ( space "," space lfm-val )* )? space "]"`},
+			{"lfm-dict", `"{" space ( lfm-str space ":" space lfm-val ( space "," space lfm-str space ":" space lfm-val )* )? space "}"`},
+			{"lfm-val", `lfm-str | lfm-num | "True" | "False" | "None" | "true" | "false" | "null" | lfm-list | lfm-dict`},
+			{"lfm-kwarg", `[a-zA-Z_] [a-zA-Z0-9_]* "=" lfm-val`},
+		}
+	case FormatGemma:
+		return [][2]string{
+			{"gemma-str", `"<|\"|>" ( [^<] | "<" [^|] )* "<|\"|>"`},
+			{"gemma-key", `[a-zA-Z_] [a-zA-Z0-9_]*`},
+			{"gemma-val", `gemma-str | "-"? [0-9]+ ( "." [0-9]+ )? | "true" | "false" | "null" | gemma-obj | gemma-arr`},
+			{"gemma-obj", `"{" ( gemma-key ":" gemma-val ( "," gemma-key ":" gemma-val )* )? "}"`},
+			{"gemma-arr", `"[" ( gemma-val ( "," gemma-val )* )? "]"`},
+		}
+	case FormatGLM45:
+		return [][2]string{{"glm-text", `[^<]*`}}
+	}
+	return nil
 }
 
 type toolRule struct {
@@ -249,7 +285,6 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		preserve("<think>", "</think>", "<tool_call>", "</tool_call>")
 		return b.AddRule("tool-calls", g.repeat(call, "space", parallel))
 	case FormatQwen3Coder:
-		b.AddRule("xml-text", `( [^<] | "<" [^/] )*`)
 		call := g.alt("tool-call", func(t toolRule) string {
 			param := g.b.AddRule(t.name+"-param", `"<parameter=" [^>\n]+ ">\n" xml-text "\n</parameter>\n"`)
 			return lit("<tool_call>\n<function="+t.name+">\n") + " " + param + "* " + lit("</function>\n</tool_call>")
@@ -258,7 +293,6 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		preserve("<think>", "</think>", "<tool_call>", "</tool_call>")
 		return b.AddRule("tool-calls", g.repeat(call, `"\n"`, parallel))
 	case FormatSeedOSS:
-		b.AddRule("xml-text", `( [^<] | "<" [^/] )*`)
 		call := g.alt("tool-call", func(t toolRule) string {
 			param := g.b.AddRule(t.name+"-param", `"<parameter=" [^>\n]+ ">" xml-text "</parameter>\n"`)
 			return lit("<seed:tool_call>\n<function="+t.name+">\n") + " " + param + "* " + lit("</function>\n</seed:tool_call>")
@@ -267,7 +301,6 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		preserve("<seed:think>", "</seed:think>", "<seed:tool_call>", "</seed:tool_call>")
 		return b.AddRule("tool-calls", g.repeat(call, `"\n"`, parallel))
 	case FormatMiniMaxM2:
-		b.AddRule("xml-text", `( [^<] | "<" [^/] )*`)
 		invoke := g.alt("invoke", func(t toolRule) string {
 			param := g.b.AddRule(t.name+"-param", `"<parameter name=\"" [^"\n]+ "\">" xml-text "</parameter>\n"`)
 			return lit("<invoke name=\""+t.name+"\">\n") + " " + param + "* " + lit("</invoke>\n")
@@ -280,7 +313,6 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		preserve("<think>", "</think>", "<minimax:tool_call>", "</minimax:tool_call>")
 		return b.AddRule("tool-calls", `"<minimax:tool_call>\n" `+calls+` "</minimax:tool_call>"`)
 	case FormatDeepSeekV32:
-		b.AddRule("xml-text", `( [^<] | "<" [^/] )*`)
 		invoke := g.alt("invoke", func(t toolRule) string {
 			param := g.b.AddRule(t.name+"-param", lit(dsmlParam)+` [^"\n]+ "\" string=\"" ( "true" | "false" ) "\">" xml-text `+lit(dsmlParamEnd+"\n"))
 			return lit(dsmlInvoke+t.name+"\">\n") + " " + param + "* " + lit(dsmlInvokeEnd+"\n")
@@ -298,12 +330,6 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		preserve(dsml, "<think>", "</think>")
 		return b.AddRule("tool-calls", strings.Join(blocks, " | "))
 	case FormatLFM2:
-		b.AddRule("lfm-str", `"\"" ( [^"\\] | "\\" [^\n] )* "\"" | "'" ( [^'\\] | "\\" [^\n] )* "'"`)
-		b.AddRule("lfm-num", `"-"? [0-9]+ ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?`)
-		b.AddRule("lfm-list", `"[" space ( lfm-val ( space "," space lfm-val )* )? space "]"`)
-		b.AddRule("lfm-dict", `"{" space ( lfm-str space ":" space lfm-val ( space "," space lfm-str space ":" space lfm-val )* )? space "}"`)
-		b.AddRule("lfm-val", `lfm-str | lfm-num | "True" | "False" | "None" | "true" | "false" | "null" | lfm-list | lfm-dict`)
-		b.AddRule("lfm-kwarg", `[a-zA-Z_] [a-zA-Z0-9_]* "=" lfm-val`)
 		call := g.alt("tool-call", func(t toolRule) string {
 			return lit(t.name+"(") + ` ( lfm-kwarg ( "," space lfm-kwarg )* )? ")"`
 		})
@@ -383,11 +409,6 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		preserve("<|START_ACTION|>", "<|END_ACTION|>", "<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_THINKING|>", "<|END_THINKING|>")
 		return b.AddRule("tool-calls", `"<|START_ACTION|>[" space `+g.repeat(c, `space "," space`, parallel)+` space "]<|END_ACTION|>"`)
 	case FormatGemma:
-		b.AddRule("gemma-str", `"<|\"|>" ( [^<] | "<" [^|] )* "<|\"|>"`)
-		b.AddRule("gemma-key", `[a-zA-Z_] [a-zA-Z0-9_]*`)
-		b.AddRule("gemma-val", `gemma-str | "-"? [0-9]+ ( "." [0-9]+ )? | "true" | "false" | "null" | gemma-obj | gemma-arr`)
-		b.AddRule("gemma-obj", `"{" ( gemma-key ":" gemma-val ( "," gemma-key ":" gemma-val )* )? "}"`)
-		b.AddRule("gemma-arr", `"[" ( gemma-val ( "," gemma-val )* )? "]"`)
 		call := g.alt("tool-call", func(t toolRule) string {
 			return lit("<|tool_call>call:"+t.name) + ` gemma-obj "<tool_call|>"`
 		})
@@ -413,7 +434,6 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		}
 		return b.AddRule("tool-calls", `"<|tool_calls_section_begin|>" `+calls+` "<|tool_calls_section_end|>"`)
 	case FormatGLM45:
-		b.AddRule("glm-text", `[^<]*`)
 		call := g.alt("tool-call", func(t toolRule) string {
 			return lit("<tool_call>"+t.name+"\n") + ` ( "<arg_key>" [^<]+ "</arg_key>\n<arg_value>" glm-text "</arg_value>\n" )* "</tool_call>"`
 		})

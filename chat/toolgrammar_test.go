@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -463,4 +464,51 @@ func TestCallableManyTools(t *testing.T) {
 	assert.Equal(t, "f2", got[1].Name)
 	_, err = callable(ToolChoice{Mode: "function", Function: "g"}, tools)
 	assert.EqualError(t, err, `chat: tool choice names unknown function "g"`)
+}
+
+// clashingSchema is an object schema whose properties, deep enough that
+// their rules are named after them alone, are named as the formats' own
+// rules (xml-text, lfm-val, gemma-obj, glm-text...), each a short string.
+func clashingSchema() []byte {
+	props := map[string]any{}
+	for _, name := range []string{"xml-text", "lfm-str", "lfm-num", "lfm-list", "lfm-dict", "lfm-val", "lfm-kwarg",
+		"gemma-str", "gemma-key", "gemma-val", "gemma-obj", "gemma-arr", "glm-text"} {
+		props[name] = map[string]any{"type": "string", "maxLength": 3}
+	}
+	b, err := json.Marshal(map[string]any{"type": "object", "properties": map[string]any{
+		strings.Repeat("a", 60): map[string]any{"type": "object", "properties": props}}})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// A tool's parameters or a response format with properties named as a
+// format's own rules leave that format's calls as they are: the schema's
+// rules take other names.
+func TestBuildToolGrammarRuleNameClash(t *testing.T) {
+	tools := []Tool{{Name: "clash", Parameters: clashingSchema()}, grammarTools[1]}
+	cases := []struct {
+		format Format
+		call   string // of get_weather, its city longer than the clashing strings allow
+	}{
+		{FormatQwen3Coder, "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo city\n</parameter>\n</function>\n</tool_call>"},
+		{FormatSeedOSS, "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Oslo city</parameter>\n</function>\n</seed:tool_call>"},
+		{FormatMiniMaxM2, "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Oslo city</parameter>\n</invoke>\n</minimax:tool_call>"},
+		{FormatDeepSeekV32, "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Oslo city</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>"},
+		{FormatLFM2, "<|tool_call_start|>[get_weather(city='Oslo city', days=[1, {'a': None}])]<|tool_call_end|>"},
+		{FormatGemma, `<|tool_call>call:get_weather{city:<|"|>Oslo city<|"|>,days:[1,{a:null}]}<tool_call|>`},
+		{FormatGLM45, "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Oslo city</arg_value>\n</tool_call>"},
+	}
+	for _, c := range cases {
+		t.Run(c.format.String(), func(t *testing.T) {
+			tg, err := BuildToolGrammar(c.format, tools, ToolChoice{Mode: "required"}, false)
+			require.NoError(t, err)
+			assert.True(t, grammarAccepts(t, tg.Grammar, c.call), "the tool's rules replaced the format's:\n%s", tg.Grammar)
+			tg, err = buildToolGrammar(c.format, grammarTools, ToolChoice{Mode: "auto"}, false, clashingSchema(), true)
+			require.NoError(t, err)
+			assert.True(t, grammarAccepts(t, tg.Grammar, c.call), "the response format's rules replaced the format's:\n%s", tg.Grammar)
+			assert.True(t, grammarAccepts(t, tg.Grammar, `{"`+strings.Repeat("a", 60)+`": {"glm-text": "abc"}}`))
+		})
+	}
 }
