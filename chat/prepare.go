@@ -563,11 +563,14 @@ func isEmptyObject(v json.RawMessage) bool {
 // responseFormatGrammar wraps the grammar of a response_format schema the
 // way llama.cpp's chat parser does (after the generation prompt, which the
 // prompt already holds): optional whitespace, then the JSON either bare or
-// in a ```json fence, then optional whitespace.
+// in a ```json fence, then optional whitespace. The schema's root takes
+// a name the schema's grammar does not use (a property "response-format"
+// has a rule of that name).
 func responseFormatGrammar(schema string) string {
+	name := unusedRule(schema, "response-format")
 	var sb strings.Builder
-	sb.WriteString("root ::= space space ( \"```json\" space response-format space \"```\" | space response-format space )\n")
-	sb.WriteString(renameGBNFRule(schema, "root", "response-format"))
+	fmt.Fprintf(&sb, "root ::= space space ( \"```json\" space %s space \"```\" | space %s space )\n", name, name)
+	sb.WriteString(renameGBNFRule(schema, "root", name))
 	if !strings.Contains(schema, "\nspace ::=") && !strings.HasPrefix(schema, "space ::=") {
 		sb.WriteString("\nspace ::= | \" \" | \"\\n\"{1,2} [ \\t]{0,20}")
 	}

@@ -461,3 +461,37 @@ func TestPrepareToolsWithSchema(t *testing.T) {
 	assert.Empty(t, msg.ToolCalls)
 	assert.Equal(t, answer, msg.Content)
 }
+
+// A response format whose properties are named as the rules that wrap its
+// grammar (response-format, root, space; answer-root and reasoning-text
+// where a thinking model reasons first) keeps its own rules, alone, with
+// tools, and after reasoning.
+func TestPrepareSchemaRuleNames(t *testing.T) {
+	user := Message{Role: RoleUser, Content: "x"}
+	weather := Tool{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object"}`)}
+	for _, key := range []string{"response-format", "root", "space", "answer-root", "reasoning-text", "reasoning-text-1", "reasoning-gap", "tool-calls"} {
+		schema := json.RawMessage(`{"type":"object","properties":{"` + key + `":{"type":"string","maxLength":3}},"required":["` + key + `"]}`)
+		good, bad := `{"`+key+`": "ab"}`, `{"`+key+`": "abcd"}`
+		for _, tc := range []struct {
+			name, src string
+			tools     []Tool
+			think     string // reasoning before the answer
+		}{
+			{name: "schema", src: hermesTemplate},
+			{name: "tools and schema", src: hermesTemplate, tools: []Tool{weather}},
+			{name: "after reasoning", src: thinkTemplate, think: "Hm.</think>"},
+			{name: "tools and schema after reasoning", src: thinkTemplate, tools: []Tool{weather}, think: "Hm.</think>"},
+		} {
+			t.Run(key+"/"+tc.name, func(t *testing.T) {
+				p, err := testTemplates(t, tc.src).Prepare(Request{Messages: []Message{user}, Tools: tc.tools, Schema: schema,
+					FallbackFormat: FormatGeneric, Extra: map[string]any{"enable_thinking": true}})
+				require.NoError(t, err)
+				good, bad := good, bad
+				if tc.tools != nil && p.Parse.Format == FormatGeneric {
+					good, bad = `{"response": `+good+`}`, `{"response": `+bad+`}`
+				}
+				assertGrammar(t, p.Grammar, []string{tc.think + good}, []string{tc.think + bad})
+			})
+		}
+	}
+}
