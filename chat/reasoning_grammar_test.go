@@ -2,7 +2,10 @@ package chat
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,24 +13,51 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// notContaining matches exactly the texts without the word, whatever
-// overlaps the word has with itself.
-func TestNotContaining(t *testing.T) {
+// untilMarker matches a text exactly when the parser's thinking block,
+// which ends at the first of the end marker and the stops (findFirst),
+// ends with the end marker at the text's end: for every format's markers,
+// and for markers that overlap themselves and each other, hold several
+// bytes a character, or GBNF's special characters.
+func TestUntilMarker(t *testing.T) {
+	type markers struct {
+		end   string
+		stops []string
+	}
+	sets := []markers{
+		{end: "abab"}, {end: "aab"}, {end: "aaa"}, {end: "a"}, {end: "abcabd"},
+		{end: "é</é>"}, {end: "日本日"}, {end: "🤔x🤔"},
+		{end: `"`}, {end: `\`}, {end: `]`}, {end: `^`}, {end: `-`}, {end: `[^a-]`}, {end: `\"]`}, {end: `[\]^-"`},
+		{end: "ab", stops: []string{"xab"}},         // a stop ending with the end marker, begun first
+		{end: "xab", stops: []string{"ab"}},         // the end marker ending with a stop, begun first
+		{end: "</a>", stops: []string{"<b>", "<a"}}, // stops sharing the end marker's start
+		{end: "aba", stops: []string{"bab"}},
+	}
+	for f := range formatCount {
+		if _, end, stops := thinkMarkers(f); end != "" {
+			sets = append(sets, markers{end: end, stops: stops})
+		}
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, w := range []string{"</think>", "abab", "aab", "aaa", "a", "[/THINK]", "é</é>"} {
-		t.Run(w, func(t *testing.T) {
-			g := notContaining("root", w)
-			alphabet := []rune(w + "xé")
-			texts := []string{"", w, "x" + w, w + "x", w[:len(w)-1]}
-			for range 300 {
+	for _, m := range sets {
+		t.Run(fmt.Sprintf("%q %q", m.end, m.stops), func(t *testing.T) {
+			g := untilMarker("root", m.end, m.stops)
+			words := append([]string{m.end}, m.stops...)
+			alphabet := []rune(strings.Join(words, "") + "xé\n")
+			texts := []string{"", m.end, "x" + m.end, m.end + "x", m.end + m.end, m.end[:len(m.end)-1]}
+			for _, s := range m.stops {
+				texts = append(texts, s+m.end, s, m.end+s)
+			}
+			for range 400 {
 				var sb strings.Builder
-				for range rng.IntN(12) {
+				for range rng.IntN(16) {
 					sb.WriteRune(alphabet[rng.IntN(len(alphabet))])
 				}
-				texts = append(texts, sb.String())
+				texts = append(texts, sb.String(), sb.String()+m.end)
 			}
 			for _, s := range texts {
-				assert.Equal(t, !strings.Contains(s, w), grammarAccepts(t, g, s), "%q in %q", w, s)
+				i, w := findFirst(s, 0, words)
+				want := w == m.end && i == len(s)-len(m.end)
+				assert.Equal(t, want, grammarAccepts(t, g, s), "%q", s)
 			}
 		})
 	}
@@ -104,5 +134,155 @@ func TestPrepareReasoningBeforeGrammar(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// realTemplate returns the templates of the named file bundled with
+// llama.cpp.
+func realTemplate(t *testing.T, file string) *Templates {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(templatesDir(t), file))
+	require.NoError(t, err)
+	return testTemplates(t, string(b))
+}
+
+// With real models' templates, under tool choice auto with a response
+// format, and with a call required: the grammar takes the reasoning as the
+// model writes it (the block its prompt opened, the block it opens, after
+// a newline for GLM 4.6, between its own markers for Gemma 4, Command R7B
+// and Apertus), then a call in the template's format or the schema's
+// JSON, bare or fenced; the plan reads the reasoning back, the call as a
+// call and the JSON as the content. A template that does not think takes
+// the answer alone.
+func TestPrepareReasoningRealTemplates(t *testing.T) {
+	schema := json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}`)
+	const (
+		hermes   = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"
+		qwen3c   = "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>"
+		glm      = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Oslo</arg_value>\n</tool_call>"
+		r1       = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Oslo\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+		v31      = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Oslo\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+		dsml     = "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Oslo</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>"
+		closed   = "Hm, weather.\n</think>\n\n" // the rest of a block the prompt opened
+		qwen3    = "<think>\nHm, weather.\n</think>\n\n"
+		reasoned = "Hm, weather."
+	)
+	tests := []struct {
+		file   string
+		call   string // get_weather for Oslo, as the model writes it
+		think  string // reasoning as the model writes it ("": none)
+		forced bool   // the prompt opens the block
+		refuse string // before the answer, refused
+	}{
+		{file: "Qwen-Qwen2.5-7B-Instruct.jinja", call: hermes},
+		{file: "Qwen-Qwen3-0.6B.jinja", call: hermes, think: qwen3},
+		{file: "Qwen-QwQ-32B.jinja", call: hermes, think: closed, forced: true},
+		{file: "Qwen3-Coder.jinja", call: qwen3c},
+		{file: "Qwen3.5-4B.jinja", call: qwen3c, think: closed, forced: true},
+		{file: "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", call: qwen3c, think: closed, forced: true},
+		{file: "StepFun3.5-Flash.jinja", call: qwen3c, think: closed, forced: true},
+		{file: "GLM-4.6.jinja", call: glm, think: "\n<think>Hm, weather.</think>\n"},
+		{file: "GLM-4.7-Flash.jinja", call: glm, think: "Hm, weather.</think>", forced: true},
+		{file: "poolside-Laguna-XS.2.jinja", call: glm, think: closed, forced: true},
+		{file: "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", call: r1, think: closed, forced: true},
+		{file: "llama-cpp-deepseek-r1.jinja", call: r1, think: closed, forced: true},
+		{file: "deepseek-ai-DeepSeek-V3.1.jinja", call: v31, think: "Hm, weather.</think>", forced: true},
+		{file: "deepseek-ai-DeepSeek-V3.2.jinja", call: dsml, think: "Hm, weather.</think>\n\n", forced: true,
+			refuse: "Hm, weather. " + dsml + "</think>"}, // a call in the block, which the parser would read unchecked
+		{file: "deepseek-ai-DeepSeek-V4.jinja", call: strings.ReplaceAll(dsml, "function_calls", "tool_calls"), think: "Hm, weather.</think>", forced: true},
+		{file: "MiniMax-M2.jinja", call: "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Oslo</parameter>\n</invoke>\n</minimax:tool_call>", think: closed, forced: true},
+		{file: "NVIDIA-Nemotron-Nano-v2.jinja", call: `<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Oslo"}}]</TOOLCALL>`, think: closed, forced: true},
+		{file: "Reka-Edge.jinja", call: hermes, think: closed, forced: true},
+		{file: "Bielik-11B-v3.0-Instruct.jinja", call: hermes, think: closed, forced: true},
+		{file: "google-gemma-4-31B-it.jinja", call: `<|tool_call>call:get_weather{city:<|"|>Oslo<|"|>}<tool_call|>`, think: "<|channel>thought\nHm, weather.<channel|>"},
+		{file: "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", call: "<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}\n]<|END_ACTION|>",
+			think: "<|START_THINKING|>Hm, weather.<|END_THINKING|>"},
+		{file: "Apertus-8B-Instruct.jinja", call: "<|tools_prefix|>[{\"get_weather\": {\"city\": \"Oslo\"}}]<|tools_suffix|>", think: "<|inner_prefix|>Hm, weather.<|inner_suffix|>"},
+		{file: "ByteDance-Seed-OSS.jinja", call: "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Oslo</parameter>\n</function>\n</seed:tool_call>"},
+		{file: "Kimi-K2-Instruct.jinja", call: "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Oslo\"}<|tool_call_end|><|tool_calls_section_end|>"},
+		{file: "meta-llama-Llama-3.1-8B-Instruct.jinja", call: `{"name": "get_weather", "parameters": {"city": "Oslo"}}`},
+		{file: "mistralai-Mistral-Nemo-Instruct-2407.jinja", call: `[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Oslo"}, "id": "abcdef123"}]`},
+		{file: "Mistral-Small-3.2-24B-Instruct-2506.jinja", call: `[TOOL_CALLS]get_weather[ARGS]{"city": "Oslo"}`},
+		{file: "meetkai-functionary-medium-v3.1.jinja", call: `<function=get_weather>{"city": "Oslo"}</function>`},
+		{file: "meetkai-functionary-medium-v3.2.jinja", call: "get_weather\n{\"city\": \"Oslo\"}"},
+		{file: "CohereForAI-c4ai-command-r-plus-tool_use.jinja", call: "Action:\n```json\n[{\"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}]\n```"},
+		{file: "openai-gpt-oss-120b.jinja", call: `<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Oslo"}`},
+		{file: "fireworks-ai-llama-3-firefunction-v2.jinja", call: ` functools[{"name": "get_weather", "arguments": {"city": "Oslo"}}]`},
+		{file: "unsloth-Apriel-1.5.jinja", call: `<tool_calls>[{"name": "get_weather", "arguments": {"city": "Oslo"}}]</tool_calls>`},
+		{file: "LFM2-8B-A1B.jinja", call: "<|tool_call_start|>[get_weather(city='Oslo')]<|tool_call_end|>"},
+		{file: "ibm-granite-granite-4.0.jinja", call: hermes},
+	}
+	for _, tc := range tests {
+		tmpls := realTemplate(t, tc.file)
+		for _, mode := range []string{"auto", "required"} {
+			t.Run(tc.file+"/"+mode, func(t *testing.T) {
+				req := Request{Messages: []Message{{Role: RoleUser, Content: "Weather in Oslo?"}}, Tools: grammarTools, ToolChoice: ToolChoice{Mode: mode}}
+				outs := []string{tc.call}
+				if mode == "auto" {
+					req.Schema = schema
+					outs = append(outs, `{"a": 1}`, "```json\n{\"a\": 1}\n```")
+				}
+				p, err := tmpls.Prepare(req)
+				require.NoError(t, err)
+				require.False(t, p.GrammarLazy)
+				assert.Equal(t, tc.forced, p.Parse.ThinkingForcedOpen)
+				for _, out := range outs {
+					text := tc.think + out
+					assert.True(t, grammarAccepts(t, p.Grammar, text), "refused %q", text)
+					if tc.think != "" && !tc.forced {
+						assert.True(t, grammarAccepts(t, p.Grammar, out), "refused %q without reasoning", out)
+					}
+					if tc.forced {
+						assert.False(t, grammarAccepts(t, p.Grammar, out), "accepted %q in the open block", out)
+					}
+					msg := p.ParseOutput(text)
+					if out == tc.call {
+						require.Len(t, msg.ToolCalls, 1, "%+v", msg)
+						assert.Equal(t, "get_weather", msg.ToolCalls[0].Name)
+						assert.JSONEq(t, `{"city": "Oslo"}`, msg.ToolCalls[0].Arguments)
+					} else {
+						assert.Empty(t, msg.ToolCalls)
+						assert.Equal(t, `{"a": 1}`, msg.Content)
+					}
+					if tc.think != "" {
+						assert.Equal(t, reasoned, strings.TrimSpace(msg.ReasoningContent))
+					}
+					if tc.refuse != "" {
+						assert.False(t, grammarAccepts(t, p.Grammar, tc.refuse+out), "accepted %q", tc.refuse+out)
+					}
+					assertStreamed(t, p, text, msg)
+				}
+			})
+		}
+	}
+}
+
+// assertStreamed asserts that text streamed to plan p a character at a
+// time adds up to want, its whole parse.
+func assertStreamed(t *testing.T, p *Plan, text string, want Message) {
+	t.Helper()
+	s := p.NewStream()
+	var got Message
+	add := func(d Delta) {
+		got.Content += d.Content
+		got.ReasoningContent += d.ReasoningContent
+		for _, c := range d.ToolCalls {
+			if c.Index == len(got.ToolCalls) {
+				got.ToolCalls = append(got.ToolCalls, ToolCall{})
+			}
+			got.ToolCalls[c.Index].Name += c.Name
+			got.ToolCalls[c.Index].Arguments += c.ArgumentsDelta
+		}
+	}
+	for _, r := range text {
+		add(s.Push(string(r)))
+	}
+	add(s.Finish(false))
+	assert.Equal(t, want.Content, got.Content, "streamed %q", text)
+	assert.Equal(t, strings.TrimSpace(want.ReasoningContent), strings.TrimSpace(got.ReasoningContent), "streamed %q", text)
+	require.Len(t, got.ToolCalls, len(want.ToolCalls), "streamed %q", text)
+	for i, c := range want.ToolCalls {
+		assert.Equal(t, c.Name, got.ToolCalls[i].Name)
+		assert.JSONEq(t, c.Arguments, got.ToolCalls[i].Arguments)
 	}
 }
