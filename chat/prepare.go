@@ -420,8 +420,13 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 		ParseToolCalls:     callTools,
 		Tools:              req.Tools,
 	}
-	if plan.Grammar != "" && !plan.GrammarLazy && !req.PureContent && reasoning != ReasoningNone {
-		if err := plan.allowReasoning(tmpl.Caps()); err != nil {
+	// A message continued from its content has closed its reasoning; one
+	// continued from its reasoning is read as reasoning only where the
+	// prompt ends with an open block.
+	if plan.Grammar != "" && !plan.GrammarLazy && !req.PureContent && reasoning != ReasoningNone &&
+		(cont == "" || cont == "reasoning_content" && plan.Parse.ThinkingForcedOpen) {
+		thinking := t.Kwargs(tmpl, req.Extra)["enable_thinking"] != false
+		if err := plan.allowReasoning(tmpl.Caps(), thinking); err != nil {
 			return nil, err
 		}
 	}

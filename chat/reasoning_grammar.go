@@ -13,7 +13,9 @@ import (
 // with the model's reasoning, as llama.cpp's chat grammars do: the rest of
 // the block the generation prompt opened (ThinkingForcedOpen), else an
 // optional block, after the whitespace the model may write first, on a
-// template that thinks on request. Without it, a thinking model's answer
+// template that thinks on request and where thinking is on (thinking:
+// the template's enable_thinking; a generation prompt that ends with an
+// empty block has it off too). Without it, a thinking model's answer
 // stays inside the open block, where it is read as reasoning and the
 // content is empty, or the model cannot think at all.
 //
@@ -25,9 +27,9 @@ import (
 // is: the reasoning would be read as content. Where the template does not
 // show its markers (it leaves the reasoning of the last message out), the
 // format's are those the model writes.
-func (p *Plan) allowReasoning(caps TemplateCaps) error {
+func (p *Plan) allowReasoning(caps TemplateCaps, thinking bool) error {
 	forced := p.Parse.ThinkingForcedOpen
-	if !forced && (!caps.SupportsThinking || p.extra["enable_thinking"] == false) {
+	if !forced && (!caps.SupportsThinking || !thinking) {
 		return nil
 	}
 	pStart, pEnd, stops := thinkMarkers(p.Parse.Format)
@@ -53,6 +55,10 @@ func (p *Plan) allowReasoning(caps TemplateCaps) error {
 			return nil
 		}
 		start, end = pStart, pEnd
+		if strings.HasSuffix(strings.TrimRight(p.Prompt, " \t\r\n"), end) {
+			// The template closed the block itself: thinking is off.
+			return nil
+		}
 	}
 	g := p.Grammar
 	answer, text, gap := unusedRule(g, "answer-root"), unusedRule(g, "reasoning-text"), unusedRule(g, "reasoning-gap")

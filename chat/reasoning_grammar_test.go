@@ -257,6 +257,43 @@ func TestPrepareReasoningRealTemplates(t *testing.T) {
 	}
 }
 
+// A thinking model whose thinking is off, by the request or by the
+// server's default (Templates.Thinking), gets no block to open: its
+// prompt holds an empty one, or none at all.
+func TestPrepareReasoningOff(t *testing.T) {
+	schema := json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}`)
+	tests := []struct {
+		file, think string
+	}{
+		{"Qwen-Qwen3-0.6B.jinja", "<think>\nHm.\n</think>\n\n"},
+		{"GLM-4.6.jinja", "\n<think>Hm.</think>\n"},
+		{"google-gemma-4-31B-it.jinja", "<|channel>thought\nHm.<channel|>"},
+		{"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", "<|START_THINKING|>Hm.<|END_THINKING|>"},
+		{"HuggingFaceTB-SmolLM3-3B.jinja", "<think>\nHm.\n</think>\n\n"},
+	}
+	for _, tc := range tests {
+		for _, by := range []string{"request", "server"} {
+			t.Run(tc.file+"/"+by, func(t *testing.T) {
+				tmpls := realTemplate(t, tc.file)
+				req := Request{Messages: []Message{{Role: RoleUser, Content: "x"}}, Schema: schema}
+				if by == "request" {
+					req.Extra = map[string]any{"enable_thinking": false}
+				} else {
+					tmpls.Thinking = "off"
+				}
+				p, err := tmpls.Prepare(req)
+				require.NoError(t, err)
+				assertGrammar(t, p.Grammar, []string{`{"a": 1}`}, []string{tc.think + `{"a": 1}`})
+				// With thinking on, the block is there to open.
+				tmpls.Thinking = ""
+				p, err = tmpls.Prepare(Request{Messages: req.Messages, Schema: schema})
+				require.NoError(t, err)
+				assertGrammar(t, p.Grammar, []string{`{"a": 1}`, tc.think + `{"a": 1}`}, nil)
+			})
+		}
+	}
+}
+
 // assertStreamed asserts that text streamed to plan p a character at a
 // time adds up to want, its whole parse.
 func assertStreamed(t *testing.T, p *Plan, text string, want Message) {
@@ -285,4 +322,22 @@ func assertStreamed(t *testing.T, p *Plan, text string, want Message) {
 		assert.Equal(t, c.Name, got.ToolCalls[i].Name)
 		assert.JSONEq(t, c.Arguments, got.ToolCalls[i].Arguments)
 	}
+}
+
+// A message continued from its content has its reasoning closed in the
+// prompt: no block to open; one continued from an empty reasoning in a
+// block its prompt opened goes on in that block.
+func TestPrepareReasoningContinued(t *testing.T) {
+	schema := json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}`)
+	user := Message{Role: RoleUser, Content: "x"}
+	p, err := realTemplate(t, "Qwen-Qwen3-0.6B.jinja").Prepare(Request{Schema: schema,
+		Messages: []Message{user, {Role: RoleAssistant, ReasoningContent: "Hm.", Content: "Sure,"}}})
+	require.NoError(t, err)
+	assertGrammar(t, p.Grammar, []string{`{"a": 1}`}, []string{"<think>\nHm.\n</think>\n\n" + `{"a": 1}`})
+
+	p, err = testTemplates(t, thinkTemplate).Prepare(Request{Schema: schema, Extra: map[string]any{"enable_thinking": true},
+		Messages: []Message{user, {Role: RoleAssistant}}, Continue: "reasoning_content", NoGenerationPrompt: true})
+	require.NoError(t, err)
+	require.True(t, p.Parse.ThinkingForcedOpen)
+	assertGrammar(t, p.Grammar, []string{"Hm.</think>" + `{"a": 1}`}, []string{`{"a": 1}`})
 }
