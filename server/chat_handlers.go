@@ -75,7 +75,10 @@ func (inst *instance) prepareChat(req *wire.Chat, t *engine.Request) (*chatPlan,
 		if err := checkToolsSize(req.Tools); err != nil {
 			return nil, err
 		}
-	} else if len(req.Schema) > 0 {
+	}
+	// With tools too: the schema is converted, and under tool choice auto
+	// the answer may be its JSON.
+	if len(req.Schema) > 0 {
 		if err := checkSchemaSize(req.Schema); err != nil {
 			return nil, err
 		}

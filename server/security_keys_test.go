@@ -250,18 +250,29 @@ func TestSecurityToolGrammarBound(t *testing.T) {
 		}
 		return out
 	}
+	// wide is a response format whose object has more properties than
+	// one may have (a schema given with tools is bounded as one alone).
+	wide := map[string]any{}
+	for i := range 300 {
+		wide[fmt.Sprintf("p%d", i)] = map[string]any{"type": "integer"}
+	}
 	for _, tc := range []struct {
-		name  string
-		tools []any
-		code  int
-		msg   string
+		name   string
+		tools  []any
+		schema map[string]any
+		code   int
+		msg    string
 	}{
-		{"3000 tools", tools(3000, `{"type":"string"}`), 400, "at most 512"},
-		{"512 tools", tools(512, `{"type":"string"}`), 200, ""},
-		{"integer ranges", tools(300, `{"type":"integer","minimum":-123456789,"maximum":987654321}`), 400, "grammar"},
-		{"too many properties", tools(300, `{"type":"object","properties":{"x":{},"y":{},"z":{},"w":{}}}`), 400, "properties"},
+		{"3000 tools", tools(3000, `{"type":"string"}`), nil, 400, "at most 512"},
+		{"512 tools", tools(512, `{"type":"string"}`), nil, 200, ""},
+		{"integer ranges", tools(300, `{"type":"integer","minimum":-123456789,"maximum":987654321}`), nil, 400, "grammar"},
+		{"too many properties", tools(300, `{"type":"object","properties":{"x":{},"y":{},"z":{},"w":{}}}`), nil, 400, "properties"},
+		{"a response format with too many properties", tools(1, `{"type":"string"}`), map[string]any{"type": "object", "properties": wide}, 400, "properties"},
 	} {
 		body := map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}, "tools": tc.tools, "max_tokens": 1}
+		if tc.schema != nil {
+			body["response_format"] = map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "out", "schema": tc.schema}}
+		}
 		start := time.Now()
 		code, data := call(t, "POST", ts.URL+"/v1/chat/completions", body, nil)
 		took := time.Since(start)
