@@ -341,3 +341,57 @@ func TestPrepareReasoningContinued(t *testing.T) {
 	require.True(t, p.Parse.ThinkingForcedOpen)
 	assertGrammar(t, p.Grammar, []string{"Hm.</think>" + `{"a": 1}`}, []string{`{"a": 1}`})
 }
+
+// Tools named as the rules that wrap the calls (root, tool-calls,
+// root-choice, response-format, and the reasoning's answer-root and
+// reasoning-text) are called, and the response format answered, after the
+// reasoning, in each format that writes <think> blocks.
+func TestReasoningToolNames(t *testing.T) {
+	names := []string{"root", "tool-calls", "root-choice", "response-format", "response-format-answer", "answer-root", "reasoning-text", "reasoning-gap", "space"}
+	var tools []Tool
+	for _, n := range names {
+		tools = append(tools, Tool{Name: n, Parameters: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)})
+	}
+	schema := []byte(`{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}`)
+	calls := map[Format]func(name string) string{
+		FormatHermes2Pro: func(n string) string {
+			return "<tool_call>\n{\"name\": \"" + n + "\", \"arguments\": {\"n\": 1}}\n</tool_call>"
+		},
+		FormatQwen3Coder: func(n string) string {
+			return "<tool_call>\n<function=" + n + ">\n<parameter=n>\n1\n</parameter>\n</function>\n</tool_call>"
+		},
+		FormatGLM45: func(n string) string {
+			return "<tool_call>" + n + "\n<arg_key>n</arg_key>\n<arg_value>1</arg_value>\n</tool_call>"
+		},
+		FormatKimiK2: func(n string) string {
+			return "<|tool_calls_section_begin|><|tool_call_begin|>functions." + n + ":0<|tool_call_argument_begin|>{\"n\": 1}<|tool_call_end|><|tool_calls_section_end|>"
+		},
+		FormatDeepSeekV31: func(n string) string {
+			return "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>" + n + "<｜tool▁sep｜>{\"n\": 1}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+		},
+		FormatGeneric: func(n string) string { return `{"tool_call": {"name": "` + n + `", "arguments": {"n": 1}}}` },
+	}
+	for f, call := range calls {
+		t.Run(f.String(), func(t *testing.T) {
+			tg, err := buildToolGrammar(f, tools, ToolChoice{Mode: "auto"}, false, schema, true)
+			require.NoError(t, err)
+			p := &Plan{Grammar: tg.Grammar, Parse: ParseOptions{Format: f, Reasoning: ReasoningAuto, ThinkingForcedOpen: true, ParseToolCalls: true, Tools: tools},
+				tmpls: testTemplates(t, thinkTemplate), hist: []Message{{Role: RoleUser, Content: "x"}}, extra: map[string]any{"enable_thinking": true}}
+			require.NoError(t, p.allowReasoning(TemplateCaps{SupportsThinking: true}, true))
+			require.NotEqual(t, tg.Grammar, p.Grammar, "not wrapped")
+			answer := `{"a": 1}`
+			if f == FormatGeneric {
+				answer = `{"response": {"a": 1}}`
+			}
+			accepts := []string{"Hm.</think>\n" + answer}
+			for _, n := range names {
+				accepts = append(accepts, "Hm.</think>\n"+call(n))
+				msg := p.ParseOutput("Hm.</think>\n" + call(n))
+				require.Len(t, msg.ToolCalls, 1, n)
+				assert.Equal(t, n, msg.ToolCalls[0].Name)
+				assert.Equal(t, "Hm.", msg.ReasoningContent)
+			}
+			assertGrammar(t, p.Grammar, accepts, []string{answer, call("nope"), "Hm.</think>\n" + call("nope")})
+		})
+	}
+}
