@@ -345,16 +345,7 @@ func TestPlanStream(t *testing.T) {
 	out := "Sure. <tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>"
 	s := p.NewStream()
 	var got Message
-	add := func(d Delta) {
-		got.Content += d.Content
-		for _, c := range d.ToolCalls {
-			if c.Index == len(got.ToolCalls) {
-				got.ToolCalls = append(got.ToolCalls, ToolCall{})
-			}
-			got.ToolCalls[c.Index].Name += c.Name
-			got.ToolCalls[c.Index].Arguments += c.ArgumentsDelta
-		}
-	}
+	add := func(d Delta) { addDelta(&got, d) }
 	for i := 0; i < len(out); i += 5 {
 		add(s.Push(out[i:min(i+5, len(out))]))
 	}
@@ -363,6 +354,19 @@ func TestPlanStream(t *testing.T) {
 	assert.Equal(t, whole.Content, got.Content)
 	assert.Equal(t, whole.ToolCalls, got.ToolCalls)
 	assert.Equal(t, []ToolCall{{Name: "f", Arguments: `{"a": 1}`}}, got.ToolCalls)
+}
+
+// addDelta adds a stream's delta to the message it builds.
+func addDelta(m *Message, d Delta) {
+	m.Content += d.Content
+	m.ReasoningContent += d.ReasoningContent
+	for _, c := range d.ToolCalls {
+		if c.Index == len(m.ToolCalls) {
+			m.ToolCalls = append(m.ToolCalls, ToolCall{})
+		}
+		m.ToolCalls[c.Index].Name += c.Name
+		m.ToolCalls[c.Index].Arguments += c.ArgumentsDelta
+	}
 }
 
 // assertGrammar asserts that grammar g matches each of accepts whole and

@@ -300,17 +300,7 @@ func assertStreamed(t *testing.T, p *Plan, text string, want Message) {
 	t.Helper()
 	s := p.NewStream()
 	var got Message
-	add := func(d Delta) {
-		got.Content += d.Content
-		got.ReasoningContent += d.ReasoningContent
-		for _, c := range d.ToolCalls {
-			if c.Index == len(got.ToolCalls) {
-				got.ToolCalls = append(got.ToolCalls, ToolCall{})
-			}
-			got.ToolCalls[c.Index].Name += c.Name
-			got.ToolCalls[c.Index].Arguments += c.ArgumentsDelta
-		}
-	}
+	add := func(d Delta) { addDelta(&got, d) }
 	for _, r := range text {
 		add(s.Push(string(r)))
 	}
