@@ -303,6 +303,9 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 		if !req.PlainSchema {
 			g = responseFormatGrammar(g)
 		}
+		if format == FormatGPTOSS {
+			g = harmonyAnswer(g)
+		}
 		schemaGrammar = g
 	}
 	if callTools {

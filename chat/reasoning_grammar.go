@@ -28,6 +28,10 @@ import (
 // show its markers (it leaves the reasoning of the last message out), the
 // format's are those the model writes.
 func (p *Plan) allowReasoning(caps TemplateCaps, thinking bool) error {
+	if p.Parse.Format == FormatGPTOSS {
+		p.allowAnalysis()
+		return nil
+	}
 	forced := p.Parse.ThinkingForcedOpen
 	if !forced && (!caps.SupportsThinking || !thinking) {
 		return nil
@@ -195,4 +199,33 @@ func holdsMarker(s string, words []string) bool {
 		}
 	}
 	return false
+}
+
+// harmonyFinal is the header of a GPT-OSS final message, which comes
+// before a response format's answer: its channel, an optional content
+// type, then the message.
+const harmonyFinal = `"<|channel|>final" ( " "? "<|constrain|>"? [A-Za-z0-9_-]{1,32} )? "<|message|>"`
+
+// allowAnalysis is allowReasoning for GPT-OSS (harmony), which reasons in
+// messages of its own: any number of analysis messages, each ended and
+// followed by the next message's start, before the answer (a final
+// message's header and a response format's JSON, or calls), as
+// llama.cpp's grammar for the format. An analysis message's text ends at
+// the first of the tokens that end the parser's body.
+func (p *Plan) allowAnalysis() {
+	g := p.Grammar
+	answer, block, text := unusedRule(g, "answer-root"), unusedRule(g, "harmony-analysis"), unusedRule(g, "harmony-analysis-text")
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "root ::= %s* %s\n", block, answer)
+	fmt.Fprintf(&sb, "%s ::= %s %s %s\n", block, jsonschema.Literal(hChannel+"analysis"+hMessage), text, jsonschema.Literal(hStart+"assistant"))
+	sb.WriteString(untilMarker(text, hEnd, []string{hCall, hReturn, hStart}))
+	sb.WriteString(renameGBNFRule(g, "root", answer))
+	p.Grammar = sb.String()
+}
+
+// harmonyAnswer puts a GPT-OSS final message's header before the answer
+// of response format grammar g (its root).
+func harmonyAnswer(g string) string {
+	answer := unusedRule(g, "final-answer")
+	return "root ::= " + harmonyFinal + " " + answer + "\n" + renameGBNFRule(g, "root", answer)
 }

@@ -173,6 +173,7 @@ func TestPrepareReasoningRealTemplates(t *testing.T) {
 		think  string // reasoning as the model writes it ("": none)
 		forced bool   // the prompt opens the block
 		refuse string // before the answer, refused
+		final  string // before a response format's JSON
 	}{
 		{file: "Qwen-Qwen2.5-7B-Instruct.jinja", call: hermes},
 		{file: "Qwen-Qwen3-0.6B.jinja", call: hermes, think: qwen3},
@@ -206,7 +207,8 @@ func TestPrepareReasoningRealTemplates(t *testing.T) {
 		{file: "meetkai-functionary-medium-v3.1.jinja", call: `<function=get_weather>{"city": "Oslo"}</function>`},
 		{file: "meetkai-functionary-medium-v3.2.jinja", call: "get_weather\n{\"city\": \"Oslo\"}"},
 		{file: "CohereForAI-c4ai-command-r-plus-tool_use.jinja", call: "Action:\n```json\n[{\"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}]\n```"},
-		{file: "openai-gpt-oss-120b.jinja", call: `<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Oslo"}`},
+		{file: "openai-gpt-oss-120b.jinja", call: `<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Oslo"}`,
+			think: "<|channel|>analysis<|message|>Hm, weather.<|end|><|start|>assistant", final: "<|channel|>final<|message|>"},
 		{file: "fireworks-ai-llama-3-firefunction-v2.jinja", call: ` functools[{"name": "get_weather", "arguments": {"city": "Oslo"}}]`},
 		{file: "unsloth-Apriel-1.5.jinja", call: `<tool_calls>[{"name": "get_weather", "arguments": {"city": "Oslo"}}]</tool_calls>`},
 		{file: "LFM2-8B-A1B.jinja", call: "<|tool_call_start|>[get_weather(city='Oslo')]<|tool_call_end|>"},
@@ -220,7 +222,7 @@ func TestPrepareReasoningRealTemplates(t *testing.T) {
 				outs := []string{tc.call}
 				if mode == "auto" {
 					req.Schema = schema
-					outs = append(outs, `{"a": 1}`, "```json\n{\"a\": 1}\n```")
+					outs = append(outs, tc.final+`{"a": 1}`, tc.final+"```json\n{\"a\": 1}\n```")
 				}
 				p, err := tmpls.Prepare(req)
 				require.NoError(t, err)
@@ -382,6 +384,66 @@ func TestReasoningToolNames(t *testing.T) {
 				assert.Equal(t, "Hm.", msg.ReasoningContent)
 			}
 			assertGrammar(t, p.Grammar, accepts, []string{answer, call("nope"), "Hm.</think>\n" + call("nope")})
+		})
+	}
+}
+
+// GPT-OSS reasons in analysis messages of its own and answers a response
+// format in a final message: the grammar allows both, as the parser reads
+// them.
+func TestPrepareHarmonyGrammar(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(templatesDir(t), "openai-gpt-oss-120b.jinja"))
+	require.NoError(t, err)
+	user := Message{Role: RoleUser, Content: "x"}
+	schema := json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}`)
+	weather := Tool{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)}
+	const (
+		analysis = "<|channel|>analysis<|message|>Think about <it>.<|end|><|start|>assistant"
+		final    = `<|channel|>final<|message|>{"a": 1}`
+		typed    = `<|channel|>final <|constrain|>json<|message|>{"a": 1}`
+		call     = `<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Oslo"}`
+	)
+	tests := []struct {
+		name      string
+		req       Request
+		accepts   []string
+		refuses   []string
+		reasoning string // of the first accepted text
+		content   string
+		call      bool
+	}{
+		{name: "response format", req: Request{Schema: schema},
+			accepts:   []string{analysis + final, final, typed, analysis + analysis + typed},
+			refuses:   []string{`{"a": 1}`, analysis, analysis + `{"a": 1}`, "<|channel|>analysis<|message|>a<|call|>b<|end|><|start|>assistant" + final},
+			reasoning: "Think about <it>.", content: `{"a": 1}`},
+		{name: "a call required", req: Request{Tools: []Tool{weather}, ToolChoice: ToolChoice{Mode: "required"}},
+			accepts: []string{analysis + call, call}, refuses: []string{final, analysis},
+			reasoning: "Think about <it>.", call: true},
+		{name: "tools and a response format", req: Request{Tools: []Tool{weather}, Schema: schema},
+			accepts: []string{analysis + call, analysis + final, final}, refuses: []string{`{"a": 1}`},
+			reasoning: "Think about <it>.", call: true},
+		{name: "reasoning format none: the final message at once", req: Request{Schema: schema, Reasoning: "none"},
+			accepts: []string{final}, refuses: []string{analysis + final}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.req.Messages = []Message{user}
+			p, err := testTemplates(t, string(src)).Prepare(tc.req)
+			require.NoError(t, err)
+			require.Equal(t, FormatGPTOSS, p.Parse.Format)
+			assert.False(t, p.GrammarLazy)
+			assertGrammar(t, p.Grammar, tc.accepts, tc.refuses)
+			if tc.reasoning == "" {
+				return
+			}
+			msg := p.ParseOutput(tc.accepts[0])
+			assert.Equal(t, tc.reasoning, msg.ReasoningContent)
+			if tc.call {
+				require.Len(t, msg.ToolCalls, 1)
+				assert.Equal(t, "get_weather", msg.ToolCalls[0].Name)
+			} else {
+				assert.Equal(t, tc.content, msg.Content)
+			}
 		})
 	}
 }

@@ -179,6 +179,9 @@ func buildToolGrammar(f Format, tools []Tool, choice ToolChoice, parallel bool, 
 		if fence {
 			body = "space ( \"```json\" space " + answer + " space \"```\" | " + body + " )"
 		}
+		if f == FormatGPTOSS {
+			body = harmonyFinal + " " + body // the answer is a final message
+		}
 		root = g.b.AddRule("root-choice", root+" | "+g.b.AddRule("response-format-answer", body))
 	}
 	if !tg.Lazy {
