@@ -13,7 +13,9 @@ import (
 // with the model's reasoning, as llama.cpp's chat grammars do: the rest of
 // the block the generation prompt opened (ThinkingForcedOpen), else an
 // optional block, after the whitespace the model may write first, on a
-// template that thinks on request and where thinking is on (thinking:
+// template that thinks on request and where thinking is on, or on one
+// that shows the reasoning of earlier messages and ignores the request
+// (its model always thinks) (thinking:
 // the template's enable_thinking; a generation prompt that ends with an
 // empty block has it off too). Without it, a thinking model's answer
 // stays inside the open block, where it is read as reasoning and the
@@ -33,7 +35,7 @@ func (p *Plan) allowReasoning(caps TemplateCaps, thinking bool) error {
 		return nil
 	}
 	forced := p.Parse.ThinkingForcedOpen
-	if !forced && (!caps.SupportsThinking || !thinking) {
+	if !forced && caps.SupportsThinking && !thinking {
 		return nil
 	}
 	pStart, pEnd, stops := thinkMarkers(p.Parse.Format)
@@ -45,6 +47,12 @@ func (p *Plan) allowReasoning(caps TemplateCaps, thinking bool) error {
 		return err
 	}
 	start, end = strings.TrimSpace(start), strings.TrimSpace(end)
+	// A template that ignores enable_thinking offers a block only where it
+	// shows earlier messages' reasoning between the parser's markers: its
+	// model always thinks (Seed-OSS).
+	if !forced && !caps.SupportsThinking && !(ok && start == pStart && end == pEnd) {
+		return nil
+	}
 	if forced {
 		// The prompt ends with <think>, which the model closes with the
 		// template's end marker.

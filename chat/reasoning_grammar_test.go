@@ -175,7 +175,7 @@ func TestPrepareReasoningRealTemplates(t *testing.T) {
 		refuse string // before the answer, refused
 		final  string // before a response format's JSON
 	}{
-		{file: "Qwen-Qwen2.5-7B-Instruct.jinja", call: hermes},
+		{file: "Qwen-Qwen2.5-7B-Instruct.jinja", call: hermes, refuse: qwen3}, // no reasoning shown: no block offered
 		{file: "Qwen-Qwen3-0.6B.jinja", call: hermes, think: qwen3},
 		{file: "Qwen-QwQ-32B.jinja", call: hermes, think: closed, forced: true},
 		{file: "Qwen3-Coder.jinja", call: qwen3c},
@@ -199,7 +199,8 @@ func TestPrepareReasoningRealTemplates(t *testing.T) {
 		{file: "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", call: "<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}\n]<|END_ACTION|>",
 			think: "<|START_THINKING|>Hm, weather.<|END_THINKING|>"},
 		{file: "Apertus-8B-Instruct.jinja", call: "<|tools_prefix|>[{\"get_weather\": {\"city\": \"Oslo\"}}]<|tools_suffix|>", think: "<|inner_prefix|>Hm, weather.<|inner_suffix|>"},
-		{file: "ByteDance-Seed-OSS.jinja", call: "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Oslo</parameter>\n</function>\n</seed:tool_call>"},
+		{file: "ByteDance-Seed-OSS.jinja", call: "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Oslo</parameter>\n</function>\n</seed:tool_call>",
+			think: "<seed:think>Hm, weather.</seed:think>\n"}, // always thinks: it ignores enable_thinking
 		{file: "Kimi-K2-Instruct.jinja", call: "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Oslo\"}<|tool_call_end|><|tool_calls_section_end|>"},
 		{file: "meta-llama-Llama-3.1-8B-Instruct.jinja", call: `{"name": "get_weather", "parameters": {"city": "Oslo"}}`},
 		{file: "mistralai-Mistral-Nemo-Instruct-2407.jinja", call: `[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Oslo"}, "id": "abcdef123"}]`},
