@@ -9,8 +9,10 @@ package chat
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/x/llama/internal/jsonschema"
 )
@@ -232,6 +234,19 @@ type Plan struct {
 	hist  []Message // the conversation before the generation prompt
 	tools []Tool
 	extra map[string]any
+	// withGen is hist rendered with its generation prompt, where Prepare
+	// rendered it (haveWithGen), and gen that prompt alone (haveGen).
+	withGen, gen         string
+	haveWithGen, haveGen bool
+	tagsOnce             sync.Once
+	tags                 thinkingTags
+}
+
+// thinkingTags are the result of Plan.ThinkingTags.
+type thinkingTags struct {
+	start, end string
+	ok         bool
+	err        error
 }
 
 // Prepare renders req and returns its plan. Errors are *[RequestError].
@@ -287,15 +302,18 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 	// answers in free text, as llama.cpp's chat parser has it.
 	callTools := useTools && format != FormatContentOnly
 	wantSchema := len(req.Schema) > 0 && (req.PlainSchema || !isEmptyObject(req.Schema))
+	if wantSchema && req.Grammar != "" {
+		return nil, requestError(nil, "cannot use response_format with grammar or json_schema")
+	}
+	schema := req.Schema
+	if isEmptyObject(schema) {
+		schema = json.RawMessage(`{"type":"object"}`)
+	}
+	// Under tool choice auto the schema is converted once, inside the
+	// tools' grammar, as the answer that calls no tool; elsewhere alone.
+	schemaInTools := wantSchema && callTools && !req.PureContent && choice.Mode == "auto"
 	var schemaGrammar string // the response format's grammar alone
-	if wantSchema {
-		if req.Grammar != "" {
-			return nil, requestError(nil, "cannot use response_format with grammar or json_schema")
-		}
-		schema := req.Schema
-		if isEmptyObject(schema) {
-			schema = json.RawMessage(`{"type":"object"}`)
-		}
+	if wantSchema && !schemaInTools {
 		g, err := jsonschema.ToGBNF(schema)
 		if err != nil {
 			return nil, requestError(err, "invalid json_schema: %v", err)
@@ -319,14 +337,13 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 		// With a response format, an answer that calls no tool is its
 		// JSON (under auto; a call required leaves no other answer).
 		var answer json.RawMessage
-		if wantSchema && (choice.Mode == "" || choice.Mode == "auto") {
-			answer = req.Schema
-			if isEmptyObject(answer) {
-				answer = json.RawMessage(`{"type":"object"}`)
-			}
-			plan.JSONContent = !req.PlainSchema
+		if schemaInTools {
+			answer, plan.JSONContent = schema, !req.PlainSchema
 		}
 		tg, err := buildToolGrammar(format, req.Tools, choice, parallel, answer, !req.PlainSchema)
+		if rf := (*responseFormatError)(nil); errors.As(err, &rf) {
+			return nil, requestError(rf.err, "invalid json_schema: %v", rf.err)
+		}
 		if err != nil {
 			return nil, requestError(err, "tools: %v", err)
 		}
@@ -384,6 +401,7 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 				i++
 			}
 			gen := withGen[i:]
+			plan.gen, plan.haveGen = strings.TrimPrefix(withGen, before), true
 			// Templates with reasoning get the message's reasoning between
 			// their markers first (closed when continuing the content).
 			if start, end, ok := t.ReasoningMarkers(gen, req.Extra); ok {
@@ -406,6 +424,9 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 	}
 	plan.Prompt = prompt
 	plan.hist, plan.tools = msgs, tools
+	if cont == "" && addGen {
+		plan.withGen, plan.haveWithGen = prompt, true
+	}
 	if cont != "" {
 		plan.hist = msgs[:n-1]
 	}
@@ -450,16 +471,30 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 // </think> when that prompt opens a <think> block itself. ok is false
 // when the template has no thinking.
 func (p *Plan) ThinkingTags() (start, end string, ok bool, err error) {
+	p.tagsOnce.Do(func() {
+		tg := &p.tags
+		tg.start, tg.end, tg.ok, tg.err = p.thinkingTags()
+	})
+	return p.tags.start, p.tags.end, p.tags.ok, p.tags.err
+}
+
+// thinkingTags is ThinkingTags uncached. It renders what Prepare did not.
+func (p *Plan) thinkingTags() (start, end string, ok bool, err error) {
 	t := p.tmpls
-	before, err := t.Render(p.hist, p.tools, false, p.extra)
-	if err != nil {
-		return "", "", false, err
+	gen := p.gen
+	if !p.haveGen {
+		before, err := t.Render(p.hist, p.tools, false, p.extra)
+		if err != nil {
+			return "", "", false, err
+		}
+		withGen := p.withGen
+		if !p.haveWithGen {
+			if withGen, err = t.Render(p.hist, p.tools, true, p.extra); err != nil {
+				return "", "", false, err
+			}
+		}
+		gen = strings.TrimPrefix(withGen, before)
 	}
-	withGen, err := t.Render(p.hist, p.tools, true, p.extra)
-	if err != nil {
-		return "", "", false, err
-	}
-	gen := strings.TrimPrefix(withGen, before)
 	start, end, ok = t.ReasoningMarkers(gen, p.extra)
 	if !ok && strings.Contains(gen, "<think>") {
 		// The generation prompt opens the block itself.

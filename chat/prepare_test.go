@@ -3,6 +3,8 @@ package chat
 import (
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,7 +15,7 @@ import (
 )
 
 // testTemplates returns templates that render src.
-func testTemplates(t *testing.T, src string) *Templates {
+func testTemplates(t testing.TB, src string) *Templates {
 	t.Helper()
 	tmpl, err := ParseTemplate(src)
 	require.NoError(t, err)
@@ -464,6 +466,23 @@ func TestPrepareToolsWithSchema(t *testing.T) {
 	msg = p.ParseOutput(fenced)
 	assert.Empty(t, msg.ToolCalls)
 	assert.Equal(t, answer, msg.Content)
+
+	// A schema that cannot be converted is the response format's error,
+	// whether it is converted alone or inside the tools' grammar.
+	bad := json.RawMessage(`{"$ref":"#/definitions/missing"}`)
+	for _, req := range []Request{
+		{Tools: []Tool{weather}, Schema: bad},
+		{Tools: []Tool{weather}, Schema: bad, ToolChoice: ToolChoice{Mode: "required"}},
+		{Tools: []Tool{weather}, Schema: bad, ToolChoice: ToolChoice{Mode: "none"}},
+		{Tools: []Tool{weather}, Schema: bad, PureContent: true},
+		{Schema: bad},
+	} {
+		req.Messages = []Message{user}
+		_, err := testTemplates(t, hermesTemplate).Prepare(req)
+		var re *RequestError
+		require.ErrorAs(t, err, &re)
+		assert.True(t, strings.HasPrefix(re.Msg, "invalid json_schema: "), "%s", re.Msg)
+	}
 }
 
 // A response format whose properties are named as the rules that wrap its
@@ -498,4 +517,51 @@ func TestPrepareSchemaRuleNames(t *testing.T) {
 			})
 		}
 	}
+}
+
+// ThinkingTags reuses what Prepare rendered: for every template of
+// llama.cpp's folder and every way a chat can end (a new turn, a prefill,
+// a message continued from its content or its reasoning, no generation
+// prompt), it finds what a plan that renders everything again finds.
+func TestPlanThinkingTagsReusesRenders(t *testing.T) {
+	dir := templatesDir(t)
+	files, err := filepath.Glob(filepath.Join(dir, "*.jinja"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	user := Message{Role: RoleUser, Content: "Weather in Oslo?"}
+	prefill := Message{Role: RoleAssistant, Content: "It is", ReasoningContent: "Hm."}
+	shapes := []struct {
+		name string
+		req  Request
+	}{
+		{"new turn", Request{Messages: []Message{user}}},
+		{"new turn with tools", Request{Messages: []Message{user}, Tools: grammarTools}},
+		{"prefill", Request{Messages: []Message{user, prefill}}},
+		{"continue reasoning", Request{Messages: []Message{user, prefill}, Continue: "reasoning_content", NoGenerationPrompt: true}},
+		{"no generation prompt", Request{Messages: []Message{user}, NoGenerationPrompt: true}},
+	}
+	ran := map[string]int{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		tmpls := testTemplates(t, string(b))
+		for _, sh := range shapes {
+			p, err := tmpls.Prepare(sh.req)
+			if err != nil {
+				continue // the template's own rules refuse this chat
+			}
+			ran[sh.name]++
+			name := filepath.Base(f) + "/" + sh.name
+			start, end, ok, err := p.ThinkingTags()
+			again := &Plan{tmpls: p.tmpls, hist: p.hist, tools: p.tools, extra: p.extra}
+			wantStart, wantEnd, wantOK, wantErr := again.thinkingTags()
+			assert.Equal(t, []any{wantStart, wantEnd, wantOK, wantErr}, []any{start, end, ok, err}, name)
+			s2, e2, ok2, err2 := p.ThinkingTags()
+			assert.Equal(t, []any{start, end, ok, err}, []any{s2, e2, ok2, err2}, name)
+		}
+	}
+	for _, sh := range shapes {
+		assert.Greater(t, ran[sh.name], len(files)*3/4, "%s: too few templates take this chat", sh.name)
+	}
+	t.Logf("templates: %d; chats compared: %v", len(files), ran)
 }

@@ -139,7 +139,7 @@ func TestPrepareReasoningBeforeGrammar(t *testing.T) {
 
 // realTemplate returns the templates of the named file bundled with
 // llama.cpp.
-func realTemplate(t *testing.T, file string) *Templates {
+func realTemplate(t testing.TB, file string) *Templates {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(templatesDir(t), file))
 	require.NoError(t, err)

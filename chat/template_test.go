@@ -18,13 +18,13 @@ import (
 
 // llamaSrc is the llama.cpp source tree the conformance tests read their
 // templates and expectations from (fetched by testenv when missing).
-func llamaSrc(t *testing.T) string {
+func llamaSrc(t testing.TB) string {
 	t.Helper()
 	return testenv.LlamaSrc(t)
 }
 
 // templatesDir is the folder of the chat templates bundled with llama.cpp.
-func templatesDir(t *testing.T) string {
+func templatesDir(t testing.TB) string {
 	t.Helper()
 	return filepath.Join(llamaSrc(t), "models", "templates")
 }

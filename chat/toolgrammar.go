@@ -157,7 +157,7 @@ func buildToolGrammar(f Format, tools []Tool, choice ToolChoice, parallel bool, 
 			err = g.b.Check()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("chat: response format: %w", err)
+			return nil, &responseFormatError{err}
 		}
 		answer = a
 	}
@@ -466,3 +466,10 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 	}
 	return one
 }
+
+// responseFormatError is a response format's schema that cannot be
+// converted to a grammar.
+type responseFormatError struct{ err error }
+
+func (e *responseFormatError) Error() string { return "chat: response format: " + e.err.Error() }
+func (e *responseFormatError) Unwrap() error { return e.err }
