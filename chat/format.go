@@ -86,6 +86,10 @@ const (
 	// FormatCommandRPlus is Action:\n```json\n[{"tool_name": ...,
 	// "parameters": ...}]``` (Command R+ tool use).
 	FormatCommandRPlus
+	// FormatCohere2MoE is Command R7B's markup with the answer between
+	// <|START_TEXT|> and <|END_TEXT|>, after a <|START_THINKING|> block
+	// that the generation prompt opens (Cohere2 MoE).
+	FormatCohere2MoE
 
 	formatCount
 )
@@ -117,6 +121,7 @@ var formatNames = [...]string{
 	FormatLFM2:           "LFM2",
 	FormatApertus:        "Apertus",
 	FormatCommandRPlus:   "Command R+",
+	FormatCohere2MoE:     "Cohere2 MoE",
 }
 
 // String returns the format's name.
@@ -162,6 +167,8 @@ func DetectFormat(templateSource string) Format {
 		return FormatFunctionaryV32
 	case has("<|tool_calls_section_begin|>"):
 		return FormatKimiK2
+	case has("<|START_ACTION|>", "<|START_TEXT|>"):
+		return FormatCohere2MoE
 	case has("<|START_ACTION|>"):
 		return FormatCommandR7B
 	case has("<|CHATBOT_TOKEN|>", "Action:", "```json"):

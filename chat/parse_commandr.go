@@ -15,6 +15,12 @@ func callCommandR7B(p *pstate, i int, marker string) (int, bool) {
 	return p.closeWith(end, "<|END_ACTION|>"), true
 }
 
+// Cohere2 MoE writes its answer between these.
+const (
+	cohereText    = "<|START_TEXT|>"
+	cohereTextEnd = "<|END_TEXT|>"
+)
+
 // commandRAction starts Command R+'s tool calls.
 const commandRAction = "Action:"
 

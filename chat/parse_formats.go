@@ -60,6 +60,15 @@ func specFor(f Format) formatSpec {
 			markers:       append([]string{"<|START_ACTION|>"}, wrappers...),
 			alwaysMarkers: wrappers,
 			call:          callCommandR7B}
+	case FormatCohere2MoE:
+		// The block ends at its end marker, or where the answer or calls
+		// start without it.
+		wrappers := []string{cohereText, cohereTextEnd}
+		return formatSpec{thinkStart: "<|START_THINKING|>", thinkEnd: "<|END_THINKING|>",
+			thinkStops:    []string{cohereText, "<|START_ACTION|>"},
+			markers:       append([]string{"<|START_ACTION|>"}, wrappers...),
+			alwaysMarkers: wrappers,
+			call:          callCommandR7B}
 	case FormatGemma:
 		return formatSpec{thinkStart: "<|channel>thought", thinkEnd: "<channel|>",
 			markers: []string{"<|tool_call>"}, call: callGemma}

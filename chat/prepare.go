@@ -321,9 +321,7 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 		if !req.PlainSchema {
 			g = responseFormatGrammar(g)
 		}
-		if format == FormatGPTOSS {
-			g = harmonyAnswer(g)
-		}
+		g = formatAnswer(format, g)
 		schemaGrammar = g
 	}
 	if callTools {
@@ -440,7 +438,7 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 	plan.Parse = ParseOptions{
 		Format:             format,
 		Reasoning:          reasoning,
-		ThinkingForcedOpen: reasoning != ReasoningNone && strings.HasSuffix(trimmed, "<think>"),
+		ThinkingForcedOpen: reasoning != ReasoningNone && opensThinking(format, trimmed),
 		ParseToolCalls:     callTools,
 		Tools:              req.Tools,
 	}
@@ -496,11 +494,25 @@ func (p *Plan) thinkingTags() (start, end string, ok bool, err error) {
 		gen = strings.TrimPrefix(withGen, before)
 	}
 	start, end, ok = t.ReasoningMarkers(gen, p.extra)
-	if !ok && strings.Contains(gen, "<think>") {
+	if !ok {
 		// The generation prompt opens the block itself.
-		start, end, ok = "<think>", cmp.Or(strings.TrimSpace(end), "</think>"), true
+		if fs, fe, _ := thinkMarkers(p.Parse.Format); fs != "" && fs != thinkOpen && opensThinking(p.Parse.Format, strings.TrimRight(gen, " \t\r\n")) {
+			start, end, ok = fs, fe, true
+		} else if strings.Contains(gen, "<think>") {
+			start, end, ok = "<think>", cmp.Or(strings.TrimSpace(end), "</think>"), true
+		}
 	}
 	return start, end, ok, nil
+}
+
+// opensThinking reports whether prompt, without its trailing spaces, ends
+// by opening a thinking block: <think>, or format f's own start marker.
+func opensThinking(f Format, prompt string) bool {
+	if strings.HasSuffix(prompt, thinkOpen) {
+		return true
+	}
+	start, _, _ := thinkMarkers(f)
+	return start != "" && strings.HasSuffix(prompt, start)
 }
 
 // ParseOutput reads the whole output of the plan's generation (the text

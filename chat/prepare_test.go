@@ -553,7 +553,7 @@ func TestPlanThinkingTagsReusesRenders(t *testing.T) {
 			ran[sh.name]++
 			name := filepath.Base(f) + "/" + sh.name
 			start, end, ok, err := p.ThinkingTags()
-			again := &Plan{tmpls: p.tmpls, hist: p.hist, tools: p.tools, extra: p.extra}
+			again := &Plan{tmpls: p.tmpls, hist: p.hist, tools: p.tools, extra: p.extra, Parse: p.Parse}
 			wantStart, wantEnd, wantOK, wantErr := again.thinkingTags()
 			assert.Equal(t, []any{wantStart, wantEnd, wantOK, wantErr}, []any{start, end, ok, err}, name)
 			s2, e2, ok2, err2 := p.ThinkingTags()

@@ -231,9 +231,12 @@ func (p *Plan) allowAnalysis() {
 	p.Grammar = sb.String()
 }
 
-// harmonyAnswer puts a GPT-OSS final message's header before the answer
-// of response format grammar g (its root).
-func harmonyAnswer(g string) string {
+// formatAnswer puts the markup format f writes around an answer (see
+// answerMarkup) around response format grammar g (its root).
+func formatAnswer(f Format, g string) string {
+	if f != FormatGPTOSS && f != FormatCohere2MoE {
+		return g
+	}
 	answer := unusedRule(g, "final-answer")
-	return "root ::= " + harmonyFinal + " " + answer + "\n" + renameGBNFRule(g, "root", answer)
+	return "root ::= " + answerMarkup(f, answer) + "\n" + renameGBNFRule(g, "root", answer)
 }

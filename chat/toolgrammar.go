@@ -179,10 +179,7 @@ func buildToolGrammar(f Format, tools []Tool, choice ToolChoice, parallel bool, 
 		if fence {
 			body = "space ( \"```json\" space " + answer + " space \"```\" | " + body + " )"
 		}
-		if f == FormatGPTOSS {
-			body = harmonyFinal + " " + body // the answer is a final message
-		}
-		root = g.b.AddRule("root-choice", root+" | "+g.b.AddRule("response-format-answer", body))
+		root = g.b.AddRule("root-choice", root+" | "+g.b.AddRule("response-format-answer", answerMarkup(f, body)))
 	}
 	if !tg.Lazy {
 		tg.Triggers = nil
@@ -403,13 +400,18 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 			calls = call + "+"
 		}
 		return b.AddRule("tool-calls", lit(dsCallsBegin)+" "+calls+" "+lit(dsCallsEnd))
-	case FormatCommandR7B:
+	case FormatCommandR7B, FormatCohere2MoE:
 		c := g.alt("tool-call", func(t toolRule) string {
 			return `"{" space "\"tool_call_id\"" space ":" space "\"" [0-9]+ "\"" space "," space "\"tool_name\"" space ":" space ` +
 				jsonName(t.name) + ` space "," space "\"parameters\"" space ":" space ` + t.args + ` space "}"`
 		})
 		word("<|START_ACTION|>")
-		preserve("<|START_ACTION|>", "<|END_ACTION|>", "<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_THINKING|>", "<|END_THINKING|>")
+		preserve("<|START_ACTION|>", "<|END_ACTION|>", "<|START_THINKING|>", "<|END_THINKING|>")
+		if g.f == FormatCohere2MoE {
+			preserve(cohereText, cohereTextEnd)
+		} else {
+			preserve("<|START_RESPONSE|>", "<|END_RESPONSE|>")
+		}
 		return b.AddRule("tool-calls", `"<|START_ACTION|>[" space `+g.repeat(c, `space "," space`, parallel)+` space "]<|END_ACTION|>"`)
 	case FormatGemma:
 		call := g.alt("tool-call", func(t toolRule) string {
@@ -473,3 +475,17 @@ type responseFormatError struct{ err error }
 
 func (e *responseFormatError) Error() string { return "chat: response format: " + e.err.Error() }
 func (e *responseFormatError) Unwrap() error { return e.err }
+
+// answerMarkup wraps GBNF body, a response format's answer, in the markup
+// format f writes around an answer: a GPT-OSS final message's header, or
+// Cohere2 MoE's text markers (the end one optional, as llama.cpp's
+// parser has it).
+func answerMarkup(f Format, body string) string {
+	switch f {
+	case FormatGPTOSS:
+		return harmonyFinal + " " + body
+	case FormatCohere2MoE:
+		return jsonschema.Literal(cohereText) + " " + body + " " + jsonschema.Literal(cohereTextEnd) + "?"
+	}
+	return body
+}
