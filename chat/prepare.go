@@ -221,8 +221,11 @@ type Plan struct {
 	PreservedTokens []string
 	// Parse are the options to read the output with.
 	Parse ParseOptions
-	// Prefill is the text of the message continued, which the answer's
-	// content starts with.
+	// Prefill is the text the answer's content starts with: that of the
+	// message continued or, where the reasoning format is none and the
+	// generation prompt opens a thinking block the model is free to
+	// close, that block's opening (as "<think>\n"), so that the content
+	// holds the whole block, as llama-server's does.
 	Prefill string
 	// JSONContent says the content is the JSON of a response format
 	// alone: the whitespace and ```json fence around it are left out.
@@ -451,6 +454,14 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 		if err := plan.allowReasoning(tmpl.Caps(), thinking); err != nil {
 			return nil, err
 		}
+	}
+	if reasoning == ReasoningNone && cont == "" && !req.PureContent && (plan.Grammar == "" || plan.GrammarLazy) &&
+		opensThinking(format, trimmed) {
+		start, _, _ := thinkMarkers(format)
+		if start == "" || !strings.HasSuffix(trimmed, start) {
+			start = thinkOpen
+		}
+		plan.Prefill = prompt[strings.LastIndex(prompt, start):]
 	}
 	if req.PureContent {
 		if plan.ToolGrammar {

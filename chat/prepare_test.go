@@ -3,6 +3,7 @@ package chat
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -564,4 +565,52 @@ func TestPlanThinkingTagsReusesRenders(t *testing.T) {
 		assert.Greater(t, ran[sh.name], len(files)*3/4, "%s: too few templates take this chat", sh.name)
 	}
 	t.Logf("templates: %d; chats compared: %v", len(files), ran)
+}
+
+// With reasoning format none, a generation prompt that opens a thinking
+// block has that opening written at the start of the content, so that it
+// holds the whole block, as llama-server's does (measured on v0.4.0:
+// "<think>\n" for Qwen 3.5, "<|START_THINKING|>" for Cohere2 MoE).
+// Nothing is added where the prompt opens no block, where a grammar
+// applies from the first token (the model cannot close the block), or
+// where the reasoning is parsed.
+func TestPrepareReasoningNoneKeepsOpenedBlock(t *testing.T) {
+	schema := json.RawMessage(`{"type":"object"}`)
+	tests := []struct {
+		file      string
+		reasoning string
+		thinking  any // enable_thinking (nil: the template's default)
+		tools     bool
+		schema    bool
+		output    string
+		content   string
+	}{
+		{file: "Qwen3.5-4B.jinja", reasoning: "none", thinking: true, output: "Hm.\n</think>\n\nHi", content: "<think>\nHm.\n</think>\n\nHi"},
+		{file: "Qwen3.5-4B.jinja", reasoning: "none", thinking: true, tools: true, output: "Hm.\n</think>\n\nHi", content: "<think>\nHm.\n</think>\n\nHi"},
+		{file: "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", reasoning: "none", output: "Hm.</think>Hi", content: "<think>\nHm.</think>Hi"},
+		{file: "Cohere2MoE.jinja", reasoning: "none", output: "Hm.<|END_THINKING|><|START_TEXT|>Hi<|END_TEXT|>", content: "<|START_THINKING|>Hm.<|END_THINKING|>Hi"},
+		{file: "Qwen-Qwen3-0.6B.jinja", reasoning: "none", output: "<think>Hm.</think>Hi", content: "<think>Hm.</think>Hi"},
+		{file: "Qwen-Qwen3-0.6B.jinja", reasoning: "none", thinking: false, output: "Hi", content: "Hi"},
+		{file: "Qwen3.5-4B.jinja", reasoning: "none", thinking: true, schema: true, output: `{"a": 1}`, content: `{"a": 1}`},
+		{file: "Qwen3.5-4B.jinja", reasoning: "auto", thinking: true, output: "Hm.\n</think>\n\nHi", content: "Hi"},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%s/%s/thinking=%v/tools=%v/schema=%v", tc.file, tc.reasoning, tc.thinking, tc.tools, tc.schema), func(t *testing.T) {
+			req := Request{Messages: []Message{{Role: RoleUser, Content: "hi"}}, Reasoning: tc.reasoning}
+			if tc.thinking != nil {
+				req.Extra = map[string]any{"enable_thinking": tc.thinking}
+			}
+			if tc.tools {
+				req.Tools = grammarTools
+			}
+			if tc.schema {
+				req.Schema = schema
+			}
+			p, err := realTemplate(t, tc.file).Prepare(req)
+			require.NoError(t, err)
+			msg := p.ParseOutput(tc.output)
+			assert.Equal(t, tc.content, msg.Content)
+			assertStreamed(t, p, tc.output, msg)
+		})
+	}
 }
