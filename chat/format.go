@@ -90,6 +90,10 @@ const (
 	// <|START_TEXT|> and <|END_TEXT|>, after a <|START_THINKING|> block
 	// that the generation prompt opens (Cohere2 MoE).
 	FormatCohere2MoE
+	// FormatMiniCPM5 is <function name="f"><param name="p">v</param>
+	// </function>, a value optionally in <![CDATA[...]]>, with <think>
+	// reasoning (MiniCPM5).
+	FormatMiniCPM5
 
 	formatCount
 )
@@ -122,6 +126,7 @@ var formatNames = [...]string{
 	FormatApertus:        "Apertus",
 	FormatCommandRPlus:   "Command R+",
 	FormatCohere2MoE:     "Cohere2 MoE",
+	FormatMiniCPM5:       "MiniCPM5",
 }
 
 // String returns the format's name.
@@ -181,6 +186,8 @@ func DetectFormat(templateSource string) Format {
 		return FormatApertus
 	case has("'<|tool_call>call:'"), has("<|tool_call>call:"):
 		return FormatGemma
+	case has("Tool usage guidelines:", `<function name="`, `<param name="`):
+		return FormatMiniCPM5
 	case has("<tool_call>", "<function=", "<parameter="):
 		return FormatQwen3Coder
 	case has("<tool_call>", "<arg_key>"):

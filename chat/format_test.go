@@ -22,6 +22,7 @@ func TestDetectFormat(t *testing.T) {
 		"Bielik-11B-v3.0-Instruct.jinja":                      FormatHermes2Pro,
 		"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja": FormatCommandR7B,
 		"Cohere2MoE.jinja":                                    FormatCohere2MoE,
+		"openbmb-MiniCPM5-1B.jinja":                           FormatMiniCPM5,
 		"GLM-4.6.jinja":                                       FormatGLM45,
 		"GLM-4.7-Flash.jinja":                                 FormatGLM45,
 		"Kimi-K2-Instruct.jinja":                              FormatKimiK2,

@@ -99,6 +99,8 @@ func specFor(f Format) formatSpec {
 		return sp
 	case FormatLFM2:
 		return thinkSpec(callLFM2, lfmCallStart)
+	case FormatMiniCPM5:
+		return thinkSpec(callMiniCPM5, cpmFunction)
 	case FormatApertus:
 		return formatSpec{thinkStart: apertusInner, thinkEnd: apertusInnerEnd, thinkStops: []string{apertusTools},
 			markers: []string{apertusTools}, call: callApertus}

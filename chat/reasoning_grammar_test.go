@@ -201,6 +201,7 @@ func TestPrepareReasoningRealTemplates(t *testing.T) {
 		{file: "Cohere2MoE.jinja", call: "<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}\n]<|END_ACTION|>",
 			think: "Hm, weather.<|END_THINKING|>", forced: true, final: "<|START_TEXT|>",
 			refuse: "Hm, weather.<|START_TEXT|>{\"a\": 1}<|END_TEXT|>"}, // text in the block, which the parser would read unchecked
+		{file: "openbmb-MiniCPM5-1B.jinja", call: `<function name="get_weather"><param name="city">Oslo</param></function>`, think: closed, forced: true},
 		{file: "Apertus-8B-Instruct.jinja", call: "<|tools_prefix|>[{\"get_weather\": {\"city\": \"Oslo\"}}]<|tools_suffix|>", think: "<|inner_prefix|>Hm, weather.<|inner_suffix|>"},
 		{file: "ByteDance-Seed-OSS.jinja", call: "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Oslo</parameter>\n</function>\n</seed:tool_call>",
 			think: "<seed:think>Hm, weather.</seed:think>\n"}, // always thinks: it ignores enable_thinking

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -196,7 +197,7 @@ func buildToolGrammar(f Format, tools []Tool, choice ToolChoice, parallel bool, 
 // added after it would have taken the format's place in the calls.
 func formatRules(f Format) [][2]string {
 	switch f {
-	case FormatQwen3Coder, FormatSeedOSS, FormatMiniMaxM2, FormatDeepSeekV32:
+	case FormatQwen3Coder, FormatSeedOSS, FormatMiniMaxM2, FormatDeepSeekV32, FormatMiniCPM5:
 		return [][2]string{{"xml-text", `( [^<] | "<" [^/] )*`}}
 	case FormatLFM2:
 		return [][2]string{
@@ -259,6 +260,25 @@ func (g *grammarGen) jsonCall(rule, nameKey, argsKey, extra string) string {
 	})
 }
 
+// paramName is the GBNF of a parameter's name in tool t's calls where
+// the format writes parameters one by one: one of the names of its
+// schema's properties, as llama.cpp's grammars have it, or where the
+// schema names none (a free-form object), any text that loose matches.
+func (g *grammarGen) paramName(t toolRule, loose string) string {
+	var schema struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if json.Unmarshal(t.params, &schema) != nil || len(schema.Properties) == 0 {
+		return loose
+	}
+	names := make([]string, 0, len(schema.Properties))
+	for n := range schema.Properties {
+		names = append(names, lit(n))
+	}
+	slices.Sort(names)
+	return "( " + strings.Join(names, " | ") + " )"
+}
+
 // repeat is one call, or with parallel one or more separated by sep.
 func (g *grammarGen) repeat(call, sep string, parallel bool) string {
 	if !parallel {
@@ -286,7 +306,7 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		return b.AddRule("tool-calls", g.repeat(call, "space", parallel))
 	case FormatQwen3Coder:
 		call := g.alt("tool-call", func(t toolRule) string {
-			param := g.b.AddRule(t.name+"-param", `"<parameter=" [^>\n]+ ">\n" xml-text "\n</parameter>\n"`)
+			param := g.b.AddRule(t.name+"-param", `"<parameter=" `+g.paramName(t, `[^>\n]+`)+` ">\n" xml-text "\n</parameter>\n"`)
 			return lit("<tool_call>\n<function="+t.name+">\n") + " " + param + "* " + lit("</function>\n</tool_call>")
 		})
 		word("<tool_call>")
@@ -294,15 +314,23 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		return b.AddRule("tool-calls", g.repeat(call, `"\n"`, parallel))
 	case FormatSeedOSS:
 		call := g.alt("tool-call", func(t toolRule) string {
-			param := g.b.AddRule(t.name+"-param", `"<parameter=" [^>\n]+ ">" xml-text "</parameter>\n"`)
+			param := g.b.AddRule(t.name+"-param", `"<parameter=" `+g.paramName(t, `[^>\n]+`)+` ">" xml-text "</parameter>\n"`)
 			return lit("<seed:tool_call>\n<function="+t.name+">\n") + " " + param + "* " + lit("</function>\n</seed:tool_call>")
 		})
 		word("<seed:tool_call>")
 		preserve("<seed:think>", "</seed:think>", "<seed:tool_call>", "</seed:tool_call>")
 		return b.AddRule("tool-calls", g.repeat(call, `"\n"`, parallel))
+	case FormatMiniCPM5:
+		call := g.alt("tool-call", func(t toolRule) string {
+			param := g.b.AddRule(t.name+"-param", `"<param name=\"" `+g.paramName(t, `[^"\n]+`)+` "\">" xml-text "</param>" space`)
+			return lit(cpmFunction+t.name+`">`) + " space " + param + "* " + lit("</function>")
+		})
+		word("<function")
+		preserve("<function", "<param", "</function>", "</param>", "<think>", "</think>")
+		return b.AddRule("tool-calls", g.repeat(call, "space", parallel))
 	case FormatMiniMaxM2:
 		invoke := g.alt("invoke", func(t toolRule) string {
-			param := g.b.AddRule(t.name+"-param", `"<parameter name=\"" [^"\n]+ "\">" xml-text "</parameter>\n"`)
+			param := g.b.AddRule(t.name+"-param", `"<parameter name=\"" `+g.paramName(t, `[^"\n]+`)+` "\">" xml-text "</parameter>\n"`)
 			return lit("<invoke name=\""+t.name+"\">\n") + " " + param + "* " + lit("</invoke>\n")
 		})
 		calls := invoke
@@ -314,7 +342,7 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		return b.AddRule("tool-calls", `"<minimax:tool_call>\n" `+calls+` "</minimax:tool_call>"`)
 	case FormatDeepSeekV32:
 		invoke := g.alt("invoke", func(t toolRule) string {
-			param := g.b.AddRule(t.name+"-param", lit(dsmlParam)+` [^"\n]+ "\" string=\"" ( "true" | "false" ) "\">" xml-text `+lit(dsmlParamEnd+"\n"))
+			param := g.b.AddRule(t.name+"-param", lit(dsmlParam)+" "+g.paramName(t, `[^"\n]+`)+` "\" string=\"" ( "true" | "false" ) "\">" xml-text `+lit(dsmlParamEnd+"\n"))
 			return lit(dsmlInvoke+t.name+"\">\n") + " " + param + "* " + lit(dsmlInvokeEnd+"\n")
 		})
 		calls := invoke
@@ -440,7 +468,7 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		return b.AddRule("tool-calls", `"<|tool_calls_section_begin|>" `+calls+` "<|tool_calls_section_end|>"`)
 	case FormatGLM45:
 		call := g.alt("tool-call", func(t toolRule) string {
-			return lit("<tool_call>"+t.name+"\n") + ` ( "<arg_key>" [^<]+ "</arg_key>\n<arg_value>" glm-text "</arg_value>\n" )* "</tool_call>"`
+			return lit("<tool_call>"+t.name+"\n") + ` ( "<arg_key>" ` + g.paramName(t, `[^<]+`) + ` "</arg_key>\n<arg_value>" glm-text "</arg_value>\n" )* "</tool_call>"`
 		})
 		word("<tool_call>")
 		preserve("<think>", "</think>", "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")

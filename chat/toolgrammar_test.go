@@ -320,6 +320,7 @@ func TestBuildToolGrammar(t *testing.T) {
 		{format: FormatDeepSeekV31, call: "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>special_function<｜tool▁sep｜>{\"arg1\": 1}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", bad: "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>special_function<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", trigger: dsCallsBegin, hasLazy: true},
 		{format: FormatCommandR7B, call: "<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"special_function\", \"parameters\": {\"arg1\": 1}}\n]<|END_ACTION|>", bad: "<|START_ACTION|>[]<|END_ACTION|>", trigger: "<|START_ACTION|>", hasLazy: true},
 		{format: FormatCohere2MoE, call: "<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"special_function\", \"parameters\": {\"arg1\": 1}}\n]<|END_ACTION|>", bad: "<|START_TEXT|>[]<|END_TEXT|>", trigger: "<|START_ACTION|>", hasLazy: true},
+		{format: FormatMiniCPM5, call: `<function name="special_function"><param name="arg1">1</param></function>`, second: "\n<function name=\"get_weather\"><param name=\"city\">Paris</param></function>", bad: `<function name="other"></function>`, trigger: "<function", hasLazy: true},
 		{format: FormatGemma, call: `<|tool_call>call:special_function{arg1:42}<tool_call|>`, second: `<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>`, bad: `<|tool_call>call:other{}<tool_call|>`, trigger: "<|tool_call>", hasLazy: true},
 		{format: FormatGPTOSS, call: `<|channel|>commentary to=functions.special_function <|constrain|>json<|message|>{"arg1": 1}`, bad: `<|channel|>commentary to=functions.special_function<|message|>{"arg1": true}`, trigger: "<|channel|>commentary to=functions.", hasLazy: true},
 		{format: FormatKimiK2, call: "<|tool_calls_section_begin|><|tool_call_begin|>functions.special_function:0<|tool_call_argument_begin|>{\"arg1\": 1}<|tool_call_end|><|tool_calls_section_end|>", bad: "<|tool_calls_section_begin|><|tool_calls_section_end|>", trigger: "<|tool_calls_section_begin|>", hasLazy: true},
@@ -510,6 +511,50 @@ func TestBuildToolGrammarRuleNameClash(t *testing.T) {
 			require.NoError(t, err)
 			assert.True(t, grammarAccepts(t, tg.Grammar, c.call), "the response format's rules replaced the format's:\n%s", tg.Grammar)
 			assert.True(t, grammarAccepts(t, tg.Grammar, `{"`+strings.Repeat("a", 60)+`": {"glm-text": "abc"}}`))
+		})
+	}
+}
+
+// In the formats that write parameters one by one, a call names only its
+// tool's parameters, as llama.cpp's grammars have it (MiniCPM5's system
+// prompt shows <param name="param-name">, which a small model copies);
+// a tool whose schema names no properties takes any name.
+func TestToolGrammarParamNames(t *testing.T) {
+	tools := []Tool{
+		{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}}}`)},
+		{Name: "free", Parameters: json.RawMessage(`{"type":"object"}`)},
+	}
+	dsmlCall := func(name, param string) string {
+		return "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"" + name + "\">\n<｜DSML｜parameter name=\"" + param + "\" string=\"true\">Oslo</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>"
+	}
+	tests := []struct {
+		format Format
+		call   func(name, param string) string
+	}{
+		{FormatQwen3Coder, func(name, param string) string {
+			return "<tool_call>\n<function=" + name + ">\n<parameter=" + param + ">\nOslo\n</parameter>\n</function>\n</tool_call>"
+		}},
+		{FormatSeedOSS, func(name, param string) string {
+			return "<seed:tool_call>\n<function=" + name + ">\n<parameter=" + param + ">Oslo</parameter>\n</function>\n</seed:tool_call>"
+		}},
+		{FormatMiniMaxM2, func(name, param string) string {
+			return "<minimax:tool_call>\n<invoke name=\"" + name + "\">\n<parameter name=\"" + param + "\">Oslo</parameter>\n</invoke>\n</minimax:tool_call>"
+		}},
+		{FormatDeepSeekV32, dsmlCall},
+		{FormatGLM45, func(name, param string) string {
+			return "<tool_call>" + name + "\n<arg_key>" + param + "</arg_key>\n<arg_value>Oslo</arg_value>\n</tool_call>"
+		}},
+		{FormatMiniCPM5, func(name, param string) string {
+			return `<function name="` + name + `"><param name="` + param + `">Oslo</param></function>`
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.format.String(), func(t *testing.T) {
+			tg, err := BuildToolGrammar(tc.format, tools, ToolChoice{Mode: "required"}, false)
+			require.NoError(t, err)
+			assertGrammar(t, tg.Grammar,
+				[]string{tc.call("get_weather", "city"), tc.call("free", "anything")},
+				[]string{tc.call("get_weather", "town"), tc.call("get_weather", "param-name")})
 		})
 	}
 }
