@@ -9,13 +9,13 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"unicode"
 	"unicode/utf8"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
 	"github.com/x/llama/internal/bridge"
 	"github.com/x/llama/internal/capi"
+	"github.com/x/llama/internal/pretok"
 	"golang.org/x/sync/semaphore"
 )
 
@@ -922,7 +922,7 @@ func (m *Model) Tokenize(text string, opts TokenizeOptions) ([]Token, error) {
 	// What takes the model's lock itself is read first (each is kept), so
 	// that no read lock is taken twice: a Close waiting between them would
 	// wait for ever.
-	bpe := len(text) > maxRunRunes && m.isBPE()
+	bpe := len(text) > pretok.MaxRun && m.isBPE()
 	var sp SpecialTokens
 	if bpe {
 		sp = m.SpecialTokens()
@@ -939,12 +939,11 @@ func (m *Model) Tokenize(text string, opts TokenizeOptions) ([]Token, error) {
 		_ = m.tokenizing.Acquire(context.Background(), w) // no deadline: the calls ahead of it end
 		defer m.tokenizing.Release(w)
 	}
-	// llama.cpp splits BPE text with std::regex, which recurses once per
-	// character of a match: a run of ~25,000 characters without white
-	// space overflows the thread's stack and kills the process. Longer
-	// runs are cut and their pieces tokenized one after the other.
+	// Runs longer than pretok.MaxRun would overflow the BPE
+	// pre-tokenizer's stack: they are cut and their pieces tokenized one
+	// after the other.
 	if bpe {
-		if pieces := cutLongRuns(text, maxRunRunes); len(pieces) > 1 {
+		if pieces := pretok.CutLongRuns(text, pretok.MaxRun); len(pieces) > 1 {
 			var out []Token
 			if opts.AddSpecial && sp.AddBOS && sp.BOS != NoToken {
 				out = append(out, sp.BOS)
@@ -972,10 +971,6 @@ func (m *Model) Tokenize(text string, opts TokenizeOptions) ([]Token, error) {
 // about 18 GB.
 const maxTokenizing = 16 << 20
 
-// maxRunRunes is the longest run of characters without white space that
-// Tokenize hands to llama.cpp's BPE pre-tokenizer in one piece.
-const maxRunRunes = 2048
-
 // isBPE reports whether the vocabulary is BPE (GGUF's "gpt2"), whose
 // pre-tokenizer is the recursive one.
 func (m *Model) isBPE() bool {
@@ -984,25 +979,6 @@ func (m *Model) isBPE() bool {
 		m.bpe = !ok || kind == "gpt2"
 	})
 	return m.bpe
-}
-
-// cutLongRuns cuts s inside every run of more than n characters without
-// white space, so that no piece holds such a run; other text is not cut.
-func cutLongRuns(s string, n int) []string {
-	var pieces []string
-	start, run := 0, 0
-	for i, r := range s {
-		if unicode.IsSpace(r) {
-			run = 0
-			continue
-		}
-		run++
-		if run > n {
-			pieces = append(pieces, s[start:i])
-			start, run = i, 1
-		}
-	}
-	return append(pieces, s[start:])
 }
 
 // tokenizeLocked runs llama.cpp's tokenizer on text; the caller holds

@@ -12,21 +12,6 @@ import (
 	"github.com/x/llama/internal/testenv"
 )
 
-func TestCutLongRuns(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		n    int
-		want []string
-	}{
-		{"abcdef", 2, []string{"ab", "cd", "ef"}},
-		{"ab cd", 2, []string{"ab cd"}},
-		{"abc de", 2, []string{"ab", "c de"}},
-		{"", 2, []string{""}},
-	} {
-		assert.Equal(t, c.want, cutLongRuns(c.in, c.n), c.in)
-	}
-}
-
 // TestTokenizeBudget: a model tokenizes at most maxTokenizing bytes of
 // text at once. With the budget held but for 10 bytes, an 11-byte text
 // waits for it and a 10-byte one does not.

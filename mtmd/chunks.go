@@ -11,6 +11,7 @@ import (
 	"github.com/x/llama"
 	"github.com/x/llama/internal/bridge"
 	"github.com/x/llama/internal/mtmdcapi"
+	"github.com/x/llama/internal/pretok"
 )
 
 // ChunkType says what a chunk holds.
@@ -96,20 +97,70 @@ func (p *Projector) Tokenize(prompt string, media []*Media, opts TokenizeOptions
 		return nil, err
 	}
 	defer p.mu.Unlock()
-	text := append([]byte(prompt), 0)
+	// The prompt goes to libmtmd as parts, the text between markers and
+	// the media, as mtmd_tokenize splits it: a BPE vocabulary's text is
+	// cut further inside runs longer than pretok.MaxRun, which would
+	// overflow its pre-tokenizer's stack (adjacent text parts make one
+	// chunk, their tokens one after the other).
+	var texts []string
+	var kinds []int // per part: the index in texts, or -1-i for media[i]
+	nm := 0
+	for seg := range strings.SplitSeq(prompt, p.marker) {
+		if seg != "" {
+			pieces := []string{seg}
+			if p.bpe && len(seg) > pretok.MaxRun {
+				pieces = pretok.CutLongRuns(seg, pretok.MaxRun)
+			}
+			for _, piece := range pieces {
+				kinds = append(kinds, len(texts))
+				texts = append(texts, piece)
+			}
+		}
+		if nm < len(media) {
+			kinds = append(kinds, -1-nm)
+			nm++
+		}
+	}
+	// Until here a call takes little memory; the tokenizer takes 40 to
+	// 70 bytes a byte of text, within the model's tokenizing budget.
+	defer bridge.ModelOf(p.model).Tokenizing(len(prompt))()
+	buf := []byte(strings.Join(texts, ""))
+	in := make([]mtmdcapi.InputText, len(texts))
+	parts := make([]mtmdcapi.InputPart, len(kinds))
+	ptrs := make([]uintptr, len(kinds)+1)
 	var pin runtime.Pinner
-	pin.Pin(&text[0])
 	defer pin.Unpin()
-	in := mtmdcapi.InputText{Text: uintptr(unsafe.Pointer(&text[0])), TextLen: uintptr(len(prompt)),
-		AddSpecial: opts.AddSpecial, ParseSpecial: opts.ParseSpecial}
-	bitmaps := make([]mtmdcapi.Bitmap, len(media)+1)
-	for i, m := range media {
-		bitmaps[i] = m.ptr
+	if len(buf) > 0 {
+		pin.Pin(&buf[0])
+	}
+	if len(in) > 0 {
+		pin.Pin(&in[0])
+	}
+	if len(parts) > 0 {
+		pin.Pin(&parts[0])
+	}
+	off := 0
+	for i, t := range texts {
+		in[i] = mtmdcapi.InputText{TextLen: uintptr(len(t)), ParseSpecial: opts.ParseSpecial}
+		if len(t) > 0 {
+			in[i].Text = uintptr(unsafe.Pointer(&buf[off]))
+		}
+		off += len(t)
+	}
+	for i, k := range kinds {
+		if k >= 0 {
+			parts[i].Text = uintptr(unsafe.Pointer(&in[k]))
+		} else {
+			parts[i].Bitmap = media[-1-k].ptr
+		}
+		ptrs[i] = uintptr(unsafe.Pointer(&parts[i]))
 	}
 	out := mtmdcapi.ChunksInit()
-	rc := mtmdcapi.Tokenize(p.ptr, out, &in, &bitmaps[0], uintptr(len(media)))
-	runtime.KeepAlive(bitmaps)
-	runtime.KeepAlive(text)
+	rc := mtmdcapi.TokenizeFromParts(p.ptr, out, &ptrs[0], uintptr(len(kinds)), opts.AddSpecial)
+	runtime.KeepAlive(buf)
+	runtime.KeepAlive(in)
+	runtime.KeepAlive(parts)
+	runtime.KeepAlive(ptrs)
 	switch rc {
 	case 0:
 	case 1:

@@ -136,6 +136,7 @@ type Projector struct {
 	vision bool
 	audio  bool
 	rate   int
+	bpe    bool // the model's vocabulary is BPE: long runs are cut
 	unlink func()
 }
 
@@ -172,6 +173,7 @@ func LoadProjector(ctx context.Context, model *llama.Model, path string, opts Pr
 	if mops == nil {
 		return nil, errorf(llama.CodeInvalid, op, "no model")
 	}
+	bpe := mops.BPE() // before Use: it may take the model's lock
 	mptr, release, err := mops.Use(op)
 	if err != nil {
 		return nil, err
@@ -208,7 +210,7 @@ func LoadProjector(ctx context.Context, model *llama.Model, path string, opts Pr
 			"(not an mmproj GGUF, an unknown projector type, or made for a model of another embedding size)", path)
 	}
 	pr := &Projector{ptr: c, model: model, path: path, marker: mtmdcapi.GetMarker(c),
-		vision: mtmdcapi.SupportVision(c), audio: mtmdcapi.SupportAudio(c), rate: int(mtmdcapi.GetAudioSampleRate(c))}
+		vision: mtmdcapi.SupportVision(c), audio: mtmdcapi.SupportAudio(c), rate: int(mtmdcapi.GetAudioSampleRate(c)), bpe: bpe}
 	unlink, ok := mops.AddChild(pr.close)
 	if !ok {
 		mtmdcapi.Free(c)

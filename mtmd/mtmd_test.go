@@ -224,6 +224,56 @@ func TestTokenizeChunks(t *testing.T) {
 	assert.Equal(t, [2]int{0, next - 1}, [2]int{lo, hi})
 }
 
+// TestTokenizeLongRunBPE: llama.cpp's BPE pre-tokenizer overflows the
+// thread's stack on a run of ~25,000 characters without white space, and
+// libmtmd tokenizes a prompt's text with it: one chat with an image and
+// such a run killed the process. Tokenize cuts the runs as
+// llama.Model.Tokenize does, so the text chunks hold the same tokens that
+// Model.Tokenize gives for the same text; the media sit where their
+// markers were.
+func TestTokenizeLongRunBPE(t *testing.T) {
+	testenv.MTMD(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	mp := filepath.Join(dir, "bpe-tiny.gguf")
+	require.NoError(t, gguf.WriteTinyModel(mp, gguf.TinyModelOptions{
+		VocabFrom: filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-deepseek-coder.gguf"), NEmbd: 32, NHead: 2, Seed: 3}))
+	model, err := llama.LoadModel(ctx, mp, llama.ModelOptions{})
+	require.NoError(t, err)
+	defer model.Close()
+	info, err := model.Info()
+	require.NoError(t, err)
+	pp := filepath.Join(dir, "mmproj-tiny.gguf")
+	require.NoError(t, gguf.WriteTinyProjector(pp, gguf.TinyProjectorOptions{TextEmbd: info.EmbeddingSize, Seed: 7}))
+	proj, err := mtmd.LoadProjector(ctx, model, pp, mtmd.ProjectorOptions{CPUOnly: true, Threads: 1})
+	require.NoError(t, err)
+	defer proj.Close()
+	img, err := proj.NewMedia(pngOf(t, "red", 40, 40), mtmd.MediaOptions{})
+	require.NoError(t, err)
+	defer img.Close()
+	for _, tc := range []struct{ before, after string }{
+		{"Describe: ", " " + strings.Repeat("a", 60000)},
+		{strings.Repeat("é", 30000) + " ", "\n" + strings.Repeat("0123456789", 4000) + " end"},
+		{"Hello ", " world"},
+	} {
+		chunks, err := proj.Tokenize(tc.before+proj.Marker()+tc.after, []*mtmd.Media{img}, mtmd.TokenizeOptions{AddSpecial: true, ParseSpecial: true})
+		require.NoError(t, err)
+		require.Equal(t, 3, chunks.Len())
+		assert.Equal(t, []mtmd.ChunkType{mtmd.ChunkText, mtmd.ChunkImage, mtmd.ChunkText},
+			[]mtmd.ChunkType{chunks.Chunk(0).Type, chunks.Chunk(1).Type, chunks.Chunk(2).Type})
+		want, err := model.Tokenize(tc.before, llama.TokenizeOptions{AddSpecial: true, ParseSpecial: true})
+		require.NoError(t, err)
+		assert.Equal(t, want, chunks.Chunk(0).Tokens)
+		want, err = model.Tokenize(tc.after, llama.TokenizeOptions{ParseSpecial: true})
+		require.NoError(t, err)
+		assert.Equal(t, want, chunks.Chunk(2).Tokens)
+		back, err := model.Detokenize(chunks.Chunk(2).Tokens, llama.DetokenizeOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, tc.after, back)
+		chunks.Close()
+	}
+}
+
 func TestTestImageOfTheSource(t *testing.T) {
 	f := newFixture(t)
 	src := testenv.LlamaSrc(t)

@@ -119,6 +119,30 @@ func mmChat(t *testing.T, base string, body any) string {
 	return out["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"].(string)
 }
 
+// TestMultimodalLongRunBPE: a chat with an image and 30,000 letters
+// without a space, to a model whose vocabulary is BPE (deepseek-coder's,
+// on random weights), is answered: libmtmd tokenized the text with
+// llama.cpp's BPE pre-tokenizer, whose stack that run overflowed, ending
+// the process.
+func TestMultimodalLongRunBPE(t *testing.T) {
+	testenv.MTMD(t)
+	dir := t.TempDir()
+	model := filepath.Join(dir, "bpe-tiny.gguf")
+	require.NoError(t, gguf.WriteTinyModel(model, gguf.TinyModelOptions{
+		VocabFrom: filepath.Join(testenv.ModelsDir(t), "vocab", "ggml-vocab-deepseek-coder.gguf"), NEmbd: 32, NHead: 2, NCtx: 16384, Seed: 3}))
+	proj := filepath.Join(dir, "mmproj.gguf")
+	require.NoError(t, gguf.WriteTinyProjector(proj, gguf.TinyProjectorOptions{TextEmbd: 32, Seed: 7}))
+	_, ts := newTestServer(t, Options{Model: model, ChatTemplate: "chatml", Multimodal: MultimodalOptions{Projector: proj, CPUOnly: true},
+		Engine: engine.Options{Parallel: 1, Context: llama.ContextOptions{ContextSize: 16384}}})
+	red := dataURLOf("image/png", testPNG(t, "red", 40, 40))
+	body := chatWith(mmText("Describe "), imagePart(red), mmText(" "+strings.Repeat("a", 30000)))
+	body["max_tokens"] = 2
+	code, out := mmPost(t, ts.URL+"/v1/chat/completions", body)
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	usage := out["usage"].(map[string]any)
+	assert.Greater(t, usage["prompt_tokens"].(float64), 1000.0, "the run was tokenized")
+}
+
 // TestMultimodalChat sends images as OpenAI image_url parts: different
 // images give different greedy answers, the same image the same answer, and
 // a text-only request on the slot afterwards answers as on a fresh server

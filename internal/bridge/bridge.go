@@ -25,6 +25,14 @@ type ModelOps interface {
 	// (before it is freed). It returns the function that unregisters it,
 	// or ok false when the model is already closed.
 	AddChild(close func()) (remove func(), ok bool)
+	// BPE reports whether the vocabulary is BPE, whose pre-tokenizer must
+	// not see runs longer than pretok.MaxRun. It takes the model's lock
+	// the first time: call it before Use.
+	BPE() bool
+	// Tokenizing waits for room to tokenize n bytes of text within the
+	// model's tokenizing budget (see llama.Model.Tokenize) and returns
+	// its release.
+	Tokenizing(n int) (release func())
 }
 
 // Model is the link embedded in llama.Model.

@@ -13,6 +13,7 @@ var layouts = []testenv.CStruct{
 		"image_marker", "media_marker", "flash_attn_type", "warmup", "image_min_tokens", "image_max_tokens",
 		"cb_eval", "cb_eval_user_data", "batch_max_tokens", "progress_callback", "progress_callback_user_data"}},
 	{C: "struct mtmd_input_text", GoType: InputText{}, Fields: []string{"text", "text_len", "add_special", "parse_special"}},
+	{C: "struct mtmd_input_part", GoType: InputPart{}, Fields: []string{"text", "bitmap"}},
 	{C: "struct mtmd_helper_video_init_params", GoType: VideoInitParams{}, Fields: []string{"fps_target", "ffmpeg_bin_dir",
 		"timestamp_interval_ms"}},
 	{C: "struct mtmd_helper_init_opt", GoType: HelperInitOpt{}, Fields: []string{"video_params"}},

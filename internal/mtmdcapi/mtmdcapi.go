@@ -57,6 +57,13 @@ type InputText struct {
 	ParseSpecial bool
 }
 
+// InputPart mirrors struct mtmd_input_part: Text (a *InputText) or
+// Bitmap is set.
+type InputPart struct {
+	Text   uintptr
+	Bitmap Bitmap
+}
+
 // VideoInitParams mirrors struct mtmd_helper_video_init_params.
 type VideoInitParams struct {
 	FPSTarget           float32
@@ -135,6 +142,8 @@ var (
 
 	// int32_t mtmd_tokenize(const mtmd_context * ctx, mtmd_input_chunks * output, const mtmd_input_text * text, const mtmd_bitmap * const * bitmaps, size_t n_bitmaps);
 	Tokenize func(c Context, out Chunks, text *InputText, bitmaps *Bitmap, n uintptr) int32
+	// int32_t mtmd_tokenize_from_parts(const mtmd_context * ctx, mtmd_input_chunks * output, const mtmd_input_part * const * parts, size_t n_parts, bool add_special);
+	TokenizeFromParts func(c Context, out Chunks, parts *uintptr, n uintptr, addSpecial bool) int32
 	// void mtmd_log_set(ggml_log_callback log_callback, void * user_data);
 	LogSet func(cb, user uintptr)
 
@@ -190,6 +199,7 @@ var registry = []binding{
 	{&ChunkGetID, "mtmd_input_chunk_get_id"},
 	{&ChunkGetNPos, "mtmd_input_chunk_get_n_pos"},
 	{&Tokenize, "mtmd_tokenize"},
+	{&TokenizeFromParts, "mtmd_tokenize_from_parts"},
 	{&LogSet, "mtmd_log_set"},
 	{&HelperInitOptDefault, "mtmd_helper_init_opt_default"},
 	{&HelperLogSet, "mtmd_helper_log_set"},
