@@ -94,6 +94,12 @@ const (
 	// </function>, a value optionally in <![CDATA[...]]>, with <think>
 	// reasoning (MiniCPM5).
 	FormatMiniCPM5
+	// FormatKimiK3 is Kimi K3's tags, <|open|>t attrs<|sep|> ...
+	// <|close|>t<|sep|>: a think block the generation prompt opens, the
+	// answer in a response section, then a tools section of <|open|>call
+	// tool="f"<|sep|> calls with one <|open|>argument key="p"<|sep|> tag a
+	// parameter.
+	FormatKimiK3
 
 	formatCount
 )
@@ -127,6 +133,7 @@ var formatNames = [...]string{
 	FormatCommandRPlus:   "Command R+",
 	FormatCohere2MoE:     "Cohere2 MoE",
 	FormatMiniCPM5:       "MiniCPM5",
+	FormatKimiK3:         "Kimi K3",
 }
 
 // String returns the format's name.
@@ -172,6 +179,8 @@ func DetectFormat(templateSource string) Format {
 		return FormatFunctionaryV32
 	case has("<|tool_calls_section_begin|>"):
 		return FormatKimiK2
+	case has(kimi3Open, kimi3Close, kimi3EOM):
+		return FormatKimiK3
 	case has("<|START_ACTION|>", "<|START_TEXT|>"):
 		return FormatCohere2MoE
 	case has("<|START_ACTION|>"):
@@ -217,12 +226,13 @@ func DetectFormat(templateSource string) Format {
 // assistant message's tool calls (its [TemplateCaps].SupportsToolCalls),
 // for llama.cpp v0.4.0 learns a template's tool-call format from how it
 // renders them, and finds none then. The formats llama.cpp picks from
-// marker strings alone (GPT-OSS, Functionary v3.2, Kimi K2, LFM2,
-// DeepSeek V3.2, Gemma 4, Qwen3-Coder, Magistral) are kept regardless.
+// marker strings alone (GPT-OSS, Functionary v3.2, Kimi K2, Kimi K3,
+// LFM2, DeepSeek V3.2, Gemma 4, Qwen3-Coder, Magistral) are kept
+// regardless.
 func TemplateFormat(t *Template) Format {
 	f := DetectFormat(t.Source())
 	switch f {
-	case FormatContentOnly, FormatGPTOSS, FormatFunctionaryV32, FormatKimiK2, FormatLFM2, FormatDeepSeekV32,
+	case FormatContentOnly, FormatGPTOSS, FormatFunctionaryV32, FormatKimiK2, FormatKimiK3, FormatLFM2, FormatDeepSeekV32,
 		FormatGemma, FormatQwen3Coder, FormatMagistral:
 		return f
 	}

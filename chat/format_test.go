@@ -26,6 +26,7 @@ func TestDetectFormat(t *testing.T) {
 		"GLM-4.6.jinja":                                       FormatGLM45,
 		"GLM-4.7-Flash.jinja":                                 FormatGLM45,
 		"Kimi-K2-Instruct.jinja":                              FormatKimiK2,
+		"Kimi-K3.jinja":                                       FormatKimiK3,
 		"Kimi-K2-Thinking.jinja":                              FormatKimiK2,
 		"moonshotai-Kimi-K2.jinja":                            FormatKimiK2,
 		"MiMo-VL.jinja":                                       FormatHermes2Pro,

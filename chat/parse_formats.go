@@ -2,6 +2,7 @@ package chat
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 )
 
@@ -101,6 +102,14 @@ func specFor(f Format) formatSpec {
 		return thinkSpec(callLFM2, lfmCallStart)
 	case FormatMiniCPM5:
 		return thinkSpec(callMiniCPM5, cpmFunction)
+	case FormatKimiK3:
+		// The think section ends at its closing tag, or where the response
+		// opens without it; the wrappers are dropped, the think
+		// section's with them.
+		return formatSpec{thinkStart: kimi3Think, thinkEnd: kimi3ThinkEnd, thinkStops: []string{kimi3Resp},
+			markers:       append([]string{kimi3Tools}, kimi3Wrappers...),
+			alwaysMarkers: kimi3Wrappers,
+			call:          callKimiK3}
 	case FormatApertus:
 		return formatSpec{thinkStart: apertusInner, thinkEnd: apertusInnerEnd, thinkStops: []string{apertusTools},
 			markers: []string{apertusTools}, call: callApertus}
@@ -110,6 +119,14 @@ func specFor(f Format) formatSpec {
 			call: callCommandRPlus}
 	}
 	return formatSpec{thinkStart: thinkOpen, thinkEnd: thinkClose}
+}
+
+// dropsThinkMarkers reports whether format f's parser drops the markers
+// of its thinking block wherever they are, so that with reasoning format
+// none the block's text is content without them (Kimi K3's tags).
+func dropsThinkMarkers(f Format) bool {
+	sp := specFor(f)
+	return sp.thinkStart != "" && slices.Contains(sp.alwaysMarkers, sp.thinkStart)
 }
 
 // thinkSpec is a format with a <think> block whose tool calls start with

@@ -147,6 +147,54 @@ var parseCases = []parseCase{
 	{name: "minicpm5 typed and content first", format: FormatMiniCPM5, in: "Let me look.\n<function name=\"get_weather\"><param name=\"city\">Paris</param><param name=\"days\">3</param></function>",
 		content: "Let me look.\n", calls: []ToolCall{call("get_weather", `{"city": "Paris", "days": 3}`)}},
 	{name: "minicpm5 cut off", format: FormatMiniCPM5, in: `<function name="python"><param name="code">print(`, calls: []ToolCall{call("python", `{`)}, wantErr: true},
+	// Kimi K3: the generation prompt opens the think section.
+	{name: "kimi k3 content", format: FormatKimiK3, noTools: true, in: "<|open|>response<|sep|>Hello, world!\nWhat's up?<|close|>response<|sep|><|close|>message<|sep|>",
+		content: helloContent},
+	{name: "kimi k3 thinking", format: FormatKimiK3, reasoning: ReasoningAuto, forced: true, noTools: true,
+		in:           "I'm thinking about this<|close|>think<|sep|><|open|>response<|sep|>Hello, world!\nWhat's up?<|close|>response<|sep|><|close|>message<|sep|>",
+		reasoningOut: "I'm thinking about this", content: helloContent},
+	{name: "kimi k3 tag names in prose", format: FormatKimiK3, noTools: true, in: "<|open|>response<|sep|>Use the response tag, then message the handler.<|close|>response<|sep|><|close|>message<|sep|>",
+		content: "Use the response tag, then message the handler."},
+	{name: "kimi k3 cut off thinking", format: FormatKimiK3, reasoning: ReasoningAuto, forced: true, noTools: true, in: "I was still thinking when the budget ran out",
+		reasoningOut: "I was still thinking when the budget ran out"},
+	{name: "kimi k3 thinking without its end", format: FormatKimiK3, reasoning: ReasoningAuto, forced: true, in: "I'm thinking<|open|>response<|sep|>Hello, world!\nWhat's up?",
+		reasoningOut: "I'm thinking", content: helloContent},
+	{name: "kimi k3 reasoning none", format: FormatKimiK3, in: "I'm thinking<|close|>think<|sep|><|open|>response<|sep|>Hello, world!\nWhat's up?<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>",
+		content: "I'm thinkingHello, world!\nWhat's up?"},
+	{name: "kimi k3 call", format: FormatKimiK3, in: "<|open|>response<|sep|><|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"special_function\" index=\"1\"<|sep|>" +
+		"<|open|>argument key=\"arg1\" type=\"number\"<|sep|>1<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>",
+		calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "kimi k3 thinking content call", format: FormatKimiK3, reasoning: ReasoningAuto, forced: true,
+		in: "I should call it<|close|>think<|sep|><|open|>response<|sep|>On it.<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"special_function\" index=\"1\"<|sep|>" +
+			"<|open|>argument key=\"arg1\" type=\"number\"<|sep|>1<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>",
+		reasoningOut: "I should call it", content: "On it.", calls: []ToolCall{call("special_function", argsArg1)}},
+	{name: "kimi k3 typed arguments", format: FormatKimiK3, in: "<|open|>response<|sep|><|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"special_function_with_opt\" index=\"1\"<|sep|>" +
+		"<|open|>argument key=\"arg1\" type=\"number\"<|sep|>1<|close|>argument<|sep|><|open|>argument key=\"arg2\" type=\"number\"<|sep|>2<|close|>argument<|sep|>" +
+		"<|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>",
+		calls: []ToolCall{call("special_function_with_opt", `{"arg1": 1, "arg2": 2}`)}},
+	{name: "kimi k3 parallel", format: FormatKimiK3, in: "<|open|>response<|sep|><|close|>response<|sep|><|open|>tools<|sep|>" +
+		"<|open|>call tool=\"special_function\" index=\"1\"<|sep|><|open|>argument key=\"arg1\" type=\"number\"<|sep|>1<|close|>argument<|sep|><|close|>call<|sep|>" +
+		"<|open|>call tool=\"special_function_with_opt\" index=\"2\"<|sep|><|open|>argument key=\"arg1\" type=\"number\"<|sep|>1<|close|>argument<|sep|>" +
+		"<|open|>argument key=\"arg2\" type=\"number\"<|sep|>2<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>",
+		calls: []ToolCall{call("special_function", argsArg1), call("special_function_with_opt", `{"arg1": 1, "arg2": 2}`)}},
+	{name: "kimi k3 string argument", format: FormatKimiK3, in: "<|open|>response<|sep|><|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"python\" index=\"1\"<|sep|>" +
+		"<|open|>argument key=\"code\" type=\"string\"<|sep|>print('hey')<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>",
+		calls: []ToolCall{call("python", `{"code": "print('hey')"}`)}},
+	{name: "kimi k3 string by type attribute", format: FormatKimiK3, in: "<|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|>" +
+		"<|open|>argument key=\"id\" type=\"string\"<|sep|>42<|close|>argument<|sep|><|open|>argument key=\"n\" type=\"number\"<|sep|>42<|close|>argument<|sep|>" +
+		"<|open|>argument key=\"a&quot;b\" type=\"boolean\"<|sep|>true<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>",
+		calls: []ToolCall{call("f", `{"id": "42", "n": 42, "a\"b": true}`)}},
+	{name: "kimi k3 string by schema", format: FormatKimiK3, tools: grammarTools, in: "<|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|>" +
+		"<|open|>argument key=\"city\" type=\"number\"<|sep|>42<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>",
+		calls: []ToolCall{call("get_weather", `{"city": "42"}`)}},
+	{name: "kimi k3 no call in the tools section", format: FormatKimiK3, in: "<|open|>response<|sep|>Hi<|close|>response<|sep|><|open|>tools<|sep|>oops",
+		content: "Hi<|open|>tools<|sep|>oops"},
+	{name: "kimi k3 tools not parsed", format: FormatKimiK3, noTools: true, in: "<|open|>response<|sep|>Hi<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|><|close|>call<|sep|><|close|>tools<|sep|>",
+		content: "Hi<|open|>tools<|sep|><|open|>call tool=\"f\"<|sep|><|close|>call<|sep|><|close|>tools<|sep|>"},
+	{name: "kimi k3 cut off", format: FormatKimiK3, in: "<|open|>tools<|sep|><|open|>call tool=\"python\" index=\"1\"<|sep|><|open|>argument key=\"code\" type=\"string\"<|sep|>print(",
+		calls: []ToolCall{call("python", `{`)}, wantErr: true},
+	{name: "kimi k3 marker in a tag", format: FormatKimiK3, in: "<|open|>tools<|sep|><|open|>call tool=\"f<|close|>call<|sep|>",
+		content: "<|open|>tools<|sep|><|open|>call tool=\"f<|close|>call<|sep|>"},
 	{name: "command r7b response", format: FormatCommandR7B, in: "<|START_RESPONSE|>Hello, world!\nWhat's up?<|END_RESPONSE|>", content: helloContent},
 	{name: "command r7b think call", format: FormatCommandR7B, reasoning: ReasoningDeepSeek, in: "<|START_THINKING|>I'm\nthinking<|END_THINKING|><|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"special_function\", \"parameters\": {\"arg1\": 1}}\n]<|END_ACTION|>",
 		reasoningOut: "I'm\nthinking", calls: []ToolCall{callID("special_function", argsArg1, "0")}},
@@ -338,6 +386,7 @@ var allMarkers = []string{
 	"<seed:tool_call>", "<seed:think>", "</seed:think>", "<minimax:tool_call>",
 	"<|tool_call_begin|>", "<｜DSML｜function_calls>", "<｜DSML｜tool_calls>", "<｜DSML｜invoke", "<|tool_call_start|>",
 	"<|tools_prefix|>", "<|inner_prefix|>", "<|inner_suffix|>", "Action:", "<|CHATBOT_TOKEN|>", "<|END_OF_TURN_TOKEN|>",
+	"<|open|>", "<|close|>", "<|sep|>",
 }
 
 // streamPieces feeds pieces to a parser and checks the deltas add up.

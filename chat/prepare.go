@@ -225,7 +225,9 @@ type Plan struct {
 	// message continued or, where the reasoning format is none and the
 	// generation prompt opens a thinking block the model is free to
 	// close, that block's opening (as "<think>\n"), so that the content
-	// holds the whole block, as llama-server's does.
+	// holds the whole block, as llama-server's does (but for a format
+	// whose parser drops the block's markers: Kimi K3's content is the
+	// block's text without them).
 	Prefill string
 	// JSONContent says the content is the JSON of a response format
 	// alone: the whitespace and ```json fence around it are left out.
@@ -405,7 +407,11 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 			plan.gen, plan.haveGen = strings.TrimPrefix(withGen, before), true
 			// Templates with reasoning get the message's reasoning between
 			// their markers first (closed when continuing the content).
-			if start, end, ok := t.ReasoningMarkers(gen, req.Extra); ok {
+			start, end, ok := t.ReasoningMarkers(gen, req.Extra)
+			if !ok {
+				start, end, ok = continuedBlock(format, gen)
+			}
+			if ok {
 				if k := strings.Index(gen, start); k >= 0 {
 					gen = gen[:k]
 				}
@@ -456,7 +462,7 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 		}
 	}
 	if reasoning == ReasoningNone && cont == "" && !req.PureContent && (plan.Grammar == "" || plan.GrammarLazy) &&
-		opensThinking(format, trimmed) {
+		opensThinking(format, trimmed) && !dropsThinkMarkers(format) {
 		start, _, _ := thinkMarkers(format)
 		if start == "" || !strings.HasSuffix(trimmed, start) {
 			start = thinkOpen
@@ -514,6 +520,19 @@ func (p *Plan) thinkingTags() (start, end string, ok bool, err error) {
 		}
 	}
 	return start, end, ok, nil
+}
+
+// continuedBlock gives the markers a continued message's reasoning goes
+// between where the template shows none that ReasoningMarkers finds, but
+// its generation prompt gen ends by opening format f's block and the
+// format opens its answer with a tag of its own (Kimi K3's response
+// section): end then closes the block and opens the answer, as
+// llama.cpp writes them. ok is false for other formats.
+func continuedBlock(f Format, gen string) (start, end string, ok bool) {
+	if f != FormatKimiK3 || !opensThinking(f, strings.TrimRight(gen, " \t\r\n")) {
+		return "", "", false
+	}
+	return kimi3Think, kimi3ThinkEnd + kimi3Resp, true
 }
 
 // opensThinking reports whether prompt, without its trailing spaces, ends

@@ -589,6 +589,8 @@ func TestPrepareReasoningNoneKeepsOpenedBlock(t *testing.T) {
 		{file: "Qwen3.5-4B.jinja", reasoning: "none", thinking: true, tools: true, output: "Hm.\n</think>\n\nHi", content: "<think>\nHm.\n</think>\n\nHi"},
 		{file: "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", reasoning: "none", output: "Hm.</think>Hi", content: "<think>\nHm.</think>Hi"},
 		{file: "Cohere2MoE.jinja", reasoning: "none", output: "Hm.<|END_THINKING|><|START_TEXT|>Hi<|END_TEXT|>", content: "<|START_THINKING|>Hm.<|END_THINKING|>Hi"},
+		// Kimi K3's parser drops the tags: the block's text alone, as llama-server's.
+		{file: "Kimi-K3.jinja", reasoning: "none", output: "Hm.<|close|>think<|sep|><|open|>response<|sep|>Hi<|close|>response<|sep|><|close|>message<|sep|>", content: "Hm.Hi"},
 		{file: "Qwen-Qwen3-0.6B.jinja", reasoning: "none", output: "<think>Hm.</think>Hi", content: "<think>Hm.</think>Hi"},
 		{file: "Qwen-Qwen3-0.6B.jinja", reasoning: "none", thinking: false, output: "Hi", content: "Hi"},
 		{file: "Qwen3.5-4B.jinja", reasoning: "none", thinking: true, schema: true, output: `{"a": 1}`, content: `{"a": 1}`},
@@ -609,6 +611,60 @@ func TestPrepareReasoningNoneKeepsOpenedBlock(t *testing.T) {
 			p, err := realTemplate(t, tc.file).Prepare(req)
 			require.NoError(t, err)
 			msg := p.ParseOutput(tc.output)
+			assert.Equal(t, tc.content, msg.Content)
+			assertStreamed(t, p, tc.output, msg)
+		})
+	}
+}
+
+// Kimi K3's generation prompt opens its think section, or, with the
+// template's thinking off, its response section: the plan reads the
+// output from there, gives the think tags for a thinking budget, and a
+// message continued has its reasoning and content in their sections, as
+// llama.cpp writes them.
+func TestPrepareKimiK3(t *testing.T) {
+	user := Message{Role: RoleUser, Content: "Weather in Oslo?"}
+	tests := []struct {
+		name      string
+		req       Request
+		suffix    string // the prompt's end
+		forced    bool
+		tags      bool // ThinkingTags finds the think tags (from the generation prompt)
+		prefill   string
+		output    string
+		reasoning string
+		content   string
+	}{
+		{name: "thinking", req: Request{Messages: []Message{user}}, suffix: kimi3MsgStart + kimi3Think, forced: true, tags: true,
+			output: "Hm.<|close|>think<|sep|><|open|>response<|sep|>Sunny.<|close|>response<|sep|><|close|>message<|sep|>", reasoning: "Hm.", content: "Sunny."},
+		{name: "thinking off", req: Request{Messages: []Message{user}, Extra: map[string]any{"thinking": false}}, suffix: kimi3MsgStart + kimi3Resp,
+			output: "Sunny.<|close|>response<|sep|><|close|>message<|sep|>", content: "Sunny."},
+		{name: "continuing the content", req: Request{Messages: []Message{user, {Role: RoleAssistant, ReasoningContent: "Near.", Content: "It is"}}},
+			suffix: kimi3MsgStart + kimi3Think + "Near." + kimi3ThinkEnd + kimi3Resp + "It is", prefill: "It is", tags: true,
+			output: " sunny.<|close|>response<|sep|><|close|>message<|sep|>", content: "It is sunny."},
+		{name: "continuing the reasoning", req: Request{Messages: []Message{user, {Role: RoleAssistant, ReasoningContent: "Paris is"}},
+			Continue: "reasoning_content", NoGenerationPrompt: true},
+			suffix: kimi3MsgStart + kimi3Think + "Paris is", tags: true},
+	}
+	tmpls := realTemplate(t, "Kimi-K3.jinja")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := tmpls.Prepare(tc.req)
+			require.NoError(t, err)
+			assert.True(t, strings.HasSuffix(p.Prompt, tc.suffix), "%q", p.Prompt)
+			assert.Equal(t, tc.forced, p.Parse.ThinkingForcedOpen)
+			assert.Equal(t, tc.prefill, p.Prefill)
+			start, end, ok, err := p.ThinkingTags()
+			require.NoError(t, err)
+			assert.Equal(t, tc.tags, ok)
+			if tc.tags {
+				assert.Equal(t, []string{kimi3Think, kimi3ThinkEnd}, []string{start, end})
+			}
+			if tc.output == "" {
+				return
+			}
+			msg := p.ParseOutput(tc.output)
+			assert.Equal(t, tc.reasoning, msg.ReasoningContent)
 			assert.Equal(t, tc.content, msg.Content)
 			assertStreamed(t, p, tc.output, msg)
 		})

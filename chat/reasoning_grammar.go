@@ -234,7 +234,7 @@ func (p *Plan) allowAnalysis() {
 // formatAnswer puts the markup format f writes around an answer (see
 // answerMarkup) around response format grammar g (its root).
 func formatAnswer(f Format, g string) string {
-	if f != FormatGPTOSS && f != FormatCohere2MoE {
+	if f != FormatGPTOSS && f != FormatCohere2MoE && f != FormatKimiK3 {
 		return g
 	}
 	answer := unusedRule(g, "final-answer")

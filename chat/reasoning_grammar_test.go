@@ -202,6 +202,10 @@ func TestPrepareReasoningRealTemplates(t *testing.T) {
 			think: "Hm, weather.<|END_THINKING|>", forced: true, final: "<|START_TEXT|>",
 			refuse: "Hm, weather.<|START_TEXT|>{\"a\": 1}<|END_TEXT|>"}, // text in the block, which the parser would read unchecked
 		{file: "openbmb-MiniCPM5-1B.jinja", call: `<function name="get_weather"><param name="city">Oslo</param></function>`, think: closed, forced: true},
+		{file: "Kimi-K3.jinja", call: "<|open|>response<|sep|><|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|>" +
+			"<|open|>argument key=\"city\" type=\"string\"<|sep|>Oslo<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>",
+			think: "Hm, weather.<|close|>think<|sep|>", forced: true, final: "<|open|>response<|sep|>",
+			refuse: "Hm, weather.<|open|>response<|sep|>{\"a\": 1}<|close|>response<|sep|>"}, // the answer in the block, which the parser would read unchecked
 		{file: "Apertus-8B-Instruct.jinja", call: "<|tools_prefix|>[{\"get_weather\": {\"city\": \"Oslo\"}}]<|tools_suffix|>", think: "<|inner_prefix|>Hm, weather.<|inner_suffix|>"},
 		{file: "ByteDance-Seed-OSS.jinja", call: "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Oslo</parameter>\n</function>\n</seed:tool_call>",
 			think: "<seed:think>Hm, weather.</seed:think>\n"}, // always thinks: it ignores enable_thinking

@@ -218,6 +218,8 @@ func formatRules(f Format) [][2]string {
 		}
 	case FormatGLM45:
 		return [][2]string{{"glm-text", `[^<]*`}}
+	case FormatKimiK3:
+		return [][2]string{{"kimi-text", `( [^<] | "<" [^|] )*`}}
 	}
 	return nil
 }
@@ -466,6 +468,23 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 			calls = call + "+"
 		}
 		return b.AddRule("tool-calls", `"<|tool_calls_section_begin|>" `+calls+` "<|tool_calls_section_end|>"`)
+	case FormatKimiK3:
+		// One tools section, after the response section (empty, or only
+		// its closing tag where the generation prompt opened it), then
+		// the message's closing tags, which the model writes on.
+		call := g.alt("tool-call", func(t toolRule) string {
+			arg := g.b.AddRule(t.name+"-arg", lit(kimi3Arg)+" "+g.paramName(t, `[^"<]+`)+` "\" type=\"" [a-z]+ "\"" `+
+				lit(kimi3Sep)+" kimi-text "+lit(kimi3ArgEnd))
+			return lit(kimi3Call+kimi3Attr(t.name)+`"`) + ` ( " index=\"" [0-9]+ "\"" )? ` + lit(kimi3Sep) + " " + arg + "* " + lit(kimi3CallEnd)
+		})
+		calls := call
+		if parallel {
+			calls = call + "+"
+		}
+		word(kimi3Tools)
+		// Only the markers are special tokens: the tag names are words.
+		preserve(kimi3Open, kimi3Close, kimi3Sep, kimi3EOM)
+		return b.AddRule("tool-calls", "( "+lit(kimi3Resp)+"? "+lit(kimi3RespEnd)+" )? "+lit(kimi3Tools)+" "+calls+" "+lit(kimi3ToolsEnd)+" "+kimi3Trailer)
 	case FormatGLM45:
 		call := g.alt("tool-call", func(t toolRule) string {
 			return lit("<tool_call>"+t.name+"\n") + ` ( "<arg_key>" ` + g.paramName(t, `[^<]+`) + ` "</arg_key>\n<arg_value>" glm-text "</arg_value>\n" )* "</tool_call>"`
@@ -505,15 +524,23 @@ func (e *responseFormatError) Error() string { return "chat: response format: " 
 func (e *responseFormatError) Unwrap() error { return e.err }
 
 // answerMarkup wraps GBNF body, a response format's answer, in the markup
-// format f writes around an answer: a GPT-OSS final message's header, or
+// format f writes around an answer: a GPT-OSS final message's header,
 // Cohere2 MoE's text markers (the end one optional, as llama.cpp's
-// parser has it).
+// parser has it), or Kimi K3's response section (its opening tag
+// optional, as the generation prompt may have written it, and its
+// closing tags too).
 func answerMarkup(f Format, body string) string {
 	switch f {
 	case FormatGPTOSS:
 		return harmonyFinal + " " + body
 	case FormatCohere2MoE:
 		return jsonschema.Literal(cohereText) + " " + body + " " + jsonschema.Literal(cohereTextEnd) + "?"
+	case FormatKimiK3:
+		return jsonschema.Literal(kimi3Resp) + "? " + body + " ( " + jsonschema.Literal(kimi3RespEnd) + " " + kimi3Trailer + " )?"
 	}
 	return body
 }
+
+// kimi3Trailer is the GBNF of the optional tags that close a Kimi K3
+// message, after its last section.
+var kimi3Trailer = "( " + jsonschema.Literal(kimi3MsgEnd) + " " + jsonschema.Literal(kimi3EOM) + "? )?"

@@ -324,6 +324,8 @@ func TestBuildToolGrammar(t *testing.T) {
 		{format: FormatGemma, call: `<|tool_call>call:special_function{arg1:42}<tool_call|>`, second: `<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>`, bad: `<|tool_call>call:other{}<tool_call|>`, trigger: "<|tool_call>", hasLazy: true},
 		{format: FormatGPTOSS, call: `<|channel|>commentary to=functions.special_function <|constrain|>json<|message|>{"arg1": 1}`, bad: `<|channel|>commentary to=functions.special_function<|message|>{"arg1": true}`, trigger: "<|channel|>commentary to=functions.", hasLazy: true},
 		{format: FormatKimiK2, call: "<|tool_calls_section_begin|><|tool_call_begin|>functions.special_function:0<|tool_call_argument_begin|>{\"arg1\": 1}<|tool_call_end|><|tool_calls_section_end|>", bad: "<|tool_calls_section_begin|><|tool_calls_section_end|>", trigger: "<|tool_calls_section_begin|>", hasLazy: true},
+		{format: FormatKimiK3, call: "<|open|>response<|sep|><|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"special_function\" index=\"1\"<|sep|><|open|>argument key=\"arg1\" type=\"number\"<|sep|>1<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>",
+			bad: "<|open|>tools<|sep|><|close|>tools<|sep|>", trigger: "<|open|>tools<|sep|>", hasLazy: true},
 		{format: FormatGLM45, call: "<tool_call>special_function\n<arg_key>arg1</arg_key>\n<arg_value>1</arg_value>\n</tool_call>", second: "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>", bad: "<tool_call>nope\n</tool_call>", trigger: "<tool_call>", hasLazy: true},
 		{format: FormatFireFunctionV2, call: ` functools[{"name": "special_function", "arguments": {"arg1": 1}}]`, bad: ` functools[]`, trigger: "functools", hasLazy: true},
 		{format: FormatNemotronV2, call: `<TOOLCALL>[{"name": "special_function", "arguments": {"arg1": 1}}]</TOOLCALL>`, bad: `<TOOLCALL>[]</TOOLCALL>`, trigger: "<TOOLCALL>", hasLazy: true},
@@ -384,6 +386,8 @@ func TestBuildToolGrammarParallelBlocks(t *testing.T) {
 		{FormatLFM2, "<|tool_call_start|>[special_function(arg1=1), get_weather(city='Paris')]<|tool_call_end|>"},
 		{FormatApertus, "<|tools_prefix|>[{\"special_function\": {\"arg1\": 1}}, {\"get_weather\": {\"city\": \"Paris\"}}]<|tools_suffix|>"},
 		{FormatCommandRPlus, "Action:\n```json\n[{\"tool_name\": \"special_function\", \"parameters\": {\"arg1\": 1}}, {\"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}]\n```"},
+		{FormatKimiK3, "<|open|>tools<|sep|><|open|>call tool=\"special_function\" index=\"1\"<|sep|><|open|>argument key=\"arg1\" type=\"number\"<|sep|>1<|close|>argument<|sep|><|close|>call<|sep|>" +
+			"<|open|>call tool=\"get_weather\" index=\"2\"<|sep|><|open|>argument key=\"city\" type=\"string\"<|sep|>Paris<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>"},
 		{FormatKimiK2, "<|tool_calls_section_begin|><|tool_call_begin|>functions.special_function:0<|tool_call_argument_begin|>{\"arg1\": 1}<|tool_call_end|><|tool_call_begin|>functions.get_weather:1<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>"},
 	}
 	for _, c := range cases {
@@ -546,6 +550,9 @@ func TestToolGrammarParamNames(t *testing.T) {
 		}},
 		{FormatMiniCPM5, func(name, param string) string {
 			return `<function name="` + name + `"><param name="` + param + `">Oslo</param></function>`
+		}},
+		{FormatKimiK3, func(name, param string) string {
+			return `<|open|>tools<|sep|><|open|>call tool="` + name + `" index="1"<|sep|><|open|>argument key="` + param + `" type="string"<|sep|>Oslo<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>`
 		}},
 	}
 	for _, tc := range tests {
