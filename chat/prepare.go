@@ -221,8 +221,9 @@ type Plan struct {
 	PreservedTokens []string
 	// Parse are the options to read the output with.
 	Parse ParseOptions
-	// Prefill is the text the answer's content starts with: that of the
-	// message continued or, where the reasoning format is none and the
+	// Prefill is the text the answer starts with when it is read back: the
+	// content of the message continued, or its reasoning where that is
+	// what is continued; or, where the reasoning format is none and the
 	// generation prompt opens a thinking block the model is free to
 	// close, that block's opening (as "<think>\n"), so that the content
 	// holds the whole block, as llama-server's does (but for a format
@@ -389,6 +390,7 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 		return nil, requestError(nil, "cannot continue an assistant message that contains tool calls")
 	}
 	var prompt string
+	inBlock := false // the prompt ends inside the continued message's reasoning
 	if cont == "" {
 		prompt, err = t.Render(msgs, tools, addGen, req.Extra)
 	} else {
@@ -409,21 +411,42 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 			// their markers first (closed when continuing the content).
 			start, end, ok := t.ReasoningMarkers(gen, req.Extra)
 			if !ok {
-				start, end, ok = continuedBlock(format, gen)
+				start, end, ok = continuedBlock(format, gen, end)
+			}
+			if !ok && last.ReasoningContent != "" {
+				// The template shows no reasoning: the format's markers,
+				// as its model writes them.
+				start, end, ok = continuationMarkers(format)
 			}
 			if ok {
-				if k := strings.Index(gen, start); k >= 0 {
+				if k := strings.LastIndex(gen, start); k >= 0 {
 					gen = gen[:k]
 				}
 				gen += start + last.ReasoningContent
 				if cont != "reasoning_content" {
 					gen += end
+				} else {
+					// The answer goes on in the block: read back, its
+					// reasoning starts with the message's.
+					inBlock, plan.Prefill = true, last.ReasoningContent
+					if reasoning == ReasoningNone || format == FormatGPTOSS {
+						// GPT-OSS's parser reads the analysis header itself.
+						plan.Prefill = start + last.ReasoningContent
+					}
 				}
 			}
+			prompt = before + gen
 			if cont != "reasoning_content" {
 				plan.Prefill = continuationText(last)
 			}
-			prompt = before + gen + plan.Prefill
+			if format == FormatFunctionaryV32 && strings.HasSuffix(gen, ">>>") {
+				// The text's recipient, which the generation prompt
+				// leaves to the model, as llama.cpp writes it.
+				plan.Prefill = "all\n" + plan.Prefill
+			}
+			if !inBlock {
+				prompt += plan.Prefill
+			}
 		}
 	}
 	if err != nil {
@@ -447,7 +470,7 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 	plan.Parse = ParseOptions{
 		Format:             format,
 		Reasoning:          reasoning,
-		ThinkingForcedOpen: reasoning != ReasoningNone && opensThinking(format, trimmed),
+		ThinkingForcedOpen: reasoning != ReasoningNone && (inBlock && format != FormatGPTOSS || opensThinking(format, trimmed)),
 		ParseToolCalls:     callTools,
 		Tools:              req.Tools,
 	}
@@ -523,16 +546,50 @@ func (p *Plan) thinkingTags() (start, end string, ok bool, err error) {
 }
 
 // continuedBlock gives the markers a continued message's reasoning goes
-// between where the template shows none that ReasoningMarkers finds, but
-// its generation prompt gen ends by opening format f's block and the
-// format opens its answer with a tag of its own (Kimi K3's response
-// section): end then closes the block and opens the answer, as
-// llama.cpp writes them. ok is false for other formats.
-func continuedBlock(f Format, gen string) (start, end string, ok bool) {
-	if f != FormatKimiK3 || !opensThinking(f, strings.TrimRight(gen, " \t\r\n")) {
+// between where ReasoningMarkers finds no start because the generation
+// prompt gen opens the block itself (Qwen 3.5, R1 distills, MiniCPM5,
+// Cohere2 MoE, Kimi K3): start is the opening as gen writes it ("<think>\n"),
+// end what the template writes after an earlier message's reasoning
+// (probeEnd, from ReasoningMarkers), else the format's end marker; Kimi K3's
+// end also opens its response section, as llama.cpp writes it. ok is
+// false where gen opens no block.
+func continuedBlock(f Format, gen, probeEnd string) (start, end string, ok bool) {
+	trimmed := strings.TrimRight(gen, " \t\r\n")
+	if !opensThinking(f, trimmed) {
 		return "", "", false
 	}
-	return kimi3Think, kimi3ThinkEnd + kimi3Resp, true
+	marker, end := thinkOpen, thinkClose
+	if fs, fe, _ := thinkMarkers(f); fs != "" && strings.HasSuffix(trimmed, fs) {
+		marker, end = fs, fe
+	}
+	switch {
+	case f == FormatKimiK3:
+		end = kimi3ThinkEnd + kimi3Resp
+	case strings.Contains(probeEnd, end):
+		end = probeEnd
+	}
+	return gen[strings.LastIndex(gen, marker):], end, true
+}
+
+// continuationMarkers are the markers format f's model writes around its
+// reasoning, for a continued message's reasoning where the template shows
+// none (it drops the last turn's reasoning, as GPT-OSS's, Gemma 4's,
+// Kimi K2's and Magistral's do), as llama.cpp writes them: a GPT-OSS
+// analysis message before the final one, Gemma 4's thought channel, or
+// the format's think markers. ok is false for a format whose parser reads
+// no reasoning.
+func continuationMarkers(f Format) (start, end string, ok bool) {
+	switch f {
+	case FormatGPTOSS:
+		return hChannel + "analysis" + hMessage, hEnd + hStart + "assistant" + hChannel + "final" + hMessage, true
+	case FormatGemma:
+		return "<|channel>thought\n", "<channel|>", true
+	}
+	if f == FormatContentOnly || f == FormatGeneric {
+		return "", "", false // no model of its own to say how it thinks
+	}
+	start, end, _ = thinkMarkers(f)
+	return start, end, start != "" && end != ""
 }
 
 // opensThinking reports whether prompt, without its trailing spaces, ends

@@ -307,7 +307,13 @@ func TestPrepare(t *testing.T) {
 			req: Request{Messages: []Message{user, {Role: RoleAssistant, ReasoningContent: "Paris is"}}, Continue: "reasoning_content", NoGenerationPrompt: true},
 			check: func(t *testing.T, p *Plan) {
 				assert.True(t, strings.HasSuffix(p.Prompt, "<|assistant|>\n<think>\nParis is"), p.Prompt)
-				assert.Empty(t, p.Prefill)
+				assert.True(t, p.Parse.ThinkingForcedOpen)
+				// Read back, the reasoning starts with the message's, as
+				// llama-server's does.
+				assert.Equal(t, "Paris is", p.Prefill)
+				msg := p.ParseOutput(" near.\n</think>\nSunny.")
+				assert.Equal(t, "Paris is near.", msg.ReasoningContent)
+				assert.Equal(t, "Sunny.", msg.Content)
 			}},
 		{name: "continuing the content after the reasoning", src: reasoningTemplate,
 			req: Request{Messages: []Message{user, {Role: RoleAssistant, ReasoningContent: "Near.", Content: "It is"}}},
@@ -644,7 +650,8 @@ func TestPrepareKimiK3(t *testing.T) {
 			output: " sunny.<|close|>response<|sep|><|close|>message<|sep|>", content: "It is sunny."},
 		{name: "continuing the reasoning", req: Request{Messages: []Message{user, {Role: RoleAssistant, ReasoningContent: "Paris is"}},
 			Continue: "reasoning_content", NoGenerationPrompt: true},
-			suffix: kimi3MsgStart + kimi3Think + "Paris is", tags: true},
+			suffix: kimi3MsgStart + kimi3Think + "Paris is", forced: true, tags: true, prefill: "Paris is",
+			output: " sunny.<|close|>think<|sep|><|open|>response<|sep|>Sunny.<|close|>response<|sep|>", reasoning: "Paris is sunny.", content: "Sunny."},
 	}
 	tmpls := realTemplate(t, "Kimi-K3.jinja")
 	for _, tc := range tests {
@@ -667,6 +674,97 @@ func TestPrepareKimiK3(t *testing.T) {
 			assert.Equal(t, tc.reasoning, msg.ReasoningContent)
 			assert.Equal(t, tc.content, msg.Content)
 			assertStreamed(t, p, tc.output, msg)
+		})
+	}
+}
+
+// A continued message's prompt ends as llama.cpp v0.4.0 writes it
+// (tests/test-chat.cpp's test_template_generation_prompt, and the
+// specialized handlers of MiniCPM5 and Cohere2 MoE): the reasoning between
+// the markers the template shows, or those the generation prompt opens,
+// or the format's own where the template drops the last turn's
+// reasoning; closed before continued content, open where the reasoning is
+// continued. Read back, whole and streamed, the answer's reasoning or
+// content starts with the message's, as llama-server's does.
+func TestPrepareContinuationAsLlamaCpp(t *testing.T) {
+	tests := []struct {
+		file               string
+		basic              string // the generation prompt of a new turn
+		content, reasoning string // the prompt's end when continuing either
+		afterContent       string // what the model writes next, after "Hello, "
+		afterReasoning     string // and after "I'm"
+	}{
+		{"Qwen3.5-4B.jinja", "<|im_start|>assistant\n<think>\n",
+			"<|im_start|>assistant\n<think>\nI'm thinking\n</think>\n\nHello, ", "<|im_start|>assistant\n<think>\nI'm",
+			"world!", " thinking\n</think>\n\nHello, world!"},
+		{"openai-gpt-oss-120b.jinja", "<|start|>assistant",
+			"<|start|>assistant<|channel|>analysis<|message|>I'm thinking<|end|><|start|>assistant<|channel|>final<|message|>Hello, ",
+			"<|start|>assistant<|channel|>analysis<|message|>I'm",
+			"world!", " thinking<|end|><|start|>assistant<|channel|>final<|message|>Hello, world!"},
+		{"mistralai-Ministral-3-14B-Reasoning-2512.jinja", "[/INST]",
+			"[THINK]I'm thinking[/THINK]Hello, ", "[THINK]I'm",
+			"world!", " thinking[/THINK]Hello, world!"},
+		{"google-gemma-4-31B-it.jinja", "<|turn>model\n",
+			"<|turn>model\n<|channel>thought\nI'm thinking<channel|>Hello, ", "<|turn>model\n<|channel>thought\nI'm",
+			"world!", " thinking<channel|>Hello, world!"},
+		{"meetkai-functionary-medium-v3.2.jinja", "<|start_header_id|>assistant<|end_header_id|>\n\n>>>",
+			"<|start_header_id|>assistant<|end_header_id|>\n\n>>>all\nHello, ", "<|start_header_id|>assistant<|end_header_id|>\n\n>>>all\n",
+			"world!", "Hello, world!"},
+		{"Reka-Edge.jinja", "assistant: <think>\n",
+			"assistant: <think>\nI'm thinking\n</think>\n\nHello, ", "assistant: <think>\nI'm",
+			"world!", " thinking\n</think>\n\nHello, world!"},
+		{"moonshotai-Kimi-K2.jinja", "<|im_assistant|>assistant<|im_middle|>",
+			"<|im_assistant|>assistant<|im_middle|><think>I'm thinking</think>Hello, ", "<|im_assistant|>assistant<|im_middle|><think>I'm",
+			"world!", " thinking</think>Hello, world!"},
+		{"LFM2-8B-A1B.jinja", "<|im_start|>assistant\n",
+			"<|im_start|>assistant\n<think>I'm thinking</think>Hello, ", "<|im_start|>assistant\n<think>I'm",
+			"world!", " thinking</think>Hello, world!"},
+		{"LFM2.5-Instruct.jinja", "<|im_start|>assistant\n",
+			"<|im_start|>assistant\n<think>I'm thinking</think>Hello, ", "<|im_start|>assistant\n<think>I'm",
+			"world!", " thinking</think>Hello, world!"},
+		{"GigaChat3-10B-A1.8B.jinja", "assistant<|role_sep|>\n",
+			"assistant<|role_sep|>\nHello, ", "assistant<|role_sep|>\n",
+			"world!", "Hello, world!"}, // the model does not think: the reasoning is dropped
+		{"openbmb-MiniCPM5-1B.jinja", "<|im_start|>assistant\n<think>\n",
+			"<|im_start|>assistant\n<think>\nI'm thinking\n</think>\n\nHello, ", "<|im_start|>assistant\n<think>\nI'm",
+			"world!", " thinking\n</think>\n\nHello, world!"},
+		{"Cohere2MoE.jinja", "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_THINKING|>",
+			"<|CHATBOT_TOKEN|><|START_THINKING|>I'm thinking<|END_THINKING|><|START_TEXT|>Hello, ", "<|CHATBOT_TOKEN|><|START_THINKING|>I'm",
+			"world!<|END_TEXT|>", " thinking<|END_THINKING|><|START_TEXT|>Hello, world!<|END_TEXT|>"},
+	}
+	sys := Message{Role: RoleSystem, Content: "You are a helpful assistant."}
+	user := Message{Role: RoleUser, Content: "Hello"}
+	thinks := func(reasoning string) string { // what the answer's reasoning reads
+		if reasoning == "" {
+			return ""
+		}
+		return "I'm thinking"
+	}
+	for _, tc := range tests {
+		tmpls := realTemplate(t, tc.file)
+		t.Run(tc.file, func(t *testing.T) {
+			extra := map[string]any{"enable_thinking": true}
+			p, err := tmpls.Prepare(Request{Messages: []Message{sys, user}, Extra: extra})
+			require.NoError(t, err)
+			assert.True(t, strings.HasSuffix(p.Prompt, tc.basic), "new turn: %q", p.Prompt)
+
+			p, err = tmpls.Prepare(Request{Messages: []Message{sys, user, {Role: RoleAssistant, Content: "Hello, ", ReasoningContent: "I'm thinking"}},
+				Continue: "content", NoGenerationPrompt: true, Extra: extra})
+			require.NoError(t, err)
+			assert.True(t, strings.HasSuffix(p.Prompt, tc.content), "content: %q", p.Prompt)
+			msg := p.ParseOutput(tc.afterContent)
+			assert.Equal(t, "Hello, world!", msg.Content)
+			assert.Empty(t, msg.ReasoningContent)
+			assertStreamed(t, p, tc.afterContent, msg)
+
+			p, err = tmpls.Prepare(Request{Messages: []Message{sys, user, {Role: RoleAssistant, ReasoningContent: "I'm"}},
+				Continue: "reasoning_content", NoGenerationPrompt: true, Extra: extra})
+			require.NoError(t, err)
+			assert.True(t, strings.HasSuffix(p.Prompt, tc.reasoning), "reasoning: %q", p.Prompt)
+			msg = p.ParseOutput(tc.afterReasoning)
+			assert.Equal(t, "Hello, world!", msg.Content)
+			assert.Equal(t, thinks(strings.TrimPrefix(tc.afterReasoning, "Hello, world!")), msg.ReasoningContent)
+			assertStreamed(t, p, tc.afterReasoning, msg)
 		})
 	}
 }
