@@ -100,6 +100,12 @@ const (
 	// tool="f"<|sep|> calls with one <|open|>argument key="p"<|sep|> tag a
 	// parameter.
 	FormatKimiK3
+	// FormatSolarOpen is <|tool_calls|> followed by
+	// <|tool_call:begin|>id<|tool_call:name|>f<|tool_call:args|>{...}
+	// <|tool_call:end|> items and <|calls|>, the answer between
+	// <|content|> and <|end|>, after a <|think|> block ended by <|end|>
+	// (Solar Open).
+	FormatSolarOpen
 
 	formatCount
 )
@@ -134,6 +140,7 @@ var formatNames = [...]string{
 	FormatCohere2MoE:     "Cohere2 MoE",
 	FormatMiniCPM5:       "MiniCPM5",
 	FormatKimiK3:         "Kimi K3",
+	FormatSolarOpen:      "Solar Open",
 }
 
 // String returns the format's name.
@@ -195,6 +202,8 @@ func DetectFormat(templateSource string) Format {
 		return FormatApertus
 	case has("'<|tool_call>call:'"), has("<|tool_call>call:"):
 		return FormatGemma
+	case has("<|tool_calls|>", "<|tool_call:begin|>", "<|tool_call:args|>"):
+		return FormatSolarOpen
 	case has("Tool usage guidelines:", `<function name="`, `<param name="`):
 		return FormatMiniCPM5
 	case has("<tool_call>", "<function=", "<parameter="):

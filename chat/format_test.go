@@ -23,6 +23,7 @@ func TestDetectFormat(t *testing.T) {
 		"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja": FormatCommandR7B,
 		"Cohere2MoE.jinja":                                    FormatCohere2MoE,
 		"openbmb-MiniCPM5-1B.jinja":                           FormatMiniCPM5,
+		"upstage-Solar-Open-100B.jinja":                       FormatSolarOpen,
 		"GLM-4.6.jinja":                                       FormatGLM45,
 		"GLM-4.7-Flash.jinja":                                 FormatGLM45,
 		"Kimi-K2-Instruct.jinja":                              FormatKimiK2,

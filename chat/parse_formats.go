@@ -110,6 +110,14 @@ func specFor(f Format) formatSpec {
 			markers:       append([]string{kimi3Tools}, kimi3Wrappers...),
 			alwaysMarkers: kimi3Wrappers,
 			call:          callKimiK3}
+	case FormatSolarOpen:
+		// The block ends at <|end|>, or where the answer or calls start
+		// without it; the turn markup around the answer is dropped.
+		return formatSpec{thinkStart: solarThink, thinkEnd: solarEnd,
+			thinkStops:    []string{solarCalls, solarContent},
+			markers:       append([]string{solarCalls}, solarWrappers...),
+			alwaysMarkers: solarWrappers,
+			call:          callSolarOpen}
 	case FormatApertus:
 		return formatSpec{thinkStart: apertusInner, thinkEnd: apertusInnerEnd, thinkStops: []string{apertusTools},
 			markers: []string{apertusTools}, call: callApertus}
@@ -236,7 +244,8 @@ func (p *pstate) jsonCall(tc *ToolCall, j int, committed bool) (end int, ok, rec
 // begin, then the optional literal closing. one reads a call from after
 // begin; committed tells whether an earlier call was recorded. It returns
 // more=true when it recorded the call, with end where the call ends;
-// otherwise end and ok are the call function's answer.
+// otherwise end and ok are the call function's answer. Output that ends
+// inside a begin after a call ends with the calls.
 func (p *pstate) callSeq(j int, begin, closing string, one func(k int, committed bool) (end int, ok, more bool)) (int, bool) {
 	committed := false
 	for {
@@ -247,6 +256,11 @@ func (p *pstate) callSeq(j int, begin, closing string, one func(k int, committed
 		if !ok {
 			if !committed {
 				return p.invalid(nil, false)
+			}
+			if r := p.s[skipSpace(p.s, j):]; r != "" && strings.HasPrefix(begin, r) {
+				// The output ends inside the next call's begin (a token
+				// limit cut it): markup, not text.
+				return len(p.s), true
 			}
 			return p.closeWith(j, closing), true
 		}

@@ -206,6 +206,8 @@ func TestPrepareReasoningRealTemplates(t *testing.T) {
 			"<|open|>argument key=\"city\" type=\"string\"<|sep|>Oslo<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>",
 			think: "Hm, weather.<|close|>think<|sep|>", forced: true, final: "<|open|>response<|sep|>",
 			refuse: "Hm, weather.<|open|>response<|sep|>{\"a\": 1}<|close|>response<|sep|>"}, // the answer in the block, which the parser would read unchecked
+		{file: "upstage-Solar-Open-100B.jinja", call: "<|tool_calls|><|tool_call:begin|>a1b2c3d4e5<|tool_call:name|>get_weather<|tool_call:args|>{\"city\": \"Oslo\"}<|tool_call:end|>",
+			refuse: "<|think|>Hm, weather.<|end|><|begin|>assistant"}, // its template shows no reasoning: no block offered, as llama-server's
 		{file: "Apertus-8B-Instruct.jinja", call: "<|tools_prefix|>[{\"get_weather\": {\"city\": \"Oslo\"}}]<|tools_suffix|>", think: "<|inner_prefix|>Hm, weather.<|inner_suffix|>"},
 		{file: "ByteDance-Seed-OSS.jinja", call: "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Oslo</parameter>\n</function>\n</seed:tool_call>",
 			think: "<seed:think>Hm, weather.</seed:think>\n"}, // always thinks: it ignores enable_thinking

@@ -82,9 +82,8 @@ func toolFormatTemplates(t *testing.T) map[string]string {
 // its template analysis finds that DetectFormat does not know). With them
 // the answer to a chat offering tools is free text here.
 var toolFormatsMissing = map[string]string{
-	"muse-glimmer.jinja":            "Muse Glimmer: to=<recipient> headers and <|eom|>",
-	"upstage-Solar-Open-100B.jinja": "Solar Open: <|tool_calls|> calls",
-	"tencent-Hy3.jinja":             "Hunyuan 3: <tool_calls:opensource> calls",
+	"muse-glimmer.jinja": "Muse Glimmer: to=<recipient> headers and <|eom|>",
+	"tencent-Hy3.jinja":  "Hunyuan 3: <tool_calls:opensource> calls",
 }
 
 var toolFormatTools = []Tool{

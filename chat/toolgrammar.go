@@ -220,6 +220,8 @@ func formatRules(f Format) [][2]string {
 		return [][2]string{{"glm-text", `[^<]*`}}
 	case FormatKimiK3:
 		return [][2]string{{"kimi-text", `( [^<] | "<" [^|] )*`}}
+	case FormatSolarOpen:
+		return [][2]string{{"solar-call-id", `[a-z0-9]{10}`}}
 	}
 	return nil
 }
@@ -492,6 +494,18 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		word("<tool_call>")
 		preserve("<think>", "</think>", "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
 		return b.AddRule("tool-calls", g.repeat(call, `"\n"?`, parallel))
+	case FormatSolarOpen:
+		// The id is as the template asks for it. <|calls|> is optional:
+		// Solar Open's vocabulary makes it an end-of-generation token,
+		// which a grammar requiring its text would never let the model
+		// write (llama-server's grammar requires it).
+		call := g.alt("tool-call", func(t toolRule) string {
+			return lit(solarCallBegin) + " solar-call-id " + lit(solarCallName+t.name+solarCallArgs) + " " + t.args + " " + lit(solarCallEnd)
+		})
+		word(solarCalls)
+		preserve(solarCalls, solarCallBegin, solarCallName, solarCallArgs, solarCallEnd, solarCallsEnd,
+			solarThink, solarEnd, solarContent, "<|begin|>")
+		return b.AddRule("tool-calls", lit(solarCalls)+" "+g.repeat(call, "", parallel)+" "+lit(solarCallsEnd)+"?")
 	case FormatFireFunctionV2, FormatNemotronV2, FormatApriel, FormatGranite:
 		open, closing := map[Format][2]string{
 			FormatFireFunctionV2: {" functools[", "]"},
