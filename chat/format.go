@@ -106,6 +106,12 @@ const (
 	// <|content|> and <|end|>, after a <|think|> block ended by <|end|>
 	// (Solar Open).
 	FormatSolarOpen
+	// FormatHunyuan3 is <tool_calls:opensource> followed by
+	// <tool_call:opensource>f<tool_sep:opensource> calls with
+	// <arg_key:opensource>k</arg_key:opensource>
+	// <arg_value:opensource>v</arg_value:opensource> items, after a
+	// <think:opensource> block (Hunyuan 3).
+	FormatHunyuan3
 
 	formatCount
 )
@@ -141,6 +147,7 @@ var formatNames = [...]string{
 	FormatMiniCPM5:       "MiniCPM5",
 	FormatKimiK3:         "Kimi K3",
 	FormatSolarOpen:      "Solar Open",
+	FormatHunyuan3:       "Hunyuan 3",
 }
 
 // String returns the format's name.
@@ -202,6 +209,8 @@ func DetectFormat(templateSource string) Format {
 		return FormatApertus
 	case has("'<|tool_call>call:'"), has("<|tool_call>call:"):
 		return FormatGemma
+	case has("<tool_sep{}>", "<arg_key{}>", ":opensource"), has(hyCalls, hySep, hyArgKey):
+		return FormatHunyuan3
 	case has("<|tool_calls|>", "<|tool_call:begin|>", "<|tool_call:args|>"):
 		return FormatSolarOpen
 	case has("Tool usage guidelines:", `<function name="`, `<param name="`):

@@ -24,6 +24,7 @@ func TestDetectFormat(t *testing.T) {
 		"Cohere2MoE.jinja":                                    FormatCohere2MoE,
 		"openbmb-MiniCPM5-1B.jinja":                           FormatMiniCPM5,
 		"upstage-Solar-Open-100B.jinja":                       FormatSolarOpen,
+		"tencent-Hy3.jinja":                                   FormatHunyuan3,
 		"GLM-4.6.jinja":                                       FormatGLM45,
 		"GLM-4.7-Flash.jinja":                                 FormatGLM45,
 		"Kimi-K2-Instruct.jinja":                              FormatKimiK2,

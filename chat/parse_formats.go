@@ -118,6 +118,9 @@ func specFor(f Format) formatSpec {
 			markers:       append([]string{solarCalls}, solarWrappers...),
 			alwaysMarkers: solarWrappers,
 			call:          callSolarOpen}
+	case FormatHunyuan3:
+		return formatSpec{thinkStart: hyThink, thinkEnd: hyThinkEnd, thinkStops: []string{hyCalls},
+			markers: []string{hyCalls}, call: callHunyuan3}
 	case FormatApertus:
 		return formatSpec{thinkStart: apertusInner, thinkEnd: apertusInnerEnd, thinkStops: []string{apertusTools},
 			markers: []string{apertusTools}, call: callApertus}

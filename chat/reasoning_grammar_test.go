@@ -162,6 +162,7 @@ func TestPrepareReasoningRealTemplates(t *testing.T) {
 		glm      = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Oslo</arg_value>\n</tool_call>"
 		r1       = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Oslo\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
 		v31      = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Oslo\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+		hy3      = "<tool_calls:opensource>\n<tool_call:opensource>get_weather<tool_sep:opensource>\n<arg_key:opensource>city</arg_key:opensource>\n<arg_value:opensource>Oslo</arg_value:opensource>\n</tool_call:opensource>\n</tool_calls:opensource>"
 		dsml     = "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Oslo</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>"
 		closed   = "Hm, weather.\n</think>\n\n" // the rest of a block the prompt opened
 		qwen3    = "<think>\nHm, weather.\n</think>\n\n"
@@ -174,6 +175,7 @@ func TestPrepareReasoningRealTemplates(t *testing.T) {
 		forced bool   // the prompt opens the block
 		refuse string // before the answer, refused
 		final  string // before a response format's JSON
+		extra  map[string]any
 	}{
 		{file: "Qwen-Qwen2.5-7B-Instruct.jinja", call: hermes, refuse: qwen3}, // no reasoning shown: no block offered
 		{file: "Qwen-Qwen3-0.6B.jinja", call: hermes, think: qwen3},
@@ -208,6 +210,9 @@ func TestPrepareReasoningRealTemplates(t *testing.T) {
 			refuse: "Hm, weather.<|open|>response<|sep|>{\"a\": 1}<|close|>response<|sep|>"}, // the answer in the block, which the parser would read unchecked
 		{file: "upstage-Solar-Open-100B.jinja", call: "<|tool_calls|><|tool_call:begin|>a1b2c3d4e5<|tool_call:name|>get_weather<|tool_call:args|>{\"city\": \"Oslo\"}<|tool_call:end|>",
 			refuse: "<|think|>Hm, weather.<|end|><|begin|>assistant"}, // its template shows no reasoning: no block offered, as llama-server's
+		{file: "tencent-Hy3.jinja", call: hy3, refuse: "<think:opensource>Hm, weather.</think:opensource>"}, // no_think by default: the prompt closes the block
+		{file: "tencent-Hy3.jinja", call: hy3, think: "Hm, weather.</think:opensource>", forced: true, extra: map[string]any{"reasoning_effort": "high"},
+			refuse: "Hm, weather. " + hy3 + "</think:opensource>"}, // a call in the block, which the parser would read unchecked
 		{file: "Apertus-8B-Instruct.jinja", call: "<|tools_prefix|>[{\"get_weather\": {\"city\": \"Oslo\"}}]<|tools_suffix|>", think: "<|inner_prefix|>Hm, weather.<|inner_suffix|>"},
 		{file: "ByteDance-Seed-OSS.jinja", call: "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Oslo</parameter>\n</function>\n</seed:tool_call>",
 			think: "<seed:think>Hm, weather.</seed:think>\n"}, // always thinks: it ignores enable_thinking
@@ -229,7 +234,7 @@ func TestPrepareReasoningRealTemplates(t *testing.T) {
 		tmpls := realTemplate(t, tc.file)
 		for _, mode := range []string{"auto", "required"} {
 			t.Run(tc.file+"/"+mode, func(t *testing.T) {
-				req := Request{Messages: []Message{{Role: RoleUser, Content: "Weather in Oslo?"}}, Tools: grammarTools, ToolChoice: ToolChoice{Mode: mode}}
+				req := Request{Messages: []Message{{Role: RoleUser, Content: "Weather in Oslo?"}}, Tools: grammarTools, ToolChoice: ToolChoice{Mode: mode}, Extra: tc.extra}
 				outs := []string{tc.call}
 				if mode == "auto" {
 					req.Schema = schema

@@ -83,7 +83,6 @@ func toolFormatTemplates(t *testing.T) map[string]string {
 // the answer to a chat offering tools is free text here.
 var toolFormatsMissing = map[string]string{
 	"muse-glimmer.jinja": "Muse Glimmer: to=<recipient> headers and <|eom|>",
-	"tencent-Hy3.jinja":  "Hunyuan 3: <tool_calls:opensource> calls",
 }
 
 var toolFormatTools = []Tool{

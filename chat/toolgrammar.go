@@ -222,6 +222,16 @@ func formatRules(f Format) [][2]string {
 		return [][2]string{{"kimi-text", `( [^<] | "<" [^|] )*`}}
 	case FormatSolarOpen:
 		return [][2]string{{"solar-call-id", `[a-z0-9]{10}`}}
+	case FormatHunyuan3:
+		// A value is any text up to its end tag that holds no key tag,
+		// the tag included.
+		var rules [][2]string
+		for _, line := range strings.Split(strings.TrimSpace(untilMarker("hy-value", hyArgValEnd, []string{hyArgKey})), "\n") {
+			if name, body, ok := strings.Cut(line, " ::= "); ok {
+				rules = append(rules, [2]string{name, body})
+			}
+		}
+		return rules
 	}
 	return nil
 }
@@ -281,6 +291,20 @@ func (g *grammarGen) paramName(t toolRule, loose string) string {
 	}
 	slices.Sort(names)
 	return "( " + strings.Join(names, " | ") + " )"
+}
+
+// paramTimes is the GBNF repetition of the parameters of tool t's calls
+// where the format writes them one by one: at most as many as its
+// schema names (a small model otherwise writes the same one again until
+// its token limit), or any number where it names none.
+func (g *grammarGen) paramTimes(t toolRule) string {
+	var schema struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if json.Unmarshal(t.params, &schema) != nil || len(schema.Properties) == 0 {
+		return "*"
+	}
+	return fmt.Sprintf("{0,%d}", len(schema.Properties))
 }
 
 // repeat is one call, or with parallel one or more separated by sep.
@@ -506,6 +530,20 @@ func (g *grammarGen) build(parallel bool, tg *ToolGrammar) string {
 		preserve(solarCalls, solarCallBegin, solarCallName, solarCallArgs, solarCallEnd, solarCallsEnd,
 			solarThink, solarEnd, solarContent, "<|begin|>")
 		return b.AddRule("tool-calls", lit(solarCalls)+" "+g.repeat(call, "", parallel)+" "+lit(solarCallsEnd)+"?")
+	case FormatHunyuan3:
+		// The trigger holds the newline after the section's start, as
+		// llama-server's does.
+		call := g.alt("tool-call", func(t toolRule) string {
+			param := g.b.AddRule(t.name+"-param", lit(hyArgKey)+" "+g.paramName(t, `[^<]+`)+" "+lit(hyArgKeyEnd+"\n"+hyArgVal)+` hy-value "\n"`)
+			return lit(hyCall+t.name+hySep+"\n") + " " + param + g.paramTimes(t) + " " + lit(hyCallEnd+"\n")
+		})
+		word(hyCalls + "\n")
+		preserve(hyThink, hyThinkEnd, hyCalls, hyCallsEnd, hyCall, hyCallEnd, hySep, hyArgKey, hyArgKeyEnd, hyArgVal, hyArgValEnd)
+		calls := call
+		if parallel {
+			calls = call + "+"
+		}
+		return b.AddRule("tool-calls", lit(hyCalls+"\n")+" "+calls+" "+lit(hyCallsEnd))
 	case FormatFireFunctionV2, FormatNemotronV2, FormatApriel, FormatGranite:
 		open, closing := map[Format][2]string{
 			FormatFireFunctionV2: {" functools[", "]"},

@@ -322,6 +322,7 @@ func TestBuildToolGrammar(t *testing.T) {
 		{format: FormatCohere2MoE, call: "<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"special_function\", \"parameters\": {\"arg1\": 1}}\n]<|END_ACTION|>", bad: "<|START_TEXT|>[]<|END_TEXT|>", trigger: "<|START_ACTION|>", hasLazy: true},
 		{format: FormatMiniCPM5, call: `<function name="special_function"><param name="arg1">1</param></function>`, second: "\n<function name=\"get_weather\"><param name=\"city\">Paris</param></function>", bad: `<function name="other"></function>`, trigger: "<function", hasLazy: true},
 		{format: FormatSolarOpen, call: "<|tool_calls|><|tool_call:begin|>a1b2c3d4e5<|tool_call:name|>special_function<|tool_call:args|>{\"arg1\": 1}<|tool_call:end|><|calls|>", bad: "<|tool_calls|><|tool_call:begin|>call00001<|tool_call:name|>special_function<|tool_call:args|>{\"arg1\": 1}<|tool_call:end|><|calls|>", trigger: "<|tool_calls|>", hasLazy: true},
+		{format: FormatHunyuan3, call: "<tool_calls:opensource>\n<tool_call:opensource>special_function<tool_sep:opensource>\n<arg_key:opensource>arg1</arg_key:opensource>\n<arg_value:opensource>1</arg_value:opensource>\n</tool_call:opensource>\n</tool_calls:opensource>", bad: "<tool_calls:opensource>\n<tool_call:opensource>other<tool_sep:opensource>\n</tool_call:opensource>\n</tool_calls:opensource>", trigger: "<tool_calls:opensource>\n", hasLazy: true},
 		{format: FormatGemma, call: `<|tool_call>call:special_function{arg1:42}<tool_call|>`, second: `<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>`, bad: `<|tool_call>call:other{}<tool_call|>`, trigger: "<|tool_call>", hasLazy: true},
 		{format: FormatGPTOSS, call: `<|channel|>commentary to=functions.special_function <|constrain|>json<|message|>{"arg1": 1}`, bad: `<|channel|>commentary to=functions.special_function<|message|>{"arg1": true}`, trigger: "<|channel|>commentary to=functions.", hasLazy: true},
 		{format: FormatKimiK2, call: "<|tool_calls_section_begin|><|tool_call_begin|>functions.special_function:0<|tool_call_argument_begin|>{\"arg1\": 1}<|tool_call_end|><|tool_calls_section_end|>", bad: "<|tool_calls_section_begin|><|tool_calls_section_end|>", trigger: "<|tool_calls_section_begin|>", hasLazy: true},
@@ -390,6 +391,7 @@ func TestBuildToolGrammarParallelBlocks(t *testing.T) {
 		{FormatKimiK3, "<|open|>tools<|sep|><|open|>call tool=\"special_function\" index=\"1\"<|sep|><|open|>argument key=\"arg1\" type=\"number\"<|sep|>1<|close|>argument<|sep|><|close|>call<|sep|>" +
 			"<|open|>call tool=\"get_weather\" index=\"2\"<|sep|><|open|>argument key=\"city\" type=\"string\"<|sep|>Paris<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>"},
 		{FormatSolarOpen, "<|tool_calls|><|tool_call:begin|>a1b2c3d4e5<|tool_call:name|>special_function<|tool_call:args|>{\"arg1\": 1}<|tool_call:end|><|tool_call:begin|>f6g7h8i9j0<|tool_call:name|>get_weather<|tool_call:args|>{\"city\": \"Paris\"}<|tool_call:end|>"},
+		{FormatHunyuan3, "<tool_calls:opensource>\n<tool_call:opensource>special_function<tool_sep:opensource>\n<arg_key:opensource>arg1</arg_key:opensource>\n<arg_value:opensource>1</arg_value:opensource>\n</tool_call:opensource>\n<tool_call:opensource>get_weather<tool_sep:opensource>\n<arg_key:opensource>city</arg_key:opensource>\n<arg_value:opensource>Paris</arg_value:opensource>\n</tool_call:opensource>\n</tool_calls:opensource>"},
 		{FormatKimiK2, "<|tool_calls_section_begin|><|tool_call_begin|>functions.special_function:0<|tool_call_argument_begin|>{\"arg1\": 1}<|tool_call_end|><|tool_call_begin|>functions.get_weather:1<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>"},
 	}
 	for _, c := range cases {
@@ -550,6 +552,9 @@ func TestToolGrammarParamNames(t *testing.T) {
 		{FormatGLM45, func(name, param string) string {
 			return "<tool_call>" + name + "\n<arg_key>" + param + "</arg_key>\n<arg_value>Oslo</arg_value>\n</tool_call>"
 		}},
+		{FormatHunyuan3, func(name, param string) string {
+			return "<tool_calls:opensource>\n<tool_call:opensource>" + name + "<tool_sep:opensource>\n<arg_key:opensource>" + param + "</arg_key:opensource>\n<arg_value:opensource>Oslo</arg_value:opensource>\n</tool_call:opensource>\n</tool_calls:opensource>"
+		}},
 		{FormatMiniCPM5, func(name, param string) string {
 			return `<function name="` + name + `"><param name="` + param + `">Oslo</param></function>`
 		}},
@@ -566,4 +571,22 @@ func TestToolGrammarParamNames(t *testing.T) {
 				[]string{tc.call("get_weather", "town"), tc.call("get_weather", "param-name")})
 		})
 	}
+}
+
+// Hunyuan 3's calls name each parameter at most once, and a value is any
+// text up to its end tag (markup included) that holds no key tag: a small
+// model otherwise writes the parameter again and again.
+func TestToolGrammarHunyuan3Values(t *testing.T) {
+	tg, err := BuildToolGrammar(FormatHunyuan3, grammarTools, ToolChoice{Mode: "required"}, false)
+	require.NoError(t, err)
+	weather := func(params ...string) string {
+		out := "<tool_calls:opensource>\n<tool_call:opensource>get_weather<tool_sep:opensource>\n"
+		for _, v := range params {
+			out += "<arg_key:opensource>city</arg_key:opensource>\n<arg_value:opensource>" + v + "</arg_value:opensource>\n"
+		}
+		return out + "</tool_call:opensource>\n</tool_calls:opensource>"
+	}
+	assertGrammar(t, tg.Grammar,
+		[]string{weather("Oslo"), weather("<b>Oslo</b>\nnorth"), weather()},
+		[]string{weather("Oslo", "Paris"), weather("\n<arg_key:opensource>type")})
 }
