@@ -416,7 +416,7 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 			if !ok && last.ReasoningContent != "" {
 				// The template shows no reasoning: the format's markers,
 				// as its model writes them.
-				start, end, ok = continuationMarkers(format)
+				start, end, ok = continuationMarkers(format, tmpl.Source())
 			}
 			if ok {
 				if k := strings.LastIndex(gen, start); k >= 0 {
@@ -571,25 +571,36 @@ func continuedBlock(f Format, gen, probeEnd string) (start, end string, ok bool)
 	return gen[strings.LastIndex(gen, marker):], end, true
 }
 
-// continuationMarkers are the markers format f's model writes around its
-// reasoning, for a continued message's reasoning where the template shows
-// none (it drops the last turn's reasoning, as GPT-OSS's, Gemma 4's,
-// Kimi K2's and Magistral's do), as llama.cpp writes them: a GPT-OSS
-// analysis message before the final one, Gemma 4's thought channel, or
-// the format's think markers. ok is false for a format whose parser reads
-// no reasoning.
-func continuationMarkers(f Format) (start, end string, ok bool) {
+// continuationMarkers are the markers the model of format f writes around
+// its reasoning, for a continued message's reasoning where the template
+// (source src) shows none because it drops the last turn's reasoning, as
+// llama.cpp's handlers for these models write them: a GPT-OSS analysis
+// message before the final one, Gemma 4's thought channel, Ministral 3's
+// [THINK], Command R7B's and Hunyuan 3's blocks, the <think> of Kimi K2,
+// LFM2 and DeepSeek V3.2, or <think> where the template writes both tags
+// (as llama.cpp's template analysis finds them). ok is false elsewhere:
+// llama.cpp drops the reasoning of a template that shows none.
+func continuationMarkers(f Format, src string) (start, end string, ok bool) {
 	switch f {
 	case FormatGPTOSS:
 		return hChannel + "analysis" + hMessage, hEnd + hStart + "assistant" + hChannel + "final" + hMessage, true
 	case FormatGemma:
 		return "<|channel>thought\n", "<channel|>", true
+	case FormatMagistral:
+		// Ministral 3's template, not Mistral Small 3.2's or Devstral's.
+		ok = strings.Contains(src, "[SYSTEM_PROMPT]") && !strings.Contains(src, "[CALL_ID]")
+		return "[THINK]", "[/THINK]", ok
+	case FormatKimiK2, FormatLFM2, FormatDeepSeekV32:
+		return thinkOpen, thinkClose, true
+	case FormatCommandR7B:
+		return "<|START_THINKING|>", "<|END_THINKING|>", true
+	case FormatHunyuan3:
+		return hyThink, hyThinkEnd, true
 	}
-	if f == FormatContentOnly || f == FormatGeneric {
-		return "", "", false // no model of its own to say how it thinks
-	}
-	start, end, _ = thinkMarkers(f)
-	return start, end, start != "" && end != ""
+	// A template that writes both tags somewhere (a thinking mode's
+	// system prompt or empty block) has a model that writes them.
+	ok = strings.Contains(src, thinkOpen) && strings.Contains(src, thinkClose)
+	return thinkOpen, thinkClose, ok
 }
 
 // opensThinking reports whether prompt, without its trailing spaces, ends
