@@ -33,7 +33,8 @@ type Templates struct {
 	// does not start with two.
 	AddBOS bool
 	// Thinking is enable_thinking when a chat does not set it: "on",
-	// "off", or "" (auto: whether the template reacts to it).
+	// "off", or "" (auto: whether the template's generation prompt reacts to
+	// it, TemplateCaps.ThinkingByDefault, as llama-server).
 	Thinking string
 }
 
@@ -84,7 +85,7 @@ func (t *Templates) Render(msgs []Message, tools []Tool, addGen bool, extra map[
 
 // Kwargs returns extra with enable_thinking set as llama.cpp sets it when
 // extra does not: true with Thinking "on", false with "off", and otherwise
-// whether tmpl reacts to it.
+// whether tmpl's generation prompt reacts to it (TemplateCaps.ThinkingByDefault).
 func (t *Templates) Kwargs(tmpl Renderer, extra map[string]any) map[string]any {
 	if _, ok := extra["enable_thinking"]; ok {
 		return extra
@@ -99,7 +100,7 @@ func (t *Templates) Kwargs(tmpl Renderer, extra map[string]any) map[string]any {
 	case "off":
 		out["enable_thinking"] = false
 	default:
-		out["enable_thinking"] = tmpl.Caps().SupportsThinking
+		out["enable_thinking"] = tmpl.Caps().ThinkingByDefault
 	}
 	return out
 }

@@ -213,7 +213,10 @@ func TestPrepareReasoningRealTemplates(t *testing.T) {
 		{file: "tencent-Hy3.jinja", call: hy3, refuse: "<think:opensource>Hm, weather.</think:opensource>"}, // no_think by default: the prompt closes the block
 		{file: "tencent-Hy3.jinja", call: hy3, think: "Hm, weather.</think:opensource>", forced: true, extra: map[string]any{"reasoning_effort": "high"},
 			refuse: "Hm, weather. " + hy3 + "</think:opensource>"}, // a call in the block, which the parser would read unchecked
-		{file: "Apertus-8B-Instruct.jinja", call: "<|tools_prefix|>[{\"get_weather\": {\"city\": \"Oslo\"}}]<|tools_suffix|>", think: "<|inner_prefix|>Hm, weather.<|inner_suffix|>"},
+		{file: "Apertus-8B-Instruct.jinja", call: "<|tools_prefix|>[{\"get_weather\": {\"city\": \"Oslo\"}}]<|tools_suffix|>", think: "<|inner_prefix|>Hm, weather.<|inner_suffix|>",
+			extra: map[string]any{"enable_thinking": true}}, // off unless asked, as llama-server has it
+		{file: "Apertus-8B-Instruct.jinja", call: "<|tools_prefix|>[{\"get_weather\": {\"city\": \"Oslo\"}}]<|tools_suffix|>",
+			refuse: "<|inner_prefix|>Hm, weather.<|inner_suffix|>"}, // its default: no deliberation, no block
 		{file: "ByteDance-Seed-OSS.jinja", call: "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Oslo</parameter>\n</function>\n</seed:tool_call>",
 			think: "<seed:think>Hm, weather.</seed:think>\n"}, // always thinks: it ignores enable_thinking
 		{file: "Kimi-K2-Instruct.jinja", call: "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Oslo\"}<|tool_call_end|><|tool_calls_section_end|>"},

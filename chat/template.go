@@ -72,6 +72,12 @@ type TemplateCaps struct {
 	RequiresTypedContent bool
 	// SupportsThinking: the template reacts to enable_thinking.
 	SupportsThinking bool
+	// ThinkingByDefault: enable_thinking changes what follows the user's
+	// message (the generation prompt), so that, as with llama-server,
+	// thinking is on unless a chat turns it off; a template that reacts
+	// in a system block alone (Apertus's "Deliberation") is off unless a
+	// chat turns it on.
+	ThinkingByDefault bool
 	// SupportsObjectArguments: the template reads tool call arguments as
 	// an object (iterating it or printing it with tojson); otherwise they
 	// are passed as the JSON text, as llama.cpp does.
@@ -1104,6 +1110,10 @@ func (t *Template) detectCaps() TemplateCaps {
 	on, okOn := t.probe(user, nil, mode, map[string]jinja.Value{"enable_thinking": jinja.NewBool(true)})
 	off, okOff := t.probe(user, nil, mode, map[string]jinja.Value{"enable_thinking": jinja.NewBool(false)})
 	c.SupportsThinking = okOn && okOff && on != off
+	if c.SupportsThinking {
+		after := func(s string) string { return s[strings.LastIndex(s, probeString)+len(probeString):] }
+		c.ThinkingByDefault = strings.Contains(on, probeString) && strings.Contains(off, probeString) && after(on) != after(off)
+	}
 
 	const probeReasoning = "<REASONING_CONTENT_PLACEHOLDER>"
 	history := []Message{

@@ -332,7 +332,7 @@ func TestBundledTemplateCaps(t *testing.T) {
 		return tmpl
 	}
 	qwen3 := load("Qwen-Qwen3-0.6B").Caps()
-	assert.Equal(t, TemplateCaps{SupportsSystemRole: true, SupportsTools: true, SupportsToolCalls: true, SupportsToolResponses: true, SupportsParallelToolCalls: true, SupportsThinking: true, SupportsObjectArguments: true}, qwen3)
+	assert.Equal(t, TemplateCaps{SupportsSystemRole: true, SupportsTools: true, SupportsToolCalls: true, SupportsToolResponses: true, SupportsParallelToolCalls: true, SupportsThinking: true, ThinkingByDefault: true, SupportsObjectArguments: true}, qwen3)
 	gemma2 := load("google-gemma-2-2b-it").Caps()
 	assert.False(t, gemma2.SupportsSystemRole)
 	assert.False(t, gemma2.SupportsTools)
@@ -340,6 +340,11 @@ func TestBundledTemplateCaps(t *testing.T) {
 	assert.True(t, llama31.SupportsTools)
 	assert.False(t, llama31.SupportsParallelToolCalls, "Llama 3.1 raises on parallel calls")
 	assert.False(t, llama31.SupportsThinking)
+	// Apertus reacts to enable_thinking in its developer block alone:
+	// off unless asked, as llama-server has it.
+	apertus := load("Apertus-8B-Instruct").Caps()
+	assert.True(t, apertus.SupportsThinking)
+	assert.False(t, apertus.ThinkingByDefault)
 }
 
 func TestRenderThinkingToggleAndNow(t *testing.T) {
