@@ -47,15 +47,7 @@ func (b *modelBridge) AddChild(f func()) (func(), bool) {
 
 func (b *modelBridge) BPE() bool { return (*Model)(b).isBPE() }
 
-func (b *modelBridge) Tokenizing(n int) func() {
-	m := (*Model)(b)
-	if m.tokenizing == nil || n <= 0 {
-		return func() {}
-	}
-	w := int64(min(n, maxTokenizing))
-	_ = m.tokenizing.Acquire(context.Background(), w) // no deadline: the calls ahead of it end
-	return func() { m.tokenizing.Release(w) }
-}
+func (b *modelBridge) Tokenizing(n int) func() { return (*Model)(b).tokenizingRoom(n) }
 
 func (b *contextBridge) Run(ctx context.Context, op string, seq, from int, f func(uintptr) int32) error {
 	c := (*Context)(b)

@@ -934,11 +934,7 @@ func (m *Model) Tokenize(text string, opts TokenizeOptions) ([]Token, error) {
 	defer done()
 	// Taken under the lock, never the other way round (see
 	// singleTokenLocked).
-	if m.tokenizing != nil && len(text) > 0 {
-		w := int64(min(len(text), maxTokenizing))
-		_ = m.tokenizing.Acquire(context.Background(), w) // no deadline: the calls ahead of it end
-		defer m.tokenizing.Release(w)
-	}
+	defer m.tokenizingRoom(len(text))()
 	// Runs longer than pretok.MaxRun would overflow the BPE
 	// pre-tokenizer's stack: they are cut and their pieces tokenized one
 	// after the other.
@@ -964,6 +960,19 @@ func (m *Model) Tokenize(text string, opts TokenizeOptions) ([]Token, error) {
 		}
 	}
 	return m.tokenizeLocked(text, opts)
+}
+
+// tokenizingRoom waits for room to tokenize n bytes of text within the
+// model's budget (maxTokenizing) and returns its release. A caller holding
+// m.use takes it under that lock, never the other way round (see
+// singleTokenLocked).
+func (m *Model) tokenizingRoom(n int) (release func()) {
+	if m.tokenizing == nil || n <= 0 {
+		return func() {}
+	}
+	w := int64(min(n, maxTokenizing))
+	_ = m.tokenizing.Acquire(context.Background(), w) // no deadline: the calls ahead of it end
+	return func() { m.tokenizing.Release(w) }
 }
 
 // maxTokenizing is the most text bytes a model tokenizes at once (see
