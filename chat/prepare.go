@@ -241,12 +241,12 @@ type Plan struct {
 	hist  []Message // the conversation before the generation prompt
 	tools []Tool
 	extra map[string]any
-	// withGen is hist rendered with its generation prompt, where Prepare
-	// rendered it (haveWithGen), and gen that prompt alone (haveGen).
-	withGen, gen         string
-	haveWithGen, haveGen bool
-	tagsOnce             sync.Once
-	tags                 thinkingTags
+	// promptIsWithGen says Prompt is hist rendered with its generation
+	// prompt; gen is that prompt alone where Prepare found it (haveGen).
+	gen                      string
+	promptIsWithGen, haveGen bool
+	tagsOnce                 sync.Once
+	tags                     thinkingTags
 }
 
 // thinkingTags are the result of Plan.ThinkingTags.
@@ -456,7 +456,7 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 	plan.Prompt = prompt
 	plan.hist, plan.tools = msgs, tools
 	if cont == "" && addGen {
-		plan.withGen, plan.haveWithGen = prompt, true
+		plan.promptIsWithGen = true
 	}
 	if cont != "" {
 		plan.hist = msgs[:n-1]
@@ -485,12 +485,8 @@ func (t *Templates) Prepare(req Request) (*Plan, error) {
 			return nil, err
 		}
 	}
-	if reasoning == ReasoningNone && cont == "" && !req.PureContent && (plan.Grammar == "" || plan.GrammarLazy) &&
-		opensThinking(format, trimmed) && !dropsThinkMarkers(format) {
-		start, _, _ := thinkMarkers(format)
-		if start == "" || !strings.HasSuffix(trimmed, start) {
-			start = thinkOpen
-		}
+	if start, _, opened := openedBlock(format, trimmed); opened && reasoning == ReasoningNone && cont == "" && !req.PureContent &&
+		(plan.Grammar == "" || plan.GrammarLazy) && !dropsThinkMarkers(format) {
 		plan.Prefill = prompt[strings.LastIndex(prompt, start):]
 	}
 	if req.PureContent {
@@ -526,8 +522,8 @@ func (p *Plan) thinkingTags() (start, end string, ok bool, err error) {
 		if err != nil {
 			return "", "", false, err
 		}
-		withGen := p.withGen
-		if !p.haveWithGen {
+		withGen := p.Prompt
+		if !p.promptIsWithGen {
 			if withGen, err = t.Render(p.hist, p.tools, true, p.extra); err != nil {
 				return "", "", false, err
 			}
@@ -537,7 +533,7 @@ func (p *Plan) thinkingTags() (start, end string, ok bool, err error) {
 	start, end, ok = t.ReasoningMarkers(gen, p.extra)
 	if !ok {
 		// The generation prompt opens the block itself.
-		if fs, fe, _ := thinkMarkers(p.Parse.Format); fs != "" && fs != thinkOpen && opensThinking(p.Parse.Format, strings.TrimRight(gen, " \t\r\n")) {
+		if fs, fe, opened := openedBlock(p.Parse.Format, gen); opened && fs != thinkOpen {
 			start, end, ok = fs, fe, true
 		} else if strings.Contains(gen, "<think>") {
 			start, end, ok = "<think>", cmp.Or(strings.TrimSpace(end), "</think>"), true
@@ -555,13 +551,9 @@ func (p *Plan) thinkingTags() (start, end string, ok bool, err error) {
 // end also opens its response section, as llama.cpp writes it. ok is
 // false where gen opens no block.
 func continuedBlock(f Format, gen, probeEnd string) (start, end string, ok bool) {
-	trimmed := strings.TrimRight(gen, " \t\r\n")
-	if !opensThinking(f, trimmed) {
+	marker, end, ok := openedBlock(f, gen)
+	if !ok {
 		return "", "", false
-	}
-	marker, end := thinkOpen, thinkClose
-	if fs, fe, _ := thinkMarkers(f); fs != "" && strings.HasSuffix(trimmed, fs) {
-		marker, end = fs, fe
 	}
 	switch {
 	case f == FormatKimiK3:
@@ -604,14 +596,24 @@ func continuationMarkers(f Format, src string) (start, end string, ok bool) {
 	return thinkOpen, thinkClose, ok
 }
 
-// opensThinking reports whether prompt, without its trailing spaces, ends
-// by opening a thinking block: <think>, or format f's own start marker.
-func opensThinking(f Format, prompt string) bool {
-	if strings.HasSuffix(prompt, thinkOpen) {
-		return true
+// openedBlock returns the markers of the thinking block that text, without
+// its trailing spaces, ends by opening: format f's own, or <think>.
+func openedBlock(f Format, text string) (start, end string, ok bool) {
+	text = strings.TrimRight(text, " \t\r\n")
+	if fs, fe, _ := thinkMarkers(f); fs != "" && strings.HasSuffix(text, fs) {
+		return fs, fe, true
 	}
-	start, _, _ := thinkMarkers(f)
-	return start != "" && strings.HasSuffix(prompt, start)
+	if strings.HasSuffix(text, thinkOpen) {
+		return thinkOpen, thinkClose, true
+	}
+	return "", "", false
+}
+
+// opensThinking reports whether prompt ends by opening a thinking block
+// (see openedBlock).
+func opensThinking(f Format, prompt string) bool {
+	_, _, ok := openedBlock(f, prompt)
+	return ok
 }
 
 // ParseOutput reads the whole output of the plan's generation (the text
