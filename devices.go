@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"unsafe"
@@ -125,6 +126,10 @@ func GPUBackendErrors() ([]error, error) {
 		}
 		if strings.Contains(strings.ToLower(filepath.Base(p)), "vulkan") && !hasDevice("Vulkan") {
 			err := vulkanicd.Diagnose(vulkanicd.Env{Getenv: os.Getenv, Dlopen: func(name string) error {
+				// dlerror is per thread: the reason is read on the thread
+				// that failed to load, not one the goroutine moved to.
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
 				_, err := purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_LOCAL)
 				return err
 			}})

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/ebitengine/purego"
@@ -12,6 +13,8 @@ import (
 )
 
 func dlopen(name string) error {
+	runtime.LockOSThread() // dlerror is per thread
+	defer runtime.UnlockOSThread()
 	_, err := purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	return err
 }
