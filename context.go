@@ -150,6 +150,11 @@ type Context struct {
 	nSwaModel         int // the model's sliding window; 0: none
 	nRollback         int // Memory.RollbackLimit
 	pooling           PoolingType
+	// causal: the attention is causal (the model's, ContextOptions.Attention,
+	// SetCausalAttention). Without it, and without a KV memory (a BERT-like
+	// model, whose decode is an encode), llama.cpp computes a batch in one
+	// micro-batch and aborts the process on a batch past UBatchSize.
+	causal bool
 
 	abort    *atomic.Uint32  // in C memory: non-zero aborts; C reads its first byte (little-endian)
 	setAbort func()          // sets abort: made once, as a method value passed on allocates
@@ -342,6 +347,13 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 	c.nSeqMax = int(capi.NSeqMax(ptr))
 	c.embeddings = opts.Embeddings
 	c.mtp = opts.MTP
+	c.causal = m.causalAttention()
+	switch opts.Attention {
+	case AttentionCausal:
+		c.causal = true
+	case AttentionNonCausal:
+		c.causal = false
+	}
 	c.kvUnified = opts.KVUnified
 	c.nSwaModel = max(int(capi.ModelNSwa(m.ptr)), 0)
 	c.nRollback = -1
@@ -663,12 +675,31 @@ func (c *Context) SetEmbeddings(on bool) error {
 	return nil
 }
 
-// SetCausalAttention switches causal attention on or off.
+// SetCausalAttention switches causal attention on or off. Without it
+// (as with ContextOptions.AttentionNonCausal, or a model whose attention
+// is not causal) a batch is computed in one micro-batch: Decode refuses a
+// batch of more than UBatchSize tokens with an error matching ErrInvalid.
 func (c *Context) SetCausalAttention(on bool) error {
 	if err := c.lock("set causal"); err != nil {
 		return err
 	}
 	defer c.unlock()
 	capi.SetCausalAttn(c.ptr, on)
+	c.causal = on
 	return nil
+}
+
+// causalAttention reports whether the model's attention is causal, as
+// llama.cpp reads it (<arch>.attention.causal, true when absent). The
+// caller holds m.use.
+func (m *Model) causalAttention() bool {
+	key := func(k string) (string, bool) {
+		return m.strCall("meta", func(b unsafe.Pointer, s uintptr) int32 { return capi.ModelMetaValStr(m.ptr, k, b, s) })
+	}
+	arch, ok := key("general.architecture")
+	if !ok {
+		return true
+	}
+	v, ok := key(arch + ".attention.causal")
+	return !ok || v != "false"
 }

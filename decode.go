@@ -15,6 +15,11 @@ func (c *Context) check(op string, b *Batch, maxTokens int) error {
 	if b.n > maxTokens {
 		return errorf(CodeInvalid, op, "batch of %d tokens exceeds the context's batch size %d", b.n, maxTokens)
 	}
+	// Without causal attention (or without a KV memory: the decode is an
+	// encode) llama.cpp computes the batch in one micro-batch, and asserts it.
+	if (!c.causal || c.mem == 0) && b.n > c.nUBatch {
+		return errorf(CodeInvalid, op, "batch of %d tokens exceeds the context's micro-batch size %d, which bounds a batch without causal attention", b.n, c.nUBatch)
+	}
 	switch {
 	case c.mtp && b.hidden == nil:
 		return errorf(CodeInvalid, op, "an MTP context needs each entry's hidden row (Batch.SetHidden)")
