@@ -97,7 +97,7 @@ type ContextOptions struct {
 	YarnOrigCtx    int            // 0: from the model
 	// YaRN factors; nil: from the model.
 	YarnExtFactor, YarnAttnFactor, YarnBetaFast, YarnBetaSlow *float32
-	OutputsMax                                                int    // most outputs in a ubatch; 0: BatchSize
+	OutputsMax                                                int    // most outputs of one decode, at least Sequences; 0: BatchSize (raised to Sequences)
 	RecurrentSnapshots                                        int    // recurrent-state snapshots per sequence for rollback; 0: none
 	TypeK, TypeV                                              string // KV cache types ("f16", "q8_0", ...); "": f16
 	Embeddings                                                bool   // compute embeddings (with logits)
@@ -155,6 +155,9 @@ type Context struct {
 	// model, whose decode is an encode), llama.cpp computes a batch in one
 	// micro-batch and aborts the process on a batch past UBatchSize.
 	causal bool
+	// nOutMax: the most outputs one decode or encode may have (llama.cpp's
+	// n_outputs_max; more aborts the process).
+	nOutMax int
 
 	abort    *atomic.Uint32  // in C memory: non-zero aborts; C reads its first byte (little-endian)
 	setAbort func()          // sets abort: made once, as a method value passed on allocates
@@ -221,6 +224,27 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 	if p.NUbatch > p.NBatch {
 		p.NUbatch = p.NBatch
 	}
+	// llama.cpp reserves an output row per sequence at every decode (and
+	// when it makes the context), and aborts the process when that is more
+	// than its n_outputs_max: OutputsMax, or else the batch size, which it
+	// lowers to the context size (that of the training context when
+	// ContextSize is 0) for a causal model. Sequences past it raise it.
+	hasEncoder := capi.ModelHasEncoder(m.ptr)
+	if opts.OutputsMax > 0 && opts.OutputsMax < int(p.NSeqMax) {
+		return nil, errorf(CodeInvalid, "new context", "OutputsMax %d is below Sequences %d: each sequence needs an output", opts.OutputsMax, p.NSeqMax)
+	}
+	if nc := p.NCtx; opts.OutputsMax == 0 {
+		if nc == 0 {
+			nc = uint32(max(capi.ModelNCtxTrain(m.ptr), 0))
+		}
+		if lo := min(nc, p.NBatch); p.NSeqMax > lo {
+			if hasEncoder {
+				// llama.cpp takes the batch size for an encoder's outputs.
+				return nil, errorf(CodeInvalid, "new context", "Sequences %d above the batch size %d", p.NSeqMax, lo)
+			}
+			p.NOutputsMax = p.NSeqMax
+		}
+	}
 	threads := opts.Threads
 	if threads <= 0 {
 		threads = runtime.NumCPU()
@@ -264,7 +288,9 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 	if opts.OutputsMax < 0 || opts.RecurrentSnapshots < 0 || opts.OutputsMax > 1<<24 || opts.RecurrentSnapshots > 1<<10 {
 		return nil, errorf(CodeInvalid, "new context", "OutputsMax %d or RecurrentSnapshots %d out of range", opts.OutputsMax, opts.RecurrentSnapshots)
 	}
-	p.NOutputsMax = uint32(opts.OutputsMax)
+	if opts.OutputsMax > 0 {
+		p.NOutputsMax = uint32(opts.OutputsMax)
+	}
 	p.NRsSeq = uint32(opts.RecurrentSnapshots)
 	if !finite(opts.RopeFreqBase, opts.RopeFreqScale) {
 		return nil, errorf(CodeInvalid, "new context", "RoPE frequency settings must be finite")
@@ -353,6 +379,10 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 		c.causal = true
 	case AttentionNonCausal:
 		c.causal = false
+	}
+	c.nOutMax = c.nBatch
+	if p.NOutputsMax > 0 && !hasEncoder {
+		c.nOutMax = int(p.NOutputsMax)
 	}
 	c.kvUnified = opts.KVUnified
 	c.nSwaModel = max(int(capi.ModelNSwa(m.ptr)), 0)

@@ -20,6 +20,20 @@ func (c *Context) check(op string, b *Batch, maxTokens int) error {
 	if (!c.causal || c.mem == 0) && b.n > c.nUBatch {
 		return errorf(CodeInvalid, op, "batch of %d tokens exceeds the context's micro-batch size %d, which bounds a batch without causal attention", b.n, c.nUBatch)
 	}
+	// llama.cpp asserts that the outputs fit its output buffer: every
+	// token is one with embeddings on, or in an encode.
+	nOut := b.n
+	if c.mem != 0 && op != "encode" && !c.embeddings {
+		nOut = 0
+		for _, o := range b.output[:b.n] {
+			if o != 0 {
+				nOut++
+			}
+		}
+	}
+	if nOut > c.nOutMax {
+		return errorf(CodeInvalid, op, "batch of %d outputs exceeds the context's %d (ContextOptions.OutputsMax)", nOut, c.nOutMax)
+	}
 	switch {
 	case c.mtp && b.hidden == nil:
 		return errorf(CodeInvalid, op, "an MTP context needs each entry's hidden row (Batch.SetHidden)")
