@@ -193,15 +193,15 @@ func (c *Context) SetAdapters(adapters []AdapterScale) error {
 
 // SetControlVector applies a control vector: data holds one direction of
 // EmbeddingSize floats per layer, starting at layer 1, and is applied to
-// layers [layerStart, layerEnd]. nil data clears it.
+// layers [layerStart, layerEnd]. nil (or empty) data clears it.
 func (c *Context) SetControlVector(data []float32, layerStart, layerEnd int) error {
 	if err := c.lock("control vector"); err != nil {
 		return err
 	}
 	defer c.unlock()
 	nEmbd := int(capi.ModelNEmbd(c.model.ptr))
-	if data == nil {
-		// Clearing and applying write to the vectors' buffers, the workers' too.
+	if len(data) == 0 {
+		// nil or empty data: clearing and applying write to the vectors' buffers, the workers' too.
 		return c.model.rpcGuard("control vector", func() { capi.SetAdapterCvec(c.ptr, nil, 0, int32(nEmbd), -1, -1) })
 	}
 	nLayer := int(capi.ModelNLayer(c.model.ptr))
