@@ -10,6 +10,7 @@ import (
 
 	"github.com/x/llama/internal/bridge"
 	"github.com/x/llama/internal/capi"
+	"github.com/x/llama/internal/seqstate"
 )
 
 // PoolingType says how a context pools token embeddings per sequence.
@@ -158,6 +159,10 @@ type Context struct {
 	// nOutMax: the most outputs one decode or encode may have (llama.cpp's
 	// n_outputs_max; more aborts the process).
 	nOutMax int
+	// seqLayout: the sections of this context's sequence states, whole
+	// and partial (read from an empty sequence's), which SetSeqState and
+	// LoadSeqFile walk before llama.cpp reads a state.
+	seqLayout, seqLayoutPartial seqstate.Layout
 
 	abort    *atomic.Uint32  // in C memory: non-zero aborts; C reads its first byte (little-endian)
 	setAbort func()          // sets abort: made once, as a method value passed on allocates
@@ -402,6 +407,8 @@ func (m *Model) NewContext(opts ContextOptions) (*Context, error) {
 		}
 	}
 	c.outputs = make([]int8, c.nBatch)
+	c.seqLayout = seqstate.ParseLayout(emptySeqState(ptr, 0))
+	c.seqLayoutPartial = seqstate.ParseLayout(emptySeqState(ptr, capi.StateSeqFlagsPartialOnly))
 	if !m.addChild(c) {
 		capi.Free(ptr)
 		return nil, closedErr("new context", "model")

@@ -1,11 +1,14 @@
 package llama
 
 import (
+	"encoding/binary"
+	"io"
 	"os"
 	"slices"
 	"unsafe"
 
 	"github.com/x/llama/internal/capi"
+	"github.com/x/llama/internal/seqstate"
 )
 
 // State.
@@ -120,6 +123,9 @@ func (c *Context) setSeqStateHeld(op string, seq int, data []byte, flags uint32,
 	if len(data) == 0 {
 		return errorf(CodeInvalid, op, "empty state")
 	}
+	if !c.layoutFor(flags).CheckBytes(data, c.nCtx, -1) {
+		return errorf(CodeLoad, op, "%s does not fit this context: a cell count or a size is wrong", what)
+	}
 	var n uintptr
 	if err := c.model.rpcGuard(op, func() {
 		n = capi.StateSeqSetDataExt(c.ptr, unsafe.Pointer(&data[0]), uintptr(len(data)), int32(seq), flags)
@@ -128,6 +134,56 @@ func (c *Context) setSeqStateHeld(op string, seq int, data []byte, flags uint32,
 	}
 	if n == 0 {
 		return errorf(CodeLoad, op, "llama.cpp rejected %s", what)
+	}
+	return nil
+}
+
+// layoutFor is the layout of the sequence states read with flags.
+func (c *Context) layoutFor(flags uint32) seqstate.Layout {
+	if flags&capi.StateSeqFlagsPartialOnly != 0 {
+		return c.seqLayoutPartial
+	}
+	return c.seqLayout
+}
+
+// emptySeqState is the state of sequence seq of a context whose sequences
+// are all empty (read as NewContext makes it), which tells the layout of
+// its states.
+func emptySeqState(ptr capi.Context, flags uint32) []byte {
+	n := capi.StateSeqGetSizeExt(ptr, 0, flags)
+	if n == 0 || n > 1<<20 {
+		return nil
+	}
+	buf := make([]byte, n)
+	return buf[:capi.StateSeqGetDataExt(ptr, unsafe.Pointer(&buf[0]), n, 0, flags)]
+}
+
+// checkSeqFile checks a sequence file's token count and state before
+// llama.cpp reads it (see seqstate): the file is walked, not read whole.
+func (c *Context) checkSeqFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return &Error{Code: CodeLoad, Op: "load seq", Err: err}
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return &Error{Code: CodeLoad, Op: "load seq", Err: err}
+	}
+	if !st.Mode().IsRegular() {
+		return errorf(CodeLoad, "load seq", "%s is not a regular file", path)
+	}
+	var hdr [12]byte // magic, version, token count
+	if _, err := io.ReadFull(f, hdr[:]); err != nil {
+		return errorf(CodeLoad, "load seq", "%s is not a sequence file: too short", path)
+	}
+	nTok := int64(binary.LittleEndian.Uint32(hdr[8:]))
+	if nTok > int64(c.nCtx) {
+		return errorf(CodeLoad, "load seq", "%s holds %d tokens, more than the context's %d", path, nTok, c.nCtx)
+	}
+	off := 12 + 4*nTok
+	if off >= st.Size() || !c.seqLayout.Check(io.NewSectionReader(f, off, st.Size()-off), st.Size()-off, c.nCtx, -1) {
+		return errorf(CodeLoad, "load seq", "%s does not fit this context: a cell count or a size is wrong", path)
 	}
 	return nil
 }
@@ -241,8 +297,8 @@ func (c *Context) LoadSeqFile(path string, seq int) ([]Token, error) {
 	if err := c.seqOK("load seq", seq, false); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(path); err != nil {
-		return nil, &Error{Code: CodeLoad, Op: "load seq", Err: err}
+	if err := c.checkSeqFile(path); err != nil {
+		return nil, err
 	}
 	toks := make([]Token, c.nCtx)
 	var n, read uintptr

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/x/llama"
+	"github.com/x/llama/internal/seqstate"
 )
 
 const (
@@ -192,180 +193,6 @@ func readSlotFile(path, name string, maxTokens int, m *llama.Model) ([]llama.Tok
 	return toks, state, int(st.Size()), nil
 }
 
-// plausibleCells checks the cell counts of a sequence state before
-// llama.cpp sees it: llama.cpp sizes a batch by a count before it checks
-// anything else, so a corrupt count of billions makes it allocate and fill
-// gigabytes (the process is killed for memory). empty is the state of an
-// empty sequence of this context, which tells the layout:
-//
-//   - an attention cache's state is the stream count, then per stream a
-//     cell count, the cells (position, sequence count, an extension for
-//     M-RoPE models, the sequences) and the K and V rows: every count is
-//     checked, walking the streams, and so is every cell's position
-//     (0 to the context; a negative one would outlive the slot's erasure);
-//   - other layouts (recurrent, hybrid, sliding-window pairs) are checked
-//     on their second uint32 only, which is the first cell count of an
-//     attention cache and the position of a recurrent memory's cell, both
-//     below the slot's context in a file this context wrote.
-func plausibleCells(state, empty []byte, maxTokens int) bool {
-	if len(state) < 8 {
-		return true // llama.cpp refuses it for its size
-	}
-	if int64(binary.LittleEndian.Uint32(state[4:])) > int64(maxTokens) {
-		return false
-	}
-	nStream, ok := kvLayout(empty)
-	if !ok {
-		return true
-	}
-	ok = false
-	for _, ext := range []int{0, 12} { // llama_kv_cell_ext: x, y, token
-		counts, whole := walkKVState(state, nStream, ext, maxTokens)
-		for _, c := range counts {
-			if c > uint64(maxTokens) {
-				return false
-			}
-		}
-		ok = ok || whole
-	}
-	// A state this context wrote walks whole with one of the extension
-	// sizes; one that does not has a count, a position or a size wrong.
-	return ok
-}
-
-// kvLayout reports whether empty is an attention cache's state of an
-// empty sequence (the stream count, then that many zero cell counts) and
-// its stream count.
-func kvLayout(empty []byte) (int, bool) {
-	if cut, ok := cutStateHeader(empty); ok {
-		empty = cut
-	}
-	if len(empty) < 8 || len(empty)%4 != 0 {
-		return 0, false
-	}
-	n := int(binary.LittleEndian.Uint32(empty))
-	if n < 1 || len(empty) != 4*(1+n) {
-		return 0, false
-	}
-	for i := 1; i <= n; i++ {
-		if binary.LittleEndian.Uint32(empty[4*i:]) != 0 {
-			return 0, false
-		}
-	}
-	return n, true
-}
-
-// walkKVState reads the cell counts of an attention cache's state of
-// nStream streams whose cells carry ext extension bytes; whole is true
-// when the walk ends exactly at the end of the state with every cell's
-// position in [0, maxTokens).
-func walkKVState(b []byte, nStream, ext, maxTokens int) (counts []uint64, whole bool) {
-	o := 0
-	u32 := func() (uint64, bool) {
-		if o+4 > len(b) {
-			return 0, false
-		}
-		v := binary.LittleEndian.Uint32(b[o:])
-		o += 4
-		return uint64(v), true
-	}
-	skip := func(n uint64) bool {
-		if n > uint64(len(b)-o) {
-			return false
-		}
-		o += int(n)
-		return true
-	}
-	if ns, ok := u32(); !ok || ns != uint64(nStream) {
-		return nil, false
-	}
-	for range nStream {
-		cc, ok := u32()
-		if !ok {
-			return counts, false
-		}
-		counts = append(counts, cc)
-		if cc == 0 {
-			continue
-		}
-		if cc > uint64(len(b)) {
-			return counts, false
-		}
-		for range cc {
-			pos, ok := u32()
-			if !ok || int32(pos) < 0 || int64(pos) >= int64(maxTokens) {
-				return counts, false
-			}
-			nSeq, ok := u32()
-			if !ok || !skip(uint64(ext)) || !skip(4*nSeq) {
-				return counts, false
-			}
-		}
-		vTrans, ok1 := u32()
-		nLayer, ok2 := u32()
-		if !ok1 || !ok2 || nLayer > uint64(len(b)) {
-			return counts, false
-		}
-		for range nLayer { // K rows
-			if !skip(4) || o+8 > len(b) {
-				return counts, false
-			}
-			row := binary.LittleEndian.Uint64(b[o:])
-			o += 8
-			if row > uint64(len(b)) || !skip(row*cc) {
-				return counts, false
-			}
-		}
-		for range nLayer { // V rows, or V columns when transposed
-			if !skip(4) {
-				return counts, false
-			}
-			var n uint64
-			if vTrans == 0 {
-				if o+8 > len(b) {
-					return counts, false
-				}
-				n = binary.LittleEndian.Uint64(b[o:])
-				o += 8
-			} else {
-				el, ok1 := u32()
-				ne, ok2 := u32()
-				if !ok1 || !ok2 {
-					return counts, false
-				}
-				n = el * ne
-			}
-			if n > uint64(len(b)) || !skip(n*cc) {
-				return counts, false
-			}
-		}
-	}
-	return counts, o == len(b)
-}
-
-// stateBufferMagic starts the sequence state that llama.cpp's
-// llama_state_seq_get_data returns (followed by the sequence id as int32);
-// its files hold the state without these 8 bytes.
-const stateBufferMagic = 0xaf143cd8
-
-// cutStateHeader removes the buffer header from a sequence state, and
-// reports whether it had one.
-func cutStateHeader(state []byte) ([]byte, bool) {
-	if len(state) >= 8 && binary.LittleEndian.Uint32(state) == stateBufferMagic {
-		return state[8:], true
-	}
-	return state, false
-}
-
-// withStateHeader puts the buffer header of sequence seq before a state
-// read from a file.
-func withStateHeader(state []byte, seq int) []byte {
-	out := make([]byte, 8, 8+len(state))
-	binary.LittleEndian.PutUint32(out, stateBufferMagic)
-	binary.LittleEndian.PutUint32(out[4:], uint32(int32(seq)))
-	return append(out, state...)
-}
-
 // slotTokensOverhead is how many more tokens encodeSlotTokens stores than
 // the slot holds: llama-server's packed token state (see slotstate.go).
 const slotTokensOverhead = 4
@@ -442,7 +269,7 @@ func (e *Engine) SaveSlot(id int, path string) (nTokens int, nBytes int, err err
 		toks = append([]llama.Token(nil), s.cache...)
 		var err error
 		state, err = e.lctx.SeqState(id)
-		state, _ = cutStateHeader(state)
+		state, _ = seqstate.CutHeader(state)
 		return err
 	})
 	if err != nil {
@@ -474,15 +301,18 @@ func (e *Engine) RestoreSlot(id int, path string) (nTokens int, nBytes int, err 
 		// llama-server decodes it again.
 		e.lctx.Memory().Remove(id, 0, -1)
 		s.cache, s.ckpts = s.cache[:0], nil
-		if empty, err := e.lctx.SeqState(id); err == nil {
-			if !plausibleCells(state, empty, e.nCtxSlot) {
-				return &SlotFileError{Msg: fmt.Sprintf("Unable to restore slot: %q is not a slot file of this model (malformed state)", name)}
-			}
-			if _, headed := cutStateHeader(empty); headed {
-				state = withStateHeader(state, id)
-			}
-		} else if !plausibleCells(state, nil, e.nCtxSlot) {
+		// The counts are checked against the slot's context (SetSeqState
+		// checks them against the context's), and so is every cell's
+		// position: a negative one would outlive the slot's erasure.
+		empty, err := e.lctx.SeqState(id)
+		if err != nil {
+			empty = nil
+		}
+		if !seqstate.ParseLayout(empty).CheckBytes(state, e.nCtxSlot, e.nCtxSlot) {
 			return &SlotFileError{Msg: fmt.Sprintf("Unable to restore slot: %q is not a slot file of this model (malformed state)", name)}
+		}
+		if _, headed := seqstate.CutHeader(empty); headed {
+			state = seqstate.WithHeader(state, id)
 		}
 		if err := e.lctx.SetSeqState(id, state); err != nil {
 			e.lctx.Memory().Remove(id, 0, -1)

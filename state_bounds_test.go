@@ -1,0 +1,106 @@
+package llama_test
+
+import (
+	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/llama"
+	"github.com/x/llama/internal/testenv/modeltest"
+)
+
+// TestSeqStateCountsChecked: llama.cpp reserves memory for a sequence
+// state's cell count before it checks it (about 21 bytes a cell), so one
+// corrupt count in a 5 KB state made it take 850 MB, and 0xFFFFFFFF asks
+// for 85 GB. SetSeqState, SetSeqStatePartial and LoadSeqFile walk the
+// state in Go first: for each memory (an attention cache, a windowed
+// model's two, a recurrent and a hybrid model's), a state it wrote
+// restores, and one whose first count is raised is refused (ErrLoad)
+// before llama.cpp sees it.
+func TestSeqStateCountsChecked(t *testing.T) {
+	models := []struct {
+		name string
+		load func(testing.TB) *llama.Model
+		// countAt: where the first cell count is in a whole (and a
+		// partial) state with its buffer header: an attention cache
+		// writes its stream count first, a recurrent memory its count.
+		countAt, partialAt int
+	}{
+		{"attention cache", stories, 12, -1},
+		{"windowed (gemma3)", modeltest.TinySWA, 12, 12},
+		{"recurrent (mamba)", modeltest.TinyRecurrent, 8, 8},
+		{"hybrid (jamba)", modeltest.TinyHybrid, 12, 8},
+	}
+	for _, mt := range models {
+		t.Run(mt.name, func(t *testing.T) {
+			m := mt.load(t)
+			for _, unified := range []bool{false, true} {
+				c := newCtx(t, m, llama.ContextOptions{ContextSize: 512, Sequences: 2, KVUnified: unified, Threads: 1})
+				toks, err := m.Tokenize("Once upon a time there was a little girl", llama.TokenizeOptions{AddSpecial: true})
+				require.NoError(t, err)
+				b := llama.NewBatch(len(toks), 1)
+				b.AddSequence(toks, 0, 0, true)
+				require.NoError(t, c.Decode(context.Background(), b))
+
+				whole, err := c.SeqState(0)
+				require.NoError(t, err)
+				partial, err := c.SeqStatePartial(0)
+				require.NoError(t, err)
+				file := filepath.Join(t.TempDir(), "seq.bin")
+				_, err = c.SaveSeqFile(file, 0, toks)
+				require.NoError(t, err)
+
+				// What the context wrote restores.
+				require.NoError(t, c.SetSeqState(1, whole))
+				if mt.partialAt >= 0 {
+					require.NoError(t, c.SetSeqStatePartial(1, partial))
+				}
+				got, err := c.LoadSeqFile(file, 1)
+				require.NoError(t, err)
+				assert.Equal(t, toks, got)
+
+				for _, count := range []uint32{uint32(len(toks)) + 1<<16, 40_000_000, 0xFFFFFFFF} {
+					bad := setU32(whole, mt.countAt, count)
+					err := c.SetSeqState(1, bad)
+					require.ErrorIs(t, err, llama.ErrLoad, "count %d", count)
+					assert.ErrorContains(t, err, "cell count")
+					if mt.partialAt >= 0 {
+						err = c.SetSeqStatePartial(1, setU32(partial, mt.partialAt, count))
+						require.ErrorIs(t, err, llama.ErrLoad, "partial, count %d", count)
+					}
+					raw, err := os.ReadFile(file)
+					require.NoError(t, err)
+					// The file: magic, version, token count, tokens, then
+					// the state without its buffer header.
+					badFile := filepath.Join(t.TempDir(), "bad.bin")
+					require.NoError(t, os.WriteFile(badFile, setU32(raw, 12+4*len(toks)+mt.countAt-8, count), 0o600))
+					_, err = c.LoadSeqFile(badFile, 1)
+					require.ErrorIs(t, err, llama.ErrLoad, "file, count %d", count)
+					assert.ErrorContains(t, err, "cell count")
+				}
+				// A truncated state and a token count past the context.
+				require.ErrorIs(t, c.SetSeqState(1, whole[:len(whole)-1]), llama.ErrLoad)
+				raw, err := os.ReadFile(file)
+				require.NoError(t, err)
+				badFile := filepath.Join(t.TempDir(), "toks.bin")
+				require.NoError(t, os.WriteFile(badFile, setU32(raw, 8, 1<<30), 0o600))
+				_, err = c.LoadSeqFile(badFile, 1)
+				require.ErrorIs(t, err, llama.ErrLoad)
+				// And what was written still restores.
+				require.NoError(t, c.SetSeqState(1, whole))
+			}
+		})
+	}
+}
+
+// setU32 returns a copy of b with the little-endian word at off set to v.
+func setU32(b []byte, off int, v uint32) []byte {
+	out := append([]byte(nil), b...)
+	binary.LittleEndian.PutUint32(out[off:], v)
+	return out
+}
