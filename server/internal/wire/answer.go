@@ -92,9 +92,10 @@ type Prob struct {
 	TopProbs    []Prob      `json:"top_probs,omitzero"`
 }
 
-// safeLog is log(x) with log(0) as the lowest float32 (JSON has no -inf).
+// safeLog is log(x) with log(0) as the lowest float32 (JSON has no -inf);
+// a NaN is taken as 0.
 func safeLog(x float32) float64 {
-	if x <= 0 {
+	if !(x > 0) {
 		return -math.MaxFloat32
 	}
 	return math.Log(float64(x))
@@ -105,6 +106,18 @@ func finiteLog(l float32) float64 {
 		return -math.MaxFloat32
 	}
 	return float64(l)
+}
+
+// finiteProb is p for JSON, which has no NaN or infinity: a probability
+// that is not a number (the softmax of infinite logits: a logit_bias near
+// the float32 maximum, or a model whose logits overflow) is given as 0.
+// encoding/json refuses NaN, which made such a request a 500 and cut its
+// stream before the first event; llama-server writes null there.
+func finiteProb(p float32) float64 {
+	if math.IsNaN(float64(p)) || math.IsInf(float64(p), 0) {
+		return 0
+	}
+	return float64(p)
 }
 
 // TokenProb is tp in llama.cpp's shape: its probability when post (after
@@ -122,7 +135,7 @@ func TokenProb(m *llama.Model, tp engine.TokenProb, post bool) Prob {
 func probWithText(tp engine.TokenProb, text string, post bool) Prob {
 	pj := Prob{ID: tp.Token, Token: validPrefix(text), Bytes: byteInts(text)}
 	if post {
-		v := float64(tp.Prob)
+		v := finiteProb(tp.Prob)
 		pj.Prob = &v
 	} else {
 		v := logprob(tp)

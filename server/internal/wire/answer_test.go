@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -31,6 +32,10 @@ func TestAnswerShapes(t *testing.T) {
 		}{NewProgress(nil)}, `{}`},
 		{"post-sampling prob of a cut character", TokenProb(nil, engine.TokenProb{Token: 9, Text: "a\xe2\x82", Prob: 0.5}, true),
 			`{"id":9,"token":"a","bytes":[97,226,130],"prob":0.5}`},
+		{"post-sampling prob that is not a number", TokenProb(nil, engine.TokenProb{Token: 1, Text: "x", Prob: float32(math.NaN()), Logprob: float32(math.Inf(-1))}, true),
+			`{"id":1,"token":"x","bytes":[120],"prob":0}`},
+		{"log prob of a NaN probability", TokenProb(nil, engine.TokenProb{Token: 1, Text: "x", Prob: float32(math.NaN())}, false),
+			`{"id":1,"token":"x","bytes":[120],"logprob":-3.4028234663852886e+38}`},
 		{"log prob of zero", TokenProb(nil, engine.TokenProb{Token: 1, Text: "x", Logprob: 0, Prob: 0.5}, false),
 			`{"id":1,"token":"x","bytes":[120],"logprob":-0.6931471805599453}`},
 	} {
