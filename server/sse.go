@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -188,6 +189,23 @@ func (s *sseWriter) data(v any) error { return s.send("", v) }
 func (s *sseWriter) send(event string, v any) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	err := s.sendLocked(event, v)
+	var je encodeError
+	if errors.As(err, &je) {
+		// A value JSON cannot hold (a NaN: a bug) is not a gone client:
+		// the stream ends with its dialect's error event, not silently.
+		ev, body := s.d.streamed(fmt.Errorf("encode event: %w", je.err), s.sent)
+		_ = s.sendLocked(ev, body)
+	}
+	return err
+}
+
+// encodeError is an event's value that JSON cannot encode.
+type encodeError struct{ err error }
+
+func (e encodeError) Error() string { return e.err.Error() }
+
+func (s *sseWriter) sendLocked(event string, v any) error {
 	b := &s.buf
 	b.Reset()
 	if event != "" {
@@ -200,7 +218,7 @@ func (s *sseWriter) send(event string, v any) error {
 		b.WriteString(str)
 		b.WriteByte('\n')
 	} else if err := s.enc.Encode(v); err != nil { // json.Marshal's text and a newline
-		return err
+		return encodeError{err}
 	}
 	b.WriteByte('\n')
 	s.sent++

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -252,6 +253,42 @@ func TestPeekOrOpen(t *testing.T) {
 				assert.True(t, strings.HasPrefix(body, tc.body), "%q", body)
 				assert.Contains(t, body, tc.bodySuffix)
 			}
+		})
+	}
+}
+
+// TestSSEUnencodable: an event JSON cannot hold (a NaN: a bug somewhere)
+// is not taken for a gone client: send reports it and the stream ends
+// with its dialect's error event, where it used to end silently (a 200
+// with no event).
+func TestSSEUnencodable(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		d     dialect
+		event string // the error event's name
+		want  string // in its data
+	}{
+		{"llama.cpp", llamaErrors, "", `"type":"server_error"`},
+		{"OpenAI", openAIErrors, "", `"type":"server_error"`},
+		{"Anthropic", anthropicErrors, "error", `"type":"api_error"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
+			ctx := context.WithValue(context.Background(), dialectKey{}, tc.d)
+			s := sseOpen(ctx, w)
+			require.NoError(t, s.data(map[string]int{"n": 1}))
+			err := s.data(map[string]float64{"prob": math.NaN()})
+			require.Error(t, err)
+			body := w.Body.String()
+			assert.True(t, strings.HasPrefix(body, "data: {\"n\":1}\n\n"), body)
+			rest := strings.TrimPrefix(body, "data: {\"n\":1}\n\n")
+			if tc.event != "" {
+				assert.True(t, strings.HasPrefix(rest, "event: "+tc.event+"\n"), rest)
+			}
+			assert.Contains(t, rest, "data: ")
+			assert.Contains(t, rest, tc.want)
+			assert.Contains(t, rest, "encode event")
+			assert.NotContains(t, rest, "NaN\n")
 		})
 	}
 }
