@@ -141,7 +141,8 @@ func exceedContext(nPrompt, nCtx int) *httpError {
 // classify maps an error to its answer: an *httpError as it is, and the
 // engine's and the library's errors by type: a prompt too long for the
 // context a 400 exceed_context_size_error, a busy queue a 503, invalid
-// input or a grammar error a 400, a canceled request a 503, the rest a 500.
+// input or a grammar error a 400, what the model or server cannot do a 501,
+// a canceled request a 503, the rest a 500.
 // A panic the engine recovered (in a drafter, a sampler, its own code) is
 // a 500 whatever its value wraps: the fault is the server's.
 func classify(err error) *httpError {
@@ -166,6 +167,10 @@ func classify(err error) *httpError {
 		return &httpError{Status: http.StatusServiceUnavailable, Type: errUnavailable, Msg: err.Error(), Err: err}
 	case errors.Is(err, llama.ErrInvalid), errors.Is(err, llama.ErrGrammar):
 		return &httpError{Status: http.StatusBadRequest, Type: errInvalidRequest, Msg: err.Error(), Err: err}
+	case errors.Is(err, llama.ErrUnsupported):
+		// What this model or server cannot do (a completion on a reranking
+		// server), as llama-server's not_supported_error.
+		return &httpError{Status: errorStatus(errNotSupported), Type: errNotSupported, Msg: err.Error(), Err: err}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &httpError{Status: http.StatusServiceUnavailable, Type: errUnavailable, Msg: "request canceled: " + err.Error(), Err: err}
 	}

@@ -34,6 +34,8 @@ func TestDialectRender(t *testing.T) {
 			`{"error":{"code":503,"message":"llama: engine: too many requests queued","type":"unavailable_error"}}`},
 		{"llama invalid", llamaErrors, fmt.Errorf("x: %w", llama.ErrInvalid), 400,
 			`{"error":{"code":400,"message":"x: ` + llama.ErrInvalid.Error() + `","type":"invalid_request_error"}}`},
+		{"llama unsupported", llamaErrors, fmt.Errorf("engine: this server is for embeddings, not completions: %w", llama.ErrUnsupported), 501,
+			`{"error":{"code":501,"message":"engine: this server is for embeddings, not completions: ` + llama.ErrUnsupported.Error() + `","type":"not_supported_error"}}`},
 		{"llama canceled", llamaErrors, context.Canceled, 503,
 			`{"error":{"code":503,"message":"request canceled: context canceled","type":"unavailable_error"}}`},
 		{"llama other", llamaErrors, errors.New("boom"), 500,
