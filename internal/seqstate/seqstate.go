@@ -146,10 +146,6 @@ type reader struct {
 	winOff int64
 }
 
-func newReader(r io.ReaderAt, size int64) *reader {
-	return &reader{r: r, size: size}
-}
-
 // read returns the n bytes at the offset, or false past the end or on a
 // read error.
 func (rd *reader) read(n int64) ([]byte, bool) {
