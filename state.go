@@ -123,7 +123,7 @@ func (c *Context) setSeqStateHeld(op string, seq int, data []byte, flags uint32,
 	if len(data) == 0 {
 		return errorf(CodeInvalid, op, "empty state")
 	}
-	if !c.layoutFor(flags).CheckBytes(data, c.nCtx, -1) {
+	if !c.layoutFor(flags).CheckBytes(data, c.nCtx, c.nCtx) {
 		return errorf(CodeLoad, op, "%s does not fit this context: a cell count or a size is wrong", what)
 	}
 	var n uintptr
@@ -182,7 +182,7 @@ func (c *Context) checkSeqFile(path string) error {
 		return errorf(CodeLoad, "load seq", "%s holds %d tokens, more than the context's %d", path, nTok, c.nCtx)
 	}
 	off := 12 + 4*nTok
-	if off >= st.Size() || !c.seqLayout.Check(io.NewSectionReader(f, off, st.Size()-off), st.Size()-off, c.nCtx, -1) {
+	if off >= st.Size() || !c.seqLayout.Check(io.NewSectionReader(f, off, st.Size()-off), st.Size()-off, c.nCtx, c.nCtx) {
 		return errorf(CodeLoad, "load seq", "%s does not fit this context: a cell count or a size is wrong", path)
 	}
 	return nil

@@ -17,11 +17,13 @@ import (
 // TestSeqStateCountsChecked: llama.cpp reserves memory for a sequence
 // state's cell count before it checks it (about 21 bytes a cell), so one
 // corrupt count in a 5 KB state made it take 850 MB, and 0xFFFFFFFF asks
-// for 85 GB. SetSeqState, SetSeqStatePartial and LoadSeqFile walk the
+// for 85 GB; a recurrent memory's state of two cells ended the process in
+// an assert. SetSeqState, SetSeqStatePartial and LoadSeqFile walk the
 // state in Go first: for each memory (an attention cache, a windowed
 // model's two, a recurrent and a hybrid model's), a state it wrote
-// restores, and one whose first count is raised is refused (ErrLoad)
-// before llama.cpp sees it.
+// restores, and one whose first count is raised, a recurrent one of two
+// cells, and attention cells at positions outside the context are
+// refused (ErrLoad) before llama.cpp sees them.
 func TestSeqStateCountsChecked(t *testing.T) {
 	models := []struct {
 		name string
@@ -30,11 +32,13 @@ func TestSeqStateCountsChecked(t *testing.T) {
 		// partial) state with its buffer header: an attention cache
 		// writes its stream count first, a recurrent memory its count.
 		countAt, partialAt int
+		// recurrent: the partial state is a recurrent memory's section.
+		recurrent bool
 	}{
-		{"attention cache", stories, 12, -1},
-		{"windowed (gemma3)", modeltest.TinySWA, 12, 12},
-		{"recurrent (mamba)", modeltest.TinyRecurrent, 8, 8},
-		{"hybrid (jamba)", modeltest.TinyHybrid, 12, 8},
+		{"attention cache", stories, 12, -1, false},
+		{"windowed (gemma3)", modeltest.TinySWA, 12, 12, false},
+		{"recurrent (mamba)", modeltest.TinyRecurrent, 8, 8, true},
+		{"hybrid (jamba)", modeltest.TinyHybrid, 12, 8, true},
 	}
 	for _, mt := range models {
 		t.Run(mt.name, func(t *testing.T) {
@@ -82,6 +86,23 @@ func TestSeqStateCountsChecked(t *testing.T) {
 					_, err = c.LoadSeqFile(badFile, 1)
 					require.ErrorIs(t, err, llama.ErrLoad, "file, count %d", count)
 					assert.ErrorContains(t, err, "cell count")
+				}
+				if mt.recurrent {
+					// A sequence lives in one cell of a recurrent memory:
+					// llama.cpp asserted (the process ended) on a state of
+					// two.
+					two := append([]byte(nil), partial[:mt.partialAt+12]...)
+					two = append(two, partial[mt.partialAt+4:]...)
+					err := c.SetSeqStatePartial(1, setU32(two, mt.partialAt, 2))
+					require.ErrorIs(t, err, llama.ErrLoad)
+					assert.ErrorContains(t, err, "cell count")
+				}
+				if mt.countAt == 12 {
+					// An attention cell's position must be in the context.
+					for _, pos := range []uint32{0xFFFFFFF0, 1 << 20} {
+						err := c.SetSeqState(1, setU32(whole, mt.countAt+4, pos))
+						require.ErrorIs(t, err, llama.ErrLoad, "position %d", pos)
+					}
 				}
 				// A truncated state and a token count past the context.
 				require.ErrorIs(t, c.SetSeqState(1, whole[:len(whole)-1]), llama.ErrLoad)

@@ -93,7 +93,7 @@ func ParseLayout(empty []byte) Layout {
 // section: each attention cache's cells are walked (position, sequences,
 // the M-RoPE extension if the walk needs it, then the K and V rows), and
 // the walk must end where the state does or where its recurrent section
-// starts, whose count must fit maxCells and the bytes left. maxPos >= 0
+// starts, which holds at most the one cell a sequence lives in. maxPos >= 0
 // also bounds every attention cell's position to [0, maxPos). A layout
 // ParseLayout could not read checks the state's first two words only
 // (the first cell count of an attention cache, or a recurrent memory's
@@ -118,7 +118,7 @@ func (l Layout) check(newReader func() *reader, maxCells, maxPos int) bool {
 			}
 		}
 		if ok && l.recurrent {
-			ok = rd.recurrentSection(maxCells, l.recHead)
+			ok = rd.recurrentSection(l.recHead)
 		} else if ok {
 			ok = rd.off == rd.size
 		}
@@ -267,12 +267,13 @@ func (rd *reader) typedU64() (uint64, bool) {
 	return rd.u64()
 }
 
-// recurrentSection checks a recurrent memory's cell count: it must fit
-// maxCells, its cells (a position and no sequences each) must follow, and
-// then head, as in the context's empty state.
-func (rd *reader) recurrentSection(maxCells int, head []byte) bool {
+// recurrentSection checks a recurrent memory's section: a sequence lives
+// in one cell (llama.cpp asserts as much, ending the process, on a count
+// of 2), whose position and empty sequence list must follow, and then
+// head, as in the context's empty state.
+func (rd *reader) recurrentSection(head []byte) bool {
 	cc, ok := rd.u32()
-	if !ok || cc > uint64(maxCells) || 8*cc > uint64(rd.size-rd.off) {
+	if !ok || cc > 1 {
 		return false
 	}
 	for range cc {
