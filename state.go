@@ -42,6 +42,9 @@ func (c *Context) SetState(data []byte) error {
 	if len(data) == 0 {
 		return errorf(CodeInvalid, "set state", "empty state")
 	}
+	if !plausibleArch(data[:min(4, len(data))], int64(len(data))) {
+		return errorf(CodeLoad, "set state", "the state does not start with a model architecture's name")
+	}
 	var n uintptr
 	if err := c.model.rpcGuard("set state", func() {
 		n = capi.StateSetData(c.ptr, unsafe.Pointer(&data[0]), uintptr(len(data)))
@@ -161,31 +164,62 @@ func emptySeqState(ptr capi.Context, flags uint32) []byte {
 // checkSeqFile checks a sequence file's token count and state before
 // llama.cpp reads it (see seqstate): the file is walked, not read whole.
 func (c *Context) checkSeqFile(path string) error {
+	return c.checkFile("load seq", path, func(state *io.SectionReader) bool {
+		return c.seqLayout.Check(state, state.Size(), c.nCtx, c.nCtx)
+	})
+}
+
+// checkStateFile checks a state file's token count and the length of the
+// architecture's name that starts its state before llama.cpp reads it.
+func (c *Context) checkStateFile(path string) error {
+	return c.checkFile("load state", path, func(state *io.SectionReader) bool {
+		var w [4]byte
+		_, err := state.ReadAt(w[:], 0)
+		return err == nil && plausibleArch(w[:], state.Size())
+	})
+}
+
+// checkFile opens a state or sequence file (magic, version, token count,
+// tokens, then the state), checks that its token count fits the context,
+// and hands its state to stateOK.
+func (c *Context) checkFile(op, path string, stateOK func(*io.SectionReader) bool) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return &Error{Code: CodeLoad, Op: "load seq", Err: err}
+		return &Error{Code: CodeLoad, Op: op, Err: err}
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return &Error{Code: CodeLoad, Op: "load seq", Err: err}
+		return &Error{Code: CodeLoad, Op: op, Err: err}
 	}
 	if !st.Mode().IsRegular() {
-		return errorf(CodeLoad, "load seq", "%s is not a regular file", path)
+		return errorf(CodeLoad, op, "%s is not a regular file", path)
 	}
 	var hdr [12]byte // magic, version, token count
 	if _, err := io.ReadFull(f, hdr[:]); err != nil {
-		return errorf(CodeLoad, "load seq", "%s is not a sequence file: too short", path)
+		return errorf(CodeLoad, op, "%s is not a state file: too short", path)
 	}
 	nTok := int64(binary.LittleEndian.Uint32(hdr[8:]))
 	if nTok > int64(c.nCtx) {
-		return errorf(CodeLoad, "load seq", "%s holds %d tokens, more than the context's %d", path, nTok, c.nCtx)
+		return errorf(CodeLoad, op, "%s holds %d tokens, more than the context's %d", path, nTok, c.nCtx)
 	}
 	off := 12 + 4*nTok
-	if off >= st.Size() || !c.seqLayout.Check(io.NewSectionReader(f, off, st.Size()-off), st.Size()-off, c.nCtx, c.nCtx) {
-		return errorf(CodeLoad, "load seq", "%s does not fit this context: a cell count or a size is wrong", path)
+	if off >= st.Size() || !stateOK(io.NewSectionReader(f, off, st.Size()-off)) {
+		return errorf(CodeLoad, op, "%s does not fit this context: a cell count or a size is wrong", path)
 	}
 	return nil
+}
+
+// plausibleArch reports whether a whole state of size bytes can start
+// with w, the length of the model architecture's name: llama.cpp
+// allocates and zeroes that length before it reads the name (4 GB for
+// 0xFFFFFFFF).
+func plausibleArch(w []byte, size int64) bool {
+	if len(w) < 4 {
+		return false
+	}
+	n := int64(binary.LittleEndian.Uint32(w))
+	return n <= 256 && 4+n <= size
 }
 
 func tokPtr(t []Token) unsafe.Pointer {
@@ -248,8 +282,8 @@ func (c *Context) LoadStateFile(path string) ([]Token, error) {
 		return nil, err
 	}
 	defer c.unlock()
-	if _, err := os.Stat(path); err != nil {
-		return nil, &Error{Code: CodeLoad, Op: "load state", Err: err}
+	if err := c.checkStateFile(path); err != nil {
+		return nil, err
 	}
 	toks := make([]Token, c.nCtx)
 	var n uintptr

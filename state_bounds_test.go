@@ -125,3 +125,41 @@ func setU32(b []byte, off int, v uint32) []byte {
 	binary.LittleEndian.PutUint32(out[off:], v)
 	return out
 }
+
+// TestStateArchChecked: a whole state starts with the length of the
+// model architecture's name, which llama.cpp allocates and zeroes before
+// it reads the name: 0xFFFFFFFF took 4 GB. SetState and LoadStateFile
+// bound it first (ErrLoad); what the context wrote still restores.
+func TestStateArchChecked(t *testing.T) {
+	m := stories(t)
+	c := newCtx(t, m, llama.ContextOptions{ContextSize: 256, Threads: 1})
+	toks, err := m.Tokenize("Once upon a time", llama.TokenizeOptions{AddSpecial: true})
+	require.NoError(t, err)
+	b := llama.NewBatch(len(toks), 1)
+	b.AddSequence(toks, 0, 0, true)
+	require.NoError(t, c.Decode(context.Background(), b))
+	state, err := c.State()
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "state.bin")
+	require.NoError(t, c.SaveStateFile(file, toks))
+	raw, err := os.ReadFile(file)
+	require.NoError(t, err)
+	archAt := 12 + 4*len(toks) // magic, version, token count, tokens
+
+	require.NoError(t, c.SetState(state))
+	got, err := c.LoadStateFile(file)
+	require.NoError(t, err)
+	assert.Equal(t, toks, got)
+	for _, n := range []uint32{0xFFFFFFFF, 1 << 20, uint32(len(state))} {
+		err := c.SetState(setU32(state, 0, n))
+		require.ErrorIs(t, err, llama.ErrLoad, "length %d", n)
+		assert.ErrorContains(t, err, "architecture")
+		bad := filepath.Join(t.TempDir(), "bad.bin")
+		require.NoError(t, os.WriteFile(bad, setU32(raw, archAt, n), 0o600))
+		_, err = c.LoadStateFile(bad)
+		require.ErrorIs(t, err, llama.ErrLoad, "file, length %d", n)
+		assert.ErrorContains(t, err, "does not fit")
+	}
+	require.ErrorIs(t, c.SetState(state[:3]), llama.ErrLoad)
+	require.NoError(t, c.SetState(state))
+}
