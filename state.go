@@ -183,6 +183,13 @@ func (c *Context) checkStateFile(path string) error {
 // tokens, then the state), checks that its token count fits the context,
 // and hands its state to stateOK.
 func (c *Context) checkFile(op, path string, stateOK func(*io.SectionReader) bool) error {
+	// A FIFO or a device is refused before it is opened: opening a FIFO
+	// waits for a writer.
+	if st, err := os.Stat(path); err != nil {
+		return &Error{Code: CodeLoad, Op: op, Err: err}
+	} else if !st.Mode().IsRegular() {
+		return errorf(CodeLoad, op, "%s is not a regular file", path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return &Error{Code: CodeLoad, Op: op, Err: err}
