@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/x/llama"
+	"github.com/x/llama/internal/seqstate"
 )
 
 // ErrQueueFull is returned by Submit when Options.QueueSize requests
@@ -383,6 +384,10 @@ func (e *Engine) takeSampler(s *engSlot) (chain, gram *llama.SamplerChain, accep
 }
 
 type Engine struct {
+	// slotLayout is the layout of the slots' sequence states (see
+	// readSlotFile).
+	slotLayout seqstate.Layout
+
 	gens []*engSlot // the generating slots of a step (scratch)
 	// toSample and sampleJobs are the step's slots to sample and their
 	// jobs for presample, kept between steps.
@@ -719,6 +724,14 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 		}
 		if err != nil {
 			return fail(fmt.Errorf("engine: warm-up: %w", err))
+		}
+	}
+	// The layout of a slot's state, read from an empty sequence (the
+	// warm-up cleared the memory): RestoreSlot walks a file's state with
+	// it before reading it whole.
+	if !embedding {
+		if empty, err := lctx.SeqState(0); err == nil {
+			e.slotLayout = seqstate.ParseLayout(empty)
 		}
 	}
 	e.slots = make([]*engSlot, o.Parallel)

@@ -135,7 +135,11 @@ func writeSlotFile(path string, tokens []llama.Token, state []byte) (int, error)
 
 // readSlotFile reads a slot file of at most maxTokens tokens of m's
 // vocabulary, returning the tokens, the state and the file's size.
-func readSlotFile(path, name string, maxTokens int, m *llama.Model) ([]llama.Token, []byte, int, error) {
+// layout is the layout of the engine's sequence states: the state is walked
+// in the file (seqstate.Layout.Check) before it is read, so that a file
+// whose size its structure does not account for (a sparse or padded file
+// of any size) is refused without allocating its size.
+func readSlotFile(path, name string, maxTokens int, m *llama.Model, layout seqstate.Layout) ([]llama.Token, []byte, int, error) {
 	f, err := openSlotFile(path, os.O_RDONLY)
 	if err != nil {
 		return nil, nil, 0, err
@@ -185,6 +189,10 @@ func readSlotFile(path, name string, maxTokens int, m *llama.Model) ([]llama.Tok
 		if m.CheckToken(t) != nil {
 			return nil, nil, 0, bad("token out of the vocabulary")
 		}
+	}
+	off := slotHeaderBytes + 4*n
+	if !layout.Check(io.NewSectionReader(f, off, rest), rest, maxTokens, maxTokens) {
+		return nil, nil, 0, bad("malformed state")
 	}
 	state := make([]byte, rest)
 	if _, err := io.ReadFull(f, state); err != nil {
@@ -289,7 +297,7 @@ func (e *Engine) SaveSlot(id int, path string) (nTokens int, nBytes int, err err
 // holds what it needs.
 func (e *Engine) RestoreSlot(id int, path string) (nTokens int, nBytes int, err error) {
 	name := path[strings.LastIndexAny(path, `/\`)+1:]
-	toks, state, size, err := readSlotFile(path, name, e.nCtxSlot, e.model)
+	toks, state, size, err := readSlotFile(path, name, e.nCtxSlot, e.model, e.slotLayout)
 	if err != nil {
 		return 0, 0, err
 	}
