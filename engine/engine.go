@@ -6,6 +6,7 @@ package engine
 // under e.mu, and read events through their Stream's outbox.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -384,6 +386,11 @@ func (e *Engine) takeSampler(s *engSlot) (chain, gram *llama.SamplerChain, accep
 }
 
 type Engine struct {
+	// loopG is the loop goroutine's id (see curGoroutine): Close and the
+	// slot actions called from code the loop runs (a request's Go
+	// samplers, its drafters) must not wait for the loop.
+	loopG atomic.Uint64
+
 	// slotLayout is the layout of the slots' sequence states (see
 	// readSlotFile).
 	slotLayout seqstate.Layout
@@ -986,6 +993,9 @@ func (e *Engine) enqueue(ctx context.Context, t *Request, smpl *taskSampler) (*S
 // do runs f on the loop goroutine and waits for it. A panic of f is
 // recovered and returned (a *llama.PanicError), the loop going on.
 func (e *Engine) do(f func()) error {
+	if e.onLoop() {
+		return errOnLoop
+	}
 	ran := make(chan struct{})
 	var perr error
 	e.mu.Lock()
@@ -1124,22 +1134,62 @@ func (e *Engine) Metrics() Metrics {
 // Close stops the engine: queued and running requests end with an
 // ErrClosed event, the loop stops, the context, samplers and
 // adapters are freed. The model stays open.
+//
+// Called from code the engine's loop runs (a Go sampler of
+// Request.Samplers, a drafter of SpeculativeOptions.NewDrafters), Close
+// does not wait for the loop: it stops once that code returns.
 func (e *Engine) Close() error {
+	onLoop := e.onLoop()
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		<-e.done
+		if !onLoop {
+			<-e.done
+		}
 		return nil
 	}
 	e.closed = true
 	e.mu.Unlock()
 	e.cancel()
-	<-e.done
+	if !onLoop {
+		<-e.done
+	}
 	return nil
+}
+
+// errOnLoop is the error of a slot action (SaveSlot, RestoreSlot,
+// EraseSlot) called from code the engine's loop runs, which would wait for
+// the loop, and so for itself, forever.
+var errOnLoop = fmt.Errorf("engine: a slot action called from the engine's loop (a request's sampler or drafter) would wait for itself: %w", llama.ErrInvalid)
+
+// onLoop reports whether the calling goroutine is the engine's loop.
+func (e *Engine) onLoop() bool {
+	id := e.loopG.Load()
+	return id != 0 && id == curGoroutine()
+}
+
+// curGoroutine returns the calling goroutine's id, read from the header
+// of its stack trace ("goroutine 42 [running]:"); 0 if it cannot be read.
+func curGoroutine() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b, ok := bytes.CutPrefix(b, []byte("goroutine "))
+	if !ok {
+		return 0
+	}
+	if i := bytes.IndexByte(b, ' '); i > 0 {
+		b = b[:i]
+	}
+	id, err := strconv.ParseUint(string(b), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return id
 }
 
 // run is the loop: it owns lctx, the batch and the slots.
 func (e *Engine) run() {
+	e.loopG.Store(curGoroutine())
 	defer close(e.done)
 	defer e.shutdown()
 	for {
