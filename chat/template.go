@@ -107,6 +107,9 @@ func ParseTemplate(source string) (*Template, error) {
 	if err := checkDelimiters(source); err != nil {
 		return nil, fmt.Errorf("chat: parse template: %w", err)
 	}
+	if err := checkDepth(source); err != nil {
+		return nil, fmt.Errorf("chat: parse template: %w", err)
+	}
 	compiled, err := compileSafely(preprocessSource(source))
 	if err != nil {
 		return nil, fmt.Errorf("chat: parse template: %w", err)
@@ -531,12 +534,93 @@ func preprocessSource(src string) string {
 			out.WriteString(renameFilters(sg.text))
 			out.WriteString("}}")
 		case '%':
+			word := tagWord(sg.text)
+			if word == "endmacro" {
+				out.WriteString("{{ " + macroLeave + "() }}")
+			}
 			out.WriteString("{%")
 			out.WriteString(renameFilters(sg.text))
 			out.WriteString("%}")
+			if word == "macro" {
+				out.WriteString("{{ " + macroEnter + "() }}")
+			}
 		}
 	}
 	return out.String()
+}
+
+// MaxTemplateDepth bounds a template's nesting: its blocks (if, for,
+// macro, ...) inside one another and the brackets of one tag's
+// expression. The Jinja engine parses and runs them recursively: a
+// deeper template would overflow the goroutine's stack, which ends the
+// process. MaxMacroDepth bounds the macro calls in progress at once while
+// a template renders (a recursive macro), for the same reason, as
+// Python's recursion limit bounds Jinja2's.
+const (
+	MaxTemplateDepth = 256
+	MaxMacroDepth    = 1000
+)
+
+// macroEnter and macroLeave are the functions preprocessSource calls at
+// the start and the end of each macro's body, which count the macro calls
+// in progress (see addExtensions).
+const (
+	macroEnter = "__chat_macro_enter"
+	macroLeave = "__chat_macro_leave"
+)
+
+// tagWord is the first word of a block tag's body ("macro", "endif").
+func tagWord(body string) string {
+	body = strings.TrimSpace(body)
+	if i := strings.IndexFunc(body, func(r rune) bool { return !unicode.IsLetter(r) && r != '_' }); i >= 0 {
+		body = body[:i]
+	}
+	return body
+}
+
+// checkDepth refuses a template nesting blocks or brackets deeper than
+// MaxTemplateDepth.
+func checkDepth(src string) error {
+	blocks := 0
+	for _, sg := range scanSegments(strings.ReplaceAll(src, "\r\n", "\n")) {
+		if sg.kind != '{' && sg.kind != '%' {
+			continue
+		}
+		if sg.kind == '%' {
+			switch w := tagWord(sg.text); {
+			case w == "if" || w == "for" || w == "macro" || w == "call" || w == "filter" ||
+				w == "block" || w == "with" || w == "generation" ||
+				w == "set" && !strings.Contains(sg.text, "="):
+				if blocks++; blocks > MaxTemplateDepth {
+					return fmt.Errorf("blocks nest deeper than %d", MaxTemplateDepth)
+				}
+			case strings.HasPrefix(w, "end"):
+				blocks = max(blocks-1, 0)
+			}
+		}
+		depth := 0
+		var quote byte
+		for i := 0; i < len(sg.text); i++ {
+			c := sg.text[i]
+			switch {
+			case quote != 0:
+				if c == '\\' {
+					i++
+				} else if c == quote {
+					quote = 0
+				}
+			case c == '\'' || c == '"':
+				quote = c
+			case c == '(' || c == '[' || c == '{':
+				if depth++; depth > MaxTemplateDepth {
+					return fmt.Errorf("brackets nest deeper than %d in one tag", MaxTemplateDepth)
+				}
+			case c == ')' || c == ']' || c == '}':
+				depth = max(depth-1, 0)
+			}
+		}
+	}
+	return nil
 }
 
 const segTextKind = 0
@@ -733,6 +817,20 @@ func addExtensions(vars map[string]jinja.Value, now time.Time) {
 			msg = pyStr(args[0])
 		}
 		return jinja.Undefined(), &TemplateError{Message: msg}
+	})
+	// The macro calls in progress, counted by the calls preprocessSource
+	// puts in each macro's body: a recursion deeper than MaxMacroDepth
+	// ends the render with an error instead of overflowing the stack.
+	depth := 0
+	vars[macroEnter] = jinja.NewCallable(macroEnter, func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
+		if depth++; depth > MaxMacroDepth {
+			return jinja.Undefined(), fmt.Errorf("macros call one another more than %d deep", MaxMacroDepth)
+		}
+		return jinja.NewString(""), nil
+	})
+	vars[macroLeave] = jinja.NewCallable(macroLeave, func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
+		depth = max(depth-1, 0)
+		return jinja.NewString(""), nil
 	})
 	set("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 		format := "%Y-%m-%d"

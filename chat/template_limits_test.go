@@ -1,0 +1,58 @@
+package chat
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestTemplateDepthLimits: a template that recurses through a macro, or
+// nests blocks or brackets without end, used to overflow the goroutine's
+// stack in the Jinja engine (fatal error: stack overflow, which no recover
+// catches). Such a template is now refused when parsed or fails to render,
+// while macros, even recursive ones, within the bounds render as before.
+func TestTemplateDepthLimits(t *testing.T) {
+	in := TemplateInput{Messages: []Message{{Role: "user", Content: "hi"}}}
+	for _, tc := range []struct {
+		name      string
+		src       string
+		parseErr  string
+		renderErr string
+		want      string
+	}{
+		{name: "infinite macro recursion", src: `{% macro f(n) %}{{ f(n+1) }}{% endmacro %}{{ f(0) }}`,
+			renderErr: "more than 1000 deep"},
+		{name: "mutual recursion", src: `{% macro a() %}{{ b() }}{% endmacro %}{% macro b() %}{{ a() }}{% endmacro %}{{ a() }}`,
+			renderErr: "more than 1000 deep"},
+		{name: "bounded recursion", src: "{% macro f(n) -%}\n{% if n > 0 %}{{ n }},{{ f(n-1) }}{% endif %}\n{%- endmacro %}{{ f(3) }}|{{ f(2) }}",
+			want: "3,2,1,|2,1,"},
+		{name: "macro with caller", src: `{% macro w() %}[{{ caller() }}]{% endmacro %}{% call w() %}x{% endcall %}`,
+			want: "[x]"},
+		{name: "deep brackets", src: "{{ " + strings.Repeat("(", 100000) + "1" + strings.Repeat(")", 100000) + " }}",
+			parseErr: "brackets nest deeper"},
+		{name: "deep blocks", src: strings.Repeat("{% if true %}", 100000) + "x" + strings.Repeat("{% endif %}", 100000),
+			parseErr: "blocks nest deeper"},
+		{name: "brackets in strings", src: `{{ "` + strings.Repeat("(", 1000) + `" | length }}`, want: "1000"},
+		{name: "many sequential blocks", src: strings.Repeat("{% if true %}y{% endif %}", 1000), want: strings.Repeat("y", 1000)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tp, err := ParseTemplate(tc.src)
+			if tc.parseErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.parseErr)
+				return
+			}
+			require.NoError(t, err)
+			out, err := tp.Render(in)
+			if tc.renderErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.renderErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, out)
+		})
+	}
+}
