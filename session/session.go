@@ -358,7 +358,7 @@ func (s *Session) run(ctx context.Context, text string, schema []byte, emit func
 		var err error
 		var plan *chat.Plan
 		var toks []llama.Token
-		msgs, plan, toks, err = s.prepare(msgs, choice, schema)
+		msgs, plan, toks, err = s.prepare(ctx, msgs, choice, schema)
 		if err != nil {
 			s.history = saved
 			return nil, err
@@ -399,52 +399,75 @@ func (s *Session) run(ctx context.Context, text string, schema []byte, emit func
 
 // prepare renders msgs for a step, dropping the oldest turns while the
 // prompt and MaxTokens do not fit in the context. It returns the messages
-// kept.
-func (s *Session) prepare(msgs []chat.Message, choice chat.ToolChoice, schema []byte) ([]chat.Message, *chat.Plan, []llama.Token, error) {
+// kept. How many turns go is found by bisection (dropping more turns makes
+// the prompt shorter), so that a long history (SetHistory) costs a few
+// renders, not one per dropped turn; ctx's end stops it.
+func (s *Session) prepare(ctx context.Context, msgs []chat.Message, choice chat.ToolChoice, schema []byte) ([]chat.Message, *chat.Plan, []llama.Token, error) {
 	var decls []chat.Tool
 	for _, t := range s.tools {
 		decls = append(decls, t.decl)
 	}
 	no := false
-	for {
+	render := func(msgs []chat.Message) (*chat.Plan, []llama.Token, bool, error) {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, false, &llama.Error{Code: llama.CodeCanceled, Op: "session", Err: err}
+		}
 		req := chat.Request{Messages: msgs, Tools: decls, ToolChoice: choice, FallbackFormat: s.o.ToolFormat, ParallelToolCalls: &no}
 		if schema != nil {
 			req.Tools, req.Schema = nil, schema
 		}
 		plan, err := s.tmpls.Prepare(req)
 		if err != nil {
-			return nil, nil, nil, &llama.Error{Code: llama.CodeInvalid, Op: "session", Err: err}
+			return nil, nil, false, &llama.Error{Code: llama.CodeInvalid, Op: "session", Err: err}
 		}
 		toks, err := s.m.Tokenize(plan.Prompt, llama.TokenizeOptions{AddSpecial: true, ParseSpecial: true})
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, false, err
 		}
-		if len(toks)+s.o.MaxTokens <= s.r.nCtx() {
-			return msgs, plan, toks, nil
-		}
-		var ok bool
-		if msgs, ok = dropOldestTurn(msgs); !ok {
-			return nil, nil, nil, invalid("the current turn does not fit in the context: a prompt of %d tokens and MaxTokens %d, in %d", len(toks), s.o.MaxTokens, s.r.nCtx())
-		}
+		return plan, toks, len(toks)+s.o.MaxTokens <= s.r.nCtx(), nil
 	}
-}
-
-// dropOldestTurn removes the first turn after the system prompt: a user
-// message and what follows it up to the next user message. The last turn
-// is never dropped; ok is false when only it is left.
-func dropOldestTurn(msgs []chat.Message) ([]chat.Message, bool) {
+	plan, toks, fits, err := render(msgs)
+	if err != nil || fits {
+		return msgs, plan, toks, err
+	}
+	// cuts[k-1] is where the messages kept start when k turns are dropped
+	// (a turn: a user message and what follows it up to the next one);
+	// the system prompt before start stays, and so does the last turn.
 	start := 0
 	for start < len(msgs) && (msgs[start].Role == chat.RoleSystem || msgs[start].Role == chat.RoleDeveloper) {
 		start++
 	}
-	end := start + 1
-	for end < len(msgs) && msgs[end].Role != chat.RoleUser {
-		end++
+	var cuts []int
+	for i := start + 1; i < len(msgs); i++ {
+		if msgs[i].Role == chat.RoleUser {
+			cuts = append(cuts, i)
+		}
 	}
-	if end >= len(msgs) {
-		return msgs, false
+	drop := func(k int) []chat.Message {
+		return append(append([]chat.Message(nil), msgs[:start]...), msgs[cuts[k-1]:]...)
 	}
-	return append(append([]chat.Message(nil), msgs[:start]...), msgs[end:]...), true
+	// The fewest dropped turns that fit, in [lo, hi]; hi is checked last.
+	lo, hi := 1, len(cuts)
+	var best []chat.Message
+	var bestPlan *chat.Plan
+	var bestToks []llama.Token
+	for lo <= hi {
+		k := lo + (hi-lo)/2
+		kept := drop(k)
+		p, t, ok, err := render(kept)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if ok {
+			best, bestPlan, bestToks, hi = kept, p, t, k-1
+		} else {
+			toks, lo = t, k+1
+		}
+	}
+	if best == nil {
+		return nil, nil, nil, invalid("the current turn does not fit in the context: a prompt of %d tokens and MaxTokens %d, in %d", len(toks), s.o.MaxTokens, s.r.nCtx())
+	}
+	return best, bestPlan, bestToks, nil
 }
 
 // step generates one answer of the model and parses it.
