@@ -394,6 +394,9 @@ type Engine struct {
 	// slotLayout is the layout of the slots' sequence states (see
 	// readSlotFile).
 	slotLayout seqstate.Layout
+	// slotHeaded: the library's sequence states start with their buffer
+	// header, which a slot file leaves out.
+	slotHeaded bool
 
 	gens []*engSlot // the generating slots of a step (scratch)
 	// toSample and sampleJobs are the step's slots to sample and their
@@ -739,6 +742,7 @@ func New(m *llama.Model, o Options) (*Engine, error) {
 	if !embedding {
 		if empty, err := lctx.SeqState(0); err == nil {
 			e.slotLayout = seqstate.ParseLayout(empty)
+			_, e.slotHeaded = seqstate.CutHeader(empty)
 		}
 	}
 	e.slots = make([]*engSlot, o.Parallel)

@@ -309,17 +309,10 @@ func (e *Engine) RestoreSlot(id int, path string) (nTokens int, nBytes int, err 
 		// llama-server decodes it again.
 		e.lctx.Memory().Remove(id, 0, -1)
 		s.cache, s.ckpts = s.cache[:0], nil
-		// The counts are checked against the slot's context (SetSeqState
-		// checks them against the context's), and so is every cell's
-		// position: a negative one would outlive the slot's erasure.
-		empty, err := e.lctx.SeqState(id)
-		if err != nil {
-			empty = nil
-		}
-		if !seqstate.ParseLayout(empty).CheckBytes(state, e.nCtxSlot, e.nCtxSlot) {
-			return &SlotFileError{Msg: fmt.Sprintf("Unable to restore slot: %q is not a slot file of this model (malformed state)", name)}
-		}
-		if _, headed := seqstate.CutHeader(empty); headed {
+		// readSlotFile walked the state with the slots' layout, its
+		// counts and positions against the slot's context (a negative
+		// position would outlive the slot's erasure).
+		if e.slotHeaded {
 			state = seqstate.WithHeader(state, id)
 		}
 		if err := e.lctx.SetSeqState(id, state); err != nil {
