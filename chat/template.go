@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -450,7 +451,46 @@ func goToValue(v any) (jinja.Value, error) {
 	case float32:
 		return jinja.NewFloat(float64(x)), nil
 	}
+	// The engine converts a value recursively: one that holds itself (a
+	// map put in itself) would overflow the stack, which ends the process.
+	if !shallowEnough(reflect.ValueOf(v), maxExtraDepth) {
+		return jinja.Undefined(), fmt.Errorf("the value nests deeper than %d or holds itself", maxExtraDepth)
+	}
 	return jinja.FromGoValue(v), nil
+}
+
+// maxExtraDepth bounds the nesting of an extra variable's Go value.
+const maxExtraDepth = 256
+
+// shallowEnough reports whether v's maps, slices, arrays, pointers,
+// interfaces and structs nest at most depth deep.
+func shallowEnough(v reflect.Value, depth int) bool {
+	if depth < 0 {
+		return false
+	}
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		return v.IsNil() || shallowEnough(v.Elem(), depth-1)
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			if !shallowEnough(it.Value(), depth-1) {
+				return false
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			if !shallowEnough(v.Index(i), depth-1) {
+				return false
+			}
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if !shallowEnough(v.Field(i), depth-1) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // filterPrefix names our replacements of the engine's own filters; the

@@ -56,3 +56,39 @@ func TestTemplateDepthLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestExtraValueDepth: an extra variable is converted recursively, so one
+// that holds itself overflowed the stack and ended the process; it is an
+// error now, as is one nested past the bound, and a plain nested value
+// still renders.
+func TestExtraValueDepth(t *testing.T) {
+	tmpl, err := ParseTemplate("{{ x }}")
+	require.NoError(t, err)
+	self := map[string]any{}
+	self["me"] = self
+	list := []any{nil}
+	list[0] = list
+	deep := any("leaf")
+	for range 300 {
+		deep = []any{deep}
+	}
+	for _, tc := range []struct {
+		name string
+		v    any
+		ok   bool
+	}{
+		{"map holding itself", self, false},
+		{"list holding itself", list, false},
+		{"300 lists deep", deep, false},
+		{"nested map", map[string]any{"a": []any{1, map[string]any{"b": "c"}}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tmpl.Render(TemplateInput{Extra: map[string]any{"x": tc.v}})
+			if tc.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, "nests deeper")
+		})
+	}
+}
