@@ -21,6 +21,13 @@ const (
 	KindRerank                 // relevance score of Prompt (query+document already joined)
 )
 
+// Bounds of a Request's stop strings, which the loop matches at every
+// token while every slot waits.
+const (
+	MaxStopStrings = 64
+	MaxStopBytes   = 4096
+)
+
 // Request is one unit of work for the engine. Build a completion with
 // NewRequest: the zero value asks for slot 0, greedy sampling with no
 // sampler (sampling.Params' zero value) and no generated token (NPredict 0
@@ -33,7 +40,8 @@ type Request struct {
 	Params sampling.Params
 	// NPredict is the most tokens to generate (-1: until EOG or the context is full).
 	NPredict int
-	// Stop strings end generation (not included in the output).
+	// Stop strings end generation (not included in the output): at most
+	// MaxStopStrings of at most MaxStopBytes each.
 	Stop []string
 	// CachePrompt reuses the longest common prefix in a slot's KV cache.
 	CachePrompt bool

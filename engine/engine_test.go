@@ -591,6 +591,45 @@ func TestEngineTMaxPredict(t *testing.T) {
 	if r.done.Stop != StopTypeLimit || r.done.Generated >= 3000 || !strings.Contains(r.text, "\n") {
 		t.Fatalf("t_max_predict_ms: %+v", r.done)
 	}
+	// The largest bound is no bound: the milliseconds used to overflow
+	// time.Duration, to -1 ms, which stopped at the first newline.
+	tk = engGreedyTask(engTokenize(t, m, "Once upon a time", true), 300)
+	tk.Params.IgnoreEOS = true
+	tk.TMaxPredictMs = math.MaxInt
+	r = engRun(t, e, tk)
+	require.Equal(t, 300, r.done.Generated, "TMaxPredictMs MaxInt: %+v", r.done)
+	require.Contains(t, r.text, "\n")
+}
+
+// TestEngineStopBounds: stop strings are matched on the loop at every
+// token while every slot waits, so a request holds at most MaxStopStrings
+// of at most MaxStopBytes (20,000 made a neighbour 12 times slower).
+func TestEngineStopBounds(t *testing.T) {
+	m, e := newEngTestEngine(t, Options{Context: llama.ContextOptions{ContextSize: 512}})
+	for _, tc := range []struct {
+		name string
+		stop []string
+		ok   bool
+	}{
+		{"the most strings", make([]string, MaxStopStrings), true},
+		{"one string too many", make([]string, MaxStopStrings+1), false},
+		{"the longest string", []string{strings.Repeat("x", MaxStopBytes)}, true},
+		{"a string too long", []string{strings.Repeat("x", MaxStopBytes+1)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tk := engGreedyTask(engTokenize(t, m, "Once upon a time", true), 4)
+			tk.Stop = tc.stop
+			st, err := e.Submit(context.Background(), tk)
+			if !tc.ok {
+				require.ErrorIs(t, err, llama.ErrInvalid)
+				return
+			}
+			require.NoError(t, err)
+			for _, err := range st.All() {
+				require.NoError(t, err)
+			}
+		})
+	}
 }
 
 func TestEngineSlotsInfo(t *testing.T) {

@@ -763,7 +763,7 @@ func (e *Engine) sampleNext(s *engSlot) {
 			stop = StopTypeLimit
 		case t.NPredict >= 0 && s.generated >= t.NPredict:
 			stop = StopTypeLimit
-		case s.newline && t.TMaxPredictMs > 0 && time.Since(s.tPrompt) > time.Duration(t.TMaxPredictMs)*time.Millisecond:
+		case s.newline && t.TMaxPredictMs > 0 && time.Since(s.tPrompt).Milliseconds() > int64(t.TMaxPredictMs):
 			stop = StopTypeLimit
 		case eog:
 			stop = StopTypeEOS

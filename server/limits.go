@@ -36,8 +36,8 @@ import (
 const (
 	// maxStopStrings is the most stop strings a request may give, and
 	// maxStopBytes the longest one.
-	maxStopStrings = 64
-	maxStopBytes   = 4096
+	maxStopStrings = engine.MaxStopStrings
+	maxStopBytes   = engine.MaxStopBytes
 	// maxDRYBreakerRunes is the longest DRY sequence breaker
 	// (sampling.Params.Limit cuts longer ones).
 	maxDRYBreakerRunes = sampling.MaxDRYBreakerRunes
