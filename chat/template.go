@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -459,6 +460,71 @@ func goToValue(v any) (jinja.Value, error) {
 	return jinja.FromGoValue(v), nil
 }
 
+// MaxRangeItems is the longest list a template's range() may build.
+const MaxRangeItems = 1 << 20
+
+// boundedRange is Python's range(stop) / range(start, stop[, step]) for
+// templates, refusing lists longer than MaxRangeItems.
+func boundedRange(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	toInt := func(v jinja.Value) int64 {
+		switch {
+		case v.IsInt():
+			return v.AsInt()
+		case v.IsFloat():
+			f := v.AsFloat()
+			if f != f || f >= math.MaxInt64 || f <= math.MinInt64 {
+				return 0
+			}
+			return int64(f)
+		case v.IsBool() && v.AsBool():
+			return 1
+		case v.IsString():
+			n, _ := strconv.ParseInt(strings.TrimSpace(v.AsString()), 10, 64)
+			return n
+		}
+		return 0
+	}
+	start, step := int64(0), int64(1)
+	var stop int64
+	switch len(args) {
+	case 1:
+		stop = toInt(args[0])
+	case 2, 3:
+		start, stop = toInt(args[0]), toInt(args[1])
+		if len(args) == 3 {
+			step = toInt(args[2])
+		}
+	default:
+		return jinja.Undefined(), fmt.Errorf("range: expected 1 to 3 arguments, got %d", len(args))
+	}
+	if step == 0 {
+		return jinja.Undefined(), errors.New("range: step must not be zero")
+	}
+	// The count in unsigned arithmetic: the span of two int64s can
+	// overflow an int64.
+	var span, stride uint64
+	switch {
+	case step > 0 && stop > start:
+		span, stride = uint64(stop)-uint64(start), uint64(step)
+	case step < 0 && start > stop:
+		span, stride = uint64(start)-uint64(stop), uint64(-(step+1))+1
+	default:
+		return jinja.NewList(nil), nil
+	}
+	n := span / stride
+	if span%stride != 0 {
+		n++
+	}
+	if n > MaxRangeItems {
+		return jinja.Undefined(), fmt.Errorf("range: %d items; at most %d are allowed", n, MaxRangeItems)
+	}
+	items := make([]jinja.Value, n)
+	for i := range items {
+		items[i] = jinja.NewInt(start + int64(i)*step)
+	}
+	return jinja.NewList(items), nil
+}
+
 // maxExtraDepth bounds the nesting of an extra variable's Go value.
 const maxExtraDepth = 256
 
@@ -879,6 +945,10 @@ func addExtensions(vars map[string]jinja.Value, now time.Time) {
 		}
 		return jinja.NewString(strftime(now, format)), nil
 	})
+	// range builds its whole list: range(2000000000) took the process's
+	// memory. This one refuses more than MaxRangeItems, and computes the
+	// count without overflowing.
+	set("range", boundedRange)
 	set(filterPrefix+"tojson", filterToJSON)
 	// Today's date, as llama.cpp gives every template (Llama 3.x reads
 	// date_string, FireFunction datetime); Extra may override them.

@@ -92,3 +92,36 @@ func TestExtraValueDepth(t *testing.T) {
 		})
 	}
 }
+
+// TestTemplateRange: range() builds its list, so range(2000000000) took
+// the process's memory; ours refuses lists past MaxRangeItems and gives
+// Python's lists otherwise, steps and bounds near int64's ends included.
+func TestTemplateRange(t *testing.T) {
+	for _, tc := range []struct {
+		src, want, err string
+	}{
+		{"{{ range(4) | list }}", "[0, 1, 2, 3]", ""},
+		{"{{ range(2, 5) | list }}", "[2, 3, 4]", ""},
+		{"{{ range(10, 0, -3) | list }}", "[10, 7, 4, 1]", ""},
+		{"{{ range(0, 5, 2) | list }}", "[0, 2, 4]", ""},
+		{"{{ range(-2) | list }}", "[]", ""},
+		{"{{ range(3, 3) | list }}", "[]", ""},
+		{"{% for i in range(3) %}{{ i }}{% endfor %}", "012", ""},
+		{"{{ range(9223372036854775806, 9223372036854775807, 2) | list }}", "[9223372036854775806]", ""},
+		{"{{ range(2000000000) | length }}", "", "at most"},
+		{"{{ range(-9223372036854775807, 9223372036854775807) | length }}", "", "at most"},
+		{"{{ range(1, 2, 0) | list }}", "", "step must not be zero"},
+	} {
+		t.Run(tc.src, func(t *testing.T) {
+			tmpl, err := ParseTemplate(tc.src)
+			require.NoError(t, err)
+			out, err := tmpl.Render(TemplateInput{})
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, out)
+		})
+	}
+}
