@@ -426,12 +426,12 @@ func (m *Model) RPCDevices() []Device { return append([]Device(nil), m.rpcDevice
 // length check and f's call; f escapes, so a caller on a hot path keeps
 // its closure out of the local path (see rpcCompute).
 func (m *Model) rpcGuard(op string, f func()) error {
+	if err := m.rpcFailed(op); err != nil {
+		return err
+	}
 	if len(m.rpcServers) == 0 {
 		f()
 		return nil
-	}
-	if e := m.rpcErr.Load(); e != nil {
-		return &Error{Code: CodeRPC, Op: op, Msg: e.Msg}
 	}
 	err := rpcCall(op, f)
 	if err != nil {
@@ -441,6 +441,19 @@ func (m *Model) rpcGuard(op string, f func()) error {
 		}
 	}
 	return err
+}
+
+// rpcFailed is the error of op on a model whose RPC worker failed (nil
+// otherwise): a call that checks its input in Go first says so before
+// judging the input.
+func (m *Model) rpcFailed(op string) error {
+	if len(m.rpcServers) == 0 {
+		return nil
+	}
+	if e := m.rpcErr.Load(); e != nil {
+		return &Error{Code: CodeRPC, Op: op, Msg: e.Msg}
+	}
+	return nil
 }
 
 // rpcCompute runs call (llama_decode or llama_encode) of c on b under the

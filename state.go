@@ -42,6 +42,9 @@ func (c *Context) SetState(data []byte) error {
 	if len(data) == 0 {
 		return errorf(CodeInvalid, "set state", "empty state")
 	}
+	if err := c.model.rpcFailed("set state"); err != nil {
+		return err
+	}
 	if !plausibleArch(data[:min(4, len(data))], int64(len(data))) {
 		return errorf(CodeLoad, "set state", "the state does not start with a model architecture's name")
 	}
@@ -126,6 +129,9 @@ func (c *Context) setSeqStateHeld(op string, seq int, data []byte, flags uint32,
 	if len(data) == 0 {
 		return errorf(CodeInvalid, op, "empty state")
 	}
+	if err := c.model.rpcFailed(op); err != nil {
+		return err
+	}
 	if !c.layoutFor(flags).CheckBytes(data, c.nCtx, c.nCtx) {
 		return errorf(CodeLoad, op, "%s does not fit this context: a cell count or a size is wrong", what)
 	}
@@ -183,6 +189,9 @@ func (c *Context) checkStateFile(path string) error {
 // tokens, then the state), checks that its token count fits the context,
 // and hands its state to stateOK.
 func (c *Context) checkFile(op, path string, stateOK func(*io.SectionReader) bool) error {
+	if err := c.model.rpcFailed(op); err != nil {
+		return err
+	}
 	// A FIFO or a device is refused before it is opened: opening a FIFO
 	// waits for a writer.
 	if st, err := os.Stat(path); err != nil {
